@@ -1,0 +1,79 @@
+/* Collectives and point-to-point on a process group, with byte counters.
+ *
+ * A pt_comm wraps one MPI communicator (a dp, tp or world group).  Every
+ * call counts, per collective kind, the number of calls, the payload bytes
+ * handed to it and the bytes this rank sends under the bandwidth-optimal
+ * (ring) algorithm that nccl-tests uses to define bus bandwidth:
+ *
+ *   allreduce       n bytes in/out          sends 2(p-1)/p * n
+ *   reduce_scatter  n bytes in, n/p out     sends  (p-1)/p * n
+ *   allgather       n/p in, n bytes out     sends  (p-1)/p * n
+ *   broadcast       n bytes                 sends  (p-1)/p * n  (pipelined)
+ *   send / recv     n bytes                 sends  n / 0
+ *
+ * Summed over the p ranks of a group, an allreduce of S bytes therefore
+ * counts 2(p-1)S, which is the unit of the Colossal-AI paper's Table 1
+ * (Bian et al. 2021, "Colossal-AI", section 3) and lets tests compare the
+ * counters with the per-layer formulas exactly.  The counters model the
+ * algorithm; what MPI actually does on the wire may differ.
+ *
+ * A group of size 1 performs no communication and counts nothing.
+ * All functions return PT_OK or PT_ECOMM (message via pt_errmsg()).
+ */
+#ifndef PTRAIN_COMM_H
+#define PTRAIN_COMM_H
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum pt_coll {
+    PT_COLL_ALLREDUCE,
+    PT_COLL_REDUCE_SCATTER,
+    PT_COLL_ALLGATHER,
+    PT_COLL_BROADCAST,
+    PT_COLL_SEND,
+    PT_COLL_RECV,
+    PT_COLL_N
+};
+
+typedef struct pt_comm_stats {
+    uint64_t calls[PT_COLL_N];
+    uint64_t payload_bytes[PT_COLL_N]; /* n as defined above */
+    uint64_t sent_bytes[PT_COLL_N];    /* modelled bytes this rank sends */
+} pt_comm_stats;
+
+typedef struct pt_comm {
+    MPI_Comm comm;
+    int rank, size;
+    char name[16];   /* "world", "dp", "tp", ... */
+    int owned;       /* 1 if pt_comm_free must MPI_Comm_free it */
+    pt_comm_stats stats;
+} pt_comm;
+
+/* Wrap an existing communicator (not freed by pt_comm_free). */
+int pt_comm_wrap(pt_comm *c, MPI_Comm comm, const char *name);
+/* MPI_Comm_split(parent, color, key) into a new owned group. */
+int pt_comm_split(pt_comm *c, const pt_comm *parent, int color, int key, const char *name);
+void pt_comm_free(pt_comm *c);
+
+/* In-place sum / max over the group of n floats. */
+int pt_allreduce_sum(pt_comm *c, float *buf, size_t n);
+int pt_allreduce_max(pt_comm *c, float *buf, size_t n);
+/* In-place sum of n doubles (losses, norms; counted like floats of 8 bytes). */
+int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
+/* in [n] -> out [n/p]: rank r receives the sum of block r.  n % p == 0. */
+int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n);
+/* in [n/p] -> out [n] concatenated in rank order. n % p == 0. */
+int pt_allgather(pt_comm *c, const float *in, float *out, size_t n);
+/* n floats from `root` to all. */
+int pt_broadcast(pt_comm *c, float *buf, size_t n, int root);
+int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag);
+int pt_recv(pt_comm *c, float *buf, size_t n, int src, int tag);
+int pt_barrier(pt_comm *c);
+
+/* Total modelled bytes sent by this rank over all kinds. */
+uint64_t pt_comm_sent_total(const pt_comm *c);
+void pt_comm_reset_stats(pt_comm *c);
+const char *pt_coll_name(enum pt_coll k);
+
+#endif

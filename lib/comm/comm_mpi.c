@@ -1,0 +1,148 @@
+/* MPI implementation of the pt_comm collectives (see comm.h). */
+#include "comm/comm.h"
+#include "core/core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int mpi_fail(int rc, const char *what, const pt_comm *c)
+{
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    return pt_fail(PT_ECOMM, "%s on group '%s' (size %d) failed: %s", what, c->name, c->size, msg);
+}
+
+int pt_comm_wrap(pt_comm *c, MPI_Comm comm, const char *name)
+{
+    memset(c, 0, sizeof *c);
+    c->comm = comm;
+    MPI_Comm_rank(comm, &c->rank);
+    MPI_Comm_size(comm, &c->size);
+    snprintf(c->name, sizeof c->name, "%s", name);
+    return PT_OK;
+}
+
+int pt_comm_split(pt_comm *c, const pt_comm *parent, int color, int key, const char *name)
+{
+    MPI_Comm nc;
+    int rc = MPI_Comm_split(parent->comm, color, key, &nc);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split", parent);
+    pt_comm_wrap(c, nc, name);
+    c->owned = 1;
+    return PT_OK;
+}
+
+void pt_comm_free(pt_comm *c)
+{
+    if (c->owned && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
+    c->owned = 0;
+}
+
+static void count(pt_comm *c, enum pt_coll k, uint64_t payload, uint64_t sent)
+{
+    c->stats.calls[k]++;
+    c->stats.payload_bytes[k] += payload;
+    c->stats.sent_bytes[k] += sent;
+}
+
+static uint64_t ring(uint64_t bytes, int p, int factor)
+{
+    return (uint64_t)factor * (uint64_t)(p - 1) * bytes / (uint64_t)p;
+}
+
+int pt_allreduce_sum(pt_comm *c, float *buf, size_t n)
+{
+    if (c->size == 1 || n == 0) return PT_OK;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce", c);
+    count(c, PT_COLL_ALLREDUCE, n * 4, ring(n * 4, c->size, 2));
+    return PT_OK;
+}
+
+int pt_allreduce_max(pt_comm *c, float *buf, size_t n)
+{
+    if (c->size == 1 || n == 0) return PT_OK;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce(max)", c);
+    count(c, PT_COLL_ALLREDUCE, n * 4, ring(n * 4, c->size, 2));
+    return PT_OK;
+}
+
+int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n)
+{
+    if (c->size == 1 || n == 0) return PT_OK;
+    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce(f64)", c);
+    count(c, PT_COLL_ALLREDUCE, n * 8, ring(n * 8, c->size, 2));
+    return PT_OK;
+}
+
+int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n)
+{
+    if (n % (size_t)c->size)
+        return pt_fail(PT_EINVAL, "reduce_scatter of %zu floats over %d ranks: count must be a multiple of the group size", n, c->size);
+    if (c->size == 1) { memmove(out, in, n * sizeof(float)); return PT_OK; }
+    int rc = MPI_Reduce_scatter_block(in, out, (int)(n / c->size), MPI_FLOAT, MPI_SUM, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "reduce_scatter", c);
+    count(c, PT_COLL_REDUCE_SCATTER, n * 4, ring(n * 4, c->size, 1));
+    return PT_OK;
+}
+
+int pt_allgather(pt_comm *c, const float *in, float *out, size_t n)
+{
+    if (n % (size_t)c->size)
+        return pt_fail(PT_EINVAL, "allgather of %zu floats over %d ranks: count must be a multiple of the group size", n, c->size);
+    if (c->size == 1) { memmove(out, in, n * sizeof(float)); return PT_OK; }
+    int rc = MPI_Allgather(in, (int)(n / c->size), MPI_FLOAT, out, (int)(n / c->size), MPI_FLOAT, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allgather", c);
+    count(c, PT_COLL_ALLGATHER, n * 4, ring(n * 4, c->size, 1));
+    return PT_OK;
+}
+
+int pt_broadcast(pt_comm *c, float *buf, size_t n, int root)
+{
+    if (c->size == 1 || n == 0) return PT_OK;
+    int rc = MPI_Bcast(buf, (int)n, MPI_FLOAT, root, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast", c);
+    count(c, PT_COLL_BROADCAST, n * 4, ring(n * 4, c->size, 1));
+    return PT_OK;
+}
+
+int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag)
+{
+    int rc = MPI_Send(buf, (int)n, MPI_FLOAT, dst, tag, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "send", c);
+    count(c, PT_COLL_SEND, n * 4, n * 4);
+    return PT_OK;
+}
+
+int pt_recv(pt_comm *c, float *buf, size_t n, int src, int tag)
+{
+    int rc = MPI_Recv(buf, (int)n, MPI_FLOAT, src, tag, c->comm, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "recv", c);
+    count(c, PT_COLL_RECV, n * 4, 0);
+    return PT_OK;
+}
+
+int pt_barrier(pt_comm *c)
+{
+    if (c->size == 1) return PT_OK;
+    int rc = MPI_Barrier(c->comm);
+    return rc == MPI_SUCCESS ? PT_OK : mpi_fail(rc, "barrier", c);
+}
+
+uint64_t pt_comm_sent_total(const pt_comm *c)
+{
+    uint64_t s = 0;
+    for (int k = 0; k < PT_COLL_N; k++) s += c->stats.sent_bytes[k];
+    return s;
+}
+
+void pt_comm_reset_stats(pt_comm *c) { memset(&c->stats, 0, sizeof c->stats); }
+
+const char *pt_coll_name(enum pt_coll k)
+{
+    static const char *names[PT_COLL_N] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "send", "recv"};
+    return (unsigned)k < PT_COLL_N ? names[k] : "?";
+}

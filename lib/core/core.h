@@ -1,0 +1,104 @@
+/* ptrain core: error reporting, logging, tracked memory (the arena) and
+ * tensor views.  Everything in libptrain returns an int status (PT_OK or a
+ * negative PT_E* code) and leaves a one-line message retrievable with
+ * pt_errmsg(); nothing in the library calls exit().
+ */
+#ifndef PTRAIN_CORE_H
+#define PTRAIN_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status codes ----------------------------------------------------- */
+enum {
+    PT_OK = 0,
+    PT_EINVAL = -1,   /* bad argument, option or configuration value */
+    PT_EIO = -2,      /* file could not be read or written */
+    PT_ENOMEM = -3,   /* allocation failed or arena limit exceeded */
+    PT_EFORMAT = -4,  /* file content malformed (bad magic, truncated) */
+    PT_ECOMM = -5,    /* MPI / collective failure */
+    PT_EUNSUPP = -6,  /* valid request that this build/version cannot do */
+};
+
+/* Record a one-line error message (printf format) for the calling thread and
+ * return `code` so callers can write `return pt_fail(PT_EINVAL, "...")`. */
+int pt_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message recorded by pt_fail() on this thread ("" if none). */
+const char *pt_errmsg(void);
+/* Short name of a status code ("invalid argument", ...). */
+const char *pt_strerror(int code);
+
+/* ---- logging ----------------------------------------------------------- */
+/* Levels: 0 = errors only, 1 = info (default), 2 = debug.  Messages go to
+ * stderr prefixed with "ptrain[rank]: ". */
+void pt_log_set_level(int level);
+void pt_log_set_rank(int rank);
+void pt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- arena: tracked allocations ---------------------------------------- */
+/* A per-rank accounting allocator.  Every tensor, parameter, gradient,
+ * optimizer state and activation buffer of a model comes from one arena, so
+ * `cur` and `peak` are the rank's training memory in bytes (what the memory
+ * tables of the layouts compare).  `limit` (bytes, 0 = none) makes
+ * allocations beyond it fail with PT_ENOMEM, which is how tests ask "does
+ * this configuration fit in N bytes per rank". */
+typedef struct pt_arena {
+    size_t cur;    /* bytes currently allocated */
+    size_t peak;   /* high-water mark of cur, bytes */
+    size_t limit;  /* 0 = unlimited */
+    size_t nallocs;
+} pt_arena;
+
+/* Zeroed, 64-byte aligned block of `bytes` bytes charged to `a`.
+ * Returns NULL (and records PT_ENOMEM via pt_fail) when malloc fails or the
+ * limit would be exceeded. */
+void *pt_arena_alloc(pt_arena *a, size_t bytes);
+/* Release a block from pt_arena_alloc (NULL is ignored). */
+void pt_arena_free(pt_arena *a, void *p);
+/* Reset the high-water mark to the current usage. */
+void pt_arena_reset_peak(pt_arena *a);
+
+/* ---- tensors ------------------------------------------------------------ */
+#define PT_MAX_DIMS 4
+/* A dense row-major fp32 view.  Shapes follow the papers' notation:
+ * activations are [B, T, C], weights [out, in] (PyTorch's nn.Linear layout,
+ * so Y = X W^T). */
+typedef struct pt_tensor {
+    float *data;
+    int ndim;
+    int64_t shape[PT_MAX_DIMS];
+    int64_t numel;
+} pt_tensor;
+
+/* Allocate a zeroed tensor of the given shape from `a` (ndim 1..4).
+ * Returns PT_OK, PT_EINVAL for a bad shape, PT_ENOMEM. */
+int pt_tensor_alloc(pt_arena *a, pt_tensor *t, int ndim, const int64_t *shape);
+void pt_tensor_free(pt_arena *a, pt_tensor *t);
+
+/* ---- small utilities ------------------------------------------------------ */
+/* Deterministic RNG: xoshiro256** seeded through splitmix64.  Streams are
+ * derived from (seed, stream id) so that every parameter gets the same
+ * initial values whatever the layout or world size. */
+typedef struct pt_rng { uint64_t s[4]; } pt_rng;
+void pt_rng_seed(pt_rng *r, uint64_t seed, uint64_t stream);
+uint64_t pt_rng_u64(pt_rng *r);
+/* uniform in [0, 1) */
+double pt_rng_uniform(pt_rng *r);
+/* standard normal (Box-Muller) */
+double pt_rng_normal(pt_rng *r);
+
+/* Wall-clock seconds (CLOCK_MONOTONIC). */
+double pt_now(void);
+
+/* Parse a strictly positive/non-negative decimal integer; returns PT_EINVAL
+ * with a message naming `what` when `s` is not an integer in [lo, hi]. */
+int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

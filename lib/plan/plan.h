@@ -1,0 +1,99 @@
+/* The plan: which parallel layout a job runs, and the contract between the
+ * SPANK plugin (which computes it and injects it as PTRAIN_* variables) and
+ * libptrain / ptrain-run (which read it).  See DESIGN.md, "Plan
+ * environment".
+ *
+ * This module is self-contained C (libc only): it is compiled both into
+ * libptrain and into the SPANK plugin, which must not pull MPI, BLAS or
+ * libptrain into slurmstepd.  Errors are reported through (err, errlen)
+ * buffers as one line naming the bad value and what would be valid;
+ * functions return 0 on success and -1 on error.
+ */
+#ifndef PTRAIN_PLAN_H
+#define PTRAIN_PLAN_H
+#include <stddef.h>
+
+typedef enum pt_mode {
+    PT_MODE_OFF = 0, /* ptrain does not plan: nothing injected */
+    PT_MODE_AUTO,    /* request only: resolved to a concrete mode by pt_plan_auto */
+    PT_MODE_1D,      /* Megatron tensor parallel */
+    PT_MODE_2D,      /* SUMMA (Optimus) */
+    PT_MODE_2P5D,    /* Tesseract */
+    PT_MODE_3D,
+} pt_mode;
+
+typedef struct pt_plan {
+    pt_mode mode;
+    int dp, pp, tp;      /* group sizes; world = dp * pp * tp * sp */
+    int tp_depth;        /* 2.5D depth d (tp = d*q*q); 1 otherwise */
+    int sp;              /* sequence-parallel size */
+    int zero;            /* ZeRO stage 0..3 */
+    int microbatches;    /* pipeline microbatches per step (>= 1) */
+    int ckpt_act;        /* activation checkpointing 0/1 */
+    int offload;         /* optimizer-state CPU offload 0/1 */
+    char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
+} pt_plan;
+
+/* mode <-> text: "off", "auto", "1d", "2d", "2.5d", "3d" */
+const char *pt_mode_name(pt_mode m);
+int pt_mode_parse(const char *s, pt_mode *m, char *err, size_t errlen);
+
+/* Defaults: mode 1d, every size 1, zero 0, microbatches 1, order "DPT". */
+void pt_plan_default(pt_plan *p);
+
+/* Check the plan is internally consistent and fits `world_size` ranks
+ * (dp*pp*tp*sp == world_size, every size >= 1, rank_order a permutation
+ * of DPT, tp_depth consistent with the mode).  world_size <= 0 skips the
+ * world check.  Modes and features this build cannot run yet are refused
+ * with a "not yet supported" message. */
+int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen);
+
+/* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
+ * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_CKPT_ACT,
+ * PTRAIN_OFFLOAD, PTRAIN_RANK_ORDER from the environment over the values
+ * already in *p (unset variables leave fields unchanged).  Returns 1 if at
+ * least one PTRAIN_* plan variable was present, 0 if none, -1 on a bad
+ * value. */
+int pt_plan_from_env(pt_plan *p, char *err, size_t errlen);
+
+/* Call set(name, value, arg) once per plan variable, PTRAIN_PLAN included.
+ * Returns the first non-zero value set() returns, else 0. */
+int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *value, void *arg),
+                   void *arg);
+
+/* One-line human summary, e.g. "mode=1d dp=2 tp=2 pp=1 sp=1 zero=0 order=DPT". */
+void pt_plan_summary(const pt_plan *p, char *buf, size_t n);
+
+/* ---- automatic planning (the SPANK plugin's "auto" mode) ---- */
+typedef struct pt_job_geometry {
+    int nnodes;              /* nodes in the step */
+    int ntasks;              /* tasks in the step */
+    const int *tasks_per_node; /* [nnodes] tasks on each node, in node order */
+} pt_job_geometry;
+
+typedef struct pt_plan_limits {
+    int max_tp;        /* largest tp the admin allows (>= 1) */
+    unsigned modes;    /* bit (1u << pt_mode) set for each mode users may request */
+} pt_plan_limits;
+
+/* Resolve a request into a concrete plan for the geometry.
+ * `req` holds what the user pinned (mode, and tp > 0 when --ptrain-tp was
+ * given; 0 means "choose").  Auto for now: 1d tensor parallelism inside a
+ * node (tp = the largest divisor of every node's task count that is <=
+ * max_tp), data parallelism across nodes (dp = ntasks / tp).  Deterministic:
+ * every node computes the same plan from the same inputs. */
+int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
+                 pt_plan *out, char *err, size_t errlen);
+
+/* Placement: the rank a task gets in the plan's process grid, from its
+ * node index and its task index on that node, so that tensor groups stay
+ * inside a node whatever Slurm's task distribution was ("cluster"
+ * placement: ranks numbered node by node).  Returns -1 on bad input. */
+int pt_plan_rank(const pt_job_geometry *g, int node_index, int local_task);
+
+/* Coordinates of `rank` in the grid of plan p: the letters of rank_order
+ * name the axes, the right-most varying fastest (SageMaker placement
+ * strategy).  Returns -1 if rank is outside the grid. */
+int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *tp_rank);
+
+#endif

@@ -1,0 +1,14 @@
+# Shared helpers for TAP shell tests.  Source it: . "$top_srcdir/tests/lib.sh"
+: "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
+: "${top_builddir:=$top_srcdir}"
+tap_n=0
+tap_fail=0
+ok() { tap_n=$((tap_n+1)); echo "ok $tap_n - $*"; }
+not_ok() { tap_n=$((tap_n+1)); tap_fail=$((tap_fail+1)); echo "not ok $tap_n - $*"; }
+# check DESCRIPTION CMD...: ok if CMD exits 0
+check() { d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
+diag() { echo "# $*"; }
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+done_testing() { echo "1..$tap_n"; [ "$tap_fail" -eq 0 ]; }
+# mpirun with the flags every MPI test needs (root, oversubscription, loopback)
+ptrain_mpirun() { "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@"; }
