@@ -1,0 +1,424 @@
+/* The plan: parsing, validation, environment round trip, automatic
+ * planning and rank placement.  See plan.h for the contract and
+ * DESIGN.md ("Plan environment", "Process grid and placement").
+ *
+ * libc only: this file is compiled into libptrain and, separately, into the
+ * SPANK plugin (which runs inside slurmstepd).
+ */
+#include "plan/plan.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Write a one-line message into (err, errlen) and return -1. */
+static int plan_fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int plan_fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static const char *const mode_names[] = {"off", "auto", "1d", "2d", "2.5d", "3d"};
+#define N_MODES ((int)(sizeof mode_names / sizeof mode_names[0]))
+
+const char *pt_mode_name(pt_mode m)
+{
+    if ((int)m < 0 || (int)m >= N_MODES) return "?";
+    return mode_names[m];
+}
+
+int pt_mode_parse(const char *s, pt_mode *m, char *err, size_t errlen)
+{
+    if (!s) return plan_fail(err, errlen, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
+    for (int i = 0; i < N_MODES; i++) {
+        if (strcmp(s, mode_names[i]) == 0) {
+            if (m) *m = (pt_mode)i;
+            return 0;
+        }
+    }
+    return plan_fail(err, errlen, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
+}
+
+void pt_plan_default(pt_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    p->mode = PT_MODE_1D;
+    p->dp = p->pp = p->tp = p->tp_depth = p->sp = 1;
+    p->zero = 0;
+    p->microbatches = 1;
+    p->ckpt_act = 0;
+    p->offload = 0;
+    memcpy(p->rank_order, "DPT", 4);
+}
+
+/* 1 if s (exactly 3 chars) is a permutation of D, P, T. */
+static int order_is_perm(const char *s)
+{
+    if (strlen(s) != 3) return 0;
+    int seen = 0;
+    for (int i = 0; i < 3; i++) {
+        switch (s[i]) {
+        case 'D': seen |= 1; break;
+        case 'P': seen |= 2; break;
+        case 'T': seen |= 4; break;
+        default: return 0;
+        }
+    }
+    return seen == 7;
+}
+
+/* Parse a placement: a permutation of D, P, T (any case), or the
+ * SageMaker names "cluster" (= DPT) and "spread" (= TPD). */
+static int order_parse(const char *s, char out[4], char *err, size_t errlen)
+{
+    char up[4];
+    if (strcmp(s, "cluster") == 0) s = "DPT";
+    else if (strcmp(s, "spread") == 0) s = "TPD";
+    size_t n = strlen(s);
+    if (n == 3) {
+        for (size_t i = 0; i < 3; i++) up[i] = (char)toupper((unsigned char)s[i]);
+        up[3] = '\0';
+        if (order_is_perm(up)) {
+            memcpy(out, up, 4);
+            return 0;
+        }
+    }
+    return plan_fail(err, errlen,
+                     "invalid rank order '%s' (valid: a permutation of D, P, T such as DPT, "
+                     "or cluster, spread)", s);
+}
+
+/* Highest number that an int size may reach before products overflow. */
+#define SIZE_MAX_VALUE (1 << 20)
+
+int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
+{
+    if (!p) return plan_fail(err, errlen, "no plan given");
+    if ((int)p->mode < 0 || (int)p->mode >= N_MODES)
+        return plan_fail(err, errlen, "invalid mode value %d (valid: off, 1d)", (int)p->mode);
+    if (p->mode == PT_MODE_AUTO)
+        return plan_fail(err, errlen,
+                         "mode auto is a request, not a plan: resolve it first (concrete modes: "
+                         "off, 1d)");
+    struct { const char *name; int v; } sizes[] = {
+        {"dp", p->dp}, {"pp", p->pp}, {"tp", p->tp}, {"tp_depth", p->tp_depth},
+        {"sp", p->sp}, {"microbatches", p->microbatches},
+    };
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        if (sizes[i].v < 1 || sizes[i].v > SIZE_MAX_VALUE)
+            return plan_fail(err, errlen, "invalid %s=%d (valid: 1..%d)", sizes[i].name,
+                             sizes[i].v, SIZE_MAX_VALUE);
+    }
+    if (p->zero < 0 || p->zero > 3)
+        return plan_fail(err, errlen, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
+    if (p->ckpt_act != 0 && p->ckpt_act != 1)
+        return plan_fail(err, errlen, "invalid ckpt_act=%d (valid: 0, 1)", p->ckpt_act);
+    if (p->offload != 0 && p->offload != 1)
+        return plan_fail(err, errlen, "invalid offload=%d (valid: 0, 1)", p->offload);
+    if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !order_is_perm(p->rank_order))
+        return plan_fail(err, errlen,
+                         "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
+                         p->rank_order);
+
+    /* What this build can run. */
+    if (p->mode != PT_MODE_OFF && p->mode != PT_MODE_1D)
+        return plan_fail(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
+                         "1d, off)", pt_mode_name(p->mode));
+    if (p->pp != 1)
+        return plan_fail(err, errlen, "pipeline parallelism pp=%d is not yet supported "
+                         "(supported: pp=1)", p->pp);
+    if (p->sp != 1)
+        return plan_fail(err, errlen, "sequence parallelism sp=%d is not yet supported "
+                         "(supported: sp=1)", p->sp);
+    if (p->zero != 0)
+        return plan_fail(err, errlen, "ZeRO stage zero=%d is not yet supported (supported: "
+                         "zero=0)", p->zero);
+    if (p->offload != 0)
+        return plan_fail(err, errlen, "optimizer offload=%d is not yet supported (supported: "
+                         "offload=0)", p->offload);
+
+    /* 1d (and off) have no depth; 2d/2.5d/3d grids are refused above. */
+    if (p->tp_depth != 1)
+        return plan_fail(err, errlen, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
+                         "for mode 2.5d)", p->tp_depth, pt_mode_name(p->mode));
+
+    if (world_size > 0) {
+        long long prod = (long long)p->dp * p->pp * p->tp * p->sp;
+        if (prod != world_size)
+            return plan_fail(err, errlen,
+                             "plan dp=%d pp=%d tp=%d sp=%d covers %lld ranks, but the world has "
+                             "%d (valid: dp*pp*tp*sp = %d)",
+                             p->dp, p->pp, p->tp, p->sp, prod, world_size, world_size);
+    }
+
+    return 0;
+}
+
+/* Strict decimal int: the whole string, no sign games, within [lo, hi]. */
+static int parse_int(const char *name, const char *s, int lo, int hi, int *out, char *err,
+                     size_t errlen)
+{
+    char *end;
+    errno = 0;
+    if (!*s || isspace((unsigned char)*s)) goto bad;
+    long v = strtol(s, &end, 10);
+    if (errno || *end != '\0' || v < lo || v > hi) goto bad;
+    *out = (int)v;
+    return 0;
+bad:
+    return plan_fail(err, errlen, "invalid %s='%s' (valid: an integer %d..%d)", name, s, lo, hi);
+}
+
+int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
+{
+    static const struct { const char *var; size_t off; int lo, hi; } ints[] = {
+        {"PTRAIN_DP", offsetof(pt_plan, dp), 1, SIZE_MAX_VALUE},
+        {"PTRAIN_PP", offsetof(pt_plan, pp), 1, SIZE_MAX_VALUE},
+        {"PTRAIN_TP", offsetof(pt_plan, tp), 1, SIZE_MAX_VALUE},
+        {"PTRAIN_TP_DEPTH", offsetof(pt_plan, tp_depth), 1, SIZE_MAX_VALUE},
+        {"PTRAIN_SP", offsetof(pt_plan, sp), 1, SIZE_MAX_VALUE},
+        {"PTRAIN_ZERO", offsetof(pt_plan, zero), 0, 3},
+        {"PTRAIN_MICROBATCHES", offsetof(pt_plan, microbatches), 1, SIZE_MAX_VALUE},
+        {"PTRAIN_CKPT_ACT", offsetof(pt_plan, ckpt_act), 0, 1},
+        {"PTRAIN_OFFLOAD", offsetof(pt_plan, offload), 0, 1},
+    };
+    if (!p) return plan_fail(err, errlen, "no plan given");
+    pt_plan tmp = *p; /* only commit when everything parsed */
+    int found = 0;
+    const char *s = getenv("PTRAIN_MODE");
+    if (s) {
+        found = 1;
+        if (pt_mode_parse(s, &tmp.mode, err, errlen) < 0) {
+            char inner[160];
+            snprintf(inner, sizeof inner, "%s", err ? err : "");
+            return plan_fail(err, errlen, "PTRAIN_MODE: %s", inner);
+        }
+    }
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        s = getenv(ints[i].var);
+        if (!s) continue;
+        found = 1;
+        if (parse_int(ints[i].var, s, ints[i].lo, ints[i].hi,
+                      (int *)((char *)&tmp + ints[i].off), err, errlen) < 0)
+            return -1;
+    }
+    s = getenv("PTRAIN_RANK_ORDER");
+    if (s) {
+        found = 1;
+        if (order_parse(s, tmp.rank_order, err, errlen) < 0) {
+            char inner[200];
+            snprintf(inner, sizeof inner, "%s", err ? err : "");
+            return plan_fail(err, errlen, "PTRAIN_RANK_ORDER: %s", inner);
+        }
+    }
+    *p = tmp;
+    return found;
+}
+
+int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *value, void *arg),
+                   void *arg)
+{
+    char v[32];
+    int rc;
+#define EXPORT_INT(name, field)                                                                    \
+    do {                                                                                           \
+        snprintf(v, sizeof v, "%d", p->field);                                                     \
+        if ((rc = set(name, v, arg)) != 0) return rc;                                              \
+    } while (0)
+    if ((rc = set("PTRAIN_MODE", pt_mode_name(p->mode), arg)) != 0) return rc;
+    EXPORT_INT("PTRAIN_DP", dp);
+    EXPORT_INT("PTRAIN_PP", pp);
+    EXPORT_INT("PTRAIN_TP", tp);
+    EXPORT_INT("PTRAIN_TP_DEPTH", tp_depth);
+    EXPORT_INT("PTRAIN_SP", sp);
+    EXPORT_INT("PTRAIN_ZERO", zero);
+    EXPORT_INT("PTRAIN_MICROBATCHES", microbatches);
+    EXPORT_INT("PTRAIN_CKPT_ACT", ckpt_act);
+    EXPORT_INT("PTRAIN_OFFLOAD", offload);
+#undef EXPORT_INT
+    char order[4];
+    memcpy(order, p->rank_order, 3);
+    order[3] = '\0';
+    if ((rc = set("PTRAIN_RANK_ORDER", order, arg)) != 0) return rc;
+    char line[160];
+    pt_plan_summary(p, line, sizeof line);
+    return set("PTRAIN_PLAN", line, arg);
+}
+
+void pt_plan_summary(const pt_plan *p, char *buf, size_t n)
+{
+    if (!buf || !n) return;
+    char order[4];
+    memcpy(order, p->rank_order, 3);
+    order[3] = '\0';
+    int k = snprintf(buf, n, "mode=%s dp=%d tp=%d pp=%d sp=%d zero=%d order=%s",
+                     pt_mode_name(p->mode), p->dp, p->tp, p->pp, p->sp, p->zero, order);
+    if (k < 0 || (size_t)k >= n) return;
+    /* Non-default extras only, so the common line stays short. */
+    if (p->tp_depth != 1) k += snprintf(buf + k, n - (size_t)k, " tp_depth=%d", p->tp_depth);
+    if (k < 0 || (size_t)k >= n) return;
+    if (p->microbatches != 1) k += snprintf(buf + k, n - (size_t)k, " microbatches=%d",
+                                            p->microbatches);
+    if (k < 0 || (size_t)k >= n) return;
+    if (p->ckpt_act) k += snprintf(buf + k, n - (size_t)k, " ckpt_act=1");
+    if (k < 0 || (size_t)k >= n) return;
+    if (p->offload) snprintf(buf + k, n - (size_t)k, " offload=1");
+}
+
+/* ---- automatic planning ------------------------------------------------ */
+
+static int gcd(int a, int b)
+{
+    while (b) {
+        int t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int geometry_check(const pt_job_geometry *g, char *err, size_t errlen)
+{
+    if (!g) return plan_fail(err, errlen, "no job geometry given");
+    if (g->nnodes < 1 || g->nnodes > SIZE_MAX_VALUE)
+        return plan_fail(err, errlen, "invalid node count %d (valid: 1..%d)", g->nnodes,
+                         SIZE_MAX_VALUE);
+    if (g->ntasks < 1 || g->ntasks > SIZE_MAX_VALUE)
+        return plan_fail(err, errlen, "invalid task count %d (valid: 1..%d)", g->ntasks,
+                         SIZE_MAX_VALUE);
+    if (!g->tasks_per_node) return plan_fail(err, errlen, "no per-node task counts given");
+    long long sum = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        if (g->tasks_per_node[i] < 1)
+            return plan_fail(err, errlen, "node %d has %d tasks (valid: >= 1)", i,
+                             g->tasks_per_node[i]);
+        sum += g->tasks_per_node[i];
+    }
+    if (sum != g->ntasks)
+        return plan_fail(err, errlen, "per-node task counts add up to %lld, but the step has %d "
+                         "tasks", sum, g->ntasks);
+    return 0;
+}
+
+/* Append "a, b, c" of the divisors of n that are <= cap to buf. */
+static void list_divisors(int n, int cap, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int d = 1; d <= n && d <= cap; d++) {
+        if (n % d) continue;
+        int w = snprintf(buf + k, len - k, "%s%d", k ? ", " : "", d);
+        if (w < 0 || (size_t)w >= len - k) break;
+        k += (size_t)w;
+    }
+}
+
+int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
+                 pt_plan *out, char *err, size_t errlen)
+{
+    if (!req || !out) return plan_fail(err, errlen, "no request or output plan given");
+    if (geometry_check(g, err, errlen) < 0) return -1;
+    int max_tp = lim ? lim->max_tp : INT_MAX;
+    unsigned modes = lim ? lim->modes : ~0u;
+    if (max_tp < 1) return plan_fail(err, errlen, "invalid max_tp=%d (valid: >= 1)", max_tp);
+    if ((int)req->mode < 0 || (int)req->mode >= N_MODES)
+        return plan_fail(err, errlen, "invalid mode value %d", (int)req->mode);
+    if (req->mode != PT_MODE_OFF && !(modes & (1u << req->mode)))
+        return plan_fail(err, errlen, "--ptrain-mode=%s is not allowed by the administrator "
+                         "(allowed_modes in ptrain.conf)", pt_mode_name(req->mode));
+    if (req->tp < 0)
+        return plan_fail(err, errlen, "invalid --ptrain-tp=%d (valid: >= 1)", req->tp);
+
+    pt_plan p;
+    pt_plan_default(&p);
+    if (req->mode == PT_MODE_OFF) {
+        p.mode = PT_MODE_OFF;
+        p.dp = g->ntasks;
+        *out = p;
+        return 0;
+    }
+    if (req->mode != PT_MODE_AUTO && req->mode != PT_MODE_1D)
+        return plan_fail(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
+                         "1d, off)", pt_mode_name(req->mode));
+    if (req->mode == PT_MODE_AUTO && !(modes & (1u << PT_MODE_1D)))
+        return plan_fail(err, errlen, "--ptrain-mode=auto resolves to 1d, which the "
+                         "administrator does not allow (allowed_modes in ptrain.conf)");
+
+    /* tp must divide every node's task count so each tensor group sits
+     * inside one node: the candidates are the divisors of their gcd. */
+    int common = 0;
+    for (int i = 0; i < g->nnodes; i++) common = gcd(common, g->tasks_per_node[i]);
+    int tp;
+    if (req->tp > 0) {
+        if (req->tp > max_tp || common % req->tp != 0) {
+            char valid[256];
+            list_divisors(common, max_tp, valid, sizeof valid);
+            if (req->tp > max_tp)
+                return plan_fail(err, errlen, "--ptrain-tp=%d exceeds the administrator's "
+                                 "max_tp=%d (valid here: %s)", req->tp, max_tp, valid);
+            return plan_fail(err, errlen, "--ptrain-tp=%d does not divide the tasks on every "
+                             "node (%d tasks on %d nodes; valid: %s)", req->tp, g->ntasks,
+                             g->nnodes, valid);
+        }
+        tp = req->tp;
+    } else {
+        tp = 1;
+        for (int d = 1; d <= common && d <= max_tp; d++)
+            if (common % d == 0) tp = d;
+    }
+    p.mode = PT_MODE_1D;
+    p.tp = tp;
+    p.dp = g->ntasks / tp;
+    if (pt_plan_validate(&p, g->ntasks, err, errlen) < 0) return -1;
+    *out = p;
+    return 0;
+}
+
+int pt_plan_rank(const pt_job_geometry *g, int node_index, int local_task)
+{
+    if (!g || !g->tasks_per_node || node_index < 0 || node_index >= g->nnodes || local_task < 0)
+        return -1;
+    if (local_task >= g->tasks_per_node[node_index]) return -1;
+    long long r = 0;
+    for (int i = 0; i < node_index; i++) {
+        if (g->tasks_per_node[i] < 0) return -1;
+        r += g->tasks_per_node[i];
+    }
+    r += local_task;
+    if (r >= g->ntasks || r > INT_MAX) return -1;
+    return (int)r;
+}
+
+int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *tp_rank)
+{
+    if (!p || p->dp < 1 || p->pp < 1 || p->tp < 1 || p->sp < 1) return -1;
+    if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !order_is_perm(p->rank_order))
+        return -1;
+    long long world = (long long)p->dp * p->pp * p->tp * p->sp;
+    if (rank < 0 || rank >= world) return -1;
+    /* The T axis holds tp*sp ranks, tp varying fastest inside it. */
+    long long rem = rank;
+    int c[3] = {0, 0, 0}; /* D, P, T */
+    for (int i = 2; i >= 0; i--) {
+        char a = p->rank_order[i];
+        long long size = a == 'D' ? p->dp : a == 'P' ? p->pp : (long long)p->tp * p->sp;
+        int idx = a == 'D' ? 0 : a == 'P' ? 1 : 2;
+        c[idx] = (int)(rem % size);
+        rem /= size;
+    }
+    if (dp_rank) *dp_rank = c[0];
+    if (pp_rank) *pp_rank = c[1];
+    if (tp_rank) *tp_rank = c[2] % p->tp;
+    return 0;
+}
