@@ -1,0 +1,264 @@
+/* ptrain-topo: the node model, link classes, islands and bandwidth probes.
+ * See ptrain-topo(1). */
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+#include "core/core.h"
+#include "topo/topo.h"
+#include "topo/probe_gpu.h"
+#include "topo/probe_mpi.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EXIT_WARN = 1, EXIT_BAD = 2, EXIT_FAIL = 3 };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptrain-topo [--topology FILE | --load FILE] [--probe | --probe-quick]\n"
+            "                   [--json | --xml | --gres] [--save FILE] [--strict]\n"
+            "  --topology FILE  hwloc XML instead of this machine (also $" PT_TOPO_ENV ")\n"
+            "  --load FILE      cached model (ptrain JSON or hwloc XML from --save)\n"
+            "  --probe          measure host memory, GPU and MPI bandwidth (srun/mpirun for MPI)\n"
+            "  --probe-quick    the same with small messages and few iterations\n"
+            "  --json, --xml    print the model as JSON / hwloc XML instead of the report\n"
+            "  --gres           print Slurm gres.conf lines for the GPUs\n"
+            "  --save FILE      write the model (JSON, or XML if FILE ends in .xml) atomically\n"
+            "  --strict         exit 1 when there are warnings\n"
+            "exit: 0 fine, 1 warnings with --strict, 2 bad input, 3 probe or write failure\n");
+}
+
+static const char *nic_kind(int k) { return k == PT_NIC_IB ? "InfiniBand" : k == PT_NIC_ROCE ? "RoCE" : "Ethernet"; }
+
+static void cell(char *b, size_t n, int cls, int nv, double gbps)
+{
+    char c[16];
+    if (cls == PT_LINK_NV) snprintf(c, sizeof c, "NV%d", nv);
+    else snprintf(c, sizeof c, "%s", pt_link_class_name((pt_link_class)cls));
+    if (gbps > 0) snprintf(b, n, "%s %.0f", c, gbps);
+    else snprintf(b, n, "%s", c);
+}
+
+static void report(const pt_topo *t)
+{
+    printf("Node %s (%s)\n", t->hostname[0] ? t->hostname : "?", t->source);
+    printf("  %d package%s, %d NUMA node%s, %d cores, %d PUs%s%s\n", t->npackages, t->npackages == 1 ? "" : "s",
+           t->nnuma, t->nnuma == 1 ? "" : "s", t->ncores, t->npus, t->cpu_model[0] ? "; " : "", t->cpu_model);
+    printf("\n  NUMA  Package  Memory(GiB)  Cores  PUs  CPUs              Copy GB/s\n");
+    for (int i = 0; i < t->nnuma; i++) {
+        const pt_topo_numa *n = &t->numa[i];
+        char bw[32] = "-";
+        if (n->membw_gbps > 0) snprintf(bw, sizeof bw, "%.1f", n->membw_gbps);
+        printf("  %-4d  %-7d  %11.1f  %5d  %3d  %-16s  %s\n", n->os_index, n->package, n->memory / 1073741824.0,
+               n->ncores, n->npus, n->cpus, bw);
+    }
+    int anyx = 0;
+    for (int i = 0; i < t->nnuma * t->nnuma; i++) anyx |= (i / t->nnuma != i % t->nnuma) && t->numa_gbps[i] > 0;
+    if (anyx) {
+        printf("\n  Copy GB/s, CPUs of row NUMA node over memory of column NUMA node:\n        ");
+        for (int j = 0; j < t->nnuma; j++) printf("%8d", t->numa[j].os_index);
+        printf("\n");
+        for (int i = 0; i < t->nnuma; i++) {
+            printf("  %4d  ", t->numa[i].os_index);
+            for (int j = 0; j < t->nnuma; j++) printf("%8.1f", t->numa_gbps[i * t->nnuma + j]);
+            printf("\n");
+        }
+    }
+
+    printf("\n  GPUs: %d   NICs: %d\n", t->ngpus, t->nnics);
+    for (int i = 0; i < t->ngpus; i++) {
+        const pt_topo_gpu *g = &t->gpu[i];
+        printf("  GPU%d  %s  %s  PCIe %.2f GB/s  /dev/nvidia%d%s%s", i, g->pci.busid, g->model[0] ? g->model : "NVIDIA GPU",
+               g->pci.link_gbps, g->minor, g->osdevs[0] ? "  " : "", g->osdevs);
+        if (g->h2d_gbps > 0) printf("  H2D %.1f GB/s D2H %.1f GB/s", g->h2d_gbps, g->d2h_gbps);
+        printf("\n");
+    }
+    for (int i = 0; i < t->nnics; i++) {
+        const pt_topo_nic *n = &t->nic[i];
+        printf("  NIC%d  %s  %s (%s%s%s)  PCIe %.2f GB/s  NUMA %s  CPUs %s\n", i, n->pci.busid, n->name, nic_kind(n->kind),
+               n->netdev[0] && strcmp(n->netdev, n->name) ? ", " : "",
+               n->netdev[0] && strcmp(n->netdev, n->name) ? n->netdev : "", n->pci.link_gbps,
+               n->pci.numas[0] ? n->pci.numas : "N/A", n->pci.cpus[0] ? n->pci.cpus : "N/A");
+    }
+
+    if (t->ngpus > 0) {
+        int measured = 0;
+        for (int i = 0; i < t->ngpus * t->ngpus; i++) measured |= t->gg_gbps[i] > 0;
+        int w = measured ? 10 : 6;
+        printf("\n  %-6s", "");
+        for (int j = 0; j < t->ngpus; j++) { char h[16]; snprintf(h, sizeof h, "GPU%d", j); printf("%-*s", w, h); }
+        for (int j = 0; j < t->nnics; j++) { char h[16]; snprintf(h, sizeof h, "NIC%d", j); printf("%-6s", h); }
+        printf("%-18s%-14s\n", "CPU Affinity", "NUMA Affinity");
+        char c[32];
+        for (int i = 0; i < t->ngpus; i++) {
+            printf("  GPU%-3d", i);
+            for (int j = 0; j < t->ngpus; j++) {
+                cell(c, sizeof c, t->gg_class[i * t->ngpus + j], t->gg_nvlinks[i * t->ngpus + j],
+                     i == j ? 0 : t->gg_gbps[i * t->ngpus + j]);
+                printf("%-*s", w, c);
+            }
+            for (int j = 0; j < t->nnics; j++) printf("%-6s", pt_link_class_name((pt_link_class)t->gn_class[i * t->nnics + j]));
+            printf("%-18s%-14s\n", t->gpu[i].pci.cpus[0] ? t->gpu[i].pci.cpus : "N/A",
+                   t->gpu[i].pci.numas[0] ? t->gpu[i].pci.numas : "N/A");
+        }
+        for (int i = 0; i < t->nnics; i++) {
+            printf("  NIC%-3d", i);
+            for (int j = 0; j < t->ngpus; j++) printf("%-*s", w, pt_link_class_name((pt_link_class)t->gn_class[j * t->nnics + i]));
+            for (int j = 0; j < t->nnics; j++) printf("%-6s", pt_link_class_name((pt_link_class)t->nn_class[i * t->nnics + j]));
+            printf("\n");
+        }
+        printf("\n  Legend:\n"
+               "    X    = Self\n"
+               "    SYS  = Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)\n"
+               "    NODE = Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node\n"
+               "    PHB  = Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)\n"
+               "    PXB  = Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)\n"
+               "    PIX  = Connection traversing at most a single PCIe bridge\n"
+               "    NV#  = Connection traversing a bonded set of # NVLinks\n");
+        if (measured) printf("    a number after the class: measured GPU(row) -> GPU(column) copy GB/s, P2P on\n");
+        if (t->nnics) {
+            printf("  NIC Legend:\n");
+            for (int i = 0; i < t->nnics; i++) printf("    NIC%d: %s\n", i, t->nic[i].name);
+        }
+    }
+
+    pt_topo_islands isl;
+    if (pt_topo_islands_find(t, &isl) == PT_OK) {
+        printf("\n  Islands of %s (%d; links >= %.1f GB/s inside):\n", isl.kind == PT_DEV_GPU ? "GPUs" : "NUMA nodes",
+               isl.nislands, isl.threshold_gbps);
+        for (int k = 0; k < isl.nislands; k++) {
+            int dev[64], n = 0;
+            for (int d = 0; d < isl.ndev; d++) if (isl.island_of[d] == k) dev[n++] = d;
+            printf("    island %d: {", k);
+            for (int x = 0; x < n; x++)
+                printf("%s%s%d", x ? "," : "", isl.kind == PT_DEV_GPU ? "GPU" : "NUMA", isl.kind == PT_DEV_GPU ? dev[x] : t->numa[dev[x]].os_index);
+            int a, b, src;
+            double g = pt_topo_slowest_link(t, isl.kind, dev, n, &a, &b, &src);
+            if (n > 1) printf("}  slowest link %.1f GB/s (%s)\n", g, src == PT_BW_MEASURED ? "measured" : "estimated");
+            else printf("}\n");
+        }
+        if (isl.ndev > 1) {
+            int all[64];
+            for (int d = 0; d < isl.ndev; d++) all[d] = d;
+            int src;
+            double g = pt_topo_slowest_link(t, isl.kind, all, isl.ndev, NULL, NULL, &src);
+            printf("    slowest link of the node: %.1f GB/s (%s)\n", g, src == PT_BW_MEASURED ? "measured" : "estimated");
+        }
+    }
+
+    if (t->gpu_probe) printf("\n  GPU probe: %s\n", t->gpu_probe_note);
+    const pt_topo_net *n = &t->net;
+    if (n->measured) {
+        printf("\n  MPI probe: %d ranks on %d node%s (%s)\n", n->nranks, n->nnodes, n->nnodes == 1 ? "" : "s", n->nodes);
+        if (n->intra_gbps > 0)
+            printf("    inside a node : latency %.2f us, bandwidth %.2f GB/s (%zu-byte messages)\n", n->intra_lat_us, n->intra_gbps, n->msg_bytes);
+        if (n->inter_gbps > 0)
+            printf("    across nodes  : latency %.2f us, bandwidth %.2f GB/s (%zu-byte messages)\n", n->inter_lat_us, n->inter_gbps, n->msg_bytes);
+        printf("    allreduce     : %zu bytes in %.1f us, algbw %.3f GB/s, busbw %.3f GB/s\n", n->ar_bytes, n->ar_time_us, n->ar_algbw, n->ar_busbw);
+    }
+
+    char wbuf[8192];
+    int nw = pt_topo_warnings(t, wbuf, sizeof wbuf);
+    printf("\n  Warnings: %d\n", nw);
+    for (char *line = strtok(wbuf, "\n"); line; line = strtok(NULL, "\n")) printf("    %s\n", line);
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        { "topology", required_argument, 0, 't' }, { "load", required_argument, 0, 'l' },
+        { "json", no_argument, 0, 'j' }, { "xml", no_argument, 0, 'x' }, { "gres", no_argument, 0, 'g' },
+        { "probe", no_argument, 0, 'p' }, { "probe-quick", no_argument, 0, 'q' },
+        { "save", required_argument, 0, 's' }, { "strict", no_argument, 0, 'S' },
+        { "help", no_argument, 0, 'h' }, { "version", no_argument, 0, 'V' }, { 0, 0, 0, 0 } };
+    const char *topology = NULL, *load = NULL, *save = NULL;
+    int out = 0, probe = 0, quick = 0, strict = 0, c;
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 't': topology = optarg; break;
+        case 'l': load = optarg; break;
+        case 'j': case 'x': case 'g':
+            if (out && out != c) { fprintf(stderr, "ptrain-topo: --json, --xml and --gres exclude each other\n"); return EXIT_BAD; }
+            out = c; break;
+        case 'p': probe = 1; break;
+        case 'q': probe = quick = 1; break;
+        case 's': save = optarg; break;
+        case 'S': strict = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("ptrain-topo %s\n", PACKAGE_VERSION); return 0;
+        default:
+            fprintf(stderr, "ptrain-topo: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+            return EXIT_BAD;
+        }
+    }
+    if (optind < argc) { fprintf(stderr, "ptrain-topo: unexpected argument '%s' (see --help)\n", argv[optind]); return EXIT_BAD; }
+    if (topology && load) { fprintf(stderr, "ptrain-topo: --topology and --load exclude each other\n"); return EXIT_BAD; }
+    if (probe && (topology || load)) {
+        fprintf(stderr, "ptrain-topo: --probe measures this machine; it cannot be combined with --topology or --load\n");
+        return EXIT_BAD;
+    }
+    if (probe && getenv(PT_TOPO_ENV) && *getenv(PT_TOPO_ENV)) {
+        fprintf(stderr, "ptrain-topo: --probe measures this machine, but $%s names '%s'\n", PT_TOPO_ENV, getenv(PT_TOPO_ENV));
+        return EXIT_BAD;
+    }
+
+    int rank = 0, rc;
+    if (probe) {
+        MPI_Init(&argc, &argv);
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    }
+    pt_topo t;
+    rc = load ? pt_topo_load_file(&t, load) : pt_topo_load_hwloc(&t, topology);
+    if (rc) {
+        fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg());
+        if (probe) MPI_Abort(MPI_COMM_WORLD, EXIT_BAD);
+        return EXIT_BAD;
+    }
+    if (probe) {
+        pt_probe_mpi_opts po = pt_probe_mpi_defaults(quick);
+        rc = pt_probe_mpi(&t, MPI_COMM_WORLD, &po);
+        if (!rc && rank == 0) rc = pt_topo_probe_membw(&t, quick ? (size_t)8 << 20 : (size_t)256 << 20, quick ? 2 : 5);
+        if (!rc && rank == 0) rc = pt_probe_gpu(&t, quick ? (size_t)8 << 20 : (size_t)256 << 20, quick ? 2 : 10);
+        if (rc) {
+            fprintf(stderr, "ptrain-topo: rank %d: %s\n", rank, pt_errmsg());
+            pt_topo_free(&t);
+            MPI_Abort(MPI_COMM_WORLD, EXIT_FAIL);
+        }
+    }
+    int status = 0;
+    if (rank == 0) {
+        char wbuf[8192];
+        int nw = pt_topo_warnings(&t, wbuf, sizeof wbuf);
+        if (save && (rc = pt_topo_save(&t, save)) != PT_OK) {
+            fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg());
+            status = EXIT_FAIL;
+        }
+        if (!status) {
+            char *text = NULL;
+            if (out == 'j' || out == 'x') {
+                rc = out == 'j' ? pt_topo_to_json(&t, &text) : pt_topo_to_xml(&t, &text);
+                if (rc) { fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg()); status = rc == PT_EUNSUPP ? EXIT_BAD : EXIT_FAIL; }
+                else { fputs(text, stdout); if (out == 'j') putchar('\n'); }
+                free(text);
+            } else if (out == 'g') {
+                size_t need = pt_topo_gres(&t, NULL, 0) + 1;
+                text = malloc(need);
+                if (text) { pt_topo_gres(&t, text, need); fputs(text, stdout); free(text); }
+                if (t.ngpus == 0) fprintf(stderr, "ptrain-topo: no NVIDIA GPU in %s: no gres.conf lines\n", t.source);
+            } else {
+                report(&t);
+            }
+        }
+        if (!status && strict && nw > 0) status = EXIT_WARN;
+        if (fflush(stdout) != 0 && !status) status = EXIT_FAIL;
+    }
+    pt_topo_free(&t);
+    if (probe) {
+        MPI_Bcast(&status, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        MPI_Finalize();
+    }
+    return status;
+}

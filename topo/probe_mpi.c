@@ -1,0 +1,141 @@
+/* ptrain topology: MPI ping-pong and allreduce probes. */
+#define _POSIX_C_SOURCE 200809L
+#include "topo/probe_mpi.h"
+#include "core/core.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+pt_probe_mpi_opts pt_probe_mpi_defaults(int quick)
+{
+    pt_probe_mpi_opts o;
+    if (quick) { o.msg_bytes = 64 << 10; o.ar_bytes = 256 << 10; o.lat_iters = 50; o.bw_iters = 5; o.ar_iters = 5; }
+    else { o.msg_bytes = 4 << 20; o.ar_bytes = 16 << 20; o.lat_iters = 1000; o.bw_iters = 20; o.ar_iters = 20; }
+    return o;
+}
+
+/* Half round trip (seconds), best of iters, between ranks a and b. */
+static int pingpong(MPI_Comm comm, int me, int a, int b, char *buf, size_t bytes, int iters, double *best)
+{
+    double bt = 1e30;
+    int rc = MPI_SUCCESS;
+    MPI_Barrier(comm);
+    for (int i = 0; i < iters + 1 && rc == MPI_SUCCESS; i++) {
+        double t0 = MPI_Wtime();
+        if (me == a) {
+            rc = MPI_Send(buf, (int)bytes, MPI_BYTE, b, 7, comm);
+            if (rc == MPI_SUCCESS) rc = MPI_Recv(buf, (int)bytes, MPI_BYTE, b, 7, comm, MPI_STATUS_IGNORE);
+        } else if (me == b) {
+            rc = MPI_Recv(buf, (int)bytes, MPI_BYTE, a, 7, comm, MPI_STATUS_IGNORE);
+            if (rc == MPI_SUCCESS) rc = MPI_Send(buf, (int)bytes, MPI_BYTE, a, 7, comm);
+        }
+        double dt = (MPI_Wtime() - t0) / 2;
+        if (i > 0 && dt < bt) bt = dt;   /* iteration 0 warms up */
+    }
+    *best = bt;
+    return rc == MPI_SUCCESS ? PT_OK : pt_fail(PT_ECOMM, "ping-pong between ranks %d and %d failed", a, b);
+}
+
+int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
+{
+    if (o->msg_bytes < 8 || o->msg_bytes > (1u << 30) || o->ar_bytes < 4 || o->ar_bytes % 4 || o->ar_bytes > (1u << 30) ||
+        o->lat_iters < 1 || o->bw_iters < 1 || o->ar_iters < 1)
+        return pt_fail(PT_EINVAL, "MPI probe: bad sizes (message %zu bytes, allreduce %zu bytes)", o->msg_bytes, o->ar_bytes);
+    int me, p;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &p);
+
+    /* Node of every rank. */
+    const char *nid = getenv("SLURM_NODEID");
+    int have = nid && *nid, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
+    int key;
+    if (all) key = atoi(nid);
+    else {
+        MPI_Comm shm;
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &shm);
+        int lead = me;
+        MPI_Allreduce(&me, &lead, 1, MPI_INT, MPI_MIN, shm);
+        MPI_Comm_free(&shm);
+        key = lead;
+    }
+    char name[64] = "";
+    const char *sn = getenv("SLURMD_NODENAME");
+    if (all && sn && *sn) snprintf(name, sizeof name, "%s", sn);
+    else gethostname(name, sizeof name - 1);
+    int *keys = malloc((size_t)p * sizeof *keys);
+    char *names = malloc((size_t)p * sizeof name);
+    size_t bufsz = o->msg_bytes > o->ar_bytes ? o->msg_bytes : o->ar_bytes;
+    char *buf = malloc(bufsz);
+    float *ar_in = malloc(o->ar_bytes), *ar_out = malloc(o->ar_bytes);
+    int rc = PT_OK;
+    if (!keys || !names || !buf || !ar_in || !ar_out) rc = pt_fail(PT_ENOMEM, "MPI probe: out of memory");
+    int any_fail = rc != PT_OK;
+    MPI_Allreduce(MPI_IN_PLACE, &any_fail, 1, MPI_INT, MPI_MAX, comm);
+    if (any_fail) goto out;
+    MPI_Allgather(&key, 1, MPI_INT, keys, 1, MPI_INT, comm);
+    MPI_Allgather(name, sizeof name, MPI_CHAR, names, sizeof name, MPI_CHAR, comm);
+    memset(buf, 0x5a, bufsz);
+
+    pt_topo_net net;
+    memset(&net, 0, sizeof net);
+    net.measured = 1;
+    net.nranks = p;
+    net.msg_bytes = o->msg_bytes;
+    net.ar_bytes = o->ar_bytes;
+    /* distinct nodes, in order of first rank */
+    for (int r = 0; r < p; r++) {
+        int seen = 0;
+        for (int q = 0; q < r; q++) seen |= keys[q] == keys[r];
+        if (seen) continue;
+        net.nnodes++;
+        size_t l = strlen(net.nodes);
+        if (l + strlen(names + (size_t)r * sizeof name) + 2 < sizeof net.nodes)
+            snprintf(net.nodes + l, sizeof net.nodes - l, "%s%s", l ? "," : "", names + (size_t)r * sizeof name);
+    }
+    int intra = -1, inter = -1;
+    for (int r = 1; r < p; r++) {
+        if (keys[r] == keys[0] && intra < 0) intra = r;
+        if (keys[r] != keys[0] && inter < 0) inter = r;
+    }
+    int pair[2] = { intra, inter };
+    for (int k = 0; k < 2 && !rc; k++) {
+        if (pair[k] < 0) continue;
+        double lat = 0, bwt = 0;
+        rc = pingpong(comm, me, 0, pair[k], buf, 8, o->lat_iters, &lat);
+        if (!rc) rc = pingpong(comm, me, 0, pair[k], buf, o->msg_bytes, o->bw_iters, &bwt);
+        if (k == 0) { net.intra_lat_us = lat * 1e6; net.intra_gbps = (double)o->msg_bytes / bwt / 1e9; }
+        else { net.inter_lat_us = lat * 1e6; net.inter_gbps = (double)o->msg_bytes / bwt / 1e9; }
+    }
+
+    /* allreduce: every rank contributes (rank + 1) * (i % 7 + 1); exact in
+     * float for small p. */
+    size_t n = o->ar_bytes / 4;
+    for (size_t i = 0; i < n; i++) ar_in[i] = (float)((me + 1) * (int)(i % 7 + 1));
+    if (!rc && MPI_Allreduce(ar_in, ar_out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+        rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
+    MPI_Barrier(comm);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < o->ar_iters && !rc; i++)
+        if (MPI_Allreduce(ar_in, ar_out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+            rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
+    double dt = (MPI_Wtime() - t0) / o->ar_iters, tmax = 0;
+    MPI_Allreduce(&dt, &tmax, 1, MPI_DOUBLE, MPI_MAX, comm);
+    int bad = 0;
+    double tri = (double)p * (p + 1) / 2;
+    for (size_t i = 0; i < n && !rc; i++)
+        if (ar_out[i] != (float)(tri * (double)(i % 7 + 1))) { bad = 1; break; }
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
+    if (bad && !rc) rc = pt_fail(PT_ECOMM, "MPI probe: allreduce returned a wrong sum");
+    net.ar_time_us = tmax * 1e6;
+    net.ar_algbw = (double)o->ar_bytes / tmax / 1e9;
+    net.ar_busbw = net.ar_algbw * 2.0 * (p - 1) / p;
+    /* rank 0 measured the ping-pongs: everyone gets its view */
+    MPI_Bcast(&net, (int)sizeof net, MPI_BYTE, 0, comm);
+    if (!rc) t->net = net;
+out:
+    free(keys); free(names); free(buf); free(ar_in); free(ar_out);
+    return rc;
+}

@@ -1,0 +1,36 @@
+/* ptrain topology: MPI probes (linked into ptrain-topo only, so that
+ * libptrain_topo, which the SPANK plugin may link, stays free of MPI). */
+#ifndef PTRAIN_TOPO_PROBE_MPI_H
+#define PTRAIN_TOPO_PROBE_MPI_H
+
+#include <mpi.h>
+#include "topo/topo.h"
+
+/* Sizes of one probe run.  Quick: 64 KiB ping-pong, 256 KiB allreduce,
+ * few iterations (for tests); full: 4 MiB and 16 MiB. */
+typedef struct pt_probe_mpi_opts {
+    size_t msg_bytes;       /* ping-pong bandwidth message, bytes (>= 8) */
+    size_t ar_bytes;        /* allreduce message, bytes (multiple of 4, >= 4) */
+    int lat_iters, bw_iters, ar_iters;
+} pt_probe_mpi_opts;
+
+/* Defaults for quick (non-zero) or full runs. */
+pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
+
+/* Collective over `comm`: measure
+ *  - ping-pong between rank 0 and the first other rank on its node (intra)
+ *    and the first rank on another node (inter): latency = half the round
+ *    trip of an 8-byte message (us), bandwidth = msg_bytes / half round trip
+ *    (GB/s), best of the iterations;
+ *  - MPI_Allreduce (float sum) of ar_bytes over all ranks: time per call
+ *    (us, mean over ar_iters after one warm-up), algbw = bytes / time,
+ *    busbw = algbw * 2(p-1)/p (nccl-tests, doc/PERFORMANCE.md), after
+ *    checking the result against the closed-form sum.
+ * Nodes are told apart by $SLURM_NODEID when every rank has it (srun;
+ * fake Slurm nodes share one host), else by MPI_Comm_split_type(SHARED).
+ * Rank 0's t->net gets the results (other ranks' too, by broadcast).
+ * Returns PT_OK, PT_ECOMM (MPI error or wrong allreduce result),
+ * PT_ENOMEM, PT_EINVAL (bad sizes). */
+int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o);
+
+#endif

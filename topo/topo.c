@@ -1,0 +1,776 @@
+/* ptrain topology: node model from hwloc, link classes, persisted
+ * measurements in hwloc XML, islands, warnings and gres.conf lines. */
+#define _POSIX_C_SOURCE 200809L
+#include "topo/topo.h"
+#include "core/core.h"
+
+#include <hwloc.h>
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *pt_link_class_name(pt_link_class c)
+{
+    switch (c) {
+    case PT_LINK_SYS: return "SYS";
+    case PT_LINK_NODE: return "NODE";
+    case PT_LINK_PHB: return "PHB";
+    case PT_LINK_PXB: return "PXB";
+    case PT_LINK_PIX: return "PIX";
+    case PT_LINK_NV: return "NV";
+    case PT_LINK_SELF: return "X";
+    default: return "?";
+    }
+}
+
+void pt_topo_free(pt_topo *t)
+{
+    if (!t) return;
+    free(t->numa); free(t->gpu); free(t->nic);
+    free(t->gg_class); free(t->gg_nvlinks); free(t->gn_class); free(t->nn_class);
+    free(t->gg_gbps); free(t->gg_gbps_nop2p); free(t->numa_gbps);
+    if (t->hw) hwloc_topology_destroy((hwloc_topology_t)t->hw);
+    memset(t, 0, sizeof *t);
+}
+
+/* ---- hwloc helpers ------------------------------------------------------- */
+static void busid_of(hwloc_obj_t pci, char *out, size_t len)
+{
+    snprintf(out, len, "%04x:%02x:%02x.%01x", pci->attr->pcidev.domain,
+             pci->attr->pcidev.bus, pci->attr->pcidev.dev, pci->attr->pcidev.func);
+}
+
+static hwloc_obj_t pci_ancestor(hwloc_obj_t o)
+{
+    while (o && o->type != HWLOC_OBJ_PCI_DEVICE) o = o->parent;
+    return o;
+}
+
+static int is_hostbridge(hwloc_obj_t o)
+{
+    return o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type == HWLOC_OBJ_BRIDGE_HOST;
+}
+
+/* Common ancestor that also works for I/O objects (whose depths are
+ * virtual, so hwloc_get_common_ancestor_obj does not apply). */
+static hwloc_obj_t common_ancestor(hwloc_obj_t a, hwloc_obj_t b)
+{
+    for (hwloc_obj_t x = a; x; x = x->parent)
+        for (hwloc_obj_t y = b; y; y = y->parent)
+            if (x == y) return x;
+    return NULL;
+}
+
+/* Objects on the way from o (exclusive) up to c (inclusive). */
+static int hops(hwloc_obj_t o, hwloc_obj_t c)
+{
+    int n = 0;
+    for (hwloc_obj_t x = o; x && x != c; x = x->parent) n++;
+    return n;
+}
+
+/* Path class between two PCI devices, nvidia-smi topo -m definitions.  A
+ * PCIe switch appears in hwloc as an upstream-port bridge above
+ * downstream-port bridges, so two devices on one switch are two hops from
+ * their common bridge: PIX ("a single PCIe bridge"); deeper is PXB. */
+static pt_link_class pci_path(hwloc_topology_t h, hwloc_obj_t a, hwloc_obj_t b)
+{
+    if (a == b) return PT_LINK_SELF;
+    hwloc_obj_t c = common_ancestor(a, b);
+    if (!c) return PT_LINK_UNKNOWN;
+    if (c->type == HWLOC_OBJ_BRIDGE || c->type == HWLOC_OBJ_PCI_DEVICE) {
+        if (is_hostbridge(c)) return PT_LINK_PHB;
+        return (hops(a, c) <= 2 && hops(b, c) <= 2) ? PT_LINK_PIX : PT_LINK_PXB;
+    }
+    hwloc_obj_t na = hwloc_get_non_io_ancestor_obj(h, a);
+    hwloc_obj_t nb = hwloc_get_non_io_ancestor_obj(h, b);
+    if (na && nb && na->nodeset && nb->nodeset && hwloc_bitmap_isequal(na->nodeset, nb->nodeset) &&
+        hwloc_bitmap_weight(na->nodeset) == 1)
+        return PT_LINK_NODE;
+    return PT_LINK_SYS;
+}
+
+static const char *info_get(hwloc_obj_t o, const char *name)
+{
+    const char *v = NULL;
+    for (unsigned i = 0; i < o->infos_count; i++)   /* the last one wins */
+        if (!strcmp(o->infos[i].name, name)) v = o->infos[i].value;
+    return v;
+}
+
+static double info_double(hwloc_obj_t o, const char *name)
+{
+    const char *v = info_get(o, name);
+    return v ? strtod(v, NULL) : 0.0;
+}
+
+static void copy_str(char *dst, size_t len, const char *src)
+{
+    snprintf(dst, len, "%s", src ? src : "");
+}
+
+static void fill_pci(hwloc_topology_t h, hwloc_obj_t pci, pt_topo_pci *p)
+{
+    busid_of(pci, p->busid, sizeof p->busid);
+    p->vendor = pci->attr->pcidev.vendor_id;
+    p->device = pci->attr->pcidev.device_id;
+    p->class_id = pci->attr->pcidev.class_id;
+    p->link_gbps = pci->attr->pcidev.linkspeed;
+    hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(h, pci);
+    p->numa = -1;
+    p->numas[0] = p->cpus[0] = p->cores[0] = 0;
+    if (!anc) return;
+    if (anc->nodeset) {
+        hwloc_bitmap_list_snprintf(p->numas, sizeof p->numas, anc->nodeset);
+        if (hwloc_bitmap_weight(anc->nodeset) == 1) p->numa = hwloc_bitmap_first(anc->nodeset);
+    }
+    if (anc->cpuset) {
+        hwloc_bitmap_list_snprintf(p->cpus, sizeof p->cpus, anc->cpuset);
+        hwloc_bitmap_t cores = hwloc_bitmap_alloc();
+        hwloc_obj_t core = NULL;
+        while ((core = hwloc_get_next_obj_inside_cpuset_by_type(h, anc->cpuset, HWLOC_OBJ_CORE, core)))
+            hwloc_bitmap_set(cores, core->logical_index);
+        hwloc_bitmap_list_snprintf(p->cores, sizeof p->cores, cores);
+        hwloc_bitmap_free(cores);
+    }
+}
+
+static int cmp_gpu(const void *a, const void *b)
+{
+    return strcmp(((const pt_topo_gpu *)a)->pci.busid, ((const pt_topo_gpu *)b)->pci.busid);
+}
+static int cmp_nic(const void *a, const void *b)
+{
+    return strcmp(((const pt_topo_nic *)a)->pci.busid, ((const pt_topo_nic *)b)->pci.busid);
+}
+
+static hwloc_obj_t find_pci(hwloc_topology_t h, const char *busid)
+{
+    hwloc_obj_t o = NULL;
+    char b[16];
+    while ((o = hwloc_get_next_pcidev(h, o))) {
+        busid_of(o, b, sizeof b);
+        if (!strcmp(b, busid)) return o;
+    }
+    return NULL;
+}
+
+static int gpu_index_of(const pt_topo *t, hwloc_obj_t o)
+{
+    hwloc_obj_t p = pci_ancestor(o);
+    if (!p) return -1;
+    char b[16];
+    busid_of(p, b, sizeof b);
+    for (int i = 0; i < t->ngpus; i++)
+        if (!strcmp(t->gpu[i].pci.busid, b)) return i;
+    return -1;
+}
+
+static int numa_index_of(const pt_topo *t, hwloc_obj_t o)
+{
+    if (o->type != HWLOC_OBJ_NUMANODE) return -1;
+    for (int i = 0; i < t->nnuma; i++)
+        if (t->numa[i].os_index == (int)o->os_index) return i;
+    return -1;
+}
+
+/* Minor number of /dev/nvidiaN: the driver's record when this is the
+ * running machine, else the position in PCI bus order (the driver's usual
+ * assignment). */
+static int gpu_minor(const char *busid, int fallback, int thissystem)
+{
+    if (!thissystem) return fallback;
+    char path[128], line[256];
+    snprintf(path, sizeof path, "/proc/driver/nvidia/gpus/%s/information", busid);
+    FILE *f = fopen(path, "r");
+    if (!f) return fallback;
+    int minor = fallback;
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, "Device Minor:", 13)) minor = atoi(line + 13);
+    fclose(f);
+    return minor;
+}
+
+/* Read persisted measurements (distances + infos) back into the model. */
+static void read_measurements(pt_topo *t, hwloc_topology_t h)
+{
+    const char *names[3] = { PT_TOPO_DIST_GPU, PT_TOPO_DIST_GPU_NOP2P, PT_TOPO_DIST_NUMA };
+    double *dst[3] = { t->gg_gbps, t->gg_gbps_nop2p, t->numa_gbps };
+    for (int k = 0; k < 3; k++) {
+        struct hwloc_distances_s *d[4];
+        unsigned nr = 4;
+        if (hwloc_distances_get_by_name(h, names[k], &nr, d, 0) < 0) continue;
+        for (unsigned r = 0; r < nr && r < 4; r++) {
+            unsigned n = d[r]->nbobjs;
+            for (unsigned i = 0; i < n; i++)
+                for (unsigned j = 0; j < n; j++) {
+                    int a = k < 2 ? gpu_index_of(t, d[r]->objs[i]) : numa_index_of(t, d[r]->objs[i]);
+                    int b = k < 2 ? gpu_index_of(t, d[r]->objs[j]) : numa_index_of(t, d[r]->objs[j]);
+                    int dim = k < 2 ? t->ngpus : t->nnuma;
+                    if (a < 0 || b < 0 || !dst[k]) continue;
+                    dst[k][a * dim + b] = d[r]->values[i * n + j] / 1e3;
+                }
+            hwloc_distances_release(h, d[r]);
+        }
+    }
+    for (int i = 0; i < t->nnuma; i++) {
+        hwloc_obj_t o = hwloc_get_numanode_obj_by_os_index(h, (unsigned)t->numa[i].os_index);
+        double *diag = &t->numa_gbps[i * t->nnuma + i];
+        if (*diag == 0 && o) *diag = info_double(o, "PtrainCopyGBps");
+        t->numa[i].membw_gbps = *diag;
+    }
+
+    /* NVLink counts recorded by hwloc's NVML backend (MB/s summed over the
+     * links).  Objects that are not GPUs (NVSwitches) relay: a GPU pair
+     * that shares a switch gets the smaller of its two links to it. */
+    struct hwloc_distances_s *d[4];
+    unsigned nr = 4;
+    if (hwloc_distances_get_by_name(h, PT_TOPO_DIST_NVLINK, &nr, d, 0) == 0) {
+        for (unsigned r = 0; r < nr && r < 4; r++) {
+            unsigned n = d[r]->nbobjs;
+            int *map = malloc(n * sizeof *map);
+            if (map) {
+                for (unsigned i = 0; i < n; i++) map[i] = gpu_index_of(t, d[r]->objs[i]);
+                for (unsigned i = 0; i < n; i++)
+                    for (unsigned j = 0; j < n; j++) {
+                        if (map[i] < 0 || map[j] < 0 || i == j) continue;
+                        double mbs = (double)d[r]->values[i * n + j];
+                        for (unsigned s = 0; s < n; s++)
+                            if (map[s] < 0) {
+                                double a = (double)d[r]->values[i * n + s], b = (double)d[r]->values[j * n + s];
+                                mbs += a < b ? a : b;
+                            }
+                        int links = (int)lround(mbs / (PT_TOPO_NVLINK_GBPS * 1e3));
+                        if (mbs > 0 && links < 1) links = 1;
+                        t->gg_nvlinks[map[i] * t->ngpus + map[j]] = links;
+                    }
+                free(map);
+            }
+            hwloc_distances_release(h, d[r]);
+        }
+    }
+
+    hwloc_obj_t root = hwloc_get_root_obj(h);
+    const char *v = info_get(root, "PtrainGPUProbe");
+    if (v) t->gpu_probe = atoi(v);
+    copy_str(t->gpu_probe_note, sizeof t->gpu_probe_note, info_get(root, "PtrainGPUProbeNote"));
+    for (int g = 0; g < t->ngpus; g++) {
+        hwloc_obj_t p = find_pci(h, t->gpu[g].pci.busid);
+        if (!p) continue;
+        t->gpu[g].h2d_gbps = info_double(p, "PtrainH2DGBps");
+        t->gpu[g].d2h_gbps = info_double(p, "PtrainD2HGBps");
+    }
+    pt_topo_net *n = &t->net;
+    n->measured = (int)info_double(root, "PtrainNetMeasured");
+    if (n->measured) {
+        n->nranks = (int)info_double(root, "PtrainNetRanks");
+        n->nnodes = (int)info_double(root, "PtrainNetNodes");
+        n->msg_bytes = (size_t)info_double(root, "PtrainNetMsgBytes");
+        n->intra_lat_us = info_double(root, "PtrainNetIntraLatencyUs");
+        n->intra_gbps = info_double(root, "PtrainNetIntraGBps");
+        n->inter_lat_us = info_double(root, "PtrainNetInterLatencyUs");
+        n->inter_gbps = info_double(root, "PtrainNetInterGBps");
+        n->ar_bytes = (size_t)info_double(root, "PtrainNetAllreduceBytes");
+        n->ar_time_us = info_double(root, "PtrainNetAllreduceUs");
+        n->ar_algbw = info_double(root, "PtrainNetAllreduceAlgbw");
+        n->ar_busbw = info_double(root, "PtrainNetAllreduceBusbw");
+        copy_str(n->nodes, sizeof n->nodes, info_get(root, "PtrainNetNodeNames"));
+    }
+}
+
+void pt_topo_update_nvlinks(pt_topo *t)
+{
+    int n = t->ngpus;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) {
+            if (i == j) { t->gg_class[i * n + j] = PT_LINK_SELF; continue; }
+            int links = t->gg_nvlinks[i * n + j];
+            double bw = t->gg_gbps ? t->gg_gbps[i * n + j] : 0;
+            if (!links && bw > 0) {
+                double li = t->gpu[i].pci.link_gbps, lj = t->gpu[j].pci.link_gbps;
+                double pcie = li > 0 && lj > 0 ? (li < lj ? li : lj) : 31.5;
+                if (bw > 1.5 * pcie) {
+                    links = (int)lround(bw / PT_TOPO_NVLINK_GBPS);
+                    if (links < 1) links = 1;
+                    t->gg_nvlinks[i * n + j] = links;
+                }
+            }
+            if (links) t->gg_class[i * n + j] = PT_LINK_NV;
+        }
+}
+
+static int alloc_matrices(pt_topo *t)
+{
+    size_t g = (size_t)t->ngpus, n = (size_t)t->nnics, m = (size_t)t->nnuma;
+    t->gg_class = calloc(g * g + 1, 1);
+    t->gg_nvlinks = calloc(g * g + 1, sizeof(int));
+    t->gn_class = calloc(g * n + 1, 1);
+    t->nn_class = calloc(n * n + 1, 1);
+    t->gg_gbps = calloc(g * g + 1, sizeof(double));
+    t->gg_gbps_nop2p = calloc(g * g + 1, sizeof(double));
+    t->numa_gbps = calloc(m * m + 1, sizeof(double));
+    if (!t->gg_class || !t->gg_nvlinks || !t->gn_class || !t->nn_class || !t->gg_gbps || !t->gg_gbps_nop2p || !t->numa_gbps)
+        return pt_fail(PT_ENOMEM, "topology: out of memory");
+    return PT_OK;
+}
+
+static int build_model(pt_topo *t, hwloc_topology_t h)
+{
+    hwloc_obj_t root = hwloc_get_root_obj(h);
+    copy_str(t->hostname, sizeof t->hostname, info_get(root, "HostName"));
+    if (!t->hostname[0] && hwloc_topology_is_thissystem(h)) gethostname(t->hostname, sizeof t->hostname - 1);
+    hwloc_obj_t pkg0 = hwloc_get_obj_by_type(h, HWLOC_OBJ_PACKAGE, 0);
+    copy_str(t->cpu_model, sizeof t->cpu_model, pkg0 ? info_get(pkg0, "CPUModel") : NULL);
+    t->npackages = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
+    t->nnuma = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_NUMANODE);
+    t->ncores = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_CORE);
+    t->npus = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PU);
+    if (t->nnuma < 1 || t->npus < 1) return pt_fail(PT_EFORMAT, "topology %s: no NUMA node or PU", t->source);
+
+    t->numa = calloc((size_t)t->nnuma, sizeof *t->numa);
+    if (!t->numa) return pt_fail(PT_ENOMEM, "topology: out of memory");
+    for (int i = 0; i < t->nnuma; i++) {
+        hwloc_obj_t o = hwloc_get_obj_by_type(h, HWLOC_OBJ_NUMANODE, (unsigned)i);
+        pt_topo_numa *nm = &t->numa[i];
+        nm->os_index = (int)o->os_index;
+        nm->memory = o->attr->numanode.local_memory;
+        hwloc_obj_t pk = hwloc_get_ancestor_obj_by_type(h, HWLOC_OBJ_PACKAGE, o);
+        nm->package = pk ? (int)pk->logical_index : -1;
+        nm->ncores = hwloc_get_nbobjs_inside_cpuset_by_type(h, o->cpuset, HWLOC_OBJ_CORE);
+        nm->npus = hwloc_get_nbobjs_inside_cpuset_by_type(h, o->cpuset, HWLOC_OBJ_PU);
+        hwloc_bitmap_list_snprintf(nm->cpus, sizeof nm->cpus, o->cpuset);
+    }
+
+    /* GPUs and NICs, one per PCI function. */
+    int cap = 0;
+    hwloc_obj_t o = NULL;
+    while ((o = hwloc_get_next_pcidev(h, o))) cap++;
+    t->gpu = calloc((size_t)cap + 1, sizeof *t->gpu);
+    t->nic = calloc((size_t)cap + 1, sizeof *t->nic);
+    if (!t->gpu || !t->nic) return pt_fail(PT_ENOMEM, "topology: out of memory");
+    o = NULL;
+    while ((o = hwloc_get_next_pcidev(h, o))) {
+        unsigned cls = o->attr->pcidev.class_id;
+        if (o->attr->pcidev.vendor_id != 0x10de || (cls != 0x0300 && cls != 0x0302)) continue;
+        char b[16];
+        busid_of(o, b, sizeof b);
+        int dup = 0;
+        for (int i = 0; i < t->ngpus; i++) dup |= !strcmp(t->gpu[i].pci.busid, b);
+        if (dup) continue;
+        pt_topo_gpu *g = &t->gpu[t->ngpus++];
+        fill_pci(h, o, &g->pci);
+        copy_str(g->model, sizeof g->model, info_get(o, "PCIDevice"));
+    }
+    o = NULL;
+    while ((o = hwloc_get_next_osdev(h, o))) {
+        hwloc_obj_t p = pci_ancestor(o);
+        if (!p) continue;
+        char b[16];
+        busid_of(p, b, sizeof b);
+        if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU || o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC) {
+            for (int i = 0; i < t->ngpus; i++) {
+                pt_topo_gpu *g = &t->gpu[i];
+                if (strcmp(g->pci.busid, b)) continue;
+                size_t l = strlen(g->osdevs);
+                if (l + strlen(o->name) + 2 < sizeof g->osdevs)
+                    snprintf(g->osdevs + l, sizeof g->osdevs - l, "%s%s", l ? "," : "", o->name);
+                const char *m = info_get(o, "GPUModel");
+                if (m) copy_str(g->model, sizeof g->model, m);
+            }
+            continue;
+        }
+        if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_OPENFABRICS && o->attr->osdev.type != HWLOC_OBJ_OSDEV_NETWORK)
+            continue;
+        pt_topo_nic *n = NULL;
+        for (int i = 0; i < t->nnics; i++)
+            if (!strcmp(t->nic[i].pci.busid, b)) n = &t->nic[i];
+        if (!n) {
+            n = &t->nic[t->nnics++];
+            fill_pci(h, p, &n->pci);
+            n->kind = p->attr->pcidev.class_id == 0x0207 ? PT_NIC_IB : PT_NIC_ETH;
+        }
+        if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
+            copy_str(n->name, sizeof n->name, o->name);
+            const char *ll = info_get(o, "Port1LinkLayer");
+            n->kind = ll && !strcmp(ll, "Ethernet") ? PT_NIC_ROCE : PT_NIC_IB;
+        } else {
+            copy_str(n->netdev, sizeof n->netdev, o->name);
+            if (!n->name[0]) copy_str(n->name, sizeof n->name, o->name);
+        }
+    }
+    qsort(t->gpu, (size_t)t->ngpus, sizeof *t->gpu, cmp_gpu);
+    qsort(t->nic, (size_t)t->nnics, sizeof *t->nic, cmp_nic);
+    int thissystem = hwloc_topology_is_thissystem(h);
+    for (int i = 0; i < t->ngpus; i++) t->gpu[i].minor = gpu_minor(t->gpu[i].pci.busid, i, thissystem);
+
+    int rc = alloc_matrices(t);
+    if (rc) return rc;
+    for (int i = 0; i < t->ngpus; i++) {
+        hwloc_obj_t a = find_pci(h, t->gpu[i].pci.busid);
+        for (int j = 0; j < t->ngpus; j++)
+            t->gg_class[i * t->ngpus + j] = (unsigned char)pci_path(h, a, find_pci(h, t->gpu[j].pci.busid));
+        for (int j = 0; j < t->nnics; j++)
+            t->gn_class[i * t->nnics + j] = (unsigned char)pci_path(h, a, find_pci(h, t->nic[j].pci.busid));
+    }
+    for (int i = 0; i < t->nnics; i++) {
+        hwloc_obj_t a = find_pci(h, t->nic[i].pci.busid);
+        for (int j = 0; j < t->nnics; j++)
+            t->nn_class[i * t->nnics + j] = (unsigned char)pci_path(h, a, find_pci(h, t->nic[j].pci.busid));
+    }
+    read_measurements(t, h);
+    pt_topo_update_nvlinks(t);
+    return PT_OK;
+}
+
+int pt_topo_load_hwloc(pt_topo *t, const char *xmlfile)
+{
+    memset(t, 0, sizeof *t);
+    if (!xmlfile) {
+        const char *env = getenv(PT_TOPO_ENV);
+        if (env && *env) xmlfile = env;
+    }
+    hwloc_topology_t h;
+    if (hwloc_topology_init(&h) < 0) return pt_fail(PT_ENOMEM, "hwloc_topology_init failed");
+    hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+    copy_str(t->source, sizeof t->source, xmlfile ? xmlfile : "this machine");
+    if (xmlfile) {
+        FILE *f = fopen(xmlfile, "r");
+        if (!f) {
+            int e = errno;
+            hwloc_topology_destroy(h);
+            return pt_fail(PT_EIO, "cannot read topology file '%s': %s", xmlfile, strerror(e));
+        }
+        fclose(f);
+        if (hwloc_topology_set_xml(h, xmlfile) < 0) {
+            hwloc_topology_destroy(h);
+            return pt_fail(PT_EFORMAT, "topology file '%s' is not hwloc XML", xmlfile);
+        }
+    }
+    /* Keep the user distances and infos a cache carries. */
+    if (hwloc_topology_load(h) < 0) {
+        hwloc_topology_destroy(h);
+        if (xmlfile) return pt_fail(PT_EFORMAT, "topology file '%s' is not valid hwloc XML", xmlfile);
+        return pt_fail(PT_EIO, "hwloc could not load this machine's topology");
+    }
+    t->hw = h;
+    int rc = build_model(t, h);
+    if (rc) pt_topo_free(t);
+    return rc;
+}
+
+/* ---- XML export ------------------------------------------------------------- */
+static int set_info(hwloc_obj_t o, const char *name, const char *value)
+{
+    for (unsigned i = 0; i < o->infos_count; i++)
+        if (!strcmp(o->infos[i].name, name)) {
+            char *v = strdup(value);
+            if (!v) return -1;
+            free(o->infos[i].value);   /* hwloc allocates info strings with malloc */
+            o->infos[i].value = v;
+            return 0;
+        }
+    return hwloc_obj_add_info(o, name, value);
+}
+
+static int set_info_d(hwloc_obj_t o, const char *name, double v)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%.9g", v);
+    return set_info(o, name, buf);
+}
+
+static int put_distances(hwloc_topology_t h, const char *name, int n, hwloc_obj_t *objs, const double *gbps)
+{
+    struct hwloc_distances_s *d[4];
+    unsigned nr = 4;
+    if (hwloc_distances_get_by_name(h, name, &nr, d, 0) == 0)
+        for (unsigned r = 0; r < nr && r < 4; r++) hwloc_distances_release_remove(h, d[r]);
+    int any = 0;
+    for (int i = 0; i < n * n; i++) any |= gbps[i] > 0;
+    if (!any || n < 2) return 0;   /* hwloc needs 2 objects; diagonals also go to infos */
+    hwloc_uint64_t *vals = malloc((size_t)n * (size_t)n * sizeof *vals);
+    if (!vals) return -1;
+    for (int i = 0; i < n * n; i++) vals[i] = (hwloc_uint64_t)llround(gbps[i] * 1e3);
+    hwloc_distances_add_handle_t hd = hwloc_distances_add_create(
+        h, name, HWLOC_DISTANCES_KIND_FROM_USER | HWLOC_DISTANCES_KIND_MEANS_BANDWIDTH, 0);
+    int rc = -1;
+    if (hd && hwloc_distances_add_values(h, hd, (unsigned)n, objs, vals, 0) == 0 &&
+        hwloc_distances_add_commit(h, hd, 0) == 0)
+        rc = 0;
+    free(vals);
+    return rc;
+}
+
+int pt_topo_to_xml(const pt_topo *t, char **out)
+{
+    *out = NULL;
+    if (!t->hw) return pt_fail(PT_EUNSUPP, "XML output needs a model built by hwloc; '%s' was loaded from JSON", t->source);
+    hwloc_topology_t h;
+    if (hwloc_topology_dup(&h, (hwloc_topology_t)t->hw) < 0) return pt_fail(PT_ENOMEM, "hwloc_topology_dup failed");
+    int rc = PT_OK, bad = 0;
+    hwloc_obj_t *objs = calloc((size_t)(t->ngpus > t->nnuma ? t->ngpus : t->nnuma) + 1, sizeof *objs);
+    if (!objs) { hwloc_topology_destroy(h); return pt_fail(PT_ENOMEM, "topology: out of memory"); }
+    for (int i = 0; i < t->ngpus; i++) objs[i] = find_pci(h, t->gpu[i].pci.busid);
+    bad |= put_distances(h, PT_TOPO_DIST_GPU, t->ngpus, objs, t->gg_gbps);
+    bad |= put_distances(h, PT_TOPO_DIST_GPU_NOP2P, t->ngpus, objs, t->gg_gbps_nop2p);
+    for (int i = 0; i < t->ngpus; i++) {
+        if (t->gpu[i].h2d_gbps > 0) bad |= set_info_d(objs[i], "PtrainH2DGBps", t->gpu[i].h2d_gbps);
+        if (t->gpu[i].d2h_gbps > 0) bad |= set_info_d(objs[i], "PtrainD2HGBps", t->gpu[i].d2h_gbps);
+    }
+    for (int i = 0; i < t->nnuma; i++) objs[i] = hwloc_get_numanode_obj_by_os_index(h, (unsigned)t->numa[i].os_index);
+    bad |= put_distances(h, PT_TOPO_DIST_NUMA, t->nnuma, objs, t->numa_gbps);
+    for (int i = 0; i < t->nnuma; i++)
+        if (objs[i] && t->numa[i].membw_gbps > 0) bad |= set_info_d(objs[i], "PtrainCopyGBps", t->numa[i].membw_gbps);
+    free(objs);
+    hwloc_obj_t root = hwloc_get_root_obj(h);
+    if (t->gpu_probe) {
+        bad |= set_info_d(root, "PtrainGPUProbe", t->gpu_probe);
+        if (t->gpu_probe_note[0]) bad |= set_info(root, "PtrainGPUProbeNote", t->gpu_probe_note);
+    }
+    const pt_topo_net *n = &t->net;
+    if (n->measured) {
+        bad |= set_info_d(root, "PtrainNetMeasured", 1);
+        bad |= set_info_d(root, "PtrainNetRanks", n->nranks);
+        bad |= set_info_d(root, "PtrainNetNodes", n->nnodes);
+        bad |= set_info_d(root, "PtrainNetMsgBytes", (double)n->msg_bytes);
+        bad |= set_info_d(root, "PtrainNetIntraLatencyUs", n->intra_lat_us);
+        bad |= set_info_d(root, "PtrainNetIntraGBps", n->intra_gbps);
+        bad |= set_info_d(root, "PtrainNetInterLatencyUs", n->inter_lat_us);
+        bad |= set_info_d(root, "PtrainNetInterGBps", n->inter_gbps);
+        bad |= set_info_d(root, "PtrainNetAllreduceBytes", (double)n->ar_bytes);
+        bad |= set_info_d(root, "PtrainNetAllreduceUs", n->ar_time_us);
+        bad |= set_info_d(root, "PtrainNetAllreduceAlgbw", n->ar_algbw);
+        bad |= set_info_d(root, "PtrainNetAllreduceBusbw", n->ar_busbw);
+        bad |= set_info(root, "PtrainNetNodeNames", n->nodes);
+    }
+    char *buf = NULL;
+    int len = 0;
+    if (bad) rc = pt_fail(PT_ENOMEM, "cannot attach measurements to the hwloc topology");
+    else if (hwloc_topology_export_xmlbuffer(h, &buf, &len, 0) < 0 || !buf)
+        rc = pt_fail(PT_EIO, "hwloc could not export the topology as XML");
+    else {
+        *out = malloc((size_t)len + 1);
+        if (!*out) rc = pt_fail(PT_ENOMEM, "topology: out of memory");
+        else { memcpy(*out, buf, (size_t)len); (*out)[len] = 0; }
+        hwloc_free_xmlbuffer(h, buf);
+    }
+    hwloc_topology_destroy(h);
+    return rc;
+}
+
+/* ---- bandwidth, islands ------------------------------------------------------ */
+double pt_topo_link_gbps(const pt_topo *t, int kind, int i, int j, int *source)
+{
+    if (source) *source = PT_BW_ESTIMATED;
+    if (kind == PT_DEV_GPU) {
+        int n = t->ngpus;
+        if (i < 0 || j < 0 || i >= n || j >= n) return 0;
+        double a = t->gg_gbps[i * n + j], b = t->gg_gbps[j * n + i];
+        if (a > 0 && b > 0) { if (source) *source = PT_BW_MEASURED; return a < b ? a : b; }
+        if (a > 0 || b > 0) { if (source) *source = PT_BW_MEASURED; return a > 0 ? a : b; }
+        double li = t->gpu[i].pci.link_gbps, lj = t->gpu[j].pci.link_gbps;
+        double pcie = li > 0 && lj > 0 ? (li < lj ? li : lj) : (li > 0 ? li : (lj > 0 ? lj : 15.75));
+        switch ((pt_link_class)t->gg_class[i * n + j]) {
+        case PT_LINK_NV: return t->gg_nvlinks[i * n + j] * PT_TOPO_NVLINK_GBPS;
+        case PT_LINK_PIX: case PT_LINK_PXB: return pcie;
+        case PT_LINK_PHB: return 0.8 * pcie;
+        case PT_LINK_NODE: return 0.6 * pcie;
+        case PT_LINK_SELF: return 0;
+        default: return 0.4 * pcie;
+        }
+    }
+    int n = t->nnuma;
+    if (i < 0 || j < 0 || i >= n || j >= n) return 0;
+    double a = t->numa_gbps[i * n + j], b = t->numa_gbps[j * n + i];
+    if (a > 0 && b > 0) { if (source) *source = PT_BW_MEASURED; return a < b ? a : b; }
+    if (i == j) return 1.0;
+    return t->numa[i].package == t->numa[j].package ? 1.0 : 0.5;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+int pt_topo_islands_find(const pt_topo *t, pt_topo_islands *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = t->ngpus > 0 ? PT_DEV_GPU : PT_DEV_NUMA;
+    int n = out->kind == PT_DEV_GPU ? t->ngpus : t->nnuma;
+    if (n < 1) return pt_fail(PT_EINVAL, "islands: the model has no GPU and no NUMA node");
+    if (n > 64) return pt_fail(PT_EINVAL, "islands: %d devices, at most 64 supported", n);
+    out->ndev = n;
+    double v[64 * 63 / 2 + 1];
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++) v[m++] = pt_topo_link_gbps(t, out->kind, i, j, NULL);
+    double thr = 0;
+    if (m > 0) {
+        qsort(v, (size_t)m, sizeof *v, cmp_double);
+        if (v[m - 1] > 1.5 * v[0]) {
+            double best = 1.0;
+            for (int k = 1; k < m; k++) {
+                double r = v[k - 1] > 0 ? v[k] / v[k - 1] : INFINITY;
+                if (r > best) { best = r; thr = v[k]; }
+            }
+        }
+    }
+    out->threshold_gbps = thr;
+    for (int i = 0; i < n; i++) out->island_of[i] = -1;
+    int members[64];
+    for (int i = 0; i < n; i++) {
+        if (out->island_of[i] >= 0) continue;
+        int id = out->nislands++, cnt = 0;
+        out->island_of[i] = id;
+        members[cnt++] = i;
+        for (int j = i + 1; j < n; j++) {
+            if (out->island_of[j] >= 0) continue;
+            int fits = 1;
+            for (int k = 0; k < cnt && fits; k++)
+                fits = pt_topo_link_gbps(t, out->kind, j, members[k], NULL) >= thr;
+            if (fits) { out->island_of[j] = id; members[cnt++] = j; }
+        }
+    }
+    return PT_OK;
+}
+
+double pt_topo_slowest_link(const pt_topo *t, int kind, const int *dev, int n, int *a, int *b, int *source)
+{
+    int nd = kind == PT_DEV_GPU ? t->ngpus : t->nnuma;
+    if (n < 1) { pt_fail(PT_EINVAL, "slowest link: empty device set"); return -1; }
+    for (int k = 0; k < n; k++)
+        if (dev[k] < 0 || dev[k] >= nd) {
+            pt_fail(PT_EINVAL, "slowest link: device %d out of range (0..%d)", dev[k], nd - 1);
+            return -1;
+        }
+    double best = n == 1 ? 0 : INFINITY;
+    int ba = dev[0], bb = dev[0], bs = PT_BW_ESTIMATED;
+    for (int x = 0; x < n; x++)
+        for (int y = x + 1; y < n; y++) {
+            if (dev[x] == dev[y]) continue;
+            int s;
+            double g = pt_topo_link_gbps(t, kind, dev[x], dev[y], &s);
+            if (g < best) { best = g; ba = dev[x]; bb = dev[y]; bs = s; }
+        }
+    if (isinf(best)) best = 0;
+    if (a) *a = ba;
+    if (b) *b = bb;
+    if (source) *source = bs;
+    return best;
+}
+
+/* ---- warnings, gres ------------------------------------------------------------ */
+static int warn(char *buf, size_t len, size_t *used, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static int warn(char *buf, size_t len, size_t *used, const char *fmt, ...)
+{
+    if (*used < len) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = vsnprintf(buf + *used, len - *used, fmt, ap);
+        va_end(ap);
+        if (k > 0) *used += (size_t)k;
+        if (*used < len) { buf[(*used)++] = '\n'; buf[*used < len ? *used : len - 1] = 0; }
+        else buf[len - 1] = 0;
+    }
+    return 1;
+}
+
+static void degraded(const pt_topo_pci *p, const char *what, const pt_topo_pci *all, size_t stride, int n,
+                     char *buf, size_t len, size_t *used, int *count)
+{
+    double best = 0;
+    for (int i = 0; i < n; i++) {
+        const pt_topo_pci *q = (const pt_topo_pci *)((const char *)all + stride * (size_t)i);
+        if (q->vendor == p->vendor && q->device == p->device && q->link_gbps > best) best = q->link_gbps;
+    }
+    if (p->link_gbps > 0 && p->link_gbps < 0.99 * best)
+        *count += warn(buf, len, used, "degraded PCIe link: %s (%s) runs at %.2f GB/s, %.2f GB/s for the same device elsewhere",
+                       what, p->busid, p->link_gbps, best);
+}
+
+int pt_topo_warnings(const pt_topo *t, char *buf, size_t len)
+{
+    size_t used = 0;
+    int count = 0;
+    if (len) buf[0] = 0;
+    for (int i = 0; i < t->ngpus; i++) {
+        char what[32];
+        snprintf(what, sizeof what, "GPU%d", i);
+        degraded(&t->gpu[i].pci, what, &t->gpu[0].pci, sizeof t->gpu[0], t->ngpus, buf, len, &used, &count);
+    }
+    for (int i = 0; i < t->nnics; i++)
+        degraded(&t->nic[i].pci, t->nic[i].name, &t->nic[0].pci, sizeof t->nic[0], t->nnics, buf, len, &used, &count);
+    int hca = 0;
+    for (int j = 0; j < t->nnics; j++) hca |= t->nic[j].kind != PT_NIC_ETH;
+    for (int i = 0; i < t->ngpus && t->nnics > 0; i++) {
+        int near = 0;
+        for (int j = 0; j < t->nnics; j++)
+            if ((!hca || t->nic[j].kind != PT_NIC_ETH) && t->gn_class[i * t->nnics + j] > PT_LINK_SYS) near = 1;
+        if (!near)
+            count += warn(buf, len, &used, "GPU%d (%s) is far from every %s: all paths cross the SMP interconnect (SYS)",
+                          i, t->gpu[i].pci.busid, hca ? "InfiniBand/RoCE HCA" : "NIC");
+    }
+    if (t->nnuma > 1) {
+        uint64_t mmax = 0;
+        int cmax = 0;
+        for (int i = 0; i < t->nnuma; i++) {
+            if (t->numa[i].memory > mmax) mmax = t->numa[i].memory;
+            if (t->numa[i].ncores > cmax) cmax = t->numa[i].ncores;
+        }
+        for (int i = 0; i < t->nnuma; i++) {
+            if ((double)t->numa[i].memory < 0.8 * (double)mmax)
+                count += warn(buf, len, &used, "unbalanced NUMA: node %d has %.1f GiB of memory, the largest has %.1f GiB",
+                              t->numa[i].os_index, t->numa[i].memory / 1073741824.0, mmax / 1073741824.0);
+            if (t->numa[i].ncores < 0.8 * cmax)
+                count += warn(buf, len, &used, "unbalanced NUMA: node %d has %d cores, the largest has %d",
+                              t->numa[i].os_index, t->numa[i].ncores, cmax);
+        }
+        if (t->ngpus >= t->nnuma) {
+            int gmin = 1 << 30, gmax = 0;
+            for (int i = 0; i < t->nnuma; i++) {
+                if (!t->numa[i].ncores) continue;
+                int c = 0;
+                for (int g = 0; g < t->ngpus; g++) c += t->gpu[g].pci.numa == t->numa[i].os_index;
+                if (c < gmin) gmin = c;
+                if (c > gmax) gmax = c;
+            }
+            if (gmax - gmin > 1)
+                count += warn(buf, len, &used, "unbalanced NUMA: GPUs per NUMA node range from %d to %d", gmin, gmax);
+        }
+        double bmax = 0;
+        for (int i = 0; i < t->nnuma; i++) if (t->numa[i].membw_gbps > bmax) bmax = t->numa[i].membw_gbps;
+        for (int i = 0; i < t->nnuma; i++)
+            if (t->numa[i].membw_gbps > 0 && t->numa[i].membw_gbps < 0.75 * bmax)
+                count += warn(buf, len, &used, "unbalanced NUMA: node %d copies at %.1f GB/s, the best node at %.1f GB/s",
+                              t->numa[i].os_index, t->numa[i].membw_gbps, bmax);
+    }
+    return count;
+}
+
+size_t pt_topo_gres(const pt_topo *t, char *buf, size_t len)
+{
+    size_t used = 0;
+    if (len) buf[0] = 0;
+#define APPEND(...) do { int k_ = snprintf(used < len ? buf + used : NULL, used < len ? len - used : 0, __VA_ARGS__); \
+                         if (k_ > 0) used += (size_t)k_; } while (0)
+    for (int i = 0; i < t->ngpus; i++) {
+        APPEND("Name=gpu File=/dev/nvidia%d", t->gpu[i].minor);
+        if (t->gpu[i].pci.cores[0]) APPEND(" Cores=%s", t->gpu[i].pci.cores);
+        int any = 0;
+        for (int j = 0; j < t->ngpus; j++) any |= t->gg_nvlinks[i * t->ngpus + j] > 0;
+        if (any) {
+            APPEND(" Links=");
+            for (int j = 0; j < t->ngpus; j++)
+                APPEND("%s%d", j ? "," : "", i == j ? -1 : t->gg_nvlinks[i * t->ngpus + j]);
+        }
+        APPEND("\n");
+    }
+#undef APPEND
+    return used;
+}

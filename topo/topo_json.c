@@ -1,0 +1,439 @@
+/* ptrain topology: JSON form of the node model (jansson), cache files. */
+#define _POSIX_C_SOURCE 200809L
+#include "topo/topo.h"
+#include "core/core.h"
+
+#include <jansson.h>
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SCHEMA "ptrain-topo/1"
+
+static const char *nic_kind_name(int k) { return k == PT_NIC_IB ? "ib" : k == PT_NIC_ROCE ? "roce" : "eth"; }
+
+static const char *probe_name(int s)
+{
+    switch (s) {
+    case PT_TOPO_GPU_PROBE_DONE: return "measured";
+    case PT_TOPO_GPU_PROBE_NOCUDA: return "no-cuda";
+    case PT_TOPO_GPU_PROBE_NOGPU: return "no-gpu";
+    default: return "not-run";
+    }
+}
+
+static json_t *pci_json(const pt_topo_pci *p)
+{
+    return json_pack("{s:s, s:I, s:I, s:I, s:f, s:i, s:s, s:s, s:s}", "busid", p->busid,
+                     "vendor", (json_int_t)p->vendor, "device", (json_int_t)p->device,
+                     "class", (json_int_t)p->class_id, "link_gbps", p->link_gbps, "numa", p->numa,
+                     "numas", p->numas, "cpus", p->cpus, "cores", p->cores);
+}
+
+static json_t *matrix_d(const double *m, int r, int c)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < r; i++) {
+        json_t *row = json_array();
+        for (int j = 0; j < c; j++) json_array_append_new(row, json_real(m[i * c + j]));
+        json_array_append_new(a, row);
+    }
+    return a;
+}
+
+static json_t *class_json(int cls, int nvlinks)
+{
+    char b[16];
+    if (cls == PT_LINK_NV) snprintf(b, sizeof b, "NV%d", nvlinks);
+    else snprintf(b, sizeof b, "%s", pt_link_class_name((pt_link_class)cls));
+    return json_string(b);
+}
+
+int pt_topo_to_json(const pt_topo *t, char **out)
+{
+    *out = NULL;
+    json_t *root = json_object();
+    json_object_set_new(root, "schema", json_string(SCHEMA));
+    json_object_set_new(root, "hostname", json_string(t->hostname));
+    json_object_set_new(root, "cpu_model", json_string(t->cpu_model));
+    json_object_set_new(root, "source", json_string(t->source));
+    json_object_set_new(root, "packages", json_integer(t->npackages));
+    json_object_set_new(root, "cores", json_integer(t->ncores));
+    json_object_set_new(root, "pus", json_integer(t->npus));
+    json_t *a = json_array();
+    for (int i = 0; i < t->nnuma; i++) {
+        const pt_topo_numa *n = &t->numa[i];
+        json_array_append_new(a, json_pack("{s:i, s:i, s:I, s:i, s:i, s:s, s:f}", "os_index", n->os_index,
+                                           "package", n->package, "memory", (json_int_t)n->memory,
+                                           "cores", n->ncores, "pus", n->npus, "cpus", n->cpus,
+                                           "membw_gbps", n->membw_gbps));
+    }
+    json_object_set_new(root, "numa", a);
+    a = json_array();
+    for (int i = 0; i < t->ngpus; i++) {
+        const pt_topo_gpu *g = &t->gpu[i];
+        json_t *o = json_pack("{s:o, s:s, s:s, s:i, s:f, s:f}", "pci", pci_json(&g->pci), "model", g->model,
+                              "osdevs", g->osdevs, "minor", g->minor, "h2d_gbps", g->h2d_gbps,
+                              "d2h_gbps", g->d2h_gbps);
+        json_array_append_new(a, o);
+    }
+    json_object_set_new(root, "gpus", a);
+    a = json_array();
+    for (int i = 0; i < t->nnics; i++) {
+        const pt_topo_nic *n = &t->nic[i];
+        json_array_append_new(a, json_pack("{s:o, s:s, s:s, s:s}", "pci", pci_json(&n->pci), "name", n->name,
+                                           "netdev", n->netdev, "kind", nic_kind_name(n->kind)));
+    }
+    json_object_set_new(root, "nics", a);
+    a = json_array();
+    for (int i = 0; i < t->ngpus; i++) {
+        json_t *row = json_array();
+        for (int j = 0; j < t->ngpus; j++)
+            json_array_append_new(row, class_json(t->gg_class[i * t->ngpus + j], t->gg_nvlinks[i * t->ngpus + j]));
+        json_array_append_new(a, row);
+    }
+    json_object_set_new(root, "gpu_links", a);
+    a = json_array();
+    for (int i = 0; i < t->ngpus; i++) {
+        json_t *row = json_array();
+        for (int j = 0; j < t->nnics; j++) json_array_append_new(row, class_json(t->gn_class[i * t->nnics + j], 0));
+        json_array_append_new(a, row);
+    }
+    json_object_set_new(root, "gpu_nic_links", a);
+    a = json_array();
+    for (int i = 0; i < t->nnics; i++) {
+        json_t *row = json_array();
+        for (int j = 0; j < t->nnics; j++) json_array_append_new(row, class_json(t->nn_class[i * t->nnics + j], 0));
+        json_array_append_new(a, row);
+    }
+    json_object_set_new(root, "nic_links", a);
+    json_object_set_new(root, "gpu_gbps", matrix_d(t->gg_gbps, t->ngpus, t->ngpus));
+    json_object_set_new(root, "gpu_gbps_nop2p", matrix_d(t->gg_gbps_nop2p, t->ngpus, t->ngpus));
+    json_object_set_new(root, "numa_gbps", matrix_d(t->numa_gbps, t->nnuma, t->nnuma));
+    json_object_set_new(root, "gpu_probe", json_pack("{s:s, s:s}", "status", probe_name(t->gpu_probe),
+                                                     "note", t->gpu_probe_note));
+    const pt_topo_net *n = &t->net;
+    if (n->measured)
+        json_object_set_new(root, "net", json_pack("{s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f}",
+                                                   "ranks", n->nranks, "nodes", n->nnodes, "node_names", n->nodes,
+                                                   "msg_bytes", (json_int_t)n->msg_bytes,
+                                                   "intra_latency_us", n->intra_lat_us, "intra_gbps", n->intra_gbps,
+                                                   "inter_latency_us", n->inter_lat_us, "inter_gbps", n->inter_gbps,
+                                                   "allreduce_bytes", (json_int_t)n->ar_bytes,
+                                                   "allreduce_time_us", n->ar_time_us,
+                                                   "allreduce_algbw_gbps", n->ar_algbw,
+                                                   "allreduce_busbw_gbps", n->ar_busbw));
+    else
+        json_object_set_new(root, "net", json_null());
+    /* Derived, for readers; ignored when loading. */
+    pt_topo_islands isl;
+    if (pt_topo_islands_find(t, &isl) == PT_OK) {
+        json_t *list = json_array();
+        for (int k = 0; k < isl.nislands; k++) {
+            json_t *m = json_array();
+            for (int d = 0; d < isl.ndev; d++)
+                if (isl.island_of[d] == k) json_array_append_new(m, json_integer(d));
+            json_array_append_new(list, m);
+        }
+        json_object_set_new(root, "islands", json_pack("{s:s, s:f, s:o}", "kind",
+                                                       isl.kind == PT_DEV_GPU ? "gpu" : "numa",
+                                                       "threshold_gbps", isl.threshold_gbps, "members", list));
+    }
+    *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    json_decref(root);
+    if (!*out) return pt_fail(PT_ENOMEM, "cannot encode the topology as JSON");
+    return PT_OK;
+}
+
+/* ---- parsing --------------------------------------------------------------- */
+typedef struct jctx { const char *what; int rc; } jctx;
+
+static int jerr(jctx *c, const char *field, const char *why)
+{
+    if (c->rc == PT_OK) c->rc = pt_fail(PT_EFORMAT, "%s: field '%s' %s", c->what, field, why);
+    return c->rc;
+}
+
+static json_t *jget(jctx *c, json_t *o, const char *k, int type)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v) { jerr(c, k, "is missing"); return NULL; }
+    int good = type == JSON_REAL ? json_is_number(v) : (int)json_typeof(v) == type;
+    if (!good) { jerr(c, k, type == JSON_STRING ? "must be a string" : type == JSON_INTEGER ? "must be an integer" :
+                            type == JSON_REAL ? "must be a number" : type == JSON_ARRAY ? "must be an array" :
+                            "must be an object"); return NULL; }
+    return v;
+}
+
+static void jstr(jctx *c, json_t *o, const char *k, char *dst, size_t len)
+{
+    json_t *v = jget(c, o, k, JSON_STRING);
+    if (!v) return;
+    if (strlen(json_string_value(v)) >= len) { jerr(c, k, "is too long"); return; }
+    snprintf(dst, len, "%s", json_string_value(v));
+}
+
+static long long jint(jctx *c, json_t *o, const char *k, long long lo, long long hi)
+{
+    json_t *v = jget(c, o, k, JSON_INTEGER);
+    if (!v) return 0;
+    long long x = json_integer_value(v);
+    if (x < lo || x > hi) { jerr(c, k, "is out of range"); return 0; }
+    return x;
+}
+
+static double jnum(jctx *c, json_t *o, const char *k)
+{
+    json_t *v = jget(c, o, k, JSON_REAL);
+    if (!v) return 0;
+    double x = json_number_value(v);
+    if (!(x >= 0) || x > 1e12) { jerr(c, k, "must be a non-negative number"); return 0; }
+    return x;
+}
+
+static void jpci(jctx *c, json_t *o, pt_topo_pci *p)
+{
+    json_t *v = jget(c, o, "pci", JSON_OBJECT);
+    if (!v) return;
+    jstr(c, v, "busid", p->busid, sizeof p->busid);
+    p->vendor = (unsigned)jint(c, v, "vendor", 0, 0xffff);
+    p->device = (unsigned)jint(c, v, "device", 0, 0xffff);
+    p->class_id = (unsigned)jint(c, v, "class", 0, 0xffff);
+    p->link_gbps = jnum(c, v, "link_gbps");
+    p->numa = (int)jint(c, v, "numa", -1, 1 << 20);
+    jstr(c, v, "numas", p->numas, sizeof p->numas);
+    jstr(c, v, "cpus", p->cpus, sizeof p->cpus);
+    jstr(c, v, "cores", p->cores, sizeof p->cores);
+}
+
+static json_t *jmatrix(jctx *c, json_t *o, const char *k, int r, int cols)
+{
+    json_t *a = jget(c, o, k, JSON_ARRAY);
+    if (!a) return NULL;
+    if ((int)json_array_size(a) != r) { jerr(c, k, "has the wrong number of rows"); return NULL; }
+    for (int i = 0; i < r; i++) {
+        json_t *row = json_array_get(a, (size_t)i);
+        if (!json_is_array(row) || (int)json_array_size(row) != cols) { jerr(c, k, "has a row of the wrong length"); return NULL; }
+    }
+    return a;
+}
+
+static void jmatrix_d(jctx *c, json_t *o, const char *k, double *m, int r, int cols)
+{
+    json_t *a = jmatrix(c, o, k, r, cols);
+    if (!a) return;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cols; j++) {
+            json_t *v = json_array_get(json_array_get(a, (size_t)i), (size_t)j);
+            if (!json_is_number(v) || json_number_value(v) < 0) { jerr(c, k, "holds a value that is not a non-negative number"); return; }
+            m[i * cols + j] = json_number_value(v);
+        }
+}
+
+static void jmatrix_class(jctx *c, json_t *o, const char *k, unsigned char *cls, int *nv, int r, int cols)
+{
+    json_t *a = jmatrix(c, o, k, r, cols);
+    if (!a) return;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cols; j++) {
+            json_t *v = json_array_get(json_array_get(a, (size_t)i), (size_t)j);
+            const char *s = json_is_string(v) ? json_string_value(v) : "";
+            int found = -1;
+            for (int x = PT_LINK_SYS; x <= PT_LINK_SELF; x++)
+                if (x != PT_LINK_NV && !strcmp(s, pt_link_class_name((pt_link_class)x))) found = x;
+            if (found < 0 && nv && !strncmp(s, "NV", 2) && isdigit((unsigned char)s[2])) {
+                found = PT_LINK_NV;
+                nv[i * cols + j] = atoi(s + 2);
+            }
+            if (found < 0) { jerr(c, k, "holds an unknown link class (valid: X, NV#, PIX, PXB, PHB, NODE, SYS)"); return; }
+            cls[i * cols + j] = (unsigned char)found;
+        }
+}
+
+int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
+{
+    memset(t, 0, sizeof *t);
+    json_error_t je;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    if (!root) return pt_fail(PT_EFORMAT, "%s: not JSON (line %d: %s)", what, je.line, je.text);
+    jctx c = { what, PT_OK };
+    if (!json_is_object(root)) jerr(&c, "(top level)", "must be an object");
+    json_t *v = c.rc ? NULL : jget(&c, root, "schema", JSON_STRING);
+    if (v && strcmp(json_string_value(v), SCHEMA)) jerr(&c, "schema", "is not \"" SCHEMA "\"");
+    json_t *numa = NULL, *gpus = NULL, *nics = NULL;
+    if (!c.rc) {
+        jstr(&c, root, "hostname", t->hostname, sizeof t->hostname);
+        jstr(&c, root, "cpu_model", t->cpu_model, sizeof t->cpu_model);
+        jstr(&c, root, "source", t->source, sizeof t->source);
+        t->npackages = (int)jint(&c, root, "packages", 0, 1 << 20);
+        t->ncores = (int)jint(&c, root, "cores", 0, 1 << 24);
+        t->npus = (int)jint(&c, root, "pus", 1, 1 << 24);
+        numa = jget(&c, root, "numa", JSON_ARRAY);
+        gpus = jget(&c, root, "gpus", JSON_ARRAY);
+        nics = jget(&c, root, "nics", JSON_ARRAY);
+    }
+    if (!c.rc) {
+        t->nnuma = (int)json_array_size(numa);
+        t->ngpus = (int)json_array_size(gpus);
+        t->nnics = (int)json_array_size(nics);
+        if (t->nnuma < 1) jerr(&c, "numa", "must list at least one NUMA node");
+    }
+    if (!c.rc) {
+        t->numa = calloc((size_t)t->nnuma, sizeof *t->numa);
+        t->gpu = calloc((size_t)t->ngpus + 1, sizeof *t->gpu);
+        t->nic = calloc((size_t)t->nnics + 1, sizeof *t->nic);
+        size_t g = (size_t)t->ngpus, n = (size_t)t->nnics, m = (size_t)t->nnuma;
+        t->gg_class = calloc(g * g + 1, 1);
+        t->gg_nvlinks = calloc(g * g + 1, sizeof(int));
+        t->gn_class = calloc(g * n + 1, 1);
+        t->nn_class = calloc(n * n + 1, 1);
+        t->gg_gbps = calloc(g * g + 1, sizeof(double));
+        t->gg_gbps_nop2p = calloc(g * g + 1, sizeof(double));
+        t->numa_gbps = calloc(m * m + 1, sizeof(double));
+        if (!t->numa || !t->gpu || !t->nic || !t->gg_class || !t->gg_nvlinks || !t->gn_class || !t->nn_class || !t->gg_gbps ||
+            !t->gg_gbps_nop2p || !t->numa_gbps)
+            c.rc = pt_fail(PT_ENOMEM, "%s: out of memory", what);
+    }
+    for (int i = 0; !c.rc && i < t->nnuma; i++) {
+        json_t *o = json_array_get(numa, (size_t)i);
+        if (!json_is_object(o)) { jerr(&c, "numa", "must hold objects"); break; }
+        pt_topo_numa *n = &t->numa[i];
+        n->os_index = (int)jint(&c, o, "os_index", 0, 1 << 20);
+        n->package = (int)jint(&c, o, "package", -1, 1 << 20);
+        n->memory = (uint64_t)jint(&c, o, "memory", 0, (long long)1 << 60);
+        n->ncores = (int)jint(&c, o, "cores", 0, 1 << 24);
+        n->npus = (int)jint(&c, o, "pus", 0, 1 << 24);
+        jstr(&c, o, "cpus", n->cpus, sizeof n->cpus);
+        n->membw_gbps = jnum(&c, o, "membw_gbps");
+    }
+    for (int i = 0; !c.rc && i < t->ngpus; i++) {
+        json_t *o = json_array_get(gpus, (size_t)i);
+        if (!json_is_object(o)) { jerr(&c, "gpus", "must hold objects"); break; }
+        pt_topo_gpu *g = &t->gpu[i];
+        jpci(&c, o, &g->pci);
+        jstr(&c, o, "model", g->model, sizeof g->model);
+        jstr(&c, o, "osdevs", g->osdevs, sizeof g->osdevs);
+        g->minor = (int)jint(&c, o, "minor", 0, 1 << 20);
+        g->h2d_gbps = jnum(&c, o, "h2d_gbps");
+        g->d2h_gbps = jnum(&c, o, "d2h_gbps");
+    }
+    for (int i = 0; !c.rc && i < t->nnics; i++) {
+        json_t *o = json_array_get(nics, (size_t)i);
+        if (!json_is_object(o)) { jerr(&c, "nics", "must hold objects"); break; }
+        pt_topo_nic *n = &t->nic[i];
+        jpci(&c, o, &n->pci);
+        jstr(&c, o, "name", n->name, sizeof n->name);
+        jstr(&c, o, "netdev", n->netdev, sizeof n->netdev);
+        char kind[8] = "";
+        jstr(&c, o, "kind", kind, sizeof kind);
+        if (!strcmp(kind, "ib")) n->kind = PT_NIC_IB;
+        else if (!strcmp(kind, "roce")) n->kind = PT_NIC_ROCE;
+        else if (!strcmp(kind, "eth")) n->kind = PT_NIC_ETH;
+        else jerr(&c, "kind", "must be ib, roce or eth");
+    }
+    if (!c.rc) {
+        jmatrix_class(&c, root, "gpu_links", t->gg_class, t->gg_nvlinks, t->ngpus, t->ngpus);
+        jmatrix_class(&c, root, "gpu_nic_links", t->gn_class, NULL, t->ngpus, t->nnics);
+        jmatrix_class(&c, root, "nic_links", t->nn_class, NULL, t->nnics, t->nnics);
+        jmatrix_d(&c, root, "gpu_gbps", t->gg_gbps, t->ngpus, t->ngpus);
+        jmatrix_d(&c, root, "gpu_gbps_nop2p", t->gg_gbps_nop2p, t->ngpus, t->ngpus);
+        jmatrix_d(&c, root, "numa_gbps", t->numa_gbps, t->nnuma, t->nnuma);
+    }
+    json_t *gp = c.rc ? NULL : jget(&c, root, "gpu_probe", JSON_OBJECT);
+    if (gp) {
+        char s[16] = "";
+        jstr(&c, gp, "status", s, sizeof s);
+        jstr(&c, gp, "note", t->gpu_probe_note, sizeof t->gpu_probe_note);
+        int found = 0;
+        for (int k = -2; k <= 1; k++)
+            if (!strcmp(s, probe_name(k))) { t->gpu_probe = k; found = 1; }
+        if (!c.rc && !found) jerr(&c, "status", "must be measured, not-run, no-cuda or no-gpu");
+    }
+    json_t *net = c.rc ? NULL : json_object_get(root, "net");
+    if (!c.rc && !net) jerr(&c, "net", "is missing (null when not measured)");
+    if (!c.rc && json_is_object(net)) {
+        pt_topo_net *n = &t->net;
+        n->measured = 1;
+        n->nranks = (int)jint(&c, net, "ranks", 1, 1 << 24);
+        n->nnodes = (int)jint(&c, net, "nodes", 1, 1 << 24);
+        jstr(&c, net, "node_names", n->nodes, sizeof n->nodes);
+        n->msg_bytes = (size_t)jint(&c, net, "msg_bytes", 0, (long long)1 << 40);
+        n->intra_lat_us = jnum(&c, net, "intra_latency_us");
+        n->intra_gbps = jnum(&c, net, "intra_gbps");
+        n->inter_lat_us = jnum(&c, net, "inter_latency_us");
+        n->inter_gbps = jnum(&c, net, "inter_gbps");
+        n->ar_bytes = (size_t)jint(&c, net, "allreduce_bytes", 0, (long long)1 << 40);
+        n->ar_time_us = jnum(&c, net, "allreduce_time_us");
+        n->ar_algbw = jnum(&c, net, "allreduce_algbw_gbps");
+        n->ar_busbw = jnum(&c, net, "allreduce_busbw_gbps");
+    } else if (!c.rc && !json_is_null(net)) jerr(&c, "net", "must be an object or null");
+    json_decref(root);
+    if (c.rc) { pt_topo_free(t); return c.rc; }
+    return PT_OK;
+}
+
+/* ---- files -------------------------------------------------------------------- */
+int pt_topo_load_file(pt_topo *t, const char *path)
+{
+    memset(t, 0, sizeof *t);
+    FILE *f = fopen(path, "rb");
+    if (!f) return pt_fail(PT_EIO, "cannot read '%s': %s", path, strerror(errno));
+    int ch;
+    while ((ch = fgetc(f)) != EOF && isspace(ch)) {}
+    if (ch == '<') { fclose(f); return pt_topo_load_hwloc(t, path); }
+    if (ch != '{') {
+        fclose(f);
+        return pt_fail(PT_EFORMAT, "'%s' is neither ptrain JSON ('{') nor hwloc XML ('<')", path);
+    }
+    if (fseek(f, 0, SEEK_END) < 0) { fclose(f); return pt_fail(PT_EIO, "cannot read '%s'", path); }
+    long sz = ftell(f);
+    rewind(f);
+    char *buf = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
+    if (!buf) { fclose(f); return pt_fail(PT_ENOMEM, "cannot read '%s': out of memory", path); }
+    size_t got = fread(buf, 1, (size_t)sz, f);
+    fclose(f);
+    buf[got] = 0;
+    int rc = pt_topo_from_json(t, buf, path);
+    free(buf);
+    return rc;
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t a = strlen(s), b = strlen(suffix);
+    return a >= b && !strcmp(s + a - b, suffix);
+}
+
+int pt_topo_save(const pt_topo *t, const char *path)
+{
+    char *text = NULL;
+    int rc = ends_with(path, ".xml") ? pt_topo_to_xml(t, &text) : pt_topo_to_json(t, &text);
+    if (rc) return rc;
+    size_t len = strlen(path) + 32;
+    char *tmp = malloc(len);
+    if (!tmp) { free(text); return pt_fail(PT_ENOMEM, "out of memory"); }
+    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) {
+        rc = pt_fail(PT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+    } else {
+        size_t n = strlen(text), off = 0;
+        while (off < n) {
+            ssize_t w = write(fd, text + off, n - off);
+            if (w < 0) { if (errno == EINTR) continue; break; }
+            off += (size_t)w;
+        }
+        if (off < n || fsync(fd) < 0) rc = pt_fail(PT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+        if (close(fd) < 0 && !rc) rc = pt_fail(PT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
+        if (!rc && rename(tmp, path) < 0) rc = pt_fail(PT_EIO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
+        if (rc) unlink(tmp);
+    }
+    free(tmp);
+    free(text);
+    return rc;
+}
