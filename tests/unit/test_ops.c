@@ -1,0 +1,960 @@
+/* Tests of the compute kernels (lib/backend/ops.h, cpu_ops.inc).
+ *
+ *  1. Every backward of the double table (pt_cpu_ops_f64) against central
+ *     finite differences of a scalar loss L = sum(out * R) (R fixed random),
+ *     or the cross-entropy loss itself, for every input and parameter
+ *     element (a random subset of FD_SAMPLES for big tensors).  Every
+ *     forward against a naive reference written here.  The "backward
+ *     accumulates (+=)" contract (two calls on pre-filled random buffers)
+ *     and the NULL skips.
+ *  2. Vocab-parallel composition (Megatron, Shoeybi et al. 2019 section 3):
+ *     the embedding and the cross-entropy split in 2 and 3 vocabulary shards,
+ *     with padded ids, recombined as the model does, against the unsharded
+ *     kernels and an independent double softmax cross-entropy.
+ *  3. Attention causality and the shape of the saved softmax matrix.
+ *  4. The float table against the double table on the same inputs.
+ *  5. With OpenMP: 1 thread against 2 and 3 threads (races).
+ *
+ * Inputs are fresh random numbers every run; the seed is printed as a TAP
+ * diagnostic and PTRAIN_TEST_SEED=<n> reproduces a run. */
+#ifndef TEST_OPS_MIXED_BODY
+
+#include "backend/ops.h"
+#include "core/core.h"
+#include "tests/tap.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+static const pt_ops_f64 *D = &pt_cpu_ops_f64;
+static pt_rng rng;
+
+/* finite differences: step h = FD_EPS * max(1, |x|); error of one element
+ * |analytic - numeric| / max(|analytic|, |numeric|, FD_FLOOR) */
+#define FD_EPS 1e-6
+#define FD_FLOOR 1e-2
+#define FD_TOL 1e-5
+#define FD_SAMPLES 256
+/* float vs double: max|f - d| / max|d| per tensor */
+#define MIXED_TOL 1e-5
+/* 1 thread vs several: same arithmetic, only the split differs */
+#define THREAD_TOL 1e-13
+
+/* ---- helpers -------------------------------------------------------------- */
+static void *xcalloc(size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) {
+        printf("Bail out! out of memory allocating %zu x %zu bytes\n", n, size);
+        exit(1);
+    }
+    return p;
+}
+static double *dalloc(size_t n) { return xcalloc(n, sizeof(double)); }
+
+static void randn(double *x, size_t n, double scale)
+{
+    for (size_t i = 0; i < n; i++) x[i] = scale * pt_rng_normal(&rng);
+}
+static void randu(double *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * pt_rng_uniform(&rng);
+}
+static int randint(int lo, int hi) /* in [lo, hi] */
+{
+    return lo + (int)(pt_rng_u64(&rng) % (uint64_t)(hi - lo + 1));
+}
+static double *ddup(const double *x, size_t n)
+{
+    double *y = dalloc(n);
+    memcpy(y, x, n * sizeof(double));
+    return y;
+}
+static double dot(const double *a, const double *b, size_t n)
+{
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static double maxabs(const double *a, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
+    return m;
+}
+/* max|a - b| / max|b| (0 when both are all zero) */
+static double relerr(const double *a, const double *b, size_t n)
+{
+    double e = 0, s = maxabs(b, n);
+    for (size_t i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]));
+    if (e != e) return INFINITY; /* NaN */
+    return s > 0 ? e / s : e;
+}
+static int all_finite(const double *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(a[i])) return 0;
+    return 1;
+}
+
+/* ---- generic gradient check ------------------------------------------------ */
+/* One op under test: the tensors it differentiates with respect to, a loss
+ * (forward + reduction to a scalar) and a backward into gradient buffers. */
+typedef struct opcase opcase;
+struct opcase {
+    const char *name;
+    double (*loss)(opcase *c);          /* forward, then the scalar loss */
+    void (*bwd)(opcase *c, double **g); /* forward, then backward into g[i] */
+    int writes;                         /* backward writes (xent_bwd) instead of += */
+    int nw;
+    const char *wname[4];
+    double *w[4];
+    size_t wn[4];
+};
+
+/* largest element error of g against central differences of c->loss over x */
+static double fd_err(opcase *c, double *x, size_t n, const double *g, size_t *checked)
+{
+    size_t m = n <= FD_SAMPLES ? n : FD_SAMPLES;
+    double worst = 0;
+    for (size_t k = 0; k < m; k++) {
+        size_t i = n <= FD_SAMPLES ? k : (size_t)(pt_rng_u64(&rng) % n);
+        double x0 = x[i], h = FD_EPS * fmax(1, fabs(x0));
+        double xp = x0 + h, xm = x0 - h;
+        x[i] = xp;
+        double lp = c->loss(c);
+        x[i] = xm;
+        double lm = c->loss(c);
+        x[i] = x0;
+        double num = (lp - lm) / (xp - xm);
+        double e = fabs(num - g[i]) / fmax(fmax(fabs(num), fabs(g[i])), FD_FLOOR);
+        if (!(e <= worst)) worst = e; /* NaN propagates */
+    }
+    *checked = m;
+    return worst;
+}
+
+static double g_worst_fd = 0;
+
+static void run_case(opcase *c)
+{
+    double *g[4], *p[4], *buf[4];
+    for (int i = 0; i < c->nw; i++) g[i] = dalloc(c->wn[i]);
+    c->bwd(c, g);
+    c->loss(c); /* leave the caches of the unperturbed inputs */
+    for (int i = 0; i < c->nw; i++) {
+        size_t checked;
+        double e = fd_err(c, c->w[i], c->wn[i], g[i], &checked);
+        if (e > g_worst_fd || e != e) g_worst_fd = e;
+        tap_ok(e <= FD_TOL && all_finite(g[i], c->wn[i]),
+               "%s: d/d%s matches central differences (max rel err %.2e over %zu of %zu elements, "
+               "max |grad| %.3g)",
+               c->name, c->wname[i], e, checked, c->wn[i], maxabs(g[i], c->wn[i]));
+    }
+    /* the accumulate contract: prefill P, two calls give P + g and P + 2g */
+    double e1 = 0, e2 = 0;
+    for (int i = 0; i < c->nw; i++) {
+        p[i] = dalloc(c->wn[i]);
+        randn(p[i], c->wn[i], 1);
+        buf[i] = ddup(p[i], c->wn[i]);
+    }
+    c->bwd(c, buf);
+    for (int i = 0; i < c->nw; i++)
+        for (size_t j = 0; j < c->wn[i]; j++) {
+            double want = c->writes ? g[i][j] : p[i][j] + g[i][j];
+            e1 = fmax(e1, fabs(buf[i][j] - want) / fmax(1, fabs(want)));
+        }
+    c->bwd(c, buf);
+    for (int i = 0; i < c->nw; i++)
+        for (size_t j = 0; j < c->wn[i]; j++) {
+            double want = c->writes ? g[i][j] : p[i][j] + 2 * g[i][j];
+            e2 = fmax(e2, fabs(buf[i][j] - want) / fmax(1, fabs(want)));
+        }
+    if (c->writes)
+        tap_ok(e1 <= 1e-12 && e2 <= 1e-12,
+               "%s: backward overwrites pre-filled gradients (documented), err %.1e / %.1e",
+               c->name, e1, e2);
+    else
+        tap_ok(e1 <= 1e-12 && e2 <= 1e-12,
+               "%s: backward accumulates: prefill + g after one call, + 2g after two "
+               "(err %.1e / %.1e)",
+               c->name, e1, e2);
+    for (int i = 0; i < c->nw; i++) {
+        free(g[i]);
+        free(p[i]);
+        free(buf[i]);
+    }
+}
+
+/* ---- embedding ------------------------------------------------------------- */
+typedef struct {
+    opcase c;
+    int N, C, V;
+    int32_t *tok;
+    double *w, *out, *R;
+} emb_case;
+
+static double emb_loss(opcase *c)
+{
+    emb_case *e = (emb_case *)c;
+    D->embedding_fwd(e->out, e->tok, e->w, 0, e->V, e->N, e->C);
+    return dot(e->out, e->R, (size_t)e->N * e->C);
+}
+static void emb_bwd(opcase *c, double **g)
+{
+    emb_case *e = (emb_case *)c;
+    emb_loss(c);
+    D->embedding_bwd(g[0], e->R, e->tok, 0, e->V, e->N, e->C);
+}
+
+static void test_embedding(void)
+{
+    emb_case e = {{"embedding", emb_loss, emb_bwd, 0, 1, {"w"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0};
+    e.N = randint(16, 24), e.C = randint(3, 6), e.V = randint(5, 8);
+    e.tok = xcalloc((size_t)e.N, sizeof(int32_t));
+    for (int n = 0; n < e.N; n++) e.tok[n] = randint(0, e.V - 1);
+    e.tok[1] = e.tok[0], e.tok[e.N - 1] = e.tok[0]; /* repeated tokens accumulate */
+    e.w = dalloc((size_t)e.V * e.C), e.out = dalloc((size_t)e.N * e.C), e.R = dalloc((size_t)e.N * e.C);
+    randn(e.w, (size_t)e.V * e.C, 1), randn(e.R, (size_t)e.N * e.C, 1);
+    e.c.w[0] = e.w, e.c.wn[0] = (size_t)e.V * e.C;
+
+    /* forward reference: a row gather */
+    emb_loss(&e.c);
+    int okf = 1;
+    for (int n = 0; n < e.N; n++)
+        for (int c = 0; c < e.C; c++)
+            okf &= e.out[(size_t)n * e.C + c] == e.w[(size_t)e.tok[n] * e.C + c];
+    tap_ok(okf, "embedding: forward gathers w[tok] (N=%d C=%d V=%d)", e.N, e.C, e.V);
+
+    /* backward reference with the repeats summed by hand */
+    double *g = dalloc((size_t)e.V * e.C), *ref = dalloc((size_t)e.V * e.C);
+    D->embedding_bwd(g, e.R, e.tok, 0, e.V, e.N, e.C);
+    for (int n = 0; n < e.N; n++)
+        for (int c = 0; c < e.C; c++) ref[(size_t)e.tok[n] * e.C + c] += e.R[(size_t)n * e.C + c];
+    tap_ok(relerr(g, ref, (size_t)e.V * e.C) <= 1e-14,
+           "embedding: repeated tokens (tok[0] x3) accumulate into one row");
+    run_case(&e.c);
+
+    /* vocab shards: 2 and 3 shards of the same table */
+    const int V = 11, N = 40, C = 4;
+    int32_t *tok = xcalloc(N, sizeof(int32_t));
+    for (int n = 0; n < N; n++) tok[n] = randint(0, V - 1);
+    tok[3] = tok[2];
+    double *w = dalloc((size_t)V * C), *R = dalloc((size_t)N * C);
+    double *out = dalloc((size_t)N * C), *dw = dalloc((size_t)V * C);
+    randn(w, (size_t)V * C, 1), randn(R, (size_t)N * C, 1);
+    D->embedding_fwd(out, tok, w, 0, V, N, C);
+    D->embedding_bwd(dw, R, tok, 0, V, N, C);
+    for (int ns = 2; ns <= 3; ns++) {
+        int width = (V + ns - 1) / ns;
+        double *sum = dalloc((size_t)N * C), *os = dalloc((size_t)N * C);
+        int okg = 1, okz = 1;
+        for (int s = 0; s < ns; s++) {
+            int v0 = s * width, Vl = v0 + width <= V ? width : V - v0;
+            /* the shard's gradient lives between two guard rows */
+            double *dws = dalloc((size_t)(Vl + 2) * C);
+            for (size_t i = 0; i < (size_t)(Vl + 2) * C; i++) dws[i] = 4242.0;
+            for (size_t i = C; i < (size_t)(Vl + 1) * C; i++) dws[i] = 0;
+            D->embedding_fwd(os, tok, w + (size_t)v0 * C, v0, Vl, N, C);
+            for (int n = 0; n < N; n++) {
+                int in = tok[n] >= v0 && tok[n] < v0 + Vl;
+                for (int c = 0; c < C; c++) {
+                    if (!in) okz &= os[(size_t)n * C + c] == 0;
+                    sum[(size_t)n * C + c] += os[(size_t)n * C + c];
+                }
+            }
+            D->embedding_bwd(dws + C, R, tok, v0, Vl, N, C);
+            for (int c = 0; c < C; c++) okg &= dws[c] == 4242.0 && dws[(size_t)(Vl + 1) * C + c] == 4242.0;
+            okg &= relerr(dws + C, dw + (size_t)v0 * C, (size_t)Vl * C) <= 1e-14;
+            free(dws);
+        }
+        tap_ok(okz && relerr(sum, out, (size_t)N * C) == 0,
+               "embedding: %d vocab shards: rows outside a shard are 0, sum of shard outputs == unsharded", ns);
+        tap_ok(okg, "embedding: %d vocab shards: each shard's dw == its rows of the unsharded dw, "
+                    "nothing written outside the shard", ns);
+        free(sum), free(os);
+    }
+    free(tok), free(w), free(R), free(out), free(dw);
+    free(g), free(ref), free(e.tok), free(e.w), free(e.out), free(e.R);
+}
+
+/* ---- positional embedding -------------------------------------------------- */
+typedef struct {
+    opcase c;
+    int B, T, Tmax, C;
+    double *x0, *x, *wpe, *R;
+} pos_case;
+
+static double pos_loss(opcase *c)
+{
+    pos_case *p = (pos_case *)c;
+    size_t n = (size_t)p->B * p->T * p->C;
+    memcpy(p->x, p->x0, n * sizeof(double));
+    D->posemb_fwd(p->x, p->wpe, p->B, p->T, p->C);
+    return dot(p->x, p->R, n);
+}
+static void pos_bwd(opcase *c, double **g)
+{
+    pos_case *p = (pos_case *)c;
+    pos_loss(c);
+    D->posemb_bwd(g[0], p->R, p->B, p->T, p->C);
+}
+
+static void test_posemb(void)
+{
+    pos_case p = {{"posemb", pos_loss, pos_bwd, 0, 1, {"wpe"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0, 0};
+    p.B = 2, p.T = randint(4, 7), p.Tmax = p.T + 2, p.C = randint(3, 5);
+    size_t n = (size_t)p.B * p.T * p.C;
+    p.x0 = dalloc(n), p.x = dalloc(n), p.R = dalloc(n), p.wpe = dalloc((size_t)p.Tmax * p.C);
+    randn(p.x0, n, 1), randn(p.R, n, 1), randn(p.wpe, (size_t)p.Tmax * p.C, 1);
+    p.c.w[0] = p.wpe, p.c.wn[0] = (size_t)p.Tmax * p.C; /* rows >= T must get 0 */
+    pos_loss(&p.c);
+    int ok = 1;
+    for (int b = 0; b < p.B; b++)
+        for (int t = 0; t < p.T; t++)
+            for (int c = 0; c < p.C; c++) {
+                size_t i = ((size_t)b * p.T + t) * p.C + c;
+                ok &= p.x[i] == p.x0[i] + p.wpe[(size_t)t * p.C + c];
+            }
+    tap_ok(ok, "posemb: forward adds wpe[t] in place (B=%d T=%d C=%d, wpe has %d rows)", p.B, p.T,
+           p.C, p.Tmax);
+    run_case(&p.c);
+    free(p.x0), free(p.x), free(p.R), free(p.wpe);
+}
+
+/* ---- layernorm -------------------------------------------------------------- */
+typedef struct {
+    opcase c;
+    int N, C;
+    double *inp, *w, *b, *out, *mean, *rstd, *R;
+} ln_case;
+
+static double ln_loss(opcase *c)
+{
+    ln_case *l = (ln_case *)c;
+    D->layernorm_fwd(l->out, l->mean, l->rstd, l->inp, l->w, l->b, l->N, l->C);
+    return dot(l->out, l->R, (size_t)l->N * l->C);
+}
+static void ln_bwd(opcase *c, double **g)
+{
+    ln_case *l = (ln_case *)c;
+    ln_loss(c);
+    D->layernorm_bwd(g[0], g[1], g[2], l->R, l->inp, l->w, l->mean, l->rstd, l->N, l->C);
+}
+
+static void test_layernorm(void)
+{
+    ln_case l = {{"layernorm", ln_loss, ln_bwd, 0, 3, {"inp", "w", "b"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    l.N = randint(4, 8), l.C = randint(6, 12);
+    size_t n = (size_t)l.N * l.C;
+    l.inp = dalloc(n), l.out = dalloc(n), l.R = dalloc(n);
+    l.w = dalloc(l.C), l.b = dalloc(l.C), l.mean = dalloc(l.N), l.rstd = dalloc(l.N);
+    randn(l.inp, n, 1.5), randn(l.R, n, 1), randu(l.w, l.C, 0.5, 1.5), randn(l.b, l.C, 0.5);
+    for (int r = 0; r < l.N; r++) /* rows with a non-zero mean */
+        for (int c = 0; c < l.C; c++) l.inp[(size_t)r * l.C + c] += r - 2.0;
+    l.c.w[0] = l.inp, l.c.wn[0] = n, l.c.w[1] = l.w, l.c.wn[1] = l.C, l.c.w[2] = l.b, l.c.wn[2] = l.C;
+
+    /* forward reference: PyTorch LayerNorm, biased variance, eps 1e-5 */
+    ln_loss(&l.c);
+    double *ref = dalloc(n), ems = 0;
+    for (int r = 0; r < l.N; r++) {
+        const double *x = l.inp + (size_t)r * l.C;
+        double m = 0, v = 0;
+        for (int c = 0; c < l.C; c++) m += x[c] / l.C;
+        for (int c = 0; c < l.C; c++) v += (x[c] - m) * (x[c] - m) / l.C;
+        for (int c = 0; c < l.C; c++)
+            ref[(size_t)r * l.C + c] = (x[c] - m) / sqrt(v + 1e-5) * l.w[c] + l.b[c];
+        ems = fmax(ems, fabs(l.mean[r] - m) + fabs(l.rstd[r] - 1 / sqrt(v + 1e-5)) / l.rstd[r]);
+    }
+    double ef = relerr(l.out, ref, n);
+    tap_ok(ef <= 1e-13 && ems <= 1e-13,
+           "layernorm: forward and saved mean/rstd match the reference (N=%d C=%d, err %.1e, %.1e)",
+           l.N, l.C, ef, ems);
+    run_case(&l.c);
+
+    /* NULL dinp: the parameter gradients are unchanged */
+    double *dx = dalloc(n), *dw = dalloc(l.C), *db = dalloc(l.C), *dw2 = dalloc(l.C), *db2 = dalloc(l.C);
+    D->layernorm_bwd(dx, dw, db, l.R, l.inp, l.w, l.mean, l.rstd, l.N, l.C);
+    D->layernorm_bwd(NULL, dw2, db2, l.R, l.inp, l.w, l.mean, l.rstd, l.N, l.C);
+    tap_ok(relerr(dw2, dw, l.C) == 0 && relerr(db2, db, l.C) == 0,
+           "layernorm: backward with dinp NULL gives the same dw, db");
+    free(dx), free(dw), free(db), free(dw2), free(db2), free(ref);
+    free(l.inp), free(l.out), free(l.R), free(l.w), free(l.b), free(l.mean), free(l.rstd);
+}
+
+/* ---- matmul ------------------------------------------------------------------ */
+typedef struct {
+    opcase c;
+    int N, C, OC, use_bias;
+    double *inp, *w, *bias, *out, *R;
+} mm_case;
+
+static double mm_loss(opcase *c)
+{
+    mm_case *m = (mm_case *)c;
+    D->matmul_fwd(m->out, m->inp, m->w, m->use_bias ? m->bias : NULL, m->N, m->C, m->OC);
+    return dot(m->out, m->R, (size_t)m->N * m->OC);
+}
+static void mm_bwd(opcase *c, double **g)
+{
+    mm_case *m = (mm_case *)c;
+    mm_loss(c);
+    D->matmul_bwd(g[0], g[1], m->use_bias ? g[2] : NULL, m->R, m->inp, m->w, m->N, m->C, m->OC);
+}
+
+static void test_matmul(int use_bias)
+{
+    mm_case m = {{use_bias ? "matmul+bias" : "matmul", mm_loss, mm_bwd, 0, use_bias ? 3 : 2,
+                  {"inp", "w", "bias"}, {0}, {0}},
+                 0, 0, 0, use_bias, 0, 0, 0, 0, 0};
+    m.N = randint(4, 9), m.C = randint(5, 9), m.OC = randint(4, 8);
+    size_t ni = (size_t)m.N * m.C, nw = (size_t)m.OC * m.C, no = (size_t)m.N * m.OC;
+    m.inp = dalloc(ni), m.w = dalloc(nw), m.bias = dalloc(m.OC), m.out = dalloc(no), m.R = dalloc(no);
+    randn(m.inp, ni, 1), randn(m.w, nw, 1), randn(m.bias, m.OC, 1), randn(m.R, no, 1);
+    m.c.w[0] = m.inp, m.c.wn[0] = ni, m.c.w[1] = m.w, m.c.wn[1] = nw, m.c.w[2] = m.bias, m.c.wn[2] = m.OC;
+
+    mm_loss(&m.c);
+    double *ref = dalloc(no);
+    for (int n = 0; n < m.N; n++)
+        for (int o = 0; o < m.OC; o++) {
+            double s = use_bias ? m.bias[o] : 0;
+            for (int c = 0; c < m.C; c++) s += m.inp[(size_t)n * m.C + c] * m.w[(size_t)o * m.C + c];
+            ref[(size_t)n * m.OC + o] = s;
+        }
+    double ef = relerr(m.out, ref, no);
+    tap_ok(ef <= 1e-13, "%s: forward == inp w^T%s (N=%d C=%d OC=%d, err %.1e)", m.c.name,
+           use_bias ? " + bias" : "", m.N, m.C, m.OC, ef);
+    run_case(&m.c);
+
+    if (use_bias) { /* each NULL skip leaves the other gradients as in the full call */
+        double *dx = dalloc(ni), *dw = dalloc(nw), *db = dalloc(m.OC);
+        double *dx2 = dalloc(ni), *dw2 = dalloc(nw), *db2 = dalloc(m.OC);
+        D->matmul_bwd(dx, dw, db, m.R, m.inp, m.w, m.N, m.C, m.OC);
+        D->matmul_bwd(NULL, dw2, NULL, m.R, m.inp, m.w, m.N, m.C, m.OC);
+        D->matmul_bwd(dx2, NULL, NULL, m.R, m.inp, m.w, m.N, m.C, m.OC);
+        D->matmul_bwd(NULL, NULL, db2, m.R, m.inp, m.w, m.N, m.C, m.OC);
+        tap_ok(relerr(dx2, dx, ni) <= 1e-15 && relerr(dw2, dw, nw) <= 1e-15 &&
+                   relerr(db2, db, m.OC) <= 1e-15,
+               "matmul: backward with NULL dinp / dw / dbias computes the others unchanged");
+        double *bb = dalloc(m.OC), *bb2 = dalloc(m.OC);
+        D->bias_bwd(bb, m.R, m.N, m.OC);
+        tap_ok(relerr(bb, db, m.OC) <= 1e-15, "bias_bwd == matmul_bwd's dbias");
+        free(dx), free(dw), free(db), free(dx2), free(dw2), free(db2), free(bb), free(bb2);
+    }
+    free(ref), free(m.inp), free(m.w), free(m.bias), free(m.out), free(m.R);
+}
+
+/* ---- attention ----------------------------------------------------------------- */
+typedef struct {
+    opcase c;
+    int B, T, NH, HS;
+    double *qkv, *out, *att, *R;
+} att_case;
+
+static double att_loss(opcase *c)
+{
+    att_case *a = (att_case *)c;
+    D->attention_fwd(a->out, a->att, a->qkv, a->B, a->T, a->NH, a->HS);
+    return dot(a->out, a->R, (size_t)a->B * a->T * a->NH * a->HS);
+}
+static void att_bwd(opcase *c, double **g)
+{
+    att_case *a = (att_case *)c;
+    att_loss(c);
+    D->attention_bwd(g[0], a->R, a->qkv, a->att, a->B, a->T, a->NH, a->HS);
+}
+
+/* naive causal attention, written from the formula (Vaswani et al. 3.2.1) */
+static void att_reference(double *out, double *att, const double *qkv, int B, int T, int NH, int HS)
+{
+    int C = NH * HS;
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                double *a = att + (((size_t)b * NH + h) * T + t) * T, z = 0;
+                const double *q = qkv + ((size_t)b * T + t) * 3 * C + h * HS;
+                for (int t2 = 0; t2 < T; t2++) {
+                    a[t2] = 0;
+                    if (t2 > t) continue;
+                    const double *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * HS;
+                    double s = 0;
+                    for (int i = 0; i < HS; i++) s += q[i] * k[i];
+                    a[t2] = exp(s / sqrt((double)HS));
+                    z += a[t2];
+                }
+                for (int t2 = 0; t2 <= t; t2++) a[t2] /= z;
+                for (int i = 0; i < HS; i++) {
+                    double s = 0;
+                    for (int t2 = 0; t2 <= t; t2++)
+                        s += a[t2] * qkv[((size_t)b * T + t2) * 3 * C + 2 * C + h * HS + i];
+                    out[((size_t)b * T + t) * C + h * HS + i] = s;
+                }
+            }
+}
+
+static void test_attention(void)
+{
+    att_case a = {{"attention", att_loss, att_bwd, 0, 1, {"qkv"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0, 0};
+    a.B = 2, a.T = randint(5, 8), a.NH = randint(2, 3), a.HS = randint(3, 4);
+    int C = a.NH * a.HS;
+    size_t nq = (size_t)a.B * a.T * 3 * C, no = (size_t)a.B * a.T * C, na = (size_t)a.B * a.NH * a.T * a.T;
+    a.qkv = dalloc(nq), a.out = dalloc(no), a.att = dalloc(na), a.R = dalloc(no);
+    randn(a.qkv, nq, 1), randn(a.R, no, 1);
+    a.c.w[0] = a.qkv, a.c.wn[0] = nq;
+    for (size_t i = 0; i < na; i++) a.att[i] = 7.0; /* the kernel must write every entry */
+
+    att_loss(&a.c);
+    double *oref = dalloc(no), *aref = dalloc(na);
+    att_reference(oref, aref, a.qkv, a.B, a.T, a.NH, a.HS);
+    double eo = relerr(a.out, oref, no), ea = relerr(a.att, aref, na);
+    tap_ok(eo <= 1e-13 && ea <= 1e-13,
+           "attention: out and att match the naive reference (B=%d T=%d NH=%d HS=%d, err %.1e, %.1e)",
+           a.B, a.T, a.NH, a.HS, eo, ea);
+    double esum = 0;
+    int zero_above = 1;
+    for (int r = 0; r < a.B * a.NH; r++)
+        for (int t = 0; t < a.T; t++) {
+            const double *row = a.att + ((size_t)r * a.T + t) * a.T;
+            double s = 0;
+            for (int t2 = 0; t2 <= t; t2++) s += row[t2];
+            for (int t2 = t + 1; t2 < a.T; t2++) zero_above &= row[t2] == 0;
+            esum = fmax(esum, fabs(s - 1));
+        }
+    tap_ok(esum <= 1e-13, "attention: att rows sum to 1 over t2 <= t (max |sum-1| %.1e)", esum);
+    tap_ok(zero_above, "attention: att is exactly 0 above the diagonal");
+
+    /* causality: changing k and v of token t0 leaves every earlier output alone */
+    int b0 = randint(0, a.B - 1), t0 = randint(1, a.T - 1);
+    double *q2 = ddup(a.qkv, nq), *o2 = dalloc(no), *a2 = dalloc(na);
+    for (int i = C; i < 3 * C; i++) q2[((size_t)b0 * a.T + t0) * 3 * C + i] += 1.0 + pt_rng_uniform(&rng);
+    D->attention_fwd(o2, a2, q2, a.B, a.T, a.NH, a.HS);
+    int same_before = 1, changed_at = 0;
+    for (int b = 0; b < a.B; b++)
+        for (int t = 0; t < a.T; t++)
+            for (int i = 0; i < C; i++) {
+                size_t j = ((size_t)b * a.T + t) * C + i;
+                if (b != b0 || t < t0) same_before &= o2[j] == a.out[j];
+                else if (t == t0) changed_at |= o2[j] != a.out[j];
+            }
+    tap_ok(same_before && changed_at,
+           "attention: perturbing k,v of (b=%d, t=%d) changes output t=%d but no earlier one", b0, t0, t0);
+    run_case(&a.c);
+    free(q2), free(o2), free(a2), free(oref), free(aref);
+    free(a.qkv), free(a.out), free(a.att), free(a.R);
+}
+
+/* ---- gelu, add, bias ------------------------------------------------------------ */
+typedef struct {
+    opcase c;
+    size_t n;
+    int N, OC;
+    double *x, *y, *out, *R;
+} ew_case;
+
+static double gelu_loss(opcase *c)
+{
+    ew_case *e = (ew_case *)c;
+    D->gelu_fwd(e->out, e->x, e->n);
+    return dot(e->out, e->R, e->n);
+}
+static void gelu_bwd(opcase *c, double **g)
+{
+    ew_case *e = (ew_case *)c;
+    gelu_loss(c);
+    D->gelu_bwd(g[0], e->x, e->R, e->n);
+}
+static double add_loss(opcase *c)
+{
+    ew_case *e = (ew_case *)c;
+    D->add_fwd(e->out, e->x, e->y, e->n);
+    return dot(e->out, e->R, e->n);
+}
+static void add_bwd(opcase *c, double **g)
+{
+    ew_case *e = (ew_case *)c;
+    add_loss(c);
+    D->add_bwd(g[0], g[1], e->R, e->n);
+}
+static double bias_loss(opcase *c) /* out = y + bias (in place on a copy of y) */
+{
+    ew_case *e = (ew_case *)c;
+    memcpy(e->out, e->y, e->n * sizeof(double));
+    D->bias_fwd(e->out, e->x, e->N, e->OC);
+    return dot(e->out, e->R, e->n);
+}
+static void bias_bwd(opcase *c, double **g)
+{
+    ew_case *e = (ew_case *)c;
+    bias_loss(c);
+    D->bias_bwd(g[0], e->R, e->N, e->OC);
+}
+
+static void test_elementwise(void)
+{
+    /* GELU, tanh form (Hendrycks & Gimpel 2016) */
+    ew_case g = {{"gelu", gelu_loss, gelu_bwd, 0, 1, {"inp"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0};
+    g.n = (size_t)randint(60, 100);
+    g.x = dalloc(g.n), g.out = dalloc(g.n), g.R = dalloc(g.n);
+    randu(g.x, g.n, -5, 5), randn(g.R, g.n, 1);
+    g.c.w[0] = g.x, g.c.wn[0] = g.n;
+    gelu_loss(&g.c);
+    double ef = 0, eerf = 0;
+    for (size_t i = 0; i < g.n; i++) {
+        double x = g.x[i];
+        double ref = 0.5 * x * (1 + tanh(0.7978845608028654 /* sqrt(2/pi) */ * (x + 0.044715 * x * x * x)));
+        ef = fmax(ef, fabs(g.out[i] - ref) / fmax(1, fabs(ref)));
+        eerf = fmax(eerf, fabs(g.out[i] - 0.5 * x * (1 + erf(x / sqrt(2)))));
+    }
+    tap_ok(ef <= 1e-14 && eerf <= 1e-3,
+           "gelu: forward == tanh form (err %.1e) and within %.1e of the exact erf GELU", ef, eerf);
+    run_case(&g.c);
+
+    ew_case a = {{"add", add_loss, add_bwd, 0, 2, {"a", "b"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0};
+    a.n = (size_t)randint(20, 40);
+    a.x = dalloc(a.n), a.y = dalloc(a.n), a.out = dalloc(a.n), a.R = dalloc(a.n);
+    randn(a.x, a.n, 1), randn(a.y, a.n, 1), randn(a.R, a.n, 1);
+    a.c.w[0] = a.x, a.c.wn[0] = a.n, a.c.w[1] = a.y, a.c.wn[1] = a.n;
+    add_loss(&a.c);
+    int ok = 1;
+    for (size_t i = 0; i < a.n; i++) ok &= a.out[i] == a.x[i] + a.y[i];
+    tap_ok(ok, "add: forward == a + b (n=%zu)", a.n);
+    run_case(&a.c);
+    double *da = dalloc(a.n), *db = dalloc(a.n);
+    D->add_bwd(da, NULL, a.R, a.n);
+    D->add_bwd(NULL, db, a.R, a.n);
+    tap_ok(relerr(da, a.R, a.n) == 0 && relerr(db, a.R, a.n) == 0,
+           "add: backward with da or db NULL fills the other");
+    free(da), free(db);
+
+    ew_case b = {{"bias", bias_loss, bias_bwd, 0, 1, {"bias"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0};
+    b.N = randint(4, 8), b.OC = randint(3, 7), b.n = (size_t)b.N * b.OC;
+    b.x = dalloc(b.OC), b.y = dalloc(b.n), b.out = dalloc(b.n), b.R = dalloc(b.n);
+    randn(b.x, b.OC, 1), randn(b.y, b.n, 1), randn(b.R, b.n, 1);
+    b.c.w[0] = b.x, b.c.wn[0] = b.OC;
+    bias_loss(&b.c);
+    ok = 1;
+    for (size_t i = 0; i < b.n; i++) ok &= b.out[i] == b.y[i] + b.x[i % b.OC];
+    tap_ok(ok, "bias: forward adds bias[o] to every row (N=%d OC=%d)", b.N, b.OC);
+    run_case(&b.c);
+
+    free(g.x), free(g.out), free(g.R);
+    free(a.x), free(a.y), free(a.out), free(a.R);
+    free(b.x), free(b.y), free(b.out), free(b.R);
+}
+
+/* ---- cross-entropy --------------------------------------------------------------- */
+/* Loss over vocabulary shards of width Vl (shard s holds ids s*Vl ..), combined
+ * the way the model does across the tp group: rowmax by max, then
+ * sumexp_s * exp(max_s - max) and tgt by sum.  Optionally writes dlogits [N, V]
+ * (gradient of the mean loss).  logits is [N, V] with V = nshards * Vl. */
+static double xent_sharded(const double *logits, const int32_t *targets, int N, int V, int vreal,
+                           int nshards, double *dlogits)
+{
+    int Vl = V / nshards;
+    double *mx = dalloc(N), *se = dalloc(N), *tg = dalloc(N);
+    double *ls = dalloc((size_t)N * Vl), *ds = dalloc((size_t)N * Vl);
+    double *mxs = dalloc((size_t)nshards * N), *ses = dalloc(N), *tgs = dalloc(N), *dloss = dalloc(N);
+    for (int n = 0; n < N; n++) mx[n] = -INFINITY, dloss[n] = 1.0 / N;
+    for (int s = 0; s < nshards; s++) {
+        for (int n = 0; n < N; n++) memcpy(ls + (size_t)n * Vl, logits + (size_t)n * V + s * Vl, Vl * sizeof(double));
+        D->xent_max(mxs + (size_t)s * N, ls, s * Vl, vreal, N, Vl);
+        for (int n = 0; n < N; n++) mx[n] = fmax(mx[n], mxs[(size_t)s * N + n]);
+    }
+    for (int s = 0; s < nshards; s++) {
+        for (int n = 0; n < N; n++) memcpy(ls + (size_t)n * Vl, logits + (size_t)n * V + s * Vl, Vl * sizeof(double));
+        D->xent_sumexp(ses, tgs, ls, mxs + (size_t)s * N, targets, s * Vl, vreal, N, Vl);
+        for (int n = 0; n < N; n++) {
+            double m = mxs[(size_t)s * N + n];
+            se[n] += m == -INFINITY ? 0 : ses[n] * exp(m - mx[n]); /* an all-padding shard adds 0 */
+            tg[n] += tgs[n];
+        }
+    }
+    double loss = 0;
+    for (int n = 0; n < N; n++) loss += (log(se[n]) + mx[n] - tg[n]) / N;
+    if (dlogits)
+        for (int s = 0; s < nshards; s++) {
+            for (int n = 0; n < N; n++) memcpy(ls + (size_t)n * Vl, logits + (size_t)n * V + s * Vl, Vl * sizeof(double));
+            for (size_t i = 0; i < (size_t)N * Vl; i++) ds[i] = NAN; /* must be written */
+            D->xent_bwd(ds, ls, mx, se, targets, dloss, s * Vl, vreal, N, Vl);
+            for (int n = 0; n < N; n++) memcpy(dlogits + (size_t)n * V + s * Vl, ds + (size_t)n * Vl, Vl * sizeof(double));
+        }
+    free(mx), free(se), free(tg), free(ls), free(ds), free(mxs), free(ses), free(tgs), free(dloss);
+    return loss;
+}
+
+typedef struct {
+    opcase c;
+    int N, V, vreal;
+    int32_t *targets;
+    double *logits;
+} xent_case;
+
+static double xent_loss(opcase *c)
+{
+    xent_case *x = (xent_case *)c;
+    return xent_sharded(x->logits, x->targets, x->N, x->V, x->vreal, 1, NULL);
+}
+static void xent_bwd_case(opcase *c, double **g)
+{
+    xent_case *x = (xent_case *)c;
+    xent_sharded(x->logits, x->targets, x->N, x->V, x->vreal, 1, g[0]);
+}
+
+static void test_xent(void)
+{
+    xent_case x = {{"cross-entropy", xent_loss, xent_bwd_case, 1, 1, {"logits"}, {0}, {0}}, 0, 0, 0, 0, 0};
+    x.N = randint(5, 8), x.V = 12, x.vreal = randint(9, 11);
+    size_t nl = (size_t)x.N * x.V;
+    x.targets = xcalloc(x.N, sizeof(int32_t)), x.logits = dalloc(nl);
+    for (int n = 0; n < x.N; n++) x.targets[n] = randint(0, x.vreal - 1);
+    x.targets[0] = x.vreal - 1; /* a target in the last shard */
+    randn(x.logits, nl, 2);
+    x.c.w[0] = x.logits, x.c.wn[0] = nl; /* includes padded columns: d/dpad = 0 */
+
+    /* independent reference: softmax over the vreal real ids, no max shift */
+    double *dref = dalloc(nl), lref = 0;
+    for (int n = 0; n < x.N; n++) {
+        const double *l = x.logits + (size_t)n * x.V;
+        double z = 0;
+        for (int v = 0; v < x.vreal; v++) z += exp(l[v]);
+        lref += (log(z) - l[x.targets[n]]) / x.N;
+        for (int v = 0; v < x.vreal; v++) dref[(size_t)n * x.V + v] = (exp(l[v]) / z - (v == x.targets[n])) / x.N;
+    }
+    double *d1 = dalloc(nl);
+    double l1 = xent_sharded(x.logits, x.targets, x.N, x.V, x.vreal, 1, d1);
+    double el = fabs(l1 - lref) / fabs(lref), ed = relerr(d1, dref, nl);
+    tap_ok(el <= 1e-13 && ed <= 1e-13,
+           "cross-entropy: loss and dlogits match a direct softmax cross-entropy (N=%d V=%d vreal=%d, "
+           "err %.1e, %.1e)", x.N, x.V, x.vreal, el, ed);
+    run_case(&x.c);
+
+    /* shards: 2 of 6 and 3 of 4 columns, with vreal leaving one shard all padding too */
+    for (int vr = 0; vr < 2; vr++) {
+        int vreal = vr == 0 ? x.vreal : 7; /* 7: the last of 3 shards is all padding */
+        if (vr == 1)
+            for (int n = 0; n < x.N; n++) x.targets[n] = randint(0, vreal - 1);
+        double *du = dalloc(nl), *ds = dalloc(nl);
+        double lu = xent_sharded(x.logits, x.targets, x.N, x.V, vreal, 1, du);
+        for (int ns = 2; ns <= 3; ns++) {
+            double lsh = xent_sharded(x.logits, x.targets, x.N, x.V, vreal, ns, ds);
+            int pad0 = 1;
+            for (int n = 0; n < x.N; n++)
+                for (int v = vreal; v < x.V; v++) pad0 &= ds[(size_t)n * x.V + v] == 0;
+            double e1 = fabs(lsh - lu) / fabs(lu), e2 = relerr(ds, du, nl);
+            double e3 = relerr(ds, vr == 0 ? dref : du, nl);
+            tap_ok(e1 <= 1e-13 && e2 <= 1e-13 && e3 <= 1e-13 && pad0,
+                   "cross-entropy: %d vocab shards (vreal=%d of %d) give the unsharded loss and dlogits "
+                   "(err %.1e, %.1e), padded ids exactly 0", ns, vreal, x.V, e1, e2);
+        }
+        free(du), free(ds);
+    }
+    free(dref), free(d1), free(x.targets), free(x.logits);
+}
+
+/* ---- float vs double, and threads ------------------------------------------------ */
+/* Every op's forward and backward on moderately large random inputs, written
+ * once for both tables (this file includes itself with TEST_OPS_MIXED_BODY). */
+enum {
+    M_TOKW, M_WPE, M_X, M_LNW, M_LNB, M_W, M_BIAS, M_QKV, M_GIN, M_A2, M_LOGITS, M_RC, M_ROC, /* inputs */
+    M_EMB, M_DTOKW, M_POS, M_DWPE, M_LN, M_MEAN, M_RSTD, M_LNDX, M_LNDW, M_LNDB, M_MM, M_MMDX,
+    M_MMDW, M_MMDB, M_ATTO, M_ATT, M_DQKV, M_GELU, M_GDX, M_ADD, M_ADA, M_ADB, M_BOUT, M_BDB,
+    M_XMAX, M_XSUM, M_XTGT, M_DLOG, M_NBUF
+};
+#define M_NINPUT M_EMB
+static const char *m_name[M_NBUF] = {
+    "tokw", "wpe", "x", "ln.w", "ln.b", "w", "bias", "qkv", "gelu.in", "add.b", "logits", "R", "R_oc",
+    "embedding out", "embedding dw", "posemb out", "posemb dwpe", "layernorm out", "layernorm mean",
+    "layernorm rstd", "layernorm dinp", "layernorm dw", "layernorm db", "matmul out", "matmul dinp",
+    "matmul dw", "matmul dbias", "attention out", "attention att", "attention dqkv", "gelu out",
+    "gelu dinp", "add out", "add da", "add db", "bias out", "bias dbias", "xent rowmax", "xent sumexp",
+    "xent tgt", "xent dlogits"};
+enum { MB = 4, MT = 16, MN = MB * MT, MC = 48, MOC = 40, MNH = 4, MV = 100, MVREAL = 97, MTOK = 12 };
+static size_t m_size[M_NBUF];
+
+static void m_sizes(void)
+{
+    size_t s[M_NBUF] = {
+        [M_TOKW] = MTOK * MC, [M_WPE] = MT * MC, [M_X] = MN * MC, [M_LNW] = MC, [M_LNB] = MC,
+        [M_W] = MOC * MC, [M_BIAS] = MOC, [M_QKV] = MN * 3 * MC, [M_GIN] = MN * MC, [M_A2] = MN * MC,
+        [M_LOGITS] = MN * MV, [M_RC] = MN * MC, [M_ROC] = MN * MOC, [M_EMB] = MN * MC,
+        [M_DTOKW] = MTOK * MC, [M_POS] = MN * MC, [M_DWPE] = MT * MC, [M_LN] = MN * MC, [M_MEAN] = MN,
+        [M_RSTD] = MN, [M_LNDX] = MN * MC, [M_LNDW] = MC, [M_LNDB] = MC, [M_MM] = MN * MOC,
+        [M_MMDX] = MN * MC, [M_MMDW] = MOC * MC, [M_MMDB] = MOC, [M_ATTO] = MN * MC,
+        [M_ATT] = MB * MNH * MT * MT, [M_DQKV] = MN * 3 * MC, [M_GELU] = MN * MC, [M_GDX] = MN * MC,
+        [M_ADD] = MN * MC, [M_ADA] = MN * MC, [M_ADB] = MN * MC, [M_BOUT] = MN * MOC, [M_BDB] = MOC,
+        [M_XMAX] = MN, [M_XSUM] = MN, [M_XTGT] = MN, [M_DLOG] = MN * MV};
+    memcpy(m_size, s, sizeof s);
+}
+
+#define TEST_OPS_MIXED_BODY
+#define MIXED_REAL float
+#define MIXED_OPS pt_ops_f32
+#define MIXED_FN mixed_run_f32
+#include "tests/unit/test_ops.c"
+#undef MIXED_REAL
+#undef MIXED_OPS
+#undef MIXED_FN
+#define MIXED_REAL double
+#define MIXED_OPS pt_ops_f64
+#define MIXED_FN mixed_run_f64
+#include "tests/unit/test_ops.c"
+#undef MIXED_REAL
+#undef MIXED_OPS
+#undef MIXED_FN
+#undef TEST_OPS_MIXED_BODY
+
+static void mixed_inputs(double **d, int32_t *tok, int32_t *tgt)
+{
+    for (int i = 0; i < M_NINPUT; i++) randn(d[i], m_size[i], 1);
+    for (size_t i = 0; i < m_size[M_X]; i++) d[M_X][i] = 2 * d[M_X][i] + 0.5;
+    for (size_t i = 0; i < m_size[M_LNW]; i++) d[M_LNW][i] += 1;
+    for (size_t i = 0; i < m_size[M_W]; i++) d[M_W][i] /= sqrt((double)MC);
+    for (size_t i = 0; i < m_size[M_GIN]; i++) d[M_GIN][i] *= 2;
+    for (size_t i = 0; i < m_size[M_LOGITS]; i++) d[M_LOGITS][i] *= 3;
+    for (int i = 0; i < M_NINPUT; i++) /* both tables see the same (float) values */
+        for (size_t j = 0; j < m_size[i]; j++) d[i][j] = (float)d[i][j];
+    for (int n = 0; n < MN; n++) tok[n] = randint(0, MTOK - 1), tgt[n] = randint(0, MVREAL - 1);
+}
+
+static void test_float_vs_double(void)
+{
+    double *d[M_NBUF];
+    float *f[M_NBUF];
+    int32_t tok[MN], tgt[MN];
+    for (int i = 0; i < M_NBUF; i++) d[i] = dalloc(m_size[i]), f[i] = xcalloc(m_size[i], sizeof(float));
+    mixed_inputs(d, tok, tgt);
+    for (int i = 0; i < M_NINPUT; i++)
+        for (size_t j = 0; j < m_size[i]; j++) f[i][j] = (float)d[i][j];
+    mixed_run_f64(&pt_cpu_ops_f64, d, tok, tgt);
+    mixed_run_f32(&pt_cpu_ops_f32, f, tok, tgt);
+    size_t nmax = 0;
+    for (int i = 0; i < M_NBUF; i++) nmax = m_size[i] > nmax ? m_size[i] : nmax;
+    double *tmp = dalloc(nmax);
+    for (int i = M_NINPUT; i < M_NBUF; i++) {
+        for (size_t j = 0; j < m_size[i]; j++) tmp[j] = f[i][j];
+        double e = relerr(tmp, d[i], m_size[i]);
+        tap_ok(e <= MIXED_TOL && maxabs(d[i], m_size[i]) > 0,
+               "float vs double: %s agrees (max|f-d|/max|d| = %.2e, B=%d T=%d C=%d OC=%d NH=%d V=%d)",
+               m_name[i], e, MB, MT, MC, MOC, MNH, MV);
+    }
+    free(tmp);
+    for (int i = 0; i < M_NBUF; i++) free(d[i]), free(f[i]);
+}
+
+static void test_threads(void)
+{
+#ifdef _OPENMP
+    const pt_backend *be = pt_backend_get("cpu");
+    double *one[M_NBUF], *many[M_NBUF];
+    int32_t tok[MN], tgt[MN];
+    for (int i = 0; i < M_NBUF; i++) one[i] = dalloc(m_size[i]), many[i] = dalloc(m_size[i]);
+    mixed_inputs(one, tok, tgt);
+    for (int i = 0; i < M_NINPUT; i++) memcpy(many[i], one[i], m_size[i] * sizeof(double));
+    be->set_threads(1);
+    mixed_run_f64(&pt_cpu_ops_f64, one, tok, tgt);
+    for (int nt = 2; nt <= 3; nt++) {
+        be->set_threads(nt);
+        double worst = 0;
+        const char *wname = "none";
+        for (int rep = 0; rep < 5; rep++) { /* races show up intermittently */
+            for (int i = M_NINPUT; i < M_NBUF; i++) memset(many[i], 0, m_size[i] * sizeof(double));
+            mixed_run_f64(&pt_cpu_ops_f64, many, tok, tgt);
+            for (int i = M_NINPUT; i < M_NBUF; i++) {
+                double e = relerr(many[i], one[i], m_size[i]);
+                if (!(e <= worst)) worst = e, wname = m_name[i];
+            }
+        }
+        tap_ok(worst <= THREAD_TOL, "%d OpenMP threads give the 1-thread results for every op "
+                                    "(5 runs, worst %.1e in %s)", nt, worst, wname);
+    }
+    be->set_threads(1);
+    for (int i = 0; i < M_NBUF; i++) free(one[i]), free(many[i]);
+#else
+    tap_diag("built without OpenMP: thread comparison not run");
+#endif
+}
+
+int main(void)
+{
+    uint64_t seed;
+    const char *s = getenv("PTRAIN_TEST_SEED");
+    if (s && *s) {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(s, &end, 10);
+        if (errno || *end || *s == '-') {
+            printf("Bail out! PTRAIN_TEST_SEED='%s' is not a non-negative decimal integer\n", s);
+            return 1;
+        }
+        seed = v;
+    } else {
+        seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)clock();
+    }
+    tap_diag("seed %llu (reproduce with PTRAIN_TEST_SEED=%llu)", (unsigned long long)seed,
+             (unsigned long long)seed);
+    pt_rng_seed(&rng, seed, 0);
+    m_sizes();
+
+    test_embedding();
+    test_posemb();
+    test_layernorm();
+    test_matmul(1);
+    test_matmul(0);
+    test_attention();
+    test_elementwise();
+    test_xent();
+    tap_diag("worst finite-difference error over all ops: %.2e (bound %.0e)", g_worst_fd, FD_TOL);
+    test_float_vs_double();
+    test_threads();
+    return tap_done();
+}
+
+#else /* TEST_OPS_MIXED_BODY: one forward + backward of every op, for MIXED_REAL */
+
+/* b[] holds the M_* buffers: inputs filled, outputs zeroed (backwards accumulate). */
+static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, const int32_t *tgt)
+{
+    const int C = MC, HS = MC / MNH;
+    o->embedding_fwd(b[M_EMB], tok, b[M_TOKW], 0, MTOK, MN, C);
+    o->embedding_bwd(b[M_DTOKW], b[M_RC], tok, 0, MTOK, MN, C);
+
+    memcpy(b[M_POS], b[M_X], m_size[M_X] * sizeof(MIXED_REAL));
+    o->posemb_fwd(b[M_POS], b[M_WPE], MB, MT, C);
+    o->posemb_bwd(b[M_DWPE], b[M_RC], MB, MT, C);
+
+    o->layernorm_fwd(b[M_LN], b[M_MEAN], b[M_RSTD], b[M_X], b[M_LNW], b[M_LNB], MN, C);
+    o->layernorm_bwd(b[M_LNDX], b[M_LNDW], b[M_LNDB], b[M_RC], b[M_X], b[M_LNW], b[M_MEAN],
+                     b[M_RSTD], MN, C);
+
+    o->matmul_fwd(b[M_MM], b[M_X], b[M_W], b[M_BIAS], MN, C, MOC);
+    o->matmul_bwd(b[M_MMDX], b[M_MMDW], b[M_MMDB], b[M_ROC], b[M_X], b[M_W], MN, C, MOC);
+
+    o->attention_fwd(b[M_ATTO], b[M_ATT], b[M_QKV], MB, MT, MNH, HS);
+    o->attention_bwd(b[M_DQKV], b[M_RC], b[M_QKV], b[M_ATT], MB, MT, MNH, HS);
+
+    o->gelu_fwd(b[M_GELU], b[M_GIN], m_size[M_GIN]);
+    o->gelu_bwd(b[M_GDX], b[M_GIN], b[M_RC], m_size[M_GIN]);
+
+    o->add_fwd(b[M_ADD], b[M_X], b[M_A2], m_size[M_X]);
+    o->add_bwd(b[M_ADA], b[M_ADB], b[M_GELU], m_size[M_X]); /* a dout that differs from R */
+
+    memcpy(b[M_BOUT], b[M_ROC], m_size[M_ROC] * sizeof(MIXED_REAL));
+    o->bias_fwd(b[M_BOUT], b[M_BIAS], MN, MOC);
+    o->bias_bwd(b[M_BDB], b[M_BOUT], MN, MOC);
+
+    MIXED_REAL dloss[MN];
+    for (int n = 0; n < MN; n++) dloss[n] = (MIXED_REAL)1 / MN;
+    o->xent_max(b[M_XMAX], b[M_LOGITS], 0, MVREAL, MN, MV);
+    o->xent_sumexp(b[M_XSUM], b[M_XTGT], b[M_LOGITS], b[M_XMAX], tgt, 0, MVREAL, MN, MV);
+    o->xent_bwd(b[M_DLOG], b[M_LOGITS], b[M_XMAX], b[M_XSUM], tgt, dloss, 0, MVREAL, MN, MV);
+}
+
+#endif
