@@ -1,0 +1,414 @@
+/* GPT-2-style model over a parallel layout (see gpt.h). */
+#include "model/gpt.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    pt_gpt_config cfg;
+} presets[] = {
+    {"test", {2, 4, 64, 32, 50257}},
+    {"tiny", {4, 4, 128, 64, 50257}},
+    {"small", {4, 4, 256, 128, 50257}},
+    {"gpt2-124M", {12, 12, 768, 1024, 50257}},
+};
+
+const char *pt_gpt_preset_names(void) { return "test, tiny, small, gpt2-124M"; }
+
+int pt_gpt_preset(const char *name, pt_gpt_config *cfg)
+{
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) {
+            *cfg = presets[i].cfg;
+            return PT_OK;
+        }
+    return pt_fail(PT_EINVAL, "unknown model '%s'; valid: %s", name, pt_gpt_preset_names());
+}
+
+int pt_gpt_check_tp(const pt_gpt_config *c, int tp)
+{
+    if (c->n_layer < 1 || c->n_head < 1 || c->n_embd < 1 || c->seq_len < 1 || c->vocab < 2)
+        return pt_fail(PT_EINVAL, "model config L=%d H=%d C=%d T=%d V=%d: every size must be >= 1 (V >= 2)",
+                       c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab);
+    if (c->n_embd % c->n_head)
+        return pt_fail(PT_EINVAL, "n_embd=%d is not a multiple of n_head=%d", c->n_embd, c->n_head);
+    if (tp < 1 || c->n_head % tp) {
+        char valid[128] = "";
+        size_t off = 0;
+        for (int d = 1; d <= c->n_head; d++)
+            if (c->n_head % d == 0 && off < sizeof valid - 8)
+                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", d);
+        return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%d; valid tp for this model: %s", tp, c->n_head, valid);
+    }
+    return PT_OK;
+}
+
+int64_t pt_gpt_num_params(const pt_gpt_config *c)
+{
+    int64_t C = c->n_embd, L = c->n_layer;
+    int64_t per_layer = 2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (4 * C * C + 4 * C) + (4 * C * C + C);
+    return (int64_t)c->vocab * C + (int64_t)c->seq_len * C + L * per_layer + 2 * C;
+}
+
+double pt_gpt_flops_per_token(const pt_gpt_config *c, int T)
+{
+    double C = c->n_embd, L = c->n_layer;
+    double nmat = 12.0 * L * C * C + C * c->vocab;
+    return 6.0 * nmat + 12.0 * L * T * C;
+}
+
+/* ---- parameters ---------------------------------------------------------- */
+
+static int64_t local_numel(pt_shard_kind k, int64_t rows, int64_t cols, int tp)
+{
+    return k == PT_SHARD_REPLICATED ? rows * cols : rows * cols / tp;
+}
+
+void pt_gpt_param_init_full(const pt_param *p, int index, uint64_t seed, float *full)
+{
+    int64_t n = p->rows * p->cols;
+    if (p->init_std == 0) {
+        for (int64_t i = 0; i < n; i++) full[i] = p->init_value;
+        return;
+    }
+    pt_rng r;
+    pt_rng_seed(&r, seed, (uint64_t)index + 1);
+    int64_t ninit = p->init_rows * p->cols;
+    for (int64_t i = 0; i < n; i++) full[i] = i < ninit ? (float)(pt_rng_normal(&r) * p->init_std) : 0.0f;
+}
+
+typedef struct {
+    pt_param *v;
+    int n, cap;
+} plist;
+
+static pt_param *add_param(plist *l, const char *name, int64_t rows, int64_t cols, pt_shard_kind k,
+                           int decay, float std, float value)
+{
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        pt_param *nv = realloc(l->v, sizeof(pt_param) * (size_t)l->cap);
+        if (!nv) return NULL;
+        l->v = nv;
+    }
+    pt_param *p = &l->v[l->n++];
+    memset(p, 0, sizeof *p);
+    snprintf(p->name, sizeof p->name, "%s", name);
+    p->rows = rows;
+    p->cols = cols;
+    p->shard = k;
+    p->decay = decay;
+    p->init_std = std;
+    p->init_value = value;
+    p->init_rows = rows;
+    return p;
+}
+
+static float *falloc(pt_gpt *m, size_t n, int *rc)
+{
+    if (*rc) return NULL;
+    float *p = pt_arena_alloc(m->arena, n * sizeof(float));
+    if (!p) *rc = PT_ENOMEM;
+    return p;
+}
+
+int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
+                  pt_arena *arena, int B, int T, uint64_t seed)
+{
+    memset(m, 0, sizeof *m);
+    int tp = ctx->plan.tp, r = ctx->tp_rank;
+    int rc = pt_gpt_check_tp(cfg, tp);
+    if (rc) return rc;
+    if (B < 1 || T < 1 || T > cfg->seq_len)
+        return pt_fail(PT_EINVAL, "batch B=%d, T=%d: need B >= 1 and 1 <= T <= seq_len=%d", B, T, cfg->seq_len);
+    m->layout = pt_layout_for(ctx->plan.mode);
+    if (!m->layout) return PT_EUNSUPP;
+    m->cfg = *cfg;
+    m->ctx = ctx;
+    m->ops = be->ops;
+    m->arena = arena;
+    m->B = B;
+    m->T = T;
+    const int C = cfg->n_embd, L = cfg->n_layer;
+    m->C = C;
+    m->HS = C / cfg->n_head;
+    m->NHl = cfg->n_head / tp;
+    m->Cl = C / tp;
+    m->Fl = 4 * C / tp;
+    m->Vp = (cfg->vocab + tp - 1) / tp * tp;
+    m->Vl = m->Vp / tp;
+
+    /* parameter list; the order fixes each parameter's RNG stream */
+    const pt_layout *lo = m->layout;
+    const float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)L);
+    plist pl = {0};
+    char nm[24];
+    pt_param *p = add_param(&pl, "wte", m->Vp, C, PT_SHARD_ROWS, 1, std, 0);
+    if (p) p->init_rows = cfg->vocab;
+    add_param(&pl, "wpe", cfg->seq_len, C, PT_SHARD_REPLICATED, 1, std, 0);
+    for (int l = 0; l < L; l++) {
+#define P(suffix, rows, cols, kind, decay, sd, val) \
+    (snprintf(nm, sizeof nm, "h%d.%s", l, suffix), add_param(&pl, nm, rows, cols, kind, decay, sd, val))
+        P("ln1.w", C, 1, PT_SHARD_REPLICATED, 0, 0, 1);
+        P("ln1.b", C, 1, PT_SHARD_REPLICATED, 0, 0, 0);
+        P("qkv.w", 3 * C, C, lo->weight_shard(PT_LINEAR_COLUMN_QKV), 1, std, 0);
+        P("qkv.b", 3 * C, 1, lo->bias_shard(PT_LINEAR_COLUMN_QKV), 0, 0, 0);
+        P("proj.w", C, C, lo->weight_shard(PT_LINEAR_ROW), 1, pstd, 0);
+        P("proj.b", C, 1, lo->bias_shard(PT_LINEAR_ROW), 0, 0, 0);
+        P("ln2.w", C, 1, PT_SHARD_REPLICATED, 0, 0, 1);
+        P("ln2.b", C, 1, PT_SHARD_REPLICATED, 0, 0, 0);
+        P("fc.w", 4 * C, C, lo->weight_shard(PT_LINEAR_COLUMN), 1, std, 0);
+        P("fc.b", 4 * C, 1, lo->bias_shard(PT_LINEAR_COLUMN), 0, 0, 0);
+        P("fcproj.w", C, 4 * C, lo->weight_shard(PT_LINEAR_ROW), 1, pstd, 0);
+        P("fcproj.b", C, 1, lo->bias_shard(PT_LINEAR_ROW), 0, 0, 0);
+#undef P
+    }
+    add_param(&pl, "lnf.w", C, 1, PT_SHARD_REPLICATED, 0, 0, 1);
+    if (!add_param(&pl, "lnf.b", C, 1, PT_SHARD_REPLICATED, 0, 0, 0)) {
+        free(pl.v);
+        return pt_fail(PT_ENOMEM, "out of memory building the parameter list");
+    }
+    m->params = pl.v;
+    m->nparams = pl.n;
+    size_t total = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        p = &m->params[i];
+        p->numel = local_numel(p->shard, p->rows, p->cols, tp);
+        total += (size_t)p->numel;
+    }
+    m->nfloats = total;
+    m->param_mem = falloc(m, total, &rc);
+    m->grad_mem = falloc(m, total, &rc);
+    m->adam_m = falloc(m, total, &rc);
+    m->adam_v = falloc(m, total, &rc);
+    if (rc) { pt_gpt_free(m); return rc; }
+    size_t off = 0;
+    float *full = NULL;
+    size_t full_cap = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        p = &m->params[i];
+        p->data = m->param_mem + off;
+        p->grad = m->grad_mem + off;
+        off += (size_t)p->numel;
+        size_t need = (size_t)(p->rows * p->cols);
+        if (need > full_cap) {
+            free(full);
+            full = malloc(need * sizeof(float));
+            full_cap = need;
+            if (!full) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory initialising %s", p->name); }
+        }
+        pt_gpt_param_init_full(p, i, seed, full);
+        pt_shard_copy(p->shard, full, p->data, p->rows, p->cols, r, tp);
+    }
+    free(full);
+
+    /* named views */
+    int k = 0;
+    m->wte = m->params[k].data; m->dwte = m->params[k++].grad;
+    m->wpe = m->params[k].data; m->dwpe = m->params[k++].grad;
+    m->layers = calloc((size_t)L, sizeof *m->layers);
+    if (!m->layers) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory"); }
+    const size_t N = (size_t)B * T;
+    for (int l = 0; l < L; l++) {
+        pt_gpt_layer *ly = &m->layers[l];
+        ly->ln1w = m->params[k].data; ly->dln1w = m->params[k++].grad;
+        ly->ln1b = m->params[k].data; ly->dln1b = m->params[k++].grad;
+        ly->qkv = (pt_linear){PT_LINEAR_COLUMN_QKV, C, 3 * C, C, 3 * m->Cl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        k += 2;
+        ly->proj = (pt_linear){PT_LINEAR_ROW, C, C, m->Cl, C, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        k += 2;
+        ly->ln2w = m->params[k].data; ly->dln2w = m->params[k++].grad;
+        ly->ln2b = m->params[k].data; ly->dln2b = m->params[k++].grad;
+        ly->fc = (pt_linear){PT_LINEAR_COLUMN, C, 4 * C, C, m->Fl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        k += 2;
+        ly->fcproj = (pt_linear){PT_LINEAR_ROW, 4 * C, C, m->Fl, C, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        k += 2;
+        ly->ln1 = falloc(m, N * C, &rc);
+        ly->ln1_mean = falloc(m, N, &rc);
+        ly->ln1_rstd = falloc(m, N, &rc);
+        ly->qkv_out = falloc(m, N * 3 * m->Cl, &rc);
+        ly->att = falloc(m, (size_t)B * m->NHl * T * T, &rc);
+        ly->atty = falloc(m, N * m->Cl, &rc);
+        ly->res2 = falloc(m, N * C, &rc);
+        ly->ln2 = falloc(m, N * C, &rc);
+        ly->ln2_mean = falloc(m, N, &rc);
+        ly->ln2_rstd = falloc(m, N, &rc);
+        ly->fch = falloc(m, N * m->Fl, &rc);
+        ly->fch_gelu = falloc(m, N * m->Fl, &rc);
+        ly->res3 = falloc(m, N * C, &rc);
+    }
+    m->lnfw = m->params[k].data; m->dlnfw = m->params[k++].grad;
+    m->lnfb = m->params[k].data; m->dlnfb = m->params[k++].grad;
+    if (!rc) {
+        m->tok = pt_arena_alloc(arena, N * sizeof(int32_t));
+        m->tgt = pt_arena_alloc(arena, N * sizeof(int32_t));
+        if (!m->tok || !m->tgt) rc = PT_ENOMEM;
+    }
+    m->enc = falloc(m, N * C, &rc);
+    m->lnf = falloc(m, N * C, &rc);
+    m->lnf_mean = falloc(m, N, &rc);
+    m->lnf_rstd = falloc(m, N, &rc);
+    m->logits = falloc(m, N * m->Vl, &rc);
+    m->losses = falloc(m, N, &rc);
+    m->stats = falloc(m, 3 * N, &rc);
+    m->dloss = falloc(m, N, &rc);
+    m->dres = falloc(m, N * C, &rc);
+    m->dtmp = falloc(m, N * C, &rc);
+    m->dqkv = falloc(m, N * 3 * m->Cl, &rc);
+    m->datty = falloc(m, N * m->Cl, &rc);
+    m->dfch = falloc(m, N * m->Fl, &rc);
+    m->dfchg = falloc(m, N * m->Fl, &rc);
+    if (rc) {
+        pt_gpt_free(m);
+        return pt_fail(PT_ENOMEM, "out of memory allocating activations for B=%d T=%d (%s)", B, T, pt_errmsg());
+    }
+    return PT_OK;
+}
+
+void pt_gpt_free(pt_gpt *m)
+{
+    if (!m->arena) return;
+    pt_arena *a = m->arena;
+    if (m->layers) {
+        for (int l = 0; l < m->cfg.n_layer; l++) {
+            pt_gpt_layer *ly = &m->layers[l];
+            float *bufs[] = {ly->ln1, ly->ln1_mean, ly->ln1_rstd, ly->qkv_out, ly->att, ly->atty, ly->res2,
+                             ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->fch, ly->fch_gelu, ly->res3};
+            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pt_arena_free(a, bufs[i]);
+        }
+        free(m->layers);
+    }
+    void *bufs[] = {m->param_mem, m->grad_mem, m->adam_m, m->adam_v, m->tok, m->tgt, m->enc, m->lnf,
+                    m->lnf_mean, m->lnf_rstd, m->logits, m->losses, m->stats, m->dloss, m->dres,
+                    m->dtmp, m->dqkv, m->datty, m->dfch, m->dfchg};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pt_arena_free(a, bufs[i]);
+    free(m->params);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- forward / backward ------------------------------------------------------ */
+
+#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss)
+{
+    const int B = m->B, T = m->T, C = m->C, V = m->cfg.vocab;
+    const int N = B * T;
+    const pt_ops_f32 *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    pt_pctx *c = m->ctx;
+    for (int i = 0; i < N; i++) {
+        if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
+            return pt_fail(PT_EINVAL, "token id %d at position %d is outside the vocabulary 0..%d",
+                           (inputs[i] < 0 || inputs[i] >= V) ? inputs[i] : targets[i], i, V - 1);
+    }
+    memcpy(m->tok, inputs, sizeof(int32_t) * (size_t)N);
+    memcpy(m->tgt, targets, sizeof(int32_t) * (size_t)N);
+
+    TRY(lo->embed_fwd(c, ops, m->enc, m->tok, m->wte, m->Vl, N, C));
+    ops->posemb_fwd(m->enc, m->wpe, B, T, C);
+    float *x = m->enc;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        pt_gpt_layer *ly = &m->layers[l];
+        ly->in = x;
+        ops->layernorm_fwd(ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b, N, C);
+        TRY(lo->linear_fwd(c, ops, &ly->qkv, ly->qkv_out, ly->ln1, N));
+        ops->attention_fwd(ly->atty, ly->att, ly->qkv_out, B, T, m->NHl, m->HS);
+        TRY(lo->linear_fwd(c, ops, &ly->proj, m->dtmp, ly->atty, N));
+        ops->add_fwd(ly->res2, x, m->dtmp, (size_t)N * C);
+        ops->layernorm_fwd(ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->res2, ly->ln2w, ly->ln2b, N, C);
+        TRY(lo->linear_fwd(c, ops, &ly->fc, ly->fch, ly->ln2, N));
+        ops->gelu_fwd(ly->fch_gelu, ly->fch, (size_t)N * m->Fl);
+        TRY(lo->linear_fwd(c, ops, &ly->fcproj, m->dtmp, ly->fch_gelu, N));
+        ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * C);
+        x = ly->res3;
+    }
+    ops->layernorm_fwd(m->lnf, m->lnf_mean, m->lnf_rstd, x, m->lnfw, m->lnfb, N, C);
+    TRY(lo->head_fwd(c, ops, m->logits, m->losses, m->stats, m->lnf, m->wte, m->tgt, V, m->Vl, N, C));
+    double sum = 0;
+    for (int i = 0; i < N; i++) sum += m->losses[i];
+    sum /= N;
+    TRY(pt_allreduce_sum_f64(&c->dp, &sum, 1));
+    *loss = (float)(sum / c->dp.size);
+    return PT_OK;
+}
+
+int pt_gpt_backward(pt_gpt *m)
+{
+    const int B = m->B, T = m->T, C = m->C, V = m->cfg.vocab;
+    const int N = B * T;
+    const pt_ops_f32 *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    pt_pctx *c = m->ctx;
+    for (int i = 0; i < N; i++) m->dloss[i] = 1.0f / (float)N;
+    const float *xlast = m->cfg.n_layer ? m->layers[m->cfg.n_layer - 1].res3 : m->enc;
+    TRY(lo->head_bwd(c, ops, m->dtmp, m->dwte, m->logits, m->stats, m->lnf, m->wte, m->tgt, m->dloss, V, m->Vl, N, C));
+    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
+    ops->layernorm_bwd(m->dres, m->dlnfw, m->dlnfb, m->dtmp, xlast, m->lnfw, m->lnf_mean, m->lnf_rstd, N, C);
+    for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
+        pt_gpt_layer *ly = &m->layers[l];
+        /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dres holds d res3 */
+        TRY(lo->linear_bwd(c, ops, &ly->fcproj, m->dfchg, m->dres, ly->fch_gelu, N));
+        memset(m->dfch, 0, sizeof(float) * (size_t)N * m->Fl);
+        ops->gelu_bwd(m->dfch, ly->fch, m->dfchg, (size_t)N * m->Fl);
+        TRY(lo->linear_bwd(c, ops, &ly->fc, m->dtmp, m->dfch, ly->ln2, N));
+        ops->layernorm_bwd(m->dres, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, C);
+        /* res2 = in + proj(attn(qkv(ln1(in)))) ; dres now holds d res2 */
+        TRY(lo->linear_bwd(c, ops, &ly->proj, m->datty, m->dres, ly->atty, N));
+        memset(m->dqkv, 0, sizeof(float) * (size_t)N * 3 * m->Cl);
+        ops->attention_bwd(m->dqkv, m->datty, ly->qkv_out, ly->att, B, T, m->NHl, m->HS);
+        TRY(lo->linear_bwd(c, ops, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N));
+        ops->layernorm_bwd(m->dres, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, C);
+    }
+    ops->posemb_bwd(m->dwpe, m->dres, B, T, C);
+    TRY(lo->embed_bwd(c, ops, m->dwte, m->dres, m->tok, m->Vl, N, C));
+    /* data parallel: average the gradients over the dp group */
+    if (c->dp.size > 1) {
+        TRY(pt_allreduce_sum(&c->dp, m->grad_mem, m->nfloats));
+        const float s = 1.0f / (float)c->dp.size;
+        for (size_t i = 0; i < m->nfloats; i++) m->grad_mem[i] *= s;
+    }
+    return PT_OK;
+}
+
+void pt_gpt_zero_grad(pt_gpt *m) { memset(m->grad_mem, 0, sizeof(float) * m->nfloats); }
+
+int pt_gpt_grad_norm(pt_gpt *m, double *norm)
+{
+    double s = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const pt_param *p = &m->params[i];
+        if (p->shard == PT_SHARD_REPLICATED && m->ctx->tp_rank != 0) continue;
+        double a = 0;
+        for (int64_t j = 0; j < p->numel; j++) a += (double)p->grad[j] * p->grad[j];
+        s += a;
+    }
+    TRY(pt_allreduce_sum_f64(&m->ctx->tp, &s, 1));
+    *norm = sqrt(s);
+    return PT_OK;
+}
+
+int pt_gpt_step(pt_gpt *m, const pt_adamw_cfg *opt, float lr, double *norm_out)
+{
+    double norm;
+    TRY(pt_gpt_grad_norm(m, &norm));
+    if (norm_out) *norm_out = norm;
+    if (!isfinite(norm))
+        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, m->step_t + 1);
+    if (opt->grad_clip > 0 && norm > opt->grad_clip) {
+        const float s = (float)(opt->grad_clip / norm);
+        for (size_t i = 0; i < m->nfloats; i++) m->grad_mem[i] *= s;
+    }
+    m->step_t++;
+    size_t off = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        pt_param *p = &m->params[i];
+        pt_adamw_update(p->data, p->grad, m->adam_m + off, m->adam_v + off, (size_t)p->numel, lr,
+                        p->decay ? opt->weight_decay : 0.0f, opt, m->step_t);
+        off += (size_t)p->numel;
+    }
+    return PT_OK;
+}
