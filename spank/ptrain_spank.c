@@ -1,0 +1,456 @@
+/* ptrain.so: the SPANK plugin that plans a parallel training job and hands
+ * the plan to every task.  See man/ptrain_spank.8 (options, plugstack
+ * arguments, ptrain.conf) and man/ptrain-env.7 (the variables it sets);
+ * the data flow is DESIGN.md's "Data flow of the main job".
+ *
+ *   srun / sbatch / salloc (local, allocator context)
+ *       --ptrain-mode, --ptrain-tp, --ptrain-verbose are registered in
+ *       slurm_spank_init; their callbacks validate values at once, so a
+ *       bad value makes srun exit before any allocation.
+ *   slurmstepd (remote context)
+ *       user_init: resolve the request (option > environment > admin
+ *       default_mode), read the step geometry and compute the plan with
+ *       lib/plan (deterministic: every node computes the same one);
+ *       task_init: per task, set PTRAIN_* plus RANK, WORLD_SIZE,
+ *       LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+ *
+ * Nothing here may crash slurmstepd: every failure is a slurm_error() line
+ * and a -1 return.  Only the slurm_spank_* entry points and the plugin
+ * identification symbols are exported (spank/ptrain_spank.map and
+ * -fvisibility=hidden).
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <slurm/spank.h>
+
+#include "plan/plan.h"
+#include "spank/spank_util.h"
+
+#pragma GCC visibility push(default)
+SPANK_PLUGIN(ptrain, 1)
+#pragma GCC visibility pop
+#define PT_EXPORT __attribute__((visibility("default")))
+
+/* Step ids Slurm uses for steps that are not an srun launch (slurm.h:
+ * SLURM_PENDING_STEP .. SLURM_BATCH_SCRIPT); the plugin injects nothing
+ * into them. */
+#define PT_STEP_EXTERN 0xfffffffcu
+#define PT_STEP_BATCH 0xfffffffbu
+#define PT_STEP_INTERACTIVE 0xfffffffau
+
+#define MAX_NODES 65536
+
+/* ---- per-process state (srun, sbatch or one slurmstepd) ---------------- */
+static pt_spank_conf conf;
+static int conf_bad;            /* plugstack arguments or ptrain.conf invalid */
+static char conf_err[512];
+
+static int opt_mode_given;      /* --ptrain-mode seen (locally or propagated) */
+static pt_mode opt_mode;
+static int opt_tp;              /* --ptrain-tp, 0 = not given */
+static int opt_verbose;
+
+enum { PLAN_NONE = 0, PLAN_SKIP, PLAN_READY, PLAN_ERROR };
+static int plan_state = PLAN_NONE;
+static char plan_err[768];
+static pt_plan plan;
+static int node_tasks[MAX_NODES];
+static pt_job_geometry geo;
+static int node_id, local_tasks;
+static char master_addr[256];
+static int master_port;
+static char tpn_text[256];
+static int verbose;
+
+/* ---- options ------------------------------------------------------------ */
+static int mode_allowed(pt_mode m)
+{
+    return m == PT_MODE_OFF || (conf.allowed_modes & (1u << m));
+}
+
+/* Validate a requested mode (from an option or PTRAIN_MODE). */
+static int check_mode_text(const char *what, const char *text, pt_mode *out)
+{
+    char err[200];
+    pt_mode m;
+    if (pt_mode_parse(text, &m, err, sizeof err) < 0) {
+        slurm_error("ptrain: %s: %s", what, err);
+        return -1;
+    }
+    if (m == PT_MODE_2D || m == PT_MODE_2P5D || m == PT_MODE_3D) {
+        slurm_error("ptrain: --ptrain-mode=%s is not yet supported (supported: auto, 1d, off)",
+                    text);
+        return -1;
+    }
+    if (!mode_allowed(m)) {
+        slurm_error("ptrain: --ptrain-mode=%s is not allowed on this cluster (allowed_modes in "
+                    "ptrain.conf)", text);
+        return -1;
+    }
+    *out = m;
+    return 0;
+}
+
+static int check_tp_text(const char *what, const char *text, int *out)
+{
+    char *end;
+    long v = text && *text ? strtol(text, &end, 10) : 0;
+    if (!text || !*text || *end || v < 1 || v > INT_MAX) {
+        slurm_error("ptrain: %s='%s' is invalid (valid: an integer >= 1 that divides the tasks "
+                    "on every node)", what, text ? text : "");
+        return -1;
+    }
+    if (!conf_bad && v > conf.max_tp) {
+        slurm_error("ptrain: %s=%ld exceeds this cluster's max_tp=%d", what, v, conf.max_tp);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int cb_mode(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    pt_mode m;
+    if (check_mode_text("--ptrain-mode", optarg, &m) < 0) return -1;
+    opt_mode = m;
+    opt_mode_given = 1;
+    return 0;
+}
+
+static int cb_tp(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    return check_tp_text("--ptrain-tp", optarg, &opt_tp);
+}
+
+static int cb_verbose(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)optarg;
+    (void)remote;
+    opt_verbose = 1;
+    return 0;
+}
+
+static struct spank_option options[] = {
+    {"ptrain-mode", "MODE",
+     "ptrain: parallel layout to plan: auto, 1d, off (2d, 2.5d, 3d: not yet supported). "
+     "Default: $PTRAIN_MODE, else the cluster's default_mode.",
+     1, 0, cb_mode},
+    {"ptrain-tp", "N",
+     "ptrain: pin the tensor-parallel size (must divide the tasks on every node). "
+     "Default: $PTRAIN_TP, else chosen by the planner.",
+     1, 0, cb_tp},
+    {"ptrain-verbose", NULL, "ptrain: print the chosen plan (from rank 0's task).", 0, 0,
+     cb_verbose},
+};
+
+/* ---- entry points ------------------------------------------------------- */
+PT_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    pt_spank_conf_default(&conf);
+    conf_bad = 0;
+    conf_err[0] = '\0';
+    for (int i = 0; i < ac && !conf_bad; i++) {
+        if (pt_spank_conf_arg(av[i], &conf, conf_err, sizeof conf_err) < 0) conf_bad = 1;
+    }
+    if (conf_bad) {
+        /* Logged where an administrator looks (slurmd / slurmstepd log);
+         * steps that ask for ptrain are refused with the same text. */
+        spank_context_t ctx = spank_context();
+        if (ctx == S_CTX_SLURMD || ctx == S_CTX_REMOTE) slurm_error("ptrain: %s", conf_err);
+        pt_spank_conf_default(&conf);
+    }
+    for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
+        spank_err_t rc = spank_option_register(sp, &options[i]);
+        if (rc != ESPANK_SUCCESS) {
+            slurm_error("ptrain: cannot register --%s: %s", options[i].name, spank_strerror(rc));
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Resolve the request in srun/sbatch/salloc: option > environment >
+ * default_mode, and refuse bad values before anything is allocated. */
+PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    spank_context_t ctx = spank_context();
+    if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
+    pt_mode m = conf.default_mode;
+    const char *env;
+    if (opt_mode_given) m = opt_mode;
+    else if ((env = getenv("PTRAIN_MODE")) && *env) {
+        if (check_mode_text("PTRAIN_MODE", env, &m) < 0) return -1;
+    }
+    if (!opt_tp && (env = getenv("PTRAIN_TP")) && *env) {
+        int tp;
+        if (check_tp_text("PTRAIN_TP", env, &tp) < 0) return -1;
+    }
+    if (m != PT_MODE_OFF && conf_bad) {
+        slurm_error("ptrain: cluster configuration is invalid, refusing --ptrain-mode=%s: %s",
+                    pt_mode_name(m), conf_err);
+        return -1;
+    }
+    return 0;
+}
+
+/* srun, after the allocation: check the request against the step's real
+ * geometry, so that e.g. a --ptrain-tp that does not divide the tasks per
+ * node fails here, before any task starts.  srun exports the step's
+ * SLURM_TASKS_PER_NODE into its own environment; when it is missing or
+ * disagrees with the step, the check is left to slurmstepd. */
+PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (spank_context() != S_CTX_LOCAL) return 0;
+    pt_mode m = opt_mode_given ? opt_mode : conf.default_mode;
+    int tp = opt_tp;
+    const char *env;
+    if (!opt_mode_given && (env = getenv("PTRAIN_MODE")) && *env &&
+        pt_mode_parse(env, &m, NULL, 0) < 0)
+        return 0; /* refused in init_post_opt already */
+    if (m == PT_MODE_OFF || conf_bad) return 0;
+    if (!tp && (env = getenv("PTRAIN_TP")) && *env) tp = atoi(env);
+    uint32_t nnodes = 0, ntasks = 0;
+    const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
+    if (!tpn) tpn = getenv("SLURM_TASKS_PER_NODE");
+    if (spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS || !tpn ||
+        nnodes == 0 || nnodes > MAX_NODES)
+        return 0;
+    int n = 0;
+    if (pt_spank_parse_tasks_per_node(tpn, node_tasks, MAX_NODES, &n, NULL, 0) < 0 ||
+        (uint32_t)n != nnodes)
+        return 0;
+    long long sum = 0;
+    for (int i = 0; i < n; i++) sum += node_tasks[i];
+    if (sum != ntasks) return 0;
+    pt_job_geometry g = {n, (int)ntasks, node_tasks};
+    pt_plan req, out;
+    pt_plan_default(&req);
+    req.mode = m;
+    req.tp = tp > 0 ? tp : 0;
+    pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
+    char err[512];
+    if (pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) < 0) {
+        slurm_error("ptrain: %s", err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Read one variable of the job's environment into buf ("" if unset). */
+static int job_getenv(spank_t sp, const char *name, char *buf, int len)
+{
+    buf[0] = '\0';
+    return spank_getenv(sp, name, buf, len) == ESPANK_SUCCESS && buf[0];
+}
+
+static int plan_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int plan_fail(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(plan_err, sizeof plan_err, fmt, ap);
+    va_end(ap);
+    plan_state = PLAN_ERROR;
+    return -1;
+}
+
+static int is_mpi_daemon(spank_t sp)
+{
+    int argc = 0;
+    char **argv = NULL;
+    if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 || !argv ||
+        !argv[0])
+        return 0;
+    const char *base = strrchr(argv[0], '/');
+    base = base ? base + 1 : argv[0];
+    return strcmp(base, "orted") == 0 || strcmp(base, "prted") == 0;
+}
+
+/* Compute this step's plan once per slurmstepd (remote context). */
+static int compute_plan(spank_t sp)
+{
+    if (plan_state != PLAN_NONE) return plan_state == PLAN_ERROR ? -1 : 0;
+    uint32_t step_id = 0, job_id = 0, nnodes = 0, nodeid = 0, ntasks = 0, nlocal = 0;
+    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_ID, &job_id) != ESPANK_SUCCESS)
+        return plan_fail("ptrain: cannot read the job and step id from Slurm");
+    if (step_id == PT_STEP_BATCH || step_id == PT_STEP_EXTERN || step_id == PT_STEP_INTERACTIVE ||
+        spank_get_item(sp, S_JOB_NNODES, &nnodes) != ESPANK_SUCCESS || nnodes == 0) {
+        plan_state = PLAN_SKIP; /* the batch script's own step: nothing to plan */
+        return 0;
+    }
+
+    char buf[4096];
+    pt_mode m = conf.default_mode;
+    int tp = opt_tp;
+    if (opt_mode_given) m = opt_mode;
+    else if (job_getenv(sp, "PTRAIN_MODE", buf, sizeof buf)) {
+        char err[200];
+        if (pt_mode_parse(buf, &m, err, sizeof err) < 0)
+            return plan_fail("ptrain: PTRAIN_MODE: %s", err);
+    }
+    verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) &&
+                              strcmp(buf, "0") != 0);
+    if (m == PT_MODE_OFF) {
+        plan_state = PLAN_SKIP;
+        return 0;
+    }
+    if (m == PT_MODE_2D || m == PT_MODE_2P5D || m == PT_MODE_3D)
+        return plan_fail("ptrain: --ptrain-mode=%s is not yet supported (supported: auto, 1d, "
+                         "off)", pt_mode_name(m));
+    if (conf_bad)
+        return plan_fail("ptrain: cluster configuration is invalid, refusing --ptrain-mode=%s: %s",
+                         pt_mode_name(m), conf_err);
+    if (!mode_allowed(m))
+        return plan_fail("ptrain: --ptrain-mode=%s is not allowed on this cluster",
+                         pt_mode_name(m));
+    if (!tp && job_getenv(sp, "PTRAIN_TP", buf, sizeof buf)) {
+        char *end;
+        long v = strtol(buf, &end, 10);
+        if (*end || v < 1 || v > INT_MAX)
+            return plan_fail("ptrain: PTRAIN_TP='%s' is invalid (valid: an integer >= 1)", buf);
+        tp = (int)v;
+    }
+    if (is_mpi_daemon(sp)) {
+        /* mpirun inside an allocation launches one orted per node through
+         * srun: its ranks are not this step's tasks, so inject nothing. */
+        slurm_debug("ptrain: step runs an MPI daemon (orted/prted): no plan injected");
+        plan_state = PLAN_SKIP;
+        return 0;
+    }
+
+    if (spank_get_item(sp, S_JOB_NODEID, &nodeid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_TOTAL_TASK_COUNT, &ntasks) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_LOCAL_TASK_COUNT, &nlocal) != ESPANK_SUCCESS)
+        return plan_fail("ptrain: cannot read the step geometry from Slurm");
+    if (nnodes > MAX_NODES || ntasks > (1u << 20) || nodeid >= nnodes)
+        return plan_fail("ptrain: step geometry out of range (nodes=%u tasks=%u node=%u)", nnodes,
+                         ntasks, nodeid);
+    if (!job_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn_text, sizeof tpn_text) &&
+        !job_getenv(sp, "SLURM_TASKS_PER_NODE", tpn_text, sizeof tpn_text))
+        return plan_fail("ptrain: neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is "
+                         "set: cannot place ranks");
+    int n = 0;
+    char err[512];
+    if (pt_spank_parse_tasks_per_node(tpn_text, node_tasks, MAX_NODES, &n, err, sizeof err) < 0)
+        return plan_fail("ptrain: %s", err);
+    long long sum = 0;
+    for (int i = 0; i < n; i++) sum += node_tasks[i];
+    if ((uint32_t)n != nnodes || sum != ntasks || (uint32_t)node_tasks[nodeid] != nlocal)
+        return plan_fail("ptrain: tasks per node '%s' disagree with the step (%u nodes, %u tasks, "
+                         "%u on node %u)", tpn_text, nnodes, ntasks, nlocal, nodeid);
+    geo.nnodes = (int)nnodes;
+    geo.ntasks = (int)ntasks;
+    geo.tasks_per_node = node_tasks;
+    node_id = (int)nodeid;
+    local_tasks = (int)nlocal;
+
+    pt_plan req;
+    pt_plan_default(&req);
+    req.mode = m;
+    req.tp = tp;
+    pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
+    if (pt_plan_auto(&geo, &lim, &req, &plan, err, sizeof err) < 0)
+        return plan_fail("ptrain: %s", err);
+
+    if (!job_getenv(sp, "SLURM_STEP_NODELIST", buf, sizeof buf) &&
+        !job_getenv(sp, "SLURM_JOB_NODELIST", buf, sizeof buf) &&
+        !job_getenv(sp, "SLURM_NODELIST", buf, sizeof buf))
+        return plan_fail("ptrain: no SLURM_STEP_NODELIST / SLURM_JOB_NODELIST in the job "
+                         "environment: cannot name MASTER_ADDR");
+    if (pt_spank_first_host(buf, master_addr, sizeof master_addr, err, sizeof err) < 0)
+        return plan_fail("ptrain: %s", err);
+    master_port = pt_spank_master_port(job_id, step_id, conf.master_port_base,
+                                       conf.master_port_count);
+    plan_state = plan.mode == PT_MODE_OFF ? PLAN_SKIP : PLAN_READY;
+    return 0;
+}
+
+PT_EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp)) return 0;
+    if (compute_plan(sp) < 0) {
+        /* This text only reaches the slurmd log; task_init repeats it to
+         * the user's terminal. */
+        /* Errors of remote user_init do not reach srun and failing here
+         * would not fail the step visibly: log for the administrator and
+         * raise the same error from task_init, which the user sees and
+         * which makes the tasks exit 1 (plugin loaded as `required`). */
+        slurm_info("%s", plan_err);
+    }
+    return 0;
+}
+
+static int set_task_env(const char *name, const char *value, void *arg)
+{
+    spank_t sp = arg;
+    spank_err_t rc = spank_setenv(sp, name, value, 1);
+    if (rc != ESPANK_SUCCESS) {
+        slurm_error("ptrain: cannot set %s=%s: %s", name, value, spank_strerror(rc));
+        return -1;
+    }
+    return 0;
+}
+
+static int set_task_int(spank_t sp, const char *name, int v)
+{
+    char txt[32];
+    snprintf(txt, sizeof txt, "%d", v);
+    return set_task_env(name, txt, sp);
+}
+
+PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp)) return 0;
+    if (compute_plan(sp) < 0) {
+        slurm_error("%s", plan_err);
+        return -1;
+    }
+    if (plan_state != PLAN_READY) return 0;
+    int local = -1;
+    if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 ||
+        local >= local_tasks) {
+        slurm_error("ptrain: cannot read this task's local id (got %d of %d)", local, local_tasks);
+        return -1;
+    }
+    int rank = pt_plan_rank(&geo, node_id, local);
+    if (rank < 0) {
+        slurm_error("ptrain: no rank for task %d on node %d", local, node_id);
+        return -1;
+    }
+    if (pt_plan_export(&plan, set_task_env, sp) != 0 ||
+        set_task_int(sp, "RANK", rank) != 0 ||
+        set_task_int(sp, "WORLD_SIZE", geo.ntasks) != 0 ||
+        set_task_int(sp, "LOCAL_RANK", local) != 0 ||
+        set_task_int(sp, "LOCAL_WORLD_SIZE", local_tasks) != 0 ||
+        set_task_env("MASTER_ADDR", master_addr, sp) != 0 ||
+        set_task_int(sp, "MASTER_PORT", master_port) != 0)
+        return -1;
+    if (verbose && rank == 0) {
+        char line[200];
+        pt_plan_summary(&plan, line, sizeof line);
+        slurm_spank_log("ptrain: plan %s (nodes=%d tasks=%d tasks_per_node=%s master=%s:%d)",
+                        line, geo.nnodes, geo.ntasks, tpn_text, master_addr, master_port);
+    }
+    return 0;
+}

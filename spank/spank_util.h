@@ -1,0 +1,69 @@
+/* Helpers of the ptrain SPANK plugin that need no Slurm: parsing Slurm's
+ * compressed task counts and host lists, the rendezvous port, and the
+ * administrator's ptrain.conf (libconfig).  Kept apart from
+ * ptrain_spank.c so they are unit-tested without a running Slurm
+ * (tests/slurm/test_spank_util.c).
+ *
+ * All functions return 0 on success and -1 on error with a one-line
+ * message in (err, errlen) naming the bad value and what would be valid.
+ */
+#ifndef PTRAIN_SPANK_UTIL_H
+#define PTRAIN_SPANK_UTIL_H
+#include <stddef.h>
+#include <stdint.h>
+
+#include "plan/plan.h"
+
+/* Expand Slurm's compressed per-node task counts, the format of
+ * SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE: comma-separated items
+ * "N" or "N(xR)" (N tasks on each of R nodes), e.g. "2(x3),1" ->
+ * {2, 2, 2, 1}.  Writes at most `cap` counts to out[] and the number of
+ * nodes to *nnodes.  Errors: empty or malformed text, a count < 1 or
+ * > 1048576, more than `cap` nodes.  Source: Slurm's
+ * uint32_compressed_to_str() output format (src/common/slurm_step_layout.c). */
+int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, char *err,
+                                  size_t errlen);
+
+/* The first host name of a Slurm host list such as "n[1-3,7],x" (-> "n1"),
+ * "gpu[010-012]" (-> "gpu010", zero padding kept), "a,b" (-> "a").
+ * Errors: empty list, unbalanced brackets, an empty range, a name longer
+ * than outlen - 1 bytes.  Source: the hostlist syntax of Slurm's
+ * hostlist_create() (src/common/hostlist.c), first element only. */
+int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, size_t errlen);
+
+/* Rendezvous port for (job_id, step_id): base + (job_id * 64 + step_id % 64)
+ * mod count, so the steps of one job (up to 64 at a time) and neighbouring
+ * jobs get different ports and every node computes the same one.
+ * Requires 1024 <= base, 1 <= count, base + count - 1 <= 65535 (checked by
+ * pt_spank_conf_check); returns the port number. */
+int pt_spank_master_port(uint32_t job_id, uint32_t step_id, int base, int count);
+
+/* Administrator settings (plugstack arguments and ptrain.conf). */
+typedef struct pt_spank_conf {
+    pt_mode default_mode;      /* used when neither option nor environment asks: off|auto|1d */
+    int max_tp;                /* largest tp auto may choose or a user may pin (>= 1) */
+    unsigned allowed_modes;    /* bit (1u << pt_mode) per mode users may request; off always */
+    int master_port_base;      /* first rendezvous port (1024..65535) */
+    int master_port_count;     /* number of ports in the range (>= 1) */
+} pt_spank_conf;
+
+/* Defaults: default_mode off, max_tp 64, allowed_modes {off, auto, 1d},
+ * master ports 29500..30499 (base 29500, count 1000). */
+void pt_spank_conf_default(pt_spank_conf *c);
+
+/* Range checks of a filled configuration (see the field comments). */
+int pt_spank_conf_check(const pt_spank_conf *c, char *err, size_t errlen);
+
+/* Read a libconfig file over *c: settings default_mode (string), max_tp
+ * (int), allowed_modes (list or array of mode strings, e.g. ["auto", "1d"]),
+ * master_port_base (int), master_port_count (int).  An unknown setting, a
+ * wrong type, a bad value or a syntax error is an error naming the file and
+ * line; *c is left unchanged on error. */
+int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t errlen);
+
+/* Apply one plugstack argument "key=value" (config=PATH, default_mode=M,
+ * max_tp=N, master_port_base=N, master_port_count=N) to *c.  config= loads
+ * the file at once. */
+int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,57 @@
+# Shared setup of the tests under a real local Slurm: source after
+# tests/lib.sh.  slurm_up NNODES starts a private cluster with the plugin
+# built in this tree (scripts/local-slurm.sh) and tears it down on exit,
+# whatever happens; it skips the whole test when Slurm, munge or the
+# plugin (no slurm/spank.h at configure time) are absent.
+PTRAIN_SPANK_SO="$top_builddir/spank/.libs/ptrain.so"
+
+slurm_need() {
+    for b in slurmctld slurmd srun sbatch munged mungekey; do
+        command -v "$b" >/dev/null 2>&1 || [ -x "/usr/sbin/$b" ] ||
+            skip_all "$b not installed (apt-get install slurmctld slurmd slurm-client munge)"
+    done
+    [ -f "$PTRAIN_SPANK_SO" ] || skip_all "SPANK plugin not built (configure found no slurm/spank.h)"
+}
+
+slurm_down() {
+    [ -n "${SLURM_TEST_DIR:-}" ] || return 0
+    "$top_srcdir/scripts/local-slurm.sh" down "$SLURM_TEST_DIR" >/dev/null 2>&1
+    if [ "${KEEP_SLURM_TEST_DIR:-0}" = 1 ]; then echo "# kept $SLURM_TEST_DIR" >&2
+    else rm -rf "$SLURM_TEST_DIR"; fi
+}
+
+# slurm_up NNODES [CPUS]: start the cluster, export SLURM_CONF.
+slurm_up() {
+    slurm_need
+    # A test run inside a Slurm job must not talk to that job's cluster.
+    for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+    unset PTRAIN_MODE PTRAIN_TP PTRAIN_VERBOSE
+    SLURM_TEST_DIR=$(mktemp -d /tmp/ptrain-slurm.XXXXXX) || skip_all "mktemp failed"
+    trap slurm_down EXIT
+    trap 'exit 1' INT TERM
+    local rc=0
+    PTRAIN_SPANK_PLUGIN="$PTRAIN_SPANK_SO" \
+        "$top_srcdir/scripts/local-slurm.sh" up "$SLURM_TEST_DIR" "$1" "${2:-4}" >"$SLURM_TEST_DIR.up.log" 2>&1 || rc=$?
+    if [ $rc -eq 3 ]; then skip_all "$(cat "$SLURM_TEST_DIR.up.log")"; fi
+    if [ $rc -ne 0 ]; then
+        echo "Bail out! local Slurm did not start: $(tail -n 3 "$SLURM_TEST_DIR.up.log" | tr '\n' ' ')"
+        rm -f "$SLURM_TEST_DIR.up.log"
+        exit 1
+    fi
+    rm -f "$SLURM_TEST_DIR.up.log"
+    . "$SLURM_TEST_DIR/env.sh"
+}
+
+# slurm_wait JOBID [SECONDS=120]: poll until the job left the queue.
+slurm_wait() {
+    local i
+    for i in $(seq $((${2:-120} * 10))); do
+        [ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
+        sleep 0.1
+    done
+    scancel "$1" 2>/dev/null
+    return 1
+}
+
+# Number of jobs the controller knows (finished ones stay MinJobAge=10 s).
+slurm_job_count() { squeue -h -t all -o %i 2>/dev/null | wc -l; }

@@ -1,0 +1,188 @@
+#!/bin/bash
+# The ptrain SPANK plugin under a real local Slurm with 2 fake nodes
+# (scripts/local-slurm.sh): options in srun/sbatch, the per-task plan
+# environment, refusals before allocation, admin arguments.
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/slurm/slurm_lib.sh"
+slurm_up 2 4
+D=$SLURM_TEST_DIR
+
+# One line per task: Slurm's view (node, local id, job, step) and ours.
+cat >"$D/penv.sh" <<'SH'
+#!/bin/sh
+plan=$(printf '%s' "$PTRAIN_PLAN" | tr ' ' '_')
+echo "TASK node=$SLURMD_NODENAME lid=$SLURM_LOCALID job=$SLURM_JOB_ID step=$SLURM_STEP_ID" \
+  "RANK=${RANK-unset} WORLD_SIZE=${WORLD_SIZE-unset} LOCAL_RANK=${LOCAL_RANK-unset}" \
+  "LOCAL_WORLD_SIZE=${LOCAL_WORLD_SIZE-unset} MASTER_ADDR=${MASTER_ADDR-unset}" \
+  "MASTER_PORT=${MASTER_PORT-unset} MODE=${PTRAIN_MODE-unset} DP=${PTRAIN_DP-unset}" \
+  "PP=${PTRAIN_PP-unset} TP=${PTRAIN_TP-unset} TPD=${PTRAIN_TP_DEPTH-unset} SP=${PTRAIN_SP-unset}" \
+  "ZERO=${PTRAIN_ZERO-unset} MB=${PTRAIN_MICROBATCHES-unset} CKPT=${PTRAIN_CKPT_ACT-unset}" \
+  "OFFLOAD=${PTRAIN_OFFLOAD-unset} ORDER=${PTRAIN_RANK_ORDER-unset} PLAN=${plan:-unset}" \
+  "NVARS=$(env | grep -c -E '^(PTRAIN_[A-Z_]+|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)=')"
+SH
+chmod +x "$D/penv.sh"
+
+# check_plan FILE WORLD DP TP FIRST_NODE: every property of the injected plan.
+check_plan() {
+    local f=$1 w=$2 dp=$3 tp=$4 first=$5 what=$6
+    local res
+    res=$(grep '^TASK ' "$f" | awk -v W="$w" -v DP="$dp" -v TP="$tp" -v FIRST="$first" '
+      { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[NR, kv[1]] = substr($i, length(kv[1]) + 2) }
+        n++; node[n] = v[NR, "node"]; pernode[v[NR, "node"]]++ }
+      END {
+        ok_count = (n == W)
+        perm = 1; agree = 1; env = 1; local = 1; groups = 1; master = 1; port = 1
+        for (t = 1; t <= n; t++) {
+          r = v[t, "RANK"]
+          if (r !~ /^[0-9]+$/ || r >= W || seen[r]++) perm = 0
+          if (v[t, "WORLD_SIZE"] != W || v[t, "MODE"] != "1d" || v[t, "DP"] != DP ||
+              v[t, "TP"] != TP || v[t, "PP"] != 1 || v[t, "SP"] != 1 || v[t, "TPD"] != 1 ||
+              v[t, "ZERO"] != 0 || v[t, "MB"] != 1 || v[t, "CKPT"] != 0 || v[t, "OFFLOAD"] != 0 ||
+              v[t, "ORDER"] != "DPT") env = 0
+          if (v[t, "PLAN"] != v[1, "PLAN"] || v[t, "MASTER_PORT"] != v[1, "MASTER_PORT"]) agree = 0
+          if (index(v[t, "PLAN"], "mode=1d_dp=" DP "_tp=" TP "_") != 1) agree = 0
+          if (v[t, "LOCAL_RANK"] != v[t, "lid"] || v[t, "LOCAL_WORLD_SIZE"] != pernode[node[t]]) local = 0
+          g = int(r / TP)   # DPT order, pp = 1: tensor group of rank r
+          if (g in gnode && gnode[g] != node[t]) groups = 0
+          gnode[g] = node[t]
+          if (v[t, "MASTER_ADDR"] != FIRST) master = 0
+          want = 29500 + (v[t, "job"] * 64 + v[t, "step"] % 64) % 1000
+          if (v[t, "MASTER_PORT"] != want) port = 0
+        }
+        printf "%d one task line per rank (%d of %d)\n", ok_count, n, W
+        printf "%d RANK values are a permutation of 0..%d\n", perm && ok_count, W - 1
+        printf "%d PTRAIN_* values: mode=1d dp=%d tp=%d pp=sp=depth=1 zero=0 order=DPT, WORLD_SIZE=%d\n", env, DP, TP, W
+        printf "%d dp*tp == WORLD_SIZE\n", (DP * TP == W)
+        printf "%d all tasks agree on PTRAIN_PLAN and MASTER_PORT\n", agree
+        printf "%d LOCAL_RANK = Slurm local id, LOCAL_WORLD_SIZE = tasks on the node\n", local
+        printf "%d every tensor-parallel group sits on one node\n", groups
+        printf "%d MASTER_ADDR is the first node (%s)\n", master, FIRST
+        printf "%d MASTER_PORT = 29500 + (job*64 + step%%64) %% 1000\n", port
+      }')
+    while read -r pass text; do
+        if [ "$pass" = 1 ]; then ok "$what: $text"; else not_ok "$what: $text"; fi
+    done <<<"$res"
+}
+
+# 1. auto on 2 nodes x 2 tasks, with the verbose plan line.
+srun --ptrain-mode=auto --ptrain-verbose -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o1" 2>"$D/e1"
+check "srun --ptrain-mode=auto -N2 --ntasks-per-node=2 exits 0" [ $? -eq 0 ]
+check_plan "$D/o1" 4 2 2 n1 "2x2"
+check "--ptrain-verbose prints the plan once (rank 0's task)" \
+    [ "$(grep -c 'ptrain: plan mode=1d dp=2 tp=2' "$D/e1")" -eq 1 ]
+
+# 2. non-uniform tasks per node (2 + 1): tp must divide both -> tp=1.
+srun --ptrain-mode=auto -N2 -n3 "$D/penv.sh" >"$D/o2" 2>"$D/e2"
+check "srun -N2 -n3 exits 0" [ $? -eq 0 ]
+check_plan "$D/o2" 3 3 1 n1 "2+1 tasks"
+
+# 3. --ptrain-tp pins tp; 1d same as auto here.
+srun --ptrain-mode=1d --ptrain-tp=1 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o3" 2>"$D/e3"
+check "srun --ptrain-mode=1d --ptrain-tp=1 exits 0" [ $? -eq 0 ]
+check_plan "$D/o3" 4 4 1 n1 "pinned tp=1"
+
+# 4. off, and the default (admin default_mode off): nothing injected.
+srun --ptrain-mode=off -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o4" 2>&1
+check "--ptrain-mode=off: 4 tasks ran" [ "$(grep -c '^TASK ' "$D/o4")" -eq 4 ]
+check "--ptrain-mode=off: no PTRAIN_* / RANK / MASTER_* variable in any task" \
+    [ "$(grep '^TASK ' "$D/o4" | grep -vc 'NVARS=0$')" -eq 0 ]
+srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o5" 2>&1
+check "no option, default_mode off: nothing injected" \
+    [ "$(grep -c 'NVARS=0$' "$D/o5")" -eq 4 ]
+
+# 5. the environment as default: PTRAIN_MODE=auto, and the option wins over it.
+PTRAIN_MODE=auto srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o6" 2>&1
+check_plan "$D/o6" 4 2 2 n1 "PTRAIN_MODE=auto from the environment"
+PTRAIN_MODE=auto srun --ptrain-mode=off -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o7" 2>&1
+check "--ptrain-mode=off beats PTRAIN_MODE=auto (no plan injected)" \
+    [ "$(grep -c 'RANK=unset .*DP=unset .*PLAN=unset' "$D/o7")" -eq 4 ]
+
+# 6. refusals: before any allocation, with the plugin's own message.
+# refused [--after-allocation] DESCRIPTION EXPECTED_TEXT SRUN_ARGS...
+# Errors that need the step's geometry (--ptrain-tp) are found by srun
+# after the allocation, and values that only slurmstepd sees (--export)
+# on the node; both still stop every task.
+refused() {
+    local alloc_ok=0
+    [ "$1" = --after-allocation ] && { alloc_ok=1; shift; }
+    local what=$1 text=$2; shift 2
+    local before after rc
+    before=$(slurm_job_count)
+    srun "$@" -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/or" 2>"$D/er"; rc=$?
+    after=$(slurm_job_count)
+    check "$what: srun fails" [ $rc -ne 0 ]
+    check "$what: message '$text'" grep -qF -- "$text" "$D/er"
+    check "$what: no task ran" [ "$(grep -c '^TASK ' "$D/or")" -eq 0 ]
+    [ $alloc_ok = 1 ] || check "$what: no job was allocated" [ "$before" -eq "$after" ]
+    grep -q . "$D/er" && diag "$(head -n 2 "$D/er" | tr '\n' ' ')"
+}
+refused "--ptrain-mode=bogus" "invalid mode 'bogus' (valid: off, auto, 1d, 2d, 2.5d, 3d)" --ptrain-mode=bogus
+refused "--ptrain-mode=2d" "--ptrain-mode=2d is not yet supported (supported: auto, 1d, off)" --ptrain-mode=2d
+refused "--ptrain-mode=3d" "--ptrain-mode=3d is not yet supported" --ptrain-mode=3d
+refused --after-allocation "--ptrain-tp=3 on 2 tasks per node" "--ptrain-tp=3 does not divide the tasks on every node" \
+    --ptrain-mode=auto --ptrain-tp=3
+refused "--ptrain-tp=0" "--ptrain-tp='0' is invalid" --ptrain-mode=auto --ptrain-tp=0
+refused --after-allocation "PTRAIN_MODE=2.5d exported to the tasks only" "--ptrain-mode=2.5d is not yet supported" --export=ALL,PTRAIN_MODE=2.5d
+PTRAIN_MODE=2.5d srun -N1 true 2>"$D/er8"; rc=$?
+check "PTRAIN_MODE=2.5d in srun's environment is refused" [ $rc -ne 0 ] && grep -q "2.5d is not yet supported" "$D/er8"
+
+# 7. sbatch: #SBATCH --ptrain-mode=auto reaches the inner srun; the batch
+#    script's own step gets nothing.
+cat >"$D/job.sh" <<SH
+#!/bin/sh
+#SBATCH --ptrain-mode=auto
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=2
+#SBATCH -o $D/job.out
+#SBATCH -e $D/job.err
+echo "BATCH PTRAIN_MODE=\${PTRAIN_MODE-unset} RANK=\${RANK-unset}"
+srun "$D/penv.sh"
+echo "BATCH srun rc=\$?"
+SH
+job=$(sbatch --parsable "$D/job.sh" 2>"$D/sb.err")
+check "sbatch with #SBATCH --ptrain-mode=auto accepted" [ -n "$job" ]
+check "batch job finished" slurm_wait "$job" 120
+check "batch script's own step has no plan" grep -q '^BATCH PTRAIN_MODE=unset RANK=unset' "$D/job.out"
+check "inner srun exited 0" grep -q '^BATCH srun rc=0' "$D/job.out"
+check_plan "$D/job.out" 4 2 2 n1 "sbatch inner srun"
+[ -f "$D/job.err" ] && grep -q . "$D/job.err" && diag "job stderr: $(head -n 3 "$D/job.err" | tr '\n' ' ')"
+
+# 8. options listed by srun --help and sbatch --help.
+srun --help >"$D/help" 2>&1
+for o in --ptrain-mode=MODE --ptrain-tp=N --ptrain-verbose; do
+    check "srun --help lists $o" grep -q -- "$o" "$D/help"
+done
+sbatch --help 2>&1 | grep -q -- --ptrain-mode=MODE
+check "sbatch --help lists --ptrain-mode" [ $? -eq 0 ]
+
+# 9. admin arguments (plugstack.conf is re-read by every srun).
+cp "$D/plugstack.conf" "$D/plugstack.conf.orig"
+echo "required $PTRAIN_SPANK_SO max_tp=1" >"$D/plugstack.conf"
+srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o9" 2>&1
+check_plan "$D/o9" 4 4 1 n1 "plugstack max_tp=1"
+echo "required $PTRAIN_SPANK_SO default_mode=auto" >"$D/plugstack.conf"
+srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o10" 2>&1
+check_plan "$D/o10" 4 2 2 n1 "plugstack default_mode=auto, no option"
+cat >"$D/ptrain.conf" <<CONF
+default_mode = "auto";
+max_tp = 8;
+allowed_modes = ["auto", "1d"];
+master_port_base = 40000;
+master_port_count = 10;
+CONF
+echo "required $PTRAIN_SPANK_SO config=$D/ptrain.conf" >"$D/plugstack.conf"
+srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o11" 2>&1
+ports=$(grep '^TASK ' "$D/o11" | sed 's/.*job=\([0-9]*\) step=\([0-9]*\).*MASTER_PORT=\([0-9]*\).*/\1 \2 \3/' |
+        awk '{ if ($3 != 40000 + ($1 * 64 + $2 % 64) % 10) bad++ } END { print NR, bad + 0 }')
+check "ptrain.conf: default_mode auto and master_port_base 40000 (count 10) applied" [ "$ports" = "4 0" ]
+printf 'default_mode = "auto"\nmax_tpp = 3;\n' >"$D/bad.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/bad.conf" >"$D/plugstack.conf"
+srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o12" 2>"$D/e12"; rc=$?
+check "invalid ptrain.conf: a ptrain step is refused" [ $rc -ne 0 ] && [ "$(grep -c '^TASK ' "$D/o12")" -eq 0 ]
+check "invalid ptrain.conf: one-line message names the file and line" grep -q "bad.conf:2" "$D/e12"
+diag "$(grep ptrain "$D/e12" | head -n 1)"
+srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o13" 2>&1
+check "invalid ptrain.conf: steps without ptrain still run" [ "$(grep -c 'NVARS=0$' "$D/o13")" -eq 4 ]
+cp "$D/plugstack.conf.orig" "$D/plugstack.conf"
+
+done_testing

@@ -1,0 +1,211 @@
+/* Helpers of the SPANK plugin (spank/spank_util.c), without Slurm:
+ * tasks-per-node expansion against an independent expander on random
+ * lists, host-list heads, the port formula, ptrain.conf and plugstack
+ * arguments. */
+#define _POSIX_C_SOURCE 200809L
+#include "spank/spank_util.h"
+#include "tests/tap.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t rng;
+static unsigned rnd(unsigned n)
+{
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)((rng >> 33) % n);
+}
+
+static void test_tasks_per_node(void)
+{
+    int all_ok = 1;
+    for (int trial = 0; trial < 500; trial++) {
+        /* Build a random compressed list and its expansion side by side. */
+        char text[512] = "";
+        int want[256], nwant = 0;
+        int items = 1 + (int)rnd(6);
+        for (int i = 0; i < items; i++) {
+            int count = 1 + (int)rnd(9), reps = 1 + (int)rnd(5);
+            char item[32];
+            if (reps == 1 && rnd(2)) snprintf(item, sizeof item, "%s%d", i ? "," : "", count);
+            else snprintf(item, sizeof item, "%s%d(x%d)", i ? "," : "", count, reps);
+            strcat(text, item);
+            for (int r = 0; r < reps; r++) want[nwant++] = count;
+        }
+        int got[256], n = -1;
+        char err[256] = "";
+        if (pt_spank_parse_tasks_per_node(text, got, 256, &n, err, sizeof err) != 0 ||
+            n != nwant || memcmp(got, want, sizeof(int) * (size_t)n) != 0) {
+            all_ok = 0;
+            tap_diag("'%s': n=%d want %d err=%s", text, n, nwant, err);
+        }
+    }
+    tap_ok(all_ok, "tasks-per-node lists expand like an independent expander (500 random lists)");
+
+    int out[8], n;
+    char err[256];
+    tap_ok(pt_spank_parse_tasks_per_node("2(x3),1", out, 8, &n, err, sizeof err) == 0 && n == 4 &&
+               out[0] == 2 && out[2] == 2 && out[3] == 1,
+           "\"2(x3),1\" -> 2,2,2,1");
+    const char *bad[] = {"", "0", "2(x0)", "2(3)", "2(x3", "2,,1", "a", "2,", "-1", "2(x3)x",
+                         "99999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        int rc = pt_spank_parse_tasks_per_node(bad[i], out, 8, &n, err, sizeof err);
+        tap_ok(rc == -1 && (bad[i][0] == '\0' || strstr(err, bad[i])), "'%s' refused: %s", bad[i],
+               err);
+    }
+    tap_ok(pt_spank_parse_tasks_per_node("1(x9)", out, 8, &n, err, sizeof err) == -1 &&
+               strstr(err, "more than 8"),
+           "more nodes than the buffer holds refused: %s", err);
+}
+
+static void test_first_host(void)
+{
+    const struct { const char *list, *want; } cases[] = {
+        {"n[1-3,7],x", "n1"}, {"n1", "n1"}, {"a,b", "a"}, {"gpu[010-012]", "gpu010"},
+        {"n[7,1-3]", "n7"}, {"rack1-n[04-05]-ib", "rack1-n04-ib"}, {"node[2]", "node2"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char out[64] = "", err[256] = "";
+        int rc = pt_spank_first_host(cases[i].list, out, sizeof out, err, sizeof err);
+        tap_ok(rc == 0 && strcmp(out, cases[i].want) == 0, "first host of '%s' is '%s' (got '%s')",
+               cases[i].list, cases[i].want, out);
+    }
+    const char *bad[] = {"", "n[1-3", "n[]", "n[a-b]", ",n1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char out[64], err[256] = "";
+        tap_ok(pt_spank_first_host(bad[i], out, sizeof out, err, sizeof err) == -1 && err[0],
+               "host list '%s' refused: %s", bad[i], err);
+    }
+    char small[4], err[256];
+    tap_ok(pt_spank_first_host("longname", small, sizeof small, err, sizeof err) == -1,
+           "a name longer than the buffer is refused: %s", err);
+}
+
+static void test_port(void)
+{
+    int in_range = 1, steps_differ = 1, jobs_differ = 1;
+    for (int t = 0; t < 1000; t++) {
+        uint32_t job = (uint32_t)rnd(4000000000u), step = rnd(64);
+        int base = 1024 + (int)rnd(60000), count = 1 + (int)rnd(65536 - base);
+        int p = pt_spank_master_port(job, step, base, count);
+        if (p < base || p > base + count - 1 || p > 65535) in_range = 0;
+        if (count >= 128) {
+            int q = pt_spank_master_port(job, (step + 1) % 64, base, count);
+            if (q == p) steps_differ = 0;
+        }
+        if (count >= 1000) {
+            uint32_t j2 = job + 1;
+            if (pt_spank_master_port(j2, step, base, count) == p) jobs_differ = 0;
+        }
+    }
+    tap_ok(in_range, "master port always inside [base, base+count-1]");
+    tap_ok(steps_differ, "two steps of one job get different ports");
+    tap_ok(jobs_differ, "neighbouring jobs get different ports");
+    tap_ok(pt_spank_master_port(7, 3, 29500, 1000) == 29500 + (7 * 64 + 3) % 1000,
+           "port formula base + (job*64 + step%%64) %% count");
+}
+
+static char tmpdir[] = "/tmp/ptrain-conf-XXXXXX";
+static const char *write_conf(const char *name, const char *text)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", tmpdir, name);
+    FILE *f = fopen(path, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    return path;
+}
+
+static void test_conf(void)
+{
+    if (!mkdtemp(tmpdir)) {
+        tap_ok(0, "mkdtemp");
+        return;
+    }
+    pt_spank_conf c, d;
+    char err[512];
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_check(&c, err, sizeof err) == 0 && c.default_mode == PT_MODE_OFF,
+           "defaults are valid and default_mode is off");
+    int max_tp = 2 + (int)rnd(30), base = 2000 + (int)rnd(50000);
+    char text[512];
+    snprintf(text, sizeof text,
+             "# site settings\ndefault_mode = \"auto\";\nmax_tp = %d;\nallowed_modes = [\"auto\", "
+             "\"1d\"];\nmaster_port_base = %d;\nmaster_port_count = 100;\n", max_tp, base);
+    const char *p = write_conf("good.conf", text);
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_load(p, &c, err, sizeof err) == 0 && c.default_mode == PT_MODE_AUTO &&
+               c.max_tp == max_tp && c.master_port_base == base && c.master_port_count == 100 &&
+               c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D)),
+           "a valid ptrain.conf is read (max_tp=%d base=%d): %s", max_tp, base, err);
+
+    const struct { const char *text, *must; } bad[] = {
+        {"default_mode = \"2d\";\n", "'2d'"},
+        {"default_mode = \"fast\";\n", "'fast'"},
+        {"max_tp = 0;\n", "max_tp 0"},
+        {"max_tp = \"4\";\n", "max_tp must be an integer"},
+        {"master_port_base = 80;\n", "master_port_base 80"},
+        {"master_port_base = 65000;\nmaster_port_count = 1000;\n", "master_port_count 1000"},
+        {"allowed_modes = [\"auto\", \"4d\"];\n", "'4d'"},
+        {"allowed_modes = [\"1d\"];\ndefault_mode = \"auto\";\n", "not in allowed_modes"},
+        {"max_tpp = 3;\n", "unknown setting 'max_tpp'"},
+        {"max_tp = 3\nmax_tp = ;\n", "bad.conf:2"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        p = write_conf("bad.conf", bad[i].text);
+        pt_spank_conf_default(&c);
+        d = c;
+        err[0] = '\0';
+        int rc = pt_spank_conf_load(p, &c, err, sizeof err);
+        tap_ok(rc == -1 && strstr(err, bad[i].must) && strstr(err, "bad.conf") &&
+                   !strchr(err, '\n') && memcmp(&c, &d, sizeof c) == 0,
+               "bad ptrain.conf refused, settings unchanged: %s", err);
+    }
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_load("/nonexistent/ptrain.conf", &c, err, sizeof err) == -1 &&
+               strstr(err, "/nonexistent/ptrain.conf"),
+           "missing file refused: %s", err);
+
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_arg("default_mode=1d", &c, err, sizeof err) == 0 &&
+               c.default_mode == PT_MODE_1D,
+           "plugstack default_mode=1d");
+    tap_ok(pt_spank_conf_arg("max_tp=4", &c, err, sizeof err) == 0 && c.max_tp == 4,
+           "plugstack max_tp=4");
+    snprintf(text, sizeof text, "config=%s", write_conf("c.conf", "max_tp = 7;\n"));
+    tap_ok(pt_spank_conf_arg(text, &c, err, sizeof err) == 0 && c.max_tp == 7,
+           "plugstack config= loads the file");
+    const char *badargs[] = {"default_mode=2.5d", "default_mode=x", "max_tp=-1", "max_tp=two",
+                             "verbose", "colour=blue", "config="};
+    for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
+        d = c;
+        err[0] = '\0';
+        tap_ok(pt_spank_conf_arg(badargs[i], &c, err, sizeof err) == -1 && err[0] &&
+                   memcmp(&c, &d, sizeof c) == 0,
+               "plugstack argument '%s' refused: %s", badargs[i], err);
+    }
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
+}
+
+int main(void)
+{
+    const char *s = getenv("PTRAIN_TEST_SEED");
+    uint64_t seed = s ? strtoull(s, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 20);
+    rng = seed;
+    tap_diag("seed %llu", (unsigned long long)seed);
+    test_tasks_per_node();
+    test_first_host();
+    test_port();
+    test_conf();
+    return tap_done();
+}
