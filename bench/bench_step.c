@@ -1,0 +1,115 @@
+/* bench-step: throughput of one training step at 1 rank, beside the
+ * machine's sgemm rate measured in the same run.
+ *
+ *   usage: bench-step [--model small] [--batch 8] [--steps 5] [--threads N]
+ *
+ * Prints a table: the sgemm GFLOP/s of square and of the model's own GEMM
+ * shapes (the ceiling), then the model's ms/step, tokens/s, achieved
+ * GFLOP/s (6N + 12LTC FLOPs per token, see pt_gpt_flops_per_token) and the
+ * ratio of achieved to sgemm GFLOP/s.  Default preset: L=4 H=4 C=256 T=128,
+ * V=50257, B=8 ("small").
+ */
+#include "core/core.h"
+#include "model/gpt.h"
+#include "parallel/context.h"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static double sgemm_gflops(int M, int N, int K, int reps)
+{
+    float *a = malloc(sizeof(float) * (size_t)M * K), *b = malloc(sizeof(float) * (size_t)K * N),
+          *c = malloc(sizeof(float) * (size_t)M * N);
+    pt_rng r;
+    pt_rng_seed(&r, 1, 1);
+    for (size_t i = 0; i < (size_t)M * K; i++) a[i] = (float)pt_rng_uniform(&r);
+    for (size_t i = 0; i < (size_t)K * N; i++) b[i] = (float)pt_rng_uniform(&r);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N); /* warm */
+    double t0 = pt_now();
+    for (int i = 0; i < reps; i++)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1, a, K, b, K, 0, c, N);
+    double dt = pt_now() - t0;
+    free(a);
+    free(b);
+    free(c);
+    return 2.0 * M * N * K * reps / dt / 1e9;
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    const char *model = "small";
+    int B = 8, steps = 5, threads = 0;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+        else { fprintf(stderr, "bench-step: unknown option %s\n", argv[i]); MPI_Finalize(); return 2; }
+    }
+    pt_gpt_config cfg;
+    if (pt_gpt_preset(model, &cfg) || B < 1 || steps < 1) {
+        fprintf(stderr, "bench-step: %s\n", B < 1 || steps < 1 ? "--batch and --steps must be >= 1" : pt_errmsg());
+        MPI_Finalize();
+        return 2;
+    }
+    const pt_backend *be = pt_backend_get("cpu");
+    if (threads > 0) be->set_threads(threads);
+    const int T = cfg.seq_len, C = cfg.n_embd, N = B * T;
+
+    printf("# bench-step: %s L=%d H=%d C=%d T=%d V=%d B=%d, 1 rank%s%d threads\n", model, cfg.n_layer, cfg.n_head, C, T,
+           cfg.vocab, B, threads ? ", " : ", default ", threads);
+    printf("%-34s %12s\n", "kernel", "GFLOP/s");
+    double sq = sgemm_gflops(512, 512, 512, 20);
+    double mlp = sgemm_gflops(N, 4 * C, C, 10);
+    double head = sgemm_gflops(N, cfg.vocab, C, 2);
+    printf("%-34s %12.1f\n", "sgemm 512x512x512", sq);
+    printf("%-34s %12.1f\n", "sgemm [B*T, C] x [4C, C]^T (fc)", mlp);
+    printf("%-34s %12.1f\n", "sgemm [B*T, C] x [V, C]^T (head)", head);
+
+    pt_plan plan;
+    pt_plan_default(&plan);
+    pt_pctx ctx;
+    pt_arena arena = {0};
+    pt_gpt m;
+    if (pt_pctx_init(&ctx, MPI_COMM_WORLD, &plan, -1) || pt_gpt_create(&m, &cfg, &ctx, be, &arena, B, T, 1)) {
+        fprintf(stderr, "bench-step: %s\n", pt_errmsg());
+        MPI_Finalize();
+        return 1;
+    }
+    int32_t *tok = malloc(sizeof(int32_t) * (size_t)(N + 1));
+    pt_rng r;
+    pt_rng_seed(&r, 5, 5);
+    for (int i = 0; i <= N; i++) tok[i] = (int32_t)(pt_rng_u64(&r) % (uint64_t)cfg.vocab);
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
+    double t_fwd = 0, t_bwd = 0, t_opt = 0;
+    float loss;
+    for (int s = 0; s <= steps; s++) { /* step 0 warms up and is not timed */
+        double t0 = pt_now();
+        pt_gpt_zero_grad(&m);
+        pt_gpt_forward(&m, tok, tok + 1, &loss);
+        double t1 = pt_now();
+        pt_gpt_backward(&m);
+        double t2 = pt_now();
+        pt_gpt_step(&m, &opt, 1e-4f, NULL);
+        double t3 = pt_now();
+        if (s) { t_fwd += t1 - t0; t_bwd += t2 - t1; t_opt += t3 - t2; }
+    }
+    double per = (t_fwd + t_bwd + t_opt) / steps;
+    double tps = N / per;
+    double gf = tps * pt_gpt_flops_per_token(&cfg, T) / 1e9;
+    printf("\n%-12s %10s %10s %10s %10s %12s %12s %14s\n", "model", "fwd ms", "bwd ms", "optim ms", "ms/step", "tokens/s",
+           "GFLOP/s", "vs sgemm(fc)");
+    printf("%-12s %10.1f %10.1f %10.1f %10.1f %12.0f %12.1f %13.0f%%\n", model, 1e3 * t_fwd / steps, 1e3 * t_bwd / steps,
+           1e3 * t_opt / steps, 1e3 * per, tps, gf, 100.0 * gf / mlp);
+    printf("peak memory %.1f MiB (params+grads+adam %.1f MiB)\n", arena.peak / 1048576.0, m.nfloats * 16.0 / 1048576.0);
+    free(tok);
+    pt_gpt_free(&m);
+    pt_pctx_free(&ctx);
+    MPI_Finalize();
+    return 0;
+}

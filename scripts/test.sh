@@ -1,0 +1,48 @@
+#!/bin/bash
+# The whole test suite on a fresh Debian 12 machine: install dependencies,
+# build out of tree, `make check` (unit, MPI layouts, tokenizer, topology,
+# plugin under a throw-away local Slurm), then the unit and MPI tests again
+# under AddressSanitizer + UndefinedBehaviorSanitizer.
+#   usage: bash scripts/test.sh        (QUICK=1 skips the sanitizer pass)
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+cd "$top"
+bash scripts/deps.sh
+export PTRAIN_BPE_DIR=${PTRAIN_BPE_DIR:-$(bash scripts/get-tokenizer.sh)}
+[ -x configure ] && [ configure -nt configure.ac ] || autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+
+total_pass=0 total_fail=0 total_skip=0
+summarize() { # $1 = build dir: add its test-suite.log counts
+    local log=$1/test-suite.log
+    [ -f "$log" ] || return 0
+    local p f s x e
+    p=$(sed -n 's/^# PASS: *//p' "$log" | head -1); f=$(sed -n 's/^# FAIL: *//p' "$log" | head -1)
+    s=$(sed -n 's/^# SKIP: *//p' "$log" | head -1); x=$(sed -n 's/^# XPASS: *//p' "$log" | head -1)
+    e=$(sed -n 's/^# ERROR: *//p' "$log" | head -1)
+    total_pass=$((total_pass + ${p:-0})); total_fail=$((total_fail + ${f:-0} + ${x:-0} + ${e:-0}))
+    total_skip=$((total_skip + ${s:-0}))
+}
+show_failures() {
+    local dir=$1
+    echo "---- failing test logs ($dir) ----"
+    grep -lE '^(FAIL|ERROR)' "$dir"/tests/*/*.log "$dir"/tests/*.log 2>/dev/null | while read -r l; do
+        echo "== $l"; tail -n 60 "$l"; done
+}
+
+status=0
+mkdir -p _build/check
+( cd _build/check && ../../configure -q && make -j2 >/dev/null && make -j2 check ) || { status=1; show_failures _build/check; }
+summarize _build/check
+
+if [ "${QUICK:-0}" != 1 ]; then
+    mkdir -p _build/sanitize
+    san_tests=$(cd _build/check && make -s -f Makefile print-san-tests 2>/dev/null || true)
+    ( cd _build/sanitize && ../../configure -q --enable-sanitizers --without-slurm && make -j2 >/dev/null &&
+      ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
+      LSAN_OPTIONS="suppressions=$top/tests/lsan.supp:print_suppressions=0" \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      make -j2 check ${san_tests:+TESTS="$san_tests"} ) || { status=1; show_failures _build/sanitize; }
+    summarize _build/sanitize
+fi
+echo "tests: $total_pass passed, $total_fail failed, $total_skip skipped"
+exit $status
