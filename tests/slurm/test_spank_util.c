@@ -142,6 +142,7 @@ static void test_conf(void)
              "\"1d\"];\nmaster_port_base = %d;\nmaster_port_count = 100;\n", max_tp, base);
     const char *p = write_conf("good.conf", text);
     pt_spank_conf_default(&c);
+    err[0] = '\0';
     tap_ok(pt_spank_conf_load(p, &c, err, sizeof err) == 0 && c.default_mode == PT_MODE_AUTO &&
                c.max_tp == max_tp && c.master_port_base == base && c.master_port_count == 100 &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D)),

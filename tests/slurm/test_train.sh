@@ -1,0 +1,65 @@
+#!/bin/bash
+# Training through Slurm: ptrain-run launched by srun (and by an sbatch
+# job) with --ptrain-mode=auto on 2 fake nodes x 2 tasks, reading the plan
+# the SPANK plugin injected.  Expected plan for that geometry: 1d with
+# dp=2 tp=2 (tp = largest divisor of 2 tasks per node).
+. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/slurm/slurm_lib.sh"
+RUN="$top_builddir/ptrain-run"
+[ -x "$RUN" ] || skip_all "ptrain-run not built yet ($RUN missing)"
+slurm_need
+[ -e /usr/lib/x86_64-linux-gnu/pmix2 ] || [ -n "$(ls /usr/lib/*/libpmix.so* 2>/dev/null)" ] ||
+    skip_all "PMIx not installed (apt-get install libpmix-dev): srun --mpi=pmix cannot start MPI ranks"
+slurm_up 2 4
+D=$SLURM_TEST_DIR
+export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+ARGS="--model test --data synthetic --steps 3 --batch 4"
+
+# check_run OUT ERR RC WHAT: exit 0, the plan line, three steps, done.
+check_run() {
+    local out=$1 err=$2 rc=$3 what=$4
+    check "$what: exit status 0" [ "$rc" -eq 0 ]
+    local plan
+    plan=$(grep -m1 '^plan:' "$out")
+    check "$what: one 'plan:' line (from rank 0 only)" [ "$(grep -c '^plan:' "$out")" -eq 1 ]
+    check "$what: plan shows mode=1d dp=2 tp=2 ($plan)" \
+        sh -c 'echo "$1" | grep -qw "mode=1d" && echo "$1" | grep -qw "dp=2" && echo "$1" | grep -qw "tp=2"' _ "$plan"
+    check "$what: 3 'step ' lines" [ "$(grep -c '^step ' "$out")" -eq 3 ]
+    check "$what: final 'done:' line" sh -c "tail -n 1 '$out' | grep -q '^done:'"
+    if [ "$rc" -ne 0 ] || ! grep -q '^done:' "$out"; then
+        diag "stdout: $(tail -n 5 "$out" | tr '\n' ' ')"
+        diag "stderr: $(tail -n 5 "$err" | tr '\n' ' ')"
+    fi
+}
+
+# 1. --dry-run: every rank reports the grid it built from the plugin's plan.
+srun --mpi=pmix --ptrain-mode=auto -N2 --ntasks-per-node=2 "$RUN" --dry-run $ARGS >"$D/d.out" 2>"$D/d.err"
+rc=$?
+check "dry run exits 0" [ $rc -eq 0 ]
+check "dry run: 4 rank lines" [ "$(grep -c '^rank ' "$D/d.out")" -eq 4 ]
+ranks=$(sed -n 's|^rank \([0-9]*\)/4 .*|\1|p' "$D/d.out" | sort -n | tr '\n' ' ')
+check "dry run: ranks 0..3 of world 4 ($ranks)" [ "$ranks" = "0 1 2 3 " ]
+check "dry run: every rank has dp=2 tp=2" [ "$(grep '^rank ' "$D/d.out" | grep -w dp=2 | grep -wc tp=2)" -eq 4 ]
+[ $rc -eq 0 ] || diag "stderr: $(tail -n 5 "$D/d.err" | tr '\n' ' ')"
+
+# 2. the training run under srun.
+srun --mpi=pmix --ptrain-mode=auto -N2 --ntasks-per-node=2 "$RUN" $ARGS >"$D/t.out" 2>"$D/t.err"
+check_run "$D/t.out" "$D/t.err" $? "srun"
+
+# 3. the same through sbatch (#SBATCH --ptrain-mode=auto, inner srun).
+cat >"$D/train.sh" <<SH
+#!/bin/sh
+#SBATCH --ptrain-mode=auto
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=2
+#SBATCH -o $D/b.out
+#SBATCH -e $D/b.err
+srun --mpi=pmix "$RUN" $ARGS
+SH
+job=$(sbatch --parsable "$D/train.sh" 2>"$D/sb.err")
+check "sbatch accepted the training job" [ -n "$job" ]
+check "training job finished" slurm_wait "$job" 300
+state=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*ExitCode=\([0-9]*\):.*/\1/p' | head -n 1)
+check_run "$D/b.out" "$D/b.err" "${state:-1}" "sbatch"
+done_testing
