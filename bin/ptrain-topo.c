@@ -241,7 +241,7 @@ int main(int argc, char **argv)
             if (out == 'j' || out == 'x') {
                 rc = out == 'j' ? pt_topo_to_json(&t, &text) : pt_topo_to_xml(&t, &text);
                 if (rc) { fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg()); status = rc == PT_EUNSUPP ? EXIT_BAD : EXIT_FAIL; }
-                else { fputs(text, stdout); if (out == 'j') putchar('\n'); }
+                else fputs(text, stdout);
                 free(text);
             } else if (out == 'g') {
                 size_t need = pt_topo_gres(&t, NULL, 0) + 1;

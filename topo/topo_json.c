@@ -144,8 +144,12 @@ int pt_topo_to_json(const pt_topo *t, char **out)
                                                        isl.kind == PT_DEV_GPU ? "gpu" : "numa",
                                                        "threshold_gbps", isl.threshold_gbps, "members", list));
     }
-    *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     json_decref(root);
+    size_t len = text ? strlen(text) : 0;
+    *out = text ? malloc(len + 2) : NULL;
+    if (*out) { memcpy(*out, text, len); (*out)[len] = '\n'; (*out)[len + 1] = 0; }   /* a text file ends in a newline */
+    free(text);
     if (!*out) return pt_fail(PT_ENOMEM, "cannot encode the topology as JSON");
     return PT_OK;
 }

@@ -1,0 +1,63 @@
+#!/bin/sh
+# ptrain-topo on the fixtures: report, --json/--xml/--save/--load round
+# trips, --gres, --strict, environment override, exit 2 on bad input.
+. "$top_srcdir/tests/lib.sh"
+T="$top_builddir/ptrain-topo"
+F="$top_srcdir/tests/topo"
+[ -x "$T" ] || skip_all "ptrain-topo not built"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+"$T" --topology "$F/pairs8-nvlink.xml" > "$tmp/report" 2>&1
+check "report exits 0" [ $? -eq 0 ]
+check "report has the nvidia-smi style matrix" grep -q '^  GPU0  X  *NV7 18[45]  *NODE 1[45]' "$tmp/report"
+check "report has the legend" grep -q 'PIX  = Connection traversing at most a single PCIe bridge' "$tmp/report"
+check "report lists 4 islands" grep -q 'Islands of GPUs (4;' "$tmp/report"
+
+# JSON -> load -> JSON is the same; XML save -> load -> JSON is the same
+"$T" --topology "$F/dgx8-nvswitch.xml" --json > "$tmp/a.json"
+check "--json is valid JSON with 8 GPUs" python3 -c "import json,sys; d=json.load(open('$tmp/a.json')); sys.exit(len(d['gpus'])!=8 or d['gpu_links'][0][1]!='NV12')"
+"$T" --topology "$F/dgx8-nvswitch.xml" --save "$tmp/c.json" >/dev/null
+"$T" --load "$tmp/c.json" --json > "$tmp/b.json"
+check "--save/--load JSON round trip" cmp -s "$tmp/a.json" "$tmp/b.json"
+"$T" --topology "$F/dgx8-nvswitch.xml" --save "$tmp/c.xml" >/dev/null
+"$T" --load "$tmp/c.xml" --json | sed 's|"source": ".*"|"source": "x"|' > "$tmp/d.json"
+sed 's|"source": ".*"|"source": "x"|' "$tmp/a.json" > "$tmp/a2.json"
+check "--save/--load XML round trip" cmp -s "$tmp/a2.json" "$tmp/d.json"
+check "saved XML loads in lstopo" sh -c "lstopo-no-graphics --input '$tmp/c.xml' >/dev/null 2>&1 || ! command -v lstopo-no-graphics >/dev/null"
+check "saved XML carries the bandwidths as user distances" grep -q 'name="PtrainGPUBandwidth"' "$tmp/c.xml"
+"$T" --topology "$F/dgx8-nvswitch.xml" --xml > "$tmp/e.xml"
+check "--xml prints hwloc XML" grep -q '<topology version="2.0">' "$tmp/e.xml"
+PTRAIN_TOPOLOGY="$F/gpu4-pcie.xml" "$T" --json > "$tmp/f.json"
+check "\$PTRAIN_TOPOLOGY overrides the machine" python3 -c "import json,sys; sys.exit(len(json.load(open('$tmp/f.json'))['gpus'])!=4)"
+
+# gres
+"$T" --topology "$F/gpu4-pcie.xml" --gres > "$tmp/gres"
+check "--gres prints one line per GPU" [ "$(grep -c '^Name=gpu File=/dev/nvidia[0-3] Cores=0-19$' "$tmp/gres")" -eq 4 ]
+
+# strict
+"$T" --topology "$F/gpu4-pcie.xml" --strict > /dev/null 2>&1
+check "--strict exits 1 on warnings (degraded link)" [ $? -eq 1 ]
+"$T" --topology "$F/dgx8-nvswitch.xml" --strict > /dev/null 2>&1
+check "--strict exits 0 without warnings" [ $? -eq 0 ]
+
+# bad input: exit 2, one line on stderr
+bad() {
+    desc=$1; shift
+    "$@" > /dev/null 2> "$tmp/err"; rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l < "$tmp/err")" -eq 1 ]; then ok "$desc"; else not_ok "$desc (rc $rc)"; sed 's/^/# /' "$tmp/err"; fi
+}
+printf '<topology version="2.0"><object type="Machine"' > "$tmp/trunc.xml"
+printf '{"schema": "ptrain-topo/1", "hostname": 3}' > "$tmp/bad.json"
+printf 'hello' > "$tmp/junk"
+bad "unreadable topology file" "$T" --topology "$tmp/none.xml"
+bad "malformed XML" "$T" --topology "$tmp/trunc.xml"
+bad "malformed XML via --load" "$T" --load "$tmp/trunc.xml"
+bad "JSON with a wrong field type" "$T" --load "$tmp/bad.json"
+bad "neither JSON nor XML" "$T" --load "$tmp/junk"
+bad "truncated JSON" sh -c "head -c 200 '$tmp/a.json' > '$tmp/t.json'; exec '$T' --load '$tmp/t.json'"
+bad "unknown option" "$T" --frobnicate
+bad "--xml from a JSON cache" "$T" --load "$tmp/c.json" --xml
+bad "--probe with --topology" "$T" --probe --topology "$F/cpu2s.xml"
+
+done_testing

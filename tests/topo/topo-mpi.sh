@@ -1,0 +1,54 @@
+#!/bin/sh
+# ptrain-topo --probe-quick under mpirun (2 ranks): structure, positivity
+# and consistency of the results; the probe persists through --save/--load.
+# No speed is asserted.
+. "$top_srcdir/tests/lib.sh"
+T="$top_builddir/ptrain-topo"
+[ -x "$T" ] || skip_all "ptrain-topo not built"
+command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+tmp=$(mktemp -d) || exit 1
+trap 'rm -rf "$tmp"' EXIT INT TERM
+unset PTRAIN_TOPOLOGY
+
+ptrain_mpirun -np 2 "$T" --probe-quick --save "$tmp/probe.json" > "$tmp/out" 2> "$tmp/err"
+check "mpirun -np 2 ptrain-topo --probe-quick exits 0" [ $? -eq 0 ]
+[ -s "$tmp/err" ] && sed 's/^/# /' "$tmp/err"
+check "only rank 0 prints the report" [ "$(grep -c '^Node ' "$tmp/out")" -eq 1 ]
+check "report shows the MPI probe" grep -q 'MPI probe: 2 ranks on 1 node' "$tmp/out"
+
+python3 - "$tmp/probe.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+n = d["net"]
+t = [0]
+def ok(c, m):
+    t[0] += 1
+    print(("ok" if c else "not ok"), "%d - %s" % (t[0] + 3, m))
+ok(n["ranks"] == 2 and n["nodes"] == 1, "2 ranks on 1 node")
+ok(n["intra_latency_us"] > 0 and n["intra_gbps"] > 0, "intra-node latency and bandwidth are positive")
+ok(n["inter_latency_us"] == 0 and n["inter_gbps"] == 0, "no inter-node pair on one node")
+p = n["ranks"]
+ok(abs(n["allreduce_busbw_gbps"] - n["allreduce_algbw_gbps"] * 2 * (p - 1) / p) <= 1e-9 * n["allreduce_algbw_gbps"] + 1e-12,
+   "busbw = algbw * 2(p-1)/p")
+ok(abs(n["allreduce_algbw_gbps"] - n["allreduce_bytes"] / (n["allreduce_time_us"] * 1e-6) / 1e9) <= 1e-6 * n["allreduce_algbw_gbps"],
+   "algbw = bytes / time")
+ok(all(x["membw_gbps"] > 0 for x in d["numa"]), "every NUMA node has a measured copy bandwidth")
+ok(d["numa_gbps"][0][0] == d["numa"][0]["membw_gbps"], "NUMA matrix diagonal is the per-node bandwidth")
+g = d["gpu_probe"]
+ok(g["status"] in ("no-cuda", "no-gpu", "measured") and g["note"] != "" and (g["status"] != "measured" or len(d["gpus"]) > 0),
+   "GPU probe says why it is absent: " + d["gpu_probe"]["note"])
+PY
+tap_n=$((tap_n + 8))
+
+# cached probe read back without measuring (JSON and XML)
+"$T" --load "$tmp/probe.json" --json > "$tmp/again.json"
+check "JSON cache reloads to the same model" cmp -s "$tmp/probe.json" "$tmp/again.json"
+"$T" --load "$tmp/probe.json" > /dev/null 2>&1
+ptrain_mpirun -np 2 "$T" --probe-quick --save "$tmp/probe.xml" > /dev/null 2>&1
+"$T" --load "$tmp/probe.xml" --json > "$tmp/fromxml.json"
+python3 -c "
+import json,sys
+d=json.load(open('$tmp/fromxml.json'))
+sys.exit(not (d['net'] and d['net']['ranks']==2 and d['numa'][0]['membw_gbps']>0))"
+check "XML cache carries the probe results" [ $? -eq 0 ]
+done_testing
