@@ -1,0 +1,663 @@
+/* GPT-2 byte-level BPE (see bpe.h for the specification and sources). */
+#define _POSIX_C_SOURCE 200809L
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include "data/bpe.h"
+#include "core/core.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <pcre2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- open-addressing hash map: byte string -> (int32, int32) ------------ */
+#define HEMPTY UINT32_MAX
+
+typedef struct hent {
+    uint64_t h;      /* full hash of the key */
+    uint32_t off;    /* key offset in pool, HEMPTY = free slot */
+    uint32_t len;    /* key length, bytes */
+    int32_t v0, v1;  /* values */
+} hent;
+
+typedef struct hmap {
+    hent *e;
+    size_t cap;      /* power of two */
+    size_t n;        /* used slots */
+    char *pool;      /* key bytes */
+    size_t plen, pcap;
+} hmap;
+
+/* FNV-1a 64 (Fowler/Noll/Vo), then a murmur3 finaliser so the low bits used
+ * for the slot index depend on every byte. */
+static uint64_t hash_bytes(const void *p, size_t n)
+{
+    const unsigned char *s = p;
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= s[i];
+        h *= 0x100000001b3ULL;
+    }
+    h ^= h >> 33;
+    h *= 0xff51afd7ed558ccdULL;
+    h ^= h >> 33;
+    return h;
+}
+
+static int hmap_init(hmap *m, size_t cap)
+{
+    size_t c = 16;
+    while (c < cap) c <<= 1;
+    memset(m, 0, sizeof *m);
+    m->e = malloc(c * sizeof *m->e);
+    if (!m->e) return pt_fail(PT_ENOMEM, "bpe: out of memory for a %zu-slot hash table", c);
+    for (size_t i = 0; i < c; i++) m->e[i].off = HEMPTY;
+    m->cap = c;
+    return PT_OK;
+}
+
+static void hmap_free(hmap *m)
+{
+    free(m->e);
+    free(m->pool);
+    memset(m, 0, sizeof *m);
+}
+
+static void hmap_clear(hmap *m)
+{
+    for (size_t i = 0; i < m->cap; i++) m->e[i].off = HEMPTY;
+    m->n = 0;
+    m->plen = 0;
+}
+
+static hent *hmap_find(const hmap *m, const void *k, size_t len, uint64_t h)
+{
+    size_t mask = m->cap - 1, i = (size_t)h & mask;
+    for (;;) {
+        hent *e = &m->e[i];
+        if (e->off == HEMPTY) return NULL;
+        if (e->h == h && e->len == len && memcmp(m->pool + e->off, k, len) == 0) return e;
+        i = (i + 1) & mask;
+    }
+}
+
+static int hmap_grow(hmap *m)
+{
+    size_t nc = m->cap * 2;
+    hent *ne = malloc(nc * sizeof *ne);
+    if (!ne) return pt_fail(PT_ENOMEM, "bpe: out of memory growing a hash table to %zu slots", nc);
+    for (size_t i = 0; i < nc; i++) ne[i].off = HEMPTY;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->e[i].off == HEMPTY) continue;
+        size_t j = (size_t)m->e[i].h & (nc - 1);
+        while (ne[j].off != HEMPTY) j = (j + 1) & (nc - 1);
+        ne[j] = m->e[i];
+    }
+    free(m->e);
+    m->e = ne;
+    m->cap = nc;
+    return PT_OK;
+}
+
+/* Insert or overwrite key -> (v0, v1). */
+static int hmap_put(hmap *m, const void *k, size_t len, int32_t v0, int32_t v1)
+{
+    uint64_t h = hash_bytes(k, len);
+    hent *e = hmap_find(m, k, len, h);
+    if (e) {
+        e->v0 = v0;
+        e->v1 = v1;
+        return PT_OK;
+    }
+    if ((m->n + 1) * 2 > m->cap) {
+        int rc = hmap_grow(m);
+        if (rc) return rc;
+    }
+    if (m->plen + len >= HEMPTY)
+        return pt_fail(PT_ENOMEM, "bpe: hash table key pool exceeds 4 GiB");
+    if (m->plen + len > m->pcap) {
+        size_t nc = m->pcap ? m->pcap : 4096;
+        while (nc < m->plen + len) nc *= 2;
+        char *np = realloc(m->pool, nc);
+        if (!np) return pt_fail(PT_ENOMEM, "bpe: out of memory for %zu bytes of keys", nc);
+        m->pool = np;
+        m->pcap = nc;
+    }
+    if (len) memcpy(m->pool + m->plen, k, len);
+    size_t i = (size_t)h & (m->cap - 1);
+    while (m->e[i].off != HEMPTY) i = (i + 1) & (m->cap - 1);
+    m->e[i] = (hent){ .h = h, .off = (uint32_t)m->plen, .len = (uint32_t)len, .v0 = v0, .v1 = v1 };
+    m->plen += len;
+    m->n++;
+    return PT_OK;
+}
+
+/* ---- growable int32 vector ------------------------------------------------ */
+typedef struct ivec { int32_t *v; size_t n, cap; } ivec;
+
+static int ivec_reserve(ivec *a, size_t extra)
+{
+    if (a->n + extra <= a->cap) return PT_OK;
+    size_t nc = a->cap ? a->cap : 1024;
+    while (nc < a->n + extra) nc *= 2;
+    int32_t *nv = realloc(a->v, nc * sizeof *nv);
+    if (!nv) return pt_fail(PT_ENOMEM, "bpe: out of memory for %zu token ids", nc);
+    a->v = nv;
+    a->cap = nc;
+    return PT_OK;
+}
+
+/* ---- the tokenizer -------------------------------------------------------- */
+#define BPE_NONE INT32_MAX           /* rank of a pair that is not a merge */
+#define CACHE_MAX_WORDS (1u << 20)   /* cache is emptied when it grows beyond */
+#define CACHE_MAX_IDS (1u << 26)
+
+struct pt_bpe {
+    hmap tok;      /* token bytes -> id */
+    hmap rank;     /* first bytes ',' second bytes -> merge rank (JS key) */
+    hmap cache;    /* word bytes -> (offset in cids, count) */
+    ivec cids;     /* ids of cached words */
+    char *decpool; /* bytes of every token, indexed by decoff/declen */
+    uint32_t *decoff, *declen; /* declen[id] == UINT32_MAX: id unused */
+    int vocab;
+    int eot;
+    int16_t byte_of_cp[324]; /* byte-level code point -> byte, -1 if none */
+    uint32_t cp_of_byte[256];
+    pcre2_code *re;
+    pcre2_match_data *md;
+    /* scratch for one word: pieces (start, length), pair ranks */
+    uint32_t *st, *ln, *orig;
+    int32_t *r;
+    unsigned char *chg;
+    char *key;
+    size_t scap;
+};
+
+/* GPT-2's bytes_to_unicode(): printable bytes map to themselves, the other 68
+ * to U+0100.. in byte order (openai/gpt-2 src/encoder.py). */
+static void init_byte_map(pt_bpe *t)
+{
+    int n = 0;
+    for (int i = 0; i < 324; i++) t->byte_of_cp[i] = -1;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        uint32_t cp = printable ? (uint32_t)b : (uint32_t)(256 + n++);
+        t->cp_of_byte[b] = cp;
+        t->byte_of_cp[cp] = (int16_t)b;
+    }
+}
+
+/* Convert a byte-level unicode token (UTF-8) to its raw bytes in `out`
+ * (capacity >= strlen(s)).  Returns the length or -1 on a foreign character. */
+static long token_to_bytes(const pt_bpe *t, const char *s, size_t len, unsigned char *out)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+    long n = 0;
+    while (i < len) {
+        uint32_t cp;
+        if (u[i] < 0x80) {
+            cp = u[i];
+            i += 1;
+        } else if ((u[i] & 0xE0) == 0xC0 && i + 1 < len && (u[i + 1] & 0xC0) == 0x80) {
+            cp = ((uint32_t)(u[i] & 0x1F) << 6) | (u[i + 1] & 0x3F);
+            i += 2;
+        } else {
+            return -1; /* byte-level characters are all below U+0800 */
+        }
+        if (cp >= 324 || t->byte_of_cp[cp] < 0) return -1;
+        out[n++] = (unsigned char)t->byte_of_cp[cp];
+    }
+    return n;
+}
+
+static int read_whole(const char *path, char **buf, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 20, n = 0;
+    char *b = malloc(cap + 1);
+    if (!b) {
+        fclose(f);
+        return pt_fail(PT_ENOMEM, "out of memory reading %s", path);
+    }
+    for (;;) {
+        if (n == cap) {
+            char *nb = realloc(b, cap * 2 + 1);
+            if (!nb) {
+                free(b);
+                fclose(f);
+                return pt_fail(PT_ENOMEM, "out of memory reading %s", path);
+            }
+            b = nb;
+            cap *= 2;
+        }
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (err) {
+        free(b);
+        return pt_fail(PT_EIO, "error reading %s", path);
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return PT_OK;
+}
+
+static int load_encoder(pt_bpe *t, const char *path)
+{
+    json_error_t jerr;
+    json_t *root = json_load_file(path, 0, &jerr);
+    if (!root) {
+        FILE *f = fopen(path, "rb");
+        if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
+        fclose(f);
+        return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
+    }
+    int rc = PT_OK;
+    unsigned char *tmp = NULL;
+    if (!json_is_object(root) || json_object_size(root) == 0) {
+        rc = pt_fail(PT_EFORMAT, "%s: expected a JSON object {token: id}", path);
+        goto out;
+    }
+    size_t n = json_object_size(root);
+    rc = hmap_init(&t->tok, n * 2 + 16);
+    if (rc) goto out;
+    const char *k;
+    json_t *v;
+    long maxid = -1;
+    size_t poolneed = 0;
+    json_object_foreach(root, k, v) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 24)) {
+            rc = pt_fail(PT_EFORMAT, "%s: id of token \"%.40s\" is not an integer in [0, 16777216)", path, k);
+            goto out;
+        }
+        if (json_integer_value(v) > maxid) maxid = (long)json_integer_value(v);
+        poolneed += strlen(k);
+    }
+    t->vocab = (int)maxid + 1;
+    t->decoff = malloc((size_t)t->vocab * sizeof *t->decoff);
+    t->declen = malloc((size_t)t->vocab * sizeof *t->declen);
+    t->decpool = malloc(poolneed + 1);
+    tmp = malloc(poolneed + 1);
+    if (!t->decoff || !t->declen || !t->decpool || !tmp) {
+        rc = pt_fail(PT_ENOMEM, "out of memory loading %s", path);
+        goto out;
+    }
+    for (int i = 0; i < t->vocab; i++) t->declen[i] = UINT32_MAX;
+    size_t pl = 0;
+    json_object_foreach(root, k, v) {
+        size_t kl = strlen(k);
+        long bl = token_to_bytes(t, k, kl, tmp);
+        if (bl < 0) {
+            rc = pt_fail(PT_EFORMAT, "%s: token \"%.40s\" has a character outside GPT-2's byte-level alphabet", path, k);
+            goto out;
+        }
+        int id = (int)json_integer_value(v);
+        rc = hmap_put(&t->tok, tmp, (size_t)bl, id, 0);
+        if (rc) goto out;
+        memcpy(t->decpool + pl, tmp, (size_t)bl);
+        t->decoff[id] = (uint32_t)pl;
+        t->declen[id] = (uint32_t)bl;
+        pl += (size_t)bl;
+    }
+    hent *e = hmap_find(&t->tok, "<|endoftext|>", 13, hash_bytes("<|endoftext|>", 13));
+    t->eot = e ? e->v0 : -1;
+out:
+    free(tmp);
+    json_decref(root);
+    return rc;
+}
+
+static int is_js_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
+
+/* vocab.bpe as Encoder.js reads it: split on '\n', drop the first ("#version")
+ * and the last element, split each line on white space; rank = line index. */
+static int load_merges(pt_bpe *t, const char *path)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = read_whole(path, &buf, &len);
+    if (rc) return rc;
+    unsigned char *tmp = malloc(len + 2);
+    if (!tmp) {
+        free(buf);
+        return pt_fail(PT_ENOMEM, "out of memory loading %s", path);
+    }
+    rc = hmap_init(&t->rank, 131072);
+    if (rc) goto out;
+    /* element boundaries */
+    char *first_nl = memchr(buf, '\n', len);
+    char *last_nl = NULL;
+    for (size_t i = len; i > 0; i--)
+        if (buf[i - 1] == '\n') {
+            last_nl = buf + i - 1;
+            break;
+        }
+    if (!first_nl || first_nl == last_nl) {
+        rc = pt_fail(PT_EFORMAT, "%s: no merges (expected a \"#version\" line then \"a b\" lines)", path);
+        goto out;
+    }
+    int32_t rank = 0;
+    long lineno = 2;
+    for (char *p = first_nl + 1; p <= last_nl; lineno++, rank++) {
+        char *eol = memchr(p, '\n', (size_t)(last_nl - p) + 1);
+        /* fields */
+        char *f[3];
+        size_t fl[3];
+        int nf = 0;
+        char *q = p;
+        while (q < eol) {
+            while (q < eol && is_js_space((unsigned char)*q)) q++;
+            if (q >= eol) break;
+            char *s = q;
+            while (q < eol && !is_js_space((unsigned char)*q)) q++;
+            if (nf < 3) {
+                f[nf] = s;
+                fl[nf] = (size_t)(q - s);
+            }
+            nf++;
+        }
+        if (nf != 2) {
+            rc = pt_fail(PT_EFORMAT, "%s:%ld: expected two tokens \"a b\", found %d", path, lineno, nf);
+            goto out;
+        }
+        long a = token_to_bytes(t, f[0], fl[0], tmp);
+        long b = a < 0 ? -1 : token_to_bytes(t, f[1], fl[1], tmp + a + 1);
+        if (a < 0 || b < 0) {
+            rc = pt_fail(PT_EFORMAT, "%s:%ld: character outside GPT-2's byte-level alphabet", path, lineno);
+            goto out;
+        }
+        tmp[a] = ',';
+        rc = hmap_put(&t->rank, tmp, (size_t)(a + 1 + b), rank, 0); /* later rank wins, as in JS */
+        if (rc) goto out;
+        p = eol + 1;
+    }
+out:
+    free(tmp);
+    free(buf);
+    return rc;
+}
+
+/* ECMAScript \s: WhiteSpace (TAB VT FF SP NBSP ZWNBSP + Zs) and LineTerminator. */
+#define JS_WS "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}\\x{FEFF}"
+static const char *const PRETOK_PATTERN =
+    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_WS "\\p{L}\\p{N}]+"
+    "|[" JS_WS "]+(?![^" JS_WS "])|[" JS_WS "]+";
+
+int pt_bpe_load(pt_bpe **out, const char *dir)
+{
+    if (!out || !dir) return pt_fail(PT_EINVAL, "pt_bpe_load: NULL argument");
+    *out = NULL;
+    uint32_t unicode = 0;
+    if (pcre2_config(PCRE2_CONFIG_UNICODE, &unicode) < 0 || !unicode)
+        return pt_fail(PT_EUNSUPP, "PCRE2 was built without Unicode support; the GPT-2 tokenizer needs it");
+    pt_bpe *t = calloc(1, sizeof *t);
+    if (!t) return pt_fail(PT_ENOMEM, "out of memory for the tokenizer");
+    init_byte_map(t);
+    size_t dl = strlen(dir);
+    char *path = malloc(dl + 16);
+    int rc;
+    if (!path) {
+        rc = pt_fail(PT_ENOMEM, "out of memory");
+        goto fail;
+    }
+    snprintf(path, dl + 16, "%s/encoder.json", dir);
+    rc = load_encoder(t, path);
+    if (rc) goto fail;
+    snprintf(path, dl + 16, "%s/vocab.bpe", dir);
+    rc = load_merges(t, path);
+    if (rc) goto fail;
+    rc = hmap_init(&t->cache, 65536);
+    if (rc) goto fail;
+
+    int errcode;
+    PCRE2_SIZE erroff;
+    t->re = pcre2_compile((PCRE2_SPTR)PRETOK_PATTERN, PCRE2_ZERO_TERMINATED,
+                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode, &erroff, NULL);
+    if (!t->re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(errcode, msg, sizeof msg);
+        rc = pt_fail(PT_EUNSUPP, "PCRE2 cannot compile the GPT-2 pattern at offset %zu: %s", (size_t)erroff, (char *)msg);
+        goto fail;
+    }
+    (void)pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* interpreter if JIT is unavailable */
+    t->md = pcre2_match_data_create_from_pattern(t->re, NULL);
+    if (!t->md) {
+        rc = pt_fail(PT_ENOMEM, "out of memory for PCRE2 match data");
+        goto fail;
+    }
+    free(path);
+    *out = t;
+    return PT_OK;
+fail:
+    free(path);
+    pt_bpe_free(t);
+    return rc;
+}
+
+void pt_bpe_free(pt_bpe *t)
+{
+    if (!t) return;
+    hmap_free(&t->tok);
+    hmap_free(&t->rank);
+    hmap_free(&t->cache);
+    free(t->cids.v);
+    free(t->decpool);
+    free(t->decoff);
+    free(t->declen);
+    if (t->md) pcre2_match_data_free(t->md);
+    if (t->re) pcre2_code_free(t->re);
+    free(t->st);
+    free(t->ln);
+    free(t->orig);
+    free(t->r);
+    free(t->chg);
+    free(t->key);
+    free(t);
+}
+
+int pt_bpe_vocab_size(const pt_bpe *t) { return t ? t->vocab : 0; }
+int pt_bpe_eot(const pt_bpe *t) { return t ? t->eot : -1; }
+
+static int scratch_reserve(pt_bpe *t, size_t L)
+{
+    if (L <= t->scap) return PT_OK;
+    size_t c = t->scap ? t->scap : 64;
+    while (c < L) c *= 2;
+    uint32_t *st = realloc(t->st, c * sizeof *st);
+    if (st) t->st = st;
+    uint32_t *ln = realloc(t->ln, c * sizeof *ln);
+    if (ln) t->ln = ln;
+    uint32_t *orig = realloc(t->orig, c * sizeof *orig);
+    if (orig) t->orig = orig;
+    int32_t *r = realloc(t->r, c * sizeof *r);
+    if (r) t->r = r;
+    unsigned char *chg = realloc(t->chg, c);
+    if (chg) t->chg = chg;
+    char *key = realloc(t->key, c + 1);
+    if (key) t->key = key;
+    if (!st || !ln || !orig || !r || !chg || !key)
+        return pt_fail(PT_ENOMEM, "bpe: out of memory for a %zu-byte word", L);
+    t->scap = c;
+    return PT_OK;
+}
+
+/* Rank of merging the adjacent pieces w[s, s+a) and w[s+a, s+a+b), looked up
+ * by Encoder.js's key "first,second". */
+static int32_t pair_rank(pt_bpe *t, const unsigned char *w, uint32_t s, uint32_t a, uint32_t b)
+{
+    memcpy(t->key, w + s, a);
+    t->key[a] = ',';
+    memcpy(t->key + a + 1, w + s + a, b);
+    size_t kl = (size_t)a + 1 + b;
+    hent *e = hmap_find(&t->rank, t->key, kl, hash_bytes(t->key, kl));
+    return e ? e->v0 : BPE_NONE;
+}
+
+/* BPE of one pre-token (Encoder.js bpe()): repeatedly merge every occurrence
+ * of the lowest-ranked adjacent pair (right-most on ties) until no adjacent
+ * pair is a merge.  Appends the pieces' ids to `out`.  Pair ranks are kept
+ * between rounds and recomputed only next to merged pieces. */
+static int bpe_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
+{
+    if (L >= UINT32_MAX) return pt_fail(PT_EINVAL, "bpe: pre-token of %zu bytes is too long", L);
+    int rc = scratch_reserve(t, L);
+    if (rc) return rc;
+    uint32_t *st = t->st, *ln = t->ln, *orig = t->orig;
+    int32_t *r = t->r;
+    unsigned char *chg = t->chg;
+    size_t n = L;
+    for (size_t i = 0; i < n; i++) {
+        st[i] = (uint32_t)i;
+        ln[i] = 1;
+    }
+    for (size_t i = 0; i + 1 < n; i++) r[i] = pair_rank(t, w, st[i], 1, 1);
+    while (n > 1) {
+        int32_t best = BPE_NONE;
+        size_t b = SIZE_MAX;
+        for (size_t i = 0; i + 1 < n; i++)
+            if (r[i] != BPE_NONE && r[i] <= best) {
+                best = r[i];
+                b = i;
+            }
+        if (b == SIZE_MAX) break;
+        const unsigned char *F = w + st[b], *S = w + st[b + 1];
+        uint32_t fl = ln[b], sl = ln[b + 1];
+        size_t k = 0, i = 0;
+        while (i < n) {
+            if (i + 1 < n && ln[i] == fl && ln[i + 1] == sl && memcmp(w + st[i], F, fl) == 0 &&
+                memcmp(w + st[i + 1], S, sl) == 0) {
+                st[k] = st[i];
+                ln[k] = fl + sl;
+                chg[k] = 1;
+                orig[k++] = (uint32_t)i;
+                i += 2;
+            } else {
+                st[k] = st[i];
+                ln[k] = ln[i];
+                chg[k] = 0;
+                orig[k++] = (uint32_t)i;
+                i += 1;
+            }
+        }
+        /* orig[j] >= j, so r[orig[j]] is read before it is overwritten */
+        for (size_t j = 0; j + 1 < k; j++)
+            r[j] = (chg[j] || chg[j + 1]) ? pair_rank(t, w, st[j], ln[j], ln[j + 1]) : r[orig[j]];
+        n = k;
+    }
+    rc = ivec_reserve(out, n);
+    if (rc) return rc;
+    for (size_t i = 0; i < n; i++) {
+        hent *e = hmap_find(&t->tok, w + st[i], ln[i], hash_bytes(w + st[i], ln[i]));
+        if (!e)
+            return pt_fail(PT_EINVAL, "bpe: merged piece of %u bytes is not in the vocabulary (colliding merge keys)", ln[i]);
+        out->v[out->n++] = e->v0;
+    }
+    return PT_OK;
+}
+
+/* Encode one pre-token through the word cache. */
+static int encode_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
+{
+    if (L == 0) return PT_OK;
+    uint64_t h = hash_bytes(w, L);
+    hent *e = hmap_find(&t->cache, w, L, h);
+    int rc;
+    if (e) {
+        rc = ivec_reserve(out, (size_t)e->v1);
+        if (rc) return rc;
+        memcpy(out->v + out->n, t->cids.v + e->v0, (size_t)e->v1 * sizeof(int32_t));
+        out->n += (size_t)e->v1;
+        return PT_OK;
+    }
+    size_t before = out->n;
+    rc = bpe_word(t, w, L, out);
+    if (rc) return rc;
+    size_t cnt = out->n - before;
+    if (t->cache.n >= CACHE_MAX_WORDS || t->cids.n + cnt > CACHE_MAX_IDS || L > 4096) {
+        if (L > 4096) return PT_OK; /* do not cache huge pre-tokens */
+        hmap_clear(&t->cache);
+        t->cids.n = 0;
+    }
+    rc = ivec_reserve(&t->cids, cnt);
+    if (rc) return rc;
+    memcpy(t->cids.v + t->cids.n, out->v + before, cnt * sizeof(int32_t));
+    rc = hmap_put(&t->cache, w, L, (int32_t)t->cids.n, (int32_t)cnt);
+    if (rc) return rc;
+    t->cids.n += cnt;
+    return PT_OK;
+}
+
+int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t *n)
+{
+    if (!t || (!text && len) || !ids || !n) return pt_fail(PT_EINVAL, "pt_bpe_encode: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    ivec out = { 0 };
+    const unsigned char *u = (const unsigned char *)text;
+    size_t pos = 0;
+    int rc = PT_OK;
+    while (pos < len) {
+        int m = pcre2_match(t->re, (PCRE2_SPTR)u, len, pos, 0, t->md, NULL);
+        size_t ms, me;
+        if (m == PCRE2_ERROR_NOMATCH) {
+            ms = me = len;
+        } else if (m < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(m, msg, sizeof msg);
+            rc = pt_fail(PT_EINVAL, "bpe: PCRE2 match failed at byte %zu: %s", pos, (char *)msg);
+            break;
+        } else {
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+            ms = ov[0];
+            me = ov[1];
+            if (me <= ms) me = ms + 1; /* the pattern never matches empty; be safe */
+        }
+        /* bytes the pattern skipped (invalid UTF-8) are encoded byte-level as one piece */
+        if (ms > pos && (rc = encode_word(t, u + pos, ms - pos, &out))) break;
+        if (me > ms && (rc = encode_word(t, u + ms, me - ms, &out))) break;
+        pos = me;
+    }
+    if (rc) {
+        free(out.v);
+        return rc;
+    }
+    if (out.n == 0) {
+        free(out.v);
+        out.v = NULL;
+    }
+    *ids = out.v;
+    *n = out.n;
+    return PT_OK;
+}
+
+int pt_bpe_decode(const pt_bpe *t, const int32_t *ids, size_t n, char **text, size_t *len)
+{
+    if (!t || (!ids && n) || !text || !len) return pt_fail(PT_EINVAL, "pt_bpe_decode: NULL argument");
+    *text = NULL;
+    *len = 0;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= t->vocab || t->declen[ids[i]] == UINT32_MAX)
+            return pt_fail(PT_EINVAL, "token id %ld at position %zu is not in the vocabulary [0, %d)",
+                           (long)ids[i], i, t->vocab);
+        total += t->declen[ids[i]];
+    }
+    char *s = malloc(total + 1);
+    if (!s) return pt_fail(PT_ENOMEM, "out of memory decoding %zu tokens (%zu bytes)", n, total);
+    size_t p = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(s + p, t->decpool + t->decoff[ids[i]], t->declen[ids[i]]);
+        p += t->declen[ids[i]];
+    }
+    s[p] = 0;
+    *text = s;
+    *len = p;
+    return PT_OK;
+}

@@ -1,0 +1,279 @@
+/* Token shards and the batch loader (format and semantics in shard.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "data/shard.h"
+#include "core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define FNV_BASIS 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+
+static uint64_t fnv_update(uint64_t h, const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= FNV_PRIME;
+    }
+    return h;
+}
+
+uint64_t pt_fnv1a64(const void *data, size_t n) { return fnv_update(FNV_BASIS, data, n); }
+
+static void put_u32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static void put_u64(unsigned char *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static uint32_t get_u32(const unsigned char *p)
+{
+    uint32_t v = 0;
+    for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+static uint64_t get_u64(const unsigned char *p)
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+static int host_is_little_endian(void)
+{
+    const uint16_t one = 1;
+    return *(const unsigned char *)&one == 1;
+}
+
+void pt_shard_close(pt_shard *s)
+{
+    if (!s) return;
+    if (s->map_) munmap(s->map_, s->map_bytes_);
+    memset(s, 0, sizeof *s);
+}
+
+int pt_shard_open(pt_shard *s, const char *path)
+{
+    if (!s || !path) return pt_fail(PT_EINVAL, "pt_shard_open: NULL argument");
+    memset(s, 0, sizeof *s);
+    if (!host_is_little_endian())
+        return pt_fail(PT_EUNSUPP, "%s: token shards are little-endian; this host is big-endian", path);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return pt_fail(PT_EIO, "cannot open token shard %s: %s", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot stat %s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pt_fail(PT_EIO, "%s is not a regular file", path);
+    }
+    uint64_t size = (uint64_t)sb.st_size;
+    unsigned char h[PT_SHARD_HEADER_BYTES];
+    size_t want = size < sizeof h ? (size_t)size : sizeof h;
+    ssize_t got = want ? pread(fd, h, want, 0) : 0;
+    if (got < 0 || (size_t)got != want) {
+        int e = got < 0 ? errno : EIO;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot read the header of %s: %s", path, strerror(e));
+    }
+    if (size < 8 || memcmp(h, PT_SHARD_MAGIC, 8) != 0) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "%s is not a ptrain token shard (no \"PTRNTOK\" magic in its first 8 bytes)", path);
+    }
+    if (size < PT_SHARD_HEADER_BYTES) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "%s: truncated token shard: header needs %d bytes, file has %llu", path,
+                       PT_SHARD_HEADER_BYTES, (unsigned long long)size);
+    }
+    uint32_t version = get_u32(h + 8), bpt = get_u32(h + 12);
+    uint64_t ntok = get_u64(h + 16), checksum = get_u64(h + 32);
+    uint32_t vocab = get_u32(h + 24), eot = get_u32(h + 28);
+    int rc = PT_OK;
+    if (version != PT_SHARD_VERSION)
+        rc = pt_fail(PT_EFORMAT, "%s: token shard version %u is not supported (this build reads version %d)", path,
+                     version, PT_SHARD_VERSION);
+    else if (bpt != 2)
+        rc = pt_fail(PT_EFORMAT, "%s: %u bytes per token is not supported (valid: 2)", path, bpt);
+    else if (vocab < 1 || vocab > 65536 || eot >= vocab)
+        rc = pt_fail(PT_EFORMAT, "%s: bad header: vocab_size %u, eot_id %u (need eot_id < vocab_size <= 65536)", path,
+                     vocab, eot);
+    else {
+        uint64_t expect = ntok > (UINT64_MAX - PT_SHARD_HEADER_BYTES) / 2 ? UINT64_MAX
+                                                                          : PT_SHARD_HEADER_BYTES + 2 * ntok;
+        if (expect == UINT64_MAX)
+            rc = pt_fail(PT_EFORMAT, "%s: truncated token shard: header says %llu tokens, more than 2^64 bytes; file has %llu bytes",
+                         path, (unsigned long long)ntok, (unsigned long long)size);
+        else if (expect != size)
+            rc = pt_fail(PT_EFORMAT, "%s: %s token shard: header says %llu tokens = %llu bytes, file has %llu bytes",
+                         path, expect > size ? "truncated" : "over-long", (unsigned long long)ntok,
+                         (unsigned long long)expect, (unsigned long long)size);
+    }
+    if (rc) {
+        close(fd);
+        return rc;
+    }
+    if ((uint64_t)(size_t)size != size) {
+        close(fd);
+        return pt_fail(PT_EUNSUPP, "%s: %llu bytes do not fit this address space", path, (unsigned long long)size);
+    }
+    void *map = mmap(NULL, (size_t)size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int e = errno;
+    close(fd);
+    if (map == MAP_FAILED) return pt_fail(PT_EIO, "cannot mmap %s (%llu bytes): %s", path, (unsigned long long)size, strerror(e));
+    const unsigned char *payload = (const unsigned char *)map + PT_SHARD_HEADER_BYTES;
+    const uint16_t *tok = (const uint16_t *)(const void *)payload;
+    uint64_t sum = fnv_update(FNV_BASIS, payload, (size_t)(2 * ntok));
+    if (sum != checksum) {
+        munmap(map, (size_t)size);
+        return pt_fail(PT_EFORMAT, "%s: checksum mismatch: header says %016llx, payload hashes to %016llx (corrupted file)",
+                       path, (unsigned long long)checksum, (unsigned long long)sum);
+    }
+    for (uint64_t i = 0; i < ntok; i++)
+        if (tok[i] >= vocab) {
+            unsigned id = tok[i];
+            munmap(map, (size_t)size);
+            return pt_fail(PT_EFORMAT, "%s: token %llu has id %u >= vocab_size %u", path, (unsigned long long)i, id,
+                           vocab);
+        }
+    s->tokens = tok;
+    s->ntokens = ntok;
+    s->vocab_size = vocab;
+    s->eot_id = eot;
+    s->checksum = checksum;
+    s->map_ = map;
+    s->map_bytes_ = (size_t)size;
+    return PT_OK;
+}
+
+static int write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id)
+{
+    if (!path || (!ids && n)) return pt_fail(PT_EINVAL, "pt_shard_write: NULL argument");
+    if (vocab_size < 1 || vocab_size > 65536)
+        return pt_fail(PT_EINVAL, "vocab_size %u does not fit a 2-byte token shard (valid: 1..65536)", vocab_size);
+    if (eot_id >= vocab_size)
+        return pt_fail(PT_EINVAL, "eot_id %u is not below vocab_size %u", eot_id, vocab_size);
+    for (uint64_t i = 0; i < n; i++)
+        if (ids[i] < 0 || (uint32_t)ids[i] >= vocab_size)
+            return pt_fail(PT_EINVAL, "token %llu has id %ld, outside [0, %u)", (unsigned long long)i, (long)ids[i],
+                           vocab_size);
+    size_t pl = strlen(path);
+    char *tmp = malloc(pl + 16);
+    if (!tmp) return pt_fail(PT_ENOMEM, "out of memory");
+    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        int e = errno;
+        free(tmp);
+        return pt_fail(PT_EIO, "cannot create a temporary file next to %s: %s", path, strerror(e));
+    }
+    unsigned char h[PT_SHARD_HEADER_BYTES] = { 0 };
+    unsigned char buf[1 << 16];
+    uint64_t sum = FNV_BASIS;
+    int rc = PT_OK;
+    const char *what = "write";
+    if (write_all(fd, h, sizeof h) != 0) goto ioerr;
+    for (uint64_t i = 0; i < n;) {
+        size_t k = 0;
+        for (; i < n && k < sizeof buf; i++, k += 2) {
+            buf[k] = (unsigned char)(ids[i] & 0xff);
+            buf[k + 1] = (unsigned char)((ids[i] >> 8) & 0xff);
+        }
+        sum = fnv_update(sum, buf, k);
+        if (write_all(fd, buf, k) != 0) goto ioerr;
+    }
+    memcpy(h, PT_SHARD_MAGIC, 8); /* includes the NUL */
+    put_u32(h + 8, PT_SHARD_VERSION);
+    put_u32(h + 12, 2);
+    put_u64(h + 16, n);
+    put_u32(h + 24, vocab_size);
+    put_u32(h + 28, eot_id);
+    put_u64(h + 32, sum);
+    if (pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h) goto ioerr;
+    what = "fchmod";
+    if (fchmod(fd, 0644) != 0) goto ioerr;
+    what = "fsync";
+    if (fsync(fd) != 0) goto ioerr;
+    what = "close";
+    if (close(fd) != 0) {
+        fd = -1;
+        goto ioerr;
+    }
+    fd = -1;
+    what = "rename";
+    if (rename(tmp, path) != 0) goto ioerr;
+    /* make the rename durable: fsync the directory (best effort) */
+    {
+        char *dir = strdup(path);
+        if (dir) {
+            char *slash = strrchr(dir, '/');
+            const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
+            int dfd = open(d, O_RDONLY);
+            if (dfd >= 0) {
+                (void)fsync(dfd);
+                close(dfd);
+            }
+            free(dir);
+        }
+    }
+    free(tmp);
+    return PT_OK;
+ioerr:
+    rc = pt_fail(PT_EIO, "cannot write token shard %s (%s failed): %s", path, what, strerror(errno));
+    if (fd >= 0) close(fd);
+    unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+int pt_loader_batch(const pt_shard *s, long step, int B_global, int T, int first_seq, int nseq, int32_t *inputs,
+                    int32_t *targets)
+{
+    if (!s || !inputs || !targets) return pt_fail(PT_EINVAL, "pt_loader_batch: NULL argument");
+    if (step < 0) return pt_fail(PT_EINVAL, "loader: step %ld is negative", step);
+    if (B_global < 1 || T < 1)
+        return pt_fail(PT_EINVAL, "loader: global batch %d and sequence length %d must both be >= 1", B_global, T);
+    if (first_seq < 0 || nseq < 1 || first_seq > B_global - nseq)
+        return pt_fail(PT_EINVAL, "loader: sequences %d..%d are outside the global batch of %d", first_seq,
+                       first_seq + nseq - 1, B_global);
+    if (!s->tokens || s->ntokens < (uint64_t)T + 2)
+        return pt_fail(PT_EINVAL, "loader: shard has %llu tokens, sequence length %d needs at least %d",
+                       (unsigned long long)s->ntokens, T, T + 2);
+    unsigned __int128 span = (unsigned __int128)(s->ntokens - (uint64_t)T - 1);
+    for (int j = 0; j < nseq; j++) {
+        unsigned __int128 seq = (unsigned __int128)(uint64_t)step * (uint64_t)B_global + (uint64_t)(first_seq + j);
+        uint64_t off = (uint64_t)((seq * (uint64_t)T) % span);
+        const uint16_t *src = s->tokens + off;
+        int32_t *in = inputs + (size_t)j * (size_t)T, *tg = targets + (size_t)j * (size_t)T;
+        for (int t = 0; t < T; t++) {
+            in[t] = src[t];
+            tg[t] = src[t + 1];
+        }
+    }
+    return PT_OK;
+}

