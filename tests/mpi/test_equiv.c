@@ -197,7 +197,14 @@ int main(int argc, char **argv)
         double le = fabs((double)loss - rloss) / fabs(rloss);
         report(le < 2e-6, "step %d: loss %.6f equals reference %.6f (rel err %.2e)", s + 1, loss, rloss, le);
         e = max_world(compare(&m, &ref, 1, 0, &ctx, worst, sizeof worst));
-        report(e < 1e-4, "step %d: every gradient equals the reference's shard (max rel err %.2e, worst %s)", s + 1, e, worst);
+        /* Step 1 starts from bit-identical parameters: fp32 summation order is
+         * the only difference (1e-4 of each tensor's largest gradient).  Later
+         * steps start from parameters that AdamW moved apart by up to 1e-2 lr
+         * (see the parameter check below), so the bound is 1e-3; a missing or
+         * wrong reduction is off by O(1) (e.g. 0.5 with a row-parallel
+         * allreduce left out). */
+        double gtol = s == 0 ? 1e-4 : 1e-3;
+        report(e < gtol, "step %d: every gradient equals the reference's shard (max rel err %.2e < %.0e, worst %s)", s + 1, e, gtol, worst);
 
         if (s == 0) {
             const uint64_t N = (uint64_t)Bl * T, Sx = N * C * 4;
