@@ -6,6 +6,7 @@
 //   node gpt2_ref.js decode PKGDIR FILE       FILE holds ids; write the decoded text to stdout
 //   node gpt2_ref.js samples JSON OUTDIR      write each string of the JSON array to OUTDIR/sample-NNN.txt
 //   node gpt2_ref.js random OUTDIR COUNT      write COUNT fresh random valid UTF-8 texts to OUTDIR/random-NNN.txt
+//                                             and one long random word to OUTDIR/random-long.txt
 //
 // Encoder.js's encode() concatenates arrays token by token (quadratic), so a
 // large text is encoded in chunks of whole pre-tokens, cut after a match of
@@ -130,7 +131,12 @@ if (cmd === 'encode') {
   if (args.length !== 2) die('usage: random OUTDIR COUNT');
   const n = Number(args[1]);
   for (let i = 0; i < n; i++) fs.writeFileSync(path.join(args[0], 'random-' + String(i).padStart(3, '0') + '.txt'), randomText());
-  console.log(n);
+  // one long word (many merge rounds): 1500..2500 letters, a few accented
+  let w = '';
+  const len = 1500 + rnd(1000);
+  for (let i = 0; i < len; i++) w += rnd(50) === 0 ? 'éèàüößçñ'[rnd(8)] : String.fromCharCode(97 + rnd(26));
+  fs.writeFileSync(path.join(args[0], 'random-long.txt'), w);
+  console.log(n + 1);
 } else {
   die('unknown command ' + JSON.stringify(cmd) + ' (valid: encode, decode, samples, random)');
 }

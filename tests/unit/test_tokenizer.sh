@@ -5,7 +5,7 @@
 #    numbers, punctuation runs, runs of spaces/newlines/tabs, trailing white
 #    space, accents, CJK, emoji, Unicode white space that JS's \s does and
 #    PCRE's \s does not treat alike (U+0085, U+180E, U+FEFF, U+2028)
-#  - 40 random valid UTF-8 texts generated fresh each run
+#  - 40 random valid UTF-8 texts and one long random word, fresh each run
 #  - decode(encode(x)) == x, also for random bytes that are not UTF-8
 #  - prepare: train/val split sizes and contents; one-line errors, exit 2
 # Skips when node or the tokenizer package is missing.
