@@ -16,17 +16,20 @@ summarize() { # $1 = build dir: add its test-suite.log counts
     local log=$1/test-suite.log
     [ -f "$log" ] || return 0
     local p f s x e
-    p=$(sed -n 's/^# PASS: *//p' "$log" | head -1); f=$(sed -n 's/^# FAIL: *//p' "$log" | head -1)
-    s=$(sed -n 's/^# SKIP: *//p' "$log" | head -1); x=$(sed -n 's/^# XPASS: *//p' "$log" | head -1)
-    e=$(sed -n 's/^# ERROR: *//p' "$log" | head -1)
+    p=$(sed -n '0,/^# PASS: */s/^# PASS: *//p' "$log"); f=$(sed -n '0,/^# FAIL: */s/^# FAIL: *//p' "$log")
+    s=$(sed -n '0,/^# SKIP: */s/^# SKIP: *//p' "$log"); x=$(sed -n '0,/^# XPASS: */s/^# XPASS: *//p' "$log")
+    e=$(sed -n '0,/^# ERROR: */s/^# ERROR: *//p' "$log")
     total_pass=$((total_pass + ${p:-0})); total_fail=$((total_fail + ${f:-0} + ${x:-0} + ${e:-0}))
     total_skip=$((total_skip + ${s:-0}))
 }
 show_failures() {
     local dir=$1
     echo "---- failing test logs ($dir) ----"
-    grep -lE '^(FAIL|ERROR)' "$dir"/tests/*/*.log "$dir"/tests/*.log 2>/dev/null | while read -r l; do
-        echo "== $l"; tail -n 60 "$l"; done
+    local l
+    for l in $(grep -lE '^(FAIL|ERROR)' "$dir"/tests/*/*.log 2>/dev/null || true); do
+        echo "== $l"; tail -n 60 "$l"
+    done
+    return 0
 }
 
 status=0
