@@ -11,18 +11,6 @@
 
 #define MAX_COUNT (1 << 20)
 
-static int util_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int util_fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* Decimal digits at *p into *v (1..MAX_COUNT); advances *p. */
 static int take_count(const char **p, long *v)
@@ -44,7 +32,7 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
                                   size_t errlen)
 {
     if (!s || !*s)
-        return util_fail(err, errlen, "empty tasks-per-node list (valid: e.g. \"2(x3),1\")");
+        return pt_plan_errf(err, errlen, "empty tasks-per-node list (valid: e.g. \"2(x3),1\")");
     const char *p = s;
     int n = 0;
     for (;;) {
@@ -57,7 +45,7 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
             p++;
         }
         if (reps > cap - n)
-            return util_fail(err, errlen, "tasks-per-node list '%s' names more than %d nodes", s,
+            return pt_plan_errf(err, errlen, "tasks-per-node list '%s' names more than %d nodes", s,
                              cap);
         for (long i = 0; i < reps; i++) out[n++] = (int)count;
         if (*p == '\0') break;
@@ -67,14 +55,14 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
     *nnodes = n;
     return 0;
 bad:
-    return util_fail(err, errlen, "malformed tasks-per-node list '%s' at offset %d (valid: "
+    return pt_plan_errf(err, errlen, "malformed tasks-per-node list '%s' at offset %d (valid: "
                      "comma-separated N or N(xR) with N, R >= 1, e.g. \"2(x3),1\")", s,
                      (int)(p - s));
 }
 
 int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, size_t errlen)
 {
-    if (!list || !*list) return util_fail(err, errlen, "empty host list");
+    if (!list || !*list) return pt_plan_errf(err, errlen, "empty host list");
     const char *p = list;
     size_t k = 0;
     while (*p && *p != ',' && *p != '[') {
@@ -85,14 +73,14 @@ int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, s
         /* First range of the bracket: "001-003,7" -> "001". */
         const char *q = p + 1;
         const char *close = strchr(q, ']');
-        if (!close) return util_fail(err, errlen, "unbalanced '[' in host list '%s'", list);
+        if (!close) return pt_plan_errf(err, errlen, "unbalanced '[' in host list '%s'", list);
         size_t digits = 0;
         while (q + digits < close && isdigit((unsigned char)q[digits])) digits++;
         if (digits == 0)
-            return util_fail(err, errlen, "empty or non-numeric range in host list '%s'", list);
+            return pt_plan_errf(err, errlen, "empty or non-numeric range in host list '%s'", list);
         char after = q[digits];
         if (after != '-' && after != ',' && after != ']')
-            return util_fail(err, errlen, "malformed range in host list '%s'", list);
+            return pt_plan_errf(err, errlen, "malformed range in host list '%s'", list);
         if (k + digits >= outlen) goto too_long;
         memcpy(out + k, q, digits);
         k += digits;
@@ -103,11 +91,11 @@ int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, s
             out[k++] = *p++;
         }
     }
-    if (k == 0) return util_fail(err, errlen, "host list '%s' starts with an empty name", list);
+    if (k == 0) return pt_plan_errf(err, errlen, "host list '%s' starts with an empty name", list);
     out[k] = '\0';
     return 0;
 too_long:
-    return util_fail(err, errlen, "first host name in '%s' is longer than %zu bytes", list,
+    return pt_plan_errf(err, errlen, "first host name in '%s' is longer than %zu bytes", list,
                      outlen ? outlen - 1 : 0);
 }
 
@@ -131,18 +119,18 @@ int pt_spank_conf_check(const pt_spank_conf *c, char *err, size_t errlen)
 {
     if (c->default_mode != PT_MODE_OFF && c->default_mode != PT_MODE_AUTO &&
         c->default_mode != PT_MODE_1D)
-        return util_fail(err, errlen, "invalid default_mode '%s' (valid: off, auto, 1d)",
+        return pt_plan_errf(err, errlen, "invalid default_mode '%s' (valid: off, auto, 1d)",
                          pt_mode_name(c->default_mode));
     if (c->default_mode != PT_MODE_OFF && !(c->allowed_modes & (1u << c->default_mode)))
-        return util_fail(err, errlen, "default_mode '%s' is not in allowed_modes",
+        return pt_plan_errf(err, errlen, "default_mode '%s' is not in allowed_modes",
                          pt_mode_name(c->default_mode));
     if (c->max_tp < 1 || c->max_tp > MAX_COUNT)
-        return util_fail(err, errlen, "invalid max_tp %d (valid: 1..%d)", c->max_tp, MAX_COUNT);
+        return pt_plan_errf(err, errlen, "invalid max_tp %d (valid: 1..%d)", c->max_tp, MAX_COUNT);
     if (c->master_port_base < 1024 || c->master_port_base > 65535)
-        return util_fail(err, errlen, "invalid master_port_base %d (valid: 1024..65535)",
+        return pt_plan_errf(err, errlen, "invalid master_port_base %d (valid: 1024..65535)",
                          c->master_port_base);
     if (c->master_port_count < 1 || c->master_port_base + c->master_port_count - 1 > 65535)
-        return util_fail(err, errlen, "invalid master_port_count %d with master_port_base %d "
+        return pt_plan_errf(err, errlen, "invalid master_port_count %d with master_port_base %d "
                          "(valid: 1..%d)", c->master_port_count, c->master_port_base,
                          65536 - c->master_port_base);
     return 0;
@@ -161,7 +149,7 @@ static int parse_int_text(const char *key, const char *v, int *out, char *err, s
     errno = 0;
     long x = strtol(v, &end, 10);
     if (!*v || *end || errno || x < -MAX_COUNT * 64L || x > MAX_COUNT * 64L)
-        return util_fail(err, errlen, "invalid %s='%s' (valid: an integer)", key, v);
+        return pt_plan_errf(err, errlen, "invalid %s='%s' (valid: an integer)", key, v);
     *out = (int)x;
     return 0;
 }
@@ -174,9 +162,9 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t err
     int rc = -1;
     if (config_read_file(&cfg, path) != CONFIG_TRUE) {
         if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-            util_fail(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : ENOENT));
+            pt_plan_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : ENOENT));
         else
-            util_fail(err, errlen, "%s:%d: %s", path, config_error_line(&cfg),
+            pt_plan_errf(err, errlen, "%s:%d: %s", path, config_error_line(&cfg),
                       config_error_text(&cfg));
         goto out;
     }
@@ -190,20 +178,20 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t err
         if (!name) continue;
         if (strcmp(name, "default_mode") == 0) {
             if (type != CONFIG_TYPE_STRING) {
-                util_fail(err, errlen, "%s:%d: default_mode must be a string (valid: \"off\", "
+                pt_plan_errf(err, errlen, "%s:%d: default_mode must be a string (valid: \"off\", "
                           "\"auto\", \"1d\")", path, line);
                 goto out;
             }
             char inner[160];
             if (parse_admin_mode(config_setting_get_string(s), &tmp.default_mode, inner,
                                  sizeof inner) < 0) {
-                util_fail(err, errlen, "%s:%d: default_mode: %s", path, line, inner);
+                pt_plan_errf(err, errlen, "%s:%d: default_mode: %s", path, line, inner);
                 goto out;
             }
         } else if (strcmp(name, "max_tp") == 0 || strcmp(name, "master_port_base") == 0 ||
                    strcmp(name, "master_port_count") == 0) {
             if (type != CONFIG_TYPE_INT) {
-                util_fail(err, errlen, "%s:%d: %s must be an integer", path, line, name);
+                pt_plan_errf(err, errlen, "%s:%d: %s must be an integer", path, line, name);
                 goto out;
             }
             int v = config_setting_get_int(s);
@@ -212,7 +200,7 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t err
             else tmp.master_port_count = v;
         } else if (strcmp(name, "allowed_modes") == 0) {
             if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
-                util_fail(err, errlen, "%s:%d: allowed_modes must be a list of mode strings, e.g. "
+                pt_plan_errf(err, errlen, "%s:%d: allowed_modes must be a list of mode strings, e.g. "
                           "[\"auto\", \"1d\"]", path, line);
                 goto out;
             }
@@ -224,26 +212,26 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t err
                 pt_mode mode;
                 char inner[160];
                 if (!txt) {
-                    util_fail(err, errlen, "%s:%d: allowed_modes element %d is not a string",
+                    pt_plan_errf(err, errlen, "%s:%d: allowed_modes element %d is not a string",
                               path, line, j);
                     goto out;
                 }
                 if (pt_mode_parse(txt, &mode, inner, sizeof inner) < 0) {
-                    util_fail(err, errlen, "%s:%d: allowed_modes: %s", path, line, inner);
+                    pt_plan_errf(err, errlen, "%s:%d: allowed_modes: %s", path, line, inner);
                     goto out;
                 }
                 mask |= 1u << mode;
             }
             tmp.allowed_modes = mask;
         } else {
-            util_fail(err, errlen, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
+            pt_plan_errf(err, errlen, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
                       "allowed_modes, master_port_base, master_port_count)", path, line, name);
             goto out;
         }
     }
     char inner[200];
     if (pt_spank_conf_check(&tmp, inner, sizeof inner) < 0) {
-        util_fail(err, errlen, "%s: %s", path, inner);
+        pt_plan_errf(err, errlen, "%s: %s", path, inner);
         goto out;
     }
     *c = tmp;
@@ -257,19 +245,19 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, char *err, size_t errle
 {
     const char *eq = strchr(arg, '=');
     if (!eq)
-        return util_fail(err, errlen, "plugstack argument '%s' is not key=value (valid keys: "
+        return pt_plan_errf(err, errlen, "plugstack argument '%s' is not key=value (valid keys: "
                          "config, default_mode, max_tp, master_port_base, master_port_count)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
     pt_spank_conf tmp = *c;
 #define KEY(k) (klen == strlen(k) && strncmp(arg, k, klen) == 0)
     if (KEY("config")) {
-        if (!*v) return util_fail(err, errlen, "plugstack argument config= needs a path");
+        if (!*v) return pt_plan_errf(err, errlen, "plugstack argument config= needs a path");
         return pt_spank_conf_load(v, c, err, errlen);
     } else if (KEY("default_mode")) {
         char inner[160];
         if (parse_admin_mode(v, &tmp.default_mode, inner, sizeof inner) < 0)
-            return util_fail(err, errlen, "plugstack default_mode: %s", inner);
+            return pt_plan_errf(err, errlen, "plugstack default_mode: %s", inner);
     } else if (KEY("max_tp")) {
         if (parse_int_text("max_tp", v, &tmp.max_tp, err, errlen) < 0) return -1;
     } else if (KEY("master_port_base")) {
@@ -279,13 +267,13 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, char *err, size_t errle
         if (parse_int_text("master_port_count", v, &tmp.master_port_count, err, errlen) < 0)
             return -1;
     } else {
-        return util_fail(err, errlen, "unknown plugstack argument '%s' (valid keys: config, "
+        return pt_plan_errf(err, errlen, "unknown plugstack argument '%s' (valid keys: config, "
                          "default_mode, max_tp, master_port_base, master_port_count)", arg);
     }
 #undef KEY
     char inner[200];
     if (pt_spank_conf_check(&tmp, inner, sizeof inner) < 0)
-        return util_fail(err, errlen, "plugstack argument '%s': %s", arg, inner);
+        return pt_plan_errf(err, errlen, "plugstack argument '%s': %s", arg, inner);
     *c = tmp;
     return 0;
 }

@@ -3,6 +3,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "topo/topo.h"
 #include "core/core.h"
+#include "topo/topo_priv.h"
 
 #include <hwloc.h>
 #include <ctype.h>
@@ -304,7 +305,7 @@ void pt_topo_update_nvlinks(pt_topo *t)
         }
 }
 
-static int alloc_matrices(pt_topo *t)
+int pt_topo_alloc_matrices_(pt_topo *t)
 {
     size_t g = (size_t)t->ngpus, n = (size_t)t->nnics, m = (size_t)t->nnuma;
     t->gg_class = calloc(g * g + 1, 1);
@@ -408,7 +409,7 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
     int thissystem = hwloc_topology_is_thissystem(h);
     for (int i = 0; i < t->ngpus; i++) t->gpu[i].minor = gpu_minor(t->gpu[i].pci.busid, i, thissystem);
 
-    int rc = alloc_matrices(t);
+    int rc = pt_topo_alloc_matrices_(t);
     if (rc) return rc;
     for (int i = 0; i < t->ngpus; i++) {
         hwloc_obj_t a = find_pci(h, t->gpu[i].pci.busid);

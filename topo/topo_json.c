@@ -2,6 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "topo/topo.h"
 #include "core/core.h"
+#include "topo/topo_priv.h"
 
 #include <jansson.h>
 #include <ctype.h>
@@ -291,16 +292,7 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         t->numa = calloc((size_t)t->nnuma, sizeof *t->numa);
         t->gpu = calloc((size_t)t->ngpus + 1, sizeof *t->gpu);
         t->nic = calloc((size_t)t->nnics + 1, sizeof *t->nic);
-        size_t g = (size_t)t->ngpus, n = (size_t)t->nnics, m = (size_t)t->nnuma;
-        t->gg_class = calloc(g * g + 1, 1);
-        t->gg_nvlinks = calloc(g * g + 1, sizeof(int));
-        t->gn_class = calloc(g * n + 1, 1);
-        t->nn_class = calloc(n * n + 1, 1);
-        t->gg_gbps = calloc(g * g + 1, sizeof(double));
-        t->gg_gbps_nop2p = calloc(g * g + 1, sizeof(double));
-        t->numa_gbps = calloc(m * m + 1, sizeof(double));
-        if (!t->numa || !t->gpu || !t->nic || !t->gg_class || !t->gg_nvlinks || !t->gn_class || !t->nn_class || !t->gg_gbps ||
-            !t->gg_gbps_nop2p || !t->numa_gbps)
+        if (!t->numa || !t->gpu || !t->nic || pt_topo_alloc_matrices_(t) != PT_OK)
             c.rc = pt_fail(PT_ENOMEM, "%s: out of memory", what);
     }
     for (int i = 0; !c.rc && i < t->nnuma; i++) {

@@ -15,10 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Write a one-line message into (err, errlen) and return -1. */
-static int plan_fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int plan_fail(char *err, size_t errlen, const char *fmt, ...)
+int pt_plan_errf(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err && errlen) {
         va_list ap;
@@ -40,14 +37,14 @@ const char *pt_mode_name(pt_mode m)
 
 int pt_mode_parse(const char *s, pt_mode *m, char *err, size_t errlen)
 {
-    if (!s) return plan_fail(err, errlen, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
+    if (!s) return pt_plan_errf(err, errlen, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
     for (int i = 0; i < N_MODES; i++) {
         if (strcmp(s, mode_names[i]) == 0) {
             if (m) *m = (pt_mode)i;
             return 0;
         }
     }
-    return plan_fail(err, errlen, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
+    return pt_plan_errf(err, errlen, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
 }
 
 void pt_plan_default(pt_plan *p)
@@ -94,7 +91,7 @@ static int order_parse(const char *s, char out[4], char *err, size_t errlen)
             return 0;
         }
     }
-    return plan_fail(err, errlen,
+    return pt_plan_errf(err, errlen,
                      "invalid rank order '%s' (valid: a permutation of D, P, T such as DPT, "
                      "or cluster, spread)", s);
 }
@@ -104,11 +101,11 @@ static int order_parse(const char *s, char out[4], char *err, size_t errlen)
 
 int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
 {
-    if (!p) return plan_fail(err, errlen, "no plan given");
+    if (!p) return pt_plan_errf(err, errlen, "no plan given");
     if ((int)p->mode < 0 || (int)p->mode >= N_MODES)
-        return plan_fail(err, errlen, "invalid mode value %d (valid: off, 1d)", (int)p->mode);
+        return pt_plan_errf(err, errlen, "invalid mode value %d (valid: off, 1d)", (int)p->mode);
     if (p->mode == PT_MODE_AUTO)
-        return plan_fail(err, errlen,
+        return pt_plan_errf(err, errlen,
                          "mode auto is a request, not a plan: resolve it first (concrete modes: "
                          "off, 1d)");
     struct { const char *name; int v; } sizes[] = {
@@ -117,46 +114,46 @@ int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].v < 1 || sizes[i].v > SIZE_MAX_VALUE)
-            return plan_fail(err, errlen, "invalid %s=%d (valid: 1..%d)", sizes[i].name,
+            return pt_plan_errf(err, errlen, "invalid %s=%d (valid: 1..%d)", sizes[i].name,
                              sizes[i].v, SIZE_MAX_VALUE);
     }
     if (p->zero < 0 || p->zero > 3)
-        return plan_fail(err, errlen, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
+        return pt_plan_errf(err, errlen, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
     if (p->ckpt_act != 0 && p->ckpt_act != 1)
-        return plan_fail(err, errlen, "invalid ckpt_act=%d (valid: 0, 1)", p->ckpt_act);
+        return pt_plan_errf(err, errlen, "invalid ckpt_act=%d (valid: 0, 1)", p->ckpt_act);
     if (p->offload != 0 && p->offload != 1)
-        return plan_fail(err, errlen, "invalid offload=%d (valid: 0, 1)", p->offload);
+        return pt_plan_errf(err, errlen, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !order_is_perm(p->rank_order))
-        return plan_fail(err, errlen,
+        return pt_plan_errf(err, errlen,
                          "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
                          p->rank_order);
 
     /* What this build can run. */
     if (p->mode != PT_MODE_OFF && p->mode != PT_MODE_1D)
-        return plan_fail(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
+        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
                          "1d, off)", pt_mode_name(p->mode));
     if (p->pp != 1)
-        return plan_fail(err, errlen, "pipeline parallelism pp=%d is not yet supported "
+        return pt_plan_errf(err, errlen, "pipeline parallelism pp=%d is not yet supported "
                          "(supported: pp=1)", p->pp);
     if (p->sp != 1)
-        return plan_fail(err, errlen, "sequence parallelism sp=%d is not yet supported "
+        return pt_plan_errf(err, errlen, "sequence parallelism sp=%d is not yet supported "
                          "(supported: sp=1)", p->sp);
     if (p->zero != 0)
-        return plan_fail(err, errlen, "ZeRO stage zero=%d is not yet supported (supported: "
+        return pt_plan_errf(err, errlen, "ZeRO stage zero=%d is not yet supported (supported: "
                          "zero=0)", p->zero);
     if (p->offload != 0)
-        return plan_fail(err, errlen, "optimizer offload=%d is not yet supported (supported: "
+        return pt_plan_errf(err, errlen, "optimizer offload=%d is not yet supported (supported: "
                          "offload=0)", p->offload);
 
     /* 1d (and off) have no depth; 2d/2.5d/3d grids are refused above. */
     if (p->tp_depth != 1)
-        return plan_fail(err, errlen, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
+        return pt_plan_errf(err, errlen, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
                          "for mode 2.5d)", p->tp_depth, pt_mode_name(p->mode));
 
     if (world_size > 0) {
         long long prod = (long long)p->dp * p->pp * p->tp * p->sp;
         if (prod != world_size)
-            return plan_fail(err, errlen,
+            return pt_plan_errf(err, errlen,
                              "plan dp=%d pp=%d tp=%d sp=%d covers %lld ranks, but the world has "
                              "%d (valid: dp*pp*tp*sp = %d)",
                              p->dp, p->pp, p->tp, p->sp, prod, world_size, world_size);
@@ -177,7 +174,7 @@ static int parse_int(const char *name, const char *s, int lo, int hi, int *out, 
     *out = (int)v;
     return 0;
 bad:
-    return plan_fail(err, errlen, "invalid %s='%s' (valid: an integer %d..%d)", name, s, lo, hi);
+    return pt_plan_errf(err, errlen, "invalid %s='%s' (valid: an integer %d..%d)", name, s, lo, hi);
 }
 
 int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
@@ -193,7 +190,7 @@ int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
         {"PTRAIN_CKPT_ACT", offsetof(pt_plan, ckpt_act), 0, 1},
         {"PTRAIN_OFFLOAD", offsetof(pt_plan, offload), 0, 1},
     };
-    if (!p) return plan_fail(err, errlen, "no plan given");
+    if (!p) return pt_plan_errf(err, errlen, "no plan given");
     pt_plan tmp = *p; /* only commit when everything parsed */
     int found = 0;
     const char *s = getenv("PTRAIN_MODE");
@@ -202,7 +199,7 @@ int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
         if (pt_mode_parse(s, &tmp.mode, err, errlen) < 0) {
             char inner[160];
             snprintf(inner, sizeof inner, "%s", err ? err : "");
-            return plan_fail(err, errlen, "PTRAIN_MODE: %s", inner);
+            return pt_plan_errf(err, errlen, "PTRAIN_MODE: %s", inner);
         }
     }
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
@@ -219,7 +216,7 @@ int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
         if (order_parse(s, tmp.rank_order, err, errlen) < 0) {
             char inner[200];
             snprintf(inner, sizeof inner, "%s", err ? err : "");
-            return plan_fail(err, errlen, "PTRAIN_RANK_ORDER: %s", inner);
+            return pt_plan_errf(err, errlen, "PTRAIN_RANK_ORDER: %s", inner);
         }
     }
     *p = tmp;
@@ -290,23 +287,23 @@ static int gcd(int a, int b)
 
 static int geometry_check(const pt_job_geometry *g, char *err, size_t errlen)
 {
-    if (!g) return plan_fail(err, errlen, "no job geometry given");
+    if (!g) return pt_plan_errf(err, errlen, "no job geometry given");
     if (g->nnodes < 1 || g->nnodes > SIZE_MAX_VALUE)
-        return plan_fail(err, errlen, "invalid node count %d (valid: 1..%d)", g->nnodes,
+        return pt_plan_errf(err, errlen, "invalid node count %d (valid: 1..%d)", g->nnodes,
                          SIZE_MAX_VALUE);
     if (g->ntasks < 1 || g->ntasks > SIZE_MAX_VALUE)
-        return plan_fail(err, errlen, "invalid task count %d (valid: 1..%d)", g->ntasks,
+        return pt_plan_errf(err, errlen, "invalid task count %d (valid: 1..%d)", g->ntasks,
                          SIZE_MAX_VALUE);
-    if (!g->tasks_per_node) return plan_fail(err, errlen, "no per-node task counts given");
+    if (!g->tasks_per_node) return pt_plan_errf(err, errlen, "no per-node task counts given");
     long long sum = 0;
     for (int i = 0; i < g->nnodes; i++) {
         if (g->tasks_per_node[i] < 1)
-            return plan_fail(err, errlen, "node %d has %d tasks (valid: >= 1)", i,
+            return pt_plan_errf(err, errlen, "node %d has %d tasks (valid: >= 1)", i,
                              g->tasks_per_node[i]);
         sum += g->tasks_per_node[i];
     }
     if (sum != g->ntasks)
-        return plan_fail(err, errlen, "per-node task counts add up to %lld, but the step has %d "
+        return pt_plan_errf(err, errlen, "per-node task counts add up to %lld, but the step has %d "
                          "tasks", sum, g->ntasks);
     return 0;
 }
@@ -327,18 +324,18 @@ static void list_divisors(int n, int cap, char *buf, size_t len)
 int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
                  pt_plan *out, char *err, size_t errlen)
 {
-    if (!req || !out) return plan_fail(err, errlen, "no request or output plan given");
+    if (!req || !out) return pt_plan_errf(err, errlen, "no request or output plan given");
     if (geometry_check(g, err, errlen) < 0) return -1;
     int max_tp = lim ? lim->max_tp : INT_MAX;
     unsigned modes = lim ? lim->modes : ~0u;
-    if (max_tp < 1) return plan_fail(err, errlen, "invalid max_tp=%d (valid: >= 1)", max_tp);
+    if (max_tp < 1) return pt_plan_errf(err, errlen, "invalid max_tp=%d (valid: >= 1)", max_tp);
     if ((int)req->mode < 0 || (int)req->mode >= N_MODES)
-        return plan_fail(err, errlen, "invalid mode value %d", (int)req->mode);
+        return pt_plan_errf(err, errlen, "invalid mode value %d", (int)req->mode);
     if (req->mode != PT_MODE_OFF && !(modes & (1u << req->mode)))
-        return plan_fail(err, errlen, "--ptrain-mode=%s is not allowed by the administrator "
+        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not allowed by the administrator "
                          "(allowed_modes in ptrain.conf)", pt_mode_name(req->mode));
     if (req->tp < 0)
-        return plan_fail(err, errlen, "invalid --ptrain-tp=%d (valid: >= 1)", req->tp);
+        return pt_plan_errf(err, errlen, "invalid --ptrain-tp=%d (valid: >= 1)", req->tp);
 
     pt_plan p;
     pt_plan_default(&p);
@@ -349,10 +346,10 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
         return 0;
     }
     if (req->mode != PT_MODE_AUTO && req->mode != PT_MODE_1D)
-        return plan_fail(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
+        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
                          "1d, off)", pt_mode_name(req->mode));
     if (req->mode == PT_MODE_AUTO && !(modes & (1u << PT_MODE_1D)))
-        return plan_fail(err, errlen, "--ptrain-mode=auto resolves to 1d, which the "
+        return pt_plan_errf(err, errlen, "--ptrain-mode=auto resolves to 1d, which the "
                          "administrator does not allow (allowed_modes in ptrain.conf)");
 
     /* tp must divide every node's task count so each tensor group sits
@@ -365,9 +362,9 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
             char valid[256];
             list_divisors(common, max_tp, valid, sizeof valid);
             if (req->tp > max_tp)
-                return plan_fail(err, errlen, "--ptrain-tp=%d exceeds the administrator's "
+                return pt_plan_errf(err, errlen, "--ptrain-tp=%d exceeds the administrator's "
                                  "max_tp=%d (valid here: %s)", req->tp, max_tp, valid);
-            return plan_fail(err, errlen, "--ptrain-tp=%d does not divide the tasks on every "
+            return pt_plan_errf(err, errlen, "--ptrain-tp=%d does not divide the tasks on every "
                              "node (%d tasks on %d nodes; valid: %s)", req->tp, g->ntasks,
                              g->nnodes, valid);
         }

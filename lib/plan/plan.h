@@ -34,6 +34,11 @@ typedef struct pt_plan {
     char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
 } pt_plan;
 
+/* Write a one-line printf-style message into (err, errlen) (either may be
+ * NULL/0) and return -1: the error convention of this module and of the
+ * plugin's helpers. */
+int pt_plan_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* mode <-> text: "off", "auto", "1d", "2d", "2.5d", "3d" */
 const char *pt_mode_name(pt_mode m);
 int pt_mode_parse(const char *s, pt_mode *m, char *err, size_t errlen);
