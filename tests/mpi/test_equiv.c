@@ -59,18 +59,16 @@ static double max_world(double v)
 
 /* Is element j of parameter p part of a key bias?  The key bias has an
  * exactly zero gradient in exact arithmetic (softmax is invariant to adding
- * the same q.b_k to every score of a row), so its float gradient is rounding
- * noise, which AdamW normalises into +-lr updates of arbitrary sign: it is
- * compared separately (bounded drift) rather than to fp32 tolerance. */
+ * the same q.b_k to every score of a row), so its float gradient must be
+ * rounding noise: checked below as a property of the attention backward. */
 static int is_key_bias(const pt_param *p, const pt_gpt *m, int64_t j)
 {
     size_t n = strlen(p->name);
     return n >= 5 && strcmp(p->name + n - 5, "qkv.b") == 0 && j >= m->Cl && j < 2 * m->Cl;
 }
 
-/* max over parameters of max|local - slice(ref)| / (max|slice(ref)| + tiny);
- * skip_kb leaves the key biases out (see is_key_bias). */
-static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, int skip_kb, const pt_pctx *c, char *worst, size_t wn)
+/* max over parameters of max|local - slice(ref)| / (max|slice(ref)| + tiny) */
+static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, const pt_pctx *c, char *worst, size_t wn)
 {
     double worst_err = 0;
     for (int i = 0; i < m->nparams; i++) {
@@ -84,7 +82,6 @@ static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, int skip_kb
         const float *a = grads ? p->grad : p->data;
         double diff = 0, mag = 0;
         for (int64_t j = 0; j < p->numel; j++) {
-            if (skip_kb && is_key_bias(p, m, j)) continue;
             double d = fabs((double)a[j] - slice[j]);
             if (d > diff) diff = d;
             if (fabs(slice[j]) > mag) mag = fabs(slice[j]);
@@ -101,7 +98,7 @@ static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, int skip_kb
     return worst_err;
 }
 
-/* max over parameters (key biases excluded) of max |local - slice(ref)| */
+/* max over parameters of max |local - slice(ref)| */
 static double compare_abs(const pt_gpt *m, const pt_gpt *ref, const pt_pctx *c, char *worst, size_t wn)
 {
     double worst_d = 0;
@@ -112,7 +109,6 @@ static double compare_abs(const pt_gpt *m, const pt_gpt *ref, const pt_pctx *c, 
         memcpy(full, q->data, sizeof(float) * (size_t)(q->rows * q->cols));
         pt_shard_copy(p->shard, full, slice, p->rows, p->cols, c->tp_rank, c->plan.tp);
         for (int64_t j = 0; j < p->numel; j++) {
-            if (is_key_bias(p, m, j)) continue;
             double d = fabs((double)p->data[j] - slice[j]);
             if (d > worst_d) {
                 worst_d = d;
@@ -173,11 +169,20 @@ int main(int argc, char **argv)
     if (rc) { printf("1..0\n"); MPI_Finalize(); return 1; }
 
     char worst[32] = "";
-    double e = max_world(compare(&m, &ref, 0, 0, &ctx, worst, sizeof worst));
+    double e = max_world(compare(&m, &ref, 0, &ctx, worst, sizeof worst));
     report(e == 0, "initial parameters are the reference's shards exactly (max rel err %.2e)", e);
 
+    /* AdamW with eps = 1e-2.  With the default eps (1e-8) the first update is
+     * about lr * sign(g): an element whose gradient is at rounding level can
+     * flip sign between layouts and move 2 lr apart, a chaotic amplification
+     * that no fixed tolerance separates from a bug.  A large eps keeps the
+     * same code path (moments, bias correction, decoupled weight decay,
+     * clipping) but makes the update Lipschitz in g (slope lr/eps = 0.1), so
+     * rounding differences shrink instead of growing and the bounds stay
+     * tight over every step. */
     pt_adamw_cfg opt;
     pt_adamw_default(&opt);
+    opt.eps = 1e-2f;
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
     pt_rng r;
     pt_rng_seed(&r, seed, 99);
@@ -196,14 +201,11 @@ int main(int argc, char **argv)
         if (rc) { report(0, "step %d: %s", s, pt_errmsg()); break; }
         double le = fabs((double)loss - rloss) / fabs(rloss);
         report(le < 2e-6, "step %d: loss %.6f equals reference %.6f (rel err %.2e)", s + 1, loss, rloss, le);
-        e = max_world(compare(&m, &ref, 1, 0, &ctx, worst, sizeof worst));
-        /* Step 1 starts from bit-identical parameters: fp32 summation order is
-         * the only difference (1e-4 of each tensor's largest gradient).  Later
-         * steps start from parameters that AdamW moved apart by up to 1e-2 lr
-         * (see the parameter check below), so the bound is 1e-3; a missing or
-         * wrong reduction is off by O(1) (e.g. 0.5 with a row-parallel
-         * allreduce left out). */
-        double gtol = s == 0 ? 1e-4 : 1e-3;
+        e = max_world(compare(&m, &ref, 1, &ctx, worst, sizeof worst));
+        /* fp32 summation order is the only difference: 1e-4 of each tensor's
+         * largest gradient (a missing or wrong reduction is off by O(1), e.g.
+         * 0.5 with a row-parallel allreduce left out) */
+        double gtol = 1e-4;
         report(e < gtol, "step %d: every gradient equals the reference's shard (max rel err %.2e < %.0e, worst %s)", s + 1, e, gtol, worst);
 
         if (s == 0) {
@@ -251,15 +253,11 @@ int main(int argc, char **argv)
     report(kb_grad < 1e-4 * qkvb_grad && kb_drift <= 1.001e-3 * steps,
            "key-bias gradients are rounding noise (%.1e vs %.1e for q/v biases) and drift <= lr*steps (%.1e)",
            kb_grad, qkvb_grad, kb_drift);
-    /* Parameters: AdamW divides each gradient element by its own RMS, so an
-     * element whose gradient is near zero turns its fp32 rounding difference
-     * into a visible fraction of an lr-sized step.  The bound is therefore
-     * absolute and scaled to the step: |p - p_ref| <= 1e-2 * lr * steps
-     * (3e-5 here), while a wrongly sharded or wrongly reduced tensor is off
-     * by the init scale (2e-2) or a whole step. */
+    /* Parameters: absolute bound 1e-6, far below one step (lr = 1e-3) and the
+     * init scale (2e-2) that a wrongly sharded or reduced tensor is off by. */
     double absdiff = max_world(compare_abs(&m, &ref, &ctx, worst, sizeof worst));
-    report(absdiff <= 1e-2 * 1e-3 * steps, "after %d AdamW steps every parameter equals the reference's shard (max abs diff %.2e <= %.1e, worst %s)",
-           steps, absdiff, 1e-2 * 1e-3 * steps, worst);
+    report(absdiff <= 1e-6, "after %d AdamW steps every parameter equals the reference's shard (max abs diff %.2e <= 1e-6, worst %s)",
+           steps, absdiff, worst);
     /* vocabulary padding rows never train */
     double pad = 0;
     for (int64_t v = (int64_t)ctx.tp_rank * m.Vl; v < (int64_t)(ctx.tp_rank + 1) * m.Vl; v++)
