@@ -57,6 +57,17 @@ static double max_world(double v)
     return m;
 }
 
+/* max over ranks of v, with `name` replaced by the name of the rank that
+ * holds the maximum (so the report names the tensor that is actually worst) */
+static double max_world_named(double v, char *name, size_t n)
+{
+    struct { double v; int rank; } in = {v, 0}, out;
+    MPI_Comm_rank(MPI_COMM_WORLD, &in.rank);
+    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    MPI_Bcast(name, (int)n, MPI_CHAR, out.rank, MPI_COMM_WORLD);
+    return out.v;
+}
+
 /* Is element j of parameter p part of a key bias?  The key bias has an
  * exactly zero gradient in exact arithmetic (softmax is invariant to adding
  * the same q.b_k to every score of a row), so its float gradient must be
@@ -201,7 +212,7 @@ int main(int argc, char **argv)
         if (rc) { report(0, "step %d: %s", s, pt_errmsg()); break; }
         double le = fabs((double)loss - rloss) / fabs(rloss);
         report(le < 2e-6, "step %d: loss %.6f equals reference %.6f (rel err %.2e)", s + 1, loss, rloss, le);
-        e = max_world(compare(&m, &ref, 1, &ctx, worst, sizeof worst));
+        e = max_world_named(compare(&m, &ref, 1, &ctx, worst, sizeof worst), worst, sizeof worst);
         /* fp32 summation order is the only difference: 1e-4 of each tensor's
          * largest gradient (a missing or wrong reduction is off by O(1), e.g.
          * 0.5 with a row-parallel allreduce left out) */
@@ -255,7 +266,7 @@ int main(int argc, char **argv)
            kb_grad, qkvb_grad, kb_drift);
     /* Parameters: absolute bound 1e-6, far below one step (lr = 1e-3) and the
      * init scale (2e-2) that a wrongly sharded or reduced tensor is off by. */
-    double absdiff = max_world(compare_abs(&m, &ref, &ctx, worst, sizeof worst));
+    double absdiff = max_world_named(compare_abs(&m, &ref, &ctx, worst, sizeof worst), worst, sizeof worst);
     report(absdiff <= 1e-6, "after %d AdamW steps every parameter equals the reference's shard (max abs diff %.2e <= 1e-6, worst %s)",
            steps, absdiff, worst);
     /* vocabulary padding rows never train */
