@@ -49,41 +49,6 @@ static int die(int status, const char *fmt, ...)
 /* Exit status for a library error: bad input or unreadable file -> 2. */
 static int lib_status(int rc) { return (rc == PT_EINVAL || rc == PT_EIO) ? 2 : 1; }
 
-static int read_input(const char *path, char **buf, size_t *len)
-{
-    int use_stdin = !path || strcmp(path, "-") == 0;
-    FILE *f = use_stdin ? stdin : fopen(path, "rb");
-    if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        if (n == cap) {
-            char *nb = realloc(b, 2 * cap + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    if (!use_stdin) fclose(f);
-    if (!b) return pt_fail(PT_ENOMEM, "out of memory reading %s", use_stdin ? "standard input" : path);
-    if (err) {
-        free(b);
-        return pt_fail(PT_EIO, "error reading %s", use_stdin ? "standard input" : path);
-    }
-    b[n] = 0;
-    *buf = b;
-    *len = n;
-    return PT_OK;
-}
-
 struct opts {
     const char *vocab_dir;
     const char *out;
@@ -170,7 +135,7 @@ static int cmd_prepare(int argc, char **argv)
     const char *input = o.args[0];
     char *text;
     size_t len;
-    int rc = read_input(input, &text, &len);
+    int rc = pt_read_file(input, &text, &len);
     if (rc) return die(lib_status(rc), "prepare: %s", pt_errmsg());
     pt_bpe *t = NULL;
     if ((st = load_bpe("prepare", &o, &t)) >= 0) {
@@ -232,7 +197,7 @@ static int cmd_encode(int argc, char **argv)
     const char *in = o.nargs ? o.args[0] : "-";
     char *text;
     size_t len;
-    int rc = read_input(in, &text, &len);
+    int rc = pt_read_file(in, &text, &len);
     if (rc) return die(lib_status(rc), "encode: %s", pt_errmsg());
     pt_bpe *t = NULL;
     if ((st = load_bpe("encode", &o, &t)) >= 0) {
@@ -263,7 +228,7 @@ static int cmd_decode(int argc, char **argv)
     const char *in = o.nargs ? o.args[0] : "-";
     char *text;
     size_t len;
-    int rc = read_input(in, &text, &len);
+    int rc = pt_read_file(in, &text, &len);
     if (rc) return die(lib_status(rc), "decode: %s", pt_errmsg());
     /* parse white-space separated decimal ids */
     size_t cap = len / 2 + 1, n = 0;

@@ -169,3 +169,38 @@ int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out)
     *out = v;
     return PT_OK;
 }
+
+int pt_read_file(const char *path, char **buf, size_t *len)
+{
+    int use_stdin = !path || strcmp(path, "-") == 0;
+    FILE *f = use_stdin ? stdin : fopen(path, "rb");
+    if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    while (b) {
+        if (n == cap) {
+            char *nb = realloc(b, 2 * cap + 1);
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+        size_t got = fread(b + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int err = ferror(f);
+    if (!use_stdin) fclose(f);
+    if (!b) return pt_fail(PT_ENOMEM, "out of memory reading %s", use_stdin ? "standard input" : path);
+    if (err) {
+        free(b);
+        return pt_fail(PT_EIO, "error reading %s", use_stdin ? "standard input" : path);
+    }
+    b[n] = 0;
+    *buf = b;
+    *len = n;
+    return PT_OK;
+}

@@ -212,43 +212,6 @@ static long token_to_bytes(const pt_bpe *t, const char *s, size_t len, unsigned 
     return n;
 }
 
-static int read_whole(const char *path, char **buf, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
-    size_t cap = 1 << 20, n = 0;
-    char *b = malloc(cap + 1);
-    if (!b) {
-        fclose(f);
-        return pt_fail(PT_ENOMEM, "out of memory reading %s", path);
-    }
-    for (;;) {
-        if (n == cap) {
-            char *nb = realloc(b, cap * 2 + 1);
-            if (!nb) {
-                free(b);
-                fclose(f);
-                return pt_fail(PT_ENOMEM, "out of memory reading %s", path);
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(b);
-        return pt_fail(PT_EIO, "error reading %s", path);
-    }
-    b[n] = 0;
-    *buf = b;
-    *len = n;
-    return PT_OK;
-}
-
 static int load_encoder(pt_bpe *t, const char *path)
 {
     json_error_t jerr;
@@ -322,7 +285,7 @@ static int load_merges(pt_bpe *t, const char *path)
 {
     char *buf = NULL;
     size_t len = 0;
-    int rc = read_whole(path, &buf, &len);
+    int rc = pt_read_file(path, &buf, &len);
     if (rc) return rc;
     unsigned char *tmp = malloc(len + 2);
     if (!tmp) {
