@@ -208,8 +208,15 @@ static void resolve_plan(const opts *o, int world, pt_plan *p, const char **sour
     if (p->mode == PT_MODE_OFF || p->mode == PT_MODE_AUTO) p->mode = PT_MODE_1D;
     int inner = p->tp * p->pp * p->sp;
     if (p->dp == 0 || o->tp) {
-        if (inner < 1 || world % inner)
-            bad_input("tp=%d does not divide the world size %d; valid tp for %d ranks: divisors of %d", p->tp, world, world, world);
+        if (inner < 1 || world % inner) {
+            char valid[256] = "";
+            size_t off = 0;
+            for (int t = 1; t <= world && off < sizeof valid - 12; t++)
+                if (world % (t * p->pp * p->sp) == 0)
+                    off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", t);
+            bad_input("tp=%d does not divide the world size %d (with pp=%d, sp=%d); valid tp: %s", p->tp, world, p->pp,
+                      p->sp, valid);
+        }
         if (!o->dp) p->dp = world / inner;
     }
     if (pt_plan_validate(p, world, err, sizeof err)) bad_input("%s", err);
