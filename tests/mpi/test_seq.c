@@ -1,0 +1,284 @@
+/* Ring self-attention (sequence parallelism, Li et al. 2021 section 3.2)
+ * reproduces the single-process attention op and moves exactly the volume
+ * seq.h states.
+ *
+ * usage: test_seq                      (under mpirun -np SP, SP >= 1)
+ *        test_seq --bench B NH HS T    (timing only, printed as # lines)
+ *
+ * For each shape (B, NH, HS, Tl) of a built-in list (Tl = 1 included), every
+ * rank builds the same fresh random qkv [B, T, 3C], dout [B, T, C] and an
+ * initial dqkv [B, T, 3C] (T = SP*Tl, C = NH*HS; normal values, seed from
+ * PTRAIN_TEST_SEED or the clock, printed), runs pt_cpu_ops_f32's
+ * attention_fwd/bwd on the full sequence as the reference, and the ring
+ * functions on its own block of positions [s*Tl, (s+1)*Tl) with
+ * MPI_COMM_WORLD as the sp group.  It compares, to fp32 tolerance relative
+ * to the largest reference magnitude:
+ *   out [B, Tl, C]          with the reference's rows of the block,
+ *   att [B, NH, Tl, T]      with the reference's rows (zeros included),
+ *   dqkv [B, Tl, 3C]        q, k and v parts, both sides starting from the
+ *                           same random dqkv (so "+=" is checked), error
+ *                           relative to the largest gradient increment,
+ * and the byte counters of the group with seq.h's formula, S = B*Tl*C*4:
+ *   forward  2(SP-1) sends of S, backward 2(2SP-1) sends of S (0 if SP=1);
+ * and that all scratch went back to the arena.
+ * Output: TAP lines without numbers (test_seq.sh adds them and the plan).
+ */
+#include "backend/ops.h"
+#include "comm/comm.h"
+#include "core/core.h"
+#include "parallel/seq.h"
+
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank0;
+static int failures;
+
+/* One TAP line for all ranks: ok only if ok on every rank. */
+static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(int ok, const char *fmt, ...)
+{
+    int all_ok = ok;
+    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all_ok) failures++;
+    if (!rank0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s - ", all_ok ? "ok" : "not ok");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+}
+
+static double max_world(double v)
+{
+    double m = v;
+    MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    return m;
+}
+
+static float *xalloc(size_t n)
+{
+    float *p = calloc(n ? n : 1, sizeof(float));
+    if (!p) {
+        fprintf(stderr, "test_seq: out of memory for %zu floats\n", n);
+        MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+    return p;
+}
+
+static void fill_normal(float *x, size_t n, pt_rng *r)
+{
+    for (size_t i = 0; i < n; i++) x[i] = (float)pt_rng_normal(r);
+}
+
+/* rows [t0, t0+Tl) of every batch of full [B, T, W] -> loc [B, Tl, W] */
+static void slice(float *loc, const float *full, int B, int T, int t0, int Tl, int W)
+{
+    for (int b = 0; b < B; b++)
+        memcpy(loc + (size_t)b * Tl * W, full + ((size_t)b * T + t0) * W, sizeof(float) * (size_t)Tl * W);
+}
+
+/* Largest |got - want| over the `ncol` columns at `col` of rows of width W,
+ * and largest |want - base| (base NULL: |want|) in *scale. */
+static double maxdiff(const float *got, const float *want, const float *base, size_t rows, int W, int col,
+                      int ncol, double *scale)
+{
+    double e = 0, m = 0;
+    for (size_t n = 0; n < rows; n++)
+        for (int c = col; c < col + ncol; c++) {
+            size_t i = n * W + c;
+            double d = fabs((double)got[i] - want[i]);
+            double w = fabs((double)want[i] - (base ? base[i] : 0));
+            if (d > e || d != d) e = d;
+            if (w > m) m = w;
+        }
+    *scale = m;
+    return e;
+}
+
+/* Relative error over all ranks: max error / max reference magnitude. */
+static double rel_world(double e, double scale)
+{
+    e = max_world(e);
+    scale = max_world(scale);
+    return scale > 0 ? e / scale : e;
+}
+
+static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long seed)
+{
+    const int p = sp->size, s = sp->rank, T = p * Tl, C = NH * HS, C3 = 3 * C;
+    const double tol = 1e-5;
+    char tag[96];
+    snprintf(tag, sizeof tag, "sp=%d B=%d NH=%d HS=%d Tl=%d", p, B, NH, HS, Tl);
+    pt_rng r;
+    pt_rng_seed(&r, seed, (uint64_t)(((B * 131 + NH) * 131 + HS) * 131 + Tl));
+
+    /* the full problem, identical on every rank */
+    float *qkv = xalloc((size_t)B * T * C3), *dout = xalloc((size_t)B * T * C);
+    float *dqkv0 = xalloc((size_t)B * T * C3), *dqkv_ref = xalloc((size_t)B * T * C3);
+    float *out_ref = xalloc((size_t)B * T * C), *att_ref = xalloc((size_t)B * NH * T * T);
+    fill_normal(qkv, (size_t)B * T * C3, &r);
+    fill_normal(dout, (size_t)B * T * C, &r);
+    fill_normal(dqkv0, (size_t)B * T * C3, &r);
+    memcpy(dqkv_ref, dqkv0, sizeof(float) * (size_t)B * T * C3);
+    pt_cpu_ops_f32.attention_fwd(out_ref, att_ref, qkv, B, T, NH, HS);
+    pt_cpu_ops_f32.attention_bwd(dqkv_ref, dout, qkv, att_ref, B, T, NH, HS);
+
+    /* this rank's block and the reference restricted to it */
+    const int t0 = s * Tl;
+    float *lqkv = xalloc((size_t)B * Tl * C3), *ldout = xalloc((size_t)B * Tl * C);
+    float *ldqkv = xalloc((size_t)B * Tl * C3), *ldqkv0 = xalloc((size_t)B * Tl * C3);
+    float *lref_dqkv = xalloc((size_t)B * Tl * C3), *lref_out = xalloc((size_t)B * Tl * C);
+    float *lref_att = xalloc((size_t)B * NH * Tl * T);
+    float *out = xalloc((size_t)B * Tl * C), *att = xalloc((size_t)B * NH * Tl * T);
+    slice(lqkv, qkv, B, T, t0, Tl, C3);
+    slice(ldout, dout, B, T, t0, Tl, C);
+    slice(ldqkv0, dqkv0, B, T, t0, Tl, C3);
+    slice(ldqkv, dqkv0, B, T, t0, Tl, C3);
+    slice(lref_dqkv, dqkv_ref, B, T, t0, Tl, C3);
+    slice(lref_out, out_ref, B, T, t0, Tl, C);
+    for (int bh = 0; bh < B * NH; bh++)
+        memcpy(lref_att + (size_t)bh * Tl * T, att_ref + ((size_t)bh * T + t0) * T, sizeof(float) * (size_t)Tl * T);
+    /* poison the outputs: the forward must write every element */
+    for (size_t i = 0; i < (size_t)B * Tl * C; i++) out[i] = NAN;
+    for (size_t i = 0; i < (size_t)B * NH * Tl * T; i++) att[i] = NAN;
+
+    const uint64_t S = (uint64_t)B * Tl * C * 4;
+    pt_arena arena = {0};
+    pt_comm_reset_stats(sp);
+    int rc = pt_ring_attention_fwd(sp, &arena, out, att, lqkv, B, Tl, NH, HS);
+    report(rc == PT_OK, "[%s] forward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
+    uint64_t fsent = pt_comm_sent_total(sp), fcalls = sp->stats.calls[PT_COLL_SEND];
+    uint64_t fwant = p > 1 ? 2 * (uint64_t)(p - 1) : 0;
+    size_t fleft = arena.cur;
+
+    double sc, e = maxdiff(out, lref_out, NULL, (size_t)B * Tl, C, 0, C, &sc);
+    double rel = rel_world(e, sc);
+    report(rel <= tol, "[%s] out matches the op (max err %.2e of max |out|)", tag, rel);
+    e = maxdiff(att, lref_att, NULL, (size_t)B * NH * Tl, T, 0, T, &sc);
+    rel = rel_world(e, sc);
+    report(rel <= tol, "[%s] att rows match the op, masked entries 0 (max err %.2e)", tag, rel);
+    report(fsent == fwant * S && fcalls == fwant,
+           "[%s] forward sends %llu blocks, %llu bytes (want 2(sp-1) = %llu blocks of S = %llu bytes)", tag,
+           (unsigned long long)fcalls, (unsigned long long)fsent, (unsigned long long)fwant,
+           (unsigned long long)S);
+
+    pt_comm_reset_stats(sp);
+    rc = pt_ring_attention_bwd(sp, &arena, ldqkv, ldout, lqkv, att, B, Tl, NH, HS);
+    report(rc == PT_OK, "[%s] backward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
+    uint64_t bsent = pt_comm_sent_total(sp), bcalls = sp->stats.calls[PT_COLL_SEND];
+    uint64_t bwant = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
+    static const char *part[3] = {"dq", "dk", "dv"};
+    for (int k = 0; k < 3; k++) {
+        e = maxdiff(ldqkv, lref_dqkv, ldqkv0, (size_t)B * Tl, C3, k * C, C, &sc);
+        rel = rel_world(e, sc);
+        report(rel <= tol, "[%s] %s accumulated into dqkv matches the op (max err %.2e of max |grad|)", tag, part[k],
+               rel);
+    }
+    report(bsent == bwant * S && bcalls == bwant,
+           "[%s] backward sends %llu blocks, %llu bytes (want 2(2sp-1) = %llu blocks of S = %llu bytes)", tag,
+           (unsigned long long)bcalls, (unsigned long long)bsent, (unsigned long long)bwant,
+           (unsigned long long)S);
+    report(fleft == 0 && arena.cur == 0, "[%s] scratch returned to the arena (%zu, %zu bytes left; peak %zu)", tag,
+           fleft, arena.cur, arena.peak);
+
+    free(qkv); free(dout); free(dqkv0); free(dqkv_ref); free(out_ref); free(att_ref);
+    free(lqkv); free(ldout); free(ldqkv); free(ldqkv0); free(lref_dqkv); free(lref_out); free(lref_att);
+    free(out); free(att);
+}
+
+/* Wall time of forward+backward: the op on the full sequence (every rank
+ * alone) and the ring on this rank's block.  Printed, never asserted. */
+static void bench(pt_comm *sp, int B, int NH, int HS, int T)
+{
+    const int p = sp->size, C = NH * HS, C3 = 3 * C;
+    if (T % p) {
+        if (rank0) printf("# bench: T=%d is not a multiple of sp=%d\n", T, p);
+        return;
+    }
+    const int Tl = T / p;
+    pt_rng r;
+    pt_rng_seed(&r, 1234, 0);
+    float *qkv = xalloc((size_t)B * T * C3), *dout = xalloc((size_t)B * T * C), *dqkv = xalloc((size_t)B * T * C3);
+    float *out = xalloc((size_t)B * T * C), *att = xalloc((size_t)B * NH * T * T);
+    fill_normal(qkv, (size_t)B * T * C3, &r);
+    fill_normal(dout, (size_t)B * T * C, &r);
+    pt_arena arena = {0};
+    const int reps = 3;
+    double best_op = 1e30, best_ring = 1e30;
+    for (int i = 0; i < reps; i++) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        double t = MPI_Wtime();
+        if (rank0) {
+            pt_cpu_ops_f32.attention_fwd(out, att, qkv, B, T, NH, HS);
+            pt_cpu_ops_f32.attention_bwd(dqkv, dout, qkv, att, B, T, NH, HS);
+        }
+        t = MPI_Wtime() - t;
+        if (t < best_op) best_op = t;
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime();
+        int rc = pt_ring_attention_fwd(sp, &arena, out, att, qkv, B, Tl, NH, HS);
+        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, dqkv, dout, qkv, att, B, Tl, NH, HS);
+        MPI_Barrier(MPI_COMM_WORLD);
+        t = MPI_Wtime() - t;
+        if (rc && rank0) printf("# bench: %s\n", pt_errmsg());
+        if (t < best_ring) best_ring = t;
+    }
+    if (rank0)
+        printf("# bench B=%d NH=%d HS=%d T=%d: op fwd+bwd %.4f s (1 rank), ring sp=%d fwd+bwd %.4f s (best of %d)\n",
+               B, NH, HS, T, best_op, p, best_ring, reps);
+    free(qkv); free(dout); free(dqkv); free(out); free(att);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int wr;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    rank0 = wr == 0;
+    pt_comm sp;
+    if (pt_comm_wrap(&sp, MPI_COMM_WORLD, "sp")) {
+        if (rank0) printf("not ok - wrap MPI_COMM_WORLD: %s\n", pt_errmsg());
+        MPI_Finalize();
+        return 1;
+    }
+    if (argc == 6 && !strcmp(argv[1], "--bench")) {
+        bench(&sp, atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), atoi(argv[5]));
+        MPI_Finalize();
+        return 0;
+    }
+    if (argc != 1) {
+        if (rank0) fprintf(stderr, "usage: test_seq | test_seq --bench B NH HS T\n");
+        MPI_Finalize();
+        return 2;
+    }
+
+    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
+    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
+    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    if (rank0) printf("# sp=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", sp.size, seed);
+
+    /* B, NH, HS, Tl: Tl = 1 (one token per rank), HS = 1, odd sizes */
+    static const int shapes[][4] = {{1, 1, 1, 1}, {2, 3, 4, 1}, {2, 2, 8, 3}, {1, 4, 16, 5}, {3, 2, 32, 7}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        run_case(&sp, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], seed);
+
+    /* bad sizes are refused before any communication */
+    pt_arena arena = {0};
+    float dummy[8] = {0};
+    int rc = pt_ring_attention_fwd(&sp, &arena, dummy, dummy, dummy, 1, 0, 1, 1);
+    report(rc == PT_EINVAL && strstr(pt_errmsg(), "Tl=0"), "Tl=0 is refused with PT_EINVAL (%s)", pt_errmsg());
+    rc = pt_ring_attention_bwd(&sp, &arena, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
+    report(rc == PT_EINVAL && strstr(pt_errmsg(), "NH=0"), "NH=0 is refused with PT_EINVAL (%s)", pt_errmsg());
+
+    pt_comm_free(&sp);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
