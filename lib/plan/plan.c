@@ -99,15 +99,173 @@ static int order_parse(const char *s, char out[4], char *err, size_t errlen)
 /* Highest number that an int size may reach before products overflow. */
 #define SIZE_MAX_VALUE (1 << 20)
 
+static int isqrt_exact(int n)
+{
+    for (int q = 1; (long long)q * q <= n; q++)
+        if (q * q == n) return q;
+    return 0;
+}
+
+static int icbrt_exact(int n)
+{
+    for (int l = 1; (long long)l * l * l <= n; l++)
+        if (l * l * l == n) return l;
+    return 0;
+}
+
+/* 1 if tp has the grid shape of mode m: any size for off/1d, q*q for 2d,
+ * depth*q*q for 2.5d (depth >= 1; 0 = any depth), l*l*l for 3d. */
+static int tp_has_shape(pt_mode m, int depth, int tp)
+{
+    if (tp < 1) return 0;
+    switch (m) {
+    case PT_MODE_2D: return isqrt_exact(tp) > 0;
+    case PT_MODE_2P5D:
+        if (depth <= 0) return 1; /* depth tp, q = 1 */
+        return tp % depth == 0 && isqrt_exact(tp / depth) > 0;
+    case PT_MODE_3D: return icbrt_exact(tp) > 0;
+    default: return 1;
+    }
+}
+
+/* A comma-separated list written into a fixed buffer; when it does not
+ * fit it ends in "..." rather than in a cut number. */
+typedef struct strlist {
+    char *buf;
+    size_t len, used;
+    int count, full;
+} strlist;
+
+static void sl_init(strlist *s, char *buf, size_t len)
+{
+    s->buf = buf;
+    s->len = len;
+    s->used = 0;
+    s->count = 0;
+    s->full = 0;
+    if (buf && len) buf[0] = '\0';
+}
+
+static void sl_add(strlist *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sl_add(strlist *s, const char *fmt, ...)
+{
+    s->count++;
+    if (!s->buf || s->len < 8 || s->full) return;
+    char item[64];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(item, sizeof item, fmt, ap);
+    va_end(ap);
+    const char *sep = s->used ? ", " : "";
+    size_t need = strlen(sep) + strlen(item);
+    if (s->used + need + 5 >= s->len) { /* keep room for ", ..." */
+        snprintf(s->buf + s->used, s->len - s->used, "%s...", sep);
+        s->full = 1;
+        return;
+    }
+    s->used += (size_t)snprintf(s->buf + s->used, s->len - s->used, "%s%s", sep, item);
+}
+
+int pt_plan_list_tp(pt_mode m, int tp_depth, int n, int cap, char *buf, size_t len)
+{
+    strlist s;
+    sl_init(&s, buf, len);
+    if (n < 1 || cap < 1) return 0;
+    if (m == PT_MODE_2P5D && tp_depth <= 0) {
+        /* Every (depth, tp = depth*q*q) pair, depth-major. */
+        for (int d = 1; d <= n && d <= cap; d++) {
+            if (n % d) continue;
+            for (int q = 1; (long long)d * q * q <= n && (long long)d * q * q <= cap; q++)
+                if (n % (d * q * q) == 0) sl_add(&s, "(%d, %d)", d, d * q * q);
+        }
+        return s.count;
+    }
+    for (int t = 1; t <= n && t <= cap; t++)
+        if (n % t == 0 && tp_has_shape(m, tp_depth, t)) sl_add(&s, "%d", t);
+    return s.count;
+}
+
+/* Append "a, b, c" of the divisors of n that are <= cap to buf. */
+static void list_divisors(int n, int cap, char *buf, size_t len)
+{
+    pt_plan_list_tp(PT_MODE_1D, 1, n, cap, buf, len);
+}
+
+/* "valid tp here: 1, 4" or, for 2.5d without a depth, "valid (tp_depth,
+ * tp) here: (1, 1), (2, 2)" -- the tail of the fit errors. */
+static void valid_tp_text(pt_mode m, int depth, int n, int cap, char *buf, size_t len)
+{
+    char list[200];
+    int k = pt_plan_list_tp(m, depth, n, cap, list, sizeof list);
+    if (m == PT_MODE_2P5D && depth <= 0)
+        snprintf(buf, len, "valid (tp_depth, tp) here: %s", k ? list : "none");
+    else if (m == PT_MODE_2P5D)
+        snprintf(buf, len, "valid tp with tp_depth=%d here: %s", depth, k ? list : "none");
+    else
+        snprintf(buf, len, "valid tp here: %s", k ? list : "none");
+}
+
+/* What a tp of mode m must look like, for messages. */
+static const char *shape_text(pt_mode m, int depth, char *buf, size_t len)
+{
+    switch (m) {
+    case PT_MODE_2D: return "q*q";
+    case PT_MODE_2P5D:
+        if (depth <= 0) return "tp_depth*q*q";
+        snprintf(buf, len, "%d*q*q", depth);
+        return buf;
+    case PT_MODE_3D: return "l*l*l";
+    default: return "any size";
+    }
+}
+
+int pt_plan_tp_dims(const pt_plan *p, int dims[3], char *err, size_t errlen)
+{
+    int d[3] = {1, 1, p->tp};
+    if (p->tp_depth != 1 && p->mode != PT_MODE_2P5D)
+        return pt_plan_errf(err, errlen, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
+                         "for mode 2.5d)", p->tp_depth, pt_mode_name(p->mode));
+    switch (p->mode) {
+    case PT_MODE_2D:
+    case PT_MODE_2P5D: {
+        int depth = p->mode == PT_MODE_2D ? 1 : p->tp_depth;
+        int q = p->tp % depth ? 0 : isqrt_exact(p->tp / depth);
+        if (!q) {
+            if (depth == 1)
+                return pt_plan_errf(err, errlen, "tp=%d is not a square for mode 2d (valid tp: q*q "
+                                 "such as 1, 4, 9, 16)", p->tp);
+            return pt_plan_errf(err, errlen, "tp=%d is not depth*q*q with tp_depth=%d for mode 2.5d "
+                             "(valid tp: %d, %d, %d, %d)", p->tp, depth, depth, 4 * depth,
+                             9 * depth, 16 * depth);
+        }
+        d[0] = depth;
+        d[1] = d[2] = q;
+        break;
+    }
+    case PT_MODE_3D: {
+        int l = icbrt_exact(p->tp);
+        if (!l)
+            return pt_plan_errf(err, errlen, "tp=%d is not a cube for mode 3d (valid tp: l*l*l "
+                             "such as 1, 8, 27, 64)", p->tp);
+        d[0] = d[1] = d[2] = l;
+        break;
+    }
+    default:
+        break;
+    }
+    if (dims) memcpy(dims, d, sizeof d);
+    return 0;
+}
+
 int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
 {
     if (!p) return pt_plan_errf(err, errlen, "no plan given");
     if ((int)p->mode < 0 || (int)p->mode >= N_MODES)
-        return pt_plan_errf(err, errlen, "invalid mode value %d (valid: off, 1d)", (int)p->mode);
+        return pt_plan_errf(err, errlen, "invalid mode value %d (valid: off, 1d, 2d, 2.5d, 3d)", (int)p->mode);
     if (p->mode == PT_MODE_AUTO)
         return pt_plan_errf(err, errlen,
                          "mode auto is a request, not a plan: resolve it first (concrete modes: "
-                         "off, 1d)");
+                         "off, 1d, 2d, 2.5d, 3d)");
     struct { const char *name; int v; } sizes[] = {
         {"dp", p->dp}, {"pp", p->pp}, {"tp", p->tp}, {"tp_depth", p->tp_depth},
         {"sp", p->sp}, {"microbatches", p->microbatches},
@@ -129,34 +287,51 @@ int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
                          p->rank_order);
 
     /* What this build can run. */
-    if (p->mode != PT_MODE_OFF && p->mode != PT_MODE_1D)
-        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
-                         "1d, off)", pt_mode_name(p->mode));
     if (p->pp != 1)
         return pt_plan_errf(err, errlen, "pipeline parallelism pp=%d is not yet supported "
                          "(supported: pp=1)", p->pp);
-    if (p->sp != 1)
-        return pt_plan_errf(err, errlen, "sequence parallelism sp=%d is not yet supported "
-                         "(supported: sp=1)", p->sp);
     if (p->zero != 0)
         return pt_plan_errf(err, errlen, "ZeRO stage zero=%d is not yet supported (supported: "
                          "zero=0)", p->zero);
     if (p->offload != 0)
         return pt_plan_errf(err, errlen, "optimizer offload=%d is not yet supported (supported: "
                          "offload=0)", p->offload);
-
-    /* 1d (and off) have no depth; 2d/2.5d/3d grids are refused above. */
-    if (p->tp_depth != 1)
-        return pt_plan_errf(err, errlen, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
-                         "for mode 2.5d)", p->tp_depth, pt_mode_name(p->mode));
+    /* The ranks a tensor group must divide: the world less pp and sp
+     * (the whole world when those do not divide it). */
+    int tp_room = world_size;
+    if (world_size > 0 && world_size % ((long long)p->pp * p->sp) == 0)
+        tp_room = world_size / (p->pp * p->sp);
+    char valid[256], shape[32];
+    if (p->tp_depth != 1 && p->mode != PT_MODE_2P5D)
+        return pt_plan_tp_dims(p, NULL, err, errlen); /* depth outside 2.5d */
+    if (world_size > 0 && !tp_has_shape(p->mode, p->tp_depth, p->tp)) {
+        valid_tp_text(p->mode, p->tp_depth, tp_room, INT_MAX, valid, sizeof valid);
+        return pt_plan_errf(err, errlen, "mode %s with %d ranks: tp=%d is not %s (%s)",
+                            pt_mode_name(p->mode), world_size, p->tp,
+                            shape_text(p->mode, p->tp_depth, shape, sizeof shape), valid);
+    }
+    if (pt_plan_tp_dims(p, NULL, err, errlen) < 0) return -1;
+    if (p->sp != 1 && p->tp != 1)
+        return pt_plan_errf(err, errlen, "sp=%d with tp=%d: sequence parallelism composes with data "
+                         "parallelism only (valid: tp=1 when sp>1, or sp=1)", p->sp, p->tp);
 
     if (world_size > 0) {
         long long prod = (long long)p->dp * p->pp * p->tp * p->sp;
-        if (prod != world_size)
+        if (prod != world_size) {
+            if (p->sp > 1) {
+                char list[200];
+                list_divisors(world_size % p->pp ? world_size : world_size / p->pp, INT_MAX, list,
+                              sizeof list);
+                snprintf(valid, sizeof valid, "valid sp here: %s", list);
+            } else {
+                valid_tp_text(p->mode, p->tp_depth, tp_room, INT_MAX, valid, sizeof valid);
+            }
             return pt_plan_errf(err, errlen,
                              "plan dp=%d pp=%d tp=%d sp=%d covers %lld ranks, but the world has "
-                             "%d (valid: dp*pp*tp*sp = %d)",
-                             p->dp, p->pp, p->tp, p->sp, prod, world_size, world_size);
+                             "%d (valid: dp*pp*tp*sp = %d; mode %s, %s)",
+                             p->dp, p->pp, p->tp, p->sp, prod, world_size, world_size,
+                             pt_mode_name(p->mode), valid);
+        }
     }
 
     return 0;
@@ -308,17 +483,82 @@ static int geometry_check(const pt_job_geometry *g, char *err, size_t errlen)
     return 0;
 }
 
-/* Append "a, b, c" of the divisors of n that are <= cap to buf. */
-static void list_divisors(int n, int cap, char *buf, size_t len)
+/* The 2.5D depth for a tensor group of tp ranks when the user gave none:
+ * a true 2.5-D grid (depth >= 2 and q >= 2) when one exists, then the
+ * largest q (the least replicated weights). */
+static int pick_depth(int tp)
 {
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int d = 1; d <= n && d <= cap; d++) {
-        if (n % d) continue;
-        int w = snprintf(buf + k, len - k, "%s%d", k ? ", " : "", d);
-        if (w < 0 || (size_t)w >= len - k) break;
-        k += (size_t)w;
+    int best = tp, best_score = -1;
+    for (int d = 1; d <= tp; d++) {
+        if (tp % d) continue;
+        int q = isqrt_exact(tp / d);
+        if (!q) continue;
+        int score = (d >= 2 && q >= 2) * (SIZE_MAX_VALUE + 1) + q;
+        if (score > best_score) {
+            best_score = score;
+            best = d;
+        }
     }
+    return best;
+}
+
+/* pt_plan_request_check; shape = 0 leaves the tp shape to pt_plan_auto,
+ * which names the sizes that fit the geometry. */
+static int request_check(const pt_plan *req, const pt_plan_limits *lim, int shape_check,
+                         char *err, size_t errlen)
+{
+    if (!req) return pt_plan_errf(err, errlen, "no request given");
+    unsigned modes = lim ? lim->modes : ~0u;
+    if ((int)req->mode < 0 || (int)req->mode >= N_MODES)
+        return pt_plan_errf(err, errlen, "invalid mode value %d (valid: off, auto, 1d, 2d, 2.5d, "
+                            "3d)", (int)req->mode);
+    if (req->mode != PT_MODE_OFF && !(modes & (1u << req->mode)))
+        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not allowed by the administrator "
+                         "(allowed_modes in ptrain.conf)", pt_mode_name(req->mode));
+    if (req->tp < 0 || req->tp > SIZE_MAX_VALUE)
+        return pt_plan_errf(err, errlen, "invalid --ptrain-tp=%d (valid: 1..%d)", req->tp,
+                            SIZE_MAX_VALUE);
+    if (req->tp_depth < 0 || req->tp_depth > SIZE_MAX_VALUE)
+        return pt_plan_errf(err, errlen, "invalid --ptrain-tp-depth=%d (valid: 1..%d)",
+                            req->tp_depth, SIZE_MAX_VALUE);
+    if (req->sp < 0 || req->sp > SIZE_MAX_VALUE)
+        return pt_plan_errf(err, errlen, "invalid --ptrain-sp=%d (valid: 1..%d)", req->sp,
+                            SIZE_MAX_VALUE);
+    if (req->mode == PT_MODE_OFF) return 0; /* nothing planned: sizes are ignored */
+    if (req->mode == PT_MODE_AUTO && !(modes & (1u << PT_MODE_1D)))
+        return pt_plan_errf(err, errlen, "--ptrain-mode=auto resolves to 1d, which the "
+                         "administrator does not allow (allowed_modes in ptrain.conf)");
+    if (req->tp_depth > 1 && req->mode != PT_MODE_2P5D)
+        return pt_plan_errf(err, errlen, "--ptrain-tp-depth=%d is for --ptrain-mode=2.5d, but the "
+                            "mode is %s%s (valid: --ptrain-mode=2.5d, or no --ptrain-tp-depth)",
+                            req->tp_depth, pt_mode_name(req->mode),
+                            req->mode == PT_MODE_AUTO ? ", which plans 1d" : "");
+    if (req->sp > 1 && req->tp > 1)
+        return pt_plan_errf(err, errlen, "--ptrain-sp=%d with --ptrain-tp=%d: sequence "
+                            "parallelism composes with data parallelism only (valid: "
+                            "--ptrain-tp=1, or --ptrain-sp=1)", req->sp, req->tp);
+    if (req->sp > 1 && req->tp_depth > 1)
+        return pt_plan_errf(err, errlen, "--ptrain-sp=%d needs tp=1, which "
+                            "--ptrain-tp-depth=%d does not allow (valid: --ptrain-tp-depth=1, "
+                            "or --ptrain-sp=1)", req->sp, req->tp_depth);
+    if (shape_check && req->tp > 0 && !tp_has_shape(req->mode, req->tp_depth, req->tp)) {
+        strlist s;
+        char valid[160], shape[32];
+        sl_init(&s, valid, sizeof valid);
+        for (int t = 1; s.count < 6 && t <= SIZE_MAX_VALUE; t++)
+            if (tp_has_shape(req->mode, req->tp_depth, t)) sl_add(&s, "%d", t);
+        return pt_plan_errf(err, errlen, "--ptrain-tp=%d is not %s for --ptrain-mode=%s (valid "
+                            "tp of that shape: %s, ...)", req->tp,
+                            shape_text(req->mode, req->tp_depth, shape, sizeof shape),
+                            pt_mode_name(req->mode), valid);
+    }
+    return 0;
+}
+
+int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, char *err,
+                          size_t errlen)
+{
+    return request_check(req, lim, 1, err, errlen);
 }
 
 int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
@@ -327,15 +567,8 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
     if (!req || !out) return pt_plan_errf(err, errlen, "no request or output plan given");
     if (geometry_check(g, err, errlen) < 0) return -1;
     int max_tp = lim ? lim->max_tp : INT_MAX;
-    unsigned modes = lim ? lim->modes : ~0u;
     if (max_tp < 1) return pt_plan_errf(err, errlen, "invalid max_tp=%d (valid: >= 1)", max_tp);
-    if ((int)req->mode < 0 || (int)req->mode >= N_MODES)
-        return pt_plan_errf(err, errlen, "invalid mode value %d", (int)req->mode);
-    if (req->mode != PT_MODE_OFF && !(modes & (1u << req->mode)))
-        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not allowed by the administrator "
-                         "(allowed_modes in ptrain.conf)", pt_mode_name(req->mode));
-    if (req->tp < 0)
-        return pt_plan_errf(err, errlen, "invalid --ptrain-tp=%d (valid: >= 1)", req->tp);
+    if (request_check(req, lim, 0, err, errlen) < 0) return -1;
 
     pt_plan p;
     pt_plan_default(&p);
@@ -345,38 +578,63 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
         *out = p;
         return 0;
     }
-    if (req->mode != PT_MODE_AUTO && req->mode != PT_MODE_1D)
-        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not yet supported (supported: auto, "
-                         "1d, off)", pt_mode_name(req->mode));
-    if (req->mode == PT_MODE_AUTO && !(modes & (1u << PT_MODE_1D)))
-        return pt_plan_errf(err, errlen, "--ptrain-mode=auto resolves to 1d, which the "
-                         "administrator does not allow (allowed_modes in ptrain.conf)");
+    /* auto: 1d tensor parallelism inside nodes (tp = 1 when --ptrain-sp
+     * asks for sequence parallelism instead). */
+    pt_mode mode = req->mode == PT_MODE_AUTO ? PT_MODE_1D : req->mode;
+    int depth = req->tp_depth; /* 0: choose */
+    int sp = req->sp > 1 ? req->sp : 1;
 
-    /* tp must divide every node's task count so each tensor group sits
-     * inside one node: the candidates are the divisors of their gcd. */
+    /* Tensor and sequence groups must each sit inside one node: their
+     * size divides every node's task count, i.e. the gcd of the counts. */
     int common = 0;
     for (int i = 0; i < g->nnodes; i++) common = gcd(common, g->tasks_per_node[i]);
+    char valid[256], shape[32], where[96];
+    if (g->nnodes == 1)
+        snprintf(where, sizeof where, "%d tasks on 1 node", g->ntasks);
+    else
+        snprintf(where, sizeof where, "%d tasks on %d nodes, gcd of tasks per node %d",
+                 g->ntasks, g->nnodes, common);
     int tp;
-    if (req->tp > 0) {
-        if (req->tp > max_tp || common % req->tp != 0) {
-            char valid[256];
-            list_divisors(common, max_tp, valid, sizeof valid);
-            if (req->tp > max_tp)
-                return pt_plan_errf(err, errlen, "--ptrain-tp=%d exceeds the administrator's "
-                                 "max_tp=%d (valid here: %s)", req->tp, max_tp, valid);
-            return pt_plan_errf(err, errlen, "--ptrain-tp=%d does not divide the tasks on every "
-                             "node (%d tasks on %d nodes; valid: %s)", req->tp, g->ntasks,
-                             g->nnodes, valid);
+    if (sp > 1) {
+        if (common % sp) {
+            list_divisors(common, INT_MAX, valid, sizeof valid);
+            return pt_plan_errf(err, errlen, "--ptrain-sp=%d does not divide the tasks on every "
+                                "node (%s; valid sp here: %s)", sp, where, valid);
         }
-        tp = req->tp;
-    } else {
         tp = 1;
-        for (int d = 1; d <= common && d <= max_tp; d++)
-            if (common % d == 0) tp = d;
+        if (mode == PT_MODE_2P5D) depth = 1;
+    } else if (req->tp > 0) {
+        tp = req->tp;
+        if (tp > max_tp || common % tp || !tp_has_shape(mode, depth, tp)) {
+            valid_tp_text(mode, depth, common, max_tp, valid, sizeof valid);
+            if (tp > max_tp)
+                return pt_plan_errf(err, errlen, "--ptrain-tp=%d exceeds the administrator's "
+                                 "max_tp=%d (%s)", tp, max_tp, valid);
+            if (common % tp)
+                return pt_plan_errf(err, errlen, "--ptrain-tp=%d does not divide the tasks on "
+                                 "every node (%s; %s)", tp, where, valid);
+            return pt_plan_errf(err, errlen, "--ptrain-tp=%d is not %s for --ptrain-mode=%s "
+                                "(%s; %s)", tp,
+                                shape_text(mode, depth, shape, sizeof shape), pt_mode_name(mode),
+                                where, valid);
+        }
+    } else {
+        tp = 0;
+        for (int t = 1; t <= common && t <= max_tp; t++)
+            if (common % t == 0 && tp_has_shape(mode, depth, t)) tp = t;
+        if (!tp) { /* only a pinned 2.5d depth can leave nothing */
+            list_divisors(common, max_tp, valid, sizeof valid);
+            return pt_plan_errf(err, errlen, "--ptrain-tp-depth=%d does not fit: tp = %d*q*q must "
+                                "divide the tasks on every node (%s) and be <= max_tp=%d "
+                                "(valid tp_depth here: %s)", depth, depth, where, max_tp, valid);
+        }
     }
-    p.mode = PT_MODE_1D;
+    if (mode == PT_MODE_2P5D && depth <= 0) depth = pick_depth(tp);
+    p.mode = mode;
     p.tp = tp;
-    p.dp = g->ntasks / tp;
+    p.tp_depth = mode == PT_MODE_2P5D ? depth : 1;
+    p.sp = sp;
+    p.dp = g->ntasks / (tp * sp);
     if (pt_plan_validate(&p, g->ntasks, err, errlen) < 0) return -1;
     *out = p;
     return 0;
@@ -397,7 +655,7 @@ int pt_plan_rank(const pt_job_geometry *g, int node_index, int local_task)
     return (int)r;
 }
 
-int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *tp_rank)
+int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *tp_rank, int *sp_rank)
 {
     if (!p || p->dp < 1 || p->pp < 1 || p->tp < 1 || p->sp < 1) return -1;
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !order_is_perm(p->rank_order))
@@ -417,5 +675,6 @@ int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *
     if (dp_rank) *dp_rank = c[0];
     if (pp_rank) *pp_rank = c[1];
     if (tp_rank) *tp_rank = c[2] % p->tp;
+    if (sp_rank) *sp_rank = c[2] / p->tp;
     return 0;
 }

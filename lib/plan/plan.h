@@ -82,13 +82,42 @@ typedef struct pt_plan_limits {
 } pt_plan_limits;
 
 /* Resolve a request into a concrete plan for the geometry.
- * `req` holds what the user pinned (mode, and tp > 0 when --ptrain-tp was
- * given; 0 means "choose").  Auto for now: 1d tensor parallelism inside a
- * node (tp = the largest divisor of every node's task count that is <=
- * max_tp), data parallelism across nodes (dp = ntasks / tp).  Deterministic:
- * every node computes the same plan from the same inputs. */
+ * `req` holds what the user pinned; 0 in a size means "choose":
+ *   mode      auto, off, 1d, 2d, 2.5d or 3d (must be in lim->modes);
+ *   tp        --ptrain-tp (0: choose);
+ *   tp_depth  --ptrain-tp-depth, 2.5d only (0: choose; note that
+ *             pt_plan_default sets 1, which pins depth 1);
+ *   sp        --ptrain-sp (0 or 1: no sequence parallelism).
+ * Tensor and sequence groups stay inside a node: tp and sp must divide
+ * every node's task count.  tp is the pinned one, else the largest size
+ * of the mode's shape (1d any, 2d q*q, 2.5d tp_depth*q*q, 3d l*l*l; see
+ * pt_plan_tp_dims) that divides every node's task count and is <=
+ * lim->max_tp.  A 2.5d depth left to choose is the one giving a true 2.5-D
+ * grid (depth >= 2, q >= 2) if tp has one, else the largest q.  sp > 1
+ * composes with data parallelism only: tp = 1 (Li et al. 2021, "Sequence
+ * Parallelism", sec. 3: ring self-attention over the sp group).  auto
+ * plans 1d.  dp = ntasks / (tp * sp), pp = 1.  Errors (one line, naming the
+ * value and listing the sizes that fit this geometry): mode not allowed,
+ * pinned tp/depth/sp that does not fit, sp with tp > 1, depth outside
+ * 2.5d.  Deterministic: every node computes the same plan from the same
+ * inputs. */
+/* The checks of pt_plan_auto that need no geometry, for the plugin's
+ * srun/sbatch side before an allocation exists: mode allowed (auto needs
+ * 1d), sizes in range, tp_depth only with 2.5d, sp > 1 only with tp <= 1
+ * and no depth, a pinned tp of the mode's shape.  0 or -1 with a one-line
+ * error. */
+int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, char *err,
+                          size_t errlen);
+
 int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
                  pt_plan *out, char *err, size_t errlen);
+
+/* The tensor-parallel sizes of mode m that divide n ranks and are <= cap,
+ * written into buf as "1, 4, 16" ("..." ends a list that does not fit).
+ * For 2.5d, tp_depth >= 1 lists tp = tp_depth*q*q; tp_depth 0 lists every
+ * (depth, tp) pair as "(1, 1), (1, 4), (2, 2)".  Returns the number of
+ * sizes (or pairs) that fit, also those cut from buf; buf may be NULL. */
+int pt_plan_list_tp(pt_mode m, int tp_depth, int n, int cap, char *buf, size_t len);
 
 /* Placement: the rank a task gets in the plan's process grid, from its
  * node index and its task index on that node, so that tensor groups stay
@@ -98,7 +127,21 @@ int pt_plan_rank(const pt_job_geometry *g, int node_index, int local_task);
 
 /* Coordinates of `rank` in the grid of plan p: the letters of rank_order
  * name the axes, the right-most varying fastest (SageMaker placement
- * strategy).  Returns -1 if rank is outside the grid. */
-int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *tp_rank);
+ * strategy).  The T letter covers the tp*sp ranks of a sequence- and
+ * tensor-parallel block, tp varying fastest inside it; sp_rank is the
+ * block's position along the sequence.  Returns -1 if rank is outside the
+ * grid. */
+int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *tp_rank,
+                   int *sp_rank);
+
+/* The tensor-parallel grid of plan p, as three axis sizes whose product
+ * is p->tp (tp ranks are numbered with dims[2] varying fastest):
+ *   1d/off  {1, 1, tp}
+ *   2d      {1, q, q}       tp = q*q          (depth, row i, column j)
+ *   2.5d    {d, q, q}       tp = d*q*q, d = tp_depth
+ *   3d      {l, l, l}       tp = l*l*l        (i, j, k)
+ * Returns -1 with a one-line error (naming valid tp values) when tp does
+ * not have the mode's shape or tp_depth is set for a mode without depth. */
+int pt_plan_tp_dims(const pt_plan *p, int dims[3], char *err, size_t errlen);
 
 #endif

@@ -119,6 +119,16 @@ static void test_env_round_trip(void)
     setenv("PTRAIN_TP", "4", 1);
     tap_ok(pt_plan_from_env(&q, NULL, 0) == 1 && q.tp == 4 && q.dp == 1,
            "from_env overlays only the variables present");
+    clear_env();
+    pt_plan_default(&q);
+    setenv("PTRAIN_MODE", "2.5d", 1);
+    setenv("PTRAIN_TP", "8", 1);
+    setenv("PTRAIN_TP_DEPTH", "2", 1);
+    setenv("PTRAIN_SP", "3", 1);
+    tap_ok(pt_plan_from_env(&q, NULL, 0) == 1 && q.mode == PT_MODE_2P5D && q.tp == 8 &&
+               q.tp_depth == 2 && q.sp == 3,
+           "PTRAIN_MODE=2.5d PTRAIN_TP_DEPTH=2 PTRAIN_SP=3 are read");
+    clear_env();
     setenv("PTRAIN_RANK_ORDER", "spread", 1);
     tap_ok(pt_plan_from_env(&q, NULL, 0) == 1 && strcmp(q.rank_order, "TPD") == 0,
            "PTRAIN_RANK_ORDER=spread means TPD");
@@ -152,6 +162,161 @@ static void validate_bad(const pt_plan *p, int world, const char *must_contain, 
            "validate refuses %s: %s", what, err);
 }
 
+/* ---- independent references for the layouts' shapes -------------------- */
+
+/* 1 if t has the tensor grid shape of mode m: q*q (2d), depth*q*q (2.5d;
+ * depth 0 = any), l*l*l (3d), anything (1d/off).  By search, not by
+ * plan.c's code. */
+static int ref_shape(pt_mode m, int depth, int t)
+{
+    if (m == PT_MODE_2D) depth = 1;
+    if (m == PT_MODE_2D || m == PT_MODE_2P5D) {
+        if (depth == 0) return 1;
+        for (int q = 1; (long long)depth * q * q <= t; q++)
+            if (depth * q * q == t) return 1;
+        return 0;
+    }
+    if (m == PT_MODE_3D) {
+        for (int l = 1; (long long)l * l * l <= t; l++)
+            if (l * l * l == t) return 1;
+        return 0;
+    }
+    return 1;
+}
+
+/* The text an error must end its list with: "valid tp here: 1, 4)",
+ * "valid tp with tp_depth=2 here: 2, 8)" or, for 2.5d with any depth,
+ * "valid (tp_depth, tp) here: (1, 1), (2, 2))"; "none" when empty. */
+static void ref_valid(pt_mode m, int depth, int n, int cap, char *buf, size_t len)
+{
+    char list[512] = "";
+    size_t k = 0;
+    if (m == PT_MODE_2P5D && depth == 0) {
+        for (int d = 1; d <= n; d++)
+            for (int q = 1; d * q * q <= n; q++)
+                if (n % (d * q * q) == 0 && d * q * q <= cap)
+                    k += (size_t)snprintf(list + k, sizeof list - k, "%s(%d, %d)", k ? ", " : "",
+                                          d, d * q * q);
+        snprintf(buf, len, "valid (tp_depth, tp) here: %s)", k ? list : "none");
+        return;
+    }
+    for (int t = 1; t <= n && t <= cap; t++)
+        if (n % t == 0 && ref_shape(m, depth, t))
+            k += (size_t)snprintf(list + k, sizeof list - k, "%s%d", k ? ", " : "", t);
+    if (m == PT_MODE_2P5D)
+        snprintf(buf, len, "valid tp with tp_depth=%d here: %s)", depth, k ? list : "none");
+    else
+        snprintf(buf, len, "valid tp here: %s)", k ? list : "none");
+}
+
+/* "1, 2, 4" of the divisors of n that are <= cap. */
+static void ref_divisors(int n, int cap, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int t = 1; t <= n && t <= cap; t++)
+        if (n % t == 0) k += (size_t)snprintf(buf + k, len - k, "%s%d", k ? ", " : "", t);
+}
+
+/* The depth auto must choose for tp in 2.5d: a true 2.5-D grid (depth >= 2
+ * and q >= 2) when tp has one, then the largest q. */
+static int ref_depth(int tp)
+{
+    int best_d = 0, best_true = -1, best_q = 0;
+    for (int q = 1; q * q <= tp; q++) {
+        if (tp % (q * q)) continue;
+        int d = tp / (q * q), is_true = d >= 2 && q >= 2;
+        if (is_true > best_true || (is_true == best_true && q > best_q)) {
+            best_true = is_true;
+            best_q = q;
+            best_d = d;
+        }
+    }
+    return best_d;
+}
+
+static const pt_mode grid_modes[] = {PT_MODE_1D, PT_MODE_2D, PT_MODE_2P5D, PT_MODE_3D};
+
+/* validate on random worlds, modes and sizes against the references: a
+ * plan is accepted exactly when it has the mode's shape and covers the
+ * world, and a refusal lists exactly the sizes that would fit. */
+static void validate_modes(void)
+{
+    int agree = 1, lists = 1, n_ok = 0, n_bad = 0;
+    for (int trial = 0; trial < 1500; trial++) {
+        pt_plan p;
+        pt_plan_default(&p);
+        int world = 1 + (int)rnd(40);
+        p.mode = grid_modes[rnd(4)];
+        p.tp_depth = p.mode == PT_MODE_2P5D ? 1 + (int)rnd(4) : 1;
+        p.tp = 1 + (int)rnd((unsigned)world);
+        p.dp = world % p.tp == 0 && rnd(4) ? world / p.tp : 1 + (int)rnd(6);
+        char err[512] = "", want[512];
+        int rc = pt_plan_validate(&p, world, err, sizeof err);
+        int shape = ref_shape(p.mode, p.tp_depth, p.tp), covers = p.dp * p.tp == world;
+        if (shape && covers) {
+            n_ok++;
+            if (rc != 0) {
+                agree = 0;
+                tap_diag("mode %s world %d dp=%d tp=%d depth=%d refused: %s",
+                         pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err);
+            }
+            continue;
+        }
+        n_bad++;
+        ref_valid(p.mode, p.tp_depth, world, INT_MAX, want, sizeof want);
+        char tpname[32];
+        snprintf(tpname, sizeof tpname, "tp=%d", p.tp);
+        if (rc != -1 || !strstr(err, tpname) || strchr(err, '\n')) agree = 0;
+        if (!strstr(err, want)) {
+            lists = 0;
+            tap_diag("mode %s world %d dp=%d tp=%d depth=%d: '%s' lacks '%s'",
+                     pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err, want);
+        }
+    }
+    tap_ok(agree, "validate accepts a 1d/2d/2.5d/3d plan exactly when tp has the mode's shape "
+           "and the plan covers the world (%d valid, %d invalid random plans)", n_ok, n_bad);
+    tap_ok(lists, "every refusal lists exactly the tp values of the mode that divide the world");
+
+    pt_plan p;
+    pt_plan_default(&p);
+    char err[512];
+    p.mode = PT_MODE_2D;
+    p.tp = 6;
+    p.dp = 2;
+    validate_bad(&p, 12, "valid tp here: 1, 4)", "2d tp=6 on 12 ranks (lists 1, 4)");
+    p.tp = 4;
+    p.dp = 1;
+    validate_bad(&p, 6, "valid tp here: 1)", "2d tp=4 on 6 ranks (lists only 1)");
+    p.dp = 2;
+    tap_ok(pt_plan_validate(&p, 8, err, sizeof err) == 0, "2d dp=2 tp=4 valid on 8 ranks");
+    p.mode = PT_MODE_2P5D;
+    p.tp = 8;
+    p.tp_depth = 2;
+    p.dp = 1;
+    tap_ok(pt_plan_validate(&p, 8, err, sizeof err) == 0, "2.5d tp=8 tp_depth=2 valid on 8 ranks");
+    validate_bad(&p, 12, "valid tp with tp_depth=2 here: 2)", "2.5d tp=8 depth 2 on 12 ranks");
+    p.tp_depth = 3;
+    validate_bad(&p, 8, "valid tp with tp_depth=3 here: none)", "2.5d tp=8 depth 3 on 8 ranks");
+    p.mode = PT_MODE_3D;
+    p.tp_depth = 1;
+    tap_ok(pt_plan_validate(&p, 8, err, sizeof err) == 0, "3d tp=8 valid on 8 ranks");
+    p.tp = 4;
+    p.dp = 4;
+    validate_bad(&p, 16, "valid tp here: 1, 8)", "3d tp=4 on 16 ranks (lists the cubes 1, 8)");
+    p.mode = PT_MODE_2D;
+    p.tp_depth = 2;
+    validate_bad(&p, 16, "tp_depth=2", "tp_depth=2 in mode 2d");
+
+    char buf[256];
+    tap_ok(pt_plan_list_tp(PT_MODE_2P5D, 0, 8, 64, buf, sizeof buf) == 6 &&
+               strcmp(buf, "(1, 1), (1, 4), (2, 2), (2, 8), (4, 4), (8, 8)") == 0,
+           "2.5d pairs (tp_depth, tp) for 8 ranks: %s", buf);
+    tap_ok(pt_plan_list_tp(PT_MODE_1D, 1, 720720, 1 << 20, buf, 40) == 240 &&
+               strlen(buf) < 40 && strstr(buf, "...") && !strstr(buf, ", ,"),
+           "a list that does not fit ends in '...' and still counts every size: %s", buf);
+}
+
 static void test_validation(void)
 {
     env_bad("PTRAIN_MODE", "bogus");
@@ -166,6 +331,10 @@ static void test_validation(void)
     env_bad("PTRAIN_CKPT_ACT", "2");
     env_bad("PTRAIN_OFFLOAD", "yes");
     env_bad("PTRAIN_MICROBATCHES", "0");
+    env_bad("PTRAIN_TP_DEPTH", "0");
+    env_bad("PTRAIN_TP_DEPTH", "2.5");
+    env_bad("PTRAIN_SP", "-1");
+    env_bad("PTRAIN_SP", "many");
     env_bad("PTRAIN_RANK_ORDER", "DPP");
     env_bad("PTRAIN_RANK_ORDER", "DPTX");
 
@@ -190,16 +359,7 @@ static void test_validation(void)
     p.mode = PT_MODE_OFF;
     tap_ok(pt_plan_validate(&p, 4, err, sizeof err) == 0, "mode off is accepted");
 
-    const struct { pt_mode m; const char *name; } unsupported[] = {
-        {PT_MODE_2D, "--ptrain-mode=2d is not yet supported"},
-        {PT_MODE_2P5D, "--ptrain-mode=2.5d is not yet supported"},
-        {PT_MODE_3D, "--ptrain-mode=3d is not yet supported"},
-    };
-    for (size_t i = 0; i < 3; i++) {
-        pt_plan_default(&p);
-        p.mode = unsupported[i].m;
-        validate_bad(&p, 1, unsupported[i].name, unsupported[i].name + 14);
-    }
+    validate_modes();
     pt_plan_default(&p);
     p.mode = PT_MODE_AUTO;
     validate_bad(&p, 1, "auto", "unresolved mode auto");
@@ -208,7 +368,12 @@ static void test_validation(void)
     validate_bad(&p, 2, "pp=2 is not yet supported", "pp=2");
     pt_plan_default(&p);
     p.sp = 3;
-    validate_bad(&p, 3, "sp=3 is not yet supported", "sp=3");
+    p.dp = 2;
+    tap_ok(pt_plan_validate(&p, 6, err, sizeof err) == 0, "1d dp=2 sp=3 valid on 6 ranks");
+    validate_bad(&p, 8, "valid sp here: 1, 2, 4, 8", "dp=2 sp=3 on 8 ranks (lists the sp values)");
+    p.tp = 2;
+    validate_bad(&p, 12, "sequence parallelism composes with data parallelism only",
+                 "sp=3 with tp=2");
     pt_plan_default(&p);
     p.zero = 2;
     validate_bad(&p, 1, "zero=2 is not yet supported", "zero=2");
@@ -313,7 +478,7 @@ static void test_auto(void)
             for (int i = 0; i < ngroups; i++) group_node[i] = -1;
             for (int r = 0; r < ntasks; r++) {
                 int d, pp, t;
-                if (pt_plan_coords(&out, r, &d, &pp, &t) != 0) { groups_on_node = 0; break; }
+                if (pt_plan_coords(&out, r, &d, &pp, &t, NULL) != 0) { groups_on_node = 0; break; }
                 int gi = d * out.pp + pp;
                 if (group_node[gi] < 0) group_node[gi] = node_of_rank[r];
                 else if (group_node[gi] != node_of_rank[r]) groups_on_node = 0;
@@ -352,12 +517,12 @@ static void test_auto(void)
     g = (pt_job_geometry){3, 5, odd};
     req.tp = 2;
     tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp=2") && strstr(err, "valid: 1"),
+               strstr(err, "--ptrain-tp=2") && strstr(err, "valid tp here: 1)"),
            "tasks 2,2,1 with --ptrain-tp=2 refused: %s", err);
     g = (pt_job_geometry){2, 4, two2};
     req.tp = 3;
     tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp=3") && strstr(err, "valid: 1, 2"),
+               strstr(err, "--ptrain-tp=3") && strstr(err, "valid tp here: 1, 2)"),
            "2 x 2 tasks with --ptrain-tp=3 refused listing 1, 2: %s", err);
     req.tp = 2;
     lim.max_tp = 1;
@@ -365,10 +530,6 @@ static void test_auto(void)
            "--ptrain-tp=2 above max_tp=1 refused: %s", err);
     lim.max_tp = 64;
     req.tp = 0;
-    req.mode = PT_MODE_2D;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-mode=2d is not yet supported"),
-           "auto with mode 2d refused: %s", err);
     req.mode = PT_MODE_1D;
     lim.modes = (1u << PT_MODE_AUTO) | (1u << PT_MODE_OFF);
     tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
@@ -389,49 +550,321 @@ static void test_auto(void)
            "pt_plan_rank refuses out-of-range node/task and numbers node by node");
 }
 
+/* 1 if every block of ranks sharing (dp_rank, pp_rank) -- the tp x sp
+ * block of the T letter -- lies on one node under pt_plan_rank's placement. */
+static int blocks_on_one_node(const pt_job_geometry *g, const pt_plan *out)
+{
+    int ok = 1;
+    int *node_of_rank = malloc(sizeof(int) * (size_t)g->ntasks);
+    int *block_node = malloc(sizeof(int) * (size_t)out->dp * (size_t)out->pp);
+    for (int i = 0; i < out->dp * out->pp; i++) block_node[i] = -1;
+    for (int n = 0; n < g->nnodes; n++)
+        for (int l = 0; l < g->tasks_per_node[n]; l++) {
+            int r = pt_plan_rank(g, n, l);
+            if (r < 0 || r >= g->ntasks) ok = 0;
+            else node_of_rank[r] = n;
+        }
+    for (int r = 0; ok && r < g->ntasks; r++) {
+        int d, pp, t, s;
+        if (pt_plan_coords(out, r, &d, &pp, &t, &s) != 0) { ok = 0; break; }
+        int b = d * out->pp + pp;
+        if (block_node[b] < 0) block_node[b] = node_of_rank[r];
+        else if (block_node[b] != node_of_rank[r]) ok = 0;
+    }
+    free(node_of_rank);
+    free(block_node);
+    return ok;
+}
+
+/* Random geometry: 1..6 nodes, uniform or not (a few odd counts). */
+static pt_job_geometry random_geometry(int tpn[8])
+{
+    int nnodes = 1 + (int)rnd(6), uniform = rnd(2), base = 1 + (int)rnd(12), ntasks = 0;
+    for (int i = 0; i < nnodes; i++) {
+        tpn[i] = uniform ? base : base * (1 + (int)rnd(3)) + (rnd(4) == 0 ? (int)rnd(3) : 0);
+        ntasks += tpn[i];
+    }
+    return (pt_job_geometry){nnodes, ntasks, tpn};
+}
+
+static int gcd_of(const pt_job_geometry *g)
+{
+    int c = 0;
+    for (int i = 0; i < g->nnodes; i++) {
+        int a = c, b = g->tasks_per_node[i];
+        while (b) { int t = a % b; a = b; b = t; }
+        c = a;
+    }
+    return c;
+}
+
+/* pt_plan_auto with --ptrain-mode=2d/2.5d/3d against brute force: the
+ * largest tp of the mode's shape dividing every node's tasks (<= max_tp),
+ * the pinned tp/depth when given, refusals listing what fits. */
+static void test_auto_modes(void)
+{
+    int agree = 1, lists = 1, placed = 1, cases = 0, refused = 0, nonuniform = 0;
+    int per_mode[4] = {0, 0, 0, 0};
+    for (int trial = 0; trial < 3000; trial++) {
+        int tpn[8];
+        pt_job_geometry g = random_geometry(tpn);
+        int common = gcd_of(&g);
+        nonuniform += common != tpn[0] || g.ntasks != tpn[0] * g.nnodes;
+        pt_plan_limits lim = {1 + (int)rnd(64), ~0u};
+        pt_plan req;
+        pt_plan_default(&req);
+        int mi = 1 + (int)rnd(3);
+        req.mode = grid_modes[mi];
+        req.tp_depth = req.mode == PT_MODE_2P5D ? (rnd(2) ? 0 : 1 + (int)rnd(4)) : (int)rnd(2);
+        req.tp = rnd(3) == 0 ? 1 + (int)rnd(16) : 0;
+        req.sp = (int)rnd(2); /* 0 and 1 both mean no sequence parallelism */
+        int depth = req.mode == PT_MODE_2P5D ? req.tp_depth : 0;
+        pt_plan out;
+        char err[512] = "", want[512];
+        int rc = pt_plan_auto(&g, &lim, &req, &out, err, sizeof err);
+        cases++;
+        per_mode[mi]++;
+        int expect_tp = 0;
+        if (req.tp > 0) {
+            if (req.tp <= lim.max_tp && common % req.tp == 0 && ref_shape(req.mode, depth, req.tp))
+                expect_tp = req.tp;
+        } else {
+            for (int t = 1; t <= common && t <= lim.max_tp; t++)
+                if (common % t == 0 && ref_shape(req.mode, depth, t)) expect_tp = t;
+        }
+        if (!expect_tp) {
+            refused++;
+            char name[48];
+            if (req.tp > 0) {
+                snprintf(name, sizeof name, "--ptrain-tp=%d", req.tp);
+                ref_valid(req.mode, depth, common, lim.max_tp, want, sizeof want);
+            } else { /* only a pinned depth leaves no tp */
+                snprintf(name, sizeof name, "--ptrain-tp-depth=%d", depth);
+                char d[256];
+                ref_divisors(common, lim.max_tp, d, sizeof d);
+                snprintf(want, sizeof want, "valid tp_depth here: %s)", d);
+            }
+            if (rc != -1 || !strstr(err, name) || strchr(err, '\n')) agree = 0;
+            if (!strstr(err, want)) {
+                lists = 0;
+                tap_diag("trial %d: '%s' lacks '%s'", trial, err, want);
+            }
+            continue;
+        }
+        int want_depth = req.mode != PT_MODE_2P5D ? 1 : depth > 0 ? depth : ref_depth(expect_tp);
+        if (rc != 0 || out.mode != req.mode || out.tp != expect_tp || out.tp_depth != want_depth ||
+            out.sp != 1 || out.pp != 1 || out.dp * out.tp != g.ntasks ||
+            pt_plan_validate(&out, g.ntasks, NULL, 0) != 0) {
+            agree = 0;
+            tap_diag("trial %d: mode %s common %d max_tp %d pinned tp %d depth %d: want tp=%d "
+                     "depth=%d, got rc=%d tp=%d depth=%d dp=%d err=%s", trial,
+                     pt_mode_name(req.mode), common, lim.max_tp, req.tp, req.tp_depth, expect_tp,
+                     want_depth, rc, out.tp, out.tp_depth, out.dp, err);
+            continue;
+        }
+        if (!blocks_on_one_node(&g, &out)) placed = 0;
+    }
+    tap_ok(agree, "auto with --ptrain-mode=2d/2.5d/3d agrees with brute force on %d geometries "
+           "(2d %d, 2.5d %d, 3d %d; %d non-uniform; %d refused)", cases, per_mode[1],
+           per_mode[2], per_mode[3], nonuniform, refused);
+    tap_ok(lists, "each refusal lists exactly the tp (or tp_depth) values that fit the geometry");
+    tap_ok(placed, "every 2d/2.5d/3d tensor group lies on one node");
+
+    /* Fixed cases. */
+    int one6[] = {6}, two4[] = {4, 4}, one8[] = {8}, one16[] = {16}, mixed3d[] = {8, 16},
+        uneven[] = {8, 4}, mixed[] = {4, 2, 6};
+    pt_plan_limits lim = {64, ~0u};
+    pt_plan req, out;
+    char err[512];
+    pt_plan_default(&req);
+    req.tp = req.tp_depth = req.sp = 0;
+    struct { pt_job_geometry g; pt_mode m; int depth, tp, want_tp, want_depth, want_dp; const char *what; } fx[] = {
+        {{1, 6, one6}, PT_MODE_2D, 0, 0, 1, 1, 6, "2d on 6 tasks -> tp=1 (no square > 1 divides 6)"},
+        {{2, 8, two4}, PT_MODE_2D, 0, 0, 4, 1, 2, "2d on 2 x 4 tasks -> tp=4 dp=2"},
+        {{1, 8, one8}, PT_MODE_2P5D, 0, 0, 8, 2, 1, "2.5d on 8 tasks -> tp=8 = 2 x 2 x 2"},
+        {{1, 16, one16}, PT_MODE_2P5D, 0, 0, 16, 4, 1, "2.5d on 16 tasks -> depth 4, q 2"},
+        {{2, 8, two4}, PT_MODE_2P5D, 2, 0, 2, 2, 4, "2.5d depth 2 on 2 x 4 -> tp=2 (8 does not fit a node)"},
+        {{2, 24, mixed3d}, PT_MODE_3D, 0, 0, 8, 1, 3, "3d on nodes of 8 and 16 tasks -> tp=8 dp=3"},
+        {{2, 12, uneven}, PT_MODE_3D, 0, 0, 1, 1, 12, "3d on nodes of 8 and 4 tasks -> tp=1"},
+        {{3, 12, mixed}, PT_MODE_2D, 0, 0, 1, 1, 12, "2d on nodes of 4, 2, 6 tasks -> tp=1"},
+        {{2, 8, two4}, PT_MODE_2D, 0, 4, 4, 1, 2, "2d with --ptrain-tp=4 on 2 x 4"},
+    };
+    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
+        req.mode = fx[i].m;
+        req.tp_depth = fx[i].depth;
+        req.tp = fx[i].tp;
+        int rc = pt_plan_auto(&fx[i].g, &lim, &req, &out, err, sizeof err);
+        tap_ok(rc == 0 && out.mode == fx[i].m && out.tp == fx[i].want_tp &&
+                   out.tp_depth == fx[i].want_depth && out.dp == fx[i].want_dp,
+               "%s (got rc=%d tp=%d depth=%d dp=%d)", fx[i].what, rc, out.tp, out.tp_depth, out.dp);
+    }
+    pt_job_geometry g = {2, 8, two4};
+    req.mode = PT_MODE_2D;
+    req.tp_depth = 0;
+    req.tp = 2;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
+               strstr(err, "--ptrain-tp=2 is not q*q") && strstr(err, "valid tp here: 1, 4)"),
+           "2d with --ptrain-tp=2 refused listing 1, 4: %s", err);
+    req.tp = 0;
+    lim.max_tp = 3;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.tp == 1,
+           "2d under max_tp=3 -> tp=1");
+    lim.max_tp = 64;
+    req.mode = PT_MODE_1D;
+    req.tp_depth = 2;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
+               strstr(err, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d"),
+           "--ptrain-tp-depth with mode 1d refused: %s", err);
+    req.mode = PT_MODE_2P5D;
+    req.tp_depth = 3;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
+               strstr(err, "--ptrain-tp-depth=3") && strstr(err, "valid tp_depth here: 1, 2, 4)"),
+           "2.5d depth 3 on 2 x 4 refused listing depths 1, 2, 4: %s", err);
+    req.mode = PT_MODE_3D;
+    req.tp_depth = 0;
+    lim.modes = (1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 && strstr(err, "not allowed"),
+           "3d outside allowed_modes refused: %s", err);
+    lim.modes = ~0u;
+
+    /* Checks without a geometry (the plugin's srun/sbatch side). */
+    pt_plan_default(&req);
+    req.tp = 0;
+    req.tp_depth = 0;
+    req.mode = PT_MODE_2D;
+    req.tp = 2;
+    tap_ok(pt_plan_request_check(&req, &lim, err, sizeof err) == -1 &&
+               strstr(err, "--ptrain-tp=2 is not q*q") && strstr(err, "1, 4, 9, 16, 25, 36"),
+           "request check: 2d tp=2 refused naming squares: %s", err);
+    req.mode = PT_MODE_2P5D;
+    req.tp = 8;
+    req.tp_depth = 2;
+    tap_ok(pt_plan_request_check(&req, &lim, err, sizeof err) == 0, "request check: 2.5d tp=8 depth=2 passes");
+    req.mode = PT_MODE_OFF;
+    req.tp_depth = 3;
+    tap_ok(pt_plan_request_check(&req, &lim, err, sizeof err) == 0,
+           "request check: sizes are ignored with mode off");
+}
+
+/* --ptrain-sp: sp groups inside a node, tp = 1, dp = ntasks / sp. */
+static void test_auto_sp(void)
+{
+    static const pt_mode sp_modes[] = {PT_MODE_AUTO, PT_MODE_1D, PT_MODE_2D, PT_MODE_2P5D,
+                                       PT_MODE_3D};
+    int agree = 1, lists = 1, placed = 1, cases = 0, refused = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        int tpn[8];
+        pt_job_geometry g = random_geometry(tpn);
+        int common = gcd_of(&g);
+        pt_plan_limits lim = {1 + (int)rnd(16), ~0u};
+        pt_plan req, out;
+        pt_plan_default(&req);
+        req.mode = sp_modes[rnd(5)];
+        req.sp = 2 + (int)rnd(3);
+        req.tp = (int)rnd(2); /* 0 (choose) or 1 */
+        req.tp_depth = req.mode == PT_MODE_2P5D ? (int)rnd(2) : 0;
+        char err[512] = "", want[512], d[256];
+        int rc = pt_plan_auto(&g, &lim, &req, &out, err, sizeof err);
+        cases++;
+        if (common % req.sp) {
+            refused++;
+            char name[32];
+            snprintf(name, sizeof name, "--ptrain-sp=%d", req.sp);
+            ref_divisors(common, INT_MAX, d, sizeof d);
+            snprintf(want, sizeof want, "valid sp here: %s)", d);
+            if (rc != -1 || !strstr(err, name)) agree = 0;
+            if (!strstr(err, want)) {
+                lists = 0;
+                tap_diag("trial %d: '%s' lacks '%s'", trial, err, want);
+            }
+            continue;
+        }
+        pt_mode want_mode = req.mode == PT_MODE_AUTO ? PT_MODE_1D : req.mode;
+        if (rc != 0 || out.mode != want_mode || out.tp != 1 || out.tp_depth != 1 ||
+            out.sp != req.sp || out.dp * out.sp != g.ntasks ||
+            pt_plan_validate(&out, g.ntasks, NULL, 0) != 0) {
+            agree = 0;
+            tap_diag("trial %d: mode %s sp %d common %d: rc=%d tp=%d sp=%d dp=%d err=%s", trial,
+                     pt_mode_name(req.mode), req.sp, common, rc, out.tp, out.sp, out.dp, err);
+            continue;
+        }
+        if (!blocks_on_one_node(&g, &out)) placed = 0;
+    }
+    tap_ok(agree, "--ptrain-sp: tp=1, dp=ntasks/sp exactly when sp divides every node's tasks "
+           "(%d geometries, %d refused)", cases, refused);
+    tap_ok(lists, "an sp that does not fit is refused listing the sp values that do");
+    tap_ok(placed, "every sequence-parallel group lies on one node");
+
+    int mixed[] = {4, 2, 6};
+    pt_job_geometry g = {3, 12, mixed};
+    pt_plan_limits lim = {64, ~0u};
+    pt_plan req, out;
+    char err[512];
+    pt_plan_default(&req);
+    req.mode = PT_MODE_AUTO;
+    req.tp = 0;
+    req.sp = 2;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.mode == PT_MODE_1D &&
+               out.tp == 1 && out.sp == 2 && out.dp == 6,
+           "auto with --ptrain-sp=2 on nodes of 4, 2, 6 tasks -> 1d tp=1 sp=2 dp=6");
+    req.sp = 4;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
+               strstr(err, "valid sp here: 1, 2)"),
+           "--ptrain-sp=4 there refused listing 1, 2: %s", err);
+    req.sp = 2;
+    req.tp = 2;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
+               strstr(err, "sequence parallelism composes with data parallelism only"),
+           "--ptrain-sp=2 with --ptrain-tp=2 refused: %s", err);
+}
+
 static void test_coords(void)
 {
     static const char *perms[] = {"DPT", "DTP", "PDT", "PTD", "TDP", "TPD"};
-    int bijection = 1, fastest = 1, out_of_range = 1;
+    int bijection = 1, fastest = 1, out_of_range = 1, with_sp = 0;
     for (int trial = 0; trial < 60; trial++) {
         pt_plan p;
         pt_plan_default(&p);
         p.dp = 1 + (int)rnd(5);
         p.pp = 1 + (int)rnd(4);
         p.tp = 1 + (int)rnd(6);
+        p.sp = 1 + (int)rnd(3);
+        with_sp += p.sp > 1;
         for (int o = 0; o < 6; o++) {
             memcpy(p.rank_order, perms[o], 4);
-            int world = p.dp * p.pp * p.tp;
+            int world = p.dp * p.pp * p.tp * p.sp;
             char *seen = calloc((size_t)world, 1);
             for (int r = 0; r < world; r++) {
-                int d = -1, pp = -1, t = -1;
-                if (pt_plan_coords(&p, r, &d, &pp, &t) != 0 || d < 0 || d >= p.dp || pp < 0 ||
-                    pp >= p.pp || t < 0 || t >= p.tp) {
+                int d = -1, pp = -1, t = -1, s = -1;
+                if (pt_plan_coords(&p, r, &d, &pp, &t, &s) != 0 || d < 0 || d >= p.dp || pp < 0 ||
+                    pp >= p.pp || t < 0 || t >= p.tp || s < 0 || s >= p.sp) {
                     bijection = 0;
                     continue;
                 }
-                int key = (d * p.pp + pp) * p.tp + t;
+                int key = ((d * p.pp + pp) * p.sp + s) * p.tp + t;
                 if (seen[key]++) bijection = 0;
-                /* Independent decoding: the right-most letter is the fastest axis. */
+                /* Independent decoding: the right-most letter is the fastest
+                 * axis; T spans tp*sp ranks with tp fastest inside it. */
                 int axis_size[3], axis_coord[3];
                 for (int i = 0; i < 3; i++) {
                     char a = perms[o][i];
-                    axis_size[i] = a == 'D' ? p.dp : a == 'P' ? p.pp : p.tp;
-                    axis_coord[i] = a == 'D' ? d : a == 'P' ? pp : t;
+                    axis_size[i] = a == 'D' ? p.dp : a == 'P' ? p.pp : p.tp * p.sp;
+                    axis_coord[i] = a == 'D' ? d : a == 'P' ? pp : s * p.tp + t;
                 }
                 int recomposed = (axis_coord[0] * axis_size[1] + axis_coord[1]) * axis_size[2] +
                                  axis_coord[2];
                 if (recomposed != r) fastest = 0;
             }
             free(seen);
-            if (pt_plan_coords(&p, world, NULL, NULL, NULL) != -1 ||
-                pt_plan_coords(&p, -1, NULL, NULL, NULL) != -1)
+            if (pt_plan_coords(&p, world, NULL, NULL, NULL, NULL) != -1 ||
+                pt_plan_coords(&p, -1, NULL, NULL, NULL, NULL) != -1)
                 out_of_range = 0;
         }
     }
-    tap_ok(bijection, "coordinates are a bijection between ranks and the dp x pp x tp grid for "
-           "every rank order");
-    tap_ok(fastest, "the right-most letter of rank_order varies fastest");
+    tap_ok(bijection, "coordinates are a bijection between ranks and the dp x pp x sp x tp grid "
+           "for every rank order (%d of 60 plans with sp > 1)", with_sp);
+    tap_ok(fastest, "the right-most letter of rank_order varies fastest; tp varies fastest "
+           "inside the T block");
     tap_ok(out_of_range, "ranks outside the grid are refused");
 }
 
@@ -445,6 +878,8 @@ int main(void)
     test_env_round_trip();
     test_validation();
     test_auto();
+    test_auto_modes();
+    test_auto_sp();
     test_coords();
     return tap_done();
 }
