@@ -46,6 +46,8 @@
         /* out[N,OC] = inp[N,C] w[OC,C]^T (+ bias[OC] unless NULL); sgemm/dgemm */             \
         void (*matmul_fwd)(REAL *out, const REAL *inp, const REAL *w, const REAL *bias, int N,  \
                            int C, int OC);                                                     \
+        /* out[N,OC] += inp[N,C] w[OC,C]^T (accumulating form, for SUMMA steps) */             \
+        void (*matmul_acc)(REAL *out, const REAL *inp, const REAL *w, int N, int C, int OC);   \
         /* dinp += dout w; dw += dout^T inp; dbias += colsum(dout); NULL skips */              \
         void (*matmul_bwd)(REAL *dinp, REAL *dw, REAL *dbias, const REAL *dout, const REAL *inp, \
                            const REAL *w, int N, int C, int OC);                               \

@@ -9,6 +9,7 @@
  *   reduce_scatter  n bytes in, n/p out     sends  (p-1)/p * n
  *   allgather       n/p in, n bytes out     sends  (p-1)/p * n
  *   broadcast       n bytes                 sends  (p-1)/p * n  (pipelined)
+ *   reduce          n bytes in, n at root   sends  (p-1)/p * n  (pipelined)
  *   send / recv     n bytes                 sends  n / 0
  *
  * Summed over the p ranks of a group, an allreduce of S bytes therefore
@@ -31,6 +32,7 @@ enum pt_coll {
     PT_COLL_REDUCE_SCATTER,
     PT_COLL_ALLGATHER,
     PT_COLL_BROADCAST,
+    PT_COLL_REDUCE,
     PT_COLL_SEND,
     PT_COLL_RECV,
     PT_COLL_N
@@ -67,7 +69,12 @@ int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n);
 int pt_allgather(pt_comm *c, const float *in, float *out, size_t n);
 /* n floats from `root` to all. */
 int pt_broadcast(pt_comm *c, float *buf, size_t n, int root);
+/* In-place sum of n floats to `root` (other ranks' buf is left unchanged). */
+int pt_reduce_sum(pt_comm *c, float *buf, size_t n, int root);
 int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag);
+/* Send n floats to dst while receiving n floats from src (counted as a
+ * send and a recv); sbuf and rbuf must not overlap. */
+int pt_sendrecv(pt_comm *c, const float *sbuf, int dst, float *rbuf, int src, size_t n, int tag);
 int pt_recv(pt_comm *c, float *buf, size_t n, int src, int tag);
 int pt_barrier(pt_comm *c);
 

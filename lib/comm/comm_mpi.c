@@ -109,6 +109,26 @@ int pt_broadcast(pt_comm *c, float *buf, size_t n, int root)
     return PT_OK;
 }
 
+int pt_reduce_sum(pt_comm *c, float *buf, size_t n, int root)
+{
+    if (c->size == 1 || n == 0) return PT_OK;
+    int rc = MPI_Reduce(c->rank == root ? MPI_IN_PLACE : buf, buf, (int)n, MPI_FLOAT, MPI_SUM, root, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "reduce", c);
+    count(c, PT_COLL_REDUCE, n * 4, ring(n * 4, c->size, 1));
+    return PT_OK;
+}
+
+int pt_sendrecv(pt_comm *c, const float *sbuf, int dst, float *rbuf, int src, size_t n, int tag)
+{
+    if (n == 0) return PT_OK;
+    int rc = MPI_Sendrecv(sbuf, (int)n, MPI_FLOAT, dst, tag, rbuf, (int)n, MPI_FLOAT, src, tag, c->comm,
+                          MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "sendrecv", c);
+    count(c, PT_COLL_SEND, n * 4, n * 4);
+    count(c, PT_COLL_RECV, n * 4, 0);
+    return PT_OK;
+}
+
 int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag)
 {
     int rc = MPI_Send(buf, (int)n, MPI_FLOAT, dst, tag, c->comm);
@@ -143,6 +163,6 @@ void pt_comm_reset_stats(pt_comm *c) { memset(&c->stats, 0, sizeof c->stats); }
 
 const char *pt_coll_name(enum pt_coll k)
 {
-    static const char *names[PT_COLL_N] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "send", "recv"};
+    static const char *names[PT_COLL_N] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "send", "recv"};
     return (unsigned)k < PT_COLL_N ? names[k] : "?";
 }

@@ -1,5 +1,6 @@
 /* GPT-2-style model over a parallel layout (see gpt.h). */
 #include "model/gpt.h"
+#include "parallel/seq.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -62,11 +63,6 @@ double pt_gpt_flops_per_token(const pt_gpt_config *c, int T)
 
 /* ---- parameters ---------------------------------------------------------- */
 
-static int64_t local_numel(pt_shard_kind k, int64_t rows, int64_t cols, int tp)
-{
-    return k == PT_SHARD_REPLICATED ? rows * cols : rows * cols / tp;
-}
-
 void pt_gpt_param_init_full(const pt_param *p, int index, uint64_t seed, float *full)
 {
     int64_t n = p->rows * p->cols;
@@ -85,7 +81,7 @@ typedef struct {
     int n, cap;
 } plist;
 
-static pt_param *add_param(plist *l, const char *name, int64_t rows, int64_t cols, pt_shard_kind k,
+static pt_param *add_param(plist *l, const char *name, int64_t rows, int64_t cols, pt_pclass cls,
                            int decay, float std, float value)
 {
     if (l->n == l->cap) {
@@ -99,7 +95,7 @@ static pt_param *add_param(plist *l, const char *name, int64_t rows, int64_t col
     snprintf(p->name, sizeof p->name, "%s", name);
     p->rows = rows;
     p->cols = cols;
-    p->shard = k;
+    p->cls = cls;
     p->decay = decay;
     p->init_std = std;
     p->init_value = value;
@@ -115,59 +111,89 @@ static float *falloc(pt_gpt *m, size_t n, int *rc)
     return p;
 }
 
+/* The layout's geometry for a plan without a built grid (rank 0's view:
+ * the sizes are the same on every rank). */
+static int plan_geometry(const pt_gpt_config *cfg, const pt_plan *p, int B, int T, const pt_layout **lo,
+                         pt_geom *g)
+{
+    int rc = pt_gpt_check_tp(cfg, 1);
+    if (rc) return rc;
+    if (B < 1 || T < 1 || T > cfg->seq_len)
+        return pt_fail(PT_EINVAL, "batch B=%d, T=%d: need B >= 1 and 1 <= T <= seq_len=%d", B, T, cfg->seq_len);
+    if (T % p->sp) {
+        char valid[96] = "";
+        size_t off = 0;
+        for (int d = 1; d <= T && off < sizeof valid - 8; d++)
+            if (T % d == 0) off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", d);
+        return pt_fail(PT_EINVAL, "sequence length T=%d is not a multiple of sp=%d (valid sp for T=%d: %s)",
+                       T, p->sp, T, valid);
+    }
+    *lo = pt_layout_for(p->mode);
+    if (!*lo) return PT_EUNSUPP;
+    pt_pctx c;
+    memset(&c, 0, sizeof c);
+    c.plan = *p;
+    char err[256];
+    if (pt_plan_tp_dims(p, c.tp_dims, err, sizeof err)) return pt_fail(PT_EINVAL, "%s", err);
+    return (*lo)->geometry(&c, B, T / p->sp, cfg->n_embd, cfg->n_head, cfg->vocab, g);
+}
+
+int pt_gpt_check_plan(const pt_gpt_config *cfg, const pt_plan *p, int B, int T)
+{
+    const pt_layout *lo;
+    pt_geom g;
+    return plan_geometry(cfg, p, B, T, &lo, &g);
+}
+
 int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
                   pt_arena *arena, int B, int T, uint64_t seed)
 {
     memset(m, 0, sizeof *m);
-    int tp = ctx->plan.tp, r = ctx->tp_rank;
-    int rc = pt_gpt_check_tp(cfg, tp);
+    const pt_layout *lo;
+    int rc = plan_geometry(cfg, &ctx->plan, B, T, &lo, &m->g);
     if (rc) return rc;
-    if (B < 1 || T < 1 || T > cfg->seq_len)
-        return pt_fail(PT_EINVAL, "batch B=%d, T=%d: need B >= 1 and 1 <= T <= seq_len=%d", B, T, cfg->seq_len);
-    m->layout = pt_layout_for(ctx->plan.mode);
-    if (!m->layout) return PT_EUNSUPP;
+    rc = lo->geometry(ctx, B, T / ctx->plan.sp, cfg->n_embd, cfg->n_head, cfg->vocab, &m->g); /* this rank's */
+    if (rc) return rc;
+    m->layout = lo;
     m->cfg = *cfg;
     m->ctx = ctx;
     m->ops = be->ops;
     m->arena = arena;
     m->B = B;
     m->T = T;
+    m->Tl = T / ctx->plan.sp;
+    m->t0 = ctx->sp_rank * m->Tl;
     const int C = cfg->n_embd, L = cfg->n_layer;
     m->C = C;
     m->HS = C / cfg->n_head;
-    m->NHl = cfg->n_head / tp;
-    m->Cl = C / tp;
-    m->Fl = 4 * C / tp;
-    m->Vp = (cfg->vocab + tp - 1) / tp * tp;
-    m->Vl = m->Vp / tp;
+    const pt_geom *g = &m->g;
 
     /* parameter list; the order fixes each parameter's RNG stream */
-    const pt_layout *lo = m->layout;
     const float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)L);
     plist pl = {0};
     char nm[24];
-    pt_param *p = add_param(&pl, "wte", m->Vp, C, PT_SHARD_ROWS, 1, std, 0);
+    pt_param *p = add_param(&pl, "wte", g->Vp, C, PT_P_WTE, 1, std, 0);
     if (p) p->init_rows = cfg->vocab;
-    add_param(&pl, "wpe", cfg->seq_len, C, PT_SHARD_REPLICATED, 1, std, 0);
+    add_param(&pl, "wpe", cfg->seq_len, C, PT_P_WPE, 1, std, 0);
     for (int l = 0; l < L; l++) {
-#define P(suffix, rows, cols, kind, decay, sd, val) \
-    (snprintf(nm, sizeof nm, "h%d.%s", l, suffix), add_param(&pl, nm, rows, cols, kind, decay, sd, val))
-        P("ln1.w", C, 1, PT_SHARD_REPLICATED, 0, 0, 1);
-        P("ln1.b", C, 1, PT_SHARD_REPLICATED, 0, 0, 0);
-        P("qkv.w", 3 * C, C, lo->weight_shard(PT_LINEAR_COLUMN_QKV), 1, std, 0);
-        P("qkv.b", 3 * C, 1, lo->bias_shard(PT_LINEAR_COLUMN_QKV), 0, 0, 0);
-        P("proj.w", C, C, lo->weight_shard(PT_LINEAR_ROW), 1, pstd, 0);
-        P("proj.b", C, 1, lo->bias_shard(PT_LINEAR_ROW), 0, 0, 0);
-        P("ln2.w", C, 1, PT_SHARD_REPLICATED, 0, 0, 1);
-        P("ln2.b", C, 1, PT_SHARD_REPLICATED, 0, 0, 0);
-        P("fc.w", 4 * C, C, lo->weight_shard(PT_LINEAR_COLUMN), 1, std, 0);
-        P("fc.b", 4 * C, 1, lo->bias_shard(PT_LINEAR_COLUMN), 0, 0, 0);
-        P("fcproj.w", C, 4 * C, lo->weight_shard(PT_LINEAR_ROW), 1, pstd, 0);
-        P("fcproj.b", C, 1, lo->bias_shard(PT_LINEAR_ROW), 0, 0, 0);
+#define P(suffix, rows, cols, cls, decay, sd, val) \
+    (snprintf(nm, sizeof nm, "h%d.%s", l, suffix), add_param(&pl, nm, rows, cols, cls, decay, sd, val))
+        P("ln1.w", C, 1, PT_P_NORM, 0, 0, 1);
+        P("ln1.b", C, 1, PT_P_NORM, 0, 0, 0);
+        P("qkv.w", 3 * C, C, PT_P_QKV_W, 1, std, 0);
+        P("qkv.b", 3 * C, 1, PT_P_QKV_B, 0, 0, 0);
+        P("proj.w", C, C, PT_P_PROJ_W, 1, pstd, 0);
+        P("proj.b", C, 1, PT_P_PROJ_B, 0, 0, 0);
+        P("ln2.w", C, 1, PT_P_NORM, 0, 0, 1);
+        P("ln2.b", C, 1, PT_P_NORM, 0, 0, 0);
+        P("fc.w", 4 * C, C, PT_P_FC_W, 1, std, 0);
+        P("fc.b", 4 * C, 1, PT_P_FC_B, 0, 0, 0);
+        P("fcproj.w", C, 4 * C, PT_P_FCPROJ_W, 1, pstd, 0);
+        P("fcproj.b", C, 1, PT_P_FCPROJ_B, 0, 0, 0);
 #undef P
     }
-    add_param(&pl, "lnf.w", C, 1, PT_SHARD_REPLICATED, 0, 0, 1);
-    if (!add_param(&pl, "lnf.b", C, 1, PT_SHARD_REPLICATED, 0, 0, 0)) {
+    add_param(&pl, "lnf.w", C, 1, PT_P_NORM, 0, 0, 1);
+    if (!add_param(&pl, "lnf.b", C, 1, PT_P_NORM, 0, 0, 0)) {
         free(pl.v);
         return pt_fail(PT_ENOMEM, "out of memory building the parameter list");
     }
@@ -176,7 +202,8 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     size_t total = 0;
     for (int i = 0; i < m->nparams; i++) {
         p = &m->params[i];
-        p->numel = local_numel(p->shard, p->rows, p->cols, tp);
+        lo->param(ctx, p->cls, p->rows, p->cols, &p->shard);
+        p->numel = p->shard.numel;
         total += (size_t)p->numel;
     }
     m->nfloats = total;
@@ -184,15 +211,31 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     m->grad_mem = falloc(m, total, &rc);
     m->adam_m = falloc(m, total, &rc);
     m->adam_v = falloc(m, total, &rc);
-    if (rc) { pt_gpt_free(m); return rc; }
+    if (rc) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory for %zu parameter floats", total); }
+    /* flat layout: parameters grouped by the group their gradient is
+     * summed over, so each group is one contiguous allreduce */
     size_t off = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        pt_comm *sc = m->params[i].shard.sync;
+        int known = 0;
+        for (int k = 0; k < m->nsync; k++) known |= m->sync[k].comm == sc;
+        if (known) continue;
+        pt_gpt_sync *sy = &m->sync[m->nsync++];
+        sy->comm = sc;
+        sy->off = off;
+        for (int j = i; j < m->nparams; j++) {
+            p = &m->params[j];
+            if (p->shard.sync != sc) continue;
+            p->data = m->param_mem + off;
+            p->grad = m->grad_mem + off;
+            off += (size_t)p->numel;
+        }
+        sy->n = off - sy->off;
+    }
     float *full = NULL;
     size_t full_cap = 0;
     for (int i = 0; i < m->nparams; i++) {
         p = &m->params[i];
-        p->data = m->param_mem + off;
-        p->grad = m->grad_mem + off;
-        off += (size_t)p->numel;
         size_t need = (size_t)(p->rows * p->cols);
         if (need > full_cap) {
             free(full);
@@ -201,7 +244,7 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
             if (!full) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory initialising %s", p->name); }
         }
         pt_gpt_param_init_full(p, i, seed, full);
-        pt_shard_copy(p->shard, full, p->data, p->rows, p->cols, r, tp);
+        lo->param_slice(ctx, p->cls, full, p->data, p->rows, p->cols);
     }
     free(full);
 
@@ -211,56 +254,61 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     m->wpe = m->params[k].data; m->dwpe = m->params[k++].grad;
     m->layers = calloc((size_t)L, sizeof *m->layers);
     if (!m->layers) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory"); }
-    const size_t N = (size_t)B * T;
+    const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
+#define LIN(role, in, out, inl, outl) \
+    (pt_linear){role, in, out, inl, outl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad}
     for (int l = 0; l < L; l++) {
         pt_gpt_layer *ly = &m->layers[l];
         ly->ln1w = m->params[k].data; ly->dln1w = m->params[k++].grad;
         ly->ln1b = m->params[k].data; ly->dln1b = m->params[k++].grad;
-        ly->qkv = (pt_linear){PT_LINEAR_COLUMN_QKV, C, 3 * C, C, 3 * m->Cl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        ly->qkv = LIN(PT_LINEAR_COLUMN_QKV, C, 3 * C, g->Cr, 3 * g->Cl);
         k += 2;
-        ly->proj = (pt_linear){PT_LINEAR_ROW, C, C, m->Cl, C, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        ly->proj = LIN(PT_LINEAR_ROW, C, C, g->Cl, g->Cr);
         k += 2;
         ly->ln2w = m->params[k].data; ly->dln2w = m->params[k++].grad;
         ly->ln2b = m->params[k].data; ly->dln2b = m->params[k++].grad;
-        ly->fc = (pt_linear){PT_LINEAR_COLUMN, C, 4 * C, C, m->Fl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        ly->fc = LIN(PT_LINEAR_COLUMN, C, 4 * C, g->Cr, g->Fl);
         k += 2;
-        ly->fcproj = (pt_linear){PT_LINEAR_ROW, 4 * C, C, m->Fl, C, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad};
+        ly->fcproj = LIN(PT_LINEAR_ROW, 4 * C, C, g->Fl, g->Cr);
         k += 2;
-        ly->ln1 = falloc(m, N * C, &rc);
+        ly->ln1 = falloc(m, N * Cr, &rc);
         ly->ln1_mean = falloc(m, N, &rc);
         ly->ln1_rstd = falloc(m, N, &rc);
-        ly->qkv_out = falloc(m, N * 3 * m->Cl, &rc);
-        ly->att = falloc(m, (size_t)B * m->NHl * T * T, &rc);
-        ly->atty = falloc(m, N * m->Cl, &rc);
-        ly->res2 = falloc(m, N * C, &rc);
-        ly->ln2 = falloc(m, N * C, &rc);
+        ly->qkv_out = falloc(m, N * 3 * Cl, &rc);
+        ly->att = falloc(m, (size_t)g->Bl * g->NHl * m->Tl * T, &rc);
+        ly->atty = falloc(m, N * Cl, &rc);
+        ly->res2 = falloc(m, N * Cr, &rc);
+        ly->ln2 = falloc(m, N * Cr, &rc);
         ly->ln2_mean = falloc(m, N, &rc);
         ly->ln2_rstd = falloc(m, N, &rc);
-        ly->fch = falloc(m, N * m->Fl, &rc);
-        ly->fch_gelu = falloc(m, N * m->Fl, &rc);
-        ly->res3 = falloc(m, N * C, &rc);
+        ly->fch = falloc(m, N * Fl, &rc);
+        ly->fch_gelu = falloc(m, N * Fl, &rc);
+        ly->res3 = falloc(m, N * Cr, &rc);
     }
+#undef LIN
     m->lnfw = m->params[k].data; m->dlnfw = m->params[k++].grad;
     m->lnfb = m->params[k].data; m->dlnfb = m->params[k++].grad;
+    const size_t Nall = (size_t)B * m->Tl;
     if (!rc) {
-        m->tok = pt_arena_alloc(arena, N * sizeof(int32_t));
-        m->tgt = pt_arena_alloc(arena, N * sizeof(int32_t));
+        m->tok = pt_arena_alloc(arena, Nall * sizeof(int32_t));
+        m->tgt = pt_arena_alloc(arena, Nall * sizeof(int32_t));
         if (!m->tok || !m->tgt) rc = PT_ENOMEM;
     }
-    m->enc = falloc(m, N * C, &rc);
-    m->lnf = falloc(m, N * C, &rc);
+    const size_t Cmax = Cr > Cl ? Cr : Cl;
+    m->enc = falloc(m, N * Cr, &rc);
+    m->lnf = falloc(m, N * Cr, &rc);
     m->lnf_mean = falloc(m, N, &rc);
     m->lnf_rstd = falloc(m, N, &rc);
-    m->logits = falloc(m, N * m->Vl, &rc);
+    m->logits = falloc(m, N * (size_t)g->Vl, &rc);
     m->losses = falloc(m, N, &rc);
     m->stats = falloc(m, 3 * N, &rc);
     m->dloss = falloc(m, N, &rc);
-    m->dres = falloc(m, N * C, &rc);
-    m->dtmp = falloc(m, N * C, &rc);
-    m->dqkv = falloc(m, N * 3 * m->Cl, &rc);
-    m->datty = falloc(m, N * m->Cl, &rc);
-    m->dfch = falloc(m, N * m->Fl, &rc);
-    m->dfchg = falloc(m, N * m->Fl, &rc);
+    m->dres = falloc(m, N * Cr, &rc);
+    m->dtmp = falloc(m, N * Cmax, &rc);
+    m->dqkv = falloc(m, N * 3 * Cl, &rc);
+    m->datty = falloc(m, N * Cl, &rc);
+    m->dfch = falloc(m, N * Fl, &rc);
+    m->dfchg = falloc(m, N * Fl, &rc);
     if (rc) {
         pt_gpt_free(m);
         return pt_fail(PT_ENOMEM, "out of memory allocating activations for B=%d T=%d (%s)", B, T, pt_errmsg());
@@ -293,84 +341,108 @@ void pt_gpt_free(pt_gpt *m)
 
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
+static int attn_fwd(pt_gpt *m, pt_gpt_layer *ly)
+{
+    const pt_geom *g = &m->g;
+    if (m->ctx->sp.size > 1)
+        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, ly->atty, ly->att, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
+    m->ops->attention_fwd(ly->atty, ly->att, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
+    return PT_OK;
+}
+
+static int attn_bwd(pt_gpt *m, pt_gpt_layer *ly)
+{
+    const pt_geom *g = &m->g;
+    if (m->ctx->sp.size > 1)
+        return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->dqkv, m->datty, ly->qkv_out, ly->att, g->Bl, m->Tl, g->NHl, m->HS);
+    m->ops->attention_bwd(m->dqkv, m->datty, ly->qkv_out, ly->att, g->Bl, m->Tl, g->NHl, m->HS);
+    return PT_OK;
+}
+
 int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss)
 {
-    const int B = m->B, T = m->T, C = m->C, V = m->cfg.vocab;
-    const int N = B * T;
+    const pt_geom *g = &m->g;
+    const int B = m->B, T = m->T, Tl = m->Tl, Cr = g->Cr, C = m->C, V = m->cfg.vocab;
+    const int N = g->Bl * Tl;
     const pt_ops_f32 *ops = m->ops;
     const pt_layout *lo = m->layout;
     pt_pctx *c = m->ctx;
-    for (int i = 0; i < N; i++) {
+    const pt_lenv e = {c, ops, m->arena};
+    for (int i = 0; i < B * T; i++) {
         if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
             return pt_fail(PT_EINVAL, "token id %d at position %d is outside the vocabulary 0..%d",
                            (inputs[i] < 0 || inputs[i] >= V) ? inputs[i] : targets[i], i, V - 1);
     }
-    memcpy(m->tok, inputs, sizeof(int32_t) * (size_t)N);
-    memcpy(m->tgt, targets, sizeof(int32_t) * (size_t)N);
+    for (int b = 0; b < B; b++) {
+        memcpy(m->tok + (size_t)b * Tl, inputs + (size_t)b * T + m->t0, sizeof(int32_t) * (size_t)Tl);
+        memcpy(m->tgt + (size_t)b * Tl, targets + (size_t)b * T + m->t0, sizeof(int32_t) * (size_t)Tl);
+    }
 
-    TRY(lo->embed_fwd(c, ops, m->enc, m->tok, m->wte, m->Vl, N, C));
-    ops->posemb_fwd(m->enc, m->wpe, B, T, C);
+    TRY(lo->embed_fwd(&e, g, m->enc, m->tok, m->wte));
+    ops->posemb_fwd(m->enc, m->wpe + (size_t)m->t0 * Cr, g->Bl, Tl, Cr);
     float *x = m->enc;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         pt_gpt_layer *ly = &m->layers[l];
         ly->in = x;
-        ops->layernorm_fwd(ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b, N, C);
-        TRY(lo->linear_fwd(c, ops, &ly->qkv, ly->qkv_out, ly->ln1, N));
-        ops->attention_fwd(ly->atty, ly->att, ly->qkv_out, B, T, m->NHl, m->HS);
-        TRY(lo->linear_fwd(c, ops, &ly->proj, m->dtmp, ly->atty, N));
-        ops->add_fwd(ly->res2, x, m->dtmp, (size_t)N * C);
-        ops->layernorm_fwd(ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->res2, ly->ln2w, ly->ln2b, N, C);
-        TRY(lo->linear_fwd(c, ops, &ly->fc, ly->fch, ly->ln2, N));
-        ops->gelu_fwd(ly->fch_gelu, ly->fch, (size_t)N * m->Fl);
-        TRY(lo->linear_fwd(c, ops, &ly->fcproj, m->dtmp, ly->fch_gelu, N));
-        ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * C);
+        TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b, N, Cr, C));
+        TRY(lo->linear_fwd(&e, &ly->qkv, ly->qkv_out, ly->ln1, N));
+        TRY(attn_fwd(m, ly));
+        TRY(lo->linear_fwd(&e, &ly->proj, m->dtmp, ly->atty, N));
+        ops->add_fwd(ly->res2, x, m->dtmp, (size_t)N * Cr);
+        TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->res2, ly->ln2w, ly->ln2b, N, Cr, C));
+        TRY(lo->linear_fwd(&e, &ly->fc, ly->fch, ly->ln2, N));
+        ops->gelu_fwd(ly->fch_gelu, ly->fch, (size_t)N * g->Fl);
+        TRY(lo->linear_fwd(&e, &ly->fcproj, m->dtmp, ly->fch_gelu, N));
+        ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * Cr);
         x = ly->res3;
     }
-    ops->layernorm_fwd(m->lnf, m->lnf_mean, m->lnf_rstd, x, m->lnfw, m->lnfb, N, C);
-    TRY(lo->head_fwd(c, ops, m->logits, m->losses, m->stats, m->lnf, m->wte, m->tgt, V, m->Vl, N, C));
+    TRY(pt_layernorm_fwd(g->norm, ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->lnfw, m->lnfb, N, Cr, C));
+    TRY(lo->head_fwd(&e, g, m->logits, m->losses, m->stats, m->lnf, m->wte, m->tgt));
     double sum = 0;
-    for (int i = 0; i < N; i++) sum += m->losses[i];
-    sum /= N;
-    TRY(pt_allreduce_sum_f64(&c->dp, &sum, 1));
-    *loss = (float)(sum / c->dp.size);
+    if (g->loss_owner)
+        for (int i = 0; i < N; i++) sum += m->losses[i];
+    TRY(pt_allreduce_sum_f64(&c->world, &sum, 1));
+    *loss = (float)(sum / ((double)B * c->plan.dp * T));
     return PT_OK;
 }
 
 int pt_gpt_backward(pt_gpt *m)
 {
-    const int B = m->B, T = m->T, C = m->C, V = m->cfg.vocab;
-    const int N = B * T;
+    const pt_geom *g = &m->g;
+    const int Tl = m->Tl, Cr = g->Cr, C = m->C;
+    const int N = g->Bl * Tl;
     const pt_ops_f32 *ops = m->ops;
     const pt_layout *lo = m->layout;
     pt_pctx *c = m->ctx;
-    for (int i = 0; i < N; i++) m->dloss[i] = 1.0f / (float)N;
+    const pt_lenv e = {c, ops, m->arena};
+    pt_arena *a = m->arena;
+    /* d(mean loss)/d(loss of a row): 1 over the global token count */
+    const float w = (float)(1.0 / ((double)m->B * c->plan.dp * m->T));
+    for (int i = 0; i < N; i++) m->dloss[i] = w;
     const float *xlast = m->cfg.n_layer ? m->layers[m->cfg.n_layer - 1].res3 : m->enc;
-    TRY(lo->head_bwd(c, ops, m->dtmp, m->dwte, m->logits, m->stats, m->lnf, m->wte, m->tgt, m->dloss, V, m->Vl, N, C));
-    memset(m->dres, 0, sizeof(float) * (size_t)N * C);
-    ops->layernorm_bwd(m->dres, m->dlnfw, m->dlnfb, m->dtmp, xlast, m->lnfw, m->lnf_mean, m->lnf_rstd, N, C);
+    TRY(lo->head_bwd(&e, g, m->dtmp, m->dwte, m->logits, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
+    memset(m->dres, 0, sizeof(float) * (size_t)N * Cr);
+    TRY(pt_layernorm_bwd(g->norm, ops, a, m->dres, m->dlnfw, m->dlnfb, m->dtmp, xlast, m->lnfw, m->lnf_mean, m->lnf_rstd, N, Cr, C));
     for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
         pt_gpt_layer *ly = &m->layers[l];
         /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dres holds d res3 */
-        TRY(lo->linear_bwd(c, ops, &ly->fcproj, m->dfchg, m->dres, ly->fch_gelu, N));
-        memset(m->dfch, 0, sizeof(float) * (size_t)N * m->Fl);
-        ops->gelu_bwd(m->dfch, ly->fch, m->dfchg, (size_t)N * m->Fl);
-        TRY(lo->linear_bwd(c, ops, &ly->fc, m->dtmp, m->dfch, ly->ln2, N));
-        ops->layernorm_bwd(m->dres, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, C);
+        TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfchg, m->dres, ly->fch_gelu, N));
+        memset(m->dfch, 0, sizeof(float) * (size_t)N * g->Fl);
+        ops->gelu_bwd(m->dfch, ly->fch, m->dfchg, (size_t)N * g->Fl);
+        TRY(lo->linear_bwd(&e, &ly->fc, m->dtmp, m->dfch, ly->ln2, N));
+        TRY(pt_layernorm_bwd(g->norm, ops, a, m->dres, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, Cr, C));
         /* res2 = in + proj(attn(qkv(ln1(in)))) ; dres now holds d res2 */
-        TRY(lo->linear_bwd(c, ops, &ly->proj, m->datty, m->dres, ly->atty, N));
-        memset(m->dqkv, 0, sizeof(float) * (size_t)N * 3 * m->Cl);
-        ops->attention_bwd(m->dqkv, m->datty, ly->qkv_out, ly->att, B, T, m->NHl, m->HS);
-        TRY(lo->linear_bwd(c, ops, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N));
-        ops->layernorm_bwd(m->dres, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, C);
+        TRY(lo->linear_bwd(&e, &ly->proj, m->datty, m->dres, ly->atty, N));
+        memset(m->dqkv, 0, sizeof(float) * (size_t)N * 3 * g->Cl);
+        TRY(attn_bwd(m, ly));
+        TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N));
+        TRY(pt_layernorm_bwd(g->norm, ops, a, m->dres, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, Cr, C));
     }
-    ops->posemb_bwd(m->dwpe, m->dres, B, T, C);
-    TRY(lo->embed_bwd(c, ops, m->dwte, m->dres, m->tok, m->Vl, N, C));
-    /* data parallel: average the gradients over the dp group */
-    if (c->dp.size > 1) {
-        TRY(pt_allreduce_sum(&c->dp, m->grad_mem, m->nfloats));
-        const float s = 1.0f / (float)c->dp.size;
-        for (size_t i = 0; i < m->nfloats; i++) m->grad_mem[i] *= s;
-    }
+    ops->posemb_bwd(m->dwpe + (size_t)m->t0 * Cr, m->dres, g->Bl, Tl, Cr);
+    TRY(lo->embed_bwd(&e, g, m->dwte, m->dres, m->tok));
+    /* sum each shard's partial gradients over the ranks that hold it */
+    for (int k = 0; k < m->nsync; k++)
+        TRY(pt_allreduce_sum(m->sync[k].comm, m->grad_mem + m->sync[k].off, m->sync[k].n));
     return PT_OK;
 }
 
@@ -381,12 +453,12 @@ int pt_gpt_grad_norm(pt_gpt *m, double *norm)
     double s = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i];
-        if (p->shard == PT_SHARD_REPLICATED && m->ctx->tp_rank != 0) continue;
+        if (!p->shard.norm_owner) continue;
         double a = 0;
         for (int64_t j = 0; j < p->numel; j++) a += (double)p->grad[j] * p->grad[j];
         s += a;
     }
-    TRY(pt_allreduce_sum_f64(&m->ctx->tp, &s, 1));
+    TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
     *norm = sqrt(s);
     return PT_OK;
 }

@@ -32,6 +32,12 @@ const char *pt_gpt_preset_names(void);
  * (divisors of n_head), PT_EINVAL. */
 int pt_gpt_check_tp(const pt_gpt_config *cfg, int tp);
 
+/* Check a model, dp-group batch B and length T fit plan p's layout
+ * (heads, width, batch and sequence divisibility: the layout's
+ * geometry), without building anything.  PT_EINVAL with one line naming
+ * the size that does not fit and the values that would. */
+int pt_gpt_check_plan(const pt_gpt_config *cfg, const pt_plan *p, int B, int T);
+
 /* Parameter count (unique, without vocabulary padding). */
 int64_t pt_gpt_num_params(const pt_gpt_config *cfg);
 /* Training FLOPs per token (forward + backward): 6 N_matmul + 12 L T C
@@ -39,13 +45,15 @@ int64_t pt_gpt_num_params(const pt_gpt_config *cfg);
  * N_matmul = 12 L C^2 + C V. */
 double pt_gpt_flops_per_token(const pt_gpt_config *cfg, int T);
 
-/* One parameter tensor: full shape [rows, cols] (cols 1 for vectors) and
- * how the layout shards it over tp; data/grad point into flat buffers. */
+/* One parameter tensor: full shape [rows, cols] (cols 1 for vectors), its
+ * class (which decides how the layout shards it) and this rank's shard;
+ * data/grad point into flat buffers. */
 typedef struct pt_param {
     char name[24];
     int64_t rows, cols;
-    pt_shard_kind shard;
-    int64_t numel;       /* local elements */
+    pt_pclass cls;
+    pt_pshard shard;     /* numel, gradient-sum group, norm owner */
+    int64_t numel;       /* local elements (= shard.numel) */
     float *data, *grad;  /* [numel] */
     int decay;           /* weight decay applies (2-D weights only) */
     float init_std;      /* normal(0, std) init; 0: constant init_value */
@@ -56,17 +64,27 @@ typedef struct pt_param {
 typedef struct pt_gpt_layer {
     pt_linear qkv, proj, fc, fcproj;
     float *ln1w, *ln1b, *ln2w, *ln2b, *dln1w, *dln1b, *dln2w, *dln2b;
-    /* activations [B*T, ...] saved for backward */
+    /* activations saved for backward: residual side [Bl*T, Cr], inner side
+     * [Bl*T, 3Cl] / [Bl*T, Cl] / [Bl*T, Fl], att [Bl, NHl, T, T*sp] */
     float *in;                    /* block input (view, not owned) */
     float *ln1, *ln1_mean, *ln1_rstd, *qkv_out, *att, *atty, *res2;
     float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *res3;
 } pt_gpt_layer;
 
+/* A group of parameters whose gradients are summed over one group: the
+ * flat buffers hold each such group contiguously, so one allreduce per
+ * group synchronises them after the backward. */
+typedef struct pt_gpt_sync {
+    pt_comm *comm;
+    size_t off, n;          /* floats in the flat buffers */
+} pt_gpt_sync;
+
 typedef struct pt_gpt {
     pt_gpt_config cfg;
-    int B, T;               /* local sequences per step and their length */
-    int Vp, Vl;             /* padded vocabulary (multiple of tp), local vocab shard */
-    int C, HS, NHl, Cl, Fl; /* width, head size, local heads, local C, local 4C */
+    int B, T;               /* dp-group batch (sequences) and full sequence length */
+    int Tl, t0;             /* tokens held per sequence (T/sp) and the first one's position */
+    pt_geom g;              /* the layout's local sizes (g.T == Tl) */
+    int C, HS;
     pt_pctx *ctx;
     const pt_layout *layout;
     const pt_ops_f32 *ops;
@@ -76,18 +94,22 @@ typedef struct pt_gpt {
     pt_param *params;
     size_t nfloats;         /* local parameter floats */
     float *param_mem, *grad_mem, *adam_m, *adam_v;
+    int nsync;
+    pt_gpt_sync sync[1 << PT_TP_AXES];
     float *wte, *wpe, *lnfw, *lnfb, *dwte, *dwpe, *dlnfw, *dlnfb;
     pt_gpt_layer *layers;
 
     /* activations and scratch */
-    int32_t *tok, *tgt;
+    int32_t *tok, *tgt;     /* [B, Tl]: every sequence of the dp group, this rank's positions */
     float *enc, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses, *stats, *dloss;
     float *dres, *dtmp, *dqkv, *datty, *dfch, *dfchg;
     int step_t;             /* AdamW steps taken */
 } pt_gpt;
 
-/* Build the model for local batch B (sequences) of length T <= seq_len on
- * context ctx (plan mode picks the layout), initialising parameters as
+/* Build the model for the dp group's batch B (sequences) of length T <=
+ * seq_len on context ctx (plan mode picks the layout; with sp > 1 each
+ * rank holds T/sp positions and attention runs round the sp ring,
+ * lib/parallel/seq.h), initialising parameters as
  * GPT-2 does from `seed` (normal(0, 0.02), residual projections scaled by
  * 1/sqrt(2L), LN = 1/0, biases 0): every parameter has its own RNG stream,
  * so the full tensors are the same for any layout and world size and each
@@ -98,17 +120,21 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
                   pt_arena *arena, int B, int T, uint64_t seed);
 void pt_gpt_free(pt_gpt *m);
 
-/* Forward over inputs/targets [B, T] (token ids < vocab).  *loss gets the
- * mean cross-entropy (nats/token) over the GLOBAL batch (averaged over
- * dp).  Saves activations for pt_gpt_backward.  PT_EINVAL on a token id
- * outside the vocabulary, PT_ECOMM. */
+/* Forward over the dp group's inputs/targets [B, T] (token ids < vocab;
+ * every rank of a tp or sp group passes the same B sequences and the
+ * layout picks its rows).  *loss gets the mean cross-entropy (nats/token)
+ * over the GLOBAL batch (B*dp sequences).  Saves activations for
+ * pt_gpt_backward.  PT_EINVAL on a token id outside the vocabulary,
+ * PT_ECOMM. */
 int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss);
 /* Backward of the last forward: accumulates into the gradients (call
- * pt_gpt_zero_grad first), then averages them over the dp group. */
+ * pt_gpt_zero_grad first), then sums every shard's partial gradients over
+ * its sync group (dp x sp, plus the tp ranks that hold the same shard for
+ * other rows), so each rank holds the gradient of the global mean loss. */
 int pt_gpt_backward(pt_gpt *m);
 void pt_gpt_zero_grad(pt_gpt *m);
-/* Global L2 norm of the gradient over all unique parameters (sharded
- * parameters summed over tp, replicated ones counted once). */
+/* Global L2 norm of the gradient over all unique parameters (each
+ * distinct shard counted once, on its norm owner; allreduce over world). */
 int pt_gpt_grad_norm(pt_gpt *m, double *norm);
 /* Clip to opt->grad_clip by global norm, then one AdamW step at lr.
  * *norm_out (may be NULL) receives the pre-clip norm. */

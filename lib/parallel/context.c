@@ -2,6 +2,7 @@
 #include "parallel/context.h"
 #include "core/core.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -70,18 +71,64 @@ int pt_pctx_init(pt_pctx *c, MPI_Comm comm, const pt_plan *p, int grid_rank)
     if (rc) return rc;
     c->rank = g;
     c->world_size = size;
-    if (pt_plan_coords(p, g, &c->dp_rank, &c->pp_rank, &c->tp_rank) != 0)
-        return pt_fail(PT_EINVAL, "rank %d is outside the %dx%dx%d grid", g, p->dp, p->pp, p->tp);
-    /* dp group: same (pp, tp); tp group: same (dp, pp) */
-    rc = pt_comm_split(&c->dp, &c->world, c->pp_rank * p->tp + c->tp_rank, c->dp_rank, "dp");
-    if (rc) return rc;
-    rc = pt_comm_split(&c->tp, &c->world, c->dp_rank * p->pp + c->pp_rank, c->tp_rank, "tp");
+    if (pt_plan_coords(p, g, &c->dp_rank, &c->pp_rank, &c->tp_rank, &c->sp_rank) != 0)
+        return pt_fail(PT_EINVAL, "rank %d is outside the %dx%dx%dx%d grid", g, p->dp, p->pp, p->tp, p->sp);
+    if (pt_plan_tp_dims(p, c->tp_dims, err, sizeof err) != 0) return pt_fail(PT_EINVAL, "%s", err);
+    c->tp_coord[0] = c->tp_rank / (c->tp_dims[1] * c->tp_dims[2]);
+    c->tp_coord[1] = c->tp_rank / c->tp_dims[2] % c->tp_dims[1];
+    c->tp_coord[2] = c->tp_rank % c->tp_dims[2];
+    const int dp = p->dp, pp = p->pp, tp = p->tp, sp = p->sp;
+    /* dp: same (pp, tp, sp); tp: same (dp, pp, sp); sp: same (dp, pp, tp) */
+    rc = pt_comm_split(&c->dp, &c->world, (c->pp_rank * tp + c->tp_rank) * sp + c->sp_rank, c->dp_rank, "dp");
+    if (!rc) rc = pt_comm_split(&c->tp, &c->world, (c->dp_rank * pp + c->pp_rank) * sp + c->sp_rank, c->tp_rank, "tp");
+    if (!rc) rc = pt_comm_split(&c->sp, &c->world, (c->dp_rank * pp + c->pp_rank) * tp + c->tp_rank, c->sp_rank, "sp");
+    for (int mask = 0; !rc && mask < (1 << PT_TP_AXES); mask++) {
+        /* fixed: the coordinates outside the mask; inside: their mixed-radix index */
+        int fixed = 0, inside = 0;
+        for (int a = 0; a < PT_TP_AXES; a++) {
+            if (mask & (1 << a)) inside = inside * c->tp_dims[a] + c->tp_coord[a];
+            else fixed = fixed * c->tp_dims[a] + c->tp_coord[a];
+        }
+        char name[16];
+        snprintf(name, sizeof name, "tp%c%c%c", mask & 1 ? 'x' : '-', mask & 2 ? 'x' : '-', mask & 4 ? 'x' : '-');
+        rc = pt_comm_split(&c->tp_sub[mask], &c->world, ((c->dp_rank * pp + c->pp_rank) * sp + c->sp_rank) * tp + fixed,
+                           inside, name);
+        if (rc) break;
+        snprintf(name, sizeof name, "sync%c%c%c", mask & 1 ? 'x' : '-', mask & 2 ? 'x' : '-', mask & 4 ? 'x' : '-');
+        rc = pt_comm_split(&c->sync[mask], &c->world, c->pp_rank * tp + fixed,
+                           (c->dp_rank * sp + c->sp_rank) * tp + inside, name);
+    }
+    (void)dp;
     return rc;
 }
 
 void pt_pctx_free(pt_pctx *c)
 {
+    for (int m = 0; m < (1 << PT_TP_AXES); m++) {
+        pt_comm_free(&c->sync[m]);
+        pt_comm_free(&c->tp_sub[m]);
+    }
+    pt_comm_free(&c->sp);
     pt_comm_free(&c->tp);
     pt_comm_free(&c->dp);
     pt_comm_free(&c->world);
 }
+
+#define ALL_GROUPS(c, X)                                                \
+    do {                                                                \
+        X(&(c)->world); X(&(c)->dp); X(&(c)->tp); X(&(c)->sp);          \
+        for (int m_ = 0; m_ < (1 << PT_TP_AXES); m_++) {                \
+            X(&(c)->tp_sub[m_]); X(&(c)->sync[m_]);                     \
+        }                                                               \
+    } while (0)
+
+uint64_t pt_pctx_sent_total(const pt_pctx *c)
+{
+    uint64_t s = 0;
+#define ADD(g) (s += pt_comm_sent_total(g))
+    ALL_GROUPS(c, ADD);
+#undef ADD
+    return s;
+}
+
+void pt_pctx_reset_stats(pt_pctx *c) { ALL_GROUPS(c, pt_comm_reset_stats); }

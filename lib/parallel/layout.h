@@ -1,83 +1,180 @@
 /* The parallel-layer interface (DESIGN.md, lib/parallel).
  *
- * A layout decides how each parameter is sharded over the tensor-parallel
- * group and implements the layers whose computation or communication
- * depends on that sharding: the linear layers of attention and MLP, the
- * token embedding and the vocabulary head with its cross-entropy.  The
- * model builder (lib/model) only calls through this table, so choosing
- * 1d/2d/2.5d/3d is choosing which table it instantiates.  This build has
- * the 1D (Megatron) layout; the others are later implementations of the
- * same table.
+ * A layout decides how every parameter and every activation is sharded
+ * over the tensor-parallel group and implements the layers whose
+ * computation or communication depends on that sharding: the linear
+ * layers of attention and MLP, the token embedding, the vocabulary head
+ * with its cross-entropy, and the group LayerNorm reduces over.  The model
+ * (lib/model) only calls through this table, so choosing 1d/2d/2.5d/3d is
+ * choosing which table it instantiates.
+ *
+ * Activations.  The model sees two sides of every block:
+ *   residual side  the stream between blocks and the LayerNorm inputs:
+ *                  [Bl, T, Cr] on each rank;
+ *   inner side     the attention heads and the MLP hidden units, between a
+ *                  "column" linear (residual -> inner: qkv, fc) and a
+ *                  "row" linear (inner -> residual: proj, fcproj):
+ *                  [Bl, T, 3*Cl] / [Bl, T, Fl] with NHl whole heads.
+ * Both sides hold the same number Bl of sequences, but not necessarily the
+ * same ones (3d swaps the batch and hidden axes between them).
+ *
+ *   mode   ranks    residual [Bl, T, Cr]     inner heads / MLP     logits
+ *   1d     p        [B, T, C]   (replica)    NH/p, 4C/p            [B, T, V/p]
+ *   2d     q*q      [B/q, T, C/q]            NH/q, 4C/q            [B/q, T, V/q]
+ *   2.5d   d*q*q    [B/(dq), T, C/q]         NH/q, 4C/q            [B/(dq), T, V/q]
+ *   3d     l*l*l    [B/l^2, T, C/l]          NH/l, 4C/l            [B/l^2, T, V/l]
+ *
+ * B is the batch of the rank's data-parallel group (sequences); the model
+ * hands every rank all B sequences' tokens and the layout picks its rows.
  */
 #ifndef PTRAIN_LAYOUT_H
 #define PTRAIN_LAYOUT_H
 #include "backend/ops.h"
+#include "core/core.h"
 #include "parallel/context.h"
 #include <stdint.h>
 
-/* How a parameter's full tensor [rows, cols] is split over the tp group. */
-typedef enum pt_shard_kind {
-    PT_SHARD_REPLICATED, /* every tp rank holds all of it */
-    PT_SHARD_ROWS,       /* rank r holds rows [r*rows/tp, (r+1)*rows/tp) */
-    PT_SHARD_ROWS3,      /* rows are 3 blocks (q|k|v); each block split by rows */
-    PT_SHARD_COLS,       /* rank r holds columns [r*cols/tp, (r+1)*cols/tp) */
-} pt_shard_kind;
+/* What a parameter is; the layout decides its shard from this. */
+typedef enum pt_pclass {
+    PT_P_WTE,      /* [Vp, C] token embedding, tied to the vocabulary head */
+    PT_P_WPE,      /* [Tmax, C] position embedding */
+    PT_P_NORM,     /* [C] LayerNorm weight or bias (residual side) */
+    PT_P_QKV_W,    /* [3C, C] residual -> heads, rows are q|k|v blocks */
+    PT_P_QKV_B,    /* [3C] */
+    PT_P_PROJ_W,   /* [C, C] heads -> residual */
+    PT_P_PROJ_B,   /* [C] */
+    PT_P_FC_W,     /* [4C, C] residual -> MLP */
+    PT_P_FC_B,     /* [4C] */
+    PT_P_FCPROJ_W, /* [C, 4C] MLP -> residual */
+    PT_P_FCPROJ_B, /* [C] */
+    PT_P_NCLASS
+} pt_pclass;
 
-/* Copy rank tp_rank's shard of the full row-major tensor `full` [rows,
- * cols] into `local` (rows_local x cols_local as the kind implies).
- * rows (resp. cols, rows/3 for ROWS3) must be divisible by tp. */
-void pt_shard_copy(pt_shard_kind kind, const float *full, float *local, int64_t rows, int64_t cols,
-                   int tp_rank, int tp);
+/* How one rank holds a parameter of full shape [rows, cols]. */
+typedef struct pt_pshard {
+    int64_t numel;   /* local floats */
+    pt_comm *sync;   /* group whose partial gradients of this shard are summed
+                        (always contains dp and sp); one of ctx->sync[] */
+    int norm_owner;  /* 1 on exactly one rank per distinct shard: it counts the
+                        shard in the global gradient norm */
+} pt_pshard;
 
-/* A linear layer Y = X W^T + b with full W [out, in], as the layout
- * shards it.  role COLUMN: output features split (Megatron's
- * ColumnParallelLinear); ROW: input features split (RowParallelLinear). */
+/* Local sizes of the model on this rank (see the table above). */
+typedef struct pt_geom {
+    int B, T;          /* dp-group batch (sequences) and sequence length held */
+    int V;             /* real vocabulary (ids >= V are padding) */
+    int Bl;            /* sequences held on each side */
+    int Cr;            /* residual width held */
+    int NHl, Cl, Fl;   /* inner side: heads, NHl*HS, MLP width */
+    int Vp, Vl;        /* padded vocabulary, logits columns held */
+    int loss_owner;    /* 1 if this rank's head rows count in the global loss
+                          (one rank among the replicas of those rows) */
+    pt_comm *norm;     /* group LayerNorm sums its row statistics over */
+} pt_geom;
+
+/* A linear layer Y = X W^T + b with full W [out, in].  role COLUMN goes
+ * residual -> inner (QKV: output rows are q|k|v blocks), ROW inner ->
+ * residual.  w/b/dw/db are this rank's shards (b/db may be NULL). */
 typedef enum pt_linear_role { PT_LINEAR_COLUMN, PT_LINEAR_ROW, PT_LINEAR_COLUMN_QKV } pt_linear_role;
 
 typedef struct pt_linear {
     pt_linear_role role;
     int in, out;              /* full sizes */
-    int in_local, out_local;  /* this rank's sizes */
-    float *w, *b, *dw, *db;   /* local shards (b/db may be NULL) */
+    int in_local, out_local;  /* activation columns held on the input / output side */
+    float *w, *b, *dw, *db;
 } pt_linear;
+
+/* What every layer call needs: the grid, the kernels and the arena the
+ * layer's scratch buffers (broadcast, gather, transpose blocks) are taken
+ * from and returned to, so they count in the rank's peak memory. */
+typedef struct pt_lenv {
+    pt_pctx *c;
+    const pt_ops_f32 *ops;
+    pt_arena *arena;
+} pt_lenv;
 
 typedef struct pt_layout {
     const char *name;
-    /* shard kind of a linear's weight and bias for a role */
-    pt_shard_kind (*weight_shard)(pt_linear_role role);
-    pt_shard_kind (*bias_shard)(pt_linear_role role);
-    /* y [N, out_local or out] = x W^T + b.  x is [N, in_local or in] as
-     * the role dictates; ROW layers reduce partial sums over tp. */
-    int (*linear_fwd)(pt_pctx *c, const pt_ops_f32 *ops, const pt_linear *l, float *y,
-                      const float *x, int N);
-    /* dx (+=, may be NULL), dW, db from dy; COLUMN layers reduce dx over tp. */
-    int (*linear_bwd)(pt_pctx *c, const pt_ops_f32 *ops, const pt_linear *l, float *dx,
-                      const float *dy, const float *x, int N);
-    /* out [N, C] = wte[tok] with wte sharded by vocabulary rows [Vl, C]. */
-    int (*embed_fwd)(pt_pctx *c, const pt_ops_f32 *ops, float *out, const int32_t *tok,
-                     const float *wte, int Vl, int N, int C);
-    int (*embed_bwd)(pt_pctx *c, const pt_ops_f32 *ops, float *dwte, const float *dout,
-                     const int32_t *tok, int Vl, int N, int C);
-    /* Tied vocabulary head + cross-entropy: logits [N, Vl] = x wte^T,
-     * losses [N] = -log softmax(logits)[target] over the vocab ids < vreal.
-     * stats [3N] receives rowmax, sumexp, target logit for the backward. */
-    int (*head_fwd)(pt_pctx *c, const pt_ops_f32 *ops, float *logits, float *losses, float *stats,
-                    const float *x, const float *wte, const int32_t *targets, int vreal, int Vl,
-                    int N, int C);
-    /* dx (+=) and dwte (+=) from per-row loss weights dloss [N];
-     * overwrites logits with dlogits. */
-    int (*head_bwd)(pt_pctx *c, const pt_ops_f32 *ops, float *dx, float *dwte, float *logits,
-                    const float *stats, const float *x, const float *wte, const int32_t *targets,
-                    const float *dloss, int vreal, int Vl, int N, int C);
+    /* Local sizes for a model (C, NH heads, vocabulary V) at dp-group batch
+     * B and length T.  PT_EINVAL with one line naming the size that does
+     * not fit and the values that would (heads, C, B, V divisibility). */
+    int (*geometry)(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g);
+    /* Shard of a parameter of class cls and full shape [rows, cols]. */
+    void (*param)(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_pshard *s);
+    /* Copy this rank's shard of the row-major full tensor into local. */
+    void (*param_slice)(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
+                        int64_t cols);
+    /* y [Bl*T, out_local] = x [Bl*T, in_local] W^T + b. */
+    int (*linear_fwd)(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N);
+    /* dx [Bl*T, in_local] (overwritten), dW and db (+=) from dy and the
+     * forward input x. */
+    int (*linear_bwd)(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x,
+                      int N);
+    /* out [Bl, T, Cr] = wte[tok] for this rank's residual rows; tok is the
+     * whole dp-group batch [B, T]; wte is this rank's PT_P_WTE shard. */
+    int (*embed_fwd)(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte);
+    /* dwte (+=) from dout [Bl, T, Cr]. */
+    int (*embed_bwd)(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok);
+    /* Tied head + cross-entropy: logits [Bl*T, Vl] = x wte^T for this
+     * rank's head rows (x: residual side [Bl, T, Cr]); losses [Bl*T] =
+     * -log softmax(logits)[target] over ids < V; stats [3*Bl*T] keep row
+     * max, sum of exp and target logit for the backward.  tgt is the whole
+     * dp-group batch [B, T]. */
+    int (*head_fwd)(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats,
+                    const float *x, const float *wte, const int32_t *tgt);
+    /* dx [Bl, T, Cr] (overwritten) and dwte (+=) from the per-row loss
+     * weights dloss [Bl*T]; overwrites logits with dlogits. */
+    int (*head_bwd)(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits,
+                    const float *stats, const float *x, const float *wte, const int32_t *tgt,
+                    const float *dloss);
 } pt_layout;
 
-/* The 1D tensor-parallel layout (Megatron-LM, Shoeybi et al. 2019, section
- * 3: column-parallel QKV and fc, row-parallel projections, vocab-parallel
- * embedding and cross-entropy).  Per transformer block and step it moves
- * 4 allreduces of [B, T, C] in the tp group (2 forward, 2 backward). */
+/* 1D (Megatron-LM, Shoeybi et al. 2019, section 3): lib/parallel/tp1d.c. */
 extern const pt_layout pt_layout_1d;
+/* 2D SUMMA (Optimus, Xu et al. 2021) and its depth-d extension 2.5D
+ * (Tesseract, Wang et al. 2021): lib/parallel/tp2d.c. */
+extern const pt_layout pt_layout_2d;
+/* 3D (Bian et al. 2021): lib/parallel/tp3d.c. */
+extern const pt_layout pt_layout_3d;
 
-/* The layout for a plan mode, or NULL (PT_EUNSUPP via pt_errmsg). */
+/* The layout for a plan mode (off runs the 1D layout with tp = 1), or
+ * NULL (PT_EUNSUPP via pt_errmsg). */
 const pt_layout *pt_layout_for(pt_mode mode);
+
+/* ---- helpers shared by the layouts (layout.c) ---- */
+
+/* Full row of logical row r of a [rows] dimension split into `parts`
+ * blocks, block `blk`: plain blocks, or with qkv = 1 the rows are three
+ * blocks (q|k|v) each split into `parts` and block blk is the union of the
+ * three pieces (so a block holds whole heads of q, k and v). */
+int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r);
+
+/* Copy the sub-block of full [rows, cols]: rows = block rblk of rparts
+ * (qkv as pt_block_row), then rows [rsub*n/rsubparts, ...) of that block's
+ * n rows; columns = block cblk of cparts.  local is
+ * [rows/(rparts*rsubparts), cols/cparts] row-major. */
+void pt_block_copy(const float *full, float *local, int64_t rows, int64_t cols, int rparts, int rblk,
+                   int qkv, int rsubparts, int rsub, int cparts, int cblk);
+
+/* Distributed LayerNorm over rows whose C columns are split over group g
+ * (Ba et al. 2016; the per-row sums of x and of (x-mean)^2, and in the
+ * backward of dy*w and dy*w*xhat, are allreduced over g: 2 allreduces of
+ * [N] floats forward, one of [2N] backward).  out/x [N, Cl], w/b [Cl];
+ * mean/rstd [N] saved.
+ * C is the full width.  Backward accumulates dx, dw, db. */
+int pt_layernorm_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *out, float *mean, float *rstd,
+                     const float *x, const float *w, const float *b, int N, int Cl, int C);
+int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, float *dw, float *db,
+                     const float *dy, const float *x, const float *w, const float *mean, const float *rstd,
+                     int N, int Cl, int C);
+
+/* Vocab-parallel cross-entropy over group g on logits [N, Vl] holding ids
+ * v0..v0+Vl-1 (Megatron, section 3): row max (allreduce max) then sum of
+ * exp and target logit (allreduce sum of [2N]).  losses [N], stats [3N]. */
+int pt_xent_fwd(pt_comm *g, const pt_ops_f32 *ops, float *losses, float *stats, const float *logits,
+                const int32_t *tgt, int v0, int vreal, int N, int Vl);
+
+/* Take n floats from the arena (PT_ENOMEM with a message naming what). */
+float *pt_scratch(pt_arena *a, size_t n, const char *what);
 
 #endif

@@ -14,56 +14,84 @@
 #include "parallel/layout.h"
 #include "core/core.h"
 
-#include <math.h>
+#include <stdio.h>
 #include <string.h>
 
-void pt_shard_copy(pt_shard_kind kind, const float *full, float *local, int64_t rows, int64_t cols,
-                   int r, int p)
+/* Helpers: ranks whose copy of a parameter counts in the gradient norm. */
+static int first_of_sync(const pt_pctx *c) { return c->sync[0].rank == 0; }
+
+static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g)
 {
-    switch (kind) {
-    case PT_SHARD_REPLICATED:
+    const int tp = c->plan.tp;
+    if (NH % tp) {
+        char valid[128] = "";
+        size_t off = 0;
+        for (int d = 1; d <= NH; d++)
+            if (NH % d == 0 && off < sizeof valid - 8)
+                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", d);
+        return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%d; valid tp for this model: %s", tp, NH, valid);
+    }
+    memset(g, 0, sizeof *g);
+    g->B = B;
+    g->T = T;
+    g->V = V;
+    g->Bl = B;
+    g->Cr = C;
+    g->NHl = NH / tp;
+    g->Cl = C / tp;
+    g->Fl = 4 * C / tp;
+    g->Vp = (V + tp - 1) / tp * tp;
+    g->Vl = g->Vp / tp;
+    g->loss_owner = c->tp_rank == 0;
+    g->norm = (pt_comm *)&c->tp_sub[0]; /* rows are whole: LayerNorm is local */
+    return PT_OK;
+}
+
+/* Megatron's shards: column layers split W's output rows (qkv per q|k|v
+ * block), row layers split W's input columns, the embedding splits the
+ * vocabulary; LayerNorm, position embedding and row-layer biases are
+ * replicated over tp (every tp rank computes the same full gradient, so
+ * only dp x sp sums them and only tp rank 0 counts them in the norm). */
+static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_pshard *s)
+{
+    const int tp = c->plan.tp;
+    int split = 1;
+    switch (cls) {
+    case PT_P_WTE: case PT_P_QKV_W: case PT_P_QKV_B: case PT_P_FC_W: case PT_P_FC_B:
+    case PT_P_PROJ_W: case PT_P_FCPROJ_W:
+        split = tp;
+        break;
+    default:
+        break;
+    }
+    s->numel = rows * cols / split;
+    s->sync = &c->sync[0];
+    s->norm_owner = first_of_sync(c) && (split > 1 || c->tp_rank == 0);
+}
+
+static void param_slice(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows, int64_t cols)
+{
+    const int tp = c->plan.tp, r = c->tp_rank;
+    switch (cls) {
+    case PT_P_WTE: case PT_P_FC_W: case PT_P_FC_B:
+        pt_block_copy(full, local, rows, cols, tp, r, 0, 1, 0, 1, 0);
+        break;
+    case PT_P_QKV_W: case PT_P_QKV_B:
+        pt_block_copy(full, local, rows, cols, tp, r, 1, 1, 0, 1, 0);
+        break;
+    case PT_P_PROJ_W: case PT_P_FCPROJ_W:
+        pt_block_copy(full, local, rows, cols, 1, 0, 0, 1, 0, tp, r);
+        break;
+    default:
         memcpy(local, full, sizeof(float) * (size_t)(rows * cols));
         break;
-    case PT_SHARD_ROWS: {
-        int64_t rl = rows / p;
-        memcpy(local, full + r * rl * cols, sizeof(float) * (size_t)(rl * cols));
-        break;
-    }
-    case PT_SHARD_ROWS3: {
-        int64_t blk = rows / 3, rl = blk / p;
-        for (int k = 0; k < 3; k++)
-            memcpy(local + k * rl * cols, full + (k * blk + r * rl) * cols, sizeof(float) * (size_t)(rl * cols));
-        break;
-    }
-    case PT_SHARD_COLS: {
-        int64_t cl = cols / p;
-        for (int64_t i = 0; i < rows; i++)
-            memcpy(local + i * cl, full + i * cols + r * cl, sizeof(float) * (size_t)cl);
-        break;
-    }
     }
 }
 
-static pt_shard_kind w1d(pt_linear_role role)
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N)
 {
-    switch (role) {
-    case PT_LINEAR_COLUMN: return PT_SHARD_ROWS;
-    case PT_LINEAR_COLUMN_QKV: return PT_SHARD_ROWS3;
-    default: return PT_SHARD_COLS;
-    }
-}
-
-static pt_shard_kind b1d(pt_linear_role role)
-{
-    switch (role) {
-    case PT_LINEAR_COLUMN: return PT_SHARD_ROWS;
-    case PT_LINEAR_COLUMN_QKV: return PT_SHARD_ROWS3;
-    default: return PT_SHARD_REPLICATED;
-    }
-}
-
-static int lin_fwd(pt_pctx *c, const pt_ops_f32 *ops, const pt_linear *l, float *y, const float *x, int N)
-{
+    pt_pctx *c = e->c;
+    const pt_ops_f32 *ops = e->ops;
     if (l->role == PT_LINEAR_ROW) {
         ops->matmul_fwd(y, x, l->w, NULL, N, l->in_local, l->out);
         int rc = pt_allreduce_sum(&c->tp, y, (size_t)N * l->out);
@@ -75,9 +103,10 @@ static int lin_fwd(pt_pctx *c, const pt_ops_f32 *ops, const pt_linear *l, float 
     return PT_OK;
 }
 
-static int lin_bwd(pt_pctx *c, const pt_ops_f32 *ops, const pt_linear *l, float *dx, const float *dy,
-                   const float *x, int N)
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N)
 {
+    pt_pctx *c = e->c;
+    const pt_ops_f32 *ops = e->ops;
     if (l->role == PT_LINEAR_ROW) {
         if (dx) memset(dx, 0, sizeof(float) * (size_t)N * l->in_local);
         ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in_local, l->out);
@@ -88,52 +117,43 @@ static int lin_bwd(pt_pctx *c, const pt_ops_f32 *ops, const pt_linear *l, float 
     return dx ? pt_allreduce_sum(&c->tp, dx, (size_t)N * l->in) : PT_OK;
 }
 
-static int emb_fwd(pt_pctx *c, const pt_ops_f32 *ops, float *out, const int32_t *tok, const float *wte,
-                   int Vl, int N, int C)
+static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte)
 {
-    ops->embedding_fwd(out, tok, wte, c->tp_rank * Vl, Vl, N, C);
-    return pt_allreduce_sum(&c->tp, out, (size_t)N * C);
+    const int N = g->B * g->T;
+    e->ops->embedding_fwd(out, tok, wte, e->c->tp_rank * g->Vl, g->Vl, N, g->Cr);
+    return pt_allreduce_sum(&e->c->tp, out, (size_t)N * g->Cr);
 }
 
-static int emb_bwd(pt_pctx *c, const pt_ops_f32 *ops, float *dwte, const float *dout, const int32_t *tok,
-                   int Vl, int N, int C)
+static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok)
 {
-    ops->embedding_bwd(dwte, dout, tok, c->tp_rank * Vl, Vl, N, C);
+    e->ops->embedding_bwd(dwte, dout, tok, e->c->tp_rank * g->Vl, g->Vl, g->B * g->T, g->Cr);
     return PT_OK;
 }
 
-static int head_fwd(pt_pctx *c, const pt_ops_f32 *ops, float *logits, float *losses, float *stats,
-                    const float *x, const float *wte, const int32_t *targets, int vreal, int Vl, int N,
-                    int C)
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats,
+                    const float *x, const float *wte, const int32_t *tgt)
 {
-    float *rowmax = stats, *sumexp = stats + N, *tgt = stats + 2 * N;
-    int v0 = c->tp_rank * Vl;
-    ops->matmul_fwd(logits, x, wte, NULL, N, C, Vl);
-    ops->xent_max(rowmax, logits, v0, vreal, N, Vl);
-    int rc = pt_allreduce_max(&c->tp, rowmax, (size_t)N);
-    if (rc) return rc;
-    ops->xent_sumexp(sumexp, tgt, logits, rowmax, targets, v0, vreal, N, Vl);
-    rc = pt_allreduce_sum(&c->tp, sumexp, 2 * (size_t)N); /* sumexp and tgt are adjacent */
-    if (rc) return rc;
-    for (int n = 0; n < N; n++) losses[n] = logf(sumexp[n]) + rowmax[n] - tgt[n];
-    return PT_OK;
+    const int N = g->B * g->T;
+    e->ops->matmul_fwd(logits, x, wte, NULL, N, g->Cr, g->Vl);
+    return pt_xent_fwd(&e->c->tp, e->ops, losses, stats, logits, tgt, e->c->tp_rank * g->Vl, g->V, N, g->Vl);
 }
 
-static int head_bwd(pt_pctx *c, const pt_ops_f32 *ops, float *dx, float *dwte, float *logits,
-                    const float *stats, const float *x, const float *wte, const int32_t *targets,
-                    const float *dloss, int vreal, int Vl, int N, int C)
+static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits,
+                    const float *stats, const float *x, const float *wte, const int32_t *tgt,
+                    const float *dloss)
 {
-    const float *rowmax = stats, *sumexp = stats + N;
-    ops->xent_bwd(logits, logits, rowmax, sumexp, targets, dloss, c->tp_rank * Vl, vreal, N, Vl);
+    const int N = g->B * g->T, C = g->Cr;
+    e->ops->xent_bwd(logits, logits, stats, stats + N, tgt, dloss, e->c->tp_rank * g->Vl, g->V, N, g->Vl);
     memset(dx, 0, sizeof(float) * (size_t)N * C);
-    ops->matmul_bwd(dx, dwte, NULL, logits, x, wte, N, C, Vl);
-    return pt_allreduce_sum(&c->tp, dx, (size_t)N * C);
+    e->ops->matmul_bwd(dx, dwte, NULL, logits, x, wte, N, C, g->Vl);
+    return pt_allreduce_sum(&e->c->tp, dx, (size_t)N * C);
 }
 
 const pt_layout pt_layout_1d = {
     .name = "1d",
-    .weight_shard = w1d,
-    .bias_shard = b1d,
+    .geometry = geometry,
+    .param = param,
+    .param_slice = param_slice,
     .linear_fwd = lin_fwd,
     .linear_bwd = lin_bwd,
     .embed_fwd = emb_fwd,
@@ -141,10 +161,3 @@ const pt_layout pt_layout_1d = {
     .head_fwd = head_fwd,
     .head_bwd = head_bwd,
 };
-
-const pt_layout *pt_layout_for(pt_mode mode)
-{
-    if (mode == PT_MODE_1D) return &pt_layout_1d;
-    pt_fail(PT_EUNSUPP, "tensor-parallel mode '%s' is not yet supported (supported: 1d)", pt_mode_name(mode));
-    return NULL;
-}

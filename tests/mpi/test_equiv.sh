@@ -1,7 +1,9 @@
 #!/bin/sh
-# Data parallel and 1D tensor parallel reproduce the single-process run
-# (loss, every gradient, every parameter after AdamW steps) and move exactly
-# the analytic communication volume.  See test_equiv.c.
+# Every layout (data parallel; 1D, 2D, 2.5D, 3D tensor parallel; sequence
+# parallel; composed with dp) reproduces the single-process run (loss, every
+# gradient, every parameter after AdamW steps) and moves exactly the
+# analytic communication volume.  See test_equiv.c.  8-rank runs are
+# oversubscribed on small machines and kept tiny.
 . "$top_srcdir/tests/lib.sh"
 bin="$top_builddir/tests/mpi/test_equiv"
 [ -x "$bin" ] || skip_all "test_equiv not built"
@@ -10,24 +12,29 @@ out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 n=0
 fail=0
-# np dp tp order
-for cfg in "1 1 1 DPT" "2 2 1 DPT" "2 1 2 DPT" "4 4 1 DPT" "4 1 4 DPT" "4 2 2 DPT" "4 2 2 TPD"; do
+# mode dp tp depth sp order (np = dp*tp*sp)
+for cfg in "1d 1 1 1 1 DPT" "1d 2 1 1 1 DPT" "1d 1 2 1 1 DPT" "1d 4 1 1 1 DPT" "1d 1 4 1 1 DPT" \
+           "1d 2 2 1 1 DPT" "1d 2 2 1 1 TPD" \
+           "2d 1 4 1 1 DPT" "2d 2 4 1 1 DPT" "2d 2 4 1 1 TPD" "2.5d 1 8 2 1 DPT" \
+           ${PTRAIN_EQUIV_EXTRA:-}; do
     set -- $cfg
-    echo "# mpirun -np $1 test_equiv dp=$2 tp=$3 order=$4"
-    if ! ptrain_mpirun -np "$1" "$bin" "$2" "$3" "$4" 3 >"$out" 2>&1; then
+    np=$(($2 * $3 * $5))
+    tag="$1 dp=$2 tp=$3 depth=$4 sp=$5 $6"
+    echo "# mpirun -np $np test_equiv $tag"
+    if ! ptrain_mpirun -np "$np" "$bin" "$1" "$2" "$3" "$4" "$5" "$6" 3 >"$out" 2>&1; then
         rc=$?
     else
         rc=0
     fi
     while IFS= read -r line; do
         case "$line" in
-        "ok - "*) n=$((n+1)); echo "ok $n - [dp=$2 tp=$3 $4] ${line#ok - }" ;;
-        "not ok - "*) n=$((n+1)); fail=$((fail+1)); echo "not ok $n - [dp=$2 tp=$3 $4] ${line#not ok - }" ;;
+        "ok - "*) n=$((n+1)); echo "ok $n - [$tag] ${line#ok - }" ;;
+        "not ok - "*) n=$((n+1)); fail=$((fail+1)); echo "not ok $n - [$tag] ${line#not ok - }" ;;
         "#"*) echo "$line" ;;
         *) echo "# $line" ;;
         esac
     done <"$out"
-    if [ "$rc" -ne 0 ]; then n=$((n+1)); echo "not ok $n - [dp=$2 tp=$3 $4] exited with status $rc"; fi
+    if [ "$rc" -ne 0 ]; then n=$((n+1)); echo "not ok $n - [$tag] exited with status $rc"; fi
 done
 echo "1..$n"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,324 @@
+/* 2D tensor parallelism with SUMMA (Optimus: Xu et al. 2021, "An
+ * Efficient 2D Method for Training Super-Large Deep Learning Models",
+ * section 3; SUMMA: van de Geijn & Watts 1997) and its depth extension
+ * 2.5D (Tesseract: Wang et al. 2021, "Tesseract: Parallelize the Tensor
+ * Parallelism Efficiently", section 3).
+ *
+ * Grid: tp = d*q*q ranks p(k, i, j): depth slice k, row i, column j
+ * (context axes 0, 1, 2; d = 1 is plain 2D).  Each depth slice is an
+ * independent q x q SUMMA grid over its own part of the batch:
+ *   activations  X_ij  = rows of batch block b = k*q + i (B/(dq) sequences),
+ *                        hidden block j (C/q columns);
+ *   linear W [O, I]    p(k,i,j) holds W[O-block j, I-block i] ([O/q, I/q];
+ *                        for qkv the O blocks are whole heads of q, k, v),
+ *                        the same on every depth slice;
+ *   bias, LayerNorm,   block j of the vector, on every (k, i);
+ *   position emb.
+ *   wte [Vp, C]        p(k,i,j) holds wte[V-block i, C-block j].
+ * Row group = same (k, i), varying j; column group = same (k, j), varying i.
+ *
+ * Linear (Y = X W^T, SUMMA "AB" with B = W^T): for s = 0..q-1 broadcast
+ * X_is along the row and W[O-blk j, I-blk s] down the column, Y_ij +=
+ * X_is W^T.  Backward: dX_is = sum_j dY_ij W[j, s] (broadcast W down the
+ * column, reduce the partial products along the row to column s), dW[j,
+ * s] = sum_i dY_ij^T X_is (broadcast X along the row, reduce down the
+ * column to row s).  Per linear and rank, with Sx = the local input block
+ * and Sw = the local weight block (bytes), the counters see q broadcasts
+ * or reduces of each, six times (q-1)/q: 3(q-1)(Sx + Sw), the Colossal-AI
+ * paper's Table 1 (Bian et al. 2021) for j = q.
+ *
+ * 2.5D: the weights are replicated over the d depth slices, which see
+ * different batch blocks, so dW must also be summed over depth (Tesseract
+ * section 3.2; Colossal-AI's own 2.5D code omits this).  That sum is the
+ * same operation as data parallelism's, so it runs once per step in the
+ * model's gradient synchronisation over sync[depth] (= depth x dp x sp)
+ * rather than once per layer: 2(dp*d-1)/(dp*d) Sw per weight and step.
+ * Biases and LayerNorm parameters sum over (depth, rows): sync[depth|row].
+ *
+ * Embedding: wte[V-blk s, C-blk j] is broadcast down column j for each s
+ * and rows of tokens in that vocabulary block are copied (no broadcast of
+ * the one-hot input: every rank of a row has the tokens); the backward
+ * scatter-adds into a block and reduces it down the column to row s.
+ * Vocabulary head: the head needs W = wte in the linear's storage
+ * (p(i,j) = wte[V-blk j, C-blk i]), the transpose block of what p(i,j)
+ * holds, so the slice swaps blocks with p(j,i) (one send of Sw each way)
+ * and runs the SUMMA linear; logits are [B/(dq)*T, Vp/q] with vocabulary
+ * block j, the cross-entropy reduces over the row, and the weight
+ * gradient is swapped back.
+ */
+#include "parallel/layout.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { AX_DEPTH = 1, AX_ROW = 2, AX_COL = 4 }; /* masks of context axes 0, 1, 2 */
+
+/* Row group (varying j, my rank = j) and column group (varying i, rank = i). */
+#define ROWG(c) (&(c)->tp_sub[AX_COL])
+#define COLG(c) (&(c)->tp_sub[AX_ROW])
+#define SLICE(c) (&(c)->tp_sub[AX_ROW | AX_COL])
+#define CI(c) ((c)->tp_coord[1])
+#define CJ(c) ((c)->tp_coord[2])
+#define CK(c) ((c)->tp_coord[0])
+#define Q(c) ((c)->tp_dims[1])
+
+static void list_multiples(char *buf, size_t n, int m, int upto)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int v = m; v <= upto * m && off < n - 12; v += m)
+        off += (size_t)snprintf(buf + off, n - off, "%s%d", off ? " " : "", v);
+}
+
+static void list_divisors(char *buf, size_t n, int of)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int v = 1; v <= of && off < n - 12; v++)
+        if (of % v == 0) off += (size_t)snprintf(buf + off, n - off, "%s%d", off ? " " : "", v);
+}
+
+static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g)
+{
+    const int q = Q(c), d = c->tp_dims[0];
+    const char *mode = d > 1 || c->plan.mode == PT_MODE_2P5D ? "2.5d" : "2d";
+    char valid[160];
+    if (NH % q) {
+        list_divisors(valid, sizeof valid, NH);
+        return pt_fail(PT_EINVAL, "mode %s with q=%d (tp=%d) needs n_head=%d divisible by q; valid q for this "
+                       "model: %s", mode, q, c->plan.tp, NH, valid);
+    }
+    if (B % (d * q)) {
+        list_multiples(valid, sizeof valid, d * q, 4);
+        return pt_fail(PT_EINVAL, "mode %s splits the batch %d ways (depth %d x q %d): B=%d sequences per "
+                       "data-parallel group does not divide (valid B: %s ...)", mode, d * q, d, q, B, valid);
+    }
+    memset(g, 0, sizeof *g);
+    g->B = B;
+    g->T = T;
+    g->V = V;
+    g->Bl = B / (d * q);
+    g->Cr = C / q;
+    g->NHl = NH / q;
+    g->Cl = C / q;
+    g->Fl = 4 * C / q;
+    g->Vp = (V + q - 1) / q * q;
+    g->Vl = g->Vp / q;
+    g->loss_owner = CJ(c) == 0;
+    g->norm = (pt_comm *)ROWG(c);
+    return PT_OK;
+}
+
+static int is_weight(pt_pclass cls)
+{
+    return cls == PT_P_QKV_W || cls == PT_P_PROJ_W || cls == PT_P_FC_W || cls == PT_P_FCPROJ_W || cls == PT_P_WTE;
+}
+
+static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_pshard *s)
+{
+    const int q = Q(c);
+    if (is_weight(cls)) {
+        s->numel = rows * cols / ((int64_t)q * q);
+        s->sync = &c->sync[AX_DEPTH];
+    } else if (cls == PT_P_WPE) {
+        s->numel = rows * cols / q;
+        s->sync = &c->sync[AX_DEPTH | AX_ROW];
+    } else {
+        s->numel = rows * cols / q;
+        s->sync = &c->sync[AX_DEPTH | AX_ROW];
+    }
+    s->norm_owner = s->sync->rank == 0;
+}
+
+static void param_slice(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
+                        int64_t cols)
+{
+    const int q = Q(c), i = CI(c), j = CJ(c);
+    const int qkv = cls == PT_P_QKV_W || cls == PT_P_QKV_B;
+    switch (cls) {
+    case PT_P_WTE: /* [V-blk i, C-blk j] */
+        pt_block_copy(full, local, rows, cols, q, i, 0, 1, 0, q, j);
+        break;
+    case PT_P_WPE: /* [T, C-blk j] */
+        pt_block_copy(full, local, rows, cols, 1, 0, 0, 1, 0, q, j);
+        break;
+    case PT_P_QKV_W: case PT_P_PROJ_W: case PT_P_FC_W: case PT_P_FCPROJ_W: /* [O-blk j, I-blk i] */
+        pt_block_copy(full, local, rows, cols, q, j, qkv, 1, 0, q, i);
+        break;
+    default: /* vectors [C] or [O]: block j */
+        pt_block_copy(full, local, rows, cols, q, j, qkv, 1, 0, 1, 0);
+        break;
+    }
+}
+
+/* y [N, Ol] = x [N, Il] W^T (+ b), W the local [Ol, Il] block. */
+static int summa_fwd(const pt_lenv *e, const float *w, const float *b, float *y, const float *x, int N, int Il,
+                     int Ol)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c);
+    const size_t nx = (size_t)N * Il, nw = (size_t)Ol * Il;
+    float *xb = pt_scratch(e->arena, nx, "SUMMA X"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA W") : NULL;
+    int rc = wb ? PT_OK : PT_ENOMEM;
+    for (int s = 0; !rc && s < q; s++) {
+        float *xs = CJ(c) == s ? (float *)x : xb; /* the root only reads its buffer */
+        float *ws = CI(c) == s ? (float *)w : wb;
+        if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
+        if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
+        if (s == 0) e->ops->matmul_fwd(y, xs, ws, NULL, N, Il, Ol);
+        else e->ops->matmul_acc(y, xs, ws, N, Il, Ol);
+    }
+    if (!rc && b) e->ops->bias_fwd(y, b, N, Ol);
+    pt_arena_free(e->arena, wb);
+    pt_arena_free(e->arena, xb);
+    return rc;
+}
+
+/* dx [N, Il] (overwritten), dw [Ol, Il] (+=), db [Ol] (+=) from dy [N, Ol]. */
+static int summa_bwd(const pt_lenv *e, const float *w, float *dw, float *db, float *dx, const float *dy,
+                     const float *x, int N, int Il, int Ol)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c);
+    const size_t nx = (size_t)N * Il, nw = (size_t)Ol * Il;
+    float *xb = pt_scratch(e->arena, nx, "SUMMA X"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA W") : NULL;
+    int rc = wb ? PT_OK : PT_ENOMEM;
+    /* dX_is = sum_j dY_ij W[j, s]: W down the column, partials reduced along the row */
+    for (int s = 0; !rc && s < q; s++) {
+        float *ws = CI(c) == s ? (float *)w : wb;
+        if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
+        float *p = CJ(c) == s ? dx : xb;
+        memset(p, 0, nx * sizeof(float));
+        e->ops->matmul_bwd(p, NULL, NULL, dy, NULL, ws, N, Il, Ol);
+        rc = pt_reduce_sum(ROWG(c), p, nx, s);
+    }
+    /* dW[j, s] = sum_i dY_ij^T X_is: X along the row, partials reduced down the column */
+    for (int s = 0; !rc && s < q; s++) {
+        float *xs = CJ(c) == s ? (float *)x : xb;
+        if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
+        memset(wb, 0, nw * sizeof(float));
+        e->ops->matmul_bwd(NULL, wb, NULL, dy, xs, NULL, N, Il, Ol);
+        if ((rc = pt_reduce_sum(COLG(c), wb, nw, s))) break;
+        if (CI(c) == s)
+            for (size_t t = 0; t < nw; t++) dw[t] += wb[t];
+    }
+    if (!rc && db) e->ops->bias_bwd(db, dy, N, Ol);
+    pt_arena_free(e->arena, wb);
+    pt_arena_free(e->arena, xb);
+    return rc;
+}
+
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N)
+{
+    return summa_fwd(e, l->w, l->b, y, x, N, l->in_local, l->out_local);
+}
+
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N)
+{
+    return summa_bwd(e, l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local);
+}
+
+/* First token of this rank's batch block in the dp-group batch [B, T]. */
+static size_t row0(const pt_pctx *c, const pt_geom *g)
+{
+    return (size_t)(CK(c) * Q(c) + CI(c)) * g->Bl * g->T;
+}
+
+static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
+    const size_t nw = (size_t)Vb * Cl, no = (size_t)N * Cl;
+    tok += row0(c, g);
+    float *wb = pt_scratch(e->arena, nw, "embedding W"), *tmp = wb ? pt_scratch(e->arena, no, "embedding") : NULL;
+    int rc = tmp ? PT_OK : PT_ENOMEM;
+    for (int s = 0; !rc && s < q; s++) {
+        float *ws = CI(c) == s ? (float *)wte : wb;
+        if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
+        e->ops->embedding_fwd(s == 0 ? out : tmp, tok, ws, s * Vb, Vb, N, Cl);
+        if (s) e->ops->add_fwd(out, out, tmp, no);
+    }
+    pt_arena_free(e->arena, tmp);
+    pt_arena_free(e->arena, wb);
+    return rc;
+}
+
+static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
+    const size_t nw = (size_t)Vb * Cl;
+    tok += row0(c, g);
+    float *wb = pt_scratch(e->arena, nw, "embedding dW");
+    int rc = wb ? PT_OK : PT_ENOMEM;
+    for (int s = 0; !rc && s < q; s++) {
+        memset(wb, 0, nw * sizeof(float));
+        e->ops->embedding_bwd(wb, dout, tok, s * Vb, Vb, N, Cl);
+        if ((rc = pt_reduce_sum(COLG(c), wb, nw, s))) break;
+        if (CI(c) == s)
+            for (size_t t = 0; t < nw; t++) dwte[t] += wb[t];
+    }
+    pt_arena_free(e->arena, wb);
+    return rc;
+}
+
+/* Swap blocks with the transposed rank p(j, i) of the slice: out = the
+ * partner's n floats (in itself on the diagonal). */
+static int transpose_block(pt_pctx *c, const float *in, float *out, size_t n)
+{
+    const int q = Q(c), i = CI(c), j = CJ(c);
+    if (i == j) {
+        memcpy(out, in, n * sizeof(float));
+        return PT_OK;
+    }
+    int partner = j * q + i;
+    return pt_sendrecv(SLICE(c), in, partner, out, partner, n, 77);
+}
+
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats, const float *x,
+                    const float *wte, const int32_t *tgt)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
+    const size_t nw = (size_t)Vb * Cl;
+    float *wt = pt_scratch(e->arena, nw, "head W^T");
+    int rc = wt ? transpose_block(c, wte, wt, nw) : PT_ENOMEM;
+    if (!rc) rc = summa_fwd(e, wt, NULL, logits, x, N, Cl, Vb);
+    pt_arena_free(e->arena, wt);
+    if (rc) return rc;
+    return pt_xent_fwd(ROWG(c), e->ops, losses, stats, logits, tgt + row0(c, g), CJ(c) * Vb, g->V, N, Vb);
+}
+
+static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits, const float *stats,
+                    const float *x, const float *wte, const int32_t *tgt, const float *dloss)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
+    const size_t nw = (size_t)Vb * Cl;
+    e->ops->xent_bwd(logits, logits, stats, stats + N, tgt + row0(c, g), dloss, CJ(c) * Vb, g->V, N, Vb);
+    float *wt = pt_scratch(e->arena, nw, "head W^T"), *dwt = wt ? pt_scratch(e->arena, nw, "head dW^T") : NULL;
+    int rc = dwt ? transpose_block(c, wte, wt, nw) : PT_ENOMEM;
+    if (!rc) {
+        memset(dwt, 0, nw * sizeof(float));
+        rc = summa_bwd(e, wt, dwt, NULL, dx, logits, x, N, Cl, Vb);
+    }
+    if (!rc) rc = transpose_block(c, dwt, wt, nw); /* wt now holds my block's gradient */
+    if (!rc)
+        for (size_t t = 0; t < nw; t++) dwte[t] += wt[t];
+    pt_arena_free(e->arena, dwt);
+    pt_arena_free(e->arena, wt);
+    return rc;
+}
+
+const pt_layout pt_layout_2d = {
+    .name = "2d",
+    .geometry = geometry,
+    .param = param,
+    .param_slice = param_slice,
+    .linear_fwd = lin_fwd,
+    .linear_bwd = lin_bwd,
+    .embed_fwd = emb_fwd,
+    .embed_bwd = emb_bwd,
+    .head_fwd = head_fwd,
+    .head_bwd = head_bwd,
+};
