@@ -1,0 +1,157 @@
+/* Memory per rank of the layouts, from the arena's peak (parameters,
+ * gradients, AdamW moments, saved activations and every layer's scratch
+ * buffers over one training step).
+ *
+ * usage: test_memory LAYOUTS   (under mpirun -np P, P = 4 or 8)
+ *   tensor layouts at P ranks (dp = 1, tp = P): 1d against 2d (P = 4) or
+ *   2.5d (depth 2) and 3d (P = 8); as the Colossal-AI paper's Figure 8
+ *   reports, the 2D/2.5D/3D layouts, which shard the activations between
+ *   the linears as well as the weights, need less memory per rank than 1D,
+ *   which replicates them.
+ * usage: test_memory SP        (under mpirun -np 4)
+ *   sequence parallelism: with one sequence per data-parallel group, the
+ *   longest sequence length whose step fits the per-rank memory that sp=1
+ *   needs at T0 grows with the sp size (sp = 1, 2, 4; dp = 4/sp).
+ * The model is chosen so that activations, not the vocabulary, dominate
+ * (small V): the regime the paper measures.
+ * Output: TAP lines without numbers (the driver script numbers them).
+ */
+#include "core/core.h"
+#include "model/gpt.h"
+#include "parallel/context.h"
+
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int rank0, failures;
+
+static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void report(int ok, const char *fmt, ...)
+{
+    int all = ok;
+    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) failures++;
+    if (!rank0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s - ", all ? "ok" : "not ok");
+    vprintf(fmt, ap);
+    printf("\n");
+    fflush(stdout);
+    va_end(ap);
+}
+
+/* Peak arena bytes (max over ranks) of create + one forward/backward/step,
+ * or 0 when the model does not build (message in pt_errmsg on rank 0). */
+static size_t step_peak(const pt_gpt_config *cfg, const pt_plan *plan, int B, int T, unsigned long seed)
+{
+    pt_pctx ctx;
+    if (pt_pctx_init(&ctx, MPI_COMM_WORLD, plan, -1)) return 0;
+    const pt_backend *be = pt_backend_get("cpu");
+    pt_arena a = {0};
+    pt_gpt m;
+    int rc = pt_gpt_create(&m, cfg, &ctx, be, &a, B, T, seed);
+    int all = rc;
+    MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    size_t peak = 0;
+    if (all == PT_OK) {
+        int32_t *tok = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
+        pt_rng r;
+        pt_rng_seed(&r, seed, 7);
+        for (int i = 0; i <= B * T; i++) tok[i] = (int32_t)(pt_rng_u64(&r) % (uint64_t)cfg->vocab);
+        float loss;
+        pt_adamw_cfg opt;
+        pt_adamw_default(&opt);
+        pt_gpt_zero_grad(&m);
+        rc = pt_gpt_forward(&m, tok, tok + 1, &loss);
+        if (!rc) rc = pt_gpt_backward(&m);
+        if (!rc) rc = pt_gpt_step(&m, &opt, 1e-3f, NULL);
+        free(tok);
+        unsigned long long p = rc ? 0 : a.peak, mx = 0;
+        MPI_Allreduce(&p, &mx, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
+        peak = (size_t)mx;
+    } else if (rc) {
+        pt_gpt_free(&m);
+    }
+    if (all == PT_OK) pt_gpt_free(&m);
+    pt_pctx_free(&ctx);
+    return peak;
+}
+
+static void layouts(int P, unsigned long seed)
+{
+    /* activations dominate: 8 sequences of 64, C = 128, small vocabulary */
+    pt_gpt_config cfg = {.n_layer = 2, .n_head = 8, .n_embd = 128, .seq_len = 64, .vocab = 512};
+    const int B = 8, T = 64;
+    typedef struct { const char *name; pt_mode mode; int depth; } lay;
+    static const lay four[] = {{"1d", PT_MODE_1D, 1}, {"2d", PT_MODE_2D, 1}},
+                     eight[] = {{"1d", PT_MODE_1D, 1}, {"2.5d", PT_MODE_2P5D, 2}, {"3d", PT_MODE_3D, 1}};
+    const lay *L = P == 4 ? four : eight;
+    const int n = P == 4 ? 2 : 3;
+    size_t peak[3];
+    for (int i = 0; i < n; i++) {
+        pt_plan p;
+        pt_plan_default(&p);
+        p.mode = L[i].mode;
+        p.tp = P;
+        p.tp_depth = L[i].depth;
+        peak[i] = step_peak(&cfg, &p, B, T, seed);
+        if (rank0) printf("# %-5s tp=%d: peak %.2f MiB per rank%s%s\n", L[i].name, P, peak[i] / 1048576.0,
+                          peak[i] ? "" : " (did not build: ", peak[i] ? "" : pt_errmsg());
+    }
+    report(peak[0] > 0, "1d at %d ranks builds and steps (L2 H8 C128 T64 V512, B=8): %.2f MiB/rank", P, peak[0] / 1048576.0);
+    for (int i = 1; i < n; i++)
+        report(peak[i] > 0 && peak[i] < peak[0], "%s at %d ranks needs less memory per rank than 1d: %.2f < %.2f MiB (%.0f%%)",
+               L[i].name, P, peak[i] / 1048576.0, peak[0] / 1048576.0, 100.0 * (double)peak[i] / (double)peak[0]);
+}
+
+static void sequence(int P, unsigned long seed)
+{
+    pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 512, .vocab = 256};
+    const int T0 = 64;
+    int longest[3] = {0, 0, 0}, sps[3] = {1, 2, 4};
+    size_t budget = 0;
+    for (int k = 0; k < 3; k++) {
+        int sp = sps[k];
+        if (P % sp) continue;
+        pt_plan p;
+        pt_plan_default(&p);
+        p.sp = sp;
+        p.dp = P / sp;
+        if (k == 0) {
+            budget = step_peak(&cfg, &p, 1, T0, seed);
+            longest[0] = T0;
+            continue;
+        }
+        /* the longest T (multiple of 16) whose step peak fits the budget */
+        for (int T = T0; T <= cfg.seq_len; T += 16) {
+            size_t pk = step_peak(&cfg, &p, 1, T, seed);
+            if (pk == 0 || pk > budget) break;
+            longest[k] = T;
+        }
+        if (rank0) printf("# sp=%d: longest T within %.2f MiB/rank: %d\n", sp, budget / 1048576.0, longest[k]);
+    }
+    report(budget > 0, "sp=1 budget: one step at T=%d needs %.2f MiB/rank", T0, budget / 1048576.0);
+    report(longest[1] > longest[0], "sp=2 fits a longer sequence than sp=1 in that memory: T=%d > %d", longest[1], longest[0]);
+    report(longest[2] > longest[1], "sp=4 fits a longer sequence than sp=2: T=%d > %d", longest[2], longest[1]);
+}
+
+int main(int argc, char **argv)
+{
+    MPI_Init(&argc, &argv);
+    int wr, P;
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    MPI_Comm_size(MPI_COMM_WORLD, &P);
+    rank0 = wr == 0;
+    pt_backend_get("cpu")->set_threads(1);
+    unsigned long seed = (unsigned long)time(NULL);
+    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    if (argc > 1 && strcmp(argv[1], "SP") == 0) sequence(P, seed);
+    else layouts(P, seed);
+    MPI_Finalize();
+    return failures ? 1 : 0;
+}
