@@ -1,0 +1,328 @@
+/* 3D tensor parallelism (Bian et al. 2021, "Maximizing Parallelism in
+ * Distributed Training for Huge Neural Networks", section 3; the layout
+ * of Colossal-AI's parallel_3d).
+ *
+ * Grid: tp = l*l*l ranks p(i, j, k) (context axes 0, 1, 2).  Axis groups:
+ * I = tp_sub[1] (varying i), J = tp_sub[2] (varying j), K = tp_sub[4]
+ * (varying k); a rank's index in each is its coordinate on that axis.
+ * The batch is split into l*l sub-blocks of Bl = B/l^2 sequences, sub-block
+ * (a, b) being sequences (a*l + b)*Bl ... (a*l + b + 1)*Bl - 1, so batch
+ * block a (l*Bl sequences) is the sub-blocks (a, 0..l-1) in order.
+ *   layout A (residual side: embedding output, residual stream, LayerNorm,
+ *            head input): p(i,j,k) holds sub-block (i, k), hidden block j;
+ *   layout B (inner side: attention heads, MLP hidden units): sub-block
+ *            (i, j), hidden block k (NH/l whole heads of q, k and v).
+ * Column linears (qkv, fc) go A -> B, row linears (proj, fcproj) B -> A.
+ *
+ * Linear A -> B, Y = X W^T with full W [O, I]: p(i,j,k) holds W[O-block k,
+ * I-block j] (for qkv the O blocks are whole heads of q|k|v), of which
+ * the row piece i of l: [O/l^2, I/l].  Forward: allgather X over K ->
+ * [l*N, I/l] = batch block i (allgather's rank-order concatenation is the
+ * sub-block order), allgather W over I -> [O/l, I/l], Yp = Xg Wg^T
+ * [l*N, O/l] is the partial sum over input block j, reduce-scatter over
+ * J -> Y [N, O/l] = sub-block (i, j), output block k: layout B.  Bias
+ * block k is held on every (i, j) and added after the reduce-scatter.
+ * Backward: allgather W over I and dY over J -> [l*N, O/l]; dXp = dYg Wg
+ * reduce-scattered over K -> dX (sub-block (i, k), block j); allgather X
+ * over K again; dWp = dYg^T Xg (batch block i's share) reduce-scattered
+ * over I -> this rank's piece of dW; db = column sums of the local dY.
+ * Linear B -> A is the same with the roles of J and K swapped: X gathered
+ * over J, Y reduce-scattered over K, W[O-block j, I-block k] piece i,
+ * bias block j.
+ *
+ * Memory: the backward gathers X and W again instead of keeping the l
+ * times larger gathered blocks alive from forward to backward (they would
+ * be l*N*I/l + O*I/l^2 floats per linear and layer held for the whole
+ * step).  Scratch at most: forward Xg + Wg + Yp, backward Xg (first as
+ * dXp) + Wg (then dWp) + dYg + one local W block.
+ *
+ * Communication per linear and rank, counted as comm.h's ring model, with
+ * the GATHERED block sizes Sx = [l*N, I/l], Sw = [O/l, I/l], Sy = [l*N,
+ * O/l] in bytes (N = Bl*T local rows):
+ *   forward   AG X, AG W, RS Y                  (l-1)/l (Sx + Sw + Sy)
+ *   backward  AG W, AG dY, RS dX, AG X, RS dW   (l-1)/l (2Sx + 2Sw + Sy)
+ *   total                                       (l-1)/l (3Sx + 3Sw + 2Sy)
+ * against Table 1's 2(l-1)/l (Sx + Sw + Sy) (Bian et al. 2021): the extra
+ * (l-1)/l (Sx + Sw) is the backward's re-gather of X and W, the price of
+ * the memory saving above.  X and Y travel over I's complementary axes
+ * (J/K), W always over I.
+ *
+ * Parameters: linear weights and wte are unique per rank (gradient summed
+ * over dp x sp only: sync[0]); the bias of an A -> B linear (block k) is
+ * replicated over (i, j): sync[I|J]; the bias of a B -> A linear, the
+ * LayerNorm vectors and the position embedding ([Tmax, C/l], hidden block
+ * j) are replicated over (i, k): sync[I|K].
+ *
+ * Embedding: wte [Vp, C] (Vp = V padded to a multiple of l^2) is stored
+ * like an A -> B weight with O = Vp: p(i,j,k) holds vocabulary block k,
+ * piece i, hidden block j ([Vp/l^2, C/l]).  Forward: allgather it over I
+ * -> [Vp/l, C/l]; look up all l*Bl sequences of batch block i, rows of
+ * tokens outside vocabulary block k being zero; reduce-scatter over K ->
+ * sub-block (i, k), hidden j (layout A).  Per rank (l-1)/l (Se + Swte)
+ * with Se = [l*N, C/l], Swte = [Vp/l, C/l] bytes.  Backward: allgather
+ * dout over K, scatter-add into a zeroed [Vp/l, C/l] block, reduce-scatter
+ * over I into this rank's piece: the same (l-1)/l (Se + Swte).
+ * Vocabulary head: the A -> B linear with W = wte and no bias: logits
+ * [N, Vp/l] for sub-block (i, j), vocabulary block k; the cross-entropy
+ * reduces over K (rows' max [N] and (sum, target) [2N] allreduces), and
+ * the k = 0 rank of each row owns its loss.
+ */
+#include "parallel/layout.h"
+
+#include <stdio.h>
+#include <string.h>
+
+enum { AX_I = 1, AX_J = 2, AX_K = 4 }; /* masks of context axes 0, 1, 2 */
+
+#define IG(c) (&(c)->tp_sub[AX_I])
+#define JG(c) (&(c)->tp_sub[AX_J])
+#define KG(c) (&(c)->tp_sub[AX_K])
+#define CI(c) ((c)->tp_coord[0])
+#define CJ(c) ((c)->tp_coord[1])
+#define CK(c) ((c)->tp_coord[2])
+#define LL(c) ((c)->tp_dims[0])
+
+static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g)
+{
+    const int l = LL(c);
+    char valid[160];
+    size_t off = 0;
+    if (NH % l || C % (l * l)) {
+        valid[0] = '\0';
+        for (int v = 1; v <= NH && off < sizeof valid - 24; v++)
+            if (NH % v == 0 && C % (v * v) == 0)
+                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d (tp=%d)", off ? ", " : "", v,
+                                        v * v * v);
+        return pt_fail(PT_EINVAL, "mode 3d with l=%d (tp=%d) needs n_head=%d divisible by l and n_embd=%d by "
+                       "l*l=%d; valid l for this model: %s", l, c->plan.tp, NH, C, l * l, valid);
+    }
+    if (B % (l * l)) {
+        valid[0] = '\0';
+        for (int v = l * l; v <= 4 * l * l && off < sizeof valid - 12; v += l * l)
+            off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", v);
+        return pt_fail(PT_EINVAL, "mode 3d splits the batch l*l=%d ways (l=%d): B=%d sequences per "
+                       "data-parallel group does not divide (valid B: %s ...)", l * l, l, B, valid);
+    }
+    memset(g, 0, sizeof *g);
+    g->B = B;
+    g->T = T;
+    g->V = V;
+    g->Bl = B / (l * l);
+    g->Cr = C / l;
+    g->NHl = NH / l;
+    g->Cl = C / l;
+    g->Fl = 4 * C / l;
+    g->Vp = (V + l * l - 1) / (l * l) * (l * l);
+    g->Vl = g->Vp / l;
+    g->loss_owner = CK(c) == 0;
+    g->norm = (pt_comm *)JG(c); /* layout A splits the hidden columns over j */
+    return PT_OK;
+}
+
+static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_pshard *s)
+{
+    const int64_t l = LL(c);
+    switch (cls) {
+    case PT_P_WTE: case PT_P_QKV_W: case PT_P_PROJ_W: case PT_P_FC_W: case PT_P_FCPROJ_W:
+        s->numel = rows * cols / (l * l * l);
+        s->sync = &c->sync[0];
+        break;
+    case PT_P_QKV_B: case PT_P_FC_B: /* block k on every (i, j) */
+        s->numel = rows * cols / l;
+        s->sync = &c->sync[AX_I | AX_J];
+        break;
+    default: /* row-linear biases, LayerNorm, wpe: block j on every (i, k) */
+        s->numel = rows * cols / l;
+        s->sync = &c->sync[AX_I | AX_K];
+        break;
+    }
+    s->norm_owner = s->sync->rank == 0;
+}
+
+static void param_slice(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
+                        int64_t cols)
+{
+    const int l = LL(c), i = CI(c), j = CJ(c), k = CK(c);
+    const int qkv = cls == PT_P_QKV_W || cls == PT_P_QKV_B;
+    switch (cls) {
+    case PT_P_WTE: case PT_P_QKV_W: case PT_P_FC_W: /* [O-blk k piece i, I-blk j] */
+        pt_block_copy(full, local, rows, cols, l, k, qkv, l, i, l, j);
+        break;
+    case PT_P_PROJ_W: case PT_P_FCPROJ_W: /* [O-blk j piece i, I-blk k] */
+        pt_block_copy(full, local, rows, cols, l, j, 0, l, i, l, k);
+        break;
+    case PT_P_QKV_B: case PT_P_FC_B: /* block k */
+        pt_block_copy(full, local, rows, cols, l, k, qkv, 1, 0, 1, 0);
+        break;
+    case PT_P_WPE: /* [T, C-blk j] */
+        pt_block_copy(full, local, rows, cols, 1, 0, 0, 1, 0, l, j);
+        break;
+    default: /* row-linear biases, LayerNorm: block j */
+        pt_block_copy(full, local, rows, cols, l, j, 0, 1, 0, 1, 0);
+        break;
+    }
+}
+
+/* y [N, Ol] = x [N, Il] W^T (+ b) with W gathered over I from the local
+ * [Ol/l, Il] pieces, x gathered over gx and the partial product
+ * reduce-scattered over gy. */
+static int lin3_fwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, const float *b, float *y,
+                    const float *x, int N, int Il, int Ol)
+{
+    pt_pctx *c = e->c;
+    const int l = LL(c), lN = l * N;
+    const size_t nx = (size_t)lN * Il, nw = (size_t)Ol * Il, ny = (size_t)lN * Ol;
+    float *xg = pt_scratch(e->arena, nx, "3D gathered X");
+    float *wg = xg ? pt_scratch(e->arena, nw, "3D gathered W") : NULL;
+    float *yp = wg ? pt_scratch(e->arena, ny, "3D partial Y") : NULL;
+    int rc = yp ? PT_OK : PT_ENOMEM;
+    if (!rc) rc = pt_allgather(gx, x, xg, nx);
+    if (!rc) rc = pt_allgather(IG(c), w, wg, nw);
+    if (!rc) {
+        e->ops->matmul_fwd(yp, xg, wg, NULL, lN, Il, Ol);
+        rc = pt_reduce_scatter_sum(gy, yp, y, ny);
+    }
+    if (!rc && b) e->ops->bias_fwd(y, b, N, Ol);
+    pt_arena_free(e->arena, yp);
+    pt_arena_free(e->arena, wg);
+    pt_arena_free(e->arena, xg);
+    return rc;
+}
+
+/* dx [N, Il] (overwritten), dw [Ol/l, Il] (+=), db [Ol] (+=) from dy
+ * [N, Ol]: the backward of lin3_fwd with the same groups. */
+static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, float *dw, float *db, float *dx,
+                    const float *dy, const float *x, int N, int Il, int Ol)
+{
+    pt_pctx *c = e->c;
+    const int l = LL(c), lN = l * N;
+    const size_t nx = (size_t)lN * Il, nw = (size_t)Ol * Il, ny = (size_t)lN * Ol, nwl = nw / (size_t)l;
+    float *xg = pt_scratch(e->arena, nx, "3D gathered X / dX partial");
+    float *wg = xg ? pt_scratch(e->arena, nw, "3D gathered W / dW partial") : NULL;
+    float *dyg = wg ? pt_scratch(e->arena, ny, "3D gathered dY") : NULL;
+    float *dwl = dyg ? pt_scratch(e->arena, nwl, "3D dW piece") : NULL;
+    int rc = dwl ? PT_OK : PT_ENOMEM;
+    if (!rc) rc = pt_allgather(IG(c), w, wg, nw);
+    if (!rc) rc = pt_allgather(gy, dy, dyg, ny);
+    if (!rc) { /* dXp = dYg Wg, summed over the output blocks held along gx */
+        memset(xg, 0, nx * sizeof(float));
+        e->ops->matmul_bwd(xg, NULL, NULL, dyg, NULL, wg, lN, Il, Ol);
+        rc = pt_reduce_scatter_sum(gx, xg, dx, nx);
+    }
+    if (!rc) rc = pt_allgather(gx, x, xg, nx);
+    if (!rc) { /* dWp = dYg^T Xg for batch block i, summed over the batch blocks along I */
+        memset(wg, 0, nw * sizeof(float));
+        e->ops->matmul_bwd(NULL, wg, NULL, dyg, xg, NULL, lN, Il, Ol);
+        rc = pt_reduce_scatter_sum(IG(c), wg, dwl, nw);
+    }
+    if (!rc) {
+        for (size_t t = 0; t < nwl; t++) dw[t] += dwl[t];
+        if (db) e->ops->bias_bwd(db, dy, N, Ol);
+    }
+    pt_arena_free(e->arena, dwl);
+    pt_arena_free(e->arena, dyg);
+    pt_arena_free(e->arena, wg);
+    pt_arena_free(e->arena, xg);
+    return rc;
+}
+
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N)
+{
+    pt_pctx *c = e->c;
+    if (l->role == PT_LINEAR_ROW) /* B -> A */
+        return lin3_fwd(e, JG(c), KG(c), l->w, l->b, y, x, N, l->in_local, l->out_local);
+    return lin3_fwd(e, KG(c), JG(c), l->w, l->b, y, x, N, l->in_local, l->out_local);
+}
+
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N)
+{
+    pt_pctx *c = e->c;
+    if (l->role == PT_LINEAR_ROW)
+        return lin3_bwd(e, JG(c), KG(c), l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local);
+    return lin3_bwd(e, KG(c), JG(c), l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local);
+}
+
+/* First token of batch block i (sub-blocks (i, 0..l-1)) in the dp-group batch [B, T]. */
+static size_t block0(const pt_pctx *c, const pt_geom *g)
+{
+    return (size_t)CI(c) * LL(c) * g->Bl * g->T;
+}
+
+/* First token of the layout-B rows, sub-block (i, j). */
+static size_t rowsB0(const pt_pctx *c, const pt_geom *g)
+{
+    return (size_t)(CI(c) * LL(c) + CJ(c)) * g->Bl * g->T;
+}
+
+static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte)
+{
+    pt_pctx *c = e->c;
+    const int l = LL(c), lN = l * g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / l;
+    const size_t nw = (size_t)Vb * Cl, np = (size_t)lN * Cl;
+    float *wb = pt_scratch(e->arena, nw, "embedding W");
+    float *part = wb ? pt_scratch(e->arena, np, "embedding partial") : NULL;
+    int rc = part ? PT_OK : PT_ENOMEM;
+    if (!rc) rc = pt_allgather(IG(c), wte, wb, nw);
+    if (!rc) {
+        e->ops->embedding_fwd(part, tok + block0(c, g), wb, CK(c) * Vb, Vb, lN, Cl);
+        rc = pt_reduce_scatter_sum(KG(c), part, out, np);
+    }
+    pt_arena_free(e->arena, part);
+    pt_arena_free(e->arena, wb);
+    return rc;
+}
+
+static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok)
+{
+    pt_pctx *c = e->c;
+    const int l = LL(c), lN = l * g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / l;
+    const size_t nw = (size_t)Vb * Cl, np = (size_t)lN * Cl, nwl = nw / (size_t)l;
+    float *dg = pt_scratch(e->arena, np, "embedding gathered dout");
+    float *wb = dg ? pt_scratch(e->arena, nw, "embedding dW block") : NULL;
+    float *dwl = wb ? pt_scratch(e->arena, nwl, "embedding dW piece") : NULL;
+    int rc = dwl ? PT_OK : PT_ENOMEM;
+    if (!rc) rc = pt_allgather(KG(c), dout, dg, np);
+    if (!rc) {
+        memset(wb, 0, nw * sizeof(float));
+        e->ops->embedding_bwd(wb, dg, tok + block0(c, g), CK(c) * Vb, Vb, lN, Cl);
+        rc = pt_reduce_scatter_sum(IG(c), wb, dwl, nw);
+    }
+    if (!rc)
+        for (size_t t = 0; t < nwl; t++) dwte[t] += dwl[t];
+    pt_arena_free(e->arena, dwl);
+    pt_arena_free(e->arena, wb);
+    pt_arena_free(e->arena, dg);
+    return rc;
+}
+
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats, const float *x,
+                    const float *wte, const int32_t *tgt)
+{
+    pt_pctx *c = e->c;
+    const int N = g->Bl * g->T;
+    int rc = lin3_fwd(e, KG(c), JG(c), wte, NULL, logits, x, N, g->Cr, g->Vl);
+    if (rc) return rc;
+    return pt_xent_fwd(KG(c), e->ops, losses, stats, logits, tgt + rowsB0(c, g), CK(c) * g->Vl, g->V, N, g->Vl);
+}
+
+static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits, const float *stats,
+                    const float *x, const float *wte, const int32_t *tgt, const float *dloss)
+{
+    pt_pctx *c = e->c;
+    const int N = g->Bl * g->T;
+    e->ops->xent_bwd(logits, logits, stats, stats + N, tgt + rowsB0(c, g), dloss, CK(c) * g->Vl, g->V, N, g->Vl);
+    return lin3_bwd(e, KG(c), JG(c), wte, dwte, NULL, dx, logits, x, N, g->Cr, g->Vl);
+}
+
+const pt_layout pt_layout_3d = {
+    .name = "3d",
+    .geometry = geometry,
+    .param = param,
+    .param_slice = param_slice,
+    .linear_fwd = lin_fwd,
+    .linear_bwd = lin_bwd,
+    .embed_fwd = emb_fwd,
+    .embed_bwd = emb_bwd,
+    .head_fwd = head_fwd,
+    .head_bwd = head_bwd,
+};
