@@ -4,9 +4,12 @@
  * the data flow is DESIGN.md's "Data flow of the main job".
  *
  *   srun / sbatch / salloc (local, allocator context)
- *       --ptrain-mode, --ptrain-tp, --ptrain-verbose are registered in
- *       slurm_spank_init; their callbacks validate values at once, so a
- *       bad value makes srun exit before any allocation.
+ *       --ptrain-mode, --ptrain-tp, --ptrain-tp-depth, --ptrain-sp and
+ *       --ptrain-verbose are registered in slurm_spank_init; their
+ *       callbacks validate values at once and init_post_opt checks the
+ *       whole request (pt_plan_request_check), so a bad value makes srun
+ *       exit before any allocation; local_user_init checks it against the
+ *       step's tasks per node (pt_plan_auto), listing the sizes that fit.
  *   slurmstepd (remote context)
  *       user_init: resolve the request (option > environment > admin
  *       default_mode), read the step geometry and compute the plan with
@@ -53,6 +56,8 @@ static char conf_err[512];
 static int opt_mode_given;      /* --ptrain-mode seen (locally or propagated) */
 static pt_mode opt_mode;
 static int opt_tp;              /* --ptrain-tp, 0 = not given */
+static int opt_tp_depth;        /* --ptrain-tp-depth, 0 = not given */
+static int opt_sp;              /* --ptrain-sp, 0 = not given */
 static int opt_verbose;
 
 enum { PLAN_NONE = 0, PLAN_SKIP, PLAN_READY, PLAN_ERROR };
@@ -73,42 +78,36 @@ static int mode_allowed(pt_mode m)
     return m == PT_MODE_OFF || (conf.allowed_modes & (1u << m));
 }
 
-/* Validate a requested mode (from an option or PTRAIN_MODE). */
-static int check_mode_text(const char *what, const char *text, pt_mode *out)
+/* Parse a requested mode (from an option or PTRAIN_MODE) and check that
+ * the administrator allows it.  -1 with a one-line message in err. */
+static int parse_mode_text(const char *what, const char *text, pt_mode *out, char *err,
+                           size_t errlen)
 {
-    char err[200];
+    char inner[200];
     pt_mode m;
-    if (pt_mode_parse(text, &m, err, sizeof err) < 0) {
-        slurm_error("ptrain: %s: %s", what, err);
-        return -1;
-    }
-    if (m == PT_MODE_2D || m == PT_MODE_2P5D || m == PT_MODE_3D) {
-        slurm_error("ptrain: --ptrain-mode=%s is not yet supported (supported: auto, 1d, off)",
-                    text);
-        return -1;
-    }
-    if (!mode_allowed(m)) {
-        slurm_error("ptrain: --ptrain-mode=%s is not allowed on this cluster (allowed_modes in "
-                    "ptrain.conf)", text);
-        return -1;
-    }
+    if (pt_mode_parse(text, &m, inner, sizeof inner) < 0)
+        return pt_plan_errf(err, errlen, "ptrain: %s: %s", what, inner);
+    if (!mode_allowed(m))
+        return pt_plan_errf(err, errlen, "ptrain: %s=%s is not allowed on this cluster "
+                            "(allowed_modes in ptrain.conf)", what, text);
     *out = m;
     return 0;
 }
 
-static int check_tp_text(const char *what, const char *text, int *out)
+/* Parse a group size (tp, tp_depth, sp): an integer 1..1048576, and at
+ * most the administrator's max_tp when is_tp. */
+static int parse_size_text(const char *what, const char *text, int is_tp, int *out, char *err,
+                           size_t errlen)
 {
     char *end;
     long v = text && *text ? strtol(text, &end, 10) : 0;
-    if (!text || !*text || *end || v < 1 || v > INT_MAX) {
-        slurm_error("ptrain: %s='%s' is invalid (valid: an integer >= 1 that divides the tasks "
-                    "on every node)", what, text ? text : "");
-        return -1;
-    }
-    if (!conf_bad && v > conf.max_tp) {
-        slurm_error("ptrain: %s=%ld exceeds this cluster's max_tp=%d", what, v, conf.max_tp);
-        return -1;
-    }
+    if (!text || !*text || *end || v < 1 || v > (1L << 20))
+        return pt_plan_errf(err, errlen, "ptrain: %s='%s' is invalid (valid: an integer 1..%d "
+                            "that divides the tasks on every node)", what, text ? text : "",
+                            1 << 20);
+    if (!conf_bad && is_tp && v > conf.max_tp)
+        return pt_plan_errf(err, errlen, "ptrain: %s=%ld exceeds this cluster's max_tp=%d", what,
+                            v, conf.max_tp);
     *out = (int)v;
     return 0;
 }
@@ -117,10 +116,24 @@ static int cb_mode(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    pt_mode m;
-    if (check_mode_text("--ptrain-mode", optarg, &m) < 0) return -1;
+    char err[300];
+    pt_mode m = PT_MODE_OFF;
+    if (parse_mode_text("--ptrain-mode", optarg, &m, err, sizeof err) < 0) {
+        slurm_error("%s", err);
+        return -1;
+    }
     opt_mode = m;
     opt_mode_given = 1;
+    return 0;
+}
+
+static int cb_size(const char *what, const char *optarg, int is_tp, int *out)
+{
+    char err[300];
+    if (parse_size_text(what, optarg, is_tp, out, err, sizeof err) < 0) {
+        slurm_error("%s", err);
+        return -1;
+    }
     return 0;
 }
 
@@ -128,7 +141,21 @@ static int cb_tp(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    return check_tp_text("--ptrain-tp", optarg, &opt_tp);
+    return cb_size("--ptrain-tp", optarg, 1, &opt_tp);
+}
+
+static int cb_tp_depth(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    return cb_size("--ptrain-tp-depth", optarg, 0, &opt_tp_depth);
+}
+
+static int cb_sp(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    return cb_size("--ptrain-sp", optarg, 0, &opt_sp);
 }
 
 static int cb_verbose(int val, const char *optarg, int remote)
@@ -140,15 +167,72 @@ static int cb_verbose(int val, const char *optarg, int remote)
     return 0;
 }
 
+/* A variable of the environment the request is read from: srun's own
+ * (local) or the job's (remote).  Fills buf and returns 1 when set and
+ * not empty. */
+typedef int (*env_get_fn)(void *arg, const char *name, char *buf, int len);
+
+static int local_getenv(void *arg, const char *name, char *buf, int len)
+{
+    (void)arg;
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    snprintf(buf, (size_t)len, "%s", v);
+    return 1;
+}
+
+/* The user's request: each option, else its PTRAIN_* variable, else the
+ * administrator's default_mode (sizes 0 = let the planner choose).  Then
+ * the checks that need no geometry.  -1 with a one-line error. */
+static int resolve_request(env_get_fn get, void *arg, pt_plan *req, char *err, size_t errlen)
+{
+    char buf[256];
+    pt_plan_default(req);
+    req->mode = conf.default_mode;
+    req->tp = opt_tp;
+    req->tp_depth = opt_tp_depth;
+    req->sp = opt_sp;
+    if (opt_mode_given) req->mode = opt_mode;
+    else if (get(arg, "PTRAIN_MODE", buf, sizeof buf) &&
+             parse_mode_text("PTRAIN_MODE", buf, &req->mode, err, errlen) < 0)
+        return -1;
+    if (!req->tp && get(arg, "PTRAIN_TP", buf, sizeof buf) &&
+        parse_size_text("PTRAIN_TP", buf, 1, &req->tp, err, errlen) < 0)
+        return -1;
+    if (!req->tp_depth && get(arg, "PTRAIN_TP_DEPTH", buf, sizeof buf) &&
+        parse_size_text("PTRAIN_TP_DEPTH", buf, 0, &req->tp_depth, err, errlen) < 0)
+        return -1;
+    if (!req->sp && get(arg, "PTRAIN_SP", buf, sizeof buf) &&
+        parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err, errlen) < 0)
+        return -1;
+    if (req->mode == PT_MODE_OFF) return 0;
+    if (conf_bad)
+        return pt_plan_errf(err, errlen, "ptrain: cluster configuration is invalid, refusing "
+                            "--ptrain-mode=%s: %s", pt_mode_name(req->mode), conf_err);
+    pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
+    char inner[400];
+    if (pt_plan_request_check(req, &lim, inner, sizeof inner) < 0)
+        return pt_plan_errf(err, errlen, "ptrain: %s", inner);
+    return 0;
+}
+
 static struct spank_option options[] = {
     {"ptrain-mode", "MODE",
-     "ptrain: parallel layout to plan: auto, 1d, off (2d, 2.5d, 3d: not yet supported). "
+     "ptrain: parallel layout to plan: auto, 1d, 2d, 2.5d, 3d, off. "
      "Default: $PTRAIN_MODE, else the cluster's default_mode.",
      1, 0, cb_mode},
     {"ptrain-tp", "N",
-     "ptrain: pin the tensor-parallel size (must divide the tasks on every node). "
-     "Default: $PTRAIN_TP, else chosen by the planner.",
+     "ptrain: pin the tensor-parallel size (must divide the tasks on every node; "
+     "2d: q*q, 2.5d: depth*q*q, 3d: l*l*l). Default: $PTRAIN_TP, else chosen by the planner.",
      1, 0, cb_tp},
+    {"ptrain-tp-depth", "D",
+     "ptrain: 2.5d only: pin the depth d of the d x q x q tensor grid. "
+     "Default: $PTRAIN_TP_DEPTH, else chosen by the planner.",
+     1, 0, cb_tp_depth},
+    {"ptrain-sp", "N",
+     "ptrain: sequence-parallel size (must divide the tasks on every node; implies tp=1). "
+     "Default: $PTRAIN_SP, else 1.",
+     1, 0, cb_sp},
     {"ptrain-verbose", NULL, "ptrain: print the chosen plan (from rank 0's task).", 0, 0,
      cb_verbose},
 };
@@ -188,19 +272,10 @@ PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     (void)av;
     spank_context_t ctx = spank_context();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
-    pt_mode m = conf.default_mode;
-    const char *env;
-    if (opt_mode_given) m = opt_mode;
-    else if ((env = getenv("PTRAIN_MODE")) && *env) {
-        if (check_mode_text("PTRAIN_MODE", env, &m) < 0) return -1;
-    }
-    if (!opt_tp && (env = getenv("PTRAIN_TP")) && *env) {
-        int tp;
-        if (check_tp_text("PTRAIN_TP", env, &tp) < 0) return -1;
-    }
-    if (m != PT_MODE_OFF && conf_bad) {
-        slurm_error("ptrain: cluster configuration is invalid, refusing --ptrain-mode=%s: %s",
-                    pt_mode_name(m), conf_err);
+    pt_plan req;
+    char err[600];
+    if (resolve_request(local_getenv, NULL, &req, err, sizeof err) < 0) {
+        slurm_error("%s", err);
         return -1;
     }
     return 0;
@@ -208,22 +283,20 @@ PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 
 /* srun, after the allocation: check the request against the step's real
  * geometry, so that e.g. a --ptrain-tp that does not divide the tasks per
- * node fails here, before any task starts.  srun exports the step's
- * SLURM_TASKS_PER_NODE into its own environment; when it is missing or
- * disagrees with the step, the check is left to slurmstepd. */
+ * node fails here, before any task starts, with the list of sizes that
+ * fit.  srun exports the step's SLURM_TASKS_PER_NODE into its own
+ * environment; when it is missing or disagrees with the step, the check
+ * is left to slurmstepd. */
 PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
     (void)av;
     if (spank_context() != S_CTX_LOCAL) return 0;
-    pt_mode m = opt_mode_given ? opt_mode : conf.default_mode;
-    int tp = opt_tp;
-    const char *env;
-    if (!opt_mode_given && (env = getenv("PTRAIN_MODE")) && *env &&
-        pt_mode_parse(env, &m, NULL, 0) < 0)
+    pt_plan req, out;
+    char err[600];
+    if (resolve_request(local_getenv, NULL, &req, err, sizeof err) < 0)
         return 0; /* refused in init_post_opt already */
-    if (m == PT_MODE_OFF || conf_bad) return 0;
-    if (!tp && (env = getenv("PTRAIN_TP")) && *env) tp = atoi(env);
+    if (req.mode == PT_MODE_OFF) return 0;
     uint32_t nnodes = 0, ntasks = 0;
     const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
     if (!tpn) tpn = getenv("SLURM_TASKS_PER_NODE");
@@ -239,12 +312,7 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     for (int i = 0; i < n; i++) sum += node_tasks[i];
     if (sum != ntasks) return 0;
     pt_job_geometry g = {n, (int)ntasks, node_tasks};
-    pt_plan req, out;
-    pt_plan_default(&req);
-    req.mode = m;
-    req.tp = tp > 0 ? tp : 0;
     pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
-    char err[512];
     if (pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) < 0) {
         slurm_error("ptrain: %s", err);
         return -1;
@@ -257,6 +325,11 @@ static int job_getenv(spank_t sp, const char *name, char *buf, int len)
 {
     buf[0] = '\0';
     return spank_getenv(sp, name, buf, len) == ESPANK_SUCCESS && buf[0];
+}
+
+static int job_getenv_cb(void *arg, const char *name, char *buf, int len)
+{
+    return job_getenv((spank_t)arg, name, buf, len);
 }
 
 static int plan_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -297,35 +370,15 @@ static int compute_plan(spank_t sp)
     }
 
     char buf[4096];
-    pt_mode m = conf.default_mode;
-    int tp = opt_tp;
-    if (opt_mode_given) m = opt_mode;
-    else if (job_getenv(sp, "PTRAIN_MODE", buf, sizeof buf)) {
-        char err[200];
-        if (pt_mode_parse(buf, &m, err, sizeof err) < 0)
-            return plan_fail("ptrain: PTRAIN_MODE: %s", err);
-    }
+    char err[600];
+    pt_plan req;
+    int bad_request = resolve_request(job_getenv_cb, sp, &req, err, sizeof err) < 0;
     verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) &&
                               strcmp(buf, "0") != 0);
-    if (m == PT_MODE_OFF) {
+    if (bad_request) return plan_fail("%s", err);
+    if (req.mode == PT_MODE_OFF) {
         plan_state = PLAN_SKIP;
         return 0;
-    }
-    if (m == PT_MODE_2D || m == PT_MODE_2P5D || m == PT_MODE_3D)
-        return plan_fail("ptrain: --ptrain-mode=%s is not yet supported (supported: auto, 1d, "
-                         "off)", pt_mode_name(m));
-    if (conf_bad)
-        return plan_fail("ptrain: cluster configuration is invalid, refusing --ptrain-mode=%s: %s",
-                         pt_mode_name(m), conf_err);
-    if (!mode_allowed(m))
-        return plan_fail("ptrain: --ptrain-mode=%s is not allowed on this cluster",
-                         pt_mode_name(m));
-    if (!tp && job_getenv(sp, "PTRAIN_TP", buf, sizeof buf)) {
-        char *end;
-        long v = strtol(buf, &end, 10);
-        if (*end || v < 1 || v > INT_MAX)
-            return plan_fail("ptrain: PTRAIN_TP='%s' is invalid (valid: an integer >= 1)", buf);
-        tp = (int)v;
     }
     if (is_mpi_daemon(sp)) {
         /* mpirun inside an allocation launches one orted per node through
@@ -347,7 +400,6 @@ static int compute_plan(spank_t sp)
         return plan_fail("ptrain: neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is "
                          "set: cannot place ranks");
     int n = 0;
-    char err[512];
     if (pt_spank_parse_tasks_per_node(tpn_text, node_tasks, MAX_NODES, &n, err, sizeof err) < 0)
         return plan_fail("ptrain: %s", err);
     long long sum = 0;
@@ -361,10 +413,6 @@ static int compute_plan(spank_t sp)
     node_id = (int)nodeid;
     local_tasks = (int)nlocal;
 
-    pt_plan req;
-    pt_plan_default(&req);
-    req.mode = m;
-    req.tp = tp;
     pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
     if (pt_plan_auto(&geo, &lim, &req, &plan, err, sizeof err) < 0)
         return plan_fail("ptrain: %s", err);

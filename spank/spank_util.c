@@ -110,17 +110,17 @@ void pt_spank_conf_default(pt_spank_conf *c)
 {
     c->default_mode = PT_MODE_OFF;
     c->max_tp = 64;
-    c->allowed_modes = (1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D);
+    c->allowed_modes = (1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D) |
+                       (1u << PT_MODE_2D) | (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D);
     c->master_port_base = 29500;
     c->master_port_count = 1000;
 }
 
 int pt_spank_conf_check(const pt_spank_conf *c, char *err, size_t errlen)
 {
-    if (c->default_mode != PT_MODE_OFF && c->default_mode != PT_MODE_AUTO &&
-        c->default_mode != PT_MODE_1D)
-        return pt_plan_errf(err, errlen, "invalid default_mode '%s' (valid: off, auto, 1d)",
-                         pt_mode_name(c->default_mode));
+    if ((int)c->default_mode < PT_MODE_OFF || (int)c->default_mode > PT_MODE_3D)
+        return pt_plan_errf(err, errlen, "invalid default_mode %d (valid: off, auto, 1d, 2d, "
+                            "2.5d, 3d)", (int)c->default_mode);
     if (c->default_mode != PT_MODE_OFF && !(c->allowed_modes & (1u << c->default_mode)))
         return pt_plan_errf(err, errlen, "default_mode '%s' is not in allowed_modes",
                          pt_mode_name(c->default_mode));
@@ -136,7 +136,7 @@ int pt_spank_conf_check(const pt_spank_conf *c, char *err, size_t errlen)
     return 0;
 }
 
-/* Mode text accepted for default_mode: off, auto, 1d (what the plugin can run). */
+/* Mode text accepted for default_mode: off, auto, 1d, 2d, 2.5d, 3d. */
 static int parse_admin_mode(const char *s, pt_mode *m, char *err, size_t errlen)
 {
     if (pt_mode_parse(s, m, err, errlen) < 0) return -1;
@@ -179,7 +179,7 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t err
         if (strcmp(name, "default_mode") == 0) {
             if (type != CONFIG_TYPE_STRING) {
                 pt_plan_errf(err, errlen, "%s:%d: default_mode must be a string (valid: \"off\", "
-                          "\"auto\", \"1d\")", path, line);
+                          "\"auto\", \"1d\", \"2d\", \"2.5d\", \"3d\")", path, line);
                 goto out;
             }
             char inner[160];

@@ -40,14 +40,15 @@ int pt_spank_master_port(uint32_t job_id, uint32_t step_id, int base, int count)
 
 /* Administrator settings (plugstack arguments and ptrain.conf). */
 typedef struct pt_spank_conf {
-    pt_mode default_mode;      /* used when neither option nor environment asks: off|auto|1d */
+    pt_mode default_mode;      /* used when neither option nor environment asks: any mode */
     int max_tp;                /* largest tp auto may choose or a user may pin (>= 1) */
     unsigned allowed_modes;    /* bit (1u << pt_mode) per mode users may request; off always */
     int master_port_base;      /* first rendezvous port (1024..65535) */
     int master_port_count;     /* number of ports in the range (>= 1) */
 } pt_spank_conf;
 
-/* Defaults: default_mode off, max_tp 64, allowed_modes {off, auto, 1d},
+/* Defaults: default_mode off, max_tp 64, allowed_modes every mode (off,
+ * auto, 1d, 2d, 2.5d, 3d),
  * master ports 29500..30499 (base 29500, count 1000). */
 void pt_spank_conf_default(pt_spank_conf *c);
 

@@ -4,7 +4,7 @@
 # environment, refusals before allocation, admin arguments.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm/slurm_lib.sh"
-slurm_up 2 4
+slurm_up 2 8
 D=$SLURM_TEST_DIR
 
 # One line per task: Slurm's view (node, local id, job, step) and ours.
@@ -22,11 +22,13 @@ echo "TASK node=$SLURMD_NODENAME lid=$SLURM_LOCALID job=$SLURM_JOB_ID step=$SLUR
 SH
 chmod +x "$D/penv.sh"
 
-# check_plan FILE WORLD DP TP FIRST_NODE: every property of the injected plan.
+# check_plan FILE WORLD DP TP FIRST_NODE WHAT [MODE TP_DEPTH SP]: every
+# property of the injected plan (MODE 1d, TP_DEPTH 1, SP 1 by default).
 check_plan() {
-    local f=$1 w=$2 dp=$3 tp=$4 first=$5 what=$6
+    local f=$1 w=$2 dp=$3 tp=$4 first=$5 what=$6 mode=${7:-1d} tpd=${8:-1} sp=${9:-1}
     local res
-    res=$(grep '^TASK ' "$f" | awk -v W="$w" -v DP="$dp" -v TP="$tp" -v FIRST="$first" '
+    res=$(grep '^TASK ' "$f" | awk -v W="$w" -v DP="$dp" -v TP="$tp" -v FIRST="$first" \
+          -v MODE="$mode" -v TPD="$tpd" -v SP="$sp" '
       { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[NR, kv[1]] = substr($i, length(kv[1]) + 2) }
         n++; node[n] = v[NR, "node"]; pernode[v[NR, "node"]]++ }
       END {
@@ -34,15 +36,15 @@ check_plan() {
         perm = 1; agree = 1; env = 1; local = 1; groups = 1; master = 1; port = 1
         for (t = 1; t <= n; t++) {
           r = v[t, "RANK"]
-          if (r !~ /^[0-9]+$/ || r >= W || seen[r]++) perm = 0
-          if (v[t, "WORLD_SIZE"] != W || v[t, "MODE"] != "1d" || v[t, "DP"] != DP ||
-              v[t, "TP"] != TP || v[t, "PP"] != 1 || v[t, "SP"] != 1 || v[t, "TPD"] != 1 ||
+          if (r !~ /^[0-9]+$/ || r + 0 >= W || seen[r]++) perm = 0
+          if (v[t, "WORLD_SIZE"] != W || v[t, "MODE"] != MODE || v[t, "DP"] != DP ||
+              v[t, "TP"] != TP || v[t, "PP"] != 1 || v[t, "SP"] != SP || v[t, "TPD"] != TPD ||
               v[t, "ZERO"] != 0 || v[t, "MB"] != 1 || v[t, "CKPT"] != 0 || v[t, "OFFLOAD"] != 0 ||
               v[t, "ORDER"] != "DPT") env = 0
           if (v[t, "PLAN"] != v[1, "PLAN"] || v[t, "MASTER_PORT"] != v[1, "MASTER_PORT"]) agree = 0
-          if (index(v[t, "PLAN"], "mode=1d_dp=" DP "_tp=" TP "_") != 1) agree = 0
+          if (index(v[t, "PLAN"], "mode=" MODE "_dp=" DP "_tp=" TP "_pp=1_sp=" SP "_") != 1) agree = 0
           if (v[t, "LOCAL_RANK"] != v[t, "lid"] || v[t, "LOCAL_WORLD_SIZE"] != pernode[node[t]]) local = 0
-          g = int(r / TP)   # DPT order, pp = 1: tensor group of rank r
+          g = int(r / (TP * SP))   # DPT order, pp = 1: tensor x sequence block of rank r
           if (g in gnode && gnode[g] != node[t]) groups = 0
           gnode[g] = node[t]
           if (v[t, "MASTER_ADDR"] != FIRST) master = 0
@@ -51,11 +53,11 @@ check_plan() {
         }
         printf "%d one task line per rank (%d of %d)\n", ok_count, n, W
         printf "%d RANK values are a permutation of 0..%d\n", perm && ok_count, W - 1
-        printf "%d PTRAIN_* values: mode=1d dp=%d tp=%d pp=sp=depth=1 zero=0 order=DPT, WORLD_SIZE=%d\n", env, DP, TP, W
-        printf "%d dp*tp == WORLD_SIZE\n", (DP * TP == W)
+        printf "%d PTRAIN_* values: mode=%s dp=%d tp=%d tp_depth=%d sp=%d pp=1 zero=0 order=DPT, WORLD_SIZE=%d\n", env, MODE, DP, TP, TPD, SP, W
+        printf "%d dp*tp*sp == WORLD_SIZE\n", (DP * TP * SP == W)
         printf "%d all tasks agree on PTRAIN_PLAN and MASTER_PORT\n", agree
         printf "%d LOCAL_RANK = Slurm local id, LOCAL_WORLD_SIZE = tasks on the node\n", local
-        printf "%d every tensor-parallel group sits on one node\n", groups
+        printf "%d every tensor/sequence-parallel group sits on one node\n", groups
         printf "%d MASTER_ADDR is the first node (%s)\n", master, FIRST
         printf "%d MASTER_PORT = 29500 + (job*64 + step%%64) %% 1000\n", port
       }')
@@ -117,14 +119,61 @@ refused() {
     grep -q . "$D/er" && diag "$(head -n 2 "$D/er" | tr '\n' ' ')"
 }
 refused "--ptrain-mode=bogus" "invalid mode 'bogus' (valid: off, auto, 1d, 2d, 2.5d, 3d)" --ptrain-mode=bogus
-refused "--ptrain-mode=2d" "--ptrain-mode=2d is not yet supported (supported: auto, 1d, off)" --ptrain-mode=2d
-refused "--ptrain-mode=3d" "--ptrain-mode=3d is not yet supported" --ptrain-mode=3d
-refused --after-allocation "--ptrain-tp=3 on 2 tasks per node" "--ptrain-tp=3 does not divide the tasks on every node" \
+refused --after-allocation "--ptrain-tp=3 on 2 tasks per node" \
+    "--ptrain-tp=3 does not divide the tasks on every node (4 tasks on 2 nodes, gcd of tasks per node 2; valid tp here: 1, 2)" \
     --ptrain-mode=auto --ptrain-tp=3
 refused "--ptrain-tp=0" "--ptrain-tp='0' is invalid" --ptrain-mode=auto --ptrain-tp=0
-refused --after-allocation "PTRAIN_MODE=2.5d exported to the tasks only" "--ptrain-mode=2.5d is not yet supported" --export=ALL,PTRAIN_MODE=2.5d
-PTRAIN_MODE=2.5d srun -N1 true 2>"$D/er8"; rc=$?
-check "PTRAIN_MODE=2.5d in srun's environment is refused" [ $rc -ne 0 ] && grep -q "2.5d is not yet supported" "$D/er8"
+refused "--ptrain-mode=2d --ptrain-tp=2" "--ptrain-tp=2 is not q*q for --ptrain-mode=2d (valid tp of that shape: 1, 4, 9, 16, 25, 36, ...)" \
+    --ptrain-mode=2d --ptrain-tp=2
+refused --after-allocation "--ptrain-mode=2d --ptrain-tp=4 on 2 tasks per node" \
+    "--ptrain-tp=4 does not divide the tasks on every node (4 tasks on 2 nodes, gcd of tasks per node 2; valid tp here: 1)" \
+    --ptrain-mode=2d --ptrain-tp=4
+refused --after-allocation "--ptrain-mode=3d --ptrain-tp=8 on 2 tasks per node" "valid tp here: 1)" \
+    --ptrain-mode=3d --ptrain-tp=8
+refused --after-allocation "--ptrain-mode=2.5d --ptrain-tp-depth=4 on 2 tasks per node" \
+    "--ptrain-tp-depth=4 does not fit: tp = 4*q*q must divide the tasks on every node (4 tasks on 2 nodes, gcd of tasks per node 2) and be <= max_tp=64 (valid tp_depth here: 1, 2)" \
+    --ptrain-mode=2.5d --ptrain-tp-depth=4
+refused "--ptrain-tp-depth=2 with --ptrain-mode=2d" \
+    "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d, but the mode is 2d (valid: --ptrain-mode=2.5d, or no --ptrain-tp-depth)" \
+    --ptrain-mode=2d --ptrain-tp-depth=2
+refused "--ptrain-tp-depth=0" "--ptrain-tp-depth='0' is invalid" --ptrain-mode=2.5d --ptrain-tp-depth=0
+refused --after-allocation "--ptrain-sp=3 on 2 tasks per node" \
+    "--ptrain-sp=3 does not divide the tasks on every node (4 tasks on 2 nodes, gcd of tasks per node 2; valid sp here: 1, 2)" \
+    --ptrain-mode=auto --ptrain-sp=3
+refused "--ptrain-sp=2 with --ptrain-tp=2" \
+    "--ptrain-sp=2 with --ptrain-tp=2: sequence parallelism composes with data parallelism only" \
+    --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2
+refused "--ptrain-sp=x" "--ptrain-sp='x' is invalid" --ptrain-mode=auto --ptrain-sp=x
+refused --after-allocation "PTRAIN_SP=3 exported to the tasks only" "--ptrain-sp=3 does not divide the tasks on every node" \
+    --ptrain-mode=auto --export=ALL,PTRAIN_SP=3
+PTRAIN_MODE=1d PTRAIN_TP_DEPTH=2 srun -N1 true 2>"$D/er8"; rc=$?
+check "PTRAIN_MODE=1d PTRAIN_TP_DEPTH=2 in srun's environment is refused" [ $rc -ne 0 ] &&
+    grep -q -- "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d, but the mode is 1d" "$D/er8"
+
+# 6b. 2d, 2.5d, 3d and sequence parallelism reach every task.
+srun --ptrain-mode=2d -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g1" 2>"$D/ge1"
+check "srun --ptrain-mode=2d -N2 --ntasks-per-node=4 exits 0" [ $? -eq 0 ]
+check_plan "$D/g1" 8 2 4 n1 "2d on 2x4" 2d 1 1
+srun --ptrain-mode=2.5d -N1 --ntasks-per-node=8 "$D/penv.sh" >"$D/g2" 2>"$D/ge2"
+check "srun --ptrain-mode=2.5d -N1 --ntasks-per-node=8 exits 0" [ $? -eq 0 ]
+check_plan "$D/g2" 8 1 8 n1 "2.5d on 1x8 (depth 2, q 2)" 2.5d 2 1
+srun --ptrain-mode=2.5d --ptrain-tp-depth=2 -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g3" 2>"$D/ge3"
+check "srun --ptrain-mode=2.5d --ptrain-tp-depth=2 -N2 --ntasks-per-node=4 exits 0" [ $? -eq 0 ]
+check_plan "$D/g3" 8 4 2 n1 "2.5d depth 2 on 2x4 (tp=2: 8 does not fit a node)" 2.5d 2 1
+srun --ptrain-mode=3d -N2 --ntasks-per-node=8 "$D/penv.sh" >"$D/g4" 2>"$D/ge4"
+check "srun --ptrain-mode=3d -N2 --ntasks-per-node=8 exits 0" [ $? -eq 0 ]
+check_plan "$D/g4" 16 2 8 n1 "3d on 2x8" 3d 1 1
+srun --ptrain-mode=auto --ptrain-sp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/g5" 2>"$D/ge5"
+check "srun --ptrain-mode=auto --ptrain-sp=2 exits 0" [ $? -eq 0 ]
+check_plan "$D/g5" 4 2 1 n1 "auto with --ptrain-sp=2 on 2x2" 1d 1 2
+PTRAIN_MODE=2d PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g6" 2>"$D/ge6"
+check_plan "$D/g6" 4 1 4 n1 "PTRAIN_MODE=2d PTRAIN_TP=4 from the environment" 2d 1 1
+PTRAIN_MODE=2.5d PTRAIN_TP_DEPTH=4 PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g7" 2>"$D/ge7"
+check_plan "$D/g7" 4 1 4 n1 "PTRAIN_TP_DEPTH=4 from the environment" 2.5d 4 1
+PTRAIN_MODE=auto PTRAIN_SP=4 srun -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g8" 2>"$D/ge8"
+check_plan "$D/g8" 8 2 1 n1 "PTRAIN_SP=4 from the environment" 1d 1 4
+PTRAIN_SP=4 srun --ptrain-mode=auto --ptrain-sp=2 -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g9" 2>"$D/ge9"
+check_plan "$D/g9" 8 4 1 n1 "--ptrain-sp=2 beats PTRAIN_SP=4" 1d 1 2
 
 # 7. sbatch: #SBATCH --ptrain-mode=auto reaches the inner srun; the batch
 #    script's own step gets nothing.
@@ -149,7 +198,7 @@ check_plan "$D/job.out" 4 2 2 n1 "sbatch inner srun"
 
 # 8. options listed by srun --help and sbatch --help.
 srun --help >"$D/help" 2>&1
-for o in --ptrain-mode=MODE --ptrain-tp=N --ptrain-verbose; do
+for o in --ptrain-mode=MODE --ptrain-tp=N --ptrain-tp-depth=D --ptrain-sp=N --ptrain-verbose; do
     check "srun --help lists $o" grep -q -- "$o" "$D/help"
 done
 sbatch --help 2>&1 | grep -q -- --ptrain-mode=MODE
@@ -172,9 +221,20 @@ master_port_count = 10;
 CONF
 echo "required $PTRAIN_SPANK_SO config=$D/ptrain.conf" >"$D/plugstack.conf"
 srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o11" 2>&1
+srun --ptrain-mode=2d -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o11b" 2>"$D/e11b"; rc=$?
+check "allowed_modes [auto, 1d]: --ptrain-mode=2d refused" [ $rc -ne 0 ] &&
+    [ "$(grep -c '^TASK ' "$D/o11b")" -eq 0 ] &&
+    grep -q -- "--ptrain-mode=2d is not allowed on this cluster (allowed_modes in ptrain.conf)" "$D/e11b"
 ports=$(grep '^TASK ' "$D/o11" | sed 's/.*job=\([0-9]*\) step=\([0-9]*\).*MASTER_PORT=\([0-9]*\).*/\1 \2 \3/' |
         awk '{ if ($3 != 40000 + ($1 * 64 + $2 % 64) % 10) bad++ } END { print NR, bad + 0 }')
 check "ptrain.conf: default_mode auto and master_port_base 40000 (count 10) applied" [ "$ports" = "4 0" ]
+printf 'default_mode = "2d";\nallowed_modes = ["2d", "2.5d", "3d"];\n' >"$D/grid.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/grid.conf" >"$D/plugstack.conf"
+srun -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/o11c" 2>&1
+check_plan "$D/o11c" 8 2 4 n1 "ptrain.conf default_mode 2d, allowed_modes [2d, 2.5d, 3d]" 2d 1 1
+srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o11d" 2>"$D/e11d"; rc=$?
+check "allowed_modes without 1d: --ptrain-mode=auto refused" [ $rc -ne 0 ] &&
+    grep -q -- "--ptrain-mode=auto is not allowed on this cluster" "$D/e11d"
 printf 'default_mode = "auto"\nmax_tpp = 3;\n' >"$D/bad.conf"
 echo "required $PTRAIN_SPANK_SO config=$D/bad.conf" >"$D/plugstack.conf"
 srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o12" 2>"$D/e12"; rc=$?

@@ -133,8 +133,11 @@ static void test_conf(void)
     pt_spank_conf c, d;
     char err[512];
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_check(&c, err, sizeof err) == 0 && c.default_mode == PT_MODE_OFF,
-           "defaults are valid and default_mode is off");
+    tap_ok(pt_spank_conf_check(&c, err, sizeof err) == 0 && c.default_mode == PT_MODE_OFF &&
+               c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) |
+                                   (1u << PT_MODE_1D) | (1u << PT_MODE_2D) |
+                                   (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D)),
+           "defaults are valid, default_mode is off and every mode is allowed");
     int max_tp = 2 + (int)rnd(30), base = 2000 + (int)rnd(50000);
     char text[512];
     snprintf(text, sizeof text,
@@ -148,8 +151,25 @@ static void test_conf(void)
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D)),
            "a valid ptrain.conf is read (max_tp=%d base=%d): %s", max_tp, base, err);
 
+    snprintf(text, sizeof text, "allowed_modes = [\"auto\", \"1d\", \"2d\", \"2.5d\", "
+             "\"3d\"];\ndefault_mode = \"2.5d\";\n");
+    p = write_conf("grids.conf", text);
+    pt_spank_conf_default(&c);
+    err[0] = '\0';
+    tap_ok(pt_spank_conf_load(p, &c, err, sizeof err) == 0 && c.default_mode == PT_MODE_2P5D &&
+               c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) |
+                                   (1u << PT_MODE_1D) | (1u << PT_MODE_2D) |
+                                   (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D)),
+           "allowed_modes may allow 2d, 2.5d, 3d, and default_mode may be one of them: %s", err);
+    p = write_conf("only3d.conf", "allowed_modes = [\"3d\"];\ndefault_mode = \"3d\";\n");
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_load(p, &c, err, sizeof err) == 0 && c.default_mode == PT_MODE_3D &&
+               c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_3D)),
+           "allowed_modes = [\"3d\"] allows only 3d (and off)");
+
     const struct { const char *text, *must; } bad[] = {
-        {"default_mode = \"2d\";\n", "'2d'"},
+        {"allowed_modes = [\"auto\", \"1d\"];\ndefault_mode = \"2d\";\n",
+         "'2d' is not in allowed_modes"},
         {"default_mode = \"fast\";\n", "'fast'"},
         {"max_tp = 0;\n", "max_tp 0"},
         {"max_tp = \"4\";\n", "max_tp must be an integer"},
@@ -184,7 +204,7 @@ static void test_conf(void)
     snprintf(text, sizeof text, "config=%s", write_conf("c.conf", "max_tp = 7;\n"));
     tap_ok(pt_spank_conf_arg(text, &c, err, sizeof err) == 0 && c.max_tp == 7,
            "plugstack config= loads the file");
-    const char *badargs[] = {"default_mode=2.5d", "default_mode=x", "max_tp=-1", "max_tp=two",
+    const char *badargs[] = {"default_mode=2.5e", "default_mode=x", "max_tp=-1", "max_tp=two",
                              "verbose", "colour=blue", "config="};
     for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
         d = c;
