@@ -11,7 +11,10 @@
  *
  * Per (batch b, head h) the products are cblas_sgemm calls on strided views
  * (no copies besides packing the local K and V into contiguous blocks that
- * can be sent):
+ * can be sent).  The (b, h) loops around them are serial on purpose: the
+ * gemms take OpenBLAS's own threads, and calling a pthread OpenBLAS from
+ * inside an OpenMP region oversubscribed the cores and ran 5x slower on a
+ * 2-core machine (B=2 NH=4 HS=32 T=512).  The row loops use OpenMP.
  *   scores  S[:, r]  = scale * Q K_r^T        [Tl, HS] x [HS, Tl]
  *   output  O       += P[:, r] V_r            [Tl, Tl] x [Tl, HS]
  *   dP[:, r]         = dO V_r^T
@@ -100,7 +103,6 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, float *out, float *att, cons
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
         if (r <= s) {
-#pragma omp parallel for collapse(2)
             for (int b = 0; b < B; b++)
                 for (int h = 0; h < NH; h++)
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tl, Tl, HS, scale,
@@ -143,7 +145,6 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, float *out, float *att, cons
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
         if (r <= s) {
-#pragma omp parallel for collapse(2)
             for (int b = 0; b < B; b++)
                 for (int h = 0; h < NH; h++)
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tl, HS, Tl, 1.0f,
@@ -209,7 +210,6 @@ static void v_step(float *dv, const float *v, int r, void *vctx)
 {
     const bwd_ctx *c = vctx;
     const int Tl = c->Tl, T = c->T, NH = c->NH, HS = c->HS, C = NH * HS;
-#pragma omp parallel for collapse(2)
     for (int b = 0; b < c->B; b++)
         for (int h = 0; h < NH; h++) {
             const size_t bh = ((size_t)b * NH + h) * Tl * T + (size_t)r * Tl;
@@ -227,7 +227,6 @@ static void k_step(float *dk, const float *k, int r, void *vctx)
 {
     const bwd_ctx *c = vctx;
     const int Tl = c->Tl, T = c->T, NH = c->NH, HS = c->HS, C = NH * HS, C3 = 3 * C;
-#pragma omp parallel for collapse(2)
     for (int b = 0; b < c->B; b++)
         for (int h = 0; h < NH; h++) {
             const float *ds = c->ds + ((size_t)b * NH + h) * Tl * T + (size_t)r * Tl;
