@@ -16,6 +16,7 @@
 #include "plan/plan.h"
 
 #include <getopt.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <math.h>
 #include <mpi.h>
@@ -27,7 +28,7 @@
 typedef struct opts {
     const char *model, *data, *rank_order, *mode;
     int layers, heads, embd, seq_len, vocab;
-    long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp;
+    long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
     float lr, min_lr, wd, clip;
     int dry_run, quiet;
 } opts;
@@ -49,7 +50,9 @@ static void usage(FILE *f)
         "  --log-every N        print every N steps (default 1)\n"
         "  --seed N             initialisation seed (default 1337)\n"
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
-        "  --mode 1d --dp N --tp N --rank-order DPT   the plan (default from PTRAIN_* env)\n"
+        "  --mode 1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default PTRAIN_MODE, else 1d)\n"
+        "  --dp N --tp N --tp-depth D --sp N --rank-order DPT   the plan's sizes (default from\n"
+        "                       PTRAIN_* env; dp = world / (tp * sp) when not given)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
         "  --quiet              only the plan, validation and summary lines\n",
         pt_gpt_preset_names());
@@ -72,14 +75,15 @@ static int bad_input(const char *fmt, ...)
     exit(2);
 }
 
-/* Errors that may happen on some ranks only (files, memory): every rank
- * learns that one failed, the failing ranks say why, all exit 1. */
+/* Errors that may happen on some ranks only (files, memory, a model that
+ * does not fit the layout): every rank learns that one failed, the lowest
+ * failing rank says why in one line, all exit 1. */
 static void agree(int rc, const char *what)
 {
-    int worst = rc;
-    MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (worst == PT_OK) return;
-    if (rc != PT_OK) fprintf(stderr, "ptrain-run: error: rank %d: %s: %s\n", world_rank, what, pt_errmsg());
+    int mine = rc == PT_OK ? INT_MAX : world_rank, first = INT_MAX;
+    MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (first == INT_MAX) return;
+    if (world_rank == first) fprintf(stderr, "ptrain-run: error: rank %d: %s: %s\n", world_rank, what, pt_errmsg());
     MPI_Finalize();
     exit(1);
 }
@@ -123,7 +127,8 @@ static int default_threads(void)
 static void parse_args(int argc, char **argv, opts *o)
 {
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
-           O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_ORDER, O_DRY, O_QUIET };
+           O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
+           O_QUIET };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -131,7 +136,7 @@ static void parse_args(int argc, char **argv, opts *o)
         {"warmup", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"grad-clip", 1, 0, O_CLIP},
         {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
         {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
-        {"tp", 1, 0, O_TP}, {"rank-order", 1, 0, O_ORDER}, {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET},
+        {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER}, {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
@@ -173,6 +178,8 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_MODE: o->mode = optarg; break;
         case O_DP: o->dp = parse_long("--dp", optarg, 1, 1 << 20); break;
         case O_TP: o->tp = parse_long("--tp", optarg, 1, 1 << 20); break;
+        case O_TPD: o->tp_depth = parse_long("--tp-depth", optarg, 1, 1 << 20); break;
+        case O_SP: o->sp = parse_long("--sp", optarg, 1, 1 << 20); break;
         case O_ORDER: o->rank_order = optarg; break;
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
@@ -188,10 +195,12 @@ static void parse_args(int argc, char **argv, opts *o)
 }
 
 /* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
- * not given it is world / (tp * pp * sp). */
+ * not given it is world / (tp * pp * sp).  A plan that does not fit the
+ * world is refused listing the tp (or sp) values that would (pt_plan_list_tp,
+ * pt_plan_validate). */
 static void resolve_plan(const opts *o, int world, pt_plan *p, const char **source)
 {
-    char err[256];
+    char err[512];
     pt_plan_default(p);
     p->dp = 0;
     int from_env = pt_plan_from_env(p, err, sizeof err);
@@ -203,21 +212,33 @@ static void resolve_plan(const opts *o, int world, pt_plan *p, const char **sour
         p->mode = m;
     }
     if (o->tp) p->tp = (int)o->tp;
+    if (o->tp_depth) p->tp_depth = (int)o->tp_depth;
+    if (o->sp) p->sp = (int)o->sp;
     if (o->dp) p->dp = (int)o->dp;
     if (o->rank_order) snprintf(p->rank_order, sizeof p->rank_order, "%s", o->rank_order);
+    /* off: nothing was planned, run the sizes given with 1d layers; auto
+     * is the plugin's to resolve, as 1d when there is none. */
     if (p->mode == PT_MODE_OFF || p->mode == PT_MODE_AUTO) p->mode = PT_MODE_1D;
-    int inner = p->tp * p->pp * p->sp;
-    if (p->dp == 0 || o->tp) {
+    long long inner = (long long)p->tp * p->pp * p->sp;
+    if (!o->dp && (p->dp == 0 || o->tp || o->sp || o->tp_depth)) {
         if (inner < 1 || world % inner) {
-            char valid[256] = "";
-            size_t off = 0;
-            for (int t = 1; t <= world && off < sizeof valid - 12; t++)
-                if (world % (t * p->pp * p->sp) == 0)
-                    off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", t);
-            bad_input("tp=%d does not divide the world size %d (with pp=%d, sp=%d); valid tp: %s", p->tp, world, p->pp,
-                      p->sp, valid);
+            char valid[256];
+            if (p->sp > 1) {
+                int n = world % ((long long)p->tp * p->pp) ? world : world / (p->tp * p->pp);
+                pt_plan_list_tp(PT_MODE_1D, 1, n, world, valid, sizeof valid);
+                bad_input("--mode %s with %d ranks: sp=%d does not divide the world (with tp=%d, "
+                          "pp=%d; valid sp here: %s)", pt_mode_name(p->mode), world, p->sp, p->tp,
+                          p->pp, valid);
+            }
+            int n = world % p->pp ? world : world / p->pp;
+            int k = pt_plan_list_tp(p->mode, p->mode == PT_MODE_2P5D ? p->tp_depth : 1, n, world,
+                                    valid, sizeof valid);
+            bad_input("--mode %s with %d ranks: tp=%d does not divide the world (with pp=%d, "
+                      "sp=%d; valid tp%s here: %s)", pt_mode_name(p->mode), world, p->tp, p->pp,
+                      p->sp, p->mode == PT_MODE_2P5D ? " for this tp_depth" : "",
+                      k ? valid : "none");
         }
-        if (!o->dp) p->dp = world / inner;
+        p->dp = (int)(world / inner);
     }
     if (pt_plan_validate(p, world, err, sizeof err)) bad_input("%s", err);
 }
@@ -284,7 +305,7 @@ int main(int argc, char **argv)
     pt_plan plan;
     const char *source;
     resolve_plan(&o, world, &plan, &source);
-    if (pt_gpt_check_tp(&cfg, plan.tp)) {
+    if (plan.mode == PT_MODE_1D && pt_gpt_check_tp(&cfg, plan.tp)) {
         char valid[256] = "";
         size_t off = 0;
         for (int t = 1; t <= world; t++)
@@ -308,8 +329,10 @@ int main(int argc, char **argv)
 
     if (o.dry_run) {
         char line[512];
-        snprintf(line, sizeof line, "rank %d/%d dp=%d tp=%d dp_rank=%d tp_rank=%d mpi_rank=%d plan=%s",
-                 ctx.rank, world, plan.dp, plan.tp, ctx.dp_rank, ctx.tp_rank, world_rank, summary);
+        snprintf(line, sizeof line,
+                 "rank %d/%d dp=%d tp=%d sp=%d dp_rank=%d tp_rank=%d sp_rank=%d mpi_rank=%d plan=%s",
+                 ctx.rank, world, plan.dp, plan.tp, plan.sp, ctx.dp_rank, ctx.tp_rank, ctx.sp_rank,
+                 world_rank, summary);
         char *all = world_rank == 0 ? malloc(sizeof line * (size_t)world) : NULL;
         int *ranks = world_rank == 0 ? malloc(sizeof(int) * (size_t)world) : NULL;
         MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);
@@ -370,7 +393,7 @@ int main(int argc, char **argv)
         printf("plan: %s (source: %s, world %d, grid rank from %s)\n", summary, source, world,
                grid_rank >= 0 ? "launcher RANK" : "MPI");
         printf("model: %s L=%d H=%d C=%d T=%d V=%d (padded %d), %.2fM parameters, %.2fM per rank\n",
-               o.model, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab, model.Vp,
+               o.model, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab, model.g.Vp,
                (double)pt_gpt_num_params(&cfg) / 1e6, (double)model.nfloats / 1e6);
         printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
                o.data, (unsigned long long)train.ntokens, (unsigned long long)val.ntokens, o.batch, T, tok_per_step,
@@ -389,7 +412,7 @@ int main(int argc, char **argv)
     if (world_rank == 0) { printf("val: step 0 | val_loss %.4f\n", val0); fflush(stdout); }
     for (long step = 0; step < o.steps; step++) {
         double t0 = pt_now();
-        uint64_t c0 = pt_comm_sent_total(&ctx.tp) + pt_comm_sent_total(&ctx.dp);
+        uint64_t c0 = pt_pctx_sent_total(&ctx);
         rc = load_batch(&train, step, &o, T, &ctx, in, tg);
         if (!rc) { pt_gpt_zero_grad(&model); rc = pt_gpt_forward(&model, in, tg, &loss); }
         if (!rc) rc = pt_gpt_backward(&model);
@@ -398,7 +421,7 @@ int main(int argc, char **argv)
         if (!rc) rc = pt_gpt_step(&model, &opt, lr, &norm);
         agree(rc, "training step");
         double dt = pt_now() - t0;
-        train_comm += (double)(pt_comm_sent_total(&ctx.tp) + pt_comm_sent_total(&ctx.dp) - c0);
+        train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
         if (step > 0 || o.steps == 1) t_total += dt; /* the first step warms caches */
         if (step == 0) first_loss = loss;
         if (world_rank == 0 && !o.quiet && (step % o.log_every == 0 || step == o.steps - 1)) {
