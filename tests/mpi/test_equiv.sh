@@ -22,11 +22,8 @@ for cfg in "1d 1 1 1 1 DPT" "1d 2 1 1 1 DPT" "1d 1 2 1 1 DPT" "1d 4 1 1 1 DPT" "
     np=$(($2 * $3 * $5))
     tag="$1 dp=$2 tp=$3 depth=$4 sp=$5 $6"
     echo "# mpirun -np $np test_equiv $tag"
-    if ! ptrain_mpirun -np "$np" "$bin" "$1" "$2" "$3" "$4" "$5" "$6" 3 >"$out" 2>&1; then
-        rc=$?
-    else
-        rc=0
-    fi
+    rc=0
+    ptrain_mpirun -np "$np" "$bin" "$1" "$2" "$3" "$4" "$5" "$6" 3 >"$out" 2>&1 || rc=$?
     while IFS= read -r line; do
         case "$line" in
         "ok - "*) n=$((n+1)); echo "ok $n - [$tag] ${line#ok - }" ;;
@@ -35,7 +32,7 @@ for cfg in "1d 1 1 1 1 DPT" "1d 2 1 1 1 DPT" "1d 1 2 1 1 DPT" "1d 4 1 1 1 DPT" "
         *) echo "# $line" ;;
         esac
     done <"$out"
-    if [ "$rc" -ne 0 ]; then n=$((n+1)); echo "not ok $n - [$tag] exited with status $rc"; fi
+    if [ "$rc" -ne 0 ]; then n=$((n+1)); fail=$((fail+1)); echo "not ok $n - [$tag] exited with status $rc"; fi
 done
 echo "1..$n"
 [ "$fail" -eq 0 ]

@@ -12,7 +12,8 @@ fail=0
 for cfg in "4 LAYOUTS" "8 LAYOUTS" "4 SP"; do
     set -- $cfg
     echo "# mpirun -np $1 test_memory $2"
-    if ! ptrain_mpirun -np "$1" "$bin" "$2" >"$out" 2>&1; then rc=$?; else rc=0; fi
+    rc=0
+    ptrain_mpirun -np "$1" "$bin" "$2" >"$out" 2>&1 || rc=$?
     while IFS= read -r line; do
         case "$line" in
         "ok - "*) n=$((n+1)); echo "ok $n - [np=$1] ${line#ok - }" ;;
