@@ -174,10 +174,9 @@ static uint64_t linear_bytes(const pt_pctx *c, const pt_linear *l, int N)
         return 3 * q * (ring(Sx, q, 1) + ring(Sw, q, 1)); /* = 3(q-1)(Sx+Sw) */
     }
     case PT_MODE_3D: {
-        uint64_t Sx = ll * N * l->in_local * 4, Sw = (uint64_t)l->out_local * l->in_local * 4 * 1,
+        /* gathered blocks: X [l*N, I/l], W [O/l, I/l], Y [l*N, O/l] */
+        uint64_t Sx = ll * N * l->in_local * 4, Sw = (uint64_t)(l->out / ll) * (l->in / ll) * 4,
                  Sy = ll * N * l->out_local * 4;
-        /* gathered weight block [O/l, I/l]: l times the local [O/l^2, I/l] */
-        Sw = (uint64_t)(l->out / ll) * (l->in / ll) * 4;
         return 3 * ring(Sx, ll, 1) + 3 * ring(Sw, ll, 1) + 2 * ring(Sy, ll, 1);
     }
     default:

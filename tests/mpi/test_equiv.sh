@@ -15,9 +15,8 @@ fail=0
 # mode dp tp depth sp order (np = dp*tp*sp)
 for cfg in "1d 1 1 1 1 DPT" "1d 2 1 1 1 DPT" "1d 1 2 1 1 DPT" "1d 4 1 1 1 DPT" "1d 1 4 1 1 DPT" \
            "1d 2 2 1 1 DPT" "1d 2 2 1 1 TPD" \
-           "2d 1 4 1 1 DPT" "2d 2 4 1 1 DPT" "2d 2 4 1 1 TPD" "2.5d 1 8 2 1 DPT" \
-           "1d 1 1 1 2 DPT" "1d 1 1 1 4 DPT" "1d 2 1 1 2 DPT" \
-           ${PTRAIN_EQUIV_EXTRA:-}; do
+           "2d 1 4 1 1 DPT" "2d 2 4 1 1 DPT" "2d 2 4 1 1 TPD" "2.5d 1 8 2 1 DPT" "3d 1 8 1 1 DPT" \
+           "1d 1 1 1 2 DPT" "1d 1 1 1 4 DPT" "1d 2 1 1 2 DPT"; do
     set -- $cfg
     np=$(($2 * $3 * $5))
     tag="$1 dp=$2 tp=$3 depth=$4 sp=$5 $6"
