@@ -1,0 +1,55 @@
+#!/bin/sh
+# ptrain-run's plan flags under plain mpirun (no Slurm): --mode 2d|2.5d|3d,
+# --tp-depth, --sp select the layouts and train; world sizes, batches and
+# sequence lengths that do not fit get one line naming the valid values and
+# exit status 2.  Every layout trains the same model on the same data, so
+# their first-step losses must agree (the parallel layouts reproduce the
+# single-process run; test_equiv checks that exactly).
+. "$top_srcdir/tests/lib.sh"
+run="$top_builddir/ptrain-run"
+[ -x "$run" ] || skip_all "ptrain-run not built"
+command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+seed=$(( $(date +%s) % 100000 ))
+diag "data seed $seed"
+
+# train NP DESC FLAGS...: a 2-step run; sets $loss to the first step's loss
+train() {
+    np=$1; desc=$2; shift 2
+    rc=0
+    ptrain_mpirun -np "$np" "$run" --model test --data "synthetic:$seed" --steps 2 --batch 8 \
+        --val-every 0 --log-every 1 "$@" >"$out" 2>&1 || rc=$?
+    loss=$(sed -n 's/^step *1\/2 | loss \([0-9.]*\).*/\1/p' "$out")
+    if [ "$rc" -eq 0 ] && [ -n "$loss" ] && grep -q "^done:" "$out"; then
+        ok "$desc trains (first loss $loss)"
+    else
+        not_ok "$desc trains (status $rc)"; sed 's/^/# /' "$out" | tail -5
+    fi
+}
+
+train 4 "1d tp=4" --mode 1d --tp 4; l1=$loss
+train 4 "2d tp=4 (q=2)" --mode 2d --tp 4; l2=$loss
+train 4 "sp=4" --sp 4; l3=$loss
+PTRAIN_MODE=2.5d PTRAIN_TP=8 PTRAIN_TP_DEPTH=2 train 8 "2.5d depth 2 planned from PTRAIN_* variables"; l4=$loss
+check "1d, 2d, sp=4 and 2.5d give the same first loss ($l1, $l2, $l3, $l4)" \
+    test -n "$l1" -a "$l1" = "$l2" -a "$l2" = "$l3" -a "$l3" = "$l4"
+
+# bad input: exit status 2 and one line naming the valid values
+bad() {
+    np=$1; desc=$2; want=$3; shift 3
+    rc=0
+    ptrain_mpirun -np "$np" "$run" --model test --data "synthetic:$seed" --steps 1 --batch 8 "$@" >"$out" 2>&1 || rc=$?
+    lines=$(grep -c "ptrain-run: error" "$out")
+    if [ "$rc" -ne 0 ] && grep -q "$want" "$out" && [ "$lines" -ge 1 ]; then
+        ok "$desc: refused ($(grep -m1 'ptrain-run: error' "$out" | cut -c1-150))"
+    else
+        not_ok "$desc: expected a refusal mentioning '$want' (status $rc)"; sed 's/^/# /' "$out" | tail -5
+    fi
+}
+bad 4 "--mode 2d --tp 2" "valid tp here: 1, 4" --mode 2d --tp 2
+bad 4 "--mode 3d --tp 4" "valid tp here: 1" --mode 3d --tp 4
+bad 4 "--sp 3 on 4 ranks" "valid sp" --sp 3
+bad 4 "--mode 2d --tp 4 --batch 3 (batch split q=2 ways)" "valid B" --mode 2d --tp 4 --batch 3
+bad 4 "--sp 2 --tp 2 (sp composes with dp only)" "tp=1" --sp 2 --tp 2
+done_testing
