@@ -2,8 +2,12 @@
  * n_layer pre-LN blocks (LN -> causal self-attention -> residual, LN ->
  * MLP with GELU -> residual), final LN, head tied to the token embedding,
  * softmax cross-entropy.  Every linear, the embedding and the head are
- * built through the plan's parallel layout (lib/parallel/layout.h); data
- * parallelism averages gradients over the dp group.
+ * built through the plan's parallel layout (lib/parallel/layout.h), which
+ * also decides which rows and columns of every activation a rank holds;
+ * sequence parallelism splits the tokens of every sequence over the sp
+ * group (lib/parallel/seq.h).  Gradients are summed over each shard's sync
+ * group (dp x sp and the tp ranks holding the same shard), see
+ * ptrain-layouts(7).
  *
  * Memory: parameters, gradients, AdamW moments and activations come from
  * the caller's arena, so arena->peak is the rank's training memory.
