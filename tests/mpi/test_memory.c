@@ -21,29 +21,12 @@
 #include "parallel/context.h"
 
 #include <mpi.h>
+#include "mpi_tap.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int rank0, failures;
-
-static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(int ok, const char *fmt, ...)
-{
-    int all = ok;
-    MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all) failures++;
-    if (!rank0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s - ", all ? "ok" : "not ok");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-}
 
 /* Peak arena bytes (max over ranks) of create + one forward/backward/step,
  * or 0 when the model does not build (message in pt_errmsg on rank 0). */
@@ -100,7 +83,7 @@ static void layouts(int P, unsigned long seed)
         p.tp = P;
         p.tp_depth = L[i].depth;
         peak[i] = step_peak(&cfg, &p, B, T, seed);
-        if (rank0) printf("# %-5s tp=%d: peak %.2f MiB per rank%s%s\n", L[i].name, P, peak[i] / 1048576.0,
+        if (tap_rank0) printf("# %-5s tp=%d: peak %.2f MiB per rank%s%s\n", L[i].name, P, peak[i] / 1048576.0,
                           peak[i] ? "" : " (did not build: ", peak[i] ? "" : pt_errmsg());
     }
     report(peak[0] > 0, "1d at %d ranks builds and steps (L2 H8 C128 T64 V512, B=8): %.2f MiB/rank", P, peak[0] / 1048576.0);
@@ -133,7 +116,7 @@ static void sequence(int P, unsigned long seed)
             if (pk == 0 || pk > budget) break;
             longest[k] = T;
         }
-        if (rank0) printf("# sp=%d: longest T within %.2f MiB/rank: %d\n", sp, budget / 1048576.0, longest[k]);
+        if (tap_rank0) printf("# sp=%d: longest T within %.2f MiB/rank: %d\n", sp, budget / 1048576.0, longest[k]);
     }
     report(budget > 0, "sp=1 budget: one step at T=%d needs %.2f MiB/rank", T0, budget / 1048576.0);
     report(longest[1] > longest[0], "sp=2 fits a longer sequence than sp=1 in that memory: T=%d > %d", longest[1], longest[0]);
@@ -146,12 +129,12 @@ int main(int argc, char **argv)
     int wr, P;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
-    rank0 = wr == 0;
+    tap_rank0 = wr == 0;
     pt_backend_get("cpu")->set_threads(1);
     unsigned long seed = (unsigned long)time(NULL);
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
     if (argc > 1 && strcmp(argv[1], "SP") == 0) sequence(P, seed);
     else layouts(P, seed);
     MPI_Finalize();
-    return failures ? 1 : 0;
+    return tap_failures ? 1 : 0;
 }

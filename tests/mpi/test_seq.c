@@ -30,38 +30,12 @@
 
 #include <math.h>
 #include <mpi.h>
+#include "mpi_tap.h"
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static int rank0;
-static int failures;
-
-/* One TAP line for all ranks: ok only if ok on every rank. */
-static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void report(int ok, const char *fmt, ...)
-{
-    int all_ok = ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all_ok) failures++;
-    if (!rank0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s - ", all_ok ? "ok" : "not ok");
-    vprintf(fmt, ap);
-    printf("\n");
-    fflush(stdout);
-    va_end(ap);
-}
-
-static double max_world(double v)
-{
-    double m = v;
-    MPI_Allreduce(&v, &m, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    return m;
-}
 
 static float *xalloc(size_t n)
 {
@@ -200,7 +174,7 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
 {
     const int p = sp->size, C = NH * HS, C3 = 3 * C;
     if (T % p) {
-        if (rank0) printf("# bench: T=%d is not a multiple of sp=%d\n", T, p);
+        if (tap_rank0) printf("# bench: T=%d is not a multiple of sp=%d\n", T, p);
         return;
     }
     const int Tl = T / p;
@@ -216,7 +190,7 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
     for (int i = 0; i < reps; i++) {
         MPI_Barrier(MPI_COMM_WORLD);
         double t = MPI_Wtime();
-        if (rank0) {
+        if (tap_rank0) {
             pt_cpu_ops_f32.attention_fwd(out, att, qkv, B, T, NH, HS);
             pt_cpu_ops_f32.attention_bwd(dqkv, dout, qkv, att, B, T, NH, HS);
         }
@@ -228,10 +202,10 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
         if (!rc) rc = pt_ring_attention_bwd(sp, &arena, dqkv, dout, qkv, att, B, Tl, NH, HS);
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime() - t;
-        if (rc && rank0) printf("# bench: %s\n", pt_errmsg());
+        if (rc && tap_rank0) printf("# bench: %s\n", pt_errmsg());
         if (t < best_ring) best_ring = t;
     }
-    if (rank0)
+    if (tap_rank0)
         printf("# bench B=%d NH=%d HS=%d T=%d: op fwd+bwd %.4f s (1 rank), ring sp=%d fwd+bwd %.4f s (best of %d)\n",
                B, NH, HS, T, best_op, p, best_ring, reps);
     free(qkv); free(dout); free(dqkv); free(out); free(att);
@@ -242,10 +216,10 @@ int main(int argc, char **argv)
     MPI_Init(&argc, &argv);
     int wr;
     MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    rank0 = wr == 0;
+    tap_rank0 = wr == 0;
     pt_comm sp;
     if (pt_comm_wrap(&sp, MPI_COMM_WORLD, "sp")) {
-        if (rank0) printf("not ok - wrap MPI_COMM_WORLD: %s\n", pt_errmsg());
+        if (tap_rank0) printf("not ok - wrap MPI_COMM_WORLD: %s\n", pt_errmsg());
         MPI_Finalize();
         return 1;
     }
@@ -255,7 +229,7 @@ int main(int argc, char **argv)
         return 0;
     }
     if (argc != 1) {
-        if (rank0) fprintf(stderr, "usage: test_seq | test_seq --bench B NH HS T\n");
+        if (tap_rank0) fprintf(stderr, "usage: test_seq | test_seq --bench B NH HS T\n");
         MPI_Finalize();
         return 2;
     }
@@ -263,7 +237,7 @@ int main(int argc, char **argv)
     unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
     if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
-    if (rank0) printf("# sp=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", sp.size, seed);
+    if (tap_rank0) printf("# sp=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", sp.size, seed);
 
     /* B, NH, HS, Tl: Tl = 1 (one token per rank), HS = 1, odd sizes */
     static const int shapes[][4] = {{1, 1, 1, 1}, {2, 3, 4, 1}, {2, 2, 8, 3}, {1, 4, 16, 5}, {3, 2, 32, 7}};
@@ -280,5 +254,5 @@ int main(int argc, char **argv)
 
     pt_comm_free(&sp);
     MPI_Finalize();
-    return failures ? 1 : 0;
+    return tap_failures ? 1 : 0;
 }
