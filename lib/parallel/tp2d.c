@@ -174,16 +174,15 @@ static int summa_fwd(const pt_lenv *e, const float *w, const float *b, float *y,
     return rc;
 }
 
-/* dx [N, Il] (overwritten), dw [Ol, Il] (+=), db [Ol] (+=) from dy [N, Ol]. */
-static int summa_bwd(const pt_lenv *e, const float *w, float *dw, float *db, float *dx, const float *dy,
-                     const float *x, int N, int Il, int Ol)
+/* dx [N, Il] (overwritten) from dy [N, Ol]: dX_is = sum_j dY_ij W[j, s],
+ * W broadcast down the column, partials reduced along the row to column s. */
+static int summa_bwd_dx(const pt_lenv *e, const float *w, float *dx, const float *dy, int N, int Il, int Ol)
 {
     pt_pctx *c = e->c;
     const int q = Q(c);
     const size_t nx = (size_t)N * Il, nw = (size_t)Ol * Il;
-    float *xb = pt_scratch(e->arena, nx, "SUMMA X"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA W") : NULL;
+    float *xb = pt_scratch(e->arena, nx, "SUMMA dX"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA W") : NULL;
     int rc = wb ? PT_OK : PT_ENOMEM;
-    /* dX_is = sum_j dY_ij W[j, s]: W down the column, partials reduced along the row */
     for (int s = 0; !rc && s < q; s++) {
         float *ws = CI(c) == s ? (float *)w : wb;
         if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
@@ -192,7 +191,20 @@ static int summa_bwd(const pt_lenv *e, const float *w, float *dw, float *db, flo
         e->ops->matmul_bwd(p, NULL, NULL, dy, NULL, ws, N, Il, Ol);
         rc = pt_reduce_sum(ROWG(c), p, nx, s);
     }
-    /* dW[j, s] = sum_i dY_ij^T X_is: X along the row, partials reduced down the column */
+    pt_arena_free(e->arena, wb);
+    pt_arena_free(e->arena, xb);
+    return rc;
+}
+
+/* dw [Ol, Il] (+=), db [Ol] (+=): dW[j, s] = sum_i dY_ij^T X_is, X
+ * broadcast along the row, partials reduced down the column to row s. */
+static int summa_bwd_dw(const pt_lenv *e, float *dw, float *db, const float *dy, const float *x, int N, int Il, int Ol)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c);
+    const size_t nx = (size_t)N * Il, nw = (size_t)Ol * Il;
+    float *xb = pt_scratch(e->arena, nx, "SUMMA X"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA dW") : NULL;
+    int rc = wb ? PT_OK : PT_ENOMEM;
     for (int s = 0; !rc && s < q; s++) {
         float *xs = CJ(c) == s ? (float *)x : xb;
         if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
@@ -215,7 +227,8 @@ static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, const float *
 
 static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N)
 {
-    return summa_bwd(e, l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local);
+    int rc = summa_bwd_dx(e, l->w, dx, dy, N, l->in_local, l->out_local);
+    return rc ? rc : summa_bwd_dw(e, l->dw, l->db, dy, x, N, l->in_local, l->out_local);
 }
 
 /* First token of this rank's batch block in the dp-group batch [B, T]. */
@@ -296,16 +309,19 @@ static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, 
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
     const size_t nw = (size_t)Vb * Cl;
     e->ops->xent_bwd(logits, logits, stats, stats + N, tgt + row0(c, g), dloss, CJ(c) * Vb, g->V, N, Vb);
-    float *wt = pt_scratch(e->arena, nw, "head W^T"), *dwt = wt ? pt_scratch(e->arena, nw, "head dW^T") : NULL;
-    int rc = dwt ? transpose_block(c, wte, wt, nw) : PT_ENOMEM;
-    if (!rc) {
-        memset(dwt, 0, nw * sizeof(float));
-        rc = summa_bwd(e, wt, dwt, NULL, dx, logits, x, N, Cl, Vb);
-    }
-    if (!rc) rc = transpose_block(c, dwt, wt, nw); /* wt now holds my block's gradient */
+    /* dX needs the transposed block, dW only X: the phases run one after the
+     * other so at most two wte-block buffers are alive at a time */
+    float *wt = pt_scratch(e->arena, nw, "head W^T");
+    int rc = wt ? transpose_block(c, wte, wt, nw) : PT_ENOMEM;
+    if (!rc) rc = summa_bwd_dx(e, wt, dx, logits, N, Cl, Vb);
+    if (!rc) memset(wt, 0, nw * sizeof(float)); /* now dW^T, this rank's partner's block */
+    if (!rc) rc = summa_bwd_dw(e, wt, NULL, logits, x, N, Cl, Vb);
+    float *mine = rc ? NULL : pt_scratch(e->arena, nw, "head dW");
+    if (!rc && !mine) rc = PT_ENOMEM;
+    if (!rc) rc = transpose_block(c, wt, mine, nw);
     if (!rc)
-        for (size_t t = 0; t < nw; t++) dwte[t] += wt[t];
-    pt_arena_free(e->arena, dwt);
+        for (size_t t = 0; t < nw; t++) dwte[t] += mine[t];
+    pt_arena_free(e->arena, mine);
     pt_arena_free(e->arena, wt);
     return rc;
 }
