@@ -37,11 +37,8 @@ int pt_gpt_check_tp(const pt_gpt_config *c, int tp)
     if (c->n_embd % c->n_head)
         return pt_fail(PT_EINVAL, "n_embd=%d is not a multiple of n_head=%d", c->n_embd, c->n_head);
     if (tp < 1 || c->n_head % tp) {
-        char valid[128] = "";
-        size_t off = 0;
-        for (int d = 1; d <= c->n_head; d++)
-            if (c->n_head % d == 0 && off < sizeof valid - 8)
-                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", d);
+        char valid[128];
+        pt_list_divisors(valid, sizeof valid, c->n_head);
         return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%d; valid tp for this model: %s", tp, c->n_head, valid);
     }
     return PT_OK;
@@ -111,38 +108,39 @@ static float *falloc(pt_gpt *m, size_t n, int *rc)
     return p;
 }
 
-/* The layout's geometry for a plan without a built grid (rank 0's view:
- * the sizes are the same on every rank). */
-static int plan_geometry(const pt_gpt_config *cfg, const pt_plan *p, int B, int T, const pt_layout **lo,
-                         pt_geom *g)
+/* What every plan needs of a model, batch and length: a valid config,
+ * 1 <= T <= seq_len, B >= 1, T split evenly over sp; *lo gets the plan's
+ * layout. */
+static int check_common(const pt_gpt_config *cfg, const pt_plan *p, int B, int T, const pt_layout **lo)
 {
     int rc = pt_gpt_check_tp(cfg, 1);
     if (rc) return rc;
     if (B < 1 || T < 1 || T > cfg->seq_len)
         return pt_fail(PT_EINVAL, "batch B=%d, T=%d: need B >= 1 and 1 <= T <= seq_len=%d", B, T, cfg->seq_len);
     if (T % p->sp) {
-        char valid[96] = "";
-        size_t off = 0;
-        for (int d = 1; d <= T && off < sizeof valid - 8; d++)
-            if (T % d == 0) off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", d);
+        char valid[96];
+        pt_list_divisors(valid, sizeof valid, T);
         return pt_fail(PT_EINVAL, "sequence length T=%d is not a multiple of sp=%d (valid sp for T=%d: %s)",
                        T, p->sp, T, valid);
     }
     *lo = pt_layout_for(p->mode);
-    if (!*lo) return PT_EUNSUPP;
-    pt_pctx c;
-    memset(&c, 0, sizeof c);
-    c.plan = *p;
-    char err[256];
-    if (pt_plan_tp_dims(p, c.tp_dims, err, sizeof err)) return pt_fail(PT_EINVAL, "%s", err);
-    return (*lo)->geometry(&c, B, T / p->sp, cfg->n_embd, cfg->n_head, cfg->vocab, g);
+    return *lo ? PT_OK : PT_EUNSUPP;
 }
 
 int pt_gpt_check_plan(const pt_gpt_config *cfg, const pt_plan *p, int B, int T)
 {
     const pt_layout *lo;
+    int rc = check_common(cfg, p, B, T, &lo);
+    if (rc) return rc;
+    /* the layout's geometry on a grid that is not built: rank 0's view (the
+     * sizes are the same on every rank) */
+    pt_pctx c;
+    memset(&c, 0, sizeof c);
+    c.plan = *p;
+    char err[256];
+    if (pt_plan_tp_dims(p, c.tp_dims, err, sizeof err)) return pt_fail(PT_EINVAL, "%s", err);
     pt_geom g;
-    return plan_geometry(cfg, p, B, T, &lo, &g);
+    return lo->geometry(&c, B, T / p->sp, cfg->n_embd, cfg->n_head, cfg->vocab, &g);
 }
 
 int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
@@ -150,9 +148,9 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
 {
     memset(m, 0, sizeof *m);
     const pt_layout *lo;
-    int rc = plan_geometry(cfg, &ctx->plan, B, T, &lo, &m->g);
+    int rc = check_common(cfg, &ctx->plan, B, T, &lo);
     if (rc) return rc;
-    rc = lo->geometry(ctx, B, T / ctx->plan.sp, cfg->n_embd, cfg->n_head, cfg->vocab, &m->g); /* this rank's */
+    rc = lo->geometry(ctx, B, T / ctx->plan.sp, cfg->n_embd, cfg->n_head, cfg->vocab, &m->g);
     if (rc) return rc;
     m->layout = lo;
     m->cfg = *cfg;
@@ -203,8 +201,7 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     for (int i = 0; i < m->nparams; i++) {
         p = &m->params[i];
         lo->param(ctx, p->cls, p->rows, p->cols, &p->shard);
-        p->numel = p->shard.numel;
-        total += (size_t)p->numel;
+        total += (size_t)p->shard.numel;
     }
     m->nfloats = total;
     m->param_mem = falloc(m, total, &rc);
@@ -228,7 +225,7 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
             if (p->shard.sync != sc) continue;
             p->data = m->param_mem + off;
             p->grad = m->grad_mem + off;
-            off += (size_t)p->numel;
+            off += (size_t)p->shard.numel;
         }
         sy->n = off - sy->off;
     }
@@ -455,7 +452,7 @@ int pt_gpt_grad_norm(pt_gpt *m, double *norm)
         const pt_param *p = &m->params[i];
         if (!p->shard.norm_owner) continue;
         double a = 0;
-        for (int64_t j = 0; j < p->numel; j++) a += (double)p->grad[j] * p->grad[j];
+        for (int64_t j = 0; j < p->shard.numel; j++) a += (double)p->grad[j] * p->grad[j];
         s += a;
     }
     TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
@@ -475,12 +472,11 @@ int pt_gpt_step(pt_gpt *m, const pt_adamw_cfg *opt, float lr, double *norm_out)
         for (size_t i = 0; i < m->nfloats; i++) m->grad_mem[i] *= s;
     }
     m->step_t++;
-    size_t off = 0;
     for (int i = 0; i < m->nparams; i++) {
         pt_param *p = &m->params[i];
-        pt_adamw_update(p->data, p->grad, m->adam_m + off, m->adam_v + off, (size_t)p->numel, lr,
+        const size_t off = (size_t)(p->data - m->param_mem); /* moments sit beside the parameter */
+        pt_adamw_update(p->data, p->grad, m->adam_m + off, m->adam_v + off, (size_t)p->shard.numel, lr,
                         p->decay ? opt->weight_decay : 0.0f, opt, m->step_t);
-        off += (size_t)p->numel;
     }
     return PT_OK;
 }

@@ -56,9 +56,8 @@ typedef struct pt_param {
     char name[24];
     int64_t rows, cols;
     pt_pclass cls;
-    pt_pshard shard;     /* numel, gradient-sum group, norm owner */
-    int64_t numel;       /* local elements (= shard.numel) */
-    float *data, *grad;  /* [numel] */
+    pt_pshard shard;     /* local numel, gradient-sum group, norm owner */
+    float *data, *grad;  /* [shard.numel] */
     int decay;           /* weight decay applies (2-D weights only) */
     float init_std;      /* normal(0, std) init; 0: constant init_value */
     float init_value;

@@ -77,7 +77,7 @@ int pt_pctx_init(pt_pctx *c, MPI_Comm comm, const pt_plan *p, int grid_rank)
     c->tp_coord[0] = c->tp_rank / (c->tp_dims[1] * c->tp_dims[2]);
     c->tp_coord[1] = c->tp_rank / c->tp_dims[2] % c->tp_dims[1];
     c->tp_coord[2] = c->tp_rank % c->tp_dims[2];
-    const int dp = p->dp, pp = p->pp, tp = p->tp, sp = p->sp;
+    const int pp = p->pp, tp = p->tp, sp = p->sp;
     /* dp: same (pp, tp, sp); tp: same (dp, pp, sp); sp: same (dp, pp, tp) */
     rc = pt_comm_split(&c->dp, &c->world, (c->pp_rank * tp + c->tp_rank) * sp + c->sp_rank, c->dp_rank, "dp");
     if (!rc) rc = pt_comm_split(&c->tp, &c->world, (c->dp_rank * pp + c->pp_rank) * sp + c->sp_rank, c->tp_rank, "tp");
@@ -98,7 +98,6 @@ int pt_pctx_init(pt_pctx *c, MPI_Comm comm, const pt_plan *p, int grid_rank)
         rc = pt_comm_split(&c->sync[mask], &c->world, c->pp_rank * tp + fixed,
                            (c->dp_rank * sp + c->sp_rank) * tp + inside, name);
     }
-    (void)dp;
     return rc;
 }
 

@@ -4,6 +4,7 @@
 #include "parallel/layout.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 const pt_layout *pt_layout_for(pt_mode mode)
@@ -18,6 +19,27 @@ const pt_layout *pt_layout_for(pt_mode mode)
     }
     pt_fail(PT_EUNSUPP, "tensor-parallel mode '%s' has no layout (valid: off, 1d, 2d, 2.5d, 3d)", pt_mode_name(mode));
     return NULL;
+}
+
+static void list_values(char *buf, size_t len, int from, int to, int step, int divides)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int v = from; v <= to && off + 12 < len; v += step)
+        if (!divides || divides % v == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? " " : "", v);
+}
+
+void pt_list_divisors(char *buf, size_t len, int n) { list_values(buf, len, 1, n, 1, n); }
+
+void pt_list_multiples(char *buf, size_t len, int m, int count) { list_values(buf, len, m, m * count, m, 0); }
+
+int pt_check_batch_split(const char *mode, const char *how, int ways, int B)
+{
+    if (B % ways == 0) return PT_OK;
+    char valid[96];
+    pt_list_multiples(valid, sizeof valid, ways, 4);
+    return pt_fail(PT_EINVAL, "mode %s splits the batch %d ways (%s): B=%d sequences per data-parallel group "
+                   "does not divide (valid B: %s ...)", mode, ways, how, B, valid);
 }
 
 float *pt_scratch(pt_arena *a, size_t n, const char *what)

@@ -174,6 +174,16 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, 
 int pt_xent_fwd(pt_comm *g, const pt_ops_f32 *ops, float *losses, float *stats, const float *logits,
                 const int32_t *tgt, int v0, int vreal, int N, int Vl);
 
+/* For one-line "valid values" messages: write the divisors of n (resp.
+ * the first `count` multiples of m), space-separated, into buf [len];
+ * truncated to fit. */
+void pt_list_divisors(char *buf, size_t len, int n);
+void pt_list_multiples(char *buf, size_t len, int m, int count);
+
+/* Check a batch of B sequences splits `ways` ways for a layout (mode and
+ * how name it in the message): PT_EINVAL with one line listing valid B. */
+int pt_check_batch_split(const char *mode, const char *how, int ways, int B);
+
 /* Take n floats from the arena (PT_ENOMEM with a message naming what). */
 float *pt_scratch(pt_arena *a, size_t n, const char *what);
 

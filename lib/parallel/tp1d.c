@@ -24,11 +24,8 @@ static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geo
 {
     const int tp = c->plan.tp;
     if (NH % tp) {
-        char valid[128] = "";
-        size_t off = 0;
-        for (int d = 1; d <= NH; d++)
-            if (NH % d == 0 && off < sizeof valid - 8)
-                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", d);
+        char valid[128];
+        pt_list_divisors(valid, sizeof valid, NH);
         return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%d; valid tp for this model: %s", tp, NH, valid);
     }
     memset(g, 0, sizeof *g);

@@ -62,37 +62,20 @@ enum { AX_DEPTH = 1, AX_ROW = 2, AX_COL = 4 }; /* masks of context axes 0, 1, 2 
 #define CK(c) ((c)->tp_coord[0])
 #define Q(c) ((c)->tp_dims[1])
 
-static void list_multiples(char *buf, size_t n, int m, int upto)
-{
-    size_t off = 0;
-    buf[0] = '\0';
-    for (int v = m; v <= upto * m && off < n - 12; v += m)
-        off += (size_t)snprintf(buf + off, n - off, "%s%d", off ? " " : "", v);
-}
-
-static void list_divisors(char *buf, size_t n, int of)
-{
-    size_t off = 0;
-    buf[0] = '\0';
-    for (int v = 1; v <= of && off < n - 12; v++)
-        if (of % v == 0) off += (size_t)snprintf(buf + off, n - off, "%s%d", off ? " " : "", v);
-}
-
 static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g)
 {
     const int q = Q(c), d = c->tp_dims[0];
     const char *mode = d > 1 || c->plan.mode == PT_MODE_2P5D ? "2.5d" : "2d";
-    char valid[160];
     if (NH % q) {
-        list_divisors(valid, sizeof valid, NH);
+        char valid[160];
+        pt_list_divisors(valid, sizeof valid, NH);
         return pt_fail(PT_EINVAL, "mode %s with q=%d (tp=%d) needs n_head=%d divisible by q; valid q for this "
                        "model: %s", mode, q, c->plan.tp, NH, valid);
     }
-    if (B % (d * q)) {
-        list_multiples(valid, sizeof valid, d * q, 4);
-        return pt_fail(PT_EINVAL, "mode %s splits the batch %d ways (depth %d x q %d): B=%d sequences per "
-                       "data-parallel group does not divide (valid B: %s ...)", mode, d * q, d, q, B, valid);
-    }
+    char how[48];
+    snprintf(how, sizeof how, "depth %d x q %d", d, q);
+    int rc = pt_check_batch_split(mode, how, d * q, B);
+    if (rc) return rc;
     memset(g, 0, sizeof *g);
     g->B = B;
     g->T = T;
@@ -117,13 +100,10 @@ static int is_weight(pt_pclass cls)
 static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_pshard *s)
 {
     const int q = Q(c);
-    if (is_weight(cls)) {
+    if (is_weight(cls)) { /* one block of the q x q grid: weights differ only over depth */
         s->numel = rows * cols / ((int64_t)q * q);
         s->sync = &c->sync[AX_DEPTH];
-    } else if (cls == PT_P_WPE) {
-        s->numel = rows * cols / q;
-        s->sync = &c->sync[AX_DEPTH | AX_ROW];
-    } else {
+    } else { /* column block j of a vector (or of wpe's columns), on every (k, i) */
         s->numel = rows * cols / q;
         s->sync = &c->sync[AX_DEPTH | AX_ROW];
     }

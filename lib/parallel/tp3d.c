@@ -96,13 +96,10 @@ static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geo
         return pt_fail(PT_EINVAL, "mode 3d with l=%d (tp=%d) needs n_head=%d divisible by l and n_embd=%d by "
                        "l*l=%d; valid l for this model: %s", l, c->plan.tp, NH, C, l * l, valid);
     }
-    if (B % (l * l)) {
-        valid[0] = '\0';
-        for (int v = l * l; v <= 4 * l * l && off < sizeof valid - 12; v += l * l)
-            off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", v);
-        return pt_fail(PT_EINVAL, "mode 3d splits the batch l*l=%d ways (l=%d): B=%d sequences per "
-                       "data-parallel group does not divide (valid B: %s ...)", l * l, l, B, valid);
-    }
+    char how[16];
+    snprintf(how, sizeof how, "l*l, l=%d", l);
+    int rc = pt_check_batch_split("3d", how, l * l, B);
+    if (rc) return rc;
     memset(g, 0, sizeof *g);
     g->B = B;
     g->T = T;

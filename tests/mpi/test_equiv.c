@@ -60,11 +60,10 @@ static double max_world_named(double v, char *name, size_t n)
  * exactly zero gradient in exact arithmetic (softmax is invariant to adding
  * the same q.b_k to every score of a row), so its float gradient must be
  * rounding noise: checked below as a property of the attention backward. */
-static int is_key_bias(const pt_param *p, const pt_gpt *m, int64_t j)
+static int is_key_bias(const pt_param *p, int64_t j)
 {
     size_t n = strlen(p->name);
-    int64_t third = p->numel / 3; /* local qkv bias blocks hold q|k|v pieces */
-    (void)m;
+    int64_t third = p->shard.numel / 3; /* local qkv bias blocks hold q|k|v pieces */
     return n >= 5 && strcmp(p->name + n - 5, "qkv.b") == 0 && j >= third && j < 2 * third;
 }
 
@@ -77,12 +76,12 @@ static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, const pt_pc
         /* the reference's full tensor has the unpadded vocabulary: pad to m's rows */
         int64_t rows = p->rows, cols = p->cols;
         float *full = calloc((size_t)(rows * cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->numel);
+        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
         memcpy(full, grads ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
         m->layout->param_slice(c, p->cls, full, slice, rows, cols);
         const float *a = grads ? p->grad : p->data;
         double diff = 0, mag = 0;
-        for (int64_t j = 0; j < p->numel; j++) {
+        for (int64_t j = 0; j < p->shard.numel; j++) {
             double d = fabs((double)a[j] - slice[j]);
             if (d > diff) diff = d;
             if (fabs(slice[j]) > mag) mag = fabs(slice[j]);
@@ -106,10 +105,10 @@ static double compare_abs(const pt_gpt *m, const pt_gpt *ref, const pt_pctx *c, 
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[i];
         float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->numel);
+        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
         memcpy(full, q->data, sizeof(float) * (size_t)(q->rows * q->cols));
         m->layout->param_slice(c, p->cls, full, slice, p->rows, p->cols);
-        for (int64_t j = 0; j < p->numel; j++) {
+        for (int64_t j = 0; j < p->shard.numel; j++) {
             double d = fabs((double)p->data[j] - slice[j]);
             if (d > worst_d) {
                 worst_d = d;
@@ -131,8 +130,6 @@ static uint64_t tp_sent(const pt_pctx *c)
     for (int k = 1; k < (1 << PT_TP_AXES); k++) s += pt_comm_sent_total(&c->tp_sub[k]);
     return s;
 }
-
-static void reset_all(pt_pctx *c) { pt_pctx_reset_stats(c); }
 
 /* Expected per-rank bytes of one linear's forward + backward. */
 static uint64_t linear_bytes(const pt_pctx *c, const pt_linear *l, int N)
@@ -236,7 +233,7 @@ int main(int argc, char **argv)
         for (int i = 0; i <= B * T; i++) tok[i] = (int32_t)(pt_rng_u64(&r) % (uint64_t)cfg.vocab);
         const int32_t *in = tok, *tg = tok + 1; /* targets: next token */
         float loss, rloss;
-        reset_all(&ctx);
+        pt_pctx_reset_stats(&ctx);
         pt_gpt_zero_grad(&m);
         pt_gpt_zero_grad(&ref);
         rc = pt_gpt_forward(&ref, in, tg, &rloss);
@@ -288,8 +285,8 @@ int main(int argc, char **argv)
     for (int i = 0; i < m.nparams; i++) {
         const pt_param *p = &m.params[i];
         if (!strstr(p->name, "qkv.b")) continue;
-        for (int64_t j = 0; j < p->numel; j++) {
-            if (is_key_bias(p, &m, j)) {
+        for (int64_t j = 0; j < p->shard.numel; j++) {
+            if (is_key_bias(p, j)) {
                 kb_grad = fmax(kb_grad, fabs(p->grad[j]));
                 kb_drift = fmax(kb_drift, fabs(p->data[j]));
             } else {
@@ -312,12 +309,12 @@ int main(int argc, char **argv)
     {
         const pt_param *p = &m.params[0];
         float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
-        float *mask = malloc(sizeof(float) * (size_t)p->numel);
+        float *mask = malloc(sizeof(float) * (size_t)p->shard.numel);
         for (int64_t v = cfg.vocab; v < p->rows; v++)
             for (int64_t c = 0; c < p->cols; c++) full[v * p->cols + c] = 1;
         m.layout->param_slice(&ctx, p->cls, full, mask, p->rows, p->cols);
         double pad = 0;
-        for (int64_t j = 0; j < p->numel; j++)
+        for (int64_t j = 0; j < p->shard.numel; j++)
             if (mask[j] != 0) pad = fmax(pad, fabs(p->grad[j]));
         report(max_world(pad) == 0, "padded vocabulary rows (%d..%d) get zero gradient", cfg.vocab, m.g.Vp - 1);
         free(full);
@@ -339,7 +336,7 @@ int main(int argc, char **argv)
             pt_rng rr;
             pt_rng_seed(&rr, seed, 1000 + (uint64_t)k);
             for (size_t t = 0; t < nx; t++) x[t] = (float)pt_rng_normal(&rr);
-            reset_all(&ctx);
+            pt_pctx_reset_stats(&ctx);
             rc = m.layout->linear_fwd(&env, l, y, x, N);
             if (!rc) rc = m.layout->linear_bwd(&env, l, dx, y, x, N);
             uint64_t got = tp_sent(&ctx), want = linear_bytes(&ctx, l, N);

@@ -57,10 +57,8 @@ static size_t step_peak(const pt_gpt_config *cfg, const pt_plan *plan, int B, in
         unsigned long long p = rc ? 0 : a.peak, mx = 0;
         MPI_Allreduce(&p, &mx, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
         peak = (size_t)mx;
-    } else if (rc) {
-        pt_gpt_free(&m);
     }
-    if (all == PT_OK) pt_gpt_free(&m);
+    pt_gpt_free(&m); /* a failed create left nothing behind; freeing it again is a no-op */
     pt_pctx_free(&ctx);
     return peak;
 }
