@@ -153,9 +153,10 @@ int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r);
 /* Copy the sub-block of full [rows, cols]: rows = block rblk of rparts
  * (qkv as pt_block_row), then rows [rsub*n/rsubparts, ...) of that block's
  * n rows; columns = block cblk of cparts.  local is
- * [rows/(rparts*rsubparts), cols/cparts] row-major. */
-void pt_block_copy(const pt_ops_f32 *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts, int rblk,
-                   int qkv, int rsubparts, int rsub, int cparts, int cblk);
+ * [rows/(rparts*rsubparts), cols/cparts] row-major.  One ops->copy2d per
+ * run of consecutive rows (full may be host memory, local the backend's). */
+void pt_block_copy(const pt_ops_f32 *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
+                   int rblk, int qkv, int rsubparts, int rsub, int cparts, int cblk);
 
 /* Distributed LayerNorm over rows whose C columns are split over group g
  * (Ba et al. 2016; the per-row sums of x and of (x-mean)^2, and in the

@@ -327,6 +327,43 @@ int main(int argc, char **argv)
         free(mask);
     }
 
+    /* A pipeline stage is a block range: the model run by pieces, blocks
+     * [0, 1) then [1, L) with the boundary activation and its gradient
+     * copied into buffers of their own (as a stage would receive them, and
+     * block 0's own output overwritten with NaN), gives the whole model's
+     * loss and every gradient bit for bit. */
+    if (rc == PT_OK && L >= 2) {
+        const size_t nb = (size_t)N * m.g.Cr;
+        float *xb = malloc(nb * sizeof(float)), *db = malloc(nb * sizeof(float));
+        float *gw = malloc(tm.nfloats * sizeof(float));
+        float lw = 0, ls = 0, *x;
+        const int32_t *in = tok + ctx.dp_rank * Bdp * T, *tg = tok + 1 + ctx.dp_rank * Bdp * T;
+        pt_train_zero_grad(&tm);
+        rc = pt_train_forward_backward(&tm, in, tg, &lw);
+        if (!rc) memcpy(gw, tm.grads_memory, tm.nfloats * sizeof(float));
+        pt_train_zero_grad(&tm);
+        if (!rc) rc = pt_gpt_set_batch(&m, in, tg);
+        if (!rc) rc = pt_gpt_embed_forward(&m, &x);
+        if (!rc) rc = pt_gpt_blocks_forward(&m, 0, 1, x, &x);
+        if (!rc) memcpy(xb, x, nb * sizeof(float)); /* stage 0 -> stage 1 */
+        if (!rc) m.ops->fill(m.layers[0].res3, NAN, nb); /* stage 1 must read its input buffer, not block 0's */
+        if (!rc) rc = pt_gpt_blocks_forward(&m, 1, L, xb, &x);
+        if (!rc) rc = pt_gpt_head_forward(&m, x, &ls);
+        if (!rc) rc = pt_gpt_head_backward(&m, db);
+        if (!rc) rc = pt_gpt_blocks_backward(&m, 1, L, db);
+        if (!rc) rc = pt_gpt_blocks_backward(&m, 0, 1, db); /* stage 1 -> stage 0 */
+        if (!rc) rc = pt_gpt_embed_backward(&m, db);
+        int same = rc == PT_OK && lw == ls && memcmp(gw, tm.grads_memory, tm.nfloats * sizeof(float)) == 0;
+        report(same, "blocks [0, 1) + [1, %d) with explicit boundary buffers == the whole model: loss %.6f vs %.6f, "
+               "%zu gradient floats compared bit for bit%s%s", L, ls, lw, tm.nfloats, rc ? ": " : "", rc ? pt_errmsg() : "");
+        int bad = pt_gpt_blocks_forward(&m, 1, L + 1, xb, &x);
+        char want[32];
+        snprintf(want, sizeof want, "[1, %d)", L + 1);
+        report(bad == PT_EINVAL && strstr(pt_errmsg(), want), "a block range beyond n_layer is refused: %s",
+               pt_errmsg());
+        free(xb), free(db), free(gw);
+    }
+
     /* Per-linear volume against Table 1: run each linear of block 0 alone on
      * fresh random activations and compare the tp counters (last: it
      * accumulates into the gradients). */
