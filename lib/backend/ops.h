@@ -11,7 +11,14 @@
  *  - the cross-entropy is split in three kernels so the vocabulary can be
  *    sharded (Megatron's vocab-parallel cross-entropy, Shoeybi et al. 2019
  *    section 3): logits [N, Vl] hold vocabulary ids v0 .. v0+Vl-1; ids >=
- *    vreal are padding and excluded from the softmax.
+ *    vreal are padding and excluded from the softmax;
+ *  - the generic ops at the end of the table (zero .. adamw) are what the
+ *    layers above the backend use instead of loops of their own: memory
+ *    (cudaMemset / cudaMemcpy2D semantics), BLAS-1 (axpy, scal, sums),
+ *    strided batched GEMM and causal softmax rows (ring self-attention,
+ *    Li et al. 2021), LayerNorm split in pieces around a group reduction,
+ *    the cross-entropy loss and AdamW.  Reductions return a double to the
+ *    host (like cuBLAS's host pointer mode).
  *
  * The CPU kernels are written once (cpu_ops.inc) and instantiated for
  * float (pt_cpu_ops_f32, the training backend) and double (pt_cpu_ops_f64,

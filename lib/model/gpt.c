@@ -152,9 +152,11 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     if (rc) return rc;
     rc = lo->geometry(ctx, B, T / ctx->plan.sp, cfg->n_embd, cfg->n_head, cfg->vocab, &m->g);
     if (rc) return rc;
-    if (pt_arena_device(arena) != be->mem->device)
-        return pt_fail(PT_EINVAL, "arena holds %s memory but backend '%s' computes on %s memory (pt_arena_init with the backend's mem)",
-                       pt_device_name(pt_arena_device(arena)), be->name, pt_device_name(be->mem->device));
+    const pt_device bdev = be->mem ? be->mem->device : PT_DEV_CPU;
+    if (pt_arena_device(arena) != bdev)
+        return pt_fail(PT_EINVAL, "arena holds %s memory but backend '%s' computes on %s memory "
+                       "(pt_arena_init with the backend's mem)", pt_device_name(pt_arena_device(arena)), be->name,
+                       pt_device_name(bdev));
     m->layout = lo;
     m->cfg = *cfg;
     m->ctx = ctx;
