@@ -127,7 +127,7 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     const uint64_t S = (uint64_t)B * Tl * C * 4;
     pt_arena arena = {0};
     pt_comm_reset_stats(sp);
-    int rc = pt_ring_attention_fwd(sp, &arena, out, att, lqkv, B, Tl, NH, HS);
+    int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, att, lqkv, B, Tl, NH, HS);
     report(rc == PT_OK, "[%s] forward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t fsent = pt_comm_sent_total(sp), fcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t fwant = p > 1 ? 2 * (uint64_t)(p - 1) : 0;
@@ -145,7 +145,7 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
            (unsigned long long)S);
 
     pt_comm_reset_stats(sp);
-    rc = pt_ring_attention_bwd(sp, &arena, ldqkv, ldout, lqkv, att, B, Tl, NH, HS);
+    rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, ldqkv, ldout, lqkv, att, B, Tl, NH, HS);
     report(rc == PT_OK, "[%s] backward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t bsent = pt_comm_sent_total(sp), bcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t bwant = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
@@ -198,8 +198,8 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
         if (t < best_op) best_op = t;
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime();
-        int rc = pt_ring_attention_fwd(sp, &arena, out, att, qkv, B, Tl, NH, HS);
-        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, dqkv, dout, qkv, att, B, Tl, NH, HS);
+        int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, att, qkv, B, Tl, NH, HS);
+        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, dqkv, dout, qkv, att, B, Tl, NH, HS);
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime() - t;
         if (rc && tap_rank0) printf("# bench: %s\n", pt_errmsg());
@@ -247,9 +247,9 @@ int main(int argc, char **argv)
     /* bad sizes are refused before any communication */
     pt_arena arena = {0};
     float dummy[8] = {0};
-    int rc = pt_ring_attention_fwd(&sp, &arena, dummy, dummy, dummy, 1, 0, 1, 1);
+    int rc = pt_ring_attention_fwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, 1, 0, 1, 1);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "Tl=0"), "Tl=0 is refused with PT_EINVAL (%s)", pt_errmsg());
-    rc = pt_ring_attention_bwd(&sp, &arena, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
+    rc = pt_ring_attention_bwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "NH=0"), "NH=0 is refused with PT_EINVAL (%s)", pt_errmsg());
 
     pt_comm_free(&sp);
