@@ -17,7 +17,7 @@
  *   att [B, NH, Tl, T]      with the reference's rows (zeros included),
  *   dqkv [B, Tl, 3C]        q, k and v parts, both sides starting from the
  *                           same random dqkv (so "+=" is checked), error
- *                           relative to the largest gradient increment,
+ *                           relative to the largest increment of dqkv,
  * and the byte counters of the group with seq.h's formula, S = B*Tl*C*4:
  *   forward  2(SP-1) sends of S, backward 2(2SP-1) sends of S (0 if SP=1);
  * and that all scratch went back to the arena.
@@ -150,10 +150,18 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     uint64_t bsent = pt_comm_sent_total(sp), bcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t bwant = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
     static const char *part[3] = {"dq", "dk", "dv"};
+    /* The scale is the largest increment of the whole dqkv, not of the part:
+     * with HS = 1 and a few positions one part can be a near-cancelling sum
+     * (dk = sum_t dpre_t q_t) far smaller than its terms, where two fp32
+     * summation orders differ by more than 1e-5 of it (seen at sp=3, B = NH
+     * = HS = Tl = 1).  dv (softmax-weighted, no cancellation) keeps the
+     * scale at the terms' size. */
+    double gscale;
+    maxdiff(ldqkv, lref_dqkv, ldqkv0, (size_t)B * Tl, C3, 0, C3, &gscale);
     for (int k = 0; k < 3; k++) {
         e = maxdiff(ldqkv, lref_dqkv, ldqkv0, (size_t)B * Tl, C3, k * C, C, &sc);
-        rel = rel_world(e, sc);
-        report(rel <= tol, "[%s] %s accumulated into dqkv matches the op (max err %.2e of max |grad|)", tag, part[k],
+        rel = rel_world(e, gscale);
+        report(rel <= tol, "[%s] %s accumulated into dqkv matches the op (max err %.2e of max |dqkv increment|)", tag, part[k],
                rel);
     }
     report(bsent == bwant * S && bcalls == bwant,
