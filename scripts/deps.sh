@@ -7,7 +7,7 @@ SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 pkgs=(build-essential autoconf automake libtool pkg-config debhelper
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev hwloc libconfig-dev
-      libpcre2-dev libjansson-dev pci.ids
+      libpcre2-dev libjansson-dev pci.ids jq gnuplot-nox
       libslurm-dev slurmctld slurmd slurm-client munge libpmix-dev
       bible-kjv nodejs npm)
 missing=()
