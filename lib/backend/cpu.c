@@ -1,6 +1,7 @@
 /* CPU backend: the kernels of cpu_ops.inc instantiated for float and
  * double, and the "cpu" backend table (OpenBLAS sgemm + OpenMP loops). */
 #include "backend/ops.h"
+#include "backend/blas.h"
 #include "core/core.h"
 
 #include <cblas.h>
@@ -56,7 +57,10 @@ static const pt_backend cpu_backend = {"cpu", &pt_cpu_ops_f32, cpu_set_threads};
 
 const pt_backend *pt_backend_get(const char *name)
 {
-    if (!name || strcmp(name, "cpu") == 0) return &cpu_backend;
+    if (!name || strcmp(name, "cpu") == 0) {
+        pt_blas_select(); /* kernels that match the CPU, before the first GEMM */
+        return &cpu_backend;
+    }
     pt_fail(PT_EUNSUPP, "backend '%s' is not built in; valid: cpu", name);
     return NULL;
 }
