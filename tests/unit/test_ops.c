@@ -921,11 +921,15 @@ static void test_float_range(void)
     D->xent_max(md, ld, 0, VR, N, V);
     D->xent_sumexp(sd, td, ld, md, tgt, 0, VR, N, V);
     D->xent_bwd(dd, ld, md, sd, tgt, gdl, 0, VR, N, V);
+    /* a float sum of 50250 positive terms: (n-1) u = 3e-3 at worst, ~1e-5 with
+     * the vector partial sums, ~1e-4 summed in order (unvectorised builds) */
     double es = 0, ed = 0, sdd = 0;
-    for (int n = 0; n < N; n++) es = fmax(es, fabs(sf[n] - sd[n]) / sd[n] + fabs(mf[n] - md[n]));
+    int max_same = 1;
+    for (int n = 0; n < N; n++) es = fmax(es, fabs(sf[n] - sd[n]) / sd[n]), max_same &= mf[n] == md[n];
     for (size_t i = 0; i < nl; i++) ed = fmax(ed, fabs(df[i] - dd[i])), sdd = fmax(sdd, fabs(dd[i]));
-    tap_ok(es <= 1e-5 && ed <= 1e-5 * sdd, "float cross-entropy on %d rows of V=%d (vreal %d): sumexp err %.1e, "
-           "dlogits err %.1e of max %.1e", N, V, VR, es, ed, sdd);
+    tap_ok(max_same && es <= 5e-4 && ed <= 5e-4 * sdd,
+           "float cross-entropy on %d rows of V=%d (vreal %d): rowmax exact, sumexp rel err %.1e, "
+           "dlogits err %.1e of max %.1e (bound 5e-4: float summation of 50250 terms)", N, V, VR, es, ed, sdd);
     free(lf), free(df), free(ld), free(dd);
 
     const int B = 1, T = 128, NH = 2, HS = 64, C = NH * HS;
