@@ -13,6 +13,7 @@
 #include "core/core.h"
 #include "data/shard.h"
 #include "model/gpt.h"
+#include "train/train.h"
 #include "parallel/context.h"
 #include "plan/plan.h"
 
@@ -383,7 +384,13 @@ int main(int argc, char **argv)
     pt_arena arena = {0};
     pt_gpt model;
     int Bl = (int)(o.batch / plan.dp);
+    pt_train tr;
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
+    opt.weight_decay = o.wd;
+    opt.grad_clip = o.clip;
     rc = pt_gpt_create(&model, &cfg, &ctx, be, &arena, Bl, T, (uint64_t)o.seed);
+    if (!rc) rc = pt_train_create(&tr, &model, &opt, NULL);
     agree(rc, "model");
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
     if (!in || !tg) agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
@@ -403,10 +410,6 @@ int main(int argc, char **argv)
         fflush(stdout);
     }
 
-    pt_adamw_cfg opt;
-    pt_adamw_default(&opt);
-    opt.weight_decay = o.wd;
-    opt.grad_clip = o.clip;
     double val0 = NAN, vloss = NAN, t_total = 0, first_loss = NAN, train_comm = 0;
     float loss = NAN;
     rc = evaluate(&model, &val, &o, &ctx, in, tg, &val0);
@@ -416,11 +419,9 @@ int main(int argc, char **argv)
         double t0 = pt_now();
         uint64_t c0 = pt_pctx_sent_total(&ctx);
         rc = load_batch(&train, step, &o, T, &ctx, in, tg);
-        if (!rc) { pt_gpt_zero_grad(&model); rc = pt_gpt_forward(&model, in, tg, &loss); }
-        if (!rc) rc = pt_gpt_backward(&model);
         float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
         double norm = 0;
-        if (!rc) rc = pt_gpt_step(&model, &opt, lr, &norm);
+        if (!rc) rc = pt_train_step(&tr, in, tg, lr, &loss, &norm);
         agree(rc, "training step");
         double dt = pt_now() - t0;
         train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
@@ -450,6 +451,7 @@ int main(int argc, char **argv)
     }
     free(in);
     free(tg);
+    pt_train_free(&tr);
     pt_gpt_free(&model);
     if (synth_train) { free(synth_train); free(synth_val); }
     else { pt_shard_close(&train); pt_shard_close(&val); }
