@@ -9,6 +9,7 @@
  */
 #define _GNU_SOURCE
 #include "comm/comm.h"
+#include "backend/blas.h"
 #include "core/core.h"
 #include "data/shard.h"
 #include "model/gpt.h"
@@ -472,6 +473,7 @@ int main(int argc, char **argv)
         printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
                o.data, (unsigned long long)train.ntokens, (unsigned long long)val.ntokens, o.batch, T, tok_per_step,
                o.steps, o.lr, o.min_lr, o.warmup, threads);
+        printf("blas: %s\n", pt_blas_summary());
         fflush(stdout);
     }
     FILE *mf = NULL;

@@ -2,6 +2,7 @@
  * See ptrain-topo(1). */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
+#include "backend/blas.h"
 #include "core/core.h"
 #include "topo/topo.h"
 #include "topo/probe_gpu.h"
@@ -46,6 +47,7 @@ static void report(const pt_topo *t)
     printf("Node %s (%s)\n", t->hostname[0] ? t->hostname : "?", t->source);
     printf("  %d package%s, %d NUMA node%s, %d cores, %d PUs%s%s\n", t->npackages, t->npackages == 1 ? "" : "s",
            t->nnuma, t->nnuma == 1 ? "" : "s", t->ncores, t->npus, t->cpu_model[0] ? "; " : "", t->cpu_model);
+    printf("  BLAS (this host): %s\n", pt_blas_summary());
     printf("\n  NUMA  Package  Memory(GiB)  Cores  PUs  CPUs              Copy GB/s\n");
     for (int i = 0; i < t->nnuma; i++) {
         const pt_topo_numa *n = &t->numa[i];

@@ -12,7 +12,9 @@
  *     with padded ids, recombined as the model does, against the unsharded
  *     kernels and an independent double softmax cross-entropy.
  *  3. Attention causality and the shape of the saved softmax matrix.
- *  4. The float table against the double table on the same inputs.
+ *  4. The float table against the double table on the same inputs, and
+ *     its vectorised exp/GELU over their whole input range, the
+ *     cross-entropy at V = 50257 and attention at T = 128.
  *  5. With OpenMP: 1 thread against 2 and 3 threads (races).
  *
  * Inputs are fresh random numbers every run; the seed is printed as a TAP
@@ -1192,6 +1194,106 @@ static void test_float_vs_double(void)
     }
 }
 
+/* The float table's vectorised exp (a polynomial, not libm) and its GELU
+ * over the whole input range, element by element against libm in double:
+ * xent_sumexp with one logit per row and rowmax as the shift gives
+ * exp(l - m) for any l - m; GELU forward and backward on [-12, 12].  Also
+ * a wide row (V = 50257, the GPT-2 vocabulary, unpadded width 50250) and
+ * causal rows of T = 128 through the float attention, against double. */
+static void test_float_range(void)
+{
+    const pt_ops_f32 *F = &pt_cpu_ops_f32;
+    enum { NX = 4001 };
+    float *l = xcalloc(NX, sizeof(float)), *m = xcalloc(NX, sizeof(float)), *se = xcalloc(NX, sizeof(float));
+    float *tg = xcalloc(NX, sizeof(float));
+    int32_t *t = xcalloc(NX, sizeof(int32_t));
+    double worst = 0, wx = 0;
+    int under_ok = 1;
+    for (int i = 0; i < NX; i++) {
+        double x = -88.0 + 176.2 * i / (NX - 1) + 1e-3 * pt_rng_uniform(&rng); /* [-88, 88.2] */
+        l[i] = (float)x, m[i] = 0, t[i] = -1;
+    }
+    F->xent_sumexp(se, tg, l, m, t, 0, 1, NX, 1);
+    for (int i = 0; i < NX; i++) {
+        double ref = exp((double)l[i]);
+        if (l[i] < -87.3f) { under_ok &= se[i] >= 0 && se[i] <= 1e-37f; continue; }
+        double e = fabs(se[i] - ref) / ref;
+        if (!(e <= worst)) worst = e, wx = l[i];
+    }
+    tap_ok(worst <= 1e-6 && under_ok,
+           "float exp (xent_sumexp, one logit per row) over [-87.3, 88.2]: max rel err %.2e at x=%.2f (bound 1e-6); "
+           "below -87.3 it gives 0 or a denormal", worst, wx);
+
+    float *go = xcalloc(NX, sizeof(float)), *gd = xcalloc(NX, sizeof(float)), *dy = xcalloc(NX, sizeof(float));
+    double *xd = dalloc(NX), *god = dalloc(NX), *gdd = dalloc(NX), *dyd = dalloc(NX);
+    for (int i = 0; i < NX; i++) {
+        l[i] = (float)(-12.0 + 24.0 * i / (NX - 1) + 1e-3 * pt_rng_normal(&rng));
+        dy[i] = (float)pt_rng_normal(&rng);
+        xd[i] = l[i], dyd[i] = dy[i];
+    }
+    F->gelu_fwd(go, l, NX);
+    F->gelu_bwd(gd, l, dy, NX);
+    D->gelu_fwd(god, xd, NX);
+    D->gelu_bwd(gdd, xd, dyd, NX);
+    double ef = 0, eb = 0;
+    for (int i = 0; i < NX; i++) {
+        ef = fmax(ef, fabs(go[i] - god[i]) / fmax(1, fabs(god[i])));
+        eb = fmax(eb, fabs(gd[i] - gdd[i]) / fmax(1, fabs(dyd[i])));
+    }
+    /* backward: 0.5 x sech^2(u) u' grows like x^3 around |x| ~ 2-4, so a
+     * float tanh's ~1e-7 absolute error shows there a few times larger */
+    tap_ok(ef <= 1e-6 && eb <= 4e-6,
+           "float GELU on [-12, 12] against double: forward err %.1e (bound 1e-6), backward err %.1e (bound 4e-6), "
+           "relative to max(1,|y|) and |dy|", ef, eb);
+    free(l), free(m), free(se), free(tg), free(t), free(go), free(gd), free(dy);
+    free(xd), free(god), free(gdd), free(dyd);
+
+    /* bench-like widths: one 50257-wide vocabulary row set, T = 128 attention */
+    const int N = 3, V = 50257, VR = 50250;
+    size_t nl = (size_t)N * V;
+    float *lf = xcalloc(nl, sizeof(float)), *df = xcalloc(nl, sizeof(float));
+    double *ld = dalloc(nl), *dd = dalloc(nl);
+    float mf[3], sf[3], tf[3], gf[3];
+    double md[3], sd[3], td[3], gdl[3];
+    int32_t tgt[3] = {0, 777, VR - 1};
+    for (size_t i = 0; i < nl; i++) ld[i] = lf[i] = (float)(4 * pt_rng_normal(&rng));
+    for (int n = 0; n < N; n++) gf[n] = (float)(gdl[n] = 1.0 / N);
+    F->xent_max(mf, lf, 0, VR, N, V);
+    F->xent_sumexp(sf, tf, lf, mf, tgt, 0, VR, N, V);
+    F->xent_bwd(df, lf, mf, sf, tgt, gf, 0, VR, N, V);
+    D->xent_max(md, ld, 0, VR, N, V);
+    D->xent_sumexp(sd, td, ld, md, tgt, 0, VR, N, V);
+    D->xent_bwd(dd, ld, md, sd, tgt, gdl, 0, VR, N, V);
+    /* a float sum of 50250 positive terms: (n-1) u = 3e-3 at worst, ~1e-5 with
+     * the vector partial sums, ~1e-4 summed in order (unvectorised builds) */
+    double es = 0, ed = 0, sdd = 0;
+    int max_same = 1;
+    for (int n = 0; n < N; n++) es = fmax(es, fabs(sf[n] - sd[n]) / sd[n]), max_same &= mf[n] == md[n];
+    for (size_t i = 0; i < nl; i++) ed = fmax(ed, fabs(df[i] - dd[i])), sdd = fmax(sdd, fabs(dd[i]));
+    tap_ok(max_same && es <= 5e-4 && ed <= 5e-4 * sdd,
+           "float cross-entropy on %d rows of V=%d (vreal %d): rowmax exact, sumexp rel err %.1e, "
+           "dlogits err %.1e of max %.1e (bound 5e-4: float summation of 50250 terms)", N, V, VR, es, ed, sdd);
+    free(lf), free(df), free(ld), free(dd);
+
+    const int B = 1, T = 128, NH = 2, HS = 64, C = NH * HS;
+    size_t nq = (size_t)B * T * 3 * C, no = (size_t)B * T * C, na = (size_t)B * NH * T * T;
+    float *qf = xcalloc(nq, sizeof(float)), *of = xcalloc(no, sizeof(float)), *af = xcalloc(na, sizeof(float));
+    float *rf = xcalloc(no, sizeof(float)), *dqf = xcalloc(nq, sizeof(float));
+    double *qd = dalloc(nq), *od = dalloc(no), *ad = dalloc(na), *rd = dalloc(no), *dqd = dalloc(nq);
+    for (size_t i = 0; i < nq; i++) qd[i] = qf[i] = (float)pt_rng_normal(&rng);
+    for (size_t i = 0; i < no; i++) rd[i] = rf[i] = (float)pt_rng_normal(&rng);
+    F->attention_fwd(of, af, qf, B, T, NH, HS);
+    F->attention_bwd(dqf, rf, qf, af, B, T, NH, HS);
+    D->attention_fwd(od, ad, qd, B, T, NH, HS);
+    D->attention_bwd(dqd, rd, qd, ad, B, T, NH, HS);
+    double eo = 0, so = 0, eq = 0, sq = 0;
+    for (size_t i = 0; i < no; i++) eo = fmax(eo, fabs(of[i] - od[i])), so = fmax(so, fabs(od[i]));
+    for (size_t i = 0; i < nq; i++) eq = fmax(eq, fabs(dqf[i] - dqd[i])), sq = fmax(sq, fabs(dqd[i]));
+    tap_ok(eo <= 1e-5 * so && eq <= 1e-5 * sq,
+           "float attention at T=%d HS=%d against double: out err %.1e of %.1e, dqkv err %.1e of %.1e", T, HS, eo, so, eq, sq);
+    free(qf), free(of), free(af), free(rf), free(dqf), free(qd), free(od), free(ad), free(rd), free(dqd);
+}
+
 static void test_threads(void)
 {
 #ifdef _OPENMP
@@ -1261,6 +1363,7 @@ int main(void)
     test_xent_loss_adamw();
     tap_diag("worst finite-difference error over all ops: %.2e (bound %.0e)", g_worst_fd, FD_TOL);
     test_float_vs_double();
+    test_float_range();
     test_threads();
     return tap_done();
 }

@@ -1,0 +1,195 @@
+/* BLAS kernel-set choice: see blas.h.  The dispatch being re-run is
+ * OpenBLAS's driver/others/dynamic.c (gotoblas_dynamic_init reads
+ * OPENBLAS_CORETYPE, else detects the CPU; gotoblas_dynamic_quit clears
+ * the table pointer so that init runs again). */
+#define _GNU_SOURCE
+#include "config.h"
+#include "backend/blas.h"
+
+#include <cblas.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* OpenBLAS entry points; declared here since not every cblas.h has them.
+ * The two dispatch functions exist only in DYNAMIC_ARCH builds: weak, so a
+ * build for one fixed target links and reports that it cannot switch. */
+extern char *openblas_get_corename(void);
+extern char *openblas_get_config(void);
+extern int openblas_get_parallel(void);
+extern int openblas_get_num_threads(void);
+extern void gotoblas_dynamic_init(void) __attribute__((weak));
+extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+
+const char *pt_isa_name(int level)
+{
+    switch (level) {
+    case PT_ISA_SSE: return "sse";
+    case PT_ISA_AVX: return "avx";
+    case PT_ISA_AVX2: return "avx2";
+    case PT_ISA_AVX512: return "avx512";
+    default: return "unknown";
+    }
+}
+
+int pt_cpu_isa_level(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl"))
+        return PT_ISA_AVX512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return PT_ISA_AVX2;
+    if (__builtin_cpu_supports("avx")) return PT_ISA_AVX;
+    return PT_ISA_SSE;
+#else
+    return PT_ISA_UNKNOWN;
+#endif
+}
+
+/* OpenBLAS's x86 core names (dynamic.c's corename[]) by the widest vector
+ * ISA their sgemm/dgemm kernels use. */
+static const struct { const char *name; int level; } core_levels[] = {
+    {"SkylakeX", PT_ISA_AVX512}, {"Cooperlake", PT_ISA_AVX512}, {"SapphireRapids", PT_ISA_AVX512},
+    {"Haswell", PT_ISA_AVX2},    {"Zen", PT_ISA_AVX2},          {"Excavator", PT_ISA_AVX2},
+    {"Sandybridge", PT_ISA_AVX}, {"Bulldozer", PT_ISA_AVX},     {"Piledriver", PT_ISA_AVX},
+    {"Steamroller", PT_ISA_AVX}, {"Prescott", PT_ISA_SSE},      {"Core2", PT_ISA_SSE},
+    {"Penryn", PT_ISA_SSE},      {"Dunnington", PT_ISA_SSE},    {"Nehalem", PT_ISA_SSE},
+    {"Atom", PT_ISA_SSE},        {"Nano", PT_ISA_SSE},          {"Opteron", PT_ISA_SSE},
+    {"Opteron_SSE3", PT_ISA_SSE}, {"Barcelona", PT_ISA_SSE},    {"Bobcat", PT_ISA_SSE},
+    {"Athlon", PT_ISA_SSE},      {"Katmai", PT_ISA_SSE},        {"Coppermine", PT_ISA_SSE},
+    {"Northwood", PT_ISA_SSE},   {"Banias", PT_ISA_SSE},
+};
+
+int pt_blas_core_level(const char *corename)
+{
+    if (!corename) return PT_ISA_UNKNOWN;
+    for (size_t i = 0; i < sizeof core_levels / sizeof core_levels[0]; i++)
+        if (strcasecmp(corename, core_levels[i].name) == 0) return core_levels[i].level;
+    return PT_ISA_UNKNOWN;
+}
+
+/* the table that matches an ISA level */
+static const char *core_for_level(int level)
+{
+    switch (level) {
+    case PT_ISA_AVX512: return "SkylakeX";
+    case PT_ISA_AVX2: return "Haswell";
+    case PT_ISA_AVX: return "Sandybridge";
+    default: return NULL;
+    }
+}
+
+static pthread_once_t select_once = PTHREAD_ONCE_INIT;
+static char select_reason[200];
+
+/* Re-run OpenBLAS's dispatch with OPENBLAS_CORETYPE=core, restoring the
+ * variable afterwards.  Returns 0 when the dispatch could be re-run. */
+static int reselect(const char *core)
+{
+    if (!gotoblas_dynamic_init || !gotoblas_dynamic_quit) return -1;
+    const char *old = getenv("OPENBLAS_CORETYPE");
+    char *saved = old ? strdup(old) : NULL;
+    setenv("OPENBLAS_CORETYPE", core, 1);
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    if (saved) setenv("OPENBLAS_CORETYPE", saved, 1);
+    else unsetenv("OPENBLAS_CORETYPE");
+    free(saved);
+    return 0;
+}
+
+static void do_select(void)
+{
+    const int cpu = pt_cpu_isa_level();
+    const char *force = getenv("PTRAIN_BLAS_CORETYPE");
+    const char *envc = getenv("OPENBLAS_CORETYPE");
+    const char *cur = openblas_get_corename();
+    char was[32];
+    snprintf(was, sizeof was, "%s", cur ? cur : "?");
+    const int have = pt_blas_core_level(was);
+    char *r = select_reason;
+    const size_t rn = sizeof select_reason;
+
+    if (force && *force && strcasecmp(force, "keep") != 0 && strcasecmp(force, "auto") != 0) {
+        if (reselect(force) != 0) snprintf(r, rn, "PTRAIN_BLAS_CORETYPE=%s ignored: this OpenBLAS has no DYNAMIC_ARCH", force);
+        else if (strcasecmp(openblas_get_corename(), force) != 0)
+            snprintf(r, rn, "PTRAIN_BLAS_CORETYPE=%s is not a core this OpenBLAS knows; it chose %s", force,
+                     openblas_get_corename());
+        else snprintf(r, rn, "forced by PTRAIN_BLAS_CORETYPE");
+        return;
+    }
+    if (force && strcasecmp(force, "keep") == 0) {
+        snprintf(r, rn, "kept as OpenBLAS chose it (PTRAIN_BLAS_CORETYPE=keep)%s%s", envc ? ", OPENBLAS_CORETYPE=" : "",
+                 envc ? envc : "");
+        return;
+    }
+    if (cpu == PT_ISA_UNKNOWN) {
+        snprintf(r, rn, "OpenBLAS's own choice (no ISA table for this architecture)");
+        return;
+    }
+    if (have >= cpu) {
+        snprintf(r, rn, "%s", envc ? "from OPENBLAS_CORETYPE" : "OpenBLAS's own choice");
+        return;
+    }
+    const char *want = core_for_level(cpu);
+    if (!want) {
+        snprintf(r, rn, "OpenBLAS's own choice");
+        return;
+    }
+    if (reselect(want) != 0) {
+        snprintf(r, rn, "below the CPU: this OpenBLAS has no DYNAMIC_ARCH to switch from %s", was);
+        return;
+    }
+    const char *now = openblas_get_corename();
+    if (pt_blas_core_level(now) < cpu)
+        snprintf(r, rn, "below the CPU: this OpenBLAS has no %s kernels (asked %s, got %s)", pt_isa_name(cpu), want, now);
+    else if (envc)
+        snprintf(r, rn, "replaced %s from OPENBLAS_CORETYPE=%s; PTRAIN_BLAS_CORETYPE=%s keeps it", was, envc, envc);
+    else
+        snprintf(r, rn, "replaced OpenBLAS's choice %s", was);
+}
+
+int pt_blas_select(void)
+{
+    pthread_once(&select_once, do_select);
+    return 0;
+}
+
+void pt_blas_get_info(pt_blas_info *info)
+{
+    pt_blas_select();
+    memset(info, 0, sizeof *info);
+    const char *cfg = openblas_get_config(); /* "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." */
+    int n = 0;
+    if (cfg && sscanf(cfg, "%47s %n", info->name, &n) == 1) {
+        char ver[24];
+        if (sscanf(cfg + n, "%23s", ver) == 1 && ver[0] >= '0' && ver[0] <= '9') {
+            size_t l = strlen(info->name);
+            snprintf(info->name + l, sizeof info->name - l, " %s", ver);
+        }
+    } else {
+        snprintf(info->name, sizeof info->name, "OpenBLAS");
+    }
+    int par = openblas_get_parallel();
+    snprintf(info->threading, sizeof info->threading, "%s", par == 2 ? "OpenMP" : par == 1 ? "pthreads" : "serial");
+    snprintf(info->coretype, sizeof info->coretype, "%s", openblas_get_corename());
+    info->kernel_level = pt_blas_core_level(info->coretype);
+    info->cpu_level = pt_cpu_isa_level();
+    info->threads = openblas_get_num_threads();
+    snprintf(info->reason, sizeof info->reason, "%s", select_reason);
+}
+
+const char *pt_blas_summary(void)
+{
+    static char line[384];
+    pt_blas_info i;
+    pt_blas_get_info(&i);
+    snprintf(line, sizeof line, "%s (%s), kernels %s (%s) on an %s CPU [%s], %d thread%s", i.name, i.threading,
+             i.coretype, pt_isa_name(i.kernel_level), pt_isa_name(i.cpu_level), i.reason, i.threads,
+             i.threads == 1 ? "" : "s");
+    return line;
+}

@@ -1,0 +1,69 @@
+/* Which BLAS kernels this process runs, chosen to match the CPU.
+ *
+ * OpenBLAS built with DYNAMIC_ARCH (Debian's is) carries kernels for many
+ * CPUs and picks one table in its load-time constructor: from
+ * OPENBLAS_CORETYPE if set, else from the CPU model.  A model it does not
+ * know (0.3.21 on Sapphire Rapids) falls back to Prescott (SSE3), and an
+ * OPENBLAS_CORETYPE inherited from the environment can pin a lower set
+ * (Haswell on an AVX-512 CPU): sgemm then runs 2-4x below the core's rate.
+ *
+ * pt_blas_select() compares the table OpenBLAS chose with the CPU's ISA
+ * level (cpuid through GCC's __builtin_cpu_supports, which also checks that
+ * the OS saves the AVX/AVX-512 registers, XGETBV) and, when the table is
+ * below it, re-runs OpenBLAS's own dispatch (gotoblas_dynamic_quit/init,
+ * the functions its constructor calls) with OPENBLAS_CORETYPE set to the
+ * matching table: SkylakeX for AVX-512 (F, CD, BW, DQ, VL), Haswell for
+ * AVX2+FMA, Sandybridge for AVX.  This happens in-process, before the first
+ * BLAS call, with no re-exec; the environment is left as it was.
+ *
+ * PTRAIN_BLAS_CORETYPE=<OpenBLAS core name> forces a table (the documented
+ * way to run below the ISA, e.g. to compare); PTRAIN_BLAS_CORETYPE=keep
+ * keeps whatever OpenBLAS chose.  An OPENBLAS_CORETYPE at or above the ISA
+ * level is kept.
+ *
+ * The thread count is OpenBLAS's: with the OpenMP build (what configure
+ * links when libopenblas-openmp-dev is installed) BLAS and the OpenMP
+ * kernels share libgomp's one pool. */
+#ifndef PTRAIN_BLAS_H
+#define PTRAIN_BLAS_H
+#include <stddef.h>
+
+/* ISA levels, ordered: a kernel set runs on CPUs of its level and above */
+enum { PT_ISA_UNKNOWN = -1, PT_ISA_SSE = 0, PT_ISA_AVX = 1, PT_ISA_AVX2 = 2, PT_ISA_AVX512 = 3 };
+
+typedef struct pt_blas_info {
+    char name[48];       /* "OpenBLAS 0.3.21" */
+    char threading[16];  /* "OpenMP", "pthreads", "serial" */
+    char coretype[32];   /* the kernel table in use, e.g. "SkylakeX" */
+    int kernel_level;    /* PT_ISA_* of coretype (PT_ISA_UNKNOWN: name not in the table) */
+    int cpu_level;       /* PT_ISA_* of this CPU */
+    int threads;         /* BLAS threads now (openblas_get_num_threads) */
+    char reason[200];    /* how the table was chosen, one clause */
+} pt_blas_info;
+
+/* Make the BLAS run kernels that match this CPU (see above).  Idempotent and
+ * thread-safe; pt_backend_get("cpu") calls it, so callers need not.  Must
+ * run before any BLAS call made from several threads.  Returns 0; never
+ * fails (a table that cannot be raised is reported in pt_blas_get_info's
+ * reason and kernel_level). */
+int pt_blas_select(void);
+
+/* The state after pt_blas_select() (which it calls). */
+void pt_blas_get_info(pt_blas_info *info);
+
+/* One line for run headers: "OpenBLAS 0.3.21 (OpenMP), kernels SkylakeX
+ * (avx512) on an avx512 CPU [reason], 2 threads".  Static buffer, valid
+ * until the next call. */
+const char *pt_blas_summary(void);
+
+/* This CPU's ISA level (PT_ISA_*), from cpuid; PT_ISA_UNKNOWN off x86. */
+int pt_cpu_isa_level(void);
+
+/* ISA level of an OpenBLAS core name (case-insensitive: "Haswell",
+ * "SkylakeX", "Prescott", ...); PT_ISA_UNKNOWN for names not in the table. */
+int pt_blas_core_level(const char *corename);
+
+/* "sse", "avx", "avx2", "avx512" or "unknown". */
+const char *pt_isa_name(int level);
+
+#endif
