@@ -200,15 +200,15 @@ static void parse_args(int argc, char **argv, opts *o)
  * pt_plan_validate). */
 static void resolve_plan(const opts *o, int world, pt_plan *p, const char **source)
 {
-    char err[512];
+    pt_error err;
     pt_plan_default(p);
     p->dp = 0;
-    int from_env = pt_plan_from_env(p, err, sizeof err);
-    if (from_env < 0) bad_input("%s", err);
+    int from_env = pt_plan_from_env(p, &err);
+    if (from_env < 0) bad_input("%s", err.text);
     *source = from_env ? (getenv("SLURM_JOB_ID") ? "slurm" : "env") : "flags";
     if (o->mode) {
         pt_mode m;
-        if (pt_mode_parse(o->mode, &m, err, sizeof err)) bad_input("--mode: %s", err);
+        if (pt_mode_parse(o->mode, &m, &err)) bad_input("--mode: %s", err.text);
         p->mode = m;
     }
     if (o->tp) p->tp = (int)o->tp;
@@ -240,7 +240,7 @@ static void resolve_plan(const opts *o, int world, pt_plan *p, const char **sour
         }
         p->dp = (int)(world / inner);
     }
-    if (pt_plan_validate(p, world, err, sizeof err)) bad_input("%s", err);
+    if (pt_plan_validate(p, world, &err)) bad_input("%s", err.text);
 }
 
 static int load_batch(const pt_shard *s, long step, const opts *o, int T, const pt_pctx *c, int32_t *in, int32_t *tg)

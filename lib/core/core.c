@@ -10,18 +10,23 @@
 #include <string.h>
 #include <time.h>
 
-static _Thread_local char errbuf[512];
+/* The calling thread's last error: the one pt_error type, so pt_fail and
+ * pt_errprintf share one formatter (which is safe when an argument is
+ * pt_errmsg() itself, as in pt_fail(code, "context: %s", pt_errmsg())). */
+static _Thread_local pt_error last_error;
 
 int pt_fail(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    pt_verrprintf(&last_error, fmt, ap);
     va_end(ap);
     return code;
 }
 
-const char *pt_errmsg(void) { return errbuf; }
+const char *pt_errmsg(void) { return last_error.text; }
+
+pt_error *pt_error_last(void) { return &last_error; }
 
 const char *pt_strerror(int code)
 {

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,8 +29,14 @@ enum {
 /* Record a one-line error message (printf format) for the calling thread and
  * return `code` so callers can write `return pt_fail(PT_EINVAL, "...")`. */
 int pt_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The last message recorded by pt_fail() on this thread ("" if none). */
+/* The last message recorded by pt_fail() on this thread ("" if none).  It
+ * may be passed back into pt_fail() as an argument (formatting goes
+ * through a temporary). */
 const char *pt_errmsg(void);
+/* The calling thread's error buffer itself, for libc-only modules that take
+ * a pt_error * (lib/plan, topo/): `pt_plan_validate(p, n, pt_error_last())`
+ * leaves its message where pt_errmsg() finds it. */
+pt_error *pt_error_last(void);
 /* Short name of a status code ("invalid argument", ...). */
 const char *pt_strerror(int code);
 
