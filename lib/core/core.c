@@ -1,6 +1,7 @@
 /* ptrain core: errors, logging, arena, tensors, RNG. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/core.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -178,8 +179,10 @@ int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out)
 int pt_read_file(const char *path, char **buf, size_t *len)
 {
     int use_stdin = !path || strcmp(path, "-") == 0;
-    FILE *f = use_stdin ? stdin : fopen(path, "rb");
-    if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
+    /* a named file must be a regular one (a FIFO would block, a directory
+     * reads as an error): pt_read_regular checks before reading */
+    if (!use_stdin) return pt_read_regular(path, "file", buf, len);
+    FILE *f = stdin;
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap + 1);
     while (b) {

@@ -10,7 +10,7 @@ int pt_verrprintf(pt_error *e, const char *fmt, va_list ap)
     /* Arguments may alias e->text (vsnprintf with overlapping source and
      * destination is undefined behaviour): format into a temporary. */
     char tmp[PT_ERROR_LEN];
-    int n = vsnprintf(tmp, sizeof tmp, fmt ? fmt : "", ap);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     if (n < 0) snprintf(tmp, sizeof tmp, "(unformattable error message)");
     /* one line: a message must never break the caller's log format */
     for (char *c = tmp; *c; c++)
