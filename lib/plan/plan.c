@@ -66,7 +66,7 @@ static int order_is_perm(const char *s)
 
 /* Parse a placement: a permutation of D, P, T (any case), or the
  * SageMaker names "cluster" (= DPT) and "spread" (= TPD). */
-static int order_parse(const char *s, char out[4], pt_error *err)
+int pt_plan_order_parse(const char *s, char out[4], pt_error *err)
 {
     char up[4];
     if (strcmp(s, "cluster") == 0) s = "DPT";
@@ -285,6 +285,13 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
     if (p->offload != 0)
         return pt_errprintf(err, "optimizer offload=%d is not yet supported (supported: "
                          "offload=0)", p->offload);
+    /* accepted settings must take effect: refuse what nothing runs yet */
+    if (p->microbatches != 1)
+        return pt_errprintf(err, "microbatches=%d is not yet supported (supported: microbatches=1; "
+                            "microbatches take effect with pipeline parallelism)", p->microbatches);
+    if (p->ckpt_act != 0)
+        return pt_errprintf(err, "activation checkpointing ckpt_act=%d is not yet supported "
+                            "(supported: ckpt_act=0)", p->ckpt_act);
     /* The ranks a tensor group must divide: the world less pp and sp
      * (the whole world when those do not divide it). */
     int tp_room = world_size;
@@ -374,7 +381,7 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
     s = getenv("PTRAIN_RANK_ORDER");
     if (s) {
         found = 1;
-        if (order_parse(s, tmp.rank_order, err) < 0) {
+        if (pt_plan_order_parse(s, tmp.rank_order, err) < 0) {
             return pt_errprintf(err, "PTRAIN_RANK_ORDER: %s", err ? err->text : "");
         }
     }

@@ -41,6 +41,11 @@ typedef struct pt_plan {
 const char *pt_mode_name(pt_mode m);
 int pt_mode_parse(const char *s, pt_mode *m, pt_error *err);
 
+/* Parse a placement into out (3 letters + NUL): a permutation of D, P, T
+ * (any case), or SageMaker's names "cluster" (= DPT) and "spread" (= TPD).
+ * Anything else, a longer string included, is refused. */
+int pt_plan_order_parse(const char *s, char out[4], pt_error *err);
+
 /* Defaults: mode 1d, every size 1, zero 0, microbatches 1, order "DPT". */
 void pt_plan_default(pt_plan *p);
 
@@ -48,7 +53,8 @@ void pt_plan_default(pt_plan *p);
  * (dp*pp*tp*sp == world_size, every size >= 1, rank_order a permutation
  * of DPT, tp_depth consistent with the mode).  world_size <= 0 skips the
  * world check.  Modes and features this build cannot run yet are refused
- * with a "not yet supported" message. */
+ * with a "not yet supported" message: pp > 1, zero > 0, offload,
+ * microbatches > 1 and ckpt_act (an accepted setting must take effect). */
 int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err);
 
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
