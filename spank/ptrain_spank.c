@@ -73,41 +73,17 @@ static char tpn_text[256];
 static int verbose;
 
 /* ---- options ------------------------------------------------------------ */
-static int mode_allowed(pt_mode m)
-{
-    return m == PT_MODE_OFF || (conf.allowed_modes & (1u << m));
-}
-
-/* Parse a requested mode (from an option or PTRAIN_MODE) and check that
- * the administrator allows it.  -1 with a one-line message in err. */
+/* Parse a requested mode / group size against the administrator's settings
+ * (spank_util.c; the settings are ignored while the configuration is bad,
+ * which resolve_request refuses on its own). */
 static int parse_mode_text(const char *what, const char *text, pt_mode *out, pt_error *err)
 {
-    pt_error inner;
-    pt_mode m;
-    if (pt_mode_parse(text, &m, &inner) < 0)
-        return pt_errprintf(err, "ptrain: %s: %s", what, inner.text);
-    if (!mode_allowed(m))
-        return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster "
-                            "(allowed_modes in ptrain.conf)", what, text);
-    *out = m;
-    return 0;
+    return pt_spank_parse_mode_opt(&conf, what, text, out, err);
 }
 
-/* Parse a group size (tp, tp_depth, sp): an integer 1..1048576, and at
- * most the administrator's max_tp when is_tp. */
 static int parse_size_text(const char *what, const char *text, int is_tp, int *out, pt_error *err)
 {
-    char *end;
-    long v = text && *text ? strtol(text, &end, 10) : 0;
-    if (!text || !*text || *end || v < 1 || v > (1L << 20))
-        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: an integer 1..%d "
-                            "that divides the tasks on every node)", what, text ? text : "",
-                            1 << 20);
-    if (!conf_bad && is_tp && v > conf.max_tp)
-        return pt_errprintf(err, "ptrain: %s=%ld exceeds this cluster's max_tp=%d", what,
-                            v, conf.max_tp);
-    *out = (int)v;
-    return 0;
+    return pt_spank_parse_size_opt(conf_bad ? NULL : &conf, what, text, is_tp, out, err);
 }
 
 static int cb_mode(int val, const char *optarg, int remote)

@@ -1,9 +1,12 @@
 /* Helpers of the ptrain SPANK plugin that need no Slurm; see spank_util.h. */
 #include "spank/spank_util.h"
+#include "core/core.h"
+#include "core/file.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <libconfig.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,12 +126,19 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
     if (c->default_mode != PT_MODE_OFF && !(c->allowed_modes & (1u << c->default_mode)))
         return pt_errprintf(err, "default_mode '%s' is not in allowed_modes",
                          pt_mode_name(c->default_mode));
+    /* auto plans 1d (pt_plan_auto): allowing or defaulting to auto without
+     * 1d would make every such step fail, so refuse the configuration */
+    if (((c->allowed_modes & (1u << PT_MODE_AUTO)) || c->default_mode == PT_MODE_AUTO) &&
+        !(c->allowed_modes & (1u << PT_MODE_1D)))
+        return pt_errprintf(err, "allowed_modes has \"auto\" but not \"1d\", and auto resolves to 1d: "
+                            "no auto request could run (valid: add \"1d\" to allowed_modes, or drop "
+                            "\"auto\" from it and from default_mode)");
     if (c->max_tp < 1 || c->max_tp > MAX_COUNT)
         return pt_errprintf(err, "invalid max_tp %d (valid: 1..%d)", c->max_tp, MAX_COUNT);
     if (c->master_port_base < 1024 || c->master_port_base > 65535)
         return pt_errprintf(err, "invalid master_port_base %d (valid: 1024..65535)",
                          c->master_port_base);
-    if (c->master_port_count < 1 || c->master_port_base + c->master_port_count - 1 > 65535)
+    if (c->master_port_count < 1 || (long long)c->master_port_base + c->master_port_count - 1 > 65535)
         return pt_errprintf(err, "invalid master_port_count %d with master_port_base %d "
                          "(valid: 1..%d)", c->master_port_count, c->master_port_base,
                          65536 - c->master_port_base);
@@ -147,9 +157,41 @@ static int parse_int_text(const char *key, const char *v, int *out, pt_error *er
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < -MAX_COUNT * 64L || x > MAX_COUNT * 64L)
+    if (!*v || *end || errno || x < INT_MIN || x > INT_MAX)
         return pt_errprintf(err, "invalid %s='%s' (valid: an integer)", key, v);
     *out = (int)x;
+    return 0;
+}
+
+/* libconfig 1.5 silently truncates an integer literal beyond 32 bits
+ * without an L suffix (max_tp = 4294967304 reads as 8).  Re-read the
+ * literal of setting `name` on line `line` of the text and return 0 when
+ * it equals v, -1 when it does not (or overflows 64 bits); 0 when it
+ * cannot be found (then libconfig's value stands). */
+static int literal_matches(const char *text, int line, const char *name, long long v)
+{
+    const char *p = text;
+    for (int l = 1; l < line && p; l++) {
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    if (!p) return 0;
+    const char *eol = strchr(p, '\n');
+    size_t nl = strlen(name);
+    for (const char *q = p; (q = strstr(q, name)) && (!eol || q < eol); q += nl) {
+        if (q > p && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) continue;
+        const char *r = q + nl;
+        while (*r == ' ' || *r == '\t') r++;
+        if (*r != '=' && *r != ':') continue;
+        r++;
+        while (*r == ' ' || *r == '\t') r++;
+        char *end;
+        errno = 0;
+        long long x = strtoll(r, &end, 0);
+        if (end == r) return 0;
+        if (errno == ERANGE || x != v) return -1;
+        return 0;
+    }
     return 0;
 }
 
@@ -159,12 +201,20 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
     config_init(&cfg);
     pt_spank_conf tmp = *c;
     int rc = -1;
-    if (config_read_file(&cfg, path) != CONFIG_TRUE) {
-        if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-            pt_errprintf(err, "%s: cannot read: %s", path, strerror(errno ? errno : ENOENT));
-        else
-            pt_errprintf(err, "%s:%d: %s", path, config_error_line(&cfg),
-                      config_error_text(&cfg));
+    /* read it ourselves: a regular file only (a FIFO must not block
+     * slurmstepd), and the text is needed to check integer literals */
+    char *text = NULL;
+    size_t tlen = 0;
+    if (pt_read_regular(path, "configuration file", &text, &tlen) != 0) {
+        pt_errprintf(err, "%s: cannot read: %s", path, pt_errmsg());
+        goto out;
+    }
+    if (strlen(text) != tlen) {
+        pt_errprintf(err, "%s: a NUL byte in the configuration text", path);
+        goto out;
+    }
+    if (config_read_string(&cfg, text) != CONFIG_TRUE) {
+        pt_errprintf(err, "%s:%d: %s", path, config_error_line(&cfg), config_error_text(&cfg));
         goto out;
     }
     config_setting_t *root = config_root_setting(&cfg);
@@ -188,11 +238,20 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
             }
         } else if (strcmp(name, "max_tp") == 0 || strcmp(name, "master_port_base") == 0 ||
                    strcmp(name, "master_port_count") == 0) {
-            if (type != CONFIG_TYPE_INT) {
+            if (type != CONFIG_TYPE_INT && type != CONFIG_TYPE_INT64) {
                 pt_errprintf(err, "%s:%d: %s must be an integer", path, line, name);
                 goto out;
             }
-            int v = config_setting_get_int(s);
+            /* read 64 bits: a value beyond int (4294967304) must not wrap
+             * into a valid one (8) */
+            long long v64 = config_setting_get_int64(s);
+            if (v64 < INT_MIN || v64 > INT_MAX || literal_matches(text, line, name, v64) < 0) {
+                pt_errprintf(err, "%s:%d: %s is out of range (valid: %s)", path, line, name,
+                             strcmp(name, "max_tp") == 0 ? "1..1048576"
+                             : strcmp(name, "master_port_base") == 0 ? "1024..65535" : "1..64512");
+                goto out;
+            }
+            int v = (int)v64;
             if (strcmp(name, "max_tp") == 0) tmp.max_tp = v;
             else if (strcmp(name, "master_port_base") == 0) tmp.master_port_base = v;
             else tmp.master_port_count = v;
@@ -236,6 +295,7 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
     rc = 0;
 out:
     config_destroy(&cfg);
+    free(text);
     return rc;
 }
 
@@ -273,5 +333,40 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
     if (pt_spank_conf_check(&tmp, &inner) < 0)
         return pt_errprintf(err, "plugstack argument '%s': %s", arg, inner.text);
     *c = tmp;
+    return 0;
+}
+
+int pt_spank_parse_mode_opt(const pt_spank_conf *c, const char *what, const char *text,
+                            pt_mode *out, pt_error *err)
+{
+    pt_error inner;
+    pt_mode m;
+    if (pt_mode_parse(text, &m, &inner) < 0)
+        return pt_errprintf(err, "ptrain: %s: %s", what, inner.text);
+    if (c && m != PT_MODE_OFF && !(c->allowed_modes & (1u << m)))
+        return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster "
+                            "(allowed_modes in ptrain.conf)", what, text);
+    *out = m;
+    return 0;
+}
+
+int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char *text, int is_tp,
+                            int *out, pt_error *err)
+{
+    char *end = NULL;
+    long v = 0;
+    if (text && *text >= '0' && *text <= '9') {
+        errno = 0;
+        v = strtol(text, &end, 10);
+        if (errno || *end) v = 0;
+    }
+    if (v < 1 || v > (1L << 20))
+        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: an integer 1..%d "
+                            "that divides the tasks on every node)", what, text ? text : "",
+                            1 << 20);
+    if (c && is_tp && v > c->max_tp)
+        return pt_errprintf(err, "ptrain: %s=%ld exceeds this cluster's max_tp=%d", what,
+                            v, c->max_tp);
+    *out = (int)v;
     return 0;
 }

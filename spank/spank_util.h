@@ -66,4 +66,17 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
  * the file at once. */
 int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
 
+/* A mode requested by --ptrain-mode or PTRAIN_MODE (`what` names it in
+ * errors): one of off, auto, 1d, 2d, 2.5d, 3d, and allowed by c (off is
+ * always allowed; c NULL allows every mode).  Errors are one line prefixed
+ * "ptrain: ". */
+int pt_spank_parse_mode_opt(const pt_spank_conf *c, const char *what, const char *text,
+                            pt_mode *out, pt_error *err);
+
+/* A group size requested by --ptrain-tp/-tp-depth/-sp or PTRAIN_TP...: a
+ * decimal integer 1..1048576 (no sign, no blanks), and <= c->max_tp when
+ * is_tp (c NULL skips that check). */
+int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char *text, int is_tp,
+                            int *out, pt_error *err);
+
 #endif

@@ -179,6 +179,14 @@ static void test_conf(void)
         {"allowed_modes = [\"1d\"];\ndefault_mode = \"auto\";\n", "not in allowed_modes"},
         {"max_tpp = 3;\n", "unknown setting 'max_tpp'"},
         {"max_tp = 3\nmax_tp = ;\n", "bad.conf:2"},
+        /* issue 9 case 6: accepted, then every srun failed */
+        {"default_mode = \"auto\";\nallowed_modes = [\"auto\"];\n", "has \"auto\" but not \"1d\""},
+        {"allowed_modes = [\"auto\", \"2d\"];\n", "has \"auto\" but not \"1d\""},
+        /* issue 9 case 7: overflow (UBSan) and silent wrap-around */
+        {"master_port_count = 2147483647;\n", "master_port_count 2147483647"},
+        {"master_port_base = 2147483647;\n", "master_port_base 2147483647"},
+        {"max_tp = 4294967304;\n", "max_tp is out of range"},
+        {"master_port_count = -9223372036854775807;\n", "out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = write_conf("bad.conf", bad[i].text);
@@ -205,7 +213,8 @@ static void test_conf(void)
     tap_ok(pt_spank_conf_arg(text, &c, &err) == 0 && c.max_tp == 7,
            "plugstack config= loads the file");
     const char *badargs[] = {"default_mode=2.5e", "default_mode=x", "max_tp=-1", "max_tp=two",
-                             "verbose", "colour=blue", "config="};
+                             "verbose", "colour=blue", "config=", "master_port_count=2147483647",
+                             "max_tp=4294967304", "master_port_base=99999999999999999999"};
     for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
         d = c;
         err.text[0] = '\0';
@@ -213,6 +222,28 @@ static void test_conf(void)
                    memcmp(&c, &d, sizeof c) == 0,
                "plugstack argument '%s' refused: %s", badargs[i], err.text);
     }
+    /* the plugin's option values (--ptrain-mode, --ptrain-tp ...) */
+    pt_spank_conf_default(&c);
+    c.allowed_modes = (1u << PT_MODE_OFF) | (1u << PT_MODE_1D);
+    c.max_tp = 4;
+    pt_mode m = PT_MODE_OFF;
+    int v = 0;
+    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "1d", &m, &err) == 0 && m == PT_MODE_1D &&
+               pt_spank_parse_mode_opt(&c, "--ptrain-mode", "off", &m, &err) == 0 && m == PT_MODE_OFF,
+           "option: allowed modes and off are accepted");
+    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "2d", &m, &err) == -1 &&
+               strstr(err.text, "--ptrain-mode=2d is not allowed"),
+           "option: a mode outside allowed_modes is refused: %s", err.text);
+    tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", "4", 1, &v, &err) == 0 && v == 4,
+           "option: --ptrain-tp=4 within max_tp");
+    const char *badsizes[] = {"5", "0", "-1", " 2", "2 ", "+2", "0x2", "99999999999999999999", ""};
+    for (size_t i = 0; i < sizeof badsizes / sizeof badsizes[0]; i++) {
+        err.text[0] = '\0';
+        tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", badsizes[i], 1, &v, &err) == -1 &&
+                   err.text[0] && !strchr(err.text, '\n'),
+               "option: --ptrain-tp='%s' refused: %s", badsizes[i], err.text);
+    }
+
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
