@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "data/bpe.h"
 #include "core/core.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -215,13 +216,13 @@ static long token_to_bytes(const pt_bpe *t, const char *s, size_t len, unsigned 
 static int load_encoder(pt_bpe *t, const char *path)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        FILE *f = fopen(path, "rb");
-        if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
-        fclose(f);
-        return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
-    }
+    char *text = NULL;
+    size_t len = 0;
+    int rrc = pt_read_regular(path, "tokenizer file", &text, &len); /* no FIFO blocks */
+    if (rrc) return rrc;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    free(text);
+    if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     int rc = PT_OK;
     unsigned char *tmp = NULL;
     if (!json_is_object(root) || json_object_size(root) == 0) {
