@@ -25,7 +25,9 @@ R="$run --model test --data synthetic:$seed --steps 2 --batch 4 --val-every 0"
 expect() {
     desc=$1; want_rc=$2; pat=$3; shift 3
     rc=0
-    timeout 60 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@" \
+    # (leak checks off for MPI processes, as ptrain_mpirun does)
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        timeout 60 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@" \
         >"$tmp/out" 2>&1 || rc=$?
     n=$(grep -c "ptrain-run: error" "$tmp/out")
     line=$(grep -m1 "ptrain-run: error" "$tmp/out" | cut -c1-220)
