@@ -7,9 +7,10 @@
  *   P = 4:  1d tp=4, 2d tp=4 (q=2)
  *   P = 8:  1d tp=8, 1d tp=4 x dp=2, 2.5d tp=8 (d=2, q=2), 3d tp=8 (l=2)
  *   other:  1d tp=P
- * it builds the GPT (lib/model/gpt.h) on a fresh arena, runs --warmup
- * untimed then --steps timed training steps (zero_grad, forward, backward,
- * AdamW step) on the same global batch of random tokens, and prints one
+ * it builds the GPT (lib/model/gpt.h) and its training step (lib/train)
+ * on a fresh arena, runs --warmup untimed then --steps timed
+ * pt_train_step calls (zero_grad, forward, backward, gradient sync, norm,
+ * clip, AdamW) on the same global batch of random tokens, and prints one
  * markdown table per model:
  *   ms/step      median over the timed steps of the slowest rank's step
  *                time (each step starts after a barrier);
@@ -35,6 +36,7 @@
 #define _POSIX_C_SOURCE 200809L /* strtok_r, gethostname */
 #include "core/core.h"
 #include "model/gpt.h"
+#include "train/train.h"
 #include "parallel/context.h"
 
 #include <errno.h>
@@ -155,30 +157,31 @@ static void run_layout(const pt_gpt_config *cfg, const layout_spec *ls, const pt
     if (rc) { set_why(r, rc); return; }
     pt_arena arena = {0};
     pt_gpt m;
+    pt_train tr;
     memset(&m, 0, sizeof m);
+    memset(&tr, 0, sizeof tr);
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
     int crc = pt_gpt_create(&m, cfg, &ctx, be, &arena, B, T, 1);
+    if (crc == PT_OK) crc = pt_train_create(&tr, &m, &opt, NULL);
     rc = agree(crc);
     if (rc) {
         set_why(r, rc);
-        if (crc == PT_OK) pt_gpt_free(&m);
+        pt_train_free(&tr);
+        pt_gpt_free(&m);
         pt_pctx_free(&ctx);
         return;
     }
     /* every rank passes its dp group's B sequences: group dp_rank's rows */
     const int32_t *in = tok + (size_t)ctx.dp_rank * B * T;
 
-    pt_adamw_cfg opt;
-    pt_adamw_default(&opt);
     double *dt = calloc((size_t)steps, sizeof *dt);
     float loss = 0;
     for (int s = 0; s < warmup + steps && rc == PT_OK; s++) {
         if (s == warmup) pt_pctx_reset_stats(&ctx);
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = pt_now();
-        pt_gpt_zero_grad(&m);
-        int src = pt_gpt_forward(&m, in, in + 1, &loss);
-        if (!src) src = pt_gpt_backward(&m);
-        if (!src) src = pt_gpt_step(&m, &opt, 1e-4f, NULL);
+        int src = pt_train_step(&tr, in, in + 1, 1e-4f, &loss, NULL);
         double t = pt_now() - t0;
         rc = agree(src);
         if (rc) { set_why(r, rc); break; }
@@ -202,6 +205,7 @@ static void run_layout(const pt_gpt_config *cfg, const layout_spec *ls, const pt
         r->ran = 1;
     }
     free(dt);
+    pt_train_free(&tr);
     pt_gpt_free(&m);
     pt_pctx_free(&ctx);
 }

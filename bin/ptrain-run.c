@@ -14,9 +14,12 @@
 #include "core/file.h"
 #include "data/shard.h"
 #include "model/gpt.h"
+#include "train/train.h"
 #include "parallel/context.h"
 #include "plan/plan.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -30,9 +33,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 typedef struct opts {
-    const char *model, *data, *rank_order, *mode;
+    const char *model, *data, *rank_order, *mode, *metrics;
     int layers, heads, embd, seq_len, vocab;
     long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
     float lr, min_lr, wd, clip;
@@ -112,7 +117,9 @@ static void usage(FILE *f)
         "  --dry-run            print every rank's place in the grid and exit\n"
         "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
         "                       rank died or hangs (default 600; 0 = off)\n"
-        "  --quiet              only the plan, validation and summary lines\n",
+        "  --quiet              only the plan, validation and summary lines\n"
+        "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
+        "                       plot with ptrain-plot FILE)\n",
         pt_gpt_preset_names());
 }
 
@@ -190,11 +197,70 @@ static int default_threads(void)
     return t < 1 ? 1 : t;
 }
 
+/* "1h02m", "3m05s", "42s": a duration for the ETA column. */
+static void fmt_duration(char *buf, size_t len, double sec)
+{
+    long s = sec > 0 && sec < 1e9 ? (long)(sec + 0.5) : 0;
+    if (s >= 3600) snprintf(buf, len, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else if (s >= 60) snprintf(buf, len, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, len, "%lds", s);
+}
+
+/* The metrics log (--metrics FILE, rank 0 only): JSON Lines, one object
+ * per line, flushed as written so a crashed or preempted run keeps every
+ * line it finished:
+ *   {"type":"header", model, plan, sizes, "tokens_per_step", "steps"}
+ *   {"type":"train","step":N,"loss":..,"lr":..,"norm":..,"step_ms":..,"tok_s":..,"elapsed_s":..}
+ *   {"type":"val","step":N,"val_loss":..,"elapsed_s":..}
+ *   {"type":"done", ...the summary line's numbers}
+ * The file is created or truncated; a symlink or a non-regular file at
+ * that path is refused. */
+static FILE *metrics_open(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+    if (fd < 0) {
+        pt_fail(PT_EIO, "cannot write the metrics file %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+        close(fd);
+        pt_fail(PT_EIO, "the metrics file %s is not a regular file", path);
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "w");
+    if (!f) {
+        close(fd);
+        pt_fail(PT_EIO, "cannot write the metrics file %s: %s", path, strerror(errno));
+    }
+    return f;
+}
+
+static void metrics_line(FILE *f, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void metrics_line(FILE *f, const char *fmt, ...)
+{
+    if (!f) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fflush(f);
+}
+
+/* A JSON number: NaN and infinities (a diverged loss) become null. */
+static const char *jnum(char *buf, size_t len, double v)
+{
+    if (isfinite(v)) snprintf(buf, len, "%.6g", v);
+    else snprintf(buf, len, "null");
+    return buf;
+}
+
 static void parse_args(int argc, char **argv, opts *o)
 {
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
-           O_QUIET, O_WATCHDOG };
+           O_QUIET, O_WATCHDOG, O_METRICS };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -203,6 +269,7 @@ static void parse_args(int argc, char **argv, opts *o)
         {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
         {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
         {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER}, {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
+        {"metrics", 1, 0, O_METRICS},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
@@ -256,6 +323,7 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_WATCHDOG: o->watchdog = (double)parse_long("--watchdog", optarg, 0, 86400 * 365); break;
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
+        case O_METRICS: o->metrics = optarg; break;
         case 'h':
             if (world_rank == 0) usage(stdout);
             MPI_Finalize();
@@ -673,7 +741,13 @@ int main(int argc, char **argv)
     pt_arena arena = {0};
     pt_gpt model;
     int Bl = (int)(o.batch / plan.dp);
+    pt_train tr;
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
+    opt.weight_decay = o.wd;
+    opt.grad_clip = o.clip;
     rc = pt_gpt_create(&model, &cfg, &ctx, be, &arena, Bl, T, (uint64_t)o.seed);
+    if (!rc) rc = pt_train_create(&tr, &model, &opt, NULL);
     agree(rc, "model");
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
     if (!in || !tg) agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
@@ -691,39 +765,59 @@ int main(int argc, char **argv)
                o.steps, o.lr, o.min_lr, o.warmup, threads);
         fflush(stdout);
     }
+    FILE *mf = NULL;
+    if (o.metrics) {
+        rc = PT_OK;
+        if (world_rank == 0 && !(mf = metrics_open(o.metrics))) rc = PT_EIO;
+        agree(rc, "--metrics");
+        metrics_line(mf, "{\"type\":\"header\",\"model\":\"%s\",\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,"
+                         "\"seq_len\":%d,\"vocab\":%d,\"params\":%lld,\"plan\":\"%s\",\"world\":%d,"
+                         "\"tokens_per_step\":%.0f,\"steps\":%ld,\"lr\":%g,\"min_lr\":%g,\"warmup\":%ld}",
+                     o.model, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab,
+                     (long long)pt_gpt_num_params(&cfg), summary, world, tok_per_step, o.steps, o.lr, o.min_lr,
+                     o.warmup);
+    }
+    const double t_start = pt_now();
+    char nb[3][32];
 
-    pt_adamw_cfg opt;
-    pt_adamw_default(&opt);
-    opt.weight_decay = o.wd;
-    opt.grad_clip = o.clip;
     double val0 = NAN, vloss = NAN, t_total = 0, first_loss = NAN, train_comm = 0;
     float loss = NAN;
     rc = evaluate(&model, &val, &o, &ctx, in, tg, &val0);
     agree(rc, "validation");
     if (world_rank == 0) { printf("val: step 0 | val_loss %.4f\n", val0); fflush(stdout); }
+    metrics_line(mf, "{\"type\":\"val\",\"step\":0,\"val_loss\":%s,\"elapsed_s\":%.3f}",
+                 jnum(nb[0], sizeof nb[0], val0), pt_now() - t_start);
     for (long step = 0; step < o.steps; step++) {
         double t0 = pt_now();
         uint64_t c0 = pt_pctx_sent_total(&ctx);
         rc = load_batch(&train, step, &o, T, &ctx, in, tg);
-        if (!rc) { pt_gpt_zero_grad(&model); rc = pt_gpt_forward(&model, in, tg, &loss); }
-        if (!rc) rc = pt_gpt_backward(&model);
         float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
         double norm = 0;
-        if (!rc) rc = pt_gpt_step(&model, &opt, lr, &norm);
+        if (!rc) rc = pt_train_step(&tr, in, tg, lr, &loss, &norm);
         agree(rc, "training step");
         double dt = pt_now() - t0;
         train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
         if (step > 0 || o.steps == 1) t_total += dt; /* the first step warms caches */
         if (step == 0) first_loss = loss;
         if (world_rank == 0 && !o.quiet && (step % o.log_every == 0 || step == o.steps - 1)) {
-            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n", step + 1, o.steps,
-                   loss, lr, norm, dt * 1e3, tok_per_step / dt);
+            /* ETA from the mean step time so far (the first step warms caches) */
+            double mean = step > 0 ? t_total / (double)step : dt;
+            char eta[32];
+            fmt_duration(eta, sizeof eta, mean * (double)(o.steps - 1 - step));
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
+                   o.steps, loss, lr, norm, dt * 1e3, tok_per_step / dt, eta);
             fflush(stdout);
         }
+        metrics_line(mf, "{\"type\":\"train\",\"step\":%ld,\"loss\":%s,\"lr\":%g,\"norm\":%s,\"step_ms\":%.3f,"
+                         "\"tok_s\":%.1f,\"elapsed_s\":%.3f}",
+                     step + 1, jnum(nb[0], sizeof nb[0], loss), lr, jnum(nb[1], sizeof nb[1], norm), dt * 1e3,
+                     tok_per_step / dt, pt_now() - t_start);
         if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1) {
             rc = evaluate(&model, &val, &o, &ctx, in, tg, &vloss);
             agree(rc, "validation");
             if (world_rank == 0) { printf("val: step %ld | val_loss %.4f\n", step + 1, vloss); fflush(stdout); }
+            metrics_line(mf, "{\"type\":\"val\",\"step\":%ld,\"val_loss\":%s,\"elapsed_s\":%.3f}", step + 1,
+                         jnum(nb[0], sizeof nb[0], vloss), pt_now() - t_start);
         }
     }
     long timed = o.steps > 1 ? o.steps - 1 : 1;
@@ -737,8 +831,14 @@ int main(int argc, char **argv)
                mb(peak_max), comm_bytes / (1024.0 * 1024.0));
         fflush(stdout);
     }
+    metrics_line(mf, "{\"type\":\"done\",\"steps\":%ld,\"train_loss\":%s,\"val_loss\":%s,\"ms_per_step\":%.3f,"
+                     "\"tok_s\":%.1f,\"peak_mib_per_rank\":%.2f,\"comm_mib_per_step_per_rank\":%.3f,\"elapsed_s\":%.3f}",
+                 o.steps, jnum(nb[0], sizeof nb[0], loss), jnum(nb[1], sizeof nb[1], vloss), 1e3 * t_total / timed, tps,
+                 mb(peak_max), comm_bytes / (1024.0 * 1024.0), pt_now() - t_start);
+    if (mf && fclose(mf)) fprintf(stderr, "ptrain-run: warning: closing the metrics file %s: %s\n", o.metrics, strerror(errno));
     free(in);
     free(tg);
+    pt_train_free(&tr);
     pt_gpt_free(&model);
     if (synth_train) { free(synth_train); free(synth_val); }
     else { pt_shard_close(&train); pt_shard_close(&val); }

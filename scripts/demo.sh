@@ -56,5 +56,6 @@ mkdir -p "$top/run"
 say "train: srun --ptrain-mode=auto -N $NODES --ntasks-per-node=$TPN ptrain-run --model $MODEL"
 srun --mpi=pmix --ptrain-mode=auto --ptrain-verbose -N "$NODES" --ntasks-per-node="$TPN" \
     ptrain-run --model "$MODEL" --data "$top/data/kjv" --steps "$STEPS" --batch "$BATCH" \
-    --lr 2e-3 --val-every 50 --val-batches 8 --log-every 10 | tee "$top/run/train.log"
+    --lr 2e-3 --val-every 50 --val-batches 8 --log-every 10 --metrics "$top/run/metrics.jsonl" | tee "$top/run/train.log"
 grep '^done:' "$top/run/train.log" >/dev/null || { echo "demo: training did not finish" >&2; exit 1; }
+ptrain-plot -o "$top/run/loss.svg" "$top/run/metrics.jsonl" || echo "demo: no plot (needs jq and gnuplot)" >&2

@@ -5,9 +5,9 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
-pkgs=(build-essential autoconf automake libtool pkg-config
+pkgs=(build-essential autoconf automake libtool pkg-config debhelper
       libopenmpi-dev openmpi-bin libopenblas-dev libhwloc-dev hwloc libconfig-dev
-      libpcre2-dev libjansson-dev
+      libpcre2-dev libjansson-dev pci.ids jq gnuplot-nox
       libslurm-dev slurmctld slurmd slurm-client munge libpmix-dev
       bible-kjv nodejs npm
       clang-14 libclang-rt-14-dev)   # libFuzzer targets (tests/fuzz, scripts/fuzz.sh)

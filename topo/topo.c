@@ -9,6 +9,7 @@
 #include <hwloc.h>
 #include <ctype.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <limits.h>
@@ -155,6 +156,89 @@ static void fill_pci(hwloc_topology_t h, hwloc_obj_t pci, pt_topo_pci *p)
     }
 }
 
+int pt_topo_pci_name(unsigned vendor, unsigned device, char *name, size_t len)
+{
+    const char *env = getenv("PTRAIN_PCI_IDS");
+    const char *paths[] = {env, "/usr/share/misc/pci.ids", "/usr/share/hwdata/pci.ids"};
+    for (size_t k = 0; k < sizeof paths / sizeof paths[0]; k++) {
+        if (!paths[k] || !paths[k][0]) continue;
+        FILE *f = fopen(paths[k], "re");
+        if (!f) continue;
+        /* "VVVV  vendor" lines, then "\tDDDD  device" lines of that vendor */
+        char line[512];
+        int in_vendor = 0, found = 0;
+        while (!found && fgets(line, sizeof line, f)) {
+            if (line[0] == '#' || line[0] == '\n') continue;
+            unsigned id;
+            char *end;
+            if (line[0] != '\t') {
+                if (in_vendor) break;
+                id = (unsigned)strtoul(line, &end, 16);
+                in_vendor = end == line + 4 && id == vendor;
+                continue;
+            }
+            if (!in_vendor || line[1] == '\t') continue;
+            id = (unsigned)strtoul(line + 1, &end, 16);
+            if (end != line + 5 || id != device) continue;
+            while (*end == ' ') end++;
+            end[strcspn(end, "\r\n")] = 0;
+            if (*end) {
+                snprintf(name, len, "%s", end);
+                found = 1;
+            }
+        }
+        fclose(f);
+        if (found) return 1;
+        if (paths[k] == env) continue; /* an explicit database that lacks the id: try the system's */
+    }
+    return 0;
+}
+
+/* Name every GPU.  An OS device under the GPU's PCI device already gave
+ * its GPUModel.  hwloc attaches OpenCL (and sometimes CUDA) OS devices
+ * beside the PCI device, or higher, when it cannot read their PCI bus id
+ * (seen on an H100 VM: "opencl0d0" with GPUModel "NVIDIA H100 80GB HBM3"
+ * outside the PCI tree): those are matched to the unnamed GPUs in order
+ * when their count equals the GPUs' or when they all name the same model.
+ * Then the PCI ID database, then "NVIDIA GPU [10de:DDDD]". */
+static void name_gpus(hwloc_topology_t h, pt_topo *t)
+{
+    const char *loose[64];
+    int nloose = 0, same = 1;
+    hwloc_obj_t o = NULL;
+    while ((o = hwloc_get_next_osdev(h, o))) {
+        if (o->attr->osdev.type != HWLOC_OBJ_OSDEV_GPU && o->attr->osdev.type != HWLOC_OBJ_OSDEV_COPROC) continue;
+        if (pci_ancestor(o)) continue;
+        const char *m = info_get(o, "GPUModel");
+        if (!m || strncmp(m, "NVIDIA", 6) || nloose == (int)(sizeof loose / sizeof loose[0])) continue;
+        if (nloose && strcmp(m, loose[0])) same = 0;
+        loose[nloose++] = m;
+    }
+    int unnamed = 0;
+    for (int i = 0; i < t->ngpus; i++) unnamed += !t->gpu[i].osdevs[0] || !t->gpu[i].model[0];
+    for (int i = 0, k = 0; i < t->ngpus; i++) {
+        pt_topo_gpu *g = &t->gpu[i];
+        if (g->osdevs[0] && g->model[0]) continue;
+        if (nloose && (nloose == unnamed || same)) {
+            copy_str(g->model, sizeof g->model, loose[same ? 0 : k++]);
+            continue;
+        }
+        if (g->model[0]) { /* hwloc's PCIDevice name (libpciaccess builds): "GA100 [A100 SXM4 80GB]" */
+            if (strncmp(g->model, "NVIDIA", 6)) {
+                char dev[sizeof g->model];
+                copy_str(dev, sizeof dev, g->model);
+                snprintf(g->model, sizeof g->model, "NVIDIA %.88s", dev);
+            }
+            continue;
+        }
+        char dev[80];
+        if (pt_topo_pci_name(g->pci.vendor, g->pci.device, dev, sizeof dev))
+            snprintf(g->model, sizeof g->model, "NVIDIA %s", dev);
+        else
+            snprintf(g->model, sizeof g->model, "NVIDIA GPU [%04x:%04x]", g->pci.vendor, g->pci.device);
+    }
+}
+
 static int cmp_gpu(const void *a, const void *b)
 {
     return strcmp(((const pt_topo_gpu *)a)->pci.busid, ((const pt_topo_gpu *)b)->pci.busid);
@@ -273,6 +357,8 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
     const char *v = info_get(root, "PtrainGPUProbe");
     if (v) t->gpu_probe = atoi(v);
     copy_str(t->gpu_probe_note, sizeof t->gpu_probe_note, info_get(root, "PtrainGPUProbeNote"));
+    v = info_get(root, "PtrainOSMemory"); /* saved from the machine that was probed */
+    if (v && !t->os_memory) t->os_memory = strtoull(v, NULL, 10);
     for (int g = 0; g < t->ngpus; g++) {
         hwloc_obj_t p = find_pci(h, t->gpu[g].pci.busid);
         if (!p) continue;
@@ -418,7 +504,12 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
     }
     qsort(t->gpu, (size_t)t->ngpus, sizeof *t->gpu, cmp_gpu);
     qsort(t->nic, (size_t)t->nnics, sizeof *t->nic, cmp_nic);
+    name_gpus(h, t);
     int thissystem = hwloc_topology_is_thissystem(h);
+    if (thissystem) {
+        long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+        if (pages > 0 && psize > 0) t->os_memory = (uint64_t)pages * (uint64_t)psize;
+    }
     for (int i = 0; i < t->ngpus; i++) t->gpu[i].minor = gpu_minor(t->gpu[i].pci.busid, i, thissystem);
 
     int rc = pt_topo_alloc_matrices_(t);
@@ -590,6 +681,11 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
         if (objs[i] && t->numa[i].membw_gbps > 0) bad |= set_info_d(objs[i], "PtrainCopyGBps", t->numa[i].membw_gbps);
     free(objs);
     hwloc_obj_t root = hwloc_get_root_obj(h);
+    if (t->os_memory) {
+        char mem[32];
+        snprintf(mem, sizeof mem, "%" PRIu64, t->os_memory);
+        bad |= set_info(root, "PtrainOSMemory", mem);
+    }
     if (t->gpu_probe) {
         bad |= set_info_d(root, "PtrainGPUProbe", t->gpu_probe);
         if (t->gpu_probe_note[0]) bad |= set_info(root, "PtrainGPUProbeNote", t->gpu_probe_note);
@@ -778,6 +874,13 @@ int pt_topo_warnings(const pt_topo *t, char *buf, size_t len)
             count += warn(buf, len, &used, "GPU%d (%s) is far from every %s: all paths cross the SMP interconnect (SYS)",
                           i, t->gpu[i].pci.busid, hca ? "InfiniBand/RoCE HCA" : "NIC");
     }
+    uint64_t numa_total = 0;
+    for (int i = 0; i < t->nnuma; i++) numa_total += t->numa[i].memory;
+    if (t->os_memory && t->nnuma && (double)numa_total < 0.5 * (double)t->os_memory)
+        count += warn(buf, len, &used,
+                      "hwloc reports %.1f GiB of memory in %d NUMA node%s but the OS has %.1f GiB: the NUMA "
+                      "memory figures are unreliable here (common in VMs)",
+                      numa_total / 1073741824.0, t->nnuma, t->nnuma > 1 ? "s" : "", t->os_memory / 1073741824.0);
     if (t->nnuma > 1) {
         uint64_t mmax = 0;
         int cmax = 0;

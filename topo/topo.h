@@ -83,7 +83,10 @@ typedef struct pt_topo_pci {
  * 0x10de), never through NVML; its CUDA/NVML/OpenCL OS devices are aliases. */
 typedef struct pt_topo_gpu {
     pt_topo_pci pci;
-    char model[96];        /* "NVIDIA A100-SXM4-80GB" when hwloc knows it, else "" */
+    char model[96];        /* "NVIDIA H100 80GB HBM3": an OS device's GPUModel (CUDA, NVML or
+                              OpenCL, also one hwloc could not attach under the PCI device),
+                              else the PCI ID database's device name ("NVIDIA GH100 [H100
+                              SXM5 80GB]"), else "NVIDIA GPU [10de:DDDD]" */
     char osdevs[64];       /* OS device names, comma separated ("cuda0,nvml0") */
     int minor;             /* N of /dev/nvidiaN */
     double h2d_gbps, d2h_gbps; /* measured host<->GPU copy bandwidth (GB/s), 0 = not measured */
@@ -119,6 +122,7 @@ typedef struct pt_topo {
     char cpu_model[96];
     char source[256];       /* where it came from: "this machine" or a file name */
     int npackages, nnuma, ncores, npus;
+    uint64_t os_memory;     /* total memory the OS reports (bytes), 0 = unknown (read from a file) */
     int ngpus, nnics;
     pt_topo_numa *numa;     /* [nnuma] */
     pt_topo_gpu *gpu;       /* [ngpus], ordered by PCI bus id (nvidia-smi order) */
@@ -159,6 +163,13 @@ int pt_topo_load_file(pt_topo *t, const char *path);
 
 /* Release everything held by `t` (safe on a zeroed or partly built model). */
 void pt_topo_free(pt_topo *t);
+
+/* Device name of PCI vendor:device from the PCI ID database (the pci.ids
+ * file of Debian's `pci.ids` package: $PTRAIN_PCI_IDS, else
+ * /usr/share/misc/pci.ids, /usr/share/hwdata/pci.ids) into name [len]
+ * (e.g. 10de:2330 -> "GH100 [H100 SXM5 80GB]").  Returns 1 when found, 0
+ * otherwise (no database, or no such id). */
+int pt_topo_pci_name(unsigned vendor, unsigned device, char *name, size_t len);
 
 /* Serialize to JSON (schema "ptrain-topo/1", see ptrain-topo(1)).  `*out` is
  * malloc'ed, NUL terminated.  Returns PT_OK or PT_ENOMEM. */

@@ -67,6 +67,7 @@ int pt_topo_to_json(const pt_topo *t, char **out)
     json_object_set_new(root, "packages", json_integer(t->npackages));
     json_object_set_new(root, "cores", json_integer(t->ncores));
     json_object_set_new(root, "pus", json_integer(t->npus));
+    json_object_set_new(root, "os_memory", json_integer((json_int_t)t->os_memory));
     json_t *a = json_array();
     for (int i = 0; i < t->nnuma; i++) {
         const pt_topo_numa *n = &t->numa[i];
@@ -289,6 +290,8 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         t->npackages = (int)jint(&c, root, "packages", 0, 1 << 20);
         t->ncores = (int)jint(&c, root, "cores", 0, 1 << 24);
         t->npus = (int)jint(&c, root, "pus", 1, 1 << 24);
+        if (json_object_get(root, "os_memory")) /* absent in caches written before it existed */
+            t->os_memory = (uint64_t)jint(&c, root, "os_memory", 0, (json_int_t)1 << 60);
         numa = jget(&c, root, "numa", JSON_ARRAY);
         gpus = jget(&c, root, "gpus", JSON_ARRAY);
         nics = jget(&c, root, "nics", JSON_ARRAY);

@@ -52,7 +52,11 @@ static void cpu_set_threads(int n)
 #endif
 }
 
-static const pt_backend cpu_backend = {"cpu", &pt_cpu_ops_f32, cpu_set_threads};
+static const pt_backend cpu_backend = {"cpu", &pt_cpu_ops_f32, cpu_set_threads, &pt_arena_mem_host};
+
+static const char *const backend_names[] = {"cpu", NULL};
+
+const char *const *pt_backend_names(void) { return backend_names; }
 
 const pt_backend *pt_backend_get(const char *name)
 {

@@ -65,6 +65,45 @@ void pt_log(int level, const char *fmt, ...)
  * uncharge it and the payload stays 64-byte aligned. */
 #define PT_HDR 64
 
+static void *host_alloc(size_t bytes)
+{
+    void *raw = NULL;
+    if (posix_memalign(&raw, 64, bytes + PT_HDR) != 0) return NULL;
+    memset(raw, 0, bytes + PT_HDR);
+    *(size_t *)raw = bytes;
+    return (char *)raw + PT_HDR;
+}
+
+static size_t host_free(void *p)
+{
+    char *raw = (char *)p - PT_HDR;
+    size_t bytes = *(size_t *)raw;
+    free(raw);
+    return bytes;
+}
+
+const pt_arena_mem pt_arena_mem_host = {PT_DEV_CPU, host_alloc, host_free};
+
+const char *pt_device_name(pt_device d)
+{
+    switch (d) {
+    case PT_DEV_CPU: return "cpu";
+    case PT_DEV_CUDA: return "cuda";
+    }
+    return "unknown";
+}
+
+void pt_arena_init(pt_arena *a, const pt_arena_mem *mem, size_t limit)
+{
+    memset(a, 0, sizeof *a);
+    a->mem = mem;
+    a->limit = limit;
+}
+
+static const pt_arena_mem *arena_mem(const pt_arena *a) { return a->mem ? a->mem : &pt_arena_mem_host; }
+
+pt_device pt_arena_device(const pt_arena *a) { return arena_mem(a)->device; }
+
 void *pt_arena_alloc(pt_arena *a, size_t bytes)
 {
     if (a->limit && a->cur + bytes > a->limit) {
@@ -72,27 +111,22 @@ void *pt_arena_alloc(pt_arena *a, size_t bytes)
                 a->cur, bytes, a->limit);
         return NULL;
     }
-    void *raw = NULL;
-    if (posix_memalign(&raw, 64, bytes + PT_HDR) != 0) {
-        pt_fail(PT_ENOMEM, "out of memory allocating %zu bytes", bytes);
+    void *p = arena_mem(a)->alloc(bytes);
+    if (!p) {
+        pt_fail(PT_ENOMEM, "out of memory allocating %zu bytes of %s memory", bytes, pt_device_name(pt_arena_device(a)));
         return NULL;
     }
-    memset(raw, 0, bytes + PT_HDR);
-    *(size_t *)raw = bytes;
     a->cur += bytes;
     a->nallocs++;
     if (a->cur > a->peak) a->peak = a->cur;
-    return (char *)raw + PT_HDR;
+    return p;
 }
 
 void pt_arena_free(pt_arena *a, void *p)
 {
     if (!p) return;
-    char *raw = (char *)p - PT_HDR;
-    size_t bytes = *(size_t *)raw;
-    a->cur -= bytes;
+    a->cur -= arena_mem(a)->free(p);
     a->nallocs--;
-    free(raw);
 }
 
 void pt_arena_reset_peak(pt_arena *a) { a->peak = a->cur; }

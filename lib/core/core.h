@@ -48,22 +48,53 @@ void pt_log_set_rank(int rank);
 void pt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- arena: tracked allocations ---------------------------------------- */
+/* Where tensor memory lives.  The backend that computes on a buffer must
+ * be able to address it (lib/backend/ops.h: pt_backend.mem). */
+typedef enum pt_device {
+    PT_DEV_CPU = 0,  /* host memory (malloc) */
+    PT_DEV_CUDA = 1, /* device memory of the rank's GPU (cudaMalloc), no backend in this build yet */
+} pt_device;
+
+/* "cpu" / "cuda" */
+const char *pt_device_name(pt_device d);
+
+/* How an arena gets memory on its device: a backend provides one.
+ * alloc returns a zeroed, 64-byte aligned block of `bytes` bytes (NULL on
+ * failure); free releases it and returns its size in bytes (the arena
+ * cannot read a header in device memory, so the allocator keeps sizes). */
+typedef struct pt_arena_mem {
+    pt_device device;
+    void *(*alloc)(size_t bytes);
+    size_t (*free)(void *p);
+} pt_arena_mem;
+
+/* Host memory (posix_memalign + a size header); what a zeroed arena uses. */
+extern const pt_arena_mem pt_arena_mem_host;
+
 /* A per-rank accounting allocator.  Every tensor, parameter, gradient,
  * optimizer state and activation buffer of a model comes from one arena, so
  * `cur` and `peak` are the rank's training memory in bytes (what the memory
  * tables of the layouts compare).  `limit` (bytes, 0 = none) makes
  * allocations beyond it fail with PT_ENOMEM, which is how tests ask "does
- * this configuration fit in N bytes per rank". */
+ * this configuration fit in N bytes per rank".  The arena's memory lives on
+ * one device (`mem`, NULL = host): `pt_arena a = {0}` is a host arena;
+ * pt_arena_init(&a, be->mem, limit) gives one on backend be's device. */
 typedef struct pt_arena {
     size_t cur;    /* bytes currently allocated */
     size_t peak;   /* high-water mark of cur, bytes */
     size_t limit;  /* 0 = unlimited */
     size_t nallocs;
+    const pt_arena_mem *mem; /* allocator and device; NULL = pt_arena_mem_host */
 } pt_arena;
 
-/* Zeroed, 64-byte aligned block of `bytes` bytes charged to `a`.
- * Returns NULL (and records PT_ENOMEM via pt_fail) when malloc fails or the
- * limit would be exceeded. */
+/* An empty arena on mem's device (NULL: host) with a limit in bytes (0 = none). */
+void pt_arena_init(pt_arena *a, const pt_arena_mem *mem, size_t limit);
+/* The device an arena's memory lives on. */
+pt_device pt_arena_device(const pt_arena *a);
+
+/* Zeroed, 64-byte aligned block of `bytes` bytes on the arena's device,
+ * charged to `a`.  Returns NULL (and records PT_ENOMEM via pt_fail) when the
+ * allocator fails or the limit would be exceeded. */
 void *pt_arena_alloc(pt_arena *a, size_t bytes);
 /* Release a block from pt_arena_alloc (NULL is ignored). */
 void pt_arena_free(pt_arena *a, void *p);

@@ -151,6 +151,11 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     if (rc) return rc;
     rc = lo->geometry(ctx, B, T / ctx->plan.sp, cfg->n_embd, cfg->n_head, cfg->vocab, &m->g);
     if (rc) return rc;
+    const pt_device bdev = be->mem ? be->mem->device : PT_DEV_CPU;
+    if (pt_arena_device(arena) != bdev)
+        return pt_fail(PT_EINVAL, "arena holds %s memory but backend '%s' computes on %s memory "
+                       "(pt_arena_init with the backend's mem)", pt_device_name(pt_arena_device(arena)), be->name,
+                       pt_device_name(bdev));
     m->layout = lo;
     m->cfg = *cfg;
     m->ctx = ctx;
@@ -203,70 +208,16 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
         total += (size_t)p->shard.numel;
     }
     m->nfloats = total;
-    m->param_mem = falloc(m, total, &rc);
-    m->grad_mem = falloc(m, total, &rc);
-    m->adam_m = falloc(m, total, &rc);
-    m->adam_v = falloc(m, total, &rc);
-    if (rc) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory for %zu parameter floats", total); }
-    /* flat layout: parameters grouped by the group their gradient is
-     * summed over, so each group is one contiguous allreduce */
-    size_t off = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        pt_comm *sc = m->params[i].shard.sync;
-        int known = 0;
-        for (int k = 0; k < m->nsync; k++) known |= m->sync[k].comm == sc;
-        if (known) continue;
-        pt_gpt_sync *sy = &m->sync[m->nsync++];
-        sy->comm = sc;
-        sy->off = off;
-        for (int j = i; j < m->nparams; j++) {
-            p = &m->params[j];
-            if (p->shard.sync != sc) continue;
-            p->data = m->param_mem + off;
-            p->grad = m->grad_mem + off;
-            off += (size_t)p->shard.numel;
-        }
-        sy->n = off - sy->off;
-    }
-    float *full = NULL;
-    size_t full_cap = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        p = &m->params[i];
-        size_t need = (size_t)(p->rows * p->cols);
-        if (need > full_cap) {
-            free(full);
-            full = malloc(need * sizeof(float));
-            full_cap = need;
-            if (!full) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory initialising %s", p->name); }
-        }
-        pt_gpt_param_init_full(p, i, seed, full);
-        lo->param_slice(ctx, p->cls, full, p->data, p->rows, p->cols);
-    }
-    free(full);
+    m->seed = seed;
 
-    /* named views */
-    int k = 0;
-    m->wte = m->params[k].data; m->dwte = m->params[k++].grad;
-    m->wpe = m->params[k].data; m->dwpe = m->params[k++].grad;
+    /* activations: per block, then the embedding/head side and the
+     * backward scratch (parameters and gradients live in the registry that
+     * binds them, lib/train) */
     m->layers = calloc((size_t)L, sizeof *m->layers);
     if (!m->layers) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory"); }
     const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
-#define LIN(role, in, out, inl, outl) \
-    (pt_linear){role, in, out, inl, outl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad}
     for (int l = 0; l < L; l++) {
         pt_gpt_layer *ly = &m->layers[l];
-        ly->ln1w = m->params[k].data; ly->dln1w = m->params[k++].grad;
-        ly->ln1b = m->params[k].data; ly->dln1b = m->params[k++].grad;
-        ly->qkv = LIN(PT_LINEAR_COLUMN_QKV, C, 3 * C, g->Cr, 3 * g->Cl);
-        k += 2;
-        ly->proj = LIN(PT_LINEAR_ROW, C, C, g->Cl, g->Cr);
-        k += 2;
-        ly->ln2w = m->params[k].data; ly->dln2w = m->params[k++].grad;
-        ly->ln2b = m->params[k].data; ly->dln2b = m->params[k++].grad;
-        ly->fc = LIN(PT_LINEAR_COLUMN, C, 4 * C, g->Cr, g->Fl);
-        k += 2;
-        ly->fcproj = LIN(PT_LINEAR_ROW, 4 * C, C, g->Fl, g->Cr);
-        k += 2;
         ly->ln1 = falloc(m, N * Cr, &rc);
         ly->ln1_mean = falloc(m, N, &rc);
         ly->ln1_rstd = falloc(m, N, &rc);
@@ -281,9 +232,6 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
         ly->fch_gelu = falloc(m, N * Fl, &rc);
         ly->res3 = falloc(m, N * Cr, &rc);
     }
-#undef LIN
-    m->lnfw = m->params[k].data; m->dlnfw = m->params[k++].grad;
-    m->lnfb = m->params[k].data; m->dlnfb = m->params[k++].grad;
     const size_t Nall = (size_t)B * m->Tl;
     if (!rc) {
         m->tok = pt_arena_alloc(arena, Nall * sizeof(int32_t));
@@ -312,6 +260,58 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     return PT_OK;
 }
 
+int pt_gpt_bind_params(pt_gpt *m)
+{
+    for (int i = 0; i < m->nparams; i++)
+        if (!m->params[i].data || !m->params[i].grad)
+            return pt_fail(PT_EINVAL, "parameter %s has no storage: bind every parameter's data and grad first",
+                           m->params[i].name);
+    const pt_geom *g = &m->g;
+    const int C = m->C;
+    int k = 0;
+    m->wte = m->params[k].data; m->dwte = m->params[k++].grad;
+    m->wpe = m->params[k].data; m->dwpe = m->params[k++].grad;
+#define LIN(role, in, out, inl, outl) \
+    (pt_linear){role, in, out, inl, outl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad}
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        pt_gpt_layer *ly = &m->layers[l];
+        ly->ln1w = m->params[k].data; ly->dln1w = m->params[k++].grad;
+        ly->ln1b = m->params[k].data; ly->dln1b = m->params[k++].grad;
+        ly->qkv = LIN(PT_LINEAR_COLUMN_QKV, C, 3 * C, g->Cr, 3 * g->Cl);
+        k += 2;
+        ly->proj = LIN(PT_LINEAR_ROW, C, C, g->Cl, g->Cr);
+        k += 2;
+        ly->ln2w = m->params[k].data; ly->dln2w = m->params[k++].grad;
+        ly->ln2b = m->params[k].data; ly->dln2b = m->params[k++].grad;
+        ly->fc = LIN(PT_LINEAR_COLUMN, C, 4 * C, g->Cr, g->Fl);
+        k += 2;
+        ly->fcproj = LIN(PT_LINEAR_ROW, 4 * C, C, g->Fl, g->Cr);
+        k += 2;
+    }
+#undef LIN
+    m->lnfw = m->params[k].data; m->dlnfw = m->params[k++].grad;
+    m->lnfb = m->params[k].data; m->dlnfb = m->params[k++].grad;
+
+    /* initial values: each full tensor from its own RNG stream (host), then
+     * this rank's shard copied into the parameter */
+    float *full = NULL;
+    size_t full_cap = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        pt_param *p = &m->params[i];
+        size_t need = (size_t)(p->rows * p->cols);
+        if (need > full_cap) {
+            free(full);
+            full = malloc(need * sizeof(float));
+            full_cap = need;
+            if (!full) return pt_fail(PT_ENOMEM, "out of memory initialising %s (%zu bytes)", p->name, need * sizeof(float));
+        }
+        pt_gpt_param_init_full(p, i, m->seed, full);
+        m->layout->param_slice(m->ops, m->ctx, p->cls, full, p->data, p->rows, p->cols);
+    }
+    free(full);
+    return PT_OK;
+}
+
 void pt_gpt_free(pt_gpt *m)
 {
     if (!m->arena) return;
@@ -325,9 +325,8 @@ void pt_gpt_free(pt_gpt *m)
         }
         free(m->layers);
     }
-    void *bufs[] = {m->param_mem, m->grad_mem, m->adam_m, m->adam_v, m->tok, m->tgt, m->enc, m->lnf,
-                    m->lnf_mean, m->lnf_rstd, m->logits, m->losses, m->stats, m->dloss, m->dres,
-                    m->dtmp, m->dqkv, m->datty, m->dfch, m->dfchg};
+    void *bufs[] = {m->tok, m->tgt, m->enc, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->losses, m->stats,
+                    m->dloss, m->dres, m->dtmp, m->dqkv, m->datty, m->dfch, m->dfchg};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pt_arena_free(a, bufs[i]);
     free(m->params);
     memset(m, 0, sizeof *m);
@@ -341,7 +340,7 @@ static int attn_fwd(pt_gpt *m, pt_gpt_layer *ly)
 {
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
-        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, ly->atty, ly->att, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
+        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->att, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
     m->ops->attention_fwd(ly->atty, ly->att, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
     return PT_OK;
 }
@@ -350,34 +349,62 @@ static int attn_bwd(pt_gpt *m, pt_gpt_layer *ly)
 {
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
-        return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->dqkv, m->datty, ly->qkv_out, ly->att, g->Bl, m->Tl, g->NHl, m->HS);
+        return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->ops, m->dqkv, m->datty, ly->qkv_out, ly->att, g->Bl, m->Tl, g->NHl, m->HS);
     m->ops->attention_bwd(m->dqkv, m->datty, ly->qkv_out, ly->att, g->Bl, m->Tl, g->NHl, m->HS);
     return PT_OK;
 }
 
-int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss)
+static int check_bound(const pt_gpt *m)
 {
-    const pt_geom *g = &m->g;
-    const int B = m->B, T = m->T, Tl = m->Tl, Cr = g->Cr, C = m->C, V = m->cfg.vocab;
-    const int N = g->Bl * Tl;
-    const pt_ops_f32 *ops = m->ops;
-    const pt_layout *lo = m->layout;
-    pt_pctx *c = m->ctx;
-    const pt_lenv e = {c, ops, m->arena};
-    for (int i = 0; i < B * T; i++) {
+    return m->wte ? PT_OK
+                  : pt_fail(PT_EINVAL, "model parameters are not bound: create a pt_train (lib/train) or call "
+                                       "pt_gpt_bind_params first");
+}
+
+static int check_range(const pt_gpt *m, int l0, int l1, const char *what)
+{
+    if (l0 < 0 || l1 < l0 || l1 > m->cfg.n_layer)
+        return pt_fail(PT_EINVAL, "%s: block range [%d, %d) is not inside [0, %d)", what, l0, l1, m->cfg.n_layer);
+    return PT_OK;
+}
+
+int pt_gpt_set_batch(pt_gpt *m, const int32_t *inputs, const int32_t *targets)
+{
+    const int B = m->B, T = m->T, Tl = m->Tl, V = m->cfg.vocab;
+    for (int i = 0; i < B * T; i++) { /* host-side validation of the caller's host token ids */
         if (inputs[i] < 0 || inputs[i] >= V || targets[i] < 0 || targets[i] >= V)
             return pt_fail(PT_EINVAL, "token id %d at position %d is outside the vocabulary 0..%d",
                            (inputs[i] < 0 || inputs[i] >= V) ? inputs[i] : targets[i], i, V - 1);
     }
-    for (int b = 0; b < B; b++) {
-        memcpy(m->tok + (size_t)b * Tl, inputs + (size_t)b * T + m->t0, sizeof(int32_t) * (size_t)Tl);
-        memcpy(m->tgt + (size_t)b * Tl, targets + (size_t)b * T + m->t0, sizeof(int32_t) * (size_t)Tl);
-    }
+    /* this rank's positions t0 .. t0+Tl-1 of every sequence */
+    const size_t row = sizeof(int32_t) * (size_t)Tl, pitch = sizeof(int32_t) * (size_t)T;
+    m->ops->copy2d(m->tok, row, inputs + m->t0, pitch, row, (size_t)B);
+    m->ops->copy2d(m->tgt, row, targets + m->t0, pitch, row, (size_t)B);
+    return PT_OK;
+}
 
-    TRY(lo->embed_fwd(&e, g, m->enc, m->tok, m->wte));
-    ops->posemb_fwd(m->enc, m->wpe + (size_t)m->t0 * Cr, g->Bl, Tl, Cr);
-    float *x = m->enc;
-    for (int l = 0; l < m->cfg.n_layer; l++) {
+int pt_gpt_embed_forward(pt_gpt *m, float **x_out)
+{
+    TRY(check_bound(m));
+    const pt_geom *g = &m->g;
+    const pt_lenv e = {m->ctx, m->ops, m->arena};
+    TRY(m->layout->embed_fwd(&e, g, m->enc, m->tok, m->wte));
+    m->ops->posemb_fwd(m->enc, m->wpe + (size_t)m->t0 * g->Cr, g->Bl, m->Tl, g->Cr);
+    *x_out = m->enc;
+    return PT_OK;
+}
+
+int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const float *x_in, float **x_out)
+{
+    TRY(check_bound(m));
+    TRY(check_range(m, l0, l1, "forward"));
+    const pt_geom *g = &m->g;
+    const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
+    const pt_ops_f32 *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    const pt_lenv e = {m->ctx, ops, m->arena};
+    const float *x = x_in;
+    for (int l = l0; l < l1; l++) {
         pt_gpt_layer *ly = &m->layers[l];
         ly->in = x;
         TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b, N, Cr, C));
@@ -392,90 +419,91 @@ int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, flo
         ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * Cr);
         x = ly->res3;
     }
-    TRY(pt_layernorm_fwd(g->norm, ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x, m->lnfw, m->lnfb, N, Cr, C));
-    TRY(lo->head_fwd(&e, g, m->logits, m->losses, m->stats, m->lnf, m->wte, m->tgt));
-    double sum = 0;
-    if (g->loss_owner)
-        for (int i = 0; i < N; i++) sum += m->losses[i];
-    TRY(pt_allreduce_sum_f64(&c->world, &sum, 1));
-    *loss = (float)(sum / ((double)B * c->plan.dp * T));
+    *x_out = (float *)x;
     return PT_OK;
+}
+
+int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss)
+{
+    TRY(check_bound(m));
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl;
+    pt_pctx *c = m->ctx;
+    const pt_lenv e = {c, m->ops, m->arena};
+    m->head_in = x_in;
+    TRY(pt_layernorm_fwd(g->norm, m->ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb, N, g->Cr, m->C));
+    TRY(m->layout->head_fwd(&e, g, m->logits, m->losses, m->stats, m->lnf, m->wte, m->tgt));
+    double sum = g->loss_owner ? m->ops->sum(m->losses, (size_t)N) : 0;
+    TRY(pt_allreduce_sum_f64(&c->world, &sum, 1));
+    *loss = (float)(sum / ((double)m->B * c->plan.dp * m->T));
+    return PT_OK;
+}
+
+int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss)
+{
+    float *x;
+    TRY(pt_gpt_set_batch(m, inputs, targets));
+    TRY(pt_gpt_embed_forward(m, &x));
+    TRY(pt_gpt_blocks_forward(m, 0, m->cfg.n_layer, x, &x));
+    return pt_gpt_head_forward(m, x, loss);
+}
+
+int pt_gpt_head_backward(pt_gpt *m, float *dx)
+{
+    TRY(check_bound(m));
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl;
+    const pt_ops_f32 *ops = m->ops;
+    pt_pctx *c = m->ctx;
+    const pt_lenv e = {c, ops, m->arena};
+    /* d(mean loss)/d(loss of a row): 1 over the global token count */
+    ops->fill(m->dloss, (float)(1.0 / ((double)m->B * c->plan.dp * m->T)), (size_t)N);
+    TRY(m->layout->head_bwd(&e, g, m->dtmp, m->dwte, m->logits, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
+    ops->zero(dx, (size_t)N * g->Cr);
+    return pt_layernorm_bwd(g->norm, ops, m->arena, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean,
+                            m->lnf_rstd, N, g->Cr, m->C);
+}
+
+int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
+{
+    TRY(check_bound(m));
+    TRY(check_range(m, l0, l1, "backward"));
+    const pt_geom *g = &m->g;
+    const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
+    const pt_ops_f32 *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    const pt_lenv e = {m->ctx, ops, m->arena};
+    pt_arena *a = m->arena;
+    for (int l = l1 - 1; l >= l0; l--) {
+        pt_gpt_layer *ly = &m->layers[l];
+        /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dx holds d res3 */
+        TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfchg, dx, ly->fch_gelu, N));
+        ops->zero(m->dfch, (size_t)N * g->Fl);
+        ops->gelu_bwd(m->dfch, ly->fch, m->dfchg, (size_t)N * g->Fl);
+        TRY(lo->linear_bwd(&e, &ly->fc, m->dtmp, m->dfch, ly->ln2, N));
+        TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, Cr, C));
+        /* res2 = in + proj(attn(qkv(ln1(in)))) ; dx now holds d res2 */
+        TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N));
+        ops->zero(m->dqkv, (size_t)N * 3 * g->Cl);
+        TRY(attn_bwd(m, ly));
+        TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N));
+        TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, Cr, C));
+    }
+    return PT_OK;
+}
+
+int pt_gpt_embed_backward(pt_gpt *m, const float *dx)
+{
+    TRY(check_bound(m));
+    const pt_geom *g = &m->g;
+    const pt_lenv e = {m->ctx, m->ops, m->arena};
+    m->ops->posemb_bwd(m->dwpe + (size_t)m->t0 * g->Cr, dx, g->Bl, m->Tl, g->Cr);
+    return m->layout->embed_bwd(&e, g, m->dwte, dx, m->tok);
 }
 
 int pt_gpt_backward(pt_gpt *m)
 {
-    const pt_geom *g = &m->g;
-    const int Tl = m->Tl, Cr = g->Cr, C = m->C;
-    const int N = g->Bl * Tl;
-    const pt_ops_f32 *ops = m->ops;
-    const pt_layout *lo = m->layout;
-    pt_pctx *c = m->ctx;
-    const pt_lenv e = {c, ops, m->arena};
-    pt_arena *a = m->arena;
-    /* d(mean loss)/d(loss of a row): 1 over the global token count */
-    const float w = (float)(1.0 / ((double)m->B * c->plan.dp * m->T));
-    for (int i = 0; i < N; i++) m->dloss[i] = w;
-    const float *xlast = m->cfg.n_layer ? m->layers[m->cfg.n_layer - 1].res3 : m->enc;
-    TRY(lo->head_bwd(&e, g, m->dtmp, m->dwte, m->logits, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
-    memset(m->dres, 0, sizeof(float) * (size_t)N * Cr);
-    TRY(pt_layernorm_bwd(g->norm, ops, a, m->dres, m->dlnfw, m->dlnfb, m->dtmp, xlast, m->lnfw, m->lnf_mean, m->lnf_rstd, N, Cr, C));
-    for (int l = m->cfg.n_layer - 1; l >= 0; l--) {
-        pt_gpt_layer *ly = &m->layers[l];
-        /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dres holds d res3 */
-        TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfchg, m->dres, ly->fch_gelu, N));
-        memset(m->dfch, 0, sizeof(float) * (size_t)N * g->Fl);
-        ops->gelu_bwd(m->dfch, ly->fch, m->dfchg, (size_t)N * g->Fl);
-        TRY(lo->linear_bwd(&e, &ly->fc, m->dtmp, m->dfch, ly->ln2, N));
-        TRY(pt_layernorm_bwd(g->norm, ops, a, m->dres, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, Cr, C));
-        /* res2 = in + proj(attn(qkv(ln1(in)))) ; dres now holds d res2 */
-        TRY(lo->linear_bwd(&e, &ly->proj, m->datty, m->dres, ly->atty, N));
-        memset(m->dqkv, 0, sizeof(float) * (size_t)N * 3 * g->Cl);
-        TRY(attn_bwd(m, ly));
-        TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N));
-        TRY(pt_layernorm_bwd(g->norm, ops, a, m->dres, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, Cr, C));
-    }
-    ops->posemb_bwd(m->dwpe + (size_t)m->t0 * Cr, m->dres, g->Bl, Tl, Cr);
-    TRY(lo->embed_bwd(&e, g, m->dwte, m->dres, m->tok));
-    /* sum each shard's partial gradients over the ranks that hold it */
-    for (int k = 0; k < m->nsync; k++)
-        TRY(pt_allreduce_sum(m->sync[k].comm, m->grad_mem + m->sync[k].off, m->sync[k].n));
-    return PT_OK;
-}
-
-void pt_gpt_zero_grad(pt_gpt *m) { memset(m->grad_mem, 0, sizeof(float) * m->nfloats); }
-
-int pt_gpt_grad_norm(pt_gpt *m, double *norm)
-{
-    double s = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        const pt_param *p = &m->params[i];
-        if (!p->shard.norm_owner) continue;
-        double a = 0;
-        for (int64_t j = 0; j < p->shard.numel; j++) a += (double)p->grad[j] * p->grad[j];
-        s += a;
-    }
-    TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
-    *norm = sqrt(s);
-    return PT_OK;
-}
-
-int pt_gpt_step(pt_gpt *m, const pt_adamw_cfg *opt, float lr, double *norm_out)
-{
-    double norm;
-    TRY(pt_gpt_grad_norm(m, &norm));
-    if (norm_out) *norm_out = norm;
-    if (!isfinite(norm))
-        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, m->step_t + 1);
-    if (opt->grad_clip > 0 && norm > opt->grad_clip) {
-        const float s = (float)(opt->grad_clip / norm);
-        for (size_t i = 0; i < m->nfloats; i++) m->grad_mem[i] *= s;
-    }
-    m->step_t++;
-    for (int i = 0; i < m->nparams; i++) {
-        pt_param *p = &m->params[i];
-        const size_t off = (size_t)(p->data - m->param_mem); /* moments sit beside the parameter */
-        pt_adamw_update(p->data, p->grad, m->adam_m + off, m->adam_v + off, (size_t)p->shard.numel, lr,
-                        p->decay ? opt->weight_decay : 0.0f, opt, m->step_t);
-    }
-    return PT_OK;
+    TRY(pt_gpt_head_backward(m, m->dres));
+    TRY(pt_gpt_blocks_backward(m, 0, m->cfg.n_layer, m->dres));
+    return pt_gpt_embed_backward(m, m->dres);
 }

@@ -5,18 +5,24 @@
  * built through the plan's parallel layout (lib/parallel/layout.h), which
  * also decides which rows and columns of every activation a rank holds;
  * sequence parallelism splits the tokens of every sequence over the sp
- * group (lib/parallel/seq.h).  Gradients are summed over each shard's sync
- * group (dp x sp and the tp ranks holding the same shard), see
- * ptrain-layouts(7).
+ * group (lib/parallel/seq.h).  The model computes this rank's partial
+ * gradients only; summing them over each shard's sync group (dp x sp and
+ * the tp ranks holding the same shard, ptrain-layouts(7)), the norm,
+ * clipping and AdamW are the training step's (lib/train/train.h), which
+ * also owns the parameter storage.  Forward and backward run by pieces
+ * (embedding, a block range with explicit boundary activations, head) so a
+ * pipeline stage is a block range.  All arithmetic goes through the
+ * backend's ops table and all communication through pt_comm.
  *
- * Memory: parameters, gradients, AdamW moments and activations come from
- * the caller's arena, so arena->peak is the rank's training memory.
+ * Memory: activations come from the caller's arena (parameters, gradients
+ * and AdamW moments from the same arena via pt_train_create), so
+ * arena->peak is the rank's training memory.  Sources: GPT-2 (Radford et
+ * al. 2019), llm.c's train_gpt2.c for the forward/backward structure.
  */
 #ifndef PTRAIN_GPT_H
 #define PTRAIN_GPT_H
 #include "backend/ops.h"
 #include "core/core.h"
-#include "optim/adamw.h"
 #include "parallel/layout.h"
 
 typedef struct pt_gpt_config {
@@ -50,14 +56,15 @@ int64_t pt_gpt_num_params(const pt_gpt_config *cfg);
 double pt_gpt_flops_per_token(const pt_gpt_config *cfg, int T);
 
 /* One parameter tensor: full shape [rows, cols] (cols 1 for vectors), its
- * class (which decides how the layout shards it) and this rank's shard;
- * data/grad point into flat buffers. */
+ * class (which decides how the layout shards it) and this rank's shard.
+ * data/grad are bound by the parameter registry (lib/train/train.h), which
+ * owns the flat buffers they point into. */
 typedef struct pt_param {
-    char name[24];
-    int64_t rows, cols;
-    pt_pclass cls;
+    char name[24];       /* "h3.qkv.w" */
+    int64_t rows, cols;  /* full shape [rows, cols] */
+    pt_pclass cls;       /* role; the layout shards by it */
     pt_pshard shard;     /* local numel, gradient-sum group, norm owner */
-    float *data, *grad;  /* [shard.numel] */
+    float *data, *grad;  /* [shard.numel] each, backend memory */
     int decay;           /* weight decay applies (2-D weights only) */
     float init_std;      /* normal(0, std) init; 0: constant init_value */
     float init_value;
@@ -65,86 +72,125 @@ typedef struct pt_param {
 } pt_param;
 
 typedef struct pt_gpt_layer {
-    pt_linear qkv, proj, fc, fcproj;
-    float *ln1w, *ln1b, *ln2w, *ln2b, *dln1w, *dln1b, *dln2w, *dln2b;
-    /* activations saved for backward: residual side [Bl*T, Cr], inner side
-     * [Bl*T, 3Cl] / [Bl*T, Cl] / [Bl*T, Fl], att [Bl, NHl, T, T*sp] */
-    float *in;                    /* block input (view, not owned) */
-    float *ln1, *ln1_mean, *ln1_rstd, *qkv_out, *att, *atty, *res2;
-    float *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *res3;
+    pt_linear qkv, proj, fc, fcproj; /* views of the bound parameters */
+    float *ln1w, *ln1b, *ln2w, *ln2b;     /* [Cr] each */
+    float *dln1w, *dln1b, *dln2w, *dln2b; /* [Cr] each */
+    /* activations saved for backward: residual side [Bl*Tl, Cr], inner side
+     * [Bl*Tl, 3Cl] / [Bl*Tl, Cl] / [Bl*Tl, Fl], att [Bl, NHl, Tl, T] */
+    const float *in;              /* [Bl*Tl, Cr] block input (view of the caller's buffer, kept to backward) */
+    float *ln1, *ln1_mean, *ln1_rstd; /* [Bl*Tl, Cr], [Bl*Tl], [Bl*Tl] */
+    float *qkv_out;               /* [Bl*Tl, 3Cl] */
+    float *att;                   /* [Bl, NHl, Tl, T] post-softmax */
+    float *atty;                  /* [Bl*Tl, Cl] attention output */
+    float *res2;                  /* [Bl*Tl, Cr] after the attention residual */
+    float *ln2, *ln2_mean, *ln2_rstd; /* [Bl*Tl, Cr], [Bl*Tl], [Bl*Tl] */
+    float *fch, *fch_gelu;        /* [Bl*Tl, Fl] */
+    float *res3;                  /* [Bl*Tl, Cr] block output */
 } pt_gpt_layer;
-
-/* A group of parameters whose gradients are summed over one group: the
- * flat buffers hold each such group contiguously, so one allreduce per
- * group synchronises them after the backward. */
-typedef struct pt_gpt_sync {
-    pt_comm *comm;
-    size_t off, n;          /* floats in the flat buffers */
-} pt_gpt_sync;
 
 typedef struct pt_gpt {
     pt_gpt_config cfg;
     int B, T;               /* dp-group batch (sequences) and full sequence length */
     int Tl, t0;             /* tokens held per sequence (T/sp) and the first one's position */
     pt_geom g;              /* the layout's local sizes (g.T == Tl) */
-    int C, HS;
-    pt_pctx *ctx;
+    int C, HS;              /* n_embd, head size C/n_head */
+    pt_pctx *ctx;           /* the process grid (not owned) */
     const pt_layout *layout;
-    const pt_ops_f32 *ops;
-    pt_arena *arena;
+    const pt_ops_f32 *ops;  /* the backend's table */
+    pt_arena *arena;        /* activations and scratch (not owned) */
+    uint64_t seed;          /* initial values (pt_gpt_bind_params) */
 
     int nparams;
-    pt_param *params;
-    size_t nfloats;         /* local parameter floats */
-    float *param_mem, *grad_mem, *adam_m, *adam_v;
-    int nsync;
-    pt_gpt_sync sync[1 << PT_TP_AXES];
+    pt_param *params;       /* [nparams], in RNG-stream order */
+    size_t nfloats;         /* sum of the shards' numel: local parameter floats */
+    /* views of the bound parameters: wte [Vl-shard, Cr], wpe [seq_len, Cr], lnf [Cr] */
     float *wte, *wpe, *lnfw, *lnfb, *dwte, *dwpe, *dlnfw, *dlnfb;
-    pt_gpt_layer *layers;
+    pt_gpt_layer *layers;   /* [n_layer] */
 
-    /* activations and scratch */
+    /* activations and scratch, N = Bl*Tl rows */
     int32_t *tok, *tgt;     /* [B, Tl]: every sequence of the dp group, this rank's positions */
-    float *enc, *lnf, *lnf_mean, *lnf_rstd, *logits, *losses, *stats, *dloss;
-    float *dres, *dtmp, *dqkv, *datty, *dfch, *dfchg;
-    int step_t;             /* AdamW steps taken */
+    float *enc;             /* [N, Cr] embedding output (input of block 0) */
+    const float *head_in;   /* [N, Cr] input of the final LayerNorm (view, kept to backward) */
+    float *lnf, *lnf_mean, *lnf_rstd; /* [N, Cr], [N], [N] */
+    float *logits;          /* [N, Vl]; dlogits after the backward */
+    float *losses;          /* [N] per-row cross-entropy, nats */
+    float *stats;           /* [3N] row max, sum of exp, target logit */
+    float *dloss;           /* [N] */
+    float *dres;            /* [N, Cr] residual gradient of pt_gpt_backward */
+    float *dtmp;            /* [N, max(Cr, Cl)] */
+    float *dqkv;            /* [N, 3Cl] */
+    float *datty;           /* [N, Cl] */
+    float *dfch, *dfchg;    /* [N, Fl] */
 } pt_gpt;
 
 /* Build the model for the dp group's batch B (sequences) of length T <=
  * seq_len on context ctx (plan mode picks the layout; with sp > 1 each
  * rank holds T/sp positions and attention runs round the sp ring,
- * lib/parallel/seq.h), initialising parameters as
- * GPT-2 does from `seed` (normal(0, 0.02), residual projections scaled by
- * 1/sqrt(2L), LN = 1/0, biases 0): every parameter has its own RNG stream,
- * so the full tensors are the same for any layout and world size and each
- * rank keeps its shard.
- * Errors: PT_EINVAL (config does not fit tp, bad sizes), PT_ENOMEM,
- * PT_EUNSUPP (layout not built). */
+ * lib/parallel/seq.h): the parameter list with each shard's size and sync
+ * group, and the activations (from arena, which must live on the backend's
+ * device).  Parameters have no storage yet: a registry (pt_train_create,
+ * lib/train) binds them and calls pt_gpt_bind_params, which initialises
+ * them as GPT-2 does from `seed` (normal(0, 0.02), residual projections
+ * scaled by 1/sqrt(2L), LN = 1/0, biases 0): every parameter has its own
+ * RNG stream, so the full tensors are the same for any layout and world
+ * size and each rank keeps its shard.
+ * Errors: PT_EINVAL (config does not fit tp, bad sizes, arena on another
+ * device than the backend), PT_ENOMEM, PT_EUNSUPP (layout not built). */
 int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
                   pt_arena *arena, int B, int T, uint64_t seed);
+/* Free the activations and the parameter list (not the parameter storage,
+ * which belongs to its registry).  A zeroed or freed model is a no-op. */
 void pt_gpt_free(pt_gpt *m);
 
-/* Forward over the dp group's inputs/targets [B, T] (token ids < vocab;
- * every rank of a tp or sp group passes the same B sequences and the
- * layout picks its rows).  *loss gets the mean cross-entropy (nats/token)
- * over the GLOBAL batch (B*dp sequences).  Saves activations for
- * pt_gpt_backward.  PT_EINVAL on a token id outside the vocabulary,
- * PT_ECOMM. */
-int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss);
-/* Backward of the last forward: accumulates into the gradients (call
- * pt_gpt_zero_grad first), then sums every shard's partial gradients over
- * its sync group (dp x sp, plus the tp ranks that hold the same shard for
- * other rows), so each rank holds the gradient of the global mean loss. */
-int pt_gpt_backward(pt_gpt *m);
-void pt_gpt_zero_grad(pt_gpt *m);
-/* Global L2 norm of the gradient over all unique parameters (each
- * distinct shard counted once, on its norm owner; allreduce over world). */
-int pt_gpt_grad_norm(pt_gpt *m, double *norm);
-/* Clip to opt->grad_clip by global norm, then one AdamW step at lr.
- * *norm_out (may be NULL) receives the pre-clip norm. */
-int pt_gpt_step(pt_gpt *m, const pt_adamw_cfg *opt, float lr, double *norm_out);
+/* After every params[i].data and .grad points at [shard.numel] floats:
+ * set the layer views and write the initial values (host RNG, then the
+ * layout's param_slice through ops->copy2d).  PT_EINVAL naming the first
+ * unbound parameter, PT_ENOMEM. */
+int pt_gpt_bind_params(pt_gpt *m);
 
-/* The full (unsharded) initial value of parameter i, [rows*cols] floats,
- * as pt_gpt_create generates it; used by tests to compare layouts. */
+/* ---- forward and backward by pieces ------------------------------------
+ * A pipeline stage runs a contiguous block range [l0, l1); the first stage
+ * also runs the embedding, the last the head.  Boundary activations are
+ * explicit: x [Bl*Tl, Cr] (residual side, the layout's rows and columns).
+ * Every backward ACCUMULATES into the parameter gradients of this rank's
+ * shards; summing them over the sync groups is the training step's job
+ * (pt_train_sync).  Errors: PT_EINVAL (unbound parameters, a block range
+ * outside [0, n_layer)), PT_ENOMEM (layout scratch), PT_ECOMM. */
+
+/* Take the dp group's inputs/targets [B, T] (host memory, token ids <
+ * vocab; every rank of a tp or sp group passes the same B sequences and
+ * the layout picks its rows): validates them and copies this rank's
+ * positions.  PT_EINVAL naming the first bad id and its position. */
+int pt_gpt_set_batch(pt_gpt *m, const int32_t *inputs, const int32_t *targets);
+/* *x_out = the embedding output m->enc [Bl*Tl, Cr] (token + position). */
+int pt_gpt_embed_forward(pt_gpt *m, float **x_out);
+/* Blocks l0 .. l1-1 on x_in [Bl*Tl, Cr] (kept as a view until the
+ * backward); *x_out = the output of block l1-1 (model-owned; x_in when
+ * l0 == l1). */
+int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const float *x_in, float **x_out);
+/* Final LayerNorm, tied head and cross-entropy on x_in [Bl*Tl, Cr] (kept
+ * until the backward); *loss = mean cross-entropy (nats/token) over the
+ * GLOBAL batch (B*dp sequences; an allreduce over world). */
+int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss);
+/* dx [Bl*Tl, Cr] = d loss / d x_in of the head (overwritten). */
+int pt_gpt_head_backward(pt_gpt *m, float *dx);
+/* In place: dx holds d loss / d(output of block l1-1) and leaves holding
+ * d loss / d(input of block l0). */
+int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx);
+/* Embedding gradients from dx = d loss / d(embedding output). */
+int pt_gpt_embed_backward(pt_gpt *m, const float *dx);
+
+/* The whole model: set_batch, embed, blocks 0..L-1, head.  Saves
+ * activations for pt_gpt_backward. */
+int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss);
+/* Backward of the last pt_gpt_forward (head, blocks L-1..0, embedding);
+ * accumulates this rank's partial gradients, NOT summed over the sync
+ * groups (see pt_train_sync). */
+int pt_gpt_backward(pt_gpt *m);
+
+/* The full (unsharded) initial value of parameter i, [rows*cols] floats
+ * (host memory), as pt_gpt_bind_params generates it; used by tests to
+ * compare layouts. */
 void pt_gpt_param_init_full(const pt_param *p, int index, uint64_t seed, float *full);
 
 #endif

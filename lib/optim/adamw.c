@@ -11,21 +11,12 @@ void pt_adamw_default(pt_adamw_cfg *c)
     c->grad_clip = 1.0f;
 }
 
-void pt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float wd,
-                     const pt_adamw_cfg *c, int t)
+void pt_adamw_update(const pt_ops_f32 *ops, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                     float wd, const pt_adamw_cfg *c, int t)
 {
     const float b1 = c->beta1, b2 = c->beta2;
     const float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
-#pragma omp parallel for
-    for (size_t i = 0; i < n; i++) {
-        float gi = g[i];
-        float mi = b1 * m[i] + (1.0f - b1) * gi;
-        float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-        m[i] = mi;
-        v[i] = vi;
-        float mhat = mi / bc1, vhat = vi / bc2;
-        p[i] -= lr * (mhat / (sqrtf(vhat) + c->eps) + wd * p[i]);
-    }
+    ops->adamw(p, g, m, v, n, lr, b1, b2, c->eps, wd, bc1, bc2);
 }
 
 float pt_lr_schedule(int step, int warmup, int total, float lr_max, float lr_min)

@@ -4,6 +4,7 @@
  * as used for GPT-3, Brown et al. 2020 appendix B). */
 #ifndef PTRAIN_ADAMW_H
 #define PTRAIN_ADAMW_H
+#include "backend/ops.h"
 #include <stddef.h>
 
 typedef struct pt_adamw_cfg {
@@ -15,12 +16,13 @@ typedef struct pt_adamw_cfg {
 void pt_adamw_default(pt_adamw_cfg *c);
 
 /* One AdamW update of n parameters p with gradient g and moments m, v
- * (all [n] floats), at step t >= 1 (bias correction), learning rate lr
- * and weight decay wd (0 for biases and norms):
+ * (all [n] floats of the backend's memory), at step t >= 1 (bias
+ * correction), learning rate lr and weight decay wd (0 for biases and
+ * norms), computed by the backend's ops->adamw:
  *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
  *   p -= lr * ( m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p ) */
-void pt_adamw_update(float *p, const float *g, float *m, float *v, size_t n, float lr, float wd,
-                     const pt_adamw_cfg *c, int t);
+void pt_adamw_update(const pt_ops_f32 *ops, float *p, const float *g, float *m, float *v, size_t n, float lr,
+                     float wd, const pt_adamw_cfg *c, int t);
 
 /* Learning rate at `step` (0-based) of `total`: linear warmup from
  * lr_max/warmup to lr_max over `warmup` steps, then cosine decay to lr_min

@@ -57,13 +57,17 @@ int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r)
     return t * third + (int64_t)blk * piece + o;
 }
 
-void pt_block_copy(const float *full, float *local, int64_t rows, int64_t cols, int rparts, int rblk, int qkv,
-                   int rsubparts, int rsub, int cparts, int cblk)
+void pt_block_copy(const pt_ops_f32 *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
+                   int rblk, int qkv, int rsubparts, int rsub, int cparts, int cblk)
 {
     int64_t nblk = rows / rparts, nsub = nblk / rsubparts, cl = cols / cparts;
-    for (int64_t r = 0; r < nsub; r++) {
-        int64_t fr = pt_block_row(rows, rparts, rblk, qkv, (int64_t)rsub * nsub + r);
-        memcpy(local + r * cl, full + fr * cols + (int64_t)cblk * cl, sizeof(float) * (size_t)cl);
+    /* one 2-D copy per run of consecutive full rows (one run, or three for qkv) */
+    for (int64_t r = 0; r < nsub;) {
+        int64_t fr = pt_block_row(rows, rparts, rblk, qkv, (int64_t)rsub * nsub + r), run = 1;
+        while (r + run < nsub && pt_block_row(rows, rparts, rblk, qkv, (int64_t)rsub * nsub + r + run) == fr + run) run++;
+        ops->copy2d(local + r * cl, sizeof(float) * (size_t)cl, full + fr * cols + (int64_t)cblk * cl,
+                    sizeof(float) * (size_t)cols, sizeof(float) * (size_t)cl, (size_t)run);
+        r += run;
     }
 }
 
@@ -76,33 +80,16 @@ int pt_layernorm_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *out,
     }
     float *s = pt_scratch(a, (size_t)N, "layernorm");
     if (!s) return PT_ENOMEM;
-    int rc;
-#pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * Cl;
-        double m = 0;
-        for (int c = 0; c < Cl; c++) m += xr[c];
-        s[n] = (float)m;
+    /* local row sums -> group sums -> mean and local squared deviations ->
+     * group sums -> normalise (the arithmetic is the backend's, the sums
+     * over the group are this layout's) */
+    ops->layernorm_rowsum(s, x, N, Cl);
+    int rc = pt_allreduce_sum(g, s, (size_t)N);
+    if (!rc) {
+        ops->layernorm_rowvar(mean, s, x, s, N, Cl, C);
+        rc = pt_allreduce_sum(g, s, (size_t)N);
     }
-    if ((rc = pt_allreduce_sum(g, s, (size_t)N))) goto out;
-    for (int n = 0; n < N; n++) mean[n] = s[n] / (float)C;
-#pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * Cl;
-        double v = 0;
-        for (int c = 0; c < Cl; c++) { double d = xr[c] - mean[n]; v += d * d; }
-        s[n] = (float)v;
-    }
-    if ((rc = pt_allreduce_sum(g, s, (size_t)N))) goto out;
-#pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const float *xr = x + (size_t)n * Cl;
-        float *o = out + (size_t)n * Cl;
-        float r = 1.0f / sqrtf(s[n] / (float)C + 1e-5f);
-        rstd[n] = r;
-        for (int c = 0; c < Cl; c++) o[c] = (xr[c] - mean[n]) * r * w[c] + b[c];
-    }
-out:
+    if (!rc) ops->layernorm_apply(out, rstd, x, mean, s, w, b, N, Cl, C);
     pt_arena_free(a, s);
     return rc;
 }
@@ -118,33 +105,9 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, 
     /* s[2n] = sum_c dy*w, s[2n+1] = sum_c dy*w*xhat over the row's C columns */
     float *s = pt_scratch(a, 2 * (size_t)N, "layernorm");
     if (!s) return PT_ENOMEM;
-#pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const float *g_ = dy + (size_t)n * Cl, *xr = x + (size_t)n * Cl;
-        double s1 = 0, s2 = 0;
-        for (int c = 0; c < Cl; c++) {
-            float xhat = (xr[c] - mean[n]) * rstd[n];
-            float dn = g_[c] * w[c];
-            s1 += dn;
-            s2 += dn * xhat;
-        }
-        s[2 * n] = (float)s1;
-        s[2 * n + 1] = (float)s2;
-    }
+    ops->layernorm_bwd_rowsums(s, dy, x, w, mean, rstd, N, Cl);
     int rc = pt_allreduce_sum(g, s, 2 * (size_t)N);
-    if (!rc) {
-        for (int n = 0; n < N; n++) {
-            const float *g_ = dy + (size_t)n * Cl, *xr = x + (size_t)n * Cl;
-            const float m1 = s[2 * n] / (float)C, m2 = s[2 * n + 1] / (float)C;
-            float *d = dx + (size_t)n * Cl;
-            for (int c = 0; c < Cl; c++) {
-                float xhat = (xr[c] - mean[n]) * rstd[n];
-                db[c] += g_[c];
-                dw[c] += g_[c] * xhat;
-                d[c] += rstd[n] * (g_[c] * w[c] - m1 - xhat * m2);
-            }
-        }
-    }
+    if (!rc) ops->layernorm_bwd_apply(dx, dw, db, dy, x, w, mean, rstd, s, N, Cl, C);
     pt_arena_free(a, s);
     return rc;
 }
@@ -159,6 +122,6 @@ int pt_xent_fwd(pt_comm *g, const pt_ops_f32 *ops, float *losses, float *stats, 
     ops->xent_sumexp(sumexp, tl, logits, rowmax, tgt, v0, vreal, N, Vl);
     rc = pt_allreduce_sum(g, sumexp, 2 * (size_t)N); /* sumexp and target logit are adjacent */
     if (rc) return rc;
-    for (int n = 0; n < N; n++) losses[n] = logf(sumexp[n]) + rowmax[n] - tl[n];
+    ops->xent_loss(losses, rowmax, sumexp, tl, N);
     return PT_OK;
 }

@@ -101,8 +101,9 @@ typedef struct pt_layout {
     int (*geometry)(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g);
     /* Shard of a parameter of class cls and full shape [rows, cols]. */
     void (*param)(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_pshard *s);
-    /* Copy this rank's shard of the row-major full tensor into local. */
-    void (*param_slice)(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
+    /* Copy this rank's shard of the row-major full tensor into local
+     * (through ops->copy2d: full may be host memory, local the backend's). */
+    void (*param_slice)(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
                         int64_t cols);
     /* y [Bl*T, out_local] = x [Bl*T, in_local] W^T + b. */
     int (*linear_fwd)(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N);
@@ -152,9 +153,10 @@ int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r);
 /* Copy the sub-block of full [rows, cols]: rows = block rblk of rparts
  * (qkv as pt_block_row), then rows [rsub*n/rsubparts, ...) of that block's
  * n rows; columns = block cblk of cparts.  local is
- * [rows/(rparts*rsubparts), cols/cparts] row-major. */
-void pt_block_copy(const float *full, float *local, int64_t rows, int64_t cols, int rparts, int rblk,
-                   int qkv, int rsubparts, int rsub, int cparts, int cblk);
+ * [rows/(rparts*rsubparts), cols/cparts] row-major.  One ops->copy2d per
+ * run of consecutive rows (full may be host memory, local the backend's). */
+void pt_block_copy(const pt_ops_f32 *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
+                   int rblk, int qkv, int rsubparts, int rsub, int cparts, int cblk);
 
 /* Distributed LayerNorm over rows whose C columns are split over group g
  * (Ba et al. 2016; the per-row sums of x and of (x-mean)^2, and in the

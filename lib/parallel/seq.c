@@ -9,12 +9,12 @@
  * but not computed on.  Every rank calls pt_sendrecv in the same order, so
  * the ring cannot deadlock.
  *
- * Per (batch b, head h) the products are cblas_sgemm calls on strided views
- * (no copies besides packing the local K and V into contiguous blocks that
- * can be sent).  The (b, h) loops around them are serial on purpose: the
- * gemms take OpenBLAS's own threads, and calling a pthread OpenBLAS from
- * inside an OpenMP region oversubscribed the cores and ran 5x slower on a
- * 2-core machine (B=2 NH=4 HS=32 T=512).  The row loops use OpenMP.
+ * All arithmetic goes through the backend's ops table (ops.h): per batch
+ * row b, the NH heads' products are one strided batched GEMM on strided
+ * views (head h at column offset h*HS; no copies besides packing the local
+ * K and V into contiguous blocks that can be sent, ops->copy2d), the
+ * softmax and its backward are ops->softmax_causal_fwd/bwd with the local
+ * queries' global offset, and accumulators come home with ops->add2d.
  *   scores  S[:, r]  = scale * Q K_r^T        [Tl, HS] x [HS, Tl]
  *   output  O       += P[:, r] V_r            [Tl, Tl] x [Tl, HS]
  *   dP[:, r]         = dO V_r^T
@@ -25,7 +25,6 @@
  */
 #include "parallel/seq.h"
 
-#include <cblas.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -55,20 +54,16 @@ static int check_args(const pt_comm *sp, const char *fn, int B, int Tl, int NH, 
 }
 
 /* dst [B, Tl, C] = the C columns at offset `off` of qkv [B, Tl, 3C]. */
-static void pack(float *dst, const float *qkv, size_t rows, int C, int off)
+static void pack(const pt_ops_f32 *ops, float *dst, const float *qkv, size_t rows, int C, int off)
 {
-    for (size_t n = 0; n < rows; n++) memcpy(dst + n * C, qkv + n * 3 * C + off, sizeof(float) * (size_t)C);
+    ops->copy2d(dst, sizeof(float) * (size_t)C, qkv + off, sizeof(float) * 3 * (size_t)C, sizeof(float) * (size_t)C,
+                rows);
 }
 
 /* qkv columns at offset `off` [B, Tl, C of 3C] += src [B, Tl, C]. */
-static void unpack_add(float *qkv, const float *src, size_t rows, int C, int off)
+static void unpack_add(const pt_ops_f32 *ops, float *qkv, const float *src, size_t rows, int C, int off)
 {
-#pragma omp parallel for
-    for (size_t n = 0; n < rows; n++) {
-        float *d = qkv + n * 3 * C + off;
-        const float *s = src + n * C;
-        for (int c = 0; c < C; c++) d[c] += s[c];
-    }
+    ops->add2d(qkv + off, 3 * (size_t)C, src, (size_t)C, rows, (size_t)C);
 }
 
 static void swap(float **a, float **b)
@@ -78,7 +73,7 @@ static void swap(float **a, float **b)
     *b = t;
 }
 
-int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, float *out, float *att, const float *qkv, int B, int Tl,
+int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *out, float *att, const float *qkv, int B, int Tl,
                           int NH, int HS)
 {
     int rc = check_args(sp, "ring attention forward", B, Tl, NH, HS);
@@ -99,16 +94,14 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, float *out, float *att, cons
 
     /* 1. K ring: raw scaled scores of the local queries against every block
      *    of earlier (or the same) positions, written into att. */
-    pack(cur, qkv, rows, C, C);
+    pack(ops, cur, qkv, rows, C, C);
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
-        if (r <= s) {
+        if (r <= s) /* per sequence b, one GEMM per head h (batch NH, head stride HS) */
             for (int b = 0; b < B; b++)
-                for (int h = 0; h < NH; h++)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tl, Tl, HS, scale,
-                                qkv + (size_t)b * Tl * C3 + h * HS, C3, cur + (size_t)b * Tl * C + h * HS, C,
-                                0.0f, att + ((size_t)b * NH + h) * Tl * T + (size_t)r * Tl, T);
-        }
+                ops->gemm_batched(0, 1, Tl, Tl, HS, scale, qkv + (size_t)b * Tl * C3, C3, HS,
+                                  cur + (size_t)b * Tl * C, C, HS, 0.0f,
+                                  att + (size_t)b * NH * Tl * T + (size_t)r * Tl, T, (int64_t)Tl * T, NH);
         if (j < p - 1) {
             rc = pt_sendrecv(sp, cur, next, nxt, prev, blk, TAG_FWD_K);
             swap(&cur, &nxt);
@@ -117,40 +110,20 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, float *out, float *att, cons
 
     /* 2. Exact causal softmax over the full local rows [Tl, T]: query i sits
      *    at global position s*Tl + i and sees keys 0 .. s*Tl + i. */
-    if (!rc) {
-#pragma omp parallel for collapse(3)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++)
-                for (int i = 0; i < Tl; i++) {
-                    float *row = att + (((size_t)b * NH + h) * Tl + i) * T;
-                    const int n = s * Tl + i + 1;
-                    float mx = -INFINITY;
-                    for (int t = 0; t < n; t++) mx = row[t] > mx ? row[t] : mx;
-                    float sum = 0;
-                    for (int t = 0; t < n; t++) {
-                        row[t] = expf(row[t] - mx);
-                        sum += row[t];
-                    }
-                    const float inv = 1 / sum;
-                    for (int t = 0; t < n; t++) row[t] *= inv;
-                    for (int t = n; t < T; t++) row[t] = 0;
-                }
-    }
+    if (!rc) ops->softmax_causal_fwd(att, B * NH, Tl, T, s * Tl);
 
     /* 3. V ring: out = sum over blocks r <= s of P[:, r] V_r. */
     if (!rc) {
-        pack(cur, qkv, rows, C, 2 * C);
-        for (size_t n = 0; n < rows; n++) memset(out + n * C, 0, sizeof(float) * (size_t)C);
+        pack(ops, cur, qkv, rows, C, 2 * C);
+        ops->zero(out, rows * C);
     }
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
-        if (r <= s) {
+        if (r <= s)
             for (int b = 0; b < B; b++)
-                for (int h = 0; h < NH; h++)
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tl, HS, Tl, 1.0f,
-                                att + ((size_t)b * NH + h) * Tl * T + (size_t)r * Tl, T,
-                                cur + (size_t)b * Tl * C + h * HS, C, 1.0f, out + (size_t)b * Tl * C + h * HS, C);
-        }
+                ops->gemm_batched(0, 0, Tl, HS, Tl, 1.0f, att + (size_t)b * NH * Tl * T + (size_t)r * Tl, T,
+                                  (int64_t)Tl * T, cur + (size_t)b * Tl * C, C, HS, 1.0f, out + (size_t)b * Tl * C, C,
+                                  HS, NH);
         if (j < p - 1) {
             rc = pt_sendrecv(sp, cur, next, nxt, prev, blk, TAG_FWD_V);
             swap(&cur, &nxt);
@@ -169,15 +142,15 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, float *out, float *att, cons
  * adds it into dqkv at xoff.  Sends: sp-1 blocks of X, sp of dX (sp > 1). */
 typedef void (*ring_step)(float *dx, const float *x, int r, void *ctx);
 
-static int ring_pass(pt_comm *sp, float *buf[4], const float *qkv, float *dqkv, size_t rows, int C, int xoff,
+static int ring_pass(pt_comm *sp, const pt_ops_f32 *ops, float *buf[4], const float *qkv, float *dqkv, size_t rows, int C, int xoff,
                      int tag_x, int tag_dx, int tag_home, ring_step step, void *ctx)
 {
     const int p = sp->size, s = sp->rank, next = (s + 1) % p, prev = (s + p - 1) % p;
     const size_t blk = rows * C;
     float *x = buf[0], *xn = buf[1], *dx = buf[2], *dxn = buf[3];
     int rc = PT_OK;
-    pack(x, qkv, rows, C, xoff);
-    memset(dx, 0, sizeof(float) * blk);
+    pack(ops, x, qkv, rows, C, xoff);
+    ops->zero(dx, blk);
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
         if (r <= s) step(dx, x, r, ctx);
@@ -194,11 +167,12 @@ static int ring_pass(pt_comm *sp, float *buf[4], const float *qkv, float *dqkv, 
         rc = pt_sendrecv(sp, dx, next, dxn, prev, blk, tag_home);
         swap(&dx, &dxn);
     }
-    if (!rc) unpack_add(dqkv, dx, rows, C, xoff);
+    if (!rc) unpack_add(ops, dqkv, dx, rows, C, xoff);
     return rc;
 }
 
 typedef struct bwd_ctx {
+    const pt_ops_f32 *ops;
     int B, Tl, T, NH, HS;
     const float *qkv, *dout, *att;
     float *ds;   /* [B, NH, Tl, T]: dP during the V pass, then dS */
@@ -210,16 +184,13 @@ static void v_step(float *dv, const float *v, int r, void *vctx)
 {
     const bwd_ctx *c = vctx;
     const int Tl = c->Tl, T = c->T, NH = c->NH, HS = c->HS, C = NH * HS;
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < NH; h++) {
-            const size_t bh = ((size_t)b * NH + h) * Tl * T + (size_t)r * Tl;
-            const float *g = c->dout + (size_t)b * Tl * C + h * HS;
-            const size_t xo = (size_t)b * Tl * C + h * HS;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, Tl, Tl, HS, 1.0f, g, C, v + xo, C, 0.0f,
-                        c->ds + bh, T);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tl, HS, Tl, 1.0f, c->att + bh, T, g, C, 1.0f,
-                        dv + xo, C);
-        }
+    for (int b = 0; b < c->B; b++) { /* batch of NH heads: head stride HS, score-block stride Tl*T */
+        const size_t bh = (size_t)b * NH * Tl * T + (size_t)r * Tl, xo = (size_t)b * Tl * C;
+        const int64_t sS = (int64_t)Tl * T;
+        const float *g = c->dout + xo;
+        c->ops->gemm_batched(0, 1, Tl, Tl, HS, 1.0f, g, C, HS, v + xo, C, HS, 0.0f, c->ds + bh, T, sS, NH);
+        c->ops->gemm_batched(1, 0, Tl, HS, Tl, 1.0f, c->att + bh, T, sS, g, C, HS, 1.0f, dv + xo, C, HS, NH);
+    }
 }
 
 /* K pass: dQ += dS[:, r] K_r; dK_r += dS[:, r]^T Q (dS already scaled). */
@@ -227,18 +198,16 @@ static void k_step(float *dk, const float *k, int r, void *vctx)
 {
     const bwd_ctx *c = vctx;
     const int Tl = c->Tl, T = c->T, NH = c->NH, HS = c->HS, C = NH * HS, C3 = 3 * C;
-    for (int b = 0; b < c->B; b++)
-        for (int h = 0; h < NH; h++) {
-            const float *ds = c->ds + ((size_t)b * NH + h) * Tl * T + (size_t)r * Tl;
-            const size_t xo = (size_t)b * Tl * C + h * HS, qo = (size_t)b * Tl * C3 + h * HS;
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, Tl, HS, Tl, 1.0f, ds, T, k + xo, C, 1.0f,
-                        c->dqkv + qo, C3);
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, Tl, HS, Tl, 1.0f, ds, T, c->qkv + qo, C3, 1.0f,
-                        dk + xo, C);
-        }
+    for (int b = 0; b < c->B; b++) {
+        const float *ds = c->ds + (size_t)b * NH * Tl * T + (size_t)r * Tl;
+        const size_t xo = (size_t)b * Tl * C, qo = (size_t)b * Tl * C3;
+        const int64_t sS = (int64_t)Tl * T;
+        c->ops->gemm_batched(0, 0, Tl, HS, Tl, 1.0f, ds, T, sS, k + xo, C, HS, 1.0f, c->dqkv + qo, C3, HS, NH);
+        c->ops->gemm_batched(1, 0, Tl, HS, Tl, 1.0f, ds, T, sS, c->qkv + qo, C3, HS, 1.0f, dk + xo, C, HS, NH);
+    }
 }
 
-int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, float *dqkv, const float *dout, const float *qkv,
+int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *dqkv, const float *dout, const float *qkv,
                           const float *att, int B, int Tl, int NH, int HS)
 {
     int rc = check_args(sp, "ring attention backward", B, Tl, NH, HS);
@@ -258,31 +227,17 @@ int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, float *dqkv, const float *do
                        "ring attention backward: no memory for dS (%zu bytes) and four K/V blocks of %zu bytes",
                        sizeof(float) * nds, sizeof(float) * blk);
     }
-    bwd_ctx c = {B, Tl, T, NH, HS, qkv, dout, att, ds, dqkv};
+    bwd_ctx c = {ops, B, Tl, T, NH, HS, qkv, dout, att, ds, dqkv};
 
     /* 1. V with dV round the ring: dP blocks into ds, dV home into dqkv. */
-    rc = ring_pass(sp, buf, qkv, dqkv, rows, C, 2 * C, TAG_BWD_V, TAG_BWD_DV, TAG_BWD_DV_HOME, v_step, &c);
+    rc = ring_pass(sp, ops, buf, qkv, dqkv, rows, C, 2 * C, TAG_BWD_V, TAG_BWD_DV, TAG_BWD_DV_HOME, v_step, &c);
 
     /* 2. Softmax backward on the full local rows (causal: keys 0 .. s*Tl+i),
      *    dS = P * (dP - sum_t P dP) * scale; masked entries stay 0. */
-    if (!rc) {
-#pragma omp parallel for collapse(3)
-        for (int b = 0; b < B; b++)
-            for (int h = 0; h < NH; h++)
-                for (int i = 0; i < Tl; i++) {
-                    const size_t o = (((size_t)b * NH + h) * Tl + i) * T;
-                    const float *pr = att + o;
-                    float *dr = ds + o;
-                    const int n = s * Tl + i + 1;
-                    float dot = 0;
-                    for (int t = 0; t < n; t++) dot += pr[t] * dr[t];
-                    for (int t = 0; t < n; t++) dr[t] = pr[t] * (dr[t] - dot) * scale;
-                    for (int t = n; t < T; t++) dr[t] = 0;
-                }
-    }
+    if (!rc) ops->softmax_causal_bwd(ds, att, scale, B * NH, Tl, T, s * Tl);
 
     /* 3. K with dK round the ring: dQ into dqkv directly, dK home. */
-    if (!rc) rc = ring_pass(sp, buf, qkv, dqkv, rows, C, C, TAG_BWD_K, TAG_BWD_DK, TAG_BWD_DK_HOME, k_step, &c);
+    if (!rc) rc = ring_pass(sp, ops, buf, qkv, dqkv, rows, C, C, TAG_BWD_K, TAG_BWD_DK, TAG_BWD_DK_HOME, k_step, &c);
 
     for (int i = 0; i < 4; i++) pt_arena_free(a, buf[i]);
     pt_arena_free(a, ds);

@@ -44,15 +44,16 @@
 
 /* out [B, Tl, C] and att [B, NH, Tl, sp*Tl] from qkv [B, Tl, 3C] (C =
  * NH*HS) of this rank's sequence block.  Scratch (two K/V blocks) comes
- * from arena a.  Errors: PT_EINVAL (a size < 1, or T or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
-int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, float *out, float *att, const float *qkv, int B, int Tl,
+ * from arena a; every product, the softmax and the copies run through
+ * ops (the backend's table; its memory is a's).  Errors: PT_EINVAL (a size < 1, or T or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
+int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *out, float *att, const float *qkv, int B, int Tl,
                           int NH, int HS);
 
 /* dqkv [B, Tl, 3C] += gradient from dout [B, Tl, C], given the forward's
  * qkv and att (accumulates, like ops->attention_bwd).  Scratch from arena
  * a: dS [B, NH, Tl, sp*Tl] and four K/V blocks of S bytes.
  * Errors: PT_EINVAL (a size < 1, or T or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
-int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, float *dqkv, const float *dout, const float *qkv,
+int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *dqkv, const float *dout, const float *qkv,
                           const float *att, int B, int Tl, int NH, int HS);
 
 #endif

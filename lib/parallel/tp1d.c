@@ -66,21 +66,22 @@ static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_psha
     s->norm_owner = first_of_sync(c) && (split > 1 || c->tp_rank == 0);
 }
 
-static void param_slice(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows, int64_t cols)
+static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
+                        int64_t rows, int64_t cols)
 {
     const int tp = c->plan.tp, r = c->tp_rank;
     switch (cls) {
     case PT_P_WTE: case PT_P_FC_W: case PT_P_FC_B:
-        pt_block_copy(full, local, rows, cols, tp, r, 0, 1, 0, 1, 0);
+        pt_block_copy(ops, full, local, rows, cols, tp, r, 0, 1, 0, 1, 0);
         break;
     case PT_P_QKV_W: case PT_P_QKV_B:
-        pt_block_copy(full, local, rows, cols, tp, r, 1, 1, 0, 1, 0);
+        pt_block_copy(ops, full, local, rows, cols, tp, r, 1, 1, 0, 1, 0);
         break;
     case PT_P_PROJ_W: case PT_P_FCPROJ_W:
-        pt_block_copy(full, local, rows, cols, 1, 0, 0, 1, 0, tp, r);
+        pt_block_copy(ops, full, local, rows, cols, 1, 0, 0, 1, 0, tp, r);
         break;
     default:
-        memcpy(local, full, sizeof(float) * (size_t)(rows * cols));
+        ops->copy2d(local, 0, full, 0, sizeof(float) * (size_t)(rows * cols), 1);
         break;
     }
 }
@@ -105,11 +106,11 @@ static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float 
     pt_pctx *c = e->c;
     const pt_ops_f32 *ops = e->ops;
     if (l->role == PT_LINEAR_ROW) {
-        if (dx) memset(dx, 0, sizeof(float) * (size_t)N * l->in_local);
+        if (dx) ops->zero(dx, (size_t)N * l->in_local);
         ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in_local, l->out);
         return PT_OK;
     }
-    if (dx) memset(dx, 0, sizeof(float) * (size_t)N * l->in);
+    if (dx) ops->zero(dx, (size_t)N * l->in);
     ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in, l->out_local);
     return dx ? pt_allreduce_sum(&c->tp, dx, (size_t)N * l->in) : PT_OK;
 }
@@ -141,7 +142,7 @@ static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, 
 {
     const int N = g->B * g->T, C = g->Cr;
     e->ops->xent_bwd(logits, logits, stats, stats + N, tgt, dloss, e->c->tp_rank * g->Vl, g->V, N, g->Vl);
-    memset(dx, 0, sizeof(float) * (size_t)N * C);
+    e->ops->zero(dx, (size_t)N * C);
     e->ops->matmul_bwd(dx, dwte, NULL, logits, x, wte, N, C, g->Vl);
     return pt_allreduce_sum(&e->c->tp, dx, (size_t)N * C);
 }

@@ -110,23 +110,23 @@ static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_psha
     s->norm_owner = s->sync->rank == 0;
 }
 
-static void param_slice(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
-                        int64_t cols)
+static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
+                        int64_t rows, int64_t cols)
 {
     const int q = Q(c), i = CI(c), j = CJ(c);
     const int qkv = cls == PT_P_QKV_W || cls == PT_P_QKV_B;
     switch (cls) {
     case PT_P_WTE: /* [V-blk i, C-blk j] */
-        pt_block_copy(full, local, rows, cols, q, i, 0, 1, 0, q, j);
+        pt_block_copy(ops, full, local, rows, cols, q, i, 0, 1, 0, q, j);
         break;
     case PT_P_WPE: /* [T, C-blk j] */
-        pt_block_copy(full, local, rows, cols, 1, 0, 0, 1, 0, q, j);
+        pt_block_copy(ops, full, local, rows, cols, 1, 0, 0, 1, 0, q, j);
         break;
     case PT_P_QKV_W: case PT_P_PROJ_W: case PT_P_FC_W: case PT_P_FCPROJ_W: /* [O-blk j, I-blk i] */
-        pt_block_copy(full, local, rows, cols, q, j, qkv, 1, 0, q, i);
+        pt_block_copy(ops, full, local, rows, cols, q, j, qkv, 1, 0, q, i);
         break;
     default: /* vectors [C] or [O]: block j */
-        pt_block_copy(full, local, rows, cols, q, j, qkv, 1, 0, 1, 0);
+        pt_block_copy(ops, full, local, rows, cols, q, j, qkv, 1, 0, 1, 0);
         break;
     }
 }
@@ -167,7 +167,7 @@ static int summa_bwd_dx(const pt_lenv *e, const float *w, float *dx, const float
         float *ws = CI(c) == s ? (float *)w : wb;
         if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
         float *p = CJ(c) == s ? dx : xb;
-        memset(p, 0, nx * sizeof(float));
+        e->ops->zero(p, nx);
         e->ops->matmul_bwd(p, NULL, NULL, dy, NULL, ws, N, Il, Ol);
         rc = pt_reduce_sum(ROWG(c), p, nx, s);
     }
@@ -188,11 +188,10 @@ static int summa_bwd_dw(const pt_lenv *e, float *dw, float *db, const float *dy,
     for (int s = 0; !rc && s < q; s++) {
         float *xs = CJ(c) == s ? (float *)x : xb;
         if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
-        memset(wb, 0, nw * sizeof(float));
+        e->ops->zero(wb, nw);
         e->ops->matmul_bwd(NULL, wb, NULL, dy, xs, NULL, N, Il, Ol);
         if ((rc = pt_reduce_sum(COLG(c), wb, nw, s))) break;
-        if (CI(c) == s)
-            for (size_t t = 0; t < nw; t++) dw[t] += wb[t];
+        if (CI(c) == s) e->ops->axpy(dw, 1.0f, wb, nw);
     }
     if (!rc && db) e->ops->bias_bwd(db, dy, N, Ol);
     pt_arena_free(e->arena, wb);
@@ -245,11 +244,10 @@ static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float 
     float *wb = pt_scratch(e->arena, nw, "embedding dW");
     int rc = wb ? PT_OK : PT_ENOMEM;
     for (int s = 0; !rc && s < q; s++) {
-        memset(wb, 0, nw * sizeof(float));
+        e->ops->zero(wb, nw);
         e->ops->embedding_bwd(wb, dout, tok, s * Vb, Vb, N, Cl);
         if ((rc = pt_reduce_sum(COLG(c), wb, nw, s))) break;
-        if (CI(c) == s)
-            for (size_t t = 0; t < nw; t++) dwte[t] += wb[t];
+        if (CI(c) == s) e->ops->axpy(dwte, 1.0f, wb, nw);
     }
     pt_arena_free(e->arena, wb);
     return rc;
@@ -257,11 +255,12 @@ static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float 
 
 /* Swap blocks with the transposed rank p(j, i) of the slice: out = the
  * partner's n floats (in itself on the diagonal). */
-static int transpose_block(pt_pctx *c, const float *in, float *out, size_t n)
+static int transpose_block(const pt_lenv *e, const float *in, float *out, size_t n)
 {
+    pt_pctx *c = e->c;
     const int q = Q(c), i = CI(c), j = CJ(c);
     if (i == j) {
-        memcpy(out, in, n * sizeof(float));
+        e->ops->copy(out, in, n);
         return PT_OK;
     }
     int partner = j * q + i;
@@ -275,7 +274,7 @@ static int head_fwd(const pt_lenv *e, const pt_geom *g, float *logits, float *lo
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
     const size_t nw = (size_t)Vb * Cl;
     float *wt = pt_scratch(e->arena, nw, "head W^T");
-    int rc = wt ? transpose_block(c, wte, wt, nw) : PT_ENOMEM;
+    int rc = wt ? transpose_block(e, wte, wt, nw) : PT_ENOMEM;
     if (!rc) rc = summa_fwd(e, wt, NULL, logits, x, N, Cl, Vb);
     pt_arena_free(e->arena, wt);
     if (rc) return rc;
@@ -292,15 +291,14 @@ static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, 
     /* dX needs the transposed block, dW only X: the phases run one after the
      * other so at most two wte-block buffers are alive at a time */
     float *wt = pt_scratch(e->arena, nw, "head W^T");
-    int rc = wt ? transpose_block(c, wte, wt, nw) : PT_ENOMEM;
+    int rc = wt ? transpose_block(e, wte, wt, nw) : PT_ENOMEM;
     if (!rc) rc = summa_bwd_dx(e, wt, dx, logits, N, Cl, Vb);
-    if (!rc) memset(wt, 0, nw * sizeof(float)); /* now dW^T, this rank's partner's block */
+    if (!rc) e->ops->zero(wt, nw); /* now dW^T, this rank's partner's block */
     if (!rc) rc = summa_bwd_dw(e, wt, NULL, logits, x, N, Cl, Vb);
     float *mine = rc ? NULL : pt_scratch(e->arena, nw, "head dW");
     if (!rc && !mine) rc = PT_ENOMEM;
-    if (!rc) rc = transpose_block(c, wt, mine, nw);
-    if (!rc)
-        for (size_t t = 0; t < nw; t++) dwte[t] += mine[t];
+    if (!rc) rc = transpose_block(e, wt, mine, nw);
+    if (!rc) e->ops->axpy(dwte, 1.0f, mine, nw);
     pt_arena_free(e->arena, mine);
     pt_arena_free(e->arena, wt);
     return rc;

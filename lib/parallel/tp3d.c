@@ -136,26 +136,26 @@ static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_psha
     s->norm_owner = s->sync->rank == 0;
 }
 
-static void param_slice(const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
-                        int64_t cols)
+static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
+                        int64_t rows, int64_t cols)
 {
     const int l = LL(c), i = CI(c), j = CJ(c), k = CK(c);
     const int qkv = cls == PT_P_QKV_W || cls == PT_P_QKV_B;
     switch (cls) {
     case PT_P_WTE: case PT_P_QKV_W: case PT_P_FC_W: /* [O-blk k piece i, I-blk j] */
-        pt_block_copy(full, local, rows, cols, l, k, qkv, l, i, l, j);
+        pt_block_copy(ops, full, local, rows, cols, l, k, qkv, l, i, l, j);
         break;
     case PT_P_PROJ_W: case PT_P_FCPROJ_W: /* [O-blk j piece i, I-blk k] */
-        pt_block_copy(full, local, rows, cols, l, j, 0, l, i, l, k);
+        pt_block_copy(ops, full, local, rows, cols, l, j, 0, l, i, l, k);
         break;
     case PT_P_QKV_B: case PT_P_FC_B: /* block k */
-        pt_block_copy(full, local, rows, cols, l, k, qkv, 1, 0, 1, 0);
+        pt_block_copy(ops, full, local, rows, cols, l, k, qkv, 1, 0, 1, 0);
         break;
     case PT_P_WPE: /* [T, C-blk j] */
-        pt_block_copy(full, local, rows, cols, 1, 0, 0, 1, 0, l, j);
+        pt_block_copy(ops, full, local, rows, cols, 1, 0, 0, 1, 0, l, j);
         break;
     default: /* row-linear biases, LayerNorm: block j */
-        pt_block_copy(full, local, rows, cols, l, j, 0, 1, 0, 1, 0);
+        pt_block_copy(ops, full, local, rows, cols, l, j, 0, 1, 0, 1, 0);
         break;
     }
 }
@@ -202,18 +202,18 @@ static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, 
     if (!rc) rc = pt_allgather(IG(c), w, wg, nw);
     if (!rc) rc = pt_allgather(gy, dy, dyg, ny);
     if (!rc) { /* dXp = dYg Wg, summed over the output blocks held along gx */
-        memset(xg, 0, nx * sizeof(float));
+        e->ops->zero(xg, nx);
         e->ops->matmul_bwd(xg, NULL, NULL, dyg, NULL, wg, lN, Il, Ol);
         rc = pt_reduce_scatter_sum(gx, xg, dx, nx);
     }
     if (!rc) rc = pt_allgather(gx, x, xg, nx);
     if (!rc) { /* dWp = dYg^T Xg for batch block i, summed over the batch blocks along I */
-        memset(wg, 0, nw * sizeof(float));
+        e->ops->zero(wg, nw);
         e->ops->matmul_bwd(NULL, wg, NULL, dyg, xg, NULL, lN, Il, Ol);
         rc = pt_reduce_scatter_sum(IG(c), wg, dwl, nw);
     }
     if (!rc) {
-        for (size_t t = 0; t < nwl; t++) dw[t] += dwl[t];
+        e->ops->axpy(dw, 1.0f, dwl, nwl);
         if (db) e->ops->bias_bwd(db, dy, N, Ol);
     }
     pt_arena_free(e->arena, dwl);
@@ -280,12 +280,11 @@ static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float 
     int rc = dwl ? PT_OK : PT_ENOMEM;
     if (!rc) rc = pt_allgather(KG(c), dout, dg, np);
     if (!rc) {
-        memset(wb, 0, nw * sizeof(float));
+        e->ops->zero(wb, nw);
         e->ops->embedding_bwd(wb, dg, tok + block0(c, g), CK(c) * Vb, Vb, lN, Cl);
         rc = pt_reduce_scatter_sum(IG(c), wb, dwl, nw);
     }
-    if (!rc)
-        for (size_t t = 0; t < nwl; t++) dwte[t] += dwl[t];
+    if (!rc) e->ops->axpy(dwte, 1.0f, dwl, nwl);
     pt_arena_free(e->arena, dwl);
     pt_arena_free(e->arena, wb);
     pt_arena_free(e->arena, dg);

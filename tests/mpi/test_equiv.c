@@ -34,6 +34,7 @@
 #include "comm/comm.h"
 #include "core/core.h"
 #include "model/gpt.h"
+#include "train/train.h"
 #include "parallel/context.h"
 
 #include <math.h>
@@ -78,7 +79,7 @@ static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, const pt_pc
         float *full = calloc((size_t)(rows * cols), sizeof(float));
         float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
         memcpy(full, grads ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(c, p->cls, full, slice, rows, cols);
+        m->layout->param_slice(m->ops, c, p->cls, full, slice, rows, cols);
         const float *a = grads ? p->grad : p->data;
         double diff = 0, mag = 0;
         for (int64_t j = 0; j < p->shard.numel; j++) {
@@ -107,7 +108,7 @@ static double compare_abs(const pt_gpt *m, const pt_gpt *ref, const pt_pctx *c, 
         float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
         float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
         memcpy(full, q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(c, p->cls, full, slice, p->rows, p->cols);
+        m->layout->param_slice(m->ops, c, p->cls, full, slice, p->rows, p->cols);
         for (int64_t j = 0; j < p->shard.numel; j++) {
             double d = fabs((double)p->data[j] - slice[j]);
             if (d > worst_d) {
@@ -205,14 +206,7 @@ int main(int argc, char **argv)
     be->set_threads(1);
     pt_arena arena = {0}, rarena = {0};
     pt_gpt m, ref;
-    int rc = pt_gpt_create(&m, &cfg, &ctx, be, &arena, Bdp, T, seed);
-    if (!rc) rc = pt_gpt_create(&ref, &cfg, &rctx, be, &rarena, B, T, seed);
-    report(rc == PT_OK, "models built (%s): %s", summary, rc ? pt_errmsg() : "");
-    if (rc) { MPI_Finalize(); return 1; }
-
-    char worst[32] = "";
-    double e = max_world(compare(&m, &ref, 0, &ctx, worst, sizeof worst));
-    report(e == 0, "initial parameters are the reference's shards exactly (max rel err %.2e)", e);
+    pt_train tm, tref; /* the training step's registry, sync and update (lib/train) */
 
     /* AdamW with eps = 1e-2.  With the default eps (1e-8) the first update is
      * about lr * sign(g): an element whose gradient is at rounding level can
@@ -225,6 +219,16 @@ int main(int argc, char **argv)
     pt_adamw_cfg opt;
     pt_adamw_default(&opt);
     opt.eps = 1e-2f;
+    int rc = pt_gpt_create(&m, &cfg, &ctx, be, &arena, Bdp, T, seed);
+    if (!rc) rc = pt_gpt_create(&ref, &cfg, &rctx, be, &rarena, B, T, seed);
+    if (!rc) rc = pt_train_create(&tm, &m, &opt, NULL);
+    if (!rc) rc = pt_train_create(&tref, &ref, &opt, NULL);
+    report(rc == PT_OK, "models built (%s): %s", summary, rc ? pt_errmsg() : "");
+    if (rc) { MPI_Finalize(); return 1; }
+
+    char worst[32] = "";
+    double e = max_world(compare(&m, &ref, 0, &ctx, worst, sizeof worst));
+    report(e == 0, "initial parameters are the reference's shards exactly (max rel err %.2e)", e);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
     pt_rng r;
     pt_rng_seed(&r, seed, 99);
@@ -234,12 +238,14 @@ int main(int argc, char **argv)
         const int32_t *in = tok, *tg = tok + 1; /* targets: next token */
         float loss, rloss;
         pt_pctx_reset_stats(&ctx);
-        pt_gpt_zero_grad(&m);
-        pt_gpt_zero_grad(&ref);
-        rc = pt_gpt_forward(&ref, in, tg, &rloss);
-        if (!rc) rc = pt_gpt_backward(&ref);
-        if (!rc) rc = pt_gpt_forward(&m, in + ctx.dp_rank * Bdp * T, tg + ctx.dp_rank * Bdp * T, &loss);
-        if (!rc) rc = pt_gpt_backward(&m);
+        /* pt_train_step's pieces, so the synchronised gradients can be
+         * compared before the update */
+        pt_train_zero_grad(&tm);
+        pt_train_zero_grad(&tref);
+        rc = pt_train_forward_backward(&tref, in, tg, &rloss);
+        if (!rc) rc = pt_train_sync(&tref);
+        if (!rc) rc = pt_train_forward_backward(&tm, in + ctx.dp_rank * Bdp * T, tg + ctx.dp_rank * Bdp * T, &loss);
+        if (!rc) rc = pt_train_sync(&tm);
         if (rc) { report(0, "step %d: %s", s, pt_errmsg()); break; }
         double le = fabs((double)loss - rloss) / fabs(rloss);
         report(le < 2e-6, "step %d: loss %.6f equals reference %.6f (rel err %.2e)", s + 1, loss, rloss, le);
@@ -253,12 +259,12 @@ int main(int argc, char **argv)
         if (s == 0) {
             /* gradient synchronisation: one allreduce per sync group */
             int ok = 1;
-            for (int k = 0; k < m.nsync; k++) {
-                const pt_comm *g = m.sync[k].comm;
-                uint64_t want = g->size > 1 ? ring(m.sync[k].n * 4, (uint64_t)g->size, 2) : 0;
+            for (int k = 0; k < tm.nbuckets; k++) {
+                const pt_comm *g = tm.buckets[k].comm;
+                uint64_t want = g->size > 1 ? ring(tm.buckets[k].n * 4, (uint64_t)g->size, 2) : 0;
                 if (pt_comm_sent_total(g) != want || g->stats.calls[PT_COLL_ALLREDUCE] != (g->size > 1 ? 1u : 0u)) ok = 0;
             }
-            report(ok, "gradient sync: one allreduce per sync group (%d groups; %zu floats in all)", m.nsync, m.nfloats);
+            report(ok, "gradient sync: one allreduce per sync group (%d groups; %zu floats in all)", tm.nbuckets, tm.nfloats);
             if (plan.mode == PT_MODE_1D && tp > 1) {
                 const uint64_t Sx = (uint64_t)N * cfg.n_embd * 4, p = (uint64_t)tp;
                 uint64_t expect = (uint64_t)(4 * L + 2) * ring(Sx, p, 2) + ring(4 * (uint64_t)N, p, 2) + ring(8 * (uint64_t)N, p, 2);
@@ -275,8 +281,8 @@ int main(int argc, char **argv)
         }
         float lr = 1e-3f;
         double n1, n2;
-        rc = pt_gpt_step(&m, &opt, lr, &n1);
-        if (!rc) rc = pt_gpt_step(&ref, &opt, lr, &n2);
+        rc = pt_train_update(&tm, lr, &n1);
+        if (!rc) rc = pt_train_update(&tref, lr, &n2);
         if (rc) { report(0, "optimizer step %d: %s", s + 1, pt_errmsg()); break; }
         report(fabs(n1 - n2) / n2 < 1e-5, "step %d: global gradient norm %.6f equals reference %.6f", s + 1, n1, n2);
     }
@@ -312,13 +318,50 @@ int main(int argc, char **argv)
         float *mask = malloc(sizeof(float) * (size_t)p->shard.numel);
         for (int64_t v = cfg.vocab; v < p->rows; v++)
             for (int64_t c = 0; c < p->cols; c++) full[v * p->cols + c] = 1;
-        m.layout->param_slice(&ctx, p->cls, full, mask, p->rows, p->cols);
+        m.layout->param_slice(m.ops, &ctx, p->cls, full, mask, p->rows, p->cols);
         double pad = 0;
         for (int64_t j = 0; j < p->shard.numel; j++)
             if (mask[j] != 0) pad = fmax(pad, fabs(p->grad[j]));
         report(max_world(pad) == 0, "padded vocabulary rows (%d..%d) get zero gradient", cfg.vocab, m.g.Vp - 1);
         free(full);
         free(mask);
+    }
+
+    /* A pipeline stage is a block range: the model run by pieces, blocks
+     * [0, 1) then [1, L) with the boundary activation and its gradient
+     * copied into buffers of their own (as a stage would receive them, and
+     * block 0's own output overwritten with NaN), gives the whole model's
+     * loss and every gradient bit for bit. */
+    if (rc == PT_OK && L >= 2) {
+        const size_t nb = (size_t)N * m.g.Cr;
+        float *xb = malloc(nb * sizeof(float)), *db = malloc(nb * sizeof(float));
+        float *gw = malloc(tm.nfloats * sizeof(float));
+        float lw = 0, ls = 0, *x;
+        const int32_t *in = tok + ctx.dp_rank * Bdp * T, *tg = tok + 1 + ctx.dp_rank * Bdp * T;
+        pt_train_zero_grad(&tm);
+        rc = pt_train_forward_backward(&tm, in, tg, &lw);
+        if (!rc) memcpy(gw, tm.grads_memory, tm.nfloats * sizeof(float));
+        pt_train_zero_grad(&tm);
+        if (!rc) rc = pt_gpt_set_batch(&m, in, tg);
+        if (!rc) rc = pt_gpt_embed_forward(&m, &x);
+        if (!rc) rc = pt_gpt_blocks_forward(&m, 0, 1, x, &x);
+        if (!rc) memcpy(xb, x, nb * sizeof(float)); /* stage 0 -> stage 1 */
+        if (!rc) m.ops->fill(m.layers[0].res3, NAN, nb); /* stage 1 must read its input buffer, not block 0's */
+        if (!rc) rc = pt_gpt_blocks_forward(&m, 1, L, xb, &x);
+        if (!rc) rc = pt_gpt_head_forward(&m, x, &ls);
+        if (!rc) rc = pt_gpt_head_backward(&m, db);
+        if (!rc) rc = pt_gpt_blocks_backward(&m, 1, L, db);
+        if (!rc) rc = pt_gpt_blocks_backward(&m, 0, 1, db); /* stage 1 -> stage 0 */
+        if (!rc) rc = pt_gpt_embed_backward(&m, db);
+        int same = rc == PT_OK && lw == ls && memcmp(gw, tm.grads_memory, tm.nfloats * sizeof(float)) == 0;
+        report(same, "blocks [0, 1) + [1, %d) with explicit boundary buffers == the whole model: loss %.6f vs %.6f, "
+               "%zu gradient floats compared bit for bit%s%s", L, ls, lw, tm.nfloats, rc ? ": " : "", rc ? pt_errmsg() : "");
+        int bad = pt_gpt_blocks_forward(&m, 1, L + 1, xb, &x);
+        char want[32];
+        snprintf(want, sizeof want, "[1, %d)", L + 1);
+        report(bad == PT_EINVAL && strstr(pt_errmsg(), want), "a block range beyond n_layer is refused: %s",
+               pt_errmsg());
+        free(xb), free(db), free(gw);
     }
 
     /* Per-linear volume against Table 1: run each linear of block 0 alone on
@@ -346,6 +389,8 @@ int main(int argc, char **argv)
         }
     }
     free(tok);
+    pt_train_free(&tm);
+    pt_train_free(&tref);
     pt_gpt_free(&m);
     pt_gpt_free(&ref);
     report(arena.cur == 0 && rarena.cur == 0, "arena returns to 0 bytes after free (peak %zu B/rank)", arena.peak);

@@ -18,6 +18,7 @@
  */
 #include "core/core.h"
 #include "model/gpt.h"
+#include "train/train.h"
 #include "parallel/context.h"
 
 #include <mpi.h>
@@ -37,7 +38,12 @@ static size_t step_peak(const pt_gpt_config *cfg, const pt_plan *plan, int B, in
     const pt_backend *be = pt_backend_get("cpu");
     pt_arena a = {0};
     pt_gpt m;
+    pt_train tr;
+    memset(&tr, 0, sizeof tr);
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
     int rc = pt_gpt_create(&m, cfg, &ctx, be, &a, B, T, seed);
+    if (!rc) rc = pt_train_create(&tr, &m, &opt, NULL);
     int all = rc;
     MPI_Allreduce(&rc, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     size_t peak = 0;
@@ -46,18 +52,13 @@ static size_t step_peak(const pt_gpt_config *cfg, const pt_plan *plan, int B, in
         pt_rng r;
         pt_rng_seed(&r, seed, 7);
         for (int i = 0; i <= B * T; i++) tok[i] = (int32_t)(pt_rng_u64(&r) % (uint64_t)cfg->vocab);
-        float loss;
-        pt_adamw_cfg opt;
-        pt_adamw_default(&opt);
-        pt_gpt_zero_grad(&m);
-        rc = pt_gpt_forward(&m, tok, tok + 1, &loss);
-        if (!rc) rc = pt_gpt_backward(&m);
-        if (!rc) rc = pt_gpt_step(&m, &opt, 1e-3f, NULL);
+        rc = pt_train_step(&tr, tok, tok + 1, 1e-3f, NULL, NULL);
         free(tok);
         unsigned long long p = rc ? 0 : a.peak, mx = 0;
         MPI_Allreduce(&p, &mx, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, MPI_COMM_WORLD);
         peak = (size_t)mx;
     }
+    pt_train_free(&tr);
     pt_gpt_free(&m); /* a failed create left nothing behind; freeing it again is a no-op */
     pt_pctx_free(&ctx);
     return peak;
@@ -121,6 +122,68 @@ static void sequence(int P, unsigned long seed)
     report(longest[2] > longest[1], "sp=4 fits a longer sequence than sp=2: T=%d > %d", longest[2], longest[1]);
 }
 
+/* Arena memory carries its device: an arena on an allocator that claims
+ * CUDA memory is refused by the CPU backend's model with one line naming
+ * both devices; an arena on a (counting) CPU allocator gets every model,
+ * registry and scratch block from it and gives them all back. */
+static size_t n_alloc, n_free;
+static void *count_alloc(size_t bytes)
+{
+    n_alloc++;
+    return pt_arena_mem_host.alloc(bytes);
+}
+static size_t count_free(void *p)
+{
+    n_free++;
+    return pt_arena_mem_host.free(p);
+}
+
+static void device(unsigned long seed)
+{
+    pt_gpt_config cfg = {.n_layer = 1, .n_head = 2, .n_embd = 16, .seq_len = 8, .vocab = 64};
+    pt_plan p;
+    pt_plan_default(&p);
+    p.dp = 1;
+    pt_pctx ctx;
+    if (pt_pctx_init(&ctx, MPI_COMM_SELF, &p, -1)) {
+        report(0, "device: context: %s", pt_errmsg());
+        return;
+    }
+    const pt_backend *be = pt_backend_get("cpu");
+    const pt_arena_mem cuda_claim = {PT_DEV_CUDA, count_alloc, count_free};
+    pt_arena a;
+    pt_arena_init(&a, &cuda_claim, 0);
+    pt_gpt m;
+    int rc = pt_gpt_create(&m, &cfg, &ctx, be, &a, 2, 8, seed);
+    report(rc == PT_EINVAL && strstr(pt_errmsg(), "cuda") && strstr(pt_errmsg(), "cpu") && a.cur == 0,
+           "a model on the cpu backend refuses an arena of cuda memory: \"%s\"", pt_errmsg());
+    if (rc == PT_OK) pt_gpt_free(&m);
+
+    const pt_arena_mem counting = {PT_DEV_CPU, count_alloc, count_free};
+    pt_arena_init(&a, &counting, 0);
+    n_alloc = n_free = 0;
+    pt_train tr;
+    memset(&tr, 0, sizeof tr);
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
+    int32_t tok[2 * 8 + 1];
+    pt_rng r;
+    pt_rng_seed(&r, seed, 3);
+    for (int i = 0; i <= 16; i++) tok[i] = (int32_t)(pt_rng_u64(&r) % 64);
+    float loss = 0;
+    rc = pt_gpt_create(&m, &cfg, &ctx, be, &a, 2, 8, seed);
+    if (!rc) rc = pt_train_create(&tr, &m, &opt, NULL);
+    if (!rc) rc = pt_train_step(&tr, tok, tok + 1, 1e-3f, &loss, NULL);
+    size_t allocs = n_alloc, peak = a.peak;
+    pt_train_free(&tr);
+    pt_gpt_free(&m);
+    report(rc == PT_OK && allocs > 0 && allocs == n_free && a.nallocs == 0 && a.cur == 0 &&
+               pt_arena_device(&a) == PT_DEV_CPU,
+           "every block of a step (%zu allocations, peak %zu B) comes from the arena's allocator and goes back to it "
+           "(%zu frees, %zu B left)%s%s", allocs, peak, n_free, a.cur, rc ? ": " : "", rc ? pt_errmsg() : "");
+    pt_pctx_free(&ctx);
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -133,6 +196,7 @@ int main(int argc, char **argv)
     MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
     if (argc > 1 && strcmp(argv[1], "SP") == 0) sequence(P, seed);
     else layouts(P, seed);
+    if (P == 1 || (argc > 1 && strcmp(argv[1], "SP") == 0)) device(seed);
     MPI_Finalize();
     return tap_failures ? 1 : 0;
 }

@@ -17,7 +17,7 @@
  *   att [B, NH, Tl, T]      with the reference's rows (zeros included),
  *   dqkv [B, Tl, 3C]        q, k and v parts, both sides starting from the
  *                           same random dqkv (so "+=" is checked), error
- *                           relative to the largest gradient increment,
+ *                           relative to the largest increment of dqkv,
  * and the byte counters of the group with seq.h's formula, S = B*Tl*C*4:
  *   forward  2(SP-1) sends of S, backward 2(2SP-1) sends of S (0 if SP=1);
  * and that all scratch went back to the arena.
@@ -127,7 +127,7 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     const uint64_t S = (uint64_t)B * Tl * C * 4;
     pt_arena arena = {0};
     pt_comm_reset_stats(sp);
-    int rc = pt_ring_attention_fwd(sp, &arena, out, att, lqkv, B, Tl, NH, HS);
+    int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, att, lqkv, B, Tl, NH, HS);
     report(rc == PT_OK, "[%s] forward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t fsent = pt_comm_sent_total(sp), fcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t fwant = p > 1 ? 2 * (uint64_t)(p - 1) : 0;
@@ -145,15 +145,23 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
            (unsigned long long)S);
 
     pt_comm_reset_stats(sp);
-    rc = pt_ring_attention_bwd(sp, &arena, ldqkv, ldout, lqkv, att, B, Tl, NH, HS);
+    rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, ldqkv, ldout, lqkv, att, B, Tl, NH, HS);
     report(rc == PT_OK, "[%s] backward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t bsent = pt_comm_sent_total(sp), bcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t bwant = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
     static const char *part[3] = {"dq", "dk", "dv"};
+    /* The scale is the largest increment of the whole dqkv, not of the part:
+     * with HS = 1 and a few positions one part can be a near-cancelling sum
+     * (dk = sum_t dpre_t q_t) far smaller than its terms, where two fp32
+     * summation orders differ by more than 1e-5 of it (seen at sp=3, B = NH
+     * = HS = Tl = 1).  dv (softmax-weighted, no cancellation) keeps the
+     * scale at the terms' size. */
+    double gscale;
+    maxdiff(ldqkv, lref_dqkv, ldqkv0, (size_t)B * Tl, C3, 0, C3, &gscale);
     for (int k = 0; k < 3; k++) {
         e = maxdiff(ldqkv, lref_dqkv, ldqkv0, (size_t)B * Tl, C3, k * C, C, &sc);
-        rel = rel_world(e, sc);
-        report(rel <= tol, "[%s] %s accumulated into dqkv matches the op (max err %.2e of max |grad|)", tag, part[k],
+        rel = rel_world(e, gscale);
+        report(rel <= tol, "[%s] %s accumulated into dqkv matches the op (max err %.2e of max |dqkv increment|)", tag, part[k],
                rel);
     }
     report(bsent == bwant * S && bcalls == bwant,
@@ -198,8 +206,8 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
         if (t < best_op) best_op = t;
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime();
-        int rc = pt_ring_attention_fwd(sp, &arena, out, att, qkv, B, Tl, NH, HS);
-        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, dqkv, dout, qkv, att, B, Tl, NH, HS);
+        int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, att, qkv, B, Tl, NH, HS);
+        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, dqkv, dout, qkv, att, B, Tl, NH, HS);
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime() - t;
         if (rc && tap_rank0) printf("# bench: %s\n", pt_errmsg());
@@ -247,9 +255,9 @@ int main(int argc, char **argv)
     /* bad sizes are refused before any communication */
     pt_arena arena = {0};
     float dummy[8] = {0};
-    int rc = pt_ring_attention_fwd(&sp, &arena, dummy, dummy, dummy, 1, 0, 1, 1);
+    int rc = pt_ring_attention_fwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, 1, 0, 1, 1);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "Tl=0"), "Tl=0 is refused with PT_EINVAL (%s)", pt_errmsg());
-    rc = pt_ring_attention_bwd(&sp, &arena, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
+    rc = pt_ring_attention_bwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "NH=0"), "NH=0 is refused with PT_EINVAL (%s)", pt_errmsg());
 
     pt_comm_free(&sp);

@@ -106,6 +106,20 @@ def write_io(w, d, node, gpus, nics, bus=0, devno=0):
         w.emit(d + 2, '<info name="GPUModel" value="NVIDIA A100-SXM4-80GB"/>')
         w.emit(d + 1, "</object>")
         w.emit(d, "</object>")
+    elif kind == "vmgpu":
+        # a GPU as hwloc saw it in an H100 VM: the PCI device without any
+        # OS device under it (no CUDA/NVML backend, bus id unknown to OpenCL)
+        gp = w.next_gp()
+        w.emit(d, '<object type="PCIDev" gp_index="%d" %s/>' % (gp, pci_attrs(busid, 0x0302, 0x10de, node[2], node[1])))
+        gpus.append((busid, gp, None))
+    elif kind == "opencl":
+        # hwloc's OpenCL OS device attached beside the PCI device
+        i = sum(1 for l in w.lines if 'subtype="OpenCL"' in l)
+        w.emit(d, '<object type="OSDev" gp_index="%d" name="opencl0d%d" subtype="OpenCL" osdev_type="5">' % (w.next_gp(), i))
+        w.emit(d + 1, '<info name="Backend" value="OpenCL"/>')
+        w.emit(d + 1, '<info name="GPUVendor" value="NVIDIA Corporation"/>')
+        w.emit(d + 1, '<info name="GPUModel" value="%s"/>' % node[1])
+        w.emit(d, "</object>")
     elif kind == "nic":
         nk, speed = node[1], node[2]
         if nk == "eth":
@@ -224,3 +238,11 @@ machine("cpu2s.xml", "cpu2s", "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", 2,
         [128 * GiB, 128 * GiB, 128 * GiB, 64 * GiB],
         [[("hb", [("nic", "ib", G4)])], [("hb", [("nic", "eth", G3)])]],
         lambda g: [("PtrainNUMABandwidth", "numa", [0, 1, 2, 3], [numa_bw(i, j) for i in range(4) for j in range(4)])])
+
+# 5. One H100 in a VM as hwloc 2.9 showed it: the GPU's PCI device has no OS
+#    device, hwloc's OpenCL device (with the GPU's name) sits beside it under
+#    the host bridge, and the one NUMA node reports 4.6 GiB of a 125 GiB
+#    machine.
+machine("h100-vm.xml", "h100-vm", "Intel(R) Xeon(R) Platinum 8480+", 1, 1, 16, 1, [int(4.6 * GiB)],
+        [[("hb", [("vmgpu", G4 * 2, 0x2330), ("opencl", "NVIDIA H100 80GB HBM3")])]],
+        lambda g: [])

@@ -185,6 +185,53 @@ int main(void)
         pt_topo_free(&t);
     }
 
+    /* ---- an H100 VM: GPU named without NVML or an OS device under it; NUMA memory ---- */
+    if (!load(&t, "h100-vm.xml")) {
+        tap_ok(t.ngpus == 1 && !strcmp(t.gpu[0].pci.busid, "0000:01:00.0"), "h100-vm: 1 GPU at 0000:01:00.0");
+        tap_ok(t.ngpus == 1 && !strcmp(t.gpu[0].model, "NVIDIA H100 80GB HBM3"),
+               "h100-vm: the GPU takes the name of hwloc's OpenCL device beside it (%s)", t.ngpus ? t.gpu[0].model : "-");
+        tap_ok(t.os_memory == 0 && pt_topo_warnings(&t, buf, sizeof buf) == 0,
+               "h100-vm: loaded from a file, no OS memory to compare with, no warning");
+        t.os_memory = 125ull << 30; /* what the OS of that VM reported */
+        int nw = pt_topo_warnings(&t, buf, sizeof buf);
+        tap_ok(nw == 1 && strstr(buf, "4.6 GiB") && strstr(buf, "125.0 GiB") && strstr(buf, "unreliable"),
+               "h100-vm: NUMA memory (4.6 GiB) far below the OS total (125 GiB) is one warning (%s)", buf);
+        round_trips(&t, "h100-vm (with the OS total)");
+        pt_topo_free(&t);
+    }
+    {
+        char ids[1200], name[96];
+        snprintf(ids, sizeof ids, "%s/tests/topo/pci.ids.sample", dir);
+        setenv("PTRAIN_PCI_IDS", ids, 1);
+        int found = pt_topo_pci_name(0x10de, 0x2330, name, sizeof name);
+        tap_ok(found && !strcmp(name, "GH100 [H100 SXM5 80GB]"), "PCI ID database: 10de:2330 is '%s'", found ? name : "-");
+        found = pt_topo_pci_name(0x15b3, 0x101b, name, sizeof name);
+        tap_ok(found && !strcmp(name, "MT28908 Family [ConnectX-6]"), "PCI ID database: a later vendor's device (%s)",
+               found ? name : "-");
+        setenv("PTRAIN_PCI_IDS", "/nonexistent/pci.ids", 1);
+        tap_ok(pt_topo_pci_name(0x10de, 0xfffe, name, sizeof name) == 0, "PCI ID database: an unknown id is not found");
+        /* the same VM without hwloc's OpenCL device: the name comes from the database */
+        char xml[1200], *text = NULL, tmp[] = "/tmp/ptrain-topo-vm-XXXXXX";
+        size_t n = 0;
+        snprintf(xml, sizeof xml, "%s/tests/topo/h100-vm.xml", dir);
+        int ok = pt_read_file(xml, &text, &n) == PT_OK;
+        char *a = ok ? strstr(text, "<object type=\"OSDev\"") : NULL, *b = a ? strstr(a, "</object>") : NULL;
+        int fd = mkstemp(tmp);
+        if (a && b && fd >= 0) {
+            memmove(a, b + strlen("</object>"), strlen(b + strlen("</object>")) + 1);
+            ok = write(fd, text, strlen(text)) == (ssize_t)strlen(text);
+        } else ok = 0;
+        if (fd >= 0) close(fd);
+        setenv("PTRAIN_PCI_IDS", ids, 1);
+        ok = ok && pt_topo_load_hwloc(&t, tmp) == PT_OK;
+        tap_ok(ok && t.ngpus == 1 && !strcmp(t.gpu[0].model, "NVIDIA GH100 [H100 SXM5 80GB]"),
+               "h100-vm without its OpenCL device: named from the PCI ID database (%s)", ok && t.ngpus ? t.gpu[0].model : "-");
+        if (ok) pt_topo_free(&t);
+        unsetenv("PTRAIN_PCI_IDS");
+        unlink(tmp);
+        free(text);
+    }
+
     /* ---- bad input --------------------------------------------------------------------------- */
     tap_ok(pt_topo_load_hwloc(&t, "/nonexistent/x.xml") == PT_EIO && strchr(pt_errmsg(), '\n') == NULL,
            "missing file: PT_EIO, one line (%s)", pt_errmsg());

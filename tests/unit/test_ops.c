@@ -759,14 +759,323 @@ static void test_xent(void)
     free(dref), free(d1), free(x.targets), free(x.logits);
 }
 
+/* ---- generic ops (train-step refactor) ------------------------------------------- */
+/* Memory and BLAS-1 style ops against plain loops written here. */
+static void test_generic(void)
+{
+    const size_t n = (size_t)randint(50, 300);
+    double *x = dalloc(n), *y = dalloc(n), *y0 = dalloc(n), *z = dalloc(n);
+    randn(x, n, 1), randn(y0, n, 1);
+    const double a = pt_rng_normal(&rng);
+
+    memcpy(y, y0, n * sizeof(double));
+    D->zero(y, n);
+    tap_ok(maxabs(y, n) == 0, "zero: n=%zu elements set to 0", n);
+    D->fill(y, a, n);
+    int ok = 1;
+    for (size_t i = 0; i < n; i++) ok &= y[i] == a;
+    tap_ok(ok, "fill: every element == %.3f (n=%zu)", a, n);
+    D->copy(y, x, n);
+    tap_ok(relerr(y, x, n) == 0, "copy: dst == src (n=%zu)", n);
+
+    memcpy(y, y0, n * sizeof(double));
+    D->axpy(y, a, x, n);
+    for (size_t i = 0; i < n; i++) z[i] = y0[i] + a * x[i];
+    tap_ok(relerr(y, z, n) <= 1e-15, "axpy: y += a x (a=%.3f, err %.1e)", a, relerr(y, z, n));
+    memcpy(y, y0, n * sizeof(double));
+    D->scale(y, a, n);
+    for (size_t i = 0; i < n; i++) z[i] = y0[i] * a;
+    tap_ok(relerr(y, z, n) == 0, "scale: x *= a (a=%.3f)", a);
+
+    double s = 0, sq = 0;
+    for (size_t i = 0; i < n; i++) s += x[i], sq += x[i] * x[i];
+    double gs = D->sum(x, n), gsq = D->sumsq(x, n);
+    tap_ok(fabs(gs - s) <= 1e-12 * fmax(1, fabs(s)) && fabs(gsq - sq) <= 1e-12 * sq,
+           "sum, sumsq: %.6f, %.6f == loop %.6f, %.6f (n=%zu)", gs, gsq, s, sq, n);
+
+    /* 2-D: the columns [c0, c0+w) of a [R, Cs] block into a [R, Cd] block at column d0 */
+    const int R = randint(3, 9), Cs = randint(6, 12), Cd = randint(6, 12);
+    const int w = randint(1, (Cs < Cd ? Cs : Cd) - 1), c0 = randint(0, Cs - w), d0 = randint(0, Cd - w);
+    double *src = dalloc((size_t)R * Cs), *dst = dalloc((size_t)R * Cd), *dst0 = dalloc((size_t)R * Cd),
+           *ref = dalloc((size_t)R * Cd);
+    randn(src, (size_t)R * Cs, 1), randn(dst0, (size_t)R * Cd, 1);
+    memcpy(dst, dst0, sizeof(double) * (size_t)R * Cd);
+    D->copy2d(dst + d0, sizeof(double) * (size_t)Cd, src + c0, sizeof(double) * (size_t)Cs, sizeof(double) * (size_t)w,
+              (size_t)R);
+    memcpy(ref, dst0, sizeof(double) * (size_t)R * Cd);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < w; c++) ref[r * Cd + d0 + c] = src[r * Cs + c0 + c];
+    tap_ok(relerr(dst, ref, (size_t)R * Cd) == 0,
+           "copy2d: %d rows of %d columns between pitches %d and %d, nothing else written", R, w, Cs, Cd);
+    int32_t itok[12], otok[8];
+    for (int i = 0; i < 12; i++) itok[i] = randint(0, 1000);
+    D->copy2d(otok, 2 * sizeof(int32_t), itok + 1, 3 * sizeof(int32_t), 2 * sizeof(int32_t), 4);
+    ok = 1;
+    for (int r = 0; r < 4; r++) ok &= otok[2 * r] == itok[3 * r + 1] && otok[2 * r + 1] == itok[3 * r + 2];
+    tap_ok(ok, "copy2d: int32 token rows (bytes, any element type)");
+    memcpy(dst, dst0, sizeof(double) * (size_t)R * Cd);
+    D->add2d(dst + d0, (size_t)Cd, src + c0, (size_t)Cs, (size_t)R, (size_t)w);
+    memcpy(ref, dst0, sizeof(double) * (size_t)R * Cd);
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < w; c++) ref[r * Cd + d0 + c] += src[r * Cs + c0 + c];
+    tap_ok(relerr(dst, ref, (size_t)R * Cd) == 0, "add2d: dst block += src block (%d x %d), nothing else written", R, w);
+    free(src), free(dst), free(dst0), free(ref);
+    free(x), free(y), free(y0), free(z);
+}
+
+/* gemm_batched against a naive triple loop, all four transpose cases, with
+ * leading dimensions wider than the operands and alpha, beta != 0, 1. */
+static void test_gemm_batched(void)
+{
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++) {
+            const int M = randint(2, 7), N = randint(2, 7), K = randint(2, 7), batch = randint(1, 4);
+            const int arows = ta ? K : M, acols = ta ? M : K, brows = tb ? N : K, bcols = tb ? K : N;
+            const int lda = acols + randint(0, 3), ldb = bcols + randint(0, 3), ldc = N + randint(0, 3);
+            const int64_t sA = (int64_t)arows * lda + randint(0, 5), sB = (int64_t)brows * ldb + randint(0, 5),
+                          sC = (int64_t)M * ldc + randint(0, 5);
+            const double alpha = pt_rng_normal(&rng), beta = pt_rng_normal(&rng);
+            double *A = dalloc((size_t)(sA * batch)), *B = dalloc((size_t)(sB * batch)),
+                   *C = dalloc((size_t)(sC * batch)), *Cr = dalloc((size_t)(sC * batch));
+            randn(A, (size_t)(sA * batch), 1), randn(B, (size_t)(sB * batch), 1), randn(C, (size_t)(sC * batch), 1);
+            memcpy(Cr, C, sizeof(double) * (size_t)(sC * batch));
+            for (int b = 0; b < batch; b++)
+                for (int i = 0; i < M; i++)
+                    for (int j = 0; j < N; j++) {
+                        double s = 0;
+                        for (int k = 0; k < K; k++) {
+                            double av = ta ? A[b * sA + (int64_t)k * lda + i] : A[b * sA + (int64_t)i * lda + k];
+                            double bv = tb ? B[b * sB + (int64_t)j * ldb + k] : B[b * sB + (int64_t)k * ldb + j];
+                            s += av * bv;
+                        }
+                        double *c = &Cr[b * sC + (int64_t)i * ldc + j];
+                        *c = alpha * s + beta * *c;
+                    }
+            D->gemm_batched(ta, tb, M, N, K, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch);
+            double e = relerr(C, Cr, (size_t)(sC * batch));
+            tap_ok(e <= 1e-14, "gemm_batched ta=%d tb=%d: M=%d N=%d K=%d batch=%d lda=%d ldb=%d ldc=%d == naive "
+                   "(err %.1e; padding untouched)", ta, tb, M, N, K, batch, lda, ldb, ldc, e);
+            free(A), free(B), free(C), free(Cr);
+        }
+}
+
+/* causal softmax rows: forward against a reference, backward against finite
+ * differences of L = sum(R * softmax(S)); then the ring's composition
+ * (batched GEMM scores, softmax, batched GEMM values) against attention_fwd. */
+typedef struct {
+    opcase c;
+    int BH, Tq, T, q0;
+    double *S, *P, *R;
+} sm_case;
+
+static double sm_loss(opcase *c)
+{
+    sm_case *e = (sm_case *)c;
+    size_t n = (size_t)e->BH * e->Tq * e->T;
+    memcpy(e->P, e->S, n * sizeof(double));
+    D->softmax_causal_fwd(e->P, e->BH, e->Tq, e->T, e->q0);
+    return dot(e->P, e->R, n);
+}
+
+static void sm_bwd(opcase *c, double **g)
+{
+    sm_case *e = (sm_case *)c;
+    sm_loss(c);
+    memcpy(g[0], e->R, sizeof(double) * (size_t)e->BH * e->Tq * e->T); /* dP = R, dS written in place */
+    D->softmax_causal_bwd(g[0], e->P, 1.0, e->BH, e->Tq, e->T, e->q0);
+}
+
+static void test_softmax_causal(void)
+{
+    sm_case s = {{"softmax_causal", sm_loss, sm_bwd, 1, 1, {"scores"}, {0}, {0}}, 0, 0, 0, 0, 0, 0, 0};
+    s.BH = randint(2, 4), s.Tq = randint(2, 5), s.q0 = randint(1, 6), s.T = s.q0 + s.Tq + randint(0, 3);
+    size_t n = (size_t)s.BH * s.Tq * s.T;
+    s.S = dalloc(n), s.P = dalloc(n), s.R = dalloc(n);
+    randn(s.S, n, 2), randn(s.R, n, 1);
+    s.c.w[0] = s.S, s.c.wn[0] = n;
+    sm_loss(&s.c);
+    double e = 0, masked = 0;
+    for (int r = 0; r < s.BH * s.Tq; r++) {
+        const int i = r % s.Tq, vis = s.q0 + i + 1;
+        const double *x = s.S + (size_t)r * s.T, *p = s.P + (size_t)r * s.T;
+        double mx = -INFINITY, z = 0;
+        for (int t = 0; t < vis; t++) mx = fmax(mx, x[t]);
+        for (int t = 0; t < vis; t++) z += exp(x[t] - mx);
+        for (int t = 0; t < vis; t++) e = fmax(e, fabs(p[t] - exp(x[t] - mx) / z));
+        for (int t = vis; t < s.T; t++) masked = fmax(masked, fabs(p[t]));
+    }
+    tap_ok(e <= 1e-15 && masked == 0, "softmax_causal: rows == softmax over keys <= q0+i, later keys 0 "
+           "(BH=%d Tq=%d T=%d q0=%d, err %.1e)", s.BH, s.Tq, s.T, s.q0, e);
+    run_case(&s.c);
+    /* scale: dS is scale times the scale-1 result */
+    double *d1 = ddup(s.R, n), *d2 = ddup(s.R, n);
+    D->softmax_causal_bwd(d1, s.P, 1.0, s.BH, s.Tq, s.T, s.q0);
+    D->softmax_causal_bwd(d2, s.P, 0.25, s.BH, s.Tq, s.T, s.q0);
+    for (size_t i = 0; i < n; i++) d1[i] *= 0.25;
+    tap_ok(relerr(d2, d1, n) <= 1e-15, "softmax_causal_bwd: scale multiplies dS");
+    free(d1), free(d2), free(s.S), free(s.P), free(s.R);
+
+    /* attention as the ring composes it (one block, q0 = 0) */
+    const int B = randint(1, 3), T = randint(3, 7), NH = randint(1, 3), HS = randint(2, 5), C = NH * HS;
+    double *qkv = dalloc((size_t)B * T * 3 * C), *out = dalloc((size_t)B * T * C), *att = dalloc((size_t)B * NH * T * T);
+    double *out2 = dalloc((size_t)B * T * C), *att2 = dalloc((size_t)B * NH * T * T);
+    randn(qkv, (size_t)B * T * 3 * C, 1);
+    D->attention_fwd(out, att, qkv, B, T, NH, HS);
+    for (int b = 0; b < B; b++) {
+        const double *q = qkv + (size_t)b * T * 3 * C;
+        D->gemm_batched(0, 1, T, T, HS, 1 / sqrt((double)HS), q, 3 * C, HS, q + C, 3 * C, HS, 0.0,
+                        att2 + (size_t)b * NH * T * T, T, (int64_t)T * T, NH);
+        D->softmax_causal_fwd(att2 + (size_t)b * NH * T * T, NH, T, T, 0);
+        D->gemm_batched(0, 0, T, HS, T, 1.0, att2 + (size_t)b * NH * T * T, T, (int64_t)T * T, q + 2 * C, 3 * C, HS,
+                        0.0, out2 + (size_t)b * T * C, C, HS, NH);
+    }
+    double ea = relerr(att2, att, (size_t)B * NH * T * T), eo = relerr(out2, out, (size_t)B * T * C);
+    tap_ok(ea <= 1e-14 && eo <= 1e-14, "gemm_batched + softmax_causal + gemm_batched == attention_fwd "
+           "(B=%d T=%d NH=%d HS=%d, err att %.1e, out %.1e)", B, T, NH, HS, ea, eo);
+    free(qkv), free(out), free(att), free(out2), free(att2);
+}
+
+/* LayerNorm pieces over columns split in `parts` (the group sums done here
+ * by adding the pieces' row statistics, as an allreduce would). */
+typedef struct {
+    opcase c;
+    int N, C, parts;
+    double *x, *w, *b, *out, *mean, *rstd, *R;
+} lnp_case;
+
+static void lnp_forward(lnp_case *e)
+{
+    const int N = e->N, C = e->C, Cl = C / e->parts;
+    double *xs = dalloc((size_t)N * Cl), *os = dalloc((size_t)N * Cl), *s = dalloc((size_t)N), *tot = dalloc((size_t)N);
+    for (int k = 0; k < e->parts; k++) { /* sums */
+        D->copy2d(xs, sizeof(double) * Cl, e->x + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->layernorm_rowsum(s, xs, N, Cl);
+        for (int n = 0; n < N; n++) tot[n] = (k ? tot[n] : 0) + s[n];
+    }
+    double *sq = dalloc((size_t)N);
+    for (int k = 0; k < e->parts; k++) { /* squared deviations */
+        D->copy2d(xs, sizeof(double) * Cl, e->x + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->layernorm_rowvar(e->mean, s, xs, tot, N, Cl, C);
+        for (int n = 0; n < N; n++) sq[n] = (k ? sq[n] : 0) + s[n];
+    }
+    for (int k = 0; k < e->parts; k++) {
+        D->copy2d(xs, sizeof(double) * Cl, e->x + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->layernorm_apply(os, e->rstd, xs, e->mean, sq, e->w + k * Cl, e->b + k * Cl, N, Cl, C);
+        D->copy2d(e->out + k * Cl, sizeof(double) * C, os, sizeof(double) * Cl, sizeof(double) * Cl, (size_t)N);
+    }
+    free(xs), free(os), free(s), free(tot), free(sq);
+}
+
+static double lnp_loss(opcase *c)
+{
+    lnp_case *e = (lnp_case *)c;
+    lnp_forward(e);
+    return dot(e->out, e->R, (size_t)e->N * e->C);
+}
+
+static void lnp_bwd(opcase *c, double **g)
+{
+    lnp_case *e = (lnp_case *)c;
+    lnp_forward(e);
+    const int N = e->N, C = e->C, Cl = C / e->parts;
+    double *xs = dalloc((size_t)N * Cl), *dys = dalloc((size_t)N * Cl), *dxs = dalloc((size_t)N * Cl);
+    double *s = dalloc(2 * (size_t)N), *tot = dalloc(2 * (size_t)N);
+    for (int k = 0; k < e->parts; k++) {
+        D->copy2d(xs, sizeof(double) * Cl, e->x + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->copy2d(dys, sizeof(double) * Cl, e->R + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->layernorm_bwd_rowsums(s, dys, xs, e->w + k * Cl, e->mean, e->rstd, N, Cl);
+        for (int n = 0; n < 2 * N; n++) tot[n] = (k ? tot[n] : 0) + s[n];
+    }
+    for (int k = 0; k < e->parts; k++) {
+        D->copy2d(xs, sizeof(double) * Cl, e->x + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->copy2d(dys, sizeof(double) * Cl, e->R + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->copy2d(dxs, sizeof(double) * Cl, g[0] + k * Cl, sizeof(double) * C, sizeof(double) * Cl, (size_t)N);
+        D->layernorm_bwd_apply(dxs, g[1] + k * Cl, g[2] + k * Cl, dys, xs, e->w + k * Cl, e->mean, e->rstd, tot, N, Cl,
+                               C);
+        D->copy2d(g[0] + k * Cl, sizeof(double) * C, dxs, sizeof(double) * Cl, sizeof(double) * Cl, (size_t)N);
+    }
+    free(xs), free(dys), free(dxs), free(s), free(tot);
+}
+
+static void test_layernorm_pieces(void)
+{
+    for (int parts = 1; parts <= 3; parts++) {
+        lnp_case e = {{"layernorm pieces", lnp_loss, lnp_bwd, 0, 3, {"inp", "w", "b"}, {0}, {0}},
+                      0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+        char name[48];
+        snprintf(name, sizeof name, "layernorm in %d column pieces", parts);
+        e.c.name = name;
+        e.parts = parts, e.N = randint(3, 7), e.C = parts * randint(2, 4);
+        const size_t nx = (size_t)e.N * e.C;
+        e.x = dalloc(nx), e.w = dalloc((size_t)e.C), e.b = dalloc((size_t)e.C), e.out = dalloc(nx),
+        e.mean = dalloc((size_t)e.N), e.rstd = dalloc((size_t)e.N), e.R = dalloc(nx);
+        randn(e.x, nx, 2), randn(e.w, (size_t)e.C, 1), randn(e.b, (size_t)e.C, 1), randn(e.R, nx, 1);
+        for (size_t i = 0; i < nx; i++) e.x[i] += 0.5;
+        e.c.w[0] = e.x, e.c.wn[0] = nx, e.c.w[1] = e.w, e.c.wn[1] = (size_t)e.C, e.c.w[2] = e.b, e.c.wn[2] = (size_t)e.C;
+        /* against the whole-row kernels */
+        double *o = dalloc(nx), *m = dalloc((size_t)e.N), *r = dalloc((size_t)e.N);
+        D->layernorm_fwd(o, m, r, e.x, e.w, e.b, e.N, e.C);
+        lnp_forward(&e);
+        double ef = fmax(relerr(e.out, o, nx), fmax(relerr(e.mean, m, (size_t)e.N), relerr(e.rstd, r, (size_t)e.N)));
+        double *g1[3] = {dalloc(nx), dalloc((size_t)e.C), dalloc((size_t)e.C)}, *g2[3] = {dalloc(nx), dalloc((size_t)e.C), dalloc((size_t)e.C)};
+        D->layernorm_bwd(g1[0], g1[1], g1[2], e.R, e.x, e.w, m, r, e.N, e.C);
+        lnp_bwd(&e.c, g2);
+        double eb = fmax(relerr(g2[0], g1[0], nx), fmax(relerr(g2[1], g1[1], (size_t)e.C), relerr(g2[2], g1[2], (size_t)e.C)));
+        tap_ok(ef <= 1e-14 && eb <= 1e-13, "%s: == layernorm_fwd/bwd on whole rows (N=%d C=%d, err fwd %.1e, bwd %.1e)",
+               name, e.N, e.C, ef, eb);
+        run_case(&e.c);
+        for (int i = 0; i < 3; i++) free(g1[i]), free(g2[i]);
+        free(o), free(m), free(r);
+        free(e.x), free(e.w), free(e.b), free(e.out), free(e.mean), free(e.rstd), free(e.R);
+    }
+}
+
+/* xent_loss and adamw against the formulas. */
+static void test_xent_loss_adamw(void)
+{
+    const int N = randint(5, 20);
+    double *mx = dalloc((size_t)N), *se = dalloc((size_t)N), *tg = dalloc((size_t)N), *l = dalloc((size_t)N);
+    randn(mx, (size_t)N, 2), randu(se, (size_t)N, 0.5, 50), randn(tg, (size_t)N, 2);
+    D->xent_loss(l, mx, se, tg, N);
+    double e = 0;
+    for (int n = 0; n < N; n++) e = fmax(e, fabs(l[n] - (log(se[n]) + mx[n] - tg[n])));
+    tap_ok(e <= 1e-14, "xent_loss: log(sumexp) + rowmax - target logit (N=%d, err %.1e)", N, e);
+    free(mx), free(se), free(tg), free(l);
+
+    const size_t n = (size_t)randint(20, 200);
+    double *p = dalloc(n), *g = dalloc(n), *m = dalloc(n), *v = dalloc(n), *rp = dalloc(n), *rm = dalloc(n), *rv = dalloc(n);
+    randn(p, n, 1);
+    memcpy(rp, p, n * sizeof(double));
+    const double lr = 1e-2, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1;
+    double worst = 0;
+    for (int t = 1; t <= 3; t++) {
+        randn(g, n, 1); /* fresh gradient each step */
+        const double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+        D->adamw(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+        for (size_t i = 0; i < n; i++) {
+            rm[i] = b1 * rm[i] + (1 - b1) * g[i];
+            rv[i] = b2 * rv[i] + (1 - b2) * g[i] * g[i];
+            rp[i] -= lr * ((rm[i] / bc1) / (sqrt(rv[i] / bc2) + eps) + wd * rp[i]);
+        }
+        worst = fmax(worst, fmax(relerr(p, rp, n), fmax(relerr(m, rm, n), relerr(v, rv, n))));
+    }
+    tap_ok(worst <= 1e-14, "adamw: 3 steps with bias correction and decoupled decay == Algorithm 2 (n=%zu, err %.1e)",
+           n, worst);
+    free(p), free(g), free(m), free(v), free(rp), free(rm), free(rv);
+}
+
 /* ---- float vs double, and threads ------------------------------------------------ */
 /* Every op's forward and backward on moderately large random inputs, written
  * once for both tables (this file includes itself with TEST_OPS_MIXED_BODY). */
 enum {
     M_TOKW, M_WPE, M_X, M_LNW, M_LNB, M_W, M_BIAS, M_QKV, M_GIN, M_A2, M_LOGITS, M_RC, M_ROC, /* inputs */
+    M_DP,
     M_EMB, M_DTOKW, M_POS, M_DWPE, M_LN, M_MEAN, M_RSTD, M_LNDX, M_LNDW, M_LNDB, M_MM, M_MMDX,
     M_MMDW, M_MMDB, M_ATTO, M_ATT, M_DQKV, M_GELU, M_GDX, M_ADD, M_ADA, M_ADB, M_BOUT, M_BDB,
-    M_XMAX, M_XSUM, M_XTGT, M_DLOG, M_NBUF
+    M_XMAX, M_XSUM, M_XTGT, M_DLOSS, M_DLOG,
+    /* generic ops (train-step refactor) */
+    M_AXPY, M_CP2D, M_SUMS, M_SCORES, M_SMAX, M_SMAXB, M_PV, M_LNP, M_LNPM, M_LNPR, M_LNPS, M_LNPDX, M_LNPDW,
+    M_LNPDB, M_XLOSS, M_ADP, M_ADM, M_ADV, M_NBUF
 };
 #define M_NINPUT M_EMB
 static const char *m_name[M_NBUF] = {
@@ -775,7 +1084,11 @@ static const char *m_name[M_NBUF] = {
     "layernorm rstd", "layernorm dinp", "layernorm dw", "layernorm db", "matmul out", "matmul dinp",
     "matmul dw", "matmul dbias", "attention out", "attention att", "attention dqkv", "gelu out",
     "gelu dinp", "add out", "add da", "add db", "bias out", "bias dbias", "xent rowmax", "xent sumexp",
-    "xent tgt", "xent dlogits"};
+    "xent tgt", "fill dloss", "xent dlogits",
+    "fill+axpy+scale", "copy2d+add2d", "sum, sumsq", "gemm_batched scores", "softmax_causal_fwd",
+    "softmax_causal_bwd", "gemm_batched P V", "layernorm pieces out", "layernorm pieces mean",
+    "layernorm pieces rstd", "layernorm bwd rowsums", "layernorm pieces dinp", "layernorm pieces dw",
+    "layernorm pieces db", "xent_loss", "adamw p", "adamw m", "adamw v"};
 enum { MB = 4, MT = 16, MN = MB * MT, MC = 48, MOC = 40, MNH = 4, MV = 100, MVREAL = 97, MTOK = 12 };
 static size_t m_size[M_NBUF];
 
@@ -784,13 +1097,18 @@ static void m_sizes(void)
     size_t s[M_NBUF] = {
         [M_TOKW] = MTOK * MC, [M_WPE] = MT * MC, [M_X] = MN * MC, [M_LNW] = MC, [M_LNB] = MC,
         [M_W] = MOC * MC, [M_BIAS] = MOC, [M_QKV] = MN * 3 * MC, [M_GIN] = MN * MC, [M_A2] = MN * MC,
-        [M_LOGITS] = MN * MV, [M_RC] = MN * MC, [M_ROC] = MN * MOC, [M_EMB] = MN * MC,
+        [M_LOGITS] = MN * MV, [M_RC] = MN * MC, [M_ROC] = MN * MOC, [M_DP] = MB * MNH * MT * MT,
+        [M_EMB] = MN * MC,
         [M_DTOKW] = MTOK * MC, [M_POS] = MN * MC, [M_DWPE] = MT * MC, [M_LN] = MN * MC, [M_MEAN] = MN,
         [M_RSTD] = MN, [M_LNDX] = MN * MC, [M_LNDW] = MC, [M_LNDB] = MC, [M_MM] = MN * MOC,
         [M_MMDX] = MN * MC, [M_MMDW] = MOC * MC, [M_MMDB] = MOC, [M_ATTO] = MN * MC,
         [M_ATT] = MB * MNH * MT * MT, [M_DQKV] = MN * 3 * MC, [M_GELU] = MN * MC, [M_GDX] = MN * MC,
         [M_ADD] = MN * MC, [M_ADA] = MN * MC, [M_ADB] = MN * MC, [M_BOUT] = MN * MOC, [M_BDB] = MOC,
-        [M_XMAX] = MN, [M_XSUM] = MN, [M_XTGT] = MN, [M_DLOG] = MN * MV};
+        [M_XMAX] = MN, [M_XSUM] = MN, [M_XTGT] = MN, [M_DLOSS] = MN, [M_DLOG] = MN * MV,
+        [M_AXPY] = MN * MC, [M_CP2D] = MN * MC / 2, [M_SUMS] = 2, [M_SCORES] = MB * MNH * MT * MT,
+        [M_SMAX] = MB * MNH * MT * MT, [M_SMAXB] = MB * MNH * MT * MT, [M_PV] = MN * MC, [M_LNP] = MN * MC,
+        [M_LNPM] = MN, [M_LNPR] = MN, [M_LNPS] = 2 * MN, [M_LNPDX] = MN * MC, [M_LNPDW] = MC, [M_LNPDB] = MC,
+        [M_XLOSS] = MN, [M_ADP] = MN * MC, [M_ADM] = MN * MC, [M_ADV] = MN * MC};
     memcpy(m_size, s, sizeof s);
 }
 
@@ -824,29 +1142,54 @@ static void mixed_inputs(double **d, int32_t *tok, int32_t *tgt)
     for (int n = 0; n < MN; n++) tok[n] = randint(0, MTOK - 1), tgt[n] = randint(0, MVREAL - 1);
 }
 
+/* Every compiled backend's fp32 table (pt_backend_names) against the CPU
+ * double table as the reference, on fresh random inputs.  The backend's
+ * buffers come from its own allocator (be->mem) and move to and from the
+ * host with its copy2d (either side may be host memory), so a device
+ * backend runs the same comparison. */
 static void test_float_vs_double(void)
 {
-    double *d[M_NBUF];
-    float *f[M_NBUF];
-    int32_t tok[MN], tgt[MN];
-    for (int i = 0; i < M_NBUF; i++) d[i] = dalloc(m_size[i]), f[i] = xcalloc(m_size[i], sizeof(float));
-    mixed_inputs(d, tok, tgt);
-    for (int i = 0; i < M_NINPUT; i++)
-        for (size_t j = 0; j < m_size[i]; j++) f[i][j] = (float)d[i][j];
-    mixed_run_f64(&pt_cpu_ops_f64, d, tok, tgt);
-    mixed_run_f32(&pt_cpu_ops_f32, f, tok, tgt);
-    size_t nmax = 0;
-    for (int i = 0; i < M_NBUF; i++) nmax = m_size[i] > nmax ? m_size[i] : nmax;
-    double *tmp = dalloc(nmax);
-    for (int i = M_NINPUT; i < M_NBUF; i++) {
-        for (size_t j = 0; j < m_size[i]; j++) tmp[j] = f[i][j];
-        double e = relerr(tmp, d[i], m_size[i]);
-        tap_ok(e <= MIXED_TOL && maxabs(d[i], m_size[i]) > 0,
-               "float vs double: %s agrees (max|f-d|/max|d| = %.2e, B=%d T=%d C=%d OC=%d NH=%d V=%d)",
-               m_name[i], e, MB, MT, MC, MOC, MNH, MV);
+    for (const char *const *name = pt_backend_names(); *name; name++) {
+        const pt_backend *be = pt_backend_get(*name);
+        if (!tap_ok(be != NULL, "backend %s: pt_backend_get finds it (%s)", *name, be ? "" : pt_errmsg())) continue;
+        double *d[M_NBUF];
+        float *f[M_NBUF], *h[M_NBUF];
+        int32_t tok[MN], tgt[MN];
+        int ok = 1;
+        for (int i = 0; i < M_NBUF; i++) {
+            d[i] = dalloc(m_size[i]), h[i] = xcalloc(m_size[i], sizeof(float));
+            f[i] = be->mem->alloc(m_size[i] * sizeof(float)); /* zeroed */
+            ok &= f[i] != NULL;
+        }
+        if (!tap_ok(ok, "backend %s: %d buffers from its allocator (%s memory)", *name, M_NBUF,
+                    pt_device_name(be->mem->device)))
+            return;
+        mixed_inputs(d, tok, tgt);
+        for (int i = 0; i < M_NINPUT; i++) {
+            for (size_t j = 0; j < m_size[i]; j++) h[i][j] = (float)d[i][j];
+            be->ops->copy2d(f[i], 0, h[i], 0, m_size[i] * sizeof(float), 1);
+        }
+        /* token ids, in the backend's memory too */
+        int32_t *dtok = be->mem->alloc(sizeof tok), *dtgt = be->mem->alloc(sizeof tgt);
+        be->ops->copy2d(dtok, 0, tok, 0, sizeof tok, 1);
+        be->ops->copy2d(dtgt, 0, tgt, 0, sizeof tgt, 1);
+        mixed_run_f64(&pt_cpu_ops_f64, d, tok, tgt);
+        mixed_run_f32(be->ops, f, dtok, dtgt);
+        size_t nmax = 0;
+        for (int i = 0; i < M_NBUF; i++) nmax = m_size[i] > nmax ? m_size[i] : nmax;
+        double *tmp = dalloc(nmax);
+        for (int i = M_NINPUT; i < M_NBUF; i++) {
+            be->ops->copy2d(h[i], 0, f[i], 0, m_size[i] * sizeof(float), 1);
+            for (size_t j = 0; j < m_size[i]; j++) tmp[j] = h[i][j];
+            double e = relerr(tmp, d[i], m_size[i]);
+            tap_ok(e <= MIXED_TOL && maxabs(d[i], m_size[i]) > 0,
+                   "backend %s float vs cpu double: %s agrees (max|f-d|/max|d| = %.2e, B=%d T=%d C=%d OC=%d NH=%d V=%d)",
+                   *name, m_name[i], e, MB, MT, MC, MOC, MNH, MV);
+        }
+        free(tmp);
+        be->mem->free(dtok), be->mem->free(dtgt);
+        for (int i = 0; i < M_NBUF; i++) free(d[i]), free(h[i]), be->mem->free(f[i]);
     }
-    free(tmp);
-    for (int i = 0; i < M_NBUF; i++) free(d[i]), free(f[i]);
 }
 
 static void test_threads(void)
@@ -911,6 +1254,11 @@ int main(void)
     test_attention();
     test_elementwise();
     test_xent();
+    test_generic();
+    test_gemm_batched();
+    test_softmax_causal();
+    test_layernorm_pieces();
+    test_xent_loss_adamw();
     tap_diag("worst finite-difference error over all ops: %.2e (bound %.0e)", g_worst_fd, FD_TOL);
     test_float_vs_double();
     test_threads();
@@ -926,7 +1274,7 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
     o->embedding_fwd(b[M_EMB], tok, b[M_TOKW], 0, MTOK, MN, C);
     o->embedding_bwd(b[M_DTOKW], b[M_RC], tok, 0, MTOK, MN, C);
 
-    memcpy(b[M_POS], b[M_X], m_size[M_X] * sizeof(MIXED_REAL));
+    o->copy(b[M_POS], b[M_X], m_size[M_X]);
     o->posemb_fwd(b[M_POS], b[M_WPE], MB, MT, C);
     o->posemb_bwd(b[M_DWPE], b[M_RC], MB, MT, C);
 
@@ -946,15 +1294,49 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
     o->add_fwd(b[M_ADD], b[M_X], b[M_A2], m_size[M_X]);
     o->add_bwd(b[M_ADA], b[M_ADB], b[M_GELU], m_size[M_X]); /* a dout that differs from R */
 
-    memcpy(b[M_BOUT], b[M_ROC], m_size[M_ROC] * sizeof(MIXED_REAL));
+    o->copy(b[M_BOUT], b[M_ROC], m_size[M_ROC]);
     o->bias_fwd(b[M_BOUT], b[M_BIAS], MN, MOC);
     o->bias_bwd(b[M_BDB], b[M_BOUT], MN, MOC);
 
-    MIXED_REAL dloss[MN];
-    for (int n = 0; n < MN; n++) dloss[n] = (MIXED_REAL)1 / MN;
+    o->fill(b[M_DLOSS], (MIXED_REAL)1 / MN, MN);
     o->xent_max(b[M_XMAX], b[M_LOGITS], 0, MVREAL, MN, MV);
     o->xent_sumexp(b[M_XSUM], b[M_XTGT], b[M_LOGITS], b[M_XMAX], tgt, 0, MVREAL, MN, MV);
-    o->xent_bwd(b[M_DLOG], b[M_LOGITS], b[M_XMAX], b[M_XSUM], tgt, dloss, 0, MVREAL, MN, MV);
+    o->xent_bwd(b[M_DLOG], b[M_LOGITS], b[M_XMAX], b[M_XSUM], tgt, b[M_DLOSS], 0, MVREAL, MN, MV);
+
+    /* generic ops (train-step refactor) */
+    o->fill(b[M_AXPY], (MIXED_REAL)0.5, m_size[M_AXPY]);
+    o->axpy(b[M_AXPY], (MIXED_REAL)0.25, b[M_X], m_size[M_X]);
+    o->scale(b[M_AXPY], (MIXED_REAL)-1.5, m_size[M_AXPY]);
+    o->copy2d(b[M_CP2D], sizeof(MIXED_REAL) * (C / 2), b[M_X] + 3, sizeof(MIXED_REAL) * C, sizeof(MIXED_REAL) * (C / 2), MN);
+    o->add2d(b[M_CP2D], C / 2, b[M_RC] + 1, C, MN, C / 2);
+    MIXED_REAL sums[2] = {(MIXED_REAL)o->sum(b[M_X], m_size[M_X]), (MIXED_REAL)o->sumsq(b[M_X], m_size[M_X])};
+    o->copy2d(b[M_SUMS], 0, sums, 0, sizeof sums, 1);
+    const int64_t sS = (int64_t)MT * MT;
+    for (int bb = 0; bb < MB; bb++) {
+        const MIXED_REAL *q = b[M_QKV] + (size_t)bb * MT * 3 * C;
+        o->gemm_batched(0, 1, MT, MT, HS, (MIXED_REAL)0.3, q, 3 * C, HS, q + C, 3 * C, HS, 0, b[M_SCORES] + bb * MNH * sS,
+                        MT, sS, MNH);
+    }
+    o->copy(b[M_SMAX], b[M_SCORES], m_size[M_SCORES]);
+    o->softmax_causal_fwd(b[M_SMAX], MB * MNH, MT / 2, MT, MT / 2); /* the second half of the queries */
+    o->copy(b[M_SMAXB], b[M_DP], m_size[M_DP]);
+    o->softmax_causal_bwd(b[M_SMAXB], b[M_SMAX], (MIXED_REAL)0.3, MB * MNH, MT / 2, MT, MT / 2);
+    for (int bb = 0; bb < MB; bb++)
+        o->gemm_batched(0, 0, MT / 2, HS, MT, 1, b[M_SMAX] + bb * MNH * (MT / 2) * MT, MT, (int64_t)(MT / 2) * MT,
+                        b[M_QKV] + (size_t)bb * MT * 3 * C + 2 * C, 3 * C, HS, 1, b[M_PV] + (size_t)bb * MT * C, C, HS,
+                        MNH);
+    o->layernorm_rowsum(b[M_LNPM], b[M_X], MN, C);
+    o->layernorm_rowvar(b[M_LNPM], b[M_LNPR], b[M_X], b[M_LNPM], MN, C, C); /* sum -> mean in place */
+    o->layernorm_apply(b[M_LNP], b[M_LNPR], b[M_X], b[M_LNPM], b[M_LNPR], b[M_LNW], b[M_LNB], MN, C, C);
+    o->layernorm_bwd_rowsums(b[M_LNPS], b[M_RC], b[M_X], b[M_LNW], b[M_LNPM], b[M_LNPR], MN, C);
+    o->layernorm_bwd_apply(b[M_LNPDX], b[M_LNPDW], b[M_LNPDB], b[M_RC], b[M_X], b[M_LNW], b[M_LNPM], b[M_LNPR],
+                           b[M_LNPS], MN, C, C);
+    o->xent_loss(b[M_XLOSS], b[M_XMAX], b[M_XSUM], b[M_XTGT], MN);
+    o->copy(b[M_ADP], b[M_X], m_size[M_X]);
+    for (int t = 1; t <= 2; t++)
+        o->adamw(b[M_ADP], t == 1 ? b[M_RC] : b[M_GIN], b[M_ADM], b[M_ADV], m_size[M_ADP], (MIXED_REAL)1e-2,
+                 (MIXED_REAL)0.9, (MIXED_REAL)0.95, (MIXED_REAL)1e-8, (MIXED_REAL)0.1, (MIXED_REAL)(1 - pow(0.9, t)),
+                 (MIXED_REAL)(1 - pow(0.95, t)));
 }
 
 #endif

@@ -1,0 +1,134 @@
+/* The training step: registry, buckets, sync, norm, clip, AdamW (see train.h). */
+#include "train/train.h"
+
+#include <math.h>
+#include <string.h>
+
+#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+int pt_train_create(pt_train *t, pt_gpt *m, const pt_adamw_cfg *opt, const pt_train_strategy *strategy)
+{
+    memset(t, 0, sizeof *t);
+    t->model = m;
+    t->ops = m->ops;
+    t->arena = m->arena;
+    t->opt = *opt;
+    t->strategy = strategy ? strategy : &pt_train_allreduce;
+    size_t total = 0;
+    for (int i = 0; i < m->nparams; i++) total += (size_t)m->params[i].shard.numel;
+    t->nfloats = total;
+    float **bufs[] = {&t->params_memory, &t->grads_memory, &t->m_memory, &t->v_memory};
+    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) {
+        *bufs[k] = pt_arena_alloc(t->arena, (total ? total : 1) * sizeof(float));
+        if (!*bufs[k]) {
+            pt_train_free(t);
+            return pt_fail(PT_ENOMEM, "out of memory for 4 x %zu parameter floats (parameters, gradients, AdamW m, v)",
+                           total);
+        }
+    }
+    /* buckets: parameters grouped by the group their gradient is summed
+     * over, in order of first appearance, so each group is one range */
+    size_t off = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        pt_comm *sc = m->params[i].shard.sync;
+        int known = 0;
+        for (int k = 0; k < t->nbuckets; k++) known |= t->buckets[k].comm == sc;
+        if (known) continue;
+        if (t->nbuckets == PT_TRAIN_MAX_BUCKETS) {
+            pt_train_free(t);
+            return pt_fail(PT_EINVAL, "parameters use more than %d gradient sync groups", PT_TRAIN_MAX_BUCKETS);
+        }
+        pt_train_bucket *b = &t->buckets[t->nbuckets++];
+        b->comm = sc;
+        b->off = off;
+        for (int j = i; j < m->nparams; j++) {
+            pt_param *p = &m->params[j];
+            if (p->shard.sync != sc) continue;
+            p->data = t->params_memory + off;
+            p->grad = t->grads_memory + off;
+            off += (size_t)p->shard.numel;
+        }
+        b->n = off - b->off;
+    }
+    int rc = pt_gpt_bind_params(m);
+    if (rc) pt_train_free(t);
+    return rc;
+}
+
+void pt_train_free(pt_train *t)
+{
+    if (!t->arena) return;
+    pt_arena_free(t->arena, t->v_memory);
+    pt_arena_free(t->arena, t->m_memory);
+    pt_arena_free(t->arena, t->grads_memory);
+    pt_arena_free(t->arena, t->params_memory);
+    if (t->model)
+        for (int i = 0; i < t->model->nparams; i++) t->model->params[i].data = t->model->params[i].grad = NULL;
+    memset(t, 0, sizeof *t);
+}
+
+void pt_train_zero_grad(pt_train *t) { t->ops->zero(t->grads_memory, t->nfloats); }
+
+int pt_train_forward_backward(pt_train *t, const int32_t *inputs, const int32_t *targets, float *loss)
+{
+    TRY(pt_gpt_forward(t->model, inputs, targets, loss));
+    return pt_gpt_backward(t->model);
+}
+
+int pt_train_sync(pt_train *t) { return t->strategy->sync(t); }
+
+int pt_train_grad_norm(pt_train *t, double *norm)
+{
+    const pt_gpt *m = t->model;
+    double s = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        const pt_param *p = &m->params[i];
+        if (p->shard.norm_owner) s += t->ops->sumsq(p->grad, (size_t)p->shard.numel);
+    }
+    TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
+    *norm = sqrt(s);
+    return PT_OK;
+}
+
+int pt_train_update(pt_train *t, float lr, double *norm) { return t->strategy->update(t, lr, norm); }
+
+int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, float lr, float *loss, double *norm)
+{
+    float l;
+    pt_train_zero_grad(t);
+    TRY(pt_train_forward_backward(t, inputs, targets, &l));
+    if (loss) *loss = l;
+    TRY(pt_train_sync(t));
+    return pt_train_update(t, lr, norm);
+}
+
+/* ---- the allreduce strategy (ZeRO stage 0) ---------------------------------- */
+
+static int allreduce_sync(pt_train *t)
+{
+    for (int k = 0; k < t->nbuckets; k++)
+        TRY(pt_allreduce_sum(t->buckets[k].comm, t->grads_memory + t->buckets[k].off, t->buckets[k].n));
+    return PT_OK;
+}
+
+static int allreduce_update(pt_train *t, float lr, double *norm_out)
+{
+    double norm;
+    TRY(pt_train_grad_norm(t, &norm));
+    if (norm_out) *norm_out = norm;
+    if (!isfinite(norm))
+        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
+    if (t->opt.grad_clip > 0 && norm > t->opt.grad_clip)
+        t->ops->scale(t->grads_memory, (float)(t->opt.grad_clip / norm), t->nfloats);
+    t->step++;
+    const pt_gpt *m = t->model;
+    for (int i = 0; i < m->nparams; i++) {
+        const pt_param *p = &m->params[i];
+        const size_t off = (size_t)(p->data - t->params_memory); /* moments sit beside the parameter */
+        pt_adamw_update(t->ops, p->data, p->grad, t->m_memory + off, t->v_memory + off, (size_t)p->shard.numel, lr,
+                        p->decay ? t->opt.weight_decay : 0.0f, &t->opt, t->step);
+    }
+    return PT_OK;
+}
+
+const pt_train_strategy pt_train_allreduce = {"allreduce", allreduce_sync, allreduce_update};
