@@ -538,33 +538,45 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
  * Returns 0, or -1 with a one-line reason in why. */
 static int xml_sets_present(const char *xml, char *why, size_t len)
 {
-    static const char *const sets[] = {" cpuset=\"", " complete_cpuset=\"", " nodeset=\"",
-                                       " complete_nodeset=\""};
+    static const char *const sets[] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
     static const char *const io_types[] = {"PCIDev", "OSDev", "Bridge", "Misc"};
     for (const char *p = strstr(xml, "<object"); p; p = strstr(p + 1, "<object")) {
-        const char *end = p + 7;
-        int quote = 0;
-        while (*end && (quote || *end != '>')) {
-            if (*end == '"') quote = !quote;
-            end++;
-        }
-        size_t taglen = (size_t)(end - p);
-        char *tag = strndup(p, taglen);
+        /* the tag up to its first '>' (hwloc escapes '>' inside values) */
+        const char *end = strchr(p, '>');
+        if (!end) end = p + strlen(p);
+        char *tag = strndup(p, (size_t)(end - p));
         if (!tag) return 0; /* let hwloc fail on its own */
         const char *ty = strstr(tag, " type=\"");
         char type[32] = "";
         if (ty) sscanf(ty + 7, "%31[^\"]", type);
         int io = 0;
         for (size_t i = 0; i < sizeof io_types / sizeof io_types[0]; i++) io |= !strcmp(type, io_types[i]);
-        for (size_t i = 0; !io && i < sizeof sets / sizeof sets[0]; i++)
-            if (!strstr(tag, sets[i])) {
-                snprintf(why, len, "object of type '%s' at byte %zu has no %.*s attribute", type[0] ? type : "?",
-                         (size_t)(p - xml), (int)strlen(sets[i]) - 3, sets[i] + 1);
+        for (size_t i = 0; !io && i < sizeof sets / sizeof sets[0]; i++) {
+            char key[32];
+            snprintf(key, sizeof key, " %s=\"", sets[i]);
+            const char *v = strstr(tag, key);
+            int ok = v != NULL;
+            if (ok) {
+                /* hwloc_bitmap_snprintf's alphabet: "0x0000000f,,0x00000100",
+                 * "0xf...f,..." for an infinite set */
+                v += strlen(key);
+                const char *q = v;
+                ok = q[0] == '0' && q[1] == 'x';
+                while (ok && *q && *q != '"') {
+                    if (!isxdigit((unsigned char)*q) && *q != 'x' && *q != ',' && *q != '.') ok = 0;
+                    q++;
+                }
+                if (*q != '"') ok = 0;
+                if (ok && q == v) ok = 0; /* empty value */
+            }
+            if (!ok) {
+                snprintf(why, len, "object of type '%s' at byte %zu has no valid %s attribute",
+                         type[0] ? type : "?", (size_t)(p - xml), sets[i]);
                 free(tag);
                 return -1;
             }
+        }
         free(tag);
-        if (!*end) break;
     }
     return 0;
 }
