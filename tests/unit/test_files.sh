@@ -22,13 +22,14 @@ export PTRAIN_BPE_DIR=$bpe
 # ptrain-run is an MPI program: under ASan its leak check is off, as
 # ptrain_mpirun does (Open MPI keeps allocations LeakSanitizer cannot attribute)
 nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
-# one-line refusal within 10 s: desc, status wanted, pattern, command...
+# one-line refusal, not a block (guard: 60 s; an MPI start under ASan on a
+# loaded machine takes several seconds): desc, status wanted, pattern, command...
 refuse() {
     desc=$1; want=$2; pat=$3; shift 3
     rc=0
-    timeout 10 "$@" >"$tmp/r.out" 2>&1 || rc=$?
+    timeout 60 "$@" >"$tmp/r.out" 2>&1 || rc=$?
     if [ "$rc" -eq 124 ]; then
-        not_ok "$desc: blocked (killed after 10 s)"
+        not_ok "$desc: blocked (killed after 60 s)"
     elif [ "$rc" -eq "$want" ] && [ "$(grep -c . "$tmp/r.out")" -eq 1 ] && grep -q -- "$pat" "$tmp/r.out"; then
         ok "$desc: $(cut -c1-160 "$tmp/r.out")"
     else
