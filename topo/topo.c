@@ -468,7 +468,7 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
     o = NULL;
     while ((o = hwloc_get_next_osdev(h, o))) {
         hwloc_obj_t p = pci_ancestor(o);
-        if (!p) continue;
+        if (!p || !o->name) continue; /* an XML OS device may lack a name (found by fuzz_topo_xml) */
         char b[16];
         busid_of(p, b, sizeof b);
         if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU || o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC) {
