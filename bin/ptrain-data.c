@@ -167,7 +167,12 @@ static int cmd_prepare(int argc, char **argv)
         snprintf(pval, ol, "%s/val.bin", o.out);
         uint32_t V = (uint32_t)pt_bpe_vocab_size(t);
         uint32_t eot = pt_bpe_eot(t) >= 0 ? (uint32_t)pt_bpe_eot(t) : V - 1;
-        if ((rc = pt_shard_write(ptrain, ids, ntrain, V, eot)) || (rc = pt_shard_write(pval, ids + ntrain, nval, V, eot))) {
+        /* train and val as one set: both written and synced before either
+         * is renamed into place, bound by a shared set id the loader checks */
+        const char *paths[2] = { ptrain, pval };
+        const int32_t *parts[2] = { ids, ids + ntrain };
+        const uint64_t counts[2] = { ntrain, nval };
+        if ((rc = pt_shard_write_set(2, paths, parts, counts, V, eot))) {
             st = die(lib_status(rc), "prepare: %s", pt_errmsg());
         } else {
             printf("%s: %zu bytes -> %zu tokens in %.3f s (%.0f tokens/s, %.2f MB/s)\n", input, len, n, dt,
@@ -237,10 +242,10 @@ static int cmd_decode(int argc, char **argv)
         free(text);
         return die(1, "decode: out of memory");
     }
-    char *p = text;
+    char *p = text, *stop = text + len;
     long line = 1;
     st = -1;
-    while (*p) {
+    while (p < stop) {
         if (*p == '\n') line++;
         if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
             p++;
@@ -249,6 +254,11 @@ static int cmd_decode(int argc, char **argv)
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
+        if (*p == '\0') { /* a NUL byte must not end the list silently */
+            st = die(2, "decode: a NUL byte on line %ld of %s is not a token id (valid: white-space "
+                     "separated non-negative integers)", line, in);
+            break;
+        }
         if (end == p || errno || v < 0 || v > INT32_MAX ||
             (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
             size_t w = strcspn(p, " \t\r\n");

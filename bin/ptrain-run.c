@@ -8,9 +8,11 @@
  * and a final "done:" summary.
  */
 #define _GNU_SOURCE
+#include "config.h"
 #include "comm/comm.h"
 #include "backend/blas.h"
 #include "core/core.h"
+#include "core/file.h"
 #include "data/shard.h"
 #include "model/gpt.h"
 #include "train/train.h"
@@ -20,6 +22,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdatomic.h>
+#include <unistd.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <math.h>
@@ -37,9 +43,59 @@ typedef struct opts {
     long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
     float lr, min_lr, wd, clip;
     int dry_run, quiet;
+    double watchdog;   /* seconds without progress before a rank gives up; 0 = off */
+    char order[4];     /* --rank-order, parsed */
 } opts;
 
 static int world_rank = 0;
+
+/* ---- watchdog ----------------------------------------------------------
+ * A peer that dies mid-run leaves the others blocked in a collective.
+ * mpirun (and srun with --kill-on-bad-exit) tear the job down when a rank
+ * exits abnormally; this thread is the backstop where the launcher does
+ * not: when no collective phase completed for --watchdog seconds, the
+ * rank prints one line naming the phase it waits in and exits with status
+ * 3, which makes the launcher end the rest. */
+static _Atomic double watchdog_last;
+static const char *_Atomic watchdog_phase = "start-up";
+static double watchdog_secs;
+
+static void watchdog_beat(const char *phase)
+{
+    atomic_store(&watchdog_last, pt_now());
+    atomic_store(&watchdog_phase, phase);
+}
+
+static void *watchdog_main(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        sleep(1);
+        double idle = pt_now() - atomic_load(&watchdog_last);
+        if (idle > watchdog_secs) {
+            fprintf(stderr, "ptrain-run: error: rank %d: no progress for %.0f s after '%s' (--watchdog "
+                    "%.0f): a peer rank may have died or hung; exiting\n", world_rank, idle,
+                    atomic_load(&watchdog_phase), watchdog_secs);
+            fflush(stderr);
+            _exit(3);
+        }
+    }
+    return NULL;
+}
+
+static void watchdog_start(double secs)
+{
+    watchdog_secs = secs;
+    watchdog_beat("start-up");
+    if (secs <= 0) return;
+    pthread_t th;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+    if (pthread_create(&th, &at, watchdog_main, NULL) != 0)
+        fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the watchdog thread\n", world_rank);
+    pthread_attr_destroy(&at);
+}
 
 static void usage(FILE *f)
 {
@@ -60,25 +116,34 @@ static void usage(FILE *f)
         "  --dp N --tp N --tp-depth D --sp N --rank-order DPT   the plan's sizes (default from\n"
         "                       PTRAIN_* env; dp = world / (tp * sp) when not given)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
+        "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
+        "                       rank died or hangs (default 600; 0 = off)\n"
         "  --quiet              only the plan, validation and summary lines\n"
         "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
         "                       plot with ptrain-plot FILE)\n",
         pt_gpt_preset_names());
 }
 
-/* Print a one-line error from rank 0 and leave with status 2 on every rank
- * (argument and plan errors are detected identically on every rank). */
+/* Input errors.  During start-up (arguments, plan, model config, data) an
+ * error is recorded and the rank jumps to the start-up agreement, which
+ * every rank enters, so a rank that fails alone (a per-node PTRAIN_*
+ * difference) never leaves the others waiting in a collective: all exit
+ * with status 2 and rank 0 prints one line naming the failing ranks.
+ * After start-up, an input error is one every rank detects identically:
+ * rank 0 prints it, all leave with status 2. */
+static jmp_buf startup_jmp;
+static int in_startup;
+static pt_error startup_err;
+
 static int bad_input(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static int bad_input(const char *fmt, ...)
 {
-    if (world_rank == 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        fprintf(stderr, "ptrain-run: error: ");
-        vfprintf(stderr, fmt, ap);
-        fprintf(stderr, "\n");
-        va_end(ap);
-    }
+    va_list ap;
+    va_start(ap, fmt);
+    pt_verrprintf(&startup_err, fmt, ap);
+    va_end(ap);
+    if (in_startup) longjmp(startup_jmp, 1);
+    if (world_rank == 0) fprintf(stderr, "ptrain-run: error: %s\n", startup_err.text);
     MPI_Finalize();
     exit(2);
 }
@@ -88,6 +153,7 @@ static int bad_input(const char *fmt, ...)
  * failing rank says why in one line, all exit 1. */
 static void agree(int rc, const char *what)
 {
+    watchdog_beat(what);
     int mine = rc == PT_OK ? INT_MAX : world_rank, first = INT_MAX;
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (first == INT_MAX) return;
@@ -195,7 +261,7 @@ static void parse_args(int argc, char **argv, opts *o)
 {
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
-           O_QUIET, O_METRICS };
+           O_QUIET, O_WATCHDOG, O_METRICS };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -203,7 +269,7 @@ static void parse_args(int argc, char **argv, opts *o)
         {"warmup", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"grad-clip", 1, 0, O_CLIP},
         {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
         {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
-        {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER}, {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET},
+        {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER}, {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
         {"metrics", 1, 0, O_METRICS},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
@@ -220,6 +286,7 @@ static void parse_args(int argc, char **argv, opts *o)
     o->log_every = 1;
     o->seed = 1337;
     o->threads = 0;
+    o->watchdog = 600;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "m:d:s:b:h", lo, NULL)) != -1) {
@@ -248,7 +315,13 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_TP: o->tp = parse_long("--tp", optarg, 1, 1 << 20); break;
         case O_TPD: o->tp_depth = parse_long("--tp-depth", optarg, 1, 1 << 20); break;
         case O_SP: o->sp = parse_long("--sp", optarg, 1, 1 << 20); break;
-        case O_ORDER: o->rank_order = optarg; break;
+        case O_ORDER: {
+            pt_error e;
+            if (pt_plan_order_parse(optarg, o->order, &e) < 0) bad_input("--rank-order: %s", e.text);
+            o->rank_order = o->order;
+            break;
+        }
+        case O_WATCHDOG: o->watchdog = (double)parse_long("--watchdog", optarg, 0, 86400 * 365); break;
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_METRICS: o->metrics = optarg; break;
@@ -269,22 +342,22 @@ static void parse_args(int argc, char **argv, opts *o)
  * pt_plan_validate). */
 static void resolve_plan(const opts *o, int world, pt_plan *p, const char **source)
 {
-    char err[512];
+    pt_error err;
     pt_plan_default(p);
     p->dp = 0;
-    int from_env = pt_plan_from_env(p, err, sizeof err);
-    if (from_env < 0) bad_input("%s", err);
+    int from_env = pt_plan_from_env(p, &err);
+    if (from_env < 0) bad_input("%s", err.text);
     *source = from_env ? (getenv("SLURM_JOB_ID") ? "slurm" : "env") : "flags";
     if (o->mode) {
         pt_mode m;
-        if (pt_mode_parse(o->mode, &m, err, sizeof err)) bad_input("--mode: %s", err);
+        if (pt_mode_parse(o->mode, &m, &err)) bad_input("--mode: %s", err.text);
         p->mode = m;
     }
     if (o->tp) p->tp = (int)o->tp;
     if (o->tp_depth) p->tp_depth = (int)o->tp_depth;
     if (o->sp) p->sp = (int)o->sp;
     if (o->dp) p->dp = (int)o->dp;
-    if (o->rank_order) snprintf(p->rank_order, sizeof p->rank_order, "%s", o->rank_order);
+    if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
     /* off: nothing was planned, run the sizes given with 1d layers; auto
      * is the plugin's to resolve, as 1d when there is none. */
     if (p->mode == PT_MODE_OFF || p->mode == PT_MODE_AUTO) p->mode = PT_MODE_1D;
@@ -309,7 +382,7 @@ static void resolve_plan(const opts *o, int world, pt_plan *p, const char **sour
         }
         p->dp = (int)(world / inner);
     }
-    if (pt_plan_validate(p, world, err, sizeof err)) bad_input("%s", err);
+    if (pt_plan_validate(p, world, &err)) bad_input("%s", err.text);
 }
 
 static int load_batch(const pt_shard *s, long step, const opts *o, int T, const pt_pctx *c, int32_t *in, int32_t *tg)
@@ -354,39 +427,277 @@ static uint16_t *synthetic_shard(pt_shard *s, const char *spec, int vocab, long 
 
 static double mb(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
+/* ---- start-up -----------------------------------------------------------
+ * What every rank resolves on its own before the first collective: options,
+ * model config, plan, data.  File scope, so that the values stay defined
+ * across the longjmp of a rank whose start-up fails. */
+static struct {
+    opts o;
+    pt_gpt_config cfg;
+    pt_plan plan;
+    const char *source;
+    pt_shard train, val;
+    uint16_t *synth_train, *synth_val;
+    uint64_t data_id[4]; /* train tokens, train checksum, val tokens, val checksum */
+} S;
+
+/* Divisors of n in [1, cap] as "1, 2, 4" into buf. */
+static void divisors_text(int n, int cap, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int d = 1; d <= n && d <= cap && off < len; d++)
+        if (n % d == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", d);
+}
+
+static void startup(int argc, char **argv, int world)
+{
+    opts *o = &S.o;
+    parse_args(argc, argv, o);
+    pt_gpt_config *cfg = &S.cfg;
+    if (pt_gpt_preset(o->model, cfg)) bad_input("--model: %s", pt_errmsg());
+    if (o->layers) cfg->n_layer = o->layers;
+    if (o->heads) cfg->n_head = o->heads;
+    if (o->embd) cfg->n_embd = o->embd;
+    if (o->seq_len) cfg->seq_len = o->seq_len;
+    if (o->vocab) cfg->vocab = o->vocab;
+    if (cfg->n_head < 1 || cfg->n_embd % cfg->n_head) {
+        char valid[256];
+        divisors_text(cfg->n_embd, 4096, valid, sizeof valid);
+        bad_input("--heads %d does not divide the embedding width %d (valid --heads for --embd %d: %s)",
+                  cfg->n_head, cfg->n_embd, cfg->n_embd, valid);
+    }
+
+    pt_plan *plan = &S.plan;
+    resolve_plan(o, world, plan, &S.source);
+    if (plan->mode == PT_MODE_1D && pt_gpt_check_tp(cfg, plan->tp)) {
+        char valid[256] = "";
+        size_t off = 0;
+        for (int t = 1; t <= world && off < sizeof valid; t++) /* t = 1 always fits */
+            if (world % t == 0 && cfg->n_head % t == 0)
+                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", t);
+        bad_input("%s; with %d ranks use --tp one of: %s", pt_errmsg(), world, valid);
+    }
+    if (o->batch % plan->dp)
+        bad_input("--batch %ld is not a multiple of dp=%d (each data-parallel rank takes batch/dp sequences); try --batch %ld",
+                  o->batch, plan->dp, (o->batch / plan->dp + 1) * plan->dp);
+    if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
+    if (o->min_lr < 0) o->min_lr = o->lr / 10;
+    if (o->dry_run) return;
+
+    /* data: opened here, so that a rank that cannot read it fails in the
+     * start-up agreement and the data's identity is agreed on */
+    const int T = cfg->seq_len;
+    if (!o->data) bad_input("--data is required: a directory made by 'ptrain-data prepare' (train.bin, val.bin) or 'synthetic'");
+    if (strncmp(o->data, "synthetic", 9) == 0 && (o->data[9] == 0 || o->data[9] == ':')) {
+        S.synth_train = synthetic_shard(&S.train, o->data, cfg->vocab, 1 << 20);
+        S.synth_val = synthetic_shard(&S.val, o->data, cfg->vocab, 1 << 16);
+        if (!S.synth_train || !S.synth_val) bad_input("synthetic data: out of memory");
+        /* generated from (spec, vocab): their hash stands for the checksum */
+        uint64_t h = pt_fnv1a64(o->data, strlen(o->data)) ^ (uint64_t)cfg->vocab;
+        S.data_id[0] = S.train.ntokens;
+        S.data_id[1] = h;
+        S.data_id[2] = S.val.ntokens;
+        S.data_id[3] = h + 1;
+    } else {
+        size_t pl = strlen(o->data) + 16;
+        char *ptr = malloc(pl), *pva = malloc(pl);
+        if (!ptr || !pva) bad_input("data: out of memory");
+        snprintf(ptr, pl, "%s/train.bin", o->data);
+        snprintf(pva, pl, "%s/val.bin", o->data);
+        int rc = pt_shard_open(&S.train, ptr);
+        if (rc == PT_OK) rc = pt_shard_open(&S.val, pva);
+        if (rc == PT_OK) {
+            const pt_shard *set[2] = {&S.train, &S.val};
+            const char *names[2] = {ptr, pva};
+            rc = pt_shard_check_set(set, names, 2);
+        }
+        free(ptr);
+        free(pva);
+        if (rc) bad_input("data: %s", pt_errmsg());
+        if (S.train.vocab_size > (uint32_t)cfg->vocab)
+            bad_input("data vocabulary %u is larger than the model's %d (--vocab)", S.train.vocab_size, cfg->vocab);
+        if (S.train.ntokens < (uint64_t)T + 2 || S.val.ntokens < (uint64_t)T + 2)
+            bad_input("data in %s is too short for seq_len %d (train %llu, val %llu tokens)", o->data, T,
+                      (unsigned long long)S.train.ntokens, (unsigned long long)S.val.ntokens);
+        S.data_id[0] = S.train.ntokens;
+        S.data_id[1] = S.train.checksum;
+        S.data_id[2] = S.val.ntokens;
+        S.data_id[3] = S.val.checksum;
+    }
+}
+
+/* What the ranks agree on: the start-up outcome, the resolved plan, the
+ * model config, the data identity, the training options and the build. */
+typedef struct startup_rec {
+    int64_t v[24];
+    char version[32];
+} startup_rec;
+
+static const char *const rec_field[] = {
+    "start-up status", "plan mode", "plan dp", "plan pp", "plan tp", "plan tp_depth", "plan sp",
+    "plan zero", "plan microbatches", "plan ckpt_act", "plan offload", "plan rank order",
+    "model layers", "model heads", "model embd", "model seq_len", "model vocab",
+    "data train tokens", "data train checksum", "data val tokens", "data val checksum",
+    "--steps", "--batch", "training options (--seed, --lr, --min-lr, --warmup, --weight-decay, "
+    "--grad-clip, --val-every, --val-batches, --dry-run)"};
+#define REC_FIELDS ((int)(sizeof rec_field / sizeof rec_field[0]))
+
+static void fill_rec(startup_rec *r, int ok)
+{
+    memset(r, 0, sizeof *r);
+    r->v[0] = ok;
+    snprintf(r->version, sizeof r->version, "%s", PACKAGE_VERSION);
+    if (!ok) return;
+    const pt_plan *p = &S.plan;
+    const pt_gpt_config *c = &S.cfg;
+    const opts *o = &S.o;
+    int64_t *v = r->v;
+    v[1] = p->mode; v[2] = p->dp; v[3] = p->pp; v[4] = p->tp; v[5] = p->tp_depth; v[6] = p->sp;
+    v[7] = p->zero; v[8] = p->microbatches; v[9] = p->ckpt_act; v[10] = p->offload;
+    v[11] = (int64_t)p->rank_order[0] << 16 | (int64_t)p->rank_order[1] << 8 | p->rank_order[2];
+    v[12] = c->n_layer; v[13] = c->n_head; v[14] = c->n_embd; v[15] = c->seq_len; v[16] = c->vocab;
+    for (int i = 0; i < 4; i++) v[17 + i] = (int64_t)S.data_id[i];
+    v[21] = o->steps;
+    v[22] = o->batch;
+    double opt[] = {(double)o->seed, o->lr, o->min_lr, (double)o->warmup, o->wd, o->clip,
+                    (double)o->val_every, (double)o->val_batches, (double)o->dry_run};
+    v[23] = (int64_t)pt_fnv1a64(opt, sizeof opt);
+}
+
+static uint64_t rec_hash(const startup_rec *r) { return pt_fnv1a64(r, sizeof *r); }
+
+static void field_value(const startup_rec *r, int f, char *buf, size_t len)
+{
+    if (f == 1) snprintf(buf, len, "%s", pt_mode_name((pt_mode)r->v[1]));
+    else if (f == 11) snprintf(buf, len, "%c%c%c", (char)(r->v[11] >> 16), (char)(r->v[11] >> 8), (char)r->v[11]);
+    else if (f >= 17 && f <= 20 && f % 2 == 0) snprintf(buf, len, "%016llx", (unsigned long long)r->v[f]);
+    else if (f == 23) snprintf(buf, len, "hash %016llx", (unsigned long long)r->v[f]);
+    else snprintf(buf, len, "%lld", (long long)r->v[f]);
+}
+
+/* "1, 3, 5" (at most 8 named, then "and N more") of the ranks in list. */
+static void ranks_text(const int *list, int n, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < n && i < 8 && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s%d", i ? ", " : "", list[i]);
+    if (n > 8 && off < len) snprintf(buf + off, len - off, " and %d more", n - 8);
+}
+
+/* The collective start-up agreement (issue 9): every rank, also one whose
+ * start-up failed, contributes its record; a failure anywhere or any
+ * difference from rank 0 makes every rank exit with status 2, rank 0
+ * printing one line that names the failing ranks and the first one's
+ * error, or the differing ranks and fields with their values.  Returns the
+ * hash of the agreed record. */
+static uint64_t startup_agree(int ok, int world)
+{
+    watchdog_beat("start-up agreement");
+    startup_rec mine;
+    fill_rec(&mine, ok);
+    startup_rec *all = malloc(sizeof *all * (size_t)world);
+    int have = all != NULL, everyone = 0;
+    MPI_Allreduce(&have, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!everyone) {
+        if (world_rank == 0) fprintf(stderr, "ptrain-run: error: out of memory for the start-up agreement of %d ranks\n", world);
+        MPI_Finalize();
+        exit(1);
+    }
+    MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
+    int *list = malloc(sizeof(int) * (size_t)world), nfail = 0, first = -1;
+    for (int r = 0; r < world; r++)
+        if (!all[r].v[0]) {
+            if (first < 0) first = r;
+            if (list) list[nfail] = r;
+            nfail++;
+        }
+    if (nfail) {
+        /* the first failing rank's message goes to rank 0 */
+        MPI_Bcast(startup_err.text, (int)sizeof startup_err.text, MPI_CHAR, first, MPI_COMM_WORLD);
+        if (world_rank == 0) {
+            char who[160] = "";
+            if (list) ranks_text(list, nfail, who, sizeof who);
+            if (nfail == world)
+                fprintf(stderr, "ptrain-run: error: %s\n", startup_err.text);
+            else
+                fprintf(stderr, "ptrain-run: error: rank %d: %s (start-up failed on rank%s %s of %d; every rank exits)\n",
+                        first, startup_err.text, nfail > 1 ? "s" : "", who, world);
+        }
+        MPI_Finalize();
+        exit(2);
+    }
+    /* every rank resolved a plan: all must hold rank 0's */
+    char line[1024] = "";
+    size_t off = 0;
+    int differ = 0;
+    if (strcmp(all[0].version, mine.version) != 0) differ = 1;
+    for (int f = 0; f < REC_FIELDS; f++) {
+        int n = 0, r1 = -1;
+        for (int r = 1; r < world; r++)
+            if (all[r].v[f] != all[0].v[f]) {
+                if (r1 < 0) r1 = r;
+                if (list) list[n] = r;
+                n++;
+            }
+        if (!n) continue;
+        differ = 1;
+        if (world_rank != 0 || off >= sizeof line) continue;
+        char who[160] = "", a[40], b[40];
+        if (list) ranks_text(list, n, who, sizeof who);
+        field_value(&all[r1], f, b, sizeof b);
+        field_value(&all[0], f, a, sizeof a);
+        off += (size_t)snprintf(line + off, sizeof line - off, "%s%s: rank%s %s %s %s, rank 0 has %s",
+                                off ? "; " : "", rec_field[f], n > 1 ? "s" : "", who,
+                                n > 1 ? "have (first)" : "has", b, a);
+    }
+    for (int r = 1; r < world && off < sizeof line; r++)
+        if (strcmp(all[r].version, all[0].version) != 0) {
+            differ = 1;
+            if (world_rank == 0)
+                off += (size_t)snprintf(line + off, sizeof line - off, "%sptrain version: rank %d has %.31s, rank 0 has %.31s",
+                                        off ? "; " : "", r, all[r].version, all[0].version);
+            break;
+        }
+    free(list);
+    uint64_t h = rec_hash(&all[0]);
+    free(all);
+    if (differ) {
+        if (world_rank == 0)
+            fprintf(stderr, "ptrain-run: error: ranks disagree at start-up: %s (every rank must get the same "
+                    "plan, model, data, options and ptrain build; under Slurm check the nodes' ptrain.conf "
+                    "and PTRAIN_* settings)\n", line);
+        MPI_Finalize();
+        exit(2);
+    }
+    return h;
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
     int world;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
-    opts o;
-    parse_args(argc, argv, &o);
+    watchdog_beat("start-up");
 
-    pt_gpt_config cfg;
-    if (pt_gpt_preset(o.model, &cfg)) bad_input("--model: %s", pt_errmsg());
-    if (o.layers) cfg.n_layer = o.layers;
-    if (o.heads) cfg.n_head = o.heads;
-    if (o.embd) cfg.n_embd = o.embd;
-    if (o.seq_len) cfg.seq_len = o.seq_len;
-    if (o.vocab) cfg.vocab = o.vocab;
-
-    pt_plan plan;
-    const char *source;
-    resolve_plan(&o, world, &plan, &source);
-    if (plan.mode == PT_MODE_1D && pt_gpt_check_tp(&cfg, plan.tp)) {
-        char valid[256] = "";
-        size_t off = 0;
-        for (int t = 1; t <= world; t++)
-            if (world % t == 0 && cfg.n_head % t == 0 && cfg.n_embd % cfg.n_head == 0)
-                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", t);
-        bad_input("%s; with %d ranks use --tp one of: %s", pt_errmsg(), world, valid);
+    /* Start-up: a rank whose arguments, PTRAIN_* plan, model or data fail
+     * jumps straight to the agreement, which every rank enters. */
+    int ok = 0;
+    in_startup = 1;
+    if (setjmp(startup_jmp) == 0) {
+        startup(argc, argv, world);
+        ok = 1;
     }
-    if (o.batch % plan.dp)
-        bad_input("--batch %ld is not a multiple of dp=%d (each data-parallel rank takes batch/dp sequences); try --batch %ld",
-                  o.batch, plan.dp, (o.batch / plan.dp + 1) * plan.dp);
-    if (o.warmup < 0) o.warmup = o.steps / 10 < 100 ? o.steps / 10 : 100;
-    if (o.min_lr < 0) o.min_lr = o.lr / 10;
+    in_startup = 0;
+    uint64_t agreed = startup_agree(ok, world);
+    watchdog_start(S.o.watchdog);
+
+    opts o = S.o;
+    pt_gpt_config cfg = S.cfg;
+    pt_plan plan = S.plan;
+    const char *source = S.source;
 
     int grid_rank = pt_launcher_rank(MPI_COMM_WORLD);
     pt_pctx ctx;
@@ -423,30 +734,10 @@ int main(int argc, char **argv)
     int threads = o.threads ? (int)o.threads : default_threads();
     be->set_threads(threads);
 
-    /* data */
-    pt_shard train = {0}, val = {0};
-    uint16_t *synth_train = NULL, *synth_val = NULL;
+    /* data (opened and agreed on at start-up) */
+    pt_shard train = S.train, val = S.val;
+    uint16_t *synth_train = S.synth_train, *synth_val = S.synth_val;
     const int T = cfg.seq_len;
-    if (!o.data) bad_input("--data is required: a directory made by 'ptrain-data prepare' (train.bin, val.bin) or 'synthetic'");
-    if (strncmp(o.data, "synthetic", 9) == 0 && (o.data[9] == 0 || o.data[9] == ':')) {
-        synth_train = synthetic_shard(&train, o.data, cfg.vocab, 1 << 20);
-        synth_val = synthetic_shard(&val, o.data, cfg.vocab, 1 << 16);
-        if (!synth_train || !synth_val) agree(pt_fail(PT_ENOMEM, "out of memory"), "synthetic data");
-    } else {
-        char path[4096];
-        snprintf(path, sizeof path, "%s/train.bin", o.data);
-        rc = pt_shard_open(&train, path);
-        if (rc == PT_OK) {
-            snprintf(path, sizeof path, "%s/val.bin", o.data);
-            rc = pt_shard_open(&val, path);
-        }
-        agree(rc, "data");
-        if (train.vocab_size > (uint32_t)cfg.vocab)
-            bad_input("data vocabulary %u is larger than the model's %d (--vocab)", train.vocab_size, cfg.vocab);
-        if (train.ntokens < (uint64_t)T + 2 || val.ntokens < (uint64_t)T + 2)
-            bad_input("data in %s is too short for seq_len %d (train %llu, val %llu tokens)", o.data, T,
-                      (unsigned long long)train.ntokens, (unsigned long long)val.ntokens);
-    }
 
     pt_arena arena = {0};
     pt_gpt model;
@@ -465,8 +756,8 @@ int main(int argc, char **argv)
     const double tok_per_step = (double)o.batch * T;
     const double flops_tok = pt_gpt_flops_per_token(&cfg, T);
     if (world_rank == 0) {
-        printf("plan: %s (source: %s, world %d, grid rank from %s)\n", summary, source, world,
-               grid_rank >= 0 ? "launcher RANK" : "MPI");
+        printf("plan: %s (source: %s, world %d, grid rank from %s; agreed by every rank, start-up hash %016llx)\n",
+               summary, source, world, grid_rank >= 0 ? "launcher RANK" : "MPI", (unsigned long long)agreed);
         printf("model: %s L=%d H=%d C=%d T=%d V=%d (padded %d), %.2fM parameters, %.2fM per rank\n",
                o.model, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab, model.g.Vp,
                (double)pt_gpt_num_params(&cfg) / 1e6, (double)model.nfloats / 1e6);

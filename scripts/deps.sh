@@ -9,7 +9,8 @@ pkgs=(build-essential autoconf automake libtool pkg-config debhelper
       libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libhwloc-dev hwloc libconfig-dev
       libpcre2-dev libjansson-dev pci.ids jq gnuplot-nox
       libslurm-dev slurmctld slurmd slurm-client munge libpmix-dev
-      bible-kjv nodejs npm)
+      bible-kjv nodejs npm
+      clang-14 libclang-rt-14-dev)   # libFuzzer targets (tests/fuzz, scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

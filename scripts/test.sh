@@ -37,6 +37,17 @@ mkdir -p _build/check
 ( cd _build/check && ../../configure -q && make -j2 >/dev/null && make -j2 check ) || { status=1; show_failures _build/check; }
 summarize _build/check
 
+# Fuzz targets (tests/fuzz): regression inputs and seeds, then a short
+# fixed budget each (FUZZ_SECONDS, default 20; scripts/fuzz.sh runs longer).
+if command -v clang-14 >/dev/null 2>&1 || command -v clang >/dev/null 2>&1; then
+    if bash scripts/fuzz.sh "${FUZZ_SECONDS:-20}"; then
+        total_pass=$((total_pass + 1))
+    else
+        echo "---- fuzz targets: a finding (see _build/fuzz/*.log) ----"; status=1
+        total_fail=$((total_fail + 1))
+    fi
+fi
+
 if [ "${QUICK:-0}" != 1 ]; then
     mkdir -p _build/sanitize
     san_tests=$(cd _build/check && make -s -f Makefile print-san-tests 2>/dev/null || true)

@@ -51,7 +51,7 @@ SPANK_PLUGIN(ptrain, 1)
 /* ---- per-process state (srun, sbatch or one slurmstepd) ---------------- */
 static pt_spank_conf conf;
 static int conf_bad;            /* plugstack arguments or ptrain.conf invalid */
-static char conf_err[512];
+static pt_error conf_err;
 
 static int opt_mode_given;      /* --ptrain-mode seen (locally or propagated) */
 static pt_mode opt_mode;
@@ -62,7 +62,7 @@ static int opt_verbose;
 
 enum { PLAN_NONE = 0, PLAN_SKIP, PLAN_READY, PLAN_ERROR };
 static int plan_state = PLAN_NONE;
-static char plan_err[768];
+static pt_error plan_err;
 static pt_plan plan;
 static int node_tasks[MAX_NODES];
 static pt_job_geometry geo;
@@ -73,53 +73,27 @@ static char tpn_text[256];
 static int verbose;
 
 /* ---- options ------------------------------------------------------------ */
-static int mode_allowed(pt_mode m)
+/* Parse a requested mode / group size against the administrator's settings
+ * (spank_util.c; the settings are ignored while the configuration is bad,
+ * which resolve_request refuses on its own). */
+static int parse_mode_text(const char *what, const char *text, pt_mode *out, pt_error *err)
 {
-    return m == PT_MODE_OFF || (conf.allowed_modes & (1u << m));
+    return pt_spank_parse_mode_opt(&conf, what, text, out, err);
 }
 
-/* Parse a requested mode (from an option or PTRAIN_MODE) and check that
- * the administrator allows it.  -1 with a one-line message in err. */
-static int parse_mode_text(const char *what, const char *text, pt_mode *out, char *err,
-                           size_t errlen)
+static int parse_size_text(const char *what, const char *text, int is_tp, int *out, pt_error *err)
 {
-    char inner[200];
-    pt_mode m;
-    if (pt_mode_parse(text, &m, inner, sizeof inner) < 0)
-        return pt_plan_errf(err, errlen, "ptrain: %s: %s", what, inner);
-    if (!mode_allowed(m))
-        return pt_plan_errf(err, errlen, "ptrain: %s=%s is not allowed on this cluster "
-                            "(allowed_modes in ptrain.conf)", what, text);
-    *out = m;
-    return 0;
-}
-
-/* Parse a group size (tp, tp_depth, sp): an integer 1..1048576, and at
- * most the administrator's max_tp when is_tp. */
-static int parse_size_text(const char *what, const char *text, int is_tp, int *out, char *err,
-                           size_t errlen)
-{
-    char *end;
-    long v = text && *text ? strtol(text, &end, 10) : 0;
-    if (!text || !*text || *end || v < 1 || v > (1L << 20))
-        return pt_plan_errf(err, errlen, "ptrain: %s='%s' is invalid (valid: an integer 1..%d "
-                            "that divides the tasks on every node)", what, text ? text : "",
-                            1 << 20);
-    if (!conf_bad && is_tp && v > conf.max_tp)
-        return pt_plan_errf(err, errlen, "ptrain: %s=%ld exceeds this cluster's max_tp=%d", what,
-                            v, conf.max_tp);
-    *out = (int)v;
-    return 0;
+    return pt_spank_parse_size_opt(conf_bad ? NULL : &conf, what, text, is_tp, out, err);
 }
 
 static int cb_mode(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    char err[300];
+    pt_error err;
     pt_mode m = PT_MODE_OFF;
-    if (parse_mode_text("--ptrain-mode", optarg, &m, err, sizeof err) < 0) {
-        slurm_error("%s", err);
+    if (parse_mode_text("--ptrain-mode", optarg, &m, &err) < 0) {
+        slurm_error("%s", err.text);
         return -1;
     }
     opt_mode = m;
@@ -129,9 +103,9 @@ static int cb_mode(int val, const char *optarg, int remote)
 
 static int cb_size(const char *what, const char *optarg, int is_tp, int *out)
 {
-    char err[300];
-    if (parse_size_text(what, optarg, is_tp, out, err, sizeof err) < 0) {
-        slurm_error("%s", err);
+    pt_error err;
+    if (parse_size_text(what, optarg, is_tp, out, &err) < 0) {
+        slurm_error("%s", err.text);
         return -1;
     }
     return 0;
@@ -184,7 +158,7 @@ static int local_getenv(void *arg, const char *name, char *buf, int len)
 /* The user's request: each option, else its PTRAIN_* variable, else the
  * administrator's default_mode (sizes 0 = let the planner choose).  Then
  * the checks that need no geometry.  -1 with a one-line error. */
-static int resolve_request(env_get_fn get, void *arg, pt_plan *req, char *err, size_t errlen)
+static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *err)
 {
     char buf[256];
     pt_plan_default(req);
@@ -194,25 +168,25 @@ static int resolve_request(env_get_fn get, void *arg, pt_plan *req, char *err, s
     req->sp = opt_sp;
     if (opt_mode_given) req->mode = opt_mode;
     else if (get(arg, "PTRAIN_MODE", buf, sizeof buf) &&
-             parse_mode_text("PTRAIN_MODE", buf, &req->mode, err, errlen) < 0)
+             parse_mode_text("PTRAIN_MODE", buf, &req->mode, err) < 0)
         return -1;
     if (!req->tp && get(arg, "PTRAIN_TP", buf, sizeof buf) &&
-        parse_size_text("PTRAIN_TP", buf, 1, &req->tp, err, errlen) < 0)
+        parse_size_text("PTRAIN_TP", buf, 1, &req->tp, err) < 0)
         return -1;
     if (!req->tp_depth && get(arg, "PTRAIN_TP_DEPTH", buf, sizeof buf) &&
-        parse_size_text("PTRAIN_TP_DEPTH", buf, 0, &req->tp_depth, err, errlen) < 0)
+        parse_size_text("PTRAIN_TP_DEPTH", buf, 0, &req->tp_depth, err) < 0)
         return -1;
     if (!req->sp && get(arg, "PTRAIN_SP", buf, sizeof buf) &&
-        parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err, errlen) < 0)
+        parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err) < 0)
         return -1;
     if (req->mode == PT_MODE_OFF) return 0;
     if (conf_bad)
-        return pt_plan_errf(err, errlen, "ptrain: cluster configuration is invalid, refusing "
-                            "--ptrain-mode=%s: %s", pt_mode_name(req->mode), conf_err);
+        return pt_errprintf(err, "ptrain: cluster configuration is invalid, refusing "
+                            "--ptrain-mode=%s: %s", pt_mode_name(req->mode), conf_err.text);
     pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
-    char inner[400];
-    if (pt_plan_request_check(req, &lim, inner, sizeof inner) < 0)
-        return pt_plan_errf(err, errlen, "ptrain: %s", inner);
+    pt_error inner;
+    if (pt_plan_request_check(req, &lim, &inner) < 0)
+        return pt_errprintf(err, "ptrain: %s", inner.text);
     return 0;
 }
 
@@ -242,15 +216,15 @@ PT_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
 {
     pt_spank_conf_default(&conf);
     conf_bad = 0;
-    conf_err[0] = '\0';
+    conf_err.text[0] = 0;
     for (int i = 0; i < ac && !conf_bad; i++) {
-        if (pt_spank_conf_arg(av[i], &conf, conf_err, sizeof conf_err) < 0) conf_bad = 1;
+        if (pt_spank_conf_arg(av[i], &conf, &conf_err) < 0) conf_bad = 1;
     }
     if (conf_bad) {
         /* Logged where an administrator looks (slurmd / slurmstepd log);
          * steps that ask for ptrain are refused with the same text. */
         spank_context_t ctx = spank_context();
-        if (ctx == S_CTX_SLURMD || ctx == S_CTX_REMOTE) slurm_error("ptrain: %s", conf_err);
+        if (ctx == S_CTX_SLURMD || ctx == S_CTX_REMOTE) slurm_error("ptrain: %s", conf_err.text);
         pt_spank_conf_default(&conf);
     }
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {
@@ -273,9 +247,9 @@ PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     spank_context_t ctx = spank_context();
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     pt_plan req;
-    char err[600];
-    if (resolve_request(local_getenv, NULL, &req, err, sizeof err) < 0) {
-        slurm_error("%s", err);
+    pt_error err;
+    if (resolve_request(local_getenv, NULL, &req, &err) < 0) {
+        slurm_error("%s", err.text);
         return -1;
     }
     return 0;
@@ -293,8 +267,8 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     (void)av;
     if (spank_context() != S_CTX_LOCAL) return 0;
     pt_plan req, out;
-    char err[600];
-    if (resolve_request(local_getenv, NULL, &req, err, sizeof err) < 0)
+    pt_error err;
+    if (resolve_request(local_getenv, NULL, &req, &err) < 0)
         return 0; /* refused in init_post_opt already */
     if (req.mode == PT_MODE_OFF) return 0;
     uint32_t nnodes = 0, ntasks = 0;
@@ -305,7 +279,7 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
         nnodes == 0 || nnodes > MAX_NODES)
         return 0;
     int n = 0;
-    if (pt_spank_parse_tasks_per_node(tpn, node_tasks, MAX_NODES, &n, NULL, 0) < 0 ||
+    if (pt_spank_parse_tasks_per_node(tpn, node_tasks, MAX_NODES, &n, NULL) < 0 ||
         (uint32_t)n != nnodes)
         return 0;
     long long sum = 0;
@@ -313,8 +287,8 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     if (sum != ntasks) return 0;
     pt_job_geometry g = {n, (int)ntasks, node_tasks};
     pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
-    if (pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) < 0) {
-        slurm_error("ptrain: %s", err);
+    if (pt_plan_auto(&g, &lim, &req, &out, &err) < 0) {
+        slurm_error("ptrain: %s", err.text);
         return -1;
     }
     return 0;
@@ -337,7 +311,7 @@ static int plan_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(plan_err, sizeof plan_err, fmt, ap);
+    pt_verrprintf(&plan_err, fmt, ap);
     va_end(ap);
     plan_state = PLAN_ERROR;
     return -1;
@@ -370,12 +344,12 @@ static int compute_plan(spank_t sp)
     }
 
     char buf[4096];
-    char err[600];
+    pt_error err;
     pt_plan req;
-    int bad_request = resolve_request(job_getenv_cb, sp, &req, err, sizeof err) < 0;
+    int bad_request = resolve_request(job_getenv_cb, sp, &req, &err) < 0;
     verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) &&
                               strcmp(buf, "0") != 0);
-    if (bad_request) return plan_fail("%s", err);
+    if (bad_request) return plan_fail("%s", err.text);
     if (req.mode == PT_MODE_OFF) {
         plan_state = PLAN_SKIP;
         return 0;
@@ -400,8 +374,8 @@ static int compute_plan(spank_t sp)
         return plan_fail("ptrain: neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is "
                          "set: cannot place ranks");
     int n = 0;
-    if (pt_spank_parse_tasks_per_node(tpn_text, node_tasks, MAX_NODES, &n, err, sizeof err) < 0)
-        return plan_fail("ptrain: %s", err);
+    if (pt_spank_parse_tasks_per_node(tpn_text, node_tasks, MAX_NODES, &n, &err) < 0)
+        return plan_fail("ptrain: %s", err.text);
     long long sum = 0;
     for (int i = 0; i < n; i++) sum += node_tasks[i];
     if ((uint32_t)n != nnodes || sum != ntasks || (uint32_t)node_tasks[nodeid] != nlocal)
@@ -414,16 +388,16 @@ static int compute_plan(spank_t sp)
     local_tasks = (int)nlocal;
 
     pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
-    if (pt_plan_auto(&geo, &lim, &req, &plan, err, sizeof err) < 0)
-        return plan_fail("ptrain: %s", err);
+    if (pt_plan_auto(&geo, &lim, &req, &plan, &err) < 0)
+        return plan_fail("ptrain: %s", err.text);
 
     if (!job_getenv(sp, "SLURM_STEP_NODELIST", buf, sizeof buf) &&
         !job_getenv(sp, "SLURM_JOB_NODELIST", buf, sizeof buf) &&
         !job_getenv(sp, "SLURM_NODELIST", buf, sizeof buf))
         return plan_fail("ptrain: no SLURM_STEP_NODELIST / SLURM_JOB_NODELIST in the job "
                          "environment: cannot name MASTER_ADDR");
-    if (pt_spank_first_host(buf, master_addr, sizeof master_addr, err, sizeof err) < 0)
-        return plan_fail("ptrain: %s", err);
+    if (pt_spank_first_host(buf, master_addr, sizeof master_addr, &err) < 0)
+        return plan_fail("ptrain: %s", err.text);
     master_port = pt_spank_master_port(job_id, step_id, conf.master_port_base,
                                        conf.master_port_count);
     plan_state = plan.mode == PT_MODE_OFF ? PLAN_SKIP : PLAN_READY;
@@ -442,7 +416,7 @@ PT_EXPORT int slurm_spank_user_init(spank_t sp, int ac, char **av)
          * would not fail the step visibly: log for the administrator and
          * raise the same error from task_init, which the user sees and
          * which makes the tasks exit 1 (plugin loaded as `required`). */
-        slurm_info("%s", plan_err);
+        slurm_info("%s", plan_err.text);
     }
     return 0;
 }
@@ -471,7 +445,7 @@ PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
     (void)av;
     if (!spank_remote(sp)) return 0;
     if (compute_plan(sp) < 0) {
-        slurm_error("%s", plan_err);
+        slurm_error("%s", plan_err.text);
         return -1;
     }
     if (plan_state != PLAN_READY) return 0;

@@ -1,9 +1,12 @@
 /* Helpers of the ptrain SPANK plugin that need no Slurm; see spank_util.h. */
 #include "spank/spank_util.h"
+#include "core/core.h"
+#include "core/file.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <libconfig.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,11 +31,10 @@ static int take_count(const char **p, long *v)
     return 0;
 }
 
-int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, char *err,
-                                  size_t errlen)
+int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, pt_error *err)
 {
     if (!s || !*s)
-        return pt_plan_errf(err, errlen, "empty tasks-per-node list (valid: e.g. \"2(x3),1\")");
+        return pt_errprintf(err, "empty tasks-per-node list (valid: e.g. \"2(x3),1\")");
     const char *p = s;
     int n = 0;
     for (;;) {
@@ -45,7 +47,7 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
             p++;
         }
         if (reps > cap - n)
-            return pt_plan_errf(err, errlen, "tasks-per-node list '%s' names more than %d nodes", s,
+            return pt_errprintf(err, "tasks-per-node list '%s' names more than %d nodes", s,
                              cap);
         for (long i = 0; i < reps; i++) out[n++] = (int)count;
         if (*p == '\0') break;
@@ -55,14 +57,14 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
     *nnodes = n;
     return 0;
 bad:
-    return pt_plan_errf(err, errlen, "malformed tasks-per-node list '%s' at offset %d (valid: "
+    return pt_errprintf(err, "malformed tasks-per-node list '%s' at offset %d (valid: "
                      "comma-separated N or N(xR) with N, R >= 1, e.g. \"2(x3),1\")", s,
                      (int)(p - s));
 }
 
-int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, size_t errlen)
+int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *err)
 {
-    if (!list || !*list) return pt_plan_errf(err, errlen, "empty host list");
+    if (!list || !*list) return pt_errprintf(err, "empty host list");
     const char *p = list;
     size_t k = 0;
     while (*p && *p != ',' && *p != '[') {
@@ -73,14 +75,14 @@ int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, s
         /* First range of the bracket: "001-003,7" -> "001". */
         const char *q = p + 1;
         const char *close = strchr(q, ']');
-        if (!close) return pt_plan_errf(err, errlen, "unbalanced '[' in host list '%s'", list);
+        if (!close) return pt_errprintf(err, "unbalanced '[' in host list '%s'", list);
         size_t digits = 0;
         while (q + digits < close && isdigit((unsigned char)q[digits])) digits++;
         if (digits == 0)
-            return pt_plan_errf(err, errlen, "empty or non-numeric range in host list '%s'", list);
+            return pt_errprintf(err, "empty or non-numeric range in host list '%s'", list);
         char after = q[digits];
         if (after != '-' && after != ',' && after != ']')
-            return pt_plan_errf(err, errlen, "malformed range in host list '%s'", list);
+            return pt_errprintf(err, "malformed range in host list '%s'", list);
         if (k + digits >= outlen) goto too_long;
         memcpy(out + k, q, digits);
         k += digits;
@@ -91,11 +93,11 @@ int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, s
             out[k++] = *p++;
         }
     }
-    if (k == 0) return pt_plan_errf(err, errlen, "host list '%s' starts with an empty name", list);
+    if (k == 0) return pt_errprintf(err, "host list '%s' starts with an empty name", list);
     out[k] = '\0';
     return 0;
 too_long:
-    return pt_plan_errf(err, errlen, "first host name in '%s' is longer than %zu bytes", list,
+    return pt_errprintf(err, "first host name in '%s' is longer than %zu bytes", list,
                      outlen ? outlen - 1 : 0);
 }
 
@@ -116,56 +118,103 @@ void pt_spank_conf_default(pt_spank_conf *c)
     c->master_port_count = 1000;
 }
 
-int pt_spank_conf_check(const pt_spank_conf *c, char *err, size_t errlen)
+int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
 {
     if ((int)c->default_mode < PT_MODE_OFF || (int)c->default_mode > PT_MODE_3D)
-        return pt_plan_errf(err, errlen, "invalid default_mode %d (valid: off, auto, 1d, 2d, "
+        return pt_errprintf(err, "invalid default_mode %d (valid: off, auto, 1d, 2d, "
                             "2.5d, 3d)", (int)c->default_mode);
     if (c->default_mode != PT_MODE_OFF && !(c->allowed_modes & (1u << c->default_mode)))
-        return pt_plan_errf(err, errlen, "default_mode '%s' is not in allowed_modes",
+        return pt_errprintf(err, "default_mode '%s' is not in allowed_modes",
                          pt_mode_name(c->default_mode));
+    /* auto plans 1d (pt_plan_auto): allowing or defaulting to auto without
+     * 1d would make every such step fail, so refuse the configuration */
+    if (((c->allowed_modes & (1u << PT_MODE_AUTO)) || c->default_mode == PT_MODE_AUTO) &&
+        !(c->allowed_modes & (1u << PT_MODE_1D)))
+        return pt_errprintf(err, "allowed_modes has \"auto\" but not \"1d\", and auto resolves to 1d: "
+                            "no auto request could run (valid: add \"1d\" to allowed_modes, or drop "
+                            "\"auto\" from it and from default_mode)");
     if (c->max_tp < 1 || c->max_tp > MAX_COUNT)
-        return pt_plan_errf(err, errlen, "invalid max_tp %d (valid: 1..%d)", c->max_tp, MAX_COUNT);
+        return pt_errprintf(err, "invalid max_tp %d (valid: 1..%d)", c->max_tp, MAX_COUNT);
     if (c->master_port_base < 1024 || c->master_port_base > 65535)
-        return pt_plan_errf(err, errlen, "invalid master_port_base %d (valid: 1024..65535)",
+        return pt_errprintf(err, "invalid master_port_base %d (valid: 1024..65535)",
                          c->master_port_base);
-    if (c->master_port_count < 1 || c->master_port_base + c->master_port_count - 1 > 65535)
-        return pt_plan_errf(err, errlen, "invalid master_port_count %d with master_port_base %d "
+    if (c->master_port_count < 1 || (long long)c->master_port_base + c->master_port_count - 1 > 65535)
+        return pt_errprintf(err, "invalid master_port_count %d with master_port_base %d "
                          "(valid: 1..%d)", c->master_port_count, c->master_port_base,
                          65536 - c->master_port_base);
     return 0;
 }
 
 /* Mode text accepted for default_mode: off, auto, 1d, 2d, 2.5d, 3d. */
-static int parse_admin_mode(const char *s, pt_mode *m, char *err, size_t errlen)
+static int parse_admin_mode(const char *s, pt_mode *m, pt_error *err)
 {
-    if (pt_mode_parse(s, m, err, errlen) < 0) return -1;
+    if (pt_mode_parse(s, m, err) < 0) return -1;
     return 0;
 }
 
-static int parse_int_text(const char *key, const char *v, int *out, char *err, size_t errlen)
+static int parse_int_text(const char *key, const char *v, int *out, pt_error *err)
 {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
-    if (!*v || *end || errno || x < -MAX_COUNT * 64L || x > MAX_COUNT * 64L)
-        return pt_plan_errf(err, errlen, "invalid %s='%s' (valid: an integer)", key, v);
+    if (!*v || *end || errno || x < INT_MIN || x > INT_MAX)
+        return pt_errprintf(err, "invalid %s='%s' (valid: an integer)", key, v);
     *out = (int)x;
     return 0;
 }
 
-int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t errlen)
+/* libconfig 1.5 silently truncates an integer literal beyond 32 bits
+ * without an L suffix (max_tp = 4294967304 reads as 8).  Re-read the
+ * literal of setting `name` on line `line` of the text and return 0 when
+ * it equals v, -1 when it does not (or overflows 64 bits); 0 when it
+ * cannot be found (then libconfig's value stands). */
+static int literal_matches(const char *text, int line, const char *name, long long v)
+{
+    const char *p = text;
+    for (int l = 1; l < line && p; l++) {
+        p = strchr(p, '\n');
+        if (p) p++;
+    }
+    if (!p) return 0;
+    const char *eol = strchr(p, '\n');
+    size_t nl = strlen(name);
+    for (const char *q = p; (q = strstr(q, name)) && (!eol || q < eol); q += nl) {
+        if (q > p && (isalnum((unsigned char)q[-1]) || q[-1] == '_')) continue;
+        const char *r = q + nl;
+        while (*r == ' ' || *r == '\t') r++;
+        if (*r != '=' && *r != ':') continue;
+        r++;
+        while (*r == ' ' || *r == '\t') r++;
+        char *end;
+        errno = 0;
+        long long x = strtoll(r, &end, 0);
+        if (end == r) return 0;
+        if (errno == ERANGE || x != v) return -1;
+        return 0;
+    }
+    return 0;
+}
+
+int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
 {
     config_t cfg;
     config_init(&cfg);
     pt_spank_conf tmp = *c;
     int rc = -1;
-    if (config_read_file(&cfg, path) != CONFIG_TRUE) {
-        if (config_error_type(&cfg) == CONFIG_ERR_FILE_IO)
-            pt_plan_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno ? errno : ENOENT));
-        else
-            pt_plan_errf(err, errlen, "%s:%d: %s", path, config_error_line(&cfg),
-                      config_error_text(&cfg));
+    /* read it ourselves: a regular file only (a FIFO must not block
+     * slurmstepd), and the text is needed to check integer literals */
+    char *text = NULL;
+    size_t tlen = 0;
+    if (pt_read_regular(path, "configuration file", &text, &tlen) != 0) {
+        pt_errprintf(err, "%s: cannot read: %s", path, pt_errmsg());
+        goto out;
+    }
+    if (strlen(text) != tlen) {
+        pt_errprintf(err, "%s: a NUL byte in the configuration text", path);
+        goto out;
+    }
+    if (config_read_string(&cfg, text) != CONFIG_TRUE) {
+        pt_errprintf(err, "%s:%d: %s", path, config_error_line(&cfg), config_error_text(&cfg));
         goto out;
     }
     config_setting_t *root = config_root_setting(&cfg);
@@ -178,29 +227,37 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t err
         if (!name) continue;
         if (strcmp(name, "default_mode") == 0) {
             if (type != CONFIG_TYPE_STRING) {
-                pt_plan_errf(err, errlen, "%s:%d: default_mode must be a string (valid: \"off\", "
+                pt_errprintf(err, "%s:%d: default_mode must be a string (valid: \"off\", "
                           "\"auto\", \"1d\", \"2d\", \"2.5d\", \"3d\")", path, line);
                 goto out;
             }
-            char inner[160];
-            if (parse_admin_mode(config_setting_get_string(s), &tmp.default_mode, inner,
-                                 sizeof inner) < 0) {
-                pt_plan_errf(err, errlen, "%s:%d: default_mode: %s", path, line, inner);
+            pt_error inner;
+            if (parse_admin_mode(config_setting_get_string(s), &tmp.default_mode, &inner) < 0) {
+                pt_errprintf(err, "%s:%d: default_mode: %s", path, line, inner.text);
                 goto out;
             }
         } else if (strcmp(name, "max_tp") == 0 || strcmp(name, "master_port_base") == 0 ||
                    strcmp(name, "master_port_count") == 0) {
-            if (type != CONFIG_TYPE_INT) {
-                pt_plan_errf(err, errlen, "%s:%d: %s must be an integer", path, line, name);
+            if (type != CONFIG_TYPE_INT && type != CONFIG_TYPE_INT64) {
+                pt_errprintf(err, "%s:%d: %s must be an integer", path, line, name);
                 goto out;
             }
-            int v = config_setting_get_int(s);
+            /* read 64 bits: a value beyond int (4294967304) must not wrap
+             * into a valid one (8) */
+            long long v64 = config_setting_get_int64(s);
+            if (v64 < INT_MIN || v64 > INT_MAX || literal_matches(text, line, name, v64) < 0) {
+                pt_errprintf(err, "%s:%d: %s is out of range (valid: %s)", path, line, name,
+                             strcmp(name, "max_tp") == 0 ? "1..1048576"
+                             : strcmp(name, "master_port_base") == 0 ? "1024..65535" : "1..64512");
+                goto out;
+            }
+            int v = (int)v64;
             if (strcmp(name, "max_tp") == 0) tmp.max_tp = v;
             else if (strcmp(name, "master_port_base") == 0) tmp.master_port_base = v;
             else tmp.master_port_count = v;
         } else if (strcmp(name, "allowed_modes") == 0) {
             if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
-                pt_plan_errf(err, errlen, "%s:%d: allowed_modes must be a list of mode strings, e.g. "
+                pt_errprintf(err, "%s:%d: allowed_modes must be a list of mode strings, e.g. "
                           "[\"auto\", \"1d\"]", path, line);
                 goto out;
             }
@@ -210,70 +267,106 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t err
                 config_setting_t *e = config_setting_get_elem(s, (unsigned)j);
                 const char *txt = config_setting_get_string(e);
                 pt_mode mode;
-                char inner[160];
+                pt_error inner;
                 if (!txt) {
-                    pt_plan_errf(err, errlen, "%s:%d: allowed_modes element %d is not a string",
+                    pt_errprintf(err, "%s:%d: allowed_modes element %d is not a string",
                               path, line, j);
                     goto out;
                 }
-                if (pt_mode_parse(txt, &mode, inner, sizeof inner) < 0) {
-                    pt_plan_errf(err, errlen, "%s:%d: allowed_modes: %s", path, line, inner);
+                if (pt_mode_parse(txt, &mode, &inner) < 0) {
+                    pt_errprintf(err, "%s:%d: allowed_modes: %s", path, line, inner.text);
                     goto out;
                 }
                 mask |= 1u << mode;
             }
             tmp.allowed_modes = mask;
         } else {
-            pt_plan_errf(err, errlen, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
+            pt_errprintf(err, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
                       "allowed_modes, master_port_base, master_port_count)", path, line, name);
             goto out;
         }
     }
-    char inner[200];
-    if (pt_spank_conf_check(&tmp, inner, sizeof inner) < 0) {
-        pt_plan_errf(err, errlen, "%s: %s", path, inner);
+    pt_error inner;
+    if (pt_spank_conf_check(&tmp, &inner) < 0) {
+        pt_errprintf(err, "%s: %s", path, inner.text);
         goto out;
     }
     *c = tmp;
     rc = 0;
 out:
     config_destroy(&cfg);
+    free(text);
     return rc;
 }
 
-int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, char *err, size_t errlen)
+int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
 {
     const char *eq = strchr(arg, '=');
     if (!eq)
-        return pt_plan_errf(err, errlen, "plugstack argument '%s' is not key=value (valid keys: "
+        return pt_errprintf(err, "plugstack argument '%s' is not key=value (valid keys: "
                          "config, default_mode, max_tp, master_port_base, master_port_count)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
     pt_spank_conf tmp = *c;
 #define KEY(k) (klen == strlen(k) && strncmp(arg, k, klen) == 0)
     if (KEY("config")) {
-        if (!*v) return pt_plan_errf(err, errlen, "plugstack argument config= needs a path");
-        return pt_spank_conf_load(v, c, err, errlen);
+        if (!*v) return pt_errprintf(err, "plugstack argument config= needs a path");
+        return pt_spank_conf_load(v, c, err);
     } else if (KEY("default_mode")) {
-        char inner[160];
-        if (parse_admin_mode(v, &tmp.default_mode, inner, sizeof inner) < 0)
-            return pt_plan_errf(err, errlen, "plugstack default_mode: %s", inner);
+        pt_error inner;
+        if (parse_admin_mode(v, &tmp.default_mode, &inner) < 0)
+            return pt_errprintf(err, "plugstack default_mode: %s", inner.text);
     } else if (KEY("max_tp")) {
-        if (parse_int_text("max_tp", v, &tmp.max_tp, err, errlen) < 0) return -1;
+        if (parse_int_text("max_tp", v, &tmp.max_tp, err) < 0) return -1;
     } else if (KEY("master_port_base")) {
-        if (parse_int_text("master_port_base", v, &tmp.master_port_base, err, errlen) < 0)
+        if (parse_int_text("master_port_base", v, &tmp.master_port_base, err) < 0)
             return -1;
     } else if (KEY("master_port_count")) {
-        if (parse_int_text("master_port_count", v, &tmp.master_port_count, err, errlen) < 0)
+        if (parse_int_text("master_port_count", v, &tmp.master_port_count, err) < 0)
             return -1;
     } else {
-        return pt_plan_errf(err, errlen, "unknown plugstack argument '%s' (valid keys: config, "
+        return pt_errprintf(err, "unknown plugstack argument '%s' (valid keys: config, "
                          "default_mode, max_tp, master_port_base, master_port_count)", arg);
     }
 #undef KEY
-    char inner[200];
-    if (pt_spank_conf_check(&tmp, inner, sizeof inner) < 0)
-        return pt_plan_errf(err, errlen, "plugstack argument '%s': %s", arg, inner);
+    pt_error inner;
+    if (pt_spank_conf_check(&tmp, &inner) < 0)
+        return pt_errprintf(err, "plugstack argument '%s': %s", arg, inner.text);
     *c = tmp;
+    return 0;
+}
+
+int pt_spank_parse_mode_opt(const pt_spank_conf *c, const char *what, const char *text,
+                            pt_mode *out, pt_error *err)
+{
+    pt_error inner;
+    pt_mode m;
+    if (pt_mode_parse(text, &m, &inner) < 0)
+        return pt_errprintf(err, "ptrain: %s: %s", what, inner.text);
+    if (c && m != PT_MODE_OFF && !(c->allowed_modes & (1u << m)))
+        return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster "
+                            "(allowed_modes in ptrain.conf)", what, text);
+    *out = m;
+    return 0;
+}
+
+int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char *text, int is_tp,
+                            int *out, pt_error *err)
+{
+    char *end = NULL;
+    long v = 0;
+    if (text && *text >= '0' && *text <= '9') {
+        errno = 0;
+        v = strtol(text, &end, 10);
+        if (errno || *end) v = 0;
+    }
+    if (v < 1 || v > (1L << 20))
+        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: an integer 1..%d "
+                            "that divides the tasks on every node)", what, text ? text : "",
+                            1 << 20);
+    if (c && is_tp && v > c->max_tp)
+        return pt_errprintf(err, "ptrain: %s=%ld exceeds this cluster's max_tp=%d", what,
+                            v, c->max_tp);
+    *out = (int)v;
     return 0;
 }

@@ -5,7 +5,7 @@
  * (tests/slurm/test_spank_util.c).
  *
  * All functions return 0 on success and -1 on error with a one-line
- * message in (err, errlen) naming the bad value and what would be valid.
+ * message in *err (a pt_error, core/error.h; NULL allowed) naming the bad value and what would be valid.
  */
 #ifndef PTRAIN_SPANK_UTIL_H
 #define PTRAIN_SPANK_UTIL_H
@@ -21,15 +21,14 @@
  * nodes to *nnodes.  Errors: empty or malformed text, a count < 1 or
  * > 1048576, more than `cap` nodes.  Source: Slurm's
  * uint32_compressed_to_str() output format (src/common/slurm_step_layout.c). */
-int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, char *err,
-                                  size_t errlen);
+int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, pt_error *err);
 
 /* The first host name of a Slurm host list such as "n[1-3,7],x" (-> "n1"),
  * "gpu[010-012]" (-> "gpu010", zero padding kept), "a,b" (-> "a").
  * Errors: empty list, unbalanced brackets, an empty range, a name longer
  * than outlen - 1 bytes.  Source: the hostlist syntax of Slurm's
  * hostlist_create() (src/common/hostlist.c), first element only. */
-int pt_spank_first_host(const char *list, char *out, size_t outlen, char *err, size_t errlen);
+int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *err);
 
 /* Rendezvous port for (job_id, step_id): base + (job_id * 64 + step_id % 64)
  * mod count, so the steps of one job (up to 64 at a time) and neighbouring
@@ -53,18 +52,31 @@ typedef struct pt_spank_conf {
 void pt_spank_conf_default(pt_spank_conf *c);
 
 /* Range checks of a filled configuration (see the field comments). */
-int pt_spank_conf_check(const pt_spank_conf *c, char *err, size_t errlen);
+int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
 
 /* Read a libconfig file over *c: settings default_mode (string), max_tp
  * (int), allowed_modes (list or array of mode strings, e.g. ["auto", "1d"]),
  * master_port_base (int), master_port_count (int).  An unknown setting, a
  * wrong type, a bad value or a syntax error is an error naming the file and
  * line; *c is left unchanged on error. */
-int pt_spank_conf_load(const char *path, pt_spank_conf *c, char *err, size_t errlen);
+int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
 
 /* Apply one plugstack argument "key=value" (config=PATH, default_mode=M,
  * max_tp=N, master_port_base=N, master_port_count=N) to *c.  config= loads
  * the file at once. */
-int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, char *err, size_t errlen);
+int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
+
+/* A mode requested by --ptrain-mode or PTRAIN_MODE (`what` names it in
+ * errors): one of off, auto, 1d, 2d, 2.5d, 3d, and allowed by c (off is
+ * always allowed; c NULL allows every mode).  Errors are one line prefixed
+ * "ptrain: ". */
+int pt_spank_parse_mode_opt(const pt_spank_conf *c, const char *what, const char *text,
+                            pt_mode *out, pt_error *err);
+
+/* A group size requested by --ptrain-tp/-tp-depth/-sp or PTRAIN_TP...: a
+ * decimal integer 1..1048576 (no sign, no blanks), and <= c->max_tp when
+ * is_tp (c NULL skips that check). */
+int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char *text, int is_tp,
+                            int *out, pt_error *err);
 
 #endif

@@ -2,6 +2,7 @@
  * measurements in hwloc XML, islands, warnings and gres.conf lines. */
 #define _POSIX_C_SOURCE 200809L
 #include "topo/topo.h"
+#include "core/file.h"
 #include "core/core.h"
 #include "topo/topo_priv.h"
 
@@ -11,10 +12,23 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+/* NVLink count of a measured or recorded bandwidth (GB/s): at least 1 when
+ * positive, at most PT_TOPO_MAX_NVLINKS (a corrupt cache must not overflow
+ * the count); 0 for non-positive or not-a-number. */
+static int nvlinks_of_gbps(double gbps)
+{
+    if (!(gbps > 0)) return 0;
+    double l = gbps / PT_TOPO_NVLINK_GBPS;
+    if (!(l < PT_TOPO_MAX_NVLINKS)) return PT_TOPO_MAX_NVLINKS;
+    long r = lround(l);
+    return r < 1 ? 1 : (int)r;
+}
 
 const char *pt_link_class_name(pt_link_class c)
 {
@@ -330,8 +344,7 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
                                 double a = (double)d[r]->values[i * n + s], b = (double)d[r]->values[j * n + s];
                                 mbs += a < b ? a : b;
                             }
-                        int links = (int)lround(mbs / (PT_TOPO_NVLINK_GBPS * 1e3));
-                        if (mbs > 0 && links < 1) links = 1;
+                        int links = nvlinks_of_gbps(mbs / 1e3);
                         t->gg_nvlinks[map[i] * t->ngpus + map[j]] = links;
                     }
                 free(map);
@@ -382,8 +395,7 @@ void pt_topo_update_nvlinks(pt_topo *t)
                 double li = t->gpu[i].pci.link_gbps, lj = t->gpu[j].pci.link_gbps;
                 double pcie = li > 0 && lj > 0 ? (li < lj ? li : lj) : 31.5;
                 if (bw > 1.5 * pcie) {
-                    links = (int)lround(bw / PT_TOPO_NVLINK_GBPS);
-                    if (links < 1) links = 1;
+                    links = nvlinks_of_gbps(bw);
                     t->gg_nvlinks[i * n + j] = links;
                 }
             }
@@ -456,7 +468,7 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
     o = NULL;
     while ((o = hwloc_get_next_osdev(h, o))) {
         hwloc_obj_t p = pci_ancestor(o);
-        if (!p) continue;
+        if (!p || !o->name) continue; /* an XML OS device may lack a name (found by fuzz_topo_xml) */
         char b[16];
         busid_of(p, b, sizeof b);
         if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU || o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC) {
@@ -519,6 +531,56 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
     return PT_OK;
 }
 
+/* hwloc 2.9's XML import dereferences a missing cpuset or nodeset of a
+ * normal or memory object (found by tests/fuzz/fuzz_topo_xml: a PU without
+ * complete_cpuset crashes hwloc_topology_load).  hwloc writes all four sets
+ * on every such object, so require them before handing hwloc the text.
+ * Returns 0, or -1 with a one-line reason in why. */
+static int xml_sets_present(const char *xml, char *why, size_t len)
+{
+    static const char *const sets[] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
+    static const char *const io_types[] = {"PCIDev", "OSDev", "Bridge", "Misc"};
+    for (const char *p = strstr(xml, "<object"); p; p = strstr(p + 1, "<object")) {
+        /* the tag up to its first '>' (hwloc escapes '>' inside values) */
+        const char *end = strchr(p, '>');
+        if (!end) end = p + strlen(p);
+        char *tag = strndup(p, (size_t)(end - p));
+        if (!tag) return 0; /* let hwloc fail on its own */
+        const char *ty = strstr(tag, " type=\"");
+        char type[32] = "";
+        if (ty) sscanf(ty + 7, "%31[^\"]", type);
+        int io = 0;
+        for (size_t i = 0; i < sizeof io_types / sizeof io_types[0]; i++) io |= !strcmp(type, io_types[i]);
+        for (size_t i = 0; !io && i < sizeof sets / sizeof sets[0]; i++) {
+            char key[32];
+            snprintf(key, sizeof key, " %s=\"", sets[i]);
+            const char *v = strstr(tag, key);
+            int ok = v != NULL;
+            if (ok) {
+                /* hwloc_bitmap_snprintf's alphabet: "0x0000000f,,0x00000100",
+                 * "0xf...f,..." for an infinite set */
+                v += strlen(key);
+                const char *q = v;
+                ok = q[0] == '0' && q[1] == 'x';
+                while (ok && *q && *q != '"') {
+                    if (!isxdigit((unsigned char)*q) && *q != 'x' && *q != ',' && *q != '.') ok = 0;
+                    q++;
+                }
+                if (*q != '"') ok = 0;
+                if (ok && q == v) ok = 0; /* empty value */
+            }
+            if (!ok) {
+                snprintf(why, len, "object of type '%s' at byte %zu has no valid %s attribute",
+                         type[0] ? type : "?", (size_t)(p - xml), sets[i]);
+                free(tag);
+                return -1;
+            }
+        }
+        free(tag);
+    }
+    return 0;
+}
+
 int pt_topo_load_hwloc(pt_topo *t, const char *xmlfile)
 {
     memset(t, 0, sizeof *t);
@@ -530,21 +592,32 @@ int pt_topo_load_hwloc(pt_topo *t, const char *xmlfile)
     if (hwloc_topology_init(&h) < 0) return pt_fail(PT_ENOMEM, "hwloc_topology_init failed");
     hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
     copy_str(t->source, sizeof t->source, xmlfile ? xmlfile : "this machine");
+    char *xml = NULL;
     if (xmlfile) {
-        FILE *f = fopen(xmlfile, "r");
-        if (!f) {
-            int e = errno;
+        /* read it ourselves (a regular file only, FIFOs refused without
+         * blocking) and hand hwloc the bytes: no second open to race */
+        size_t len = 0;
+        int rc = pt_read_regular(xmlfile, "topology file", &xml, &len);
+        if (rc) {
             hwloc_topology_destroy(h);
-            return pt_fail(PT_EIO, "cannot read topology file '%s': %s", xmlfile, strerror(e));
+            return rc;
         }
-        fclose(f);
-        if (hwloc_topology_set_xml(h, xmlfile) < 0) {
+        char why[160];
+        if (xml_sets_present(xml, why, sizeof why) < 0) {
+            free(xml);
+            hwloc_topology_destroy(h);
+            return pt_fail(PT_EFORMAT, "topology file '%s' is not hwloc XML as hwloc writes it: %s", xmlfile, why);
+        }
+        if (len == 0 || len > INT_MAX - 1 || hwloc_topology_set_xmlbuffer(h, xml, (int)len + 1) < 0) {
+            free(xml);
             hwloc_topology_destroy(h);
             return pt_fail(PT_EFORMAT, "topology file '%s' is not hwloc XML", xmlfile);
         }
     }
     /* Keep the user distances and infos a cache carries. */
-    if (hwloc_topology_load(h) < 0) {
+    int loaded = hwloc_topology_load(h);
+    free(xml); /* hwloc parsed it during load */
+    if (loaded < 0) {
         hwloc_topology_destroy(h);
         if (xmlfile) return pt_fail(PT_EFORMAT, "topology file '%s' is not valid hwloc XML", xmlfile);
         return pt_fail(PT_EIO, "hwloc could not load this machine's topology");

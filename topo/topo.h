@@ -39,6 +39,8 @@ extern "C" {
 /* Per-link NVLink bandwidth (one direction, GB/s) used to turn a recorded or
  * measured bandwidth into a link count NV# (NVLink 2, 3 and 4 are 25 GB/s). */
 #define PT_TOPO_NVLINK_GBPS 25.0
+/* Largest NVLink count a GPU pair may record (NV1..NV64; an H100 SXM has 18). */
+#define PT_TOPO_MAX_NVLINKS 64
 
 /* Path class between two PCI devices, ordered from far to near, as defined
  * by `nvidia-smi topo -m`. */

@@ -1,6 +1,7 @@
 /* ptrain topology: JSON form of the node model (jansson), cache files. */
 #define _POSIX_C_SOURCE 200809L
 #include "topo/topo.h"
+#include "core/file.h"
 #include "core/core.h"
 #include "topo/topo_priv.h"
 
@@ -253,8 +254,18 @@ static void jmatrix_class(jctx *c, json_t *o, const char *k, unsigned char *cls,
             for (int x = PT_LINK_SYS; x <= PT_LINK_SELF; x++)
                 if (x != PT_LINK_NV && !strcmp(s, pt_link_class_name((pt_link_class)x))) found = x;
             if (found < 0 && nv && !strncmp(s, "NV", 2) && isdigit((unsigned char)s[2])) {
+                char *end;
+                errno = 0;
+                long links = strtol(s + 2, &end, 10);
+                if (errno || *end || links < 1 || links > PT_TOPO_MAX_NVLINKS) {
+                    char why[160];
+                    snprintf(why, sizeof why, "holds '%.40s': an NVLink count must be 1..%d (NV1..NV%d)", s,
+                             PT_TOPO_MAX_NVLINKS, PT_TOPO_MAX_NVLINKS);
+                    jerr(c, k, why);
+                    return;
+                }
                 found = PT_LINK_NV;
-                nv[i * cols + j] = atoi(s + 2);
+                nv[i * cols + j] = (int)links;
             }
             if (found < 0) { jerr(c, k, "holds an unknown link class (valid: X, NV#, PIX, PXB, PHB, NODE, SYS)"); return; }
             cls[i * cols + j] = (unsigned char)found;
@@ -309,6 +320,12 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         n->npus = (int)jint(&c, o, "pus", 0, 1 << 24);
         jstr(&c, o, "cpus", n->cpus, sizeof n->cpus);
         n->membw_gbps = jnum(&c, o, "membw_gbps");
+        for (int k = 0; !c.rc && k < i; k++)
+            if (t->numa[k].os_index == n->os_index) {
+                char why[96];
+                snprintf(why, sizeof why, "lists os_index %d twice (entries %d and %d)", n->os_index, k, i);
+                jerr(&c, "numa", why);
+            }
     }
     for (int i = 0; !c.rc && i < t->ngpus; i++) {
         json_t *o = json_array_get(gpus, (size_t)i);
@@ -380,24 +397,25 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
 int pt_topo_load_file(pt_topo *t, const char *path)
 {
     memset(t, 0, sizeof *t);
-    FILE *f = fopen(path, "rb");
-    if (!f) return pt_fail(PT_EIO, "cannot read '%s': %s", path, strerror(errno));
-    int ch;
-    while ((ch = fgetc(f)) != EOF && isspace(ch)) {}
-    if (ch == '<') { fclose(f); return pt_topo_load_hwloc(t, path); }
-    if (ch != '{') {
-        fclose(f);
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = pt_read_regular(path, "topology file", &buf, &len); /* no FIFO blocks */
+    if (rc) return rc;
+    size_t i = 0;
+    while (i < len && isspace((unsigned char)buf[i])) i++;
+    if (i < len && buf[i] == '<') {
+        free(buf);
+        return pt_topo_load_hwloc(t, path);
+    }
+    if (i >= len || buf[i] != '{') {
+        free(buf);
         return pt_fail(PT_EFORMAT, "'%s' is neither ptrain JSON ('{') nor hwloc XML ('<')", path);
     }
-    if (fseek(f, 0, SEEK_END) < 0) { fclose(f); return pt_fail(PT_EIO, "cannot read '%s'", path); }
-    long sz = ftell(f);
-    rewind(f);
-    char *buf = sz >= 0 ? malloc((size_t)sz + 1) : NULL;
-    if (!buf) { fclose(f); return pt_fail(PT_ENOMEM, "cannot read '%s': out of memory", path); }
-    size_t got = fread(buf, 1, (size_t)sz, f);
-    fclose(f);
-    buf[got] = 0;
-    int rc = pt_topo_from_json(t, buf, path);
+    if (strlen(buf) != len) {
+        free(buf);
+        return pt_fail(PT_EFORMAT, "'%s': a NUL byte inside the JSON text", path);
+    }
+    rc = pt_topo_from_json(t, buf, path);
     free(buf);
     return rc;
 }
@@ -413,26 +431,18 @@ int pt_topo_save(const pt_topo *t, const char *path)
     char *text = NULL;
     int rc = ends_with(path, ".xml") ? pt_topo_to_xml(t, &text) : pt_topo_to_json(t, &text);
     if (rc) return rc;
-    size_t len = strlen(path) + 32;
-    char *tmp = malloc(len);
-    if (!tmp) { free(text); return pt_fail(PT_ENOMEM, "out of memory"); }
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) {
-        rc = pt_fail(PT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
-    } else {
-        size_t n = strlen(text), off = 0;
-        while (off < n) {
-            ssize_t w = write(fd, text + off, n - off);
-            if (w < 0) { if (errno == EINTR) continue; break; }
-            off += (size_t)w;
+    /* O_TMPFILE or an O_EXCL temporary next to path (core/file.h): a
+     * planted symlink at a predictable name is never followed */
+    pt_atomic_file f;
+    rc = pt_atomic_open(&f, path);
+    if (!rc) {
+        if (pt_write_all(f.fd, text, strlen(text)) != 0) {
+            rc = pt_fail(PT_EIO, "cannot write '%s': %s", path, strerror(errno));
+            pt_atomic_abort(&f);
+        } else {
+            rc = pt_atomic_commit(&f, 1);
         }
-        if (off < n || fsync(fd) < 0) rc = pt_fail(PT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
-        if (close(fd) < 0 && !rc) rc = pt_fail(PT_EIO, "cannot write '%s': %s", tmp, strerror(errno));
-        if (!rc && rename(tmp, path) < 0) rc = pt_fail(PT_EIO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
-        if (rc) unlink(tmp);
     }
-    free(tmp);
     free(text);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* ptrain core: errors, logging, arena, tensors, RNG. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/core.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <math.h>
@@ -10,18 +11,23 @@
 #include <string.h>
 #include <time.h>
 
-static _Thread_local char errbuf[512];
+/* The calling thread's last error: the one pt_error type, so pt_fail and
+ * pt_errprintf share one formatter (which is safe when an argument is
+ * pt_errmsg() itself, as in pt_fail(code, "context: %s", pt_errmsg())). */
+static _Thread_local pt_error last_error;
 
 int pt_fail(int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(errbuf, sizeof errbuf, fmt, ap);
+    pt_verrprintf(&last_error, fmt, ap);
     va_end(ap);
     return code;
 }
 
-const char *pt_errmsg(void) { return errbuf; }
+const char *pt_errmsg(void) { return last_error.text; }
+
+pt_error *pt_error_last(void) { return &last_error; }
 
 const char *pt_strerror(int code)
 {
@@ -207,8 +213,10 @@ int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out)
 int pt_read_file(const char *path, char **buf, size_t *len)
 {
     int use_stdin = !path || strcmp(path, "-") == 0;
-    FILE *f = use_stdin ? stdin : fopen(path, "rb");
-    if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
+    /* a named file must be a regular one (a FIFO would block, a directory
+     * reads as an error): pt_read_regular checks before reading */
+    if (!use_stdin) return pt_read_regular(path, "file", buf, len);
+    FILE *f = stdin;
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap + 1);
     while (b) {

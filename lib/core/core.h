@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -27,8 +29,14 @@ enum {
 /* Record a one-line error message (printf format) for the calling thread and
  * return `code` so callers can write `return pt_fail(PT_EINVAL, "...")`. */
 int pt_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The last message recorded by pt_fail() on this thread ("" if none). */
+/* The last message recorded by pt_fail() on this thread ("" if none).  It
+ * may be passed back into pt_fail() as an argument (formatting goes
+ * through a temporary). */
 const char *pt_errmsg(void);
+/* The calling thread's error buffer itself, for libc-only modules that take
+ * a pt_error * (lib/plan, topo/): `pt_plan_validate(p, n, pt_error_last())`
+ * leaves its message where pt_errmsg() finds it. */
+pt_error *pt_error_last(void);
 /* Short name of a status code ("invalid argument", ...). */
 const char *pt_strerror(int code);
 
@@ -131,7 +139,9 @@ int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out);
 
 /* Read a whole file (path, or standard input when path is NULL or "-")
  * into a malloc'd, NUL-terminated buffer of *len bytes (the NUL not
- * counted).  PT_EIO when it cannot be opened or read, PT_ENOMEM. */
+ * counted).  A named file must be a regular file (see pt_open_regular in
+ * core/file.h: FIFOs, devices and directories are refused without
+ * blocking).  PT_EIO when it cannot be opened or read, PT_ENOMEM. */
 int pt_read_file(const char *path, char **buf, size_t *len);
 
 #ifdef __cplusplus

@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "data/bpe.h"
 #include "core/core.h"
+#include "core/file.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -215,13 +216,13 @@ static long token_to_bytes(const pt_bpe *t, const char *s, size_t len, unsigned 
 static int load_encoder(pt_bpe *t, const char *path)
 {
     json_error_t jerr;
-    json_t *root = json_load_file(path, 0, &jerr);
-    if (!root) {
-        FILE *f = fopen(path, "rb");
-        if (!f) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
-        fclose(f);
-        return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
-    }
+    char *text = NULL;
+    size_t len = 0;
+    int rrc = pt_read_regular(path, "tokenizer file", &text, &len); /* no FIFO blocks */
+    if (rrc) return rrc;
+    json_t *root = json_loadb(text, len, 0, &jerr);
+    free(text);
+    if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     int rc = PT_OK;
     unsigned char *tmp = NULL;
     if (!json_is_object(root) || json_object_size(root) == 0) {
@@ -463,60 +464,109 @@ static int32_t pair_rank(pt_bpe *t, const unsigned char *w, uint32_t s, uint32_t
     return e ? e->v0 : BPE_NONE;
 }
 
-/* BPE of one pre-token (Encoder.js bpe()): repeatedly merge every occurrence
- * of the lowest-ranked adjacent pair (right-most on ties) until no adjacent
- * pair is a merge.  Appends the pieces' ids to `out`.  Pair ranks are kept
- * between rounds and recomputed only next to merged pieces. */
+/* A candidate merge in the heap: the pair (piece i, its right neighbour) as
+ * it was when pushed (both lengths), with its merge rank. */
+typedef struct bpe_cand {
+    int32_t rank;
+    uint32_t i, li, lj;
+} bpe_cand;
+
+/* min-heap order: lower rank first; equal ranks (the same pair) left first,
+ * which is the order of Encoder.js's left-to-right sweep */
+static int cand_less(const bpe_cand *x, const bpe_cand *y)
+{
+    return x->rank < y->rank || (x->rank == y->rank && x->i < y->i);
+}
+
+static void heap_push(bpe_cand *h, size_t *n, bpe_cand c)
+{
+    size_t k = (*n)++;
+    while (k > 0) {
+        size_t p = (k - 1) / 2;
+        if (!cand_less(&c, &h[p])) break;
+        h[k] = h[p];
+        k = p;
+    }
+    h[k] = c;
+}
+
+static bpe_cand heap_pop(bpe_cand *h, size_t *n)
+{
+    bpe_cand top = h[0], last = h[--*n];
+    size_t k = 0;
+    for (;;) {
+        size_t c = 2 * k + 1;
+        if (c >= *n) break;
+        if (c + 1 < *n && cand_less(&h[c + 1], &h[c])) c++;
+        if (!cand_less(&h[c], &last)) break;
+        h[k] = h[c];
+        k = c;
+    }
+    h[k] = last;
+    return top;
+}
+
+#define BPE_END UINT32_MAX
+
+/* BPE of one pre-token with the result of Encoder.js bpe(): repeatedly
+ * merge every occurrence (left to right, non-overlapping) of the
+ * lowest-ranked adjacent pair until no adjacent pair is a merge.  Appends
+ * the pieces' ids to `out`.
+ * Pieces are a doubly linked list over the word's bytes and candidate pairs
+ * a min-heap keyed (rank, position), so a word of L bytes costs
+ * O(L log L) rank lookups instead of one scan of the word per merge round
+ * (which made a 1 MB word without spaces quadratic).  Popping all entries
+ * of one rank in position order, skipping those whose pieces have changed
+ * since they were pushed, is the reference's left-to-right sweep: a merge
+ * creates only pairs containing the new, longer piece, whose ranks are
+ * later than the merge that made it (a property of BPE merge lists, as in
+ * tiktoken's and llm.c's encoders). */
 static int bpe_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
 {
-    if (L >= UINT32_MAX) return pt_fail(PT_EINVAL, "bpe: pre-token of %zu bytes is too long", L);
+    if (L >= UINT32_MAX / 4) return pt_fail(PT_EINVAL, "bpe: pre-token of %zu bytes is too long", L);
     int rc = scratch_reserve(t, L);
     if (rc) return rc;
-    uint32_t *st = t->st, *ln = t->ln, *orig = t->orig;
-    int32_t *r = t->r;
-    unsigned char *chg = t->chg;
-    size_t n = L;
-    for (size_t i = 0; i < n; i++) {
+    uint32_t *st = t->st, *ln = t->ln, *nxt = t->orig;
+    uint32_t *prv = (uint32_t *)t->r; /* int32_t scratch of the same size */
+    bpe_cand *heap = malloc((3 * L + 1) * sizeof *heap);
+    if (!heap) return pt_fail(PT_ENOMEM, "bpe: out of memory for a %zu-byte word", L);
+    size_t nh = 0;
+    for (size_t i = 0; i < L; i++) {
         st[i] = (uint32_t)i;
         ln[i] = 1;
+        nxt[i] = i + 1 < L ? (uint32_t)(i + 1) : BPE_END;
+        prv[i] = i > 0 ? (uint32_t)(i - 1) : BPE_END;
     }
-    for (size_t i = 0; i + 1 < n; i++) r[i] = pair_rank(t, w, st[i], 1, 1);
-    while (n > 1) {
-        int32_t best = BPE_NONE;
-        size_t b = SIZE_MAX;
-        for (size_t i = 0; i + 1 < n; i++)
-            if (r[i] != BPE_NONE && r[i] <= best) {
-                best = r[i];
-                b = i;
-            }
-        if (b == SIZE_MAX) break;
-        const unsigned char *F = w + st[b], *S = w + st[b + 1];
-        uint32_t fl = ln[b], sl = ln[b + 1];
-        size_t k = 0, i = 0;
-        while (i < n) {
-            if (i + 1 < n && ln[i] == fl && ln[i + 1] == sl && memcmp(w + st[i], F, fl) == 0 &&
-                memcmp(w + st[i + 1], S, sl) == 0) {
-                st[k] = st[i];
-                ln[k] = fl + sl;
-                chg[k] = 1;
-                orig[k++] = (uint32_t)i;
-                i += 2;
-            } else {
-                st[k] = st[i];
-                ln[k] = ln[i];
-                chg[k] = 0;
-                orig[k++] = (uint32_t)i;
-                i += 1;
-            }
+    for (size_t i = 0; i + 1 < L; i++) {
+        int32_t r = pair_rank(t, w, (uint32_t)i, 1, 1);
+        if (r != BPE_NONE) heap_push(heap, &nh, (bpe_cand){r, (uint32_t)i, 1, 1});
+    }
+    while (nh > 0) {
+        bpe_cand c = heap_pop(heap, &nh);
+        uint32_t i = c.i, j = nxt[i];
+        /* stale: piece i was absorbed (ln 0), grew, or its neighbour changed */
+        if (ln[i] != c.li || j == BPE_END || ln[j] != c.lj) continue;
+        ln[i] += ln[j];
+        ln[j] = 0;
+        nxt[i] = nxt[j];
+        if (nxt[j] != BPE_END) prv[nxt[j]] = i;
+        if (prv[i] != BPE_END) {
+            uint32_t p = prv[i];
+            int32_t r = pair_rank(t, w, st[p], ln[p], ln[i]);
+            if (r != BPE_NONE) heap_push(heap, &nh, (bpe_cand){r, p, ln[p], ln[i]});
         }
-        /* orig[j] >= j, so r[orig[j]] is read before it is overwritten */
-        for (size_t j = 0; j + 1 < k; j++)
-            r[j] = (chg[j] || chg[j + 1]) ? pair_rank(t, w, st[j], ln[j], ln[j + 1]) : r[orig[j]];
-        n = k;
+        if (nxt[i] != BPE_END) {
+            uint32_t q = nxt[i];
+            int32_t r = pair_rank(t, w, st[i], ln[i], ln[q]);
+            if (r != BPE_NONE) heap_push(heap, &nh, (bpe_cand){r, i, ln[i], ln[q]});
+        }
     }
+    free(heap);
+    size_t n = 0;
+    for (uint32_t i = 0; i != BPE_END; i = nxt[i]) n++;
     rc = ivec_reserve(out, n);
     if (rc) return rc;
-    for (size_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i != BPE_END; i = nxt[i]) {
         hent *e = hmap_find(&t->tok, w + st[i], ln[i], hash_bytes(w + st[i], ln[i]));
         if (!e)
             return pt_fail(PT_EINVAL, "bpe: merged piece of %u bytes is not in the vocabulary (colliding merge keys)", ln[i]);

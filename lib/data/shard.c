@@ -1,6 +1,7 @@
 /* Token shards and the batch loader (format and semantics in shard.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "data/shard.h"
+#include "core/file.h"
 #include "core/core.h"
 
 #include <errno.h>
@@ -66,17 +67,13 @@ int pt_shard_open(pt_shard *s, const char *path)
     memset(s, 0, sizeof *s);
     if (!host_is_little_endian())
         return pt_fail(PT_EUNSUPP, "%s: token shards are little-endian; this host is big-endian", path);
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return pt_fail(PT_EIO, "cannot open token shard %s: %s", path, strerror(errno));
+    int fd = pt_open_regular(path, "token shard"); /* FIFOs refused without blocking */
+    if (fd < 0) return fd;
     struct stat sb;
     if (fstat(fd, &sb) != 0) {
         int e = errno;
         close(fd);
         return pt_fail(PT_EIO, "cannot stat %s: %s", path, strerror(e));
-    }
-    if (!S_ISREG(sb.st_mode)) {
-        close(fd);
-        return pt_fail(PT_EIO, "%s is not a regular file", path);
     }
     uint64_t size = (uint64_t)sb.st_size;
     unsigned char h[PT_SHARD_HEADER_BYTES];
@@ -99,6 +96,7 @@ int pt_shard_open(pt_shard *s, const char *path)
     uint32_t version = get_u32(h + 8), bpt = get_u32(h + 12);
     uint64_t ntok = get_u64(h + 16), checksum = get_u64(h + 32);
     uint32_t vocab = get_u32(h + 24), eot = get_u32(h + 28);
+    uint64_t set_id = get_u64(h + 40);
     int rc = PT_OK;
     if (version != PT_SHARD_VERSION)
         rc = pt_fail(PT_EFORMAT, "%s: token shard version %u is not supported (this build reads version %d)", path,
@@ -151,29 +149,15 @@ int pt_shard_open(pt_shard *s, const char *path)
     s->vocab_size = vocab;
     s->eot_id = eot;
     s->checksum = checksum;
+    s->set_id = set_id;
     s->map_ = map;
     s->map_bytes_ = (size_t)size;
     return PT_OK;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
+static int check_ids(const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id)
 {
-    const char *p = buf;
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0) {
-            if (errno == EINTR) continue;
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
-int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id)
-{
-    if (!path || (!ids && n)) return pt_fail(PT_EINVAL, "pt_shard_write: NULL argument");
+    if (!ids && n) return pt_fail(PT_EINVAL, "pt_shard_write: NULL argument");
     if (vocab_size < 1 || vocab_size > 65536)
         return pt_fail(PT_EINVAL, "vocab_size %u does not fit a 2-byte token shard (valid: 1..65536)", vocab_size);
     if (eot_id >= vocab_size)
@@ -182,30 +166,40 @@ int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vo
         if (ids[i] < 0 || (uint32_t)ids[i] >= vocab_size)
             return pt_fail(PT_EINVAL, "token %llu has id %ld, outside [0, %u)", (unsigned long long)i, (long)ids[i],
                            vocab_size);
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp) return pt_fail(PT_ENOMEM, "out of memory");
-    snprintf(tmp, pl + 16, "%s.tmp.XXXXXX", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        int e = errno;
-        free(tmp);
-        return pt_fail(PT_EIO, "cannot create a temporary file next to %s: %s", path, strerror(e));
+    return PT_OK;
+}
+
+/* ids as little-endian uint16 bytes, in chunks of buf */
+static size_t pack(const int32_t *ids, uint64_t n, uint64_t *i, unsigned char *buf, size_t cap)
+{
+    size_t k = 0;
+    for (; *i < n && k + 2 <= cap; (*i)++, k += 2) {
+        buf[k] = (unsigned char)(ids[*i] & 0xff);
+        buf[k + 1] = (unsigned char)((ids[*i] >> 8) & 0xff);
     }
+    return k;
+}
+
+static uint64_t payload_sum(const int32_t *ids, uint64_t n)
+{
+    unsigned char buf[1 << 14];
+    uint64_t sum = FNV_BASIS;
+    for (uint64_t i = 0; i < n;) sum = fnv_update(sum, buf, pack(ids, n, &i, buf, sizeof buf));
+    return sum;
+}
+
+/* Write one shard (header with set_id) into an open atomic file. */
+static int write_shard(pt_atomic_file *f, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id,
+                       uint64_t set_id)
+{
     unsigned char h[PT_SHARD_HEADER_BYTES] = { 0 };
     unsigned char buf[1 << 16];
     uint64_t sum = FNV_BASIS;
-    int rc = PT_OK;
-    const char *what = "write";
-    if (write_all(fd, h, sizeof h) != 0) goto ioerr;
+    if (pt_write_all(f->fd, h, sizeof h) != 0) goto ioerr;
     for (uint64_t i = 0; i < n;) {
-        size_t k = 0;
-        for (; i < n && k < sizeof buf; i++, k += 2) {
-            buf[k] = (unsigned char)(ids[i] & 0xff);
-            buf[k + 1] = (unsigned char)((ids[i] >> 8) & 0xff);
-        }
+        size_t k = pack(ids, n, &i, buf, sizeof buf);
         sum = fnv_update(sum, buf, k);
-        if (write_all(fd, buf, k) != 0) goto ioerr;
+        if (pt_write_all(f->fd, buf, k) != 0) goto ioerr;
     }
     memcpy(h, PT_SHARD_MAGIC, 8); /* includes the NUL */
     put_u32(h + 8, PT_SHARD_VERSION);
@@ -214,41 +208,60 @@ int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vo
     put_u32(h + 24, vocab_size);
     put_u32(h + 28, eot_id);
     put_u64(h + 32, sum);
-    if (pwrite(fd, h, sizeof h, 0) != (ssize_t)sizeof h) goto ioerr;
-    what = "fchmod";
-    if (fchmod(fd, 0644) != 0) goto ioerr;
-    what = "fsync";
-    if (fsync(fd) != 0) goto ioerr;
-    what = "close";
-    if (close(fd) != 0) {
-        fd = -1;
-        goto ioerr;
-    }
-    fd = -1;
-    what = "rename";
-    if (rename(tmp, path) != 0) goto ioerr;
-    /* make the rename durable: fsync the directory (best effort) */
-    {
-        char *dir = strdup(path);
-        if (dir) {
-            char *slash = strrchr(dir, '/');
-            const char *d = slash ? (slash == dir ? "/" : (*slash = 0, dir)) : ".";
-            int dfd = open(d, O_RDONLY);
-            if (dfd >= 0) {
-                (void)fsync(dfd);
-                close(dfd);
-            }
-            free(dir);
-        }
-    }
-    free(tmp);
+    put_u64(h + 40, set_id);
+    if (pwrite(f->fd, h, sizeof h, 0) != (ssize_t)sizeof h) goto ioerr;
     return PT_OK;
 ioerr:
-    rc = pt_fail(PT_EIO, "cannot write token shard %s (%s failed): %s", path, what, strerror(errno));
-    if (fd >= 0) close(fd);
-    unlink(tmp);
-    free(tmp);
-    return rc;
+    return pt_fail(PT_EIO, "cannot write token shard %s: %s", f->path, strerror(errno));
+}
+
+int pt_shard_write_set(int nshards, const char *const *paths, const int32_t *const *ids, const uint64_t *counts,
+                       uint32_t vocab_size, uint32_t eot_id)
+{
+    if (nshards < 1 || nshards > 16 || !paths || !ids || !counts)
+        return pt_fail(PT_EINVAL, "pt_shard_write_set: %d shards (valid: 1..16) or NULL argument", nshards);
+    uint64_t set_id = FNV_BASIS;
+    for (int k = 0; k < nshards; k++) {
+        if (!paths[k]) return pt_fail(PT_EINVAL, "pt_shard_write_set: NULL path");
+        int rc = check_ids(ids[k], counts[k], vocab_size, eot_id);
+        if (rc) return rc;
+        unsigned char b[16];
+        put_u64(b, counts[k]);
+        put_u64(b + 8, payload_sum(ids[k], counts[k]));
+        set_id = fnv_update(set_id, b, sizeof b);
+    }
+    if (nshards == 1) set_id = 0;
+    else if (set_id == 0) set_id = 1; /* 0 means "not part of a set" */
+    pt_atomic_file f[16];
+    int opened = 0, rc = PT_OK;
+    for (; opened < nshards; opened++)
+        if ((rc = pt_atomic_open(&f[opened], paths[opened]))) break;
+    for (int k = 0; k < opened && !rc; k++)
+        rc = write_shard(&f[k], ids[k], counts[k], vocab_size, eot_id, set_id);
+    if (rc) {
+        for (int k = 0; k < opened; k++) pt_atomic_abort(&f[k]);
+        return rc;
+    }
+    return pt_atomic_commit(f, nshards);
+}
+
+int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id)
+{
+    if (!path) return pt_fail(PT_EINVAL, "pt_shard_write: NULL argument");
+    return pt_shard_write_set(1, &path, &ids, &n, vocab_size, eot_id);
+}
+
+int pt_shard_check_set(const pt_shard *const *shards, const char *const *paths, int n)
+{
+    for (int k = 1; k < n; k++)
+        if (shards[k]->set_id != shards[0]->set_id)
+            return pt_fail(PT_EFORMAT,
+                           "%s and %s were not written together by one 'ptrain-data prepare' (set ids %016llx "
+                           "and %016llx): a failed or interrupted prepare, or files from two corpora; run "
+                           "prepare again",
+                           paths[0], paths[k], (unsigned long long)shards[0]->set_id,
+                           (unsigned long long)shards[k]->set_id);
+    return PT_OK;
 }
 
 int pt_loader_batch(const pt_shard *s, long step, int B_global, int T, int first_seq, int nseq, int32_t *inputs,

@@ -11,7 +11,9 @@
  *       24    4  uint32 vocab_size  (<= 65536; every id is < vocab_size)
  *       28    4  uint32 eot_id      (end-of-text id, < vocab_size)
  *       32    8  uint64 checksum    (FNV-1a 64 of the payload bytes)
- *       40   24  zero
+ *       40    8  uint64 set_id      (shards written together, e.g. train.bin and
+ *                                    val.bin of one prepare, share it; 0 = none)
+ *       48   16  zero
  *       64  2*n  payload: ntokens uint16 ids
  *
  * FNV-1a 64: Fowler, Noll, Vo, "FNV hash" (IETF draft-eastlake-fnv), offset
@@ -41,6 +43,7 @@ typedef struct pt_shard {
     uint64_t ntokens;
     uint32_t vocab_size, eot_id;
     uint64_t checksum;  /* FNV-1a 64 of the payload (verified at open) */
+    uint64_t set_id;    /* shared by the shards of one pt_shard_write_set; 0 = none */
     /* private */
     void *map_;
     size_t map_bytes_;
@@ -59,13 +62,29 @@ int pt_shard_open(pt_shard *s, const char *path);
 /* Unmap and zero *s (a zeroed or already closed shard is ignored). */
 void pt_shard_close(pt_shard *s);
 
-/* Write `n` ids (each in [0, vocab_size)) as a shard at `path`, atomically:
- * a temporary file in the same directory, fsync, rename over `path`.  On
- * error `path` is untouched and the temporary file removed.
+/* Write `n` ids (each in [0, vocab_size)) as a shard at `path`, atomically
+ * (core/file.h: an unnamed O_TMPFILE, or an O_EXCL temporary, in the same
+ * directory; fsync; rename over `path`).  On error `path` is untouched and
+ * nothing is left behind.  set_id 0.
  * Errors: PT_EINVAL (NULL ids with n > 0, vocab_size not in [1, 65536],
  * eot_id >= vocab_size, an id out of range -- naming its position),
  * PT_EIO (write, fsync or rename failed, naming the path and errno text). */
 int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id);
+
+/* Write `nshards` (1..16) shards as one set: paths[k] gets counts[k] ids
+ * from ids[k].  Every shard's header carries the same set_id (FNV-1a 64 of
+ * each shard's token count and payload checksum), and the files are renamed
+ * into place only after all of them were written and synced, so a failure
+ * (disk full, a bad id) leaves every previous file untouched; a crash
+ * between the renames leaves shards whose set ids differ, which
+ * pt_shard_check_set refuses.  Errors as pt_shard_write. */
+int pt_shard_write_set(int nshards, const char *const *paths, const int32_t *const *ids, const uint64_t *counts,
+                       uint32_t vocab_size, uint32_t eot_id);
+
+/* Check that n open shards (named paths[k] in messages) belong to one set
+ * (equal set_id; shards from before set ids, all 0, also agree).
+ * PT_EFORMAT naming both files otherwise. */
+int pt_shard_check_set(const pt_shard *const *shards, const char *const *paths, int n);
 
 /* FNV-1a 64 of `n` bytes (the shard checksum); exposed for tests and tools. */
 uint64_t pt_fnv1a64(const void *data, size_t n);

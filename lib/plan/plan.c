@@ -2,8 +2,8 @@
  * planning and rank placement.  See plan.h for the contract and
  * DESIGN.md ("Plan environment", "Process grid and placement").
  *
- * libc only: this file is compiled into libptrain and, separately, into the
- * SPANK plugin (which runs inside slurmstepd).
+ * libc only: built once as the convenience library libptrain_plan, linked
+ * into libptrain and the SPANK plugin (which runs inside slurmstepd).
  */
 #include "plan/plan.h"
 
@@ -15,17 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int pt_plan_errf(char *err, size_t errlen, const char *fmt, ...)
-{
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 static const char *const mode_names[] = {"off", "auto", "1d", "2d", "2.5d", "3d"};
 #define N_MODES ((int)(sizeof mode_names / sizeof mode_names[0]))
 
@@ -35,16 +24,16 @@ const char *pt_mode_name(pt_mode m)
     return mode_names[m];
 }
 
-int pt_mode_parse(const char *s, pt_mode *m, char *err, size_t errlen)
+int pt_mode_parse(const char *s, pt_mode *m, pt_error *err)
 {
-    if (!s) return pt_plan_errf(err, errlen, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
+    if (!s) return pt_errprintf(err, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
     for (int i = 0; i < N_MODES; i++) {
         if (strcmp(s, mode_names[i]) == 0) {
             if (m) *m = (pt_mode)i;
             return 0;
         }
     }
-    return pt_plan_errf(err, errlen, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
+    return pt_errprintf(err, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
 }
 
 void pt_plan_default(pt_plan *p)
@@ -77,7 +66,7 @@ static int order_is_perm(const char *s)
 
 /* Parse a placement: a permutation of D, P, T (any case), or the
  * SageMaker names "cluster" (= DPT) and "spread" (= TPD). */
-static int order_parse(const char *s, char out[4], char *err, size_t errlen)
+int pt_plan_order_parse(const char *s, char out[4], pt_error *err)
 {
     char up[4];
     if (strcmp(s, "cluster") == 0) s = "DPT";
@@ -91,7 +80,7 @@ static int order_parse(const char *s, char out[4], char *err, size_t errlen)
             return 0;
         }
     }
-    return pt_plan_errf(err, errlen,
+    return pt_errprintf(err,
                      "invalid rank order '%s' (valid: a permutation of D, P, T such as DPT, "
                      "or cluster, spread)", s);
 }
@@ -219,11 +208,11 @@ static const char *shape_text(pt_mode m, int depth, char *buf, size_t len)
     }
 }
 
-int pt_plan_tp_dims(const pt_plan *p, int dims[3], char *err, size_t errlen)
+int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err)
 {
     int d[3] = {1, 1, p->tp};
     if (p->tp_depth != 1 && p->mode != PT_MODE_2P5D)
-        return pt_plan_errf(err, errlen, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
+        return pt_errprintf(err, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
                          "for mode 2.5d)", p->tp_depth, pt_mode_name(p->mode));
     switch (p->mode) {
     case PT_MODE_2D:
@@ -232,9 +221,9 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3], char *err, size_t errlen)
         int q = p->tp % depth ? 0 : isqrt_exact(p->tp / depth);
         if (!q) {
             if (depth == 1)
-                return pt_plan_errf(err, errlen, "tp=%d is not a square for mode 2d (valid tp: q*q "
+                return pt_errprintf(err, "tp=%d is not a square for mode 2d (valid tp: q*q "
                                  "such as 1, 4, 9, 16)", p->tp);
-            return pt_plan_errf(err, errlen, "tp=%d is not depth*q*q with tp_depth=%d for mode 2.5d "
+            return pt_errprintf(err, "tp=%d is not depth*q*q with tp_depth=%d for mode 2.5d "
                              "(valid tp: %d, %d, %d, %d)", p->tp, depth, depth, 4 * depth,
                              9 * depth, 16 * depth);
         }
@@ -245,7 +234,7 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3], char *err, size_t errlen)
     case PT_MODE_3D: {
         int l = icbrt_exact(p->tp);
         if (!l)
-            return pt_plan_errf(err, errlen, "tp=%d is not a cube for mode 3d (valid tp: l*l*l "
+            return pt_errprintf(err, "tp=%d is not a cube for mode 3d (valid tp: l*l*l "
                              "such as 1, 8, 27, 64)", p->tp);
         d[0] = d[1] = d[2] = l;
         break;
@@ -257,13 +246,13 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3], char *err, size_t errlen)
     return 0;
 }
 
-int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
+int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
 {
-    if (!p) return pt_plan_errf(err, errlen, "no plan given");
+    if (!p) return pt_errprintf(err, "no plan given");
     if ((int)p->mode < 0 || (int)p->mode >= N_MODES)
-        return pt_plan_errf(err, errlen, "invalid mode value %d (valid: off, 1d, 2d, 2.5d, 3d)", (int)p->mode);
+        return pt_errprintf(err, "invalid mode value %d (valid: off, 1d, 2d, 2.5d, 3d)", (int)p->mode);
     if (p->mode == PT_MODE_AUTO)
-        return pt_plan_errf(err, errlen,
+        return pt_errprintf(err,
                          "mode auto is a request, not a plan: resolve it first (concrete modes: "
                          "off, 1d, 2d, 2.5d, 3d)");
     struct { const char *name; int v; } sizes[] = {
@@ -272,30 +261,37 @@ int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
     };
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
         if (sizes[i].v < 1 || sizes[i].v > SIZE_MAX_VALUE)
-            return pt_plan_errf(err, errlen, "invalid %s=%d (valid: 1..%d)", sizes[i].name,
+            return pt_errprintf(err, "invalid %s=%d (valid: 1..%d)", sizes[i].name,
                              sizes[i].v, SIZE_MAX_VALUE);
     }
     if (p->zero < 0 || p->zero > 3)
-        return pt_plan_errf(err, errlen, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
+        return pt_errprintf(err, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
     if (p->ckpt_act != 0 && p->ckpt_act != 1)
-        return pt_plan_errf(err, errlen, "invalid ckpt_act=%d (valid: 0, 1)", p->ckpt_act);
+        return pt_errprintf(err, "invalid ckpt_act=%d (valid: 0, 1)", p->ckpt_act);
     if (p->offload != 0 && p->offload != 1)
-        return pt_plan_errf(err, errlen, "invalid offload=%d (valid: 0, 1)", p->offload);
+        return pt_errprintf(err, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !order_is_perm(p->rank_order))
-        return pt_plan_errf(err, errlen,
+        return pt_errprintf(err,
                          "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
                          p->rank_order);
 
     /* What this build can run. */
     if (p->pp != 1)
-        return pt_plan_errf(err, errlen, "pipeline parallelism pp=%d is not yet supported "
+        return pt_errprintf(err, "pipeline parallelism pp=%d is not yet supported "
                          "(supported: pp=1)", p->pp);
     if (p->zero != 0)
-        return pt_plan_errf(err, errlen, "ZeRO stage zero=%d is not yet supported (supported: "
+        return pt_errprintf(err, "ZeRO stage zero=%d is not yet supported (supported: "
                          "zero=0)", p->zero);
     if (p->offload != 0)
-        return pt_plan_errf(err, errlen, "optimizer offload=%d is not yet supported (supported: "
+        return pt_errprintf(err, "optimizer offload=%d is not yet supported (supported: "
                          "offload=0)", p->offload);
+    /* accepted settings must take effect: refuse what nothing runs yet */
+    if (p->microbatches != 1)
+        return pt_errprintf(err, "microbatches=%d is not yet supported (supported: microbatches=1; "
+                            "microbatches take effect with pipeline parallelism)", p->microbatches);
+    if (p->ckpt_act != 0)
+        return pt_errprintf(err, "activation checkpointing ckpt_act=%d is not yet supported "
+                            "(supported: ckpt_act=0)", p->ckpt_act);
     /* The ranks a tensor group must divide: the world less pp and sp
      * (the whole world when those do not divide it). */
     int tp_room = world_size;
@@ -303,16 +299,16 @@ int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
         tp_room = world_size / (p->pp * p->sp);
     char valid[256], shape[32];
     if (p->tp_depth != 1 && p->mode != PT_MODE_2P5D)
-        return pt_plan_tp_dims(p, NULL, err, errlen); /* depth outside 2.5d */
+        return pt_plan_tp_dims(p, NULL, err); /* depth outside 2.5d */
     if (world_size > 0 && !tp_has_shape(p->mode, p->tp_depth, p->tp)) {
         valid_tp_text(p->mode, p->tp_depth, tp_room, INT_MAX, valid, sizeof valid);
-        return pt_plan_errf(err, errlen, "mode %s with %d ranks: tp=%d is not %s (%s)",
+        return pt_errprintf(err, "mode %s with %d ranks: tp=%d is not %s (%s)",
                             pt_mode_name(p->mode), world_size, p->tp,
                             shape_text(p->mode, p->tp_depth, shape, sizeof shape), valid);
     }
-    if (pt_plan_tp_dims(p, NULL, err, errlen) < 0) return -1;
+    if (pt_plan_tp_dims(p, NULL, err) < 0) return -1;
     if (p->sp != 1 && p->tp != 1)
-        return pt_plan_errf(err, errlen, "sp=%d with tp=%d: sequence parallelism composes with data "
+        return pt_errprintf(err, "sp=%d with tp=%d: sequence parallelism composes with data "
                          "parallelism only (valid: tp=1 when sp>1, or sp=1)", p->sp, p->tp);
 
     if (world_size > 0) {
@@ -326,7 +322,7 @@ int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
             } else {
                 valid_tp_text(p->mode, p->tp_depth, tp_room, INT_MAX, valid, sizeof valid);
             }
-            return pt_plan_errf(err, errlen,
+            return pt_errprintf(err,
                              "plan dp=%d pp=%d tp=%d sp=%d covers %lld ranks, but the world has "
                              "%d (valid: dp*pp*tp*sp = %d; mode %s, %s)",
                              p->dp, p->pp, p->tp, p->sp, prod, world_size, world_size,
@@ -338,8 +334,7 @@ int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
 }
 
 /* Strict decimal int: the whole string, no sign games, within [lo, hi]. */
-static int parse_int(const char *name, const char *s, int lo, int hi, int *out, char *err,
-                     size_t errlen)
+static int parse_int(const char *name, const char *s, int lo, int hi, int *out, pt_error *err)
 {
     char *end;
     errno = 0;
@@ -349,10 +344,10 @@ static int parse_int(const char *name, const char *s, int lo, int hi, int *out, 
     *out = (int)v;
     return 0;
 bad:
-    return pt_plan_errf(err, errlen, "invalid %s='%s' (valid: an integer %d..%d)", name, s, lo, hi);
+    return pt_errprintf(err, "invalid %s='%s' (valid: an integer %d..%d)", name, s, lo, hi);
 }
 
-int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
+int pt_plan_from_env(pt_plan *p, pt_error *err)
 {
     static const struct { const char *var; size_t off; int lo, hi; } ints[] = {
         {"PTRAIN_DP", offsetof(pt_plan, dp), 1, SIZE_MAX_VALUE},
@@ -365,16 +360,14 @@ int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
         {"PTRAIN_CKPT_ACT", offsetof(pt_plan, ckpt_act), 0, 1},
         {"PTRAIN_OFFLOAD", offsetof(pt_plan, offload), 0, 1},
     };
-    if (!p) return pt_plan_errf(err, errlen, "no plan given");
+    if (!p) return pt_errprintf(err, "no plan given");
     pt_plan tmp = *p; /* only commit when everything parsed */
     int found = 0;
     const char *s = getenv("PTRAIN_MODE");
     if (s) {
         found = 1;
-        if (pt_mode_parse(s, &tmp.mode, err, errlen) < 0) {
-            char inner[160];
-            snprintf(inner, sizeof inner, "%s", err ? err : "");
-            return pt_plan_errf(err, errlen, "PTRAIN_MODE: %s", inner);
+        if (pt_mode_parse(s, &tmp.mode, err) < 0) {
+            return pt_errprintf(err, "PTRAIN_MODE: %s", err ? err->text : "");
         }
     }
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
@@ -382,16 +375,14 @@ int pt_plan_from_env(pt_plan *p, char *err, size_t errlen)
         if (!s) continue;
         found = 1;
         if (parse_int(ints[i].var, s, ints[i].lo, ints[i].hi,
-                      (int *)((char *)&tmp + ints[i].off), err, errlen) < 0)
+                      (int *)((char *)&tmp + ints[i].off), err) < 0)
             return -1;
     }
     s = getenv("PTRAIN_RANK_ORDER");
     if (s) {
         found = 1;
-        if (order_parse(s, tmp.rank_order, err, errlen) < 0) {
-            char inner[200];
-            snprintf(inner, sizeof inner, "%s", err ? err : "");
-            return pt_plan_errf(err, errlen, "PTRAIN_RANK_ORDER: %s", inner);
+        if (pt_plan_order_parse(s, tmp.rank_order, err) < 0) {
+            return pt_errprintf(err, "PTRAIN_RANK_ORDER: %s", err ? err->text : "");
         }
     }
     *p = tmp;
@@ -460,25 +451,25 @@ static int gcd(int a, int b)
     return a;
 }
 
-static int geometry_check(const pt_job_geometry *g, char *err, size_t errlen)
+static int geometry_check(const pt_job_geometry *g, pt_error *err)
 {
-    if (!g) return pt_plan_errf(err, errlen, "no job geometry given");
+    if (!g) return pt_errprintf(err, "no job geometry given");
     if (g->nnodes < 1 || g->nnodes > SIZE_MAX_VALUE)
-        return pt_plan_errf(err, errlen, "invalid node count %d (valid: 1..%d)", g->nnodes,
+        return pt_errprintf(err, "invalid node count %d (valid: 1..%d)", g->nnodes,
                          SIZE_MAX_VALUE);
     if (g->ntasks < 1 || g->ntasks > SIZE_MAX_VALUE)
-        return pt_plan_errf(err, errlen, "invalid task count %d (valid: 1..%d)", g->ntasks,
+        return pt_errprintf(err, "invalid task count %d (valid: 1..%d)", g->ntasks,
                          SIZE_MAX_VALUE);
-    if (!g->tasks_per_node) return pt_plan_errf(err, errlen, "no per-node task counts given");
+    if (!g->tasks_per_node) return pt_errprintf(err, "no per-node task counts given");
     long long sum = 0;
     for (int i = 0; i < g->nnodes; i++) {
         if (g->tasks_per_node[i] < 1)
-            return pt_plan_errf(err, errlen, "node %d has %d tasks (valid: >= 1)", i,
+            return pt_errprintf(err, "node %d has %d tasks (valid: >= 1)", i,
                              g->tasks_per_node[i]);
         sum += g->tasks_per_node[i];
     }
     if (sum != g->ntasks)
-        return pt_plan_errf(err, errlen, "per-node task counts add up to %lld, but the step has %d "
+        return pt_errprintf(err, "per-node task counts add up to %lld, but the step has %d "
                          "tasks", sum, g->ntasks);
     return 0;
 }
@@ -505,40 +496,40 @@ static int pick_depth(int tp)
 /* pt_plan_request_check; shape = 0 leaves the tp shape to pt_plan_auto,
  * which names the sizes that fit the geometry. */
 static int request_check(const pt_plan *req, const pt_plan_limits *lim, int shape_check,
-                         char *err, size_t errlen)
+                         pt_error *err)
 {
-    if (!req) return pt_plan_errf(err, errlen, "no request given");
+    if (!req) return pt_errprintf(err, "no request given");
     unsigned modes = lim ? lim->modes : ~0u;
     if ((int)req->mode < 0 || (int)req->mode >= N_MODES)
-        return pt_plan_errf(err, errlen, "invalid mode value %d (valid: off, auto, 1d, 2d, 2.5d, "
+        return pt_errprintf(err, "invalid mode value %d (valid: off, auto, 1d, 2d, 2.5d, "
                             "3d)", (int)req->mode);
     if (req->mode != PT_MODE_OFF && !(modes & (1u << req->mode)))
-        return pt_plan_errf(err, errlen, "--ptrain-mode=%s is not allowed by the administrator "
+        return pt_errprintf(err, "--ptrain-mode=%s is not allowed by the administrator "
                          "(allowed_modes in ptrain.conf)", pt_mode_name(req->mode));
     if (req->tp < 0 || req->tp > SIZE_MAX_VALUE)
-        return pt_plan_errf(err, errlen, "invalid --ptrain-tp=%d (valid: 1..%d)", req->tp,
+        return pt_errprintf(err, "invalid --ptrain-tp=%d (valid: 1..%d)", req->tp,
                             SIZE_MAX_VALUE);
     if (req->tp_depth < 0 || req->tp_depth > SIZE_MAX_VALUE)
-        return pt_plan_errf(err, errlen, "invalid --ptrain-tp-depth=%d (valid: 1..%d)",
+        return pt_errprintf(err, "invalid --ptrain-tp-depth=%d (valid: 1..%d)",
                             req->tp_depth, SIZE_MAX_VALUE);
     if (req->sp < 0 || req->sp > SIZE_MAX_VALUE)
-        return pt_plan_errf(err, errlen, "invalid --ptrain-sp=%d (valid: 1..%d)", req->sp,
+        return pt_errprintf(err, "invalid --ptrain-sp=%d (valid: 1..%d)", req->sp,
                             SIZE_MAX_VALUE);
     if (req->mode == PT_MODE_OFF) return 0; /* nothing planned: sizes are ignored */
     if (req->mode == PT_MODE_AUTO && !(modes & (1u << PT_MODE_1D)))
-        return pt_plan_errf(err, errlen, "--ptrain-mode=auto resolves to 1d, which the "
+        return pt_errprintf(err, "--ptrain-mode=auto resolves to 1d, which the "
                          "administrator does not allow (allowed_modes in ptrain.conf)");
     if (req->tp_depth > 1 && req->mode != PT_MODE_2P5D)
-        return pt_plan_errf(err, errlen, "--ptrain-tp-depth=%d is for --ptrain-mode=2.5d, but the "
+        return pt_errprintf(err, "--ptrain-tp-depth=%d is for --ptrain-mode=2.5d, but the "
                             "mode is %s%s (valid: --ptrain-mode=2.5d, or no --ptrain-tp-depth)",
                             req->tp_depth, pt_mode_name(req->mode),
                             req->mode == PT_MODE_AUTO ? ", which plans 1d" : "");
     if (req->sp > 1 && req->tp > 1)
-        return pt_plan_errf(err, errlen, "--ptrain-sp=%d with --ptrain-tp=%d: sequence "
+        return pt_errprintf(err, "--ptrain-sp=%d with --ptrain-tp=%d: sequence "
                             "parallelism composes with data parallelism only (valid: "
                             "--ptrain-tp=1, or --ptrain-sp=1)", req->sp, req->tp);
     if (req->sp > 1 && req->tp_depth > 1)
-        return pt_plan_errf(err, errlen, "--ptrain-sp=%d needs tp=1, which "
+        return pt_errprintf(err, "--ptrain-sp=%d needs tp=1, which "
                             "--ptrain-tp-depth=%d does not allow (valid: --ptrain-tp-depth=1, "
                             "or --ptrain-sp=1)", req->sp, req->tp_depth);
     if (shape_check && req->tp > 0 && !tp_has_shape(req->mode, req->tp_depth, req->tp)) {
@@ -547,7 +538,7 @@ static int request_check(const pt_plan *req, const pt_plan_limits *lim, int shap
         sl_init(&s, valid, sizeof valid);
         for (int t = 1; s.count < 6 && t <= SIZE_MAX_VALUE; t++)
             if (tp_has_shape(req->mode, req->tp_depth, t)) sl_add(&s, "%d", t);
-        return pt_plan_errf(err, errlen, "--ptrain-tp=%d is not %s for --ptrain-mode=%s (valid "
+        return pt_errprintf(err, "--ptrain-tp=%d is not %s for --ptrain-mode=%s (valid "
                             "tp of that shape: %s, ...)", req->tp,
                             shape_text(req->mode, req->tp_depth, shape, sizeof shape),
                             pt_mode_name(req->mode), valid);
@@ -555,20 +546,19 @@ static int request_check(const pt_plan *req, const pt_plan_limits *lim, int shap
     return 0;
 }
 
-int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, char *err,
-                          size_t errlen)
+int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err)
 {
-    return request_check(req, lim, 1, err, errlen);
+    return request_check(req, lim, 1, err);
 }
 
 int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
-                 pt_plan *out, char *err, size_t errlen)
+                 pt_plan *out, pt_error *err)
 {
-    if (!req || !out) return pt_plan_errf(err, errlen, "no request or output plan given");
-    if (geometry_check(g, err, errlen) < 0) return -1;
+    if (!req || !out) return pt_errprintf(err, "no request or output plan given");
+    if (geometry_check(g, err) < 0) return -1;
     int max_tp = lim ? lim->max_tp : INT_MAX;
-    if (max_tp < 1) return pt_plan_errf(err, errlen, "invalid max_tp=%d (valid: >= 1)", max_tp);
-    if (request_check(req, lim, 0, err, errlen) < 0) return -1;
+    if (max_tp < 1) return pt_errprintf(err, "invalid max_tp=%d (valid: >= 1)", max_tp);
+    if (request_check(req, lim, 0, err) < 0) return -1;
 
     pt_plan p;
     pt_plan_default(&p);
@@ -598,7 +588,7 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
     if (sp > 1) {
         if (common % sp) {
             list_divisors(common, INT_MAX, valid, sizeof valid);
-            return pt_plan_errf(err, errlen, "--ptrain-sp=%d does not divide the tasks on every "
+            return pt_errprintf(err, "--ptrain-sp=%d does not divide the tasks on every "
                                 "node (%s; valid sp here: %s)", sp, where, valid);
         }
         tp = 1;
@@ -608,12 +598,12 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
         if (tp > max_tp || common % tp || !tp_has_shape(mode, depth, tp)) {
             valid_tp_text(mode, depth, common, max_tp, valid, sizeof valid);
             if (tp > max_tp)
-                return pt_plan_errf(err, errlen, "--ptrain-tp=%d exceeds the administrator's "
+                return pt_errprintf(err, "--ptrain-tp=%d exceeds the administrator's "
                                  "max_tp=%d (%s)", tp, max_tp, valid);
             if (common % tp)
-                return pt_plan_errf(err, errlen, "--ptrain-tp=%d does not divide the tasks on "
+                return pt_errprintf(err, "--ptrain-tp=%d does not divide the tasks on "
                                  "every node (%s; %s)", tp, where, valid);
-            return pt_plan_errf(err, errlen, "--ptrain-tp=%d is not %s for --ptrain-mode=%s "
+            return pt_errprintf(err, "--ptrain-tp=%d is not %s for --ptrain-mode=%s "
                                 "(%s; %s)", tp,
                                 shape_text(mode, depth, shape, sizeof shape), pt_mode_name(mode),
                                 where, valid);
@@ -624,7 +614,7 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
             if (common % t == 0 && tp_has_shape(mode, depth, t)) tp = t;
         if (!tp) { /* only a pinned 2.5d depth can leave nothing */
             list_divisors(common, max_tp, valid, sizeof valid);
-            return pt_plan_errf(err, errlen, "--ptrain-tp-depth=%d does not fit: tp = %d*q*q must "
+            return pt_errprintf(err, "--ptrain-tp-depth=%d does not fit: tp = %d*q*q must "
                                 "divide the tasks on every node (%s) and be <= max_tp=%d "
                                 "(valid tp_depth here: %s)", depth, depth, where, max_tp, valid);
         }
@@ -635,7 +625,7 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
     p.tp_depth = mode == PT_MODE_2P5D ? depth : 1;
     p.sp = sp;
     p.dp = g->ntasks / (tp * sp);
-    if (pt_plan_validate(&p, g->ntasks, err, errlen) < 0) return -1;
+    if (pt_plan_validate(&p, g->ntasks, err) < 0) return -1;
     *out = p;
     return 0;
 }

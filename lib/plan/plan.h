@@ -3,15 +3,17 @@
  * libptrain / ptrain-run (which read it).  See DESIGN.md, "Plan
  * environment".
  *
- * This module is self-contained C (libc only): it is compiled both into
- * libptrain and into the SPANK plugin, which must not pull MPI, BLAS or
- * libptrain into slurmstepd.  Errors are reported through (err, errlen)
- * buffers as one line naming the bad value and what would be valid;
+ * This module is self-contained C (libc only): one convenience library
+ * linked into libptrain and into the SPANK plugin, which must not pull MPI, BLAS or
+ * libptrain into slurmstepd.  Errors are reported through a pt_error
+ * (core/error.h) as one line naming the bad value and what would be valid;
  * functions return 0 on success and -1 on error.
  */
 #ifndef PTRAIN_PLAN_H
 #define PTRAIN_PLAN_H
 #include <stddef.h>
+
+#include "core/error.h"
 
 typedef enum pt_mode {
     PT_MODE_OFF = 0, /* ptrain does not plan: nothing injected */
@@ -34,14 +36,15 @@ typedef struct pt_plan {
     char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
 } pt_plan;
 
-/* Write a one-line printf-style message into (err, errlen) (either may be
- * NULL/0) and return -1: the error convention of this module and of the
- * plugin's helpers. */
-int pt_plan_errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* mode <-> text: "off", "auto", "1d", "2d", "2.5d", "3d" */
 const char *pt_mode_name(pt_mode m);
-int pt_mode_parse(const char *s, pt_mode *m, char *err, size_t errlen);
+int pt_mode_parse(const char *s, pt_mode *m, pt_error *err);
+
+/* Parse a placement into out (3 letters + NUL): a permutation of D, P, T
+ * (any case), or SageMaker's names "cluster" (= DPT) and "spread" (= TPD).
+ * Anything else, a longer string included, is refused. */
+int pt_plan_order_parse(const char *s, char out[4], pt_error *err);
 
 /* Defaults: mode 1d, every size 1, zero 0, microbatches 1, order "DPT". */
 void pt_plan_default(pt_plan *p);
@@ -50,8 +53,9 @@ void pt_plan_default(pt_plan *p);
  * (dp*pp*tp*sp == world_size, every size >= 1, rank_order a permutation
  * of DPT, tp_depth consistent with the mode).  world_size <= 0 skips the
  * world check.  Modes and features this build cannot run yet are refused
- * with a "not yet supported" message. */
-int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen);
+ * with a "not yet supported" message: pp > 1, zero > 0, offload,
+ * microbatches > 1 and ckpt_act (an accepted setting must take effect). */
+int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err);
 
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
  * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_CKPT_ACT,
@@ -59,7 +63,7 @@ int pt_plan_validate(const pt_plan *p, int world_size, char *err, size_t errlen)
  * already in *p (unset variables leave fields unchanged).  Returns 1 if at
  * least one PTRAIN_* plan variable was present, 0 if none, -1 on a bad
  * value. */
-int pt_plan_from_env(pt_plan *p, char *err, size_t errlen);
+int pt_plan_from_env(pt_plan *p, pt_error *err);
 
 /* Call set(name, value, arg) once per plan variable, PTRAIN_PLAN included.
  * Returns the first non-zero value set() returns, else 0. */
@@ -106,11 +110,10 @@ typedef struct pt_plan_limits {
  * 1d), sizes in range, tp_depth only with 2.5d, sp > 1 only with tp <= 1
  * and no depth, a pinned tp of the mode's shape.  0 or -1 with a one-line
  * error. */
-int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, char *err,
-                          size_t errlen);
+int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err);
 
 int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
-                 pt_plan *out, char *err, size_t errlen);
+                 pt_plan *out, pt_error *err);
 
 /* The tensor-parallel sizes of mode m that divide n ranks and are <= cap,
  * written into buf as "1, 4, 16" ("..." ends a list that does not fit).
@@ -142,6 +145,6 @@ int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *
  *   3d      {l, l, l}       tp = l*l*l        (i, j, k)
  * Returns -1 with a one-line error (naming valid tp values) when tp does
  * not have the mode's shape or tp_depth is set for a mode without depth. */
-int pt_plan_tp_dims(const pt_plan *p, int dims[3], char *err, size_t errlen);
+int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err);
 
 #endif

@@ -171,7 +171,7 @@ int main(int argc, char **argv)
     }
     pt_plan plan, rplan;
     pt_plan_default(&plan);
-    if (pt_mode_parse(argv[1], &plan.mode, NULL, 0) < 0) {
+    if (pt_mode_parse(argv[1], &plan.mode, NULL) < 0) {
         if (tap_rank0) fprintf(stderr, "bad mode %s\n", argv[1]);
         MPI_Finalize();
         return 2;

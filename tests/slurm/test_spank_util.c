@@ -37,31 +37,31 @@ static void test_tasks_per_node(void)
             for (int r = 0; r < reps; r++) want[nwant++] = count;
         }
         int got[256], n = -1;
-        char err[256] = "";
-        if (pt_spank_parse_tasks_per_node(text, got, 256, &n, err, sizeof err) != 0 ||
+        pt_error err = {""};
+        if (pt_spank_parse_tasks_per_node(text, got, 256, &n, &err) != 0 ||
             n != nwant || memcmp(got, want, sizeof(int) * (size_t)n) != 0) {
             all_ok = 0;
-            tap_diag("'%s': n=%d want %d err=%s", text, n, nwant, err);
+            tap_diag("'%s': n=%d want %d err=%s", text, n, nwant, err.text);
         }
     }
     tap_ok(all_ok, "tasks-per-node lists expand like an independent expander (500 random lists)");
 
     int out[8], n;
-    char err[256];
-    tap_ok(pt_spank_parse_tasks_per_node("2(x3),1", out, 8, &n, err, sizeof err) == 0 && n == 4 &&
+    pt_error err;
+    tap_ok(pt_spank_parse_tasks_per_node("2(x3),1", out, 8, &n, &err) == 0 && n == 4 &&
                out[0] == 2 && out[2] == 2 && out[3] == 1,
            "\"2(x3),1\" -> 2,2,2,1");
     const char *bad[] = {"", "0", "2(x0)", "2(3)", "2(x3", "2,,1", "a", "2,", "-1", "2(x3)x",
                          "99999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        err[0] = '\0';
-        int rc = pt_spank_parse_tasks_per_node(bad[i], out, 8, &n, err, sizeof err);
-        tap_ok(rc == -1 && (bad[i][0] == '\0' || strstr(err, bad[i])), "'%s' refused: %s", bad[i],
-               err);
+        err.text[0] = '\0';
+        int rc = pt_spank_parse_tasks_per_node(bad[i], out, 8, &n, &err);
+        tap_ok(rc == -1 && (bad[i][0] == '\0' || strstr(err.text, bad[i])), "'%s' refused: %s", bad[i],
+               err.text);
     }
-    tap_ok(pt_spank_parse_tasks_per_node("1(x9)", out, 8, &n, err, sizeof err) == -1 &&
-               strstr(err, "more than 8"),
-           "more nodes than the buffer holds refused: %s", err);
+    tap_ok(pt_spank_parse_tasks_per_node("1(x9)", out, 8, &n, &err) == -1 &&
+               strstr(err.text, "more than 8"),
+           "more nodes than the buffer holds refused: %s", err.text);
 }
 
 static void test_first_host(void)
@@ -71,20 +71,20 @@ static void test_first_host(void)
         {"n[7,1-3]", "n7"}, {"rack1-n[04-05]-ib", "rack1-n04-ib"}, {"node[2]", "node2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char out[64] = "", err[256] = "";
-        int rc = pt_spank_first_host(cases[i].list, out, sizeof out, err, sizeof err);
+        char out[64] = ""; pt_error err = {""};
+        int rc = pt_spank_first_host(cases[i].list, out, sizeof out, &err);
         tap_ok(rc == 0 && strcmp(out, cases[i].want) == 0, "first host of '%s' is '%s' (got '%s')",
                cases[i].list, cases[i].want, out);
     }
     const char *bad[] = {"", "n[1-3", "n[]", "n[a-b]", ",n1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char out[64], err[256] = "";
-        tap_ok(pt_spank_first_host(bad[i], out, sizeof out, err, sizeof err) == -1 && err[0],
-               "host list '%s' refused: %s", bad[i], err);
+        char out[64]; pt_error err = {""};
+        tap_ok(pt_spank_first_host(bad[i], out, sizeof out, &err) == -1 && err.text[0],
+               "host list '%s' refused: %s", bad[i], err.text);
     }
-    char small[4], err[256];
-    tap_ok(pt_spank_first_host("longname", small, sizeof small, err, sizeof err) == -1,
-           "a name longer than the buffer is refused: %s", err);
+    char small[4]; pt_error err;
+    tap_ok(pt_spank_first_host("longname", small, sizeof small, &err) == -1,
+           "a name longer than the buffer is refused: %s", err.text);
 }
 
 static void test_port(void)
@@ -131,9 +131,9 @@ static void test_conf(void)
         return;
     }
     pt_spank_conf c, d;
-    char err[512];
+    pt_error err;
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_check(&c, err, sizeof err) == 0 && c.default_mode == PT_MODE_OFF &&
+    tap_ok(pt_spank_conf_check(&c, &err) == 0 && c.default_mode == PT_MODE_OFF &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) |
                                    (1u << PT_MODE_1D) | (1u << PT_MODE_2D) |
                                    (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D)),
@@ -145,25 +145,25 @@ static void test_conf(void)
              "\"1d\"];\nmaster_port_base = %d;\nmaster_port_count = 100;\n", max_tp, base);
     const char *p = write_conf("good.conf", text);
     pt_spank_conf_default(&c);
-    err[0] = '\0';
-    tap_ok(pt_spank_conf_load(p, &c, err, sizeof err) == 0 && c.default_mode == PT_MODE_AUTO &&
+    err.text[0] = '\0';
+    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_AUTO &&
                c.max_tp == max_tp && c.master_port_base == base && c.master_port_count == 100 &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D)),
-           "a valid ptrain.conf is read (max_tp=%d base=%d): %s", max_tp, base, err);
+           "a valid ptrain.conf is read (max_tp=%d base=%d): %s", max_tp, base, err.text);
 
     snprintf(text, sizeof text, "allowed_modes = [\"auto\", \"1d\", \"2d\", \"2.5d\", "
              "\"3d\"];\ndefault_mode = \"2.5d\";\n");
     p = write_conf("grids.conf", text);
     pt_spank_conf_default(&c);
-    err[0] = '\0';
-    tap_ok(pt_spank_conf_load(p, &c, err, sizeof err) == 0 && c.default_mode == PT_MODE_2P5D &&
+    err.text[0] = '\0';
+    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_2P5D &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) |
                                    (1u << PT_MODE_1D) | (1u << PT_MODE_2D) |
                                    (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D)),
-           "allowed_modes may allow 2d, 2.5d, 3d, and default_mode may be one of them: %s", err);
+           "allowed_modes may allow 2d, 2.5d, 3d, and default_mode may be one of them: %s", err.text);
     p = write_conf("only3d.conf", "allowed_modes = [\"3d\"];\ndefault_mode = \"3d\";\n");
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_load(p, &c, err, sizeof err) == 0 && c.default_mode == PT_MODE_3D &&
+    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_3D &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_3D)),
            "allowed_modes = [\"3d\"] allows only 3d (and off)");
 
@@ -179,40 +179,71 @@ static void test_conf(void)
         {"allowed_modes = [\"1d\"];\ndefault_mode = \"auto\";\n", "not in allowed_modes"},
         {"max_tpp = 3;\n", "unknown setting 'max_tpp'"},
         {"max_tp = 3\nmax_tp = ;\n", "bad.conf:2"},
+        /* issue 9 case 6: accepted, then every srun failed */
+        {"default_mode = \"auto\";\nallowed_modes = [\"auto\"];\n", "has \"auto\" but not \"1d\""},
+        {"allowed_modes = [\"auto\", \"2d\"];\n", "has \"auto\" but not \"1d\""},
+        /* issue 9 case 7: overflow (UBSan) and silent wrap-around */
+        {"master_port_count = 2147483647;\n", "master_port_count 2147483647"},
+        {"master_port_base = 2147483647;\n", "master_port_base 2147483647"},
+        {"max_tp = 4294967304;\n", "max_tp is out of range"},
+        {"master_port_count = -9223372036854775807;\n", "out of range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = write_conf("bad.conf", bad[i].text);
         pt_spank_conf_default(&c);
         d = c;
-        err[0] = '\0';
-        int rc = pt_spank_conf_load(p, &c, err, sizeof err);
-        tap_ok(rc == -1 && strstr(err, bad[i].must) && strstr(err, "bad.conf") &&
-                   !strchr(err, '\n') && memcmp(&c, &d, sizeof c) == 0,
-               "bad ptrain.conf refused, settings unchanged: %s", err);
+        err.text[0] = '\0';
+        int rc = pt_spank_conf_load(p, &c, &err);
+        tap_ok(rc == -1 && strstr(err.text, bad[i].must) && strstr(err.text, "bad.conf") &&
+                   !strchr(err.text, '\n') && memcmp(&c, &d, sizeof c) == 0,
+               "bad ptrain.conf refused, settings unchanged: %s", err.text);
     }
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_load("/nonexistent/ptrain.conf", &c, err, sizeof err) == -1 &&
-               strstr(err, "/nonexistent/ptrain.conf"),
-           "missing file refused: %s", err);
+    tap_ok(pt_spank_conf_load("/nonexistent/ptrain.conf", &c, &err) == -1 &&
+               strstr(err.text, "/nonexistent/ptrain.conf"),
+           "missing file refused: %s", err.text);
 
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_arg("default_mode=1d", &c, err, sizeof err) == 0 &&
+    tap_ok(pt_spank_conf_arg("default_mode=1d", &c, &err) == 0 &&
                c.default_mode == PT_MODE_1D,
            "plugstack default_mode=1d");
-    tap_ok(pt_spank_conf_arg("max_tp=4", &c, err, sizeof err) == 0 && c.max_tp == 4,
+    tap_ok(pt_spank_conf_arg("max_tp=4", &c, &err) == 0 && c.max_tp == 4,
            "plugstack max_tp=4");
     snprintf(text, sizeof text, "config=%s", write_conf("c.conf", "max_tp = 7;\n"));
-    tap_ok(pt_spank_conf_arg(text, &c, err, sizeof err) == 0 && c.max_tp == 7,
+    tap_ok(pt_spank_conf_arg(text, &c, &err) == 0 && c.max_tp == 7,
            "plugstack config= loads the file");
     const char *badargs[] = {"default_mode=2.5e", "default_mode=x", "max_tp=-1", "max_tp=two",
-                             "verbose", "colour=blue", "config="};
+                             "verbose", "colour=blue", "config=", "master_port_count=2147483647",
+                             "max_tp=4294967304", "master_port_base=99999999999999999999"};
     for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
         d = c;
-        err[0] = '\0';
-        tap_ok(pt_spank_conf_arg(badargs[i], &c, err, sizeof err) == -1 && err[0] &&
+        err.text[0] = '\0';
+        tap_ok(pt_spank_conf_arg(badargs[i], &c, &err) == -1 && err.text[0] &&
                    memcmp(&c, &d, sizeof c) == 0,
-               "plugstack argument '%s' refused: %s", badargs[i], err);
+               "plugstack argument '%s' refused: %s", badargs[i], err.text);
     }
+    /* the plugin's option values (--ptrain-mode, --ptrain-tp ...) */
+    pt_spank_conf_default(&c);
+    c.allowed_modes = (1u << PT_MODE_OFF) | (1u << PT_MODE_1D);
+    c.max_tp = 4;
+    pt_mode m = PT_MODE_OFF;
+    int v = 0;
+    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "1d", &m, &err) == 0 && m == PT_MODE_1D &&
+               pt_spank_parse_mode_opt(&c, "--ptrain-mode", "off", &m, &err) == 0 && m == PT_MODE_OFF,
+           "option: allowed modes and off are accepted");
+    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "2d", &m, &err) == -1 &&
+               strstr(err.text, "--ptrain-mode=2d is not allowed"),
+           "option: a mode outside allowed_modes is refused: %s", err.text);
+    tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", "4", 1, &v, &err) == 0 && v == 4,
+           "option: --ptrain-tp=4 within max_tp");
+    const char *badsizes[] = {"5", "0", "-1", " 2", "2 ", "+2", "0x2", "99999999999999999999", ""};
+    for (size_t i = 0; i < sizeof badsizes / sizeof badsizes[0]; i++) {
+        err.text[0] = '\0';
+        tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", badsizes[i], 1, &v, &err) == -1 &&
+                   err.text[0] && !strchr(err.text, '\n'),
+               "option: --ptrain-tp='%s' refused: %s", badsizes[i], err.text);
+    }
+
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);

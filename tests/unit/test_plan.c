@@ -91,11 +91,11 @@ static void test_env_round_trip(void)
             if (s.count[i] != 1) each_once = 0;
         pt_plan q;
         pt_plan_default(&q);
-        char err[256] = "";
-        int rc = pt_plan_from_env(&q, err, sizeof err);
+        pt_error err = {""};
+        int rc = pt_plan_from_env(&q, &err);
         if (rc != 1 || !same_plan(&p, &q)) {
             ok_all = 0;
-            tap_diag("trial %d: rc=%d err=%s", trial, rc, err);
+            tap_diag("trial %d: rc=%d err=%s", trial, rc, err.text);
         }
         char line[200];
         pt_plan_summary(&p, line, sizeof line);
@@ -114,10 +114,10 @@ static void test_env_round_trip(void)
     pt_plan q;
     pt_plan_default(&q);
     pt_plan before = q;
-    tap_ok(pt_plan_from_env(&q, NULL, 0) == 0 && same_plan(&q, &before),
+    tap_ok(pt_plan_from_env(&q, NULL) == 0 && same_plan(&q, &before),
            "from_env with no PTRAIN_* variables returns 0 and changes nothing");
     setenv("PTRAIN_TP", "4", 1);
-    tap_ok(pt_plan_from_env(&q, NULL, 0) == 1 && q.tp == 4 && q.dp == 1,
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.tp == 4 && q.dp == 1,
            "from_env overlays only the variables present");
     clear_env();
     pt_plan_default(&q);
@@ -125,15 +125,15 @@ static void test_env_round_trip(void)
     setenv("PTRAIN_TP", "8", 1);
     setenv("PTRAIN_TP_DEPTH", "2", 1);
     setenv("PTRAIN_SP", "3", 1);
-    tap_ok(pt_plan_from_env(&q, NULL, 0) == 1 && q.mode == PT_MODE_2P5D && q.tp == 8 &&
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.mode == PT_MODE_2P5D && q.tp == 8 &&
                q.tp_depth == 2 && q.sp == 3,
            "PTRAIN_MODE=2.5d PTRAIN_TP_DEPTH=2 PTRAIN_SP=3 are read");
     clear_env();
     setenv("PTRAIN_RANK_ORDER", "spread", 1);
-    tap_ok(pt_plan_from_env(&q, NULL, 0) == 1 && strcmp(q.rank_order, "TPD") == 0,
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && strcmp(q.rank_order, "TPD") == 0,
            "PTRAIN_RANK_ORDER=spread means TPD");
     setenv("PTRAIN_RANK_ORDER", "tdp", 1);
-    tap_ok(pt_plan_from_env(&q, NULL, 0) == 1 && strcmp(q.rank_order, "TDP") == 0,
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && strcmp(q.rank_order, "TDP") == 0,
            "PTRAIN_RANK_ORDER accepts lower case");
     clear_env();
 }
@@ -146,20 +146,20 @@ static void env_bad(const char *var, const char *value)
     pt_plan q, before;
     pt_plan_default(&q);
     before = q;
-    char err[256] = "";
-    int rc = pt_plan_from_env(&q, err, sizeof err);
-    tap_ok(rc == -1 && strstr(err, value) && strstr(err, "valid") && same_plan(&q, &before) &&
-               !strchr(err, '\n'),
-           "%s='%s' refused: %s", var, value, err);
+    pt_error err = {""};
+    int rc = pt_plan_from_env(&q, &err);
+    tap_ok(rc == -1 && strstr(err.text, value) && strstr(err.text, "valid") && same_plan(&q, &before) &&
+               !strchr(err.text, '\n'),
+           "%s='%s' refused: %s", var, value, err.text);
     clear_env();
 }
 
 static void validate_bad(const pt_plan *p, int world, const char *must_contain, const char *what)
 {
-    char err[256] = "";
-    int rc = pt_plan_validate(p, world, err, sizeof err);
-    tap_ok(rc == -1 && strstr(err, must_contain) != NULL && !strchr(err, '\n'),
-           "validate refuses %s: %s", what, err);
+    pt_error err = {""};
+    int rc = pt_plan_validate(p, world, &err);
+    tap_ok(rc == -1 && strstr(err.text, must_contain) != NULL && !strchr(err.text, '\n'),
+           "validate refuses %s: %s", what, err.text);
 }
 
 /* ---- independent references for the layouts' shapes -------------------- */
@@ -251,15 +251,15 @@ static void validate_modes(void)
         p.tp_depth = p.mode == PT_MODE_2P5D ? 1 + (int)rnd(4) : 1;
         p.tp = 1 + (int)rnd((unsigned)world);
         p.dp = world % p.tp == 0 && rnd(4) ? world / p.tp : 1 + (int)rnd(6);
-        char err[512] = "", want[512];
-        int rc = pt_plan_validate(&p, world, err, sizeof err);
+        pt_error err = {""}; char want[512];
+        int rc = pt_plan_validate(&p, world, &err);
         int shape = ref_shape(p.mode, p.tp_depth, p.tp), covers = p.dp * p.tp == world;
         if (shape && covers) {
             n_ok++;
             if (rc != 0) {
                 agree = 0;
                 tap_diag("mode %s world %d dp=%d tp=%d depth=%d refused: %s",
-                         pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err);
+                         pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err.text);
             }
             continue;
         }
@@ -267,11 +267,11 @@ static void validate_modes(void)
         ref_valid(p.mode, p.tp_depth, world, INT_MAX, want, sizeof want);
         char tpname[32];
         snprintf(tpname, sizeof tpname, "tp=%d", p.tp);
-        if (rc != -1 || !strstr(err, tpname) || strchr(err, '\n')) agree = 0;
-        if (!strstr(err, want)) {
+        if (rc != -1 || !strstr(err.text, tpname) || strchr(err.text, '\n')) agree = 0;
+        if (!strstr(err.text, want)) {
             lists = 0;
             tap_diag("mode %s world %d dp=%d tp=%d depth=%d: '%s' lacks '%s'",
-                     pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err, want);
+                     pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err.text, want);
         }
     }
     tap_ok(agree, "validate accepts a 1d/2d/2.5d/3d plan exactly when tp has the mode's shape "
@@ -280,7 +280,7 @@ static void validate_modes(void)
 
     pt_plan p;
     pt_plan_default(&p);
-    char err[512];
+    pt_error err;
     p.mode = PT_MODE_2D;
     p.tp = 6;
     p.dp = 2;
@@ -289,18 +289,18 @@ static void validate_modes(void)
     p.dp = 1;
     validate_bad(&p, 6, "valid tp here: 1)", "2d tp=4 on 6 ranks (lists only 1)");
     p.dp = 2;
-    tap_ok(pt_plan_validate(&p, 8, err, sizeof err) == 0, "2d dp=2 tp=4 valid on 8 ranks");
+    tap_ok(pt_plan_validate(&p, 8, &err) == 0, "2d dp=2 tp=4 valid on 8 ranks");
     p.mode = PT_MODE_2P5D;
     p.tp = 8;
     p.tp_depth = 2;
     p.dp = 1;
-    tap_ok(pt_plan_validate(&p, 8, err, sizeof err) == 0, "2.5d tp=8 tp_depth=2 valid on 8 ranks");
+    tap_ok(pt_plan_validate(&p, 8, &err) == 0, "2.5d tp=8 tp_depth=2 valid on 8 ranks");
     validate_bad(&p, 12, "valid tp with tp_depth=2 here: 2)", "2.5d tp=8 depth 2 on 12 ranks");
     p.tp_depth = 3;
     validate_bad(&p, 8, "valid tp with tp_depth=3 here: none)", "2.5d tp=8 depth 3 on 8 ranks");
     p.mode = PT_MODE_3D;
     p.tp_depth = 1;
-    tap_ok(pt_plan_validate(&p, 8, err, sizeof err) == 0, "3d tp=8 valid on 8 ranks");
+    tap_ok(pt_plan_validate(&p, 8, &err) == 0, "3d tp=8 valid on 8 ranks");
     p.tp = 4;
     p.dp = 4;
     validate_bad(&p, 16, "valid tp here: 1, 8)", "3d tp=4 on 16 ranks (lists the cubes 1, 8)");
@@ -339,13 +339,13 @@ static void test_validation(void)
     env_bad("PTRAIN_RANK_ORDER", "DPTX");
 
     pt_mode m;
-    char err[256];
-    tap_ok(pt_mode_parse("2.5d", &m, err, sizeof err) == 0 && m == PT_MODE_2P5D &&
+    pt_error err;
+    tap_ok(pt_mode_parse("2.5d", &m, &err) == 0 && m == PT_MODE_2P5D &&
                strcmp(pt_mode_name(m), "2.5d") == 0,
            "mode names round trip (2.5d)");
     int names_ok = 1;
     for (int i = PT_MODE_OFF; i <= PT_MODE_3D; i++)
-        if (pt_mode_parse(pt_mode_name((pt_mode)i), &m, err, sizeof err) != 0 || (int)m != i)
+        if (pt_mode_parse(pt_mode_name((pt_mode)i), &m, &err) != 0 || (int)m != i)
             names_ok = 0;
     tap_ok(names_ok, "every mode name parses back to its mode");
 
@@ -353,11 +353,11 @@ static void test_validation(void)
     pt_plan_default(&p);
     p.dp = 2;
     p.tp = 2;
-    tap_ok(pt_plan_validate(&p, 4, err, sizeof err) == 0, "1d dp=2 tp=2 valid on 4 ranks");
-    tap_ok(pt_plan_validate(&p, 0, err, sizeof err) == 0, "world_size 0 skips the world check");
+    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "1d dp=2 tp=2 valid on 4 ranks");
+    tap_ok(pt_plan_validate(&p, 0, &err) == 0, "world_size 0 skips the world check");
     validate_bad(&p, 6, "6", "a plan that does not cover the world (names the world size)");
     p.mode = PT_MODE_OFF;
-    tap_ok(pt_plan_validate(&p, 4, err, sizeof err) == 0, "mode off is accepted");
+    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "mode off is accepted");
 
     validate_modes();
     pt_plan_default(&p);
@@ -369,7 +369,7 @@ static void test_validation(void)
     pt_plan_default(&p);
     p.sp = 3;
     p.dp = 2;
-    tap_ok(pt_plan_validate(&p, 6, err, sizeof err) == 0, "1d dp=2 sp=3 valid on 6 ranks");
+    tap_ok(pt_plan_validate(&p, 6, &err) == 0, "1d dp=2 sp=3 valid on 6 ranks");
     validate_bad(&p, 8, "valid sp here: 1, 2, 4, 8", "dp=2 sp=3 on 8 ranks (lists the sp values)");
     p.tp = 2;
     validate_bad(&p, 12, "sequence parallelism composes with data parallelism only",
@@ -437,8 +437,8 @@ static void test_auto(void)
         req.tp = rnd(3) == 0 ? 1 + (int)rnd(12) : 0;
         int want = expected_tp(nnodes, tpn, lim.max_tp, req.tp);
         pt_plan out;
-        char err[256] = "";
-        int rc = pt_plan_auto(&g, &lim, &req, &out, err, sizeof err);
+        pt_error err = {""};
+        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
         cases++;
         uniform_cases += !nonuni;
         nonuniform_cases += nonuni;
@@ -447,19 +447,19 @@ static void test_auto(void)
             /* Only a pinned tp can be impossible (tp=1 always divides). */
             char pinned[32];
             snprintf(pinned, sizeof pinned, "--ptrain-tp=%d", req.tp);
-            if (rc != -1 || req.tp == 0 || !strstr(err, pinned) || !strstr(err, "valid")) {
+            if (rc != -1 || req.tp == 0 || !strstr(err.text, pinned) || !strstr(err.text, "valid")) {
                 agree = 0;
                 errors_named = 0;
                 tap_diag("trial %d: expected refusal of tp=%d, got rc=%d err=%s", trial, req.tp,
-                         rc, err);
+                         rc, err.text);
             }
             continue;
         }
         if (rc != 0 || out.mode != PT_MODE_1D || out.tp != want || out.dp * out.tp != ntasks ||
-            out.pp != 1 || out.sp != 1 || pt_plan_validate(&out, ntasks, NULL, 0) != 0) {
+            out.pp != 1 || out.sp != 1 || pt_plan_validate(&out, ntasks, NULL) != 0) {
             agree = 0;
             tap_diag("trial %d: nnodes=%d max_tp=%d pinned=%d want tp=%d got rc=%d tp=%d dp=%d "
-                     "err=%s", trial, nnodes, lim.max_tp, req.tp, want, rc, out.tp, out.dp, err);
+                     "err=%s", trial, nnodes, lim.max_tp, req.tp, want, rc, out.tp, out.dp, err.text);
             continue;
         }
         /* Placement: ranks form a permutation of 0..ntasks-1 and every
@@ -503,47 +503,47 @@ static void test_auto(void)
     pt_plan_default(&req);
     req.mode = PT_MODE_AUTO;
     req.tp = 0;
-    char err[256];
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.dp == 2 && out.tp == 2,
+    pt_error err;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.dp == 2 && out.tp == 2,
            "2 nodes x 2 tasks -> dp=2 tp=2");
     g = (pt_job_geometry){2, 8, two4};
     lim.max_tp = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.tp == 2 && out.dp == 4,
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 2 && out.dp == 4,
            "2 x 4 tasks with max_tp=3 -> tp=2 dp=4");
     g = (pt_job_geometry){3, 12, mixed};
     lim.max_tp = 64;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.tp == 2 && out.dp == 6,
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 2 && out.dp == 6,
            "tasks 4,2,6 -> tp=2 dp=6");
     g = (pt_job_geometry){3, 5, odd};
     req.tp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp=2") && strstr(err, "valid tp here: 1)"),
-           "tasks 2,2,1 with --ptrain-tp=2 refused: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp=2") && strstr(err.text, "valid tp here: 1)"),
+           "tasks 2,2,1 with --ptrain-tp=2 refused: %s", err.text);
     g = (pt_job_geometry){2, 4, two2};
     req.tp = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp=3") && strstr(err, "valid tp here: 1, 2)"),
-           "2 x 2 tasks with --ptrain-tp=3 refused listing 1, 2: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp=3") && strstr(err.text, "valid tp here: 1, 2)"),
+           "2 x 2 tasks with --ptrain-tp=3 refused listing 1, 2: %s", err.text);
     req.tp = 2;
     lim.max_tp = 1;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 && strstr(err, "max_tp=1"),
-           "--ptrain-tp=2 above max_tp=1 refused: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 && strstr(err.text, "max_tp=1"),
+           "--ptrain-tp=2 above max_tp=1 refused: %s", err.text);
     lim.max_tp = 64;
     req.tp = 0;
     req.mode = PT_MODE_1D;
     lim.modes = (1u << PT_MODE_AUTO) | (1u << PT_MODE_OFF);
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "not allowed"),
-           "mode 1d outside allowed_modes refused: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "not allowed"),
+           "mode 1d outside allowed_modes refused: %s", err.text);
     req.mode = PT_MODE_OFF;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.mode == PT_MODE_OFF,
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.mode == PT_MODE_OFF,
            "mode off resolves to off");
     int bad_sum[] = {2, 1};
     g = (pt_job_geometry){2, 4, bad_sum};
     req.mode = PT_MODE_AUTO;
     lim.modes = ~0u;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 && strstr(err, "3"),
-           "per-node counts not adding up to ntasks refused: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 && strstr(err.text, "3"),
+           "per-node counts not adding up to ntasks refused: %s", err.text);
     g = (pt_job_geometry){2, 4, two2};
     tap_ok(pt_plan_rank(&g, 2, 0) == -1 && pt_plan_rank(&g, 0, 2) == -1 &&
                pt_plan_rank(&g, -1, 0) == -1 && pt_plan_rank(&g, 1, 1) == 3,
@@ -620,8 +620,8 @@ static void test_auto_modes(void)
         req.sp = (int)rnd(2); /* 0 and 1 both mean no sequence parallelism */
         int depth = req.mode == PT_MODE_2P5D ? req.tp_depth : 0;
         pt_plan out;
-        char err[512] = "", want[512];
-        int rc = pt_plan_auto(&g, &lim, &req, &out, err, sizeof err);
+        pt_error err = {""}; char want[512];
+        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
         cases++;
         per_mode[mi]++;
         int expect_tp = 0;
@@ -644,22 +644,22 @@ static void test_auto_modes(void)
                 ref_divisors(common, lim.max_tp, d, sizeof d);
                 snprintf(want, sizeof want, "valid tp_depth here: %s)", d);
             }
-            if (rc != -1 || !strstr(err, name) || strchr(err, '\n')) agree = 0;
-            if (!strstr(err, want)) {
+            if (rc != -1 || !strstr(err.text, name) || strchr(err.text, '\n')) agree = 0;
+            if (!strstr(err.text, want)) {
                 lists = 0;
-                tap_diag("trial %d: '%s' lacks '%s'", trial, err, want);
+                tap_diag("trial %d: '%s' lacks '%s'", trial, err.text, want);
             }
             continue;
         }
         int want_depth = req.mode != PT_MODE_2P5D ? 1 : depth > 0 ? depth : ref_depth(expect_tp);
         if (rc != 0 || out.mode != req.mode || out.tp != expect_tp || out.tp_depth != want_depth ||
             out.sp != 1 || out.pp != 1 || out.dp * out.tp != g.ntasks ||
-            pt_plan_validate(&out, g.ntasks, NULL, 0) != 0) {
+            pt_plan_validate(&out, g.ntasks, NULL) != 0) {
             agree = 0;
             tap_diag("trial %d: mode %s common %d max_tp %d pinned tp %d depth %d: want tp=%d "
                      "depth=%d, got rc=%d tp=%d depth=%d dp=%d err=%s", trial,
                      pt_mode_name(req.mode), common, lim.max_tp, req.tp, req.tp_depth, expect_tp,
-                     want_depth, rc, out.tp, out.tp_depth, out.dp, err);
+                     want_depth, rc, out.tp, out.tp_depth, out.dp, err.text);
             continue;
         }
         if (!blocks_on_one_node(&g, &out)) placed = 0;
@@ -675,7 +675,7 @@ static void test_auto_modes(void)
         uneven[] = {8, 4}, mixed[] = {4, 2, 6};
     pt_plan_limits lim = {64, ~0u};
     pt_plan req, out;
-    char err[512];
+    pt_error err;
     pt_plan_default(&req);
     req.tp = req.tp_depth = req.sp = 0;
     struct { pt_job_geometry g; pt_mode m; int depth, tp, want_tp, want_depth, want_dp; const char *what; } fx[] = {
@@ -693,7 +693,7 @@ static void test_auto_modes(void)
         req.mode = fx[i].m;
         req.tp_depth = fx[i].depth;
         req.tp = fx[i].tp;
-        int rc = pt_plan_auto(&fx[i].g, &lim, &req, &out, err, sizeof err);
+        int rc = pt_plan_auto(&fx[i].g, &lim, &req, &out, &err);
         tap_ok(rc == 0 && out.mode == fx[i].m && out.tp == fx[i].want_tp &&
                    out.tp_depth == fx[i].want_depth && out.dp == fx[i].want_dp,
                "%s (got rc=%d tp=%d depth=%d dp=%d)", fx[i].what, rc, out.tp, out.tp_depth, out.dp);
@@ -702,29 +702,29 @@ static void test_auto_modes(void)
     req.mode = PT_MODE_2D;
     req.tp_depth = 0;
     req.tp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp=2 is not q*q") && strstr(err, "valid tp here: 1, 4)"),
-           "2d with --ptrain-tp=2 refused listing 1, 4: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp=2 is not q*q") && strstr(err.text, "valid tp here: 1, 4)"),
+           "2d with --ptrain-tp=2 refused listing 1, 4: %s", err.text);
     req.tp = 0;
     lim.max_tp = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.tp == 1,
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 1,
            "2d under max_tp=3 -> tp=1");
     lim.max_tp = 64;
     req.mode = PT_MODE_1D;
     req.tp_depth = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d"),
-           "--ptrain-tp-depth with mode 1d refused: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d"),
+           "--ptrain-tp-depth with mode 1d refused: %s", err.text);
     req.mode = PT_MODE_2P5D;
     req.tp_depth = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp-depth=3") && strstr(err, "valid tp_depth here: 1, 2, 4)"),
-           "2.5d depth 3 on 2 x 4 refused listing depths 1, 2, 4: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp-depth=3") && strstr(err.text, "valid tp_depth here: 1, 2, 4)"),
+           "2.5d depth 3 on 2 x 4 refused listing depths 1, 2, 4: %s", err.text);
     req.mode = PT_MODE_3D;
     req.tp_depth = 0;
     lim.modes = (1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D);
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 && strstr(err, "not allowed"),
-           "3d outside allowed_modes refused: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 && strstr(err.text, "not allowed"),
+           "3d outside allowed_modes refused: %s", err.text);
     lim.modes = ~0u;
 
     /* Checks without a geometry (the plugin's srun/sbatch side). */
@@ -733,16 +733,16 @@ static void test_auto_modes(void)
     req.tp_depth = 0;
     req.mode = PT_MODE_2D;
     req.tp = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, err, sizeof err) == -1 &&
-               strstr(err, "--ptrain-tp=2 is not q*q") && strstr(err, "1, 4, 9, 16, 25, 36"),
-           "request check: 2d tp=2 refused naming squares: %s", err);
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp=2 is not q*q") && strstr(err.text, "1, 4, 9, 16, 25, 36"),
+           "request check: 2d tp=2 refused naming squares: %s", err.text);
     req.mode = PT_MODE_2P5D;
     req.tp = 8;
     req.tp_depth = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, err, sizeof err) == 0, "request check: 2.5d tp=8 depth=2 passes");
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "request check: 2.5d tp=8 depth=2 passes");
     req.mode = PT_MODE_OFF;
     req.tp_depth = 3;
-    tap_ok(pt_plan_request_check(&req, &lim, err, sizeof err) == 0,
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0,
            "request check: sizes are ignored with mode off");
 }
 
@@ -763,8 +763,8 @@ static void test_auto_sp(void)
         req.sp = 2 + (int)rnd(3);
         req.tp = (int)rnd(2); /* 0 (choose) or 1 */
         req.tp_depth = req.mode == PT_MODE_2P5D ? (int)rnd(2) : 0;
-        char err[512] = "", want[512], d[256];
-        int rc = pt_plan_auto(&g, &lim, &req, &out, err, sizeof err);
+        pt_error err = {""}; char want[512], d[256];
+        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
         cases++;
         if (common % req.sp) {
             refused++;
@@ -772,20 +772,20 @@ static void test_auto_sp(void)
             snprintf(name, sizeof name, "--ptrain-sp=%d", req.sp);
             ref_divisors(common, INT_MAX, d, sizeof d);
             snprintf(want, sizeof want, "valid sp here: %s)", d);
-            if (rc != -1 || !strstr(err, name)) agree = 0;
-            if (!strstr(err, want)) {
+            if (rc != -1 || !strstr(err.text, name)) agree = 0;
+            if (!strstr(err.text, want)) {
                 lists = 0;
-                tap_diag("trial %d: '%s' lacks '%s'", trial, err, want);
+                tap_diag("trial %d: '%s' lacks '%s'", trial, err.text, want);
             }
             continue;
         }
         pt_mode want_mode = req.mode == PT_MODE_AUTO ? PT_MODE_1D : req.mode;
         if (rc != 0 || out.mode != want_mode || out.tp != 1 || out.tp_depth != 1 ||
             out.sp != req.sp || out.dp * out.sp != g.ntasks ||
-            pt_plan_validate(&out, g.ntasks, NULL, 0) != 0) {
+            pt_plan_validate(&out, g.ntasks, NULL) != 0) {
             agree = 0;
             tap_diag("trial %d: mode %s sp %d common %d: rc=%d tp=%d sp=%d dp=%d err=%s", trial,
-                     pt_mode_name(req.mode), req.sp, common, rc, out.tp, out.sp, out.dp, err);
+                     pt_mode_name(req.mode), req.sp, common, rc, out.tp, out.sp, out.dp, err.text);
             continue;
         }
         if (!blocks_on_one_node(&g, &out)) placed = 0;
@@ -799,23 +799,23 @@ static void test_auto_sp(void)
     pt_job_geometry g = {3, 12, mixed};
     pt_plan_limits lim = {64, ~0u};
     pt_plan req, out;
-    char err[512];
+    pt_error err;
     pt_plan_default(&req);
     req.mode = PT_MODE_AUTO;
     req.tp = 0;
     req.sp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == 0 && out.mode == PT_MODE_1D &&
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.mode == PT_MODE_1D &&
                out.tp == 1 && out.sp == 2 && out.dp == 6,
            "auto with --ptrain-sp=2 on nodes of 4, 2, 6 tasks -> 1d tp=1 sp=2 dp=6");
     req.sp = 4;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "valid sp here: 1, 2)"),
-           "--ptrain-sp=4 there refused listing 1, 2: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "valid sp here: 1, 2)"),
+           "--ptrain-sp=4 there refused listing 1, 2: %s", err.text);
     req.sp = 2;
     req.tp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, err, sizeof err) == -1 &&
-               strstr(err, "sequence parallelism composes with data parallelism only"),
-           "--ptrain-sp=2 with --ptrain-tp=2 refused: %s", err);
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "sequence parallelism composes with data parallelism only"),
+           "--ptrain-sp=2 with --ptrain-tp=2 refused: %s", err.text);
 }
 
 static void test_coords(void)

@@ -1,0 +1,228 @@
+/* Safe file access: see file.h. */
+#define _GNU_SOURCE
+#include "core/file.h"
+#include "core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *type_name(mode_t m)
+{
+    if (S_ISDIR(m)) return "a directory";
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file";
+}
+
+int pt_open_regular(const char *path, const char *what)
+{
+    if (!what) what = "file";
+    if (!path || !*path) return pt_fail(PT_EIO, "no %s name given", what);
+    int fd = open(path, O_RDONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return pt_fail(PT_EIO, "cannot open %s %s: %s", what, path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot stat %s %s: %s", what, path, strerror(e));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return pt_fail(PT_EIO, "%s %s is %s, not a regular file", what, path, type_name(sb.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot read %s %s: %s", what, path, strerror(e));
+    }
+    return fd;
+}
+
+int pt_read_regular(const char *path, const char *what, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = pt_open_regular(path, what);
+    if (fd < 0) return fd;
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap + 1);
+    int rc = PT_OK;
+    while (b) {
+        if (n == cap) {
+            char *nb = cap < SIZE_MAX / 4 ? realloc(b, 2 * cap + 1) : NULL;
+            if (!nb) {
+                free(b);
+                b = NULL;
+                break;
+            }
+            b = nb;
+            cap *= 2;
+        }
+        ssize_t got = read(fd, b + n, cap - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            rc = pt_fail(PT_EIO, "error reading %s %s: %s", what ? what : "file", path, strerror(errno));
+            break;
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (!b) return pt_fail(PT_ENOMEM, "out of memory reading %s", path);
+    if (rc) {
+        free(b);
+        return rc;
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return PT_OK;
+}
+
+int pt_write_all(int fd, const void *buf, size_t n)
+{
+    const char *p = buf;
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* directory part of path (malloc'ed): "a/b" -> "a", "b" -> ".", "/b" -> "/" */
+static char *dir_of(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) return strdup(".");
+    if (slash == path) return strdup("/");
+    return strndup(path, (size_t)(slash - path));
+}
+
+int pt_atomic_open(pt_atomic_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+    if (!path || !*path) return pt_fail(PT_EIO, "no output file name given");
+    f->path = strdup(path);
+    char *dir = dir_of(path);
+    if (!f->path || !dir) {
+        free(dir);
+        pt_atomic_abort(f);
+        return pt_fail(PT_ENOMEM, "out of memory");
+    }
+#ifdef O_TMPFILE
+    f->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+#endif
+    if (f->fd < 0) {
+        /* no O_TMPFILE here (e.g. some network file systems): a named,
+         * exclusively created temporary */
+        size_t n = strlen(path) + 16;
+        f->tmp = malloc(n);
+        if (!f->tmp) {
+            free(dir);
+            pt_atomic_abort(f);
+            return pt_fail(PT_ENOMEM, "out of memory");
+        }
+        snprintf(f->tmp, n, "%s.tmp.XXXXXX", path);
+        f->fd = mkostemp(f->tmp, O_CLOEXEC);
+        if (f->fd < 0) {
+            int e = errno;
+            free(f->tmp);
+            f->tmp = NULL;
+            pt_atomic_abort(f);
+            int rc = pt_fail(PT_EIO, "cannot create a file in %s for %s: %s", dir, path, strerror(e));
+            free(dir);
+            return rc;
+        }
+        (void)fchmod(f->fd, 0644);
+    }
+    free(dir);
+    return PT_OK;
+}
+
+void pt_atomic_abort(pt_atomic_file *f)
+{
+    if (!f) return;
+    if (f->fd >= 0) close(f->fd);
+    if (f->tmp) unlink(f->tmp);
+    free(f->tmp);
+    free(f->path);
+    memset(f, 0, sizeof *f);
+    f->fd = -1;
+}
+
+static void fsync_dir(const char *path)
+{
+    char *dir = dir_of(path);
+    if (!dir) return;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    free(dir);
+}
+
+int pt_atomic_commit(pt_atomic_file *files, int n)
+{
+    int rc = PT_OK;
+    /* 1. every file's data on disk */
+    for (int i = 0; i < n && !rc; i++)
+        if (fsync(files[i].fd) != 0)
+            rc = pt_fail(PT_EIO, "cannot write %s (fsync failed): %s", files[i].path, strerror(errno));
+    /* 2. give unnamed files a temporary name (linkat cannot replace) */
+    for (int i = 0; i < n && !rc; i++) {
+        if (files[i].tmp) continue;
+        size_t len = strlen(files[i].path) + 32;
+        char *tmp = malloc(len);
+        if (!tmp) {
+            rc = pt_fail(PT_ENOMEM, "out of memory");
+            break;
+        }
+        char proc[64];
+        snprintf(proc, sizeof proc, "/proc/self/fd/%d", files[i].fd);
+        for (int attempt = 0;; attempt++) {
+            snprintf(tmp, len, "%s.tmp.%ld.%d", files[i].path, (long)getpid(), attempt);
+            if (linkat(AT_FDCWD, proc, AT_FDCWD, tmp, AT_SYMLINK_FOLLOW) == 0) {
+                files[i].tmp = tmp;
+                break;
+            }
+            if (errno != EEXIST || attempt > 100) {
+                rc = pt_fail(PT_EIO, "cannot create %s: %s", tmp, strerror(errno));
+                free(tmp);
+                break;
+            }
+        }
+    }
+    /* 3. all renames, only once every file is complete */
+    int renamed = 0;
+    for (int i = 0; i < n && !rc; i++, renamed++)
+        if (rename(files[i].tmp, files[i].path) != 0)
+            rc = pt_fail(PT_EIO, "cannot rename %s to %s: %s", files[i].tmp, files[i].path, strerror(errno));
+    for (int i = 0; i < renamed; i++) {
+        fsync_dir(files[i].path);
+        free(files[i].tmp);
+        files[i].tmp = NULL; /* renamed: nothing to remove */
+    }
+    for (int i = 0; i < n; i++) {
+        if (files[i].fd >= 0 && close(files[i].fd) != 0 && !rc && i >= renamed)
+            rc = pt_fail(PT_EIO, "cannot write %s (close failed): %s", files[i].path, strerror(errno));
+        files[i].fd = -1;
+        pt_atomic_abort(&files[i]);
+    }
+    return rc;
+}

@@ -1,0 +1,77 @@
+#!/bin/bash
+# Build and run ptrain's libFuzzer targets (tests/fuzz/fuzz_*.c) with
+# clang -fsanitize=fuzzer,address,undefined.
+#   usage: scripts/fuzz.sh [SECONDS] [TARGET...]
+#     SECONDS  budget per target (default 20; 0 = only replay the seed corpus
+#              and the regression inputs)
+#     TARGET   e.g. shard bpe topo_json topo_xml plan_env spank_opts spank_conf
+#              (default: all)
+# Each target first replays tests/fuzz/regress/<target>/ (inputs that once
+# crashed) and its seed corpus tests/fuzz/corpus/<target>/, then fuzzes with
+# a working corpus under _build/fuzz/corpus/<target> (kept between runs).
+# A crash leaves _build/fuzz/crash-<target>-*; copy it to
+# tests/fuzz/regress/<target>/ once fixed.  Prints executions and coverage
+# per target.  Needs clang and its libFuzzer runtime (Debian 12: clang-14,
+# libclang-rt-14-dev; scripts/deps.sh installs them).
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+secs=${1:-20}
+shift || true
+all="shard bpe topo_json topo_xml plan_env spank_opts spank_conf"
+targets=${*:-$all}
+CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
+[ -n "$CC" ] || { echo "fuzz: clang not found (apt-get install clang-14 libclang-rt-14-dev)"; exit 1; }
+out=${FUZZ_BUILD:-$top/_build/fuzz}
+mkdir -p "$out"
+cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
+        -fno-omit-frame-pointer -I$top/lib -I$top -I$top/tests/fuzz"
+pc() { pkg-config "$@"; }
+core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c"
+plan="$top/lib/plan/plan.c"
+declare -A src libs
+src[shard]="$core $top/lib/data/shard.c"; libs[shard]="-lm"
+src[bpe]="$core $top/lib/data/bpe.c"; libs[bpe]="$(pc --cflags --libs libpcre2-8 jansson) -lm"
+topo_src="$core $top/topo/topo.c $top/topo/topo_json.c $top/topo/topo_membw.c"
+topo_libs="$(pc --cflags --libs hwloc jansson) -fopenmp -lm"
+src[topo_json]=$topo_src; libs[topo_json]=$topo_libs
+src[topo_xml]=$topo_src; libs[topo_xml]=$topo_libs
+src[plan_env]="$core $plan"; libs[plan_env]="-lm"
+src[spank_opts]="$core $plan $top/spank/spank_util.c"; libs[spank_opts]="$(pc --cflags --libs libconfig) -lm"
+src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
+
+status=0
+for t in $targets; do
+    [ -n "${src[$t]+x}" ] || { echo "fuzz: unknown target '$t' (valid: $all)"; exit 2; }
+    bin=$out/fuzz_$t
+    # shellcheck disable=SC2086
+    $CC $cflags -o "$bin" "$top/tests/fuzz/fuzz_$t.c" ${src[$t]} ${libs[$t]}
+    regress=$top/tests/fuzz/regress/$t seeds=$top/tests/fuzz/corpus/$t work=$out/corpus/$t
+    mkdir -p "$work"
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+    export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+    export LSAN_OPTIONS=suppressions=$top/tests/fuzz/lsan.supp:print_suppressions=0
+    # replay: every regression input and seed must pass
+    inputs=()
+    for d in "$regress" "$seeds"; do
+        [ -d "$d" ] && while IFS= read -r -d '' f; do inputs+=("$f"); done < <(find "$d" -type f -print0)
+    done
+    if [ ${#inputs[@]} -gt 0 ] && ! "$bin" -runs=0 "${inputs[@]}" >"$out/$t.replay.log" 2>&1; then
+        echo "fuzz: $t: a regression or seed input fails:"; tail -n 30 "$out/$t.replay.log"; status=1; continue
+    fi
+    echo "fuzz: $t: ${#inputs[@]} regression/seed inputs pass"
+    [ "$secs" -gt 0 ] || continue
+    log=$out/$t.log
+    dict=(); [ -f "$top/tests/fuzz/$t.dict" ] && dict=(-dict="$top/tests/fuzz/$t.dict")
+    if "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+         -print_final_stats=1 -artifact_prefix="$out/crash-$t-" "${dict[@]}" \
+         "$work" ${seeds:+$( [ -d "$seeds" ] && echo "$seeds")} >"$log" 2>&1; then
+        execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
+        cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -n 1)
+        echo "fuzz: $t: ${secs}s, ${execs:-?} executions, ${cov:-no coverage line}, corpus $(ls "$work" | wc -l) inputs"
+    else
+        echo "fuzz: $t: FINDING (see $log, input $out/crash-$t-*):"
+        grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -n 5
+        status=1
+    fi
+done
+exit $status

@@ -1,0 +1,136 @@
+#!/bin/sh
+# Start-up agreement and watchdog of ptrain-run under mpirun (issue 9 cases
+# 1, 2 and 8): a rank whose PTRAIN_* value is bad, or whose valid plan,
+# model or options differ from the others', makes EVERY rank exit (status
+# 2) with one line naming the rank and the field; no rank hangs in a
+# collective.  A rank killed or stopped mid-run ends the job within 30 s,
+# named by mpirun or by the watchdog.  Flags that used to be truncated or
+# refused inconsistently (--rank-order, cluster/spread, --heads) and
+# settings nothing uses (PTRAIN_MICROBATCHES, PTRAIN_CKPT_ACT) get one clear
+# line.  The per-rank differences come from mpirun's MPMD syntax
+# (-np 1 A : -np 1 env X=Y A).
+. "$top_srcdir/tests/lib.sh"
+run="$top_builddir/ptrain-run"
+[ -x "$run" ] || skip_all "ptrain-run not built"
+command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptrain-startup.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT INT TERM
+seed=$(( $(date +%s) % 100000 ))
+diag "data seed $seed"
+R="$run --model test --data synthetic:$seed --steps 2 --batch 4 --val-every 0"
+
+# expect DESC STATUS PATTERN NP... : run with a 60 s guard; the job must end
+# (not hang), with STATUS, printing exactly one "ptrain-run: error" line
+# that matches PATTERN.
+expect() {
+    desc=$1; want_rc=$2; pat=$3; shift 3
+    rc=0
+    # (leak checks off for MPI processes, as ptrain_mpirun does)
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        timeout 60 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@" \
+        >"$tmp/out" 2>&1 || rc=$?
+    n=$(grep -c "ptrain-run: error" "$tmp/out")
+    line=$(grep -m1 "ptrain-run: error" "$tmp/out" | cut -c1-220)
+    if [ "$rc" -eq 124 ]; then
+        not_ok "$desc: the job hung (killed after 60 s)"
+    elif [ "$rc" -eq "$want_rc" ] && [ "$n" -eq 1 ] && grep "ptrain-run: error" "$tmp/out" | grep -q -- "$pat"; then
+        ok "$desc: every rank exits $rc; $line"
+    else
+        not_ok "$desc: expected status $want_rc and one line matching '$pat' (status $rc, $n lines)"
+        sed 's/^/# /' "$tmp/out" | tail -8
+    fi
+}
+
+# case 1: one rank's bad value
+expect "PTRAIN_TP=abc on rank 1 of 2" 2 "rank 1: invalid PTRAIN_TP='abc'.*start-up failed on rank 1 of 2" \
+    -np 1 $R : -np 1 env PTRAIN_TP=abc $R
+expect "PTRAIN_MODE=bogus on rank 1 of 2" 2 "rank 1: PTRAIN_MODE: invalid mode 'bogus'" \
+    -np 1 $R : -np 1 env PTRAIN_MODE=bogus $R
+expect "PTRAIN_PP=2 on rank 1 of 2" 2 "rank 1: pipeline parallelism pp=2 is not yet supported" \
+    -np 1 $R : -np 1 env PTRAIN_PP=2 $R
+expect "PTRAIN_TP=abc on ranks 1 and 3 of 4" 2 "rank 1: .*start-up failed on ranks 1, 3 of 4" \
+    -np 1 $R : -np 1 env PTRAIN_TP=abc $R : -np 1 $R : -np 1 env PTRAIN_TP=abc $R
+expect "missing data directory on rank 0 only" 2 "rank 0: data: cannot open token shard $tmp/nowhere/train.bin" \
+    -np 1 "$run" --model test --data "$tmp/nowhere" --steps 1 --batch 4 : -np 1 $R
+
+# case 2: valid but different plans, models, options
+expect "PTRAIN_SP=2 on rank 1 of 2" 2 "ranks disagree at start-up: plan dp: rank 1 has 1, rank 0 has 2; plan sp: rank 1 has 2, rank 0 has 1" \
+    -np 1 $R : -np 1 env PTRAIN_SP=2 $R
+expect "PTRAIN_RANK_ORDER=TPD on one of 4" 2 "plan rank order: rank 3 has TPD, rank 0 has DPT" \
+    -np 3 $R --tp 2 : -np 1 env PTRAIN_RANK_ORDER=TPD $R --tp 2
+expect "--layers 3 on rank 1" 2 "model layers: rank 1 has 3, rank 0 has 2" \
+    -np 1 $R : -np 1 $R --layers 3
+expect "--lr on rank 2 of 3" 2 "training options.*rank 2 has hash" \
+    -np 2 $R --batch 6 : -np 1 $R --batch 6 --lr 0.01
+expect "different synthetic data on rank 1" 2 "data train checksum: rank 1 has" \
+    -np 1 $R : -np 1 "$run" --model test --data synthetic:$((seed + 1)) --steps 2 --batch 4 --val-every 0
+
+# the agreed runs still train
+rc=0
+ptrain_mpirun -np 2 $R >"$tmp/out" 2>&1 || rc=$?
+check "2 ranks with the same plan train (status $rc) and print the agreed start-up hash" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'agreed by every rank, start-up hash [0-9a-f]\{16\}' '$tmp/out' && grep -q '^done:' '$tmp/out'"
+
+# case 8: settings that nothing uses are refused, not shown
+expect "PTRAIN_MICROBATCHES=4 everywhere" 2 "microbatches=4 is not yet supported" \
+    -np 2 env PTRAIN_MICROBATCHES=4 $R
+expect "PTRAIN_CKPT_ACT=1 everywhere" 2 "activation checkpointing ckpt_act=1 is not yet supported" \
+    -np 2 env PTRAIN_CKPT_ACT=1 $R
+expect "--rank-order DPTDPTDPT is refused, not truncated" 2 "--rank-order: invalid rank order 'DPTDPTDPT'" \
+    -np 2 $R --rank-order DPTDPTDPT
+for order in cluster spread; do
+    want=DPT; [ $order = spread ] && want=TPD
+    rc=0
+    ptrain_mpirun -np 2 $R --rank-order $order --dry-run >"$tmp/flag" 2>&1 || rc=$?
+    rc2=0
+    PTRAIN_RANK_ORDER=$order ptrain_mpirun -np 2 $R --dry-run >"$tmp/env" 2>&1 || rc2=$?
+    check "--rank-order $order and PTRAIN_RANK_ORDER=$order both mean $want" \
+        sh -c "[ $rc -eq 0 ] && [ $rc2 -eq 0 ] && grep -q 'order=$want' '$tmp/flag' && grep -q 'order=$want' '$tmp/env'"
+done
+expect "--heads 3 with --embd 64" 2 "--heads 3 does not divide the embedding width 64 (valid --heads for --embd 64: 1, 2, 4, 8, 16, 32, 64)" \
+    -np 2 $R --heads 3
+expect "--heads 2 --tp 4 lists a non-empty set of tp" 2 "with 4 ranks use --tp one of: 1 2\$" \
+    -np 4 $R --heads 2 --tp 4
+
+# a peer that dies mid-run: the job ends within 30 s and names it
+pid_of_rank() { # $1 = mpirun pid, $2 = rank
+    for p in $(pgrep -x ptrain-run); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" || continue
+        a=$p
+        while [ "$a" -gt 1 ]; do
+            [ "$a" = "$1" ] && { echo "$p"; return; }
+            a=$(awk '{print $4}' "/proc/$a/stat" 2>/dev/null || echo 1)
+        done
+    done
+}
+peer_test() { # $1 = signal, $2 = description, $3 = pattern, then extra flags
+    sig=$1; desc=$2; pat=$3; shift 3
+    : >"$tmp/long"
+    ptrain_mpirun -np 2 "$run" --model test --data synthetic:$seed --steps 1000000 --batch 4 --val-every 0 \
+        "$@" >"$tmp/long" 2>&1 &
+    mp=$!
+    i=0
+    while [ $i -lt 120 ] && ! grep -q '^step' "$tmp/long"; do sleep 0.5; i=$((i + 1)); done
+    victim=$(pid_of_rank $mp 1)
+    if [ -z "$victim" ]; then
+        not_ok "$desc: rank 1 not found"; kill $mp 2>/dev/null; wait $mp 2>/dev/null; return
+    fi
+    start=$(date +%s)
+    kill -s "$sig" "$victim"
+    i=0
+    while [ $i -lt 60 ] && kill -0 $mp 2>/dev/null; do sleep 0.5; i=$((i + 1)); done
+    took=$(( $(date +%s) - start ))
+    if kill -0 $mp 2>/dev/null; then
+        not_ok "$desc: the job still runs 30 s after rank 1 was stopped"
+        kill -9 "$victim" 2>/dev/null; kill $mp 2>/dev/null
+    elif grep -q -- "$pat" "$tmp/long"; then
+        ok "$desc: the job ended after ${took} s: $(grep -m1 -- "$pat" "$tmp/long" | cut -c1-160)"
+    else
+        not_ok "$desc: no line matching '$pat'"; tail -8 "$tmp/long" | sed 's/^/# /'
+    fi
+    kill -CONT "$victim" 2>/dev/null; kill -9 "$victim" 2>/dev/null
+    wait $mp 2>/dev/null
+}
+peer_test KILL "rank 1 killed mid-run" "process rank 1 .* exited on signal 9"
+peer_test STOP "rank 1 stopped mid-run, --watchdog 5" "rank 0: no progress for .* s after 'training step' (--watchdog 5)" --watchdog 5
+done_testing

@@ -1,0 +1,45 @@
+/* The one error type (core/error.h) and pt_fail/pt_errmsg over it: messages
+ * are one line, truncated safely, and an argument may alias the buffer being
+ * written (issue 9 case 8: pt_fail(code, "...: %s", pt_errmsg()) was an
+ * overlapping vsnprintf). */
+#define _POSIX_C_SOURCE 200809L
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "tests/tap.h"
+
+int main(void)
+{
+    pt_error e;
+    tap_ok(pt_errprintf(&e, "invalid x=%d (valid: 1..%d)", 9, 8) == -1 &&
+               strcmp(e.text, "invalid x=9 (valid: 1..8)") == 0,
+           "pt_errprintf formats and returns -1: %s", e.text);
+    tap_ok(pt_errprintf(NULL, "ignored %d", 1) == -1, "a NULL pt_error is allowed");
+
+    /* aliasing: prefix a context to the message already in the buffer */
+    pt_errprintf(&e, "inner %s", "detail");
+    pt_errprintf(&e, "outer: %s (%s)", e.text, e.text);
+    tap_ok(strcmp(e.text, "outer: inner detail (inner detail)") == 0,
+           "an argument aliasing the buffer is read before it is overwritten: %s", e.text);
+
+    /* the library's pt_fail over the thread's pt_error */
+    char big[3 * PT_ERROR_LEN];
+    for (size_t i = 0; i < sizeof big - 1; i++) big[i] = (char)('a' + (int)(i % 26));
+    big[sizeof big - 1] = '\0';
+    pt_fail(PT_EINVAL, "first %s", "cause");
+    int rc = pt_fail(PT_ENOMEM, "out of memory for scratch (%s)", pt_errmsg());
+    tap_ok(rc == PT_ENOMEM && strcmp(pt_errmsg(), "out of memory for scratch (first cause)") == 0,
+           "pt_fail(code, \"...%%s\", pt_errmsg()) keeps the earlier message: %s", pt_errmsg());
+    pt_fail(PT_EINVAL, "%s", big);
+    size_t n = strlen(pt_errmsg());
+    tap_ok(n == PT_ERROR_LEN - 1 && memcmp(pt_errmsg(), big, n) == 0,
+           "a long message is truncated to %d bytes", PT_ERROR_LEN - 1);
+    pt_fail(PT_EINVAL, "%s %s", pt_errmsg(), pt_errmsg());
+    tap_ok(strlen(pt_errmsg()) == PT_ERROR_LEN - 1 && memcmp(pt_errmsg(), big, PT_ERROR_LEN - 1) == 0,
+           "a long aliasing message is truncated, not garbled");
+    pt_fail(PT_EIO, "line one\nline two");
+    tap_ok(!strchr(pt_errmsg(), '\n'), "messages stay one line: %s", pt_errmsg());
+    tap_ok(pt_error_last()->text == pt_errmsg(), "pt_error_last() is the buffer pt_errmsg() reads");
+    return tap_done();
+}
