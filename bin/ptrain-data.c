@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "core/core.h"
 #include "data/bpe.h"
+#include "data/corpus.h"
 #include "data/shard.h"
 
 #include <errno.h>
@@ -16,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static const char *cmd = "ptrain-data";
 
@@ -23,9 +25,14 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: ptrain-data COMMAND [OPTIONS] [ARGS]\n"
-            "  prepare --vocab-dir DIR [--val-fraction F] --out OUTDIR INPUT.txt\n"
-            "          tokenize INPUT.txt into OUTDIR/train.bin and OUTDIR/val.bin; the validation\n"
-            "          split is the last fraction F of the tokens (default 0.02)\n"
+            "  prepare --vocab-dir DIR --out OUTDIR [--val-fraction F | --val-file PATH...]\n"
+            "          [--format auto|text|jsonl] [--jsonl-field NAME] [--threads N] INPUT...\n"
+            "          tokenize the documents of every INPUT (a text file, a JSON Lines file\n"
+            "          (*.jsonl: the string field NAME, default text, of each line), a directory\n"
+            "          of them, or - for standard input) with <|endoftext|> before each document\n"
+            "          into OUTDIR/train.bin and OUTDIR/val.bin.  Validation: the last fraction F\n"
+            "          of the documents (default 0.02; of the tokens when there is one document),\n"
+            "          or the documents of --val-file PATH (repeatable)\n"
             "  encode  --vocab-dir DIR [FILE|-]   print token ids, one per line\n"
             "  decode  --vocab-dir DIR [FILE|-]   turn token ids (white-space separated) into text\n"
             "  info    SHARD                      print a token shard's header (after validating it)\n"
@@ -53,6 +60,12 @@ struct opts {
     const char *vocab_dir;
     const char *out;
     double val_fraction;
+    int val_fraction_set;
+    const char *val_files[64];
+    int nval_files;
+    pt_corpus_format format;
+    const char *field;
+    long threads;
     int nargs;
     char **args;
 };
@@ -65,10 +78,15 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
         { "vocab-dir", required_argument, 0, 'v' },
         { "out", required_argument, 0, 'o' },
         { "val-fraction", required_argument, 0, 'f' },
+        { "val-file", required_argument, 0, 'V' },
+        { "format", required_argument, 0, 'F' },
+        { "jsonl-field", required_argument, 0, 'J' },
+        { "threads", required_argument, 0, 'T' },
         { "help", no_argument, 0, 'h' },
         { 0, 0, 0, 0 },
     };
-    const char *valid = allow_prep ? "--vocab-dir DIR, --val-fraction F, --out OUTDIR, --help"
+    const char *valid = allow_prep ? "--vocab-dir DIR, --out OUTDIR, --val-fraction F, --val-file PATH, "
+                                     "--format auto|text|jsonl, --jsonl-field NAME, --threads N, --help"
                                    : "--vocab-dir DIR, --help";
     memset(o, 0, sizeof *o);
     o->vocab_dir = getenv("PTRAIN_BPE_DIR");
@@ -84,11 +102,31 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
             break;
         case 'o':
         case 'f':
+        case 'V':
+        case 'F':
+        case 'J':
+        case 'T':
             if (!allow_prep)
                 return die(2, "%s: option '%s' is only valid for 'prepare' (valid here: %s)", sub, argv[optind - 1],
                            valid);
             if (c == 'o') {
                 o->out = optarg;
+            } else if (c == 'V') {
+                if (o->nval_files == (int)(sizeof o->val_files / sizeof o->val_files[0]))
+                    return die(2, "%s: more than %d --val-file options", sub, o->nval_files);
+                o->val_files[o->nval_files++] = optarg;
+            } else if (c == 'F') {
+                if (!strcmp(optarg, "auto")) o->format = PT_CORPUS_AUTO;
+                else if (!strcmp(optarg, "text")) o->format = PT_CORPUS_TEXT;
+                else if (!strcmp(optarg, "jsonl")) o->format = PT_CORPUS_JSONL;
+                else return die(2, "%s: --format '%s' is not one of auto, text, jsonl", sub, optarg);
+            } else if (c == 'J') {
+                if (!*optarg) return die(2, "%s: --jsonl-field needs a field name", sub);
+                o->field = optarg;
+            } else if (c == 'T') {
+                long v;
+                if (pt_parse_int("--threads", optarg, 1, 1024, &v)) return die(2, "%s: %s", sub, pt_errmsg());
+                o->threads = v;
             } else {
                 char *end;
                 errno = 0;
@@ -96,6 +134,7 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
                 if (end == optarg || *end || errno || !isfinite(f) || f < 0 || f >= 1)
                     return die(2, "%s: --val-fraction '%s' is not a number in [0, 1)", sub, optarg);
                 o->val_fraction = f;
+                o->val_fraction_set = 1;
             }
             break;
         case 'h':
@@ -125,71 +164,133 @@ static int load_bpe(const char *sub, const struct opts *o, pt_bpe **t)
     return -1;
 }
 
+/* prepare's progress line on standard error (inputs over 64 MiB) */
+static void progress(size_t done, size_t total, void *arg)
+{
+    double t0 = *(const double *)arg, dt = pt_now() - t0;
+    fprintf(stderr, "%s: prepare: encoded %.0f of %.0f MiB (%.0f%%), %.1f MB/s\n", cmd, done / 1048576.0,
+            total / 1048576.0, total ? 100.0 * (double)done / (double)total : 100.0, dt > 0 ? done / dt / 1e6 : 0.0);
+}
+
+static int add_inputs(pt_corpus *c, char *const *paths, int n, const struct opts *o)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = pt_corpus_add(c, paths[i], o->format, o->field);
+        if (rc) return die(lib_status(rc), "prepare: %s", pt_errmsg());
+    }
+    return -1;
+}
+
 static int cmd_prepare(int argc, char **argv)
 {
     struct opts o;
     int st = parse(argc, argv, "prepare", 1, &o);
     if (st >= 0) return st;
     if (!o.out) return die(2, "prepare: --out OUTDIR is required");
-    if (o.nargs != 1) return die(2, "prepare: expected one INPUT.txt, got %d arguments", o.nargs);
-    const char *input = o.args[0];
-    char *text;
-    size_t len;
-    int rc = pt_read_file(input, &text, &len);
-    if (rc) return die(lib_status(rc), "prepare: %s", pt_errmsg());
-    pt_bpe *t = NULL;
-    if ((st = load_bpe("prepare", &o, &t)) >= 0) {
-        free(text);
-        return st;
+    if (o.nargs < 1) return die(2, "prepare: no INPUT given (text or .jsonl files, directories, or - for standard input)");
+    if (o.nval_files && o.val_fraction_set)
+        return die(2, "prepare: give either --val-fraction or --val-file, not both");
+    if (!o.vocab_dir)
+        return die(2, "prepare: no vocabulary: give --vocab-dir DIR or set PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
+    struct stat sb;
+    if (stat(o.vocab_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return die(2, "prepare: --vocab-dir '%s' is not a directory", o.vocab_dir);
+    long threads = o.threads;
+    if (!threads) {
+        threads = sysconf(_SC_NPROCESSORS_ONLN);
+        if (threads < 1) threads = 1;
+        if (threads > 64) threads = 64;
+    }
+    pt_corpus train = {0}, val = {0};
+    int32_t *ids = NULL, *vids = NULL;
+    size_t n = 0, nv = 0, *starts = NULL;
+    char *ptrain = NULL, *pval = NULL;
+    if ((st = add_inputs(&train, o.args, o.nargs, &o)) >= 0) goto out;
+    if ((st = add_inputs(&val, (char *const *)o.val_files, o.nval_files, &o)) >= 0) goto out;
+    if (train.ndocs == 0) {
+        st = die(2, "prepare: the inputs hold no document (empty files, or JSON Lines with empty '%s' fields)",
+                 o.field ? o.field : "text");
+        goto out;
+    }
+    if (o.nval_files && val.ndocs == 0) {
+        st = die(2, "prepare: the --val-file inputs hold no document");
+        goto out;
     }
     if (mkdir(o.out, 0755) != 0 && errno != EEXIST) {
         st = die(2, "prepare: cannot create output directory %s: %s", o.out, strerror(errno));
         goto out;
     }
-    int32_t *ids = NULL;
-    size_t n = 0;
+    starts = malloc(sizeof *starts * ((size_t)train.ndocs + 1));
+    if (!starts) { st = die(1, "prepare: out of memory"); goto out; }
     double t0 = pt_now();
-    rc = pt_bpe_encode(t, text, len, &ids, &n);
+    size_t bytes = train.bytes + val.bytes;
+    pt_corpus_progress pr = bytes >= ((size_t)64 << 20) ? progress : NULL;
+    int rc = pt_corpus_encode(&train, o.vocab_dir, (int)threads, &ids, &n, starts, pr, &t0);
+    if (!rc && o.nval_files) rc = pt_corpus_encode(&val, o.vocab_dir, (int)threads, &vids, &nv, NULL, pr, &t0);
     double dt = pt_now() - t0;
-    if (rc) {
-        st = die(lib_status(rc), "prepare: %s: %s", input, pt_errmsg());
+    if (rc) { st = die(lib_status(rc), "prepare: %s", pt_errmsg()); goto out; }
+
+    /* the split: --val-file documents; else the last fraction of the
+     * documents; else (one document) the last fraction of its tokens */
+    const int32_t *vpart = vids;
+    uint64_t ntrain = n, nval = nv;
+    int val_docs = val.ndocs;
+    char how[160];
+    if (o.nval_files) {
+        snprintf(how, sizeof how, "%d document%s of --val-file", val.ndocs, val.ndocs == 1 ? "" : "s");
+    } else if (train.ndocs > 1) {
+        int k = (int)floor(train.ndocs * o.val_fraction + 0.5);
+        if (k == 0 && o.val_fraction > 0) k = 1;
+        if (k >= train.ndocs) k = train.ndocs - 1;
+        ntrain = starts[train.ndocs - k];
+        nval = n - ntrain;
+        vpart = ids + ntrain;
+        val_docs = k;
+        snprintf(how, sizeof how, "the last %d of %d documents", k, train.ndocs);
+    } else {
+        nval = (uint64_t)floor((double)n * o.val_fraction + 0.5);
+        if (nval > n) nval = n;
+        ntrain = n - nval;
+        vpart = ids + ntrain;
+        val_docs = 0;
+        snprintf(how, sizeof how, "the last %.4g of the tokens of the one document", o.val_fraction);
+    }
+    size_t ol = strlen(o.out) + 16;
+    ptrain = malloc(ol);
+    pval = malloc(ol);
+    if (!ptrain || !pval) { st = die(1, "prepare: out of memory"); goto out; }
+    snprintf(ptrain, ol, "%s/train.bin", o.out);
+    snprintf(pval, ol, "%s/val.bin", o.out);
+    pt_bpe *t = NULL;
+    if ((st = load_bpe("prepare", &o, &t)) >= 0) goto out;
+    uint32_t V = (uint32_t)pt_bpe_vocab_size(t);
+    uint32_t eot = (uint32_t)pt_bpe_eot(t);
+    pt_bpe_free(t);
+    /* train and val as one set: both written and synced before either
+     * is renamed into place, bound by a shared set id the loader checks */
+    const char *paths[2] = { ptrain, pval };
+    const int32_t *parts[2] = { ids, vpart };
+    const uint64_t counts[2] = { ntrain, nval };
+    if ((rc = pt_shard_write_set(2, paths, parts, counts, V, eot))) {
+        st = die(lib_status(rc), "prepare: %s", pt_errmsg());
         goto out;
     }
-    uint64_t nval = (uint64_t)floor((double)n * o.val_fraction + 0.5);
-    if (nval > n) nval = n;
-    uint64_t ntrain = n - nval;
-    size_t ol = strlen(o.out) + 16;
-    char *ptrain = malloc(ol), *pval = malloc(ol);
-    if (!ptrain || !pval) {
-        st = die(1, "prepare: out of memory");
-    } else {
-        snprintf(ptrain, ol, "%s/train.bin", o.out);
-        snprintf(pval, ol, "%s/val.bin", o.out);
-        uint32_t V = (uint32_t)pt_bpe_vocab_size(t);
-        uint32_t eot = pt_bpe_eot(t) >= 0 ? (uint32_t)pt_bpe_eot(t) : V - 1;
-        /* train and val as one set: both written and synced before either
-         * is renamed into place, bound by a shared set id the loader checks */
-        const char *paths[2] = { ptrain, pval };
-        const int32_t *parts[2] = { ids, ids + ntrain };
-        const uint64_t counts[2] = { ntrain, nval };
-        if ((rc = pt_shard_write_set(2, paths, parts, counts, V, eot))) {
-            st = die(lib_status(rc), "prepare: %s", pt_errmsg());
-        } else {
-            printf("%s: %zu bytes -> %zu tokens in %.3f s (%.0f tokens/s, %.2f MB/s)\n", input, len, n, dt,
-                   dt > 0 ? (double)n / dt : 0.0, dt > 0 ? (double)len / dt / 1e6 : 0.0);
-            printf("%s: %llu tokens (first %.4g of the corpus)\n", ptrain, (unsigned long long)ntrain,
-                   1.0 - o.val_fraction);
-            printf("%s: %llu tokens (last %.4g of the corpus, held out)\n", pval, (unsigned long long)nval,
-                   o.val_fraction);
-            st = 0;
-        }
-    }
+    printf("%d input%s, %d document%s, %zu bytes -> %zu tokens in %.3f s on %ld thread%s (%.0f tokens/s, %.2f MB/s)\n",
+           train.nsrc + val.nsrc, train.nsrc + val.nsrc == 1 ? "" : "s", train.ndocs + val.ndocs,
+           train.ndocs + val.ndocs == 1 ? "" : "s", bytes, n + nv, dt, threads, threads == 1 ? "" : "s",
+           dt > 0 ? (double)(n + nv) / dt : 0.0, dt > 0 ? (double)bytes / dt / 1e6 : 0.0);
+    printf("%s: %llu tokens (%d document%s)\n", ptrain, (unsigned long long)ntrain, train.ndocs - (o.nval_files ? 0 : val_docs),
+           train.ndocs - (o.nval_files ? 0 : val_docs) == 1 ? "" : "s");
+    printf("%s: %llu tokens (held out: %s)\n", pval, (unsigned long long)nval, how);
+    st = 0;
+out:
     free(ptrain);
     free(pval);
     free(ids);
-out:
-    pt_bpe_free(t);
-    free(text);
+    free(vids);
+    free(starts);
+    pt_corpus_free(&train);
+    pt_corpus_free(&val);
     return st;
 }
 

@@ -1,0 +1,71 @@
+/* A text corpus as a list of documents, read from files, directories and
+ * standard input (plain text: one document per file; JSON Lines: one
+ * document per line, the string field `field` of its object), and its
+ * encoding into one stream of GPT-2 BPE ids with "<|endoftext|>" before
+ * every document, the convention of llm.c's and nanoGPT's data scripts
+ * (GPT-2, Radford et al. 2019, trained on documents delimited by it).
+ *
+ * Everything is held in memory: the sources' bytes, then the ids (4 bytes
+ * per token).  Sizes are bytes unless named otherwise.
+ */
+#ifndef PTRAIN_CORPUS_H
+#define PTRAIN_CORPUS_H
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum pt_corpus_format {
+    PT_CORPUS_AUTO = 0,  /* by name: *.jsonl / *.ndjson are JSON Lines, the rest (and "-") text */
+    PT_CORPUS_TEXT = 1,  /* the whole file is one document */
+    PT_CORPUS_JSONL = 2, /* one JSON object per line; blank lines are skipped */
+} pt_corpus_format;
+
+typedef struct pt_corpus_doc {
+    const char *text;   /* the document's bytes: a view into its source or its own copy */
+    size_t len;         /* bytes */
+    int src;            /* index into pt_corpus.names */
+    size_t offset;      /* byte offset in the source where it starts (JSONL: its line) */
+    long line;          /* JSONL line number, 1-based; 0 for text */
+    int owned;          /* text is a malloc'd copy (a decoded JSON string) */
+} pt_corpus_doc;
+
+typedef struct pt_corpus {
+    int nsrc;           /* sources read (files, "-") */
+    char **names;       /* [nsrc] their paths ("-" for standard input) */
+    char **bufs;        /* [nsrc] their bytes (NUL-terminated) */
+    int ndocs;          /* documents, in the order given (directories sorted by name) */
+    pt_corpus_doc *docs;/* [ndocs] */
+    size_t bytes;       /* sum of the documents' lengths */
+    int cap_src, cap_docs;
+} pt_corpus;
+
+/* Add `path`: a regular file, a directory (its regular files and
+ * subdirectories, recursively, in byte order of their names; names
+ * starting with '.' are skipped) or "-" (standard input, once).  `field`
+ * names the JSONL string field (NULL: "text").  Empty documents are
+ * skipped.  Errors, each one line naming the file (and for JSONL the line
+ * and byte offset): PT_EIO (cannot open or read, not a regular file or
+ * directory, "-" twice), PT_EFORMAT (a JSONL line that is not a JSON
+ * object, or lacks a string `field`; invalid UTF-8 in JSON), PT_ENOMEM.
+ * Documents added before an error stay in c. */
+int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const char *field);
+
+/* Progress of pt_corpus_encode: bytes encoded so far of `total`. */
+typedef void (*pt_corpus_progress)(size_t done, size_t total, void *arg);
+
+/* Encode every document with the GPT-2 BPE of `vocab_dir` (pt_bpe_load),
+ * "<|endoftext|>" before each, on `threads` threads (each with its own
+ * tokenizer; documents longer than 1 MiB are cut into pieces at newlines
+ * that follow a printable ASCII character, where the GPT-2 pre-tokenizer
+ * always splits, so the ids equal a one-thread encoding exactly).
+ * *ids [*n] is malloc'd; doc_start [ndocs + 1] (may be NULL) receives the
+ * index of each document's "<|endoftext|>" and *n last.  `progress` (may
+ * be NULL) is called from one thread at a time at most every 64 MiB.
+ * Errors: PT_EINVAL (no documents, threads < 1, a vocabulary without
+ * "<|endoftext|>"), pt_bpe_load's errors, PT_ENOMEM. */
+int pt_corpus_encode(const pt_corpus *c, const char *vocab_dir, int threads, int32_t **ids, size_t *n,
+                     size_t *doc_start, pt_corpus_progress progress, void *arg);
+
+/* Release everything (a zeroed corpus is fine). */
+void pt_corpus_free(pt_corpus *c);
+
+#endif
