@@ -3,7 +3,8 @@
 # clang -fsanitize=fuzzer,address,undefined.
 #   usage: scripts/fuzz.sh [SECONDS] [TARGET...]
 #     SECONDS  budget per target (default 20; 0 = only replay the seed corpus
-#              and the regression inputs)
+#              and the regression inputs); FUZZ_RUNS=N replaces it with N
+#              inputs from seed 1 (deterministic: what CI runs)
 #     TARGET   e.g. shard bpe topo_json topo_xml plan_env spank_opts spank_conf
 #              (default: all)
 # Each target first replays tests/fuzz/regress/<target>/ (inputs that once
@@ -62,12 +63,18 @@ for t in $targets; do
     [ "$secs" -gt 0 ] || continue
     log=$out/$t.log
     dict=(); [ -f "$top/tests/fuzz/$t.dict" ] && dict=(-dict="$top/tests/fuzz/$t.dict")
-    if "$bin" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    # FUZZ_RUNS=N (CI): a fixed number of inputs from a fixed seed instead of
+    # a time budget, so a run explores the same inputs on a slow or loaded
+    # machine and cannot fail by chance; the timeout is generous for the same
+    # reason.
+    budget=(-max_total_time="$secs" -timeout=10)
+    [ -n "${FUZZ_RUNS:-}" ] && budget=(-runs="$FUZZ_RUNS" -seed=1 -timeout=60)
+    if "$bin" "${budget[@]}" -rss_limit_mb=2048 -max_len=65536 \
          -print_final_stats=1 -artifact_prefix="$out/crash-$t-" "${dict[@]}" \
          "$work" ${seeds:+$( [ -d "$seeds" ] && echo "$seeds")} >"$log" 2>&1; then
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log")
         cov=$(grep -oE 'cov: [0-9]+ ft: [0-9]+' "$log" | tail -n 1)
-        echo "fuzz: $t: ${secs}s, ${execs:-?} executions, ${cov:-no coverage line}, corpus $(ls "$work" | wc -l) inputs"
+        echo "fuzz: $t: ${FUZZ_RUNS:+seed 1, }${FUZZ_RUNS:-${secs}s}${FUZZ_RUNS:+ runs}, ${execs:-?} executions, ${cov:-no coverage line}, corpus $(ls "$work" | wc -l) inputs"
     else
         echo "fuzz: $t: FINDING (see $log, input $out/crash-$t-*):"
         grep -E 'ERROR|SUMMARY|runtime error' "$log" | head -n 5
