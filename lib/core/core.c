@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The calling thread's last error: the one pt_error type, so pt_fail and
  * pt_errprintf share one formatter (which is safe when an argument is
@@ -212,37 +213,8 @@ int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out)
 
 int pt_read_file(const char *path, char **buf, size_t *len)
 {
-    int use_stdin = !path || strcmp(path, "-") == 0;
     /* a named file must be a regular one (a FIFO would block, a directory
      * reads as an error): pt_read_regular checks before reading */
-    if (!use_stdin) return pt_read_regular(path, "file", buf, len);
-    FILE *f = stdin;
-    size_t cap = 1 << 16, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        if (n == cap) {
-            char *nb = realloc(b, 2 * cap + 1);
-            if (!nb) {
-                free(b);
-                b = NULL;
-                break;
-            }
-            b = nb;
-            cap *= 2;
-        }
-        size_t got = fread(b + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    if (!use_stdin) fclose(f);
-    if (!b) return pt_fail(PT_ENOMEM, "out of memory reading %s", use_stdin ? "standard input" : path);
-    if (err) {
-        free(b);
-        return pt_fail(PT_EIO, "error reading %s", use_stdin ? "standard input" : path);
-    }
-    b[n] = 0;
-    *buf = b;
-    *len = n;
-    return PT_OK;
+    if (path && strcmp(path, "-") != 0) return pt_read_regular(path, "file", buf, len);
+    return pt_read_fd(STDIN_FILENO, NULL, "standard input", buf, len);
 }

@@ -47,12 +47,10 @@ int pt_open_regular(const char *path, const char *what)
     return fd;
 }
 
-int pt_read_regular(const char *path, const char *what, char **buf, size_t *len)
+int pt_read_fd(int fd, const char *what, const char *name, char **buf, size_t *len)
 {
     *buf = NULL;
     *len = 0;
-    int fd = pt_open_regular(path, what);
-    if (fd < 0) return fd;
     size_t cap = 1 << 16, n = 0;
     char *b = malloc(cap + 1);
     int rc = PT_OK;
@@ -70,14 +68,13 @@ int pt_read_regular(const char *path, const char *what, char **buf, size_t *len)
         ssize_t got = read(fd, b + n, cap - n);
         if (got < 0 && errno == EINTR) continue;
         if (got < 0) {
-            rc = pt_fail(PT_EIO, "error reading %s %s: %s", what ? what : "file", path, strerror(errno));
+            rc = pt_fail(PT_EIO, "error reading %s%s%s: %s", what ? what : "", what ? " " : "", name, strerror(errno));
             break;
         }
         if (got == 0) break;
         n += (size_t)got;
     }
-    close(fd);
-    if (!b) return pt_fail(PT_ENOMEM, "out of memory reading %s", path);
+    if (!b) return pt_fail(PT_ENOMEM, "out of memory reading %s", name);
     if (rc) {
         free(b);
         return rc;
@@ -86,6 +83,17 @@ int pt_read_regular(const char *path, const char *what, char **buf, size_t *len)
     *buf = b;
     *len = n;
     return PT_OK;
+}
+
+int pt_read_regular(const char *path, const char *what, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = pt_open_regular(path, what);
+    if (fd < 0) return fd;
+    int rc = pt_read_fd(fd, what ? what : "file", path, buf, len);
+    close(fd);
+    return rc;
 }
 
 int pt_write_all(int fd, const void *buf, size_t n)

@@ -26,6 +26,11 @@ extern "C" {
  * descriptor (>= 0) or PT_EIO. */
 int pt_open_regular(const char *path, const char *what);
 
+/* Read everything from descriptor fd (to end of file; the descriptor is
+ * not closed) into a malloc'ed, NUL-terminated buffer of *len bytes;
+ * messages name it "WHAT NAME" (what may be NULL).  PT_EIO, PT_ENOMEM. */
+int pt_read_fd(int fd, const char *what, const char *name, char **buf, size_t *len);
+
 /* Read all of a regular file opened by pt_open_regular into a malloc'ed,
  * NUL-terminated buffer of *len bytes.  PT_EIO, PT_ENOMEM. */
 int pt_read_regular(const char *path, const char *what, char **buf, size_t *len);

@@ -7,7 +7,7 @@
 #    PCRE's \s does not treat alike (U+0085, U+180E, U+FEFF, U+2028)
 #  - 40 random valid UTF-8 texts and one long random word, fresh each run
 #  - decode(encode(x)) == x, also for random bytes that are not UTF-8
-#  - prepare: train/val split sizes and contents; one-line errors, exit 2
+#  - prepare: <|endoftext|> first, train/val split sizes and contents; one-line errors, exit 2
 # Skips when node or the tokenizer package is missing.
 . "$top_srcdir/tests/lib.sh"
 
@@ -73,17 +73,19 @@ check "decode(encode(x)) == x for 4096 random bytes (invalid UTF-8)" cmp -s "$tm
 "$pd" encode --vocab-dir "$bpe" - <"$tmp/all.txt" >"$tmp/stdin.ids"
 check "encode reads standard input ('-')" cmp -s "$tmp/all.ids" "$tmp/stdin.ids"
 
-# prepare: the validation split is the last fraction of the tokens
+# prepare: one document is <|endoftext|> (50256) and its ids; the
+# validation split is the last fraction of those tokens
 "$pd" prepare --vocab-dir "$bpe" --val-fraction 0.25 --out "$tmp/shards" "$tmp/all.txt" >"$tmp/prep.out" 2>&1
-n=$(wc -l <"$tmp/all.ids")
+{ echo 50256; cat "$tmp/all.ids"; } >"$tmp/doc.ids"
+n=$(wc -l <"$tmp/doc.ids")
 nval=$(awk -v n="$n" 'BEGIN { printf "%d", n * 0.25 + 0.5 }')
 u16() { od -An -tu2 -v -j 64 "$1" | tr -s ' ' '\n' | sed '/^$/d'; }
 u16 "$tmp/shards/train.bin" >"$tmp/train.ids"
 u16 "$tmp/shards/val.bin" >"$tmp/val.ids"
-head -n $((n - nval)) "$tmp/all.ids" >"$tmp/train.want"
-tail -n "$nval" "$tmp/all.ids" >"$tmp/val.want"
+head -n $((n - nval)) "$tmp/doc.ids" >"$tmp/train.want"
+tail -n "$nval" "$tmp/doc.ids" >"$tmp/val.want"
 if cmp -s "$tmp/train.ids" "$tmp/train.want" && cmp -s "$tmp/val.ids" "$tmp/val.want"; then
-    ok "prepare --val-fraction 0.25: train.bin = first $((n - nval)) ids, val.bin = last $nval ids"
+    ok "prepare --val-fraction 0.25: train.bin = <|endoftext|> + first $((n - nval - 1)) ids, val.bin = last $nval ids"
 else
     not_ok "prepare: shards are not the first/last split of the ids ($n ids, $nval for validation)"
     diag "$(cat "$tmp/prep.out")"

@@ -33,12 +33,15 @@ fi
 "$pd" decode --vocab-dir "$bpe" "$tmp/c.ids" >"$tmp/back.txt"
 check "decode(encode(corpus)) == corpus" cmp -s "$tmp/kjv.txt" "$tmp/back.txt"
 
-# train.bin + val.bin are exactly the ids, split at the last 2%
+# train.bin + val.bin are <|endoftext|> and exactly the ids (the 4 MB
+# document encoded in 1 MiB pieces on several threads), split at the last 2%
 u16() { od -An -tu2 -v -j 64 "$1" | tr -s ' ' '\n' | sed '/^$/d'; }
 { u16 "$tmp/shards/train.bin"; u16 "$tmp/shards/val.bin"; } >"$tmp/shard.ids"
+{ echo 50256; cat "$tmp/c.ids"; } >"$tmp/doc.ids"
+n=$((n + 1))
 nval=$(awk -v n="$n" 'BEGIN { printf "%d", n * 0.02 + 0.5 }')
 nv=$(u16 "$tmp/shards/val.bin" | wc -l)
-check "train.bin then val.bin hold the corpus ids in order" cmp -s "$tmp/c.ids" "$tmp/shard.ids"
+check "train.bin then val.bin hold <|endoftext|> and the corpus ids in order" cmp -s "$tmp/doc.ids" "$tmp/shard.ids"
 check "val.bin holds the last 2% ($nval of $n tokens)" test "$nv" -eq "$nval"
 
 done_testing
