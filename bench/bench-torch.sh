@@ -59,7 +59,7 @@ ranks_run() {
         OMP_NUM_THREADS=1 $MPIRUN -np "$ranks" --bind-to core "$b/ptrain-run" --model small --data synthetic \
             --batch $((8 * ranks)) --steps $((steps + 1)) --threads 1 --val-every 0 --val-batches 1 > "$tmp/run" 2>&1 ||
             { sed 's/^/# /' "$tmp/run" | tail -5 >&2; return 1; }
-        grep '^step ' "$tmp/run" | tail -n +2 | sed 's/.*| \([0-9.]*\) tok\/s/\1/' | best
+        grep '^step ' "$tmp/run" | tail -n +2 | sed 's/.*| \([0-9.]*\) tok\/s.*/\1/' | best
     done | best
 }
 torch_run() { # args -> tok/s
