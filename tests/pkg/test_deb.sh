@@ -18,6 +18,7 @@ export PTRAIN_DEB_TEST=1
 # the outer make's flags (TESTS=..., jobserver) must not reach the package's make
 unset MAKEFLAGS MFLAGS MAKELEVEL MAKEOVERRIDES
 slurm_need
+slurm_mpi
 work=$(mktemp -d /tmp/ptrain-deb.XXXXXX) || skip_all "mktemp failed"
 cleanup_deb() { slurm_down; [ "${KEEP_DEB_TEST_DIR:-0}" = 1 ] && echo "# kept $work" >&2 || rm -rf "$work"; }
 trap cleanup_deb EXIT
@@ -85,8 +86,6 @@ PTRAIN_SPANK_SO=$root/usr/lib/$triplet/slurm-wlm/$so
 PTRAIN_SPANK_ARGS=$args slurm_up 2 4
 trap cleanup_deb EXIT  # slurm_up set its own
 D=$SLURM_TEST_DIR
-export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 srun -N1 -n1 env >"$D/env.out" 2>"$D/env.err"
 rc=$?
 check "a step without --ptrain-mode runs under the packaged config (exit $rc)" [ $rc -eq 0 ]

@@ -42,6 +42,16 @@ slurm_up() {
     . "$SLURM_TEST_DIR/env.sh"
 }
 
+# slurm_mpi: what every test that starts MPI ranks with srun --mpi=pmix
+# needs: skip without PMIx, then Open MPI over loopback TCP and one
+# compute thread per rank.
+slurm_mpi() {
+    [ -e /usr/lib/x86_64-linux-gnu/pmix2 ] || [ -n "$(ls /usr/lib/*/libpmix.so* 2>/dev/null)" ] ||
+        skip_all "PMIx not installed (apt-get install libpmix-dev): srun --mpi=pmix cannot start MPI ranks"
+    export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+    export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+}
+
 # slurm_wait JOBID [SECONDS=120]: poll until the job left the queue.
 slurm_wait() {
     local i

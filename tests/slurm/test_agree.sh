@@ -10,12 +10,9 @@
 RUN="$top_builddir/ptrain-run"
 [ -x "$RUN" ] || skip_all "ptrain-run not built yet ($RUN missing)"
 slurm_need
-[ -n "$(ls /usr/lib/*/libpmix.so* 2>/dev/null)" ] ||
-    skip_all "PMIx not installed (apt-get install libpmix-dev): srun --mpi=pmix cannot start MPI ranks"
+slurm_mpi
 slurm_up 2 4
 D=$SLURM_TEST_DIR
-export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
-export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 ARGS="--model test --data synthetic --steps 2 --batch 4 --val-every 0"
 
 # on_node1 'VAR=VALUE ...' DESC PATTERN
