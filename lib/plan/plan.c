@@ -43,7 +43,10 @@ void pt_plan_default(pt_plan *p)
     p->dp = p->pp = p->tp = p->tp_depth = p->sp = 1;
     p->zero = 0;
     p->microbatches = 1;
-    p->ckpt_act = 0;
+    p->ckpt_act = PT_RECOMPUTE_NONE;
+    p->schedule = PT_SCHED_1F1B;
+    p->virtual_stages = 1;
+    p->pp_split_n = 0;
     p->offload = 0;
     memcpy(p->rank_order, "DPT", 4);
 }

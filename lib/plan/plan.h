@@ -24,6 +24,18 @@ typedef enum pt_mode {
     PT_MODE_3D,
 } pt_mode;
 
+/* Pipeline schedules (lib/pipeline): 1F1B is PipeDream-Flush (Narayanan
+ * et al. 2021, sec. 2.1), GPipe all-forward-all-backward (Huang et al.
+ * 2019), interleaved 1F1B with virtual stages (Narayanan et al. 2021,
+ * sec. 2.2). */
+typedef enum pt_schedule { PT_SCHED_1F1B = 0, PT_SCHED_GPIPE, PT_SCHED_INTERLEAVED } pt_schedule;
+/* Activation checkpointing: none; the whole block recomputed in the
+ * backward; only the attention core ("selective", Korthikanti et al.
+ * 2022, sec. 4.2). */
+typedef enum pt_recompute { PT_RECOMPUTE_NONE = 0, PT_RECOMPUTE_BLOCK, PT_RECOMPUTE_ATTENTION } pt_recompute;
+/* most entries of an explicit stage split (pp * virtual_stages) */
+#define PT_PP_SPLIT_MAX 64
+
 typedef struct pt_plan {
     pt_mode mode;
     int dp, pp, tp;      /* group sizes; world = dp * pp * tp * sp */
@@ -31,7 +43,11 @@ typedef struct pt_plan {
     int sp;              /* sequence-parallel size */
     int zero;            /* ZeRO stage 0..3 */
     int microbatches;    /* pipeline microbatches per step (>= 1) */
-    int ckpt_act;        /* activation checkpointing 0/1 */
+    int ckpt_act;        /* activation checkpointing: a pt_recompute */
+    int schedule;        /* a pt_schedule (meaningful with pp > 1) */
+    int virtual_stages;  /* v model chunks per pp rank (interleaved only; 1 otherwise) */
+    int pp_split_n;      /* 0: even split; else pp * virtual_stages entries in pp_split */
+    int pp_split[PT_PP_SPLIT_MAX]; /* blocks per (virtual) stage in pipeline order, sum = n_layer */
     int offload;         /* optimizer-state CPU offload 0/1 */
     char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
 } pt_plan;
