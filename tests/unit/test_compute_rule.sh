@@ -5,7 +5,7 @@
 #   1. BLAS calls or <cblas.h> outside lib/backend;
 #   2. OpenMP (#pragma omp, <omp.h>) outside lib/backend: a threaded loop
 #      is a loop over tensor data;
-#   3. in the layers above the backend (lib/parallel, lib/model, lib/train,
+#   3. in the layers above the backend (lib/parallel, lib/model, lib/train, lib/pipeline,
 #      lib/optim) and bin/: compound assignment to an array element
 #      (x[i] += ..., the shape of an accumulate/scale loop) and
 #      memset/memcpy/memmove of float/double/int32 buffers (a backend's
@@ -19,7 +19,7 @@ cd "$top_srcdir" || exit 1
 # code lines only: drop whole-line comments and trailing /* ... */ comments
 code() { grep -HnE "$1" $2 2>/dev/null | grep -vE '^[^:]+:[0-9]+:\s*(/\*|\*|//)' | sed 's|/\*.*\*/||' | grep -E "$1"; }
 files_outside_backend() { find lib bin -name '*.[ch]' -o -name '*.inc' | grep -v '^lib/backend/' | sort; }
-files_above_backend() { find lib/parallel lib/model lib/train lib/optim bin -name '*.[ch]' | sort; }
+files_above_backend() { find lib/parallel lib/model lib/train lib/optim lib/pipeline bin -name '*.[ch]' | sort; }
 
 BLAS='cblas_|<cblas\.h>'
 OMP='#\s*pragma\s+omp|<omp\.h>'
