@@ -52,7 +52,7 @@ out=$(code "$OMP" "$(files_outside_backend)")
 check "no OpenMP (#pragma omp, <omp.h>) in lib/ or bin/ outside lib/backend" [ -z "$out" ]
 [ -n "$out" ] && echo "$out" | sed 's/^/# /'
 out=$(code "$ELEM" "$(files_above_backend)")
-check "no element-wise accumulate/scale (x[i] op= ...) in lib/parallel, lib/model, lib/train, lib/optim, bin/" [ -z "$out" ]
+check "no element-wise accumulate/scale (x[i] op= ...) in lib/parallel, lib/model, lib/train, lib/optim, lib/pipeline, bin/" [ -z "$out" ]
 [ -n "$out" ] && echo "$out" | sed 's/^/# /'
 out=$(code "$MEM" "$(files_above_backend)")
 check "no memset/memcpy/memmove of tensor buffers above lib/backend (ops->zero/copy/copy2d)" [ -z "$out" ]

@@ -1,0 +1,23 @@
+#!/bin/sh
+# Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B; even and uneven
+# splits; composed with dp and with 1D/2D tp) reproduces the single-process
+# run (loss, every gradient, every parameter after 3 AdamW steps) and moves
+# 2 (S-1) m boundary tensors per step; 1F1B's activation peak is bounded
+# by pp microbatches while GPipe's grows with m.  See test_pipeline.c.
+# At most 8 ranks, oversubscribed on small machines; the model is tiny.
+. "$top_srcdir/tests/lib.sh"
+bin="$top_builddir/tests/mpi/test_pipeline"
+[ -x "$bin" ] || skip_all "test_pipeline not built"
+command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+# schedule pp m v dp tp mode split (np = dp*pp*tp)
+for cfg in "1f1b 1 4 1 1 1 1d -" \
+           "gpipe 2 4 1 1 1 1d -" "1f1b 2 4 1 1 1 1d -" "interleaved 2 4 2 1 1 1d -" \
+           "gpipe 4 4 1 1 1 1d -" "1f1b 4 6 1 1 1 1d -" "interleaved 4 4 2 1 1 1d -" \
+           "1f1b 2 3 1 1 1 1d 3,1" "1f1b 4 4 1 1 1 1d 2,1,1,3" "interleaved 2 4 2 1 1 1d 1,3,2,1" \
+           "1f1b 2 4 1 2 1 1d -" "gpipe 2 2 1 2 1 1d -" "1f1b 2 4 1 1 2 1d -" "1f1b 2 2 1 1 4 2d -" \
+           "interleaved 2 2 2 2 2 1d -"; do
+    set -- $cfg
+    mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 split=$8" $(($2 * $5 * $6)) "$bin" "$@" 3
+done
+mpi_tap "memory pp=2" 2 "$bin" memory
+done_testing
