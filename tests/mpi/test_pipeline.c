@@ -1,8 +1,10 @@
 /* Pipeline parallelism reproduces the single-process run.
  *
- * usage: test_pipeline SCHEDULE PP M V DP TP MODE SPLIT [STEPS]
+ * usage: test_pipeline SCHEDULE PP M V DP TP MODE SPLIT [STEPS [RECOMPUTE]]
  *          (under mpirun -np DP*PP*TP; SCHEDULE gpipe, 1f1b or interleaved;
- *           SPLIT "-" for the even split or blocks per virtual stage "3,1")
+ *           SPLIT "-" for the even split or blocks per virtual stage "3,1";
+ *           RECOMPUTE none, block or attention: the pipeline model only,
+ *           the reference stores everything)
  *        test_pipeline memory   (mpirun -np 2)
  *
  * Equivalence: every rank also builds the reference model (dp = pp = tp =
@@ -202,6 +204,9 @@ int main(int argc, char **argv)
         }
     }
     const int steps = argc > 9 ? atoi(argv[9]) : 3;
+    const char *rcname = argc > 10 ? argv[10] : "none";
+    plan.ckpt_act = !strcmp(rcname, "block") ? PT_RECOMPUTE_BLOCK : !strcmp(rcname, "attention") ? PT_RECOMPUTE_ATTENTION
+                                                                                                  : PT_RECOMPUTE_NONE;
     const int pp = plan.pp, M = plan.microbatches, V = plan.virtual_stages, dp = plan.dp;
     int L = pp * V < 4 ? 4 : pp * V;
     if (plan.pp_split_n) {
@@ -212,8 +217,8 @@ int main(int argc, char **argv)
     pt_gpt_config cfg = {.n_layer = L, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 97};
     const int micro = 2, Bdp = M * micro, B = Bdp * dp, T = cfg.seq_len;
     char summary[160];
-    snprintf(summary, sizeof summary, "%s pp=%d m=%d v=%d dp=%d tp=%d %s split=%s L=%d", argv[1], pp, M, V, dp,
-             plan.tp, argv[7], argv[8], L);
+    snprintf(summary, sizeof summary, "%s pp=%d m=%d v=%d dp=%d tp=%d %s split=%s L=%d recompute=%s", argv[1], pp, M, V,
+             dp, plan.tp, argv[7], argv[8], L, rcname);
     if (tap_rank0) printf("# %s steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, steps, seed);
 
     rig g;

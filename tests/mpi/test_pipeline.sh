@@ -19,5 +19,10 @@ for cfg in "1f1b 1 4 1 1 1 1d -" \
     set -- $cfg
     mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 split=$8" $(($2 * $5 * $6)) "$bin" "$@" 3
 done
+# activation recompute inside a pipeline (slots keep block outputs / all but att)
+for cfg in "interleaved 2 4 2 1 1 1d - block" "1f1b 2 4 1 1 2 1d - attention"; do
+    set -- $cfg
+    mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 recompute=$9" $(($2 * $5 * $6)) "$bin" "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" 3 "$9"
+done
 mpi_tap "memory pp=2" 2 "$bin" memory
 done_testing
