@@ -63,7 +63,7 @@ int pt_pipeline_create(pt_pipeline *p, pt_train *t, int kind)
     }
     p->micro = m->B, p->T = m->T;
     p->nact = (size_t)m->g.Bl * (size_t)m->Tl * (size_t)m->g.Cr;
-    const size_t nbuf = (size_t)p->sched.nslots * (size_t)st->nchunks;
+    const size_t nbuf = (size_t)p->sched.nbufs * (size_t)st->nchunks;
     p->xin = pt_arena_alloc(m->arena, nbuf * p->nact * sizeof(float));
     p->grad = pt_arena_alloc(m->arena, nbuf * p->nact * sizeof(float));
     p->yout = calloc(nbuf, sizeof *p->yout);
@@ -74,19 +74,13 @@ int pt_pipeline_create(pt_pipeline *p, pt_train *t, int kind)
     return PT_OK;
 }
 
-/* buffer of (slot, chunk) */
-static size_t at(const pt_pipeline *p, const pt_pp_action *a)
-{
-    return (size_t)a->slot * (size_t)p->sched.v + (size_t)a->chunk;
-}
-
 static int run_action(pt_pipeline *p, const pt_pp_action *a, const int32_t *inputs, const int32_t *targets,
                       double *loss_sum)
 {
     pt_gpt *m = p->model;
     const pt_gpt_stage *st = &m->stage;
     pt_comm *pc = &p->ctx->pp;
-    const size_t k = at(p, a);
+    const size_t k = (size_t)a->buf * (size_t)p->sched.v + (size_t)a->chunk; /* buffers of (set, chunk) */
     float *xin = p->xin + k * p->nact, *g = p->grad + k * p->nact;
     const size_t off = (size_t)a->mb * (size_t)p->micro * (size_t)p->T; /* microbatch rows of [B, T] */
     const int first = st->first && a->chunk == 0, last = st->last && a->chunk == st->nchunks - 1;

@@ -22,8 +22,9 @@
  * Communication per step: every boundary crossing moves one activation
  * forward and one gradient backward: 2 (S - 1) m messages of
  * 4 Bl Tl Cr bytes per pp group (S = pp * v virtual stages).
- * Memory (arena): the model's nslots activation sets, plus 2 * nslots * v
- * boundary buffers of Bl*Tl*Cr floats (received activations, gradients).
+ * Memory (arena): the model's nslots activation sets, plus 2 * nbufs * v
+ * boundary buffers of Bl*Tl*Cr floats (received activations, gradients;
+ * schedule.h: nbufs >= nslots because an input may arrive early).
  */
 #ifndef PTRAIN_PIPELINE_H
 #define PTRAIN_PIPELINE_H
@@ -58,9 +59,9 @@ typedef struct pt_pipeline {
     pt_pp_schedule sched; /* this rank's action list */
     int micro, T;         /* sequences per microbatch (the model's B), sequence length */
     size_t nact;          /* floats of one boundary tensor: Bl * Tl * Cr */
-    float *xin;           /* [nslots * v, nact] received activations (kept to the backward) */
-    float *grad;          /* [nslots * v, nact] boundary gradients (received or from the head) */
-    const float **yout;   /* [nslots * v] chunk outputs to send (model-owned views) */
+    float *xin;           /* [nbufs * v, nact] received activations (kept to the backward) */
+    float *grad;          /* [nbufs * v, nact] boundary gradients (received or from the head) */
+    const float **yout;   /* [nbufs * v] chunk outputs to send (model-owned views) */
     double busy_s;        /* last step: seconds in forward/backward compute on this rank */
     double sched_s;       /* last step: wall seconds of the whole schedule (compute + p2p waits) */
 } pt_pipeline;

@@ -95,49 +95,53 @@ static int push(alist *l, int op, int mb, int chunk, int peer)
         l->a = na;
         l->cap = cap;
     }
-    l->a[l->n++] = (pt_pp_action){op, mb, chunk, peer, -1};
+    l->a[l->n++] = (pt_pp_action){op, mb, chunk, peer, -1, -1};
     return PT_OK;
 }
 
-/* Slots: a microbatch takes the lowest free slot at its first action and
- * frees it after its last. */
-static int assign_slots(pt_pp_schedule *s)
+/* Give microbatches the lowest free index over the actions k with
+ * live(a_k) set, each from its first such action to its last; writes the
+ * index through field() and returns the most in use at once (>= 1), or -1
+ * out of memory. */
+static int assign(pt_pp_schedule *s, int compute_only, int buf)
 {
-    int *last = malloc(sizeof(int) * (size_t)s->m), *slot_of = malloc(sizeof(int) * (size_t)s->m);
+    int *last = malloc(sizeof(int) * (size_t)s->m), *id = malloc(sizeof(int) * (size_t)s->m);
     char *used = calloc((size_t)s->m + 1, 1);
-    if (!last || !slot_of || !used) {
-        free(last), free(slot_of), free(used);
-        return pt_fail(PT_ENOMEM, "out of memory for pipeline slots");
+    int inuse = 0, peak = 1;
+    if (!last || !id || !used) {
+        peak = -1;
+        goto done;
     }
-    for (int i = 0; i < s->m; i++) last[i] = -1, slot_of[i] = -1;
-    for (int k = 0; k < s->n; k++) last[s->a[k].mb] = k;
-    int inuse = 0, peak = 0;
+    for (int i = 0; i < s->m; i++) last[i] = -1, id[i] = -1;
+    for (int k = 0; k < s->n; k++)
+        if (!compute_only || s->a[k].op <= PT_PP_BWD) last[s->a[k].mb] = k;
     for (int k = 0; k < s->n; k++) {
-        int mb = s->a[k].mb;
-        if (slot_of[mb] < 0) {
+        pt_pp_action *a = &s->a[k];
+        if (compute_only && a->op > PT_PP_BWD) continue;
+        if (id[a->mb] < 0) {
             int j = 0;
             while (used[j]) j++;
             used[j] = 1;
-            slot_of[mb] = j;
+            id[a->mb] = j;
             if (++inuse > peak) peak = inuse;
         }
-        s->a[k].slot = slot_of[mb];
-        if (last[mb] == k) {
-            used[slot_of[mb]] = 0;
+        if (buf) a->buf = id[a->mb];
+        else a->slot = id[a->mb];
+        if (last[a->mb] == k) {
+            used[id[a->mb]] = 0;
             inuse--;
         }
     }
-    /* microbatches between their first forward and their last backward */
-    int fl = 0, fpeak = 0;
-    for (int k = 0; k < s->n; k++) {
-        const pt_pp_action *a = &s->a[k];
-        if (a->op == PT_PP_FWD && a->chunk == 0) fl++;
-        if (fl > fpeak) fpeak = fl;
-        if (a->op == PT_PP_BWD && a->chunk == 0) fl--;
-    }
-    s->nslots = peak > 0 ? peak : 1;
-    s->max_inflight = fpeak;
-    free(last), free(slot_of), free(used);
+done:
+    free(last), free(id), free(used);
+    return peak;
+}
+
+static int assign_slots(pt_pp_schedule *s)
+{
+    s->nslots = assign(s, 1, 0);
+    s->nbufs = assign(s, 0, 1);
+    if (s->nslots < 0 || s->nbufs < 0) return pt_fail(PT_ENOMEM, "out of memory for pipeline slots");
     return PT_OK;
 }
 

@@ -31,10 +31,13 @@
  * order (by sender rank) that every rank follows.  The first unfinished
  * message in that order always has both ends waiting on it, so every
  * message completes.  A receive happens in the round its message is sent,
- * possibly before the step that consumes it: the activation slot of a
- * microbatch is taken at its first action on the rank (receive or
- * forward) and released after its last (the backward of chunk 0, or the
- * gradient send that follows it), and `nslots` is the most slots in use.
+ * possibly before the step that consumes it.  So a microbatch holds two
+ * things on a rank: the model's activation slot (pt_gpt_use_slot), from
+ * its first forward to its last backward (`nslots` of them: pp - r under
+ * 1F1B, m under GPipe), and a boundary buffer set (received activation and
+ * gradient per chunk), from its first action (often the receive of its
+ * input) to its last (the backward of chunk 0 or the gradient send after
+ * it), `nbufs` of them.
  */
 #ifndef PTRAIN_PIPELINE_SCHEDULE_H
 #define PTRAIN_PIPELINE_SCHEDULE_H
@@ -55,7 +58,8 @@ typedef struct pt_pp_action {
     int mb;    /* microbatch 0..m-1 */
     int chunk; /* this rank's model chunk 0..v-1 the action belongs to */
     int peer;  /* pp rank of the other end (sends/receives), -1 for compute */
-    int slot;  /* activation slot of mb on this rank, 0..nslots-1 */
+    int slot;  /* model activation slot of mb (compute actions), 0..nslots-1; -1 for sends/receives */
+    int buf;   /* boundary buffer set of mb (every action), 0..nbufs-1 */
 } pt_pp_action;
 
 typedef struct pt_pp_schedule {
@@ -63,8 +67,10 @@ typedef struct pt_pp_schedule {
     int pp, rank, m, v;   /* pipeline size, this pp rank, microbatches, chunks per rank */
     int n;                /* actions in the list */
     pt_pp_action *a;      /* [n] this rank's actions in order (malloc'd) */
-    int nslots;           /* activation slots this rank needs (most microbatches held at once, >= 1) */
-    int max_inflight;     /* most microbatches between their first forward and last backward here */
+    int nslots;           /* model activation slots: most microbatches between their first forward
+                           * and their last backward on this rank (>= 1) */
+    int nbufs;            /* boundary buffer sets: most microbatches between their first action
+                           * (often the receive of their input) and their last (>= nslots) */
     int rounds;           /* unit-time rounds of the whole pipeline (each chunk step 1 unit) */
 } pt_pp_schedule;
 

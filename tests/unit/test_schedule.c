@@ -13,6 +13,7 @@
  * Negative controls: lists corrupted by hand are caught (a deadlock, a
  * backward before its forward).  Also the stage split and its errors.
  */
+#include "pipeline/pipeline.h"
 #include "pipeline/schedule.h"
 
 #include <math.h>
@@ -37,6 +38,41 @@ static int fail(simres *r, const char *fmt, int a, int b, int c, int d)
     return 0;
 }
 
+/* Live ranges of the microbatches on rank r (compute steps only for the
+ * model slots, every action for the buffer sets): one id per microbatch,
+ * never shared by two live at once, and at most nslots / nbufs live. */
+static void check_ids(simres *res, const pt_pp_schedule *s, int r, int compute_only)
+{
+    const int m = s->m, cap = compute_only ? s->nslots : s->nbufs;
+    const char *what = compute_only ? "slot" : "buffer set";
+    int *first = malloc(sizeof(int) * m), *last = malloc(sizeof(int) * m), *id = malloc(sizeof(int) * m);
+    for (int i = 0; i < m; i++) first[i] = -1, id[i] = -1;
+    for (int k = 0; k < s->n; k++) {
+        const pt_pp_action *a = &s->a[k];
+        if (compute_only && a->op != PT_PP_FWD && a->op != PT_PP_BWD) continue;
+        const int x = compute_only ? a->slot : a->buf;
+        if (first[a->mb] < 0) first[a->mb] = k, id[a->mb] = x;
+        else if (id[a->mb] != x) fail(res, "rank %d: mb %d changes id %d -> %d", r, a->mb, id[a->mb], x);
+        last[a->mb] = k;
+    }
+    int peak = 0;
+    for (int k = 0; k < s->n; k++) {
+        int held = 0;
+        for (int i = 0; i < m; i++) held += first[i] <= k && k <= last[i];
+        if (held > peak) peak = held;
+    }
+    if (peak > cap) {
+        fail(res, "rank %d: %d microbatches hold a %s at once, only %d%.0d", r, peak, cap, 0);
+        snprintf(res->why + strlen(res->why), sizeof res->why - strlen(res->why), " (%s)", what);
+    }
+    for (int i = 0; i < m; i++)
+        for (int j = i + 1; j < m; j++)
+            if (id[i] == id[j] && first[i] <= last[j] && first[j] <= last[i])
+                fail(res, "rank %d: mb %d and %d share id %d while both live", r, i, j, id[i]);
+    if (compute_only && peak > res->max_held) res->max_held = peak;
+    free(first), free(last), free(id);
+}
+
 /* Run the lists of all pp ranks together. */
 static simres simulate(pt_pp_schedule *s, int pp)
 {
@@ -59,8 +95,13 @@ static simres simulate(pt_pp_schedule *s, int pp)
                     fail(&res, "rank %d action %d: mb %d chunk %d out of range", r, idx[r], a->mb, a->chunk);
                     break;
                 }
-                if (a->slot < 0 || a->slot >= s[r].nslots) {
-                    fail(&res, "rank %d action %d: slot %d outside nslots %d", r, idx[r], a->slot, s[r].nslots);
+                const int compute = a->op == PT_PP_FWD || a->op == PT_PP_BWD;
+                if (compute ? a->slot < 0 || a->slot >= s[r].nslots : a->slot != -1) {
+                    fail(&res, "rank %d action %d: slot %d, nslots %d", r, idx[r], a->slot, s[r].nslots);
+                    break;
+                }
+                if (a->buf < 0 || a->buf >= s[r].nbufs) {
+                    fail(&res, "rank %d action %d: buffer set %d outside nbufs %d", r, idx[r], a->buf, s[r].nbufs);
                     break;
                 }
                 if (a->op == PT_PP_FWD) {
@@ -115,27 +156,11 @@ static simres simulate(pt_pp_schedule *s, int pp)
     double makespan = 0;
     for (int r = 0; r < pp; r++) makespan = fmax(makespan, t[r]);
     res.bubble = 1.0 - 2.0 * m * v / makespan;
-    /* slots: live range of a microbatch = its first to its last action */
+    /* model slots live from a microbatch's first to its last compute
+     * step, buffer sets from its first to its last action */
     for (int r = 0; r < pp && res.ok; r++) {
-        int *first = malloc(sizeof(int) * m), *last = malloc(sizeof(int) * m), *slot = malloc(sizeof(int) * m);
-        for (int i = 0; i < m; i++) first[i] = -1, slot[i] = -1;
-        for (int k = 0; k < s[r].n; k++) {
-            const pt_pp_action *a = &s[r].a[k];
-            if (first[a->mb] < 0) first[a->mb] = k, slot[a->mb] = a->slot;
-            else if (slot[a->mb] != a->slot) fail(&res, "rank %d: mb %d changes slot %d -> %d", r, a->mb, slot[a->mb], a->slot);
-            last[a->mb] = k;
-        }
-        for (int k = 0; k < s[r].n; k++) {
-            int held = 0;
-            for (int i = 0; i < m; i++) held += first[i] <= k && k <= last[i];
-            if (held > res.max_held) res.max_held = held;
-            if (held > s[r].nslots) fail(&res, "rank %d: %d microbatches held at action %d, nslots %d", r, held, k, s[r].nslots);
-        }
-        for (int i = 0; i < m; i++)
-            for (int j = i + 1; j < m; j++)
-                if (slot[i] == slot[j] && first[i] <= last[j] && first[j] <= last[i])
-                    fail(&res, "rank %d: mb %d and %d share slot %d while both held", r, i, j, slot[i]);
-        free(first), free(last), free(slot);
+        check_ids(&res, &s[r], r, 1);
+        check_ids(&res, &s[r], r, 0);
     }
 #undef ST
     free(idx), free(t), free(st);
@@ -178,19 +203,20 @@ int main(void)
                     simres r = simulate(s, pp);
                     const int S = pp * v;
                     double f = pt_pp_bubble_formula(kind, pp, m, v);
-                    int slots_ok = 1, inflight = 0, nslots = 0;
+                    int slots_ok = 1, nbufs = 0, nslots = 0;
                     for (int k = 0; k < pp; k++) {
                         if (s[k].nslots > nslots) nslots = s[k].nslots;
-                        if (s[k].max_inflight > inflight) inflight = s[k].max_inflight;
-                        if (kind == PT_SCHED_1F1B && (s[k].nslots > pp || s[k].max_inflight > pp - k)) slots_ok = 0;
-                        if (kind == PT_SCHED_GPIPE && s[k].max_inflight != m) slots_ok = 0;
+                        if (s[k].nbufs > nbufs) nbufs = s[k].nbufs;
+                        /* 1F1B: rank k holds at most pp - k (and m) microbatches */
+                        if (kind == PT_SCHED_1F1B && (s[k].nslots > (pp - k < m ? pp - k : m) || s[k].nbufs > pp)) slots_ok = 0;
+                        if (kind == PT_SCHED_GPIPE && s[k].nslots != m) slots_ok = 0;
                     }
-                    const char *bound = kind == PT_SCHED_1F1B ? "<= pp - rank" : kind == PT_SCHED_GPIPE ? "= m" : "";
+                    const char *bound = kind == PT_SCHED_1F1B ? "<= min(pp - rank, m)" : kind == PT_SCHED_GPIPE ? "= m" : "";
                     tap_ok(r.ok && r.sends == 2 * (S - 1) * m && fabs(r.bubble - f) < 1e-12 && slots_ok,
                            "%s pp=%d m=%d v=%d: no deadlock, sends meet receives in order, fwd before bwd; "
-                           "%d messages (2(S-1)m = %d); bubble %.4f (formula %.4f); in flight %d %s, slots %d%s%s",
-                           pt_pp_schedule_name(kind), pp, m, v, r.sends, 2 * (S - 1) * m, r.bubble, f, inflight, bound,
-                           nslots, r.ok ? "" : ": ", r.why);
+                           "%d messages (2(S-1)m = %d); bubble %.4f (formula %.4f); model slots %d %s, buffer sets %d%s%s",
+                           pt_pp_schedule_name(kind), pp, m, v, r.sends, 2 * (S - 1) * m, r.bubble, f, nslots, bound,
+                           nbufs, r.ok ? "" : ": ", r.why);
                     free_all(s, pp);
                 }
 
@@ -227,6 +253,12 @@ int main(void)
         s[1].a[j] = t2;
         r = simulate(s, 2);
         tap_ok(!r.ok && strstr(r.why, "before its forward"), "negative control: a backward before its forward is caught (%s)", r.why);
+        free_all(s, 2);
+        build_all(s, PT_SCHED_GPIPE, 2, 2, 1);
+        for (k = 0; k < s[0].n; k++)
+            if (s[0].a[k].slot > 0) s[0].a[k].slot = 0;
+        r = simulate(s, 2);
+        tap_ok(!r.ok && strstr(r.why, "share id"), "negative control: two live microbatches in one slot are caught (%s)", r.why);
         free_all(s, 2);
     }
 
@@ -270,5 +302,27 @@ int main(void)
     tap_ok(rc == 0 && micro == 3, "12 sequences in 4 microbatches of %d", micro);
     tap_ok(pt_pp_microbatch(6, 4, &micro) == PT_EINVAL && contains(pt_errmsg(), "6 sequences", "1, 2, 3, 6"),
            "6 sequences into 4 microbatches refused: %s", pt_errmsg());
+
+    /* ---- a plan mapped to one pp rank's stage (pt_pipeline_plan) ---- */
+    pt_plan plan;
+    pt_plan_default(&plan);
+    plan.pp = 2, plan.microbatches = 4, plan.schedule = PT_SCHED_1F1B;
+    pt_gpt_config cfg = {.n_layer = 4, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 97};
+    pt_pipeline_cfg pc;
+    rc = pt_pipeline_plan(&plan, &cfg, 8, 1, &pc);
+    tap_ok(rc == 0 && pc.micro == 2 && pc.stage.nchunks == 1 && pc.stage.l0[0] == 2 && pc.stage.l1[0] == 4 &&
+               !pc.stage.first && pc.stage.last && pc.stage.nslots == 1 && pc.stage.microbatches == 4,
+           "plan pp=2 m=4 1f1b, batch 8: rank 1 holds blocks [%d,%d), last stage, %d slot(s), microbatch %d", pc.stage.l0[0],
+           pc.stage.l1[0], pc.stage.nslots, pc.micro);
+    plan.schedule = PT_SCHED_INTERLEAVED, plan.virtual_stages = 2;
+    rc = pt_pipeline_plan(&plan, &cfg, 8, 0, &pc);
+    tap_ok(rc == 0 && pc.stage.nchunks == 2 && pc.stage.first && !pc.stage.last && pc.stage.l0[1] == 2 && pc.stage.l1[1] == 3,
+           "plan interleaved v=2: rank 0 holds virtual stages 0 and 2 (blocks [%d,%d) and [%d,%d))", pc.stage.l0[0],
+           pc.stage.l1[0], pc.stage.l0[1], pc.stage.l1[1]);
+    tap_ok(pt_pipeline_plan(&plan, &cfg, 6, 0, &pc) == PT_EINVAL && contains(pt_errmsg(), "6 sequences", "4 microbatches"),
+           "plan with a batch of 6 and m=4 refused: %s", pt_errmsg());
+    plan.pp_split_n = 4, plan.pp_split[0] = 1, plan.pp_split[1] = 1, plan.pp_split[2] = 1, plan.pp_split[3] = 2;
+    tap_ok(pt_pipeline_plan(&plan, &cfg, 8, 0, &pc) == PT_EINVAL && contains(pt_errmsg(), "sums to 5", "n_layer 4"),
+           "plan with --pp-split 1,1,1,2 over 4 blocks refused: %s", pt_errmsg());
     return tap_done();
 }
