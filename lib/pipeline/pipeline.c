@@ -82,14 +82,17 @@ static int run_action(pt_pipeline *p, const pt_pp_action *a, const int32_t *inpu
     pt_comm *pc = &p->ctx->pp;
     const size_t k = (size_t)a->buf * (size_t)p->sched.v + (size_t)a->chunk; /* buffers of (set, chunk) */
     float *xin = p->xin + k * p->nact, *g = p->grad + k * p->nact;
-    const size_t off = (size_t)a->mb * (size_t)p->micro * (size_t)p->T; /* microbatch rows of [B, T] */
     const int first = st->first && a->chunk == 0, last = st->last && a->chunk == st->nchunks - 1;
     switch (a->op) {
     case PT_PP_FWD: {
         double t0 = pt_now();
         float *x = xin, *y;
         TRY(pt_gpt_use_slot(m, a->slot));
-        if (first || last) TRY(pt_gpt_set_batch(m, inputs + off, targets + off));
+        if (first || last) {
+            if (!inputs || !targets) return pt_fail(PT_EINVAL, "pipeline: the first and last stage need the batch's tokens");
+            const size_t off = (size_t)a->mb * (size_t)p->micro * (size_t)p->T; /* microbatch rows of [B, T] */
+            TRY(pt_gpt_set_batch(m, inputs + off, targets + off));
+        }
         if (first) TRY(pt_gpt_embed_forward(m, &x));
         TRY(pt_gpt_blocks_forward(m, st->l0[a->chunk], st->l1[a->chunk], x, &y));
         if (last) TRY(pt_gpt_head_step(m, y, g, loss_sum));

@@ -77,7 +77,9 @@ void pt_pipeline_free(pt_pipeline *p);
 
 /* Forward and backward of the m microbatches of the dp group's batch
  * inputs/targets [m * micro, T] (host token ids; microbatch i = rows
- * i*micro .. (i+1)*micro - 1), following the action list.  Gradients
+ * i*micro .. (i+1)*micro - 1; read by the first stage (inputs) and the
+ * last (targets), NULL allowed on middle stages), following the action
+ * list.  Gradients
  * ACCUMULATE, unsynchronised over dp.  *loss (may be NULL) = global mean
  * cross-entropy over m * micro * dp * T tokens (nats/token), the same on
  * every rank (one allreduce of a double over world).  Sets busy_s and
