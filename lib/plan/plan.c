@@ -269,8 +269,8 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
     }
     if (p->zero < 0 || p->zero > 3)
         return pt_errprintf(err, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
-    if (p->ckpt_act != 0 && p->ckpt_act != 1)
-        return pt_errprintf(err, "invalid ckpt_act=%d (valid: 0, 1)", p->ckpt_act);
+    if (p->ckpt_act < PT_RECOMPUTE_NONE || p->ckpt_act > PT_RECOMPUTE_ATTENTION)
+        return pt_errprintf(err, "invalid ckpt_act=%d (valid: 0 none, 1 block, 2 attention)", p->ckpt_act);
     if (p->offload != 0 && p->offload != 1)
         return pt_errprintf(err, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !order_is_perm(p->rank_order))
@@ -279,22 +279,9 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
                          p->rank_order);
 
     /* What this build can run. */
-    if (p->pp != 1)
-        return pt_errprintf(err, "pipeline parallelism pp=%d is not yet supported "
-                         "(supported: pp=1)", p->pp);
-    if (p->zero != 0)
-        return pt_errprintf(err, "ZeRO stage zero=%d is not yet supported (supported: "
-                         "zero=0)", p->zero);
     if (p->offload != 0)
         return pt_errprintf(err, "optimizer offload=%d is not yet supported (supported: "
                          "offload=0)", p->offload);
-    /* accepted settings must take effect: refuse what nothing runs yet */
-    if (p->microbatches != 1)
-        return pt_errprintf(err, "microbatches=%d is not yet supported (supported: microbatches=1; "
-                            "microbatches take effect with pipeline parallelism)", p->microbatches);
-    if (p->ckpt_act != 0)
-        return pt_errprintf(err, "activation checkpointing ckpt_act=%d is not yet supported "
-                            "(supported: ckpt_act=0)", p->ckpt_act);
     /* The ranks a tensor group must divide: the world less pp and sp
      * (the whole world when those do not divide it). */
     int tp_room = world_size;
