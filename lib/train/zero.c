@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZERO_NO_HOOK 1 /* until lib/model has param_hook */
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
 
 /* piece keys: the model's hook pieces (-1 embedding, 0..L-1 blocks, L head)
@@ -41,6 +40,8 @@ struct pt_zero {
     size_t npad;     /* floats of the padded full layout */
     size_t nown;     /* floats of the own-slice layout */
     size_t smax;     /* largest own slice (scratch size) */
+    float *absent;   /* [16] NaN: where data/grad of a piece not gathered point
+                        (pt_gpt_bind_views refuses NULL); a read gives NaN */
 };
 
 static int piece_of(const pt_param *p, int L)
@@ -53,12 +54,7 @@ static int piece_of(const pt_param *p, int L)
 
 static pt_comm *tied_of(const pt_param *p)
 {
-#ifdef PT_PARAM_HAS_TIED
     return p->tied && p->tied->size > 1 ? p->tied : NULL;
-#else
-    (void)p;
-    return NULL;
-#endif
 }
 
 /* own slice of unit u in the full layout's coordinates: [u->off + r s, +s) */
@@ -97,12 +93,11 @@ static void zero_detach(pt_train *t)
         pt_arena_free(t->arena, z->units[k].full);
         pt_arena_free(t->arena, z->units[k].gfull);
     }
-#ifndef ZERO_NO_HOOK
     if (t->model && t->model->param_hook_arg == t) {
         t->model->param_hook = NULL;
         t->model->param_hook_arg = NULL;
     }
-#endif
+    pt_arena_free(t->arena, z->absent);
     free(z->units);
     free(z->order);
     free(z->unit_of);
@@ -118,14 +113,12 @@ static void set_param_ptrs(pt_train *t, const pt_zero_unit *u, float *data, floa
     for (int j = u->p0; j < u->p0 + u->np; j++) {
         int i = z->order[j];
         pt_param *p = &t->model->params[i];
-        if (which & 1) p->data = data ? data + (z->poff[i] - u->off) : NULL;
-        if (which & 2) p->grad = grad ? grad + (z->poff[i] - u->off) : NULL;
+        if (which & 1) p->data = data ? data + (z->poff[i] - u->off) : z->absent;
+        if (which & 2) p->grad = grad ? grad + (z->poff[i] - u->off) : z->absent;
     }
 }
 
-#ifndef ZERO_NO_HOOK
 static int zero_hook(void *arg, pt_gpt *m, int piece, int phase);
-#endif
 
 static int zero_attach(pt_train *t)
 {
@@ -245,15 +238,16 @@ static int zero_attach(pt_train *t)
     if (pfull != t->params_memory) pt_arena_free(t->arena, pfull);
     if (gfull != t->grads_memory) pt_arena_free(t->arena, gfull);
     if (rc) return rc;
-#ifndef ZERO_NO_HOOK
     if (z->stage >= 2) {
+        z->absent = pt_arena_alloc(t->arena, 16 * sizeof(float));
+        if (!z->absent) return pt_fail(PT_ENOMEM, "out of memory for ZeRO's absent-piece marker");
+        t->ops->fill(z->absent, NAN, 16);
         /* parameters (stage 3) and gradients exist only while the hook holds them */
         for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], NULL, NULL, z->stage == 3 ? 3 : 2);
         m->param_hook = zero_hook;
         m->param_hook_arg = t;
         rc = pt_gpt_bind_views(m);
     }
-#endif
     return rc;
 }
 
@@ -277,7 +271,6 @@ static int reduce_unit(pt_train *t, pt_zero_unit *u)
     return rc;
 }
 
-#ifndef ZERO_NO_HOOK
 /* Stage 3: gather unit u's parameters (first use) / free them (last). */
 static int acquire(pt_train *t, pt_zero_unit *u)
 {
@@ -312,10 +305,16 @@ static int zero_hook(void *arg, pt_gpt *m, int piece, int phase)
         pt_zero_unit *u = &z->units[k];
         switch (phase) {
         case PT_HOOK_FWD_PRE:
-            if (s3 && u->lo == piece) TRY(acquire(t, u)), changed = 1;
+            if (s3 && u->lo == piece) {
+                TRY(acquire(t, u));
+                changed = 1;
+            }
             break;
         case PT_HOOK_FWD_POST:
-            if (s3 && u->hi == piece) TRY(release(t, u)), changed = 1;
+            if (s3 && u->hi == piece) {
+                TRY(release(t, u));
+                changed = 1;
+            }
             break;
         case PT_HOOK_BWD_PRE:
             if (u->hi != piece) break;
@@ -330,6 +329,9 @@ static int zero_hook(void *arg, pt_gpt *m, int piece, int phase)
             break;
         case PT_HOOK_BWD_POST:
             if (u->lo != piece) break;
+            if (!u->gfull)
+                return pt_fail(PT_EINVAL, "ZeRO-%d: backward of piece %d ended without PT_HOOK_BWD_PRE (each piece's "
+                               "backward must be bracketed by BWD_PRE and BWD_POST)", z->stage, piece);
             if (!u->tied) TRY(reduce_unit(t, u)); /* tied: in pt_train_sync */
             if (s3) TRY(release(t, u));
             changed = 1;
@@ -340,7 +342,6 @@ static int zero_hook(void *arg, pt_gpt *m, int piece, int phase)
     }
     return changed ? pt_gpt_bind_views(m) : PT_OK;
 }
-#endif
 
 void pt_zero_zero_inflight(pt_train *t)
 {
@@ -452,12 +453,6 @@ const pt_train_strategy *pt_train_strategy_zero(int stage)
         pt_fail(PT_EINVAL, "ZeRO stage %d is not valid (valid: 0, 1, 2, 3)", stage);
         return NULL;
     }
-#ifdef ZERO_NO_HOOK
-    if (stage >= 2) {
-        pt_fail(PT_EUNSUPP, "ZeRO stage %d needs the model's param_hook, not in this build (valid: 0, 1)", stage);
-        return NULL;
-    }
-#endif
     return &zero_strategies[stage - 1];
 }
 

@@ -15,7 +15,7 @@
  *   groups against pt_zero_comm_bytes (ring model): ZeRO-1/2 equal to the
  *   ZeRO-0 allreduce, ZeRO-3 1.5x.
  * usage: test_zero memory DP                    (mpirun -np DP)
- *   Stages 0..3 on a deeper model (L=8, so one block's parameters are a
+ *   Stages 0..3 on a deeper model (L=12, so one block's parameters are a
  *   small part of the model): the model state comes from an arena of its
  *   own (pt_train_create_in), so its peak over one training step (after
  *   create, pt_arena_reset_peak) is the state memory without activations.
@@ -243,7 +243,7 @@ static int equiv(int stage, int dp, int tp, int steps)
 static int memory(int dp)
 {
     const unsigned long seed = fresh_seed();
-    pt_gpt_config cfg = {.n_layer = 8, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 64};
+    pt_gpt_config cfg = {.n_layer = 12, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 64};
     const int B = 2, T = cfg.seq_len;
     double peak[4] = {0}, total[4] = {0}, form[4] = {0}, psi = 0;
     int ok_all = 1;
@@ -270,11 +270,10 @@ static int memory(int dp)
             for (int i = 0; i <= B * T; i++) tok[i] = (int32_t)(pt_rng_u64(&r) % (uint64_t)cfg.vocab);
             pt_arena_reset_peak(&st);
             pt_arena_reset_peak(&act);
-            size_t act0 = act.cur;
             rc = pt_train_step(&t, tok, tok + 1, 1e-3f, NULL, NULL);
             free(tok);
             peak[stage] = max_world((double)st.peak);
-            total[stage] = max_world((double)(act.peak - act0 + act0 + st.peak));
+            total[stage] = max_world((double)(act.peak + st.peak)); /* upper bound: the two peaks need not coincide */
             psi = (double)t.nfloats;
             form[stage] = pt_zero_state_bytes(stage, psi, dp);
         }
@@ -286,7 +285,7 @@ static int memory(int dp)
     }
     if (tap_rank0)
         for (int s = 0; s <= 3; s++)
-            printf("# zero%d dp=%d: state peak %.0f B (formula %.0f, %+.1f%% of 16 Psi), state+activations %.0f B\n", s, dp,
+            printf("# zero%d dp=%d: state peak %.0f B (formula %.0f, %+.1f%% of 16 Psi), state + activation peaks %.0f B\n", s, dp,
                    peak[s], form[s], 100 * (peak[s] - form[s]) / (16 * psi), total[s]);
     for (int s = 0; s <= 3 && ok_all; s++) {
         double dev = fabs(peak[s] - form[s]) / (16 * psi);
@@ -295,6 +294,9 @@ static int memory(int dp)
                s, dp, peak[s], peak[s] / (16 * psi), form[s] / (16 * psi), 100 * dev,
                s ? ", below the previous stage" : "");
     }
+    const pt_train_strategy *bad = pt_train_strategy_zero(4);
+    report(bad == NULL && strstr(pt_errmsg(), "stage 4") && strstr(pt_errmsg(), "valid: 0, 1, 2, 3"),
+           "ZeRO stage 4 is refused in one line: %s", pt_errmsg());
     return ok_all ? 0 : 1;
 }
 
