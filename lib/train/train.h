@@ -24,7 +24,9 @@
  *
  * All arithmetic is the backend's (ops->zero, sumsq, scale, adamw);
  * communication is pt_comm.  Memory: 16 bytes per local parameter (4
- * buffers of fp32) from the arena, so arena->peak counts them.
+ * buffers of fp32) from the arena, so arena->peak counts them; under ZeRO
+ * the per-stage amounts below ("ZeRO"), selected by
+ * pt_train_strategy_zero(plan.zero).
  *
  * Structs follow llm.c's train_gpt2.c (a shape on every field).
  */
