@@ -382,10 +382,6 @@ int pt_gpt_use_slot(pt_gpt *m, int k)
 
 int pt_gpt_bind_views(pt_gpt *m)
 {
-    for (int i = 0; i < m->nparams; i++)
-        if (!m->params[i].data || !m->params[i].grad)
-            return pt_fail(PT_EINVAL, "parameter %s has no storage: bind every parameter's data and grad first",
-                           m->params[i].name);
     const pt_geom *g = &m->g;
     const int C = m->C, L = m->cfg.n_layer;
 #define DATA(i) (m->pidx[i] < 0 ? NULL : m->params[m->pidx[i]].data)
@@ -419,6 +415,10 @@ int pt_gpt_bind_views(pt_gpt *m)
 
 int pt_gpt_bind_params(pt_gpt *m)
 {
+    for (int i = 0; i < m->nparams; i++)
+        if (!m->params[i].data || !m->params[i].grad)
+            return pt_fail(PT_EINVAL, "parameter %s has no storage: bind every parameter's data and grad first",
+                           m->params[i].name);
     int rc = pt_gpt_bind_views(m);
     if (rc) return rc;
     /* initial values: each full tensor from its own RNG stream (host), then
@@ -641,6 +641,8 @@ int pt_gpt_head_step(pt_gpt *m, const float *x_in, float *dx, double *loss_sum)
     double sum;
     TRY(hook(m, L, PT_HOOK_FWD_PRE));
     TRY(head_fwd_local(m, x_in, &sum));
+    TRY(hook(m, L, PT_HOOK_FWD_POST));
+    TRY(hook(m, L, PT_HOOK_BWD_PRE));
     TRY(head_bwd(m, dx));
     TRY(hook(m, L, PT_HOOK_BWD_POST));
     *loss_sum += sum;

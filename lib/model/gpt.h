@@ -212,7 +212,8 @@ void pt_gpt_free(pt_gpt *m);
 int pt_gpt_bind_params(pt_gpt *m);
 /* Set the views (layer linears, LayerNorm vectors, wte, ...) from
  * params[i].data/.grad again, without initialising; for a hook that
- * repointed them.  PT_EINVAL naming an unbound parameter. */
+ * repointed them (NULL storage gives NULL views: a ZeRO-3 piece that is
+ * not gathered).  Always PT_OK. */
 int pt_gpt_bind_views(pt_gpt *m);
 
 /* ---- forward and backward by pieces ------------------------------------

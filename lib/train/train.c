@@ -1,5 +1,6 @@
 /* The training step: registry, buckets, sync, norm, clip, AdamW (see train.h). */
 #include "train/train.h"
+#include "train/zero.h"
 
 #include <math.h>
 #include <string.h>
@@ -8,15 +9,27 @@
 
 int pt_train_create(pt_train *t, pt_gpt *m, const pt_adamw_cfg *opt, const pt_train_strategy *strategy)
 {
+    return pt_train_create_in(t, m, m->arena, opt, strategy);
+}
+
+int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_cfg *opt,
+                       const pt_train_strategy *strategy)
+{
     memset(t, 0, sizeof *t);
     t->model = m;
     t->ops = m->ops;
-    t->arena = m->arena;
+    t->arena = state;
     t->opt = *opt;
     t->strategy = strategy ? strategy : &pt_train_allreduce;
     size_t total = 0;
     for (int i = 0; i < m->nparams; i++) total += (size_t)m->params[i].shard.numel;
     t->nfloats = total;
+    t->grads_n = total;
+    if (t->strategy->attach) {
+        int rc = t->strategy->attach(t);
+        if (rc) pt_train_free(t);
+        return rc;
+    }
     float **bufs[] = {&t->params_memory, &t->grads_memory, &t->m_memory, &t->v_memory};
     for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) {
         *bufs[k] = pt_arena_alloc(t->arena, (total ? total : 1) * sizeof(float));
@@ -58,6 +71,7 @@ int pt_train_create(pt_train *t, pt_gpt *m, const pt_adamw_cfg *opt, const pt_tr
 void pt_train_free(pt_train *t)
 {
     if (!t->arena) return;
+    if (t->strategy && t->strategy->detach) t->strategy->detach(t);
     pt_arena_free(t->arena, t->v_memory);
     pt_arena_free(t->arena, t->m_memory);
     pt_arena_free(t->arena, t->grads_memory);
@@ -67,7 +81,11 @@ void pt_train_free(pt_train *t)
     memset(t, 0, sizeof *t);
 }
 
-void pt_train_zero_grad(pt_train *t) { t->ops->zero(t->grads_memory, t->nfloats); }
+void pt_train_zero_grad(pt_train *t)
+{
+    if (t->grads_memory) t->ops->zero(t->grads_memory, t->grads_n);
+    if (t->zero) pt_zero_zero_inflight(t);
+}
 
 int pt_train_forward_backward(pt_train *t, const int32_t *inputs, const int32_t *targets, float *loss)
 {
@@ -79,6 +97,7 @@ int pt_train_sync(pt_train *t) { return t->strategy->sync(t); }
 
 int pt_train_grad_norm(pt_train *t, double *norm)
 {
+    if (t->zero) return pt_zero_grad_norm(t, norm);
     const pt_gpt *m = t->model;
     double s = 0;
     for (int i = 0; i < m->nparams; i++) {
@@ -91,6 +110,19 @@ int pt_train_grad_norm(pt_train *t, double *norm)
 }
 
 int pt_train_update(pt_train *t, float lr, double *norm) { return t->strategy->update(t, lr, norm); }
+
+int pt_train_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad)
+{
+    if (!t->model || i < 0 || i >= t->model->nparams)
+        return pt_fail(PT_EINVAL, "parameter index %d is not in [0, %d)", i, t->model ? t->model->nparams : 0);
+    if (t->zero) return pt_zero_owned(t, i, lo, hi, data, grad);
+    const pt_param *p = &t->model->params[i];
+    *lo = 0;
+    *hi = p->shard.numel;
+    *data = p->data;
+    *grad = p->grad;
+    return PT_OK;
+}
 
 int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, float lr, float *loss, double *norm)
 {
@@ -141,4 +173,5 @@ static int allreduce_update(pt_train *t, float lr, double *norm_out)
     return PT_OK;
 }
 
-const pt_train_strategy pt_train_allreduce = {"allreduce", allreduce_sync, allreduce_update};
+const pt_train_strategy pt_train_allreduce = {
+    .name = "allreduce", .sync = allreduce_sync, .update = allreduce_update, .zero_stage = 0};

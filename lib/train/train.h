@@ -24,7 +24,9 @@
  *
  * All arithmetic is the backend's (ops->zero, sumsq, scale, adamw);
  * communication is pt_comm.  Memory: 16 bytes per local parameter (4
- * buffers of fp32) from the arena, so arena->peak counts them.
+ * buffers of fp32) from the arena, so arena->peak counts them; under ZeRO
+ * the per-stage amounts below ("ZeRO"), selected by
+ * pt_train_strategy_zero(plan.zero).
  *
  * Structs follow llm.c's train_gpt2.c (a shape on every field).
  */
@@ -49,13 +51,18 @@ struct pt_train;
 /* How gradients become global and parameters get updated.  Both return
  * PT_OK or a PT_E* code with the message set. */
 typedef struct pt_train_strategy {
-    const char *name; /* "allreduce" */
+    const char *name; /* "allreduce", "zero1", "zero2", "zero3" */
     /* after the backward: each rank's partial gradients -> the gradient of
      * the global mean loss (on the ranks that update those parameters) */
     int (*sync)(struct pt_train *t);
     /* global L2 norm (*norm, pre-clip), clip to opt.grad_clip, one AdamW
      * step at learning rate lr */
     int (*update)(struct pt_train *t, float lr, double *norm);
+    /* optional (NULL: the default four flat buffers of nfloats): lay out
+     * and initialise the state instead of pt_train_create, and free it */
+    int (*attach)(struct pt_train *t);
+    void (*detach)(struct pt_train *t);
+    int zero_stage; /* ZeRO stage 0..3 */
 } pt_train_strategy;
 
 /* Data parallelism without sharding (ZeRO stage 0): one allreduce per
@@ -76,6 +83,8 @@ typedef struct pt_train {
     int nbuckets;                  /* buckets in use */
     pt_train_bucket buckets[PT_TRAIN_MAX_BUCKETS];
     int step;                      /* AdamW steps taken (t of the bias correction) */
+    size_t grads_n;                /* floats of grads_memory (nfloats; ZeRO: see zero.c) */
+    struct pt_zero *zero;          /* ZeRO's shard layout (NULL under allreduce) */
 } pt_train;
 
 /* Build the registry of model m (created by pt_gpt_create, parameters not
@@ -84,6 +93,15 @@ typedef struct pt_train {
  * parameters.  opt: AdamW settings (copied); strategy NULL = allreduce.
  * Errors: PT_ENOMEM, PT_EINVAL (more sync groups than buckets). */
 int pt_train_create(pt_train *t, pt_gpt *m, const pt_adamw_cfg *opt, const pt_train_strategy *strategy);
+/* As pt_train_create, but the training state (parameters, gradients,
+ * AdamW moments and, under ZeRO, the gathered parameters and per-piece
+ * gradients of the step) comes from `state` instead of the model's arena,
+ * so state->peak is the model-state memory alone (ZeRO's Psi terms,
+ * Rajbhandari et al. 2020, section 3) and the model's arena holds the
+ * activations.  state must live on the model's device.  Errors as
+ * pt_train_create. */
+int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_cfg *opt,
+                       const pt_train_strategy *strategy);
 /* Release the flat buffers (the model stays; free it after). */
 void pt_train_free(pt_train *t);
 
@@ -118,5 +136,74 @@ int pt_train_update(pt_train *t, float lr, double *norm);
  * Errors: those of the pieces. */
 int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, float lr, float *loss,
                   double *norm);
+
+/* ---- ZeRO (Rajbhandari et al. 2020, "ZeRO: Memory Optimizations Toward
+ * Training Trillion Parameter Models", section 5) -------------------------
+ *
+ * Sharding group.  Each bucket's parameters are sharded over the bucket's
+ * sync group (pt_train_bucket.comm: dp x sp, plus the tp ranks that hold a
+ * replica of the same tp shard, e.g. LayerNorm parameters under 1d).  With
+ * sp = 1 and tp = 1 that is exactly the dp group of the paper.  Why the
+ * whole sync group: every rank in it holds an identical copy of the shard
+ * and needs the identical summed gradient and update, so every one of them
+ * can own 1/N of it; a tp-sharded weight is dp-sharded within each tp
+ * shard (composition with tp), a pipeline stage shards its own registry
+ * (composition with pp).
+ *
+ * Units.  Within a bucket the parameters are cut into units by model piece
+ * (the token embedding wte, the position embedding, each block, the final
+ * LayerNorm; pt_gpt's param_hook pieces), each padded with zeros to a
+ * multiple of the group size N.  Rank r of the group owns floats
+ * [r s, (r+1) s) of each unit (s = padded / N), as llm.c's
+ * multi_gpu_get_shard_offset with padding instead of a divisibility error.
+ *
+ *   stage 1 (P_os, section 5.1): AdamW m and v only for the own slices;
+ *     sync = reduce-scatter of each unit's gradient, update = norm and
+ *     AdamW on the own slice, then allgather of the parameters.
+ *     State per rank: 4 Psi (params) + 4 Psi (grads) + 8 Psi / N bytes.
+ *   stage 2 (P_os+g, section 5.2): the gradient is kept only for the own
+ *     slice; a unit's full gradient exists only while the backward produces
+ *     it: allocated at the first backward piece that touches it, reduce-
+ *     scattered and freed after the last (pt_gpt.param_hook), so the peak
+ *     shows one piece's gradient, not the model's.
+ *     State: 4 Psi + 12 Psi / N (+ one unit's gradient in flight).
+ *   stage 3 (P_os+g+p, section 5.3): the parameters are sharded too; each
+ *     unit is allgathered just before its piece's forward and backward and
+ *     freed after; its gradient is reduce-scattered after its backward.
+ *     State: 16 Psi / N (+ the units in use).
+ * Tied weight (pp > 1: wte on the first and last stage): its gradient is
+ * first summed over pt_param.tied, then reduce-scattered; under stages 2
+ * and 3 that happens in pt_train_sync (the first and last stage reach the
+ * tied sum at different times of a pipeline schedule), so wte's gradient
+ * stays full-size on those stages until the sync.
+ * Norm: every rank sums the squares of its own slices of the shards that
+ * count (the group's norm owner), one allreduce of a double over world:
+ * each element once, the same norm as stage 0 (Pascanu et al. 2013). */
+
+/* The training strategy of ZeRO stage 0..3 (stage 0 = pt_train_allreduce),
+ * for pt_train_create.  NULL with a one-line message naming the stage and
+ * the valid ones (0, 1, 2, 3) otherwise.  Stages 2 and 3 install the
+ * model's param_hook (lib/model/gpt.h). */
+const pt_train_strategy *pt_train_strategy_zero(int stage);
+
+/* The part of parameter i's local shard [shard.numel] this rank owns and
+ * updates: elements [*lo, *hi) (empty: *lo == *hi), with *data and *grad
+ * pointing at element *lo of the up-to-date parameter (after the update)
+ * and of the synchronised gradient (after pt_train_sync).  Under allreduce
+ * that is the whole shard.  PT_EINVAL for i outside [0, nparams). */
+int pt_train_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad);
+
+/* Model-state bytes per rank of ZeRO stage 0..3 for psi local parameter
+ * floats sharded over N ranks, fp32 everywhere (params 4 psi, gradients
+ * 4 psi, AdamW m + v 8 psi): 16 psi; 8 psi + 8 psi/N; 4 psi + 12 psi/N;
+ * 16 psi/N (Rajbhandari et al. 2020, section 5 and Figure 1, with K = 8
+ * and 4-byte parameters and gradients).  0 for a bad stage or N < 1. */
+double pt_zero_state_bytes(int stage, double psi, int N);
+/* Bytes this rank sends per step for the gradient/parameter traffic of n
+ * floats over N ranks (ring model of lib/comm): stages 0-2 2(N-1)/N 4n
+ * (allreduce, or reduce-scatter + allgather), stage 3 3(N-1)/N 4n (two
+ * allgathers and one reduce-scatter: the paper's 3 Psi vs 2 Psi, section
+ * 7.2).  0 for a bad stage. */
+double pt_zero_comm_bytes(int stage, double n, int N);
 
 #endif

@@ -1,0 +1,475 @@
+/* ZeRO stages 1-3 as pt_train strategies (Rajbhandari et al. 2020,
+ * section 5); the layout of units and own slices is described in train.h,
+ * "ZeRO".  Structure after llm.c's llmc/zero.cuh (shard offset per tensor,
+ * reduce-scatter in place of the allreduce), with padding to the group size
+ * and per-piece gathering for stage 3 (FSDP-style units). */
+#include "train/zero.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+/* piece keys: the model's hook pieces (-1 embedding, 0..L-1 blocks, L head)
+ * and the tied token embedding, which embedding and head share */
+#define PIECE_TIED (-2)
+
+typedef struct pt_zero_unit {
+    pt_comm *comm;   /* the bucket's sync group (N = comm->size, own slice = comm->rank) */
+    size_t off;      /* first float in the padded full layout */
+    size_t n, npad;  /* real floats; padded to a multiple of N */
+    size_t s;        /* own slice: npad / N floats */
+    size_t own;      /* first float of the own slice in the own-slice layout */
+    int p0, np;      /* its parameters: z->order[p0 .. p0+np) */
+    int lo, hi;      /* first and last piece using it, in forward order */
+    pt_comm *tied;   /* non-NULL: the gradient is also summed over this group (pp's tied wte) */
+    float *full;     /* stage 3: gathered parameters [npad] while refs > 0 */
+    float *gfull;    /* stage 2/3: the full gradient [npad] while the backward produces it */
+    int refs;        /* stage 3: uses in progress of full */
+} pt_zero_unit;
+
+struct pt_zero {
+    int stage;
+    int nunits;
+    pt_zero_unit *units;
+    int *order;      /* [nparams] parameter indices in layout order */
+    int *unit_of;    /* [nparams] */
+    size_t *poff;    /* [nparams] first float in the padded full layout */
+    char *counted;   /* [nparams] counted in the norm (some rank of its group is norm owner) */
+    size_t npad;     /* floats of the padded full layout */
+    size_t nown;     /* floats of the own-slice layout */
+    size_t smax;     /* largest own slice (scratch size) */
+    float *absent;   /* [16] NaN: where data/grad of a piece not gathered point
+                        (pt_gpt_bind_views refuses NULL); a read gives NaN */
+};
+
+static int piece_of(const pt_param *p, int L)
+{
+    if (p->cls == PT_P_WTE) return PIECE_TIED;
+    if (p->cls == PT_P_WPE) return -1;
+    if (p->name[0] == 'h') return atoi(p->name + 1);
+    return L; /* lnf.w, lnf.b */
+}
+
+static pt_comm *tied_of(const pt_param *p)
+{
+    return p->tied && p->tied->size > 1 ? p->tied : NULL;
+}
+
+/* own slice of unit u in the full layout's coordinates: [u->off + r s, +s) */
+static size_t own_lo(const pt_zero_unit *u) { return u->off + (size_t)u->comm->rank * u->s; }
+
+/* own gradient / parameter slices of unit u ([s] floats each) */
+static float *own_grad(pt_train *t, const pt_zero_unit *u)
+{
+    return t->zero->stage == 1 ? t->grads_memory + own_lo(u) : t->grads_memory + u->own;
+}
+static float *own_param(pt_train *t, const pt_zero_unit *u)
+{
+    return t->zero->stage == 3 ? t->params_memory + u->own : t->params_memory + own_lo(u);
+}
+
+/* parameter i's elements inside the own slice of its unit: [a, b) in the
+ * parameter's local index; returns b - a */
+static int64_t own_range(const struct pt_zero *z, const pt_train *t, int i, int64_t *a, int64_t *b)
+{
+    const pt_zero_unit *u = &z->units[z->unit_of[i]];
+    const int64_t p0 = (int64_t)z->poff[i], numel = t->model->params[i].shard.numel;
+    const int64_t s0 = (int64_t)own_lo(u), s1 = s0 + (int64_t)u->s;
+    *a = (s0 > p0 ? s0 : p0) - p0;
+    *b = (s1 < p0 + numel ? s1 : p0 + numel) - p0;
+    if (*b <= *a) *a = *b = 0; /* the own slice does not meet this parameter */
+    return *b - *a;
+}
+
+/* ---- layout --------------------------------------------------------------- */
+
+static void zero_detach(pt_train *t)
+{
+    struct pt_zero *z = t->zero;
+    if (!z) return;
+    for (int k = 0; k < z->nunits; k++) {
+        pt_arena_free(t->arena, z->units[k].full);
+        pt_arena_free(t->arena, z->units[k].gfull);
+    }
+    if (t->model && t->model->param_hook_arg == t) {
+        t->model->param_hook = NULL;
+        t->model->param_hook_arg = NULL;
+    }
+    pt_arena_free(t->arena, z->absent);
+    free(z->units);
+    free(z->order);
+    free(z->unit_of);
+    free(z->poff);
+    free(z->counted);
+    free(z);
+    t->zero = NULL;
+}
+
+static void set_param_ptrs(pt_train *t, const pt_zero_unit *u, float *data, float *grad, int which)
+{
+    struct pt_zero *z = t->zero;
+    for (int j = u->p0; j < u->p0 + u->np; j++) {
+        int i = z->order[j];
+        pt_param *p = &t->model->params[i];
+        if (which & 1) p->data = data ? data + (z->poff[i] - u->off) : z->absent;
+        if (which & 2) p->grad = grad ? grad + (z->poff[i] - u->off) : z->absent;
+    }
+}
+
+static int zero_hook(void *arg, pt_gpt *m, int piece, int phase);
+
+static int zero_attach(pt_train *t)
+{
+    pt_gpt *m = t->model;
+    const int np = m->nparams, L = m->cfg.n_layer;
+    struct pt_zero *z = calloc(1, sizeof *z);
+    if (!z) return pt_fail(PT_ENOMEM, "out of memory for the ZeRO registry");
+    t->zero = z;
+    z->stage = t->strategy->zero_stage;
+    z->units = calloc((size_t)np + 1, sizeof *z->units);
+    z->order = calloc((size_t)np + 1, sizeof *z->order);
+    z->unit_of = calloc((size_t)np + 1, sizeof *z->unit_of);
+    z->poff = calloc((size_t)np + 1, sizeof *z->poff);
+    z->counted = calloc((size_t)np + 1, 1);
+    float *owner = calloc((size_t)np + 1, sizeof *owner);
+    if (!z->units || !z->order || !z->unit_of || !z->poff || !z->counted || !owner) {
+        free(owner);
+        return pt_fail(PT_ENOMEM, "out of memory for the ZeRO registry of %d parameters", np);
+    }
+    /* which pieces use the tied embedding on this rank (pp: first / last stage) */
+    int has_embed = 0, has_head = 0;
+    for (int i = 0; i < np; i++) {
+        has_embed |= m->params[i].cls == PT_P_WPE;
+        has_head |= piece_of(&m->params[i], L) == L;
+    }
+    /* buckets by sync group (as the allreduce layout), units by piece within */
+    size_t off = 0, own = 0;
+    int nord = 0;
+    for (int i = 0; i < np; i++) {
+        pt_comm *sc = m->params[i].shard.sync;
+        int known = 0;
+        for (int k = 0; k < t->nbuckets; k++) known |= t->buckets[k].comm == sc;
+        if (known) continue;
+        if (t->nbuckets == PT_TRAIN_MAX_BUCKETS) {
+            free(owner);
+            return pt_fail(PT_EINVAL, "parameters use more than %d gradient sync groups", PT_TRAIN_MAX_BUCKETS);
+        }
+        pt_train_bucket *b = &t->buckets[t->nbuckets++];
+        b->comm = sc;
+        b->off = off;
+        pt_zero_unit *u = NULL;
+        int key = 0;
+        for (int j = i; j < np; j++) {
+            pt_param *p = &m->params[j];
+            if (p->shard.sync != sc) continue;
+            owner[j] = (float)p->shard.norm_owner;
+            int kj = piece_of(p, L);
+            if (!u || kj != key) {
+                u = &z->units[z->nunits++];
+                key = kj;
+                u->comm = sc;
+                u->off = off;
+                u->p0 = nord;
+                u->lo = key == PIECE_TIED ? (has_embed ? -1 : L) : key;
+                u->hi = key == PIECE_TIED ? (has_head ? L : -1) : key;
+            }
+            u->tied = u->tied ? u->tied : tied_of(p);
+            z->order[nord++] = j;
+            z->unit_of[j] = (int)(u - z->units);
+            z->poff[j] = off + u->n;
+            u->n += (size_t)p->shard.numel;
+            u->np++;
+            /* close the unit when the next parameter of this group starts another piece */
+            int next = -1;
+            for (int q = j + 1; q < np && next < 0; q++)
+                if (m->params[q].shard.sync == sc) next = q;
+            if (next < 0 || piece_of(&m->params[next], L) != key) {
+                const size_t N = (size_t)sc->size;
+                u->npad = (u->n + N - 1) / N * N;
+                u->s = u->npad / N;
+                u->own = own;
+                own += u->s;
+                off += u->npad;
+                if (u->s > z->smax) z->smax = u->s;
+            }
+        }
+        b->n = off - b->off;
+        /* the norm owner of each shard is one rank of its sync group: the
+         * group's max says whether the shard counts at all (pp's second
+         * copy of the tied embedding does not) */
+        int rc = pt_allreduce_max(sc, owner, (size_t)np);
+        if (rc) { free(owner); return rc; }
+        for (int j = i; j < np; j++)
+            if (m->params[j].shard.sync == sc) z->counted[j] = owner[j] > 0;
+    }
+    free(owner);
+    z->npad = off;
+    z->nown = own;
+
+    /* state: stage 1 full params + full grads, stage 2 full params, stage 3
+     * own slices only; m and v always own slices */
+    const size_t nparam = z->stage == 3 ? own : off, ngrad = z->stage == 1 ? off : own;
+    t->params_memory = pt_arena_alloc(t->arena, (nparam ? nparam : 1) * sizeof(float));
+    t->grads_memory = pt_arena_alloc(t->arena, (ngrad ? ngrad : 1) * sizeof(float));
+    t->m_memory = pt_arena_alloc(t->arena, (own ? own : 1) * sizeof(float));
+    t->v_memory = pt_arena_alloc(t->arena, (own ? own : 1) * sizeof(float));
+    t->grads_n = ngrad;
+    if (!t->params_memory || !t->grads_memory || !t->m_memory || !t->v_memory)
+        return pt_fail(PT_ENOMEM, "out of memory for ZeRO-%d state (%zu + %zu + 2 x %zu floats)", z->stage, nparam,
+                       ngrad, own);
+    /* initial values: through full-size buffers (temporary where the stage
+     * keeps only slices), the model writes every parameter */
+    float *pfull = z->stage == 3 ? pt_arena_alloc(t->arena, (off ? off : 1) * sizeof(float)) : t->params_memory;
+    float *gfull = z->stage == 1 ? t->grads_memory : pt_arena_alloc(t->arena, (off ? off : 1) * sizeof(float));
+    if (!pfull || !gfull) {
+        if (pfull != t->params_memory) pt_arena_free(t->arena, pfull);
+        if (gfull != t->grads_memory) pt_arena_free(t->arena, gfull);
+        return pt_fail(PT_ENOMEM, "out of memory for ZeRO-%d initial values (%zu floats)", z->stage, off);
+    }
+    for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], pfull + z->units[k].off, gfull + z->units[k].off, 3);
+    int rc = pt_gpt_bind_params(m);
+    if (!rc && z->stage == 3)
+        for (int k = 0; k < z->nunits; k++) {
+            const pt_zero_unit *u = &z->units[k];
+            t->ops->copy(t->params_memory + u->own, pfull + own_lo(u), u->s);
+        }
+    if (pfull != t->params_memory) pt_arena_free(t->arena, pfull);
+    if (gfull != t->grads_memory) pt_arena_free(t->arena, gfull);
+    if (rc) return rc;
+    if (z->stage >= 2) {
+        z->absent = pt_arena_alloc(t->arena, 16 * sizeof(float));
+        if (!z->absent) return pt_fail(PT_ENOMEM, "out of memory for ZeRO's absent-piece marker");
+        t->ops->fill(z->absent, NAN, 16);
+        /* parameters (stage 3) and gradients exist only while the hook holds them */
+        for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], NULL, NULL, z->stage == 3 ? 3 : 2);
+        m->param_hook = zero_hook;
+        m->param_hook_arg = t;
+        rc = pt_gpt_bind_views(m);
+    }
+    return rc;
+}
+
+/* ---- gradient reduction ------------------------------------------------------ */
+
+/* Stage 2/3: the full gradient of unit u leaves the backward: sum over the
+ * tied group (if any), reduce-scatter over the unit's group, accumulate the
+ * own slice, free the full buffer. */
+static int reduce_unit(pt_train *t, pt_zero_unit *u)
+{
+    if (!u->gfull) return PT_OK;
+    if (u->tied) TRY(pt_allreduce_sum(u->tied, u->gfull, u->npad));
+    float *scratch = pt_arena_alloc(t->arena, u->s * sizeof(float));
+    if (!scratch) return pt_fail(PT_ENOMEM, "out of memory for a ZeRO reduce-scatter slice of %zu floats", u->s);
+    int rc = pt_reduce_scatter_sum(u->comm, u->gfull, scratch, u->npad);
+    if (!rc) t->ops->axpy(own_grad(t, u), 1.0f, scratch, u->s);
+    pt_arena_free(t->arena, scratch);
+    pt_arena_free(t->arena, u->gfull);
+    u->gfull = NULL;
+    set_param_ptrs(t, u, NULL, NULL, 2);
+    return rc;
+}
+
+/* Stage 3: gather unit u's parameters (first use) / free them (last). */
+static int acquire(pt_train *t, pt_zero_unit *u)
+{
+    if (u->refs++ > 0) return PT_OK;
+    u->full = pt_arena_alloc(t->arena, u->npad * sizeof(float));
+    if (!u->full) return pt_fail(PT_ENOMEM, "out of memory for ZeRO-3 gathered parameters (%zu floats)", u->npad);
+    TRY(pt_allgather(u->comm, t->params_memory + u->own, u->full, u->npad));
+    set_param_ptrs(t, u, u->full, NULL, 1);
+    return PT_OK;
+}
+
+static int release(pt_train *t, pt_zero_unit *u)
+{
+    if (u->refs <= 0)
+        return pt_fail(PT_EINVAL, "ZeRO-3: parameters of piece %d released without being gathered (hook order)", u->lo);
+    if (--u->refs > 0) return PT_OK;
+    pt_arena_free(t->arena, u->full);
+    u->full = NULL;
+    set_param_ptrs(t, u, NULL, NULL, 1);
+    return PT_OK;
+}
+
+/* The model's param_hook (lib/model/gpt.h): around each piece's forward
+ * and backward. */
+static int zero_hook(void *arg, pt_gpt *m, int piece, int phase)
+{
+    pt_train *t = arg;
+    struct pt_zero *z = t->zero;
+    const int s3 = z->stage == 3;
+    int changed = 0;
+    for (int k = 0; k < z->nunits; k++) {
+        pt_zero_unit *u = &z->units[k];
+        switch (phase) {
+        case PT_HOOK_FWD_PRE:
+            if (s3 && u->lo == piece) {
+                TRY(acquire(t, u));
+                changed = 1;
+            }
+            break;
+        case PT_HOOK_FWD_POST:
+            if (s3 && u->hi == piece) {
+                TRY(release(t, u));
+                changed = 1;
+            }
+            break;
+        case PT_HOOK_BWD_PRE:
+            if (u->hi != piece) break;
+            if (s3) TRY(acquire(t, u));
+            if (!u->gfull) {
+                u->gfull = pt_arena_alloc(t->arena, u->npad * sizeof(float)); /* zeroed */
+                if (!u->gfull)
+                    return pt_fail(PT_ENOMEM, "out of memory for a ZeRO gradient of %zu floats (piece %d)", u->npad, piece);
+                set_param_ptrs(t, u, NULL, u->gfull, 2);
+            }
+            changed = 1;
+            break;
+        case PT_HOOK_BWD_POST:
+            if (u->lo != piece) break;
+            if (!u->gfull)
+                return pt_fail(PT_EINVAL, "ZeRO-%d: backward of piece %d ended without PT_HOOK_BWD_PRE (each piece's "
+                               "backward must be bracketed by BWD_PRE and BWD_POST)", z->stage, piece);
+            if (!u->tied) TRY(reduce_unit(t, u)); /* tied: in pt_train_sync */
+            if (s3) TRY(release(t, u));
+            changed = 1;
+            break;
+        default:
+            return pt_fail(PT_EINVAL, "ZeRO hook: unknown phase %d (valid: 0..3)", phase);
+        }
+    }
+    return changed ? pt_gpt_bind_views(m) : PT_OK;
+}
+
+void pt_zero_zero_inflight(pt_train *t)
+{
+    struct pt_zero *z = t->zero;
+    for (int k = 0; k < z->nunits; k++)
+        if (z->units[k].gfull) t->ops->zero(z->units[k].gfull, z->units[k].npad);
+}
+
+static int zero_sync(pt_train *t)
+{
+    struct pt_zero *z = t->zero;
+    if (z->stage >= 2) {
+        /* what the hook left: tied units (and any unit whose backward ran
+         * without the hook's BWD_POST) */
+        for (int k = 0; k < z->nunits; k++) TRY(reduce_unit(t, &z->units[k]));
+        return PT_OK;
+    }
+    float *scratch = pt_arena_alloc(t->arena, (z->smax ? z->smax : 1) * sizeof(float));
+    if (!scratch) return pt_fail(PT_ENOMEM, "out of memory for a ZeRO reduce-scatter slice of %zu floats", z->smax);
+    int rc = PT_OK;
+    for (int k = 0; k < z->nunits && !rc; k++) {
+        pt_zero_unit *u = &z->units[k];
+        float *g = t->grads_memory + u->off;
+        if (u->tied) rc = pt_allreduce_sum(u->tied, g, u->npad);
+        if (!rc) rc = pt_reduce_scatter_sum(u->comm, g, scratch, u->npad);
+        if (!rc) t->ops->copy(own_grad(t, u), scratch, u->s);
+    }
+    pt_arena_free(t->arena, scratch);
+    return rc;
+}
+
+/* ---- norm, clip, AdamW on the own slices, allgather -------------------------- */
+
+int pt_zero_grad_norm(pt_train *t, double *norm)
+{
+    struct pt_zero *z = t->zero;
+    const pt_gpt *m = t->model;
+    double s = 0;
+    for (int i = 0; i < m->nparams; i++) {
+        int64_t a, b;
+        if (!z->counted[i] || own_range(z, t, i, &a, &b) == 0) continue;
+        const pt_zero_unit *u = &z->units[z->unit_of[i]];
+        s += t->ops->sumsq(own_grad(t, u) + (z->poff[i] + (size_t)a - own_lo(u)), (size_t)(b - a));
+    }
+    TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
+    *norm = sqrt(s);
+    return PT_OK;
+}
+
+static int zero_update(pt_train *t, float lr, double *norm_out)
+{
+    struct pt_zero *z = t->zero;
+    const pt_gpt *m = t->model;
+    double norm;
+    TRY(pt_zero_grad_norm(t, &norm));
+    if (norm_out) *norm_out = norm;
+    if (!isfinite(norm))
+        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
+    if (t->opt.grad_clip > 0 && norm > t->opt.grad_clip)
+        for (int k = 0; k < z->nunits; k++)
+            t->ops->scale(own_grad(t, &z->units[k]), (float)(t->opt.grad_clip / norm), z->units[k].s);
+    t->step++;
+    for (int i = 0; i < m->nparams; i++) {
+        int64_t a, b;
+        if (own_range(z, t, i, &a, &b) == 0) continue;
+        const pt_zero_unit *u = &z->units[z->unit_of[i]];
+        const size_t x = z->poff[i] + (size_t)a - own_lo(u); /* index in the own slice */
+        pt_adamw_update(t->ops, own_param(t, u) + x, own_grad(t, u) + x, t->m_memory + u->own + x,
+                        t->v_memory + u->own + x, (size_t)(b - a), lr, m->params[i].decay ? t->opt.weight_decay : 0.0f,
+                        &t->opt, t->step);
+    }
+    if (z->stage == 3) return PT_OK; /* gathered piece by piece at the next forward */
+    float *scratch = pt_arena_alloc(t->arena, (z->smax ? z->smax : 1) * sizeof(float));
+    if (!scratch) return pt_fail(PT_ENOMEM, "out of memory for a ZeRO allgather slice of %zu floats", z->smax);
+    int rc = PT_OK;
+    for (int k = 0; k < z->nunits && !rc; k++) {
+        const pt_zero_unit *u = &z->units[k];
+        t->ops->copy(scratch, own_param(t, u), u->s);
+        rc = pt_allgather(u->comm, scratch, t->params_memory + u->off, u->npad);
+    }
+    pt_arena_free(t->arena, scratch);
+    return rc;
+}
+
+int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad)
+{
+    struct pt_zero *z = t->zero;
+    int64_t a, b;
+    own_range(z, t, i, &a, &b);
+    const pt_zero_unit *u = &z->units[z->unit_of[i]];
+    const size_t x = z->poff[i] + (size_t)a - own_lo(u);
+    *lo = a;
+    *hi = b;
+    *data = own_param((pt_train *)t, u) + x;
+    *grad = own_grad((pt_train *)t, u) + x;
+    return PT_OK;
+}
+
+static const pt_train_strategy zero_strategies[3] = {
+    {.name = "zero1", .sync = zero_sync, .update = zero_update, .attach = zero_attach, .detach = zero_detach, .zero_stage = 1},
+    {.name = "zero2", .sync = zero_sync, .update = zero_update, .attach = zero_attach, .detach = zero_detach, .zero_stage = 2},
+    {.name = "zero3", .sync = zero_sync, .update = zero_update, .attach = zero_attach, .detach = zero_detach, .zero_stage = 3},
+};
+
+const pt_train_strategy *pt_train_strategy_zero(int stage)
+{
+    if (stage == 0) return &pt_train_allreduce;
+    if (stage < 0 || stage > 3) {
+        pt_fail(PT_EINVAL, "ZeRO stage %d is not valid (valid: 0, 1, 2, 3)", stage);
+        return NULL;
+    }
+    return &zero_strategies[stage - 1];
+}
+
+double pt_zero_state_bytes(int stage, double psi, int N)
+{
+    if (N < 1) return 0;
+    switch (stage) {
+    case 0: return 16 * psi;
+    case 1: return 8 * psi + 8 * psi / N;
+    case 2: return 4 * psi + 12 * psi / N;
+    case 3: return 16 * psi / N;
+    default: return 0;
+    }
+}
+
+double pt_zero_comm_bytes(int stage, double n, int N)
+{
+    if (N < 1 || stage < 0 || stage > 3) return 0;
+    return (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * n;
+}

@@ -1,0 +1,21 @@
+#!/bin/sh
+# ZeRO stages 1-3 reproduce the single-process run and ZeRO-0 (loss,
+# own gradient slices, norm, parameters after 3 AdamW steps), move the
+# formula's bytes (1/2: the allreduce's, 3: 1.5x) and need the paper's
+# memory per stage.  See test_zero.c.
+. "$top_srcdir/tests/lib.sh"
+bin="$top_builddir/tests/mpi/test_zero"
+[ -x "$bin" ] || skip_all "test_zero not built"
+command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+stages=${PTRAIN_ZERO_STAGES:-"1 2 3"}
+for st in $stages; do
+    # stage dp tp (np = dp*tp): dp=2, dp=4, zero x 1d tp=2 dp=2
+    for cfg in "2 1" "4 1" "2 2"; do
+        set -- $cfg
+        mpi_tap "zero$st dp=$1 tp=$2" $(($1 * $2)) "$bin" equiv "$st" "$1" "$2" 3
+    done
+done
+for dp in 2 4; do
+    mpi_tap "memory dp=$dp" "$dp" "$bin" memory "$dp"
+done
+done_testing
