@@ -1,10 +1,12 @@
 /* Pipeline parallelism reproduces the single-process run.
  *
- * usage: test_pipeline SCHEDULE PP M V DP TP MODE SPLIT [STEPS [RECOMPUTE]]
+ * usage: test_pipeline SCHEDULE PP M V DP TP MODE SPLIT [STEPS [RECOMPUTE [ZERO]]]
  *          (under mpirun -np DP*PP*TP; SCHEDULE gpipe, 1f1b or interleaved;
  *           SPLIT "-" for the even split or blocks per virtual stage "3,1";
  *           RECOMPUTE none, block or attention: the pipeline model only,
- *           the reference stores everything)
+ *           the reference stores everything; ZERO 0..3 the pipeline's
+ *           strategy, gradients and parameters compared on the elements
+ *           each rank updates, pt_train_owned)
  *        test_pipeline memory   (mpirun -np 2)
  *
  * Equivalence: every rank also builds the reference model (dp = pp = tp =
@@ -49,9 +51,10 @@ static int parse_sched(const char *s)
 
 /* max over local parameters of max|local - slice(ref[index])| / max|slice|
  * (grads) or the absolute difference (params) */
-static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, int relative, const pt_pctx *c, char *worst,
+static double compare(const pt_train *t, const pt_gpt *ref, int grads, int relative, const pt_pctx *c, char *worst,
                       size_t wn)
 {
+    const pt_gpt *m = t->model;
     double worst_err = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[p->index];
@@ -59,10 +62,14 @@ static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, int relativ
         float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
         memcpy(full, grads ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
         m->layout->param_slice(m->ops, c, p->cls, full, slice, p->rows, p->cols);
-        const float *a = grads ? p->grad : p->data;
+        /* the elements this rank updates (the whole shard without ZeRO) */
+        int64_t lo = 0, hi = 0;
+        const float *d = NULL, *g = NULL;
+        pt_train_owned(t, i, &lo, &hi, &d, &g);
+        const float *a = grads ? g : d;
         double diff = 0, mag = 0;
-        for (int64_t j = 0; j < p->shard.numel; j++) {
-            diff = fmax(diff, fabs((double)a[j] - slice[j]));
+        for (int64_t j = lo; j < hi; j++) {
+            diff = fmax(diff, fabs((double)a[j - lo] - slice[j]));
             mag = fmax(mag, fabs(slice[j]));
         }
         double err = relative ? (diff == 0 ? 0 : diff / (mag + 1e-12)) : diff;
@@ -106,7 +113,7 @@ static int rig_build(rig *g, const pt_plan *plan, const pt_gpt_config *cfg, int 
     int rc = pt_pctx_init(&g->ctx, MPI_COMM_WORLD, plan, -1);
     if (!rc) rc = pt_pipeline_plan(plan, cfg, Bdp, g->ctx.pp_rank, &g->pc);
     if (!rc) rc = pt_gpt_create_stage(&g->m, cfg, &g->ctx, be, &g->arena, g->pc.micro, cfg->seq_len, seed, &g->pc.stage);
-    if (!rc) rc = pt_train_create(&g->t, &g->m, &opt, NULL);
+    if (!rc) rc = pt_train_create(&g->t, &g->m, &opt, pt_train_strategy_zero(plan->zero));
     if (!rc) rc = pt_pipeline_create(&g->pipe, &g->t, plan->schedule);
     return rc;
 }
@@ -205,6 +212,7 @@ int main(int argc, char **argv)
     }
     const int steps = argc > 9 ? atoi(argv[9]) : 3;
     const char *rcname = argc > 10 ? argv[10] : "none";
+    plan.zero = argc > 11 ? atoi(argv[11]) : 0;
     plan.ckpt_act = !strcmp(rcname, "block") ? PT_RECOMPUTE_BLOCK : !strcmp(rcname, "attention") ? PT_RECOMPUTE_ATTENTION
                                                                                                   : PT_RECOMPUTE_NONE;
     const int pp = plan.pp, M = plan.microbatches, V = plan.virtual_stages, dp = plan.dp;
@@ -217,8 +225,8 @@ int main(int argc, char **argv)
     pt_gpt_config cfg = {.n_layer = L, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 97};
     const int micro = 2, Bdp = M * micro, B = Bdp * dp, T = cfg.seq_len;
     char summary[160];
-    snprintf(summary, sizeof summary, "%s pp=%d m=%d v=%d dp=%d tp=%d %s split=%s L=%d recompute=%s", argv[1], pp, M, V,
-             dp, plan.tp, argv[7], argv[8], L, rcname);
+    snprintf(summary, sizeof summary, "%s pp=%d m=%d v=%d dp=%d tp=%d %s split=%s L=%d recompute=%s zero=%d", argv[1], pp,
+             M, V, dp, plan.tp, argv[7], argv[8], L, rcname, plan.zero);
     if (tap_rank0) printf("# %s steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, steps, seed);
 
     rig g;
@@ -240,7 +248,7 @@ int main(int argc, char **argv)
     if (tap_rank0) printf("# pp rank 0: chunks %d, blocks [%d,%d), slots %d\n", g.pc.stage.nchunks, g.pc.stage.l0[0], g.pc.stage.l1[0], g.pc.stage.nslots);
 
     char worst[32] = "";
-    double e = max_world_named(compare(&g.m, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
+    double e = max_world_named(compare(&g.t, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
     report(e == 0, "initial parameters of every stage are the reference's (max abs diff %.2e)", e);
     int32_t *tok = malloc(sizeof(int32_t) * (size_t)(B * T + 1));
     pt_rng r;
@@ -261,7 +269,7 @@ int main(int argc, char **argv)
         if (rc) { report(0, "step %d: %s", s + 1, pt_errmsg()); break; }
         double le = fabs((double)loss - rloss) / fabs(rloss);
         report(le < 2e-6, "step %d: loss %.6f equals reference %.6f (rel err %.2e)", s + 1, loss, rloss, le);
-        e = max_world_named(compare(&g.m, &ref, 1, 1, &g.ctx, worst, sizeof worst), worst, sizeof worst);
+        e = max_world_named(compare(&g.t, &ref, 1, 1, &g.ctx, worst, sizeof worst), worst, sizeof worst);
         report(e < 1e-4, "step %d: every gradient of every stage equals the reference's (max rel err %.2e < 1e-4, worst %s)",
                s + 1, e, worst);
         if (s == 0) {
@@ -278,7 +286,7 @@ int main(int argc, char **argv)
         if (rc) { report(0, "optimizer step %d: %s", s + 1, pt_errmsg()); break; }
         report(fabs(n1 - n2) / n2 < 1e-5, "step %d: global gradient norm %.6f equals reference %.6f", s + 1, n1, n2);
     }
-    e = max_world_named(compare(&g.m, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
+    e = max_world_named(compare(&g.t, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
     report(rc == PT_OK && e <= 1e-6,
            "after %d AdamW steps every parameter of every stage equals the reference's (max abs diff %.2e <= 1e-6, worst %s)",
            steps, e, worst);
@@ -288,7 +296,7 @@ int main(int argc, char **argv)
         float l1 = 0, l2 = 0;
         rc = pt_pipeline_step(&g.pipe, tok + g.ctx.dp_rank * Bdp * T, tok + 1 + g.ctx.dp_rank * Bdp * T, 1e-3f, &l1, NULL);
         if (!rc) rc = pt_train_step(&tref, tok, tok + 1, 1e-3f, &l2, NULL);
-        e = max_world_named(compare(&g.m, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
+        e = max_world_named(compare(&g.t, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
         report(rc == PT_OK && fabs((double)l1 - l2) / l2 < 2e-6 && e <= 1e-6,
                "pt_pipeline_step == pt_train_step: loss %.6f vs %.6f, parameters max abs diff %.2e%s%s", l1, l2, e,
                rc ? ": " : "", rc ? pt_errmsg() : "");

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B; even and uneven
-# splits; composed with dp and with 1D/2D tp) reproduces the single-process
+# splits; composed with dp, 1D/2D tp, recompute and ZeRO 1-3) reproduces the single-process
 # run (loss, every gradient, every parameter after 3 AdamW steps) and moves
 # 2 (S-1) m boundary tensors per step; 1F1B's activation peak is bounded
 # by pp microbatches while GPipe's grows with m.  See test_pipeline.c.
@@ -19,10 +19,13 @@ for cfg in "1f1b 1 4 1 1 1 1d -" \
     set -- $cfg
     mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 split=$8" $(($2 * $5 * $6)) "$bin" "$@" 3
 done
-# activation recompute inside a pipeline (slots keep block outputs / all but att)
-for cfg in "interleaved 2 4 2 1 1 1d - block" "1f1b 2 4 1 1 2 1d - attention"; do
+# activation recompute and ZeRO inside a pipeline (slots keep block outputs /
+# all but att; ZeRO's strategy syncs and updates once after the last microbatch)
+for cfg in "interleaved 2 4 2 1 1 1d - block 0" "1f1b 2 4 1 1 2 1d - attention 0" \
+           "1f1b 2 4 1 2 1 1d - none 1" "gpipe 2 4 1 2 1 1d - none 2" "1f1b 2 4 1 2 1 1d - none 3" \
+           "interleaved 2 4 2 2 1 1d - block 3"; do
     set -- $cfg
-    mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 recompute=$9" $(($2 * $5 * $6)) "$bin" "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" 3 "$9"
+    mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 recompute=$9 zero=${10}" $(($2 * $5 * $6)) "$bin" "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" 3 "$9" "${10}"
 done
 mpi_tap "memory pp=2" 2 "$bin" memory
 done_testing
