@@ -893,8 +893,12 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
         }
     } else {
         tp = 0;
-        for (int t = 1; t <= fit && t <= max_tp; t++)
-            if (fit % t == 0 && tp_has_shape(mode, depth, t)) tp = t;
+        /* With a ZeRO stage asked for, the largest tp that leaves at
+         * least 2 data-parallel ranks to shard over, when one exists. */
+        int need_dp = req->zero > 0 ? 2 : 1;
+        for (int pass = 0; pass < 2 && !tp; pass++, need_dp = 1)
+            for (int t = 1; t <= fit && t <= max_tp; t++)
+                if (fit % t == 0 && tp_has_shape(mode, depth, t) && stage / t >= need_dp) tp = t;
         if (!tp) { /* only a pinned 2.5d depth can leave nothing */
             list_divisors(fit, max_tp, valid, sizeof valid);
             return pt_errprintf(err, "--ptrain-tp-depth=%d does not fit: tp = %d*q*q must "

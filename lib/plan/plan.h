@@ -164,7 +164,8 @@ typedef struct pt_plan_limits {
  * every node's task count.  tp is the pinned one, else the largest size
  * of the mode's shape (1d any, 2d q*q, 2.5d tp_depth*q*q, 3d l*l*l; see
  * pt_plan_tp_dims) that divides every node's task count and the task
- * count / pp, and is <= lim->max_tp.  A 2.5d depth left to choose is the one giving a true 2.5-D
+ * count / pp, and is <= lim->max_tp; with req->zero > 0, the largest
+ * such size that leaves dp >= 2 (ZeRO shards over dp), if one does.  A 2.5d depth left to choose is the one giving a true 2.5-D
  * grid (depth >= 2, q >= 2) if tp has one, else the largest q.  sp > 1
  * composes with data parallelism only: tp = 1 (Li et al. 2021, "Sequence
  * Parallelism", sec. 3: ring self-attention over the sp group).  auto

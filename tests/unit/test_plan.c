@@ -1183,9 +1183,18 @@ static void test_auto_pp(void)
                strstr(err.text, "--ptrain-zero=2 exceeds the administrator's max_zero=1"),
            "zero above max_zero refused: %s", err.text);
     req.zero = 1;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 2 && out.dp == 2 && out.zero == 1,
+           "zero=1 pp=2 on 8 tasks: auto picks tp=2 (not 4) to leave dp=2 to shard over");
+    req.pp = 4;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 1 && out.dp == 2,
+           "zero=1 pp=4 on 8 tasks: tp=1, dp=2");
+    req.pp = 8;
+    lim.max_pp = 8;
     tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
                strstr(err.text, "zero=1 with dp=1 sp=1") && strstr(err.text, "nothing to shard"),
-           "zero=1 where auto leaves dp=1 refused: %s", err.text);
+           "zero=1 with pp=8 on 8 tasks (dp=1 whatever tp) refused: %s", err.text);
+    lim.max_pp = 4;
+    req.pp = 2;
     req.tp = 2;
     tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.dp == 2 && out.zero == 1,
            "pp=2 tp=2 zero=1 on 8 tasks -> dp=2");
