@@ -229,6 +229,18 @@ static void test_conf(void)
                c.allowed_schedules == ((1u << PT_SCHED_GPIPE) | (1u << PT_SCHED_INTERLEAVED)) &&
                c.default_recompute == PT_RECOMPUTE_BLOCK,
            "pipeline settings are read (max_pp=%d default_zero=%d): %s", max_pp, dz, err.text);
+    const char *top = getenv("top_srcdir");
+    if (top) {
+        char ex[1024];
+        snprintf(ex, sizeof ex, "%s/share/ptrain.conf.example", top);
+        pt_spank_conf_default(&c);
+        err.text[0] = '\0';
+        tap_ok(pt_spank_conf_load(ex, &c, &err) == 0 && c.max_tp == 8 && c.max_pp == 64 &&
+                   c.default_schedule == PT_SCHED_1F1B,
+               "share/ptrain.conf.example loads: %s", err.text);
+    } else {
+        tap_diag("top_srcdir not set: share/ptrain.conf.example not checked");
+    }
     pt_spank_conf_default(&c);
     tap_ok(pt_spank_conf_load("/nonexistent/ptrain.conf", &c, &err) == -1 &&
                strstr(err.text, "/nonexistent/ptrain.conf"),
