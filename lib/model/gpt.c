@@ -100,14 +100,6 @@ static pt_param *add_param(plist *l, const char *name, int64_t rows, int64_t col
     return p;
 }
 
-static float *falloc(pt_gpt *m, size_t n, int *rc)
-{
-    if (*rc) return NULL;
-    float *p = pt_arena_alloc(m->arena, n * sizeof(float));
-    if (!p) *rc = PT_ENOMEM;
-    return p;
-}
-
 /* What every plan needs of a model, batch and length: a valid config,
  * 1 <= T <= seq_len, B >= 1, T split evenly over sp; *lo gets the plan's
  * layout. */
@@ -142,13 +134,108 @@ int pt_gpt_check_plan(const pt_gpt_config *cfg, const pt_plan *p, int B, int T)
     return lo->geometry(&c, B, T / p->sp, cfg->n_embd, cfg->n_head, cfg->vocab, &g);
 }
 
+/* Register an arena block of the model's activations (freed by pt_gpt_free). */
+static void *track(pt_gpt *m, size_t bytes, int *rc)
+{
+    if (*rc) return NULL;
+    if (m->nallocs == m->cap_allocs) {
+        int cap = m->cap_allocs ? 2 * m->cap_allocs : 64;
+        void **nv = realloc(m->allocs, sizeof(void *) * (size_t)cap);
+        if (!nv) { *rc = PT_ENOMEM; return NULL; }
+        m->allocs = nv;
+        m->cap_allocs = cap;
+    }
+    void *p = pt_arena_alloc(m->arena, bytes);
+    if (!p) { *rc = PT_ENOMEM; return NULL; }
+    m->allocs[m->nallocs++] = p;
+    return p;
+}
+
+static float *falloc(pt_gpt *m, size_t n, int *rc) { return track(m, n * sizeof(float), rc); }
+
+/* Does the stage run block l? */
+static int stage_has_block(const pt_gpt_stage *st, int l)
+{
+    for (int c = 0; c < st->nchunks; c++)
+        if (l >= st->l0[c] && l < st->l1[c]) return 1;
+    return 0;
+}
+
+/* Whole-model parameter index: 0 wte, 1 wpe, 2 + 12 l + j for block l, 2 + 12 L + {0, 1} lnf. */
+#define PIDX_BLOCK(l, j) (2 + 12 * (l) + (j))
+
+static int check_stage(const pt_gpt_stage *st, int L)
+{
+    if (st->nchunks < 1 || st->nchunks > PT_GPT_MAX_CHUNKS)
+        return pt_fail(PT_EINVAL, "stage with %d model chunks (valid: 1..%d)", st->nchunks, PT_GPT_MAX_CHUNKS);
+    for (int c = 0; c < st->nchunks; c++)
+        if (st->l0[c] < 0 || st->l1[c] < st->l0[c] || st->l1[c] > L)
+            return pt_fail(PT_EINVAL, "stage chunk %d: block range [%d, %d) is not inside [0, %d)", c, st->l0[c],
+                           st->l1[c], L);
+    if (st->nslots < 1 || st->microbatches < 1)
+        return pt_fail(PT_EINVAL, "stage with %d activation slots and %d microbatches (valid: >= 1 each)",
+                       st->nslots, st->microbatches);
+    return PT_OK;
+}
+
 int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
                   pt_arena *arena, int B, int T, uint64_t seed)
+{
+    pt_gpt_stage st = {.nchunks = 1, .l0 = {0}, .l1 = {cfg->n_layer}, .first = 1, .last = 1, .nslots = 1,
+                       .microbatches = 1};
+    return pt_gpt_create_stage(m, cfg, ctx, be, arena, B, T, seed, &st);
+}
+
+size_t pt_gpt_block_act_floats(const pt_gpt *m, int rc)
+{
+    const pt_geom *g = &m->g;
+    const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
+    const size_t att = (size_t)g->Bl * g->NHl * m->Tl * m->T;
+    if (rc == PT_RECOMPUTE_BLOCK) return N * Cr; /* the block output (next block's input) */
+    /* ln1, ln2, res2, res3 [N, Cr]; 4 row statistics [N]; qkv [N, 3Cl]; atty [N, Cl]; fch, gelu [N, Fl] */
+    const size_t all = 4 * N * Cr + 4 * N + 4 * N * Cl + 2 * N * Fl;
+    return rc == PT_RECOMPUTE_ATTENTION ? all : all + att;
+}
+
+/* Activations of block l in slot layer ly: own buffers, or the shared
+ * scratch set sc for what recompute re-creates in the backward. */
+static void alloc_block(pt_gpt *m, pt_gpt_layer *ly, const pt_gpt_layer *sc, int mode, int *rc)
+{
+    const pt_geom *g = &m->g;
+    const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
+    const size_t natt = (size_t)g->Bl * g->NHl * m->Tl * m->T;
+    ly->res3 = falloc(m, N * Cr, rc);
+    if (mode == PT_RECOMPUTE_BLOCK) {
+        ly->ln1 = sc->ln1; ly->ln1_mean = sc->ln1_mean; ly->ln1_rstd = sc->ln1_rstd; ly->qkv_out = sc->qkv_out;
+        ly->att = sc->att; ly->atty = sc->atty; ly->res2 = sc->res2; ly->ln2 = sc->ln2; ly->ln2_mean = sc->ln2_mean;
+        ly->ln2_rstd = sc->ln2_rstd; ly->fch = sc->fch; ly->fch_gelu = sc->fch_gelu;
+        return;
+    }
+    ly->ln1 = falloc(m, N * Cr, rc);
+    ly->ln1_mean = falloc(m, N, rc);
+    ly->ln1_rstd = falloc(m, N, rc);
+    ly->qkv_out = falloc(m, N * 3 * Cl, rc);
+    ly->att = mode == PT_RECOMPUTE_ATTENTION ? sc->att : falloc(m, natt, rc);
+    ly->atty = falloc(m, N * Cl, rc);
+    ly->res2 = falloc(m, N * Cr, rc);
+    ly->ln2 = falloc(m, N * Cr, rc);
+    ly->ln2_mean = falloc(m, N, rc);
+    ly->ln2_rstd = falloc(m, N, rc);
+    ly->fch = falloc(m, N * Fl, rc);
+    ly->fch_gelu = falloc(m, N * Fl, rc);
+}
+
+int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
+                        pt_arena *arena, int B, int T, uint64_t seed, const pt_gpt_stage *st)
 {
     memset(m, 0, sizeof *m);
     const pt_layout *lo;
     int rc = check_common(cfg, &ctx->plan, B, T, &lo);
     if (rc) return rc;
+    if ((rc = check_stage(st, cfg->n_layer))) return rc;
+    const int mode = ctx->plan.ckpt_act;
+    if (mode < PT_RECOMPUTE_NONE || mode > PT_RECOMPUTE_ATTENTION)
+        return pt_fail(PT_EINVAL, "recompute mode %d (valid: 0 none, 1 block, 2 attention)", mode);
     rc = lo->geometry(ctx, B, T / ctx->plan.sp, cfg->n_embd, cfg->n_head, cfg->vocab, &m->g);
     if (rc) return rc;
     const pt_device bdev = be->mem ? be->mem->device : PT_DEV_CPU;
@@ -165,12 +252,14 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     m->T = T;
     m->Tl = T / ctx->plan.sp;
     m->t0 = ctx->sp_rank * m->Tl;
+    m->stage = *st;
     const int C = cfg->n_embd, L = cfg->n_layer;
     m->C = C;
     m->HS = C / cfg->n_head;
     const pt_geom *g = &m->g;
 
-    /* parameter list; the order fixes each parameter's RNG stream */
+    /* parameter list of the whole model; the order fixes each parameter's
+     * RNG stream (its index), then only the stage's are kept */
     const float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)L);
     plist pl = {0};
     char nm[24];
@@ -195,58 +284,74 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
 #undef P
     }
     add_param(&pl, "lnf.w", C, 1, PT_P_NORM, 0, 0, 1);
-    if (!add_param(&pl, "lnf.b", C, 1, PT_P_NORM, 0, 0, 0)) {
+    const int nall = 2 + 12 * L + 2;
+    m->pidx = malloc(sizeof(int) * (size_t)nall);
+    if (!add_param(&pl, "lnf.b", C, 1, PT_P_NORM, 0, 0, 0) || !m->pidx) {
         free(pl.v);
+        free(m->pidx);
+        m->pidx = NULL;
         return pt_fail(PT_ENOMEM, "out of memory building the parameter list");
     }
-    m->params = pl.v;
-    m->nparams = pl.n;
+    const int tied = ctx->plan.pp > 1 && st->first != st->last;
+    int n = 0;
     size_t total = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        p = &m->params[i];
+    for (int i = 0; i < nall; i++) {
+        const int keep = i == 0 ? (st->first || st->last)
+                       : i == 1 ? st->first
+                       : i < PIDX_BLOCK(L, 0) ? stage_has_block(st, (i - 2) / 12)
+                       : st->last;
+        m->pidx[i] = keep ? n : -1;
+        if (!keep) continue;
+        p = &pl.v[n];
+        *p = pl.v[i];
+        p->index = i;
         lo->param(ctx, p->cls, p->rows, p->cols, &p->shard);
+        if (i == 0 && tied) {
+            p->tied = &ctx->embed;
+            if (!st->first) p->shard.norm_owner = 0; /* counted once, on the first stage */
+        }
         total += (size_t)p->shard.numel;
+        n++;
     }
+    m->params = pl.v;
+    m->nparams = n;
     m->nfloats = total;
     m->seed = seed;
 
-    /* activations: per block, then the embedding/head side and the
-     * backward scratch (parameters and gradients live in the registry that
-     * binds them, lib/train) */
-    m->layers = calloc((size_t)L, sizeof *m->layers);
-    if (!m->layers) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory"); }
+    /* activations: per slot, the stage's blocks (all saved, or what the
+     * recompute mode keeps) and the embedding output; one shared scratch
+     * set for recompute; the head side and the backward scratch once
+     * (parameters and gradients live in the registry, lib/train) */
+    m->nslots = st->nslots;
+    m->slots = calloc((size_t)m->nslots, sizeof *m->slots);
+    if (!m->slots) { pt_gpt_free(m); return pt_fail(PT_ENOMEM, "out of memory"); }
     const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
-    for (int l = 0; l < L; l++) {
-        pt_gpt_layer *ly = &m->layers[l];
-        ly->ln1 = falloc(m, N * Cr, &rc);
-        ly->ln1_mean = falloc(m, N, &rc);
-        ly->ln1_rstd = falloc(m, N, &rc);
-        ly->qkv_out = falloc(m, N * 3 * Cl, &rc);
-        ly->att = falloc(m, (size_t)g->Bl * g->NHl * m->Tl * T, &rc);
-        ly->atty = falloc(m, N * Cl, &rc);
-        ly->res2 = falloc(m, N * Cr, &rc);
-        ly->ln2 = falloc(m, N * Cr, &rc);
-        ly->ln2_mean = falloc(m, N, &rc);
-        ly->ln2_rstd = falloc(m, N, &rc);
-        ly->fch = falloc(m, N * Fl, &rc);
-        ly->fch_gelu = falloc(m, N * Fl, &rc);
-        ly->res3 = falloc(m, N * Cr, &rc);
-    }
+    pt_gpt_layer sc = {0}; /* recompute's shared scratch */
+    if (mode == PT_RECOMPUTE_BLOCK)
+        alloc_block(m, &sc, NULL, PT_RECOMPUTE_NONE, &rc);
+    else if (mode == PT_RECOMPUTE_ATTENTION)
+        sc.att = falloc(m, (size_t)g->Bl * g->NHl * m->Tl * T, &rc);
     const size_t Nall = (size_t)B * m->Tl;
-    if (!rc) {
-        m->tok = pt_arena_alloc(arena, Nall * sizeof(int32_t));
-        m->tgt = pt_arena_alloc(arena, Nall * sizeof(int32_t));
-        if (!m->tok || !m->tgt) rc = PT_ENOMEM;
+    for (int k = 0; !rc && k < m->nslots; k++) {
+        pt_gpt_slot *s = &m->slots[k];
+        s->layers = calloc((size_t)L, sizeof *s->layers);
+        if (!s->layers) { rc = PT_ENOMEM; break; }
+        for (int l = 0; l < L; l++)
+            if (stage_has_block(st, l)) alloc_block(m, &s->layers[l], &sc, mode, &rc);
+        s->tok = track(m, Nall * sizeof(int32_t), &rc);
+        s->tgt = track(m, Nall * sizeof(int32_t), &rc);
+        if (st->first) s->enc = falloc(m, N * Cr, &rc);
     }
     const size_t Cmax = Cr > Cl ? Cr : Cl;
-    m->enc = falloc(m, N * Cr, &rc);
-    m->lnf = falloc(m, N * Cr, &rc);
-    m->lnf_mean = falloc(m, N, &rc);
-    m->lnf_rstd = falloc(m, N, &rc);
-    m->logits = falloc(m, N * (size_t)g->Vl, &rc);
-    m->losses = falloc(m, N, &rc);
-    m->stats = falloc(m, 3 * N, &rc);
-    m->dloss = falloc(m, N, &rc);
+    if (st->last) {
+        m->lnf = falloc(m, N * Cr, &rc);
+        m->lnf_mean = falloc(m, N, &rc);
+        m->lnf_rstd = falloc(m, N, &rc);
+        m->logits = falloc(m, N * (size_t)g->Vl, &rc);
+        m->losses = falloc(m, N, &rc);
+        m->stats = falloc(m, 3 * N, &rc);
+        m->dloss = falloc(m, N, &rc);
+    }
     m->dres = falloc(m, N * Cr, &rc);
     m->dtmp = falloc(m, N * Cmax, &rc);
     m->dqkv = falloc(m, N * 3 * Cl, &rc);
@@ -257,41 +362,65 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
         pt_gpt_free(m);
         return pt_fail(PT_ENOMEM, "out of memory allocating activations for B=%d T=%d (%s)", B, T, pt_errmsg());
     }
+    return pt_gpt_use_slot(m, 0);
+}
+
+int pt_gpt_use_slot(pt_gpt *m, int k)
+{
+    if (k < 0 || k >= m->nslots)
+        return pt_fail(PT_EINVAL, "activation slot %d outside 0..%d", k, m->nslots - 1);
+    if (m->layers) m->slots[m->slot].head_in = m->head_in;
+    pt_gpt_slot *s = &m->slots[k];
+    m->slot = k;
+    m->layers = s->layers;
+    m->tok = s->tok;
+    m->tgt = s->tgt;
+    m->enc = s->enc;
+    m->head_in = s->head_in;
     return PT_OK;
 }
 
-int pt_gpt_bind_params(pt_gpt *m)
+int pt_gpt_bind_views(pt_gpt *m)
 {
     for (int i = 0; i < m->nparams; i++)
         if (!m->params[i].data || !m->params[i].grad)
             return pt_fail(PT_EINVAL, "parameter %s has no storage: bind every parameter's data and grad first",
                            m->params[i].name);
     const pt_geom *g = &m->g;
-    const int C = m->C;
-    int k = 0;
-    m->wte = m->params[k].data; m->dwte = m->params[k++].grad;
-    m->wpe = m->params[k].data; m->dwpe = m->params[k++].grad;
-#define LIN(role, in, out, inl, outl) \
-    (pt_linear){role, in, out, inl, outl, m->params[k].data, m->params[k + 1].data, m->params[k].grad, m->params[k + 1].grad}
-    for (int l = 0; l < m->cfg.n_layer; l++) {
-        pt_gpt_layer *ly = &m->layers[l];
-        ly->ln1w = m->params[k].data; ly->dln1w = m->params[k++].grad;
-        ly->ln1b = m->params[k].data; ly->dln1b = m->params[k++].grad;
-        ly->qkv = LIN(PT_LINEAR_COLUMN_QKV, C, 3 * C, g->Cr, 3 * g->Cl);
-        k += 2;
-        ly->proj = LIN(PT_LINEAR_ROW, C, C, g->Cl, g->Cr);
-        k += 2;
-        ly->ln2w = m->params[k].data; ly->dln2w = m->params[k++].grad;
-        ly->ln2b = m->params[k].data; ly->dln2b = m->params[k++].grad;
-        ly->fc = LIN(PT_LINEAR_COLUMN, C, 4 * C, g->Cr, g->Fl);
-        k += 2;
-        ly->fcproj = LIN(PT_LINEAR_ROW, 4 * C, C, g->Fl, g->Cr);
-        k += 2;
-    }
+    const int C = m->C, L = m->cfg.n_layer;
+#define DATA(i) (m->pidx[i] < 0 ? NULL : m->params[m->pidx[i]].data)
+#define GRAD(i) (m->pidx[i] < 0 ? NULL : m->params[m->pidx[i]].grad)
+    m->wte = DATA(0); m->dwte = GRAD(0);
+    m->wpe = DATA(1); m->dwpe = GRAD(1);
+    m->lnfw = DATA(PIDX_BLOCK(L, 0)); m->dlnfw = GRAD(PIDX_BLOCK(L, 0));
+    m->lnfb = DATA(PIDX_BLOCK(L, 1)); m->dlnfb = GRAD(PIDX_BLOCK(L, 1));
+#define LIN(role, j, in, out, inl, outl) \
+    (pt_linear){role, in, out, inl, outl, DATA(PIDX_BLOCK(l, j)), DATA(PIDX_BLOCK(l, j + 1)), \
+                GRAD(PIDX_BLOCK(l, j)), GRAD(PIDX_BLOCK(l, j + 1))}
+    for (int k = 0; k < m->nslots; k++)
+        for (int l = 0; l < L; l++) {
+            if (m->pidx[PIDX_BLOCK(l, 0)] < 0) continue;
+            pt_gpt_layer *ly = &m->slots[k].layers[l];
+            ly->ln1w = DATA(PIDX_BLOCK(l, 0)); ly->dln1w = GRAD(PIDX_BLOCK(l, 0));
+            ly->ln1b = DATA(PIDX_BLOCK(l, 1)); ly->dln1b = GRAD(PIDX_BLOCK(l, 1));
+            ly->qkv = LIN(PT_LINEAR_COLUMN_QKV, 2, C, 3 * C, g->Cr, 3 * g->Cl);
+            ly->proj = LIN(PT_LINEAR_ROW, 4, C, C, g->Cl, g->Cr);
+            ly->ln2w = DATA(PIDX_BLOCK(l, 6)); ly->dln2w = GRAD(PIDX_BLOCK(l, 6));
+            ly->ln2b = DATA(PIDX_BLOCK(l, 7)); ly->dln2b = GRAD(PIDX_BLOCK(l, 7));
+            ly->fc = LIN(PT_LINEAR_COLUMN, 8, C, 4 * C, g->Cr, g->Fl);
+            ly->fcproj = LIN(PT_LINEAR_ROW, 10, 4 * C, C, g->Fl, g->Cr);
+        }
 #undef LIN
-    m->lnfw = m->params[k].data; m->dlnfw = m->params[k++].grad;
-    m->lnfb = m->params[k].data; m->dlnfb = m->params[k++].grad;
+#undef DATA
+#undef GRAD
+    m->bound = 1;
+    return PT_OK;
+}
 
+int pt_gpt_bind_params(pt_gpt *m)
+{
+    int rc = pt_gpt_bind_views(m);
+    if (rc) return rc;
     /* initial values: each full tensor from its own RNG stream (host), then
      * this rank's shard copied into the parameter */
     float *full = NULL;
@@ -305,7 +434,7 @@ int pt_gpt_bind_params(pt_gpt *m)
             full_cap = need;
             if (!full) return pt_fail(PT_ENOMEM, "out of memory initialising %s (%zu bytes)", p->name, need * sizeof(float));
         }
-        pt_gpt_param_init_full(p, i, m->seed, full);
+        pt_gpt_param_init_full(p, p->index, m->seed, full);
         m->layout->param_slice(m->ops, m->ctx, p->cls, full, p->data, p->rows, p->cols);
     }
     free(full);
@@ -315,19 +444,12 @@ int pt_gpt_bind_params(pt_gpt *m)
 void pt_gpt_free(pt_gpt *m)
 {
     if (!m->arena) return;
-    pt_arena *a = m->arena;
-    if (m->layers) {
-        for (int l = 0; l < m->cfg.n_layer; l++) {
-            pt_gpt_layer *ly = &m->layers[l];
-            float *bufs[] = {ly->ln1, ly->ln1_mean, ly->ln1_rstd, ly->qkv_out, ly->att, ly->atty, ly->res2,
-                             ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->fch, ly->fch_gelu, ly->res3};
-            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pt_arena_free(a, bufs[i]);
-        }
-        free(m->layers);
-    }
-    void *bufs[] = {m->tok, m->tgt, m->enc, m->lnf, m->lnf_mean, m->lnf_rstd, m->logits, m->losses, m->stats,
-                    m->dloss, m->dres, m->dtmp, m->dqkv, m->datty, m->dfch, m->dfchg};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) pt_arena_free(a, bufs[i]);
+    for (int i = m->nallocs - 1; i >= 0; i--) pt_arena_free(m->arena, m->allocs[i]);
+    free(m->allocs);
+    if (m->slots)
+        for (int k = 0; k < m->nslots; k++) free(m->slots[k].layers);
+    free(m->slots);
+    free(m->pidx);
     free(m->params);
     memset(m, 0, sizeof *m);
 }
@@ -335,6 +457,11 @@ void pt_gpt_free(pt_gpt *m)
 /* ---- forward / backward ------------------------------------------------------ */
 
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
+
+static int hook(pt_gpt *m, int piece, int phase)
+{
+    return m->param_hook ? m->param_hook(m->param_hook_arg, m, piece, phase) : PT_OK;
+}
 
 static int attn_fwd(pt_gpt *m, pt_gpt_layer *ly)
 {
@@ -356,16 +483,24 @@ static int attn_bwd(pt_gpt *m, pt_gpt_layer *ly)
 
 static int check_bound(const pt_gpt *m)
 {
-    return m->wte ? PT_OK
-                  : pt_fail(PT_EINVAL, "model parameters are not bound: create a pt_train (lib/train) or call "
-                                       "pt_gpt_bind_params first");
+    return m->bound ? PT_OK
+                    : pt_fail(PT_EINVAL, "model parameters are not bound: create a pt_train (lib/train) or call "
+                                         "pt_gpt_bind_params first");
 }
 
 static int check_range(const pt_gpt *m, int l0, int l1, const char *what)
 {
     if (l0 < 0 || l1 < l0 || l1 > m->cfg.n_layer)
         return pt_fail(PT_EINVAL, "%s: block range [%d, %d) is not inside [0, %d)", what, l0, l1, m->cfg.n_layer);
+    for (int l = l0; l < l1; l++)
+        if (!stage_has_block(&m->stage, l))
+            return pt_fail(PT_EINVAL, "%s: block %d is not on this pipeline stage", what, l);
     return PT_OK;
+}
+
+static int check_end(const pt_gpt *m, int have, const char *what)
+{
+    return have ? PT_OK : pt_fail(PT_EINVAL, "%s: this pipeline stage does not hold it", what);
 }
 
 int pt_gpt_set_batch(pt_gpt *m, const int32_t *inputs, const int32_t *targets)
@@ -386,11 +521,36 @@ int pt_gpt_set_batch(pt_gpt *m, const int32_t *inputs, const int32_t *targets)
 int pt_gpt_embed_forward(pt_gpt *m, float **x_out)
 {
     TRY(check_bound(m));
+    TRY(check_end(m, m->stage.first, "embedding forward"));
     const pt_geom *g = &m->g;
     const pt_lenv e = {m->ctx, m->ops, m->arena};
+    TRY(hook(m, -1, PT_HOOK_FWD_PRE));
     TRY(m->layout->embed_fwd(&e, g, m->enc, m->tok, m->wte));
     m->ops->posemb_fwd(m->enc, m->wpe + (size_t)m->t0 * g->Cr, g->Bl, m->Tl, g->Cr);
     *x_out = m->enc;
+    return hook(m, -1, PT_HOOK_FWD_POST);
+}
+
+/* Block l's forward on x (kept as ly->in); output in ly->res3. */
+static int block_fwd(pt_gpt *m, int l, const float *x)
+{
+    const pt_geom *g = &m->g;
+    const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
+    const pt_ops_f32 *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    const pt_lenv e = {m->ctx, ops, m->arena};
+    pt_gpt_layer *ly = &m->layers[l];
+    ly->in = x;
+    TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b, N, Cr, C));
+    TRY(lo->linear_fwd(&e, &ly->qkv, ly->qkv_out, ly->ln1, N));
+    TRY(attn_fwd(m, ly));
+    TRY(lo->linear_fwd(&e, &ly->proj, m->dtmp, ly->atty, N));
+    ops->add_fwd(ly->res2, x, m->dtmp, (size_t)N * Cr);
+    TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->res2, ly->ln2w, ly->ln2b, N, Cr, C));
+    TRY(lo->linear_fwd(&e, &ly->fc, ly->fch, ly->ln2, N));
+    ops->gelu_fwd(ly->fch_gelu, ly->fch, (size_t)N * g->Fl);
+    TRY(lo->linear_fwd(&e, &ly->fcproj, m->dtmp, ly->fch_gelu, N));
+    ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * Cr);
     return PT_OK;
 }
 
@@ -398,44 +558,46 @@ int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const float *x_in, float **
 {
     TRY(check_bound(m));
     TRY(check_range(m, l0, l1, "forward"));
-    const pt_geom *g = &m->g;
-    const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
-    const pt_ops_f32 *ops = m->ops;
-    const pt_layout *lo = m->layout;
-    const pt_lenv e = {m->ctx, ops, m->arena};
     const float *x = x_in;
     for (int l = l0; l < l1; l++) {
-        pt_gpt_layer *ly = &m->layers[l];
-        ly->in = x;
-        TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b, N, Cr, C));
-        TRY(lo->linear_fwd(&e, &ly->qkv, ly->qkv_out, ly->ln1, N));
-        TRY(attn_fwd(m, ly));
-        TRY(lo->linear_fwd(&e, &ly->proj, m->dtmp, ly->atty, N));
-        ops->add_fwd(ly->res2, x, m->dtmp, (size_t)N * Cr);
-        TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->res2, ly->ln2w, ly->ln2b, N, Cr, C));
-        TRY(lo->linear_fwd(&e, &ly->fc, ly->fch, ly->ln2, N));
-        ops->gelu_fwd(ly->fch_gelu, ly->fch, (size_t)N * g->Fl);
-        TRY(lo->linear_fwd(&e, &ly->fcproj, m->dtmp, ly->fch_gelu, N));
-        ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * Cr);
-        x = ly->res3;
+        TRY(hook(m, l, PT_HOOK_FWD_PRE));
+        TRY(block_fwd(m, l, x));
+        TRY(hook(m, l, PT_HOOK_FWD_POST));
+        x = m->layers[l].res3;
     }
     *x_out = (float *)x;
     return PT_OK;
 }
 
-int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss)
+/* Final LN, head and per-row losses on x_in; *sum = this rank's summed token losses. */
+static int head_fwd_local(pt_gpt *m, const float *x_in, double *sum)
 {
-    TRY(check_bound(m));
     const pt_geom *g = &m->g;
     const int N = g->Bl * m->Tl;
-    pt_pctx *c = m->ctx;
-    const pt_lenv e = {c, m->ops, m->arena};
+    const pt_lenv e = {m->ctx, m->ops, m->arena};
     m->head_in = x_in;
     TRY(pt_layernorm_fwd(g->norm, m->ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb, N, g->Cr, m->C));
     TRY(m->layout->head_fwd(&e, g, m->logits, m->losses, m->stats, m->lnf, m->wte, m->tgt));
-    double sum = g->loss_owner ? m->ops->sum(m->losses, (size_t)N) : 0;
-    TRY(pt_allreduce_sum_f64(&c->world, &sum, 1));
-    *loss = (float)(sum / ((double)m->B * c->plan.dp * m->T));
+    *sum = g->loss_owner ? m->ops->sum(m->losses, (size_t)N) : 0;
+    return PT_OK;
+}
+
+/* Tokens the step's mean loss is over: m microbatches of B sequences per dp group. */
+static double loss_tokens(const pt_gpt *m)
+{
+    return (double)m->stage.microbatches * m->B * m->ctx->plan.dp * m->T;
+}
+
+int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss)
+{
+    TRY(check_bound(m));
+    TRY(check_end(m, m->stage.last, "head forward"));
+    double sum;
+    TRY(hook(m, m->cfg.n_layer, PT_HOOK_FWD_PRE));
+    TRY(head_fwd_local(m, x_in, &sum));
+    TRY(hook(m, m->cfg.n_layer, PT_HOOK_FWD_POST));
+    TRY(pt_allreduce_sum_f64(&m->ctx->world, &sum, 1));
+    *loss = (float)(sum / loss_tokens(m));
     return PT_OK;
 }
 
@@ -448,20 +610,41 @@ int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, flo
     return pt_gpt_head_forward(m, x, loss);
 }
 
-int pt_gpt_head_backward(pt_gpt *m, float *dx)
+static int head_bwd(pt_gpt *m, float *dx)
 {
-    TRY(check_bound(m));
     const pt_geom *g = &m->g;
     const int N = g->Bl * m->Tl;
     const pt_ops_f32 *ops = m->ops;
-    pt_pctx *c = m->ctx;
-    const pt_lenv e = {c, ops, m->arena};
+    const pt_lenv e = {m->ctx, ops, m->arena};
     /* d(mean loss)/d(loss of a row): 1 over the global token count */
-    ops->fill(m->dloss, (float)(1.0 / ((double)m->B * c->plan.dp * m->T)), (size_t)N);
+    ops->fill(m->dloss, (float)(1.0 / loss_tokens(m)), (size_t)N);
     TRY(m->layout->head_bwd(&e, g, m->dtmp, m->dwte, m->logits, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
     ops->zero(dx, (size_t)N * g->Cr);
     return pt_layernorm_bwd(g->norm, ops, m->arena, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean,
                             m->lnf_rstd, N, g->Cr, m->C);
+}
+
+int pt_gpt_head_backward(pt_gpt *m, float *dx)
+{
+    TRY(check_bound(m));
+    TRY(check_end(m, m->stage.last, "head backward"));
+    TRY(hook(m, m->cfg.n_layer, PT_HOOK_BWD_PRE));
+    TRY(head_bwd(m, dx));
+    return hook(m, m->cfg.n_layer, PT_HOOK_BWD_POST);
+}
+
+int pt_gpt_head_step(pt_gpt *m, const float *x_in, float *dx, double *loss_sum)
+{
+    TRY(check_bound(m));
+    TRY(check_end(m, m->stage.last, "head step"));
+    const int L = m->cfg.n_layer;
+    double sum;
+    TRY(hook(m, L, PT_HOOK_FWD_PRE));
+    TRY(head_fwd_local(m, x_in, &sum));
+    TRY(head_bwd(m, dx));
+    TRY(hook(m, L, PT_HOOK_BWD_POST));
+    *loss_sum += sum;
+    return PT_OK;
 }
 
 int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
@@ -474,8 +657,14 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
     const pt_layout *lo = m->layout;
     const pt_lenv e = {m->ctx, ops, m->arena};
     pt_arena *a = m->arena;
+    const int mode = m->ctx->plan.ckpt_act;
     for (int l = l1 - 1; l >= l0; l--) {
         pt_gpt_layer *ly = &m->layers[l];
+        TRY(hook(m, l, PT_HOOK_BWD_PRE));
+        /* recompute (Chen et al. 2016; Korthikanti et al. 2022 sec. 4):
+         * the block's saved activations again from its kept input, or only
+         * the attention probabilities from the kept qkv */
+        if (mode == PT_RECOMPUTE_BLOCK) TRY(block_fwd(m, l, ly->in));
         /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dx holds d res3 */
         TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfchg, dx, ly->fch_gelu, N));
         ops->zero(m->dfch, (size_t)N * g->Fl);
@@ -484,10 +673,12 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
         TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, Cr, C));
         /* res2 = in + proj(attn(qkv(ln1(in)))) ; dx now holds d res2 */
         TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N));
+        if (mode == PT_RECOMPUTE_ATTENTION) TRY(attn_fwd(m, ly));
         ops->zero(m->dqkv, (size_t)N * 3 * g->Cl);
         TRY(attn_bwd(m, ly));
         TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N));
         TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, Cr, C));
+        TRY(hook(m, l, PT_HOOK_BWD_POST));
     }
     return PT_OK;
 }
@@ -495,10 +686,13 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
 int pt_gpt_embed_backward(pt_gpt *m, const float *dx)
 {
     TRY(check_bound(m));
+    TRY(check_end(m, m->stage.first, "embedding backward"));
     const pt_geom *g = &m->g;
     const pt_lenv e = {m->ctx, m->ops, m->arena};
+    TRY(hook(m, -1, PT_HOOK_BWD_PRE));
     m->ops->posemb_bwd(m->dwpe + (size_t)m->t0 * g->Cr, dx, g->Bl, m->Tl, g->Cr);
-    return m->layout->embed_bwd(&e, g, m->dwte, dx, m->tok);
+    TRY(m->layout->embed_bwd(&e, g, m->dwte, dx, m->tok));
+    return hook(m, -1, PT_HOOK_BWD_POST);
 }
 
 int pt_gpt_backward(pt_gpt *m)

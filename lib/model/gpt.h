@@ -69,7 +69,32 @@ typedef struct pt_param {
     float init_std;      /* normal(0, std) init; 0: constant init_value */
     float init_value;
     int64_t init_rows;   /* rows >= init_rows start at 0 (vocabulary padding) */
+    int index;           /* position in the whole model's list: its RNG stream */
+    pt_comm *tied;       /* NULL, or a second group its gradient is summed over after
+                          * shard.sync: the tied wte of the first and last pipeline
+                          * stage (ctx->embed, as Megatron-LM's embedding group) */
 } pt_param;
+
+/* A pipeline rank's share of the model (lib/pipeline): model chunks
+ * (virtual stages, Narayanan et al. 2021 sec. 2.2) as block ranges, which
+ * end pieces it holds, and how many microbatches it keeps in flight. */
+#define PT_GPT_MAX_CHUNKS 16
+typedef struct pt_gpt_stage {
+    int nchunks;                    /* model chunks on this rank, 1..PT_GPT_MAX_CHUNKS */
+    int l0[PT_GPT_MAX_CHUNKS], l1[PT_GPT_MAX_CHUNKS]; /* block range [l0, l1) of each chunk */
+    int first, last;                /* holds the embedding / the final LayerNorm and head */
+    int nslots;                     /* activation sets: microbatches in flight (>= 1) */
+    int microbatches;               /* m per step: the loss is the mean over m*B*dp*T tokens */
+} pt_gpt_stage;
+
+/* Pieces a ZeRO-3 hook is called around (piece -1 embedding, 0..L-1 block,
+ * L head) and when. */
+enum { PT_HOOK_FWD_PRE, PT_HOOK_FWD_POST, PT_HOOK_BWD_PRE, PT_HOOK_BWD_POST };
+struct pt_gpt;
+/* Called before and after every piece's forward and backward; may repoint
+ * the piece's params[i].data/.grad (then call pt_gpt_bind_views).  Returns
+ * PT_OK or an error code with the message set. */
+typedef int (*pt_gpt_param_hook)(void *arg, struct pt_gpt *m, int piece, int phase);
 
 typedef struct pt_gpt_layer {
     pt_linear qkv, proj, fc, fcproj; /* views of the bound parameters */
@@ -88,6 +113,14 @@ typedef struct pt_gpt_layer {
     float *res3;                  /* [Bl*Tl, Cr] block output */
 } pt_gpt_layer;
 
+/* One microbatch's saved activations (pt_gpt_use_slot). */
+typedef struct pt_gpt_slot {
+    pt_gpt_layer *layers;   /* [n_layer] views + this slot's activations (stage layers only) */
+    int32_t *tok, *tgt;     /* [B, Tl] token ids of the microbatch */
+    float *enc;             /* [N, Cr] embedding output (first stage) */
+    const float *head_in;   /* view kept from head forward to head backward */
+} pt_gpt_slot;
+
 typedef struct pt_gpt {
     pt_gpt_config cfg;
     int B, T;               /* dp-group batch (sequences) and full sequence length */
@@ -99,17 +132,26 @@ typedef struct pt_gpt {
     const pt_ops_f32 *ops;  /* the backend's table */
     pt_arena *arena;        /* activations and scratch (not owned) */
     uint64_t seed;          /* initial values (pt_gpt_bind_params) */
+    pt_gpt_stage stage;     /* chunks, ends, slots, microbatches (whole model: 1 chunk, 1 slot) */
+    int nslots, slot;       /* activation sets and the current one */
+    pt_gpt_slot *slots;     /* [nslots] */
+    int *pidx;              /* [2 + 12 L + 2] whole-model parameter index -> params[] index, -1 absent */
+    void **allocs;          /* every arena block of the model's activations, for pt_gpt_free */
+    int nallocs, cap_allocs;
+    int bound;              /* views set (pt_gpt_bind_views) */
+    pt_gpt_param_hook param_hook; /* NULL, or ZeRO-3's gather/release (lib/train) */
+    void *param_hook_arg;
 
     int nparams;
     pt_param *params;       /* [nparams], in RNG-stream order */
     size_t nfloats;         /* sum of the shards' numel: local parameter floats */
     /* views of the bound parameters: wte [Vl-shard, Cr], wpe [seq_len, Cr], lnf [Cr] */
     float *wte, *wpe, *lnfw, *lnfb, *dwte, *dwpe, *dlnfw, *dlnfb;
-    pt_gpt_layer *layers;   /* [n_layer] */
+    pt_gpt_layer *layers;   /* [n_layer]: the current slot's (views of absent layers are NULL) */
 
     /* activations and scratch, N = Bl*Tl rows */
-    int32_t *tok, *tgt;     /* [B, Tl]: every sequence of the dp group, this rank's positions */
-    float *enc;             /* [N, Cr] embedding output (input of block 0) */
+    int32_t *tok, *tgt;     /* [B, Tl]: every sequence of the dp group, this rank's positions (current slot) */
+    float *enc;             /* [N, Cr] embedding output (input of block 0; current slot) */
     const float *head_in;   /* [N, Cr] input of the final LayerNorm (view, kept to backward) */
     float *lnf, *lnf_mean, *lnf_rstd; /* [N, Cr], [N], [N] */
     float *logits;          /* [N, Vl]; dlogits after the backward */
@@ -138,6 +180,27 @@ typedef struct pt_gpt {
  * device than the backend), PT_ENOMEM, PT_EUNSUPP (layout not built). */
 int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
                   pt_arena *arena, int B, int T, uint64_t seed);
+/* The same for one pipeline rank's share (st): B is the microbatch's
+ * sequences per dp group.  m->params holds only the parameters of the
+ * stage's chunks and ends (wte on the first and the last stage, wpe on the
+ * first, lnf on the last), each with its whole-model `index`, so initial
+ * values are the same for every split; with pp > 1 the two copies of wte
+ * are tied (`tied` = &ctx->embed; the last stage's copy is not a norm
+ * owner).  st->nslots activation sets are allocated; under recompute
+ * (ctx->plan.ckpt_act) a slot keeps only block outputs (block) or all but
+ * the attention probabilities (attention), sharing one scratch set.
+ * pt_gpt_create is this with the whole model, 1 slot, 1 microbatch.
+ * Errors: those of pt_gpt_create; PT_EINVAL for chunk ranges outside
+ * [0, n_layer), nchunks or nslots < 1, microbatches < 1. */
+int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
+                        pt_arena *arena, int B, int T, uint64_t seed, const pt_gpt_stage *st);
+/* Select slot k's activations (0 <= k < nslots) for the following
+ * set_batch / forward / backward calls.  PT_EINVAL outside the range. */
+int pt_gpt_use_slot(pt_gpt *m, int k);
+/* Activation floats a slot keeps for one block under recompute mode rc
+ * (pt_recompute), at the model's sizes: the formula behind the arena
+ * peaks (Korthikanti et al. 2022, sec. 4, in floats rather than bytes). */
+size_t pt_gpt_block_act_floats(const pt_gpt *m, int rc);
 /* Free the activations and the parameter list (not the parameter storage,
  * which belongs to its registry).  A zeroed or freed model is a no-op. */
 void pt_gpt_free(pt_gpt *m);
@@ -147,6 +210,10 @@ void pt_gpt_free(pt_gpt *m);
  * layout's param_slice through ops->copy2d).  PT_EINVAL naming the first
  * unbound parameter, PT_ENOMEM. */
 int pt_gpt_bind_params(pt_gpt *m);
+/* Set the views (layer linears, LayerNorm vectors, wte, ...) from
+ * params[i].data/.grad again, without initialising; for a hook that
+ * repointed them.  PT_EINVAL naming an unbound parameter. */
+int pt_gpt_bind_views(pt_gpt *m);
 
 /* ---- forward and backward by pieces ------------------------------------
  * A pipeline stage runs a contiguous block range [l0, l1); the first stage
@@ -179,6 +246,13 @@ int pt_gpt_head_backward(pt_gpt *m, float *dx);
 int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx);
 /* Embedding gradients from dx = d loss / d(embedding output). */
 int pt_gpt_embed_backward(pt_gpt *m, const float *dx);
+
+/* The last stage's head forward and backward at once (pipelines): final
+ * LN, tied head and cross-entropy on x_in [Bl*Tl, Cr]; *loss_sum += this
+ * rank's part of the summed token losses (nats; no collective outside the
+ * layout's tp group: the caller sums it over world once per step); dx
+ * [Bl*Tl, Cr] = d(mean loss over m*B*dp*T tokens) / d x_in. */
+int pt_gpt_head_step(pt_gpt *m, const float *x_in, float *dx, double *loss_sum);
 
 /* The whole model: set_batch, embed, blocks 0..L-1, head.  Saves
  * activations for pt_gpt_backward. */

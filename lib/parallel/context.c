@@ -81,6 +81,12 @@ int pt_pctx_init(pt_pctx *c, MPI_Comm comm, const pt_plan *p, int grid_rank)
     rc = pt_comm_split(&c->dp, &c->world, (c->pp_rank * tp + c->tp_rank) * sp + c->sp_rank, c->dp_rank, "dp");
     if (!rc) rc = pt_comm_split(&c->tp, &c->world, (c->dp_rank * pp + c->pp_rank) * sp + c->sp_rank, c->tp_rank, "tp");
     if (!rc) rc = pt_comm_split(&c->sp, &c->world, (c->dp_rank * pp + c->pp_rank) * tp + c->tp_rank, c->sp_rank, "sp");
+    const int pp_color = (c->dp_rank * tp + c->tp_rank) * sp + c->sp_rank;
+    if (!rc) rc = pt_comm_split(&c->pp, &c->world, pp_color, c->pp_rank, "pp");
+    /* embed: the two ends of my pp group; a middle stage is alone (its own
+     * color above every pp_color) */
+    const int end = c->pp_rank == 0 || c->pp_rank == pp - 1;
+    if (!rc) rc = pt_comm_split(&c->embed, &c->world, end ? pp_color : size + g, c->pp_rank, "embed");
     for (int mask = 0; !rc && mask < (1 << PT_TP_AXES); mask++) {
         /* fixed: the coordinates outside the mask; inside: their mixed-radix index */
         int fixed = 0, inside = 0;
@@ -106,6 +112,8 @@ void pt_pctx_free(pt_pctx *c)
         pt_comm_free(&c->sync[m]);
         pt_comm_free(&c->tp_sub[m]);
     }
+    pt_comm_free(&c->embed);
+    pt_comm_free(&c->pp);
     pt_comm_free(&c->sp);
     pt_comm_free(&c->tp);
     pt_comm_free(&c->dp);
@@ -115,6 +123,7 @@ void pt_pctx_free(pt_pctx *c)
 #define ALL_GROUPS(c, X)                                                \
     do {                                                                \
         X(&(c)->world); X(&(c)->dp); X(&(c)->tp); X(&(c)->sp);          \
+        X(&(c)->pp); X(&(c)->embed);                                    \
         for (int m_ = 0; m_ < (1 << PT_TP_AXES); m_++) {                \
             X(&(c)->tp_sub[m_]); X(&(c)->sync[m_]);                     \
         }                                                               \

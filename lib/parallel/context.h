@@ -40,6 +40,10 @@ typedef struct pt_pctx {
     pt_comm dp;                         /* ranks with my (pp, tp, sp) coordinates */
     pt_comm tp;                         /* ranks with my (dp, pp, sp) coordinates */
     pt_comm sp;                         /* ranks with my (dp, pp, tp) coordinates */
+    pt_comm pp;                         /* ranks with my (dp, tp, sp) coordinates, by pp_rank */
+    pt_comm embed;                      /* first and last stage of my pp group (the tied
+                                         * embedding/head weight's gradient sum, Megatron-LM);
+                                         * size 1 (myself) when pp == 1 or on a middle stage */
     pt_comm tp_sub[1 << PT_TP_AXES];
     pt_comm sync[1 << PT_TP_AXES];
 } pt_pctx;

@@ -104,11 +104,21 @@ int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, fl
 
 /* ---- the allreduce strategy (ZeRO stage 0) ---------------------------------- */
 
+int pt_train_sync_tied(pt_train *t)
+{
+    const pt_gpt *m = t->model;
+    for (int i = 0; i < m->nparams; i++) {
+        const pt_param *p = &m->params[i];
+        if (p->tied && p->tied->size > 1) TRY(pt_allreduce_sum(p->tied, p->grad, (size_t)p->shard.numel));
+    }
+    return PT_OK;
+}
+
 static int allreduce_sync(pt_train *t)
 {
     for (int k = 0; k < t->nbuckets; k++)
         TRY(pt_allreduce_sum(t->buckets[k].comm, t->grads_memory + t->buckets[k].off, t->buckets[k].n));
-    return PT_OK;
+    return pt_train_sync_tied(t);
 }
 
 static int allreduce_update(pt_train *t, float lr, double *norm_out)

@@ -97,6 +97,11 @@ int pt_train_forward_backward(pt_train *t, const int32_t *inputs, const int32_t 
 /* The strategy's gradient synchronisation (allreduce: one per bucket,
  * 2(p-1)/p * 4n bytes sent per rank for a bucket of n floats over p ranks). */
 int pt_train_sync(pt_train *t);
+/* The tied parameters' second sum (pt_param.tied: the wte copies of the
+ * first and last pipeline stage, Megatron-LM's embedding group): one
+ * allreduce of each such gradient over its tied group, 2(2-1)/2 * 4n
+ * bytes per rank.  Strategies call it after their own sync. */
+int pt_train_sync_tied(pt_train *t);
 /* Global L2 norm of the gradient over all unique parameters: each
  * distinct shard counted once (on its norm owner, pt_pshard.norm_owner),
  * sum of squares by ops->sumsq, one allreduce of a double over world.

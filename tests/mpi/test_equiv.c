@@ -364,6 +364,54 @@ int main(int argc, char **argv)
         free(xb), free(db), free(gw);
     }
 
+    /* Activation recompute (block: Chen et al. 2016; attention only:
+     * Korthikanti et al. 2022 sec. 4) re-runs deterministic kernels, so two
+     * full training steps under each mode equal the model without recompute
+     * bit for bit (loss, every gradient, every parameter), and the
+     * activations the model keeps shrink by exactly the formula of
+     * pt_gpt_block_act_floats (L blocks kept per slot, plus the one shared
+     * scratch set). */
+    for (int mode = PT_RECOMPUTE_BLOCK; rc == PT_OK && mode <= PT_RECOMPUTE_ATTENTION; mode++) {
+        const char *mname = mode == PT_RECOMPUTE_BLOCK ? "block" : "attention";
+        pt_plan rcplan = plan;
+        rcplan.ckpt_act = mode;
+        pt_pctx rcctx;
+        pt_arena a0 = {0}, a1 = {0};
+        pt_gpt m0, m1;
+        pt_train t0, t1;
+        rc = pt_pctx_init(&rcctx, MPI_COMM_WORLD, &rcplan, -1);
+        if (rc) { report(0, "recompute=%s context: %s", mname, pt_errmsg()); break; }
+        rc = pt_gpt_create(&m0, &cfg, &ctx, be, &a0, Bdp, T, seed ^ 77);
+        const size_t base = a0.cur;
+        if (!rc) rc = pt_gpt_create(&m1, &cfg, &rcctx, be, &a1, Bdp, T, seed ^ 77);
+        const size_t kept = a1.cur;
+        if (!rc) rc = pt_train_create(&t0, &m0, &opt, NULL);
+        if (!rc) rc = pt_train_create(&t1, &m1, &opt, NULL);
+        int same = rc == PT_OK;
+        const int32_t *in = tok + ctx.dp_rank * Bdp * T, *tg = tok + 1 + ctx.dp_rank * Bdp * T;
+        for (int s = 0; same && s < 2; s++) {
+            float l0, l1;
+            rc = pt_train_step(&t0, in, tg, 1e-3f, &l0, NULL);
+            if (!rc) rc = pt_train_step(&t1, in, tg, 1e-3f, &l1, NULL);
+            same = rc == PT_OK && l0 == l1 && memcmp(t0.grads_memory, t1.grads_memory, t0.nfloats * 4) == 0 &&
+                   memcmp(t0.params_memory, t1.params_memory, t0.nfloats * 4) == 0;
+        }
+        int all_same = 0;
+        MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+        report(all_same, "recompute=%s: 2 AdamW steps equal no recompute bit for bit (loss, %zu gradient and "
+               "parameter floats)%s%s", mname, t0.nfloats, rc ? ": " : "", rc ? pt_errmsg() : "");
+        const size_t f0 = pt_gpt_block_act_floats(&m0, PT_RECOMPUTE_NONE), f1 = pt_gpt_block_act_floats(&m0, mode);
+        const size_t scratch = mode == PT_RECOMPUTE_BLOCK ? f0 : f0 - f1; /* block: one full set; attention: one att */
+        const size_t want = 4 * ((size_t)L * (f0 - f1) - scratch);
+        report(base - kept == want, "recompute=%s keeps %zu B less per rank: L x (%zu - %zu) floats less, one %zu-float "
+               "scratch set more (formula %zu B)", mname, base - kept, f0, f1, scratch, want);
+        pt_train_free(&t1);
+        pt_train_free(&t0);
+        pt_gpt_free(&m1);
+        pt_gpt_free(&m0);
+        pt_pctx_free(&rcctx);
+    }
+
     /* Per-linear volume against Table 1: run each linear of block 0 alone on
      * fresh random activations and compare the tp counters (last: it
      * accumulates into the gradients). */
