@@ -41,6 +41,9 @@ typedef struct opts {
     const char *model, *data, *rank_order, *mode, *metrics;
     int layers, heads, embd, seq_len, vocab;
     long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
+    long pp, microbatches, virtual_stages; /* 0 = not given */
+    int zero, schedule, recompute;         /* -1 = not given */
+    const char *pp_split;                  /* NULL = not given */
     float lr, min_lr, wd, clip;
     int dry_run, quiet;
     double watchdog;   /* seconds without progress before a rank gives up; 0 = off */
@@ -113,8 +116,16 @@ static void usage(FILE *f)
         "  --seed N             initialisation seed (default 1337)\n"
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
         "  --mode 1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default PTRAIN_MODE, else 1d)\n"
-        "  --dp N --tp N --tp-depth D --sp N --rank-order DPT   the plan's sizes (default from\n"
-        "                       PTRAIN_* env; dp = world / (tp * sp) when not given)\n"
+        "  --dp N --tp N --tp-depth D --sp N --pp N --rank-order DPT   the plan's sizes (default\n"
+        "                       from PTRAIN_* env; dp = world / (pp * tp * sp) when not given)\n"
+        "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
+        "                       pieces (default PTRAIN_MICROBATCHES, else 1)\n"
+        "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default PTRAIN_SCHEDULE, else 1f1b)\n"
+        "  --virtual-stages V   model chunks per pipeline rank, interleaved only (default 1)\n"
+        "  --pp-split N,N,...|even  blocks per pipeline stage (default even)\n"
+        "  --zero 0|1|2|3       ZeRO stage over the dp group (default PTRAIN_ZERO, else 0)\n"
+        "  --recompute none|block|attention   activation checkpointing (default PTRAIN_CKPT_ACT,\n"
+        "                       else none)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
         "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
         "                       rank died or hangs (default 600; 0 = off)\n"
@@ -261,7 +272,8 @@ static void parse_args(int argc, char **argv, opts *o)
 {
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
-           O_QUIET, O_WATCHDOG, O_METRICS };
+           O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
+           O_RECOMPUTE };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -270,7 +282,9 @@ static void parse_args(int argc, char **argv, opts *o)
         {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
         {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
         {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER}, {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
-        {"metrics", 1, 0, O_METRICS},
+        {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
+        {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
+        {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
         {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
@@ -287,6 +301,7 @@ static void parse_args(int argc, char **argv, opts *o)
     o->seed = 1337;
     o->threads = 0;
     o->watchdog = 600;
+    o->zero = o->schedule = o->recompute = -1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, "m:d:s:b:h", lo, NULL)) != -1) {
@@ -315,6 +330,28 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_TP: o->tp = parse_long("--tp", optarg, 1, 1 << 20); break;
         case O_TPD: o->tp_depth = parse_long("--tp-depth", optarg, 1, 1 << 20); break;
         case O_SP: o->sp = parse_long("--sp", optarg, 1, 1 << 20); break;
+        case O_PP: o->pp = parse_long("--pp", optarg, 1, 1 << 20); break;
+        case O_MICRO: o->microbatches = parse_long("--micro-batches", optarg, 1, 1 << 20); break;
+        case O_VSTAGES: o->virtual_stages = parse_long("--virtual-stages", optarg, 1, PT_VIRTUAL_STAGES_MAX); break;
+        case O_ZERO: o->zero = (int)parse_long("--zero", optarg, 0, 3); break;
+        case O_SCHED: {
+            pt_error e;
+            if (pt_schedule_parse("--schedule", optarg, &o->schedule, &e) < 0) bad_input("%s", e.text);
+            break;
+        }
+        case O_RECOMPUTE: {
+            pt_error e;
+            if (pt_recompute_parse("--recompute", optarg, &o->recompute, &e) < 0) bad_input("%s", e.text);
+            break;
+        }
+        case O_SPLIT: {
+            pt_error e;
+            pt_plan tmp;
+            pt_plan_default(&tmp);
+            if (pt_plan_split_parse("--pp-split", optarg, &tmp, &e) < 0) bad_input("%s", e.text);
+            o->pp_split = optarg;
+            break;
+        }
         case O_ORDER: {
             pt_error e;
             if (pt_plan_order_parse(optarg, o->order, &e) < 0) bad_input("--rank-order: %s", e.text);
@@ -357,12 +394,20 @@ static void resolve_plan(const opts *o, int world, pt_plan *p, const char **sour
     if (o->tp_depth) p->tp_depth = (int)o->tp_depth;
     if (o->sp) p->sp = (int)o->sp;
     if (o->dp) p->dp = (int)o->dp;
+    if (o->pp) p->pp = (int)o->pp;
+    if (o->microbatches) p->microbatches = (int)o->microbatches;
+    if (o->virtual_stages) p->virtual_stages = (int)o->virtual_stages;
+    if (o->schedule >= 0) p->schedule = o->schedule;
+    if (o->zero >= 0) p->zero = o->zero;
+    if (o->recompute >= 0) p->ckpt_act = o->recompute;
+    if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, &err) < 0)
+        bad_input("%s", err.text);
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
     /* off: nothing was planned, run the sizes given with 1d layers; auto
      * is the plugin's to resolve, as 1d when there is none. */
     if (p->mode == PT_MODE_OFF || p->mode == PT_MODE_AUTO) p->mode = PT_MODE_1D;
     long long inner = (long long)p->tp * p->pp * p->sp;
-    if (!o->dp && (p->dp == 0 || o->tp || o->sp || o->tp_depth)) {
+    if (!o->dp && (p->dp == 0 || o->tp || o->sp || o->tp_depth || o->pp)) {
         if (inner < 1 || world % inner) {
             char valid[256];
             if (p->sp > 1) {
@@ -481,6 +526,12 @@ static void startup(int argc, char **argv, int world)
     if (o->batch % plan->dp)
         bad_input("--batch %ld is not a multiple of dp=%d (each data-parallel rank takes batch/dp sequences); try --batch %ld",
                   o->batch, plan->dp, (o->batch / plan->dp + 1) * plan->dp);
+    {
+        /* stages against the layers, the split's sum, microbatches against batch/dp */
+        pt_error err;
+        if (pt_plan_check_model(plan, cfg->n_layer, (int)(o->batch / plan->dp), &err) < 0)
+            bad_input("%s (--batch %ld, dp=%d, --layers %d)", err.text, o->batch, plan->dp, cfg->n_layer);
+    }
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->dry_run) return;
@@ -530,8 +581,9 @@ static void startup(int argc, char **argv, int world)
 /* What the ranks agree on: the start-up outcome, the resolved plan, the
  * model config, the data identity, the training options and the build. */
 typedef struct startup_rec {
-    int64_t v[24];
+    int64_t v[26];
     char version[32];
+    char split[PT_PP_SPLIT_MAX * 6]; /* the plan's stage split, pt_plan_split_format */
 } startup_rec;
 
 static const char *const rec_field[] = {
@@ -540,7 +592,7 @@ static const char *const rec_field[] = {
     "model layers", "model heads", "model embd", "model seq_len", "model vocab",
     "data train tokens", "data train checksum", "data val tokens", "data val checksum",
     "--steps", "--batch", "training options (--seed, --lr, --min-lr, --warmup, --weight-decay, "
-    "--grad-clip, --val-every, --val-batches, --dry-run)"};
+    "--grad-clip, --val-every, --val-batches, --dry-run)", "plan schedule", "plan virtual_stages"};
 #define REC_FIELDS ((int)(sizeof rec_field / sizeof rec_field[0]))
 
 static void fill_rec(startup_rec *r, int ok)
@@ -563,6 +615,9 @@ static void fill_rec(startup_rec *r, int ok)
     double opt[] = {(double)o->seed, o->lr, o->min_lr, (double)o->warmup, o->wd, o->clip,
                     (double)o->val_every, (double)o->val_batches, (double)o->dry_run};
     v[23] = (int64_t)pt_fnv1a64(opt, sizeof opt);
+    v[24] = p->schedule;
+    v[25] = p->virtual_stages;
+    pt_plan_split_format(p, r->split, sizeof r->split);
 }
 
 static uint64_t rec_hash(const startup_rec *r) { return pt_fnv1a64(r, sizeof *r); }
@@ -570,6 +625,8 @@ static uint64_t rec_hash(const startup_rec *r) { return pt_fnv1a64(r, sizeof *r)
 static void field_value(const startup_rec *r, int f, char *buf, size_t len)
 {
     if (f == 1) snprintf(buf, len, "%s", pt_mode_name((pt_mode)r->v[1]));
+    else if (f == 9) snprintf(buf, len, "%s", pt_recompute_name((int)r->v[9]));
+    else if (f == 24) snprintf(buf, len, "%s", pt_schedule_name((int)r->v[24]));
     else if (f == 11) snprintf(buf, len, "%c%c%c", (char)(r->v[11] >> 16), (char)(r->v[11] >> 8), (char)r->v[11]);
     else if (f >= 17 && f <= 20 && f % 2 == 0) snprintf(buf, len, "%016llx", (unsigned long long)r->v[f]);
     else if (f == 23) snprintf(buf, len, "hash %016llx", (unsigned long long)r->v[f]);
@@ -653,6 +710,14 @@ static uint64_t startup_agree(int ok, int world)
                                 n > 1 ? "have (first)" : "has", b, a);
     }
     for (int r = 1; r < world && off < sizeof line; r++)
+        if (strcmp(all[r].split, all[0].split) != 0) {
+            differ = 1;
+            if (world_rank == 0)
+                off += (size_t)snprintf(line + off, sizeof line - off, "%splan pp_split: rank %d has %.60s, rank 0 has %.60s",
+                                        off ? "; " : "", r, all[r].split, all[0].split);
+            break;
+        }
+    for (int r = 1; r < world && off < sizeof line; r++)
         if (strcmp(all[r].version, all[0].version) != 0) {
             differ = 1;
             if (world_rank == 0)
@@ -704,15 +769,15 @@ int main(int argc, char **argv)
     int rc = pt_pctx_init(&ctx, MPI_COMM_WORLD, &plan, grid_rank);
     if (rc) bad_input("%s", pt_errmsg());
     pt_log_set_rank(ctx.rank);
-    char summary[256];
+    char summary[640];
     pt_plan_summary(&plan, summary, sizeof summary);
 
     if (o.dry_run) {
-        char line[512];
+        char line[1024];
         snprintf(line, sizeof line,
-                 "rank %d/%d dp=%d tp=%d sp=%d dp_rank=%d tp_rank=%d sp_rank=%d mpi_rank=%d plan=%s",
-                 ctx.rank, world, plan.dp, plan.tp, plan.sp, ctx.dp_rank, ctx.tp_rank, ctx.sp_rank,
-                 world_rank, summary);
+                 "rank %d/%d dp=%d pp=%d tp=%d sp=%d dp_rank=%d pp_rank=%d tp_rank=%d sp_rank=%d mpi_rank=%d plan=%s",
+                 ctx.rank, world, plan.dp, plan.pp, plan.tp, plan.sp, ctx.dp_rank, ctx.pp_rank, ctx.tp_rank,
+                 ctx.sp_rank, world_rank, summary);
         char *all = world_rank == 0 ? malloc(sizeof line * (size_t)world) : NULL;
         int *ranks = world_rank == 0 ? malloc(sizeof(int) * (size_t)world) : NULL;
         MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);

@@ -4,8 +4,11 @@
  * the data flow is DESIGN.md's "Data flow of the main job".
  *
  *   srun / sbatch / salloc (local, allocator context)
- *       --ptrain-mode, --ptrain-tp, --ptrain-tp-depth, --ptrain-sp and
- *       --ptrain-verbose are registered in slurm_spank_init; their
+ *       --ptrain-mode, --ptrain-tp, --ptrain-tp-depth, --ptrain-sp, the
+ *       pipeline/ZeRO options (--ptrain-pp, --ptrain-microbatches,
+ *       --ptrain-schedule, --ptrain-virtual-stages, --ptrain-pp-split,
+ *       --ptrain-zero, --ptrain-recompute) and --ptrain-verbose are
+ *       registered in slurm_spank_init; their
  *       callbacks validate values at once and init_post_opt checks the
  *       whole request (pt_plan_request_check), so a bad value makes srun
  *       exit before any allocation; local_user_init checks it against the
@@ -59,6 +62,23 @@ static int opt_tp;              /* --ptrain-tp, 0 = not given */
 static int opt_tp_depth;        /* --ptrain-tp-depth, 0 = not given */
 static int opt_sp;              /* --ptrain-sp, 0 = not given */
 static int opt_verbose;
+
+/* The pipeline/ZeRO options: their text as given (validated by the
+ * callback), read over the PTRAIN_* variable and the admin default in
+ * resolve_request.  Index = the spank_option's val. */
+static const struct { const char *key, *var; } pipe_opts[] = {
+    {"pp", "PTRAIN_PP"},
+    {"microbatches", "PTRAIN_MICROBATCHES"},
+    {"schedule", "PTRAIN_SCHEDULE"},
+    {"virtual-stages", "PTRAIN_VIRTUAL_STAGES"},
+    {"pp-split", "PTRAIN_PP_SPLIT"},
+    {"zero", "PTRAIN_ZERO"},
+    {"recompute", "PTRAIN_CKPT_ACT"},
+};
+#define N_PIPE ((int)(sizeof pipe_opts / sizeof pipe_opts[0]))
+static char opt_pipe[N_PIPE][400];
+static int opt_pipe_given[N_PIPE];
+static int req_zero_given;      /* the request's zero came from the user, not default_zero */
 
 enum { PLAN_NONE = 0, PLAN_SKIP, PLAN_READY, PLAN_ERROR };
 static int plan_state = PLAN_NONE;
@@ -132,6 +152,25 @@ static int cb_sp(int val, const char *optarg, int remote)
     return cb_size("--ptrain-sp", optarg, 0, &opt_sp);
 }
 
+static int cb_pipe(int val, const char *optarg, int remote)
+{
+    (void)remote;
+    if (val < 0 || val >= N_PIPE) return -1;
+    char what[64];
+    snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[val].key);
+    pt_plan scratch;
+    pt_plan_default(&scratch);
+    pt_error err;
+    if (pt_spank_parse_pipe_opt(conf_bad ? NULL : &conf, pipe_opts[val].key, what, optarg,
+                                &scratch, &err) < 0) {
+        slurm_error("%s", err.text);
+        return -1;
+    }
+    snprintf(opt_pipe[val], sizeof opt_pipe[val], "%s", optarg ? optarg : "");
+    opt_pipe_given[val] = 1;
+    return 0;
+}
+
 static int cb_verbose(int val, const char *optarg, int remote)
 {
     (void)val;
@@ -153,6 +192,26 @@ static int local_getenv(void *arg, const char *name, char *buf, int len)
     if (!v || !*v) return 0;
     snprintf(buf, (size_t)len, "%s", v);
     return 1;
+}
+
+static pt_plan_limits conf_limits(void)
+{
+    pt_plan_limits lim = {.max_tp = conf.max_tp, .modes = conf.allowed_modes,
+                          .max_pp = conf.max_pp, .max_zero = conf.max_zero,
+                          .schedules = conf.allowed_schedules};
+    return lim;
+}
+
+/* pt_plan_auto, then the administrator's default_zero where the user
+ * asked for no ZeRO stage and the plan has data-parallel ranks to shard
+ * over (a default must not make single-replica steps fail). */
+static int plan_request(const pt_job_geometry *g, const pt_plan *req, pt_plan *out, pt_error *err)
+{
+    pt_plan_limits lim = conf_limits();
+    if (pt_plan_auto(g, &lim, req, out, err) < 0) return -1;
+    if (!req_zero_given && out->mode != PT_MODE_OFF && (long long)out->dp * out->sp > 1)
+        out->zero = conf.default_zero;
+    return 0;
 }
 
 /* The user's request: each option, else its PTRAIN_* variable, else the
@@ -179,11 +238,32 @@ static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *er
     if (!req->sp && get(arg, "PTRAIN_SP", buf, sizeof buf) &&
         parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err) < 0)
         return -1;
+    /* pipeline/ZeRO: option > PTRAIN_* > the administrator's default */
+    req->schedule = conf.default_schedule;
+    req->ckpt_act = conf.default_recompute;
+    req->zero = 0;
+    req_zero_given = 0;
+    for (int i = 0; i < N_PIPE; i++) {
+        char what[64];
+        const char *text = NULL;
+        if (opt_pipe_given[i]) {
+            snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[i].key);
+            text = opt_pipe[i];
+        } else if (get(arg, pipe_opts[i].var, buf, sizeof buf)) {
+            snprintf(what, sizeof what, "%s", pipe_opts[i].var);
+            text = buf;
+        }
+        if (!text) continue;
+        if (pt_spank_parse_pipe_opt(conf_bad ? NULL : &conf, pipe_opts[i].key, what, text, req,
+                                    err) < 0)
+            return -1;
+        if (strcmp(pipe_opts[i].key, "zero") == 0) req_zero_given = 1;
+    }
     if (req->mode == PT_MODE_OFF) return 0;
     if (conf_bad)
         return pt_errprintf(err, "ptrain: cluster configuration is invalid, refusing "
                             "--ptrain-mode=%s: %s", pt_mode_name(req->mode), conf_err.text);
-    pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
+    pt_plan_limits lim = conf_limits();
     pt_error inner;
     if (pt_plan_request_check(req, &lim, &inner) < 0)
         return pt_errprintf(err, "ptrain: %s", inner.text);
@@ -207,6 +287,34 @@ static struct spank_option options[] = {
      "ptrain: sequence-parallel size (must divide the tasks on every node; implies tp=1). "
      "Default: $PTRAIN_SP, else 1.",
      1, 0, cb_sp},
+    {"ptrain-pp", "N",
+     "ptrain: pipeline-parallel size (divides the task count; <= the cluster's max_pp). "
+     "Default: $PTRAIN_PP, else 1.",
+     1, 0, cb_pipe},
+    {"ptrain-microbatches", "M",
+     "ptrain: microbatches per step (divides each data-parallel rank's batch). "
+     "Default: $PTRAIN_MICROBATCHES, else 1.",
+     1, 1, cb_pipe},
+    {"ptrain-schedule", "S",
+     "ptrain: pipeline schedule: gpipe, 1f1b, interleaved. "
+     "Default: $PTRAIN_SCHEDULE, else the cluster's default_schedule.",
+     1, 2, cb_pipe},
+    {"ptrain-virtual-stages", "V",
+     "ptrain: model chunks per pipeline rank (interleaved only). "
+     "Default: $PTRAIN_VIRTUAL_STAGES, else 1.",
+     1, 3, cb_pipe},
+    {"ptrain-pp-split", "N,N,...",
+     "ptrain: blocks per pipeline stage, pp*virtual_stages entries, or even. "
+     "Default: $PTRAIN_PP_SPLIT, else even.",
+     1, 4, cb_pipe},
+    {"ptrain-zero", "K",
+     "ptrain: ZeRO stage 0-3 over the data-parallel ranks. "
+     "Default: $PTRAIN_ZERO, else the cluster's default_zero.",
+     1, 5, cb_pipe},
+    {"ptrain-recompute", "R",
+     "ptrain: activation checkpointing: none, block, attention. "
+     "Default: $PTRAIN_CKPT_ACT, else the cluster's default_recompute.",
+     1, 6, cb_pipe},
     {"ptrain-verbose", NULL, "ptrain: print the chosen plan (from rank 0's task).", 0, 0,
      cb_verbose},
 };
@@ -286,8 +394,7 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     for (int i = 0; i < n; i++) sum += node_tasks[i];
     if (sum != ntasks) return 0;
     pt_job_geometry g = {n, (int)ntasks, node_tasks};
-    pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
-    if (pt_plan_auto(&g, &lim, &req, &out, &err) < 0) {
+    if (plan_request(&g, &req, &out, &err) < 0) {
         slurm_error("ptrain: %s", err.text);
         return -1;
     }
@@ -387,8 +494,7 @@ static int compute_plan(spank_t sp)
     node_id = (int)nodeid;
     local_tasks = (int)nlocal;
 
-    pt_plan_limits lim = {conf.max_tp, conf.allowed_modes};
-    if (pt_plan_auto(&geo, &lim, &req, &plan, &err) < 0)
+    if (plan_request(&geo, &req, &plan, &err) < 0)
         return plan_fail("ptrain: %s", err.text);
 
     if (!job_getenv(sp, "SLURM_STEP_NODELIST", buf, sizeof buf) &&
@@ -469,7 +575,7 @@ PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
         set_task_int(sp, "MASTER_PORT", master_port) != 0)
         return -1;
     if (verbose && rank == 0) {
-        char line[200];
+        char line[640];
         pt_plan_summary(&plan, line, sizeof line);
         slurm_spank_log("ptrain: plan %s (nodes=%d tasks=%d tasks_per_node=%s master=%s:%d)",
                         line, geo.nnodes, geo.ntasks, tpn_text, master_addr, master_port);

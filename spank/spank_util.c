@@ -116,7 +116,16 @@ void pt_spank_conf_default(pt_spank_conf *c)
                        (1u << PT_MODE_2D) | (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D);
     c->master_port_base = 29500;
     c->master_port_count = 1000;
+    c->max_pp = 64;
+    c->default_zero = 0;
+    c->max_zero = 3;
+    c->default_schedule = PT_SCHED_1F1B;
+    c->allowed_schedules = (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE) |
+                           (1u << PT_SCHED_INTERLEAVED);
+    c->default_recompute = PT_RECOMPUTE_NONE;
 }
+
+#define ALL_SCHEDULES ((1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE) | (1u << PT_SCHED_INTERLEAVED))
 
 int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
 {
@@ -135,6 +144,29 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
                             "\"auto\" from it and from default_mode)");
     if (c->max_tp < 1 || c->max_tp > MAX_COUNT)
         return pt_errprintf(err, "invalid max_tp %d (valid: 1..%d)", c->max_tp, MAX_COUNT);
+    if (c->max_pp < 1 || c->max_pp > MAX_COUNT)
+        return pt_errprintf(err, "invalid max_pp %d (valid: 1..%d)", c->max_pp, MAX_COUNT);
+    if (c->max_zero < 0 || c->max_zero > 3)
+        return pt_errprintf(err, "invalid max_zero %d (valid ZeRO stages: 0..3)", c->max_zero);
+    if (c->default_zero < 0 || c->default_zero > c->max_zero)
+        return pt_errprintf(err, "invalid default_zero %d (valid: 0..max_zero=%d)",
+                            c->default_zero, c->max_zero);
+    if (!(c->allowed_schedules & ALL_SCHEDULES) || (c->allowed_schedules & ~ALL_SCHEDULES))
+        return pt_errprintf(err, "allowed_schedules allows no schedule (valid: a list of "
+                            "\"gpipe\", \"1f1b\", \"interleaved\" with at least one)");
+    if (c->default_schedule == PT_SCHED_INTERLEAVED)
+        return pt_errprintf(err, "default_schedule \"interleaved\" cannot be a default: it needs "
+                            "virtual stages and microbatches chosen per job, so steps without "
+                            "them would fail (valid: \"1f1b\" or \"gpipe\")");
+    if (c->default_schedule != PT_SCHED_1F1B && c->default_schedule != PT_SCHED_GPIPE)
+        return pt_errprintf(err, "invalid default_schedule %d (valid: \"1f1b\", \"gpipe\")",
+                            c->default_schedule);
+    if (!(c->allowed_schedules & (1u << c->default_schedule)))
+        return pt_errprintf(err, "default_schedule '%s' is not in allowed_schedules",
+                            pt_schedule_name(c->default_schedule));
+    if (c->default_recompute < PT_RECOMPUTE_NONE || c->default_recompute > PT_RECOMPUTE_ATTENTION)
+        return pt_errprintf(err, "invalid default_recompute %d (valid: none, block, attention)",
+                            c->default_recompute);
     if (c->master_port_base < 1024 || c->master_port_base > 65535)
         return pt_errprintf(err, "invalid master_port_base %d (valid: 1024..65535)",
                          c->master_port_base);
@@ -236,8 +268,49 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
                 pt_errprintf(err, "%s:%d: default_mode: %s", path, line, inner.text);
                 goto out;
             }
+        } else if (strcmp(name, "default_schedule") == 0 ||
+                   strcmp(name, "default_recompute") == 0) {
+            int sched = strcmp(name, "default_schedule") == 0;
+            if (type != CONFIG_TYPE_STRING) {
+                pt_errprintf(err, "%s:%d: %s must be a string (valid: %s)", path, line, name,
+                             sched ? "\"1f1b\", \"gpipe\"" : "\"none\", \"block\", \"attention\"");
+                goto out;
+            }
+            pt_error inner;
+            const char *v = config_setting_get_string(s);
+            int rc2 = sched ? pt_schedule_parse(name, v, &tmp.default_schedule, &inner)
+                            : pt_recompute_parse(name, v, &tmp.default_recompute, &inner);
+            if (rc2 < 0) {
+                pt_errprintf(err, "%s:%d: %s", path, line, inner.text);
+                goto out;
+            }
+        } else if (strcmp(name, "allowed_schedules") == 0) {
+            if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
+                pt_errprintf(err, "%s:%d: allowed_schedules must be a list of schedule strings, "
+                             "e.g. [\"1f1b\", \"gpipe\"]", path, line);
+                goto out;
+            }
+            unsigned mask = 0;
+            int m = config_setting_length(s);
+            for (int j = 0; j < m; j++) {
+                const char *txt = config_setting_get_string(config_setting_get_elem(s, (unsigned)j));
+                int sc;
+                pt_error inner;
+                if (!txt) {
+                    pt_errprintf(err, "%s:%d: allowed_schedules element %d is not a string",
+                                 path, line, j);
+                    goto out;
+                }
+                if (pt_schedule_parse("allowed_schedules entry", txt, &sc, &inner) < 0) {
+                    pt_errprintf(err, "%s:%d: %s", path, line, inner.text);
+                    goto out;
+                }
+                mask |= 1u << sc;
+            }
+            tmp.allowed_schedules = mask;
         } else if (strcmp(name, "max_tp") == 0 || strcmp(name, "master_port_base") == 0 ||
-                   strcmp(name, "master_port_count") == 0) {
+                   strcmp(name, "master_port_count") == 0 || strcmp(name, "max_pp") == 0 ||
+                   strcmp(name, "default_zero") == 0 || strcmp(name, "max_zero") == 0) {
             if (type != CONFIG_TYPE_INT && type != CONFIG_TYPE_INT64) {
                 pt_errprintf(err, "%s:%d: %s must be an integer", path, line, name);
                 goto out;
@@ -247,13 +320,17 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
             long long v64 = config_setting_get_int64(s);
             if (v64 < INT_MIN || v64 > INT_MAX || literal_matches(text, line, name, v64) < 0) {
                 pt_errprintf(err, "%s:%d: %s is out of range (valid: %s)", path, line, name,
-                             strcmp(name, "max_tp") == 0 ? "1..1048576"
-                             : strcmp(name, "master_port_base") == 0 ? "1024..65535" : "1..64512");
+                             strcmp(name, "max_tp") == 0 || strcmp(name, "max_pp") == 0 ? "1..1048576"
+                             : strcmp(name, "master_port_base") == 0 ? "1024..65535"
+                             : strcmp(name, "master_port_count") == 0 ? "1..64512" : "0..3");
                 goto out;
             }
             int v = (int)v64;
             if (strcmp(name, "max_tp") == 0) tmp.max_tp = v;
             else if (strcmp(name, "master_port_base") == 0) tmp.master_port_base = v;
+            else if (strcmp(name, "max_pp") == 0) tmp.max_pp = v;
+            else if (strcmp(name, "default_zero") == 0) tmp.default_zero = v;
+            else if (strcmp(name, "max_zero") == 0) tmp.max_zero = v;
             else tmp.master_port_count = v;
         } else if (strcmp(name, "allowed_modes") == 0) {
             if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
@@ -282,7 +359,9 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
             tmp.allowed_modes = mask;
         } else {
             pt_errprintf(err, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
-                      "allowed_modes, master_port_base, master_port_count)", path, line, name);
+                      "allowed_modes, master_port_base, master_port_count, max_pp, default_zero, "
+                      "max_zero, default_schedule, allowed_schedules, default_recompute)", path,
+                      line, name);
             goto out;
         }
     }
@@ -304,7 +383,9 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
     const char *eq = strchr(arg, '=');
     if (!eq)
         return pt_errprintf(err, "plugstack argument '%s' is not key=value (valid keys: "
-                         "config, default_mode, max_tp, master_port_base, master_port_count)", arg);
+                         "config, default_mode, max_tp, master_port_base, master_port_count, "
+                         "max_pp, default_zero, max_zero, default_schedule, allowed_schedules, "
+                         "default_recompute)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
     pt_spank_conf tmp = *c;
@@ -324,9 +405,42 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
     } else if (KEY("master_port_count")) {
         if (parse_int_text("master_port_count", v, &tmp.master_port_count, err) < 0)
             return -1;
+    } else if (KEY("max_pp")) {
+        if (parse_int_text("max_pp", v, &tmp.max_pp, err) < 0) return -1;
+    } else if (KEY("default_zero")) {
+        if (parse_int_text("default_zero", v, &tmp.default_zero, err) < 0) return -1;
+    } else if (KEY("max_zero")) {
+        if (parse_int_text("max_zero", v, &tmp.max_zero, err) < 0) return -1;
+    } else if (KEY("default_schedule")) {
+        if (pt_schedule_parse("plugstack default_schedule", v, &tmp.default_schedule, err) < 0)
+            return -1;
+    } else if (KEY("default_recompute")) {
+        if (pt_recompute_parse("plugstack default_recompute", v, &tmp.default_recompute, err) < 0)
+            return -1;
+    } else if (KEY("allowed_schedules")) {
+        /* comma-separated: allowed_schedules=1f1b,gpipe */
+        unsigned mask = 0;
+        char item[32];
+        const char *q = v;
+        for (;;) {
+            size_t n = strcspn(q, ",");
+            int sc;
+            if (n >= sizeof item) n = sizeof item - 1;
+            memcpy(item, q, n);
+            item[n] = '\0';
+            if (pt_schedule_parse("plugstack allowed_schedules entry", item, &sc, err) < 0)
+                return -1;
+            mask |= 1u << sc;
+            q += strcspn(q, ",");
+            if (!*q) break;
+            q++;
+        }
+        tmp.allowed_schedules = mask;
     } else {
         return pt_errprintf(err, "unknown plugstack argument '%s' (valid keys: config, "
-                         "default_mode, max_tp, master_port_base, master_port_count)", arg);
+                         "default_mode, max_tp, master_port_base, master_port_count, max_pp, "
+                         "default_zero, max_zero, default_schedule, allowed_schedules, "
+                         "default_recompute)", arg);
     }
 #undef KEY
     pt_error inner;
@@ -369,4 +483,63 @@ int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char
                             v, c->max_tp);
     *out = (int)v;
     return 0;
+}
+
+int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char *what,
+                            const char *text, pt_plan *req, pt_error *err)
+{
+    pt_error inner;
+    if (!text) text = "";
+    if (strcmp(key, "pp") == 0 || strcmp(key, "microbatches") == 0 ||
+        strcmp(key, "virtual-stages") == 0) {
+        int v;
+        if (pt_spank_parse_size_opt(NULL, what, text, 0, &v, err) < 0) return -1;
+        if (strcmp(key, "pp") == 0) {
+            if (c && v > c->max_pp)
+                return pt_errprintf(err, "ptrain: %s=%d exceeds this cluster's max_pp=%d "
+                                    "(valid: 1..%d)", what, v, c->max_pp, c->max_pp);
+            req->pp = v;
+        } else if (strcmp(key, "microbatches") == 0) {
+            req->microbatches = v;
+        } else {
+            if (v > PT_VIRTUAL_STAGES_MAX)
+                return pt_errprintf(err, "ptrain: %s=%d is invalid (valid: 1..%d model chunks "
+                                    "per pipeline rank)", what, v, PT_VIRTUAL_STAGES_MAX);
+            req->virtual_stages = v;
+        }
+        return 0;
+    }
+    if (strcmp(key, "zero") == 0) {
+        if (!(text[0] >= '0' && text[0] <= '3' && text[1] == '\0'))
+            return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid ZeRO stages: 0, 1, 2, 3)",
+                                what, text);
+        int z = text[0] - '0';
+        if (c && z > c->max_zero)
+            return pt_errprintf(err, "ptrain: %s=%d exceeds this cluster's max_zero=%d (valid: "
+                                "0..%d)", what, z, c->max_zero, c->max_zero);
+        req->zero = z;
+        return 0;
+    }
+    if (strcmp(key, "schedule") == 0) {
+        int sc;
+        if (pt_schedule_parse(what, text, &sc, &inner) < 0)
+            return pt_errprintf(err, "ptrain: %s", inner.text);
+        if (c && !(c->allowed_schedules & (1u << sc)))
+            return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster "
+                                "(allowed_schedules in ptrain.conf)", what, text);
+        req->schedule = sc;
+        return 0;
+    }
+    if (strcmp(key, "recompute") == 0) {
+        if (pt_recompute_parse(what, text, &req->ckpt_act, &inner) < 0)
+            return pt_errprintf(err, "ptrain: %s", inner.text);
+        return 0;
+    }
+    if (strcmp(key, "pp-split") == 0) {
+        if (pt_plan_split_parse(what, text, req, &inner) < 0)
+            return pt_errprintf(err, "ptrain: %s", inner.text);
+        return 0;
+    }
+    return pt_errprintf(err, "ptrain: unknown pipeline option '%s' (valid: pp, microbatches, "
+                        "virtual-stages, zero, schedule, recompute, pp-split)", key);
 }

@@ -44,25 +44,42 @@ typedef struct pt_spank_conf {
     unsigned allowed_modes;    /* bit (1u << pt_mode) per mode users may request; off always */
     int master_port_base;      /* first rendezvous port (1024..65535) */
     int master_port_count;     /* number of ports in the range (>= 1) */
+    int max_pp;                /* largest pipeline size a user may ask for (>= 1) */
+    int default_zero;          /* ZeRO stage of steps that ask none (0..max_zero); applied
+                                * only where the plan has dp*sp > 1 (else nothing to shard) */
+    int max_zero;              /* highest ZeRO stage users may ask for (0..3) */
+    int default_schedule;      /* pt_schedule of steps that ask none: gpipe or 1f1b
+                                * (interleaved needs per-job virtual stages) */
+    unsigned allowed_schedules; /* bit (1u << pt_schedule) per schedule users may ask for */
+    int default_recompute;     /* pt_recompute of steps that ask none */
 } pt_spank_conf;
 
 /* Defaults: default_mode off, max_tp 64, allowed_modes every mode (off,
- * auto, 1d, 2d, 2.5d, 3d),
- * master ports 29500..30499 (base 29500, count 1000). */
+ * auto, 1d, 2d, 2.5d, 3d), master ports 29500..30499 (base 29500, count
+ * 1000), max_pp 64, default_zero 0, max_zero 3, default_schedule 1f1b,
+ * allowed_schedules every schedule, default_recompute none. */
 void pt_spank_conf_default(pt_spank_conf *c);
 
-/* Range checks of a filled configuration (see the field comments). */
+/* Range checks of a filled configuration (see the field comments), and
+ * refusal of combinations under which requests could never run:
+ * default_mode not allowed, auto without 1d, default_zero above max_zero,
+ * default_schedule interleaved or not allowed, no schedule allowed. */
 int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
 
 /* Read a libconfig file over *c: settings default_mode (string), max_tp
  * (int), allowed_modes (list or array of mode strings, e.g. ["auto", "1d"]),
- * master_port_base (int), master_port_count (int).  An unknown setting, a
+ * master_port_base (int), master_port_count (int), max_pp (int),
+ * default_zero (int), max_zero (int), default_schedule (string),
+ * allowed_schedules (list of schedule strings), default_recompute
+ * (string: none, block, attention).  An unknown setting, a
  * wrong type, a bad value or a syntax error is an error naming the file and
  * line; *c is left unchanged on error. */
 int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
 
 /* Apply one plugstack argument "key=value" (config=PATH, default_mode=M,
- * max_tp=N, master_port_base=N, master_port_count=N) to *c.  config= loads
+ * max_tp=N, master_port_base=N, master_port_count=N, max_pp=N,
+ * default_zero=N, max_zero=N, default_schedule=S,
+ * allowed_schedules=S[,S...], default_recompute=R) to *c.  config= loads
  * the file at once. */
 int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
 
@@ -78,5 +95,15 @@ int pt_spank_parse_mode_opt(const pt_spank_conf *c, const char *what, const char
  * is_tp (c NULL skips that check). */
 int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char *text, int is_tp,
                             int *out, pt_error *err);
+
+/* A pipeline/ZeRO option (--ptrain-pp, --ptrain-microbatches,
+ * --ptrain-virtual-stages, --ptrain-zero, --ptrain-schedule,
+ * --ptrain-recompute, --ptrain-pp-split) or its PTRAIN_* variable, named
+ * `what` in errors, parsed into the request *req and checked against c's
+ * limits (max_pp, max_zero, allowed_schedules; c NULL skips them).  `key`
+ * is the option's name without "--ptrain-".  Errors are one line prefixed
+ * "ptrain: ". */
+int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char *what,
+                            const char *text, pt_plan *req, pt_error *err);
 
 #endif

@@ -36,6 +36,102 @@ int pt_mode_parse(const char *s, pt_mode *m, pt_error *err)
     return pt_errprintf(err, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
 }
 
+static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved"};
+#define N_SCHEDS 3
+static const char *const recompute_names[] = {"none", "block", "attention"};
+#define N_RECOMPUTE 3
+
+const char *pt_schedule_name(int s)
+{
+    return s >= 0 && s < N_SCHEDS ? sched_names[s] : "?";
+}
+
+int pt_schedule_parse(const char *what, const char *s, int *out, pt_error *err)
+{
+    for (int i = 0; s && i < N_SCHEDS; i++)
+        if (strcmp(s, sched_names[i]) == 0) {
+            if (out) *out = i;
+            return 0;
+        }
+    return pt_errprintf(err, "invalid %s '%s' (valid: gpipe, 1f1b, interleaved)", what,
+                        s ? s : "");
+}
+
+const char *pt_recompute_name(int r)
+{
+    return r >= 0 && r < N_RECOMPUTE ? recompute_names[r] : "?";
+}
+
+int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err)
+{
+    int v = -1;
+    if (s && strcmp(s, "0") == 0) v = PT_RECOMPUTE_NONE; /* PTRAIN_CKPT_ACT of earlier versions */
+    else if (s && strcmp(s, "1") == 0) v = PT_RECOMPUTE_BLOCK;
+    for (int i = 0; s && v < 0 && i < N_RECOMPUTE; i++)
+        if (strcmp(s, recompute_names[i]) == 0) v = i;
+    if (v < 0)
+        return pt_errprintf(err, "invalid %s '%s' (valid: none, block, attention; 0 = none, "
+                            "1 = block)", what, s ? s : "");
+    if (out) *out = v;
+    return 0;
+}
+
+/* Most blocks one stage of an explicit split may name. */
+#define SPLIT_ENTRY_MAX 4096
+
+int pt_plan_split_parse(const char *what, const char *s, pt_plan *p, pt_error *err)
+{
+    if (!s || !p) return pt_errprintf(err, "no %s given", what);
+    if (*s == '\0' || strcmp(s, "even") == 0) {
+        p->pp_split_n = 0;
+        return 0;
+    }
+    int v[PT_PP_SPLIT_MAX], n = 0;
+    const char *q = s;
+    for (;;) {
+        if (n == PT_PP_SPLIT_MAX)
+            return pt_errprintf(err, "invalid %s '%.40s...': more than %d stages (valid: at most "
+                                "%d comma-separated block counts, or even)", what, s,
+                                PT_PP_SPLIT_MAX, PT_PP_SPLIT_MAX);
+        long x = 0;
+        int digits = 0;
+        while (isdigit((unsigned char)*q) && x <= SPLIT_ENTRY_MAX) {
+            x = x * 10 + (*q++ - '0');
+            digits++;
+        }
+        if (!digits || x < 1 || x > SPLIT_ENTRY_MAX || (*q && *q != ','))
+            return pt_errprintf(err, "invalid %s '%s' (valid: comma-separated block counts "
+                                "1..%d per stage such as 3,3,2,2, or even)", what, s,
+                                SPLIT_ENTRY_MAX);
+        v[n++] = (int)x;
+        if (!*q) break;
+        q++;
+    }
+    memcpy(p->pp_split, v, sizeof(int) * (size_t)n);
+    p->pp_split_n = n;
+    return 0;
+}
+
+void pt_plan_split_format(const pt_plan *p, char *buf, size_t n)
+{
+    if (!buf || !n) return;
+    if (p->pp_split_n <= 0 || p->pp_split_n > PT_PP_SPLIT_MAX) {
+        snprintf(buf, n, "even");
+        return;
+    }
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < p->pp_split_n; i++) {
+        char item[16];
+        snprintf(item, sizeof item, "%s%d", i ? "," : "", p->pp_split[i]);
+        if (off + strlen(item) + 4 >= n) {
+            if (off + 4 <= n) snprintf(buf + off, n - off, "...");
+            return;
+        }
+        off += (size_t)snprintf(buf + off, n - off, "%s", item);
+    }
+}
+
 void pt_plan_default(pt_plan *p)
 {
     memset(p, 0, sizeof *p);
@@ -249,6 +345,67 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err)
     return 0;
 }
 
+/* "m1, m2, m3" of the multiples of step nearest above and below m (for
+ * interleaved microbatch counts). */
+static void multiples_text(int m, int step, char *buf, size_t len)
+{
+    strlist s;
+    sl_init(&s, buf, len);
+    int lo = m / step * step;
+    if (lo >= step) sl_add(&s, "%d", lo);
+    for (int k = lo + step; s.count < 3; k += step) sl_add(&s, "%d", k);
+}
+
+/* The pipeline settings that need neither the world nor the model:
+ * schedule, virtual stages, the number of split entries.  pp, v and m
+ * are the plan's (a request passes 1 for "not given"). */
+static int pipeline_check(const pt_plan *p, int pp, int v, int m, pt_error *err)
+{
+    if (p->schedule < 0 || p->schedule >= N_SCHEDS)
+        return pt_errprintf(err, "invalid schedule value %d (valid: gpipe, 1f1b, interleaved)",
+                            p->schedule);
+    if (v < 1 || v > PT_VIRTUAL_STAGES_MAX)
+        return pt_errprintf(err, "invalid virtual_stages=%d (valid: 1..%d model chunks per "
+                            "pipeline rank)", v, PT_VIRTUAL_STAGES_MAX);
+    if (p->schedule == PT_SCHED_INTERLEAVED) {
+        if (pp < 2)
+            return pt_errprintf(err, "schedule=interleaved with pp=%d: interleaving needs a "
+                                "pipeline (valid: pp >= 2, or schedule gpipe or 1f1b)", pp);
+        if (v < 2)
+            return pt_errprintf(err, "schedule=interleaved with virtual_stages=%d: interleaving "
+                                "needs at least 2 model chunks per rank (valid: virtual_stages "
+                                "2..%d, or schedule 1f1b)", v, PT_VIRTUAL_STAGES_MAX);
+        if (m % pp) {
+            char list[64];
+            multiples_text(m, pp, list, sizeof list);
+            return pt_errprintf(err, "schedule=interleaved with pp=%d needs microbatches a "
+                                "multiple of pp, microbatches=%d is not (Narayanan et al. 2021, "
+                                "sec. 2.2; valid microbatches: %s, ...)", pp, m, list);
+        }
+    } else if (v != 1) {
+        return pt_errprintf(err, "virtual_stages=%d with schedule=%s: virtual stages are for the "
+                            "interleaved schedule (valid: schedule=interleaved, or "
+                            "virtual_stages=1)", v, pt_schedule_name(p->schedule));
+    }
+    if (p->pp_split_n < 0 || p->pp_split_n > PT_PP_SPLIT_MAX)
+        return pt_errprintf(err, "invalid pp_split_n=%d (valid: 0 for an even split, or "
+                            "1..%d entries)", p->pp_split_n, PT_PP_SPLIT_MAX);
+    if (p->pp_split_n) {
+        long long need = (long long)pp * v;
+        char txt[PT_PP_SPLIT_MAX * 6];
+        pt_plan_split_format(p, txt, sizeof txt);
+        if (p->pp_split_n != need)
+            return pt_errprintf(err, "pp_split %s has %d entries, but pp=%d x virtual_stages=%d "
+                                "makes %lld stages (valid: %lld comma-separated block counts, "
+                                "or even)", txt, p->pp_split_n, pp, v, need, need);
+        for (int i = 0; i < p->pp_split_n; i++)
+            if (p->pp_split[i] < 1)
+                return pt_errprintf(err, "pp_split %s: stage %d has %d blocks (valid: at least "
+                                    "1 block per stage)", txt, i, p->pp_split[i]);
+    }
+    return 0;
+}
+
 int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
 {
     if (!p) return pt_errprintf(err, "no plan given");
@@ -269,16 +426,18 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
     }
     if (p->zero < 0 || p->zero > 3)
         return pt_errprintf(err, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
-    if (p->ckpt_act < PT_RECOMPUTE_NONE || p->ckpt_act > PT_RECOMPUTE_ATTENTION)
-        return pt_errprintf(err, "invalid ckpt_act=%d (valid: 0 none, 1 block, 2 attention)", p->ckpt_act);
+    if (p->ckpt_act < 0 || p->ckpt_act >= N_RECOMPUTE)
+        return pt_errprintf(err, "invalid ckpt_act=%d (valid recompute modes: 0 none, 1 block, "
+                            "2 attention)", p->ckpt_act);
     if (p->offload != 0 && p->offload != 1)
         return pt_errprintf(err, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !order_is_perm(p->rank_order))
         return pt_errprintf(err,
                          "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
                          p->rank_order);
+    if (pipeline_check(p, p->pp, p->virtual_stages, p->microbatches, err) < 0) return -1;
 
-    /* What this build can run. */
+    /* What this build can run: an accepted setting must take effect. */
     if (p->offload != 0)
         return pt_errprintf(err, "optimizer offload=%d is not yet supported (supported: "
                          "offload=0)", p->offload);
@@ -319,7 +478,52 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
                              pt_mode_name(p->mode), valid);
         }
     }
+    if (p->zero > 0 && (long long)p->dp * p->sp == 1)
+        return pt_errprintf(err, "zero=%d with dp=%d sp=%d: ZeRO shards the optimizer state over "
+                            "the data-parallel ranks and this plan has one, so there is nothing "
+                            "to shard (valid: zero=0, or dp*sp >= 2)", p->zero, p->dp, p->sp);
+    return 0;
+}
 
+int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_error *err)
+{
+    if (!p) return pt_errprintf(err, "no plan given");
+    if (n_layer < 1) return pt_errprintf(err, "invalid layer count %d (valid: >= 1)", n_layer);
+    long long stages = (long long)p->pp * p->virtual_stages;
+    if (stages > n_layer) {
+        if (p->virtual_stages == 1)
+            return pt_errprintf(err, "pp=%d is larger than the layer count %d: every pipeline "
+                                "stage holds at least one block (valid: pp 1..%d)", p->pp,
+                                n_layer, n_layer);
+        return pt_errprintf(err, "pp=%d x virtual_stages=%d = %lld stages, more than the %d "
+                            "layers: every stage holds at least one block (valid: pp * "
+                            "virtual_stages <= %d; pp <= %d with virtual_stages=%d)", p->pp,
+                            p->virtual_stages, stages, n_layer, n_layer,
+                            n_layer / p->virtual_stages, p->virtual_stages);
+    }
+    if (p->pp_split_n > 0 && p->pp_split_n <= PT_PP_SPLIT_MAX) {
+        long long sum = 0;
+        for (int i = 0; i < p->pp_split_n; i++) sum += p->pp_split[i];
+        if (sum != n_layer) {
+            char txt[PT_PP_SPLIT_MAX * 6];
+            pt_plan_split_format(p, txt, sizeof txt);
+            return pt_errprintf(err, "pp_split %s sums to %lld blocks, but the model has %d "
+                                "layers (valid: %d block counts >= 1 that sum to %d, or even)",
+                                txt, sum, n_layer, p->pp_split_n, n_layer);
+        }
+    }
+    if (batch_per_dp > 0 && batch_per_dp % p->microbatches) {
+        /* the microbatch counts that divide the batch (and, interleaved, are multiples of pp) */
+        char list[200];
+        strlist sl;
+        sl_init(&sl, list, sizeof list);
+        for (int k = 1; k <= batch_per_dp; k++)
+            if (batch_per_dp % k == 0 && (p->schedule != PT_SCHED_INTERLEAVED || k % p->pp == 0))
+                sl_add(&sl, "%d", k);
+        return pt_errprintf(err, "microbatches=%d does not divide the %d sequences per "
+                            "data-parallel rank (valid microbatches here: %s)", p->microbatches,
+                            batch_per_dp, sl.count ? list : "none");
+    }
     return 0;
 }
 
@@ -347,7 +551,7 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
         {"PTRAIN_SP", offsetof(pt_plan, sp), 1, SIZE_MAX_VALUE},
         {"PTRAIN_ZERO", offsetof(pt_plan, zero), 0, 3},
         {"PTRAIN_MICROBATCHES", offsetof(pt_plan, microbatches), 1, SIZE_MAX_VALUE},
-        {"PTRAIN_CKPT_ACT", offsetof(pt_plan, ckpt_act), 0, 1},
+        {"PTRAIN_VIRTUAL_STAGES", offsetof(pt_plan, virtual_stages), 1, PT_VIRTUAL_STAGES_MAX},
         {"PTRAIN_OFFLOAD", offsetof(pt_plan, offload), 0, 1},
     };
     if (!p) return pt_errprintf(err, "no plan given");
@@ -367,6 +571,21 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
         if (parse_int(ints[i].var, s, ints[i].lo, ints[i].hi,
                       (int *)((char *)&tmp + ints[i].off), err) < 0)
             return -1;
+    }
+    s = getenv("PTRAIN_SCHEDULE");
+    if (s) {
+        found = 1;
+        if (pt_schedule_parse("PTRAIN_SCHEDULE", s, &tmp.schedule, err) < 0) return -1;
+    }
+    s = getenv("PTRAIN_CKPT_ACT");
+    if (s) {
+        found = 1;
+        if (pt_recompute_parse("PTRAIN_CKPT_ACT", s, &tmp.ckpt_act, err) < 0) return -1;
+    }
+    s = getenv("PTRAIN_PP_SPLIT");
+    if (s) {
+        found = 1;
+        if (pt_plan_split_parse("PTRAIN_PP_SPLIT", s, &tmp, err) < 0) return -1;
     }
     s = getenv("PTRAIN_RANK_ORDER");
     if (s) {
@@ -397,16 +616,33 @@ int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *va
     EXPORT_INT("PTRAIN_SP", sp);
     EXPORT_INT("PTRAIN_ZERO", zero);
     EXPORT_INT("PTRAIN_MICROBATCHES", microbatches);
-    EXPORT_INT("PTRAIN_CKPT_ACT", ckpt_act);
+    if ((rc = set("PTRAIN_SCHEDULE", pt_schedule_name(p->schedule), arg)) != 0) return rc;
+    EXPORT_INT("PTRAIN_VIRTUAL_STAGES", virtual_stages);
+    char split[PT_PP_SPLIT_MAX * 6];
+    pt_plan_split_format(p, split, sizeof split);
+    if ((rc = set("PTRAIN_PP_SPLIT", split, arg)) != 0) return rc;
+    if ((rc = set("PTRAIN_CKPT_ACT", pt_recompute_name(p->ckpt_act), arg)) != 0) return rc;
     EXPORT_INT("PTRAIN_OFFLOAD", offload);
 #undef EXPORT_INT
     char order[4];
     memcpy(order, p->rank_order, 3);
     order[3] = '\0';
     if ((rc = set("PTRAIN_RANK_ORDER", order, arg)) != 0) return rc;
-    char line[160];
+    char line[640];
     pt_plan_summary(p, line, sizeof line);
     return set("PTRAIN_PLAN", line, arg);
+}
+
+/* Append printf text to buf at *k, never past n. */
+static void append(char *buf, size_t n, int *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void append(char *buf, size_t n, int *k, const char *fmt, ...)
+{
+    if (*k < 0 || (size_t)*k >= n) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *k, n - (size_t)*k, fmt, ap);
+    va_end(ap);
+    *k = w < 0 ? -1 : *k + w;
 }
 
 void pt_plan_summary(const pt_plan *p, char *buf, size_t n)
@@ -415,18 +651,23 @@ void pt_plan_summary(const pt_plan *p, char *buf, size_t n)
     char order[4];
     memcpy(order, p->rank_order, 3);
     order[3] = '\0';
-    int k = snprintf(buf, n, "mode=%s dp=%d tp=%d pp=%d sp=%d zero=%d order=%s",
-                     pt_mode_name(p->mode), p->dp, p->tp, p->pp, p->sp, p->zero, order);
-    if (k < 0 || (size_t)k >= n) return;
+    int k = 0;
+    buf[0] = '\0';
+    append(buf, n, &k, "mode=%s dp=%d tp=%d pp=%d sp=%d zero=%d order=%s", pt_mode_name(p->mode),
+           p->dp, p->tp, p->pp, p->sp, p->zero, order);
     /* Non-default extras only, so the common line stays short. */
-    if (p->tp_depth != 1) k += snprintf(buf + k, n - (size_t)k, " tp_depth=%d", p->tp_depth);
-    if (k < 0 || (size_t)k >= n) return;
-    if (p->microbatches != 1) k += snprintf(buf + k, n - (size_t)k, " microbatches=%d",
-                                            p->microbatches);
-    if (k < 0 || (size_t)k >= n) return;
-    if (p->ckpt_act) k += snprintf(buf + k, n - (size_t)k, " ckpt_act=1");
-    if (k < 0 || (size_t)k >= n) return;
-    if (p->offload) snprintf(buf + k, n - (size_t)k, " offload=1");
+    if (p->tp_depth != 1) append(buf, n, &k, " tp_depth=%d", p->tp_depth);
+    if (p->microbatches != 1) append(buf, n, &k, " microbatches=%d", p->microbatches);
+    if (p->pp > 1 || p->schedule != PT_SCHED_1F1B)
+        append(buf, n, &k, " schedule=%s", pt_schedule_name(p->schedule));
+    if (p->virtual_stages != 1) append(buf, n, &k, " virtual_stages=%d", p->virtual_stages);
+    if (p->pp_split_n) {
+        char split[PT_PP_SPLIT_MAX * 6];
+        pt_plan_split_format(p, split, sizeof split);
+        append(buf, n, &k, " split=%s", split);
+    }
+    if (p->ckpt_act) append(buf, n, &k, " recompute=%s", pt_recompute_name(p->ckpt_act));
+    if (p->offload) append(buf, n, &k, " offload=1");
 }
 
 /* ---- automatic planning ------------------------------------------------ */
@@ -505,7 +746,41 @@ static int request_check(const pt_plan *req, const pt_plan_limits *lim, int shap
     if (req->sp < 0 || req->sp > SIZE_MAX_VALUE)
         return pt_errprintf(err, "invalid --ptrain-sp=%d (valid: 1..%d)", req->sp,
                             SIZE_MAX_VALUE);
+    if (req->pp < 0 || req->pp > SIZE_MAX_VALUE)
+        return pt_errprintf(err, "invalid --ptrain-pp=%d (valid: 1..%d)", req->pp, SIZE_MAX_VALUE);
+    if (req->microbatches < 0 || req->microbatches > SIZE_MAX_VALUE)
+        return pt_errprintf(err, "invalid --ptrain-microbatches=%d (valid: 1..%d)",
+                            req->microbatches, SIZE_MAX_VALUE);
+    if (req->zero < 0 || req->zero > 3)
+        return pt_errprintf(err, "invalid --ptrain-zero=%d (valid ZeRO stages: 0, 1, 2, 3)",
+                            req->zero);
+    if (req->ckpt_act < 0 || req->ckpt_act >= N_RECOMPUTE)
+        return pt_errprintf(err, "invalid --ptrain-recompute value %d (valid: none, block, "
+                            "attention)", req->ckpt_act);
     if (req->mode == PT_MODE_OFF) return 0; /* nothing planned: sizes are ignored */
+    int max_pp = lim ? lim->max_pp : SIZE_MAX_VALUE, max_zero = lim ? lim->max_zero : 3;
+    unsigned scheds = lim ? lim->schedules : ~0u;
+    int pp = req->pp > 0 ? req->pp : 1;
+    if (pp > max_pp)
+        return pt_errprintf(err, "--ptrain-pp=%d exceeds the administrator's max_pp=%d (valid: "
+                            "1..%d; max_pp in ptrain.conf)", pp, max_pp, max_pp);
+    if (req->zero > max_zero)
+        return pt_errprintf(err, "--ptrain-zero=%d exceeds the administrator's max_zero=%d "
+                            "(valid: 0..%d; max_zero in ptrain.conf)", req->zero, max_zero,
+                            max_zero);
+    if (req->schedule >= 0 && req->schedule < N_SCHEDS && !(scheds & (1u << req->schedule))) {
+        strlist sl;
+        char ok[64];
+        sl_init(&sl, ok, sizeof ok);
+        for (int i = 0; i < N_SCHEDS; i++)
+            if (scheds & (1u << i)) sl_add(&sl, "%s", sched_names[i]);
+        return pt_errprintf(err, "--ptrain-schedule=%s is not allowed by the administrator "
+                            "(allowed_schedules in ptrain.conf: %s)",
+                            pt_schedule_name(req->schedule), sl.count ? ok : "none");
+    }
+    if (pipeline_check(req, pp, req->virtual_stages > 0 ? req->virtual_stages : 1,
+                       req->microbatches > 0 ? req->microbatches : 1, err) < 0)
+        return -1;
     if (req->mode == PT_MODE_AUTO && !(modes & (1u << PT_MODE_1D)))
         return pt_errprintf(err, "--ptrain-mode=auto resolves to 1d, which the "
                          "administrator does not allow (allowed_modes in ptrain.conf)");
@@ -563,36 +838,54 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
     pt_mode mode = req->mode == PT_MODE_AUTO ? PT_MODE_1D : req->mode;
     int depth = req->tp_depth; /* 0: choose */
     int sp = req->sp > 1 ? req->sp : 1;
+    int pp = req->pp > 1 ? req->pp : 1;
 
     /* Tensor and sequence groups must each sit inside one node: their
      * size divides every node's task count, i.e. the gcd of the counts. */
     int common = 0;
     for (int i = 0; i < g->nnodes; i++) common = gcd(common, g->tasks_per_node[i]);
-    char valid[256], shape[32], where[96];
+    char valid[256], shape[32], where[160];
+    if (g->ntasks % pp) {
+        list_divisors(g->ntasks, INT_MAX, valid, sizeof valid);
+        return pt_errprintf(err, "--ptrain-pp=%d does not divide the %d tasks of the step "
+                            "(valid pp here: %s)", pp, g->ntasks, valid);
+    }
+    /* A pipeline stage holds ntasks / pp ranks: the tensor (or sequence)
+     * group must also divide that. */
+    int stage = g->ntasks / pp;
+    int fit = gcd(common, stage);
     if (g->nnodes == 1)
         snprintf(where, sizeof where, "%d tasks on 1 node", g->ntasks);
     else
         snprintf(where, sizeof where, "%d tasks on %d nodes, gcd of tasks per node %d",
                  g->ntasks, g->nnodes, common);
+    if (pp > 1) {
+        size_t wl = strlen(where);
+        snprintf(where + wl, sizeof where - wl, ", %d per pipeline stage with pp=%d", stage, pp);
+    }
     int tp;
     if (sp > 1) {
-        if (common % sp) {
-            list_divisors(common, INT_MAX, valid, sizeof valid);
+        if (fit % sp) {
+            list_divisors(fit, INT_MAX, valid, sizeof valid);
             return pt_errprintf(err, "--ptrain-sp=%d does not divide the tasks on every "
-                                "node (%s; valid sp here: %s)", sp, where, valid);
+                                "node%s (%s; valid sp here: %s)", sp,
+                                pp > 1 ? " and of every pipeline stage" : "", where, valid);
         }
         tp = 1;
         if (mode == PT_MODE_2P5D) depth = 1;
     } else if (req->tp > 0) {
         tp = req->tp;
-        if (tp > max_tp || common % tp || !tp_has_shape(mode, depth, tp)) {
-            valid_tp_text(mode, depth, common, max_tp, valid, sizeof valid);
+        if (tp > max_tp || fit % tp || !tp_has_shape(mode, depth, tp)) {
+            valid_tp_text(mode, depth, fit, max_tp, valid, sizeof valid);
             if (tp > max_tp)
                 return pt_errprintf(err, "--ptrain-tp=%d exceeds the administrator's "
                                  "max_tp=%d (%s)", tp, max_tp, valid);
             if (common % tp)
                 return pt_errprintf(err, "--ptrain-tp=%d does not divide the tasks on "
                                  "every node (%s; %s)", tp, where, valid);
+            if (fit % tp)
+                return pt_errprintf(err, "--ptrain-tp=%d does not divide the %d tasks of a "
+                                    "pipeline stage (%s; %s)", tp, stage, where, valid);
             return pt_errprintf(err, "--ptrain-tp=%d is not %s for --ptrain-mode=%s "
                                 "(%s; %s)", tp,
                                 shape_text(mode, depth, shape, sizeof shape), pt_mode_name(mode),
@@ -600,10 +893,14 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
         }
     } else {
         tp = 0;
-        for (int t = 1; t <= common && t <= max_tp; t++)
-            if (common % t == 0 && tp_has_shape(mode, depth, t)) tp = t;
+        /* With a ZeRO stage asked for, the largest tp that leaves at
+         * least 2 data-parallel ranks to shard over, when one exists. */
+        int need_dp = req->zero > 0 ? 2 : 1;
+        for (int pass = 0; pass < 2 && !tp; pass++, need_dp = 1)
+            for (int t = 1; t <= fit && t <= max_tp; t++)
+                if (fit % t == 0 && tp_has_shape(mode, depth, t) && stage / t >= need_dp) tp = t;
         if (!tp) { /* only a pinned 2.5d depth can leave nothing */
-            list_divisors(common, max_tp, valid, sizeof valid);
+            list_divisors(fit, max_tp, valid, sizeof valid);
             return pt_errprintf(err, "--ptrain-tp-depth=%d does not fit: tp = %d*q*q must "
                                 "divide the tasks on every node (%s) and be <= max_tp=%d "
                                 "(valid tp_depth here: %s)", depth, depth, where, max_tp, valid);
@@ -614,7 +911,18 @@ int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_p
     p.tp = tp;
     p.tp_depth = mode == PT_MODE_2P5D ? depth : 1;
     p.sp = sp;
-    p.dp = g->ntasks / (tp * sp);
+    p.pp = pp;
+    p.dp = g->ntasks / (pp * tp * sp);
+    p.zero = req->zero;
+    p.microbatches = req->microbatches > 0 ? req->microbatches : 1;
+    p.schedule = req->schedule;
+    p.virtual_stages = req->virtual_stages > 0 ? req->virtual_stages : 1;
+    p.pp_split_n = req->pp_split_n;
+    memcpy(p.pp_split, req->pp_split, sizeof p.pp_split);
+    p.ckpt_act = req->ckpt_act;
+    /* rank_order stays DPT ("cluster"): T varies fastest, so a group of
+     * tp*sp consecutive ranks, which divides every node's count, sits in
+     * one node. */
     if (pt_plan_validate(&p, g->ntasks, err) < 0) return -1;
     *out = p;
     return 0;

@@ -35,6 +35,8 @@ typedef enum pt_schedule { PT_SCHED_1F1B = 0, PT_SCHED_GPIPE, PT_SCHED_INTERLEAV
 typedef enum pt_recompute { PT_RECOMPUTE_NONE = 0, PT_RECOMPUTE_BLOCK, PT_RECOMPUTE_ATTENTION } pt_recompute;
 /* most entries of an explicit stage split (pp * virtual_stages) */
 #define PT_PP_SPLIT_MAX 64
+/* most model chunks per pp rank (= PT_GPT_MAX_CHUNKS of lib/model) */
+#define PT_VIRTUAL_STAGES_MAX 16
 
 typedef struct pt_plan {
     pt_mode mode;
@@ -62,23 +64,63 @@ int pt_mode_parse(const char *s, pt_mode *m, pt_error *err);
  * Anything else, a longer string included, is refused. */
 int pt_plan_order_parse(const char *s, char out[4], pt_error *err);
 
-/* Defaults: mode 1d, every size 1, zero 0, microbatches 1, order "DPT". */
+/* schedule <-> text: "1f1b", "gpipe", "interleaved".  parse: 0, or -1
+ * with "invalid <what> '<s>' (valid: gpipe, 1f1b, interleaved)". */
+const char *pt_schedule_name(int s);
+int pt_schedule_parse(const char *what, const char *s, int *out, pt_error *err);
+
+/* recompute <-> text: "none", "block", "attention"; parse also takes "0"
+ * (none) and "1" (block), the PTRAIN_CKPT_ACT values of earlier
+ * versions. */
+const char *pt_recompute_name(int r);
+int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err);
+
+/* An explicit stage split "3,3,2,2" (blocks per stage in pipeline order,
+ * each 1..4096, at most PT_PP_SPLIT_MAX entries) into p->pp_split and
+ * p->pp_split_n; "even" or "" clears it (pp_split_n = 0).  How many
+ * entries a plan needs (pp * virtual_stages) is pt_plan_validate's check,
+ * their sum (n_layer) pt_plan_check_model's.  p is unchanged on error. */
+int pt_plan_split_parse(const char *what, const char *s, pt_plan *p, pt_error *err);
+
+/* p's split as "3,3,2,2", or "even" when pp_split_n is 0 (n >= 8 bytes;
+ * a split that does not fit ends in "..."). */
+void pt_plan_split_format(const pt_plan *p, char *buf, size_t n);
+
+/* Defaults: mode 1d, every size 1, zero 0, microbatches 1, schedule 1f1b,
+ * virtual_stages 1, even split, recompute none, order "DPT". */
 void pt_plan_default(pt_plan *p);
 
 /* Check the plan is internally consistent and fits `world_size` ranks
  * (dp*pp*tp*sp == world_size, every size >= 1, rank_order a permutation
  * of DPT, tp_depth consistent with the mode).  world_size <= 0 skips the
- * world check.  Modes and features this build cannot run yet are refused
- * with a "not yet supported" message: pp > 1, zero > 0, offload,
- * microbatches > 1 and ckpt_act (an accepted setting must take effect). */
+ * world check.  Pipeline, ZeRO and recompute settings (the ones that need
+ * no model; see pt_plan_check_model for the rest):
+ *   schedule one of pt_schedule; virtual_stages 1..PT_VIRTUAL_STAGES_MAX,
+ *   > 1 only with interleaved, and interleaved needs virtual_stages >= 2,
+ *   pp >= 2 and microbatches % pp == 0 (Narayanan et al. 2021, sec. 2.2:
+ *   microbatches go round the pipeline in groups of pp);
+ *   an explicit split has pp * virtual_stages entries, each >= 1;
+ *   zero 0..3, and zero > 0 needs dp * sp > 1 (ZeRO shards the optimizer
+ *   state over the data-parallel ranks: Rajbhandari et al. 2020, sec. 5);
+ *   ckpt_act a pt_recompute.
+ * Optimizer offload is refused as "not yet supported" (an accepted setting
+ * must take effect). */
 int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err);
 
+/* The checks that need the model and the batch: pp * virtual_stages
+ * stages of at least one block each fit n_layer blocks; an explicit split
+ * sums to n_layer; batch_per_dp (sequences per data-parallel rank per
+ * step) divides into microbatches.  batch_per_dp <= 0 skips the batch
+ * check.  0, or -1 with one line naming the value and what would fit. */
+int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_error *err);
+
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
- * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_CKPT_ACT,
- * PTRAIN_OFFLOAD, PTRAIN_RANK_ORDER from the environment over the values
- * already in *p (unset variables leave fields unchanged).  Returns 1 if at
- * least one PTRAIN_* plan variable was present, 0 if none, -1 on a bad
- * value. */
+ * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_SCHEDULE,
+ * PTRAIN_VIRTUAL_STAGES, PTRAIN_PP_SPLIT, PTRAIN_CKPT_ACT, PTRAIN_OFFLOAD,
+ * PTRAIN_RANK_ORDER from the environment over the values already in *p
+ * (unset variables leave fields unchanged).  Returns 1 if at least one
+ * PTRAIN_* plan variable was present, 0 if none, -1 on a bad value (*p
+ * unchanged). */
 int pt_plan_from_env(pt_plan *p, pt_error *err);
 
 /* Call set(name, value, arg) once per plan variable, PTRAIN_PLAN included.
@@ -86,7 +128,10 @@ int pt_plan_from_env(pt_plan *p, pt_error *err);
 int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *value, void *arg),
                    void *arg);
 
-/* One-line human summary, e.g. "mode=1d dp=2 tp=2 pp=1 sp=1 zero=0 order=DPT". */
+/* One-line human summary, e.g. "mode=1d dp=2 tp=2 pp=1 sp=1 zero=0 order=DPT",
+ * followed by the settings that differ from the defaults ("microbatches=8
+ * schedule=interleaved virtual_stages=2 split=3,3,2,2 recompute=block").
+^ * n = 640 holds every plan. */
 void pt_plan_summary(const pt_plan *p, char *buf, size_t n);
 
 /* ---- automatic planning (the SPANK plugin's "auto" mode) ---- */
@@ -99,6 +144,9 @@ typedef struct pt_job_geometry {
 typedef struct pt_plan_limits {
     int max_tp;        /* largest tp the admin allows (>= 1) */
     unsigned modes;    /* bit (1u << pt_mode) set for each mode users may request */
+    int max_pp;        /* largest pp the admin allows (>= 1) */
+    int max_zero;      /* highest ZeRO stage the admin allows (0..3) */
+    unsigned schedules; /* bit (1u << pt_schedule) per schedule users may request */
 } pt_plan_limits;
 
 /* Resolve a request into a concrete plan for the geometry.
@@ -107,16 +155,22 @@ typedef struct pt_plan_limits {
  *   tp        --ptrain-tp (0: choose);
  *   tp_depth  --ptrain-tp-depth, 2.5d only (0: choose; note that
  *             pt_plan_default sets 1, which pins depth 1);
- *   sp        --ptrain-sp (0 or 1: no sequence parallelism).
+ *   sp        --ptrain-sp (0 or 1: no sequence parallelism);
+ *   pp        --ptrain-pp (0 or 1: no pipeline); must divide the task
+ *             count; <= lim->max_pp;
+ *   microbatches, virtual_stages (0 = 1), schedule (in lim->schedules),
+ *   pp_split, zero (<= lim->max_zero), ckpt_act: copied into the plan.
  * Tensor and sequence groups stay inside a node: tp and sp must divide
  * every node's task count.  tp is the pinned one, else the largest size
  * of the mode's shape (1d any, 2d q*q, 2.5d tp_depth*q*q, 3d l*l*l; see
- * pt_plan_tp_dims) that divides every node's task count and is <=
- * lim->max_tp.  A 2.5d depth left to choose is the one giving a true 2.5-D
+ * pt_plan_tp_dims) that divides every node's task count and the task
+ * count / pp, and is <= lim->max_tp; with req->zero > 0, the largest
+ * such size that leaves dp >= 2 (ZeRO shards over dp), if one does.  A 2.5d depth left to choose is the one giving a true 2.5-D
  * grid (depth >= 2, q >= 2) if tp has one, else the largest q.  sp > 1
  * composes with data parallelism only: tp = 1 (Li et al. 2021, "Sequence
  * Parallelism", sec. 3: ring self-attention over the sp group).  auto
- * plans 1d.  dp = ntasks / (tp * sp), pp = 1.  Errors (one line, naming the
+ * plans 1d.  dp = ntasks / (pp * tp * sp); the grid is dp x pp x tp x sp
+ * in rank_order (pt_plan_coords).  Errors (one line, naming the
  * value and listing the sizes that fit this geometry): mode not allowed,
  * pinned tp/depth/sp that does not fit, sp with tp > 1, depth outside
  * 2.5d.  Deterministic: every node computes the same plan from the same
@@ -124,7 +178,10 @@ typedef struct pt_plan_limits {
 /* The checks of pt_plan_auto that need no geometry, for the plugin's
  * srun/sbatch side before an allocation exists: mode allowed (auto needs
  * 1d), sizes in range, tp_depth only with 2.5d, sp > 1 only with tp <= 1
- * and no depth, a pinned tp of the mode's shape.  0 or -1 with a one-line
+ * and no depth, a pinned tp of the mode's shape; pp, zero and the
+ * schedule within the limits, and the pipeline settings that
+ * pt_plan_validate checks without a world (schedule, virtual stages,
+ * split entries).  0 or -1 with a one-line
  * error. */
 int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err);
 

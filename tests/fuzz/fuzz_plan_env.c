@@ -6,7 +6,8 @@
 static const char *const vars[] = {"PTRAIN_MODE", "PTRAIN_DP", "PTRAIN_PP", "PTRAIN_TP",
                                    "PTRAIN_TP_DEPTH", "PTRAIN_SP", "PTRAIN_ZERO",
                                    "PTRAIN_MICROBATCHES", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD",
-                                   "PTRAIN_RANK_ORDER"};
+                                   "PTRAIN_RANK_ORDER", "PTRAIN_SCHEDULE",
+                                   "PTRAIN_VIRTUAL_STAGES", "PTRAIN_PP_SPLIT"};
 #define NVARS (sizeof vars / sizeof vars[0])
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -27,8 +28,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = pt_plan_from_env(&p, &err);
     if (rc < 0 && (!err.text[0] || strchr(err.text, '\n'))) abort();
     if (rc >= 0 && pt_plan_validate(&p, world, &err) == 0) {
-        char line[256];
+        char line[640];
         pt_plan_summary(&p, line, sizeof line);
+        if (strlen(line) + 1 >= sizeof line) abort(); /* 640 bytes hold every plan */
+        if (pt_plan_check_model(&p, 1 + (int)(size % 48), (int)(size % 33), &err) != 0 &&
+            (!err.text[0] || strchr(err.text, '\n')))
+            abort();
         int dims[3];
         if (pt_plan_tp_dims(&p, dims, &err) != 0) abort(); /* validate checked the shape */
         if ((long long)dims[0] * dims[1] * dims[2] != p.tp) abort();

@@ -5,9 +5,10 @@
 # 2) with one line naming the rank and the field; no rank hangs in a
 # collective.  A rank killed or stopped mid-run ends the job within 30 s,
 # named by mpirun or by the watchdog.  Flags that used to be truncated or
-# refused inconsistently (--rank-order, cluster/spread, --heads) and
-# settings nothing uses (PTRAIN_MICROBATCHES, PTRAIN_CKPT_ACT) get one clear
-# line.  The per-rank differences come from mpirun's MPMD syntax
+# refused inconsistently (--rank-order, cluster/spread, --heads), settings
+# nothing uses (PTRAIN_OFFLOAD) and pipeline/ZeRO settings that do not fit
+# the model, batch or world (--pp, --micro-batches, --schedule, --pp-split,
+# --zero) get one clear line.  The per-rank differences come from mpirun's MPMD syntax
 # (-np 1 A : -np 1 env X=Y A).
 . "$top_srcdir/tests/lib.sh"
 run="$top_builddir/ptrain-run"
@@ -46,8 +47,8 @@ expect "PTRAIN_TP=abc on rank 1 of 2" 2 "rank 1: invalid PTRAIN_TP='abc'.*start-
     -np 1 $R : -np 1 env PTRAIN_TP=abc $R
 expect "PTRAIN_MODE=bogus on rank 1 of 2" 2 "rank 1: PTRAIN_MODE: invalid mode 'bogus'" \
     -np 1 $R : -np 1 env PTRAIN_MODE=bogus $R
-expect "PTRAIN_PP=2 on rank 1 of 2" 2 "rank 1: pipeline parallelism pp=2 is not yet supported" \
-    -np 1 $R : -np 1 env PTRAIN_PP=2 $R
+expect "PTRAIN_OFFLOAD=1 on rank 1 of 2" 2 "rank 1: optimizer offload=1 is not yet supported" \
+    -np 1 $R : -np 1 env PTRAIN_OFFLOAD=1 $R
 expect "PTRAIN_TP=abc on ranks 1 and 3 of 4" 2 "rank 1: .*start-up failed on ranks 1, 3 of 4" \
     -np 1 $R : -np 1 env PTRAIN_TP=abc $R : -np 1 $R : -np 1 env PTRAIN_TP=abc $R
 expect "missing data directory on rank 0 only" 2 "rank 0: data: cannot open token shard $tmp/nowhere/train.bin" \
@@ -56,6 +57,16 @@ expect "missing data directory on rank 0 only" 2 "rank 0: data: cannot open toke
 # case 2: valid but different plans, models, options
 expect "PTRAIN_SP=2 on rank 1 of 2" 2 "ranks disagree at start-up: plan dp: rank 1 has 1, rank 0 has 2; plan sp: rank 1 has 2, rank 0 has 1" \
     -np 1 $R : -np 1 env PTRAIN_SP=2 $R
+expect "PTRAIN_PP=2 on rank 1 of 2" 2 "ranks disagree at start-up: plan dp: rank 1 has 1, rank 0 has 2; plan pp: rank 1 has 2, rank 0 has 1" \
+    -np 1 $R : -np 1 env PTRAIN_PP=2 $R
+expect "PTRAIN_SCHEDULE=gpipe on rank 1 of 2" 2 "plan schedule: rank 1 has gpipe, rank 0 has 1f1b" \
+    -np 1 $R --pp 2 : -np 1 env PTRAIN_SCHEDULE=gpipe $R --pp 2
+expect "PTRAIN_ZERO=1 on rank 1 of 2" 2 "plan zero: rank 1 has 1, rank 0 has 0" \
+    -np 1 $R : -np 1 env PTRAIN_ZERO=1 $R
+expect "PTRAIN_CKPT_ACT=attention on rank 1 of 2" 2 "plan ckpt_act: rank 1 has attention, rank 0 has none" \
+    -np 1 $R : -np 1 env PTRAIN_CKPT_ACT=attention $R
+expect "PTRAIN_PP_SPLIT=1,1 on rank 1 of 2" 2 "plan pp_split: rank 1 has 1,1, rank 0 has even" \
+    -np 1 $R --pp 2 : -np 1 env PTRAIN_PP_SPLIT=1,1 $R --pp 2
 expect "PTRAIN_RANK_ORDER=TPD on one of 4" 2 "plan rank order: rank 3 has TPD, rank 0 has DPT" \
     -np 3 $R --tp 2 : -np 1 env PTRAIN_RANK_ORDER=TPD $R --tp 2
 expect "--layers 3 on rank 1" 2 "model layers: rank 1 has 3, rank 0 has 2" \
@@ -72,10 +83,26 @@ check "2 ranks with the same plan train (status $rc) and print the agreed start-
     sh -c "[ $rc -eq 0 ] && grep -q 'agreed by every rank, start-up hash [0-9a-f]\{16\}' '$tmp/out' && grep -q '^done:' '$tmp/out'"
 
 # case 8: settings that nothing uses are refused, not shown
-expect "PTRAIN_MICROBATCHES=4 everywhere" 2 "microbatches=4 is not yet supported" \
+expect "PTRAIN_OFFLOAD=1 everywhere" 2 "optimizer offload=1 is not yet supported (supported: offload=0)" \
+    -np 2 env PTRAIN_OFFLOAD=1 $R
+# pipeline / ZeRO settings that do not fit (model test: 2 layers; --batch 4)
+expect "PTRAIN_MICROBATCHES=4 with 2 sequences per dp rank" 2 "microbatches=4 does not divide the 2 sequences per data-parallel rank (valid microbatches here: 1, 2)" \
     -np 2 env PTRAIN_MICROBATCHES=4 $R
-expect "PTRAIN_CKPT_ACT=1 everywhere" 2 "activation checkpointing ckpt_act=1 is not yet supported" \
-    -np 2 env PTRAIN_CKPT_ACT=1 $R
+expect "--pp 4 with 2 layers" 2 "pp=4 is larger than the layer count 2: every pipeline stage holds at least one block (valid: pp 1..2)" \
+    -np 4 $R --pp 4
+expect "--pp-split 1,2 with 2 layers" 2 "pp_split 1,2 sums to 3 blocks, but the model has 2 layers" \
+    -np 2 $R --pp 2 --pp-split 1,2
+expect "--pp-split with the wrong number of stages" 2 "pp_split 2 has 1 entries, but pp=2 x virtual_stages=1 makes 2 stages" \
+    -np 2 $R --pp 2 --pp-split 2
+expect "--schedule interleaved without --virtual-stages" 2 "schedule=interleaved with virtual_stages=1" \
+    -np 2 $R --pp 2 --schedule interleaved
+expect "--virtual-stages 2 with 1f1b" 2 "virtual_stages=2 with schedule=1f1b: virtual stages are for the interleaved schedule" \
+    -np 2 $R --pp 2 --virtual-stages 2
+expect "--zero 1 with dp=1" 2 "zero=1 with dp=1 sp=1: .*nothing to shard (valid: zero=0, or dp\\*sp >= 2)" \
+    -np 2 $R --tp 2 --zero 1
+expect "--zero 4" 2 "--zero: '4'" -np 2 $R --zero 4
+expect "--schedule zb" 2 "invalid --schedule 'zb' (valid: gpipe, 1f1b, interleaved)" -np 2 $R --schedule zb
+expect "--recompute full" 2 "invalid --recompute 'full' (valid: none, block, attention" -np 2 $R --recompute full
 expect "--rank-order DPTDPTDPT is refused, not truncated" 2 "--rank-order: invalid rank order 'DPTDPTDPT'" \
     -np 2 $R --rank-order DPTDPTDPT
 for order in cluster spread; do

@@ -18,6 +18,7 @@ echo "TASK node=$SLURMD_NODENAME lid=$SLURM_LOCALID job=$SLURM_JOB_ID step=$SLUR
   "PP=${PTRAIN_PP-unset} TP=${PTRAIN_TP-unset} TPD=${PTRAIN_TP_DEPTH-unset} SP=${PTRAIN_SP-unset}" \
   "ZERO=${PTRAIN_ZERO-unset} MB=${PTRAIN_MICROBATCHES-unset} CKPT=${PTRAIN_CKPT_ACT-unset}" \
   "OFFLOAD=${PTRAIN_OFFLOAD-unset} ORDER=${PTRAIN_RANK_ORDER-unset} PLAN=${plan:-unset}" \
+  "SCHED=${PTRAIN_SCHEDULE-unset} VS=${PTRAIN_VIRTUAL_STAGES-unset} SPLIT=${PTRAIN_PP_SPLIT-unset}" \
   "NVARS=$(env | grep -c -E '^(PTRAIN_(MODE|DP|PP|TP|TP_DEPTH|SP|ZERO|MICROBATCHES|CKPT_ACT|OFFLOAD|RANK_ORDER|PLAN)|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)=')"
 SH
 chmod +x "$D/penv.sh"
@@ -39,7 +40,7 @@ check_plan() {
           if (r !~ /^[0-9]+$/ || r + 0 >= W || seen[r]++) perm = 0
           if (v[t, "WORLD_SIZE"] != W || v[t, "MODE"] != MODE || v[t, "DP"] != DP ||
               v[t, "TP"] != TP || v[t, "PP"] != 1 || v[t, "SP"] != SP || v[t, "TPD"] != TPD ||
-              v[t, "ZERO"] != 0 || v[t, "MB"] != 1 || v[t, "CKPT"] != 0 || v[t, "OFFLOAD"] != 0 ||
+              v[t, "ZERO"] != 0 || v[t, "MB"] != 1 || v[t, "CKPT"] != "none" || v[t, "OFFLOAD"] != 0 ||
               v[t, "ORDER"] != "DPT") env = 0
           if (v[t, "PLAN"] != v[1, "PLAN"] || v[t, "MASTER_PORT"] != v[1, "MASTER_PORT"]) agree = 0
           if (index(v[t, "PLAN"], "mode=" MODE "_dp=" DP "_tp=" TP "_pp=1_sp=" SP "_") != 1) agree = 0
@@ -144,6 +145,35 @@ refused "--ptrain-sp=2 with --ptrain-tp=2" \
     "--ptrain-sp=2 with --ptrain-tp=2: sequence parallelism composes with data parallelism only" \
     --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2
 refused "--ptrain-sp=x" "--ptrain-sp='x' is invalid" --ptrain-mode=auto --ptrain-sp=x
+# pipeline / ZeRO / recompute (issue 10): injected into every task
+srun --ptrain-mode=auto --ptrain-pp=2 --ptrain-zero=1 --ptrain-microbatches=4 --ptrain-schedule=gpipe \
+    --ptrain-recompute=block --ptrain-pp-split=1,1 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/p1" 2>"$D/pe1"
+check "srun --ptrain-pp=2 --ptrain-zero=1 ... exits 0" [ $? -eq 0 ]
+check "every task gets PTRAIN_PP=2 ZERO=1 MICROBATCHES=4 SCHEDULE=gpipe CKPT_ACT=block PP_SPLIT=1,1 DP=2 TP=1" \
+    [ "$(grep '^TASK ' "$D/p1" | grep -w PP=2 | grep -w ZERO=1 | grep -w MB=4 | grep -w SCHED=gpipe | \
+        grep -w CKPT=block | grep -w SPLIT=1,1 | grep -w DP=2 | grep -w TP=1 | grep -wc VS=1)" -eq 4 ]
+check "PTRAIN_PLAN names pp=2, zero=1 and the pipeline settings" \
+    grep -q 'PLAN=mode=1d_dp=2_tp=1_pp=2_sp=1_zero=1_order=DPT_microbatches=4_schedule=gpipe_split=1,1_recompute=block' "$D/p1"
+PTRAIN_PP=2 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2 PTRAIN_MICROBATCHES=2 \
+    srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/p2" 2>"$D/pe2"
+check "PTRAIN_PP=2 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2 in srun's environment reach every task" \
+    [ "$(grep '^TASK ' "$D/p2" | grep -w PP=2 | grep -w SCHED=interleaved | grep -wc VS=2)" -eq 4 ]
+refused --after-allocation "--ptrain-pp=3 on 4 tasks" \
+    "--ptrain-pp=3 does not divide the 4 tasks of the step (valid pp here: 1, 2, 4)" \
+    --ptrain-mode=auto --ptrain-pp=3
+refused --after-allocation "--ptrain-zero=1 with --ptrain-pp=4 on 4 tasks (dp=1)" \
+    "zero=1 with dp=1 sp=1: ZeRO shards the optimizer state over the data-parallel ranks and this plan has one, so there is nothing to shard" \
+    --ptrain-mode=auto --ptrain-pp=4 --ptrain-zero=1
+refused "--ptrain-zero=4" "--ptrain-zero='4' is invalid (valid ZeRO stages: 0, 1, 2, 3)" --ptrain-mode=auto --ptrain-zero=4
+refused "--ptrain-schedule=interleaved without virtual stages" \
+    "schedule=interleaved with virtual_stages=1: interleaving needs at least 2 model chunks per rank" \
+    --ptrain-mode=auto --ptrain-pp=2 --ptrain-schedule=interleaved
+refused "--ptrain-virtual-stages=2 with 1f1b" "virtual_stages=2 with schedule=1f1b" \
+    --ptrain-mode=auto --ptrain-pp=2 --ptrain-virtual-stages=2
+refused "--ptrain-pp-split with 3 entries for pp=2" "pp_split 1,1,1 has 3 entries, but pp=2 x virtual_stages=1 makes 2 stages" \
+    --ptrain-mode=auto --ptrain-pp=2 --ptrain-pp-split=1,1,1
+refused "--ptrain-recompute=full" "invalid --ptrain-recompute 'full' (valid: none, block, attention" \
+    --ptrain-mode=auto --ptrain-recompute=full
 refused --after-allocation "PTRAIN_SP=3 exported to the tasks only" "--ptrain-sp=3 does not divide the tasks on every node" \
     --ptrain-mode=auto --export=ALL,PTRAIN_SP=3
 PTRAIN_MODE=1d PTRAIN_TP_DEPTH=2 srun -N1 true 2>"$D/er8"; rc=$?
@@ -228,6 +258,30 @@ check "allowed_modes [auto, 1d]: --ptrain-mode=2d refused" [ $rc -ne 0 ] &&
 ports=$(grep '^TASK ' "$D/o11" | sed 's/.*job=\([0-9]*\) step=\([0-9]*\).*MASTER_PORT=\([0-9]*\).*/\1 \2 \3/' |
         awk '{ if ($3 != 40000 + ($1 * 64 + $2 % 64) % 10) bad++ } END { print NR, bad + 0 }')
 check "ptrain.conf: default_mode auto and master_port_base 40000 (count 10) applied" [ "$ports" = "4 0" ]
+# pipeline limits and defaults of ptrain.conf
+printf 'max_pp = 2;\nmax_zero = 1;\ndefault_zero = 1;\ndefault_schedule = "gpipe";\nallowed_schedules = ["gpipe", "1f1b"];\ndefault_recompute = "attention";\n' >"$D/pipe.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/pipe.conf" >"$D/plugstack.conf"
+srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14" 2>"$D/e14"
+check "ptrain.conf default_zero 1, default_schedule gpipe, default_recompute attention reach every task (dp=2)" \
+    [ "$(grep '^TASK ' "$D/o14" | grep -w ZERO=1 | grep -w SCHED=gpipe | grep -wc CKPT=attention)" -eq 4 ]
+srun --ptrain-mode=auto --ptrain-tp=2 --ptrain-pp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14b" 2>"$D/e14b"
+check "default_zero 1 is not applied where dp=1 (nothing to shard): the step runs with zero=0" \
+    [ "$(grep '^TASK ' "$D/o14b" | grep -w DP=1 | grep -wc ZERO=0)" -eq 4 ]
+srun --ptrain-mode=auto --ptrain-pp=4 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14c" 2>"$D/e14c"; rc=$?
+check "max_pp 2: --ptrain-pp=4 refused" [ $rc -ne 0 ] && [ "$(grep -c '^TASK ' "$D/o14c")" -eq 0 ] &&
+    grep -q -- "--ptrain-pp=4 exceeds this cluster's max_pp=2" "$D/e14c"
+srun --ptrain-mode=auto --ptrain-zero=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14d" 2>"$D/e14d"; rc=$?
+check "max_zero 1: --ptrain-zero=2 refused" [ $rc -ne 0 ] &&
+    grep -q -- "--ptrain-zero=2 exceeds this cluster's max_zero=1" "$D/e14d"
+srun --ptrain-mode=auto --ptrain-pp=2 --ptrain-schedule=interleaved --ptrain-virtual-stages=2 -N2 --ntasks-per-node=2 \
+    "$D/penv.sh" >"$D/o14e" 2>"$D/e14e"; rc=$?
+check "allowed_schedules [gpipe, 1f1b]: --ptrain-schedule=interleaved refused" [ $rc -ne 0 ] &&
+    grep -q -- "--ptrain-schedule=interleaved is not allowed on this cluster" "$D/e14e"
+printf 'default_schedule = "interleaved";\n' >"$D/badpipe.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/badpipe.conf" >"$D/plugstack.conf"
+srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14f" 2>"$D/e14f"; rc=$?
+check "ptrain.conf default_schedule interleaved is refused as a configuration that cannot work" [ $rc -ne 0 ] &&
+    grep -q 'cannot be a default' "$D/e14f"
 printf 'default_mode = "2d";\nallowed_modes = ["2d", "2.5d", "3d"];\n' >"$D/grid.conf"
 echo "required $PTRAIN_SPANK_SO config=$D/grid.conf" >"$D/plugstack.conf"
 srun -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/o11c" 2>&1

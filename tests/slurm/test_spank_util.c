@@ -187,6 +187,19 @@ static void test_conf(void)
         {"master_port_base = 2147483647;\n", "master_port_base 2147483647"},
         {"max_tp = 4294967304;\n", "max_tp is out of range"},
         {"master_port_count = -9223372036854775807;\n", "out of range"},
+        /* pipeline / ZeRO settings that could never run */
+        {"default_schedule = \"interleaved\";\n", "\"interleaved\" cannot be a default"},
+        {"allowed_schedules = [\"gpipe\"];\n", "default_schedule '1f1b' is not in allowed_schedules"},
+        {"allowed_schedules = [];\n", "allowed_schedules allows no schedule"},
+        {"allowed_schedules = [\"zb-h1\"];\n", "'zb-h1'"},
+        {"default_schedule = \"fast\";\n", "'fast'"},
+        {"max_zero = 1;\ndefault_zero = 2;\n", "invalid default_zero 2 (valid: 0..max_zero=1)"},
+        {"max_zero = 4;\n", "invalid max_zero 4"},
+        {"default_zero = -1;\n", "invalid default_zero -1"},
+        {"max_pp = 0;\n", "invalid max_pp 0"},
+        {"max_pp = \"2\";\n", "max_pp must be an integer"},
+        {"default_recompute = \"full\";\n", "'full'"},
+        {"default_recompute = 1;\n", "default_recompute must be a string"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = write_conf("bad.conf", bad[i].text);
@@ -197,6 +210,36 @@ static void test_conf(void)
         tap_ok(rc == -1 && strstr(err.text, bad[i].must) && strstr(err.text, "bad.conf") &&
                    !strchr(err.text, '\n') && memcmp(&c, &d, sizeof c) == 0,
                "bad ptrain.conf refused, settings unchanged: %s", err.text);
+    }
+    pt_spank_conf_default(&c);
+    tap_ok(c.max_pp == 64 && c.default_zero == 0 && c.max_zero == 3 &&
+               c.default_schedule == PT_SCHED_1F1B && c.default_recompute == PT_RECOMPUTE_NONE &&
+               c.allowed_schedules == ((1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE) |
+                                       (1u << PT_SCHED_INTERLEAVED)),
+           "pipeline defaults: max_pp 64, zero 0 of max 3, 1f1b, every schedule allowed, no recompute");
+    int max_pp = 2 + (int)rnd(60), dz = (int)rnd(3);
+    snprintf(text, sizeof text,
+             "max_pp = %d;\ndefault_zero = %d;\nmax_zero = %d;\ndefault_schedule = \"gpipe\";\n"
+             "allowed_schedules = [\"gpipe\", \"interleaved\"];\ndefault_recompute = \"block\";\n",
+             max_pp, dz, dz + 1);
+    p = write_conf("pipe.conf", text);
+    err.text[0] = '\0';
+    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.max_pp == max_pp && c.default_zero == dz &&
+               c.max_zero == dz + 1 && c.default_schedule == PT_SCHED_GPIPE &&
+               c.allowed_schedules == ((1u << PT_SCHED_GPIPE) | (1u << PT_SCHED_INTERLEAVED)) &&
+               c.default_recompute == PT_RECOMPUTE_BLOCK,
+           "pipeline settings are read (max_pp=%d default_zero=%d): %s", max_pp, dz, err.text);
+    const char *top = getenv("top_srcdir");
+    if (top) {
+        char ex[1024];
+        snprintf(ex, sizeof ex, "%s/share/ptrain.conf.example", top);
+        pt_spank_conf_default(&c);
+        err.text[0] = '\0';
+        tap_ok(pt_spank_conf_load(ex, &c, &err) == 0 && c.max_tp == 8 && c.max_pp == 64 &&
+                   c.default_schedule == PT_SCHED_1F1B,
+               "share/ptrain.conf.example loads: %s", err.text);
+    } else {
+        tap_diag("top_srcdir not set: share/ptrain.conf.example not checked");
     }
     pt_spank_conf_default(&c);
     tap_ok(pt_spank_conf_load("/nonexistent/ptrain.conf", &c, &err) == -1 &&
@@ -214,7 +257,10 @@ static void test_conf(void)
            "plugstack config= loads the file");
     const char *badargs[] = {"default_mode=2.5e", "default_mode=x", "max_tp=-1", "max_tp=two",
                              "verbose", "colour=blue", "config=", "master_port_count=2147483647",
-                             "max_tp=4294967304", "master_port_base=99999999999999999999"};
+                             "max_tp=4294967304", "master_port_base=99999999999999999999",
+                             "max_pp=0", "max_zero=5", "default_zero=3x", "default_schedule=interleaved",
+                             "allowed_schedules=gpipe,", "allowed_schedules=interleaved",
+                             "default_recompute=all"};
     for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
         d = c;
         err.text[0] = '\0';
@@ -242,6 +288,66 @@ static void test_conf(void)
         tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", badsizes[i], 1, &v, &err) == -1 &&
                    err.text[0] && !strchr(err.text, '\n'),
                "option: --ptrain-tp='%s' refused: %s", badsizes[i], err.text);
+    }
+
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_arg("allowed_schedules=1f1b,interleaved", &c, &err) == 0 &&
+               c.allowed_schedules == ((1u << PT_SCHED_1F1B) | (1u << PT_SCHED_INTERLEAVED)) &&
+               pt_spank_conf_arg("max_pp=8", &c, &err) == 0 && c.max_pp == 8 &&
+               pt_spank_conf_arg("default_zero=1", &c, &err) == 0 && c.default_zero == 1 &&
+               pt_spank_conf_arg("default_recompute=attention", &c, &err) == 0 &&
+               c.default_recompute == PT_RECOMPUTE_ATTENTION,
+           "plugstack allowed_schedules=1f1b,interleaved max_pp=8 default_zero=1 "
+           "default_recompute=attention: %s", err.text);
+
+    /* the pipeline/ZeRO option values (--ptrain-pp, --ptrain-zero ...) */
+    c.max_zero = 2;
+    pt_plan req;
+    pt_plan_default(&req);
+    int pp = 1 + (int)rnd(8), mb = 1 + (int)rnd(64);
+    char num[16], num2[16];
+    snprintf(num, sizeof num, "%d", pp);
+    snprintf(num2, sizeof num2, "%d", mb);
+    tap_ok(pt_spank_parse_pipe_opt(&c, "pp", "--ptrain-pp", num, &req, &err) == 0 && req.pp == pp &&
+               pt_spank_parse_pipe_opt(&c, "microbatches", "--ptrain-microbatches", num2, &req, &err) == 0 &&
+               req.microbatches == mb &&
+               pt_spank_parse_pipe_opt(&c, "zero", "--ptrain-zero", "2", &req, &err) == 0 && req.zero == 2 &&
+               pt_spank_parse_pipe_opt(&c, "schedule", "--ptrain-schedule", "interleaved", &req, &err) == 0 &&
+               req.schedule == PT_SCHED_INTERLEAVED &&
+               pt_spank_parse_pipe_opt(&c, "virtual-stages", "--ptrain-virtual-stages", "2", &req, &err) == 0 &&
+               req.virtual_stages == 2 &&
+               pt_spank_parse_pipe_opt(&c, "recompute", "--ptrain-recompute", "attention", &req, &err) == 0 &&
+               req.ckpt_act == PT_RECOMPUTE_ATTENTION &&
+               pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_CKPT_ACT", "1", &req, &err) == 0 &&
+               req.ckpt_act == PT_RECOMPUTE_BLOCK &&
+               pt_spank_parse_pipe_opt(&c, "pp-split", "--ptrain-pp-split", "3,3,2,2", &req, &err) == 0 &&
+               req.pp_split_n == 4 && req.pp_split[3] == 2,
+           "option: --ptrain-pp=%d --ptrain-microbatches=%d --ptrain-zero=2 --ptrain-schedule=interleaved "
+           "--ptrain-virtual-stages=2 --ptrain-recompute=attention --ptrain-pp-split=3,3,2,2 read: %s",
+           pp, mb, err.text);
+    const struct { const char *key, *text, *must; } badpipe[] = {
+        {"pp", "9", "--ptrain-pp=9 exceeds this cluster's max_pp=8 (valid: 1..8)"},
+        {"pp", "0", "--ptrain-pp='0' is invalid"},
+        {"microbatches", "x", "--ptrain-microbatches='x' is invalid"},
+        {"zero", "3", "--ptrain-zero=3 exceeds this cluster's max_zero=2 (valid: 0..2)"},
+        {"zero", "4", "--ptrain-zero='4' is invalid (valid ZeRO stages: 0, 1, 2, 3)"},
+        {"zero", "01", "--ptrain-zero='01' is invalid"},
+        {"schedule", "gpipe", "--ptrain-schedule=gpipe is not allowed on this cluster"},
+        {"schedule", "pipedream", "invalid --ptrain-schedule 'pipedream' (valid: gpipe, 1f1b, interleaved)"},
+        {"virtual-stages", "17", "--ptrain-virtual-stages=17 is invalid (valid: 1..16"},
+        {"recompute", "full", "invalid --ptrain-recompute 'full' (valid: none, block, attention"},
+        {"pp-split", "3,,2", "invalid --ptrain-pp-split '3,,2'"},
+        {"colour", "blue", "unknown pipeline option 'colour'"},
+    };
+    for (size_t i = 0; i < sizeof badpipe / sizeof badpipe[0]; i++) {
+        char what[48];
+        snprintf(what, sizeof what, "--ptrain-%s", badpipe[i].key);
+        pt_plan before = req;
+        err.text[0] = '\0';
+        tap_ok(pt_spank_parse_pipe_opt(&c, badpipe[i].key, what, badpipe[i].text, &req, &err) == -1 &&
+                   strstr(err.text, badpipe[i].must) && !strchr(err.text, '\n') &&
+                   memcmp(&before, &req, sizeof req) == 0,
+               "option: %s='%s' refused: %s", what, badpipe[i].text, err.text);
     }
 
     char cmd[300];

@@ -23,8 +23,8 @@ static unsigned rnd(unsigned n) /* uniform-ish in [0, n) */
 
 static const char *plan_vars[] = {
     "PTRAIN_MODE", "PTRAIN_DP", "PTRAIN_PP", "PTRAIN_TP", "PTRAIN_TP_DEPTH", "PTRAIN_SP",
-    "PTRAIN_ZERO", "PTRAIN_MICROBATCHES", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD",
-    "PTRAIN_RANK_ORDER", "PTRAIN_PLAN",
+    "PTRAIN_ZERO", "PTRAIN_MICROBATCHES", "PTRAIN_SCHEDULE", "PTRAIN_VIRTUAL_STAGES",
+    "PTRAIN_PP_SPLIT", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD", "PTRAIN_RANK_ORDER", "PTRAIN_PLAN",
 };
 #define N_VARS (sizeof plan_vars / sizeof plan_vars[0])
 
@@ -33,7 +33,7 @@ static void clear_env(void)
     for (size_t i = 0; i < N_VARS; i++) unsetenv(plan_vars[i]);
 }
 
-struct seen { int count[N_VARS]; char plan_line[200]; };
+struct seen { int count[N_VARS]; char plan_line[640]; };
 static int set_env_cb(const char *name, const char *value, void *arg)
 {
     struct seen *s = arg;
@@ -55,7 +55,10 @@ static int same_plan(const pt_plan *a, const pt_plan *b)
     return a->mode == b->mode && a->dp == b->dp && a->pp == b->pp && a->tp == b->tp &&
            a->tp_depth == b->tp_depth && a->sp == b->sp && a->zero == b->zero &&
            a->microbatches == b->microbatches && a->ckpt_act == b->ckpt_act &&
-           a->offload == b->offload && strcmp(a->rank_order, b->rank_order) == 0;
+           a->offload == b->offload && strcmp(a->rank_order, b->rank_order) == 0 &&
+           a->schedule == b->schedule && a->virtual_stages == b->virtual_stages &&
+           a->pp_split_n == b->pp_split_n &&
+           memcmp(a->pp_split, b->pp_split, sizeof(int) * (size_t)a->pp_split_n) == 0;
 }
 
 static void random_order(char out[4])
@@ -80,7 +83,11 @@ static void test_env_round_trip(void)
         p.sp = 1 + (int)rnd(4);
         p.zero = (int)rnd(4);
         p.microbatches = 1 + (int)rnd(32);
-        p.ckpt_act = (int)rnd(2);
+        p.ckpt_act = (int)rnd(3);
+        p.schedule = (int)rnd(3);
+        p.virtual_stages = 1 + (int)rnd(PT_VIRTUAL_STAGES_MAX);
+        p.pp_split_n = rnd(3) ? 0 : 1 + (int)rnd(PT_PP_SPLIT_MAX);
+        for (int i = 0; i < p.pp_split_n; i++) p.pp_split[i] = 1 + (int)rnd(rnd(2) ? 9 : 4096);
         p.offload = (int)rnd(2);
         random_order(p.rank_order);
         clear_env();
@@ -97,9 +104,20 @@ static void test_env_round_trip(void)
             ok_all = 0;
             tap_diag("trial %d: rc=%d err=%s", trial, rc, err.text);
         }
-        char line[200];
+        char line[640];
         pt_plan_summary(&p, line, sizeof line);
         if (strcmp(line, s.plan_line) != 0) ok_all = 0;
+        /* the summary names every non-default pipeline setting */
+        char want[64];
+        if (p.ckpt_act) {
+            snprintf(want, sizeof want, " recompute=%s", pt_recompute_name(p.ckpt_act));
+            if (!strstr(line, want)) ok_all = 0;
+        }
+        if (p.virtual_stages > 1) {
+            snprintf(want, sizeof want, " virtual_stages=%d", p.virtual_stages);
+            if (!strstr(line, want)) ok_all = 0;
+        }
+        if (p.pp_split_n && (!strstr(line, " split=") || strstr(line, "..."))) ok_all = 0;
     }
     tap_ok(ok_all, "export -> from_env round trip restores every field (50 random plans)");
     tap_ok(each_once, "export sets each of the %zu PTRAIN_* variables exactly once", N_VARS);
@@ -135,6 +153,23 @@ static void test_env_round_trip(void)
     setenv("PTRAIN_RANK_ORDER", "tdp", 1);
     tap_ok(pt_plan_from_env(&q, NULL) == 1 && strcmp(q.rank_order, "TDP") == 0,
            "PTRAIN_RANK_ORDER accepts lower case");
+    clear_env();
+    pt_plan_default(&q);
+    setenv("PTRAIN_CKPT_ACT", "1", 1);
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.ckpt_act == PT_RECOMPUTE_BLOCK,
+           "PTRAIN_CKPT_ACT=1 (earlier versions) means block");
+    setenv("PTRAIN_CKPT_ACT", "0", 1);
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.ckpt_act == PT_RECOMPUTE_NONE,
+           "PTRAIN_CKPT_ACT=0 means none");
+    setenv("PTRAIN_CKPT_ACT", "attention", 1);
+    setenv("PTRAIN_SCHEDULE", "gpipe", 1);
+    setenv("PTRAIN_PP_SPLIT", "3,3,2,2", 1);
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.ckpt_act == PT_RECOMPUTE_ATTENTION &&
+               q.schedule == PT_SCHED_GPIPE && q.pp_split_n == 4 && q.pp_split[0] == 3 &&
+               q.pp_split[3] == 2,
+           "PTRAIN_CKPT_ACT=attention PTRAIN_SCHEDULE=gpipe PTRAIN_PP_SPLIT=3,3,2,2 are read");
+    setenv("PTRAIN_PP_SPLIT", "even", 1);
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.pp_split_n == 0, "PTRAIN_PP_SPLIT=even clears the split");
     clear_env();
 }
 
@@ -329,6 +364,16 @@ static void test_validation(void)
     env_bad("PTRAIN_PP", "99999999999999");
     env_bad("PTRAIN_ZERO", "4");
     env_bad("PTRAIN_CKPT_ACT", "2");
+    env_bad("PTRAIN_CKPT_ACT", "full");
+    env_bad("PTRAIN_SCHEDULE", "zb-h1");
+    env_bad("PTRAIN_SCHEDULE", "1F1B");
+    env_bad("PTRAIN_VIRTUAL_STAGES", "0");
+    env_bad("PTRAIN_VIRTUAL_STAGES", "17");
+    env_bad("PTRAIN_PP_SPLIT", "3,,2");
+    env_bad("PTRAIN_PP_SPLIT", "3,0,2");
+    env_bad("PTRAIN_PP_SPLIT", "3,2,");
+    env_bad("PTRAIN_PP_SPLIT", "-1,2");
+    env_bad("PTRAIN_PP_SPLIT", "99999999999,1");
     env_bad("PTRAIN_OFFLOAD", "yes");
     env_bad("PTRAIN_MICROBATCHES", "0");
     env_bad("PTRAIN_TP_DEPTH", "0");
@@ -365,7 +410,9 @@ static void test_validation(void)
     validate_bad(&p, 1, "auto", "unresolved mode auto");
     pt_plan_default(&p);
     p.pp = 2;
-    validate_bad(&p, 2, "pp=2 is not yet supported", "pp=2");
+    tap_ok(pt_plan_validate(&p, 2, &err) == 0, "pp=2 valid on 2 ranks (pipeline supported)");
+    p.offload = 1;
+    validate_bad(&p, 2, "offload=1 is not yet supported", "offload=1 (not yet supported)");
     pt_plan_default(&p);
     p.sp = 3;
     p.dp = 2;
@@ -376,7 +423,15 @@ static void test_validation(void)
                  "sp=3 with tp=2");
     pt_plan_default(&p);
     p.zero = 2;
-    validate_bad(&p, 1, "zero=2 is not yet supported", "zero=2");
+    validate_bad(&p, 1, "zero=2 with dp=1 sp=1: ZeRO shards the optimizer state over the "
+                 "data-parallel ranks and this plan has one, so there is nothing to shard "
+                 "(valid: zero=0, or dp*sp >= 2)", "zero=2 with dp=1 (nothing to shard)");
+    p.dp = 2;
+    tap_ok(pt_plan_validate(&p, 2, &err) == 0, "zero=2 with dp=2 valid");
+    p.dp = 1;
+    p.sp = 2;
+    tap_ok(pt_plan_validate(&p, 2, &err) == 0, "zero=2 with sp=2 valid (dp*sp = 2)");
+    p.sp = 1;
     p.zero = 7;
     validate_bad(&p, 1, "zero=7", "zero=7 (out of range)");
     pt_plan_default(&p);
@@ -430,7 +485,7 @@ static void test_auto(void)
         int nonuni = 0;
         for (int i = 1; i < nnodes; i++) nonuni |= tpn[i] != tpn[0];
         pt_job_geometry g = {nnodes, ntasks, tpn};
-        pt_plan_limits lim = {1 + (int)rnd(16), ~0u};
+        pt_plan_limits lim = {1 + (int)rnd(16), ~0u, 1 << 20, 3, ~0u};
         pt_plan req;
         pt_plan_default(&req);
         req.mode = rnd(2) ? PT_MODE_AUTO : PT_MODE_1D;
@@ -498,7 +553,7 @@ static void test_auto(void)
     /* Fixed cases from the field: 2 nodes x 2 tasks, 2x4 capped, 2+1 tasks. */
     int two2[] = {2, 2}, two4[] = {4, 4}, mixed[] = {4, 2, 6}, odd[] = {2, 2, 1};
     pt_job_geometry g = {2, 4, two2};
-    pt_plan_limits lim = {64, ~0u};
+    pt_plan_limits lim = {64, ~0u, 1 << 20, 3, ~0u};
     pt_plan req, out;
     pt_plan_default(&req);
     req.mode = PT_MODE_AUTO;
@@ -610,7 +665,7 @@ static void test_auto_modes(void)
         pt_job_geometry g = random_geometry(tpn);
         int common = gcd_of(&g);
         nonuniform += common != tpn[0] || g.ntasks != tpn[0] * g.nnodes;
-        pt_plan_limits lim = {1 + (int)rnd(64), ~0u};
+        pt_plan_limits lim = {1 + (int)rnd(64), ~0u, 1 << 20, 3, ~0u};
         pt_plan req;
         pt_plan_default(&req);
         int mi = 1 + (int)rnd(3);
@@ -673,7 +728,7 @@ static void test_auto_modes(void)
     /* Fixed cases. */
     int one6[] = {6}, two4[] = {4, 4}, one8[] = {8}, one16[] = {16}, mixed3d[] = {8, 16},
         uneven[] = {8, 4}, mixed[] = {4, 2, 6};
-    pt_plan_limits lim = {64, ~0u};
+    pt_plan_limits lim = {64, ~0u, 1 << 20, 3, ~0u};
     pt_plan req, out;
     pt_error err;
     pt_plan_default(&req);
@@ -756,7 +811,7 @@ static void test_auto_sp(void)
         int tpn[8];
         pt_job_geometry g = random_geometry(tpn);
         int common = gcd_of(&g);
-        pt_plan_limits lim = {1 + (int)rnd(16), ~0u};
+        pt_plan_limits lim = {1 + (int)rnd(16), ~0u, 1 << 20, 3, ~0u};
         pt_plan req, out;
         pt_plan_default(&req);
         req.mode = sp_modes[rnd(5)];
@@ -797,7 +852,7 @@ static void test_auto_sp(void)
 
     int mixed[] = {4, 2, 6};
     pt_job_geometry g = {3, 12, mixed};
-    pt_plan_limits lim = {64, ~0u};
+    pt_plan_limits lim = {64, ~0u, 1 << 20, 3, ~0u};
     pt_plan req, out;
     pt_error err;
     pt_plan_default(&req);
@@ -868,6 +923,306 @@ static void test_coords(void)
     tap_ok(out_of_range, "ranks outside the grid are refused");
 }
 
+/* Each pipeline/ZeRO/recompute misfit that needs no model: one line
+ * naming the value and what fits. */
+static void test_pipeline_misfits(void)
+{
+    pt_plan p;
+    pt_error err;
+    pt_plan_default(&p);
+    p.pp = 4;
+    p.microbatches = 8;
+    p.schedule = PT_SCHED_INTERLEAVED;
+    p.virtual_stages = 2;
+    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "interleaved pp=4 v=2 m=8 valid on 4 ranks");
+    p.microbatches = 6;
+    validate_bad(&p, 4, "schedule=interleaved with pp=4 needs microbatches a multiple of pp, "
+                 "microbatches=6 is not (Narayanan et al. 2021, sec. 2.2; valid microbatches: "
+                 "4, 8, 12, ...)", "interleaved m=6 with pp=4");
+    p.microbatches = 3;
+    validate_bad(&p, 4, "valid microbatches: 4, 8, 12, ...)", "interleaved m=3 with pp=4 (no multiple below)");
+    p.microbatches = 8;
+    p.virtual_stages = 1;
+    validate_bad(&p, 4, "schedule=interleaved with virtual_stages=1: interleaving needs at least "
+                 "2 model chunks per rank (valid: virtual_stages 2..16, or schedule 1f1b)",
+                 "interleaved with v=1");
+    p.virtual_stages = 2;
+    p.pp = 1;
+    validate_bad(&p, 1, "schedule=interleaved with pp=1: interleaving needs a pipeline (valid: "
+                 "pp >= 2, or schedule gpipe or 1f1b)", "interleaved with pp=1");
+    pt_plan_default(&p);
+    p.pp = 2;
+    p.virtual_stages = 2;
+    p.schedule = PT_SCHED_GPIPE;
+    validate_bad(&p, 2, "virtual_stages=2 with schedule=gpipe: virtual stages are for the "
+                 "interleaved schedule (valid: schedule=interleaved, or virtual_stages=1)",
+                 "virtual_stages=2 with gpipe");
+    p.virtual_stages = 17;
+    validate_bad(&p, 2, "invalid virtual_stages=17 (valid: 1..16", "virtual_stages=17");
+    pt_plan_default(&p);
+    p.pp = 4;
+    tap_ok(pt_plan_split_parse("--pp-split", "3,3,2", &p, &err) == 0 && p.pp_split_n == 3,
+           "split 3,3,2 parses");
+    validate_bad(&p, 4, "pp_split 3,3,2 has 3 entries, but pp=4 x virtual_stages=1 makes 4 "
+                 "stages (valid: 4 comma-separated block counts, or even)", "3 split entries for pp=4");
+    pt_plan_split_parse("--pp-split", "3,3,2,2", &p, &err);
+    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "split 3,3,2,2 with pp=4 valid");
+    p.pp_split[2] = 0;
+    validate_bad(&p, 4, "stage 2 has 0 blocks (valid: at least 1 block per stage)", "a stage of 0 blocks");
+    pt_plan_default(&p);
+    p.schedule = 3;
+    validate_bad(&p, 1, "invalid schedule value 3 (valid: gpipe, 1f1b, interleaved)", "schedule 3");
+    pt_plan_default(&p);
+    p.ckpt_act = 3;
+    validate_bad(&p, 1, "invalid ckpt_act=3 (valid recompute modes: 0 none, 1 block, 2 attention)",
+                 "ckpt_act 3");
+    pt_plan_default(&p);
+    p.microbatches = 4;
+    p.ckpt_act = PT_RECOMPUTE_ATTENTION;
+    tap_ok(pt_plan_validate(&p, 1, &err) == 0,
+           "microbatches=4 and recompute=attention valid without a pipeline (gradient accumulation)");
+
+    char buf[16];
+    pt_plan_default(&p);
+    pt_plan_split_parse("x", "1,2,3,4,5,6,7", &p, &err);
+    pt_plan_split_format(&p, buf, sizeof buf);
+    tap_ok(strcmp(buf, "1,2,3,4,5,6...") == 0 || (strlen(buf) < sizeof buf && strstr(buf, "...")),
+           "a split longer than the buffer ends in '...': %s", buf);
+    pt_plan before = p;
+    tap_ok(pt_plan_split_parse("x", "1,a", &p, &err) == -1 && same_plan(&p, &before),
+           "a bad split leaves the plan unchanged: %s", err.text);
+    char many[400] = "";
+    for (int i = 0; i < PT_PP_SPLIT_MAX + 1; i++) strcat(many, i ? ",1" : "1");
+    tap_ok(pt_plan_split_parse("x", many, &p, &err) == -1 && strstr(err.text, "more than 64 stages"),
+           "a split of 65 stages refused: %s", err.text);
+
+    /* random pipeline plans against the rules, written out independently */
+    int agree = 1;
+    for (int trial = 0; trial < 3000; trial++) {
+        pt_plan_default(&p);
+        p.pp = 1 + (int)rnd(8);
+        p.dp = 1 + (int)rnd(4);
+        p.microbatches = 1 + (int)rnd(16);
+        p.schedule = (int)rnd(3);
+        p.virtual_stages = 1 + (int)rnd(4);
+        p.zero = (int)rnd(4);
+        p.ckpt_act = (int)rnd(3);
+        int want_n = p.pp * p.virtual_stages, n = rnd(3) ? 0 : (rnd(2) ? want_n : 1 + (int)rnd(12));
+        p.pp_split_n = n;
+        for (int i = 0; i < n; i++) p.pp_split[i] = (int)rnd(5);
+        int inter = p.schedule == PT_SCHED_INTERLEAVED;
+        int ok = (inter ? p.pp >= 2 && p.virtual_stages >= 2 && p.microbatches % p.pp == 0
+                        : p.virtual_stages == 1) &&
+                 !(p.zero > 0 && p.dp == 1);
+        if (n) {
+            if (n != want_n) ok = 0;
+            for (int i = 0; i < n; i++)
+                if (p.pp_split[i] < 1) ok = 0;
+        }
+        int world = p.dp * p.pp;
+        err.text[0] = 0;
+        int rc = pt_plan_validate(&p, world, &err);
+        if ((rc == 0) != ok || (rc != 0 && (!strstr(err.text, "valid") || strchr(err.text, '\n')))) {
+            agree = 0;
+            tap_diag("pp=%d dp=%d m=%d %s v=%d zero=%d split_n=%d: rc=%d %s", p.pp, p.dp,
+                     p.microbatches, pt_schedule_name(p.schedule), p.virtual_stages, p.zero, n, rc,
+                     err.text);
+        }
+    }
+    tap_ok(agree, "validate accepts a random pipeline/ZeRO plan exactly when the rules hold "
+           "(3000 plans; every refusal one line with the valid values)");
+}
+
+/* The checks against the model: stages fit the layers, split sums, microbatches divide. */
+static void test_check_model(void)
+{
+    pt_plan p;
+    pt_error err;
+    pt_plan_default(&p);
+    p.pp = 8;
+    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == 0, "pp=8 fits 12 layers");
+    p.pp = 16;
+    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
+               strstr(err.text, "pp=16 is larger than the layer count 12") &&
+               strstr(err.text, "(valid: pp 1..12)"),
+           "pp=16 on 12 layers: %s", err.text);
+    p.pp = 4;
+    p.schedule = PT_SCHED_INTERLEAVED;
+    p.virtual_stages = 4;
+    p.microbatches = 4;
+    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
+               strstr(err.text, "pp=4 x virtual_stages=4 = 16 stages, more than the 12 layers") &&
+               strstr(err.text, "pp <= 3 with virtual_stages=4"),
+           "pp=4 v=4 on 12 layers: %s", err.text);
+    p.virtual_stages = 3;
+    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == 0, "pp=4 v=3 fits 12 layers");
+    pt_plan_default(&p);
+    p.pp = 4;
+    pt_plan_split_parse("--pp-split", "3,3,2,2", &p, &err);
+    tap_ok(pt_plan_check_model(&p, 10, 0, &err) == 0, "split 3,3,2,2 sums to 10 layers");
+    tap_ok(pt_plan_check_model(&p, 12, 0, &err) == -1 &&
+               strstr(err.text, "pp_split 3,3,2,2 sums to 10 blocks, but the model has 12 layers "
+                      "(valid: 4 block counts >= 1 that sum to 12, or even)"),
+           "split summing to 10 on 12 layers: %s", err.text);
+    pt_plan_default(&p);
+    p.microbatches = 3;
+    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
+               strstr(err.text, "microbatches=3 does not divide the 8 sequences per data-parallel "
+                      "rank (valid microbatches here: 1, 2, 4, 8)"),
+           "m=3 with 8 sequences: %s", err.text);
+    p.microbatches = 16;
+    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 && strstr(err.text, "microbatches=16"),
+           "more microbatches than sequences: %s", err.text);
+    p.pp = 2;
+    p.schedule = PT_SCHED_INTERLEAVED;
+    p.virtual_stages = 2;
+    p.microbatches = 6;
+    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
+               strstr(err.text, "valid microbatches here: 2, 4, 8)"),
+           "interleaved lists only multiples of pp: %s", err.text);
+    tap_ok(pt_plan_check_model(&p, 0, 8, &err) == -1 && strstr(err.text, "layer count 0"),
+           "layer count 0 refused: %s", err.text);
+
+    /* random: accepted exactly when the rules hold */
+    int agree = 1;
+    for (int trial = 0; trial < 2000; trial++) {
+        pt_plan_default(&p);
+        p.pp = 1 + (int)rnd(8);
+        p.virtual_stages = 1 + (int)rnd(3);
+        p.microbatches = 1 + (int)rnd(12);
+        int L = 1 + (int)rnd(24), B = (int)rnd(24);
+        if (rnd(2)) {
+            p.pp_split_n = p.pp * p.virtual_stages;
+            for (int i = 0; i < p.pp_split_n; i++) p.pp_split[i] = 1 + (int)rnd(4);
+        }
+        long sum = 0;
+        for (int i = 0; i < p.pp_split_n; i++) sum += p.pp_split[i];
+        int ok = p.pp * p.virtual_stages <= L && (!p.pp_split_n || sum == L) &&
+                 (B <= 0 || B % p.microbatches == 0);
+        int rc = pt_plan_check_model(&p, L, B, &err);
+        if ((rc == 0) != ok) {
+            agree = 0;
+            tap_diag("pp=%d v=%d m=%d L=%d B=%d split_n=%d sum=%ld: rc=%d %s", p.pp,
+                     p.virtual_stages, p.microbatches, L, B, p.pp_split_n, sum, rc, err.text);
+        }
+    }
+    tap_ok(agree, "check_model accepts exactly the plans whose stages fit the layers and whose "
+           "microbatches divide the batch (2000 random)");
+}
+
+/* --ptrain-pp in auto: pp divides the task count; the tp rule of auto
+ * over the ranks of one stage; groups stay on a node. */
+static void test_auto_pp(void)
+{
+    int agree = 1, placed = 1, cases = 0, refused = 0, with_tp = 0;
+    for (int trial = 0; trial < 2000; trial++) {
+        int tpn[8];
+        pt_job_geometry g = random_geometry(tpn);
+        int common = gcd_of(&g);
+        pt_plan_limits lim = {1 + (int)rnd(16), ~0u, 1 << 20, 3, ~0u};
+        pt_plan req, out;
+        pt_plan_default(&req);
+        req.mode = rnd(2) ? PT_MODE_AUTO : PT_MODE_1D;
+        req.tp = 0;
+        req.pp = 1 + (int)rnd(8);
+        req.microbatches = req.pp * (1 + (int)rnd(3));
+        req.schedule = (int)rnd(2); /* 1f1b or gpipe */
+        pt_error err = {""};
+        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
+        cases++;
+        if (g.ntasks % req.pp) {
+            refused++;
+            char name[64], d[256], want[300];
+            snprintf(name, sizeof name, "--ptrain-pp=%d does not divide the %d tasks", req.pp, g.ntasks);
+            ref_divisors(g.ntasks, INT_MAX, d, sizeof d);
+            snprintf(want, sizeof want, "valid pp here: %s)", d);
+            if (rc != -1 || !strstr(err.text, name) || !strstr(err.text, want)) {
+                agree = 0;
+                tap_diag("trial %d: '%s' lacks '%s' / '%s'", trial, err.text, name, want);
+            }
+            continue;
+        }
+        /* brute force: the largest t <= max_tp dividing every node and the stage */
+        int stage = g.ntasks / req.pp, want_tp = 1;
+        for (int t = 1; t <= stage && t <= lim.max_tp; t++)
+            if (common % t == 0 && stage % t == 0) want_tp = t;
+        with_tp += want_tp > 1;
+        if (rc != 0 || out.pp != req.pp || out.tp != want_tp || out.dp * out.pp * out.tp != g.ntasks ||
+            out.microbatches != req.microbatches || out.schedule != req.schedule ||
+            strcmp(out.rank_order, "DPT") != 0 || pt_plan_validate(&out, g.ntasks, NULL) != 0) {
+            agree = 0;
+            tap_diag("trial %d: ntasks %d pp %d max_tp %d: rc=%d tp=%d (want %d) dp=%d err=%s",
+                     trial, g.ntasks, req.pp, lim.max_tp, rc, out.tp, want_tp, out.dp, err.text);
+            continue;
+        }
+        if (!blocks_on_one_node(&g, &out)) placed = 0;
+    }
+    tap_ok(agree, "--ptrain-pp: pp divides the tasks, tp = the largest size dividing every node "
+           "and the stage, dp = ntasks/(pp*tp) (%d geometries, %d refused, %d with tp > 1)",
+           cases, refused, with_tp);
+    tap_ok(placed, "with pp, every tensor group still lies on one node");
+
+    int one8[] = {8};
+    pt_job_geometry g = {1, 8, one8};
+    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE)};
+    pt_plan req, out;
+    pt_error err;
+    pt_plan_default(&req);
+    req.mode = PT_MODE_AUTO;
+    req.tp = 0;
+    req.pp = 4;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.pp == 4 && out.tp == 2 && out.dp == 1,
+           "8 tasks, pp=4 -> tp=2 dp=1");
+    req.pp = 8;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "--ptrain-pp=8 exceeds the administrator's max_pp=4 (valid: 1..4"),
+           "pp above max_pp refused: %s", err.text);
+    req.pp = 2;
+    req.zero = 2;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-zero=2 exceeds the administrator's max_zero=1"),
+           "zero above max_zero refused: %s", err.text);
+    req.zero = 1;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 2 && out.dp == 2 && out.zero == 1,
+           "zero=1 pp=2 on 8 tasks: auto picks tp=2 (not 4) to leave dp=2 to shard over");
+    req.pp = 4;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 1 && out.dp == 2,
+           "zero=1 pp=4 on 8 tasks: tp=1, dp=2");
+    req.pp = 8;
+    lim.max_pp = 8;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "zero=1 with dp=1 sp=1") && strstr(err.text, "nothing to shard"),
+           "zero=1 with pp=8 on 8 tasks (dp=1 whatever tp) refused: %s", err.text);
+    lim.max_pp = 4;
+    req.pp = 2;
+    req.tp = 2;
+    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.dp == 2 && out.zero == 1,
+           "pp=2 tp=2 zero=1 on 8 tasks -> dp=2");
+    req.tp = 0;
+    req.zero = 0;
+    req.schedule = PT_SCHED_INTERLEAVED;
+    req.virtual_stages = 2;
+    req.microbatches = 4;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-schedule=interleaved is not allowed by the administrator "
+                      "(allowed_schedules in ptrain.conf: 1f1b, gpipe)"),
+           "schedule outside allowed_schedules refused: %s", err.text);
+    lim.schedules = ~0u;
+    req.microbatches = 3;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "microbatches=3 is not"),
+           "request check: interleaved m=3 pp=2 refused: %s", err.text);
+    req.microbatches = 4;
+    req.tp = 4;
+    int two4[] = {4, 4};
+    pt_job_geometry g2 = {2, 8, two4};
+    req.pp = 4;
+    tap_ok(pt_plan_auto(&g2, &lim, &req, &out, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp=4 does not divide the 2 tasks of a pipeline stage") &&
+               strstr(err.text, "valid tp here: 1, 2)"),
+           "tp=4 with pp=4 on 2 x 4 (stages of 2) refused listing 1, 2: %s", err.text);
+}
+
 int main(void)
 {
     const char *seed_env = getenv("PTRAIN_TEST_SEED");
@@ -880,6 +1235,9 @@ int main(void)
     test_auto();
     test_auto_modes();
     test_auto_sp();
+    test_pipeline_misfits();
+    test_check_model();
+    test_auto_pp();
     test_coords();
     return tap_done();
 }
