@@ -15,6 +15,7 @@
 #include "core/file.h"
 #include "data/shard.h"
 #include "model/gpt.h"
+#include "pipeline/pipeline.h"
 #include "train/train.h"
 #include "parallel/context.h"
 #include "plan/plan.h"
@@ -436,14 +437,18 @@ static int load_batch(const pt_shard *s, long step, const opts *o, int T, const 
     return pt_loader_batch(s, step, (int)o->batch, T, c->dp_rank * nseq, nseq, in, tg);
 }
 
-static int evaluate(pt_gpt *m, const pt_shard *val, const opts *o, const pt_pctx *c, int32_t *in, int32_t *tg, double *out)
+/* Mean validation loss over --val-batches batches.  It runs the same
+ * schedule as training (every stage, every microbatch, the ZeRO hooks) and
+ * discards the gradients: the next step zeroes them first. */
+static int evaluate(pt_pipeline *p, const pt_shard *val, const opts *o, const pt_pctx *c, int32_t *in, int32_t *tg, double *out)
 {
     double sum = 0;
     for (long i = 0; i < o->val_batches; i++) {
-        int rc = load_batch(val, i, o, m->T, c, in, tg);
+        int rc = load_batch(val, i, o, p->T, c, in, tg);
         if (rc) return rc;
         float l;
-        rc = pt_gpt_forward(m, in, tg, &l);
+        pt_train_zero_grad(p->train);
+        rc = pt_pipeline_forward_backward(p, in, tg, &l);
         if (rc) return rc;
         sum += l;
     }
@@ -812,8 +817,15 @@ int main(int argc, char **argv)
     pt_adamw_default(&opt);
     opt.weight_decay = o.wd;
     opt.grad_clip = o.clip;
-    rc = pt_gpt_create(&model, &cfg, &ctx, be, &arena, Bl, T, (uint64_t)o.seed);
-    if (!rc) rc = pt_train_create(&tr, &model, &opt, NULL);
+    /* every plan runs through the pipeline executor: pp = 1 with m = 1 is
+     * the plain step, pp = 1 with m > 1 gradient accumulation */
+    pt_pipeline_cfg pc;
+    pt_pipeline pipe;
+    const pt_train_strategy *strategy = pt_train_strategy_zero(plan.zero);
+    rc = strategy ? pt_pipeline_plan(&plan, &cfg, Bl, ctx.pp_rank, &pc) : PT_EINVAL;
+    if (!rc) rc = pt_gpt_create_stage(&model, &cfg, &ctx, be, &arena, pc.micro, T, (uint64_t)o.seed, &pc.stage);
+    if (!rc) rc = pt_train_create(&tr, &model, &opt, strategy);
+    if (!rc) rc = pt_pipeline_create(&pipe, &tr, plan.schedule);
     agree(rc, "model");
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
     if (!in || !tg) agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
@@ -849,7 +861,7 @@ int main(int argc, char **argv)
 
     double val0 = NAN, vloss = NAN, t_total = 0, first_loss = NAN, train_comm = 0;
     float loss = NAN;
-    rc = evaluate(&model, &val, &o, &ctx, in, tg, &val0);
+    rc = evaluate(&pipe, &val, &o, &ctx, in, tg, &val0);
     agree(rc, "validation");
     if (world_rank == 0) { printf("val: step 0 | val_loss %.4f\n", val0); fflush(stdout); }
     metrics_line(mf, "{\"type\":\"val\",\"step\":0,\"val_loss\":%s,\"elapsed_s\":%.3f}",
@@ -860,7 +872,7 @@ int main(int argc, char **argv)
         rc = load_batch(&train, step, &o, T, &ctx, in, tg);
         float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
         double norm = 0;
-        if (!rc) rc = pt_train_step(&tr, in, tg, lr, &loss, &norm);
+        if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
         agree(rc, "training step");
         double dt = pt_now() - t0;
         train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
@@ -880,7 +892,7 @@ int main(int argc, char **argv)
                      step + 1, jnum(nb[0], sizeof nb[0], loss), lr, jnum(nb[1], sizeof nb[1], norm), dt * 1e3,
                      tok_per_step / dt, pt_now() - t_start);
         if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1) {
-            rc = evaluate(&model, &val, &o, &ctx, in, tg, &vloss);
+            rc = evaluate(&pipe, &val, &o, &ctx, in, tg, &vloss);
             agree(rc, "validation");
             if (world_rank == 0) { printf("val: step %ld | val_loss %.4f\n", step + 1, vloss); fflush(stdout); }
             metrics_line(mf, "{\"type\":\"val\",\"step\":%ld,\"val_loss\":%s,\"elapsed_s\":%.3f}", step + 1,
@@ -905,6 +917,7 @@ int main(int argc, char **argv)
     if (mf && fclose(mf)) fprintf(stderr, "ptrain-run: warning: closing the metrics file %s: %s\n", o.metrics, strerror(errno));
     free(in);
     free(tg);
+    pt_pipeline_free(&pipe);
     pt_train_free(&tr);
     pt_gpt_free(&model);
     if (synth_train) { free(synth_train); free(synth_val); }
