@@ -59,4 +59,22 @@ check "sbatch accepted the training job" [ -n "$job" ]
 check "training job finished" slurm_wait "$job" 300
 state=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*ExitCode=\([0-9]*\):.*/\1/p' | head -n 1)
 check_run "$D/b.out" "$D/b.err" "${state:-1}" "sbatch"
+
+# 4. a pipeline with ZeRO through the plugin: the plan it injects (pp=2,
+# zero=1, 4 microbatches, so auto leaves dp=2 and tp=1) is the one the job
+# trains with, and it reaches the same losses as the 1d run above (the same
+# model, seed and data: every plan computes the same step).
+srun --mpi=pmix --ptrain-mode=auto --ptrain-pp=2 --ptrain-zero=1 --ptrain-microbatches=2 -N2 --ntasks-per-node=2 \
+    "$RUN" $ARGS >"$D/p.out" 2>"$D/p.err"
+rc=$?
+check "srun --ptrain-pp=2 --ptrain-zero=1: exit status 0" [ $rc -eq 0 ]
+plan=$(grep -m1 '^plan:' "$D/p.out")
+check "pipeline run trains with the injected plan pp=2 zero=1 microbatches=2 dp=2 ($plan)" \
+    sh -c 'for w in pp=2 zero=1 microbatches=2 dp=2 tp=1; do echo "$1" | grep -qw "$w" || exit 1; done' _ "$plan"
+check "pipeline run: 3 'step ' lines and 'done:'" \
+    sh -c "[ \$(grep -c '^step ' '$D/p.out') -eq 3 ] && tail -n 1 '$D/p.out' | grep -q '^done:'"
+l1=$(sed -n 's/^done: .*train_loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$D/t.out")
+l2=$(sed -n 's/^done: .*train_loss \([0-9.]*\) -> \([0-9.]*\).*/\1 \2/p' "$D/p.out")
+check "pipeline + ZeRO run reports the 1d run's losses ($l2 vs $l1)" sh -c '[ -n "$1" ] && [ "$1" = "$2" ]' _ "$l1" "$l2"
+[ $rc -eq 0 ] || diag "stderr: $(tail -n 5 "$D/p.err" | tr '\n' ' ')"
 done_testing
