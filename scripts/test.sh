@@ -68,7 +68,7 @@ if [ "${QUICK:-0}" != 1 ]; then
     ( cd _build/sanitize && ../../configure -q --enable-sanitizers --without-slurm && make -j2 >/dev/null &&
       ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1 \
       LSAN_OPTIONS="suppressions=$top/tests/lsan.supp:print_suppressions=0" \
-      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 PTRAIN_TEST_SUBSET=1 \
       make -j2 check ${san_tests:+TESTS="$san_tests"} ) || { status=1; show_failures _build/sanitize; }
     summarize _build/sanitize
 fi
