@@ -132,7 +132,8 @@ static void usage(FILE *f)
         "                       rank died or hangs (default 600; 0 = off)\n"
         "  --quiet              only the plan, validation and summary lines\n"
         "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
-        "                       plot with ptrain-plot FILE)\n",
+        "                       plot with ptrain-plot FILE)\n"
+        "  --help, --version    this text; the version\n",
         pt_gpt_preset_names());
 }
 
@@ -286,7 +287,7 @@ static void parse_args(int argc, char **argv, opts *o)
         {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
         {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
         {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
     o->steps = 200;
@@ -365,6 +366,10 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_METRICS: o->metrics = optarg; break;
         case 'h':
             if (world_rank == 0) usage(stdout);
+            MPI_Finalize();
+            exit(0);
+        case 'V':
+            if (world_rank == 0) printf("ptrain-run (ptrain) %s\n", PACKAGE_VERSION);
             MPI_Finalize();
             exit(0);
         default:

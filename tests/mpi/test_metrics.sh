@@ -5,7 +5,7 @@
 # paths and bad metrics files get one line and status 2.
 . "$top_srcdir/tests/lib.sh"
 run="$top_builddir/ptrain-run"
-plot="$top_srcdir/bin/ptrain-plot"
+plot="$top_builddir/ptrain-plot"
 [ -x "$run" ] || skip_all "ptrain-run not built"
 command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
 command -v jq >/dev/null 2>&1 || skip_all "jq not installed (apt-get install jq)"
