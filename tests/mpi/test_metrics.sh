@@ -39,6 +39,50 @@ check "steps, learning rates and elapsed times increase" \
 check "the step lines carry an ETA, 0s on the last" \
     sh -c "[ \$(grep -c '^step .*| eta [0-9hms]*\$' '$wd/out') -eq 4 ] && grep '^step *4/4' '$wd/out' | grep -q 'eta 0s\$'"
 
+# the cost fields (issue 14): achieved model GFLOP/s per rank, peak
+# memory and bytes per group, gathered from every rank each step (a
+# collective on rank 0 alone would hang this run, not pass it)
+check "every train record has gflops_per_rank = tok_s * flops_per_token / world / 1e9" \
+    sh -c "jq -s -e '(.[0].flops_per_token) as \$f | (.[0].world) as \$w | [.[] | select(.type == \"train\")]
+        | length == 4 and all(.gflops_per_rank > 0 and ((.gflops_per_rank - .tok_s * \$f / \$w / 1e9) | fabs)
+          <= 1e-3 * .gflops_per_rank + 1e-4)' '$wd/m.jsonl' >/dev/null"
+check "without a peak there is no mfu field, and the header says null" \
+    sh -c "jq -s -e '.[0].peak_gflops_per_rank == null and all(.[] | select(.type == \"train\"); has(\"mfu\") | not)
+        and ([.[] | select(.type == \"done\")][0].mfu == null)' '$wd/m.jsonl' >/dev/null"
+check "peak_mib is positive, never falls, and ends at the summary's peak (max over ranks)" \
+    sh -c "jq -s -e '[.[] | select(.type == \"train\") | .peak_mib] as \$p | [.[] | select(.type == \"done\")][0] as \$d
+        | (\$p[0] > 0) and (\$p == (\$p | sort)) and ((\$p[-1] - \$d.peak_mib_per_rank) | fabs) < 0.011' '$wd/m.jsonl' >/dev/null"
+check "sent_bytes names the dp, tp, pp, sp, sync and world groups with whole byte counts" \
+    sh -c "jq -s -e 'all(.[] | select(.type == \"train\"); (.sent_bytes | keys) == [\"dp\",\"pp\",\"sp\",\"sync\",\"tp\",\"world\"]
+        and all(.sent_bytes[]; . >= 0 and . == floor))' '$wd/m.jsonl' >/dev/null"
+# dp=2, no tp/pp/sp: the traffic is the gradient sum (sync group) and the
+# loss/norm reductions; summed over groups it is what the summary counts
+# per step (pt_pctx_sent_total of rank 0; both ranks send the same here)
+bytes=$(jq -r 'select(.type == "train") | .sent_bytes | "\(.sync) \(.tp) \(.pp) \(.sp)"' "$wd/m.jsonl" | tail -n 1)
+check "dp-only run: gradient bytes in sync, none in tp/pp/sp ($bytes)" \
+    sh -c "set -- $bytes; [ \"\$1\" -gt 0 ] && [ \"\$2\" = 0 ] && [ \"\$3\" = 0 ] && [ \"\$4\" = 0 ]"
+check "the groups' bytes add up to the summary's MiB/step" \
+    sh -c "jq -s -e '([.[] | select(.type == \"train\") | [.sent_bytes[]] | add] | add / length / 1048576) as \$g
+        | ([.[] | select(.type == \"done\")][0].comm_mib_per_step_per_rank) as \$c | ((\$g - \$c) | fabs) <= 0.0006' '$wd/m.jsonl' >/dev/null"
+
+# MFU against a stated peak: --peak-gflops, else PTRAIN_PEAK_GFLOPS
+rc=0
+PTRAIN_PEAK_GFLOPS=7.5 ptrain_mpirun -np 2 "$run" --model test --data "synthetic:$seed" --steps 2 --batch 4 \
+    --val-every 0 --val-batches 1 --metrics "$wd/p.jsonl" >"$wd/pout1" 2>&1 || rc=$?
+check "PTRAIN_PEAK_GFLOPS=7.5: mfu = gflops_per_rank / 7.5 on every train record (status $rc)" \
+    sh -c "[ $rc -eq 0 ] && jq -s -e '.[0].peak_gflops_per_rank == 7.5 and all(.[] | select(.type == \"train\");
+        ((.mfu - .gflops_per_rank / 7.5) | fabs) <= 1e-3 * .mfu + 1e-6)' '$wd/p.jsonl' >/dev/null"
+check "... and the summary line shows MFU" grep -q '^done: .*| MFU [0-9.]*%$' "$wd/pout1"
+rc=0
+PTRAIN_PEAK_GFLOPS=7.5 ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 1 --batch 2 \
+    --val-batches 1 --peak-gflops 300 --metrics "$wd/p2.jsonl" >/dev/null 2>&1 || rc=$?
+check "--peak-gflops overrides the variable (status $rc)" \
+    sh -c "[ $rc -eq 0 ] && jq -s -e '.[0].peak_gflops_per_rank == 300' '$wd/p2.jsonl' >/dev/null"
+rc=0
+PTRAIN_PEAK_GFLOPS=fast ptrain_mpirun -np 1 "$run" --model test --data synthetic --steps 1 >"$wd/pout3" 2>&1 || rc=$?
+check "a bad PTRAIN_PEAK_GFLOPS is refused with status 2, naming it ($(grep -m1 error "$wd/pout3"))" \
+    sh -c "[ $rc -eq 2 ] && grep -q \"PTRAIN_PEAK_GFLOPS: 'fast'\" '$wd/pout3'"
+
 # bad paths: one line naming the file, no training
 ln -s "$wd/target" "$wd/link"
 rc=0
