@@ -100,6 +100,30 @@ if command -v gnuplot >/dev/null 2>&1; then
     check "the SVG has both loss curves and the lr/norm panel" \
         sh -c "grep -q 'training loss' '$wd/loss.svg' && grep -q 'validation loss' '$wd/loss.svg' && grep -q 'gradient norm' '$wd/loss.svg'"
     check "ptrain-plot writes a PNG by the extension" sh -c "sh '$plot' -o '$wd/loss.png' '$wd/m.jsonl' >/dev/null && [ -s '$wd/loss.png' ]"
+    # the PNG's loss panel (ptrain-plot's fixed layout: x 0.12..0.76, y
+    # 0.67..0.93 of 900 x 900) decoded by gnuplot itself: pixels of the
+    # training curve's colour (#0060ad) and the validation curve's (#dd181f)
+    pixels() { # PNG R G B -> count inside the loss panel, 3 px in from the border
+        gnuplot -e "set table '$wd/px.tab'; plot '$1' binary filetype=png with rgbimage" >/dev/null 2>&1 || { echo -1; return; }
+        awk -v r="$2" -v g="$3" -v b="$4" '$1 ~ /^[0-9]+$/ && $1 > 0.12*900+3 && $1 < 0.76*900-3 &&
+            $2 > 0.67*900+3 && $2 < 0.93*900-3 && $3 == r && $4 == g && $5 == b { n++ } END { print n + 0 }' "$wd/px.tab"
+    }
+    tr=$(pixels "$wd/loss.png" 0 96 173) va=$(pixels "$wd/loss.png" 221 24 31)
+    check "the PNG's loss panel has the training curve drawn ($tr pixels) and the validation curve ($va)" \
+        [ "$tr" -ge 200 -a "$va" -ge 200 ]
+    grep -v '"type":"val"' "$wd/m.jsonl" >"$wd/noval.jsonl"
+    sh "$plot" -o "$wd/noval.png" "$wd/noval.jsonl" >/dev/null 2>&1
+    nv=$(pixels "$wd/noval.png" 221 24 31) nt=$(pixels "$wd/noval.png" 0 96 173)
+    check "control: without validation records no validation pixels there ($nv), the training curve still ($nt)" \
+        [ "$nv" -eq 0 -a "$nt" -ge 200 ]
+    # several runs on one chart, labelled by plan, and the throughput panel
+    sed 's/"plan":"[^"]*"/"plan":"other plan"/' "$wd/m.jsonl" >"$wd/m2.jsonl"
+    check "two metrics files on one SVG, labelled by their plans, with a tokens/s panel" \
+        sh -c "sh '$plot' -o '$wd/two.svg' '$wd/m.jsonl' '$wd/m2.jsonl' | grep -q '2 files' &&
+            grep -q 'other plan train' '$wd/two.svg' && grep -q 'mode=1d.* val' '$wd/two.svg' && grep -q 'tokens/s' '$wd/two.svg'"
+    check "--label file labels the curves by file name" \
+        sh -c "sh '$plot' --label file -o '$wd/two.png' '$wd/m.jsonl' '$wd/m2.jsonl' >/dev/null && [ -s '$wd/two.png' ] &&
+            sh '$plot' --label file -o '$wd/two2.svg' '$wd/m.jsonl' '$wd/m2.jsonl' >/dev/null && grep -q 'm2 train' '$wd/two2.svg'"
     echo "not json" >"$wd/bad.jsonl"
     rc=0
     sh "$plot" -o "$wd/bad.svg" "$wd/bad.jsonl" >"$wd/pout" 2>&1 || rc=$?
