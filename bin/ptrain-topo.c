@@ -80,9 +80,10 @@ static void report(const pt_topo *t)
     }
     for (int i = 0; i < t->nnics; i++) {
         const pt_topo_nic *n = &t->nic[i];
-        printf("  NIC%d  %s  %s (%s%s%s)  PCIe %.2f GB/s  NUMA %s  CPUs %s\n", i, n->pci.busid, n->name, nic_kind(n->kind),
-               n->netdev[0] && strcmp(n->netdev, n->name) ? ", " : "",
-               n->netdev[0] && strcmp(n->netdev, n->name) ? n->netdev : "", n->pci.link_gbps,
+        printf("  NIC%d  %s  %s (%s%s%s)%s%s  PCIe %.2f GB/s  NUMA %s  CPUs %s\n", i, n->pci.busid, n->name,
+               nic_kind(n->kind), n->netdev[0] && strcmp(n->netdev, n->name) ? ", " : "",
+               n->netdev[0] && strcmp(n->netdev, n->name) ? n->netdev : "", n->model[0] ? "  " : "", n->model,
+               n->pci.link_gbps,
                n->pci.numas[0] ? n->pci.numas : "N/A", n->pci.cpus[0] ? n->pci.cpus : "N/A");
     }
 
