@@ -80,4 +80,13 @@ sed 's/\[15b3:101b\]/[15b3:fff0]/' "$F/dgx8-nvswitch.xml" > "$tmp/unknown.xml"
 "$T" --topology "$tmp/unknown.xml" > "$tmp/nic2" 2>&1
 check "a NIC no database names shows its PCI id [15b3:fff0]" grep -q '^  NIC1 .* \[15b3:fff0\]  PCIe' "$tmp/nic2"
 
+# every field --json writes is documented in ptrain-topo(1)'s JSON SCHEMA
+if command -v jq >/dev/null 2>&1; then
+    sed -n '/^\.SH JSON SCHEMA/,/^\.SH /p' "$top_srcdir/man/ptrain-topo.1" > "$tmp/schema"
+    keys=$(jq -r '[keys[], (.numa[0], .gpus[0], .nics[0], .gpus[0].pci, .gpu_probe, .islands | keys[])] | unique | .[]' "$tmp/nic.json")
+    undoc=
+    for k in $keys; do grep -q "\b$k\b" "$tmp/schema" || undoc="$undoc $k"; done
+    check "ptrain-topo(1) documents every JSON field${undoc:+ (missing:$undoc)}" [ -n "$keys" -a -z "$undoc" ]
+fi
+
 done_testing
