@@ -4,6 +4,7 @@
  * Exit status: 0 success; 2 bad command line, missing/unreadable file or bad
  * input value; 1 any other failure (malformed file, out of memory). */
 #define _GNU_SOURCE
+#include "config.h"
 #include "core/core.h"
 #include "data/bpe.h"
 #include "data/corpus.h"
@@ -37,7 +38,7 @@ static void usage(FILE *f)
             "  decode  --vocab-dir DIR [FILE|-]   turn token ids (white-space separated) into text\n"
             "  info    SHARD                      print a token shard's header (after validating it)\n"
             "DIR holds GPT-2's encoder.json and vocab.bpe (scripts/get-tokenizer.sh prints it);\n"
-            "--vocab-dir defaults to $PTRAIN_BPE_DIR.\n");
+            "--vocab-dir defaults to $PTRAIN_BPE_DIR.  --help, --version: this text; the version.\n");
 }
 
 /* Print a one-line error and return the exit status for it. */
@@ -83,6 +84,7 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
         { "jsonl-field", required_argument, 0, 'J' },
         { "threads", required_argument, 0, 'T' },
         { "help", no_argument, 0, 'h' },
+        { "version", no_argument, 0, 'R' },
         { 0, 0, 0, 0 },
     };
     const char *valid = allow_prep ? "--vocab-dir DIR, --out OUTDIR, --val-fraction F, --val-file PATH, "
@@ -139,6 +141,9 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
             break;
         case 'h':
             usage(stdout);
+            return 0;
+        case 'R':
+            printf("%s (ptrain) %s\n", cmd, PACKAGE_VERSION);
             return 0;
         case ':':
             return die(2, "%s: option '%s' needs a value", sub, argv[optind - 1]);
@@ -427,9 +432,13 @@ int main(int argc, char **argv)
         usage(stdout);
         return 0;
     }
+    if (!strcmp(c, "--version") || !strcmp(c, "-V")) {
+        printf("%s (ptrain) %s\n", cmd, PACKAGE_VERSION);
+        return 0;
+    }
     if (!strcmp(c, "prepare")) return cmd_prepare(argc - 1, argv + 1);
     if (!strcmp(c, "encode")) return cmd_encode(argc - 1, argv + 1);
     if (!strcmp(c, "decode")) return cmd_decode(argc - 1, argv + 1);
     if (!strcmp(c, "info")) return cmd_info(argc - 1, argv + 1);
-    return die(2, "unknown command '%s' (valid: prepare, encode, decode, info, --help)", c);
+    return die(2, "unknown command '%s' (valid: prepare, encode, decode, info, --help, --version)", c);
 }

@@ -48,6 +48,7 @@ typedef struct opts {
     float lr, min_lr, wd, clip;
     int dry_run, quiet;
     double watchdog;   /* seconds without progress before a rank gives up; 0 = off */
+    double peak_gflops; /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
     char order[4];     /* --rank-order, parsed */
 } opts;
 
@@ -101,38 +102,61 @@ static void watchdog_start(double secs)
     pthread_attr_destroy(&at);
 }
 
+/* --help, grouped by topic; tests/unit/test_help.sh checks that every long
+ * option of parse_args' table appears here. */
 static void usage(FILE *f)
 {
     fprintf(f,
-        "usage: ptrain-run [options]\n"
+        "usage: ptrain-run [options]   (one process per rank: srun, sbatch or mpirun)\n"
+        "\n"
+        "Model:\n"
         "  --model NAME         preset: %s (default tiny)\n"
         "  --layers N --heads N --embd N --seq-len N --vocab N   override the preset\n"
+        "  --seed N             initialisation seed (default 1337)\n"
+        "\n"
+        "Data:\n"
         "  --data DIR|synthetic[:SEED]  DIR holds train.bin and val.bin (ptrain-data prepare)\n"
-        "  --steps N            optimizer steps (default 200)\n"
         "  --batch B            global batch in sequences (default 8; multiple of dp)\n"
-        "  --lr F --min-lr F --warmup N --weight-decay F --grad-clip F\n"
+        "  --steps N            optimizer steps (default 200)\n"
         "  --val-every N        validation every N steps (default 50; 0 = only at the end)\n"
         "  --val-batches N      batches per validation (default 8)\n"
-        "  --log-every N        print every N steps (default 1)\n"
-        "  --seed N             initialisation seed (default 1337)\n"
-        "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
-        "  --mode 1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default PTRAIN_MODE, else 1d)\n"
-        "  --dp N --tp N --tp-depth D --sp N --pp N --rank-order DPT   the plan's sizes (default\n"
-        "                       from PTRAIN_* env; dp = world / (pp * tp * sp) when not given)\n"
+        "\n"
+        "Plan and parallelism (default: the PTRAIN_* variables the SPANK plugin sets):\n"
+        "  --mode 1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default 1d)\n"
+        "  --dp N --tp N --tp-depth D --sp N --pp N   the plan's group sizes\n"
+        "                       (dp = world / (pp * tp * sp) when not given)\n"
+        "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
+        "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
         "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
         "                       pieces (default PTRAIN_MICROBATCHES, else 1)\n"
-        "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default PTRAIN_SCHEDULE, else 1f1b)\n"
+        "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n"
         "  --virtual-stages V   model chunks per pipeline rank, interleaved only (default 1)\n"
         "  --pp-split N,N,...|even  blocks per pipeline stage (default even)\n"
         "  --zero 0|1|2|3       ZeRO stage over the dp group (default PTRAIN_ZERO, else 0)\n"
-        "  --recompute none|block|attention   activation checkpointing (default PTRAIN_CKPT_ACT,\n"
-        "                       else none)\n"
+        "  --recompute none|block|attention   activation checkpointing (default\n"
+        "                       PTRAIN_CKPT_ACT, else none)\n"
+        "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
-        "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
-        "                       rank died or hangs (default 600; 0 = off)\n"
+        "\n"
+        "Optimizer (AdamW, cosine schedule):\n"
+        "  --lr F --min-lr F    peak and final learning rate (default 1e-3, lr/10)\n"
+        "  --warmup N           linear warm-up steps (default steps/10, at most 100)\n"
+        "  --weight-decay F --grad-clip F   (default 0.1, 1.0; 0 = no clipping)\n"
+        "\n"
+        "Logging and metrics:\n"
+        "  --log-every N        print every N steps (default 1)\n"
         "  --quiet              only the plan, validation and summary lines\n"
         "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
-        "                       plot with ptrain-plot FILE)\n",
+        "                       plot with ptrain-plot FILE)\n"
+        "  --peak-gflops F      peak GFLOP/s of one rank, for MFU in the metrics and the\n"
+        "                       summary (default PTRAIN_PEAK_GFLOPS; none: no MFU)\n"
+        "\n"
+        "Robustness:\n"
+        "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
+        "                       rank died or hangs (default 600; 0 = off)\n"
+        "\n"
+        "  --help, --version    this text; the version\n"
+        "See ptrain-run(1), ptrain-layouts(7) and ptrain-env(7).\n",
         pt_gpt_preset_names());
 }
 
@@ -223,7 +247,8 @@ static void fmt_duration(char *buf, size_t len, double sec)
  * per line, flushed as written so a crashed or preempted run keeps every
  * line it finished:
  *   {"type":"header", model, plan, sizes, "tokens_per_step", "steps"}
- *   {"type":"train","step":N,"loss":..,"lr":..,"norm":..,"step_ms":..,"tok_s":..,"elapsed_s":..}
+ *   {"type":"train","step":N,"loss":..,"lr":..,"norm":..,"step_ms":..,"tok_s":..,"elapsed_s":..,
+ *    "gflops_per_rank":..,["mfu":..,]"peak_mib":..,"sent_bytes":{"dp":..,"tp":..,"pp":..,"sp":..,"sync":..,"world":..}}
  *   {"type":"val","step":N,"val_loss":..,"elapsed_s":..}
  *   {"type":"done", ...the summary line's numbers}
  * The file is created or truncated; a symlink or a non-regular file at
@@ -269,12 +294,68 @@ static const char *jnum(char *buf, size_t len, double v)
     return buf;
 }
 
+/* Per-step numbers of a train record that need every rank (--metrics
+ * only, so a run without it has no extra collective per step).
+ * Index 0: the arena's high-water mark (bytes); 1..6: modelled bytes sent
+ * (pt_comm_sent_total) in the context's groups: dp (ZeRO's reduce-scatter
+ * and allgather), tp (with the axis sub-groups of the 2D/2.5D/3D layouts),
+ * pp (stage to stage, with the embed group: the tied embedding's gradient
+ * between first and last stage), sp, sync (the gradient sum over dp x sp,
+ * and over the tp axes a parameter is replicated on) and world. */
+enum { ST_PEAK, ST_DP, ST_TP, ST_PP, ST_SP, ST_SYNC, ST_WORLD, ST_N };
+static const char *const st_group[ST_N] = {"peak", "dp", "tp", "pp", "sp", "sync", "world"};
+
+static void group_sent(const pt_pctx *c, uint64_t v[ST_N])
+{
+    v[ST_PEAK] = 0;
+    v[ST_DP] = pt_comm_sent_total(&c->dp);
+    v[ST_TP] = pt_comm_sent_total(&c->tp);
+    v[ST_SYNC] = 0;
+    for (int m = 0; m < (1 << PT_TP_AXES); m++) {
+        v[ST_TP] += pt_comm_sent_total(&c->tp_sub[m]);
+        v[ST_SYNC] += pt_comm_sent_total(&c->sync[m]);
+    }
+    v[ST_PP] = pt_comm_sent_total(&c->pp) + pt_comm_sent_total(&c->embed);
+    v[ST_SP] = pt_comm_sent_total(&c->sp);
+    v[ST_WORLD] = pt_comm_sent_total(&c->world);
+}
+
+/* The step's bytes per group (since `before`) and the arena peak, each the
+ * maximum over all ranks.  Collective over MPI_COMM_WORLD: every rank
+ * calls it after every step.  out[ST_PEAK] in bytes. */
+static void step_stats(const pt_pctx *c, const pt_arena *a, const uint64_t before[ST_N], uint64_t out[ST_N])
+{
+    uint64_t mine[ST_N];
+    group_sent(c, mine);
+    for (int i = 1; i < ST_N; i++) mine[i] -= before[i];
+    mine[ST_PEAK] = a->peak;
+    watchdog_beat("metrics");
+    MPI_Allreduce(mine, out, ST_N, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+}
+
+/* The train record's fields after elapsed_s: achieved model GFLOP/s per
+ * rank (pt_gpt_flops_per_token * tokens/s / world: model FLOPs, recompute
+ * not counted, PaLM appendix B), MFU against --peak-gflops when given,
+ * peak memory (MiB, max over ranks) and the step's bytes per group. */
+static void stats_json(char *buf, size_t len, double gflops, double peak_gflops, const uint64_t st[ST_N])
+{
+    size_t off = (size_t)snprintf(buf, len, ",\"gflops_per_rank\":%.4g", gflops);
+    if (peak_gflops > 0 && off < len) off += (size_t)snprintf(buf + off, len - off, ",\"mfu\":%.4g", gflops / peak_gflops);
+    if (off < len)
+        off += (size_t)snprintf(buf + off, len - off, ",\"peak_mib\":%.2f,\"sent_bytes\":{",
+                                (double)st[ST_PEAK] / (1024.0 * 1024.0));
+    for (int i = 1; i < ST_N && off < len; i++)
+        off += (size_t)snprintf(buf + off, len - off, "%s\"%s\":%llu", i > 1 ? "," : "", st_group[i],
+                                (unsigned long long)st[i]);
+    if (off < len) snprintf(buf + off, len - off, "}");
+}
+
 static void parse_args(int argc, char **argv, opts *o)
 {
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
            O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-           O_RECOMPUTE };
+           O_RECOMPUTE, O_PEAK };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -286,7 +367,8 @@ static void parse_args(int argc, char **argv, opts *o)
         {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
         {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
         {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"peak-gflops", 1, 0, O_PEAK},
+        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
     o->steps = 200;
@@ -363,8 +445,13 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_METRICS: o->metrics = optarg; break;
+        case O_PEAK: o->peak_gflops = parse_float("--peak-gflops", optarg, 1e-3f, 1e9f); break;
         case 'h':
             if (world_rank == 0) usage(stdout);
+            MPI_Finalize();
+            exit(0);
+        case 'V':
+            if (world_rank == 0) printf("ptrain-run (ptrain) %s\n", PACKAGE_VERSION);
             MPI_Finalize();
             exit(0);
         default:
@@ -372,6 +459,8 @@ static void parse_args(int argc, char **argv, opts *o)
         }
     }
     if (optind < argc) bad_input("unexpected argument '%s' (see --help)", argv[optind]);
+    const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
+    if (!o->peak_gflops && peak && *peak) o->peak_gflops = parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f);
 }
 
 /* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
@@ -849,12 +938,14 @@ int main(int argc, char **argv)
         rc = PT_OK;
         if (world_rank == 0 && !(mf = metrics_open(o.metrics))) rc = PT_EIO;
         agree(rc, "--metrics");
+        char pk[32];
         metrics_line(mf, "{\"type\":\"header\",\"model\":\"%s\",\"n_layer\":%d,\"n_head\":%d,\"n_embd\":%d,"
                          "\"seq_len\":%d,\"vocab\":%d,\"params\":%lld,\"plan\":\"%s\",\"world\":%d,"
-                         "\"tokens_per_step\":%.0f,\"steps\":%ld,\"lr\":%g,\"min_lr\":%g,\"warmup\":%ld}",
+                         "\"tokens_per_step\":%.0f,\"steps\":%ld,\"lr\":%g,\"min_lr\":%g,\"warmup\":%ld,"
+                         "\"flops_per_token\":%.6g,\"peak_gflops_per_rank\":%s}",
                      o.model, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab,
                      (long long)pt_gpt_num_params(&cfg), summary, world, tok_per_step, o.steps, o.lr, o.min_lr,
-                     o.warmup);
+                     o.warmup, flops_tok, o.peak_gflops > 0 ? jnum(pk, sizeof pk, o.peak_gflops) : "null");
     }
     const double t_start = pt_now();
     char nb[3][32];
@@ -868,7 +959,8 @@ int main(int argc, char **argv)
                  jnum(nb[0], sizeof nb[0], val0), pt_now() - t_start);
     for (long step = 0; step < o.steps; step++) {
         double t0 = pt_now();
-        uint64_t c0 = pt_pctx_sent_total(&ctx);
+        uint64_t c0 = pt_pctx_sent_total(&ctx), g0[ST_N], gs[ST_N];
+        if (o.metrics) group_sent(&ctx, g0);
         rc = load_batch(&train, step, &o, T, &ctx, in, tg);
         float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
         double norm = 0;
@@ -877,6 +969,11 @@ int main(int argc, char **argv)
         double dt = pt_now() - t0;
         train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
         if (step > 0 || o.steps == 1) t_total += dt; /* the first step warms caches */
+        char stats[256] = "";
+        if (o.metrics) {
+            step_stats(&ctx, &arena, g0, gs);
+            stats_json(stats, sizeof stats, tok_per_step / dt * flops_tok / 1e9 / world, o.peak_gflops, gs);
+        }
         if (step == 0) first_loss = loss;
         if (world_rank == 0 && !o.quiet && (step % o.log_every == 0 || step == o.steps - 1)) {
             /* ETA from the mean step time so far (the first step warms caches) */
@@ -888,9 +985,9 @@ int main(int argc, char **argv)
             fflush(stdout);
         }
         metrics_line(mf, "{\"type\":\"train\",\"step\":%ld,\"loss\":%s,\"lr\":%g,\"norm\":%s,\"step_ms\":%.3f,"
-                         "\"tok_s\":%.1f,\"elapsed_s\":%.3f}",
+                         "\"tok_s\":%.1f,\"elapsed_s\":%.3f%s}",
                      step + 1, jnum(nb[0], sizeof nb[0], loss), lr, jnum(nb[1], sizeof nb[1], norm), dt * 1e3,
-                     tok_per_step / dt, pt_now() - t_start);
+                     tok_per_step / dt, pt_now() - t_start, stats);
         if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1) {
             rc = evaluate(&pipe, &val, &o, &ctx, in, tg, &vloss);
             agree(rc, "validation");
@@ -904,16 +1001,21 @@ int main(int argc, char **argv)
     size_t peak = arena.peak, peak_max = 0;
     MPI_Allreduce(&peak, &peak_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
     double comm_bytes = train_comm / (double)o.steps;
+    const double gflops = tps * flops_tok / 1e9 / world;
     if (world_rank == 0) {
-        printf("done: steps=%ld train_loss %.4f -> %.4f | val_loss %.4f -> %.4f | %.1f ms/step | %.0f tok/s | %.2f GFLOP/s per rank | peak mem %.1f MiB/rank | comm %.2f MiB/step/rank\n",
-               o.steps, first_loss, loss, val0, vloss, 1e3 * t_total / timed, tps, tps * flops_tok / 1e9 / world,
-               mb(peak_max), comm_bytes / (1024.0 * 1024.0));
+        char mfu[48] = "";
+        if (o.peak_gflops > 0) snprintf(mfu, sizeof mfu, " | MFU %.2f%%", 100 * gflops / o.peak_gflops);
+        printf("done: steps=%ld train_loss %.4f -> %.4f | val_loss %.4f -> %.4f | %.1f ms/step | %.0f tok/s | %.2f GFLOP/s per rank | peak mem %.1f MiB/rank | comm %.2f MiB/step/rank%s\n",
+               o.steps, first_loss, loss, val0, vloss, 1e3 * t_total / timed, tps, gflops,
+               mb(peak_max), comm_bytes / (1024.0 * 1024.0), mfu);
         fflush(stdout);
     }
     metrics_line(mf, "{\"type\":\"done\",\"steps\":%ld,\"train_loss\":%s,\"val_loss\":%s,\"ms_per_step\":%.3f,"
-                     "\"tok_s\":%.1f,\"peak_mib_per_rank\":%.2f,\"comm_mib_per_step_per_rank\":%.3f,\"elapsed_s\":%.3f}",
+                     "\"tok_s\":%.1f,\"gflops_per_rank\":%.4g,\"mfu\":%s,\"peak_mib_per_rank\":%.2f,"
+                     "\"comm_mib_per_step_per_rank\":%.3f,\"elapsed_s\":%.3f}",
                  o.steps, jnum(nb[0], sizeof nb[0], loss), jnum(nb[1], sizeof nb[1], vloss), 1e3 * t_total / timed, tps,
-                 mb(peak_max), comm_bytes / (1024.0 * 1024.0), pt_now() - t_start);
+                 gflops, o.peak_gflops > 0 ? jnum(nb[2], sizeof nb[2], gflops / o.peak_gflops) : "null", mb(peak_max),
+                 comm_bytes / (1024.0 * 1024.0), pt_now() - t_start);
     if (mf && fclose(mf)) fprintf(stderr, "ptrain-run: warning: closing the metrics file %s: %s\n", o.metrics, strerror(errno));
     free(in);
     free(tg);

@@ -28,6 +28,7 @@ static void usage(FILE *f)
             "  --gres           print Slurm gres.conf lines for the GPUs\n"
             "  --save FILE      write the model (JSON, or XML if FILE ends in .xml) atomically\n"
             "  --strict         exit 1 when there are warnings\n"
+            "  --help, --version  this text; the version\n"
             "exit: 0 fine, 1 warnings with --strict, 2 bad input, 3 probe or write failure\n");
 }
 
@@ -79,9 +80,10 @@ static void report(const pt_topo *t)
     }
     for (int i = 0; i < t->nnics; i++) {
         const pt_topo_nic *n = &t->nic[i];
-        printf("  NIC%d  %s  %s (%s%s%s)  PCIe %.2f GB/s  NUMA %s  CPUs %s\n", i, n->pci.busid, n->name, nic_kind(n->kind),
-               n->netdev[0] && strcmp(n->netdev, n->name) ? ", " : "",
-               n->netdev[0] && strcmp(n->netdev, n->name) ? n->netdev : "", n->pci.link_gbps,
+        printf("  NIC%d  %s  %s (%s%s%s)%s%s  PCIe %.2f GB/s  NUMA %s  CPUs %s\n", i, n->pci.busid, n->name,
+               nic_kind(n->kind), n->netdev[0] && strcmp(n->netdev, n->name) ? ", " : "",
+               n->netdev[0] && strcmp(n->netdev, n->name) ? n->netdev : "", n->model[0] ? "  " : "", n->model,
+               n->pci.link_gbps,
                n->pci.numas[0] ? n->pci.numas : "N/A", n->pci.cpus[0] ? n->pci.cpus : "N/A");
     }
 
@@ -190,7 +192,7 @@ int main(int argc, char **argv)
         case 's': save = optarg; break;
         case 'S': strict = 1; break;
         case 'h': usage(stdout); return 0;
-        case 'V': printf("ptrain-topo %s\n", PACKAGE_VERSION); return 0;
+        case 'V': printf("ptrain-topo (ptrain) %s\n", PACKAGE_VERSION); return 0;
         default:
             fprintf(stderr, "ptrain-topo: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
             return EXIT_BAD;

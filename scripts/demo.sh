@@ -58,4 +58,6 @@ srun --mpi=pmix --ptrain-mode=auto --ptrain-verbose -N "$NODES" --ntasks-per-nod
     ptrain-run --model "$MODEL" --data "$top/data/kjv" --steps "$STEPS" --batch "$BATCH" \
     --lr 2e-3 --val-every 50 --val-batches 8 --log-every 10 --metrics "$top/run/metrics.jsonl" | tee "$top/run/train.log"
 grep '^done:' "$top/run/train.log" >/dev/null || { echo "demo: training did not finish" >&2; exit 1; }
-ptrain-plot -o "$top/run/loss.svg" "$top/run/metrics.jsonl" || echo "demo: no plot (needs jq and gnuplot)" >&2
+for ext in png svg; do
+    ptrain-plot -o "$top/run/loss.$ext" "$top/run/metrics.jsonl" || echo "demo: no plot (needs jq and gnuplot)" >&2
+done

@@ -492,6 +492,11 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
             n = &t->nic[t->nnics++];
             fill_pci(h, p, &n->pci);
             n->kind = p->attr->pcidev.class_id == 0x0207 ? PT_NIC_IB : PT_NIC_ETH;
+            /* the model, as for GPUs: hwloc's name (libpciaccess builds), else pci.ids */
+            const char *dev = info_get(p, "PCIDevice");
+            if (dev && *dev) copy_str(n->model, sizeof n->model, dev);
+            else if (!pt_topo_pci_name(n->pci.vendor, n->pci.device, n->model, sizeof n->model))
+                snprintf(n->model, sizeof n->model, "[%04x:%04x]", n->pci.vendor, n->pci.device);
         }
         if (o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS) {
             copy_str(n->name, sizeof n->name, o->name);

@@ -100,6 +100,8 @@ typedef struct pt_topo_nic {
     pt_topo_pci pci;
     char name[32];         /* "mlx5_0" for HCAs, else the netdev name */
     char netdev[32];       /* "ib0"/"eth0", "" if none */
+    char model[96];        /* "MT28908 Family [ConnectX-6]": hwloc's PCIDevice name, else the
+                            * PCI ID database's (pt_topo_pci_name), else "[15b3:101b]" */
     int kind;              /* PT_NIC_* */
 } pt_topo_nic;
 

@@ -89,8 +89,8 @@ int pt_topo_to_json(const pt_topo *t, char **out)
     a = json_array();
     for (int i = 0; i < t->nnics; i++) {
         const pt_topo_nic *n = &t->nic[i];
-        json_array_append_new(a, json_pack("{s:o, s:s, s:s, s:s}", "pci", pci_json(&n->pci), "name", n->name,
-                                           "netdev", n->netdev, "kind", nic_kind_name(n->kind)));
+        json_array_append_new(a, json_pack("{s:o, s:s, s:s, s:s, s:s}", "pci", pci_json(&n->pci), "name", n->name,
+                                           "netdev", n->netdev, "model", n->model, "kind", nic_kind_name(n->kind)));
     }
     json_object_set_new(root, "nics", a);
     a = json_array();
@@ -345,6 +345,8 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         jpci(&c, o, &n->pci);
         jstr(&c, o, "name", n->name, sizeof n->name);
         jstr(&c, o, "netdev", n->netdev, sizeof n->netdev);
+        if (json_object_get(o, "model")) /* absent in caches from before NIC models */
+            jstr(&c, o, "model", n->model, sizeof n->model);
         char kind[8] = "";
         jstr(&c, o, "kind", kind, sizeof kind);
         if (!strcmp(kind, "ib")) n->kind = PT_NIC_IB;

@@ -5,7 +5,7 @@
 # paths and bad metrics files get one line and status 2.
 . "$top_srcdir/tests/lib.sh"
 run="$top_builddir/ptrain-run"
-plot="$top_srcdir/bin/ptrain-plot"
+plot="$top_builddir/ptrain-plot"
 [ -x "$run" ] || skip_all "ptrain-run not built"
 command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
 command -v jq >/dev/null 2>&1 || skip_all "jq not installed (apt-get install jq)"
@@ -39,6 +39,50 @@ check "steps, learning rates and elapsed times increase" \
 check "the step lines carry an ETA, 0s on the last" \
     sh -c "[ \$(grep -c '^step .*| eta [0-9hms]*\$' '$wd/out') -eq 4 ] && grep '^step *4/4' '$wd/out' | grep -q 'eta 0s\$'"
 
+# the cost fields (issue 14): achieved model GFLOP/s per rank, peak
+# memory and bytes per group, gathered from every rank each step (a
+# collective on rank 0 alone would hang this run, not pass it)
+check "every train record has gflops_per_rank = tok_s * flops_per_token / world / 1e9" \
+    sh -c "jq -s -e '(.[0].flops_per_token) as \$f | (.[0].world) as \$w | [.[] | select(.type == \"train\")]
+        | length == 4 and all(.gflops_per_rank > 0 and ((.gflops_per_rank - .tok_s * \$f / \$w / 1e9) | fabs)
+          <= 1e-3 * .gflops_per_rank + 1e-4)' '$wd/m.jsonl' >/dev/null"
+check "without a peak there is no mfu field, and the header says null" \
+    sh -c "jq -s -e '.[0].peak_gflops_per_rank == null and all(.[] | select(.type == \"train\"); has(\"mfu\") | not)
+        and ([.[] | select(.type == \"done\")][0].mfu == null)' '$wd/m.jsonl' >/dev/null"
+check "peak_mib is positive, never falls, and ends at the summary's peak (max over ranks)" \
+    sh -c "jq -s -e '[.[] | select(.type == \"train\") | .peak_mib] as \$p | [.[] | select(.type == \"done\")][0] as \$d
+        | (\$p[0] > 0) and (\$p == (\$p | sort)) and ((\$p[-1] - \$d.peak_mib_per_rank) | fabs) < 0.011' '$wd/m.jsonl' >/dev/null"
+check "sent_bytes names the dp, tp, pp, sp, sync and world groups with whole byte counts" \
+    sh -c "jq -s -e 'all(.[] | select(.type == \"train\"); (.sent_bytes | keys) == [\"dp\",\"pp\",\"sp\",\"sync\",\"tp\",\"world\"]
+        and all(.sent_bytes[]; . >= 0 and . == floor))' '$wd/m.jsonl' >/dev/null"
+# dp=2, no tp/pp/sp: the traffic is the gradient sum (sync group) and the
+# loss/norm reductions; summed over groups it is what the summary counts
+# per step (pt_pctx_sent_total of rank 0; both ranks send the same here)
+bytes=$(jq -r 'select(.type == "train") | .sent_bytes | "\(.sync) \(.tp) \(.pp) \(.sp)"' "$wd/m.jsonl" | tail -n 1)
+check "dp-only run: gradient bytes in sync, none in tp/pp/sp ($bytes)" \
+    sh -c "set -- $bytes; [ \"\$1\" -gt 0 ] && [ \"\$2\" = 0 ] && [ \"\$3\" = 0 ] && [ \"\$4\" = 0 ]"
+check "the groups' bytes add up to the summary's MiB/step" \
+    sh -c "jq -s -e '([.[] | select(.type == \"train\") | [.sent_bytes[]] | add] | add / length / 1048576) as \$g
+        | ([.[] | select(.type == \"done\")][0].comm_mib_per_step_per_rank) as \$c | ((\$g - \$c) | fabs) <= 0.0006' '$wd/m.jsonl' >/dev/null"
+
+# MFU against a stated peak: --peak-gflops, else PTRAIN_PEAK_GFLOPS
+rc=0
+PTRAIN_PEAK_GFLOPS=7.5 ptrain_mpirun -np 2 "$run" --model test --data "synthetic:$seed" --steps 2 --batch 4 \
+    --val-every 0 --val-batches 1 --metrics "$wd/p.jsonl" >"$wd/pout1" 2>&1 || rc=$?
+check "PTRAIN_PEAK_GFLOPS=7.5: mfu = gflops_per_rank / 7.5 on every train record (status $rc)" \
+    sh -c "[ $rc -eq 0 ] && jq -s -e '.[0].peak_gflops_per_rank == 7.5 and all(.[] | select(.type == \"train\");
+        ((.mfu - .gflops_per_rank / 7.5) | fabs) <= 1e-3 * .mfu + 1e-6)' '$wd/p.jsonl' >/dev/null"
+check "... and the summary line shows MFU" grep -q '^done: .*| MFU [0-9.]*%$' "$wd/pout1"
+rc=0
+PTRAIN_PEAK_GFLOPS=7.5 ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 1 --batch 2 \
+    --val-batches 1 --peak-gflops 300 --metrics "$wd/p2.jsonl" >/dev/null 2>&1 || rc=$?
+check "--peak-gflops overrides the variable (status $rc)" \
+    sh -c "[ $rc -eq 0 ] && jq -s -e '.[0].peak_gflops_per_rank == 300' '$wd/p2.jsonl' >/dev/null"
+rc=0
+PTRAIN_PEAK_GFLOPS=fast ptrain_mpirun -np 1 "$run" --model test --data synthetic --steps 1 >"$wd/pout3" 2>&1 || rc=$?
+check "a bad PTRAIN_PEAK_GFLOPS is refused with status 2, naming it ($(grep -m1 error "$wd/pout3"))" \
+    sh -c "[ $rc -eq 2 ] && grep -q \"PTRAIN_PEAK_GFLOPS: 'fast'\" '$wd/pout3'"
+
 # bad paths: one line naming the file, no training
 ln -s "$wd/target" "$wd/link"
 rc=0
@@ -56,6 +100,30 @@ if command -v gnuplot >/dev/null 2>&1; then
     check "the SVG has both loss curves and the lr/norm panel" \
         sh -c "grep -q 'training loss' '$wd/loss.svg' && grep -q 'validation loss' '$wd/loss.svg' && grep -q 'gradient norm' '$wd/loss.svg'"
     check "ptrain-plot writes a PNG by the extension" sh -c "sh '$plot' -o '$wd/loss.png' '$wd/m.jsonl' >/dev/null && [ -s '$wd/loss.png' ]"
+    # the PNG's loss panel (ptrain-plot's fixed layout: x 0.12..0.76, y
+    # 0.67..0.93 of 900 x 900) decoded by gnuplot itself: pixels of the
+    # training curve's colour (#0060ad) and the validation curve's (#dd181f)
+    pixels() { # PNG R G B -> count inside the loss panel, 3 px in from the border
+        gnuplot -e "set table '$wd/px.tab'; plot '$1' binary filetype=png with rgbimage" >/dev/null 2>&1 || { echo -1; return; }
+        awk -v r="$2" -v g="$3" -v b="$4" '$1 ~ /^[0-9]+$/ && $1 > 0.12*900+3 && $1 < 0.76*900-3 &&
+            $2 > 0.67*900+3 && $2 < 0.93*900-3 && $3 == r && $4 == g && $5 == b { n++ } END { print n + 0 }' "$wd/px.tab"
+    }
+    tr=$(pixels "$wd/loss.png" 0 96 173) va=$(pixels "$wd/loss.png" 221 24 31)
+    check "the PNG's loss panel has the training curve drawn ($tr pixels) and the validation curve ($va)" \
+        [ "$tr" -ge 200 -a "$va" -ge 200 ]
+    grep -v '"type":"val"' "$wd/m.jsonl" >"$wd/noval.jsonl"
+    sh "$plot" -o "$wd/noval.png" "$wd/noval.jsonl" >/dev/null 2>&1
+    nv=$(pixels "$wd/noval.png" 221 24 31) nt=$(pixels "$wd/noval.png" 0 96 173)
+    check "control: without validation records no validation pixels there ($nv), the training curve still ($nt)" \
+        [ "$nv" -eq 0 -a "$nt" -ge 200 ]
+    # several runs on one chart, labelled by plan, and the throughput panel
+    sed 's/"plan":"[^"]*"/"plan":"other plan"/' "$wd/m.jsonl" >"$wd/m2.jsonl"
+    check "two metrics files on one SVG, labelled by their plans, with a tokens/s panel" \
+        sh -c "sh '$plot' -o '$wd/two.svg' '$wd/m.jsonl' '$wd/m2.jsonl' | grep -q '2 files' &&
+            grep -q 'other plan train' '$wd/two.svg' && grep -q 'mode=1d.* val' '$wd/two.svg' && grep -q 'tokens/s' '$wd/two.svg'"
+    check "--label file labels the curves by file name" \
+        sh -c "sh '$plot' --label file -o '$wd/two.png' '$wd/m.jsonl' '$wd/m2.jsonl' >/dev/null && [ -s '$wd/two.png' ] &&
+            sh '$plot' --label file -o '$wd/two2.svg' '$wd/m.jsonl' '$wd/m2.jsonl' >/dev/null && grep -q 'm2 train' '$wd/two2.svg'"
     echo "not json" >"$wd/bad.jsonl"
     rc=0
     sh "$plot" -o "$wd/bad.svg" "$wd/bad.jsonl" >"$wd/pout" 2>&1 || rc=$?

@@ -60,4 +60,33 @@ bad "unknown option" "$T" --frobnicate
 bad "--xml from a JSON cache" "$T" --load "$tmp/c.json" --xml
 bad "--probe with --topology" "$T" --probe --topology "$F/cpu2s.xml"
 
+# NIC model names without hwloc's PCI names: the PCI ID database
+# (PTRAIN_PCI_IDS; the fixture's HCAs are 15b3:101b), else the id itself
+PTRAIN_PCI_IDS="$F/pci.ids.sample" "$T" --topology "$F/dgx8-nvswitch.xml" > "$tmp/nic" 2>&1
+check "the report names the fixture's HCA 15b3:101b 'MT28908 Family [ConnectX-6]'" \
+    grep -q '^  NIC1  0000:05:00.0  mlx5_0 (InfiniBand, ib0)  MT28908 Family \[ConnectX-6\]  PCIe' "$tmp/nic"
+if command -v jq >/dev/null 2>&1; then
+    PTRAIN_PCI_IDS="$F/pci.ids.sample" "$T" --topology "$F/dgx8-nvswitch.xml" --save "$tmp/nic.json" >/dev/null
+    check "--json carries the NIC model, and --load keeps it" \
+        sh -c "jq -e '.nics[1].model == \"MT28908 Family [ConnectX-6]\"' '$tmp/nic.json' >/dev/null &&
+            PTRAIN_PCI_IDS=/nonexistent '$T' --load '$tmp/nic.json' --json | jq -e '.nics[1].model == \"MT28908 Family [ConnectX-6]\"' >/dev/null"
+    jq 'del(.nics[].model)' "$tmp/nic.json" > "$tmp/old.json"
+    check "a cache from before NIC models still loads" sh -c "'$T' --load '$tmp/old.json' >/dev/null"
+fi
+check "a NIC whose PCI device carries hwloc's PCIDevice name keeps that name" \
+    grep -q '^  NIC0  0000:01:01.0  eno1 (Ethernet)  Ethernet Controller X710 for 10GbE SFP+  PCIe' "$tmp/nic"
+# an id no database knows (the fixture's HCAs made 15b3:fff0)
+sed 's/\[15b3:101b\]/[15b3:fff0]/' "$F/dgx8-nvswitch.xml" > "$tmp/unknown.xml"
+"$T" --topology "$tmp/unknown.xml" > "$tmp/nic2" 2>&1
+check "a NIC no database names shows its PCI id [15b3:fff0]" grep -q '^  NIC1 .* \[15b3:fff0\]  PCIe' "$tmp/nic2"
+
+# every field --json writes is documented in ptrain-topo(1)'s JSON SCHEMA
+if command -v jq >/dev/null 2>&1; then
+    sed -n '/^\.SH JSON SCHEMA/,/^\.SH /p' "$top_srcdir/man/ptrain-topo.1" > "$tmp/schema"
+    keys=$(jq -r '[keys[], (.numa[0], .gpus[0], .nics[0], .gpus[0].pci, .gpu_probe, .islands | keys[])] | unique | .[]' "$tmp/nic.json")
+    undoc=
+    for k in $keys; do grep -q "\b$k\b" "$tmp/schema" || undoc="$undoc $k"; done
+    check "ptrain-topo(1) documents every JSON field${undoc:+ (missing:$undoc)}" [ -n "$keys" -a -z "$undoc" ]
+fi
+
 done_testing

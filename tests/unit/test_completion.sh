@@ -1,0 +1,66 @@
+#!/bin/bash
+# share/bash-completion/ptrain: sourced in a plain bash (no bash-completion
+# package needed), its COMPREPLY for a few prefixes, its option lists
+# against the tools' getopt tables and the plugin's --ptrain-* options,
+# and srun's own completion kept for the other words.
+. "$top_srcdir/tests/lib.sh"
+comp=$top_srcdir/share/bash-completion/ptrain
+# reply WORDS...: COMPREPLY (sorted, one line) for the command line WORDS,
+# the last word being completed, in a fresh bash with the file sourced
+reply() {
+    bash --norc --noprofile -c '
+        . "$1"; shift
+        COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); COMP_LINE="$*"; COMP_POINT=${#COMP_LINE}
+        spec=$(complete -p "$1") || exit 3
+        f=${spec#* -F }; f=${f%% *}
+        "$f" "$1" "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+        printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' _ "$comp" "$@"
+}
+check "the file parses" bash -n "$comp"
+r=$(reply ptrain-run --pp)
+check "ptrain-run --pp<TAB>: --pp --pp-split ($r)" [ "$r" = "--pp --pp-split " ]
+r=$(reply ptrain-run --zero "")
+check "ptrain-run --zero <TAB>: 0 1 2 3 ($r)" [ "$r" = "0 1 2 3 " ]
+r=$(reply ptrain-run --schedule i)
+check "ptrain-run --schedule i<TAB>: interleaved ($r)" [ "$r" = "interleaved " ]
+r=$(reply ptrain-data pre)
+check "ptrain-data pre<TAB>: prepare ($r)" [ "$r" = "prepare " ]
+r=$(reply ptrain-data prepare --val)
+check "ptrain-data prepare --val<TAB>: --val-file --val-fraction ($r)" [ "$r" = "--val-file --val-fraction " ]
+r=$(reply ptrain-topo --pro)
+check "ptrain-topo --pro<TAB>: --probe --probe-quick ($r)" [ "$r" = "--probe --probe-quick " ]
+r=$(reply ptrain-plot --l)
+check "ptrain-plot --l<TAB>: --label ($r)" [ "$r" = "--label " ]
+r=$(reply srun -N 2 --ptrain-z)
+check "srun --ptrain-z<TAB>: --ptrain-zero= ($r)" [ "$r" = "--ptrain-zero= " ]
+r=$(reply srun --ptrain-mode=2)
+check "srun --ptrain-mode=2<TAB>: 2d and 2.5d ($r)" [ "$r" = "--ptrain-mode=2.5d --ptrain-mode=2d " ]
+# srun's own completion (a stand-in registered before the file is loaded)
+# still answers the other words
+r=$(bash --norc --noprofile -c '
+    _fake_srun() { COMPREPLY=(--nodes= --ntasks=); }
+    complete -F _fake_srun srun
+    . "$1"
+    COMP_WORDS=(srun --n); COMP_CWORD=1
+    _ptrain_srun srun --n srun
+    printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' _ "$comp")
+check "srun --n<TAB> goes to srun's own completion ($r)" [ "$r" = "--nodes= --ntasks= " ]
+
+# the lists mirror the sources: getopt tables, the plugin's option table
+table() {
+    sed -n '/struct option [a-z_]*\[\] *= *{/,/{ *0, *0, *0, *0 *}/p' "$1" |
+        grep -o '{ *"[a-z0-9-]*"' | sed 's/{ *"//; s/"$/ /; s/^/--/' | sort | tr -d '\n'
+}
+list() { bash --norc --noprofile -c ". '$comp'; printf '%s\n' \$$1" | sort | tr '\n' ' '; }
+for t in run data topo; do
+    want=$(table "$top_srcdir/bin/ptrain-$t.c") have=$(list "_ptrain_${t}_opts")
+    check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
+    [ "$want" = "$have" ] || diag "table: $want; completion: $have"
+done
+# {"ptrain-NAME", "ARG", ...} takes a value (--ptrain-NAME=), {"ptrain-NAME", NULL, ...} none
+want=$(grep -o '{"ptrain-[a-z0-9-]*", *\(NULL\|"\)' "$top_srcdir/spank/ptrain_spank.c" |
+    sed 's/{"\(ptrain-[a-z0-9-]*\)", *NULL/--\1/; s/{"\(ptrain-[a-z0-9-]*\)", *"/--\1=/' | sort | tr '\n' ' ')
+have=$(list _ptrain_srun_opts)
+check "srun: the completion lists exactly the plugin's --ptrain-* options" [ -n "$want" -a "$want" = "$have" ]
+[ "$want" = "$have" ] || diag "plugin: $want; completion: $have"
+done_testing
