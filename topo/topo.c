@@ -538,8 +538,10 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
 /* hwloc 2.9's XML import dereferences a missing cpuset or nodeset of a
  * normal or memory object (found by tests/fuzz/fuzz_topo_xml: a PU without
  * complete_cpuset crashes hwloc_topology_load).  hwloc writes all four sets
- * on every such object, so require them before handing hwloc the text.
+ * on every such object, and an os_index on every PU and NUMA node, so
+ * require them before handing hwloc the text.
  * Returns 0, or -1 with a one-line reason in why. */
+#define PT_TOPO_MAX_OS_INDEX ((1 << 20) - 1) /* PUs and NUMA nodes; Linux allows 8192 CPUs (MAXSMP) */
 static int xml_sets_present(const char *xml, char *why, size_t len)
 {
     static const char *const sets[] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
@@ -555,6 +557,20 @@ static int xml_sets_present(const char *xml, char *why, size_t len)
         if (ty) sscanf(ty + 7, "%31[^\"]", type);
         int io = 0;
         for (size_t i = 0; i < sizeof io_types / sizeof io_types[0]; i++) io |= !strcmp(type, io_types[i]);
+        if (!strcmp(type, "PU") || !strcmp(type, "NUMANode")) {
+            /* hwloc sets bit os_index of a bitmap for these: a missing index
+             * (read as 2^32-1) or a huge one makes it allocate and clear
+             * 512 MB for 5 s (found by fuzz_topo_xml) */
+            const char *v = strstr(tag, " os_index=\"");
+            char *e = NULL;
+            unsigned long idx = v && isdigit((unsigned char)v[11]) ? strtoul(v + 11, &e, 10) : 0;
+            if (!e || *e != '"' || idx > PT_TOPO_MAX_OS_INDEX) {
+                snprintf(why, len, "object of type '%s' at byte %zu has no os_index from 0 to %d",
+                         type, (size_t)(p - xml), PT_TOPO_MAX_OS_INDEX);
+                free(tag);
+                return -1;
+            }
+        }
         for (size_t i = 0; !io && i < sizeof sets / sizeof sets[0]; i++) {
             char key[32];
             snprintf(key, sizeof key, " %s=\"", sets[i]);
