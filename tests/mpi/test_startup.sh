@@ -4,7 +4,7 @@
 # model or options differ from the others', makes EVERY rank exit (status
 # 2) with one line naming the rank and the field; no rank hangs in a
 # collective.  A rank killed or stopped mid-run ends the job within 30 s,
-# named by mpirun or by the watchdog.  Flags that used to be truncated or
+# named by mpirun, the heartbeat or the watchdog.  Flags that used to be truncated or
 # refused inconsistently (--rank-order, cluster/spread, --heads) and
 # settings nothing uses (PTRAIN_MICROBATCHES, PTRAIN_CKPT_ACT) get one clear
 # line.  The per-rank differences come from mpirun's MPMD syntax
@@ -133,4 +133,8 @@ peer_test() { # $1 = signal, $2 = description, $3 = pattern, then extra flags
 }
 peer_test KILL "rank 1 killed mid-run" "process rank 1 .* exited on signal 9"
 peer_test STOP "rank 1 stopped mid-run, --watchdog 5" "rank 0: no progress for .* s after 'training step' (--watchdog 5)" --watchdog 5
+# a stopped rank, long watchdog: the heartbeat (PTRAIN_HEARTBEAT, 15 s) names it
+peer_test STOP "rank 1 stopped mid-run, default --watchdog" "rank 0: rank 1 (host .*) sent no heartbeat for [0-9]* s: it died or hangs"
+expect "PTRAIN_HEARTBEAT=abc on rank 1 of 2" 2 "rank 1: invalid PTRAIN_HEARTBEAT='abc' (valid: 0 = off, or seconds from 3 to 3600)" \
+    -np 1 $R : -np 1 env PTRAIN_HEARTBEAT=abc $R
 done_testing
