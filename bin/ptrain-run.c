@@ -102,6 +102,200 @@ static void watchdog_start(double secs)
     pthread_attr_destroy(&at);
 }
 
+/* ---- heartbeat ---------------------------------------------------------
+ * The watchdog above is long (a step may legitimately take minutes); a peer
+ * that DIES must end the job sooner, also where the launcher does not tear
+ * it down: under srun without --kill-on-bad-exit, a SIGKILLed rank leaves
+ * the others blocked in a collective for good (Open MPI's TCP transport
+ * prints "peer process has unexpectedly disconnected" and keeps waiting).
+ * So a thread per rank exchanges heartbeats on a duplicate of
+ * MPI_COMM_WORLD, independent of computation (needs MPI_THREAD_MULTIPLE):
+ * a star around rank 0, every HB_INTERVAL_S seconds each worker sends one
+ * int to rank 0 and rank 0 one to each worker.  When rank 0 hears nothing
+ * from rank k for $PTRAIN_HEARTBEAT seconds (default HB_TIMEOUT_S; 0 = off)
+ * it prints one line naming rank k and its host, tells every other rank,
+ * and all exit with status 3; a worker that hears nothing from rank 0 does
+ * the same naming rank 0.  A rank that leaves in order (MPI_Finalize) says
+ * so first and is no longer watched.  A detector that was itself not
+ * running for half the timeout (the job was suspended or stopped as a
+ * whole) restarts its clocks instead of blaming its peers.  The heartbeat
+ * starts right after MPI_Init, so a rank that dies during start-up is
+ * covered too.  Cost: 2 (N-1) messages of 4 bytes per second through rank
+ * 0, and MPI_THREAD_MULTIPLE's locking. */
+#define HB_TIMEOUT_S 15
+#define HB_INTERVAL_S 1.0
+#define HB_TAG 4242
+#define HB_HOST 64
+enum { HB_BEAT = -1, HB_LEAVING = -2 }; /* a value >= 0: "rank v died", from rank 0 */
+static MPI_Comm hb_comm = MPI_COMM_NULL;
+static int hb_world;
+static double hb_timeout;
+static char (*hb_host)[HB_HOST];
+static char hb_bad[200];     /* an invalid $PTRAIN_HEARTBEAT, reported at start-up */
+static pthread_t hb_thread;
+static int hb_running;
+static atomic_int hb_stop;
+
+static void hb_send(int to, int *buf, MPI_Request *req, int value)
+{
+    int done = 1;
+    if (*req != MPI_REQUEST_NULL) MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (!done) return; /* the last one is still on its way: no pile-up towards a slow peer */
+    *buf = value;
+    MPI_Isend(buf, 1, MPI_INT, to, HB_TAG, hb_comm, req);
+}
+
+static void *hb_main(void *arg)
+{
+    (void)arg;
+    const int n = hb_world, root = world_rank == 0;
+    const int npeer = root ? n : 1; /* rank 0 indexes peers by rank, a worker has one: rank 0 */
+    int *rbuf = calloc((size_t)npeer, sizeof *rbuf), *sbuf = calloc((size_t)npeer, sizeof *sbuf);
+    MPI_Request *rreq = malloc(sizeof *rreq * (size_t)npeer), *sreq = malloc(sizeof *sreq * (size_t)npeer);
+    double *seen = malloc(sizeof *seen * (size_t)npeer);
+    char *gone = calloc((size_t)npeer, 1);
+    if (!rbuf || !sbuf || !rreq || !sreq || !seen || !gone) {
+        fprintf(stderr, "ptrain-run: warning: rank %d: out of memory for the heartbeat; it is off\n", world_rank);
+        return NULL;
+    }
+    double now = pt_now(), next_send = now, prev = now;
+    for (int i = 0; i < npeer; i++) {
+        sreq[i] = rreq[i] = MPI_REQUEST_NULL;
+        seen[i] = now;
+        int src = root ? i : 0;
+        if (src == world_rank) { gone[i] = 1; continue; }
+        MPI_Irecv(&rbuf[i], 1, MPI_INT, src, HB_TAG, hb_comm, &rreq[i]);
+    }
+    int watching = 1;
+    while (!atomic_load(&hb_stop)) {
+        now = pt_now();
+        if (now - prev > hb_timeout / 2) /* this process itself was not running */
+            for (int i = 0; i < npeer; i++) seen[i] = now;
+        prev = now;
+        for (int i = 0; i < npeer; i++) {
+            int flag = 0;
+            while (!gone[i] && rreq[i] != MPI_REQUEST_NULL &&
+                   (MPI_Test(&rreq[i], &flag, MPI_STATUS_IGNORE), flag)) {
+                seen[i] = now;
+                int v = rbuf[i];
+                if (v == HB_LEAVING) { gone[i] = 1; if (!root) watching = 0; break; }
+                if (v >= 0 && !root) _exit(3); /* rank 0 named the dead rank */
+                MPI_Irecv(&rbuf[i], 1, MPI_INT, root ? i : 0, HB_TAG, hb_comm, &rreq[i]);
+            }
+        }
+        if (now >= next_send) {
+            for (int i = 0; i < npeer; i++)
+                if (!gone[i]) hb_send(root ? i : 0, &sbuf[i], &sreq[i], HB_BEAT);
+            next_send = now + HB_INTERVAL_S;
+        }
+        for (int i = 0; watching && i < npeer; i++) {
+            if (gone[i] || now - seen[i] <= hb_timeout) continue;
+            int dead = root ? i : 0;
+            fprintf(stderr, "ptrain-run: error: rank %d: rank %d (host %s) sent no heartbeat for %.0f s: it died "
+                    "or hangs; every rank exits (PTRAIN_HEARTBEAT=%.0f)\n", world_rank, dead,
+                    hb_host ? hb_host[dead] : "?", now - seen[i], hb_timeout);
+            fflush(stderr);
+            if (root) { /* tell the others, give the messages a moment to leave */
+                static int notice;
+                notice = dead;
+                for (int k = 1; k < n; k++)
+                    if (k != dead && !gone[k]) {
+                        if (sreq[k] != MPI_REQUEST_NULL) MPI_Request_free(&sreq[k]);
+                        MPI_Isend(&notice, 1, MPI_INT, k, HB_TAG, hb_comm, &sreq[k]);
+                    }
+                double t0 = pt_now();
+                int all = 0;
+                while (!all && pt_now() - t0 < 2) {
+                    MPI_Testall(n, sreq, &all, MPI_STATUSES_IGNORE);
+                    usleep(10000);
+                }
+            }
+            _exit(3);
+        }
+        usleep(50000);
+    }
+    /* orderly: say so, then leave no request behind for MPI_Finalize */
+    for (int i = 0; i < npeer; i++) {
+        if (gone[i] || (root ? i : 0) == world_rank) continue;
+        if (sreq[i] != MPI_REQUEST_NULL) MPI_Request_free(&sreq[i]);
+        sbuf[i] = HB_LEAVING;
+        MPI_Isend(&sbuf[i], 1, MPI_INT, root ? i : 0, HB_TAG, hb_comm, &sreq[i]);
+    }
+    double t0 = pt_now();
+    int all = 0;
+    while (!all && pt_now() - t0 < 2) {
+        MPI_Testall(npeer, sreq, &all, MPI_STATUSES_IGNORE);
+        if (!all) usleep(1000);
+    }
+    for (int i = 0; i < npeer; i++) {
+        if (sreq[i] != MPI_REQUEST_NULL) MPI_Request_free(&sreq[i]);
+        if (rreq[i] != MPI_REQUEST_NULL) {
+            MPI_Cancel(&rreq[i]);
+            MPI_Wait(&rreq[i], MPI_STATUS_IGNORE);
+        }
+    }
+    free(rbuf); free(sbuf); free(rreq); free(sreq); free(seen); free(gone);
+    return NULL;
+}
+
+/* Right after MPI_Init (collective: every rank calls it).  The timeout is
+ * agreed (the largest; off if any rank has it off) so no rank watches a
+ * peer that sends nothing. */
+static void heartbeat_start(int world)
+{
+    hb_world = world;
+    double t = HB_TIMEOUT_S;
+    const char *e = getenv("PTRAIN_HEARTBEAT");
+    long v;
+    if (e && *e) {
+        if (pt_parse_int("PTRAIN_HEARTBEAT", e, 0, 3600, &v) == PT_OK && (v == 0 || v >= 3)) t = (double)v;
+        else snprintf(hb_bad, sizeof hb_bad, "invalid PTRAIN_HEARTBEAT='%.40s' (valid: 0 = off, or seconds from 3 to 3600)", e);
+    }
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Query_thread(&provided);
+    if (world < 2) return;
+    double lo = t, hi = t;
+    MPI_Allreduce(&t, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(&t, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+    if (lo <= 0) return;
+    if (provided < MPI_THREAD_MULTIPLE) {
+        if (world_rank == 0)
+            fprintf(stderr, "ptrain-run: warning: the MPI library gives no MPI_THREAD_MULTIPLE: no heartbeat, a dead "
+                    "rank is noticed only by the launcher or --watchdog\n");
+        return;
+    }
+    hb_timeout = hi;
+    MPI_Comm_dup(MPI_COMM_WORLD, &hb_comm);
+    MPI_Comm_set_errhandler(hb_comm, MPI_ERRORS_RETURN); /* a send to a dead peer: the timeout decides */
+    char me[HB_HOST] = "";
+    int len = 0;
+    char full[MPI_MAX_PROCESSOR_NAME];
+    const char *node = getenv("SLURMD_NODENAME"); /* Slurm's node name (fake nodes share a hostname) */
+    if (node && *node) snprintf(me, sizeof me, "%.63s", node);
+    else if (MPI_Get_processor_name(full, &len) == MPI_SUCCESS) snprintf(me, sizeof me, "%.63s", full);
+    hb_host = calloc((size_t)world, HB_HOST);
+    int have = hb_host != NULL, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (!all) { free(hb_host); hb_host = NULL; return; }
+    MPI_Allgather(me, HB_HOST, MPI_CHAR, hb_host, HB_HOST, MPI_CHAR, MPI_COMM_WORLD);
+    if (pthread_create(&hb_thread, NULL, hb_main, NULL) == 0) hb_running = 1;
+    else fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the heartbeat thread\n", world_rank);
+}
+
+/* Every orderly exit passes MPI_Finalize; through MPI's profiling
+ * interface (MPI-3.1 section 14.2) the heartbeat thread is stopped first,
+ * whichever of ptrain-run's exits calls it, so no MPI call of the thread
+ * can follow MPI_Finalize. */
+int MPI_Finalize(void)
+{
+    if (hb_running) {
+        atomic_store(&hb_stop, 1);
+        pthread_join(hb_thread, NULL);
+        hb_running = 0;
+    }
+    return PMPI_Finalize();
+}
+
 /* --help, grouped by topic; tests/unit/test_help.sh checks that every long
  * option of parse_args' table appears here. */
 static void usage(FILE *f)
@@ -153,7 +347,8 @@ static void usage(FILE *f)
         "\n"
         "Robustness:\n"
         "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
-        "                       rank died or hangs (default 600; 0 = off)\n"
+        "                       rank hangs (default 600; 0 = off); a rank that dies or stops ends\n"
+        "                       the job after PTRAIN_HEARTBEAT seconds without heartbeat (15; 0 = off)\n"
         "\n"
         "  --help, --version    this text; the version\n"
         "See ptrain-run(1), ptrain-layouts(7) and ptrain-env(7).\n",
@@ -835,17 +1030,20 @@ static uint64_t startup_agree(int ok, int world)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
+    int provided = MPI_THREAD_SINGLE;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided); /* the heartbeat thread */
     int world;
     MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     watchdog_beat("start-up");
+    heartbeat_start(world);
 
     /* Start-up: a rank whose arguments, PTRAIN_* plan, model or data fail
      * jumps straight to the agreement, which every rank enters. */
     int ok = 0;
     in_startup = 1;
     if (setjmp(startup_jmp) == 0) {
+        if (hb_bad[0]) bad_input("%s", hb_bad);
         startup(argc, argv, world);
         ok = 1;
     }

@@ -16,6 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* NVLink count of a measured or recorded bandwidth (GB/s): at least 1 when
@@ -539,8 +543,10 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
 /* hwloc 2.9's XML import dereferences a missing cpuset or nodeset of a
  * normal or memory object (found by tests/fuzz/fuzz_topo_xml: a PU without
  * complete_cpuset crashes hwloc_topology_load).  hwloc writes all four sets
- * on every such object, so require them before handing hwloc the text.
+ * on every such object, and an os_index on every PU and NUMA node, so
+ * require them before handing hwloc the text.
  * Returns 0, or -1 with a one-line reason in why. */
+#define PT_TOPO_MAX_OS_INDEX ((1 << 20) - 1) /* PUs and NUMA nodes; Linux allows 8192 CPUs (MAXSMP) */
 static int xml_sets_present(const char *xml, char *why, size_t len)
 {
     static const char *const sets[] = {"cpuset", "complete_cpuset", "nodeset", "complete_nodeset"};
@@ -556,6 +562,20 @@ static int xml_sets_present(const char *xml, char *why, size_t len)
         if (ty) sscanf(ty + 7, "%31[^\"]", type);
         int io = 0;
         for (size_t i = 0; i < sizeof io_types / sizeof io_types[0]; i++) io |= !strcmp(type, io_types[i]);
+        if (!strcmp(type, "PU") || !strcmp(type, "NUMANode")) {
+            /* hwloc sets bit os_index of a bitmap for these: a missing index
+             * (read as 2^32-1) or a huge one makes it allocate and clear
+             * 512 MB for 5 s (found by fuzz_topo_xml) */
+            const char *v = strstr(tag, " os_index=\"");
+            char *e = NULL;
+            unsigned long idx = v && isdigit((unsigned char)v[11]) ? strtoul(v + 11, &e, 10) : 0;
+            if (!e || *e != '"' || idx > PT_TOPO_MAX_OS_INDEX) {
+                snprintf(why, len, "object of type '%s' at byte %zu has no os_index from 0 to %d",
+                         type, (size_t)(p - xml), PT_TOPO_MAX_OS_INDEX);
+                free(tag);
+                return -1;
+            }
+        }
         for (size_t i = 0; !io && i < sizeof sets / sizeof sets[0]; i++) {
             char key[32];
             snprintf(key, sizeof key, " %s=\"", sets[i]);
@@ -586,6 +606,73 @@ static int xml_sets_present(const char *xml, char *why, size_t len)
     return 0;
 }
 
+/* hwloc 2.9's XML import trusts its input: besides the missing sets that
+ * xml_sets_present refuses, an object inserted out of order (siblings whose
+ * cpusets are not sorted; found by tests/fuzz/fuzz_topo_xml,
+ * regress/topo_xml/hwloc-out-of-order.xml) makes it print "out-of-order
+ * XML topology load" and then dereference NULL in
+ * hwloc_bitmap_compare_first (lstopo --input crashes the same way, with
+ * either XML backend once the XML is well formed).  Reproducing hwloc's
+ * insertion rules to refuse every such file beforehand would be a second
+ * copy of hwloc's importer, so the untrusted text is first imported, and
+ * checked with hwloc_topology_check (which aborts on an inconsistent tree),
+ * in a forked child process: a crash, abort or hang there becomes one line,
+ * and the caller (a root-run ptrain-topo, or slurmstepd through the plugin)
+ * never runs hwloc on a file it has not survived.  hwloc's XML import is
+ * deterministic, so the caller's own import of the same bytes follows the
+ * same path.  The child restores default signal dispositions (no handler of
+ * the host process or of a sanitizer runs), writes no core file, discards
+ * hwloc's stderr banners and is killed by SIGALRM after
+ * PT_TOPO_XML_CHILD_S seconds.  glibc's fork() leaves malloc usable in the
+ * child of a multithreaded process (slurmstepd).
+ * Returns 0 (imported), 1 (hwloc refused it without crashing), or -1 with
+ * a one-line reason in why. */
+#define PT_TOPO_XML_CHILD_S 60
+static int xml_import_isolated(const char *xml, size_t len, char *why, size_t whylen)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(why, whylen, "cannot fork a process to import it safely: %s", strerror(errno));
+        return -1;
+    }
+    if (pid == 0) {
+        static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM, SIGTERM};
+        for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
+        sigset_t none;
+        sigemptyset(&none);
+        sigprocmask(SIG_SETMASK, &none, NULL);
+        struct rlimit nocore = {0, 0};
+        setrlimit(RLIMIT_CORE, &nocore);
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0) dup2(null, STDERR_FILENO);
+        alarm(PT_TOPO_XML_CHILD_S);
+        hwloc_topology_t h;
+        if (hwloc_topology_init(&h) < 0) _exit(4);
+        hwloc_topology_set_io_types_filter(h, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+        if (hwloc_topology_set_xmlbuffer(h, xml, (int)len + 1) < 0 || hwloc_topology_load(h) < 0) _exit(3);
+        hwloc_topology_check(h);
+        _exit(0); /* no atexit handlers, no stdio flush of the parent's buffers */
+    }
+    int st = 0;
+    pid_t w;
+    while ((w = waitpid(pid, &st, 0)) < 0 && errno == EINTR) {}
+    if (w < 0) {
+        snprintf(why, whylen, "cannot wait for the process importing it: %s", strerror(errno));
+        return -1;
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) return 0;
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 3) return 1;
+    if (WIFSIGNALED(st) && WTERMSIG(st) == SIGALRM)
+        snprintf(why, whylen, "its import did not finish within %d s", PT_TOPO_XML_CHILD_S);
+    else if (WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT)
+        snprintf(why, whylen, "the imported tree is inconsistent: hwloc aborted");
+    else if (WIFSIGNALED(st))
+        snprintf(why, whylen, "hwloc crashed with signal %d, %s", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(why, whylen, "the importing process failed with exit status %d", WEXITSTATUS(st));
+    return -1;
+}
+
 int pt_topo_load_hwloc(pt_topo *t, const char *xmlfile)
 {
     memset(t, 0, sizeof *t);
@@ -613,7 +700,19 @@ int pt_topo_load_hwloc(pt_topo *t, const char *xmlfile)
             hwloc_topology_destroy(h);
             return pt_fail(PT_EFORMAT, "topology file '%s' is not hwloc XML as hwloc writes it: %s", xmlfile, why);
         }
-        if (len == 0 || len > INT_MAX - 1 || hwloc_topology_set_xmlbuffer(h, xml, (int)len + 1) < 0) {
+        if (len == 0 || len > INT_MAX - 1) {
+            free(xml);
+            hwloc_topology_destroy(h);
+            return pt_fail(PT_EFORMAT, "topology file '%s' is not hwloc XML", xmlfile);
+        }
+        int imp = xml_import_isolated(xml, len, why, sizeof why);
+        if (imp != 0) {
+            free(xml);
+            hwloc_topology_destroy(h);
+            if (imp > 0) return pt_fail(PT_EFORMAT, "topology file '%s' is not valid hwloc XML", xmlfile);
+            return pt_fail(PT_EFORMAT, "topology file '%s': hwloc cannot import this XML (%s)", xmlfile, why);
+        }
+        if (hwloc_topology_set_xmlbuffer(h, xml, (int)len + 1) < 0) {
             free(xml);
             hwloc_topology_destroy(h);
             return pt_fail(PT_EFORMAT, "topology file '%s' is not hwloc XML", xmlfile);

@@ -154,8 +154,12 @@ enum {
  * by $PTRAIN_TOPOLOGY if set, else the running machine.  Persisted
  * measurements found in the XML (PtrainGPUBandwidth, PtrainNUMABandwidth,
  * NVLinkBandwidth distances, Ptrain* info attributes) are read back.
- * Returns PT_OK, PT_EIO (unreadable file), PT_EFORMAT (not hwloc XML),
- * PT_ENOMEM.  Free with pt_topo_free(). */
+ * A file is imported by hwloc first in a forked child process (hwloc 2.9
+ * crashes on some malformed XML), so a crash, abort or hang of hwloc's
+ * import is the error "hwloc cannot import this XML (...)", never a crash
+ * of the caller.
+ * Returns PT_OK, PT_EIO (unreadable file), PT_EFORMAT (not hwloc XML, or
+ * XML hwloc cannot import), PT_ENOMEM.  Free with pt_topo_free(). */
 int pt_topo_load_hwloc(pt_topo *t, const char *xmlfile);
 
 /* Load a cached model: ptrain JSON (first non-blank byte '{') or hwloc XML

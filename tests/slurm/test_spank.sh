@@ -297,6 +297,18 @@ check "invalid ptrain.conf: one-line message names the file and line" grep -q "b
 diag "$(grep ptrain "$D/e12" | head -n 1)"
 srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o13" 2>&1
 check "invalid ptrain.conf: steps without ptrain still run" [ "$(grep -c 'NVARS=0$' "$D/o13")" -eq 4 ]
+# issue 9 case 6: this config used to load, then break every srun (auto
+# plans 1d, which it does not allow); now it is refused, and only steps
+# that ask for ptrain fail
+printf 'default_mode = "auto";\nallowed_modes = ["auto"];\n' >"$D/auto.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/auto.conf" >"$D/plugstack.conf"
+srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14" 2>"$D/e14"; rc=$?
+check "ptrain.conf with auto but not 1d: a step without ptrain options runs (status $rc)" \
+    [ $rc -eq 0 ] && [ "$(grep -c 'NVARS=0$' "$D/o14")" -eq 4 ]
+srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o15" 2>"$D/e15"; rc=$?
+check "ptrain.conf with auto but not 1d: --ptrain-mode=auto is refused naming the file" \
+    [ $rc -ne 0 ] && [ "$(grep -c '^TASK ' "$D/o15")" -eq 0 ] && grep -q 'auto.conf.*has "auto" but not "1d"' "$D/e15"
+diag "$(grep ptrain "$D/e15" | head -n 1)"
 cp "$D/plugstack.conf.orig" "$D/plugstack.conf"
 
 done_testing

@@ -9,6 +9,7 @@
 #  - FIFOs (and directories) given as input are refused in one line,
 #    without blocking, by ptrain-data info/encode, ptrain-topo
 #    --load/--topology and ptrain-run --data;
+#  - hwloc XML that crashes hwloc is refused in one line (case 8, fuzzing);
 #  - decode refuses a NUL byte instead of dropping the ids after it;
 #  - one long word without spaces encodes like the reference (the JS
 #    encoder, on a word short enough for it) and a 1 MB one finishes.
@@ -120,6 +121,19 @@ PY
 refuse "NV99999999999999999999 in a cache is refused naming the file" 2 "nv.json: field 'gpu_links' holds 'NV99999999999999999999': an NVLink count must be 1..64" \
     "$topo" --load "$tmp/nv.json"
 refuse "a duplicate NUMA os_index is refused" 2 "dup.json: field 'numa' lists os_index 0 twice" "$topo" --load "$tmp/dup.json"
+
+# hwloc XML that crashes hwloc 2.9's own import (its built-in parser drops
+# the attributes after a stray quote, then dereferences the missing
+# complete_cpuset): imported first in a child process, so ptrain-topo (often
+# run as root) and any caller such as slurmstepd get one line instead of a
+# crash.  Found by tests/fuzz/fuzz_topo_xml; libxml2's parser (Debian's
+# libhwloc-plugins) rejects the same file as malformed.
+crash_xml="$top_srcdir/tests/fuzz/regress/topo_xml/hwloc-stray-quote.xml"
+for opt in --topology --load; do
+    HWLOC_LIBXML_IMPORT=0 refuse "ptrain-topo $opt: XML that crashes hwloc's import" 2 \
+        "hwloc-stray-quote.xml': hwloc cannot import this XML (hwloc crashed with signal 11" "$topo" $opt "$crash_xml"
+done
+refuse "ptrain-topo --topology: the same XML with the default backend" 2 "hwloc-stray-quote.xml" "$topo" --topology "$crash_xml"
 
 # decode: a NUL byte is an error, not the end of the list
 printf '15496\n11\0\n995\n' >"$tmp/nul.ids"
