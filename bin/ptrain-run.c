@@ -13,6 +13,7 @@
 #include "backend/blas.h"
 #include "core/core.h"
 #include "core/file.h"
+#include "ckpt/ckpt.h"
 #include "data/shard.h"
 #include "model/gpt.h"
 #include "pipeline/pipeline.h"
@@ -25,6 +26,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <limits.h>
@@ -49,6 +51,8 @@ typedef struct opts {
     int dry_run, quiet;
     double watchdog;   /* seconds without progress before a rank gives up; 0 = off */
     char order[4];     /* --rank-order, parsed */
+    const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
+    long save_every, keep;         /* 0 = not given */
 } opts;
 
 static int world_rank = 0;
@@ -132,7 +136,13 @@ static void usage(FILE *f)
         "                       rank died or hangs (default 600; 0 = off)\n"
         "  --quiet              only the plan, validation and summary lines\n"
         "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
-        "                       plot with ptrain-plot FILE)\n",
+        "                       plot with ptrain-plot FILE)\n"
+        "  --save-dir DIR       checkpoints go to DIR/step-NNNNNNNN (DIR/latest names the newest);\n"
+        "                       SIGTERM or SIGUSR1 then finish the step, save and exit 0\n"
+        "  --save-every N       save every N steps (needs --save-dir)\n"
+        "  --keep K             keep only the newest K checkpoints after each save\n"
+        "  --resume auto|DIR    continue from DIR, or (auto) the newest valid checkpoint of\n"
+        "                       --save-dir, else start fresh (same plan only, for now)\n",
         pt_gpt_preset_names());
 }
 
@@ -274,7 +284,7 @@ static void parse_args(int argc, char **argv, opts *o)
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
            O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-           O_RECOMPUTE };
+           O_RECOMPUTE, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -286,7 +296,8 @@ static void parse_args(int argc, char **argv, opts *o)
         {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
         {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
         {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
-        {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+        {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
+        {"resume", 1, 0, O_RESUME}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
     o->steps = 200;
@@ -363,6 +374,10 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_METRICS: o->metrics = optarg; break;
+        case O_SAVEDIR: o->save_dir = optarg; break;
+        case O_SAVEEVERY: o->save_every = parse_long("--save-every", optarg, 1, 100000000); break;
+        case O_KEEP: o->keep = parse_long("--keep", optarg, 1, 1000000); break;
+        case O_RESUME: o->resume = optarg; break;
         case 'h':
             if (world_rank == 0) usage(stdout);
             MPI_Finalize();
@@ -372,6 +387,19 @@ static void parse_args(int argc, char **argv, opts *o)
         }
     }
     if (optind < argc) bad_input("unexpected argument '%s' (see --help)", argv[optind]);
+    if ((o->save_every || o->keep) && !o->save_dir)
+        bad_input("%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
+    if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
+        bad_input("--resume auto needs --save-dir DIR (where to look for checkpoints)");
+    if (o->resume && !o->resume[0]) bad_input("--resume '' is not valid (valid: auto or a checkpoint directory)");
+}
+
+/* ---- checkpoints: SIGTERM / SIGUSR1 ask for a save and a clean exit ---- */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+static void ckpt_warn(const char *msg)
+{
+    if (world_rank == 0) fprintf(stderr, "ptrain-run: warning: %s; trying the previous checkpoint\n", msg);
 }
 
 /* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
@@ -827,6 +855,37 @@ int main(int argc, char **argv)
     if (!rc) rc = pt_train_create(&tr, &model, &opt, strategy);
     if (!rc) rc = pt_pipeline_create(&pipe, &tr, plan.schedule);
     agree(rc, "model");
+    /* checkpoints: the run state besides the tensors, and resuming */
+    pt_ckpt_meta cmeta = {.adam_step = 0, .seed = o.seed, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup,
+                          .total_steps = o.steps};
+    snprintf(cmeta.model, sizeof cmeta.model, "%s", o.model);
+    snprintf(cmeta.data, sizeof cmeta.data, "%s", o.data);
+    long start_step = 0;
+    if (o.resume) {
+        int loaded = 0;
+        char which[4200] = "";
+        pt_ckpt_meta got;
+        rc = pt_ckpt_resume(o.resume, o.save_dir, &tr, &plan, &cfg, &got, &loaded, which, sizeof which, ckpt_warn);
+        agree(rc, "--resume");
+        if (loaded && got.step > o.steps)
+            agree(pt_fail(PT_EINVAL, "checkpoint %s is at step %ld, beyond --steps %ld", which, got.step, o.steps),
+                  "--resume");
+        if (loaded) start_step = got.step;
+        if (world_rank == 0) {
+            if (loaded) printf("resume: %s (step %ld, AdamW step %d)\n", which, got.step, got.adam_step);
+            else printf("resume: no valid checkpoint in %s, starting fresh\n", o.save_dir);
+            fflush(stdout);
+        }
+    }
+    if (o.save_dir) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGUSR1, &sa, NULL);
+    }
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
     if (!in || !tg) agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
 
@@ -866,7 +925,8 @@ int main(int argc, char **argv)
     if (world_rank == 0) { printf("val: step 0 | val_loss %.4f\n", val0); fflush(stdout); }
     metrics_line(mf, "{\"type\":\"val\",\"step\":0,\"val_loss\":%s,\"elapsed_s\":%.3f}",
                  jnum(nb[0], sizeof nb[0], val0), pt_now() - t_start);
-    for (long step = 0; step < o.steps; step++) {
+    int stopped = 0;
+    for (long step = start_step; step < o.steps; step++) {
         double t0 = pt_now();
         uint64_t c0 = pt_pctx_sent_total(&ctx);
         rc = load_batch(&train, step, &o, T, &ctx, in, tg);
@@ -891,6 +951,26 @@ int main(int argc, char **argv)
                          "\"tok_s\":%.1f,\"elapsed_s\":%.3f}",
                      step + 1, jnum(nb[0], sizeof nb[0], loss), lr, jnum(nb[1], sizeof nb[1], norm), dt * 1e3,
                      tok_per_step / dt, pt_now() - t_start);
+        if (o.save_dir) {
+            /* every rank sees the signal or not: agree on it, then save together */
+            int want = stop_signal, any = 0;
+            MPI_Allreduce(&want, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (any || (o.save_every && (step + 1) % o.save_every == 0)) {
+                char saved[4200];
+                cmeta.step = step + 1;
+                cmeta.adam_step = tr.step;
+                watchdog_beat("checkpoint");
+                rc = pt_ckpt_save(o.save_dir, &tr, &plan, &cfg, &cmeta, (int)o.keep, saved, sizeof saved);
+                if (rc && world_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step + 1, pt_errmsg());
+                if (rc) { MPI_Finalize(); return 1; }
+                if (world_rank == 0 && any)
+                    printf("stop: signal %s: checkpoint %s saved at step %ld; exiting\n",
+                           any == SIGTERM ? "SIGTERM" : "SIGUSR1", saved, step + 1);
+                else if (world_rank == 0 && !o.quiet) printf("checkpoint: %s\n", saved);
+                fflush(stdout);
+                if (any) { stopped = 1; break; }
+            }
+        }
         if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1) {
             rc = evaluate(&pipe, &val, &o, &ctx, in, tg, &vloss);
             agree(rc, "validation");
@@ -899,6 +979,7 @@ int main(int argc, char **argv)
                          jnum(nb[0], sizeof nb[0], vloss), pt_now() - t_start);
         }
     }
+    if (stopped) goto out;
     long timed = o.steps > 1 ? o.steps - 1 : 1;
     double tps = tok_per_step * timed / t_total;
     size_t peak = arena.peak, peak_max = 0;
@@ -914,6 +995,7 @@ int main(int argc, char **argv)
                      "\"tok_s\":%.1f,\"peak_mib_per_rank\":%.2f,\"comm_mib_per_step_per_rank\":%.3f,\"elapsed_s\":%.3f}",
                  o.steps, jnum(nb[0], sizeof nb[0], loss), jnum(nb[1], sizeof nb[1], vloss), 1e3 * t_total / timed, tps,
                  mb(peak_max), comm_bytes / (1024.0 * 1024.0), pt_now() - t_start);
+out:
     if (mf && fclose(mf)) fprintf(stderr, "ptrain-run: warning: closing the metrics file %s: %s\n", o.metrics, strerror(errno));
     free(in);
     free(tg);
