@@ -285,6 +285,7 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n)
 {
     pt_comm *w = &t->model->ctx->world;
+    if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
     char sdir[4200];
     snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, meta->step);
     int rc = PT_OK;
@@ -483,6 +484,8 @@ int pt_ckpt_resume(const char *spec, const char *save_dir, pt_train *t, const pt
 {
     char p[4200];
     *loaded = 0;
+    if (strlen(spec) > 4000 || (save_dir && strlen(save_dir) > 4000))
+        return pt_fail(PT_EINVAL, "checkpoint directory name is too long (at most 4000 bytes)");
     if (strcmp(spec, "auto") != 0) {
         long s = latest_step(spec);
         if (s >= 0) snprintf(p, sizeof p, "%s/step-%08ld", spec, s);
