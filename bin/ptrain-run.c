@@ -926,6 +926,7 @@ int main(int argc, char **argv)
     metrics_line(mf, "{\"type\":\"val\",\"step\":0,\"val_loss\":%s,\"elapsed_s\":%.3f}",
                  jnum(nb[0], sizeof nb[0], val0), pt_now() - t_start);
     int stopped = 0;
+    long last_saved = -1; /* a step saved by this run */
     for (long step = start_step; step < o.steps; step++) {
         double t0 = pt_now();
         uint64_t c0 = pt_pctx_sent_total(&ctx);
@@ -963,6 +964,7 @@ int main(int argc, char **argv)
                 rc = pt_ckpt_save(o.save_dir, &tr, &plan, &cfg, &cmeta, (int)o.keep, saved, sizeof saved);
                 if (rc && world_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step + 1, pt_errmsg());
                 if (rc) { MPI_Finalize(); return 1; }
+                last_saved = step + 1;
                 if (world_rank == 0 && any)
                     printf("stop: signal %s: checkpoint %s saved at step %ld; exiting\n",
                            any == SIGTERM ? "SIGTERM" : "SIGUSR1", saved, step + 1);
@@ -980,6 +982,16 @@ int main(int argc, char **argv)
         }
     }
     if (stopped) goto out;
+    if (o.save_dir && last_saved != o.steps) { /* the end of the run is always kept */
+        char saved[4200];
+        cmeta.step = o.steps;
+        cmeta.adam_step = tr.step;
+        watchdog_beat("checkpoint");
+        rc = pt_ckpt_save(o.save_dir, &tr, &plan, &cfg, &cmeta, (int)o.keep, saved, sizeof saved);
+        if (rc && world_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", o.steps, pt_errmsg());
+        if (rc) { MPI_Finalize(); return 1; }
+        if (world_rank == 0 && !o.quiet) { printf("checkpoint: %s\n", saved); fflush(stdout); }
+    }
     long timed = o.steps > 1 ? o.steps - 1 : 1;
     double tps = tok_per_step * timed / t_total;
     size_t peak = arena.peak, peak_max = 0;

@@ -3,6 +3,7 @@
 
 #include "core/file.h"
 #include "data/shard.h"
+#include "parallel/layout.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -208,8 +209,9 @@ static json_t *plan_json(const pt_plan *plan, int world)
 {
     char summary[640];
     pt_plan_summary(plan, summary, sizeof summary);
-    return json_pack("{s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "summary", summary, "world", world, "dp", plan->dp,
-                     "tp", plan->tp, "pp", plan->pp, "sp", plan->sp, "zero", plan->zero);
+    return json_pack("{s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "summary", summary, "world", world, "mode",
+                     pt_mode_name(plan->mode), "tp_depth", plan->tp_depth, "dp", plan->dp, "tp", plan->tp, "pp",
+                     plan->pp, "sp", plan->sp, "zero", plan->zero);
 }
 
 static json_t *cfg_json(const pt_gpt_config *cfg)
@@ -337,7 +339,10 @@ typedef struct staged {
     char *buf;     /* this rank's file */
     json_t *file;  /* its manifest entry */
     json_t *man;
+    float **own;   /* resharding: [nparams] this rank's owned [data | m | v], 3 (hi - lo) floats */
 } staged;
+
+static int reshard(const char *path, pt_train *t, staged *st);
 
 /* every check that needs no communication; fills st on success */
 static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, staged *st)
@@ -371,13 +376,7 @@ static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     json_t *mp = json_object_get(man, "plan"), *pl = plan_json(plan, c->world_size);
     same = json_equal(mp, pl);
     json_decref(pl);
-    if (!same) {
-        char summary[640];
-        pt_plan_summary(plan, summary, sizeof summary);
-        return pt_fail(PT_EINVAL, "checkpoint %s: saved under plan '%s' on %lld ranks, this run is '%s' on %d ranks "
-                       "(resuming under another plan is not implemented yet)",
-                       path, jstr(mp, "summary"), jint(mp, "world"), summary, c->world_size);
-    }
+    if (!same) return reshard(path, t, st);
     size_t k;
     json_t *f;
     json_array_foreach(json_object_get(man, "files"), k, f) if (jint(f, "rank") == c->rank) st->file = f;
@@ -415,11 +414,197 @@ static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     return PT_OK;
 }
 
-static void unstage(staged *st)
+static void unstage(staged *st, int nparams)
 {
+    if (st->own)
+        for (int i = 0; i < nparams; i++) free(st->own[i]);
+    free(st->own);
     free(st->buf);
     json_decref(st->man);
     memset(st, 0, sizeof *st);
+}
+
+/* ---- resharding ----------------------------------------------------------
+ * Loading under another plan (same model): every rank rebuilds the full
+ * tensors of its own parameters (data, m, v) from the rank files that hold
+ * them, then cuts its shard out with its own layout's param_slice, as at
+ * initialisation.  Which full elements a saved shard holds is learnt by
+ * slicing an index tensor with the SAVING rank's layout and coordinates (a
+ * pt_pctx with only plan, tp_rank, tp_dims and tp_coord set: all that
+ * param_slice reads); the index is split in two floats, idx / 4096 and
+ * idx % 4096, each exact in fp32 for tensors under 2^36 elements.  The
+ * vocabulary padding of wte (rows >= V, always zero) may differ between tp
+ * sizes: the common rows are copied, the rest is zero.  Every element of
+ * every needed tensor must be covered by some file (else PT_EFORMAT).
+ * Memory: 3 full tensors of this rank's parameters plus 2 index tensors of
+ * the largest one at a time; every rank reads and checksums every file that
+ * holds one of its parameters. */
+
+static int saved_ctx(json_t *mp, json_t *file, pt_pctx *fc, const pt_layout **lo)
+{
+    memset(fc, 0, sizeof *fc);
+    pt_plan_default(&fc->plan);
+    if (pt_mode_parse(jstr(mp, "mode"), &fc->plan.mode, pt_error_last()))
+        return pt_fail(PT_EFORMAT, "manifest plan mode '%s' is not valid", jstr(mp, "mode"));
+    fc->plan.dp = (int)jint(mp, "dp");
+    fc->plan.tp = (int)jint(mp, "tp");
+    fc->plan.pp = (int)jint(mp, "pp");
+    fc->plan.sp = (int)jint(mp, "sp");
+    fc->plan.tp_depth = (int)jint(mp, "tp_depth");
+    if (fc->plan.tp < 1 || fc->plan.tp_depth < 1)
+        return pt_fail(PT_EFORMAT, "manifest plan tp=%d tp_depth=%d is not valid", fc->plan.tp, fc->plan.tp_depth);
+    if (pt_plan_tp_dims(&fc->plan, fc->tp_dims, pt_error_last()))
+        return pt_fail(PT_EFORMAT, "manifest plan: %s", pt_errmsg());
+    json_t *co = json_object_get(file, "coords");
+    fc->tp_rank = (int)jint(co, "tp");
+    if (fc->tp_rank < 0 || fc->tp_rank >= fc->plan.tp)
+        return pt_fail(PT_EFORMAT, "manifest: file %s has tp coordinate %d outside [0, %d)", jstr(file, "name"),
+                       fc->tp_rank, fc->plan.tp);
+    fc->tp_coord[0] = fc->tp_rank / (fc->tp_dims[1] * fc->tp_dims[2]);
+    fc->tp_coord[1] = fc->tp_rank / fc->tp_dims[2] % fc->tp_dims[1];
+    fc->tp_coord[2] = fc->tp_rank % fc->tp_dims[2];
+    *lo = pt_layout_for(fc->plan.mode);
+    return *lo ? PT_OK : PT_EFORMAT;
+}
+
+static int reshard(const char *path, pt_train *t, staged *st)
+{
+    pt_gpt *mo = t->model;
+    const int np = mo->nparams;
+    json_t *mp = json_object_get(st->man, "plan");
+    /* full shapes as saved, by index */
+    json_t *tens = json_object_get(st->man, "tensors");
+    int64_t *nsaved = calloc((size_t)np, sizeof *nsaved);
+    float **full = calloc((size_t)np, sizeof *full);  /* [3 * nsaved] data | m | v */
+    char **cov = calloc((size_t)np, sizeof *cov);      /* [nsaved] covered */
+    st->own = calloc((size_t)np, sizeof *st->own);
+    float *ih = NULL, *il = NULL, *sh = NULL, *sl = NULL;
+    char *buf = NULL;
+    int rc = nsaved && full && cov && st->own ? PT_OK : pt_fail(PT_ENOMEM, "out of memory for resharding");
+    int64_t maxn = 0;
+    for (int i = 0; i < np && !rc; i++) {
+        const pt_param *p = &mo->params[i];
+        size_t k;
+        json_t *x;
+        json_array_foreach(tens, k, x) if (jint(x, "index") == p->index) {
+            nsaved[i] = jint(x, "rows") * jint(x, "cols");
+            if (jint(x, "cols") != p->cols || (p->cls != PT_P_WTE && jint(x, "rows") != p->rows))
+                rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s is [%lld, %lld], this model's is [%lld, %lld]", path,
+                             p->name, jint(x, "rows"), jint(x, "cols"), (long long)p->rows, (long long)p->cols);
+        }
+        if (!rc && nsaved[i] <= 0) rc = pt_fail(PT_EFORMAT, "checkpoint %s: the manifest has no tensor %s (index %d)", path, p->name, p->index);
+        if (rc) break;
+        if (nsaved[i] > maxn) maxn = nsaved[i];
+        full[i] = calloc((size_t)(3 * nsaved[i]), sizeof(float));
+        cov[i] = calloc((size_t)nsaved[i], 1);
+        if (!full[i] || !cov[i]) rc = pt_fail(PT_ENOMEM, "out of memory for the full tensor %s (%lld floats)", p->name, (long long)nsaved[i]);
+    }
+    if (!rc) {
+        ih = malloc(sizeof(float) * (size_t)maxn);
+        il = malloc(sizeof(float) * (size_t)maxn);
+        sh = malloc(sizeof(float) * (size_t)maxn);
+        sl = malloc(sizeof(float) * (size_t)maxn);
+        if (!ih || !il || !sh || !sl) rc = pt_fail(PT_ENOMEM, "out of memory for resharding index tensors");
+        for (int64_t g = 0; !rc && g < maxn; g++) {
+            ih[g] = (float)(g >> 12);
+            il[g] = (float)(g & 4095);
+        }
+    }
+    size_t kf;
+    json_t *f;
+    json_array_foreach(json_object_get(st->man, "files"), kf, f) {
+        if (rc) break;
+        json_t *ftl = json_object_get(f, "tensors");
+        int needed = 0;
+        size_t k;
+        json_t *x;
+        json_array_foreach(ftl, k, x) for (int i = 0; i < np; i++) if (jint(x, "index") == mo->params[i].index) needed = 1;
+        if (!needed) continue;
+        pt_pctx fc;
+        const pt_layout *slo = NULL;
+        if ((rc = saved_ctx(mp, f, &fc, &slo))) break;
+        char p[4200];
+        size_t len;
+        if (strchr(jstr(f, "name"), '/')) { rc = pt_fail(PT_EFORMAT, "checkpoint %s: file name '%s' has a '/'", path, jstr(f, "name")); break; }
+        if ((rc = join(p, sizeof p, path, jstr(f, "name")))) break;
+        free(buf);
+        buf = NULL;
+        if ((rc = pt_read_regular(p, "checkpoint rank file", &buf, &len))) break;
+        if ((long long)len != jint(f, "bytes")) {
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: %s has %zu bytes, the manifest says %lld (truncated or replaced)", path,
+                         jstr(f, "name"), len, jint(f, "bytes"));
+            break;
+        }
+        char sum[20];
+        snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(buf, len));
+        if (strcmp(sum, jstr(f, "fnv1a64"))) {
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: %s has checksum %s, the manifest says %s (corrupted)", path,
+                         jstr(f, "name"), sum, jstr(f, "fnv1a64"));
+            break;
+        }
+        json_array_foreach(ftl, k, x) {
+            int i = 0;
+            while (i < np && mo->params[i].index != jint(x, "index")) i++;
+            if (i == np) continue;
+            const pt_param *pa = &mo->params[i];
+            const int64_t L = jint(x, "local_numel"), lo = jint(x, "lo"), hi = jint(x, "hi"), off = jint(x, "offset");
+            const int64_t rows = nsaved[i] / pa->cols;
+            if (L < 0 || L > nsaved[i] || lo < 0 || hi < lo || hi > L || off < 0 || off + 12 * (hi - lo) > (int64_t)len) {
+                rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s of %s has a bad slice", path, pa->name, jstr(f, "name"));
+                break;
+            }
+            slo->param_slice(mo->ops, &fc, pa->cls, ih, sh, rows, pa->cols);
+            slo->param_slice(mo->ops, &fc, pa->cls, il, sl, rows, pa->cols);
+            const float *src = (const float *)(buf + off);
+            const int64_t n = hi - lo;
+            for (int64_t e = lo; e < hi; e++) {
+                const int64_t g = ((int64_t)sh[e] << 12) + (int64_t)sl[e];
+                if (g < 0 || g >= nsaved[i]) { rc = pt_fail(PT_EFORMAT, "checkpoint %s: slice of %s out of range", path, pa->name); break; }
+                full[i][g] = src[e - lo];
+                full[i][nsaved[i] + g] = src[n + e - lo];
+                full[i][2 * nsaved[i] + g] = src[2 * n + e - lo];
+                cov[i][g] = 1;
+            }
+            if (rc) break;
+        }
+    }
+    /* every element found; cut this rank's owned slices with its own layout */
+    for (int i = 0; i < np && !rc; i++) {
+        pt_param *pa = &mo->params[i];
+        for (int64_t g = 0; g < nsaved[i]; g++)
+            if (!cov[i][g]) {
+                rc = pt_fail(PT_EFORMAT, "checkpoint %s: element %lld of %s is in no rank file", path, (long long)g, pa->name);
+                break;
+            }
+        if (rc) break;
+        const int64_t nl = pa->rows * pa->cols, nc = nl < nsaved[i] ? nl : nsaved[i];
+        int64_t lo, hi;
+        float *d, *m, *v;
+        pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
+        float *fl = calloc((size_t)nl, sizeof(float)), *loc = malloc(sizeof(float) * (size_t)(pa->shard.numel ? pa->shard.numel : 1));
+        st->own[i] = malloc(sizeof(float) * (size_t)(3 * (hi - lo) + 1));
+        if (!fl || !loc || !st->own[i]) rc = pt_fail(PT_ENOMEM, "out of memory resharding %s", pa->name);
+        for (int w = 0; w < 3 && !rc; w++) {
+            memcpy(fl, full[i] + w * nsaved[i], sizeof(float) * (size_t)nc); /* wte: the common rows; padding stays 0 */
+            mo->layout->param_slice(mo->ops, mo->ctx, pa->cls, fl, loc, pa->rows, pa->cols);
+            memcpy(st->own[i] + w * (hi - lo), loc + lo, sizeof(float) * (size_t)(hi - lo));
+        }
+        free(fl);
+        free(loc);
+    }
+    for (int i = 0; i < np; i++) {
+        if (full) free(full[i]);
+        if (cov) free(cov[i]);
+    }
+    free(full);
+    free(cov);
+    free(nsaved);
+    free(ih);
+    free(il);
+    free(sh);
+    free(sl);
+    free(buf);
+    return rc;
 }
 
 int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, pt_ckpt_meta *meta)
@@ -428,7 +613,7 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     int rc = stage(path, t, plan, cfg, &st);
     rc = agree(&t->model->ctx->world, rc);
     if (rc) {
-        unstage(&st);
+        unstage(&st, t->model->nparams);
         return rc;
     }
     json_t *tl = json_object_get(st.file, "tensors");
@@ -437,7 +622,7 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
         float *d, *m, *v;
         pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
         size_t k = (size_t)(hi - lo) * sizeof(float);
-        const char *src = st.buf + jint(json_array_get(tl, (size_t)i), "offset");
+        const char *src = st.own ? (const char *)st.own[i] : st.buf + jint(json_array_get(tl, (size_t)i), "offset");
         memcpy(d, src, k);
         memcpy(m, src + k, k);
         memcpy(v, src + 2 * k, k);
@@ -455,7 +640,7 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     snprintf(meta->model, sizeof meta->model, "%s", jstr(man, "model_name"));
     snprintf(meta->data, sizeof meta->data, "%s", jstr(json_object_get(man, "data"), "spec"));
     t->step = meta->adam_step;
-    unstage(&st);
+    unstage(&st, t->model->nparams);
     return agree(&t->model->ctx->world, pt_train_state_loaded(t));
 }
 

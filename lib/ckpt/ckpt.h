@@ -30,6 +30,8 @@
  * owns); the manifest plays the role of PyTorch Distributed Checkpoint's
  * metadata file (written last by the coordinator).
  *
+ * Resuming under another plan reshards (pt_ckpt_load).
+ *
  * Every function here is collective over the model's world (ctx->world):
  * all ranks call it with the same arguments, and all return the same
  * status; a failure on any rank is reported on every rank with the
@@ -78,9 +80,15 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
  * recorded run state.  On error t is unchanged.
  * Errors (every rank, one line naming the checkpoint and what is wrong):
  * PT_EIO (missing manifest or rank file), PT_EFORMAT (manifest not valid
- * JSON or incomplete, truncated rank file, checksum mismatch), PT_EINVAL
- * (saved under another plan or model: resharding is not implemented yet;
- * the message names both plans), PT_ENOMEM. */
+ * JSON or incomplete, truncated rank file, checksum mismatch, a tensor
+ * element no file holds), PT_EINVAL (saved for another model config),
+ * PT_ENOMEM.
+ * Another plan (any mode, dp/tp/pp/sp, ZeRO stage, world size) is loaded by
+ * resharding: every rank rebuilds the full tensors of its parameters from
+ * the files holding them (the saving ranks' slices recovered by slicing an
+ * index tensor with the saved plan's layout) and cuts its own shard with its
+ * layout's param_slice; memory 12 bytes per full element of its parameters,
+ * and it reads and checksums every file holding one of them. */
 int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, pt_ckpt_meta *meta);
 
 /* Resume: `spec` is "auto" or a checkpoint directory.  "auto": try the
