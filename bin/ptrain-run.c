@@ -142,7 +142,7 @@ static void usage(FILE *f)
         "  --save-every N       save every N steps (needs --save-dir)\n"
         "  --keep K             keep only the newest K checkpoints after each save\n"
         "  --resume auto|DIR    continue from DIR, or (auto) the newest valid checkpoint of\n"
-        "                       --save-dir, else start fresh (same plan only, for now)\n",
+        "                       --save-dir, else start fresh (any plan: resharded)\n",
         pt_gpt_preset_names());
 }
 
