@@ -13,6 +13,7 @@
 #include "backend/blas.h"
 #include "core/core.h"
 #include "core/file.h"
+#include "ckpt/ckpt.h"
 #include "data/shard.h"
 #include "model/gpt.h"
 #include "pipeline/pipeline.h"
@@ -25,6 +26,7 @@
 #include <getopt.h>
 #include <pthread.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <unistd.h>
 #include <limits.h>
@@ -50,6 +52,8 @@ typedef struct opts {
     double watchdog;   /* seconds without progress before a rank gives up; 0 = off */
     double peak_gflops; /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
     char order[4];     /* --rank-order, parsed */
+    const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
+    long save_every, keep;         /* 0 = not given */
 } opts;
 
 static int world_rank = 0;
@@ -350,6 +354,14 @@ static void usage(FILE *f)
         "                       rank hangs (default 600; 0 = off); a rank that dies or stops ends\n"
         "                       the job after PTRAIN_HEARTBEAT seconds without heartbeat (15; 0 = off)\n"
         "\n"
+        "Checkpoints:\n"
+        "  --save-dir DIR       checkpoints go to DIR/step-NNNNNNNN (DIR/latest names the newest);\n"
+        "                       SIGTERM or SIGUSR1 then finish the step, save and exit 0\n"
+        "  --save-every N       save every N steps (needs --save-dir)\n"
+        "  --keep K             keep only the newest K checkpoints after each save\n"
+        "  --resume auto|DIR    continue from DIR, or (auto) the newest valid checkpoint of\n"
+        "                       --save-dir, else start fresh (any plan: resharded)\n"
+        "\n"
         "  --help, --version    this text; the version\n"
         "See ptrain-run(1), ptrain-layouts(7) and ptrain-env(7).\n",
         pt_gpt_preset_names());
@@ -550,7 +562,7 @@ static void parse_args(int argc, char **argv, opts *o)
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
            O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-           O_RECOMPUTE, O_PEAK };
+           O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -563,7 +575,8 @@ static void parse_args(int argc, char **argv, opts *o)
         {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
         {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
         {"peak-gflops", 1, 0, O_PEAK},
-        {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
+        {"resume", 1, 0, O_RESUME}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
     o->steps = 200;
@@ -641,6 +654,10 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_QUIET: o->quiet = 1; break;
         case O_METRICS: o->metrics = optarg; break;
         case O_PEAK: o->peak_gflops = parse_float("--peak-gflops", optarg, 1e-3f, 1e9f); break;
+        case O_SAVEDIR: o->save_dir = optarg; break;
+        case O_SAVEEVERY: o->save_every = parse_long("--save-every", optarg, 1, 100000000); break;
+        case O_KEEP: o->keep = parse_long("--keep", optarg, 1, 1000000); break;
+        case O_RESUME: o->resume = optarg; break;
         case 'h':
             if (world_rank == 0) usage(stdout);
             MPI_Finalize();
@@ -656,6 +673,19 @@ static void parse_args(int argc, char **argv, opts *o)
     if (optind < argc) bad_input("unexpected argument '%s' (see --help)", argv[optind]);
     const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
     if (!o->peak_gflops && peak && *peak) o->peak_gflops = parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f);
+    if ((o->save_every || o->keep) && !o->save_dir)
+        bad_input("%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
+    if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
+        bad_input("--resume auto needs --save-dir DIR (where to look for checkpoints)");
+    if (o->resume && !o->resume[0]) bad_input("--resume '' is not valid (valid: auto or a checkpoint directory)");
+}
+
+/* ---- checkpoints: SIGTERM / SIGUSR1 ask for a save and a clean exit ---- */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+static void ckpt_warn(const char *msg)
+{
+    if (world_rank == 0) fprintf(stderr, "ptrain-run: warning: %s; trying the previous checkpoint\n", msg);
 }
 
 /* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
@@ -1114,6 +1144,37 @@ int main(int argc, char **argv)
     if (!rc) rc = pt_train_create(&tr, &model, &opt, strategy);
     if (!rc) rc = pt_pipeline_create(&pipe, &tr, plan.schedule);
     agree(rc, "model");
+    /* checkpoints: the run state besides the tensors, and resuming */
+    pt_ckpt_meta cmeta = {.adam_step = 0, .seed = o.seed, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup,
+                          .total_steps = o.steps};
+    snprintf(cmeta.model, sizeof cmeta.model, "%s", o.model);
+    snprintf(cmeta.data, sizeof cmeta.data, "%s", o.data);
+    long start_step = 0;
+    if (o.resume) {
+        int loaded = 0;
+        char which[4200] = "";
+        pt_ckpt_meta got;
+        rc = pt_ckpt_resume(o.resume, o.save_dir, &tr, &plan, &cfg, &got, &loaded, which, sizeof which, ckpt_warn);
+        agree(rc, "--resume");
+        if (loaded && got.step > o.steps)
+            agree(pt_fail(PT_EINVAL, "checkpoint %s is at step %ld, beyond --steps %ld", which, got.step, o.steps),
+                  "--resume");
+        if (loaded) start_step = got.step;
+        if (world_rank == 0) {
+            if (loaded) printf("resume: %s (step %ld, AdamW step %d)\n", which, got.step, got.adam_step);
+            else printf("resume: no valid checkpoint in %s, starting fresh\n", o.save_dir);
+            fflush(stdout);
+        }
+    }
+    if (o.save_dir) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGUSR1, &sa, NULL);
+    }
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
     if (!in || !tg) agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
 
@@ -1155,7 +1216,9 @@ int main(int argc, char **argv)
     if (world_rank == 0) { printf("val: step 0 | val_loss %.4f\n", val0); fflush(stdout); }
     metrics_line(mf, "{\"type\":\"val\",\"step\":0,\"val_loss\":%s,\"elapsed_s\":%.3f}",
                  jnum(nb[0], sizeof nb[0], val0), pt_now() - t_start);
-    for (long step = 0; step < o.steps; step++) {
+    int stopped = 0;
+    long last_saved = -1; /* a step saved by this run */
+    for (long step = start_step; step < o.steps; step++) {
         double t0 = pt_now();
         uint64_t c0 = pt_pctx_sent_total(&ctx), g0[ST_N], gs[ST_N];
         if (o.metrics) group_sent(&ctx, g0);
@@ -1186,6 +1249,27 @@ int main(int argc, char **argv)
                          "\"tok_s\":%.1f,\"elapsed_s\":%.3f%s}",
                      step + 1, jnum(nb[0], sizeof nb[0], loss), lr, jnum(nb[1], sizeof nb[1], norm), dt * 1e3,
                      tok_per_step / dt, pt_now() - t_start, stats);
+        if (o.save_dir) {
+            /* every rank sees the signal or not: agree on it, then save together */
+            int want = stop_signal, any = 0;
+            MPI_Allreduce(&want, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (any || (o.save_every && (step + 1) % o.save_every == 0)) {
+                char saved[4200];
+                cmeta.step = step + 1;
+                cmeta.adam_step = tr.step;
+                watchdog_beat("checkpoint");
+                rc = pt_ckpt_save(o.save_dir, &tr, &plan, &cfg, &cmeta, (int)o.keep, saved, sizeof saved);
+                if (rc && world_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step + 1, pt_errmsg());
+                if (rc) { MPI_Finalize(); return 1; }
+                last_saved = step + 1;
+                if (world_rank == 0 && any)
+                    printf("stop: signal %s: checkpoint %s saved at step %ld; exiting\n",
+                           any == SIGTERM ? "SIGTERM" : "SIGUSR1", saved, step + 1);
+                else if (world_rank == 0 && !o.quiet) printf("checkpoint: %s\n", saved);
+                fflush(stdout);
+                if (any) { stopped = 1; break; }
+            }
+        }
         if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1) {
             rc = evaluate(&pipe, &val, &o, &ctx, in, tg, &vloss);
             agree(rc, "validation");
@@ -1193,6 +1277,17 @@ int main(int argc, char **argv)
             metrics_line(mf, "{\"type\":\"val\",\"step\":%ld,\"val_loss\":%s,\"elapsed_s\":%.3f}", step + 1,
                          jnum(nb[0], sizeof nb[0], vloss), pt_now() - t_start);
         }
+    }
+    if (stopped) goto out;
+    if (o.save_dir && last_saved != o.steps) { /* the end of the run is always kept */
+        char saved[4200];
+        cmeta.step = o.steps;
+        cmeta.adam_step = tr.step;
+        watchdog_beat("checkpoint");
+        rc = pt_ckpt_save(o.save_dir, &tr, &plan, &cfg, &cmeta, (int)o.keep, saved, sizeof saved);
+        if (rc && world_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", o.steps, pt_errmsg());
+        if (rc) { MPI_Finalize(); return 1; }
+        if (world_rank == 0 && !o.quiet) { printf("checkpoint: %s\n", saved); fflush(stdout); }
     }
     long timed = o.steps > 1 ? o.steps - 1 : 1;
     double tps = tok_per_step * timed / t_total;
@@ -1214,6 +1309,7 @@ int main(int argc, char **argv)
                  o.steps, jnum(nb[0], sizeof nb[0], loss), jnum(nb[1], sizeof nb[1], vloss), 1e3 * t_total / timed, tps,
                  gflops, o.peak_gflops > 0 ? jnum(nb[2], sizeof nb[2], gflops / o.peak_gflops) : "null", mb(peak_max),
                  comm_bytes / (1024.0 * 1024.0), pt_now() - t_start);
+out:
     if (mf && fclose(mf)) fprintf(stderr, "ptrain-run: warning: closing the metrics file %s: %s\n", o.metrics, strerror(errno));
     free(in);
     free(tg);

@@ -175,3 +175,20 @@ static int allreduce_update(pt_train *t, float lr, double *norm_out)
 
 const pt_train_strategy pt_train_allreduce = {
     .name = "allreduce", .sync = allreduce_sync, .update = allreduce_update, .zero_stage = 0};
+
+int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
+{
+    if (!t->model || i < 0 || i >= t->model->nparams)
+        return pt_fail(PT_EINVAL, "parameter index %d is not in [0, %d)", i, t->model ? t->model->nparams : 0);
+    if (t->zero) return pt_zero_owned_state(t, i, lo, hi, data, m, v);
+    pt_param *p = &t->model->params[i];
+    const size_t off = (size_t)(p->data - t->params_memory);
+    *lo = 0;
+    *hi = p->shard.numel;
+    *data = p->data;
+    *m = t->m_memory + off;
+    *v = t->v_memory + off;
+    return PT_OK;
+}
+
+int pt_train_state_loaded(pt_train *t) { return t->zero ? pt_zero_regather(t) : PT_OK; }

@@ -193,6 +193,19 @@ const pt_train_strategy *pt_train_strategy_zero(int stage);
  * that is the whole shard.  PT_EINVAL for i outside [0, nparams). */
 int pt_train_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad);
 
+/* Mutable view of parameter i's owned state for checkpoints (lib/ckpt):
+ * elements [*lo, *hi) of its local shard [shard.numel], with *data, *m and
+ * *v pointing at element *lo of the parameter, AdamW m and AdamW v (the
+ * same ranges as pt_train_owned).  After writing into them on every rank,
+ * call pt_train_state_loaded.  PT_EINVAL for i outside [0, nparams). */
+int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v);
+/* After the owned parameters were overwritten on every rank (a checkpoint
+ * load): make the replicated copies current again.  ZeRO 1 and 2: one
+ * allgather per unit over its group ((N-1)/N * 4 npad bytes received per
+ * rank); allreduce and ZeRO 3: nothing.  Collective over every rank of
+ * the model.  Errors: PT_ENOMEM, pt_comm's. */
+int pt_train_state_loaded(pt_train *t);
+
 /* Model-state bytes per rank of ZeRO stage 0..3 for psi local parameter
  * floats sharded over N ranks, fp32 everywhere (params 4 psi, gradients
  * 4 psi, AdamW m + v 8 psi): 16 psi; 8 psi + 8 psi/N; 4 psi + 12 psi/N;

@@ -413,6 +413,12 @@ static int zero_update(pt_train *t, float lr, double *norm_out)
                         t->v_memory + u->own + x, (size_t)(b - a), lr, m->params[i].decay ? t->opt.weight_decay : 0.0f,
                         &t->opt, t->step);
     }
+    return pt_zero_regather(t);
+}
+
+int pt_zero_regather(pt_train *t)
+{
+    struct pt_zero *z = t->zero;
     if (z->stage == 3) return PT_OK; /* gathered piece by piece at the next forward */
     float *scratch = pt_arena_alloc(t->arena, (z->smax ? z->smax : 1) * sizeof(float));
     if (!scratch) return pt_fail(PT_ENOMEM, "out of memory for a ZeRO allgather slice of %zu floats", z->smax);
@@ -437,6 +443,21 @@ int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const floa
     *hi = b;
     *data = own_param((pt_train *)t, u) + x;
     *grad = own_grad((pt_train *)t, u) + x;
+    return PT_OK;
+}
+
+int pt_zero_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
+{
+    struct pt_zero *z = t->zero;
+    int64_t a, b;
+    own_range(z, t, i, &a, &b);
+    const pt_zero_unit *u = &z->units[z->unit_of[i]];
+    const size_t x = z->poff[i] + (size_t)a - own_lo(u);
+    *lo = a;
+    *hi = b;
+    *data = own_param(t, u) + x;
+    *m = t->m_memory + u->own + x;
+    *v = t->v_memory + u->own + x;
     return PT_OK;
 }
 

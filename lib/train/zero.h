@@ -12,4 +12,8 @@ int pt_zero_grad_norm(pt_train *t, double *norm);
 /* train.h, pt_train_owned, under ZeRO. */
 int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad);
 
+/* train.h, pt_train_owned_state and pt_train_state_loaded, under ZeRO. */
+int pt_zero_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v);
+int pt_zero_regather(pt_train *t);
+
 #endif

@@ -4,7 +4,9 @@
 # "NAME (ptrain) VERSION" with configure's PACKAGE_VERSION, status 0,
 # nothing on stderr; ptrain-data also after a subcommand.
 . "$top_srcdir/tests/lib.sh"
-mk() { make -s --no-print-directory -C "$top_builddir" "$1"; }
+# a clean make: under `make check` the parent's MAKEFLAGS would add
+# "Entering directory" lines to the output
+mk() { env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL make -s --no-print-directory -C "$top_builddir" "$1"; }
 tools=$(mk print-tools) || { echo "Bail out! make print-tools failed"; exit 1; }
 version=$(mk print-version)
 diag "tools: $tools; version $version"

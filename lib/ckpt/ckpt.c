@@ -1,0 +1,705 @@
+/* Checkpoints: see ckpt.h for the layout on disk and the protocol. */
+#include "ckpt/ckpt.h"
+
+#include "core/file.h"
+#include "data/shard.h"
+#include "parallel/layout.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define CKPT_FORMAT "ptrain-checkpoint"
+#define CKPT_VERSION 1
+#define MSG_LEN 480
+
+/* out = a/b; PT_EINVAL when it does not fit n bytes */
+static int join(char *out, size_t n, const char *a, const char *b)
+{
+    int k = snprintf(out, n, "%s/%s", a, b);
+    if (k < 0 || (size_t)k >= n) return pt_fail(PT_EINVAL, "checkpoint path %s/%s is longer than %zu bytes", a, b, n - 1);
+    return PT_OK;
+}
+
+/* ---- agreement ------------------------------------------------------------
+ * Every rank contributes its status; when any failed, the first failing
+ * rank's message goes to every rank (one float per character: exact), so
+ * rank 0 can print the real reason in one line. */
+static int agree(pt_comm *w, int rc)
+{
+    double *f = calloc((size_t)w->size, sizeof *f);
+    if (!f) return pt_fail(PT_ENOMEM, "out of memory for a checkpoint agreement of %d ranks", w->size);
+    f[w->rank] = rc ? (double)rc : 0;
+    int crc = pt_allreduce_sum_f64(w, f, (size_t)w->size);
+    int first = -1, code = PT_OK;
+    for (int r = 0; r < w->size && !crc; r++)
+        if (f[r] != 0) { first = r; code = (int)f[r]; break; }
+    free(f);
+    if (crc) return crc;
+    if (first < 0) return PT_OK;
+    float buf[MSG_LEN];
+    if (w->rank == first) {
+        const char *m = pt_errmsg();
+        size_t i = 0;
+        for (; i + 1 < MSG_LEN && m[i]; i++) buf[i] = (float)(unsigned char)m[i];
+        for (; i < MSG_LEN; i++) buf[i] = 0;
+    }
+    crc = pt_broadcast(w, buf, MSG_LEN, first);
+    if (crc) return crc;
+    char text[MSG_LEN];
+    for (int i = 0; i < MSG_LEN; i++) text[i] = (char)(int)buf[i];
+    text[MSG_LEN - 1] = 0;
+    if (w->rank != first) pt_fail(code, "%s", text);
+    return code;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static int write_file(const char *path, const void *data, size_t n)
+{
+    pt_atomic_file f;
+    int rc = pt_atomic_open(&f, path);
+    if (rc) return rc;
+    if (pt_write_all(f.fd, data, n)) {
+        int e = errno;
+        pt_atomic_abort(&f);
+        return pt_fail(PT_EIO, "checkpoint file %s: write of %zu bytes failed: %s", path, n, strerror(e));
+    }
+    return pt_atomic_commit(&f, 1);
+}
+
+static int owned_total(pt_train *t, size_t *floats)
+{
+    *floats = 0;
+    for (int i = 0; i < t->model->nparams; i++) {
+        int64_t lo, hi;
+        float *d, *m, *v;
+        int rc = pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
+        if (rc) return rc;
+        *floats += (size_t)(hi - lo);
+    }
+    return PT_OK;
+}
+
+/* this rank's file and its description */
+static int write_rank(const char *sdir, pt_train *t)
+{
+    const pt_pctx *c = t->model->ctx;
+    size_t own;
+    int rc = owned_total(t, &own);
+    if (rc) return rc;
+    size_t bytes = 3 * own * sizeof(float);
+    char *buf = malloc(bytes ? bytes : 1);
+    json_t *tens = json_array();
+    if (!buf || !tens) {
+        free(buf);
+        json_decref(tens);
+        return pt_fail(PT_ENOMEM, "out of memory for a checkpoint rank file of %zu bytes", bytes);
+    }
+    size_t off = 0;
+    for (int i = 0; i < t->model->nparams; i++) {
+        const pt_param *p = &t->model->params[i];
+        int64_t lo, hi;
+        float *d, *m, *v;
+        pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
+        size_t k = (size_t)(hi - lo) * sizeof(float);
+        json_array_append_new(tens, json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "name", p->name, "index",
+                                              p->index, "rows", (json_int_t)p->rows, "cols", (json_int_t)p->cols,
+                                              "local_numel", (json_int_t)p->shard.numel, "lo", (json_int_t)lo,
+                                              "hi", (json_int_t)hi, "offset", (json_int_t)off));
+        /* the owned data may live on the backend's device: the CPU backend's is host memory */
+        memcpy(buf + off, d, k);
+        memcpy(buf + off + k, m, k);
+        memcpy(buf + off + 2 * k, v, k);
+        off += 3 * k;
+    }
+    char name[64], jname[64], path[4200], jpath[4200];
+    snprintf(name, sizeof name, "rank-%05d.bin", c->rank);
+    snprintf(jname, sizeof jname, "rank-%05d.json", c->rank);
+    if (join(path, sizeof path, sdir, name) || join(jpath, sizeof jpath, sdir, jname)) {
+        free(buf);
+        json_decref(tens);
+        return PT_EINVAL;
+    }
+    char sum[20];
+    snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(buf, bytes));
+    json_t *desc = json_pack("{s:s, s:i, s:{s:i, s:i, s:i, s:i}, s:I, s:s, s:o}", "name", name, "rank", c->rank,
+                             "coords", "dp", c->dp_rank, "pp", c->pp_rank, "tp", c->tp_rank, "sp", c->sp_rank,
+                             "bytes", (json_int_t)bytes, "fnv1a64", sum, "tensors", tens);
+    char *js = desc ? json_dumps(desc, JSON_COMPACT) : NULL;
+    json_decref(desc);
+    if (!js) {
+        free(buf);
+        return pt_fail(PT_ENOMEM, "out of memory for a checkpoint rank description");
+    }
+    rc = write_file(path, buf, bytes);
+    if (!rc) rc = write_file(jpath, js, strlen(js));
+    free(buf);
+    free(js);
+    return rc;
+}
+
+static int is_step_name(const char *s, long *step)
+{
+    if (strncmp(s, "step-", 5) != 0 || strlen(s) != 13) return 0;
+    for (int i = 5; i < 13; i++)
+        if (s[i] < '0' || s[i] > '9') return 0;
+    *step = strtol(s + 5, NULL, 10);
+    return 1;
+}
+
+static int cmp_desc(const void *a, const void *b)
+{
+    long x = *(const long *)a, y = *(const long *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+/* step-* checkpoints of dir, newest first (malloc'ed; *n = 0 when none) */
+static long *list_steps(const char *dir, int *n)
+{
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) return NULL;
+    long *v = NULL;
+    int cap = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        long s;
+        if (!is_step_name(e->d_name, &s)) continue;
+        if (*n == cap) {
+            cap = cap ? 2 * cap : 16;
+            long *nv = realloc(v, sizeof *v * (size_t)cap);
+            if (!nv) break;
+            v = nv;
+        }
+        v[(*n)++] = s;
+    }
+    closedir(d);
+    if (v) qsort(v, (size_t)*n, sizeof *v, cmp_desc);
+    return v;
+}
+
+static void remove_ckpt(const char *dir, long step)
+{
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, step);
+    char man[4300];
+    snprintf(man, sizeof man, "%s/manifest.json", sdir);
+    unlink(man); /* invalid first, then the rest */
+    DIR *d = opendir(sdir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        char f[4600];
+        snprintf(f, sizeof f, "%s/%s", sdir, e->d_name);
+        unlink(f);
+    }
+    closedir(d);
+    rmdir(sdir);
+}
+
+static json_t *plan_json(const pt_plan *plan, int world)
+{
+    char summary[640];
+    pt_plan_summary(plan, summary, sizeof summary);
+    return json_pack("{s:s, s:i, s:s, s:i, s:i, s:i, s:i, s:i, s:i}", "summary", summary, "world", world, "mode",
+                     pt_mode_name(plan->mode), "tp_depth", plan->tp_depth, "dp", plan->dp, "tp", plan->tp, "pp",
+                     plan->pp, "sp", plan->sp, "zero", plan->zero);
+}
+
+static json_t *cfg_json(const pt_gpt_config *cfg)
+{
+    return json_pack("{s:i, s:i, s:i, s:i, s:i}", "n_layer", cfg->n_layer, "n_head", cfg->n_head, "n_embd",
+                     cfg->n_embd, "seq_len", cfg->seq_len, "vocab", cfg->vocab);
+}
+
+/* rank 0: merge the rank descriptions into manifest.json */
+static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
+                          const pt_ckpt_meta *meta)
+{
+    const int world = t->model->ctx->world_size;
+    json_t *files = json_array(), *tensors = json_object();
+    int rc = PT_OK;
+    for (int r = 0; r < world && !rc; r++) {
+        char p[4200], jname[64], *txt = NULL;
+        size_t len;
+        snprintf(jname, sizeof jname, "rank-%05d.json", r);
+        if ((rc = join(p, sizeof p, sdir, jname))) break;
+        rc = pt_read_regular(p, "checkpoint rank description", &txt, &len);
+        if (rc) break;
+        json_error_t je;
+        json_t *d = json_loads(txt, 0, &je);
+        free(txt);
+        if (!d) { rc = pt_fail(PT_EFORMAT, "checkpoint rank description %s: %s", p, je.text); break; }
+        size_t k;
+        json_t *x;
+        json_array_foreach(json_object_get(d, "tensors"), k, x) {
+            char key[16];
+            snprintf(key, sizeof key, "%d", (int)json_integer_value(json_object_get(x, "index")));
+            if (!json_object_get(tensors, key))
+                json_object_set_new(tensors, key,
+                                    json_pack("{s:O, s:O, s:O, s:O}", "name", json_object_get(x, "name"), "index",
+                                              json_object_get(x, "index"), "rows", json_object_get(x, "rows"),
+                                              "cols", json_object_get(x, "cols")));
+        }
+        json_array_append_new(files, d);
+    }
+    if (rc) {
+        json_decref(files);
+        json_decref(tensors);
+        return rc;
+    }
+    json_t *tl = json_array();
+    for (int i = 0; i < (int)json_object_size(tensors) + 4096 && json_array_size(tl) < json_object_size(tensors); i++) {
+        char key[16];
+        snprintf(key, sizeof key, "%d", i);
+        json_t *x = json_object_get(tensors, key);
+        if (x) json_array_append(tl, x);
+    }
+    json_decref(tensors);
+    json_t *man = json_pack("{s:s, s:i, s:I, s:i, s:o, s:o, s:{s:s, s:I}, s:{s:f, s:f, s:I, s:I}, s:{s:I, s:s}, s:o, s:o}",
+                            "format", CKPT_FORMAT, "version", CKPT_VERSION, "step", (json_int_t)meta->step,
+                            "adam_step", meta->adam_step, "model", cfg_json(cfg), "plan", plan_json(plan, world),
+                            "data", "spec", meta->data, "position_step", (json_int_t)meta->step,
+                            "lr_schedule", "lr", (double)meta->lr, "min_lr", (double)meta->min_lr, "warmup",
+                            (json_int_t)meta->warmup, "total_steps", (json_int_t)meta->total_steps,
+                            "rng", "init_seed", (json_int_t)meta->seed, "note", "no RNG stream advances during training",
+                            "tensors", tl, "files", files);
+    if (man) json_object_set_new(man, "model_name", json_string(meta->model));
+    char *js = man ? json_dumps(man, JSON_INDENT(1)) : NULL;
+    json_decref(man);
+    if (!js) return pt_fail(PT_ENOMEM, "out of memory for a checkpoint manifest");
+    char p[4200];
+    rc = join(p, sizeof p, sdir, "manifest.json");
+    if (!rc) rc = write_file(p, js, strlen(js));
+    free(js);
+    return rc;
+}
+
+int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
+                 const pt_ckpt_meta *meta, int keep, char *saved, size_t n)
+{
+    pt_comm *w = &t->model->ctx->world;
+    if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, meta->step);
+    int rc = PT_OK;
+    if (w->rank == 0) {
+        if (mkdir(dir, 0755) && errno != EEXIST)
+            rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", dir, strerror(errno));
+        else if (mkdir(sdir, 0755) && errno != EEXIST)
+            rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", sdir, strerror(errno));
+        else {
+            char man[4300];
+            snprintf(man, sizeof man, "%s/manifest.json", sdir);
+            if (unlink(man) && errno != ENOENT)
+                rc = pt_fail(PT_EIO, "old manifest %s cannot be removed: %s", man, strerror(errno));
+        }
+    }
+    rc = agree(w, rc);
+    if (!rc) rc = agree(w, write_rank(sdir, t));
+    if (!rc && w->rank == 0) {
+        rc = write_manifest(sdir, t, plan, cfg, meta);
+        if (!rc) {
+            char lp[4200], name[32];
+            snprintf(lp, sizeof lp, "%s/latest", dir);
+            snprintf(name, sizeof name, "step-%08ld\n", meta->step);
+            rc = write_file(lp, name, strlen(name));
+        }
+        if (!rc && keep > 0) {
+            int ns;
+            long *steps = list_steps(dir, &ns);
+            for (int i = keep; i < ns; i++)
+                if (steps[i] != meta->step) remove_ckpt(dir, steps[i]);
+            free(steps);
+        }
+    }
+    rc = agree(w, rc);
+    if (!rc && saved && n) snprintf(saved, n, "%s", sdir);
+    return rc;
+}
+
+/* ---- loading ---------------------------------------------------------------- */
+
+static const char *jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+static long long jint(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+typedef struct staged {
+    char *buf;     /* this rank's file */
+    json_t *file;  /* its manifest entry */
+    json_t *man;
+    float **own;   /* resharding: [nparams] this rank's owned [data | m | v], 3 (hi - lo) floats */
+} staged;
+
+static int reshard(const char *path, pt_train *t, staged *st);
+
+/* every check that needs no communication; fills st on success */
+static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, staged *st)
+{
+    const pt_pctx *c = t->model->ctx;
+    char p[4200], *txt = NULL;
+    size_t len;
+    memset(st, 0, sizeof *st);
+    snprintf(p, sizeof p, "%s/manifest.json", path);
+    struct stat sb;
+    if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
+        return pt_fail(PT_EIO, "checkpoint %s: not a directory", path);
+    if (stat(p, &sb)) return pt_fail(PT_EIO, "checkpoint %s: no manifest.json (incomplete save): not loaded", path);
+    int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *man = json_loads(txt, 0, &je);
+    free(txt);
+    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
+    st->man = man;
+    if (strcmp(jstr(man, "format"), CKPT_FORMAT) || jint(man, "version") != CKPT_VERSION)
+        return pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected '%s' version %d)", path,
+                       jstr(man, "format"), jint(man, "version"), CKPT_FORMAT, CKPT_VERSION);
+    json_t *mc = json_object_get(man, "model"), *mine = cfg_json(cfg);
+    int same = json_equal(mc, mine);
+    json_decref(mine);
+    if (!same)
+        return pt_fail(PT_EINVAL, "checkpoint %s: saved for model L=%lld H=%lld C=%lld T=%lld V=%lld, this run has L=%d H=%d C=%d T=%d V=%d",
+                       path, jint(mc, "n_layer"), jint(mc, "n_head"), jint(mc, "n_embd"), jint(mc, "seq_len"),
+                       jint(mc, "vocab"), cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab);
+    json_t *mp = json_object_get(man, "plan"), *pl = plan_json(plan, c->world_size);
+    same = json_equal(mp, pl);
+    json_decref(pl);
+    if (!same) return reshard(path, t, st);
+    size_t k;
+    json_t *f;
+    json_array_foreach(json_object_get(man, "files"), k, f) if (jint(f, "rank") == c->rank) st->file = f;
+    if (!st->file) return pt_fail(PT_EFORMAT, "checkpoint %s: the manifest lists no file of rank %d", path, c->rank);
+    snprintf(p, sizeof p, "%s/%s", path, jstr(st->file, "name"));
+    if (strchr(jstr(st->file, "name"), '/'))
+        return pt_fail(PT_EFORMAT, "checkpoint %s: file name '%s' has a '/'", path, jstr(st->file, "name"));
+    rc = pt_read_regular(p, "checkpoint rank file", &st->buf, &len);
+    if (rc) return rc;
+    const long long want = jint(st->file, "bytes");
+    if ((long long)len != want)
+        return pt_fail(PT_EFORMAT, "checkpoint %s: %s has %zu bytes, the manifest says %lld (truncated or replaced)",
+                       path, jstr(st->file, "name"), len, want);
+    char sum[20];
+    snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(st->buf, len));
+    if (strcmp(sum, jstr(st->file, "fnv1a64")))
+        return pt_fail(PT_EFORMAT, "checkpoint %s: %s has checksum %s, the manifest says %s (corrupted)", path,
+                       jstr(st->file, "name"), sum, jstr(st->file, "fnv1a64"));
+    json_t *tl = json_object_get(st->file, "tensors");
+    if ((int)json_array_size(tl) != t->model->nparams)
+        return pt_fail(PT_EFORMAT, "checkpoint %s: %s holds %zu tensors, rank %d has %d", path, jstr(st->file, "name"),
+                       json_array_size(tl), c->rank, t->model->nparams);
+    for (int i = 0; i < t->model->nparams; i++) {
+        json_t *x = json_array_get(tl, (size_t)i);
+        const pt_param *pp = &t->model->params[i];
+        int64_t lo, hi;
+        float *d, *m, *v;
+        pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
+        long long off = jint(x, "offset");
+        if (jint(x, "index") != pp->index || jint(x, "lo") != lo || jint(x, "hi") != hi || off < 0 ||
+            off + 12 * (hi - lo) > want)
+            return pt_fail(PT_EFORMAT, "checkpoint %s: tensor %d of %s (%s) does not match this rank's %s [%lld, %lld)",
+                           path, i, jstr(st->file, "name"), jstr(x, "name"), pp->name, (long long)lo, (long long)hi);
+    }
+    return PT_OK;
+}
+
+static void unstage(staged *st, int nparams)
+{
+    if (st->own)
+        for (int i = 0; i < nparams; i++) free(st->own[i]);
+    free(st->own);
+    free(st->buf);
+    json_decref(st->man);
+    memset(st, 0, sizeof *st);
+}
+
+/* ---- resharding ----------------------------------------------------------
+ * Loading under another plan (same model): every rank rebuilds the full
+ * tensors of its own parameters (data, m, v) from the rank files that hold
+ * them, then cuts its shard out with its own layout's param_slice, as at
+ * initialisation.  Which full elements a saved shard holds is learnt by
+ * slicing an index tensor with the SAVING rank's layout and coordinates (a
+ * pt_pctx with only plan, tp_rank, tp_dims and tp_coord set: all that
+ * param_slice reads); the index is split in two floats, idx / 4096 and
+ * idx % 4096, each exact in fp32 for tensors under 2^36 elements.  The
+ * vocabulary padding of wte (rows >= V, always zero) may differ between tp
+ * sizes: the common rows are copied, the rest is zero.  Every element of
+ * every needed tensor must be covered by some file (else PT_EFORMAT).
+ * Memory: 3 full tensors of this rank's parameters plus 2 index tensors of
+ * the largest one at a time; every rank reads and checksums every file that
+ * holds one of its parameters. */
+
+static int saved_ctx(json_t *mp, json_t *file, pt_pctx *fc, const pt_layout **lo)
+{
+    memset(fc, 0, sizeof *fc);
+    pt_plan_default(&fc->plan);
+    if (pt_mode_parse(jstr(mp, "mode"), &fc->plan.mode, pt_error_last()))
+        return pt_fail(PT_EFORMAT, "manifest plan mode '%s' is not valid", jstr(mp, "mode"));
+    fc->plan.dp = (int)jint(mp, "dp");
+    fc->plan.tp = (int)jint(mp, "tp");
+    fc->plan.pp = (int)jint(mp, "pp");
+    fc->plan.sp = (int)jint(mp, "sp");
+    fc->plan.tp_depth = (int)jint(mp, "tp_depth");
+    if (fc->plan.tp < 1 || fc->plan.tp_depth < 1)
+        return pt_fail(PT_EFORMAT, "manifest plan tp=%d tp_depth=%d is not valid", fc->plan.tp, fc->plan.tp_depth);
+    if (pt_plan_tp_dims(&fc->plan, fc->tp_dims, pt_error_last()))
+        return pt_fail(PT_EFORMAT, "manifest plan: %s", pt_errmsg());
+    json_t *co = json_object_get(file, "coords");
+    fc->tp_rank = (int)jint(co, "tp");
+    if (fc->tp_rank < 0 || fc->tp_rank >= fc->plan.tp)
+        return pt_fail(PT_EFORMAT, "manifest: file %s has tp coordinate %d outside [0, %d)", jstr(file, "name"),
+                       fc->tp_rank, fc->plan.tp);
+    fc->tp_coord[0] = fc->tp_rank / (fc->tp_dims[1] * fc->tp_dims[2]);
+    fc->tp_coord[1] = fc->tp_rank / fc->tp_dims[2] % fc->tp_dims[1];
+    fc->tp_coord[2] = fc->tp_rank % fc->tp_dims[2];
+    *lo = pt_layout_for(fc->plan.mode);
+    return *lo ? PT_OK : PT_EFORMAT;
+}
+
+static int reshard(const char *path, pt_train *t, staged *st)
+{
+    pt_gpt *mo = t->model;
+    const int np = mo->nparams;
+    json_t *mp = json_object_get(st->man, "plan");
+    /* full shapes as saved, by index */
+    json_t *tens = json_object_get(st->man, "tensors");
+    int64_t *nsaved = calloc((size_t)np, sizeof *nsaved);
+    float **full = calloc((size_t)np, sizeof *full);  /* [3 * nsaved] data | m | v */
+    char **cov = calloc((size_t)np, sizeof *cov);      /* [nsaved] covered */
+    st->own = calloc((size_t)np, sizeof *st->own);
+    float *ih = NULL, *il = NULL, *sh = NULL, *sl = NULL;
+    char *buf = NULL;
+    int rc = nsaved && full && cov && st->own ? PT_OK : pt_fail(PT_ENOMEM, "out of memory for resharding");
+    int64_t maxn = 0;
+    for (int i = 0; i < np && !rc; i++) {
+        const pt_param *p = &mo->params[i];
+        size_t k;
+        json_t *x;
+        json_array_foreach(tens, k, x) if (jint(x, "index") == p->index) {
+            nsaved[i] = jint(x, "rows") * jint(x, "cols");
+            if (jint(x, "cols") != p->cols || (p->cls != PT_P_WTE && jint(x, "rows") != p->rows))
+                rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s is [%lld, %lld], this model's is [%lld, %lld]", path,
+                             p->name, jint(x, "rows"), jint(x, "cols"), (long long)p->rows, (long long)p->cols);
+        }
+        if (!rc && nsaved[i] <= 0) rc = pt_fail(PT_EFORMAT, "checkpoint %s: the manifest has no tensor %s (index %d)", path, p->name, p->index);
+        if (rc) break;
+        if (nsaved[i] > maxn) maxn = nsaved[i];
+        full[i] = calloc((size_t)(3 * nsaved[i]), sizeof(float));
+        cov[i] = calloc((size_t)nsaved[i], 1);
+        if (!full[i] || !cov[i]) rc = pt_fail(PT_ENOMEM, "out of memory for the full tensor %s (%lld floats)", p->name, (long long)nsaved[i]);
+    }
+    if (!rc) {
+        ih = malloc(sizeof(float) * (size_t)maxn);
+        il = malloc(sizeof(float) * (size_t)maxn);
+        sh = malloc(sizeof(float) * (size_t)maxn);
+        sl = malloc(sizeof(float) * (size_t)maxn);
+        if (!ih || !il || !sh || !sl) rc = pt_fail(PT_ENOMEM, "out of memory for resharding index tensors");
+        for (int64_t g = 0; !rc && g < maxn; g++) {
+            ih[g] = (float)(g >> 12);
+            il[g] = (float)(g & 4095);
+        }
+    }
+    size_t kf;
+    json_t *f;
+    json_array_foreach(json_object_get(st->man, "files"), kf, f) {
+        if (rc) break;
+        json_t *ftl = json_object_get(f, "tensors");
+        int needed = 0;
+        size_t k;
+        json_t *x;
+        json_array_foreach(ftl, k, x) for (int i = 0; i < np; i++) if (jint(x, "index") == mo->params[i].index) needed = 1;
+        if (!needed) continue;
+        pt_pctx fc;
+        const pt_layout *slo = NULL;
+        if ((rc = saved_ctx(mp, f, &fc, &slo))) break;
+        char p[4200];
+        size_t len;
+        if (strchr(jstr(f, "name"), '/')) { rc = pt_fail(PT_EFORMAT, "checkpoint %s: file name '%s' has a '/'", path, jstr(f, "name")); break; }
+        if ((rc = join(p, sizeof p, path, jstr(f, "name")))) break;
+        free(buf);
+        buf = NULL;
+        if ((rc = pt_read_regular(p, "checkpoint rank file", &buf, &len))) break;
+        if ((long long)len != jint(f, "bytes")) {
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: %s has %zu bytes, the manifest says %lld (truncated or replaced)", path,
+                         jstr(f, "name"), len, jint(f, "bytes"));
+            break;
+        }
+        char sum[20];
+        snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(buf, len));
+        if (strcmp(sum, jstr(f, "fnv1a64"))) {
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: %s has checksum %s, the manifest says %s (corrupted)", path,
+                         jstr(f, "name"), sum, jstr(f, "fnv1a64"));
+            break;
+        }
+        json_array_foreach(ftl, k, x) {
+            int i = 0;
+            while (i < np && mo->params[i].index != jint(x, "index")) i++;
+            if (i == np) continue;
+            const pt_param *pa = &mo->params[i];
+            const int64_t L = jint(x, "local_numel"), lo = jint(x, "lo"), hi = jint(x, "hi"), off = jint(x, "offset");
+            const int64_t rows = nsaved[i] / pa->cols;
+            if (L < 0 || L > nsaved[i] || lo < 0 || hi < lo || hi > L || off < 0 || off + 12 * (hi - lo) > (int64_t)len) {
+                rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s of %s has a bad slice", path, pa->name, jstr(f, "name"));
+                break;
+            }
+            slo->param_slice(mo->ops, &fc, pa->cls, ih, sh, rows, pa->cols);
+            slo->param_slice(mo->ops, &fc, pa->cls, il, sl, rows, pa->cols);
+            const float *src = (const float *)(buf + off);
+            const int64_t n = hi - lo;
+            for (int64_t e = lo; e < hi; e++) {
+                const int64_t g = ((int64_t)sh[e] << 12) + (int64_t)sl[e];
+                if (g < 0 || g >= nsaved[i]) { rc = pt_fail(PT_EFORMAT, "checkpoint %s: slice of %s out of range", path, pa->name); break; }
+                full[i][g] = src[e - lo];
+                full[i][nsaved[i] + g] = src[n + e - lo];
+                full[i][2 * nsaved[i] + g] = src[2 * n + e - lo];
+                cov[i][g] = 1;
+            }
+            if (rc) break;
+        }
+    }
+    /* every element found; cut this rank's owned slices with its own layout */
+    for (int i = 0; i < np && !rc; i++) {
+        pt_param *pa = &mo->params[i];
+        for (int64_t g = 0; g < nsaved[i]; g++)
+            if (!cov[i][g]) {
+                rc = pt_fail(PT_EFORMAT, "checkpoint %s: element %lld of %s is in no rank file", path, (long long)g, pa->name);
+                break;
+            }
+        if (rc) break;
+        const int64_t nl = pa->rows * pa->cols, nc = nl < nsaved[i] ? nl : nsaved[i];
+        int64_t lo, hi;
+        float *d, *m, *v;
+        pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
+        float *fl = calloc((size_t)nl, sizeof(float)), *loc = malloc(sizeof(float) * (size_t)(pa->shard.numel ? pa->shard.numel : 1));
+        st->own[i] = malloc(sizeof(float) * (size_t)(3 * (hi - lo) + 1));
+        if (!fl || !loc || !st->own[i]) rc = pt_fail(PT_ENOMEM, "out of memory resharding %s", pa->name);
+        for (int w = 0; w < 3 && !rc; w++) {
+            memcpy(fl, full[i] + w * nsaved[i], sizeof(float) * (size_t)nc); /* wte: the common rows; padding stays 0 */
+            mo->layout->param_slice(mo->ops, mo->ctx, pa->cls, fl, loc, pa->rows, pa->cols);
+            memcpy(st->own[i] + w * (hi - lo), loc + lo, sizeof(float) * (size_t)(hi - lo));
+        }
+        free(fl);
+        free(loc);
+    }
+    for (int i = 0; i < np; i++) {
+        if (full) free(full[i]);
+        if (cov) free(cov[i]);
+    }
+    free(full);
+    free(cov);
+    free(nsaved);
+    free(ih);
+    free(il);
+    free(sh);
+    free(sl);
+    free(buf);
+    return rc;
+}
+
+int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, pt_ckpt_meta *meta)
+{
+    staged st;
+    int rc = stage(path, t, plan, cfg, &st);
+    rc = agree(&t->model->ctx->world, rc);
+    if (rc) {
+        unstage(&st, t->model->nparams);
+        return rc;
+    }
+    json_t *tl = json_object_get(st.file, "tensors");
+    for (int i = 0; i < t->model->nparams; i++) {
+        int64_t lo, hi;
+        float *d, *m, *v;
+        pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
+        size_t k = (size_t)(hi - lo) * sizeof(float);
+        const char *src = st.own ? (const char *)st.own[i] : st.buf + jint(json_array_get(tl, (size_t)i), "offset");
+        memcpy(d, src, k);
+        memcpy(m, src + k, k);
+        memcpy(v, src + 2 * k, k);
+    }
+    json_t *man = st.man;
+    memset(meta, 0, sizeof *meta);
+    meta->step = (long)jint(man, "step");
+    meta->adam_step = (int)jint(man, "adam_step");
+    json_t *ls = json_object_get(man, "lr_schedule");
+    meta->lr = (float)json_real_value(json_object_get(ls, "lr"));
+    meta->min_lr = (float)json_real_value(json_object_get(ls, "min_lr"));
+    meta->warmup = (long)jint(ls, "warmup");
+    meta->total_steps = (long)jint(ls, "total_steps");
+    meta->seed = (long)jint(json_object_get(man, "rng"), "init_seed");
+    snprintf(meta->model, sizeof meta->model, "%s", jstr(man, "model_name"));
+    snprintf(meta->data, sizeof meta->data, "%s", jstr(json_object_get(man, "data"), "spec"));
+    t->step = meta->adam_step;
+    unstage(&st, t->model->nparams);
+    return agree(&t->model->ctx->world, pt_train_state_loaded(t));
+}
+
+/* the target of dir/latest as a step number, or -1 */
+static long latest_step(const char *dir)
+{
+    char p[4200], *txt = NULL;
+    size_t len;
+    snprintf(p, sizeof p, "%s/latest", dir);
+    if (access(p, F_OK)) return -1;
+    if (pt_read_regular(p, "checkpoint pointer", &txt, &len)) return -1;
+    long s = -1;
+    char name[16];
+    if (len >= 13) {
+        memcpy(name, txt, 13);
+        name[13] = 0;
+        if (!is_step_name(name, &s)) s = -1;
+    }
+    free(txt);
+    return s;
+}
+
+int pt_ckpt_resume(const char *spec, const char *save_dir, pt_train *t, const pt_plan *plan,
+                   const pt_gpt_config *cfg, pt_ckpt_meta *meta, int *loaded, char *which, size_t n,
+                   void (*warn)(const char *msg))
+{
+    char p[4200];
+    *loaded = 0;
+    if (strlen(spec) > 4000 || (save_dir && strlen(save_dir) > 4000))
+        return pt_fail(PT_EINVAL, "checkpoint directory name is too long (at most 4000 bytes)");
+    if (strcmp(spec, "auto") != 0) {
+        long s = latest_step(spec);
+        if (s >= 0) snprintf(p, sizeof p, "%s/step-%08ld", spec, s);
+        else snprintf(p, sizeof p, "%s", spec);
+        int rc = pt_ckpt_load(p, t, plan, cfg, meta);
+        if (!rc) {
+            *loaded = 1;
+            if (which && n) snprintf(which, n, "%s", p);
+        }
+        return rc;
+    }
+    if (!save_dir) return pt_fail(PT_EINVAL, "--resume auto needs --save-dir (where to look for checkpoints)");
+    int ns;
+    long *steps = list_steps(save_dir, &ns);
+    long first = latest_step(save_dir);
+    /* the pointer's target first, then every step directory newest first */
+    for (int i = -1; i < ns; i++) {
+        long s = i < 0 ? first : steps[i];
+        if (s < 0 || (i >= 0 && s == first)) continue;
+        snprintf(p, sizeof p, "%s/step-%08ld", save_dir, s);
+        int rc = pt_ckpt_load(p, t, plan, cfg, meta);
+        if (!rc) {
+            *loaded = 1;
+            if (which && n) snprintf(which, n, "%s", p);
+            break;
+        }
+        if (rc == PT_ENOMEM) { free(steps); return rc; }
+        if (warn) warn(pt_errmsg());
+    }
+    free(steps);
+    return PT_OK;
+}

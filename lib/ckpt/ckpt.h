@@ -1,0 +1,107 @@
+/* Checkpoints (DESIGN.md, lib/ckpt): save and resume the training state of
+ * every rank (issue 11, first slice: resume under the same plan).
+ *
+ * Layout on disk.  A checkpoint is a directory DIR/step-NNNNNNNN (8-digit
+ * optimizer step) holding
+ *   rank-RRRRR.bin   one per grid rank: for each parameter the rank holds,
+ *                    in model order, the floats [lo, hi) of its local shard
+ *                    it owns (pt_train_owned_state: the whole shard under
+ *                    allreduce, the ZeRO own slice otherwise) of the
+ *                    parameter, then of AdamW m, then of AdamW v (fp32,
+ *                    host byte order);
+ *   rank-RRRRR.json  the rank's description of that file (bytes, FNV-1a 64,
+ *                    grid coordinates, per tensor: index, full shape,
+ *                    local numel, [lo, hi), byte offset);
+ *   manifest.json    written LAST by rank 0, after every rank file was
+ *                    fsynced and renamed (a collective agreement): format,
+ *                    step, AdamW step, the model config, the plan (summary,
+ *                    world, dp/tp/pp/sp, ZeRO stage), lr schedule inputs,
+ *                    data position, the initialisation seed, every tensor's
+ *                    full shape and the rank files' descriptions above.
+ * and DIR/latest names the newest complete checkpoint ("step-NNNNNNNN\n"),
+ * replaced last.  Every file is written atomically (lib/core/file.h:
+ * O_TMPFILE or an O_EXCL temporary, fsync, rename, directory fsync), so a
+ * crash leaves either the previous checkpoint or the new one, and a
+ * directory without manifest.json is never loaded.
+ *
+ * The layout of rank files follows Megatron-LM's per-rank checkpoint
+ * files (mp_rank_XX) and DeepSpeed's per-rank ZeRO optimizer state files
+ * (Rajbhandari et al. 2020, section 5: each rank saves the partition it
+ * owns); the manifest plays the role of PyTorch Distributed Checkpoint's
+ * metadata file (written last by the coordinator).
+ *
+ * Resuming under another plan reshards (pt_ckpt_load).
+ *
+ * Every function here is collective over the model's world (ctx->world):
+ * all ranks call it with the same arguments, and all return the same
+ * status; a failure on any rank is reported on every rank with the
+ * failing rank's one-line message (pt_errmsg()).
+ */
+#ifndef PTRAIN_CKPT_H
+#define PTRAIN_CKPT_H
+#include "plan/plan.h"
+#include "train/train.h"
+
+/* The run state a checkpoint records besides the tensors. */
+typedef struct pt_ckpt_meta {
+    long step;          /* optimizer steps completed = the data loader's position
+                           (pt_loader_batch is a function of the step) */
+    int adam_step;      /* AdamW's t (bias correction), pt_train.step */
+    long seed;          /* initialisation seed (--seed); no other RNG stream is
+                           consumed during training */
+    float lr, min_lr;   /* learning-rate schedule inputs (pt_lr_schedule) */
+    long warmup;        /* warmup steps */
+    long total_steps;   /* the schedule's total steps */
+    char model[32];     /* preset name ("test", "tiny", ...) */
+    char data[256];     /* data spec (--data) */
+} pt_ckpt_meta;
+
+/* Save the state of registry t (model built under plan `plan`) as
+ * checkpoint `dir`/step-NNNNNNNN with meta->step, then point dir/latest at
+ * it and, when keep > 0, remove all but the newest `keep` step-* checkpoints
+ * of dir.  dir is created (one level) when absent.  A previous checkpoint
+ * of the same step is invalidated (its manifest removed) before its rank
+ * files are replaced.  saved (may be NULL) receives the checkpoint's path
+ * (NUL-terminated, truncated to n bytes).  Bytes written per rank:
+ * 12 * (owned floats) plus about 200 per tensor.
+ * Errors (every rank): PT_EIO (a file or directory cannot be written:
+ * disk full, permissions; the message names it; the previous checkpoint
+ * and `latest` are left as they were), PT_ENOMEM. */
+int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
+                 const pt_ckpt_meta *meta, int keep, char *saved, size_t n);
+
+/* Load checkpoint directory `path` (a step-NNNNNNNN directory) into t,
+ * whose model was built under the same plan and model config: every rank
+ * reads the manifest, checks format, model config, plan (summary and
+ * world) and its own rank file (size and FNV-1a 64 against the manifest,
+ * tensor list against its own), and only when every rank succeeded copies
+ * parameters, m and v into its owned slices, sets t->step and makes
+ * replicated copies current (pt_train_state_loaded).  *meta receives the
+ * recorded run state.  On error t is unchanged.
+ * Errors (every rank, one line naming the checkpoint and what is wrong):
+ * PT_EIO (missing manifest or rank file), PT_EFORMAT (manifest not valid
+ * JSON or incomplete, truncated rank file, checksum mismatch, a tensor
+ * element no file holds), PT_EINVAL (saved for another model config),
+ * PT_ENOMEM.
+ * Another plan (any mode, dp/tp/pp/sp, ZeRO stage, world size) is loaded by
+ * resharding: every rank rebuilds the full tensors of its parameters from
+ * the files holding them (the saving ranks' slices recovered by slicing an
+ * index tensor with the saved plan's layout) and cuts its own shard with its
+ * layout's param_slice; memory 12 bytes per full element of its parameters,
+ * and it reads and checksums every file holding one of them. */
+int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, pt_ckpt_meta *meta);
+
+/* Resume: `spec` is "auto" or a checkpoint directory.  "auto": try the
+ * checkpoints of save_dir newest first (dir/latest's target first, then
+ * every step-* directory in decreasing step order); a refused one is
+ * reported through warn(msg) (may be NULL) and the previous one tried.
+ * *loaded = 1 when one was loaded (then *meta and the path in `which`,
+ * n bytes), 0 when none was valid or save_dir has none (start fresh).
+ * A directory spec must load: its errors are pt_ckpt_load's (a save dir
+ * with a `latest` file is accepted as the checkpoint latest names).
+ * Errors: pt_ckpt_load's; PT_EINVAL ("auto" without save_dir). */
+int pt_ckpt_resume(const char *spec, const char *save_dir, pt_train *t, const pt_plan *plan,
+                   const pt_gpt_config *cfg, pt_ckpt_meta *meta, int *loaded, char *which, size_t n,
+                   void (*warn)(const char *msg));
+
+#endif
