@@ -139,6 +139,38 @@ static char hb_bad[200];     /* an invalid $PTRAIN_HEARTBEAT, reported at start-
 static pthread_t hb_thread;
 static int hb_running;
 static atomic_int hb_stop;
+static _Atomic double hb_loop_at; /* when the heartbeat loop last went round */
+
+/* The heartbeat thread itself can get stuck inside MPI when a peer's
+ * connection breaks (Open MPI's TCP transport retrying a send to a killed
+ * rank while the main thread is in a collective).  This MPI-free thread
+ * ends the rank when the heartbeat loop has not gone round for the timeout
+ * plus 5 s; like the loop, it does not blame anyone after the process
+ * itself was stopped (a gap in its own sleeps). */
+static void *hb_guard_main(void *arg)
+{
+    (void)arg;
+    double prev = pt_now();
+    while (!atomic_load(&hb_stop)) {
+        sleep(1);
+        double now = pt_now();
+        if (now - prev > hb_timeout / 2) { /* this process was not running: give the loop a round */
+            prev = now;
+            atomic_store(&hb_loop_at, now);
+            continue;
+        }
+        prev = now;
+        double stuck = now - atomic_load(&hb_loop_at);
+        if (!atomic_load(&hb_stop) && stuck > hb_timeout + 5) {
+            fprintf(stderr, "ptrain-run: error: rank %d: the heartbeat has been stuck inside MPI for %.0f s: a "
+                    "peer rank died or its connection broke; exiting (PTRAIN_HEARTBEAT=%.0f)\n", world_rank, stuck,
+                    hb_timeout);
+            fflush(stderr);
+            _exit(3);
+        }
+    }
+    return NULL;
+}
 
 static void hb_send(int to, int *buf, MPI_Request *req, int value)
 {
@@ -173,6 +205,7 @@ static void *hb_main(void *arg)
     int watching = 1;
     while (!atomic_load(&hb_stop)) {
         now = pt_now();
+        atomic_store(&hb_loop_at, now);
         if (now - prev > hb_timeout / 2) /* this process itself was not running */
             for (int i = 0; i < npeer; i++) seen[i] = now;
         prev = now;
@@ -282,7 +315,17 @@ static void heartbeat_start(int world)
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) { free(hb_host); hb_host = NULL; return; }
     MPI_Allgather(me, HB_HOST, MPI_CHAR, hb_host, HB_HOST, MPI_CHAR, MPI_COMM_WORLD);
-    if (pthread_create(&hb_thread, NULL, hb_main, NULL) == 0) hb_running = 1;
+    atomic_store(&hb_loop_at, pt_now());
+    if (pthread_create(&hb_thread, NULL, hb_main, NULL) == 0) {
+        hb_running = 1;
+        pthread_t g;
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+        if (pthread_create(&g, &at, hb_guard_main, NULL) != 0)
+            fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the heartbeat guard thread\n", world_rank);
+        pthread_attr_destroy(&at);
+    }
     else fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the heartbeat thread\n", world_rank);
 }
 
@@ -514,14 +557,15 @@ static const char *const st_group[ST_N] = {"peak", "dp", "tp", "pp", "sp", "sync
 
 static void group_sent(const pt_pctx *c, uint64_t v[ST_N])
 {
+    uint64_t tp = pt_comm_sent_total(&c->tp), sync = 0; /* host byte counters, not tensors */
+    for (int m = 0; m < (1 << PT_TP_AXES); m++) {
+        tp += pt_comm_sent_total(&c->tp_sub[m]);
+        sync += pt_comm_sent_total(&c->sync[m]);
+    }
     v[ST_PEAK] = 0;
     v[ST_DP] = pt_comm_sent_total(&c->dp);
-    v[ST_TP] = pt_comm_sent_total(&c->tp);
-    v[ST_SYNC] = 0;
-    for (int m = 0; m < (1 << PT_TP_AXES); m++) {
-        v[ST_TP] += pt_comm_sent_total(&c->tp_sub[m]);
-        v[ST_SYNC] += pt_comm_sent_total(&c->sync[m]);
-    }
+    v[ST_TP] = tp;
+    v[ST_SYNC] = sync;
     v[ST_PP] = pt_comm_sent_total(&c->pp) + pt_comm_sent_total(&c->embed);
     v[ST_SP] = pt_comm_sent_total(&c->sp);
     v[ST_WORLD] = pt_comm_sent_total(&c->world);
@@ -532,9 +576,9 @@ static void group_sent(const pt_pctx *c, uint64_t v[ST_N])
  * calls it after every step.  out[ST_PEAK] in bytes. */
 static void step_stats(const pt_pctx *c, const pt_arena *a, const uint64_t before[ST_N], uint64_t out[ST_N])
 {
-    uint64_t mine[ST_N];
-    group_sent(c, mine);
-    for (int i = 1; i < ST_N; i++) mine[i] -= before[i];
+    uint64_t now[ST_N], mine[ST_N];
+    group_sent(c, now);
+    for (int i = 1; i < ST_N; i++) mine[i] = now[i] - before[i];
     mine[ST_PEAK] = a->peak;
     watchdog_beat("metrics");
     MPI_Allreduce(mine, out, ST_N, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
