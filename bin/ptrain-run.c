@@ -92,18 +92,23 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
-static void watchdog_start(double secs)
+/* Start fn in a detached thread; a warning naming `what` when it cannot. */
+static void start_detached(void *(*fn)(void *), const char *what)
 {
-    watchdog_secs = secs;
-    watchdog_beat("start-up");
-    if (secs <= 0) return;
     pthread_t th;
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    if (pthread_create(&th, &at, watchdog_main, NULL) != 0)
-        fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the watchdog thread\n", world_rank);
+    if (pthread_create(&th, &at, fn, NULL) != 0)
+        fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the %s thread\n", world_rank, what);
     pthread_attr_destroy(&at);
+}
+
+static void watchdog_start(double secs)
+{
+    watchdog_secs = secs;
+    watchdog_beat("start-up");
+    if (secs > 0) start_detached(watchdog_main, "watchdog");
 }
 
 /* ---- heartbeat ---------------------------------------------------------
@@ -318,13 +323,7 @@ static void heartbeat_start(int world)
     atomic_store(&hb_loop_at, pt_now());
     if (pthread_create(&hb_thread, NULL, hb_main, NULL) == 0) {
         hb_running = 1;
-        pthread_t g;
-        pthread_attr_t at;
-        pthread_attr_init(&at);
-        pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&g, &at, hb_guard_main, NULL) != 0)
-            fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the heartbeat guard thread\n", world_rank);
-        pthread_attr_destroy(&at);
+        start_detached(hb_guard_main, "heartbeat guard");
     }
     else fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the heartbeat thread\n", world_rank);
 }

@@ -35,4 +35,15 @@ static inline double max_world(double v)
     return m;
 }
 
+/* max of v over all ranks, with `name` ([n] chars) replaced by the name of
+ * the rank holding the maximum (so a report names the worst tensor) */
+static inline double max_world_named(double v, char *name, size_t n)
+{
+    struct { double v; int rank; } in = {v, 0}, out;
+    MPI_Comm_rank(MPI_COMM_WORLD, &in.rank);
+    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
+    MPI_Bcast(name, (int)n, MPI_CHAR, out.rank, MPI_COMM_WORLD);
+    return out.v;
+}
+
 #endif

@@ -46,16 +46,6 @@
 #include <string.h>
 #include <time.h>
 
-/* max over ranks of v, with `name` replaced by the name of the rank that
- * holds the maximum (so the report names the tensor that is actually worst) */
-static double max_world_named(double v, char *name, size_t n)
-{
-    struct { double v; int rank; } in = {v, 0}, out;
-    MPI_Comm_rank(MPI_COMM_WORLD, &in.rank);
-    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
-    MPI_Bcast(name, (int)n, MPI_CHAR, out.rank, MPI_COMM_WORLD);
-    return out.v;
-}
 
 /* Is element j of parameter p part of a key bias?  The key bias has an
  * exactly zero gradient in exact arithmetic (softmax is invariant to adding

@@ -84,14 +84,6 @@ static double compare(const pt_train *t, const pt_gpt *ref, int grads, int relat
     return worst_err;
 }
 
-static double max_world_named(double v, char *name, size_t n)
-{
-    struct { double v; int rank; } in = {v, 0}, out;
-    MPI_Comm_rank(MPI_COMM_WORLD, &in.rank);
-    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
-    MPI_Bcast(name, (int)n, MPI_CHAR, out.rank, MPI_COMM_WORLD);
-    return out.v;
-}
 
 /* Build context, stage model, registry and executor for plan `plan`. */
 typedef struct rig {

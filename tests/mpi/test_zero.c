@@ -45,15 +45,6 @@ static unsigned long fresh_seed(void)
     return seed;
 }
 
-/* max over ranks, with `name` from the rank holding it */
-static double max_world_named(double v, char *name, size_t n)
-{
-    struct { double v; int rank; } in = {v, 0}, out;
-    MPI_Comm_rank(MPI_COMM_WORLD, &in.rank);
-    MPI_Allreduce(&in, &out, 1, MPI_DOUBLE_INT, MPI_MAXLOC, MPI_COMM_WORLD);
-    MPI_Bcast(name, (int)n, MPI_CHAR, out.rank, MPI_COMM_WORLD);
-    return out.v;
-}
 
 /* which: 0 parameters, 1 gradients.  Max over parameters of the own
  * slice's max |z - slice(ref)|, relative to max |slice(ref)| when rel
