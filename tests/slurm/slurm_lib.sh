@@ -52,13 +52,26 @@ slurm_mpi() {
     export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 }
 
-# slurm_wait JOBID [SECONDS=120]: poll until the job left the queue.
+# slurm_wait JOBID [SECONDS=120]: poll until the controller reports the job
+# in a final state; sets SLURM_WAIT_EXIT to its ExitCode (empty if the record
+# was already purged).  An empty or failed squeue is not taken as "done": a
+# controller slow to answer under load (squeue's socket timeout) printed
+# nothing and made an earlier version read a running job's output.
+SLURM_WAIT_EXIT=
 slurm_wait() {
-    local i
+    local i out
+    SLURM_WAIT_EXIT=
     for i in $(seq $((${2:-120} * 10))); do
-        [ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
+        out=$(scontrol -o show job "$1" 2>&1)
+        case $out in *"Invalid job id"*) return 0 ;; esac
+        case $(echo "$out" | sed -n 's/.* JobState=\([A-Z_]*\) .*/\1/p') in
+        COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY|BOOT_FAIL|DEADLINE|PREEMPTED)
+            SLURM_WAIT_EXIT=$(echo "$out" | sed -n 's/.* ExitCode=\([0-9]*\):.*/\1/p')
+            return 0 ;;
+        esac
         sleep 0.1
     done
+    diag "job $1 did not finish in ${2:-120} s: $out"
     scancel "$1" 2>/dev/null
     return 1
 }

@@ -57,8 +57,7 @@ SH
 job=$(sbatch --parsable "$D/train.sh" 2>"$D/sb.err")
 check "sbatch accepted the training job" [ -n "$job" ]
 check "training job finished" slurm_wait "$job" 300
-state=$(scontrol show job "$job" 2>/dev/null | sed -n 's/.*ExitCode=\([0-9]*\):.*/\1/p' | head -n 1)
-check_run "$D/b.out" "$D/b.err" "${state:-1}" "sbatch"
+check_run "$D/b.out" "$D/b.err" "${SLURM_WAIT_EXIT:-1}" "sbatch"
 
 # 4. a pipeline with ZeRO through the plugin: the plan it injects (pp=2,
 # zero=1, 4 microbatches, so auto leaves dp=2 and tp=1) is the one the job
