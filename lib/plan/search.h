@@ -1,0 +1,80 @@
+/* The planner: search over every plan for a job, stage partitioning,
+ * rank placement and the explanation of the choice.  libc only (with
+ * libm): the SPANK plugin and ptrain-plan link it; every node computes
+ * the same plan from the same inputs.
+ *
+ * Sources: search over dp x pp x tp(mode, shape) x sp, ZeRO stage,
+ * microbatches and recompute with a cost model (Alpa: Zheng et al. 2022,
+ * sec. 4-5; Colossal-AI's layouts); uneven stage splits by Alpa's
+ * inter-operator dynamic program (sec. 5.2) over per-layer costs;
+ * placement after SageMaker's placement strategies (Karakus et al. 2021,
+ * sec. 3.3) and LLNL mpibind (one device and a CPU set near it per task). */
+#ifndef PTRAIN_PLAN_SEARCH_H
+#define PTRAIN_PLAN_SEARCH_H
+#include <stddef.h>
+
+#include "core/error.h"
+#include "plan/cost.h"
+#include "plan/plan.h"
+
+/* The machine a job runs on, as the planner sees it: every node alike
+ * (one node model), tasks_per_node may differ. */
+typedef struct pt_cluster {
+    int nnodes;
+    const int *tasks_per_node;  /* [nnodes] */
+    int island_ranks;           /* tasks inside one fastest island (e.g. GPUs on one NVLink
+                                   domain); 0 or >= tasks per node: the node is one island */
+    pt_hw hw;                   /* rates of one rank and of each link class */
+} pt_cluster;
+
+/* One evaluated plan. */
+typedef struct pt_candidate {
+    pt_plan plan;
+    pt_cost cost;
+    int link[PT_GRP_N];         /* link class each group spans (PT_NET_*) */
+} pt_candidate;
+
+#define PT_SEARCH_RUNNERS 8
+typedef struct pt_search_result {
+    pt_candidate best;
+    pt_candidate runner[PT_SEARCH_RUNNERS]; /* next best, by t_step (ties: fewer bytes) */
+    int nrunners;
+    long nconsidered;           /* plans evaluated */
+    long nfit;                  /* of which fit memory and the model */
+    char why[256];              /* one line: why the winner wins over the runner-up */
+} pt_search_result;
+
+/* Search every plan for cluster c, model m and global_batch sequences per
+ * step that the request allows: req pins what the user gave (the same
+ * convention as pt_plan_auto: 0 in a size means "choose"; mode auto
+ * chooses the mode, a named mode fixes it and never falls back to tp = 1
+ * unless the request pins tp = 1), lim is the admin's limits.  Fits:
+ * the model's geometry (pt_cost_eval accepts it) and hw.mem_bytes.
+ * Result ordered by predicted t_step; ties broken deterministically
+ * (fewer bytes on slower links, then smaller pp, then smaller tp, then
+ * plan summary text).  Returns 0, or -1 with one line naming what was
+ * pinned and what would fit (e.g. "--ptrain-mode=2d: no 2d plan fits 2
+ * nodes x 2 tasks (tp = q*q: 4 needs 4 tasks in a tp group; valid here:
+ * ...)").  4096 ranks: under a second. */
+int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
+                   const pt_plan *req, pt_search_result *out, pt_error *err);
+
+/* The slowest link class each group of plan p spans when its ranks are
+ * numbered node by node (pt_plan_rank) in p's rank order on cluster c. */
+void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N]);
+
+/* Uneven stage split (Alpa sec. 5.2, a min-max dynamic program): given
+ * the cost of each of n layers (cost[0] includes the embedding, cost[n-1]
+ * the head), split them into k contiguous stages of >= 1 layer
+ * minimising the largest stage cost; ties keep earlier stages larger.
+ * Writes k counts into split.  Returns 0, or -1 when k < 1 or k > n. */
+int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err);
+
+/* The explanation: the chosen plan and the runners-up, each with its
+ * predicted step time split into compute, each group's communication and
+ * bubble, its memory per rank, and the "why" line.  Written into buf
+ * (NUL terminated, "..." when cut); returns the length needed. */
+size_t pt_plan_explain(const pt_search_result *r, const pt_model_shape *m, int global_batch, char *buf,
+                       size_t n);
+
+#endif
