@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -185,13 +186,13 @@ static long *list_steps(const char *dir, int *n)
     return v;
 }
 
-static void remove_ckpt(const char *dir, long step)
+/* Remove a checkpoint directory (one level of files): its manifest first,
+ * so that a directory half removed is never taken as valid. */
+static void remove_tree(const char *sdir)
 {
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, step);
     char man[4300];
     snprintf(man, sizeof man, "%s/manifest.json", sdir);
-    unlink(man); /* invalid first, then the rest */
+    unlink(man);
     DIR *d = opendir(sdir);
     if (!d) return;
     struct dirent *e;
@@ -203,6 +204,23 @@ static void remove_ckpt(const char *dir, long step)
     }
     closedir(d);
     rmdir(sdir);
+}
+
+static void remove_ckpt(const char *dir, long step)
+{
+    char sdir[4200];
+    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, step);
+    remove_tree(sdir);
+}
+
+/* fsync a directory, so that a rename inside it is on disk. */
+static int sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY);
+    if (fd < 0) return pt_fail(PT_EIO, "checkpoint directory %s cannot be opened: %s", dir, strerror(errno));
+    int rc = fsync(fd) ? pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno)) : PT_OK;
+    close(fd);
+    return rc;
 }
 
 static json_t *plan_json(const pt_plan *plan, int world)
@@ -288,25 +306,33 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
 {
     pt_comm *w = &t->model->ctx->world;
     if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
-    char sdir[4200];
+    /* Every file goes into a temporary directory that becomes step-N only
+     * when it is complete (manifest written): a save that fails (disk
+     * full, unwritable, a rank lost) leaves every earlier checkpoint, one
+     * of the same step included, as it was, and removes its own files. */
+    char sdir[4200], tdir[4200];
     snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, meta->step);
+    snprintf(tdir, sizeof tdir, "%s/.step-%08ld.tmp", dir, meta->step);
     int rc = PT_OK;
     if (w->rank == 0) {
         if (mkdir(dir, 0755) && errno != EEXIST)
             rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", dir, strerror(errno));
-        else if (mkdir(sdir, 0755) && errno != EEXIST)
-            rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", sdir, strerror(errno));
         else {
-            char man[4300];
-            snprintf(man, sizeof man, "%s/manifest.json", sdir);
-            if (unlink(man) && errno != ENOENT)
-                rc = pt_fail(PT_EIO, "old manifest %s cannot be removed: %s", man, strerror(errno));
+            remove_tree(tdir); /* left by a save that was killed */
+            if (mkdir(tdir, 0755))
+                rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", tdir, strerror(errno));
         }
     }
     rc = agree(w, rc);
-    if (!rc) rc = agree(w, write_rank(sdir, t));
+    if (!rc) rc = agree(w, write_rank(tdir, t));
     if (!rc && w->rank == 0) {
-        rc = write_manifest(sdir, t, plan, cfg, meta);
+        rc = write_manifest(tdir, t, plan, cfg, meta);
+        if (!rc) {
+            remove_tree(sdir); /* an earlier save of this same step: replaced only now */
+            if (rename(tdir, sdir))
+                rc = pt_fail(PT_EIO, "checkpoint %s cannot be renamed to %s: %s", tdir, sdir, strerror(errno));
+        }
+        if (!rc) rc = sync_dir(dir);
         if (!rc) {
             char lp[4200], name[32];
             snprintf(lp, sizeof lp, "%s/latest", dir);
@@ -321,6 +347,8 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
             free(steps);
         }
     }
+    rc = agree(w, rc);
+    if (rc && w->rank == 0) remove_tree(tdir);
     rc = agree(w, rc);
     if (!rc && saved && n) snprintf(saved, n, "%s", sdir);
     return rc;
