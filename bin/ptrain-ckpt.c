@@ -32,6 +32,7 @@
 #include "ckpt/ckpt.h"
 #include "core/core.h"
 #include "core/file.h"
+#include "data/bpe.h"
 #include "data/shard.h"
 #include "model/gpt.h"
 #include "optim/adamw.h"
@@ -43,6 +44,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,6 +74,13 @@ static void usage(FILE *f)
             "                      names), ckpt (a save directory that ptrain-run --resume DST\n"
             "                      fine-tunes from: step 0, fresh AdamW state; from llm.c only);\n"
             "                      default from DST: *.bin llmc, *.safetensors safetensors, else ckpt\n"
+            "  sample [--prompt TEXT] [--tokens N] [--temperature F] [--top-k K] [--seed S]\n"
+            "         [--vocab-dir DIR] [--ids] [--logits FILE] DIR\n"
+            "                      print TEXT and N (default 64) tokens sampled from the checkpoint's\n"
+            "                      model, decoded with GPT-2's BPE (DIR: $PTRAIN_BPE_DIR); F default 1,\n"
+            "                      K default 0 = all ids (1: greedy), S default 1337 (same seed, same\n"
+            "                      text); --ids prints the new ids instead, one per line; --logits\n"
+            "                      writes each step's logits (fp32 [N, V]) to FILE\n"
             "DIR is a checkpoint (DIR/manifest.json) or a save directory (its DIR/latest).\n"
             "--help, --version: this text; the version.\n");
 }
@@ -349,8 +358,9 @@ static void holder_free(holder *h)
 }
 
 /* The whole model cfg on this process alone (dp = tp = pp = 1), with its
- * training state (16 bytes per parameter) and activations for one token. */
-static int holder_build(holder *h, const pt_gpt_config *cfg)
+ * training state (16 bytes per parameter) and activations for one sequence
+ * of T tokens. */
+static int holder_build(holder *h, const pt_gpt_config *cfg, int T)
 {
     memset(h, 0, sizeof *h);
     int world;
@@ -362,7 +372,7 @@ static int holder_build(holder *h, const pt_gpt_config *cfg)
     h->have_ctx = 1;
     const pt_backend *be = pt_backend_get("cpu");
     if (!be) return pt_fail(PT_EUNSUPP, "no cpu backend");
-    rc = pt_gpt_create(&h->model, cfg, &h->ctx, be, &h->arena, 1, 1, 0);
+    rc = pt_gpt_create(&h->model, cfg, &h->ctx, be, &h->arena, 1, T, 0);
     if (rc) return rc;
     h->have_model = 1;
     pt_adamw_cfg opt;
@@ -419,7 +429,7 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
                        file, len, maxT, V, Vp, L, C, (long long)(sizeof hd + 4 * n));
     }
     *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
-    if ((rc = holder_build(h, cfg))) {
+    if ((rc = holder_build(h, cfg, 1))) {
         free(buf);
         return rc;
     }
@@ -654,7 +664,7 @@ static int convert(const char *to, const char *src, const char *dst)
             goto out;
         }
         pt_ckpt_meta meta;
-        if ((rc = holder_build(&h, &cfg)) || (rc = pt_ckpt_load(path, &h.tr, &h.plan, &cfg, &meta))) {
+        if ((rc = holder_build(&h, &cfg, 1)) || (rc = pt_ckpt_load(path, &h.tr, &h.plan, &cfg, &meta))) {
             status = die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
             goto out;
         }
@@ -698,6 +708,192 @@ out:
     return status;
 }
 
+
+/* ---- sample -------------------------------------------------------------------
+ * Autoregressive sampling from the model of a checkpoint, on one process
+ * (the checkpoint resharded to the full model, as convert does): for each
+ * new token, the forward pass over the last min(n, T) tokens (the rest of
+ * the T positions padded; attention is causal, so padding after position
+ * n-1 does not change its logits), the logits row of the last real
+ * position copied out of the model (backend copy2d), then on the host:
+ * top-k filtering (Fan et al. 2018, "Hierarchical Neural Story
+ * Generation", sec. 5.4: keep the k largest logits; ties at the k-th value
+ * broken by the lower id), softmax at temperature F (logits / F), and one
+ * draw by inverse CDF over the kept ids in id order with a uniform number
+ * from a seeded xorshift64* generator (as llm.c's sample_mult with its
+ * random_f32), so a seed gives the same text on every machine with the
+ * same floating-point results.  --top-k 1 is greedy decoding (argmax, the
+ * lowest id among equal maxima). */
+
+typedef struct sample_opts {
+    const char *prompt, *vocab_dir, *logits_file;
+    long tokens, top_k;
+    double temperature;
+    unsigned long long seed;
+    int ids;
+} sample_opts;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+typedef struct cand { float v; int id; } cand;
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->v != y->v) return x->v < y->v ? 1 : -1;
+    return x->id - y->id;
+}
+
+/* one id from logits [V] (host memory); scratch c [V] */
+static int sample_one(const float *logits, int V, double temp, long top_k, uint64_t *rng, cand *c)
+{
+    int n = V;
+    for (int i = 0; i < V; i++) c[i] = (cand){logits[i], i};
+    if (top_k > 0 && top_k < V) {
+        qsort(c, (size_t)V, sizeof *c, cand_cmp);
+        n = (int)top_k;
+        /* back to id order for the draw */
+        for (int i = 1; i < n; i++)
+            for (int j = i; j > 0 && c[j - 1].id > c[j].id; j--) {
+                cand t = c[j]; c[j] = c[j - 1]; c[j - 1] = t;
+            }
+    }
+    if (n == 1) return c[0].id;
+    float mx = c[0].v;
+    for (int i = 1; i < n; i++) if (c[i].v > mx) mx = c[i].v;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += exp(((double)c[i].v - mx) / temp);
+    const double coin = (double)(rng_next(rng) >> 11) / 9007199254740992.0 * sum;
+    double cdf = 0;
+    for (int i = 0; i < n; i++) {
+        cdf += exp(((double)c[i].v - mx) / temp);
+        if (coin < cdf) return c[i].id;
+    }
+    return c[n - 1].id; /* rounding */
+}
+
+static int cmd_sample(const char *arg, const sample_opts *so)
+{
+    if (!so->vocab_dir) return die(2, "sample: the GPT-2 tokenizer is needed: --vocab-dir DIR or $PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
+    pt_bpe *bpe = NULL;
+    if (pt_bpe_load(&bpe, so->vocab_dir))
+        return die(2, "sample: the GPT-2 tokenizer (--vocab-dir %s): %s", so->vocab_dir, pt_errmsg());
+    char path[4200];
+    json_t *man = NULL;
+    pt_gpt_config cfg;
+    int rc = resolve(arg, path, sizeof path);
+    if (!rc) rc = load_manifest(path, &man);
+    if (!rc) rc = manifest_config(man, &cfg);
+    json_decref(man);
+    if (rc) {
+        pt_bpe_free(bpe);
+        return die(2, "sample: %s", pt_errmsg());
+    }
+    int32_t *pids = NULL;
+    size_t np = 0;
+    if (pt_bpe_encode(bpe, so->prompt, strlen(so->prompt), &pids, &np)) {
+        pt_bpe_free(bpe);
+        return die(2, "sample: --prompt: %s", pt_errmsg());
+    }
+    const int V = cfg.vocab, T = cfg.seq_len;
+    const int eot = pt_bpe_eot(bpe);
+    if (np == 0) { /* no prompt: start from <|endoftext|>, as GPT-2 and llm.c do */
+        free(pids);
+        pids = malloc(sizeof *pids);
+        if (!pids || eot < 0 || eot >= V) {
+            free(pids);
+            pt_bpe_free(bpe);
+            return die(2, "sample: an empty --prompt starts from <|endoftext|> (%d), outside this model's vocabulary of %d", eot, V);
+        }
+        pids[0] = eot;
+        np = 1;
+    }
+    for (size_t i = 0; i < np; i++)
+        if (pids[i] >= V) {
+            int bad = pids[i];
+            free(pids);
+            pt_bpe_free(bpe);
+            return die(2, "sample: the prompt's token %d (position %zu) is outside this model's vocabulary of %d ids", bad, i, V);
+        }
+    int status = 0;
+    FILE *lf = NULL;
+    holder h;
+    memset(&h, 0, sizeof h);
+    const size_t total = np + (size_t)so->tokens;
+    int32_t *all = malloc(sizeof *all * total), *in = calloc((size_t)T, sizeof *in), *tg = calloc((size_t)T, sizeof *tg);
+    float *row = malloc(sizeof *row * (size_t)V);
+    cand *sc = malloc(sizeof *sc * (size_t)V);
+    MPI_Init(NULL, NULL);
+    if (!all || !in || !tg || !row || !sc) {
+        status = die(1, "sample: out of memory");
+        goto out;
+    }
+    memcpy(all, pids, sizeof *all * np);
+    pt_ckpt_meta meta;
+    if ((rc = holder_build(&h, &cfg, T)) || (rc = pt_ckpt_load(path, &h.tr, &h.plan, &cfg, &meta))) {
+        status = die(rc == PT_ENOMEM ? 1 : 2, "sample: %s", pt_errmsg());
+        goto out;
+    }
+    if (so->logits_file && !(lf = fopen(so->logits_file, "wb"))) {
+        status = die(2, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+        goto out;
+    }
+    fprintf(stderr, "sample: %s (step %ld, L=%d H=%d C=%d T=%d V=%d): %zu prompt tokens + %ld, temperature %g, top-k %ld, seed %llu\n",
+            path, meta.step, cfg.n_layer, cfg.n_head, cfg.n_embd, T, V, np, so->tokens, so->temperature, so->top_k,
+            so->seed);
+    uint64_t rng = so->seed * 0x9E3779B97F4A7C15ull + 0x6A09E667F3BCC909ull;
+    if (!rng) rng = 1;
+    size_t n = np;
+    const int Vl = h.model.g.Vl;
+    for (long s = 0; s < so->tokens; s++) {
+        const size_t w = n < (size_t)T ? n : (size_t)T;
+        memcpy(in, all + (n - w), sizeof *in * w);
+        memset(in + w, 0, sizeof *in * ((size_t)T - w));
+        float loss;
+        if ((rc = pt_gpt_forward(&h.model, in, tg, &loss))) {
+            status = die(1, "sample: forward: %s", pt_errmsg());
+            goto out;
+        }
+        h.model.ops->copy2d(row, sizeof(float) * (size_t)V, h.model.logits + (w - 1) * (size_t)Vl,
+                            sizeof(float) * (size_t)Vl, sizeof(float) * (size_t)V, 1);
+        if (lf && fwrite(row, sizeof *row, (size_t)V, lf) != (size_t)V) {
+            status = die(1, "sample: --logits %s: write failed: %s", so->logits_file, strerror(errno));
+            goto out;
+        }
+        all[n++] = sample_one(row, V, so->temperature, so->top_k, &rng, sc);
+    }
+    if (so->ids) {
+        for (size_t i = np; i < n; i++) printf("%d\n", all[i]);
+    } else {
+        char *text = NULL;
+        size_t len;
+        if (pt_bpe_decode(bpe, all, n, &text, &len)) {
+            status = die(1, "sample: decode: %s", pt_errmsg());
+            goto out;
+        }
+        fwrite(text, 1, len, stdout);
+        putchar('\n');
+        free(text);
+    }
+out:
+    if (lf && fclose(lf) && !status) status = die(1, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+    holder_free(&h);
+    MPI_Finalize();
+    free(all);
+    free(in);
+    free(tg);
+    free(row);
+    free(sc);
+    free(pids);
+    pt_bpe_free(bpe);
+    return status;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -706,27 +902,59 @@ int main(int argc, char **argv)
     }
     static const struct option lo[] = {
         {"to", required_argument, 0, 't'},
+        {"prompt", required_argument, 0, 'p'},
+        {"tokens", required_argument, 0, 'n'},
+        {"temperature", required_argument, 0, 'T'},
+        {"top-k", required_argument, 0, 'k'},
+        {"seed", required_argument, 0, 's'},
+        {"vocab-dir", required_argument, 0, 'v'},
+        {"ids", no_argument, 0, 'i'},
+        {"logits", required_argument, 0, 'l'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     const char *c = argv[1], *to = NULL;
-    const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert");
+    const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert") || !strcmp(c, "sample");
+    sample_opts so = {.prompt = "", .tokens = 64, .temperature = 1.0, .top_k = 0, .seed = 1337};
+    so.vocab_dir = getenv("PTRAIN_BPE_DIR");
+    if (so.vocab_dir && !*so.vocab_dir) so.vocab_dir = NULL;
     if (!sub && strcmp(c, "--help") && strcmp(c, "-h") && strcmp(c, "help") && strcmp(c, "--version") &&
         strcmp(c, "-V"))
-        return die(2, "unknown command '%s' (valid: info, verify, convert, --help, --version)", c);
+        return die(2, "unknown command '%s' (valid: info, verify, convert, sample, --help, --version)", c);
     if (!strcmp(c, "help")) {
         usage(stdout);
         return 0;
     }
     opterr = 0;
     optind = sub ? 2 : 1;
-    int o;
-    while ((o = getopt_long(argc, argv, ":hV", lo, NULL)) != -1) {
+    int o, li = 0;
+    while ((o = getopt_long(argc, argv, ":hV", lo, &li)) != -1) {
         switch (o) {
         case 't':
             if (strcmp(c, "convert")) return die(2, "%s: --to is only valid for convert", c);
             to = optarg;
+            break;
+        case 'p': case 'n': case 'T': case 'k': case 's': case 'v': case 'i': case 'l':
+            if (strcmp(c, "sample")) return die(2, "%s: --%s is only valid for sample", c, lo[li].name);
+            if (o == 'p') so.prompt = optarg;
+            else if (o == 'v') so.vocab_dir = optarg;
+            else if (o == 'l') so.logits_file = optarg;
+            else if (o == 'i') so.ids = 1;
+            else if (o == 'n' && pt_parse_int("--tokens", optarg, 1, 1000000, &so.tokens)) return die(2, "sample: %s", pt_errmsg());
+            else if (o == 'k' && pt_parse_int("--top-k", optarg, 0, 1 << 24, &so.top_k)) return die(2, "sample: %s", pt_errmsg());
+            else if (o == 's') {
+                long v;
+                if (pt_parse_int("--seed", optarg, 0, 2147483647L, &v)) return die(2, "sample: %s", pt_errmsg());
+                so.seed = (unsigned long long)v;
+            } else if (o == 'T') {
+                char *end;
+                errno = 0;
+                double f = strtod(optarg, &end);
+                if (end == optarg || *end || errno || !(f > 0) || f > 100)
+                    return die(2, "sample: --temperature '%s' is not a number in (0, 100] (use --top-k 1 for greedy decoding)", optarg);
+                so.temperature = f;
+            }
             break;
         case 'h':
             usage(stdout);
@@ -737,16 +965,17 @@ int main(int argc, char **argv)
         case ':':
             return die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
         default:
-            return die(2, "%s: unknown option '%s' (valid: --to FORMAT (convert), --help, --version)", c,
-                       argv[optind - 1]);
+            return die(2, "%s: unknown option '%s' (valid: --to FORMAT (convert); --prompt, --tokens, --temperature, "
+                          "--top-k, --seed, --vocab-dir, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
         }
     }
-    if (!sub) return die(2, "a command is needed (valid: info, verify, convert)");
+    if (!sub) return die(2, "a command is needed (valid: info, verify, convert, sample)");
     const int nargs = argc - optind, want = strcmp(c, "convert") ? 1 : 2;
     if (nargs != want)
         return die(2, "%s: needs %s (got %d arguments)", c, want == 1 ? "one checkpoint directory" : "SRC and DST",
                    nargs);
     if (!strcmp(c, "info")) return cmd_info(argv[optind]);
     if (!strcmp(c, "verify")) return cmd_verify(argv[optind]);
+    if (!strcmp(c, "sample")) return cmd_sample(argv[optind], &so);
     return convert(to, argv[optind], argv[optind + 1]);
 }
