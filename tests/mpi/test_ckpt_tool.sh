@@ -15,7 +15,9 @@
 #    each, exit 1;
 #  - the safetensors header parses (jq) with the expected names, shapes and
 #    contiguous offsets, and the file size is 8 + header + data;
-#  - bad inputs: one line, exit 2.
+#  - bad inputs: one line, exit 2; ptrain-run's refusal of a checkpoint
+#    whose rank-1 file is corrupt names rank 1 (not rank 0);
+#  - resuming with the saved schedule gives no warning.
 . "$top_srcdir/tests/lib.sh"
 run="$top_builddir/ptrain-run"
 ck="$top_builddir/ptrain-ckpt"
@@ -79,6 +81,7 @@ plan_case() { # TAG NP PLAN-FLAGS...
         rc=0
         ptrain_mpirun -np 1 "$run" $common --steps 3 --resume "$pd/s" --save-dir "$pd/one" >"$pd/one.out" 2>&1 || rc=$?
         check "[$tag] resumed on 1 rank and saved (status $rc)" [ "$rc" -eq 0 -a -f "$pd/one/step-00000003/manifest.json" ]
+        check "[$tag] the same schedule: no warning" sh -c "! grep -q warning '$pd/one.out'"
         one="$pd/one/step-00000003"
     fi
     expected_llmc "$one" "$pd/a.bin" "$pd/expect.bin"
@@ -150,6 +153,7 @@ ptrain_mpirun -np 2 "$run" $common --steps 2 --tp 2 --resume "$w/ck" --save-dir 
 check "ptrain-run --resume fine-tunes from it under tp=2 (status $rc)" \
     sh -c "[ $rc -eq 0 ] && grep -q '^resume: $w/ck/step-00000000 (step 0, AdamW step 0)' '$w/ft.out' && [ -f '$w/ck/step-00000002/manifest.json' ]"
 [ "$rc" -eq 0 ] || diag "$(tail -n 3 "$w/ft.out")"
+check "a converted llm.c checkpoint has no schedule to compare: no warning" sh -c "! grep -q 'warning: checkpoint' '$w/ft.out'"
 
 # ---- verify catches corruption, one line each ---------------------------------
 src="$wd/tp2/s/step-00000003"
@@ -176,6 +180,14 @@ if [ -d "$src" ]; then
     corrupt
     out=$(ckpt verify "$wd/bad" 2>&1); rc=$?
     check "control: the unmodified copy verifies ($rc)" [ "$rc" -eq 0 ]
+    # ptrain-run refuses it naming the rank whose file is bad, not rank 0
+    b=$(od -An -tu1 -j 2000 -N1 "$wd/bad/rank-00001.bin" | tr -d ' ')
+    printf "\\$(printf %03o $(( (b + 1) % 256 )))" | dd of="$wd/bad/rank-00001.bin" bs=1 seek=2000 conv=notrunc status=none
+    rc=0
+    ptrain_mpirun -np 2 "$run" $common --steps 4 --tp 2 --resume "$wd/bad" >"$wd/bad.out" 2>&1 || rc=$?
+    check "resume of a checkpoint with rank 1's file corrupted: one line naming rank 1, not rank 0 ($(grep 'ptrain-run: error' "$wd/bad.out"))" \
+        sh -c "[ $rc -ne 0 ] && [ \$(grep -c 'ptrain-run: error' '$wd/bad.out') -eq 1 ] &&
+               grep -q '^ptrain-run: error: --resume: rank 1: checkpoint .*rank-00001.bin has checksum' '$wd/bad.out'"
 else
     not_ok "verify cases need the tp2 checkpoint"
 fi

@@ -97,6 +97,8 @@ if [ -n "$saved" ]; then
     check "it resumed from step $saved" grep -q "^resume: $wd/ck/step-0*$saved (step $saved," "$wd/second.out"
     check "it finished at step $((saved + 3)) and kept that checkpoint" [ -f "$wd/ck/step-$(printf %08d $((saved + 3)))/manifest.json" ]
     check "no second requeue without a signal" [ ! -s "$wd/scontrol.log" ]
+    check "its other --steps is named in one warning line" \
+        sh -c "[ \$(grep -c '^ptrain-run: warning: checkpoint .* was trained with --steps 1000000 .* this run has --steps $((saved + 3)) .* changes from step $saved on' '$wd/second.out') -eq 1 ]"
     [ "$rc" -eq 0 ] || diag "$(tail -n 5 "$wd/second.out" | tr '\n' ' ')"
 fi
 done_testing
