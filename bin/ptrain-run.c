@@ -447,6 +447,21 @@ static void agree(int rc, const char *what)
     exit(1);
 }
 
+/* As agree, for a collective library call whose status every rank already
+ * shares, with the message naming the rank it came from when only some
+ * failed (lib/ckpt): rank 0 prints it without a "rank N:" of its own, which
+ * would blame rank 0 for another rank's file. */
+static void agree_collective(int rc, const char *what)
+{
+    watchdog_beat(what);
+    int mine = rc == PT_OK ? 0 : 1, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any) return;
+    if (world_rank == 0) fprintf(stderr, "ptrain-run: error: %s: %s\n", what, rc ? pt_errmsg() : "failed on another rank");
+    MPI_Finalize();
+    exit(1);
+}
+
 static float parse_float(const char *what, const char *s, float lo, float hi)
 {
     char *end;
@@ -1198,11 +1213,25 @@ int main(int argc, char **argv)
         char which[4200] = "";
         pt_ckpt_meta got;
         rc = pt_ckpt_resume(o.resume, o.save_dir, &tr, &plan, &cfg, &got, &loaded, which, sizeof which, ckpt_warn);
-        agree(rc, "--resume");
+        agree_collective(rc, "--resume");
         if (loaded && got.step > o.steps)
             agree(pt_fail(PT_EINVAL, "checkpoint %s is at step %ld, beyond --steps %ld", which, got.step, o.steps),
                   "--resume");
         if (loaded) start_step = got.step;
+        /* the schedule the checkpoint was trained with: a different one is
+         * allowed (extending --steps is how a run is continued) but the run
+         * is then not the uninterrupted one; a checkpoint converted from
+         * llm.c has none (total_steps 0) */
+        if (loaded && world_rank == 0 && got.total_steps > 0 &&
+            (got.total_steps != o.steps || got.warmup != o.warmup || got.lr != (float)o.lr ||
+             got.min_lr != (float)o.min_lr)) {
+            fprintf(stderr, "ptrain-run: warning: checkpoint %s was trained with --steps %ld --lr %g --min-lr %g --warmup %ld, "
+                            "this run has --steps %ld --lr %g --min-lr %g --warmup %ld: the learning-rate schedule changes "
+                            "from step %ld on\n",
+                    which, got.total_steps, (double)got.lr, (double)got.min_lr, got.warmup, o.steps, (double)(float)o.lr,
+                    (double)(float)o.min_lr, o.warmup, got.step);
+            fflush(stderr);
+        }
         if (world_rank == 0) {
             if (loaded) printf("resume: %s (step %ld, AdamW step %d)\n", which, got.step, got.adam_step);
             else printf("resume: no valid checkpoint in %s, starting fresh\n", o.save_dir);

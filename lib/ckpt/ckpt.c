@@ -31,16 +31,20 @@ static int join(char *out, size_t n, const char *a, const char *b)
 /* ---- agreement ------------------------------------------------------------
  * Every rank contributes its status; when any failed, the first failing
  * rank's message goes to every rank (one float per character: exact), so
- * rank 0 can print the real reason in one line. */
+ * rank 0 can print the real reason in one line; prefixed "rank R: " when
+ * not every rank failed. */
 static int agree(pt_comm *w, int rc)
 {
     double *f = calloc((size_t)w->size, sizeof *f);
     if (!f) return pt_fail(PT_ENOMEM, "out of memory for a checkpoint agreement of %d ranks", w->size);
     f[w->rank] = rc ? (double)rc : 0;
     int crc = pt_allreduce_sum_f64(w, f, (size_t)w->size);
-    int first = -1, code = PT_OK;
+    int first = -1, code = PT_OK, nfail = 0;
     for (int r = 0; r < w->size && !crc; r++)
-        if (f[r] != 0) { first = r; code = (int)f[r]; break; }
+        if (f[r] != 0) {
+            if (first < 0) { first = r; code = (int)f[r]; }
+            nfail++;
+        }
     free(f);
     if (crc) return crc;
     if (first < 0) return PT_OK;
@@ -56,7 +60,11 @@ static int agree(pt_comm *w, int rc)
     char text[MSG_LEN];
     for (int i = 0; i < MSG_LEN; i++) text[i] = (char)(int)buf[i];
     text[MSG_LEN - 1] = 0;
-    if (w->rank != first) pt_fail(code, "%s", text);
+    /* when only some ranks failed, the message names the one it comes from
+     * (its file, its memory), so a caller printing on rank 0 does not
+     * blame rank 0 */
+    if (nfail < w->size) pt_fail(code, "rank %d: %s", first, text);
+    else if (w->rank != first) pt_fail(code, "%s", text);
     return code;
 }
 

@@ -35,7 +35,8 @@
  * Every function here is collective over the model's world (ctx->world):
  * all ranks call it with the same arguments, and all return the same
  * status; a failure on any rank is reported on every rank with the
- * failing rank's one-line message (pt_errmsg()).
+ * failing rank's one-line message (pt_errmsg()), which starts with
+ * "rank R: " (the first failing rank) when not every rank failed.
  */
 #ifndef PTRAIN_CKPT_H
 #define PTRAIN_CKPT_H

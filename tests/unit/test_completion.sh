@@ -31,6 +31,10 @@ r=$(reply ptrain-topo --pro)
 check "ptrain-topo --pro<TAB>: --probe --probe-quick ($r)" [ "$r" = "--probe --probe-quick " ]
 r=$(reply ptrain-plot --l)
 check "ptrain-plot --l<TAB>: --label ($r)" [ "$r" = "--label " ]
+r=$(reply ptrain-ckpt ver)
+check "ptrain-ckpt ver<TAB>: verify ($r)" [ "$r" = "verify " ]
+r=$(reply ptrain-ckpt convert --to s)
+check "ptrain-ckpt convert --to s<TAB>: safetensors ($r)" [ "$r" = "safetensors " ]
 r=$(reply srun -N 2 --ptrain-z)
 check "srun --ptrain-z<TAB>: --ptrain-zero= ($r)" [ "$r" = "--ptrain-zero= " ]
 r=$(reply srun --ptrain-mode=2)
@@ -52,7 +56,7 @@ table() {
         grep -o '{ *"[a-z0-9-]*"' | sed 's/{ *"//; s/"$/ /; s/^/--/' | sort | tr -d '\n'
 }
 list() { bash --norc --noprofile -c ". '$comp'; printf '%s\n' \$$1" | sort | tr '\n' ' '; }
-for t in run data topo; do
+for t in run data topo ckpt; do
     want=$(table "$top_srcdir/bin/ptrain-$t.c") have=$(list "_ptrain_${t}_opts")
     check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
     [ "$want" = "$have" ] || diag "table: $want; completion: $have"

@@ -11,7 +11,7 @@ tools=$(mk print-tools) || { echo "Bail out! make print-tools failed"; exit 1; }
 version=$(mk print-version)
 diag "tools: $tools; version $version"
 check "the version is known ($version)" [ -n "$version" ]
-for t in ptrain-run ptrain-data ptrain-topo ptrain-plot; do
+for t in ptrain-run ptrain-data ptrain-topo ptrain-plot ptrain-ckpt; do
     case " $tools " in *" $t "*) ok "$t is among the installed tools" ;; *) not_ok "$t is among the installed tools" ;; esac
 done
 wd=$(mktemp -d)
@@ -31,4 +31,8 @@ rc=0
 "$top_builddir/ptrain-data" info --version >"$wd/out" 2>&1 || rc=$?
 check "ptrain-data info --version prints the version too" \
     sh -c "[ $rc -eq 0 ] && [ \"\$(cat '$wd/out')\" = 'ptrain-data (ptrain) $version' ]"
+rc=0
+"$top_builddir/ptrain-ckpt" verify --version >"$wd/out" 2>&1 || rc=$?
+check "ptrain-ckpt verify --version prints the version too" \
+    sh -c "[ $rc -eq 0 ] && [ \"\$(cat '$wd/out')\" = 'ptrain-ckpt (ptrain) $version' ]"
 done_testing

@@ -1,0 +1,981 @@
+/* ptrain-ckpt: describe, verify and convert ptrain checkpoints (issue 11).
+ * See man/ptrain-ckpt.1.
+ *
+ *   info DIR            the manifest's summary: model, plan, step, lr
+ *                       schedule, files, tensors (no MPI, reads no tensor)
+ *   verify DIR          every rank file's size and FNV-1a 64 against the
+ *                       manifest, and the manifest's own consistency; one
+ *                       line per problem, exit 0 (sound) or 1
+ *   convert SRC DST     a checkpoint to llm.c's gpt2 .bin (version 3, fp32)
+ *                       or to safetensors (Hugging Face GPT-2 names), and an
+ *                       llm.c .bin to a checkpoint ptrain-run --resume can
+ *                       fine-tune from (step 0, fresh AdamW state) or to
+ *                       safetensors.
+ *
+ * Converting goes through a one-rank model: the checkpoint is loaded with
+ * pt_ckpt_load, which reshards any saved plan (tp, pp, ZeRO, world size) to
+ * the full tensors, so the tool needs no knowledge of layouts; an llm.c file
+ * is written into a fresh model's registry and saved with pt_ckpt_save.
+ * ptrain's weights are [out, in] (PyTorch nn.Linear, lib/core/core.h), as
+ * llm.c's (train_gpt2.c, fill_in_parameter_sizes: wte [Vp, C], wpe [maxT,
+ * C], ln1w [L, C], ln1b, qkvw [L, 3C, C], qkvb [L, 3C], attprojw [L, C, C],
+ * attprojb, ln2w, ln2b, fcw [L, 4C, C], fcb [L, 4C], fcprojw [L, C, 4C],
+ * fcprojb, lnfw [C], lnfb [C]), so llm.c's tensors are copied as they are;
+ * Hugging Face's GPT-2 uses Conv1D ([in, out]) for c_attn, c_proj, c_fc and
+ * mlp.c_proj, which are transposed (through the backend's copy2d).
+ *
+ * Exit status: 0 success; 1 a problem found by verify, or a failure while
+ * converting; 2 bad command line, or a missing/unreadable/malformed input. */
+#define _GNU_SOURCE
+#include "config.h"
+#include "backend/ops.h"
+#include "ckpt/ckpt.h"
+#include "core/core.h"
+#include "core/file.h"
+#include "data/bpe.h"
+#include "data/shard.h"
+#include "model/gpt.h"
+#include "optim/adamw.h"
+#include "parallel/context.h"
+#include "plan/plan.h"
+#include "train/train.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *cmd = "ptrain-ckpt";
+
+#define LLMC_MAGIC 20240326
+#define LLMC_VERSION_FP32 3
+#define LLMC_HEADER_INTS 256
+#define LLMC_PAD 128 /* llm.c pads the vocabulary to a multiple of 128 (train_gpt2.py, pad_vocab) */
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptrain-ckpt COMMAND [OPTIONS] ARGS\n"
+            "  info DIR            print a checkpoint's manifest summary: model, plan, step, lr\n"
+            "                      schedule, data, rank files and tensors\n"
+            "  verify DIR          check every rank file's size and checksum and the manifest;\n"
+            "                      one line per problem; exit 0 when sound, 1 otherwise\n"
+            "  convert [--to FORMAT] SRC DST\n"
+            "                      SRC: a checkpoint, or an llm.c gpt2 .bin (version 3, fp32);\n"
+            "                      FORMAT: llmc (llm.c's .bin), safetensors (Hugging Face GPT-2\n"
+            "                      names), ckpt (a save directory that ptrain-run --resume DST\n"
+            "                      fine-tunes from: step 0, fresh AdamW state; from llm.c only);\n"
+            "                      default from DST: *.bin llmc, *.safetensors safetensors, else ckpt\n"
+            "  sample [--prompt TEXT] [--tokens N] [--temperature F] [--top-k K] [--seed S]\n"
+            "         [--vocab-dir DIR] [--ids] [--logits FILE] DIR\n"
+            "                      print TEXT and N (default 64) tokens sampled from the checkpoint's\n"
+            "                      model, decoded with GPT-2's BPE (DIR: $PTRAIN_BPE_DIR); F default 1,\n"
+            "                      K default 0 = all ids (1: greedy), S default 1337 (same seed, same\n"
+            "                      text); --ids prints the new ids instead, one per line; --logits\n"
+            "                      writes each step's logits (fp32 [N, V]) to FILE\n"
+            "DIR is a checkpoint (DIR/manifest.json) or a save directory (its DIR/latest).\n"
+            "--help, --version: this text; the version.\n");
+}
+
+static int die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int die(int status, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return status;
+}
+
+/* ---- manifest ------------------------------------------------------------ */
+
+static const char *jstr(json_t *o, const char *k)
+{
+    const char *s = json_string_value(json_object_get(o, k));
+    return s ? s : "";
+}
+static long long jint(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+static int is_dir(const char *p)
+{
+    struct stat sb;
+    return !stat(p, &sb) && S_ISDIR(sb.st_mode);
+}
+
+/* The checkpoint directory named by arg: arg itself when it holds
+ * manifest.json or has no `latest`, else the step-NNNNNNNN that arg/latest
+ * names.  PT_EIO (not a directory, unreadable pointer), PT_EFORMAT (a
+ * pointer that names no step directory). */
+static int resolve(const char *arg, char *out, size_t n)
+{
+    char p[4200];
+    if (strlen(arg) > 4000) return pt_fail(PT_EINVAL, "checkpoint name of %zu bytes is too long (at most 4000)", strlen(arg));
+    if (!is_dir(arg)) return pt_fail(PT_EIO, "checkpoint %s: not a directory", arg);
+    snprintf(p, sizeof p, "%s/manifest.json", arg);
+    if (!access(p, F_OK)) return snprintf(out, n, "%s", arg), PT_OK;
+    snprintf(p, sizeof p, "%s/latest", arg);
+    if (access(p, F_OK)) return snprintf(out, n, "%s", arg), PT_OK;
+    char *txt = NULL;
+    size_t len;
+    int rc = pt_read_regular(p, "checkpoint pointer", &txt, &len);
+    if (rc) return rc;
+    int good = len >= 13 && !strncmp(txt, "step-", 5) && (len == 13 || txt[13] == '\n');
+    for (int i = 5; good && i < 13; i++) good = txt[i] >= '0' && txt[i] <= '9';
+    if (!good) {
+        free(txt);
+        return pt_fail(PT_EFORMAT, "checkpoint pointer %s does not name a step-NNNNNNNN directory", p);
+    }
+    txt[13] = 0;
+    snprintf(out, n, "%s/%s", arg, txt);
+    free(txt);
+    return PT_OK;
+}
+
+/* Read and parse path/manifest.json and check its format line.
+ * PT_EIO (missing), PT_EFORMAT (not JSON, another format). */
+static int load_manifest(const char *path, json_t **out)
+{
+    char p[4300], *txt = NULL;
+    size_t len;
+    *out = NULL;
+    snprintf(p, sizeof p, "%s/manifest.json", path);
+    if (access(p, F_OK)) return pt_fail(PT_EIO, "checkpoint %s: no manifest.json (an incomplete save, or not a checkpoint)", path);
+    int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *man = json_loads(txt, 0, &je);
+    free(txt);
+    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
+    if (strcmp(jstr(man, "format"), "ptrain-checkpoint") || jint(man, "version") != 1) {
+        pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected 'ptrain-checkpoint' version 1)",
+                path, jstr(man, "format"), jint(man, "version"));
+        json_decref(man);
+        return PT_EFORMAT;
+    }
+    *out = man;
+    return PT_OK;
+}
+
+static int manifest_config(json_t *man, pt_gpt_config *cfg)
+{
+    json_t *mc = json_object_get(man, "model");
+    cfg->n_layer = (int)jint(mc, "n_layer");
+    cfg->n_head = (int)jint(mc, "n_head");
+    cfg->n_embd = (int)jint(mc, "n_embd");
+    cfg->seq_len = (int)jint(mc, "seq_len");
+    cfg->vocab = (int)jint(mc, "vocab");
+    if (cfg->n_layer < 1 || cfg->n_head < 1 || cfg->n_embd < 1 || cfg->n_embd % cfg->n_head || cfg->seq_len < 1 ||
+        cfg->vocab < 1)
+        return pt_fail(PT_EFORMAT, "manifest model L=%d H=%d C=%d T=%d V=%d is not a valid GPT-2 config", cfg->n_layer,
+                       cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab);
+    return PT_OK;
+}
+
+/* ---- info ------------------------------------------------------------------ */
+
+static int cmd_info(const char *arg)
+{
+    char path[4200];
+    json_t *man;
+    if (resolve(arg, path, sizeof path) || load_manifest(path, &man)) return die(2, "info: %s", pt_errmsg());
+    json_t *mc = json_object_get(man, "model"), *mp = json_object_get(man, "plan"),
+           *ls = json_object_get(man, "lr_schedule"), *files = json_object_get(man, "files"),
+           *tens = json_object_get(man, "tensors");
+    printf("checkpoint: %s\n", path);
+    printf("step: %lld (AdamW step %lld)\n", jint(man, "step"), jint(man, "adam_step"));
+    long long nparam = 0;
+    size_t k;
+    json_t *x;
+    json_array_foreach(tens, k, x) nparam += jint(x, "rows") * jint(x, "cols");
+    printf("model: %s L=%lld H=%lld C=%lld T=%lld V=%lld, %.3fM parameters (with vocabulary padding)\n",
+           *jstr(man, "model_name") ? jstr(man, "model_name") : "(unnamed)", jint(mc, "n_layer"), jint(mc, "n_head"),
+           jint(mc, "n_embd"), jint(mc, "seq_len"), jint(mc, "vocab"), (double)nparam / 1e6);
+    printf("plan: %s (world %lld: mode %s, dp=%lld tp=%lld pp=%lld sp=%lld, ZeRO stage %lld)\n", jstr(mp, "summary"),
+           jint(mp, "world"), jstr(mp, "mode"), jint(mp, "dp"), jint(mp, "tp"), jint(mp, "pp"), jint(mp, "sp"),
+           jint(mp, "zero"));
+    printf("lr schedule: lr %g -> min_lr %g, warmup %lld, total steps %lld\n",
+           json_number_value(json_object_get(ls, "lr")), json_number_value(json_object_get(ls, "min_lr")),
+           jint(ls, "warmup"), jint(ls, "total_steps"));
+    printf("data: %s (position: step %lld); init seed %lld\n", *jstr(json_object_get(man, "data"), "spec") ? jstr(json_object_get(man, "data"), "spec") : "(none)",
+           jint(json_object_get(man, "data"), "position_step"), jint(json_object_get(man, "rng"), "init_seed"));
+    long long bytes = 0;
+    json_array_foreach(files, k, x) bytes += jint(x, "bytes");
+    printf("files: %zu, %lld bytes (parameters, AdamW m and v, fp32)\n", json_array_size(files), bytes);
+    json_array_foreach(files, k, x) {
+        json_t *co = json_object_get(x, "coords");
+        printf("  %-16s %12lld bytes  fnv1a64 %s  rank %lld (dp %lld, pp %lld, tp %lld, sp %lld), %zu tensors\n",
+               jstr(x, "name"), jint(x, "bytes"), jstr(x, "fnv1a64"), jint(x, "rank"), jint(co, "dp"), jint(co, "pp"),
+               jint(co, "tp"), jint(co, "sp"), json_array_size(json_object_get(x, "tensors")));
+    }
+    printf("tensors: %zu\n", json_array_size(tens));
+    json_array_foreach(tens, k, x) {
+        if (jint(x, "cols") == 1) printf("  %-14s [%lld]\n", jstr(x, "name"), jint(x, "rows"));
+        else printf("  %-14s [%lld, %lld]\n", jstr(x, "name"), jint(x, "rows"), jint(x, "cols"));
+    }
+    json_decref(man);
+    return 0;
+}
+
+/* ---- verify ---------------------------------------------------------------- */
+
+static int problems;
+static void problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void problem(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    putchar('\n');
+    problems++;
+}
+
+static int cmd_verify(const char *arg)
+{
+    char path[4200];
+    json_t *man = NULL;
+    problems = 0;
+    if (resolve(arg, path, sizeof path) || load_manifest(path, &man)) {
+        problem("%s", pt_errmsg());
+        return 1;
+    }
+    pt_gpt_config cfg;
+    if (manifest_config(man, &cfg)) problem("checkpoint %s: %s", path, pt_errmsg());
+    /* the tensor list: indices 0..n-1 with positive shapes */
+    json_t *tens = json_object_get(man, "tensors"), *files = json_object_get(man, "files");
+    const size_t nt = json_array_size(tens);
+    if (!json_is_array(tens) || nt == 0) problem("checkpoint %s: the manifest lists no tensors", path);
+    if (!json_is_array(files) || json_array_size(files) == 0) problem("checkpoint %s: the manifest lists no rank files", path);
+    if (!cfg.n_layer || (long long)nt != 4 + 12LL * cfg.n_layer)
+        problem("checkpoint %s: the manifest lists %zu tensors, the model L=%d has %lld", path, nt, cfg.n_layer,
+                4 + 12LL * cfg.n_layer);
+    size_t k, j;
+    json_t *x, *f;
+    json_array_foreach(tens, k, x) {
+        if (jint(x, "index") != (long long)k || jint(x, "rows") < 1 || jint(x, "cols") < 1)
+            problem("checkpoint %s: manifest tensor %zu (%s) has index %lld, shape [%lld, %lld]", path, k,
+                    jstr(x, "name"), jint(x, "index"), jint(x, "rows"), jint(x, "cols"));
+    }
+    long long have_world = jint(json_object_get(man, "plan"), "world");
+    if ((long long)json_array_size(files) != have_world)
+        problem("checkpoint %s: the manifest lists %zu rank files, its plan has world %lld", path,
+                json_array_size(files), have_world);
+    unsigned char *seen = calloc(nt ? nt : 1, 1);
+    long long total = 0;
+    json_array_foreach(files, k, f) {
+        const char *name = jstr(f, "name");
+        char p[4400];
+        if (!*name || strchr(name, '/')) {
+            problem("checkpoint %s: rank file entry %zu has the name '%s'", path, k, name);
+            continue;
+        }
+        if (jint(f, "rank") != (long long)k)
+            problem("checkpoint %s: rank file entry %zu (%s) says rank %lld", path, k, name, jint(f, "rank"));
+        snprintf(p, sizeof p, "%s/%s", path, name);
+        const long long want = jint(f, "bytes");
+        total += want;
+        /* the slices must fill the file exactly, each inside its tensor's shard */
+        long long used = 0;
+        json_array_foreach(json_object_get(f, "tensors"), j, x) {
+            const long long idx = jint(x, "index"), lo = jint(x, "lo"), hi = jint(x, "hi"), L = jint(x, "local_numel"),
+                            off = jint(x, "offset");
+            json_t *mt = json_array_get(tens, (size_t)(idx < 0 ? 0 : idx));
+            if (idx < 0 || (size_t)idx >= nt || strcmp(jstr(mt, "name"), jstr(x, "name"))) {
+                problem("checkpoint %s: %s: tensor '%s' (index %lld) is not in the manifest's tensor list", path, name,
+                        jstr(x, "name"), idx);
+                continue;
+            }
+            if (seen) seen[idx] = 1;
+            if (L < 0 || L > jint(mt, "rows") * jint(mt, "cols") || lo < 0 || hi < lo || hi > L || off != used)
+                problem("checkpoint %s: %s: tensor %s has slice [%lld, %lld) of %lld local elements at offset %lld "
+                        "(expected offset %lld, local elements at most %lld)",
+                        path, name, jstr(x, "name"), lo, hi, L, off, used, jint(mt, "rows") * jint(mt, "cols"));
+            used = off + 12 * (hi - lo);
+        }
+        if (used != want)
+            problem("checkpoint %s: %s: its tensors' slices take %lld bytes, the manifest says the file has %lld", path,
+                    name, used, want);
+        struct stat sb;
+        if (stat(p, &sb)) {
+            problem("checkpoint %s: %s is missing: %s", path, name, strerror(errno));
+            continue;
+        }
+        if ((long long)sb.st_size != want) {
+            problem("checkpoint %s: %s has %lld bytes, the manifest says %lld (truncated or replaced)", path, name,
+                    (long long)sb.st_size, want);
+            continue;
+        }
+        char *buf = NULL;
+        size_t len;
+        if (pt_read_regular(p, "checkpoint rank file", &buf, &len)) {
+            problem("checkpoint %s: %s", path, pt_errmsg());
+            continue;
+        }
+        char sum[20];
+        snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(buf, len));
+        free(buf);
+        if (strcmp(sum, jstr(f, "fnv1a64")))
+            problem("checkpoint %s: %s has checksum %s, the manifest says %s (corrupted)", path, name, sum,
+                    jstr(f, "fnv1a64"));
+    }
+    for (size_t i = 0; seen && i < nt; i++)
+        if (!seen[i]) problem("checkpoint %s: tensor %s is in no rank file", path, jstr(json_array_get(tens, i), "name"));
+    free(seen);
+    if (!problems)
+        printf("ok: %s: step %lld, %zu rank files, %lld bytes, %zu tensors; sizes and checksums match the manifest\n",
+               path, jint(man, "step"), json_array_size(files), total, nt);
+    json_decref(man);
+    return problems ? 1 : 0;
+}
+
+/* ---- a one-rank model to convert through ------------------------------------ */
+
+typedef struct holder {
+    pt_plan plan;
+    pt_pctx ctx;
+    pt_arena arena;
+    pt_gpt model;
+    pt_train tr;
+    int have_ctx, have_model, have_tr;
+} holder;
+
+static void holder_free(holder *h)
+{
+    if (h->have_tr) pt_train_free(&h->tr);
+    if (h->have_model) pt_gpt_free(&h->model);
+    if (h->have_ctx) pt_pctx_free(&h->ctx);
+    h->have_tr = h->have_model = h->have_ctx = 0;
+}
+
+/* The whole model cfg on this process alone (dp = tp = pp = 1), with its
+ * training state (16 bytes per parameter) and activations for one sequence
+ * of T tokens. */
+static int holder_build(holder *h, const pt_gpt_config *cfg, int T)
+{
+    memset(h, 0, sizeof *h);
+    int world;
+    MPI_Comm_size(MPI_COMM_WORLD, &world);
+    if (world != 1) return pt_fail(PT_EINVAL, "convert runs as one process (started with %d ranks)", world);
+    pt_plan_default(&h->plan);
+    int rc = pt_pctx_init(&h->ctx, MPI_COMM_WORLD, &h->plan, -1);
+    if (rc) return rc;
+    h->have_ctx = 1;
+    const pt_backend *be = pt_backend_get("cpu");
+    if (!be) return pt_fail(PT_EUNSUPP, "no cpu backend");
+    rc = pt_gpt_create(&h->model, cfg, &h->ctx, be, &h->arena, 1, T, 0);
+    if (rc) return rc;
+    h->have_model = 1;
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
+    rc = pt_train_create(&h->tr, &h->model, &opt, NULL);
+    if (rc) return rc;
+    h->have_tr = 1;
+    return PT_OK;
+}
+
+/* the full tensor [rows, cols] of whole-model parameter index idx */
+static pt_param *param_at(holder *h, int idx) { return &h->model.params[h->model.pidx[idx]]; }
+
+/* llm.c's tensor order: k-th of the 16 tensors, layer l -> ptrain index */
+static int llmc_index(int k, int l, int L)
+{
+    if (k < 2) return k;
+    if (k < 14) return 2 + 12 * l + (k - 2);
+    return 2 + 12 * L + (k - 14);
+}
+
+/* ---- llm.c .bin ------------------------------------------------------------ */
+
+/* Read an llm.c gpt2 checkpoint into a fresh holder (fp32, version 3). */
+static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
+{
+    char *buf = NULL;
+    size_t len;
+    int rc = pt_read_regular(file, "llm.c model file", &buf, &len);
+    if (rc) return rc;
+    int32_t hd[LLMC_HEADER_INTS];
+    if (len < sizeof hd) {
+        free(buf);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: %zu bytes, shorter than its %zu-byte header", file, len, sizeof hd);
+    }
+    memcpy(hd, buf, sizeof hd);
+    if (hd[0] != LLMC_MAGIC || hd[1] != LLMC_VERSION_FP32) {
+        free(buf);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: magic %d version %d (expected %d version %d, fp32%s)", file,
+                       hd[0], hd[1], LLMC_MAGIC, LLMC_VERSION_FP32, hd[1] == 5 ? "; version 5 is bf16, not supported" : "");
+    }
+    const int maxT = hd[2], V = hd[3], L = hd[4], NH = hd[5], C = hd[6], Vp = hd[7];
+    if (maxT < 1 || V < 1 || L < 1 || NH < 1 || C < 1 || C % NH || Vp < V || L > 4096 || C > 1 << 16 ||
+        maxT > 1 << 20 || Vp > 1 << 24) {
+        free(buf);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: header maxT=%d V=%d L=%d NH=%d C=%d Vp=%d is not a GPT-2 model "
+                                   "(need all >= 1, C %% NH == 0, Vp >= V)", file, maxT, V, L, NH, C, Vp);
+    }
+    const int64_t c = C, l = L;
+    const int64_t n = (int64_t)Vp * c + (int64_t)maxT * c + l * (12 * c * c + 13 * c) + 2 * c;
+    if ((int64_t)len != (int64_t)sizeof hd + 4 * n) {
+        free(buf);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: %zu bytes, its header (maxT=%d V=%d Vp=%d L=%d C=%d) needs %lld",
+                       file, len, maxT, V, Vp, L, C, (long long)(sizeof hd + 4 * n));
+    }
+    *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
+    if ((rc = holder_build(h, cfg, 1))) {
+        free(buf);
+        return rc;
+    }
+    const pt_ops_f32 *ops = h->model.ops;
+    const char *src = buf + sizeof hd;
+    for (int k = 0; k < 16; k++)
+        for (int li = 0; li < (k >= 2 && k < 14 ? L : 1); li++) {
+            pt_param *p = param_at(h, llmc_index(k, li, L));
+            const size_t nel = (size_t)(p->rows * p->cols);
+            int64_t lo, hi;
+            float *d, *m, *v;
+            pt_train_owned_state(&h->tr, h->model.pidx[llmc_index(k, li, L)], &lo, &hi, &d, &m, &v);
+            /* one rank: the owned state is the whole tensor; wte keeps V of the file's Vp rows */
+            ops->copy2d(d, sizeof(float), src, sizeof(float), sizeof(float) * nel, 1);
+            ops->zero(m, nel);
+            ops->zero(v, nel);
+            src += sizeof(float) * (k == 0 ? (size_t)Vp * (size_t)C : nel);
+        }
+    free(buf);
+    h->tr.step = 0;
+    return pt_train_state_loaded(&h->tr);
+}
+
+static int write_llmc(holder *h, const char *out, int64_t *bytes)
+{
+    const pt_gpt_config *cfg = &h->model.cfg;
+    const int L = cfg->n_layer, C = cfg->n_embd, V = cfg->vocab;
+    const int Vp = (V + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD;
+    int32_t hd[LLMC_HEADER_INTS] = {0};
+    hd[0] = LLMC_MAGIC;
+    hd[1] = LLMC_VERSION_FP32;
+    hd[2] = cfg->seq_len;
+    hd[3] = V;
+    hd[4] = L;
+    hd[5] = cfg->n_head;
+    hd[6] = C;
+    hd[7] = Vp;
+    pt_atomic_file f;
+    int rc = pt_atomic_open(&f, out);
+    if (rc) return rc;
+    int bad = pt_write_all(f.fd, hd, sizeof hd);
+    *bytes = (int64_t)sizeof hd;
+    for (int k = 0; k < 16 && !bad; k++)
+        for (int li = 0; li < (k >= 2 && k < 14 ? L : 1) && !bad; li++) {
+            pt_param *p = param_at(h, llmc_index(k, li, L));
+            size_t nel = (size_t)(k == 0 ? (int64_t)V * C : p->rows * p->cols);
+            bad = pt_write_all(f.fd, p->data, sizeof(float) * nel);
+            *bytes += (int64_t)(sizeof(float) * nel);
+            if (k == 0 && !bad) { /* llm.c's padding rows: zero, as train_gpt2.py's pad_vocab */
+                size_t pad = sizeof(float) * (size_t)(Vp - V) * (size_t)C;
+                char *z = calloc(pad ? pad : 1, 1);
+                bad = !z || pt_write_all(f.fd, z, pad);
+                free(z);
+                *bytes += (int64_t)pad;
+            }
+        }
+    if (bad) {
+        int e = errno;
+        pt_atomic_abort(&f);
+        return pt_fail(PT_EIO, "%s: write failed: %s", out, strerror(e));
+    }
+    return pt_atomic_commit(&f, 1);
+}
+
+/* ---- safetensors --------------------------------------------------------------
+ * Format (huggingface/safetensors): u64 little-endian N, N bytes of JSON
+ * {"NAME": {"dtype": "F32", "shape": [...], "data_offsets": [BEGIN, END]},
+ * ..., "__metadata__": {string: string}}, then the raw little-endian data;
+ * offsets are relative to the byte after the header.  The header is padded
+ * with spaces to a multiple of 8 bytes.  Names and shapes are those of
+ * transformers' GPT2Model state dict (wte.weight [V, C], h.N.attn.c_attn.weight
+ * [C, 3C] (Conv1D: [in, out]), ...). */
+
+typedef struct st_entry {
+    char name[48];
+    int idx;      /* ptrain parameter index */
+    int64_t rows; /* rows taken from ptrain's tensor (wte: V) */
+    int transpose;
+    int vec;      /* 1-D */
+} st_entry;
+
+static int st_entries(const pt_gpt_config *cfg, st_entry **out)
+{
+    const int L = cfg->n_layer, n = 4 + 12 * L;
+    st_entry *e = calloc((size_t)n, sizeof *e);
+    if (!e) return pt_fail(PT_ENOMEM, "out of memory");
+    static const char *const layer[12] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
+                                          "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
+                                          "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias"};
+    int k = 0;
+    e[k++] = (st_entry){"wte.weight", 0, cfg->vocab, 0, 0};
+    e[k++] = (st_entry){"wpe.weight", 1, cfg->seq_len, 0, 0};
+    for (int l = 0; l < L; l++)
+        for (int j = 0; j < 12; j++, k++) {
+            snprintf(e[k].name, sizeof e[k].name, "h.%d.%s", l, layer[j]);
+            e[k].idx = 2 + 12 * l + j;
+            e[k].rows = -1;
+            e[k].transpose = j == 2 || j == 4 || j == 8 || j == 10;
+            e[k].vec = !e[k].transpose;
+        }
+    e[k++] = (st_entry){"ln_f.weight", 2 + 12 * L, -1, 0, 1};
+    e[k++] = (st_entry){"ln_f.bias", 3 + 12 * L, -1, 0, 1};
+    *out = e;
+    return n;
+}
+
+static int write_safetensors(holder *h, const char *out, long step, int64_t *bytes)
+{
+    st_entry *e = NULL;
+    int n = st_entries(&h->model.cfg, &e);
+    if (n < 0) return PT_ENOMEM;
+    json_t *hdr = json_object();
+    char stepbuf[32];
+    snprintf(stepbuf, sizeof stepbuf, "%ld", step);
+    json_object_set_new(hdr, "__metadata__", json_pack("{s:s, s:s, s:s}", "format", "pt", "source", "ptrain-ckpt " PACKAGE_VERSION,
+                                                       "step", stepbuf));
+    int64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        pt_param *p = param_at(h, e[i].idx);
+        if (e[i].rows < 0) e[i].rows = p->rows;
+        const int64_t r = e[i].rows, c = p->cols, nb = 4 * r * c;
+        json_t *shape = e[i].vec ? json_pack("[I]", (json_int_t)(r * c))
+                      : e[i].transpose ? json_pack("[I, I]", (json_int_t)c, (json_int_t)r)
+                                       : json_pack("[I, I]", (json_int_t)r, (json_int_t)c);
+        json_object_set_new(hdr, e[i].name, json_pack("{s:s, s:o, s:[I, I]}", "dtype", "F32", "shape", shape,
+                                                      "data_offsets", (json_int_t)off, (json_int_t)(off + nb)));
+        off += nb;
+    }
+    char *js = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_decref(hdr);
+    if (!js) {
+        free(e);
+        return pt_fail(PT_ENOMEM, "out of memory for the safetensors header");
+    }
+    size_t jl = strlen(js), padded = (jl + 7) / 8 * 8;
+    char *hb = malloc(8 + padded);
+    if (!hb) {
+        free(js);
+        free(e);
+        return pt_fail(PT_ENOMEM, "out of memory for the safetensors header");
+    }
+    uint64_t hn = padded;
+    for (int b = 0; b < 8; b++) hb[b] = (char)(hn >> (8 * b) & 0xff); /* little-endian on any host */
+    memcpy(hb + 8, js, jl);
+    memset(hb + 8 + jl, ' ', padded - jl);
+    free(js);
+    pt_atomic_file f;
+    int rc = pt_atomic_open(&f, out);
+    if (rc) {
+        free(hb);
+        free(e);
+        return rc;
+    }
+    int bad = pt_write_all(f.fd, hb, 8 + padded);
+    free(hb);
+    *bytes = (int64_t)(8 + padded) + off;
+    const pt_ops_f32 *ops = h->model.ops;
+    float *tmp = NULL;
+    for (int i = 0; i < n && !bad; i++) {
+        pt_param *p = param_at(h, e[i].idx);
+        const int64_t r = e[i].rows, c = p->cols;
+        if (!e[i].transpose) {
+            bad = pt_write_all(f.fd, p->data, sizeof(float) * (size_t)(r * c));
+            continue;
+        }
+        /* [out, in] -> [in, out]: column j of the source is row j of the result */
+        float *nt = realloc(tmp, sizeof(float) * (size_t)(r * c));
+        if (!nt) { bad = 1; errno = ENOMEM; break; }
+        tmp = nt;
+        for (int64_t j = 0; j < c; j++)
+            ops->copy2d(tmp + j * r, sizeof(float), p->data + j, sizeof(float) * (size_t)c, sizeof(float), (size_t)r);
+        bad = pt_write_all(f.fd, tmp, sizeof(float) * (size_t)(r * c));
+    }
+    free(tmp);
+    free(e);
+    if (bad) {
+        int er = errno;
+        pt_atomic_abort(&f);
+        return pt_fail(PT_EIO, "%s: write failed: %s", out, strerror(er));
+    }
+    return pt_atomic_commit(&f, 1);
+}
+
+/* ---- convert ----------------------------------------------------------------- */
+
+static int ends_with(const char *s, const char *suf)
+{
+    size_t a = strlen(s), b = strlen(suf);
+    return a >= b && !strcmp(s + a - b, suf);
+}
+
+/* the preset whose config is cfg, or "custom" */
+static const char *preset_of(const pt_gpt_config *cfg)
+{
+    static const char *const names[] = {"test", "tiny", "small", "gpt2-124M"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        pt_gpt_config p;
+        if (!pt_gpt_preset(names[i], &p) && !memcmp(&p, cfg, sizeof p)) return names[i];
+    }
+    return "custom";
+}
+
+static int convert(const char *to, const char *src, const char *dst)
+{
+    enum { F_LLMC, F_ST, F_CKPT } target;
+    if (!to) to = ends_with(dst, ".bin") ? "llmc" : ends_with(dst, ".safetensors") ? "safetensors" : "ckpt";
+    if (!strcmp(to, "llmc")) target = F_LLMC;
+    else if (!strcmp(to, "safetensors")) target = F_ST;
+    else if (!strcmp(to, "ckpt")) target = F_CKPT;
+    else return die(2, "convert: --to '%s' is not one of llmc, safetensors, ckpt", to);
+    if (strlen(dst) > 4000) return die(2, "convert: destination name of %zu bytes is too long (at most 4000)", strlen(dst));
+    const int from_ckpt = is_dir(src);
+    if (!from_ckpt && access(src, R_OK)) return die(2, "convert: %s: %s", src, strerror(errno));
+    if (from_ckpt && target == F_CKPT)
+        return die(2, "convert: %s is already a checkpoint (ptrain-run --resume reshards it to any plan; "
+                      "valid targets: --to llmc, --to safetensors)", src);
+    holder h;
+    memset(&h, 0, sizeof h);
+    pt_gpt_config cfg;
+    long step = 0;
+    char path[4200];
+    int status = 0;
+    MPI_Init(NULL, NULL);
+    if (from_ckpt) {
+        json_t *man = NULL;
+        int rc = resolve(src, path, sizeof path);
+        if (!rc) rc = load_manifest(path, &man);
+        if (!rc) rc = manifest_config(man, &cfg);
+        json_decref(man);
+        if (rc) {
+            status = die(2, "convert: %s", pt_errmsg());
+            goto out;
+        }
+        pt_ckpt_meta meta;
+        if ((rc = holder_build(&h, &cfg, 1)) || (rc = pt_ckpt_load(path, &h.tr, &h.plan, &cfg, &meta))) {
+            status = die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
+            goto out;
+        }
+        step = meta.step;
+    } else {
+        snprintf(path, sizeof path, "%s", src);
+        int rc = llmc_read(src, &h, &cfg);
+        if (rc) {
+            status = die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
+            goto out;
+        }
+    }
+    int64_t bytes = 0;
+    int rc;
+    char what[512];
+    if (target == F_LLMC) {
+        rc = write_llmc(&h, dst, &bytes);
+        snprintf(what, sizeof what, "llm.c gpt2 version %d (fp32), Vp=%d", LLMC_VERSION_FP32,
+                 (cfg.vocab + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD);
+    } else if (target == F_ST) {
+        rc = write_safetensors(&h, dst, step, &bytes);
+        snprintf(what, sizeof what, "safetensors, Hugging Face GPT-2 names, F32");
+    } else {
+        pt_ckpt_meta meta = {.step = 0, .adam_step = 0, .seed = 0, .lr = 0, .min_lr = 0, .warmup = 0, .total_steps = 0};
+        snprintf(meta.model, sizeof meta.model, "%s", preset_of(&cfg));
+        snprintf(meta.data, sizeof meta.data, "llm.c:%.240s", src);
+        char saved[4200];
+        rc = pt_ckpt_save(dst, &h.tr, &h.plan, &cfg, &meta, 0, saved, sizeof saved);
+        snprintf(what, sizeof what, "checkpoint %.200s, step 0, fresh AdamW state, model %s", saved, meta.model);
+    }
+    if (rc) {
+        status = die(1, "convert: %s", pt_errmsg());
+        goto out;
+    }
+    printf("convert: %s (step %ld, L=%d H=%d C=%d T=%d V=%d) -> %s (%s%s", path, step, cfg.n_layer, cfg.n_head,
+           cfg.n_embd, cfg.seq_len, cfg.vocab, dst, what, bytes ? "" : ")\n");
+    if (bytes) printf(", %lld bytes)\n", (long long)bytes);
+out:
+    holder_free(&h);
+    MPI_Finalize();
+    return status;
+}
+
+
+/* ---- sample -------------------------------------------------------------------
+ * Autoregressive sampling from the model of a checkpoint, on one process
+ * (the checkpoint resharded to the full model, as convert does): for each
+ * new token, the forward pass over the last min(n, T) tokens (the rest of
+ * the T positions padded; attention is causal, so padding after position
+ * n-1 does not change its logits), the logits row of the last real
+ * position copied out of the model (backend copy2d), then on the host:
+ * top-k filtering (Fan et al. 2018, "Hierarchical Neural Story
+ * Generation", sec. 5.4: keep the k largest logits; ties at the k-th value
+ * broken by the lower id), softmax at temperature F (logits / F), and one
+ * draw by inverse CDF over the kept ids in id order with a uniform number
+ * from a seeded xorshift64* generator (as llm.c's sample_mult with its
+ * random_f32), so a seed gives the same text on every machine with the
+ * same floating-point results.  --top-k 1 is greedy decoding (argmax, the
+ * lowest id among equal maxima). */
+
+typedef struct sample_opts {
+    const char *prompt, *vocab_dir, *logits_file;
+    long tokens, top_k;
+    double temperature;
+    unsigned long long seed;
+    int ids;
+} sample_opts;
+
+static uint64_t rng_next(uint64_t *s)
+{
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return *s * 0x2545F4914F6CDD1Dull;
+}
+
+typedef struct cand { float v; int id; } cand;
+static int cand_cmp(const void *a, const void *b)
+{
+    const cand *x = a, *y = b;
+    if (x->v != y->v) return x->v < y->v ? 1 : -1;
+    return x->id - y->id;
+}
+
+/* one id from logits [V] (host memory); scratch c [V] */
+static int sample_one(const float *logits, int V, double temp, long top_k, uint64_t *rng, cand *c)
+{
+    int n = V;
+    for (int i = 0; i < V; i++) c[i] = (cand){logits[i], i};
+    if (top_k > 0 && top_k < V) {
+        qsort(c, (size_t)V, sizeof *c, cand_cmp);
+        n = (int)top_k;
+        /* back to id order for the draw */
+        for (int i = 1; i < n; i++)
+            for (int j = i; j > 0 && c[j - 1].id > c[j].id; j--) {
+                cand t = c[j]; c[j] = c[j - 1]; c[j - 1] = t;
+            }
+    }
+    if (n == 1) return c[0].id;
+    float mx = c[0].v;
+    for (int i = 1; i < n; i++) if (c[i].v > mx) mx = c[i].v;
+    double sum = 0;
+    for (int i = 0; i < n; i++) sum += exp(((double)c[i].v - mx) / temp);
+    const double coin = (double)(rng_next(rng) >> 11) / 9007199254740992.0 * sum;
+    double cdf = 0;
+    for (int i = 0; i < n; i++) {
+        cdf += exp(((double)c[i].v - mx) / temp);
+        if (coin < cdf) return c[i].id;
+    }
+    return c[n - 1].id; /* rounding */
+}
+
+static int cmd_sample(const char *arg, const sample_opts *so)
+{
+    if (!so->vocab_dir) return die(2, "sample: the GPT-2 tokenizer is needed: --vocab-dir DIR or $PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
+    pt_bpe *bpe = NULL;
+    if (pt_bpe_load(&bpe, so->vocab_dir))
+        return die(2, "sample: the GPT-2 tokenizer (--vocab-dir %s): %s", so->vocab_dir, pt_errmsg());
+    char path[4200];
+    json_t *man = NULL;
+    pt_gpt_config cfg;
+    int rc = resolve(arg, path, sizeof path);
+    if (!rc) rc = load_manifest(path, &man);
+    if (!rc) rc = manifest_config(man, &cfg);
+    json_decref(man);
+    if (rc) {
+        pt_bpe_free(bpe);
+        return die(2, "sample: %s", pt_errmsg());
+    }
+    int32_t *pids = NULL;
+    size_t np = 0;
+    if (pt_bpe_encode(bpe, so->prompt, strlen(so->prompt), &pids, &np)) {
+        pt_bpe_free(bpe);
+        return die(2, "sample: --prompt: %s", pt_errmsg());
+    }
+    const int V = cfg.vocab, T = cfg.seq_len;
+    const int eot = pt_bpe_eot(bpe);
+    if (np == 0) { /* no prompt: start from <|endoftext|>, as GPT-2 and llm.c do */
+        free(pids);
+        pids = malloc(sizeof *pids);
+        if (!pids || eot < 0 || eot >= V) {
+            free(pids);
+            pt_bpe_free(bpe);
+            return die(2, "sample: an empty --prompt starts from <|endoftext|> (%d), outside this model's vocabulary of %d", eot, V);
+        }
+        pids[0] = eot;
+        np = 1;
+    }
+    for (size_t i = 0; i < np; i++)
+        if (pids[i] >= V) {
+            int bad = pids[i];
+            free(pids);
+            pt_bpe_free(bpe);
+            return die(2, "sample: the prompt's token %d (position %zu) is outside this model's vocabulary of %d ids", bad, i, V);
+        }
+    int status = 0;
+    FILE *lf = NULL;
+    holder h;
+    memset(&h, 0, sizeof h);
+    const size_t total = np + (size_t)so->tokens;
+    int32_t *all = malloc(sizeof *all * total), *in = calloc((size_t)T, sizeof *in), *tg = calloc((size_t)T, sizeof *tg);
+    float *row = malloc(sizeof *row * (size_t)V);
+    cand *sc = malloc(sizeof *sc * (size_t)V);
+    MPI_Init(NULL, NULL);
+    if (!all || !in || !tg || !row || !sc) {
+        status = die(1, "sample: out of memory");
+        goto out;
+    }
+    memcpy(all, pids, sizeof *all * np);
+    pt_ckpt_meta meta;
+    if ((rc = holder_build(&h, &cfg, T)) || (rc = pt_ckpt_load(path, &h.tr, &h.plan, &cfg, &meta))) {
+        status = die(rc == PT_ENOMEM ? 1 : 2, "sample: %s", pt_errmsg());
+        goto out;
+    }
+    if (so->logits_file && !(lf = fopen(so->logits_file, "wb"))) {
+        status = die(2, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+        goto out;
+    }
+    fprintf(stderr, "sample: %s (step %ld, L=%d H=%d C=%d T=%d V=%d): %zu prompt tokens + %ld, temperature %g, top-k %ld, seed %llu\n",
+            path, meta.step, cfg.n_layer, cfg.n_head, cfg.n_embd, T, V, np, so->tokens, so->temperature, so->top_k,
+            so->seed);
+    uint64_t rng = so->seed * 0x9E3779B97F4A7C15ull + 0x6A09E667F3BCC909ull;
+    if (!rng) rng = 1;
+    size_t n = np;
+    const int Vl = h.model.g.Vl;
+    for (long s = 0; s < so->tokens; s++) {
+        const size_t w = n < (size_t)T ? n : (size_t)T;
+        memcpy(in, all + (n - w), sizeof *in * w);
+        memset(in + w, 0, sizeof *in * ((size_t)T - w));
+        float loss;
+        if ((rc = pt_gpt_forward(&h.model, in, tg, &loss))) {
+            status = die(1, "sample: forward: %s", pt_errmsg());
+            goto out;
+        }
+        h.model.ops->copy2d(row, sizeof(float) * (size_t)V, h.model.logits + (w - 1) * (size_t)Vl,
+                            sizeof(float) * (size_t)Vl, sizeof(float) * (size_t)V, 1);
+        if (lf && fwrite(row, sizeof *row, (size_t)V, lf) != (size_t)V) {
+            status = die(1, "sample: --logits %s: write failed: %s", so->logits_file, strerror(errno));
+            goto out;
+        }
+        all[n++] = sample_one(row, V, so->temperature, so->top_k, &rng, sc);
+    }
+    if (so->ids) {
+        for (size_t i = np; i < n; i++) printf("%d\n", all[i]);
+    } else {
+        char *text = NULL;
+        size_t len;
+        if (pt_bpe_decode(bpe, all, n, &text, &len)) {
+            status = die(1, "sample: decode: %s", pt_errmsg());
+            goto out;
+        }
+        fwrite(text, 1, len, stdout);
+        putchar('\n');
+        free(text);
+    }
+out:
+    if (lf && fclose(lf) && !status) status = die(1, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+    holder_free(&h);
+    MPI_Finalize();
+    free(all);
+    free(in);
+    free(tg);
+    free(row);
+    free(sc);
+    free(pids);
+    pt_bpe_free(bpe);
+    return status;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    static const struct option lo[] = {
+        {"to", required_argument, 0, 't'},
+        {"prompt", required_argument, 0, 'p'},
+        {"tokens", required_argument, 0, 'n'},
+        {"temperature", required_argument, 0, 'T'},
+        {"top-k", required_argument, 0, 'k'},
+        {"seed", required_argument, 0, 's'},
+        {"vocab-dir", required_argument, 0, 'v'},
+        {"ids", no_argument, 0, 'i'},
+        {"logits", required_argument, 0, 'l'},
+        {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
+        {0, 0, 0, 0},
+    };
+    const char *c = argv[1], *to = NULL;
+    const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert") || !strcmp(c, "sample");
+    sample_opts so = {.prompt = "", .tokens = 64, .temperature = 1.0, .top_k = 0, .seed = 1337};
+    so.vocab_dir = getenv("PTRAIN_BPE_DIR");
+    if (so.vocab_dir && !*so.vocab_dir) so.vocab_dir = NULL;
+    if (!sub && strcmp(c, "--help") && strcmp(c, "-h") && strcmp(c, "help") && strcmp(c, "--version") &&
+        strcmp(c, "-V"))
+        return die(2, "unknown command '%s' (valid: info, verify, convert, sample, --help, --version)", c);
+    if (!strcmp(c, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    opterr = 0;
+    optind = sub ? 2 : 1;
+    int o, li = 0;
+    while ((o = getopt_long(argc, argv, ":hV", lo, &li)) != -1) {
+        switch (o) {
+        case 't':
+            if (strcmp(c, "convert")) return die(2, "%s: --to is only valid for convert", c);
+            to = optarg;
+            break;
+        case 'p': case 'n': case 'T': case 'k': case 's': case 'v': case 'i': case 'l':
+            if (strcmp(c, "sample")) return die(2, "%s: --%s is only valid for sample", c, lo[li].name);
+            if (o == 'p') so.prompt = optarg;
+            else if (o == 'v') so.vocab_dir = optarg;
+            else if (o == 'l') so.logits_file = optarg;
+            else if (o == 'i') so.ids = 1;
+            else if (o == 'n' && pt_parse_int("--tokens", optarg, 1, 1000000, &so.tokens)) return die(2, "sample: %s", pt_errmsg());
+            else if (o == 'k' && pt_parse_int("--top-k", optarg, 0, 1 << 24, &so.top_k)) return die(2, "sample: %s", pt_errmsg());
+            else if (o == 's') {
+                long v;
+                if (pt_parse_int("--seed", optarg, 0, 2147483647L, &v)) return die(2, "sample: %s", pt_errmsg());
+                so.seed = (unsigned long long)v;
+            } else if (o == 'T') {
+                char *end;
+                errno = 0;
+                double f = strtod(optarg, &end);
+                if (end == optarg || *end || errno || !(f > 0) || f > 100)
+                    return die(2, "sample: --temperature '%s' is not a number in (0, 100] (use --top-k 1 for greedy decoding)", optarg);
+                so.temperature = f;
+            }
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        case 'V':
+            printf("%s (ptrain) %s\n", cmd, PACKAGE_VERSION);
+            return 0;
+        case ':':
+            return die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
+        default:
+            return die(2, "%s: unknown option '%s' (valid: --to FORMAT (convert); --prompt, --tokens, --temperature, "
+                          "--top-k, --seed, --vocab-dir, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
+        }
+    }
+    if (!sub) return die(2, "a command is needed (valid: info, verify, convert, sample)");
+    const int nargs = argc - optind, want = strcmp(c, "convert") ? 1 : 2;
+    if (nargs != want)
+        return die(2, "%s: needs %s (got %d arguments)", c, want == 1 ? "one checkpoint directory" : "SRC and DST",
+                   nargs);
+    if (!strcmp(c, "info")) return cmd_info(argv[optind]);
+    if (!strcmp(c, "verify")) return cmd_verify(argv[optind]);
+    if (!strcmp(c, "sample")) return cmd_sample(argv[optind], &so);
+    return convert(to, argv[optind], argv[optind + 1]);
+}
