@@ -39,6 +39,9 @@ typedef struct pt_model_shape {
 int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m, pt_error *err);
 /* "test, tiny, small, gpt2-124M" */
 const char *pt_model_preset_names(void);
+/* The preset called name into *m (m may be NULL): 0, or -1 (no message)
+ * when there is none; lib/model's pt_gpt_preset delegates to it. */
+int pt_model_preset(const char *name, pt_model_shape *m);
 
 /* Groups of a step's traffic, as ptrain-run's metrics name them. */
 enum { PT_GRP_DP, PT_GRP_TP, PT_GRP_PP, PT_GRP_SP, PT_GRP_SYNC, PT_GRP_N };
@@ -62,9 +65,16 @@ typedef struct pt_hw {
 typedef struct pt_cost {
     double flops;                 /* per rank, forward + backward + recompute */
     double bytes[PT_GRP_N];       /* bytes sent per rank per step, by group */
-    double msgs[PT_GRP_N];        /* collective calls per rank per step (for alpha) */
+    double msgs[PT_GRP_N];        /* collective calls per rank per step (as the counters' calls) */
+    double lat_steps[PT_GRP_N];   /* latency terms per rank per step: a ring collective over p
+                                   * ranks costs (p-1) alphas, an allreduce 2(p-1), a send 1
+                                   * (Thakur et al. 2005, sec. 4) */
     double mem_params, mem_grads, mem_optim, mem_act; /* bytes per rank at the peak */
-    double mem_total;             /* their sum */
+    double mem_total;             /* their sum: the arena during a step */
+    double mem_peak;              /* the arena's high-water mark (what ptrain-run's peak_mib
+                                   * reports): max(mem_total, the start-up peak, where ZeRO-2/3
+                                   * initialise through full-size temporaries); compare this
+                                   * with pt_hw.mem_bytes */
     double bubble;                /* idle fraction of the pipeline: (pp-1)/m, interleaved (pp-1)/(v m) */
     double t_compute;             /* flops / gemm rate */
     double t_comm[PT_GRP_N];      /* alpha * msgs + bytes / bandwidth of the group's link */
