@@ -105,7 +105,9 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
             r - t * sT,          /* tp */
             r - pr * sP,         /* pp (stage to stage) */
             r - s * sS,          /* sp */
-            r - d * sD - s * sS, /* sync: dp x sp */
+            r - d * sD - s * sS - t * sT, /* sync: dp x sp x tp (the gradient sum over
+                                           * dp x sp and over the tp axes a parameter is
+                                           * replicated on, as ptrain-run counts it) */
         };
         for (int g = 0; g < PT_GRP_N; g++) {
             if (link[g] == PT_NET_INTER || lead[g] == r) continue;
@@ -282,7 +284,7 @@ typedef struct search_ctx {
     const pt_model_shape *m;
     int global_batch, world;
     top_list top;
-    long nconsidered, nfit;
+    long nconsidered, nfit, nprobed;
     double least_mem;       /* the least mem_total of an evaluated plan (bytes) */
     pt_candidate least;     /* the plan that needs it */
     int have_least;
@@ -318,7 +320,7 @@ static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
 {
     pt_error e;
     int bpd = x->global_batch / p->dp;
-    if (pt_plan_validate(p, x->world, &e) < 0 || pt_plan_check_model(p, x->m->n_layer, bpd, &e) < 0)
+    if (pt_plan_validate(p, x->world, NULL) < 0 || pt_plan_check_model(p, x->m->n_layer, bpd, NULL) < 0)
         return 0;
     pt_candidate cand;
     memset(&cand, 0, sizeof cand);
@@ -379,6 +381,10 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
         if (!(scheds & (1u << sched))) continue;
         if (req->schedule != PT_SCHED_1F1B && sched != req->schedule) continue; /* pinned */
         if (p->pp == 1 && sched != PT_SCHED_1F1B) continue; /* no pipeline: one schedule */
+        /* GPipe has 1F1B's bubble and holds more microbatches' activations
+         * (Narayanan et al. 2021, sec. 2.1): only when 1F1B is not allowed */
+        if (sched == PT_SCHED_GPIPE && req->schedule != PT_SCHED_GPIPE && (scheds & (1u << PT_SCHED_1F1B)))
+            continue;
         int vlo = 1, vhi = 1;
         if (sched == PT_SCHED_INTERLEAVED) {
             vlo = req->virtual_stages > 1 ? req->virtual_stages : 2;
@@ -430,7 +436,12 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
                     }
                     /* recompute only when the plan does not fit without */
                     q.ckpt_act = PT_RECOMPUTE_NONE;
-                    if (consider(x, &q, link)) continue;
+                    if (consider(x, &q, link)) {
+                        /* without a pipeline more microbatches only add
+                         * messages: the first count that fits is the one */
+                        if (q.pp == 1) break;
+                        continue;
+                    }
                     q.ckpt_act = PT_RECOMPUTE_ATTENTION;
                     if (consider(x, &q, link)) continue;
                     q.ckpt_act = PT_RECOMPUTE_BLOCK;
@@ -438,6 +449,73 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
                 }
         }
     }
+}
+
+/* Whether any pipeline variant of grid p can fit memory: evaluates the
+ * most frugal one (the largest microbatch count, so the smallest
+ * microbatches; 1F1B, which holds at most pp microbatches in flight,
+ * unless another schedule is pinned; block recompute unless recompute is
+ * pinned).  Activation memory only grows from there, and parameters,
+ * gradients and optimizer state do not depend on the pipeline settings,
+ * so when this one does not fit, none does; when the model accepts no
+ * microbatch count (heads, width or batch do not divide as the layout
+ * needs), no variant would be accepted either.  0: skip the grid; 1:
+ * search it (also when the probe cannot be built). */
+static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N], const pt_plan *req,
+                        const pt_plan_limits *lim)
+{
+    int L = x->m->n_layer, bpd = x->global_batch / p->dp;
+    unsigned scheds = lim ? lim->schedules : ~0u;
+    pt_plan q = *p;
+    q.schedule = req->schedule != PT_SCHED_1F1B ? req->schedule
+                 : (scheds & (1u << PT_SCHED_1F1B)) || p->pp == 1 ? PT_SCHED_1F1B
+                 : (scheds & (1u << PT_SCHED_GPIPE)) ? PT_SCHED_GPIPE
+                                                      : PT_SCHED_INTERLEAVED;
+    q.virtual_stages = q.schedule == PT_SCHED_INTERLEAVED ? (req->virtual_stages > 1 ? req->virtual_stages : 2) : 1;
+    int k = q.pp * q.virtual_stages;
+    if (k > L || k > PT_PP_SPLIT_MAX) return 1;
+    if (req->pp_split_n > 0) {
+        q.pp_split_n = req->pp_split_n;
+        memcpy(q.pp_split, req->pp_split, sizeof req->pp_split);
+    } else if (L % k) {
+        const int *sp_;
+        if (split_for(x, k, &sp_) < 0) return 1;
+        q.pp_split_n = k;
+        memcpy(q.pp_split, sp_, sizeof(int) * (size_t)k);
+    }
+    q.ckpt_act = req->ckpt_act != PT_RECOMPUTE_NONE ? req->ckpt_act : PT_RECOMPUTE_BLOCK;
+    /* from the most microbatches down: the first the model accepts (2d
+     * and 3d need microbatches of several sequences) */
+    int mbs[8], nmb;
+    if (req->microbatches > 0) {
+        mbs[0] = req->microbatches;
+        nmb = 1;
+    } else {
+        nmb = microbatch_set(bpd, p->pp, mbs);
+    }
+    for (int i = nmb - 1; i >= 0; i--) {
+        q.microbatches = mbs[i];
+        if (q.schedule == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
+        pt_error e;
+        if (pt_plan_validate(&q, x->world, NULL) < 0 || pt_plan_check_model(&q, L, bpd, NULL) < 0) continue;
+        pt_cost cost;
+        x->nprobed++;
+        if (pt_cost_eval(x->m, x->global_batch, &q, &x->c->hw, link, &cost, &e) < 0) {
+            x->last_err = e;
+            x->have_err = 1;
+            continue;
+        }
+        if (!x->have_least || cost.mem_peak < x->least_mem) {
+            x->least_mem = cost.mem_peak;
+            memset(&x->least, 0, sizeof x->least);
+            x->least.plan = q;
+            x->least.cost = cost;
+            x->have_least = 1;
+        }
+        if (x->c->hw.mem_bytes > 0 && cost.mem_peak > x->c->hw.mem_bytes) return 0;
+        return 1;
+    }
+    return 0; /* the model accepts none: no variant would be */
 }
 
 /* A tensor-parallel shape: mode, tp and 2.5d depth. */
@@ -569,7 +647,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                         if (req->zero > 0 && z != req->zero) continue;
                         if (z > 0 && dp * sp == 1) continue;
                         p.zero = z;
-                        pipeline_variants(&x, &p, link, req, lim);
+                        if (grid_may_fit(&x, &p, link, req, lim)) pipeline_variants(&x, &p, link, req, lim);
                     }
                 }
             }
@@ -623,7 +701,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     out->best = x.top.c[0];
     out->nrunners = x.top.n - 1;
     for (int i = 1; i < x.top.n; i++) out->runner[i - 1] = x.top.c[i];
-    out->nconsidered = x.nconsidered;
+    out->nconsidered = x.nconsidered + x.nprobed;
     out->nfit = x.nfit;
     why_line(out, &c->hw, out->why, sizeof out->why);
     return 0;
@@ -687,7 +765,17 @@ static void why_text(const pt_search_result *r, const pt_hw *hw, char *buf, size
                  hw->mem_bytes > 0 ? " memory and the model" : " the model", r->nfit, r->nconsidered);
         return;
     }
+    /* the rival: the best plan of another grid (mode, tp shape, dp, pp,
+     * sp); a runner-up that differs only in its ZeRO stage says less */
     const pt_candidate *o = &r->runner[0];
+    for (int i = 0; i < r->nrunners; i++) {
+        const pt_plan *a = &r->runner[i].plan, *w = &b->plan;
+        if (a->mode != w->mode || a->tp != w->tp || a->tp_depth != w->tp_depth || a->dp != w->dp ||
+            a->pp != w->pp || a->sp != w->sp) {
+            o = &r->runner[i];
+            break;
+        }
+    }
     char lo[128];
     label(&o->plan, lo, sizeof lo);
     /* the part of the step where the winner gains most over the runner-up */
@@ -732,7 +820,7 @@ static void row(char *buf, size_t n, size_t *k, const char *mark, const pt_candi
 {
     char lb[128];
     label(&c->plan, lb, sizeof lb);
-    put(buf, n, k, "%-2s%-34s %9.3f %9.3f", mark, lb, c->cost.t_step * 1e3, c->cost.t_compute * 1e3);
+    put(buf, n, k, "%-2s%-44s %9.3f %9.3f", mark, lb, c->cost.t_step * 1e3, c->cost.t_compute * 1e3);
     for (int g = 0; g < PT_GRP_N; g++) {
         if (c->cost.t_comm[g] > 0 || c->cost.bytes[g] > 0)
             put(buf, n, k, " %8.3f%-5s", c->cost.t_comm[g] * 1e3, short_link(c->link[g]));
@@ -754,7 +842,7 @@ size_t pt_plan_explain(const pt_search_result *r, const pt_model_shape *m, int g
         b->dp * b->pp * b->tp * b->sp);
     put(buf, n, &k, "plans evaluated %ld, fitting %ld; times in ms per step, memory in GB per rank\n",
         r->nconsidered, r->nfit);
-    put(buf, n, &k, "  %-34s %9s %9s", "layout", "t_step", "compute");
+    put(buf, n, &k, "  %-44s %9s %9s", "layout", "t_step", "compute");
     for (int g = 0; g < PT_GRP_N; g++) put(buf, n, &k, " %8s%-5s", pt_cost_group_name(g), "");
     put(buf, n, &k, " %8s %8s\n", "bubble", "mem");
     row(buf, n, &k, "*", &r->best);

@@ -63,13 +63,19 @@ typedef struct pt_search_result {
  * pinned, 3d l*l*l; tp = 1 once, as 1d), sp > 1 only with tp = 1 and
  * T % sp == 0, pp <= min(max_pp, n_layer), dp dividing global_batch;
  * rank orders DPT and, with dp > 1 and pp > 1, PDT; ZeRO 0..max_zero
- * (> 0 needs dp*sp > 1); schedules of lim->schedules (pp > 1), interleaved
+ * (> 0 needs dp*sp > 1); schedules of lim->schedules (pp > 1; GPipe only
+ * when pinned or 1F1B is not allowed: it has 1F1B's bubble and more
+ * activations in flight, Narayanan et al. 2021, sec. 2.1), interleaved
  * with v = 2 and every larger v (<= PT_VIRTUAL_STAGES_MAX) that splits the
  * layers evenly; the even split when pp*v divides n_layer and the min-max
  * split of pt_plan_layer_costs (pt_plan_split_layers) when it differs;
  * microbatches 1 (pp = 1) and the smallest divisors of the per-dp batch at
- * or above pp, 2pp, 4pp, 8pp, and the per-dp batch; recompute none, and
- * attention then block only when the plan does not fit without.
+ * or above pp, 2pp, 4pp, 8pp, and the per-dp batch (with pp = 1 only up to
+ * the first count that fits without recompute: more only add messages);
+ * recompute none, and attention then block only when the plan does not
+ * fit without.  A grid (and ZeRO stage) is skipped when its most frugal
+ * variant (most microbatches the model accepts, 1F1B, block recompute)
+ * does not fit memory.
  * Pins: a size > 0 in req fixes it; req->zero > 0 fixes the ZeRO stage
  * (0 lets the search choose 0..max_zero: set lim->max_zero = 0 to forbid
  * ZeRO); a schedule other than 1f1b and virtual_stages > 1 fix the
@@ -80,7 +86,13 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                    const pt_plan *req, pt_search_result *out, pt_error *err);
 
 /* The slowest link class each group of plan p spans when its ranks are
- * numbered node by node (pt_plan_rank) in p's rank order on cluster c. */
+ * numbered node by node (pt_plan_rank) in p's rank order on cluster c:
+ * island when every member sits on one island (island_ranks consecutive
+ * ranks of a node), node when on one node, else network.  Groups: dp, tp,
+ * pp (the ranks of one pipeline, stage to stage), sp, and sync (the ranks
+ * of one stage: the gradient sum over dp x sp and over the tp axes a
+ * parameter is replicated on, as ptrain-run's "sync" counter).  A plan
+ * that is not a grid of c's ranks gets network for every group > 1. */
 void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N]);
 
 /* Uneven stage split (Alpa sec. 5.2, a min-max dynamic program): given

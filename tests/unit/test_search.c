@@ -150,7 +150,7 @@ static void brute_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N
         {1, 1, 0, 1}, /* tp */
         {1, 0, 1, 1}, /* pp */
         {1, 1, 1, 0}, /* sp */
-        {0, 1, 1, 0}, /* sync: dp x sp */
+        {0, 1, 0, 0}, /* sync: dp x sp x tp (tp axes a parameter is replicated on) */
     };
     for (int g = 0; g < PT_GRP_N; g++) {
         link[g] = PT_NET_ISLAND;
