@@ -109,6 +109,8 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
             cpu_src = "estimate (no measurement: 10 GB/s island, 5 GB/s node)";
         }
     }
+    if (t->nnuma == 1) cpu_node = cpu_isl; /* one NUMA node: no slower link inside */
+    if (!gpu && *island_ranks == 0 && t->nnuma > 1 && tpn > 1) cpu_isl = cpu_node; /* one island over NUMA nodes */
     if (!gpu || used <= 1) {
         hw->gbps[PT_NET_ISLAND] = cpu_isl;
         hw->gbps[PT_NET_NODE] = cpu_node;
