@@ -106,7 +106,7 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         } else {
             cpu_isl = 10.0;
             cpu_node = 5.0;
-            cpu_src = "estimate (no measurement: 10 GB/s island, 5 GB/s node)";
+            cpu_src = "estimate (no measurement)";
         }
     }
     if (t->nnuma == 1) cpu_node = cpu_isl; /* one NUMA node: no slower link inside */
