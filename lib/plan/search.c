@@ -537,7 +537,19 @@ static int tp_shapes(const pt_plan *req, unsigned modes, int n, int cap, tp_shap
         if (t == 1) {
             if (named != PT_MODE_OFF && req->tp != 1) continue; /* a named mode is never tp = 1 */
             if (req->tp_depth > 1) continue;
-            if (k < max) out[k++] = (tp_shape){named != PT_MODE_OFF ? named : PT_MODE_1D, 1, 1};
+            /* auto: labelled 1d, or the first allowed mode when the
+             * admin does not allow 1d (every mode's grid has tp = 1) */
+            pt_mode lab = named;
+            if (lab == PT_MODE_OFF) {
+                lab = PT_MODE_1D;
+                if (!(modes & (1u << PT_MODE_1D)))
+                    for (int mo = PT_MODE_2D; mo <= PT_MODE_3D; mo++)
+                        if (modes & (1u << mo)) {
+                            lab = (pt_mode)mo;
+                            break;
+                        }
+            }
+            if (k < max) out[k++] = (tp_shape){lab, 1, 1};
             continue;
         }
         for (int mo = PT_MODE_1D; mo <= PT_MODE_3D; mo++) {
@@ -588,7 +600,20 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     if (req->mode == PT_MODE_OFF)
         return pt_errprintf(err, "--ptrain-mode=off plans nothing (valid for a search: auto, 1d, "
                             "2d, 2.5d, 3d)");
-    if (pt_plan_request_check(req, lim, err) < 0) return -1;
+    {
+        /* auto may choose any allowed mode here (pt_plan_request_check
+         * holds auto to 1d, the old fixed rule): check the request as the
+         * first allowed named mode */
+        pt_plan rq = *req;
+        unsigned allowed = lim ? lim->modes : ~0u;
+        if (rq.mode == PT_MODE_AUTO && !(allowed & (1u << PT_MODE_1D)))
+            for (int mo = PT_MODE_2D; mo <= PT_MODE_3D; mo++)
+                if (allowed & (1u << mo)) {
+                    rq.mode = (pt_mode)mo;
+                    break;
+                }
+        if (pt_plan_request_check(&rq, lim, err) < 0) return -1;
+    }
     int max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
     int max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
     int max_zero = lim ? lim->max_zero : 3;

@@ -60,7 +60,8 @@ typedef struct pt_search_result {
  *
  * What is searched: every tp shape of the allowed modes (1d any divisor,
  * 2d q*q, 2.5d d*q*q with d >= 2 and q >= 2 unless the mode or depth is
- * pinned, 3d l*l*l; tp = 1 once, as 1d), sp > 1 only with tp = 1 and
+ * pinned, 3d l*l*l; tp = 1 once, as 1d, or as the first allowed mode
+ * when lim->modes leaves 1d out; auto is checked as that mode too), sp > 1 only with tp = 1 and
  * T % sp == 0, pp <= min(max_pp, n_layer), dp dividing global_batch;
  * rank orders DPT and, with dp > 1 and pp > 1, PDT; ZeRO 0..max_zero
  * (> 0 needs dp*sp > 1); schedules of lim->schedules (pp > 1; GPipe only
