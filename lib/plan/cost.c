@@ -570,7 +570,8 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
 
     pt_cost c;
     memset(&c, 0, sizeof c);
-    double best_mem = -1;
+    double best_mem = -1, flops_sum = 0;
+    const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
     for (int r = 0; r < pp; r++) {
         memset(has, 0, (size_t)L);
         int nblk = 0, pp_sends = 0;
@@ -658,6 +659,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         const double mem_init = 4.0 * (act_model + state + st.zero_init_extra);
         const double peak = mem_total > mem_init ? mem_total : mem_init;
         if (flops > c.flops) c.flops = flops;
+        flops_sum += flops;
         if (peak > best_mem) {
             best_mem = peak;
             c.mem_params = 4.0 * st.zero_params;
@@ -669,7 +671,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         }
         /* time of this rank (alpha-beta per group, compute at the GEMM rate) */
         if (hw) {
-            double tc = hw->gemm_gflops > 0 ? flops / (hw->gemm_gflops * 1e9) : 0, tg[PT_GRP_N];
+            double tc = hw->gemm_gflops > 0 ? flops * oversub / (hw->gemm_gflops * 1e9) : 0, tg[PT_GRP_N];
             for (int k = 0; k < PT_GRP_N; k++) {
                 int lk = link ? link[k] : PT_NET_NODE;
                 if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
@@ -683,8 +685,9 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     }
     free(has);
     if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
+    if (oversub > 1 && hw && hw->gemm_gflops > 0) c.t_compute = flops_sum / pp * oversub / (hw->gemm_gflops * 1e9);
     const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
-    c.t_bubble = c.bubble * pipelined;
+    c.t_bubble = oversub > 1 ? 0 : c.bubble * pipelined;
     c.t_step = pipelined + c.t_bubble + c.t_comm[PT_GRP_DP] + c.t_comm[PT_GRP_SYNC];
     if (out) *out = c;
     return 0;

@@ -103,6 +103,14 @@ typedef struct pt_hw {
     double mem_bytes;         /* memory one rank may use (bytes); 0 = unlimited */
     double lat_s[PT_NET_N];   /* alpha: latency of one message on each link class (s) */
     double gbps[PT_NET_N];    /* 1/beta: bandwidth of one rank on each link class (GB/s) */
+    double ranks_per_core;    /* ranks time-sharing one core (an oversubscribed node, e.g. 4-8
+                               * ranks on a 2-core CI machine); 0 or <= 1: each rank has its
+                               * own.  Above 1, gemm_gflops is one core's rate, a rank gets
+                               * 1/ranks_per_core of it, and the pipeline bubble costs no
+                               * time: a waiting rank yields its core (Open MPI does when
+                               * oversubscribed) to ranks with work, so t_compute is the
+                               * pipeline ranks' mean work, not the busiest rank's, and
+                               * t_bubble is 0 (bubble still reports the fraction). */
 } pt_hw;
 
 /* A plan's cost for one optimizer step of `global_batch` sequences of
@@ -139,9 +147,17 @@ typedef struct pt_cost {
 /* Evaluate plan p (a concrete plan: pt_plan_validate passes for its
  * world) for model m and global_batch sequences per step; link[g] is the
  * slowest link class group g spans under the plan's placement (from
- * pt_place_links, lib/plan/search.h).  Returns 0, or -1 with one line
- * when the plan does not fit the model (heads, width, layers, batch not
- * divisible as the layout needs). */
+ * pt_place_links, lib/plan/search.h); link NULL means PT_NET_NODE for
+ * every group, hw NULL leaves the times 0 (bytes, FLOPs and memory do not
+ * need the machine).  out may be NULL (a fit check).  Returns 0, or -1
+ * with one line naming the value and what would fit when the plan does
+ * not fit the model: pt_plan_validate's and pt_plan_check_model's checks
+ * (pp * virtual_stages <= n_layer, the split, microbatches dividing the
+ * global_batch / dp sequences), global_batch a multiple of dp, T a
+ * multiple of sp, and the layout's geometry on a microbatch as lib/model's
+ * pt_gpt_check_plan (1d: tp | heads; 2d/2.5d: q | heads, depth*q | the
+ * microbatch; 3d: l | heads, l*l | C, l*l | the microbatch).  Cost:
+ * O(pp (L + m v)) time, no allocation that outlives the call. */
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                  const int link[PT_GRP_N], pt_cost *out, pt_error *err);
 
