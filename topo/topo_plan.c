@@ -201,15 +201,25 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     } else {
         int cores = t->ncores > 0 ? t->ncores : 1;
         double per_rank = (double)cores / tpn;
-        if (per_rank < 1) per_rank = 1.0 / (double)((tpn + cores - 1) / cores); /* tasks share cores */
+        if (per_rank < 1) {
+            /* more tasks than cores: gemm_gflops is one core's rate and
+             * ranks_per_core tells the cost model how many share it */
+            hw->ranks_per_core = (double)tpn / cores;
+            per_rank = 1;
+            note_add(note, note_len, &k, "cores: %d tasks on %d cores, %.3g ranks per core\n", tpn, cores,
+                     hw->ranks_per_core);
+        }
+        char share[64] = "";
+        if (hw->ranks_per_core > 1)
+            snprintf(share, sizeof share, ", one core's rate shared by %.3g ranks", hw->ranks_per_core);
         if (t->gemm_gflops > 0) {
             hw->gemm_gflops = t->gemm_gflops * per_rank;
-            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (measured %.4g per core x %.3g cores)\n",
-                     hw->gemm_gflops, t->gemm_gflops, per_rank);
+            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s (measured %.4g per core x %.3g cores%s)\n",
+                     hw->gemm_gflops, t->gemm_gflops, per_rank, share);
         } else {
             hw->gemm_gflops = 32.0 * per_rank;
-            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (estimate: 32 GFLOP/s per core x %.3g "
-                     "cores; ptrain-topo --probe measures it)\n", hw->gemm_gflops, per_rank);
+            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
+                     "ptrain-topo --probe measures it)\n", hw->gemm_gflops, per_rank, share);
         }
     }
     if (note && k > 0 && k < note_len && note[k - 1] == '\n') note[k - 1] = '\0';

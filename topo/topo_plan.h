@@ -57,7 +57,9 @@ typedef struct pt_topo_hw_override {
  *   cores per rank; GPU nodes the fp32 peak of the GPU's data sheet
  *   (H100/H200 51200, A100 19500, V100 15700 GFLOP/s; others 19500)
  *   shared by the ranks of a GPU (the measured per-core figure is for
- *   CPU nodes only).
+ *   CPU nodes only).  A CPU node with more tasks than cores gets one
+ *   core's rate and ranks_per_core = tasks / cores (the cost model shares
+ *   the core among them).
  * note (may be NULL): one line per figure saying where it came from
  * ("measured", "recorded", "estimate", "override").
  * Returns 0, or -1 with one line in err (tasks_per_node < 1, a model

@@ -90,11 +90,14 @@ int main(void)
         ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "gemm_gflops");
         free(js);
         tap_ok(ok, "cpu2s: no gemm_gflops in the JSON when it was not measured");
+        rc = pt_topo_plan_hw(&t, 4 * t.ncores, NULL, &hw, &isl, note, sizeof note, &err);
+        tap_ok(rc == 0 && hw.ranks_per_core == 4 && near(hw.gemm_gflops, 32) && strstr(note, "4 ranks per core"),
+               "cpu2s, 4 tasks per core: one core's rate, ranks_per_core 4");
         rc = pt_topo_plan_hw(&t, 0, NULL, &hw, &isl, note, sizeof note, &err);
         tap_ok(rc < 0 && strstr(err.text, "tasks per node 0"), "0 tasks per node refused: %s", err.text);
         pt_topo_free(&t);
     } else {
-        for (int i = 0; i < 4; i++) tap_ok(0, "cpu2s loads");
+        for (int i = 0; i < 5; i++) tap_ok(0, "cpu2s loads");
     }
     /* a JSON gemm_gflops that is not a rate is refused with its name */
     if (!load(&t, "build-machine.xml")) {
