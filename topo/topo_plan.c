@@ -214,12 +214,12 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
             snprintf(share, sizeof share, ", one core's rate shared by %.3g ranks", hw->ranks_per_core);
         if (t->gemm_gflops > 0) {
             hw->gemm_gflops = t->gemm_gflops * per_rank;
-            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s (measured %.4g per core x %.3g cores%s)\n",
-                     hw->gemm_gflops, t->gemm_gflops, per_rank, share);
+            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per %s (measured %.4g per core x %.3g cores%s)\n",
+                     hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", t->gemm_gflops, per_rank, share);
         } else {
             hw->gemm_gflops = 32.0 * per_rank;
-            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
-                     "ptrain-topo --probe measures it)\n", hw->gemm_gflops, per_rank, share);
+            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per %s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
+                     "ptrain-topo --probe measures it)\n", hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", per_rank, share);
         }
     }
     if (note && k > 0 && k < note_len && note[k - 1] == '\n') note[k - 1] = '\0';
