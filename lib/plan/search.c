@@ -290,6 +290,7 @@ typedef struct search_ctx {
     int have_least;
     pt_error last_err;      /* pt_cost_eval's last refusal */
     int have_err;
+    double round_best;      /* the least t_step of the plans kept since it was reset */
     double *layer_cost;     /* [n_layer] relative FLOPs per layer (pt_plan_layer_costs) */
     int split_state[PT_PP_SPLIT_MAX + 1]; /* per stage count k: 0 unknown, 1 even, 2 uneven, -1 none */
     int split[PT_PP_SPLIT_MAX + 1][PT_PP_SPLIT_MAX]; /* the min-max split into k stages */
@@ -315,13 +316,14 @@ static int split_for(search_ctx *x, int k, const int **out)
 }
 
 /* Evaluate one concrete plan: keeps it when it fits.  Returns 1 when it
- * fits memory, 0 when it does not (or the model refuses it). */
+ * fits memory, 0 when it does not, -1 when the plan is invalid or the
+ * model refuses it. */
 static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
 {
     pt_error e;
     int bpd = x->global_batch / p->dp;
     if (pt_plan_validate(p, x->world, NULL) < 0 || pt_plan_check_model(p, x->m->n_layer, bpd, NULL) < 0)
-        return 0;
+        return -1;
     pt_candidate cand;
     memset(&cand, 0, sizeof cand);
     cand.plan = *p;
@@ -330,7 +332,7 @@ static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
     if (pt_cost_eval(x->m, x->global_batch, p, &x->c->hw, link, &cand.cost, &e) < 0) {
         x->last_err = e;
         x->have_err = 1;
-        return 0;
+        return -1;
     }
     if (!x->have_least || cand.cost.mem_peak < x->least_mem) {
         x->least_mem = cand.cost.mem_peak;
@@ -339,6 +341,7 @@ static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
     }
     if (x->c->hw.mem_bytes > 0 && cand.cost.mem_peak > x->c->hw.mem_bytes) return 0;
     x->nfit++;
+    if (cand.cost.t_step < x->round_best) x->round_best = cand.cost.t_step;
     top_add(&x->top, &cand);
     return 1;
 }
@@ -392,11 +395,13 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
         } else if (req->virtual_stages > 1) {
             continue;
         }
+        double prev_best = INFINITY;
         for (int v = vlo; v <= vhi; v++) {
             int k = p->pp * v;
             if (k > L || k > PT_PP_SPLIT_MAX) break;
             /* beyond v = 2, only the v that split the layers evenly */
             if (v > 2 && L % k) continue;
+            x->round_best = INFINITY;
             /* splits: the user's, else even (when it divides) and the
              * min-max split of the per-layer FLOPs when it differs */
             pt_plan base = *p;
@@ -423,8 +428,38 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
                     nsplit++;
                 }
             }
-            for (int si = 0; si < nsplit; si++)
-                for (int mi = 0; mi < nmb; mi++) {
+            static const int rc_order[3] = {PT_RECOMPUTE_NONE, PT_RECOMPUTE_ATTENTION, PT_RECOMPUTE_BLOCK};
+            for (int si = 0; si < nsplit; si++) {
+                if (p->pp == 1) {
+                    for (int mi = 0; mi < nmb; mi++) {
+                        pt_plan q = splits[si];
+                        q.microbatches = mbs[mi];
+                        if (bpd % q.microbatches) continue;
+                        if (req->ckpt_act != PT_RECOMPUTE_NONE) {
+                            q.ckpt_act = req->ckpt_act;
+                            consider(x, &q, link);
+                            continue;
+                        }
+                        /* recompute only when the plan does not fit
+                         * without; without a pipeline more microbatches
+                         * only add messages: the first count that fits
+                         * without recompute is the last one tried */
+                        int f = 0;
+                        for (int ri = 0; ri < 3 && f == 0; ri++) {
+                            q.ckpt_act = rc_order[ri];
+                            f = consider(x, &q, link);
+                            if (f == 1 && ri == 0) mi = nmb;
+                        }
+                    }
+                    continue;
+                }
+                /* with a pipeline: from the most microbatches down.
+                 * Activation memory does not grow with more, smaller
+                 * microbatches, so a recompute mode that does not fit
+                 * here fits no smaller count: later counts start at the
+                 * next heavier mode, and stop when none is left. */
+                int floor_rc = 0;
+                for (int mi = nmb - 1; mi >= 0 && floor_rc < 3; mi--) {
                     pt_plan q = splits[si];
                     q.microbatches = mbs[mi];
                     if (sched == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
@@ -434,19 +469,22 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
                         consider(x, &q, link);
                         continue;
                     }
-                    /* recompute only when the plan does not fit without */
-                    q.ckpt_act = PT_RECOMPUTE_NONE;
-                    if (consider(x, &q, link)) {
-                        /* without a pipeline more microbatches only add
-                         * messages: the first count that fits is the one */
-                        if (q.pp == 1) break;
-                        continue;
+                    for (int ri = floor_rc; ri < 3; ri++) {
+                        q.ckpt_act = rc_order[ri];
+                        int f = consider(x, &q, link);
+                        if (f != 0) break;  /* fits, or the model refuses this count */
+                        floor_rc = ri + 1;  /* does not fit: nor at fewer microbatches */
                     }
-                    q.ckpt_act = PT_RECOMPUTE_ATTENTION;
-                    if (consider(x, &q, link)) continue;
-                    q.ckpt_act = PT_RECOMPUTE_BLOCK;
-                    consider(x, &q, link);
                 }
+            }
+            /* interleaving: the bubble shrinks as 1/v while the stage-to-
+             * stage sends grow as v and more chunks are in flight, so the
+             * step time is unimodal in v: stop at the first v that is no
+             * better than the one before (or fits nothing) */
+            if (sched == PT_SCHED_INTERLEAVED && req->virtual_stages <= 1) {
+                if (!(x->round_best < prev_best)) break;
+                prev_best = x->round_best;
+            }
         }
     }
 }

@@ -68,7 +68,8 @@ typedef struct pt_search_result {
  * when pinned or 1F1B is not allowed: it has 1F1B's bubble and more
  * activations in flight, Narayanan et al. 2021, sec. 2.1), interleaved
  * with v = 2 and every larger v (<= PT_VIRTUAL_STAGES_MAX) that splits the
- * layers evenly; the even split when pp*v divides n_layer and the min-max
+ * layers evenly, in ascending order until a v is no faster than the one
+ * before (the bubble shrinks as 1/v, the sends grow as v); the even split when pp*v divides n_layer and the min-max
  * split of pt_plan_layer_costs (pt_plan_split_layers) when it differs;
  * microbatches 1 (pp = 1) and the smallest divisors of the per-dp batch at
  * or above pp, 2pp, 4pp, 8pp, and the per-dp batch (with pp = 1 only up to
