@@ -883,7 +883,7 @@ static void row(char *buf, size_t n, size_t *k, const char *mark, const pt_candi
 {
     char lb[128];
     label(&c->plan, lb, sizeof lb);
-    put(buf, n, k, "%-2s%-44s %9.3f %9.3f", mark, lb, c->cost.t_step * 1e3, c->cost.t_compute * 1e3);
+    put(buf, n, k, "%-2s%-52s %9.3f %9.3f", mark, lb, c->cost.t_step * 1e3, c->cost.t_compute * 1e3);
     for (int g = 0; g < PT_GRP_N; g++) {
         if (c->cost.t_comm[g] > 0 || c->cost.bytes[g] > 0)
             put(buf, n, k, " %8.3f%-5s", c->cost.t_comm[g] * 1e3, short_link(c->link[g]));
@@ -905,7 +905,7 @@ size_t pt_plan_explain(const pt_search_result *r, const pt_model_shape *m, int g
         b->dp * b->pp * b->tp * b->sp);
     put(buf, n, &k, "plans evaluated %ld, fitting %ld; times in ms per step, memory in GB per rank\n",
         r->nconsidered, r->nfit);
-    put(buf, n, &k, "  %-44s %9s %9s", "layout", "t_step", "compute");
+    put(buf, n, &k, "  %-52s %9s %9s", "layout", "t_step", "compute");
     for (int g = 0; g < PT_GRP_N; g++) put(buf, n, &k, " %8s%-5s", pt_cost_group_name(g), "");
     put(buf, n, &k, " %8s %8s\n", "bubble", "mem");
     row(buf, n, &k, "*", &r->best);
