@@ -493,7 +493,7 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
  * most frugal one (the largest microbatch count, so the smallest
  * microbatches; 1F1B, which holds at most pp microbatches in flight,
  * unless another schedule is pinned; block recompute unless recompute is
- * pinned).  Activation memory only grows from there, and parameters,
+ * pinned), for each stage split the variants use (their peaks differ).  Activation memory only grows from there, and parameters,
  * gradients and optimizer state do not depend on the pipeline settings,
  * so when this one does not fit, none does; when the model accepts no
  * microbatch count (heads, width or batch do not divide as the layout
@@ -512,16 +512,30 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N
     q.virtual_stages = q.schedule == PT_SCHED_INTERLEAVED ? (req->virtual_stages > 1 ? req->virtual_stages : 2) : 1;
     int k = q.pp * q.virtual_stages;
     if (k > L || k > PT_PP_SPLIT_MAX) return 1;
+    /* the splits the variants use: the user's, else the even one (when
+     * it divides) and the min-max one (when it differs); their peaks
+     * differ, so each is probed */
+    pt_plan splits[2];
+    int nsplit = 0;
     if (req->pp_split_n > 0) {
-        q.pp_split_n = req->pp_split_n;
-        memcpy(q.pp_split, req->pp_split, sizeof req->pp_split);
-    } else if (L % k) {
+        splits[nsplit] = q;
+        splits[nsplit].pp_split_n = req->pp_split_n;
+        memcpy(splits[nsplit].pp_split, req->pp_split, sizeof req->pp_split);
+        nsplit++;
+    } else {
+        if (L % k == 0) {
+            splits[nsplit] = q;
+            splits[nsplit++].pp_split_n = 0;
+        }
         const int *sp_;
-        if (split_for(x, k, &sp_) < 0) return 1;
-        q.pp_split_n = k;
-        memcpy(q.pp_split, sp_, sizeof(int) * (size_t)k);
+        if (k > 1 && split_for(x, k, &sp_) == 2) {
+            splits[nsplit] = q;
+            splits[nsplit].pp_split_n = k;
+            memcpy(splits[nsplit].pp_split, sp_, sizeof(int) * (size_t)k);
+            nsplit++;
+        }
     }
-    q.ckpt_act = req->ckpt_act != PT_RECOMPUTE_NONE ? req->ckpt_act : PT_RECOMPUTE_BLOCK;
+    if (nsplit == 0) return 1;
     /* from the most microbatches down: the first the model accepts (2d
      * and 3d need microbatches of several sequences) */
     int mbs[8], nmb;
@@ -531,27 +545,31 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N
     } else {
         nmb = microbatch_set(bpd, p->pp, mbs);
     }
-    for (int i = nmb - 1; i >= 0; i--) {
-        q.microbatches = mbs[i];
-        if (q.schedule == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
-        pt_error e;
-        if (pt_plan_validate(&q, x->world, NULL) < 0 || pt_plan_check_model(&q, L, bpd, NULL) < 0) continue;
-        pt_cost cost;
-        x->nprobed++;
-        if (pt_cost_eval(x->m, x->global_batch, &q, &x->c->hw, link, &cost, &e) < 0) {
-            x->last_err = e;
-            x->have_err = 1;
-            continue;
+    for (int si = 0; si < nsplit; si++) {
+        q = splits[si];
+        q.ckpt_act = req->ckpt_act != PT_RECOMPUTE_NONE ? req->ckpt_act : PT_RECOMPUTE_BLOCK;
+        for (int i = nmb - 1; i >= 0; i--) {
+            q.microbatches = mbs[i];
+            if (q.schedule == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
+            pt_error e;
+            if (pt_plan_validate(&q, x->world, NULL) < 0 || pt_plan_check_model(&q, L, bpd, NULL) < 0) continue;
+            pt_cost cost;
+            x->nprobed++;
+            if (pt_cost_eval(x->m, x->global_batch, &q, &x->c->hw, link, &cost, &e) < 0) {
+                x->last_err = e;
+                x->have_err = 1;
+                continue;
+            }
+            if (!x->have_least || cost.mem_peak < x->least_mem) {
+                x->least_mem = cost.mem_peak;
+                memset(&x->least, 0, sizeof x->least);
+                x->least.plan = q;
+                x->least.cost = cost;
+                x->have_least = 1;
+            }
+            if (x->c->hw.mem_bytes <= 0 || cost.mem_peak <= x->c->hw.mem_bytes) return 1;
+            break; /* this split does not fit; the next may */
         }
-        if (!x->have_least || cost.mem_peak < x->least_mem) {
-            x->least_mem = cost.mem_peak;
-            memset(&x->least, 0, sizeof x->least);
-            x->least.plan = q;
-            x->least.cost = cost;
-            x->have_least = 1;
-        }
-        if (x->c->hw.mem_bytes > 0 && cost.mem_peak > x->c->hw.mem_bytes) return 0;
-        return 1;
     }
     return 0; /* the model accepts none: no variant would be */
 }
