@@ -429,6 +429,136 @@ static void test_search(void)
              rc == 0 ? r.nfit : 0);
 }
 
+
+/* ---- the search against exhaustive evaluation ---- */
+static int bf_isq(int n) { for (int q = 1; q * q <= n; q++) if (q * q == n) return q; return 0; }
+static int bf_icb(int n) { for (int l = 1; l * l * l <= n; l++) if (l * l * l == n) return l; return 0; }
+
+/* The least t_step over every plan of the search's space (search.h:
+ * shapes, sp, pp, dp, orders DPT/PDT, ZeRO, 1F1B and interleaved v = 2
+ * and the even v, even and min-max splits, the microbatch set, every
+ * recompute mode), evaluated one by one with no pruning. */
+static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, long *n_fit)
+{
+    int W = 0;
+    for (int i = 0; i < c->nnodes; i++) W += c->tasks_per_node[i];
+    double best = INFINITY;
+    *n_fit = 0;
+    double *lc = malloc(sizeof(double) * (size_t)m->n_layer);
+    pt_plan_layer_costs(m, lc);
+    for (int tp = 1; tp <= W; tp++) {
+        if (W % tp) continue;
+        /* shapes: (mode, depth) */
+        int nsh = 0, smode[64], sdepth[64];
+        if (tp == 1) { smode[nsh] = PT_MODE_1D; sdepth[nsh++] = 1; }
+        else {
+            smode[nsh] = PT_MODE_1D; sdepth[nsh++] = 1;
+            if (bf_isq(tp)) { smode[nsh] = PT_MODE_2D; sdepth[nsh++] = 1; }
+            if (bf_icb(tp)) { smode[nsh] = PT_MODE_3D; sdepth[nsh++] = 1; }
+            for (int d = 2; d < tp; d++)
+                if (tp % d == 0 && bf_isq(tp / d)) { smode[nsh] = PT_MODE_2P5D; sdepth[nsh++] = d; }
+        }
+        for (int si = 0; si < nsh; si++)
+            for (int sp = 1; sp <= W / tp; sp++) {
+                if ((W / tp) % sp || (sp > 1 && tp > 1) || m->seq_len % sp) continue;
+                for (int pp = 1; pp <= W / tp / sp && pp <= m->n_layer; pp++) {
+                    if ((W / tp / sp) % pp) continue;
+                    int dp = W / tp / sp / pp;
+                    if (gb % dp) continue;
+                    int b = gb / dp;
+                    /* the microbatch set of search.c */
+                    int mbs[8], nmb = 0;
+                    if (pp == 1) mbs[nmb++] = 1;
+                    for (int want = pp; want <= 8 * pp; want *= 2) {
+                        int d = want;
+                        while (d <= b && b % d) d++;
+                        if (d <= b && (nmb == 0 || mbs[nmb - 1] < d)) mbs[nmb++] = d;
+                    }
+                    if (nmb == 0 || mbs[nmb - 1] < b) mbs[nmb++] = b;
+                    for (int o = 0; o < 2; o++) {
+                        if (o == 1 && (dp == 1 || pp == 1)) continue;
+                        for (int z = 0; z <= 3; z++) {
+                            if (z > 0 && dp * sp == 1) continue;
+                            for (int sched = 0; sched < 3; sched += 2) { /* 1F1B, interleaved */
+                                if (pp == 1 && sched) continue;
+                                for (int v = sched ? 2 : 1; v <= (sched ? PT_VIRTUAL_STAGES_MAX : 1); v++) {
+                                    int k = pp * v;
+                                    if (k > m->n_layer || k > PT_PP_SPLIT_MAX) break;
+                                    if (v > 2 && m->n_layer % k) continue;
+                                    for (int split = 0; split < 2; split++) {
+                                        pt_plan p;
+                                        pt_plan_default(&p);
+                                        p.mode = (pt_mode)smode[si];
+                                        p.tp = tp; p.tp_depth = sdepth[si]; p.sp = sp; p.pp = pp; p.dp = dp;
+                                        p.zero = z; p.schedule = sched; p.virtual_stages = v;
+                                        memcpy(p.rank_order, o ? "PDT" : "DPT", 4);
+                                        if (split == 0 && m->n_layer % k) continue;
+                                        if (split == 1) {
+                                            if (k == 1 || pt_plan_split_layers(lc, m->n_layer, k, p.pp_split, NULL) < 0) continue;
+                                            p.pp_split_n = k;
+                                        }
+                                        int link[PT_GRP_N];
+                                        pt_place_links(c, &p, link);
+                                        for (int mi = 0; mi < nmb; mi++)
+                                            for (int rc = 0; rc < 3; rc++) {
+                                                p.microbatches = mbs[mi];
+                                                p.ckpt_act = rc;
+                                                pt_cost cost;
+                                                if (pt_plan_validate(&p, W, NULL) < 0 ||
+                                                    pt_plan_check_model(&p, m->n_layer, b, NULL) < 0 ||
+                                                    pt_cost_eval(m, gb, &p, &c->hw, link, &cost, NULL) < 0)
+                                                    continue;
+                                                if (c->hw.mem_bytes > 0 && cost.mem_peak > c->hw.mem_bytes) continue;
+                                                (*n_fit)++;
+                                                if (cost.t_step < best) best = cost.t_step;
+                                            }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+    }
+    free(lc);
+    return best;
+}
+
+static void test_exhaustive(void)
+{
+    pt_plan_limits lim = all_limits();
+    int tpn[4], agree = 1, cases = 0;
+    pt_model_shape models[2] = {{12, 4, 256, 128, 1024}, {8, 8, 512, 256, 4096}};
+    for (int t = 0; t < 6; t++) {
+        pt_cluster c = make_cluster(1 + (int)rnd(2), 4, (int)rnd(3), tpn);
+        const pt_model_shape *m = &models[rnd(2)];
+        int gb = 8 << rnd(3);
+        long nf;
+        /* a memory limit between the least and the most the plans need, so
+         * recompute, ZeRO and the fit probe matter */
+        pt_plan req;
+        request(&req);
+        pt_search_result r;
+        pt_error e;
+        c.hw.mem_bytes = 0;
+        if (pt_plan_search(&c, m, gb, &lim, &req, &r, &e) < 0) continue;
+        double need = r.best.cost.mem_peak;
+        c.hw.mem_bytes = need * (0.3 + 0.5 * rndu());
+        double want = brute_best(&c, m, gb, &nf);
+        int rc = pt_plan_search(&c, m, gb, &lim, &req, &r, &e);
+        int ok = (isinf(want) && rc < 0) || (rc == 0 && fabs(r.best.cost.t_step - want) <= 1e-12 * want);
+        if (!ok) {
+            agree = 0;
+            tap_diag("case %d: %d nodes, L=%d, batch %d, mem %.3g GB: search %s %.6g, exhaustive %.6g (%ld fit)", t,
+                     c.nnodes, m->n_layer, gb, c.hw.mem_bytes / 1e9, rc ? e.text : "", rc ? 0 : r.best.cost.t_step,
+                     want, nf);
+        }
+        cases++;
+    }
+    tap_ok(agree && cases > 0, "search: the winner's t_step equals the exhaustive minimum over the same space "
+                               "under a memory limit (%d random clusters, models, batches)", cases);
+}
+
 int main(void)
 {
     const char *seed = getenv("PTRAIN_TEST_SEED");
@@ -437,5 +567,6 @@ int main(void)
     test_split();
     test_links();
     test_search();
+    test_exhaustive();
     return tap_done();
 }
