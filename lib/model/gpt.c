@@ -1,31 +1,24 @@
 /* GPT-2-style model over a parallel layout (see gpt.h). */
 #include "model/gpt.h"
 #include "parallel/seq.h"
+#include "plan/cost.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const struct {
-    const char *name;
-    pt_gpt_config cfg;
-} presets[] = {
-    {"test", {2, 4, 64, 32, 50257}},
-    {"tiny", {4, 4, 128, 64, 50257}},
-    {"small", {4, 4, 256, 128, 50257}},
-    {"gpt2-124M", {12, 12, 768, 1024, 50257}},
-};
-
-const char *pt_gpt_preset_names(void) { return "test, tiny, small, gpt2-124M"; }
+/* The presets live in lib/plan/cost.c (libc only, so the SPANK plugin
+ * parses --ptrain-model without libptrain); this is their lib/model face. */
+const char *pt_gpt_preset_names(void) { return pt_model_preset_names(); }
 
 int pt_gpt_preset(const char *name, pt_gpt_config *cfg)
 {
-    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
-        if (strcmp(name, presets[i].name) == 0) {
-            *cfg = presets[i].cfg;
-            return PT_OK;
-        }
+    pt_model_shape s;
+    if (pt_model_preset(name, &s) == 0) {
+        *cfg = (pt_gpt_config){s.n_layer, s.n_head, s.n_embd, s.seq_len, s.vocab};
+        return PT_OK;
+    }
     return pt_fail(PT_EINVAL, "unknown model '%s'; valid: %s", name, pt_gpt_preset_names());
 }
 

@@ -44,7 +44,7 @@ for p in ptrain libptrain-dev ptrain-slurm-plugin; do
     check "package $p was built" [ -n "$(deb $p)" ]
 done
 has() { dpkg-deb -c "$(deb "$1")" | awk '{print $6}' | grep -qx "./$2"; }
-for f in usr/bin/ptrain-run usr/bin/ptrain-data usr/bin/ptrain-topo \
+for f in usr/bin/ptrain-run usr/bin/ptrain-data usr/bin/ptrain-topo usr/bin/ptrain-plan \
          "usr/lib/$triplet/libptrain.so.0" "usr/lib/$triplet/libptrain_topo.so.0" \
          usr/share/man/man1/ptrain-run.1.gz usr/share/man/man7/ptrain-layouts.7.gz \
          usr/share/ptrain/ptrain.conf.example; do

@@ -163,5 +163,12 @@ int main(int argc, char **argv)
             worst = fmax(worst, fabs(c[i * N + j] - s) / sa);
         }
     tap_ok(worst < 1e-5, "sgemm with %s kernels matches a double product (max err %.1e relative to sum|a*b|)", core, worst);
+    /* one core's sgemm rate (ptrain-topo --probe's gemm_gflops): a
+     * positive finite figure, printed; bad sizes refused */
+    double g = pt_blas_sgemm_gflops(128, 2);
+    tap_diag("sgemm 128x128, one thread: %.1f GFLOP/s (a measurement on a shared machine)", g);
+    tap_ok(g > 0 && g < 1e6, "pt_blas_sgemm_gflops measures a positive rate (%.1f GFLOP/s)", g);
+    tap_ok(pt_blas_sgemm_gflops(8, 2) == -1 && pt_blas_sgemm_gflops(128, 0) == -1,
+           "pt_blas_sgemm_gflops refuses n < 16 and reps < 1");
     return tap_done();
 }

@@ -1,0 +1,161 @@
+#!/bin/sh
+# bench_plan.sh: the cost model's predicted step time (lib/plan/cost.c)
+# against ptrain-run's measured step time, for plans at 4 and 8 ranks,
+# and the Spearman rank correlation between the two (issue 13: the
+# planner must order plans as the machine does, >= 0.8).
+#
+# Run from the build directory after `make && make tests/plan/cost_eval`:
+#   sh ../../bench/bench_plan.sh            (MODEL=L,H,C,T,V  BATCH=N  STEPS=N)
+# Not part of make check: it times things.
+#
+# Calibration, in the same run:
+#   GEMM rate   a 1-rank ptrain-run of the same model (gflops_per_rank of
+#               its steps after the first: model FLOPs / time, so the rate
+#               includes the non-GEMM work), one core's;
+#   sharing     np ranks on fewer cores: pt_hw.ranks_per_core = np / cores
+#               (each rank gets a share of a core, a waiting pipeline rank
+#               gives its core to the others: see cost.h);
+#   links       ptrain-topo --probe-quick under mpirun -np NP: ping-pong
+#               bandwidth, and the latency of one ring step from its
+#               allreduce time, so both include the ranks' contention.
+# Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
+# warms caches; one step's time alone is not the rate: ranks drift
+# between the collectives, the sum of consecutive steps is).
+# On a shared, oversubscribed 2-core machine the timings are noisy: read
+# the ratios as rough, the rank order as the claim.
+set -u
+here=$(cd "$(dirname "$0")/.." && pwd)
+B=${top_builddir:-.}
+run="$B/ptrain-run"
+eval_="$B/tests/plan/cost_eval"
+topo="$B/ptrain-topo"
+for x in "$run" "$eval_" "$topo"; do
+    [ -x "$x" ] || { echo "bench_plan: $x not built (make && make tests/plan/cost_eval)" >&2; exit 2; }
+done
+command -v jq >/dev/null 2>&1 || { echo "bench_plan: jq not installed (scripts/deps.sh)" >&2; exit 2; }
+MPIRUN=${MPIRUN:-mpirun}
+cores=$(OMP_NUM_THREADS= nproc) # before OMP_NUM_THREADS=1, which nproc obeys
+MODEL=${MODEL:-4,4,128,64,2048}
+BATCH=${BATCH:-16}
+STEPS=${STEPS:-6}
+export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
+export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+for v in PTRAIN_MODE PTRAIN_DP PTRAIN_PP PTRAIN_TP PTRAIN_TP_DEPTH PTRAIN_SP PTRAIN_ZERO PTRAIN_MICROBATCHES \
+    PTRAIN_SCHEDULE PTRAIN_VIRTUAL_STAGES PTRAIN_PP_SPLIT PTRAIN_CKPT_ACT PTRAIN_OFFLOAD PTRAIN_RANK_ORDER PTRAIN_PLAN; do
+    unset "$v"
+done
+wd=$(mktemp -d)
+trap 'rm -rf "$wd"' EXIT
+IFS=, read -r L H C T V <<EOF
+$MODEL
+EOF
+mflags="--model tiny --layers $L --heads $H --embd $C --seq-len $T --vocab $V"
+
+# measure NP VAR=VALUE...: mean step ms of steps 2..STEPS, or "fail"
+measure() {
+    np=$1
+    shift
+    (
+        for kv in "$@"; do export "$kv"; done
+        "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$np" "$run" $mflags --data synthetic:3 \
+            --steps "$STEPS" --batch "$BATCH" --val-batches 1 --val-every 0 --threads 1 --quiet \
+            --metrics "$wd/m.jsonl" >"$wd/out" 2>&1 </dev/null
+    ) || { echo fail; return; }
+    jq -s '[.[] | select(.type == "train" and .step > 1) | .step_ms] | add / length' "$wd/m.jsonl"
+}
+
+echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, $cores cores (timings on a shared machine are not quiet)"
+t1=$(measure 1 PTRAIN_DP=1)
+[ "$t1" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
+g1=$(jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl")
+echo "# calibration: 1 rank $t1 ms/step, $g1 model GFLOP/s per core"
+
+# links at NP ranks (the ranks' contention included): ptrain-topo's
+# ping-pong bandwidth, and the latency of one ring step from its allreduce
+# time t of n bytes, alpha = (t - 2(p-1)/p n / bw) / (2(p-1)) (Thakur et al.
+# 2005), at least the ping-pong latency
+links() {
+    "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
+        >"$wd/topo.json" 2>/dev/null </dev/null
+    jq -r --argjson p "$1" '.net | (.intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
+        | (((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))) as $a
+        | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo.json" 2>/dev/null || echo "1 20"
+}
+
+plans4="PTRAIN_DP=4
+PTRAIN_DP=2 PTRAIN_TP=2
+PTRAIN_DP=1 PTRAIN_TP=4
+PTRAIN_MODE=2d PTRAIN_DP=1 PTRAIN_TP=4
+PTRAIN_DP=2 PTRAIN_SP=2
+PTRAIN_DP=1 PTRAIN_SP=4
+PTRAIN_DP=2 PTRAIN_PP=2 PTRAIN_MICROBATCHES=2
+PTRAIN_DP=1 PTRAIN_PP=4 PTRAIN_MICROBATCHES=4
+PTRAIN_DP=1 PTRAIN_PP=2 PTRAIN_TP=2 PTRAIN_MICROBATCHES=4 PTRAIN_SCHEDULE=gpipe
+PTRAIN_DP=4 PTRAIN_ZERO=3
+PTRAIN_DP=2 PTRAIN_PP=2 PTRAIN_MICROBATCHES=4 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2
+PTRAIN_DP=2 PTRAIN_TP=2 PTRAIN_CKPT_ACT=block"
+plans8="PTRAIN_DP=8
+PTRAIN_DP=4 PTRAIN_TP=2
+PTRAIN_DP=2 PTRAIN_TP=4
+PTRAIN_MODE=2d PTRAIN_DP=2 PTRAIN_TP=4
+PTRAIN_MODE=2.5d PTRAIN_DP=1 PTRAIN_TP=8 PTRAIN_TP_DEPTH=2
+PTRAIN_MODE=3d PTRAIN_DP=1 PTRAIN_TP=8
+PTRAIN_DP=4 PTRAIN_SP=2
+PTRAIN_DP=4 PTRAIN_PP=2 PTRAIN_MICROBATCHES=2
+PTRAIN_DP=2 PTRAIN_PP=4 PTRAIN_MICROBATCHES=4
+PTRAIN_DP=8 PTRAIN_ZERO=2"
+
+# spearman FILE (columns: predicted measured): rank correlation with
+# average ranks for ties (Spearman 1904; Pearson of the ranks)
+spearman() {
+    awk '
+    function rank(col, r,   i, j, k, n2, idx, tmp, lo) {
+        for (i = 1; i <= n; i++) idx[i] = i
+        for (i = 2; i <= n; i++) { tmp = idx[i]; for (j = i - 1; j >= 1 && v[idx[j], col] > v[tmp, col]; j--) idx[j + 1] = idx[j]; idx[j + 1] = tmp }
+        for (i = 1; i <= n; i = k) {
+            for (k = i + 1; k <= n && v[idx[k], col] == v[idx[i], col]; k++) ;
+            for (j = i; j < k; j++) r[idx[j]] = (i + k - 1) / 2
+        }
+    }
+    { n++; v[n, 1] = $1; v[n, 2] = $2 }
+    END {
+        if (n < 2) { print "nan"; exit }
+        rank(1, ra); rank(2, rb)
+        for (i = 1; i <= n; i++) { ma += ra[i] / n; mb += rb[i] / n }
+        for (i = 1; i <= n; i++) { sab += (ra[i] - ma) * (rb[i] - mb); saa += (ra[i] - ma) ^ 2; sbb += (rb[i] - mb) ^ 2 }
+        printf "%.3f\n", (saa > 0 && sbb > 0) ? sab / sqrt(saa * sbb) : 0
+    }' "$1"
+}
+
+for np in 4 8; do
+    eval "plans=\$plans$np"
+    oversub=$(awk -v c="$cores" -v n="$np" 'BEGIN { printf "%.4g", (n > c ? n / c : 1) }')
+    set -- $(links "$np")
+    gbps=$1 lat=$2
+    echo
+    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
+    printf "%-78s %12s %12s %8s\n" "plan" "predicted_ms" "measured_ms" "ratio"
+    : >"$wd/pairs$np"
+    echo "$plans" | while IFS= read -r plan; do
+        [ -n "$plan" ] || continue
+        # shellcheck disable=SC2086
+        pred=$(env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" 2>"$wd/err" | jq '.t_step * 1000')
+        if [ -z "$pred" ]; then
+            printf "%-78s %12s\n" "$plan" "refused: $(cat "$wd/err")"
+            continue
+        fi
+        # shellcheck disable=SC2086
+        meas=$(measure "$np" $plan)
+        if [ "$meas" = fail ]; then
+            printf "%-78s %12.1f %12s\n" "$plan" "$pred" "failed: $(tail -n 1 "$wd/out")"
+            continue
+        fi
+        printf "%-78s %12.1f %12.1f %8.2f\n" "$plan" "$pred" "$meas" "$(awk -v a="$meas" -v b="$pred" 'BEGIN { print a / b }')"
+        echo "$pred $meas" >>"$wd/pairs$np"
+    done
+    echo "Spearman rank correlation, predicted vs measured, $np ranks: $(spearman "$wd/pairs$np") ($(wc -l <"$wd/pairs$np") plans)"
+done
+cat "$wd/pairs4" "$wd/pairs8" >"$wd/all"
+echo
+echo "Spearman over both world sizes: $(spearman "$wd/all")"

@@ -1,0 +1,694 @@
+/* The cost model of a plan (see cost.h for the formulas and sources).
+ *
+ * The byte counts are not closed-form approximations: the model walks the
+ * same calls the library makes for one optimizer step (lib/model's block,
+ * embedding and head pieces through the layout's linears, LayerNorms and
+ * cross-entropy; lib/parallel/seq.c's ring attention; lib/pipeline's
+ * boundary sends; lib/train's buckets and lib/train/zero.c's units) and
+ * adds comm.h's ring-model bytes of each call with the same integer
+ * arithmetic, rank by rank along the pipeline, then takes the maximum over
+ * ranks per group as ptrain-run's step_stats does.  libc + libm only. */
+#include "plan/cost.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- model presets ------------------------------------------------------- */
+
+static const struct {
+    const char *name;
+    pt_model_shape shape;
+} presets[] = {
+    {"test", {2, 4, 64, 32, 50257}},
+    {"tiny", {4, 4, 128, 64, 50257}},
+    {"small", {4, 4, 256, 128, 50257}},
+    {"gpt2-124M", {12, 12, 768, 1024, 50257}},
+};
+
+const char *pt_model_preset_names(void) { return "test, tiny, small, gpt2-124M"; }
+
+int pt_model_preset(const char *name, pt_model_shape *m)
+{
+    if (!name) return -1;
+    for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+        if (strcmp(name, presets[i].name) == 0) {
+            if (m) *m = presets[i].shape;
+            return 0;
+        }
+    return -1;
+}
+
+/* strict positive decimal int up to 1 << 30; *end after it */
+static int parse_pos(const char *s, const char **end, int *out)
+{
+    long long v = 0;
+    const char *c = s;
+    if (*c < '0' || *c > '9') return -1;
+    for (; *c >= '0' && *c <= '9'; c++) {
+        v = v * 10 + (*c - '0');
+        if (v > (1 << 30)) return -1;
+    }
+    if (v < 1) return -1;
+    *out = (int)v;
+    *end = c;
+    return 0;
+}
+
+int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m, pt_error *err)
+{
+    pt_model_shape r;
+    if (!what) what = "model";
+    if (s && pt_model_preset(s, &r) == 0) {
+        if (m) *m = r;
+        return 0;
+    }
+    int v[5];
+    const char *c = s;
+    int ok = s != NULL;
+    for (int i = 0; ok && i < 5; i++) {
+        if (parse_pos(c, &c, &v[i]) < 0) ok = 0;
+        else if (i < 4 && *c++ != ',') ok = 0;
+    }
+    if (ok && *c != '\0') ok = 0;
+    if (ok && (v[2] % v[1] != 0 || v[4] < 2)) ok = 0;
+    if (!ok)
+        return pt_errprintf(err, "invalid %s '%s' (valid: a preset %s or L,H,C,T,V)", what, s ? s : "(null)",
+                            pt_model_preset_names());
+    r.n_layer = v[0], r.n_head = v[1], r.n_embd = v[2], r.seq_len = v[3], r.vocab = v[4];
+    if (m) *m = r;
+    return 0;
+}
+
+const char *pt_cost_group_name(int g)
+{
+    static const char *n[PT_GRP_N] = {"dp", "tp", "pp", "sp", "sync"};
+    return g >= 0 && g < PT_GRP_N ? n[g] : "?";
+}
+
+const char *pt_cost_link_name(int l)
+{
+    static const char *n[PT_NET_N] = {"island", "node", "network"};
+    return l >= 0 && l < PT_NET_N ? n[l] : "?";
+}
+
+/* ---- geometry (the layouts' geometry(), lib/parallel) --------------------- */
+
+typedef struct geo {
+    int mode;          /* PT_MODE_1D (also off), 2D (also 2.5D), 3D */
+    int dims[3];       /* pt_plan_tp_dims */
+    int q;             /* 2d/2.5d grid side, 3d side l, 1d tp */
+    long long Bl;      /* sequences per side */
+    long long Tl;      /* positions held (T / sp) */
+    long long Cr, NHl, Cl, Fl, Vp, Vl;
+} geo;
+
+static int layout_kind(int mode)
+{
+    if (mode == PT_MODE_2D || mode == PT_MODE_2P5D) return PT_MODE_2D;
+    if (mode == PT_MODE_3D) return PT_MODE_3D;
+    return PT_MODE_1D;
+}
+
+/* The layout's local sizes for a dp-group (micro)batch of B sequences, or
+ * -1 with the layout's own one-line reasons (heads, width, batch). */
+static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, geo *g, pt_error *err)
+{
+    memset(g, 0, sizeof *g);
+    if (pt_plan_tp_dims(p, g->dims, err) < 0) return -1;
+    const long long C = m->n_embd, NH = m->n_head, V = m->vocab;
+    g->mode = layout_kind(p->mode);
+    g->Tl = m->seq_len / p->sp;
+    if (g->mode == PT_MODE_1D) {
+        const int tp = p->tp;
+        g->q = tp;
+        if (NH % tp) return pt_errprintf(err, "tp=%d does not divide n_head=%lld (valid tp for this model: divisors of %lld)", tp, NH, NH);
+        g->Bl = B, g->Cr = C, g->NHl = NH / tp, g->Cl = C / tp, g->Fl = 4 * C / tp;
+        g->Vp = (V + tp - 1) / tp * tp, g->Vl = g->Vp / tp;
+    } else if (g->mode == PT_MODE_2D) {
+        const int q = g->dims[1], d = g->dims[0];
+        g->q = q;
+        const char *mode = pt_mode_name(p->mode);
+        if (NH % q) return pt_errprintf(err, "mode %s with q=%d (tp=%d) needs n_head=%lld divisible by q (valid q: divisors of %lld)", mode, q, p->tp, NH, NH);
+        if (B % (d * q))
+            return pt_errprintf(err, "mode %s splits the batch %d ways (depth %d x q %d): %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", mode, d * q, d, q, B, d * q);
+        g->Bl = B / (d * q), g->Cr = C / q, g->NHl = NH / q, g->Cl = C / q, g->Fl = 4 * C / q;
+        g->Vp = (V + q - 1) / q * q, g->Vl = g->Vp / q;
+    } else {
+        const int l = g->dims[0];
+        g->q = l;
+        if (NH % l || C % ((long long)l * l))
+            return pt_errprintf(err, "mode 3d with l=%d (tp=%d) needs n_head=%lld divisible by l and n_embd=%lld by l*l=%d", l, p->tp, NH, C, l * l);
+        if (B % ((long long)l * l))
+            return pt_errprintf(err, "mode 3d splits the batch l*l=%d ways: %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", l * l, B, l * l);
+        g->Bl = B / ((long long)l * l), g->Cr = C / l, g->NHl = NH / l, g->Cl = C / l, g->Fl = 4 * C / l;
+        g->Vp = (V + (long long)l * l - 1) / ((long long)l * l) * ((long long)l * l), g->Vl = g->Vp / l;
+    }
+    return 0;
+}
+
+/* ---- per-call ring bytes (lib/comm/comm_mpi.c, integer arithmetic) ------- */
+
+typedef struct acc {
+    double bytes, calls, steps; /* bytes sent, collective calls, ring latency steps */
+} acc;
+
+static unsigned long long ring(unsigned long long bytes, long long p, int factor)
+{
+    if (p <= 1 || bytes == 0) return 0;
+    return (unsigned long long)factor * (unsigned long long)(p - 1) * bytes / (unsigned long long)p;
+}
+
+/* one call of kind: allreduce (factor 2) or reduce-scatter / allgather /
+ * broadcast / reduce (factor 1) of n floats over p ranks, `times` times */
+static void coll(acc *a, long long n, long long p, int factor, double times)
+{
+    if (p <= 1 || n <= 0) return;
+    a->bytes += times * (double)ring((unsigned long long)n * 4, p, factor);
+    a->calls += times;
+    a->steps += times * (double)factor * (double)(p - 1); /* Thakur et al. 2005: ring steps */
+}
+#define AR(a, n, p, t) coll(a, n, p, 2, t)
+#define C1(a, n, p, t) coll(a, n, p, 1, t)
+static void sendb(acc *a, long long n, double times)
+{
+    if (n <= 0) return;
+    a->bytes += times * 4.0 * (double)n;
+    a->calls += times;
+    a->steps += times;
+}
+
+/* ---- tensor-parallel traffic of one piece's forward / backward ----------- */
+
+/* LayerNorm over the norm group (layout.c): forward 2 allreduces of [N],
+ * backward one of [2N]. */
+static void ln_fwd(acc *a, const geo *g, long long N)
+{
+    long long p = g->mode == PT_MODE_1D ? 1 : g->q;
+    AR(a, N, p, 2);
+}
+static void ln_bwd(acc *a, const geo *g, long long N)
+{
+    long long p = g->mode == PT_MODE_1D ? 1 : g->q;
+    AR(a, 2 * N, p, 1);
+}
+
+/* linear roles: 0 column (residual -> inner), 1 row (inner -> residual) */
+static void lin_fwd(acc *a, const geo *g, long long N, long long in, long long out, long long il, long long ol, int row)
+{
+    const long long q = g->q;
+    switch (g->mode) {
+    case PT_MODE_1D: /* row: allreduce of Y [N, out] */
+        if (row) AR(a, N * out, q, 1);
+        break;
+    case PT_MODE_2D: /* SUMMA: q broadcasts of X along the row, of W down the column */
+        C1(a, N * il, q, (double)q);
+        C1(a, ol * il, q, (double)q);
+        break;
+    default: /* 3d: AG X, AG W, RS Y over l */
+        C1(a, q * N * il, q, 1);
+        C1(a, ol * il, q, 1);
+        C1(a, q * N * ol, q, 1);
+        break;
+    }
+    (void)in;
+}
+static void lin_bwd(acc *a, const geo *g, long long N, long long in, long long out, long long il, long long ol, int row)
+{
+    const long long q = g->q;
+    switch (g->mode) {
+    case PT_MODE_1D: /* column: allreduce of dX [N, in] */
+        if (!row) AR(a, N * in, q, 1);
+        break;
+    case PT_MODE_2D: /* dX: bcast W + reduce dX; dW: bcast X + reduce dW; q times each */
+        C1(a, N * il, q, 2.0 * (double)q);
+        C1(a, ol * il, q, 2.0 * (double)q);
+        break;
+    default: /* AG W, AG dY, RS dX, AG X, RS dW */
+        C1(a, ol * il, q, 2);
+        C1(a, q * N * ol, q, 1);
+        C1(a, q * N * il, q, 2);
+        break;
+    }
+    (void)out;
+}
+
+/* A block's forward (both LayerNorms and the four linears). */
+static void block_tp_fwd(acc *a, const geo *g, const pt_model_shape *m, long long N)
+{
+    const long long C = m->n_embd;
+    ln_fwd(a, g, N);
+    lin_fwd(a, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0);
+    lin_fwd(a, g, N, C, C, g->Cl, g->Cr, 1);
+    ln_fwd(a, g, N);
+    lin_fwd(a, g, N, C, 4 * C, g->Cr, g->Fl, 0);
+    lin_fwd(a, g, N, 4 * C, C, g->Fl, g->Cr, 1);
+}
+static void block_tp_bwd(acc *a, const geo *g, const pt_model_shape *m, long long N)
+{
+    const long long C = m->n_embd;
+    lin_bwd(a, g, N, 4 * C, C, g->Fl, g->Cr, 1);
+    lin_bwd(a, g, N, C, 4 * C, g->Cr, g->Fl, 0);
+    ln_bwd(a, g, N);
+    lin_bwd(a, g, N, C, C, g->Cl, g->Cr, 1);
+    lin_bwd(a, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0);
+    ln_bwd(a, g, N);
+}
+
+/* Embedding forward + backward. */
+static void embed_tp(acc *a, const geo *g, long long N)
+{
+    const long long q = g->q;
+    switch (g->mode) {
+    case PT_MODE_1D: AR(a, N * g->Cr, q, 1); break; /* forward allreduce of the output */
+    case PT_MODE_2D: C1(a, g->Vp / q * g->Cr, q, 2.0 * (double)q); break; /* q bcasts fwd, q reduces bwd */
+    default: /* fwd AG wte over I, RS over K; bwd AG over K, RS over I */
+        C1(a, g->Vp / q * g->Cr, q, 2);
+        C1(a, q * N * g->Cr, q, 2);
+        break;
+    }
+}
+
+/* Final LayerNorm, tied head and cross-entropy, forward + backward. */
+static void head_tp(acc *a, const geo *g, long long N)
+{
+    const long long q = g->q;
+    ln_fwd(a, g, N);
+    ln_bwd(a, g, N);
+    switch (g->mode) {
+    case PT_MODE_1D:
+        AR(a, N, q, 1);          /* row max */
+        AR(a, 2 * N, q, 1);      /* sum of exp, target logit */
+        AR(a, N * g->Cr, q, 1);  /* dX */
+        break;
+    case PT_MODE_2D: {
+        const long long Vb = g->Vp / q, nw = Vb * g->Cr;
+        if (q > 1) sendb(a, nw, 3); /* transpose swaps: forward, backward, dW back (off-diagonal ranks) */
+        lin_fwd(a, g, N, 0, 0, g->Cr, Vb, 0);
+        lin_bwd(a, g, N, 0, 0, g->Cr, Vb, 0);
+        AR(a, N, q, 1);
+        AR(a, 2 * N, q, 1);
+        break;
+    }
+    default:
+        lin_fwd(a, g, N, 0, 0, g->Cr, g->Vl, 0);
+        lin_bwd(a, g, N, 0, 0, g->Cr, g->Vl, 0);
+        AR(a, N, q, 1);
+        AR(a, 2 * N, q, 1);
+        break;
+    }
+}
+
+/* ---- parameters, buckets and ZeRO units of one pipeline rank ------------- */
+
+enum { C_WTE, C_WPE, C_NORM, C_QKV_W, C_QKV_B, C_PROJ_W, C_PROJ_B, C_FC_W, C_FC_B, C_FCPROJ_W, C_FCPROJ_B };
+
+/* shard size and sync mask (bit a = tp axis a) of a parameter class per
+ * layout (the layouts' param()) */
+static void shard_of(const geo *g, int cls, long long rows, long long cols, long long *numel, int *mask)
+{
+    const long long q = g->q, n = rows * cols;
+    const int weight = cls == C_WTE || cls == C_QKV_W || cls == C_PROJ_W || cls == C_FC_W || cls == C_FCPROJ_W;
+    switch (g->mode) {
+    case PT_MODE_1D:
+        *mask = 0;
+        *numel = (weight || cls == C_QKV_B || cls == C_FC_B) ? n / q : n;
+        break;
+    case PT_MODE_2D:
+        if (weight) *numel = n / (q * q), *mask = 1;
+        else *numel = n / q, *mask = 1 | 2;
+        break;
+    default:
+        if (weight) *numel = n / (q * q * q), *mask = 0;
+        else if (cls == C_QKV_B || cls == C_FC_B) *numel = n / q, *mask = 1 | 2;
+        else *numel = n / q, *mask = 1 | 4;
+        break;
+    }
+}
+
+typedef struct stage_state {
+    double nfloats;        /* local parameter floats */
+    double sync_bytes, sync_calls, sync_steps;
+    double tied_bytes;     /* embed group (pp's tied wte sum) */
+    double zero_params, zero_grads, zero_optim; /* floats per rank of the state buffers */
+    double zero_init_extra; /* floats of the ZeRO-2/3 initialisation's full-size temporaries */
+    double smax;           /* largest own slice (floats): ZeRO's sync / regather scratch */
+    double other2, other3; /* max over units other than wte of npad + s and 2 npad + s */
+    double wte_pad, wte_s; /* padded wte unit and its slice (floats), 0 without wte */
+} stage_state;
+
+#define MAXP 4096
+
+/* Walk the stage's parameter list (lib/model/gpt.c order) into buckets by
+ * sync group (lib/train/train.c) and units by piece (lib/train/zero.c). */
+static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g, int first, int last,
+                        const char *has_block, int m_micro, stage_state *s)
+{
+    const long long C = m->n_embd;
+    const int L = m->n_layer;
+    struct { long long numel; int mask, piece; } *pl = malloc(sizeof *pl * (size_t)(12 * L + 4));
+    if (!pl) return -1;
+    int n = 0;
+#define ADD(cls, rows, cols, piece_)                                         \
+    do {                                                                     \
+        shard_of(g, cls, rows, cols, &pl[n].numel, &pl[n].mask);             \
+        pl[n].piece = piece_;                                                \
+        n++;                                                                 \
+    } while (0)
+    if (first || last) ADD(C_WTE, g->Vp, C, -2);
+    if (first) ADD(C_WPE, m->seq_len, C, -1);
+    for (int l = 0; l < L; l++) {
+        if (!has_block[l]) continue;
+        ADD(C_NORM, C, 1, l); ADD(C_NORM, C, 1, l);
+        ADD(C_QKV_W, 3 * C, C, l); ADD(C_QKV_B, 3 * C, 1, l);
+        ADD(C_PROJ_W, C, C, l); ADD(C_PROJ_B, C, 1, l);
+        ADD(C_NORM, C, 1, l); ADD(C_NORM, C, 1, l);
+        ADD(C_FC_W, 4 * C, C, l); ADD(C_FC_B, 4 * C, 1, l);
+        ADD(C_FCPROJ_W, C, 4 * C, l); ADD(C_FCPROJ_B, C, 1, l);
+    }
+    if (last) { ADD(C_NORM, C, 1, L); ADD(C_NORM, C, 1, L); }
+#undef ADD
+    memset(s, 0, sizeof *s);
+    const int tied = p->pp > 1; /* wte exists only on the ends: tied over ctx->embed */
+    int seen[8] = {0};
+    for (int i = 0; i < n; i++) {
+        s->nfloats += (double)pl[i].numel;
+        const int mask = pl[i].mask;
+        if (seen[mask]) continue;
+        seen[mask] = 1;
+        long long N = (long long)p->dp * p->sp;
+        for (int a = 0; a < 3; a++)
+            if (mask & (1 << a)) N *= g->dims[a];
+        /* the bucket: every parameter with this mask, from i on */
+        long long bn = 0;
+        for (int j = i; j < n; j++)
+            if (pl[j].mask == mask) bn += pl[j].numel;
+        if (p->zero == 0) {
+            acc a = {0, 0, 0};
+            AR(&a, bn, N, 1);
+            s->sync_bytes += a.bytes, s->sync_calls += a.calls, s->sync_steps += a.steps;
+            s->zero_params += (double)bn, s->zero_grads += (double)bn, s->zero_optim += 2.0 * (double)bn;
+            continue;
+        }
+        /* units: consecutive parameters of one piece within the bucket */
+        for (int j = i; j < n;) {
+            if (pl[j].mask != mask) { j++; continue; }
+            const int piece = pl[j].piece;
+            long long un = 0;
+            int k = j;
+            for (; k < n; k++) {
+                if (pl[k].mask != mask) continue;
+                if (pl[k].piece != piece) break;
+                un += pl[k].numel;
+            }
+            const long long npad = (un + N - 1) / N * N, sl = npad / N;
+            const int is_tied = tied && piece == -2;
+            acc a = {0, 0, 0};
+            double rs = p->zero == 1 || is_tied ? 1 : m_micro; /* reduce-scatters per step */
+            C1(&a, npad, N, rs);
+            if (p->zero == 3) C1(&a, npad, N, 2.0 * m_micro); /* gathers before forward and backward */
+            else C1(&a, npad, N, 1);                           /* allgather after the update */
+            s->sync_bytes += a.bytes, s->sync_calls += a.calls, s->sync_steps += a.steps;
+            if (is_tied) s->tied_bytes += (double)ring((unsigned long long)npad * 4, 2, 2);
+            if (piece == -2) s->wte_pad = (double)npad, s->wte_s = (double)sl;
+            else {
+                if ((double)(npad + sl) > s->other2) s->other2 = (double)(npad + sl);
+                if ((double)(2 * npad + sl) > s->other3) s->other3 = (double)(2 * npad + sl);
+            }
+            if ((double)sl > s->smax) s->smax = (double)sl;
+            s->zero_params += p->zero == 3 ? (double)sl : (double)npad;
+            s->zero_grads += p->zero == 1 ? (double)npad : (double)sl;
+            s->zero_optim += 2.0 * (double)sl;
+            if (p->zero == 2) s->zero_init_extra += (double)npad;
+            if (p->zero == 3) s->zero_init_extra += 2.0 * (double)npad;
+            /* skip to the next parameter of this bucket with another piece */
+            j = k;
+        }
+    }
+    if (p->zero == 0 && tied && (first || last)) {
+        /* pt_train_sync_tied: one allreduce of wte's shard over the embed group */
+        long long wn;
+        int mk;
+        shard_of(g, C_WTE, g->Vp, C, &wn, &mk);
+        s->tied_bytes = (double)ring((unsigned long long)wn * 4, 2, 2);
+    }
+    free(pl);
+    return 0;
+}
+
+/* ---- pipeline: activation slots of a rank (lib/pipeline/schedule.c) ------ */
+
+/* Most microbatches between their first forward and last backward on pp
+ * rank r: the compute order alone decides it (schedule.c's assign over
+ * compute actions). */
+static int pipeline_slots(int kind, int pp, int r, int m, int v)
+{
+    if (kind == PT_SCHED_GPIPE) return m;
+    const int total = m * v;
+    int warm;
+    if (kind == PT_SCHED_1F1B) warm = pp - r - 1 < m ? pp - r - 1 : m;
+    else if (m == pp) warm = total;
+    else {
+        warm = 2 * (pp - r - 1) + (v - 1) * pp;
+        if (warm > total) warm = total;
+    }
+    if (kind == PT_SCHED_1F1B) v = 1;
+    /* walk the order: forwards open a microbatch at its first chunk,
+     * backwards close it at its last (chunk 0) */
+    int live = 0, peak = 1;
+    int *fwd_seen = calloc((size_t)m, sizeof(int)), *bwd_seen = calloc((size_t)m, sizeof(int));
+    if (!fwd_seen || !bwd_seen) {
+        free(fwd_seen), free(bwd_seen);
+        return m;
+    }
+#define UNIT_MB(k) (((k) / (pp * v)) * pp + (k) % pp)
+    int kf = 0, kb = 0;
+    for (int step = 0; step < 2 * total; step++) {
+        int fwd;
+        if (step < warm) fwd = 1;
+        else if (step >= warm + 2 * (total - warm)) fwd = 0;
+        else fwd = (step - warm) % 2 == 0;
+        if (fwd) {
+            int mb = UNIT_MB(kf);
+            kf++;
+            if (fwd_seen[mb]++ == 0 && ++live > peak) peak = live;
+        } else {
+            int mb = UNIT_MB(kb);
+            kb++;
+            if (++bwd_seen[mb] == v) live--;
+        }
+    }
+#undef UNIT_MB
+    free(fwd_seen), free(bwd_seen);
+    return peak;
+}
+
+/* ---- the public functions -------------------------------------------------- */
+
+static double block_act(const geo *g, long long T, int r)
+{
+    const double N = (double)g->Bl * (double)g->Tl, Cr = (double)g->Cr, Cl = (double)g->Cl, Fl = (double)g->Fl;
+    const double att = (double)g->Bl * (double)g->NHl * (double)g->Tl * (double)T;
+    if (r == PT_RECOMPUTE_BLOCK) return N * Cr;
+    const double all = 4 * N * Cr + 4 * N + 4 * N * Cl + 2 * N * Fl;
+    return r == PT_RECOMPUTE_ATTENTION ? all : all + att;
+}
+
+double pt_cost_block_act_floats(const pt_model_shape *m, const pt_plan *p, int b, int r)
+{
+    geo g;
+    if (!m || !p || b < 1 || p->sp < 1 || geometry(m, p, b, &g, NULL) < 0) return 0;
+    return block_act(&g, m->seq_len, r);
+}
+
+static int check_shape(const pt_model_shape *m, pt_error *err)
+{
+    if (!m) return pt_errprintf(err, "no model shape given");
+    if (m->n_layer < 1 || m->n_head < 1 || m->n_embd < 1 || m->seq_len < 1 || m->vocab < 2)
+        return pt_errprintf(err, "model L=%d H=%d C=%d T=%d V=%d: every size must be >= 1 (V >= 2)", m->n_layer,
+                            m->n_head, m->n_embd, m->seq_len, m->vocab);
+    if (m->n_embd % m->n_head)
+        return pt_errprintf(err, "model n_embd=%d is not a multiple of n_head=%d", m->n_embd, m->n_head);
+    return 0;
+}
+
+int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
+                 const int link[PT_GRP_N], pt_cost *out, pt_error *err)
+{
+    if (out) memset(out, 0, sizeof *out);
+    if (check_shape(m, err) < 0) return -1;
+    if (!p) return pt_errprintf(err, "no plan given");
+    if (pt_plan_validate(p, 0, err) < 0) return -1;
+    if (global_batch < 1 || global_batch % p->dp) {
+        return pt_errprintf(err, "global batch %d does not split over dp=%d (valid: a multiple of %d)", global_batch,
+                            p->dp, p->dp);
+    }
+    const int B = global_batch / p->dp, mb = p->microbatches;
+    const int v = p->schedule == PT_SCHED_INTERLEAVED ? p->virtual_stages : 1, pp = p->pp, S = pp * v;
+    if (pt_plan_check_model(p, m->n_layer, B, err) < 0) return -1;
+    if (m->seq_len % p->sp)
+        return pt_errprintf(err, "sequence length T=%d is not a multiple of sp=%d (valid sp: divisors of %d)",
+                            m->seq_len, p->sp, m->seq_len);
+    const int micro = B / mb;
+    geo g;
+    if (geometry(m, p, micro, &g, err) < 0) return -1;
+    const int L = m->n_layer;
+    const long long N = g.Bl * g.Tl, C = m->n_embd, T = m->seq_len;
+
+    /* stage split (schedule.c's pt_pp_split_layers): virtual stage s holds [l0, l1) */
+    int l0[PT_PP_SPLIT_MAX], l1[PT_PP_SPLIT_MAX];
+    for (int s = 0, at = 0; s < S; s++) {
+        l0[s] = at;
+        at += p->pp_split_n ? p->pp_split[s] : L / S + (s < L % S);
+        l1[s] = at;
+    }
+    char *has = malloc((size_t)L);
+    if (!has) return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+
+    /* per-piece traffic of one microbatch */
+    acc blk_tp = {0, 0, 0}, blk_tp_re = {0, 0, 0}, emb = {0, 0, 0}, head = {0, 0, 0}, att_sp = {0, 0, 0};
+    block_tp_fwd(&blk_tp, &g, m, N);
+    block_tp_bwd(&blk_tp, &g, m, N);
+    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(&blk_tp_re, &g, m, N);
+    embed_tp(&emb, &g, N);
+    head_tp(&head, &g, N);
+    if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1) */
+        const long long blk = g.Bl * g.Tl * g.Cl;
+        const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
+        const double re = p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0;
+        sendb(&att_sp, blk, fw + bw + re);
+    }
+    /* FLOPs of one microbatch's pieces on one rank (matmuls only, PaLM appendix B:
+     * 2 per multiply-add; backward twice the forward) */
+    const double tokens = (double)micro * (double)T, split = (double)p->tp * (double)p->sp;
+    const double blk_fwd_flops = (24.0 * C * C + 4.0 * T * C) * tokens / split;
+    const double head_fwd_flops = 2.0 * C * m->vocab * tokens / split;
+    double blk_flops = 3 * blk_fwd_flops;
+    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) blk_flops += blk_fwd_flops;
+    if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) blk_flops += 2.0 * T * C * tokens / split;
+
+    pt_cost c;
+    memset(&c, 0, sizeof c);
+    double best_mem = -1, flops_sum = 0;
+    const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
+    for (int r = 0; r < pp; r++) {
+        memset(has, 0, (size_t)L);
+        int nblk = 0, pp_sends = 0;
+        for (int ch = 0; ch < v; ch++) {
+            const int vs = ch * pp + r;
+            for (int l = l0[vs]; l < l1[vs]; l++) has[l] = 1, nblk++;
+            pp_sends += (vs < S - 1) + (vs > 0);
+        }
+        const int first = r == 0, last = r == pp - 1;
+        stage_state st;
+        if (stage_params(m, p, &g, first, last, has, mb, &st) < 0) {
+            free(has);
+            return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+        }
+        double bytes[PT_GRP_N] = {0}, msgs[PT_GRP_N] = {0}, steps[PT_GRP_N] = {0};
+        bytes[PT_GRP_TP] = mb * (nblk * (blk_tp.bytes + blk_tp_re.bytes) + (first ? emb.bytes : 0) + (last ? head.bytes : 0));
+        msgs[PT_GRP_TP] = mb * (nblk * (blk_tp.calls + blk_tp_re.calls) + (first ? emb.calls : 0) + (last ? head.calls : 0));
+        steps[PT_GRP_TP] = mb * (nblk * (blk_tp.steps + blk_tp_re.steps) + (first ? emb.steps : 0) + (last ? head.steps : 0));
+        bytes[PT_GRP_SP] = (double)mb * nblk * att_sp.bytes;
+        msgs[PT_GRP_SP] = steps[PT_GRP_SP] = (double)mb * nblk * att_sp.calls;
+        const double nact = (double)g.Bl * g.Tl * g.Cr;
+        bytes[PT_GRP_PP] = (double)mb * pp_sends * 4.0 * nact + st.tied_bytes;
+        msgs[PT_GRP_PP] = steps[PT_GRP_PP] = (double)mb * pp_sends + (st.tied_bytes > 0 ? 1 : 0);
+        bytes[PT_GRP_SYNC] = st.sync_bytes;
+        msgs[PT_GRP_SYNC] = st.sync_calls;
+        steps[PT_GRP_SYNC] = st.sync_steps;
+        for (int k = 0; k < PT_GRP_N; k++) {
+            if (bytes[k] > c.bytes[k]) c.bytes[k] = bytes[k];
+            if (msgs[k] > c.msgs[k]) c.msgs[k] = msgs[k];
+            if (steps[k] > c.lat_steps[k]) c.lat_steps[k] = steps[k];
+        }
+        const double flops = mb * (nblk * blk_flops + (last ? 3 * head_fwd_flops : 0));
+
+        /* memory (bytes): the training state, then the arena's activations
+         * (lib/model/gpt.c pt_gpt_create_stage, lib/pipeline buffers) */
+        const int nslots = pipeline_slots(p->schedule, pp, r, mb, v);
+        int nbufs = nslots + (r > 0 ? 1 : 0);
+        if (nbufs > mb) nbufs = mb;
+        const double Nf = (double)N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl;
+        const double natt = (double)g.Bl * g.NHl * g.Tl * T;
+        double act = nslots * (nblk * block_act(&g, T, p->ckpt_act) + 2.0 * micro * g.Tl /* tok, tgt (int32) */
+                               + (first ? Nf * Cr : 0));
+        if (p->ckpt_act == PT_RECOMPUTE_BLOCK) act += block_act(&g, T, PT_RECOMPUTE_NONE);
+        if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) act += natt;
+        if (last) act += Nf * Cr + 2 * Nf + Nf * g.Vl + Nf + 3 * Nf + Nf;
+        act += Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + 2 * Nf * Fl;
+        act += 2.0 * nbufs * v * nact;
+        /* the largest scratch a piece takes while running */
+        double scratch = 0, x;
+        if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
+            const double Vb = (double)(g.Vp / g.q);
+            x = 2 * Vb * Cr + Nf * Cr; /* head backward: W^T + SUMMA dX scratch */
+            if (last && x > scratch) scratch = x;
+            x = Nf * Fl + Fl * Cr; /* largest linear's SUMMA scratch */
+            if (x > scratch) scratch = x;
+        } else if (g.mode == PT_MODE_3D) {
+            const double l = g.q, lN = l * Nf;
+            x = lN * Cr + Cr * g.Vl + lN * g.Vl + Cr * g.Vl / l; /* head backward */
+            if (last && x > scratch) scratch = x;
+            x = lN * Fl + Fl * Cr + lN * Cr + Fl * Cr / l; /* MLP linear backward: Xg, Wg, dYg, dW piece */
+            if (x > scratch) scratch = x;
+        }
+        if (p->sp > 1) {
+            x = natt + 4 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: dS + 4 K/V blocks */
+            if (x > scratch) scratch = x;
+        }
+        /* ZeRO buffers alive during the step besides the state (zero.c):
+         * stage 1 the sync/regather slice; stage 2 a unit's full gradient
+         * and its reduce-scatter slice, beside wte's full gradient, which
+         * lives from the head's backward (pp = 1) or the first microbatch
+         * (pp > 1, tied: reduced in the sync) to its reduce; stage 3 also the
+         * gathered parameters of the unit (and of wte while its gradient is
+         * made, pp = 1 holds both through the blocks' backward). */
+        double zero_live = 0;
+        const double W = st.wte_pad;
+        if (p->zero == 1) zero_live = st.smax;
+        else if (p->zero == 2) zero_live = W + fmax(st.other2, st.wte_s);
+        else if (p->zero == 3) zero_live = pp == 1 ? 2 * W + fmax(st.other3, st.wte_s) : W + fmax(st.other3, fmax(W, st.wte_s));
+        const double state = st.zero_params + st.zero_grads + st.zero_optim;
+        /* stage 1's slice is taken in the sync, after the pieces' scratch is
+         * returned; stage 2/3's units are in flight while the pieces run */
+        const double extra = p->zero == 1 ? fmax(scratch, zero_live) : scratch + zero_live;
+        const double mem_total = 4.0 * (state + act + extra);
+        const double act_model = act - 2.0 * nbufs * v * nact; /* allocated before the state */
+        const double mem_init = 4.0 * (act_model + state + st.zero_init_extra);
+        const double peak = mem_total > mem_init ? mem_total : mem_init;
+        if (flops > c.flops) c.flops = flops;
+        flops_sum += flops;
+        if (peak > best_mem) {
+            best_mem = peak;
+            c.mem_params = 4.0 * st.zero_params;
+            c.mem_grads = 4.0 * st.zero_grads;
+            c.mem_optim = 4.0 * st.zero_optim;
+            c.mem_act = 4.0 * (act + extra);
+            c.mem_total = mem_total;
+            c.mem_peak = peak;
+        }
+        /* time of this rank (alpha-beta per group, compute at the GEMM rate) */
+        if (hw) {
+            double tc = hw->gemm_gflops > 0 ? flops * oversub / (hw->gemm_gflops * 1e9) : 0, tg[PT_GRP_N];
+            for (int k = 0; k < PT_GRP_N; k++) {
+                int lk = link ? link[k] : PT_NET_NODE;
+                if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
+                const double bw = hw->gbps[lk] > 0 ? hw->gbps[lk] * 1e9 : 0;
+                tg[k] = steps[k] * hw->lat_s[lk] + (bw > 0 ? bytes[k] / bw : 0);
+            }
+            if (tc > c.t_compute) c.t_compute = tc;
+            for (int k = 0; k < PT_GRP_N; k++)
+                if (tg[k] > c.t_comm[k]) c.t_comm[k] = tg[k];
+        }
+    }
+    free(has);
+    if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
+    if (oversub > 1 && hw && hw->gemm_gflops > 0) c.t_compute = flops_sum / pp * oversub / (hw->gemm_gflops * 1e9);
+    const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
+    c.t_bubble = oversub > 1 ? 0 : c.bubble * pipelined;
+    c.t_step = pipelined + c.t_bubble + c.t_comm[PT_GRP_DP] + c.t_comm[PT_GRP_SYNC];
+    if (out) *out = c;
+    return 0;
+}

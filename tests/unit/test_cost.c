@@ -1,0 +1,277 @@
+/* lib/plan/cost.c: the cost model against lib/model on random shapes and
+ * plans (parameter count, FLOPs, activation floats, which plans fit), and
+ * hand-checked cases (bubble, ZeRO division, the 1d byte formula, presets
+ * and their messages).  Shapes and plans are drawn at random (seed
+ * printed; PTRAIN_TEST_SEED repeats a run). */
+#define _POSIX_C_SOURCE 200809L
+#include "model/gpt.h"
+#include "plan/cost.h"
+#include "tests/tap.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state;
+static int rnd(int n) /* uniform-ish in [0, n) */
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (int)((rng_state >> 33) % (uint64_t)n);
+}
+
+static const int link_node[PT_GRP_N] = {PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE};
+static const pt_hw hw = {.gemm_gflops = 50, .lat_s = {1e-6, 2e-6, 1e-5}, .gbps = {100, 20, 5}};
+
+static pt_gpt_config cfg_of(const pt_model_shape *m)
+{
+    return (pt_gpt_config){m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab};
+}
+
+/* lib/model's activation floats of one block for plan p at microbatch b:
+ * the layout's geometry on a grid that is not built (as pt_gpt_check_plan). */
+static int model_block_act(const pt_model_shape *ms, const pt_plan *p, int b, int r, size_t *out)
+{
+    pt_pctx c;
+    memset(&c, 0, sizeof c);
+    c.plan = *p;
+    if (pt_plan_tp_dims(p, c.tp_dims, NULL) < 0) return -1;
+    const pt_layout *lo = pt_layout_for(p->mode);
+    pt_gpt m;
+    memset(&m, 0, sizeof m);
+    if (!lo || lo->geometry(&c, b, ms->seq_len / p->sp, ms->n_embd, ms->n_head, ms->vocab, &m.g)) return -1;
+    m.T = ms->seq_len;
+    m.Tl = ms->seq_len / p->sp;
+    *out = pt_gpt_block_act_floats(&m, r);
+    return 0;
+}
+
+/* a random plan of a random mode with small sizes */
+static void random_plan(pt_plan *p)
+{
+    pt_plan_default(p);
+    static const pt_mode modes[] = {PT_MODE_1D, PT_MODE_2D, PT_MODE_2P5D, PT_MODE_3D};
+    p->mode = modes[rnd(4)];
+    switch (p->mode) {
+    case PT_MODE_1D: p->tp = 1 + rnd(4); break;
+    case PT_MODE_2D: { int q = 1 + rnd(3); p->tp = q * q; break; }
+    case PT_MODE_2P5D: { int q = 1 + rnd(2); p->tp_depth = 1 + rnd(3); p->tp = p->tp_depth * q * q; break; }
+    default: { int l = 1 + rnd(2); p->tp = l * l * l; break; }
+    }
+    p->dp = 1 + rnd(3);
+    if (p->tp == 1 && rnd(3) == 0) p->sp = 1 + rnd(4);
+    p->pp = 1 + rnd(3);
+    p->microbatches = 1 + rnd(4);
+    p->schedule = rnd(2) ? PT_SCHED_1F1B : PT_SCHED_GPIPE;
+    if (p->pp > 1 && rnd(3) == 0) {
+        p->schedule = PT_SCHED_INTERLEAVED;
+        p->virtual_stages = 2;
+        p->microbatches = p->pp * (1 + rnd(2));
+    }
+    p->ckpt_act = rnd(3);
+    if (p->dp * p->sp > 1) p->zero = rnd(4);
+}
+
+int main(void)
+{
+    rng_state = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    if (getenv("PTRAIN_TEST_SEED")) rng_state = strtoull(getenv("PTRAIN_TEST_SEED"), NULL, 10);
+    printf("# seed %llu (PTRAIN_TEST_SEED repeats this run)\n", (unsigned long long)rng_state);
+    pt_error err = {{0}};
+
+    /* ---- presets and the model-shape parser ---- */
+    pt_model_shape s;
+    pt_gpt_config gc;
+    const char *names[] = {"test", "tiny", "small", "gpt2-124M"};
+    int same = 1;
+    for (int i = 0; i < 4; i++) {
+        if (pt_model_shape_parse("--ptrain-model", names[i], &s, &err) < 0 || pt_gpt_preset(names[i], &gc) != PT_OK ||
+            memcmp(&gc, &(pt_gpt_config){s.n_layer, s.n_head, s.n_embd, s.seq_len, s.vocab}, sizeof gc) != 0)
+            same = 0;
+    }
+    tap_ok(same, "every preset parses and pt_gpt_preset gives the same shape");
+    tap_ok(strcmp(pt_gpt_preset_names(), pt_model_preset_names()) == 0, "pt_gpt_preset_names delegates");
+    tap_ok(pt_gpt_preset("huge", &gc) != PT_OK && strcmp(pt_errmsg(), "unknown model 'huge'; valid: test, tiny, small, gpt2-124M") == 0,
+           "pt_gpt_preset keeps its message: %s", pt_errmsg());
+    tap_ok(pt_model_shape_parse("--ptrain-model", "3,4,64,32,97", &s, &err) == 0 && s.n_layer == 3 && s.n_head == 4 &&
+               s.n_embd == 64 && s.seq_len == 32 && s.vocab == 97,
+           "L,H,C,T,V parses");
+    const char *bad[] = {"huge", "3,4,64,32", "3,4,63,32,97", "3,4,64,32,97,1", "0,4,64,32,97", "3,4,64,32,1", "",
+                         "3,4,64,32,97x", "-3,4,64,32,97"};
+    int refused = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char want[256];
+        snprintf(want, sizeof want,
+                 "invalid --ptrain-model '%s' (valid: a preset test, tiny, small, gpt2-124M or L,H,C,T,V)", bad[i]);
+        if (pt_model_shape_parse("--ptrain-model", bad[i], &s, &err) != -1 || strcmp(err.text, want) != 0) {
+            refused = 0;
+            tap_diag("'%s' gave: %s", bad[i], err.text);
+        }
+    }
+    tap_ok(refused, "bad shapes are refused with one line naming the value and the valid forms");
+
+    /* ---- agreement with lib/model on random shapes and plans ---- */
+    int n_params_ok = 1, flops_ok = 1, act_ok = 1, fit_ok = 1, nfit = 0, nrefused = 0;
+    for (int it = 0; it < 400; it++) {
+        /* half the shapes friendly to tensor grids (heads and width powers
+         * of two), half arbitrary, so both fitting and refused plans occur */
+        pt_model_shape m = {1 + rnd(6), 1 + rnd(8), 0, 0, 2 + rnd(300)};
+        m.n_embd = m.n_head * (1 + rnd(8)) * (1 + rnd(2));
+        m.seq_len = 1 + rnd(24);
+        if (rnd(2)) {
+            m.n_head = 1 << rnd(4);
+            m.n_embd = m.n_head * 4 * (1 + rnd(3));
+            m.seq_len = 4 * (1 + rnd(6));
+        }
+        pt_gpt_config c = cfg_of(&m);
+        pt_plan p;
+        random_plan(&p);
+        const int gb = rnd(2) ? p.dp * (1 + rnd(12)) : p.dp * p.microbatches * 4 * (1 + rnd(2));
+        /* parameters: the sum of the shards on every rank of one tp group,
+         * pp = 1, no ZeRO, 1d: C V tied + the rest = pt_gpt_num_params
+         * (padding aside): mem_params / 4 at tp = 1 */
+        pt_plan q1;
+        pt_plan_default(&q1);
+        pt_cost c1;
+        if (pt_cost_eval(&m, 1, &q1, &hw, link_node, &c1, &err) == 0) {
+            if (fabs(c1.mem_params / 4 - (double)pt_gpt_num_params(&c)) > 0.5) {
+                n_params_ok = 0;
+                tap_diag("params: cost %.0f vs model %lld", c1.mem_params / 4, (long long)pt_gpt_num_params(&c));
+            }
+            /* FLOPs at tp = pp = 1, one sequence: pt_gpt_flops_per_token * T */
+            double want = pt_gpt_flops_per_token(&c, m.seq_len) * m.seq_len;
+            if (fabs(c1.flops - want) > 1e-9 * want) {
+                flops_ok = 0;
+                tap_diag("flops: cost %.6g vs model %.6g", c1.flops, want);
+            }
+        } else {
+            n_params_ok = 0;
+            tap_diag("the trivial plan was refused: %s", err.text);
+        }
+        /* which plans fit: the cost model refuses what lib/model refuses */
+        pt_cost pc;
+        int rc = pt_cost_eval(&m, gb, &p, &hw, link_node, &pc, &err);
+        int B = gb / p.dp, micro = B % p.microbatches ? 0 : B / p.microbatches;
+        int model_ok = micro > 0 && pt_gpt_check_plan(&c, &p, micro, m.seq_len) == PT_OK &&
+                       pt_plan_check_model(&p, m.n_layer, B, NULL) == 0;
+        if ((rc == 0) != model_ok) {
+            fit_ok = 0;
+            char sum[640];
+            pt_plan_summary(&p, sum, sizeof sum);
+            tap_diag("fit disagrees for L%d H%d C%d T%d V%d batch %d %s: cost %s, model %s", m.n_layer, m.n_head,
+                     m.n_embd, m.seq_len, m.vocab, gb, sum, rc ? err.text : "fits", model_ok ? "fits" : pt_errmsg());
+        }
+        rc == 0 ? nfit++ : nrefused++;
+        if (model_ok) {
+            for (int r = 0; r < 3; r++) {
+                size_t want = 0;
+                double got = pt_cost_block_act_floats(&m, &p, micro, r);
+                if (model_block_act(&m, &p, micro, r, &want) < 0 || got != (double)want) {
+                    act_ok = 0;
+                    tap_diag("block act floats (recompute %d): cost %.0f vs model %zu", r, got, want);
+                }
+            }
+        }
+    }
+    tap_ok(n_params_ok, "mem_params of the whole model at tp = pp = 1 is 4 x pt_gpt_num_params");
+    tap_ok(flops_ok, "FLOPs at tp = pp = 1 are pt_gpt_flops_per_token x tokens");
+    tap_ok(fit_ok, "pt_cost_eval refuses exactly what pt_gpt_check_plan / pt_plan_check_model refuse (%d fit, %d refused)",
+           nfit, nrefused);
+    tap_ok(act_ok, "pt_cost_block_act_floats equals pt_gpt_block_act_floats for every layout and recompute mode");
+
+    /* ---- hand-checked cases ---- */
+    pt_model_shape tm = {4, 4, 64, 32, 97};
+    pt_plan p;
+    pt_cost c;
+    pt_plan_default(&p);
+    p.pp = 4, p.microbatches = 8;
+    pt_cost_eval(&tm, 8, &p, &hw, link_node, &c, &err);
+    tap_ok(fabs(c.bubble - 3.0 / 8) < 1e-12, "1f1b pp=4 m=8: bubble (pp-1)/m = 0.375 (%g)", c.bubble);
+    p.schedule = PT_SCHED_INTERLEAVED, p.virtual_stages = 1, p.pp = 2, p.virtual_stages = 2;
+    pt_cost_eval(&tm, 8, &p, &hw, link_node, &c, &err);
+    tap_ok(fabs(c.bubble - 1.0 / 16) < 1e-12, "interleaved pp=2 v=2 m=8: bubble (pp-1)/(v m) = 1/16 (%g)", c.bubble);
+    pt_plan_default(&p);
+    pt_cost_eval(&tm, 8, &p, &hw, link_node, &c, &err);
+    tap_ok(c.bubble == 0 && c.t_bubble == 0, "no pipeline, no bubble");
+
+    /* ZeRO division: dp = 4, 1d tp = 1: every parameter is in one bucket
+     * over 4 ranks, units padded to 4 */
+    pt_plan_default(&p);
+    p.dp = 4;
+    pt_cost z[4];
+    for (int k = 0; k < 4; k++) {
+        p.zero = k;
+        pt_cost_eval(&tm, 8, &p, &hw, link_node, &z[k], &err);
+    }
+    const double P = 4.0 * (double)pt_gpt_num_params(&(pt_gpt_config){4, 4, 64, 32, 97});
+    tap_ok(z[0].mem_params == P && z[0].mem_grads == P && z[0].mem_optim == 2 * P,
+           "ZeRO 0: 4 + 4 + 8 bytes per parameter");
+    /* padded units: within 4 floats per unit (units: wte, wpe, 4 blocks, lnf) */
+    const double pad = 4.0 * 4 * 7;
+    tap_ok(fabs(z[1].mem_optim - 2 * P / 4) <= pad && z[1].mem_params >= P && z[1].mem_grads >= P,
+           "ZeRO 1: optimizer state / 4 (%.0f vs %.0f), parameters and gradients whole", z[1].mem_optim, 2 * P / 4);
+    tap_ok(fabs(z[2].mem_grads - P / 4) <= pad / 4 && fabs(z[2].mem_optim - 2 * P / 4) <= pad && z[2].mem_params >= P,
+           "ZeRO 2: gradients and optimizer state / 4, parameters whole");
+    tap_ok(fabs(z[3].mem_params - P / 4) <= pad / 4 && fabs(z[3].mem_grads - P / 4) <= pad / 4,
+           "ZeRO 3: parameters, gradients and optimizer state / 4");
+    /* sync bytes: stage 0 one allreduce of all P/4 floats over 4 ranks:
+     * 2 (4-1)/4 P bytes (integer division as comm_mpi.c) */
+    unsigned long long Pb = (unsigned long long)P;
+    tap_ok(z[0].bytes[PT_GRP_SYNC] == (double)(2ull * 3 * Pb / 4), "ZeRO 0 over dp=4: 2(p-1)/p x 4 Psi sync bytes (%.0f)",
+           z[0].bytes[PT_GRP_SYNC]);
+    tap_ok(z[3].bytes[PT_GRP_SYNC] > 1.49 * z[1].bytes[PT_GRP_SYNC] && z[3].bytes[PT_GRP_SYNC] < 1.51 * z[1].bytes[PT_GRP_SYNC],
+           "ZeRO 3 moves 1.5x ZeRO 1's bytes at one microbatch (3 Psi vs 2 Psi, ZeRO sec. 7.2)");
+    tap_ok(z[0].bytes[PT_GRP_DP] == 0 && z[0].bytes[PT_GRP_TP] == 0, "plain dp: nothing on the dp and tp groups");
+
+    /* 1d: 4L+2 allreduces of Sx = [B, T, C] plus the cross-entropy's [N] and [2N] */
+    pt_plan_default(&p);
+    p.tp = 2;
+    pt_cost_eval(&tm, 4, &p, &hw, link_node, &c, &err);
+    const unsigned long long Nt = 4ull * 32, Sx = Nt * 64 * 4;
+    const double want1d = (double)((4 * 4 + 2) * (2 * 1 * Sx / 2) + 2 * 1 * (Nt * 4) / 2 + 2 * 1 * (2 * Nt * 4) / 2);
+    tap_ok(c.bytes[PT_GRP_TP] == want1d, "1d tp=2: (4L+2) x 2(p-1)/p Sx + the cross-entropy's (%.0f vs %.0f)",
+           c.bytes[PT_GRP_TP], want1d);
+    tap_ok(c.msgs[PT_GRP_TP] == 4 * 4 + 2 + 2, "1d tp=2: 4L+4 allreduce calls (%.0f)", c.msgs[PT_GRP_TP]);
+
+    /* refusals name the value */
+    pt_plan_default(&p);
+    p.tp = 3;
+    tap_ok(pt_cost_eval(&tm, 4, &p, &hw, link_node, &c, &err) == -1 && strstr(err.text, "tp=3") != NULL,
+           "tp=3 with 4 heads refused: %s", err.text);
+    pt_plan_default(&p);
+    p.dp = 3;
+    tap_ok(pt_cost_eval(&tm, 4, &p, &hw, link_node, &c, &err) == -1 && strstr(err.text, "dp=3") != NULL,
+           "batch 4 over dp=3 refused: %s", err.text);
+    pt_plan_default(&p);
+    p.pp = 5;
+    tap_ok(pt_cost_eval(&tm, 4, &p, &hw, link_node, &c, &err) == -1 && strstr(err.text, "pp=5") != NULL,
+           "pp=5 with 4 layers refused: %s", err.text);
+    pt_plan_default(&p);
+    p.microbatches = 3;
+    tap_ok(pt_cost_eval(&tm, 4, &p, &hw, link_node, &c, &err) == -1 && strstr(err.text, "microbatches=3") != NULL,
+           "4 sequences in 3 microbatches refused: %s", err.text);
+
+    /* the time model: t_step = pipelined work x (1 + bubble) + sync */
+    pt_plan_default(&p);
+    p.pp = 2, p.dp = 2, p.microbatches = 4;
+    pt_cost_eval(&tm, 8, &p, &hw, link_node, &c, &err);
+    double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
+    tap_ok(fabs(c.t_step - (pipelined * (1 + c.bubble) + c.t_comm[PT_GRP_SYNC] + c.t_comm[PT_GRP_DP])) < 1e-15 &&
+               c.t_compute > 0 && c.t_comm[PT_GRP_PP] > 0 && c.t_comm[PT_GRP_SYNC] > 0,
+           "t_step = (compute + tp + sp + pp) (1 + bubble) + dp + sync (%.3g s)", c.t_step);
+    tap_ok(fabs(c.t_compute - c.flops / 50e9) < 1e-15, "t_compute = flops / gemm rate");
+    /* time-shared cores: 2 ranks per core halve each rank's rate; the
+     * bubble is given to the other ranks (t_bubble 0), and compute is the
+     * mean over pipeline ranks: the first stage has no head */
+    pt_hw shared = hw;
+    shared.ranks_per_core = 2;
+    pt_cost cs;
+    pt_cost_eval(&tm, 8, &p, &shared, link_node, &cs, &err);
+    tap_ok(cs.t_bubble == 0 && cs.bubble == c.bubble && cs.t_compute < 2 * c.t_compute && cs.t_compute > c.t_compute &&
+               cs.bytes[PT_GRP_PP] == c.bytes[PT_GRP_PP],
+           "ranks_per_core 2: no bubble time, compute between 1x and 2x the dedicated busiest rank's (%.3g vs %.3g s)",
+           cs.t_compute, c.t_compute);
+    return tap_done();
+}
