@@ -139,6 +139,8 @@ typedef struct pt_topo {
     int gpu_probe;          /* PT_TOPO_GPU_PROBE_* */
     char gpu_probe_note[160]; /* one line on why the GPU probe is absent */
     pt_topo_net net;
+    double gemm_gflops;     /* measured fp32 sgemm rate of one core (GFLOP/s; ptrain-topo --probe,
+                               JSON "gemm_gflops", optional), 0 = not measured */
     void *hw;               /* hwloc_topology_t when built from hwloc, else NULL */
 } pt_topo;
 

@@ -133,6 +133,7 @@ int pt_topo_to_json(const pt_topo *t, char **out)
                                                    "allreduce_busbw_gbps", n->ar_busbw));
     else
         json_object_set_new(root, "net", json_null());
+    if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
     /* Derived, for readers; ignored when loading. */
     pt_topo_islands isl;
     if (pt_topo_islands_find(t, &isl) == PT_OK) {
@@ -390,6 +391,14 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         n->ar_algbw = jnum(&c, net, "allreduce_algbw_gbps");
         n->ar_busbw = jnum(&c, net, "allreduce_busbw_gbps");
     } else if (!c.rc && !json_is_null(net)) jerr(&c, "net", "must be an object or null");
+    /* optional: the measured sgemm rate of one core */
+    json_t *gg = c.rc ? NULL : json_object_get(root, "gemm_gflops");
+    if (gg && !json_is_null(gg)) {
+        if (!json_is_number(gg) || !(json_number_value(gg) >= 0) || json_number_value(gg) > 1e9)
+            jerr(&c, "gemm_gflops", "must be a number of GFLOP/s (0..1e9)");
+        else
+            t->gemm_gflops = json_number_value(gg);
+    }
     json_decref(root);
     if (c.rc) { pt_topo_free(t); return c.rc; }
     return PT_OK;

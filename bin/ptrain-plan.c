@@ -1,0 +1,320 @@
+/* ptrain-plan: offline planning from a node model (hwloc XML or ptrain
+ * JSON), a job geometry and a model shape; prints the chosen plan and the
+ * runners-up with their predicted step time, memory and why.  See
+ * ptrain-plan(1). */
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+#include "core/core.h"
+#include "plan/cost.h"
+#include "plan/plan.h"
+#include "plan/search.h"
+#include "topo/topo.h"
+#include "topo/topo_plan.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { EXIT_BAD = 2, EXIT_FAIL = 3 };
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptrain-plan [--topology FILE] [--nodes N] [--tasks-per-node N] [--model M]\n"
+            "                   [--batch N] [pins] [--mem-gb G] [--inter-gbps G] [--gemm-gflops G]\n"
+            "                   [--json | --env]\n"
+            "Machine and job:\n"
+            "  --topology FILE     node model: hwloc XML or ptrain-topo JSON/XML (default: this\n"
+            "                      machine, or $" PT_TOPO_ENV ")\n"
+            "  --nodes N           nodes in the job (default 1)\n"
+            "  --tasks-per-node N  tasks on each node (default: the node's GPUs, else 1)\n"
+            "  --mem-gb G          memory one rank may use, GB (default: from the model)\n"
+            "  --inter-gbps G      network bandwidth of one node, GB/s (default: measured, else\n"
+            "                      an estimate from its adapters)\n"
+            "  --gemm-gflops G     fp32 GEMM rate of one rank, GFLOP/s (default: measured, else\n"
+            "                      an estimate from the cores)\n"
+            "Model:\n"
+            "  --model M           %s, or L,H,C,T,V (default gpt2-124M)\n"
+            "  --batch N           global batch, sequences per step (default 512)\n"
+            "Pins (as srun's --ptrain-*; default: the search chooses):\n"
+            "  --mode M            auto, 1d, 2d, 2.5d, 3d\n"
+            "  --tp N, --tp-depth N, --sp N, --pp N, --zero N, --microbatches N\n"
+            "  --schedule S        gpipe, 1f1b, interleaved\n"
+            "  --recompute R       none, block, attention\n"
+            "Output:\n"
+            "  --json              the result as JSON\n"
+            "  --env               the PTRAIN_* lines the plugin would inject\n"
+            "  --help, --version   this text; the version\n"
+            "exit: 0 planned, 2 bad input or no plan fits, 3 out of memory or write failure\n",
+            pt_model_preset_names());
+}
+
+static int parse_pos(const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "ptrain-plan: invalid --%s '%s' (valid: an integer %d..%d)\n", opt, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_real(const char *opt, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0) || v > 1e12) {
+        fprintf(stderr, "ptrain-plan: invalid --%s '%s' (valid: a positive number)\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int print_env(const char *name, const char *value, void *arg)
+{
+    (void)arg;
+    return printf("%s=%s\n", name, value) < 0;
+}
+
+static json_t *cand_json(const pt_candidate *c)
+{
+    char s[640];
+    pt_plan_summary(&c->plan, s, sizeof s);
+    json_t *o = json_object();
+    json_object_set_new(o, "plan", json_string(s));
+    json_object_set_new(o, "mode", json_string(pt_mode_name(c->plan.mode)));
+    json_object_set_new(o, "dp", json_integer(c->plan.dp));
+    json_object_set_new(o, "pp", json_integer(c->plan.pp));
+    json_object_set_new(o, "tp", json_integer(c->plan.tp));
+    json_object_set_new(o, "tp_depth", json_integer(c->plan.tp_depth));
+    json_object_set_new(o, "sp", json_integer(c->plan.sp));
+    json_object_set_new(o, "zero", json_integer(c->plan.zero));
+    json_object_set_new(o, "microbatches", json_integer(c->plan.microbatches));
+    json_object_set_new(o, "schedule", json_string(pt_schedule_name(c->plan.schedule)));
+    json_object_set_new(o, "virtual_stages", json_integer(c->plan.virtual_stages));
+    char split[256];
+    pt_plan_split_format(&c->plan, split, sizeof split);
+    json_object_set_new(o, "pp_split", json_string(split));
+    json_object_set_new(o, "recompute", json_string(pt_recompute_name(c->plan.ckpt_act)));
+    json_object_set_new(o, "rank_order", json_string(c->plan.rank_order));
+    json_object_set_new(o, "t_step_s", json_real(c->cost.t_step));
+    json_object_set_new(o, "t_compute_s", json_real(c->cost.t_compute));
+    json_object_set_new(o, "t_bubble_s", json_real(c->cost.t_bubble));
+    json_object_set_new(o, "bubble", json_real(c->cost.bubble));
+    json_t *comm = json_object(), *bytes = json_object(), *link = json_object();
+    for (int g = 0; g < PT_GRP_N; g++) {
+        json_object_set_new(comm, pt_cost_group_name(g), json_real(c->cost.t_comm[g]));
+        json_object_set_new(bytes, pt_cost_group_name(g), json_real(c->cost.bytes[g]));
+        json_object_set_new(link, pt_cost_group_name(g), json_string(pt_cost_link_name(c->link[g])));
+    }
+    json_object_set_new(o, "t_comm_s", comm);
+    json_object_set_new(o, "bytes", bytes);
+    json_object_set_new(o, "link", link);
+    json_object_set_new(o, "flops", json_real(c->cost.flops));
+    json_object_set_new(o, "mem_bytes", json_pack("{s:f, s:f, s:f, s:f, s:f}", "params", c->cost.mem_params,
+                                                  "grads", c->cost.mem_grads, "optim", c->cost.mem_optim,
+                                                  "act", c->cost.mem_act, "total", c->cost.mem_total));
+    return o;
+}
+
+int main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"topology", required_argument, 0, 'T'},     {"nodes", required_argument, 0, 'N'},
+        {"tasks-per-node", required_argument, 0, 'n'}, {"model", required_argument, 0, 'm'},
+        {"batch", required_argument, 0, 'b'},        {"mode", required_argument, 0, 'M'},
+        {"tp", required_argument, 0, 't'},           {"tp-depth", required_argument, 0, 'd'},
+        {"sp", required_argument, 0, 's'},           {"pp", required_argument, 0, 'p'},
+        {"zero", required_argument, 0, 'z'},         {"microbatches", required_argument, 0, 'u'},
+        {"schedule", required_argument, 0, 'S'},     {"recompute", required_argument, 0, 'r'},
+        {"mem-gb", required_argument, 0, 'G'},       {"inter-gbps", required_argument, 0, 'I'},
+        {"gemm-gflops", required_argument, 0, 'F'},  {"json", no_argument, 0, 'j'},
+        {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},            {0, 0, 0, 0}};
+    const char *topology = NULL, *model = "gpt2-124M";
+    int nodes = 1, tpn = 0, batch = 512, out = 0, c, zero_given = 0, sched_given = 0;
+    pt_topo_hw_override ov = {0, 0, 0};
+    pt_plan req;
+    pt_plan_default(&req);
+    req.mode = PT_MODE_AUTO;
+    req.dp = req.pp = req.tp = req.sp = req.tp_depth = req.microbatches = req.virtual_stages = 0;
+    pt_error err = {""};
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        int bad = 0;
+        switch (c) {
+        case 'T': topology = optarg; break;
+        case 'N': bad = parse_pos("nodes", optarg, 1, 1 << 20, &nodes); break;
+        case 'n': bad = parse_pos("tasks-per-node", optarg, 1, 1 << 16, &tpn); break;
+        case 'm': model = optarg; break;
+        case 'b': bad = parse_pos("batch", optarg, 1, 1 << 24, &batch); break;
+        case 'M': {
+            pt_mode m;
+            if (pt_mode_parse(optarg, &m, &err) < 0 || m == PT_MODE_OFF) {
+                fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", optarg);
+                return EXIT_BAD;
+            }
+            req.mode = m;
+            break;
+        }
+        case 't': bad = parse_pos("tp", optarg, 1, 1 << 20, &req.tp); break;
+        case 'd': bad = parse_pos("tp-depth", optarg, 1, 1 << 20, &req.tp_depth); break;
+        case 's': bad = parse_pos("sp", optarg, 1, 1 << 20, &req.sp); break;
+        case 'p': bad = parse_pos("pp", optarg, 1, 1 << 20, &req.pp); break;
+        case 'z': bad = parse_pos("zero", optarg, 0, 3, &req.zero); zero_given = 1; break;
+        case 'u': bad = parse_pos("microbatches", optarg, 1, 1 << 20, &req.microbatches); break;
+        case 'S':
+            if (pt_schedule_parse("--schedule", optarg, &req.schedule, &err) < 0) {
+                fprintf(stderr, "ptrain-plan: %s\n", err.text);
+                return EXIT_BAD;
+            }
+            sched_given = 1;
+            break;
+        case 'r':
+            if (pt_recompute_parse("--recompute", optarg, &req.ckpt_act, &err) < 0) {
+                fprintf(stderr, "ptrain-plan: %s\n", err.text);
+                return EXIT_BAD;
+            }
+            break;
+        case 'G': bad = parse_real("mem-gb", optarg, &ov.mem_gb); break;
+        case 'I': bad = parse_real("inter-gbps", optarg, &ov.inter_gbps); break;
+        case 'F': bad = parse_real("gemm-gflops", optarg, &ov.gemm_gflops); break;
+        case 'j':
+        case 'e':
+            if (out && out != c) {
+                fprintf(stderr, "ptrain-plan: --json and --env exclude each other\n");
+                return EXIT_BAD;
+            }
+            out = c;
+            break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("ptrain-plan (ptrain) %s\n", PACKAGE_VERSION); return 0;
+        default:
+            fprintf(stderr, "ptrain-plan: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+            return EXIT_BAD;
+        }
+        if (bad) return EXIT_BAD;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ptrain-plan: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return EXIT_BAD;
+    }
+    pt_model_shape m;
+    if (pt_model_shape_parse("--model", model, &m, &err) < 0) {
+        fprintf(stderr, "ptrain-plan: %s\n", err.text);
+        return EXIT_BAD;
+    }
+    if (req.tp_depth > 0 && req.mode != PT_MODE_2P5D) {
+        fprintf(stderr, "ptrain-plan: --tp-depth=%d is for --mode=2.5d, but the mode is %s (valid: --mode=2.5d, "
+                "or no --tp-depth)\n", req.tp_depth, pt_mode_name(req.mode));
+        return EXIT_BAD;
+    }
+
+    pt_topo t;
+    int rc = topology ? pt_topo_load_file(&t, topology) : pt_topo_load_hwloc(&t, NULL);
+    if (rc) {
+        fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
+        return EXIT_BAD;
+    }
+    if (tpn == 0) tpn = t.ngpus > 0 ? t.ngpus : 1;
+    pt_cluster cl;
+    memset(&cl, 0, sizeof cl);
+    char note[1024];
+    if (pt_topo_plan_hw(&t, tpn, &ov, &cl.hw, &cl.island_ranks, note, sizeof note, &err) < 0) {
+        fprintf(stderr, "ptrain-plan: %s\n", err.text);
+        pt_topo_free(&t);
+        return EXIT_BAD;
+    }
+    char source[256];
+    snprintf(source, sizeof source, "%s", t.source);
+    pt_topo_free(&t);
+    int *tasks = malloc(sizeof(int) * (size_t)nodes);
+    if (!tasks) {
+        fprintf(stderr, "ptrain-plan: out of memory\n");
+        return EXIT_FAIL;
+    }
+    for (int i = 0; i < nodes; i++) tasks[i] = tpn;
+    cl.nnodes = nodes;
+    cl.tasks_per_node = tasks;
+    pt_plan_limits lim = {INT_MAX, ~0u, INT_MAX, 3, ~0u};
+    /* --zero 0 and --schedule 1f1b are pins too, though they are the
+     * request's defaults: narrow the search's limits to them */
+    if (zero_given && req.zero == 0) lim.max_zero = 0;
+    if (sched_given) lim.schedules = 1u << req.schedule;
+    pt_search_result r;
+    if (pt_plan_search(&cl, &m, batch, &lim, &req, &r, &err) < 0) {
+        fprintf(stderr, "ptrain-plan: %s\n", err.text);
+        free(tasks);
+        return EXIT_BAD;
+    }
+    free(tasks);
+    int status = 0;
+    if (out == 'e') {
+        if (pt_plan_export(&r.best.plan, print_env, NULL) != 0) status = EXIT_FAIL;
+    } else if (out == 'j') {
+        json_t *root = json_object();
+        json_object_set_new(root, "topology", json_string(source));
+        json_object_set_new(root, "nodes", json_integer(nodes));
+        json_object_set_new(root, "tasks_per_node", json_integer(tpn));
+        json_object_set_new(root, "island_ranks", json_integer(cl.island_ranks));
+        json_object_set_new(root, "model", json_pack("{s:i, s:i, s:i, s:i, s:i}", "n_layer", m.n_layer, "n_head",
+                                                     m.n_head, "n_embd", m.n_embd, "seq_len", m.seq_len, "vocab",
+                                                     m.vocab));
+        json_object_set_new(root, "global_batch", json_integer(batch));
+        json_t *hw = json_object(), *g = json_object(), *l = json_object();
+        json_object_set_new(hw, "gemm_gflops", json_real(cl.hw.gemm_gflops));
+        json_object_set_new(hw, "mem_bytes", json_real(cl.hw.mem_bytes));
+        for (int k = 0; k < PT_NET_N; k++) {
+            json_object_set_new(g, pt_cost_link_name(k), json_real(cl.hw.gbps[k]));
+            json_object_set_new(l, pt_cost_link_name(k), json_real(cl.hw.lat_s[k]));
+        }
+        json_object_set_new(hw, "gbps", g);
+        json_object_set_new(hw, "lat_s", l);
+        json_object_set_new(root, "hw", hw);
+        json_object_set_new(root, "best", cand_json(&r.best));
+        json_t *runners = json_array();
+        for (int i = 0; i < r.nrunners; i++) json_array_append_new(runners, cand_json(&r.runner[i]));
+        json_object_set_new(root, "runners", runners);
+        json_object_set_new(root, "considered", json_integer(r.nconsidered));
+        json_object_set_new(root, "fit", json_integer(r.nfit));
+        json_object_set_new(root, "why", json_string(r.why));
+        char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
+        json_decref(root);
+        if (!text) {
+            fprintf(stderr, "ptrain-plan: out of memory\n");
+            return EXIT_FAIL;
+        }
+        printf("%s\n", text);
+        free(text);
+    } else {
+        char isl[48];
+        if (cl.island_ranks > 0)
+            snprintf(isl, sizeof isl, "islands of %d ranks", cl.island_ranks);
+        else
+            snprintf(isl, sizeof isl, "the node is one island");
+        printf("machine: %d node%s x %d tasks, node model %s, %s\n", nodes, nodes == 1 ? "" : "s", tpn, source,
+               isl);
+        for (char *line = strtok(note, "\n"); line; line = strtok(NULL, "\n")) printf("  %s\n", line);
+        size_t need = pt_plan_explain(&r, &m, batch, NULL, 0) + 1;
+        char *text = malloc(need);
+        if (!text) {
+            fprintf(stderr, "ptrain-plan: out of memory\n");
+            return EXIT_FAIL;
+        }
+        pt_plan_explain(&r, &m, batch, text, need);
+        fputs(text, stdout);
+        free(text);
+    }
+    if (fflush(stdout) != 0 && !status) status = EXIT_FAIL;
+    return status;
+}

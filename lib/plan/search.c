@@ -1,0 +1,863 @@
+/* The planner: search over every plan for a job, placement links, the
+ * uneven stage split and the explanation.  See search.h for the contract.
+ *
+ * libc + libm only (linked into the SPANK plugin).  Deterministic: no
+ * clock, no randomness, every loop in a fixed order, ties broken by the
+ * rules in pt_plan_search's comment. */
+#include "plan/search.h"
+
+#include <float.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- placement links --------------------------------------------------- */
+
+/* Where rank r sits: its node and its island inside the node, for ranks
+ * numbered node by node (pt_plan_rank).  Uniform clusters need no table;
+ * others use prefix sums (binary search). */
+typedef struct rank_map {
+    int nnodes, uniform, tpn, island;
+    const int *tpn_of;
+    long long *start; /* [nnodes + 1] first rank of each node, NULL if uniform */
+} rank_map;
+
+static int map_init(rank_map *m, const pt_cluster *c)
+{
+    memset(m, 0, sizeof *m);
+    m->nnodes = c->nnodes;
+    m->tpn_of = c->tasks_per_node;
+    m->island = c->island_ranks;
+    m->uniform = 1;
+    m->tpn = c->tasks_per_node[0];
+    for (int i = 1; i < c->nnodes; i++)
+        if (c->tasks_per_node[i] != m->tpn) m->uniform = 0;
+    if (m->uniform) return 0;
+    m->start = malloc(sizeof *m->start * (size_t)(c->nnodes + 1));
+    if (!m->start) return -1;
+    m->start[0] = 0;
+    for (int i = 0; i < c->nnodes; i++) m->start[i + 1] = m->start[i] + c->tasks_per_node[i];
+    return 0;
+}
+
+static void map_where(const rank_map *m, long long r, int *node, int *isl)
+{
+    int n, local, tpn;
+    if (m->uniform) {
+        n = (int)(r / m->tpn);
+        local = (int)(r % m->tpn);
+        tpn = m->tpn;
+    } else {
+        int lo = 0, hi = m->nnodes - 1;
+        while (lo < hi) { /* last node whose start <= r */
+            int mid = (lo + hi + 1) / 2;
+            if (m->start[mid] <= r) lo = mid;
+            else hi = mid - 1;
+        }
+        n = lo;
+        local = (int)(r - m->start[lo]);
+        tpn = m->tpn_of[lo];
+    }
+    *node = n;
+    *isl = (m->island <= 0 || m->island >= tpn) ? 0 : local / m->island;
+}
+
+void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
+{
+    for (int g = 0; g < PT_GRP_N; g++) link[g] = PT_NET_ISLAND;
+    if (!c || !p || c->nnodes < 1 || !c->tasks_per_node || p->dp < 1 || p->pp < 1 || p->tp < 1 ||
+        p->sp < 1)
+        return;
+    long long world = (long long)p->dp * p->pp * p->tp * p->sp, tasks = 0;
+    for (int i = 0; i < c->nnodes; i++) tasks += c->tasks_per_node[i] > 0 ? c->tasks_per_node[i] : 0;
+    rank_map m;
+    if (world != tasks || map_init(&m, c) < 0) {
+        /* Not a plan of this cluster (or no memory): the safe answer is
+         * that every group crosses the network. */
+        for (int g = 0; g < PT_GRP_N; g++)
+            link[g] = (g == PT_GRP_DP && p->dp == 1) || (g == PT_GRP_TP && p->tp == 1) ||
+                              (g == PT_GRP_PP && p->pp == 1) || (g == PT_GRP_SP && p->sp == 1)
+                          ? PT_NET_ISLAND
+                          : PT_NET_INTER;
+        return;
+    }
+    /* Stride of each axis in the rank order (right-most fastest); the T
+     * axis holds tp*sp ranks, tp fastest inside it. */
+    long long stride[3] = {0, 0, 0}, acc = 1; /* D, P, T */
+    for (int i = 2; i >= 0; i--) {
+        char a = p->rank_order[i];
+        int idx = a == 'D' ? 0 : a == 'P' ? 1 : 2;
+        stride[idx] = acc;
+        acc *= idx == 0 ? p->dp : idx == 1 ? p->pp : (long long)p->tp * p->sp;
+    }
+    long long sD = stride[0], sP = stride[1], sT = stride[2], sS = stride[2] * p->tp;
+    for (long long r = 0; r < world; r++) {
+        int node, isl;
+        map_where(&m, r, &node, &isl);
+        int d = (int)(r / sD % p->dp), pr = (int)(r / sP % p->pp), t = (int)(r / sT % p->tp),
+            s = (int)(r / sS % p->sp);
+        /* each group's first member: the rank with this group axis at 0 */
+        long long lead[PT_GRP_N] = {
+            r - d * sD,          /* dp */
+            r - t * sT,          /* tp */
+            r - pr * sP,         /* pp (stage to stage) */
+            r - s * sS,          /* sp */
+            r - d * sD - s * sS - t * sT, /* sync: dp x sp x tp (the gradient sum over
+                                           * dp x sp and over the tp axes a parameter is
+                                           * replicated on, as ptrain-run counts it) */
+        };
+        for (int g = 0; g < PT_GRP_N; g++) {
+            if (link[g] == PT_NET_INTER || lead[g] == r) continue;
+            int n2, i2;
+            map_where(&m, lead[g], &n2, &i2);
+            int l = n2 != node ? PT_NET_INTER : i2 != isl ? PT_NET_NODE : PT_NET_ISLAND;
+            if (l > link[g]) link[g] = l;
+        }
+    }
+    free(m.start);
+}
+
+/* ---- stage split ------------------------------------------------------- */
+
+int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err)
+{
+    if (!cost || !split) return pt_errprintf(err, "stage split: no costs or output given");
+    if (k < 1 || k > n)
+        return pt_errprintf(err, "stage split: %d stages for %d layers (valid: 1..%d stages)", k,
+                            n, n > 0 ? n : 0);
+    for (int i = 0; i < n; i++)
+        if (!(cost[i] >= 0) || isinf(cost[i]))
+            return pt_errprintf(err, "stage split: layer %d has cost %g (valid: finite, >= 0)", i,
+                                cost[i]);
+    double *pre = malloc(sizeof *pre * (size_t)(n + 1));
+    /* best[j][i]: the least largest stage cost of layers [0, i) in j stages */
+    double *best = malloc(sizeof *best * (size_t)(k + 1) * (size_t)(n + 1));
+    if (!pre || !best) {
+        free(pre);
+        free(best);
+        return pt_errprintf(err, "stage split: out of memory (%d layers, %d stages)", n, k);
+    }
+    pre[0] = 0;
+    for (int i = 0; i < n; i++) pre[i + 1] = pre[i] + cost[i];
+#define B(j, i) best[(size_t)(j) * (size_t)(n + 1) + (size_t)(i)]
+    for (int i = 0; i <= n; i++) B(0, i) = i == 0 ? 0 : INFINITY;
+    for (int j = 1; j <= k; j++)
+        for (int i = 0; i <= n; i++) {
+            double v = INFINITY;
+            for (int s = j - 1; s < i; s++) { /* the last stage is [s, i) */
+                double w = fmax(B(j - 1, s), pre[i] - pre[s]);
+                if (w < v) v = w;
+            }
+            B(j, i) = v;
+        }
+    /* Second pass: among the splits whose every stage is <= the optimum,
+     * the one with the least sum of squared stage costs (the most even
+     * one: the min-max alone leaves the other stages free, e.g. 5,5,1,1).
+     * Equality within a relative 1e-12 absorbs the rounding of the prefix
+     * sums. */
+    double opt = B(k, n), tol = 1e-12 * (pre[n] > 0 ? pre[n] : 1);
+    for (int i2 = 0; i2 <= n; i2++) B(0, i2) = i2 == 0 ? 0 : INFINITY;
+    for (int j = 1; j <= k; j++)
+        for (int i2 = 0; i2 <= n; i2++) {
+            double v = INFINITY;
+            for (int s = i2 - 1; s >= j - 1; s--) {
+                double w = pre[i2] - pre[s];
+                if (w > opt + tol) break;
+                double q = B(j - 1, s) + w * w;
+                if (q < v) v = q;
+            }
+            B(j, i2) = v;
+        }
+    /* Walk back: each stage from the end is the shortest that keeps the
+     * least sum of squares (so earlier stages are the larger ones on
+     * ties). */
+    double qtol = 1e-12 * (pre[n] * pre[n] > 0 ? pre[n] * pre[n] : 1);
+    int i = n;
+    for (int j = k; j >= 1; j--) {
+        int pick = j - 1;
+        double target = B(j, i);
+        for (int s = i - 1; s >= j - 1; s--) {
+            double w = pre[i] - pre[s];
+            if (w > opt + tol) break;
+            if (B(j - 1, s) + w * w <= target + qtol) {
+                pick = s;
+                break;
+            }
+        }
+        split[j - 1] = i - pick;
+        i = pick;
+    }
+#undef B
+    free(pre);
+    free(best);
+    return 0;
+}
+
+void pt_plan_layer_costs(const pt_model_shape *m, double *cost)
+{
+    double C = m->n_embd, T = m->seq_len, V = m->vocab;
+    double block = 24.0 * T * C * C + 4.0 * T * T * C;
+    for (int i = 0; i < m->n_layer; i++) cost[i] = block;
+    if (m->n_layer > 0) cost[m->n_layer - 1] += 2.0 * T * C * V;
+}
+
+/* ---- search ------------------------------------------------------------ */
+
+static int isqrt_exact(int n)
+{
+    for (int q = 1; (long long)q * q <= n; q++)
+        if (q * q == n) return q;
+    return 0;
+}
+
+static int icbrt_exact(int n)
+{
+    for (int l = 1; (long long)l * l * l <= n; l++)
+        if (l * l * l == n) return l;
+    return 0;
+}
+
+/* The result list: best first, at most 1 + PT_SEARCH_RUNNERS entries,
+ * one per layout key (mode, tp shape, dp, pp, sp, ZeRO stage), so that
+ * the runners-up are other layouts, not the winner with another
+ * microbatch count. */
+typedef struct top_list {
+    pt_candidate c[1 + PT_SEARCH_RUNNERS];
+    int n;
+} top_list;
+
+static double slow_bytes(const pt_candidate *c, int cls)
+{
+    double b = 0;
+    for (int g = 0; g < PT_GRP_N; g++)
+        if (c->link[g] == cls) b += c->cost.bytes[g];
+    return b;
+}
+
+/* <0 when a ranks before b: t_step, then fewer bytes on the network, then
+ * on the node links, then smaller pp, smaller tp, then the summary text. */
+static int cand_cmp(const pt_candidate *a, const pt_candidate *b)
+{
+    if (a->cost.t_step != b->cost.t_step) return a->cost.t_step < b->cost.t_step ? -1 : 1;
+    for (int cls = PT_NET_INTER; cls >= PT_NET_NODE; cls--) {
+        double x = slow_bytes(a, cls), y = slow_bytes(b, cls);
+        if (x != y) return x < y ? -1 : 1;
+    }
+    if (a->plan.pp != b->plan.pp) return a->plan.pp < b->plan.pp ? -1 : 1;
+    if (a->plan.tp != b->plan.tp) return a->plan.tp < b->plan.tp ? -1 : 1;
+    char sa[640], sb[640];
+    pt_plan_summary(&a->plan, sa, sizeof sa);
+    pt_plan_summary(&b->plan, sb, sizeof sb);
+    return strcmp(sa, sb);
+}
+
+static int same_key(const pt_plan *a, const pt_plan *b)
+{
+    return a->mode == b->mode && a->tp == b->tp && a->tp_depth == b->tp_depth && a->dp == b->dp &&
+           a->pp == b->pp && a->sp == b->sp && a->zero == b->zero;
+}
+
+static void top_add(top_list *t, const pt_candidate *c)
+{
+    int cap = 1 + PT_SEARCH_RUNNERS;
+    for (int i = 0; i < t->n; i++)
+        if (same_key(&t->c[i].plan, &c->plan)) {
+            if (cand_cmp(c, &t->c[i]) >= 0) return;
+            memmove(&t->c[i], &t->c[i + 1], sizeof t->c[0] * (size_t)(t->n - i - 1));
+            t->n--;
+            break;
+        }
+    int pos = t->n;
+    while (pos > 0 && cand_cmp(c, &t->c[pos - 1]) < 0) pos--;
+    if (pos >= cap) return;
+    int move = (t->n < cap ? t->n : cap - 1) - pos;
+    if (move > 0) memmove(&t->c[pos + 1], &t->c[pos], sizeof t->c[0] * (size_t)move);
+    t->c[pos] = *c;
+    if (t->n < cap) t->n++;
+}
+
+typedef struct search_ctx {
+    const pt_cluster *c;
+    const pt_model_shape *m;
+    int global_batch, world;
+    top_list top;
+    long nconsidered, nfit, nprobed;
+    double least_mem;       /* the least mem_total of an evaluated plan (bytes) */
+    pt_candidate least;     /* the plan that needs it */
+    int have_least;
+    pt_error last_err;      /* pt_cost_eval's last refusal */
+    int have_err;
+    double *layer_cost;     /* [n_layer] relative FLOPs per layer (pt_plan_layer_costs) */
+    int split_state[PT_PP_SPLIT_MAX + 1]; /* per stage count k: 0 unknown, 1 even, 2 uneven, -1 none */
+    int split[PT_PP_SPLIT_MAX + 1][PT_PP_SPLIT_MAX]; /* the min-max split into k stages */
+} search_ctx;
+
+/* The min-max split of the layers into k stages (cached per k): 1 when it
+ * is the even split, 2 when uneven (in *out), -1 when there is none. */
+static int split_for(search_ctx *x, int k, const int **out)
+{
+    if (x->split_state[k] == 0) {
+        int L = x->m->n_layer;
+        if (pt_plan_split_layers(x->layer_cost, L, k, x->split[k], NULL) < 0) {
+            x->split_state[k] = -1;
+        } else {
+            int even = L % k == 0;
+            for (int i = 0; even && i < k; i++)
+                if (x->split[k][i] != L / k) even = 0;
+            x->split_state[k] = even ? 1 : 2;
+        }
+    }
+    *out = x->split[k];
+    return x->split_state[k];
+}
+
+/* Evaluate one concrete plan: keeps it when it fits.  Returns 1 when it
+ * fits memory, 0 when it does not (or the model refuses it). */
+static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
+{
+    pt_error e;
+    int bpd = x->global_batch / p->dp;
+    if (pt_plan_validate(p, x->world, NULL) < 0 || pt_plan_check_model(p, x->m->n_layer, bpd, NULL) < 0)
+        return 0;
+    pt_candidate cand;
+    memset(&cand, 0, sizeof cand);
+    cand.plan = *p;
+    memcpy(cand.link, link, sizeof cand.link);
+    x->nconsidered++;
+    if (pt_cost_eval(x->m, x->global_batch, p, &x->c->hw, link, &cand.cost, &e) < 0) {
+        x->last_err = e;
+        x->have_err = 1;
+        return 0;
+    }
+    if (!x->have_least || cand.cost.mem_peak < x->least_mem) {
+        x->least_mem = cand.cost.mem_peak;
+        x->least = cand;
+        x->have_least = 1;
+    }
+    if (x->c->hw.mem_bytes > 0 && cand.cost.mem_peak > x->c->hw.mem_bytes) return 0;
+    x->nfit++;
+    top_add(&x->top, &cand);
+    return 1;
+}
+
+/* Microbatch counts worth trying for b sequences per dp rank and pp
+ * stages: 1 without a pipeline (no accumulation), then the smallest
+ * divisor of b at or above pp, 2pp, 4pp, 8pp (the bubble (pp-1)/m
+ * halves each time), and b itself (microbatches of one sequence, the
+ * least activation memory).  At most 6, ascending. */
+static int microbatch_set(int b, int pp, int *out)
+{
+    int n = 0;
+    if (b < 1) return 0;
+    if (pp == 1) out[n++] = 1;
+    for (int want = pp; want <= 8 * pp; want *= 2) {
+        int d = want;
+        while (d <= b && b % d) d++;
+        if (d <= b && (n == 0 || out[n - 1] < d)) out[n++] = d;
+    }
+    if (n == 0 || out[n - 1] < b) out[n++] = b;
+    return n;
+}
+
+/* The pipeline part of a plan (schedule, virtual stages, split,
+ * microbatches, recompute) for a fixed grid; every fitting variant goes
+ * to consider(). */
+static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N], const pt_plan *req,
+                              const pt_plan_limits *lim)
+{
+    int L = x->m->n_layer, bpd = x->global_batch / p->dp;
+    int mbs[8], nmb;
+    if (req->microbatches > 0) {
+        mbs[0] = req->microbatches;
+        nmb = 1;
+    } else {
+        nmb = microbatch_set(bpd, p->pp, mbs);
+    }
+    unsigned scheds = lim ? lim->schedules : ~0u;
+    for (int sched = 0; sched < 3; sched++) {
+        if (!(scheds & (1u << sched))) continue;
+        if (req->schedule != PT_SCHED_1F1B && sched != req->schedule) continue; /* pinned */
+        if (p->pp == 1 && sched != PT_SCHED_1F1B) continue; /* no pipeline: one schedule */
+        /* GPipe has 1F1B's bubble and holds more microbatches' activations
+         * (Narayanan et al. 2021, sec. 2.1): only when 1F1B is not allowed */
+        if (sched == PT_SCHED_GPIPE && req->schedule != PT_SCHED_GPIPE && (scheds & (1u << PT_SCHED_1F1B)))
+            continue;
+        int vlo = 1, vhi = 1;
+        if (sched == PT_SCHED_INTERLEAVED) {
+            vlo = req->virtual_stages > 1 ? req->virtual_stages : 2;
+            vhi = req->virtual_stages > 1 ? req->virtual_stages : PT_VIRTUAL_STAGES_MAX;
+        } else if (req->virtual_stages > 1) {
+            continue;
+        }
+        for (int v = vlo; v <= vhi; v++) {
+            int k = p->pp * v;
+            if (k > L || k > PT_PP_SPLIT_MAX) break;
+            /* beyond v = 2, only the v that split the layers evenly */
+            if (v > 2 && L % k) continue;
+            /* splits: the user's, else even (when it divides) and the
+             * min-max split of the per-layer FLOPs when it differs */
+            pt_plan base = *p;
+            base.schedule = sched;
+            base.virtual_stages = v;
+            pt_plan splits[2];
+            int nsplit = 0;
+            if (req->pp_split_n > 0) {
+                splits[nsplit] = base;
+                splits[nsplit].pp_split_n = req->pp_split_n;
+                memcpy(splits[nsplit].pp_split, req->pp_split, sizeof req->pp_split);
+                nsplit++;
+            } else {
+                if (L % k == 0) {
+                    splits[nsplit] = base;
+                    splits[nsplit].pp_split_n = 0;
+                    nsplit++;
+                }
+                const int *sp_;
+                if (k > 1 && split_for(x, k, &sp_) == 2) {
+                    splits[nsplit] = base;
+                    splits[nsplit].pp_split_n = k;
+                    memcpy(splits[nsplit].pp_split, sp_, sizeof(int) * (size_t)k);
+                    nsplit++;
+                }
+            }
+            for (int si = 0; si < nsplit; si++)
+                for (int mi = 0; mi < nmb; mi++) {
+                    pt_plan q = splits[si];
+                    q.microbatches = mbs[mi];
+                    if (sched == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
+                    if (bpd % q.microbatches) continue;
+                    if (req->ckpt_act != PT_RECOMPUTE_NONE) {
+                        q.ckpt_act = req->ckpt_act;
+                        consider(x, &q, link);
+                        continue;
+                    }
+                    /* recompute only when the plan does not fit without */
+                    q.ckpt_act = PT_RECOMPUTE_NONE;
+                    if (consider(x, &q, link)) {
+                        /* without a pipeline more microbatches only add
+                         * messages: the first count that fits is the one */
+                        if (q.pp == 1) break;
+                        continue;
+                    }
+                    q.ckpt_act = PT_RECOMPUTE_ATTENTION;
+                    if (consider(x, &q, link)) continue;
+                    q.ckpt_act = PT_RECOMPUTE_BLOCK;
+                    consider(x, &q, link);
+                }
+        }
+    }
+}
+
+/* Whether any pipeline variant of grid p can fit memory: evaluates the
+ * most frugal one (the largest microbatch count, so the smallest
+ * microbatches; 1F1B, which holds at most pp microbatches in flight,
+ * unless another schedule is pinned; block recompute unless recompute is
+ * pinned).  Activation memory only grows from there, and parameters,
+ * gradients and optimizer state do not depend on the pipeline settings,
+ * so when this one does not fit, none does; when the model accepts no
+ * microbatch count (heads, width or batch do not divide as the layout
+ * needs), no variant would be accepted either.  0: skip the grid; 1:
+ * search it (also when the probe cannot be built). */
+static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N], const pt_plan *req,
+                        const pt_plan_limits *lim)
+{
+    int L = x->m->n_layer, bpd = x->global_batch / p->dp;
+    unsigned scheds = lim ? lim->schedules : ~0u;
+    pt_plan q = *p;
+    q.schedule = req->schedule != PT_SCHED_1F1B ? req->schedule
+                 : (scheds & (1u << PT_SCHED_1F1B)) || p->pp == 1 ? PT_SCHED_1F1B
+                 : (scheds & (1u << PT_SCHED_GPIPE)) ? PT_SCHED_GPIPE
+                                                      : PT_SCHED_INTERLEAVED;
+    q.virtual_stages = q.schedule == PT_SCHED_INTERLEAVED ? (req->virtual_stages > 1 ? req->virtual_stages : 2) : 1;
+    int k = q.pp * q.virtual_stages;
+    if (k > L || k > PT_PP_SPLIT_MAX) return 1;
+    if (req->pp_split_n > 0) {
+        q.pp_split_n = req->pp_split_n;
+        memcpy(q.pp_split, req->pp_split, sizeof req->pp_split);
+    } else if (L % k) {
+        const int *sp_;
+        if (split_for(x, k, &sp_) < 0) return 1;
+        q.pp_split_n = k;
+        memcpy(q.pp_split, sp_, sizeof(int) * (size_t)k);
+    }
+    q.ckpt_act = req->ckpt_act != PT_RECOMPUTE_NONE ? req->ckpt_act : PT_RECOMPUTE_BLOCK;
+    /* from the most microbatches down: the first the model accepts (2d
+     * and 3d need microbatches of several sequences) */
+    int mbs[8], nmb;
+    if (req->microbatches > 0) {
+        mbs[0] = req->microbatches;
+        nmb = 1;
+    } else {
+        nmb = microbatch_set(bpd, p->pp, mbs);
+    }
+    for (int i = nmb - 1; i >= 0; i--) {
+        q.microbatches = mbs[i];
+        if (q.schedule == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
+        pt_error e;
+        if (pt_plan_validate(&q, x->world, NULL) < 0 || pt_plan_check_model(&q, L, bpd, NULL) < 0) continue;
+        pt_cost cost;
+        x->nprobed++;
+        if (pt_cost_eval(x->m, x->global_batch, &q, &x->c->hw, link, &cost, &e) < 0) {
+            x->last_err = e;
+            x->have_err = 1;
+            continue;
+        }
+        if (!x->have_least || cost.mem_peak < x->least_mem) {
+            x->least_mem = cost.mem_peak;
+            memset(&x->least, 0, sizeof x->least);
+            x->least.plan = q;
+            x->least.cost = cost;
+            x->have_least = 1;
+        }
+        if (x->c->hw.mem_bytes > 0 && cost.mem_peak > x->c->hw.mem_bytes) return 0;
+        return 1;
+    }
+    return 0; /* the model accepts none: no variant would be */
+}
+
+/* A tensor-parallel shape: mode, tp and 2.5d depth. */
+typedef struct tp_shape {
+    pt_mode mode;
+    int tp, depth;
+} tp_shape;
+
+/* Every tp shape of the allowed modes that divides n and is <= cap,
+ * respecting req's pins.  tp = 1 is one shape (mode 1d, or the named mode
+ * when tp = 1 is pinned). */
+static int tp_shapes(const pt_plan *req, unsigned modes, int n, int cap, tp_shape *out, int max)
+{
+    int k = 0;
+    pt_mode named = req->mode == PT_MODE_AUTO ? PT_MODE_OFF : req->mode;
+    for (int t = 1; t <= n && t <= cap; t++) {
+        if (n % t) continue;
+        if (req->tp > 0 && t != req->tp) continue;
+        if (t == 1) {
+            if (named != PT_MODE_OFF && req->tp != 1) continue; /* a named mode is never tp = 1 */
+            if (req->tp_depth > 1) continue;
+            if (k < max) out[k++] = (tp_shape){named != PT_MODE_OFF ? named : PT_MODE_1D, 1, 1};
+            continue;
+        }
+        for (int mo = PT_MODE_1D; mo <= PT_MODE_3D; mo++) {
+            if (named != PT_MODE_OFF && mo != (int)named) continue;
+            if (named == PT_MODE_OFF && !(modes & (1u << mo))) continue;
+            if (mo == PT_MODE_1D && req->tp_depth <= 1 && k < max) out[k++] = (tp_shape){PT_MODE_1D, t, 1};
+            if (mo == PT_MODE_2D && req->tp_depth <= 1 && isqrt_exact(t) && k < max)
+                out[k++] = (tp_shape){PT_MODE_2D, t, 1};
+            if (mo == PT_MODE_3D && req->tp_depth <= 1 && icbrt_exact(t) && k < max)
+                out[k++] = (tp_shape){PT_MODE_3D, t, 1};
+            if (mo == PT_MODE_2P5D)
+                for (int d = 1; d <= t; d++) {
+                    if (t % d || !isqrt_exact(t / d)) continue;
+                    if (req->tp_depth > 0 && d != req->tp_depth) continue;
+                    /* depth 1 is 2d and q = 1 is 1d with replicated
+                     * weights: 2.5d proper only, unless pinned */
+                    if (req->tp_depth <= 0 && named != PT_MODE_2P5D && (d == 1 || d == t)) continue;
+                    if (k < max) out[k++] = (tp_shape){PT_MODE_2P5D, t, d};
+                }
+        }
+    }
+    return k;
+}
+
+#define MAX_SHAPES 4096
+
+static void why_line(const pt_search_result *r, const pt_hw *hw, char *buf, size_t n);
+
+int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
+                   const pt_plan *req, pt_search_result *out, pt_error *err)
+{
+    if (!c || !m || !req || !out) return pt_errprintf(err, "plan search: no cluster, model, request or output given");
+    if (c->nnodes < 1 || !c->tasks_per_node)
+        return pt_errprintf(err, "invalid node count %d (valid: >= 1)", c->nnodes);
+    long long world = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        if (c->tasks_per_node[i] < 1)
+            return pt_errprintf(err, "node %d has %d tasks (valid: >= 1)", i, c->tasks_per_node[i]);
+        world += c->tasks_per_node[i];
+    }
+    if (world > (1 << 20))
+        return pt_errprintf(err, "invalid world size %lld (valid: 1..%d ranks)", world, 1 << 20);
+    if (m->n_layer < 1 || m->n_head < 1 || m->n_embd < 1 || m->seq_len < 1 || m->vocab < 1)
+        return pt_errprintf(err, "invalid model shape L=%d H=%d C=%d T=%d V=%d (valid: positive "
+                            "integers)", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
+    if (global_batch < 1)
+        return pt_errprintf(err, "invalid global batch %d (valid: >= 1 sequences)", global_batch);
+    if (req->mode == PT_MODE_OFF)
+        return pt_errprintf(err, "--ptrain-mode=off plans nothing (valid for a search: auto, 1d, "
+                            "2d, 2.5d, 3d)");
+    if (pt_plan_request_check(req, lim, err) < 0) return -1;
+    int max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
+    int max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
+    int max_zero = lim ? lim->max_zero : 3;
+    unsigned modes = lim ? lim->modes : ~0u;
+    int W = (int)world;
+
+    search_ctx x;
+    memset(&x, 0, sizeof x);
+    x.c = c;
+    x.m = m;
+    x.global_batch = global_batch;
+    x.world = W;
+    x.layer_cost = malloc(sizeof(double) * (size_t)m->n_layer);
+    tp_shape *shapes = malloc(sizeof *shapes * MAX_SHAPES);
+    if (!x.layer_cost || !shapes) {
+        free(x.layer_cost);
+        free(shapes);
+        return pt_errprintf(err, "plan search: out of memory");
+    }
+    pt_plan_layer_costs(m, x.layer_cost);
+    int nshapes = tp_shapes(req, modes, W, max_tp, shapes, MAX_SHAPES);
+    int ngrids = 0;
+
+    for (int si = 0; si < nshapes; si++) {
+        const tp_shape *sh = &shapes[si];
+        int rest = W / sh->tp;
+        for (int sp = 1; sp <= rest; sp++) {
+            if (rest % sp) continue;
+            if (req->sp > 0 && sp != req->sp) continue;
+            if (sp > 1 && sh->tp > 1) continue; /* sp composes with dp only */
+            if (sp > 1 && m->seq_len % sp) continue;
+            int rest2 = rest / sp;
+            for (int pp = 1; pp <= rest2 && pp <= max_pp && pp <= m->n_layer; pp++) {
+                if (rest2 % pp) continue;
+                if (req->pp > 0 && pp != req->pp) continue;
+                int dp = rest2 / pp;
+                if (global_batch % dp) continue;
+                ngrids++;
+                /* placements: DPT (cluster), and PDT (pipeline across the
+                 * slower links, dp inside) when both axes are > 1 */
+                static const char *orders[2] = {"DPT", "PDT"};
+                for (int oi = 0; oi < 2; oi++) {
+                    if (oi == 1 && (dp == 1 || pp == 1)) continue;
+                    pt_plan p;
+                    pt_plan_default(&p);
+                    p.mode = sh->mode;
+                    p.tp = sh->tp;
+                    p.tp_depth = sh->depth;
+                    p.sp = sp;
+                    p.pp = pp;
+                    p.dp = dp;
+                    memcpy(p.rank_order, orders[oi], 4);
+                    int link[PT_GRP_N];
+                    pt_place_links(c, &p, link);
+                    for (int z = 0; z <= max_zero && z <= 3; z++) {
+                        if (req->zero > 0 && z != req->zero) continue;
+                        if (z > 0 && dp * sp == 1) continue;
+                        p.zero = z;
+                        if (grid_may_fit(&x, &p, link, req, lim)) pipeline_variants(&x, &p, link, req, lim);
+                    }
+                }
+            }
+        }
+    }
+    free(x.layer_cost);
+    free(shapes);
+
+    char place[96];
+    if (c->nnodes == 1)
+        snprintf(place, sizeof place, "1 node x %d tasks", c->tasks_per_node[0]);
+    else
+        snprintf(place, sizeof place, "%d nodes x %d tasks", c->nnodes, c->tasks_per_node[0]);
+    if (x.top.n == 0) {
+        char what[64], valid[200];
+        if (req->mode == PT_MODE_AUTO)
+            snprintf(what, sizeof what, "--ptrain-mode=auto");
+        else
+            snprintf(what, sizeof what, "--ptrain-mode=%s", pt_mode_name(req->mode));
+        if (nshapes == 0) {
+            int k = pt_plan_list_tp(req->mode == PT_MODE_AUTO ? PT_MODE_1D : req->mode,
+                                    req->mode == PT_MODE_2P5D ? req->tp_depth : 1, W, max_tp, valid,
+                                    sizeof valid);
+            const char *shape = req->mode == PT_MODE_2D     ? "q*q"
+                                : req->mode == PT_MODE_2P5D ? "depth*q*q"
+                                : req->mode == PT_MODE_3D   ? "l*l*l"
+                                                            : "a divisor";
+            return pt_errprintf(err, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
+                                "(%s)%s (valid tp here: %s; or pin --ptrain-tp=1)", what,
+                                req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
+                                max_tp < W ? " within max_tp" : "", k ? valid : "none");
+        }
+        if (ngrids == 0)
+            return pt_errprintf(err, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "
+                                "global batch %d and the model's %d layers / T=%d with the pins "
+                                "given", what, W, place, global_batch, m->n_layer, m->seq_len);
+        if (x.have_least) {
+            char s[640];
+            pt_plan_summary(&x.least.plan, s, sizeof s);
+            return pt_errprintf(err, "%s: no plan fits %.3g GB per rank on %s; the least memory "
+                                "any plan needs is %.3g GB (%s)", what, c->hw.mem_bytes / 1e9, place,
+                                x.least_mem / 1e9, s);
+        }
+        if (x.have_err)
+            return pt_errprintf(err, "%s: no plan fits the model on %s (last refusal: %s)", what,
+                                place, x.last_err.text);
+        return pt_errprintf(err, "%s: no plan of %d ranks (%s) passes validation for this "
+                            "model and batch (%d sequences)", what, W, place, global_batch);
+    }
+    memset(out, 0, sizeof *out);
+    out->best = x.top.c[0];
+    out->nrunners = x.top.n - 1;
+    for (int i = 1; i < x.top.n; i++) out->runner[i - 1] = x.top.c[i];
+    out->nconsidered = x.nconsidered + x.nprobed;
+    out->nfit = x.nfit;
+    why_line(out, &c->hw, out->why, sizeof out->why);
+    return 0;
+}
+
+/* ---- explanation ------------------------------------------------------- */
+
+/* "2d tp=4 dp=2 pp=2" and the settings that are not defaults. */
+static void label(const pt_plan *p, char *buf, size_t n)
+{
+    int k = 0;
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        if ((size_t)k < n) k += snprintf(buf + k, n - (size_t)k, __VA_ARGS__);                     \
+    } while (0)
+    if (p->mode == PT_MODE_2P5D)
+        ADD("2.5d tp=%d(d%d)", p->tp, p->tp_depth);
+    else
+        ADD("%s tp=%d", pt_mode_name(p->mode), p->tp);
+    ADD(" dp=%d pp=%d", p->dp, p->pp);
+    if (p->sp > 1) ADD(" sp=%d", p->sp);
+    if (p->zero) ADD(" z%d", p->zero);
+    if (p->pp > 1 || p->microbatches > 1) ADD(" m=%d", p->microbatches);
+    if (p->pp > 1) {
+        if (p->schedule == PT_SCHED_INTERLEAVED)
+            ADD(" il%d", p->virtual_stages);
+        else
+            ADD(" %s", pt_schedule_name(p->schedule));
+        if (p->pp_split_n) ADD(" split");
+    }
+    if (p->ckpt_act) ADD(" rc=%s", pt_recompute_name(p->ckpt_act));
+    if (strcmp(p->rank_order, "DPT")) ADD(" %s", p->rank_order);
+#undef ADD
+}
+
+static const char *short_link(int l)
+{
+    return l == PT_NET_ISLAND ? "isl" : l == PT_NET_NODE ? "node" : "net";
+}
+
+static void why_text(const pt_search_result *r, const pt_hw *hw, char *buf, size_t n);
+
+/* why_text into out [n], cut at n - 1 bytes */
+static void why_line(const pt_search_result *r, const pt_hw *hw, char *out, size_t n)
+{
+    char tmp[1024];
+    why_text(r, hw, tmp, sizeof tmp);
+    size_t l = strlen(tmp);
+    if (l >= n) l = n - 1;
+    memcpy(out, tmp, l);
+    out[l] = '\0';
+}
+
+static void why_text(const pt_search_result *r, const pt_hw *hw, char *buf, size_t n)
+{
+    const pt_candidate *b = &r->best;
+    char lb[128];
+    label(&b->plan, lb, sizeof lb);
+    if (r->nrunners == 0) {
+        snprintf(buf, n, "%s is the only layout that fits%s (%ld of %ld plans fit)", lb,
+                 hw->mem_bytes > 0 ? " memory and the model" : " the model", r->nfit, r->nconsidered);
+        return;
+    }
+    /* the rival: the best plan of another grid (mode, tp shape, dp, pp,
+     * sp); a runner-up that differs only in its ZeRO stage says less */
+    const pt_candidate *o = &r->runner[0];
+    for (int i = 0; i < r->nrunners; i++) {
+        const pt_plan *a = &r->runner[i].plan, *w = &b->plan;
+        if (a->mode != w->mode || a->tp != w->tp || a->tp_depth != w->tp_depth || a->dp != w->dp ||
+            a->pp != w->pp || a->sp != w->sp) {
+            o = &r->runner[i];
+            break;
+        }
+    }
+    char lo[128];
+    label(&o->plan, lo, sizeof lo);
+    /* the part of the step where the winner gains most over the runner-up */
+    const char *part = "compute";
+    double gain = o->cost.t_compute - b->cost.t_compute;
+    char gname[48];
+    for (int g = 0; g < PT_GRP_N; g++) {
+        double d = o->cost.t_comm[g] - b->cost.t_comm[g];
+        if (d > gain) {
+            gain = d;
+            snprintf(gname, sizeof gname, "%s communication (%s)", pt_cost_group_name(g),
+                     pt_cost_link_name(o->link[g]));
+            part = gname;
+        }
+    }
+    if (o->cost.t_bubble - b->cost.t_bubble > gain) {
+        gain = o->cost.t_bubble - b->cost.t_bubble;
+        part = "pipeline bubble";
+    }
+    if (b->cost.t_step < o->cost.t_step)
+        snprintf(buf, n, "%s wins: %.4g ms vs %.4g ms for %s, which loses %.4g ms on %s", lb,
+                 b->cost.t_step * 1e3, o->cost.t_step * 1e3, lo, gain * 1e3, part);
+    else
+        snprintf(buf, n, "%s ties %s at %.4g ms and wins the tie-break (fewer bytes on slower "
+                 "links, then smaller pp, smaller tp)", lb, lo, b->cost.t_step * 1e3);
+}
+
+static void put(char *buf, size_t n, size_t *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void put(char *buf, size_t n, size_t *k, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    char tmp[1024];
+    int w = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (w < 0) return;
+    if (buf && *k < n) snprintf(buf + *k, n - *k, "%s", tmp);
+    *k += (size_t)w;
+}
+
+static void row(char *buf, size_t n, size_t *k, const char *mark, const pt_candidate *c)
+{
+    char lb[128];
+    label(&c->plan, lb, sizeof lb);
+    put(buf, n, k, "%-2s%-44s %9.3f %9.3f", mark, lb, c->cost.t_step * 1e3, c->cost.t_compute * 1e3);
+    for (int g = 0; g < PT_GRP_N; g++) {
+        if (c->cost.t_comm[g] > 0 || c->cost.bytes[g] > 0)
+            put(buf, n, k, " %8.3f%-5s", c->cost.t_comm[g] * 1e3, short_link(c->link[g]));
+        else
+            put(buf, n, k, " %8s%-5s", "-", "");
+    }
+    put(buf, n, k, " %8.3f %8.3f\n", c->cost.t_bubble * 1e3, c->cost.mem_peak / 1e9);
+}
+
+size_t pt_plan_explain(const pt_search_result *r, const pt_model_shape *m, int global_batch, char *buf,
+                       size_t n)
+{
+    size_t k = 0;
+    if (buf && n) buf[0] = '\0';
+    if (!r || !m) return 0;
+    const pt_plan *b = &r->best.plan;
+    put(buf, n, &k, "model L=%d H=%d C=%d T=%d V=%d, global batch %d sequences, %d ranks\n",
+        m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab, global_batch,
+        b->dp * b->pp * b->tp * b->sp);
+    put(buf, n, &k, "plans evaluated %ld, fitting %ld; times in ms per step, memory in GB per rank\n",
+        r->nconsidered, r->nfit);
+    put(buf, n, &k, "  %-44s %9s %9s", "layout", "t_step", "compute");
+    for (int g = 0; g < PT_GRP_N; g++) put(buf, n, &k, " %8s%-5s", pt_cost_group_name(g), "");
+    put(buf, n, &k, " %8s %8s\n", "bubble", "mem");
+    row(buf, n, &k, "*", &r->best);
+    for (int i = 0; i < r->nrunners; i++) row(buf, n, &k, "", &r->runner[i]);
+    char s[640];
+    pt_plan_summary(b, s, sizeof s);
+    put(buf, n, &k, "plan: %s\n", s);
+    const pt_cost *c = &r->best.cost;
+    put(buf, n, &k, "memory: params %.3f + grads %.3f + optimizer %.3f + activations %.3f = %.3f GB per rank\n",
+        c->mem_params / 1e9, c->mem_grads / 1e9, c->mem_optim / 1e9, c->mem_act / 1e9,
+        c->mem_total / 1e9);
+    if (c->mem_peak > c->mem_total)
+        put(buf, n, &k, "memory peak: %.3f GB per rank at start-up (ZeRO initialises through full-size "
+            "temporaries)\n", c->mem_peak / 1e9);
+    put(buf, n, &k, "why: %s\n", r->why);
+    if (buf && n >= 4 && k >= n) memcpy(buf + n - 4, "...", 4); /* cut: end in "..." */
+    return k;
+}

@@ -1,0 +1,396 @@
+/* lib/plan/search.c: the min-max stage split against brute force on
+ * random costs, the placement links against a brute-force walk over every
+ * group, the search's rules (pins, named modes, memory, determinism) and
+ * its time at 4096 ranks (printed, never asserted).  Random inputs (seed
+ * printed; PTRAIN_TEST_SEED repeats a run). */
+#define _POSIX_C_SOURCE 200809L
+#include "plan/search.h"
+#include "tests/tap.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static uint64_t rng_state;
+static unsigned rnd(unsigned n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)((rng_state >> 33) % n);
+}
+static double rndu(void) { return (rnd(1u << 30) + 0.5) / (double)(1u << 30); }
+
+/* ---- split ---- */
+static double stage_max(const double *c, const int *split, int k)
+{
+    double worst = 0;
+    int at = 0;
+    for (int j = 0; j < k; j++) {
+        double s = 0;
+        for (int i = 0; i < split[j]; i++) s += c[at++];
+        if (s > worst) worst = s;
+    }
+    return worst;
+}
+
+static double stage_sumsq(const double *c, const int *split, int k)
+{
+    double q = 0;
+    int at = 0;
+    for (int j = 0; j < k; j++) {
+        double s = 0;
+        for (int i = 0; i < split[j]; i++) s += c[at++];
+        q += s * s;
+    }
+    return q;
+}
+
+/* Over every composition of n into k parts: the least largest stage
+ * (*mx), and the least sum of squares among those reaching it (*sq). */
+static void brute_split(const double *c, int n, int k, int *cur, int j, int used, double *mx, double *sq)
+{
+    if (j == k - 1) {
+        cur[j] = n - used;
+        if (cur[j] < 1) return;
+        double m = stage_max(c, cur, k), q = stage_sumsq(c, cur, k);
+        if (m < *mx * (1 - 1e-12)) {
+            *mx = m;
+            *sq = q;
+        } else if (m <= *mx * (1 + 1e-12) && q < *sq) {
+            *sq = q;
+        }
+        return;
+    }
+    for (int s = 1; used + s <= n - (k - 1 - j); s++) {
+        cur[j] = s;
+        brute_split(c, n, k, cur, j + 1, used + s, mx, sq);
+    }
+}
+
+static void test_split(void)
+{
+    int ok = 1, valid = 1, even = 1, trials = 0;
+    for (int t = 0; t < 300; t++) {
+        int n = 1 + (int)rnd(12), k = 1 + (int)rnd((unsigned)n);
+        double c[12];
+        for (int i = 0; i < n; i++) c[i] = rnd(4) ? rndu() : 5 * rndu(); /* some heavy layers */
+        int split[12], cur[12];
+        pt_error e = {""};
+        if (pt_plan_split_layers(c, n, k, split, &e) < 0) {
+            valid = 0;
+            tap_diag("n=%d k=%d refused: %s", n, k, e.text);
+            continue;
+        }
+        int sum = 0;
+        for (int j = 0; j < k; j++) {
+            if (split[j] < 1) valid = 0;
+            sum += split[j];
+        }
+        if (sum != n) valid = 0;
+        double want = INFINITY, wantq = INFINITY;
+        brute_split(c, n, k, cur, 0, 0, &want, &wantq);
+        double got = stage_max(c, split, k), gotq = stage_sumsq(c, split, k);
+        if (fabs(got - want) > 1e-9 * want) {
+            ok = 0;
+            tap_diag("n=%d k=%d: dp max stage %.12g, brute force %.12g", n, k, got, want);
+        }
+        if (fabs(gotq - wantq) > 1e-9 * wantq) {
+            even = 0;
+            tap_diag("n=%d k=%d: dp sum of squares %.12g, brute force %.12g", n, k, gotq, wantq);
+        }
+        trials++;
+    }
+    tap_ok(valid, "split: k counts >= 1 that sum to n (%d random cases)", trials);
+    tap_ok(ok, "split: largest stage equals the brute-force optimum over every composition");
+    tap_ok(even, "split: among those, the least sum of squared stage costs (brute force)");
+
+    /* ties keep earlier stages larger: equal costs, 7 layers in 3 stages */
+    double eq[7] = {1, 1, 1, 1, 1, 1, 1};
+    int s3[3] = {0, 0, 0};
+    int rc3 = pt_plan_split_layers(eq, 7, 3, s3, NULL);
+    tap_ok(rc3 == 0 && s3[0] == 3 && s3[1] == 2 && s3[2] == 2,
+           "split: 7 equal layers in 3 stages is 3,2,2 (got %d,%d,%d)", s3[0], s3[1], s3[2]);
+    /* a heavy head moves layers to the earlier stages */
+    pt_model_shape gm = {12, 12, 768, 1024, 50257};
+    double lc[12];
+    pt_plan_layer_costs(&gm, lc);
+    int s4[4] = {0, 0, 0, 0};
+    int rc4 = pt_plan_split_layers(lc, 12, 4, s4, NULL);
+    tap_ok(rc4 == 0 && s4[3] < 3 && s4[0] >= 3 && s4[2] >= 3,
+           "split: GPT-2 124M in 4 stages gives the head's stage fewer blocks (%d,%d,%d,%d)", s4[0],
+           s4[1], s4[2], s4[3]);
+    pt_error e = {""};
+    int s1[1];
+    tap_ok(pt_plan_split_layers(eq, 7, 8, s1, &e) < 0 && strstr(e.text, "8 stages for 7 layers"),
+           "split: more stages than layers refused: %s", e.text);
+    double bad[2] = {1, NAN};
+    tap_ok(pt_plan_split_layers(bad, 2, 1, s1, &e) < 0 && strstr(e.text, "layer 1"),
+           "split: a NaN cost refused: %s", e.text);
+}
+
+/* ---- placement links ---- */
+static void brute_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
+{
+    int world = p->dp * p->pp * p->tp * p->sp;
+    int *node = malloc(sizeof(int) * (size_t)world), *isl = malloc(sizeof(int) * (size_t)world);
+    int *co = malloc(sizeof(int) * 4 * (size_t)world);
+    int r = 0;
+    for (int n = 0; n < c->nnodes; n++)
+        for (int l = 0; l < c->tasks_per_node[n]; l++, r++) {
+            node[r] = n;
+            int I = c->island_ranks;
+            isl[r] = (I <= 0 || I >= c->tasks_per_node[n]) ? 0 : l / I;
+        }
+    for (r = 0; r < world; r++) pt_plan_coords(p, r, &co[4 * r], &co[4 * r + 1], &co[4 * r + 2], &co[4 * r + 3]);
+    /* axes that stay fixed within each group: d, p, t, s */
+    static const int fixed[PT_GRP_N][4] = {
+        {0, 1, 1, 1}, /* dp: p, t, s fixed */
+        {1, 1, 0, 1}, /* tp */
+        {1, 0, 1, 1}, /* pp */
+        {1, 1, 1, 0}, /* sp */
+        {0, 1, 0, 0}, /* sync: dp x sp x tp (tp axes a parameter is replicated on) */
+    };
+    for (int g = 0; g < PT_GRP_N; g++) {
+        link[g] = PT_NET_ISLAND;
+        for (int a = 0; a < world; a++)
+            for (int b = a + 1; b < world; b++) {
+                int same = 1;
+                for (int ax = 0; ax < 4; ax++)
+                    if (fixed[g][ax] && co[4 * a + ax] != co[4 * b + ax]) same = 0;
+                if (!same) continue;
+                int l = node[a] != node[b] ? PT_NET_INTER : isl[a] != isl[b] ? PT_NET_NODE : PT_NET_ISLAND;
+                if (l > link[g]) link[g] = l;
+            }
+    }
+    free(node);
+    free(isl);
+    free(co);
+}
+
+static void test_links(void)
+{
+    static const char *orders[] = {"DPT", "DTP", "PDT", "PTD", "TDP", "TPD"};
+    int ok = 1, n = 0;
+    for (int t = 0; t < 400; t++) {
+        int nnodes = 1 + (int)rnd(4), tpn[4];
+        int uniform = rnd(2), base = 1 + (int)rnd(8);
+        int world = 0;
+        for (int i = 0; i < nnodes; i++) {
+            tpn[i] = uniform ? base : 1 + (int)rnd(8);
+            world += tpn[i];
+        }
+        pt_cluster c;
+        memset(&c, 0, sizeof c);
+        c.nnodes = nnodes;
+        c.tasks_per_node = tpn;
+        c.island_ranks = (int)rnd(5);
+        /* a random factorisation of world into dp, pp, tp, sp */
+        int f[4] = {1, 1, 1, 1}, rest = world;
+        for (int a = 0; a < 3; a++) {
+            int d;
+            do d = 1 + (int)rnd((unsigned)rest); while (rest % d);
+            f[a] = d;
+            rest /= d;
+        }
+        f[3] = rest;
+        pt_plan p;
+        pt_plan_default(&p);
+        p.dp = f[0];
+        p.pp = f[1];
+        p.tp = f[2];
+        p.sp = f[3];
+        memcpy(p.rank_order, orders[rnd(6)], 4);
+        int got[PT_GRP_N], want[PT_GRP_N];
+        pt_place_links(&c, &p, got);
+        brute_links(&c, &p, want);
+        if (memcmp(got, want, sizeof got)) {
+            ok = 0;
+            if (n++ < 5)
+                tap_diag("nodes=%d tpn0=%d island=%d dp=%d pp=%d tp=%d sp=%d %s: got %d%d%d%d%d want %d%d%d%d%d",
+                         nnodes, tpn[0], c.island_ranks, p.dp, p.pp, p.tp, p.sp, p.rank_order, got[0],
+                         got[1], got[2], got[3], got[4], want[0], want[1], want[2], want[3], want[4]);
+        }
+    }
+    tap_ok(ok, "links: every group's slowest link equals a brute-force walk over all rank pairs "
+               "(400 random clusters, plans and rank orders)");
+
+    /* 2 nodes x 8, islands of 4: tp=4 inside an island, tp=8 over the node,
+     * tp=16 over the network */
+    int tpn[2] = {8, 8};
+    pt_cluster c;
+    memset(&c, 0, sizeof c);
+    c.nnodes = 2;
+    c.tasks_per_node = tpn;
+    c.island_ranks = 4;
+    pt_plan p;
+    pt_plan_default(&p);
+    int l[PT_GRP_N];
+    p.tp = 4; p.dp = 4;
+    pt_place_links(&c, &p, l);
+    int a = l[PT_GRP_TP] == PT_NET_ISLAND && l[PT_GRP_DP] == PT_NET_INTER;
+    p.tp = 8; p.dp = 2;
+    pt_place_links(&c, &p, l);
+    int b = l[PT_GRP_TP] == PT_NET_NODE;
+    p.tp = 16; p.dp = 1;
+    pt_place_links(&c, &p, l);
+    tap_ok(a && b && l[PT_GRP_TP] == PT_NET_INTER && l[PT_GRP_DP] == PT_NET_ISLAND,
+           "links: tp=4/8/16 on 2 nodes x 8 with islands of 4 span island/node/network");
+}
+
+/* ---- search ---- */
+static pt_plan_limits all_limits(void)
+{
+    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u};
+    return lim;
+}
+
+static pt_cluster make_cluster(int nnodes, int tpn, int island, int *buf)
+{
+    for (int i = 0; i < nnodes; i++) buf[i] = tpn;
+    pt_cluster c;
+    memset(&c, 0, sizeof c);
+    c.nnodes = nnodes;
+    c.tasks_per_node = buf;
+    c.island_ranks = island;
+    c.hw.gemm_gflops = 50000;
+    c.hw.mem_bytes = 80e9;
+    c.hw.lat_s[PT_NET_ISLAND] = 3e-6;
+    c.hw.lat_s[PT_NET_NODE] = 5e-6;
+    c.hw.lat_s[PT_NET_INTER] = 10e-6;
+    c.hw.gbps[PT_NET_ISLAND] = 300;
+    c.hw.gbps[PT_NET_NODE] = 50;
+    c.hw.gbps[PT_NET_INTER] = 25;
+    return c;
+}
+
+static void request(pt_plan *req)
+{
+    pt_plan_default(req);
+    req->mode = PT_MODE_AUTO;
+    req->dp = req->pp = req->tp = req->sp = 0;
+    req->tp_depth = 0;
+    req->microbatches = 0;
+    req->virtual_stages = 0;
+}
+
+static void test_search(void)
+{
+    pt_plan_limits lim = all_limits();
+    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
+    int tpn[512];
+    pt_cluster c = make_cluster(2, 8, 0, tpn);
+    pt_plan req;
+    request(&req);
+    pt_search_result r, r2;
+    pt_error e = {""};
+    int rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    tap_ok(rc == 0, "search: GPT-2 124M on 2 nodes x 8 plans (%s)", rc ? e.text : r.why);
+    if (rc == 0) {
+        int fits = r.best.cost.mem_peak <= c.hw.mem_bytes, sorted = 1;
+        const pt_candidate *prev = &r.best;
+        for (int i = 0; i < r.nrunners; i++) {
+            if (r.runner[i].cost.t_step < prev->cost.t_step) sorted = 0;
+            if (r.runner[i].cost.mem_peak > c.hw.mem_bytes) fits = 0;
+            prev = &r.runner[i];
+        }
+        tap_ok(fits && sorted && r.nfit > 0 && r.nconsidered >= r.nfit,
+               "search: winner and %d runners fit memory, ordered by t_step (%ld of %ld fit)", r.nrunners,
+               r.nfit, r.nconsidered);
+        pt_error e2;
+        tap_ok(pt_plan_validate(&r.best.plan, 16, &e2) == 0, "search: the winner validates for 16 ranks");
+        rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r2, &e);
+        char a[4096], b[4096];
+        pt_plan_explain(&r, &gpt2, 64, a, sizeof a);
+        pt_plan_explain(&r2, &gpt2, 64, b, sizeof b);
+        tap_ok(rc == 0 && strcmp(a, b) == 0, "search: a second run gives the same explanation");
+        printf("%s", a);
+        size_t need = pt_plan_explain(&r, &gpt2, 64, NULL, 0);
+        char small[64];
+        size_t need2 = pt_plan_explain(&r, &gpt2, 64, small, sizeof small);
+        tap_ok(need == strlen(a) && need2 == need && strlen(small) == sizeof small - 1 &&
+                   strcmp(small + sizeof small - 4, "...") == 0,
+               "explain: returns the length needed, a short buffer ends in \"...\"");
+        tap_ok(strstr(a, "why: ") && strstr(a, "t_step") && strstr(a, "bubble"),
+               "explain: the table has t_step, bubble and the why line");
+    } else {
+        for (int i = 0; i < 5; i++) tap_ok(0, "search: skipped after failure");
+    }
+
+    /* pins are honoured; a named mode is never tp = 1 */
+    static const pt_mode named[] = {PT_MODE_1D, PT_MODE_2D, PT_MODE_2P5D, PT_MODE_3D};
+    int named_ok = 1;
+    for (int i = 0; i < 4; i++) {
+        request(&req);
+        req.mode = named[i];
+        pt_cluster c8 = make_cluster(2, 4, 0, tpn); /* 8 ranks: 1d, 2d 4, 2.5d 8 = 2*2*2, 3d 8 */
+        if (pt_plan_search(&c8, &gpt2, 64, &lim, &req, &r, &e) < 0 || r.best.plan.mode != named[i] ||
+            r.best.plan.tp < 2) {
+            named_ok = 0;
+            tap_diag("mode %s: %s", pt_mode_name(named[i]), e.text);
+        }
+        for (int j = 0; j < r.nrunners; j++)
+            if (r.runner[j].plan.mode != named[i] || r.runner[j].plan.tp < 2) named_ok = 0;
+    }
+    tap_ok(named_ok, "search: --ptrain-mode=1d/2d/2.5d/3d on 8 ranks plans that mode with tp > 1");
+    request(&req);
+    req.mode = PT_MODE_3D;
+    pt_cluster c6 = make_cluster(3, 2, 0, tpn);
+    rc = pt_plan_search(&c6, &gpt2, 60, &lim, &req, &r, &e);
+    tap_ok(rc < 0 && strstr(e.text, "3d") && strstr(e.text, "valid tp here") && !strchr(e.text, '\n'),
+           "search: 3d on 6 ranks refused in one line: %s", e.text);
+    req.tp = 1;
+    rc = pt_plan_search(&c6, &gpt2, 60, &lim, &req, &r, &e);
+    tap_ok(rc == 0 && r.best.plan.tp == 1, "search: 3d with tp=1 pinned plans tp=1");
+    request(&req);
+    req.pp = 2;
+    req.zero = 1;
+    c = make_cluster(2, 8, 0, tpn);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    int pins = rc == 0 && r.best.plan.pp == 2 && r.best.plan.zero == 1;
+    for (int j = 0; rc == 0 && j < r.nrunners; j++)
+        if (r.runner[j].plan.pp != 2 || r.runner[j].plan.zero != 1) pins = 0;
+    tap_ok(pins, "search: pinned pp=2 and zero=1 hold for the winner and every runner-up");
+    /* memory: a model that does not fit 1 GB per rank is refused, naming the least need */
+    c = make_cluster(1, 2, 0, tpn);
+    c.hw.mem_bytes = 1e8;
+    request(&req);
+    rc = pt_plan_search(&c, &gpt2, 8, &lim, &req, &r, &e);
+    tap_ok(rc < 0 && strstr(e.text, "least memory"), "search: too little memory refused: %s", e.text);
+    /* bad input */
+    pt_model_shape bad = gpt2;
+    bad.n_layer = 0;
+    request(&req);
+    c = make_cluster(1, 2, 0, tpn);
+    tap_ok(pt_plan_search(&c, &bad, 8, &lim, &req, &r, &e) < 0 && strstr(e.text, "L=0"),
+           "search: a zero-layer model refused: %s", e.text);
+    tap_ok(pt_plan_search(&c, &gpt2, 0, &lim, &req, &r, &e) < 0 && strstr(e.text, "global batch 0"),
+           "search: batch 0 refused: %s", e.text);
+
+    /* 4096 ranks: time printed, never asserted */
+    pt_model_shape big = {96, 96, 12288, 2048, 50257}; /* GPT-3 175B */
+    c = make_cluster(512, 8, 0, tpn);
+    request(&req);
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    rc = pt_plan_search(&c, &big, 1536, &lim, &req, &r, &e);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    char s[640];
+    if (rc == 0) pt_plan_summary(&r.best.plan, s, sizeof s);
+    tap_ok(rc == 0, "search: GPT-3 175B on 512 nodes x 8 (4096 ranks) plans: %s", rc ? e.text : s);
+    tap_diag("4096-rank search: %.3f s, %ld plans evaluated, %ld fit (a measurement, not a limit)", secs,
+             rc == 0 ? r.nconsidered : 0, rc == 0 ? r.nfit : 0);
+}
+
+int main(void)
+{
+    const char *seed = getenv("PTRAIN_TEST_SEED");
+    rng_state = seed ? strtoull(seed, NULL, 10) : (uint64_t)time(NULL);
+    tap_diag("seed %llu (PTRAIN_TEST_SEED repeats it)", (unsigned long long)rng_state);
+    test_split();
+    test_links();
+    test_search();
+    return tap_done();
+}

@@ -1,0 +1,215 @@
+/* The node model as the planner sees it: see topo_plan.h. */
+#include "topo/topo_plan.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void note_add(char *buf, size_t len, size_t *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static void note_add(char *buf, size_t len, size_t *k, const char *fmt, ...)
+{
+    if (!buf || *k >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    int w = vsnprintf(buf + *k, len - *k, fmt, ap);
+    va_end(ap);
+    if (w > 0) *k += (size_t)w;
+    if (*k >= len) *k = len;
+}
+
+/* "NVIDIA H100 80GB HBM3" -> 80e9; 0 when the name carries no "<n>GB". */
+static double gpu_mem_from_model(const char *model)
+{
+    for (const char *s = model; *s; s++) {
+        if (!isdigit((unsigned char)*s) || (s > model && isdigit((unsigned char)s[-1]))) continue;
+        char *end;
+        long v = strtol(s, &end, 10);
+        if (v > 0 && v < 100000 && (end[0] == 'G' || end[0] == 'g') && (end[1] == 'B' || end[1] == 'b'))
+            return (double)v * 1e9;
+    }
+    return 0;
+}
+
+int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt_hw *hw, int *island_ranks,
+                    char *note, size_t note_len, pt_error *err)
+{
+    static const pt_topo_hw_override none = {0, 0, 0};
+    if (!ov) ov = &none;
+    if (!t || !hw || !island_ranks) return pt_errprintf(err, "node model: no model or output given");
+    if (tpn < 1) return pt_errprintf(err, "invalid tasks per node %d (valid: >= 1)", tpn);
+    if (t->nnuma < 1) return pt_errprintf(err, "node model %s has no NUMA node", t->source);
+    size_t k = 0;
+    if (note && note_len) note[0] = '\0';
+    memset(hw, 0, sizeof *hw);
+    *island_ranks = 0;
+
+    int gpu = t->ngpus > 0;
+    int ndev = gpu ? t->ngpus : t->nnuma, kind = gpu ? PT_DEV_GPU : PT_DEV_NUMA;
+    /* ranks per device: tpn / ndev consecutive ranks per device; fewer
+     * tasks than devices use the first tpn devices, one each */
+    int used = tpn < ndev ? tpn : ndev, per_dev = tpn >= ndev ? tpn / ndev : 1;
+    pt_topo_islands isl;
+    int have_isl = pt_topo_islands_find(t, &isl) == 0;
+    /* contiguous islands of one size over the devices in use */
+    int isize = 0;
+    if (have_isl && isl.nislands > 1 && ndev <= 64) {
+        int size = 0, ok = 1;
+        for (int d = 0; d < ndev && ok; d++) {
+            int len = 1;
+            while (d + len < ndev && isl.island_of[d + len] == isl.island_of[d]) len++;
+            for (int e = d + len; e < ndev; e++)
+                if (isl.island_of[e] == isl.island_of[d]) ok = 0; /* not contiguous */
+            if (size && len != size) ok = 0;
+            size = len;
+            d += len - 1;
+        }
+        if (ok && size < used) isize = size;
+    }
+    if (isize && tpn % ndev == 0) *island_ranks = isize * per_dev;
+    else if (isize && tpn < ndev) *island_ranks = isize;
+
+    /* island and node links between devices */
+    double isl_gbps = 0, node_gbps = 0;
+    int isl_src = PT_BW_ESTIMATED, node_src = PT_BW_ESTIMATED;
+    if (gpu && used > 1) {
+        int dev[64];
+        for (int d = 0; d < used && d < 64; d++) dev[d] = d;
+        node_gbps = pt_topo_slowest_link(t, kind, dev, used < 64 ? used : 64, NULL, NULL, &node_src);
+        int width = *island_ranks ? isize : used;
+        isl_gbps = pt_topo_slowest_link(t, kind, dev, width < 64 ? width : 64, NULL, NULL, &isl_src);
+        if (isl_gbps < node_gbps) isl_gbps = node_gbps;
+    }
+    /* CPU nodes and ranks sharing a device: memory copies through MPI */
+    double cpu_isl = 0, cpu_node = 0;
+    const char *cpu_src = "estimate";
+    if (t->net.measured && t->net.intra_gbps > 0) {
+        cpu_isl = cpu_node = t->net.intra_gbps;
+        cpu_src = "measured (MPI ping-pong inside a node)";
+    } else {
+        double diag = INFINITY, cross = INFINITY;
+        for (int i = 0; i < t->nnuma; i++)
+            for (int j = 0; j < t->nnuma; j++) {
+                double v = t->numa_gbps ? t->numa_gbps[i * t->nnuma + j] : 0;
+                if (i == j && t->numa[i].membw_gbps > 0) v = t->numa[i].membw_gbps;
+                if (v <= 0) continue;
+                if (i == j && v < diag) diag = v;
+                if (i != j && v < cross) cross = v;
+            }
+        int per_numa = (tpn + t->nnuma - 1) / t->nnuma;
+        if (isfinite(diag)) {
+            cpu_isl = diag / per_numa;
+            cpu_node = isfinite(cross) ? cross / per_numa : cpu_isl;
+            cpu_src = "measured STREAM copy bandwidth / tasks per NUMA node";
+        } else {
+            cpu_isl = 10.0;
+            cpu_node = 5.0;
+            cpu_src = "estimate (no measurement: 10 GB/s island, 5 GB/s node)";
+        }
+    }
+    if (!gpu || used <= 1) {
+        hw->gbps[PT_NET_ISLAND] = cpu_isl;
+        hw->gbps[PT_NET_NODE] = cpu_node;
+        note_add(note, note_len, &k, "intra-node: island %.3g GB/s, node %.3g GB/s per rank, %s\n", cpu_isl,
+                 cpu_node, cpu_src);
+    } else {
+        hw->gbps[PT_NET_ISLAND] = isl_gbps;
+        hw->gbps[PT_NET_NODE] = node_gbps;
+        note_add(note, note_len, &k, "intra-node: island %.3g GB/s (%s), node %.3g GB/s (%s), slowest GPU "
+                 "links%s\n", isl_gbps, isl_src == PT_BW_MEASURED ? "measured" : "estimate from the link class",
+                 node_gbps, node_src == PT_BW_MEASURED ? "measured" : "estimate from the link class",
+                 per_dev > 1 ? "; ranks sharing a GPU count as one device" : "");
+    }
+    if (hw->gbps[PT_NET_NODE] <= 0) hw->gbps[PT_NET_NODE] = hw->gbps[PT_NET_ISLAND];
+
+    /* network: per node, shared by the node's tasks */
+    double inter;
+    const char *inter_src;
+    if (ov->inter_gbps > 0) {
+        inter = ov->inter_gbps;
+        inter_src = "override";
+    } else if (t->net.measured && t->net.inter_gbps > 0) {
+        inter = t->net.inter_gbps;
+        inter_src = "measured (MPI ping-pong between nodes)";
+    } else {
+        int fast = 0;
+        for (int i = 0; i < t->nnics; i++)
+            if (t->nic[i].kind == PT_NIC_IB || t->nic[i].kind == PT_NIC_ROCE) fast++;
+        inter = fast ? 12.5 * fast : 1.25;
+        inter_src = fast ? "estimate: 12.5 GB/s per InfiniBand/RoCE adapter" : "estimate: 10 Gb/s Ethernet";
+    }
+    hw->gbps[PT_NET_INTER] = inter / tpn;
+    note_add(note, note_len, &k, "network: %.3g GB/s per node (%s), %.3g GB/s per rank\n", inter, inter_src,
+             hw->gbps[PT_NET_INTER]);
+
+    if (t->net.measured && t->net.intra_lat_us > 0) {
+        hw->lat_s[PT_NET_ISLAND] = hw->lat_s[PT_NET_NODE] = t->net.intra_lat_us * 1e-6;
+    } else {
+        hw->lat_s[PT_NET_ISLAND] = 2e-6;
+        hw->lat_s[PT_NET_NODE] = 3e-6;
+    }
+    hw->lat_s[PT_NET_INTER] = t->net.measured && t->net.inter_lat_us > 0 ? t->net.inter_lat_us * 1e-6 : 5e-6;
+    note_add(note, note_len, &k, "latency: %.3g us island, %.3g us node, %.3g us network (%s)\n",
+             hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6,
+             t->net.measured ? "measured" : "estimate");
+
+    /* memory per rank */
+    if (ov->mem_gb > 0) {
+        hw->mem_bytes = ov->mem_gb * 1e9;
+        note_add(note, note_len, &k, "memory: %.3g GB per rank (override)\n", ov->mem_gb);
+    } else {
+        double gm = gpu ? gpu_mem_from_model(t->gpu[0].model) : 0;
+        if (gm > 0) {
+            hw->mem_bytes = gm / per_dev;
+            note_add(note, note_len, &k, "memory: %.3g GB per rank (%s / %d rank%s per GPU)\n",
+                     hw->mem_bytes / 1e9, t->gpu[0].model, per_dev, per_dev > 1 ? "s" : "");
+        } else {
+            double host = 0;
+            for (int i = 0; i < t->nnuma; i++) host += (double)t->numa[i].memory;
+            if (host <= 0) host = (double)t->os_memory;
+            hw->mem_bytes = host / tpn;
+            note_add(note, note_len, &k, "memory: %.3g GB per rank (host memory / %d tasks%s)\n",
+                     hw->mem_bytes / 1e9, tpn, gpu ? "; the GPU model names no memory size" : "");
+        }
+    }
+
+    /* GEMM rate of one rank */
+    if (ov->gemm_gflops > 0) {
+        hw->gemm_gflops = ov->gemm_gflops;
+        note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (override)\n", hw->gemm_gflops);
+    } else if (gpu) {
+        /* fp32 (non-tensor-core) peaks from NVIDIA's data sheets */
+        const char *mdl = t->gpu[0].model;
+        double peak = 19500;
+        const char *what = "an A100's peak, for GPUs not in the table";
+        if (strstr(mdl, "H100") || strstr(mdl, "H200") || strstr(mdl, "GH100")) {
+            peak = 51200;
+            what = "the H100 PCIe's fp32 peak (SXM: 67 TFLOP/s)";
+        } else if (strstr(mdl, "A100")) {
+            what = "the A100's fp32 peak";
+        } else if (strstr(mdl, "V100")) {
+            peak = 15700;
+            what = "the V100's fp32 peak";
+        }
+        hw->gemm_gflops = peak / per_dev;
+        note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, %s)\n",
+                 hw->gemm_gflops, peak, what);
+    } else {
+        int cores = t->ncores > 0 ? t->ncores : 1;
+        double per_rank = (double)cores / tpn;
+        if (per_rank < 1) per_rank = 1.0 / (double)((tpn + cores - 1) / cores); /* tasks share cores */
+        if (t->gemm_gflops > 0) {
+            hw->gemm_gflops = t->gemm_gflops * per_rank;
+            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (measured %.4g per core x %.3g cores)\n",
+                     hw->gemm_gflops, t->gemm_gflops, per_rank);
+        } else {
+            hw->gemm_gflops = 32.0 * per_rank;
+            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (estimate: 32 GFLOP/s per core x %.3g "
+                     "cores; ptrain-topo --probe measures it)\n", hw->gemm_gflops, per_rank);
+        }
+    }
+    if (note && k > 0 && k < note_len && note[k - 1] == '\n') note[k - 1] = '\0';
+    return 0;
+}
