@@ -55,7 +55,8 @@ typedef struct pt_spank_conf {
     char topology[4096];       /* cached node model (ptrain-topo --probe --save output, JSON or
                                 * hwloc XML) the planner reads on every node; "" = build the
                                 * model from hwloc on the node */
-    double inter_node_gbps;    /* bandwidth of one rank across nodes (GB/s); 0 = the model's */
+    double inter_node_gbps;    /* network bandwidth of one node (GB/s), shared by its tasks;
+                                * 0 = the model's */
     double inter_node_lat_us;  /* latency of one message across nodes (microseconds); 0 = the
                                 * model's */
     double gemm_gflops;        /* fp32 GEMM rate of one rank (GFLOP/s); 0 = the model's */
