@@ -166,4 +166,20 @@ if [ -x "$RUN" ]; then
 else
     diag "ptrain-run not built: the training check is skipped"
 fi
+# 7. a task Slurm bound already keeps Slurm's mask (task/affinity binds
+# before the plugin's task_init): map_cpu:1,0 is the opposite of the
+# plugin's own placement, so a kept mask is visible.
+if [ "$(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc)" -ge 2 ]; then
+    slurm_down
+    LOCAL_SLURM_EXTRA_CONF="TaskPlugin=task/affinity" slurm_up 2 2
+    D=$SLURM_TEST_DIR
+    srun --ptrain-mode=auto --cpu-bind=map_cpu:1,0 -N2 --ntasks-per-node=2 \
+        sh -c 'echo "AFF lid=$SLURM_LOCALID cpus=$PTRAIN_CPUS bind=$PTRAIN_BIND mask=$(sed -n "s/^Cpus_allowed_list:[[:space:]]*//p" /proc/self/status)"' \
+        >"$D/a1" 2>"$D/ae1"
+    check "task/affinity --cpu-bind=map_cpu:1,0: every task keeps Slurm's CPU (task 0 on 1, task 1 on 0), PTRAIN_BIND=slurm" \
+        [ "$(grep -c -e '^AFF lid=0 cpus=1 bind=slurm mask=1$' -e '^AFF lid=1 cpus=0 bind=slurm mask=0$' "$D/a1")" -eq 4 ]
+    [ "$(grep -c '^AFF' "$D/a1")" -eq 4 ] || diag "affinity: $(cat "$D/a1" "$D/ae1" | head -n 4 | tr '\n' ' ')"
+else
+    diag "fewer than 2 CPUs: Slurm's own binding not checked"
+fi
 done_testing
