@@ -415,6 +415,9 @@ static int plan_request(const pt_job_geometry *g, const pt_plan *req, pt_plan *o
     if (make_cluster(g, &c, err) < 0) return -1;
     pt_plan r = *req;
     int rc = -1;
+    /* the search reads zero 0 as "choose": a --ptrain-zero=0 the user gave
+     * is a pin, so forbid ZeRO instead */
+    if (req_zero_given && req->zero == 0) lim.max_zero = 0;
     if (!req_zero_given && conf.default_zero > 0) {
         r.zero = conf.default_zero;
         rc = pt_plan_search(&c, &m, req_batch, &lim, &r, &search_res, err);
