@@ -333,8 +333,9 @@ typedef struct stage_state {
     double tied_bytes;     /* embed group (pp's tied wte sum) */
     double zero_params, zero_grads, zero_optim; /* floats per rank of the state buffers */
     double zero_init_extra; /* floats of the ZeRO-2/3 initialisation's full-size temporaries */
-    double unit_max;       /* largest padded unit (floats) */
-    double wte_pad;        /* padded wte unit (floats), 0 without wte */
+    double smax;           /* largest own slice (floats): ZeRO's sync / regather scratch */
+    double other2, other3; /* max over units other than wte of npad + s and 2 npad + s */
+    double wte_pad, wte_s; /* padded wte unit and its slice (floats), 0 without wte */
 } stage_state;
 
 #define MAXP 4096
@@ -410,8 +411,12 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
             else C1(&a, npad, N, 1);                           /* allgather after the update */
             s->sync_bytes += a.bytes, s->sync_calls += a.calls, s->sync_steps += a.steps;
             if (is_tied) s->tied_bytes += (double)ring((unsigned long long)npad * 4, 2, 2);
-            if (piece == -2) s->wte_pad = (double)npad;
-            if ((double)npad > s->unit_max) s->unit_max = (double)npad;
+            if (piece == -2) s->wte_pad = (double)npad, s->wte_s = (double)sl;
+            else {
+                if ((double)(npad + sl) > s->other2) s->other2 = (double)(npad + sl);
+                if ((double)(2 * npad + sl) > s->other3) s->other3 = (double)(2 * npad + sl);
+            }
+            if ((double)sl > s->smax) s->smax = (double)sl;
             s->zero_params += p->zero == 3 ? (double)sl : (double)npad;
             s->zero_grads += p->zero == 1 ? (double)npad : (double)sl;
             s->zero_optim += 2.0 * (double)sl;
@@ -565,7 +570,8 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
 
     pt_cost c;
     memset(&c, 0, sizeof c);
-    double best_mem = -1;
+    double best_mem = -1, flops_sum = 0;
+    const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
     for (int r = 0; r < pp; r++) {
         memset(has, 0, (size_t)L);
         int nblk = 0, pp_sends = 0;
@@ -615,13 +621,13 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         act += 2.0 * nbufs * v * nact;
         /* the largest scratch a piece takes while running */
         double scratch = 0, x;
-        if (g.mode == PT_MODE_2D && g.q > 1) {
+        if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
             const double Vb = (double)(g.Vp / g.q);
             x = 2 * Vb * Cr + Nf * Cr; /* head backward: W^T + SUMMA dX scratch */
             if (last && x > scratch) scratch = x;
             x = Nf * Fl + Fl * Cr; /* largest linear's SUMMA scratch */
             if (x > scratch) scratch = x;
-        } else if (g.mode == PT_MODE_3D && g.q > 1) {
+        } else if (g.mode == PT_MODE_3D) {
             const double l = g.q, lN = l * Nf;
             x = lN * Cr + Cr * g.Vl + lN * g.Vl + Cr * g.Vl / l; /* head backward */
             if (last && x > scratch) scratch = x;
@@ -632,27 +638,40 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
             x = natt + 4 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: dS + 4 K/V blocks */
             if (x > scratch) scratch = x;
         }
-        double zero_live = 0; /* ZeRO-2/3: units gathered or in flight during the step */
-        if (p->zero >= 2) zero_live = st.unit_max + (pp == 1 ? st.wte_pad : 0);
-        if (p->zero == 3) zero_live *= 2;
+        /* ZeRO buffers alive during the step besides the state (zero.c):
+         * stage 1 the sync/regather slice; stage 2 a unit's full gradient
+         * and its reduce-scatter slice, beside wte's full gradient, which
+         * lives from the head's backward (pp = 1) or the first microbatch
+         * (pp > 1, tied: reduced in the sync) to its reduce; stage 3 also the
+         * gathered parameters of the unit (and of wte while its gradient is
+         * made, pp = 1 holds both through the blocks' backward). */
+        double zero_live = 0;
+        const double W = st.wte_pad;
+        if (p->zero == 1) zero_live = st.smax;
+        else if (p->zero == 2) zero_live = W + fmax(st.other2, st.wte_s);
+        else if (p->zero == 3) zero_live = pp == 1 ? 2 * W + fmax(st.other3, st.wte_s) : W + fmax(st.other3, fmax(W, st.wte_s));
         const double state = st.zero_params + st.zero_grads + st.zero_optim;
-        const double mem_total = 4.0 * (state + act + scratch + zero_live);
+        /* stage 1's slice is taken in the sync, after the pieces' scratch is
+         * returned; stage 2/3's units are in flight while the pieces run */
+        const double extra = p->zero == 1 ? fmax(scratch, zero_live) : scratch + zero_live;
+        const double mem_total = 4.0 * (state + act + extra);
         const double act_model = act - 2.0 * nbufs * v * nact; /* allocated before the state */
         const double mem_init = 4.0 * (act_model + state + st.zero_init_extra);
         const double peak = mem_total > mem_init ? mem_total : mem_init;
         if (flops > c.flops) c.flops = flops;
+        flops_sum += flops;
         if (peak > best_mem) {
             best_mem = peak;
             c.mem_params = 4.0 * st.zero_params;
             c.mem_grads = 4.0 * st.zero_grads;
             c.mem_optim = 4.0 * st.zero_optim;
-            c.mem_act = 4.0 * (act + scratch + zero_live);
+            c.mem_act = 4.0 * (act + extra);
             c.mem_total = mem_total;
             c.mem_peak = peak;
         }
         /* time of this rank (alpha-beta per group, compute at the GEMM rate) */
         if (hw) {
-            double tc = hw->gemm_gflops > 0 ? flops / (hw->gemm_gflops * 1e9) : 0, tg[PT_GRP_N];
+            double tc = hw->gemm_gflops > 0 ? flops * oversub / (hw->gemm_gflops * 1e9) : 0, tg[PT_GRP_N];
             for (int k = 0; k < PT_GRP_N; k++) {
                 int lk = link ? link[k] : PT_NET_NODE;
                 if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
@@ -666,8 +685,9 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     }
     free(has);
     if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
+    if (oversub > 1 && hw && hw->gemm_gflops > 0) c.t_compute = flops_sum / pp * oversub / (hw->gemm_gflops * 1e9);
     const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
-    c.t_bubble = c.bubble * pipelined;
+    c.t_bubble = oversub > 1 ? 0 : c.bubble * pipelined;
     c.t_step = pipelined + c.t_bubble + c.t_comm[PT_GRP_DP] + c.t_comm[PT_GRP_SYNC];
     if (out) *out = c;
     return 0;

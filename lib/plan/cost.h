@@ -14,9 +14,55 @@
  * Every byte count is what lib/comm's counters report for the same step:
  * bytes sent per rank (ring model: an allreduce of b bytes over p ranks
  * sends 2(p-1)/p b; allgather, reduce-scatter, broadcast and reduce of b
- * full bytes send (p-1)/p b; send = its bytes), maximum over ranks,
- * grouped as ptrain-run's metrics group them ("sent_bytes" of
- * ptrain-run(1)).  Memory is what the arena holds at its peak. */
+ * full bytes send (p-1)/p b; send = its bytes; integer division per call
+ * as comm_mpi.c), maximum over ranks, grouped as ptrain-run's metrics
+ * group them ("sent_bytes" of ptrain-run(1)).  Memory is what the arena
+ * holds at its peak.  tests/plan/test_cost_metrics.sh holds both against
+ * real ptrain-run steps (bytes to the byte, peak within 2%).
+ *
+ * Bytes per microbatch and rank, N = Bl*Tl local rows, Sx/Sw/Sy in bytes
+ * (the layouts' geometry, lib/parallel/layout.h):
+ *   tp 1d      (4 L_stage + 2) allreduces of [N, C] (2 per block forward,
+ *              2 backward, embedding, head dX) + the cross-entropy's [N]
+ *              and [2N] allreduces; block recompute adds 2 per block.
+ *   tp 2d/2.5d per linear 3(q-1)(Sx+Sw) (q broadcasts of X and W forward,
+ *              twice that backward); LayerNorm 2 allreduces of [N] forward,
+ *              one of [2N] backward, over the row; embedding 2q
+ *              broadcast/reduce of the [Vp/q, C/q] block; head: 3 sends
+ *              of that block (transpose, off-diagonal ranks) + its SUMMA.
+ *   tp 3d      per linear (l-1)/l (3Sx + 3Sw + 2Sy) with the gathered
+ *              blocks (tp3d.c); embedding 2(l-1)/l (Se + Swte).
+ *   sp         ring attention (seq.c): forward 2(sp-1), backward
+ *              2(2(sp-1)+1) sends of [Bl, Tl, C_local] per block;
+ *              recompute (block or attention) adds a forward.
+ *   pp         one send of [N, Cr] per boundary crossing and direction:
+ *              m ([vs < S-1] + [vs > 0]) per chunk at virtual stage vs
+ *              (S = pp*v), plus the tied embedding's gradient allreduce
+ *              over the first and last stage (the embed group).
+ *   sync       per step, per bucket (parameters of one sync group: dp x
+ *              sp x the tp axes a shard is replicated on) of n floats over
+ *              N ranks: ZeRO 0 one allreduce 2(N-1)/N 4n; per ZeRO unit
+ *              (a piece's parameters in a bucket, padded to npad, a
+ *              multiple of N): ZeRO 1 reduce-scatter + allgather, ZeRO 2
+ *              m reduce-scatters (one per microbatch's backward) +
+ *              allgather, ZeRO 3 m reduce-scatters + 2m allgathers
+ *              (before each piece's forward and backward); the tied wte
+ *              unit is reduced once per step.  (p-1)/p 4 npad each.
+ *   dp         0: no collective runs on ctx->dp (ZeRO's traffic is on the
+ *              sync groups).
+ * FLOPs (PaLM, Chowdhery et al. 2022, appendix B): per token and block
+ * 3 (24 C^2 + 4 T C) forward + backward, the head 6 C V, divided over tp
+ * x sp; block recompute adds a block forward, attention recompute
+ * 2 T C; the busiest pipeline rank's share.
+ * Time (alpha-beta, Hockney 1994; ring steps as Thakur et al. 2005,
+ * sec. 4):
+ *   t_compute = flops / (gemm_gflops 1e9)
+ *   t_comm[g] = lat_steps[g] lat_s[link[g]] + bytes[g] / (gbps[link[g]] 1e9)
+ *   t_bubble  = bubble (t_compute + t_comm[tp] + t_comm[sp] + t_comm[pp])
+ *   t_step    = t_compute + t_comm[tp] + t_comm[sp] + t_comm[pp] + t_bubble
+ *               + t_comm[dp] + t_comm[sync]
+ * (no overlap: lib/comm's calls block the rank).  Each term is the
+ * maximum over pipeline ranks. */
 #ifndef PTRAIN_PLAN_COST_H
 #define PTRAIN_PLAN_COST_H
 #include <stddef.h>
@@ -57,19 +103,35 @@ typedef struct pt_hw {
     double mem_bytes;         /* memory one rank may use (bytes); 0 = unlimited */
     double lat_s[PT_NET_N];   /* alpha: latency of one message on each link class (s) */
     double gbps[PT_NET_N];    /* 1/beta: bandwidth of one rank on each link class (GB/s) */
+    double ranks_per_core;    /* ranks time-sharing one core (an oversubscribed node, e.g. 4-8
+                               * ranks on a 2-core CI machine); 0 or <= 1: each rank has its
+                               * own.  Above 1, gemm_gflops is one core's rate, a rank gets
+                               * 1/ranks_per_core of it, and the pipeline bubble costs no
+                               * time: a waiting rank yields its core (Open MPI does when
+                               * oversubscribed) to ranks with work, so t_compute is the
+                               * pipeline ranks' mean work, not the busiest rank's, and
+                               * t_bubble is 0 (bubble still reports the fraction). */
 } pt_hw;
 
 /* A plan's cost for one optimizer step of `global_batch` sequences of
  * m->seq_len tokens.  Bytes and memory are per rank (maximum over ranks);
  * times in seconds. */
 typedef struct pt_cost {
-    double flops;                 /* per rank, forward + backward + recompute */
+    double flops;                 /* per rank (the busiest pp rank), forward + backward + recompute */
     double bytes[PT_GRP_N];       /* bytes sent per rank per step, by group */
     double msgs[PT_GRP_N];        /* collective calls per rank per step (as the counters' calls) */
     double lat_steps[PT_GRP_N];   /* latency terms per rank per step: a ring collective over p
                                    * ranks costs (p-1) alphas, an allreduce 2(p-1), a send 1
                                    * (Thakur et al. 2005, sec. 4) */
-    double mem_params, mem_grads, mem_optim, mem_act; /* bytes per rank at the peak */
+    /* bytes per rank (the pp rank with the largest peak), fp32: the
+     * parameter, gradient and AdamW m+v buffers as lib/train lays them out
+     * (ZeRO 1: m, v / N; 2: also gradients; 3: also parameters, N the
+     * bucket's sync group, units padded to N); activations = the model's
+     * slots (pt_cost_block_act_floats per block, embedding output, token
+     * ids), head and backward buffers, recompute scratch, pipeline boundary
+     * buffers, the largest scratch of a piece (SUMMA / 3D gathers, ring
+     * attention) and ZeRO's units in flight */
+    double mem_params, mem_grads, mem_optim, mem_act;
     double mem_total;             /* their sum: the arena during a step */
     double mem_peak;              /* the arena's high-water mark (what ptrain-run's peak_mib
                                    * reports): max(mem_total, the start-up peak, where ZeRO-2/3
@@ -85,9 +147,17 @@ typedef struct pt_cost {
 /* Evaluate plan p (a concrete plan: pt_plan_validate passes for its
  * world) for model m and global_batch sequences per step; link[g] is the
  * slowest link class group g spans under the plan's placement (from
- * pt_place_links, lib/plan/search.h).  Returns 0, or -1 with one line
- * when the plan does not fit the model (heads, width, layers, batch not
- * divisible as the layout needs). */
+ * pt_place_links, lib/plan/search.h); link NULL means PT_NET_NODE for
+ * every group, hw NULL leaves the times 0 (bytes, FLOPs and memory do not
+ * need the machine).  out may be NULL (a fit check).  Returns 0, or -1
+ * with one line naming the value and what would fit when the plan does
+ * not fit the model: pt_plan_validate's and pt_plan_check_model's checks
+ * (pp * virtual_stages <= n_layer, the split, microbatches dividing the
+ * global_batch / dp sequences), global_batch a multiple of dp, T a
+ * multiple of sp, and the layout's geometry on a microbatch as lib/model's
+ * pt_gpt_check_plan (1d: tp | heads; 2d/2.5d: q | heads, depth*q | the
+ * microbatch; 3d: l | heads, l*l | C, l*l | the microbatch).  Cost:
+ * O(pp (L + m v)) time, no allocation that outlives the call. */
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                  const int link[PT_GRP_N], pt_cost *out, pt_error *err);
 

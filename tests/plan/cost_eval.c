@@ -6,8 +6,12 @@
  *    "mem_total":..,"mem_peak":..,"bubble":..,"t_step":..}
  * bytes per rank and step (maximum over ranks), memory in bytes, FLOPs per
  * rank and step.  MODEL is a preset or L,H,C,T,V; BATCH the global batch
- * (sequences per step).  Exit 2 with one line on stderr for a plan the
- * model refuses.  A check program for tests/plan/test_cost_metrics.sh. */
+ * (sequences per step).  Optional GFLOPS GBPS LAT_US: the machine (GEMM
+ * rate of a rank in GFLOP/s, bandwidth in GB/s and latency in us of the
+ * link every group uses; default 10, 10, 5) and RANKS_PER_CORE
+ * (pt_hw.ranks_per_core, default 0).  Exit 2 with one line on
+ * stderr for a plan the model refuses or a bad argument.  A check program
+ * for tests/plan/test_cost_metrics.sh and bench/bench_plan.sh. */
 #include "plan/cost.h"
 
 #include <stdio.h>
@@ -16,8 +20,8 @@
 int main(int argc, char **argv)
 {
     pt_error err = {{0}};
-    if (argc != 3) {
-        fprintf(stderr, "usage: cost_eval MODEL BATCH (plan from PTRAIN_* variables)\n");
+    if (argc != 3 && argc != 6 && argc != 7) {
+        fprintf(stderr, "usage: cost_eval MODEL BATCH [GFLOPS GBPS LAT_US [RANKS_PER_CORE]] (plan from PTRAIN_* variables)\n");
         return 2;
     }
     pt_model_shape m;
@@ -37,7 +41,21 @@ int main(int argc, char **argv)
         fprintf(stderr, "cost_eval: %s\n", err.text);
         return 2;
     }
-    const pt_hw hw = {.gemm_gflops = 10, .lat_s = {2e-6, 5e-6, 2e-5}, .gbps = {20, 10, 1}};
+    pt_hw hw = {.gemm_gflops = 10, .lat_s = {5e-6, 5e-6, 5e-6}, .gbps = {10, 10, 10}};
+    if (argc >= 6) {
+        double v[4] = {0, 0, 0, 0};
+        for (int i = 0; i < argc - 3; i++) {
+            v[i] = strtod(argv[3 + i], &end);
+            if (*end || !(v[i] > 0) || v[i] > 1e12) {
+                fprintf(stderr, "cost_eval: invalid %s '%s' (valid: a positive number)\n",
+                        i == 0 ? "GFLOPS" : i == 1 ? "GBPS" : i == 2 ? "LAT_US" : "RANKS_PER_CORE", argv[3 + i]);
+                return 2;
+            }
+        }
+        hw.gemm_gflops = v[0];
+        for (int l = 0; l < PT_NET_N; l++) hw.gbps[l] = v[1], hw.lat_s[l] = v[2] * 1e-6;
+        hw.ranks_per_core = v[3];
+    }
     const int link[PT_GRP_N] = {PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE};
     pt_cost c;
     if (pt_cost_eval(&m, (int)batch, &p, &hw, link, &c, &err) < 0) {
@@ -49,7 +67,7 @@ int main(int argc, char **argv)
     printf("},\"msgs\":{");
     for (int g = 0; g < PT_GRP_N; g++) printf("%s\"%s\":%.0f", g ? "," : "", pt_cost_group_name(g), c.msgs[g]);
     printf("},\"flops\":%.6g,\"mem_params\":%.0f,\"mem_grads\":%.0f,\"mem_optim\":%.0f,\"mem_act\":%.0f,"
-           "\"mem_total\":%.0f,\"mem_peak\":%.0f,\"bubble\":%.6g,\"t_step\":%.6g}\n",
-           c.flops, c.mem_params, c.mem_grads, c.mem_optim, c.mem_act, c.mem_total, c.mem_peak, c.bubble, c.t_step);
+           "\"mem_total\":%.0f,\"mem_peak\":%.0f,\"bubble\":%.6g,\"t_compute\":%.6g,\"t_step\":%.6g}\n",
+           c.flops, c.mem_params, c.mem_grads, c.mem_optim, c.mem_act, c.mem_total, c.mem_peak, c.bubble, c.t_compute, c.t_step);
     return 0;
 }

@@ -115,13 +115,20 @@ int main(void)
     /* ---- agreement with lib/model on random shapes and plans ---- */
     int n_params_ok = 1, flops_ok = 1, act_ok = 1, fit_ok = 1, nfit = 0, nrefused = 0;
     for (int it = 0; it < 400; it++) {
+        /* half the shapes friendly to tensor grids (heads and width powers
+         * of two), half arbitrary, so both fitting and refused plans occur */
         pt_model_shape m = {1 + rnd(6), 1 + rnd(8), 0, 0, 2 + rnd(300)};
         m.n_embd = m.n_head * (1 + rnd(8)) * (1 + rnd(2));
         m.seq_len = 1 + rnd(24);
+        if (rnd(2)) {
+            m.n_head = 1 << rnd(4);
+            m.n_embd = m.n_head * 4 * (1 + rnd(3));
+            m.seq_len = 4 * (1 + rnd(6));
+        }
         pt_gpt_config c = cfg_of(&m);
         pt_plan p;
         random_plan(&p);
-        const int gb = p.dp * (1 + rnd(12));
+        const int gb = rnd(2) ? p.dp * (1 + rnd(12)) : p.dp * p.microbatches * 4 * (1 + rnd(2));
         /* parameters: the sum of the shards on every rank of one tp group,
          * pp = 1, no ZeRO, 1d: C V tied + the rest = pt_gpt_num_params
          * (padding aside): mem_params / 4 at tp = 1 */
