@@ -253,6 +253,9 @@ int main(int argc, char **argv)
     if (sched_given) lim.schedules = 1u << req.schedule;
     pt_search_result r;
     if (pt_plan_search(&cl, &m, batch, &lim, &req, &r, &err) < 0) {
+        /* the search names srun's options; this tool's are --mode, --tp, ... */
+        char *at;
+        while ((at = strstr(err.text, "--ptrain-")) != NULL) memmove(at + 2, at + 9, strlen(at + 9) + 1);
         fprintf(stderr, "ptrain-plan: %s\n", err.text);
         free(tasks);
         return EXIT_BAD;

@@ -49,6 +49,7 @@ static void report(const pt_topo *t)
     printf("  %d package%s, %d NUMA node%s, %d cores, %d PUs%s%s\n", t->npackages, t->npackages == 1 ? "" : "s",
            t->nnuma, t->nnuma == 1 ? "" : "s", t->ncores, t->npus, t->cpu_model[0] ? "; " : "", t->cpu_model);
     printf("  BLAS (this host): %s\n", pt_blas_summary());
+    if (t->gemm_gflops > 0) printf("  sgemm, one core: %.1f GFLOP/s (measured)\n", t->gemm_gflops);
     printf("\n  NUMA  Package  Memory(GiB)  Cores  PUs  CPUs              Copy GB/s\n");
     for (int i = 0; i < t->nnuma; i++) {
         const pt_topo_numa *n = &t->numa[i];
@@ -226,6 +227,10 @@ int main(int argc, char **argv)
         rc = pt_probe_mpi(&t, MPI_COMM_WORLD, &po);
         if (!rc && rank == 0) rc = pt_topo_probe_membw(&t, quick ? (size_t)8 << 20 : (size_t)256 << 20, quick ? 2 : 5);
         if (!rc && rank == 0) rc = pt_probe_gpu(&t, quick ? (size_t)8 << 20 : (size_t)256 << 20, quick ? 2 : 10);
+        if (!rc && rank == 0) { /* one core's sgemm rate, for ptrain-plan and the plugin's planner */
+            double g = pt_blas_sgemm_gflops(quick ? 256 : 1024, quick ? 2 : 5);
+            if (g > 0) t.gemm_gflops = g;
+        }
         if (rc) {
             fprintf(stderr, "ptrain-topo: rank %d: %s\n", rank, pt_errmsg());
             pt_topo_free(&t);

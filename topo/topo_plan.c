@@ -106,9 +106,11 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         } else {
             cpu_isl = 10.0;
             cpu_node = 5.0;
-            cpu_src = "estimate (no measurement: 10 GB/s island, 5 GB/s node)";
+            cpu_src = "estimate (no measurement)";
         }
     }
+    if (t->nnuma == 1) cpu_node = cpu_isl; /* one NUMA node: no slower link inside */
+    if (!gpu && *island_ranks == 0 && t->nnuma > 1 && tpn > 1) cpu_isl = cpu_node; /* one island over NUMA nodes */
     if (!gpu || used <= 1) {
         hw->gbps[PT_NET_ISLAND] = cpu_isl;
         hw->gbps[PT_NET_NODE] = cpu_node;

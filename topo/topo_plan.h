@@ -33,11 +33,13 @@ typedef struct pt_topo_hw_override {
  *           from the link class); ranks that share one device, or CPU
  *           nodes: the measured intra-node MPI bandwidth of the net probe,
  *           else the node's measured STREAM copy bandwidth divided by the
- *           tasks of one NUMA node, else 10 GB/s (estimate);
+ *           tasks of one NUMA node, else 10 GB/s (estimate); a CPU node
+ *           with several NUMA nodes that form one island takes the node
+ *           figure (its slowest link);
  *   node    the slowest link between any two devices of the node (CPU
  *           nodes: the net probe's intra-node figure, else the slowest
- *           measured cross-NUMA copy bandwidth / tasks, else half the island
- *           figure, an estimate);
+ *           measured cross-NUMA copy bandwidth / tasks, else 5 GB/s, an
+ *           estimate; one NUMA node: the island figure);
  *   network ov->inter_gbps, else the net probe's inter-node bandwidth,
  *           else 12.5 GB/s (100 Gb/s) per InfiniBand/RoCE adapter, else
  *           1.25 GB/s (10 Gb/s Ethernet) -- an estimate -- divided by

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 /* OpenBLAS entry points; declared here since not every cblas.h has them.
  * The two dispatch functions exist only in DYNAMIC_ARCH builds: weak, so a
@@ -20,6 +21,7 @@ extern char *openblas_get_corename(void);
 extern char *openblas_get_config(void);
 extern int openblas_get_parallel(void);
 extern int openblas_get_num_threads(void);
+extern void openblas_set_num_threads(int);
 extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
 
@@ -192,4 +194,42 @@ const char *pt_blas_summary(void)
              i.coretype, pt_isa_name(i.kernel_level), pt_isa_name(i.cpu_level), i.reason, i.threads,
              i.threads == 1 ? "" : "s");
     return line;
+}
+
+double pt_blas_sgemm_gflops(int n, int reps)
+{
+    if (n < 16 || n > 8192 || reps < 1) return -1;
+    pt_blas_select();
+    size_t nn = (size_t)n * (size_t)n;
+    float *a = malloc(sizeof(float) * nn), *b = malloc(sizeof(float) * nn), *c = malloc(sizeof(float) * nn);
+    if (!a || !b || !c) {
+        free(a);
+        free(b);
+        free(c);
+        return -1;
+    }
+    unsigned long long x = 0x9e3779b97f4a7c15ull ^ (unsigned long long)time(NULL);
+    for (size_t i = 0; i < nn; i++) {
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        a[i] = (float)((x >> 40) & 0xffff) / 65536.0f - 0.5f;
+        x = x * 6364136223846793005ull + 1442695040888963407ull;
+        b[i] = (float)((x >> 40) & 0xffff) / 65536.0f - 0.5f;
+    }
+    int threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    double best = 0;
+    for (int r = 0; r <= reps; r++) { /* the first call warms up */
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        double g = s > 0 ? 2.0 * n * (double)n * n / s * 1e-9 : 0;
+        if (r > 0 && g > best) best = g;
+    }
+    openblas_set_num_threads(threads);
+    free(a);
+    free(b);
+    free(c);
+    return best;
 }

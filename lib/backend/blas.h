@@ -63,6 +63,15 @@ int pt_cpu_isa_level(void);
  * "SkylakeX", "Prescott", ...); PT_ISA_UNKNOWN for names not in the table. */
 int pt_blas_core_level(const char *corename);
 
+/* The fp32 GEMM rate of one core: the best of `reps` timed
+ * cblas_sgemm calls C[n, n] = A[n, n] B[n, n] with inputs of fresh random
+ * values and the BLAS held to one thread (restored after), in GFLOP/s
+ * (2 n^3 flops per call, PaLM appendix B's count).  What ptrain-topo
+ * --probe records as the node model's "gemm_gflops" (the planner scales it
+ * by the cores per rank).  Returns the rate, or -1 when n < 16, n > 8192,
+ * reps < 1 or memory runs out. */
+double pt_blas_sgemm_gflops(int n, int reps);
+
 /* "sse", "avx", "avx2", "avx512" or "unknown". */
 const char *pt_isa_name(int level);
 

@@ -29,6 +29,10 @@ r=$(reply ptrain-data prepare --val)
 check "ptrain-data prepare --val<TAB>: --val-file --val-fraction ($r)" [ "$r" = "--val-file --val-fraction " ]
 r=$(reply ptrain-topo --pro)
 check "ptrain-topo --pro<TAB>: --probe --probe-quick ($r)" [ "$r" = "--probe --probe-quick " ]
+r=$(reply ptrain-plan --tp)
+check "ptrain-plan --tp<TAB>: --tp --tp-depth ($r)" [ "$r" = "--tp --tp-depth " ]
+r=$(reply ptrain-plan --mode 2)
+check "ptrain-plan --mode 2<TAB>: 2.5d 2d ($r)" [ "$r" = "2.5d 2d " ]
 r=$(reply ptrain-plot --l)
 check "ptrain-plot --l<TAB>: --label ($r)" [ "$r" = "--label " ]
 r=$(reply srun -N 2 --ptrain-z)
@@ -52,7 +56,7 @@ table() {
         grep -o '{ *"[a-z0-9-]*"' | sed 's/{ *"//; s/"$/ /; s/^/--/' | sort | tr -d '\n'
 }
 list() { bash --norc --noprofile -c ". '$comp'; printf '%s\n' \$$1" | sort | tr '\n' ' '; }
-for t in run data topo; do
+for t in run data topo plan; do
     want=$(table "$top_srcdir/bin/ptrain-$t.c") have=$(list "_ptrain_${t}_opts")
     check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
     [ "$want" = "$have" ] || diag "table: $want; completion: $have"

@@ -12,7 +12,7 @@ table() {
     sed -n '/struct option [a-z_]*\[\] *= *{/,/{ *0, *0, *0, *0 *}/p' "$1" |
         grep -o '{ *"[a-z0-9-]*"' | sed 's/{ *"//; s/"$//' | sort -u
 }
-for tool in ptrain-run ptrain-data ptrain-topo; do
+for tool in ptrain-run ptrain-data ptrain-topo ptrain-plan; do
     src=$top_srcdir/bin/$tool.c
     table "$src" >"$wd/$tool.opts"
     n=$(wc -l <"$wd/$tool.opts")

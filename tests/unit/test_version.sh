@@ -11,7 +11,7 @@ tools=$(mk print-tools) || { echo "Bail out! make print-tools failed"; exit 1; }
 version=$(mk print-version)
 diag "tools: $tools; version $version"
 check "the version is known ($version)" [ -n "$version" ]
-for t in ptrain-run ptrain-data ptrain-topo ptrain-plot; do
+for t in ptrain-run ptrain-data ptrain-topo ptrain-plot ptrain-plan; do
     case " $tools " in *" $t "*) ok "$t is among the installed tools" ;; *) not_ok "$t is among the installed tools" ;; esac
 done
 wd=$(mktemp -d)

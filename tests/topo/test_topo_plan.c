@@ -1,0 +1,120 @@
+/* pt_topo_plan_hw: what the planner reads from a node model (islands in
+ * ranks, link bandwidths, memory and GEMM rate per rank, overrides), on
+ * the fixtures whose shapes gen-fixtures.py gives; the optional
+ * gemm_gflops survives a JSON round trip and reaches the plan's rate. */
+#define _POSIX_C_SOURCE 200809L
+#include "tests/tap.h"
+#include "core/core.h"
+#include "topo/topo.h"
+#include "topo/topo_plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char dir[1024];
+
+static int load(pt_topo *t, const char *name)
+{
+    char p[1200];
+    snprintf(p, sizeof p, "%s/tests/topo/%s", dir, name);
+    int rc = pt_topo_load_hwloc(t, p);
+    if (rc) tap_diag("load %s: %s", name, pt_errmsg());
+    return rc;
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-9 * fabs(b); }
+
+int main(void)
+{
+    const char *s = getenv("top_srcdir");
+    snprintf(dir, sizeof dir, "%s", s ? s : ".");
+    pt_topo t;
+    pt_hw hw;
+    int isl;
+    char note[1024];
+    pt_error err = {""};
+
+    if (!load(&t, "pairs8-nvlink.xml")) {
+        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
+        tap_ok(rc == 0 && isl == 2 && hw.gbps[PT_NET_ISLAND] > 4 * hw.gbps[PT_NET_NODE],
+               "pairs8: islands of 2 ranks (NVLink pairs), island %.1f GB/s >> node %.1f GB/s", hw.gbps[0], hw.gbps[1]);
+        rc = pt_topo_plan_hw(&t, 16, NULL, &hw, &isl, note, sizeof note, &err);
+        tap_ok(rc == 0 && isl == 4 && near(hw.mem_bytes, 40e9),
+               "pairs8, 16 tasks: 2 ranks per GPU, islands of 4 ranks, half an 80 GB GPU each (%g)", hw.mem_bytes);
+        pt_topo_free(&t);
+    } else {
+        tap_ok(0, "pairs8 loads");
+        tap_ok(0, "pairs8 loads");
+    }
+    if (!load(&t, "dgx8-nvswitch.xml")) {
+        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
+        tap_ok(rc == 0 && isl == 0 && near(hw.mem_bytes, 80e9) && hw.gbps[PT_NET_ISLAND] == hw.gbps[PT_NET_NODE],
+               "dgx8: NVSwitch makes the node one island, 80 GB per rank from the GPU's name");
+        /* 4 InfiniBand HCAs: 50 GB/s per node, shared by 8 tasks */
+        tap_ok(near(hw.gbps[PT_NET_INTER], 50.0 / 8), "dgx8: network 50 GB/s per node / 8 tasks (%g)",
+               hw.gbps[PT_NET_INTER]);
+        tap_ok(strstr(note, "estimate") && strstr(note, "measured") && !strchr(note + strlen(note) - 1, '\n'),
+               "dgx8: the note says what is measured and what is an estimate");
+        pt_topo_hw_override ov = {100, 10, 5};
+        rc = pt_topo_plan_hw(&t, 8, &ov, &hw, &isl, note, sizeof note, &err);
+        tap_ok(rc == 0 && near(hw.gbps[PT_NET_INTER], 100.0 / 8) && near(hw.mem_bytes, 10e9) && hw.gemm_gflops == 5 &&
+                   strstr(note, "override"),
+               "dgx8: overrides replace network, memory and GEMM rate");
+        pt_topo_free(&t);
+    } else {
+        for (int i = 0; i < 4; i++) tap_ok(0, "dgx8 loads");
+    }
+    if (!load(&t, "cpu2s.xml")) {
+        int rc = pt_topo_plan_hw(&t, 2, NULL, &hw, &isl, note, sizeof note, &err);
+        double host = 0;
+        for (int i = 0; i < t.nnuma; i++) host += (double)t.numa[i].memory;
+        tap_ok(rc == 0 && near(hw.gemm_gflops, 32.0 * t.ncores / 2) && near(hw.mem_bytes, host / 2),
+               "cpu2s: 2 tasks get half the cores (32 GFLOP/s each, estimate) and half the host memory");
+        /* the measured per-core rate survives JSON and replaces the estimate */
+        t.gemm_gflops = 123.5;
+        char *js = NULL;
+        pt_topo u;
+        int ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"gemm_gflops\"") &&
+                 pt_topo_from_json(&u, js, "test") == PT_OK;
+        if (ok) {
+            ok = u.gemm_gflops == 123.5 && pt_topo_plan_hw(&u, 4, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                 near(hw.gemm_gflops, 123.5 * u.ncores / 4) && strstr(note, "measured 123.5 per core");
+            pt_topo_free(&u);
+        }
+        free(js);
+        tap_ok(ok, "cpu2s: gemm_gflops round-trips through JSON and scales by the cores per rank");
+        t.gemm_gflops = 0;
+        js = NULL;
+        ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "gemm_gflops");
+        free(js);
+        tap_ok(ok, "cpu2s: no gemm_gflops in the JSON when it was not measured");
+        rc = pt_topo_plan_hw(&t, 0, NULL, &hw, &isl, note, sizeof note, &err);
+        tap_ok(rc < 0 && strstr(err.text, "tasks per node 0"), "0 tasks per node refused: %s", err.text);
+        pt_topo_free(&t);
+    } else {
+        for (int i = 0; i < 4; i++) tap_ok(0, "cpu2s loads");
+    }
+    /* a JSON gemm_gflops that is not a rate is refused with its name */
+    if (!load(&t, "build-machine.xml")) {
+        char *js = NULL;
+        int ok = pt_topo_to_json(&t, &js) == PT_OK;
+        if (ok) {
+            char *bad = malloc(strlen(js) + 64);
+            char *end = strrchr(js, '}');
+            *end = '\0';
+            sprintf(bad, "%s, \"gemm_gflops\": \"fast\"}", js);
+            pt_topo u;
+            ok = pt_topo_from_json(&u, bad, "bad.json") != PT_OK && strstr(pt_errmsg(), "gemm_gflops");
+            if (!ok) tap_diag("got: %s", pt_errmsg());
+            free(bad);
+        }
+        free(js);
+        tap_ok(ok, "JSON: a gemm_gflops that is not a number is refused naming the field");
+        pt_topo_free(&t);
+    } else {
+        tap_ok(0, "build-machine loads");
+    }
+    return tap_done();
+}
