@@ -19,6 +19,7 @@
 #include "pipeline/pipeline.h"
 #include "train/train.h"
 #include "parallel/context.h"
+#include "plan/cost.h"
 #include "plan/plan.h"
 
 #include <errno.h>
@@ -42,6 +43,7 @@
 
 typedef struct opts {
     const char *model, *data, *rank_order, *mode, *metrics;
+    const char *model_what;  /* "--model" or "PTRAIN_MODEL": where the model came from */
     int layers, heads, embd, seq_len, vocab;
     long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
     long pp, microbatches, virtual_stages; /* 0 = not given */
@@ -350,13 +352,15 @@ static void usage(FILE *f)
         "usage: ptrain-run [options]   (one process per rank: srun, sbatch or mpirun)\n"
         "\n"
         "Model:\n"
-        "  --model NAME         preset: %s (default tiny)\n"
+        "  --model NAME|L,H,C,T,V  preset: %s, or the five sizes (default\n"
+        "                       PTRAIN_MODEL, else tiny)\n"
         "  --layers N --heads N --embd N --seq-len N --vocab N   override the preset\n"
         "  --seed N             initialisation seed (default 1337)\n"
         "\n"
         "Data:\n"
         "  --data DIR|synthetic[:SEED]  DIR holds train.bin and val.bin (ptrain-data prepare)\n"
-        "  --batch B            global batch in sequences (default 8; multiple of dp)\n"
+        "  --batch B            global batch in sequences (default PTRAIN_BATCH, else 8;\n"
+        "                       multiple of dp)\n"
         "  --steps N            optimizer steps (default 200)\n"
         "  --val-every N        validation every N steps (default 50; 0 = only at the end)\n"
         "  --val-batches N      batches per validation (default 8)\n"
@@ -652,13 +656,13 @@ static void parse_args(int argc, char **argv, opts *o)
     o->watchdog = 600;
     o->zero = o->schedule = o->recompute = -1;
     opterr = 0;
-    int c;
+    int c, model_given = 0, batch_given = 0;
     while ((c = getopt_long(argc, argv, "m:d:s:b:h", lo, NULL)) != -1) {
         switch (c) {
-        case 'm': o->model = optarg; break;
+        case 'm': o->model = optarg; model_given = 1; break;
         case 'd': o->data = optarg; break;
         case 's': o->steps = parse_long("--steps", optarg, 1, 100000000); break;
-        case 'b': o->batch = parse_long("--batch", optarg, 1, 1 << 20); break;
+        case 'b': o->batch = parse_long("--batch", optarg, 1, 1 << 20); batch_given = 1; break;
         case O_LAYERS: o->layers = (int)parse_long("--layers", optarg, 1, 4096); break;
         case O_HEADS: o->heads = (int)parse_long("--heads", optarg, 1, 4096); break;
         case O_EMBD: o->embd = (int)parse_long("--embd", optarg, 1, 1 << 20); break;
@@ -729,6 +733,15 @@ static void parse_args(int argc, char **argv, opts *o)
         }
     }
     if (optind < argc) bad_input("unexpected argument '%s' (see --help)", argv[optind]);
+    /* The model and batch the SPANK plugin planned for (--ptrain-model,
+     * --ptrain-batch) when the command line gives none. */
+    o->model_what = "--model";
+    const char *em = getenv("PTRAIN_MODEL"), *eb = getenv("PTRAIN_BATCH");
+    if (!model_given && em && *em) {
+        o->model = em;
+        o->model_what = "PTRAIN_MODEL";
+    }
+    if (!batch_given && eb && *eb) o->batch = parse_long("PTRAIN_BATCH", eb, 1, 1 << 20);
     const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
     if (!o->peak_gflops && peak && *peak) o->peak_gflops = parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f);
     if ((o->save_every || o->keep) && !o->save_dir)
@@ -877,7 +890,12 @@ static void startup(int argc, char **argv, int world)
     opts *o = &S.o;
     parse_args(argc, argv, o);
     pt_gpt_config *cfg = &S.cfg;
-    if (pt_gpt_preset(o->model, cfg)) bad_input("--model: %s", pt_errmsg());
+    {   /* a preset name or L,H,C,T,V (the names of lib/plan/cost.h, shared with the plugin) */
+        pt_model_shape ms;
+        pt_error e;
+        if (pt_model_shape_parse(o->model_what, o->model, &ms, &e) < 0) bad_input("%s", e.text);
+        *cfg = (pt_gpt_config){ms.n_layer, ms.n_head, ms.n_embd, ms.seq_len, ms.vocab};
+    }
     if (o->layers) cfg->n_layer = o->layers;
     if (o->heads) cfg->n_head = o->heads;
     if (o->embd) cfg->n_embd = o->embd;

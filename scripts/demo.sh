@@ -54,7 +54,8 @@ export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo}
 
 mkdir -p "$top/run"
 say "train: srun --ptrain-mode=auto -N $NODES --ntasks-per-node=$TPN ptrain-run --model $MODEL"
-srun --mpi=pmix --ptrain-mode=auto --ptrain-verbose -N "$NODES" --ntasks-per-node="$TPN" \
+srun --mpi=pmix --ptrain-mode=auto --ptrain-explain --ptrain-model="$MODEL" --ptrain-batch="$BATCH" \
+    -N "$NODES" --ntasks-per-node="$TPN" \
     ptrain-run --model "$MODEL" --data "$top/data/kjv" --steps "$STEPS" --batch "$BATCH" \
     --lr 2e-3 --val-every 50 --val-batches 8 --log-every 10 --metrics "$top/run/metrics.jsonl" | tee "$top/run/train.log"
 grep '^done:' "$top/run/train.log" >/dev/null || { echo "demo: training did not finish" >&2; exit 1; }

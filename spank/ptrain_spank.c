@@ -7,25 +7,35 @@
  *       --ptrain-mode, --ptrain-tp, --ptrain-tp-depth, --ptrain-sp, the
  *       pipeline/ZeRO options (--ptrain-pp, --ptrain-microbatches,
  *       --ptrain-schedule, --ptrain-virtual-stages, --ptrain-pp-split,
- *       --ptrain-zero, --ptrain-recompute) and --ptrain-verbose are
- *       registered in slurm_spank_init; their
+ *       --ptrain-zero, --ptrain-recompute), the model and batch the plan is
+ *       for (--ptrain-model, --ptrain-batch), --ptrain-explain and
+ *       --ptrain-verbose are registered in slurm_spank_init; their
  *       callbacks validate values at once and init_post_opt checks the
  *       whole request (pt_plan_request_check), so a bad value makes srun
- *       exit before any allocation; local_user_init checks it against the
- *       step's tasks per node (pt_plan_auto), listing the sizes that fit.
+ *       exit before any allocation; local_user_init plans the step's
+ *       geometry (pt_plan_search, memory left to the nodes) and refuses a
+ *       request no plan satisfies, with the reason.
  *   slurmstepd (remote context)
  *       user_init: resolve the request (option > environment > admin
- *       default_mode), read the step geometry and compute the plan with
- *       lib/plan (deterministic: every node computes the same one);
- *       task_init: per task, set PTRAIN_* plus RANK, WORLD_SIZE,
- *       LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT.
+ *       default), load the node model (ptrain.conf `topology`, else hwloc),
+ *       and plan with lib/plan's search (pt_plan_search over the cost
+ *       model): deterministic, every node computes the same plan from the
+ *       same inputs;
+ *       task_init: per task, set PTRAIN_* (PTRAIN_MODEL, PTRAIN_BATCH
+ *       included) plus RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
+ *       MASTER_ADDR, MASTER_PORT; bind the task mpibind-style (bind=auto:
+ *       GPU, CPU set, HCA); global rank 0's task prints the warnings, the
+ *       plan (--ptrain-verbose) and the explanation (--ptrain-explain).
  *
  * Nothing here may crash slurmstepd: every failure is a slurm_error() line
  * and a -1 return.  Only the slurm_spank_* entry points and the plugin
  * identification symbols are exported (spank/ptrain_spank.map and
  * -fvisibility=hidden).
  */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <hwloc.h>
 #include <limits.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -34,8 +44,13 @@
 
 #include <slurm/spank.h>
 
+#include "core/core.h"
+#include "plan/cost.h"
 #include "plan/plan.h"
+#include "plan/search.h"
 #include "spank/spank_util.h"
+#include "topo/topo.h"
+#include "topo/topo_plan.h"
 
 #pragma GCC visibility push(default)
 SPANK_PLUGIN(ptrain, 1)
@@ -62,6 +77,14 @@ static int opt_tp;              /* --ptrain-tp, 0 = not given */
 static int opt_tp_depth;        /* --ptrain-tp-depth, 0 = not given */
 static int opt_sp;              /* --ptrain-sp, 0 = not given */
 static int opt_verbose;
+static char opt_model[64];      /* --ptrain-model text, "" = not given */
+static int opt_batch;           /* --ptrain-batch, 0 = not given */
+static int opt_explain;         /* --ptrain-explain */
+
+/* What the plan is made for when neither option nor variable says: the
+ * defaults of ptrain-run's --model and --batch. */
+#define DEFAULT_MODEL "tiny"
+#define DEFAULT_BATCH 8
 
 /* The pipeline/ZeRO options: their text as given (validated by the
  * callback), read over the PTRAIN_* variable and the admin default in
@@ -90,7 +113,15 @@ static int node_id, local_tasks;
 static char master_addr[256];
 static int master_port;
 static char tpn_text[256];
-static int verbose;
+static int verbose, explain;
+static char req_model[64];      /* the model the plan is made for (PTRAIN_MODEL) */
+static int req_batch;           /* the global batch (PTRAIN_BATCH) */
+static pt_search_result search_res;
+static char plan_notes[1024];   /* warnings for the user, lines joined by '\n' */
+static pt_topo node_topo;       /* this node's model */
+static int node_topo_state;     /* 0 not loaded, 1 loaded, -1 failed */
+static char topo_source[320];   /* "cached model FILE", "hwloc" */
+static int local_check;         /* planning in srun: memory is not judged there */
 
 /* ---- options ------------------------------------------------------------ */
 /* Parse a requested mode / group size against the administrator's settings
@@ -171,6 +202,40 @@ static int cb_pipe(int val, const char *optarg, int remote)
     return 0;
 }
 
+static int cb_model(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    pt_error err;
+    if (pt_spank_parse_model_opt("--ptrain-model", optarg, &err) < 0) {
+        slurm_error("%s", err.text);
+        return -1;
+    }
+    snprintf(opt_model, sizeof opt_model, "%s", optarg);
+    return 0;
+}
+
+static int cb_batch(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    pt_error err;
+    if (pt_spank_parse_batch_opt("--ptrain-batch", optarg, &opt_batch, &err) < 0) {
+        slurm_error("%s", err.text);
+        return -1;
+    }
+    return 0;
+}
+
+static int cb_explain(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)optarg;
+    (void)remote;
+    opt_explain = 1;
+    return 0;
+}
+
 static int cb_verbose(int val, const char *optarg, int remote)
 {
     (void)val;
@@ -202,15 +267,178 @@ static pt_plan_limits conf_limits(void)
     return lim;
 }
 
-/* pt_plan_auto, then the administrator's default_zero where the user
- * asked for no ZeRO stage and the plan has data-parallel ranks to shard
- * over (a default must not make single-replica steps fail). */
+/* ---- the node model and the planner ------------------------------------ */
+/* This node's model, loaded once per process: the administrator's cached
+ * model (ptrain.conf `topology`, the output of ptrain-topo --probe --save)
+ * when it loads, else hwloc's view of this node (no measurement).  Every
+ * node reads the same file, so every node plans from the same inputs; the
+ * hwloc fallback gives the same structure on identical nodes, and
+ * ptrain-run's start-up agreement (every rank hashes the plan) stops a
+ * job whose nodes disagree. */
+static void load_node_model(void)
+{
+    if (node_topo_state) return;
+    memset(&node_topo, 0, sizeof node_topo);
+    plan_notes[0] = '\0';
+    if (conf.topology[0]) {
+        if (pt_topo_load_file(&node_topo, conf.topology) == PT_OK) {
+            node_topo_state = 1;
+            snprintf(topo_source, sizeof topo_source, "cached model %.290s", conf.topology);
+            return;
+        }
+        snprintf(plan_notes, sizeof plan_notes, "ptrain: warning: cannot load the node model "
+                 "topology=%.600s (%.200s); planning from this node's hwloc model", conf.topology,
+                 pt_errmsg());
+        pt_topo_free(&node_topo);
+        memset(&node_topo, 0, sizeof node_topo);
+    }
+    if (pt_topo_load_hwloc(&node_topo, NULL) == PT_OK) {
+        node_topo_state = 1;
+        snprintf(topo_source, sizeof topo_source, "hwloc");
+        return;
+    }
+    size_t l = strlen(plan_notes);
+    snprintf(plan_notes + l, sizeof plan_notes - l, "%sptrain: warning: no node model (hwloc: "
+             "%s); planning from ptrain.conf's rates and defaults", l ? "\n" : "", pt_errmsg());
+    pt_topo_free(&node_topo);
+    memset(&node_topo, 0, sizeof node_topo);
+    node_topo_state = -1;
+    snprintf(topo_source, sizeof topo_source, "defaults");
+}
+
+static void add_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void add_note(const char *fmt, ...)
+{
+    size_t l = strlen(plan_notes);
+    if (l && l + 1 < sizeof plan_notes) plan_notes[l++] = '\n', plan_notes[l] = '\0';
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(plan_notes + l, sizeof plan_notes - l, fmt, ap);
+    va_end(ap);
+}
+
+/* The cluster the planner sees: the node model's rates (pt_topo_plan_hw:
+ * measured where the model holds a measurement, else estimated), with
+ * ptrain.conf's gemm_gflops / inter_node_gbps / inter_node_lat_us over
+ * them.  Without a model: the same estimates for a node of one NUMA node
+ * and no GPU. */
+static int make_cluster(const pt_job_geometry *g, pt_cluster *c, pt_error *err)
+{
+    memset(c, 0, sizeof *c);
+    c->nnodes = g->nnodes;
+    c->tasks_per_node = g->tasks_per_node;
+    int maxt = 1;
+    for (int i = 0; i < g->nnodes; i++)
+        if (g->tasks_per_node[i] > maxt) maxt = g->tasks_per_node[i];
+    pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops};
+    pt_topo bare;
+    pt_topo_numa one;
+    const pt_topo *t = &node_topo;
+    if (node_topo_state <= 0) {
+        memset(&bare, 0, sizeof bare);
+        memset(&one, 0, sizeof one);
+        one.ncores = one.npus = 1;
+        bare.nnuma = 1;
+        bare.ncores = bare.npus = 1;
+        bare.numa = &one;
+        t = &bare;
+    }
+    pt_error inner;
+    if (pt_topo_plan_hw(t, maxt, &ov, &c->hw, &c->island_ranks, NULL, 0, &inner) < 0)
+        return pt_errprintf(err, "node model (%s): %s", topo_source, inner.text);
+    if (conf.inter_node_lat_us > 0) c->hw.lat_s[PT_NET_INTER] = conf.inter_node_lat_us * 1e-6;
+    if (local_check) c->hw.mem_bytes = 0;
+    return 0;
+}
+
+/* Plan the step: pt_plan_search over what the request leaves open.  The
+ * administrator's default_zero is tried as a pin first where the user gave
+ * no ZeRO stage, and dropped when no plan can shard (dp*sp = 1: nothing to
+ * shard).  No fallback to the old fixed rule: a request the search cannot
+ * satisfy is refused with its reason (a fallback would silently run a plan
+ * the cost model says does not fit, or quietly drop the named layout). */
+/* The sizes of 1..n that divide n, as "1, 2, 4". */
+static void divisors_text(int n, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int d = 1; d <= n && off + 16 < len; d++)
+        if (n % d == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", d);
+}
+
+/* What a request pins that can be judged from the step's size and the
+ * model alone, named the way the user gave it (the search's own refusal
+ * covers the layouts' shapes): each pinned group size divides the ranks,
+ * their product too, an explicit stage split covers the model's layers,
+ * and a pinned ZeRO stage leaves data-parallel ranks to shard over. */
+static int request_fits(const pt_job_geometry *g, const pt_plan *req, const pt_model_shape *m,
+                        pt_error *err)
+{
+    const struct { const char *name; int v; } pins[] = {
+        {"tp", req->tp}, {"sp", req->sp}, {"pp", req->pp}};
+    char valid[256];
+    long long prod = 1;
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
+        if (pins[i].v <= 0) continue;
+        if (g->ntasks % pins[i].v) {
+            divisors_text(g->ntasks, valid, sizeof valid);
+            return pt_errprintf(err, "--ptrain-%s=%d does not divide the %d tasks of the step "
+                                "(valid %s here: %s)", pins[i].name, pins[i].v, g->ntasks,
+                                pins[i].name, valid);
+        }
+        prod *= pins[i].v;
+    }
+    if (prod > 1 && g->ntasks % prod)
+        return pt_errprintf(err, "--ptrain-tp=%d x --ptrain-sp=%d x --ptrain-pp=%d = %lld does "
+                            "not divide the %d tasks of the step", req->tp > 0 ? req->tp : 1,
+                            req->sp > 0 ? req->sp : 1, req->pp > 0 ? req->pp : 1, prod, g->ntasks);
+    if (req->pp_split_n > 0) {
+        pt_plan q = *req;
+        q.pp = req->pp > 0 ? req->pp : 1;
+        q.microbatches = 1;
+        if (pt_plan_check_model(&q, m->n_layer, 0, err) < 0) return -1;
+    }
+    if (req->zero > 0 && prod == g->ntasks && req->sp <= 1)
+        return pt_errprintf(err, "zero=%d with dp=1 sp=1: ZeRO shards the optimizer state over "
+                            "the data-parallel ranks and this plan has one, so there is nothing "
+                            "to shard (valid: zero=0, or dp*sp >= 2)", req->zero);
+    return 0;
+}
+
 static int plan_request(const pt_job_geometry *g, const pt_plan *req, pt_plan *out, pt_error *err)
 {
     pt_plan_limits lim = conf_limits();
-    if (pt_plan_auto(g, &lim, req, out, err) < 0) return -1;
-    if (!req_zero_given && out->mode != PT_MODE_OFF && (long long)out->dp * out->sp > 1)
-        out->zero = conf.default_zero;
+    pt_model_shape m;
+    if (pt_model_shape_parse("PTRAIN_MODEL", req_model, &m, err) < 0) return -1;
+    if (request_fits(g, req, &m, err) < 0) return -1;
+    pt_cluster c;
+    if (make_cluster(g, &c, err) < 0) return -1;
+    pt_plan r = *req;
+    int rc = -1;
+    /* the search reads zero 0 as "choose": a --ptrain-zero=0 the user gave
+     * is a pin, so forbid ZeRO instead */
+    if (req_zero_given && req->zero == 0) lim.max_zero = 0;
+    if (!req_zero_given && conf.default_zero > 0) {
+        r.zero = conf.default_zero;
+        rc = pt_plan_search(&c, &m, req_batch, &lim, &r, &search_res, err);
+        if (rc < 0) {
+            r.zero = 0;
+            lim.max_zero = 0;
+        }
+    }
+    if (rc < 0 && pt_plan_search(&c, &m, req_batch, &lim, &r, &search_res, err) < 0) return -1;
+    *out = search_res.best.plan;
+    /* a pinned layout that crosses a slower link: honoured, with a warning */
+    const pt_candidate *b = &search_res.best;
+    if ((req->mode != PT_MODE_AUTO || req->tp > 0) && b->plan.tp > 1 &&
+        b->link[PT_GRP_TP] > PT_NET_NODE - (c.island_ranks > 0 ? 1 : 0)) {
+        int l = b->link[PT_GRP_TP];
+        add_note("ptrain: warning: tp=%d (%s) spans the %s link (%.3g GB/s per rank, %.3g us; "
+                 "inside a node %.3g GB/s): predicted tp communication %.3g ms of a %.3g ms step",
+                 b->plan.tp, pt_mode_name(b->plan.mode), pt_cost_link_name(l), c.hw.gbps[l],
+                 c.hw.lat_s[l] * 1e6, c.hw.gbps[PT_NET_NODE], b->cost.t_comm[PT_GRP_TP] * 1e3,
+                 b->cost.t_step * 1e3);
+    }
     return 0;
 }
 
@@ -238,7 +466,21 @@ static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *er
     if (!req->sp && get(arg, "PTRAIN_SP", buf, sizeof buf) &&
         parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err) < 0)
         return -1;
-    /* pipeline/ZeRO: option > PTRAIN_* > the administrator's default */
+    /* the model and batch the plan is made for: option > PTRAIN_* > ptrain-run's defaults */
+    if (opt_model[0]) snprintf(req_model, sizeof req_model, "%s", opt_model);
+    else if (get(arg, "PTRAIN_MODEL", buf, sizeof buf)) {
+        if (pt_spank_parse_model_opt("PTRAIN_MODEL", buf, err) < 0) return -1;
+        snprintf(req_model, sizeof req_model, "%.63s", buf);
+    } else snprintf(req_model, sizeof req_model, "%s", DEFAULT_MODEL);
+    req_batch = DEFAULT_BATCH;
+    if (opt_batch) req_batch = opt_batch;
+    else if (get(arg, "PTRAIN_BATCH", buf, sizeof buf) &&
+             pt_spank_parse_batch_opt("PTRAIN_BATCH", buf, &req_batch, err) < 0)
+        return -1;
+    /* pipeline/ZeRO: option > PTRAIN_* > the administrator's default;
+     * pp and microbatches 0 = the planner chooses (pt_plan_search) */
+    req->pp = 0;
+    req->microbatches = 0;
     req->schedule = conf.default_schedule;
     req->ckpt_act = conf.default_recompute;
     req->zero = 0;
@@ -315,6 +557,17 @@ static struct spank_option options[] = {
      "ptrain: activation checkpointing: none, block, attention. "
      "Default: $PTRAIN_CKPT_ACT, else the cluster's default_recompute.",
      1, 6, cb_pipe},
+    {"ptrain-model", "NAME|L,H,C,T,V",
+     "ptrain: the model the plan is made for: a ptrain-run preset (test, tiny, small, "
+     "gpt2-124M) or L,H,C,T,V; injected as PTRAIN_MODEL. Default: $PTRAIN_MODEL, else tiny.",
+     1, 0, cb_model},
+    {"ptrain-batch", "N",
+     "ptrain: global batch in sequences per step the plan is made for; injected as "
+     "PTRAIN_BATCH. Default: $PTRAIN_BATCH, else 8.",
+     1, 0, cb_batch},
+    {"ptrain-explain", NULL,
+     "ptrain: print the chosen plan, the runners-up with predicted time and memory, and why "
+     "(once, from rank 0's task).", 0, 0, cb_explain},
     {"ptrain-verbose", NULL, "ptrain: print the chosen plan (from rank 0's task).", 0, 0,
      cb_verbose},
 };
@@ -394,6 +647,10 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     for (int i = 0; i < n; i++) sum += node_tasks[i];
     if (sum != ntasks) return 0;
     pt_job_geometry g = {n, (int)ntasks, node_tasks};
+    /* srun's host is not a compute node: its model stands in for the
+     * layout checks, and memory is left to the nodes (local_check) */
+    local_check = 1;
+    load_node_model();
     if (plan_request(&g, &req, &out, &err) < 0) {
         slurm_error("ptrain: %s", err.text);
         return -1;
@@ -456,6 +713,8 @@ static int compute_plan(spank_t sp)
     int bad_request = resolve_request(job_getenv_cb, sp, &req, &err) < 0;
     verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) &&
                               strcmp(buf, "0") != 0);
+    explain = opt_explain || (job_getenv(sp, "PTRAIN_EXPLAIN", buf, sizeof buf) &&
+                              strcmp(buf, "0") != 0);
     if (bad_request) return plan_fail("%s", err.text);
     if (req.mode == PT_MODE_OFF) {
         plan_state = PLAN_SKIP;
@@ -494,6 +753,7 @@ static int compute_plan(spank_t sp)
     node_id = (int)nodeid;
     local_tasks = (int)nlocal;
 
+    load_node_model();
     if (plan_request(&geo, &req, &plan, &err) < 0)
         return plan_fail("ptrain: %s", err.text);
 
@@ -545,6 +805,106 @@ static int set_task_int(spank_t sp, const char *name, int v)
     return set_task_env(name, txt, sp);
 }
 
+/* slurm_spank_log one line per line of text (it takes one line). */
+static void log_lines(const char *text)
+{
+    const char *p = text;
+    while (*p) {
+        size_t n = strcspn(p, "\n");
+        slurm_spank_log("%.*s", (int)n, p);
+        p += n;
+        if (*p) p++;
+    }
+}
+
+/* mpibind-style binding of this task (runs in the task's own process,
+ * before exec): its GPU (CUDA_VISIBLE_DEVICES), a CPU set near it
+ * (sched_setaffinity), its nearest HCA (UCX_NET_DEVICES, NCCL_IB_HCA);
+ * PTRAIN_CPUS names the CPU set the task runs on and PTRAIN_BIND who set
+ * it.  Settings the user or Slurm made already are left alone: a variable
+ * already in the task's environment, a CPU mask smaller than the node's
+ * allowed set (Slurm's task/affinity or cgroup binding). */
+static int bind_task(spank_t sp, int local)
+{
+    char buf[256];
+    pt_error err;
+    pt_spank_binding b;
+    hwloc_topology_t m = NULL;
+    /* this machine, whatever HWLOC_XMLFILE slurmd was started with */
+    if (hwloc_topology_init(&m) == 0) {
+        hwloc_topology_set_components(m, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "xml");
+        hwloc_topology_set_components(m, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "synthetic");
+        if (hwloc_topology_load(m) != 0) {
+            hwloc_topology_destroy(m);
+            m = NULL;
+        }
+    } else {
+        m = NULL;
+    }
+    char allowed[1024] = "";
+    cpu_set_t cur;
+    CPU_ZERO(&cur);
+    int have_cur = sched_getaffinity(0, sizeof cur, &cur) == 0;
+    hwloc_bitmap_t curset = hwloc_bitmap_alloc(), node = hwloc_bitmap_alloc();
+    int rc = 0;
+    if (!curset || !node) goto out;
+    if (have_cur)
+        for (int i = 0; i < CPU_SETSIZE; i++)
+            if (CPU_ISSET(i, &cur)) hwloc_bitmap_set(curset, (unsigned)i);
+    if (m) hwloc_bitmap_copy(node, hwloc_topology_get_allowed_cpuset(m));
+    else hwloc_bitmap_copy(node, curset);
+    hwloc_bitmap_list_snprintf(allowed, sizeof allowed, node);
+    if (pt_spank_bind_compute(&node_topo, m, allowed, local, local_tasks, &b, &err) < 0) {
+        slurm_error("ptrain: %s", err.text);
+        rc = -1;
+        goto out;
+    }
+    if (b.gpu >= 0 && !job_getenv(sp, "CUDA_VISIBLE_DEVICES", buf, sizeof buf)) {
+        set_task_env("CUDA_DEVICE_ORDER", "PCI_BUS_ID", sp);
+        set_task_int(sp, "CUDA_VISIBLE_DEVICES", b.gpu);
+    }
+    if (b.nic >= 0) {
+        const char *hca = node_topo.nic[b.nic].name;
+        char dev[64];
+        snprintf(dev, sizeof dev, "%s:1", hca);
+        if (!job_getenv(sp, "UCX_NET_DEVICES", buf, sizeof buf)) set_task_env("UCX_NET_DEVICES", dev, sp);
+        if (!job_getenv(sp, "NCCL_IB_HCA", buf, sizeof buf)) set_task_env("NCCL_IB_HCA", hca, sp);
+    }
+    const char *who = "ptrain";
+    char cpus[1024];
+    if (have_cur && !hwloc_bitmap_isincluded(node, curset)) {
+        who = "slurm"; /* already bound by Slurm: keep its mask */
+        hwloc_bitmap_list_snprintf(cpus, sizeof cpus, curset);
+    } else if (b.cpus[0]) {
+        hwloc_bitmap_t want = hwloc_bitmap_alloc();
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        int id, ok = want && hwloc_bitmap_list_sscanf(want, b.cpus) == 0;
+        if (ok) {
+            hwloc_bitmap_foreach_begin(id, want)
+                if (id < CPU_SETSIZE) CPU_SET(id, &set);
+            hwloc_bitmap_foreach_end();
+        }
+        if (want) hwloc_bitmap_free(want);
+        if (!ok || sched_setaffinity(0, sizeof set, &set) != 0) {
+            slurm_error("ptrain: cannot bind task %d to CPUs %s (near %s)", local, b.cpus, b.where);
+            rc = -1;
+            goto out;
+        }
+        snprintf(cpus, sizeof cpus, "%s", b.cpus);
+    } else {
+        who = "none";
+        hwloc_bitmap_list_snprintf(cpus, sizeof cpus, curset);
+    }
+    if (set_task_env("PTRAIN_CPUS", cpus, sp) != 0 || set_task_env("PTRAIN_BIND", who, sp) != 0)
+        rc = -1;
+out:
+    if (curset) hwloc_bitmap_free(curset);
+    if (node) hwloc_bitmap_free(node);
+    if (m) hwloc_topology_destroy(m);
+    return rc;
+}
+
 PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -567,6 +927,8 @@ PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return -1;
     }
     if (pt_plan_export(&plan, set_task_env, sp) != 0 ||
+        set_task_env("PTRAIN_MODEL", req_model, sp) != 0 ||
+        set_task_int(sp, "PTRAIN_BATCH", req_batch) != 0 ||
         set_task_int(sp, "RANK", rank) != 0 ||
         set_task_int(sp, "WORLD_SIZE", geo.ntasks) != 0 ||
         set_task_int(sp, "LOCAL_RANK", local) != 0 ||
@@ -574,11 +936,33 @@ PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
         set_task_env("MASTER_ADDR", master_addr, sp) != 0 ||
         set_task_int(sp, "MASTER_PORT", master_port) != 0)
         return -1;
-    if (verbose && rank == 0) {
-        char line[640];
-        pt_plan_summary(&plan, line, sizeof line);
-        slurm_spank_log("ptrain: plan %s (nodes=%d tasks=%d tasks_per_node=%s master=%s:%d)",
-                        line, geo.nnodes, geo.ntasks, tpn_text, master_addr, master_port);
+    if (conf.bind == PT_SPANK_BIND_AUTO && bind_task(sp, local) != 0) return -1;
+    if (rank == 0) {
+        /* Printed once, by the task of global rank 0: slurm_spank_log from
+         * a task's context reaches the srun user's terminal (stderr). */
+        if (plan_notes[0]) log_lines(plan_notes);
+        if (verbose) {
+            char line[640];
+            pt_plan_summary(&plan, line, sizeof line);
+            slurm_spank_log("ptrain: plan %s (nodes=%d tasks=%d tasks_per_node=%s master=%s:%d)",
+                            line, geo.nnodes, geo.ntasks, tpn_text, master_addr, master_port);
+        }
+        if (explain) {
+            pt_model_shape m;
+            pt_error e;
+            slurm_spank_log("ptrain: plan for model %s, global batch %d, on %d nodes (tasks per "
+                            "node %s), node model: %s", req_model, req_batch, geo.nnodes,
+                            tpn_text, topo_source);
+            if (pt_model_shape_parse("PTRAIN_MODEL", req_model, &m, &e) == 0) {
+                size_t need = pt_plan_explain(&search_res, &m, req_batch, NULL, 0);
+                char *text = malloc(need + 1);
+                if (text) {
+                    pt_plan_explain(&search_res, &m, req_batch, text, need + 1);
+                    log_lines(text);
+                    free(text);
+                }
+            }
+        }
     }
     return 0;
 }

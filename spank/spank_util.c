@@ -2,11 +2,13 @@
 #include "spank/spank_util.h"
 #include "core/core.h"
 #include "core/file.h"
+#include "plan/cost.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <libconfig.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -123,6 +125,98 @@ void pt_spank_conf_default(pt_spank_conf *c)
     c->allowed_schedules = (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE) |
                            (1u << PT_SCHED_INTERLEAVED);
     c->default_recompute = PT_RECOMPUTE_NONE;
+    c->topology[0] = '\0';
+    c->inter_node_gbps = 0;
+    c->inter_node_lat_us = 0;
+    c->gemm_gflops = 0;
+    c->bind = PT_SPANK_BIND_AUTO;
+}
+
+const char *pt_spank_bind_name(int b) { return b == PT_SPANK_BIND_NONE ? "none" : "auto"; }
+
+static int parse_bind(const char *what, const char *v, int *out, pt_error *err)
+{
+    if (strcmp(v, "none") == 0) *out = PT_SPANK_BIND_NONE;
+    else if (strcmp(v, "auto") == 0) *out = PT_SPANK_BIND_AUTO;
+    else return pt_errprintf(err, "invalid %s '%s' (valid: none, auto)", what, v);
+    return 0;
+}
+
+/* The valid range of a rate override (0 = not set). */
+static double rate_max(const char *key)
+{
+    return strcmp(key, "inter_node_lat_us") == 0 ? 1e7 : 1e9;
+}
+
+static int check_rate(const char *key, double v, pt_error *err)
+{
+    if (!isfinite(v) || v < 0 || v > rate_max(key))
+        return pt_errprintf(err, "invalid %s %g (valid: a number > 0 and <= %g; %s)", key, v,
+                            rate_max(key),
+                            strcmp(key, "inter_node_lat_us") == 0 ? "microseconds" :
+                            strcmp(key, "gemm_gflops") == 0 ? "GFLOP/s of one rank" :
+                            "GB/s of one rank");
+    return 0;
+}
+
+static double *rate_field(pt_spank_conf *c, const char *key)
+{
+    if (strcmp(key, "inter_node_gbps") == 0) return &c->inter_node_gbps;
+    if (strcmp(key, "inter_node_lat_us") == 0) return &c->inter_node_lat_us;
+    if (strcmp(key, "gemm_gflops") == 0) return &c->gemm_gflops;
+    return NULL;
+}
+
+static int parse_rate_text(const char *key, const char *v, double *out, pt_error *err)
+{
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (!*v || *end || errno || !(x > 0) || x > rate_max(key))
+        return pt_errprintf(err, "invalid %s='%s' (valid: a number > 0 and <= %g)", key, v,
+                            rate_max(key));
+    *out = x;
+    return 0;
+}
+
+static int set_topology(const char *what, const char *v, pt_spank_conf *c, pt_error *err)
+{
+    if (!v || !*v)
+        return pt_errprintf(err, "%s needs a path (ptrain-topo --probe --save output)", what);
+    if (strlen(v) >= sizeof c->topology)
+        return pt_errprintf(err, "%s path is longer than %zu bytes", what, sizeof c->topology - 1);
+    snprintf(c->topology, sizeof c->topology, "%s", v);
+    return 0;
+}
+
+int pt_spank_parse_model_opt(const char *what, const char *text, pt_error *err)
+{
+    pt_model_shape m;
+    pt_error inner;
+    if (!text) text = "";
+    if (strlen(text) > 63)
+        return pt_errprintf(err, "ptrain: %s is longer than 63 bytes (valid: a preset %s or "
+                            "L,H,C,T,V)", what, pt_model_preset_names());
+    if (pt_model_shape_parse(what, text, &m, &inner) < 0)
+        return pt_errprintf(err, "ptrain: %s", inner.text);
+    return 0;
+}
+
+int pt_spank_parse_batch_opt(const char *what, const char *text, int *out, pt_error *err)
+{
+    char *end = NULL;
+    long v = 0;
+    if (text && *text >= '0' && *text <= '9') {
+        errno = 0;
+        v = strtol(text, &end, 10);
+        if (errno || *end) v = 0;
+    }
+    if (v < 1 || v > MAX_COUNT)
+        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: the global batch in "
+                            "sequences per step, an integer 1..%d)", what, text ? text : "",
+                            MAX_COUNT);
+    *out = (int)v;
+    return 0;
 }
 
 #define ALL_SCHEDULES ((1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE) | (1u << PT_SCHED_INTERLEAVED))
@@ -167,6 +261,14 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
     if (c->default_recompute < PT_RECOMPUTE_NONE || c->default_recompute > PT_RECOMPUTE_ATTENTION)
         return pt_errprintf(err, "invalid default_recompute %d (valid: none, block, attention)",
                             c->default_recompute);
+    if (check_rate("inter_node_gbps", c->inter_node_gbps, err) < 0 ||
+        check_rate("inter_node_lat_us", c->inter_node_lat_us, err) < 0 ||
+        check_rate("gemm_gflops", c->gemm_gflops, err) < 0)
+        return -1;
+    if (c->bind != PT_SPANK_BIND_NONE && c->bind != PT_SPANK_BIND_AUTO)
+        return pt_errprintf(err, "invalid bind %d (valid: none, auto)", c->bind);
+    if (memchr(c->topology, '\0', sizeof c->topology) == NULL)
+        return pt_errprintf(err, "topology path is not terminated");
     if (c->master_port_base < 1024 || c->master_port_base > 65535)
         return pt_errprintf(err, "invalid master_port_base %d (valid: 1024..65535)",
                          c->master_port_base);
@@ -332,6 +434,34 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
             else if (strcmp(name, "default_zero") == 0) tmp.default_zero = v;
             else if (strcmp(name, "max_zero") == 0) tmp.max_zero = v;
             else tmp.master_port_count = v;
+        } else if (strcmp(name, "topology") == 0 || strcmp(name, "bind") == 0) {
+            int topo = strcmp(name, "topology") == 0;
+            if (type != CONFIG_TYPE_STRING) {
+                pt_errprintf(err, "%s:%d: %s must be a string (valid: %s)", path, line, name,
+                             topo ? "the path of a cached node model" : "\"none\", \"auto\"");
+                goto out;
+            }
+            pt_error inner;
+            const char *v = config_setting_get_string(s);
+            int rc2 = topo ? set_topology("topology", v, &tmp, &inner)
+                           : parse_bind("bind", v, &tmp.bind, &inner);
+            if (rc2 < 0) {
+                pt_errprintf(err, "%s:%d: %s", path, line, inner.text);
+                goto out;
+            }
+        } else if (rate_field(&tmp, name)) {
+            if (type != CONFIG_TYPE_INT && type != CONFIG_TYPE_INT64 && type != CONFIG_TYPE_FLOAT) {
+                pt_errprintf(err, "%s:%d: %s must be a number", path, line, name);
+                goto out;
+            }
+            double v = type == CONFIG_TYPE_FLOAT ? config_setting_get_float(s)
+                                                 : (double)config_setting_get_int64(s);
+            if (!(v > 0) || !isfinite(v) || v > rate_max(name)) {
+                pt_errprintf(err, "%s:%d: %s = %g is out of range (valid: a number > 0 and <= %g)",
+                             path, line, name, v, rate_max(name));
+                goto out;
+            }
+            *rate_field(&tmp, name) = v;
         } else if (strcmp(name, "allowed_modes") == 0) {
             if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
                 pt_errprintf(err, "%s:%d: allowed_modes must be a list of mode strings, e.g. "
@@ -360,8 +490,8 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
         } else {
             pt_errprintf(err, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
                       "allowed_modes, master_port_base, master_port_count, max_pp, default_zero, "
-                      "max_zero, default_schedule, allowed_schedules, default_recompute)", path,
-                      line, name);
+                      "max_zero, default_schedule, allowed_schedules, default_recompute, topology, "
+                      "inter_node_gbps, inter_node_lat_us, gemm_gflops, bind)", path, line, name);
             goto out;
         }
     }
@@ -385,7 +515,8 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
         return pt_errprintf(err, "plugstack argument '%s' is not key=value (valid keys: "
                          "config, default_mode, max_tp, master_port_base, master_port_count, "
                          "max_pp, default_zero, max_zero, default_schedule, allowed_schedules, "
-                         "default_recompute)", arg);
+                         "default_recompute, topology, inter_node_gbps, inter_node_lat_us, gemm_gflops, "
+                         "bind)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
     pt_spank_conf tmp = *c;
@@ -417,6 +548,14 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
     } else if (KEY("default_recompute")) {
         if (pt_recompute_parse("plugstack default_recompute", v, &tmp.default_recompute, err) < 0)
             return -1;
+    } else if (KEY("topology")) {
+        if (set_topology("plugstack argument topology=", v, &tmp, err) < 0) return -1;
+    } else if (KEY("bind")) {
+        if (parse_bind("plugstack bind", v, &tmp.bind, err) < 0) return -1;
+    } else if (KEY("inter_node_gbps") || KEY("inter_node_lat_us") || KEY("gemm_gflops")) {
+        char key[32];
+        snprintf(key, sizeof key, "%.*s", (int)klen, arg);
+        if (parse_rate_text(key, v, rate_field(&tmp, key), err) < 0) return -1;
     } else if (KEY("allowed_schedules")) {
         /* comma-separated: allowed_schedules=1f1b,gpipe */
         unsigned mask = 0;
@@ -440,7 +579,8 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
         return pt_errprintf(err, "unknown plugstack argument '%s' (valid keys: config, "
                          "default_mode, max_tp, master_port_base, master_port_count, max_pp, "
                          "default_zero, max_zero, default_schedule, allowed_schedules, "
-                         "default_recompute)", arg);
+                         "default_recompute, topology, inter_node_gbps, inter_node_lat_us, gemm_gflops, "
+                         "bind)", arg);
     }
 #undef KEY
     pt_error inner;
@@ -542,4 +682,148 @@ int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char 
     }
     return pt_errprintf(err, "ptrain: unknown pipeline option '%s' (valid: pp, microbatches, "
                         "virtual-stages, zero, schedule, recompute, pp-split)", key);
+}
+
+/* ---- binding ------------------------------------------------------------ */
+#include <hwloc.h>
+
+#include "topo/topo.h"
+
+/* The locality list of task l: its GPU's local CPUs, else its NUMA node's. */
+static const char *task_locality(const pt_topo *t, int l, int ntasks, int *gpu, int *numa)
+{
+    *gpu = -1;
+    *numa = -1;
+    if (t->ngpus > 0 && ntasks <= t->ngpus) {
+        *gpu = l;
+        if (t->gpu[l].pci.cpus[0]) return t->gpu[l].pci.cpus;
+    }
+    if (t->nnuma > 0) {
+        *numa = (int)((long long)l * t->nnuma / ntasks);
+        if (*gpu >= 0 && t->gpu[*gpu].pci.numa >= 0) *numa = -1;
+        if (*numa >= 0) return t->numa[*numa].cpus;
+    }
+    return "";
+}
+
+/* Cores (or PUs without a machine) of set, in order: their cpusets. */
+static int set_units(hwloc_topology_t m, hwloc_const_bitmap_t set, hwloc_bitmap_t *units, int cap)
+{
+    int n = 0;
+    if (m) {
+        int nc = hwloc_get_nbobjs_inside_cpuset_by_type(m, set, HWLOC_OBJ_CORE);
+        for (int i = 0; i < nc && n < cap; i++) {
+            hwloc_obj_t c = hwloc_get_obj_inside_cpuset_by_type(m, set, HWLOC_OBJ_CORE, (unsigned)i);
+            units[n] = hwloc_bitmap_dup(c->cpuset);
+            hwloc_bitmap_and(units[n], units[n], set);
+            n++;
+        }
+        if (n > 0) return n;
+    }
+    int id;
+    hwloc_bitmap_foreach_begin(id, set)
+        if (n < cap) {
+            units[n] = hwloc_bitmap_alloc();
+            hwloc_bitmap_only(units[n], (unsigned)id);
+            n++;
+        }
+    hwloc_bitmap_foreach_end();
+    return n;
+}
+
+#define MAX_UNITS 4096
+
+int pt_spank_bind_compute(const pt_topo *t, void *machine, const char *allowed, int local,
+                          int ntasks, pt_spank_binding *out, pt_error *err)
+{
+    if (!t || ntasks < 1 || local < 0 || local >= ntasks)
+        return pt_errprintf(err, "binding: task %d of %d is out of range (valid: 0..%d)", local,
+                            ntasks, ntasks - 1);
+    hwloc_topology_t m = machine;
+    memset(out, 0, sizeof *out);
+    out->gpu = out->nic = -1;
+    int rc = -1;
+    hwloc_bitmap_t allow = hwloc_bitmap_alloc(), loc = hwloc_bitmap_alloc(),
+                   mine = hwloc_bitmap_alloc();
+    hwloc_bitmap_t *units = calloc(MAX_UNITS, sizeof *units);
+    int nunits = 0;
+    if (!allow || !loc || !mine || !units) {
+        pt_errprintf(err, "binding: out of memory");
+        goto out;
+    }
+    if (allowed) {
+        if (hwloc_bitmap_list_sscanf(allow, allowed) < 0) {
+            pt_errprintf(err, "binding: cannot read the allowed CPU list '%s'", allowed);
+            goto out;
+        }
+    } else if (m) {
+        hwloc_bitmap_copy(allow, hwloc_topology_get_allowed_cpuset(m));
+    } else {
+        hwloc_bitmap_fill(allow);
+    }
+    int gpu, numa;
+    const char *mylist = task_locality(t, local, ntasks, &gpu, &numa);
+    out->gpu = gpu;
+    if (hwloc_bitmap_list_sscanf(loc, mylist) < 0) {
+        pt_errprintf(err, "binding: cannot read the CPU list '%s' of the node model", mylist);
+        goto out;
+    }
+    hwloc_bitmap_and(loc, loc, allow);
+    int k = 0, share = 0;
+    if (hwloc_bitmap_iszero(loc)) {
+        /* the locality is not on this machine (or the model has none): split
+         * the whole allowed set among all tasks */
+        hwloc_bitmap_copy(loc, allow);
+        k = local;
+        share = ntasks;
+        snprintf(out->where, sizeof out->where, "node");
+    } else {
+        for (int j = 0; j < ntasks; j++) {
+            int g2, n2;
+            const char *other = task_locality(t, j, ntasks, &g2, &n2);
+            if (strcmp(other, mylist) != 0) continue;
+            if (j < local) k++;
+            share++;
+        }
+        if (gpu >= 0) snprintf(out->where, sizeof out->where, "GPU %s", t->gpu[gpu].pci.busid);
+        else if (numa >= 0) snprintf(out->where, sizeof out->where, "NUMA %d", t->numa[numa].os_index);
+        else snprintf(out->where, sizeof out->where, "node");
+    }
+    if (hwloc_bitmap_iszero(loc)) { /* nothing allowed at all: leave the task as is */
+        rc = 0;
+        goto out;
+    }
+    nunits = set_units(m, loc, units, MAX_UNITS);
+    if (nunits >= share) {
+        long lo = (long)k * nunits / share, hi = (long)(k + 1) * nunits / share;
+        for (long u = lo; u < hi; u++) hwloc_bitmap_or(mine, mine, units[u]);
+    } else {
+        hwloc_bitmap_copy(mine, units[(long)k * nunits / share]);
+    }
+    hwloc_bitmap_list_snprintf(out->cpus, sizeof out->cpus, mine);
+
+    /* the nearest InfiniBand/RoCE HCA */
+    int best = -1, best_class = -1;
+    for (int i = 0; i < t->nnics; i++) {
+        if (t->nic[i].kind != PT_NIC_IB && t->nic[i].kind != PT_NIC_ROCE) continue;
+        int cls;
+        if (gpu >= 0 && t->gn_class) cls = t->gn_class[gpu * t->nnics + i];
+        else {
+            int mynuma = gpu >= 0 ? t->gpu[gpu].pci.numa : numa >= 0 ? t->numa[numa].os_index : -1;
+            cls = mynuma >= 0 && t->nic[i].pci.numa == mynuma ? PT_LINK_PHB : PT_LINK_SYS;
+        }
+        if (cls > best_class) {
+            best_class = cls;
+            best = i;
+        }
+    }
+    out->nic = best;
+    rc = 0;
+out:
+    for (int i = 0; i < nunits; i++) hwloc_bitmap_free(units[i]);
+    free(units);
+    if (allow) hwloc_bitmap_free(allow);
+    if (loc) hwloc_bitmap_free(loc);
+    if (mine) hwloc_bitmap_free(mine);
+    return rc;
 }

@@ -52,18 +52,32 @@ typedef struct pt_spank_conf {
                                 * (interleaved needs per-job virtual stages) */
     unsigned allowed_schedules; /* bit (1u << pt_schedule) per schedule users may ask for */
     int default_recompute;     /* pt_recompute of steps that ask none */
+    char topology[4096];       /* cached node model (ptrain-topo --probe --save output, JSON or
+                                * hwloc XML) the planner reads on every node; "" = build the
+                                * model from hwloc on the node */
+    double inter_node_gbps;    /* network bandwidth of one node (GB/s), shared by its tasks;
+                                * 0 = the model's */
+    double inter_node_lat_us;  /* latency of one message across nodes (microseconds); 0 = the
+                                * model's */
+    double gemm_gflops;        /* fp32 GEMM rate of one rank (GFLOP/s); 0 = the model's */
+    int bind;                  /* PT_SPANK_BIND_*: per-task GPU, CPU set and NIC binding */
 } pt_spank_conf;
+
+enum { PT_SPANK_BIND_NONE = 0, PT_SPANK_BIND_AUTO = 1 };
 
 /* Defaults: default_mode off, max_tp 64, allowed_modes every mode (off,
  * auto, 1d, 2d, 2.5d, 3d), master ports 29500..30499 (base 29500, count
  * 1000), max_pp 64, default_zero 0, max_zero 3, default_schedule 1f1b,
- * allowed_schedules every schedule, default_recompute none. */
+ * allowed_schedules every schedule, default_recompute none, no topology
+ * file, no rate overrides, bind auto. */
 void pt_spank_conf_default(pt_spank_conf *c);
 
 /* Range checks of a filled configuration (see the field comments), and
  * refusal of combinations under which requests could never run:
  * default_mode not allowed, auto without 1d, default_zero above max_zero,
- * default_schedule interleaved or not allowed, no schedule allowed. */
+ * default_schedule interleaved or not allowed, no schedule allowed;
+ * inter_node_gbps, gemm_gflops 0 or in (0, 1e9], inter_node_lat_us 0 or in
+ * (0, 1e7]; bind none or auto. */
 int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
 
 /* Read a libconfig file over *c: settings default_mode (string), max_tp
@@ -71,7 +85,10 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
  * master_port_base (int), master_port_count (int), max_pp (int),
  * default_zero (int), max_zero (int), default_schedule (string),
  * allowed_schedules (list of schedule strings), default_recompute
- * (string: none, block, attention).  An unknown setting, a
+ * (string: none, block, attention), topology (string: a path, not
+ * empty; read by the planner on each node, so not opened here),
+ * inter_node_gbps, inter_node_lat_us, gemm_gflops (positive numbers,
+ * integer or float), bind (string: "none" or "auto").  An unknown setting, a
  * wrong type, a bad value or a syntax error is an error naming the file and
  * line; *c is left unchanged on error. */
 int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
@@ -79,8 +96,9 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
 /* Apply one plugstack argument "key=value" (config=PATH, default_mode=M,
  * max_tp=N, master_port_base=N, master_port_count=N, max_pp=N,
  * default_zero=N, max_zero=N, default_schedule=S,
- * allowed_schedules=S[,S...], default_recompute=R) to *c.  config= loads
- * the file at once. */
+ * allowed_schedules=S[,S...], default_recompute=R, topology=PATH,
+ * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, bind=none|auto)
+ * to *c.  config= loads the file at once. */
 int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
 
 /* A mode requested by --ptrain-mode or PTRAIN_MODE (`what` names it in
@@ -105,5 +123,47 @@ int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char
  * "ptrain: ". */
 int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char *what,
                             const char *text, pt_plan *req, pt_error *err);
+
+/* A model shape given by --ptrain-model or PTRAIN_MODEL (`what` names it):
+ * a preset name or "L,H,C,T,V" (pt_model_shape_parse of lib/plan/cost.h),
+ * at most 63 bytes.  Errors are one line prefixed "ptrain: ". */
+int pt_spank_parse_model_opt(const char *what, const char *text, pt_error *err);
+
+/* A global batch given by --ptrain-batch or PTRAIN_BATCH: a decimal
+ * integer 1..1048576 sequences per optimizer step. */
+int pt_spank_parse_batch_opt(const char *what, const char *text, int *out, pt_error *err);
+
+/* ---- per-task binding, mpibind-style (LLNL mpibind: one device and a
+ * CPU set near it per task, the node's cores split among its tasks) ---- */
+struct pt_topo;
+typedef struct pt_spank_binding {
+    int gpu;              /* index into the model's GPUs (PCI bus id order), -1 = none */
+    int nic;              /* index into the model's NICs (an InfiniBand/RoCE HCA), -1 = none */
+    char cpus[1024];      /* the CPU set, OS indices as a list ("0-3,8"), "" = leave as is */
+    char where[160];      /* what the set is near: "GPU 0000:07:00.0", "NUMA 1", "node" */
+} pt_spank_binding;
+
+/* The binding of local task `local` of the `ntasks` tasks a node runs:
+ *   GPU: task i gets GPU i when the model has GPUs and ntasks <= ngpus
+ *        (consecutive tasks on consecutive GPUs, so a tensor group of
+ *        consecutive ranks shares the GPUs' islands);
+ *   CPU set: the PUs near the task's GPU (its PCI device's local CPUs),
+ *        else near NUMA node i * nnuma / ntasks; the tasks sharing that
+ *        locality split its cores evenly in core order (task k of m gets
+ *        cores [k*nc/m, (k+1)*nc/m); with fewer cores than tasks, core
+ *        k*nc/m); cores come from `machine` (an hwloc_topology_t of the
+ *        machine the task runs on, NULL = whole PUs of the locality list),
+ *        restricted to `allowed` (a CPU list, NULL = no restriction); a
+ *        locality that does not meet `allowed` falls back to the whole
+ *        allowed set split among all ntasks;
+ *   NIC: the InfiniBand/RoCE HCA with the nearest PCI path to the GPU
+ *        (lowest index on ties), else one on the task's NUMA node, else none.
+ * Deterministic: the same inputs give the same binding.  -1 with a one-line
+ * error on bad input (local outside 0..ntasks-1, an unreadable CPU list). */
+int pt_spank_bind_compute(const struct pt_topo *t, void *machine, const char *allowed, int local,
+                          int ntasks, pt_spank_binding *out, pt_error *err);
+
+/* bind text <-> value: "none", "auto". */
+const char *pt_spank_bind_name(int b);
 
 #endif

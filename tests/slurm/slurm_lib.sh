@@ -25,7 +25,7 @@ slurm_up() {
     slurm_need
     # A test run inside a Slurm job must not talk to that job's cluster.
     for v in $(env | sed -n 's/^\(SLURM_[A-Za-z0-9_]*\)=.*/\1/p'); do unset "$v"; done
-    unset PTRAIN_MODE PTRAIN_TP PTRAIN_VERBOSE
+    unset PTRAIN_MODE PTRAIN_TP PTRAIN_VERBOSE PTRAIN_MODEL PTRAIN_BATCH PTRAIN_EXPLAIN
     SLURM_TEST_DIR=$(mktemp -d /tmp/ptrain-slurm.XXXXXX) || skip_all "mktemp failed"
     trap slurm_down EXIT
     trap 'exit 1' INT TERM

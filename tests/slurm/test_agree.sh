@@ -1,6 +1,7 @@
 #!/bin/bash
 # The start-up agreement under a real (local) Slurm: 2 fake nodes x 2 tasks,
-# --ptrain-mode=auto (the plugin injects 1d dp=2 tp=2).  On node 1 the
+# the plugin injects 1d dp=2 tp=2 (pinned: --ptrain-tp=2, pp, sp and ZeRO
+# fixed, so the planner's choice cannot move it).  On node 1 the
 # tasks see a different plan (the PTRAIN_* variables a differently
 # configured node would inject), or a bad value: every rank must exit with
 # status 2 and rank 0 print one line naming the ranks and fields, never
@@ -13,13 +14,14 @@ slurm_need
 slurm_mpi
 slurm_up 2 4
 D=$SLURM_TEST_DIR
-ARGS="--model test --data synthetic --steps 2 --batch 4 --val-every 0"
+ARGS="--data synthetic --steps 2 --val-every 0"
+PLUG="--ptrain-mode=1d --ptrain-tp=2 --ptrain-pp=1 --ptrain-sp=1 --ptrain-zero=0 --ptrain-model=test --ptrain-batch=4"
 
 # on_node1 'VAR=VALUE ...' DESC PATTERN
 on_node1() {
     setenv=$1; desc=$2; pat=$3
     rc=0
-    timeout 120 srun --mpi=pmix --ptrain-mode=auto -N2 --ntasks-per-node=2 \
+    timeout 120 srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 \
         sh -c "[ \"\$SLURM_NODEID\" = 1 ] && export $setenv; exec '$RUN' $ARGS" \
         >"$D/a.out" 2>"$D/a.err" || rc=$?
     n=$(grep -c 'ptrain-run: error' "$D/a.err")
@@ -38,6 +40,6 @@ on_node1 "PTRAIN_TP=1 PTRAIN_DP=4" "node 1 holds plan tp=1 dp=4" \
 on_node1 "PTRAIN_TP=abc" "node 1 has PTRAIN_TP=abc" \
     "rank 2: invalid PTRAIN_TP='abc'.*start-up failed on ranks 2, 3 of 4"
 rc=0
-timeout 120 srun --mpi=pmix --ptrain-mode=auto -N2 --ntasks-per-node=2 "$RUN" $ARGS >"$D/ok.out" 2>"$D/ok.err" || rc=$?
+timeout 120 srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" $ARGS >"$D/ok.out" 2>"$D/ok.err" || rc=$?
 check "the same plan on both nodes trains (status $rc)" grep -q '^done:' "$D/ok.out"
 done_testing

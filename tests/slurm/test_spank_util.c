@@ -5,6 +5,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include "spank/spank_util.h"
 #include "tests/tap.h"
+#include "topo/topo.h"
+
+#include <hwloc.h>
 
 #include <stdint.h>
 #include <stdio.h>
@@ -200,6 +203,15 @@ static void test_conf(void)
         {"max_pp = \"2\";\n", "max_pp must be an integer"},
         {"default_recompute = \"full\";\n", "'full'"},
         {"default_recompute = 1;\n", "default_recompute must be a string"},
+        /* the planner's settings (issue 13) */
+        {"topology = \"\";\n", "topology needs a path"},
+        {"topology = 3;\n", "topology must be a string"},
+        {"inter_node_gbps = 0;\n", "inter_node_gbps = 0 is out of range (valid: a number > 0 and <= 1e+09)"},
+        {"inter_node_gbps = -2.5;\n", "inter_node_gbps = -2.5 is out of range"},
+        {"inter_node_lat_us = 1e9;\n", "inter_node_lat_us = 1e+09 is out of range (valid: a number > 0 and <= 1e+07)"},
+        {"gemm_gflops = \"fast\";\n", "gemm_gflops must be a number"},
+        {"bind = \"cores\";\n", "invalid bind 'cores' (valid: none, auto)"},
+        {"bind = 1;\n", "bind must be a string"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         p = write_conf("bad.conf", bad[i].text);
@@ -229,6 +241,63 @@ static void test_conf(void)
                c.allowed_schedules == ((1u << PT_SCHED_GPIPE) | (1u << PT_SCHED_INTERLEAVED)) &&
                c.default_recompute == PT_RECOMPUTE_BLOCK,
            "pipeline settings are read (max_pp=%d default_zero=%d): %s", max_pp, dz, err.text);
+    /* the planner's settings: a cached node model, rate overrides, binding */
+    double gb = 1 + rnd(400) / 4.0, lat = 0.5 + rnd(100), gf = 10 + rnd(100000);
+    snprintf(text, sizeof text,
+             "topology = \"/var/cache/ptrain/node.json\";\ninter_node_gbps = %.2f;\n"
+             "inter_node_lat_us = %.1f;\ngemm_gflops = %d;\nbind = \"none\";\n", gb, lat, (int)gf);
+    p = write_conf("plan.conf", text);
+    pt_spank_conf_default(&c);
+    tap_ok(c.bind == PT_SPANK_BIND_AUTO && c.topology[0] == '\0' && c.inter_node_gbps == 0 &&
+               c.gemm_gflops == 0 && c.inter_node_lat_us == 0,
+           "planner defaults: bind auto, no topology file, no rate overrides");
+    err.text[0] = '\0';
+    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 &&
+               strcmp(c.topology, "/var/cache/ptrain/node.json") == 0 &&
+               c.inter_node_gbps > gb - 0.01 && c.inter_node_gbps < gb + 0.01 &&
+               c.inter_node_lat_us > lat - 0.01 && c.inter_node_lat_us < lat + 0.01 &&
+               c.gemm_gflops == (int)gf && c.bind == PT_SPANK_BIND_NONE,
+           "planner settings are read (inter_node_gbps=%.2f lat=%.1f gemm=%d, integer or float): %s",
+           gb, lat, (int)gf, err.text);
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_arg("topology=/x/t.xml", &c, &err) == 0 && strcmp(c.topology, "/x/t.xml") == 0 &&
+               pt_spank_conf_arg("inter_node_gbps=12.5", &c, &err) == 0 && c.inter_node_gbps == 12.5 &&
+               pt_spank_conf_arg("inter_node_lat_us=3", &c, &err) == 0 && c.inter_node_lat_us == 3 &&
+               pt_spank_conf_arg("gemm_gflops=900", &c, &err) == 0 && c.gemm_gflops == 900 &&
+               pt_spank_conf_arg("bind=none", &c, &err) == 0 && c.bind == PT_SPANK_BIND_NONE,
+           "plugstack topology=, inter_node_gbps=, inter_node_lat_us=, gemm_gflops=, bind=: %s", err.text);
+    const struct { const char *arg, *must; } badplan[] = {
+        {"topology=", "topology= needs a path"},
+        {"inter_node_gbps=fast", "invalid inter_node_gbps='fast' (valid: a number > 0 and <= 1e+09)"},
+        {"inter_node_gbps=0", "invalid inter_node_gbps='0'"},
+        {"gemm_gflops=nan", "invalid gemm_gflops='nan'"},
+        {"inter_node_lat_us=-1", "invalid inter_node_lat_us='-1'"},
+        {"bind=cores", "invalid plugstack bind 'cores' (valid: none, auto)"},
+    };
+    for (size_t i = 0; i < sizeof badplan / sizeof badplan[0]; i++) {
+        pt_spank_conf before = c;
+        err.text[0] = '\0';
+        tap_ok(pt_spank_conf_arg(badplan[i].arg, &c, &err) == -1 && strstr(err.text, badplan[i].must) &&
+                   !strchr(err.text, '\n') && memcmp(&before, &c, sizeof c) == 0,
+               "plugstack %s refused, settings unchanged: %s", badplan[i].arg, err.text);
+    }
+    /* --ptrain-model / --ptrain-batch values */
+    int bt;
+    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "tiny", &err) == 0 &&
+               pt_spank_parse_model_opt("--ptrain-model", "2,4,64,32,50257", &err) == 0 &&
+               pt_spank_parse_batch_opt("--ptrain-batch", "16", &bt, &err) == 0 && bt == 16,
+           "--ptrain-model=tiny, --ptrain-model=2,4,64,32,50257, --ptrain-batch=16 accepted: %s", err.text);
+    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "huge", &err) == -1 && strstr(err.text, "'huge'") &&
+               strstr(err.text, "tiny") && !strchr(err.text, '\n'),
+           "--ptrain-model=huge refused naming the presets: %s", err.text);
+    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "2,3,64,32,100", &err) == -1 && !strchr(err.text, '\n'),
+           "--ptrain-model=2,3,64,32,100 (C %% H != 0) refused: %s", err.text);
+    tap_ok(pt_spank_parse_batch_opt("--ptrain-batch", "0", &bt, &err) == -1 &&
+               strstr(err.text, "--ptrain-batch='0' is invalid (valid: the global batch"),
+           "--ptrain-batch=0 refused: %s", err.text);
+    tap_ok(pt_spank_parse_batch_opt("PTRAIN_BATCH", "8x", &bt, &err) == -1 && strstr(err.text, "PTRAIN_BATCH='8x'"),
+           "PTRAIN_BATCH=8x refused: %s", err.text);
+
     const char *top = getenv("top_srcdir");
     if (top) {
         char ex[1024];
@@ -355,6 +424,117 @@ static void test_conf(void)
     if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
 }
 
+/* Binding (pt_spank_bind_compute) on every topology fixture and task
+ * count, against properties computed here from the model itself: the
+ * GPU of task i is GPU i while tasks <= GPUs; every CPU set lies inside
+ * the task's locality (its GPU's local CPUs, else its NUMA node's) and is
+ * not empty; tasks sharing a locality get disjoint sets that cover it
+ * when they are no more than its cores; the NIC is an HCA with the
+ * nearest PCI path to the GPU. */
+static void test_binding(void)
+{
+    const char *top = getenv("top_srcdir");
+    if (!top) {
+        tap_diag("top_srcdir not set: binding fixtures not checked");
+        return;
+    }
+    static const char *fixtures[] = {"dgx8-nvswitch.xml", "pairs8-nvlink.xml", "gpu4-pcie.xml",
+                                     "cpu2s.xml", "build-machine.xml", "h100-vm.xml"};
+    for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/topo/%s", top, fixtures[f]);
+        pt_topo t;
+        memset(&t, 0, sizeof t);
+        if (pt_topo_load_hwloc(&t, path) != 0) {
+            tap_ok(0, "%s loads", fixtures[f]);
+            continue;
+        }
+        hwloc_topology_t m = t.hw;
+        int ncores = hwloc_get_nbobjs_by_type(m, HWLOC_OBJ_CORE);
+        const int counts[] = {1, 2, 3, 4, 8, 16, ncores + 1};
+        for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
+            int n = counts[ci];
+            pt_spank_binding b[80];
+            pt_error err;
+            int ok = n <= 80, gpu_ok = 1, inside = 1, disjoint = 1, cover = 1, nic_ok = 1;
+            char why[256] = "";
+            for (int i = 0; ok && i < n; i++)
+                if (pt_spank_bind_compute(&t, m, NULL, i, n, &b[i], &err) < 0) {
+                    ok = 0;
+                    snprintf(why, sizeof why, "%.200s", err.text);
+                }
+            for (int i = 0; ok && i < n; i++) {
+                int want_gpu = t.ngpus > 0 && n <= t.ngpus ? i : -1;
+                if (b[i].gpu != want_gpu) gpu_ok = 0;
+                const char *loc = want_gpu >= 0 ? t.gpu[i].pci.cpus
+                                  : t.nnuma ? t.numa[(long long)i * t.nnuma / n].cpus : "";
+                hwloc_bitmap_t a = hwloc_bitmap_alloc(), l = hwloc_bitmap_alloc();
+                hwloc_bitmap_list_sscanf(a, b[i].cpus);
+                hwloc_bitmap_list_sscanf(l, loc);
+                if (hwloc_bitmap_iszero(a) || !hwloc_bitmap_isincluded(a, l)) {
+                    inside = 0;
+                    snprintf(why, sizeof why, "task %d of %d: cpus %s not inside %s", i, n, b[i].cpus, loc);
+                }
+                /* tasks sharing this locality */
+                int share = 0;
+                for (int j = 0; j < n; j++) {
+                    int gj = t.ngpus > 0 && n <= t.ngpus ? j : -1;
+                    const char *lj = gj >= 0 ? t.gpu[j].pci.cpus
+                                     : t.nnuma ? t.numa[(long long)j * t.nnuma / n].cpus : "";
+                    share += strcmp(lj, loc) == 0;
+                }
+                int fits = share <= hwloc_get_nbobjs_inside_cpuset_by_type(m, l, HWLOC_OBJ_CORE);
+                hwloc_bitmap_t uni = hwloc_bitmap_alloc();
+                for (int j = 0; j < n; j++) {
+                    int gj = t.ngpus > 0 && n <= t.ngpus ? j : -1;
+                    const char *lj = gj >= 0 ? t.gpu[j].pci.cpus
+                                     : t.nnuma ? t.numa[(long long)j * t.nnuma / n].cpus : "";
+                    if (strcmp(lj, loc) != 0) continue;
+                    hwloc_bitmap_t bj = hwloc_bitmap_alloc();
+                    hwloc_bitmap_list_sscanf(bj, b[j].cpus);
+                    if (j != i && hwloc_bitmap_intersects(a, bj) && fits) disjoint = 0;
+                    hwloc_bitmap_or(uni, uni, bj);
+                    hwloc_bitmap_free(bj);
+                }
+                hwloc_bitmap_and(l, l, hwloc_topology_get_allowed_cpuset(m));
+                if (fits && !hwloc_bitmap_isequal(uni, l))
+                    cover = 0;
+                hwloc_bitmap_free(uni);
+                hwloc_bitmap_free(a);
+                hwloc_bitmap_free(l);
+                if (b[i].gpu >= 0) {
+                    int best = -1;
+                    for (int k = 0; k < t.nnics; k++)
+                        if ((t.nic[k].kind == PT_NIC_IB || t.nic[k].kind == PT_NIC_ROCE) &&
+                            t.gn_class[b[i].gpu * t.nnics + k] > best)
+                            best = t.gn_class[b[i].gpu * t.nnics + k];
+                    if (best < 0 ? b[i].nic != -1
+                                 : b[i].nic < 0 || t.gn_class[b[i].gpu * t.nnics + b[i].nic] != best)
+                        nic_ok = 0;
+                }
+            }
+            tap_ok(ok && gpu_ok && inside && disjoint && cover && nic_ok,
+                   "binding %s, %d tasks: gpu %s, cpus inside the locality %s, disjoint %s, cover %s, "
+                   "nearest HCA %s (task 0: gpu %d nic %d cpus %s near %s) %s", fixtures[f], n,
+                   gpu_ok ? "ok" : "WRONG", inside ? "ok" : "NO", disjoint ? "ok" : "NO",
+                   cover ? "ok" : "NO", nic_ok ? "ok" : "NO", b[0].gpu, b[0].nic, b[0].cpus,
+                   b[0].where, why);
+        }
+        pt_topo_free(&t);
+    }
+    pt_spank_binding b;
+    pt_error err;
+    pt_topo none;
+    memset(&none, 0, sizeof none);
+    tap_ok(pt_spank_bind_compute(&none, NULL, "0-3", 5, 4, &b, &err) == -1 && strstr(err.text, "out of range"),
+           "binding: task 5 of 4 refused: %s", err.text);
+    tap_ok(pt_spank_bind_compute(&none, NULL, "0-3", 1, 2, &b, &err) == 0 && strcmp(b.cpus, "2-3") == 0 &&
+               b.gpu == -1 && b.nic == -1,
+           "binding without a model: task 1 of 2 gets the second half of the allowed CPUs 0-3 (%s)", b.cpus);
+    tap_ok(pt_spank_bind_compute(&none, NULL, "0-1", 3, 4, &b, &err) == 0 && strcmp(b.cpus, "1") == 0,
+           "binding: 4 tasks on 2 CPUs share them two by two (task 3: %s)", b.cpus);
+}
+
 int main(void)
 {
     const char *s = getenv("PTRAIN_TEST_SEED");
@@ -365,5 +545,6 @@ int main(void)
     test_first_host();
     test_port();
     test_conf();
+    test_binding();
     return tap_done();
 }

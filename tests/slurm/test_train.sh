@@ -1,8 +1,11 @@
 #!/bin/bash
 # Training through Slurm: ptrain-run launched by srun (and by an sbatch
 # job) with --ptrain-mode=auto on 2 fake nodes x 2 tasks, reading the plan
-# the SPANK plugin injected.  Expected plan for that geometry: 1d with
-# dp=2 tp=2 (tp = largest divisor of 2 tasks per node).
+# the SPANK plugin injected.  The plan is the planner's choice for the
+# model and batch given to the plugin (--ptrain-model=test
+# --ptrain-batch=4, which ptrain-run takes from PTRAIN_MODEL/PTRAIN_BATCH):
+# each run must train with exactly the plan the plugin announced
+# (--ptrain-verbose) and every rank must hold it.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm/slurm_lib.sh"
 RUN="$top_builddir/ptrain-run"
@@ -11,17 +14,23 @@ slurm_need
 slurm_mpi
 slurm_up 2 4
 D=$SLURM_TEST_DIR
-ARGS="--model test --data synthetic --steps 3 --batch 4"
+ARGS="--data synthetic --steps 3"
+PLUG="--ptrain-mode=auto --ptrain-verbose --ptrain-model=test --ptrain-batch=4"
+# announced ERR: the plan the plugin printed (--ptrain-verbose), "" if none
+announced() { sed -n 's/.*ptrain: plan \(mode=[^(]*\) (nodes=.*/\1/p' "$1" | sed 's/ *$//'; }
 
 # check_run OUT ERR RC WHAT: exit 0, the plan line, three steps, done.
 check_run() {
     local out=$1 err=$2 rc=$3 what=$4
     check "$what: exit status 0" [ "$rc" -eq 0 ]
-    local plan
-    plan=$(grep -m1 '^plan:' "$out")
+    local plan want
+    plan=$(sed -n 's/^plan: \(mode=.*\) (source: slurm.*/\1/p' "$out" | sed 's/ *$//')
+    want=$(announced "$err")
     check "$what: one 'plan:' line (from rank 0 only)" [ "$(grep -c '^plan:' "$out")" -eq 1 ]
-    check "$what: plan shows mode=1d dp=2 tp=2 ($plan)" \
-        sh -c 'echo "$1" | grep -qw "mode=1d" && echo "$1" | grep -qw "dp=2" && echo "$1" | grep -qw "tp=2"' _ "$plan"
+    check "$what: trains with the plan the plugin announced ('$plan' = '$want')" \
+        [ -n "$want" ] && [ "$plan" = "$want" ]
+    check "$what: the model and batch the plan was made for (test, 4 sequences)" \
+        grep -q '^model: test ' "$out" && grep -q 'batch 4 x 32 ' "$out"
     check "$what: 3 'step ' lines" [ "$(grep -c '^step ' "$out")" -eq 3 ]
     check "$what: final 'done:' line" sh -c "tail -n 1 '$out' | grep -q '^done:'"
     if [ "$rc" -ne 0 ] || ! grep -q '^done:' "$out"; then
@@ -31,23 +40,29 @@ check_run() {
 }
 
 # 1. --dry-run: every rank reports the grid it built from the plugin's plan.
-srun --mpi=pmix --ptrain-mode=auto -N2 --ntasks-per-node=2 "$RUN" --dry-run $ARGS >"$D/d.out" 2>"$D/d.err"
+srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" --dry-run $ARGS >"$D/d.out" 2>"$D/d.err"
 rc=$?
 check "dry run exits 0" [ $rc -eq 0 ]
 check "dry run: 4 rank lines" [ "$(grep -c '^rank ' "$D/d.out")" -eq 4 ]
 ranks=$(sed -n 's|^rank \([0-9]*\)/4 .*|\1|p' "$D/d.out" | sort -n | tr '\n' ' ')
 check "dry run: ranks 0..3 of world 4 ($ranks)" [ "$ranks" = "0 1 2 3 " ]
-check "dry run: every rank has dp=2 tp=2" [ "$(grep '^rank ' "$D/d.out" | grep -w dp=2 | grep -wc tp=2)" -eq 4 ]
+want=$(announced "$D/d.err")
+wdp=$(echo "$want" | sed -n 's/.* dp=\([0-9]*\) .*/\1/p'); wtp=$(echo "$want" | sed -n 's/.* tp=\([0-9]*\) .*/\1/p')
+check "dry run: every rank has the announced dp=$wdp tp=$wtp ($want)" \
+    [ -n "$wdp" ] && [ "$(grep '^rank ' "$D/d.out" | grep -w "dp=$wdp" | grep -wc "tp=$wtp")" -eq 4 ]
 [ $rc -eq 0 ] || diag "stderr: $(tail -n 5 "$D/d.err" | tr '\n' ' ')"
 
 # 2. the training run under srun.
-srun --mpi=pmix --ptrain-mode=auto -N2 --ntasks-per-node=2 "$RUN" $ARGS >"$D/t.out" 2>"$D/t.err"
+srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" $ARGS >"$D/t.out" 2>"$D/t.err"
 check_run "$D/t.out" "$D/t.err" $? "srun"
 
 # 3. the same through sbatch (#SBATCH --ptrain-mode=auto, inner srun).
 cat >"$D/train.sh" <<SH
 #!/bin/sh
 #SBATCH --ptrain-mode=auto
+#SBATCH --ptrain-verbose
+#SBATCH --ptrain-model=test
+#SBATCH --ptrain-batch=4
 #SBATCH -N 2
 #SBATCH --ntasks-per-node=2
 #SBATCH -o $D/b.out
@@ -60,10 +75,10 @@ check "training job finished" slurm_wait "$job" 300
 check_run "$D/b.out" "$D/b.err" "${SLURM_WAIT_EXIT:-1}" "sbatch"
 
 # 4. a pipeline with ZeRO through the plugin: the plan it injects (pp=2,
-# zero=1, 4 microbatches, so auto leaves dp=2 and tp=1) is the one the job
-# trains with, and it reaches the same losses as the 1d run above (the same
-# model, seed and data: every plan computes the same step).
-srun --mpi=pmix --ptrain-mode=auto --ptrain-pp=2 --ptrain-zero=1 --ptrain-microbatches=2 -N2 --ntasks-per-node=2 \
+# zero=1, 2 microbatches pinned, tp=1 pinned, so dp=2) is the one the job
+# trains with, and it reaches the same losses as the auto run above (the
+# same model, seed and data: every plan computes the same step).
+srun --mpi=pmix $PLUG --ptrain-pp=2 --ptrain-zero=1 --ptrain-microbatches=2 --ptrain-tp=1 --ptrain-sp=1 -N2 --ntasks-per-node=2 \
     "$RUN" $ARGS >"$D/p.out" 2>"$D/p.err"
 rc=$?
 check "srun --ptrain-pp=2 --ptrain-zero=1: exit status 0" [ $rc -eq 0 ]
