@@ -623,6 +623,10 @@ static int tp_shapes(const pt_plan *req, unsigned modes, int n, int cap, tp_shap
                     /* depth 1 is 2d and q = 1 is 1d with replicated
                      * weights: 2.5d proper only, unless pinned */
                     if (req->tp_depth <= 0 && named != PT_MODE_2P5D && (d == 1 || d == t)) continue;
+                    /* a named 2.5d never means q = 1 (every weight whole
+                     * on every rank: data parallelism under another
+                     * name) unless that depth is pinned */
+                    if (req->tp_depth <= 0 && d == t) continue;
                     if (k < max) out[k++] = (tp_shape){PT_MODE_2P5D, t, d};
                 }
         }

@@ -48,7 +48,8 @@ typedef struct pt_search_result {
  * step that the request allows: req pins what the user gave (the same
  * convention as pt_plan_auto: 0 in a size means "choose"; mode auto
  * chooses the mode, a named mode fixes it and never falls back to tp = 1
- * unless the request pins tp = 1), lim is the admin's limits.  Fits:
+ * unless the request pins tp = 1, nor a named 2.5d to q = 1, depth = tp,
+ * unless that depth is pinned), lim is the admin's limits.  Fits:
  * the model's geometry (pt_cost_eval accepts it) and hw.mem_bytes (the
  * cost's mem_peak, the arena's high-water mark, <= mem_bytes).
  * Result ordered by predicted t_step; ties broken deterministically

@@ -58,7 +58,7 @@ check "the job trains (step 20 seen)" grep -q '^step *20/' "$D/job.out"
 scancel --batch --signal=USR1 "$job"
 # the requeued job: wait for its second start and then for its end
 i=0
-while [ $i -lt 1200 ] && [ "$(grep -c '^batch: start' "$D/job.out" 2>/dev/null)" -lt 2 ]; do sleep 0.1; i=$((i + 1)); done
+while [ $i -lt 3000 ] && [ "$(grep -c '^batch: start' "$D/job.out" 2>/dev/null)" -lt 2 ]; do sleep 0.1; i=$((i + 1)); done
 check "the job was requeued and started again" [ "$(grep -c '^batch: start' "$D/job.out")" -eq 2 ]
 check "requeued job finished" slurm_wait "$job" 300
 check "requeued job: exit code 0 (${SLURM_WAIT_EXIT:-none})" [ "${SLURM_WAIT_EXIT:-1}" = 0 ]

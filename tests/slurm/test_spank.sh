@@ -268,10 +268,10 @@ check "sbatch --help lists --ptrain-mode" [ $? -eq 0 ]
 
 # 9. admin arguments (plugstack.conf is re-read by every srun).
 cp "$D/plugstack.conf" "$D/plugstack.conf.orig"
-echo "required $PTRAIN_SPANK_SO max_tp=1" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO max_tp=1 $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o9" 2>&1
 check_plan "$D/o9" 4 4 1 n1 "plugstack max_tp=1"
-echo "required $PTRAIN_SPANK_SO default_mode=auto" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO default_mode=auto $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o10" 2>&1
 check_plan "$D/o10" 4 auto 0 n1 "plugstack default_mode=auto, no option"
 cat >"$D/ptrain.conf" <<CONF
@@ -281,7 +281,7 @@ allowed_modes = ["auto", "1d"];
 master_port_base = 40000;
 master_port_count = 10;
 CONF
-echo "required $PTRAIN_SPANK_SO config=$D/ptrain.conf" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/ptrain.conf $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o11" 2>&1
 srun --ptrain-mode=2d -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o11b" 2>"$D/e11b"; rc=$?
 check "allowed_modes [auto, 1d]: --ptrain-mode=2d refused" [ $rc -ne 0 ] &&
@@ -292,7 +292,7 @@ ports=$(grep '^TASK ' "$D/o11" | sed 's/.*job=\([0-9]*\) step=\([0-9]*\).*MASTER
 check "ptrain.conf: default_mode auto and master_port_base 40000 (count 10) applied" [ "$ports" = "4 0" ]
 # pipeline limits and defaults of ptrain.conf
 printf 'max_pp = 2;\nmax_zero = 1;\ndefault_zero = 1;\ndefault_schedule = "gpipe";\nallowed_schedules = ["gpipe", "1f1b"];\ndefault_recompute = "attention";\n' >"$D/pipe.conf"
-echo "required $PTRAIN_SPANK_SO config=$D/pipe.conf" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/pipe.conf $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14" 2>"$D/e14"
 check "ptrain.conf default_zero 1, default_schedule gpipe, default_recompute attention reach every task (dp=2)" \
     [ "$(grep '^TASK ' "$D/o14" | grep -w ZERO=1 | grep -w SCHED=gpipe | grep -wc CKPT=attention)" -eq 4 ]
@@ -310,19 +310,19 @@ srun --ptrain-mode=auto --ptrain-pp=2 --ptrain-schedule=interleaved --ptrain-vir
 check "allowed_schedules [gpipe, 1f1b]: --ptrain-schedule=interleaved refused" [ $rc -ne 0 ] &&
     grep -q -- "--ptrain-schedule=interleaved is not allowed on this cluster" "$D/e14e"
 printf 'default_schedule = "interleaved";\n' >"$D/badpipe.conf"
-echo "required $PTRAIN_SPANK_SO config=$D/badpipe.conf" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/badpipe.conf $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14f" 2>"$D/e14f"; rc=$?
 check "ptrain.conf default_schedule interleaved is refused as a configuration that cannot work" [ $rc -ne 0 ] &&
     grep -q 'cannot be a default' "$D/e14f"
 printf 'default_mode = "2d";\nallowed_modes = ["2d", "2.5d", "3d"];\n' >"$D/grid.conf"
-echo "required $PTRAIN_SPANK_SO config=$D/grid.conf" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/grid.conf $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/o11c" 2>&1
 check_plan "$D/o11c" 8 2 4 n1 "ptrain.conf default_mode 2d, allowed_modes [2d, 2.5d, 3d]" 2d 1 1
 srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o11d" 2>"$D/e11d"; rc=$?
 check "allowed_modes without 1d: --ptrain-mode=auto refused" [ $rc -ne 0 ] &&
     grep -q -- "--ptrain-mode=auto is not allowed on this cluster" "$D/e11d"
 printf 'default_mode = "auto"\nmax_tpp = 3;\n' >"$D/bad.conf"
-echo "required $PTRAIN_SPANK_SO config=$D/bad.conf" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/bad.conf $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o12" 2>"$D/e12"; rc=$?
 check "invalid ptrain.conf: a ptrain step is refused" [ $rc -ne 0 ] && [ "$(grep -c '^TASK ' "$D/o12")" -eq 0 ]
 check "invalid ptrain.conf: one-line message names the file and line" grep -q "bad.conf:2" "$D/e12"
@@ -333,7 +333,7 @@ check "invalid ptrain.conf: steps without ptrain still run" [ "$(grep -c 'NVARS=
 # plans 1d, which it does not allow); now it is refused, and only steps
 # that ask for ptrain fail
 printf 'default_mode = "auto";\nallowed_modes = ["auto"];\n' >"$D/auto.conf"
-echo "required $PTRAIN_SPANK_SO config=$D/auto.conf" >"$D/plugstack.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/auto.conf $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14" 2>"$D/e14"; rc=$?
 check "ptrain.conf with auto but not 1d: a step without ptrain options runs (status $rc)" \
     [ $rc -eq 0 ] && [ "$(grep -c 'NVARS=0$' "$D/o14")" -eq 4 ]
