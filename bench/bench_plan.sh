@@ -69,7 +69,8 @@ echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps,
 t1=$(measure 1 PTRAIN_DP=1)
 [ "$t1" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
 g1=$(jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl")
-echo "# calibration: 1 rank $t1 ms/step, $g1 model GFLOP/s per core"
+g1=$(printf "%.4g" "$g1")
+echo "# calibration: 1 rank $(printf "%.4g" "$t1") ms/step, $g1 model GFLOP/s per core"
 
 # links at NP ranks (the ranks' contention included): ptrain-topo's
 # ping-pong bandwidth, and the latency of one ring step from its allreduce
@@ -132,7 +133,7 @@ for np in 4 8; do
     eval "plans=\$plans$np"
     oversub=$(awk -v c="$cores" -v n="$np" 'BEGIN { printf "%.4g", (n > c ? n / c : 1) }')
     set -- $(links "$np")
-    gbps=$1 lat=$2
+    gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2")
     echo
     echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
     printf "%-78s %12s %12s %8s\n" "plan" "predicted_ms" "measured_ms" "ratio"
@@ -155,6 +156,25 @@ for np in 4 8; do
         echo "$pred $meas" >>"$wd/pairs$np"
     done
     echo "Spearman rank correlation, predicted vs measured, $np ranks: $(spearman "$wd/pairs$np") ($(wc -l <"$wd/pairs$np") plans)"
+    # auto: what ptrain-plan chooses over its whole search space for this
+    # machine (the node model measured above at NP ranks, the calibrated
+    # GEMM rate), run and timed like the plans above
+    # shellcheck disable=SC2046
+    # (the calibrated rate as the model's measured per-core gemm_gflops, so
+    # that ptrain-plan shares it among the ranks as cost_eval does above)
+    jq --argjson g "$g1" '.gemm_gflops = $g' "$wd/topo.json" >"$wd/topo-g.json"
+    auto=$("$B/ptrain-plan" --topology "$wd/topo-g.json" --nodes 1 --tasks-per-node "$np" --model "$MODEL" \
+        --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' | grep -v '=1$' |
+        grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|CKPT_ACT=none\|ZERO=0\|RANK_ORDER=DPT\|MODE=1d\)$' | tr '\n' ' ')
+    if [ -z "$auto" ]; then
+        echo "auto: ptrain-plan failed: $(cat "$wd/err")"
+    else
+        # shellcheck disable=SC2086
+        ameas=$(measure "$np" $auto)
+        best=$(sort -k2 -g "$wd/pairs$np" | head -n 1 | awk '{print $2}')
+        printf "auto (ptrain-plan's choice): %s measured %.1f ms; fastest measured plan above %s ms; auto / fastest = %s\n" \
+            "$auto" "$ameas" "$best" "$(awk -v a="$ameas" -v b="$best" 'BEGIN { printf "%.2f", a / b }')"
+    fi
 done
 cat "$wd/pairs4" "$wd/pairs8" >"$wd/all"
 echo

@@ -687,7 +687,11 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
     if (oversub > 1 && hw && hw->gemm_gflops > 0) c.t_compute = flops_sum / pp * oversub / (hw->gemm_gflops * 1e9);
     const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
-    c.t_bubble = oversub > 1 ? 0 : c.bubble * pipelined;
+    /* time-shared cores: a waiting rank gives back only part of its share
+     * (Open MPI's idle loop calls sched_yield, which CFS honours for the
+     * rest of a slice, not for the wait): (1 - 1/ranks_per_core) of the
+     * bubble costs time, 1/ranks_per_core goes to the ranks with work */
+    c.t_bubble = c.bubble * pipelined * (oversub > 1 ? 1.0 - 1.0 / oversub : 1.0);
     c.t_step = pipelined + c.t_bubble + c.t_comm[PT_GRP_DP] + c.t_comm[PT_GRP_SYNC];
     if (out) *out = c;
     return 0;

@@ -106,11 +106,14 @@ typedef struct pt_hw {
     double ranks_per_core;    /* ranks time-sharing one core (an oversubscribed node, e.g. 4-8
                                * ranks on a 2-core CI machine); 0 or <= 1: each rank has its
                                * own.  Above 1, gemm_gflops is one core's rate, a rank gets
-                               * 1/ranks_per_core of it, and the pipeline bubble costs no
-                               * time: a waiting rank yields its core (Open MPI does when
-                               * oversubscribed) to ranks with work, so t_compute is the
-                               * pipeline ranks' mean work, not the busiest rank's, and
-                               * t_bubble is 0 (bubble still reports the fraction). */
+                               * 1/ranks_per_core of it, and a waiting pipeline rank gives
+                               * back part of its share (Open MPI's idle loop yields when
+                               * oversubscribed): t_compute is the pipeline ranks' mean
+                               * work, not the busiest rank's, and t_bubble is
+                               * (1 - 1/ranks_per_core) of the dedicated bubble time.  That
+                               * share is an empirical fit: bench/bench_plan.sh measured
+                               * pipelines at 1.25-1.4x a free-bubble prediction on 2 cores
+                               * with 2 and 4 ranks per core, and within 10% with it. */
 } pt_hw;
 
 /* A plan's cost for one optimizer step of `global_batch` sequences of
