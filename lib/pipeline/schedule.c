@@ -64,13 +64,7 @@ static void compute_order(int kind, int pp, int r, int m, int v, step *o)
         return;
     }
     /* Megatron-LM's unit k -> (microbatch, chunk); v = 1 is plain 1F1B */
-    int warm;
-    if (kind == PT_SCHED_1F1B) warm = pp - r - 1 < m ? pp - r - 1 : m;
-    else if (m == pp) warm = total;
-    else {
-        warm = 2 * (pp - r - 1) + (v - 1) * pp;
-        if (warm > total) warm = total;
-    }
+    const int warm = pt_pp_warmup(kind, pp, r, m, v);
 #define UNIT_MB(k) (((k) / (pp * v)) * pp + (k) % pp)
 #define UNIT_CHUNK(k) (((k) % (pp * v)) / pp)
     for (int k = 0; k < warm; k++) o[n++] = (step){0, UNIT_MB(k), UNIT_CHUNK(k)};

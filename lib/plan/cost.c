@@ -446,13 +446,7 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
 {
     if (kind == PT_SCHED_GPIPE) return m;
     const int total = m * v;
-    int warm;
-    if (kind == PT_SCHED_1F1B) warm = pp - r - 1 < m ? pp - r - 1 : m;
-    else if (m == pp) warm = total;
-    else {
-        warm = 2 * (pp - r - 1) + (v - 1) * pp;
-        if (warm > total) warm = total;
-    }
+    const int warm = pt_pp_warmup(kind, pp, r, m, v);
     if (kind == PT_SCHED_1F1B) v = 1;
     /* walk the order: forwards open a microbatch at its first chunk,
      * backwards close it at its last (chunk 0) */

@@ -187,18 +187,27 @@ int pt_plan_order_parse(const char *s, char out[4], pt_error *err)
 /* Highest number that an int size may reach before products overflow. */
 #define SIZE_MAX_VALUE (1 << 20)
 
-static int isqrt_exact(int n)
+int pt_isqrt_exact(int n)
 {
     for (int q = 1; (long long)q * q <= n; q++)
         if (q * q == n) return q;
     return 0;
 }
 
-static int icbrt_exact(int n)
+int pt_icbrt_exact(int n)
 {
     for (int l = 1; (long long)l * l * l <= n; l++)
         if (l * l * l == n) return l;
     return 0;
+}
+
+int pt_pp_warmup(int schedule, int pp, int r, int m, int v)
+{
+    const int total = m * v;
+    if (schedule == PT_SCHED_1F1B) return pp - r - 1 < m ? pp - r - 1 : m;
+    if (schedule != PT_SCHED_INTERLEAVED || m == pp) return total;
+    int warm = 2 * (pp - r - 1) + (v - 1) * pp;
+    return warm > total ? total : warm;
 }
 
 /* 1 if tp has the grid shape of mode m: any size for off/1d, q*q for 2d,
@@ -207,11 +216,11 @@ static int tp_has_shape(pt_mode m, int depth, int tp)
 {
     if (tp < 1) return 0;
     switch (m) {
-    case PT_MODE_2D: return isqrt_exact(tp) > 0;
+    case PT_MODE_2D: return pt_isqrt_exact(tp) > 0;
     case PT_MODE_2P5D:
         if (depth <= 0) return 1; /* depth tp, q = 1 */
-        return tp % depth == 0 && isqrt_exact(tp / depth) > 0;
-    case PT_MODE_3D: return icbrt_exact(tp) > 0;
+        return tp % depth == 0 && pt_isqrt_exact(tp / depth) > 0;
+    case PT_MODE_3D: return pt_icbrt_exact(tp) > 0;
     default: return 1;
     }
 }
@@ -317,7 +326,7 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err)
     case PT_MODE_2D:
     case PT_MODE_2P5D: {
         int depth = p->mode == PT_MODE_2D ? 1 : p->tp_depth;
-        int q = p->tp % depth ? 0 : isqrt_exact(p->tp / depth);
+        int q = p->tp % depth ? 0 : pt_isqrt_exact(p->tp / depth);
         if (!q) {
             if (depth == 1)
                 return pt_errprintf(err, "tp=%d is not a square for mode 2d (valid tp: q*q "
@@ -331,7 +340,7 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err)
         break;
     }
     case PT_MODE_3D: {
-        int l = icbrt_exact(p->tp);
+        int l = pt_icbrt_exact(p->tp);
         if (!l)
             return pt_errprintf(err, "tp=%d is not a cube for mode 3d (valid tp: l*l*l "
                              "such as 1, 8, 27, 64)", p->tp);
@@ -713,7 +722,7 @@ static int pick_depth(int tp)
     int best = tp, best_score = -1;
     for (int d = 1; d <= tp; d++) {
         if (tp % d) continue;
-        int q = isqrt_exact(tp / d);
+        int q = pt_isqrt_exact(tp / d);
         if (!q) continue;
         int score = (d >= 2 && q >= 2) * (SIZE_MAX_VALUE + 1) + q;
         if (score > best_score) {

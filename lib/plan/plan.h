@@ -86,6 +86,20 @@ int pt_plan_split_parse(const char *what, const char *s, pt_plan *p, pt_error *e
  * a split that does not fit ends in "..."). */
 void pt_plan_split_format(const pt_plan *p, char *buf, size_t n);
 
+/* Forward units pp rank r (0-based) runs before its first backward in a
+ * 1F1B-family schedule of m microbatches and v chunks per rank: 1F1B
+ * min(pp - r - 1, m) (PipeDream-Flush, Narayanan et al. 2021, sec. 2.1);
+ * interleaved all m v when m == pp, else min(2 (pp - r - 1) + (v - 1) pp,
+ * m v) (sec. 2.2, as Megatron-LM's interleaved schedule).  GPipe has no
+ * warm-up phase of this kind (all forwards first): returns m v.  Shared by
+ * lib/pipeline's action lists and the cost model's activation slots. */
+int pt_pp_warmup(int schedule, int pp, int r, int m, int v);
+
+/* q with q*q == n (l with l*l*l == n), or 0 when n is no square (cube):
+ * the shapes of the 2d/2.5d and 3d grids. */
+int pt_isqrt_exact(int n);
+int pt_icbrt_exact(int n);
+
 /* Defaults: mode 1d, every size 1, zero 0, microbatches 1, schedule 1f1b,
  * virtual_stages 1, even split, recompute none, order "DPT". */
 void pt_plan_default(pt_plan *p);

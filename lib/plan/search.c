@@ -206,19 +206,6 @@ void pt_plan_layer_costs(const pt_model_shape *m, double *cost)
 
 /* ---- search ------------------------------------------------------------ */
 
-static int isqrt_exact(int n)
-{
-    for (int q = 1; (long long)q * q <= n; q++)
-        if (q * q == n) return q;
-    return 0;
-}
-
-static int icbrt_exact(int n)
-{
-    for (int l = 1; (long long)l * l * l <= n; l++)
-        if (l * l * l == n) return l;
-    return 0;
-}
 
 /* The result list: best first, at most 1 + PT_SEARCH_RUNNERS entries,
  * one per layout key (mode, tp shape, dp, pp, sp, ZeRO stage), so that
@@ -612,13 +599,13 @@ static int tp_shapes(const pt_plan *req, unsigned modes, int n, int cap, tp_shap
             if (named != PT_MODE_OFF && mo != (int)named) continue;
             if (named == PT_MODE_OFF && !(modes & (1u << mo))) continue;
             if (mo == PT_MODE_1D && req->tp_depth <= 1 && k < max) out[k++] = (tp_shape){PT_MODE_1D, t, 1};
-            if (mo == PT_MODE_2D && req->tp_depth <= 1 && isqrt_exact(t) && k < max)
+            if (mo == PT_MODE_2D && req->tp_depth <= 1 && pt_isqrt_exact(t) && k < max)
                 out[k++] = (tp_shape){PT_MODE_2D, t, 1};
-            if (mo == PT_MODE_3D && req->tp_depth <= 1 && icbrt_exact(t) && k < max)
+            if (mo == PT_MODE_3D && req->tp_depth <= 1 && pt_icbrt_exact(t) && k < max)
                 out[k++] = (tp_shape){PT_MODE_3D, t, 1};
             if (mo == PT_MODE_2P5D)
                 for (int d = 1; d <= t; d++) {
-                    if (t % d || !isqrt_exact(t / d)) continue;
+                    if (t % d || !pt_isqrt_exact(t / d)) continue;
                     if (req->tp_depth > 0 && d != req->tp_depth) continue;
                     /* depth 1 is 2d and q = 1 is 1d with replicated
                      * weights: 2.5d proper only, unless pinned */
