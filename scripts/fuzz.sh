@@ -37,7 +37,9 @@ topo_libs="$(pc --cflags --libs hwloc jansson) -fopenmp -lm"
 src[topo_json]=$topo_src; libs[topo_json]=$topo_libs
 src[topo_xml]=$topo_src; libs[topo_xml]=$topo_libs
 src[plan_env]="$core $plan"; libs[plan_env]="-lm"
-src[spank_opts]="$core $plan $top/spank/spank_util.c"; libs[spank_opts]="$(pc --cflags --libs libconfig) -lm"
+# the plugin's helpers plan and bind with the node model (lib/plan, topo/)
+src[spank_opts]="$topo_src $plan $top/lib/plan/cost.c $top/lib/plan/search.c $top/spank/spank_util.c $top/topo/topo_plan.c"
+libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs"
 src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
 
 status=0

@@ -3,7 +3,8 @@
 #  - resume under the same plan is bit-identical: 6 steps straight leave the
 #    same parameters, AdamW m and v (the step-6 rank files, compared byte for
 #    byte) and the same losses as 3 steps + save + resume + 3 steps, for
-#    dp=2, tp=2 (1d), pp=2, and ZeRO-1 over dp=2 (ZeRO-3: see resharding);
+#    dp=2, tp=2 (1d), pp=2, ZeRO-1 over dp=2 (ZeRO-3: see resharding),
+#    dp=2 x tp=2, sp=2, 2d tp=4, 2.5d tp=8 (depth 2) and 3d tp=8;
 #  - --keep K leaves the newest K;
 #  - a truncated rank file, a flipped byte, a missing manifest are refused
 #    with one line, and --resume auto falls back to the previous valid one;
@@ -66,6 +67,12 @@ resume_case dp2 2 --dp 2
 [ $full = 1 ] && resume_case tp2 2 --dp 1 --tp 2 --mode 1d
 [ $full = 1 ] && resume_case pp2 2 --dp 1 --pp 2
 resume_case zero1 2 --dp 2 --zero 1
+# every other layout: dp x tp, sequence parallelism, 2d, 2.5d and 3d
+[ $full = 1 ] && resume_case dp2tp2 4 --dp 2 --tp 2 --mode 1d
+[ $full = 1 ] && resume_case sp2 2 --dp 1 --sp 2
+[ $full = 1 ] && resume_case 2d 4 --dp 1 --tp 4 --mode 2d
+[ $full = 1 ] && resume_case 2.5d 8 --dp 1 --tp 8 --tp-depth 2 --mode 2.5d
+[ $full = 1 ] && resume_case 3d 8 --dp 1 --tp 8 --mode 3d
 
 # --keep: B of dp2 saved 3 and 6 without --keep; keep 1 leaves only the newest
 cd_="$wd/keep"
