@@ -565,11 +565,13 @@ static const char *jnum(char *buf, size_t len, double v)
 /* Per-step numbers of a train record that need every rank (--metrics
  * only, so a run without it has no extra collective per step).
  * Index 0: the arena's high-water mark (bytes); 1..6: modelled bytes sent
- * (pt_comm_sent_total) in the context's groups: dp (ZeRO's reduce-scatter
- * and allgather), tp (with the axis sub-groups of the 2D/2.5D/3D layouts),
+ * (pt_comm_sent_total) in the context's groups: dp (the dp group alone:
+ * nothing sends there today), tp (with the axis sub-groups of the
+ * 2D/2.5D/3D layouts),
  * pp (stage to stage, with the embed group: the tied embedding's gradient
  * between first and last stage), sp, sync (the gradient sum over dp x sp,
- * and over the tp axes a parameter is replicated on) and world. */
+ * and over the tp axes a parameter is replicated on; ZeRO's reduce-scatter
+ * and allgather run here too) and world. */
 enum { ST_PEAK, ST_DP, ST_TP, ST_PP, ST_SP, ST_SYNC, ST_WORLD, ST_N };
 static const char *const st_group[ST_N] = {"peak", "dp", "tp", "pp", "sp", "sync", "world"};
 
