@@ -235,11 +235,6 @@ export SLURM_CONF=$d/slurm.conf
 export OMPI_MCA_btl=self,tcp
 export OMPI_MCA_btl_tcp_if_include=lo
 export OMPI_MCA_oob_tcp_if_include=lo
-# The fake nodes share this machine's cores, so ranks of several nodes
-# time-share one core, which Open MPI cannot see from one node's task count:
-# a rank waiting in a collective must give its core back (busy polling made
-# a tp=4 step over both nodes 6x slower: 808 vs 128 ms on 2 cores).
-export OMPI_MCA_mpi_yield_when_idle=1
 EOF
     export SLURM_CONF="$d/slurm.conf"
 

@@ -169,9 +169,15 @@ static int equiv(int stage, int dp, int tp, int steps)
         if (!rc) rc = pt_train_forward_backward(&tz, in, tg, &lz);
         if (!rc) rc = pt_train_sync(&tz);
         if (rc) { report(0, "step %d: %s", s + 1, pt_errmsg()); break; }
-        double le = fabs((double)lz - lr_) / fabs(lr_);
-        report(le < 2e-6 && lz == l0, "step %d: loss %.6f equals the reference %.6f (rel %.1e) and zero0's %.6f", s + 1,
-               lz, lr_, le, l0);
+        /* zero0 and ZeRO sum the gradients in another order (allreduce
+         * against reduce-scatter), so from step 2 on their parameters, and
+         * with them the loss, may differ in the last bits (the parameter
+         * check below allows 1e-7) */
+        double le = fabs((double)lz - lr_) / fabs(lr_), l0e = fabs((double)lz - l0) / fabs(l0);
+        le = max_world(le);
+        l0e = max_world(l0e);
+        report(le < 2e-6 && l0e < 1e-6, "step %d: loss %.6f equals the reference %.6f (rel %.1e) and zero0's %.6f (rel %.1e)",
+               s + 1, lz, lr_, le, l0, l0e);
         double er, e0;
         compare(&tz, &t0, &ref, &ctx, 1, 1, &er, &e0, worst, sizeof worst);
         er = max_world_named(er, worst, sizeof worst);
