@@ -302,6 +302,34 @@ static int split_for(search_ctx *x, int k, const int **out)
     return x->split_state[k];
 }
 
+/* The stage splits a pipeline plan is tried with, each a copy of base:
+ * the user's (req->pp_split), else the even one (when k stages divide L
+ * layers) and the min-max one (split_for, when it differs from even).
+ * Returns how many were written into out[2]. */
+static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req, int L, int k, pt_plan out[2])
+{
+    int n = 0;
+    if (req->pp_split_n > 0) {
+        out[n] = *base;
+        out[n].pp_split_n = req->pp_split_n;
+        memcpy(out[n].pp_split, req->pp_split, sizeof req->pp_split);
+        return n + 1;
+    }
+    if (L % k == 0) {
+        out[n] = *base;
+        out[n++].pp_split_n = 0;
+    }
+    const int *sp_;
+    if (k > 1 && split_for(x, k, &sp_) == 2) {
+        out[n] = *base;
+        out[n].pp_split_n = k;
+        memcpy(out[n].pp_split, sp_, sizeof(int) * (size_t)k);
+        n++;
+    }
+    return n;
+}
+
+
 /* Evaluate one concrete plan: keeps it when it fits.  Returns 1 when it
  * fits memory, 0 when it does not, -1 when the plan is invalid or the
  * model refuses it. */
@@ -395,26 +423,7 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
             base.schedule = sched;
             base.virtual_stages = v;
             pt_plan splits[2];
-            int nsplit = 0;
-            if (req->pp_split_n > 0) {
-                splits[nsplit] = base;
-                splits[nsplit].pp_split_n = req->pp_split_n;
-                memcpy(splits[nsplit].pp_split, req->pp_split, sizeof req->pp_split);
-                nsplit++;
-            } else {
-                if (L % k == 0) {
-                    splits[nsplit] = base;
-                    splits[nsplit].pp_split_n = 0;
-                    nsplit++;
-                }
-                const int *sp_;
-                if (k > 1 && split_for(x, k, &sp_) == 2) {
-                    splits[nsplit] = base;
-                    splits[nsplit].pp_split_n = k;
-                    memcpy(splits[nsplit].pp_split, sp_, sizeof(int) * (size_t)k);
-                    nsplit++;
-                }
-            }
+            const int nsplit = split_variants(x, &base, req, L, k, splits);
             static const int rc_order[3] = {PT_RECOMPUTE_NONE, PT_RECOMPUTE_ATTENTION, PT_RECOMPUTE_BLOCK};
             for (int si = 0; si < nsplit; si++) {
                 if (p->pp == 1) {
@@ -503,25 +512,7 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N
      * it divides) and the min-max one (when it differs); their peaks
      * differ, so each is probed */
     pt_plan splits[2];
-    int nsplit = 0;
-    if (req->pp_split_n > 0) {
-        splits[nsplit] = q;
-        splits[nsplit].pp_split_n = req->pp_split_n;
-        memcpy(splits[nsplit].pp_split, req->pp_split, sizeof req->pp_split);
-        nsplit++;
-    } else {
-        if (L % k == 0) {
-            splits[nsplit] = q;
-            splits[nsplit++].pp_split_n = 0;
-        }
-        const int *sp_;
-        if (k > 1 && split_for(x, k, &sp_) == 2) {
-            splits[nsplit] = q;
-            splits[nsplit].pp_split_n = k;
-            memcpy(splits[nsplit].pp_split, sp_, sizeof(int) * (size_t)k);
-            nsplit++;
-        }
-    }
+    const int nsplit = split_variants(x, &q, req, L, k, splits);
     if (nsplit == 0) return 1;
     /* from the most microbatches down: the first the model accepts (2d
      * and 3d need microbatches of several sequences) */
