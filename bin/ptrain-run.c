@@ -282,6 +282,45 @@ static void *hb_main(void *arg)
     return NULL;
 }
 
+/* Before the heartbeat thread starts: one message from rank 0 to every
+ * rank and one back, from this (the main) thread, so that the thread only
+ * ever talks to peers the MPI library has already set up.  Open MPI adds
+ * a peer lazily, on the first message to or from it, and its TCP
+ * transport's peer set-up has known races between threads (open-mpi/ompi
+ * #3035, worked around in #8966); without the wire-up a worker's heartbeat
+ * thread and its main thread (a tp group's first collective that includes
+ * rank 0) could both reach rank 0 first.  Only rank 0 starts connections
+ * here (a worker answers once it has heard from rank 0), so no two ranks
+ * dial each other at the same time either.  Cost: 2 (N-1) messages of 4
+ * bytes at start-up.  (A crash seen under heavy load on the local Slurm
+ * is not this: its core shows it inside MPI_Init, see
+ * tests/slurm/slurm_lib.sh, startup_crash.) */
+static void hb_wireup(void)
+{
+    const int tag = HB_TAG + 1;
+    int v = 0;
+    if (world_rank != 0) {
+        MPI_Recv(&v, 1, MPI_INT, 0, tag, hb_comm, MPI_STATUS_IGNORE);
+        MPI_Send(&v, 1, MPI_INT, 0, tag, hb_comm);
+        return;
+    }
+    int *back = calloc((size_t)hb_world, sizeof *back);
+    MPI_Request *req = malloc(sizeof *req * 2 * (size_t)hb_world);
+    if (!back || !req) { /* serially, then */
+        for (int k = 1; k < hb_world; k++) {
+            MPI_Send(&v, 1, MPI_INT, k, tag, hb_comm);
+            MPI_Recv(&v, 1, MPI_INT, k, tag, hb_comm, MPI_STATUS_IGNORE);
+        }
+    } else {
+        int n = 0;
+        for (int k = 1; k < hb_world; k++) MPI_Isend(&v, 1, MPI_INT, k, tag, hb_comm, &req[n++]);
+        for (int k = 1; k < hb_world; k++) MPI_Irecv(&back[k], 1, MPI_INT, k, tag, hb_comm, &req[n++]);
+        MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
+    }
+    free(back);
+    free(req);
+}
+
 /* Right after MPI_Init (collective: every rank calls it).  The timeout is
  * agreed (the largest; off if any rank has it off) so no rank watches a
  * peer that sends nothing. */
@@ -322,6 +361,7 @@ static void heartbeat_start(int world)
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) { free(hb_host); hb_host = NULL; return; }
     MPI_Allgather(me, HB_HOST, MPI_CHAR, hb_host, HB_HOST, MPI_CHAR, MPI_COMM_WORLD);
+    hb_wireup();
     atomic_store(&hb_loop_at, pt_now());
     if (pthread_create(&hb_thread, NULL, hb_main, NULL) == 0) {
         hb_running = 1;
@@ -1138,6 +1178,13 @@ static uint64_t startup_agree(int ok, int world)
 
 int main(int argc, char **argv)
 {
+    /* A write to a peer's closed connection must fail with EPIPE, not kill
+     * the rank: a peer that finished and left (MPI_Finalize, exit) can
+     * close its sockets while this rank still sends the heartbeat's last
+     * messages.  mpirun's daemons start ranks with SIGPIPE ignored, srun
+     * does not: under the local Slurm, a job that had printed "done:" lost
+     * rank 0 to SIGPIPE ("task 0: Broken pipe") about 1 run in 10. */
+    signal(SIGPIPE, SIG_IGN);
     int provided = MPI_THREAD_SINGLE;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided); /* the heartbeat thread */
     int world;
