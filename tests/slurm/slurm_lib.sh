@@ -76,5 +76,33 @@ slurm_wait() {
     return 1
 }
 
+# startup_crash OUT ERR: true when a launch died before any rank printed
+# (OUT empty) with a task killed by a signal.  Open MPI 4.1's TCP transport
+# (the fake nodes' only transport: they share /dev/shm, so OMPI_MCA_btl is
+# self,tcp) can crash inside MPI_Init under heavy load: a core
+# taken on this 2-core machine at load 25 shows ompi_mpi_init ->
+# opal_progress -> mca_btl_tcp -> a call through a null active-message
+# callback, before ptrain-run's own code runs, about once in 30 two-node
+# sbatch jobs (open-mpi/ompi #3035, #8966 describe the connection races).
+startup_crash() {
+    [ ! -s "$1" ] && grep -Eq 'Segmentation fault|Broken pipe|unexpectedly disconnected|failed to TCP connect' "$2"
+}
+
+# srun_once_more OUT ERR CMD...: run CMD with stdout/stderr to OUT/ERR;
+# when it fails as startup_crash describes, say everything about it and
+# run it once more (a second failure stands).  Sets SRUN_RC.
+srun_once_more() {
+    local out=$1 err=$2
+    shift 2
+    "$@" >"$out" 2>"$err"
+    SRUN_RC=$?
+    if [ $SRUN_RC -ne 0 ] && startup_crash "$out" "$err"; then
+        diag "launch died inside MPI start-up (status $SRUN_RC), once more; stderr: $(head -n 20 "$err" | tr '\n' ' ')"
+        "$@" >"$out" 2>"$err"
+        SRUN_RC=$?
+    fi
+    return 0
+}
+
 # Number of jobs the controller knows (finished ones stay MinJobAge=10 s).
 slurm_job_count() { squeue -h -t all -o %i 2>/dev/null | wc -l; }

@@ -40,18 +40,8 @@ check_run() {
 }
 
 # 1. --dry-run: every rank reports the grid it built from the plugin's plan.
-srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" --dry-run $ARGS >"$D/d.out" 2>"$D/d.err"
-rc=$?
-# Once, in CI under load, this first step of the cluster was aborted
-# (STEP CANCELLED, tasks killed) before any rank printed; the cause was not
-# kept.  Say everything about a failure, then try once more: a second
-# failure fails the checks below.
-if [ $rc -ne 0 ]; then
-    diag "dry run failed (status $rc), stdout: $(head -n 8 "$D/d.out" | tr '\n' ' ')"
-    diag "dry run stderr: $(head -n 20 "$D/d.err" | tr '\n' ' ')"
-    srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" --dry-run $ARGS >"$D/d.out" 2>"$D/d.err"
-    rc=$?
-fi
+srun_once_more "$D/d.out" "$D/d.err" srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" --dry-run $ARGS
+rc=$SRUN_RC
 check "dry run exits 0" [ $rc -eq 0 ]
 check "dry run: 4 rank lines" [ "$(grep -c '^rank ' "$D/d.out")" -eq 4 ]
 ranks=$(sed -n 's|^rank \([0-9]*\)/4 .*|\1|p' "$D/d.out" | sort -n | tr '\n' ' ')
@@ -63,8 +53,8 @@ check "dry run: every rank has the announced dp=$wdp tp=$wtp ($want)" \
 [ $rc -eq 0 ] || diag "stderr: $(tail -n 5 "$D/d.err" | tr '\n' ' ')"
 
 # 2. the training run under srun.
-srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" $ARGS >"$D/t.out" 2>"$D/t.err"
-check_run "$D/t.out" "$D/t.err" $? "srun"
+srun_once_more "$D/t.out" "$D/t.err" srun --mpi=pmix $PLUG -N2 --ntasks-per-node=2 "$RUN" $ARGS
+check_run "$D/t.out" "$D/t.err" $SRUN_RC "srun"
 
 # 3. the same through sbatch (#SBATCH --ptrain-mode=auto, inner srun).
 cat >"$D/train.sh" <<SH
@@ -82,15 +72,20 @@ SH
 job=$(sbatch --parsable "$D/train.sh" 2>"$D/sb.err")
 check "sbatch accepted the training job" [ -n "$job" ]
 check "training job finished" slurm_wait "$job" 300
+if [ "${SLURM_WAIT_EXIT:-1}" -ne 0 ] && startup_crash "$D/b.out" "$D/b.err"; then
+    diag "sbatch job died inside MPI start-up, once more; stderr: $(head -n 20 "$D/b.err" | tr '\n' ' ')"
+    job=$(sbatch --parsable "$D/train.sh" 2>"$D/sb.err")
+    slurm_wait "$job" 300
+fi
 check_run "$D/b.out" "$D/b.err" "${SLURM_WAIT_EXIT:-1}" "sbatch"
 
 # 4. a pipeline with ZeRO through the plugin: the plan it injects (pp=2,
 # zero=1, 2 microbatches pinned, tp=1 pinned, so dp=2) is the one the job
 # trains with, and it reaches the same losses as the auto run above (the
 # same model, seed and data: every plan computes the same step).
-srun --mpi=pmix $PLUG --ptrain-pp=2 --ptrain-zero=1 --ptrain-microbatches=2 --ptrain-tp=1 --ptrain-sp=1 -N2 --ntasks-per-node=2 \
-    "$RUN" $ARGS >"$D/p.out" 2>"$D/p.err"
-rc=$?
+srun_once_more "$D/p.out" "$D/p.err" srun --mpi=pmix $PLUG --ptrain-pp=2 --ptrain-zero=1 --ptrain-microbatches=2 \
+    --ptrain-tp=1 --ptrain-sp=1 -N2 --ntasks-per-node=2 "$RUN" $ARGS
+rc=$SRUN_RC
 check "srun --ptrain-pp=2 --ptrain-zero=1: exit status 0" [ $rc -eq 0 ]
 plan=$(grep -m1 '^plan:' "$D/p.out")
 check "pipeline run trains with the injected plan pp=2 zero=1 microbatches=2 dp=2 ($plan)" \
