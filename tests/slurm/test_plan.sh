@@ -148,8 +148,9 @@ cp "$D/plugstack.conf.orig" "$D/plugstack.conf"
 # trains with the plan it explains.
 if [ -x "$RUN" ]; then
     slurm_mpi
-    srun --mpi=pmix --ptrain-mode=auto --ptrain-explain --ptrain-verbose --ptrain-model=tiny -N2 --ntasks-per-node=2 \
-        "$RUN" --data synthetic --steps 2 >"$D/t.out" 2>"$D/t.err"; rc=$?
+    srun_once_more "$D/t.out" "$D/t.err" srun --mpi=pmix --ptrain-mode=auto --ptrain-explain --ptrain-verbose \
+        --ptrain-model=tiny -N2 --ntasks-per-node=2 "$RUN" --data synthetic --steps 2
+    rc=$SRUN_RC
     check "srun --ptrain-mode=auto --ptrain-explain --ptrain-model=tiny ptrain-run: exit 0" [ $rc -eq 0 ]
     check "the explanation is printed once (one 'ptrain: plan for model tiny' header)" \
         [ "$(grep -c 'ptrain: plan for model tiny, global batch 8, on 2 nodes' "$D/t.err")" -eq 1 ]

@@ -24,8 +24,8 @@ ARGS="--model test --vocab 512 --data synthetic:11 --seed 5 --steps $STEPS --bat
 # losses FILE: "step loss" per line, from ptrain-run's step lines.
 losses() { sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$1"; }
 
-srun --mpi=pmix --ptrain-mode=auto -N1 -n2 "$RUN" $ARGS >"$D/ref.out" 2>"$D/ref.err"
-rc=$?
+srun_once_more "$D/ref.out" "$D/ref.err" srun --mpi=pmix --ptrain-mode=auto -N1 -n2 "$RUN" $ARGS
+rc=$SRUN_RC
 check "reference run under srun: exit 0 and $STEPS steps" \
     sh -c "[ $rc -eq 0 ] && [ \$(grep -c '^step ' '$D/ref.out') -eq $STEPS ]"
 [ $rc -eq 0 ] || diag "stderr: $(tail -n 3 "$D/ref.err" | tr '\n' ' ')"
