@@ -130,31 +130,6 @@ static int resolve(const char *arg, char *out, size_t n)
     return PT_OK;
 }
 
-/* Read and parse path/manifest.json and check its format line.
- * PT_EIO (missing), PT_EFORMAT (not JSON, another format). */
-static int load_manifest(const char *path, json_t **out)
-{
-    char p[4300], *txt = NULL;
-    size_t len;
-    *out = NULL;
-    snprintf(p, sizeof p, "%s/manifest.json", path);
-    if (access(p, F_OK)) return pt_fail(PT_EIO, "checkpoint %s: no manifest.json (an incomplete save, or not a checkpoint)", path);
-    int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
-    if (rc) return rc;
-    json_error_t je;
-    json_t *man = json_loads(txt, 0, &je);
-    free(txt);
-    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
-    if (strcmp(jstr(man, "format"), "ptrain-checkpoint") || jint(man, "version") != 1) {
-        pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected 'ptrain-checkpoint' version 1)",
-                path, jstr(man, "format"), jint(man, "version"));
-        json_decref(man);
-        return PT_EFORMAT;
-    }
-    *out = man;
-    return PT_OK;
-}
-
 static int manifest_config(json_t *man, pt_gpt_config *cfg)
 {
     json_t *mc = json_object_get(man, "model");
@@ -176,7 +151,7 @@ static int cmd_info(const char *arg)
 {
     char path[4200];
     json_t *man;
-    if (resolve(arg, path, sizeof path) || load_manifest(path, &man)) return tool_die(2, "info: %s", pt_errmsg());
+    if (resolve(arg, path, sizeof path) || pt_ckpt_manifest_read(path, &man)) return tool_die(2, "info: %s", pt_errmsg());
     json_t *mc = json_object_get(man, "model"), *mp = json_object_get(man, "plan"),
            *ls = json_object_get(man, "lr_schedule"), *files = json_object_get(man, "files"),
            *tens = json_object_get(man, "tensors");
@@ -234,7 +209,7 @@ static int cmd_verify(const char *arg)
     char path[4200];
     json_t *man = NULL;
     problems = 0;
-    if (resolve(arg, path, sizeof path) || load_manifest(path, &man)) {
+    if (resolve(arg, path, sizeof path) || pt_ckpt_manifest_read(path, &man)) {
         problem("%s", pt_errmsg());
         return 1;
     }
@@ -645,7 +620,7 @@ static int convert(const char *to, const char *src, const char *dst)
     if (from_ckpt) {
         json_t *man = NULL;
         int rc = resolve(src, path, sizeof path);
-        if (!rc) rc = load_manifest(path, &man);
+        if (!rc) rc = pt_ckpt_manifest_read(path, &man);
         if (!rc) rc = manifest_config(man, &cfg);
         json_decref(man);
         if (rc) {
@@ -776,7 +751,7 @@ static int cmd_sample(const char *arg, const sample_opts *so)
     json_t *man = NULL;
     pt_gpt_config cfg;
     int rc = resolve(arg, path, sizeof path);
-    if (!rc) rc = load_manifest(path, &man);
+    if (!rc) rc = pt_ckpt_manifest_read(path, &man);
     if (!rc) rc = manifest_config(man, &cfg);
     json_decref(man);
     if (rc) {
