@@ -149,11 +149,9 @@ static uint64_t linear_bytes(const pt_pctx *c, const pt_linear *l, int N)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr, ws;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    tap_init(&argc, &argv);
+    int ws;
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
-    tap_rank0 = wr == 0;
     if (argc < 4) {
         if (tap_rank0) fprintf(stderr, "usage: test_equiv MODE DP TP [DEPTH SP ORDER STEPS]\n");
         MPI_Finalize();
@@ -174,9 +172,7 @@ int main(int argc, char **argv)
     int steps = argc > 7 ? atoi(argv[7]) : 3;
     const int dp = plan.dp, tp = plan.tp, sp = plan.sp;
 
-    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
-    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    const unsigned long seed = tap_seed();
     char summary[160];
     pt_plan_summary(&plan, summary, sizeof summary);
     if (tap_rank0) printf("# %s steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, steps, seed);

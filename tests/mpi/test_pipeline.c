@@ -166,15 +166,11 @@ static int memory_test(uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr, ws;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    tap_init(&argc, &argv);
+    int ws;
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
-    tap_rank0 = wr == 0;
     pt_backend_get("cpu")->set_threads(1);
-    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
-    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    const unsigned long seed = tap_seed();
     if (argc == 2 && !strcmp(argv[1], "memory")) {
         if (tap_rank0) printf("# memory seed=%lu (PTRAIN_TEST_SEED reproduces)\n", seed);
         memory_test(seed);

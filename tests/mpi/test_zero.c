@@ -37,14 +37,6 @@
 #include <string.h>
 #include <time.h>
 
-static unsigned long fresh_seed(void)
-{
-    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
-    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
-    return seed;
-}
-
 
 /* which: 0 parameters, 1 gradients.  Max over parameters of the own
  * slice's max |z - slice(ref)|, relative to max |slice(ref)| when rel
@@ -103,7 +95,7 @@ static int equiv(int stage, int dp, int tp, int steps)
     /* plan.zero stays 0: the context does not depend on it (and refuses it
      * until ptrain-run wires ZeRO); the strategy is chosen here */
     pt_plan_default(&rplan);
-    const unsigned long seed = fresh_seed();
+    const unsigned long seed = tap_seed();
     char summary[160];
     pt_plan_summary(&plan, summary, sizeof summary);
     if (tap_rank0) printf("# %s, ZeRO stage %d, steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, stage, steps, seed);
@@ -239,7 +231,7 @@ static int equiv(int stage, int dp, int tp, int steps)
 
 static int memory(int dp)
 {
-    const unsigned long seed = fresh_seed();
+    const unsigned long seed = tap_seed();
     pt_gpt_config cfg = {.n_layer = 12, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 64};
     const int B = 2, T = cfg.seq_len;
     double peak[4] = {0}, total[4] = {0}, form[4] = {0}, psi = 0;
@@ -299,10 +291,7 @@ static int memory(int dp)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    tap_rank0 = wr == 0;
+    tap_init(&argc, &argv);
     int rc = 2;
     if (argc >= 5 && !strcmp(argv[1], "equiv"))
         rc = equiv(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 3);
