@@ -422,15 +422,21 @@ int pt_zero_regather(pt_train *t)
     return rc;
 }
 
+/* parameter i's own range [lo, hi) (own_range), its unit, and the offset
+ * of element lo in the unit's own slices (own_param, own_grad, and m, v
+ * from u->own) */
+static size_t own_at(const pt_train *t, int i, int64_t *lo, int64_t *hi, const pt_zero_unit **u)
+{
+    const struct pt_zero *z = t->zero;
+    own_range(z, t, i, lo, hi);
+    *u = &z->units[z->unit_of[i]];
+    return z->poff[i] + (size_t)*lo - own_lo(*u);
+}
+
 int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad)
 {
-    struct pt_zero *z = t->zero;
-    int64_t a, b;
-    own_range(z, t, i, &a, &b);
-    const pt_zero_unit *u = &z->units[z->unit_of[i]];
-    const size_t x = z->poff[i] + (size_t)a - own_lo(u);
-    *lo = a;
-    *hi = b;
+    const pt_zero_unit *u;
+    const size_t x = own_at(t, i, lo, hi, &u);
     *data = own_param((pt_train *)t, u) + x;
     *grad = own_grad((pt_train *)t, u) + x;
     return PT_OK;
@@ -438,13 +444,8 @@ int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const floa
 
 int pt_zero_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
 {
-    struct pt_zero *z = t->zero;
-    int64_t a, b;
-    own_range(z, t, i, &a, &b);
-    const pt_zero_unit *u = &z->units[z->unit_of[i]];
-    const size_t x = z->poff[i] + (size_t)a - own_lo(u);
-    *lo = a;
-    *hi = b;
+    const pt_zero_unit *u;
+    const size_t x = own_at(t, i, lo, hi, &u);
     *data = own_param(t, u) + x;
     *m = t->m_memory + u->own + x;
     *v = t->v_memory + u->own + x;
