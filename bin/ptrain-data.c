@@ -284,17 +284,26 @@ out:
     return st;
 }
 
+/* The options and the one input (FILE, or - / none for standard input) of
+ * encode and decode: its whole text in *text (the caller frees it), *len
+ * bytes.  Returns -1 on success, else the exit status (the error printed). */
+static int parse_input(int argc, char **argv, const char *sub, struct opts *o, char **text, size_t *len)
+{
+    int st = parse(argc, argv, sub, 0, o);
+    if (st >= 0) return st;
+    if (o->nargs > 1) return tool_die(2, "%s: expected at most one FILE, got %d arguments", sub, o->nargs);
+    int rc = pt_read_file(o->nargs ? o->args[0] : "-", text, len);
+    if (rc) return tool_die(lib_status(rc), "%s: %s", sub, pt_errmsg());
+    return -1;
+}
+
 static int cmd_encode(int argc, char **argv)
 {
     struct opts o;
-    int st = parse(argc, argv, "encode", 0, &o);
-    if (st >= 0) return st;
-    if (o.nargs > 1) return tool_die(2, "encode: expected at most one FILE, got %d arguments", o.nargs);
-    const char *in = o.nargs ? o.args[0] : "-";
     char *text;
     size_t len;
-    int rc = pt_read_file(in, &text, &len);
-    if (rc) return tool_die(lib_status(rc), "encode: %s", pt_errmsg());
+    int rc, st = parse_input(argc, argv, "encode", &o, &text, &len);
+    if (st >= 0) return st;
     pt_bpe *t = NULL;
     if ((st = load_bpe("encode", &o, &t)) >= 0) {
         free(text);
@@ -318,14 +327,11 @@ static int cmd_encode(int argc, char **argv)
 static int cmd_decode(int argc, char **argv)
 {
     struct opts o;
-    int st = parse(argc, argv, "decode", 0, &o);
-    if (st >= 0) return st;
-    if (o.nargs > 1) return tool_die(2, "decode: expected at most one FILE, got %d arguments", o.nargs);
-    const char *in = o.nargs ? o.args[0] : "-";
     char *text;
     size_t len;
-    int rc = pt_read_file(in, &text, &len);
-    if (rc) return tool_die(lib_status(rc), "decode: %s", pt_errmsg());
+    int rc, st = parse_input(argc, argv, "decode", &o, &text, &len);
+    if (st >= 0) return st;
+    const char *in = o.nargs ? o.args[0] : "-";
     /* parse white-space separated decimal ids */
     size_t cap = len / 2 + 1, n = 0;
     int32_t *ids = malloc(cap * sizeof *ids);
