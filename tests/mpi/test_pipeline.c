@@ -30,6 +30,7 @@
 #include "core/core.h"
 #include "model/gpt.h"
 #include "parallel/context.h"
+#include "ref_slice.h"
 #include "pipeline/pipeline.h"
 #include "train/train.h"
 
@@ -58,10 +59,7 @@ static double compare(const pt_train *t, const pt_gpt *ref, int grads, int relat
     double worst_err = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[p->index];
-        float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
-        memcpy(full, grads ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(m->ops, c, p->cls, full, slice, p->rows, p->cols);
+        float *slice = ref_slice(m, c, p, q, grads);
         /* the elements this rank updates (the whole shard without ZeRO) */
         int64_t lo = 0, hi = 0;
         const float *d = NULL, *g = NULL;
@@ -78,7 +76,6 @@ static double compare(const pt_train *t, const pt_gpt *ref, int grads, int relat
             worst_err = err;
             snprintf(worst, wn, "%s", p->name);
         }
-        free(full);
         free(slice);
     }
     return worst_err;

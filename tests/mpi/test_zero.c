@@ -27,6 +27,7 @@
 #include "core/core.h"
 #include "model/gpt.h"
 #include "parallel/context.h"
+#include "ref_slice.h"
 #include "train/train.h"
 
 #include <math.h>
@@ -48,10 +49,7 @@ static void compare(const pt_train *tz, const pt_train *t0, const pt_gpt *ref, c
     *e_ref = *e_0 = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[i];
-        float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
-        memcpy(full, which ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(m->ops, c, p->cls, full, slice, p->rows, p->cols);
+        float *slice = ref_slice(m, c, p, q, which);
         int64_t lo, hi, lo0, hi0;
         const float *zd, *zg, *d0, *g0;
         pt_train_owned(tz, i, &lo, &hi, &zd, &zg);
@@ -72,7 +70,6 @@ static void compare(const pt_train *tz, const pt_train *t0, const pt_gpt *ref, c
             snprintf(worst, wn, "%s", p->name);
         }
         *e_0 = fmax(*e_0, d0m);
-        free(full);
         free(slice);
     }
 }
