@@ -30,6 +30,7 @@
 #include "config.h"
 #include "backend/ops.h"
 #include "ckpt/ckpt.h"
+#include "bin/tool_util.h"
 #include "core/core.h"
 #include "core/file.h"
 #include "data/bpe.h"
@@ -53,7 +54,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *cmd = "ptrain-ckpt";
+const char *const tool_name = "ptrain-ckpt";
 
 #define LLMC_MAGIC 20240326
 #define LLMC_VERSION_FP32 3
@@ -83,18 +84,6 @@ static void usage(FILE *f)
             "                      writes each step's logits (fp32 [N, V]) to FILE\n"
             "DIR is a checkpoint (DIR/manifest.json) or a save directory (its DIR/latest).\n"
             "--help, --version: this text; the version.\n");
-}
-
-static int die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int die(int status, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return status;
 }
 
 /* ---- manifest ------------------------------------------------------------ */
@@ -141,31 +130,6 @@ static int resolve(const char *arg, char *out, size_t n)
     return PT_OK;
 }
 
-/* Read and parse path/manifest.json and check its format line.
- * PT_EIO (missing), PT_EFORMAT (not JSON, another format). */
-static int load_manifest(const char *path, json_t **out)
-{
-    char p[4300], *txt = NULL;
-    size_t len;
-    *out = NULL;
-    snprintf(p, sizeof p, "%s/manifest.json", path);
-    if (access(p, F_OK)) return pt_fail(PT_EIO, "checkpoint %s: no manifest.json (an incomplete save, or not a checkpoint)", path);
-    int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
-    if (rc) return rc;
-    json_error_t je;
-    json_t *man = json_loads(txt, 0, &je);
-    free(txt);
-    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
-    if (strcmp(jstr(man, "format"), "ptrain-checkpoint") || jint(man, "version") != 1) {
-        pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected 'ptrain-checkpoint' version 1)",
-                path, jstr(man, "format"), jint(man, "version"));
-        json_decref(man);
-        return PT_EFORMAT;
-    }
-    *out = man;
-    return PT_OK;
-}
-
 static int manifest_config(json_t *man, pt_gpt_config *cfg)
 {
     json_t *mc = json_object_get(man, "model");
@@ -187,7 +151,7 @@ static int cmd_info(const char *arg)
 {
     char path[4200];
     json_t *man;
-    if (resolve(arg, path, sizeof path) || load_manifest(path, &man)) return die(2, "info: %s", pt_errmsg());
+    if (resolve(arg, path, sizeof path) || pt_ckpt_manifest_read(path, &man)) return tool_die(2, "info: %s", pt_errmsg());
     json_t *mc = json_object_get(man, "model"), *mp = json_object_get(man, "plan"),
            *ls = json_object_get(man, "lr_schedule"), *files = json_object_get(man, "files"),
            *tens = json_object_get(man, "tensors");
@@ -245,7 +209,7 @@ static int cmd_verify(const char *arg)
     char path[4200];
     json_t *man = NULL;
     problems = 0;
-    if (resolve(arg, path, sizeof path) || load_manifest(path, &man)) {
+    if (resolve(arg, path, sizeof path) || pt_ckpt_manifest_read(path, &man)) {
         problem("%s", pt_errmsg());
         return 1;
     }
@@ -639,12 +603,12 @@ static int convert(const char *to, const char *src, const char *dst)
     if (!strcmp(to, "llmc")) target = F_LLMC;
     else if (!strcmp(to, "safetensors")) target = F_ST;
     else if (!strcmp(to, "ckpt")) target = F_CKPT;
-    else return die(2, "convert: --to '%s' is not one of llmc, safetensors, ckpt", to);
-    if (strlen(dst) > 4000) return die(2, "convert: destination name of %zu bytes is too long (at most 4000)", strlen(dst));
+    else return tool_die(2, "convert: --to '%s' is not one of llmc, safetensors, ckpt", to);
+    if (strlen(dst) > 4000) return tool_die(2, "convert: destination name of %zu bytes is too long (at most 4000)", strlen(dst));
     const int from_ckpt = is_dir(src);
-    if (!from_ckpt && access(src, R_OK)) return die(2, "convert: %s: %s", src, strerror(errno));
+    if (!from_ckpt && access(src, R_OK)) return tool_die(2, "convert: %s: %s", src, strerror(errno));
     if (from_ckpt && target == F_CKPT)
-        return die(2, "convert: %s is already a checkpoint (ptrain-run --resume reshards it to any plan; "
+        return tool_die(2, "convert: %s is already a checkpoint (ptrain-run --resume reshards it to any plan; "
                       "valid targets: --to llmc, --to safetensors)", src);
     holder h;
     memset(&h, 0, sizeof h);
@@ -656,16 +620,16 @@ static int convert(const char *to, const char *src, const char *dst)
     if (from_ckpt) {
         json_t *man = NULL;
         int rc = resolve(src, path, sizeof path);
-        if (!rc) rc = load_manifest(path, &man);
+        if (!rc) rc = pt_ckpt_manifest_read(path, &man);
         if (!rc) rc = manifest_config(man, &cfg);
         json_decref(man);
         if (rc) {
-            status = die(2, "convert: %s", pt_errmsg());
+            status = tool_die(2, "convert: %s", pt_errmsg());
             goto out;
         }
         pt_ckpt_meta meta;
         if ((rc = holder_build(&h, &cfg, 1)) || (rc = pt_ckpt_load(path, &h.tr, &h.plan, &cfg, &meta))) {
-            status = die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
+            status = tool_die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
             goto out;
         }
         step = meta.step;
@@ -673,7 +637,7 @@ static int convert(const char *to, const char *src, const char *dst)
         snprintf(path, sizeof path, "%s", src);
         int rc = llmc_read(src, &h, &cfg);
         if (rc) {
-            status = die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
+            status = tool_die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
             goto out;
         }
     }
@@ -696,7 +660,7 @@ static int convert(const char *to, const char *src, const char *dst)
         snprintf(what, sizeof what, "checkpoint %.200s, step 0, fresh AdamW state, model %s", saved, meta.model);
     }
     if (rc) {
-        status = die(1, "convert: %s", pt_errmsg());
+        status = tool_die(1, "convert: %s", pt_errmsg());
         goto out;
     }
     printf("convert: %s (step %ld, L=%d H=%d C=%d T=%d V=%d) -> %s (%s%s", path, step, cfg.n_layer, cfg.n_head,
@@ -779,26 +743,26 @@ static int sample_one(const float *logits, int V, double temp, long top_k, uint6
 
 static int cmd_sample(const char *arg, const sample_opts *so)
 {
-    if (!so->vocab_dir) return die(2, "sample: the GPT-2 tokenizer is needed: --vocab-dir DIR or $PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
+    if (!so->vocab_dir) return tool_die(2, "sample: the GPT-2 tokenizer is needed: --vocab-dir DIR or $PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
     pt_bpe *bpe = NULL;
     if (pt_bpe_load(&bpe, so->vocab_dir))
-        return die(2, "sample: the GPT-2 tokenizer (--vocab-dir %s): %s", so->vocab_dir, pt_errmsg());
+        return tool_die(2, "sample: the GPT-2 tokenizer (--vocab-dir %s): %s", so->vocab_dir, pt_errmsg());
     char path[4200];
     json_t *man = NULL;
     pt_gpt_config cfg;
     int rc = resolve(arg, path, sizeof path);
-    if (!rc) rc = load_manifest(path, &man);
+    if (!rc) rc = pt_ckpt_manifest_read(path, &man);
     if (!rc) rc = manifest_config(man, &cfg);
     json_decref(man);
     if (rc) {
         pt_bpe_free(bpe);
-        return die(2, "sample: %s", pt_errmsg());
+        return tool_die(2, "sample: %s", pt_errmsg());
     }
     int32_t *pids = NULL;
     size_t np = 0;
     if (pt_bpe_encode(bpe, so->prompt, strlen(so->prompt), &pids, &np)) {
         pt_bpe_free(bpe);
-        return die(2, "sample: --prompt: %s", pt_errmsg());
+        return tool_die(2, "sample: --prompt: %s", pt_errmsg());
     }
     const int V = cfg.vocab, T = cfg.seq_len;
     const int eot = pt_bpe_eot(bpe);
@@ -808,7 +772,7 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         if (!pids || eot < 0 || eot >= V) {
             free(pids);
             pt_bpe_free(bpe);
-            return die(2, "sample: an empty --prompt starts from <|endoftext|> (%d), outside this model's vocabulary of %d", eot, V);
+            return tool_die(2, "sample: an empty --prompt starts from <|endoftext|> (%d), outside this model's vocabulary of %d", eot, V);
         }
         pids[0] = eot;
         np = 1;
@@ -818,7 +782,7 @@ static int cmd_sample(const char *arg, const sample_opts *so)
             int bad = pids[i];
             free(pids);
             pt_bpe_free(bpe);
-            return die(2, "sample: the prompt's token %d (position %zu) is outside this model's vocabulary of %d ids", bad, i, V);
+            return tool_die(2, "sample: the prompt's token %d (position %zu) is outside this model's vocabulary of %d ids", bad, i, V);
         }
     int status = 0;
     FILE *lf = NULL;
@@ -830,17 +794,17 @@ static int cmd_sample(const char *arg, const sample_opts *so)
     cand *sc = malloc(sizeof *sc * (size_t)V);
     MPI_Init(NULL, NULL);
     if (!all || !in || !tg || !row || !sc) {
-        status = die(1, "sample: out of memory");
+        status = tool_die(1, "sample: out of memory");
         goto out;
     }
     memcpy(all, pids, sizeof *all * np);
     pt_ckpt_meta meta;
     if ((rc = holder_build(&h, &cfg, T)) || (rc = pt_ckpt_load(path, &h.tr, &h.plan, &cfg, &meta))) {
-        status = die(rc == PT_ENOMEM ? 1 : 2, "sample: %s", pt_errmsg());
+        status = tool_die(rc == PT_ENOMEM ? 1 : 2, "sample: %s", pt_errmsg());
         goto out;
     }
     if (so->logits_file && !(lf = fopen(so->logits_file, "wb"))) {
-        status = die(2, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+        status = tool_die(2, "sample: --logits %s: %s", so->logits_file, strerror(errno));
         goto out;
     }
     fprintf(stderr, "sample: %s (step %ld, L=%d H=%d C=%d T=%d V=%d): %zu prompt tokens + %ld, temperature %g, top-k %ld, seed %llu\n",
@@ -856,13 +820,13 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         memset(in + w, 0, sizeof *in * ((size_t)T - w));
         float loss;
         if ((rc = pt_gpt_forward(&h.model, in, tg, &loss))) {
-            status = die(1, "sample: forward: %s", pt_errmsg());
+            status = tool_die(1, "sample: forward: %s", pt_errmsg());
             goto out;
         }
         h.model.ops->copy2d(row, sizeof(float) * (size_t)V, h.model.logits + (w - 1) * (size_t)Vl,
                             sizeof(float) * (size_t)Vl, sizeof(float) * (size_t)V, 1);
         if (lf && fwrite(row, sizeof *row, (size_t)V, lf) != (size_t)V) {
-            status = die(1, "sample: --logits %s: write failed: %s", so->logits_file, strerror(errno));
+            status = tool_die(1, "sample: --logits %s: write failed: %s", so->logits_file, strerror(errno));
             goto out;
         }
         all[n++] = sample_one(row, V, so->temperature, so->top_k, &rng, sc);
@@ -873,7 +837,7 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         char *text = NULL;
         size_t len;
         if (pt_bpe_decode(bpe, all, n, &text, &len)) {
-            status = die(1, "sample: decode: %s", pt_errmsg());
+            status = tool_die(1, "sample: decode: %s", pt_errmsg());
             goto out;
         }
         fwrite(text, 1, len, stdout);
@@ -881,7 +845,7 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         free(text);
     }
 out:
-    if (lf && fclose(lf) && !status) status = die(1, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+    if (lf && fclose(lf) && !status) status = tool_die(1, "sample: --logits %s: %s", so->logits_file, strerror(errno));
     holder_free(&h);
     MPI_Finalize();
     free(all);
@@ -917,11 +881,10 @@ int main(int argc, char **argv)
     const char *c = argv[1], *to = NULL;
     const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert") || !strcmp(c, "sample");
     sample_opts so = {.prompt = "", .tokens = 64, .temperature = 1.0, .top_k = 0, .seed = 1337};
-    so.vocab_dir = getenv("PTRAIN_BPE_DIR");
-    if (so.vocab_dir && !*so.vocab_dir) so.vocab_dir = NULL;
+    so.vocab_dir = tool_bpe_dir_env();
     if (!sub && strcmp(c, "--help") && strcmp(c, "-h") && strcmp(c, "help") && strcmp(c, "--version") &&
         strcmp(c, "-V"))
-        return die(2, "unknown command '%s' (valid: info, verify, convert, sample, --help, --version)", c);
+        return tool_die(2, "unknown command '%s' (valid: info, verify, convert, sample, --help, --version)", c);
     if (!strcmp(c, "help")) {
         usage(stdout);
         return 0;
@@ -932,27 +895,27 @@ int main(int argc, char **argv)
     while ((o = getopt_long(argc, argv, ":hV", lo, &li)) != -1) {
         switch (o) {
         case 't':
-            if (strcmp(c, "convert")) return die(2, "%s: --to is only valid for convert", c);
+            if (strcmp(c, "convert")) return tool_die(2, "%s: --to is only valid for convert", c);
             to = optarg;
             break;
         case 'p': case 'n': case 'T': case 'k': case 's': case 'v': case 'i': case 'l':
-            if (strcmp(c, "sample")) return die(2, "%s: --%s is only valid for sample", c, lo[li].name);
+            if (strcmp(c, "sample")) return tool_die(2, "%s: --%s is only valid for sample", c, lo[li].name);
             if (o == 'p') so.prompt = optarg;
             else if (o == 'v') so.vocab_dir = optarg;
             else if (o == 'l') so.logits_file = optarg;
             else if (o == 'i') so.ids = 1;
-            else if (o == 'n' && pt_parse_int("--tokens", optarg, 1, 1000000, &so.tokens)) return die(2, "sample: %s", pt_errmsg());
-            else if (o == 'k' && pt_parse_int("--top-k", optarg, 0, 1 << 24, &so.top_k)) return die(2, "sample: %s", pt_errmsg());
+            else if (o == 'n' && pt_parse_int("--tokens", optarg, 1, 1000000, &so.tokens)) return tool_die(2, "sample: %s", pt_errmsg());
+            else if (o == 'k' && pt_parse_int("--top-k", optarg, 0, 1 << 24, &so.top_k)) return tool_die(2, "sample: %s", pt_errmsg());
             else if (o == 's') {
                 long v;
-                if (pt_parse_int("--seed", optarg, 0, 2147483647L, &v)) return die(2, "sample: %s", pt_errmsg());
+                if (pt_parse_int("--seed", optarg, 0, 2147483647L, &v)) return tool_die(2, "sample: %s", pt_errmsg());
                 so.seed = (unsigned long long)v;
             } else if (o == 'T') {
                 char *end;
                 errno = 0;
                 double f = strtod(optarg, &end);
                 if (end == optarg || *end || errno || !(f > 0) || f > 100)
-                    return die(2, "sample: --temperature '%s' is not a number in (0, 100] (use --top-k 1 for greedy decoding)", optarg);
+                    return tool_die(2, "sample: --temperature '%s' is not a number in (0, 100] (use --top-k 1 for greedy decoding)", optarg);
                 so.temperature = f;
             }
             break;
@@ -960,19 +923,18 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         case 'V':
-            printf("%s (ptrain) %s\n", cmd, PACKAGE_VERSION);
-            return 0;
+            return tool_version();
         case ':':
-            return die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
+            return tool_die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
         default:
-            return die(2, "%s: unknown option '%s' (valid: --to FORMAT (convert); --prompt, --tokens, --temperature, "
+            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT (convert); --prompt, --tokens, --temperature, "
                           "--top-k, --seed, --vocab-dir, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
         }
     }
-    if (!sub) return die(2, "a command is needed (valid: info, verify, convert, sample)");
+    if (!sub) return tool_die(2, "a command is needed (valid: info, verify, convert, sample)");
     const int nargs = argc - optind, want = strcmp(c, "convert") ? 1 : 2;
     if (nargs != want)
-        return die(2, "%s: needs %s (got %d arguments)", c, want == 1 ? "one checkpoint directory" : "SRC and DST",
+        return tool_die(2, "%s: needs %s (got %d arguments)", c, want == 1 ? "one checkpoint directory" : "SRC and DST",
                    nargs);
     if (!strcmp(c, "info")) return cmd_info(argv[optind]);
     if (!strcmp(c, "verify")) return cmd_verify(argv[optind]);

@@ -5,6 +5,7 @@
  * input value; 1 any other failure (malformed file, out of memory). */
 #define _GNU_SOURCE
 #include "config.h"
+#include "bin/tool_util.h"
 #include "core/core.h"
 #include "data/bpe.h"
 #include "data/corpus.h"
@@ -13,14 +14,13 @@
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *cmd = "ptrain-data";
+const char *const tool_name = "ptrain-data";
 
 static void usage(FILE *f)
 {
@@ -39,19 +39,6 @@ static void usage(FILE *f)
             "  info    SHARD                      print a token shard's header (after validating it)\n"
             "DIR holds GPT-2's encoder.json and vocab.bpe (scripts/get-tokenizer.sh prints it);\n"
             "--vocab-dir defaults to $PTRAIN_BPE_DIR.  --help, --version: this text; the version.\n");
-}
-
-/* Print a one-line error and return the exit status for it. */
-static int die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int die(int status, const char *fmt, ...)
-{
-    va_list ap;
-    fprintf(stderr, "%s: ", cmd);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
-    return status;
 }
 
 /* Exit status for a library error: bad input or unreadable file -> 2. */
@@ -91,8 +78,7 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
                                      "--format auto|text|jsonl, --jsonl-field NAME, --threads N, --help"
                                    : "--vocab-dir DIR, --help";
     memset(o, 0, sizeof *o);
-    o->vocab_dir = getenv("PTRAIN_BPE_DIR");
-    if (o->vocab_dir && !*o->vocab_dir) o->vocab_dir = NULL;
+    o->vocab_dir = tool_bpe_dir_env();
     o->val_fraction = 0.02;
     opterr = 0;
     optind = 1;
@@ -109,32 +95,32 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
         case 'J':
         case 'T':
             if (!allow_prep)
-                return die(2, "%s: option '%s' is only valid for 'prepare' (valid here: %s)", sub, argv[optind - 1],
+                return tool_die(2, "%s: option '%s' is only valid for 'prepare' (valid here: %s)", sub, argv[optind - 1],
                            valid);
             if (c == 'o') {
                 o->out = optarg;
             } else if (c == 'V') {
                 if (o->nval_files == (int)(sizeof o->val_files / sizeof o->val_files[0]))
-                    return die(2, "%s: more than %d --val-file options", sub, o->nval_files);
+                    return tool_die(2, "%s: more than %d --val-file options", sub, o->nval_files);
                 o->val_files[o->nval_files++] = optarg;
             } else if (c == 'F') {
                 if (!strcmp(optarg, "auto")) o->format = PT_CORPUS_AUTO;
                 else if (!strcmp(optarg, "text")) o->format = PT_CORPUS_TEXT;
                 else if (!strcmp(optarg, "jsonl")) o->format = PT_CORPUS_JSONL;
-                else return die(2, "%s: --format '%s' is not one of auto, text, jsonl", sub, optarg);
+                else return tool_die(2, "%s: --format '%s' is not one of auto, text, jsonl", sub, optarg);
             } else if (c == 'J') {
-                if (!*optarg) return die(2, "%s: --jsonl-field needs a field name", sub);
+                if (!*optarg) return tool_die(2, "%s: --jsonl-field needs a field name", sub);
                 o->field = optarg;
             } else if (c == 'T') {
                 long v;
-                if (pt_parse_int("--threads", optarg, 1, 1024, &v)) return die(2, "%s: %s", sub, pt_errmsg());
+                if (pt_parse_int("--threads", optarg, 1, 1024, &v)) return tool_die(2, "%s: %s", sub, pt_errmsg());
                 o->threads = v;
             } else {
                 char *end;
                 errno = 0;
                 double f = strtod(optarg, &end);
                 if (end == optarg || *end || errno || !isfinite(f) || f < 0 || f >= 1)
-                    return die(2, "%s: --val-fraction '%s' is not a number in [0, 1)", sub, optarg);
+                    return tool_die(2, "%s: --val-fraction '%s' is not a number in [0, 1)", sub, optarg);
                 o->val_fraction = f;
                 o->val_fraction_set = 1;
             }
@@ -143,12 +129,11 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
             usage(stdout);
             return 0;
         case 'R':
-            printf("%s (ptrain) %s\n", cmd, PACKAGE_VERSION);
-            return 0;
+            return tool_version();
         case ':':
-            return die(2, "%s: option '%s' needs a value", sub, argv[optind - 1]);
+            return tool_die(2, "%s: option '%s' needs a value", sub, argv[optind - 1]);
         default:
-            return die(2, "%s: unknown option '%s' (valid: %s)", sub, argv[optind - 1], valid);
+            return tool_die(2, "%s: unknown option '%s' (valid: %s)", sub, argv[optind - 1], valid);
         }
     }
     o->nargs = argc - optind;
@@ -159,13 +144,13 @@ static int parse(int argc, char **argv, const char *sub, int allow_prep, struct 
 static int load_bpe(const char *sub, const struct opts *o, pt_bpe **t)
 {
     if (!o->vocab_dir)
-        return die(2, "%s: no vocabulary: give --vocab-dir DIR or set PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)",
+        return tool_die(2, "%s: no vocabulary: give --vocab-dir DIR or set PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)",
                    sub);
     struct stat sb;
     if (stat(o->vocab_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return die(2, "%s: --vocab-dir '%s' is not a directory", sub, o->vocab_dir);
+        return tool_die(2, "%s: --vocab-dir '%s' is not a directory", sub, o->vocab_dir);
     int rc = pt_bpe_load(t, o->vocab_dir);
-    if (rc) return die(lib_status(rc), "%s: %s", sub, pt_errmsg());
+    if (rc) return tool_die(lib_status(rc), "%s: %s", sub, pt_errmsg());
     return -1;
 }
 
@@ -173,7 +158,7 @@ static int load_bpe(const char *sub, const struct opts *o, pt_bpe **t)
 static void progress(size_t done, size_t total, void *arg)
 {
     double t0 = *(const double *)arg, dt = pt_now() - t0;
-    fprintf(stderr, "%s: prepare: encoded %.0f of %.0f MiB (%.0f%%), %.1f MB/s\n", cmd, done / 1048576.0,
+    fprintf(stderr, "%s: prepare: encoded %.0f of %.0f MiB (%.0f%%), %.1f MB/s\n", tool_name, done / 1048576.0,
             total / 1048576.0, total ? 100.0 * (double)done / (double)total : 100.0, dt > 0 ? done / dt / 1e6 : 0.0);
 }
 
@@ -181,7 +166,7 @@ static int add_inputs(pt_corpus *c, char *const *paths, int n, const struct opts
 {
     for (int i = 0; i < n; i++) {
         int rc = pt_corpus_add(c, paths[i], o->format, o->field);
-        if (rc) return die(lib_status(rc), "prepare: %s", pt_errmsg());
+        if (rc) return tool_die(lib_status(rc), "prepare: %s", pt_errmsg());
     }
     return -1;
 }
@@ -191,15 +176,15 @@ static int cmd_prepare(int argc, char **argv)
     struct opts o;
     int st = parse(argc, argv, "prepare", 1, &o);
     if (st >= 0) return st;
-    if (!o.out) return die(2, "prepare: --out OUTDIR is required");
-    if (o.nargs < 1) return die(2, "prepare: no INPUT given (text or .jsonl files, directories, or - for standard input)");
+    if (!o.out) return tool_die(2, "prepare: --out OUTDIR is required");
+    if (o.nargs < 1) return tool_die(2, "prepare: no INPUT given (text or .jsonl files, directories, or - for standard input)");
     if (o.nval_files && o.val_fraction_set)
-        return die(2, "prepare: give either --val-fraction or --val-file, not both");
+        return tool_die(2, "prepare: give either --val-fraction or --val-file, not both");
     if (!o.vocab_dir)
-        return die(2, "prepare: no vocabulary: give --vocab-dir DIR or set PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
+        return tool_die(2, "prepare: no vocabulary: give --vocab-dir DIR or set PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
     struct stat sb;
     if (stat(o.vocab_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return die(2, "prepare: --vocab-dir '%s' is not a directory", o.vocab_dir);
+        return tool_die(2, "prepare: --vocab-dir '%s' is not a directory", o.vocab_dir);
     long threads = o.threads;
     if (!threads) {
         threads = sysconf(_SC_NPROCESSORS_ONLN);
@@ -213,27 +198,27 @@ static int cmd_prepare(int argc, char **argv)
     if ((st = add_inputs(&train, o.args, o.nargs, &o)) >= 0) goto out;
     if ((st = add_inputs(&val, (char *const *)o.val_files, o.nval_files, &o)) >= 0) goto out;
     if (train.ndocs == 0) {
-        st = die(2, "prepare: the inputs hold no document (empty files, or JSON Lines with empty '%s' fields)",
+        st = tool_die(2, "prepare: the inputs hold no document (empty files, or JSON Lines with empty '%s' fields)",
                  o.field ? o.field : "text");
         goto out;
     }
     if (o.nval_files && val.ndocs == 0) {
-        st = die(2, "prepare: the --val-file inputs hold no document");
+        st = tool_die(2, "prepare: the --val-file inputs hold no document");
         goto out;
     }
     if (mkdir(o.out, 0755) != 0 && errno != EEXIST) {
-        st = die(2, "prepare: cannot create output directory %s: %s", o.out, strerror(errno));
+        st = tool_die(2, "prepare: cannot create output directory %s: %s", o.out, strerror(errno));
         goto out;
     }
     starts = malloc(sizeof *starts * ((size_t)train.ndocs + 1));
-    if (!starts) { st = die(1, "prepare: out of memory"); goto out; }
+    if (!starts) { st = tool_die(1, "prepare: out of memory"); goto out; }
     double t0 = pt_now();
     size_t bytes = train.bytes + val.bytes;
     pt_corpus_progress pr = bytes >= ((size_t)64 << 20) ? progress : NULL;
     int rc = pt_corpus_encode(&train, o.vocab_dir, (int)threads, &ids, &n, starts, pr, &t0);
     if (!rc && o.nval_files) rc = pt_corpus_encode(&val, o.vocab_dir, (int)threads, &vids, &nv, NULL, pr, &t0);
     double dt = pt_now() - t0;
-    if (rc) { st = die(lib_status(rc), "prepare: %s", pt_errmsg()); goto out; }
+    if (rc) { st = tool_die(lib_status(rc), "prepare: %s", pt_errmsg()); goto out; }
 
     /* the split: --val-file documents; else the last fraction of the
      * documents; else (one document) the last fraction of its tokens */
@@ -263,7 +248,7 @@ static int cmd_prepare(int argc, char **argv)
     size_t ol = strlen(o.out) + 16;
     ptrain = malloc(ol);
     pval = malloc(ol);
-    if (!ptrain || !pval) { st = die(1, "prepare: out of memory"); goto out; }
+    if (!ptrain || !pval) { st = tool_die(1, "prepare: out of memory"); goto out; }
     snprintf(ptrain, ol, "%s/train.bin", o.out);
     snprintf(pval, ol, "%s/val.bin", o.out);
     pt_bpe *t = NULL;
@@ -277,7 +262,7 @@ static int cmd_prepare(int argc, char **argv)
     const int32_t *parts[2] = { ids, vpart };
     const uint64_t counts[2] = { ntrain, nval };
     if ((rc = pt_shard_write_set(2, paths, parts, counts, V, eot))) {
-        st = die(lib_status(rc), "prepare: %s", pt_errmsg());
+        st = tool_die(lib_status(rc), "prepare: %s", pt_errmsg());
         goto out;
     }
     printf("%d input%s, %d document%s, %zu bytes -> %zu tokens in %.3f s on %ld thread%s (%.0f tokens/s, %.2f MB/s)\n",
@@ -299,17 +284,26 @@ out:
     return st;
 }
 
+/* The options and the one input (FILE, or - / none for standard input) of
+ * encode and decode: its whole text in *text (the caller frees it), *len
+ * bytes.  Returns -1 on success, else the exit status (the error printed). */
+static int parse_input(int argc, char **argv, const char *sub, struct opts *o, char **text, size_t *len)
+{
+    int st = parse(argc, argv, sub, 0, o);
+    if (st >= 0) return st;
+    if (o->nargs > 1) return tool_die(2, "%s: expected at most one FILE, got %d arguments", sub, o->nargs);
+    int rc = pt_read_file(o->nargs ? o->args[0] : "-", text, len);
+    if (rc) return tool_die(lib_status(rc), "%s: %s", sub, pt_errmsg());
+    return -1;
+}
+
 static int cmd_encode(int argc, char **argv)
 {
     struct opts o;
-    int st = parse(argc, argv, "encode", 0, &o);
-    if (st >= 0) return st;
-    if (o.nargs > 1) return die(2, "encode: expected at most one FILE, got %d arguments", o.nargs);
-    const char *in = o.nargs ? o.args[0] : "-";
     char *text;
     size_t len;
-    int rc = pt_read_file(in, &text, &len);
-    if (rc) return die(lib_status(rc), "encode: %s", pt_errmsg());
+    int rc, st = parse_input(argc, argv, "encode", &o, &text, &len);
+    if (st >= 0) return st;
     pt_bpe *t = NULL;
     if ((st = load_bpe("encode", &o, &t)) >= 0) {
         free(text);
@@ -319,10 +313,10 @@ static int cmd_encode(int argc, char **argv)
     size_t n = 0;
     rc = pt_bpe_encode(t, text, len, &ids, &n);
     if (rc) {
-        st = die(lib_status(rc), "encode: %s", pt_errmsg());
+        st = tool_die(lib_status(rc), "encode: %s", pt_errmsg());
     } else {
         for (size_t i = 0; i < n; i++) printf("%d\n", (int)ids[i]);
-        st = (fflush(stdout) != 0 || ferror(stdout)) ? die(1, "encode: cannot write standard output") : 0;
+        st = (fflush(stdout) != 0 || ferror(stdout)) ? tool_die(1, "encode: cannot write standard output") : 0;
     }
     free(ids);
     pt_bpe_free(t);
@@ -333,20 +327,17 @@ static int cmd_encode(int argc, char **argv)
 static int cmd_decode(int argc, char **argv)
 {
     struct opts o;
-    int st = parse(argc, argv, "decode", 0, &o);
-    if (st >= 0) return st;
-    if (o.nargs > 1) return die(2, "decode: expected at most one FILE, got %d arguments", o.nargs);
-    const char *in = o.nargs ? o.args[0] : "-";
     char *text;
     size_t len;
-    int rc = pt_read_file(in, &text, &len);
-    if (rc) return die(lib_status(rc), "decode: %s", pt_errmsg());
+    int rc, st = parse_input(argc, argv, "decode", &o, &text, &len);
+    if (st >= 0) return st;
+    const char *in = o.nargs ? o.args[0] : "-";
     /* parse white-space separated decimal ids */
     size_t cap = len / 2 + 1, n = 0;
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!ids) {
         free(text);
-        return die(1, "decode: out of memory");
+        return tool_die(1, "decode: out of memory");
     }
     char *p = text, *stop = text + len;
     long line = 1;
@@ -361,14 +352,14 @@ static int cmd_decode(int argc, char **argv)
         errno = 0;
         long v = strtol(p, &end, 10);
         if (*p == '\0') { /* a NUL byte must not end the list silently */
-            st = die(2, "decode: a NUL byte on line %ld of %s is not a token id (valid: white-space "
+            st = tool_die(2, "decode: a NUL byte on line %ld of %s is not a token id (valid: white-space "
                      "separated non-negative integers)", line, in);
             break;
         }
         if (end == p || errno || v < 0 || v > INT32_MAX ||
             (*end && *end != ' ' && *end != '\t' && *end != '\n' && *end != '\r')) {
             size_t w = strcspn(p, " \t\r\n");
-            st = die(2, "decode: '%.*s' on line %ld of %s is not a token id (a non-negative integer)",
+            st = tool_die(2, "decode: '%.*s' on line %ld of %s is not a token id (a non-negative integer)",
                      (int)(w > 40 ? 40 : w), p, line, in);
             break;
         }
@@ -389,10 +380,10 @@ static int cmd_decode(int argc, char **argv)
     size_t olen = 0;
     rc = pt_bpe_decode(t, ids, n, &out, &olen);
     if (rc) {
-        st = die(lib_status(rc), "decode: %s", pt_errmsg());
+        st = tool_die(lib_status(rc), "decode: %s", pt_errmsg());
     } else {
         fwrite(out, 1, olen, stdout);
-        st = (fflush(stdout) != 0 || ferror(stdout)) ? die(1, "decode: cannot write standard output") : 0;
+        st = (fflush(stdout) != 0 || ferror(stdout)) ? tool_die(1, "decode: cannot write standard output") : 0;
     }
     free(out);
     free(ids);
@@ -405,10 +396,10 @@ static int cmd_info(int argc, char **argv)
     struct opts o;
     int st = parse(argc, argv, "info", 0, &o);
     if (st >= 0) return st;
-    if (o.nargs != 1) return die(2, "info: expected one SHARD, got %d arguments", o.nargs);
+    if (o.nargs != 1) return tool_die(2, "info: expected one SHARD, got %d arguments", o.nargs);
     pt_shard s;
     int rc = pt_shard_open(&s, o.args[0]);
-    if (rc) return die(lib_status(rc), "info: %s", pt_errmsg());
+    if (rc) return tool_die(lib_status(rc), "info: %s", pt_errmsg());
     printf("file             %s\n", o.args[0]);
     printf("magic            %s\n", PT_SHARD_MAGIC);
     printf("version          %d\n", PT_SHARD_VERSION);
@@ -433,12 +424,11 @@ int main(int argc, char **argv)
         return 0;
     }
     if (!strcmp(c, "--version") || !strcmp(c, "-V")) {
-        printf("%s (ptrain) %s\n", cmd, PACKAGE_VERSION);
-        return 0;
+        return tool_version();
     }
     if (!strcmp(c, "prepare")) return cmd_prepare(argc - 1, argv + 1);
     if (!strcmp(c, "encode")) return cmd_encode(argc - 1, argv + 1);
     if (!strcmp(c, "decode")) return cmd_decode(argc - 1, argv + 1);
     if (!strcmp(c, "info")) return cmd_info(argc - 1, argv + 1);
-    return die(2, "unknown command '%s' (valid: prepare, encode, decode, info, --help, --version)", c);
+    return tool_die(2, "unknown command '%s' (valid: prepare, encode, decode, info, --help, --version)", c);
 }

@@ -10,6 +10,21 @@ check() { d=$1; shift; if "$@"; then ok "$d"; else not_ok "$d"; fi; }
 diag() { echo "# $*"; }
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 done_testing() { echo "1..$tap_n"; [ "$tap_fail" -eq 0 ]; }
+# The usual preamble of a test, one call each:
+# need_mpirun: skip the test unless mpirun ($MPIRUN) is on the PATH.
+need_mpirun() { command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"; }
+# need_jq: skip the test unless jq is installed.
+need_jq() { command -v jq >/dev/null 2>&1 || skip_all "jq not installed (apt-get install jq)"; }
+# need_run: set run (ptrain-run in the build tree); skip unless it is built.
+need_run() { run="$top_builddir/ptrain-run"; [ -x "$run" ] || skip_all "ptrain-run not built"; }
+# need_mpi_prog NAME: set bin (tests/mpi/NAME in the build tree); skip unless
+# it is built and mpirun is present.
+need_mpi_prog() { bin="$top_builddir/tests/mpi/$1"; [ -x "$bin" ] || skip_all "$1 not built"; need_mpirun; }
+# workdir: set wd to a fresh temporary directory, removed when the test exits.
+workdir() { wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT; }
+# fresh_seed: set seed (synthetic data, new every run; print it with diag to
+# reproduce a failure) and init (a model --seed derived from it).
+fresh_seed() { seed=$(( $(date +%s) % 100000 )); init=$(( seed % 977 + 1 )); }
 # mpirun with the flags every MPI test needs (root, oversubscription, loopback).
 # Under ASan, leak detection is off for MPI processes: Open MPI's components are
 # dlopen'd and keep allocations until exit that LeakSanitizer cannot unwind or

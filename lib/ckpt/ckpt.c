@@ -371,6 +371,33 @@ static const char *jstr(json_t *o, const char *k)
 }
 static long long jint(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 
+int pt_ckpt_manifest_read(const char *path, json_t **out)
+{
+    char p[4300], *txt = NULL;
+    size_t len;
+    struct stat sb;
+    *out = NULL;
+    if (strlen(path) > 4200) return pt_fail(PT_EINVAL, "checkpoint name of %zu bytes is too long (at most 4200)", strlen(path));
+    if (stat(path, &sb) || !S_ISDIR(sb.st_mode)) return pt_fail(PT_EIO, "checkpoint %s: not a directory", path);
+    snprintf(p, sizeof p, "%s/manifest.json", path);
+    if (stat(p, &sb))
+        return pt_fail(PT_EIO, "checkpoint %s: no manifest.json (an incomplete save, or not a checkpoint)", path);
+    int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *man = json_loads(txt, 0, &je);
+    free(txt);
+    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
+    if (strcmp(jstr(man, "format"), CKPT_FORMAT) || jint(man, "version") != CKPT_VERSION) {
+        pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected '%s' version %d)", path,
+                jstr(man, "format"), jint(man, "version"), CKPT_FORMAT, CKPT_VERSION);
+        json_decref(man);
+        return PT_EFORMAT;
+    }
+    *out = man;
+    return PT_OK;
+}
+
 typedef struct staged {
     char *buf;     /* this rank's file */
     json_t *file;  /* its manifest entry */
@@ -384,24 +411,12 @@ static int reshard(const char *path, pt_train *t, staged *st);
 static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, staged *st)
 {
     const pt_pctx *c = t->model->ctx;
-    char p[4200], *txt = NULL;
+    char p[4200];
     size_t len;
     memset(st, 0, sizeof *st);
-    snprintf(p, sizeof p, "%s/manifest.json", path);
-    struct stat sb;
-    if (stat(path, &sb) || !S_ISDIR(sb.st_mode))
-        return pt_fail(PT_EIO, "checkpoint %s: not a directory", path);
-    if (stat(p, &sb)) return pt_fail(PT_EIO, "checkpoint %s: no manifest.json (incomplete save): not loaded", path);
-    int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
+    int rc = pt_ckpt_manifest_read(path, &st->man);
     if (rc) return rc;
-    json_error_t je;
-    json_t *man = json_loads(txt, 0, &je);
-    free(txt);
-    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
-    st->man = man;
-    if (strcmp(jstr(man, "format"), CKPT_FORMAT) || jint(man, "version") != CKPT_VERSION)
-        return pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected '%s' version %d)", path,
-                       jstr(man, "format"), jint(man, "version"), CKPT_FORMAT, CKPT_VERSION);
+    json_t *man = st->man;
     json_t *mc = json_object_get(man, "model"), *mine = cfg_json(cfg);
     int same = json_equal(mc, mine);
     json_decref(mine);

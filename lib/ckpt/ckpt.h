@@ -92,6 +92,22 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
  * and it reads and checksums every file holding one of them. */
 int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg, pt_ckpt_meta *meta);
 
+struct json_t; /* jansson's JSON value */
+
+/* Read and check the manifest of checkpoint directory `path` (a
+ * step-NNNNNNNN directory, DIR/manifest.json in the layout above) without
+ * reading any rank file: parse it and check its format line ("ptrain-
+ * checkpoint" version 1).  Needs no MPI; not collective.  On success *man
+ * receives the parsed manifest (the caller json_decref()s it); on error
+ * *man is NULL.  Reads one file of a few KB per tensor and rank.  This is
+ * the loader pt_ckpt_load starts with, so tools (ptrain-ckpt info, verify,
+ * convert) accept exactly the manifests a resume accepts.
+ * Errors: PT_EINVAL (a path longer than 4200 bytes), PT_EIO (path is not a
+ * directory, has no manifest.json: an incomplete save or not a checkpoint,
+ * or it cannot be read), PT_EFORMAT (not valid JSON: the message gives
+ * the line; another format or version), PT_ENOMEM. */
+int pt_ckpt_manifest_read(const char *path, struct json_t **man);
+
 /* Resume: `spec` is "auto" or a checkpoint directory.  "auto": try the
  * checkpoints of save_dir newest first (dir/latest's target first, then
  * every step-* directory in decreasing step order); a refused one is

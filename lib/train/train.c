@@ -42,30 +42,46 @@ int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_c
     /* buckets: parameters grouped by the group their gradient is summed
      * over, in order of first appearance, so each group is one range */
     size_t off = 0;
-    for (int i = 0; i < m->nparams; i++) {
-        pt_comm *sc = m->params[i].shard.sync;
-        int known = 0;
-        for (int k = 0; k < t->nbuckets; k++) known |= t->buckets[k].comm == sc;
-        if (known) continue;
-        if (t->nbuckets == PT_TRAIN_MAX_BUCKETS) {
-            pt_train_free(t);
-            return pt_fail(PT_EINVAL, "parameters use more than %d gradient sync groups", PT_TRAIN_MAX_BUCKETS);
-        }
-        pt_train_bucket *b = &t->buckets[t->nbuckets++];
-        b->comm = sc;
-        b->off = off;
-        for (int j = i; j < m->nparams; j++) {
+    pt_train_bucket *b;
+    int rc;
+    for (int i = 0; !(rc = pt_train_bucket_next(t, &i, off, &b)) && b; i++) {
+        for (int j = i; j >= 0; j = pt_train_next_in_group(m, j + 1, b->comm)) {
             pt_param *p = &m->params[j];
-            if (p->shard.sync != sc) continue;
             p->data = t->params_memory + off;
             p->grad = t->grads_memory + off;
             off += (size_t)p->shard.numel;
         }
         b->n = off - b->off;
     }
-    int rc = pt_gpt_bind_params(m);
+    if (!rc) rc = pt_gpt_bind_params(m);
     if (rc) pt_train_free(t);
     return rc;
+}
+
+int pt_train_next_in_group(const pt_gpt *m, int j, const pt_comm *sc)
+{
+    for (; j < m->nparams; j++)
+        if (m->params[j].shard.sync == sc) return j;
+    return -1;
+}
+
+int pt_train_bucket_next(pt_train *t, int *i, size_t off, pt_train_bucket **b)
+{
+    const pt_gpt *m = t->model;
+    *b = NULL;
+    for (; *i < m->nparams; ++*i) {
+        pt_comm *sc = m->params[*i].shard.sync;
+        int known = 0;
+        for (int k = 0; k < t->nbuckets; k++) known |= t->buckets[k].comm == sc;
+        if (known) continue;
+        if (t->nbuckets == PT_TRAIN_MAX_BUCKETS)
+            return pt_fail(PT_EINVAL, "parameters use more than %d gradient sync groups", PT_TRAIN_MAX_BUCKETS);
+        *b = &t->buckets[t->nbuckets++];
+        (*b)->comm = sc;
+        (*b)->off = off;
+        return PT_OK;
+    }
+    return PT_OK;
 }
 
 void pt_train_free(pt_train *t)

@@ -146,24 +146,14 @@ static int zero_attach(pt_train *t)
     }
     /* buckets by sync group (as the allreduce layout), units by piece within */
     size_t off = 0, own = 0;
-    int nord = 0;
-    for (int i = 0; i < np; i++) {
-        pt_comm *sc = m->params[i].shard.sync;
-        int known = 0;
-        for (int k = 0; k < t->nbuckets; k++) known |= t->buckets[k].comm == sc;
-        if (known) continue;
-        if (t->nbuckets == PT_TRAIN_MAX_BUCKETS) {
-            free(owner);
-            return pt_fail(PT_EINVAL, "parameters use more than %d gradient sync groups", PT_TRAIN_MAX_BUCKETS);
-        }
-        pt_train_bucket *b = &t->buckets[t->nbuckets++];
-        b->comm = sc;
-        b->off = off;
+    int nord = 0, rc;
+    pt_train_bucket *b;
+    for (int i = 0; !(rc = pt_train_bucket_next(t, &i, off, &b)) && b; i++) {
+        pt_comm *sc = b->comm;
         pt_zero_unit *u = NULL;
         int key = 0;
-        for (int j = i; j < np; j++) {
+        for (int j = i, next; j >= 0; j = next) {
             pt_param *p = &m->params[j];
-            if (p->shard.sync != sc) continue;
             owner[j] = (float)p->shard.norm_owner;
             int kj = piece_of(p, L);
             if (!u || kj != key) {
@@ -182,9 +172,7 @@ static int zero_attach(pt_train *t)
             u->n += (size_t)p->shard.numel;
             u->np++;
             /* close the unit when the next parameter of this group starts another piece */
-            int next = -1;
-            for (int q = j + 1; q < np && next < 0; q++)
-                if (m->params[q].shard.sync == sc) next = q;
+            next = pt_train_next_in_group(m, j + 1, sc);
             if (next < 0 || piece_of(&m->params[next], L) != key) {
                 const size_t N = (size_t)sc->size;
                 u->npad = (u->n + N - 1) / N * N;
@@ -199,10 +187,12 @@ static int zero_attach(pt_train *t)
         /* the norm owner of each shard is one rank of its sync group: the
          * group's max says whether the shard counts at all (pp's second
          * copy of the tied embedding does not) */
-        int rc = pt_allreduce_max(sc, owner, (size_t)np);
-        if (rc) { free(owner); return rc; }
-        for (int j = i; j < np; j++)
-            if (m->params[j].shard.sync == sc) z->counted[j] = owner[j] > 0;
+        if ((rc = pt_allreduce_max(sc, owner, (size_t)np))) break;
+        for (int j = i; j >= 0; j = pt_train_next_in_group(m, j + 1, sc)) z->counted[j] = owner[j] > 0;
+    }
+    if (rc) {
+        free(owner);
+        return rc;
     }
     free(owner);
     z->npad = off;
@@ -229,7 +219,7 @@ static int zero_attach(pt_train *t)
         return pt_fail(PT_ENOMEM, "out of memory for ZeRO-%d initial values (%zu floats)", z->stage, off);
     }
     for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], pfull + z->units[k].off, gfull + z->units[k].off, 3);
-    int rc = pt_gpt_bind_params(m);
+    rc = pt_gpt_bind_params(m);
     if (!rc && z->stage == 3)
         for (int k = 0; k < z->nunits; k++) {
             const pt_zero_unit *u = &z->units[k];
@@ -432,15 +422,21 @@ int pt_zero_regather(pt_train *t)
     return rc;
 }
 
+/* parameter i's own range [lo, hi) (own_range), its unit, and the offset
+ * of element lo in the unit's own slices (own_param, own_grad, and m, v
+ * from u->own) */
+static size_t own_at(const pt_train *t, int i, int64_t *lo, int64_t *hi, const pt_zero_unit **u)
+{
+    const struct pt_zero *z = t->zero;
+    own_range(z, t, i, lo, hi);
+    *u = &z->units[z->unit_of[i]];
+    return z->poff[i] + (size_t)*lo - own_lo(*u);
+}
+
 int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad)
 {
-    struct pt_zero *z = t->zero;
-    int64_t a, b;
-    own_range(z, t, i, &a, &b);
-    const pt_zero_unit *u = &z->units[z->unit_of[i]];
-    const size_t x = z->poff[i] + (size_t)a - own_lo(u);
-    *lo = a;
-    *hi = b;
+    const pt_zero_unit *u;
+    const size_t x = own_at(t, i, lo, hi, &u);
     *data = own_param((pt_train *)t, u) + x;
     *grad = own_grad((pt_train *)t, u) + x;
     return PT_OK;
@@ -448,13 +444,8 @@ int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const floa
 
 int pt_zero_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
 {
-    struct pt_zero *z = t->zero;
-    int64_t a, b;
-    own_range(z, t, i, &a, &b);
-    const pt_zero_unit *u = &z->units[z->unit_of[i]];
-    const size_t x = z->poff[i] + (size_t)a - own_lo(u);
-    *lo = a;
-    *hi = b;
+    const pt_zero_unit *u;
+    const size_t x = own_at(t, i, lo, hi, &u);
     *data = own_param(t, u) + x;
     *m = t->m_memory + u->own + x;
     *v = t->v_memory + u->own + x;

@@ -16,4 +16,19 @@ int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const floa
 int pt_zero_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v);
 int pt_zero_regather(pt_train *t);
 
+/* Buckets (train.h, pt_train_bucket) are built the same way by the
+ * allreduce registry (train.c) and ZeRO (zero.c): parameters grouped by
+ * the group their gradient is summed over (pt_param.shard.sync), groups in
+ * order of first appearance, so each group is one range of the flat
+ * buffers.  pt_train_bucket_next finds the first parameter at or after *i
+ * whose group has no bucket yet, sets *i to it and appends that group's
+ * bucket with comm and off set (the caller walks the group's parameters
+ * with pt_train_next_in_group and sets n).  *b receives the bucket, or
+ * NULL when every group has one.  Errors: PT_EINVAL (more than
+ * PT_TRAIN_MAX_BUCKETS groups). */
+int pt_train_bucket_next(pt_train *t, int *i, size_t off, pt_train_bucket **b);
+/* The first parameter at or after j whose gradient is summed over sc, or
+ * -1 when none. */
+int pt_train_next_in_group(const pt_gpt *m, int j, const pt_comm *sc);
+
 #endif

@@ -7,9 +7,30 @@
 #include <mpi.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
 
 static int tap_rank0;    /* set by main after MPI_Init: world rank == 0 */
 static int tap_failures; /* checks that failed so far (main's exit status) */
+
+/* MPI_Init and tap_rank0 (every test program's first lines). */
+static inline void tap_init(int *argc, char ***argv)
+{
+    int wr;
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    tap_rank0 = wr == 0;
+}
+
+/* The run's random seed, the same on every rank: fresh each run (clock),
+ * or $PTRAIN_TEST_SEED to reproduce a failure (the tests print the seed). */
+static inline unsigned long tap_seed(void)
+{
+    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
+    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
+    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    return seed;
+}
 
 static void report(int ok, const char *fmt, ...) __attribute__((format(printf, 2, 3), unused));
 static void report(int ok, const char *fmt, ...)

@@ -13,14 +13,11 @@
 #    continuing under tp=2 follows the straight run to float tolerance;
 #  - SIGUSR1 to mpirun: the step finishes, a checkpoint is saved, exit 0.
 . "$top_srcdir/tests/lib.sh"
-run="$top_builddir/ptrain-run"
-[ -x "$run" ] || skip_all "ptrain-run not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
-command -v jq >/dev/null 2>&1 || skip_all "jq not installed (apt-get install jq)"
-wd=$(mktemp -d)
-trap 'rm -rf "$wd"' EXIT
-seed=$(( $(date +%s) % 100000 ))
-init=$(( seed % 977 + 1 ))
+need_run
+need_mpirun
+need_jq
+workdir
+fresh_seed
 diag "data seed $seed, init seed $init"
 common="--model test --vocab 512 --data synthetic:$seed --seed $init --steps 6 --batch 4 --val-every 0 --val-batches 1 --quiet"
 

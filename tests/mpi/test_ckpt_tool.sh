@@ -23,12 +23,10 @@ run="$top_builddir/ptrain-run"
 ck="$top_builddir/ptrain-ckpt"
 tool="$top_builddir/tests/mpi/llmc_tool"
 [ -x "$run" ] && [ -x "$ck" ] && [ -x "$tool" ] || skip_all "ptrain-run, ptrain-ckpt or llmc_tool not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
-command -v jq >/dev/null 2>&1 || skip_all "jq not installed (apt-get install jq)"
-wd=$(mktemp -d)
-trap 'rm -rf "$wd"' EXIT
-seed=$(( $(date +%s) % 100000 ))
-init=$(( seed % 977 + 1 ))
+need_mpirun
+need_jq
+workdir
+fresh_seed
 diag "data seed $seed, init seed $init"
 nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 ckpt() { env "$nolsan" "$ck" "$@"; }

@@ -36,6 +36,7 @@
 #include "model/gpt.h"
 #include "train/train.h"
 #include "parallel/context.h"
+#include "ref_slice.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -64,12 +65,8 @@ static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, const pt_pc
     double worst_err = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[i];
-        /* the reference's full tensor has the unpadded vocabulary: pad to m's rows */
-        int64_t rows = p->rows, cols = p->cols;
-        float *full = calloc((size_t)(rows * cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
-        memcpy(full, grads ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(m->ops, c, p->cls, full, slice, rows, cols);
+        /* the reference's full tensor has the unpadded vocabulary: padded to m's rows */
+        float *slice = ref_slice(m, c, p, q, grads);
         const float *a = grads ? p->grad : p->data;
         double diff = 0, mag = 0;
         for (int64_t j = 0; j < p->shard.numel; j++) {
@@ -83,7 +80,6 @@ static double compare(const pt_gpt *m, const pt_gpt *ref, int grads, const pt_pc
             worst_err = err;
             snprintf(worst, wn, "%s", p->name);
         }
-        free(full);
         free(slice);
     }
     return worst_err;
@@ -95,10 +91,7 @@ static double compare_abs(const pt_gpt *m, const pt_gpt *ref, const pt_pctx *c, 
     double worst_d = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[i];
-        float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
-        memcpy(full, q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(m->ops, c, p->cls, full, slice, p->rows, p->cols);
+        float *slice = ref_slice(m, c, p, q, 0);
         for (int64_t j = 0; j < p->shard.numel; j++) {
             double d = fabs((double)p->data[j] - slice[j]);
             if (d > worst_d) {
@@ -106,7 +99,6 @@ static double compare_abs(const pt_gpt *m, const pt_gpt *ref, const pt_pctx *c, 
                 snprintf(worst, wn, "%s", p->name);
             }
         }
-        free(full);
         free(slice);
     }
     return worst_d;
@@ -149,11 +141,9 @@ static uint64_t linear_bytes(const pt_pctx *c, const pt_linear *l, int N)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr, ws;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    tap_init(&argc, &argv);
+    int ws;
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
-    tap_rank0 = wr == 0;
     if (argc < 4) {
         if (tap_rank0) fprintf(stderr, "usage: test_equiv MODE DP TP [DEPTH SP ORDER STEPS]\n");
         MPI_Finalize();
@@ -174,9 +164,7 @@ int main(int argc, char **argv)
     int steps = argc > 7 ? atoi(argv[7]) : 3;
     const int dp = plan.dp, tp = plan.tp, sp = plan.sp;
 
-    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
-    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    const unsigned long seed = tap_seed();
     char summary[160];
     pt_plan_summary(&plan, summary, sizeof summary);
     if (tap_rank0) printf("# %s steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, steps, seed);
@@ -313,7 +301,6 @@ int main(int argc, char **argv)
         for (int64_t j = 0; j < p->shard.numel; j++)
             if (mask[j] != 0) pad = fmax(pad, fabs(p->grad[j]));
         report(max_world(pad) == 0, "padded vocabulary rows (%d..%d) get zero gradient", cfg.vocab, m.g.Vp - 1);
-        free(full);
         free(mask);
     }
 

@@ -5,9 +5,7 @@
 # analytic communication volume.  See test_equiv.c.  8-rank runs are
 # oversubscribed on small machines and kept tiny.
 . "$top_srcdir/tests/lib.sh"
-bin="$top_builddir/tests/mpi/test_equiv"
-[ -x "$bin" ] || skip_all "test_equiv not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+need_mpi_prog test_equiv
 # mode dp tp depth sp order (np = dp*tp*sp).  The sanitizer pass
 # (PTRAIN_TEST_SUBSET=1, scripts/test.sh) runs one configuration per layout.
 configs='"1d 1 1 1 1 DPT" "1d 2 1 1 1 DPT" "1d 1 2 1 1 DPT" "1d 4 1 1 1 DPT" "1d 1 4 1 1 DPT"'

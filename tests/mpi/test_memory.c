@@ -186,14 +186,11 @@ static void device(unsigned long seed)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr, P;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    tap_init(&argc, &argv);
+    int P;
     MPI_Comm_size(MPI_COMM_WORLD, &P);
-    tap_rank0 = wr == 0;
     pt_backend_get("cpu")->set_threads(1);
-    unsigned long seed = (unsigned long)time(NULL);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    const unsigned long seed = tap_seed();
     if (argc > 1 && strcmp(argv[1], "SP") == 0) sequence(P, seed);
     else layouts(P, seed);
     if (P == 1 || (argc > 1 && strcmp(argv[1], "SP") == 0)) device(seed);

@@ -2,9 +2,7 @@
 # Peak memory per rank: 2D/2.5D/3D below 1D at 4 and 8 ranks; sequence
 # parallelism fits longer sequences in the same memory.  See test_memory.c.
 . "$top_srcdir/tests/lib.sh"
-bin="$top_builddir/tests/mpi/test_memory"
-[ -x "$bin" ] || skip_all "test_memory not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+need_mpi_prog test_memory
 for cfg in "4 LAYOUTS" "8 LAYOUTS" "4 SP"; do
     set -- $cfg
     mpi_tap "np=$1 $2" "$1" "$bin" "$2"

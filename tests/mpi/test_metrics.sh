@@ -4,14 +4,12 @@
 # print; the step lines carry an ETA; ptrain-plot draws the curves; bad
 # paths and bad metrics files get one line and status 2.
 . "$top_srcdir/tests/lib.sh"
-run="$top_builddir/ptrain-run"
 plot="$top_builddir/ptrain-plot"
-[ -x "$run" ] || skip_all "ptrain-run not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
-command -v jq >/dev/null 2>&1 || skip_all "jq not installed (apt-get install jq)"
-wd=$(mktemp -d)
-trap 'rm -rf "$wd"' EXIT
-seed=$(( $(date +%s) % 100000 ))
+need_run
+need_mpirun
+need_jq
+workdir
+fresh_seed
 diag "data seed $seed"
 
 rc=0

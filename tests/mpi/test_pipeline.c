@@ -30,6 +30,7 @@
 #include "core/core.h"
 #include "model/gpt.h"
 #include "parallel/context.h"
+#include "ref_slice.h"
 #include "pipeline/pipeline.h"
 #include "train/train.h"
 
@@ -58,10 +59,7 @@ static double compare(const pt_train *t, const pt_gpt *ref, int grads, int relat
     double worst_err = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[p->index];
-        float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
-        memcpy(full, grads ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(m->ops, c, p->cls, full, slice, p->rows, p->cols);
+        float *slice = ref_slice(m, c, p, q, grads);
         /* the elements this rank updates (the whole shard without ZeRO) */
         int64_t lo = 0, hi = 0;
         const float *d = NULL, *g = NULL;
@@ -78,7 +76,6 @@ static double compare(const pt_train *t, const pt_gpt *ref, int grads, int relat
             worst_err = err;
             snprintf(worst, wn, "%s", p->name);
         }
-        free(full);
         free(slice);
     }
     return worst_err;
@@ -166,15 +163,11 @@ static int memory_test(uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr, ws;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
+    tap_init(&argc, &argv);
+    int ws;
     MPI_Comm_size(MPI_COMM_WORLD, &ws);
-    tap_rank0 = wr == 0;
     pt_backend_get("cpu")->set_threads(1);
-    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
-    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    const unsigned long seed = tap_seed();
     if (argc == 2 && !strcmp(argv[1], "memory")) {
         if (tap_rank0) printf("# memory seed=%lu (PTRAIN_TEST_SEED reproduces)\n", seed);
         memory_test(seed);

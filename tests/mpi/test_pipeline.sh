@@ -6,9 +6,7 @@
 # by pp microbatches while GPipe's grows with m.  See test_pipeline.c.
 # At most 8 ranks, oversubscribed on small machines; the model is tiny.
 . "$top_srcdir/tests/lib.sh"
-bin="$top_builddir/tests/mpi/test_pipeline"
-[ -x "$bin" ] || skip_all "test_pipeline not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+need_mpi_prog test_pipeline
 # schedule pp m v dp tp mode split (np = dp*pp*tp).  The sanitizer pass
 # (scripts/test.sh sets PTRAIN_TEST_SUBSET=1) runs one configuration of each
 # kind: every code path, a fraction of the 8-rank runs.

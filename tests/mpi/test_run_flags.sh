@@ -6,12 +6,11 @@
 # their first-step losses must agree (the parallel layouts reproduce the
 # single-process run; test_equiv checks that exactly).
 . "$top_srcdir/tests/lib.sh"
-run="$top_builddir/ptrain-run"
-[ -x "$run" ] || skip_all "ptrain-run not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+need_run
+need_mpirun
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
-seed=$(( $(date +%s) % 100000 ))
+fresh_seed
 diag "data seed $seed"
 
 # train NP DESC FLAGS...: a 2-step run; sets $loss to the first step's loss

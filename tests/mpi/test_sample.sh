@@ -15,9 +15,8 @@ export PTRAIN_BPE_DIR=$bpe
 run="$top_builddir/ptrain-run"
 ck="$top_builddir/ptrain-ckpt"
 [ -x "$run" ] && [ -x "$ck" ] || skip_all "ptrain-run or ptrain-ckpt not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
-wd=$(mktemp -d)
-trap 'rm -rf "$wd"' EXIT
+need_mpirun
+workdir
 nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 ckpt() { env "$nolsan" "$ck" "$@"; }
 V=50257

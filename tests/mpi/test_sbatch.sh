@@ -11,9 +11,8 @@
 #    finishes, and does not requeue again.
 # The local Slurm is not used (tests/slurm/* own it).
 . "$top_srcdir/tests/lib.sh"
-run="$top_builddir/ptrain-run"
-[ -x "$run" ] || skip_all "ptrain-run not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+need_run
+need_mpirun
 wd=$(mktemp -d)
 bpid=
 trap '[ -n "$bpid" ] && kill "$bpid" 2>/dev/null; rm -rf "$wd"' EXIT

@@ -221,10 +221,7 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    tap_rank0 = wr == 0;
+    tap_init(&argc, &argv);
     pt_comm sp;
     if (pt_comm_wrap(&sp, MPI_COMM_WORLD, "sp")) {
         if (tap_rank0) printf("not ok - wrap MPI_COMM_WORLD: %s\n", pt_errmsg());
@@ -242,9 +239,7 @@ int main(int argc, char **argv)
         return 2;
     }
 
-    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
-    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
+    const unsigned long seed = tap_seed();
     if (tap_rank0) printf("# sp=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", sp.size, seed);
 
     /* B, NH, HS, Tl: Tl = 1 (one token per rank), HS = 1, odd sizes */

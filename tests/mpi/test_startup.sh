@@ -11,12 +11,11 @@
 # --zero) get one clear line.  The per-rank differences come from mpirun's MPMD syntax
 # (-np 1 A : -np 1 env X=Y A).
 . "$top_srcdir/tests/lib.sh"
-run="$top_builddir/ptrain-run"
-[ -x "$run" ] || skip_all "ptrain-run not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+need_run
+need_mpirun
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/ptrain-startup.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT INT TERM
-seed=$(( $(date +%s) % 100000 ))
+fresh_seed
 diag "data seed $seed"
 R="$run --model test --data synthetic:$seed --steps 2 --batch 4 --val-every 0"
 

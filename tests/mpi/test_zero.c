@@ -27,6 +27,7 @@
 #include "core/core.h"
 #include "model/gpt.h"
 #include "parallel/context.h"
+#include "ref_slice.h"
 #include "train/train.h"
 
 #include <math.h>
@@ -36,14 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-static unsigned long fresh_seed(void)
-{
-    unsigned long seed = (unsigned long)time(NULL) ^ ((unsigned long)clock() << 16);
-    if (getenv("PTRAIN_TEST_SEED")) seed = strtoul(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    MPI_Bcast(&seed, 1, MPI_UNSIGNED_LONG, 0, MPI_COMM_WORLD);
-    return seed;
-}
 
 
 /* which: 0 parameters, 1 gradients.  Max over parameters of the own
@@ -56,10 +49,7 @@ static void compare(const pt_train *tz, const pt_train *t0, const pt_gpt *ref, c
     *e_ref = *e_0 = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i], *q = &ref->params[i];
-        float *full = calloc((size_t)(p->rows * p->cols), sizeof(float));
-        float *slice = malloc(sizeof(float) * (size_t)p->shard.numel);
-        memcpy(full, which ? q->grad : q->data, sizeof(float) * (size_t)(q->rows * q->cols));
-        m->layout->param_slice(m->ops, c, p->cls, full, slice, p->rows, p->cols);
+        float *slice = ref_slice(m, c, p, q, which);
         int64_t lo, hi, lo0, hi0;
         const float *zd, *zg, *d0, *g0;
         pt_train_owned(tz, i, &lo, &hi, &zd, &zg);
@@ -80,7 +70,6 @@ static void compare(const pt_train *tz, const pt_train *t0, const pt_gpt *ref, c
             snprintf(worst, wn, "%s", p->name);
         }
         *e_0 = fmax(*e_0, d0m);
-        free(full);
         free(slice);
     }
 }
@@ -103,7 +92,7 @@ static int equiv(int stage, int dp, int tp, int steps)
     /* plan.zero stays 0: the context does not depend on it (and refuses it
      * until ptrain-run wires ZeRO); the strategy is chosen here */
     pt_plan_default(&rplan);
-    const unsigned long seed = fresh_seed();
+    const unsigned long seed = tap_seed();
     char summary[160];
     pt_plan_summary(&plan, summary, sizeof summary);
     if (tap_rank0) printf("# %s, ZeRO stage %d, steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, stage, steps, seed);
@@ -239,7 +228,7 @@ static int equiv(int stage, int dp, int tp, int steps)
 
 static int memory(int dp)
 {
-    const unsigned long seed = fresh_seed();
+    const unsigned long seed = tap_seed();
     pt_gpt_config cfg = {.n_layer = 12, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 64};
     const int B = 2, T = cfg.seq_len;
     double peak[4] = {0}, total[4] = {0}, form[4] = {0}, psi = 0;
@@ -299,10 +288,7 @@ static int memory(int dp)
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int wr;
-    MPI_Comm_rank(MPI_COMM_WORLD, &wr);
-    tap_rank0 = wr == 0;
+    tap_init(&argc, &argv);
     int rc = 2;
     if (argc >= 5 && !strcmp(argv[1], "equiv"))
         rc = equiv(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 3);

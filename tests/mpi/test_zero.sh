@@ -4,9 +4,7 @@
 # formula's bytes (1/2: the allreduce's, 3: 1.5x) and need the paper's
 # memory per stage.  See test_zero.c.
 . "$top_srcdir/tests/lib.sh"
-bin="$top_builddir/tests/mpi/test_zero"
-[ -x "$bin" ] || skip_all "test_zero not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+need_mpi_prog test_zero
 stages=${PTRAIN_ZERO_STAGES:-"1 2 3"}
 # stage dp tp (np = dp*tp): dp=2, dp=4, zero x 1d tp=2 dp=2; the sanitizer
 # pass (PTRAIN_TEST_SUBSET=1, scripts/test.sh) runs the composed one only

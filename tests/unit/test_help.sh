@@ -4,8 +4,7 @@
 # ptrain-run's is grouped by topic with each pipeline/ZeRO option under
 # "Plan and parallelism".
 . "$top_srcdir/tests/lib.sh"
-wd=$(mktemp -d)
-trap 'rm -rf "$wd"' EXIT
+workdir
 nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 # long names of the `struct option` table(s) in a C file: {"name", or { "name",
 table() {

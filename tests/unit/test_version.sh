@@ -14,8 +14,7 @@ check "the version is known ($version)" [ -n "$version" ]
 for t in ptrain-run ptrain-data ptrain-topo ptrain-plot ptrain-ckpt ptrain-plan; do
     case " $tools " in *" $t "*) ok "$t is among the installed tools" ;; *) not_ok "$t is among the installed tools" ;; esac
 done
-wd=$(mktemp -d)
-trap 'rm -rf "$wd"' EXIT
+workdir
 # ptrain-run starts MPI as a singleton: no leak checks on MPI's own allocations
 nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 for t in $tools; do

@@ -1,0 +1,24 @@
+/* Helpers shared by the command-line tools (bin/ptrain-data.c,
+ * bin/ptrain-ckpt.c): one way to report an error and the version, so that
+ * every tool's messages have the same shape ("TOOL: what is wrong"). */
+#ifndef PTRAIN_TOOL_UTIL_H
+#define PTRAIN_TOOL_UTIL_H
+#include <stdio.h>
+
+/* The tool's name ("ptrain-data"), defined by each tool; it starts every
+ * message of tool_die and tool_version. */
+extern const char *const tool_name;
+
+/* Print "TOOL: " and the printf-style message on one line of stderr.
+ * Returns status (the exit status the caller passes on), so that a caller
+ * writes `return tool_die(2, "...", ...)`.  No errors of its own. */
+int tool_die(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Print "TOOL (ptrain) VERSION" to stdout (--version).  Returns 0. */
+int tool_version(void);
+
+/* The GPT-2 tokenizer directory named by $PTRAIN_BPE_DIR, or NULL when it
+ * is unset or empty (the default of --vocab-dir). */
+const char *tool_bpe_dir_env(void);
+
+#endif
