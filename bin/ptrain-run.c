@@ -1046,11 +1046,16 @@ static void startup(int argc, char **argv, int world)
     pt_plan *plan = &S.plan;
     resolve_plan(o, cfg, world, plan, &S.source);
     if (plan->mode == PT_MODE_1D && pt_gpt_check_tp(cfg, plan->tp)) {
-        char valid[256] = "";
-        size_t off = 0;
-        for (int t = 1; t <= world && off < sizeof valid; t++) /* t = 1 always fits */
-            if (world % t == 0 && cfg->n_head % t == 0)
-                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", t);
+        /* the 1d sizes that divide both the world and the heads: the mode
+         * table's list over their greatest common divisor (1 always fits) */
+        int g = world, h = cfg->n_head;
+        while (h) {
+            int t = g % h;
+            g = h;
+            h = t;
+        }
+        char valid[256];
+        pt_plan_list_tp(PT_MODE_1D, 1, g, world, valid, sizeof valid);
         bad_input("%s; with %d ranks use --tp one of: %s", pt_errmsg(), world, valid);
     }
     if (o->batch % plan->dp)
