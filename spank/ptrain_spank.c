@@ -13,12 +13,13 @@
  *       callbacks validate values at once and init_post_opt checks the
  *       whole request (pt_plan_request_check), so a bad value makes srun
  *       exit before any allocation; local_user_init plans the step's
- *       geometry (pt_plan_search, memory left to the nodes) and refuses a
+ *       geometry (pt_plan_resolve, memory left to the nodes) and refuses a
  *       request no plan satisfies, with the reason.
  *   slurmstepd (remote context)
  *       user_init: resolve the request (option > environment > admin
  *       default), load the node model (ptrain.conf `topology`, else hwloc),
- *       and plan with lib/plan's search (pt_plan_search over the cost
+ *       and plan with pt_plan_resolve (lib/plan/resolve.h: the pin checks,
+ *       the default ZeRO stage, then pt_plan_search over the cost
  *       model): deterministic, every node computes the same plan from the
  *       same inputs;
  *       task_init: per task, set PTRAIN_* (PTRAIN_MODEL, PTRAIN_BATCH
