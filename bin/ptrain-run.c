@@ -797,7 +797,8 @@ static struct {
  * estimates for a one-NUMA-node machine), and pt_plan_resolve plans what
  * req leaves open (0 = choose), exactly as the plugin and ptrain-plan do.
  * Every rank computes it; the start-up agreement compares the plans. */
-static void plan_auto(const opts *o, const pt_gpt_config *cfg, const pt_plan *req, int zero_pinned, pt_plan *p)
+static void plan_auto(const opts *o, const pt_gpt_config *cfg, const pt_plan *req, int zero_pinned, int sched_pinned,
+                      pt_plan *p)
 {
     pt_error err;
     int maxt = 1;
@@ -838,6 +839,8 @@ static void plan_auto(const opts *o, const pt_gpt_config *cfg, const pt_plan *re
     if (rc < 0) bad_input("--mode auto: node model %s: %s", source, err.text);
     pt_model_shape m = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab};
     pt_plan_limits lim = {INT_MAX, ~0u, INT_MAX, 3, ~0u};
+    /* a schedule given is a pin, 1f1b too (the request's default), as in ptrain-plan */
+    if (sched_pinned) lim.schedules = 1u << req->schedule;
     if (o->batch > INT_MAX) bad_input("--batch %ld is too large (valid: at most %d)", o->batch, INT_MAX);
     if (pt_plan_resolve(&c, &m, (int)o->batch, &lim, req, zero_pinned, 0, p, &A.res, A.notes, sizeof A.notes,
                         &err) < 0) {
@@ -873,6 +876,7 @@ static void resolve_plan(const opts *o, const pt_gpt_config *cfg, int world, pt_
     pt_plan_default(p);
     p->dp = p->pp = p->tp = p->tp_depth = p->sp = p->microbatches = p->virtual_stages = 0;
     p->zero = -1;
+    p->schedule = -1;
     p->rank_order[0] = '\0';
     pt_mode flag_mode = PT_MODE_OFF;
     if (o->mode && pt_mode_parse(o->mode, &flag_mode, &err)) bad_input("--mode: %s", err.text);
@@ -897,10 +901,11 @@ static void resolve_plan(const opts *o, const pt_gpt_config *cfg, int world, pt_
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
     if (p->mode == PT_MODE_AUTO && (replan || !plugin_plan)) {
         pt_plan req = *p;
-        int zero_pinned = req.zero >= 0;
+        int zero_pinned = req.zero >= 0, sched_pinned = req.schedule >= 0;
         if (!zero_pinned) req.zero = 0;
+        if (!sched_pinned) req.schedule = PT_SCHED_1F1B;
         if (!req.rank_order[0]) memcpy(req.rank_order, "DPT", 4);
-        plan_auto(o, cfg, &req, zero_pinned, p);
+        plan_auto(o, cfg, &req, zero_pinned, sched_pinned, p);
         /* what the planner does not choose: dp follows, and an order the user
          * gave places the chosen grid (any order is a valid placement) */
         if (o->dp && p->dp != o->dp)
@@ -922,6 +927,7 @@ static void resolve_plan(const opts *o, const pt_gpt_config *cfg, int world, pt_
     if (!p->microbatches) p->microbatches = d.microbatches;
     if (!p->virtual_stages) p->virtual_stages = d.virtual_stages;
     if (p->zero < 0) p->zero = d.zero;
+    if (p->schedule < 0) p->schedule = d.schedule;
     if (!p->rank_order[0]) memcpy(p->rank_order, d.rank_order, sizeof p->rank_order);
     /* off: nothing was planned, run the sizes given with 1d layers; auto
      * beside a plugin plan (PTRAIN_MODE=auto is never the plugin's) runs

@@ -40,6 +40,7 @@ same 4 cpu2s.xml tiny 8
 same 4 cpu2s.xml test 8 --pp 2
 same 2 cpu2s.xml tiny 8 --zero 1
 same 8 dgx8-nvswitch.xml gpt2-124M 64
+same 4 cpu2s.xml test 16 --pp 2 --schedule gpipe
 same 6 build-machine.xml test 12 --tp 2
 
 # every rank computes the same plan: the last dry run (6 ranks) lists one
