@@ -7,6 +7,7 @@
 #include "core/core.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
+#include "plan/resolve.h"
 #include "plan/search.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
@@ -247,20 +248,23 @@ int main(int argc, char **argv)
     cl.nnodes = nodes;
     cl.tasks_per_node = tasks;
     pt_plan_limits lim = {INT_MAX, ~0u, INT_MAX, 3, ~0u};
-    /* --zero 0 and --schedule 1f1b are pins too, though they are the
-     * request's defaults: narrow the search's limits to them */
-    if (zero_given && req.zero == 0) lim.max_zero = 0;
+    /* --schedule 1f1b is a pin too, though it is the request's default:
+     * narrow the search's limits to it (--zero 0 is pt_plan_resolve's
+     * zero_pinned) */
     if (sched_given) lim.schedules = 1u << req.schedule;
     pt_search_result r;
-    if (pt_plan_search(&cl, &m, batch, &lim, &req, &r, &err) < 0) {
-        /* the search names srun's options; this tool's are --mode, --tp, ... */
-        char *at;
-        while ((at = strstr(err.text, "--ptrain-")) != NULL) memmove(at + 2, at + 9, strlen(at + 9) + 1);
+    pt_plan chosen;
+    char warn[1024];
+    /* the one resolution path the plugin and ptrain-run --mode auto take */
+    if (pt_plan_resolve(&cl, &m, batch, &lim, &req, zero_given, 0, &chosen, &r, warn, sizeof warn, &err) < 0) {
+        /* the planner names srun's options; this tool's are --mode, --tp, ... */
+        pt_plan_error_options(&err, "--");
         fprintf(stderr, "ptrain-plan: %s\n", err.text);
         free(tasks);
         return EXIT_BAD;
     }
     free(tasks);
+    if (warn[0]) fprintf(stderr, "%s\n", warn);
     int status = 0;
     if (out == 'e') {
         if (pt_plan_export(&r.best.plan, print_env, NULL) != 0) status = EXIT_FAIL;

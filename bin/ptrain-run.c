@@ -21,6 +21,10 @@
 #include "parallel/context.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
+#include "plan/resolve.h"
+#include "plan/search.h"
+#include "topo/topo.h"
+#include "topo/topo_plan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -56,6 +60,8 @@ typedef struct opts {
     char order[4];     /* --rank-order, parsed */
     const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
     long save_every, keep;         /* 0 = not given */
+    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto */
+    int explain;                   /* --explain: print the auto plan's explanation */
 } opts;
 
 static int world_rank = 0;
@@ -406,9 +412,14 @@ static void usage(FILE *f)
         "  --val-batches N      batches per validation (default 8)\n"
         "\n"
         "Plan and parallelism (default: the PTRAIN_* variables the SPANK plugin sets):\n"
-        "  --mode 1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default 1d)\n"
+        "  --mode auto|1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default 1d);\n"
+        "                       auto plans every size not given from the job's nodes, the\n"
+        "                       node model, --model and --batch (as ptrain-plan)\n"
         "  --dp N --tp N --tp-depth D --sp N --pp N   the plan's group sizes\n"
         "                       (dp = world / (pp * tp * sp) when not given)\n"
+        "  --topology FILE      node model for --mode auto: ptrain-topo JSON or hwloc XML\n"
+        "                       (default PTRAIN_TOPOLOGY, else this node's hwloc model)\n"
+        "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n"
         "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
         "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
         "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
@@ -666,7 +677,7 @@ static void parse_args(int argc, char **argv, opts *o)
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
            O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-           O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME };
+           O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -680,7 +691,7 @@ static void parse_args(int argc, char **argv, opts *o)
         {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
         {"peak-gflops", 1, 0, O_PEAK},
         {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
-        {"resume", 1, 0, O_RESUME}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+        {"resume", 1, 0, O_RESUME}, {"topology", 1, 0, O_TOPOLOGY}, {"explain", 0, 0, O_EXPLAIN}, {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
     memset(o, 0, sizeof *o);
     o->model = "tiny";
     o->steps = 200;
@@ -762,6 +773,8 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_SAVEEVERY: o->save_every = parse_long("--save-every", optarg, 1, 100000000); break;
         case O_KEEP: o->keep = parse_long("--keep", optarg, 1, 1000000); break;
         case O_RESUME: o->resume = optarg; break;
+        case O_TOPOLOGY: o->topology = optarg; break;
+        case O_EXPLAIN: o->explain = 1; break;
         case 'h':
             if (world_rank == 0) usage(stdout);
             MPI_Finalize();
@@ -784,6 +797,9 @@ static void parse_args(int argc, char **argv, opts *o)
         o->model_what = "PTRAIN_MODEL";
     }
     if (!batch_given && eb && *eb) o->batch = parse_long("PTRAIN_BATCH", eb, 1, 1 << 20);
+    const char *topo = getenv("PTRAIN_TOPOLOGY");
+    if (!o->topology && topo && *topo) o->topology = topo;
+    if (o->topology && !o->topology[0]) bad_input("--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
     const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
     if (!o->peak_gflops && peak && *peak) o->peak_gflops = parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f);
     if ((o->save_every || o->keep) && !o->save_dir)
@@ -801,23 +817,115 @@ static void ckpt_warn(const char *msg)
     if (world_rank == 0) fprintf(stderr, "ptrain-run: warning: %s; trying the previous checkpoint\n", msg);
 }
 
+/* The job's nodes, learnt collectively before start-up (pt_comm_nodes:
+ * ranks that share memory are one node): what --mode auto plans for. */
+static int job_nnodes;
+static int *job_tpn; /* [job_nnodes] tasks on each node, nodes in rank order */
+
+/* What --mode auto chose, for rank 0 to print after the agreement. */
+static struct {
+    int on;                   /* the plan was resolved here (--mode auto) */
+    pt_search_result res;     /* for --explain */
+    pt_model_shape m;
+    char notes[1024];         /* pt_plan_resolve's warnings */
+    char machine[400];        /* "1 node x 4 tasks, node model FILE" */
+} A;
+
+/* --mode auto under plain mpirun (no plugin plan): the cluster is the
+ * job's nodes (job_tpn) with the rates of the node model (--topology /
+ * PTRAIN_TOPOLOGY, else this node's hwloc model, else pt_topo_plan_hw's
+ * estimates for a one-NUMA-node machine), and pt_plan_resolve plans what
+ * req leaves open (0 = choose), exactly as the plugin and ptrain-plan do.
+ * Every rank computes it; the start-up agreement compares the plans. */
+static void plan_auto(const opts *o, const pt_gpt_config *cfg, const pt_plan *req, int zero_pinned, int sched_pinned,
+                      pt_plan *p)
+{
+    pt_error err;
+    int maxt = 1;
+    for (int i = 0; i < job_nnodes; i++)
+        if (job_tpn[i] > maxt) maxt = job_tpn[i];
+    pt_topo t;
+    memset(&t, 0, sizeof t);
+    char source[300];
+    int loaded = 0;
+    if (o->topology) {
+        if (pt_topo_load_file(&t, o->topology) != PT_OK)
+            bad_input("--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
+                      o->topology, pt_errmsg());
+        loaded = 1;
+        snprintf(source, sizeof source, "%.290s", o->topology);
+    } else if (pt_topo_load_hwloc(&t, NULL) == PT_OK) {
+        loaded = 1;
+        snprintf(source, sizeof source, "hwloc (this node)");
+    } else {
+        pt_topo_free(&t);
+        memset(&t, 0, sizeof t);
+        snprintf(source, sizeof source, "defaults");
+    }
+    pt_topo_numa one;
+    if (!loaded) { /* the plugin's model-less node: one NUMA node, one core, no GPU */
+        memset(&one, 0, sizeof one);
+        one.ncores = one.npus = 1;
+        t.nnuma = 1;
+        t.ncores = t.npus = 1;
+        t.numa = &one;
+    }
+    pt_cluster c;
+    memset(&c, 0, sizeof c);
+    c.nnodes = job_nnodes;
+    c.tasks_per_node = job_tpn;
+    int rc = pt_topo_plan_hw(&t, maxt, NULL, &c.hw, &c.island_ranks, NULL, 0, &err);
+    if (loaded) pt_topo_free(&t);
+    if (rc < 0) bad_input("--mode auto: node model %s: %s", source, err.text);
+    pt_model_shape m = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab};
+    pt_plan_limits lim = {INT_MAX, ~0u, INT_MAX, 3, ~0u};
+    /* a schedule given is a pin, 1f1b too (the request's default), as in ptrain-plan */
+    if (sched_pinned) lim.schedules = 1u << req->schedule;
+    if (o->batch > INT_MAX) bad_input("--batch %ld is too large (valid: at most %d)", o->batch, INT_MAX);
+    if (pt_plan_resolve(&c, &m, (int)o->batch, &lim, req, zero_pinned, 0, p, &A.res, A.notes, sizeof A.notes,
+                        &err) < 0) {
+        /* the planner names srun's options; ours are the same without "ptrain-" */
+        pt_plan_error_options(&err, "--");
+        bad_input("--mode auto: %s", err.text);
+    }
+    A.on = 1;
+    A.m = m;
+    size_t off = (size_t)snprintf(A.machine, sizeof A.machine, "%d node%s x ", job_nnodes, job_nnodes == 1 ? "" : "s");
+    int uniform = 1;
+    for (int i = 1; i < job_nnodes; i++) uniform &= job_tpn[i] == job_tpn[0];
+    if (uniform) off += (size_t)snprintf(A.machine + off, sizeof A.machine - off, "%d tasks", job_tpn[0]);
+    else
+        for (int i = 0; i < job_nnodes && off < sizeof A.machine; i++)
+            off += (size_t)snprintf(A.machine + off, sizeof A.machine - off, "%s%d", i ? "," : "(", job_tpn[i]);
+    if (!uniform && off < sizeof A.machine) off += (size_t)snprintf(A.machine + off, sizeof A.machine - off, ") tasks");
+    if (off < sizeof A.machine) snprintf(A.machine + off, sizeof A.machine - off, ", node model %s", source);
+}
+
 /* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
  * not given it is world / (tp * pp * sp).  A plan that does not fit the
  * world is refused listing the tp (or sp) values that would (pt_plan_list_tp,
- * pt_plan_validate). */
-static void resolve_plan(const opts *o, int world, pt_plan *p, const char **source)
+ * pt_plan_validate).  Mode auto (--mode auto, or PTRAIN_MODE=auto without
+ * the plugin's PTRAIN_PLAN) is planned here by pt_plan_resolve, the sizes
+ * given by flags or PTRAIN_* variables pinned; --mode auto beside a plugin
+ * plan re-plans from the flags alone (the plugin's variables are its
+ * choice, not the user's pins). */
+static void resolve_plan(const opts *o, const pt_gpt_config *cfg, int world, pt_plan *p, const char **source)
 {
     pt_error err;
+    /* the request: sizes 0 and zero -1 = not given, rank order "" = not given */
     pt_plan_default(p);
-    p->dp = 0;
-    int from_env = pt_plan_from_env(p, &err);
+    p->dp = p->pp = p->tp = p->tp_depth = p->sp = p->microbatches = p->virtual_stages = 0;
+    p->zero = -1;
+    p->schedule = -1;
+    p->rank_order[0] = '\0';
+    pt_mode flag_mode = PT_MODE_OFF;
+    if (o->mode && pt_mode_parse(o->mode, &flag_mode, &err)) bad_input("--mode: %s", err.text);
+    const char *plugin_plan = getenv("PTRAIN_PLAN");
+    int replan = o->mode && flag_mode == PT_MODE_AUTO && plugin_plan;
+    int from_env = replan ? 0 : pt_plan_from_env(p, &err);
     if (from_env < 0) bad_input("%s", err.text);
     *source = from_env ? (getenv("SLURM_JOB_ID") ? "slurm" : "env") : "flags";
-    if (o->mode) {
-        pt_mode m;
-        if (pt_mode_parse(o->mode, &m, &err)) bad_input("--mode: %s", err.text);
-        p->mode = m;
-    }
+    if (o->mode) p->mode = flag_mode;
     if (o->tp) p->tp = (int)o->tp;
     if (o->tp_depth) p->tp_depth = (int)o->tp_depth;
     if (o->sp) p->sp = (int)o->sp;
@@ -831,8 +939,39 @@ static void resolve_plan(const opts *o, int world, pt_plan *p, const char **sour
     if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, &err) < 0)
         bad_input("%s", err.text);
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
+    if (p->mode == PT_MODE_AUTO && (replan || !plugin_plan)) {
+        pt_plan req = *p;
+        int zero_pinned = req.zero >= 0, sched_pinned = req.schedule >= 0;
+        if (!zero_pinned) req.zero = 0;
+        if (!sched_pinned) req.schedule = PT_SCHED_1F1B;
+        if (!req.rank_order[0]) memcpy(req.rank_order, "DPT", 4);
+        plan_auto(o, cfg, &req, zero_pinned, sched_pinned, p);
+        /* what the planner does not choose: dp follows, and an order the user
+         * gave places the chosen grid (any order is a valid placement) */
+        if (o->dp && p->dp != o->dp)
+            bad_input("--mode auto planned dp=%d (%s), not --dp %ld: pin --tp, --pp and --sp instead of --dp",
+                      p->dp, A.machine, o->dp);
+        if (o->rank_order || (!replan && getenv("PTRAIN_RANK_ORDER")))
+            memcpy(p->rank_order, o->rank_order ? o->rank_order : req.rank_order, sizeof p->rank_order);
+        *source = replan ? "auto, re-planned over the plugin's plan" : "auto";
+        if (pt_plan_validate(p, world, &err)) bad_input("%s", err.text);
+        return;
+    }
+    /* not planned here: the sizes not given are the defaults */
+    pt_plan d;
+    pt_plan_default(&d);
+    if (!p->pp) p->pp = d.pp;
+    if (!p->tp) p->tp = d.tp;
+    if (!p->tp_depth) p->tp_depth = d.tp_depth;
+    if (!p->sp) p->sp = d.sp;
+    if (!p->microbatches) p->microbatches = d.microbatches;
+    if (!p->virtual_stages) p->virtual_stages = d.virtual_stages;
+    if (p->zero < 0) p->zero = d.zero;
+    if (p->schedule < 0) p->schedule = d.schedule;
+    if (!p->rank_order[0]) memcpy(p->rank_order, d.rank_order, sizeof p->rank_order);
     /* off: nothing was planned, run the sizes given with 1d layers; auto
-     * is the plugin's to resolve, as 1d when there is none. */
+     * beside a plugin plan (PTRAIN_MODE=auto is never the plugin's) runs
+     * the plugin's sizes as 1d, as before */
     if (p->mode == PT_MODE_OFF || p->mode == PT_MODE_AUTO) p->mode = PT_MODE_1D;
     long long inner = (long long)p->tp * p->pp * p->sp;
     if (!o->dp && (p->dp == 0 || o->tp || o->sp || o->tp_depth || o->pp)) {
@@ -951,13 +1090,18 @@ static void startup(int argc, char **argv, int world)
     }
 
     pt_plan *plan = &S.plan;
-    resolve_plan(o, world, plan, &S.source);
+    resolve_plan(o, cfg, world, plan, &S.source);
     if (plan->mode == PT_MODE_1D && pt_gpt_check_tp(cfg, plan->tp)) {
-        char valid[256] = "";
-        size_t off = 0;
-        for (int t = 1; t <= world && off < sizeof valid; t++) /* t = 1 always fits */
-            if (world % t == 0 && cfg->n_head % t == 0)
-                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d", off ? " " : "", t);
+        /* the 1d sizes that divide both the world and the heads: the mode
+         * table's list over their greatest common divisor (1 always fits) */
+        int g = world, h = cfg->n_head;
+        while (h) {
+            int t = g % h;
+            g = h;
+            h = t;
+        }
+        char valid[256];
+        pt_plan_list_tp(PT_MODE_1D, 1, g, world, valid, sizeof valid);
         bad_input("%s; with %d ranks use --tp one of: %s", pt_errmsg(), world, valid);
     }
     if (o->batch % plan->dp)
@@ -1192,6 +1336,21 @@ int main(int argc, char **argv)
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     watchdog_beat("start-up");
     heartbeat_start(world);
+    /* the job's nodes, for --mode auto: collective, so learnt by every rank
+     * before the start-up that a rank may leave early */
+    {
+        pt_comm wc;
+        pt_comm_wrap(&wc, MPI_COMM_WORLD, "world");
+        job_tpn = malloc(sizeof(int) * (size_t)world);
+        if (!job_tpn) {
+            fprintf(stderr, "ptrain-run: error: rank %d: out of memory for the node list\n", world_rank);
+            MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        if (pt_comm_nodes(&wc, job_tpn, &job_nnodes, NULL) != PT_OK) {
+            job_nnodes = 1; /* as one node of every rank; the agreement compares the plans */
+            job_tpn[0] = world;
+        }
+    }
 
     /* Start-up: a rank whose arguments, PTRAIN_* plan, model or data fail
      * jumps straight to the agreement, which every rank enters. */
@@ -1205,6 +1364,25 @@ int main(int argc, char **argv)
     in_startup = 0;
     uint64_t agreed = startup_agree(ok, world);
     watchdog_start(S.o.watchdog);
+    if (world_rank == 0 && A.on) {
+        /* the warnings and the explanation of a plan made here (--mode auto) */
+        if (A.notes[0]) fprintf(stderr, "%s\n", A.notes);
+        if (S.o.explain) {
+            size_t need = pt_plan_explain(&A.res, &A.m, (int)S.o.batch, NULL, 0) + 1;
+            char *text = malloc(need);
+            printf("machine: %s\n", A.machine);
+            if (text) {
+                pt_plan_explain(&A.res, &A.m, (int)S.o.batch, text, need);
+                fputs(text, stdout);
+                free(text);
+            }
+        }
+        fflush(stdout);
+        fflush(stderr);
+    } else if (world_rank == 0 && S.o.explain) {
+        fprintf(stderr, "ptrain-run: warning: --explain explains a plan made by --mode auto; this one came "
+                        "from %s (see ptrain-plan for its explanation)\n", S.source);
+    }
 
     opts o = S.o;
     pt_gpt_config cfg = S.cfg;

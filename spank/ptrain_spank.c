@@ -13,12 +13,13 @@
  *       callbacks validate values at once and init_post_opt checks the
  *       whole request (pt_plan_request_check), so a bad value makes srun
  *       exit before any allocation; local_user_init plans the step's
- *       geometry (pt_plan_search, memory left to the nodes) and refuses a
+ *       geometry (pt_plan_resolve, memory left to the nodes) and refuses a
  *       request no plan satisfies, with the reason.
  *   slurmstepd (remote context)
  *       user_init: resolve the request (option > environment > admin
  *       default), load the node model (ptrain.conf `topology`, else hwloc),
- *       and plan with lib/plan's search (pt_plan_search over the cost
+ *       and plan with pt_plan_resolve (lib/plan/resolve.h: the pin checks,
+ *       the default ZeRO stage, then pt_plan_search over the cost
  *       model): deterministic, every node computes the same plan from the
  *       same inputs;
  *       task_init: per task, set PTRAIN_* (PTRAIN_MODEL, PTRAIN_BATCH
@@ -47,6 +48,7 @@
 #include "core/core.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
+#include "plan/resolve.h"
 #include "plan/search.h"
 #include "spank/spank_util.h"
 #include "topo/topo.h"
@@ -351,94 +353,25 @@ static int make_cluster(const pt_job_geometry *g, pt_cluster *c, pt_error *err)
     return 0;
 }
 
-/* Plan the step: pt_plan_search over what the request leaves open.  The
- * administrator's default_zero is tried as a pin first where the user gave
- * no ZeRO stage, and dropped when no plan can shard (dp*sp = 1: nothing to
- * shard).  No fallback to the old fixed rule: a request the search cannot
- * satisfy is refused with its reason (a fallback would silently run a plan
- * the cost model says does not fit, or quietly drop the named layout). */
-/* The sizes of 1..n that divide n, as "1, 2, 4". */
-static void divisors_text(int n, char *buf, size_t len)
-{
-    size_t off = 0;
-    buf[0] = '\0';
-    for (int d = 1; d <= n && off + 16 < len; d++)
-        if (n % d == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", d);
-}
-
-/* What a request pins that can be judged from the step's size and the
- * model alone, named the way the user gave it (the search's own refusal
- * covers the layouts' shapes): each pinned group size divides the ranks,
- * their product too, an explicit stage split covers the model's layers,
- * and a pinned ZeRO stage leaves data-parallel ranks to shard over. */
-static int request_fits(const pt_job_geometry *g, const pt_plan *req, const pt_model_shape *m,
-                        pt_error *err)
-{
-    const struct { const char *name; int v; } pins[] = {
-        {"tp", req->tp}, {"sp", req->sp}, {"pp", req->pp}};
-    char valid[256];
-    long long prod = 1;
-    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
-        if (pins[i].v <= 0) continue;
-        if (g->ntasks % pins[i].v) {
-            divisors_text(g->ntasks, valid, sizeof valid);
-            return pt_errprintf(err, "--ptrain-%s=%d does not divide the %d tasks of the step "
-                                "(valid %s here: %s)", pins[i].name, pins[i].v, g->ntasks,
-                                pins[i].name, valid);
-        }
-        prod *= pins[i].v;
-    }
-    if (prod > 1 && g->ntasks % prod)
-        return pt_errprintf(err, "--ptrain-tp=%d x --ptrain-sp=%d x --ptrain-pp=%d = %lld does "
-                            "not divide the %d tasks of the step", req->tp > 0 ? req->tp : 1,
-                            req->sp > 0 ? req->sp : 1, req->pp > 0 ? req->pp : 1, prod, g->ntasks);
-    if (req->pp_split_n > 0) {
-        pt_plan q = *req;
-        q.pp = req->pp > 0 ? req->pp : 1;
-        q.microbatches = 1;
-        if (pt_plan_check_model(&q, m->n_layer, 0, err) < 0) return -1;
-    }
-    if (req->zero > 0 && prod == g->ntasks && req->sp <= 1)
-        return pt_errprintf(err, "zero=%d with dp=1 sp=1: ZeRO shards the optimizer state over "
-                            "the data-parallel ranks and this plan has one, so there is nothing "
-                            "to shard (valid: zero=0, or dp*sp >= 2)", req->zero);
-    return 0;
-}
-
+/* Plan the step: pt_plan_resolve (lib/plan/resolve.h) over what the
+ * request leaves open, with the administrator's default_zero and this
+ * node's cluster model; its warnings (a pinned layout over a slower link)
+ * join plan_notes.  No fallback to a fixed rule: a request the search
+ * cannot satisfy is refused with its reason (a fallback would silently run
+ * a plan the cost model says does not fit, or quietly drop the named
+ * layout). */
 static int plan_request(const pt_job_geometry *g, const pt_plan *req, pt_plan *out, pt_error *err)
 {
     pt_plan_limits lim = conf_limits();
     pt_model_shape m;
     if (pt_model_shape_parse("PTRAIN_MODEL", req_model, &m, err) < 0) return -1;
-    if (request_fits(g, req, &m, err) < 0) return -1;
     pt_cluster c;
     if (make_cluster(g, &c, err) < 0) return -1;
-    pt_plan r = *req;
-    int rc = -1;
-    /* the search reads zero 0 as "choose": a --ptrain-zero=0 the user gave
-     * is a pin, so forbid ZeRO instead */
-    if (req_zero_given && req->zero == 0) lim.max_zero = 0;
-    if (!req_zero_given && conf.default_zero > 0) {
-        r.zero = conf.default_zero;
-        rc = pt_plan_search(&c, &m, req_batch, &lim, &r, &search_res, err);
-        if (rc < 0) {
-            r.zero = 0;
-            lim.max_zero = 0;
-        }
-    }
-    if (rc < 0 && pt_plan_search(&c, &m, req_batch, &lim, &r, &search_res, err) < 0) return -1;
-    *out = search_res.best.plan;
-    /* a pinned layout that crosses a slower link: honoured, with a warning */
-    const pt_candidate *b = &search_res.best;
-    if ((req->mode != PT_MODE_AUTO || req->tp > 0) && b->plan.tp > 1 &&
-        b->link[PT_GRP_TP] > PT_NET_NODE - (c.island_ranks > 0 ? 1 : 0)) {
-        int l = b->link[PT_GRP_TP];
-        add_note("ptrain: warning: tp=%d (%s) spans the %s link (%.3g GB/s per rank, %.3g us; "
-                 "inside a node %.3g GB/s): predicted tp communication %.3g ms of a %.3g ms step",
-                 b->plan.tp, pt_mode_name(b->plan.mode), pt_cost_link_name(l), c.hw.gbps[l],
-                 c.hw.lat_s[l] * 1e6, c.hw.gbps[PT_NET_NODE], b->cost.t_comm[PT_GRP_TP] * 1e3,
-                 b->cost.t_step * 1e3);
-    }
+    char notes[sizeof plan_notes];
+    if (pt_plan_resolve(&c, &m, req_batch, &lim, req, req_zero_given, conf.default_zero, out,
+                        &search_res, notes, sizeof notes, err) < 0)
+        return -1;
+    if (notes[0]) add_note("%s", notes);
     return 0;
 }
 

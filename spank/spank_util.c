@@ -229,13 +229,16 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
     if (c->default_mode != PT_MODE_OFF && !(c->allowed_modes & (1u << c->default_mode)))
         return pt_errprintf(err, "default_mode '%s' is not in allowed_modes",
                          pt_mode_name(c->default_mode));
-    /* auto plans 1d (pt_plan_auto): allowing or defaulting to auto without
-     * 1d would make every such step fail, so refuse the configuration */
+    /* auto chooses among the allowed layouts (pt_plan_resolve's search):
+     * allowing or defaulting to auto with no layout allowed would make
+     * every such step fail, so refuse the configuration */
+    const unsigned layouts = (1u << PT_MODE_1D) | (1u << PT_MODE_2D) | (1u << PT_MODE_2P5D) |
+                             (1u << PT_MODE_3D);
     if (((c->allowed_modes & (1u << PT_MODE_AUTO)) || c->default_mode == PT_MODE_AUTO) &&
-        !(c->allowed_modes & (1u << PT_MODE_1D)))
-        return pt_errprintf(err, "allowed_modes has \"auto\" but not \"1d\", and auto resolves to 1d: "
-                            "no auto request could run (valid: add \"1d\" to allowed_modes, or drop "
-                            "\"auto\" from it and from default_mode)");
+        !(c->allowed_modes & layouts))
+        return pt_errprintf(err, "allowed_modes has \"auto\" but no layout for it to choose: no auto "
+                            "request could run (valid: add \"1d\", \"2d\", \"2.5d\" or \"3d\" to "
+                            "allowed_modes, or drop \"auto\" from it and from default_mode)");
     if (c->max_tp < 1 || c->max_tp > MAX_COUNT)
         return pt_errprintf(err, "invalid max_tp %d (valid: 1..%d)", c->max_tp, MAX_COUNT);
     if (c->max_pp < 1 || c->max_pp > MAX_COUNT)

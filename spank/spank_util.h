@@ -74,7 +74,8 @@ void pt_spank_conf_default(pt_spank_conf *c);
 
 /* Range checks of a filled configuration (see the field comments), and
  * refusal of combinations under which requests could never run:
- * default_mode not allowed, auto without 1d, default_zero above max_zero,
+ * default_mode not allowed, auto without any layout (1d, 2d, 2.5d, 3d) to
+ * choose from, default_zero above max_zero,
  * default_schedule interleaved or not allowed, no schedule allowed;
  * inter_node_gbps, gemm_gflops 0 or in (0, 1e9], inter_node_lat_us 0 or in
  * (0, 1e7]; bind none or auto. */

@@ -3,6 +3,7 @@
 #include "core/core.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int mpi_fail(int rc, const char *what, const pt_comm *c)
@@ -37,6 +38,45 @@ void pt_comm_free(pt_comm *c)
 {
     if (c->owned && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     c->owned = 0;
+}
+
+int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
+{
+    MPI_Comm local;
+    int rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split_type(shared)", c);
+    int lrank, lsize, mine[2];
+    MPI_Comm_rank(local, &lrank);
+    MPI_Comm_size(local, &lsize);
+    /* the key orders local ranks by their rank in c: local rank 0 is the
+     * node's lowest rank, which names the node */
+    mine[0] = c->rank;
+    mine[1] = lsize;
+    rc = MPI_Bcast(mine, 1, MPI_INT, 0, local);
+    MPI_Comm_free(&local);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast(node leader)", c);
+    int *all = malloc(sizeof(int) * 2 * (size_t)c->size);
+    int have = all != NULL, everyone = 0;
+    rc = MPI_Allreduce(&have, &everyone, 1, MPI_INT, MPI_MIN, c->comm);
+    if (rc != MPI_SUCCESS || !everyone) {
+        free(all);
+        return rc != MPI_SUCCESS ? mpi_fail(rc, "MPI_Allreduce(node count)", c)
+                                 : pt_fail(PT_ECOMM, "out of memory for the node list of %d ranks", c->size);
+    }
+    rc = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, c->comm);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mpi_fail(rc, "MPI_Allgather(node sizes)", c);
+    }
+    int n = 0;
+    for (int r = 0; r < c->size; r++)
+        if (all[2 * r] == r) { /* r leads a node */
+            if (node && r == mine[0]) *node = n;
+            tasks_per_node[n++] = all[2 * r + 1];
+        }
+    *nnodes = n;
+    free(all);
+    return PT_OK;
 }
 
 static void count(pt_comm *c, enum pt_coll k, uint64_t payload, uint64_t sent)

@@ -1,7 +1,11 @@
 /* The plan: which parallel layout a job runs, and the contract between the
  * SPANK plugin (which computes it and injects it as PTRAIN_* variables) and
  * libptrain / ptrain-run (which read it).  See DESIGN.md, "Plan
- * environment".
+ * environment".  Implemented in four files: plan_env.c (the PTRAIN_*
+ * contract and the text forms of its values), plan_modes.c (the one table
+ * of tensor-parallel modes: name, shape rule, grid dims, valid tp lists),
+ * plan_validate.c (plans and requests) and plan_place.c (rank placement).
+ * A request is resolved into a plan by pt_plan_resolve (plan/resolve.h).
  *
  * This module is self-contained C (libc only): one convenience library
  * linked into libptrain and into the SPANK plugin, which must not pull MPI, BLAS or
@@ -17,7 +21,7 @@
 
 typedef enum pt_mode {
     PT_MODE_OFF = 0, /* ptrain does not plan: nothing injected */
-    PT_MODE_AUTO,    /* request only: resolved to a concrete mode by pt_plan_auto */
+    PT_MODE_AUTO,    /* request only: resolved to a concrete mode by pt_plan_resolve */
     PT_MODE_1D,      /* Megatron tensor parallel */
     PT_MODE_2D,      /* SUMMA (Optimus) */
     PT_MODE_2P5D,    /* Tesseract */
@@ -148,7 +152,7 @@ int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *va
 ^ * n = 640 holds every plan. */
 void pt_plan_summary(const pt_plan *p, char *buf, size_t n);
 
-/* ---- automatic planning (the SPANK plugin's "auto" mode) ---- */
+/* ---- requests (what a user pinned) and the job they are planned for ---- */
 typedef struct pt_job_geometry {
     int nnodes;              /* nodes in the step */
     int ntasks;              /* tasks in the step */
@@ -163,47 +167,29 @@ typedef struct pt_plan_limits {
     unsigned schedules; /* bit (1u << pt_schedule) per schedule users may request */
 } pt_plan_limits;
 
-/* Resolve a request into a concrete plan for the geometry.
- * `req` holds what the user pinned; 0 in a size means "choose":
- *   mode      auto, off, 1d, 2d, 2.5d or 3d (must be in lim->modes);
- *   tp        --ptrain-tp (0: choose);
- *   tp_depth  --ptrain-tp-depth, 2.5d only (0: choose; note that
- *             pt_plan_default sets 1, which pins depth 1);
- *   sp        --ptrain-sp (0 or 1: no sequence parallelism);
- *   pp        --ptrain-pp (0 or 1: no pipeline); must divide the task
- *             count; <= lim->max_pp;
- *   microbatches, virtual_stages (0 = 1), schedule (in lim->schedules),
- *   pp_split, zero (<= lim->max_zero), ckpt_act: copied into the plan.
- * Tensor and sequence groups stay inside a node: tp and sp must divide
- * every node's task count.  tp is the pinned one, else the largest size
- * of the mode's shape (1d any, 2d q*q, 2.5d tp_depth*q*q, 3d l*l*l; see
- * pt_plan_tp_dims) that divides every node's task count and the task
- * count / pp, and is <= lim->max_tp; with req->zero > 0, the largest
- * such size that leaves dp >= 2 (ZeRO shards over dp), if one does.  A 2.5d depth left to choose is the one giving a true 2.5-D
- * grid (depth >= 2, q >= 2) if tp has one, else the largest q.  sp > 1
- * composes with data parallelism only: tp = 1 (Li et al. 2021, "Sequence
- * Parallelism", sec. 3: ring self-attention over the sp group).  auto
- * plans 1d.  dp = ntasks / (pp * tp * sp); the grid is dp x pp x tp x sp
- * in rank_order (pt_plan_coords).  Errors (one line, naming the
- * value and listing the sizes that fit this geometry): mode not allowed,
- * pinned tp/depth/sp that does not fit, sp with tp > 1, depth outside
- * 2.5d.  Deterministic: every node computes the same plan from the same
- * inputs. */
-/* The checks of pt_plan_auto that need no geometry, for the plugin's
- * srun/sbatch side before an allocation exists: mode allowed (auto needs
- * 1d), sizes in range, tp_depth only with 2.5d, sp > 1 only with tp <= 1
- * and no depth, a pinned tp of the mode's shape; pp, zero and the
- * schedule within the limits, and the pipeline settings that
- * pt_plan_validate checks without a world (schedule, virtual stages,
- * split entries).  0 or -1 with a one-line
- * error. */
+/* The checks of a request that need no geometry, for the plugin's
+ * srun/sbatch side before an allocation exists and for pt_plan_search.
+ * A request pins what the user gave; 0 in a size means "choose" (see
+ * pt_plan_resolve, plan/resolve.h, for how it becomes a plan):
+ *   mode      auto, off, 1d, 2d, 2.5d or 3d, allowed by lim->modes (off
+ *             needs no permission);
+ *   tp, tp_depth, sp, pp, microbatches  0..2^20 (0 = choose);
+ *   zero 0..3 and <= lim->max_zero; pp <= lim->max_pp; the schedule in
+ *   lim->schedules; ckpt_act a pt_recompute;
+ *   tp_depth > 1 only with 2.5d; sp > 1 only with tp <= 1 and no depth
+ *   (ring self-attention composes with data parallelism: Li et al. 2021,
+ *   "Sequence Parallelism", sec. 3); a pinned tp of the mode's shape
+ *   (pt_plan_list_tp); the pipeline settings pt_plan_validate checks
+ *   without a world (schedule, virtual stages, split entries).
+ * Off skips everything after the ranges.  lim NULL: no limits.  0, or -1
+ * with a one-line error naming the option (--ptrain-*) and what is valid. */
 int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err);
 
-int pt_plan_auto(const pt_job_geometry *g, const pt_plan_limits *lim, const pt_plan *req,
-                 pt_plan *out, pt_error *err);
-
 /* The tensor-parallel sizes of mode m that divide n ranks and are <= cap,
- * written into buf as "1, 4, 16" ("..." ends a list that does not fit).
+ * written into buf as "1, 4, 16" ("..." ends a list that does not fit):
+ * the one "valid tp here" list of every message (plan_modes.c's table;
+ * 1d, off and auto list every divisor, so it is also the list of valid dp,
+ * pp and sp sizes).
  * For 2.5d, tp_depth >= 1 lists tp = tp_depth*q*q; tp_depth 0 lists every
  * (depth, tp) pair as "(1, 1), (1, 4), (2, 2)".  Returns the number of
  * sizes (or pairs) that fit, also those cut from buf; buf may be NULL. */

@@ -46,7 +46,7 @@ typedef struct pt_search_result {
 
 /* Search every plan for cluster c, model m and global_batch sequences per
  * step that the request allows: req pins what the user gave (the same
- * convention as pt_plan_auto: 0 in a size means "choose"; mode auto
+ * convention as pt_plan_request_check: 0 in a size means "choose"; mode auto
  * chooses the mode, a named mode fixes it and never falls back to tp = 1
  * unless the request pins tp = 1, nor a named 2.5d to q = 1, depth = tp,
  * unless that depth is pinned), lim is the admin's limits.  Fits:

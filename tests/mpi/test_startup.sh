@@ -130,7 +130,7 @@ for order in cluster spread; do
 done
 expect "--heads 3 with --embd 64" 2 "--heads 3 does not divide the embedding width 64 (valid --heads for --embd 64: 1, 2, 4, 8, 16, 32, 64)" \
     -np 2 $R --heads 3
-expect "--heads 2 --tp 4 lists a non-empty set of tp" 2 "with 4 ranks use --tp one of: 1 2\$" \
+expect "--heads 2 --tp 4 lists a non-empty set of tp" 2 "with 4 ranks use --tp one of: 1, 2\$" \
     -np 4 $R --heads 2 --tp 4
 
 # a peer that dies mid-run: the job ends within 30 s and names it

@@ -169,6 +169,11 @@ static void test_conf(void)
     tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_3D &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_3D)),
            "allowed_modes = [\"3d\"] allows only 3d (and off)");
+    p = write_conf("auto2d.conf", "allowed_modes = [\"auto\", \"2d\"];\ndefault_mode = \"auto\";\n");
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_AUTO,
+           "allowed_modes = [\"auto\", \"2d\"] with default auto loads (auto searches the allowed "
+           "layouts, it no longer needs 1d): %s", err.text);
 
     const struct { const char *text, *must; } bad[] = {
         {"allowed_modes = [\"auto\", \"1d\"];\ndefault_mode = \"2d\";\n",
@@ -183,8 +188,8 @@ static void test_conf(void)
         {"max_tpp = 3;\n", "unknown setting 'max_tpp'"},
         {"max_tp = 3\nmax_tp = ;\n", "bad.conf:2"},
         /* issue 9 case 6: accepted, then every srun failed */
-        {"default_mode = \"auto\";\nallowed_modes = [\"auto\"];\n", "has \"auto\" but not \"1d\""},
-        {"allowed_modes = [\"auto\", \"2d\"];\n", "has \"auto\" but not \"1d\""},
+        {"default_mode = \"auto\";\nallowed_modes = [\"auto\"];\n", "has \"auto\" but no layout"},
+        {"allowed_modes = [\"auto\", \"off\"];\n", "has \"auto\" but no layout"},
         /* issue 9 case 7: overflow (UBSan) and silent wrap-around */
         {"master_port_count = 2147483647;\n", "master_port_count 2147483647"},
         {"master_port_base = 2147483647;\n", "master_port_base 2147483647"},

@@ -1,5 +1,6 @@
-/* lib/plan: environment round trip, validation messages, automatic
- * planning against a brute-force expectation, coordinates and placement.
+/* lib/plan: environment round trip, validation messages against
+ * independent references of the modes' shapes, request checks,
+ * coordinates and placement (pt_plan_resolve has tests/unit/test_resolve.c).
  * Geometries are drawn at random (seed printed; PTRAIN_TEST_SEED repeats a
  * run). */
 #define _POSIX_C_SOURCE 200809L
@@ -244,32 +245,6 @@ static void ref_valid(pt_mode m, int depth, int n, int cap, char *buf, size_t le
         snprintf(buf, len, "valid tp here: %s)", k ? list : "none");
 }
 
-/* "1, 2, 4" of the divisors of n that are <= cap. */
-static void ref_divisors(int n, int cap, char *buf, size_t len)
-{
-    size_t k = 0;
-    buf[0] = '\0';
-    for (int t = 1; t <= n && t <= cap; t++)
-        if (n % t == 0) k += (size_t)snprintf(buf + k, len - k, "%s%d", k ? ", " : "", t);
-}
-
-/* The depth auto must choose for tp in 2.5d: a true 2.5-D grid (depth >= 2
- * and q >= 2) when tp has one, then the largest q. */
-static int ref_depth(int tp)
-{
-    int best_d = 0, best_true = -1, best_q = 0;
-    for (int q = 1; q * q <= tp; q++) {
-        if (tp % (q * q)) continue;
-        int d = tp / (q * q), is_true = d >= 2 && q >= 2;
-        if (is_true > best_true || (is_true == best_true && q > best_q)) {
-            best_true = is_true;
-            best_q = q;
-            best_d = d;
-        }
-    }
-    return best_d;
-}
-
 static const pt_mode grid_modes[] = {PT_MODE_1D, PT_MODE_2D, PT_MODE_2P5D, PT_MODE_3D};
 
 /* validate on random worlds, modes and sizes against the references: a
@@ -451,160 +426,6 @@ static void test_validation(void)
     validate_bad(&p, 0, "17", "mode value 17");
 }
 
-/* Brute force: the largest t in 1..max_tp (== pinned when pinned) dividing every node's count. */
-static int expected_tp(int nnodes, const int *tpn, int max_tp, int pinned)
-{
-    int best = 0;
-    int hi = 0;
-    for (int i = 0; i < nnodes; i++) hi = tpn[i] > hi ? tpn[i] : hi;
-    for (int t = 1; t <= hi && t <= max_tp; t++) {
-        if (pinned > 0 && t != pinned) continue;
-        int divides = 1;
-        for (int i = 0; i < nnodes; i++)
-            if (tpn[i] % t) divides = 0;
-        if (divides) best = t;
-    }
-    return best; /* 0 = no valid tp */
-}
-
-static void test_auto(void)
-{
-    int agree = 1, cases = 0, errors_named = 1, rank_ok = 1, groups_on_node = 1, pinned_cases = 0;
-    int uniform_cases = 0, nonuniform_cases = 0;
-    for (int trial = 0; trial < 3000; trial++) {
-        int tpn[16];
-        int nnodes = 1 + (int)rnd(16);
-        int uniform = rnd(2);
-        int base = 1 + (int)rnd(12);
-        int ntasks = 0;
-        for (int i = 0; i < nnodes; i++) {
-            tpn[i] = uniform ? base : base * (1 + (int)rnd(3)) + (rnd(4) == 0 ? (int)rnd(3) : 0);
-            if (tpn[i] < 1) tpn[i] = 1;
-            ntasks += tpn[i];
-        }
-        int nonuni = 0;
-        for (int i = 1; i < nnodes; i++) nonuni |= tpn[i] != tpn[0];
-        pt_job_geometry g = {nnodes, ntasks, tpn};
-        pt_plan_limits lim = {1 + (int)rnd(16), ~0u, 1 << 20, 3, ~0u};
-        pt_plan req;
-        pt_plan_default(&req);
-        req.mode = rnd(2) ? PT_MODE_AUTO : PT_MODE_1D;
-        req.tp = rnd(3) == 0 ? 1 + (int)rnd(12) : 0;
-        int want = expected_tp(nnodes, tpn, lim.max_tp, req.tp);
-        pt_plan out;
-        pt_error err = {""};
-        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
-        cases++;
-        uniform_cases += !nonuni;
-        nonuniform_cases += nonuni;
-        pinned_cases += req.tp > 0;
-        if (want == 0) {
-            /* Only a pinned tp can be impossible (tp=1 always divides). */
-            char pinned[32];
-            snprintf(pinned, sizeof pinned, "--ptrain-tp=%d", req.tp);
-            if (rc != -1 || req.tp == 0 || !strstr(err.text, pinned) || !strstr(err.text, "valid")) {
-                agree = 0;
-                errors_named = 0;
-                tap_diag("trial %d: expected refusal of tp=%d, got rc=%d err=%s", trial, req.tp,
-                         rc, err.text);
-            }
-            continue;
-        }
-        if (rc != 0 || out.mode != PT_MODE_1D || out.tp != want || out.dp * out.tp != ntasks ||
-            out.pp != 1 || out.sp != 1 || pt_plan_validate(&out, ntasks, NULL) != 0) {
-            agree = 0;
-            tap_diag("trial %d: nnodes=%d max_tp=%d pinned=%d want tp=%d got rc=%d tp=%d dp=%d "
-                     "err=%s", trial, nnodes, lim.max_tp, req.tp, want, rc, out.tp, out.dp, err.text);
-            continue;
-        }
-        /* Placement: ranks form a permutation of 0..ntasks-1 and every
-         * tensor group (same dp_rank and pp_rank) sits on one node. */
-        int *node_of_rank = malloc(sizeof(int) * (size_t)ntasks);
-        int *hit = calloc((size_t)ntasks, sizeof(int));
-        for (int n = 0; n < nnodes; n++)
-            for (int l = 0; l < tpn[n]; l++) {
-                int r = pt_plan_rank(&g, n, l);
-                if (r < 0 || r >= ntasks || hit[r]++) rank_ok = 0;
-                else node_of_rank[r] = n;
-            }
-        if (rank_ok) {
-            int ngroups = out.dp * out.pp;
-            int *group_node = malloc(sizeof(int) * (size_t)ngroups);
-            for (int i = 0; i < ngroups; i++) group_node[i] = -1;
-            for (int r = 0; r < ntasks; r++) {
-                int d, pp, t;
-                if (pt_plan_coords(&out, r, &d, &pp, &t, NULL) != 0) { groups_on_node = 0; break; }
-                int gi = d * out.pp + pp;
-                if (group_node[gi] < 0) group_node[gi] = node_of_rank[r];
-                else if (group_node[gi] != node_of_rank[r]) groups_on_node = 0;
-            }
-            free(group_node);
-        }
-        free(node_of_rank);
-        free(hit);
-    }
-    tap_ok(agree, "auto agrees with brute force on %d random geometries (%d uniform, %d "
-           "non-uniform, %d with pinned tp)", cases, uniform_cases, nonuniform_cases,
-           pinned_cases);
-    tap_ok(errors_named, "impossible pinned tp is refused naming the value and the valid ones");
-    tap_ok(rank_ok, "pt_plan_rank is a permutation of 0..ntasks-1 on every geometry");
-    tap_ok(groups_on_node, "every tensor-parallel group lies on one node");
-
-    /* Fixed cases from the field: 2 nodes x 2 tasks, 2x4 capped, 2+1 tasks. */
-    int two2[] = {2, 2}, two4[] = {4, 4}, mixed[] = {4, 2, 6}, odd[] = {2, 2, 1};
-    pt_job_geometry g = {2, 4, two2};
-    pt_plan_limits lim = {64, ~0u, 1 << 20, 3, ~0u};
-    pt_plan req, out;
-    pt_plan_default(&req);
-    req.mode = PT_MODE_AUTO;
-    req.tp = 0;
-    pt_error err;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.dp == 2 && out.tp == 2,
-           "2 nodes x 2 tasks -> dp=2 tp=2");
-    g = (pt_job_geometry){2, 8, two4};
-    lim.max_tp = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 2 && out.dp == 4,
-           "2 x 4 tasks with max_tp=3 -> tp=2 dp=4");
-    g = (pt_job_geometry){3, 12, mixed};
-    lim.max_tp = 64;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 2 && out.dp == 6,
-           "tasks 4,2,6 -> tp=2 dp=6");
-    g = (pt_job_geometry){3, 5, odd};
-    req.tp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp=2") && strstr(err.text, "valid tp here: 1)"),
-           "tasks 2,2,1 with --ptrain-tp=2 refused: %s", err.text);
-    g = (pt_job_geometry){2, 4, two2};
-    req.tp = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp=3") && strstr(err.text, "valid tp here: 1, 2)"),
-           "2 x 2 tasks with --ptrain-tp=3 refused listing 1, 2: %s", err.text);
-    req.tp = 2;
-    lim.max_tp = 1;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 && strstr(err.text, "max_tp=1"),
-           "--ptrain-tp=2 above max_tp=1 refused: %s", err.text);
-    lim.max_tp = 64;
-    req.tp = 0;
-    req.mode = PT_MODE_1D;
-    lim.modes = (1u << PT_MODE_AUTO) | (1u << PT_MODE_OFF);
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "not allowed"),
-           "mode 1d outside allowed_modes refused: %s", err.text);
-    req.mode = PT_MODE_OFF;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.mode == PT_MODE_OFF,
-           "mode off resolves to off");
-    int bad_sum[] = {2, 1};
-    g = (pt_job_geometry){2, 4, bad_sum};
-    req.mode = PT_MODE_AUTO;
-    lim.modes = ~0u;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 && strstr(err.text, "3"),
-           "per-node counts not adding up to ntasks refused: %s", err.text);
-    g = (pt_job_geometry){2, 4, two2};
-    tap_ok(pt_plan_rank(&g, 2, 0) == -1 && pt_plan_rank(&g, 0, 2) == -1 &&
-               pt_plan_rank(&g, -1, 0) == -1 && pt_plan_rank(&g, 1, 1) == 3,
-           "pt_plan_rank refuses out-of-range node/task and numbers node by node");
-}
-
 /* 1 if every block of ranks sharing (dp_rank, pp_rank) -- the tp x sp
  * block of the T letter -- lies on one node under pt_plan_rank's placement. */
 static int blocks_on_one_node(const pt_job_geometry *g, const pt_plan *out)
@@ -653,224 +474,136 @@ static int gcd_of(const pt_job_geometry *g)
     return c;
 }
 
-/* pt_plan_auto with --ptrain-mode=2d/2.5d/3d against brute force: the
- * largest tp of the mode's shape dividing every node's tasks (<= max_tp),
- * the pinned tp/depth when given, refusals listing what fits. */
-static void test_auto_modes(void)
+/* Placement (pt_plan_rank, pt_plan_coords): ranks numbered node by node
+ * form a permutation of 0..ntasks-1, and under order DPT every tp x sp
+ * block of a plan whose tp*sp divides every node's task count lies on one
+ * node, on random geometries (uniform or not). */
+static void test_rank(void)
 {
-    int agree = 1, lists = 1, placed = 1, cases = 0, refused = 0, nonuniform = 0;
-    int per_mode[4] = {0, 0, 0, 0};
-    for (int trial = 0; trial < 3000; trial++) {
-        int tpn[8];
-        pt_job_geometry g = random_geometry(tpn);
-        int common = gcd_of(&g);
-        nonuniform += common != tpn[0] || g.ntasks != tpn[0] * g.nnodes;
-        pt_plan_limits lim = {1 + (int)rnd(64), ~0u, 1 << 20, 3, ~0u};
-        pt_plan req;
-        pt_plan_default(&req);
-        int mi = 1 + (int)rnd(3);
-        req.mode = grid_modes[mi];
-        req.tp_depth = req.mode == PT_MODE_2P5D ? (rnd(2) ? 0 : 1 + (int)rnd(4)) : (int)rnd(2);
-        req.tp = rnd(3) == 0 ? 1 + (int)rnd(16) : 0;
-        req.sp = (int)rnd(2); /* 0 and 1 both mean no sequence parallelism */
-        int depth = req.mode == PT_MODE_2P5D ? req.tp_depth : 0;
-        pt_plan out;
-        pt_error err = {""}; char want[512];
-        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
-        cases++;
-        per_mode[mi]++;
-        int expect_tp = 0;
-        if (req.tp > 0) {
-            if (req.tp <= lim.max_tp && common % req.tp == 0 && ref_shape(req.mode, depth, req.tp))
-                expect_tp = req.tp;
-        } else {
-            for (int t = 1; t <= common && t <= lim.max_tp; t++)
-                if (common % t == 0 && ref_shape(req.mode, depth, t)) expect_tp = t;
-        }
-        if (!expect_tp) {
-            refused++;
-            char name[48];
-            if (req.tp > 0) {
-                snprintf(name, sizeof name, "--ptrain-tp=%d", req.tp);
-                ref_valid(req.mode, depth, common, lim.max_tp, want, sizeof want);
-            } else { /* only a pinned depth leaves no tp */
-                snprintf(name, sizeof name, "--ptrain-tp-depth=%d", depth);
-                char d[256];
-                ref_divisors(common, lim.max_tp, d, sizeof d);
-                snprintf(want, sizeof want, "valid tp_depth here: %s)", d);
-            }
-            if (rc != -1 || !strstr(err.text, name) || strchr(err.text, '\n')) agree = 0;
-            if (!strstr(err.text, want)) {
-                lists = 0;
-                tap_diag("trial %d: '%s' lacks '%s'", trial, err.text, want);
-            }
-            continue;
-        }
-        int want_depth = req.mode != PT_MODE_2P5D ? 1 : depth > 0 ? depth : ref_depth(expect_tp);
-        if (rc != 0 || out.mode != req.mode || out.tp != expect_tp || out.tp_depth != want_depth ||
-            out.sp != 1 || out.pp != 1 || out.dp * out.tp != g.ntasks ||
-            pt_plan_validate(&out, g.ntasks, NULL) != 0) {
-            agree = 0;
-            tap_diag("trial %d: mode %s common %d max_tp %d pinned tp %d depth %d: want tp=%d "
-                     "depth=%d, got rc=%d tp=%d depth=%d dp=%d err=%s", trial,
-                     pt_mode_name(req.mode), common, lim.max_tp, req.tp, req.tp_depth, expect_tp,
-                     want_depth, rc, out.tp, out.tp_depth, out.dp, err.text);
-            continue;
-        }
-        if (!blocks_on_one_node(&g, &out)) placed = 0;
-    }
-    tap_ok(agree, "auto with --ptrain-mode=2d/2.5d/3d agrees with brute force on %d geometries "
-           "(2d %d, 2.5d %d, 3d %d; %d non-uniform; %d refused)", cases, per_mode[1],
-           per_mode[2], per_mode[3], nonuniform, refused);
-    tap_ok(lists, "each refusal lists exactly the tp (or tp_depth) values that fit the geometry");
-    tap_ok(placed, "every 2d/2.5d/3d tensor group lies on one node");
-
-    /* Fixed cases. */
-    int one6[] = {6}, two4[] = {4, 4}, one8[] = {8}, one16[] = {16}, mixed3d[] = {8, 16},
-        uneven[] = {8, 4}, mixed[] = {4, 2, 6};
-    pt_plan_limits lim = {64, ~0u, 1 << 20, 3, ~0u};
-    pt_plan req, out;
-    pt_error err;
-    pt_plan_default(&req);
-    req.tp = req.tp_depth = req.sp = 0;
-    struct { pt_job_geometry g; pt_mode m; int depth, tp, want_tp, want_depth, want_dp; const char *what; } fx[] = {
-        {{1, 6, one6}, PT_MODE_2D, 0, 0, 1, 1, 6, "2d on 6 tasks -> tp=1 (no square > 1 divides 6)"},
-        {{2, 8, two4}, PT_MODE_2D, 0, 0, 4, 1, 2, "2d on 2 x 4 tasks -> tp=4 dp=2"},
-        {{1, 8, one8}, PT_MODE_2P5D, 0, 0, 8, 2, 1, "2.5d on 8 tasks -> tp=8 = 2 x 2 x 2"},
-        {{1, 16, one16}, PT_MODE_2P5D, 0, 0, 16, 4, 1, "2.5d on 16 tasks -> depth 4, q 2"},
-        {{2, 8, two4}, PT_MODE_2P5D, 2, 0, 2, 2, 4, "2.5d depth 2 on 2 x 4 -> tp=2 (8 does not fit a node)"},
-        {{2, 24, mixed3d}, PT_MODE_3D, 0, 0, 8, 1, 3, "3d on nodes of 8 and 16 tasks -> tp=8 dp=3"},
-        {{2, 12, uneven}, PT_MODE_3D, 0, 0, 1, 1, 12, "3d on nodes of 8 and 4 tasks -> tp=1"},
-        {{3, 12, mixed}, PT_MODE_2D, 0, 0, 1, 1, 12, "2d on nodes of 4, 2, 6 tasks -> tp=1"},
-        {{2, 8, two4}, PT_MODE_2D, 0, 4, 4, 1, 2, "2d with --ptrain-tp=4 on 2 x 4"},
-    };
-    for (size_t i = 0; i < sizeof fx / sizeof fx[0]; i++) {
-        req.mode = fx[i].m;
-        req.tp_depth = fx[i].depth;
-        req.tp = fx[i].tp;
-        int rc = pt_plan_auto(&fx[i].g, &lim, &req, &out, &err);
-        tap_ok(rc == 0 && out.mode == fx[i].m && out.tp == fx[i].want_tp &&
-                   out.tp_depth == fx[i].want_depth && out.dp == fx[i].want_dp,
-               "%s (got rc=%d tp=%d depth=%d dp=%d)", fx[i].what, rc, out.tp, out.tp_depth, out.dp);
-    }
-    pt_job_geometry g = {2, 8, two4};
-    req.mode = PT_MODE_2D;
-    req.tp_depth = 0;
-    req.tp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp=2 is not q*q") && strstr(err.text, "valid tp here: 1, 4)"),
-           "2d with --ptrain-tp=2 refused listing 1, 4: %s", err.text);
-    req.tp = 0;
-    lim.max_tp = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 1,
-           "2d under max_tp=3 -> tp=1");
-    lim.max_tp = 64;
-    req.mode = PT_MODE_1D;
-    req.tp_depth = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d"),
-           "--ptrain-tp-depth with mode 1d refused: %s", err.text);
-    req.mode = PT_MODE_2P5D;
-    req.tp_depth = 3;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp-depth=3") && strstr(err.text, "valid tp_depth here: 1, 2, 4)"),
-           "2.5d depth 3 on 2 x 4 refused listing depths 1, 2, 4: %s", err.text);
-    req.mode = PT_MODE_3D;
-    req.tp_depth = 0;
-    lim.modes = (1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D);
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 && strstr(err.text, "not allowed"),
-           "3d outside allowed_modes refused: %s", err.text);
-    lim.modes = ~0u;
-
-    /* Checks without a geometry (the plugin's srun/sbatch side). */
-    pt_plan_default(&req);
-    req.tp = 0;
-    req.tp_depth = 0;
-    req.mode = PT_MODE_2D;
-    req.tp = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp=2 is not q*q") && strstr(err.text, "1, 4, 9, 16, 25, 36"),
-           "request check: 2d tp=2 refused naming squares: %s", err.text);
-    req.mode = PT_MODE_2P5D;
-    req.tp = 8;
-    req.tp_depth = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "request check: 2.5d tp=8 depth=2 passes");
-    req.mode = PT_MODE_OFF;
-    req.tp_depth = 3;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0,
-           "request check: sizes are ignored with mode off");
-}
-
-/* --ptrain-sp: sp groups inside a node, tp = 1, dp = ntasks / sp. */
-static void test_auto_sp(void)
-{
-    static const pt_mode sp_modes[] = {PT_MODE_AUTO, PT_MODE_1D, PT_MODE_2D, PT_MODE_2P5D,
-                                       PT_MODE_3D};
-    int agree = 1, lists = 1, placed = 1, cases = 0, refused = 0;
+    int rank_ok = 1, placed = 1, cases = 0, with_tp = 0, with_sp = 0;
     for (int trial = 0; trial < 2000; trial++) {
         int tpn[8];
         pt_job_geometry g = random_geometry(tpn);
-        int common = gcd_of(&g);
-        pt_plan_limits lim = {1 + (int)rnd(16), ~0u, 1 << 20, 3, ~0u};
-        pt_plan req, out;
-        pt_plan_default(&req);
-        req.mode = sp_modes[rnd(5)];
-        req.sp = 2 + (int)rnd(3);
-        req.tp = (int)rnd(2); /* 0 (choose) or 1 */
-        req.tp_depth = req.mode == PT_MODE_2P5D ? (int)rnd(2) : 0;
-        pt_error err = {""}; char want[512], d[256];
-        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
-        cases++;
-        if (common % req.sp) {
-            refused++;
-            char name[32];
-            snprintf(name, sizeof name, "--ptrain-sp=%d", req.sp);
-            ref_divisors(common, INT_MAX, d, sizeof d);
-            snprintf(want, sizeof want, "valid sp here: %s)", d);
-            if (rc != -1 || !strstr(err.text, name)) agree = 0;
-            if (!strstr(err.text, want)) {
-                lists = 0;
-                tap_diag("trial %d: '%s' lacks '%s'", trial, err.text, want);
+        int common = gcd_of(&g), divs[64], nd = 0;
+        for (int d = 1; d <= common && nd < 64; d++)
+            if (common % d == 0) divs[nd++] = d;
+        int block = divs[rnd((unsigned)nd)];
+        pt_plan p;
+        pt_plan_default(&p);
+        if (rnd(2)) p.tp = block;
+        else p.sp = block;
+        p.dp = g.ntasks / block;
+        with_tp += p.tp > 1;
+        with_sp += p.sp > 1;
+        int *hit = calloc((size_t)g.ntasks, sizeof(int));
+        for (int n = 0; n < g.nnodes; n++)
+            for (int l = 0; l < tpn[n]; l++) {
+                int r = pt_plan_rank(&g, n, l);
+                if (r < 0 || r >= g.ntasks || hit[r]++) rank_ok = 0;
             }
-            continue;
+        free(hit);
+        if (!blocks_on_one_node(&g, &p)) {
+            placed = 0;
+            tap_diag("trial %d: %d nodes, tp=%d sp=%d: a block spans nodes", trial, g.nnodes, p.tp, p.sp);
         }
-        pt_mode want_mode = req.mode == PT_MODE_AUTO ? PT_MODE_1D : req.mode;
-        if (rc != 0 || out.mode != want_mode || out.tp != 1 || out.tp_depth != 1 ||
-            out.sp != req.sp || out.dp * out.sp != g.ntasks ||
-            pt_plan_validate(&out, g.ntasks, NULL) != 0) {
-            agree = 0;
-            tap_diag("trial %d: mode %s sp %d common %d: rc=%d tp=%d sp=%d dp=%d err=%s", trial,
-                     pt_mode_name(req.mode), req.sp, common, rc, out.tp, out.sp, out.dp, err.text);
-            continue;
-        }
-        if (!blocks_on_one_node(&g, &out)) placed = 0;
+        cases++;
     }
-    tap_ok(agree, "--ptrain-sp: tp=1, dp=ntasks/sp exactly when sp divides every node's tasks "
-           "(%d geometries, %d refused)", cases, refused);
-    tap_ok(lists, "an sp that does not fit is refused listing the sp values that do");
-    tap_ok(placed, "every sequence-parallel group lies on one node");
+    tap_ok(rank_ok, "pt_plan_rank is a permutation of 0..ntasks-1 on %d random geometries", cases);
+    tap_ok(placed, "every tp x sp block whose size divides every node's tasks lies on one node "
+           "(%d with tp > 1, %d with sp > 1)", with_tp, with_sp);
+    int two2[] = {2, 2};
+    pt_job_geometry g = {2, 4, two2};
+    tap_ok(pt_plan_rank(&g, 2, 0) == -1 && pt_plan_rank(&g, 0, 2) == -1 &&
+               pt_plan_rank(&g, -1, 0) == -1 && pt_plan_rank(&g, 1, 1) == 3,
+           "pt_plan_rank refuses out-of-range node/task and numbers node by node");
+}
 
-    int mixed[] = {4, 2, 6};
-    pt_job_geometry g = {3, 12, mixed};
-    pt_plan_limits lim = {64, ~0u, 1 << 20, 3, ~0u};
-    pt_plan req, out;
-    pt_error err;
+/* pt_plan_request_check: the checks of a request that need no geometry
+ * (the plugin's srun/sbatch side), each refusal one line naming the
+ * option and what is valid.  Auto is checked as itself: any pinned tp
+ * fits its shape, and a depth is for 2.5d only. */
+static void test_request_check(void)
+{
+    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE)};
+    pt_plan req;
+    pt_error err = {""};
     pt_plan_default(&req);
+    req.tp = req.tp_depth = req.pp = req.microbatches = 0;
+    req.mode = PT_MODE_2D;
+    req.tp = 2;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp=2 is not q*q") && strstr(err.text, "1, 4, 9, 16, 25, 36") &&
+               !strchr(err.text, '\n'),
+           "2d tp=2 refused naming squares: %s", err.text);
+    req.mode = PT_MODE_3D;
+    req.tp = 4;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "--ptrain-tp=4 is not l*l*l") &&
+               strstr(err.text, "1, 8, 27, 64"),
+           "3d tp=4 refused naming cubes: %s", err.text);
+    req.mode = PT_MODE_2P5D;
+    req.tp = 8;
+    req.tp_depth = 2;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "2.5d tp=8 depth=2 passes");
+    req.tp = 4;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "--ptrain-tp=4 is not 2*q*q") &&
+               strstr(err.text, "2, 8, 18"),
+           "2.5d tp=4 depth=2 refused naming 2*q*q sizes: %s", err.text);
     req.mode = PT_MODE_AUTO;
+    req.tp = 6;
+    req.tp_depth = 0;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0,
+           "auto with tp=6 passes (any tp: the planner picks the mode)");
+    req.tp_depth = 2;
     req.tp = 0;
-    req.sp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.mode == PT_MODE_1D &&
-               out.tp == 1 && out.sp == 2 && out.dp == 6,
-           "auto with --ptrain-sp=2 on nodes of 4, 2, 6 tasks -> 1d tp=1 sp=2 dp=6");
-    req.sp = 4;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "valid sp here: 1, 2)"),
-           "--ptrain-sp=4 there refused listing 1, 2: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d, but the mode is auto (valid") &&
+               !strstr(err.text, "plans 1d"),
+           "auto with a depth refused without the old 'plans 1d': %s", err.text);
+    req.tp_depth = 0;
+    lim.modes = (1u << PT_MODE_AUTO) | (1u << PT_MODE_2D);
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0,
+           "auto is allowed without 1d in allowed_modes (the search picks an allowed mode)");
+    req.mode = PT_MODE_3D;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "--ptrain-mode=3d is not allowed"),
+           "3d outside allowed_modes refused: %s", err.text);
+    lim.modes = ~0u;
+    req.mode = PT_MODE_1D;
+    req.tp_depth = 2;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d"),
+           "a depth with mode 1d refused: %s", err.text);
+    req.tp_depth = 0;
     req.sp = 2;
     req.tp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
                strstr(err.text, "sequence parallelism composes with data parallelism only"),
-           "--ptrain-sp=2 with --ptrain-tp=2 refused: %s", err.text);
+           "sp=2 with tp=2 refused: %s", err.text);
+    req.sp = 0;
+    req.tp = 0;
+    req.pp = 8;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-pp=8 exceeds the administrator's max_pp=4 (valid: 1..4"),
+           "pp above max_pp refused: %s", err.text);
+    req.pp = 2;
+    req.zero = 2;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-zero=2 exceeds the administrator's max_zero=1"),
+           "zero above max_zero refused: %s", err.text);
+    req.zero = 0;
+    req.schedule = PT_SCHED_INTERLEAVED;
+    req.virtual_stages = 2;
+    req.microbatches = 4;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strstr(err.text, "--ptrain-schedule=interleaved is not allowed by the administrator "
+                      "(allowed_schedules in ptrain.conf: 1f1b, gpipe)"),
+           "schedule outside allowed_schedules refused: %s", err.text);
+    lim.schedules = ~0u;
+    req.microbatches = 3;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "microbatches=3 is not"),
+           "interleaved m=3 pp=2 refused: %s", err.text);
+    req.mode = PT_MODE_OFF;
+    req.tp_depth = 3;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "sizes are ignored with mode off");
 }
 
 static void test_coords(void)
@@ -1110,119 +843,6 @@ static void test_check_model(void)
            "microbatches divide the batch (2000 random)");
 }
 
-/* --ptrain-pp in auto: pp divides the task count; the tp rule of auto
- * over the ranks of one stage; groups stay on a node. */
-static void test_auto_pp(void)
-{
-    int agree = 1, placed = 1, cases = 0, refused = 0, with_tp = 0;
-    for (int trial = 0; trial < 2000; trial++) {
-        int tpn[8];
-        pt_job_geometry g = random_geometry(tpn);
-        int common = gcd_of(&g);
-        pt_plan_limits lim = {1 + (int)rnd(16), ~0u, 1 << 20, 3, ~0u};
-        pt_plan req, out;
-        pt_plan_default(&req);
-        req.mode = rnd(2) ? PT_MODE_AUTO : PT_MODE_1D;
-        req.tp = 0;
-        req.pp = 1 + (int)rnd(8);
-        req.microbatches = req.pp * (1 + (int)rnd(3));
-        req.schedule = (int)rnd(2); /* 1f1b or gpipe */
-        pt_error err = {""};
-        int rc = pt_plan_auto(&g, &lim, &req, &out, &err);
-        cases++;
-        if (g.ntasks % req.pp) {
-            refused++;
-            char name[64], d[256], want[300];
-            snprintf(name, sizeof name, "--ptrain-pp=%d does not divide the %d tasks", req.pp, g.ntasks);
-            ref_divisors(g.ntasks, INT_MAX, d, sizeof d);
-            snprintf(want, sizeof want, "valid pp here: %s)", d);
-            if (rc != -1 || !strstr(err.text, name) || !strstr(err.text, want)) {
-                agree = 0;
-                tap_diag("trial %d: '%s' lacks '%s' / '%s'", trial, err.text, name, want);
-            }
-            continue;
-        }
-        /* brute force: the largest t <= max_tp dividing every node and the stage */
-        int stage = g.ntasks / req.pp, want_tp = 1;
-        for (int t = 1; t <= stage && t <= lim.max_tp; t++)
-            if (common % t == 0 && stage % t == 0) want_tp = t;
-        with_tp += want_tp > 1;
-        if (rc != 0 || out.pp != req.pp || out.tp != want_tp || out.dp * out.pp * out.tp != g.ntasks ||
-            out.microbatches != req.microbatches || out.schedule != req.schedule ||
-            strcmp(out.rank_order, "DPT") != 0 || pt_plan_validate(&out, g.ntasks, NULL) != 0) {
-            agree = 0;
-            tap_diag("trial %d: ntasks %d pp %d max_tp %d: rc=%d tp=%d (want %d) dp=%d err=%s",
-                     trial, g.ntasks, req.pp, lim.max_tp, rc, out.tp, want_tp, out.dp, err.text);
-            continue;
-        }
-        if (!blocks_on_one_node(&g, &out)) placed = 0;
-    }
-    tap_ok(agree, "--ptrain-pp: pp divides the tasks, tp = the largest size dividing every node "
-           "and the stage, dp = ntasks/(pp*tp) (%d geometries, %d refused, %d with tp > 1)",
-           cases, refused, with_tp);
-    tap_ok(placed, "with pp, every tensor group still lies on one node");
-
-    int one8[] = {8};
-    pt_job_geometry g = {1, 8, one8};
-    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE)};
-    pt_plan req, out;
-    pt_error err;
-    pt_plan_default(&req);
-    req.mode = PT_MODE_AUTO;
-    req.tp = 0;
-    req.pp = 4;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.pp == 4 && out.tp == 2 && out.dp == 1,
-           "8 tasks, pp=4 -> tp=2 dp=1");
-    req.pp = 8;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "--ptrain-pp=8 exceeds the administrator's max_pp=4 (valid: 1..4"),
-           "pp above max_pp refused: %s", err.text);
-    req.pp = 2;
-    req.zero = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-zero=2 exceeds the administrator's max_zero=1"),
-           "zero above max_zero refused: %s", err.text);
-    req.zero = 1;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 2 && out.dp == 2 && out.zero == 1,
-           "zero=1 pp=2 on 8 tasks: auto picks tp=2 (not 4) to leave dp=2 to shard over");
-    req.pp = 4;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.tp == 1 && out.dp == 2,
-           "zero=1 pp=4 on 8 tasks: tp=1, dp=2");
-    req.pp = 8;
-    lim.max_pp = 8;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "zero=1 with dp=1 sp=1") && strstr(err.text, "nothing to shard"),
-           "zero=1 with pp=8 on 8 tasks (dp=1 whatever tp) refused: %s", err.text);
-    lim.max_pp = 4;
-    req.pp = 2;
-    req.tp = 2;
-    tap_ok(pt_plan_auto(&g, &lim, &req, &out, &err) == 0 && out.dp == 2 && out.zero == 1,
-           "pp=2 tp=2 zero=1 on 8 tasks -> dp=2");
-    req.tp = 0;
-    req.zero = 0;
-    req.schedule = PT_SCHED_INTERLEAVED;
-    req.virtual_stages = 2;
-    req.microbatches = 4;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-schedule=interleaved is not allowed by the administrator "
-                      "(allowed_schedules in ptrain.conf: 1f1b, gpipe)"),
-           "schedule outside allowed_schedules refused: %s", err.text);
-    lim.schedules = ~0u;
-    req.microbatches = 3;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "microbatches=3 is not"),
-           "request check: interleaved m=3 pp=2 refused: %s", err.text);
-    req.microbatches = 4;
-    req.tp = 4;
-    int two4[] = {4, 4};
-    pt_job_geometry g2 = {2, 8, two4};
-    req.pp = 4;
-    tap_ok(pt_plan_auto(&g2, &lim, &req, &out, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp=4 does not divide the 2 tasks of a pipeline stage") &&
-               strstr(err.text, "valid tp here: 1, 2)"),
-           "tp=4 with pp=4 on 2 x 4 (stages of 2) refused listing 1, 2: %s", err.text);
-}
-
 int main(void)
 {
     const char *seed_env = getenv("PTRAIN_TEST_SEED");
@@ -1232,12 +852,10 @@ int main(void)
     tap_diag("seed %llu (set PTRAIN_TEST_SEED to repeat)", (unsigned long long)seed);
     test_env_round_trip();
     test_validation();
-    test_auto();
-    test_auto_modes();
-    test_auto_sp();
+    test_rank();
+    test_request_check();
     test_pipeline_misfits();
     test_check_model();
-    test_auto_pp();
     test_coords();
     return tap_done();
 }

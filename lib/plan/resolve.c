@@ -1,0 +1,140 @@
+/* pt_plan_resolve: a request into a plan, once, for the plugin and for
+ * ptrain-run (see resolve.h).  Moved here from the SPANK plugin's
+ * plan_request so that both resolve through the same code. */
+#include "plan/resolve.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void add_note(char *notes, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add_note(char *notes, size_t len, const char *fmt, ...)
+{
+    if (!notes || len == 0) return;
+    size_t l = strlen(notes);
+    if (l && l + 1 < len) notes[l++] = '\n', notes[l] = '\0';
+    if (l + 1 >= len) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(notes + l, len - l, fmt, ap);
+    va_end(ap);
+}
+
+/* What a request pins that can be judged from the step's size and the
+ * model alone, named the way srun's user gave it (the search's own refusal
+ * covers the layouts' shapes): each pinned group size divides the ranks,
+ * their product too, an explicit stage split covers the model's layers,
+ * and a pinned ZeRO stage leaves data-parallel ranks to shard over. */
+static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m, pt_error *err)
+{
+    const struct { const char *name; int v; } pins[] = {
+        {"tp", req->tp}, {"sp", req->sp}, {"pp", req->pp}};
+    char valid[256];
+    long long prod = 1;
+    for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++) {
+        if (pins[i].v <= 0) continue;
+        if (ntasks % pins[i].v) {
+            /* every divisor of the task count: the 1d sizes of the mode table */
+            pt_plan_list_tp(PT_MODE_1D, 1, ntasks, ntasks, valid, sizeof valid);
+            return pt_errprintf(err, "--ptrain-%s=%d does not divide the %d tasks of the step "
+                                "(valid %s here: %s)", pins[i].name, pins[i].v, ntasks,
+                                pins[i].name, valid);
+        }
+        prod *= pins[i].v;
+    }
+    if (prod > 1 && ntasks % prod)
+        return pt_errprintf(err, "--ptrain-tp=%d x --ptrain-sp=%d x --ptrain-pp=%d = %lld does "
+                            "not divide the %d tasks of the step", req->tp > 0 ? req->tp : 1,
+                            req->sp > 0 ? req->sp : 1, req->pp > 0 ? req->pp : 1, prod, ntasks);
+    if (req->pp_split_n > 0) {
+        pt_plan q = *req;
+        q.pp = req->pp > 0 ? req->pp : 1;
+        q.microbatches = 1;
+        if (pt_plan_check_model(&q, m->n_layer, 0, err) < 0) return -1;
+    }
+    if (req->zero > 0 && prod == ntasks && req->sp <= 1)
+        return pt_errprintf(err, "zero=%d with dp=1 sp=1: ZeRO shards the optimizer state over "
+                            "the data-parallel ranks and this plan has one, so there is nothing "
+                            "to shard (valid: zero=0, or dp*sp >= 2)", req->zero);
+    return 0;
+}
+
+int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_batch,
+                    const pt_plan_limits *lim, const pt_plan *req, int zero_pinned, int default_zero,
+                    pt_plan *out, pt_search_result *res, char *notes, size_t notes_len, pt_error *err)
+{
+    if (notes && notes_len) notes[0] = '\0';
+    if (!c || !m || !lim || !req || !out)
+        return pt_errprintf(err, "pt_plan_resolve: missing argument (cluster, model, limits, request "
+                            "and plan are required)");
+    if (c->nnodes < 1 || !c->tasks_per_node)
+        return pt_errprintf(err, "invalid job geometry: %d nodes (valid: >= 1 node with its task "
+                            "counts)", c->nnodes);
+    long long ntasks = 0;
+    for (int i = 0; i < c->nnodes; i++) {
+        if (c->tasks_per_node[i] < 1)
+            return pt_errprintf(err, "invalid job geometry: node %d has %d tasks (valid: >= 1)", i,
+                                c->tasks_per_node[i]);
+        ntasks += c->tasks_per_node[i];
+    }
+    if (ntasks > (1 << 24))
+        return pt_errprintf(err, "invalid job geometry: %lld tasks (valid: at most %d)", ntasks, 1 << 24);
+    if (default_zero < 0 || default_zero > lim->max_zero)
+        return pt_errprintf(err, "invalid default ZeRO stage %d (valid: 0..max_zero=%d)", default_zero,
+                            lim->max_zero);
+    if (request_fits((int)ntasks, req, m, err) < 0) return -1;
+
+    pt_search_result *r = res ? res : malloc(sizeof *r);
+    if (!r) return pt_errprintf(err, "pt_plan_resolve: out of memory");
+    pt_plan_limits l = *lim;
+    pt_plan q = *req;
+    q.dp = 0;
+    int rc = -1;
+    /* the search reads zero 0 as "choose": a ZeRO stage 0 the user gave is
+     * a pin, so forbid ZeRO instead */
+    if (zero_pinned && req->zero == 0) l.max_zero = 0;
+    if (!zero_pinned) q.zero = 0;
+    if (!zero_pinned && default_zero > 0) {
+        q.zero = default_zero;
+        rc = pt_plan_search(c, m, global_batch, &l, &q, r, err);
+        if (rc < 0) { /* no plan takes it (nothing to shard): no ZeRO */
+            q.zero = 0;
+            l.max_zero = 0;
+        }
+    }
+    if (rc < 0) rc = pt_plan_search(c, m, global_batch, &l, &q, r, err);
+    if (rc < 0) {
+        if (!res) free(r);
+        return -1;
+    }
+    *out = r->best.plan;
+    /* a pinned layout that crosses a slower link: honoured, with a warning */
+    const pt_candidate *b = &r->best;
+    if ((req->mode != PT_MODE_AUTO || req->tp > 0) && b->plan.tp > 1 &&
+        b->link[PT_GRP_TP] > PT_NET_NODE - (c->island_ranks > 0 ? 1 : 0)) {
+        int k = b->link[PT_GRP_TP];
+        add_note(notes, notes_len,
+                 "ptrain: warning: tp=%d (%s) spans the %s link (%.3g GB/s per rank, %.3g us; "
+                 "inside a node %.3g GB/s): predicted tp communication %.3g ms of a %.3g ms step",
+                 b->plan.tp, pt_mode_name(b->plan.mode), pt_cost_link_name(k), c->hw.gbps[k],
+                 c->hw.lat_s[k] * 1e6, c->hw.gbps[PT_NET_NODE], b->cost.t_comm[PT_GRP_TP] * 1e3,
+                 b->cost.t_step * 1e3);
+    }
+    if (!res) free(r);
+    return 0;
+}
+
+void pt_plan_error_options(pt_error *err, const char *prefix)
+{
+    if (!err || !prefix) return;
+    static const char from[] = "--ptrain-";
+    const size_t fl = sizeof from - 1, pl = strlen(prefix);
+    if (pl > fl) return; /* only shortening rewrites: the text cannot overflow */
+    char *at = err->text;
+    while ((at = strstr(at, from)) != NULL) {
+        memmove(at + pl, at + fl, strlen(at + fl) + 1);
+        memcpy(at, prefix, pl);
+        at += pl;
+    }
+}

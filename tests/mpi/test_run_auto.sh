@@ -1,0 +1,101 @@
+#!/bin/sh
+# ptrain-run --mode auto under plain mpirun (no plugin plan): it plans
+# through pt_plan_resolve from the job's nodes, the node model (--topology)
+# and the model/batch, so it must choose exactly the plan ptrain-plan
+# chooses for the same machine, model and batch (both print the plan
+# summary: compared as text).  Pins (--tp, --pp, --zero) constrain the
+# search; a request no plan satisfies is one line with exit status 2; the
+# auto plan trains to the same first loss as a hand-written layout.
+. "$top_srcdir/tests/lib.sh"
+run="$top_builddir/ptrain-run"
+plan="$top_builddir/ptrain-plan"
+[ -x "$run" ] || skip_all "ptrain-run not built"
+[ -x "$plan" ] || skip_all "ptrain-plan not built"
+command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fx="$top_srcdir/tests/topo"
+seed=$(( $(date +%s) % 100000 ))
+diag "data seed $seed"
+
+# same NP TOPO MODEL BATCH [PIN FLAGS...]: ptrain-run's auto plan (rank 0's
+# dry-run line) against ptrain-plan's PTRAIN_PLAN for 1 node x NP tasks.
+# Pins are given to both in the same --flag N form.
+same() {
+    np=$1; topo=$2; model=$3; batch=$4; shift 4
+    rc=0
+    ptrain_mpirun -np "$np" "$run" --mode auto --topology "$fx/$topo" --model "$model" --batch "$batch" \
+        --dry-run "$@" >"$out" 2>&1 || rc=$?
+    got=$(sed -n 's/^rank 0\/[0-9]* .* plan=//p' "$out")
+    want=$("$plan" --topology "$fx/$topo" --nodes 1 --tasks-per-node "$np" --model "$model" --batch "$batch" \
+        --env "$@" 2>&1 | sed -n 's/^PTRAIN_PLAN=//p')
+    if [ "$rc" -eq 0 ] && [ -n "$got" ] && [ "$got" = "$want" ]; then
+        ok "auto on $np ranks, $topo, $model, batch $batch${*:+ ($*)}: $got"
+    else
+        not_ok "auto on $np ranks, $topo, $model, batch $batch${*:+ ($*)}: ptrain-run '$got' (status $rc), ptrain-plan '$want'"
+        sed 's/^/# /' "$out" | tail -5
+    fi
+}
+same 4 cpu2s.xml tiny 8
+same 4 cpu2s.xml test 8 --pp 2
+same 2 cpu2s.xml tiny 8 --zero 1
+same 8 dgx8-nvswitch.xml gpt2-124M 64
+same 4 cpu2s.xml test 16 --pp 2 --schedule gpipe
+same 6 build-machine.xml test 12 --tp 2
+
+# every rank computes the same plan: the last dry run (6 ranks) lists one
+# plan for all six
+check "every rank of an auto run holds the same plan" \
+    test "$(grep -c '^rank [0-9]*/6 ' "$out")" -eq 6 -a \
+    "$(sed -n 's/^rank [0-9]*\/6 .* plan=//p' "$out" | sort -u | wc -l)" -eq 1
+
+# PTRAIN_MODE=auto without the plugin's PTRAIN_PLAN plans too
+rc=0
+PTRAIN_MODE=auto ptrain_mpirun -np 4 "$run" --topology "$fx/cpu2s.xml" --model tiny --batch 8 --dry-run \
+    >"$out" 2>&1 || rc=$?
+got=$(sed -n 's/^rank 0\/[0-9]* .* plan=//p' "$out")
+want=$("$plan" --topology "$fx/cpu2s.xml" --nodes 1 --tasks-per-node 4 --model tiny --batch 8 --env |
+    sed -n 's/^PTRAIN_PLAN=//p')
+check "PTRAIN_MODE=auto (no PTRAIN_PLAN) plans as ptrain-plan ($got)" test "$rc" -eq 0 -a -n "$got" -a "$got" = "$want"
+
+# --explain prints the search's table and its one line on why
+rc=0
+ptrain_mpirun -np 4 "$run" --mode auto --topology "$fx/cpu2s.xml" --model tiny --batch 8 --dry-run --explain \
+    >"$out" 2>&1 || rc=$?
+check "--explain prints the machine, the chosen plan and why" \
+    sh -c "[ $rc -eq 0 ] && grep -q '^machine: 1 node x 4 tasks' '$out' && grep -q '^why: ' '$out' && grep -q '^plan: mode=' '$out'"
+
+# bad auto requests: one line, exit status 2
+bad() {
+    desc=$1; want=$2; shift 2
+    rc=0
+    ptrain_mpirun -np 4 "$run" --model tiny --batch 8 --dry-run "$@" >"$out" 2>&1 || rc=$?
+    lines=$(grep -c "ptrain-run: error" "$out")
+    if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && grep "ptrain-run: error" "$out" | grep -q -- "$want"; then
+        ok "$desc: refused in one line ($(grep -m1 'ptrain-run: error' "$out" | cut -c1-160))"
+    else
+        not_ok "$desc: expected one line with '$want' (status $rc, $lines error lines)"; sed 's/^/# /' "$out" | tail -5
+    fi
+}
+bad "--mode auto --tp 3 on 4 ranks" "--mode auto: --tp=3 does not divide the 4 tasks of the step (valid tp here: 1, 2, 4)" \
+    --mode auto --tp 3 --topology "$fx/cpu2s.xml"
+bad "--mode auto --zero 1 --tp 4 (nothing to shard)" "zero=1 with dp=1 sp=1" \
+    --mode auto --tp 4 --zero 1 --topology "$fx/cpu2s.xml"
+bad "--mode auto --topology of a missing file" "--mode auto: cannot load the node model" \
+    --mode auto --topology "$fx/no-such-model.json"
+bad "--mode auto --dp 3 on 4 ranks" "not --dp 3" --mode auto --dp 3 --topology "$fx/cpu2s.xml"
+
+# the auto plan trains: its first loss is the one of a 1d tp=4 run
+first_loss() {
+    rc=0
+    ptrain_mpirun -np 4 "$run" --model test --data "synthetic:$seed" --steps 1 --batch 8 --val-every 0 "$@" \
+        >"$out" 2>&1 || rc=$?
+    loss=$(sed -n 's/^step *1\/1 | loss \([0-9.]*\).*/\1/p' "$out")
+    [ "$rc" -eq 0 ] || { loss=""; sed 's/^/# /' "$out" | tail -5; }
+}
+first_loss --mode auto --topology "$fx/cpu2s.xml"; la=$loss
+auto_plan=$(sed -n 's/^plan: \(.*\) (source: auto,.*/\1/p' "$out")
+first_loss --mode 1d --tp 4; l1=$loss
+check "the auto plan ($auto_plan) trains to the first loss of 1d tp=4 ($la, $l1)" \
+    test -n "$la" -a -n "$auto_plan" -a "$la" = "$l1"
+done_testing

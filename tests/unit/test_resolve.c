@@ -1,0 +1,254 @@
+/* lib/plan/resolve.c: pt_plan_resolve, the one resolution path of the
+ * plugin and ptrain-run.  Pins are honoured (and the result is the search's
+ * best plan for them), pins that cannot fit the task count are refused in
+ * one line listing the divisors (an independent reference), the
+ * administrator's default ZeRO stage is tried and dropped where nothing can
+ * shard, a pinned ZeRO stage 0 forbids ZeRO, and a named layout whose tensor
+ * group crosses nodes is honoured with one warning note.  Random clusters
+ * and requests (seed printed; PTRAIN_TEST_SEED repeats a run). */
+#define _POSIX_C_SOURCE 200809L
+#include "plan/resolve.h"
+#include "tests/tap.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t rng_state;
+static unsigned rnd(unsigned n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (unsigned)((rng_state >> 33) % n);
+}
+
+/* A cluster of nnodes x tpn ranks with rates like a GPU node: fast
+ * islands, a slower node link, a slow network (GB/s, s, bytes). */
+static pt_cluster make_cluster(int nnodes, int tpn, int *tasks)
+{
+    pt_cluster c;
+    memset(&c, 0, sizeof c);
+    for (int i = 0; i < nnodes; i++) tasks[i] = tpn;
+    c.nnodes = nnodes;
+    c.tasks_per_node = tasks;
+    c.hw.gemm_gflops = 20000 + rnd(30000);
+    c.hw.mem_bytes = 80e9;
+    c.hw.lat_s[PT_NET_ISLAND] = 3e-6;
+    c.hw.lat_s[PT_NET_NODE] = 5e-6;
+    c.hw.lat_s[PT_NET_INTER] = 10e-6;
+    c.hw.gbps[PT_NET_ISLAND] = 300;
+    c.hw.gbps[PT_NET_NODE] = 50;
+    c.hw.gbps[PT_NET_INTER] = 5 + rnd(20);
+    return c;
+}
+
+/* "1, 2, 4": the divisors of n, the reference for "valid tp here". */
+static void ref_divisors(int n, char *buf, size_t len)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int d = 1; d <= n && off < len; d++)
+        if (n % d == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", d);
+}
+
+static void req_init(pt_plan *r, pt_mode mode)
+{
+    pt_plan_default(r);
+    r->mode = mode;
+    r->dp = r->pp = r->tp = r->tp_depth = r->sp = r->microbatches = r->virtual_stages = 0;
+}
+
+static const pt_plan_limits all = {1 << 20, ~0u, 1 << 20, 3, ~0u};
+
+/* Random requests on random clusters: a request whose pins divide the task
+ * count resolves to the search's best plan with every pin honoured; one
+ * whose pin does not is refused naming the pin and the divisors. */
+static void test_pins(void)
+{
+    pt_model_shape m;
+    pt_error e = {""};
+    pt_model_shape_parse("model", "tiny", &m, &e);
+    int honoured = 1, same = 1, refused_ok = 1, nres = 0, nref = 0, npinned = 0;
+    for (int trial = 0; trial < 60; trial++) {
+        int tasks[4], nnodes = 1 + (int)rnd(3), tpn = 1 << rnd(4);
+        pt_cluster c = make_cluster(nnodes, tpn, tasks);
+        int n = nnodes * tpn;
+        pt_plan req;
+        req_init(&req, rnd(3) ? PT_MODE_AUTO : PT_MODE_1D);
+        const char *which = NULL;
+        int v = 0;
+        switch (rnd(4)) {
+        case 0: req.tp = v = 1 + (int)rnd(8); which = "tp"; break;
+        case 1: req.pp = v = 1 + (int)rnd(4); which = "pp"; break;
+        case 2: req.sp = v = 1 + (int)rnd(4); which = "sp"; break;
+        default: break;
+        }
+        int gb = 8 * (1 + (int)rnd(4));
+        pt_plan out;
+        pt_search_result r, r2;
+        char notes[512];
+        pt_error err = {""}, err2 = {""};
+        int rc = pt_plan_resolve(&c, &m, gb, &all, &req, 0, 0, &out, &r, notes, sizeof notes, &err);
+        if (which && n % v) {
+            char want[256], list[128];
+            ref_divisors(n, list, sizeof list);
+            snprintf(want, sizeof want, "--ptrain-%s=%d does not divide the %d tasks of the step (valid %s here: %s)",
+                     which, v, n, which, list);
+            nref++;
+            if (rc != -1 || strcmp(err.text, want) != 0) {
+                refused_ok = 0;
+                tap_diag("trial %d: want '%s', got rc=%d '%s'", trial, want, rc, err.text);
+            }
+            continue;
+        }
+        int src = pt_plan_search(&c, &m, gb, &all, &req, &r2, &err2);
+        if (rc != src || (rc == 0 && memcmp(&out, &r2.best.plan, sizeof out) != 0) ||
+            (rc < 0 && strcmp(err.text, err2.text) != 0)) {
+            same = 0;
+            tap_diag("trial %d: resolve rc=%d '%s', search rc=%d '%s'", trial, rc, err.text, src, err2.text);
+        }
+        if (rc < 0) continue;
+        nres++;
+        npinned += which != NULL;
+        if ((req.tp && out.tp != req.tp) || (req.pp && out.pp != req.pp) || (req.sp && out.sp != req.sp) ||
+            (long long)out.dp * out.pp * out.tp * out.sp != n || pt_plan_validate(&out, n, NULL) != 0 ||
+            (req.mode != PT_MODE_AUTO && out.mode != req.mode)) {
+            honoured = 0;
+            tap_diag("trial %d: pins tp=%d pp=%d sp=%d mode %s not honoured by tp=%d pp=%d sp=%d dp=%d %s", trial,
+                     req.tp, req.pp, req.sp, pt_mode_name(req.mode), out.tp, out.pp, out.sp, out.dp,
+                     pt_mode_name(out.mode));
+        }
+    }
+    tap_ok(honoured, "%d resolved requests (%d with a pin) honour their pins and cover the world", nres, npinned);
+    tap_ok(same, "pt_plan_resolve returns the search's best plan (or its refusal) when the pins fit");
+    tap_ok(refused_ok && nref > 0, "%d pins that do not divide the tasks are refused in one line listing "
+           "the divisors", nref);
+}
+
+/* The administrator's default ZeRO stage and the user's pinned stage. */
+static void test_zero(void)
+{
+    pt_model_shape m;
+    pt_error err = {""};
+    pt_model_shape_parse("model", "tiny", &m, &err);
+    int tasks[1];
+    pt_cluster c = make_cluster(1, 4, tasks);
+    pt_plan req, out;
+    req_init(&req, PT_MODE_AUTO);
+    int rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 2, &out, NULL, NULL, 0, &err);
+    tap_ok(rc == 0 && out.zero == 2 && out.dp * out.sp >= 2,
+           "default_zero 2 is applied where the plan has dp ranks to shard over (%s; dp=%d zero=%d)",
+           rc ? err.text : "ok", out.dp, out.zero);
+    req.tp = 4;
+    rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 2, &out, NULL, NULL, 0, &err);
+    tap_ok(rc == 0 && out.tp == 4 && out.dp == 1 && out.zero == 0,
+           "default_zero 2 is dropped, not refused, when tp=4 leaves dp=1 (%s)", rc ? err.text : "zero=0");
+    req.zero = 1;
+    rc = pt_plan_resolve(&c, &m, 8, &all, &req, 1, 0, &out, NULL, NULL, 0, &err);
+    tap_ok(rc == -1 && strstr(err.text, "zero=1 with dp=1 sp=1") && strstr(err.text, "nothing to shard") &&
+               !strchr(err.text, '\n'),
+           "a pinned zero=1 with tp=4 on 4 tasks is refused: %s", err.text);
+    /* a pinned 0 forbids ZeRO even where the search would pick a stage */
+    req.tp = 0;
+    req.zero = 0;
+    int forbid = 1, chose = 0;
+    for (int gb = 8; gb <= 64; gb *= 2) {
+        pt_search_result r;
+        pt_plan_limits lim = all;
+        if (pt_plan_resolve(&c, &m, gb, &lim, &req, 1, 3, &out, &r, NULL, 0, &err) < 0) {
+            forbid = 0;
+            continue;
+        }
+        if (out.zero != 0) forbid = 0;
+        for (int i = 0; i < r.nrunners; i++)
+            if (r.runner[i].plan.zero != 0) forbid = 0;
+        if (pt_plan_resolve(&c, &m, gb, &lim, &req, 0, 0, &out, NULL, NULL, 0, &err) == 0 && out.zero) chose = 1;
+    }
+    tap_ok(forbid, "a pinned zero=0 forbids ZeRO in the plan and every runner-up, over default_zero 3%s",
+           chose ? " (the search alone chose a stage there)" : "");
+    rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 4, &out, NULL, NULL, 0, &err);
+    tap_ok(rc == -1 && strstr(err.text, "default ZeRO stage 4") && strstr(err.text, "0..max_zero=3"),
+           "default_zero above max_zero is refused: %s", err.text);
+}
+
+/* A named or pinned layout whose tensor group crosses nodes: honoured
+ * with one warning line naming the link; inside a node, or chosen by
+ * auto, no warning. */
+static void test_warning(void)
+{
+    pt_model_shape m;
+    pt_error err = {""};
+    pt_model_shape_parse("model", "tiny", &m, &err);
+    int tasks[2];
+    pt_cluster c = make_cluster(2, 2, tasks);
+    pt_plan req, out;
+    char notes[512];
+    req_init(&req, PT_MODE_2D);
+    int rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 0, &out, NULL, notes, sizeof notes, &err);
+    tap_ok(rc == 0 && out.mode == PT_MODE_2D && out.tp == 4 &&
+               strstr(notes, "ptrain: warning: tp=4 (2d) spans the network link (") == notes && !strchr(notes, '\n'),
+           "2d on 2 x 2 tasks: tp=4 honoured with one warning: %s", rc ? err.text : notes);
+    req_init(&req, PT_MODE_1D);
+    req.tp = 4;
+    rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 0, &out, NULL, notes, sizeof notes, &err);
+    tap_ok(rc == 0 && out.tp == 4 && strstr(notes, "tp=4 (1d) spans the network link") &&
+               strstr(notes, "predicted tp communication"),
+           "--ptrain-tp=4 on 2 x 2: honoured with the warning and its predicted cost");
+    req.tp = 2;
+    rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 0, &out, NULL, notes, sizeof notes, &err);
+    tap_ok(rc == 0 && out.tp == 2 && notes[0] == '\0', "--ptrain-tp=2 on 2 x 2 stays in a node: no warning");
+    req_init(&req, PT_MODE_AUTO);
+    rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 0, &out, NULL, notes, sizeof notes, &err);
+    tap_ok(rc == 0 && notes[0] == '\0', "auto without pins: no warning (the search weighed the links)");
+    /* a short notes buffer is cut, never overrun */
+    req_init(&req, PT_MODE_2D);
+    char small[24];
+    memset(small, 'x', sizeof small);
+    rc = pt_plan_resolve(&c, &m, 8, &all, &req, 0, 0, &out, NULL, small, 16, &err);
+    tap_ok(rc == 0 && strlen(small) == 15 && small[16] == 'x', "a short notes buffer is cut at its length");
+}
+
+static void test_bad_input(void)
+{
+    pt_model_shape m;
+    pt_error err = {""};
+    pt_model_shape_parse("model", "tiny", &m, &err);
+    int tasks[2] = {2, 0};
+    pt_cluster c = make_cluster(1, 2, tasks);
+    c.nnodes = 2;
+    pt_plan req, out;
+    req_init(&req, PT_MODE_AUTO);
+    tap_ok(pt_plan_resolve(&c, &m, 8, &all, &req, 0, 0, &out, NULL, NULL, 0, &err) == -1 &&
+               strstr(err.text, "node 1 has 0 tasks"),
+           "a node without tasks is refused: %s", err.text);
+    c.nnodes = 0;
+    tap_ok(pt_plan_resolve(&c, &m, 8, &all, &req, 0, 0, &out, NULL, NULL, 0, &err) == -1 &&
+               strstr(err.text, "0 nodes"),
+           "no nodes is refused: %s", err.text);
+    c.nnodes = 1;
+    tap_ok(pt_plan_resolve(&c, &m, 0, &all, &req, 0, 0, &out, NULL, NULL, 0, &err) == -1 &&
+               strstr(err.text, "global batch 0"),
+           "global batch 0 is refused (the search's message): %s", err.text);
+    tap_ok(pt_plan_resolve(NULL, &m, 8, &all, &req, 0, 0, &out, NULL, NULL, 0, &err) == -1,
+           "a missing cluster is refused");
+    pt_error e;
+    snprintf(e.text, sizeof e.text, "--ptrain-tp=3 with --ptrain-sp=2 (valid: --ptrain-tp=1)");
+    pt_plan_error_options(&e, "--");
+    tap_ok(strcmp(e.text, "--tp=3 with --sp=2 (valid: --tp=1)") == 0,
+           "pt_plan_error_options rewrites srun's option names: %s", e.text);
+}
+
+int main(void)
+{
+    const char *seed_env = getenv("PTRAIN_TEST_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 16);
+    rng_state = seed;
+    tap_diag("seed %llu (set PTRAIN_TEST_SEED to repeat)", (unsigned long long)seed);
+    test_pins();
+    test_zero();
+    test_warning();
+    test_bad_input();
+    return tap_done();
+}
