@@ -566,6 +566,12 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     memset(&c, 0, sizeof c);
     double best_mem = -1, flops_sum = 0;
     const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
+    /* the GEMM rate at this plan's GEMM size (Hockney's r_inf, n_1/2 over
+     * the rows of one call: 3d multiplies the input gathered over l) */
+    const double gemm_rows = (double)N * (g.mode == PT_MODE_3D ? (double)g.q : 1.0);
+    const double rate = !hw || hw->gemm_gflops <= 0 ? 0
+                        : hw->gemm_n_half > 0 ? hw->gemm_gflops * 1e9 * gemm_rows / (gemm_rows + hw->gemm_n_half)
+                                              : hw->gemm_gflops * 1e9;
     for (int r = 0; r < pp; r++) {
         memset(has, 0, (size_t)L);
         int nblk = 0, pp_sends = 0;
@@ -665,7 +671,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         }
         /* time of this rank (alpha-beta per group, compute at the GEMM rate) */
         if (hw) {
-            double tc = hw->gemm_gflops > 0 ? flops * oversub / (hw->gemm_gflops * 1e9) : 0, tg[PT_GRP_N];
+            double tc = rate > 0 ? flops * oversub / rate : 0, tg[PT_GRP_N];
             for (int k = 0; k < PT_GRP_N; k++) {
                 int lk = link ? link[k] : PT_NET_NODE;
                 if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
@@ -679,7 +685,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     }
     free(has);
     if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
-    if (oversub > 1 && hw && hw->gemm_gflops > 0) c.t_compute = flops_sum / pp * oversub / (hw->gemm_gflops * 1e9);
+    if (oversub > 1 && rate > 0) c.t_compute = flops_sum / pp * oversub / rate;
     const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
     /* time-shared cores: a waiting rank gives back only part of its share
      * (Open MPI's idle loop calls sched_yield, which CFS honours for the
