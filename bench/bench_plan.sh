@@ -9,15 +9,23 @@
 # Not part of make check: it times things.
 #
 # Calibration, in the same run:
-#   GEMM rate   a 1-rank ptrain-run of the same model (gflops_per_rank of
-#               its steps after the first: model FLOPs / time, so the rate
-#               includes the non-GEMM work), one core's;
+#   GEMM rate   1-rank ptrain-runs of the same model at two microbatch
+#               sizes, the whole batch (n1 = BATCH*T rows per GEMM) and one
+#               sequence (n2 = T rows; PTRAIN_MICROBATCHES=BATCH):
+#               gflops_per_rank of their steps after the first (model FLOPs
+#               / time, so the rate includes the non-GEMM work), one core's;
+#               Hockney's rate(n) = r_inf n / (n + n_half) through both
+#               (1/rate is linear in 1/n), pt_hw.gemm_gflops = r_inf and
+#               pt_hw.gemm_n_half = n_half (no size effect measured: n_half
+#               0 and the whole batch's rate);
 #   sharing     np ranks on fewer cores: pt_hw.ranks_per_core = np / cores
 #               (each rank gets a share of a core, a waiting pipeline rank
 #               gives its core to the others: see cost.h);
 #   links       ptrain-topo --probe-quick under mpirun -np NP: ping-pong
 #               bandwidth, and the latency of one ring step from its
-#               allreduce time, so both include the ranks' contention.
+#               allreduce time (the node model's net.ring_step_latency_us,
+#               which ptrain-plan's pt_topo_plan_hw uses too), so both
+#               include the ranks' contention.
 # Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
 # warms caches; one step's time alone is not the rate: ranks drift
 # between the collectives, the sum of consecutive steps is).
@@ -66,11 +74,23 @@ measure() {
 }
 
 echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, $cores cores (timings on a shared machine are not quiet)"
-t1=$(measure 1 PTRAIN_DP=1)
-[ "$t1" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
-g1=$(jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl")
-g1=$(printf "%.4g" "$g1")
-echo "# calibration: 1 rank $(printf "%.4g" "$t1") ms/step, $g1 model GFLOP/s per core"
+t0=$(date +%s)
+# calib MB: the 1-rank model GFLOP/s per core at MB microbatches
+calib() {
+    t=$(measure 1 PTRAIN_DP=1 PTRAIN_MICROBATCHES="$1")
+    [ "$t" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
+    jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl"
+}
+gA=$(calib 1) || exit 1
+gB=$(calib "$BATCH") || exit 1
+nA=$((BATCH * T)) nB=$T
+# Hockney through (nA, gA) and (nB, gB): 1/g = 1/r_inf + (n_half/r_inf)/n
+set -- $(awk -v na="$nA" -v ga="$gA" -v nb="$nB" -v gb="$gB" 'BEGIN {
+    b = (1 / gb - 1 / ga) / (1 / nb - 1 / na); a = 1 / ga - b / na
+    if (b <= 0 || a <= 0) printf "%.4g 0\n", ga; else printf "%.4g %.4g\n", 1 / a, b / a }')
+g1=$1 nhalf=$2
+echo "# calibration: 1 rank $(printf "%.4g" "$gA") model GFLOP/s per core at $nA rows per GEMM (microbatch $BATCH)," \
+    "$(printf "%.4g" "$gB") at $nB rows (microbatch 1): r_inf $g1 GFLOP/s, n_1/2 $nhalf rows"
 
 # links at NP ranks (the ranks' contention included): ptrain-topo's
 # ping-pong bandwidth, and the latency of one ring step from its allreduce
@@ -80,7 +100,7 @@ links() {
     "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
         >"$wd/topo.json" 2>/dev/null </dev/null
     jq -r --argjson p "$1" '.net | (.intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
-        | (((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))) as $a
+        | (.ring_step_latency_us // ((((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))))) as $a
         | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo.json" 2>/dev/null || echo "1 20"
 }
 
@@ -135,13 +155,13 @@ for np in 4 8; do
     set -- $(links "$np")
     gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2")
     echo
-    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
+    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
     printf "%-78s %12s %12s %8s\n" "plan" "predicted_ms" "measured_ms" "ratio"
     : >"$wd/pairs$np"
     echo "$plans" | while IFS= read -r plan; do
         [ -n "$plan" ] || continue
         # shellcheck disable=SC2086
-        pred=$(env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" 2>"$wd/err" | jq '.t_step * 1000')
+        pred=$(env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" "$nhalf" 2>"$wd/err" | jq '.t_step * 1000')
         if [ -z "$pred" ]; then
             printf "%-78s %12s\n" "$plan" "refused: $(cat "$wd/err")"
             continue
@@ -160,9 +180,12 @@ for np in 4 8; do
     # machine (the node model measured above at NP ranks, the calibrated
     # GEMM rate), run and timed like the plans above
     # shellcheck disable=SC2046
-    # (the calibrated rate as the model's measured per-core gemm_gflops, so
-    # that ptrain-plan shares it among the ranks as cost_eval does above)
-    jq --argjson g "$g1" '.gemm_gflops = $g' "$wd/topo.json" >"$wd/topo-g.json"
+    # (the calibrated rate as the model's measured per-core Hockney fit, so
+    # that ptrain-plan shares it among the ranks as cost_eval does above;
+    # the ring-step latency is the probe's, in the JSON already)
+    jq --argjson g "$g1" --argjson h "$nhalf" \
+        '.gemm_gflops = $g | .gemm_fit = (if $h > 0 then {r_inf_gflops: $g, n_half_rows: $h} else null end)' \
+        "$wd/topo.json" >"$wd/topo-g.json"
     auto=$("$B/ptrain-plan" --topology "$wd/topo-g.json" --nodes 1 --tasks-per-node "$np" --model "$MODEL" \
         --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' | grep -v '=1$' |
         grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|CKPT_ACT=none\|ZERO=0\|RANK_ORDER=DPT\|MODE=1d\)$' | tr '\n' ' ')
@@ -179,3 +202,4 @@ done
 cat "$wd/pairs4" "$wd/pairs8" >"$wd/all"
 echo
 echo "Spearman over both world sizes: $(spearman "$wd/all")"
+echo "bench wall time: $(($(date +%s) - t0)) s"
