@@ -12,8 +12,9 @@
 #   GEMM rate   1-rank ptrain-runs of the same model at two microbatch
 #               sizes, the whole batch (n1 = BATCH*T rows per GEMM) and one
 #               sequence (n2 = T rows; PTRAIN_MICROBATCHES=BATCH):
-#               gflops_per_rank of their steps after the first (model FLOPs
-#               / time, so the rate includes the non-GEMM work), one core's;
+#               the median gflops_per_rank of their steps after the first
+#               (model FLOPs / time, so the rate includes the non-GEMM
+#               work) over two runs of each, one core's;
 #               Hockney's rate(n) = r_inf n / (n + n_half) through both
 #               (1/rate is linear in 1/n), pt_hw.gemm_gflops = r_inf and
 #               pt_hw.gemm_n_half = n_half (no size effect measured: n_half
@@ -75,14 +76,23 @@ measure() {
 
 echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, $cores cores (timings on a shared machine are not quiet)"
 t0=$(date +%s)
-# calib MB: the 1-rank model GFLOP/s per core at MB microbatches
+# calib MB: append the 1-rank model GFLOP/s per core of each step after
+# the first at MB microbatches to $wd/rates$MB
 calib() {
     t=$(measure 1 PTRAIN_DP=1 PTRAIN_MICROBATCHES="$1")
     [ "$t" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
-    jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl"
+    jq 'select(.type == "train" and .step > 1) | .gflops_per_rank' "$wd/m.jsonl" >>"$wd/rates$1"
 }
-gA=$(calib 1) || exit 1
-gB=$(calib "$BATCH") || exit 1
+# the two sizes in turn, twice, so that both see the same load; the
+# median step rate of each (a busy neighbour slows single steps)
+median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+: >"$wd/rates1"
+: >"$wd/rates$BATCH"
+for i in 1 2; do
+    calib 1 || exit 1
+    calib "$BATCH" || exit 1
+done
+gA=$(median "$wd/rates1") gB=$(median "$wd/rates$BATCH")
 nA=$((BATCH * T)) nB=$T
 # Hockney through (nA, gA) and (nB, gB): 1/g = 1/r_inf + (n_half/r_inf)/n
 set -- $(awk -v na="$nA" -v ga="$gA" -v nb="$nB" -v gb="$gB" 'BEGIN {
