@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char dir[1024];
 
@@ -142,6 +143,21 @@ int main(void)
         free(js);
         tap_ok(ok, "JSON: gemm_fit and ring_step_latency_us round-trip and become gemm_gflops = r_inf, gemm_n_half "
                "and the node links' alpha");
+        /* and through hwloc XML (Ptrain* info attributes) */
+        char path[] = "/tmp/ptrain-topo-plan-XXXXXX";
+        int fd = mkstemp(path);
+        char *x = NULL;
+        ok = fd >= 0 && pt_topo_to_xml(&t, &x) == PT_OK && write(fd, x, strlen(x)) == (ssize_t)strlen(x);
+        if (fd >= 0) close(fd);
+        if (ok && pt_topo_load_hwloc(&u, path) == PT_OK) {
+            ok = u.gemm_gflops == 80 && u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120;
+            pt_topo_free(&u);
+        } else {
+            ok = 0;
+        }
+        free(x);
+        unlink(path);
+        tap_ok(ok, "XML: gemm_gflops, gemm_fit and the ring-step latency round-trip");
         /* a file from before (no gemm_fit, no ring step) loads and plans
          * with the one-size rate and the ping-pong latency */
         t.gemm_rinf_gflops = t.gemm_n_half = 0;
@@ -158,7 +174,7 @@ int main(void)
         tap_ok(ok, "JSON without gemm_fit and ring_step_latency_us (older files) loads: one-size rate, ping-pong alpha");
         pt_topo_free(&t);
     } else {
-        for (int i = 0; i < 3; i++) tap_ok(0, "build-machine loads");
+        for (int i = 0; i < 4; i++) tap_ok(0, "build-machine loads");
     }
     /* the fit: exact Hockney points give back r_inf and n_1/2 */
     {
