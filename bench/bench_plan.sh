@@ -12,9 +12,10 @@
 #   GEMM rate   1-rank ptrain-runs of the same model at two microbatch
 #               sizes, the whole batch (n1 = BATCH*T rows per GEMM) and one
 #               sequence (n2 = T rows; PTRAIN_MICROBATCHES=BATCH):
-#               the median gflops_per_rank of their steps after the first
+#               the mean gflops_per_rank of their steps after the first
 #               (model FLOPs / time, so the rate includes the non-GEMM
-#               work) over two runs of each, one core's;
+#               work), the best of ROUNDS runs of each (the two sizes in
+#               turn, so that both see the same load), one core's;
 #               Hockney's rate(n) = r_inf n / (n + n_half) through both
 #               (1/rate is linear in 1/n), pt_hw.gemm_gflops = r_inf and
 #               pt_hw.gemm_n_half = n_half (no size effect measured: n_half
@@ -29,7 +30,9 @@
 #               include the ranks' contention.
 # Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
 # warms caches; one step's time alone is not the rate: ranks drift
-# between the collectives, the sum of consecutive steps is).
+# between the collectives, the sum of consecutive steps is), the least
+# of ROUNDS (default 2) runs: other jobs on the machine only ever add
+# time, so the least loaded run is the plan's.
 # On a shared, oversubscribed 2-core machine the timings are noisy: read
 # the ratios as rough, the rank order as the claim.
 set -u
@@ -47,6 +50,7 @@ cores=$(OMP_NUM_THREADS= nproc) # before OMP_NUM_THREADS=1, which nproc obeys
 MODEL=${MODEL:-4,4,128,64,2048}
 BATCH=${BATCH:-16}
 STEPS=${STEPS:-6}
+ROUNDS=${ROUNDS:-2}
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
 export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -74,25 +78,34 @@ measure() {
     jq -s '[.[] | select(.type == "train" and .step > 1) | .step_ms] | add / length' "$wd/m.jsonl"
 }
 
-echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, $cores cores (timings on a shared machine are not quiet)"
+# best NP VAR=VALUE...: the least of ROUNDS measures, or "fail"
+best() {
+    b=
+    for r in $(seq "$ROUNDS"); do
+        x=$(measure "$@")
+        [ "$x" = fail ] && { echo fail; return; }
+        b=$(awk -v a="$x" -v b="$b" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
+    done
+    echo "$b"
+}
+
+echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, best of $ROUNDS runs, $cores cores (timings on a shared machine are not quiet)"
 t0=$(date +%s)
-# calib MB: append the 1-rank model GFLOP/s per core of each step after
-# the first at MB microbatches to $wd/rates$MB
+# calib MB: append the 1-rank model GFLOP/s per core (mean of the steps
+# after the first) at MB microbatches to $wd/rates$MB
 calib() {
     t=$(measure 1 PTRAIN_DP=1 PTRAIN_MICROBATCHES="$1")
     [ "$t" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
-    jq 'select(.type == "train" and .step > 1) | .gflops_per_rank' "$wd/m.jsonl" >>"$wd/rates$1"
+    jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl" >>"$wd/rates$1"
 }
-# the two sizes in turn, twice, so that both see the same load; the
-# median step rate of each (a busy neighbour slows single steps)
-median() { sort -g "$1" | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+# the two sizes in turn, ROUNDS times; the best run of each
 : >"$wd/rates1"
 : >"$wd/rates$BATCH"
-for i in 1 2; do
+for r in $(seq "$ROUNDS"); do
     calib 1 || exit 1
     calib "$BATCH" || exit 1
 done
-gA=$(median "$wd/rates1") gB=$(median "$wd/rates$BATCH")
+gA=$(sort -g "$wd/rates1" | tail -n 1) gB=$(sort -g "$wd/rates$BATCH" | tail -n 1)
 nA=$((BATCH * T)) nB=$T
 # Hockney through (nA, gA) and (nB, gB): 1/g = 1/r_inf + (n_half/r_inf)/n
 set -- $(awk -v na="$nA" -v ga="$gA" -v nb="$nB" -v gb="$gB" 'BEGIN {
@@ -177,7 +190,7 @@ for np in 4 8; do
             continue
         fi
         # shellcheck disable=SC2086
-        meas=$(measure "$np" $plan)
+        meas=$(best "$np" $plan)
         if [ "$meas" = fail ]; then
             printf "%-78s %12.1f %12s\n" "$plan" "$pred" "failed: $(tail -n 1 "$wd/out")"
             continue
@@ -203,7 +216,7 @@ for np in 4 8; do
         echo "auto: ptrain-plan failed: $(cat "$wd/err")"
     else
         # shellcheck disable=SC2086
-        ameas=$(measure "$np" $auto)
+        ameas=$(best "$np" $auto)
         best=$(sort -k2 -g "$wd/pairs$np" | head -n 1 | awk '{print $2}')
         printf "auto (ptrain-plan's choice): %s measured %.1f ms; fastest measured plan above %s ms; auto / fastest = %s\n" \
             "$auto" "$ameas" "$best" "$(awk -v a="$ameas" -v b="$best" 'BEGIN { printf "%.2f", a / b }')"
