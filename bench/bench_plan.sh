@@ -119,12 +119,22 @@ echo "# calibration: 1 rank $(printf "%.4g" "$gA") model GFLOP/s per core at $nA
 # ping-pong bandwidth, and the latency of one ring step from its allreduce
 # time t of n bytes, alpha = (t - 2(p-1)/p n / bw) / (2(p-1)) (Thakur et al.
 # 2005), at least the ping-pong latency
+# (the best of ROUNDS probes: the highest bandwidth, the least latency,
+# written back into the node model $wd/topo.json that ptrain-plan reads)
 links() {
-    "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
-        >"$wd/topo.json" 2>/dev/null </dev/null
-    jq -r --argjson p "$1" '.net | (.intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
-        | (.ring_step_latency_us // ((((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))))) as $a
-        | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo.json" 2>/dev/null || echo "1 20"
+    bw= al=
+    for r in $(seq "$ROUNDS"); do
+        "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
+            >"$wd/topo1.json" 2>/dev/null </dev/null
+        set -- "$1" $(jq -r --argjson p "$1" '.net | (.intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
+            | (.ring_step_latency_us // ((((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))))) as $a
+            | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo1.json" 2>/dev/null || echo "1 20")
+        bw=$(awk -v a="$2" -v b="$bw" 'BEGIN { print (b == "" || a + 0 > b + 0) ? a : b }')
+        al=$(awk -v a="$3" -v b="$al" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
+    done
+    jq --argjson bw "$bw" --argjson a "$al" '.net.intra_gbps = $bw | .net.ring_step_latency_us = $a' "$wd/topo1.json" \
+        >"$wd/topo.json" 2>/dev/null || cp "$wd/topo1.json" "$wd/topo.json"
+    echo "$bw $al"
 }
 
 plans4="PTRAIN_DP=4
