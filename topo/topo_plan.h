@@ -76,9 +76,10 @@ typedef struct pt_topo_hw_override {
 int pt_topo_plan_hw(const pt_topo *t, int tasks_per_node, const pt_topo_hw_override *ov, pt_hw *hw,
                     int *island_ranks, char *note, size_t note_len, pt_error *err);
 
-/* Hockney's (r_inf, n_1/2) model of a rate over a size (Hockney 1994,
- * "The communication challenge for MPP: Intel Paragon and Meiko CS-2",
- * Parallel Computing 20(3), sec. 2), fitted to k measured points: the
+/* Hockney's (r_inf, n_1/2) model of a rate over a size (Hockney and
+ * Jesshope, "Parallel Computers 2", 1988; Hockney 1994, "The
+ * communication challenge for MPP: Intel Paragon and Meiko CS-2",
+ * Parallel Computing 20(3)), fitted to k measured points: the
  * rate of GEMMs of rows[i] rows (any positive size unit) is gflops[i]
  * (GFLOP/s).  The model rate(n) = r_inf n / (n + n_half) is linear in
  * 1/n after inverting, 1/rate = 1/r_inf + (n_half/r_inf) (1/n), so the

@@ -57,9 +57,12 @@
  * Time (alpha-beta, Hockney 1994; ring steps as Thakur et al. 2005,
  * sec. 4):
  *   t_compute = flops / (rate(n) 1e9), rate(n) = gemm_gflops n / (n + gemm_n_half)
- *               (Hockney's (r_inf, n_1/2) model, Hockney 1994, "The
- *               communication challenge for MPP", sec. 2, applied to GEMMs:
- *               small GEMMs run below the peak; n = the rows of one GEMM
+ *               (Hockney's (r_inf, n_1/2) model of a pipelined
+ *               operation's rate over its length: Hockney and Jesshope,
+ *               "Parallel Computers 2", 1988; for messages Hockney 1994,
+ *               "The communication challenge for MPP", Parallel
+ *               Computing 20(3); applied here to GEMMs, whose rate falls
+ *               with their size: n = the rows of one GEMM
  *               call on a rank: Bl Tl of its microbatch under its layout,
  *               l Bl Tl for 3d, whose GEMMs run on the gathered input),
  *               times ranks_per_core when cores are shared (see pt_hw)
@@ -112,7 +115,10 @@ typedef struct pt_hw {
                                * the rate is half of gemm_gflops; rate(n) = gemm_gflops
                                * n / (n + gemm_n_half).  0: one rate for every size */
     double mem_bytes;         /* memory one rank may use (bytes); 0 = unlimited */
-    double lat_s[PT_NET_N];   /* alpha: latency of one message on each link class (s) */
+    double lat_s[PT_NET_N];   /* alpha: latency of one message, a collective's ring step, on
+                               * each link class (s); pt_topo_plan_hw takes the probe's
+                               * ring-step latency (from its allreduce: contention and the
+                               * library's per-step work included), not the ping-pong's */
     double gbps[PT_NET_N];    /* 1/beta: bandwidth of one rank on each link class (GB/s) */
     double ranks_per_core;    /* ranks time-sharing one core (an oversubscribed node, e.g. 4-8
                                * ranks on a 2-core CI machine); 0 or <= 1: each rank has its
