@@ -31,11 +31,12 @@
 # Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
 # warms caches; one step's time alone is not the rate: ranks drift
 # between the collectives, the sum of consecutive steps is), the least
-# of ROUNDS (default 2) runs: other jobs on the machine only ever add
-# time, so the least loaded run is the plan's.
+# of ROUNDS (default 2) runs, one per round over every plan (so that a
+# plan's runs sample the load at moments apart): other jobs on the
+# machine only ever add time, so the least loaded run is the plan's.
 # Auto: ptrain-plan's choice from the same calibration (the probe's node
-# model with the fitted GEMM rate); when it is one of the table's plans,
-# the table's measurement of it, else measured like them.
+# model with the fitted GEMM rate), timed in the same rounds (once, when
+# it is one of the table's plans).
 # On a shared, oversubscribed 2-core machine the timings are noisy: read
 # the ratios as rough, the rank order as the claim.
 set -u
@@ -79,17 +80,6 @@ measure() {
             --metrics "$wd/m.jsonl" >"$wd/out" 2>&1 </dev/null
     ) || { echo fail; return; }
     jq -s '[.[] | select(.type == "train" and .step > 1) | .step_ms] | add / length' "$wd/m.jsonl"
-}
-
-# best NP VAR=VALUE...: the least of ROUNDS measures, or "fail"
-best() {
-    b=
-    for r in $(seq "$ROUNDS"); do
-        x=$(measure "$@")
-        [ "$x" = fail ] && { echo fail; return; }
-        b=$(awk -v a="$x" -v b="$b" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
-    done
-    echo "$b"
 }
 
 echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, best of $ROUNDS runs, $cores cores (timings on a shared machine are not quiet)"
@@ -196,35 +186,11 @@ for np in 4 8; do
     gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2")
     echo
     echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
-    printf "%-78s %12s %12s %8s\n" "plan" "predicted_ms" "measured_ms" "ratio"
-    : >"$wd/pairs$np"
-    : >"$wd/meas$np"
-    echo "$plans" | while IFS= read -r plan; do
-        [ -n "$plan" ] || continue
-        # shellcheck disable=SC2086
-        pred=$(env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" "$nhalf" 2>"$wd/err" | jq '.t_step * 1000')
-        if [ -z "$pred" ]; then
-            printf "%-78s %12s\n" "$plan" "refused: $(cat "$wd/err")"
-            continue
-        fi
-        # shellcheck disable=SC2086
-        meas=$(best "$np" $plan)
-        if [ "$meas" = fail ]; then
-            printf "%-78s %12.1f %12s\n" "$plan" "$pred" "failed: $(tail -n 1 "$wd/out")"
-            continue
-        fi
-        printf "%-78s %12.1f %12.1f %8.2f\n" "$plan" "$pred" "$meas" "$(awk -v a="$meas" -v b="$pred" 'BEGIN { print a / b }')"
-        echo "$pred $meas" >>"$wd/pairs$np"
-        echo "$meas $(norm $plan)" >>"$wd/meas$np"
-    done
-    echo "Spearman rank correlation, predicted vs measured, $np ranks: $(spearman "$wd/pairs$np") ($(wc -l <"$wd/pairs$np") plans)"
     # auto: what ptrain-plan chooses over its whole search space for this
     # machine (the node model measured above at NP ranks, the calibrated
-    # GEMM rate), run and timed like the plans above
-    # shellcheck disable=SC2046
-    # (the calibrated rate as the model's measured per-core Hockney fit, so
-    # that ptrain-plan shares it among the ranks as cost_eval does above;
-    # the ring-step latency is the probe's, in the JSON already)
+    # GEMM rate as the model's per-core Hockney fit, so that ptrain-plan
+    # shares it among the ranks as cost_eval does; the ring-step latency
+    # is the probe's), timed in the same rounds as the table's plans
     jq --argjson g "$g1" --argjson h "$nhalf" \
         '.gemm_gflops = $g | .gemm_fit = (if $h > 0 then {r_inf_gflops: $g, n_half_rows: $h} else null end)' \
         "$wd/topo.json" >"$wd/topo-g.json"
@@ -232,17 +198,68 @@ for np in 4 8; do
         --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' |
         grep -v '^PTRAIN_\(DP\|PP\|TP\|SP\|TP_DEPTH\|MICROBATCHES\|VIRTUAL_STAGES\)=1$' |
         grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|CKPT_ACT=none\|ZERO=0\|RANK_ORDER=DPT\|MODE=1d\)$' | tr '\n' ' ')
+    [ -n "$auto" ] || cp "$wd/err" "$wd/auto-err"
+    printf '%s\n' "$plans" | grep -v '^$' >"$wd/list$np"
+    extra=0 at=0
+    if [ -n "$auto" ]; then
+        # shellcheck disable=SC2086
+        key=$(norm $auto) i=0
+        while IFS= read -r plan; do
+            i=$((i + 1))
+            # shellcheck disable=SC2086
+            [ "$(norm $plan)" = "$key" ] && at=$i
+        done <"$wd/list$np"
+        [ "$at" = 0 ] && { echo "$auto" >>"$wd/list$np"; extra=1; at=$((i + 1)); }
+    fi
+    # predictions, then ROUNDS rounds of every plan once: each plan's
+    # least time samples the load at ROUNDS moments apart
+    i=0
+    while IFS= read -r plan; do
+        i=$((i + 1))
+        # shellcheck disable=SC2086
+        env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" "$nhalf" 2>"$wd/err$np.$i" |
+            jq '.t_step * 1000' >"$wd/pred$np.$i"
+        : >"$wd/m$np.$i"
+    done <"$wd/list$np"
+    for r in $(seq "$ROUNDS"); do
+        i=0
+        while IFS= read -r plan; do
+            i=$((i + 1))
+            [ -s "$wd/pred$np.$i" ] || continue
+            # shellcheck disable=SC2086
+            x=$(measure "$np" $plan)
+            [ "$x" = fail ] && cp "$wd/out" "$wd/out$np.$i"
+            echo "$x" >>"$wd/m$np.$i"
+        done <"$wd/list$np"
+    done
+    printf "%-78s %12s %12s %8s\n" "plan" "predicted_ms" "measured_ms" "ratio"
+    : >"$wd/pairs$np"
+    i=0
+    while IFS= read -r plan; do
+        i=$((i + 1))
+        [ "$extra" = 1 ] && [ "$i" = "$at" ] && break
+        pred=$(cat "$wd/pred$np.$i")
+        if [ -z "$pred" ]; then
+            printf "%-78s %12s\n" "$plan" "refused: $(cat "$wd/err$np.$i")"
+            continue
+        fi
+        if grep -q fail "$wd/m$np.$i"; then
+            printf "%-78s %12.1f %12s\n" "$plan" "$pred" "failed: $(tail -n 1 "$wd/out$np.$i")"
+            continue
+        fi
+        meas=$(sort -g "$wd/m$np.$i" | head -n 1)
+        printf "%-78s %12.1f %12.1f %8.2f\n" "$plan" "$pred" "$meas" "$(awk -v a="$meas" -v b="$pred" 'BEGIN { print a / b }')"
+        echo "$pred $meas" >>"$wd/pairs$np"
+    done <"$wd/list$np"
+    echo "Spearman rank correlation, predicted vs measured, $np ranks: $(spearman "$wd/pairs$np") ($(wc -l <"$wd/pairs$np") plans)"
     if [ -z "$auto" ]; then
-        echo "auto: ptrain-plan failed: $(cat "$wd/err")"
+        echo "auto: ptrain-plan failed: $(cat "$wd/auto-err")"
+    elif grep -q fail "$wd/m$np.$at" || [ ! -s "$wd/m$np.$at" ]; then
+        echo "auto (ptrain-plan's choice): $auto failed: $(tail -n 1 "$wd/out$np.$at" 2>/dev/null) $(cat "$wd/err$np.$at")"
     else
-        # a plan of the table: its measurement there (timing the same
-        # plan again on a loaded machine would compare noise with noise)
-        # shellcheck disable=SC2086
-        key=$(norm $auto)
-        ameas=$(awk -v k="$key" '{ m = $1; $1 = ""; sub(/^ /, ""); if ($0 == k) { print m; exit } }' "$wd/meas$np")
-        how="its measurement in the table above"
-        # shellcheck disable=SC2086
-        [ -n "$ameas" ] || { ameas=$(best "$np" $auto); how="measured now"; }
+        ameas=$(sort -g "$wd/m$np.$at" | head -n 1)
+        how="one of the table's plans"
+        [ "$extra" = 1 ] && how="timed in the same rounds"
         fastest=$(sort -k2 -g "$wd/pairs$np" | head -n 1 | awk '{print $2}')
         printf "auto (ptrain-plan's choice): %s%.1f ms (%s); fastest measured plan above %s ms; auto / fastest = %s\n" \
             "$auto" "$ameas" "$how" "$fastest" "$(awk -v a="$ameas" -v b="$fastest" 'BEGIN { printf "%.2f", a / b }')"
