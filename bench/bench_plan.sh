@@ -9,18 +9,34 @@
 # Not part of make check: it times things.
 #
 # Calibration, in the same run:
-#   GEMM rate   a 1-rank ptrain-run of the same model (gflops_per_rank of
-#               its steps after the first: model FLOPs / time, so the rate
-#               includes the non-GEMM work), one core's;
+#   GEMM rate   1-rank ptrain-runs of the same model at two microbatch
+#               sizes, the whole batch (n1 = BATCH*T rows per GEMM) and one
+#               sequence (n2 = T rows; PTRAIN_MICROBATCHES=BATCH):
+#               the mean gflops_per_rank of their steps after the first
+#               (model FLOPs / time, so the rate includes the non-GEMM
+#               work), the best of ROUNDS runs of each (the two sizes in
+#               turn, so that both see the same load), one core's;
+#               Hockney's rate(n) = r_inf n / (n + n_half) through both
+#               (1/rate is linear in 1/n), pt_hw.gemm_gflops = r_inf and
+#               pt_hw.gemm_n_half = n_half (no size effect measured: n_half
+#               0 and the whole batch's rate);
 #   sharing     np ranks on fewer cores: pt_hw.ranks_per_core = np / cores
 #               (each rank gets a share of a core, a waiting pipeline rank
 #               gives its core to the others: see cost.h);
 #   links       ptrain-topo --probe-quick under mpirun -np NP: ping-pong
 #               bandwidth, and the latency of one ring step from its
-#               allreduce time, so both include the ranks' contention.
+#               allreduce time (the node model's net.ring_step_latency_us,
+#               which ptrain-plan's pt_topo_plan_hw uses too), so both
+#               include the ranks' contention.
 # Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
 # warms caches; one step's time alone is not the rate: ranks drift
-# between the collectives, the sum of consecutive steps is).
+# between the collectives, the sum of consecutive steps is), the least
+# of ROUNDS (default 2) runs, one per round over every plan (so that a
+# plan's runs sample the load at moments apart): other jobs on the
+# machine only ever add time, so the least loaded run is the plan's.
+# Auto: ptrain-plan's choice from the same calibration (the probe's node
+# model with the fitted GEMM rate), timed in the same rounds (once, when
+# it is one of the table's plans).
 # On a shared, oversubscribed 2-core machine the timings are noisy: read
 # the ratios as rough, the rank order as the claim.
 set -u
@@ -38,6 +54,7 @@ cores=$(OMP_NUM_THREADS= nproc) # before OMP_NUM_THREADS=1, which nproc obeys
 MODEL=${MODEL:-4,4,128,64,2048}
 BATCH=${BATCH:-16}
 STEPS=${STEPS:-6}
+ROUNDS=${ROUNDS:-2}
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
 export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -65,23 +82,52 @@ measure() {
     jq -s '[.[] | select(.type == "train" and .step > 1) | .step_ms] | add / length' "$wd/m.jsonl"
 }
 
-echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, $cores cores (timings on a shared machine are not quiet)"
-t1=$(measure 1 PTRAIN_DP=1)
-[ "$t1" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
-g1=$(jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl")
-g1=$(printf "%.4g" "$g1")
-echo "# calibration: 1 rank $(printf "%.4g" "$t1") ms/step, $g1 model GFLOP/s per core"
+echo "# bench_plan: model L,H,C,T,V = $MODEL, global batch $BATCH, $STEPS steps, best of $ROUNDS runs, $cores cores (timings on a shared machine are not quiet)"
+t0=$(date +%s)
+# calib MB: append the 1-rank model GFLOP/s per core (mean of the steps
+# after the first) at MB microbatches to $wd/rates$MB
+calib() {
+    t=$(measure 1 PTRAIN_DP=1 PTRAIN_MICROBATCHES="$1")
+    [ "$t" = fail ] && { echo "bench_plan: the 1-rank calibration run failed: $(tail -n 2 "$wd/out")" >&2; exit 1; }
+    jq -s '[.[] | select(.type == "train" and .step > 1) | .gflops_per_rank] | add / length' "$wd/m.jsonl" >>"$wd/rates$1"
+}
+# the two sizes in turn, ROUNDS times; the best run of each
+: >"$wd/rates1"
+: >"$wd/rates$BATCH"
+for r in $(seq "$ROUNDS"); do
+    calib 1 || exit 1
+    calib "$BATCH" || exit 1
+done
+gA=$(sort -g "$wd/rates1" | tail -n 1) gB=$(sort -g "$wd/rates$BATCH" | tail -n 1)
+nA=$((BATCH * T)) nB=$T
+# Hockney through (nA, gA) and (nB, gB): 1/g = 1/r_inf + (n_half/r_inf)/n
+set -- $(awk -v na="$nA" -v ga="$gA" -v nb="$nB" -v gb="$gB" 'BEGIN {
+    b = (1 / gb - 1 / ga) / (1 / nb - 1 / na); a = 1 / ga - b / na
+    if (b <= 0 || a <= 0) printf "%.4g 0\n", ga; else printf "%.4g %.4g\n", 1 / a, b / a }')
+g1=$1 nhalf=$2
+echo "# calibration: 1 rank $(printf "%.4g" "$gA") model GFLOP/s per core at $nA rows per GEMM (microbatch $BATCH)," \
+    "$(printf "%.4g" "$gB") at $nB rows (microbatch 1): r_inf $g1 GFLOP/s, n_1/2 $nhalf rows"
 
 # links at NP ranks (the ranks' contention included): ptrain-topo's
 # ping-pong bandwidth, and the latency of one ring step from its allreduce
 # time t of n bytes, alpha = (t - 2(p-1)/p n / bw) / (2(p-1)) (Thakur et al.
 # 2005), at least the ping-pong latency
+# (the best of ROUNDS probes: the highest bandwidth, the least latency,
+# written back into the node model $wd/topo.json that ptrain-plan reads)
 links() {
-    "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
-        >"$wd/topo.json" 2>/dev/null </dev/null
-    jq -r --argjson p "$1" '.net | (.intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
-        | (((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))) as $a
-        | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo.json" 2>/dev/null || echo "1 20"
+    bw= al=
+    for r in $(seq "$ROUNDS"); do
+        "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
+            >"$wd/topo1.json" 2>/dev/null </dev/null
+        set -- "$1" $(jq -r --argjson p "$1" '.net | (.intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
+            | (.ring_step_latency_us // ((((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))))) as $a
+            | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo1.json" 2>/dev/null || echo "1 20")
+        bw=$(awk -v a="$2" -v b="$bw" 'BEGIN { print (b == "" || a + 0 > b + 0) ? a : b }')
+        al=$(awk -v a="$3" -v b="$al" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
+    done
+    jq --argjson bw "$bw" --argjson a "$al" '.net.intra_gbps = $bw | .net.ring_step_latency_us = $a' "$wd/topo1.json" \
+        >"$wd/topo.json" 2>/dev/null || cp "$wd/topo1.json" "$wd/topo.json"
+    echo "$bw $al"
 }
 
 plans4="PTRAIN_DP=4
@@ -106,6 +152,10 @@ PTRAIN_DP=4 PTRAIN_SP=2
 PTRAIN_DP=4 PTRAIN_PP=2 PTRAIN_MICROBATCHES=2
 PTRAIN_DP=2 PTRAIN_PP=4 PTRAIN_MICROBATCHES=4
 PTRAIN_DP=8 PTRAIN_ZERO=2"
+
+# norm VAR=VALUE...: a plan's settings in one order, without the
+# defaults ptrain-plan prints (so that auto's plan matches the table's)
+norm() { printf '%s\n' "$@" | grep -v '^$' | grep -v '^PTRAIN_OFFLOAD=0$' | sort | tr '\n' ' ' | sed 's/ $//'; }
 
 # spearman FILE (columns: predicted measured): rank correlation with
 # average ranks for ties (Spearman 1904; Pearson of the ranks)
@@ -135,47 +185,87 @@ for np in 4 8; do
     set -- $(links "$np")
     gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2")
     echo
-    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
-    printf "%-78s %12s %12s %8s\n" "plan" "predicted_ms" "measured_ms" "ratio"
-    : >"$wd/pairs$np"
-    echo "$plans" | while IFS= read -r plan; do
-        [ -n "$plan" ] || continue
-        # shellcheck disable=SC2086
-        pred=$(env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" 2>"$wd/err" | jq '.t_step * 1000')
-        if [ -z "$pred" ]; then
-            printf "%-78s %12s\n" "$plan" "refused: $(cat "$wd/err")"
-            continue
-        fi
-        # shellcheck disable=SC2086
-        meas=$(measure "$np" $plan)
-        if [ "$meas" = fail ]; then
-            printf "%-78s %12.1f %12s\n" "$plan" "$pred" "failed: $(tail -n 1 "$wd/out")"
-            continue
-        fi
-        printf "%-78s %12.1f %12.1f %8.2f\n" "$plan" "$pred" "$meas" "$(awk -v a="$meas" -v b="$pred" 'BEGIN { print a / b }')"
-        echo "$pred $meas" >>"$wd/pairs$np"
-    done
-    echo "Spearman rank correlation, predicted vs measured, $np ranks: $(spearman "$wd/pairs$np") ($(wc -l <"$wd/pairs$np") plans)"
+    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
     # auto: what ptrain-plan chooses over its whole search space for this
     # machine (the node model measured above at NP ranks, the calibrated
-    # GEMM rate), run and timed like the plans above
-    # shellcheck disable=SC2046
-    # (the calibrated rate as the model's measured per-core gemm_gflops, so
-    # that ptrain-plan shares it among the ranks as cost_eval does above)
-    jq --argjson g "$g1" '.gemm_gflops = $g' "$wd/topo.json" >"$wd/topo-g.json"
+    # GEMM rate as the model's per-core Hockney fit, so that ptrain-plan
+    # shares it among the ranks as cost_eval does; the ring-step latency
+    # is the probe's), timed in the same rounds as the table's plans
+    jq --argjson g "$g1" --argjson h "$nhalf" \
+        '.gemm_gflops = $g | .gemm_fit = (if $h > 0 then {r_inf_gflops: $g, n_half_rows: $h} else null end)' \
+        "$wd/topo.json" >"$wd/topo-g.json"
     auto=$("$B/ptrain-plan" --topology "$wd/topo-g.json" --nodes 1 --tasks-per-node "$np" --model "$MODEL" \
-        --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' | grep -v '=1$' |
+        --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' |
+        grep -v '^PTRAIN_\(DP\|PP\|TP\|SP\|TP_DEPTH\|MICROBATCHES\|VIRTUAL_STAGES\)=1$' |
         grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|CKPT_ACT=none\|ZERO=0\|RANK_ORDER=DPT\|MODE=1d\)$' | tr '\n' ' ')
-    if [ -z "$auto" ]; then
-        echo "auto: ptrain-plan failed: $(cat "$wd/err")"
-    else
+    [ -n "$auto" ] || cp "$wd/err" "$wd/auto-err"
+    printf '%s\n' "$plans" | grep -v '^$' >"$wd/list$np"
+    extra=0 at=0
+    if [ -n "$auto" ]; then
         # shellcheck disable=SC2086
-        ameas=$(measure "$np" $auto)
-        best=$(sort -k2 -g "$wd/pairs$np" | head -n 1 | awk '{print $2}')
-        printf "auto (ptrain-plan's choice): %s measured %.1f ms; fastest measured plan above %s ms; auto / fastest = %s\n" \
-            "$auto" "$ameas" "$best" "$(awk -v a="$ameas" -v b="$best" 'BEGIN { printf "%.2f", a / b }')"
+        key=$(norm $auto) i=0
+        while IFS= read -r plan; do
+            i=$((i + 1))
+            # shellcheck disable=SC2086
+            [ "$(norm $plan)" = "$key" ] && at=$i
+        done <"$wd/list$np"
+        [ "$at" = 0 ] && { echo "$auto" >>"$wd/list$np"; extra=1; at=$((i + 1)); }
+    fi
+    # predictions, then ROUNDS rounds of every plan once: each plan's
+    # least time samples the load at ROUNDS moments apart
+    i=0
+    while IFS= read -r plan; do
+        i=$((i + 1))
+        # shellcheck disable=SC2086
+        env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" "$nhalf" 2>"$wd/err$np.$i" |
+            jq '.t_step * 1000' >"$wd/pred$np.$i"
+        : >"$wd/m$np.$i"
+    done <"$wd/list$np"
+    for r in $(seq "$ROUNDS"); do
+        i=0
+        while IFS= read -r plan; do
+            i=$((i + 1))
+            [ -s "$wd/pred$np.$i" ] || continue
+            # shellcheck disable=SC2086
+            x=$(measure "$np" $plan)
+            [ "$x" = fail ] && cp "$wd/out" "$wd/out$np.$i"
+            echo "$x" >>"$wd/m$np.$i"
+        done <"$wd/list$np"
+    done
+    printf "%-78s %12s %12s %8s\n" "plan" "predicted_ms" "measured_ms" "ratio"
+    : >"$wd/pairs$np"
+    i=0
+    while IFS= read -r plan; do
+        i=$((i + 1))
+        [ "$extra" = 1 ] && [ "$i" = "$at" ] && break
+        pred=$(cat "$wd/pred$np.$i")
+        if [ -z "$pred" ]; then
+            printf "%-78s %12s\n" "$plan" "refused: $(cat "$wd/err$np.$i")"
+            continue
+        fi
+        if grep -q fail "$wd/m$np.$i"; then
+            printf "%-78s %12.1f %12s\n" "$plan" "$pred" "failed: $(tail -n 1 "$wd/out$np.$i")"
+            continue
+        fi
+        meas=$(sort -g "$wd/m$np.$i" | head -n 1)
+        printf "%-78s %12.1f %12.1f %8.2f\n" "$plan" "$pred" "$meas" "$(awk -v a="$meas" -v b="$pred" 'BEGIN { print a / b }')"
+        echo "$pred $meas" >>"$wd/pairs$np"
+    done <"$wd/list$np"
+    echo "Spearman rank correlation, predicted vs measured, $np ranks: $(spearman "$wd/pairs$np") ($(wc -l <"$wd/pairs$np") plans)"
+    if [ -z "$auto" ]; then
+        echo "auto: ptrain-plan failed: $(cat "$wd/auto-err")"
+    elif grep -q fail "$wd/m$np.$at" || [ ! -s "$wd/m$np.$at" ]; then
+        echo "auto (ptrain-plan's choice): $auto failed: $(tail -n 1 "$wd/out$np.$at" 2>/dev/null) $(cat "$wd/err$np.$at")"
+    else
+        ameas=$(sort -g "$wd/m$np.$at" | head -n 1)
+        how="one of the table's plans"
+        [ "$extra" = 1 ] && how="timed in the same rounds"
+        fastest=$(sort -k2 -g "$wd/pairs$np" | head -n 1 | awk '{print $2}')
+        printf "auto (ptrain-plan's choice): %s%.1f ms (%s); fastest measured plan above %s ms; auto / fastest = %s\n" \
+            "$auto" "$ameas" "$how" "$fastest" "$(awk -v a="$ameas" -v b="$fastest" 'BEGIN { printf "%.2f", a / b }')"
     fi
 done
 cat "$wd/pairs4" "$wd/pairs8" >"$wd/all"
 echo
 echo "Spearman over both world sizes: $(spearman "$wd/all")"
+echo "bench wall time: $(($(date +%s) - t0)) s"

@@ -5,6 +5,7 @@
 #include "backend/blas.h"
 #include "core/core.h"
 #include "topo/topo.h"
+#include "topo/topo_plan.h"
 #include "topo/probe_gpu.h"
 #include "topo/probe_mpi.h"
 
@@ -50,6 +51,8 @@ static void report(const pt_topo *t)
            t->nnuma, t->nnuma == 1 ? "" : "s", t->ncores, t->npus, t->cpu_model[0] ? "; " : "", t->cpu_model);
     printf("  BLAS (this host): %s\n", pt_blas_summary());
     if (t->gemm_gflops > 0) printf("  sgemm, one core: %.1f GFLOP/s (measured)\n", t->gemm_gflops);
+    if (t->gemm_n_half > 0)
+        printf("  sgemm over rows n: %.1f n / (n + %.1f) GFLOP/s (Hockney fit)\n", t->gemm_rinf_gflops, t->gemm_n_half);
     printf("\n  NUMA  Package  Memory(GiB)  Cores  PUs  CPUs              Copy GB/s\n");
     for (int i = 0; i < t->nnuma; i++) {
         const pt_topo_numa *n = &t->numa[i];
@@ -162,6 +165,7 @@ static void report(const pt_topo *t)
         if (n->inter_gbps > 0)
             printf("    across nodes  : latency %.2f us, bandwidth %.2f GB/s (%zu-byte messages)\n", n->inter_lat_us, n->inter_gbps, n->msg_bytes);
         printf("    allreduce     : %zu bytes in %.1f us, algbw %.3f GB/s, busbw %.3f GB/s\n", n->ar_bytes, n->ar_time_us, n->ar_algbw, n->ar_busbw);
+        if (n->ring_lat_us > 0) printf("    ring step     : latency %.2f us (from the allreduce)\n", n->ring_lat_us);
     }
 
     char wbuf[8192];
@@ -230,6 +234,17 @@ int main(int argc, char **argv)
         if (!rc && rank == 0) { /* one core's sgemm rate, for ptrain-plan and the plugin's planner */
             double g = pt_blas_sgemm_gflops(quick ? 256 : 1024, quick ? 2 : 5);
             if (g > 0) t.gemm_gflops = g;
+            /* and over the rows of a GEMM (a microbatch's rows), k = n
+             * fixed: Hockney's r_inf and n_1/2 (pt_topo_gemm_fit) */
+            static const int rows[5] = {16, 64, 256, 1024, 4096};
+            const int kn = quick ? 256 : 768, npt = quick ? 4 : 5;
+            double nr[5], gr[5];
+            int ok = 0;
+            for (int i = 0; i < npt; i++) {
+                double gi = pt_blas_sgemm_mkn_gflops(rows[i], kn, kn, quick ? 4 : 4 + 4096 / rows[i]);
+                if (gi > 0) nr[ok] = rows[i], gr[ok++] = gi;
+            }
+            if (ok >= 2) pt_topo_gemm_fit(nr, gr, ok, &t.gemm_rinf_gflops, &t.gemm_n_half, NULL);
         }
         if (rc) {
             fprintf(stderr, "ptrain-topo: rank %d: %s\n", rank, pt_errmsg());

@@ -132,6 +132,20 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     net.ar_time_us = tmax * 1e6;
     net.ar_algbw = (double)o->ar_bytes / tmax / 1e9;
     net.ar_busbw = net.ar_algbw * 2.0 * (p - 1) / p;
+    /* one ring step's latency (Thakur et al. 2005, sec. 4: a ring
+     * allreduce of n bytes over p ranks takes 2(p-1) steps of n/p bytes,
+     * t = 2(p-1) alpha + 2(p-1)/p n beta): alpha from the measured t and
+     * the slowest ping-pong bandwidth, at least the slowest ping-pong
+     * latency.  It holds what a collective's step costs beyond the wire:
+     * the ranks' contention for cores, the reduction, the library. */
+    if (p > 1) {
+        double bw = net.inter_gbps > 0 && (net.intra_gbps <= 0 || net.inter_gbps < net.intra_gbps) ? net.inter_gbps
+                                                                                                  : net.intra_gbps;
+        double lat = net.inter_lat_us > net.intra_lat_us ? net.inter_lat_us : net.intra_lat_us;
+        double wire_us = bw > 0 ? 2.0 * (p - 1) / p * (double)o->ar_bytes / (bw * 1e3) : 0;
+        double a = (net.ar_time_us - wire_us) / (2.0 * (p - 1));
+        net.ring_lat_us = a > lat ? a : lat;
+    }
     /* rank 0 measured the ping-pongs: everyone gets its view */
     MPI_Bcast(&net, (int)sizeof net, MPI_BYTE, 0, comm);
     if (!rc) t->net = net;

@@ -25,7 +25,11 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *  - MPI_Allreduce (float sum) of ar_bytes over all ranks: time per call
  *    (us, mean over ar_iters after one warm-up), algbw = bytes / time,
  *    busbw = algbw * 2(p-1)/p (nccl-tests, doc/PERFORMANCE.md), after
- *    checking the result against the closed-form sum.
+ *    checking the result against the closed-form sum; and from it the
+ *    latency of one ring step (us, p > 1): (time - 2(p-1)/p bytes / bw) /
+ *    (2(p-1)) with bw the slowest ping-pong bandwidth (Thakur et al. 2005,
+ *    sec. 4), at least the slowest ping-pong latency (t->net.ring_lat_us;
+ *    pt_topo_plan_hw takes it as the collectives' alpha).
  * Nodes are told apart by $SLURM_NODEID when every rank has it (srun;
  * fake Slurm nodes share one host), else by MPI_Comm_split_type(SHARED).
  * Rank 0's t->net gets the results (other ranks' too, by broadcast).

@@ -383,8 +383,13 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
         n->ar_time_us = info_double(root, "PtrainNetAllreduceUs");
         n->ar_algbw = info_double(root, "PtrainNetAllreduceAlgbw");
         n->ar_busbw = info_double(root, "PtrainNetAllreduceBusbw");
+        n->ring_lat_us = info_double(root, "PtrainNetRingStepLatencyUs"); /* 0 when absent (older files) */
         copy_str(n->nodes, sizeof n->nodes, info_get(root, "PtrainNetNodeNames"));
     }
+    /* the sgemm rate and its Hockney fit (0 when absent) */
+    t->gemm_gflops = info_double(root, "PtrainGemmGFlops");
+    t->gemm_rinf_gflops = info_double(root, "PtrainGemmRinfGFlops");
+    t->gemm_n_half = info_double(root, "PtrainGemmNHalfRows");
 }
 
 void pt_topo_update_nvlinks(pt_topo *t)
@@ -820,7 +825,13 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
         bad |= set_info_d(root, "PtrainNetAllreduceUs", n->ar_time_us);
         bad |= set_info_d(root, "PtrainNetAllreduceAlgbw", n->ar_algbw);
         bad |= set_info_d(root, "PtrainNetAllreduceBusbw", n->ar_busbw);
+        if (n->ring_lat_us > 0) bad |= set_info_d(root, "PtrainNetRingStepLatencyUs", n->ring_lat_us);
         bad |= set_info(root, "PtrainNetNodeNames", n->nodes);
+    }
+    if (t->gemm_gflops > 0) bad |= set_info_d(root, "PtrainGemmGFlops", t->gemm_gflops);
+    if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0) {
+        bad |= set_info_d(root, "PtrainGemmRinfGFlops", t->gemm_rinf_gflops);
+        bad |= set_info_d(root, "PtrainGemmNHalfRows", t->gemm_n_half);
     }
     char *buf = NULL;
     int len = 0;

@@ -114,6 +114,11 @@ typedef struct pt_topo_net {
     double inter_lat_us, inter_gbps;  /* across nodes (0 = single node) */
     size_t ar_bytes;          /* allreduce message size, bytes */
     double ar_time_us, ar_algbw, ar_busbw; /* nccl-tests definitions, GB/s */
+    double ring_lat_us;       /* alpha of one ring step (us) from the allreduce: (ar_time_us -
+                               * 2(p-1)/p ar_bytes / intra_gbps) / (2(p-1)) (Thakur et al. 2005,
+                               * sec. 4), at least the ping-pong latency of the slowest pair
+                               * measured; 0 = not measured (one rank, or a JSON file from
+                               * before: "ring_step_latency_us" is optional) */
     char nodes[256];          /* node names, comma separated, in node order */
 } pt_topo_net;
 
@@ -141,6 +146,12 @@ typedef struct pt_topo {
     pt_topo_net net;
     double gemm_gflops;     /* measured fp32 sgemm rate of one core (GFLOP/s; ptrain-topo --probe,
                                JSON "gemm_gflops", optional), 0 = not measured */
+    /* Hockney fit of one core's sgemm rate over the rows n of a GEMM:
+     * rate(n) = gemm_rinf_gflops n / (n + gemm_n_half) (pt_topo_gemm_fit;
+     * JSON "gemm_fit": {"r_inf_gflops", "n_half_rows"}, optional);
+     * 0 = not measured */
+    double gemm_rinf_gflops; /* r_inf (GFLOP/s) */
+    double gemm_n_half;      /* n_1/2 (rows) */
     void *hw;               /* hwloc_topology_t when built from hwloc, else NULL */
 } pt_topo;
 

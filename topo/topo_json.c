@@ -133,7 +133,12 @@ int pt_topo_to_json(const pt_topo *t, char **out)
                                                    "allreduce_busbw_gbps", n->ar_busbw));
     else
         json_object_set_new(root, "net", json_null());
+    if (n->measured && n->ring_lat_us > 0)
+        json_object_set_new(json_object_get(root, "net"), "ring_step_latency_us", json_real(n->ring_lat_us));
     if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
+    if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0)
+        json_object_set_new(root, "gemm_fit", json_pack("{s:f, s:f}", "r_inf_gflops", t->gemm_rinf_gflops,
+                                                        "n_half_rows", t->gemm_n_half));
     /* Derived, for readers; ignored when loading. */
     pt_topo_islands isl;
     if (pt_topo_islands_find(t, &isl) == PT_OK) {
@@ -390,6 +395,8 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         n->ar_time_us = jnum(&c, net, "allreduce_time_us");
         n->ar_algbw = jnum(&c, net, "allreduce_algbw_gbps");
         n->ar_busbw = jnum(&c, net, "allreduce_busbw_gbps");
+        /* optional (files from before it was recorded load without it) */
+        if (!c.rc && json_object_get(net, "ring_step_latency_us")) n->ring_lat_us = jnum(&c, net, "ring_step_latency_us");
     } else if (!c.rc && !json_is_null(net)) jerr(&c, "net", "must be an object or null");
     /* optional: the measured sgemm rate of one core */
     json_t *gg = c.rc ? NULL : json_object_get(root, "gemm_gflops");
@@ -398,6 +405,15 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
             jerr(&c, "gemm_gflops", "must be a number of GFLOP/s (0..1e9)");
         else
             t->gemm_gflops = json_number_value(gg);
+    }
+    /* optional: the Hockney fit of the sgemm rate over the GEMM's rows */
+    json_t *gf = c.rc ? NULL : json_object_get(root, "gemm_fit");
+    if (gf && !json_is_null(gf)) {
+        if (!json_is_object(gf)) jerr(&c, "gemm_fit", "must be an object {\"r_inf_gflops\", \"n_half_rows\"} or null");
+        else {
+            t->gemm_rinf_gflops = jnum(&c, gf, "r_inf_gflops");
+            t->gemm_n_half = jnum(&c, gf, "n_half_rows");
+        }
     }
     json_decref(root);
     if (c.rc) { pt_topo_free(t); return c.rc; }

@@ -153,9 +153,23 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         hw->lat_s[PT_NET_NODE] = 3e-6;
     }
     hw->lat_s[PT_NET_INTER] = t->net.measured && t->net.inter_lat_us > 0 ? t->net.inter_lat_us * 1e-6 : 5e-6;
+    /* the ring-step latency of the probe's allreduce: what a step of the
+     * collectives costs (the ranks' contention and the library's per-step
+     * work included), on the links the probe's ring spanned */
+    const char *lat_src = t->net.measured ? "measured ping-pong" : "estimate";
+    if (t->net.measured && t->net.ring_lat_us > 0) {
+        const double a = t->net.ring_lat_us * 1e-6;
+        if (t->net.nnodes > 1) {
+            if (a > hw->lat_s[PT_NET_INTER]) hw->lat_s[PT_NET_INTER] = a;
+            lat_src = "measured: network from the allreduce's ring step, node from ping-pong";
+        } else {
+            for (int l = PT_NET_ISLAND; l <= PT_NET_NODE; l++)
+                if (a > hw->lat_s[l]) hw->lat_s[l] = a;
+            lat_src = "measured: node from the allreduce's ring step, network estimate";
+        }
+    }
     note_add(note, note_len, &k, "latency: %.3g us island, %.3g us node, %.3g us network (%s)\n",
-             hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6,
-             t->net.measured ? "measured" : "estimate");
+             hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6, lat_src);
 
     /* memory per rank */
     if (ov->mem_gb > 0) {
@@ -212,7 +226,13 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         char share[64] = "";
         if (hw->ranks_per_core > 1)
             snprintf(share, sizeof share, ", one core's rate shared by %.3g ranks", hw->ranks_per_core);
-        if (t->gemm_gflops > 0) {
+        if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0) {
+            hw->gemm_gflops = t->gemm_rinf_gflops * per_rank;
+            hw->gemm_n_half = t->gemm_n_half;
+            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per %s at large sizes, half of it at %.4g rows per "
+                     "GEMM (measured Hockney fit: r_inf %.4g per core x %.3g cores%s)\n", hw->gemm_gflops,
+                     hw->ranks_per_core > 1 ? "core" : "rank", hw->gemm_n_half, t->gemm_rinf_gflops, per_rank, share);
+        } else if (t->gemm_gflops > 0) {
             hw->gemm_gflops = t->gemm_gflops * per_rank;
             note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per %s (measured %.4g per core x %.3g cores%s)\n",
                      hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", t->gemm_gflops, per_rank, share);
@@ -223,5 +243,31 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         }
     }
     if (note && k > 0 && k < note_len && note[k - 1] == '\n') note[k - 1] = '\0';
+    return 0;
+}
+
+int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_inf, double *n_half, pt_error *err)
+{
+    if (!rows || !gflops || !r_inf || !n_half) return pt_errprintf(err, "gemm fit: no points or output given");
+    if (k < 2) return pt_errprintf(err, "gemm fit: %d point%s (valid: >= 2 sizes)", k, k == 1 ? "" : "s");
+    double sx = 0, sy = 0, sxx = 0, sxy = 0, sg = 0;
+    for (int i = 0; i < k; i++) {
+        if (!(rows[i] > 0) || !isfinite(rows[i]) || !(gflops[i] > 0) || !isfinite(gflops[i]))
+            return pt_errprintf(err, "gemm fit: point %d (%g rows, %g GFLOP/s) (valid: positive, finite)", i,
+                                rows[i], gflops[i]);
+        const double x = 1.0 / rows[i], y = 1.0 / gflops[i];
+        sx += x, sy += y, sxx += x * x, sxy += x * y, sg += gflops[i];
+    }
+    const double den = k * sxx - sx * sx;
+    if (!(den > 1e-300 * (sxx > 0 ? sxx : 1)))
+        return pt_errprintf(err, "gemm fit: every point has %g rows (valid: >= 2 different sizes)", rows[0]);
+    const double b = (k * sxy - sx * sy) / den, a = (sy - b * sx) / k;
+    if (b <= 0 || a <= 0) { /* no measurable size effect: the mean rate */
+        *r_inf = sg / k;
+        *n_half = 0;
+        return 0;
+    }
+    *r_inf = 1.0 / a;
+    *n_half = b / a;
     return 0;
 }

@@ -44,11 +44,20 @@ typedef struct pt_topo_hw_override {
  *           else 12.5 GB/s (100 Gb/s) per InfiniBand/RoCE adapter, else
  *           1.25 GB/s (10 Gb/s Ethernet) -- an estimate -- divided by
  *           tasks_per_node (the tasks of a node share its network);
- *   latency the net probe's intra/inter-node latencies when measured, else
+ *   latency the net probe's ring-step latency (ring_lat_us, from its
+ *           allreduce over all the probe's ranks: what one step of lib/comm's
+ *           collectives costs, contention included) for the links inside a
+ *           node when the probe ran on one node, for the network when it
+ *           spanned several (the ring's slowest step crosses it), each at
+ *           least the ping-pong latency of that link; a model without it
+ *           (older files) takes the ping-pong latencies; not measured:
  *           2 us (island), 3 us (node), 5 us (network), estimates.
  * mem_bytes: ov->mem_gb, else the GPU's memory read from its model name
  *   ("... 80GB ...") divided by the ranks sharing the GPU, else the node's
  *   memory (sum of NUMA nodes, or what the OS reports) / tasks_per_node.
+ * gemm_n_half: on CPU nodes without ov->gemm_gflops, the model's Hockney
+ *   fit (gemm_fit, rows): then gemm_gflops starts from its r_inf instead
+ *   of the one-size gemm_gflops; else 0 (one rate for every size).
  * gemm_gflops: ov->gemm_gflops, else the model's measured gemm_gflops
  *   (ptrain-topo --probe: one core's sgemm rate) times the cores per
  *   rank on CPU nodes, else an estimate: CPU nodes 32 GFLOP/s
@@ -66,5 +75,19 @@ typedef struct pt_topo_hw_override {
  * without NUMA nodes). */
 int pt_topo_plan_hw(const pt_topo *t, int tasks_per_node, const pt_topo_hw_override *ov, pt_hw *hw,
                     int *island_ranks, char *note, size_t note_len, pt_error *err);
+
+/* Hockney's (r_inf, n_1/2) model of a rate over a size (Hockney and
+ * Jesshope, "Parallel Computers 2", 1988; Hockney 1994, "The
+ * communication challenge for MPP: Intel Paragon and Meiko CS-2",
+ * Parallel Computing 20(3)), fitted to k measured points: the
+ * rate of GEMMs of rows[i] rows (any positive size unit) is gflops[i]
+ * (GFLOP/s).  The model rate(n) = r_inf n / (n + n_half) is linear in
+ * 1/n after inverting, 1/rate = 1/r_inf + (n_half/r_inf) (1/n), so the
+ * fit is ordinary least squares of 1/gflops on 1/rows.  A fit whose slope
+ * comes out negative (the large sizes slower: noise, caches) is the mean
+ * rate with n_half = 0.  Writes *r_inf (GFLOP/s) and *n_half (rows).
+ * Returns 0, or -1 with one line in err when k < 2, a value is not
+ * positive and finite, or every rows[i] is the same. */
+int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_inf, double *n_half, pt_error *err);
 
 #endif

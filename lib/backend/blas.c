@@ -199,9 +199,16 @@ const char *pt_blas_summary(void)
 double pt_blas_sgemm_gflops(int n, int reps)
 {
     if (n < 16 || n > 8192 || reps < 1) return -1;
+    return pt_blas_sgemm_mkn_gflops(n, n, n, reps);
+}
+
+double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps)
+{
+    if (m < 1 || k < 1 || n < 1 || m > 8192 || k > 8192 || n > 8192 || reps < 1) return -1;
     pt_blas_select();
-    size_t nn = (size_t)n * (size_t)n;
-    float *a = malloc(sizeof(float) * nn), *b = malloc(sizeof(float) * nn), *c = malloc(sizeof(float) * nn);
+    size_t na = (size_t)m * (size_t)k, nb = (size_t)k * (size_t)n, nc = (size_t)m * (size_t)n;
+    size_t nn = na > nb ? na : nb;
+    float *a = malloc(sizeof(float) * nn), *b = malloc(sizeof(float) * nn), *c = malloc(sizeof(float) * nc);
     if (!a || !b || !c) {
         free(a);
         free(b);
@@ -221,10 +228,10 @@ double pt_blas_sgemm_gflops(int n, int reps)
     for (int r = 0; r <= reps; r++) { /* the first call warms up */
         struct timespec t0, t1;
         clock_gettime(CLOCK_MONOTONIC, &t0);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a, n, b, n, 0.0f, c, n);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b, n, 0.0f, c, n);
         clock_gettime(CLOCK_MONOTONIC, &t1);
         double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
-        double g = s > 0 ? 2.0 * n * (double)n * n / s * 1e-9 : 0;
+        double g = s > 0 ? 2.0 * m * (double)k * n / s * 1e-9 : 0;
         if (r > 0 && g > best) best = g;
     }
     openblas_set_num_threads(threads);

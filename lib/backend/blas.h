@@ -72,6 +72,13 @@ int pt_blas_core_level(const char *corename);
  * reps < 1 or memory runs out. */
 double pt_blas_sgemm_gflops(int n, int reps);
 
+/* The same for C[m, n] = A[m, k] B[k, n] (2 m k n flops per call): how
+ * the rate of one core depends on a GEMM's rows m (a microbatch's rows
+ * under a layout), for ptrain-topo --probe's Hockney fit (the node
+ * model's "gemm_fit").  Returns the rate (GFLOP/s), or -1 when a size is
+ * < 1 or > 8192, reps < 1 or memory runs out. */
+double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps);
+
 /* "sse", "avx", "avx2", "avx512" or "unknown". */
 const char *pt_isa_name(int level);
 

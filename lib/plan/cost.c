@@ -447,14 +447,25 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
     if (kind == PT_SCHED_GPIPE) return m;
     const int total = m * v;
     const int warm = pt_pp_warmup(kind, pp, r, m, v);
-    if (kind == PT_SCHED_1F1B) v = 1;
+    /* 1F1B (v = 1, each forward opens a microbatch, each backward closes
+     * one): warm forwards, then one forward and one backward in turn, so
+     * the walk below peaks at warm + 1, or at m when the warm-up holds
+     * every forward.  The closed form keeps the planner's search fast
+     * (the walk is O(m) per rank and evaluation); interleaved walks. */
+    if (kind == PT_SCHED_1F1B) return warm < m ? warm + 1 : m;
     /* walk the order: forwards open a microbatch at its first chunk,
      * backwards close it at its last (chunk 0) */
     int live = 0, peak = 1;
-    int *fwd_seen = calloc((size_t)m, sizeof(int)), *bwd_seen = calloc((size_t)m, sizeof(int));
-    if (!fwd_seen || !bwd_seen) {
-        free(fwd_seen), free(bwd_seen);
-        return m;
+    int stack_seen[2 * 256];
+    int *fwd_seen = stack_seen, *bwd_seen = stack_seen + 256;
+    if (m <= 256) {
+        memset(stack_seen, 0, sizeof(int) * 2 * (size_t)256);
+    } else {
+        fwd_seen = calloc((size_t)m, sizeof(int)), bwd_seen = calloc((size_t)m, sizeof(int));
+        if (!fwd_seen || !bwd_seen) {
+            free(fwd_seen), free(bwd_seen);
+            return m;
+        }
     }
 #define UNIT_MB(k) (((k) / (pp * v)) * pp + (k) % pp)
     int kf = 0, kb = 0;
@@ -467,6 +478,7 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
             int mb = UNIT_MB(kf);
             kf++;
             if (fwd_seen[mb]++ == 0 && ++live > peak) peak = live;
+            if (kf == total) break; /* no forward left: live only falls from here */
         } else {
             int mb = UNIT_MB(kb);
             kb++;
@@ -474,7 +486,7 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
         }
     }
 #undef UNIT_MB
-    free(fwd_seen), free(bwd_seen);
+    if (fwd_seen != stack_seen) free(fwd_seen), free(bwd_seen);
     return peak;
 }
 
@@ -565,7 +577,18 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     pt_cost c;
     memset(&c, 0, sizeof c);
     double best_mem = -1, flops_sum = 0;
+    /* a stage's parameters depend only on whether it holds the embedding
+     * or the head and how many (identical) blocks it holds: middle ranks
+     * with the count of the one before reuse its state */
+    stage_state st_mid;
+    int mid_nblk = -1;
     const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
+    /* the GEMM rate at this plan's GEMM size (Hockney's r_inf, n_1/2 over
+     * the rows of one call: 3d multiplies the input gathered over l) */
+    const double gemm_rows = (double)N * (g.mode == PT_MODE_3D ? (double)g.q : 1.0);
+    const double rate = !hw || hw->gemm_gflops <= 0 ? 0
+                        : hw->gemm_n_half > 0 ? hw->gemm_gflops * 1e9 * gemm_rows / (gemm_rows + hw->gemm_n_half)
+                                              : hw->gemm_gflops * 1e9;
     for (int r = 0; r < pp; r++) {
         memset(has, 0, (size_t)L);
         int nblk = 0, pp_sends = 0;
@@ -576,9 +599,14 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         }
         const int first = r == 0, last = r == pp - 1;
         stage_state st;
-        if (stage_params(m, p, &g, first, last, has, mb, &st) < 0) {
-            free(has);
-            return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+        if (!first && !last && nblk == mid_nblk) {
+            st = st_mid;
+        } else {
+            if (stage_params(m, p, &g, first, last, has, mb, &st) < 0) {
+                free(has);
+                return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+            }
+            if (!first && !last) st_mid = st, mid_nblk = nblk;
         }
         double bytes[PT_GRP_N] = {0}, msgs[PT_GRP_N] = {0}, steps[PT_GRP_N] = {0};
         bytes[PT_GRP_TP] = mb * (nblk * (blk_tp.bytes + blk_tp_re.bytes) + (first ? emb.bytes : 0) + (last ? head.bytes : 0));
@@ -665,7 +693,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         }
         /* time of this rank (alpha-beta per group, compute at the GEMM rate) */
         if (hw) {
-            double tc = hw->gemm_gflops > 0 ? flops * oversub / (hw->gemm_gflops * 1e9) : 0, tg[PT_GRP_N];
+            double tc = rate > 0 ? flops * oversub / rate : 0, tg[PT_GRP_N];
             for (int k = 0; k < PT_GRP_N; k++) {
                 int lk = link ? link[k] : PT_NET_NODE;
                 if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
@@ -679,7 +707,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     }
     free(has);
     if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
-    if (oversub > 1 && hw && hw->gemm_gflops > 0) c.t_compute = flops_sum / pp * oversub / (hw->gemm_gflops * 1e9);
+    if (oversub > 1 && rate > 0) c.t_compute = flops_sum / pp * oversub / rate;
     const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
     /* time-shared cores: a waiting rank gives back only part of its share
      * (Open MPI's idle loop calls sched_yield, which CFS honours for the

@@ -56,7 +56,16 @@
  * 2 T C; the busiest pipeline rank's share.
  * Time (alpha-beta, Hockney 1994; ring steps as Thakur et al. 2005,
  * sec. 4):
- *   t_compute = flops / (gemm_gflops 1e9)
+ *   t_compute = flops / (rate(n) 1e9), rate(n) = gemm_gflops n / (n + gemm_n_half)
+ *               (Hockney's (r_inf, n_1/2) model of a pipelined
+ *               operation's rate over its length: Hockney and Jesshope,
+ *               "Parallel Computers 2", 1988; for messages Hockney 1994,
+ *               "The communication challenge for MPP", Parallel
+ *               Computing 20(3); applied here to GEMMs, whose rate falls
+ *               with their size: n = the rows of one GEMM
+ *               call on a rank: Bl Tl of its microbatch under its layout,
+ *               l Bl Tl for 3d, whose GEMMs run on the gathered input),
+ *               times ranks_per_core when cores are shared (see pt_hw)
  *   t_comm[g] = lat_steps[g] lat_s[link[g]] + bytes[g] / (gbps[link[g]] 1e9)
  *   t_bubble  = bubble (t_compute + t_comm[tp] + t_comm[sp] + t_comm[pp])
  *   t_step    = t_compute + t_comm[tp] + t_comm[sp] + t_comm[pp] + t_bubble
@@ -99,9 +108,17 @@ const char *pt_cost_link_name(int l); /* "island", "node", "network" */
 
 /* What the cost model knows of the machine. */
 typedef struct pt_hw {
-    double gemm_gflops;       /* fp32 GEMM rate of one rank (GFLOP/s) */
+    double gemm_gflops;       /* fp32 GEMM rate of one rank (GFLOP/s); with gemm_n_half > 0
+                               * the asymptotic rate r_inf of large GEMMs */
+    double gemm_n_half;       /* Hockney's n_1/2 of the GEMM rate (rows): the rows per GEMM
+                               * call (a rank's microbatch rows under its layout) at which
+                               * the rate is half of gemm_gflops; rate(n) = gemm_gflops
+                               * n / (n + gemm_n_half).  0: one rate for every size */
     double mem_bytes;         /* memory one rank may use (bytes); 0 = unlimited */
-    double lat_s[PT_NET_N];   /* alpha: latency of one message on each link class (s) */
+    double lat_s[PT_NET_N];   /* alpha: latency of one message, a collective's ring step, on
+                               * each link class (s); pt_topo_plan_hw takes the probe's
+                               * ring-step latency (from its allreduce: contention and the
+                               * library's per-step work included), not the ping-pong's */
     double gbps[PT_NET_N];    /* 1/beta: bandwidth of one rank on each link class (GB/s) */
     double ranks_per_core;    /* ranks time-sharing one core (an oversubscribed node, e.g. 4-8
                                * ranks on a 2-core CI machine); 0 or <= 1: each rank has its
@@ -141,7 +158,7 @@ typedef struct pt_cost {
                                    * initialise through full-size temporaries); compare this
                                    * with pt_hw.mem_bytes */
     double bubble;                /* idle fraction of the pipeline: (pp-1)/m, interleaved (pp-1)/(v m) */
-    double t_compute;             /* flops / gemm rate */
+    double t_compute;             /* flops / the GEMM rate at this plan's GEMM rows (rate(n)) */
     double t_comm[PT_GRP_N];      /* alpha * msgs + bytes / bandwidth of the group's link */
     double t_bubble;              /* bubble * (t_compute + pipelined comm) */
     double t_step;                /* predicted step time */

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static char dir[1024];
 
@@ -115,9 +116,88 @@ int main(void)
         }
         free(js);
         tap_ok(ok, "JSON: a gemm_gflops that is not a number is refused naming the field");
+        /* the Hockney fit and the ring-step latency survive JSON and reach
+         * pt_hw: gemm_gflops = r_inf x cores per rank, gemm_n_half, and
+         * the ring step as the alpha of the node's links */
+        t.gemm_gflops = 80;
+        t.gemm_rinf_gflops = 100;
+        t.gemm_n_half = 48;
+        t.net.measured = 1;
+        t.net.nranks = 4;
+        t.net.nnodes = 1;
+        t.net.intra_lat_us = 30;
+        t.net.intra_gbps = 1;
+        t.net.ring_lat_us = 120;
+        js = NULL;
+        pt_topo u;
+        ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"gemm_fit\"") && strstr(js, "ring_step_latency_us") &&
+             pt_topo_from_json(&u, js, "test") == PT_OK;
+        if (ok) {
+            ok = u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120 &&
+                 pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                 near(hw.gemm_gflops, 100.0 * u.ncores) && hw.gemm_n_half == 48 && near(hw.lat_s[PT_NET_NODE], 120e-6) &&
+                 near(hw.lat_s[PT_NET_ISLAND], 120e-6) && strstr(note, "Hockney") && strstr(note, "ring step");
+            if (!ok) tap_diag("note: %s", note);
+            pt_topo_free(&u);
+        }
+        free(js);
+        tap_ok(ok, "JSON: gemm_fit and ring_step_latency_us round-trip and become gemm_gflops = r_inf, gemm_n_half "
+               "and the node links' alpha");
+        /* and through hwloc XML (Ptrain* info attributes) */
+        char path[] = "/tmp/ptrain-topo-plan-XXXXXX";
+        int fd = mkstemp(path);
+        char *x = NULL;
+        ok = fd >= 0 && pt_topo_to_xml(&t, &x) == PT_OK && write(fd, x, strlen(x)) == (ssize_t)strlen(x);
+        if (fd >= 0) close(fd);
+        if (ok && pt_topo_load_hwloc(&u, path) == PT_OK) {
+            ok = u.gemm_gflops == 80 && u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120;
+            pt_topo_free(&u);
+        } else {
+            ok = 0;
+        }
+        free(x);
+        unlink(path);
+        tap_ok(ok, "XML: gemm_gflops, gemm_fit and the ring-step latency round-trip");
+        /* a file from before (no gemm_fit, no ring step) loads and plans
+         * with the one-size rate and the ping-pong latency */
+        t.gemm_rinf_gflops = t.gemm_n_half = 0;
+        t.net.ring_lat_us = 0;
+        js = NULL;
+        ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "gemm_fit") && !strstr(js, "ring_step") &&
+             pt_topo_from_json(&u, js, "old.json") == PT_OK;
+        if (ok) {
+            ok = pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.gemm_n_half == 0 &&
+                 near(hw.gemm_gflops, 80.0 * u.ncores) && near(hw.lat_s[PT_NET_NODE], 30e-6);
+            pt_topo_free(&u);
+        }
+        free(js);
+        tap_ok(ok, "JSON without gemm_fit and ring_step_latency_us (older files) loads: one-size rate, ping-pong alpha");
         pt_topo_free(&t);
     } else {
-        tap_ok(0, "build-machine loads");
+        for (int i = 0; i < 4; i++) tap_ok(0, "build-machine loads");
+    }
+    /* the fit: exact Hockney points give back r_inf and n_1/2 */
+    {
+        double rows[4] = {16, 64, 256, 1024}, g[4], rinf = 0, nh = 0;
+        for (int i = 0; i < 4; i++) g[i] = 150.0 * rows[i] / (rows[i] + 40.0);
+        int rc = pt_topo_gemm_fit(rows, g, 4, &rinf, &nh, &err);
+        tap_ok(rc == 0 && fabs(rinf - 150) < 1e-9 && fabs(nh - 40) < 1e-9,
+               "gemm fit: exact points give r_inf 150, n_1/2 40 (%.6g, %.6g)", rinf, nh);
+        double flat[2] = {90, 110}, r2[2] = {64, 1024};
+        rc = pt_topo_gemm_fit(r2, flat, 2, &rinf, &nh, &err);
+        tap_ok(rc == 0 && nh > 10 && nh < 20 && rinf > 110 && rinf < 113,
+               "gemm fit: two points, the larger faster: r_inf above the larger's rate (%.4g, n_1/2 %.4g)", rinf, nh);
+        double slow[2] = {110, 90};
+        rc = pt_topo_gemm_fit(r2, slow, 2, &rinf, &nh, &err);
+        tap_ok(rc == 0 && nh == 0 && near(rinf, 100), "gemm fit: larger sizes slower: the mean rate, n_1/2 0 (%.4g)", rinf);
+        double same[2] = {64, 64};
+        tap_ok(pt_topo_gemm_fit(same, g, 2, &rinf, &nh, &err) < 0 && strstr(err.text, "64 rows"),
+               "gemm fit: one size refused: %s", err.text);
+        tap_ok(pt_topo_gemm_fit(rows, g, 1, &rinf, &nh, &err) < 0 && strstr(err.text, "1 point"),
+               "gemm fit: one point refused: %s", err.text);
+        g[2] = -1;
+        tap_ok(pt_topo_gemm_fit(rows, g, 4, &rinf, &nh, &err) < 0 && strstr(err.text, "point 2"),
+               "gemm fit: a negative rate refused: %s", err.text);
     }
     return tap_done();
 }

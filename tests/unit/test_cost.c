@@ -274,5 +274,23 @@ int main(void)
                cs.t_compute > c.t_compute && cs.bytes[PT_GRP_PP] == c.bytes[PT_GRP_PP],
            "ranks_per_core 2: half the bubble time, compute between 1x and 2x the dedicated busiest rank's (%.3g vs %.3g s)",
            cs.t_compute, c.t_compute);
+    /* Hockney's GEMM rate: microbatches of one sequence are Bl Tl = 32
+     * rows per GEMM, so n_1/2 = 32 rows halves the rate; bytes and FLOPs
+     * do not change */
+    pt_hw hock = hw;
+    hock.gemm_n_half = 32;
+    pt_cost ch;
+    pt_cost_eval(&tm, 8, &p, &hock, link_node, &ch, &err);
+    tap_ok(fabs(ch.t_compute - 2 * c.t_compute) < 1e-15 && ch.flops == c.flops && ch.bytes[PT_GRP_PP] == c.bytes[PT_GRP_PP],
+           "gemm_n_half = the 32 rows of a microbatch halves the GEMM rate (%.3g vs %.3g s)", ch.t_compute, c.t_compute);
+    /* fewer, larger microbatches run faster: 2 sequences per microbatch
+     * are 64 rows, rate 64 / (64 + 32) of r_inf */
+    pt_plan p2 = p;
+    p2.microbatches = 2;
+    pt_cost c2, c2h;
+    pt_cost_eval(&tm, 8, &p2, &hw, link_node, &c2, &err);
+    pt_cost_eval(&tm, 8, &p2, &hock, link_node, &c2h, &err);
+    tap_ok(fabs(c2h.t_compute - c2.t_compute * 96.0 / 64.0) < 1e-15,
+           "gemm_n_half 32 at 64 rows per GEMM: t_compute x 96/64 (%.3g vs %.3g s)", c2h.t_compute, c2.t_compute);
     return tap_done();
 }
