@@ -638,20 +638,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     if (req->mode == PT_MODE_OFF)
         return pt_errprintf(err, "--ptrain-mode=off plans nothing (valid for a search: auto, 1d, "
                             "2d, 2.5d, 3d)");
-    {
-        /* auto may choose any allowed mode here (pt_plan_request_check
-         * holds auto to 1d, the old fixed rule): check the request as the
-         * first allowed named mode */
-        pt_plan rq = *req;
-        unsigned allowed = lim ? lim->modes : ~0u;
-        if (rq.mode == PT_MODE_AUTO && !(allowed & (1u << PT_MODE_1D)))
-            for (int mo = PT_MODE_2D; mo <= PT_MODE_3D; mo++)
-                if (allowed & (1u << mo)) {
-                    rq.mode = (pt_mode)mo;
-                    break;
-                }
-        if (pt_plan_request_check(&rq, lim, err) < 0) return -1;
-    }
+    if (pt_plan_request_check(req, lim, err) < 0) return -1;
     int max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
     int max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
     int max_zero = lim ? lim->max_zero : 3;

@@ -382,9 +382,11 @@ static void test_search(void)
     rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
     tap_ok(rc == 0 && r.best.plan.tp == 4 && r.best.link[PT_GRP_TP] == PT_NET_INTER,
            "search: tp=4 pinned on 2 nodes x 2 tasks is honoured (%s)", rc ? e.text : r.why);
-    /* auto where the admin allows only 2d and 3d */
+    /* auto where the admin allows auto over 2d and 3d only (allowed_modes
+     * ["auto", "2d", "3d"]: auto itself must be allowed, as the plugin's
+     * request check requires) */
     pt_plan_limits lim23 = all_limits();
-    lim23.modes = (1u << PT_MODE_2D) | (1u << PT_MODE_3D);
+    lim23.modes = (1u << PT_MODE_AUTO) | (1u << PT_MODE_2D) | (1u << PT_MODE_3D);
     c = make_cluster(2, 4, 0, tpn);
     request(&req);
     rc = pt_plan_search(&c, &gpt2, 64, &lim23, &req, &r, &e);
@@ -393,6 +395,10 @@ static void test_search(void)
         if (r.runner[j].plan.tp > 1 && r.runner[j].plan.mode != PT_MODE_2D && r.runner[j].plan.mode != PT_MODE_3D)
             only23 = 0;
     tap_ok(only23, "search: auto with only 2d and 3d allowed plans one of them (%s)", rc ? e.text : r.why);
+    lim23.modes = (1u << PT_MODE_2D) | (1u << PT_MODE_3D);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim23, &req, &r, &e);
+    tap_ok(rc == -1 && strstr(e.text, "auto is not allowed"),
+           "search: auto where allowed_modes leaves auto out is refused (%s)", rc ? e.text : r.why);
 
     /* nodes with different task counts: 4 + 2 ranks */
     int uneven[2] = {4, 2};
