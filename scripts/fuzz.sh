@@ -28,7 +28,7 @@ cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
         -fno-omit-frame-pointer -I$top/lib -I$top -I$top/tests/fuzz"
 pc() { pkg-config "$@"; }
 core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c"
-plan="$top/lib/plan/plan.c"
+plan="$top/lib/plan/plan_env.c $top/lib/plan/plan_modes.c $top/lib/plan/plan_validate.c $top/lib/plan/plan_place.c"
 declare -A src libs
 src[shard]="$core $top/lib/data/shard.c"; libs[shard]="-lm"
 src[bpe]="$core $top/lib/data/bpe.c"; libs[bpe]="$(pc --cflags --libs libpcre2-8 jansson) -lm"
