@@ -333,20 +333,8 @@ static int make_cluster(const pt_job_geometry *g, pt_cluster *c, pt_error *err)
     for (int i = 0; i < g->nnodes; i++)
         if (g->tasks_per_node[i] > maxt) maxt = g->tasks_per_node[i];
     pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops};
-    pt_topo bare;
-    pt_topo_numa one;
-    const pt_topo *t = &node_topo;
-    if (node_topo_state <= 0) {
-        memset(&bare, 0, sizeof bare);
-        memset(&one, 0, sizeof one);
-        one.ncores = one.npus = 1;
-        bare.nnuma = 1;
-        bare.ncores = bare.npus = 1;
-        bare.numa = &one;
-        t = &bare;
-    }
     pt_error inner;
-    if (pt_topo_plan_hw(t, maxt, &ov, &c->hw, &c->island_ranks, NULL, 0, &inner) < 0)
+    if (pt_topo_plan_hw(node_topo_state > 0 ? &node_topo : NULL, maxt, &ov, &c->hw, &c->island_ranks, NULL, 0, &inner) < 0)
         return pt_errprintf(err, "node model (%s): %s", topo_source, inner.text);
     if (conf.inter_node_lat_us > 0) c->hw.lat_s[PT_NET_INTER] = conf.inter_node_lat_us * 1e-6;
     if (local_check) c->hw.mem_bytes = 0;

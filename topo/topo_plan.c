@@ -38,7 +38,19 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
 {
     static const pt_topo_hw_override none = {0, 0, 0};
     if (!ov) ov = &none;
-    if (!t || !hw || !island_ranks) return pt_errprintf(err, "node model: no model or output given");
+    if (!hw || !island_ranks) return pt_errprintf(err, "node model: no output given");
+    /* no node model: one NUMA node of one core, no GPU; every figure an estimate */
+    pt_topo_numa one_numa;
+    pt_topo bare;
+    if (!t) {
+        memset(&one_numa, 0, sizeof one_numa);
+        memset(&bare, 0, sizeof bare);
+        one_numa.ncores = one_numa.npus = 1;
+        bare.nnuma = 1;
+        bare.ncores = bare.npus = 1;
+        bare.numa = &one_numa;
+        t = &bare;
+    }
     if (tpn < 1) return pt_errprintf(err, "invalid tasks per node %d (valid: >= 1)", tpn);
     if (t->nnuma < 1) return pt_errprintf(err, "node model %s has no NUMA node", t->source);
     size_t k = 0;

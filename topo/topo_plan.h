@@ -19,7 +19,10 @@ typedef struct pt_topo_hw_override {
 } pt_topo_hw_override;
 
 /* Fill hw and *island_ranks for tasks_per_node ranks on every node of
- * model t, with ov (may be NULL) overriding.  Ranks are numbered node by
+ * model t, with ov (may be NULL) overriding; t NULL (no node model: the
+ * plugin and ptrain-run without a cached or hwloc model) plans for one
+ * NUMA node of one core and no GPU, every figure an estimate.  Ranks are
+ * numbered node by
  * node and, inside a node, spread over the devices in index order
  * (GPUs when the node has any, else NUMA nodes): tasks_per_node / ndev
  * consecutive ranks per device (ranks beyond a multiple share the last).

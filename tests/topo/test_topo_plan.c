@@ -100,6 +100,27 @@ int main(void)
     } else {
         for (int i = 0; i < 5; i++) tap_ok(0, "cpu2s loads");
     }
+    /* no node model (t NULL): one NUMA node of one core, no GPU, every
+     * figure an estimate; the same as that model built by hand */
+    {
+        pt_topo_numa one;
+        pt_topo bare;
+        memset(&one, 0, sizeof one);
+        memset(&bare, 0, sizeof bare);
+        one.ncores = one.npus = 1;
+        bare.nnuma = 1;
+        bare.ncores = bare.npus = 1;
+        bare.numa = &one;
+        pt_hw h0, h1;
+        int i0 = -1, i1 = -2;
+        char n0[1024], n1[1024];
+        int r0 = pt_topo_plan_hw(NULL, 3, NULL, &h0, &i0, n0, sizeof n0, &err);
+        int r1 = pt_topo_plan_hw(&bare, 3, NULL, &h1, &i1, n1, sizeof n1, &err);
+        tap_ok(r0 == 0 && r1 == 0 && memcmp(&h0, &h1, sizeof h0) == 0 && i0 == i1 && strcmp(n0, n1) == 0 &&
+                   h0.ranks_per_core == 3 && near(h0.gemm_gflops, 32) && strstr(n0, "estimate"),
+               "no node model: the estimates of one NUMA node of one core (3 tasks: ranks_per_core %g, %g GFLOP/s)",
+               h0.ranks_per_core, h0.gemm_gflops);
+    }
     /* a JSON gemm_gflops that is not a rate is refused with its name */
     if (!load(&t, "build-machine.xml")) {
         char *js = NULL;
