@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "plan/resolve.h"
 #include "tests/tap.h"
+#include "tests/unit/plan_cluster.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -24,24 +25,12 @@ static unsigned rnd(unsigned n)
     return (unsigned)((rng_state >> 33) % n);
 }
 
-/* A cluster of nnodes x tpn ranks with rates like a GPU node: fast
- * islands, a slower node link, a slow network (GB/s, s, bytes). */
+/* A cluster of nnodes x tpn ranks with rates like a GPU node
+ * (plan_cluster.h), GEMM rate and network bandwidth drawn fresh. */
 static pt_cluster make_cluster(int nnodes, int tpn, int *tasks)
 {
-    pt_cluster c;
-    memset(&c, 0, sizeof c);
-    for (int i = 0; i < nnodes; i++) tasks[i] = tpn;
-    c.nnodes = nnodes;
-    c.tasks_per_node = tasks;
-    c.hw.gemm_gflops = 20000 + rnd(30000);
-    c.hw.mem_bytes = 80e9;
-    c.hw.lat_s[PT_NET_ISLAND] = 3e-6;
-    c.hw.lat_s[PT_NET_NODE] = 5e-6;
-    c.hw.lat_s[PT_NET_INTER] = 10e-6;
-    c.hw.gbps[PT_NET_ISLAND] = 300;
-    c.hw.gbps[PT_NET_NODE] = 50;
-    c.hw.gbps[PT_NET_INTER] = 5 + rnd(20);
-    return c;
+    double gemm = 20000 + rnd(30000);
+    return plan_test_cluster(nnodes, tpn, 0, gemm, 5 + rnd(20), tasks);
 }
 
 /* "1, 2, 4": the divisors of n, the reference for "valid tp here". */

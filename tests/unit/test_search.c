@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "plan/search.h"
 #include "tests/tap.h"
+#include "tests/unit/plan_cluster.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -248,21 +249,7 @@ static pt_plan_limits all_limits(void)
 
 static pt_cluster make_cluster(int nnodes, int tpn, int island, int *buf)
 {
-    for (int i = 0; i < nnodes; i++) buf[i] = tpn;
-    pt_cluster c;
-    memset(&c, 0, sizeof c);
-    c.nnodes = nnodes;
-    c.tasks_per_node = buf;
-    c.island_ranks = island;
-    c.hw.gemm_gflops = 50000;
-    c.hw.mem_bytes = 80e9;
-    c.hw.lat_s[PT_NET_ISLAND] = 3e-6;
-    c.hw.lat_s[PT_NET_NODE] = 5e-6;
-    c.hw.lat_s[PT_NET_INTER] = 10e-6;
-    c.hw.gbps[PT_NET_ISLAND] = 300;
-    c.hw.gbps[PT_NET_NODE] = 50;
-    c.hw.gbps[PT_NET_INTER] = 25;
-    return c;
+    return plan_test_cluster(nnodes, tpn, island, 50000, 25, buf);
 }
 
 static void request(pt_plan *req)
