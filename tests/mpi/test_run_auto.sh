@@ -7,15 +7,14 @@
 # search; a request no plan satisfies is one line with exit status 2; the
 # auto plan trains to the same first loss as a hand-written layout.
 . "$top_srcdir/tests/lib.sh"
-run="$top_builddir/ptrain-run"
+need_run
 plan="$top_builddir/ptrain-plan"
-[ -x "$run" ] || skip_all "ptrain-run not built"
 [ -x "$plan" ] || skip_all "ptrain-plan not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
-out=$(mktemp)
-trap 'rm -f "$out"' EXIT
+need_mpirun
+workdir
+out="$wd/out"
 fx="$top_srcdir/tests/topo"
-seed=$(( $(date +%s) % 100000 ))
+fresh_seed
 diag "data seed $seed"
 
 # same NP TOPO MODEL BATCH [PIN FLAGS...]: ptrain-run's auto plan (rank 0's

@@ -20,14 +20,12 @@
 # pass (PTRAIN_TEST_SUBSET=1, scripts/test.sh) runs the five plans marked
 # `one` (ZeRO 3 with tp, 2d, sp with ZeRO 2, interleaved with ZeRO 3, 3d).
 . "$top_srcdir/tests/lib.sh"
-run="$top_builddir/ptrain-run"
+need_run
 eval_="$top_builddir/tests/plan/cost_eval"
-[ -x "$run" ] || skip_all "ptrain-run not built"
 [ -x "$eval_" ] || skip_all "cost_eval not built"
-command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1 || skip_all "mpirun not found"
-command -v jq >/dev/null 2>&1 || skip_all "jq not installed (scripts/deps.sh)"
-wd=$(mktemp -d)
-trap 'rm -rf "$wd"' EXIT
+need_mpirun
+need_jq
+workdir
 
 plan_vars="PTRAIN_MODE PTRAIN_DP PTRAIN_PP PTRAIN_TP PTRAIN_TP_DEPTH PTRAIN_SP PTRAIN_ZERO PTRAIN_MICROBATCHES
 PTRAIN_SCHEDULE PTRAIN_VIRTUAL_STAGES PTRAIN_PP_SPLIT PTRAIN_CKPT_ACT PTRAIN_OFFLOAD PTRAIN_RANK_ORDER PTRAIN_PLAN"
