@@ -23,11 +23,12 @@
 #   sharing     np ranks on fewer cores: pt_hw.ranks_per_core = np / cores
 #               (each rank gets a share of a core, a waiting pipeline rank
 #               gives its core to the others: see cost.h);
-#   links       ptrain-topo --probe-quick under mpirun -np NP: ping-pong
-#               bandwidth, and the latency of one ring step from its
-#               allreduce time (the node model's net.ring_step_latency_us,
-#               which ptrain-plan's pt_topo_plan_hw uses too), so both
-#               include the ranks' contention.
+#   links       ptrain-topo --probe-quick under mpirun -np NP: the alpha
+#               (latency) and 1/beta (bandwidth per rank) of one ring step,
+#               fitted through its allreduce at two sizes (the node model's
+#               net.ring_step_latency_us and net.ring_gbps, which
+#               ptrain-plan's pt_topo_plan_hw uses too), so both include the
+#               ranks' contention; the ping-pong's when there is no fit.
 # Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
 # warms caches; one step's time alone is not the rate: ranks drift
 # between the collectives, the sum of consecutive steps is), the least
@@ -108,10 +109,11 @@ g1=$1 nhalf=$2
 echo "# calibration: 1 rank $(printf "%.4g" "$gA") model GFLOP/s per core at $nA rows per GEMM (microbatch $BATCH)," \
     "$(printf "%.4g" "$gB") at $nB rows (microbatch 1): r_inf $g1 GFLOP/s, n_1/2 $nhalf rows"
 
-# links at NP ranks (the ranks' contention included): ptrain-topo's
-# ping-pong bandwidth, and the latency of one ring step from its allreduce
-# time t of n bytes, alpha = (t - 2(p-1)/p n / bw) / (2(p-1)) (Thakur et al.
-# 2005), at least the ping-pong latency
+# links at NP ranks (the ranks' contention included): ptrain-topo's ring
+# step, alpha and 1/beta fitted through its allreduce times at two sizes,
+# t = 2(p-1) alpha + 2(p-1)/p n beta (Thakur et al. 2005), alpha at least
+# the ping-pong latency (without a fit: the ping-pong bandwidth, and alpha
+# from the one allreduce time)
 # (the best of ROUNDS probes: the highest bandwidth, the least latency,
 # written back into the node model $wd/topo.json that ptrain-plan reads)
 links() {
@@ -119,13 +121,13 @@ links() {
     for r in $(seq "$ROUNDS"); do
         "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
             >"$wd/topo1.json" 2>/dev/null </dev/null
-        set -- "$1" $(jq -r --argjson p "$1" '.net | (.intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
+        set -- "$1" $(jq -r --argjson p "$1" '.net | (.ring_gbps // .intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
             | (.ring_step_latency_us // ((((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))))) as $a
             | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo1.json" 2>/dev/null || echo "1 20")
         bw=$(awk -v a="$2" -v b="$bw" 'BEGIN { print (b == "" || a + 0 > b + 0) ? a : b }')
         al=$(awk -v a="$3" -v b="$al" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
     done
-    jq --argjson bw "$bw" --argjson a "$al" '.net.intra_gbps = $bw | .net.ring_step_latency_us = $a' "$wd/topo1.json" \
+    jq --argjson bw "$bw" --argjson a "$al" '.net.intra_gbps = $bw | .net.ring_gbps = $bw | .net.ring_step_latency_us = $a' "$wd/topo1.json" \
         >"$wd/topo.json" 2>/dev/null || cp "$wd/topo1.json" "$wd/topo.json"
     echo "$bw $al"
 }

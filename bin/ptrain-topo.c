@@ -165,7 +165,10 @@ static void report(const pt_topo *t)
         if (n->inter_gbps > 0)
             printf("    across nodes  : latency %.2f us, bandwidth %.2f GB/s (%zu-byte messages)\n", n->inter_lat_us, n->inter_gbps, n->msg_bytes);
         printf("    allreduce     : %zu bytes in %.1f us, algbw %.3f GB/s, busbw %.3f GB/s\n", n->ar_bytes, n->ar_time_us, n->ar_algbw, n->ar_busbw);
-        if (n->ring_lat_us > 0) printf("    ring step     : latency %.2f us (from the allreduce)\n", n->ring_lat_us);
+        if (n->ring_gbps > 0)
+            printf("    ring step     : latency %.2f us, %.3f GB/s per rank (fit through the allreduce at %zu "
+                   "and %zu bytes: %.1f us)\n", n->ring_lat_us, n->ring_gbps, n->ar_bytes, n->fit_bytes, n->fit_time_us);
+        else if (n->ring_lat_us > 0) printf("    ring step     : latency %.2f us (from the allreduce)\n", n->ring_lat_us);
     }
 
     char wbuf[8192];

@@ -11,9 +11,42 @@
 pt_probe_mpi_opts pt_probe_mpi_defaults(int quick)
 {
     pt_probe_mpi_opts o;
-    if (quick) { o.msg_bytes = 64 << 10; o.ar_bytes = 256 << 10; o.lat_iters = 50; o.bw_iters = 5; o.ar_iters = 5; }
-    else { o.msg_bytes = 4 << 20; o.ar_bytes = 16 << 20; o.lat_iters = 1000; o.bw_iters = 20; o.ar_iters = 20; }
+    if (quick) {
+        o.msg_bytes = 64 << 10; o.ar_bytes = 256 << 10; o.fit_bytes = 4 << 20;
+        o.lat_iters = 50; o.bw_iters = 5; o.ar_iters = 5; o.fit_iters = 3;
+    } else {
+        o.msg_bytes = 4 << 20; o.ar_bytes = 16 << 20; o.fit_bytes = 1 << 20;
+        o.lat_iters = 1000; o.bw_iters = 20; o.ar_iters = 20; o.fit_iters = 20;
+    }
     return o;
+}
+
+/* MPI_Allreduce (float sum) of `bytes` from in to out over comm, after
+ * one warm-up: the slowest rank's mean time per call (seconds) in *t, and
+ * whether some rank's result differs from the closed-form sum (every rank
+ * contributes (rank + 1) * (i % 7 + 1), exact in float for small p). */
+static int time_allreduce(MPI_Comm comm, int me, int p, float *in, float *out, size_t bytes, int iters, double *t)
+{
+    size_t n = bytes / 4;
+    for (size_t i = 0; i < n; i++) in[i] = (float)((me + 1) * (int)(i % 7 + 1));
+    int rc = PT_OK;
+    if (MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+        rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
+    MPI_Barrier(comm);
+    double t0 = MPI_Wtime();
+    for (int i = 0; i < iters && !rc; i++)
+        if (MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+            rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
+    double dt = (MPI_Wtime() - t0) / iters;
+    *t = 0;
+    MPI_Allreduce(&dt, t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    int bad = 0;
+    double tri = (double)p * (p + 1) / 2;
+    for (size_t i = 0; i < n && !rc; i++)
+        if (out[i] != (float)(tri * (double)(i % 7 + 1))) { bad = 1; break; }
+    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
+    if (bad && !rc) rc = pt_fail(PT_ECOMM, "MPI probe: allreduce of %zu bytes returned a wrong sum", bytes);
+    return rc;
 }
 
 /* Half round trip (seconds), best of iters, between ranks a and b. */
@@ -41,8 +74,10 @@ static int pingpong(MPI_Comm comm, int me, int a, int b, char *buf, size_t bytes
 int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
 {
     if (o->msg_bytes < 8 || o->msg_bytes > (1u << 30) || o->ar_bytes < 4 || o->ar_bytes % 4 || o->ar_bytes > (1u << 30) ||
-        o->lat_iters < 1 || o->bw_iters < 1 || o->ar_iters < 1)
-        return pt_fail(PT_EINVAL, "MPI probe: bad sizes (message %zu bytes, allreduce %zu bytes)", o->msg_bytes, o->ar_bytes);
+        o->lat_iters < 1 || o->bw_iters < 1 || o->ar_iters < 1 || o->fit_bytes % 4 || o->fit_bytes > (1u << 30) ||
+        (o->fit_bytes && o->fit_iters < 1))
+        return pt_fail(PT_EINVAL, "MPI probe: bad sizes (message %zu bytes, allreduce %zu and %zu bytes: multiples of "
+                       "4 up to 1 GiB)", o->msg_bytes, o->ar_bytes, o->fit_bytes);
     int me, p;
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &p);
@@ -67,9 +102,10 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     else gethostname(name, sizeof name - 1);
     int *keys = malloc((size_t)p * sizeof *keys);
     char *names = malloc((size_t)p * sizeof name);
-    size_t bufsz = o->msg_bytes > o->ar_bytes ? o->msg_bytes : o->ar_bytes;
+    size_t arsz = o->fit_bytes > o->ar_bytes ? o->fit_bytes : o->ar_bytes;
+    size_t bufsz = o->msg_bytes > arsz ? o->msg_bytes : arsz;
     char *buf = malloc(bufsz);
-    float *ar_in = malloc(o->ar_bytes), *ar_out = malloc(o->ar_bytes);
+    float *ar_in = malloc(arsz), *ar_out = malloc(arsz);
     int rc = PT_OK;
     if (!keys || !names || !buf || !ar_in || !ar_out) rc = pt_fail(PT_ENOMEM, "MPI probe: out of memory");
     int any_fail = rc != PT_OK;
@@ -110,40 +146,39 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
         else { net.inter_lat_us = lat * 1e6; net.inter_gbps = (double)o->msg_bytes / bwt / 1e9; }
     }
 
-    /* allreduce: every rank contributes (rank + 1) * (i % 7 + 1); exact in
-     * float for small p. */
-    size_t n = o->ar_bytes / 4;
-    for (size_t i = 0; i < n; i++) ar_in[i] = (float)((me + 1) * (int)(i % 7 + 1));
-    if (!rc && MPI_Allreduce(ar_in, ar_out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
-        rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
-    MPI_Barrier(comm);
-    double t0 = MPI_Wtime();
-    for (int i = 0; i < o->ar_iters && !rc; i++)
-        if (MPI_Allreduce(ar_in, ar_out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
-            rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
-    double dt = (MPI_Wtime() - t0) / o->ar_iters, tmax = 0;
-    MPI_Allreduce(&dt, &tmax, 1, MPI_DOUBLE, MPI_MAX, comm);
-    int bad = 0;
-    double tri = (double)p * (p + 1) / 2;
-    for (size_t i = 0; i < n && !rc; i++)
-        if (ar_out[i] != (float)(tri * (double)(i % 7 + 1))) { bad = 1; break; }
-    MPI_Allreduce(MPI_IN_PLACE, &bad, 1, MPI_INT, MPI_MAX, comm);
-    if (bad && !rc) rc = pt_fail(PT_ECOMM, "MPI probe: allreduce returned a wrong sum");
+    double tmax = 0, tfit = 0;
+    if (!rc) rc = time_allreduce(comm, me, p, ar_in, ar_out, o->ar_bytes, o->ar_iters, &tmax);
+    const int fit = !rc && p > 1 && o->fit_bytes > 0 && o->fit_bytes != o->ar_bytes;
+    if (fit) rc = time_allreduce(comm, me, p, ar_in, ar_out, o->fit_bytes, o->fit_iters, &tfit);
     net.ar_time_us = tmax * 1e6;
     net.ar_algbw = (double)o->ar_bytes / tmax / 1e9;
     net.ar_busbw = net.ar_algbw * 2.0 * (p - 1) / p;
-    /* one ring step's latency (Thakur et al. 2005, sec. 4: a ring
+    /* the ring's alpha and beta (Thakur et al. 2005, sec. 4: a ring
      * allreduce of n bytes over p ranks takes 2(p-1) steps of n/p bytes,
-     * t = 2(p-1) alpha + 2(p-1)/p n beta): alpha from the measured t and
-     * the slowest ping-pong bandwidth, at least the slowest ping-pong
-     * latency.  It holds what a collective's step costs beyond the wire:
-     * the ranks' contention for cores, the reduction, the library. */
+     * t = 2(p-1) alpha + 2(p-1)/p n beta) through the two sizes; they hold
+     * what a collective's step costs beyond the wire: the ranks'
+     * contention for cores, the reduction, the library.  Alpha is at least
+     * the slowest ping-pong latency. */
     if (p > 1) {
-        double bw = net.inter_gbps > 0 && (net.intra_gbps <= 0 || net.inter_gbps < net.intra_gbps) ? net.inter_gbps
-                                                                                                  : net.intra_gbps;
         double lat = net.inter_lat_us > net.intra_lat_us ? net.inter_lat_us : net.intra_lat_us;
-        double wire_us = bw > 0 ? 2.0 * (p - 1) / p * (double)o->ar_bytes / (bw * 1e3) : 0;
-        double a = (net.ar_time_us - wire_us) / (2.0 * (p - 1));
+        double a = -1;
+        if (fit) {
+            net.fit_bytes = o->fit_bytes;
+            net.fit_time_us = tfit * 1e6;
+            const double k = 2.0 * (p - 1) / p;
+            const double dn = (double)o->fit_bytes - (double)o->ar_bytes, dt = net.fit_time_us - net.ar_time_us;
+            const double beta = dt / (k * dn); /* us per byte */
+            if (beta > 0) {
+                net.ring_gbps = 1e-3 / beta;
+                a = (net.ar_time_us - k * (double)o->ar_bytes * beta) / (2.0 * (p - 1));
+            }
+        }
+        if (net.ring_gbps <= 0) { /* no fit: alpha from the one size and the ping-pong bandwidth */
+            double bw = net.inter_gbps > 0 && (net.intra_gbps <= 0 || net.inter_gbps < net.intra_gbps)
+                            ? net.inter_gbps : net.intra_gbps;
+            double wire_us = bw > 0 ? 2.0 * (p - 1) / p * (double)o->ar_bytes / (bw * 1e3) : 0;
+            a = (net.ar_time_us - wire_us) / (2.0 * (p - 1));
+        }
         net.ring_lat_us = a > lat ? a : lat;
     }
     /* rank 0 measured the ping-pongs: everyone gets its view */

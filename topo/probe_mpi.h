@@ -6,12 +6,15 @@
 #include <mpi.h>
 #include "topo/topo.h"
 
-/* Sizes of one probe run.  Quick: 64 KiB ping-pong, 256 KiB allreduce,
- * few iterations (for tests); full: 4 MiB and 16 MiB. */
+/* Sizes of one probe run.  Quick: 64 KiB ping-pong, 256 KiB allreduce
+ * and 4 MiB for the fit, few iterations (for tests); full: 4 MiB ping-pong,
+ * 16 MiB allreduce and 1 MiB for the fit. */
 typedef struct pt_probe_mpi_opts {
     size_t msg_bytes;       /* ping-pong bandwidth message, bytes (>= 8) */
     size_t ar_bytes;        /* allreduce message, bytes (multiple of 4, >= 4) */
-    int lat_iters, bw_iters, ar_iters;
+    size_t fit_bytes;       /* a second allreduce size for the alpha-beta fit (multiple of 4,
+                             * != ar_bytes); 0 = no fit */
+    int lat_iters, bw_iters, ar_iters, fit_iters;
 } pt_probe_mpi_opts;
 
 /* Defaults for quick (non-zero) or full runs. */
@@ -25,11 +28,18 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *  - MPI_Allreduce (float sum) of ar_bytes over all ranks: time per call
  *    (us, mean over ar_iters after one warm-up), algbw = bytes / time,
  *    busbw = algbw * 2(p-1)/p (nccl-tests, doc/PERFORMANCE.md), after
- *    checking the result against the closed-form sum; and from it the
- *    latency of one ring step (us, p > 1): (time - 2(p-1)/p bytes / bw) /
- *    (2(p-1)) with bw the slowest ping-pong bandwidth (Thakur et al. 2005,
- *    sec. 4), at least the slowest ping-pong latency (t->net.ring_lat_us;
- *    pt_topo_plan_hw takes it as the collectives' alpha).
+ *    checking the result against the closed-form sum;
+ *  - the same at fit_bytes, and through the two sizes the ring model
+ *    t(n) = 2(p-1) alpha + 2(p-1)/p n beta (Thakur et al. 2005, sec. 4):
+ *    alpha, the latency of one ring step (us, t->net.ring_lat_us, at least
+ *    the slowest ping-pong latency), and 1/beta, the bandwidth one rank
+ *    gets in a step while every rank sends at once (GB/s,
+ *    t->net.ring_gbps: on a node whose ranks share cores or a memory bus it
+ *    is well below the ping-pong's).  Without the fit (fit_bytes 0, p = 1,
+ *    or times that do not grow with the size) ring_gbps is 0 and alpha is
+ *    (time - 2(p-1)/p bytes / bw) / (2(p-1)) with bw the slowest ping-pong
+ *    bandwidth.  pt_topo_plan_hw takes both as the collectives' alpha and
+ *    beta.
  * Nodes are told apart by $SLURM_NODEID when every rank has it (srun;
  * fake Slurm nodes share one host), else by MPI_Comm_split_type(SHARED).
  * Rank 0's t->net gets the results (other ranks' too, by broadcast).

@@ -384,6 +384,9 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
         n->ar_algbw = info_double(root, "PtrainNetAllreduceAlgbw");
         n->ar_busbw = info_double(root, "PtrainNetAllreduceBusbw");
         n->ring_lat_us = info_double(root, "PtrainNetRingStepLatencyUs"); /* 0 when absent (older files) */
+        n->ring_gbps = info_double(root, "PtrainNetRingGBps");
+        n->fit_bytes = (size_t)info_double(root, "PtrainNetFitAllreduceBytes");
+        n->fit_time_us = info_double(root, "PtrainNetFitAllreduceUs");
         copy_str(n->nodes, sizeof n->nodes, info_get(root, "PtrainNetNodeNames"));
     }
     /* the sgemm rate and its Hockney fit (0 when absent) */
@@ -826,6 +829,11 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
         bad |= set_info_d(root, "PtrainNetAllreduceAlgbw", n->ar_algbw);
         bad |= set_info_d(root, "PtrainNetAllreduceBusbw", n->ar_busbw);
         if (n->ring_lat_us > 0) bad |= set_info_d(root, "PtrainNetRingStepLatencyUs", n->ring_lat_us);
+        if (n->ring_gbps > 0) {
+            bad |= set_info_d(root, "PtrainNetRingGBps", n->ring_gbps);
+            bad |= set_info_d(root, "PtrainNetFitAllreduceBytes", (double)n->fit_bytes);
+            bad |= set_info_d(root, "PtrainNetFitAllreduceUs", n->fit_time_us);
+        }
         bad |= set_info(root, "PtrainNetNodeNames", n->nodes);
     }
     if (t->gemm_gflops > 0) bad |= set_info_d(root, "PtrainGemmGFlops", t->gemm_gflops);

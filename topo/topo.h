@@ -114,11 +114,16 @@ typedef struct pt_topo_net {
     double inter_lat_us, inter_gbps;  /* across nodes (0 = single node) */
     size_t ar_bytes;          /* allreduce message size, bytes */
     double ar_time_us, ar_algbw, ar_busbw; /* nccl-tests definitions, GB/s */
-    double ring_lat_us;       /* alpha of one ring step (us) from the allreduce: (ar_time_us -
-                               * 2(p-1)/p ar_bytes / intra_gbps) / (2(p-1)) (Thakur et al. 2005,
-                               * sec. 4), at least the ping-pong latency of the slowest pair
-                               * measured; 0 = not measured (one rank, or a JSON file from
-                               * before: "ring_step_latency_us" is optional) */
+    size_t fit_bytes;         /* the second allreduce size of the alpha-beta fit, bytes (0 = none) */
+    double fit_time_us;       /* its time per call (us) */
+    double ring_lat_us;       /* alpha of one ring step (us): the fit through the two allreduce
+                               * sizes of t(n) = 2(p-1) alpha + 2(p-1)/p n beta (Thakur et al.
+                               * 2005, sec. 4), or without it (ar_time_us - 2(p-1)/p ar_bytes /
+                               * intra_gbps) / (2(p-1)); at least the ping-pong latency of the
+                               * slowest pair measured; 0 = not measured (one rank, or a file
+                               * from before: "ring_step_latency_us" is optional) */
+    double ring_gbps;         /* 1/beta of that fit: the bandwidth of one rank in a ring step
+                               * while every rank sends (GB/s); 0 = not measured */
     char nodes[256];          /* node names, comma separated, in node order */
 } pt_topo_net;
 

@@ -180,6 +180,20 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
             lat_src = "measured: node from the allreduce's ring step, network estimate";
         }
     }
+    /* the ring-step bandwidth of the probe's fit: what one rank gets while
+     * every rank of the ring sends at once, on the links the ring spanned
+     * (the network between nodes; inside one node the memory copies of CPU
+     * ranks, not a GPU's links, which the host-memory probe does not use) */
+    if (t->net.measured && t->net.ring_gbps > 0) {
+        const int l0 = t->net.nnodes > 1 ? PT_NET_INTER : PT_NET_ISLAND;
+        const int l1 = t->net.nnodes > 1 ? (ov->inter_gbps > 0 ? -1 : PT_NET_INTER)
+                                         : (!gpu || used <= 1) ? PT_NET_NODE : -1;
+        for (int l = l0; l <= l1; l++)
+            if (hw->gbps[l] <= 0 || t->net.ring_gbps < hw->gbps[l]) hw->gbps[l] = t->net.ring_gbps;
+        if (l1 >= l0)
+            note_add(note, note_len, &k, "%s: at most %.3g GB/s per rank, a ring step's while every rank sends "
+                     "(the probe's allreduce fit)\n", l0 == PT_NET_INTER ? "network" : "intra-node", t->net.ring_gbps);
+    }
     note_add(note, note_len, &k, "latency: %.3g us island, %.3g us node, %.3g us network (%s)\n",
              hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6, lat_src);
 

@@ -47,6 +47,13 @@ typedef struct pt_topo_hw_override {
  *           else 12.5 GB/s (100 Gb/s) per InfiniBand/RoCE adapter, else
  *           1.25 GB/s (10 Gb/s Ethernet) -- an estimate -- divided by
  *           tasks_per_node (the tasks of a node share its network);
+ *   ring    with the net probe's alpha-beta fit (ring_gbps), each class
+ *           above is at most its ring-step bandwidth on the links the
+ *           probe's ring spanned: the network when it spanned several
+ *           nodes (unless ov->inter_gbps is given), else the CPU ranks'
+ *           island and node classes (what one rank gets while every rank
+ *           sends, which ranks sharing cores or one memory bus make far
+ *           less than a ping-pong's);
  *   latency the net probe's ring-step latency (ring_lat_us, from its
  *           allreduce over all the probe's ranks: what one step of lib/comm's
  *           collectives costs, contention included) for the links inside a

@@ -149,21 +149,48 @@ int main(void)
         t.net.intra_lat_us = 30;
         t.net.intra_gbps = 1;
         t.net.ring_lat_us = 120;
+        t.net.ring_gbps = 0.4;
+        t.net.fit_bytes = 4 << 20;
+        t.net.fit_time_us = 9000;
         js = NULL;
         pt_topo u;
         ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"gemm_fit\"") && strstr(js, "ring_step_latency_us") &&
-             pt_topo_from_json(&u, js, "test") == PT_OK;
+             strstr(js, "\"ring_gbps\"") && pt_topo_from_json(&u, js, "test") == PT_OK;
         if (ok) {
             ok = u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120 &&
+                 u.net.ring_gbps == 0.4 && u.net.fit_bytes == 4 << 20 && u.net.fit_time_us == 9000 &&
                  pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
                  near(hw.gemm_gflops, 100.0 * u.ncores) && hw.gemm_n_half == 48 && near(hw.lat_s[PT_NET_NODE], 120e-6) &&
-                 near(hw.lat_s[PT_NET_ISLAND], 120e-6) && strstr(note, "Hockney") && strstr(note, "ring step");
+                 near(hw.lat_s[PT_NET_ISLAND], 120e-6) && near(hw.gbps[PT_NET_ISLAND], 0.4) &&
+                 near(hw.gbps[PT_NET_NODE], 0.4) && strstr(note, "Hockney") && strstr(note, "ring step") &&
+                 strstr(note, "allreduce fit");
             if (!ok) tap_diag("note: %s", note);
             pt_topo_free(&u);
         }
         free(js);
-        tap_ok(ok, "JSON: gemm_fit and ring_step_latency_us round-trip and become gemm_gflops = r_inf, gemm_n_half "
-               "and the node links' alpha");
+        tap_ok(ok, "JSON: gemm_fit, ring_step_latency_us and ring_gbps round-trip and become gemm_gflops = r_inf, "
+               "gemm_n_half and the node links' alpha and beta (the ring's 0.4 GB/s below the ping-pong's 1)");
+        /* a ring faster than the ping-pong leaves the ping-pong's figure */
+        t.net.ring_gbps = 3;
+        ok = pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && near(hw.gbps[PT_NET_NODE], 1);
+        tap_ok(ok, "ring_gbps above the ping-pong bandwidth: the node links keep the ping-pong's (%g GB/s)",
+               hw.gbps[PT_NET_NODE]);
+        /* the probe spanned two nodes: the ring bounds the network, not the
+         * node; an admin's inter_gbps wins over it */
+        t.net.nnodes = 2;
+        t.net.inter_gbps = 2;
+        t.net.inter_lat_us = 40;
+        t.net.ring_gbps = 0.25;
+        ok = pt_topo_plan_hw(&t, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+             near(hw.gbps[PT_NET_INTER], 0.25) && near(hw.gbps[PT_NET_NODE], 1);
+        pt_topo_hw_override ovn = {8, 0, 0};
+        ok = ok && pt_topo_plan_hw(&t, 2, &ovn, &hw, &isl, note, sizeof note, &err) == 0 &&
+             near(hw.gbps[PT_NET_INTER], 4);
+        tap_ok(ok, "ring_gbps of a two-node probe bounds the network per rank (0.25 GB/s, not 2/2), not the node; "
+               "an inter_gbps override wins (8/2 = %g GB/s)", hw.gbps[PT_NET_INTER]);
+        t.net.nnodes = 1;
+        t.net.inter_gbps = t.net.inter_lat_us = 0;
+        t.net.ring_gbps = 0.4;
         /* and through hwloc XML (Ptrain* info attributes) */
         char path[] = "/tmp/ptrain-topo-plan-XXXXXX";
         int fd = mkstemp(path);
@@ -171,24 +198,27 @@ int main(void)
         ok = fd >= 0 && pt_topo_to_xml(&t, &x) == PT_OK && write(fd, x, strlen(x)) == (ssize_t)strlen(x);
         if (fd >= 0) close(fd);
         if (ok && pt_topo_load_hwloc(&u, path) == PT_OK) {
-            ok = u.gemm_gflops == 80 && u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120;
+            ok = u.gemm_gflops == 80 && u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120 &&
+                 u.net.ring_gbps == 0.4 && u.net.fit_bytes == 4 << 20 && u.net.fit_time_us == 9000;
             pt_topo_free(&u);
         } else {
             ok = 0;
         }
         free(x);
         unlink(path);
-        tap_ok(ok, "XML: gemm_gflops, gemm_fit and the ring-step latency round-trip");
+        tap_ok(ok, "XML: gemm_gflops, gemm_fit and the ring step's latency and bandwidth round-trip");
         /* a file from before (no gemm_fit, no ring step) loads and plans
          * with the one-size rate and the ping-pong latency */
         t.gemm_rinf_gflops = t.gemm_n_half = 0;
-        t.net.ring_lat_us = 0;
+        t.net.ring_lat_us = t.net.ring_gbps = 0;
         js = NULL;
         ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "gemm_fit") && !strstr(js, "ring_step") &&
+             !strstr(js, "ring_gbps") &&
              pt_topo_from_json(&u, js, "old.json") == PT_OK;
         if (ok) {
             ok = pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.gemm_n_half == 0 &&
-                 near(hw.gemm_gflops, 80.0 * u.ncores) && near(hw.lat_s[PT_NET_NODE], 30e-6);
+                 near(hw.gemm_gflops, 80.0 * u.ncores) && near(hw.lat_s[PT_NET_NODE], 30e-6) &&
+                 near(hw.gbps[PT_NET_NODE], 1);
             pt_topo_free(&u);
         }
         free(js);

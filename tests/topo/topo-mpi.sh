@@ -32,13 +32,25 @@ ok(abs(n["allreduce_busbw_gbps"] - n["allreduce_algbw_gbps"] * 2 * (p - 1) / p) 
    "busbw = algbw * 2(p-1)/p")
 ok(abs(n["allreduce_algbw_gbps"] - n["allreduce_bytes"] / (n["allreduce_time_us"] * 1e-6) / 1e9) <= 1e-6 * n["allreduce_algbw_gbps"],
    "algbw = bytes / time")
+# the ring's alpha-beta fit through the two allreduce sizes (Thakur et al.
+# 2005): the time difference is the bytes' difference at 1/ring_gbps, and
+# alpha (when above the ping-pong latency, its floor) closes the first time
+k = 2 * (p - 1) / p
+beta = 1e-3 / n["ring_gbps"] if n.get("ring_gbps", 0) > 0 else 0
+a = n.get("ring_step_latency_us", 0)
+ok(beta > 0 and n["fit_allreduce_bytes"] == 4 << 20
+   and abs((n["fit_allreduce_time_us"] - n["allreduce_time_us"]) - k * (n["fit_allreduce_bytes"] - n["allreduce_bytes"]) * beta)
+       <= 1e-6 * n["fit_allreduce_time_us"]
+   and a >= n["intra_latency_us"]
+   and (a == n["intra_latency_us"] or abs(2 * (p - 1) * a + k * n["allreduce_bytes"] * beta - n["allreduce_time_us"]) <= 1e-6 * n["allreduce_time_us"]),
+   "ring step fit: t = 2(p-1) alpha + 2(p-1)/p n beta through both sizes (alpha %.1f us, %.3f GB/s)" % (a, n.get("ring_gbps", 0)))
 ok(all(x["membw_gbps"] > 0 for x in d["numa"]), "every NUMA node has a measured copy bandwidth")
 ok(d["numa_gbps"][0][0] == d["numa"][0]["membw_gbps"], "NUMA matrix diagonal is the per-node bandwidth")
 g = d["gpu_probe"]
 ok(g["status"] in ("no-cuda", "no-gpu", "measured") and g["note"] != "" and (g["status"] != "measured" or len(d["gpus"]) > 0),
    "GPU probe says why it is absent: " + d["gpu_probe"]["note"])
 PY
-tap_n=$((tap_n + 8))
+tap_n=$((tap_n + 9))
 
 # cached probe read back without measuring (JSON and XML)
 "$T" --load "$tmp/probe.json" --json > "$tmp/again.json"
