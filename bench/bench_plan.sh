@@ -28,11 +28,14 @@
 #               fitted through its allreduce at two sizes (the node model's
 #               net.ring_step_latency_us and net.ring_gbps, which
 #               ptrain-plan's pt_topo_plan_hw uses too), so both include the
-#               ranks' contention; the ping-pong's when there is no fit.
+#               ranks' contention; the ping-pong's when there is no fit;
+#               and the busy factor (pt_hw.busy_factor): its pair allreduce
+#               while half the ranks compute over the same with every rank
+#               communicating, for tp/sp/pp collectives on shared cores.
 # Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
 # warms caches; one step's time alone is not the rate: ranks drift
 # between the collectives, the sum of consecutive steps is), the least
-# of ROUNDS (default 2) runs, one per round over every plan (so that a
+# of ROUNDS (default 3) runs, one per round over every plan (so that a
 # plan's runs sample the load at moments apart): other jobs on the
 # machine only ever add time, so the least loaded run is the plan's.
 # Auto: ptrain-plan's choice from the same calibration (the probe's node
@@ -55,7 +58,7 @@ cores=$(OMP_NUM_THREADS= nproc) # before OMP_NUM_THREADS=1, which nproc obeys
 MODEL=${MODEL:-4,4,128,64,2048}
 BATCH=${BATCH:-16}
 STEPS=${STEPS:-6}
-ROUNDS=${ROUNDS:-2}
+ROUNDS=${ROUNDS:-3}
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
 export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -117,19 +120,27 @@ echo "# calibration: 1 rank $(printf "%.4g" "$gA") model GFLOP/s per core at $nA
 # (the best of ROUNDS probes: the highest bandwidth, the least latency,
 # written back into the node model $wd/topo.json that ptrain-plan reads)
 links() {
-    bw= al=
+    bw= al= pi= pb=
     for r in $(seq "$ROUNDS"); do
         "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
             >"$wd/topo1.json" 2>/dev/null </dev/null
         set -- "$1" $(jq -r --argjson p "$1" '.net | (.ring_gbps // .intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
             | (.ring_step_latency_us // ((((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))))) as $a
-            | "\($bw) \(if $a > $l then $a else $l end)"' "$wd/topo1.json" 2>/dev/null || echo "1 20")
+            | "\($bw) \(if $a > $l then $a else $l end) \(.pair_allreduce_time_us // 0) \(.pair_busy_allreduce_time_us // 0)"' \
+            "$wd/topo1.json" 2>/dev/null || echo "1 20 0 0")
         bw=$(awk -v a="$2" -v b="$bw" 'BEGIN { print (b == "" || a + 0 > b + 0) ? a : b }')
         al=$(awk -v a="$3" -v b="$al" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
+        pi=$(awk -v a="$4" -v b="$pi" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
+        pb=$(awk -v a="$5" -v b="$pb" 'BEGIN { print (b == "" || a + 0 < b + 0) ? a : b }')
     done
-    jq --argjson bw "$bw" --argjson a "$al" '.net.intra_gbps = $bw | .net.ring_gbps = $bw | .net.ring_step_latency_us = $a' "$wd/topo1.json" \
-        >"$wd/topo.json" 2>/dev/null || cp "$wd/topo1.json" "$wd/topo.json"
-    echo "$bw $al"
+    jq --argjson bw "$bw" --argjson a "$al" --argjson pi "$pi" --argjson pb "$pb" \
+        '.net.intra_gbps = $bw | .net.ring_gbps = $bw | .net.ring_step_latency_us = $a
+         | if $pi > 0 and $pb > 0 then .net.pair_allreduce_time_us = $pi | .net.pair_busy_allreduce_time_us = $pb else . end' \
+        "$wd/topo1.json" >"$wd/topo.json" 2>/dev/null || cp "$wd/topo1.json" "$wd/topo.json"
+    # the busy factor as pt_topo_plan_hw takes it (ranks per core > 1 only)
+    bf=$(awk -v i="$pi" -v b="$pb" -v n="$1" -v c="$cores" 'BEGIN {
+        f = (n > c && i > 0 && b > 0) ? b / i : 0; if (f > 0 && f < 0.25) f = 0.25; if (f > 4) f = 4; printf "%.4g", f }')
+    echo "$bw $al $bf"
 }
 
 plans4="PTRAIN_DP=4
@@ -185,9 +196,9 @@ for np in 4 8; do
     eval "plans=\$plans$np"
     oversub=$(awk -v c="$cores" -v n="$np" 'BEGIN { printf "%.4g", (n > c ? n / c : 1) }')
     set -- $(links "$np")
-    gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2")
+    gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2") busy=$3
     echo
-    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step"
+    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step, busy factor $busy"
     # auto: what ptrain-plan chooses over its whole search space for this
     # machine (the node model measured above at NP ranks, the calibrated
     # GEMM rate as the model's per-core Hockney fit, so that ptrain-plan
@@ -219,7 +230,7 @@ for np in 4 8; do
     while IFS= read -r plan; do
         i=$((i + 1))
         # shellcheck disable=SC2086
-        env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" "$nhalf" 2>"$wd/err$np.$i" |
+        env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" "$nhalf" "$busy" 2>"$wd/err$np.$i" |
             jq '.t_step * 1000' >"$wd/pred$np.$i"
         : >"$wd/m$np.$i"
     done <"$wd/list$np"

@@ -18,7 +18,43 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick)
         o.msg_bytes = 4 << 20; o.ar_bytes = 16 << 20; o.fit_bytes = 1 << 20;
         o.lat_iters = 1000; o.bw_iters = 20; o.ar_iters = 20; o.fit_iters = 20;
     }
+    o.pair_bytes = 128 << 10;
+    o.pair_iters = quick ? 10 : 30;
     return o;
+}
+
+/* Time per MPI_Allreduce (float sum) of `bytes` inside pairs (pair comm:
+ * ranks 2i and 2i+1) of the first `npairs` pairs, while every other rank
+ * computes (a spin loop polling an MPI_Ibarrier) until they are done: the
+ * slowest pair's mean over iters (seconds) in *t, on every rank. */
+static int time_pairs(MPI_Comm comm, MPI_Comm pair, int me, int npairs, float *in, float *out, size_t bytes,
+                      int iters, double *t)
+{
+    const int talk = pair != MPI_COMM_NULL && me / 2 < npairs;
+    int rc = PT_OK;
+    double dt = 0;
+    MPI_Barrier(comm);
+    if (talk) {
+        if (MPI_Allreduce(in, out, (int)(bytes / 4), MPI_FLOAT, MPI_SUM, pair) != MPI_SUCCESS)
+            rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce in a pair failed");
+        double t0 = MPI_Wtime();
+        for (int i = 0; i < iters && !rc; i++)
+            if (MPI_Allreduce(in, out, (int)(bytes / 4), MPI_FLOAT, MPI_SUM, pair) != MPI_SUCCESS)
+                rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce in a pair failed");
+        dt = (MPI_Wtime() - t0) / iters;
+    }
+    MPI_Request done_rq;
+    MPI_Ibarrier(comm, &done_rq);
+    if (talk) {
+        MPI_Wait(&done_rq, MPI_STATUS_IGNORE);
+    } else { /* compute until every pair is done */
+        volatile double s = 0;
+        for (int done = 0; !done; MPI_Test(&done_rq, &done, MPI_STATUS_IGNORE))
+            for (int i = 0; i < 20000; i++) s += i * 1e-9;
+    }
+    *t = 0;
+    MPI_Allreduce(&dt, t, 1, MPI_DOUBLE, MPI_MAX, comm);
+    return rc;
 }
 
 /* MPI_Allreduce (float sum) of `bytes` from in to out over comm, after
@@ -75,7 +111,8 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
 {
     if (o->msg_bytes < 8 || o->msg_bytes > (1u << 30) || o->ar_bytes < 4 || o->ar_bytes % 4 || o->ar_bytes > (1u << 30) ||
         o->lat_iters < 1 || o->bw_iters < 1 || o->ar_iters < 1 || o->fit_bytes % 4 || o->fit_bytes > (1u << 30) ||
-        (o->fit_bytes && o->fit_iters < 1))
+        (o->fit_bytes && o->fit_iters < 1) || o->pair_bytes % 4 || o->pair_bytes > (1u << 30) ||
+        (o->pair_bytes && o->pair_iters < 1))
         return pt_fail(PT_EINVAL, "MPI probe: bad sizes (message %zu bytes, allreduce %zu and %zu bytes: multiples of "
                        "4 up to 1 GiB)", o->msg_bytes, o->ar_bytes, o->fit_bytes);
     int me, p;
@@ -103,6 +140,7 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     int *keys = malloc((size_t)p * sizeof *keys);
     char *names = malloc((size_t)p * sizeof name);
     size_t arsz = o->fit_bytes > o->ar_bytes ? o->fit_bytes : o->ar_bytes;
+    if (o->pair_bytes > arsz) arsz = o->pair_bytes;
     size_t bufsz = o->msg_bytes > arsz ? o->msg_bytes : arsz;
     char *buf = malloc(bufsz);
     float *ar_in = malloc(arsz), *ar_out = malloc(arsz);
@@ -180,6 +218,28 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
             a = (net.ar_time_us - wire_us) / (2.0 * (p - 1));
         }
         net.ring_lat_us = a > lat ? a : lat;
+    }
+    /* collectives while the other ranks compute: a pair's allreduce with
+     * every rank in pairs (as the fit's ring, all communicating), then with
+     * half the pairs while the others compute, as a tp group's collective
+     * inside a step; the best of 3 rounds each, in turn */
+    if (!rc && p >= 3 && o->pair_bytes > 0) {
+        MPI_Comm pair = MPI_COMM_NULL;
+        const int all_pairs = p / 2, busy_pairs = all_pairs / 2 > 0 ? all_pairs / 2 : 1;
+        MPI_Comm_split(comm, me < 2 * all_pairs ? me / 2 : MPI_UNDEFINED, me, &pair);
+        double idle = 1e30, busy = 1e30, x = 0;
+        for (int r = 0; r < 3 && !rc; r++) {
+            rc = time_pairs(comm, pair, me, all_pairs, ar_in, ar_out, o->pair_bytes, o->pair_iters, &x);
+            if (x < idle) idle = x;
+            if (!rc) rc = time_pairs(comm, pair, me, busy_pairs, ar_in, ar_out, o->pair_bytes, o->pair_iters, &x);
+            if (x < busy) busy = x;
+        }
+        if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+        if (!rc) {
+            net.pair_bytes = o->pair_bytes;
+            net.pair_us = idle * 1e6;
+            net.pair_busy_us = busy * 1e6;
+        }
     }
     /* rank 0 measured the ping-pongs: everyone gets its view */
     MPI_Bcast(&net, (int)sizeof net, MPI_BYTE, 0, comm);

@@ -14,7 +14,9 @@ typedef struct pt_probe_mpi_opts {
     size_t ar_bytes;        /* allreduce message, bytes (multiple of 4, >= 4) */
     size_t fit_bytes;       /* a second allreduce size for the alpha-beta fit (multiple of 4,
                              * != ar_bytes); 0 = no fit */
-    int lat_iters, bw_iters, ar_iters, fit_iters;
+    size_t pair_bytes;      /* allreduce inside pairs of ranks, idle and busy (multiple of 4);
+                             * 0 = not measured */
+    int lat_iters, bw_iters, ar_iters, fit_iters, pair_iters;
 } pt_probe_mpi_opts;
 
 /* Defaults for quick (non-zero) or full runs. */
@@ -39,7 +41,15 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *    or times that do not grow with the size) ring_gbps is 0 and alpha is
  *    (time - 2(p-1)/p bytes / bw) / (2(p-1)) with bw the slowest ping-pong
  *    bandwidth.  pt_topo_plan_hw takes both as the collectives' alpha and
- *    beta.
+ *    beta;
+ *  - p >= 3: MPI_Allreduce of pair_bytes inside pairs of ranks (2i, 2i+1):
+ *    with every rank in a pair (t->net.pair_us), and with half the pairs
+ *    while the other ranks compute (t->net.pair_busy_us), best of 3 rounds:
+ *    on a node whose ranks time-share cores, a rank waiting in a collective
+ *    yields to ranks that compute and hold the core for their time slice,
+ *    so a tp group's collective inside a step is slower than the same
+ *    collective with everyone communicating (pt_topo_plan_hw's
+ *    busy_factor); about 1 on a core per rank.
  * Nodes are told apart by $SLURM_NODEID when every rank has it (srun;
  * fake Slurm nodes share one host), else by MPI_Comm_split_type(SHARED).
  * Rank 0's t->net gets the results (other ranks' too, by broadcast).

@@ -387,6 +387,9 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
         n->ring_gbps = info_double(root, "PtrainNetRingGBps");
         n->fit_bytes = (size_t)info_double(root, "PtrainNetFitAllreduceBytes");
         n->fit_time_us = info_double(root, "PtrainNetFitAllreduceUs");
+        n->pair_bytes = (size_t)info_double(root, "PtrainNetPairAllreduceBytes");
+        n->pair_us = info_double(root, "PtrainNetPairAllreduceUs");
+        n->pair_busy_us = info_double(root, "PtrainNetPairBusyAllreduceUs");
         copy_str(n->nodes, sizeof n->nodes, info_get(root, "PtrainNetNodeNames"));
     }
     /* the sgemm rate and its Hockney fit (0 when absent) */
@@ -833,6 +836,11 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
             bad |= set_info_d(root, "PtrainNetRingGBps", n->ring_gbps);
             bad |= set_info_d(root, "PtrainNetFitAllreduceBytes", (double)n->fit_bytes);
             bad |= set_info_d(root, "PtrainNetFitAllreduceUs", n->fit_time_us);
+        }
+        if (n->pair_us > 0 && n->pair_busy_us > 0) {
+            bad |= set_info_d(root, "PtrainNetPairAllreduceBytes", (double)n->pair_bytes);
+            bad |= set_info_d(root, "PtrainNetPairAllreduceUs", n->pair_us);
+            bad |= set_info_d(root, "PtrainNetPairBusyAllreduceUs", n->pair_busy_us);
         }
         bad |= set_info(root, "PtrainNetNodeNames", n->nodes);
     }

@@ -124,6 +124,9 @@ typedef struct pt_topo_net {
                                * from before: "ring_step_latency_us" is optional) */
     double ring_gbps;         /* 1/beta of that fit: the bandwidth of one rank in a ring step
                                * while every rank sends (GB/s); 0 = not measured */
+    size_t pair_bytes;        /* the allreduce inside pairs of ranks, bytes (0 = not measured) */
+    double pair_us;           /* its time (us) with every rank in a pair, communicating */
+    double pair_busy_us;      /* its time (us) with half the pairs, the other ranks computing */
     char nodes[256];          /* node names, comma separated, in node order */
 } pt_topo_net;
 

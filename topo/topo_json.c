@@ -141,6 +141,12 @@ int pt_topo_to_json(const pt_topo *t, char **out)
         json_object_set_new(o, "fit_allreduce_bytes", json_integer((json_int_t)n->fit_bytes));
         json_object_set_new(o, "fit_allreduce_time_us", json_real(n->fit_time_us));
     }
+    if (n->measured && n->pair_us > 0 && n->pair_busy_us > 0) {
+        json_t *o = json_object_get(root, "net");
+        json_object_set_new(o, "pair_allreduce_bytes", json_integer((json_int_t)n->pair_bytes));
+        json_object_set_new(o, "pair_allreduce_time_us", json_real(n->pair_us));
+        json_object_set_new(o, "pair_busy_allreduce_time_us", json_real(n->pair_busy_us));
+    }
     if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0)
         json_object_set_new(root, "gemm_fit", json_pack("{s:f, s:f}", "r_inf_gflops", t->gemm_rinf_gflops,
@@ -407,6 +413,11 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
             n->ring_gbps = jnum(&c, net, "ring_gbps");
             n->fit_bytes = (size_t)jint(&c, net, "fit_allreduce_bytes", 0, (long long)1 << 40);
             n->fit_time_us = jnum(&c, net, "fit_allreduce_time_us");
+        }
+        if (!c.rc && json_object_get(net, "pair_allreduce_time_us")) {
+            n->pair_bytes = (size_t)jint(&c, net, "pair_allreduce_bytes", 0, (long long)1 << 40);
+            n->pair_us = jnum(&c, net, "pair_allreduce_time_us");
+            n->pair_busy_us = jnum(&c, net, "pair_busy_allreduce_time_us");
         }
     } else if (!c.rc && !json_is_null(net)) jerr(&c, "net", "must be an object or null");
     /* optional: the measured sgemm rate of one core */

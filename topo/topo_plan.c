@@ -268,6 +268,17 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
                      "ptrain-topo --probe measures it)\n", hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", per_rank, share);
         }
     }
+    /* collectives between other ranks' compute on time-shared cores: the
+     * probe's pair allreduce while half the ranks compute over the same
+     * with every rank communicating (bounded to [1/4, 4] against a
+     * hand-edited file) */
+    if (hw->ranks_per_core > 1 && t->net.measured && t->net.pair_us > 0 && t->net.pair_busy_us > 0) {
+        double f = t->net.pair_busy_us / t->net.pair_us;
+        hw->busy_factor = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
+        note_add(note, note_len, &k, "busy cores: a tp/sp/pp collective takes %.3gx its alpha-beta time while "
+                 "other ranks compute (the probe's pair allreduce at %d ranks, %.4g us busy, %.4g us idle)\n",
+                 hw->busy_factor, t->net.nranks, t->net.pair_busy_us, t->net.pair_us);
+    }
     if (note && k > 0 && k < note_len && note[k - 1] == '\n') note[k - 1] = '\0';
     return 0;
 }

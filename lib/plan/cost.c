@@ -699,6 +699,8 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
                 if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
                 const double bw = hw->gbps[lk] > 0 ? hw->gbps[lk] * 1e9 : 0;
                 tg[k] = steps[k] * hw->lat_s[lk] + (bw > 0 ? bytes[k] / bw : 0);
+                if (hw->busy_factor > 0 && (k == PT_GRP_TP || k == PT_GRP_SP || k == PT_GRP_PP))
+                    tg[k] *= hw->busy_factor; /* called while other ranks compute */
             }
             if (tc > c.t_compute) c.t_compute = tc;
             for (int k = 0; k < PT_GRP_N; k++)

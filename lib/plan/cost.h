@@ -131,6 +131,16 @@ typedef struct pt_hw {
                                * share is an empirical fit: bench/bench_plan.sh measured
                                * pipelines at 1.25-1.4x a free-bubble prediction on 2 cores
                                * with 2 and 4 ranks per core, and within 10% with it. */
+    double busy_factor;       /* time of a collective inside the step (tp, sp and pp groups,
+                               * whose calls come between other ranks' compute) over its
+                               * alpha-beta time, whose alpha and beta were measured with
+                               * every rank communicating; 0 = 1.  pt_topo_plan_hw sets it on
+                               * time-shared cores only (ranks_per_core > 1), from the probe's
+                               * pair allreduce while half the ranks compute over the same
+                               * with every rank in a pair: a waiting rank yields its core to
+                               * ranks that compute for a whole time slice (above 1), or
+                               * fewer ranks share the memory bus (below 1).  bench_plan.sh
+                               * measured 1.2-1.4 at 4 ranks per core, 0.8-1 at 2. */
 } pt_hw;
 
 /* A plan's cost for one optimizer step of `global_batch` sequences of

@@ -9,8 +9,9 @@
  * (sequences per step).  Optional GFLOPS GBPS LAT_US: the machine (GEMM
  * rate of a rank in GFLOP/s, bandwidth in GB/s and latency in us of the
  * link every group uses; default 10, 10, 5), RANKS_PER_CORE
- * (pt_hw.ranks_per_core, default 0) and GEMM_N_HALF (pt_hw.gemm_n_half,
- * rows, default 0: one GEMM rate for every size).  Exit 2 with one line on
+ * (pt_hw.ranks_per_core, default 0), GEMM_N_HALF (pt_hw.gemm_n_half,
+ * rows, default 0: one GEMM rate for every size) and BUSY_FACTOR
+ * (pt_hw.busy_factor, default 0: none).  Exit 2 with one line on
  * stderr for a plan the model refuses or a bad argument.  A check program
  * for tests/plan/test_cost_metrics.sh and bench/bench_plan.sh. */
 #include "plan/cost.h"
@@ -21,8 +22,9 @@
 int main(int argc, char **argv)
 {
     pt_error err = {{0}};
-    if (argc != 3 && argc != 6 && argc != 7 && argc != 8) {
-        fprintf(stderr, "usage: cost_eval MODEL BATCH [GFLOPS GBPS LAT_US [RANKS_PER_CORE [GEMM_N_HALF]]] (plan from PTRAIN_* variables)\n");
+    if (argc != 3 && (argc < 6 || argc > 9)) {
+        fprintf(stderr, "usage: cost_eval MODEL BATCH [GFLOPS GBPS LAT_US [RANKS_PER_CORE [GEMM_N_HALF [BUSY_FACTOR]]]] "
+                        "(plan from PTRAIN_* variables)\n");
         return 2;
     }
     pt_model_shape m;
@@ -44,13 +46,14 @@ int main(int argc, char **argv)
     }
     pt_hw hw = {.gemm_gflops = 10, .lat_s = {5e-6, 5e-6, 5e-6}, .gbps = {10, 10, 10}};
     if (argc >= 6) {
-        double v[5] = {0, 0, 0, 0, 0};
+        double v[6] = {0, 0, 0, 0, 0, 0};
         for (int i = 0; i < argc - 3; i++) {
             v[i] = strtod(argv[3 + i], &end);
-            if (*end || !(i == 4 ? v[i] >= 0 : v[i] > 0) || v[i] > 1e12) {
+            if (*end || !(i >= 4 ? v[i] >= 0 : v[i] > 0) || v[i] > 1e12) {
                 fprintf(stderr, "cost_eval: invalid %s '%s' (valid: a %s number)\n",
-                        i == 0 ? "GFLOPS" : i == 1 ? "GBPS" : i == 2 ? "LAT_US" : i == 3 ? "RANKS_PER_CORE" : "GEMM_N_HALF",
-                        argv[3 + i], i == 4 ? "non-negative" : "positive");
+                        i == 0 ? "GFLOPS" : i == 1 ? "GBPS" : i == 2 ? "LAT_US" : i == 3 ? "RANKS_PER_CORE"
+                        : i == 4 ? "GEMM_N_HALF" : "BUSY_FACTOR",
+                        argv[3 + i], i >= 4 ? "non-negative" : "positive");
                 return 2;
             }
         }
@@ -58,6 +61,7 @@ int main(int argc, char **argv)
         for (int l = 0; l < PT_NET_N; l++) hw.gbps[l] = v[1], hw.lat_s[l] = v[2] * 1e-6;
         hw.ranks_per_core = v[3];
         hw.gemm_n_half = v[4];
+        hw.busy_factor = v[5];
     }
     const int link[PT_GRP_N] = {PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE};
     pt_cost c;

@@ -191,6 +191,30 @@ int main(void)
         t.net.nnodes = 1;
         t.net.inter_gbps = t.net.inter_lat_us = 0;
         t.net.ring_gbps = 0.4;
+        /* the busy factor: the pair allreduce busy over idle, on shared
+         * cores only, bounded to [1/4, 4] */
+        t.net.pair_bytes = 128 << 10;
+        t.net.pair_us = 500;
+        t.net.pair_busy_us = 800;
+        const int over = 2 * (t.ncores > 0 ? t.ncores : 1);
+        ok = pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && near(hw.busy_factor, 1.6) &&
+             strstr(note, "busy cores");
+        double f_shared = hw.busy_factor;
+        ok = ok && pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_factor == 0;
+        t.net.pair_busy_us = 50000;
+        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_factor == 4;
+        tap_ok(ok, "busy_factor: pair allreduce 800 us busy / 500 us idle = %g at 2 ranks per core, 0 with a core "
+               "per rank, at most 4 (a 100x file)", f_shared);
+        t.net.pair_busy_us = 800;
+        js = NULL;
+        ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"pair_busy_allreduce_time_us\"") &&
+             pt_topo_from_json(&u, js, "pair.json") == PT_OK;
+        if (ok) {
+            ok = u.net.pair_bytes == 128 << 10 && u.net.pair_us == 500 && u.net.pair_busy_us == 800;
+            pt_topo_free(&u);
+        }
+        free(js);
+        tap_ok(ok, "JSON: the pair allreduce times round-trip");
         /* and through hwloc XML (Ptrain* info attributes) */
         char path[] = "/tmp/ptrain-topo-plan-XXXXXX";
         int fd = mkstemp(path);
@@ -199,14 +223,16 @@ int main(void)
         if (fd >= 0) close(fd);
         if (ok && pt_topo_load_hwloc(&u, path) == PT_OK) {
             ok = u.gemm_gflops == 80 && u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120 &&
-                 u.net.ring_gbps == 0.4 && u.net.fit_bytes == 4 << 20 && u.net.fit_time_us == 9000;
+                 u.net.ring_gbps == 0.4 && u.net.fit_bytes == 4 << 20 && u.net.fit_time_us == 9000 &&
+                 u.net.pair_bytes == 128 << 10 && u.net.pair_us == 500 && u.net.pair_busy_us == 800;
             pt_topo_free(&u);
         } else {
             ok = 0;
         }
         free(x);
         unlink(path);
-        tap_ok(ok, "XML: gemm_gflops, gemm_fit and the ring step's latency and bandwidth round-trip");
+        tap_ok(ok, "XML: gemm_gflops, gemm_fit, the ring step's latency and bandwidth and the pair allreduces "
+               "round-trip");
         /* a file from before (no gemm_fit, no ring step) loads and plans
          * with the one-size rate and the ping-pong latency */
         t.gemm_rinf_gflops = t.gemm_n_half = 0;

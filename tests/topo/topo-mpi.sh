@@ -52,6 +52,19 @@ ok(g["status"] in ("no-cuda", "no-gpu", "measured") and g["note"] != "" and (g["
 PY
 tap_n=$((tap_n + 9))
 
+# 4 ranks: the pair allreduces (idle: every rank in a pair; busy: half the
+# pairs while the others compute), which 2 ranks cannot have
+ptrain_mpirun -np 4 "$T" --probe-quick --json > "$tmp/p4.json" 2> "$tmp/err4"
+check "mpirun -np 4 ptrain-topo --probe-quick --json exits 0" [ $? -eq 0 ]
+check "4 ranks: the pair allreduce of 128 KiB timed idle and busy (both > 0)" \
+    python3 -c "
+import json,sys
+n=json.load(open('$tmp/p4.json'))['net']
+sys.exit(not (n['ranks']==4 and n['pair_allreduce_bytes']==131072 and n['pair_allreduce_time_us']>0 and n['pair_busy_allreduce_time_us']>0))"
+check "2 ranks: no pair allreduce" python3 -c "
+import json,sys
+sys.exit('pair_allreduce_time_us' in json.load(open('$tmp/probe.json'))['net'])"
+
 # cached probe read back without measuring (JSON and XML)
 "$T" --load "$tmp/probe.json" --json > "$tmp/again.json"
 check "JSON cache reloads to the same model" cmp -s "$tmp/probe.json" "$tmp/again.json"

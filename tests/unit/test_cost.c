@@ -274,6 +274,26 @@ int main(void)
                cs.t_compute > c.t_compute && cs.bytes[PT_GRP_PP] == c.bytes[PT_GRP_PP],
            "ranks_per_core 2: half the bubble time, compute between 1x and 2x the dedicated busiest rank's (%.3g vs %.3g s)",
            cs.t_compute, c.t_compute);
+    /* the busy factor scales the collectives inside the step (tp, sp, pp)
+     * and leaves the step-end sync; a tp=2 x pp=2 x dp=2 plan has all */
+    {
+        pt_plan pb;
+        pt_plan_default(&pb);
+        pb.pp = 2, pb.dp = 2, pb.tp = 2, pb.microbatches = 2;
+        pt_hw busy = hw;
+        busy.busy_factor = 1.5;
+        pt_cost c0, c1;
+        int ok = pt_cost_eval(&tm, 8, &pb, &hw, link_node, &c0, &err) == 0 &&
+                 pt_cost_eval(&tm, 8, &pb, &busy, link_node, &c1, &err) == 0;
+        ok = ok && c0.t_comm[PT_GRP_TP] > 0 && c0.t_comm[PT_GRP_PP] > 0 && c0.t_comm[PT_GRP_SYNC] > 0;
+        for (int g = 0; ok && g < PT_GRP_N; g++) {
+            const double want = (g == PT_GRP_TP || g == PT_GRP_SP || g == PT_GRP_PP ? 1.5 : 1.0) * c0.t_comm[g];
+            ok = fabs(c1.t_comm[g] - want) <= 1e-12 * (want + 1e-30) && c1.bytes[g] == c0.bytes[g];
+        }
+        tap_ok(ok && c1.t_compute == c0.t_compute && c1.t_step > c0.t_step,
+               "busy_factor 1.5: tp and pp communication times x1.5, sync and compute unchanged (%.4g vs %.4g s)",
+               c1.t_step, c0.t_step);
+    }
     /* Hockney's GEMM rate: microbatches of one sequence are Bl Tl = 32
      * rows per GEMM, so n_1/2 = 32 rows halves the rate; bytes and FLOPs
      * do not change */
