@@ -149,6 +149,7 @@ int main(int argc, char **argv)
     pt_plan_default(&req);
     req.mode = PT_MODE_AUTO;
     req.dp = req.pp = req.tp = req.sp = req.tp_depth = req.microbatches = req.virtual_stages = 0;
+    req.rank_order[0] = '\0'; /* the search chooses the placement */
     pt_error err = {""};
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {

@@ -936,15 +936,12 @@ static void resolve_plan(const opts *o, const pt_gpt_config *cfg, int world, pt_
         int zero_pinned = req.zero >= 0, sched_pinned = req.schedule >= 0;
         if (!zero_pinned) req.zero = 0;
         if (!sched_pinned) req.schedule = PT_SCHED_1F1B;
-        if (!req.rank_order[0]) memcpy(req.rank_order, "DPT", 4);
         plan_auto(o, cfg, &req, zero_pinned, sched_pinned, p);
-        /* what the planner does not choose: dp follows, and an order the user
-         * gave places the chosen grid (any order is a valid placement) */
+        /* what the planner does not choose: dp follows (an order the user
+         * gave was the search's pin, so the plan was priced with it) */
         if (o->dp && p->dp != o->dp)
             bad_input("--mode auto planned dp=%d (%s), not --dp %ld: pin --tp, --pp and --sp instead of --dp",
                       p->dp, A.machine, o->dp);
-        if (o->rank_order || (!replan && getenv("PTRAIN_RANK_ORDER")))
-            memcpy(p->rank_order, o->rank_order ? o->rank_order : req.rank_order, sizeof p->rank_order);
         *source = replan ? "auto, re-planned over the plugin's plan" : "auto";
         if (pt_plan_validate(p, world, &err)) bad_input("%s", err.text);
         return;

@@ -639,6 +639,13 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         return pt_errprintf(err, "--ptrain-mode=off plans nothing (valid for a search: auto, 1d, "
                             "2d, 2.5d, 3d)");
     if (pt_plan_request_check(req, lim, err) < 0) return -1;
+    if (req->rank_order[0]) {
+        char pinned[4], s[5] = "";
+        memcpy(s, req->rank_order, 4);
+        if (pt_plan_order_parse(s, pinned, err) < 0) return -1;
+        if (strcmp(pinned, s))
+            return pt_errprintf(err, "rank order '%s' of the request is not in its parsed form (valid: '%s')", s, pinned);
+    }
     int max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
     int max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
     int max_zero = lim ? lim->max_zero : 3;
@@ -681,7 +688,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                  * slower links, dp inside) when both axes are > 1 */
                 static const char *orders[2] = {"DPT", "PDT"};
                 for (int oi = 0; oi < 2; oi++) {
-                    if (oi == 1 && (dp == 1 || pp == 1)) continue;
+                    if (oi == 1 && (dp == 1 || pp == 1 || req->rank_order[0])) continue;
                     pt_plan p;
                     pt_plan_default(&p);
                     p.mode = sh->mode;
@@ -690,7 +697,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                     p.sp = sp;
                     p.pp = pp;
                     p.dp = dp;
-                    memcpy(p.rank_order, orders[oi], 4);
+                    memcpy(p.rank_order, req->rank_order[0] ? req->rank_order : orders[oi], 4);
                     int link[PT_GRP_N];
                     pt_place_links(c, &p, link);
                     for (int z = 0; z <= max_zero && z <= 3; z++) {

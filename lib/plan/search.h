@@ -68,7 +68,8 @@ typedef struct pt_search_result {
  * pinned, 3d l*l*l; tp = 1 once, as 1d, or as the first allowed mode
  * when lim->modes leaves 1d out; auto is checked as that mode too), sp > 1 only with tp = 1 and
  * T % sp == 0, pp <= min(max_pp, n_layer), dp dividing global_batch;
- * rank orders DPT and, with dp > 1 and pp > 1, PDT; ZeRO 0..max_zero
+ * rank orders DPT and, with dp > 1 and pp > 1, PDT (a pinned
+ * req->rank_order, non-empty, is the only one; "" lets the search choose); ZeRO 0..max_zero
  * (> 0 needs dp*sp > 1); schedules of lim->schedules (pp > 1; GPipe only
  * when pinned or 1F1B is not allowed: it has 1F1B's bubble and more
  * activations in flight, Narayanan et al. 2021, sec. 2.1), interleaved

@@ -3,8 +3,8 @@
 # through pt_plan_resolve from the job's nodes, the node model (--topology)
 # and the model/batch, so it must choose exactly the plan ptrain-plan
 # chooses for the same machine, model and batch (both print the plan
-# summary: compared as text).  Pins (--tp, --pp, --zero) constrain the
-# search; a request no plan satisfies is one line with exit status 2; the
+# summary: compared as text).  Pins (--tp, --pp, --zero, --rank-order)
+# constrain the search; a request no plan satisfies is one line with exit status 2; the
 # auto plan trains to the same first loss as a hand-written layout.
 . "$top_srcdir/tests/lib.sh"
 need_run
@@ -47,6 +47,15 @@ same 6 build-machine.xml test 12 --tp 2
 check "every rank of an auto run holds the same plan" \
     test "$(grep -c '^rank [0-9]*/6 ' "$out")" -eq 6 -a \
     "$(sed -n 's/^rank [0-9]*\/6 .* plan=//p' "$out" | sort -u | wc -l)" -eq 1
+
+# a pinned rank order is the search's placement (priced with it), not an
+# order put over the search's choice afterwards: --explain's winner has it
+rc=0
+ptrain_mpirun -np 4 "$run" --mode auto --rank-order spread --topology "$fx/cpu2s.xml" --model test --batch 8 --pp 2 \
+    --dry-run --explain >"$out" 2>&1 || rc=$?
+got=$(sed -n 's/^rank 0\/[0-9]* .* plan=//p' "$out")
+check "--mode auto --rank-order spread plans with TPD ($got)" \
+    sh -c "[ $rc -eq 0 ] && echo '$got' | grep -q 'order=TPD' && grep '^[*] ' '$out' | grep -q ' TPD '"
 
 # PTRAIN_MODE=auto without the plugin's PTRAIN_PLAN plans too
 rc=0

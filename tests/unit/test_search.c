@@ -255,6 +255,7 @@ static pt_cluster make_cluster(int nnodes, int tpn, int island, int *buf)
 static void request(pt_plan *req)
 {
     pt_plan_default(req);
+    req->rank_order[0] = '\0';
     req->mode = PT_MODE_AUTO;
     req->dp = req->pp = req->tp = req->sp = 0;
     req->tp_depth = 0;
@@ -339,6 +340,27 @@ static void test_search(void)
     for (int j = 0; rc == 0 && j < r.nrunners; j++)
         if (r.runner[j].plan.pp != 2 || r.runner[j].plan.zero != 1) pins = 0;
     tap_ok(pins, "search: pinned pp=2 and zero=1 hold for the winner and every runner-up");
+    /* a pinned rank order places every plan the search prices (the winner
+     * and the runners-up), and one the search would not try (TDP) is
+     * priced with its own links; an invalid one is refused */
+    request(&req);
+    req.pp = 2;
+    memcpy(req.rank_order, "TDP", 4);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    int ordered = rc == 0 && !strcmp(r.best.plan.rank_order, "TDP");
+    for (int j = 0; rc == 0 && j < r.nrunners; j++)
+        if (strcmp(r.runner[j].plan.rank_order, "TDP")) ordered = 0;
+    if (ordered) {
+        int link[PT_GRP_N];
+        pt_place_links(&c, &r.best.plan, link);
+        for (int g = 0; g < PT_GRP_N; g++)
+            if (link[g] != r.best.link[g]) ordered = 0;
+    }
+    tap_ok(ordered, "search: pinned rank order TDP holds for the winner (%s) and every runner-up, priced on its links",
+           rc == 0 ? r.best.plan.rank_order : e.text);
+    memcpy(req.rank_order, "DDP", 4);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    tap_ok(rc < 0 && strstr(e.text, "DDP"), "search: rank order DDP refused: %s", rc < 0 ? e.text : "planned");
     /* memory: a model that does not fit 1 GB per rank is refused, naming the least need */
     c = make_cluster(1, 2, 0, tpn);
     c.hw.mem_bytes = 1e8;
