@@ -888,3 +888,17 @@ PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     return 0;
 }
+
+/* slurmstepd, at the end of the step (and srun, which loaded nothing): the
+ * node model loaded for the plan and the binding is returned, so that a
+ * plugin kept loaded across steps holds none of it. */
+PT_EXPORT int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    (void)sp;
+    (void)ac;
+    (void)av;
+    if (node_topo_state > 0) pt_topo_free(&node_topo);
+    memset(&node_topo, 0, sizeof node_topo);
+    node_topo_state = 0;
+    return 0;
+}

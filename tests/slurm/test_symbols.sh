@@ -14,7 +14,7 @@ check "no symbol beyond slurm_spank_* and the plugin identifiers" [ -z "$bad" ]
 [ -z "$bad" ] || diag "unexpected: $(echo $bad)"
 for s in plugin_name plugin_type plugin_version spank_plugin_version slurm_spank_init \
          slurm_spank_init_post_opt slurm_spank_local_user_init slurm_spank_user_init \
-         slurm_spank_task_init; do
+         slurm_spank_task_init slurm_spank_exit; do
     check "exports $s" sh -c "echo '$syms' | grep -qx '$s'"
 done
 leak=$(echo "$syms" | grep -E '^pt_' || true)
