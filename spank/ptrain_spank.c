@@ -308,17 +308,6 @@ static void load_node_model(void)
     snprintf(topo_source, sizeof topo_source, "defaults");
 }
 
-static void add_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void add_note(const char *fmt, ...)
-{
-    size_t l = strlen(plan_notes);
-    if (l && l + 1 < sizeof plan_notes) plan_notes[l++] = '\n', plan_notes[l] = '\0';
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(plan_notes + l, sizeof plan_notes - l, fmt, ap);
-    va_end(ap);
-}
-
 /* The cluster the planner sees: the node model's rates (pt_topo_plan_hw:
  * measured where the model holds a measurement, else estimated), with
  * ptrain.conf's gemm_gflops / inter_node_gbps / inter_node_lat_us over
@@ -359,7 +348,7 @@ static int plan_request(const pt_job_geometry *g, const pt_plan *req, pt_plan *o
     if (pt_plan_resolve(&c, &m, req_batch, &lim, req, req_zero_given, conf.default_zero, out,
                         &search_res, notes, sizeof notes, err) < 0)
         return -1;
-    if (notes[0]) add_note("%s", notes);
+    if (notes[0]) pt_notef(plan_notes, sizeof plan_notes, "%s", notes);
     return 0;
 }
 

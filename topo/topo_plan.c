@@ -8,18 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void note_add(char *buf, size_t len, size_t *k, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-static void note_add(char *buf, size_t len, size_t *k, const char *fmt, ...)
-{
-    if (!buf || *k >= len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    int w = vsnprintf(buf + *k, len - *k, fmt, ap);
-    va_end(ap);
-    if (w > 0) *k += (size_t)w;
-    if (*k >= len) *k = len;
-}
-
 /* "NVIDIA H100 80GB HBM3" -> 80e9; 0 when the name carries no "<n>GB". */
 static double gpu_mem_from_model(const char *model)
 {
@@ -53,7 +41,6 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     }
     if (tpn < 1) return pt_errprintf(err, "invalid tasks per node %d (valid: >= 1)", tpn);
     if (t->nnuma < 1) return pt_errprintf(err, "node model %s has no NUMA node", t->source);
-    size_t k = 0;
     if (note && note_len) note[0] = '\0';
     memset(hw, 0, sizeof *hw);
     *island_ranks = 0;
@@ -126,13 +113,13 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     if (!gpu || used <= 1) {
         hw->gbps[PT_NET_ISLAND] = cpu_isl;
         hw->gbps[PT_NET_NODE] = cpu_node;
-        note_add(note, note_len, &k, "intra-node: island %.3g GB/s, node %.3g GB/s per rank, %s\n", cpu_isl,
+        pt_notef(note, note_len, "intra-node: island %.3g GB/s, node %.3g GB/s per rank, %s", cpu_isl,
                  cpu_node, cpu_src);
     } else {
         hw->gbps[PT_NET_ISLAND] = isl_gbps;
         hw->gbps[PT_NET_NODE] = node_gbps;
-        note_add(note, note_len, &k, "intra-node: island %.3g GB/s (%s), node %.3g GB/s (%s), slowest GPU "
-                 "links%s\n", isl_gbps, isl_src == PT_BW_MEASURED ? "measured" : "estimate from the link class",
+        pt_notef(note, note_len, "intra-node: island %.3g GB/s (%s), node %.3g GB/s (%s), slowest GPU "
+                 "links%s", isl_gbps, isl_src == PT_BW_MEASURED ? "measured" : "estimate from the link class",
                  node_gbps, node_src == PT_BW_MEASURED ? "measured" : "estimate from the link class",
                  per_dev > 1 ? "; ranks sharing a GPU count as one device" : "");
     }
@@ -155,7 +142,7 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         inter_src = fast ? "estimate: 12.5 GB/s per InfiniBand/RoCE adapter" : "estimate: 10 Gb/s Ethernet";
     }
     hw->gbps[PT_NET_INTER] = inter / tpn;
-    note_add(note, note_len, &k, "network: %.3g GB/s per node (%s), %.3g GB/s per rank\n", inter, inter_src,
+    pt_notef(note, note_len, "network: %.3g GB/s per node (%s), %.3g GB/s per rank", inter, inter_src,
              hw->gbps[PT_NET_INTER]);
 
     if (t->net.measured && t->net.intra_lat_us > 0) {
@@ -191,28 +178,28 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         for (int l = l0; l <= l1; l++)
             if (hw->gbps[l] <= 0 || t->net.ring_gbps < hw->gbps[l]) hw->gbps[l] = t->net.ring_gbps;
         if (l1 >= l0)
-            note_add(note, note_len, &k, "%s: at most %.3g GB/s per rank, a ring step's while every rank sends "
-                     "(the probe's allreduce fit)\n", l0 == PT_NET_INTER ? "network" : "intra-node", t->net.ring_gbps);
+            pt_notef(note, note_len, "%s: at most %.3g GB/s per rank, a ring step's while every rank sends "
+                     "(the probe's allreduce fit)", l0 == PT_NET_INTER ? "network" : "intra-node", t->net.ring_gbps);
     }
-    note_add(note, note_len, &k, "latency: %.3g us island, %.3g us node, %.3g us network (%s)\n",
+    pt_notef(note, note_len, "latency: %.3g us island, %.3g us node, %.3g us network (%s)",
              hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6, lat_src);
 
     /* memory per rank */
     if (ov->mem_gb > 0) {
         hw->mem_bytes = ov->mem_gb * 1e9;
-        note_add(note, note_len, &k, "memory: %.3g GB per rank (override)\n", ov->mem_gb);
+        pt_notef(note, note_len, "memory: %.3g GB per rank (override)", ov->mem_gb);
     } else {
         double gm = gpu ? gpu_mem_from_model(t->gpu[0].model) : 0;
         if (gm > 0) {
             hw->mem_bytes = gm / per_dev;
-            note_add(note, note_len, &k, "memory: %.3g GB per rank (%s / %d rank%s per GPU)\n",
+            pt_notef(note, note_len, "memory: %.3g GB per rank (%s / %d rank%s per GPU)",
                      hw->mem_bytes / 1e9, t->gpu[0].model, per_dev, per_dev > 1 ? "s" : "");
         } else {
             double host = 0;
             for (int i = 0; i < t->nnuma; i++) host += (double)t->numa[i].memory;
             if (host <= 0) host = (double)t->os_memory;
             hw->mem_bytes = host / tpn;
-            note_add(note, note_len, &k, "memory: %.3g GB per rank (host memory / %d tasks%s)\n",
+            pt_notef(note, note_len, "memory: %.3g GB per rank (host memory / %d tasks%s)",
                      hw->mem_bytes / 1e9, tpn, gpu ? "; the GPU model names no memory size" : "");
         }
     }
@@ -220,7 +207,7 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     /* GEMM rate of one rank */
     if (ov->gemm_gflops > 0) {
         hw->gemm_gflops = ov->gemm_gflops;
-        note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (override)\n", hw->gemm_gflops);
+        pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (override)", hw->gemm_gflops);
     } else if (gpu) {
         /* fp32 (non-tensor-core) peaks from NVIDIA's data sheets */
         const char *mdl = t->gpu[0].model;
@@ -236,7 +223,7 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
             what = "the V100's fp32 peak";
         }
         hw->gemm_gflops = peak / per_dev;
-        note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, %s)\n",
+        pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, %s)",
                  hw->gemm_gflops, peak, what);
     } else {
         int cores = t->ncores > 0 ? t->ncores : 1;
@@ -246,7 +233,7 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
              * ranks_per_core tells the cost model how many share it */
             hw->ranks_per_core = (double)tpn / cores;
             per_rank = 1;
-            note_add(note, note_len, &k, "cores: %d tasks on %d cores, %.3g ranks per core\n", tpn, cores,
+            pt_notef(note, note_len, "cores: %d tasks on %d cores, %.3g ranks per core", tpn, cores,
                      hw->ranks_per_core);
         }
         char share[64] = "";
@@ -255,17 +242,17 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0) {
             hw->gemm_gflops = t->gemm_rinf_gflops * per_rank;
             hw->gemm_n_half = t->gemm_n_half;
-            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per %s at large sizes, half of it at %.4g rows per "
-                     "GEMM (measured Hockney fit: r_inf %.4g per core x %.3g cores%s)\n", hw->gemm_gflops,
+            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per %s at large sizes, half of it at %.4g rows per "
+                     "GEMM (measured Hockney fit: r_inf %.4g per core x %.3g cores%s)", hw->gemm_gflops,
                      hw->ranks_per_core > 1 ? "core" : "rank", hw->gemm_n_half, t->gemm_rinf_gflops, per_rank, share);
         } else if (t->gemm_gflops > 0) {
             hw->gemm_gflops = t->gemm_gflops * per_rank;
-            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per %s (measured %.4g per core x %.3g cores%s)\n",
+            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per %s (measured %.4g per core x %.3g cores%s)",
                      hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", t->gemm_gflops, per_rank, share);
         } else {
             hw->gemm_gflops = 32.0 * per_rank;
-            note_add(note, note_len, &k, "gemm: %.4g GFLOP/s per %s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
-                     "ptrain-topo --probe measures it)\n", hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", per_rank, share);
+            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per %s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
+                     "ptrain-topo --probe measures it)", hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", per_rank, share);
         }
     }
     /* collectives between other ranks' compute on time-shared cores: the
@@ -275,11 +262,10 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     if (hw->ranks_per_core > 1 && t->net.measured && t->net.pair_us > 0 && t->net.pair_busy_us > 0) {
         double f = t->net.pair_busy_us / t->net.pair_us;
         hw->busy_factor = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
-        note_add(note, note_len, &k, "busy cores: a tp/sp/pp collective takes %.3gx its alpha-beta time while "
-                 "other ranks compute (the probe's pair allreduce at %d ranks, %.4g us busy, %.4g us idle)\n",
+        pt_notef(note, note_len, "busy cores: a tp/sp/pp collective takes %.3gx its alpha-beta time while "
+                 "other ranks compute (the probe's pair allreduce at %d ranks, %.4g us busy, %.4g us idle)",
                  hw->busy_factor, t->net.nranks, t->net.pair_busy_us, t->net.pair_us);
     }
-    if (note && k > 0 && k < note_len && note[k - 1] == '\n') note[k - 1] = '\0';
     return 0;
 }
 

@@ -9,6 +9,7 @@
 #define PTRAIN_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -28,6 +29,12 @@ typedef struct pt_error {
  * `pt_errprintf(err, "file %s: %s", path, err->text)`): the message is
  * formatted into a temporary first. */
 int pt_errprintf(pt_error *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Append one line to notes, a NUL-terminated buffer of len bytes holding
+ * lines separated by '\n' (what travels beside a result: the planner's
+ * warnings, the node model's sources): a '\n' first unless notes is empty,
+ * then the line, cut to what fits.  notes NULL or len 0: nothing. */
+void pt_notef(char *notes, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int pt_verrprintf(pt_error *e, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 
 #ifdef __cplusplus

@@ -8,19 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void add_note(char *notes, size_t len, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static void add_note(char *notes, size_t len, const char *fmt, ...)
-{
-    if (!notes || len == 0) return;
-    size_t l = strlen(notes);
-    if (l && l + 1 < len) notes[l++] = '\n', notes[l] = '\0';
-    if (l + 1 >= len) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(notes + l, len - l, fmt, ap);
-    va_end(ap);
-}
-
 /* What a request pins that can be judged from the step's size and the
  * model alone, named the way srun's user gave it (the search's own refusal
  * covers the layouts' shapes): each pinned group size divides the ranks,
@@ -114,7 +101,7 @@ int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_bat
     if ((req->mode != PT_MODE_AUTO || req->tp > 0) && b->plan.tp > 1 &&
         b->link[PT_GRP_TP] > PT_NET_NODE - (c->island_ranks > 0 ? 1 : 0)) {
         int k = b->link[PT_GRP_TP];
-        add_note(notes, notes_len,
+        pt_notef(notes, notes_len,
                  "ptrain: warning: tp=%d (%s) spans the %s link (%.3g GB/s per rank, %.3g us; "
                  "inside a node %.3g GB/s): predicted tp communication %.3g ms of a %.3g ms step",
                  b->plan.tp, pt_mode_name(b->plan.mode), pt_cost_link_name(k), c->hw.gbps[k],

@@ -41,5 +41,20 @@ int main(void)
     pt_fail(PT_EIO, "line one\nline two");
     tap_ok(!strchr(pt_errmsg(), '\n'), "messages stay one line: %s", pt_errmsg());
     tap_ok(pt_error_last()->text == pt_errmsg(), "pt_error_last() is the buffer pt_errmsg() reads");
+    /* pt_notef: lines joined by '\n', cut to the buffer, NULL ignored */
+    char notes[24] = "";
+    pt_notef(notes, sizeof notes, "one %d", 1);
+    pt_notef(notes, sizeof notes, "two %s", "b");
+    tap_ok(strcmp(notes, "one 1\ntwo b") == 0, "pt_notef joins lines with one newline (%zu bytes)", strlen(notes));
+    pt_notef(notes, sizeof notes, "a line too long for the rest");
+    tap_ok(strlen(notes) == sizeof notes - 1 && strncmp(notes, "one 1\ntwo b\na line", 18) == 0,
+           "pt_notef cuts a line to the buffer (%zu bytes)", strlen(notes));
+    pt_notef(notes, sizeof notes, "more");
+    tap_ok(strlen(notes) == sizeof notes - 1, "pt_notef on a full buffer writes nothing");
+    pt_notef(NULL, 8, "x");
+    char one[1] = {'\0'};
+    pt_notef(one, 0, "x");
+    pt_notef(one, 1, "x");
+    tap_ok(one[0] == '\0', "pt_notef with no room leaves the buffer empty");
     return tap_done();
 }
