@@ -130,7 +130,10 @@ typedef struct pt_hw {
                                * (1 - 1/ranks_per_core) of the dedicated bubble time.  That
                                * share is an empirical fit: bench/bench_plan.sh measured
                                * pipelines at 1.25-1.4x a free-bubble prediction on 2 cores
-                               * with 2 and 4 ranks per core, and within 10% with it. */
+                               * with 2 and 4 ranks per core, and within 10% with it (with
+                               * the ring-step beta and busy_factor since added, 0.9-1.05x
+                               * at 2 ranks per core and 0.73-0.94x at 4: the share is
+                               * smaller with more ranks to take a waiting rank's core). */
     double busy_factor;       /* time of a collective inside the step (tp, sp and pp groups,
                                * whose calls come between other ranks' compute) over its
                                * alpha-beta time, whose alpha and beta were measured with
