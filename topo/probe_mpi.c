@@ -19,7 +19,7 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick)
         o.lat_iters = 1000; o.bw_iters = 20; o.ar_iters = 20; o.fit_iters = 20;
     }
     o.pair_bytes = 128 << 10;
-    o.pair_iters = quick ? 10 : 30;
+    o.pair_iters = quick ? 20 : 40;
     return o;
 }
 
@@ -222,13 +222,13 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     /* collectives while the other ranks compute: a pair's allreduce with
      * every rank in pairs (as the fit's ring, all communicating), then with
      * half the pairs while the others compute, as a tp group's collective
-     * inside a step; the best of 3 rounds each, in turn */
+     * inside a step; the best of 5 rounds each, in turn */
     if (!rc && p >= 3 && o->pair_bytes > 0) {
         MPI_Comm pair = MPI_COMM_NULL;
         const int all_pairs = p / 2, busy_pairs = all_pairs / 2 > 0 ? all_pairs / 2 : 1;
         MPI_Comm_split(comm, me < 2 * all_pairs ? me / 2 : MPI_UNDEFINED, me, &pair);
         double idle = 1e30, busy = 1e30, x = 0;
-        for (int r = 0; r < 3 && !rc; r++) {
+        for (int r = 0; r < 5 && !rc; r++) {
             rc = time_pairs(comm, pair, me, all_pairs, ar_in, ar_out, o->pair_bytes, o->pair_iters, &x);
             if (x < idle) idle = x;
             if (!rc) rc = time_pairs(comm, pair, me, busy_pairs, ar_in, ar_out, o->pair_bytes, o->pair_iters, &x);

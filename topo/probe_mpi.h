@@ -44,7 +44,7 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *    beta;
  *  - p >= 3: MPI_Allreduce of pair_bytes inside pairs of ranks (2i, 2i+1):
  *    with every rank in a pair (t->net.pair_us), and with half the pairs
- *    while the other ranks compute (t->net.pair_busy_us), best of 3 rounds:
+ *    while the other ranks compute (t->net.pair_busy_us), best of 5 rounds:
  *    on a node whose ranks time-share cores, a rank waiting in a collective
  *    yields to ranks that compute and hold the core for their time slice,
  *    so a tp group's collective inside a step is slower than the same

@@ -699,8 +699,16 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
                 if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
                 const double bw = hw->gbps[lk] > 0 ? hw->gbps[lk] * 1e9 : 0;
                 tg[k] = steps[k] * hw->lat_s[lk] + (bw > 0 ? bytes[k] / bw : 0);
-                if (hw->busy_factor > 0 && (k == PT_GRP_TP || k == PT_GRP_SP || k == PT_GRP_PP))
-                    tg[k] *= hw->busy_factor; /* called while other ranks compute */
+                if (hw->busy_factor > 0 && (k == PT_GRP_TP || k == PT_GRP_SP || k == PT_GRP_PP)) {
+                    /* called while the ranks outside the communicating group
+                     * (1d: tp; 2d, 2.5d: a row or column of q; 3d: a line of
+                     * l) compute: the factor at the probe's half of the ranks
+                     * outside, none with every rank in it, linear between */
+                    const double world = (double)p->dp * pp * p->tp * p->sp;
+                    const double gsz = k == PT_GRP_TP ? g.q : k == PT_GRP_SP ? p->sp : 2;
+                    const double outside = fmin(1.0, 2.0 * (1.0 - gsz / world));
+                    tg[k] *= 1.0 + (hw->busy_factor - 1.0) * outside;
+                }
             }
             if (tc > c.t_compute) c.t_compute = tc;
             for (int k = 0; k < PT_GRP_N; k++)
@@ -713,9 +721,10 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
     /* time-shared cores: a waiting rank gives back only part of its share
      * (Open MPI's idle loop calls sched_yield, which CFS honours for the
-     * rest of a slice, not for the wait): (1 - 1/ranks_per_core) of the
-     * bubble costs time, 1/ranks_per_core goes to the ranks with work */
-    c.t_bubble = c.bubble * pipelined * (oversub > 1 ? 1.0 - 1.0 / oversub : 1.0);
+     * rest of a slice, not for the wait): 1/ranks_per_core of the bubble
+     * costs time, the rest goes to the ranks with work (an empirical fit,
+     * see pt_hw.ranks_per_core) */
+    c.t_bubble = c.bubble * pipelined * (oversub > 1 ? 1.0 / oversub : 1.0);
     c.t_step = pipelined + c.t_bubble + c.t_comm[PT_GRP_DP] + c.t_comm[PT_GRP_SYNC];
     if (out) *out = c;
     return 0;

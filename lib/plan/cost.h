@@ -127,23 +127,25 @@ typedef struct pt_hw {
                                * back part of its share (Open MPI's idle loop yields when
                                * oversubscribed): t_compute is the pipeline ranks' mean
                                * work, not the busiest rank's, and t_bubble is
-                               * (1 - 1/ranks_per_core) of the dedicated bubble time.  That
-                               * share is an empirical fit: bench/bench_plan.sh measured
-                               * pipelines at 1.25-1.4x a free-bubble prediction on 2 cores
-                               * with 2 and 4 ranks per core, and within 10% with it (with
-                               * the ring-step beta and busy_factor since added, 0.9-1.05x
-                               * at 2 ranks per core and 0.73-0.94x at 4: the share is
-                               * smaller with more ranks to take a waiting rank's core). */
+                               * 1/ranks_per_core of the dedicated bubble time (the more
+                               * ranks share a core, the more of them take a waiting rank's
+                               * turn).  That share is an empirical fit: bench/bench_plan.sh
+                               * measured pipelines within 0.9-1.05x of it at 2 and 4 ranks
+                               * per core, where the earlier (1 - 1/ranks_per_core) was
+                               * 0.73-0.94x at 4. */
     double busy_factor;       /* time of a collective inside the step (tp, sp and pp groups,
                                * whose calls come between other ranks' compute) over its
                                * alpha-beta time, whose alpha and beta were measured with
-                               * every rank communicating; 0 = 1.  pt_topo_plan_hw sets it on
-                               * time-shared cores only (ranks_per_core > 1), from the probe's
-                               * pair allreduce while half the ranks compute over the same
-                               * with every rank in a pair: a waiting rank yields its core to
-                               * ranks that compute for a whole time slice (above 1), or
-                               * fewer ranks share the memory bus (below 1).  bench_plan.sh
-                               * measured 1.2-1.4 at 4 ranks per core, 0.8-1 at 2. */
+                               * every rank communicating, when half the node's ranks are
+                               * outside the group and compute; 0 = 1.  A group of size g
+                               * among W ranks takes 1 + (busy_factor - 1) min(1, 2(1 - g/W))
+                               * (none when every rank is in it; g: 1d tp, a 2d/2.5d row or
+                               * column q, a 3d line l, sp, 2 for a pipeline send).
+                               * pt_topo_plan_hw sets it on time-shared cores only
+                               * (ranks_per_core > 1), from the probe's pair allreduce while
+                               * half the ranks compute over the same with every rank in a
+                               * pair: a waiting rank yields its core to ranks that compute
+                               * for a whole time slice.  bench_plan.sh measured 1.2-1.6. */
 } pt_hw;
 
 /* A plan's cost for one optimizer step of `global_batch` sequences of

@@ -263,8 +263,8 @@ int main(void)
            "t_step = (compute + tp + sp + pp) (1 + bubble) + dp + sync (%.3g s)", c.t_step);
     tap_ok(fabs(c.t_compute - c.flops / 50e9) < 1e-15, "t_compute = flops / gemm rate");
     /* time-shared cores: 2 ranks per core halve each rank's rate; half
-     * the bubble is given to the other ranks, and compute is the mean over
-     * pipeline ranks: the first stage has no head */
+     * (1/ranks_per_core) of the bubble costs time, and compute is the mean
+     * over pipeline ranks: the first stage has no head */
     pt_hw shared = hw;
     shared.ranks_per_core = 2;
     pt_cost cs;
@@ -274,6 +274,11 @@ int main(void)
                cs.t_compute > c.t_compute && cs.bytes[PT_GRP_PP] == c.bytes[PT_GRP_PP],
            "ranks_per_core 2: half the bubble time, compute between 1x and 2x the dedicated busiest rank's (%.3g vs %.3g s)",
            cs.t_compute, c.t_compute);
+    shared.ranks_per_core = 4;
+    pt_cost_eval(&tm, 8, &p, &shared, link_node, &cs, &err);
+    const double pip4 = cs.t_compute + cs.t_comm[PT_GRP_TP] + cs.t_comm[PT_GRP_SP] + cs.t_comm[PT_GRP_PP];
+    tap_ok(fabs(cs.t_bubble - 0.25 * cs.bubble * pip4) < 1e-15 && cs.t_bubble > 0,
+           "ranks_per_core 4: a quarter of the bubble time (%.3g s)", cs.t_bubble);
     /* the busy factor scales the collectives inside the step (tp, sp, pp)
      * and leaves the step-end sync; a tp=2 x pp=2 x dp=2 plan has all */
     {
@@ -293,6 +298,18 @@ int main(void)
         tap_ok(ok && c1.t_compute == c0.t_compute && c1.t_step > c0.t_step,
                "busy_factor 1.5: tp and pp communication times x1.5, sync and compute unchanged (%.4g vs %.4g s)",
                c1.t_step, c0.t_step);
+        /* a tp group of every rank has no rank outside it to compute
+         * meanwhile: no factor; tp=2 of 4 ranks has half outside: all of it */
+        pt_plan_default(&pb);
+        pb.tp = 4;
+        ok = pt_cost_eval(&tm, 8, &pb, &hw, link_node, &c0, &err) == 0 &&
+             pt_cost_eval(&tm, 8, &pb, &busy, link_node, &c1, &err) == 0 && c0.t_comm[PT_GRP_TP] > 0 &&
+             c1.t_comm[PT_GRP_TP] == c0.t_comm[PT_GRP_TP];
+        pb.tp = 2, pb.dp = 2;
+        ok = ok && pt_cost_eval(&tm, 8, &pb, &hw, link_node, &c0, &err) == 0 &&
+             pt_cost_eval(&tm, 8, &pb, &busy, link_node, &c1, &err) == 0 &&
+             fabs(c1.t_comm[PT_GRP_TP] - 1.5 * c0.t_comm[PT_GRP_TP]) <= 1e-12 * c0.t_comm[PT_GRP_TP];
+        tap_ok(ok, "busy_factor: none for tp=4 of 4 ranks (no rank outside), all of it for tp=2 of 4");
     }
     /* Hockney's GEMM rate: microbatches of one sequence are Bl Tl = 32
      * rows per GEMM, so n_1/2 = 32 rows halves the rate; bytes and FLOPs
