@@ -107,7 +107,15 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N]);
  * the cost of each of n layers (cost[0] includes the embedding, cost[n-1]
  * the head), split them into k contiguous stages of >= 1 layer
  * minimising the largest stage cost; ties keep earlier stages larger.
- * Writes k counts into split.  Returns 0, or -1 when k < 1 or k > n. */
+ * Writes k counts into split.  Returns 0, or -1 when k < 1 or k > n.
+ * SageMaker's tree partition (Karakus et al. 2021, sec. 3.2: the module
+ * tree walked from the root, each node's devices given to its children by
+ * D'Hondt's method in proportion to their cost, children that outnumber
+ * their devices split into contiguous runs by a dynamic program) gives
+ * this same split for a GPT: the tree is the embedding, n blocks and the
+ * head under one root, lib/pipeline cuts only between blocks, and k <= n
+ * stages never gives a block more than one device, so the walk ends in
+ * that dynamic program at the root. */
 int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err);
 
 /* The relative cost of each of m->n_layer layers for the stage split
