@@ -42,9 +42,22 @@ void pt_comm_free(pt_comm *c)
 
 int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
 {
+    /* Slurm's node id when every rank has one (srun; the fake nodes of a
+     * test Slurm share one host's memory), else shared memory */
+    const char *sn = getenv("SLURM_NODEID");
+    char *end = NULL;
+    long id = sn && *sn ? strtol(sn, &end, 10) : -1;
+    int have_id = end && !*end && id >= 0 && id < (1L << 30), all_id = 0;
+    int rc = MPI_Allreduce(&have_id, &all_id, 1, MPI_INT, MPI_MIN, c->comm);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce(SLURM_NODEID)", c);
     MPI_Comm local;
-    int rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split_type(shared)", c);
+    if (all_id) {
+        rc = MPI_Comm_split(c->comm, (int)id, c->rank, &local);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split(SLURM_NODEID)", c);
+    } else {
+        rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split_type(shared)", c);
+    }
     int lrank, lsize, mine[2];
     MPI_Comm_rank(local, &lrank);
     MPI_Comm_size(local, &lsize);

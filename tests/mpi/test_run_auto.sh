@@ -48,6 +48,17 @@ check "every rank of an auto run holds the same plan" \
     test "$(grep -c '^rank [0-9]*/6 ' "$out")" -eq 6 -a \
     "$(sed -n 's/^rank [0-9]*\/6 .* plan=//p' "$out" | sort -u | wc -l)" -eq 1
 
+# nodes by SLURM_NODEID when every rank has one (fake Slurm nodes share a
+# host): 4 ranks as 2 nodes x 2 tasks plan as ptrain-plan's 2 x 2
+rc=0
+ptrain_mpirun -np 4 sh -c 'SLURM_NODEID=$((OMPI_COMM_WORLD_RANK / 2)) exec "$0" "$@"' "$run" --mode auto \
+    --topology "$fx/cpu2s.xml" --model tiny --batch 8 --dry-run --explain >"$out" 2>&1 || rc=$?
+got=$(sed -n 's/^rank 0\/[0-9]* .* plan=//p' "$out")
+want=$("$plan" --topology "$fx/cpu2s.xml" --nodes 2 --tasks-per-node 2 --model tiny --batch 8 --env 2>&1 |
+    sed -n 's/^PTRAIN_PLAN=//p')
+check "SLURM_NODEID 0,0,1,1: auto plans for 2 nodes x 2 tasks, as ptrain-plan ($got)" \
+    sh -c "[ $rc -eq 0 ] && grep -q '^machine: 2 nodes x 2 tasks' '$out' && [ -n '$got' ] && [ '$got' = '$want' ]"
+
 # a pinned rank order is the search's placement (priced with it), not an
 # order put over the search's choice afterwards: --explain's winner has it
 rc=0
