@@ -58,11 +58,10 @@ int pt_comm_wrap(pt_comm *c, MPI_Comm comm, const char *name);
 int pt_comm_split(pt_comm *c, const pt_comm *parent, int color, int key, const char *name);
 void pt_comm_free(pt_comm *c);
 
-/* The nodes under group c: ranks with the same $SLURM_NODEID when every
- * rank has one (srun: also the fake nodes of a test Slurm on one host),
- * else ranks that share memory (MPI-3 MPI_Comm_split_type with
- * MPI_COMM_TYPE_SHARED), form one node, nodes ordered by their lowest rank
- * in c.  Writes the node count to *nnodes, the
+/* The nodes under group c: ranks that share memory (MPI-3
+ * MPI_Comm_split_type with MPI_COMM_TYPE_SHARED) and, when every rank has
+ * $SLURM_NODEID, the same node id (the fake nodes of a test Slurm share
+ * one host), form one node, nodes ordered by their lowest rank in c.  Writes the node count to *nnodes, the
  * ranks of each node into tasks_per_node[0 .. *nnodes - 1] (room for
  * c->size entries) and, when node is not NULL, this rank's node index.
  * Collective over c; every rank gets the same answer (the job geometry the

@@ -42,8 +42,10 @@ void pt_comm_free(pt_comm *c)
 
 int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
 {
-    /* Slurm's node id when every rank has one (srun; the fake nodes of a
-     * test Slurm share one host's memory), else shared memory */
+    /* ranks that share memory, split further by Slurm's node id when
+     * every rank has one: the fake nodes of a test Slurm share one host's
+     * memory, while ranks on different hosts stay apart even where a
+     * launcher passed one SLURM_NODEID to all (mpirun inside sbatch) */
     const char *sn = getenv("SLURM_NODEID");
     char *end = NULL;
     long id = sn && *sn ? strtol(sn, &end, 10) : -1;
@@ -51,12 +53,13 @@ int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
     int rc = MPI_Allreduce(&have_id, &all_id, 1, MPI_INT, MPI_MIN, c->comm);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce(SLURM_NODEID)", c);
     MPI_Comm local;
+    rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
+    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split_type(shared)", c);
     if (all_id) {
-        rc = MPI_Comm_split(c->comm, (int)id, c->rank, &local);
+        MPI_Comm host = local;
+        rc = MPI_Comm_split(host, (int)id, c->rank, &local);
+        MPI_Comm_free(&host);
         if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split(SLURM_NODEID)", c);
-    } else {
-        rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split_type(shared)", c);
     }
     int lrank, lsize, mine[2];
     MPI_Comm_rank(local, &lrank);
