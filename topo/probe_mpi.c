@@ -23,6 +23,16 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick)
     return o;
 }
 
+/* iters calls of MPI_Allreduce (float sum) of n floats from in to out
+ * over comm: PT_OK, or PT_ECOMM at the first that fails. */
+static int allreduces(MPI_Comm comm, float *in, float *out, size_t n, int iters)
+{
+    for (int i = 0; i < iters; i++)
+        if (MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
+            return pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce of %zu bytes failed", n * 4);
+    return PT_OK;
+}
+
 /* Time per MPI_Allreduce (float sum) of `bytes` inside pairs (pair comm:
  * ranks 2i and 2i+1) of the first `npairs` pairs, while every other rank
  * computes (a spin loop polling an MPI_Ibarrier) until they are done: the
@@ -35,12 +45,9 @@ static int time_pairs(MPI_Comm comm, MPI_Comm pair, int me, int npairs, float *i
     double dt = 0;
     MPI_Barrier(comm);
     if (talk) {
-        if (MPI_Allreduce(in, out, (int)(bytes / 4), MPI_FLOAT, MPI_SUM, pair) != MPI_SUCCESS)
-            rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce in a pair failed");
+        rc = allreduces(pair, in, out, bytes / 4, 1); /* warm-up */
         double t0 = MPI_Wtime();
-        for (int i = 0; i < iters && !rc; i++)
-            if (MPI_Allreduce(in, out, (int)(bytes / 4), MPI_FLOAT, MPI_SUM, pair) != MPI_SUCCESS)
-                rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce in a pair failed");
+        if (!rc) rc = allreduces(pair, in, out, bytes / 4, iters);
         dt = (MPI_Wtime() - t0) / iters;
     }
     MPI_Request done_rq;
@@ -65,14 +72,10 @@ static int time_allreduce(MPI_Comm comm, int me, int p, float *in, float *out, s
 {
     size_t n = bytes / 4;
     for (size_t i = 0; i < n; i++) in[i] = (float)((me + 1) * (int)(i % 7 + 1));
-    int rc = PT_OK;
-    if (MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
-        rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
+    int rc = allreduces(comm, in, out, n, 1); /* warm-up */
     MPI_Barrier(comm);
     double t0 = MPI_Wtime();
-    for (int i = 0; i < iters && !rc; i++)
-        if (MPI_Allreduce(in, out, (int)n, MPI_FLOAT, MPI_SUM, comm) != MPI_SUCCESS)
-            rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Allreduce failed");
+    if (!rc) rc = allreduces(comm, in, out, n, iters);
     double dt = (MPI_Wtime() - t0) / iters;
     *t = 0;
     MPI_Allreduce(&dt, t, 1, MPI_DOUBLE, MPI_MAX, comm);

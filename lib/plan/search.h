@@ -66,7 +66,7 @@ typedef struct pt_search_result {
  * What is searched: every tp shape of the allowed modes (1d any divisor,
  * 2d q*q, 2.5d d*q*q with d >= 2 and q >= 2 unless the mode or depth is
  * pinned, 3d l*l*l; tp = 1 once, as 1d, or as the first allowed mode
- * when lim->modes leaves 1d out; auto is checked as that mode too), sp > 1 only with tp = 1 and
+ * when lim->modes leaves 1d out), sp > 1 only with tp = 1 and
  * T % sp == 0, pp <= min(max_pp, n_layer), dp dividing global_batch;
  * rank orders DPT and, with dp > 1 and pp > 1, PDT (a pinned
  * req->rank_order, non-empty, is the only one; "" lets the search choose); ZeRO 0..max_zero
