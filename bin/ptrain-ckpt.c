@@ -327,6 +327,13 @@ static void holder_free(holder *h)
 static int holder_build(holder *h, const pt_gpt_config *cfg, int T)
 {
     memset(h, 0, sizeof *h);
+    /* MPI starts here, once a model is built: a file refused before then
+     * never starts Open MPI's singleton daemon, whose own log lines (seen
+     * under load: "ORTE_ERROR_LOG: Out of resource") would join the one
+     * line of the refusal */
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (!inited) MPI_Init(NULL, NULL);
     int world;
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     if (world != 1) return pt_fail(PT_EINVAL, "convert runs as one process (started with %d ranks)", world);
@@ -616,7 +623,6 @@ static int convert(const char *to, const char *src, const char *dst)
     long step = 0;
     char path[4200];
     int status = 0;
-    MPI_Init(NULL, NULL);
     if (from_ckpt) {
         json_t *man = NULL;
         int rc = resolve(src, path, sizeof path);
@@ -668,7 +674,9 @@ static int convert(const char *to, const char *src, const char *dst)
     if (bytes) printf(", %lld bytes)\n", (long long)bytes);
 out:
     holder_free(&h);
-    MPI_Finalize();
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Finalize();
     return status;
 }
 
