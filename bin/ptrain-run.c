@@ -53,7 +53,7 @@ typedef struct opts {
     long pp, microbatches, virtual_stages; /* 0 = not given */
     int zero, schedule, recompute;         /* -1 = not given */
     const char *pp_split;                  /* NULL = not given */
-    float lr, min_lr, wd, clip;
+    float lr, min_lr, wd, clip, eps;
     int dry_run, quiet;
     double watchdog;   /* seconds without progress before a rank gives up; 0 = off */
     double peak_gflops; /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
@@ -437,6 +437,7 @@ static void usage(FILE *f)
         "  --lr F --min-lr F    peak and final learning rate (default 1e-3, lr/10)\n"
         "  --warmup N           linear warm-up steps (default steps/10, at most 100)\n"
         "  --weight-decay F --grad-clip F   (default 0.1, 1.0; 0 = no clipping)\n"
+        "  --adam-eps F         AdamW's epsilon (default 1e-8)\n"
         "\n"
         "Logging and metrics:\n"
         "  --log-every N        print every N steps (default 1)\n"
@@ -677,12 +678,13 @@ static void parse_args(int argc, char **argv, opts *o)
     enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
            O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
            O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-           O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN };
+           O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS };
     static const struct option lo[] = {
         {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
         {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
         {"seq-len", 1, 0, O_SEQ}, {"vocab", 1, 0, O_VOCAB}, {"lr", 1, 0, O_LR}, {"min-lr", 1, 0, O_MINLR},
         {"warmup", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"grad-clip", 1, 0, O_CLIP},
+        {"adam-eps", 1, 0, O_EPS},
         {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
         {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
         {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER}, {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
@@ -697,6 +699,7 @@ static void parse_args(int argc, char **argv, opts *o)
     o->steps = 200;
     o->batch = 8;
     o->lr = 1e-3f;
+    o->eps = 1e-8f;
     o->min_lr = -1;
     o->warmup = -1;
     o->wd = 0.1f;
@@ -726,6 +729,7 @@ static void parse_args(int argc, char **argv, opts *o)
         case O_WARM: o->warmup = parse_long("--warmup", optarg, 0, 100000000); break;
         case O_WD: o->wd = parse_float("--weight-decay", optarg, 0, 10); break;
         case O_CLIP: o->clip = parse_float("--grad-clip", optarg, 0, 1e6f); break;
+        case O_EPS: o->eps = parse_float("--adam-eps", optarg, 1e-30f, 1); break;
         case O_VALE: o->val_every = parse_long("--val-every", optarg, 0, 100000000); break;
         case O_VALB: o->val_batches = parse_long("--val-batches", optarg, 1, 1000000); break;
         case O_LOGE: o->log_every = parse_long("--log-every", optarg, 1, 100000000); break;
@@ -1162,7 +1166,7 @@ static const char *const rec_field[] = {
     "model layers", "model heads", "model embd", "model seq_len", "model vocab",
     "data train tokens", "data train checksum", "data val tokens", "data val checksum",
     "--steps", "--batch", "training options (--seed, --lr, --min-lr, --warmup, --weight-decay, "
-    "--grad-clip, --val-every, --val-batches, --dry-run)", "plan schedule", "plan virtual_stages"};
+    "--grad-clip, --adam-eps, --val-every, --val-batches, --dry-run)", "plan schedule", "plan virtual_stages"};
 #define REC_FIELDS ((int)(sizeof rec_field / sizeof rec_field[0]))
 
 static void fill_rec(startup_rec *r, int ok)
@@ -1183,7 +1187,7 @@ static void fill_rec(startup_rec *r, int ok)
     v[21] = o->steps;
     v[22] = o->batch;
     double opt[] = {(double)o->seed, o->lr, o->min_lr, (double)o->warmup, o->wd, o->clip,
-                    (double)o->val_every, (double)o->val_batches, (double)o->dry_run};
+                    (double)o->val_every, (double)o->val_batches, (double)o->dry_run, o->eps};
     v[23] = (int64_t)pt_fnv1a64(opt, sizeof opt);
     v[24] = p->schedule;
     v[25] = p->virtual_stages;
@@ -1426,6 +1430,7 @@ int main(int argc, char **argv)
     pt_adamw_default(&opt);
     opt.weight_decay = o.wd;
     opt.grad_clip = o.clip;
+    opt.eps = o.eps;
     /* every plan runs through the pipeline executor: pp = 1 with m = 1 is
      * the plain step, pp = 1 with m > 1 gradient accumulation */
     pt_pipeline_cfg pc;

@@ -23,8 +23,9 @@ need_mpi_prog() { bin="$top_builddir/tests/mpi/$1"; [ -x "$bin" ] || skip_all "$
 # workdir: set wd to a fresh temporary directory, removed when the test exits.
 workdir() { wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT; }
 # fresh_seed: set seed (synthetic data, new every run; print it with diag to
-# reproduce a failure) and init (a model --seed derived from it).
-fresh_seed() { seed=$(( $(date +%s) % 100000 )); init=$(( seed % 977 + 1 )); }
+# reproduce a failure; PTRAIN_TEST_SEED=N reruns with it) and init (a model
+# --seed derived from it).
+fresh_seed() { seed=${PTRAIN_TEST_SEED:-$(( $(date +%s) % 100000 ))}; init=$(( seed % 977 + 1 )); }
 # mpirun with the flags every MPI test needs (root, oversubscription, loopback).
 # Under ASan, leak detection is off for MPI processes: Open MPI's components are
 # dlopen'd and keep allocations until exit that LeakSanitizer cannot unwind or

@@ -32,7 +32,11 @@ nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 ckpt() { env "$nolsan" "$ck" "$@"; }
 # the test model with a vocabulary llm.c pads (500 -> 512)
 L=2 NH=4 C=64 T=32 V=500 VP=512
-common="--model test --vocab $V --data synthetic:$seed --seed $init --batch 4 --val-every 0 --val-batches 1 --quiet"
+# AdamW's eps is 1e-2: with the default 1e-8 a first step moves each
+# parameter by lr * sign(g), and a gradient near zero whose sign differs in
+# the last bit between two layouts' summation orders moves it 2 lr apart
+# (data seed 27176 under the sanitizer build: 1.1e-4 at 3 steps)
+common="--model test --vocab $V --data synthetic:$seed --seed $init --batch 4 --val-every 0 --val-batches 1 --quiet --adam-eps 1e-2"
 
 # expected_llmc CKPT HEADER OUT: llm.c's file from a 1-rank checkpoint's
 # rank file (parameters are the first third of each tensor's record), in
@@ -94,8 +98,8 @@ plan_case pp2 2 --pp 2
 plan_case zero1 2 --dp 2 --zero 1
 # the four plans trained the same model: their files agree to float tolerance
 for tag in tp2 pp2 zero1; do
-    out=$("$tool" close "$wd/one/a.bin" "$wd/$tag/a.bin" 1e-4 2>&1); rc=$?
-    check "[$tag] its .bin matches the 1-rank run's to 1e-4 ($out)" [ "$rc" -eq 0 ]
+    out=$("$tool" close "$wd/one/a.bin" "$wd/$tag/a.bin" 1e-5 2>&1); rc=$?
+    check "[$tag] its .bin matches the 1-rank run's to 1e-5 ($out)" [ "$rc" -eq 0 ]
 done
 
 # ---- an llm.c file from the independent writer -------------------------------

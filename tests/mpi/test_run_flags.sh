@@ -51,4 +51,5 @@ bad 4 "--mode 3d --tp 4" "valid tp here: 1" --mode 3d --tp 4
 bad 4 "--sp 3 on 4 ranks" "valid sp" --sp 3
 bad 4 "--mode 2d --tp 4 --batch 3 (batch split q=2 ways)" "valid B" --mode 2d --tp 4 --batch 3
 bad 4 "--sp 2 --tp 2 (sp composes with dp only)" "tp=1" --sp 2 --tp 2
+bad 1 "--adam-eps 0 (AdamW divides by sqrt(v) + eps)" "adam-eps: '0' is not a number in \[1e-30, 1\]" --adam-eps 0
 done_testing

@@ -38,7 +38,7 @@ for o in pp micro-batches schedule virtual-stages pp-split zero recompute dp tp 
     check "--$o is listed under Plan and parallelism ($(section $o))" \
         sh -c "case '$(section $o)' in 'Plan and parallelism'*) exit 0;; esac; exit 1"
 done
-for o in lr weight-decay grad-clip warmup; do
+for o in lr weight-decay grad-clip adam-eps warmup; do
     check "--$o is listed under Optimizer" sh -c "case '$(section $o)' in Optimizer*) exit 0;; esac; exit 1"
 done
 check "--metrics is listed under Logging and metrics" sh -c "case '$(section metrics)' in Logging*) exit 0;; esac; exit 1"
