@@ -29,9 +29,10 @@
 #               net.ring_step_latency_us and net.ring_gbps, which
 #               ptrain-plan's pt_topo_plan_hw uses too), so both include the
 #               ranks' contention; the ping-pong's when there is no fit;
-#               and the busy factor (pt_hw.busy_factor): its pair allreduce
-#               while half the ranks compute over the same with every rank
-#               communicating, for tp/sp/pp collectives on shared cores.
+#               and the busy delay (pt_hw.busy_delay_s): its pair allreduce
+#               while half the ranks compute less the same with every rank
+#               communicating, for each pipeline send on shared cores, as ptrain-plan --json reports it (hw), with
+#               the ranks per core.
 # Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
 # warms caches; one step's time alone is not the rate: ranks drift
 # between the collectives, the sum of consecutive steps is), the least
@@ -137,10 +138,7 @@ links() {
         '.net.intra_gbps = $bw | .net.ring_gbps = $bw | .net.ring_step_latency_us = $a
          | if $pi > 0 and $pb > 0 then .net.pair_allreduce_time_us = $pi | .net.pair_busy_allreduce_time_us = $pb else . end' \
         "$wd/topo1.json" >"$wd/topo.json" 2>/dev/null || cp "$wd/topo1.json" "$wd/topo.json"
-    # the busy factor as pt_topo_plan_hw takes it (ranks per core > 1 only)
-    bf=$(awk -v i="$pi" -v b="$pb" -v n="$1" -v c="$cores" 'BEGIN {
-        f = (n > c && i > 0 && b > 0) ? b / i : 0; if (f > 0 && f < 0.25) f = 0.25; if (f > 4) f = 4; printf "%.4g", f }')
-    echo "$bw $al $bf"
+    echo "$bw $al"
 }
 
 plans4="PTRAIN_DP=4
@@ -194,11 +192,8 @@ spearman() {
 
 for np in 4 8; do
     eval "plans=\$plans$np"
-    oversub=$(awk -v c="$cores" -v n="$np" 'BEGIN { printf "%.4g", (n > c ? n / c : 1) }')
     set -- $(links "$np")
-    gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2") busy=$3
-    echo
-    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step, busy factor $busy"
+    gbps=$(printf "%.4g" "$1") lat=$(printf "%.4g" "$2")
     # auto: what ptrain-plan chooses over its whole search space for this
     # machine (the node model measured above at NP ranks, the calibrated
     # GEMM rate as the model's per-core Hockney fit, so that ptrain-plan
@@ -207,6 +202,12 @@ for np in 4 8; do
     jq --argjson g "$g1" --argjson h "$nhalf" \
         '.gemm_gflops = $g | .gemm_fit = (if $h > 0 then {r_inf_gflops: $g, n_half_rows: $h} else null end)' \
         "$wd/topo.json" >"$wd/topo-g.json"
+    # ranks per core and the busy delay as ptrain-plan's pt_topo_plan_hw takes them
+    set -- $("$B/ptrain-plan" --topology "$wd/topo-g.json" --nodes 1 --tasks-per-node "$np" --model "$MODEL" \
+        --batch "$BATCH" --json 2>/dev/null | jq -r '.hw | "\(.ranks_per_core) \(.busy_delay_s * 1e6)"' || echo "0 0")
+    oversub=$(printf "%.4g" "${1:-0}") busy=$(printf "%.4g" "${2:-0}")
+    echo
+    echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step, busy delay $busy us"
     auto=$("$B/ptrain-plan" --topology "$wd/topo-g.json" --nodes 1 --tasks-per-node "$np" --model "$MODEL" \
         --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' |
         grep -v '^PTRAIN_\(DP\|PP\|TP\|SP\|TP_DEPTH\|MICROBATCHES\|VIRTUAL_STAGES\)=1$' |

@@ -281,7 +281,10 @@ int main(int argc, char **argv)
         json_object_set_new(root, "global_batch", json_integer(batch));
         json_t *hw = json_object(), *g = json_object(), *l = json_object();
         json_object_set_new(hw, "gemm_gflops", json_real(cl.hw.gemm_gflops));
+        json_object_set_new(hw, "gemm_n_half", json_real(cl.hw.gemm_n_half));
         json_object_set_new(hw, "mem_bytes", json_real(cl.hw.mem_bytes));
+        json_object_set_new(hw, "ranks_per_core", json_real(cl.hw.ranks_per_core));
+        json_object_set_new(hw, "busy_delay_s", json_real(cl.hw.busy_delay_s));
         for (int k = 0; k < PT_NET_N; k++) {
             json_object_set_new(g, pt_cost_link_name(k), json_real(cl.hw.gbps[k]));
             json_object_set_new(l, pt_cost_link_name(k), json_real(cl.hw.lat_s[k]));

@@ -171,7 +171,7 @@ static void report(const pt_topo *t)
         else if (n->ring_lat_us > 0) printf("    ring step     : latency %.2f us (from the allreduce)\n", n->ring_lat_us);
         if (n->pair_us > 0 && n->pair_busy_us > 0)
             printf("    pair allreduce: %zu bytes in %.1f us with every rank in a pair, %.1f us while half the ranks "
-                   "compute (%.2fx)\n", n->pair_bytes, n->pair_us, n->pair_busy_us, n->pair_busy_us / n->pair_us);
+                   "compute (+%.1f us)\n", n->pair_bytes, n->pair_us, n->pair_busy_us, n->pair_busy_us - n->pair_us);
     }
 
     char wbuf[8192];

@@ -1,8 +1,9 @@
 /* ptrain topology: MPI ping-pong and allreduce probes. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #include "topo/probe_mpi.h"
 #include "core/core.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick)
         o.msg_bytes = 4 << 20; o.ar_bytes = 16 << 20; o.fit_bytes = 1 << 20;
         o.lat_iters = 1000; o.bw_iters = 20; o.ar_iters = 20; o.fit_iters = 20;
     }
-    o.pair_bytes = 128 << 10;
+    o.pair_bytes = 32 << 10;
     o.pair_iters = quick ? 20 : 40;
     return o;
 }
@@ -62,6 +63,28 @@ static int time_pairs(MPI_Comm comm, MPI_Comm pair, int me, int npairs, float *i
     *t = 0;
     MPI_Allreduce(&dt, t, 1, MPI_DOUBLE, MPI_MAX, comm);
     return rc;
+}
+
+/* Pin the calling rank to one CPU of its affinity mask when the node's
+ * ranks (shm, this rank's index local of nlocal) outnumber the mask's
+ * CPUs: local rank i takes the mask's (i mod ncpu)-th CPU, so that ranks
+ * 2i and 2i+1 sit on different CPUs, each beside ranks of other pairs.
+ * The old mask goes to *saved and *pinned says whether it changed. */
+static void pin_shared(int local, int nlocal, cpu_set_t *saved, int *pinned)
+{
+    *pinned = 0;
+    if (sched_getaffinity(0, sizeof *saved, saved) != 0) return;
+    const int ncpu = CPU_COUNT(saved);
+    if (ncpu < 2 || nlocal <= ncpu) return;
+    int want = local % ncpu;
+    for (int c = 0; c < CPU_SETSIZE; c++) {
+        if (!CPU_ISSET(c, saved) || want--) continue;
+        cpu_set_t one;
+        CPU_ZERO(&one);
+        CPU_SET(c, &one);
+        *pinned = sched_setaffinity(0, sizeof one, &one) == 0;
+        return;
+    }
 }
 
 /* MPI_Allreduce (float sum) of `bytes` from in to out over comm, after
@@ -224,10 +247,22 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     }
     /* collectives while the other ranks compute: a pair's allreduce with
      * every rank in pairs (as the fit's ring, all communicating), then with
-     * half the pairs while the others compute, as a tp group's collective
-     * inside a step; the best of 5 rounds each, in turn */
+     * half the pairs while the others compute, as a pipeline's send inside
+     * a step; the best of 5 rounds each, in
+     * turn.  Where a node's ranks share CPUs, they are pinned for it, the
+     * two ranks of a pair on different CPUs: unpinned, the scheduler puts
+     * a pair on one CPU in some runs (its exchange then waits for nobody)
+     * and on two in others, and the time jumped between the two (92 and
+     * 283 us at 32 KiB, 4 ranks on 2 cores) from run to run. */
     if (!rc && p >= 3 && o->pair_bytes > 0) {
-        MPI_Comm pair = MPI_COMM_NULL;
+        MPI_Comm pair = MPI_COMM_NULL, shm = MPI_COMM_NULL;
+        int local = 0, nlocal = 1, pinned = 0;
+        cpu_set_t saved;
+        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &shm);
+        MPI_Comm_rank(shm, &local);
+        MPI_Comm_size(shm, &nlocal);
+        MPI_Comm_free(&shm);
+        pin_shared(local, nlocal, &saved, &pinned);
         const int all_pairs = p / 2, busy_pairs = all_pairs / 2 > 0 ? all_pairs / 2 : 1;
         MPI_Comm_split(comm, me < 2 * all_pairs ? me / 2 : MPI_UNDEFINED, me, &pair);
         double idle = 1e30, busy = 1e30, x = 0;
@@ -238,6 +273,7 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
             if (x < busy) busy = x;
         }
         if (pair != MPI_COMM_NULL) MPI_Comm_free(&pair);
+        if (pinned) sched_setaffinity(0, sizeof saved, &saved);
         if (!rc) {
             net.pair_bytes = o->pair_bytes;
             net.pair_us = idle * 1e6;

@@ -47,9 +47,14 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *    while the other ranks compute (t->net.pair_busy_us), best of 5 rounds:
  *    on a node whose ranks time-share cores, a rank waiting in a collective
  *    yields to ranks that compute and hold the core for their time slice,
- *    so a tp group's collective inside a step is slower than the same
- *    collective with everyone communicating (pt_topo_plan_hw's
- *    busy_factor); about 1 on a core per rank.
+ *    so a pipeline's send inside a step waits longer than with everyone
+ *    communicating (pt_topo_plan_hw's busy_delay_s: the difference); about
+ *    0 on a core per rank.  Where the
+ *    node's ranks outnumber their CPUs, each is pinned for these timings
+ *    to one CPU of its affinity mask (node-local rank i to the
+ *    (i mod ncpu)-th), so a pair always spans two CPUs beside other
+ *    pairs' ranks: unpinned, the time depended on where the scheduler
+ *    happened to put the pair.
  * Nodes are told apart by $SLURM_NODEID when every rank has it (srun;
  * fake Slurm nodes share one host), else by MPI_Comm_split_type(SHARED).
  * Rank 0's t->net gets the results (other ranks' too, by broadcast).

@@ -256,15 +256,15 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         }
     }
     /* collectives between other ranks' compute on time-shared cores: the
-     * probe's pair allreduce while half the ranks compute over the same
-     * with every rank communicating (bounded to [1/4, 4] against a
+     * probe's pair allreduce while half the ranks compute less the same
+     * with every rank communicating (at least 0, at most 100 ms against a
      * hand-edited file) */
     if (hw->ranks_per_core > 1 && t->net.measured && t->net.pair_us > 0 && t->net.pair_busy_us > 0) {
-        double f = t->net.pair_busy_us / t->net.pair_us;
-        hw->busy_factor = f < 0.25 ? 0.25 : f > 4 ? 4 : f;
-        pt_notef(note, note_len, "busy cores: a tp/sp/pp collective takes %.3gx its alpha-beta time while "
+        double d = (t->net.pair_busy_us - t->net.pair_us) * 1e-6;
+        hw->busy_delay_s = d < 0 ? 0 : d > 0.1 ? 0.1 : d;
+        pt_notef(note, note_len, "busy cores: each pipeline send waits %.4g us more while "
                  "other ranks compute (the probe's pair allreduce at %d ranks, %.4g us busy, %.4g us idle)",
-                 hw->busy_factor, t->net.nranks, t->net.pair_busy_us, t->net.pair_us);
+                 hw->busy_delay_s * 1e6, t->net.nranks, t->net.pair_busy_us, t->net.pair_us);
     }
     return 0;
 }

@@ -62,9 +62,9 @@ typedef struct pt_topo_hw_override {
  *           least the ping-pong latency of that link; a model without it
  *           (older files) takes the ping-pong latencies; not measured:
  *           2 us (island), 3 us (node), 5 us (network), estimates.
- * busy_factor: with more tasks than cores (ranks_per_core > 1) and the
- *   net probe's pair allreduces, pair_busy_us / pair_us within [1/4, 4]
- *   (the cost of a collective inside the step while other ranks compute);
+ * busy_delay_s: with more tasks than cores (ranks_per_core > 1) and the
+ *   net probe's pair allreduces, pair_busy_us - pair_us (s) within
+ *   [0, 0.1] (what one pipeline send waits while other ranks compute);
  *   else 0 (none).
  * mem_bytes: ov->mem_gb, else the GPU's memory read from its model name
  *   ("... 80GB ...") divided by the ranks sharing the GPU, else the node's

@@ -699,15 +699,14 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
                 if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
                 const double bw = hw->gbps[lk] > 0 ? hw->gbps[lk] * 1e9 : 0;
                 tg[k] = steps[k] * hw->lat_s[lk] + (bw > 0 ? bytes[k] / bw : 0);
-                if (hw->busy_factor > 0 && (k == PT_GRP_TP || k == PT_GRP_SP || k == PT_GRP_PP)) {
-                    /* called while the ranks outside the communicating group
-                     * (1d: tp; 2d, 2.5d: a row or column of q; 3d: a line of
-                     * l) compute: the factor at the probe's half of the ranks
-                     * outside, none with every rank in it, linear between */
+                if (hw->busy_delay_s > 0 && k == PT_GRP_PP) {
+                    /* a stage's receive waited through the sender's compute
+                     * and gave its core away: each send waits the delay at
+                     * the probe's half of the ranks outside the pair, none
+                     * with every rank in it, linear between */
                     const double world = (double)p->dp * pp * p->tp * p->sp;
-                    const double gsz = k == PT_GRP_TP ? g.q : k == PT_GRP_SP ? p->sp : 2;
-                    const double outside = fmin(1.0, 2.0 * (1.0 - gsz / world));
-                    tg[k] *= 1.0 + (hw->busy_factor - 1.0) * outside;
+                    const double outside = fmin(1.0, 2.0 * (1.0 - 2.0 / world));
+                    tg[k] += steps[k] * hw->busy_delay_s * outside;
                 }
             }
             if (tc > c.t_compute) c.t_compute = tc;

@@ -133,19 +133,24 @@ typedef struct pt_hw {
                                * measured pipelines within 0.9-1.05x of it at 2 and 4 ranks
                                * per core, where the earlier (1 - 1/ranks_per_core) was
                                * 0.73-0.94x at 4. */
-    double busy_factor;       /* time of a collective inside the step (tp, sp and pp groups,
-                               * whose calls come between other ranks' compute) over its
-                               * alpha-beta time, whose alpha and beta were measured with
-                               * every rank communicating, when half the node's ranks are
-                               * outside the group and compute; 0 = 1.  A group of size g
-                               * among W ranks takes 1 + (busy_factor - 1) min(1, 2(1 - g/W))
-                               * (none when every rank is in it; g: 1d tp, a 2d/2.5d row or
-                               * column q, a 3d line l, sp, 2 for a pipeline send).
+    double busy_delay_s;      /* delay (s) that one pipeline send pays beyond its alpha-beta
+                               * time on time-shared cores: the receiving stage waited
+                               * through the sender's compute and yielded its core to a rank
+                               * that computes for a whole time slice, so the message waits
+                               * for the receiver's turn.  0 = none.  Each send of W ranks
+                               * pays busy_delay_s x min(1, 2(1 - 2/W)) (the probe's
+                               * measure, with half the ranks outside the pair computing,
+                               * from 4 ranks on).  An additive delay per send, not a factor
+                               * on the time: at 4 and 8 ranks on 2 cores the probe's 32 KiB
+                               * pair allreduce took 175 and 360 us longer busy than idle,
+                               * at 128 KiB about as much more, so a pipeline of 16
+                               * one-sequence microbatches pays 32 of them per stage.  tp
+                               * and sp collectives do not pay it: their ranks reach each
+                               * call together after the same compute, and so do the other
+                               * dp replicas' and tp rows' (bench_plan.sh: charging them
+                               * predicted 2d tp=4 at 106 ms, measured 58).
                                * pt_topo_plan_hw sets it on time-shared cores only
-                               * (ranks_per_core > 1), from the probe's pair allreduce while
-                               * half the ranks compute over the same with every rank in a
-                               * pair: a waiting rank yields its core to ranks that compute
-                               * for a whole time slice.  bench_plan.sh measured 1.2-1.6. */
+                               * (ranks_per_core > 1). */
 } pt_hw;
 
 /* A plan's cost for one optimizer step of `global_batch` sequences of

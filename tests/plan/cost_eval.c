@@ -10,8 +10,8 @@
  * rate of a rank in GFLOP/s, bandwidth in GB/s and latency in us of the
  * link every group uses; default 10, 10, 5), RANKS_PER_CORE
  * (pt_hw.ranks_per_core, default 0), GEMM_N_HALF (pt_hw.gemm_n_half,
- * rows, default 0: one GEMM rate for every size) and BUSY_FACTOR
- * (pt_hw.busy_factor, default 0: none).  Exit 2 with one line on
+ * rows, default 0: one GEMM rate for every size) and BUSY_DELAY_US
+ * (pt_hw.busy_delay_s in us, default 0: none).  Exit 2 with one line on
  * stderr for a plan the model refuses or a bad argument.  A check program
  * for tests/plan/test_cost_metrics.sh and bench/bench_plan.sh. */
 #include "plan/cost.h"
@@ -23,7 +23,7 @@ int main(int argc, char **argv)
 {
     pt_error err = {{0}};
     if (argc != 3 && (argc < 6 || argc > 9)) {
-        fprintf(stderr, "usage: cost_eval MODEL BATCH [GFLOPS GBPS LAT_US [RANKS_PER_CORE [GEMM_N_HALF [BUSY_FACTOR]]]] "
+        fprintf(stderr, "usage: cost_eval MODEL BATCH [GFLOPS GBPS LAT_US [RANKS_PER_CORE [GEMM_N_HALF [BUSY_DELAY_US]]]] "
                         "(plan from PTRAIN_* variables)\n");
         return 2;
     }
@@ -52,7 +52,7 @@ int main(int argc, char **argv)
             if (*end || !(i >= 4 ? v[i] >= 0 : v[i] > 0) || v[i] > 1e12) {
                 fprintf(stderr, "cost_eval: invalid %s '%s' (valid: a %s number)\n",
                         i == 0 ? "GFLOPS" : i == 1 ? "GBPS" : i == 2 ? "LAT_US" : i == 3 ? "RANKS_PER_CORE"
-                        : i == 4 ? "GEMM_N_HALF" : "BUSY_FACTOR",
+                        : i == 4 ? "GEMM_N_HALF" : "BUSY_DELAY_US",
                         argv[3 + i], i >= 4 ? "non-negative" : "positive");
                 return 2;
             }
@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         for (int l = 0; l < PT_NET_N; l++) hw.gbps[l] = v[1], hw.lat_s[l] = v[2] * 1e-6;
         hw.ranks_per_core = v[3];
         hw.gemm_n_half = v[4];
-        hw.busy_factor = v[5];
+        hw.busy_delay_s = v[5] * 1e-6;
     }
     const int link[PT_GRP_N] = {PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE};
     pt_cost c;

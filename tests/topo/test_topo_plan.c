@@ -191,20 +191,22 @@ int main(void)
         t.net.nnodes = 1;
         t.net.inter_gbps = t.net.inter_lat_us = 0;
         t.net.ring_gbps = 0.4;
-        /* the busy factor: the pair allreduce busy over idle, on shared
-         * cores only, bounded to [1/4, 4] */
+        /* the busy delay: the pair allreduce busy less idle, on shared
+         * cores only, within [0, 100 ms] */
         t.net.pair_bytes = 128 << 10;
         t.net.pair_us = 500;
         t.net.pair_busy_us = 800;
         const int over = 2 * (t.ncores > 0 ? t.ncores : 1);
-        ok = pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && near(hw.busy_factor, 1.6) &&
+        ok = pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && near(hw.busy_delay_s, 300e-6) &&
              strstr(note, "busy cores");
-        double f_shared = hw.busy_factor;
-        ok = ok && pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_factor == 0;
-        t.net.pair_busy_us = 50000;
-        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_factor == 4;
-        tap_ok(ok, "busy_factor: pair allreduce 800 us busy / 500 us idle = %g at 2 ranks per core, 0 with a core "
-               "per rank, at most 4 (a 100x file)", f_shared);
+        double d_shared = hw.busy_delay_s;
+        ok = ok && pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_delay_s == 0;
+        t.net.pair_busy_us = 500e3;
+        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_delay_s == 0.1;
+        t.net.pair_busy_us = 400;
+        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_delay_s == 0;
+        tap_ok(ok, "busy_delay: pair allreduce 800 us busy - 500 us idle = %g us at 2 ranks per core, 0 with a core "
+               "per rank, at most 100 ms (a 1000x file), 0 when busy is faster", d_shared * 1e6);
         t.net.pair_busy_us = 800;
         js = NULL;
         ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"pair_busy_allreduce_time_us\"") &&

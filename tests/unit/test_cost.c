@@ -279,37 +279,40 @@ int main(void)
     const double pip4 = cs.t_compute + cs.t_comm[PT_GRP_TP] + cs.t_comm[PT_GRP_SP] + cs.t_comm[PT_GRP_PP];
     tap_ok(fabs(cs.t_bubble - 0.25 * cs.bubble * pip4) < 1e-15 && cs.t_bubble > 0,
            "ranks_per_core 4: a quarter of the bubble time (%.3g s)", cs.t_bubble);
-    /* the busy factor scales the collectives inside the step (tp, sp, pp)
-     * and leaves the step-end sync; a tp=2 x pp=2 x dp=2 plan has all */
+    /* the busy delay adds to each pipeline send and leaves tp, sp and the
+     * step-end sync: a pp=2 x dp=2 plan has half the ranks outside each
+     * send, so every send pays all of it; tp=2 x dp=2 pays none */
     {
         pt_plan pb;
-        pt_plan_default(&pb);
-        pb.pp = 2, pb.dp = 2, pb.tp = 2, pb.microbatches = 2;
         pt_hw busy = hw;
-        busy.busy_factor = 1.5;
+        busy.busy_delay_s = 1e-3;
         pt_cost c0, c1;
-        int ok = pt_cost_eval(&tm, 8, &pb, &hw, link_node, &c0, &err) == 0 &&
+        int ok = 1;
+        for (int v = 0; v < 2 && ok; v++) {
+            pt_plan_default(&pb);
+            pb.dp = 2;
+            if (v == 0) pb.tp = 2;
+            else pb.pp = 2, pb.microbatches = 2;
+            ok = pt_cost_eval(&tm, 8, &pb, &hw, link_node, &c0, &err) == 0 &&
                  pt_cost_eval(&tm, 8, &pb, &busy, link_node, &c1, &err) == 0;
-        ok = ok && c0.t_comm[PT_GRP_TP] > 0 && c0.t_comm[PT_GRP_PP] > 0 && c0.t_comm[PT_GRP_SYNC] > 0;
-        for (int g = 0; ok && g < PT_GRP_N; g++) {
-            const double want = (g == PT_GRP_TP || g == PT_GRP_SP || g == PT_GRP_PP ? 1.5 : 1.0) * c0.t_comm[g];
-            ok = fabs(c1.t_comm[g] - want) <= 1e-12 * (want + 1e-30) && c1.bytes[g] == c0.bytes[g];
+            const int grp = v == 0 ? PT_GRP_TP : PT_GRP_PP;
+            ok = ok && c0.t_comm[grp] > 0 && c0.lat_steps[grp] > 0 && c0.t_comm[PT_GRP_SYNC] > 0;
+            for (int g = 0; ok && g < PT_GRP_N; g++) {
+                const double want = c0.t_comm[g] + (g == PT_GRP_PP ? c0.lat_steps[g] * 1e-3 : 0);
+                ok = fabs(c1.t_comm[g] - want) <= 1e-12 * (want + 1e-30) && c1.bytes[g] == c0.bytes[g];
+            }
+            ok = ok && c1.t_compute == c0.t_compute && (v == 0 ? c1.t_step == c0.t_step : c1.t_step > c0.t_step);
         }
-        tap_ok(ok && c1.t_compute == c0.t_compute && c1.t_step > c0.t_step,
-               "busy_factor 1.5: tp and pp communication times x1.5, sync and compute unchanged (%.4g vs %.4g s)",
-               c1.t_step, c0.t_step);
-        /* a tp group of every rank has no rank outside it to compute
-         * meanwhile: no factor; tp=2 of 4 ranks has half outside: all of it */
+        tap_ok(ok, "busy_delay 1 ms: pp=2 communication time + 1 ms per send, tp=2, sync and compute "
+               "unchanged (pp=2: %g sends, %.4g vs %.4g s)", c0.lat_steps[PT_GRP_PP], c1.t_step, c0.t_step);
+        /* a pipeline of every rank (pp=2 of 2) has no rank outside its
+         * sends to compute meanwhile: no delay */
         pt_plan_default(&pb);
-        pb.tp = 4;
+        pb.pp = 2, pb.microbatches = 2;
         ok = pt_cost_eval(&tm, 8, &pb, &hw, link_node, &c0, &err) == 0 &&
-             pt_cost_eval(&tm, 8, &pb, &busy, link_node, &c1, &err) == 0 && c0.t_comm[PT_GRP_TP] > 0 &&
-             c1.t_comm[PT_GRP_TP] == c0.t_comm[PT_GRP_TP];
-        pb.tp = 2, pb.dp = 2;
-        ok = ok && pt_cost_eval(&tm, 8, &pb, &hw, link_node, &c0, &err) == 0 &&
-             pt_cost_eval(&tm, 8, &pb, &busy, link_node, &c1, &err) == 0 &&
-             fabs(c1.t_comm[PT_GRP_TP] - 1.5 * c0.t_comm[PT_GRP_TP]) <= 1e-12 * c0.t_comm[PT_GRP_TP];
-        tap_ok(ok, "busy_factor: none for tp=4 of 4 ranks (no rank outside), all of it for tp=2 of 4");
+             pt_cost_eval(&tm, 8, &pb, &busy, link_node, &c1, &err) == 0 && c0.t_comm[PT_GRP_PP] > 0 &&
+             c1.t_comm[PT_GRP_PP] == c0.t_comm[PT_GRP_PP];
+        tap_ok(ok, "busy_delay: none for pp=2 of 2 ranks (no rank outside)");
     }
     /* Hockney's GEMM rate: microbatches of one sequence are Bl Tl = 32
      * rows per GEMM, so n_1/2 = 32 rows halves the rate; bytes and FLOPs
