@@ -33,7 +33,9 @@
 #               while half the ranks compute less the same with every rank
 #               communicating, for each pipeline send on shared cores, as ptrain-plan --json reports it (hw), with
 #               the ranks per core.
-# Measured: the mean step_ms of rank 0 over steps 2..STEPS (the first
+# Measured: the mean step_ms of rank 0 over steps 2..STEPS (default 16;
+# a run's start-up costs more than its steps, so more steps are cheap
+# and average the scheduler's noise out; the first
 # warms caches; one step's time alone is not the rate: ranks drift
 # between the collectives, the sum of consecutive steps is), the least
 # of ROUNDS (default 3) runs, one per round over every plan (so that a
@@ -58,7 +60,7 @@ MPIRUN=${MPIRUN:-mpirun}
 cores=$(OMP_NUM_THREADS= nproc) # before OMP_NUM_THREADS=1, which nproc obeys
 MODEL=${MODEL:-4,4,128,64,2048}
 BATCH=${BATCH:-16}
-STEPS=${STEPS:-6}
+STEPS=${STEPS:-16}
 ROUNDS=${ROUNDS:-3}
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
 export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
@@ -266,6 +268,19 @@ for np in 4 8; do
         echo "$pred $meas" >>"$wd/pairs$np"
     done <"$wd/list$np"
     echo "Spearman rank correlation, predicted vs measured, $np ranks: $(spearman "$wd/pairs$np") ($(wc -l <"$wd/pairs$np") plans)"
+    # the measurement's own reproducibility: round 1's order against round
+    # 2's over the same plans (the ceiling a prediction can reach here)
+    if [ "$ROUNDS" -ge 2 ]; then
+        : >"$wd/rr$np"
+        i=0
+        while IFS= read -r plan; do
+            i=$((i + 1))
+            [ "$extra" = 1 ] && [ "$i" = "$at" ] && break
+            [ -s "$wd/pred$np.$i" ] && ! grep -q fail "$wd/m$np.$i" && sed -n '1p;2p' "$wd/m$np.$i" | tr '\n' ' ' >>"$wd/rr$np" &&
+                echo >>"$wd/rr$np"
+        done <"$wd/list$np"
+        echo "Spearman rank correlation, measured round 1 vs round 2, $np ranks: $(spearman "$wd/rr$np") (the measurement's own noise)"
+    fi
     if [ -z "$auto" ]; then
         echo "auto: ptrain-plan failed: $(cat "$wd/auto-err")"
     elif grep -q fail "$wd/m$np.$at" || [ ! -s "$wd/m$np.$at" ]; then
