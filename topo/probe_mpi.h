@@ -55,8 +55,9 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *    (i mod ncpu)-th), so a pair always spans two CPUs beside other
  *    pairs' ranks: unpinned, the time depended on where the scheduler
  *    happened to put the pair.
- * Nodes are told apart by $SLURM_NODEID when every rank has it (srun;
- * fake Slurm nodes share one host), else by MPI_Comm_split_type(SHARED).
+ * Nodes are told apart by MPI_Comm_split_type(SHARED), each split
+ * further by $SLURM_NODEID when every rank has it (srun; fake Slurm nodes
+ * share one host), as pt_comm_nodes does.
  * Rank 0's t->net gets the results (other ranks' too, by broadcast).
  * Returns PT_OK, PT_ECOMM (MPI error or wrong allreduce result),
  * PT_ENOMEM, PT_EINVAL (bad sizes). */

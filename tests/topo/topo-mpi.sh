@@ -56,7 +56,7 @@ tap_n=$((tap_n + 9))
 # pairs while the others compute), which 2 ranks cannot have
 ptrain_mpirun -np 4 "$T" --probe-quick --json > "$tmp/p4.json" 2> "$tmp/err4"
 check "mpirun -np 4 ptrain-topo --probe-quick --json exits 0" [ $? -eq 0 ]
-check "4 ranks: the pair allreduce of 128 KiB timed idle and busy (both > 0)" \
+check "4 ranks: the pair allreduce of 32 KiB timed idle and busy (both > 0)" \
     python3 -c "
 import json,sys
 n=json.load(open('$tmp/p4.json'))['net']
@@ -64,6 +64,20 @@ sys.exit(not (n['ranks']==4 and n['pair_allreduce_bytes']==32768 and n['pair_all
 check "2 ranks: no pair allreduce" python3 -c "
 import json,sys
 sys.exit('pair_allreduce_time_us' in json.load(open('$tmp/probe.json'))['net'])"
+
+# nodes: the shared-memory group split by SLURM_NODEID when every rank has
+# one (MPMD: two fake nodes of 2 ranks on this host), not when one lacks it
+ptrain_mpirun -np 2 env SLURM_NODEID=0 "$T" --probe-quick --json : -np 2 env SLURM_NODEID=1 "$T" --probe-quick --json \
+    > "$tmp/n2.json" 2> "$tmp/errn2"
+check "SLURM_NODEID 0,0,1,1 on one host: 2 nodes, an inter-node pair" python3 -c "
+import json,sys
+n=json.load(open('$tmp/n2.json'))['net']
+sys.exit(not (n['nodes']==2 and n['inter_gbps']>0))"
+ptrain_mpirun -np 1 env SLURM_NODEID=0 "$T" --probe-quick --json : -np 1 "$T" --probe-quick --json \
+    > "$tmp/n1.json" 2> "$tmp/errn1"
+check "SLURM_NODEID on one rank of two: 1 node" python3 -c "
+import json,sys
+sys.exit(json.load(open('$tmp/n1.json'))['net']['nodes'] != 1)"
 
 # cached probe read back without measuring (JSON and XML)
 "$T" --load "$tmp/probe.json" --json > "$tmp/again.json"
