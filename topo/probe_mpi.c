@@ -1,6 +1,7 @@
 /* ptrain topology: MPI ping-pong and allreduce probes. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #include "topo/probe_mpi.h"
+#include "comm/comm.h"
 #include "core/core.h"
 
 #include <sched.h>
@@ -133,13 +134,6 @@ static int pingpong(MPI_Comm comm, int me, int a, int b, char *buf, size_t bytes
     return rc == MPI_SUCCESS ? PT_OK : pt_fail(PT_ECOMM, "ping-pong between ranks %d and %d failed", a, b);
 }
 
-/* Whether ranks a and b of keys (two ints a rank: shared-memory group,
- * Slurm node id) are on one node. */
-static int same_node(const int *keys, int a, int b)
-{
-    return keys[2 * a] == keys[2 * b] && keys[2 * a + 1] == keys[2 * b + 1];
-}
-
 int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
 {
     if (o->msg_bytes < 8 || o->msg_bytes > (1u << 30) || o->ar_bytes < 4 || o->ar_bytes % 4 || o->ar_bytes > (1u << 30) ||
@@ -152,25 +146,16 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     MPI_Comm_rank(comm, &me);
     MPI_Comm_size(comm, &p);
 
-    /* Node of every rank: its shared-memory group (the lowest rank in
-     * it), split further by $SLURM_NODEID when every rank has one (fake
-     * Slurm nodes share one host), as pt_comm_nodes does; ranks on two
-     * hosts are never one node, whatever their environment says */
-    const char *nid = getenv("SLURM_NODEID");
-    int have = nid && *nid, all = 0;
-    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
-    int key[2] = {me, all ? atoi(nid) : 0};
-    {
-        MPI_Comm shm;
-        MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, me, MPI_INFO_NULL, &shm);
-        MPI_Allreduce(&me, &key[0], 1, MPI_INT, MPI_MIN, shm);
-        MPI_Comm_free(&shm);
-    }
-    char name[64] = "";
+    /* Node of every rank, as pt_comm_nodes finds it (ranks that share
+     * memory, split by $SLURM_NODEID when every rank has one), named by
+     * $SLURMD_NODENAME when every rank has one, else the host name */
+    int *keys = malloc((size_t)p * sizeof *keys), node = 0, nn = 0;
     const char *sn = getenv("SLURMD_NODENAME");
-    if (all && sn && *sn) snprintf(name, sizeof name, "%s", sn);
+    int have = sn && *sn, all = 0;
+    MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
+    char name[64] = "";
+    if (all) snprintf(name, sizeof name, "%s", sn);
     else gethostname(name, sizeof name - 1);
-    int *keys = malloc((size_t)p * 2 * sizeof *keys);
     char *names = malloc((size_t)p * sizeof name);
     size_t arsz = o->fit_bytes > o->ar_bytes ? o->fit_bytes : o->ar_bytes;
     if (o->pair_bytes > arsz) arsz = o->pair_bytes;
@@ -182,7 +167,11 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     int any_fail = rc != PT_OK;
     MPI_Allreduce(MPI_IN_PLACE, &any_fail, 1, MPI_INT, MPI_MAX, comm);
     if (any_fail) goto out;
-    MPI_Allgather(key, 2, MPI_INT, keys, 2, MPI_INT, comm);
+    pt_comm world;
+    rc = pt_comm_wrap(&world, comm, "world");
+    if (!rc) rc = pt_comm_nodes(&world, keys, &nn, &node); /* keys: the node sizes, unused */
+    if (rc) goto out;
+    MPI_Allgather(&node, 1, MPI_INT, keys, 1, MPI_INT, comm);
     MPI_Allgather(name, sizeof name, MPI_CHAR, names, sizeof name, MPI_CHAR, comm);
     memset(buf, 0x5a, bufsz);
 
@@ -195,7 +184,7 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     /* distinct nodes, in order of first rank */
     for (int r = 0; r < p; r++) {
         int seen = 0;
-        for (int q = 0; q < r; q++) seen |= same_node(keys, q, r);
+        for (int q = 0; q < r; q++) seen |= keys[q] == keys[r];
         if (seen) continue;
         net.nnodes++;
         size_t l = strlen(net.nodes);
@@ -204,8 +193,8 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     }
     int intra = -1, inter = -1;
     for (int r = 1; r < p; r++) {
-        if (same_node(keys, r, 0) && intra < 0) intra = r;
-        if (!same_node(keys, r, 0) && inter < 0) inter = r;
+        if (keys[r] == keys[0] && intra < 0) intra = r;
+        if (keys[r] != keys[0] && inter < 0) inter = r;
     }
     int pair[2] = { intra, inter };
     for (int k = 0; k < 2 && !rc; k++) {

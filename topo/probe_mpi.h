@@ -57,7 +57,8 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *    happened to put the pair.
  * Nodes are told apart by MPI_Comm_split_type(SHARED), each split
  * further by $SLURM_NODEID when every rank has it (srun; fake Slurm nodes
- * share one host), as pt_comm_nodes does.
+ * share one host): pt_comm_nodes; a node is named by $SLURMD_NODENAME
+ * when every rank has it, else by the host name.
  * Rank 0's t->net gets the results (other ranks' too, by broadcast).
  * Returns PT_OK, PT_ECOMM (MPI error or wrong allreduce result),
  * PT_ENOMEM, PT_EINVAL (bad sizes). */
