@@ -244,6 +244,7 @@ static void print_table(const char *name, const pt_gpt_config *cfg, int Bglob, c
 
 int main(int argc, char **argv)
 {
+    pt_host_memory_keep(); /* as ptrain-run: freed blocks stay for the next step */
     MPI_Init(&argc, &argv);
     int P, me;
     MPI_Comm_size(MPI_COMM_WORLD, &P);

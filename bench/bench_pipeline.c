@@ -56,6 +56,7 @@ static const char *arg_str(int argc, char **argv, const char *name)
 
 int main(int argc, char **argv)
 {
+    pt_host_memory_keep(); /* as ptrain-run: freed blocks stay for the next step */
     MPI_Init(&argc, &argv);
     int rank, P;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

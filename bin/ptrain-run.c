@@ -1322,6 +1322,10 @@ int main(int argc, char **argv)
      * does not: under the local Slurm, a job that had printed "done:" lost
      * rank 0 to SIGPIPE ("task 0: Broken pipe"), once in 30 runs under load. */
     signal(SIGPIPE, SIG_IGN);
+    /* a step frees and re-allocates the same large blocks (ZeRO's units,
+     * MPI's temporaries): keep them rather than fault fresh pages in each
+     * step (core.h) */
+    pt_host_memory_keep();
     int provided = MPI_THREAD_SINGLE;
     MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided); /* the heartbeat thread */
     int world;

@@ -4,6 +4,10 @@
 #include "core/file.h"
 
 #include <errno.h>
+#include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* mallopt: pt_host_memory_keep */
+#endif
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -131,6 +135,18 @@ void pt_arena_free(pt_arena *a, void *p)
 }
 
 void pt_arena_reset_peak(pt_arena *a) { a->peak = a->cur; }
+
+int pt_host_memory_keep(void)
+{
+#if defined(__GLIBC__) && defined(M_MMAP_THRESHOLD) && defined(M_TRIM_THRESHOLD)
+    /* both fixed values also stop glibc's dynamic threshold */
+    int ok = mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    ok &= mallopt(M_TRIM_THRESHOLD, INT_MAX);
+    return ok ? 1 : 0;
+#else
+    return 0;
+#endif
+}
 
 int pt_tensor_alloc(pt_arena *a, pt_tensor *t, int ndim, const int64_t *shape)
 {

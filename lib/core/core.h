@@ -101,6 +101,20 @@ void pt_arena_free(pt_arena *a, void *p);
 /* Reset the high-water mark to the current usage. */
 void pt_arena_reset_peak(pt_arena *a);
 
+/* Keep freed host memory in the process for the next allocation: with
+ * glibc, serve blocks up to 1 GiB from the heap instead of a fresh mmap
+ * each (M_MMAP_THRESHOLD) and never give the heap's top back
+ * (M_TRIM_THRESHOLD).  A training step frees and re-allocates the same
+ * large blocks every step (ZeRO's gathered units and gradients, MPI's
+ * temporary buffers of an allreduce or reduce), and a fresh mapping pays
+ * its page faults on each: 51 MiB cost 160-220 ms per step on this
+ * project's VMs against 9 ms with the memory kept (bench/bench-coll, a
+ * ZeRO-2 step).  PyTorch's caching allocator keeps device memory for the
+ * same reason.  Process-wide; call once at start-up, before MPI_Init (the
+ * programs ptrain-run and bench-* do).  Returns 1 when both settings took,
+ * 0 when the C library refused or lacks them (not glibc). */
+int pt_host_memory_keep(void);
+
 /* ---- tensors ------------------------------------------------------------ */
 #define PT_MAX_DIMS 4
 /* A dense row-major fp32 view.  Shapes follow the papers' notation:
