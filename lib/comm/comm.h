@@ -44,11 +44,26 @@ typedef struct pt_comm_stats {
     uint64_t sent_bytes[PT_COLL_N];    /* modelled bytes this rank sends */
 } pt_comm_stats;
 
+/* Bytes per MPI call of a large allreduce, reduce-scatter or reduce: a
+ * longer one is split into calls of at most this much, in order.  Open
+ * MPI's allreduce, reduce-scatter and reduce allocate a temporary buffer
+ * of the message's size on every call, and glibc serves one of 32 MiB or
+ * more (M_MMAP_THRESHOLD's ceiling) with a fresh mmap, whose page faults
+ * every call pays: bench/bench-coll measured an allreduce of 51 MiB at 160
+ * ms in one call and 12 ms with the threshold raised, a reduce 280 ms
+ * against 12 ms at 16 MiB (Open MPI 4.1.4, 2 ranks, shared memory).  Buckets
+ * of a few MiB are what PyTorch DDP (25 MiB) and NCCL's pipelining do too.
+ * The counters count the logical call: one call of the whole n. */
+#define PT_COMM_CHUNK_BYTES ((size_t)8 << 20)
+
 typedef struct pt_comm {
     MPI_Comm comm;
     int rank, size;
     char name[16];   /* "world", "dp", "tp", ... */
     int owned;       /* 1 if pt_comm_free must MPI_Comm_free it */
+    size_t chunk_bytes; /* bytes per MPI call of a chunked collective; 0 (what
+                         * wrap and split set) = PT_COMM_CHUNK_BYTES; tests
+                         * set a small one to cross chunk edges cheaply */
     pt_comm_stats stats;
 } pt_comm;
 
@@ -74,7 +89,14 @@ int pt_allreduce_sum(pt_comm *c, float *buf, size_t n);
 int pt_allreduce_max(pt_comm *c, float *buf, size_t n);
 /* In-place sum of n doubles (losses, norms; counted like floats of 8 bytes). */
 int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
-/* in [n] -> out [n/p]: rank r receives the sum of block r.  n % p == 0. */
+/* in [n] -> out [n/p]: rank r receives the sum of block r.  n % p == 0
+ * (else PT_EINVAL); in and out must not overlap.  Runs MPI_Reduce_scatter
+ * with p equal counts (ZeRO's gradient shards, Rajbhandari et al. 2020,
+ * sec. 5): Open MPI's MPI_Reduce_scatter_block defaults to a reduce to one
+ * root plus a linear scatter (open-mpi/ompi#5156), 6-11x slower from
+ * 4 MiB up (bench/bench-coll measures both); in chunks (PT_COMM_CHUNK_BYTES,
+ * staged through a buffer of one chunk that is malloc'd per call: PT_ENOMEM
+ * when it cannot be had). */
 int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n);
 /* in [n/p] -> out [n] concatenated in rank order. n % p == 0. */
 int pt_allgather(pt_comm *c, const float *in, float *out, size_t n);

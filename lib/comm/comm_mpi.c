@@ -107,11 +107,32 @@ static uint64_t ring(uint64_t bytes, int p, int factor)
     return (uint64_t)factor * (uint64_t)(p - 1) * bytes / (uint64_t)p;
 }
 
+/* Elements of `esize` bytes per MPI call of a chunked collective (see
+ * comm.h: pt_comm.chunk_bytes). */
+static size_t chunk_elems(const pt_comm *c, size_t esize)
+{
+    size_t b = c->chunk_bytes ? c->chunk_bytes : PT_COMM_CHUNK_BYTES;
+    return b >= esize ? b / esize : 1;
+}
+
+/* In-place allreduce of n elements in chunks (one MPI_Allreduce each) */
+static int allreduce_chunked(pt_comm *c, void *buf, size_t n, MPI_Datatype t, size_t esize, MPI_Op op,
+                             const char *what)
+{
+    const size_t step = chunk_elems(c, esize);
+    for (size_t off = 0; off < n; off += step) {
+        size_t len = n - off < step ? n - off : step;
+        int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esize, (int)len, t, op, c->comm);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, what, c);
+    }
+    return PT_OK;
+}
+
 int pt_allreduce_sum(pt_comm *c, float *buf, size_t n)
 {
     if (c->size == 1 || n == 0) return PT_OK;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce", c);
+    int rc = allreduce_chunked(c, buf, n, MPI_FLOAT, 4, MPI_SUM, "allreduce");
+    if (rc) return rc;
     count(c, PT_COLL_ALLREDUCE, n * 4, ring(n * 4, c->size, 2));
     return PT_OK;
 }
@@ -119,8 +140,8 @@ int pt_allreduce_sum(pt_comm *c, float *buf, size_t n)
 int pt_allreduce_max(pt_comm *c, float *buf, size_t n)
 {
     if (c->size == 1 || n == 0) return PT_OK;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_MAX, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce(max)", c);
+    int rc = allreduce_chunked(c, buf, n, MPI_FLOAT, 4, MPI_MAX, "allreduce(max)");
+    if (rc) return rc;
     count(c, PT_COLL_ALLREDUCE, n * 4, ring(n * 4, c->size, 2));
     return PT_OK;
 }
@@ -128,8 +149,8 @@ int pt_allreduce_max(pt_comm *c, float *buf, size_t n)
 int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n)
 {
     if (c->size == 1 || n == 0) return PT_OK;
-    int rc = MPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_DOUBLE, MPI_SUM, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allreduce(f64)", c);
+    int rc = allreduce_chunked(c, buf, n, MPI_DOUBLE, 8, MPI_SUM, "allreduce(f64)");
+    if (rc) return rc;
     count(c, PT_COLL_ALLREDUCE, n * 8, ring(n * 8, c->size, 2));
     return PT_OK;
 }
@@ -139,7 +160,38 @@ int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n)
     if (n % (size_t)c->size)
         return pt_fail(PT_EINVAL, "reduce_scatter of %zu floats over %d ranks: count must be a multiple of the group size", n, c->size);
     if (c->size == 1) { memmove(out, in, n * sizeof(float)); return PT_OK; }
-    int rc = MPI_Reduce_scatter_block(in, out, (int)(n / c->size), MPI_FLOAT, MPI_SUM, c->comm);
+    /* MPI_Reduce_scatter with equal counts, not MPI_Reduce_scatter_block:
+     * Open MPI's coll/tuned runs the block form as a reduce to rank 0 and
+     * a linear scatter by default (open-mpi/ompi#5156), 6-30x slower than
+     * the counts form's recursive halving / ring from 4 MiB up on 2-8
+     * ranks here (4.1.4; bench/bench-coll).  Above the chunk, each call
+     * takes the next `len` floats of every rank's block, packed rank by
+     * rank into a staging buffer of at most a chunk. */
+    const size_t p = (size_t)c->size, nb = n / p;
+    size_t step = chunk_elems(c, sizeof(float)) / p;
+    if (step < 1) step = 1;
+    int stack_counts[64], *counts = stack_counts;
+    float *stage = NULL;
+    if (p > 64 && !(counts = malloc(p * sizeof *counts)))
+        return pt_fail(PT_ENOMEM, "reduce_scatter over %d ranks: out of memory for the counts", c->size);
+    if (step < nb && !(stage = malloc(p * step * sizeof *stage))) {
+        if (counts != stack_counts) free(counts);
+        return pt_fail(PT_ENOMEM, "reduce_scatter of %zu floats: out of memory for a %zu-byte staging buffer", n,
+                       p * step * sizeof *stage);
+    }
+    int rc = MPI_SUCCESS;
+    for (size_t off = 0; off < nb && rc == MPI_SUCCESS; off += step) {
+        const size_t len = nb - off < step ? nb - off : step;
+        const float *src = in;
+        if (stage) {
+            for (size_t r = 0; r < p; r++) memcpy(stage + r * len, in + r * nb + off, len * sizeof *stage);
+            src = stage;
+        }
+        for (size_t r = 0; r < p; r++) counts[r] = (int)len;
+        rc = MPI_Reduce_scatter(src, out + off, counts, MPI_FLOAT, MPI_SUM, c->comm);
+    }
+    free(stage);
+    if (counts != stack_counts) free(counts);
     if (rc != MPI_SUCCESS) return mpi_fail(rc, "reduce_scatter", c);
     count(c, PT_COLL_REDUCE_SCATTER, n * 4, ring(n * 4, c->size, 1));
     return PT_OK;
@@ -168,8 +220,13 @@ int pt_broadcast(pt_comm *c, float *buf, size_t n, int root)
 int pt_reduce_sum(pt_comm *c, float *buf, size_t n, int root)
 {
     if (c->size == 1 || n == 0) return PT_OK;
-    int rc = MPI_Reduce(c->rank == root ? MPI_IN_PLACE : buf, buf, (int)n, MPI_FLOAT, MPI_SUM, root, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "reduce", c);
+    const size_t step = chunk_elems(c, sizeof(float));
+    for (size_t off = 0; off < n; off += step) {
+        const size_t len = n - off < step ? n - off : step;
+        int rc = MPI_Reduce(c->rank == root ? MPI_IN_PLACE : buf + off, buf + off, (int)len, MPI_FLOAT, MPI_SUM,
+                            root, c->comm);
+        if (rc != MPI_SUCCESS) return mpi_fail(rc, "reduce", c);
+    }
     count(c, PT_COLL_REDUCE, n * 4, ring(n * 4, c->size, 1));
     return PT_OK;
 }
