@@ -7,6 +7,7 @@
 #include "config.h"
 #include "bin/tool_util.h"
 #include "core/core.h"
+#include "core/file.h"
 #include "data/bpe.h"
 #include "data/corpus.h"
 #include "data/shard.h"
@@ -185,6 +186,25 @@ static int cmd_prepare(int argc, char **argv)
     struct stat sb;
     if (stat(o.vocab_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tool_die(2, "prepare: --vocab-dir '%s' is not a directory", o.vocab_dir);
+    /* the outputs, checked before the long encoding: OUTDIR a directory
+     * (or absent), OUTDIR/train.bin and val.bin absent or regular files
+     * (never a link, FIFO or device: pt_atomic_open refuses those again) */
+    if (stat(o.out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return tool_die(2, "prepare: --out %s exists and is not a directory", o.out);
+    size_t ol = strlen(o.out) + 16;
+    char *ptrain = malloc(ol), *pval = malloc(ol);
+    if (!ptrain || !pval) {
+        free(ptrain);
+        free(pval);
+        return tool_die(1, "prepare: out of memory");
+    }
+    snprintf(ptrain, ol, "%s/train.bin", o.out);
+    snprintf(pval, ol, "%s/val.bin", o.out);
+    if (pt_output_check(ptrain) || pt_output_check(pval)) {
+        free(ptrain);
+        free(pval);
+        return tool_die(2, "prepare: %s", pt_errmsg());
+    }
     long threads = o.threads;
     if (!threads) {
         threads = sysconf(_SC_NPROCESSORS_ONLN);
@@ -194,7 +214,6 @@ static int cmd_prepare(int argc, char **argv)
     pt_corpus train = {0}, val = {0};
     int32_t *ids = NULL, *vids = NULL;
     size_t n = 0, nv = 0, *starts = NULL;
-    char *ptrain = NULL, *pval = NULL;
     if ((st = add_inputs(&train, o.args, o.nargs, &o)) >= 0) goto out;
     if ((st = add_inputs(&val, (char *const *)o.val_files, o.nval_files, &o)) >= 0) goto out;
     if (train.ndocs == 0) {
@@ -245,12 +264,6 @@ static int cmd_prepare(int argc, char **argv)
         val_docs = 0;
         snprintf(how, sizeof how, "the last %.4g of the tokens of the one document", o.val_fraction);
     }
-    size_t ol = strlen(o.out) + 16;
-    ptrain = malloc(ol);
-    pval = malloc(ol);
-    if (!ptrain || !pval) { st = tool_die(1, "prepare: out of memory"); goto out; }
-    snprintf(ptrain, ol, "%s/train.bin", o.out);
-    snprintf(pval, ol, "%s/val.bin", o.out);
     pt_bpe *t = NULL;
     if ((st = load_bpe("prepare", &o, &t)) >= 0) goto out;
     uint32_t V = (uint32_t)pt_bpe_vocab_size(t);

@@ -4,6 +4,7 @@
 #include "config.h"
 #include "backend/blas.h"
 #include "core/core.h"
+#include "core/file.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
 #include "topo/probe_gpu.h"
@@ -225,6 +226,14 @@ int main(int argc, char **argv)
         pt_host_memory_keep(); /* measure MPI's collectives as ptrain-run's steps meet them */
         MPI_Init(&argc, &argv);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    }
+    /* a --save target that is not a regular file (a link, FIFO, device...)
+     * is refused before the model is built or probed; pt_topo_save checks
+     * again when it writes */
+    if (save && rank == 0 && pt_output_check(save) != PT_OK) {
+        fprintf(stderr, "ptrain-topo: --save: %s\n", pt_errmsg());
+        if (probe) MPI_Abort(MPI_COMM_WORLD, EXIT_BAD);
+        return EXIT_BAD;
     }
     pt_topo t;
     rc = load ? pt_topo_load_file(&t, load) : pt_topo_load_hwloc(&t, topology);
