@@ -163,12 +163,25 @@ static void progress(size_t done, size_t total, void *arg)
             total / 1048576.0, total ? 100.0 * (double)done / (double)total : 100.0, dt > 0 ? done / dt / 1e6 : 0.0);
 }
 
+/* The directory entries passed over, on standard error: each with its
+ * reason (the first 20), then how many in all */
+static void report_skipped(const pt_corpus *c)
+{
+    enum { SHOW = 20 };
+    for (int i = 0; i < c->nskipped && i < SHOW; i++)
+        fprintf(stderr, "%s: prepare: skipped %s: %s\n", tool_name, c->skipped[i].path, c->skipped[i].why);
+    if (c->nskipped > 1)
+        fprintf(stderr, "%s: prepare: skipped %d entries of the input directories in all%s\n", tool_name, c->nskipped,
+                c->nskipped > SHOW ? " (the first 20 listed)" : "");
+}
+
 static int add_inputs(pt_corpus *c, char *const *paths, int n, const struct opts *o)
 {
     for (int i = 0; i < n; i++) {
         int rc = pt_corpus_add(c, paths[i], o->format, o->field);
         if (rc) return tool_die(lib_status(rc), "prepare: %s", pt_errmsg());
     }
+    report_skipped(c);
     return -1;
 }
 
