@@ -2,7 +2,9 @@
  * encode/decode text, and describe shards.  See man/ptrain-data.1.
  *
  * Exit status: 0 success; 2 bad command line, missing/unreadable file or bad
- * input value; 1 any other failure (malformed file, out of memory). */
+ * input value; 1 any other failure (malformed file, out of memory); 4
+ * (PT_SHARD_CHANGED_EXIT, from lib/data/shard.c's SIGBUS handler) a shard
+ * truncated while info read it. */
 #define _GNU_SOURCE
 #include "config.h"
 #include "bin/tool_util.h"
