@@ -44,6 +44,15 @@ static void usage(FILE *f)
             "--vocab-dir defaults to $PTRAIN_BPE_DIR.  --help, --version: this text; the version.\n");
 }
 
+/* 0 when everything printed reached standard output, else 1 with one line
+ * (a full disk, a closed pipe: the output would be silently incomplete) */
+static int stdout_status(const char *sub)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    return tool_die(1, "%s: cannot write standard output%s%s", sub, errno ? ": " : "", errno ? strerror(errno) : "");
+}
+
 /* Exit status for a library error: bad input or unreadable file -> 2. */
 static int lib_status(int rc) { return (rc == PT_EINVAL || rc == PT_EIO) ? 2 : 1; }
 
@@ -300,7 +309,7 @@ static int cmd_prepare(int argc, char **argv)
     printf("%s: %llu tokens (%d document%s)\n", ptrain, (unsigned long long)ntrain, train.ndocs - (o.nval_files ? 0 : val_docs),
            train.ndocs - (o.nval_files ? 0 : val_docs) == 1 ? "" : "s");
     printf("%s: %llu tokens (held out: %s)\n", pval, (unsigned long long)nval, how);
-    st = 0;
+    st = stdout_status("prepare");
 out:
     free(ptrain);
     free(pval);
@@ -344,7 +353,7 @@ static int cmd_encode(int argc, char **argv)
         st = tool_die(lib_status(rc), "encode: %s", pt_errmsg());
     } else {
         for (size_t i = 0; i < n; i++) printf("%d\n", (int)ids[i]);
-        st = (fflush(stdout) != 0 || ferror(stdout)) ? tool_die(1, "encode: cannot write standard output") : 0;
+        st = stdout_status("encode");
     }
     free(ids);
     pt_bpe_free(t);
@@ -411,7 +420,7 @@ static int cmd_decode(int argc, char **argv)
         st = tool_die(lib_status(rc), "decode: %s", pt_errmsg());
     } else {
         fwrite(out, 1, olen, stdout);
-        st = (fflush(stdout) != 0 || ferror(stdout)) ? tool_die(1, "decode: cannot write standard output") : 0;
+        st = stdout_status("decode");
     }
     free(out);
     free(ids);
@@ -437,7 +446,7 @@ static int cmd_info(int argc, char **argv)
     printf("eot_id           %u\n", s.eot_id);
     printf("checksum         fnv1a64:%016llx (verified)\n", (unsigned long long)s.checksum);
     pt_shard_close(&s);
-    return 0;
+    return stdout_status("info");
 }
 
 int main(int argc, char **argv)

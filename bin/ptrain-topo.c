@@ -10,6 +10,7 @@
 #include "topo/probe_gpu.h"
 #include "topo/probe_mpi.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -293,7 +294,11 @@ int main(int argc, char **argv)
             }
         }
         if (!status && strict && nw > 0) status = EXIT_WARN;
-        if (fflush(stdout) != 0 && !status) status = EXIT_FAIL;
+        errno = 0;
+        if ((fflush(stdout) != 0 || ferror(stdout)) && !status) {
+            fprintf(stderr, "ptrain-topo: cannot write standard output%s%s\n", errno ? ": " : "", errno ? strerror(errno) : "");
+            status = EXIT_FAIL;
+        }
     }
     pt_topo_free(&t);
     if (probe) {

@@ -12,6 +12,9 @@
 #  - FIFOs (and directories) given as input are refused in one line,
 #    without blocking, by ptrain-data info/encode, ptrain-topo
 #    --load/--topology and ptrain-run --data;
+#  - a full standard output is reported in one line by ptrain-data info,
+#    prepare and ptrain-topo; a topology file is typed by its first byte
+#    before it is read whole;
 #  - hwloc XML that crashes hwloc is refused in one line (case 8, fuzzing);
 #  - decode refuses a NUL byte instead of dropping the ids after it;
 #  - one long word without spaces encodes like the reference (the JS
@@ -140,6 +143,31 @@ refuse "prepare --out DIR with DIR/val.bin a FIFO" 2 "val.bin is a FIFO, not a r
     "$pd" prepare --out "$tmp/out/ds" "$tmp/a.txt"
 check "... the FIFO is still a FIFO and no train.bin was written" sh -c "[ -p '$tmp/out/ds/val.bin' ] && [ ! -e '$tmp/out/ds/train.bin' ]"
 refuse "prepare --out FILE" 2 "victim exists and is not a directory" "$pd" prepare --out "$tmp/out/victim" "$tmp/a.txt"
+
+# standard output that cannot be written (a full disk: /dev/full) is an
+# error in one line, not a silent success with lost output
+if [ -w /dev/full ]; then
+    refuse "ptrain-data info >/dev/full" 1 "info: cannot write standard output: No space left on device" \
+        sh -c "exec '$pd' info '$tmp/valA' >/dev/full"
+    refuse "ptrain-data prepare >/dev/full" 1 "prepare: cannot write standard output: No space left on device" \
+        sh -c "exec '$pd' prepare --out '$tmp/full' '$tmp/a.txt' >/dev/full"
+    refuse "ptrain-topo --json >/dev/full" 3 "cannot write standard output: No space left on device" \
+        sh -c "exec '$topo' --topology '$xml' --json >/dev/full"
+else
+    ok "writes to /dev/full # SKIP no writable /dev/full"
+fi
+# a topology file is typed by its first non-blank byte before the rest is
+# read: a 4 GiB (sparse) file starting with 'x' is refused at once, under a
+# 1 GB address-space limit that the old code, reading it whole first, ran
+# out of (not under ASan, which needs the address space for its shadow)
+truncate -s 4G "$tmp/big.json" && printf x | dd of="$tmp/big.json" conv=notrunc 2>/dev/null
+if grep -q '^SAN_CFLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
+    ok "ptrain-topo --load of a 4 GiB non-topology file # SKIP sanitizer build (ulimit -v)"
+else
+    refuse "ptrain-topo --load of a 4 GiB file starting with 'x', 1 GB address space" 2 \
+        "big.json' is neither ptrain JSON ('{') nor hwloc XML ('<')" sh -c "ulimit -v 1000000; exec '$topo' --load '$tmp/big.json'"
+fi
+rm -f "$tmp/big.json"
 
 # FIFOs and directories as input: one line, no blocking
 mkfifo "$tmp/fifo"
