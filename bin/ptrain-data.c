@@ -175,12 +175,23 @@ static void progress(size_t done, size_t total, void *arg)
 }
 
 /* The directory entries passed over, on standard error: each with its
- * reason (the first 20), then how many in all */
+ * reason (the first 20; control characters in names shown as ?), then how
+ * many in all */
+static void put_shown(const char *s)
+{
+    for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, stderr);
+}
+
 static void report_skipped(const pt_corpus *c)
 {
     enum { SHOW = 20 };
-    for (int i = 0; i < c->nskipped && i < SHOW; i++)
-        fprintf(stderr, "%s: prepare: skipped %s: %s\n", tool_name, c->skipped[i].path, c->skipped[i].why);
+    for (int i = 0; i < c->nskipped && i < SHOW; i++) { /* a name with a newline stays on one line */
+        fprintf(stderr, "%s: prepare: skipped ", tool_name);
+        put_shown(c->skipped[i].path);
+        fputs(": ", stderr);
+        put_shown(c->skipped[i].why);
+        fputc('\n', stderr);
+    }
     if (c->nskipped > 1)
         fprintf(stderr, "%s: prepare: skipped %d entries of the input directories in all%s\n", tool_name, c->nskipped,
                 c->nskipped > SHOW ? " (the first 20 listed)" : "");

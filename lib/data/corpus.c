@@ -171,8 +171,12 @@ static int add_dir(pt_corpus *c, const char *path, pt_corpus_format fmt, const c
     if (!d) return pt_fail(PT_EIO, "cannot read directory %s: %s", path, strerror(errno));
     struct stat ds;
     int me = w->n;
-    if (fstat(dirfd(d), &ds) != 0 || grow((void **)&w->v, &w->cap, w->n + 1, sizeof *w->v) ||
-        !(w->v[me].path = strdup(path))) {
+    if (fstat(dirfd(d), &ds) != 0) {
+        int e = errno;
+        closedir(d);
+        return pt_fail(PT_EIO, "cannot stat directory %s: %s", path, strerror(e));
+    }
+    if (grow((void **)&w->v, &w->cap, w->n + 1, sizeof *w->v) || !(w->v[me].path = strdup(path))) {
         closedir(d);
         return pt_fail(PT_ENOMEM, "corpus: out of memory listing %s", path);
     }
