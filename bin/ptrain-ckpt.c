@@ -661,8 +661,16 @@ static int convert(const char *to, const char *src, const char *dst)
         pt_ckpt_meta meta = {.step = 0, .adam_step = 0, .seed = 0, .lr = 0, .min_lr = 0, .warmup = 0, .total_steps = 0};
         snprintf(meta.model, sizeof meta.model, "%s", preset_of(&cfg));
         snprintf(meta.data, sizeof meta.data, "llm.c:%.240s", src);
-        char saved[4200];
-        rc = pt_ckpt_save(dst, &h.tr, &h.plan, &cfg, &meta, 0, saved, sizeof saved);
+        char saved[4200] = "";
+        /* DST as ptrain-run treats a --save-dir: usable, and locked against a job saving into it */
+        int lockfd = -1;
+        rc = pt_ckpt_dir_check(dst);
+        if (!rc && (rc = pt_ckpt_dir_lock(dst, NULL, &lockfd)) == PT_EUNSUPP) {
+            fprintf(stderr, "ptrain-ckpt: warning: %s\n", pt_errmsg());
+            rc = PT_OK;
+        }
+        if (!rc) rc = pt_ckpt_save(dst, &h.tr, &h.plan, &cfg, &meta, 0, saved, sizeof saved);
+        if (lockfd >= 0) close(lockfd);
         snprintf(what, sizeof what, "checkpoint %.200s, step 0, fresh AdamW state, model %s", saved, meta.model);
     }
     if (rc) {

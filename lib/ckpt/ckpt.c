@@ -1,4 +1,5 @@
 /* Checkpoints: see ckpt.h for the layout on disk and the protocol. */
+#define _GNU_SOURCE /* O_NOFOLLOW, O_DIRECTORY, fdopendir, openat, gethostname under -std=c11 */
 #include "ckpt/ckpt.h"
 
 #include "core/file.h"
@@ -10,10 +11,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CKPT_FORMAT "ptrain-checkpoint"
@@ -169,7 +174,9 @@ static int cmp_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* step-* checkpoints of dir, newest first (malloc'ed; *n = 0 when none) */
+/* step-* checkpoints of dir, newest first (malloc'ed; *n = 0 when none).
+ * For resuming: a step-* symbolic link to a checkpoint is listed (reading
+ * an archived checkpoint linked back in is what its link asks for). */
 static long *list_steps(const char *dir, int *n)
 {
     *n = 0;
@@ -194,41 +201,92 @@ static long *list_steps(const char *dir, int *n)
     return v;
 }
 
-/* Remove a checkpoint directory (one level of files): its manifest first,
- * so that a directory half removed is never taken as valid. */
-static void remove_tree(const char *sdir)
+/* Remove checkpoint directory `name` inside the directory open as dfd:
+ * its manifest first, so that a directory half removed is never taken as
+ * valid, then every other entry (one level: a checkpoint holds files
+ * only), then itself.  Never follows a symbolic link: `name` is opened
+ * O_NOFOLLOW|O_DIRECTORY (a link or a file there fails with ELOOP or
+ * ENOTDIR and nothing is removed), its entries are unlinked relative to
+ * that descriptor (an entry that is a link loses the link, never its
+ * target).  0, or -1 with errno when `name` is not a real directory. */
+static int remove_ckpt_at(int dfd, const char *name)
 {
-    char man[4300];
-    snprintf(man, sizeof man, "%s/manifest.json", sdir);
-    unlink(man);
-    DIR *d = opendir(sdir);
-    if (!d) return;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    (void)unlinkat(fd, "manifest.json", 0);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) (void)unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    (void)unlinkat(dfd, name, AT_REMOVEDIR);
+    return 0;
+}
+
+/* what is at dfd/name, without following a link: 'd' a directory, 'l' a
+ * symbolic link, 'o' something else, 0 nothing */
+static char entry_kind(int dfd, const char *name)
+{
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW)) return 0;
+    return S_ISDIR(sb.st_mode) ? 'd' : S_ISLNK(sb.st_mode) ? 'l' : 'o';
+}
+
+/* --keep: remove all but the newest `keep` real step-* directories of the
+ * directory open as dfd (named dir in messages), never `current`.  A step-*
+ * that is not a real directory is not counted and not removed: one warning
+ * line (pt_log) when it is older than the ones kept. */
+static void prune(int dfd, const char *dir, int keep, long current)
+{
+    int fd = dup(dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    long *v = NULL;
+    int n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char f[4600];
-        snprintf(f, sizeof f, "%s/%s", sdir, e->d_name);
-        unlink(f);
+        long s;
+        if (!is_step_name(e->d_name, &s)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            long *nv = realloc(v, sizeof *v * (size_t)cap);
+            if (!nv) break;
+            v = nv;
+        }
+        v[n++] = s;
     }
     closedir(d);
-    rmdir(sdir);
+    if (v) qsort(v, (size_t)n, sizeof *v, cmp_desc);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "step-%08ld", v[i]);
+        const char k = entry_kind(dfd, name);
+        if (k != 'd') {
+            if (k && kept >= keep)
+                pt_log(1, "warning: %s/%s is %s, not a checkpoint directory: --keep leaves it alone", dir, name,
+                       k == 'l' ? "a symbolic link" : "not a directory");
+            continue;
+        }
+        if (kept++ < keep || v[i] == current) continue;
+        (void)remove_ckpt_at(dfd, name);
+    }
+    free(v);
 }
 
-static void remove_ckpt(const char *dir, long step)
+/* open directory dir (a user-named path: a link to a directory is followed) */
+static int open_dir(const char *dir)
 {
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, step);
-    remove_tree(sdir);
-}
-
-/* fsync a directory, so that a rename inside it is on disk. */
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return pt_fail(PT_EIO, "checkpoint directory %s cannot be opened: %s", dir, strerror(errno));
-    int rc = fsync(fd) ? pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno)) : PT_OK;
-    close(fd);
-    return rc;
+    return fd;
 }
 
 static json_t *plan_json(const pt_plan *plan, int world)
@@ -309,6 +367,28 @@ static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *pl
     return rc;
 }
 
+/* 48 bits naming this save's temporary directory, drawn on rank 0 from
+ * its host name, pid and clock and sent to every rank (three floats of 16
+ * bits: exact) */
+static int save_tag(pt_comm *w, unsigned long long *tag)
+{
+    float f[3] = {0, 0, 0};
+    if (w->rank == 0) {
+        char host[256] = "";
+        struct timespec ts = {0, 0};
+        (void)gethostname(host, sizeof host - 1);
+        (void)clock_gettime(CLOCK_REALTIME, &ts);
+        char seed[400];
+        int k = snprintf(seed, sizeof seed, "%s %ld %lld %ld", host, (long)getpid(), (long long)ts.tv_sec, ts.tv_nsec);
+        const uint64_t h = pt_fnv1a64(seed, (size_t)(k > 0 ? k : 0));
+        for (int i = 0; i < 3; i++) f[i] = (float)(h >> (16 * i) & 0xffff);
+    }
+    int rc = pt_broadcast(w, f, 3, 0);
+    *tag = 0;
+    for (int i = 0; i < 3; i++) *tag |= (unsigned long long)f[i] << (16 * i);
+    return rc;
+}
+
 int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n)
 {
@@ -317,46 +397,57 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
     /* Every file goes into a temporary directory that becomes step-N only
      * when it is complete (manifest written): a save that fails (disk
      * full, unwritable, a rank lost) leaves every earlier checkpoint, one
-     * of the same step included, as it was, and removes its own files. */
-    char sdir[4200], tdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, meta->step);
-    snprintf(tdir, sizeof tdir, "%s/.step-%08ld.tmp", dir, meta->step);
-    int rc = PT_OK;
+     * of the same step included, as it was, and removes its own files.
+     * The temporary's name is this save's own (save_tag): another job
+     * saving into the same directory despite the lock never shares it.
+     * Rank 0 does every directory operation, relative to a descriptor of
+     * dir, never through a link. */
+    unsigned long long tag;
+    int rc = save_tag(w, &tag);
+    if (rc) return rc;
+    char sname[32], tname[64], sdir[4200], tdir[4200];
+    snprintf(sname, sizeof sname, "step-%08ld", meta->step);
+    snprintf(tname, sizeof tname, ".step-%08ld.tmp.%012llx", meta->step, tag);
+    snprintf(sdir, sizeof sdir, "%s/%s", dir, sname);
+    snprintf(tdir, sizeof tdir, "%s/%s", dir, tname);
+    int dfd = -1;
     if (w->rank == 0) {
+        char k;
         if (mkdir(dir, 0755) && errno != EEXIST)
             rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", dir, strerror(errno));
-        else {
-            remove_tree(tdir); /* left by a save that was killed */
-            if (mkdir(tdir, 0755))
-                rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", tdir, strerror(errno));
-        }
+        else if ((dfd = open_dir(dir)) < 0)
+            rc = dfd;
+        else if ((k = entry_kind(dfd, sname)) && k != 'd')
+            rc = pt_fail(PT_EIO, "checkpoint %s is %s, not a checkpoint directory: not saved over (move it out of %s)",
+                         sdir, k == 'l' ? "a symbolic link" : "not a directory", dir);
+        else if (mkdirat(dfd, tname, 0755))
+            rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", tdir, strerror(errno));
     }
     rc = agree(w, rc);
     if (!rc) rc = agree(w, write_rank(tdir, t));
     if (!rc && w->rank == 0) {
         rc = write_manifest(tdir, t, plan, cfg, meta);
         if (!rc) {
-            remove_tree(sdir); /* an earlier save of this same step: replaced only now */
-            if (rename(tdir, sdir))
+            /* an earlier save of this same step: replaced only now */
+            const char k = entry_kind(dfd, sname);
+            if (k && (k != 'd' || remove_ckpt_at(dfd, sname)))
+                rc = pt_fail(PT_EIO, "checkpoint %s is not a checkpoint directory: not saved over (move it out of %s)",
+                             sdir, dir);
+            else if (renameat(dfd, tname, dfd, sname))
                 rc = pt_fail(PT_EIO, "checkpoint %s cannot be renamed to %s: %s", tdir, sdir, strerror(errno));
         }
-        if (!rc) rc = sync_dir(dir);
+        if (!rc && fsync(dfd)) rc = pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno));
         if (!rc) {
-            char lp[4200], name[32];
+            char lp[4200], name[48];
             snprintf(lp, sizeof lp, "%s/latest", dir);
-            snprintf(name, sizeof name, "step-%08ld\n", meta->step);
+            snprintf(name, sizeof name, "%s\n", sname);
             rc = write_file(lp, name, strlen(name));
         }
-        if (!rc && keep > 0) {
-            int ns;
-            long *steps = list_steps(dir, &ns);
-            for (int i = keep; i < ns; i++)
-                if (steps[i] != meta->step) remove_ckpt(dir, steps[i]);
-            free(steps);
-        }
+        if (!rc && keep > 0) prune(dfd, dir, keep, meta->step);
     }
     rc = agree(w, rc);
-    if (rc && w->rank == 0) remove_tree(tdir);
+    if (rc && dfd >= 0) (void)remove_ckpt_at(dfd, tname);
+    if (dfd >= 0) close(dfd);
     rc = agree(w, rc);
     if (!rc && saved && n) snprintf(saved, n, "%s", sdir);
     return rc;
@@ -753,4 +844,98 @@ int pt_ckpt_resume(const char *spec, const char *save_dir, pt_train *t, const pt
     }
     free(steps);
     return PT_OK;
+}
+
+/* ---- the save directory ------------------------------------------------------ */
+
+int pt_ckpt_dir_check(const char *dir)
+{
+    struct stat sb;
+    if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
+    if (!*dir) return pt_fail(PT_EINVAL, "checkpoint directory '' is not valid (valid: a directory name)");
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", dir, strerror(errno));
+    if (stat(dir, &sb)) return pt_fail(PT_EIO, "checkpoint directory %s cannot be used: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return pt_fail(PT_EIO, "checkpoint directory %s is %s, not a directory", dir,
+                       S_ISREG(sb.st_mode) ? "a regular file" : "a special file");
+    int dfd = open_dir(dir);
+    if (dfd < 0) return dfd;
+    char host[256] = "", name[400];
+    (void)gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        if (*c == '/') *c = '_';
+    int fd = -1, e = 0;
+    for (int i = 0; i < 100 && fd < 0; i++) {
+        snprintf(name, sizeof name, ".ptrain-probe.%s.%ld.%d", host, (long)getpid(), i);
+        fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        e = errno;
+        if (fd < 0 && e != EEXIST) break;
+    }
+    int rc = PT_OK;
+    if (fd < 0) rc = pt_fail(PT_EIO, "checkpoint directory %s is not writable (a probe file cannot be created: %s)", dir, strerror(e));
+    else {
+        if (pt_write_all(fd, "probe\n", 6) || fsync(fd)) {
+            e = errno;
+            rc = pt_fail(PT_EIO, "checkpoint directory %s is not writable (writing a probe file failed: %s)", dir, strerror(e));
+        }
+        if (close(fd) && !rc) rc = pt_fail(PT_EIO, "checkpoint directory %s is not writable (closing a probe file failed: %s)", dir, strerror(errno));
+        if (unlinkat(dfd, name, 0) && !rc)
+            rc = pt_fail(PT_EIO, "checkpoint directory %s: its probe file %s cannot be removed: %s", dir, name, strerror(errno));
+    }
+    close(dfd);
+    return rc;
+}
+
+int pt_ckpt_dir_lock(const char *dir, const char *job, int *fdp)
+{
+    *fdp = -1;
+    if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
+    int dfd = open_dir(dir);
+    if (dfd < 0) return dfd;
+    int fd = openat(dfd, ".ptrain-lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat sb;
+    int rc = PT_OK;
+    if (fd < 0)
+        rc = pt_fail(PT_EIO, "lock file %s/.ptrain-lock cannot be opened: %s", dir,
+                     errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+    else if (fstat(fd, &sb) || !S_ISREG(sb.st_mode))
+        rc = pt_fail(PT_EIO, "lock file %s/.ptrain-lock is not a regular file", dir);
+    else if (flock(fd, LOCK_EX | LOCK_NB)) {
+        const int e = errno;
+        if (e == EWOULDBLOCK || e == EAGAIN) {
+            /* the holder's line (it may be being written: then empty) */
+            char who[160] = "";
+            ssize_t got = pread(fd, who, sizeof who - 1, 0);
+            who[got > 0 ? got : 0] = 0;
+            for (char *c = who; *c; c++)
+                if (*c == '\n') { *c = 0; break; } else if ((unsigned char)*c < ' ' || *c == 127) *c = '?';
+            rc = pt_fail(PT_EIO, "checkpoint directory %s is in use by another job (%s; lock file %s/.ptrain-lock): "
+                         "two jobs must not share a --save-dir", dir, *who ? who : "its holder is starting", dir);
+        } else {
+            rc = pt_fail(PT_EUNSUPP, "checkpoint directory %s: the file system does not support locks (flock: %s), so "
+                         "two jobs sharing it are not kept apart", dir, strerror(e));
+        }
+    } else {
+        char host[256] = "", line[512];
+        (void)gethostname(host, sizeof host - 1);
+        int n = snprintf(line, sizeof line, "job %.64s host %.200s pid %ld\n", job && *job ? job : "-", host, (long)getpid());
+        if (ftruncate(fd, 0) || pwrite(fd, line, (size_t)n, 0) != (ssize_t)n)
+            rc = pt_fail(PT_EIO, "lock file %s/.ptrain-lock cannot be written: %s", dir, strerror(errno));
+    }
+    if (!rc) {
+        /* temporaries of saves that were killed: no save can be under way */
+        int cfd = dup(dfd);
+        DIR *d = cfd >= 0 ? fdopendir(cfd) : NULL;
+        if (!d && cfd >= 0) close(cfd);
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            if (!strncmp(e->d_name, ".step-", 6) && strstr(e->d_name, ".tmp") && entry_kind(dfd, e->d_name) == 'd')
+                (void)remove_ckpt_at(dfd, e->d_name);
+        if (d) closedir(d);
+    }
+    close(dfd);
+    if (rc && fd >= 0) close(fd);
+    else *fdp = fd;
+    return rc;
 }

@@ -22,7 +22,15 @@
  * replaced last.  Every file is written atomically (lib/core/file.h:
  * O_TMPFILE or an O_EXCL temporary, fsync, rename, directory fsync), so a
  * crash leaves either the previous checkpoint or the new one, and a
- * directory without manifest.json is never loaded.
+ * directory without manifest.json is never loaded.  A save is written into
+ * DIR/.step-NNNNNNNN.tmp.XXXXXXXXXXXX (12 hex digits drawn by the saving
+ * job) and renamed to step-NNNNNNNN when complete.
+ *
+ * The save directory DIR belongs to one job at a time: pt_ckpt_dir_lock
+ * holds an exclusive flock(2) on DIR/.ptrain-lock for the job's life.
+ * Nothing is ever written or deleted through a symbolic link: a step-*
+ * entry that is not a real directory (an archived checkpoint linked back
+ * in) is neither pruned nor saved over.
  *
  * The layout of rank files follows Megatron-LM's per-rank checkpoint
  * files (mp_rank_XX) and DeepSpeed's per-rank ZeRO optimizer state files
@@ -61,13 +69,18 @@ typedef struct pt_ckpt_meta {
  * checkpoint `dir`/step-NNNNNNNN with meta->step, then point dir/latest at
  * it and, when keep > 0, remove all but the newest `keep` step-* checkpoints
  * of dir.  dir is created (one level) when absent.  A previous checkpoint
- * of the same step is invalidated (its manifest removed) before its rank
- * files are replaced.  saved (may be NULL) receives the checkpoint's path
- * (NUL-terminated, truncated to n bytes).  Bytes written per rank:
- * 12 * (owned floats) plus about 200 per tensor.
+ * of the same step is removed (its manifest first) only once the new one
+ * is complete.  Removal never follows a symbolic link: a step-* entry that
+ * is not a real directory is left alone by --keep (one warning line through
+ * pt_log on rank 0), and a save over one is refused.  The caller should
+ * hold dir's lock (pt_ckpt_dir_lock); without it, the temporary directory's
+ * name is still unique to this save.  saved (may be NULL) receives the
+ * checkpoint's path (NUL-terminated, truncated to n bytes).  Bytes written
+ * per rank: 12 * (owned floats) plus about 200 per tensor.
  * Errors (every rank): PT_EIO (a file or directory cannot be written:
- * disk full, permissions; the message names it; the previous checkpoint
- * and `latest` are left as they were), PT_ENOMEM. */
+ * disk full, permissions; or step-NNNNNNNN exists and is not a directory;
+ * the message names it; the previous checkpoint and `latest` are left as
+ * they were), PT_EINVAL (dir longer than 4000 bytes), PT_ENOMEM. */
 int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n);
 
@@ -107,6 +120,38 @@ struct json_t; /* jansson's JSON value */
  * or it cannot be read), PT_EFORMAT (not valid JSON: the message gives
  * the line; another format or version), PT_ENOMEM. */
 int pt_ckpt_manifest_read(const char *path, struct json_t **man);
+
+/* Make save directory `dir` ready for a run, before its first save: create
+ * it when absent (one level, mode 0755), check that it is a directory
+ * (a symbolic link to one is followed: the user named it), and create,
+ * write 6 bytes to, close and remove a probe file DIR/.ptrain-probe.HOST.
+ * PID.N (O_EXCL|O_NOFOLLOW), so that a read-only file system, a full disk
+ * or missing permissions are found at start-up rather than after hours of
+ * training.  Call it on every rank that writes rank files (all of them).
+ * Not collective.  Errors (one line naming dir and the reason): PT_EINVAL
+ * (longer than 4000 bytes), PT_EIO (cannot be created, not a directory,
+ * the probe cannot be written). */
+int pt_ckpt_dir_check(const char *dir);
+
+/* Claim save directory `dir` (existing; pt_ckpt_dir_check) for this job:
+ * open or create DIR/.ptrain-lock (a regular file, never through a
+ * symbolic link) and take an exclusive, non-blocking flock(2) on it, then
+ * replace its contents by one line "job JOB host HOST pid PID\n" (JOB:
+ * `job`, e.g. $SLURM_JOB_ID, or "-" when NULL) and remove the temporary
+ * directories (.step-*.tmp*) that killed saves left (no save can be under
+ * way: the lock is ours).  *fd receives the locked descriptor: keep it
+ * open for the run; the lock goes with the process (exit, crash, kill:
+ * the kernel releases it, so a dead holder's lock is reclaimed by the
+ * next job; on NFS the server does so once the dead client's lease ends).
+ * The file is never removed (a removed lock file would let a third job
+ * lock a new one while the second holds the old).  Call it on one rank of
+ * the job, which lives as long as the job; not collective.
+ * Errors: PT_EIO (another process holds the lock: the message names the
+ * holder's line and the lock file; or the lock file cannot be opened or
+ * written), PT_EUNSUPP (the file system has no flock, e.g. Lustre mounted
+ * without -o flock: *fd is -1 and the caller may go on unlocked after a
+ * warning), PT_EINVAL (dir longer than 4000 bytes). */
+int pt_ckpt_dir_lock(const char *dir, const char *job, int *fd);
 
 /* Resume: `spec` is "auto" or a checkpoint directory.  "auto": try the
  * checkpoints of save_dir newest first (dir/latest's target first, then
