@@ -304,6 +304,28 @@ static json_t *cfg_json(const pt_gpt_config *cfg)
                      cfg->n_embd, "seq_len", cfg->seq_len, "vocab", cfg->vocab);
 }
 
+/* The position of the 16 hex digits of the manifest's checksum member in
+ * text[0, len): after the last '"manifest_fnv1a64"' (a key: inside a JSON
+ * string its quotes would be escaped), optional white space, ':', white
+ * space, '"'; -1 when there is no such member. */
+static long sum_digits(const char *text, size_t len)
+{
+    static const char key[] = "\"" PT_CKPT_MANIFEST_SUM "\"";
+    const size_t kl = sizeof key - 1;
+    long found = -1;
+    for (size_t i = 0; i + kl <= len; i++)
+        if (text[i] == '"' && !memcmp(text + i, key, kl)) found = (long)i;
+    if (found < 0) return -1;
+    size_t i = (size_t)found + kl;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) i++;
+    if (i >= len || text[i++] != ':') return -1;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) i++;
+    if (i >= len || text[i++] != '"' || len - i < 17) return -1;
+    for (size_t j = 0; j < 16; j++)
+        if (!strchr("0123456789abcdef", text[i + j]) || !text[i + j]) return -1;
+    return text[i + 16] == '"' ? (long)i : -1;
+}
+
 /* rank 0: merge the rank descriptions into manifest.json */
 static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                           const pt_ckpt_meta *meta)
@@ -357,9 +379,20 @@ static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *pl
                             "rng", "init_seed", (json_int_t)meta->seed, "note", "no RNG stream advances during training",
                             "tensors", tl, "files", files);
     if (man) json_object_set_new(man, "model_name", json_string(meta->model));
+    /* the checksum member last, 16 '0' digits while the file's FNV-1a 64 is taken */
+    if (man) json_object_set_new(man, PT_CKPT_MANIFEST_SUM, json_string("0000000000000000"));
     char *js = man ? json_dumps(man, JSON_INDENT(1)) : NULL;
     json_decref(man);
     if (!js) return pt_fail(PT_ENOMEM, "out of memory for a checkpoint manifest");
+    const size_t jl = strlen(js);
+    const long at = sum_digits(js, jl);
+    if (at < 0) {
+        free(js);
+        return pt_fail(PT_ENOMEM, "checkpoint manifest: its checksum member was not written");
+    }
+    char sum[20];
+    snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(js, jl));
+    memcpy(js + at, sum, 16);
     char p[4200];
     rc = join(p, sizeof p, sdir, "manifest.json");
     if (!rc) rc = write_file(p, js, strlen(js));
@@ -462,7 +495,15 @@ static const char *jstr(json_t *o, const char *k)
 }
 static long long jint(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 
-int pt_ckpt_manifest_read(const char *path, json_t **out)
+static int is_hex16(const char *s)
+{
+    if (!s || strlen(s) != 16) return 0;
+    for (int i = 0; i < 16; i++)
+        if (!strchr("0123456789abcdef", s[i])) return 0;
+    return 1;
+}
+
+int pt_ckpt_manifest_parse(const char *path, json_t **out)
 {
     char p[4300], *txt = NULL;
     size_t len;
@@ -476,14 +517,235 @@ int pt_ckpt_manifest_read(const char *path, json_t **out)
     int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
     if (rc) return rc;
     json_error_t je;
-    json_t *man = json_loads(txt, 0, &je);
-    free(txt);
-    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
-    if (strcmp(jstr(man, "format"), CKPT_FORMAT) || jint(man, "version") != CKPT_VERSION) {
+    json_t *man = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &je);
+    if (!man) {
+        free(txt);
+        return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
+    }
+    if (!json_is_object(man) || strcmp(jstr(man, "format"), CKPT_FORMAT) || jint(man, "version") != CKPT_VERSION) {
         pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected '%s' version %d)", path,
                 jstr(man, "format"), jint(man, "version"), CKPT_FORMAT, CKPT_VERSION);
+        free(txt);
         json_decref(man);
         return PT_EFORMAT;
+    }
+    json_t *sv = json_object_get(man, PT_CKPT_MANIFEST_SUM);
+    if (sv) {
+        /* FNV-1a 64 of the file with the member's 16 digits as '0's */
+        const long at = sum_digits(txt, len);
+        const char *want = json_string_value(sv);
+        char sum[20] = "";
+        if (at >= 0 && is_hex16(want) && !memcmp(txt + at, want, 16)) {
+            memset(txt + at, '0', 16);
+            snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(txt, len));
+        }
+        if (!want || strcmp(sum, want)) {
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json has checksum %s, its member " PT_CKPT_MANIFEST_SUM
+                         " says %.20s (the manifest was edited or corrupted)", path, *sum ? sum : "(none: malformed member)",
+                         want ? want : "(not a string)");
+            free(txt);
+            json_decref(man);
+            return rc;
+        }
+    }
+    free(txt);
+    *out = man;
+    return PT_OK;
+}
+
+/* ---- manifest consistency --------------------------------------------------- */
+
+#define MAX_NUMEL (1LL << 40)  /* elements of one tensor */
+#define MAX_WORLD (1LL << 24)  /* ranks of a plan */
+#define MAX_BYTES (1LL << 62)  /* bytes of one rank file */
+
+typedef struct checker {
+    const char *path;
+    void (*report)(void *, const char *);
+    void *arg;
+    int n;
+} checker;
+
+static void problem(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(checker *c, const char *fmt, ...)
+{
+    char m[PT_ERROR_LEN], line[PT_ERROR_LEN + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "checkpoint %.200s: %s", c->path, m);
+    if (c->report) c->report(c->arg, line);
+    c->n++;
+}
+
+/* o[k] is an integer in [lo, hi]: 1 and *v, else 0 (missing, another type, out of range) */
+static int int_in(json_t *o, const char *k, long long lo, long long hi, long long *v)
+{
+    json_t *x = json_object_get(o, k);
+    if (!json_is_integer(x)) return 0;
+    const long long y = json_integer_value(x);
+    if (y < lo || y > hi) return 0;
+    *v = y;
+    return 1;
+}
+
+/* o[k] for a message: its JSON text (an integer, or what stands there), at most 24 bytes */
+static const char *shown(json_t *o, const char *k, char *buf, size_t n)
+{
+    json_t *x = json_object_get(o, k);
+    char *t = x ? json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf(buf, n, "%.24s", t ? t : "(missing)");
+    free(t);
+    return buf;
+}
+
+int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *arg, const char *msg), void *arg)
+{
+    checker c = {path, report, arg, 0};
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    /* model */
+    json_t *mc = json_object_get(man, "model");
+    long long L = 0, H = 0, C = 0, T = 0, V = 0;
+    if (!int_in(mc, "n_layer", 1, INT32_MAX, &L) || !int_in(mc, "n_head", 1, INT32_MAX, &H) ||
+        !int_in(mc, "n_embd", 1, INT32_MAX, &C) || !int_in(mc, "seq_len", 1, INT32_MAX, &T) ||
+        !int_in(mc, "vocab", 1, INT32_MAX, &V) || C % H) {
+        problem(&c, "manifest model L=%s H=%s C=%s T=%s V=%s is not a valid GPT-2 config (each an integer in [1, %d], "
+                "C a multiple of H)", shown(mc, "n_layer", b1, sizeof b1), shown(mc, "n_head", b2, sizeof b2),
+                shown(mc, "n_embd", b3, sizeof b3), shown(mc, "seq_len", b4, sizeof b4),
+                shown(mc, "vocab", b5, sizeof b5), INT32_MAX);
+        L = 0;
+    }
+    /* plan */
+    json_t *mp = json_object_get(man, "plan");
+    long long world = 0, g[4] = {0, 0, 0, 0};
+    static const char *const gn[4] = {"dp", "pp", "tp", "sp"};
+    int plan_ok = int_in(mp, "world", 1, MAX_WORLD, &world);
+    for (int i = 0; i < 4 && plan_ok; i++) plan_ok = int_in(mp, gn[i], 1, world, &g[i]);
+    if (plan_ok) {
+        long long prod = 1;
+        for (int i = 0; i < 4 && prod <= world; i++) prod *= g[i]; /* each factor <= 2^24: no overflow */
+        plan_ok = prod == world;
+    }
+    if (!plan_ok) {
+        problem(&c, "manifest plan world=%s dp=%s pp=%s tp=%s sp=%s is not valid (world in [1, %lld], dp pp tp sp >= 1 "
+                "with product world)", shown(mp, "world", b1, sizeof b1), shown(mp, "dp", b2, sizeof b2),
+                shown(mp, "pp", b3, sizeof b3), shown(mp, "tp", b4, sizeof b4), shown(mp, "sp", b5, sizeof b5),
+                MAX_WORLD);
+        world = 0;
+    }
+    /* tensor list */
+    json_t *tens = json_object_get(man, "tensors"), *files = json_object_get(man, "files");
+    const size_t nt = json_array_size(tens);
+    if (!json_is_array(tens) || nt == 0) problem(&c, "the manifest lists no tensors");
+    else if (L && (long long)nt != 4 + 12 * L)
+        problem(&c, "the manifest lists %zu tensors, the model L=%lld has %lld", nt, L, 4 + 12 * L);
+    long long *numel = calloc(nt ? nt : 1, sizeof *numel); /* 0: unknown */
+    unsigned char *seen = calloc(nt ? nt : 1, 1);
+    if (!numel || !seen) {
+        free(numel);
+        free(seen);
+        problem(&c, "out of memory checking a manifest of %zu tensors", nt);
+        return c.n;
+    }
+    size_t k, j;
+    json_t *x, *f;
+    json_array_foreach(tens, k, x) {
+        long long idx, rows, cols;
+        if (!int_in(x, "index", (long long)k, (long long)k, &idx) || !int_in(x, "rows", 1, INT32_MAX, &rows) ||
+            !int_in(x, "cols", 1, INT32_MAX, &cols) || rows * cols > MAX_NUMEL || !json_is_string(json_object_get(x, "name")))
+            problem(&c, "manifest tensor %zu (%.64s) has index %s, shape [%s, %s] (valid: index %zu, a name, rows and "
+                    "cols >= 1, at most 2^40 elements)", k, jstr(x, "name"), shown(x, "index", b1, sizeof b1),
+                    shown(x, "rows", b2, sizeof b2), shown(x, "cols", b3, sizeof b3), k);
+        else
+            numel[k] = rows * cols;
+    }
+    /* rank files */
+    if (!json_is_array(files) || json_array_size(files) == 0) problem(&c, "the manifest lists no rank files");
+    else if (world && (long long)json_array_size(files) != world)
+        problem(&c, "the manifest lists %zu rank files, its plan has world %lld", json_array_size(files), world);
+    int files_ok = json_is_array(files);
+    json_array_foreach(files, k, f) {
+        const char *name = jstr(f, "name");
+        long long rank, bytes = 0, co;
+        if (!*name || strchr(name, '/') || name[0] == '.' || strlen(name) > 200) {
+            problem(&c, "rank file entry %zu has the name '%.64s' (valid: a file name in the checkpoint, without '/', "
+                    "not starting with '.')", k, name);
+            files_ok = 0;
+            continue;
+        }
+        if (!int_in(f, "rank", (long long)k, (long long)k, &rank))
+            problem(&c, "rank file entry %zu (%s) says rank %s", k, name, shown(f, "rank", b1, sizeof b1));
+        if (!is_hex16(jstr(f, "fnv1a64")))
+            problem(&c, "%s: checksum '%.24s' is not 16 hex digits", name, jstr(f, "fnv1a64"));
+        json_t *cj = json_object_get(f, "coords");
+        for (int i = 0; i < 4 && world; i++)
+            if (!int_in(cj, gn[i], 0, g[i] - 1, &co))
+                problem(&c, "%s: grid coordinate %s=%s is outside the plan's [0, %lld)", name, gn[i],
+                        shown(cj, gn[i], b1, sizeof b1), g[i]);
+        if (!int_in(f, "bytes", 0, MAX_BYTES, &bytes)) {
+            problem(&c, "%s: size %s bytes is not an integer in [0, 2^62]", name, shown(f, "bytes", b1, sizeof b1));
+            files_ok = 0;
+            continue;
+        }
+        /* the slices fill the file exactly, in order, each inside its tensor's shard */
+        json_t *ft = json_object_get(f, "tensors");
+        long long used = 0;
+        int ok = json_is_array(ft);
+        if (!ok) problem(&c, "%s: no tensor list", name);
+        json_array_foreach(ft, j, x) {
+            long long idx, lo, hi, ln, off;
+            if (!int_in(x, "index", 0, (long long)nt - 1, &idx) || strcmp(jstr(json_array_get(tens, (size_t)idx), "name"), jstr(x, "name"))) {
+                problem(&c, "%s: tensor '%.64s' (index %s) is not in the manifest's tensor list", name, jstr(x, "name"),
+                        shown(x, "index", b1, sizeof b1));
+                ok = 0;
+                break;
+            }
+            seen[idx] = 1;
+            if (!numel[idx]) { ok = 0; break; } /* reported with the tensor list */
+            if (!int_in(x, "local_numel", 0, numel[idx], &ln) || !int_in(x, "lo", 0, ln, &lo) ||
+                !int_in(x, "hi", lo, ln, &hi) || !int_in(x, "offset", used, used, &off)) {
+                problem(&c, "%s: tensor %s has slice [%s, %s) of %s local elements at offset %s (valid: 0 <= lo <= hi "
+                        "<= local elements <= %lld, offset %lld)", name, jstr(x, "name"), shown(x, "lo", b1, sizeof b1),
+                        shown(x, "hi", b2, sizeof b2), shown(x, "local_numel", b3, sizeof b3),
+                        shown(x, "offset", b4, sizeof b4), numel[idx], used);
+                ok = 0;
+                break;
+            }
+            if (12 * (hi - lo) > bytes - used) { /* hi - lo <= 2^40: no overflow */
+                problem(&c, "%s: its tensors' slices take more than the %lld bytes the manifest gives the file", name, bytes);
+                ok = 0;
+                break;
+            }
+            used += 12 * (hi - lo);
+        }
+        if (ok && used != bytes)
+            problem(&c, "%s: its tensors' slices take %lld bytes, the manifest says the file has %lld", name, used, bytes);
+        if (!ok) files_ok = 0;
+    }
+    for (size_t i = 0; files_ok && i < nt; i++)
+        if (!seen[i]) problem(&c, "tensor %.64s is in no rank file", jstr(json_array_get(tens, i), "name"));
+    free(numel);
+    free(seen);
+    return c.n;
+}
+
+static void first_problem(void *arg, const char *msg)
+{
+    char *first = arg;
+    if (!*first) snprintf(first, PT_ERROR_LEN, "%s", msg);
+}
+
+int pt_ckpt_manifest_read(const char *path, json_t **out)
+{
+    json_t *man;
+    *out = NULL;
+    int rc = pt_ckpt_manifest_parse(path, &man);
+    if (rc) return rc;
+    char first[PT_ERROR_LEN] = "";
+    if (pt_ckpt_manifest_check(path, man, first_problem, first)) {
+        json_decref(man);
+        return pt_fail(PT_EFORMAT, "%s", first);
     }
     *out = man;
     return PT_OK;
@@ -548,8 +810,9 @@ static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
         float *d, *m, *v;
         pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
         long long off = jint(x, "offset");
-        if (jint(x, "index") != pp->index || jint(x, "lo") != lo || jint(x, "hi") != hi || off < 0 ||
-            off + 12 * (hi - lo) > want)
+        /* pt_ckpt_manifest_check bounds offsets already; again without overflow, as this rank's slice */
+        if (jint(x, "index") != pp->index || jint(x, "lo") != lo || jint(x, "hi") != hi || off < 0 || off > want ||
+            12 * (hi - lo) > want - off)
             return pt_fail(PT_EFORMAT, "checkpoint %s: tensor %d of %s (%s) does not match this rank's %s [%lld, %lld)",
                            path, i, jstr(st->file, "name"), jstr(x, "name"), pp->name, (long long)lo, (long long)hi);
     }
@@ -635,6 +898,9 @@ static int reshard(const char *path, pt_train *t, staged *st)
                              p->name, jint(x, "rows"), jint(x, "cols"), (long long)p->rows, (long long)p->cols);
         }
         if (!rc && nsaved[i] <= 0) rc = pt_fail(PT_EFORMAT, "checkpoint %s: the manifest has no tensor %s (index %d)", path, p->name, p->index);
+        if (!rc && nsaved[i] > 1LL << 36) /* the index tensors' two floats */
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s has %lld elements, resharding takes at most 2^36", path,
+                         p->name, (long long)nsaved[i]);
         if (rc) break;
         if (nsaved[i] > maxn) maxn = nsaved[i];
         full[i] = calloc((size_t)(3 * nsaved[i]), sizeof(float));
@@ -691,10 +957,13 @@ static int reshard(const char *path, pt_train *t, staged *st)
             const pt_param *pa = &mo->params[i];
             const int64_t L = jint(x, "local_numel"), lo = jint(x, "lo"), hi = jint(x, "hi"), off = jint(x, "offset");
             const int64_t rows = nsaved[i] / pa->cols;
-            if (L < 0 || L > nsaved[i] || lo < 0 || hi < lo || hi > L || off < 0 || off + 12 * (hi - lo) > (int64_t)len) {
+            if (L < 0 || L > nsaved[i] || lo < 0 || hi < lo || hi > L || off < 0 || off > (int64_t)len ||
+                12 * (hi - lo) > (int64_t)len - off) {
                 rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s of %s has a bad slice", path, pa->name, jstr(f, "name"));
                 break;
             }
+            /* elements a bad local_numel claims beyond the saved shard stay out of range (2^24 << 12 >= 2^36) */
+            for (int64_t e = 0; e < L; e++) sh[e] = sl[e] = 16777216.0f;
             slo->param_slice(mo->ops, &fc, pa->cls, ih, sh, rows, pa->cols);
             slo->param_slice(mo->ops, &fc, pa->cls, il, sl, rows, pa->cols);
             const float *src = (const float *)(buf + off);
@@ -782,6 +1051,9 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     snprintf(meta->model, sizeof meta->model, "%s", jstr(man, "model_name"));
     snprintf(meta->data, sizeof meta->data, "%s", jstr(json_object_get(man, "data"), "spec"));
     t->step = meta->adam_step;
+    if (t->model->ctx->rank == 0 && !json_object_get(man, PT_CKPT_MANIFEST_SUM))
+        pt_log(1, "warning: checkpoint %s: manifest.json has no checksum (saved by an older ptrain); loaded after "
+                  "its consistency checks", path);
     unstage(&st, t->model->nparams);
     return agree(&t->model->ctx->world, pt_train_state_loaded(t));
 }

@@ -17,7 +17,10 @@
  *                    step, AdamW step, the model config, the plan (summary,
  *                    world, dp/tp/pp/sp, ZeRO stage), lr schedule inputs,
  *                    data position, the initialisation seed, every tensor's
- *                    full shape and the rank files' descriptions above.
+ *                    full shape, the rank files' descriptions above and,
+ *                    last, its own checksum "manifest_fnv1a64": FNV-1a 64
+ *                    (16 hex digits) of the file's bytes with those 16
+ *                    digits replaced by '0' characters.
  * and DIR/latest names the newest complete checkpoint ("step-NNNNNNNN\n"),
  * replaced last.  Every file is written atomically (lib/core/file.h:
  * O_TMPFILE or an O_EXCL temporary, fsync, rename, directory fsync), so a
@@ -86,7 +89,8 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
 
 /* Load checkpoint directory `path` (a step-NNNNNNNN directory) into t,
  * whose model was built under the same plan and model config: every rank
- * reads the manifest, checks format, model config, plan (summary and
+ * reads the manifest (pt_ckpt_manifest_read: its checksum and every check
+ * of pt_ckpt_manifest_check), checks model config, plan (summary and
  * world) and its own rank file (size and FNV-1a 64 against the manifest,
  * tensor list against its own), and only when every rank succeeded copies
  * parameters, m and v into its owned slices, sets t->step and makes
@@ -107,18 +111,49 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
 
 struct json_t; /* jansson's JSON value */
 
-/* Read and check the manifest of checkpoint directory `path` (a
- * step-NNNNNNNN directory, DIR/manifest.json in the layout above) without
- * reading any rank file: parse it and check its format line ("ptrain-
- * checkpoint" version 1).  Needs no MPI; not collective.  On success *man
- * receives the parsed manifest (the caller json_decref()s it); on error
- * *man is NULL.  Reads one file of a few KB per tensor and rank.  This is
- * the loader pt_ckpt_load starts with, so tools (ptrain-ckpt info, verify,
- * convert) accept exactly the manifests a resume accepts.
+/* The manifest's own checksum member (see the layout above). */
+#define PT_CKPT_MANIFEST_SUM "manifest_fnv1a64"
+
+/* Read the manifest of checkpoint directory `path` (a step-NNNNNNNN
+ * directory, DIR/manifest.json in the layout above) without reading any
+ * rank file: parse it (duplicate keys refused), check its format line
+ * ("ptrain-checkpoint" version 1) and its checksum member
+ * PT_CKPT_MANIFEST_SUM.  A manifest without that member (saved before it
+ * existed) is accepted: the caller can tell by
+ * json_object_get(*man, PT_CKPT_MANIFEST_SUM) == NULL and should warn.
+ * Does NOT check consistency (pt_ckpt_manifest_check).  Needs no MPI; not
+ * collective.  On success *man receives the parsed manifest (the caller
+ * json_decref()s it); on error *man is NULL.
  * Errors: PT_EINVAL (a path longer than 4200 bytes), PT_EIO (path is not a
  * directory, has no manifest.json: an incomplete save or not a checkpoint,
  * or it cannot be read), PT_EFORMAT (not valid JSON: the message gives
- * the line; another format or version), PT_ENOMEM. */
+ * the line; another format or version; a checksum that does not match:
+ * the manifest was edited or corrupted), PT_ENOMEM. */
+int pt_ckpt_manifest_parse(const char *path, struct json_t **man);
+
+/* Check a parsed manifest's consistency before any number in it is used
+ * to address a file: model config (all >= 1, at most 2^31 - 1, heads
+ * dividing the width), plan (world in [1, 2^24], dp, tp, pp, sp >= 1 with
+ * product world), tensor list (4 + 12 L entries, entry i has index i and
+ * rows, cols >= 1 with rows * cols <= 2^40 elements), one rank file per
+ * rank of the plan (entry r has rank r, a name without '/' not starting
+ * with '.', bytes in [0, 2^62], 16 hex digits of FNV-1a 64, grid
+ * coordinates inside the plan), each file's tensor slices (index of the
+ * tensor list with its name, 0 <= lo <= hi <= local_numel <= rows * cols,
+ * offsets contiguous from 0 in order, 12 (hi - lo) bytes each, filling
+ * exactly `bytes`), and every tensor held by some file.  Every number is
+ * checked for type and range before arithmetic, so no check overflows.
+ * report(arg, msg) (may be NULL) is called once per problem with one line
+ * starting "checkpoint PATH: " (path names the checkpoint in messages).
+ * Returns the number of problems (0: consistent).  Not collective. */
+int pt_ckpt_manifest_check(const char *path, struct json_t *man, void (*report)(void *arg, const char *msg),
+                           void *arg);
+
+/* pt_ckpt_manifest_parse, then pt_ckpt_manifest_check: the first problem
+ * found is the error (PT_EFORMAT, its one line).  This is the reader
+ * pt_ckpt_load starts with, so tools (ptrain-ckpt info, verify, convert)
+ * accept exactly the manifests a resume accepts.  Reads one file of a few
+ * KB per tensor and rank.  Errors: pt_ckpt_manifest_parse's. */
 int pt_ckpt_manifest_read(const char *path, struct json_t **man);
 
 /* Make save directory `dir` ready for a run, before its first save: create

@@ -1,11 +1,19 @@
 #!/bin/sh
-# Checkpoint safety (lib/ckpt; ptrain-run --save-dir, --keep):
+# Checkpoint safety (lib/ckpt; ptrain-run --save-dir, --keep, --resume; ptrain-ckpt):
 #  - nothing is deleted or written through a symbolic link: a step-* link to
 #    an archived checkpoint outside the save directory survives --keep with
 #    its target's files untouched (a warning names it); a save over a step-*
 #    link is refused in one line, the target untouched; temporaries of
 #    killed saves are removed when the directory is locked, a link among
 #    them is not followed;
+#  - hostile manifests (an offset near INT64_MAX, two same-size tensors'
+#    offsets swapped, a shape near 2^62, a truncated manifest), with the
+#    manifest's checksum member removed (as an older ptrain wrote them) so
+#    that the consistency checks are what refuses them, and with it kept
+#    (then the checksum refuses them): --resume under the saved plan and
+#    resharded, convert, info and verify refuse each in one line, and
+#    nothing crashes (the sanitizer build checks every read);
+#  - a sound manifest without a checksum is accepted with one warning;
 #  - two jobs on one --save-dir: the second is refused at start-up in one
 #    line naming the holder (the lock file's line: job, host, pid) and
 #    trains no step; once the first has ended its lock is taken over;
@@ -16,10 +24,16 @@
 need_run
 need_mpirun
 need_jq
+ck="$top_builddir/ptrain-ckpt"
+[ -x "$ck" ] || skip_all "ptrain-ckpt not built"
 workdir
 fresh_seed
 diag "data seed $seed, init seed $init"
+nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+ckpt() { env "$nolsan" "$ck" "$@"; }
 common="--model test --vocab 512 --data synthetic:$seed --seed $init --batch 4 --val-every 0 --val-batches 1 --quiet"
+# tool_error FILE STATUS WANT PATTERN: a tool's status is WANT and FILE its one line, matching PATTERN
+tool_error() { [ "$2" -eq "$3" ] && [ "$(grep -c . "$1")" -eq 1 ] && grep -q -- "$4" "$1"; }
 # one error line matching $2 in file $1, and no step trained (no "done:")
 one_error() { [ "$(grep -c 'ptrain-run: error' "$1")" -eq 1 ] && grep 'ptrain-run: error' "$1" | grep -q -- "$2" && ! grep -q '^done:' "$1"; }
 # an archived checkpoint of random bytes outside every save directory
@@ -63,6 +77,69 @@ ptrain_mpirun -np 1 "$run" $common --steps 1 --save-dir "$sd" >"$wd/stale.out" 2
 check "temporaries of killed saves are removed at start-up (status $rc)" \
     sh -c "[ $rc -eq 0 ] && [ ! -e '$sd/.step-00000009.tmp.0123456789ab' ] && [ ! -e '$sd/.step-00000008.tmp' ]"
 check "... a link named like one is not followed" sh -c "[ -L '$sd/.step-00000007.tmp.aaaaaaaaaaaa' ] && diff -r '$wd/archive' '$wd/archive.orig'"
+
+# ---- hostile manifests ----------------------------------------------------------------
+rc=0
+ptrain_mpirun -np 2 "$run" $common --dp 2 --steps 2 --save-dir "$wd/h" >"$wd/h.out" 2>&1 || rc=$?
+src="$wd/h/step-00000002"
+check "a dp=2 checkpoint to corrupt (status $rc)" [ "$rc" -eq 0 -a -f "$src/manifest.json" ]
+out=$(ckpt verify "$src" 2>&1); rc=$?
+check "control: it verifies ($out)" [ "$rc" -eq 0 ]
+check "its manifest ends with its checksum member" sh -c "jq -e '.manifest_fnv1a64 | test(\"^[0-9a-f]{16}\$\")' '$src/manifest.json' >/dev/null"
+# mkcase TAG SUM JQ: a copy of the checkpoint whose manifest is edited by
+# jq (numbers too large for jq's doubles are placed as strings "@N" and
+# unquoted by sed); SUM=keep leaves the checksum member as it was, SUM=drop removes it
+mkcase() {
+    d="$wd/hc/$1"
+    mkdir -p "$d"
+    cp -r "$src" "$d/"
+    filt=$3
+    [ "$2" = drop ] && filt="$filt | del(.manifest_fnv1a64)"
+    jq "$filt" "$src/manifest.json" | sed 's/"@\([0-9-]*\)"/\1/g' >"$d/step-00000002/manifest.json"
+    c="$d/step-00000002"
+}
+# refused TAG PATTERN: --resume (same plan, 2 ranks; resharded, 1 rank), convert, info and verify refuse $c
+refused() {
+    for np in 2 1; do
+        rc=0
+        ptrain_mpirun -np $np "$run" $common --dp $np --steps 4 --resume "$c" >"$c.$np.out" 2>&1 || rc=$?
+        check "[$1] --resume under $np rank(s) refuses it in one line (status $rc)" \
+            sh -c "[ $rc -ne 0 ] && [ $rc -lt 128 ] && ! grep -q 'AddressSanitizer\|runtime error\|signal' '$c.$np.out'"
+        check "[$1] ... naming the problem" one_error "$c.$np.out" "$2"
+        [ $np = 2 ] && diag "$(grep 'ptrain-run: error' "$c.$np.out")"
+    done
+    ckpt convert "$c" "$wd/hc/$1.bin" >"$c.conv" 2>&1; rc=$?
+    check "[$1] convert refuses it: exit 2, one line ($(cat "$c.conv"))" tool_error "$c.conv" $rc 2 "$2"
+    ckpt info "$c" >"$c.info" 2>&1; rc=$?
+    check "[$1] info refuses it: exit 2, one line" tool_error "$c.info" $rc 2 "$2"
+    ckpt verify "$c" >"$c.verify" 2>&1; rc=$?
+    check "[$1] verify reports it: exit 1" sh -c "[ $rc -eq 1 ] && grep -q -- '$2' '$c.verify' && ! grep -q 'runtime error' '$c.verify'"
+}
+big=9223372036854775800
+mkcase offset-max drop ".files[1].tensors[1].offset = \"@$big\""
+refused offset-max "offset $big"
+mkcase offset-max-sum keep ".files[1].tensors[1].offset = \"@$big\""
+refused offset-max-sum "manifest_fnv1a64 says"
+# ln_1.weight and ln_1.bias of layer 0 (C floats each, trained apart): offsets swapped
+mkcase swapped drop '.files[0].tensors[2].offset as $a | .files[0].tensors[3].offset as $b | .files[0].tensors[2].offset = $b | .files[0].tensors[3].offset = $a'
+check "control: the swapped offsets differ" sh -c "[ \"\$(jq '.files[0].tensors[2].offset' '$c/manifest.json')\" != \"\$(jq '.files[0].tensors[2].offset' '$src/manifest.json')\" ]"
+refused swapped "offset"
+mkcase swapped-sum keep '.files[0].tensors[2].offset as $a | .files[0].tensors[3].offset as $b | .files[0].tensors[2].offset = $b | .files[0].tensors[3].offset = $a'
+refused swapped-sum "manifest_fnv1a64 says"
+mkcase rows-huge drop '.tensors[1].rows = "@4611686018427387904"'
+refused rows-huge "manifest tensor 1"
+mkcase truncated keep '.'
+head -c 1500 "$src/manifest.json" >"$c/manifest.json"
+refused truncated "not valid JSON"
+
+# an older ptrain's manifest: no checksum member, otherwise sound
+mkcase old drop '.'
+rc=0
+ptrain_mpirun -np 2 "$run" $common --dp 2 --steps 3 --resume "$c" >"$c.out" 2>&1 || rc=$?
+check "a sound manifest without a checksum is resumed (status $rc)" sh -c "[ $rc -eq 0 ] && grep -q '^resume: $c (step 2' '$c.out'"
+check "... with one warning" sh -c "[ \$(grep -c 'warning: checkpoint .*has no checksum' '$c.out') -eq 1 ]"
+ckpt verify "$c" >"$c.verify" 2>/dev/null; rc=$?
+check "... verify accepts it and says so ($(cat "$c.verify"))" sh -c "[ $rc -eq 0 ] && grep -q 'no checksum of its own' '$c.verify'"
 
 # ---- two jobs, one save directory -------------------------------------------------
 sd="$wd/shared"
