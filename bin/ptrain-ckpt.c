@@ -345,45 +345,105 @@ static int llmc_index(int k, int l, int L)
 
 /* ---- llm.c .bin ------------------------------------------------------------ */
 
-/* Read an llm.c gpt2 checkpoint into a fresh holder (fp32, version 3). */
+/* read exactly n bytes at the descriptor's position: 0, or -1 (errno; 0 at end of file) */
+static int read_exact(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) errno = 0;
+            return -1;
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+/* The first bytes of a safetensors file (huggingface/safetensors): u64
+ * little-endian N, then N bytes of JSON starting with '{', inside a file
+ * of `size` bytes. */
+static int is_safetensors(const unsigned char *b, size_t got, long long size)
+{
+    if (got < 9 || b[8] != '{') return 0;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
+    return n >= 2 && size >= 8 && n <= (uint64_t)(size - 8);
+}
+
+/* Read an llm.c gpt2 checkpoint into a fresh holder (fp32, version 3).  The
+ * 1 KiB header is read and checked first, and the file's size against it,
+ * so a wrong or huge file costs 1 KiB of reading, not its size; then the
+ * tensors the header describes, 4 bytes per element, in one buffer. */
 static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
 {
-    char *buf = NULL;
-    size_t len;
-    int rc = pt_read_regular(file, "llm.c model file", &buf, &len);
-    if (rc) return rc;
+    int fd = pt_open_regular(file, "llm.c model file");
+    if (fd < 0) return fd;
+    struct stat sb;
     int32_t hd[LLMC_HEADER_INTS];
-    if (len < sizeof hd) {
-        free(buf);
-        return pt_fail(PT_EFORMAT, "llm.c model file %s: %zu bytes, shorter than its %zu-byte header", file, len, sizeof hd);
+    memset(hd, 0, sizeof hd);
+    if (fstat(fd, &sb)) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "llm.c model file %s: %s", file, strerror(e));
     }
-    memcpy(hd, buf, sizeof hd);
+    const long long size = (long long)sb.st_size;
+    const size_t want_hd = size < (long long)sizeof hd ? (size_t)size : sizeof hd;
+    if (read_exact(fd, hd, want_hd)) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "llm.c model file %s: cannot read its header: %s", file, e ? strerror(e) : "end of file");
+    }
+    if (is_safetensors((const unsigned char *)hd, want_hd, size)) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "%s is a safetensors file: convert reads a checkpoint or an llm.c gpt2 .bin (fp32, "
+                       "version 3); reading safetensors is not supported", file);
+    }
+    if (size < (long long)sizeof hd) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, shorter than its %zu-byte header", file, size, sizeof hd);
+    }
     if (hd[0] != LLMC_MAGIC || hd[1] != LLMC_VERSION_FP32) {
-        free(buf);
+        close(fd);
         return pt_fail(PT_EFORMAT, "llm.c model file %s: magic %d version %d (expected %d version %d, fp32%s)", file,
                        hd[0], hd[1], LLMC_MAGIC, LLMC_VERSION_FP32, hd[1] == 5 ? "; version 5 is bf16, not supported" : "");
     }
     const int maxT = hd[2], V = hd[3], L = hd[4], NH = hd[5], C = hd[6], Vp = hd[7];
     if (maxT < 1 || V < 1 || L < 1 || NH < 1 || C < 1 || C % NH || Vp < V || L > 4096 || C > 1 << 16 ||
         maxT > 1 << 20 || Vp > 1 << 24) {
-        free(buf);
+        close(fd);
         return pt_fail(PT_EFORMAT, "llm.c model file %s: header maxT=%d V=%d L=%d NH=%d C=%d Vp=%d is not a GPT-2 model "
                                    "(need all >= 1, C %% NH == 0, Vp >= V)", file, maxT, V, L, NH, C, Vp);
     }
     const int64_t c = C, l = L;
     const int64_t n = (int64_t)Vp * c + (int64_t)maxT * c + l * (12 * c * c + 13 * c) + 2 * c;
-    if ((int64_t)len != (int64_t)sizeof hd + 4 * n) {
-        free(buf);
-        return pt_fail(PT_EFORMAT, "llm.c model file %s: %zu bytes, its header (maxT=%d V=%d Vp=%d L=%d C=%d) needs %lld",
-                       file, len, maxT, V, Vp, L, C, (long long)(sizeof hd + 4 * n));
+    if (size != (long long)sizeof hd + 4 * n) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, its header (maxT=%d V=%d Vp=%d L=%d C=%d) needs %lld",
+                       file, size, maxT, V, Vp, L, C, (long long)(sizeof hd + 4 * n));
     }
+    char *buf = malloc((size_t)(4 * n));
+    if (!buf) {
+        close(fd);
+        return pt_fail(PT_ENOMEM, "out of memory for the %lld bytes of llm.c model file %s", (long long)(4 * n), file);
+    }
+    if (read_exact(fd, buf, (size_t)(4 * n))) {
+        int e = errno;
+        free(buf);
+        close(fd);
+        return pt_fail(PT_EIO, "llm.c model file %s: cannot read its tensors: %s", file, e ? strerror(e) : "shorter than it was");
+    }
+    close(fd);
     *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
-    if ((rc = holder_build(h, cfg, 1))) {
+    int rc = holder_build(h, cfg, 1);
+    if (rc) {
         free(buf);
         return rc;
     }
     const pt_ops_f32 *ops = h->model.ops;
-    const char *src = buf + sizeof hd;
+    const char *src = buf;
     for (int k = 0; k < 16; k++)
         for (int li = 0; li < (k >= 2 && k < 14 ? L : 1); li++) {
             pt_param *p = param_at(h, llmc_index(k, li, L));
@@ -779,7 +839,8 @@ static int cmd_sample(const char *arg, const sample_opts *so)
             return tool_die(2, "sample: the prompt's token %d (position %zu) is outside this model's vocabulary of %d ids", bad, i, V);
         }
     int status = 0;
-    FILE *lf = NULL;
+    pt_atomic_file lf = {.fd = -1}; /* --logits: written atomically, never through a link (lib/core/file.h) */
+    int have_lf = 0;
     holder h;
     memset(&h, 0, sizeof h);
     const size_t total = np + (size_t)so->tokens;
@@ -797,9 +858,12 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         status = tool_die(rc == PT_ENOMEM ? 1 : 2, "sample: %s", pt_errmsg());
         goto out;
     }
-    if (so->logits_file && !(lf = fopen(so->logits_file, "wb"))) {
-        status = tool_die(2, "sample: --logits %s: %s", so->logits_file, strerror(errno));
-        goto out;
+    if (so->logits_file) {
+        if (pt_atomic_open(&lf, so->logits_file)) {
+            status = tool_die(2, "sample: --logits %s: %s", so->logits_file, pt_errmsg());
+            goto out;
+        }
+        have_lf = 1;
     }
     fprintf(stderr, "sample: %s (step %ld, L=%d H=%d C=%d T=%d V=%d): %zu prompt tokens + %ld, temperature %g, top-k %ld, seed %llu\n",
             path, meta.step, cfg.n_layer, cfg.n_head, cfg.n_embd, T, V, np, so->tokens, so->temperature, so->top_k,
@@ -819,7 +883,7 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         }
         h.model.ops->copy2d(row, sizeof(float) * (size_t)V, h.model.logits + (w - 1) * (size_t)Vl,
                             sizeof(float) * (size_t)Vl, sizeof(float) * (size_t)V, 1);
-        if (lf && fwrite(row, sizeof *row, (size_t)V, lf) != (size_t)V) {
+        if (have_lf && pt_write_all(lf.fd, row, sizeof *row * (size_t)V)) {
             status = tool_die(1, "sample: --logits %s: write failed: %s", so->logits_file, strerror(errno));
             goto out;
         }
@@ -838,8 +902,12 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         putchar('\n');
         free(text);
     }
+    if (have_lf) {
+        have_lf = 0;
+        if (pt_atomic_commit(&lf, 1)) status = tool_die(1, "sample: --logits %s: %s", so->logits_file, pt_errmsg());
+    }
 out:
-    if (lf && fclose(lf) && !status) status = tool_die(1, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+    if (have_lf) pt_atomic_abort(&lf);
     holder_free(&h);
     MPI_Finalize();
     free(all);

@@ -19,7 +19,11 @@
 #    trains no step; once the first has ended its lock is taken over;
 #  - an unusable --save-dir (a regular file, a name too long, a directory
 #    this user cannot write) is refused at start-up in one line, before any
-#    step.
+#    step;
+#  - ptrain-convert reads an llm.c file's header before its body (a huge
+#    file with a header that does not match its size is refused without
+#    reading it: checked under a 3 GB address-space limit, not under ASan),
+#    and names a safetensors SRC as such.
 . "$top_srcdir/tests/lib.sh"
 need_run
 need_mpirun
@@ -194,4 +198,23 @@ else
 fi
 [ -d "$wd/ro" ] && chmod 755 "$wd/ro"
 
+# ---- ptrain-ckpt convert: header first; safetensors named ---------------------------
+ckpt convert "$src" "$wd/m.bin" >/dev/null 2>&1
+ckpt convert "$src" "$wd/m.safetensors" >/dev/null 2>&1
+check "control: the checkpoint converts to .bin and safetensors" [ -s "$wd/m.bin" -a -s "$wd/m.safetensors" ]
+ckpt convert "$wd/m.safetensors" "$wd/x.bin" >"$wd/st.out" 2>&1; rc=$?
+check "convert of a safetensors SRC: exit 2, one line naming it ($(cat "$wd/st.out"))" \
+    tool_error "$wd/st.out" $rc 2 "m.safetensors is a safetensors file"
+bin=$top_builddir/.libs/ptrain-ckpt; [ -f "$bin" ] || bin=$ck
+if grep -qa __asan_init "$bin"; then
+    ok "convert of a huge file under an address-space limit # SKIP ASan build (it reserves terabytes of address space)"
+else
+    # a real header, then 6 GiB of sparse bytes: the header says how big the file must be
+    head -c 1024 "$wd/m.bin" >"$wd/huge.bin"
+    truncate -s 6G "$wd/huge.bin"
+    (ulimit -v 3000000 && exec env "$nolsan" "$ck" convert "$wd/huge.bin" "$wd/x.safetensors") >"$wd/huge.out" 2>&1; rc=$?
+    check "convert of a 6 GiB file whose header does not match its size, under a 3 GB limit: exit 2, one line ($(cat "$wd/huge.out"))" \
+        tool_error "$wd/huge.out" $rc 2 "its header .* needs"
+    rm -f "$wd/huge.bin"
+fi
 done_testing
