@@ -1110,6 +1110,18 @@ static void startup(int argc, char **argv, int world)
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->dry_run) return;
 
+    /* --save-dir (lib/ckpt, issue 22): usable now rather than at the first
+     * save (every rank writes its rank file there: each creates it when
+     * absent and writes and removes a probe file), and this job's alone for
+     * the run (rank 0 holds its lock; the descriptor stays open until exit) */
+    if (o->save_dir) {
+        static int save_lock = -1;
+        if (pt_ckpt_dir_check(o->save_dir)) bad_input("--save-dir: %s", pt_errmsg());
+        int rc = world_rank == 0 ? pt_ckpt_dir_lock(o->save_dir, getenv("SLURM_JOB_ID"), &save_lock) : PT_OK;
+        if (rc == PT_EUNSUPP) fprintf(stderr, "ptrain-run: warning: %s\n", pt_errmsg());
+        else if (rc) bad_input("--save-dir: %s", pt_errmsg());
+    }
+
     /* data: opened here, so that a rank that cannot read it fails in the
      * start-up agreement and the data's identity is agreed on */
     const int T = cfg->seq_len;
