@@ -298,9 +298,9 @@ static void *hb_main(void *arg)
  * rank 0) could both reach rank 0 first.  Only rank 0 starts connections
  * here (a worker answers once it has heard from rank 0), so no two ranks
  * dial each other at the same time either.  Cost: 2 (N-1) messages of 4
- * bytes at start-up.  (A crash seen under heavy load on the local Slurm
- * is not this: its core shows it inside MPI_Init, see
- * tests/slurm/slurm_lib.sh, startup_crash.) */
+ * bytes at start-up.  (The crash inside MPI_Init seen under load on the
+ * local Slurm was not this but Slurm's barrier not holding across nodes:
+ * spank/ptrain_spank.c, pmix_fence_ring; tests/slurm/test_fence.sh.) */
 static void hb_wireup(void)
 {
     const int tag = HB_TAG + 1;

@@ -484,6 +484,8 @@ static struct spank_option options[] = {
 };
 
 /* ---- entry points ------------------------------------------------------- */
+static int pmix_fence_ring(spank_t sp);
+
 PT_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
 {
     pt_spank_conf_default(&conf);
@@ -513,10 +515,10 @@ PT_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
  * default_mode, and refuse bad values before anything is allocated. */
 PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-    (void)sp;
     (void)ac;
     (void)av;
     spank_context_t ctx = spank_context();
+    if (ctx == S_CTX_REMOTE) return pmix_fence_ring(sp);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     pt_plan req;
     pt_error err;
@@ -602,6 +604,38 @@ static int is_mpi_daemon(spank_t sp)
     const char *base = strrchr(argv[0], '/');
     base = base ? base + 1 : argv[0];
     return strcmp(base, "orted") == 0 || strcmp(base, "prted") == 0;
+}
+
+/* slurmstepd, before Slurm's mpi/pmix plugin reads the job environment
+ * (spank_init runs before mpi_g_slurmstepd_prefork): a ptrain step's
+ * PMIx fences all take Slurm's ring algorithm (SLURM_PMIX_FENCE=ring),
+ * unless the job already chose one.  Why: with SLURM_PMIX_FENCE unset
+ * ("auto"), Slurm 22.05 runs data-less fences (Open MPI's MPI_Init
+ * barrier) on its tree algorithm, whose tree comes from reverse_tree_info
+ * (src/common/reverse_tree.c) with TreeWidth fan-out; when TreeWidth
+ * (default 50) exceeds the step's node count every node is a root with no
+ * children, so the barrier completes on each node with its local tasks
+ * only.  Ranks of the other nodes then leave MPI_Init while a slower rank
+ * still waits in the modex fence, before its PML registered its receive
+ * callbacks, and their first message kills it: Open MPI 4.1's TCP BTL
+ * calls the null callback (SIGSEGV at address 0 in ompi_mpi_init ->
+ * opal_progress -> mca_btl_tcp).  The ring fence needs every node's
+ * contribution.  Sites can set PMIxCollFence=ring in mpi.conf for every
+ * job; ptrain-env(7) and ptrain_spank(8) say so.  The batch script's own
+ * step and MPI daemons' steps are left alone; errors in the request are
+ * reported by task_init. */
+static int pmix_fence_ring(spank_t sp)
+{
+    pt_plan req;
+    pt_error err;
+    char buf[64];
+    if (resolve_request(job_getenv_cb, sp, &req, &err) < 0 || req.mode == PT_MODE_OFF) return 0;
+    if (is_mpi_daemon(sp) || job_getenv(sp, "SLURM_PMIX_FENCE", buf, sizeof buf)) return 0;
+    spank_err_t rc = spank_setenv(sp, "SLURM_PMIX_FENCE", "ring", 0);
+    if (rc != ESPANK_SUCCESS)
+        slurm_error("ptrain: cannot set SLURM_PMIX_FENCE=ring for the step: %s (MPI start-up may crash; "
+                    "set PMIxCollFence=ring in mpi.conf)", spank_strerror(rc));
+    return 0;
 }
 
 /* Compute this step's plan once per slurmstepd (remote context). */

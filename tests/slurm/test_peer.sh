@@ -17,6 +17,9 @@ slurm_need
 slurm_mpi
 slurm_up 2 4
 D=$SLURM_TEST_DIR
+# these steps run without the plugin's plan: the job chooses the ring
+# fence itself (ptrain_spank(8), MPI START-UP; tests/slurm/test_fence.sh)
+export SLURM_PMIX_FENCE=ring
 seed=$(( $(date +%s) % 100000 ))
 diag "data seed $seed"
 # (leak checks off for MPI processes, as ptrain_mpirun does)
