@@ -2,11 +2,14 @@
  * encode/decode text, and describe shards.  See man/ptrain-data.1.
  *
  * Exit status: 0 success; 2 bad command line, missing/unreadable file or bad
- * input value; 1 any other failure (malformed file, out of memory). */
+ * input value; 1 any other failure (malformed file, out of memory); 4
+ * (PT_SHARD_CHANGED_EXIT, from lib/data/shard.c's SIGBUS handler) a shard
+ * truncated while info read it. */
 #define _GNU_SOURCE
 #include "config.h"
 #include "bin/tool_util.h"
 #include "core/core.h"
+#include "core/file.h"
 #include "data/bpe.h"
 #include "data/corpus.h"
 #include "data/shard.h"
@@ -39,6 +42,15 @@ static void usage(FILE *f)
             "  info    SHARD                      print a token shard's header (after validating it)\n"
             "DIR holds GPT-2's encoder.json and vocab.bpe (scripts/get-tokenizer.sh prints it);\n"
             "--vocab-dir defaults to $PTRAIN_BPE_DIR.  --help, --version: this text; the version.\n");
+}
+
+/* 0 when everything printed reached standard output, else 1 with one line
+ * (a full disk, a closed pipe: the output would be silently incomplete) */
+static int stdout_status(const char *sub)
+{
+    errno = 0;
+    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+    return tool_die(1, "%s: cannot write standard output%s%s", sub, errno ? ": " : "", errno ? strerror(errno) : "");
 }
 
 /* Exit status for a library error: bad input or unreadable file -> 2. */
@@ -162,12 +174,36 @@ static void progress(size_t done, size_t total, void *arg)
             total / 1048576.0, total ? 100.0 * (double)done / (double)total : 100.0, dt > 0 ? done / dt / 1e6 : 0.0);
 }
 
+/* The directory entries passed over, on standard error: each with its
+ * reason (the first 20; control characters in names shown as ?), then how
+ * many in all */
+static void put_shown(const char *s)
+{
+    for (; *s; s++) fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, stderr);
+}
+
+static void report_skipped(const pt_corpus *c)
+{
+    enum { SHOW = 20 };
+    for (int i = 0; i < c->nskipped && i < SHOW; i++) { /* a name with a newline stays on one line */
+        fprintf(stderr, "%s: prepare: skipped ", tool_name);
+        put_shown(c->skipped[i].path);
+        fputs(": ", stderr);
+        put_shown(c->skipped[i].why);
+        fputc('\n', stderr);
+    }
+    if (c->nskipped > 1)
+        fprintf(stderr, "%s: prepare: skipped %d entries of the input directories in all%s\n", tool_name, c->nskipped,
+                c->nskipped > SHOW ? " (the first 20 listed)" : "");
+}
+
 static int add_inputs(pt_corpus *c, char *const *paths, int n, const struct opts *o)
 {
     for (int i = 0; i < n; i++) {
         int rc = pt_corpus_add(c, paths[i], o->format, o->field);
         if (rc) return tool_die(lib_status(rc), "prepare: %s", pt_errmsg());
     }
+    report_skipped(c);
     return -1;
 }
 
@@ -185,6 +221,25 @@ static int cmd_prepare(int argc, char **argv)
     struct stat sb;
     if (stat(o.vocab_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return tool_die(2, "prepare: --vocab-dir '%s' is not a directory", o.vocab_dir);
+    /* the outputs, checked before the long encoding: OUTDIR a directory
+     * (or absent), OUTDIR/train.bin and val.bin absent or regular files
+     * (never a link, FIFO or device: pt_atomic_open refuses those again) */
+    if (stat(o.out, &sb) == 0 && !S_ISDIR(sb.st_mode))
+        return tool_die(2, "prepare: --out %s exists and is not a directory", o.out);
+    size_t ol = strlen(o.out) + 16;
+    char *ptrain = malloc(ol), *pval = malloc(ol);
+    if (!ptrain || !pval) {
+        free(ptrain);
+        free(pval);
+        return tool_die(1, "prepare: out of memory");
+    }
+    snprintf(ptrain, ol, "%s/train.bin", o.out);
+    snprintf(pval, ol, "%s/val.bin", o.out);
+    if (pt_output_check(ptrain) || pt_output_check(pval)) {
+        free(ptrain);
+        free(pval);
+        return tool_die(2, "prepare: %s", pt_errmsg());
+    }
     long threads = o.threads;
     if (!threads) {
         threads = sysconf(_SC_NPROCESSORS_ONLN);
@@ -194,7 +249,6 @@ static int cmd_prepare(int argc, char **argv)
     pt_corpus train = {0}, val = {0};
     int32_t *ids = NULL, *vids = NULL;
     size_t n = 0, nv = 0, *starts = NULL;
-    char *ptrain = NULL, *pval = NULL;
     if ((st = add_inputs(&train, o.args, o.nargs, &o)) >= 0) goto out;
     if ((st = add_inputs(&val, (char *const *)o.val_files, o.nval_files, &o)) >= 0) goto out;
     if (train.ndocs == 0) {
@@ -245,12 +299,6 @@ static int cmd_prepare(int argc, char **argv)
         val_docs = 0;
         snprintf(how, sizeof how, "the last %.4g of the tokens of the one document", o.val_fraction);
     }
-    size_t ol = strlen(o.out) + 16;
-    ptrain = malloc(ol);
-    pval = malloc(ol);
-    if (!ptrain || !pval) { st = tool_die(1, "prepare: out of memory"); goto out; }
-    snprintf(ptrain, ol, "%s/train.bin", o.out);
-    snprintf(pval, ol, "%s/val.bin", o.out);
     pt_bpe *t = NULL;
     if ((st = load_bpe("prepare", &o, &t)) >= 0) goto out;
     uint32_t V = (uint32_t)pt_bpe_vocab_size(t);
@@ -272,7 +320,7 @@ static int cmd_prepare(int argc, char **argv)
     printf("%s: %llu tokens (%d document%s)\n", ptrain, (unsigned long long)ntrain, train.ndocs - (o.nval_files ? 0 : val_docs),
            train.ndocs - (o.nval_files ? 0 : val_docs) == 1 ? "" : "s");
     printf("%s: %llu tokens (held out: %s)\n", pval, (unsigned long long)nval, how);
-    st = 0;
+    st = stdout_status("prepare");
 out:
     free(ptrain);
     free(pval);
@@ -316,7 +364,7 @@ static int cmd_encode(int argc, char **argv)
         st = tool_die(lib_status(rc), "encode: %s", pt_errmsg());
     } else {
         for (size_t i = 0; i < n; i++) printf("%d\n", (int)ids[i]);
-        st = (fflush(stdout) != 0 || ferror(stdout)) ? tool_die(1, "encode: cannot write standard output") : 0;
+        st = stdout_status("encode");
     }
     free(ids);
     pt_bpe_free(t);
@@ -383,7 +431,7 @@ static int cmd_decode(int argc, char **argv)
         st = tool_die(lib_status(rc), "decode: %s", pt_errmsg());
     } else {
         fwrite(out, 1, olen, stdout);
-        st = (fflush(stdout) != 0 || ferror(stdout)) ? tool_die(1, "decode: cannot write standard output") : 0;
+        st = stdout_status("decode");
     }
     free(out);
     free(ids);
@@ -409,7 +457,7 @@ static int cmd_info(int argc, char **argv)
     printf("eot_id           %u\n", s.eot_id);
     printf("checksum         fnv1a64:%016llx (verified)\n", (unsigned long long)s.checksum);
     pt_shard_close(&s);
-    return 0;
+    return stdout_status("info");
 }
 
 int main(int argc, char **argv)

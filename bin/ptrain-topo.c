@@ -4,11 +4,13 @@
 #include "config.h"
 #include "backend/blas.h"
 #include "core/core.h"
+#include "core/file.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
 #include "topo/probe_gpu.h"
 #include "topo/probe_mpi.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,6 +228,14 @@ int main(int argc, char **argv)
         MPI_Init(&argc, &argv);
         MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     }
+    /* a --save target that is not a regular file (a link, FIFO, device...)
+     * is refused before the model is built or probed; pt_topo_save checks
+     * again when it writes */
+    if (save && rank == 0 && pt_output_check(save) != PT_OK) {
+        fprintf(stderr, "ptrain-topo: --save: %s\n", pt_errmsg());
+        if (probe) MPI_Abort(MPI_COMM_WORLD, EXIT_BAD);
+        return EXIT_BAD;
+    }
     pt_topo t;
     rc = load ? pt_topo_load_file(&t, load) : pt_topo_load_hwloc(&t, topology);
     if (rc) {
@@ -284,7 +294,11 @@ int main(int argc, char **argv)
             }
         }
         if (!status && strict && nw > 0) status = EXIT_WARN;
-        if (fflush(stdout) != 0 && !status) status = EXIT_FAIL;
+        errno = 0;
+        if ((fflush(stdout) != 0 || ferror(stdout)) && !status) {
+            fprintf(stderr, "ptrain-topo: cannot write standard output%s%s\n", errno ? ": " : "", errno ? strerror(errno) : "");
+            status = EXIT_FAIL;
+        }
     }
     pt_topo_free(&t);
     if (probe) {

@@ -184,7 +184,9 @@ enum {
 int pt_topo_load_hwloc(pt_topo *t, const char *xmlfile);
 
 /* Load a cached model: ptrain JSON (first non-blank byte '{') or hwloc XML
- * ('<').  No measurement, no MPI.  Returns PT_OK, PT_EIO, PT_EFORMAT (with a
+ * ('<'); the file is read only up to that byte (at most 64 KiB of blanks)
+ * before the format is known, so another file is refused without being
+ * read whole.  No measurement, no MPI.  Returns PT_OK, PT_EIO, PT_EFORMAT (with a
  * one-line message naming the file and what is wrong), PT_ENOMEM. */
 int pt_topo_load_file(pt_topo *t, const char *path);
 

@@ -443,23 +443,45 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
 }
 
 /* ---- files -------------------------------------------------------------------- */
+/* The first non-blank byte of fd (read up to it, at most 64 KiB of blanks):
+ * the byte, -1 at end of file or past the blanks, PT_EIO on a read error. */
+static int first_byte(int fd, const char *path)
+{
+    unsigned char b[4096];
+    for (size_t seen = 0; seen < ((size_t)64 << 10);) {
+        ssize_t got = read(fd, b, sizeof b);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return pt_fail(PT_EIO, "error reading topology file %s: %s", path, strerror(errno));
+        if (got == 0) return -1;
+        for (ssize_t i = 0; i < got; i++)
+            if (!isspace(b[i])) return b[i];
+        seen += (size_t)got;
+    }
+    return -1;
+}
+
 int pt_topo_load_file(pt_topo *t, const char *path)
 {
     memset(t, 0, sizeof *t);
-    char *buf = NULL;
-    size_t len = 0;
-    int rc = pt_read_regular(path, "topology file", &buf, &len); /* no FIFO blocks */
-    if (rc) return rc;
-    size_t i = 0;
-    while (i < len && isspace((unsigned char)buf[i])) i++;
-    if (i < len && buf[i] == '<') {
-        free(buf);
+    /* the format from the first non-blank byte, before anything else is
+     * read: a file that is neither is refused without reading it whole */
+    int fd = pt_open_regular(path, "topology file"); /* no FIFO blocks */
+    if (fd < 0) return fd;
+    int c = first_byte(fd, path);
+    if (c == '<') {
+        close(fd);
         return pt_topo_load_hwloc(t, path);
     }
-    if (i >= len || buf[i] != '{') {
-        free(buf);
-        return pt_fail(PT_EFORMAT, "'%s' is neither ptrain JSON ('{') nor hwloc XML ('<')", path);
+    if (c != '{') {
+        close(fd);
+        return c == PT_EIO ? c : pt_fail(PT_EFORMAT, "'%s' is neither ptrain JSON ('{') nor hwloc XML ('<')", path);
     }
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = lseek(fd, 0, SEEK_SET) == 0 ? pt_read_fd(fd, "topology file", path, &buf, &len)
+                                         : pt_fail(PT_EIO, "cannot read topology file %s: %s", path, strerror(errno));
+    close(fd);
+    if (rc) return rc;
     if (strlen(buf) != len) {
         free(buf);
         return pt_fail(PT_EFORMAT, "'%s': a NUL byte inside the JSON text", path);

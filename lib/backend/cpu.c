@@ -18,13 +18,17 @@
  * round-to-nearest trick 1.5*2^23, which vectorises on SSE2), exp(r) by
  * Cephes' expf minimax polynomial (Moshier, Cephes Math Library, expf.c;
  * relative error about 2 ulp), times 2^k built in the exponent bits.
- * Inputs below -87.3 give 0, above 88.3 the value at 88.3 (the callers pass
- * x - rowmax <= 0, and GELU's 2u, whose tanh is then 1).  The tests hold it
- * against libm's exp through the double table. */
+ * Inputs below -87.3 (and -inf) give 0; above 88.72283, the largest float
+ * whose exp is finite (ln FLT_MAX = 88.7228391), +inf; NaN gives NaN, as
+ * expf does.  The polynomial only ever sees x clamped to [-87.3, 88.72283]
+ * (NaN clamped too), so k is in [-126, 128] and the exponent bits are never
+ * built from a NaN or out-of-range k; 2^128 is built as 2^127 * 2.  The
+ * tests hold it against libm's exp through the double table and against
+ * expf on NaN, +-inf and huge inputs. */
 static inline __attribute__((always_inline)) float pt_vexpf(float x)
 {
-    const float lo = -87.3f, hi = 88.3f;
-    float xc = x < lo ? lo : (x > hi ? hi : x);
+    const float lo = -87.3f, hi = 88.72283f;
+    float xc = x >= lo ? (x <= hi ? x : hi) : lo; /* NaN -> lo */
     float kf = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f; /* rint(x / ln2) */
     float r = xc - kf * 0.693359375f;                                    /* ln2 = C1 + C2 */
     r = r - kf * -2.12194440e-4f;
@@ -35,10 +39,12 @@ static inline __attribute__((always_inline)) float pt_vexpf(float x)
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    int32_t bits = ((int32_t)kf + 127) << 23; /* 2^k, k in [-126, 128) */
+    int32_t k = (int32_t)kf;                           /* [-126, 128] */
+    int32_t bits = ((k > 127 ? 127 : k) + 127) << 23; /* 2^min(k, 127), exponent field 1..254 */
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return x < lo ? 0.0f : p * scale;
+    float y = p * scale * (k > 127 ? 2.0f : 1.0f);
+    return x <= hi ? (x >= lo ? y : 0.0f) : (x > hi ? INFINITY : x); /* the last: NaN */
 }
 
 /* tanh(u) = 1 - 2 / (exp(2u) + 1): saturates to +-1, absolute error a few

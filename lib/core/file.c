@@ -19,6 +19,7 @@ static const char *type_name(mode_t m)
     if (S_ISCHR(m)) return "a character device";
     if (S_ISBLK(m)) return "a block device";
     if (S_ISSOCK(m)) return "a socket";
+    if (S_ISLNK(m)) return "a symbolic link";
     return "not a regular file";
 }
 
@@ -120,11 +121,29 @@ static char *dir_of(const char *path)
     return strndup(path, (size_t)(slash - path));
 }
 
+/* lstat: a symbolic link is refused as a link, whatever it points to, and
+ * never followed; rename would replace a device, FIFO or socket with a
+ * regular file */
+int pt_output_check(const char *path)
+{
+    if (!path || !*path) return pt_fail(PT_EIO, "no output file name given");
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno == ENOENT) return PT_OK;
+        return pt_fail(PT_EIO, "cannot write %s: %s", path, strerror(errno));
+    }
+    if (S_ISREG(sb.st_mode)) return PT_OK;
+    return pt_fail(PT_EIO, "%s is %s, not a regular file: refusing to replace it (remove it or name another file)",
+                   path, type_name(sb.st_mode));
+}
+
 int pt_atomic_open(pt_atomic_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
     f->fd = -1;
     if (!path || !*path) return pt_fail(PT_EIO, "no output file name given");
+    int rc = pt_output_check(path);
+    if (rc) return rc;
     f->path = strdup(path);
     char *dir = dir_of(path);
     if (!f->path || !dir) {
@@ -152,7 +171,7 @@ int pt_atomic_open(pt_atomic_file *f, const char *path)
             free(f->tmp);
             f->tmp = NULL;
             pt_atomic_abort(f);
-            int rc = pt_fail(PT_EIO, "cannot create a file in %s for %s: %s", dir, path, strerror(e));
+            rc = pt_fail(PT_EIO, "cannot create a file in %s for %s: %s", dir, path, strerror(e));
             free(dir);
             return rc;
         }
@@ -216,21 +235,28 @@ int pt_atomic_commit(pt_atomic_file *files, int n)
             }
         }
     }
-    /* 3. all renames, only once every file is complete */
+    /* 3. close (NFS reports write errors there), before any rename */
+    for (int i = 0; i < n && !rc; i++) {
+        int fd = files[i].fd;
+        files[i].fd = -1;
+        if (close(fd) != 0) rc = pt_fail(PT_EIO, "cannot write %s (close failed): %s", files[i].path, strerror(errno));
+    }
+    /* 4. every target still absent or a regular file (checked again right
+     * before the renames: it may have changed while the data were written) */
+    for (int i = 0; i < n && !rc; i++) rc = pt_output_check(files[i].path);
+    /* 5. all renames, only once every file is complete; a failed rename
+     * leaves its temporary to be removed below */
     int renamed = 0;
-    for (int i = 0; i < n && !rc; i++, renamed++)
-        if (rename(files[i].tmp, files[i].path) != 0)
-            rc = pt_fail(PT_EIO, "cannot rename %s to %s: %s", files[i].tmp, files[i].path, strerror(errno));
+    for (; renamed < n && !rc; renamed++)
+        if (rename(files[renamed].tmp, files[renamed].path) != 0) {
+            rc = pt_fail(PT_EIO, "cannot rename %s to %s: %s", files[renamed].tmp, files[renamed].path, strerror(errno));
+            break;
+        }
     for (int i = 0; i < renamed; i++) {
         fsync_dir(files[i].path);
         free(files[i].tmp);
         files[i].tmp = NULL; /* renamed: nothing to remove */
     }
-    for (int i = 0; i < n; i++) {
-        if (files[i].fd >= 0 && close(files[i].fd) != 0 && !rc && i >= renamed)
-            rc = pt_fail(PT_EIO, "cannot write %s (close failed): %s", files[i].path, strerror(errno));
-        files[i].fd = -1;
-        pt_atomic_abort(&files[i]);
-    }
+    for (int i = 0; i < n; i++) pt_atomic_abort(&files[i]); /* closes what is open, removes temporaries */
     return rc;
 }

@@ -2,10 +2,13 @@
  * libptrain_core):
  *  - reading: open without blocking on FIFOs and refuse anything that is
  *    not a regular file, with one line naming the path and its type;
- *  - writing: a file appears complete or not at all.  Data go to an
- *    unnamed O_TMPFILE in the target's directory (nothing is left behind
- *    when the process is killed), or where the file system lacks O_TMPFILE,
- *    to an O_CREAT|O_EXCL temporary "PATH.tmp.XXXXXX" (mkostemp: a planted
+ *  - writing: only regular files are replaced (an existing symlink, device,
+ *    FIFO, socket or directory at the target is refused, checked when the
+ *    write starts and again right before the rename), and a file appears
+ *    complete or not at all.  Data go to an unnamed O_TMPFILE in the
+ *    target's directory (nothing is left behind when the process is
+ *    killed), or where the file system lacks O_TMPFILE, to an
+ *    O_CREAT|O_EXCL temporary "PATH.tmp.XXXXXX" (mkostemp: a planted
  *    symlink or file of that name is never followed or reused); fsync;
  *    rename over the target; fsync of the directory.
  * Errors go through pt_fail (PT_EIO, PT_ENOMEM) as one line.
@@ -35,6 +38,16 @@ int pt_read_fd(int fd, const char *what, const char *name, char **buf, size_t *l
  * NUL-terminated buffer of *len bytes.  PT_EIO, PT_ENOMEM. */
 int pt_read_regular(const char *path, const char *what, char **buf, size_t *len);
 
+/* Whether `path` may be (re)written by pt_atomic_open: it does not exist, or
+ * it is a regular file (lstat: a symbolic link -- to a regular file too --,
+ * directory, FIFO, socket or device is refused without being followed or
+ * opened).  Tools call it before long work (a probe, an encoding) so that a
+ * bad output name is refused at once; pt_atomic_open and pt_atomic_commit
+ * check again.  Returns PT_OK, or PT_EIO with one line naming the path and
+ * what it is ("PATH is a FIFO, not a regular file: refusing to replace it
+ * (remove it or name another file)"), or why it cannot be examined. */
+int pt_output_check(const char *path);
+
 /* A file being written atomically. */
 typedef struct pt_atomic_file {
     int fd;     /* write the contents here */
@@ -42,15 +55,23 @@ typedef struct pt_atomic_file {
     char *tmp;  /* visible temporary name (mkostemp fallback), else NULL */
 } pt_atomic_file;
 
-/* Start writing `path` (mode 0644).  PT_EIO when the directory cannot hold
- * a new file, PT_ENOMEM. */
+/* Start writing `path` (mode 0644).  An existing `path` must be a regular
+ * file: a symbolic link (to anything, a regular file included), directory,
+ * FIFO, socket or device is refused (lstat, links are never followed) with
+ * PT_EIO and one line "PATH is a symbolic link, not a regular file: refusing
+ * to replace it ...".  PT_EIO also when the directory cannot hold a new
+ * file; PT_ENOMEM. */
 int pt_atomic_open(pt_atomic_file *f, const char *path);
 
-/* Make the files visible under their final names: fsync each, then link
- * (O_TMPFILE) and rename all of them, then fsync their directories.  The
+/* Make the files visible under their final names: fsync each, link it to a
+ * temporary name (O_TMPFILE) and close it (fsync and close errors are
+ * reported), check every target again as pt_atomic_open did (one that
+ * became a link, FIFO, device... since is refused, PT_EIO, and nothing is
+ * renamed), and rename all of them, then fsync their directories.  The
  * renames happen only after every file was written and synced, so a failure
- * before them leaves every previous file untouched.  Closes and releases
- * all of them, also on error (removing what was not renamed).  PT_EIO. */
+ * before them leaves every previous file untouched; a failed rename leaves
+ * no temporary.  Closes and releases all of them, also on error (removing
+ * what was not renamed).  PT_EIO, PT_ENOMEM. */
 int pt_atomic_commit(pt_atomic_file *files, int n);
 
 /* Drop a file being written (close; remove its temporary). */

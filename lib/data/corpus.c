@@ -9,9 +9,12 @@
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int grow(void **v, int *cap, int need, size_t elem)
 {
@@ -108,11 +111,77 @@ oom:
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-static int add_dir(pt_corpus *c, const char *path, pt_corpus_format fmt, const char *field, int depth)
+/* Record a directory entry passed over: its path and why (a printf format) */
+__attribute__((format(printf, 3, 4))) static int skip(pt_corpus *c, const char *path, const char *fmt, ...)
+{
+    char why[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    if (grow((void **)&c->skipped, &c->cap_skipped, c->nskipped + 1, sizeof *c->skipped))
+        return pt_fail(PT_ENOMEM, "corpus: out of memory");
+    char *p = strdup(path), *w = strdup(why);
+    if (!p || !w) {
+        free(p);
+        free(w);
+        return pt_fail(PT_ENOMEM, "corpus: out of memory");
+    }
+    c->skipped[c->nskipped++] = (pt_corpus_skip){ p, w };
+    return PT_OK;
+}
+
+static const char *kind_of(mode_t m)
+{
+    if (S_ISFIFO(m)) return "a FIFO";
+    if (S_ISCHR(m)) return "a character device";
+    if (S_ISBLK(m)) return "a block device";
+    if (S_ISSOCK(m)) return "a socket";
+    return "not a regular file or directory";
+}
+
+/* The directories of one walk: those entered (device and inode, each read
+ * once) and how deep the current one is on the path from the top. */
+typedef struct walk {
+    struct seen { dev_t dev; ino_t ino; int depth; char *path; } *v;
+    int n, cap;
+} walk;
+
+static int add_dir(pt_corpus *c, const char *path, pt_corpus_format fmt, const char *field, int depth, walk *w);
+
+/* A subdirectory (`linked`: reached through a symbolic link): entered
+ * unless it is one of the directories being read (a loop) or was read
+ * already (through another link), so every directory is read once. */
+static int enter_dir(pt_corpus *c, const char *p, const struct stat *st, int linked, pt_corpus_format fmt,
+                     const char *field, int depth, walk *w)
+{
+    const char *what = linked ? "a symbolic link to" : "the directory";
+    for (int k = 0; k < w->n; k++)
+        if (w->v[k].dev == st->st_dev && w->v[k].ino == st->st_ino)
+            return w->v[k].depth >= 0
+                       ? skip(c, p, "%s %s, a directory that contains it (a directory loop)", what, w->v[k].path)
+                       : skip(c, p, "%s %s, a directory already read", what, w->v[k].path);
+    return add_dir(c, p, fmt, field, depth + 1, w);
+}
+
+static int add_dir(pt_corpus *c, const char *path, pt_corpus_format fmt, const char *field, int depth, walk *w)
 {
     if (depth > 64) return pt_fail(PT_EIO, "%s: directories nested deeper than 64 levels", path);
     DIR *d = opendir(path);
     if (!d) return pt_fail(PT_EIO, "cannot read directory %s: %s", path, strerror(errno));
+    struct stat ds;
+    int me = w->n;
+    if (fstat(dirfd(d), &ds) != 0) {
+        int e = errno;
+        closedir(d);
+        return pt_fail(PT_EIO, "cannot stat directory %s: %s", path, strerror(e));
+    }
+    if (grow((void **)&w->v, &w->cap, w->n + 1, sizeof *w->v) || !(w->v[me].path = strdup(path))) {
+        closedir(d);
+        return pt_fail(PT_ENOMEM, "corpus: out of memory listing %s", path);
+    }
+    w->v[me] = (struct seen){ ds.st_dev, ds.st_ino, depth, w->v[me].path };
+    w->n++;
     char **names = NULL;
     int n = 0, cap = 0, rc = PT_OK;
     struct dirent *e;
@@ -125,7 +194,7 @@ static int add_dir(pt_corpus *c, const char *path, pt_corpus_format fmt, const c
         n++;
     }
     closedir(d);
-    if (!rc) qsort(names, (size_t)n, sizeof *names, cmp_str);
+    if (!rc && n > 1) qsort(names, (size_t)n, sizeof *names, cmp_str); /* names is NULL when n == 0 */
     for (int i = 0; i < n && !rc; i++) {
         size_t l = strlen(path) + strlen(names[i]) + 2;
         char *p = malloc(l);
@@ -133,13 +202,30 @@ static int add_dir(pt_corpus *c, const char *path, pt_corpus_format fmt, const c
         snprintf(p, l, "%s/%s", path, names[i]);
         struct stat st;
         if (lstat(p, &st)) rc = pt_fail(PT_EIO, "cannot stat %s: %s", p, strerror(errno));
-        else if (S_ISDIR(st.st_mode)) rc = add_dir(c, p, fmt, field, depth + 1);
+        else if (S_ISDIR(st.st_mode)) rc = enter_dir(c, p, &st, 0, fmt, field, depth, w);
         else if (S_ISREG(st.st_mode)) rc = pt_corpus_add(c, p, fmt, field);
-        /* symlinks, FIFOs, sockets inside a directory are passed over */
+        else if (!S_ISLNK(st.st_mode)) rc = skip(c, p, "%s, not a regular file", kind_of(st.st_mode));
+        else if (stat(p, &st) != 0) {
+            /* the link's target, for the message (readlink does not follow) */
+            int e = errno;
+            char to[256];
+            ssize_t tl = readlink(p, to, sizeof to - 1);
+            if (tl < 0) tl = 0;
+            to[tl] = '\0';
+            if (e == ENOENT) rc = skip(c, p, "a broken symbolic link (to '%s', which does not exist)", to);
+            else if (e == ELOOP) rc = skip(c, p, "a symbolic link loop (to '%s')", to);
+            else rc = skip(c, p, "a symbolic link to '%s', which cannot be examined: %s", to, strerror(e));
+        }
+        /* symbolic links are followed for reading only (Hugging Face's hub
+         * cache, git-annex and DVC lay corpora out as links into a store) */
+        else if (S_ISREG(st.st_mode)) rc = pt_corpus_add(c, p, fmt, field);
+        else if (S_ISDIR(st.st_mode)) rc = enter_dir(c, p, &st, 1, fmt, field, depth, w);
+        else rc = skip(c, p, "a symbolic link to %s, not a regular file", kind_of(st.st_mode));
         free(p);
     }
     for (int i = 0; i < n; i++) free(names[i]);
     free(names);
+    w->v[me].depth = -1; /* read: no longer an ancestor */
     return rc;
 }
 
@@ -159,7 +245,13 @@ int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const ch
     }
     struct stat st;
     if (stat(path, &st)) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
-    if (S_ISDIR(st.st_mode)) return add_dir(c, path, fmt, field, 0);
+    if (S_ISDIR(st.st_mode)) {
+        walk w = { 0 };
+        rc = add_dir(c, path, fmt, field, 0, &w);
+        for (int k = 0; k < w.n; k++) free(w.v[k].path);
+        free(w.v);
+        return rc;
+    }
     rc = pt_read_regular(path, "corpus file", &buf, &len);
     if (rc) return rc;
     return add_source(c, path, buf, len, fmt, field);
@@ -174,6 +266,11 @@ void pt_corpus_free(pt_corpus *c)
         free(c->names[i]);
         free(c->bufs[i]);
     }
+    for (int i = 0; i < c->nskipped; i++) {
+        free(c->skipped[i].path);
+        free(c->skipped[i].why);
+    }
+    free(c->skipped);
     free(c->docs);
     free(c->names);
     free(c->bufs);

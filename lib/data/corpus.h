@@ -28,6 +28,14 @@ typedef struct pt_corpus_doc {
     int owned;          /* text is a malloc'd copy (a decoded JSON string) */
 } pt_corpus_doc;
 
+/* A directory entry that pt_corpus_add passed over, and why. */
+typedef struct pt_corpus_skip {
+    char *path;         /* the entry, as reached ("DIR/sub/name") */
+    char *why;          /* one line: "a broken symbolic link (to 'x', which does not exist)",
+                         * "a FIFO, not a regular file", "a symbolic link to DIR, a directory
+                         * that contains it (a directory loop)", ... */
+} pt_corpus_skip;
+
 typedef struct pt_corpus {
     int nsrc;           /* sources read (files, "-") */
     char **names;       /* [nsrc] their paths ("-" for standard input) */
@@ -36,11 +44,21 @@ typedef struct pt_corpus {
     pt_corpus_doc *docs;/* [ndocs] */
     size_t bytes;       /* sum of the documents' lengths */
     int cap_src, cap_docs;
+    int nskipped;       /* entries of the directories read that were passed over */
+    pt_corpus_skip *skipped; /* [nskipped], in the order met */
+    int cap_skipped;
 } pt_corpus;
 
 /* Add `path`: a regular file, a directory (its regular files and
  * subdirectories, recursively, in byte order of their names; names
- * starting with '.' are skipped) or "-" (standard input, once).  `field`
+ * starting with '.' are skipped) or "-" (standard input, once).  Inside a
+ * directory, symbolic links are followed for reading: a link to a regular
+ * file is read as one (the layout of Hugging Face's hub cache, git-annex and
+ * DVC), a link to a directory is entered; each directory is read once.
+ * Entries that cannot be read are passed over and listed in c->skipped
+ * with the reason: a broken link, a link loop, a link to a directory that
+ * contains it (a directory loop) or to one already read, a FIFO, socket or
+ * device (also behind a link).  `field`
  * names the JSONL string field (NULL: "text").  Empty documents are
  * skipped.  Errors, each one line naming the file (and for JSONL the line
  * and byte offset): PT_EIO (cannot open or read, not a regular file or

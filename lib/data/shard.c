@@ -1,11 +1,14 @@
 /* Token shards and the batch loader (format and semantics in shard.h). */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* program_invocation_short_name */
 #include "data/shard.h"
 #include "core/file.h"
 #include "core/core.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,10 +57,143 @@ static int host_is_little_endian(void)
     return *(const unsigned char *)&one == 1;
 }
 
+/* ---- SIGBUS on a mapped shard ------------------------------------------------
+ * A shard is read through a MAP_PRIVATE mapping.  When the file is truncated
+ * or rewritten in place while mapped (cp, `>`, a prepare writing into an
+ * existing inode by hand), a read of a page past its new end raises SIGBUS,
+ * which killed every rank without a word.  Every mapped shard is registered
+ * here (address range and name), and a SIGBUS handler checks whether the
+ * faulting address lies in one: if so it writes one line naming the shard
+ * and _exits with PT_SHARD_CHANGED_EXIT; any other SIGBUS goes to the
+ * handler that was there before (or the default action, which ends the
+ * process with SIGBUS).  The handler uses only atomics, write(2),
+ * sigaction, raise and _exit (async-signal-safe, POSIX.1-2008 2.4.3). */
+#define GUARD_SLOTS 64
+#define GUARD_NAME 256
+enum { GUARD_FREE = 0, GUARD_BUSY = 1, GUARD_LIVE = 2 };
+static struct guard {
+    atomic_int state;
+    atomic_uintptr_t start;
+    atomic_size_t len;
+    char name[GUARD_NAME]; /* NUL-terminated, truncated with "..." */
+} guards[GUARD_SLOTS];
+static struct sigaction guard_prev;
+static pthread_once_t guard_once = PTHREAD_ONCE_INIT;
+
+static size_t put_str(char *b, size_t at, size_t cap, const char *s)
+{
+    while (*s && at < cap) b[at++] = *s++;
+    return at;
+}
+
+static size_t put_num(char *b, size_t at, size_t cap, unsigned long long v)
+{
+    char d[24];
+    int n = 0;
+    do d[n++] = (char)('0' + v % 10); while ((v /= 10) && n < 24);
+    while (n && at < cap) b[at++] = d[--n];
+    return at;
+}
+
+static void guard_handler(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    for (int i = 0; si->si_code > 0 && i < GUARD_SLOTS; i++) {
+        if (atomic_load(&guards[i].state) != GUARD_LIVE) continue;
+        uintptr_t st = atomic_load(&guards[i].start);
+        size_t len = atomic_load(&guards[i].len);
+        if (a < st || a - st >= len) continue;
+        char m[GUARD_NAME + 400];
+        size_t k = 0, cap = sizeof m - 1;
+        k = put_str(m, k, cap, program_invocation_short_name);
+        k = put_str(m, k, cap, ": token shard ");
+        k = put_str(m, k, cap, guards[i].name);
+        k = put_str(m, k, cap, " changed or was truncated while mapped (bus error reading byte ");
+        k = put_num(m, k, cap, (unsigned long long)(a - st));
+        k = put_str(m, k, cap, " of the ");
+        k = put_num(m, k, cap, (unsigned long long)len);
+        k = put_str(m, k, cap, " it had when opened): replace a shard in use by writing a new file and renaming it "
+                               "over the old one, as ptrain-data prepare does, never in place\n");
+        m[k] = '\0';
+        for (size_t off = 0; off < k;) {
+            ssize_t w = write(STDERR_FILENO, m + off, k - off);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            off += (size_t)w;
+        }
+        _exit(PT_SHARD_CHANGED_EXIT);
+    }
+    /* not a shard: what was there before */
+    if (guard_prev.sa_flags & SA_SIGINFO) {
+        guard_prev.sa_sigaction(sig, si, uc);
+        return;
+    }
+    if (guard_prev.sa_handler != SIG_DFL && guard_prev.sa_handler != SIG_IGN) {
+        guard_prev.sa_handler(sig);
+        return;
+    }
+    /* the default action (a SIGBUS of a fault cannot be ignored): restored,
+     * and the signal raised again; it is delivered when this returns */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig);
+}
+
+static void guard_install(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = guard_handler;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &guard_prev);
+}
+
+/* Register a mapping; a full table leaves it unguarded (the default SIGBUS). */
+static void guard_add(const void *start, size_t len, const char *path)
+{
+    pthread_once(&guard_once, guard_install);
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        int expect = GUARD_FREE;
+        if (!atomic_compare_exchange_strong(&guards[i].state, &expect, GUARD_BUSY)) continue;
+        size_t n = strlen(path);
+        if (n < GUARD_NAME) {
+            memcpy(guards[i].name, path, n + 1);
+        } else { /* keep the end of a long path, where the file name is */
+            memcpy(guards[i].name, "...", 3);
+            memcpy(guards[i].name + 3, path + n - (GUARD_NAME - 4), GUARD_NAME - 3);
+        }
+        atomic_store(&guards[i].start, (uintptr_t)start);
+        atomic_store(&guards[i].len, len);
+        atomic_store(&guards[i].state, GUARD_LIVE);
+        return;
+    }
+}
+
+static void guard_remove(const void *start)
+{
+    for (int i = 0; i < GUARD_SLOTS; i++) {
+        int expect = GUARD_LIVE;
+        if (atomic_load(&guards[i].start) == (uintptr_t)start &&
+            atomic_compare_exchange_strong(&guards[i].state, &expect, GUARD_BUSY)) {
+            atomic_store(&guards[i].start, 0);
+            atomic_store(&guards[i].len, 0);
+            atomic_store(&guards[i].state, GUARD_FREE);
+            return;
+        }
+    }
+}
+
 void pt_shard_close(pt_shard *s)
 {
     if (!s) return;
-    if (s->map_) munmap(s->map_, s->map_bytes_);
+    if (s->map_) {
+        guard_remove(s->map_);
+        munmap(s->map_, s->map_bytes_);
+    }
     memset(s, 0, sizeof *s);
 }
 
@@ -129,10 +265,12 @@ int pt_shard_open(pt_shard *s, const char *path)
     int e = errno;
     close(fd);
     if (map == MAP_FAILED) return pt_fail(PT_EIO, "cannot mmap %s (%llu bytes): %s", path, (unsigned long long)size, strerror(e));
+    guard_add(map, (size_t)size, path); /* before the first read: the checksum pass can fault too */
     const unsigned char *payload = (const unsigned char *)map + PT_SHARD_HEADER_BYTES;
     const uint16_t *tok = (const uint16_t *)(const void *)payload;
     uint64_t sum = fnv_update(FNV_BASIS, payload, (size_t)(2 * ntok));
     if (sum != checksum) {
+        guard_remove(map);
         munmap(map, (size_t)size);
         return pt_fail(PT_EFORMAT, "%s: checksum mismatch: header says %016llx, payload hashes to %016llx (corrupted file)",
                        path, (unsigned long long)checksum, (unsigned long long)sum);
@@ -140,6 +278,7 @@ int pt_shard_open(pt_shard *s, const char *path)
     for (uint64_t i = 0; i < ntok; i++)
         if (tok[i] >= vocab) {
             unsigned id = tok[i];
+            guard_remove(map);
             munmap(map, (size_t)size);
             return pt_fail(PT_EFORMAT, "%s: token %llu has id %u >= vocab_size %u", path, (unsigned long long)i, id,
                            vocab);

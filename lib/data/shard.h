@@ -49,10 +49,22 @@ typedef struct pt_shard {
     size_t map_bytes_;
 } pt_shard;
 
+/* Exit status of a process whose mapped shard changed under it (below). */
+#define PT_SHARD_CHANGED_EXIT 4
+
 /* Open `path` read-only, mmap it and validate: magic, version, bytes per token,
  * file size == 64 + 2 * ntokens, eot_id < vocab_size <= 65536, payload
  * checksum, every id < vocab_size (one pass over the payload, O(ntokens)).
  * On success fill *s (close with pt_shard_close()); on error *s is zeroed.
+ * The mapping reads the file itself: a shard truncated or rewritten in
+ * place while open makes reads past its new end fault (SIGBUS).  The first
+ * pt_shard_open installs a SIGBUS handler (sigaction; the previous
+ * disposition is kept for every other SIGBUS) that, for a fault inside an
+ * open shard (up to 64 at once), writes one line to standard error,
+ * "PROG: token shard PATH changed or was truncated while mapped (bus error
+ * reading byte N of the M it had when opened): ...", and _exits with
+ * PT_SHARD_CHANGED_EXIT.  Replacing a shard by rename (pt_shard_write,
+ * ptrain-data prepare) is safe: the open mapping keeps the old file.
  * Errors: PT_EINVAL (NULL argument), PT_EIO (cannot open/read/mmap),
  * PT_EFORMAT (not a ptrain token shard, unknown version, truncated or
  * over-long file -- giving expected vs actual bytes --, checksum mismatch,

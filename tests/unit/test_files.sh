@@ -6,9 +6,15 @@
 #    ptrain-run refuses a pair from two different prepare runs;
 #  - a killed prepare leaves no *.tmp.* behind (O_TMPFILE);
 #  - ptrain-topo --save never follows a planted symlink at a temporary name;
+#  - ptrain-topo --save and prepare's train.bin/val.bin replace only regular
+#    files: a FIFO, symbolic link (also to a regular file), directory or
+#    character device there is refused in one line and left as it was;
 #  - FIFOs (and directories) given as input are refused in one line,
 #    without blocking, by ptrain-data info/encode, ptrain-topo
 #    --load/--topology and ptrain-run --data;
+#  - a full standard output is reported in one line by ptrain-data info,
+#    prepare and ptrain-topo; a topology file is typed by its first byte
+#    before it is read whole;
 #  - hwloc XML that crashes hwloc is refused in one line (case 8, fuzzing);
 #  - decode refuses a NUL byte instead of dropping the ids after it;
 #  - one long word without spaces encodes like the reference (the JS
@@ -93,6 +99,75 @@ done
 "$topo" --topology "$xml" --save "$tmp/model.json" >/dev/null 2>&1
 check "ptrain-topo --save writes its file" sh -c "grep -q ptrain-topo '$tmp/model.json'"
 check "ptrain-topo --save follows no planted symlink (the link target was not created)" test ! -e "$tmp/victim"
+
+# outputs that are not regular files: ptrain-topo --save and ptrain-data
+# prepare refuse them in one line, status 2, before any work, and leave them
+# (and what a link points to) as they were; the old writers renamed a
+# regular file over them (as root, --save /dev/null replaced /dev/null)
+mkdir "$tmp/out"
+awk 'BEGIN { srand(); printf "victim %d\n", int(rand() * 1e9) }' >"$tmp/out/victim"
+cp "$tmp/out/victim" "$tmp/out/victim.orig"
+mkfifo "$tmp/out/fifo.json"
+ln -s victim "$tmp/out/link.json"
+ln -s nowhere "$tmp/out/dangling.json"
+mkdir "$tmp/out/dir.json"
+refuse "ptrain-topo --save FIFO" 2 "fifo.json is a FIFO, not a regular file: refusing to replace it" \
+    "$topo" --topology "$xml" --save "$tmp/out/fifo.json"
+check "... the FIFO is still a FIFO" test -p "$tmp/out/fifo.json"
+refuse "ptrain-topo --save LINK (to a regular file)" 2 "link.json is a symbolic link, not a regular file" \
+    "$topo" --topology "$xml" --save "$tmp/out/link.json"
+check "... the link is still a link to victim, and victim is unchanged" \
+    sh -c "[ -L '$tmp/out/link.json' ] && [ \"\$(readlink '$tmp/out/link.json')\" = victim ] && cmp -s '$tmp/out/victim' '$tmp/out/victim.orig'"
+refuse "ptrain-topo --save DANGLING-LINK" 2 "dangling.json is a symbolic link, not a regular file" \
+    "$topo" --topology "$xml" --save "$tmp/out/dangling.json"
+check "... the link's target was not created" test ! -e "$tmp/out/nowhere"
+refuse "ptrain-topo --save DIR" 2 "dir.json is a directory, not a regular file" "$topo" --topology "$xml" --save "$tmp/out/dir.json"
+if mknod "$tmp/out/null.json" c 1 3 2>/dev/null; then
+    refuse "ptrain-topo --save CHAR-DEVICE (mknod c 1 3, as /dev/null)" 2 "null.json is a character device, not a regular file" \
+        "$topo" --topology "$xml" --save "$tmp/out/null.json"
+    check "... the device is still a character device" test -c "$tmp/out/null.json"
+    rm -f "$tmp/out/null.json"
+else
+    ok "ptrain-topo --save CHAR-DEVICE # SKIP cannot create a character device here (needs root with CAP_MKNOD)"
+fi
+"$topo" --topology "$xml" --save "$tmp/out/plain.json" >/dev/null 2>&1
+check "ptrain-topo --save over an existing regular file still replaces it" sh -c "grep -q ptrain-topo '$tmp/out/plain.json'"
+mkdir "$tmp/out/ds"
+ln -s ../victim "$tmp/out/ds/train.bin"
+refuse "prepare --out DIR with DIR/train.bin a link to a regular file" 2 "train.bin is a symbolic link, not a regular file" \
+    "$pd" prepare --out "$tmp/out/ds" "$tmp/a.txt"
+check "... the link and victim are unchanged, and no val.bin was written" \
+    sh -c "[ -L '$tmp/out/ds/train.bin' ] && cmp -s '$tmp/out/victim' '$tmp/out/victim.orig' && [ ! -e '$tmp/out/ds/val.bin' ]"
+rm "$tmp/out/ds/train.bin"; mkfifo "$tmp/out/ds/val.bin"
+refuse "prepare --out DIR with DIR/val.bin a FIFO" 2 "val.bin is a FIFO, not a regular file" \
+    "$pd" prepare --out "$tmp/out/ds" "$tmp/a.txt"
+check "... the FIFO is still a FIFO and no train.bin was written" sh -c "[ -p '$tmp/out/ds/val.bin' ] && [ ! -e '$tmp/out/ds/train.bin' ]"
+refuse "prepare --out FILE" 2 "victim exists and is not a directory" "$pd" prepare --out "$tmp/out/victim" "$tmp/a.txt"
+
+# standard output that cannot be written (a full disk: /dev/full) is an
+# error in one line, not a silent success with lost output
+if [ -w /dev/full ]; then
+    refuse "ptrain-data info >/dev/full" 1 "info: cannot write standard output: No space left on device" \
+        sh -c "exec '$pd' info '$tmp/valA' >/dev/full"
+    refuse "ptrain-data prepare >/dev/full" 1 "prepare: cannot write standard output: No space left on device" \
+        sh -c "exec '$pd' prepare --out '$tmp/full' '$tmp/a.txt' >/dev/full"
+    refuse "ptrain-topo --json >/dev/full" 3 "cannot write standard output: No space left on device" \
+        sh -c "exec '$topo' --topology '$xml' --json >/dev/full"
+else
+    ok "writes to /dev/full # SKIP no writable /dev/full"
+fi
+# a topology file is typed by its first non-blank byte before the rest is
+# read: a 4 GiB (sparse) file starting with 'x' is refused at once, under a
+# 1 GB address-space limit that the old code, reading it whole first, ran
+# out of (not under ASan, which needs the address space for its shadow)
+truncate -s 4G "$tmp/big.json" && printf x | dd of="$tmp/big.json" conv=notrunc 2>/dev/null
+if grep -q '^SAN_CFLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
+    ok "ptrain-topo --load of a 4 GiB non-topology file # SKIP sanitizer build (ulimit -v)"
+else
+    refuse "ptrain-topo --load of a 4 GiB file starting with 'x', 1 GB address space" 2 \
+        "big.json' is neither ptrain JSON ('{') nor hwloc XML ('<')" sh -c "ulimit -v 1000000; exec '$topo' --load '$tmp/big.json'"
+fi
+rm -f "$tmp/big.json"
 
 # FIFOs and directories as input: one line, no blocking
 mkfifo "$tmp/fifo"

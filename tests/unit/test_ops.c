@@ -26,6 +26,7 @@
 #include "tests/tap.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -1194,6 +1195,45 @@ static void test_float_vs_double(void)
     }
 }
 
+/* The float table's vectorised exp at the edges of float, through
+ * xent_sumexp with one logit per row and a zero row maximum (so each sum is
+ * exp of one value), against libm's expf: NaN gives NaN and +inf +inf (it
+ * built the exponent bits from a NaN, a left shift of a negative number,
+ * undefined behaviour that UBSan stops on, and gave exp(88.3) for +inf and
+ * for everything above 88.3); -inf and values below -87.3 give 0 (expf: 0
+ * or a denormal); the values up to the largest float whose exp is finite
+ * are within 1e-6 relative, the ones past it +inf.  Random huge values of
+ * both signs, fresh every run, join the fixed edges. */
+static void test_float_exp_edges(void)
+{
+    const pt_ops_f32 *F = &pt_cpu_ops_f32;
+    const float fixed[] = { NAN, -NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1e30f, -1e30f, 88.3f, 88.5f,
+                            88.7f, 88.72283f, nextafterf(88.72283f, INFINITY), 88.73f, 89.0f, 100.0f, -87.29f,
+                            -87.31f, -100.0f, -103.9f, -104.0f, 0.0f, -0.0f, 1e-30f, -1e-30f };
+    enum { NF = sizeof fixed / sizeof fixed[0], NR = 64, NX = NF + NR };
+    float l[NX], m[NX], se[NX], tg[NX];
+    int32_t t[NX];
+    for (int i = 0; i < NX; i++) {
+        if (i < NF) l[i] = fixed[i];
+        else if (i < NF + NR / 2) l[i] = (float)((i % 2 ? 1 : -1) * exp(4.5 + 83.0 * pt_rng_uniform(&rng))); /* 90..1e38 */
+        else l[i] = (float)(85.0 + 4.0 * pt_rng_uniform(&rng)) * (i % 2 ? 1 : -1); /* around the edges */
+        m[i] = 0, t[i] = -1;
+    }
+    F->xent_sumexp(se, tg, l, m, t, 0, 1, NX, 1);
+    int bad = 0;
+    for (int i = 0; i < NX; i++) {
+        float want = expf(l[i]);
+        int ok;
+        if (isnan(want)) ok = isnan(se[i]);
+        else if (isinf(want)) ok = isinf(se[i]) && se[i] > 0;
+        else if (l[i] < -87.3f) ok = se[i] >= 0 && se[i] <= 1e-37f;
+        else ok = isfinite(se[i]) && fabs((double)se[i] - want) <= 1e-6 * want;
+        if (!ok && bad++ < 5) tap_diag("exp(%.9g): got %.9g, expf gives %.9g", l[i], se[i], want);
+    }
+    tap_ok(bad == 0, "float exp at the edges against expf: NaN -> NaN, +-inf, huge values, around -87.3 and "
+           "88.72 (%d values, %d wrong)", NX, bad);
+}
+
 /* The float table's vectorised exp (a polynomial, not libm) and its GELU
  * over the whole input range, element by element against libm in double:
  * xent_sumexp with one logit per row and rowmax as the shift gives
@@ -1364,6 +1404,7 @@ int main(void)
     tap_diag("worst finite-difference error over all ops: %.2e (bound %.0e)", g_worst_fd, FD_TOL);
     test_float_vs_double();
     test_float_range();
+    test_float_exp_edges();
     test_threads();
     return tap_done();
 }

@@ -97,4 +97,52 @@ rc=0; "$pd" prepare --out "$w/x" --format csv "$w/t1" >"$w/e5" 2>&1 || rc=$?
 check "--format csv is refused naming the valid formats" sh -c "[ $rc -eq 2 ] && grep -q 'auto, text, jsonl' '$w/e5'"
 rc=0; "$pd" prepare --out "$w/x" - - <"$w/t1" >"$w/e6" 2>&1 || rc=$?
 check "standard input twice is refused" sh -c "[ $rc -eq 2 ] && grep -q 'given twice' '$w/e6'"
+
+# 5. a corpus laid out as symbolic links (Hugging Face's hub cache, git-annex,
+# DVC): links to regular files are read (relative and absolute, a .jsonl link
+# as JSON Lines), a linked directory is entered; broken links, link loops, a
+# link to a directory that contains it and a FIFO are passed over and listed
+# on standard error with the reason, one line each (a newline in a name as
+# ?); an empty subdirectory is fine (it was qsort(NULL, 0), undefined
+# behaviour).  The old code skipped every link.
+seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+diag "random text seed $seed"
+nl='
+'
+rtext() { awk -v s="$1" 'BEGIN { srand(s); n = 5 + int(rand() * 40); for (i = 0; i < n; i++) printf "%s%c%d", i ? " " : "", 97 + int(rand() * 26), int(rand() * 1e4); printf ".\n" }'; }
+h=$w/hub
+mkdir -p "$h/blobs" "$h/extra" "$h/snapshots/rev/sub" "$h/snapshots/rev/empty"
+rtext $((seed + 1)) >"$h/blobs/1a2b"
+rtext $((seed + 2)) >"$h/blobs/3c4d"
+rtext $((seed + 3)) | tr -d '\n' >"$w/jdoc"
+printf '{"text": "%s"}\n' "$(cat "$w/jdoc")" >"$h/blobs/5e6f"
+rtext $((seed + 4)) >"$h/extra/d.txt"
+ln -s ../../blobs/1a2b "$h/snapshots/rev/a.txt"
+ln -s "$h/blobs/3c4d" "$h/snapshots/rev/sub/b.txt"
+ln -s ../../blobs/5e6f "$h/snapshots/rev/c.jsonl"
+ln -s ../../extra "$h/snapshots/rev/linked"
+ln -s ../../blobs/missing "$h/snapshots/rev/broken.txt"
+ln -s .. "$h/snapshots/rev/sub/up"
+ln -s self.txt "$h/snapshots/rev/self.txt"
+mkfifo "$h/snapshots/rev/fifo"
+ln -s "../x${nl}y" "$h/snapshots/rev/nl.txt"
+rc=0
+"$pd" prepare --out "$w/hubout" --val-fraction 0.25 "$h/snapshots/rev" >"$w/h.out" 2>"$w/h.err" || rc=$?
+check "prepare of a directory of symbolic links exits 0 ($(head -n 1 "$w/h.out"))" [ "$rc" -eq 0 ]
+for f in "$h/blobs/1a2b" "$w/jdoc" "$h/extra/d.txt" "$h/blobs/3c4d"; do echo $EOT; enc "$f"; done >"$w/hwant"
+{ ids "$w/hubout/train.bin"; ids "$w/hubout/val.bin"; } >"$w/hgot"
+check "the documents are the links' targets, in the order of the links' names (a.txt, c.jsonl, linked/d.txt, sub/b.txt)" \
+    cmp -s "$w/hwant" "$w/hgot"
+check "4 documents reported" grep -q '4 documents' "$w/h.out"
+r=$h/snapshots/rev
+for pat in "skipped $r/broken.txt: a broken symbolic link (to '../../blobs/missing', which does not exist)" \
+    "skipped $r/fifo: a FIFO, not a regular file" \
+    "skipped $r/self.txt: a symbolic link loop (to 'self.txt')" \
+    "skipped $r/sub/up: a symbolic link to $r, a directory that contains it (a directory loop)" \
+    "skipped $r/nl.txt: a broken symbolic link (to '../x?y', which does not exist)" \
+    "skipped 5 entries of the input directories in all"; do
+    check "standard error says: $pat" grep -qF -- "$pat" "$w/h.err"
+done
+check "standard error has those 6 lines and nothing else (a newline in a link's target shown as ?)" \
+    [ "$(wc -l <"$w/h.err")" -eq 6 ]
 done_testing
