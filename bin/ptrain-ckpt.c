@@ -145,6 +145,14 @@ static int manifest_config(json_t *man, pt_gpt_config *cfg)
     return PT_OK;
 }
 
+/* a manifest saved before manifests had a checksum: accepted, said once on stderr */
+static void old_manifest_warning(const char *path, json_t *man)
+{
+    if (!json_object_get(man, PT_CKPT_MANIFEST_SUM))
+        fprintf(stderr, "ptrain-ckpt: warning: checkpoint %s: manifest.json has no checksum (saved by an older ptrain); "
+                        "accepted after its consistency checks\n", path);
+}
+
 /* ---- info ------------------------------------------------------------------ */
 
 static int cmd_info(const char *arg)
@@ -152,15 +160,17 @@ static int cmd_info(const char *arg)
     char path[4200];
     json_t *man;
     if (resolve(arg, path, sizeof path) || pt_ckpt_manifest_read(path, &man)) return tool_die(2, "info: %s", pt_errmsg());
+    old_manifest_warning(path, man);
     json_t *mc = json_object_get(man, "model"), *mp = json_object_get(man, "plan"),
            *ls = json_object_get(man, "lr_schedule"), *files = json_object_get(man, "files"),
            *tens = json_object_get(man, "tensors");
     printf("checkpoint: %s\n", path);
     printf("step: %lld (AdamW step %lld)\n", jint(man, "step"), jint(man, "adam_step"));
-    long long nparam = 0;
+    /* sums of numbers pt_ckpt_manifest_check bounded, taken unsigned: never undefined */
+    unsigned long long nparam = 0;
     size_t k;
     json_t *x;
-    json_array_foreach(tens, k, x) nparam += jint(x, "rows") * jint(x, "cols");
+    json_array_foreach(tens, k, x) nparam += (unsigned long long)jint(x, "rows") * (unsigned long long)jint(x, "cols");
     printf("model: %s L=%lld H=%lld C=%lld T=%lld V=%lld, %.3fM parameters (with vocabulary padding)\n",
            *jstr(man, "model_name") ? jstr(man, "model_name") : "(unnamed)", jint(mc, "n_layer"), jint(mc, "n_head"),
            jint(mc, "n_embd"), jint(mc, "seq_len"), jint(mc, "vocab"), (double)nparam / 1e6);
@@ -172,9 +182,9 @@ static int cmd_info(const char *arg)
            jint(ls, "warmup"), jint(ls, "total_steps"));
     printf("data: %s (position: step %lld); init seed %lld\n", *jstr(json_object_get(man, "data"), "spec") ? jstr(json_object_get(man, "data"), "spec") : "(none)",
            jint(json_object_get(man, "data"), "position_step"), jint(json_object_get(man, "rng"), "init_seed"));
-    long long bytes = 0;
-    json_array_foreach(files, k, x) bytes += jint(x, "bytes");
-    printf("files: %zu, %lld bytes (parameters, AdamW m and v, fp32)\n", json_array_size(files), bytes);
+    unsigned long long bytes = 0;
+    json_array_foreach(files, k, x) bytes += (unsigned long long)jint(x, "bytes");
+    printf("files: %zu, %llu bytes (parameters, AdamW m and v, fp32)\n", json_array_size(files), bytes);
     json_array_foreach(files, k, x) {
         json_t *co = json_object_get(x, "coords");
         printf("  %-16s %12lld bytes  fnv1a64 %s  rank %lld (dp %lld, pp %lld, tp %lld, sp %lld), %zu tensors\n",
@@ -204,74 +214,44 @@ static void problem(const char *fmt, ...)
     problems++;
 }
 
+static void report_problem(void *arg, const char *msg)
+{
+    (void)arg;
+    problem("%s", msg);
+}
+
 static int cmd_verify(const char *arg)
 {
     char path[4200];
     json_t *man = NULL;
     problems = 0;
-    if (resolve(arg, path, sizeof path) || pt_ckpt_manifest_read(path, &man)) {
+    if (resolve(arg, path, sizeof path) || pt_ckpt_manifest_parse(path, &man)) {
         problem("%s", pt_errmsg());
         return 1;
     }
-    pt_gpt_config cfg;
-    if (manifest_config(man, &cfg)) problem("checkpoint %s: %s", path, pt_errmsg());
-    /* the tensor list: indices 0..n-1 with positive shapes */
-    json_t *tens = json_object_get(man, "tensors"), *files = json_object_get(man, "files");
-    const size_t nt = json_array_size(tens);
-    if (!json_is_array(tens) || nt == 0) problem("checkpoint %s: the manifest lists no tensors", path);
-    if (!json_is_array(files) || json_array_size(files) == 0) problem("checkpoint %s: the manifest lists no rank files", path);
-    if (!cfg.n_layer || (long long)nt != 4 + 12LL * cfg.n_layer)
-        problem("checkpoint %s: the manifest lists %zu tensors, the model L=%d has %lld", path, nt, cfg.n_layer,
-                4 + 12LL * cfg.n_layer);
-    size_t k, j;
-    json_t *x, *f;
-    json_array_foreach(tens, k, x) {
-        if (jint(x, "index") != (long long)k || jint(x, "rows") < 1 || jint(x, "cols") < 1)
-            problem("checkpoint %s: manifest tensor %zu (%s) has index %lld, shape [%lld, %lld]", path, k,
-                    jstr(x, "name"), jint(x, "index"), jint(x, "rows"), jint(x, "cols"));
-    }
-    long long have_world = jint(json_object_get(man, "plan"), "world");
-    if ((long long)json_array_size(files) != have_world)
-        problem("checkpoint %s: the manifest lists %zu rank files, its plan has world %lld", path,
-                json_array_size(files), have_world);
-    unsigned char *seen = calloc(nt ? nt : 1, 1);
-    long long total = 0;
+    old_manifest_warning(path, man);
+    /* the manifest's consistency: the checks a resume and convert apply (lib/ckpt) */
+    pt_ckpt_manifest_check(path, man, report_problem, NULL);
+    /* each listed file against its size and checksum */
+    json_t *files = json_object_get(man, "files");
+    const size_t nt = json_array_size(json_object_get(man, "tensors"));
+    unsigned long long total = 0;
+    size_t k;
+    json_t *f;
     json_array_foreach(files, k, f) {
         const char *name = jstr(f, "name");
         char p[4400];
-        if (!*name || strchr(name, '/')) {
-            problem("checkpoint %s: rank file entry %zu has the name '%s'", path, k, name);
-            continue;
-        }
-        if (jint(f, "rank") != (long long)k)
-            problem("checkpoint %s: rank file entry %zu (%s) says rank %lld", path, k, name, jint(f, "rank"));
+        if (!*name || strchr(name, '/') || name[0] == '.') continue; /* reported above */
         snprintf(p, sizeof p, "%s/%s", path, name);
         const long long want = jint(f, "bytes");
-        total += want;
-        /* the slices must fill the file exactly, each inside its tensor's shard */
-        long long used = 0;
-        json_array_foreach(json_object_get(f, "tensors"), j, x) {
-            const long long idx = jint(x, "index"), lo = jint(x, "lo"), hi = jint(x, "hi"), L = jint(x, "local_numel"),
-                            off = jint(x, "offset");
-            json_t *mt = json_array_get(tens, (size_t)(idx < 0 ? 0 : idx));
-            if (idx < 0 || (size_t)idx >= nt || strcmp(jstr(mt, "name"), jstr(x, "name"))) {
-                problem("checkpoint %s: %s: tensor '%s' (index %lld) is not in the manifest's tensor list", path, name,
-                        jstr(x, "name"), idx);
-                continue;
-            }
-            if (seen) seen[idx] = 1;
-            if (L < 0 || L > jint(mt, "rows") * jint(mt, "cols") || lo < 0 || hi < lo || hi > L || off != used)
-                problem("checkpoint %s: %s: tensor %s has slice [%lld, %lld) of %lld local elements at offset %lld "
-                        "(expected offset %lld, local elements at most %lld)",
-                        path, name, jstr(x, "name"), lo, hi, L, off, used, jint(mt, "rows") * jint(mt, "cols"));
-            used = off + 12 * (hi - lo);
-        }
-        if (used != want)
-            problem("checkpoint %s: %s: its tensors' slices take %lld bytes, the manifest says the file has %lld", path,
-                    name, used, want);
+        total += (unsigned long long)want;
         struct stat sb;
         if (stat(p, &sb)) {
             problem("checkpoint %s: %s is missing: %s", path, name, strerror(errno));
+            continue;
+        }
+        if (!S_ISREG(sb.st_mode)) {
+            problem("checkpoint %s: %s is not a regular file", path, name);
             continue;
         }
         if ((long long)sb.st_size != want) {
@@ -289,15 +269,13 @@ static int cmd_verify(const char *arg)
         snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(buf, len));
         free(buf);
         if (strcmp(sum, jstr(f, "fnv1a64")))
-            problem("checkpoint %s: %s has checksum %s, the manifest says %s (corrupted)", path, name, sum,
+            problem("checkpoint %s: %s has checksum %s, the manifest says %.20s (corrupted)", path, name, sum,
                     jstr(f, "fnv1a64"));
     }
-    for (size_t i = 0; seen && i < nt; i++)
-        if (!seen[i]) problem("checkpoint %s: tensor %s is in no rank file", path, jstr(json_array_get(tens, i), "name"));
-    free(seen);
     if (!problems)
-        printf("ok: %s: step %lld, %zu rank files, %lld bytes, %zu tensors; sizes and checksums match the manifest\n",
-               path, jint(man, "step"), json_array_size(files), total, nt);
+        printf("ok: %s: step %lld, %zu rank files, %llu bytes, %zu tensors; sizes and checksums match the manifest%s\n",
+               path, jint(man, "step"), json_array_size(files), total, nt,
+               json_object_get(man, PT_CKPT_MANIFEST_SUM) ? "" : " (which has no checksum of its own)");
     json_decref(man);
     return problems ? 1 : 0;
 }
@@ -367,45 +345,105 @@ static int llmc_index(int k, int l, int L)
 
 /* ---- llm.c .bin ------------------------------------------------------------ */
 
-/* Read an llm.c gpt2 checkpoint into a fresh holder (fp32, version 3). */
+/* read exactly n bytes at the descriptor's position: 0, or -1 (errno; 0 at end of file) */
+static int read_exact(int fd, void *buf, size_t n)
+{
+    char *p = buf;
+    while (n) {
+        ssize_t got = read(fd, p, n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            if (got == 0) errno = 0;
+            return -1;
+        }
+        p += got;
+        n -= (size_t)got;
+    }
+    return 0;
+}
+
+/* The first bytes of a safetensors file (huggingface/safetensors): u64
+ * little-endian N, then N bytes of JSON starting with '{', inside a file
+ * of `size` bytes. */
+static int is_safetensors(const unsigned char *b, size_t got, long long size)
+{
+    if (got < 9 || b[8] != '{') return 0;
+    uint64_t n = 0;
+    for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
+    return n >= 2 && size >= 8 && n <= (uint64_t)(size - 8);
+}
+
+/* Read an llm.c gpt2 checkpoint into a fresh holder (fp32, version 3).  The
+ * 1 KiB header is read and checked first, and the file's size against it,
+ * so a wrong or huge file costs 1 KiB of reading, not its size; then the
+ * tensors the header describes, 4 bytes per element, in one buffer. */
 static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
 {
-    char *buf = NULL;
-    size_t len;
-    int rc = pt_read_regular(file, "llm.c model file", &buf, &len);
-    if (rc) return rc;
+    int fd = pt_open_regular(file, "llm.c model file");
+    if (fd < 0) return fd;
+    struct stat sb;
     int32_t hd[LLMC_HEADER_INTS];
-    if (len < sizeof hd) {
-        free(buf);
-        return pt_fail(PT_EFORMAT, "llm.c model file %s: %zu bytes, shorter than its %zu-byte header", file, len, sizeof hd);
+    memset(hd, 0, sizeof hd);
+    if (fstat(fd, &sb)) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "llm.c model file %s: %s", file, strerror(e));
     }
-    memcpy(hd, buf, sizeof hd);
+    const long long size = (long long)sb.st_size;
+    const size_t want_hd = size < (long long)sizeof hd ? (size_t)size : sizeof hd;
+    if (read_exact(fd, hd, want_hd)) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "llm.c model file %s: cannot read its header: %s", file, e ? strerror(e) : "end of file");
+    }
+    if (is_safetensors((const unsigned char *)hd, want_hd, size)) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "%s is a safetensors file: convert reads a checkpoint or an llm.c gpt2 .bin (fp32, "
+                       "version 3); reading safetensors is not supported", file);
+    }
+    if (size < (long long)sizeof hd) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, shorter than its %zu-byte header", file, size, sizeof hd);
+    }
     if (hd[0] != LLMC_MAGIC || hd[1] != LLMC_VERSION_FP32) {
-        free(buf);
+        close(fd);
         return pt_fail(PT_EFORMAT, "llm.c model file %s: magic %d version %d (expected %d version %d, fp32%s)", file,
                        hd[0], hd[1], LLMC_MAGIC, LLMC_VERSION_FP32, hd[1] == 5 ? "; version 5 is bf16, not supported" : "");
     }
     const int maxT = hd[2], V = hd[3], L = hd[4], NH = hd[5], C = hd[6], Vp = hd[7];
     if (maxT < 1 || V < 1 || L < 1 || NH < 1 || C < 1 || C % NH || Vp < V || L > 4096 || C > 1 << 16 ||
         maxT > 1 << 20 || Vp > 1 << 24) {
-        free(buf);
+        close(fd);
         return pt_fail(PT_EFORMAT, "llm.c model file %s: header maxT=%d V=%d L=%d NH=%d C=%d Vp=%d is not a GPT-2 model "
                                    "(need all >= 1, C %% NH == 0, Vp >= V)", file, maxT, V, L, NH, C, Vp);
     }
     const int64_t c = C, l = L;
     const int64_t n = (int64_t)Vp * c + (int64_t)maxT * c + l * (12 * c * c + 13 * c) + 2 * c;
-    if ((int64_t)len != (int64_t)sizeof hd + 4 * n) {
-        free(buf);
-        return pt_fail(PT_EFORMAT, "llm.c model file %s: %zu bytes, its header (maxT=%d V=%d Vp=%d L=%d C=%d) needs %lld",
-                       file, len, maxT, V, Vp, L, C, (long long)(sizeof hd + 4 * n));
+    if (size != (long long)sizeof hd + 4 * n) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, its header (maxT=%d V=%d Vp=%d L=%d C=%d) needs %lld",
+                       file, size, maxT, V, Vp, L, C, (long long)(sizeof hd + 4 * n));
     }
+    char *buf = malloc((size_t)(4 * n));
+    if (!buf) {
+        close(fd);
+        return pt_fail(PT_ENOMEM, "out of memory for the %lld bytes of llm.c model file %s", (long long)(4 * n), file);
+    }
+    if (read_exact(fd, buf, (size_t)(4 * n))) {
+        int e = errno;
+        free(buf);
+        close(fd);
+        return pt_fail(PT_EIO, "llm.c model file %s: cannot read its tensors: %s", file, e ? strerror(e) : "shorter than it was");
+    }
+    close(fd);
     *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
-    if ((rc = holder_build(h, cfg, 1))) {
+    int rc = holder_build(h, cfg, 1);
+    if (rc) {
         free(buf);
         return rc;
     }
     const pt_ops_f32 *ops = h->model.ops;
-    const char *src = buf + sizeof hd;
+    const char *src = buf;
     for (int k = 0; k < 16; k++)
         for (int li = 0; li < (k >= 2 && k < 14 ? L : 1); li++) {
             pt_param *p = param_at(h, llmc_index(k, li, L));
@@ -661,8 +699,16 @@ static int convert(const char *to, const char *src, const char *dst)
         pt_ckpt_meta meta = {.step = 0, .adam_step = 0, .seed = 0, .lr = 0, .min_lr = 0, .warmup = 0, .total_steps = 0};
         snprintf(meta.model, sizeof meta.model, "%s", preset_of(&cfg));
         snprintf(meta.data, sizeof meta.data, "llm.c:%.240s", src);
-        char saved[4200];
-        rc = pt_ckpt_save(dst, &h.tr, &h.plan, &cfg, &meta, 0, saved, sizeof saved);
+        char saved[4200] = "";
+        /* DST as ptrain-run treats a --save-dir: usable, and locked against a job saving into it */
+        int lockfd = -1;
+        rc = pt_ckpt_dir_check(dst);
+        if (!rc && (rc = pt_ckpt_dir_lock(dst, NULL, &lockfd)) == PT_EUNSUPP) {
+            fprintf(stderr, "ptrain-ckpt: warning: %s\n", pt_errmsg());
+            rc = PT_OK;
+        }
+        if (!rc) rc = pt_ckpt_save(dst, &h.tr, &h.plan, &cfg, &meta, 0, saved, sizeof saved);
+        if (lockfd >= 0) close(lockfd);
         snprintf(what, sizeof what, "checkpoint %.200s, step 0, fresh AdamW state, model %s", saved, meta.model);
     }
     if (rc) {
@@ -793,7 +839,8 @@ static int cmd_sample(const char *arg, const sample_opts *so)
             return tool_die(2, "sample: the prompt's token %d (position %zu) is outside this model's vocabulary of %d ids", bad, i, V);
         }
     int status = 0;
-    FILE *lf = NULL;
+    pt_atomic_file lf = {.fd = -1}; /* --logits: written atomically, never through a link (lib/core/file.h) */
+    int have_lf = 0;
     holder h;
     memset(&h, 0, sizeof h);
     const size_t total = np + (size_t)so->tokens;
@@ -811,9 +858,12 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         status = tool_die(rc == PT_ENOMEM ? 1 : 2, "sample: %s", pt_errmsg());
         goto out;
     }
-    if (so->logits_file && !(lf = fopen(so->logits_file, "wb"))) {
-        status = tool_die(2, "sample: --logits %s: %s", so->logits_file, strerror(errno));
-        goto out;
+    if (so->logits_file) {
+        if (pt_atomic_open(&lf, so->logits_file)) {
+            status = tool_die(2, "sample: --logits %s: %s", so->logits_file, pt_errmsg());
+            goto out;
+        }
+        have_lf = 1;
     }
     fprintf(stderr, "sample: %s (step %ld, L=%d H=%d C=%d T=%d V=%d): %zu prompt tokens + %ld, temperature %g, top-k %ld, seed %llu\n",
             path, meta.step, cfg.n_layer, cfg.n_head, cfg.n_embd, T, V, np, so->tokens, so->temperature, so->top_k,
@@ -833,7 +883,7 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         }
         h.model.ops->copy2d(row, sizeof(float) * (size_t)V, h.model.logits + (w - 1) * (size_t)Vl,
                             sizeof(float) * (size_t)Vl, sizeof(float) * (size_t)V, 1);
-        if (lf && fwrite(row, sizeof *row, (size_t)V, lf) != (size_t)V) {
+        if (have_lf && pt_write_all(lf.fd, row, sizeof *row * (size_t)V)) {
             status = tool_die(1, "sample: --logits %s: write failed: %s", so->logits_file, strerror(errno));
             goto out;
         }
@@ -852,8 +902,12 @@ static int cmd_sample(const char *arg, const sample_opts *so)
         putchar('\n');
         free(text);
     }
+    if (have_lf) {
+        have_lf = 0;
+        if (pt_atomic_commit(&lf, 1)) status = tool_die(1, "sample: --logits %s: %s", so->logits_file, pt_errmsg());
+    }
 out:
-    if (lf && fclose(lf) && !status) status = tool_die(1, "sample: --logits %s: %s", so->logits_file, strerror(errno));
+    if (have_lf) pt_atomic_abort(&lf);
     holder_free(&h);
     MPI_Finalize();
     free(all);

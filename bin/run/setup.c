@@ -5,6 +5,7 @@
  * agreement makes every rank leave with status 2. */
 #define _GNU_SOURCE
 #include "run.h"
+#include "ckpt/ckpt.h"
 #include "plan/cost.h"
 #include "plan/resolve.h"
 #include "topo/topo.h"
@@ -485,6 +486,18 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->dry_run) return 0;
     if (check_memory(s, world, nodes, err) < 0) return -1;
+
+    /* --save-dir (lib/ckpt): usable now rather than at the first save
+     * (every rank writes its rank file there: each creates it when absent
+     * and writes and removes a probe file), and this job's alone for the
+     * run (rank 0 holds its lock; the descriptor stays open until exit) */
+    if (o->save_dir) {
+        static int save_lock = -1;
+        if (pt_ckpt_dir_check(o->save_dir)) return pt_errprintf(err, "--save-dir: %s", pt_errmsg());
+        int rc = run_rank == 0 ? pt_ckpt_dir_lock(o->save_dir, getenv("SLURM_JOB_ID"), &save_lock) : PT_OK;
+        if (rc == PT_EUNSUPP) fprintf(stderr, "ptrain-run: warning: %s\n", pt_errmsg());
+        else if (rc) return pt_errprintf(err, "--save-dir: %s", pt_errmsg());
+    }
 
     /* data: opened here, so that a rank that cannot read it fails in the
      * start-up agreement and the data's identity is agreed on */

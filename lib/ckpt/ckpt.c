@@ -1,4 +1,5 @@
 /* Checkpoints: see ckpt.h for the layout on disk and the protocol. */
+#define _GNU_SOURCE /* O_NOFOLLOW, O_DIRECTORY, fdopendir, openat, gethostname under -std=c11 */
 #include "ckpt/ckpt.h"
 
 #include "core/file.h"
@@ -10,10 +11,14 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CKPT_FORMAT "ptrain-checkpoint"
@@ -169,7 +174,9 @@ static int cmp_desc(const void *a, const void *b)
     return x < y ? 1 : x > y ? -1 : 0;
 }
 
-/* step-* checkpoints of dir, newest first (malloc'ed; *n = 0 when none) */
+/* step-* checkpoints of dir, newest first (malloc'ed; *n = 0 when none).
+ * For resuming: a step-* symbolic link to a checkpoint is listed (reading
+ * an archived checkpoint linked back in is what its link asks for). */
 static long *list_steps(const char *dir, int *n)
 {
     *n = 0;
@@ -194,41 +201,92 @@ static long *list_steps(const char *dir, int *n)
     return v;
 }
 
-/* Remove a checkpoint directory (one level of files): its manifest first,
- * so that a directory half removed is never taken as valid. */
-static void remove_tree(const char *sdir)
+/* Remove checkpoint directory `name` inside the directory open as dfd:
+ * its manifest first, so that a directory half removed is never taken as
+ * valid, then every other entry (one level: a checkpoint holds files
+ * only), then itself.  Never follows a symbolic link: `name` is opened
+ * O_NOFOLLOW|O_DIRECTORY (a link or a file there fails with ELOOP or
+ * ENOTDIR and nothing is removed), its entries are unlinked relative to
+ * that descriptor (an entry that is a link loses the link, never its
+ * target).  0, or -1 with errno when `name` is not a real directory. */
+static int remove_ckpt_at(int dfd, const char *name)
 {
-    char man[4300];
-    snprintf(man, sizeof man, "%s/manifest.json", sdir);
-    unlink(man);
-    DIR *d = opendir(sdir);
-    if (!d) return;
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return -1;
+    (void)unlinkat(fd, "manifest.json", 0);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return -1;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) (void)unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    (void)unlinkat(dfd, name, AT_REMOVEDIR);
+    return 0;
+}
+
+/* what is at dfd/name, without following a link: 'd' a directory, 'l' a
+ * symbolic link, 'o' something else, 0 nothing */
+static char entry_kind(int dfd, const char *name)
+{
+    struct stat sb;
+    if (fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW)) return 0;
+    return S_ISDIR(sb.st_mode) ? 'd' : S_ISLNK(sb.st_mode) ? 'l' : 'o';
+}
+
+/* --keep: remove all but the newest `keep` real step-* directories of the
+ * directory open as dfd (named dir in messages), never `current`.  A step-*
+ * that is not a real directory is not counted and not removed: one warning
+ * line (pt_log) when it is older than the ones kept. */
+static void prune(int dfd, const char *dir, int keep, long current)
+{
+    int fd = dup(dfd);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0) close(fd);
+        return;
+    }
+    long *v = NULL;
+    int n = 0, cap = 0;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        char f[4600];
-        snprintf(f, sizeof f, "%s/%s", sdir, e->d_name);
-        unlink(f);
+        long s;
+        if (!is_step_name(e->d_name, &s)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            long *nv = realloc(v, sizeof *v * (size_t)cap);
+            if (!nv) break;
+            v = nv;
+        }
+        v[n++] = s;
     }
     closedir(d);
-    rmdir(sdir);
+    if (v) qsort(v, (size_t)n, sizeof *v, cmp_desc);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "step-%08ld", v[i]);
+        const char k = entry_kind(dfd, name);
+        if (k != 'd') {
+            if (k && kept >= keep)
+                pt_log(1, "warning: %s/%s is %s, not a checkpoint directory: --keep leaves it alone", dir, name,
+                       k == 'l' ? "a symbolic link" : "not a directory");
+            continue;
+        }
+        if (kept++ < keep || v[i] == current) continue;
+        (void)remove_ckpt_at(dfd, name);
+    }
+    free(v);
 }
 
-static void remove_ckpt(const char *dir, long step)
+/* open directory dir (a user-named path: a link to a directory is followed) */
+static int open_dir(const char *dir)
 {
-    char sdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, step);
-    remove_tree(sdir);
-}
-
-/* fsync a directory, so that a rename inside it is on disk. */
-static int sync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return pt_fail(PT_EIO, "checkpoint directory %s cannot be opened: %s", dir, strerror(errno));
-    int rc = fsync(fd) ? pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno)) : PT_OK;
-    close(fd);
-    return rc;
+    return fd;
 }
 
 static json_t *plan_json(const pt_plan *plan, int world)
@@ -244,6 +302,28 @@ static json_t *cfg_json(const pt_gpt_config *cfg)
 {
     return json_pack("{s:i, s:i, s:i, s:i, s:i}", "n_layer", cfg->n_layer, "n_head", cfg->n_head, "n_embd",
                      cfg->n_embd, "seq_len", cfg->seq_len, "vocab", cfg->vocab);
+}
+
+/* The position of the 16 hex digits of the manifest's checksum member in
+ * text[0, len): after the last '"manifest_fnv1a64"' (a key: inside a JSON
+ * string its quotes would be escaped), optional white space, ':', white
+ * space, '"'; -1 when there is no such member. */
+static long sum_digits(const char *text, size_t len)
+{
+    static const char key[] = "\"" PT_CKPT_MANIFEST_SUM "\"";
+    const size_t kl = sizeof key - 1;
+    long found = -1;
+    for (size_t i = 0; i + kl <= len; i++)
+        if (text[i] == '"' && !memcmp(text + i, key, kl)) found = (long)i;
+    if (found < 0) return -1;
+    size_t i = (size_t)found + kl;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) i++;
+    if (i >= len || text[i++] != ':') return -1;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\n')) i++;
+    if (i >= len || text[i++] != '"' || len - i < 17) return -1;
+    for (size_t j = 0; j < 16; j++)
+        if (!strchr("0123456789abcdef", text[i + j]) || !text[i + j]) return -1;
+    return text[i + 16] == '"' ? (long)i : -1;
 }
 
 /* rank 0: merge the rank descriptions into manifest.json */
@@ -299,13 +379,46 @@ static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *pl
                             "rng", "init_seed", (json_int_t)meta->seed, "note", "no RNG stream advances during training",
                             "tensors", tl, "files", files);
     if (man) json_object_set_new(man, "model_name", json_string(meta->model));
+    /* the checksum member last, 16 '0' digits while the file's FNV-1a 64 is taken */
+    if (man) json_object_set_new(man, PT_CKPT_MANIFEST_SUM, json_string("0000000000000000"));
     char *js = man ? json_dumps(man, JSON_INDENT(1)) : NULL;
     json_decref(man);
     if (!js) return pt_fail(PT_ENOMEM, "out of memory for a checkpoint manifest");
+    const size_t jl = strlen(js);
+    const long at = sum_digits(js, jl);
+    if (at < 0) {
+        free(js);
+        return pt_fail(PT_ENOMEM, "checkpoint manifest: its checksum member was not written");
+    }
+    char sum[20];
+    snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(js, jl));
+    memcpy(js + at, sum, 16);
     char p[4200];
     rc = join(p, sizeof p, sdir, "manifest.json");
     if (!rc) rc = write_file(p, js, strlen(js));
     free(js);
+    return rc;
+}
+
+/* 48 bits naming this save's temporary directory, drawn on rank 0 from
+ * its host name, pid and clock and sent to every rank (three floats of 16
+ * bits: exact) */
+static int save_tag(pt_comm *w, unsigned long long *tag)
+{
+    float f[3] = {0, 0, 0};
+    if (w->rank == 0) {
+        char host[256] = "";
+        struct timespec ts = {0, 0};
+        (void)gethostname(host, sizeof host - 1);
+        (void)clock_gettime(CLOCK_REALTIME, &ts);
+        char seed[400];
+        int k = snprintf(seed, sizeof seed, "%s %ld %lld %ld", host, (long)getpid(), (long long)ts.tv_sec, ts.tv_nsec);
+        const uint64_t h = pt_fnv1a64(seed, (size_t)(k > 0 ? k : 0));
+        for (int i = 0; i < 3; i++) f[i] = (float)(h >> (16 * i) & 0xffff);
+    }
+    int rc = pt_broadcast(w, f, 3, 0);
+    *tag = 0;
+    for (int i = 0; i < 3; i++) *tag |= (unsigned long long)f[i] << (16 * i);
     return rc;
 }
 
@@ -317,46 +430,57 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
     /* Every file goes into a temporary directory that becomes step-N only
      * when it is complete (manifest written): a save that fails (disk
      * full, unwritable, a rank lost) leaves every earlier checkpoint, one
-     * of the same step included, as it was, and removes its own files. */
-    char sdir[4200], tdir[4200];
-    snprintf(sdir, sizeof sdir, "%s/step-%08ld", dir, meta->step);
-    snprintf(tdir, sizeof tdir, "%s/.step-%08ld.tmp", dir, meta->step);
-    int rc = PT_OK;
+     * of the same step included, as it was, and removes its own files.
+     * The temporary's name is this save's own (save_tag): another job
+     * saving into the same directory despite the lock never shares it.
+     * Rank 0 does every directory operation, relative to a descriptor of
+     * dir, never through a link. */
+    unsigned long long tag;
+    int rc = save_tag(w, &tag);
+    if (rc) return rc;
+    char sname[32], tname[64], sdir[4200], tdir[4200];
+    snprintf(sname, sizeof sname, "step-%08ld", meta->step);
+    snprintf(tname, sizeof tname, ".step-%08ld.tmp.%012llx", meta->step, tag);
+    snprintf(sdir, sizeof sdir, "%s/%s", dir, sname);
+    snprintf(tdir, sizeof tdir, "%s/%s", dir, tname);
+    int dfd = -1;
     if (w->rank == 0) {
+        char k;
         if (mkdir(dir, 0755) && errno != EEXIST)
             rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", dir, strerror(errno));
-        else {
-            remove_tree(tdir); /* left by a save that was killed */
-            if (mkdir(tdir, 0755))
-                rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", tdir, strerror(errno));
-        }
+        else if ((dfd = open_dir(dir)) < 0)
+            rc = dfd;
+        else if ((k = entry_kind(dfd, sname)) && k != 'd')
+            rc = pt_fail(PT_EIO, "checkpoint %s is %s, not a checkpoint directory: not saved over (move it out of %s)",
+                         sdir, k == 'l' ? "a symbolic link" : "not a directory", dir);
+        else if (mkdirat(dfd, tname, 0755))
+            rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", tdir, strerror(errno));
     }
     rc = agree(w, rc);
     if (!rc) rc = agree(w, write_rank(tdir, t));
     if (!rc && w->rank == 0) {
         rc = write_manifest(tdir, t, plan, cfg, meta);
         if (!rc) {
-            remove_tree(sdir); /* an earlier save of this same step: replaced only now */
-            if (rename(tdir, sdir))
+            /* an earlier save of this same step: replaced only now */
+            const char k = entry_kind(dfd, sname);
+            if (k && (k != 'd' || remove_ckpt_at(dfd, sname)))
+                rc = pt_fail(PT_EIO, "checkpoint %s is not a checkpoint directory: not saved over (move it out of %s)",
+                             sdir, dir);
+            else if (renameat(dfd, tname, dfd, sname))
                 rc = pt_fail(PT_EIO, "checkpoint %s cannot be renamed to %s: %s", tdir, sdir, strerror(errno));
         }
-        if (!rc) rc = sync_dir(dir);
+        if (!rc && fsync(dfd)) rc = pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno));
         if (!rc) {
-            char lp[4200], name[32];
+            char lp[4200], name[48];
             snprintf(lp, sizeof lp, "%s/latest", dir);
-            snprintf(name, sizeof name, "step-%08ld\n", meta->step);
+            snprintf(name, sizeof name, "%s\n", sname);
             rc = write_file(lp, name, strlen(name));
         }
-        if (!rc && keep > 0) {
-            int ns;
-            long *steps = list_steps(dir, &ns);
-            for (int i = keep; i < ns; i++)
-                if (steps[i] != meta->step) remove_ckpt(dir, steps[i]);
-            free(steps);
-        }
+        if (!rc && keep > 0) prune(dfd, dir, keep, meta->step);
     }
     rc = agree(w, rc);
-    if (rc && w->rank == 0) remove_tree(tdir);
+    if (rc && dfd >= 0) (void)remove_ckpt_at(dfd, tname);
+    if (dfd >= 0) close(dfd);
     rc = agree(w, rc);
     if (!rc && saved && n) snprintf(saved, n, "%s", sdir);
     return rc;
@@ -371,7 +495,15 @@ static const char *jstr(json_t *o, const char *k)
 }
 static long long jint(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
 
-int pt_ckpt_manifest_read(const char *path, json_t **out)
+static int is_hex16(const char *s)
+{
+    if (!s || strlen(s) != 16) return 0;
+    for (int i = 0; i < 16; i++)
+        if (!strchr("0123456789abcdef", s[i])) return 0;
+    return 1;
+}
+
+int pt_ckpt_manifest_parse(const char *path, json_t **out)
 {
     char p[4300], *txt = NULL;
     size_t len;
@@ -385,14 +517,235 @@ int pt_ckpt_manifest_read(const char *path, json_t **out)
     int rc = pt_read_regular(p, "checkpoint manifest", &txt, &len);
     if (rc) return rc;
     json_error_t je;
-    json_t *man = json_loads(txt, 0, &je);
-    free(txt);
-    if (!man) return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
-    if (strcmp(jstr(man, "format"), CKPT_FORMAT) || jint(man, "version") != CKPT_VERSION) {
+    json_t *man = json_loadb(txt, len, JSON_REJECT_DUPLICATES, &je);
+    if (!man) {
+        free(txt);
+        return pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json is not valid JSON (line %d: %s)", path, je.line, je.text);
+    }
+    if (!json_is_object(man) || strcmp(jstr(man, "format"), CKPT_FORMAT) || jint(man, "version") != CKPT_VERSION) {
         pt_fail(PT_EFORMAT, "checkpoint %s: manifest format '%s' version %lld (expected '%s' version %d)", path,
                 jstr(man, "format"), jint(man, "version"), CKPT_FORMAT, CKPT_VERSION);
+        free(txt);
         json_decref(man);
         return PT_EFORMAT;
+    }
+    json_t *sv = json_object_get(man, PT_CKPT_MANIFEST_SUM);
+    if (sv) {
+        /* FNV-1a 64 of the file with the member's 16 digits as '0's */
+        const long at = sum_digits(txt, len);
+        const char *want = json_string_value(sv);
+        char sum[20] = "";
+        if (at >= 0 && is_hex16(want) && !memcmp(txt + at, want, 16)) {
+            memset(txt + at, '0', 16);
+            snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(txt, len));
+        }
+        if (!want || strcmp(sum, want)) {
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: manifest.json has checksum %s, its member " PT_CKPT_MANIFEST_SUM
+                         " says %.20s (the manifest was edited or corrupted)", path, *sum ? sum : "(none: malformed member)",
+                         want ? want : "(not a string)");
+            free(txt);
+            json_decref(man);
+            return rc;
+        }
+    }
+    free(txt);
+    *out = man;
+    return PT_OK;
+}
+
+/* ---- manifest consistency --------------------------------------------------- */
+
+#define MAX_NUMEL (1LL << 40)  /* elements of one tensor */
+#define MAX_WORLD (1LL << 24)  /* ranks of a plan */
+#define MAX_BYTES (1LL << 62)  /* bytes of one rank file */
+
+typedef struct checker {
+    const char *path;
+    void (*report)(void *, const char *);
+    void *arg;
+    int n;
+} checker;
+
+static void problem(checker *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void problem(checker *c, const char *fmt, ...)
+{
+    char m[PT_ERROR_LEN], line[PT_ERROR_LEN + 256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    snprintf(line, sizeof line, "checkpoint %.200s: %s", c->path, m);
+    if (c->report) c->report(c->arg, line);
+    c->n++;
+}
+
+/* o[k] is an integer in [lo, hi]: 1 and *v, else 0 (missing, another type, out of range) */
+static int int_in(json_t *o, const char *k, long long lo, long long hi, long long *v)
+{
+    json_t *x = json_object_get(o, k);
+    if (!json_is_integer(x)) return 0;
+    const long long y = json_integer_value(x);
+    if (y < lo || y > hi) return 0;
+    *v = y;
+    return 1;
+}
+
+/* o[k] for a message: its JSON text (an integer, or what stands there), at most 24 bytes */
+static const char *shown(json_t *o, const char *k, char *buf, size_t n)
+{
+    json_t *x = json_object_get(o, k);
+    char *t = x ? json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
+    snprintf(buf, n, "%.24s", t ? t : "(missing)");
+    free(t);
+    return buf;
+}
+
+int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *arg, const char *msg), void *arg)
+{
+    checker c = {path, report, arg, 0};
+    char b1[32], b2[32], b3[32], b4[32], b5[32];
+    /* model */
+    json_t *mc = json_object_get(man, "model");
+    long long L = 0, H = 0, C = 0, T = 0, V = 0;
+    if (!int_in(mc, "n_layer", 1, INT32_MAX, &L) || !int_in(mc, "n_head", 1, INT32_MAX, &H) ||
+        !int_in(mc, "n_embd", 1, INT32_MAX, &C) || !int_in(mc, "seq_len", 1, INT32_MAX, &T) ||
+        !int_in(mc, "vocab", 1, INT32_MAX, &V) || C % H) {
+        problem(&c, "manifest model L=%s H=%s C=%s T=%s V=%s is not a valid GPT-2 config (each an integer in [1, %d], "
+                "C a multiple of H)", shown(mc, "n_layer", b1, sizeof b1), shown(mc, "n_head", b2, sizeof b2),
+                shown(mc, "n_embd", b3, sizeof b3), shown(mc, "seq_len", b4, sizeof b4),
+                shown(mc, "vocab", b5, sizeof b5), INT32_MAX);
+        L = 0;
+    }
+    /* plan */
+    json_t *mp = json_object_get(man, "plan");
+    long long world = 0, g[4] = {0, 0, 0, 0};
+    static const char *const gn[4] = {"dp", "pp", "tp", "sp"};
+    int plan_ok = int_in(mp, "world", 1, MAX_WORLD, &world);
+    for (int i = 0; i < 4 && plan_ok; i++) plan_ok = int_in(mp, gn[i], 1, world, &g[i]);
+    if (plan_ok) {
+        long long prod = 1;
+        for (int i = 0; i < 4 && prod <= world; i++) prod *= g[i]; /* each factor <= 2^24: no overflow */
+        plan_ok = prod == world;
+    }
+    if (!plan_ok) {
+        problem(&c, "manifest plan world=%s dp=%s pp=%s tp=%s sp=%s is not valid (world in [1, %lld], dp pp tp sp >= 1 "
+                "with product world)", shown(mp, "world", b1, sizeof b1), shown(mp, "dp", b2, sizeof b2),
+                shown(mp, "pp", b3, sizeof b3), shown(mp, "tp", b4, sizeof b4), shown(mp, "sp", b5, sizeof b5),
+                MAX_WORLD);
+        world = 0;
+    }
+    /* tensor list */
+    json_t *tens = json_object_get(man, "tensors"), *files = json_object_get(man, "files");
+    const size_t nt = json_array_size(tens);
+    if (!json_is_array(tens) || nt == 0) problem(&c, "the manifest lists no tensors");
+    else if (L && (long long)nt != 4 + 12 * L)
+        problem(&c, "the manifest lists %zu tensors, the model L=%lld has %lld", nt, L, 4 + 12 * L);
+    long long *numel = calloc(nt ? nt : 1, sizeof *numel); /* 0: unknown */
+    unsigned char *seen = calloc(nt ? nt : 1, 1);
+    if (!numel || !seen) {
+        free(numel);
+        free(seen);
+        problem(&c, "out of memory checking a manifest of %zu tensors", nt);
+        return c.n;
+    }
+    size_t k, j;
+    json_t *x, *f;
+    json_array_foreach(tens, k, x) {
+        long long idx, rows, cols;
+        if (!int_in(x, "index", (long long)k, (long long)k, &idx) || !int_in(x, "rows", 1, INT32_MAX, &rows) ||
+            !int_in(x, "cols", 1, INT32_MAX, &cols) || rows * cols > MAX_NUMEL || !json_is_string(json_object_get(x, "name")))
+            problem(&c, "manifest tensor %zu (%.64s) has index %s, shape [%s, %s] (valid: index %zu, a name, rows and "
+                    "cols >= 1, at most 2^40 elements)", k, jstr(x, "name"), shown(x, "index", b1, sizeof b1),
+                    shown(x, "rows", b2, sizeof b2), shown(x, "cols", b3, sizeof b3), k);
+        else
+            numel[k] = rows * cols;
+    }
+    /* rank files */
+    if (!json_is_array(files) || json_array_size(files) == 0) problem(&c, "the manifest lists no rank files");
+    else if (world && (long long)json_array_size(files) != world)
+        problem(&c, "the manifest lists %zu rank files, its plan has world %lld", json_array_size(files), world);
+    int files_ok = json_is_array(files);
+    json_array_foreach(files, k, f) {
+        const char *name = jstr(f, "name");
+        long long rank, bytes = 0, co;
+        if (!*name || strchr(name, '/') || name[0] == '.' || strlen(name) > 200) {
+            problem(&c, "rank file entry %zu has the name '%.64s' (valid: a file name in the checkpoint, without '/', "
+                    "not starting with '.')", k, name);
+            files_ok = 0;
+            continue;
+        }
+        if (!int_in(f, "rank", (long long)k, (long long)k, &rank))
+            problem(&c, "rank file entry %zu (%s) says rank %s", k, name, shown(f, "rank", b1, sizeof b1));
+        if (!is_hex16(jstr(f, "fnv1a64")))
+            problem(&c, "%s: checksum '%.24s' is not 16 hex digits", name, jstr(f, "fnv1a64"));
+        json_t *cj = json_object_get(f, "coords");
+        for (int i = 0; i < 4 && world; i++)
+            if (!int_in(cj, gn[i], 0, g[i] - 1, &co))
+                problem(&c, "%s: grid coordinate %s=%s is outside the plan's [0, %lld)", name, gn[i],
+                        shown(cj, gn[i], b1, sizeof b1), g[i]);
+        if (!int_in(f, "bytes", 0, MAX_BYTES, &bytes)) {
+            problem(&c, "%s: size %s bytes is not an integer in [0, 2^62]", name, shown(f, "bytes", b1, sizeof b1));
+            files_ok = 0;
+            continue;
+        }
+        /* the slices fill the file exactly, in order, each inside its tensor's shard */
+        json_t *ft = json_object_get(f, "tensors");
+        long long used = 0;
+        int ok = json_is_array(ft);
+        if (!ok) problem(&c, "%s: no tensor list", name);
+        json_array_foreach(ft, j, x) {
+            long long idx, lo, hi, ln, off;
+            if (!int_in(x, "index", 0, (long long)nt - 1, &idx) || strcmp(jstr(json_array_get(tens, (size_t)idx), "name"), jstr(x, "name"))) {
+                problem(&c, "%s: tensor '%.64s' (index %s) is not in the manifest's tensor list", name, jstr(x, "name"),
+                        shown(x, "index", b1, sizeof b1));
+                ok = 0;
+                break;
+            }
+            seen[idx] = 1;
+            if (!numel[idx]) { ok = 0; break; } /* reported with the tensor list */
+            if (!int_in(x, "local_numel", 0, numel[idx], &ln) || !int_in(x, "lo", 0, ln, &lo) ||
+                !int_in(x, "hi", lo, ln, &hi) || !int_in(x, "offset", used, used, &off)) {
+                problem(&c, "%s: tensor %s has slice [%s, %s) of %s local elements at offset %s (valid: 0 <= lo <= hi "
+                        "<= local elements <= %lld, offset %lld)", name, jstr(x, "name"), shown(x, "lo", b1, sizeof b1),
+                        shown(x, "hi", b2, sizeof b2), shown(x, "local_numel", b3, sizeof b3),
+                        shown(x, "offset", b4, sizeof b4), numel[idx], used);
+                ok = 0;
+                break;
+            }
+            if (12 * (hi - lo) > bytes - used) { /* hi - lo <= 2^40: no overflow */
+                problem(&c, "%s: its tensors' slices take more than the %lld bytes the manifest gives the file", name, bytes);
+                ok = 0;
+                break;
+            }
+            used += 12 * (hi - lo);
+        }
+        if (ok && used != bytes)
+            problem(&c, "%s: its tensors' slices take %lld bytes, the manifest says the file has %lld", name, used, bytes);
+        if (!ok) files_ok = 0;
+    }
+    for (size_t i = 0; files_ok && i < nt; i++)
+        if (!seen[i]) problem(&c, "tensor %.64s is in no rank file", jstr(json_array_get(tens, i), "name"));
+    free(numel);
+    free(seen);
+    return c.n;
+}
+
+static void first_problem(void *arg, const char *msg)
+{
+    char *first = arg;
+    if (!*first) snprintf(first, PT_ERROR_LEN, "%s", msg);
+}
+
+int pt_ckpt_manifest_read(const char *path, json_t **out)
+{
+    json_t *man;
+    *out = NULL;
+    int rc = pt_ckpt_manifest_parse(path, &man);
+    if (rc) return rc;
+    char first[PT_ERROR_LEN] = "";
+    if (pt_ckpt_manifest_check(path, man, first_problem, first)) {
+        json_decref(man);
+        return pt_fail(PT_EFORMAT, "%s", first);
     }
     *out = man;
     return PT_OK;
@@ -457,8 +810,9 @@ static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
         float *d, *m, *v;
         pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
         long long off = jint(x, "offset");
-        if (jint(x, "index") != pp->index || jint(x, "lo") != lo || jint(x, "hi") != hi || off < 0 ||
-            off + 12 * (hi - lo) > want)
+        /* pt_ckpt_manifest_check bounds offsets already; again without overflow, as this rank's slice */
+        if (jint(x, "index") != pp->index || jint(x, "lo") != lo || jint(x, "hi") != hi || off < 0 || off > want ||
+            12 * (hi - lo) > want - off)
             return pt_fail(PT_EFORMAT, "checkpoint %s: tensor %d of %s (%s) does not match this rank's %s [%lld, %lld)",
                            path, i, jstr(st->file, "name"), jstr(x, "name"), pp->name, (long long)lo, (long long)hi);
     }
@@ -544,6 +898,9 @@ static int reshard(const char *path, pt_train *t, staged *st)
                              p->name, jint(x, "rows"), jint(x, "cols"), (long long)p->rows, (long long)p->cols);
         }
         if (!rc && nsaved[i] <= 0) rc = pt_fail(PT_EFORMAT, "checkpoint %s: the manifest has no tensor %s (index %d)", path, p->name, p->index);
+        if (!rc && nsaved[i] > 1LL << 36) /* the index tensors' two floats */
+            rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s has %lld elements, resharding takes at most 2^36", path,
+                         p->name, (long long)nsaved[i]);
         if (rc) break;
         if (nsaved[i] > maxn) maxn = nsaved[i];
         full[i] = calloc((size_t)(3 * nsaved[i]), sizeof(float));
@@ -600,10 +957,13 @@ static int reshard(const char *path, pt_train *t, staged *st)
             const pt_param *pa = &mo->params[i];
             const int64_t L = jint(x, "local_numel"), lo = jint(x, "lo"), hi = jint(x, "hi"), off = jint(x, "offset");
             const int64_t rows = nsaved[i] / pa->cols;
-            if (L < 0 || L > nsaved[i] || lo < 0 || hi < lo || hi > L || off < 0 || off + 12 * (hi - lo) > (int64_t)len) {
+            if (L < 0 || L > nsaved[i] || lo < 0 || hi < lo || hi > L || off < 0 || off > (int64_t)len ||
+                12 * (hi - lo) > (int64_t)len - off) {
                 rc = pt_fail(PT_EFORMAT, "checkpoint %s: tensor %s of %s has a bad slice", path, pa->name, jstr(f, "name"));
                 break;
             }
+            /* elements a bad local_numel claims beyond the saved shard stay out of range (2^24 << 12 >= 2^36) */
+            for (int64_t e = 0; e < L; e++) sh[e] = sl[e] = 16777216.0f;
             slo->param_slice(mo->ops, &fc, pa->cls, ih, sh, rows, pa->cols);
             slo->param_slice(mo->ops, &fc, pa->cls, il, sl, rows, pa->cols);
             const float *src = (const float *)(buf + off);
@@ -691,6 +1051,9 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     snprintf(meta->model, sizeof meta->model, "%s", jstr(man, "model_name"));
     snprintf(meta->data, sizeof meta->data, "%s", jstr(json_object_get(man, "data"), "spec"));
     t->step = meta->adam_step;
+    if (t->model->ctx->rank == 0 && !json_object_get(man, PT_CKPT_MANIFEST_SUM))
+        pt_log(1, "warning: checkpoint %s: manifest.json has no checksum (saved by an older ptrain); loaded after "
+                  "its consistency checks", path);
     unstage(&st, t->model->nparams);
     return agree(&t->model->ctx->world, pt_train_state_loaded(t));
 }
@@ -753,4 +1116,98 @@ int pt_ckpt_resume(const char *spec, const char *save_dir, pt_train *t, const pt
     }
     free(steps);
     return PT_OK;
+}
+
+/* ---- the save directory ------------------------------------------------------ */
+
+int pt_ckpt_dir_check(const char *dir)
+{
+    struct stat sb;
+    if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
+    if (!*dir) return pt_fail(PT_EINVAL, "checkpoint directory '' is not valid (valid: a directory name)");
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", dir, strerror(errno));
+    if (stat(dir, &sb)) return pt_fail(PT_EIO, "checkpoint directory %s cannot be used: %s", dir, strerror(errno));
+    if (!S_ISDIR(sb.st_mode))
+        return pt_fail(PT_EIO, "checkpoint directory %s is %s, not a directory", dir,
+                       S_ISREG(sb.st_mode) ? "a regular file" : "a special file");
+    int dfd = open_dir(dir);
+    if (dfd < 0) return dfd;
+    char host[256] = "", name[400];
+    (void)gethostname(host, sizeof host - 1);
+    for (char *c = host; *c; c++)
+        if (*c == '/') *c = '_';
+    int fd = -1, e = 0;
+    for (int i = 0; i < 100 && fd < 0; i++) {
+        snprintf(name, sizeof name, ".ptrain-probe.%s.%ld.%d", host, (long)getpid(), i);
+        fd = openat(dfd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        e = errno;
+        if (fd < 0 && e != EEXIST) break;
+    }
+    int rc = PT_OK;
+    if (fd < 0) rc = pt_fail(PT_EIO, "checkpoint directory %s is not writable (a probe file cannot be created: %s)", dir, strerror(e));
+    else {
+        if (pt_write_all(fd, "probe\n", 6) || fsync(fd)) {
+            e = errno;
+            rc = pt_fail(PT_EIO, "checkpoint directory %s is not writable (writing a probe file failed: %s)", dir, strerror(e));
+        }
+        if (close(fd) && !rc) rc = pt_fail(PT_EIO, "checkpoint directory %s is not writable (closing a probe file failed: %s)", dir, strerror(errno));
+        if (unlinkat(dfd, name, 0) && !rc)
+            rc = pt_fail(PT_EIO, "checkpoint directory %s: its probe file %s cannot be removed: %s", dir, name, strerror(errno));
+    }
+    close(dfd);
+    return rc;
+}
+
+int pt_ckpt_dir_lock(const char *dir, const char *job, int *fdp)
+{
+    *fdp = -1;
+    if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
+    int dfd = open_dir(dir);
+    if (dfd < 0) return dfd;
+    int fd = openat(dfd, ".ptrain-lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+    struct stat sb;
+    int rc = PT_OK;
+    if (fd < 0)
+        rc = pt_fail(PT_EIO, "lock file %s/.ptrain-lock cannot be opened: %s", dir,
+                     errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+    else if (fstat(fd, &sb) || !S_ISREG(sb.st_mode))
+        rc = pt_fail(PT_EIO, "lock file %s/.ptrain-lock is not a regular file", dir);
+    else if (flock(fd, LOCK_EX | LOCK_NB)) {
+        const int e = errno;
+        if (e == EWOULDBLOCK || e == EAGAIN) {
+            /* the holder's line (it may be being written: then empty) */
+            char who[160] = "";
+            ssize_t got = pread(fd, who, sizeof who - 1, 0);
+            who[got > 0 ? got : 0] = 0;
+            for (char *c = who; *c; c++)
+                if (*c == '\n') { *c = 0; break; } else if ((unsigned char)*c < ' ' || *c == 127) *c = '?';
+            rc = pt_fail(PT_EIO, "checkpoint directory %s is in use by another job (%s; lock file %s/.ptrain-lock): "
+                         "two jobs must not share a --save-dir", dir, *who ? who : "its holder is starting", dir);
+        } else {
+            rc = pt_fail(PT_EUNSUPP, "checkpoint directory %s: the file system does not support locks (flock: %s), so "
+                         "two jobs sharing it are not kept apart", dir, strerror(e));
+        }
+    } else {
+        char host[256] = "", line[512];
+        (void)gethostname(host, sizeof host - 1);
+        int n = snprintf(line, sizeof line, "job %.64s host %.200s pid %ld\n", job && *job ? job : "-", host, (long)getpid());
+        if (ftruncate(fd, 0) || pwrite(fd, line, (size_t)n, 0) != (ssize_t)n)
+            rc = pt_fail(PT_EIO, "lock file %s/.ptrain-lock cannot be written: %s", dir, strerror(errno));
+    }
+    if (!rc) {
+        /* temporaries of saves that were killed: no save can be under way */
+        int cfd = dup(dfd);
+        DIR *d = cfd >= 0 ? fdopendir(cfd) : NULL;
+        if (!d && cfd >= 0) close(cfd);
+        struct dirent *e;
+        while (d && (e = readdir(d)))
+            if (!strncmp(e->d_name, ".step-", 6) && strstr(e->d_name, ".tmp") && entry_kind(dfd, e->d_name) == 'd')
+                (void)remove_ckpt_at(dfd, e->d_name);
+        if (d) closedir(d);
+    }
+    close(dfd);
+    if (rc && fd >= 0) close(fd);
+    else *fdp = fd;
+    return rc;
 }

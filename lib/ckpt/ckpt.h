@@ -17,12 +17,23 @@
  *                    step, AdamW step, the model config, the plan (summary,
  *                    world, dp/tp/pp/sp, ZeRO stage), lr schedule inputs,
  *                    data position, the initialisation seed, every tensor's
- *                    full shape and the rank files' descriptions above.
+ *                    full shape, the rank files' descriptions above and,
+ *                    last, its own checksum "manifest_fnv1a64": FNV-1a 64
+ *                    (16 hex digits) of the file's bytes with those 16
+ *                    digits replaced by '0' characters.
  * and DIR/latest names the newest complete checkpoint ("step-NNNNNNNN\n"),
  * replaced last.  Every file is written atomically (lib/core/file.h:
  * O_TMPFILE or an O_EXCL temporary, fsync, rename, directory fsync), so a
  * crash leaves either the previous checkpoint or the new one, and a
- * directory without manifest.json is never loaded.
+ * directory without manifest.json is never loaded.  A save is written into
+ * DIR/.step-NNNNNNNN.tmp.XXXXXXXXXXXX (12 hex digits drawn by the saving
+ * job) and renamed to step-NNNNNNNN when complete.
+ *
+ * The save directory DIR belongs to one job at a time: pt_ckpt_dir_lock
+ * holds an exclusive flock(2) on DIR/.ptrain-lock for the job's life.
+ * Nothing is ever written or deleted through a symbolic link: a step-*
+ * entry that is not a real directory (an archived checkpoint linked back
+ * in) is neither pruned nor saved over.
  *
  * The layout of rank files follows Megatron-LM's per-rank checkpoint
  * files (mp_rank_XX) and DeepSpeed's per-rank ZeRO optimizer state files
@@ -61,19 +72,25 @@ typedef struct pt_ckpt_meta {
  * checkpoint `dir`/step-NNNNNNNN with meta->step, then point dir/latest at
  * it and, when keep > 0, remove all but the newest `keep` step-* checkpoints
  * of dir.  dir is created (one level) when absent.  A previous checkpoint
- * of the same step is invalidated (its manifest removed) before its rank
- * files are replaced.  saved (may be NULL) receives the checkpoint's path
- * (NUL-terminated, truncated to n bytes).  Bytes written per rank:
- * 12 * (owned floats) plus about 200 per tensor.
+ * of the same step is removed (its manifest first) only once the new one
+ * is complete.  Removal never follows a symbolic link: a step-* entry that
+ * is not a real directory is left alone by --keep (one warning line through
+ * pt_log on rank 0), and a save over one is refused.  The caller should
+ * hold dir's lock (pt_ckpt_dir_lock); without it, the temporary directory's
+ * name is still unique to this save.  saved (may be NULL) receives the
+ * checkpoint's path (NUL-terminated, truncated to n bytes).  Bytes written
+ * per rank: 12 * (owned floats) plus about 200 per tensor.
  * Errors (every rank): PT_EIO (a file or directory cannot be written:
- * disk full, permissions; the message names it; the previous checkpoint
- * and `latest` are left as they were), PT_ENOMEM. */
+ * disk full, permissions; or step-NNNNNNNN exists and is not a directory;
+ * the message names it; the previous checkpoint and `latest` are left as
+ * they were), PT_EINVAL (dir longer than 4000 bytes), PT_ENOMEM. */
 int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n);
 
 /* Load checkpoint directory `path` (a step-NNNNNNNN directory) into t,
  * whose model was built under the same plan and model config: every rank
- * reads the manifest, checks format, model config, plan (summary and
+ * reads the manifest (pt_ckpt_manifest_read: its checksum and every check
+ * of pt_ckpt_manifest_check), checks model config, plan (summary and
  * world) and its own rank file (size and FNV-1a 64 against the manifest,
  * tensor list against its own), and only when every rank succeeded copies
  * parameters, m and v into its owned slices, sets t->step and makes
@@ -94,19 +111,82 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
 
 struct json_t; /* jansson's JSON value */
 
-/* Read and check the manifest of checkpoint directory `path` (a
- * step-NNNNNNNN directory, DIR/manifest.json in the layout above) without
- * reading any rank file: parse it and check its format line ("ptrain-
- * checkpoint" version 1).  Needs no MPI; not collective.  On success *man
- * receives the parsed manifest (the caller json_decref()s it); on error
- * *man is NULL.  Reads one file of a few KB per tensor and rank.  This is
- * the loader pt_ckpt_load starts with, so tools (ptrain-ckpt info, verify,
- * convert) accept exactly the manifests a resume accepts.
+/* The manifest's own checksum member (see the layout above). */
+#define PT_CKPT_MANIFEST_SUM "manifest_fnv1a64"
+
+/* Read the manifest of checkpoint directory `path` (a step-NNNNNNNN
+ * directory, DIR/manifest.json in the layout above) without reading any
+ * rank file: parse it (duplicate keys refused), check its format line
+ * ("ptrain-checkpoint" version 1) and its checksum member
+ * PT_CKPT_MANIFEST_SUM.  A manifest without that member (saved before it
+ * existed) is accepted: the caller can tell by
+ * json_object_get(*man, PT_CKPT_MANIFEST_SUM) == NULL and should warn.
+ * Does NOT check consistency (pt_ckpt_manifest_check).  Needs no MPI; not
+ * collective.  On success *man receives the parsed manifest (the caller
+ * json_decref()s it); on error *man is NULL.
  * Errors: PT_EINVAL (a path longer than 4200 bytes), PT_EIO (path is not a
  * directory, has no manifest.json: an incomplete save or not a checkpoint,
  * or it cannot be read), PT_EFORMAT (not valid JSON: the message gives
- * the line; another format or version), PT_ENOMEM. */
+ * the line; another format or version; a checksum that does not match:
+ * the manifest was edited or corrupted), PT_ENOMEM. */
+int pt_ckpt_manifest_parse(const char *path, struct json_t **man);
+
+/* Check a parsed manifest's consistency before any number in it is used
+ * to address a file: model config (all >= 1, at most 2^31 - 1, heads
+ * dividing the width), plan (world in [1, 2^24], dp, tp, pp, sp >= 1 with
+ * product world), tensor list (4 + 12 L entries, entry i has index i and
+ * rows, cols >= 1 with rows * cols <= 2^40 elements), one rank file per
+ * rank of the plan (entry r has rank r, a name without '/' not starting
+ * with '.', bytes in [0, 2^62], 16 hex digits of FNV-1a 64, grid
+ * coordinates inside the plan), each file's tensor slices (index of the
+ * tensor list with its name, 0 <= lo <= hi <= local_numel <= rows * cols,
+ * offsets contiguous from 0 in order, 12 (hi - lo) bytes each, filling
+ * exactly `bytes`), and every tensor held by some file.  Every number is
+ * checked for type and range before arithmetic, so no check overflows.
+ * report(arg, msg) (may be NULL) is called once per problem with one line
+ * starting "checkpoint PATH: " (path names the checkpoint in messages).
+ * Returns the number of problems (0: consistent).  Not collective. */
+int pt_ckpt_manifest_check(const char *path, struct json_t *man, void (*report)(void *arg, const char *msg),
+                           void *arg);
+
+/* pt_ckpt_manifest_parse, then pt_ckpt_manifest_check: the first problem
+ * found is the error (PT_EFORMAT, its one line).  This is the reader
+ * pt_ckpt_load starts with, so tools (ptrain-ckpt info, verify, convert)
+ * accept exactly the manifests a resume accepts.  Reads one file of a few
+ * KB per tensor and rank.  Errors: pt_ckpt_manifest_parse's. */
 int pt_ckpt_manifest_read(const char *path, struct json_t **man);
+
+/* Make save directory `dir` ready for a run, before its first save: create
+ * it when absent (one level, mode 0755), check that it is a directory
+ * (a symbolic link to one is followed: the user named it), and create,
+ * write 6 bytes to, close and remove a probe file DIR/.ptrain-probe.HOST.
+ * PID.N (O_EXCL|O_NOFOLLOW), so that a read-only file system, a full disk
+ * or missing permissions are found at start-up rather than after hours of
+ * training.  Call it on every rank that writes rank files (all of them).
+ * Not collective.  Errors (one line naming dir and the reason): PT_EINVAL
+ * (longer than 4000 bytes), PT_EIO (cannot be created, not a directory,
+ * the probe cannot be written). */
+int pt_ckpt_dir_check(const char *dir);
+
+/* Claim save directory `dir` (existing; pt_ckpt_dir_check) for this job:
+ * open or create DIR/.ptrain-lock (a regular file, never through a
+ * symbolic link) and take an exclusive, non-blocking flock(2) on it, then
+ * replace its contents by one line "job JOB host HOST pid PID\n" (JOB:
+ * `job`, e.g. $SLURM_JOB_ID, or "-" when NULL) and remove the temporary
+ * directories (.step-*.tmp*) that killed saves left (no save can be under
+ * way: the lock is ours).  *fd receives the locked descriptor: keep it
+ * open for the run; the lock goes with the process (exit, crash, kill:
+ * the kernel releases it, so a dead holder's lock is reclaimed by the
+ * next job; on NFS the server does so once the dead client's lease ends).
+ * The file is never removed (a removed lock file would let a third job
+ * lock a new one while the second holds the old).  Call it on one rank of
+ * the job, which lives as long as the job; not collective.
+ * Errors: PT_EIO (another process holds the lock: the message names the
+ * holder's line and the lock file; or the lock file cannot be opened or
+ * written), PT_EUNSUPP (the file system has no flock, e.g. Lustre mounted
+ * without -o flock: *fd is -1 and the caller may go on unlocked after a
+ * warning), PT_EINVAL (dir longer than 4000 bytes). */
+int pt_ckpt_dir_lock(const char *dir, const char *job, int *fd);
 
 /* Resume: `spec` is "auto" or a checkpoint directory.  "auto": try the
  * checkpoints of save_dir newest first (dir/latest's target first, then

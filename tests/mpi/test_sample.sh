@@ -4,6 +4,7 @@
 #    continues the pattern under greedy decoding (--top-k 1);
 #  - --top-k 1 picks, at every step, the argmax of the logits it wrote
 #    (--logits), computed here with od and awk;
+#  - --logits never writes through a symbolic link, nor blocks on a FIFO;
 #  - --top-k 5 only ever picks one of the 5 largest logits of its step;
 #  - the same seed gives the same text, another seed another text (at
 #    temperature 5, where the distribution is flat enough to differ);
@@ -45,6 +46,19 @@ od -An -v -f -w4 "$wd/lg" | awk -v V=$V '{ r = int((NR - 1) / V); if ((NR - 1) %
 check "every greedy id is the argmax of its logits ($(tr '\n' ' ' <"$wd/ids"))" \
     sh -c "[ -s '$wd/ids' ] && cmp -s '$wd/ids' '$wd/argmax'"
 check "control: the logits are not constant" sh -c "[ \$(od -An -v -f -w4 -N 4000 '$wd/lg' | sort -u | wc -l) -gt 10 ]"
+
+# --logits FILE follows the output rule (lib/core/file.h): never written
+# through a symbolic link (the link is replaced, its target untouched), and
+# a FIFO there does not block the run (timeout 300: status 124 if it did)
+head -c 3000 /dev/urandom >"$wd/victim"
+cp "$wd/victim" "$wd/victim.orig"
+ln -s "$wd/victim" "$wd/lglink"
+ckpt sample --prompt "on the" --tokens 2 --top-k 1 --ids --logits "$wd/lglink" "$wd/s" >/dev/null 2>&1; rc=$?
+check "--logits to a symbolic link: the link's target is untouched (status $rc)" cmp -s "$wd/victim" "$wd/victim.orig"
+check "... and the logits are a file of their own" sh -c "[ $rc -eq 0 ] && [ ! -L '$wd/lglink' ] && [ \$(stat -c %s '$wd/lglink') -eq $((2 * V * 4)) ]"
+mkfifo "$wd/fifo"
+timeout 300 env "$nolsan" "$ck" sample --prompt "on the" --tokens 2 --top-k 1 --ids --logits "$wd/fifo" "$wd/s" >/dev/null 2>&1; rc=$?
+check "--logits to a FIFO does not block on it (status $rc)" [ "$rc" -ne 124 ]
 
 # top-k 5 at a flat temperature: each id among its row's 5 largest
 ckpt sample --prompt "the" --tokens 8 --top-k 5 --temperature 5 --seed 3 --ids --logits "$wd/lg5" "$wd/s" >"$wd/ids5" 2>/dev/null
