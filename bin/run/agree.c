@@ -161,9 +161,18 @@ void run_exit(int status)
     exit(status);
 }
 
-uint64_t run_agree_startup(int ok, const pt_error *err, const run_setup *s, int world)
+uint64_t run_agree_startup(int ok, int asked, const pt_error *err, const run_setup *s, int world)
 {
     run_watchdog_beat("start-up agreement");
+    /* --help / --version on some rank: rank 0 answers (help before version), all leave */
+    int want = asked, any = 0;
+    MPI_Allreduce(&want, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any) {
+        int help = asked == RUN_ASKED_HELP, anyhelp = 0;
+        MPI_Allreduce(&help, &anyhelp, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (run_rank == 0) run_answer(anyhelp ? RUN_ASKED_HELP : RUN_ASKED_VERSION);
+        run_exit(RUN_EXIT_OK);
+    }
     startup_rec mine;
     fill_rec(&mine, ok, s);
     startup_rec *all = malloc(sizeof *all * (size_t)world);

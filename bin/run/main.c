@@ -33,12 +33,16 @@ static void job_nodes(int world, run_nodes *n)
 
 int main(int argc, char **argv)
 {
-    if (run_early_exit(argc, argv)) return RUN_EXIT_OK;
+    int asked = 0;
+    if (run_early_exit(argc, argv, &asked)) return RUN_EXIT_OK;
     /* A write to a peer's closed connection must fail with EPIPE, not kill
      * the rank: a peer that finished and left can close its sockets while
      * this rank still sends the heartbeat's last messages (srun, unlike
      * mpirun's daemons, starts ranks with SIGPIPE at its default). */
     signal(SIGPIPE, SIG_IGN);
+    /* a file-size limit (ulimit -f) makes a write fail with EFBIG, reported
+     * in one line by the writer, rather than kill the rank */
+    signal(SIGXFSZ, SIG_IGN);
     /* a step frees and re-allocates the same large blocks (ZeRO's units,
      * MPI's temporaries): keep them rather than fault fresh pages in each
      * step (core.h) */
@@ -54,8 +58,8 @@ int main(int argc, char **argv)
     job_nodes(world, &nodes);
 
     static run_setup s; /* large (the auto plan's search result) */
-    int ok = !err.text[0] && run_setup_rank(argc, argv, world, &nodes, &s, &err) == 0;
-    uint64_t agreed = run_agree_startup(ok, &err, &s, world);
+    int ok = !asked && !err.text[0] && run_setup_rank(argc, argv, world, &nodes, &s, &err) == 0;
+    uint64_t agreed = run_agree_startup(ok, asked, &err, &s, world);
     run_watchdog_start(s.o.watchdog);
     if (run_rank == 0 && s.aut.on) {
         /* the warnings and the explanation of a plan made here (--mode auto) */

@@ -34,7 +34,7 @@ struct run_metrics {
 run_metrics *run_metrics_open(const char *path, pt_error *err)
 {
     if (pt_output_check(path) != PT_OK) {
-        pt_errprintf(err, "the metrics file: %s", pt_errmsg());
+        pt_errprintf(err, "the metrics file %s", pt_errmsg()); /* "PATH is a symbolic link, ..." */
         return NULL;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
@@ -73,7 +73,7 @@ void run_metrics_write(run_metrics *m, json_t *rec)
         json_decref(rec);
         return;
     }
-    char *text = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(7));
+    char *text = json_dumps(rec, JSON_COMPACT | JSON_PRESERVE_ORDER);
     json_decref(rec);
     const char *why = NULL;
     int e = 0;

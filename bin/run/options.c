@@ -51,7 +51,7 @@ static int parse_long(const char *what, const char *s, long lo, long hi, long *o
 
 /* --help, grouped by topic; tests/unit/test_help.sh checks that every long
  * option of parse_args' table appears here. */
-static void usage(FILE *f)
+void run_usage(FILE *f)
 {
     fprintf(f,
         "usage: ptrain-run [options]   (one process per rank: srun, sbatch or mpirun)\n"
@@ -124,21 +124,24 @@ static void usage(FILE *f)
         pt_gpt_preset_names());
 }
 
-/* The rank that answers --help and --version, from the launcher's
- * variables (no MPI yet): 1 for rank 0 or an unknown rank. */
-static int launcher_rank0(void)
+/* Whether this process is one of several ranks started by a launcher
+ * (its variables, before MPI_Init). */
+static int launched_with_peers(void)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"};
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "PMI_SIZE",
+                                       "WORLD_SIZE"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         const char *v = getenv(vars[i]);
-        if (v && *v) return strcmp(v, "0") == 0;
+        long n;
+        if (v && *v && pt_parse_int(vars[i], v, 1, 1L << 30, &n) == PT_OK) return n > 1;
     }
-    return 1;
+    return 0;
 }
 
-int run_early_exit(int argc, char **argv)
+int run_early_exit(int argc, char **argv, int *asked)
 {
     int help = 0, version = 0;
+    *asked = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) break;
@@ -165,12 +168,17 @@ int run_early_exit(int argc, char **argv)
         else if (has_arg && !eq) i++;
     }
     if (!help && !version) return 0;
-    if (launcher_rank0()) {
-        if (help) usage(stdout);
-        else printf("ptrain-run (ptrain) %s\n", PACKAGE_VERSION);
-        fflush(stdout);
-    }
+    *asked = help ? RUN_ASKED_HELP : RUN_ASKED_VERSION;
+    if (launched_with_peers()) return 0; /* answered after the start-up agreement, by rank 0 */
+    run_answer(*asked);
     return 1;
+}
+
+void run_answer(int asked)
+{
+    if (asked == RUN_ASKED_HELP) run_usage(stdout);
+    else printf("ptrain-run (ptrain) %s\n", PACKAGE_VERSION);
+    fflush(stdout);
 }
 
 int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)

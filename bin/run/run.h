@@ -87,11 +87,18 @@ extern int run_rank;         /* MPI_COMM_WORLD rank (0 before MPI) */
 
 /* ---- options.c ---- */
 /* --help or --version anywhere on the command line (scanned as getopt
- * would: an option's argument is not taken for an option): print the text
- * from one rank (the launcher's rank variable, else every process) and
- * return 1, before MPI starts, so no rank waits in a collective for
- * ranks that left.  0 when neither is given. */
-int run_early_exit(int argc, char **argv);
+ * would: an option's argument is not taken for an option) sets *asked
+ * (RUN_ASKED_HELP or RUN_ASKED_VERSION, else 0).  A process started alone
+ * answers at once and returns 1, without MPI.  One of several ranks
+ * returns 0: it must still start MPI and take part in the start-up
+ * agreement, where any rank's request makes rank 0 answer and every rank
+ * leave with status 0 (a rank that left before MPI_Init would leave the
+ * others waiting in it). */
+enum { RUN_ASKED_HELP = 1, RUN_ASKED_VERSION = 2 };
+int run_early_exit(int argc, char **argv, int *asked);
+/* Print the usage (RUN_ASKED_HELP) or the version to stdout. */
+void run_answer(int asked);
+void run_usage(FILE *f);
 /* Parse argv into *o (defaults first) and the PTRAIN_MODEL, PTRAIN_BATCH,
  * PTRAIN_TOPOLOGY, PTRAIN_PEAK_GFLOPS variables.  -1 with one line. */
 int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
@@ -106,11 +113,13 @@ void run_setup_free(run_setup *s);
 
 /* ---- agree.c ---- */
 /* The collective start-up agreement: every rank, also one whose set-up
- * failed (ok 0, why in err), contributes its record; a failure anywhere or
+ * failed (ok 0, why in err), contributes its record; --help or --version
+ * on any rank (asked, run_early_exit) makes rank 0 answer and every rank
+ * exit 0; else a failure anywhere or
  * any difference from rank 0 makes every rank exit 2 with one line from
  * rank 0 naming the ranks and fields.  Returns the hash of the agreed
  * record. */
-uint64_t run_agree_startup(int ok, const pt_error *err, const run_setup *s, int world);
+uint64_t run_agree_startup(int ok, int asked, const pt_error *err, const run_setup *s, int world);
 /* rc from a step that may fail on some ranks only: every rank learns it,
  * the lowest failing rank says why (pt_errmsg()), every rank exits 1. */
 void run_agree(int rc, const char *what);
