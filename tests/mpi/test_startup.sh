@@ -83,6 +83,9 @@ ptrain_mpirun -np 2 $R >"$tmp/out" 2>&1 || rc=$?
 check "2 ranks with the same plan train (status $rc) and print the agreed start-up hash" \
     sh -c "[ $rc -eq 0 ] && grep -q 'agreed by every rank, start-up hash [0-9a-f]\{16\}' '$tmp/out' && grep -q '^done:' '$tmp/out'"
 
+# --pp that does not divide the world names pp, not tp (issue 22, item 12)
+expect "--pp 3 on one rank" 2 "with 1 ranks: pp=3 does not divide the world (valid pp here: 1)" -np 1 $R --pp 3
+expect "--pp 3 on two ranks" 2 "with 2 ranks: pp=3 does not divide the world (valid pp here: 1, 2)" -np 2 $R --pp 3
 # case 2b (issue 22, item 9): options that add collectives, given to some
 # ranks only (a wrapper passing --metrics to rank 0, which writes it): one
 # line naming the option, never a hang
