@@ -386,7 +386,10 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1)
             validate(&pipe, s, &ctx, in, tg, step + 1, t_start, mf, &vloss);
     }
-    if (!stopped && o.save_dir && last_saved != o.steps && start_step != o.steps) { /* the end of the run is kept */
+    /* the end of the run is always kept; a run resumed at its last step
+     * saves it again, in its own plan and --save-dir (how a checkpoint is
+     * resharded: tests/mpi/test_ckpt.sh) */
+    if (!stopped && o.save_dir && last_saved != o.steps) {
         char saved[4200];
         save_checkpoint(&o, &tr, &plan, &cfg, &cmeta, o.steps, saved, sizeof saved);
         if (run_rank == 0 && !o.quiet) {
