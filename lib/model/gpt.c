@@ -648,6 +648,9 @@ int pt_gpt_logits(pt_gpt *m, int row, float *out)
     if (m->ctx->plan.mode != PT_MODE_OFF && m->ctx->plan.mode != PT_MODE_1D)
         return pt_fail(PT_EUNSUPP, "logits of a row: the %s layout's head rows hold part of the width; valid: off, 1d",
                        pt_mode_name(m->ctx->plan.mode));
+    if (m->param_hook) /* ZeRO-3 keeps wte gathered only inside the pieces that use it */
+        return pt_fail(PT_EUNSUPP, "logits of a row: not under ZeRO (its hook may have released the head's "
+                       "parameters); valid: zero=0");
     if (row < 0 || row >= N || !m->head_in)
         return pt_fail(PT_EINVAL, "logits of row %d: %s", row,
                        m->head_in ? "outside the head's rows" : "no head forward has run");

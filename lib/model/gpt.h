@@ -249,8 +249,10 @@ int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss);
  * Bl*Tl) over this rank's vocabulary shard, written to out [g.Vl] (host
  * memory; ids tp_rank*Vl .., padding included), through ops (one GEMM row
  * of the tied head on the final LayerNorm's output).  For layouts whose
- * head rows hold the full width (1d, and off); PT_EUNSUPP for 2d/2.5d/3d,
- * PT_EINVAL for a row outside the range or no head forward yet, PT_ENOMEM. */
+ * head rows hold the full width (1d, and off) and no ZeRO hook (a ZeRO-3
+ * hook releases the head's parameters); PT_EUNSUPP for 2d/2.5d/3d or a
+ * hook, PT_EINVAL for a row outside the range or no head forward yet,
+ * PT_ENOMEM. */
 int pt_gpt_logits(pt_gpt *m, int row, float *out);
 /* dx [Bl*Tl, Cr] = d loss / d x_in of the head (overwritten). */
 int pt_gpt_head_backward(pt_gpt *m, float *dx);
