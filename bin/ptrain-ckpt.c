@@ -733,7 +733,8 @@ out:
  * new token, the forward pass over the last min(n, T) tokens (the rest of
  * the T positions padded; attention is causal, so padding after position
  * n-1 does not change its logits), the logits row of the last real
- * position copied out of the model (backend copy2d), then on the host:
+ * position (pt_gpt_logits: the head keeps none, one GEMM row again), then
+ * on the host:
  * top-k filtering (Fan et al. 2018, "Hierarchical Neural Story
  * Generation", sec. 5.4: keep the k largest logits; ties at the k-th value
  * broken by the lower id), softmax at temperature F (logits / F), and one
@@ -871,7 +872,14 @@ static int cmd_sample(const char *arg, const sample_opts *so)
     uint64_t rng = so->seed * 0x9E3779B97F4A7C15ull + 0x6A09E667F3BCC909ull;
     if (!rng) rng = 1;
     size_t n = np;
-    const int Vl = h.model.g.Vl;
+    if (h.model.g.Vl > V) { /* the whole vocabulary on one process: padded to Vl (= V at tp 1) */
+        float *wide = realloc(row, sizeof *row * (size_t)h.model.g.Vl);
+        if (!wide) {
+            status = tool_die(1, "sample: out of memory");
+            goto out;
+        }
+        row = wide;
+    }
     for (long s = 0; s < so->tokens; s++) {
         const size_t w = n < (size_t)T ? n : (size_t)T;
         memcpy(in, all + (n - w), sizeof *in * w);
@@ -881,8 +889,10 @@ static int cmd_sample(const char *arg, const sample_opts *so)
             status = tool_die(1, "sample: forward: %s", pt_errmsg());
             goto out;
         }
-        h.model.ops->copy2d(row, sizeof(float) * (size_t)V, h.model.logits + (w - 1) * (size_t)Vl,
-                            sizeof(float) * (size_t)Vl, sizeof(float) * (size_t)V, 1);
+        if ((rc = pt_gpt_logits(&h.model, (int)w - 1, row))) { /* the head keeps no logits: this row's again */
+            status = tool_die(1, "sample: logits: %s", pt_errmsg());
+            goto out;
+        }
         if (have_lf && pt_write_all(lf.fd, row, sizeof *row * (size_t)V)) {
             status = tool_die(1, "sample: --logits %s: write failed: %s", so->logits_file, strerror(errno));
             goto out;

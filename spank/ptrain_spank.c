@@ -252,13 +252,29 @@ static int cb_verbose(int val, const char *optarg, int remote)
  * not empty. */
 typedef int (*env_get_fn)(void *arg, const char *name, char *buf, int len);
 
+/* env_get_fn contract: 1 and the value in buf, 0 when unset or empty, -1
+ * when the value does not fit buf (never truncated: a cut-off value could
+ * pass as another valid one). */
 static int local_getenv(void *arg, const char *name, char *buf, int len)
 {
     (void)arg;
     const char *v = getenv(name);
     if (!v || !*v) return 0;
+    if (strlen(v) >= (size_t)len) return -1;
     snprintf(buf, (size_t)len, "%s", v);
     return 1;
+}
+
+/* get(arg, name) into buf: 1, 0 (unset), or -1 with one line in err when
+ * the value is longer than buf holds (SPANK's spank_getenv refuses it with
+ * ESPANK_NOSPACE; it must not pass for unset). */
+static int get_var(env_get_fn get, void *arg, const char *name, char *buf, int len, pt_error *err)
+{
+    int g = get(arg, name, buf, len);
+    if (g < 0)
+        return pt_errprintf(err, "ptrain: %s in the job environment is longer than %d bytes; it is not a valid "
+                            "value (valid: see ptrain-env(7))", name, len - 1);
+    return g;
 }
 
 static pt_plan_limits conf_limits(void)
@@ -364,29 +380,31 @@ static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *er
     req->tp = opt_tp;
     req->tp_depth = opt_tp_depth;
     req->sp = opt_sp;
+    int g;
     if (opt_mode_given) req->mode = opt_mode;
-    else if (get(arg, "PTRAIN_MODE", buf, sizeof buf) &&
-             parse_mode_text("PTRAIN_MODE", buf, &req->mode, err) < 0)
+    else if ((g = get_var(get, arg, "PTRAIN_MODE", buf, sizeof buf, err)) < 0 ||
+             (g && parse_mode_text("PTRAIN_MODE", buf, &req->mode, err) < 0))
         return -1;
-    if (!req->tp && get(arg, "PTRAIN_TP", buf, sizeof buf) &&
-        parse_size_text("PTRAIN_TP", buf, 1, &req->tp, err) < 0)
+    if (!req->tp && ((g = get_var(get, arg, "PTRAIN_TP", buf, sizeof buf, err)) < 0 ||
+                     (g && parse_size_text("PTRAIN_TP", buf, 1, &req->tp, err) < 0)))
         return -1;
-    if (!req->tp_depth && get(arg, "PTRAIN_TP_DEPTH", buf, sizeof buf) &&
-        parse_size_text("PTRAIN_TP_DEPTH", buf, 0, &req->tp_depth, err) < 0)
+    if (!req->tp_depth && ((g = get_var(get, arg, "PTRAIN_TP_DEPTH", buf, sizeof buf, err)) < 0 ||
+                           (g && parse_size_text("PTRAIN_TP_DEPTH", buf, 0, &req->tp_depth, err) < 0)))
         return -1;
-    if (!req->sp && get(arg, "PTRAIN_SP", buf, sizeof buf) &&
-        parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err) < 0)
+    if (!req->sp && ((g = get_var(get, arg, "PTRAIN_SP", buf, sizeof buf, err)) < 0 ||
+                     (g && parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err) < 0)))
         return -1;
     /* the model and batch the plan is made for: option > PTRAIN_* > ptrain-run's defaults */
     if (opt_model[0]) snprintf(req_model, sizeof req_model, "%s", opt_model);
-    else if (get(arg, "PTRAIN_MODEL", buf, sizeof buf)) {
+    else if ((g = get_var(get, arg, "PTRAIN_MODEL", buf, sizeof buf, err)) < 0) return -1;
+    else if (g) {
         if (pt_spank_parse_model_opt("PTRAIN_MODEL", buf, err) < 0) return -1;
         snprintf(req_model, sizeof req_model, "%.63s", buf);
     } else snprintf(req_model, sizeof req_model, "%s", DEFAULT_MODEL);
     req_batch = DEFAULT_BATCH;
     if (opt_batch) req_batch = opt_batch;
-    else if (get(arg, "PTRAIN_BATCH", buf, sizeof buf) &&
-             pt_spank_parse_batch_opt("PTRAIN_BATCH", buf, &req_batch, err) < 0)
+    else if ((g = get_var(get, arg, "PTRAIN_BATCH", buf, sizeof buf, err)) < 0 ||
+             (g && pt_spank_parse_batch_opt("PTRAIN_BATCH", buf, &req_batch, err) < 0))
         return -1;
     /* pipeline/ZeRO: option > PTRAIN_* > the administrator's default;
      * pp and microbatches 0 = the planner chooses (pt_plan_search) */
@@ -402,7 +420,9 @@ static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *er
         if (opt_pipe_given[i]) {
             snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[i].key);
             text = opt_pipe[i];
-        } else if (get(arg, pipe_opts[i].var, buf, sizeof buf)) {
+        } else if ((g = get_var(get, arg, pipe_opts[i].var, buf, sizeof buf, err)) < 0) {
+            return -1;
+        } else if (g) {
             snprintf(what, sizeof what, "%s", pipe_opts[i].var);
             text = buf;
         }
@@ -484,6 +504,8 @@ static struct spank_option options[] = {
 };
 
 /* ---- entry points ------------------------------------------------------- */
+static int pmix_fence_ring(spank_t sp);
+
 PT_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
 {
     pt_spank_conf_default(&conf);
@@ -513,10 +535,10 @@ PT_EXPORT int slurm_spank_init(spank_t sp, int ac, char **av)
  * default_mode, and refuse bad values before anything is allocated. */
 PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
-    (void)sp;
     (void)ac;
     (void)av;
     spank_context_t ctx = spank_context();
+    if (ctx == S_CTX_REMOTE) return pmix_fence_ring(sp);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     pt_plan req;
     pt_error err;
@@ -570,10 +592,17 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
 }
 
 /* Read one variable of the job's environment into buf ("" if unset). */
+/* 1 and the value, 0 when unset or empty, -1 when longer than buf
+ * (ESPANK_NOSPACE; env_get_fn's contract). */
 static int job_getenv(spank_t sp, const char *name, char *buf, int len)
 {
     buf[0] = '\0';
-    return spank_getenv(sp, name, buf, len) == ESPANK_SUCCESS && buf[0];
+    spank_err_t rc = spank_getenv(sp, name, buf, len);
+    if (rc == ESPANK_NOSPACE) {
+        buf[0] = '\0';
+        return -1;
+    }
+    return rc == ESPANK_SUCCESS && buf[0];
 }
 
 static int job_getenv_cb(void *arg, const char *name, char *buf, int len)
@@ -604,6 +633,38 @@ static int is_mpi_daemon(spank_t sp)
     return strcmp(base, "orted") == 0 || strcmp(base, "prted") == 0;
 }
 
+/* slurmstepd, before Slurm's mpi/pmix plugin reads the job environment
+ * (spank_init runs before mpi_g_slurmstepd_prefork): a ptrain step's
+ * PMIx fences all take Slurm's ring algorithm (SLURM_PMIX_FENCE=ring),
+ * unless the job already chose one.  Why: with SLURM_PMIX_FENCE unset
+ * ("auto"), Slurm 22.05 runs data-less fences (Open MPI's MPI_Init
+ * barrier) on its tree algorithm, whose tree comes from reverse_tree_info
+ * (src/common/reverse_tree.c) with TreeWidth fan-out; when TreeWidth
+ * (default 50) exceeds the step's node count every node is a root with no
+ * children, so the barrier completes on each node with its local tasks
+ * only.  Ranks of the other nodes then leave MPI_Init while a slower rank
+ * still waits in the modex fence, before its PML registered its receive
+ * callbacks, and their first message kills it: Open MPI 4.1's TCP BTL
+ * calls the null callback (SIGSEGV at address 0 in ompi_mpi_init ->
+ * opal_progress -> mca_btl_tcp).  The ring fence needs every node's
+ * contribution.  Sites can set PMIxCollFence=ring in mpi.conf for every
+ * job; ptrain-env(7) and ptrain_spank(8) say so.  The batch script's own
+ * step and MPI daemons' steps are left alone; errors in the request are
+ * reported by task_init. */
+static int pmix_fence_ring(spank_t sp)
+{
+    pt_plan req;
+    pt_error err;
+    char buf[64];
+    if (resolve_request(job_getenv_cb, sp, &req, &err) < 0 || req.mode == PT_MODE_OFF) return 0;
+    if (is_mpi_daemon(sp) || job_getenv(sp, "SLURM_PMIX_FENCE", buf, sizeof buf)) return 0;
+    spank_err_t rc = spank_setenv(sp, "SLURM_PMIX_FENCE", "ring", 0);
+    if (rc != ESPANK_SUCCESS)
+        slurm_error("ptrain: cannot set SLURM_PMIX_FENCE=ring for the step: %s (MPI start-up may crash; "
+                    "set PMIxCollFence=ring in mpi.conf)", spank_strerror(rc));
+    return 0;
+}
+
 /* Compute this step's plan once per slurmstepd (remote context). */
 static int compute_plan(spank_t sp)
 {
@@ -622,9 +683,9 @@ static int compute_plan(spank_t sp)
     pt_error err;
     pt_plan req;
     int bad_request = resolve_request(job_getenv_cb, sp, &req, &err) < 0;
-    verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) &&
+    verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) > 0 &&
                               strcmp(buf, "0") != 0);
-    explain = opt_explain || (job_getenv(sp, "PTRAIN_EXPLAIN", buf, sizeof buf) &&
+    explain = opt_explain || (job_getenv(sp, "PTRAIN_EXPLAIN", buf, sizeof buf) > 0 &&
                               strcmp(buf, "0") != 0);
     if (bad_request) return plan_fail("%s", err.text);
     if (req.mode == PT_MODE_OFF) {
@@ -646,8 +707,8 @@ static int compute_plan(spank_t sp)
     if (nnodes > MAX_NODES || ntasks > (1u << 20) || nodeid >= nnodes)
         return plan_fail("ptrain: step geometry out of range (nodes=%u tasks=%u node=%u)", nnodes,
                          ntasks, nodeid);
-    if (!job_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn_text, sizeof tpn_text) &&
-        !job_getenv(sp, "SLURM_TASKS_PER_NODE", tpn_text, sizeof tpn_text))
+    if (job_getenv(sp, "SLURM_STEP_TASKS_PER_NODE", tpn_text, sizeof tpn_text) <= 0 &&
+        job_getenv(sp, "SLURM_TASKS_PER_NODE", tpn_text, sizeof tpn_text) <= 0)
         return plan_fail("ptrain: neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is "
                          "set: cannot place ranks");
     int n = 0;
@@ -668,9 +729,9 @@ static int compute_plan(spank_t sp)
     if (plan_request(&geo, &req, &plan, &err) < 0)
         return plan_fail("ptrain: %s", err.text);
 
-    if (!job_getenv(sp, "SLURM_STEP_NODELIST", buf, sizeof buf) &&
-        !job_getenv(sp, "SLURM_JOB_NODELIST", buf, sizeof buf) &&
-        !job_getenv(sp, "SLURM_NODELIST", buf, sizeof buf))
+    if (job_getenv(sp, "SLURM_STEP_NODELIST", buf, sizeof buf) <= 0 &&
+        job_getenv(sp, "SLURM_JOB_NODELIST", buf, sizeof buf) <= 0 &&
+        job_getenv(sp, "SLURM_NODELIST", buf, sizeof buf) <= 0)
         return plan_fail("ptrain: no SLURM_STEP_NODELIST / SLURM_JOB_NODELIST in the job "
                          "environment: cannot name MASTER_ADDR");
     if (pt_spank_first_host(buf, master_addr, sizeof master_addr, &err) < 0)

@@ -4,21 +4,54 @@
  *  - activations are row-major [B, T, C] (N = B*T rows of C), weights are
  *    [OC, C] (PyTorch nn.Linear layout; Y = X W^T + b);
  *  - every backward ACCUMULATES (+=) into parameter gradients and into
- *    input gradients; pass NULL to skip an input gradient or a bias;
+ *    input gradients unless its comment says it writes; pass NULL to skip
+ *    an input gradient or a bias;
  *  - qkv is [B, T, 3*NH*HS] laid out as [all q heads | all k heads | all v
  *    heads], each head HS contiguous; attention output is [B, T, NH*HS];
- *    att is the post-softmax causal matrix [B, NH, T, T];
- *  - the cross-entropy is split in three kernels so the vocabulary can be
- *    sharded (Megatron's vocab-parallel cross-entropy, Shoeybi et al. 2019
- *    section 3): logits [N, Vl] hold vocabulary ids v0 .. v0+Vl-1; ids >=
- *    vreal are padding and excluded from the softmax;
+ *    the model's attention is the flash form (attention_fwd/bwd): it keeps
+ *    the output and the row log-sum-exp lse [B, NH, T], never the [T, T]
+ *    probabilities (those exist only in attention_ref_fwd/bwd, the
+ *    materialised reference the tests and bench/ compare against);
+ *  - the cross-entropy is vocabulary-parallel (Megatron's vocab-parallel
+ *    cross-entropy, Shoeybi et al. 2019 section 3): a shard holds
+ *    vocabulary ids v0 .. v0+Vl-1; ids >= vreal are padding and excluded
+ *    from the softmax.  The model's head is the fused classifier
+ *    (classifier_fwd/bwd: the head GEMM, log-sum-exp, loss and dlogits over
+ *    blocks of vocabulary columns, never the [N, Vl] logits); xent_max,
+ *    xent_sumexp and xent_bwd are the materialised pieces, kept as the
+ *    tests' reference;
+ *  - GEMM epilogues follow cuBLASLt's (see "Epilogues" below), so a CUDA
+ *    backend maps matmul_fwd/bwd 1:1 onto cublasLtMatmul;
  *  - the generic ops at the end of the table (zero .. adamw) are what the
  *    layers above the backend use instead of loops of their own: memory
  *    (cudaMemset / cudaMemcpy2D semantics), BLAS-1 (axpy, scal, sums),
- *    strided batched GEMM and causal softmax rows (ring self-attention,
- *    Li et al. 2021), LayerNorm split in pieces around a group reduction,
- *    the cross-entropy loss and AdamW.  Reductions return a double to the
- *    host (like cuBLAS's host pointer mode).
+ *    strided batched GEMM and causal softmax rows (the tests' materialised
+ *    ring), LayerNorm split in pieces around a group reduction, the cross-entropy loss and AdamW.
+ *    Reductions return a double to the host (like cuBLAS's host pointer
+ *    mode).
+ *
+ * Epilogues (enum pt_epilogue), what each call is in cuBLASLt terms
+ * (cublasLtEpilogue_t; aux is CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+ * bias CUBLASLT_MATMUL_DESC_BIAS_POINTER, beta the matmul's beta):
+ *   matmul_fwd PT_EPI_DEFAULT, bias NULL    CUBLASLT_EPILOGUE_DEFAULT
+ *   matmul_fwd PT_EPI_DEFAULT, bias         CUBLASLT_EPILOGUE_BIAS
+ *   matmul_fwd PT_EPI_GELU, aux NULL        CUBLASLT_EPILOGUE_GELU (bias: GELU_BIAS)
+ *   matmul_fwd PT_EPI_GELU, aux             CUBLASLT_EPILOGUE_GELU_AUX (bias: GELU_AUX_BIAS):
+ *                                           aux keeps the pre-GELU values for the backward
+ *   matmul_bwd dw, dbias                    the dW GEMM with CUBLASLT_EPILOGUE_BGRADA
+ *                                           (dbias = column sums of dout)
+ *   matmul_bwd dinp, PT_EPI_DEFAULT         the dX GEMM, CUBLASLT_EPILOGUE_DEFAULT, beta 1
+ *   matmul_bwd dinp, PT_EPI_DGELU           the dX GEMM with CUBLASLT_EPILOGUE_DGELU, beta 0
+ *                                           (dbias_aux: DGELU_BGRAD), aux the previous
+ *                                           layer's pre-GELU values
+ *   epilogue_fwd / epilogue_bwd             the same epilogues on their own, for layouts
+ *                                           whose communication sits between the GEMM and
+ *                                           its epilogue (a reduce-scatter of Y, a reduce
+ *                                           of dX): a small elementwise kernel on a device
+ * cuBLASLt's BGRAD epilogues write the bias gradient; these ops add to it
+ * (the accumulate convention), so a CUDA backend reduces into a scratch
+ * vector and adds it, as llm.c does.  GELU is the tanh form throughout
+ * (what cuBLASLt's GELU epilogue computes).
  *
  * The CPU kernels are written once (cpu_ops.inc) and instantiated for
  * float (pt_cpu_ops_f32, the training backend) and double (pt_cpu_ops_f64,
@@ -26,13 +59,57 @@
  * double precision, and the float kernels against the double ones).
  * Formulas follow GPT-2 (Radford et al. 2019) and llm.c's CPU reference:
  * layernorm (Ba et al. 2016), GELU tanh form (Hendrycks & Gimpel 2016),
- * causal softmax attention (Vaswani et al. 2017, section 3.2.1).
+ * causal softmax attention (Vaswani et al. 2017, section 3.2.1) computed
+ * as FlashAttention (Dao et al. 2022, "FlashAttention: Fast and
+ * Memory-Efficient Exact Attention with IO-Awareness", algorithms 1 and 2;
+ * FlashAttention-2, Dao 2023, algorithm 1 and section 3.1's D = rowsum(dO
+ * * O) backward), the fused classifier as llm.c's fused_classifier and
+ * Liger Kernel's fused linear cross-entropy (Hsu et al. 2024).
+ *
+ * Element types.  Every op of the table takes REAL tensors (float or
+ * double) and int32 token ids; integers (sizes, strides, flags) and the
+ * pt_attn_dims shape are type-free.  A mixed-precision table (bf16
+ * storage, fp32 accumulation) is another instantiation with its own
+ * storage type for activations and weights; see cpu_ops.inc.
  */
 #ifndef PTRAIN_OPS_H
 #define PTRAIN_OPS_H
 #include "core/core.h"
 #include <stddef.h>
 #include <stdint.h>
+
+/* What a GEMM's epilogue applies to its result (see "Epilogues" above). */
+enum pt_epilogue {
+    PT_EPI_DEFAULT = 0, /* + bias when one is given */
+    PT_EPI_GELU = 1,    /* GELU(result + bias); aux (if given) keeps result + bias */
+    PT_EPI_DGELU = 2    /* backward: result * GELU'(aux) */
+};
+
+/* Flash attention: query row tile and key column tile (FlashAttention's
+ * B_r = B_c).  The largest score block any call holds is TILE x TILE per
+ * thread; T need not be a multiple. */
+#define PT_FLASH_TILE 64
+
+/* Vocabulary columns per block of the fused classifier: the caller's
+ * work buffer is [N, min(PT_CLASSIFIER_VBLOCK, Vl)]. */
+#define PT_CLASSIFIER_VBLOCK 512
+
+/* The shape of one attention call (attention_fwd/bwd): B sequences, NH
+ * heads of HS; Tq query rows and Tk key rows per sequence.  q (and dq)
+ * rows have stride ldq elements, k and v (and dk, dv) stride ldkv, head h
+ * at column h*HS of each; sequence b's rows start at b*Tq (queries) and
+ * b*Tk (keys).  Causal on global positions: query row i sits at q0 + i,
+ * key row j at k0 + j, and the query sees the key iff k0 + j <= q0 + i.
+ * The whole sequence: Tq = Tk = T, q0 = k0 = 0, q = qkv, k = qkv + C,
+ * v = qkv + 2C, ldq = ldkv = 3C (C = NH*HS).  A ring step (Liu et al.
+ * 2023; Li et al. 2021): the local queries against a key/value block
+ * passed round the sequence-parallel group. */
+typedef struct pt_attn_dims {
+    int B, NH, HS;
+    int Tq, Tk;
+    int q0, k0;
+    int ldq, ldkv;
+} pt_attn_dims;
 
 #define PT_DECLARE_OPS(REAL, NAME)                                                            \
     typedef struct NAME {                                                                     \
@@ -51,19 +128,52 @@
                               const REAL *b, int N, int C);                                    \
         void (*layernorm_bwd)(REAL *dinp, REAL *dw, REAL *db, const REAL *dout, const REAL *inp, \
                               const REAL *w, const REAL *mean, const REAL *rstd, int N, int C); \
-        /* out[N,OC] = inp[N,C] w[OC,C]^T (+ bias[OC] unless NULL); sgemm/dgemm */             \
-        void (*matmul_fwd)(REAL *out, const REAL *inp, const REAL *w, const REAL *bias, int N,  \
-                           int C, int OC);                                                     \
-        /* out[N,OC] += inp[N,C] w[OC,C]^T (accumulating form, for SUMMA steps) */             \
-        void (*matmul_acc)(REAL *out, const REAL *inp, const REAL *w, int N, int C, int OC);   \
-        /* dinp += dout w; dw += dout^T inp; dbias += colsum(dout); NULL skips */              \
+        /* out[N,OC] = epi(inp[N,C] w[OC,C]^T + beta out + bias[OC]) (bias NULL: none;    \
+         * beta 0 or 1: 1 accumulates a SUMMA step's partial product into out); epi        \
+         * PT_EPI_DEFAULT or PT_EPI_GELU, which also writes aux [N,OC] = the pre-GELU value \
+         * unless aux is NULL.  Row blocks of the GEMM get their epilogue while in cache.  */ \
+        void (*matmul_fwd)(REAL *out, REAL *aux, const REAL *inp, const REAL *w, const REAL *bias, \
+                           REAL beta, int N, int C, int OC, int epi);                         \
+        /* dw += dout^T inp; dbias += colsum(dout) (BGRADA); epi PT_EPI_DEFAULT: dinp +=    \
+         * dout w; PT_EPI_DGELU: dinp = (dout w) * GELU'(aux) WRITTEN (aux [N,C], the       \
+         * pre-GELU values of the layer that produced inp) and dbias_aux [C] += colsum of   \
+         * that dinp (DGELU_BGRAD; NULL skips).  NULL dinp / dw / dbias skip. */            \
         void (*matmul_bwd)(REAL *dinp, REAL *dw, REAL *dbias, const REAL *dout, const REAL *inp, \
-                           const REAL *w, int N, int C, int OC);                               \
-        /* causal multi-head self-attention, scale 1/sqrt(HS) */                               \
-        void (*attention_fwd)(REAL *out, REAL *att, const REAL *qkv, int B, int T, int NH,     \
-                              int HS);                                                         \
-        void (*attention_bwd)(REAL *dqkv, const REAL *dout, const REAL *qkv, const REAL *att,   \
-                              int B, int T, int NH, int HS);                                   \
+                           const REAL *w, int N, int C, int OC, int epi, const REAL *aux,      \
+                           REAL *dbias_aux);                                                   \
+        /* The epilogue alone, in place on out [N,OC]: out = epi(out + bias); epi           \
+         * PT_EPI_GELU writes aux = out + bias first (NULL skips). */                         \
+        void (*epilogue_fwd)(REAL *out, REAL *aux, const REAL *bias, int N, int OC, int epi); \
+        /* The DGELU_BGRAD epilogue alone, in place: d [N,OC] *= GELU'(aux); dbias [OC] +=   \
+         * colsum of the result (NULL skips). */                                              \
+        void (*epilogue_bwd)(REAL *d, REAL *dbias, const REAL *aux, int N, int OC);          \
+        /* Flash attention forward (Dao et al. 2022, alg. 1; Dao 2023, alg. 1), scale       \
+         * 1/sqrt(HS), causal per pt_attn_dims: out [B, Tq, NH*HS], lse [B, NH, Tq] the row \
+         * log-sum-exp of the scaled scores.  merge 0: writes both (a row that sees no key  \
+         * gets out 0, lse -inf); merge 1: (out, lse) hold the result over other keys and   \
+         * leave holding the exact result over both sets (ring attention's merge: lse' =     \
+         * log(e^lse + e^lse_blk), out' = e^(lse-lse') out + e^(lse_blk-lse') out_blk, done  \
+         * as one more step of the online softmax).  Tiles of PT_FLASH_TILE queries x keys; \
+         * key tiles past a query tile's diagonal are skipped; threads over (b, h, query    \
+         * tile). */                                                                          \
+        void (*attention_fwd)(REAL *out, REAL *lse, const REAL *q, const REAL *k, const REAL *v, \
+                              const pt_attn_dims *d, int merge);                               \
+        /* Flash attention backward (Dao et al. 2022, alg. 2; Dao 2023, sec. 3.1): out and   \
+         * lse are the forward's FINAL results (over every key the queries see, also keys   \
+         * outside this call); D = rowsum(dout * out); per tile P = exp(S - lse) again,      \
+         * dS = P (dout v^T - D) scale.  dq += dS k, dk += dS^T q, dv += P^T dout (strides as \
+         * pt_attn_dims).  Threads over (b, h): a pair owns its dq, dk, dv columns, so no    \
+         * atomics and the result does not depend on the thread count. */                   \
+        void (*attention_bwd)(REAL *dq, REAL *dk, REAL *dv, const REAL *dout, const REAL *q,  \
+                              const REAL *k, const REAL *v, const REAL *out, const REAL *lse,  \
+                              const pt_attn_dims *d);                                          \
+        /* Materialised causal attention (the reference; the model does not run it):        \
+         * att [B, NH, T, T] post-softmax; forward writes out and att, backward accumulates  \
+         * dqkv [B, T, 3C].  May be NULL on a backend other than cpu. */                     \
+        void (*attention_ref_fwd)(REAL *out, REAL *att, const REAL *qkv, int B, int T, int NH,  \
+                                  int HS);                                                     \
+        void (*attention_ref_bwd)(REAL *dqkv, const REAL *dout, const REAL *qkv, const REAL *att, \
+                                  int B, int T, int NH, int HS);                               \
         /* GELU, tanh approximation */                                                         \
         void (*gelu_fwd)(REAL *out, const REAL *inp, size_t n);                                \
         void (*gelu_bwd)(REAL *dinp, const REAL *inp, const REAL *dout, size_t n);             \
@@ -73,7 +183,8 @@
         /* out[n,:] += bias; dbias += colsum(dout).  out [N, OC] */                            \
         void (*bias_fwd)(REAL *out, const REAL *bias, int N, int OC);                          \
         void (*bias_bwd)(REAL *dbias, const REAL *dout, int N, int OC);                        \
-        /* rowmax[n] = max over unpadded ids of the shard (-inf if none) */                    \
+        /* Materialised cross-entropy pieces (the reference of the fused classifier): logits \
+         * [N, Vl].  rowmax[n] = max over unpadded ids of the shard (-inf if none) */         \
         void (*xent_max)(REAL *rowmax, const REAL *logits, int v0, int vreal, int N, int Vl);  \
         /* sumexp[n] = sum exp(logit - rowmax[n]) over unpadded shard ids;                     \
          * tgt[n] = logits[n, targets[n]-v0] if the target is in the shard, else 0 */          \
@@ -84,6 +195,27 @@
         void (*xent_bwd)(REAL *dlogits, const REAL *logits, const REAL *rowmax,                \
                          const REAL *sumexp, const int32_t *targets, const REAL *dloss, int v0, \
                          int vreal, int N, int Vl);                                            \
+        /* Fused classifier (llm.c's fused_classifier; Liger's fused linear cross-entropy):  \
+         * logits = x w^T one block of vb <= Vl vocabulary columns at a time in work [N, vb] \
+         * (the only logits that exist), through the BLAS.  x is [ks][N][C/ks] and w        \
+         * [ks][Vl][C/ks]: C split in ks column pieces stored one after another (what an    \
+         * allgather of column blocks gives; ks 1 is plain [N, C] and [Vl, C]); logits =     \
+         * sum over pieces.  Forward: stats [3N] = this shard's rowmax, sumexp (relative to \
+         * that rowmax) and target logit (0 if the target is elsewhere), over unpadded ids, \
+         * with an online max (Milakov & Gimelshein 2018) across blocks: a shard's LOCAL    \
+         * statistics, which a vocabulary-parallel caller merges over its group (allreduce  \
+         * max, xent_rescale, allreduce sum of sumexp and target). */                        \
+        void (*classifier_fwd)(REAL *stats, const REAL *x, const REAL *w, const int32_t *targets, \
+                               REAL *work, int vb, int v0, int vreal, int N, int C, int Vl, int ks); \
+        /* Backward from the GLOBAL stats: per block the logits again, dlogits = (softmax -    \
+         * onehot(target)) dloss[n] in work, dx [ks][N][C/ks] += dlogits w, dw               \
+         * [ks][Vl][C/ks] += dlogits^T x (padded rows of dw untouched).  NULL skips. */       \
+        void (*classifier_bwd)(REAL *dx, REAL *dw, const REAL *x, const REAL *w, const REAL *stats, \
+                               const int32_t *targets, const REAL *dloss, REAL *work, int vb,  \
+                               int v0, int vreal, int N, int C, int Vl, int ks);                \
+        /* sumexp[n] *= exp(from[n] - to[n]) (0 where from[n] is -inf): a shard's sum of     \
+         * exp moved from its own row max to the group's, [N] each */                        \
+        void (*xent_rescale)(REAL *sumexp, const REAL *from, const REAL *to, int N);         \
         /* ---- generic ops (train-step refactor) ---- */                                     \
         /* Memory.  Pointers are backend memory (pt_backend.alloc) unless said otherwise;      \
          * on the CPU backend that is host memory. */                                          \
@@ -117,8 +249,9 @@
                              REAL beta, REAL *C, int ldc, int64_t sC, int batch);             \
         /* Causal softmax in place over att [BH, Tq, T] (scores in, probabilities out): row   \
          * i is the query at global position q0+i and sees keys 0 .. q0+i; later keys get 0.  \
-         * Needs 0 <= q0 and q0 + Tq <= T.  (Vaswani et al. 2017, 3.2.1; the ring of Li et   \
-         * al. 2021 calls it with q0 = sp_rank*Tq.) */                                         \
+         * Needs 0 <= q0 and q0 + Tq <= T.  (Vaswani et al. 2017, 3.2.1.)  With             \
+         * gemm_batched, the pieces of a materialised ring attention (Li et al. 2021), the   \
+         * tests' reference for the flash ring (lib/parallel/seq.c). */                      \
         void (*softmax_causal_fwd)(REAL *att, int BH, int Tq, int T, int q0);                  \
         /* In place: datt [BH, Tq, T] holds dP on entry and gets dS = att*(dP - rowsum(att*dP)) \
          * * scale on the visible keys, 0 elsewhere (WRITES, does not accumulate). */          \

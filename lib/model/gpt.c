@@ -8,6 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+_Static_assert(PT_COST_CLASSIFIER_VBLOCK == PT_CLASSIFIER_VBLOCK,
+               "lib/plan/cost.h's classifier block must be lib/backend/ops.h's");
+
 /* The presets live in lib/plan/cost.c (libc only, so the SPANK plugin
  * parses --ptrain-model without libptrain); this is their lib/model face. */
 const char *pt_gpt_preset_names(void) { return pt_model_preset_names(); }
@@ -179,15 +182,18 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
     return pt_gpt_create_stage(m, cfg, ctx, be, arena, B, T, seed, &st);
 }
 
+/* floats of a block's attention row log-sum-exp [Bl, NHl, Tl] */
+static size_t lse_floats(const pt_gpt *m) { return (size_t)m->g.Bl * m->g.NHl * m->Tl; }
+
 size_t pt_gpt_block_act_floats(const pt_gpt *m, int rc)
 {
     const pt_geom *g = &m->g;
     const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
-    const size_t att = (size_t)g->Bl * g->NHl * m->Tl * m->T;
     if (rc == PT_RECOMPUTE_BLOCK) return N * Cr; /* the block output (next block's input) */
-    /* ln1, ln2, res2, res3 [N, Cr]; 4 row statistics [N]; qkv [N, 3Cl]; atty [N, Cl]; fch, gelu [N, Fl] */
-    const size_t all = 4 * N * Cr + 4 * N + 4 * N * Cl + 2 * N * Fl;
-    return rc == PT_RECOMPUTE_ATTENTION ? all : all + att;
+    /* ln1, ln2, res2, res3 [N, Cr]; 4 row statistics [N]; qkv [N, 3Cl]; fch, gelu [N, Fl] */
+    const size_t kept = 4 * N * Cr + 4 * N + 3 * N * Cl + 2 * N * Fl;
+    /* attention: the output [N, Cl] and lse, which recompute=attention re-creates */
+    return rc == PT_RECOMPUTE_ATTENTION ? kept : kept + N * Cl + lse_floats(m);
 }
 
 /* Activations of block l in slot layer ly: own buffers, or the shared
@@ -196,11 +202,10 @@ static void alloc_block(pt_gpt *m, pt_gpt_layer *ly, const pt_gpt_layer *sc, int
 {
     const pt_geom *g = &m->g;
     const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
-    const size_t natt = (size_t)g->Bl * g->NHl * m->Tl * m->T;
     ly->res3 = falloc(m, N * Cr, rc);
     if (mode == PT_RECOMPUTE_BLOCK) {
         ly->ln1 = sc->ln1; ly->ln1_mean = sc->ln1_mean; ly->ln1_rstd = sc->ln1_rstd; ly->qkv_out = sc->qkv_out;
-        ly->att = sc->att; ly->atty = sc->atty; ly->res2 = sc->res2; ly->ln2 = sc->ln2; ly->ln2_mean = sc->ln2_mean;
+        ly->lse = sc->lse; ly->atty = sc->atty; ly->res2 = sc->res2; ly->ln2 = sc->ln2; ly->ln2_mean = sc->ln2_mean;
         ly->ln2_rstd = sc->ln2_rstd; ly->fch = sc->fch; ly->fch_gelu = sc->fch_gelu;
         return;
     }
@@ -208,8 +213,8 @@ static void alloc_block(pt_gpt *m, pt_gpt_layer *ly, const pt_gpt_layer *sc, int
     ly->ln1_mean = falloc(m, N, rc);
     ly->ln1_rstd = falloc(m, N, rc);
     ly->qkv_out = falloc(m, N * 3 * Cl, rc);
-    ly->att = mode == PT_RECOMPUTE_ATTENTION ? sc->att : falloc(m, natt, rc);
-    ly->atty = falloc(m, N * Cl, rc);
+    ly->lse = mode == PT_RECOMPUTE_ATTENTION ? sc->lse : falloc(m, lse_floats(m), rc);
+    ly->atty = mode == PT_RECOMPUTE_ATTENTION ? sc->atty : falloc(m, N * Cl, rc);
     ly->res2 = falloc(m, N * Cr, rc);
     ly->ln2 = falloc(m, N * Cr, rc);
     ly->ln2_mean = falloc(m, N, rc);
@@ -322,8 +327,10 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
     pt_gpt_layer sc = {0}; /* recompute's shared scratch */
     if (mode == PT_RECOMPUTE_BLOCK)
         alloc_block(m, &sc, NULL, PT_RECOMPUTE_NONE, &rc);
-    else if (mode == PT_RECOMPUTE_ATTENTION)
-        sc.att = falloc(m, (size_t)g->Bl * g->NHl * m->Tl * T, &rc);
+    else if (mode == PT_RECOMPUTE_ATTENTION) {
+        sc.atty = falloc(m, N * Cl, &rc);
+        sc.lse = falloc(m, lse_floats(m), &rc);
+    }
     const size_t Nall = (size_t)B * m->Tl;
     for (int k = 0; !rc && k < m->nslots; k++) {
         pt_gpt_slot *s = &m->slots[k];
@@ -340,7 +347,6 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
         m->lnf = falloc(m, N * Cr, &rc);
         m->lnf_mean = falloc(m, N, &rc);
         m->lnf_rstd = falloc(m, N, &rc);
-        m->logits = falloc(m, N * (size_t)g->Vl, &rc);
         m->losses = falloc(m, N, &rc);
         m->stats = falloc(m, 3 * N, &rc);
         m->dloss = falloc(m, N, &rc);
@@ -350,7 +356,6 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
     m->dqkv = falloc(m, N * 3 * Cl, &rc);
     m->datty = falloc(m, N * Cl, &rc);
     m->dfch = falloc(m, N * Fl, &rc);
-    m->dfchg = falloc(m, N * Fl, &rc);
     if (rc) {
         pt_gpt_free(m);
         return pt_fail(PT_ENOMEM, "out of memory allocating activations for B=%d T=%d (%s)", B, T, pt_errmsg());
@@ -456,12 +461,16 @@ static int hook(pt_gpt *m, int piece, int phase)
     return m->param_hook ? m->param_hook(m->param_hook_arg, m, piece, phase) : PT_OK;
 }
 
+/* The block's attention on its qkv: flash attention (ops.h) over the local
+ * sequence, or round the sp ring (seq.h); keeps atty and lse. */
 static int attn_fwd(pt_gpt *m, pt_gpt_layer *ly)
 {
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
-        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->att, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
-    m->ops->attention_fwd(ly->atty, ly->att, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
+        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->lse, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
+    const int Cl = g->Cl;
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * Cl, 3 * Cl};
+    m->ops->attention_fwd(ly->atty, ly->lse, ly->qkv_out, ly->qkv_out + Cl, ly->qkv_out + 2 * Cl, &d, 0);
     return PT_OK;
 }
 
@@ -469,8 +478,12 @@ static int attn_bwd(pt_gpt *m, pt_gpt_layer *ly)
 {
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
-        return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->ops, m->dqkv, m->datty, ly->qkv_out, ly->att, g->Bl, m->Tl, g->NHl, m->HS);
-    m->ops->attention_bwd(m->dqkv, m->datty, ly->qkv_out, ly->att, g->Bl, m->Tl, g->NHl, m->HS);
+        return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->ops, m->dqkv, m->datty, ly->qkv_out, ly->atty, ly->lse,
+                                     g->Bl, m->Tl, g->NHl, m->HS);
+    const int Cl = g->Cl;
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * Cl, 3 * Cl};
+    m->ops->attention_bwd(m->dqkv, m->dqkv + Cl, m->dqkv + 2 * Cl, m->datty, ly->qkv_out, ly->qkv_out + Cl,
+                          ly->qkv_out + 2 * Cl, ly->atty, ly->lse, &d);
     return PT_OK;
 }
 
@@ -535,14 +548,14 @@ static int block_fwd(pt_gpt *m, int l, const float *x)
     pt_gpt_layer *ly = &m->layers[l];
     ly->in = x;
     TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b, N, Cr, C));
-    TRY(lo->linear_fwd(&e, &ly->qkv, ly->qkv_out, ly->ln1, N));
+    TRY(lo->linear_fwd(&e, &ly->qkv, ly->qkv_out, NULL, ly->ln1, N, PT_EPI_DEFAULT));
     TRY(attn_fwd(m, ly));
-    TRY(lo->linear_fwd(&e, &ly->proj, m->dtmp, ly->atty, N));
+    TRY(lo->linear_fwd(&e, &ly->proj, m->dtmp, NULL, ly->atty, N, PT_EPI_DEFAULT));
     ops->add_fwd(ly->res2, x, m->dtmp, (size_t)N * Cr);
     TRY(pt_layernorm_fwd(g->norm, ops, m->arena, ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->res2, ly->ln2w, ly->ln2b, N, Cr, C));
-    TRY(lo->linear_fwd(&e, &ly->fc, ly->fch, ly->ln2, N));
-    ops->gelu_fwd(ly->fch_gelu, ly->fch, (size_t)N * g->Fl);
-    TRY(lo->linear_fwd(&e, &ly->fcproj, m->dtmp, ly->fch_gelu, N));
+    /* fc with its bias and GELU as the GEMM's epilogue (GELU_AUX_BIAS: fch keeps the pre-GELU values) */
+    TRY(lo->linear_fwd(&e, &ly->fc, ly->fch_gelu, ly->fch, ly->ln2, N, PT_EPI_GELU));
+    TRY(lo->linear_fwd(&e, &ly->fcproj, m->dtmp, NULL, ly->fch_gelu, N, PT_EPI_DEFAULT));
     ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * Cr);
     return PT_OK;
 }
@@ -570,7 +583,7 @@ static int head_fwd_local(pt_gpt *m, const float *x_in, double *sum)
     const pt_lenv e = {m->ctx, m->ops, m->arena};
     m->head_in = x_in;
     TRY(pt_layernorm_fwd(g->norm, m->ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb, N, g->Cr, m->C));
-    TRY(m->layout->head_fwd(&e, g, m->logits, m->losses, m->stats, m->lnf, m->wte, m->tgt));
+    TRY(m->layout->head_fwd(&e, g, m->losses, m->stats, m->lnf, m->wte, m->tgt));
     *sum = g->loss_owner ? m->ops->sum(m->losses, (size_t)N) : 0;
     return PT_OK;
 }
@@ -611,7 +624,7 @@ static int head_bwd(pt_gpt *m, float *dx)
     const pt_lenv e = {m->ctx, ops, m->arena};
     /* d(mean loss)/d(loss of a row): 1 over the global token count */
     ops->fill(m->dloss, (float)(1.0 / loss_tokens(m)), (size_t)N);
-    TRY(m->layout->head_bwd(&e, g, m->dtmp, m->dwte, m->logits, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
+    TRY(m->layout->head_bwd(&e, g, m->dtmp, m->dwte, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
     ops->zero(dx, (size_t)N * g->Cr);
     return pt_layernorm_bwd(g->norm, ops, m->arena, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean,
                             m->lnf_rstd, N, g->Cr, m->C);
@@ -624,6 +637,29 @@ int pt_gpt_head_backward(pt_gpt *m, float *dx)
     TRY(hook(m, m->cfg.n_layer, PT_HOOK_BWD_PRE));
     TRY(head_bwd(m, dx));
     return hook(m, m->cfg.n_layer, PT_HOOK_BWD_POST);
+}
+
+int pt_gpt_logits(pt_gpt *m, int row, float *out)
+{
+    TRY(check_bound(m));
+    TRY(check_end(m, m->stage.last, "logits"));
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl;
+    if (m->ctx->plan.mode != PT_MODE_OFF && m->ctx->plan.mode != PT_MODE_1D)
+        return pt_fail(PT_EUNSUPP, "logits of a row: the %s layout's head rows hold part of the width; valid: off, 1d",
+                       pt_mode_name(m->ctx->plan.mode));
+    if (m->param_hook) /* ZeRO-3 keeps wte gathered only inside the pieces that use it */
+        return pt_fail(PT_EUNSUPP, "logits of a row: not under ZeRO (its hook may have released the head's "
+                       "parameters); valid: zero=0");
+    if (row < 0 || row >= N || !m->head_in)
+        return pt_fail(PT_EINVAL, "logits of row %d: %s", row,
+                       m->head_in ? "outside the head's rows" : "no head forward has run");
+    float *l = pt_scratch(m->arena, (size_t)g->Vl, "logits row");
+    if (!l) return PT_ENOMEM;
+    m->ops->matmul_fwd(l, NULL, m->lnf + (size_t)row * g->Cr, m->wte, NULL, 0.0f, 1, g->Cr, g->Vl, PT_EPI_DEFAULT);
+    m->ops->copy2d(out, 0, l, 0, sizeof(float) * (size_t)g->Vl, 1);
+    pt_arena_free(m->arena, l);
+    return PT_OK;
 }
 
 int pt_gpt_head_step(pt_gpt *m, const float *x_in, float *dx, double *loss_sum)
@@ -658,20 +694,23 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
         TRY(hook(m, l, PT_HOOK_BWD_PRE));
         /* recompute (Chen et al. 2016; Korthikanti et al. 2022 sec. 4):
          * the block's saved activations again from its kept input, or only
-         * the attention probabilities from the kept qkv */
+         * the attention's output and lse from the kept qkv (flash attention
+         * recomputes its probabilities in its backward anyway) */
         if (mode == PT_RECOMPUTE_BLOCK) TRY(block_fwd(m, l, ly->in));
-        /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dx holds d res3 */
-        TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfchg, dx, ly->fch_gelu, N));
-        ops->zero(m->dfch, (size_t)N * g->Fl);
-        ops->gelu_bwd(m->dfch, ly->fch, m->dfchg, (size_t)N * g->Fl);
-        TRY(lo->linear_bwd(&e, &ly->fc, m->dtmp, m->dfch, ly->ln2, N));
+        /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dx holds d res3.  fcproj's
+         * dX carries fc's DGELU_BGRAD epilogue: dfch = d(fc's pre-GELU output),
+         * fc's bias gradient with it; fc's own backward then skips its bias. */
+        TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfch, dx, ly->fch_gelu, N, PT_EPI_DGELU, ly->fch, ly->fc.db));
+        pt_linear fc = ly->fc;
+        fc.db = NULL;
+        TRY(lo->linear_bwd(&e, &fc, m->dtmp, m->dfch, ly->ln2, N, PT_EPI_DEFAULT, NULL, NULL));
         TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, Cr, C));
         /* res2 = in + proj(attn(qkv(ln1(in)))) ; dx now holds d res2 */
-        TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N));
         if (mode == PT_RECOMPUTE_ATTENTION) TRY(attn_fwd(m, ly));
+        TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N, PT_EPI_DEFAULT, NULL, NULL));
         ops->zero(m->dqkv, (size_t)N * 3 * g->Cl);
         TRY(attn_bwd(m, ly));
-        TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N));
+        TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N, PT_EPI_DEFAULT, NULL, NULL));
         TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, Cr, C));
         TRY(hook(m, l, PT_HOOK_BWD_POST));
     }

@@ -103,15 +103,16 @@ typedef struct pt_gpt_layer {
     float *ln1w, *ln1b, *ln2w, *ln2b;     /* [Cr] each */
     float *dln1w, *dln1b, *dln2w, *dln2b; /* [Cr] each */
     /* activations saved for backward: residual side [Bl*Tl, Cr], inner side
-     * [Bl*Tl, 3Cl] / [Bl*Tl, Cl] / [Bl*Tl, Fl], att [Bl, NHl, Tl, T] */
+     * [Bl*Tl, 3Cl] / [Bl*Tl, Cl] / [Bl*Tl, Fl], the attention's row log-sum-exp
+     * lse [Bl, NHl, Tl] (flash attention keeps no [Tl, T] probabilities) */
     const float *in;              /* [Bl*Tl, Cr] block input (view of the caller's buffer, kept to backward) */
     float *ln1, *ln1_mean, *ln1_rstd; /* [Bl*Tl, Cr], [Bl*Tl], [Bl*Tl] */
     float *qkv_out;               /* [Bl*Tl, 3Cl] */
-    float *att;                   /* [Bl, NHl, Tl, T] post-softmax */
+    float *lse;                   /* [Bl, NHl, Tl] attention row log-sum-exp */
     float *atty;                  /* [Bl*Tl, Cl] attention output */
     float *res2;                  /* [Bl*Tl, Cr] after the attention residual */
     float *ln2, *ln2_mean, *ln2_rstd; /* [Bl*Tl, Cr], [Bl*Tl], [Bl*Tl] */
-    float *fch, *fch_gelu;        /* [Bl*Tl, Fl] */
+    float *fch, *fch_gelu;        /* [Bl*Tl, Fl]: fc's pre-GELU output (its epilogue's aux) and GELU output */
     float *res3;                  /* [Bl*Tl, Cr] block output */
 } pt_gpt_layer;
 
@@ -156,15 +157,14 @@ typedef struct pt_gpt {
     float *enc;             /* [N, Cr] embedding output (input of block 0; current slot) */
     const float *head_in;   /* [N, Cr] input of the final LayerNorm (view, kept to backward) */
     float *lnf, *lnf_mean, *lnf_rstd; /* [N, Cr], [N], [N] */
-    float *logits;          /* [N, Vl]; dlogits after the backward */
     float *losses;          /* [N] per-row cross-entropy, nats */
-    float *stats;           /* [3N] row max, sum of exp, target logit */
+    float *stats;           /* [3N] row max, sum of exp, target logit (the fused classifier's; no logits kept) */
     float *dloss;           /* [N] */
     float *dres;            /* [N, Cr] residual gradient of pt_gpt_backward */
     float *dtmp;            /* [N, max(Cr, Cl)] */
     float *dqkv;            /* [N, 3Cl] */
     float *datty;           /* [N, Cl] */
-    float *dfch, *dfchg;    /* [N, Fl] */
+    float *dfch;            /* [N, Fl] (fcproj's dX with fc's DGELU epilogue applied) */
 } pt_gpt;
 
 /* Build the model for the dp group's batch B (sequences) of length T <=
@@ -190,7 +190,8 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
  * are tied (`tied` = &ctx->embed; the last stage's copy is not a norm
  * owner).  st->nslots activation sets are allocated; under recompute
  * (ctx->plan.ckpt_act) a slot keeps only block outputs (block) or all but
- * the attention probabilities (attention), sharing one scratch set.
+ * the attention's output and row log-sum-exp (attention: the backward runs
+ * the flash forward again from the kept qkv), sharing one scratch set.
  * pt_gpt_create is this with the whole model, 1 slot, 1 microbatch.
  * Errors: those of pt_gpt_create; PT_EINVAL for chunk ranges outside
  * [0, n_layer), nchunks or nslots < 1, microbatches < 1. */
@@ -201,7 +202,8 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
 int pt_gpt_use_slot(pt_gpt *m, int k);
 /* Activation floats a slot keeps for one block under recompute mode rc
  * (pt_recompute), at the model's sizes: the formula behind the arena
- * peaks (Korthikanti et al. 2022, sec. 4, in floats rather than bytes). */
+ * peaks (Korthikanti et al. 2022, sec. 4, in floats rather than bytes),
+ * linear in the sequence length (flash attention: no T^2 term). */
 size_t pt_gpt_block_act_floats(const pt_gpt *m, int rc);
 /* Free the activations and the parameter list (not the parameter storage,
  * which belongs to its registry).  A zeroed or freed model is a no-op. */
@@ -240,8 +242,18 @@ int pt_gpt_embed_forward(pt_gpt *m, float **x_out);
 int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const float *x_in, float **x_out);
 /* Final LayerNorm, tied head and cross-entropy on x_in [Bl*Tl, Cr] (kept
  * until the backward); *loss = mean cross-entropy (nats/token) over the
- * GLOBAL batch (B*dp sequences; an allreduce over world). */
+ * GLOBAL batch (B*dp sequences; an allreduce over world).  The head is the
+ * fused classifier: no logits are kept (pt_gpt_logits computes a row's). */
 int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss);
+/* After a head forward: the logits of local head row `row` (0 <= row <
+ * Bl*Tl) over this rank's vocabulary shard, written to out [g.Vl] (host
+ * memory; ids tp_rank*Vl .., padding included), through ops (one GEMM row
+ * of the tied head on the final LayerNorm's output).  For layouts whose
+ * head rows hold the full width (1d, and off) and no ZeRO hook (a ZeRO-3
+ * hook releases the head's parameters); PT_EUNSUPP for 2d/2.5d/3d or a
+ * hook, PT_EINVAL for a row outside the range or no head forward yet,
+ * PT_ENOMEM. */
+int pt_gpt_logits(pt_gpt *m, int row, float *out);
 /* dx [Bl*Tl, Cr] = d loss / d x_in of the head (overwritten). */
 int pt_gpt_head_backward(pt_gpt *m, float *dx);
 /* In place: dx holds d loss / d(output of block l1-1) and leaves holding

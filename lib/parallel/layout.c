@@ -112,16 +112,39 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, 
     return rc;
 }
 
-int pt_xent_fwd(pt_comm *g, const pt_ops_f32 *ops, float *losses, float *stats, const float *logits,
-                const int32_t *tgt, int v0, int vreal, int N, int Vl)
+int pt_classifier_vblock(int Vl) { return Vl < PT_CLASSIFIER_VBLOCK ? Vl : PT_CLASSIFIER_VBLOCK; }
+
+int pt_classifier_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *losses, float *stats, const float *x,
+                      const float *w, const int32_t *tgt, int v0, int vreal, int N, int C, int Vl, int ks)
 {
     float *rowmax = stats, *sumexp = stats + N, *tl = stats + 2 * N;
-    ops->xent_max(rowmax, logits, v0, vreal, N, Vl);
+    const int vb = pt_classifier_vblock(Vl);
+    float *work = pt_scratch(a, (size_t)N * vb, "classifier logits block");
+    if (!work) return PT_ENOMEM;
+    ops->classifier_fwd(stats, x, w, tgt, work, vb, v0, vreal, N, C, Vl, ks);
+    pt_arena_free(a, work);
+    /* this shard's statistics -> the group's: max of the row maxima, each
+     * shard's sum of exp moved to that max, then the sums */
+    float *local = g->size > 1 ? pt_scratch(a, (size_t)N, "classifier row max") : NULL;
+    if (g->size > 1 && !local) return PT_ENOMEM;
+    if (local) ops->copy(local, rowmax, (size_t)N);
     int rc = pt_allreduce_max(g, rowmax, (size_t)N);
-    if (rc) return rc;
-    ops->xent_sumexp(sumexp, tl, logits, rowmax, tgt, v0, vreal, N, Vl);
-    rc = pt_allreduce_sum(g, sumexp, 2 * (size_t)N); /* sumexp and target logit are adjacent */
+    if (!rc && local) ops->xent_rescale(sumexp, local, rowmax, N);
+    pt_arena_free(a, local);
+    if (!rc) rc = pt_allreduce_sum(g, sumexp, 2 * (size_t)N); /* sumexp and target logit are adjacent */
     if (rc) return rc;
     ops->xent_loss(losses, rowmax, sumexp, tl, N);
+    return PT_OK;
+}
+
+int pt_classifier_bwd(const pt_ops_f32 *ops, pt_arena *a, float *dx, float *dw, const float *stats, const float *x,
+                      const float *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N, int C, int Vl,
+                      int ks)
+{
+    const int vb = pt_classifier_vblock(Vl);
+    float *work = pt_scratch(a, (size_t)N * vb, "classifier logits block");
+    if (!work) return PT_ENOMEM;
+    ops->classifier_bwd(dx, dw, x, w, stats, tgt, dloss, work, vb, v0, vreal, N, C, Vl, ks);
+    pt_arena_free(a, work);
     return PT_OK;
 }

@@ -18,11 +18,13 @@
  * Both sides hold the same number Bl of sequences, but not necessarily the
  * same ones (3d swaps the batch and hidden axes between them).
  *
- *   mode   ranks    residual [Bl, T, Cr]     inner heads / MLP     logits
- *   1d     p        [B, T, C]   (replica)    NH/p, 4C/p            [B, T, V/p]
- *   2d     q*q      [B/q, T, C/q]            NH/q, 4C/q            [B/q, T, V/q]
- *   2.5d   d*q*q    [B/(dq), T, C/q]         NH/q, 4C/q            [B/(dq), T, V/q]
- *   3d     l*l*l    [B/l^2, T, C/l]          NH/l, 4C/l            [B/l^2, T, V/l]
+ *   mode   ranks    residual [Bl, T, Cr]     inner heads / MLP     head rows, vocabulary
+ *   1d     p        [B, T, C]   (replica)    NH/p, 4C/p            [B, T], V/p
+ *   2d     q*q      [B/q, T, C/q]            NH/q, 4C/q            [B/q, T], V/q
+ *   2.5d   d*q*q    [B/(dq), T, C/q]         NH/q, 4C/q            [B/(dq), T], V/q
+ *   3d     l*l*l    [B/l^2, T, C/l]          NH/l, 4C/l            [B/l^2, T], V/l
+ * The head never holds its logits: the fused classifier (ops.h) runs over
+ * vocabulary blocks with the full width C of its rows gathered (2d, 3d).
  *
  * B is the batch of the rank's data-parallel group (sequences); the model
  * hands every rank all B sequences' tokens and the layout picks its rows.
@@ -66,7 +68,7 @@ typedef struct pt_geom {
     int Bl;            /* sequences held on each side */
     int Cr;            /* residual width held */
     int NHl, Cl, Fl;   /* inner side: heads, NHl*HS, MLP width */
-    int Vp, Vl;        /* padded vocabulary, logits columns held */
+    int Vp, Vl;        /* padded vocabulary, vocabulary columns (ids) held */
     int loss_owner;    /* 1 if this rank's head rows count in the global loss
                           (one rank among the replicas of those rows) */
     pt_comm *norm;     /* group LayerNorm sums its row statistics over */
@@ -105,29 +107,37 @@ typedef struct pt_layout {
      * (through ops->copy2d: full may be host memory, local the backend's). */
     void (*param_slice)(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
                         int64_t cols);
-    /* y [Bl*T, out_local] = x [Bl*T, in_local] W^T + b. */
-    int (*linear_fwd)(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N);
-    /* dx [Bl*T, in_local] (overwritten), dW and db (+=) from dy and the
-     * forward input x. */
+    /* y [Bl*T, out_local] = epi(x [Bl*T, in_local] W^T + b): epi PT_EPI_DEFAULT, or
+     * PT_EPI_GELU (the MLP's fc: y = gelu(x W^T + b), aux [Bl*T, out_local] = the
+     * pre-GELU values, kept for the backward).  The epilogue runs inside the GEMM's
+     * pass (ops.h) unless the layout communicates between the two. */
+    int (*linear_fwd)(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N,
+                      int epi);
+    /* dx [Bl*T, in_local] (overwritten), dW and db (+=) from dy and the forward input
+     * x.  epi PT_EPI_DGELU: x was the GELU output of the linear before (aux [Bl*T,
+     * in_local] its pre-GELU values): dx leaves holding the gradient w.r.t. those
+     * pre-GELU values and dbias_aux [in_local] += its column sums (that linear's bias
+     * gradient; its own linear_bwd then runs with db NULL).  epi PT_EPI_DEFAULT
+     * ignores aux and dbias_aux. */
     int (*linear_bwd)(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x,
-                      int N);
+                      int N, int epi, const float *aux, float *dbias_aux);
     /* out [Bl, T, Cr] = wte[tok] for this rank's residual rows; tok is the
      * whole dp-group batch [B, T]; wte is this rank's PT_P_WTE shard. */
     int (*embed_fwd)(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte);
     /* dwte (+=) from dout [Bl, T, Cr]. */
     int (*embed_bwd)(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok);
-    /* Tied head + cross-entropy: logits [Bl*T, Vl] = x wte^T for this
-     * rank's head rows (x: residual side [Bl, T, Cr]); losses [Bl*T] =
-     * -log softmax(logits)[target] over ids < V; stats [3*Bl*T] keep row
-     * max, sum of exp and target logit for the backward.  tgt is the whole
-     * dp-group batch [B, T]. */
-    int (*head_fwd)(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats,
-                    const float *x, const float *wte, const int32_t *tgt);
+    /* Tied head + cross-entropy through the fused classifier (ops.h: no [N, V]
+     * logits; one [N, PT_CLASSIFIER_VBLOCK] block of scratch): for this rank's
+     * head rows (x: residual side [Bl, T, Cr]), losses [Bl*T] = -log
+     * softmax(x wte^T)[target] over ids < V; stats [3*Bl*T] keep the row max,
+     * sum of exp and target logit (global over the vocabulary) for the
+     * backward.  tgt is the whole dp-group batch [B, T]. */
+    int (*head_fwd)(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x,
+                    const float *wte, const int32_t *tgt);
     /* dx [Bl, T, Cr] (overwritten) and dwte (+=) from the per-row loss
-     * weights dloss [Bl*T]; overwrites logits with dlogits. */
-    int (*head_bwd)(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits,
-                    const float *stats, const float *x, const float *wte, const int32_t *tgt,
-                    const float *dloss);
+     * weights dloss [Bl*T]: the logits again block by block. */
+    int (*head_bwd)(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats,
+                    const float *x, const float *wte, const int32_t *tgt, const float *dloss);
 } pt_layout;
 
 /* 1D (Megatron-LM, Shoeybi et al. 2019, section 3): lib/parallel/tp1d.c. */
@@ -170,11 +180,23 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, 
                      const float *dy, const float *x, const float *w, const float *mean, const float *rstd,
                      int N, int Cl, int C);
 
-/* Vocab-parallel cross-entropy over group g on logits [N, Vl] holding ids
- * v0..v0+Vl-1 (Megatron, section 3): row max (allreduce max) then sum of
- * exp and target logit (allreduce sum of [2N]).  losses [N], stats [3N]. */
-int pt_xent_fwd(pt_comm *g, const pt_ops_f32 *ops, float *losses, float *stats, const float *logits,
-                const int32_t *tgt, int v0, int vreal, int N, int Vl);
+/* Vocab-parallel fused classifier over group g (Megatron, section 3; the
+ * blocks of ops.h's classifier_fwd/bwd): x [ks][N][C/ks] and w
+ * [ks][Vl][C/ks] hold ids v0..v0+Vl-1 (ks column pieces as an allgather
+ * lays them out, ks = 1 plain rows).  Forward: this shard's row max, sum of
+ * exp and target logit, then the row max's allreduce (max) over g, each
+ * sum moved to the global max (xent_rescale), the allreduce (sum) of the
+ * [2N] sums and target logits; losses [N], stats [3N] (global).  Backward:
+ * dx (+=) and dw (+=), same layouts, from the global stats and dloss [N].
+ * Scratch from arena a: [N, min(PT_CLASSIFIER_VBLOCK, Vl)] (and [N] in the
+ * forward after it).  Errors: PT_ENOMEM, PT_ECOMM. */
+int pt_classifier_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *losses, float *stats, const float *x,
+                      const float *w, const int32_t *tgt, int v0, int vreal, int N, int C, int Vl, int ks);
+int pt_classifier_bwd(const pt_ops_f32 *ops, pt_arena *a, float *dx, float *dw, const float *stats, const float *x,
+                      const float *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N, int C, int Vl,
+                      int ks);
+/* The classifier's block width for a shard of Vl columns: min(PT_CLASSIFIER_VBLOCK, Vl). */
+int pt_classifier_vblock(int Vl);
 
 /* For one-line "valid values" messages: write the divisors of n (resp.
  * the first `count` multiples of m), space-separated, into buf [len];

@@ -9,7 +9,11 @@
  * operator), backward needs none.  The embedding and the tied head split
  * the vocabulary: the embedding allreduces its output, the cross-entropy
  * allreduces the row max and the (sum of exp, target logit) pairs, and the
- * head allreduces dX like a column layer.
+ * head allreduces dX like a column layer.  The head is the fused classifier
+ * over the rank's vocabulary shard (lib/parallel/layout.c): the logits
+ * exist one block of columns at a time.  Epilogues (bias, GELU) run inside
+ * a column linear's GEMM; a row linear's bias comes after its allreduce,
+ * and its backward's dX GEMM carries the DGELU of the column linear before.
  */
 #include "parallel/layout.h"
 #include "core/core.h"
@@ -86,33 +90,37 @@ static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, 
     }
 }
 
-static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N)
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N, int epi)
 {
     pt_pctx *c = e->c;
     const pt_ops_f32 *ops = e->ops;
-    if (l->role == PT_LINEAR_ROW) {
-        ops->matmul_fwd(y, x, l->w, NULL, N, l->in_local, l->out);
+    if (l->role == PT_LINEAR_ROW) { /* the allreduce sits between the GEMM and its epilogue */
+        ops->matmul_fwd(y, NULL, x, l->w, NULL, 0.0f, N, l->in_local, l->out, PT_EPI_DEFAULT);
         int rc = pt_allreduce_sum(&c->tp, y, (size_t)N * l->out);
         if (rc) return rc;
-        if (l->b) ops->bias_fwd(y, l->b, N, l->out);
+        if (l->b || epi != PT_EPI_DEFAULT) ops->epilogue_fwd(y, aux, l->b, N, l->out, epi);
         return PT_OK;
     }
-    ops->matmul_fwd(y, x, l->w, l->b, N, l->in, l->out_local);
+    ops->matmul_fwd(y, aux, x, l->w, l->b, 0.0f, N, l->in, l->out_local, epi);
     return PT_OK;
 }
 
-static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N)
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N, int epi,
+                   const float *aux, float *dbias_aux)
 {
     pt_pctx *c = e->c;
     const pt_ops_f32 *ops = e->ops;
-    if (l->role == PT_LINEAR_ROW) {
-        if (dx) ops->zero(dx, (size_t)N * l->in_local);
-        ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in_local, l->out);
+    if (l->role == PT_LINEAR_ROW) { /* dX is local: DGELU(_BGRAD) runs in the dX GEMM */
+        if (dx && epi != PT_EPI_DGELU) ops->zero(dx, (size_t)N * l->in_local);
+        ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in_local, l->out, dx ? epi : PT_EPI_DEFAULT, aux,
+                        dbias_aux);
         return PT_OK;
     }
     if (dx) ops->zero(dx, (size_t)N * l->in);
-    ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in, l->out_local);
-    return dx ? pt_allreduce_sum(&c->tp, dx, (size_t)N * l->in) : PT_OK;
+    ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in, l->out_local, PT_EPI_DEFAULT, NULL, NULL);
+    int rc = dx ? pt_allreduce_sum(&c->tp, dx, (size_t)N * l->in) : PT_OK;
+    if (!rc && dx && epi == PT_EPI_DGELU) ops->epilogue_bwd(dx, dbias_aux, aux, N, l->in);
+    return rc;
 }
 
 static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte)
@@ -128,23 +136,22 @@ static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float 
     return PT_OK;
 }
 
-static int head_fwd(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats,
-                    const float *x, const float *wte, const int32_t *tgt)
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x, const float *wte,
+                    const int32_t *tgt)
 {
     const int N = g->B * g->T;
-    e->ops->matmul_fwd(logits, x, wte, NULL, N, g->Cr, g->Vl);
-    return pt_xent_fwd(&e->c->tp, e->ops, losses, stats, logits, tgt, e->c->tp_rank * g->Vl, g->V, N, g->Vl);
+    return pt_classifier_fwd(&e->c->tp, e->ops, e->arena, losses, stats, x, wte, tgt, e->c->tp_rank * g->Vl, g->V, N,
+                             g->Cr, g->Vl, 1);
 }
 
-static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits,
-                    const float *stats, const float *x, const float *wte, const int32_t *tgt,
-                    const float *dloss)
+static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats, const float *x,
+                    const float *wte, const int32_t *tgt, const float *dloss)
 {
     const int N = g->B * g->T, C = g->Cr;
-    e->ops->xent_bwd(logits, logits, stats, stats + N, tgt, dloss, e->c->tp_rank * g->Vl, g->V, N, g->Vl);
     e->ops->zero(dx, (size_t)N * C);
-    e->ops->matmul_bwd(dx, dwte, NULL, logits, x, wte, N, C, g->Vl);
-    return pt_allreduce_sum(&e->c->tp, dx, (size_t)N * C);
+    int rc = pt_classifier_bwd(e->ops, e->arena, dx, dwte, stats, x, wte, tgt, dloss, e->c->tp_rank * g->Vl, g->V, N,
+                               C, g->Vl, 1);
+    return rc ? rc : pt_allreduce_sum(&e->c->tp, dx, (size_t)N * C);
 }
 
 const pt_layout pt_layout_1d = {

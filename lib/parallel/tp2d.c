@@ -39,12 +39,20 @@
  * and rows of tokens in that vocabulary block are copied (no broadcast of
  * the one-hot input: every rank of a row has the tokens); the backward
  * scatter-adds into a block and reduces it down the column to row s.
- * Vocabulary head: the head needs W = wte in the linear's storage
- * (p(i,j) = wte[V-blk j, C-blk i]), the transpose block of what p(i,j)
- * holds, so the slice swaps blocks with p(j,i) (one send of Sw each way)
- * and runs the SUMMA linear; logits are [B/(dq)*T, Vp/q] with vocabulary
- * block j, the cross-entropy reduces over the row, and the weight
- * gradient is swapped back.
+ * Vocabulary head (the fused classifier, ops.h: no [N, Vp/q] logits):
+ * p(k,i,j) takes vocabulary block j for its rows.  Its rows' full width is
+ * an allgather of X along the row ([q][N][C/q]); vocabulary block j's full
+ * width is the transposed block wte[V-blk j, C-blk i] (what p(i,j) holds
+ * is wte[V-blk i, C-blk j], so the slice swaps blocks with p(j,i): one
+ * send of Sw each way) gathered down the column ([q][Vb][C/q]).  The
+ * cross-entropy reduces over the row; the backward gathers both again,
+ * reduce-scatters dX along the row (over the vocabulary blocks) and dW
+ * down the column (over the batch blocks) and swaps dW back.  The volume
+ * equals the SUMMA head's (q broadcasts of each block are one allgather's
+ * (q-1)/q of the q-fold size), and no rank holds [N, Vb] logits.
+ *
+ * Epilogues: a linear's bias and GELU ride on its last SUMMA step's GEMM;
+ * the DGELU_BGRAD of fc runs after fcproj's dX reduce (ops->epilogue_bwd).
  */
 #include "parallel/layout.h"
 
@@ -131,9 +139,10 @@ static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, 
     }
 }
 
-/* y [N, Ol] = x [N, Il] W^T (+ b), W the local [Ol, Il] block. */
-static int summa_fwd(const pt_lenv *e, const float *w, const float *b, float *y, const float *x, int N, int Il,
-                     int Ol)
+/* y [N, Ol] = epi(x [N, Il] W^T + b), W the local [Ol, Il] block; the last
+ * step's GEMM carries the bias and the epilogue (aux: GELU's input). */
+static int summa_fwd(const pt_lenv *e, const float *w, const float *b, float *y, float *aux, const float *x, int N,
+                     int Il, int Ol, int epi)
 {
     pt_pctx *c = e->c;
     const int q = Q(c);
@@ -145,10 +154,10 @@ static int summa_fwd(const pt_lenv *e, const float *w, const float *b, float *y,
         float *ws = CI(c) == s ? (float *)w : wb;
         if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
         if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
-        if (s == 0) e->ops->matmul_fwd(y, xs, ws, NULL, N, Il, Ol);
-        else e->ops->matmul_acc(y, xs, ws, N, Il, Ol);
+        const int last = s == q - 1;
+        e->ops->matmul_fwd(y, last ? aux : NULL, xs, ws, last ? b : NULL, s ? 1.0f : 0.0f, N, Il, Ol,
+                           last ? epi : PT_EPI_DEFAULT);
     }
-    if (!rc && b) e->ops->bias_fwd(y, b, N, Ol);
     pt_arena_free(e->arena, wb);
     pt_arena_free(e->arena, xb);
     return rc;
@@ -168,7 +177,7 @@ static int summa_bwd_dx(const pt_lenv *e, const float *w, float *dx, const float
         if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
         float *p = CJ(c) == s ? dx : xb;
         e->ops->zero(p, nx);
-        e->ops->matmul_bwd(p, NULL, NULL, dy, NULL, ws, N, Il, Ol);
+        e->ops->matmul_bwd(p, NULL, NULL, dy, NULL, ws, N, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
         rc = pt_reduce_sum(ROWG(c), p, nx, s);
     }
     pt_arena_free(e->arena, wb);
@@ -189,7 +198,7 @@ static int summa_bwd_dw(const pt_lenv *e, float *dw, float *db, const float *dy,
         float *xs = CJ(c) == s ? (float *)x : xb;
         if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
         e->ops->zero(wb, nw);
-        e->ops->matmul_bwd(NULL, wb, NULL, dy, xs, NULL, N, Il, Ol);
+        e->ops->matmul_bwd(NULL, wb, NULL, dy, xs, NULL, N, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
         if ((rc = pt_reduce_sum(COLG(c), wb, nw, s))) break;
         if (CI(c) == s) e->ops->axpy(dw, 1.0f, wb, nw);
     }
@@ -199,14 +208,17 @@ static int summa_bwd_dw(const pt_lenv *e, float *dw, float *db, const float *dy,
     return rc;
 }
 
-static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N)
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N, int epi)
 {
-    return summa_fwd(e, l->w, l->b, y, x, N, l->in_local, l->out_local);
+    return summa_fwd(e, l->w, l->b, y, aux, x, N, l->in_local, l->out_local, epi);
 }
 
-static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N)
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N, int epi,
+                   const float *aux, float *dbias_aux)
 {
     int rc = summa_bwd_dx(e, l->w, dx, dy, N, l->in_local, l->out_local);
+    /* dX is complete only after the reduce along the row: DGELU_BGRAD after it */
+    if (!rc && epi == PT_EPI_DGELU) e->ops->epilogue_bwd(dx, dbias_aux, aux, N, l->in_local);
     return rc ? rc : summa_bwd_dw(e, l->dw, l->db, dy, x, N, l->in_local, l->out_local);
 }
 
@@ -267,40 +279,83 @@ static int transpose_block(const pt_lenv *e, const float *in, float *out, size_t
     return pt_sendrecv(SLICE(c), in, partner, out, partner, n, 77);
 }
 
-static int head_fwd(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats, const float *x,
-                    const float *wte, const int32_t *tgt)
+/* The head's operands with the full width C (ks = q column pieces, as the
+ * allgathers lay them out, ops.h's classifier): xa [q][N][C/q] = this
+ * rank's rows (batch block (k, i)) gathered along the row; wf [q][Vb][C/q] =
+ * vocabulary block j, from the transposed block wte[V-blk j, C-blk i]
+ * (swapped with p(j, i)) gathered down the column. */
+static int head_gather(const pt_lenv *e, const pt_geom *g, const float *x, const float *wte, float **xa, float **wf)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
     const size_t nw = (size_t)Vb * Cl;
-    float *wt = pt_scratch(e->arena, nw, "head W^T");
-    int rc = wt ? transpose_block(e, wte, wt, nw) : PT_ENOMEM;
-    if (!rc) rc = summa_fwd(e, wt, NULL, logits, x, N, Cl, Vb);
+    *wf = NULL;
+    *xa = pt_scratch(e->arena, (size_t)q * N * Cl, "head gathered X");
+    float *wt = *xa ? pt_scratch(e->arena, nw, "head W^T") : NULL;
+    *wf = wt ? pt_scratch(e->arena, (size_t)q * nw, "head gathered W") : NULL;
+    int rc = *wf ? PT_OK : PT_ENOMEM;
+    if (!rc) rc = pt_allgather(ROWG(c), x, *xa, (size_t)q * N * Cl);
+    if (!rc) rc = transpose_block(e, wte, wt, nw);
+    if (!rc) rc = pt_allgather(COLG(c), wt, *wf, (size_t)q * nw);
     pt_arena_free(e->arena, wt);
-    if (rc) return rc;
-    return pt_xent_fwd(ROWG(c), e->ops, losses, stats, logits, tgt + row0(c, g), CJ(c) * Vb, g->V, N, Vb);
+    if (rc) {
+        pt_arena_free(e->arena, *wf);
+        pt_arena_free(e->arena, *xa);
+        *xa = *wf = NULL;
+    }
+    return rc;
 }
 
-static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits, const float *stats,
-                    const float *x, const float *wte, const int32_t *tgt, const float *dloss)
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x, const float *wte,
+                    const int32_t *tgt)
+{
+    pt_pctx *c = e->c;
+    const int q = Q(c), N = g->Bl * g->T, Vb = g->Vp / q;
+    float *xa, *wf;
+    int rc = head_gather(e, g, x, wte, &xa, &wf);
+    if (!rc)
+        rc = pt_classifier_fwd(ROWG(c), e->ops, e->arena, losses, stats, xa, wf, tgt + row0(c, g), CJ(c) * Vb, g->V, N,
+                               q * g->Cr, Vb, q);
+    pt_arena_free(e->arena, wf);
+    pt_arena_free(e->arena, xa);
+    return rc;
+}
+
+/* dX: the pieces [q][N][C/q] summed over the row (the vocabulary blocks)
+ * and scattered by hidden block; dW: [q][Vb][C/q] summed down the column
+ * (the batch blocks), piece i = the gradient of wte[V-blk j, C-blk i],
+ * swapped back to p(j, i), its owner. */
+static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats, const float *x,
+                    const float *wte, const int32_t *tgt, const float *dloss)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
-    const size_t nw = (size_t)Vb * Cl;
-    e->ops->xent_bwd(logits, logits, stats, stats + N, tgt + row0(c, g), dloss, CJ(c) * Vb, g->V, N, Vb);
-    /* dX needs the transposed block, dW only X: the phases run one after the
-     * other so at most two wte-block buffers are alive at a time */
-    float *wt = pt_scratch(e->arena, nw, "head W^T");
-    int rc = wt ? transpose_block(e, wte, wt, nw) : PT_ENOMEM;
-    if (!rc) rc = summa_bwd_dx(e, wt, dx, logits, N, Cl, Vb);
-    if (!rc) e->ops->zero(wt, nw); /* now dW^T, this rank's partner's block */
-    if (!rc) rc = summa_bwd_dw(e, wt, NULL, logits, x, N, Cl, Vb);
+    const size_t nw = (size_t)Vb * Cl, nxa = (size_t)q * N * Cl;
+    float *xa, *wf;
+    int rc = head_gather(e, g, x, wte, &xa, &wf);
+    float *dxa = rc ? NULL : pt_scratch(e->arena, nxa, "head dX pieces");
+    float *dwf = dxa ? pt_scratch(e->arena, (size_t)q * nw, "head dW pieces") : NULL;
+    if (!rc && !dwf) rc = PT_ENOMEM;
+    if (!rc) {
+        e->ops->zero(dxa, nxa);
+        e->ops->zero(dwf, (size_t)q * nw);
+        rc = pt_classifier_bwd(e->ops, e->arena, dxa, dwf, stats, xa, wf, tgt + row0(c, g), dloss, CJ(c) * Vb, g->V, N,
+                               q * Cl, Vb, q);
+    }
+    pt_arena_free(e->arena, wf);
+    pt_arena_free(e->arena, xa);
+    if (!rc) rc = pt_reduce_scatter_sum(ROWG(c), dxa, dx, nxa);
+    pt_arena_free(e->arena, dxa);
+    float *dwt = rc ? NULL : pt_scratch(e->arena, nw, "head dW^T");
+    if (!rc && !dwt) rc = PT_ENOMEM;
+    if (!rc) rc = pt_reduce_scatter_sum(COLG(c), dwf, dwt, (size_t)q * nw);
+    pt_arena_free(e->arena, dwf);
     float *mine = rc ? NULL : pt_scratch(e->arena, nw, "head dW");
     if (!rc && !mine) rc = PT_ENOMEM;
-    if (!rc) rc = transpose_block(e, wt, mine, nw);
+    if (!rc) rc = transpose_block(e, dwt, mine, nw);
     if (!rc) e->ops->axpy(dwte, 1.0f, mine, nw);
     pt_arena_free(e->arena, mine);
-    pt_arena_free(e->arena, wt);
+    pt_arena_free(e->arena, dwt);
     return rc;
 }
 

@@ -62,10 +62,24 @@
  * with Se = [l*N, C/l], Swte = [Vp/l, C/l] bytes.  Backward: allgather
  * dout over K, scatter-add into a zeroed [Vp/l, C/l] block, reduce-scatter
  * over I into this rank's piece: the same (l-1)/l (Se + Swte).
- * Vocabulary head: the A -> B linear with W = wte and no bias: logits
- * [N, Vp/l] for sub-block (i, j), vocabulary block k; the cross-entropy
- * reduces over K (rows' max [N] and (sum, target) [2N] allreduces), and
- * the k = 0 rank of each row owns its loss.
+ * Vocabulary head (the fused classifier, ops.h: no [N, Vp/l] logits): rank
+ * p(i,j,k) takes the layout-B rows, sub-block (i, j), against vocabulary
+ * block k, each with the full width C.  The rows: X allgathered over K
+ * (batch block i, hidden j) and exchanged over J (an all-to-all of l-1
+ * sendrecvs of [N, C/l]: rank j' sends rank j the rows (i, j) of its hidden
+ * block j'); vocabulary block k: wte allgathered over I ([Vp/l, C/l]) and
+ * over J ([l][Vp/l][C/l]).  The cross-entropy reduces over K (rows' max [N]
+ * and (sum, target) [2N] allreduces), and the k = 0 rank of each row owns
+ * its loss.  The backward gathers both again, exchanges the dX pieces back
+ * over J and reduce-scatters them over K (layout A), and reduce-scatters
+ * dW over J and then I into the rank's piece.  Per rank, with Sx = [N,
+ * C/l] and Sw = [Vp/l, C/l] in bytes: forward (l-1)(2 Sx + (l+1)/l Sw),
+ * backward twice that (lib/plan/cost.c counts the same calls); the price
+ * of never holding [N, Vp/l] logits is the vocabulary block's full width
+ * [Vp/l, C] as scratch.
+ *
+ * Epilogues: a linear's bias and GELU come after its reduce-scatter
+ * (ops->epilogue_fwd), DGELU_BGRAD after the reduce-scatter of dX.
  */
 #include "parallel/layout.h"
 
@@ -160,11 +174,12 @@ static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, 
     }
 }
 
-/* y [N, Ol] = x [N, Il] W^T (+ b) with W gathered over I from the local
+/* y [N, Ol] = epi(x [N, Il] W^T + b) with W gathered over I from the local
  * [Ol/l, Il] pieces, x gathered over gx and the partial product
- * reduce-scattered over gy. */
+ * reduce-scattered over gy; the bias and epilogue after the reduce-scatter
+ * (ops->epilogue_fwd; aux: GELU's input). */
 static int lin3_fwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, const float *b, float *y,
-                    const float *x, int N, int Il, int Ol)
+                    float *aux, const float *x, int N, int Il, int Ol, int epi)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), lN = l * N;
@@ -176,10 +191,10 @@ static int lin3_fwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, 
     if (!rc) rc = pt_allgather(gx, x, xg, nx);
     if (!rc) rc = pt_allgather(IG(c), w, wg, nw);
     if (!rc) {
-        e->ops->matmul_fwd(yp, xg, wg, NULL, lN, Il, Ol);
+        e->ops->matmul_fwd(yp, NULL, xg, wg, NULL, 0.0f, lN, Il, Ol, PT_EPI_DEFAULT);
         rc = pt_reduce_scatter_sum(gy, yp, y, ny);
     }
-    if (!rc && b) e->ops->bias_fwd(y, b, N, Ol);
+    if (!rc && (b || epi != PT_EPI_DEFAULT)) e->ops->epilogue_fwd(y, aux, b, N, Ol, epi);
     pt_arena_free(e->arena, yp);
     pt_arena_free(e->arena, wg);
     pt_arena_free(e->arena, xg);
@@ -187,9 +202,12 @@ static int lin3_fwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, 
 }
 
 /* dx [N, Il] (overwritten), dw [Ol/l, Il] (+=), db [Ol] (+=) from dy
- * [N, Ol]: the backward of lin3_fwd with the same groups. */
+ * [N, Ol]: the backward of lin3_fwd with the same groups; epi PT_EPI_DGELU
+ * applies DGELU_BGRAD to dx after its reduce-scatter (aux [N, Il],
+ * dbias_aux [Il]). */
 static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, float *dw, float *db, float *dx,
-                    const float *dy, const float *x, int N, int Il, int Ol)
+                    const float *dy, const float *x, int N, int Il, int Ol, int epi, const float *aux,
+                    float *dbias_aux)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), lN = l * N;
@@ -203,13 +221,14 @@ static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, 
     if (!rc) rc = pt_allgather(gy, dy, dyg, ny);
     if (!rc) { /* dXp = dYg Wg, summed over the output blocks held along gx */
         e->ops->zero(xg, nx);
-        e->ops->matmul_bwd(xg, NULL, NULL, dyg, NULL, wg, lN, Il, Ol);
+        e->ops->matmul_bwd(xg, NULL, NULL, dyg, NULL, wg, lN, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
         rc = pt_reduce_scatter_sum(gx, xg, dx, nx);
     }
+    if (!rc && epi == PT_EPI_DGELU) e->ops->epilogue_bwd(dx, dbias_aux, aux, N, Il);
     if (!rc) rc = pt_allgather(gx, x, xg, nx);
     if (!rc) { /* dWp = dYg^T Xg for batch block i, summed over the batch blocks along I */
         e->ops->zero(wg, nw);
-        e->ops->matmul_bwd(NULL, wg, NULL, dyg, xg, NULL, lN, Il, Ol);
+        e->ops->matmul_bwd(NULL, wg, NULL, dyg, xg, NULL, lN, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
         rc = pt_reduce_scatter_sum(IG(c), wg, dwl, nw);
     }
     if (!rc) {
@@ -223,20 +242,22 @@ static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, 
     return rc;
 }
 
-static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, const float *x, int N)
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N, int epi)
 {
     pt_pctx *c = e->c;
     if (l->role == PT_LINEAR_ROW) /* B -> A */
-        return lin3_fwd(e, JG(c), KG(c), l->w, l->b, y, x, N, l->in_local, l->out_local);
-    return lin3_fwd(e, KG(c), JG(c), l->w, l->b, y, x, N, l->in_local, l->out_local);
+        return lin3_fwd(e, JG(c), KG(c), l->w, l->b, y, aux, x, N, l->in_local, l->out_local, epi);
+    return lin3_fwd(e, KG(c), JG(c), l->w, l->b, y, aux, x, N, l->in_local, l->out_local, epi);
 }
 
-static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N)
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N, int epi,
+                   const float *aux, float *dbias_aux)
 {
     pt_pctx *c = e->c;
     if (l->role == PT_LINEAR_ROW)
-        return lin3_bwd(e, JG(c), KG(c), l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local);
-    return lin3_bwd(e, KG(c), JG(c), l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local);
+        return lin3_bwd(e, JG(c), KG(c), l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local, epi, aux,
+                        dbias_aux);
+    return lin3_bwd(e, KG(c), JG(c), l->w, l->dw, l->db, dx, dy, x, N, l->in_local, l->out_local, epi, aux, dbias_aux);
 }
 
 /* First token of batch block i (sub-blocks (i, 0..l-1)) in the dp-group batch [B, T]. */
@@ -291,23 +312,107 @@ static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float 
     return rc;
 }
 
-static int head_fwd(const pt_lenv *e, const pt_geom *g, float *logits, float *losses, float *stats, const float *x,
-                    const float *wte, const int32_t *tgt)
+/* Blocks [l][N][Cr] exchanged over J (an all-to-all of l-1 pairwise
+ * sendrecvs): out[j'] = block j of rank j' (out[j] = in[j]), where j is
+ * this rank's J coordinate; step d sends in[j+d] to j+d and receives from
+ * j-d (mod l), so every pair meets in the same step. */
+static int alltoall_j(const pt_lenv *e, const float *in, float *out, size_t blk, int tag)
 {
     pt_pctx *c = e->c;
-    const int N = g->Bl * g->T;
-    int rc = lin3_fwd(e, KG(c), JG(c), wte, NULL, logits, x, N, g->Cr, g->Vl);
-    if (rc) return rc;
-    return pt_xent_fwd(KG(c), e->ops, losses, stats, logits, tgt + rowsB0(c, g), CK(c) * g->Vl, g->V, N, g->Vl);
+    const int l = LL(c), j = CJ(c);
+    e->ops->copy(out + (size_t)j * blk, in + (size_t)j * blk, blk);
+    int rc = PT_OK;
+    for (int d = 1; d < l && !rc; d++) {
+        const int dst = (j + d) % l, src = (j - d + l) % l;
+        rc = pt_sendrecv(JG(c), in + (size_t)dst * blk, dst, out + (size_t)src * blk, src, blk, tag);
+    }
+    return rc;
 }
 
-static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, float *logits, const float *stats,
-                    const float *x, const float *wte, const int32_t *tgt, const float *dloss)
+/* The head's operands with the full width C (ks = l column pieces,
+ * ops.h's classifier): xa [l][N][C/l] = the layout-B rows (sub-block (i,
+ * j)) with every hidden block: X gathered over K (batch block i, hidden j)
+ * then exchanged over J; wf [l][Vl][C/l] = vocabulary block k with every
+ * hidden block: wte gathered over I (all pieces), then over J. */
+static int head_gather(const pt_lenv *e, const pt_geom *g, const float *x, const float *wte, float **xa, float **wf)
 {
     pt_pctx *c = e->c;
-    const int N = g->Bl * g->T;
-    e->ops->xent_bwd(logits, logits, stats, stats + N, tgt + rowsB0(c, g), dloss, CK(c) * g->Vl, g->V, N, g->Vl);
-    return lin3_bwd(e, KG(c), JG(c), wte, dwte, NULL, dx, logits, x, N, g->Cr, g->Vl);
+    const int l = LL(c), N = g->Bl * g->T, Cl = g->Cr;
+    const size_t nx = (size_t)N * Cl, nw = (size_t)g->Vl * Cl;
+    *wf = NULL;
+    *xa = pt_scratch(e->arena, (size_t)l * nx, "head rows X");
+    float *xg = *xa ? pt_scratch(e->arena, (size_t)l * nx, "head gathered X") : NULL;
+    int rc = xg ? PT_OK : PT_ENOMEM;
+    if (!rc) rc = pt_allgather(KG(c), x, xg, (size_t)l * nx);
+    if (!rc) rc = alltoall_j(e, xg, *xa, nx, 78);
+    pt_arena_free(e->arena, xg);
+    float *wg = rc ? NULL : pt_scratch(e->arena, nw, "head gathered W");
+    *wf = wg ? pt_scratch(e->arena, (size_t)l * nw, "head full-width W") : NULL;
+    if (!rc && !*wf) rc = PT_ENOMEM;
+    if (!rc) rc = pt_allgather(IG(c), wte, wg, nw);
+    if (!rc) rc = pt_allgather(JG(c), wg, *wf, (size_t)l * nw);
+    pt_arena_free(e->arena, wg);
+    if (rc) {
+        pt_arena_free(e->arena, *wf);
+        pt_arena_free(e->arena, *xa);
+        *xa = *wf = NULL;
+    }
+    return rc;
+}
+
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x, const float *wte,
+                    const int32_t *tgt)
+{
+    pt_pctx *c = e->c;
+    const int l = LL(c), N = g->Bl * g->T;
+    float *xa, *wf;
+    int rc = head_gather(e, g, x, wte, &xa, &wf);
+    if (!rc)
+        rc = pt_classifier_fwd(KG(c), e->ops, e->arena, losses, stats, xa, wf, tgt + rowsB0(c, g), CK(c) * g->Vl, g->V,
+                               N, l * g->Cr, g->Vl, l);
+    pt_arena_free(e->arena, wf);
+    pt_arena_free(e->arena, xa);
+    return rc;
+}
+
+/* dX: the pieces exchanged back over J (rows (i, *), hidden j) and
+ * reduce-scattered over K (summed over the vocabulary blocks, rows (i, k):
+ * layout A); dW [l][Vl][C/l]: reduce-scattered over J (hidden j, summed
+ * over the rows (i, *)) and over I (piece i, summed over batch blocks). */
+static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats, const float *x,
+                    const float *wte, const int32_t *tgt, const float *dloss)
+{
+    pt_pctx *c = e->c;
+    const int l = LL(c), N = g->Bl * g->T, Cl = g->Cr;
+    const size_t nx = (size_t)N * Cl, nw = (size_t)g->Vl * Cl;
+    float *xa, *wf;
+    int rc = head_gather(e, g, x, wte, &xa, &wf);
+    float *dxa = rc ? NULL : pt_scratch(e->arena, (size_t)l * nx, "head dX pieces");
+    float *dwf = dxa ? pt_scratch(e->arena, (size_t)l * nw, "head dW pieces") : NULL;
+    if (!rc && !dwf) rc = PT_ENOMEM;
+    if (!rc) {
+        e->ops->zero(dxa, (size_t)l * nx);
+        e->ops->zero(dwf, (size_t)l * nw);
+        rc = pt_classifier_bwd(e->ops, e->arena, dxa, dwf, stats, xa, wf, tgt + rowsB0(c, g), dloss, CK(c) * g->Vl,
+                               g->V, N, l * Cl, g->Vl, l);
+    }
+    pt_arena_free(e->arena, wf);
+    float *dxg = xa; /* xa is no longer needed: it takes the exchanged pieces */
+    if (!rc) rc = alltoall_j(e, dxa, dxg, nx, 79);
+    pt_arena_free(e->arena, dxa);
+    if (!rc) rc = pt_reduce_scatter_sum(KG(c), dxg, dx, (size_t)l * nx);
+    pt_arena_free(e->arena, xa);
+    float *dwg = rc ? NULL : pt_scratch(e->arena, nw, "head dW block");
+    if (!rc && !dwg) rc = PT_ENOMEM;
+    if (!rc) rc = pt_reduce_scatter_sum(JG(c), dwf, dwg, (size_t)l * nw);
+    pt_arena_free(e->arena, dwf);
+    float *dwl = rc ? NULL : pt_scratch(e->arena, nw / (size_t)l, "head dW piece");
+    if (!rc && !dwl) rc = PT_ENOMEM;
+    if (!rc) rc = pt_reduce_scatter_sum(IG(c), dwg, dwl, nw);
+    if (!rc) e->ops->axpy(dwte, 1.0f, dwl, nw / (size_t)l);
+    pt_arena_free(e->arena, dwl);
+    pt_arena_free(e->arena, dwg);
+    return rc;
 }
 
 const pt_layout pt_layout_3d = {

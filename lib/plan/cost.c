@@ -270,7 +270,8 @@ static void embed_tp(acc *a, const geo *g, long long N)
     }
 }
 
-/* Final LayerNorm, tied head and cross-entropy, forward + backward. */
+/* Final LayerNorm, tied head and cross-entropy (the fused classifier,
+ * layout.c), forward + backward. */
 static void head_tp(acc *a, const geo *g, long long N)
 {
     const long long q = g->q;
@@ -282,21 +283,27 @@ static void head_tp(acc *a, const geo *g, long long N)
         AR(a, 2 * N, q, 1);      /* sum of exp, target logit */
         AR(a, N * g->Cr, q, 1);  /* dX */
         break;
-    case PT_MODE_2D: {
+    case PT_MODE_2D: { /* tp2d.c: gathers of X along the row and of the transposed vocabulary
+                        * block down the column, forward and backward; RS of dX and dW */
         const long long Vb = g->Vp / q, nw = Vb * g->Cr;
         if (q > 1) sendb(a, nw, 3); /* transpose swaps: forward, backward, dW back (off-diagonal ranks) */
-        lin_fwd(a, g, N, 0, 0, g->Cr, Vb, 0);
-        lin_bwd(a, g, N, 0, 0, g->Cr, Vb, 0);
+        C1(a, q * N * g->Cr, q, 3);
+        C1(a, q * nw, q, 3);
         AR(a, N, q, 1);
         AR(a, 2 * N, q, 1);
         break;
     }
-    default:
-        lin_fwd(a, g, N, 0, 0, g->Cr, g->Vl, 0);
-        lin_bwd(a, g, N, 0, 0, g->Cr, g->Vl, 0);
+    default: { /* tp3d.c: X gathered over K and exchanged over J (l-1 sends; back in the
+                * backward); wte gathered over I and J; RS of dX over K, of dW over J and I */
+        const long long nx = N * g->Cr, nw = g->Vl * g->Cr;
+        C1(a, q * nx, q, 3);
+        if (q > 1) sendb(a, nx, 3.0 * (double)(q - 1));
+        C1(a, nw, q, 3);
+        C1(a, q * nw, q, 3);
         AR(a, N, q, 1);
         AR(a, 2 * N, q, 1);
         break;
+    }
     }
 }
 
@@ -492,20 +499,20 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
 
 /* ---- the public functions -------------------------------------------------- */
 
-static double block_act(const geo *g, long long T, int r)
+static double block_act(const geo *g, int r)
 {
     const double N = (double)g->Bl * (double)g->Tl, Cr = (double)g->Cr, Cl = (double)g->Cl, Fl = (double)g->Fl;
-    const double att = (double)g->Bl * (double)g->NHl * (double)g->Tl * (double)T;
+    const double lse = (double)g->Bl * (double)g->NHl * (double)g->Tl; /* flash attention's row log-sum-exp */
     if (r == PT_RECOMPUTE_BLOCK) return N * Cr;
-    const double all = 4 * N * Cr + 4 * N + 4 * N * Cl + 2 * N * Fl;
-    return r == PT_RECOMPUTE_ATTENTION ? all : all + att;
+    const double kept = 4 * N * Cr + 4 * N + 3 * N * Cl + 2 * N * Fl;
+    return r == PT_RECOMPUTE_ATTENTION ? kept : kept + N * Cl + lse;
 }
 
 double pt_cost_block_act_floats(const pt_model_shape *m, const pt_plan *p, int b, int r)
 {
     geo g;
     if (!m || !p || b < 1 || p->sp < 1 || geometry(m, p, b, &g, NULL) < 0) return 0;
-    return block_act(&g, m->seq_len, r);
+    return block_act(&g, r);
 }
 
 static int check_shape(const pt_model_shape *m, pt_error *err)
@@ -570,7 +577,9 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     const double tokens = (double)micro * (double)T, split = (double)p->tp * (double)p->sp;
     const double blk_fwd_flops = (24.0 * C * C + 4.0 * T * C) * tokens / split;
     const double head_fwd_flops = 2.0 * C * m->vocab * tokens / split;
-    double blk_flops = 3 * blk_fwd_flops;
+    /* flash attention's backward computes the scores Q K^T again (2 T C per
+     * token); the fused classifier's backward the logits (one head forward) */
+    double blk_flops = 3 * blk_fwd_flops + 2.0 * T * C * tokens / split;
     if (p->ckpt_act == PT_RECOMPUTE_BLOCK) blk_flops += blk_fwd_flops;
     if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) blk_flops += 2.0 * T * C * tokens / split;
 
@@ -625,7 +634,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
             if (msgs[k] > c.msgs[k]) c.msgs[k] = msgs[k];
             if (steps[k] > c.lat_steps[k]) c.lat_steps[k] = steps[k];
         }
-        const double flops = mb * (nblk * blk_flops + (last ? 3 * head_fwd_flops : 0));
+        const double flops = mb * (nblk * blk_flops + (last ? 4 * head_fwd_flops : 0));
 
         /* memory (bytes): the training state, then the arena's activations
          * (lib/model/gpt.c pt_gpt_create_stage, lib/pipeline buffers) */
@@ -633,31 +642,38 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         int nbufs = nslots + (r > 0 ? 1 : 0);
         if (nbufs > mb) nbufs = mb;
         const double Nf = (double)N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl;
-        const double natt = (double)g.Bl * g.NHl * g.Tl * T;
-        double act = nslots * (nblk * block_act(&g, T, p->ckpt_act) + 2.0 * micro * g.Tl /* tok, tgt (int32) */
+        const double nlse = (double)g.Bl * g.NHl * g.Tl;
+        double act = nslots * (nblk * block_act(&g, p->ckpt_act) + 2.0 * micro * g.Tl /* tok, tgt (int32) */
                                + (first ? Nf * Cr : 0));
-        if (p->ckpt_act == PT_RECOMPUTE_BLOCK) act += block_act(&g, T, PT_RECOMPUTE_NONE);
-        if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) act += natt;
-        if (last) act += Nf * Cr + 2 * Nf + Nf * g.Vl + Nf + 3 * Nf + Nf;
-        act += Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + 2 * Nf * Fl;
+        if (p->ckpt_act == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE);
+        if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) act += Nf * Cl + nlse; /* the shared attention output and lse */
+        if (last) act += Nf * Cr + 2 * Nf + Nf + 3 * Nf + Nf; /* lnf, its mean/rstd, losses, stats, dloss: no logits */
+        act += Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl;
         act += 2.0 * nbufs * v * nact;
         /* the largest scratch a piece takes while running */
-        double scratch = 0, x;
-        if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
-            const double Vb = (double)(g.Vp / g.q);
-            x = 2 * Vb * Cr + Nf * Cr; /* head backward: W^T + SUMMA dX scratch */
-            if (last && x > scratch) scratch = x;
+        /* the largest scratch a piece takes while running: the blocks' (linears,
+         * ring attention) and the head's apart, since ZeRO's units in flight
+         * differ between the two */
+        double scratch = 0, head = 0, x;
+        /* the fused classifier's block of logits [N, min(VBLOCK, Vl)] (lib/backend/ops.h) */
+        const double vb = (double)(g.Vl < PT_COST_CLASSIFIER_VBLOCK ? g.Vl : PT_COST_CLASSIFIER_VBLOCK);
+        if (g.mode == PT_MODE_1D) {
+            head = Nf * vb; /* the logits block */
+        } else if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
+            /* head backward (2d and 3d alike): the rows' and the vocabulary block's full
+             * width and their gradients, [q][N][C/q] and [q][Vl][C/q] twice, + the logits block */
+            head = 2 * g.q * Nf * Cr + 2 * g.q * (double)g.Vl * Cr + Nf * vb;
             x = Nf * Fl + Fl * Cr; /* largest linear's SUMMA scratch */
             if (x > scratch) scratch = x;
         } else if (g.mode == PT_MODE_3D) {
             const double l = g.q, lN = l * Nf;
-            x = lN * Cr + Cr * g.Vl + lN * g.Vl + Cr * g.Vl / l; /* head backward */
-            if (last && x > scratch) scratch = x;
+            head = 2 * l * Nf * Cr + 2 * l * (double)g.Vl * Cr + Nf * vb; /* head backward */
             x = lN * Fl + Fl * Cr + lN * Cr + Fl * Cr / l; /* MLP linear backward: Xg, Wg, dYg, dW piece */
             if (x > scratch) scratch = x;
         }
+        if (!last) head = 0;
         if (p->sp > 1) {
-            x = natt + 4 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: dS + 4 K/V blocks */
+            x = 8 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: K, V, dK, dV and the next ones */
             if (x > scratch) scratch = x;
         }
         /* ZeRO buffers alive during the step besides the state (zero.c):
@@ -666,16 +682,23 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
          * lives from the head's backward (pp = 1) or the first microbatch
          * (pp > 1, tied: reduced in the sync) to its reduce; stage 3 also the
          * gathered parameters of the unit (and of wte while its gradient is
-         * made, pp = 1 holds both through the blocks' backward). */
-        double zero_live = 0;
+         * made, pp = 1 holds both through the blocks' backward).  During the
+         * head's backward: wte's full gradient (stage 2), and its gathered
+         * parameters (stage 3); the final LayerNorm's unit beside them is
+         * [2C] floats, left out. */
+        double zero_live = 0, zero_head = 0;
         const double W = st.wte_pad;
         if (p->zero == 1) zero_live = st.smax;
-        else if (p->zero == 2) zero_live = W + fmax(st.other2, st.wte_s);
-        else if (p->zero == 3) zero_live = pp == 1 ? 2 * W + fmax(st.other3, st.wte_s) : W + fmax(st.other3, fmax(W, st.wte_s));
+        else if (p->zero == 2) zero_live = W + fmax(st.other2, st.wte_s), zero_head = W;
+        else if (p->zero == 3) {
+            zero_live = pp == 1 ? 2 * W + fmax(st.other3, st.wte_s) : W + fmax(st.other3, fmax(W, st.wte_s));
+            zero_head = 2 * W;
+        }
         const double state = st.zero_params + st.zero_grads + st.zero_optim;
         /* stage 1's slice is taken in the sync, after the pieces' scratch is
          * returned; stage 2/3's units are in flight while the pieces run */
-        const double extra = p->zero == 1 ? fmax(scratch, zero_live) : scratch + zero_live;
+        const double extra = p->zero == 1 ? fmax(fmax(scratch, head), zero_live)
+                                          : fmax(scratch + zero_live, head + zero_head);
         const double mem_total = 4.0 * (state + act + extra);
         const double act_model = act - 2.0 * nbufs * v * nact; /* allocated before the state */
         const double mem_init = 4.0 * (act_model + state + st.zero_init_extra);

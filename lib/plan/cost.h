@@ -29,9 +29,15 @@
  *              twice that backward); LayerNorm 2 allreduces of [N] forward,
  *              one of [2N] backward, over the row; embedding 2q
  *              broadcast/reduce of the [Vp/q, C/q] block; head: 3 sends
- *              of that block (transpose, off-diagonal ranks) + its SUMMA.
+ *              of that block (transpose, off-diagonal ranks), 3 allgathers
+ *              or reduce-scatters of the rows' [q N, C/q] and of the
+ *              vocabulary block's [q Vp/q, C/q] (the fused classifier's
+ *              full width), the cross-entropy's [N] and [2N] allreduces.
  *   tp 3d      per linear (l-1)/l (3Sx + 3Sw + 2Sy) with the gathered
- *              blocks (tp3d.c); embedding 2(l-1)/l (Se + Swte).
+ *              blocks (tp3d.c); embedding 2(l-1)/l (Se + Swte); head: 3
+ *              gathers/scatters of [l N, C/l] over K, 3(l-1) sends of
+ *              [N, C/l] over J, 3 of [Vp/l, C/l] over I and of [l Vp/l, C/l]
+ *              over J, and the cross-entropy's allreduces.
  *   sp         ring attention (seq.c): forward 2(sp-1), backward
  *              2(2(sp-1)+1) sends of [Bl, Tl, C_local] per block;
  *              recompute (block or attention) adds a forward.
@@ -51,9 +57,11 @@
  *   dp         0: no collective runs on ctx->dp (ZeRO's traffic is on the
  *              sync groups).
  * FLOPs (PaLM, Chowdhery et al. 2022, appendix B): per token and block
- * 3 (24 C^2 + 4 T C) forward + backward, the head 6 C V, divided over tp
- * x sp; block recompute adds a block forward, attention recompute
- * 2 T C; the busiest pipeline rank's share.
+ * 3 (24 C^2 + 4 T C) forward + backward, plus 2 T C for flash attention's
+ * backward (the scores again), the head 8 C V (the fused classifier's
+ * backward computes the logits again), divided over tp x sp; block
+ * recompute adds a block forward, attention recompute 2 T C; the busiest
+ * pipeline rank's share.
  * Time (alpha-beta, Hockney 1994; ring steps as Thakur et al. 2005,
  * sec. 4):
  *   t_compute = flops / (rate(n) 1e9), rate(n) = gemm_gflops n / (n + gemm_n_half)
@@ -170,7 +178,10 @@ typedef struct pt_cost {
      * slots (pt_cost_block_act_floats per block, embedding output, token
      * ids), head and backward buffers, recompute scratch, pipeline boundary
      * buffers, the largest scratch of a piece (SUMMA / 3D gathers, ring
-     * attention) and ZeRO's units in flight */
+     * attention's K/V blocks, the fused classifier's logits block and
+     * full-width operands) and ZeRO's units in flight.  Linear in the
+     * sequence length: flash attention keeps [Bl, NH, Tl] log-sum-exps, not
+     * [Tl, T] probabilities, and the head no [N, V] logits. */
     double mem_params, mem_grads, mem_optim, mem_act;
     double mem_total;             /* their sum: the arena during a step */
     double mem_peak;              /* the arena's high-water mark (what ptrain-run's peak_mib
@@ -200,6 +211,11 @@ typedef struct pt_cost {
  * O(pp (L + m v)) time, no allocation that outlives the call. */
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                  const int link[PT_GRP_N], pt_cost *out, pt_error *err);
+
+/* Vocabulary columns per block of the fused classifier: lib/backend/ops.h's
+ * PT_CLASSIFIER_VBLOCK (this header is libc-only; lib/model/gpt.c asserts
+ * the two are equal). */
+#define PT_COST_CLASSIFIER_VBLOCK 512
 
 /* The activation floats one transformer block keeps per sequence-parallel,
  * tensor-parallel rank for a microbatch of b sequences under recompute

@@ -405,8 +405,8 @@ int main(int argc, char **argv)
             pt_rng_seed(&rr, seed, 1000 + (uint64_t)k);
             for (size_t t = 0; t < nx; t++) x[t] = (float)pt_rng_normal(&rr);
             pt_pctx_reset_stats(&ctx);
-            rc = m.layout->linear_fwd(&env, l, y, x, N);
-            if (!rc) rc = m.layout->linear_bwd(&env, l, dx, y, x, N);
+            rc = m.layout->linear_fwd(&env, l, y, NULL, x, N, PT_EPI_DEFAULT);
+            if (!rc) rc = m.layout->linear_bwd(&env, l, dx, y, x, N, PT_EPI_DEFAULT, NULL, NULL);
             uint64_t got = tp_sent(&ctx), want = linear_bytes(&ctx, l, N);
             report(rc == PT_OK && got == want, "%s linear [%d -> %d]: %llu B sent per rank, layout formula %llu", names[k],
                    l->in, l->out, (unsigned long long)got, (unsigned long long)want);

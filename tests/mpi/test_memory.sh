@@ -1,9 +1,11 @@
 #!/bin/sh
 # Peak memory per rank: 2D/2.5D/3D below 1D at 4 and 8 ranks; sequence
-# parallelism fits longer sequences in the same memory.  See test_memory.c.
+# parallelism fits longer sequences in the same memory; the peak equals the
+# cost model's and grows linearly in T (flash attention, fused classifier).
+# See test_memory.c.
 . "$top_srcdir/tests/lib.sh"
 need_mpi_prog test_memory
-for cfg in "4 LAYOUTS" "8 LAYOUTS" "4 SP"; do
+for cfg in "4 LAYOUTS" "8 LAYOUTS" "4 SP" "2 LINEAR"; do
     set -- $cfg
     mpi_tap "np=$1 $2" "$1" "$bin" "$2"
 done

@@ -92,6 +92,46 @@ ptrain_mpirun -np 1 "$run" --model test --data synthetic --steps 1 --metrics "$w
 check "an unwritable metrics path is refused before training (status $rc)" \
     sh -c "[ $rc -ne 0 ] && ! grep -q '^step ' '$wd/out3'"
 
+# a write that fails mid-run (a full disk, here a file-size limit of 2000 bytes:
+# write gets EFBIG): one line naming the file, the file ends with its last
+# whole record (valid JSON Lines, no torn line), training goes on to the
+# end, status 1 (issue 22, item 11: the line was torn and the status 0)
+if command -v prlimit >/dev/null 2>&1; then
+    rc=0
+    OMPI_MCA_btl=self ptrain_mpirun -np 1 prlimit --fsize=2000 "$run" --model test --data "synthetic:$seed" --steps 8 \
+        --batch 4 --val-every 2 --val-batches 1 --metrics "$wd/full.jsonl" >"$wd/fout" 2>"$wd/ferr" || rc=$?
+    check "a metrics write failure: status 1 ($rc), one line naming the file" \
+        sh -c "[ $rc -eq 1 ] && [ \$(grep -c 'cannot write the metrics file $wd/full.jsonl' '$wd/ferr') -eq 1 ]"
+    check "... the run still trained to the end" grep -q '^done: steps=8' "$wd/fout"
+    check "... the file is whole records only ($(wc -c <"$wd/full.jsonl") bytes, $(wc -l <"$wd/full.jsonl") lines)" \
+        sh -c "[ -s '$wd/full.jsonl' ] && [ \$(tail -c 1 '$wd/full.jsonl' | od -An -c | tr -d ' ') = '\\n' ] &&
+            jq -e 'type == \"object\"' '$wd/full.jsonl' >/dev/null"
+else
+    ok "# SKIP prlimit not installed (util-linux)"
+fi
+
+# a resumed run (issue 22, items 11 and 12): its first validation is at the
+# step it resumes from, its train_loss starts at its own first step (not
+# nan), its ms/step are over its own steps; resumed at its last step it ran
+# no step: valid JSON (null, never inf) and "no step run"
+ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 4 --batch 4 --val-every 0 --val-batches 1 \
+    --save-dir "$wd/ck" >/dev/null 2>&1
+rc=0
+ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 6 --batch 4 --val-every 0 --val-batches 1 \
+    --save-dir "$wd/ck" --resume auto --metrics "$wd/r.jsonl" >"$wd/rout" 2>&1 || rc=$?
+check "resumed at step 4 of 6: status 0 ($rc), first validation labelled step 4" \
+    sh -c "[ $rc -eq 0 ] && [ \"\$(grep -m1 '^val:' '$wd/rout' | cut -d'|' -f1)\" = 'val: step 4 ' ]"
+check "... its train_loss starts from a number ($(grep '^done' "$wd/rout" | cut -d'|' -f1))" \
+    sh -c "grep '^done:' '$wd/rout' | grep -q 'train_loss [0-9][0-9.]* -> [0-9]'"
+check "... its done record counts 2 steps run from step 4" \
+    sh -c "jq -s -e 'map(select(.type == \"done\"))[0] | .steps_run == 2 and .start_step == 4 and (.ms_per_step | type) == \"number\"' '$wd/r.jsonl' >/dev/null"
+rc=0
+ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 6 --batch 4 --val-every 0 --val-batches 1 \
+    --save-dir "$wd/ck" --resume auto --metrics "$wd/r2.jsonl" >"$wd/rout2" 2>&1 || rc=$?
+check "resumed at its last step: status 0 ($rc), 'no step run', valid JSON with nulls" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'no step run (resumed at step 6)' '$wd/rout2' &&
+        jq -s -e 'map(select(.type == \"done\"))[0] | .steps_run == 0 and .ms_per_step == null and .tok_s == null' '$wd/r2.jsonl' >/dev/null"
+
 # the plot
 if command -v gnuplot >/dev/null 2>&1; then
     check "ptrain-plot writes an SVG" sh -c "sh '$plot' -o '$wd/loss.svg' '$wd/m.jsonl' >/dev/null"

@@ -18,7 +18,7 @@ bpid=
 trap '[ -n "$bpid" ] && kill "$bpid" 2>/dev/null; rm -rf "$wd"' EXIT
 tdir=$top_srcdir/share/sbatch
 # the long options of ptrain-run's getopt table
-sed -n '/struct option [a-z_]*\[\] *= *{/,/{ *0, *0, *0, *0 *}/p' "$top_srcdir/bin/ptrain-run.c" |
+sed -n '/struct option [a-z_]*\[\] *= *{/,/{ *0, *0, *0, *0 *}/p' "$top_srcdir/bin/run/options.c" |
     grep -o '{ *"[a-z0-9-]*"' | sed 's/{ *"//; s/"$//' | sort -u >"$wd/run.opts"
 for t in ptrain-single-node ptrain-multi-node; do
     f=$tdir/$t.sbatch

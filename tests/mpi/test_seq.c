@@ -1,6 +1,6 @@
-/* Ring self-attention (sequence parallelism, Li et al. 2021 section 3.2)
- * reproduces the single-process attention op and moves exactly the volume
- * seq.h states.
+/* Ring self-attention (sequence parallelism, Li et al. 2021 section 3.2;
+ * flash attention per ring step, Liu et al. 2023) reproduces the
+ * single-process attention and moves exactly the volume seq.h states.
  *
  * usage: test_seq                      (under mpirun -np SP, SP >= 1)
  *        test_seq --bench B NH HS T    (timing only, printed as # lines)
@@ -9,12 +9,13 @@
  * rank builds the same fresh random qkv [B, T, 3C], dout [B, T, C] and an
  * initial dqkv [B, T, 3C] (T = SP*Tl, C = NH*HS; normal values, seed from
  * PTRAIN_TEST_SEED or the clock, printed), runs pt_cpu_ops_f32's
- * attention_fwd/bwd on the full sequence as the reference, and the ring
+ * materialised attention_ref_fwd/bwd on the full sequence as the reference
+ * (and the flash attention_fwd for the log-sum-exp), and the ring
  * functions on its own block of positions [s*Tl, (s+1)*Tl) with
  * MPI_COMM_WORLD as the sp group.  It compares, to fp32 tolerance relative
  * to the largest reference magnitude:
  *   out [B, Tl, C]          with the reference's rows of the block,
- *   att [B, NH, Tl, T]      with the reference's rows (zeros included),
+ *   lse [B, NH, Tl]         with the single-process flash op's rows,
  *   dqkv [B, Tl, 3C]        q, k and v parts, both sides starting from the
  *                           same random dqkv (so "+=" is checked), error
  *                           relative to the largest increment of dqkv,
@@ -98,20 +99,23 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     float *qkv = xalloc((size_t)B * T * C3), *dout = xalloc((size_t)B * T * C);
     float *dqkv0 = xalloc((size_t)B * T * C3), *dqkv_ref = xalloc((size_t)B * T * C3);
     float *out_ref = xalloc((size_t)B * T * C), *att_ref = xalloc((size_t)B * NH * T * T);
+    float *fout = xalloc((size_t)B * T * C), *lse_ref = xalloc((size_t)B * NH * T);
     fill_normal(qkv, (size_t)B * T * C3, &r);
     fill_normal(dout, (size_t)B * T * C, &r);
     fill_normal(dqkv0, (size_t)B * T * C3, &r);
     memcpy(dqkv_ref, dqkv0, sizeof(float) * (size_t)B * T * C3);
-    pt_cpu_ops_f32.attention_fwd(out_ref, att_ref, qkv, B, T, NH, HS);
-    pt_cpu_ops_f32.attention_bwd(dqkv_ref, dout, qkv, att_ref, B, T, NH, HS);
+    pt_cpu_ops_f32.attention_ref_fwd(out_ref, att_ref, qkv, B, T, NH, HS);
+    pt_cpu_ops_f32.attention_ref_bwd(dqkv_ref, dout, qkv, att_ref, B, T, NH, HS);
+    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3};
+    pt_cpu_ops_f32.attention_fwd(fout, lse_ref, qkv, qkv + C, qkv + 2 * C, &full, 0);
 
     /* this rank's block and the reference restricted to it */
     const int t0 = s * Tl;
     float *lqkv = xalloc((size_t)B * Tl * C3), *ldout = xalloc((size_t)B * Tl * C);
     float *ldqkv = xalloc((size_t)B * Tl * C3), *ldqkv0 = xalloc((size_t)B * Tl * C3);
     float *lref_dqkv = xalloc((size_t)B * Tl * C3), *lref_out = xalloc((size_t)B * Tl * C);
-    float *lref_att = xalloc((size_t)B * NH * Tl * T);
-    float *out = xalloc((size_t)B * Tl * C), *att = xalloc((size_t)B * NH * Tl * T);
+    float *lref_lse = xalloc((size_t)B * NH * Tl);
+    float *out = xalloc((size_t)B * Tl * C), *lse = xalloc((size_t)B * NH * Tl);
     slice(lqkv, qkv, B, T, t0, Tl, C3);
     slice(ldout, dout, B, T, t0, Tl, C);
     slice(ldqkv0, dqkv0, B, T, t0, Tl, C3);
@@ -119,15 +123,15 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     slice(lref_dqkv, dqkv_ref, B, T, t0, Tl, C3);
     slice(lref_out, out_ref, B, T, t0, Tl, C);
     for (int bh = 0; bh < B * NH; bh++)
-        memcpy(lref_att + (size_t)bh * Tl * T, att_ref + ((size_t)bh * T + t0) * T, sizeof(float) * (size_t)Tl * T);
+        memcpy(lref_lse + (size_t)bh * Tl, lse_ref + (size_t)bh * T + t0, sizeof(float) * (size_t)Tl);
     /* poison the outputs: the forward must write every element */
     for (size_t i = 0; i < (size_t)B * Tl * C; i++) out[i] = NAN;
-    for (size_t i = 0; i < (size_t)B * NH * Tl * T; i++) att[i] = NAN;
+    for (size_t i = 0; i < (size_t)B * NH * Tl; i++) lse[i] = NAN;
 
     const uint64_t S = (uint64_t)B * Tl * C * 4;
     pt_arena arena = {0};
     pt_comm_reset_stats(sp);
-    int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, att, lqkv, B, Tl, NH, HS);
+    int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, lse, lqkv, B, Tl, NH, HS);
     report(rc == PT_OK, "[%s] forward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t fsent = pt_comm_sent_total(sp), fcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t fwant = p > 1 ? 2 * (uint64_t)(p - 1) : 0;
@@ -135,17 +139,17 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
 
     double sc, e = maxdiff(out, lref_out, NULL, (size_t)B * Tl, C, 0, C, &sc);
     double rel = rel_world(e, sc);
-    report(rel <= tol, "[%s] out matches the op (max err %.2e of max |out|)", tag, rel);
-    e = maxdiff(att, lref_att, NULL, (size_t)B * NH * Tl, T, 0, T, &sc);
+    report(rel <= tol, "[%s] out matches the materialised op (max err %.2e of max |out|)", tag, rel);
+    e = maxdiff(lse, lref_lse, NULL, (size_t)B * NH, Tl, 0, Tl, &sc);
     rel = rel_world(e, sc);
-    report(rel <= tol, "[%s] att rows match the op, masked entries 0 (max err %.2e)", tag, rel);
+    report(rel <= tol, "[%s] lse rows match the single-process flash op (max err %.2e)", tag, rel);
     report(fsent == fwant * S && fcalls == fwant,
            "[%s] forward sends %llu blocks, %llu bytes (want 2(sp-1), 0 if sp=1: %llu blocks of S = %llu bytes)", tag,
            (unsigned long long)fcalls, (unsigned long long)fsent, (unsigned long long)fwant,
            (unsigned long long)S);
 
     pt_comm_reset_stats(sp);
-    rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, ldqkv, ldout, lqkv, att, B, Tl, NH, HS);
+    rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, ldqkv, ldout, lqkv, out, lse, B, Tl, NH, HS);
     report(rc == PT_OK, "[%s] backward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t bsent = pt_comm_sent_total(sp), bcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t bwant = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
@@ -161,7 +165,8 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     for (int k = 0; k < 3; k++) {
         e = maxdiff(ldqkv, lref_dqkv, ldqkv0, (size_t)B * Tl, C3, k * C, C, &sc);
         rel = rel_world(e, gscale);
-        report(rel <= tol, "[%s] %s accumulated into dqkv matches the op (max err %.2e of max |dqkv increment|)", tag, part[k],
+        report(rel <= tol, "[%s] %s accumulated into dqkv matches the materialised op (max err %.2e of max |dqkv "
+               "increment|)", tag, part[k],
                rel);
     }
     report(bsent == bwant * S && bcalls == bwant,
@@ -171,9 +176,9 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     report(fleft == 0 && arena.cur == 0, "[%s] scratch returned to the arena (%zu, %zu bytes left; peak %zu)", tag,
            fleft, arena.cur, arena.peak);
 
-    free(qkv); free(dout); free(dqkv0); free(dqkv_ref); free(out_ref); free(att_ref);
-    free(lqkv); free(ldout); free(ldqkv); free(ldqkv0); free(lref_dqkv); free(lref_out); free(lref_att);
-    free(out); free(att);
+    free(qkv); free(dout); free(dqkv0); free(dqkv_ref); free(out_ref); free(att_ref); free(fout); free(lse_ref);
+    free(lqkv); free(ldout); free(ldqkv); free(ldqkv0); free(lref_dqkv); free(lref_out); free(lref_lse);
+    free(out); free(lse);
 }
 
 /* Wall time of forward+backward: the op on the full sequence (every rank
@@ -189,9 +194,10 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
     pt_rng r;
     pt_rng_seed(&r, 1234, 0);
     float *qkv = xalloc((size_t)B * T * C3), *dout = xalloc((size_t)B * T * C), *dqkv = xalloc((size_t)B * T * C3);
-    float *out = xalloc((size_t)B * T * C), *att = xalloc((size_t)B * NH * T * T);
+    float *out = xalloc((size_t)B * T * C), *lse = xalloc((size_t)B * NH * T);
     fill_normal(qkv, (size_t)B * T * C3, &r);
     fill_normal(dout, (size_t)B * T * C, &r);
+    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3};
     pt_arena arena = {0};
     const int reps = 5;
     double best_op = 1e30, best_ring = 1e30;
@@ -199,15 +205,15 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
         MPI_Barrier(MPI_COMM_WORLD);
         double t = MPI_Wtime();
         if (tap_rank0) {
-            pt_cpu_ops_f32.attention_fwd(out, att, qkv, B, T, NH, HS);
-            pt_cpu_ops_f32.attention_bwd(dqkv, dout, qkv, att, B, T, NH, HS);
+            pt_cpu_ops_f32.attention_fwd(out, lse, qkv, qkv + C, qkv + 2 * C, &full, 0);
+            pt_cpu_ops_f32.attention_bwd(dqkv, dqkv + C, dqkv + 2 * C, dout, qkv, qkv + C, qkv + 2 * C, out, lse, &full);
         }
         t = MPI_Wtime() - t;
         if (t < best_op) best_op = t;
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime();
-        int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, att, qkv, B, Tl, NH, HS);
-        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, dqkv, dout, qkv, att, B, Tl, NH, HS);
+        int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, lse, qkv, B, Tl, NH, HS);
+        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, dqkv, dout, qkv, out, lse, B, Tl, NH, HS);
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime() - t;
         if (rc && tap_rank0) printf("# bench: %s\n", pt_errmsg());
@@ -216,7 +222,7 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
     if (tap_rank0)
         printf("# bench B=%d NH=%d HS=%d T=%d: op fwd+bwd %.4f s (1 rank), ring sp=%d fwd+bwd %.4f s (best of %d)\n",
                B, NH, HS, T, best_op, p, best_ring, reps);
-    free(qkv); free(dout); free(dqkv); free(out); free(att);
+    free(qkv); free(dout); free(dqkv); free(out); free(lse);
 }
 
 int main(int argc, char **argv)
@@ -242,8 +248,10 @@ int main(int argc, char **argv)
     const unsigned long seed = tap_seed();
     if (tap_rank0) printf("# sp=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", sp.size, seed);
 
-    /* B, NH, HS, Tl: Tl = 1 (one token per rank), HS = 1, odd sizes */
-    static const int shapes[][4] = {{1, 1, 1, 1}, {2, 3, 4, 1}, {2, 2, 8, 3}, {1, 4, 16, 5}, {3, 2, 32, 7}};
+    /* B, NH, HS, Tl: Tl = 1 (one token per rank), HS = 1, odd sizes, and a
+     * block longer than the flash tile (not a multiple of it) */
+    static const int shapes[][4] = {{1, 1, 1, 1}, {2, 3, 4, 1}, {2, 2, 8, 3}, {1, 4, 16, 5}, {3, 2, 32, 7},
+                                    {1, 2, 8, PT_FLASH_TILE + 13}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         run_case(&sp, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], seed);
 
@@ -252,7 +260,7 @@ int main(int argc, char **argv)
     float dummy[8] = {0};
     int rc = pt_ring_attention_fwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, 1, 0, 1, 1);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "Tl=0"), "Tl=0 is refused with PT_EINVAL (%s)", pt_errmsg());
-    rc = pt_ring_attention_bwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
+    rc = pt_ring_attention_bwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "NH=0"), "NH=0 is refused with PT_EINVAL (%s)", pt_errmsg());
 
     pt_comm_free(&sp);

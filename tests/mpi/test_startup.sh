@@ -83,6 +83,41 @@ ptrain_mpirun -np 2 $R >"$tmp/out" 2>&1 || rc=$?
 check "2 ranks with the same plan train (status $rc) and print the agreed start-up hash" \
     sh -c "[ $rc -eq 0 ] && grep -q 'agreed by every rank, start-up hash [0-9a-f]\{16\}' '$tmp/out' && grep -q '^done:' '$tmp/out'"
 
+# --pp that does not divide the world names pp, not tp (issue 22, item 12)
+expect "--pp 3 on one rank" 2 "with 1 ranks: pp=3 does not divide the world (valid pp here: 1)" -np 1 $R --pp 3
+expect "--pp 3 on two ranks" 2 "with 2 ranks: pp=3 does not divide the world (valid pp here: 1, 2)" -np 2 $R --pp 3
+# case 2b (issue 22, item 9): options that add collectives, given to some
+# ranks only (a wrapper passing --metrics to rank 0, which writes it): one
+# line naming the option, never a hang
+expect "--metrics on rank 0 only" 2 "ranks disagree at start-up: --metrics: rank 1 has not given, rank 0 has given" \
+    -np 1 $R --metrics "$tmp/m.jsonl" : -np 1 $R
+expect "--save-dir on rank 1 only" 2 "ranks disagree at start-up: --save-dir: rank 1 has hash [0-9a-f]*, rank 0 has not given" \
+    -np 1 $R : -np 1 $R --save-dir "$tmp/ck1"
+expect "--save-every differs" 2 "ranks disagree at start-up: --save-every: rank 1 has 2, rank 0 has 1" \
+    -np 1 $R --save-dir "$tmp/ck2" --save-every 1 : -np 1 $R --save-dir "$tmp/ck2" --save-every 2
+expect "--resume on rank 1 only" 2 "ranks disagree at start-up: .*--resume: rank 1 has hash [0-9a-f]*, rank 0 has not given" \
+    -np 1 $R --save-dir "$tmp/ck3" : -np 1 $R --save-dir "$tmp/ck3" --resume auto
+# --help on one rank: rank 0 answers it once and every rank leaves with 0
+# (at the agreement: a rank that left before MPI_Init would leave the
+# others waiting in it)
+rc=0
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    timeout 180 "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none -np 1 $R : -np 1 $R --help \
+    >"$tmp/out" 2>&1 || rc=$?
+check "--help on rank 1 only: status 0, the usage once, nothing trained (status $rc)" \
+    sh -c "[ $rc -eq 0 ] && [ \$(grep -c '^usage: ptrain-run' '$tmp/out') -eq 1 ] && ! grep -q '^step' '$tmp/out'"
+rc=0
+"$run" --model test --help >"$tmp/help" 2>&1 || rc=$?
+check "--help answers without MPI (status $rc, $(wc -l <"$tmp/help") lines)" \
+    sh -c "[ $rc -eq 0 ] && grep -q '^usage: ptrain-run' '$tmp/help'"
+rc=0
+"$run" --version >"$tmp/ver" 2>&1 || rc=$?
+check "--version alone (no launcher): answered without MPI (status $rc)" sh -c "[ $rc -eq 0 ] && grep -q '^ptrain-run (ptrain)' '$tmp/ver'"
+rc=0
+"$run" --data --help >"$tmp/dh" 2>&1 || rc=$?
+check "'--data --help' is --data's argument, not a request for help (status $rc)" \
+    sh -c "[ $rc -ne 0 ] && ! grep -q '^usage:' '$tmp/dh'"
+
 # case 8: settings that nothing uses are refused, not shown
 expect "PTRAIN_OFFLOAD=1 everywhere" 2 "optimizer offload=1 is not yet supported (supported: offload=0)" \
     -np 2 env PTRAIN_OFFLOAD=1 $R
@@ -106,19 +141,28 @@ expect "--schedule zb" 2 "invalid --schedule 'zb' (valid: gpipe, 1f1b, interleav
 expect "--recompute full" 2 "invalid --recompute 'full' (valid: none, block, attention" -np 2 $R --recompute full
 expect "--rank-order DPTDPTDPT is refused, not truncated" 2 "--rank-order: invalid rank order 'DPTDPTDPT'" \
     -np 2 $R --rank-order DPTDPTDPT
-# case 8: the out-of-memory message carried pt_errmsg() into pt_fail (an
-# overlapping vsnprintf: garbled text); now one line with the cause.  The
-# address-space limit applies to the ranks only; ASan reserves terabytes of
-# address space, so a sanitizer build skips it.
+# case 8: a plan beyond the memory a rank may use is refused at start-up
+# (issue 22, item 8: it used to allocate until the kernel killed it, or,
+# under an address-space limit, fail in the model's allocation), in one
+# line with the numbers and what would fit.  The address-space limit
+# applies to the ranks only; ASan reserves terabytes of address space, so a
+# sanitizer build skips that case.
 bin=$top_builddir/.libs/ptrain-run; [ -f "$bin" ] || bin=$run
 if grep -qa __asan_init "$bin" || ! command -v prlimit >/dev/null 2>&1; then
-    ok "out-of-memory message # SKIP ASan build or no prlimit (RLIMIT_AS unusable)"
+    ok "a plan beyond the address-space limit # SKIP ASan build or no prlimit (RLIMIT_AS unusable)"
 else
-    expect "activations beyond a 3 GB address space on every rank" 1 \
-        "rank 0: model: out of memory allocating activations for B=128 T=1024 (out of memory allocating [0-9]* bytes of cpu memory)\$" \
+    expect "activations beyond a 3 GB address space on every rank" 2 \
+        "the plan needs [0-9.]* GiB per rank .*, but this rank may use [0-9.]* GiB (the address-space limit (ulimit -v / -d) leaves [0-9.]* GiB); would fit: .*--batch [0-9]* ([0-9.]* GiB)" \
         -np 2 prlimit --as=3000000000 "$run" --model test --embd 1024 --heads 8 --layers 4 --seq-len 1024 \
         --batch 256 --data synthetic:$seed --steps 1
 fi
+# sizes no machine holds: refused in one line within seconds, never killed
+expect "--batch 1048576 is refused for memory" 2 "the plan needs [0-9.]* GiB per rank .*--batch 1048576" \
+    -np 1 $R --batch 1048576
+expect "--layers 4096 --embd 1024 is refused for memory" 2 "the plan needs [0-9.]* GiB per rank .*L=4096 C=1024" \
+    -np 1 $R --layers 4096 --embd 1024 --heads 8
+expect "--embd 1048576 --heads 1 is refused for memory" 2 "the plan needs [0-9.]* GiB per rank .*C=1048576" \
+    -np 1 $R --embd 1048576 --heads 1
 for order in cluster spread; do
     want=DPT; [ $order = spread ] && want=TPD
     rc=0

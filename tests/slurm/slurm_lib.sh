@@ -76,36 +76,15 @@ slurm_wait() {
     return 1
 }
 
-# startup_crash OUT ERR: true when a launch died before any rank printed
-# (OUT empty) with a task killed by a signal.  Open MPI 4.1's TCP transport
-# (the fake nodes' only transport: they share /dev/shm, so OMPI_MCA_btl is
-# self,tcp) can crash inside MPI_Init under heavy load: a core
-# taken on this 2-core machine at load 25 shows ompi_mpi_init ->
-# opal_progress -> mca_btl_tcp -> a call through a null active-message
-# callback, before ptrain-run's own code runs, about once in 30 two-node
-# sbatch jobs (open-mpi/ompi #3035, #8966 describe the connection races).
-startup_crash() {
-    [ ! -s "$1" ] && grep -Eq 'Segmentation fault|Broken pipe|unexpectedly disconnected|failed to TCP connect' "$2"
-}
-
-# srun_retry_startup OUT ERR CMD...: run CMD with stdout/stderr to OUT/ERR;
-# when it fails as startup_crash describes, say everything about it and
-# run it again after 3 s, at most twice (a third failure stands: CI saw two
-# in a row once, in test_train under make -j2 check's load).  Any other
-# failure stands at once.  Sets SRUN_RC.
-srun_retry_startup() {
-    local out=$1 err=$2 try=1
+# srun_run OUT ERR CMD...: run CMD with stdout/stderr to OUT/ERR; sets
+# SRUN_RC.  (No relaunch: the start-up crash that earlier versions
+# relaunched around was Slurm's barrier not holding across nodes, fixed by
+# the plugin's SLURM_PMIX_FENCE=ring; tests/slurm/test_fence.sh.)
+srun_run() {
+    local out=$1 err=$2
     shift 2
-    "$@" >"$out" 2>"$err"
-    SRUN_RC=$?
-    while [ $SRUN_RC -ne 0 ] && [ $try -le 2 ] && startup_crash "$out" "$err"; do
-        diag "launch died inside MPI start-up (status $SRUN_RC), again in 3 s ($try of 2); stderr: $(head -n 20 "$err" | tr '\n' ' ')"
-        sleep 3
-        "$@" >"$out" 2>"$err"
-        SRUN_RC=$?
-        try=$((try + 1))
-    done
-    return 0
+    SRUN_RC=0
+    "$@" >"$out" 2>"$err" || SRUN_RC=$?
 }
 
 # Number of jobs the controller knows (finished ones stay MinJobAge=10 s).

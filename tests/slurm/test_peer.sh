@@ -7,7 +7,8 @@
 # waits in the collective for good (seen before the heartbeat): ptrain-run's
 # heartbeat (PTRAIN_HEARTBEAT, default 15 s) is what ends them.  A stopped
 # rank is noticed by nothing else at all; there srun -K ends the stopped
-# task once rank 0 has left with status 3.  The 30 s are a deadline for a
+# task once rank 0 has left with status 3, and without -K rank 0's
+# MPI_Abort makes Slurm kill the step.  The 30 s are a deadline for a
 # hang, not a speed measurement.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm/slurm_lib.sh"
@@ -17,6 +18,9 @@ slurm_need
 slurm_mpi
 slurm_up 2 4
 D=$SLURM_TEST_DIR
+# these steps run without the plugin's plan: the job chooses the ring
+# fence itself (ptrain_spank(8), MPI START-UP; tests/slurm/test_fence.sh)
+export SLURM_PMIX_FENCE=ring
 seed=$(( $(date +%s) % 100000 ))
 diag "data seed $seed"
 # (leak checks off for MPI processes, as ptrain_mpirun does)
@@ -78,4 +82,8 @@ peer KILL 0 "rank 0 SIGKILLed" \
     "ptrain-run: error: rank 1: rank 0 (host n1) sent no heartbeat for [0-9]* s: it died or hangs"
 peer STOP 1 "rank 1 stopped (SIGSTOP), srun -K" \
     "ptrain-run: error: rank 0: rank 1 (host n2) sent no heartbeat for [0-9]* s: it died or hangs" -K
+# without -K (Slurm's default): rank 0 aborts the whole job, so Slurm kills
+# the stopped task too (issue 22, item 10: the step stayed RUNNING > 300 s)
+peer STOP 1 "rank 1 stopped (SIGSTOP), srun without -K" \
+    "ptrain-run: error: rank 0: rank 1 (host n2) sent no heartbeat for [0-9]* s: it died or hangs"
 done_testing

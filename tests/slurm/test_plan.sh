@@ -156,7 +156,7 @@ cp "$D/plugstack.conf.orig" "$D/plugstack.conf"
 # trains with the plan it explains.
 if [ -x "$RUN" ]; then
     slurm_mpi
-    srun_retry_startup "$D/t.out" "$D/t.err" srun --mpi=pmix --ptrain-mode=auto --ptrain-explain --ptrain-verbose \
+    srun_run "$D/t.out" "$D/t.err" srun --mpi=pmix --ptrain-mode=auto --ptrain-explain --ptrain-verbose \
         --ptrain-model=tiny -N2 --ntasks-per-node=2 "$RUN" --data synthetic --steps 2
     rc=$SRUN_RC
     check "srun --ptrain-mode=auto --ptrain-explain --ptrain-model=tiny ptrain-run: exit 0" [ $rc -eq 0 ]

@@ -24,7 +24,7 @@ ARGS="--model test --vocab 512 --data synthetic:11 --seed 5 --steps $STEPS --bat
 # losses FILE: "step loss" per line, from ptrain-run's step lines.
 losses() { sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$1"; }
 
-srun_retry_startup "$D/ref.out" "$D/ref.err" srun --mpi=pmix --ptrain-mode=auto -N1 -n2 "$RUN" $ARGS
+srun_run "$D/ref.out" "$D/ref.err" srun --mpi=pmix --ptrain-mode=auto -N1 -n2 "$RUN" $ARGS
 rc=$SRUN_RC
 check "reference run under srun: exit 0 and $STEPS steps" \
     sh -c "[ $rc -eq 0 ] && [ \$(grep -c '^step ' '$D/ref.out') -eq $STEPS ]"

@@ -153,6 +153,11 @@ refused --after-allocation "--ptrain-tp=3 on 4 tasks" \
     "--ptrain-tp=3 does not divide the 4 tasks of the step (valid tp here: 1, 2, 4)" \
     --ptrain-mode=auto --ptrain-tp=3
 refused "--ptrain-tp=0" "--ptrain-tp='0' is invalid" --ptrain-mode=auto --ptrain-tp=0
+# a PTRAIN_* value longer than the plugin reads (issue 22, item 12: it was
+# taken as unset, here the model: the plan was made for another model)
+long_model=$(printf '2,4,64,32,%0300d' 1)
+PTRAIN_MODEL=$long_model refused "PTRAIN_MODEL of 310 bytes" \
+    "PTRAIN_MODEL in the job environment is longer than 255 bytes" --ptrain-mode=auto
 refused "--ptrain-mode=2d --ptrain-tp=2" "--ptrain-tp=2 is not q*q for --ptrain-mode=2d (valid tp of that shape: 1, 4, 9, 16, 25, 36, ...)" \
     --ptrain-mode=2d --ptrain-tp=2
 # a tensor group may now span nodes (issue 13): 2d tp=4 on 2 tasks per node

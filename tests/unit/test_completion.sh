@@ -61,7 +61,9 @@ table() {
 }
 list() { bash --norc --noprofile -c ". '$comp'; printf '%s\n' \$$1" | sort | tr '\n' ' '; }
 for t in run data topo ckpt plan; do
-    want=$(table "$top_srcdir/bin/ptrain-$t.c") have=$(list "_ptrain_${t}_opts")
+    src=$top_srcdir/bin/ptrain-$t.c
+    [ $t = run ] && src=$top_srcdir/bin/run/options.c
+    want=$(table "$src") have=$(list "_ptrain_${t}_opts")
     check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
     [ "$want" = "$have" ] || diag "table: $want; completion: $have"
 done

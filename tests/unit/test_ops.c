@@ -24,6 +24,7 @@
 #include "backend/ops.h"
 #include "core/core.h"
 #include "tests/tap.h"
+#include "tests/unit/ops_util.h"
 
 #include <errno.h>
 #include <float.h>
@@ -36,166 +37,6 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
-
-static const pt_ops_f64 *D = &pt_cpu_ops_f64;
-static pt_rng rng;
-
-/* finite differences: step h = FD_EPS * max(1, |x|); error of one element
- * |analytic - numeric| / max(|analytic|, |numeric|, FD_FLOOR) */
-#define FD_EPS 1e-6
-#define FD_FLOOR 1e-2
-#define FD_TOL 1e-5
-#define FD_SAMPLES 256
-/* float vs double: max|f - d| / max|d| per tensor */
-#define MIXED_TOL 1e-5
-/* 1 thread vs several: same arithmetic, only the split differs */
-#define THREAD_TOL 1e-13
-
-/* ---- helpers -------------------------------------------------------------- */
-static void *xcalloc(size_t n, size_t size)
-{
-    void *p = calloc(n ? n : 1, size);
-    if (!p) {
-        printf("Bail out! out of memory allocating %zu x %zu bytes\n", n, size);
-        exit(1);
-    }
-    return p;
-}
-static double *dalloc(size_t n) { return xcalloc(n, sizeof(double)); }
-
-static void randn(double *x, size_t n, double scale)
-{
-    for (size_t i = 0; i < n; i++) x[i] = scale * pt_rng_normal(&rng);
-}
-static void randu(double *x, size_t n, double lo, double hi)
-{
-    for (size_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * pt_rng_uniform(&rng);
-}
-static int randint(int lo, int hi) /* in [lo, hi] */
-{
-    return lo + (int)(pt_rng_u64(&rng) % (uint64_t)(hi - lo + 1));
-}
-static double *ddup(const double *x, size_t n)
-{
-    double *y = dalloc(n);
-    memcpy(y, x, n * sizeof(double));
-    return y;
-}
-static double dot(const double *a, const double *b, size_t n)
-{
-    double s = 0;
-    for (size_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
-}
-static double maxabs(const double *a, size_t n)
-{
-    double m = 0;
-    for (size_t i = 0; i < n; i++) m = fmax(m, fabs(a[i]));
-    return m;
-}
-/* max|a - b| / max|b| (0 when both are all zero) */
-static double relerr(const double *a, const double *b, size_t n)
-{
-    double e = 0, s = maxabs(b, n);
-    for (size_t i = 0; i < n; i++) e = fmax(e, fabs(a[i] - b[i]));
-    if (e != e) return INFINITY; /* NaN */
-    return s > 0 ? e / s : e;
-}
-static int all_finite(const double *a, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (!isfinite(a[i])) return 0;
-    return 1;
-}
-
-/* ---- generic gradient check ------------------------------------------------ */
-/* One op under test: the tensors it differentiates with respect to, a loss
- * (forward + reduction to a scalar) and a backward into gradient buffers. */
-typedef struct opcase opcase;
-struct opcase {
-    const char *name;
-    double (*loss)(opcase *c);          /* forward, then the scalar loss */
-    void (*bwd)(opcase *c, double **g); /* forward, then backward into g[i] */
-    int writes;                         /* backward writes (xent_bwd) instead of += */
-    int nw;
-    const char *wname[4];
-    double *w[4];
-    size_t wn[4];
-};
-
-/* largest element error of g against central differences of c->loss over x */
-static double fd_err(opcase *c, double *x, size_t n, const double *g, size_t *checked)
-{
-    size_t m = n <= FD_SAMPLES ? n : FD_SAMPLES;
-    double worst = 0;
-    for (size_t k = 0; k < m; k++) {
-        size_t i = n <= FD_SAMPLES ? k : (size_t)(pt_rng_u64(&rng) % n);
-        double x0 = x[i], h = FD_EPS * fmax(1, fabs(x0));
-        double xp = x0 + h, xm = x0 - h;
-        x[i] = xp;
-        double lp = c->loss(c);
-        x[i] = xm;
-        double lm = c->loss(c);
-        x[i] = x0;
-        double num = (lp - lm) / (xp - xm);
-        double e = fabs(num - g[i]) / fmax(fmax(fabs(num), fabs(g[i])), FD_FLOOR);
-        if (!(e <= worst)) worst = e; /* NaN propagates */
-    }
-    *checked = m;
-    return worst;
-}
-
-static double g_worst_fd = 0;
-
-static void run_case(opcase *c)
-{
-    double *g[4], *p[4], *buf[4];
-    for (int i = 0; i < c->nw; i++) g[i] = dalloc(c->wn[i]);
-    c->bwd(c, g);
-    c->loss(c); /* leave the caches of the unperturbed inputs */
-    for (int i = 0; i < c->nw; i++) {
-        size_t checked;
-        double e = fd_err(c, c->w[i], c->wn[i], g[i], &checked);
-        if (e > g_worst_fd || e != e) g_worst_fd = e;
-        tap_ok(e <= FD_TOL && all_finite(g[i], c->wn[i]),
-               "%s: d/d%s matches central differences (max rel err %.2e over %zu of %zu elements, "
-               "max |grad| %.3g)",
-               c->name, c->wname[i], e, checked, c->wn[i], maxabs(g[i], c->wn[i]));
-    }
-    /* the accumulate contract: prefill P, two calls give P + g and P + 2g */
-    double e1 = 0, e2 = 0;
-    for (int i = 0; i < c->nw; i++) {
-        p[i] = dalloc(c->wn[i]);
-        randn(p[i], c->wn[i], 1);
-        buf[i] = ddup(p[i], c->wn[i]);
-    }
-    c->bwd(c, buf);
-    for (int i = 0; i < c->nw; i++)
-        for (size_t j = 0; j < c->wn[i]; j++) {
-            double want = c->writes ? g[i][j] : p[i][j] + g[i][j];
-            e1 = fmax(e1, fabs(buf[i][j] - want) / fmax(1, fabs(want)));
-        }
-    c->bwd(c, buf);
-    for (int i = 0; i < c->nw; i++)
-        for (size_t j = 0; j < c->wn[i]; j++) {
-            double want = c->writes ? g[i][j] : p[i][j] + 2 * g[i][j];
-            e2 = fmax(e2, fabs(buf[i][j] - want) / fmax(1, fabs(want)));
-        }
-    if (c->writes)
-        tap_ok(e1 <= 1e-12 && e2 <= 1e-12,
-               "%s: backward overwrites pre-filled gradients (documented), err %.1e / %.1e",
-               c->name, e1, e2);
-    else
-        tap_ok(e1 <= 1e-12 && e2 <= 1e-12,
-               "%s: backward accumulates: prefill + g after one call, + 2g after two "
-               "(err %.1e / %.1e)",
-               c->name, e1, e2);
-    for (int i = 0; i < c->nw; i++) {
-        free(g[i]);
-        free(p[i]);
-        free(buf[i]);
-    }
-}
 
 /* ---- embedding ------------------------------------------------------------- */
 typedef struct {
@@ -403,14 +244,15 @@ typedef struct {
 static double mm_loss(opcase *c)
 {
     mm_case *m = (mm_case *)c;
-    D->matmul_fwd(m->out, m->inp, m->w, m->use_bias ? m->bias : NULL, m->N, m->C, m->OC);
+    D->matmul_fwd(m->out, NULL, m->inp, m->w, m->use_bias ? m->bias : NULL, 0.0, m->N, m->C, m->OC, PT_EPI_DEFAULT);
     return dot(m->out, m->R, (size_t)m->N * m->OC);
 }
 static void mm_bwd(opcase *c, double **g)
 {
     mm_case *m = (mm_case *)c;
     mm_loss(c);
-    D->matmul_bwd(g[0], g[1], m->use_bias ? g[2] : NULL, m->R, m->inp, m->w, m->N, m->C, m->OC);
+    D->matmul_bwd(g[0], g[1], m->use_bias ? g[2] : NULL, m->R, m->inp, m->w, m->N, m->C, m->OC, PT_EPI_DEFAULT, NULL,
+                  NULL);
 }
 
 static void test_matmul(int use_bias)
@@ -440,10 +282,10 @@ static void test_matmul(int use_bias)
     if (use_bias) { /* each NULL skip leaves the other gradients as in the full call */
         double *dx = dalloc(ni), *dw = dalloc(nw), *db = dalloc(m.OC);
         double *dx2 = dalloc(ni), *dw2 = dalloc(nw), *db2 = dalloc(m.OC);
-        D->matmul_bwd(dx, dw, db, m.R, m.inp, m.w, m.N, m.C, m.OC);
-        D->matmul_bwd(NULL, dw2, NULL, m.R, m.inp, m.w, m.N, m.C, m.OC);
-        D->matmul_bwd(dx2, NULL, NULL, m.R, m.inp, m.w, m.N, m.C, m.OC);
-        D->matmul_bwd(NULL, NULL, db2, m.R, m.inp, m.w, m.N, m.C, m.OC);
+        D->matmul_bwd(dx, dw, db, m.R, m.inp, m.w, m.N, m.C, m.OC, PT_EPI_DEFAULT, NULL, NULL);
+        D->matmul_bwd(NULL, dw2, NULL, m.R, m.inp, m.w, m.N, m.C, m.OC, PT_EPI_DEFAULT, NULL, NULL);
+        D->matmul_bwd(dx2, NULL, NULL, m.R, m.inp, m.w, m.N, m.C, m.OC, PT_EPI_DEFAULT, NULL, NULL);
+        D->matmul_bwd(NULL, NULL, db2, m.R, m.inp, m.w, m.N, m.C, m.OC, PT_EPI_DEFAULT, NULL, NULL);
         tap_ok(relerr(dx2, dx, ni) <= 1e-15 && relerr(dw2, dw, nw) <= 1e-15 &&
                    relerr(db2, db, m.OC) <= 1e-15,
                "matmul: backward with NULL dinp / dw / dbias computes the others unchanged");
@@ -465,14 +307,14 @@ typedef struct {
 static double att_loss(opcase *c)
 {
     att_case *a = (att_case *)c;
-    D->attention_fwd(a->out, a->att, a->qkv, a->B, a->T, a->NH, a->HS);
+    D->attention_ref_fwd(a->out, a->att, a->qkv, a->B, a->T, a->NH, a->HS);
     return dot(a->out, a->R, (size_t)a->B * a->T * a->NH * a->HS);
 }
 static void att_bwd(opcase *c, double **g)
 {
     att_case *a = (att_case *)c;
     att_loss(c);
-    D->attention_bwd(g[0], a->R, a->qkv, a->att, a->B, a->T, a->NH, a->HS);
+    D->attention_ref_bwd(g[0], a->R, a->qkv, a->att, a->B, a->T, a->NH, a->HS);
 }
 
 /* naive causal attention, written from the formula (Vaswani et al. 3.2.1) */
@@ -538,7 +380,7 @@ static void test_attention(void)
     int b0 = randint(0, a.B - 1), t0 = randint(1, a.T - 1);
     double *q2 = ddup(a.qkv, nq), *o2 = dalloc(no), *a2 = dalloc(na);
     for (int i = C; i < 3 * C; i++) q2[((size_t)b0 * a.T + t0) * 3 * C + i] += 1.0 + pt_rng_uniform(&rng);
-    D->attention_fwd(o2, a2, q2, a.B, a.T, a.NH, a.HS);
+    D->attention_ref_fwd(o2, a2, q2, a.B, a.T, a.NH, a.HS);
     int same_before = 1, changed_at = 0;
     for (int b = 0; b < a.B; b++)
         for (int t = 0; t < a.T; t++)
@@ -864,7 +706,7 @@ static void test_gemm_batched(void)
 
 /* causal softmax rows: forward against a reference, backward against finite
  * differences of L = sum(R * softmax(S)); then the ring's composition
- * (batched GEMM scores, softmax, batched GEMM values) against attention_fwd. */
+ * (batched GEMM scores, softmax, batched GEMM values) against attention_ref_fwd. */
 typedef struct {
     opcase c;
     int BH, Tq, T, q0;
@@ -923,7 +765,7 @@ static void test_softmax_causal(void)
     double *qkv = dalloc((size_t)B * T * 3 * C), *out = dalloc((size_t)B * T * C), *att = dalloc((size_t)B * NH * T * T);
     double *out2 = dalloc((size_t)B * T * C), *att2 = dalloc((size_t)B * NH * T * T);
     randn(qkv, (size_t)B * T * 3 * C, 1);
-    D->attention_fwd(out, att, qkv, B, T, NH, HS);
+    D->attention_ref_fwd(out, att, qkv, B, T, NH, HS);
     for (int b = 0; b < B; b++) {
         const double *q = qkv + (size_t)b * T * 3 * C;
         D->gemm_batched(0, 1, T, T, HS, 1 / sqrt((double)HS), q, 3 * C, HS, q + C, 3 * C, HS, 0.0,
@@ -933,7 +775,7 @@ static void test_softmax_causal(void)
                         0.0, out2 + (size_t)b * T * C, C, HS, NH);
     }
     double ea = relerr(att2, att, (size_t)B * NH * T * T), eo = relerr(out2, out, (size_t)B * T * C);
-    tap_ok(ea <= 1e-14 && eo <= 1e-14, "gemm_batched + softmax_causal + gemm_batched == attention_fwd "
+    tap_ok(ea <= 1e-14 && eo <= 1e-14, "gemm_batched + softmax_causal + gemm_batched == attention_ref_fwd "
            "(B=%d T=%d NH=%d HS=%d, err att %.1e, out %.1e)", B, T, NH, HS, ea, eo);
     free(qkv), free(out), free(att), free(out2), free(att2);
 }
@@ -1072,17 +914,21 @@ static void test_xent_loss_adamw(void)
  * once for both tables (this file includes itself with TEST_OPS_MIXED_BODY). */
 enum {
     M_TOKW, M_WPE, M_X, M_LNW, M_LNB, M_W, M_BIAS, M_QKV, M_GIN, M_A2, M_LOGITS, M_RC, M_ROC, /* inputs */
-    M_DP,
+    M_DP, M_CW,
     M_EMB, M_DTOKW, M_POS, M_DWPE, M_LN, M_MEAN, M_RSTD, M_LNDX, M_LNDW, M_LNDB, M_MM, M_MMDX,
     M_MMDW, M_MMDB, M_ATTO, M_ATT, M_DQKV, M_GELU, M_GDX, M_ADD, M_ADA, M_ADB, M_BOUT, M_BDB,
     M_XMAX, M_XSUM, M_XTGT, M_DLOSS, M_DLOG,
     /* generic ops (train-step refactor) */
     M_AXPY, M_CP2D, M_SUMS, M_SCORES, M_SMAX, M_SMAXB, M_PV, M_LNP, M_LNPM, M_LNPR, M_LNPS, M_LNPDX, M_LNPDW,
-    M_LNPDB, M_XLOSS, M_ADP, M_ADM, M_ADV, M_NBUF
+    M_LNPDB, M_XLOSS, M_ADP, M_ADM, M_ADV,
+    /* flash attention, GEMM epilogues, fused classifier */
+    M_FO, M_FLSE, M_FDQKV, M_EGO, M_EAUX, M_EMDX, M_EMDB, M_EFB, M_ECDX, M_ECDB, M_CST, M_CDX, M_CDW, M_CWORK,
+    M_NBUF
 };
 #define M_NINPUT M_EMB
 static const char *m_name[M_NBUF] = {
-    "tokw", "wpe", "x", "ln.w", "ln.b", "w", "bias", "qkv", "gelu.in", "add.b", "logits", "R", "R_oc",
+    "tokw", "wpe", "x", "ln.w", "ln.b", "w", "bias", "qkv", "gelu.in", "add.b", "logits", "R", "R_oc", "dP",
+    "classifier w",
     "embedding out", "embedding dw", "posemb out", "posemb dwpe", "layernorm out", "layernorm mean",
     "layernorm rstd", "layernorm dinp", "layernorm dw", "layernorm db", "matmul out", "matmul dinp",
     "matmul dw", "matmul dbias", "attention out", "attention att", "attention dqkv", "gelu out",
@@ -1091,8 +937,12 @@ static const char *m_name[M_NBUF] = {
     "fill+axpy+scale", "copy2d+add2d", "sum, sumsq", "gemm_batched scores", "softmax_causal_fwd",
     "softmax_causal_bwd", "gemm_batched P V", "layernorm pieces out", "layernorm pieces mean",
     "layernorm pieces rstd", "layernorm bwd rowsums", "layernorm pieces dinp", "layernorm pieces dw",
-    "layernorm pieces db", "xent_loss", "adamw p", "adamw m", "adamw v"};
-enum { MB = 4, MT = 16, MN = MB * MT, MC = 48, MOC = 40, MNH = 4, MV = 100, MVREAL = 97, MTOK = 12 };
+    "layernorm pieces db", "xent_loss", "adamw p", "adamw m", "adamw v",
+    "flash attention out", "flash attention lse", "flash attention dqkv", "matmul GELU_AUX_BIAS out",
+    "matmul GELU_AUX_BIAS aux", "matmul DGELU_BGRAD dinp", "matmul DGELU_BGRAD dbias", "epilogue_fwd GELU",
+    "epilogue_bwd", "epilogue_bwd dbias", "classifier stats", "classifier dx", "classifier dw",
+    "classifier work (last dlogits block)"};
+enum { MB = 4, MT = 16, MN = MB * MT, MC = 48, MOC = 40, MNH = 4, MV = 100, MVREAL = 97, MTOK = 12, MCVB = 32 };
 static size_t m_size[M_NBUF];
 
 static void m_sizes(void)
@@ -1111,7 +961,10 @@ static void m_sizes(void)
         [M_AXPY] = MN * MC, [M_CP2D] = MN * MC / 2, [M_SUMS] = 2, [M_SCORES] = MB * MNH * MT * MT,
         [M_SMAX] = MB * MNH * MT * MT, [M_SMAXB] = MB * MNH * MT * MT, [M_PV] = MN * MC, [M_LNP] = MN * MC,
         [M_LNPM] = MN, [M_LNPR] = MN, [M_LNPS] = 2 * MN, [M_LNPDX] = MN * MC, [M_LNPDW] = MC, [M_LNPDB] = MC,
-        [M_XLOSS] = MN, [M_ADP] = MN * MC, [M_ADM] = MN * MC, [M_ADV] = MN * MC};
+        [M_XLOSS] = MN, [M_ADP] = MN * MC, [M_ADM] = MN * MC, [M_ADV] = MN * MC,
+        [M_CW] = MV * MC, [M_FO] = MN * MC, [M_FLSE] = MB * MNH * MT, [M_FDQKV] = MN * 3 * MC, [M_EGO] = MN * MOC,
+        [M_EAUX] = MN * MOC, [M_EMDX] = MN * MC, [M_EMDB] = MC, [M_EFB] = MN * MOC, [M_ECDX] = MN * MOC,
+        [M_ECDB] = MOC, [M_CST] = 3 * MN, [M_CDX] = MN * MC, [M_CDW] = MV * MC, [M_CWORK] = MN * MCVB};
     memcpy(m_size, s, sizeof s);
 }
 
@@ -1140,6 +993,7 @@ static void mixed_inputs(double **d, int32_t *tok, int32_t *tgt)
     for (size_t i = 0; i < m_size[M_W]; i++) d[M_W][i] /= sqrt((double)MC);
     for (size_t i = 0; i < m_size[M_GIN]; i++) d[M_GIN][i] *= 2;
     for (size_t i = 0; i < m_size[M_LOGITS]; i++) d[M_LOGITS][i] *= 3;
+    for (size_t i = 0; i < m_size[M_CW]; i++) d[M_CW][i] /= sqrt((double)MC);
     for (int i = 0; i < M_NINPUT; i++) /* both tables see the same (float) values */
         for (size_t j = 0; j < m_size[i]; j++) d[i][j] = (float)d[i][j];
     for (int n = 0; n < MN; n++) tok[n] = randint(0, MTOK - 1), tgt[n] = randint(0, MVREAL - 1);
@@ -1322,10 +1176,10 @@ static void test_float_range(void)
     double *qd = dalloc(nq), *od = dalloc(no), *ad = dalloc(na), *rd = dalloc(no), *dqd = dalloc(nq);
     for (size_t i = 0; i < nq; i++) qd[i] = qf[i] = (float)pt_rng_normal(&rng);
     for (size_t i = 0; i < no; i++) rd[i] = rf[i] = (float)pt_rng_normal(&rng);
-    F->attention_fwd(of, af, qf, B, T, NH, HS);
-    F->attention_bwd(dqf, rf, qf, af, B, T, NH, HS);
-    D->attention_fwd(od, ad, qd, B, T, NH, HS);
-    D->attention_bwd(dqd, rd, qd, ad, B, T, NH, HS);
+    F->attention_ref_fwd(of, af, qf, B, T, NH, HS);
+    F->attention_ref_bwd(dqf, rf, qf, af, B, T, NH, HS);
+    D->attention_ref_fwd(od, ad, qd, B, T, NH, HS);
+    D->attention_ref_bwd(dqd, rd, qd, ad, B, T, NH, HS);
     double eo = 0, so = 0, eq = 0, sq = 0;
     for (size_t i = 0; i < no; i++) eo = fmax(eo, fabs(of[i] - od[i])), so = fmax(so, fabs(od[i]));
     for (size_t i = 0; i < nq; i++) eq = fmax(eq, fabs(dqf[i] - dqd[i])), sq = fmax(sq, fabs(dqd[i]));
@@ -1369,22 +1223,7 @@ static void test_threads(void)
 
 int main(void)
 {
-    uint64_t seed;
-    const char *s = getenv("PTRAIN_TEST_SEED");
-    if (s && *s) {
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || *end || *s == '-') {
-            printf("Bail out! PTRAIN_TEST_SEED='%s' is not a non-negative decimal integer\n", s);
-            return 1;
-        }
-        seed = v;
-    } else {
-        seed = ((uint64_t)time(NULL) << 20) ^ (uint64_t)getpid() ^ (uint64_t)clock();
-    }
-    tap_diag("seed %llu (reproduce with PTRAIN_TEST_SEED=%llu)", (unsigned long long)seed,
-             (unsigned long long)seed);
+    const uint64_t seed = test_seed();
     pt_rng_seed(&rng, seed, 0);
     m_sizes();
 
@@ -1426,11 +1265,11 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
     o->layernorm_bwd(b[M_LNDX], b[M_LNDW], b[M_LNDB], b[M_RC], b[M_X], b[M_LNW], b[M_MEAN],
                      b[M_RSTD], MN, C);
 
-    o->matmul_fwd(b[M_MM], b[M_X], b[M_W], b[M_BIAS], MN, C, MOC);
-    o->matmul_bwd(b[M_MMDX], b[M_MMDW], b[M_MMDB], b[M_ROC], b[M_X], b[M_W], MN, C, MOC);
+    o->matmul_fwd(b[M_MM], NULL, b[M_X], b[M_W], b[M_BIAS], 0, MN, C, MOC, PT_EPI_DEFAULT);
+    o->matmul_bwd(b[M_MMDX], b[M_MMDW], b[M_MMDB], b[M_ROC], b[M_X], b[M_W], MN, C, MOC, PT_EPI_DEFAULT, NULL, NULL);
 
-    o->attention_fwd(b[M_ATTO], b[M_ATT], b[M_QKV], MB, MT, MNH, HS);
-    o->attention_bwd(b[M_DQKV], b[M_RC], b[M_QKV], b[M_ATT], MB, MT, MNH, HS);
+    o->attention_ref_fwd(b[M_ATTO], b[M_ATT], b[M_QKV], MB, MT, MNH, HS);
+    o->attention_ref_bwd(b[M_DQKV], b[M_RC], b[M_QKV], b[M_ATT], MB, MT, MNH, HS);
 
     o->gelu_fwd(b[M_GELU], b[M_GIN], m_size[M_GIN]);
     o->gelu_bwd(b[M_GDX], b[M_GIN], b[M_RC], m_size[M_GIN]);
@@ -1481,6 +1320,22 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
         o->adamw(b[M_ADP], t == 1 ? b[M_RC] : b[M_GIN], b[M_ADM], b[M_ADV], m_size[M_ADP], (MIXED_REAL)1e-2,
                  (MIXED_REAL)0.9, (MIXED_REAL)0.95, (MIXED_REAL)1e-8, (MIXED_REAL)0.1, (MIXED_REAL)(1 - pow(0.9, t)),
                  (MIXED_REAL)(1 - pow(0.95, t)));
+
+    /* flash attention over the whole sequence; GEMM epilogues (GELU_AUX_BIAS,
+     * DGELU_BGRAD, and alone); the fused classifier in blocks of MCVB columns */
+    const pt_attn_dims fd = {MB, MNH, HS, MT, MT, 0, 0, 3 * C, 3 * C};
+    MIXED_REAL *qkv = b[M_QKV], *dqkv = b[M_FDQKV];
+    o->attention_fwd(b[M_FO], b[M_FLSE], qkv, qkv + C, qkv + 2 * C, &fd, 0);
+    o->attention_bwd(dqkv, dqkv + C, dqkv + 2 * C, b[M_RC], qkv, qkv + C, qkv + 2 * C, b[M_FO], b[M_FLSE], &fd);
+    o->matmul_fwd(b[M_EGO], b[M_EAUX], b[M_X], b[M_W], b[M_BIAS], 0, MN, C, MOC, PT_EPI_GELU);
+    o->matmul_bwd(b[M_EMDX], NULL, NULL, b[M_ROC], b[M_X], b[M_W], MN, C, MOC, PT_EPI_DGELU, b[M_GIN], b[M_EMDB]);
+    o->copy(b[M_EFB], b[M_ROC], m_size[M_ROC]);
+    o->epilogue_fwd(b[M_EFB], NULL, b[M_BIAS], MN, MOC, PT_EPI_GELU);
+    o->copy(b[M_ECDX], b[M_ROC], m_size[M_ROC]);
+    o->epilogue_bwd(b[M_ECDX], b[M_ECDB], b[M_EAUX], MN, MOC);
+    o->classifier_fwd(b[M_CST], b[M_X], b[M_CW], tgt, b[M_CWORK], MCVB, 0, MVREAL, MN, C, MV, 1);
+    o->classifier_bwd(b[M_CDX], b[M_CDW], b[M_X], b[M_CW], b[M_CST], tgt, b[M_DLOSS], b[M_CWORK], MCVB, 0, MVREAL, MN,
+                      C, MV, 1);
 }
 
 #endif

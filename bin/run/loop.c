@@ -1,0 +1,443 @@
+/* ptrain-run's training: build the model under the agreed plan, resume,
+ * train, validate, save, summarise (bin/run/run.h).  Rank 0 prints the
+ * plan, the model size, one line per step (loss, learning rate, gradient
+ * norm, ms/step, tokens/s, ETA), the validation loss every --val-every
+ * steps and the "done:" summary; --metrics writes the same as JSON Lines. */
+#define _GNU_SOURCE
+#include "config.h"
+#include "run.h"
+#include "backend/blas.h"
+#include "ckpt/ckpt.h"
+#include "comm/comm.h"
+#include "parallel/context.h"
+#include "pipeline/pipeline.h"
+#include "train/train.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <mpi.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- checkpoints: SIGTERM / SIGUSR1 ask for a save and a clean exit ---- */
+static volatile sig_atomic_t stop_signal;
+static void on_stop_signal(int sig) { stop_signal = sig; }
+static void ckpt_warn(const char *msg)
+{
+    if (run_rank == 0) fprintf(stderr, "ptrain-run: warning: %s; trying the previous checkpoint\n", msg);
+}
+
+static int local_ranks(void)
+{
+    const char *v = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    if (!v) v = getenv("LOCAL_WORLD_SIZE");
+    if (!v) v = getenv("SLURM_NTASKS_PER_NODE");
+    long n;
+    if (v && pt_parse_int("local size", v, 1, 1 << 20, &n) == PT_OK) return (int)n;
+    return 1;
+}
+
+static int default_threads(void)
+{
+    const char *e = getenv("OMP_NUM_THREADS");
+    long n;
+    if (e && pt_parse_int("OMP_NUM_THREADS", e, 1, 4096, &n) == PT_OK) return (int)n;
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
+    int t = cpus / local_ranks();
+    return t < 1 ? 1 : t;
+}
+
+/* "1h02m", "3m05s", "42s": a duration for the ETA column. */
+static void fmt_duration(char *buf, size_t len, double sec)
+{
+    long s = sec > 0 && sec < 1e9 ? (long)(sec + 0.5) : 0;
+    if (s >= 3600) snprintf(buf, len, "%ldh%02ldm", s / 3600, s / 60 % 60);
+    else if (s >= 60) snprintf(buf, len, "%ldm%02lds", s / 60, s % 60);
+    else snprintf(buf, len, "%lds", s);
+}
+
+static double mb(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+/* Per-step numbers of a train record that need every rank (--metrics
+ * only, so a run without it has no extra collective per step).
+ * Index 0: the arena's high-water mark (bytes); 1..6: modelled bytes sent
+ * (pt_comm_sent_total) in the context's groups: dp (the dp group alone:
+ * nothing sends there today), tp (with the axis sub-groups of the
+ * 2D/2.5D/3D layouts), pp (stage to stage, with the embed group: the tied
+ * embedding's gradient between first and last stage), sp, sync (the
+ * gradient sum over dp x sp, and over the tp axes a parameter is
+ * replicated on; ZeRO's reduce-scatter and allgather run here too) and
+ * world. */
+enum { ST_PEAK, ST_DP, ST_TP, ST_PP, ST_SP, ST_SYNC, ST_WORLD, ST_N };
+static const char *const st_group[ST_N] = {"peak", "dp", "tp", "pp", "sp", "sync", "world"};
+
+static void group_sent(const pt_pctx *c, uint64_t v[ST_N])
+{
+    uint64_t tp = pt_comm_sent_total(&c->tp), sync = 0; /* host byte counters, not tensors */
+    for (int m = 0; m < (1 << PT_TP_AXES); m++) {
+        tp += pt_comm_sent_total(&c->tp_sub[m]);
+        sync += pt_comm_sent_total(&c->sync[m]);
+    }
+    v[ST_PEAK] = 0;
+    v[ST_DP] = pt_comm_sent_total(&c->dp);
+    v[ST_TP] = tp;
+    v[ST_SYNC] = sync;
+    v[ST_PP] = pt_comm_sent_total(&c->pp) + pt_comm_sent_total(&c->embed);
+    v[ST_SP] = pt_comm_sent_total(&c->sp);
+    v[ST_WORLD] = pt_comm_sent_total(&c->world);
+}
+
+/* The step's bytes per group (since `before`) and the arena peak, each the
+ * maximum over all ranks.  Collective over MPI_COMM_WORLD: every rank
+ * calls it after every step.  out[ST_PEAK] in bytes. */
+static void step_stats(const pt_pctx *c, const pt_arena *a, const uint64_t before[ST_N], uint64_t out[ST_N])
+{
+    uint64_t now[ST_N], mine[ST_N];
+    group_sent(c, now);
+    for (int i = 1; i < ST_N; i++) mine[i] = now[i] - before[i];
+    mine[ST_PEAK] = a->peak;
+    run_watchdog_beat("metrics");
+    MPI_Allreduce(mine, out, ST_N, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+}
+
+/* The train record's fields after elapsed_s: achieved model GFLOP/s per
+ * rank (pt_gpt_flops_per_token * tokens/s / world: model FLOPs, recompute
+ * not counted, PaLM appendix B), MFU against --peak-gflops when given,
+ * peak memory (MiB, max over ranks) and the step's bytes per group. */
+static void stats_json(json_t *rec, double gflops, double peak_gflops, const uint64_t st[ST_N])
+{
+    json_object_set_new(rec, "gflops_per_rank", run_json_num(gflops));
+    if (peak_gflops > 0) json_object_set_new(rec, "mfu", run_json_num(gflops / peak_gflops));
+    json_object_set_new(rec, "peak_mib", run_json_num(mb((double)st[ST_PEAK])));
+    json_t *sent = json_object();
+    for (int i = 1; i < ST_N; i++) json_object_set_new(sent, st_group[i], json_integer((json_int_t)st[i]));
+    json_object_set_new(rec, "sent_bytes", sent);
+}
+
+static int load_batch(const pt_shard *s, long step, const run_opts *o, int T, const pt_pctx *c, int32_t *in,
+                      int32_t *tg)
+{
+    int nseq = (int)(o->batch / c->plan.dp);
+    return pt_loader_batch(s, step, (int)o->batch, T, c->dp_rank * nseq, nseq, in, tg);
+}
+
+/* Mean validation loss over --val-batches batches.  It runs the same
+ * schedule as training (every stage, every microbatch, the ZeRO hooks) and
+ * discards the gradients: the next step zeroes them first. */
+static int evaluate(pt_pipeline *p, const pt_shard *val, const run_opts *o, const pt_pctx *c, int32_t *in,
+                    int32_t *tg, double *out)
+{
+    double sum = 0;
+    for (long i = 0; i < o->val_batches; i++) {
+        int rc = load_batch(val, i, o, p->T, c, in, tg);
+        if (rc) return rc;
+        float l;
+        pt_train_zero_grad(p->train);
+        rc = pt_pipeline_forward_backward(p, in, tg, &l);
+        if (rc) return rc;
+        sum += l;
+    }
+    *out = sum / (double)o->val_batches;
+    return PT_OK;
+}
+
+static void validate(pt_pipeline *pipe, const run_setup *s, const pt_pctx *ctx, int32_t *in, int32_t *tg, long step,
+                     double t_start, run_metrics *mf, double *vloss)
+{
+    int rc = evaluate(pipe, &s->val, &s->o, ctx, in, tg, vloss);
+    run_agree(rc, "validation");
+    if (run_rank == 0) {
+        printf("val: step %ld | val_loss %.4f\n", step, *vloss);
+        fflush(stdout);
+    }
+    run_metrics_write(mf, json_pack("{s:s, s:I, s:o, s:o}", "type", "val", "step", (json_int_t)step, "val_loss",
+                                    run_json_num(*vloss), "elapsed_s", run_json_num(pt_now() - t_start)));
+}
+
+/* Save the checkpoint of step `step` (collective); on failure every rank
+ * leaves with status 1 after rank 0 names it. */
+static void save_checkpoint(const run_opts *o, pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg,
+                            pt_ckpt_meta *cmeta, long step, char *saved, size_t len)
+{
+    cmeta->step = step;
+    cmeta->adam_step = tr->step;
+    run_watchdog_beat("checkpoint");
+    int rc = pt_ckpt_save(o->save_dir, tr, plan, cfg, cmeta, (int)o->keep, saved, len);
+    if (rc && run_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step, pt_errmsg());
+    if (rc) run_exit(RUN_EXIT_FAIL);
+}
+
+/* --dry-run: every rank's place in the grid, printed by rank 0 in grid order. */
+static int dry_run(const pt_pctx *ctx, const pt_plan *plan, const char *summary, int world)
+{
+    char line[1024];
+    snprintf(line, sizeof line,
+             "rank %d/%d dp=%d pp=%d tp=%d sp=%d dp_rank=%d pp_rank=%d tp_rank=%d sp_rank=%d mpi_rank=%d plan=%s",
+             ctx->rank, world, plan->dp, plan->pp, plan->tp, plan->sp, ctx->dp_rank, ctx->pp_rank, ctx->tp_rank,
+             ctx->sp_rank, run_rank, summary);
+    char *all = run_rank == 0 ? malloc(sizeof line * (size_t)world) : NULL;
+    int *ranks = run_rank == 0 ? malloc(sizeof(int) * (size_t)world) : NULL;
+    int ok = run_rank != 0 || (all && ranks);
+    run_agree(ok ? PT_OK : pt_fail(PT_ENOMEM, "out of memory for %d rank lines", world), "--dry-run");
+    MPI_Gather(line, sizeof line, MPI_CHAR, all, sizeof line, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Gather((void *)&ctx->rank, 1, MPI_INT, ranks, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (run_rank == 0) {
+        for (int g = 0; g < world; g++)
+            for (int i = 0; i < world; i++)
+                if (ranks[i] == g) printf("%s\n", all + (size_t)i * sizeof line);
+        fflush(stdout);
+    }
+    free(all);
+    free(ranks);
+    return RUN_EXIT_OK;
+}
+
+int run_train(run_setup *s, uint64_t agreed, int world)
+{
+    run_opts o = s->o;
+    pt_gpt_config cfg = s->cfg;
+    pt_plan plan = s->plan;
+
+    int grid_rank = pt_launcher_rank(MPI_COMM_WORLD);
+    pt_pctx ctx;
+    run_agree(pt_pctx_init(&ctx, MPI_COMM_WORLD, &plan, grid_rank), "process grid");
+    pt_log_set_rank(ctx.rank);
+    char summary[640];
+    pt_plan_summary(&plan, summary, sizeof summary);
+    if (o.dry_run) {
+        int st = dry_run(&ctx, &plan, summary, world);
+        pt_pctx_free(&ctx);
+        return st;
+    }
+
+    const pt_backend *be = pt_backend_get("cpu");
+    int threads = o.threads ? (int)o.threads : default_threads();
+    be->set_threads(threads);
+    const int T = cfg.seq_len;
+
+    pt_arena arena = {0};
+    pt_gpt model;
+    int Bl = (int)(o.batch / plan.dp);
+    pt_train tr;
+    pt_adamw_cfg opt;
+    pt_adamw_default(&opt);
+    opt.weight_decay = o.wd;
+    opt.grad_clip = o.clip;
+    opt.eps = o.eps;
+    /* every plan runs through the pipeline executor: pp = 1 with m = 1 is
+     * the plain step, pp = 1 with m > 1 gradient accumulation */
+    pt_pipeline_cfg pc;
+    pt_pipeline pipe;
+    const pt_train_strategy *strategy = pt_train_strategy_zero(plan.zero);
+    int rc = strategy ? pt_pipeline_plan(&plan, &cfg, Bl, ctx.pp_rank, &pc) : PT_EINVAL;
+    if (!rc) rc = pt_gpt_create_stage(&model, &cfg, &ctx, be, &arena, pc.micro, T, (uint64_t)o.seed, &pc.stage);
+    if (!rc) rc = pt_train_create(&tr, &model, &opt, strategy);
+    if (!rc) rc = pt_pipeline_create(&pipe, &tr, plan.schedule);
+    run_agree(rc, "model");
+
+    /* checkpoints: the run state besides the tensors, and resuming */
+    pt_ckpt_meta cmeta = {.adam_step = 0, .seed = o.seed, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup,
+                          .total_steps = o.steps};
+    snprintf(cmeta.model, sizeof cmeta.model, "%s", o.model);
+    snprintf(cmeta.data, sizeof cmeta.data, "%s", o.data);
+    long start_step = 0;
+    if (o.resume) {
+        int loaded = 0;
+        char which[4200] = "";
+        pt_ckpt_meta got;
+        rc = pt_ckpt_resume(o.resume, o.save_dir, &tr, &plan, &cfg, &got, &loaded, which, sizeof which, ckpt_warn);
+        run_agree_collective(rc, "--resume");
+        if (loaded && got.step > o.steps)
+            run_agree(pt_fail(PT_EINVAL, "checkpoint %s is at step %ld, beyond --steps %ld", which, got.step, o.steps),
+                      "--resume");
+        if (loaded) start_step = got.step;
+        /* the schedule the checkpoint was trained with: a different one is
+         * allowed (extending --steps is how a run is continued) but the run
+         * is then not the uninterrupted one; a checkpoint converted from
+         * llm.c has none (total_steps 0) */
+        if (loaded && run_rank == 0 && got.total_steps > 0 &&
+            (got.total_steps != o.steps || got.warmup != o.warmup || got.lr != (float)o.lr ||
+             got.min_lr != (float)o.min_lr)) {
+            fprintf(stderr, "ptrain-run: warning: checkpoint %s was trained with --steps %ld --lr %g --min-lr %g --warmup %ld, "
+                            "this run has --steps %ld --lr %g --min-lr %g --warmup %ld: the learning-rate schedule changes "
+                            "from step %ld on\n",
+                    which, got.total_steps, (double)got.lr, (double)got.min_lr, got.warmup, o.steps, (double)(float)o.lr,
+                    (double)(float)o.min_lr, o.warmup, got.step);
+            fflush(stderr);
+        }
+        if (run_rank == 0) {
+            if (loaded) printf("resume: %s (step %ld, AdamW step %d)\n", which, got.step, got.adam_step);
+            else printf("resume: no valid checkpoint in %s, starting fresh\n", o.save_dir);
+            fflush(stdout);
+        }
+    }
+    if (o.save_dir) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_stop_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGTERM, &sa, NULL);
+        sigaction(SIGUSR1, &sa, NULL);
+    }
+    int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
+    if (!in || !tg) run_agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
+
+    const double tok_per_step = (double)o.batch * T;
+    const double flops_tok = pt_gpt_flops_per_token(&cfg, T);
+    if (run_rank == 0) {
+        printf("plan: %s (source: %s, world %d, grid rank from %s; agreed by every rank, start-up hash %016llx)\n",
+               summary, s->source, world, grid_rank >= 0 ? "launcher RANK" : "MPI", (unsigned long long)agreed);
+        printf("model: %s L=%d H=%d C=%d T=%d V=%d (padded %d), %.2fM parameters, %.2fM per rank\n",
+               o.model, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab, model.g.Vp,
+               (double)pt_gpt_num_params(&cfg) / 1e6, (double)model.nfloats / 1e6);
+        printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
+               o.data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o.batch, T,
+               tok_per_step, o.steps, o.lr, o.min_lr, o.warmup, threads);
+        printf("blas: %s\n", pt_blas_summary());
+        fflush(stdout);
+    }
+    run_metrics *mf = NULL;
+    if (o.metrics) { /* agreed: given to every rank or to none; rank 0 writes */
+        pt_error e;
+        rc = PT_OK;
+        if (run_rank == 0 && !(mf = run_metrics_open(o.metrics, &e))) rc = pt_fail(PT_EIO, "%s", e.text);
+        run_agree(rc, "--metrics");
+        run_metrics_write(mf, json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
+                                        "s:I, s:o, s:o}",
+                                        "type", "header", "model", o.model, "n_layer", cfg.n_layer, "n_head",
+                                        cfg.n_head, "n_embd", cfg.n_embd, "seq_len", cfg.seq_len, "vocab", cfg.vocab,
+                                        "params", (json_int_t)pt_gpt_num_params(&cfg), "plan", summary, "world",
+                                        world, "tokens_per_step", run_json_num(tok_per_step), "steps",
+                                        (json_int_t)o.steps, "lr", run_json_num(o.lr), "min_lr",
+                                        run_json_num(o.min_lr), "warmup", (json_int_t)o.warmup, "flops_per_token",
+                                        run_json_num(flops_tok), "peak_gflops_per_rank",
+                                        o.peak_gflops > 0 ? run_json_num(o.peak_gflops) : json_null()));
+    }
+    const double t_start = pt_now();
+
+    /* the validation before the first step of this run: at step 0, or at
+     * the step a resumed run starts from */
+    double val0 = NAN, vloss = NAN, t_total = 0, first_loss = NAN, train_comm = 0;
+    float loss = NAN;
+    validate(&pipe, s, &ctx, in, tg, start_step, t_start, mf, &val0);
+    vloss = val0;
+    int stopped = 0;
+    long last_saved = -1, ran = 0, timed = 0; /* a step saved by this run; steps run; steps timed */
+    const long to_run = o.steps - start_step;
+    for (long step = start_step; step < o.steps; step++) {
+        double t0 = pt_now();
+        uint64_t c0 = pt_pctx_sent_total(&ctx), g0[ST_N], gs[ST_N];
+        if (o.metrics) group_sent(&ctx, g0);
+        rc = load_batch(&s->train, step, &o, T, &ctx, in, tg);
+        float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
+        double norm = 0;
+        if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
+        run_agree(rc, "training step");
+        double dt = pt_now() - t0;
+        train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
+        if (ran > 0 || to_run == 1) { /* the first step of a run warms caches */
+            t_total += dt;
+            timed++;
+        }
+        if (ran == 0) first_loss = loss;
+        ran++;
+        json_t *rec = NULL;
+        if (o.metrics) {
+            step_stats(&ctx, &arena, g0, gs);
+            rec = json_pack("{s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "type", "train", "step", (json_int_t)(step + 1),
+                            "loss", run_json_num(loss), "lr", run_json_num(lr), "norm", run_json_num(norm), "step_ms",
+                            run_json_num(dt * 1e3), "tok_s", run_json_num(tok_per_step / dt), "elapsed_s",
+                            run_json_num(pt_now() - t_start));
+            if (rec) stats_json(rec, tok_per_step / dt * flops_tok / 1e9 / world, o.peak_gflops, gs);
+        }
+        if (run_rank == 0 && !o.quiet && (step % o.log_every == 0 || step == o.steps - 1)) {
+            /* ETA from the mean step time so far (the first step warms caches) */
+            double mean = timed > 0 ? t_total / (double)timed : dt;
+            char eta[32];
+            fmt_duration(eta, sizeof eta, mean * (double)(o.steps - 1 - step));
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
+                   o.steps, loss, lr, norm, dt * 1e3, tok_per_step / dt, eta);
+            fflush(stdout);
+        }
+        run_metrics_write(mf, rec);
+        if (o.save_dir) {
+            /* every rank sees the signal or not: agree on it, then save together */
+            int want = stop_signal, any = 0;
+            MPI_Allreduce(&want, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (any || (o.save_every && (step + 1) % o.save_every == 0)) {
+                char saved[4200];
+                save_checkpoint(&o, &tr, &plan, &cfg, &cmeta, step + 1, saved, sizeof saved);
+                last_saved = step + 1;
+                if (run_rank == 0 && any)
+                    printf("stop: signal %s: checkpoint %s saved at step %ld; exiting\n",
+                           any == SIGTERM ? "SIGTERM" : "SIGUSR1", saved, step + 1);
+                else if (run_rank == 0 && !o.quiet) printf("checkpoint: %s\n", saved);
+                fflush(stdout);
+                if (any) {
+                    stopped = 1;
+                    break;
+                }
+            }
+        }
+        if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1)
+            validate(&pipe, s, &ctx, in, tg, step + 1, t_start, mf, &vloss);
+    }
+    /* the end of the run is always kept; a run resumed at its last step
+     * saves it again, in its own plan and --save-dir (how a checkpoint is
+     * resharded: tests/mpi/test_ckpt.sh) */
+    if (!stopped && o.save_dir && last_saved != o.steps) {
+        char saved[4200];
+        save_checkpoint(&o, &tr, &plan, &cfg, &cmeta, o.steps, saved, sizeof saved);
+        if (run_rank == 0 && !o.quiet) {
+            printf("checkpoint: %s\n", saved);
+            fflush(stdout);
+        }
+    }
+    if (!stopped) {
+        /* throughput over the steps this run timed (a resumed run's own
+         * steps, the first of them warming caches); none when nothing ran */
+        double ms_step = timed > 0 ? 1e3 * t_total / (double)timed : NAN;
+        double tps = timed > 0 ? tok_per_step * (double)timed / t_total : NAN;
+        size_t peak = arena.peak, peak_max = 0;
+        MPI_Allreduce(&peak, &peak_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+        double comm_bytes = ran > 0 ? train_comm / (double)ran : 0;
+        const double gflops = tps * flops_tok / 1e9 / world;
+        if (run_rank == 0) {
+            char mfu[48] = "", speed[160];
+            if (o.peak_gflops > 0 && timed > 0) snprintf(mfu, sizeof mfu, " | MFU %.2f%%", 100 * gflops / o.peak_gflops);
+            if (timed > 0)
+                snprintf(speed, sizeof speed, "%.1f ms/step | %.0f tok/s | %.2f GFLOP/s per rank", ms_step, tps, gflops);
+            else
+                snprintf(speed, sizeof speed, "no step run (resumed at step %ld)", start_step);
+            printf("done: steps=%ld train_loss %.4f -> %.4f | val_loss %.4f -> %.4f | %s | peak mem %.1f MiB/rank | "
+                   "comm %.2f MiB/step/rank%s\n", o.steps, first_loss, loss, val0, vloss, speed, mb((double)peak_max),
+                   mb(comm_bytes), mfu);
+            fflush(stdout);
+        }
+        run_metrics_write(mf, json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",
+                                        "done", "steps", (json_int_t)o.steps, "start_step", (json_int_t)start_step,
+                                        "steps_run", (json_int_t)ran, "train_loss", run_json_num(loss), "val_loss",
+                                        run_json_num(vloss), "ms_per_step", run_json_num(ms_step), "tok_s",
+                                        run_json_num(tps), "gflops_per_rank", run_json_num(gflops), "mfu",
+                                        o.peak_gflops > 0 ? run_json_num(gflops / o.peak_gflops) : json_null(),
+                                        "peak_mib_per_rank", run_json_num(mb((double)peak_max)),
+                                        "comm_mib_per_step_per_rank", run_json_num(mb(comm_bytes)), "elapsed_s",
+                                        run_json_num(pt_now() - t_start)));
+    }
+    int status = RUN_EXIT_OK;
+    if (run_metrics_close(mf) < 0) status = RUN_EXIT_FAIL;
+    free(in);
+    free(tg);
+    pt_pipeline_free(&pipe);
+    pt_train_free(&tr);
+    pt_gpt_free(&model);
+    pt_pctx_free(&ctx);
+    /* a lost metrics record fails the run on every rank alike */
+    int worst = status;
+    MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}

@@ -1,0 +1,307 @@
+/* ptrain-run's command line: defaults, parsing into run_opts, and the
+ * --help / --version answers given before MPI starts (bin/run/run.h). */
+#define _GNU_SOURCE
+#include "config.h"
+#include "run.h"
+
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The long options: parse_args' table, and the early scan for --help and
+ * --version (which must know which options take an argument). */
+enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
+       O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
+       O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
+       O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS };
+static const struct option long_opts[] = {
+    {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
+    {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
+    {"seq-len", 1, 0, O_SEQ}, {"vocab", 1, 0, O_VOCAB}, {"lr", 1, 0, O_LR}, {"min-lr", 1, 0, O_MINLR},
+    {"warmup", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"grad-clip", 1, 0, O_CLIP},
+    {"adam-eps", 1, 0, O_EPS},
+    {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
+    {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
+    {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER},
+    {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
+    {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
+    {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
+    {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
+    {"peak-gflops", 1, 0, O_PEAK},
+    {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
+    {"resume", 1, 0, O_RESUME}, {"topology", 1, 0, O_TOPOLOGY}, {"explain", 0, 0, O_EXPLAIN},
+    {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+static const char short_opts[] = "m:d:s:b:hV";
+
+static int parse_float(const char *what, const char *s, float lo, float hi, float *out, pt_error *err)
+{
+    char *end;
+    float v = strtof(s, &end);
+    if (!*s || *end || !(v >= lo && v <= hi))
+        return pt_errprintf(err, "%s: '%s' is not a number in [%g, %g]", what, s, lo, hi);
+    *out = v;
+    return 0;
+}
+
+static int parse_long(const char *what, const char *s, long lo, long hi, long *out, pt_error *err)
+{
+    if (pt_parse_int(what, s, lo, hi, out)) return pt_errprintf(err, "%s", pt_errmsg());
+    return 0;
+}
+
+/* --help, grouped by topic; tests/unit/test_help.sh checks that every long
+ * option of parse_args' table appears here. */
+void run_usage(FILE *f)
+{
+    fprintf(f,
+        "usage: ptrain-run [options]   (one process per rank: srun, sbatch or mpirun)\n"
+        "\n"
+        "Model:\n"
+        "  --model NAME|L,H,C,T,V  preset: %s, or the five sizes (default\n"
+        "                       PTRAIN_MODEL, else tiny)\n"
+        "  --layers N --heads N --embd N --seq-len N --vocab N   override the preset\n"
+        "  --seed N             initialisation seed (default 1337)\n"
+        "\n"
+        "Data:\n"
+        "  --data DIR|synthetic[:SEED]  DIR holds train.bin and val.bin (ptrain-data prepare)\n"
+        "  --batch B            global batch in sequences (default PTRAIN_BATCH, else 8;\n"
+        "                       multiple of dp)\n"
+        "  --steps N            optimizer steps (default 200)\n"
+        "  --val-every N        validation every N steps (default 50; 0 = only at the end)\n"
+        "  --val-batches N      batches per validation (default 8)\n"
+        "\n"
+        "Plan and parallelism (default: the PTRAIN_* variables the SPANK plugin sets):\n"
+        "  --mode auto|1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default 1d);\n"
+        "                       auto plans every size not given from the job's nodes, the\n"
+        "                       node model, --model and --batch (as ptrain-plan)\n"
+        "  --dp N --tp N --tp-depth D --sp N --pp N   the plan's group sizes\n"
+        "                       (dp = world / (pp * tp * sp) when not given)\n"
+        "  --topology FILE      node model for --mode auto: ptrain-topo JSON or hwloc XML\n"
+        "                       (default PTRAIN_TOPOLOGY, else this node's hwloc model)\n"
+        "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n"
+        "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
+        "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
+        "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
+        "                       pieces (default PTRAIN_MICROBATCHES, else 1)\n"
+        "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n"
+        "  --virtual-stages V   model chunks per pipeline rank, interleaved only (default 1)\n"
+        "  --pp-split N,N,...|even  blocks per pipeline stage (default even)\n"
+        "  --zero 0|1|2|3       ZeRO stage over the dp group (default PTRAIN_ZERO, else 0)\n"
+        "  --recompute none|block|attention   activation checkpointing (default\n"
+        "                       PTRAIN_CKPT_ACT, else none)\n"
+        "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
+        "  --dry-run            print every rank's place in the grid and exit\n"
+        "\n"
+        "Optimizer (AdamW, cosine schedule):\n"
+        "  --lr F --min-lr F    peak and final learning rate (default 1e-3, lr/10)\n"
+        "  --warmup N           linear warm-up steps (default steps/10, at most 100)\n"
+        "  --weight-decay F --grad-clip F   (default 0.1, 1.0; 0 = no clipping)\n"
+        "  --adam-eps F         AdamW's epsilon (default 1e-8)\n"
+        "\n"
+        "Logging and metrics:\n"
+        "  --log-every N        print every N steps (default 1)\n"
+        "  --quiet              only the plan, validation and summary lines\n"
+        "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
+        "                       plot with ptrain-plot FILE)\n"
+        "  --peak-gflops F      peak GFLOP/s of one rank, for MFU in the metrics and the\n"
+        "                       summary (default PTRAIN_PEAK_GFLOPS; none: no MFU)\n"
+        "\n"
+        "Robustness:\n"
+        "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
+        "                       rank hangs (default 600; 0 = off); a rank that dies or stops ends\n"
+        "                       the job after PTRAIN_HEARTBEAT seconds without heartbeat (15; 0 = off)\n"
+        "\n"
+        "Checkpoints:\n"
+        "  --save-dir DIR       checkpoints go to DIR/step-NNNNNNNN (DIR/latest names the newest);\n"
+        "                       SIGTERM or SIGUSR1 then finish the step, save and exit 0\n"
+        "  --save-every N       save every N steps (needs --save-dir)\n"
+        "  --keep K             keep only the newest K checkpoints after each save\n"
+        "  --resume auto|DIR    continue from DIR, or (auto) the newest valid checkpoint of\n"
+        "                       --save-dir, else start fresh (any plan: resharded)\n"
+        "\n"
+        "  --help, --version    this text; the version\n"
+        "See ptrain-run(1), ptrain-layouts(7) and ptrain-env(7).\n",
+        pt_gpt_preset_names());
+}
+
+/* Whether this process is one of several ranks started by a launcher
+ * (its variables, before MPI_Init). */
+static int launched_with_peers(void)
+{
+    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "PMI_SIZE",
+                                       "WORLD_SIZE"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        long n;
+        if (v && *v && pt_parse_int(vars[i], v, 1, 1L << 30, &n) == PT_OK) return n > 1;
+    }
+    return 0;
+}
+
+int run_early_exit(int argc, char **argv, int *asked)
+{
+    int help = 0, version = 0;
+    *asked = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) break;
+        if (a[0] != '-' || a[1] == '\0') continue; /* an operand */
+        if (a[1] != '-') {                          /* -m X, -mX, -h, -V */
+            if (a[1] == 'h') help = 1;
+            else if (a[1] == 'V') version = 1;
+            else if (strchr("mdsb", a[1]) && a[2] == '\0') i++; /* its argument follows */
+            continue;
+        }
+        const char *name = a + 2, *eq = strchr(name, '=');
+        size_t len = eq ? (size_t)(eq - name) : strlen(name);
+        int matches = 0, has_arg = 0, which = 0;
+        for (const struct option *o = long_opts; o->name; o++) {
+            if (strncmp(o->name, name, len) != 0) continue;
+            if (o->name[len] == '\0') { matches = 1; has_arg = o->has_arg; which = o->val; break; } /* exact */
+            matches++;
+            has_arg = o->has_arg;
+            which = o->val;
+        }
+        if (matches != 1) continue; /* unknown or ambiguous: parse_args says so */
+        if (which == 'h') help = 1;
+        else if (which == 'V') version = 1;
+        else if (has_arg && !eq) i++;
+    }
+    if (!help && !version) return 0;
+    *asked = help ? RUN_ASKED_HELP : RUN_ASKED_VERSION;
+    if (launched_with_peers()) return 0; /* answered after the start-up agreement, by rank 0 */
+    run_answer(*asked);
+    return 1;
+}
+
+void run_answer(int asked)
+{
+    if (asked == RUN_ASKED_HELP) run_usage(stdout);
+    else printf("ptrain-run (ptrain) %s\n", PACKAGE_VERSION);
+    fflush(stdout);
+}
+
+int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
+{
+    memset(o, 0, sizeof *o);
+    o->model = "tiny";
+    o->steps = 200;
+    o->batch = 8;
+    o->lr = 1e-3f;
+    o->eps = 1e-8f;
+    o->min_lr = -1;
+    o->warmup = -1;
+    o->wd = 0.1f;
+    o->clip = 1.0f;
+    o->val_every = 50;
+    o->val_batches = 8;
+    o->log_every = 1;
+    o->seed = 1337;
+    o->threads = 0;
+    o->watchdog = 600;
+    o->zero = o->schedule = o->recompute = -1;
+    opterr = 0;
+    int c, model_given = 0, batch_given = 0;
+    long vl;
+    float vf;
+    while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
+        switch (c) {
+        case 'm': o->model = optarg; model_given = 1; break;
+        case 'd': o->data = optarg; break;
+        case 's': if (parse_long("--steps", optarg, 1, 100000000, &vl, err)) return -1; o->steps = vl; break;
+        case 'b': if (parse_long("--batch", optarg, 1, 1 << 20, &vl, err)) return -1; o->batch = vl; batch_given = 1; break;
+        case O_LAYERS: if (parse_long("--layers", optarg, 1, 4096, &vl, err)) return -1; o->layers = (int)vl; break;
+        case O_HEADS: if (parse_long("--heads", optarg, 1, 4096, &vl, err)) return -1; o->heads = (int)vl; break;
+        case O_EMBD: if (parse_long("--embd", optarg, 1, 1 << 20, &vl, err)) return -1; o->embd = (int)vl; break;
+        case O_SEQ: if (parse_long("--seq-len", optarg, 1, 1 << 20, &vl, err)) return -1; o->seq_len = (int)vl; break;
+        case O_VOCAB: if (parse_long("--vocab", optarg, 2, 65536, &vl, err)) return -1; o->vocab = (int)vl; break;
+        case O_LR: if (parse_float("--lr", optarg, 0, 10, &vf, err)) return -1; o->lr = vf; break;
+        case O_MINLR: if (parse_float("--min-lr", optarg, 0, 10, &vf, err)) return -1; o->min_lr = vf; break;
+        case O_WARM: if (parse_long("--warmup", optarg, 0, 100000000, &vl, err)) return -1; o->warmup = vl; break;
+        case O_WD: if (parse_float("--weight-decay", optarg, 0, 10, &vf, err)) return -1; o->wd = vf; break;
+        case O_CLIP: if (parse_float("--grad-clip", optarg, 0, 1e6f, &vf, err)) return -1; o->clip = vf; break;
+        case O_EPS: if (parse_float("--adam-eps", optarg, 1e-30f, 1, &vf, err)) return -1; o->eps = vf; break;
+        case O_VALE: if (parse_long("--val-every", optarg, 0, 100000000, &vl, err)) return -1; o->val_every = vl; break;
+        case O_VALB: if (parse_long("--val-batches", optarg, 1, 1000000, &vl, err)) return -1; o->val_batches = vl; break;
+        case O_LOGE: if (parse_long("--log-every", optarg, 1, 100000000, &vl, err)) return -1; o->log_every = vl; break;
+        case O_SEED: if (parse_long("--seed", optarg, 0, 0x7fffffffL, &vl, err)) return -1; o->seed = vl; break;
+        case O_THREADS: if (parse_long("--threads", optarg, 1, 4096, &vl, err)) return -1; o->threads = vl; break;
+        case O_MODE: o->mode = optarg; break;
+        case O_DP: if (parse_long("--dp", optarg, 1, 1 << 20, &vl, err)) return -1; o->dp = vl; break;
+        case O_TP: if (parse_long("--tp", optarg, 1, 1 << 20, &vl, err)) return -1; o->tp = vl; break;
+        case O_TPD: if (parse_long("--tp-depth", optarg, 1, 1 << 20, &vl, err)) return -1; o->tp_depth = vl; break;
+        case O_SP: if (parse_long("--sp", optarg, 1, 1 << 20, &vl, err)) return -1; o->sp = vl; break;
+        case O_PP: if (parse_long("--pp", optarg, 1, 1 << 20, &vl, err)) return -1; o->pp = vl; break;
+        case O_MICRO: if (parse_long("--micro-batches", optarg, 1, 1 << 20, &vl, err)) return -1; o->microbatches = vl; break;
+        case O_VSTAGES: if (parse_long("--virtual-stages", optarg, 1, PT_VIRTUAL_STAGES_MAX, &vl, err)) return -1; o->virtual_stages = vl; break;
+        case O_ZERO: if (parse_long("--zero", optarg, 0, 3, &vl, err)) return -1; o->zero = (int)vl; break;
+        case O_SCHED: {
+            pt_error e;
+            if (pt_schedule_parse("--schedule", optarg, &o->schedule, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            break;
+        }
+        case O_RECOMPUTE: {
+            pt_error e;
+            if (pt_recompute_parse("--recompute", optarg, &o->recompute, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            break;
+        }
+        case O_SPLIT: {
+            pt_error e;
+            pt_plan tmp;
+            pt_plan_default(&tmp);
+            if (pt_plan_split_parse("--pp-split", optarg, &tmp, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            o->pp_split = optarg;
+            break;
+        }
+        case O_ORDER: {
+            pt_error e;
+            if (pt_plan_order_parse(optarg, o->order, &e) < 0) return pt_errprintf(err, "--rank-order: %s", e.text);
+            o->rank_order = o->order;
+            break;
+        }
+        case O_WATCHDOG: if (parse_long("--watchdog", optarg, 0, 86400 * 365, &vl, err)) return -1; o->watchdog = (double)vl; break;
+        case O_DRY: o->dry_run = 1; break;
+        case O_QUIET: o->quiet = 1; break;
+        case O_METRICS: o->metrics = optarg; break;
+        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf, err)) return -1; o->peak_gflops = vf; break;
+        case O_SAVEDIR: o->save_dir = optarg; break;
+        case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl, err)) return -1; o->save_every = vl; break;
+        case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl, err)) return -1; o->keep = vl; break;
+        case O_RESUME: o->resume = optarg; break;
+        case O_TOPOLOGY: o->topology = optarg; break;
+        case O_EXPLAIN: o->explain = 1; break;
+        case 'h':
+        case 'V':
+            break; /* answered before MPI started (run_early_exit) */
+        default:
+            return pt_errprintf(err, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        }
+    }
+    if (optind < argc) return pt_errprintf(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    /* The model and batch the SPANK plugin planned for (--ptrain-model,
+     * --ptrain-batch) when the command line gives none. */
+    o->model_what = "--model";
+    const char *em = getenv("PTRAIN_MODEL"), *eb = getenv("PTRAIN_BATCH");
+    if (!model_given && em && *em) {
+        o->model = em;
+        o->model_what = "PTRAIN_MODEL";
+    }
+    if (!batch_given && eb && *eb) {
+        if (parse_long("PTRAIN_BATCH", eb, 1, 1 << 20, &vl, err)) return -1;
+        o->batch = vl;
+    }
+    const char *topo = getenv("PTRAIN_TOPOLOGY");
+    if (!o->topology && topo && *topo) o->topology = topo;
+    if (o->topology && !o->topology[0]) return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
+    const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
+    if (!o->peak_gflops && peak && *peak) {
+        if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;
+        o->peak_gflops = vf;
+    }
+    if ((o->save_every || o->keep) && !o->save_dir)
+        return pt_errprintf(err, "%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
+    if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
+        return pt_errprintf(err, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
+    if (o->resume && !o->resume[0]) return pt_errprintf(err, "--resume '' is not valid (valid: auto or a checkpoint directory)");
+    return 0;
+}

@@ -1,0 +1,165 @@
+/* ptrain-run's modules (bin/run/): one concern each, main.c drives them.
+ *
+ *   options.c   the command line: defaults, parsing, --help and --version
+ *               (answered before MPI starts)
+ *   setup.c     what every rank resolves alone before the first collective:
+ *               model config, plan (PTRAIN_* < flags, --mode auto), data,
+ *               checkpoint directory, memory
+ *   agree.c     the start-up agreement (a field table) and the collective
+ *               error exits
+ *   liveness.c  watchdog, heartbeat, and the whole-job abort when a peer
+ *               died, stopped or hangs
+ *   metrics.c   --metrics: JSON Lines through jansson, every write checked
+ *   loop.c      the training loop, validation, checkpoint saves, summary
+ *
+ * Errors: every function that can fail takes a pt_error * and returns -1
+ * (lib/core/error.h); nothing here longjmps.  Exit statuses (ptrain-run(1),
+ * EXIT STATUS): 0 done, 1 a runtime failure (files, memory, a library
+ * error; also a metrics file that could not be written to the end), 2 bad
+ * input or ranks that disagree at start-up, 3 a peer rank died, stopped or
+ * hangs (the whole job is aborted), 4 a token shard changed under the run.
+ */
+#ifndef PTRAIN_RUN_H
+#define PTRAIN_RUN_H
+#include "core/core.h"
+#include "core/error.h"
+#include "data/shard.h"
+#include "model/gpt.h"
+#include "plan/plan.h"
+#include "plan/search.h"
+
+#include <stdint.h>
+#include <stdio.h>
+
+enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_INPUT = 2, RUN_EXIT_PEER = 3 };
+
+/* The command line (0 / NULL / -1 = not given where said). */
+typedef struct run_opts {
+    const char *model, *data, *rank_order, *mode, *metrics;
+    const char *model_what; /* "--model" or "PTRAIN_MODEL": where the model came from */
+    int layers, heads, embd, seq_len, vocab;
+    long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
+    long pp, microbatches, virtual_stages; /* 0 = not given */
+    int zero, schedule, recompute;         /* -1 = not given */
+    const char *pp_split;                  /* NULL = not given */
+    float lr, min_lr, wd, clip, eps;
+    int dry_run, quiet;
+    double watchdog;     /* seconds without progress before the job is ended; 0 = off */
+    double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
+    char order[4];       /* --rank-order, parsed */
+    const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
+    long save_every, keep;         /* 0 = not given */
+    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto */
+    int explain;                   /* --explain: print the auto plan's explanation */
+} run_opts;
+
+/* What --mode auto chose, for rank 0 to print after the agreement. */
+typedef struct run_auto {
+    int on;               /* the plan was resolved here (--mode auto) */
+    pt_search_result res; /* for --explain */
+    pt_model_shape m;
+    char notes[1024];     /* pt_plan_resolve's warnings */
+    char machine[400];    /* "1 node x 4 tasks, node model FILE" */
+} run_auto;
+
+/* Everything a rank resolved before the first collective. */
+typedef struct run_setup {
+    run_opts o;
+    pt_gpt_config cfg;
+    pt_plan plan;
+    const char *source;      /* where the plan came from: flags, env, slurm, auto... */
+    pt_shard train, val;
+    uint16_t *synth_train, *synth_val;
+    uint64_t data_id[4];     /* train tokens, train checksum, val tokens, val checksum */
+    double mem_need;         /* the plan's predicted peak per rank (bytes; pt_cost mem_peak) */
+    double mem_avail;        /* memory this rank may use (bytes; 0 = unknown) */
+    run_auto aut;
+} run_setup;
+
+/* The job's nodes, learnt collectively before start-up (main.c). */
+typedef struct run_nodes {
+    int nnodes;
+    int *tpn;                /* [nnodes] tasks on each node, nodes in rank order */
+    int node;                /* this rank's node */
+} run_nodes;
+
+extern int run_rank;         /* MPI_COMM_WORLD rank (0 before MPI) */
+
+/* ---- options.c ---- */
+/* --help or --version anywhere on the command line (scanned as getopt
+ * would: an option's argument is not taken for an option) sets *asked
+ * (RUN_ASKED_HELP or RUN_ASKED_VERSION, else 0).  A process started alone
+ * answers at once and returns 1, without MPI.  One of several ranks
+ * returns 0: it must still start MPI and take part in the start-up
+ * agreement, where any rank's request makes rank 0 answer and every rank
+ * leave with status 0 (a rank that left before MPI_Init would leave the
+ * others waiting in it). */
+enum { RUN_ASKED_HELP = 1, RUN_ASKED_VERSION = 2 };
+int run_early_exit(int argc, char **argv, int *asked);
+/* Print the usage (RUN_ASKED_HELP) or the version to stdout. */
+void run_answer(int asked);
+void run_usage(FILE *f);
+/* Parse argv into *o (defaults first) and the PTRAIN_MODEL, PTRAIN_BATCH,
+ * PTRAIN_TOPOLOGY, PTRAIN_PEAK_GFLOPS variables.  -1 with one line. */
+int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
+
+/* ---- setup.c ---- */
+/* Resolve model, plan, data, checkpoint directory and memory for a world
+ * of `world` ranks on `nodes`.  Every rank calls it; nothing collective.
+ * -1 with one line (input errors: the agreement makes every rank exit 2). */
+int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s, pt_error *err);
+/* Release the data of run_setup_rank. */
+void run_setup_free(run_setup *s);
+
+/* ---- agree.c ---- */
+/* The collective start-up agreement: every rank, also one whose set-up
+ * failed (ok 0, why in err), contributes its record; --help or --version
+ * on any rank (asked, run_early_exit) makes rank 0 answer and every rank
+ * exit 0; else a failure anywhere or
+ * any difference from rank 0 makes every rank exit 2 with one line from
+ * rank 0 naming the ranks and fields.  Returns the hash of the agreed
+ * record. */
+uint64_t run_agree_startup(int ok, int asked, const pt_error *err, const run_setup *s, int world);
+/* rc from a step that may fail on some ranks only: every rank learns it,
+ * the lowest failing rank says why (pt_errmsg()), every rank exits 1. */
+void run_agree(int rc, const char *what);
+/* As run_agree, for a collective library call whose status every rank
+ * shares; rank 0 prints the message. */
+void run_agree_collective(int rc, const char *what);
+/* Leave in order: MPI_Finalize, exit(status). */
+void run_exit(int status) __attribute__((noreturn));
+
+/* ---- liveness.c ---- */
+void run_watchdog_beat(const char *phase);
+void run_watchdog_start(double secs);
+/* Right after MPI_Init, collective.  An invalid PTRAIN_HEARTBEAT is
+ * reported through *bad (one line, "" if fine). */
+void run_heartbeat_start(int world, pt_error *bad);
+/* A peer died, stopped or hangs: print `line` (one line, stderr) and end
+ * the whole job: MPI_Abort (the launcher kills every task, stopped ones
+ * too), with _exit(3) if the abort itself does not return within 10 s. */
+void run_abort_job(const char *line) __attribute__((noreturn));
+
+/* ---- metrics.c ---- */
+struct json_t;
+typedef struct run_metrics run_metrics;
+/* Rank 0 with --metrics: create or truncate FILE (a regular file; no
+ * symlink followed).  NULL with one line in err. */
+run_metrics *run_metrics_open(const char *path, pt_error *err);
+/* Append one record (a JSON object, stolen; NULL is a no-op) as one line,
+ * written whole with one write(2).  A failed write is undone (the file is
+ * cut back to its last whole line), reported once (one line on stderr)
+ * and ends the metrics; run_metrics_failed says so.  m NULL: no-op. */
+void run_metrics_write(run_metrics *m, struct json_t *rec);
+/* A JSON number, or null for NaN and infinities (a diverged loss). */
+struct json_t *run_json_num(double v);
+int run_metrics_failed(const run_metrics *m);
+/* Close; 0, or -1 when a record was lost or closing failed (reported). */
+int run_metrics_close(run_metrics *m);
+
+/* ---- loop.c ---- */
+/* Build the model under the agreed plan, resume, train, validate, save,
+ * print the summary; returns the exit status. */
+int run_train(run_setup *s, uint64_t agreed, int world);
+
+#endif
