@@ -6,6 +6,7 @@
 #include "config.h"
 #include "core/core.h"
 #include "plan/cost.h"
+#include "plan_energy.h"
 #include "plan/plan.h"
 #include "plan/resolve.h"
 #include "plan/search.h"
@@ -48,6 +49,11 @@ static void usage(FILE *f)
             "  --schedule S        gpipe, 1f1b, interleaved\n"
             "  --recompute R       none, block, attention\n"
             "Output:\n"
+            "Energy (Perseus's time-energy frontier of one iteration of the chosen plan):\n"
+            "  --energy            print the frontier, the max-clock and intrinsic-bloat points\n"
+            "  --energy-slowdown PCT  also the least-energy point within PCT %% of the max-clock time\n"
+            "  --energy-straggler MS  also the point at a straggler's iteration time (extrinsic)\n"
+            "  --power-model gpu|cpu  the modelled device (default: gpu when the node has GPUs)\n"
             "  --json              the result as JSON\n"
             "  --env               the PTRAIN_* lines the plugin would inject\n"
             "  --help, --version   this text; the version\n"
@@ -141,9 +147,13 @@ int main(int argc, char **argv)
         {"mem-gb", required_argument, 0, 'G'},       {"inter-gbps", required_argument, 0, 'I'},
         {"gemm-gflops", required_argument, 0, 'F'},  {"json", no_argument, 0, 'j'},
         {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},            {0, 0, 0, 0}};
+        {"version", no_argument, 0, 'V'},            {"energy", no_argument, 0, 'E'},
+        {"energy-slowdown", required_argument, 0, 'L'}, {"energy-straggler", required_argument, 0, 'K'},
+        {"power-model", required_argument, 0, 'P'},   {0, 0, 0, 0}};
     const char *topology = NULL, *model = "gpt2-124M";
-    int nodes = 1, tpn = 0, batch = 512, out = 0, c, zero_given = 0, sched_given = 0;
+    int nodes = 1, tpn = 0, batch = 512, out = 0, c, zero_given = 0, sched_given = 0, energy = 0;
+    double slowdown = 0, straggler = 0;
+    const char *power_model = NULL;
     pt_topo_hw_override ov = {0, 0, 0};
     pt_plan req;
     pt_plan_default(&req);
@@ -199,6 +209,26 @@ int main(int argc, char **argv)
             }
             out = c;
             break;
+        case 'E': energy = 1; break;
+        case 'L':
+            bad = parse_real("energy-slowdown", optarg, &slowdown);
+            if (!bad && slowdown > 1000) {
+                fprintf(stderr, "ptrain-plan: invalid --energy-slowdown '%s' (valid: a percentage in (0, 1000])\n",
+                        optarg);
+                bad = 1;
+            }
+            slowdown /= 100;
+            energy = 1;
+            break;
+        case 'K': bad = parse_real("energy-straggler", optarg, &straggler); straggler /= 1e3; energy = 1; break;
+        case 'P':
+            if (!pt_energy_power_model_named(optarg)) {
+                fprintf(stderr, "ptrain-plan: invalid --power-model '%s' (valid: gpu, cpu)\n", optarg);
+                return EXIT_BAD;
+            }
+            power_model = optarg;
+            energy = 1;
+            break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("ptrain-plan (ptrain) %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -229,6 +259,7 @@ int main(int argc, char **argv)
         return EXIT_BAD;
     }
     if (tpn == 0) tpn = t.ngpus > 0 ? t.ngpus : 1;
+    if (!power_model) power_model = t.ngpus > 0 ? "gpu" : "cpu";
     pt_cluster cl;
     memset(&cl, 0, sizeof cl);
     char note[1024];
@@ -267,6 +298,15 @@ int main(int argc, char **argv)
     free(tasks);
     if (warn[0]) fprintf(stderr, "%s\n", warn);
     int status = 0;
+    /* --energy: the chosen plan's iteration on the time-energy frontier */
+    pt_energy_dag edag;
+    pt_energy_profile eprof;
+    pt_energy_frontier efront;
+    if (energy && plan_energy(&m, batch, &chosen, &cl.hw, pt_energy_power_model_named(power_model), 0, &edag, &eprof,
+                              &efront, &err) < 0) {
+        fprintf(stderr, "ptrain-plan: --energy: %s\n", err.text);
+        return EXIT_BAD;
+    }
     if (out == 'e') {
         if (pt_plan_export(&r.best.plan, print_env, NULL) != 0) status = EXIT_FAIL;
     } else if (out == 'j') {
@@ -299,6 +339,8 @@ int main(int argc, char **argv)
         json_object_set_new(root, "considered", json_integer(r.nconsidered));
         json_object_set_new(root, "fit", json_integer(r.nfit));
         json_object_set_new(root, "why", json_string(r.why));
+        if (energy) json_object_set_new(root, "energy", plan_energy_json(&edag, &eprof, &efront, power_model, slowdown,
+                                                                         straggler));
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
         json_decref(root);
         if (!text) {
@@ -325,6 +367,12 @@ int main(int argc, char **argv)
         pt_plan_explain(&r, &m, batch, text, need);
         fputs(text, stdout);
         free(text);
+        if (energy) plan_energy_print(stdout, &edag, &eprof, &efront, power_model, slowdown, straggler);
+    }
+    if (energy) {
+        pt_energy_frontier_free(&efront);
+        pt_energy_profile_free(&eprof);
+        pt_energy_dag_free(&edag);
     }
     if (fflush(stdout) != 0 && !status) status = EXIT_FAIL;
     return status;

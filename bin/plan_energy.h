@@ -1,0 +1,28 @@
+/* ptrain-plan --energy (bin/plan_energy.c). */
+#ifndef PTRAIN_PLAN_ENERGY_H
+#define PTRAIN_PLAN_ENERGY_H
+#include "plan/cost.h"
+#include "plan/energy.h"
+#include "plan/plan.h"
+
+#include <jansson.h>
+#include <stdio.h>
+
+/* The time at the top clock of every instruction type of plan p (type
+ * (rank * v + chunk) * 2 + bwd, seconds): forward FLOPs of its stage's
+ * blocks (and the head on the last stage) for one microbatch at the GEMM
+ * rate, the backward twice that (plus a forward under block recompute);
+ * *p2p_s the transfer of one activation between stages.  -1 with err. */
+int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw, double *type_time,
+                      double *p2p_s, pt_error *err);
+/* Build the DAG, the modelled profile and the frontier of plan p. */
+int plan_energy(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
+                const pt_energy_power_model *pm, double tau_s, pt_energy_dag *dag, pt_energy_profile *pr,
+                pt_energy_frontier *f, pt_error *err);
+/* The table (max clock, intrinsic, deadline at +slowdown, extrinsic at a
+ * straggler's iteration time, the frontier sampled) and its JSON. */
+void plan_energy_print(FILE *o, const pt_energy_dag *dag, const pt_energy_profile *pr, const pt_energy_frontier *f,
+                       const char *model_name, double slowdown, double straggler_s);
+json_t *plan_energy_json(const pt_energy_dag *dag, const pt_energy_profile *pr, const pt_energy_frontier *f,
+                         const char *model_name, double slowdown, double straggler_s);
+#endif
