@@ -394,8 +394,8 @@ int pt_bpe_load(pt_bpe **out, const char *dir)
     if (hf) {
         snprintf(path, dl + 16, "%s/vocab.json", dir);
         if (stat(path, &sb) != 0) {
-            rc = pt_fail(PT_EIO, "%s holds no GPT-2 vocabulary: expected encoder.json and vocab.bpe (GPT-2's files), or "
-                                 "vocab.json and merges.txt (Hugging Face's)", dir);
+            rc = pt_fail(PT_EIO, "%s holds no GPT-2 vocabulary: expected encoder.json and vocab.bpe (as GPT-2 ships "
+                                 "them), or vocab.json and merges.txt (as Hugging Face does)", dir);
             goto fail;
         }
     }
