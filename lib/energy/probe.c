@@ -36,7 +36,8 @@ static int probe_nvml(out *o, int *settable)
 {
     pt_nvml *n = NULL;
     if (pt_nvml_open(&n) != PT_OK) {
-        say(o, "  NVML: none (%s)\n", pt_errmsg());
+        const char *m = pt_errmsg();
+        say(o, "  NVML: none (%s)\n", strncmp(m, "NVML: ", 6) ? m : m + 6);
         return 0;
     }
     int count = 0, readable = 0;
@@ -151,9 +152,9 @@ static void probe_cpufreq(out *o, int *settable)
     char p[400], drv[64] = "?", gov[64] = "?", avail[512] = "";
     uint64_t lo = 0, hi = 0;
     snprintf(p, sizeof p, "%s/cpu%d/cpufreq/scaling_driver", root, first);
-    pt_sysfs_read(p, drv, sizeof drv);
+    if (pt_sysfs_read(p, drv, sizeof drv) != 0 || !drv[0]) snprintf(drv, sizeof drv, "?");
     snprintf(p, sizeof p, "%s/cpu%d/cpufreq/scaling_governor", root, first);
-    pt_sysfs_read(p, gov, sizeof gov);
+    if (pt_sysfs_read(p, gov, sizeof gov) != 0 || !gov[0]) snprintf(gov, sizeof gov, "?");
     snprintf(p, sizeof p, "%s/cpu%d/cpufreq/cpuinfo_min_freq", root, first);
     pt_sysfs_read_u64(p, &lo);
     snprintf(p, sizeof p, "%s/cpu%d/cpufreq/cpuinfo_max_freq", root, first);
