@@ -10,7 +10,9 @@
 #    it), a symbolic link (gnuplot wrote through it), a dangling link, a
 #    directory or a character device is refused in one line, status 2, and
 #    left as it was;
-#  - a metrics file whose name starts with '-' is a file, not an option.
+#  - a metrics file whose name starts with '-' is a file, not an option;
+#  - energy in the metrics gets a panel (joules per step, tokens per joule),
+#    null energy none.
 # The metrics are fresh random curves every run.
 . "$top_srcdir/tests/lib.sh"
 need_jq
@@ -115,6 +117,30 @@ echo old >plain.png
 (umask 022; "$plot" -o plain.png single.jsonl >/dev/null 2>&1)
 check "an existing regular file is replaced by the PNG, mode 644 under umask 022, no temporary left" \
     sh -c '[ "$(head -c 4 plain.png | od -An -c | tr -d " ")" = "211PNG" ] && [ "$(stat -c %a plain.png)" = 644 ] && ! ls -A | grep -q "^\.ptrain-plot"'
+
+# 4. energy (ptrain-run's energy_j, tok_per_j): a panel of joules per step, and
+#    tokens per joule for one file; none without them (null: not measured)
+awk -v s="$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')" 'BEGIN {
+    srand(s)
+    print "{\"type\":\"header\",\"model\":\"gpt\",\"params\":1000,\"plan\":\"dp=2\"}"
+    for (i = 1; i <= 20; i++) {
+        e = 5 + rand() * 3
+        printf "{\"type\":\"train\",\"step\":%d,\"loss\":%.4f,\"lr\":0.001,\"norm\":1,\"tok_s\":1000,\"energy_j\":%.4f,\"tok_per_j\":%.4f}\n", i, 10 - i * 0.1, e, 128 / e
+    }
+}' >energy.jsonl
+rc=0
+"$plot" -o energy.svg energy.jsonl >out 2>&1 || rc=$?
+check "metrics with energy: exit 0 ($rc), said, and the chart has joules per step and tokens per joule" \
+    sh -c "[ $rc -eq 0 ] && grep -q ', energy)\$' out && grep -q 'joules per step' energy.svg && grep -q 'tokens per joule' energy.svg"
+jq -c 'if .type == "train" then .energy_j = null | .tok_per_j = null else . end' energy.jsonl >null-energy.jsonl
+rc=0
+"$plot" -o noenergy.svg null-energy.jsonl >out 2>&1 || rc=$?
+check "metrics whose energy is null (not measured): no energy panel ($rc)" \
+    sh -c "[ $rc -eq 0 ] && ! grep -q 'energy)' out && ! grep -q 'joules per step' noenergy.svg"
+rc=0
+"$plot" -o two.svg energy.jsonl single.jsonl >out 2>&1 || rc=$?
+check "two files, one with energy: the panel has that file's curve, no tokens-per-joule axis ($rc)" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'joules per step' two.svg && ! grep -q 'tokens per joule' two.svg"
 
 # 3. a metrics file named like an option
 metrics ./-m.jsonl "dp=1" "gpt"
