@@ -82,10 +82,8 @@ bad:
                         name, v);
 }
 
-int run_energy_options(run_opts *o, int energy_given, int clock_given, pt_error *err)
+int run_energy_options(run_opts *o, pt_error *err)
 {
-    (void)energy_given;
-    (void)clock_given;
     const char *lv = getenv("PTRAIN_ENERGY");
     if (lv && *lv) {
         if (strcmp(lv, "off") && strcmp(lv, "report") && strcmp(lv, "plan") && strcmp(lv, "apply"))
@@ -552,7 +550,7 @@ run_energy *run_energy_start(const run_setup *s, const pt_pctx *ctx, pt_pipeline
         }
     }
     if (o->profile_energy) sweep_start(e);
-    if (e->plan_on || e->sweep_on || kinds) pt_pipeline_set_hook(pipe, energy_hook, e);
+    if (e->plan_on || e->sweep_on) pt_pipeline_set_hook(pipe, energy_hook, e);
     now_read(e, &e->run_e0);
     return e;
 }

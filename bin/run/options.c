@@ -227,7 +227,6 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     o->profile_steps = 2;
     o->straggler = 0.10;
     opterr = 0;
-    int energy_given = 0, clock_given = 0;
     int c, model_given = 0, batch_given = 0;
     long vl;
     float vf;
@@ -297,8 +296,8 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_RESUME: o->resume = optarg; break;
         case O_TOPOLOGY: o->topology = optarg; break;
         case O_EXPLAIN: o->explain = 1; break;
-        case O_ENERGY: o->energy = optarg; energy_given = 1; break;
-        case O_ECLOCK: o->energy_clock = optarg; clock_given = 1; break;
+        case O_ENERGY: o->energy = optarg; break;
+        case O_ECLOCK: o->energy_clock = optarg; break;
         case O_EPLAN: o->energy_plan = optarg; break;
         case O_EPROFILE: o->energy_profile = optarg; break;
         case O_PROFILE: o->profile_energy = optarg; break;
@@ -338,5 +337,5 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         return pt_errprintf(err, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
     if (o->resume && !o->resume[0]) return pt_errprintf(err, "--resume '' is not valid (valid: auto or a checkpoint directory)");
-    return run_energy_options(o, energy_given, clock_given, err);
+    return run_energy_options(o, err);
 }

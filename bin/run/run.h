@@ -185,7 +185,7 @@ int run_metrics_close(run_metrics *m);
  * --energy-plan auto), the clock ranges (PTRAIN_ENERGY_GPU_MHZ,
  * PTRAIN_ENERGY_CPU_MHZ: "MIN-MAX"), and the options' own checks.  -1
  * with one line. */
-int run_energy_options(run_opts *o, int energy_given, int clock_given, pt_error *err);
+int run_energy_options(run_opts *o, pt_error *err);
 /* Every rank, before the agreement: load --energy-plan FILE and
  * --energy-profile FILE and check them against the plan (pp, virtual
  * stages, microbatches, schedule), the node model's rates for a modelled
