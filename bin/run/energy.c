@@ -93,7 +93,8 @@ int run_energy_options(run_opts *o, pt_error *err)
     const char *level = o->energy_level ? o->energy_level : "";
     int plan_level = !strcmp(level, "plan"), apply_level = !strcmp(level, "apply");
     if (!o->energy) o->energy = !strcmp(level, "off") ? "none" : "auto";
-    if (!o->energy_plan && (plan_level || apply_level)) o->energy_plan = "auto";
+    /* the level's plan, unless this run profiles (the two exclude each other) */
+    if (!o->energy_plan && !o->profile_energy && (plan_level || apply_level)) o->energy_plan = "auto";
     if (!o->energy_clock) o->energy_clock = plan_level ? "dry" : "auto";
     unsigned kinds;
     int automatic, kind;
@@ -110,9 +111,7 @@ int run_energy_options(run_opts *o, pt_error *err)
         return pt_errprintf(err, "--profile-energy '' is not valid (valid: the profile file to write)");
     if (o->profile_energy && o->energy_plan)
         return pt_errprintf(err, "--profile-energy and --energy-plan %s exclude each other: profile in one run, then "
-                            "plan from the profile (--energy-profile FILE --energy-plan auto)%s", o->energy_plan,
-                            plan_level || apply_level ? " (PTRAIN_ENERGY asks for a plan: set --energy-plan auto "
-                                                        "only on runs that do not profile)" : "");
+                            "plan from the profile (--energy-profile FILE --energy-plan auto)", o->energy_plan);
     if (o->energy_profile && !o->energy_plan)
         return pt_errprintf(err, "--energy-profile is the profile --energy-plan plans from: give --energy-plan auto "
                             "(or FILE) too");
@@ -233,6 +232,7 @@ struct run_energy {
     double delay_s;          /* PTRAIN_ENERGY_DELAY on this rank's replica */
     /* the sweep */
     int sweep_on, nsweep, sweep_contrib; /* contrib: this rank's instructions count (it sets clocks, or none does) */
+    int sweep_real;          /* this rank's controller really sets clocks (not dry) */
     long sweep_first;
     double sweep_f[64];      /* this rank's clock at each sweep index */
     double *acc;             /* [nsweep][ntypes][ACC_K] */
@@ -303,7 +303,7 @@ static int energy_hook(void *arg, int chunk, int mb, int bwd, int after)
         double *a = &e->acc[((size_t)e->cur_idx * (size_t)e->ntypes + (size_t)type) * ACC_K];
         a[ACC_T] += t - e->ib_t;
         a[ACC_N] += 1;
-        a[ACC_F] += pt_clock_current(e->clk) > 0 ? pt_clock_current(e->clk) : e->sweep_f[e->cur_idx];
+        a[ACC_F] += e->sweep_real && pt_clock_current(e->clk) > 0 ? pt_clock_current(e->clk) : e->sweep_f[e->cur_idx];
         if (e->measuring) {
             a[ACC_E] += j - e->ib_e;
             a[ACC_NE] += 1;
@@ -437,16 +437,23 @@ static void sweep_start(run_energy *e)
         if (run_rank == 0) fprintf(stderr, "ptrain-run: warning: --profile-energy: out of memory; no profile\n");
         return;
     }
-    /* this rank's clocks, the top first, evenly apart */
+    /* this rank's clocks, the top first, evenly apart; the dry controller
+     * changes no clock, so it sweeps nothing */
+    int real = e->clk && pt_clock_kind(e->clk) != PT_CLOCK_DRY, nreal = 0;
+    MPI_Allreduce(&real, &nreal, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    if (run_rank == 0 && !nreal && e->clk)
+        fprintf(stderr, "ptrain-run: --profile-energy: the dry controller sets no clock: the profile will be the power "
+                        "model's over the times measured at the default clock\n");
     const double *f = NULL;
-    int nf = e->clk ? pt_clock_freqs(e->clk, &f) : 0;
+    int nf = real ? pt_clock_freqs(e->clk, &f) : 0;
     for (int c = 0; c < e->nsweep; c++) {
         if (!nf) e->sweep_f[c] = 0;
         else if (e->nsweep == 1) e->sweep_f[c] = f[nf - 1];
         else e->sweep_f[c] = f[(nf - 1) - (int)lround((double)c * (nf - 1) / (e->nsweep - 1))];
     }
     e->sweep_on = 1;
-    e->sweep_contrib = e->clk != NULL || e->nclocked == 0;
+    e->sweep_real = real;
+    e->sweep_contrib = real || nreal == 0;
     e->cur_idx = -1;
 }
 
@@ -570,11 +577,12 @@ void run_energy_step_begin(run_energy *e, long step)
             /* the first step at a clock settles it: counted only with one step per clock */
             if (e->s->o.profile_steps > 1 && k % e->s->o.profile_steps == 0) e->cur_idx = -1;
             int idx = (int)(k / e->s->o.profile_steps);
-            if (e->clk && e->sweep_f[idx] > 0 && pt_clock_set(e->clk, e->sweep_f[idx]) != PT_OK) {
+            if (e->sweep_real && e->sweep_f[idx] > 0 && pt_clock_set(e->clk, e->sweep_f[idx]) != PT_OK) {
                 fprintf(stderr, "ptrain-run: warning: rank %d: --profile-energy: %s; this rank stays at its current "
                         "clock\n", run_rank, pt_errmsg());
                 pt_clock_close(e->clk);
                 e->clk = NULL;
+                e->sweep_real = 0;
             }
         }
     }
@@ -683,9 +691,11 @@ static void sweep_finish(run_energy *e)
         if (idle_w > 0) pr.idle_w = idle_w;
         pr.modelled = 1;
         free(tt);
-        snprintf(meta.basis, sizeof meta.basis, "modelled: %s; times measured at %.0f MHz, the %s power model over "
+        char at[48] = "the default clock";
+        if (f0 > 0) snprintf(at, sizeof at, "%.0f MHz", f0);
+        snprintf(meta.basis, sizeof meta.basis, "modelled: %s; times measured at %s, the %s power model over "
                  "%.0f-%.0f MHz%s", nclk < 2 ? "the clocks could not be set" : "energy was not measured on every rank",
-                 f0, model, pm.f_min_mhz, pm.f_max_mhz,
+                 at, model, pm.f_min_mhz, pm.f_max_mhz,
                  energy_all && A(c0, 0, ACC_NE) > 0 ? ", calibrated to the energy measured there" : "");
     }
 #undef A

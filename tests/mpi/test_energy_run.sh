@@ -133,6 +133,15 @@ check "--profile-energy where no clock can be set: exit 0 ($rc), one line saying
     sh -c "[ $rc -eq 0 ] && [ \$(grep -c 'cannot set clocks' '$tmp/mout') -eq 1 ] &&
         jq -e '.modelled and (.basis | startswith(\"modelled: the clocks could not be set\")) and (.types | length) == 4' '$tmp/mprof.json' >/dev/null"
 
+# PTRAIN_ENERGY=plan (its dry controller) with --profile-energy: no clash with
+# the level's plan, and a dry controller sweeps nothing, so the profile is modelled
+rc=0
+PTRAIN_ENERGY=plan ptrain_mpirun -np 2 $R --steps 4 --pp 2 --micro-batches 2 --profile-energy "$tmp/dprof.json" \
+    --profile-clocks 2 --profile-steps 1 >"$tmp/dpout" 2>&1 || rc=$?
+check "PTRAIN_ENERGY=plan with --profile-energy: exit 0 ($rc), the dry controller said to sweep nothing, a modelled profile" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'the dry controller sets no clock' '$tmp/dpout' &&
+        jq -e '.modelled and (.basis | contains(\"times measured at the default clock\"))' '$tmp/dprof.json' >/dev/null"
+
 # 4. a plan file with fresh random clocks per instruction, applied by the dry controller
 jq -n --argjson seed "$seed" '
     def clk($i): [800, 1200, 1600, 2000, 2400][(($seed + $i * 7919) * 48271 % 2147483647) % 5];
