@@ -391,8 +391,9 @@ int main(int argc, char **argv)
         json_object_set_new(root, "fit", json_integer(r.nfit));
         json_object_set_new(root, "why", json_string(r.why));
         if (energy)
-            json_object_set_new(root, "energy", plan_energy_json(&edag, &eprof, &efront, profile_path ? NULL : power_model,
-                                                                 profile_path, slowdown, straggler));
+            json_object_set_new(root, "energy", plan_energy_json(&edag, &eprof, &efront,
+                                                                 profile_path ? NULL : power_model, profile_path,
+                                                                 slowdown, straggler));
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
         json_decref(root);
         if (!text) {

@@ -106,7 +106,8 @@ int run_energy_options(run_opts *o, pt_error *err)
         return pt_errprintf(err, "--energy-plan '' is not valid (valid: auto or a plan file from ptrain-plan "
                             "--energy-plan-out)");
     if (o->energy_profile && !o->energy_profile[0])
-        return pt_errprintf(err, "--energy-profile '' is not valid (valid: a profile from ptrain-run --profile-energy)");
+        return pt_errprintf(err, "--energy-profile '' is not valid (valid: a profile from ptrain-run "
+                            "--profile-energy)");
     if (o->profile_energy && !o->profile_energy[0])
         return pt_errprintf(err, "--profile-energy '' is not valid (valid: the profile file to write)");
     if (o->profile_energy && o->energy_plan)
@@ -125,7 +126,8 @@ int run_energy_setup(run_setup *s, const run_nodes *nodes, pt_error *err)
 {
     const run_opts *o = &s->o;
     const pt_plan *p = &s->plan;
-    if (parse_range("PTRAIN_ENERGY_GPU_MHZ", s->gpu_mhz, err) < 0 || parse_range("PTRAIN_ENERGY_CPU_MHZ", s->cpu_mhz, err) < 0)
+    if (parse_range("PTRAIN_ENERGY_GPU_MHZ", s->gpu_mhz, err) < 0 ||
+        parse_range("PTRAIN_ENERGY_CPU_MHZ", s->cpu_mhz, err) < 0)
         return -1;
     int v = p->virtual_stages > 0 ? p->virtual_stages : 1;
     uint64_t h = 0;
@@ -364,7 +366,8 @@ static void share_counters(run_energy *e)
 static pt_energy_power_model agreed_model(run_energy *e, const char **name)
 {
     int gpu = pt_clock_kind(e->clk) == PT_CLOCK_NVML, any_gpu = 0;
-    for (int i = 0; i < pt_meter_ncounters(e->meter); i++) gpu |= pt_meter_counter_at(e->meter, i)->kind == PT_METER_NVML;
+    for (int i = 0; i < pt_meter_ncounters(e->meter); i++)
+        gpu |= pt_meter_counter_at(e->meter, i)->kind == PT_METER_NVML;
     MPI_Allreduce(&gpu, &any_gpu, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     *name = any_gpu ? "gpu" : "cpu";
     pt_energy_power_model pm = *pt_energy_power_model_named(*name);
@@ -678,7 +681,8 @@ static void sweep_finish(run_energy *e)
         double f0 = A(c0, 0, ACC_N) > 0 ? A(c0, 0, ACC_F) / A(c0, 0, ACC_N) : 0;
         if (f0 > pm.f_min_mhz) pm.f_max_mhz = f0;
         if (!tt) rc = PT_ENOMEM;
-        for (int t = 0; t < nt && !rc; t++) tt[t] = A(c0, t, ACC_N) > 0 ? fmax(A(c0, t, ACC_T) / A(c0, t, ACC_N), 1e-9) : 1e-6;
+        for (int t = 0; t < nt && !rc; t++)
+            tt[t] = A(c0, t, ACC_N) > 0 ? fmax(A(c0, t, ACC_T) / A(c0, t, ACC_N), 1e-9) : 1e-6;
         pt_error err;
         if (!rc && pt_energy_profile_model(&pm, nt, tt, &pr, &err) < 0) rc = pt_fail(PT_EINVAL, "%s", err.text);
         /* calibrated to the energy measured at the top clock */
@@ -767,8 +771,8 @@ static void straggler_step(run_energy *e, const step_rec *all)
             e->moves++;
             if (run_rank == 0) {
                 int k = e->rep_point[s == 0 ? 1 : 0];
-                printf("energy: dp replica %d is a straggler (schedule %.1f ms, %+.0f%% against the others' median pace): the "
-                       "others move to the frontier point at its pace (planned %.3f ms, %.3f J per pipeline "
+                printf("energy: dp replica %d is a straggler (schedule %.1f ms, %+.0f%% against the others' median "
+                       "pace): the others move to the frontier point at its pace (planned %.3f ms, %.3f J per pipeline "
                        "iteration)\n", s, T[s] * 1e3, 100 * (r[s] / med - 1),
                        k == BASE_POINT ? e->base_time * 1e3 : e->fr.p[k].time_s * 1e3,
                        k == BASE_POINT ? e->base_energy : e->fr.p[k].energy_j);

@@ -59,7 +59,8 @@ typedef struct run_opts {
     const char *energy_profile;    /* --energy-profile FILE: the profile --energy-plan auto plans from */
     const char *profile_energy;    /* --profile-energy FILE: sweep the clocks, write the profile */
     long profile_clocks, profile_steps; /* the sweep: clocks, steps at each */
-    double straggler;              /* --energy-straggler PCT / 100: a dp replica this much slower is a straggler; 0 = off */
+    double straggler;              /* --energy-straggler PCT / 100: a dp replica this much slower is a
+                                    * straggler; 0 = off */
     const char *energy_level;      /* PTRAIN_ENERGY: off, report, plan, apply (NULL: not set) */
 } run_opts;
 

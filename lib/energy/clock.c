@@ -188,7 +188,10 @@ static int cf_write_all(pt_clock *c, const char *attr, const unsigned long long 
     return PT_OK;
 }
 
-static const char *cf_attr(const pt_clock *c) { return c->method == CF_SETSPEED ? "scaling_setspeed" : "scaling_max_freq"; }
+static const char *cf_attr(const pt_clock *c)
+{
+    return c->method == CF_SETSPEED ? "scaling_setspeed" : "scaling_max_freq";
+}
 
 static int cf_open(pt_clock *c, const int *cpus, int ncpus, double lo, double hi)
 {
@@ -366,7 +369,8 @@ void pt_clock_describe(const pt_clock *c, char *buf, size_t len)
     }
     const char *how = "";
     if (c->kind == PT_CLOCK_NVML) how = c->how == PT_NVML_APPLICATION ? " (application clocks)" : " (locked clocks)";
-    else if (c->kind == PT_CLOCK_CPUFREQ) how = c->method == CF_SETSPEED ? " (scaling_setspeed)" : " (scaling_max_freq)";
+    else if (c->kind == PT_CLOCK_CPUFREQ)
+        how = c->method == CF_SETSPEED ? " (scaling_setspeed)" : " (scaling_max_freq)";
     snprintf(buf, len, "%s %s%s, %d clock%s %.0f-%.0f MHz",
              c->kind == PT_CLOCK_NVML ? "nvml" : c->kind == PT_CLOCK_CPUFREQ ? "cpufreq" : "dry", c->what, how, c->nf,
              c->nf == 1 ? "" : "s", c->f[0], c->f[c->nf - 1]);

@@ -166,7 +166,9 @@ static void probe_cpufreq(out *o, int *settable)
     say(o, "    scaling_setspeed: %s; scaling_max_freq: %s\n",
         sets ? "writable by this user (userspace governor)"
              : !strcmp(gov, "userspace") ? "not writable by this user" : "not used (the governor is not userspace)",
-        maxs == with ? "writable by this user" : maxs ? "writable on some CPUs" : "not writable by this user (root only)");
+        maxs == with ? "writable by this user"
+        : maxs       ? "writable on some CPUs"
+                     : "not writable by this user (root only)");
     if (sets || maxs) (*settable)++;
 }
 

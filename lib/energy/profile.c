@@ -168,7 +168,8 @@ int pt_energy_profile_load(const char *path, pt_energy_profile *pr, pt_energy_me
     int nt = 2 * meta->pp * meta->v;
     if (!json_is_array(types) || (int)json_array_size(types) != nt) {
         rc = pt_fail(PT_EFORMAT, "%s %s: \"types\" must list %d instruction types (2 x pp %d x virtual_stages %d), it "
-                     "has %d", what, path, nt, meta->pp, meta->v, json_is_array(types) ? (int)json_array_size(types) : 0);
+                     "has %d", what, path, nt, meta->pp, meta->v,
+                     json_is_array(types) ? (int)json_array_size(types) : 0);
         goto out;
     }
     pr->ntypes = nt;
