@@ -18,7 +18,10 @@
 #  - a dp replica made slow (PTRAIN_ENERGY_DELAY) is named a straggler and
 #    the other replica moves to a slower frontier point;
 #  - ranks with different energy options stop at the agreement; bad
-#    values in one line, status 2.
+#    values in one line, status 2;
+#  - on this machine's own /sys and NVML: --energy auto measures exactly
+#    when ptrain-topo --energy says it can (real joules there; skipped,
+#    with the reason, where nothing is readable).
 . "$top_srcdir/tests/lib.sh"
 need_run
 need_mpirun
@@ -237,4 +240,32 @@ unset PTRAIN_ENERGY
 export PTRAIN_ENERGY_CPU_MHZ=fast
 bad "PTRAIN_ENERGY_CPU_MHZ=fast" "PTRAIN_ENERGY_CPU_MHZ='fast' is not a clock range"
 unset PTRAIN_ENERGY_CPU_MHZ
+
+# 8. this machine's own /sys and NVML (no fake tree): ptrain-run --energy auto
+# measures exactly when ptrain-topo --energy says it can, and then every step
+# has real joules; where nothing is readable here the joules are skipped, with
+# ptrain-topo's reason
+unset PTRAIN_SYSFS_ROOT PTRAIN_NVML_LIBRARY
+rc=0
+"$top_builddir/ptrain-topo" --energy >"$tmp/topo" 2>&1 || rc=$?
+auto=$(sed -n 's/^  ptrain-run --energy auto: \([^;]*\);.*/\1/p' "$tmp/topo")
+check "ptrain-topo --energy here: exit 0 ($rc), it says what --energy auto measures ($auto)" [ "$rc" -eq 0 -a -n "$auto" ]
+# NVML is used for the rank's GPU only: name one where the probe found NVML and nothing names one
+case "$auto" in nvml*) [ -n "${CUDA_VISIBLE_DEVICES:-}${PTRAIN_ENERGY_GPU:-}" ] || export PTRAIN_ENERGY_GPU=0 ;; esac
+rc=0
+ptrain_mpirun -np 1 $R --steps 3 --energy auto --metrics "$tmp/real.jsonl" >"$tmp/rout" 2>&1 || rc=$?
+case "$auto" in
+none*)
+    check "nothing measurable here: exit 0 ($rc), the joules are null" \
+        sh -c "[ $rc -eq 0 ] && jq -e -s 'all(.[] | select(.type == \"train\" or .type == \"done\"); .energy_j == null)' '$tmp/real.jsonl' >/dev/null"
+    ok "# SKIP no real joules on this machine: $(grep -E '^  (NVML|RAPL):' "$tmp/topo" | sed 's/^  //' | tr '\n' ' ')"
+    ;;
+*)
+    check "measurable here ($auto): exit 0 ($rc), every step has joules > 0 from the source ptrain-topo names" \
+        sh -c "[ $rc -eq 0 ] && jq -e -s --arg a '$auto' '(.[0].energy_source // \"none\") as \$s
+            | ((\$a | contains(\"rapl\")) == (\$s | contains(\"rapl\"))) and ((\$a | contains(\"nvml\")) == (\$s | contains(\"nvml\")))
+            and ([.[] | select(.type == \"train\")] | length == 3 and all(.[]; .energy_j > 0))' '$tmp/real.jsonl' >/dev/null"
+    diag "measured here: $(jq -r -s '(.[0].energy_source) + ": " + ([.[] | select(.type == "train") | .energy_j | tostring] | join(", ")) + " J per step"' "$tmp/real.jsonl")"
+    ;;
+esac
 done_testing
