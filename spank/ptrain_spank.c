@@ -967,8 +967,10 @@ static int energy_task_env(spank_t sp)
 }
 
 /* slurmstepd (root), each task: under apply, lift the application-clock
- * restriction of the task's own GPU (its binding's: bind = auto and a GPU
- * per task) so that its process may set that GPU's clocks.  Failures are
+ * restriction of the task's own GPU (its binding's: bind = auto, a GPU per
+ * task, and no GPU chosen by the user or Slurm: no CUDA_VISIBLE_DEVICES,
+ * SLURM_STEP_GPUS or SLURM_JOB_GPUS in the step) so that its process may set
+ * that GPU's clocks.  Failures are
  * one line in the log; the task runs on (ptrain-run says it cannot set
  * clocks and runs at the default ones). */
 PT_EXPORT int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
@@ -980,6 +982,17 @@ PT_EXPORT int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 || local >= MAX_LOCAL) return 0;
     pt_error err;
     pt_spank_binding b;
+    /* a GPU the user or Slurm's gres chose is left to the task by bind_task,
+     * so the binding's GPU may not be the task's (another job's, even): lift
+     * nothing then, the binding's index and theirs are not comparable */
+    char cvd[256];
+    static const char *const chosen[] = {"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"};
+    for (size_t i = 0; i < sizeof chosen / sizeof *chosen; i++)
+        if (job_getenv(sp, chosen[i], cvd, sizeof cvd)) {
+            slurm_info("ptrain: --ptrain-energy=apply: task %d: its GPU was chosen outside ptrain (%s=%s), not by "
+                       "ptrain's binding: GPU clocks stay restricted", local, chosen[i], cvd);
+            return 0;
+        }
     if (plan_state != PLAN_READY || conf.bind != PT_SPANK_BIND_AUTO || node_topo_state <= 0 ||
         pt_spank_bind_compute(&node_topo, NULL, NULL, local, local_tasks, &b, &err) < 0 || b.gpu < 0 ||
         b.gpu >= node_topo.ngpus) {

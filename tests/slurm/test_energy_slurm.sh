@@ -5,8 +5,10 @@
 # here): with energy=apply allowed, each task gets PTRAIN_ENERGY and the
 # allowed clock range, its own GPU's application-clock restriction is
 # lifted while it runs (the other GPUs' never) and put back, with the
-# clocks reset, when it exits; a level beyond the cluster's, or not a
-# level, is refused before anything is allocated.
+# clocks reset, when it exits; a GPU the user or Slurm chose
+# (CUDA_VISIBLE_DEVICES) is not the binding's, and nothing is lifted; a
+# level beyond the cluster's, or not a level, is refused before anything is
+# allocated.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm/slurm_lib.sh"
 fake="$top_builddir/tests/energy/.libs/fake_nvml.so"
@@ -41,6 +43,16 @@ check "the plugin lifted GPUs 0 and 1, then reset their clocks and restricted th
     [ "$log" = "reset_app 0;reset_app 1;reset_locked 0;reset_locked 1;restriction 0 0;restriction 0 1;restriction 1 0;restriction 1 1;" ]
 check "after the step every GPU is restricted" \
     sh -c "for g in 0 1; do [ \"\$(cat '$nv/restricted.'\$g)\" = 1 ] || exit 1; done; [ ! -e '$nv/restricted.2' ]"
+rm -f "$nv/log"
+# a GPU chosen by the user or by Slurm's gres (CUDA_VISIBLE_DEVICES in the
+# step): the binding leaves it, so the binding's GPU is not the task's and
+# its restriction must stay (another job's GPU, perhaps)
+rc=0
+CUDA_VISIBLE_DEVICES=3 timeout 120 srun -N1 -n2 --ptrain-mode=1d --ptrain-energy=apply "$SLURM_TEST_DIR/etask.sh" \
+    >"$SLURM_TEST_DIR/o5" 2>&1 || rc=$?
+log=$(grep -v '^init$\|^shutdown$' "$nv/log" 2>/dev/null | sort | tr '\n' ';')
+check "CUDA_VISIBLE_DEVICES=3 given: exit 0 ($rc), the tasks keep GPU 3, restricted, and no GPU's restriction is touched ($log)" \
+    sh -c "[ $rc -eq 0 ] && [ \$(grep -c '^TASK .* E=apply .* CVD=3 R=1' '$SLURM_TEST_DIR/o5') -eq 2 ] && [ -z '$log' ]"
 rm -f "$nv/log"
 rc=0
 timeout 120 srun -N1 -n2 --ptrain-mode=1d --ptrain-energy=report "$SLURM_TEST_DIR/etask.sh" >"$SLURM_TEST_DIR/o2" 2>&1 || rc=$?
