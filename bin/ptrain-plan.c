@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 #include "core/core.h"
+#include "core/file.h"
 #include "plan/cost.h"
 #include "plan_energy.h"
 #include "plan/plan.h"
@@ -54,6 +55,11 @@ static void usage(FILE *f)
             "  --energy-slowdown PCT  also the least-energy point within PCT %% of the max-clock time\n"
             "  --energy-straggler MS  also the point at a straggler's iteration time (extrinsic)\n"
             "  --power-model gpu|cpu  the modelled device (default: gpu when the node has GPUs)\n"
+            "  --energy-profile FILE  a profile measured by ptrain-run --profile-energy instead of\n"
+            "                      the power model\n"
+            "  --energy-plan-out FILE  write the intrinsic point's (with --energy-slowdown: the\n"
+            "                      deadline point's) clock of every instruction, for\n"
+            "                      ptrain-run --energy-plan FILE\n"
             "  --json              the result as JSON\n"
             "  --env               the PTRAIN_* lines the plugin would inject\n"
             "  --help, --version   this text; the version\n"
@@ -149,11 +155,12 @@ int main(int argc, char **argv)
         {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},            {"energy", no_argument, 0, 'E'},
         {"energy-slowdown", required_argument, 0, 'L'}, {"energy-straggler", required_argument, 0, 'K'},
-        {"power-model", required_argument, 0, 'P'},   {0, 0, 0, 0}};
+        {"power-model", required_argument, 0, 'P'},   {"energy-profile", required_argument, 0, 'R'},
+        {"energy-plan-out", required_argument, 0, 'O'}, {0, 0, 0, 0}};
     const char *topology = NULL, *model = "gpt2-124M";
     int nodes = 1, tpn = 0, batch = 512, out = 0, c, zero_given = 0, sched_given = 0, energy = 0;
     double slowdown = 0, straggler = 0;
-    const char *power_model = NULL;
+    const char *power_model = NULL, *profile_path = NULL, *plan_out = NULL;
     pt_topo_hw_override ov = {0, 0, 0};
     pt_plan req;
     pt_plan_default(&req);
@@ -229,6 +236,8 @@ int main(int argc, char **argv)
             power_model = optarg;
             energy = 1;
             break;
+        case 'R': profile_path = optarg; energy = 1; break;
+        case 'O': plan_out = optarg; energy = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("ptrain-plan (ptrain) %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -239,6 +248,25 @@ int main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "ptrain-plan: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return EXIT_BAD;
+    }
+    if (profile_path && power_model) {
+        fprintf(stderr, "ptrain-plan: --power-model and --energy-profile exclude each other (the profile holds "
+                        "measured clocks, times and energy)\n");
+        return EXIT_BAD;
+    }
+    /* a measured profile, and the plan file's name, checked before planning */
+    pt_energy_profile measured;
+    pt_energy_meta pmeta;
+    memset(&measured, 0, sizeof measured);
+    memset(&pmeta, 0, sizeof pmeta);
+    if (profile_path && pt_energy_profile_load(profile_path, &measured, &pmeta) != PT_OK) {
+        fprintf(stderr, "ptrain-plan: --energy-profile: %s\n", pt_errmsg());
+        return EXIT_BAD;
+    }
+    if (plan_out && pt_output_check(plan_out) != PT_OK) {
+        fprintf(stderr, "ptrain-plan: --energy-plan-out: %s\n", pt_errmsg());
+        pt_energy_profile_free(&measured);
         return EXIT_BAD;
     }
     pt_model_shape m;
@@ -302,10 +330,33 @@ int main(int argc, char **argv)
     pt_energy_dag edag;
     pt_energy_profile eprof;
     pt_energy_frontier efront;
-    if (energy && plan_energy(&m, batch, &chosen, &cl.hw, pt_energy_power_model_named(power_model), 0, &edag, &eprof,
-                              &efront, &err) < 0) {
+    char esource[600];
+    if (profile_path) snprintf(esource, sizeof esource, "profile %.500s", profile_path);
+    else snprintf(esource, sizeof esource, "%s power model", power_model);
+    int erc = energy ? plan_energy(&m, batch, &chosen, &cl.hw, pt_energy_power_model_named(power_model),
+                                   profile_path ? &measured : NULL, &pmeta, 0, &edag, &eprof, &efront, &err) : 0;
+    pt_energy_profile_free(&measured);
+    if (erc < 0) {
         fprintf(stderr, "ptrain-plan: --energy: %s\n", err.text);
         return EXIT_BAD;
+    }
+    if (plan_out) {
+        /* the chosen point's clocks, for ptrain-run --energy-plan FILE */
+        char point[48];
+        int k = plan_energy_pick(&efront, slowdown, point, sizeof point);
+        pt_energy_meta meta;
+        memset(&meta, 0, sizeof meta);
+        snprintf(meta.device, sizeof meta.device, "%s", profile_path ? pmeta.device : power_model);
+        if (profile_path) snprintf(meta.basis, sizeof meta.basis, "profile %.200s", profile_path);
+        else snprintf(meta.basis, sizeof meta.basis, "modelled: %s power model and the cost model", power_model);
+        pt_plan_summary(&chosen, meta.plan, sizeof meta.plan);
+        if (k < 0 || pt_energy_plan_save(plan_out, &edag, &eprof, &efront.p[k], &efront, point, &meta) != PT_OK) {
+            fprintf(stderr, "ptrain-plan: --energy-plan-out: %s\n", k < 0 ? "no frontier point" : pt_errmsg());
+            status = EXIT_FAIL;
+        } else {
+            fprintf(stderr, "ptrain-plan: wrote the %s point's clocks of %d instructions to %s\n", point, edag.n,
+                    plan_out);
+        }
     }
     if (out == 'e') {
         if (pt_plan_export(&r.best.plan, print_env, NULL) != 0) status = EXIT_FAIL;
@@ -339,8 +390,10 @@ int main(int argc, char **argv)
         json_object_set_new(root, "considered", json_integer(r.nconsidered));
         json_object_set_new(root, "fit", json_integer(r.nfit));
         json_object_set_new(root, "why", json_string(r.why));
-        if (energy) json_object_set_new(root, "energy", plan_energy_json(&edag, &eprof, &efront, power_model, slowdown,
-                                                                         straggler));
+        if (energy)
+            json_object_set_new(root, "energy", plan_energy_json(&edag, &eprof, &efront,
+                                                                 profile_path ? NULL : power_model, profile_path,
+                                                                 slowdown, straggler));
         char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(6));
         json_decref(root);
         if (!text) {
@@ -367,7 +420,7 @@ int main(int argc, char **argv)
         pt_plan_explain(&r, &m, batch, text, need);
         fputs(text, stdout);
         free(text);
-        if (energy) plan_energy_print(stdout, &edag, &eprof, &efront, power_model, slowdown, straggler);
+        if (energy) plan_energy_print(stdout, &edag, &eprof, &efront, esource, slowdown, straggler);
     }
     if (energy) {
         pt_energy_frontier_free(&efront);

@@ -26,7 +26,13 @@
  *       included) plus RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  *       MASTER_ADDR, MASTER_PORT; bind the task mpibind-style (bind=auto:
  *       GPU, CPU set, HCA); global rank 0's task prints the warnings, the
- *       plan (--ptrain-verbose) and the explanation (--ptrain-explain).
+ *       plan (--ptrain-verbose) and the explanation (--ptrain-explain);
+ *       --ptrain-energy=off|report|plan|apply (within ptrain.conf's
+ *       `energy`): PTRAIN_ENERGY and the allowed clock ranges for
+ *       ptrain-run; under apply, task_post_fork (slurmstepd, root) lifts
+ *       NVML's application-clock restriction of the task's own GPU (NVML is
+ *       dlopen'ed, never linked) and task_exit resets its clocks and puts
+ *       the restriction back.
  *
  * Nothing here may crash slurmstepd: every failure is a slurm_error() line
  * and a -1 return.  Only the slurm_spank_* entry points and the plugin
@@ -82,6 +88,16 @@ static int opt_verbose;
 static char opt_model[64];      /* --ptrain-model text, "" = not given */
 static int opt_batch;           /* --ptrain-batch, 0 = not given */
 static int opt_explain;         /* --ptrain-explain */
+
+/* --ptrain-energy (ptrain_spank(8), ENERGY): the level asked for, -1 none;
+ * under apply, each local task's GPU whose application-clock restriction
+ * this slurmstepd lifted (restored at the task's exit). */
+static int opt_energy = -1;
+static int req_energy = -1;       /* option > PTRAIN_ENERGY, within conf.energy */
+static int energy_state;          /* 0 not resolved, 1 resolved, -1 refused (energy_err) */
+static pt_error energy_err;
+#define MAX_LOCAL 1024
+static struct { char busid[32]; int was, lifted; } energy_gpu[MAX_LOCAL];
 
 /* What the plan is made for when neither option nor variable says: the
  * defaults of ptrain-run's --model and --batch. */
@@ -235,6 +251,18 @@ static int cb_explain(int val, const char *optarg, int remote)
     (void)optarg;
     (void)remote;
     opt_explain = 1;
+    return 0;
+}
+
+static int cb_energy(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    pt_error err;
+    if (pt_spank_parse_energy_opt(&conf, "--ptrain-energy", optarg, &opt_energy, &err) < 0) {
+        slurm_error("%s", err.text);
+        return -1;
+    }
     return 0;
 }
 
@@ -501,7 +529,25 @@ static struct spank_option options[] = {
      "(once, from rank 0's task).", 0, 0, cb_explain},
     {"ptrain-verbose", NULL, "ptrain: print the chosen plan (from rank 0's task).", 0, 0,
      cb_verbose},
+    {"ptrain-energy", "off|report|plan|apply",
+     "ptrain: energy: report (measure joules per step), plan (also plan each pipeline "
+     "instruction's clock), apply (also set them: the task may set its own GPU's clocks); "
+     "injected as PTRAIN_ENERGY, at most the cluster's energy level. Default: $PTRAIN_ENERGY.",
+     1, 0, cb_energy},
 };
+
+/* The energy level of the request: --ptrain-energy, else PTRAIN_ENERGY,
+ * within conf.energy; -1 when neither asks.  0 or -1 with one line. */
+static int resolve_energy(env_get_fn get, void *arg, int *level, pt_error *err)
+{
+    char buf[64];
+    *level = opt_energy;
+    if (*level >= 0) return 0;
+    int g = get_var(get, arg, "PTRAIN_ENERGY", buf, sizeof buf, err);
+    if (g < 0) return -1;
+    if (g && pt_spank_parse_energy_opt(&conf, "PTRAIN_ENERGY", buf, level, err) < 0) return -1;
+    return 0;
+}
 
 /* ---- entry points ------------------------------------------------------- */
 static int pmix_fence_ring(spank_t sp);
@@ -542,7 +588,8 @@ PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
     pt_plan req;
     pt_error err;
-    if (resolve_request(local_getenv, NULL, &req, &err) < 0) {
+    int level;
+    if (resolve_request(local_getenv, NULL, &req, &err) < 0 || resolve_energy(local_getenv, NULL, &level, &err) < 0) {
         slurm_error("%s", err.text);
         return -1;
     }
@@ -877,6 +924,112 @@ out:
     return rc;
 }
 
+/* ---- energy (--ptrain-energy) ----------------------------------------- */
+/* The step's energy level, once per slurmstepd: -1 with energy_err when
+ * the request is refused; req_energy -1 when none is asked or the step
+ * runs no tasks of ours (the batch script's step, MPI daemons). */
+static int energy_resolve_remote(spank_t sp)
+{
+    if (energy_state) return energy_state < 0 ? -1 : 0;
+    energy_state = 1;
+    req_energy = -1;
+    uint32_t step_id = 0;
+    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS || step_id == PT_STEP_BATCH ||
+        step_id == PT_STEP_EXTERN || step_id == PT_STEP_INTERACTIVE || is_mpi_daemon(sp))
+        return 0;
+    if (resolve_energy(job_getenv_cb, sp, &req_energy, &energy_err) < 0) {
+        energy_state = -1;
+        req_energy = -1;
+        return -1;
+    }
+    return 0;
+}
+
+/* In the task: PTRAIN_ENERGY and the allowed clock ranges for ptrain-run. */
+static int energy_task_env(spank_t sp)
+{
+    if (energy_resolve_remote(sp) < 0) {
+        slurm_error("%s", energy_err.text);
+        return -1;
+    }
+    if (req_energy < 0) return 0;
+    char r[64];
+    if (set_task_env("PTRAIN_ENERGY", pt_spank_energy_name(req_energy), sp) != 0) return -1;
+    if (conf.gpu_clock_mhz[1] > 0) {
+        snprintf(r, sizeof r, "%g-%g", conf.gpu_clock_mhz[0], conf.gpu_clock_mhz[1]);
+        if (set_task_env("PTRAIN_ENERGY_GPU_MHZ", r, sp) != 0) return -1;
+    }
+    if (conf.cpu_clock_mhz[1] > 0) {
+        snprintf(r, sizeof r, "%g-%g", conf.cpu_clock_mhz[0], conf.cpu_clock_mhz[1]);
+        if (set_task_env("PTRAIN_ENERGY_CPU_MHZ", r, sp) != 0) return -1;
+    }
+    return 0;
+}
+
+/* slurmstepd (root), each task: under apply, lift the application-clock
+ * restriction of the task's own GPU (its binding's: bind = auto, a GPU per
+ * task, and no GPU chosen by the user or Slurm: no CUDA_VISIBLE_DEVICES,
+ * SLURM_STEP_GPUS or SLURM_JOB_GPUS in the step) so that its process may set
+ * that GPU's clocks.  Failures are
+ * one line in the log; the task runs on (ptrain-run says it cannot set
+ * clocks and runs at the default ones). */
+PT_EXPORT int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) || energy_resolve_remote(sp) < 0 || req_energy != PT_SPANK_ENERGY_APPLY) return 0;
+    int local = -1;
+    if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 || local >= MAX_LOCAL) return 0;
+    pt_error err;
+    pt_spank_binding b;
+    /* a GPU the user or Slurm's gres chose is left to the task by bind_task,
+     * so the binding's GPU may not be the task's (another job's, even): lift
+     * nothing then, the binding's index and theirs are not comparable */
+    char cvd[256];
+    static const char *const chosen[] = {"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"};
+    for (size_t i = 0; i < sizeof chosen / sizeof *chosen; i++)
+        if (job_getenv(sp, chosen[i], cvd, sizeof cvd)) {
+            slurm_info("ptrain: --ptrain-energy=apply: task %d: its GPU was chosen outside ptrain (%s=%s), not by "
+                       "ptrain's binding: GPU clocks stay restricted", local, chosen[i], cvd);
+            return 0;
+        }
+    if (plan_state != PLAN_READY || conf.bind != PT_SPANK_BIND_AUTO || node_topo_state <= 0 ||
+        pt_spank_bind_compute(&node_topo, NULL, NULL, local, local_tasks, &b, &err) < 0 || b.gpu < 0 ||
+        b.gpu >= node_topo.ngpus) {
+        slurm_info("ptrain: --ptrain-energy=apply: task %d has no GPU of its own (it needs a ptrain plan, bind = auto "
+                   "and a GPU per task): GPU clocks stay restricted", local);
+        return 0;
+    }
+    snprintf(energy_gpu[local].busid, sizeof energy_gpu[local].busid, "%s", node_topo.gpu[b.gpu].pci.busid);
+    if (pt_spank_nvml_unrestrict(energy_gpu[local].busid, &energy_gpu[local].was, &err) < 0) {
+        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s; it runs at the default clocks", local, err.text);
+        return 0;
+    }
+    energy_gpu[local].lifted = 1;
+    slurm_info("ptrain: --ptrain-energy=apply: task %d may set the clocks of its GPU %s%s", local,
+               energy_gpu[local].busid, energy_gpu[local].was ? "" : " (already unrestricted)");
+    return 0;
+}
+
+/* Put back what task_post_fork changed for local task i. */
+static void energy_restore(int i)
+{
+    if (i < 0 || i >= MAX_LOCAL || !energy_gpu[i].lifted) return;
+    pt_error err;
+    energy_gpu[i].lifted = 0;
+    if (pt_spank_nvml_restore(energy_gpu[i].busid, energy_gpu[i].was, &err) < 0)
+        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s", i, err.text);
+}
+
+PT_EXPORT int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    int local = -1;
+    if (spank_remote(sp) && spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS) energy_restore(local);
+    return 0;
+}
+
 PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
 {
     (void)ac;
@@ -886,6 +1039,7 @@ PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
         slurm_error("%s", plan_err.text);
         return -1;
     }
+    if (energy_task_env(sp) != 0) return -1;
     if (plan_state != PLAN_READY) return 0;
     int local = -1;
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 ||
@@ -947,6 +1101,7 @@ PT_EXPORT int slurm_spank_exit(spank_t sp, int ac, char **av)
     (void)sp;
     (void)ac;
     (void)av;
+    for (int i = 0; i < MAX_LOCAL; i++) energy_restore(i); /* a task whose exit was not seen */
     if (node_topo_state > 0) pt_topo_free(&node_topo);
     memset(&node_topo, 0, sizeof node_topo);
     node_topo_state = 0;

@@ -3,6 +3,7 @@
 #include "core/core.h"
 #include "core/file.h"
 #include "plan/cost.h"
+#include "energy/nvml.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -130,6 +131,9 @@ void pt_spank_conf_default(pt_spank_conf *c)
     c->inter_node_lat_us = 0;
     c->gemm_gflops = 0;
     c->bind = PT_SPANK_BIND_AUTO;
+    c->energy = PT_SPANK_ENERGY_PLAN;
+    c->gpu_clock_mhz[0] = c->gpu_clock_mhz[1] = 0;
+    c->cpu_clock_mhz[0] = c->cpu_clock_mhz[1] = 0;
 }
 
 const char *pt_spank_bind_name(int b) { return b == PT_SPANK_BIND_NONE ? "none" : "auto"; }
@@ -270,6 +274,14 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
         return -1;
     if (c->bind != PT_SPANK_BIND_NONE && c->bind != PT_SPANK_BIND_AUTO)
         return pt_errprintf(err, "invalid bind %d (valid: none, auto)", c->bind);
+    if (c->energy < PT_SPANK_ENERGY_OFF || c->energy > PT_SPANK_ENERGY_APPLY)
+        return pt_errprintf(err, "invalid energy %d (valid: off, report, plan, apply)", c->energy);
+    for (int k = 0; k < 2; k++) {
+        const double *r = k ? c->cpu_clock_mhz : c->gpu_clock_mhz;
+        if (!(r[0] == 0 && r[1] == 0) && !(r[0] > 0 && r[1] >= r[0] && r[1] <= 1e6))
+            return pt_errprintf(err, "invalid %s [%g, %g] (valid: [min, max] MHz with 0 < min <= max <= 1e6)",
+                                k ? "cpu_clock_mhz" : "gpu_clock_mhz", r[0], r[1]);
+    }
     if (memchr(c->topology, '\0', sizeof c->topology) == NULL)
         return pt_errprintf(err, "topology path is not terminated");
     if (c->master_port_base < 1024 || c->master_port_base > 65535)
@@ -490,11 +502,35 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
                 mask |= 1u << mode;
             }
             tmp.allowed_modes = mask;
+        } else if (strcmp(name, "energy") == 0) {
+            pt_error inner;
+            const char *v = type == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+            if (!v || pt_spank_parse_energy_opt(NULL, "energy", v, &tmp.energy, &inner) < 0) {
+                pt_errprintf(err, "%s:%d: energy must be one of \"off\", \"report\", \"plan\", \"apply\" (the "
+                             "highest --ptrain-energy users may ask for)", path, line);
+                goto out;
+            }
+        } else if (strcmp(name, "gpu_clock_mhz") == 0 || strcmp(name, "cpu_clock_mhz") == 0) {
+            double *r = name[0] == 'g' ? tmp.gpu_clock_mhz : tmp.cpu_clock_mhz;
+            int ok = (type == CONFIG_TYPE_ARRAY || type == CONFIG_TYPE_LIST) && config_setting_length(s) == 2;
+            for (int j = 0; ok && j < 2; j++) {
+                config_setting_t *e = config_setting_get_elem(s, (unsigned)j);
+                int t = config_setting_type(e);
+                if (t == CONFIG_TYPE_FLOAT) r[j] = config_setting_get_float(e);
+                else if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) r[j] = (double)config_setting_get_int64(e);
+                else ok = 0;
+            }
+            if (!ok || !(r[0] > 0 && r[1] >= r[0] && r[1] <= 1e6)) {
+                pt_errprintf(err, "%s:%d: %s must be [min, max], MHz with 0 < min <= max <= 1e6 (the clocks energy "
+                             "plans may use)", path, line, name);
+                goto out;
+            }
         } else {
             pt_errprintf(err, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
                       "allowed_modes, master_port_base, master_port_count, max_pp, default_zero, "
                       "max_zero, default_schedule, allowed_schedules, default_recompute, topology, "
-                      "inter_node_gbps, inter_node_lat_us, gemm_gflops, bind)", path, line, name);
+                      "inter_node_gbps, inter_node_lat_us, gemm_gflops, bind, energy, gpu_clock_mhz, "
+                      "cpu_clock_mhz)", path, line, name);
             goto out;
         }
     }
@@ -519,7 +555,7 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
                          "config, default_mode, max_tp, master_port_base, master_port_count, "
                          "max_pp, default_zero, max_zero, default_schedule, allowed_schedules, "
                          "default_recompute, topology, inter_node_gbps, inter_node_lat_us, gemm_gflops, "
-                         "bind)", arg);
+                         "bind, energy, gpu_clock_mhz, cpu_clock_mhz)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
     pt_spank_conf tmp = *c;
@@ -578,12 +614,18 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
             q++;
         }
         tmp.allowed_schedules = mask;
+    } else if (KEY("energy")) {
+        if (pt_spank_parse_energy_opt(NULL, "plugstack energy", v, &tmp.energy, err) < 0) return -1;
+    } else if (KEY("gpu_clock_mhz") || KEY("cpu_clock_mhz")) {
+        if (pt_spank_parse_clock_range(arg[0] == 'g' ? "plugstack gpu_clock_mhz" : "plugstack cpu_clock_mhz", v,
+                                       arg[0] == 'g' ? tmp.gpu_clock_mhz : tmp.cpu_clock_mhz, err) < 0)
+            return -1;
     } else {
         return pt_errprintf(err, "unknown plugstack argument '%s' (valid keys: config, "
                          "default_mode, max_tp, master_port_base, master_port_count, max_pp, "
                          "default_zero, max_zero, default_schedule, allowed_schedules, "
                          "default_recompute, topology, inter_node_gbps, inter_node_lat_us, gemm_gflops, "
-                         "bind)", arg);
+                         "bind, energy, gpu_clock_mhz, cpu_clock_mhz)", arg);
     }
 #undef KEY
     pt_error inner;
@@ -828,5 +870,90 @@ out:
     if (allow) hwloc_bitmap_free(allow);
     if (loc) hwloc_bitmap_free(loc);
     if (mine) hwloc_bitmap_free(mine);
+    return rc;
+}
+
+/* ---- energy ------------------------------------------------------------- */
+static const char *const energy_names[] = {"off", "report", "plan", "apply"};
+
+const char *pt_spank_energy_name(int level)
+{
+    return level >= PT_SPANK_ENERGY_OFF && level <= PT_SPANK_ENERGY_APPLY ? energy_names[level] : "?";
+}
+
+int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const char *text, int *out,
+                              pt_error *err)
+{
+    int lv = -1;
+    for (int i = 0; i <= PT_SPANK_ENERGY_APPLY; i++)
+        if (text && strcmp(text, energy_names[i]) == 0) lv = i;
+    if (lv < 0)
+        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: off, report, plan, apply)", what,
+                            text ? text : "");
+    if (c && lv > c->energy) {
+        char allowed[64] = "";
+        for (int i = 0; i <= c->energy; i++)
+            pt_notef(allowed, sizeof allowed, "%s", energy_names[i]);
+        for (char *p = allowed; *p; p++)
+            if (*p == '\n') *p = ',';
+        return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster (allowed: %s; energy in "
+                            "ptrain.conf)", what, text, allowed);
+    }
+    *out = lv;
+    return 0;
+}
+
+int pt_spank_parse_clock_range(const char *what, const char *text, double r[2], pt_error *err)
+{
+    char *end;
+    errno = 0;
+    double a = text ? strtod(text, &end) : 0;
+    if (!text || end == text || *end != '-') goto bad;
+    const char *q = end + 1;
+    double b = strtod(q, &end);
+    if (end == q || *end || errno || !(a > 0) || !(b >= a) || b > 1e6) goto bad;
+    r[0] = a, r[1] = b;
+    return 0;
+bad:
+    return pt_errprintf(err, "%s='%s' is invalid (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)", what,
+                        text ? text : "");
+}
+
+int pt_spank_nvml_unrestrict(const char *busid, int *was, pt_error *err)
+{
+    *was = 0;
+    pt_nvml *n = NULL;
+    pt_nvml_dev dev;
+    int restricted = 1;
+    if (pt_nvml_open(&n) != PT_OK || pt_nvml_device(n, busid, &dev, NULL, 0) != PT_OK ||
+        pt_nvml_get_restriction(n, dev, &restricted) != PT_OK ||
+        (restricted && pt_nvml_set_restriction(n, dev, 0) != PT_OK)) {
+        pt_errprintf(err, "cannot lift the application-clock restriction of GPU %s: %s", busid, pt_errmsg());
+        pt_nvml_close(n);
+        return -1;
+    }
+    *was = restricted;
+    pt_nvml_close(n);
+    return 0;
+}
+
+int pt_spank_nvml_restore(const char *busid, int was, pt_error *err)
+{
+    pt_nvml *n = NULL;
+    pt_nvml_dev dev;
+    if (pt_nvml_open(&n) != PT_OK || pt_nvml_device(n, busid, &dev, NULL, 0) != PT_OK) {
+        pt_errprintf(err, "cannot restore the clocks of GPU %s: %s", busid, pt_errmsg());
+        pt_nvml_close(n);
+        return -1;
+    }
+    int rc = 0;
+    /* each step is tried; the first failure is the one reported */
+    if (pt_nvml_reset_clock(n, dev, PT_NVML_APPLICATION) != PT_OK)
+        rc = pt_errprintf(err, "GPU %s: %s", busid, pt_errmsg());
+    if (pt_nvml_reset_clock(n, dev, PT_NVML_LOCKED) != PT_OK && !rc)
+        rc = pt_errprintf(err, "GPU %s: %s", busid, pt_errmsg());
+    if (was && pt_nvml_set_restriction(n, dev, 1) != PT_OK && !rc)
+        rc = pt_errprintf(err, "cannot restrict the application clocks of GPU %s again: %s", busid, pt_errmsg());
+    pt_nvml_close(n);
     return rc;
 }

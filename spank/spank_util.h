@@ -61,7 +61,13 @@ typedef struct pt_spank_conf {
                                 * model's */
     double gemm_gflops;        /* fp32 GEMM rate of one rank (GFLOP/s); 0 = the model's */
     int bind;                  /* PT_SPANK_BIND_*: per-task GPU, CPU set and NIC binding */
+    int energy;                /* PT_SPANK_ENERGY_*: the highest --ptrain-energy users may ask for */
+    double gpu_clock_mhz[2];   /* GPU clocks energy plans may use, [min, max] MHz; {0, 0} = any */
+    double cpu_clock_mhz[2];   /* CPU clocks, the same */
 } pt_spank_conf;
+
+/* --ptrain-energy levels, in order: each allows what the one below does. */
+enum { PT_SPANK_ENERGY_OFF = 0, PT_SPANK_ENERGY_REPORT = 1, PT_SPANK_ENERGY_PLAN = 2, PT_SPANK_ENERGY_APPLY = 3 };
 
 enum { PT_SPANK_BIND_NONE = 0, PT_SPANK_BIND_AUTO = 1 };
 
@@ -69,7 +75,8 @@ enum { PT_SPANK_BIND_NONE = 0, PT_SPANK_BIND_AUTO = 1 };
  * auto, 1d, 2d, 2.5d, 3d), master ports 29500..30499 (base 29500, count
  * 1000), max_pp 64, default_zero 0, max_zero 3, default_schedule 1f1b,
  * allowed_schedules every schedule, default_recompute none, no topology
- * file, no rate overrides, bind auto. */
+ * file, no rate overrides, bind auto, energy plan (measuring and planning
+ * need no privilege; apply must be allowed), any clock. */
 void pt_spank_conf_default(pt_spank_conf *c);
 
 /* Range checks of a filled configuration (see the field comments), and
@@ -89,7 +96,9 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
  * (string: none, block, attention), topology (string: a path, not
  * empty; read by the planner on each node, so not opened here),
  * inter_node_gbps, inter_node_lat_us, gemm_gflops (positive numbers,
- * integer or float), bind (string: "none" or "auto").  An unknown setting, a
+ * integer or float), bind (string: "none" or "auto"), energy (string: off,
+ * report, plan, apply), gpu_clock_mhz and cpu_clock_mhz (a list of two
+ * numbers [min, max], MHz).  An unknown setting, a
  * wrong type, a bad value or a syntax error is an error naming the file and
  * line; *c is left unchanged on error. */
 int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
@@ -98,8 +107,9 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
  * max_tp=N, master_port_base=N, master_port_count=N, max_pp=N,
  * default_zero=N, max_zero=N, default_schedule=S,
  * allowed_schedules=S[,S...], default_recompute=R, topology=PATH,
- * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, bind=none|auto)
- * to *c.  config= loads the file at once. */
+ * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, bind=none|auto,
+ * energy=LEVEL, gpu_clock_mhz=MIN-MAX, cpu_clock_mhz=MIN-MAX) to *c.
+ * config= loads the file at once. */
 int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
 
 /* A mode requested by --ptrain-mode or PTRAIN_MODE (`what` names it in
@@ -166,5 +176,34 @@ int pt_spank_bind_compute(const struct pt_topo *t, void *machine, const char *al
 
 /* bind text <-> value: "none", "auto". */
 const char *pt_spank_bind_name(int b);
+
+/* ---- energy (--ptrain-energy; ptrain-run(1), ENERGY) ---- */
+/* "off", "report", "plan", "apply" for a PT_SPANK_ENERGY_* level. */
+const char *pt_spank_energy_name(int level);
+/* A level requested by --ptrain-energy or PTRAIN_ENERGY (`what` names it):
+ * one of off, report, plan, apply, and at most c->energy (c NULL: no
+ * limit).  Errors are one line prefixed "ptrain: " naming the levels the
+ * cluster allows. */
+int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const char *text, int *out,
+                              pt_error *err);
+/* "MIN-MAX" into r (MHz, 0 < MIN <= MAX <= 1e6), for the plugstack
+ * arguments gpu_clock_mhz= and cpu_clock_mhz=. */
+int pt_spank_parse_clock_range(const char *what, const char *text, double r[2], pt_error *err);
+/* At a task's start (root, slurmstepd): lift NVML's application-clock
+ * restriction of the GPU at PCI bus id busid (nvmlDeviceSetAPIRestriction
+ * with NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS, NVML_FEATURE_DISABLED),
+ * so that the task's own process may set that GPU's clocks and no other.
+ * NVML is dlopen'ed (lib/energy/nvml.h), never linked.  *was: 1 when it
+ * was restricted (pt_spank_nvml_restore puts it back), 0 when already
+ * lifted (left alone).  -1 with one line: no NVML, no such GPU, not
+ * permitted.  NOT VERIFIED ON A REAL GPU (only against the tests' stand-in
+ * NVML). */
+int pt_spank_nvml_unrestrict(const char *busid, int *was, pt_error *err);
+/* At the task's exit: the GPU's application and locked clocks back to the
+ * defaults (nvmlDeviceResetApplicationsClocks, nvmlDeviceResetGpuLockedClocks:
+ * a task that died leaves none set), and the restriction back when was is
+ * 1.  -1 with one line (the first failure; the other steps are still
+ * tried). */
+int pt_spank_nvml_restore(const char *busid, int was, pt_error *err);
 
 #endif

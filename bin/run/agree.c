@@ -10,7 +10,8 @@
  * or the computation is in the record: the plan, the model, the data's
  * identity, the training options, --metrics (it adds a collective per
  * step), the checkpoint options (--save-dir, --save-every, --keep,
- * --resume: saves and loads are collective) and the build. */
+ * --resume: saves and loads are collective), the energy options (a
+ * collective per step, the plan's and profile's contents) and the build. */
 #include "config.h"
 #include "run.h"
 
@@ -28,7 +29,7 @@ enum {
     F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER,
     F_LAYERS, F_HEADS, F_EMBD, F_SEQ, F_VOCAB, F_TRAIN_TOK, F_TRAIN_SUM, F_VAL_TOK, F_VAL_SUM,
     F_STEPS, F_BATCH, F_TRAINING, F_SCHEDULE, F_VSTAGES, F_METRICS, F_SAVE_DIR, F_SAVE_EVERY, F_KEEP,
-    F_RESUME, F_N
+    F_RESUME, F_ENERGY, F_N
 };
 
 static const struct {
@@ -66,6 +67,9 @@ static const struct {
     [F_SAVE_EVERY] = {"--save-every", SHOW_INT},
     [F_KEEP] = {"--keep", SHOW_INT},
     [F_RESUME] = {"--resume", SHOW_HASH},
+    [F_ENERGY] = {"energy options (--energy, --energy-clock, --energy-plan and its file, --energy-profile and its "
+                  "file, --energy-straggler, --profile-energy, --profile-clocks, --profile-steps, PTRAIN_ENERGY*)",
+                  SHOW_HASH},
 };
 
 typedef struct startup_rec {
@@ -124,6 +128,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_SAVE_EVERY] = o->save_every;
     v[F_KEEP] = o->keep;
     v[F_RESUME] = text_id(o->resume);
+    v[F_ENERGY] = (int64_t)s->energy_id;
     pt_plan_split_format(p, r->split, sizeof r->split);
 }
 

@@ -316,22 +316,26 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         printf("blas: %s\n", pt_blas_summary());
         fflush(stdout);
     }
+    /* energy: the meter, the clock plan, the sweep (collective; NULL when off) */
+    run_energy *en = run_energy_start(s, &ctx, &pipe, world, start_step);
     run_metrics *mf = NULL;
     if (o.metrics) { /* agreed: given to every rank or to none; rank 0 writes */
         pt_error e;
         rc = PT_OK;
         if (run_rank == 0 && !(mf = run_metrics_open(o.metrics, &e))) rc = pt_fail(PT_EIO, "%s", e.text);
         run_agree(rc, "--metrics");
-        run_metrics_write(mf, json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
-                                        "s:I, s:o, s:o}",
-                                        "type", "header", "model", o.model, "n_layer", cfg.n_layer, "n_head",
-                                        cfg.n_head, "n_embd", cfg.n_embd, "seq_len", cfg.seq_len, "vocab", cfg.vocab,
-                                        "params", (json_int_t)pt_gpt_num_params(&cfg), "plan", summary, "world",
-                                        world, "tokens_per_step", run_json_num(tok_per_step), "steps",
-                                        (json_int_t)o.steps, "lr", run_json_num(o.lr), "min_lr",
-                                        run_json_num(o.min_lr), "warmup", (json_int_t)o.warmup, "flops_per_token",
-                                        run_json_num(flops_tok), "peak_gflops_per_rank",
-                                        o.peak_gflops > 0 ? run_json_num(o.peak_gflops) : json_null()));
+        json_t *hdr = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
+                                "s:I, s:o, s:o}",
+                                "type", "header", "model", o.model, "n_layer", cfg.n_layer, "n_head",
+                                cfg.n_head, "n_embd", cfg.n_embd, "seq_len", cfg.seq_len, "vocab", cfg.vocab,
+                                "params", (json_int_t)pt_gpt_num_params(&cfg), "plan", summary, "world",
+                                world, "tokens_per_step", run_json_num(tok_per_step), "steps",
+                                (json_int_t)o.steps, "lr", run_json_num(o.lr), "min_lr",
+                                run_json_num(o.min_lr), "warmup", (json_int_t)o.warmup, "flops_per_token",
+                                run_json_num(flops_tok), "peak_gflops_per_rank",
+                                o.peak_gflops > 0 ? run_json_num(o.peak_gflops) : json_null());
+        if (mf) run_energy_header(en, hdr);
+        run_metrics_write(mf, hdr);
     }
     const double t_start = pt_now();
 
@@ -351,6 +355,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         rc = load_batch(&s->train, step, &o, T, &ctx, in, tg);
         float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
         double norm = 0;
+        run_energy_step_begin(en, step);
         if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
         run_agree(rc, "training step");
         double dt = pt_now() - t0;
@@ -370,13 +375,15 @@ int run_train(run_setup *s, uint64_t agreed, int world)
                             run_json_num(pt_now() - t_start));
             if (rec) stats_json(rec, tok_per_step / dt * flops_tok / 1e9 / world, o.peak_gflops, gs);
         }
+        char eline[160];
+        run_energy_step_end(en, step, dt, tok_per_step, rec, eline, sizeof eline);
         if (run_rank == 0 && !o.quiet && (step % o.log_every == 0 || step == o.steps - 1)) {
             /* ETA from the mean step time so far (the first step warms caches) */
             double mean = timed > 0 ? t_total / (double)timed : dt;
             char eta[32];
             fmt_duration(eta, sizeof eta, mean * (double)(o.steps - 1 - step));
-            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
-                   o.steps, loss, lr, norm, dt * 1e3, tok_per_step / dt, eta);
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | eta %s\n", step + 1,
+                   o.steps, loss, lr, norm, dt * 1e3, tok_per_step / dt, eline, eta);
             fflush(stdout);
         }
         run_metrics_write(mf, rec);
@@ -422,6 +429,9 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         MPI_Allreduce(&peak, &peak_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
         double comm_bytes = ran > 0 ? train_comm / (double)ran : 0;
         const double gflops = tps * flops_tok / 1e9 / world;
+        char eline[400];
+        json_t *done = mf ? json_object() : NULL;
+        run_energy_finish(en, done, eline, sizeof eline);
         if (run_rank == 0) {
             char mfu[48] = "", speed[160];
             if (o.peak_gflops > 0 && timed > 0) snprintf(mfu, sizeof mfu, " | MFU %.2f%%", 100 * gflops / o.peak_gflops);
@@ -430,20 +440,24 @@ int run_train(run_setup *s, uint64_t agreed, int world)
             else
                 snprintf(speed, sizeof speed, "no step run (resumed at step %ld)", start_step);
             printf("done: steps=%ld train_loss %.4f -> %.4f | val_loss %.4f -> %.4f | %s | peak mem %.1f MiB/rank | "
-                   "comm %.2f MiB/step/rank%s\n", o.steps, first_loss, loss, val0, vloss, speed, mb((double)peak_max),
-                   mb(comm_bytes), mfu);
+                   "comm %.2f MiB/step/rank%s%s\n", o.steps, first_loss, loss, val0, vloss, speed, mb((double)peak_max),
+                   mb(comm_bytes), eline, mfu);
             fflush(stdout);
         }
-        run_metrics_write(mf, json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",
-                                        "done", "steps", (json_int_t)o.steps, "start_step", (json_int_t)start_step,
-                                        "steps_run", (json_int_t)ran, "train_loss", run_json_num(loss), "val_loss",
-                                        run_json_num(vloss), "ms_per_step", run_json_num(ms_step), "tok_s",
-                                        run_json_num(tps), "gflops_per_rank", run_json_num(gflops), "mfu",
-                                        o.peak_gflops > 0 ? run_json_num(gflops / o.peak_gflops) : json_null(),
-                                        "peak_mib_per_rank", run_json_num(mb((double)peak_max)),
-                                        "comm_mib_per_step_per_rank", run_json_num(mb(comm_bytes)), "elapsed_s",
-                                        run_json_num(pt_now() - t_start)));
+        json_t *rec = json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",
+                                "done", "steps", (json_int_t)o.steps, "start_step", (json_int_t)start_step,
+                                "steps_run", (json_int_t)ran, "train_loss", run_json_num(loss), "val_loss",
+                                run_json_num(vloss), "ms_per_step", run_json_num(ms_step), "tok_s",
+                                run_json_num(tps), "gflops_per_rank", run_json_num(gflops), "mfu",
+                                o.peak_gflops > 0 ? run_json_num(gflops / o.peak_gflops) : json_null(),
+                                "peak_mib_per_rank", run_json_num(mb((double)peak_max)),
+                                "comm_mib_per_step_per_rank", run_json_num(mb(comm_bytes)), "elapsed_s",
+                                run_json_num(pt_now() - t_start));
+        if (rec && done) json_object_update(rec, done);
+        json_decref(done);
+        run_metrics_write(mf, rec);
     }
+    run_energy_free(en);
     int status = RUN_EXIT_OK;
     if (run_metrics_close(mf) < 0) status = RUN_EXIT_FAIL;
     free(in);

@@ -14,7 +14,7 @@ enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
        O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS, O_BETA1,
-       O_BETA2 };
+       O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -31,6 +31,9 @@ static const struct option long_opts[] = {
     {"peak-gflops", 1, 0, O_PEAK},
     {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
     {"resume", 1, 0, O_RESUME}, {"topology", 1, 0, O_TOPOLOGY}, {"explain", 0, 0, O_EXPLAIN},
+    {"energy", 1, 0, O_ENERGY}, {"energy-clock", 1, 0, O_ECLOCK}, {"energy-plan", 1, 0, O_EPLAN},
+    {"energy-profile", 1, 0, O_EPROFILE}, {"profile-energy", 1, 0, O_PROFILE}, {"profile-clocks", 1, 0, O_PCLOCKS},
+    {"profile-steps", 1, 0, O_PSTEPS}, {"energy-straggler", 1, 0, O_STRAGGLER},
     {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
 static const char short_opts[] = "m:d:s:b:hV";
 
@@ -111,6 +114,25 @@ void run_usage(FILE *f)
         "                       plot with ptrain-plot FILE)\n"
         "  --peak-gflops F      peak GFLOP/s of one rank, for MFU in the metrics and the\n"
         "                       summary (default PTRAIN_PEAK_GFLOPS; none: no MFU)\n"
+        "\n"
+        "Energy (ptrain-run(1), ENERGY; the defaults follow PTRAIN_ENERGY, see ptrain-env(7)):\n"
+        "  --energy auto|none|nvml|rapl|nvml,rapl   what to measure: the rank's GPU (NVML's\n"
+        "                       counter) and the CPU packages (RAPL); joules per step, watts and\n"
+        "                       tokens per joule in the step lines, the metrics and the summary\n"
+        "                       (default auto: whatever is readable; none when PTRAIN_ENERGY=off)\n"
+        "  --energy-plan FILE|auto  set each pipeline instruction's clock from FILE\n"
+        "                       (ptrain-plan --energy-plan-out) or, auto, the intrinsic point\n"
+        "                       planned at start-up; replicas slow to a straggler's pace\n"
+        "  --energy-profile FILE  the measured profile --energy-plan auto plans from (default:\n"
+        "                       the cost model and a power model, marked modelled)\n"
+        "  --energy-clock auto|nvml|cpufreq|dry|dry:FILE   how clocks are set (default auto:\n"
+        "                       the rank's GPU, else its CPUs; dry sets nothing, FILE.RANK logs)\n"
+        "  --energy-straggler PCT  a dp replica PCT %% slower than the others is a straggler\n"
+        "                       (default 10; 0 = off)\n"
+        "  --profile-energy FILE  sweep the clocks over the first steps and write each\n"
+        "                       instruction's time and energy at each clock (for ptrain-plan\n"
+        "                       --energy-profile)\n"
+        "  --profile-clocks N --profile-steps K   the sweep: N clocks, K steps each (default 6, 2)\n"
         "\n"
         "Robustness:\n"
         "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
@@ -208,6 +230,9 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     o->threads = 0;
     o->watchdog = 600;
     o->zero = o->schedule = o->recompute = -1;
+    o->profile_clocks = 6;
+    o->profile_steps = 2;
+    o->straggler = 0.10;
     opterr = 0;
     int c, model_given = 0, batch_given = 0;
     long vl;
@@ -280,6 +305,14 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_RESUME: o->resume = optarg; break;
         case O_TOPOLOGY: o->topology = optarg; break;
         case O_EXPLAIN: o->explain = 1; break;
+        case O_ENERGY: o->energy = optarg; break;
+        case O_ECLOCK: o->energy_clock = optarg; break;
+        case O_EPLAN: o->energy_plan = optarg; break;
+        case O_EPROFILE: o->energy_profile = optarg; break;
+        case O_PROFILE: o->profile_energy = optarg; break;
+        case O_PCLOCKS: if (parse_long("--profile-clocks", optarg, 1, 64, &vl, err)) return -1; o->profile_clocks = vl; break;
+        case O_PSTEPS: if (parse_long("--profile-steps", optarg, 1, 1000, &vl, err)) return -1; o->profile_steps = vl; break;
+        case O_STRAGGLER: if (parse_float("--energy-straggler", optarg, 0, 1000, &vf, err)) return -1; o->straggler = vf / 100; break;
         case 'h':
         case 'V':
             break; /* answered before MPI started (run_early_exit) */
@@ -313,5 +346,5 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         return pt_errprintf(err, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
     if (o->resume && !o->resume[0]) return pt_errprintf(err, "--resume '' is not valid (valid: auto or a checkpoint directory)");
-    return 0;
+    return run_energy_options(o, err);
 }

@@ -27,6 +27,7 @@
 #include "model/gpt.h"
 #include "plan/plan.h"
 #include "plan/search.h"
+#include "energy/profile.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -51,6 +52,16 @@ typedef struct run_opts {
     long save_every, keep;         /* 0 = not given */
     const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto */
     int explain;                   /* --explain: print the auto plan's explanation */
+    /* energy (bin/run/energy.c; defaults from PTRAIN_ENERGY, the plugin's level) */
+    const char *energy;            /* --energy SOURCE: auto, none, nvml, rapl, nvml,rapl */
+    const char *energy_clock;      /* --energy-clock: auto, nvml, cpufreq, dry, dry:FILE */
+    const char *energy_plan;       /* --energy-plan FILE|auto (NULL = no plan applied) */
+    const char *energy_profile;    /* --energy-profile FILE: the profile --energy-plan auto plans from */
+    const char *profile_energy;    /* --profile-energy FILE: sweep the clocks, write the profile */
+    long profile_clocks, profile_steps; /* the sweep: clocks, steps at each */
+    double straggler;              /* --energy-straggler PCT / 100: a dp replica this much slower is a
+                                    * straggler; 0 = off */
+    const char *energy_level;      /* PTRAIN_ENERGY: off, report, plan, apply (NULL: not set) */
 } run_opts;
 
 /* What --mode auto chose, for rank 0 to print after the agreement. */
@@ -74,6 +85,13 @@ typedef struct run_setup {
     double mem_need;         /* the plan's predicted peak per rank (bytes; pt_cost mem_peak) */
     double mem_avail;        /* memory this rank may use (bytes; 0 = unknown) */
     run_auto aut;
+    /* energy (bin/run/energy.c, run_energy_setup) */
+    pt_energy_plan eplan;          /* --energy-plan FILE (n 0: none or auto) */
+    pt_energy_profile eprofile;    /* --energy-profile FILE (ntypes 0: none) */
+    pt_energy_meta eprofile_meta;
+    pt_hw ehw;                     /* the node model's rates, for a modelled profile */
+    double gpu_mhz[2], cpu_mhz[2]; /* the clock ranges allowed (PTRAIN_ENERGY_GPU_MHZ, _CPU_MHZ; 0 = open) */
+    uint64_t energy_id;            /* the energy options and files' contents, for the agreement */
 } run_setup;
 
 /* The job's nodes, learnt collectively before start-up (main.c). */
@@ -110,6 +128,11 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
 int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s, pt_error *err);
 /* Release the data of run_setup_rank. */
 void run_setup_free(run_setup *s);
+/* The planner's rates of this job's nodes: the node model of --topology
+ * (else PTRAIN_TOPOLOGY), else this node's hwloc model, else
+ * pt_topo_plan_hw's estimates; its name into source.  -1 with one line. */
+int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len,
+                pt_error *err);
 
 /* ---- agree.c ---- */
 /* The collective start-up agreement: every rank, also one whose set-up
@@ -156,6 +179,47 @@ struct json_t *run_json_num(double v);
 int run_metrics_failed(const run_metrics *m);
 /* Close; 0, or -1 when a record was lost or closing failed (reported). */
 int run_metrics_close(run_metrics *m);
+
+/* ---- energy.c ---- */
+/* After the command line: PTRAIN_ENERGY's defaults (off: --energy none;
+ * report: auto; plan: --energy-plan auto with the dry controller; apply:
+ * --energy-plan auto), the clock ranges (PTRAIN_ENERGY_GPU_MHZ,
+ * PTRAIN_ENERGY_CPU_MHZ: "MIN-MAX"), and the options' own checks.  -1
+ * with one line. */
+int run_energy_options(run_opts *o, pt_error *err);
+/* Every rank, before the agreement: load --energy-plan FILE and
+ * --energy-profile FILE and check them against the plan (pp, virtual
+ * stages, microbatches, schedule), the node model's rates for a modelled
+ * profile, the --profile-energy output (rank 0) and the sweep's steps;
+ * sets s->energy_id.  -1 with one line. */
+int run_energy_setup(run_setup *s, const run_nodes *nodes, pt_error *err);
+void run_energy_setup_free(run_setup *s);
+
+struct pt_pctx;
+struct pt_pipeline;
+typedef struct run_energy run_energy;
+/* Collective, after the model and pipeline are built: open the meter (the
+ * node's ranks share its RAPL packages), the clock controller, plan the
+ * frontier (--energy-plan), prepare the sweep (--profile-energy, from step
+ * start_step + 1), install the pipeline hook; rank 0 prints what it
+ * measures and sets.  NULL when nothing is measured, planned or profiled
+ * (--energy none alone). */
+run_energy *run_energy_start(const run_setup *s, const struct pt_pctx *ctx, struct pt_pipeline *pipe, int world,
+                             long start_step);
+/* Around one training step: begin before it, end after it (collective:
+ * every rank, every step).  end fills the train record (rec, may be NULL)
+ * and the step line's energy part ("| 5.2 J | 42 W | 237 tok/J", "" when
+ * nothing is measured). */
+void run_energy_step_begin(run_energy *e, long step);
+void run_energy_step_end(run_energy *e, long step, double dt, double tokens, struct json_t *rec, char *line,
+                         size_t len);
+/* The header record's energy fields (rank 0). */
+void run_energy_header(const run_energy *e, struct json_t *hdr);
+/* Collective at the end: the summary's energy part (line), the done
+ * record's fields, the plan's achieved-against-planned line (rank 0
+ * prints it), the clocks restored. */
+void run_energy_finish(run_energy *e, struct json_t *done, char *line, size_t len);
+void run_energy_free(run_energy *e);
 
 /* ---- loop.c ---- */
 /* Build the model under the agreed plan, resume, train, validate, save,

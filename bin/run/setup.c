@@ -33,8 +33,8 @@ static void divisors(int n, char *buf, size_t len)
  * estimates for a one-NUMA-node machine), and pt_plan_resolve plans what
  * req leaves open (0 = choose), exactly as the plugin and ptrain-plan do.
  * Every rank computes it; the start-up agreement compares the plans. */
-static int plan_auto(const run_opts *o, const pt_gpt_config *cfg, const run_nodes *nodes, const pt_plan *req,
-                     int zero_pinned, int sched_pinned, pt_plan *p, run_auto *A, pt_error *err)
+int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len,
+                pt_error *err)
 {
     pt_error e;
     int maxt = 1;
@@ -42,29 +42,38 @@ static int plan_auto(const run_opts *o, const pt_gpt_config *cfg, const run_node
         if (nodes->tpn[i] > maxt) maxt = nodes->tpn[i];
     pt_topo t;
     memset(&t, 0, sizeof t);
-    char source[300];
     int loaded = 0;
     if (o->topology) {
         if (pt_topo_load_file(&t, o->topology) != PT_OK)
-            return pt_errprintf(err, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
+            return pt_errprintf(err, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
                       o->topology, pt_errmsg());
         loaded = 1;
-        snprintf(source, sizeof source, "%.290s", o->topology);
+        snprintf(source, len, "%.290s", o->topology);
     } else if (pt_topo_load_hwloc(&t, NULL) == PT_OK) {
         loaded = 1;
-        snprintf(source, sizeof source, "hwloc (this node)");
+        snprintf(source, len, "hwloc (this node)");
     } else {
         pt_topo_free(&t);
         memset(&t, 0, sizeof t);
-        snprintf(source, sizeof source, "defaults");
+        snprintf(source, len, "defaults");
     }
+    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0, &e);
+    if (loaded) pt_topo_free(&t);
+    if (rc < 0) return pt_errprintf(err, "node model %s: %s", source, e.text);
+    return 0;
+}
+
+static int plan_auto(const run_opts *o, const pt_gpt_config *cfg, const run_nodes *nodes, const pt_plan *req,
+                     int zero_pinned, int sched_pinned, pt_plan *p, run_auto *A, pt_error *err)
+{
+    pt_error e;
+    char source[300];
     pt_cluster c;
     memset(&c, 0, sizeof c);
     c.nnodes = nodes->nnodes;
     c.tasks_per_node = nodes->tpn;
-    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, &c.hw, &c.island_ranks, NULL, 0, &e);
-    if (loaded) pt_topo_free(&t);
-    if (rc < 0) return pt_errprintf(err, "--mode auto: node model %s: %s", source, e.text);
+    if (run_node_hw(o, nodes, &c.hw, &c.island_ranks, source, sizeof source, err) < 0)
+        return pt_errprintf(err, "--mode auto: %s", err->text);
     pt_model_shape m = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab};
     pt_plan_limits lim = {INT_MAX, ~0u, INT_MAX, 3, ~0u};
     /* a schedule given is a pin, 1f1b too (the request's default), as in ptrain-plan */
@@ -486,6 +495,8 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->dry_run) return 0;
     if (check_memory(s, world, nodes, err) < 0) return -1;
+    /* energy: the plan and profile files against this plan (bin/run/energy.c) */
+    if (run_energy_setup(s, nodes, err) < 0) return -1;
 
     /* --save-dir (lib/ckpt): usable now rather than at the first save
      * (every rank writes its rank file there: each creates it when absent
@@ -534,6 +545,7 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
 
 void run_setup_free(run_setup *s)
 {
+    run_energy_setup_free(s);
     if (s->synth_train || s->synth_val) {
         free(s->synth_train);
         free(s->synth_val);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static uint64_t rng;
@@ -540,6 +541,152 @@ static void test_binding(void)
            "binding: 4 tasks on 2 CPUs share them two by two (task 3: %s)", b.cpus);
 }
 
+/* --ptrain-energy and its ptrain.conf limits; the NVML restriction the
+ * plugin lifts and restores, against tests/energy/fake_nvml.so. */
+static void fake_put(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void fake_get(const char *dir, const char *name, char *out, size_t len)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "r");
+    out[0] = '\0';
+    if (f) {
+        size_t n = fread(out, 1, len - 1, f);
+        out[n] = '\0';
+        fclose(f);
+    }
+    if (!strcmp(name, "log")) unlink(p);
+    for (char *c = out; *c; c++)
+        if (*c == '\n') *c = ';';
+}
+
+static void test_energy(void)
+{
+    pt_spank_conf c;
+    pt_error err = {""};
+    int lv = -1;
+    if (mkdir(tmpdir, 0700) != 0) { /* test_conf's directory, removed at its end */
+        tap_ok(0, "mkdir %s", tmpdir);
+        return;
+    }
+    pt_spank_conf_default(&c);
+    tap_ok(c.energy == PT_SPANK_ENERGY_PLAN && c.gpu_clock_mhz[1] == 0,
+           "the default allows --ptrain-energy up to plan, any clock");
+    const char *ok_levels[] = {"off", "report", "plan"};
+    int all = 1;
+    for (int i = 0; i < 3; i++) all &= pt_spank_parse_energy_opt(&c, "--ptrain-energy", ok_levels[i], &lv, &err) == 0 &&
+                                         lv == i;
+    tap_ok(all, "--ptrain-energy=off, report, plan accepted by default");
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv, &err) == -1 &&
+               strstr(err.text, "ptrain: --ptrain-energy=apply is not allowed on this cluster (allowed: off,report,plan;"),
+           "--ptrain-energy=apply refused by default, naming what is allowed: %s", err.text);
+    tap_ok(pt_spank_parse_energy_opt(&c, "PTRAIN_ENERGY", "max", &lv, &err) == -1 &&
+               strstr(err.text, "PTRAIN_ENERGY='max' is invalid (valid: off, report, plan, apply)"),
+           "PTRAIN_ENERGY=max refused: %s", err.text);
+    /* random ranges through ptrain.conf and the plugstack arguments */
+    double lo = 300 + (double)rnd(1000), hi = lo + (double)rnd(2000);
+    char text[512];
+    snprintf(text, sizeof text, "energy = \"apply\";\ngpu_clock_mhz = [%g, %g];\ncpu_clock_mhz = [%g.5, %g.0];\n", lo, hi,
+             lo, hi + 1);
+    tap_ok(pt_spank_conf_load(write_conf("e.conf", text), &c, &err) == 0 && c.energy == PT_SPANK_ENERGY_APPLY &&
+               c.gpu_clock_mhz[0] == lo && c.gpu_clock_mhz[1] == hi && c.cpu_clock_mhz[0] == lo + 0.5 &&
+               c.cpu_clock_mhz[1] == hi + 1,
+           "ptrain.conf energy = \"apply\", gpu_clock_mhz = [%g, %g], cpu_clock_mhz: loaded (%s)", lo, hi, err.text);
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv, &err) == 0 && lv == PT_SPANK_ENERGY_APPLY,
+           "... then --ptrain-energy=apply is allowed");
+    const struct { const char *text, *must; } bad[] = {
+        {"energy = \"max\";\n", "e.conf:1: energy must be one of"},
+        {"energy = 3;\n", "e.conf:1: energy must be one of"},
+        {"\ngpu_clock_mhz = [2000, 1000];\n", "e.conf:2: gpu_clock_mhz must be [min, max]"},
+        {"cpu_clock_mhz = [1000];\n", "cpu_clock_mhz must be [min, max]"},
+        {"gpu_clock_mhz = \"fast\";\n", "gpu_clock_mhz must be [min, max]"},
+        {"gpu_clock_mhz = [0, 100];\n", "gpu_clock_mhz must be [min, max]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pt_spank_conf before = c;
+        tap_ok(pt_spank_conf_load(write_conf("e.conf", bad[i].text), &c, &err) == -1 && strstr(err.text, bad[i].must) &&
+                   c.energy == before.energy && c.gpu_clock_mhz[0] == before.gpu_clock_mhz[0],
+               "ptrain.conf %.*s refused, nothing changed: %s", (int)strcspn(bad[i].text + (bad[i].text[0] == '\n'), "\n"),
+               bad[i].text + (bad[i].text[0] == '\n'), err.text);
+    }
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_arg("energy=report", &c, &err) == 0 && c.energy == PT_SPANK_ENERGY_REPORT &&
+               pt_spank_conf_arg("gpu_clock_mhz=1100-1980", &c, &err) == 0 && c.gpu_clock_mhz[0] == 1100 &&
+               c.gpu_clock_mhz[1] == 1980 && pt_spank_conf_arg("cpu_clock_mhz=1200-3000.5", &c, &err) == 0 &&
+               c.cpu_clock_mhz[1] == 3000.5,
+           "plugstack energy=report gpu_clock_mhz=1100-1980 cpu_clock_mhz=1200-3000.5 (%s)", err.text);
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "plan", &lv, &err) == -1 && strstr(err.text, "allowed: off,report;"),
+           "... then plan is refused: %s", err.text);
+    tap_ok(pt_spank_conf_arg("gpu_clock_mhz=fast", &c, &err) == -1 &&
+               strstr(err.text, "plugstack gpu_clock_mhz='fast' is invalid (valid: MIN-MAX in MHz") && c.gpu_clock_mhz[0] == 1100,
+           "plugstack gpu_clock_mhz=fast refused: %s", err.text);
+    tap_ok(pt_spank_conf_arg("energy=all", &c, &err) == -1 && strstr(err.text, "'all' is invalid"),
+           "plugstack energy=all refused: %s", err.text);
+
+    /* the restriction, through the stand-in NVML */
+    const char *bd = getenv("top_builddir");
+    char lib[1024], nv[300], log[1024], st[64];
+    snprintf(lib, sizeof lib, "%s/tests/energy/.libs/fake_nvml.so", bd ? bd : ".");
+    if (access(lib, R_OK) != 0) {
+        tap_ok(0, "the stand-in NVML %s is built", lib);
+        return;
+    }
+    snprintf(nv, sizeof nv, "%s/nvml", tmpdir);
+    mkdir(nv, 0755);
+    setenv("PTRAIN_NVML_LIBRARY", lib, 1);
+    setenv("FAKE_NVML_DIR", nv, 1);
+    fake_put(nv, "count", "2\n");
+    fake_put(nv, "root", "1\n");
+    int was = -1;
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == 0 && was == 1,
+           "as root: GPU 0000:08:00.0's restriction lifted (it was on): %s", err.text);
+    fake_get(nv, "restricted.1", st, sizeof st);
+    fake_get(nv, "log", log, sizeof log);
+    char r0[64];
+    fake_get(nv, "restricted.0", r0, sizeof r0);
+    tap_ok(!strcmp(st, "0;") && !strcmp(log, "init;restriction 1 0;shutdown;") && r0[0] == '\0',
+           "... that GPU's only (restricted.1 '%s', GPU 0 untouched; calls %s)", st, log);
+    tap_ok(pt_spank_nvml_restore("0000:08:00.0", was, &err) == 0, "restored at task exit: %s", err.text);
+    fake_get(nv, "restricted.1", st, sizeof st);
+    fake_get(nv, "log", log, sizeof log);
+    tap_ok(!strcmp(st, "1;") && !strcmp(log, "init;reset_app 1;reset_locked 1;restriction 1 1;shutdown;"),
+           "... clocks reset and the restriction back (%s)", log);
+    fake_put(nv, "restricted.1", "0\n");
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == 0 && was == 0 &&
+               pt_spank_nvml_restore("0000:08:00.0", was, &err) == 0,
+           "a GPU already unrestricted stays so");
+    fake_get(nv, "log", log, sizeof log);
+    tap_ok(!strstr(log, "restriction"), "... no restriction call either way (%s)", log);
+    char p[512];
+    snprintf(p, sizeof p, "%s/root", nv);
+    unlink(p);
+    fake_put(nv, "restricted.1", "1\n");
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == -1 &&
+               strstr(err.text, "cannot lift the application-clock restriction of GPU 0000:08:00.0") &&
+               strstr(err.text, "not permitted"),
+           "not root: refused in one line: %s", err.text);
+    tap_ok(pt_spank_nvml_unrestrict("0000:3b:00.0", &was, &err) == -1 && strstr(err.text, "no device '0000:3b:00.0'"),
+           "a GPU NVML does not have: %s", err.text);
+    setenv("PTRAIN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == -1 && strstr(err.text, "cannot load") &&
+               pt_spank_nvml_restore("0000:08:00.0", 1, &err) == -1,
+           "no NVML: both refuse in one line: %s", err.text);
+    unsetenv("PTRAIN_NVML_LIBRARY");
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
+}
+
 int main(void)
 {
     const char *s = getenv("PTRAIN_TEST_SEED");
@@ -551,5 +698,6 @@ int main(void)
     test_port();
     test_conf();
     test_binding();
+    test_energy();
     return tap_done();
 }
