@@ -19,6 +19,9 @@
 #ifdef HAVE_CUDNN
 #include <cudnn.h>
 #endif
+#ifdef HAVE_NCCL
+#include <nccl.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +29,7 @@
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/gemm.h"
 #include "backend/ops.h"
+#include "comm/comm_dev.h"
 #include "core/core.h"
 #include "tests/tap.h"
 
@@ -63,6 +67,16 @@ static void test_errors(void)
     rc = pt_cudnn_fail(CUDNN_STATUS_BAD_PARAM, "%s", "cudnnBackendSetAttribute");
     tap_ok(rc == PT_EIO && strstr(pt_errmsg(), "BAD_PARAM") && one_line(pt_errmsg()), "cuDNN BAD_PARAM is PT_EIO: %s",
            pt_errmsg());
+#endif
+#ifdef HAVE_NCCL
+    pt_comm fake;
+    memset(&fake, 0, sizeof fake);
+    snprintf(fake.name, sizeof fake.name, "dp");
+    fake.size = 4;
+    rc = pt_nccl_fail(ncclInvalidUsage, NULL, "ncclAllReduce", &fake);
+    tap_ok(rc == PT_ECOMM && starts(pt_errmsg(), "ncclAllReduce on group 'dp' (size 4) failed: invalid usage") &&
+               one_line(pt_errmsg()),
+           "an NCCL error is PT_ECOMM naming the call, the group and NCCL's string: %s", pt_errmsg());
 #endif
 }
 
