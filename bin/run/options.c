@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "run.h"
+#include "backend/cuda/cuda.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -13,7 +14,7 @@
 enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-       O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS };
+       O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS, O_DEVICE };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -30,6 +31,7 @@ static const struct option long_opts[] = {
     {"peak-gflops", 1, 0, O_PEAK},
     {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
     {"resume", 1, 0, O_RESUME}, {"topology", 1, 0, O_TOPOLOGY}, {"explain", 0, 0, O_EXPLAIN},
+    {"device", 1, 0, O_DEVICE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
 static const char short_opts[] = "m:d:s:b:hV";
 
@@ -90,6 +92,10 @@ void run_usage(FILE *f)
         "  --recompute none|block|attention   activation checkpointing (default\n"
         "                       PTRAIN_CKPT_ACT, else none)\n"
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
+        "  --device cpu|cuda|auto   where each rank trains (default PTRAIN_DEVICE, which the\n"
+        "                       plugin sets to cuda when it binds a GPU, else auto: cuda when\n"
+        "                       the task sees a GPU and ptrain has the CUDA backend, else cpu;\n"
+        "                       the CUDA ops are not wired yet, so cuda refuses)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
         "\n"
         "Optimizer (AdamW, cosine schedule):\n"
@@ -270,6 +276,7 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_RESUME: o->resume = optarg; break;
         case O_TOPOLOGY: o->topology = optarg; break;
         case O_EXPLAIN: o->explain = 1; break;
+        case O_DEVICE: o->device = optarg; o->device_what = "--device"; break;
         case 'h':
         case 'V':
             break; /* answered before MPI started (run_early_exit) */
@@ -298,10 +305,53 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;
         o->peak_gflops = vf;
     }
+    /* the device the plugin's binding implies (PTRAIN_DEVICE=cuda), or the
+     * user's, when the command line gives none */
+    const char *dev = getenv("PTRAIN_DEVICE");
+    if (!o->device && dev && *dev) {
+        o->device = dev;
+        o->device_what = "PTRAIN_DEVICE";
+    }
+    if (o->device && strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto"))
+        return pt_errprintf(err, "%s '%s' is not valid (valid: cpu, cuda, auto)", o->device_what, o->device);
     if ((o->save_every || o->keep) && !o->save_dir)
         return pt_errprintf(err, "%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         return pt_errprintf(err, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
     if (o->resume && !o->resume[0]) return pt_errprintf(err, "--resume '' is not valid (valid: auto or a checkpoint directory)");
     return 0;
+}
+
+int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, pt_error *err)
+{
+    const char *want = o->device ? o->device : "auto";
+    const int env = o->device && !strcmp(o->device_what, "PTRAIN_DEVICE");
+    char given[64]; /* "--device cuda", "PTRAIN_DEVICE=cuda" */
+    snprintf(given, sizeof given, env ? "PTRAIN_DEVICE=%.20s" : "--device %.20s", want);
+    *device = RUN_DEVICE_CPU;
+    if (!strcmp(want, "cpu")) {
+        snprintf(note, len, "%s", given);
+        return 0;
+    }
+    const int built = pt_cuda_built();
+    char why[300] = "";
+    const int ndev = built ? pt_cuda_device_count(why, sizeof why) : 0;
+    if (!strcmp(want, "auto") && (!built || ndev < 1)) {
+        snprintf(note, len, "%s: %s", given, built ? why : "this build has no CUDA backend");
+        return 0;
+    }
+    /* cuda: asked for, or auto with a device and the backend */
+    const char *plugin = env ? " (the ptrain plugin sets it when it binds a GPU)" : "";
+    if (!built)
+        return pt_errprintf(err, "%s%s: this ptrain build has no CUDA backend (configure found no nvcc; rebuild with "
+                            "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that",
+                            given, plugin);
+    if (ndev < 1) return pt_errprintf(err, "%s%s: %s; give --device cpu to train on the CPU", given, plugin, why);
+    /* the backend is here, its ops table is not (pt_cuda_backend's ops are
+     * NULL until the CUDA kernels are wired): refuse rather than train on
+     * the CPU behind the user's back */
+    return pt_errprintf(err, "%s%s: the task sees %d CUDA device%s, but the CUDA backend's ops are not wired yet "
+                        "(its memory, streams, GEMMs and NCCL are built; its kernels are not): give --device cpu "
+                        "to train on the CPU", given, !strcmp(want, "auto") ? " chose cuda" : plugin, ndev,
+                        ndev == 1 ? "" : "s");
 }
