@@ -51,6 +51,14 @@ status=0
 mkdir -p _build/check
 ( cd _build/check && ../../configure -q && make -j2 >/dev/null && make -j2 check ) || { status=1; show_failures _build/check; }
 summarize _build/check
+# CI compiles the CUDA backend wherever nvcc is installed: a configure that
+# quietly built without it is a failure here, not a CPU-only pass
+if { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } &&
+    ! grep -q '^#define HAVE_CUDA 1' _build/check/config.h 2>/dev/null; then
+    echo "ci: nvcc is installed, but configure built no CUDA backend:" \
+        "$(grep -m1 'CUDA backend:' _build/check/config.log 2>/dev/null | sed 's/^ *//')"
+    status=1; total_fail=$((total_fail + 1))
+fi
 phase "build and make check"
 
 # Fuzz targets (tests/fuzz): regression inputs and seeds, then a short
