@@ -837,7 +837,8 @@ static void log_lines(const char *text)
 }
 
 /* mpibind-style binding of this task (runs in the task's own process,
- * before exec): its GPU (CUDA_VISIBLE_DEVICES), a CPU set near it
+ * before exec): its GPU (CUDA_VISIBLE_DEVICES, and PTRAIN_DEVICE=cuda for
+ * ptrain-run's --device), a CPU set near it
  * (sched_setaffinity), its nearest HCA (UCX_NET_DEVICES, NCCL_IB_HCA);
  * PTRAIN_CPUS names the CPU set the task runs on and PTRAIN_BIND who set
  * it.  Settings the user or Slurm made already are left alone: a variable
@@ -881,6 +882,9 @@ static int bind_task(spank_t sp, int local)
     if (b.gpu >= 0 && !job_getenv(sp, "CUDA_VISIBLE_DEVICES", buf, sizeof buf)) {
         set_task_env("CUDA_DEVICE_ORDER", "PCI_BUS_ID", sp);
         set_task_int(sp, "CUDA_VISIBLE_DEVICES", b.gpu);
+        /* the task has a GPU: ptrain-run trains there, or refuses (a build
+         * without the CUDA backend) unless the user says --device cpu */
+        if (!job_getenv(sp, "PTRAIN_DEVICE", buf, sizeof buf)) set_task_env("PTRAIN_DEVICE", "cuda", sp);
     }
     if (b.nic >= 0) {
         const char *hca = node_topo.nic[b.nic].name;

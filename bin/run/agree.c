@@ -11,7 +11,9 @@
  * identity, the training options, --metrics (it adds a collective per
  * step), the checkpoint options (--save-dir, --save-every, --keep,
  * --resume: saves and loads are collective), the energy options (a
- * collective per step, the plan's and profile's contents) and the build. */
+ * collective per step, the plan's and profile's contents), the device
+ * (--device: where the tensors live decides which collectives run) and the
+ * build. */
 #include "config.h"
 #include "run.h"
 
@@ -22,14 +24,14 @@
 
 /* How a field's value is shown in the one-line report. */
 typedef enum { SHOW_INT, SHOW_MODE, SHOW_RECOMPUTE, SHOW_SCHEDULE, SHOW_ORDER, SHOW_HEX, SHOW_HASH,
-               SHOW_GIVEN } show_kind;
+               SHOW_GIVEN, SHOW_DEVICE } show_kind;
 
 /* The record's fields, in the order they are reported. */
 enum {
     F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER,
     F_LAYERS, F_HEADS, F_EMBD, F_SEQ, F_VOCAB, F_TRAIN_TOK, F_TRAIN_SUM, F_VAL_TOK, F_VAL_SUM,
     F_STEPS, F_BATCH, F_TRAINING, F_SCHEDULE, F_VSTAGES, F_METRICS, F_SAVE_DIR, F_SAVE_EVERY, F_KEEP,
-    F_RESUME, F_ENERGY, F_N
+    F_RESUME, F_ENERGY, F_DEVICE, F_N
 };
 
 static const struct {
@@ -70,6 +72,7 @@ static const struct {
     [F_ENERGY] = {"energy options (--energy, --energy-clock, --energy-plan and its file, --energy-profile and its "
                   "file, --energy-straggler, --profile-energy, --profile-clocks, --profile-steps, PTRAIN_ENERGY*)",
                   SHOW_HASH},
+    [F_DEVICE] = {"device (--device, PTRAIN_DEVICE)", SHOW_DEVICE},
 };
 
 typedef struct startup_rec {
@@ -129,6 +132,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_KEEP] = o->keep;
     v[F_RESUME] = text_id(o->resume);
     v[F_ENERGY] = (int64_t)s->energy_id;
+    v[F_DEVICE] = s->device;
     pt_plan_split_format(p, r->split, sizeof r->split);
 }
 
@@ -146,6 +150,7 @@ static void field_value(const startup_rec *r, int f, char *buf, size_t len)
         else snprintf(buf, len, "not given");
         break;
     case SHOW_GIVEN: snprintf(buf, len, "%s", x ? "given" : "not given"); break;
+    case SHOW_DEVICE: snprintf(buf, len, "%s", x == RUN_DEVICE_CUDA ? "cuda" : "cpu"); break;
     default: snprintf(buf, len, "%lld", (long long)x);
     }
 }

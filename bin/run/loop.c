@@ -7,6 +7,7 @@
 #include "config.h"
 #include "run.h"
 #include "backend/blas.h"
+#include "backend/cuda/cuda.h"
 #include "ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "parallel/context.h"
@@ -213,7 +214,12 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         return st;
     }
 
-    const pt_backend *be = pt_backend_get("cpu");
+    /* the device run_resolve_device chose (cuda refuses there until its ops
+     * are wired; this is where they will be taken) */
+    const pt_backend *be = pt_backend_get(s->device == RUN_DEVICE_CUDA ? "cuda" : "cpu");
+    run_agree(be && be->ops ? PT_OK
+                            : pt_fail(PT_EUNSUPP, "%s", be ? "the CUDA backend's ops are not wired yet" : pt_errmsg()),
+              "device");
     int threads = o.threads ? (int)o.threads : default_threads();
     be->set_threads(threads);
     const int T = cfg.seq_len;
@@ -313,6 +319,13 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
                o.data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o.batch, T,
                tok_per_step, o.steps, o.lr, o.min_lr, o.warmup, threads);
+        if (s->device == RUN_DEVICE_CUDA) {
+            char v[600];
+            pt_cuda_versions(v, sizeof v);
+            printf("device: cuda (%s): %s\n", s->device_note, v);
+        } else {
+            printf("device: cpu (%s)\n", s->device_note);
+        }
         printf("blas: %s\n", pt_blas_summary());
         fflush(stdout);
     }

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "run.h"
+#include "backend/cuda/cuda.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -14,7 +15,7 @@ enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
        O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS, O_BETA1,
-       O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER };
+       O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER, O_DEVICE };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -34,6 +35,7 @@ static const struct option long_opts[] = {
     {"energy", 1, 0, O_ENERGY}, {"energy-clock", 1, 0, O_ECLOCK}, {"energy-plan", 1, 0, O_EPLAN},
     {"energy-profile", 1, 0, O_EPROFILE}, {"profile-energy", 1, 0, O_PROFILE}, {"profile-clocks", 1, 0, O_PCLOCKS},
     {"profile-steps", 1, 0, O_PSTEPS}, {"energy-straggler", 1, 0, O_STRAGGLER},
+    {"device", 1, 0, O_DEVICE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
 static const char short_opts[] = "m:d:s:b:hV";
 
@@ -97,6 +99,10 @@ void run_usage(FILE *f)
         "  --recompute none|block|attention   activation checkpointing (default\n"
         "                       PTRAIN_CKPT_ACT, else none)\n"
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
+        "  --device cpu|cuda|auto   where each rank trains (default PTRAIN_DEVICE, which the\n"
+        "                       plugin sets to cuda when it binds a GPU, else auto: cuda when\n"
+        "                       the task sees a GPU and ptrain has the CUDA backend, else cpu;\n"
+        "                       the CUDA ops are not wired yet, so cuda refuses)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
         "\n"
         "Optimizer (AdamW, cosine schedule):\n"
@@ -313,6 +319,7 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_PCLOCKS: if (parse_long("--profile-clocks", optarg, 1, 64, &vl, err)) return -1; o->profile_clocks = vl; break;
         case O_PSTEPS: if (parse_long("--profile-steps", optarg, 1, 1000, &vl, err)) return -1; o->profile_steps = vl; break;
         case O_STRAGGLER: if (parse_float("--energy-straggler", optarg, 0, 1000, &vf, err)) return -1; o->straggler = vf / 100; break;
+        case O_DEVICE: o->device = optarg; o->device_what = "--device"; break;
         case 'h':
         case 'V':
             break; /* answered before MPI started (run_early_exit) */
@@ -341,10 +348,62 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;
         o->peak_gflops = vf;
     }
+    /* the device the plugin's binding implies (PTRAIN_DEVICE=cuda), or the
+     * user's, when the command line gives none */
+    const char *dev = getenv("PTRAIN_DEVICE");
+    if (!o->device && dev && *dev) {
+        o->device = dev;
+        o->device_what = "PTRAIN_DEVICE";
+    }
+    if (o->device && strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto"))
+        return pt_errprintf(err, "%s '%s' is not valid (valid: cpu, cuda, auto)", o->device_what, o->device);
     if ((o->save_every || o->keep) && !o->save_dir)
         return pt_errprintf(err, "%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         return pt_errprintf(err, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
     if (o->resume && !o->resume[0]) return pt_errprintf(err, "--resume '' is not valid (valid: auto or a checkpoint directory)");
     return run_energy_options(o, err);
+}
+
+int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, pt_error *err)
+{
+    const char *want = o->device ? o->device : "auto";
+    const int env = o->device && !strcmp(o->device_what, "PTRAIN_DEVICE");
+    char given[64]; /* "--device cuda", "PTRAIN_DEVICE=cuda" */
+    snprintf(given, sizeof given, env ? "PTRAIN_DEVICE=%.20s" : "--device %.20s", want);
+    *device = RUN_DEVICE_CPU;
+    if (!strcmp(want, "cpu")) {
+        snprintf(note, len, "%s", given);
+        return 0;
+    }
+    const int built = pt_cuda_built();
+    char why[300] = "";
+    const int ndev = built ? pt_cuda_device_count(why, sizeof why) : 0;
+    /* auto, or PTRAIN_DEVICE (the plugin sets cuda when it binds a GPU,
+     * also for a build without the backend): the CPU when CUDA cannot run,
+     * named on the run header's device line */
+    const int chosen = !strcmp(want, "auto") || env;
+    if (chosen && (!built || ndev < 1)) {
+        snprintf(note, len, "%s: %s: training on the CPU", given, built ? why : "this build has no CUDA backend");
+        return 0;
+    }
+    /* --device cuda, or chosen with a device and the backend */
+    if (!built)
+        return pt_errprintf(err, "%s: this ptrain build has no CUDA backend (configure found no nvcc; rebuild with "
+                            "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that", given);
+    if (ndev < 1) return pt_errprintf(err, "%s: %s; give --device cpu to train on the CPU", given, why);
+    /* the backend is here, its ops table is not (pt_cuda_backend's ops are
+     * NULL until the CUDA kernels are wired).  Asked for on the command
+     * line: refuse.  Chosen by auto or by PTRAIN_DEVICE (the plugin sets it
+     * when it binds a GPU, so every srun --ptrain-mode=auto on a GPU node
+     * would stop): train on the CPU and say so on the run header's device
+     * line, never behind the user's back. */
+    if (chosen) {
+        snprintf(note, len, "%s: the task sees %d CUDA device%s, but the CUDA backend's kernels are not wired yet: "
+                 "training on the CPU (--device cuda refuses instead)", given, ndev, ndev == 1 ? "" : "s");
+        return 0;
+    }
+    return pt_errprintf(err, "%s: the task sees %d CUDA device%s, but the CUDA backend's ops are not wired yet "
+                        "(its memory, streams, GEMMs and NCCL are built; its kernels are not): give --device cpu "
+                        "to train on the CPU", given, ndev, ndev == 1 ? "" : "s");
 }

@@ -33,6 +33,8 @@
 #include <stdio.h>
 
 enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_INPUT = 2, RUN_EXIT_PEER = 3 };
+/* where a rank trains (--device) */
+enum { RUN_DEVICE_CPU = 0, RUN_DEVICE_CUDA = 1 };
 
 /* The command line (0 / NULL / -1 = not given where said). */
 typedef struct run_opts {
@@ -62,6 +64,8 @@ typedef struct run_opts {
     double straggler;              /* --energy-straggler PCT / 100: a dp replica this much slower is a
                                     * straggler; 0 = off */
     const char *energy_level;      /* PTRAIN_ENERGY: off, report, plan, apply (NULL: not set) */
+    const char *device;            /* --device (else PTRAIN_DEVICE): cpu, cuda, auto; NULL = not given (auto) */
+    const char *device_what;       /* "--device" or "PTRAIN_DEVICE": where it came from */
 } run_opts;
 
 /* What --mode auto chose, for rank 0 to print after the agreement. */
@@ -84,6 +88,8 @@ typedef struct run_setup {
     uint64_t data_id[4];     /* train tokens, train checksum, val tokens, val checksum */
     double mem_need;         /* the plan's predicted peak per rank (bytes; pt_cost mem_peak) */
     double mem_avail;        /* memory this rank may use (bytes; 0 = unknown) */
+    int device;              /* RUN_DEVICE_CPU or RUN_DEVICE_CUDA: where this rank trains */
+    char device_note[400];   /* why (the run header's device line) */
     run_auto aut;
     /* energy (bin/run/energy.c, run_energy_setup) */
     pt_energy_plan eplan;          /* --energy-plan FILE (n 0: none or auto) */
@@ -118,8 +124,18 @@ int run_early_exit(int argc, char **argv, int *asked);
 void run_answer(int asked);
 void run_usage(FILE *f);
 /* Parse argv into *o (defaults first) and the PTRAIN_MODEL, PTRAIN_BATCH,
- * PTRAIN_TOPOLOGY, PTRAIN_PEAK_GFLOPS variables.  -1 with one line. */
+ * PTRAIN_TOPOLOGY, PTRAIN_PEAK_GFLOPS, PTRAIN_DEVICE variables.  -1 with one line. */
 int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
+/* Where this rank trains, from o->device (auto when NULL): cpu; cuda when
+ * this build has the CUDA backend and the task sees a CUDA device; auto =
+ * cuda when both hold, else cpu.  Writes *device (RUN_DEVICE_*) and why
+ * into note (len bytes, the run header's device line).  -1 with one line
+ * when cuda is asked for (or chosen by auto) and cannot train: no CUDA
+ * backend in this build (the plugin sets PTRAIN_DEVICE=cuda when it binds
+ * a GPU: then only an explicit --device cpu trains on the CPU), no
+ * device, or, until the CUDA kernels are wired into the ops table, always
+ * (lib/backend/cuda/cuda.h: the backend's ops are NULL). */
+int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, pt_error *err);
 
 /* ---- setup.c ---- */
 /* Resolve model, plan, data, checkpoint directory and memory for a world

@@ -494,6 +494,8 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->dry_run) return 0;
+    /* where to train: before the memory check, which is the host's */
+    if (run_resolve_device(o, &s->device, s->device_note, sizeof s->device_note, err) < 0) return -1;
     if (check_memory(s, world, nodes, err) < 0) return -1;
     /* energy: the plan and profile files against this plan (bin/run/energy.c) */
     if (run_energy_setup(s, nodes, err) < 0) return -1;

@@ -136,8 +136,8 @@ check "topology = missing file: the step runs, planned from hwloc, one warning n
 # the same, and the explanation names the cached model
 printf 'topology = "%s";\n' "$top_srcdir/tests/topo/gpu4-pcie.xml" >"$D/gpu.conf"
 echo "required $PTRAIN_SPANK_SO config=$D/gpu.conf" >"$D/plugstack.conf"
-srun --ptrain-mode=auto --ptrain-explain -N2 --ntasks-per-node=2 \
-    sh -c 'echo "GPU node=$SLURMD_NODENAME lid=$SLURM_LOCALID cuda=${CUDA_VISIBLE_DEVICES-unset} order=${CUDA_DEVICE_ORDER-unset} hca=${NCCL_IB_HCA-unset} ucx=${UCX_NET_DEVICES-unset} plan=$(echo $PTRAIN_PLAN | tr " " _)"' \
+env -u PTRAIN_DEVICE srun --ptrain-mode=auto --ptrain-explain -N2 --ntasks-per-node=2 \
+    sh -c 'echo "GPU node=$SLURMD_NODENAME lid=$SLURM_LOCALID cuda=${CUDA_VISIBLE_DEVICES-unset} order=${CUDA_DEVICE_ORDER-unset} hca=${NCCL_IB_HCA-unset} ucx=${UCX_NET_DEVICES-unset} device=${PTRAIN_DEVICE-unset} plan=$(echo $PTRAIN_PLAN | tr " " _)"' \
     >"$D/o10" 2>"$D/e10"
 check "cached 4-GPU model: the step runs (4 tasks)" [ $? -eq 0 ] && [ "$(grep -c '^GPU ' "$D/o10")" -eq 4 ]
 check "cached 4-GPU model: local task i gets CUDA_VISIBLE_DEVICES=i in PCI bus order" \
@@ -145,11 +145,17 @@ check "cached 4-GPU model: local task i gets CUDA_VISIBLE_DEVICES=i in PCI bus o
     [ "$(grep -c 'order=PCI_BUS_ID' "$D/o10")" -eq 4 ]
 check "cached 4-GPU model: NCCL_IB_HCA=mlx5_0 UCX_NET_DEVICES=mlx5_0:1 (its only HCA)" \
     [ "$(grep -c 'hca=mlx5_0 ucx=mlx5_0:1 ' "$D/o10")" -eq 4 ]
+check "cached 4-GPU model: the plugin bound a GPU, so PTRAIN_DEVICE=cuda in every task (ptrain-run --device)" \
+    [ "$(grep -c ' device=cuda ' "$D/o10")" -eq 4 ]
+PTRAIN_DEVICE=cpu srun --ptrain-mode=auto -N1 --ntasks-per-node=2 sh -c 'echo "GPU device=$PTRAIN_DEVICE"' >"$D/o12" 2>&1
+check "a PTRAIN_DEVICE the user set is left alone" [ "$(grep -c '^GPU device=cpu$' "$D/o12")" -eq 2 ]
 check "cached 4-GPU model: both nodes computed the same plan" [ "$(grep '^GPU ' "$D/o10" | sed 's/.*plan=//' | sort -u | wc -l)" -eq 1 ]
 check "cached 4-GPU model: the explanation names the cached model, once" \
     [ "$(grep -c "node model: cached model .*gpu4-pcie.xml" "$D/e10")" -eq 1 ]
-CUDA_VISIBLE_DEVICES=3 srun --ptrain-mode=auto -N1 --ntasks-per-node=2 sh -c 'echo "GPU cuda=$CUDA_VISIBLE_DEVICES"' >"$D/o11" 2>&1
-check "a CUDA_VISIBLE_DEVICES the user set is left alone" [ "$(grep -c '^GPU cuda=3$' "$D/o11")" -eq 2 ]
+CUDA_VISIBLE_DEVICES=3 env -u PTRAIN_DEVICE srun --ptrain-mode=auto -N1 --ntasks-per-node=2 \
+    sh -c 'echo "GPU cuda=$CUDA_VISIBLE_DEVICES device=${PTRAIN_DEVICE-unset}"' >"$D/o11" 2>&1
+check "a CUDA_VISIBLE_DEVICES the user set is left alone, and no PTRAIN_DEVICE is set (the plugin bound nothing)" \
+    [ "$(grep -c '^GPU cuda=3 device=unset$' "$D/o11")" -eq 2 ]
 cp "$D/plugstack.conf.orig" "$D/plugstack.conf"
 
 # 6. --ptrain-explain: the explanation once, from one task, and ptrain-run
