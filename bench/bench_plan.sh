@@ -5,7 +5,8 @@
 # planner must order plans as the machine does, >= 0.8).
 #
 # Run from the build directory after `make && make tests/plan/cost_eval`:
-#   sh ../../bench/bench_plan.sh            (MODEL=L,H,C,T,V  BATCH=N  STEPS=N)
+#   sh ../../bench/bench_plan.sh            (MODEL=L,H,C,T,V  BATCH=N  STEPS=N  ROUNDS=N)
+# It takes no arguments but -h/--help; the settings come from the environment.
 # Not part of make check: it times things.
 #
 # Calibration, in the same run:
@@ -47,7 +48,45 @@
 # On a shared, oversubscribed 2-core machine the timings are noisy: read
 # the ratios as rough, the rank order as the claim.
 set -u
+usage() {
+    cat <<EOF
+usage: [MODEL=L,H,C,T,V] [BATCH=N] [STEPS=N] [ROUNDS=N] sh bench/bench_plan.sh
+  (from the build directory after 'make && make tests/plan/cost_eval', or with top_builddir=DIR)
+The cost model's predicted step time against ptrain-run's measured one for plans at 4 and 8 ranks,
+and the Spearman rank correlation between the two.
+
+Settings, from the environment (the script takes no arguments but --help):
+  MODEL=L,H,C,T,V   layers, heads, width, sequence length, vocabulary, integers >= 1 (default 4,4,128,64,2048)
+  BATCH=N           global batch in sequences, an integer >= 1 (default 16)
+  STEPS=N           steps per run, the mean of steps 2..N measured, an integer >= 2 (default 16)
+  ROUNDS=N          runs of each plan, the least time kept, an integer >= 1 (default 3)
+  MPIRUN=CMD        the MPI launcher (default mpirun)
+  -h, --help        print this help and exit
+EOF
+}
+case ${1-} in -h | --help) usage; exit 0 ;; esac
+[ $# -eq 0 ] || { echo "bench_plan: unexpected argument '$1' (it takes none but --help: set MODEL=L,H,C,T,V BATCH=N STEPS=N ROUNDS=N in the environment)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
+MODEL=${MODEL:-4,4,128,64,2048}
+BATCH=${BATCH:-16}
+STEPS=${STEPS:-16}
+ROUNDS=${ROUNDS:-3}
+# NAME VALUE MIN: a decimal integer >= MIN (no sign, no leading zero), or one line and status 2
+intmin() {
+    case $2 in '' | *[!0-9]* | 0?*) ;; *) [ "$2" -ge "$3" ] && return 0 ;; esac
+    echo "bench_plan: $1 '$2' is not an integer >= $3" >&2
+    exit 2
+}
+intmin BATCH "$BATCH" 1
+intmin STEPS "$STEPS" 2
+intmin ROUNDS "$ROUNDS" 1
+model_ok=
+case $MODEL in
+*[!0-9,]* | *,,* | ,* | *, | *,*,*,*,*,* | 0* | *,0*) ;;
+*,*,*,*,*) model_ok=1 ;;
+esac
+[ -n "$model_ok" ] ||
+    { echo "bench_plan: MODEL '$MODEL' is not L,H,C,T,V (five integers >= 1, e.g. 4,4,128,64,2048)" >&2; exit 2; }
 B=${top_builddir:-.}
 run="$B/ptrain-run"
 eval_="$B/tests/plan/cost_eval"
@@ -58,10 +97,6 @@ done
 command -v jq >/dev/null 2>&1 || { echo "bench_plan: jq not installed (scripts/deps.sh)" >&2; exit 2; }
 MPIRUN=${MPIRUN:-mpirun}
 cores=$(OMP_NUM_THREADS= nproc) # before OMP_NUM_THREADS=1, which nproc obeys
-MODEL=${MODEL:-4,4,128,64,2048}
-BATCH=${BATCH:-16}
-STEPS=${STEPS:-16}
-ROUNDS=${ROUNDS:-3}
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
 export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1

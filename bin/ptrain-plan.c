@@ -169,7 +169,7 @@ int main(int argc, char **argv)
     req.rank_order[0] = '\0'; /* the search chooses the placement */
     pt_error err = {""};
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
         int bad = 0;
         switch (c) {
         case 'T': topology = optarg; break;

@@ -198,7 +198,7 @@ int main(int argc, char **argv)
     const char *topology = NULL, *load = NULL, *save = NULL;
     int out = 0, probe = 0, quick = 0, strict = 0, energy = 0, c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
         switch (c) {
         case 't': topology = optarg; break;
         case 'l': load = optarg; break;
