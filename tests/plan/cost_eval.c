@@ -2,6 +2,7 @@
  * the PTRAIN_* environment (pt_plan_from_env over the defaults; dp = the
  * world the plan needs, i.e. PTRAIN_DP) as one JSON object:
  *   {"bytes":{"dp":..,"tp":..,"pp":..,"sp":..,"sync":..},"msgs":{..},
+ *    "bytes_comm":{"tp":..,"tpx--":..,..,"sync---":..,..,"sp":..,"pp":..,"embed":..,"dp":..},
  *    "flops":..,"mem_params":..,"mem_grads":..,"mem_optim":..,"mem_act":..,
  *    "mem_total":..,"mem_peak":..,"bubble":..,"t_step":..}
  * bytes per rank and step (maximum over ranks), memory in bytes, FLOPs per
@@ -73,6 +74,8 @@ int main(int argc, char **argv)
     for (int g = 0; g < PT_GRP_N; g++) printf("%s\"%s\":%.0f", g ? "," : "", pt_cost_group_name(g), c.bytes[g]);
     printf("},\"msgs\":{");
     for (int g = 0; g < PT_GRP_N; g++) printf("%s\"%s\":%.0f", g ? "," : "", pt_cost_group_name(g), c.msgs[g]);
+    printf("},\"bytes_comm\":{");
+    for (int k = 0; k < PT_SUB_N; k++) printf("%s\"%s\":%.0f", k ? "," : "", pt_cost_sub_name(k), c.sub_bytes[k]);
     printf("},\"flops\":%.6g,\"mem_params\":%.0f,\"mem_grads\":%.0f,\"mem_optim\":%.0f,\"mem_act\":%.0f,"
            "\"mem_total\":%.0f,\"mem_peak\":%.0f,\"bubble\":%.6g,\"t_compute\":%.6g,\"t_step\":%.6g}\n",
            c.flops, c.mem_params, c.mem_grads, c.mem_optim, c.mem_act, c.mem_total, c.mem_peak, c.bubble, c.t_compute, c.t_step);
