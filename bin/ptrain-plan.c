@@ -48,6 +48,9 @@ static void usage(FILE *f)
             "  --tp N, --tp-depth N, --sp N, --pp N, --zero N, --microbatches N\n"
             "  --schedule S        gpipe, 1f1b, interleaved\n"
             "  --recompute R       none, block, attention\n"
+            "  --rank-order O      a permutation of D, P, T (cluster = DPT, spread = TPD)\n"
+            "  --tp-order O        the tp grid's axes slowest first, a permutation of 0, 1, 2\n"
+            "                      (2d: 012 rows on consecutive ranks, 021 columns)\n"
             "Output:\n"
             "Energy (Perseus's time-energy frontier of one iteration of the chosen plan):\n"
             "  --energy            print the frontier, the max-clock and intrinsic-bloat points\n"
@@ -114,6 +117,7 @@ static json_t *cand_json(const pt_candidate *c)
     json_object_set_new(o, "pp_split", json_string(split));
     json_object_set_new(o, "recompute", json_string(pt_recompute_name(c->plan.ckpt_act)));
     json_object_set_new(o, "rank_order", json_string(c->plan.rank_order));
+    json_object_set_new(o, "tp_order", json_string(c->plan.tp_order));
     json_object_set_new(o, "t_step_s", json_real(c->cost.t_step));
     json_object_set_new(o, "t_compute_s", json_real(c->cost.t_compute));
     json_object_set_new(o, "t_bubble_s", json_real(c->cost.t_bubble));
@@ -125,6 +129,17 @@ static json_t *cand_json(const pt_candidate *c)
         json_object_set_new(link, pt_cost_group_name(g), json_string(pt_cost_link_name(c->link[g])));
     }
     json_object_set_new(o, "t_comm_s", comm);
+    /* each communicator the layout sends on: bytes, time, link, role */
+    json_t *subs = json_object();
+    for (int k = 0; k < PT_SUB_N; k++) {
+        if (c->cost.sub_bytes[k] <= 0) continue;
+        char role[96];
+        pt_cost_sub_role(&c->plan, k, role, sizeof role);
+        json_object_set_new(subs, pt_cost_sub_name(k),
+                            json_pack("{s:s, s:f, s:f, s:s}", "role", role, "bytes", c->cost.sub_bytes[k], "t_s",
+                                      c->cost.sub_t[k], "link", pt_cost_link_name(c->cost.sub_link[k])));
+    }
+    json_object_set_new(o, "communicators", subs);
     json_object_set_new(o, "bytes", bytes);
     json_object_set_new(o, "link", link);
     json_object_set_new(o, "flops", json_real(c->cost.flops));
@@ -149,7 +164,8 @@ int main(int argc, char **argv)
         {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},            {"energy", no_argument, 0, 'E'},
         {"energy-slowdown", required_argument, 0, 'L'}, {"energy-straggler", required_argument, 0, 'K'},
-        {"power-model", required_argument, 0, 'P'},   {0, 0, 0, 0}};
+        {"power-model", required_argument, 0, 'P'},   {"rank-order", required_argument, 0, 'O'},
+        {"tp-order", required_argument, 0, 'Q'},      {0, 0, 0, 0}};
     const char *topology = NULL, *model = "gpt2-124M";
     int nodes = 1, tpn = 0, batch = 512, out = 0, c, zero_given = 0, sched_given = 0, energy = 0;
     double slowdown = 0, straggler = 0;
@@ -160,6 +176,7 @@ int main(int argc, char **argv)
     req.mode = PT_MODE_AUTO;
     req.dp = req.pp = req.tp = req.sp = req.tp_depth = req.microbatches = req.virtual_stages = 0;
     req.rank_order[0] = '\0'; /* the search chooses the placement */
+    req.tp_order[0] = '\0';
     pt_error err = {""};
     opterr = 0;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -194,6 +211,18 @@ int main(int argc, char **argv)
             break;
         case 'r':
             if (pt_recompute_parse("--recompute", optarg, &req.ckpt_act, &err) < 0) {
+                fprintf(stderr, "ptrain-plan: %s\n", err.text);
+                return EXIT_BAD;
+            }
+            break;
+        case 'O':
+            if (pt_plan_order_parse(optarg, req.rank_order, &err) < 0) {
+                fprintf(stderr, "ptrain-plan: --rank-order: %s\n", err.text);
+                return EXIT_BAD;
+            }
+            break;
+        case 'Q':
+            if (pt_plan_tp_order_parse("--tp-order", optarg, req.tp_order, &err) < 0) {
                 fprintf(stderr, "ptrain-plan: %s\n", err.text);
                 return EXIT_BAD;
             }

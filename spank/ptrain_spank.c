@@ -376,6 +376,7 @@ static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *er
     char buf[256];
     pt_plan_default(req);
     req->rank_order[0] = '\0'; /* the search chooses the placement */
+    req->tp_order[0] = '\0';
     req->mode = conf.default_mode;
     req->tp = opt_tp;
     req->tp_depth = opt_tp_depth;

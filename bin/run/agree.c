@@ -25,7 +25,7 @@ typedef enum { SHOW_INT, SHOW_MODE, SHOW_RECOMPUTE, SHOW_SCHEDULE, SHOW_ORDER, S
 
 /* The record's fields, in the order they are reported. */
 enum {
-    F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER,
+    F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER, F_TP_ORDER,
     F_LAYERS, F_HEADS, F_EMBD, F_SEQ, F_VOCAB, F_TRAIN_TOK, F_TRAIN_SUM, F_VAL_TOK, F_VAL_SUM,
     F_STEPS, F_BATCH, F_TRAINING, F_SCHEDULE, F_VSTAGES, F_METRICS, F_SAVE_DIR, F_SAVE_EVERY, F_KEEP,
     F_RESUME, F_N
@@ -46,6 +46,7 @@ static const struct {
     [F_MICRO] = {"plan microbatches", SHOW_INT},
     [F_RECOMPUTE] = {"plan ckpt_act", SHOW_RECOMPUTE},
     [F_ORDER] = {"plan rank order", SHOW_ORDER},
+    [F_TP_ORDER] = {"plan tp order", SHOW_ORDER},
     [F_LAYERS] = {"model layers", SHOW_INT},
     [F_HEADS] = {"model heads", SHOW_INT},
     [F_EMBD] = {"model embd", SHOW_INT},
@@ -103,6 +104,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_MICRO] = p->microbatches;
     v[F_RECOMPUTE] = p->ckpt_act;
     v[F_ORDER] = (int64_t)p->rank_order[0] << 16 | (int64_t)p->rank_order[1] << 8 | p->rank_order[2];
+    v[F_TP_ORDER] = (int64_t)p->tp_order[0] << 16 | (int64_t)p->tp_order[1] << 8 | p->tp_order[2];
     v[F_LAYERS] = c->n_layer;
     v[F_HEADS] = c->n_head;
     v[F_EMBD] = c->n_embd;

@@ -13,7 +13,7 @@
 enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-       O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS };
+       O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS, O_TPORDER };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -23,6 +23,7 @@ static const struct option long_opts[] = {
     {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
     {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
     {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER},
+    {"tp-order", 1, 0, O_TPORDER},
     {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
     {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
     {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
@@ -81,6 +82,9 @@ void run_usage(FILE *f)
         "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n"
         "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
         "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
+        "  --tp-order 012|021|...  the tp grid's axes inside the T block, outermost first\n"
+        "                       (2d: 012 rows, 021 columns on consecutive ranks; default\n"
+        "                       PTRAIN_TP_ORDER, else 012; --mode auto chooses it)\n"
         "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
         "                       pieces (default PTRAIN_MICROBATCHES, else 1)\n"
         "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n"
@@ -257,6 +261,12 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
             pt_error e;
             if (pt_plan_order_parse(optarg, o->order, &e) < 0) return pt_errprintf(err, "--rank-order: %s", e.text);
             o->rank_order = o->order;
+            break;
+        }
+        case O_TPORDER: {
+            pt_error e;
+            if (pt_plan_tp_order_parse("--tp-order", optarg, o->tpo, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            o->tp_order = o->tpo;
             break;
         }
         case O_WATCHDOG: if (parse_long("--watchdog", optarg, 0, 86400 * 365, &vl, err)) return -1; o->watchdog = (double)vl; break;

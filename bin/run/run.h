@@ -47,6 +47,8 @@ typedef struct run_opts {
     double watchdog;     /* seconds without progress before the job is ended; 0 = off */
     double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
     char order[4];       /* --rank-order, parsed */
+    char tpo[4];         /* --tp-order, parsed */
+    const char *tp_order; /* --tp-order (NULL = not given) */
     const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
     long save_every, keep;         /* 0 = not given */
     const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto */

@@ -107,6 +107,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     p->zero = -1;
     p->schedule = -1;
     p->rank_order[0] = '\0';
+    p->tp_order[0] = '\0';
     pt_mode flag_mode = PT_MODE_OFF;
     if (o->mode && pt_mode_parse(o->mode, &flag_mode, err)) return pt_errprintf(err, "--mode: %s", err->text);
     const char *plugin_plan = getenv("PTRAIN_PLAN");
@@ -127,6 +128,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (o->recompute >= 0) p->ckpt_act = o->recompute;
     if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, err) < 0) return -1;
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
+    if (o->tp_order) memcpy(p->tp_order, o->tp_order, sizeof p->tp_order);
     if (p->mode == PT_MODE_AUTO && (replan || !plugin_plan)) {
         pt_plan req = *p;
         int zero_pinned = req.zero >= 0, sched_pinned = req.schedule >= 0;
@@ -153,6 +155,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (p->zero < 0) p->zero = d.zero;
     if (p->schedule < 0) p->schedule = d.schedule;
     if (!p->rank_order[0]) memcpy(p->rank_order, d.rank_order, sizeof p->rank_order);
+    if (!p->tp_order[0]) memcpy(p->tp_order, d.tp_order, sizeof p->tp_order);
     /* off: nothing was planned, run the sizes given with 1d layers; auto
      * beside a plugin plan (PTRAIN_MODE=auto is never the plugin's) runs
      * the plugin's sizes as 1d, as before */

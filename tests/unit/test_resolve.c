@@ -46,6 +46,7 @@ static void req_init(pt_plan *r, pt_mode mode)
 {
     pt_plan_default(r);
     r->rank_order[0] = '\0';
+    r->tp_order[0] = '\0';
     r->mode = mode;
     r->dp = r->pp = r->tp = r->tp_depth = r->sp = r->microbatches = r->virtual_stages = 0;
 }
