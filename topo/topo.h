@@ -105,6 +105,13 @@ typedef struct pt_topo_nic {
     int kind;              /* PT_NIC_* */
 } pt_topo_nic;
 
+/* Collective kinds the MPI probe times one by one (the order and names of
+ * lib/plan/cost.h's PT_KIND_*: allreduce, reduce_scatter, allgather,
+ * broadcast, reduce, p2p). */
+#define PT_TOPO_COLL_N 6
+/* "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"; "?" */
+const char *pt_topo_coll_name(int k);
+
 /* Results of the MPI probe (topo/probe_mpi.h); measured == 0 when absent. */
 typedef struct pt_topo_net {
     int measured;
@@ -127,6 +134,16 @@ typedef struct pt_topo_net {
     size_t pair_bytes;        /* the allreduce inside pairs of ranks, bytes (0 = not measured) */
     double pair_us;           /* its time (us) with every rank in a pair, communicating */
     double pair_busy_us;      /* its time (us) with half the pairs, the other ranks computing */
+    /* each collective kind timed over all the probe's ranks at two sizes
+     * (coll_bytes, the call's whole buffer) and fitted to t(b) =
+     * steps_k(p) alpha + b busfactor_k(p) / busbw (nccl-tests' bus
+     * bandwidth; lib/plan/cost.h's pt_cost_busfactor and
+     * pt_cost_kind_steps): 0 = not measured (one rank, a file from before:
+     * "collectives" is optional) */
+    size_t coll_bytes[2];     /* the two buffer sizes, bytes */
+    double coll_time_us[PT_TOPO_COLL_N][2]; /* time per call at each size (us, slowest rank) */
+    double coll_lat_us[PT_TOPO_COLL_N];     /* alpha of one step (us) */
+    double coll_busbw[PT_TOPO_COLL_N];      /* bus bandwidth (GB/s) */
     char nodes[256];          /* node names, comma separated, in node order */
 } pt_topo_net;
 

@@ -183,6 +183,39 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     }
     pt_notef(note, note_len, "latency: %.3g us island, %.3g us node, %.3g us network (%s)",
              hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6, lat_src);
+    /* each collective kind's own alpha and bus bandwidth, fitted by the
+     * probe over its ranks, on the link classes they spanned (the same as
+     * the ring's: the network between nodes unless the admin gave its
+     * bandwidth, else the CPU ranks' island and node links); elsewhere
+     * every kind takes the class's figures above (coll_* 0) */
+    {
+        const pt_topo_net *n = &t->net;
+        const int l0 = n->nnodes > 1 ? PT_NET_INTER : PT_NET_ISLAND;
+        const int l1 = n->nnodes > 1 ? PT_NET_INTER : (!gpu || used <= 1) ? PT_NET_NODE : -1;
+        char kinds[400] = "";
+        size_t kl = 0;
+        int nk = 0;
+        if (n->measured && n->coll_bytes[0] > 0)
+            for (int k = 0; k < PT_KIND_N && k < PT_TOPO_COLL_N; k++) {
+                if (!(n->coll_busbw[k] > 0)) continue;
+                for (int l = l0; l <= l1; l++) {
+                    if (l != PT_NET_INTER || ov->inter_gbps <= 0) hw->coll_gbps[k][l] = n->coll_busbw[k];
+                    hw->coll_lat_s[k][l] = n->coll_lat_us[k] * 1e-6;
+                }
+                if (l1 >= l0 && kl < sizeof kinds)
+                    kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s %.3g GB/s %.3g us", nk ? ", " : "",
+                                           pt_topo_coll_name(k), n->coll_busbw[k], n->coll_lat_us[k]);
+                nk += l1 >= l0;
+            }
+        if (nk)
+            pt_notef(note, note_len, "collectives on the %s links (measured: busbw and alpha per step of each kind at "
+                     "%d ranks): %s; other links and kinds: the class's figures (estimate)",
+                     l0 == PT_NET_INTER ? "network" : "intra-node", n->nranks, kinds);
+        else
+            pt_notef(note, note_len, "collectives: every kind at its link class's bandwidth and latency (estimate; "
+                     "ptrain-topo --probe fits each kind%s)", n->measured && n->coll_bytes[0] > 0 && l1 < l0
+                     ? ", but the host-memory probe does not use the GPUs' links" : "");
+    }
 
     /* memory per rank */
     if (ov->mem_gb > 0) {

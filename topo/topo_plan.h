@@ -62,6 +62,13 @@ typedef struct pt_topo_hw_override {
  *           least the ping-pong latency of that link; a model without it
  *           (older files) takes the ping-pong latencies; not measured:
  *           2 us (island), 3 us (node), 5 us (network), estimates.
+ * coll_gbps, coll_lat_s (each collective kind's bus bandwidth and alpha
+ *   per step, lib/plan/cost.h): the probe's per-kind fit (net.coll_busbw,
+ *   coll_lat_us) on the link classes its ranks spanned, as for the ring
+ *   above (the network when it spanned several nodes, the bandwidth not
+ *   when ov->inter_gbps is given; else the CPU ranks' island and node
+ *   classes; not a GPU node's links); 0 elsewhere (the class's gbps and
+ *   lat_s, an estimate; the note says which).
  * busy_delay_s: with more tasks than cores (ranks_per_core > 1) and the
  *   net probe's pair allreduces, pair_busy_us - pair_us (s) within
  *   [0, 0.1] (what one pipeline send waits while other ranks compute);

@@ -235,6 +235,75 @@ int main(void)
         unlink(path);
         tap_ok(ok, "XML: gemm_gflops, gemm_fit, the ring step's latency and bandwidth and the pair allreduces "
                "round-trip");
+        /* each collective kind's fit: round-trips through JSON and XML and
+         * becomes pt_hw's per-kind alpha and busbw on the links the probe
+         * spanned (one node of CPU ranks: island and node), the class's
+         * figures (0) elsewhere; each figure marked measured or estimate */
+        {
+            pt_topo v = t;
+            v.net.coll_bytes[0] = 256 << 10;
+            v.net.coll_bytes[1] = 2 << 20;
+            for (int k = 0; k < PT_TOPO_COLL_N; k++) {
+                v.net.coll_busbw[k] = 0.125 * (k + 1); /* exact in %.9g and JSON */
+                v.net.coll_lat_us[k] = 10.0 * (k + 1);
+                v.net.coll_time_us[k][0] = 100.0 + k;
+                v.net.coll_time_us[k][1] = 900.0 + k;
+            }
+            v.net.coll_busbw[4] = 0; /* a kind the probe could not fit */
+            int same = 1;
+            js = NULL;
+            ok = pt_topo_to_json(&v, &js) == PT_OK && strstr(js, "\"collectives\"") &&
+                 pt_topo_from_json(&u, js, "coll.json") == PT_OK;
+            if (ok) {
+                same = u.net.coll_bytes[0] == 256 << 10 && u.net.coll_bytes[1] == 2 << 20;
+                for (int k = 0; k < PT_TOPO_COLL_N; k++)
+                    same &= u.net.coll_busbw[k] == v.net.coll_busbw[k] && u.net.coll_lat_us[k] == v.net.coll_lat_us[k] &&
+                            u.net.coll_time_us[k][1] == v.net.coll_time_us[k][1];
+                pt_topo_free(&u);
+            }
+            free(js);
+            char xp[] = "/tmp/ptrain-topo-coll-XXXXXX";
+            fd = mkstemp(xp);
+            x = NULL;
+            int xok = fd >= 0 && pt_topo_to_xml(&v, &x) == PT_OK && write(fd, x, strlen(x)) == (ssize_t)strlen(x);
+            if (fd >= 0) close(fd);
+            if (xok && pt_topo_load_hwloc(&u, xp) == PT_OK) {
+                for (int k = 0; k < PT_TOPO_COLL_N; k++)
+                    xok &= u.net.coll_busbw[k] == v.net.coll_busbw[k] && u.net.coll_lat_us[k] == v.net.coll_lat_us[k] &&
+                           u.net.coll_time_us[k][0] == v.net.coll_time_us[k][0];
+                xok &= u.net.coll_bytes[1] == 2 << 20;
+                pt_topo_free(&u);
+            } else {
+                xok = 0;
+            }
+            free(x);
+            unlink(xp);
+            tap_ok(ok && same && xok, "JSON and XML: each collective kind's alpha, busbw and times round-trip");
+            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0;
+            for (int k = 0; ok && k < PT_KIND_N; k++) {
+                const double want = k == 4 ? 0 : 0.125 * (k + 1);
+                ok = near(hw.coll_gbps[k][PT_NET_ISLAND] + 1, want + 1) && near(hw.coll_gbps[k][PT_NET_NODE] + 1, want + 1) &&
+                     hw.coll_gbps[k][PT_NET_INTER] == 0 &&
+                     near(hw.coll_lat_s[k][PT_NET_NODE] + 1, (k == 4 ? 0 : 10e-6 * (k + 1)) + 1);
+            }
+            ok = ok && strstr(note, "collectives on the intra-node links (measured") && strstr(note, "allgather 0.375 GB/s");
+            if (!ok) tap_diag("note: %s", note);
+            tap_ok(ok, "per-kind fit -> pt_hw.coll_gbps / coll_lat_s on the island and node links of a one-node probe "
+                       "(allgather %g GB/s), none on the network, none for the kind not fitted", hw.coll_gbps[2][PT_NET_NODE]);
+            v.net.nnodes = 2;
+            v.net.inter_gbps = 2;
+            ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                 near(hw.coll_gbps[2][PT_NET_INTER], 0.375) && hw.coll_gbps[2][PT_NET_NODE] == 0;
+            pt_topo_hw_override ovn = {8, 0, 0};
+            ok = ok && pt_topo_plan_hw(&v, 2, &ovn, &hw, &isl, note, sizeof note, &err) == 0 &&
+                 hw.coll_gbps[2][PT_NET_INTER] == 0 && near(hw.coll_lat_s[2][PT_NET_INTER], 30e-6);
+            tap_ok(ok, "per-kind fit of a two-node probe: the network's kinds, not the node's; an inter_gbps override "
+                       "wins over their bandwidth, not their alpha");
+            v.net.measured = 0;
+            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.coll_gbps[0][PT_NET_NODE] == 0 &&
+                 strstr(note, "collectives: every kind at its link class's bandwidth and latency (estimate");
+            tap_ok(ok, "no probe: every kind at its class's figures, marked estimate");
+        }
         /* a file from before (no gemm_fit, no ring step) loads and plans
          * with the one-size rate and the ping-pong latency */
         t.gemm_rinf_gflops = t.gemm_n_half = 0;
