@@ -1,5 +1,6 @@
 /* The node model as the planner sees it: see topo_plan.h. */
 #include "topo/topo_plan.h"
+#include "core/core.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -325,5 +326,141 @@ int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_
     }
     *r_inf = 1.0 / a;
     *n_half = b / a;
+    return 0;
+}
+
+int pt_topo_plan_load(const char *path, const char *what, unsigned flags, pt_topo *t, int *from, char *notes,
+                      size_t notes_len, pt_error *err)
+{
+    memset(t, 0, sizeof *t);
+    *from = PT_TOPO_FROM_NONE;
+    if (path && *path) {
+        if (pt_topo_load_file(t, path) == PT_OK) {
+            *from = PT_TOPO_FROM_PATH;
+            return 0;
+        }
+        if (!(flags & PT_TOPO_LOAD_FALLBACK)) {
+            pt_errprintf(err, "%s", pt_errmsg());
+            pt_topo_free(t);
+            memset(t, 0, sizeof *t);
+            return -1;
+        }
+        pt_notef(notes, notes_len, "ptrain: warning: cannot load the node model %s=%.600s (%.200s); planning from "
+                 "this node's hwloc model", what ? what : "topology", path, pt_errmsg());
+        pt_topo_free(t);
+        memset(t, 0, sizeof *t);
+    }
+    if (pt_topo_load_hwloc(t, NULL) == PT_OK) {
+        *from = PT_TOPO_FROM_HWLOC;
+        return 0;
+    }
+    pt_error why;
+    pt_errprintf(&why, "%s", pt_errmsg());
+    pt_topo_free(t);
+    memset(t, 0, sizeof *t);
+    if (!(flags & PT_TOPO_LOAD_ESTIMATES)) {
+        if (err) *err = why;
+        return -1;
+    }
+    if (flags & PT_TOPO_LOAD_WARN)
+        pt_notef(notes, notes_len, "ptrain: warning: no node model (hwloc: %s); planning from ptrain.conf's rates "
+                 "and defaults", why.text);
+    return 0;
+}
+
+void pt_plan_machine_free(pt_plan_machine *m)
+{
+    if (!m) return;
+    free(m->tasks);
+    free(m->kind_of);
+    free(m->kinds);
+    free(m->names);
+    free(m->island_of_kind);
+    memset(m, 0, sizeof *m);
+}
+
+int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *models, const char *const *names,
+                          const int *kind_of, const int *tasks_per_node, int nnodes, const pt_topo_hw_override *ov,
+                          double inter_lat_us, pt_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (nkinds < 1 || nkinds > 1024 || nnodes < 1 || nnodes > (1 << 20) || !tasks_per_node)
+        return pt_errprintf(err, "machine: %d node kinds, %d nodes (valid: 1..1024 kinds, 1..%d nodes with their "
+                            "task counts)", nkinds, nnodes, 1 << 20);
+    m->tasks = malloc(sizeof(int) * (size_t)nnodes);
+    m->kind_of = malloc(sizeof(int) * (size_t)nnodes);
+    m->kinds = calloc((size_t)nkinds, sizeof *m->kinds);
+    m->names = calloc((size_t)nkinds, sizeof *m->names);
+    m->island_of_kind = calloc((size_t)nkinds, sizeof(int));
+    int *maxt = calloc((size_t)nkinds, sizeof(int));
+    if (!m->tasks || !m->kind_of || !m->kinds || !m->names || !m->island_of_kind || !maxt) {
+        free(maxt);
+        pt_plan_machine_free(m);
+        return pt_errprintf(err, "machine: out of memory for %d nodes", nnodes);
+    }
+    m->nkinds = nkinds;
+    for (int i = 0; i < nnodes; i++) {
+        const int k = kind_of ? kind_of[i] : 0;
+        if (k < 0 || k >= nkinds || tasks_per_node[i] < 1) {
+            free(maxt);
+            pt_plan_machine_free(m);
+            return pt_errprintf(err, "machine: node %d has kind %d and %d tasks (valid: kinds 0..%d, >= 1 task)", i, k,
+                                tasks_per_node[i], nkinds - 1);
+        }
+        m->tasks[i] = tasks_per_node[i];
+        m->kind_of[i] = k;
+        if (tasks_per_node[i] > maxt[k]) maxt[k] = tasks_per_node[i];
+    }
+    int present = 0, last = 0;
+    for (int k = 0; k < nkinds; k++) {
+        if (names && names[k]) snprintf(m->names[k], sizeof m->names[k], "%s", names[k]);
+        else snprintf(m->names[k], sizeof m->names[k], "kind %d", k);
+        m->kinds[k].name = m->names[k];
+        present += maxt[k] > 0;
+        if (maxt[k] > 0) last = k;
+    }
+    for (int k = 0; k < nkinds; k++) {
+        const int tpn = maxt[k] > 0 ? maxt[k] : 1;
+        char note[2048];
+        pt_error inner;
+        if (pt_topo_plan_hw(models ? models[k] : NULL, tpn, ov, &m->kinds[k].hw, &m->kinds[k].island_ranks, note,
+                            sizeof note, &inner) < 0) {
+            free(maxt);
+            pt_error e2;
+            pt_errprintf(&e2, "node model %s: %s", m->names[k], inner.text);
+            pt_plan_machine_free(m);
+            if (err) *err = e2;
+            return -1;
+        }
+        if (inter_lat_us > 0) m->kinds[k].hw.lat_s[PT_NET_INTER] = inter_lat_us * 1e-6;
+        m->island_of_kind[k] = m->kinds[k].island_ranks;
+        if (maxt[k] > 0) {
+            size_t l = strlen(m->note);
+            for (char *line = note; *line && l < sizeof m->note;) {
+                size_t len = strcspn(line, "\n");
+                if (present > 1)
+                    l += (size_t)snprintf(m->note + l, sizeof m->note - l, "[%s] %.*s\n", m->names[k], (int)len, line);
+                else
+                    l += (size_t)snprintf(m->note + l, sizeof m->note - l, "%.*s\n", (int)len, line);
+                line += len;
+                if (*line) line++;
+            }
+        }
+    }
+    free(maxt);
+    pt_cluster *c = &m->cluster;
+    memset(c, 0, sizeof *c);
+    c->nnodes = nnodes;
+    c->tasks_per_node = m->tasks;
+    if (present == 1) { /* identical nodes: the cluster of one node model */
+        c->hw = m->kinds[last].hw;
+        c->island_ranks = m->kinds[last].island_ranks;
+        return 0;
+    }
+    c->nkinds = nkinds;
+    c->kinds = m->kinds;
+    c->kind_of = m->kind_of;
+    pt_cluster_slowest(c, &c->hw, NULL);
+    c->island_ranks = 0;
     return 0;
 }

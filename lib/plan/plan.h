@@ -176,7 +176,12 @@ typedef struct pt_plan_limits {
     int max_pp;        /* largest pp the admin allows (>= 1) */
     int max_zero;      /* highest ZeRO stage the admin allows (0..3) */
     unsigned schedules; /* bit (1u << pt_schedule) per schedule users may request */
+    int default_zero;  /* ZeRO stage of requests that pin none, where a plan can take it
+                        * (0..max_zero; the planner handle, lib/plan/planner.h) */
+    int mixed;         /* PT_MIXED_*: a step over nodes of several kinds is planned at
+                        * the slowest node's rates (adapt, 0) or refused */
 } pt_plan_limits;
+enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
 
 /* The checks of a request that need no geometry, for the plugin's
  * srun/sbatch side before an allocation exists and for pt_plan_search.

@@ -214,52 +214,6 @@ int pt_place_where(const pt_cluster *c, const pt_plan *p, pt_cost_where *w, int 
     return 0;
 }
 
-/* dst = the slower of dst and src, figure by figure (pt_cluster_slowest) */
-static void hw_min(pt_hw *dst, const pt_hw *src)
-{
-#define LOW(x) (dst->x = (src->x > 0 && (dst->x <= 0 || src->x < dst->x)) ? src->x : dst->x)
-#define HIGH(x) (dst->x = src->x > dst->x ? src->x : dst->x)
-    if (src->gemm_gflops > 0 && (dst->gemm_gflops <= 0 || src->gemm_gflops < dst->gemm_gflops)) {
-        dst->gemm_gflops = src->gemm_gflops;
-        dst->gemm_n_half = src->gemm_n_half;
-    }
-    LOW(mem_bytes);
-    for (int l = 0; l < PT_NET_N; l++) {
-        HIGH(lat_s[l]);
-        LOW(gbps[l]);
-        for (int k = 0; k < PT_KIND_N; k++) {
-            HIGH(coll_lat_s[k][l]);
-            LOW(coll_gbps[k][l]);
-        }
-    }
-    HIGH(ranks_per_core);
-    HIGH(busy_delay_s);
-#undef LOW
-#undef HIGH
-}
-
-void pt_cluster_slowest(const pt_cluster *c, pt_hw *out, int *limiting)
-{
-    if (limiting) *limiting = -1;
-    if (!c || !out) return;
-    if (c->nkinds <= 0 || !c->kinds) {
-        *out = c->hw;
-        return;
-    }
-    int first = 1;
-    for (int k = 0; k < c->nkinds; k++) {
-        int present = !c->kind_of;
-        for (int i = 0; !present && i < c->nnodes; i++) present = c->kind_of[i] == k;
-        if (!present) continue;
-        if (first) *out = c->kinds[k].hw;
-        else hw_min(out, &c->kinds[k].hw);
-        if (limiting && (*limiting < 0 || c->kinds[k].hw.gemm_gflops < c->kinds[*limiting].hw.gemm_gflops))
-            *limiting = k;
-        first = 0;
-    }
-    if (first) *out = c->hw;
-}
-
 void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
 {
     for (int g = 0; g < PT_GRP_N; g++) link[g] = PT_NET_ISLAND;
@@ -287,6 +241,28 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
 }
 
 /* ---- stage split ------------------------------------------------------- */
+
+int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n, int *split, pt_error *err)
+{
+    if (!speed || !split) return pt_errprintf(err, "D'Hondt split: no speeds or output given");
+    if (k < 1 || k > n)
+        return pt_errprintf(err, "D'Hondt split: %d stages for %d layers (valid: 1..%d stages)", k, n, n > 0 ? n : 0);
+    for (int s = 0; s < k; s++)
+        if (!(speed[s] > 0) || isinf(speed[s]) || (extra && (!(extra[s] >= 0) || isinf(extra[s]))))
+            return pt_errprintf(err, "D'Hondt split: stage %d has speed %g, extra work %g (valid: speed > 0, extra >= 0, "
+                                "finite)", s, speed[s], extra ? extra[s] : 0);
+    for (int s = 0; s < k; s++) split[s] = 1; /* every stage holds a layer */
+    for (int seat = k; seat < n; seat++) {
+        int best = 0;
+        double bq = -1;
+        for (int s = 0; s < k; s++) { /* the highest average; ties: the earlier stage */
+            const double q = speed[s] / ((double)split[s] + (extra ? extra[s] : 0) + 1.0);
+            if (q > bq) bq = q, best = s;
+        }
+        split[best]++;
+    }
+    return 0;
+}
 
 int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err)
 {
@@ -414,6 +390,8 @@ static int cand_cmp(const pt_candidate *a, const pt_candidate *b)
 typedef struct placement {
     pt_cost_where w;
     int link[PT_GRP_N];
+    pt_hw *stage_buf;  /* [pp] storage for w.stage_hw (mixed nodes); w.stage_hw NULL when the
+                        * stages run at the same rates */
 } placement;
 
 static int same_key(const pt_plan *a, const pt_plan *b)
@@ -482,7 +460,8 @@ static int split_for(search_ctx *x, int k, const int **out)
  * the user's (req->pp_split), else the even one (when k stages divide L
  * layers) and the min-max one (split_for, when it differs from even).
  * Returns how many were written into out[2]. */
-static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req, int L, int k, pt_plan out[2])
+static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req, const placement *pl, int L, int k,
+                          pt_plan out[3])
 {
     int n = 0;
     if (req->pp_split_n > 0) {
@@ -501,6 +480,36 @@ static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req
         out[n].pp_split_n = k;
         memcpy(out[n].pp_split, sp_, sizeof(int) * (size_t)k);
         n++;
+    }
+    /* stages on nodes of different speeds (mixed nodes): layers in
+     * proportion to each stage's GEMM rate by D'Hondt's method, the head's
+     * work held by the last stage (SageMaker's allocation, Karakus et al.
+     * 2021, sec. 3.3) */
+    if (k > 1 && pl && pl->w.stage_hw && k <= PT_PP_SPLIT_MAX) {
+        double speed[PT_PP_SPLIT_MAX], extra[PT_PP_SPLIT_MAX];
+        const int pp = base->pp;
+        for (int vs = 0; vs < k; vs++) {
+            speed[vs] = pl->w.stage_hw[vs % pp].gemm_gflops;
+            extra[vs] = 0;
+        }
+        /* the head, in blocks: the last layer's cost beyond a block */
+        if (x->layer_cost[0] > 0) extra[k - 1] = (x->layer_cost[L - 1] - x->layer_cost[0]) / x->layer_cost[0];
+        int split[PT_PP_SPLIT_MAX];
+        if (pt_plan_split_dhondt(speed, extra, k, L, split, NULL) == 0) {
+            int dup = 0;
+            for (int i = 0; i < n && !dup; i++) {
+                int same = 1;
+                for (int j = 0; j < k && same; j++)
+                    same = (out[i].pp_split_n ? out[i].pp_split[j] : L / k) == split[j];
+                dup = same;
+            }
+            if (!dup) {
+                out[n] = *base;
+                out[n].pp_split_n = k;
+                memcpy(out[n].pp_split, split, sizeof(int) * (size_t)k);
+                n++;
+            }
+        }
     }
     return n;
 }
@@ -598,8 +607,8 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, 
             pt_plan base = *p;
             base.schedule = sched;
             base.virtual_stages = v;
-            pt_plan splits[2];
-            const int nsplit = split_variants(x, &base, req, L, k, splits);
+            pt_plan splits[3];
+            const int nsplit = split_variants(x, &base, req, link, L, k, splits);
             static const int rc_order[3] = {PT_RECOMPUTE_NONE, PT_RECOMPUTE_ATTENTION, PT_RECOMPUTE_BLOCK};
             for (int si = 0; si < nsplit; si++) {
                 if (p->pp == 1) {
@@ -687,8 +696,8 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const placement *pl, co
     /* the splits the variants use: the user's, else the even one (when
      * it divides) and the min-max one (when it differs); their peaks
      * differ, so each is probed */
-    pt_plan splits[2];
-    const int nsplit = split_variants(x, &q, req, L, k, splits);
+    pt_plan splits[3];
+    const int nsplit = split_variants(x, &q, req, pl, L, k, splits);
     if (nsplit == 0) return 1;
     /* from the most microbatches down: the first the model accepts (2d
      * and 3d need microbatches of several sequences) */
@@ -790,6 +799,43 @@ static int tp_shapes(const pt_plan *req, unsigned modes, int n, int cap, tp_shap
 
 #define MAX_SHAPES 4096
 
+/* On a cluster of mixed nodes: each pp rank's rates, the slowest of the
+ * kinds its ranks sit on, into out [p->pp].  Returns 1 when the stages'
+ * rates differ (out is then each stage's), 0 when they are alike (or the
+ * cluster has one kind), -1 on bad input. */
+static int stage_rates(const pt_cluster *c, const pt_plan *p, pt_hw *out)
+{
+    if (c->nkinds <= 1 || !c->kinds || !c->kind_of) return 0;
+    rank_map m;
+    if (map_init(&m, c) < 0) return -1;
+    long long sP = 1, acc = 1;
+    for (int i = 2; i >= 0; i--) {
+        const char a = p->rank_order[i];
+        if (a == 'P') sP = acc;
+        acc *= a == 'D' ? p->dp : a == 'P' ? p->pp : (long long)p->tp * p->sp;
+    }
+    const long long world = acc;
+    char *seen = calloc((size_t)p->pp, 1);
+    if (!seen) {
+        free(m.start);
+        return -1;
+    }
+    for (long long r = 0; r < world; r++) {
+        int node, isl, pr = (int)(r / sP % p->pp);
+        map_where(&m, r, &node, &isl);
+        const int k = c->kind_of[node];
+        if (k < 0 || k >= c->nkinds) continue;
+        if (!seen[pr]) out[pr] = c->kinds[k].hw, seen[pr] = 1;
+        else pt_hw_take_slower(&out[pr], &c->kinds[k].hw);
+    }
+    int differ = 0;
+    for (int r = 1; r < p->pp; r++)
+        if (memcmp(&out[r], &out[0], sizeof out[0])) differ = 1;
+    free(seen);
+    free(m.start);
+    return differ;
+}
+
 /* The tp orders worth pricing for plan p: the request's pin, else one per
  * distinct layout of the tp grid's axes of size > 1 inside the T block
  * (1d: one; 2d: rows or columns innermost; 2.5d and 3d: the six orders of
@@ -831,6 +877,7 @@ static int tp_orders(const pt_plan *p, const pt_plan *req, char out[6][4])
 static int place_plan(const pt_cluster *c, const pt_plan *p, placement *pl, int *pp_next)
 {
     if (pt_place_where(c, p, &pl->w, pp_next, 0) < 0) return -1;
+    if (pl->stage_buf && stage_rates(c, p, pl->stage_buf) == 1) pl->w.stage_hw = pl->stage_buf;
     for (int g = 0; g < PT_GRP_N; g++) pl->link[g] = PT_NET_ISLAND;
     for (int s = 0; s < PT_SUB_N; s++) {
         const int g = pt_cost_sub_group(s);
@@ -845,11 +892,82 @@ static int place_plan(const pt_cluster *c, const pt_plan *p, placement *pl, int 
 static int same_place(const placement *a, const placement *b, int pp)
 {
     if (memcmp(a->w.sub_link, b->w.sub_link, sizeof a->w.sub_link)) return 0;
+    if (!a->w.stage_hw != !b->w.stage_hw ||
+        (a->w.stage_hw && memcmp(a->w.stage_hw, b->w.stage_hw, sizeof(pt_hw) * (size_t)pp)))
+        return 0;
     if (pp > 1 && a->w.pp_next && b->w.pp_next && memcmp(a->w.pp_next, b->w.pp_next, sizeof(int) * (size_t)pp)) return 0;
     return 1;
 }
 
 static void why_line(const pt_search_result *r, const pt_hw *hw, char *buf, size_t n);
+
+/* Mixed nodes: which kind limits the step (the least GEMM rate: every
+ * synchronous group runs at its pace), and, when the winner's stages sit on
+ * kinds of different speeds, its D'Hondt split. */
+static void limit_line(const pt_cluster *c, const pt_model_shape *m, const pt_search_result *r, const pt_hw *slow,
+                       char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (c->nkinds <= 1 || !c->kinds || !c->kind_of) return;
+    /* the kinds present, and which holds the least GEMM rate, network and
+     * memory per rank (ties: the first) */
+    int present = 0, kg = -1, kn = -1, km = -1;
+    for (int k = 0; k < c->nkinds; k++) {
+        int cnt = 0;
+        for (int i = 0; i < c->nnodes; i++) cnt += c->kind_of[i] == k;
+        if (!cnt) continue;
+        present++;
+        const pt_hw *h = &c->kinds[k].hw;
+        if (kg < 0 || h->gemm_gflops < c->kinds[kg].hw.gemm_gflops) kg = k;
+        if (kn < 0 || h->gbps[PT_NET_INTER] < c->kinds[kn].hw.gbps[PT_NET_INTER]) kn = k;
+        if (km < 0 || (h->mem_bytes > 0 && h->mem_bytes < c->kinds[km].hw.mem_bytes)) km = k;
+    }
+    if (present < 2) return;
+#define NAME(k) (c->kinds[k].name ? c->kinds[k].name : "?")
+    /* "gpu4-pcie.xml for compute (19500 GFLOP/s per rank, dgx8-nvswitch.xml 51200)" */
+    char g[200] = "", w[200] = "";
+    size_t gl = (size_t)snprintf(g, sizeof g, "%s for compute (%.4g GFLOP/s per rank", NAME(kg), slow->gemm_gflops);
+    size_t wl = (size_t)snprintf(w, sizeof w, "%s for the network (%.3g GB/s per rank", NAME(kn), slow->gbps[PT_NET_INTER]);
+    for (int k = 0; k < c->nkinds; k++) {
+        int cnt = 0;
+        for (int i = 0; i < c->nnodes; i++) cnt += c->kind_of[i] == k;
+        if (!cnt) continue;
+        if (k != kg && gl < sizeof g)
+            gl += (size_t)snprintf(g + gl, sizeof g - gl, ", %s %.4g", NAME(k), c->kinds[k].hw.gemm_gflops);
+        if (k != kn && wl < sizeof w)
+            wl += (size_t)snprintf(w + wl, sizeof w - wl, ", %s %.3g", NAME(k), c->kinds[k].hw.gbps[PT_NET_INTER]);
+    }
+    const pt_plan *b = &r->best.plan;
+    int k = snprintf(buf, n, "limiting node: %s), %s), %s for memory (%.3g GB per rank): the step's synchronous groups "
+                     "run at the slowest node's rates", g, w, NAME(km), slow->mem_bytes / 1e9);
+#undef NAME
+    if (b->pp > 1 && k > 0 && (size_t)k < n) {
+        pt_hw *st = malloc(sizeof(pt_hw) * (size_t)b->pp);
+        double *lc = malloc(sizeof(double) * (size_t)m->n_layer);
+        if (st && lc && stage_rates(c, b, st) == 1) {
+            char sp[200] = "", rt[200] = "";
+            size_t a = 0;
+            for (int s = 0; s < b->pp && a < sizeof rt; s++)
+                a += (size_t)snprintf(rt + a, sizeof rt - a, "%s%.4g", s ? "," : "", st[s].gemm_gflops);
+            pt_plan_split_format(b, sp, sizeof sp);
+            /* is the winner's split D'Hondt's for these stage rates? */
+            const int v = b->schedule == PT_SCHED_INTERLEAVED ? b->virtual_stages : 1, kk = b->pp * v;
+            int dh[PT_PP_SPLIT_MAX], is_dh = 0;
+            double speed[PT_PP_SPLIT_MAX], extra[PT_PP_SPLIT_MAX];
+            pt_plan_layer_costs(m, lc);
+            for (int vs = 0; vs < kk && kk <= PT_PP_SPLIT_MAX; vs++)
+                speed[vs] = st[vs % b->pp].gemm_gflops, extra[vs] = 0;
+            if (kk <= PT_PP_SPLIT_MAX && lc[0] > 0) extra[kk - 1] = (lc[m->n_layer - 1] - lc[0]) / lc[0];
+            if (b->pp_split_n == kk && kk <= PT_PP_SPLIT_MAX &&
+                pt_plan_split_dhondt(speed, extra, kk, m->n_layer, dh, NULL) == 0)
+                is_dh = !memcmp(dh, b->pp_split, sizeof(int) * (size_t)kk);
+            snprintf(buf + k, n - (size_t)k, "; its stages run at %s GFLOP/s per rank, layers split %s%s", rt, sp,
+                     is_dh ? " (D'Hondt: in proportion to the stages' rates)" : "");
+        }
+        free(lc);
+        free(st);
+    }
+}
 
 int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
                    const pt_plan *req, pt_search_result *out, pt_error *err)
@@ -931,7 +1049,10 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                  * (tp_orders), priced once per distinct placement */
                 static const char *orders[2] = {"DPT", "PDT"};
                 int *pp_next = malloc(sizeof(int) * 6 * (size_t)pp);
-                if (!pp_next) {
+                pt_hw *stage_buf = c->nkinds > 1 ? malloc(sizeof(pt_hw) * 6 * (size_t)pp) : NULL;
+                if (!pp_next || (c->nkinds > 1 && !stage_buf)) {
+                    free(pp_next);
+                    free(stage_buf);
                     free(x.layer_cost);
                     free(shapes);
                     return pt_errprintf(err, "plan search: out of memory");
@@ -953,6 +1074,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                     for (int ti = 0; ti < ntpo; ti++) {
                         memcpy(p.tp_order, tpo[ti], 4);
                         placement *pl = &seen[nseen];
+                        pl->stage_buf = stage_buf ? stage_buf + (size_t)nseen * (size_t)pp : NULL;
                         if (place_plan(c, &p, pl, pp_next + (size_t)nseen * (size_t)pp) < 0) continue;
                         int dup = 0;
                         for (int k = 0; k < nseen && !dup; k++) dup = same_place(&seen[k], pl, pp);
@@ -967,6 +1089,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                     }
                 }
                 free(pp_next);
+                free(stage_buf);
             }
         }
     }
@@ -1021,6 +1144,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     out->nconsidered = x.nconsidered + x.nprobed;
     out->nfit = x.nfit;
     why_line(out, &x.hw, out->why, sizeof out->why);
+    limit_line(c, m, out, &x.hw, out->limit, sizeof out->limit);
     return 0;
 }
 
@@ -1187,6 +1311,7 @@ size_t pt_plan_explain(const pt_search_result *r, const pt_model_shape *m, int g
         first = 0;
     }
     if (!first) put(buf, n, &k, "\n");
+    if (r->limit[0]) put(buf, n, &k, "%s\n", r->limit);
     put(buf, n, &k, "why: %s\n", r->why);
     if (buf && n >= 4 && k >= n) memcpy(buf + n - 4, "...", 4); /* cut: end in "..." */
     return k;

@@ -45,13 +45,59 @@ typedef struct pt_cluster {
     const int *kind_of;         /* [nnodes] each node's index into kinds */
 } pt_cluster;
 
+/* dst = the slower of dst and src, figure by figure: the least GEMM rate
+ * (with its n_1/2), memory and bandwidth of each link class and collective
+ * kind (0 = unknown loses to a figure), the largest latency, ranks per
+ * core and busy delay.  Inline (header only) so that libptrain_topo's
+ * cluster builder shares it without linking lib/plan. */
+static inline void pt_hw_take_slower(pt_hw *dst, const pt_hw *src)
+{
+#define PT_LOW_(x) (dst->x = (src->x > 0 && (dst->x <= 0 || src->x < dst->x)) ? src->x : dst->x)
+#define PT_HIGH_(x) (dst->x = src->x > dst->x ? src->x : dst->x)
+    if (src->gemm_gflops > 0 && (dst->gemm_gflops <= 0 || src->gemm_gflops < dst->gemm_gflops)) {
+        dst->gemm_gflops = src->gemm_gflops;
+        dst->gemm_n_half = src->gemm_n_half;
+    }
+    PT_LOW_(mem_bytes);
+    for (int l = 0; l < PT_NET_N; l++) {
+        PT_HIGH_(lat_s[l]);
+        PT_LOW_(gbps[l]);
+        for (int k = 0; k < PT_KIND_N; k++) {
+            PT_HIGH_(coll_lat_s[k][l]);
+            PT_LOW_(coll_gbps[k][l]);
+        }
+    }
+    PT_HIGH_(ranks_per_core);
+    PT_HIGH_(busy_delay_s);
+#undef PT_LOW_
+#undef PT_HIGH_
+}
+
 /* The slowest rates of the kinds present in c (every node's when nkinds
- * is 0: c->hw), taken figure by figure: the least GEMM rate (with that
- * kind's n_1/2), memory and bandwidth of each link class and collective
- * kind, the largest latency, ranks per core and busy delay.  *limiting
- * (may be NULL) gets the index of the kind with the least GEMM rate (-1
- * without kinds). */
-void pt_cluster_slowest(const pt_cluster *c, pt_hw *out, int *limiting);
+ * is 0: c->hw), pt_hw_take_slower over them.  *limiting (may be NULL)
+ * gets the index of the kind with the least GEMM rate (-1 without
+ * kinds).  Inline, as pt_hw_take_slower. */
+static inline void pt_cluster_slowest(const pt_cluster *c, pt_hw *out, int *limiting)
+{
+    if (limiting) *limiting = -1;
+    if (!c || !out) return;
+    if (c->nkinds <= 0 || !c->kinds) {
+        *out = c->hw;
+        return;
+    }
+    int first = 1;
+    for (int k = 0; k < c->nkinds; k++) {
+        int present = !c->kind_of;
+        for (int i = 0; !present && i < c->nnodes; i++) present = c->kind_of[i] == k;
+        if (!present) continue;
+        if (first) *out = c->kinds[k].hw;
+        else pt_hw_take_slower(out, &c->kinds[k].hw);
+        if (limiting && (*limiting < 0 || c->kinds[k].hw.gemm_gflops < c->kinds[*limiting].hw.gemm_gflops))
+            *limiting = k;
+        first = 0;
+    }
+    if (first) *out = c->hw;
+}
 
 /* One evaluated plan. */
 typedef struct pt_candidate {
@@ -68,6 +114,8 @@ typedef struct pt_search_result {
     long nconsidered;           /* plans evaluated */
     long nfit;                  /* of which fit memory and the model */
     char why[256];              /* one line: why the winner wins over the runner-up */
+    char limit[800];            /* mixed nodes: one line on which node kind limits the step
+                                 * (and the winner's D'Hondt stage sizes); "" otherwise */
 } pt_search_result;
 
 /* Search every plan for cluster c, model m and global_batch sequences per
@@ -168,6 +216,18 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N]);
  * that dynamic program at the root. */
 int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err);
 
+/* D'Hondt's highest-averages method (SageMaker's allocation of devices to
+ * modules in proportion to their cost, Karakus et al. 2021, sec. 3.3),
+ * turned to stages of different speeds (nodes of mixed kinds): n layers
+ * (seats) to k contiguous stages (parties) in proportion to speed[k]
+ * (any positive unit, e.g. GFLOP/s): every stage gets one layer, then each
+ * next layer goes to the stage with the highest average speed[s] /
+ * (layers_s + extra[s] + 1), ties to the earlier stage; extra[s] (may be
+ * NULL: none) is the work a stage holds already, in layers (the head's on
+ * the last stage).  Writes k counts into split.  Returns 0, or -1 when k <
+ * 1, k > n or a speed is not positive and finite. */
+int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n, int *split, pt_error *err);
+
 /* The relative cost of each of m->n_layer layers for the stage split
  * (cost: [n_layer]): the forward FLOPs of one sequence through one block,
  * 24*T*C^2 + 4*T^2*C (Narayanan et al. 2021, sec. 3.5, per layer and
@@ -179,7 +239,9 @@ void pt_plan_layer_costs(const pt_model_shape *m, double *cost);
 
 /* The explanation: the chosen plan and the runners-up, each with its
  * predicted step time split into compute, each group's communication and
- * bubble, its memory per rank, and the "why" line.  Written into buf
+ * bubble, its memory per rank, the winner's communicators (each with its
+ * time and link), on mixed nodes the node kind that limits the step
+ * (r->limit), and the "why" line.  Written into buf
  * (NUL terminated, "..." when cut); returns the length needed (as
  * snprintf: the text's length without the NUL).  Times in ms per step,
  * memory in GB (1e9 bytes) per rank; each group's time is followed by the

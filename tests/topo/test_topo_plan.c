@@ -347,5 +347,58 @@ int main(void)
         tap_ok(pt_topo_gemm_fit(rows, g, 4, &rinf, &nh, &err) < 0 && strstr(err.text, "point 2"),
                "gemm fit: a negative rate refused: %s", err.text);
     }
+    /* the one loader: a path, a bad path (an error, or a warning and the
+     * hwloc fallback), and the cluster builder over two node models */
+    {
+        char path[1200], notes[1024] = "";
+        int from = -1;
+        pt_topo a, b;
+        snprintf(path, sizeof path, "%s/tests/topo/dgx8-nvswitch.xml", dir);
+        int ok = pt_topo_plan_load(path, "--topology", 0, &a, &from, NULL, 0, &err) == 0 && from == PT_TOPO_FROM_PATH &&
+                 a.ngpus == 8;
+        snprintf(path, sizeof path, "%s/tests/topo/no-such-model.json", dir);
+        pt_topo x;
+        ok = ok && pt_topo_plan_load(path, "--topology", 0, &x, &from, NULL, 0, &err) < 0 && strstr(err.text, "no-such-model") &&
+             from == PT_TOPO_FROM_NONE;
+        tap_ok(ok, "loader: a model file loads (8 GPUs); a missing one is one line: %s", err.text);
+        unsetenv("PTRAIN_TOPOLOGY");
+        int rc = pt_topo_plan_load(path, "topology", PT_TOPO_LOAD_FALLBACK | PT_TOPO_LOAD_ESTIMATES | PT_TOPO_LOAD_WARN, &x,
+                                   &from, notes, sizeof notes, &err);
+        tap_ok(rc == 0 && (from == PT_TOPO_FROM_HWLOC || from == PT_TOPO_FROM_NONE) &&
+                   strstr(notes, "ptrain: warning: cannot load the node model topology=") &&
+                   strstr(notes, "planning from this node's hwloc model"),
+               "loader with fallback: a warning, then this node's hwloc model (%s)", notes);
+        if (from != PT_TOPO_FROM_NONE) pt_topo_free(&x);
+        snprintf(path, sizeof path, "%s/tests/topo/gpu4-pcie.xml", dir);
+        ok = ok && pt_topo_plan_load(path, NULL, 0, &b, &from, NULL, 0, &err) == 0;
+        const pt_topo *models[2] = {&a, &b};
+        const char *names[2] = {"dgx8", "gpu4"};
+        int kind_of[3] = {0, 1, 1}, tasks[3] = {8, 4, 4};
+        pt_plan_machine m;
+        ok = ok && pt_plan_machine_build(&m, 2, models, names, kind_of, tasks, 3, NULL, 7, &err) == 0;
+        pt_hw ha, hb;
+        int ia, ib;
+        pt_topo_plan_hw(&a, 8, NULL, &ha, &ia, NULL, 0, &err);
+        pt_topo_plan_hw(&b, 4, NULL, &hb, &ib, NULL, 0, &err);
+        ok = ok && m.cluster.nkinds == 2 && m.cluster.nnodes == 3 && m.cluster.kind_of[2] == 1 &&
+             near(m.cluster.kinds[0].hw.gbps[PT_NET_NODE], ha.gbps[PT_NET_NODE]) &&
+             near(m.cluster.hw.gbps[PT_NET_NODE], hb.gbps[PT_NET_NODE] < ha.gbps[PT_NET_NODE] ? hb.gbps[PT_NET_NODE]
+                                                                                             : ha.gbps[PT_NET_NODE]) &&
+             near(m.cluster.hw.lat_s[PT_NET_INTER], 7e-6) && strstr(m.note, "[gpu4] intra-node");
+        tap_ok(ok, "machine: two node models are two kinds, each at its own rates, hw the slowest figures (node link "
+                   "%g GB/s), the notes per kind", m.cluster.hw.gbps[PT_NET_NODE]);
+        pt_plan_machine_free(&m);
+        int one[2] = {0, 0}, t2[2] = {8, 8};
+        ok = pt_plan_machine_build(&m, 2, models, names, one, t2, 2, NULL, 0, &err) == 0 && m.cluster.nkinds == 0 &&
+             near(m.cluster.hw.gbps[PT_NET_NODE], ha.gbps[PT_NET_NODE]) && m.cluster.island_ranks == ia &&
+             !strstr(m.note, "[dgx8]");
+        tap_ok(ok, "machine: nodes of one kind are the cluster of identical nodes (no kinds)");
+        pt_plan_machine_free(&m);
+        int badk[1] = {3};
+        tap_ok(pt_plan_machine_build(&m, 2, models, names, badk, t2, 1, NULL, 0, &err) < 0 && strstr(err.text, "kind 3"),
+               "machine: a node of an unknown kind refused: %s", err.text);
+        pt_topo_free(&a);
+        pt_topo_free(&b);
+    }
     return tap_done();
 }

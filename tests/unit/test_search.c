@@ -361,7 +361,7 @@ static void test_links(void)
 /* ---- search ---- */
 static pt_plan_limits all_limits(void)
 {
-    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u};
+    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT};
     return lim;
 }
 
@@ -711,6 +711,123 @@ static void test_exhaustive(void)
                                "under a memory limit (%d random clusters, models, batches)", cases);
 }
 
+/* ---- mixed nodes: D'Hondt's stage sizes, the slowest rates, the explanation ---- */
+
+/* the least makespan max_s (split_s + extra_s) / speed_s over every split
+ * of n layers into k stages of >= 1 each, by enumeration */
+static double brute_makespan(const double *speed, const double *extra, int k, int n, int s, int left, int *cur)
+{
+    if (s == k - 1) {
+        cur[s] = left;
+        double worst = 0;
+        for (int i = 0; i < k; i++) {
+            double t = (cur[i] + extra[i]) / speed[i];
+            if (t > worst) worst = t;
+        }
+        return worst;
+    }
+    double best = INFINITY;
+    for (int x = 1; x <= left - (k - 1 - s); x++) {
+        cur[s] = x;
+        double t = brute_makespan(speed, extra, k, n, s + 1, left - x, cur);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static void test_mixed(void)
+{
+    /* a hand-checked case: two stages alike, the second holding the head
+     * worth 2 layers: 10 layers split 6,4 (6 and 4 + 2) */
+    double sp2[2] = {1, 1}, ex2[2] = {0, 2};
+    int sp[8];
+    pt_error e;
+    int rc = pt_plan_split_dhondt(sp2, ex2, 2, 10, sp, &e);
+    tap_ok(rc == 0 && sp[0] == 6 && sp[1] == 4, "D'Hondt: 10 layers, the last stage holding 2 layers of head: %d,%d "
+           "(want 6,4)", sp[0], sp[1]);
+    double sp3[2] = {2, 1};
+    rc = pt_plan_split_dhondt(sp3, NULL, 2, 9, sp, &e);
+    tap_ok(rc == 0 && sp[0] == 6 && sp[1] == 3, "D'Hondt: a stage twice as fast gets twice the layers (9 -> %d,%d)",
+           sp[0], sp[1]);
+    /* D'Hondt as unit jobs on machines of different speeds, each to the
+     * machine that finishes it first, is optimal: its makespan equals the
+     * least over every split (random speeds, head work) */
+    int ok = 1, n_ok = 0;
+    for (int t = 0; t < 200; t++) {
+        int k = 1 + (int)rnd(4), n = k + (int)rnd(9);
+        double speed[4], extra[4], cur[4];
+        int cu[4];
+        for (int i = 0; i < k; i++) speed[i] = 0.5 + rndu() * 3, extra[i] = 0;
+        extra[k - 1] = rnd(2) ? rndu() * 4 : 0;
+        if (pt_plan_split_dhondt(speed, extra, k, n, sp, &e) < 0) {
+            ok = 0;
+            continue;
+        }
+        double got = 0;
+        int sum = 0, pos = 1;
+        for (int i = 0; i < k; i++) {
+            sum += sp[i];
+            pos &= sp[i] >= 1;
+            double x = (sp[i] + extra[i]) / speed[i];
+            if (x > got) got = x;
+        }
+        (void)cur;
+        double want = brute_makespan(speed, extra, k, n, 0, n, cu);
+        if (sum != n || !pos || got > want * (1 + 1e-12)) {
+            ok = 0;
+            tap_diag("k=%d n=%d: D'Hondt makespan %.6g, least %.6g", k, n, got, want);
+        } else {
+            n_ok++;
+        }
+    }
+    tap_ok(ok, "D'Hondt: every split covers the layers, >= 1 each, with the least makespan of all splits (%d random "
+               "cases)", n_ok);
+    tap_ok(pt_plan_split_dhondt(sp3, NULL, 3, 2, sp, &e) < 0 && strstr(e.text, "3 stages for 2 layers"),
+           "D'Hondt: more stages than layers refused: %s", e.text);
+
+    /* a cluster of two kinds, one twice as fast: every node alike at the
+     * slow kind's rates gives the same pp=1 plan and time; a pinned pp=2
+     * gives the fast kind's stage (node 0, stage 0 under DPT; the head is
+     * on the slow last stage) more layers */
+    int tpn[2] = {4, 4}, kind_of[2] = {1, 0};
+    pt_node_kind kinds[2];
+    memset(kinds, 0, sizeof kinds);
+    pt_cluster slowc = make_cluster(2, 4, 0, tpn);
+    kinds[0].name = "slow";
+    kinds[0].hw = slowc.hw;
+    kinds[1].name = "fast";
+    kinds[1].hw = slowc.hw;
+    kinds[1].hw.gemm_gflops *= 2;
+    kinds[1].hw.gbps[PT_NET_INTER] *= 2;
+    pt_cluster mixed = slowc;
+    mixed.nkinds = 2;
+    mixed.kinds = kinds;
+    mixed.kind_of = kind_of;
+    pt_cluster_slowest(&mixed, &mixed.hw, NULL);
+    pt_plan_limits lim = all_limits();
+    pt_plan req;
+    request(&req);
+    req.pp = 1;
+    pt_search_result r1, r2;
+    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
+    int rc1 = pt_plan_search(&slowc, &gpt2, 64, &lim, &req, &r1, &e);
+    int rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    tap_ok(rc1 == 0 && rc2 == 0 && r1.best.cost.t_step == r2.best.cost.t_step && !r1.limit[0] &&
+               strstr(r2.limit, "limiting node: slow for compute") && strstr(r2.limit, "slow for the network"),
+           "mixed nodes, pp=1: priced at the slowest node's rates (%.4g = %.4g s); the explanation names it: %s",
+           rc1 ? 0 : r1.best.cost.t_step, rc2 ? 0 : r2.best.cost.t_step, rc2 ? e.text : r2.limit);
+    req.pp = 2;
+    memcpy(req.rank_order, "DPT", 4);
+    req.mode = PT_MODE_1D;
+    req.tp = 4;
+    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    const pt_plan *b = &r2.best.plan;
+    tap_ok(rc2 == 0 && b->pp == 2 && b->pp_split_n == 2 && b->pp_split[0] > b->pp_split[1] + 1 &&
+               strstr(r2.limit, "D'Hondt"),
+           "mixed nodes, pp=2 over a slow and a fast node: the fast stage gets more layers (%d,%d), by D'Hondt: %s",
+           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+}
+
 int main(void)
 {
     const char *seed = getenv("PTRAIN_TEST_SEED");
@@ -720,5 +837,6 @@ int main(void)
     test_links();
     test_search();
     test_exhaustive();
+    test_mixed();
     return tap_done();
 }
