@@ -76,6 +76,14 @@ typedef struct run_setup {
     double mem_need;         /* the plan's predicted peak per rank (bytes; pt_cost mem_peak) */
     double mem_avail;        /* memory this rank may use (bytes; 0 = unknown) */
     run_auto aut;
+    /* what the SPANK plugin's plan (PTRAIN_PLAN) was made for: its
+     * PTRAIN_MODEL and PTRAIN_BATCH; planned_for 0 when the plan was made
+     * here or came without them (the start-up agreement compares them
+     * with what this run trains) */
+    int planned_for;
+    pt_model_shape plan_model;
+    long plan_batch;
+    char plan_model_text[64];
 } run_setup;
 
 /* The job's nodes, learnt collectively before start-up (main.c). */

@@ -104,6 +104,23 @@ bad "--mode auto --topology of a missing file" "--mode auto: cannot load the nod
     --mode auto --topology "$fx/no-such-model.json"
 bad "--mode auto --dp 3 on 4 ranks" "not --dp 3" --mode auto --dp 3 --topology "$fx/cpu2s.xml"
 
+# a plan the SPANK plugin made (PTRAIN_PLAN with its PTRAIN_MODEL and
+# PTRAIN_BATCH) is for one model and batch: ptrain-run trains them, and
+# the start-up agreement refuses other ones (exit 2, one line naming both)
+plugin_env="PTRAIN_PLAN=mode=1d_dp=4 PTRAIN_MODE=1d PTRAIN_DP=4 PTRAIN_TP=1 PTRAIN_PP=1 PTRAIN_SP=1 PTRAIN_MODEL=test PTRAIN_BATCH=8"
+rc=0
+# shellcheck disable=SC2086
+(export $plugin_env; ptrain_mpirun -np 4 "$run" --data synthetic --dry-run) >"$out" 2>&1 || rc=$?
+check "a plugin plan for test/8, ptrain-run given neither: it runs (exit $rc)" [ "$rc" -eq 0 ]
+for flags in "--batch 16" "--model tiny" "--model test --vocab 512"; do
+    rc=0
+    # shellcheck disable=SC2086
+    (export $plugin_env; ptrain_mpirun -np 4 "$run" --data synthetic --dry-run $flags) >"$out" 2>&1 || rc=$?
+    check "a plugin plan for test/8, ptrain-run $flags: refused at start-up, exit 2, one line ($(grep -m1 'ptrain-run: error' "$out" | cut -c1-120))" \
+        sh -c "[ $rc -eq 2 ] && [ \$(grep -c 'ptrain-run: error' '$out') -eq 1 ] &&
+            grep -q 'was made for model L=2 H=4 C=64 T=32 V=50257 (PTRAIN_MODEL=test) and global batch 8' '$out'"
+done
+
 # the auto plan trains: its first loss is the one of a 1d tp=4 run
 first_loss() {
     rc=0
