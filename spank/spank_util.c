@@ -843,8 +843,12 @@ static const char *task_locality(const pt_topo *t, int l, int ntasks, int *gpu, 
     *gpu = -1;
     *numa = -1;
     if (t->ngpus > 0 && ntasks <= t->ngpus) {
-        *gpu = l;
-        if (t->gpu[l].pci.cpus[0]) return t->gpu[l].pci.cpus;
+        /* the l-th GPU in island order (pt_topo_device_order): consecutive
+         * tasks, and so a tensor group's consecutive ranks, fill an NVLink
+         * island first, as the planner priced them */
+        int order[64];
+        *gpu = t->ngpus <= 64 && pt_topo_device_order(t, order, 64) == t->ngpus ? order[l] : l;
+        if (t->gpu[*gpu].pci.cpus[0]) return t->gpu[*gpu].pci.cpus;
     }
     if (t->nnuma > 0) {
         *numa = (int)((long long)l * t->nnuma / ntasks);

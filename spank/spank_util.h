@@ -181,9 +181,11 @@ typedef struct pt_spank_binding {
 } pt_spank_binding;
 
 /* The binding of local task `local` of the `ntasks` tasks a node runs:
- *   GPU: task i gets GPU i when the model has GPUs and ntasks <= ngpus
- *        (consecutive tasks on consecutive GPUs, so a tensor group of
- *        consecutive ranks shares the GPUs' islands);
+ *   GPU: task i gets the i-th GPU in island order (pt_topo_device_order:
+ *        GPUs in PCI bus order, those of one NVLink island together) when
+ *        the model has GPUs and ntasks <= ngpus, so a tensor group of
+ *        consecutive ranks, and the tp axis the planner put innermost,
+ *        share an island as the planner priced them;
  *   CPU set: the PUs near the task's GPU (its PCI device's local CPUs),
  *        else near NUMA node i * nnuma / ntasks; the tasks sharing that
  *        locality split its cores evenly in core order (task k of m gets

@@ -979,6 +979,22 @@ int pt_topo_islands_find(const pt_topo *t, pt_topo_islands *out)
     return PT_OK;
 }
 
+int pt_topo_device_order(const pt_topo *t, int *order, int cap)
+{
+    const int n = t->ngpus > 0 ? t->ngpus : t->nnuma;
+    if (n < 1 || !order || cap < n) return -1;
+    pt_topo_islands isl;
+    if (pt_topo_islands_find(t, &isl) != PT_OK) { /* too many devices: index order */
+        for (int d = 0; d < n; d++) order[d] = d;
+        return n;
+    }
+    int k = 0;
+    for (int id = 0; id < isl.nislands; id++) /* island ids follow their lowest device */
+        for (int d = 0; d < n; d++)
+            if (isl.island_of[d] == id) order[k++] = d;
+    return k;
+}
+
 double pt_topo_slowest_link(const pt_topo *t, int kind, const int *dev, int n, int *a, int *b, int *source)
 {
     int nd = kind == PT_DEV_GPU ? t->ngpus : t->nnuma;

@@ -271,6 +271,18 @@ typedef struct pt_topo_islands {
  * or none. */
 int pt_topo_islands_find(const pt_topo *t, pt_topo_islands *out);
 
+/* The devices of the islands' kind (GPUs when the model has any, else
+ * NUMA nodes) in island order: the islands of pt_topo_islands_find in the
+ * order of their lowest device, each island's devices ascending (e.g.
+ * NVLink pairs {0,4} {1,5} {2,6} {3,7} give 0,4,1,5,2,6,3,7).  The order in
+ * which a node's tasks are laid on its devices, so that consecutive ranks
+ * fill an island first: pt_topo_plan_hw's islands and rates and the SPANK
+ * plugin's binding (task i on device order[i]) share it.  Writes the
+ * devices into order [cap] and returns their count (identity order when
+ * the islands cannot be found: more than 64 devices), -1 when cap is too
+ * small or the model has no device. */
+int pt_topo_device_order(const pt_topo *t, int *order, int cap);
+
 /* The slowest link inside a set of `n` devices of `kind` (indices `dev`):
  * its bandwidth in GB/s (minimum over all pairs; for one device, +inf is not
  * used: returns 0 and *a = *b = dev[0]).  `a`, `b`, `source` may be NULL.

@@ -53,15 +53,19 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     int used = tpn < ndev ? tpn : ndev, per_dev = tpn >= ndev ? tpn / ndev : 1;
     pt_topo_islands isl;
     int have_isl = pt_topo_islands_find(t, &isl) == 0;
-    /* contiguous islands of one size over the devices in use */
+    /* the devices in island order (pt_topo_device_order: consecutive
+     * ranks fill an island first, as the plugin binds them), and the
+     * islands' size along it when every island has the same */
+    int order[64];
+    int nord = ndev <= 64 ? pt_topo_device_order(t, order, 64) : -1;
+    if (nord != ndev)
+        for (int d = 0; d < ndev && d < 64; d++) order[d] = d;
     int isize = 0;
-    if (have_isl && isl.nislands > 1 && ndev <= 64) {
+    if (have_isl && isl.nislands > 1 && ndev <= 64 && nord == ndev) {
         int size = 0, ok = 1;
         for (int d = 0; d < ndev && ok; d++) {
             int len = 1;
-            while (d + len < ndev && isl.island_of[d + len] == isl.island_of[d]) len++;
-            for (int e = d + len; e < ndev; e++)
-                if (isl.island_of[e] == isl.island_of[d]) ok = 0; /* not contiguous */
+            while (d + len < ndev && isl.island_of[order[d + len]] == isl.island_of[order[d]]) len++;
             if (size && len != size) ok = 0;
             size = len;
             d += len - 1;
@@ -76,7 +80,7 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     int isl_src = PT_BW_ESTIMATED, node_src = PT_BW_ESTIMATED;
     if (gpu && used > 1) {
         int dev[64];
-        for (int d = 0; d < used && d < 64; d++) dev[d] = d;
+        for (int d = 0; d < used && d < 64; d++) dev[d] = order[d];
         node_gbps = pt_topo_slowest_link(t, kind, dev, used < 64 ? used : 64, NULL, NULL, &node_src);
         int width = *island_ranks ? isize : used;
         isl_gbps = pt_topo_slowest_link(t, kind, dev, width < 64 ? width : 64, NULL, NULL, &isl_src);

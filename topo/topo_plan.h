@@ -24,13 +24,14 @@ typedef struct pt_topo_hw_override {
  * plugin and ptrain-run without a cached or hwloc model) plans for one
  * NUMA node of one core and no GPU, every figure an estimate.  Ranks are
  * numbered node by
- * node and, inside a node, spread over the devices in index order
- * (GPUs when the node has any, else NUMA nodes): tasks_per_node / ndev
- * consecutive ranks per device (ranks beyond a multiple share the last).
+ * node and, inside a node, spread over the devices in island order
+ * (pt_topo_device_order: the devices of one island together, as the
+ * plugin binds tasks; GPUs when the node has any, else NUMA nodes):
+ * tasks_per_node / ndev consecutive ranks per device (ranks beyond a
+ * multiple share the last).
  *
  * island_ranks: the ranks on one island of pt_topo_islands_find when the
- * islands are contiguous in device order and of one size, else 0 (the
- * node counts as one island).
+ * islands are of one size, else 0 (the node counts as one island).
  * gbps/lat_s, each link class (GB/s, seconds):
  *   island  the slowest link between two devices of one island
  *           (pt_topo_link_gbps: measured or recorded, else its estimate

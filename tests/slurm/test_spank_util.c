@@ -539,7 +539,7 @@ static void test_binding(void)
         tap_diag("top_srcdir not set: binding fixtures not checked");
         return;
     }
-    static const char *fixtures[] = {"dgx8-nvswitch.xml", "pairs8-nvlink.xml", "gpu4-pcie.xml",
+    static const char *fixtures[] = {"dgx8-nvswitch.xml", "pairs8-nvlink.xml", "pairs8-strided.xml", "gpu4-pcie.xml",
                                      "cpu2s.xml", "build-machine.xml", "h100-vm.xml"};
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
         char path[1024];
@@ -552,6 +552,20 @@ static void test_binding(void)
         }
         hwloc_topology_t m = t.hw;
         int ncores = hwloc_get_nbobjs_by_type(m, HWLOC_OBJ_CORE);
+        /* the GPUs in island order: each island (pt_topo_islands_find)
+         * after the one of a lower GPU, its GPUs ascending */
+        int ord[64], no = 0;
+        pt_topo_islands isl;
+        if (t.ngpus > 0 && t.ngpus <= 64 && pt_topo_islands_find(&t, &isl) == 0) {
+            for (int d = 0; d < t.ngpus; d++) {
+                int first = 1;
+                for (int e = 0; e < d; e++) first &= isl.island_of[e] != isl.island_of[d];
+                if (!first) continue;
+                for (int e = d; e < t.ngpus; e++)
+                    if (isl.island_of[e] == isl.island_of[d]) ord[no++] = e;
+            }
+        }
+#define TASK_GPU(j) (t.ngpus > 0 && n <= t.ngpus ? (no == t.ngpus ? ord[j] : (j)) : -1)
         const int counts[] = {1, 2, 3, 4, 8, 16, ncores + 1};
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
             int n = counts[ci];
@@ -565,9 +579,9 @@ static void test_binding(void)
                     snprintf(why, sizeof why, "%.200s", err.text);
                 }
             for (int i = 0; ok && i < n; i++) {
-                int want_gpu = t.ngpus > 0 && n <= t.ngpus ? i : -1;
+                int want_gpu = TASK_GPU(i);
                 if (b[i].gpu != want_gpu) gpu_ok = 0;
-                const char *loc = want_gpu >= 0 ? t.gpu[i].pci.cpus
+                const char *loc = want_gpu >= 0 ? t.gpu[want_gpu].pci.cpus
                                   : t.nnuma ? t.numa[(long long)i * t.nnuma / n].cpus : "";
                 hwloc_bitmap_t a = hwloc_bitmap_alloc(), l = hwloc_bitmap_alloc();
                 hwloc_bitmap_list_sscanf(a, b[i].cpus);
@@ -579,16 +593,16 @@ static void test_binding(void)
                 /* tasks sharing this locality */
                 int share = 0;
                 for (int j = 0; j < n; j++) {
-                    int gj = t.ngpus > 0 && n <= t.ngpus ? j : -1;
-                    const char *lj = gj >= 0 ? t.gpu[j].pci.cpus
+                    int gj = TASK_GPU(j);
+                    const char *lj = gj >= 0 ? t.gpu[gj].pci.cpus
                                      : t.nnuma ? t.numa[(long long)j * t.nnuma / n].cpus : "";
                     share += strcmp(lj, loc) == 0;
                 }
                 int fits = share <= hwloc_get_nbobjs_inside_cpuset_by_type(m, l, HWLOC_OBJ_CORE);
                 hwloc_bitmap_t uni = hwloc_bitmap_alloc();
                 for (int j = 0; j < n; j++) {
-                    int gj = t.ngpus > 0 && n <= t.ngpus ? j : -1;
-                    const char *lj = gj >= 0 ? t.gpu[j].pci.cpus
+                    int gj = TASK_GPU(j);
+                    const char *lj = gj >= 0 ? t.gpu[gj].pci.cpus
                                      : t.nnuma ? t.numa[(long long)j * t.nnuma / n].cpus : "";
                     if (strcmp(lj, loc) != 0) continue;
                     hwloc_bitmap_t bj = hwloc_bitmap_alloc();
@@ -621,7 +635,27 @@ static void test_binding(void)
                    cover ? "ok" : "NO", nic_ok ? "ok" : "NO", b[0].gpu, b[0].nic, b[0].cpus,
                    b[0].where, why);
         }
+#undef TASK_GPU
         pt_topo_free(&t);
+    }
+    /* NVLink pairs {0,4} {1,5} {2,6} {3,7}: tasks 0..7 on GPUs 0,4,1,5,2,6,3,7,
+     * so ranks 2k and 2k+1 share a pair as the planner's islands of 2 ranks
+     * assume */
+    {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/topo/pairs8-strided.xml", top);
+        pt_topo t;
+        int got[8], ok = pt_topo_load_hwloc(&t, path) == 0, loaded = ok;
+        for (int i = 0; ok && i < 8; i++) {
+            pt_spank_binding bb;
+            pt_error e2;
+            ok = pt_spank_bind_compute(&t, t.hw, NULL, i, 8, &bb, &e2) == 0;
+            got[i] = bb.gpu;
+        }
+        static const int want[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+        tap_ok(ok && !memcmp(got, want, sizeof want), "pairs8-strided: tasks 0..7 bound to GPUs 0,4,1,5,2,6,3,7 "
+               "(NVLink pairs on consecutive tasks)");
+        if (loaded) pt_topo_free(&t);
     }
     pt_spank_binding b;
     pt_error err;

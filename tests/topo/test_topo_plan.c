@@ -49,6 +49,20 @@ int main(void)
         tap_ok(0, "pairs8 loads");
         tap_ok(0, "pairs8 loads");
     }
+    /* NVLink pairs between GPUs i and i+4: not contiguous in PCI order; in
+     * island order (0,4,1,5,...) they are islands of 2 ranks at 184 GB/s */
+    if (!load(&t, "pairs8-strided.xml")) {
+        int order[8], n = pt_topo_device_order(&t, order, 8);
+        static const int want[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
+        tap_ok(n == 8 && !memcmp(order, want, sizeof want) && rc == 0 && isl == 2 &&
+                   hw.gbps[PT_NET_ISLAND] > 100 && hw.gbps[PT_NET_NODE] < 20,
+               "pairs8-strided: devices in island order 0,4,1,5,...; islands of 2 ranks, island %.1f GB/s, node %.1f",
+               hw.gbps[0], hw.gbps[1]);
+        pt_topo_free(&t);
+    } else {
+        tap_ok(0, "pairs8-strided loads");
+    }
     if (!load(&t, "dgx8-nvswitch.xml")) {
         int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
         tap_ok(rc == 0 && isl == 0 && near(hw.mem_bytes, 80e9) && hw.gbps[PT_NET_ISLAND] == hw.gbps[PT_NET_NODE],
