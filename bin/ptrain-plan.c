@@ -185,8 +185,7 @@ static json_t *cand_json(const pt_candidate *c)
 }
 
 /* One --topology FILE[:COUNT]: the file and its node count (0 = none
- * given).  The count is the digits after the last ':' (a path with a ':'
- * of its own keeps it when what follows is not a number). */
+ * given), as pt_topo_plan_arg_parse reads it (ptrain-run's too). */
 typedef struct topo_arg {
     char path[4096];
     int count;
@@ -194,31 +193,9 @@ typedef struct topo_arg {
 
 static int parse_topology(const char *s, topo_arg *t)
 {
-    const char *colon = strrchr(s, ':');
-    t->count = 0;
-    if (colon && colon[1]) {
-        const char *d = colon + 1;
-        while (*d >= '0' && *d <= '9') d++;
-        if (!*d) {
-            char *end;
-            errno = 0;
-            long v = strtol(colon + 1, &end, 10);
-            if (errno || v < 1 || v > (1 << 20) || colon == s) {
-                fprintf(stderr, "ptrain-plan: invalid --topology '%s' (valid: FILE or FILE:COUNT, COUNT nodes 1..%d)\n",
-                        s, 1 << 20);
-                return -1;
-            }
-            t->count = (int)v;
-            if ((size_t)(colon - s) >= sizeof t->path) goto long_path;
-            snprintf(t->path, sizeof t->path, "%.*s", (int)(colon - s), s);
-            return 0;
-        }
-    }
-    if (strlen(s) >= sizeof t->path) goto long_path;
-    snprintf(t->path, sizeof t->path, "%s", s);
-    return 0;
-long_path:
-    fprintf(stderr, "ptrain-plan: invalid --topology: the path is longer than %zu bytes\n", sizeof t->path - 1);
+    pt_error e;
+    if (pt_topo_plan_arg_parse("--topology", s, t->path, sizeof t->path, &t->count, &e) == 0) return 0;
+    fprintf(stderr, "ptrain-plan: %s\n", e.text);
     return -1;
 }
 

@@ -3,6 +3,7 @@
 #include "core/core.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -330,6 +331,32 @@ int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_
     }
     *r_inf = 1.0 / a;
     *n_half = b / a;
+    return 0;
+}
+
+int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count, pt_error *err)
+{
+    const char *colon = strrchr(s, ':');
+    size_t len = strlen(s);
+    *count = 0;
+    if (colon && colon[1]) {
+        const char *d = colon + 1;
+        while (*d >= '0' && *d <= '9') d++;
+        if (!*d) {
+            char *end;
+            errno = 0;
+            long v = strtol(colon + 1, &end, 10);
+            if (errno || v < 1 || v > (1 << 20) || colon == s)
+                return pt_errprintf(err, "invalid %s '%s' (valid: FILE or FILE:COUNT, COUNT nodes 1..%d)", what, s,
+                                    1 << 20);
+            *count = (int)v;
+            len = (size_t)(colon - s);
+        }
+    }
+    if (len >= path_len)
+        return pt_errprintf(err, "invalid %s: the path is longer than %zu bytes", what, path_len ? path_len - 1 : 0);
+    memcpy(path, s, len);
+    path[len] = '\0';
     return 0;
 }
 

@@ -103,6 +103,16 @@ int pt_topo_plan_hw(const pt_topo *t, int tasks_per_node, const pt_topo_hw_overr
  * (the SPANK plugin, ptrain-run --mode auto, ptrain-plan: each plans on
  * what these two build, through lib/plan/planner.h). */
 
+/* One node-model argument FILE[:COUNT] (ptrain-plan's and ptrain-run's
+ * --topology, `what` naming it in messages): the file into path [path_len]
+ * and its node count into *count (0: none given).  The count is the
+ * digits after the last ':'; a path with a ':' of its own keeps it when
+ * what follows is not a number.  Returns 0, or -1 with one line in err
+ * ("invalid <what> '<s>' (valid: FILE or FILE:COUNT, COUNT nodes
+ * 1..1048576)", or a path of path_len bytes or more); path and *count are
+ * then unspecified. */
+int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count, pt_error *err);
+
 /* Where pt_topo_plan_load found the model. */
 enum { PT_TOPO_FROM_NONE = 0, PT_TOPO_FROM_PATH = 1, PT_TOPO_FROM_HWLOC = 2 };
 /* pt_topo_plan_load's flags. */

@@ -82,6 +82,8 @@ void run_usage(FILE *f)
         "                       (dp = world / (pp * tp * sp) when not given)\n"
         "  --topology FILE      node model for --mode auto: ptrain-topo JSON or hwloc XML\n"
         "                       (default PTRAIN_TOPOLOGY, else this node's hwloc model)\n"
+        "  --topology FILE:COUNT  COUNT nodes of this model, in node order; repeat for\n"
+        "                       mixed nodes (as ptrain-plan; the counts add up to the job's)\n"
         "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n"
         "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
         "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
@@ -281,7 +283,13 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl, err)) return -1; o->save_every = vl; break;
         case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl, err)) return -1; o->keep = vl; break;
         case O_RESUME: o->resume = optarg; break;
-        case O_TOPOLOGY: o->topology = optarg; break;
+        case O_TOPOLOGY:
+            if (o->ntopologies == RUN_MAX_TOPOLOGIES)
+                return pt_errprintf(err, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
+                                    RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
+            o->topologies[o->ntopologies++] = optarg;
+            o->topology = o->topologies[0];
+            break;
         case O_EXPLAIN: o->explain = 1; break;
         case 'h':
         case 'V':
@@ -304,8 +312,10 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         o->batch = vl;
     }
     const char *topo = getenv("PTRAIN_TOPOLOGY");
-    if (!o->topology && topo && *topo) o->topology = topo;
-    if (o->topology && !o->topology[0]) return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
+    if (!o->topology && topo && *topo) o->topology = o->topologies[o->ntopologies++] = topo;
+    for (int i = 0; i < o->ntopologies; i++)
+        if (!o->topologies[i][0])
+            return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
     const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
     if (!o->peak_gflops && peak && *peak) {
         if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;

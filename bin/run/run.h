@@ -34,6 +34,9 @@
 enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_INPUT = 2, RUN_EXIT_PEER = 3 };
 
 /* The command line (0 / NULL / -1 = not given where said). */
+/* --topology FILE:COUNT options ptrain-run takes, one per kind of node (as ptrain-plan) */
+#define RUN_MAX_TOPOLOGIES 16
+
 typedef struct run_opts {
     const char *model, *data, *rank_order, *mode, *metrics;
     const char *model_what; /* "--model" or "PTRAIN_MODEL": where the model came from */
@@ -51,7 +54,10 @@ typedef struct run_opts {
     const char *tp_order; /* --tp-order (NULL = not given) */
     const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
     long save_every, keep;         /* 0 = not given */
-    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto */
+    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto
+                                    * (the first when given several) */
+    const char *topologies[RUN_MAX_TOPOLOGIES]; /* every --topology FILE[:COUNT], in node order */
+    int ntopologies;               /* how many (0: none; PTRAIN_TOPOLOGY counts as one) */
     int explain;                   /* --explain: print the auto plan's explanation */
 } run_opts;
 

@@ -31,27 +31,89 @@ static void divisors(int n, char *buf, size_t len)
 /* --mode auto under plain mpirun (no plugin plan): the cluster is the
  * job's nodes (nodes->tpn) with the rates of the node model (--topology /
  * PTRAIN_TOPOLOGY, else this node's hwloc model, else pt_topo_plan_hw's
- * estimates for a one-NUMA-node machine: pt_topo_plan_load), and the
- * planning handle (lib/plan/planner.h) plans the request r exactly as the
- * plugin and ptrain-plan do.  Every rank computes it; the start-up
- * agreement compares the plans. */
+ * estimates for a one-NUMA-node machine: pt_topo_plan_load), or of each
+ * kind's model for --topology FILE:COUNT given once per kind of node (the
+ * counts, in node order, add up to the job's nodes: mixed nodes, planned
+ * as ptrain-plan and the plugin's node_models plan them), and the planning
+ * handle (lib/plan/planner.h) plans the request r exactly as the plugin
+ * and ptrain-plan do.  Every rank computes it; the start-up agreement
+ * compares the plans. */
 static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_request *r, pt_plan *p, run_auto *A,
                      pt_error *err)
 {
     pt_error e;
-    pt_topo t;
-    int from;
-    if (pt_topo_plan_load(o->topology, "--topology", PT_TOPO_LOAD_ESTIMATES, &t, &from, NULL, 0, &e) < 0)
-        return pt_errprintf(err, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
-                            o->topology, e.text);
+    const int nkinds = o->ntopologies > 0 ? o->ntopologies : 1;
+    char(*path)[4096] = calloc((size_t)nkinds, sizeof *path);
+    int count[RUN_MAX_TOPOLOGIES] = {0}, counted = 0, sum = 0;
+    if (!path) return pt_errprintf(err, "--mode auto: out of memory for the node models");
+    for (int k = 0; k < o->ntopologies; k++) {
+        if (pt_topo_plan_arg_parse("--topology", o->topologies[k], path[k], sizeof path[k], &count[k], err) < 0) {
+            free(path);
+            return -1;
+        }
+        counted += count[k] > 0;
+        sum += count[k];
+    }
+    if (nkinds > 1 && counted < nkinds) {
+        free(path);
+        return pt_errprintf(err, "--mode auto: with %d --topology options each needs its node count (valid: FILE:COUNT "
+                            "in node order, e.g. --topology a.xml:4 --topology b.xml:2)", nkinds);
+    }
+    if (counted && sum != nodes->nnodes) {
+        free(path);
+        return pt_errprintf(err, "--mode auto: the --topology counts add up to %d node%s, but the job runs on %d "
+                            "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
+                            nodes->nnodes, nodes->nnodes);
+    }
+    pt_topo t[RUN_MAX_TOPOLOGIES];
+    const pt_topo *models[RUN_MAX_TOPOLOGIES];
+    char names[RUN_MAX_TOPOLOGIES][256];
+    const char *namep[RUN_MAX_TOPOLOGIES];
+    int from = PT_TOPO_FROM_NONE;
+    for (int k = 0; k < nkinds; k++) {
+        const char *pk = o->ntopologies ? path[k] : NULL;
+        if (pt_topo_plan_load(pk, "--topology", PT_TOPO_LOAD_ESTIMATES, &t[k], &from, NULL, 0, &e) < 0) {
+            for (int j = 0; j < k; j++)
+                if (models[j]) pt_topo_free(&t[j]);
+            pt_errprintf(err, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
+                         "XML file)", pk ? pk : "of this node", e.text);
+            free(path);
+            return -1;
+        }
+        models[k] = from != PT_TOPO_FROM_NONE ? &t[k] : NULL;
+        /* as ptrain-plan names each kind */
+        snprintf(names[k], sizeof names[k], "%.255s", models[k] ? t[k].source : "defaults");
+        namep[k] = names[k];
+    }
     char source[300];
-    if (from == PT_TOPO_FROM_PATH) snprintf(source, sizeof source, "%.290s", o->topology);
+    if (nkinds > 1) {
+        size_t off = 0;
+        for (int k = 0; k < nkinds && off < sizeof source; k++)
+            off += (size_t)snprintf(source + off, sizeof source - off, "%s%s:%d", k ? ", " : "", path[k], count[k]);
+    } else if (from == PT_TOPO_FROM_PATH) snprintf(source, sizeof source, "%.290s", path[0]);
     else if (from == PT_TOPO_FROM_HWLOC) snprintf(source, sizeof source, "hwloc (this node)");
     else snprintf(source, sizeof source, "defaults");
-    const pt_topo *model = from != PT_TOPO_FROM_NONE ? &t : NULL;
+    free(path);
+    /* each node's kind, in node order (one kind: NULL, every node kind 0) */
+    int *kind_of = NULL;
+    if (nkinds > 1) {
+        kind_of = malloc(sizeof(int) * (size_t)nodes->nnodes);
+        if (!kind_of) {
+            for (int k = 0; k < nkinds; k++) pt_topo_free(&t[k]);
+            return pt_errprintf(err, "--mode auto: out of memory for the node list");
+        }
+        for (int i = 0, k = 0, left = count[0]; i < nodes->nnodes; i++) {
+            while (left == 0 && k + 1 < nkinds) left = count[++k];
+            kind_of[i] = k;
+            left--;
+        }
+    }
     pt_plan_machine mach;
-    int rc = pt_plan_machine_build(&mach, 1, &model, NULL, NULL, nodes->tpn, nodes->nnodes, NULL, 0, &e);
-    if (from != PT_TOPO_FROM_NONE) pt_topo_free(&t);
+    int rc = pt_plan_machine_build(&mach, nkinds, models, nkinds > 1 ? namep : NULL, kind_of, nodes->tpn,
+                                   nodes->nnodes, NULL, 0, &e);
+    for (int k = 0; k < nkinds; k++)
+        if (models[k]) pt_topo_free(&t[k]);
+    free(kind_of);
     if (rc < 0) return pt_errprintf(err, "--mode auto: node model %s: %s", source, e.text);
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);

@@ -59,6 +59,37 @@ want=$("$plan" --topology "$fx/cpu2s.xml" --nodes 2 --tasks-per-node 2 --model t
 check "SLURM_NODEID 0,0,1,1: auto plans for 2 nodes x 2 tasks, as ptrain-plan ($got)" \
     sh -c "[ $rc -eq 0 ] && grep -q '^machine: 2 nodes x 2 tasks' '$out' && [ -n '$got' ] && [ '$got' = '$want' ]"
 
+# mixed nodes under plain mpirun (issue 25: ptrain-run plans auto exactly
+# as the plugin, whose node_models name each node's model, and ptrain-plan
+# do): --topology FILE:COUNT once per kind, in node order; the nodes of
+# SLURM_NODEID 0 and 1 are a cpu2s node and a build-machine node, so the
+# plan is priced at the build machine's slower rates and --explain names
+# the limiting node.  (Before, a second --topology replaced the first and
+# FILE:COUNT was taken for a file name.)
+rc=0
+ptrain_mpirun -np 4 sh -c 'SLURM_NODEID=$((OMPI_COMM_WORLD_RANK / 2)) exec "$0" "$@"' "$run" --mode auto \
+    --topology "$fx/cpu2s.xml:1" --topology "$fx/build-machine.xml:1" --model tiny --batch 8 --dry-run --explain \
+    >"$out" 2>&1 || rc=$?
+got=$(sed -n 's/^rank 0\/[0-9]* .* plan=//p' "$out")
+want=$("$plan" --topology "$fx/cpu2s.xml:1" --topology "$fx/build-machine.xml:1" --tasks-per-node 2 --model tiny \
+    --batch 8 --env 2>&1 | sed -n 's/^PTRAIN_PLAN=//p')
+check "mixed nodes cpu2s:1 + build-machine:1: auto plans as ptrain-plan ($got)" \
+    sh -c "[ $rc -eq 0 ] && [ -n '$got' ] && [ '$got' = '$want' ]"
+check "mixed nodes: --explain names the build machine as the limiting node" \
+    sh -c "grep '^limiting node: ' '$out' | grep -q 'build-machine.xml for compute'"
+[ "$rc" -eq 0 ] || sed 's/^/# /' "$out" | tail -5
+# the counts must add up to the job's nodes, and each kind needs one
+for args in "cpu2s.xml:1 build-machine.xml:2|add up to 3 nodes, but the job runs on 2" \
+    "cpu2s.xml:1 build-machine.xml|each needs its node count" "cpu2s.xml:0|COUNT nodes 1..1048576"; do
+    want=${args#*|}
+    set -- $(for f in ${args%|*}; do printf ' --topology %s' "$fx/$f"; done)
+    rc=0
+    ptrain_mpirun -np 4 sh -c 'SLURM_NODEID=$((OMPI_COMM_WORLD_RANK / 2)) exec "$0" "$@"' "$run" --mode auto "$@" \
+        --model tiny --batch 8 --dry-run >"$out" 2>&1 || rc=$?
+    check "mixed nodes: --topology ${args%|*} refused in one line saying '$want'" \
+        sh -c "[ $rc -eq 2 ] && [ \$(grep -c 'ptrain-run: error' '$out') -eq 1 ] && grep 'ptrain-run: error' '$out' | grep -q -- '$want'"
+done
+
 # a pinned rank order is the search's placement (priced with it), not an
 # order put over the search's choice afterwards: --explain's winner has it
 rc=0
