@@ -414,5 +414,29 @@ int main(void)
         pt_topo_free(&a);
         pt_topo_free(&b);
     }
+    /* FILE[:COUNT], as ptrain-plan and ptrain-run read --topology */
+    {
+        char path[32];
+        int count = -1;
+        int ok = pt_topo_plan_arg_parse("--topology", "a.xml:12", path, sizeof path, &count, &err) == 0 &&
+                 !strcmp(path, "a.xml") && count == 12;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "b.json", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "b.json") && count == 0;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "c:d.xml") && count == 0;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml:3", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "c:d.xml") && count == 3;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "e.xml:", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "e.xml:") && count == 0;
+        tap_ok(ok, "topology argument: FILE:COUNT splits at the last ':' before digits, a ':' of the path stays");
+        const char *bad[] = {"a.xml:0", ":3", "a.xml:1048577", "a.xml:99999999999999999999"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            tap_ok(pt_topo_plan_arg_parse("--topology", bad[i], path, sizeof path, &count, &err) < 0 &&
+                       strstr(err.text, bad[i]) && strstr(err.text, "COUNT nodes 1..1048576"),
+                   "topology argument '%s' refused in one line: %s", bad[i], err.text);
+        tap_ok(pt_topo_plan_arg_parse("--topology", "a-path-longer-than-the-buffer.xml:2", path, sizeof path, &count,
+                                      &err) < 0 && strstr(err.text, "longer than 31 bytes"),
+               "topology argument: a path too long for the buffer refused: %s", err.text);
+    }
     return tap_done();
 }
