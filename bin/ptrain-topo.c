@@ -178,6 +178,18 @@ static void report(const pt_topo *t)
         if (n->pair_us > 0 && n->pair_busy_us > 0)
             printf("    pair allreduce: %zu bytes in %.1f us with every rank in a pair, %.1f us while half the ranks "
                    "compute (+%.1f us)\n", n->pair_bytes, n->pair_us, n->pair_busy_us, n->pair_busy_us - n->pair_us);
+        if (n->coll_bytes[0] > 0) {
+            printf("    collectives   : each kind at %zu and %zu bytes, t = steps alpha + bytes busfactor / busbw\n",
+                   n->coll_bytes[0], n->coll_bytes[1]);
+            for (int k = 0; k < PT_TOPO_COLL_N; k++) {
+                if (n->coll_busbw[k] > 0)
+                    printf("      %-14s: alpha %.2f us per step, busbw %.3f GB/s (%.1f and %.1f us)\n", pt_topo_coll_name(k),
+                           n->coll_lat_us[k], n->coll_busbw[k], n->coll_time_us[k][0], n->coll_time_us[k][1]);
+                else
+                    printf("      %-14s: not fitted: %.1f us and %.1f us (no growth with the size)\n", pt_topo_coll_name(k),
+                           n->coll_time_us[k][0], n->coll_time_us[k][1]);
+            }
+        }
     }
 
     char wbuf[8192];

@@ -48,12 +48,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
 #include "core/core.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
+#include "plan/planner.h"
 #include "plan/resolve.h"
 #include "plan/search.h"
 #include "spank/spank_util.h"
@@ -119,7 +121,6 @@ static const struct { const char *key, *var; } pipe_opts[] = {
 #define N_PIPE ((int)(sizeof pipe_opts / sizeof pipe_opts[0]))
 static char opt_pipe[N_PIPE][400];
 static int opt_pipe_given[N_PIPE];
-static int req_zero_given;      /* the request's zero came from the user, not default_zero */
 
 enum { PLAN_NONE = 0, PLAN_SKIP, PLAN_READY, PLAN_ERROR };
 static int plan_state = PLAN_NONE;
@@ -134,7 +135,7 @@ static char tpn_text[256];
 static int verbose, explain;
 static char req_model[64];      /* the model the plan is made for (PTRAIN_MODEL) */
 static int req_batch;           /* the global batch (PTRAIN_BATCH) */
-static pt_search_result search_res;
+static pt_search_result search_res; /* the planner's result, for --ptrain-explain */
 static char plan_notes[1024];   /* warnings for the user, lines joined by '\n' */
 static pt_topo node_topo;       /* this node's model */
 static int node_topo_state;     /* 0 not loaded, 1 loaded, -1 failed */
@@ -293,23 +294,17 @@ static int local_getenv(void *arg, const char *name, char *buf, int len)
     return 1;
 }
 
-/* get(arg, name) into buf: 1, 0 (unset), or -1 with one line in err when
- * the value is longer than buf holds (SPANK's spank_getenv refuses it with
- * ESPANK_NOSPACE; it must not pass for unset). */
-static int get_var(env_get_fn get, void *arg, const char *name, char *buf, int len, pt_error *err)
-{
-    int g = get(arg, name, buf, len);
-    if (g < 0)
-        return pt_errprintf(err, "ptrain: %s in the job environment is longer than %d bytes; it is not a valid "
-                            "value (valid: see ptrain-env(7))", name, len - 1);
-    return g;
-}
-
 static pt_plan_limits conf_limits(void)
 {
-    pt_plan_limits lim = {.max_tp = conf.max_tp, .modes = conf.allowed_modes,
-                          .max_pp = conf.max_pp, .max_zero = conf.max_zero,
-                          .schedules = conf.allowed_schedules};
+    pt_plan_limits lim;
+    pt_plan_limits_default(&lim);
+    lim.max_tp = conf.max_tp;
+    lim.modes = conf.allowed_modes;
+    lim.max_pp = conf.max_pp;
+    lim.max_zero = conf.max_zero;
+    lim.schedules = conf.allowed_schedules;
+    lim.default_zero = conf.default_zero;
+    lim.mixed = conf.mixed_nodes;
     return lim;
 }
 
@@ -324,149 +319,141 @@ static pt_plan_limits conf_limits(void)
 static void load_node_model(void)
 {
     if (node_topo_state) return;
-    memset(&node_topo, 0, sizeof node_topo);
     plan_notes[0] = '\0';
-    if (conf.topology[0]) {
-        if (pt_topo_load_file(&node_topo, conf.topology) == PT_OK) {
-            node_topo_state = 1;
-            snprintf(topo_source, sizeof topo_source, "cached model %.290s", conf.topology);
-            return;
-        }
-        snprintf(plan_notes, sizeof plan_notes, "ptrain: warning: cannot load the node model "
-                 "topology=%.600s (%.200s); planning from this node's hwloc model", conf.topology,
-                 pt_errmsg());
-        pt_topo_free(&node_topo);
-        memset(&node_topo, 0, sizeof node_topo);
-    }
-    if (pt_topo_load_hwloc(&node_topo, NULL) == PT_OK) {
-        node_topo_state = 1;
-        snprintf(topo_source, sizeof topo_source, "hwloc");
-        return;
-    }
-    size_t l = strlen(plan_notes);
-    snprintf(plan_notes + l, sizeof plan_notes - l, "%sptrain: warning: no node model (hwloc: "
-             "%s); planning from ptrain.conf's rates and defaults", l ? "\n" : "", pt_errmsg());
-    pt_topo_free(&node_topo);
-    memset(&node_topo, 0, sizeof node_topo);
-    node_topo_state = -1;
-    snprintf(topo_source, sizeof topo_source, "defaults");
+    int from;
+    pt_error e;
+    if (pt_topo_plan_load(conf.topology, "topology", PT_TOPO_LOAD_FALLBACK | PT_TOPO_LOAD_ESTIMATES | PT_TOPO_LOAD_WARN,
+                          &node_topo, &from, plan_notes, sizeof plan_notes, &e) < 0)
+        from = PT_TOPO_FROM_NONE; /* not with these flags: the estimates */
+    node_topo_state = from == PT_TOPO_FROM_NONE ? -1 : 1;
+    if (from == PT_TOPO_FROM_PATH) snprintf(topo_source, sizeof topo_source, "cached model %.290s", conf.topology);
+    else if (from == PT_TOPO_FROM_HWLOC) snprintf(topo_source, sizeof topo_source, "hwloc");
+    else snprintf(topo_source, sizeof topo_source, "defaults");
 }
 
-/* The cluster the planner sees: the node model's rates (pt_topo_plan_hw:
- * measured where the model holds a measurement, else estimated), with
- * ptrain.conf's gemm_gflops / inter_node_gbps / inter_node_lat_us over
- * them.  Without a model: the same estimates for a node of one NUMA node
- * and no GPU. */
-static int make_cluster(const pt_job_geometry *g, pt_cluster *c, pt_error *err)
+/* The cluster the planner sees: each node's model (ptrain.conf's
+ * node_models for the nodes of its host lists, mixed nodes; every other
+ * node this node's model: `topology`, else hwloc), their rates from
+ * pt_topo_plan_hw (measured where the model holds a measurement, else
+ * estimated) with ptrain.conf's gemm_gflops / inter_node_gbps /
+ * inter_node_lat_us over them (pt_plan_machine_build).  Without a model:
+ * the estimates of a node of one NUMA node and no GPU.  nodelist (NULL:
+ * unknown, every node the default) names the step's nodes in order. */
+static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_machine *m, pt_error *err)
 {
-    memset(c, 0, sizeof *c);
-    c->nnodes = g->nnodes;
-    c->tasks_per_node = g->tasks_per_node;
-    int maxt = 1;
-    for (int i = 0; i < g->nnodes; i++)
-        if (g->tasks_per_node[i] > maxt) maxt = g->tasks_per_node[i];
-    pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops};
-    pt_error inner;
-    if (pt_topo_plan_hw(node_topo_state > 0 ? &node_topo : NULL, maxt, &ov, &c->hw, &c->island_ranks, NULL, 0, &inner) < 0)
-        return pt_errprintf(err, "node model (%s): %s", topo_source, inner.text);
-    if (conf.inter_node_lat_us > 0) c->hw.lat_s[PT_NET_INTER] = conf.inter_node_lat_us * 1e-6;
-    if (local_check) c->hw.mem_bytes = 0;
-    return 0;
+    int *kind_of = calloc((size_t)g->nnodes, sizeof(int));
+    if (!kind_of) return pt_errprintf(err, "out of memory for %d nodes", g->nnodes);
+    if (conf.n_node_models > 0 && nodelist && pt_spank_node_kinds(&conf, nodelist, g->nnodes, kind_of, err) < 0) {
+        free(kind_of);
+        return -1;
+    }
+    if (conf.n_node_models == 0 || !nodelist)
+        for (int i = 0; i < g->nnodes; i++) kind_of[i] = -1;
+    /* kinds: 0 the default model, then each node_models entry a node uses */
+    pt_topo models[PT_SPANK_NODE_MODELS];
+    const pt_topo *mp[PT_SPANK_NODE_MODELS + 1];
+    const char *names[PT_SPANK_NODE_MODELS + 1];
+    int kind_index[PT_SPANK_NODE_MODELS], nk = 1, rc = 0;
+    mp[0] = node_topo_state > 0 ? &node_topo : NULL;
+    names[0] = topo_source;
+    for (int e = 0; e < PT_SPANK_NODE_MODELS; e++) kind_index[e] = -1;
+    for (int i = 0; i < g->nnodes && rc == 0; i++) {
+        const int e = kind_of[i];
+        if (e < 0) {
+            kind_of[i] = 0;
+            continue;
+        }
+        if (kind_index[e] < 0) {
+            if (pt_topo_load_file(&models[nk - 1], conf.node_model[e].path) != PT_OK) {
+                rc = pt_errprintf(err, "node model %.300s of nodes %.200s (ptrain.conf node_models): %s",
+                                  conf.node_model[e].path, conf.node_model[e].hosts, pt_errmsg());
+                break;
+            }
+            kind_index[e] = nk;
+            mp[nk] = &models[nk - 1];
+            names[nk] = conf.node_model[e].path;
+            nk++;
+        }
+        kind_of[i] = kind_index[e];
+    }
+    if (rc == 0) {
+        pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops};
+        pt_error inner;
+        if (pt_plan_machine_build(m, nk, mp, names, kind_of, g->tasks_per_node, g->nnodes, &ov, conf.inter_node_lat_us,
+                                  &inner) < 0)
+            rc = pt_errprintf(err, "node model (%s): %s", topo_source, inner.text);
+    }
+    for (int k = 1; k < nk; k++) pt_topo_free(&models[k - 1]);
+    free(kind_of);
+    if (rc == 0 && local_check) { /* srun's host judges no memory: the nodes do */
+        m->cluster.hw.mem_bytes = 0;
+        for (int k = 0; k < m->nkinds; k++) m->kinds[k].hw.mem_bytes = 0;
+    }
+    return rc;
 }
 
-/* Plan the step: pt_plan_resolve (lib/plan/resolve.h) over what the
- * request leaves open, with the administrator's default_zero and this
- * node's cluster model; its warnings (a pinned layout over a slower link)
- * join plan_notes.  No fallback to a fixed rule: a request the search
- * cannot satisfy is refused with its reason (a fallback would silently run
- * a plan the cost model says does not fit, or quietly drop the named
- * layout). */
-static int plan_request(const pt_job_geometry *g, const pt_plan *req, pt_plan *out, pt_error *err)
+/* Plan the step through the planning handle (lib/plan/planner.h) with the
+ * administrator's limits (default_zero, mixed_nodes) on the step's
+ * machine; its warnings (a pinned layout over a slower link) join
+ * plan_notes.  No fallback to a fixed rule: a request the search cannot
+ * satisfy is refused with its reason (a fallback would silently run a plan
+ * the cost model says does not fit, or quietly drop the named layout). */
+static int plan_request(const pt_job_geometry *g, const char *nodelist, const pt_plan_request *r, pt_plan *out,
+                        pt_error *err)
 {
     pt_plan_limits lim = conf_limits();
-    pt_model_shape m;
-    if (pt_model_shape_parse("PTRAIN_MODEL", req_model, &m, err) < 0) return -1;
-    pt_cluster c;
-    if (make_cluster(g, &c, err) < 0) return -1;
-    char notes[sizeof plan_notes];
-    if (pt_plan_resolve(&c, &m, req_batch, &lim, req, req_zero_given, conf.default_zero, out,
-                        &search_res, notes, sizeof notes, err) < 0)
-        return -1;
-    if (notes[0]) pt_notef(plan_notes, sizeof plan_notes, "%s", notes);
-    return 0;
+    pt_plan_machine m;
+    if (make_machine(g, nodelist, &m, err) < 0) return -1;
+    pt_planner *p = pt_planner_new(&m.cluster, &lim, err);
+    int rc = -1;
+    if (p && pt_planner_set_request(p, r, err) == 0 && pt_planner_run(p, err) == 0) {
+        *out = *pt_planner_plan(p);
+        search_res = *pt_planner_result(p);
+        if (pt_planner_notes(p)[0]) pt_notef(plan_notes, sizeof plan_notes, "%s", pt_planner_notes(p));
+        rc = 0;
+    }
+    pt_planner_free(p);
+    pt_plan_machine_free(&m);
+    return rc;
 }
 
-/* The user's request: each option, else its PTRAIN_* variable, else the
- * administrator's default_mode (sizes 0 = let the planner choose).  Then
- * the checks that need no geometry.  -1 with a one-line error. */
-static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *err)
+/* The user's request through lib/plan's one request builder: each option,
+ * else its PTRAIN_* variable, else the administrator's default_mode,
+ * default_schedule and default_recompute (sizes not pinned: the planner
+ * chooses).  Then the checks that need no geometry.  -1 with a one-line
+ * error. */
+static int resolve_request(env_get_fn get, void *arg, pt_plan_request *r, pt_error *err)
 {
-    char buf[256];
-    pt_plan_default(req);
-    req->rank_order[0] = '\0'; /* the search chooses the placement */
-    req->mode = conf.default_mode;
-    req->tp = opt_tp;
-    req->tp_depth = opt_tp_depth;
-    req->sp = opt_sp;
-    int g;
-    if (opt_mode_given) req->mode = opt_mode;
-    else if ((g = get_var(get, arg, "PTRAIN_MODE", buf, sizeof buf, err)) < 0 ||
-             (g && parse_mode_text("PTRAIN_MODE", buf, &req->mode, err) < 0))
-        return -1;
-    if (!req->tp && ((g = get_var(get, arg, "PTRAIN_TP", buf, sizeof buf, err)) < 0 ||
-                     (g && parse_size_text("PTRAIN_TP", buf, 1, &req->tp, err) < 0)))
-        return -1;
-    if (!req->tp_depth && ((g = get_var(get, arg, "PTRAIN_TP_DEPTH", buf, sizeof buf, err)) < 0 ||
-                           (g && parse_size_text("PTRAIN_TP_DEPTH", buf, 0, &req->tp_depth, err) < 0)))
-        return -1;
-    if (!req->sp && ((g = get_var(get, arg, "PTRAIN_SP", buf, sizeof buf, err)) < 0 ||
-                     (g && parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err) < 0)))
-        return -1;
-    /* the model and batch the plan is made for: option > PTRAIN_* > ptrain-run's defaults */
-    if (opt_model[0]) snprintf(req_model, sizeof req_model, "%s", opt_model);
-    else if ((g = get_var(get, arg, "PTRAIN_MODEL", buf, sizeof buf, err)) < 0) return -1;
-    else if (g) {
-        if (pt_spank_parse_model_opt("PTRAIN_MODEL", buf, err) < 0) return -1;
-        snprintf(req_model, sizeof req_model, "%.63s", buf);
-    } else snprintf(req_model, sizeof req_model, "%s", DEFAULT_MODEL);
-    req_batch = DEFAULT_BATCH;
-    if (opt_batch) req_batch = opt_batch;
-    else if ((g = get_var(get, arg, "PTRAIN_BATCH", buf, sizeof buf, err)) < 0 ||
-             (g && pt_spank_parse_batch_opt("PTRAIN_BATCH", buf, &req_batch, err) < 0))
-        return -1;
-    /* pipeline/ZeRO: option > PTRAIN_* > the administrator's default;
-     * pp and microbatches 0 = the planner chooses (pt_plan_search) */
-    req->pp = 0;
-    req->microbatches = 0;
-    req->schedule = conf.default_schedule;
-    req->ckpt_act = conf.default_recompute;
-    req->zero = 0;
-    req_zero_given = 0;
+    pt_plan_request_init(r, conf.default_mode);
+    r->plan.schedule = conf.default_schedule;
+    r->plan.ckpt_act = conf.default_recompute;
+    pt_plan_limits lim = conf_limits();
+    const pt_plan_limits *lp = conf_bad ? NULL : &lim;
+    /* the options given (validated by their callbacks) */
+    if (opt_mode_given) r->plan.mode = opt_mode, r->pinned |= PT_PIN_MODE;
+    if (opt_tp) r->plan.tp = opt_tp, r->pinned |= PT_PIN_TP;
+    if (opt_tp_depth) r->plan.tp_depth = opt_tp_depth, r->pinned |= PT_PIN_TP_DEPTH;
+    if (opt_sp) r->plan.sp = opt_sp, r->pinned |= PT_PIN_SP;
+    pt_error inner;
+    if (opt_model[0] && pt_plan_request_set(r, NULL, "model", "--ptrain-model", opt_model, &inner) < 0)
+        return pt_errprintf(err, "ptrain: %s", inner.text);
+    if (opt_batch) r->global_batch = opt_batch, r->pinned |= PT_PIN_BATCH;
     for (int i = 0; i < N_PIPE; i++) {
+        if (!opt_pipe_given[i]) continue;
         char what[64];
-        const char *text = NULL;
-        if (opt_pipe_given[i]) {
-            snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[i].key);
-            text = opt_pipe[i];
-        } else if ((g = get_var(get, arg, pipe_opts[i].var, buf, sizeof buf, err)) < 0) {
-            return -1;
-        } else if (g) {
-            snprintf(what, sizeof what, "%s", pipe_opts[i].var);
-            text = buf;
-        }
-        if (!text) continue;
-        if (pt_spank_parse_pipe_opt(conf_bad ? NULL : &conf, pipe_opts[i].key, what, text, req,
-                                    err) < 0)
-            return -1;
-        if (strcmp(pipe_opts[i].key, "zero") == 0) req_zero_given = 1;
+        snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[i].key);
+        if (pt_plan_request_set(r, lp, pipe_opts[i].key, what, opt_pipe[i], &inner) < 0)
+            return pt_errprintf(err, "ptrain: %s", inner.text);
     }
-    if (req->mode == PT_MODE_OFF) return 0;
+    /* the job's PTRAIN_* variables for the rest */
+    if (pt_plan_request_env(r, lp, get, arg, &inner) < 0) return pt_errprintf(err, "ptrain: %s", inner.text);
+    snprintf(req_model, sizeof req_model, "%s", r->model_name);
+    req_batch = r->global_batch;
+    if (r->plan.mode == PT_MODE_OFF) return 0;
     if (conf_bad)
         return pt_errprintf(err, "ptrain: cluster configuration is invalid, refusing "
-                            "--ptrain-mode=%s: %s", pt_mode_name(req->mode), conf_err.text);
-    pt_plan_limits lim = conf_limits();
-    pt_error inner;
-    if (pt_plan_request_check(req, &lim, &inner) < 0)
+                            "--ptrain-mode=%s: %s", pt_mode_name(r->plan.mode), conf_err.text);
+    if (pt_plan_request_check(&r->plan, &lim, &inner) < 0)
         return pt_errprintf(err, "ptrain: %s", inner.text);
     return 0;
 }
@@ -543,8 +530,10 @@ static int resolve_energy(env_get_fn get, void *arg, int *level, pt_error *err)
     char buf[64];
     *level = opt_energy;
     if (*level >= 0) return 0;
-    int g = get_var(get, arg, "PTRAIN_ENERGY", buf, sizeof buf, err);
-    if (g < 0) return -1;
+    int g = get(arg, "PTRAIN_ENERGY", buf, (int)sizeof buf);
+    if (g < 0)
+        return pt_errprintf(err, "ptrain: PTRAIN_ENERGY in the job environment is longer than %d bytes; it is not a "
+                            "valid value (valid: off, report, plan, apply)", (int)sizeof buf - 1);
     if (g && pt_spank_parse_energy_opt(&conf, "PTRAIN_ENERGY", buf, level, err) < 0) return -1;
     return 0;
 }
@@ -586,7 +575,7 @@ PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     spank_context_t ctx = spank_context();
     if (ctx == S_CTX_REMOTE) return pmix_fence_ring(sp);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
-    pt_plan req;
+    pt_plan_request req;
     pt_error err;
     int level;
     if (resolve_request(local_getenv, NULL, &req, &err) < 0 || resolve_energy(local_getenv, NULL, &level, &err) < 0) {
@@ -607,11 +596,12 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     (void)ac;
     (void)av;
     if (spank_context() != S_CTX_LOCAL) return 0;
-    pt_plan req, out;
+    pt_plan_request req;
+    pt_plan out;
     pt_error err;
     if (resolve_request(local_getenv, NULL, &req, &err) < 0)
         return 0; /* refused in init_post_opt already */
-    if (req.mode == PT_MODE_OFF) return 0;
+    if (req.plan.mode == PT_MODE_OFF) return 0;
     uint32_t nnodes = 0, ntasks = 0;
     const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
     if (!tpn) tpn = getenv("SLURM_TASKS_PER_NODE");
@@ -631,7 +621,10 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
      * layout checks, and memory is left to the nodes (local_check) */
     local_check = 1;
     load_node_model();
-    if (plan_request(&g, &req, &out, &err) < 0) {
+    const char *nodelist = getenv("SLURM_STEP_NODELIST");
+    if (!nodelist) nodelist = getenv("SLURM_JOB_NODELIST");
+    if (!nodelist) nodelist = getenv("SLURM_NODELIST");
+    if (plan_request(&g, nodelist, &req, &out, &err) < 0) {
         slurm_error("ptrain: %s", err.text);
         return -1;
     }
@@ -700,10 +693,10 @@ static int is_mpi_daemon(spank_t sp)
  * reported by task_init. */
 static int pmix_fence_ring(spank_t sp)
 {
-    pt_plan req;
+    pt_plan_request req;
     pt_error err;
     char buf[64];
-    if (resolve_request(job_getenv_cb, sp, &req, &err) < 0 || req.mode == PT_MODE_OFF) return 0;
+    if (resolve_request(job_getenv_cb, sp, &req, &err) < 0 || req.plan.mode == PT_MODE_OFF) return 0;
     if (is_mpi_daemon(sp) || job_getenv(sp, "SLURM_PMIX_FENCE", buf, sizeof buf)) return 0;
     spank_err_t rc = spank_setenv(sp, "SLURM_PMIX_FENCE", "ring", 0);
     if (rc != ESPANK_SUCCESS)
@@ -728,14 +721,14 @@ static int compute_plan(spank_t sp)
 
     char buf[4096];
     pt_error err;
-    pt_plan req;
+    pt_plan_request req;
     int bad_request = resolve_request(job_getenv_cb, sp, &req, &err) < 0;
     verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) > 0 &&
                               strcmp(buf, "0") != 0);
     explain = opt_explain || (job_getenv(sp, "PTRAIN_EXPLAIN", buf, sizeof buf) > 0 &&
                               strcmp(buf, "0") != 0);
     if (bad_request) return plan_fail("%s", err.text);
-    if (req.mode == PT_MODE_OFF) {
+    if (req.plan.mode == PT_MODE_OFF) {
         plan_state = PLAN_SKIP;
         return 0;
     }
@@ -773,14 +766,13 @@ static int compute_plan(spank_t sp)
     local_tasks = (int)nlocal;
 
     load_node_model();
-    if (plan_request(&geo, &req, &plan, &err) < 0)
-        return plan_fail("ptrain: %s", err.text);
-
     if (job_getenv(sp, "SLURM_STEP_NODELIST", buf, sizeof buf) <= 0 &&
         job_getenv(sp, "SLURM_JOB_NODELIST", buf, sizeof buf) <= 0 &&
         job_getenv(sp, "SLURM_NODELIST", buf, sizeof buf) <= 0)
         return plan_fail("ptrain: no SLURM_STEP_NODELIST / SLURM_JOB_NODELIST in the job "
                          "environment: cannot name MASTER_ADDR");
+    if (plan_request(&geo, buf, &req, &plan, &err) < 0)
+        return plan_fail("ptrain: %s", err.text);
     if (pt_spank_first_host(buf, master_addr, sizeof master_addr, &err) < 0)
         return plan_fail("ptrain: %s", err.text);
     master_port = pt_spank_master_port(job_id, step_id, conf.master_port_base,
@@ -846,6 +838,9 @@ static void log_lines(const char *text)
  * allowed set (Slurm's task/affinity or cgroup binding). */
 static int bind_task(spank_t sp, int local)
 {
+    pt_topo own;
+    const pt_topo *bt = &node_topo;
+    int own_loaded = 0;
     char buf[256];
     pt_error err;
     pt_spank_binding b;
@@ -874,7 +869,18 @@ static int bind_task(spank_t sp, int local)
     if (m) hwloc_bitmap_copy(node, hwloc_topology_get_allowed_cpuset(m));
     else hwloc_bitmap_copy(node, curset);
     hwloc_bitmap_list_snprintf(allowed, sizeof allowed, node);
-    if (pt_spank_bind_compute(&node_topo, m, allowed, local, local_tasks, &b, &err) < 0) {
+    /* this node's model: its node_models entry (mixed nodes), else the
+     * default one the plan used */
+    char host[256] = "";
+    if (conf.n_node_models > 0 && (job_getenv(sp, "SLURMD_NODENAME", host, sizeof host) > 0 ||
+                                   gethostname(host, sizeof host - 1) == 0)) {
+        for (int e = 0; e < conf.n_node_models && !own_loaded; e++)
+            if (pt_spank_hostlist_has(conf.node_model[e].hosts, host, NULL) == 1 &&
+                pt_topo_load_file(&own, conf.node_model[e].path) == PT_OK)
+                own_loaded = 1, bt = &own;
+    }
+    rc = pt_spank_bind_compute(bt, m, allowed, local, local_tasks, &b, &err);
+    if (rc < 0) {
         slurm_error("ptrain: %s", err.text);
         rc = -1;
         goto out;
@@ -887,7 +893,7 @@ static int bind_task(spank_t sp, int local)
         if (!job_getenv(sp, "PTRAIN_DEVICE", buf, sizeof buf)) set_task_env("PTRAIN_DEVICE", "cuda", sp);
     }
     if (b.nic >= 0) {
-        const char *hca = node_topo.nic[b.nic].name;
+        const char *hca = bt->nic[b.nic].name;
         char dev[64];
         snprintf(dev, sizeof dev, "%s:1", hca);
         if (!job_getenv(sp, "UCX_NET_DEVICES", buf, sizeof buf)) set_task_env("UCX_NET_DEVICES", dev, sp);
@@ -922,6 +928,7 @@ static int bind_task(spank_t sp, int local)
     if (set_task_env("PTRAIN_CPUS", cpus, sp) != 0 || set_task_env("PTRAIN_BIND", who, sp) != 0)
         rc = -1;
 out:
+    if (own_loaded) pt_topo_free(&own);
     if (curset) hwloc_bitmap_free(curset);
     if (node) hwloc_bitmap_free(node);
     if (m) hwloc_topology_destroy(m);

@@ -65,18 +65,31 @@ static double mb(double bytes) { return bytes / (1024.0 * 1024.0); }
 /* Per-step numbers of a train record that need every rank (--metrics
  * only, so a run without it has no extra collective per step).
  * Index 0: the arena's high-water mark (bytes); 1..6: modelled bytes sent
- * (pt_comm_sent_total) in the context's groups: dp (the dp group alone:
+ * (pt_comm_sent_total) in the context's groups, and from ST_SUB on per
+ * communicator (the cost model's PT_SUB_* order): dp (the dp group alone:
  * nothing sends there today), tp (with the axis sub-groups of the
  * 2D/2.5D/3D layouts), pp (stage to stage, with the embed group: the tied
  * embedding's gradient between first and last stage), sp, sync (the
  * gradient sum over dp x sp, and over the tp axes a parameter is
  * replicated on; ZeRO's reduce-scatter and allgather run here too) and
  * world. */
-enum { ST_PEAK, ST_DP, ST_TP, ST_PP, ST_SP, ST_SYNC, ST_WORLD, ST_N };
-static const char *const st_group[ST_N] = {"peak", "dp", "tp", "pp", "sp", "sync", "world"};
+enum { ST_PEAK, ST_DP, ST_TP, ST_PP, ST_SP, ST_SYNC, ST_WORLD, ST_SUB, ST_N = ST_SUB + PT_SUB_N };
+static const char *const st_group[ST_SUB] = {"peak", "dp", "tp", "pp", "sp", "sync", "world"};
+
+/* The context's communicator of the cost model's index s (PT_SUB_*,
+ * lib/plan/cost.h): ST_SUB + s holds its bytes, "sent_bytes_comm" names it
+ * as the cost model does, so each can be held against its prediction. */
+static const pt_comm *sub_comm(const pt_pctx *c, int s)
+{
+    if (s == PT_SUB_TP) return &c->tp;
+    if (s < PT_SUB_SYNC) return &c->tp_sub[s - PT_SUB_TP_AXES + 1];
+    if (s < PT_SUB_SP) return &c->sync[s - PT_SUB_SYNC];
+    return s == PT_SUB_SP ? &c->sp : s == PT_SUB_PP ? &c->pp : s == PT_SUB_EMBED ? &c->embed : &c->dp;
+}
 
 static void group_sent(const pt_pctx *c, uint64_t v[ST_N])
 {
+    for (int s = 0; s < PT_SUB_N; s++) v[ST_SUB + s] = pt_comm_sent_total(sub_comm(c, s));
     uint64_t tp = pt_comm_sent_total(&c->tp), sync = 0; /* host byte counters, not tensors */
     for (int m = 0; m < (1 << PT_TP_AXES); m++) {
         tp += pt_comm_sent_total(&c->tp_sub[m]);
@@ -114,8 +127,12 @@ static void stats_json(json_t *rec, double gflops, double peak_gflops, const uin
     if (peak_gflops > 0) json_object_set_new(rec, "mfu", run_json_num(gflops / peak_gflops));
     json_object_set_new(rec, "peak_mib", run_json_num(mb((double)st[ST_PEAK])));
     json_t *sent = json_object();
-    for (int i = 1; i < ST_N; i++) json_object_set_new(sent, st_group[i], json_integer((json_int_t)st[i]));
+    for (int i = 1; i < ST_SUB; i++) json_object_set_new(sent, st_group[i], json_integer((json_int_t)st[i]));
     json_object_set_new(rec, "sent_bytes", sent);
+    sent = json_object();
+    for (int i = 0; i < PT_SUB_N; i++)
+        json_object_set_new(sent, pt_cost_sub_name(i), json_integer((json_int_t)st[ST_SUB + i]));
+    json_object_set_new(rec, "sent_bytes_comm", sent);
 }
 
 static int load_batch(const pt_shard *s, long step, const run_opts *o, int T, const pt_pctx *c, int32_t *in,

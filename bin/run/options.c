@@ -15,7 +15,8 @@ enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
        O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS, O_BETA1,
-       O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER, O_DEVICE };
+       O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER, O_DEVICE,
+       O_TPORDER };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -25,6 +26,7 @@ static const struct option long_opts[] = {
     {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
     {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
     {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER},
+    {"tp-order", 1, 0, O_TPORDER},
     {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
     {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
     {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
@@ -87,9 +89,14 @@ void run_usage(FILE *f)
         "                       (dp = world / (pp * tp * sp) when not given)\n"
         "  --topology FILE      node model for --mode auto: ptrain-topo JSON or hwloc XML\n"
         "                       (default PTRAIN_TOPOLOGY, else this node's hwloc model)\n"
+        "  --topology FILE:COUNT  COUNT nodes of this model, in node order; repeat for\n"
+        "                       mixed nodes (as ptrain-plan; the counts add up to the job's)\n"
         "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n"
         "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
         "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
+        "  --tp-order 012|021|...  the tp grid's axes inside the T block, outermost first\n"
+        "                       (2d: 012 rows, 021 columns on consecutive ranks; default\n"
+        "                       PTRAIN_TP_ORDER, else 012; --mode auto chooses it)\n"
         "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
         "                       pieces (default PTRAIN_MICROBATCHES, else 1)\n"
         "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n"
@@ -300,6 +307,12 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
             o->rank_order = o->order;
             break;
         }
+        case O_TPORDER: {
+            pt_error e;
+            if (pt_plan_tp_order_parse("--tp-order", optarg, o->tpo, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            o->tp_order = o->tpo;
+            break;
+        }
         case O_WATCHDOG: if (parse_long("--watchdog", optarg, 0, 86400 * 365, &vl, err)) return -1; o->watchdog = (double)vl; break;
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
@@ -309,7 +322,13 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl, err)) return -1; o->save_every = vl; break;
         case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl, err)) return -1; o->keep = vl; break;
         case O_RESUME: o->resume = optarg; break;
-        case O_TOPOLOGY: o->topology = optarg; break;
+        case O_TOPOLOGY:
+            if (o->ntopologies == RUN_MAX_TOPOLOGIES)
+                return pt_errprintf(err, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
+                                    RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
+            o->topologies[o->ntopologies++] = optarg;
+            o->topology = o->topologies[0];
+            break;
         case O_EXPLAIN: o->explain = 1; break;
         case O_ENERGY: o->energy = optarg; break;
         case O_ECLOCK: o->energy_clock = optarg; break;
@@ -341,8 +360,10 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         o->batch = vl;
     }
     const char *topo = getenv("PTRAIN_TOPOLOGY");
-    if (!o->topology && topo && *topo) o->topology = topo;
-    if (o->topology && !o->topology[0]) return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
+    if (!o->topology && topo && *topo) o->topology = o->topologies[o->ntopologies++] = topo;
+    for (int i = 0; i < o->ntopologies; i++)
+        if (!o->topologies[i][0])
+            return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
     const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
     if (!o->peak_gflops && peak && *peak) {
         if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;

@@ -37,6 +37,9 @@ enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_INPUT = 2, RUN_EXIT_PEER = 3
 enum { RUN_DEVICE_CPU = 0, RUN_DEVICE_CUDA = 1 };
 
 /* The command line (0 / NULL / -1 = not given where said). */
+/* --topology FILE:COUNT options ptrain-run takes, one per kind of node (as ptrain-plan) */
+#define RUN_MAX_TOPOLOGIES 16
+
 typedef struct run_opts {
     const char *model, *data, *rank_order, *mode, *metrics;
     const char *model_what; /* "--model" or "PTRAIN_MODEL": where the model came from */
@@ -50,9 +53,14 @@ typedef struct run_opts {
     double watchdog;     /* seconds without progress before the job is ended; 0 = off */
     double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
     char order[4];       /* --rank-order, parsed */
+    char tpo[4];         /* --tp-order, parsed */
+    const char *tp_order; /* --tp-order (NULL = not given) */
     const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
     long save_every, keep;         /* 0 = not given */
-    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto */
+    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto
+                                    * (the first when given several) */
+    const char *topologies[RUN_MAX_TOPOLOGIES]; /* every --topology FILE[:COUNT], in node order */
+    int ntopologies;               /* how many (0: none; PTRAIN_TOPOLOGY counts as one) */
     int explain;                   /* --explain: print the auto plan's explanation */
     /* energy (bin/run/energy.c; defaults from PTRAIN_ENERGY, the plugin's level) */
     const char *energy;            /* --energy SOURCE: auto, none, nvml, rapl, nvml,rapl */
@@ -98,6 +106,14 @@ typedef struct run_setup {
     pt_hw ehw;                     /* the node model's rates, for a modelled profile */
     double gpu_mhz[2], cpu_mhz[2]; /* the clock ranges allowed (PTRAIN_ENERGY_GPU_MHZ, _CPU_MHZ; 0 = open) */
     uint64_t energy_id;            /* the energy options and files' contents, for the agreement */
+    /* what the SPANK plugin's plan (PTRAIN_PLAN) was made for: its
+     * PTRAIN_MODEL and PTRAIN_BATCH; planned_for 0 when the plan was made
+     * here or came without them (the start-up agreement compares them
+     * with what this run trains) */
+    int planned_for;
+    pt_model_shape plan_model;
+    long plan_batch;
+    char plan_model_text[64];
 } run_setup;
 
 /* The job's nodes, learnt collectively before start-up (main.c). */

@@ -112,6 +112,9 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
         return pt_errprintf(err,
                          "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
                          p->rank_order);
+    if (memchr(p->tp_order, '\0', sizeof p->tp_order) == NULL || !pt_plan_i_tp_order_is_perm(p->tp_order))
+        return pt_errprintf(err, "invalid tp order '%.4s' (valid: a permutation of 0, 1, 2 such as 012)",
+                            p->tp_order);
     if (pipeline_check(p, p->pp, p->virtual_stages, p->microbatches, err) < 0) return -1;
 
     /* What this build can run: an accepted setting must take effect. */

@@ -235,7 +235,7 @@ check "2.5d on 1x8: the planner's 2.5d plan, never tp=1 ($(grep -m1 -o 'PLAN=[^ 
     [ "$(grep '^TASK ' "$D/g2" | grep -w MODE=2.5d | grep -vc -w TP=1)" -eq 8 ]
 srun --ptrain-mode=2.5d --ptrain-tp-depth=2 -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g3" 2>"$D/ge3"
 check "srun --ptrain-mode=2.5d --ptrain-tp-depth=2 -N2 --ntasks-per-node=4 exits 0" [ $? -eq 0 ]
-check_plan "$D/g3" 8 4 2 n1 "2.5d depth 2 on 2x4 (tp=2 inside a node beats tp=8 across the network)" 2.5d 2 1
+check_plan "$D/g3" 8 1 8 n1 "2.5d depth 2 on 2x4 (tp=8: each depth slice's 2x2 grid inside a node, only the depth sum of the weights' gradients across the network)" 2.5d 2 1
 srun --ptrain-mode=3d -N2 --ntasks-per-node=8 "$D/penv.sh" >"$D/g4" 2>"$D/ge4"
 check "srun --ptrain-mode=3d -N2 --ntasks-per-node=8 exits 0" [ $? -eq 0 ]
 check_plan "$D/g4" 16 2 8 n1 "3d on 2x8" 3d 1 1
