@@ -364,6 +364,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
                                 run_json_num(o.min_lr), "warmup", (json_int_t)o.warmup, "flops_per_token",
                                 run_json_num(flops_tok), "peak_gflops_per_rank",
                                 o.peak_gflops > 0 ? run_json_num(o.peak_gflops) : json_null());
+        if (hdr && s->peak_source[0]) json_object_set_new(hdr, "peak_source", json_string(s->peak_source));
         if (mf) run_energy_header(en, hdr);
         run_metrics_write(mf, hdr);
     }

@@ -126,7 +126,8 @@ void run_usage(FILE *f)
         "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
         "                       plot with ptrain-plot FILE)\n"
         "  --peak-gflops F      peak GFLOP/s of one rank, for MFU in the metrics and the\n"
-        "                       summary (default PTRAIN_PEAK_GFLOPS; none: no MFU)\n"
+        "                       summary (default PTRAIN_PEAK_GFLOPS, else the node model's\n"
+        "                       GEMM rate for one rank, as the planner prices compute)\n"
         "\n"
         "Energy (ptrain-run(1), ENERGY; the defaults follow PTRAIN_ENERGY, see ptrain-env(7)):\n"
         "  --energy auto|none|nvml|rapl|nvml,rapl   what to measure: the rank's GPU (NVML's\n"
@@ -317,7 +318,7 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_METRICS: o->metrics = optarg; break;
-        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf, err)) return -1; o->peak_gflops = vf; break;
+        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf, err)) return -1; o->peak_gflops = vf; o->peak_what = "--peak-gflops"; break;
         case O_SAVEDIR: o->save_dir = optarg; break;
         case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl, err)) return -1; o->save_every = vl; break;
         case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl, err)) return -1; o->keep = vl; break;
@@ -368,6 +369,7 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     if (!o->peak_gflops && peak && *peak) {
         if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;
         o->peak_gflops = vf;
+        o->peak_what = "PTRAIN_PEAK_GFLOPS";
     }
     /* the device the plugin's binding implies (PTRAIN_DEVICE=cuda), or the
      * user's, when the command line gives none */

@@ -51,7 +51,9 @@ typedef struct run_opts {
     float lr, min_lr, wd, clip, eps, beta1, beta2;
     int dry_run, quiet;
     double watchdog;     /* seconds without progress before the job is ended; 0 = off */
-    double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
+    double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS, else set by
+                          * run_setup_rank from the node model); 0 = none */
+    const char *peak_what; /* "--peak-gflops" or "PTRAIN_PEAK_GFLOPS" when given, else NULL */
     char order[4];       /* --rank-order, parsed */
     char tpo[4];         /* --tp-order, parsed */
     const char *tp_order; /* --tp-order (NULL = not given) */
@@ -98,6 +100,7 @@ typedef struct run_setup {
     double mem_avail;        /* memory this rank may use (bytes; 0 = unknown) */
     int device;              /* RUN_DEVICE_CPU or RUN_DEVICE_CUDA: where this rank trains */
     char device_note[400];   /* why (the run header's device line) */
+    char peak_source[400];   /* where the MFU's peak comes from (the metrics header's peak_source) */
     run_auto aut;
     /* energy (bin/run/energy.c, run_energy_setup) */
     pt_energy_plan eplan;          /* --energy-plan FILE (n 0: none or auto) */

@@ -636,6 +636,23 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     if (o->dry_run) return 0;
     /* where to train: before the memory check, which is the host's */
     if (run_resolve_device(o, &s->device, s->device_note, sizeof s->device_note, err) < 0) return -1;
+    /* the MFU's peak: given, else the rate the planner prices one rank's
+     * GEMMs at (the node model: a GPU's data-sheet peak, a CPU's measured
+     * or estimated sgemm rate times its cores), so every train record has
+     * an MFU and the header says against what */
+    if (o->peak_gflops > 0) {
+        snprintf(s->peak_source, sizeof s->peak_source, "%s", o->peak_what ? o->peak_what : "given");
+    } else {
+        pt_hw hw;
+        int island = 0;
+        char src[300];
+        pt_error e;
+        memset(&hw, 0, sizeof hw);
+        if (run_node_hw(o, nodes, &hw, &island, src, sizeof src, &e) == 0 && hw.gemm_gflops > 0) {
+            o->peak_gflops = hw.gemm_gflops;
+            snprintf(s->peak_source, sizeof s->peak_source, "the node model's GEMM rate per rank (%.300s)", src);
+        }
+    }
     if (check_memory(s, world, nodes, err) < 0) return -1;
     /* energy: the plan and profile files against this plan (bin/run/energy.c) */
     if (run_energy_setup(s, nodes, err) < 0) return -1;
