@@ -277,22 +277,11 @@ static int cb_verbose(int val, const char *optarg, int remote)
 }
 
 /* A variable of the environment the request is read from: srun's own
- * (local) or the job's (remote).  Fills buf and returns 1 when set and
- * not empty. */
+ * (local: pt_plan_getenv) or the job's (remote).  Fills buf and returns 1
+ * when set and not empty, 0 when unset or empty, -1 when the value does
+ * not fit buf (never truncated: a cut-off value could pass as another
+ * valid one). */
 typedef int (*env_get_fn)(void *arg, const char *name, char *buf, int len);
-
-/* env_get_fn contract: 1 and the value in buf, 0 when unset or empty, -1
- * when the value does not fit buf (never truncated: a cut-off value could
- * pass as another valid one). */
-static int local_getenv(void *arg, const char *name, char *buf, int len)
-{
-    (void)arg;
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    if (strlen(v) >= (size_t)len) return -1;
-    snprintf(buf, (size_t)len, "%s", v);
-    return 1;
-}
 
 static pt_plan_limits conf_limits(void)
 {
@@ -578,7 +567,7 @@ PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     pt_plan_request req;
     pt_error err;
     int level;
-    if (resolve_request(local_getenv, NULL, &req, &err) < 0 || resolve_energy(local_getenv, NULL, &level, &err) < 0) {
+    if (resolve_request(pt_plan_getenv, NULL, &req, &err) < 0 || resolve_energy(pt_plan_getenv, NULL, &level, &err) < 0) {
         slurm_error("%s", err.text);
         return -1;
     }
@@ -599,7 +588,7 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     pt_plan_request req;
     pt_plan out;
     pt_error err;
-    if (resolve_request(local_getenv, NULL, &req, &err) < 0)
+    if (resolve_request(pt_plan_getenv, NULL, &req, &err) < 0)
         return 0; /* refused in init_post_opt already */
     if (req.plan.mode == PT_MODE_OFF) return 0;
     uint32_t nnodes = 0, ntasks = 0;
