@@ -190,6 +190,29 @@ static void report(const pt_topo *t)
                            n->coll_time_us[k][0], n->coll_time_us[k][1]);
             }
         }
+        /* the same per link class: one column per class measured */
+        const pt_topo_coll_fit *cf = n->coll_class;
+        if (cf[PT_TOPO_CLASS_NODE].nranks > 0 || cf[PT_TOPO_CLASS_NETWORK].nranks > 0) {
+            printf("    per link class: alpha per step and busbw of each kind (measured)\n");
+            for (int k = -1; k < PT_TOPO_COLL_N; k++) {
+                char row[160];
+                int len = snprintf(row, sizeof row, "      %-14s", k < 0 ? "" : pt_topo_coll_name(k));
+                for (int l = 0; l < PT_TOPO_CLASS_N; l++) {
+                    char v[48] = "";
+                    if (k < 0 && cf[l].nranks > 0)
+                        snprintf(v, sizeof v, "%s, %d ranks", pt_topo_class_name(l), cf[l].nranks);
+                    else if (k < 0)
+                        snprintf(v, sizeof v, "%s: not measured", pt_topo_class_name(l));
+                    else if (cf[l].nranks > 0 && cf[l].busbw[k] > 0)
+                        snprintf(v, sizeof v, "%8.2f us %9.3f GB/s", cf[l].lat_us[k], cf[l].busbw[k]);
+                    else if (cf[l].nranks > 0)
+                        snprintf(v, sizeof v, "not fitted");
+                    len += snprintf(row + len, sizeof row - (size_t)len, "  %-26s", v);
+                }
+                while (len > 0 && row[len - 1] == ' ') row[--len] = '\0';
+                printf("%s\n", row);
+            }
+        }
     }
 
     char wbuf[8192];

@@ -40,6 +40,11 @@ const char *pt_topo_coll_name(int k)
     return k >= 0 && k < PT_TOPO_COLL_N ? n[k] : "?";
 }
 
+const char *pt_topo_class_name(int c)
+{
+    return c == PT_TOPO_CLASS_NODE ? "node" : c == PT_TOPO_CLASS_NETWORK ? "network" : "?";
+}
+
 const char *pt_link_class_name(pt_link_class c)
 {
     switch (c) {
@@ -133,6 +138,40 @@ static double info_double(hwloc_obj_t o, const char *name)
 {
     const char *v = info_get(o, name);
     return v ? strtod(v, NULL) : 0.0;
+}
+
+/* The Ptrain* info attributes of a collective fit: PtrainNetColl<cls>Bytes0
+ * and 1, PtrainNetColl<cls>Ranks (the link classes' fits: cls "Node",
+ * "Network"), PtrainNetColl<cls><Kind>LatencyUs, BusGBps, Us0 and Us1. */
+static const char *const coll_kind_key[PT_TOPO_COLL_N] = {"Allreduce", "ReduceScatter", "Allgather", "Broadcast",
+                                                         "Reduce", "P2p"};
+static const char *const coll_class_key[PT_TOPO_CLASS_N] = {"Node", "Network"};
+
+/* Read one collective fit back (nranks NULL: the all-ranks fit, no Ranks
+ * key); every field 0 when absent (files from before). */
+static void coll_info_read(hwloc_obj_t root, const char *cls, int *nranks, size_t bytes[2], double time_us[][2],
+                           double *lat_us, double *busbw)
+{
+    char key[80];
+    if (nranks) {
+        snprintf(key, sizeof key, "PtrainNetColl%sRanks", cls);
+        *nranks = (int)info_double(root, key);
+        if (*nranks < 2) { *nranks = 0; return; }
+    }
+    for (int s = 0; s < 2; s++) {
+        snprintf(key, sizeof key, "PtrainNetColl%sBytes%d", cls, s);
+        bytes[s] = (size_t)info_double(root, key);
+    }
+    for (int k = 0; k < PT_TOPO_COLL_N && bytes[0] > 0; k++) {
+        snprintf(key, sizeof key, "PtrainNetColl%s%sLatencyUs", cls, coll_kind_key[k]);
+        lat_us[k] = info_double(root, key);
+        snprintf(key, sizeof key, "PtrainNetColl%s%sBusGBps", cls, coll_kind_key[k]);
+        busbw[k] = info_double(root, key);
+        for (int s = 0; s < 2; s++) {
+            snprintf(key, sizeof key, "PtrainNetColl%s%sUs%d", cls, coll_kind_key[k], s);
+            time_us[k][s] = info_double(root, key);
+        }
+    }
 }
 
 static void copy_str(char *dst, size_t len, const char *src)
@@ -397,20 +436,11 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
         n->pair_us = info_double(root, "PtrainNetPairAllreduceUs");
         n->pair_busy_us = info_double(root, "PtrainNetPairBusyAllreduceUs");
         copy_str(n->nodes, sizeof n->nodes, info_get(root, "PtrainNetNodeNames"));
-        n->coll_bytes[0] = (size_t)info_double(root, "PtrainNetCollBytes0"); /* 0 when absent (older files) */
-        n->coll_bytes[1] = (size_t)info_double(root, "PtrainNetCollBytes1");
-        for (int k = 0; k < PT_TOPO_COLL_N && n->coll_bytes[0] > 0; k++) {
-            char key[64];
-            static const char *const keys[PT_TOPO_COLL_N] = {"Allreduce", "ReduceScatter", "Allgather", "Broadcast",
-                                                              "Reduce", "P2p"};
-            snprintf(key, sizeof key, "PtrainNetColl%sLatencyUs", keys[k]);
-            n->coll_lat_us[k] = info_double(root, key);
-            snprintf(key, sizeof key, "PtrainNetColl%sBusGBps", keys[k]);
-            n->coll_busbw[k] = info_double(root, key);
-            for (int s = 0; s < 2; s++) {
-                snprintf(key, sizeof key, "PtrainNetColl%sUs%d", keys[k], s);
-                n->coll_time_us[k][s] = info_double(root, key);
-            }
+        /* 0 when absent (older files) */
+        coll_info_read(root, "", NULL, n->coll_bytes, n->coll_time_us, n->coll_lat_us, n->coll_busbw);
+        for (int l = 0; l < PT_TOPO_CLASS_N; l++) {
+            pt_topo_coll_fit *f = &n->coll_class[l];
+            coll_info_read(root, coll_class_key[l], &f->nranks, f->bytes, f->time_us, f->lat_us, f->busbw);
         }
     }
     /* the sgemm rate and its Hockney fit (0 when absent) */
@@ -785,6 +815,34 @@ static int set_info_d(hwloc_obj_t o, const char *name, double v)
     return set_info(o, name, buf);
 }
 
+/* Write one collective fit (see coll_info_read; nranks 0: no Ranks key).
+ * Returns non-zero when an attribute could not be set. */
+static int coll_info_write(hwloc_obj_t root, const char *cls, int nranks, const size_t bytes[2],
+                           const double time_us[][2], const double *lat_us, const double *busbw)
+{
+    char key[80];
+    int bad = 0;
+    if (nranks > 0) {
+        snprintf(key, sizeof key, "PtrainNetColl%sRanks", cls);
+        bad |= set_info_d(root, key, nranks);
+    }
+    for (int s = 0; s < 2; s++) {
+        snprintf(key, sizeof key, "PtrainNetColl%sBytes%d", cls, s);
+        bad |= set_info_d(root, key, (double)bytes[s]);
+    }
+    for (int k = 0; k < PT_TOPO_COLL_N; k++) {
+        snprintf(key, sizeof key, "PtrainNetColl%s%sLatencyUs", cls, coll_kind_key[k]);
+        bad |= set_info_d(root, key, lat_us[k]);
+        snprintf(key, sizeof key, "PtrainNetColl%s%sBusGBps", cls, coll_kind_key[k]);
+        bad |= set_info_d(root, key, busbw[k]);
+        for (int s = 0; s < 2; s++) {
+            snprintf(key, sizeof key, "PtrainNetColl%s%sUs%d", cls, coll_kind_key[k], s);
+            bad |= set_info_d(root, key, time_us[k][s]);
+        }
+    }
+    return bad;
+}
+
 static int put_distances(hwloc_topology_t h, const char *name, int n, hwloc_obj_t *objs, const double *gbps)
 {
     struct hwloc_distances_s *d[4];
@@ -858,22 +916,12 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
             bad |= set_info_d(root, "PtrainNetFitAllreduceBytes", (double)n->fit_bytes);
             bad |= set_info_d(root, "PtrainNetFitAllreduceUs", n->fit_time_us);
         }
-        if (n->coll_bytes[0] > 0) {
-            bad |= set_info_d(root, "PtrainNetCollBytes0", (double)n->coll_bytes[0]);
-            bad |= set_info_d(root, "PtrainNetCollBytes1", (double)n->coll_bytes[1]);
-            for (int k = 0; k < PT_TOPO_COLL_N; k++) {
-                char key[64];
-                static const char *const keys[PT_TOPO_COLL_N] = {"Allreduce", "ReduceScatter", "Allgather",
-                                                                  "Broadcast", "Reduce", "P2p"};
-                snprintf(key, sizeof key, "PtrainNetColl%sLatencyUs", keys[k]);
-                bad |= set_info_d(root, key, n->coll_lat_us[k]);
-                snprintf(key, sizeof key, "PtrainNetColl%sBusGBps", keys[k]);
-                bad |= set_info_d(root, key, n->coll_busbw[k]);
-                for (int s = 0; s < 2; s++) {
-                    snprintf(key, sizeof key, "PtrainNetColl%sUs%d", keys[k], s);
-                    bad |= set_info_d(root, key, n->coll_time_us[k][s]);
-                }
-            }
+        if (n->coll_bytes[0] > 0)
+            bad |= coll_info_write(root, "", 0, n->coll_bytes, n->coll_time_us, n->coll_lat_us, n->coll_busbw);
+        for (int l = 0; l < PT_TOPO_CLASS_N; l++) {
+            const pt_topo_coll_fit *f = &n->coll_class[l];
+            if (f->nranks > 0)
+                bad |= coll_info_write(root, coll_class_key[l], f->nranks, f->bytes, f->time_us, f->lat_us, f->busbw);
         }
         if (n->pair_us > 0 && n->pair_busy_us > 0) {
             bad |= set_info_d(root, "PtrainNetPairAllreduceBytes", (double)n->pair_bytes);

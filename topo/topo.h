@@ -112,6 +112,27 @@ typedef struct pt_topo_nic {
 /* "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"; "?" */
 const char *pt_topo_coll_name(int k);
 
+/* Link classes the MPI probe fits each collective kind on, apart from its
+ * all-ranks fit: the ranks of one node (host memory, MPI's shared-memory
+ * transport) and one rank per node (the network); lib/plan/cost.h's
+ * PT_NET_NODE and PT_NET_INTER. */
+enum { PT_TOPO_CLASS_NODE = 0, PT_TOPO_CLASS_NETWORK = 1, PT_TOPO_CLASS_N = 2 };
+/* "node", "network" (the JSON keys); "?" */
+const char *pt_topo_class_name(int c);
+
+/* Each collective kind timed at two sizes over the ranks of one link
+ * class and fitted to t(b) = steps_k(p) alpha + b busfactor_k(p) / busbw
+ * (as pt_topo_net's all-ranks coll_* fields); nranks 0 = the class was
+ * not measured (1 rank per node: no node class; 1 node: no network
+ * class; a file from before: "collectives_by_class" is optional). */
+typedef struct pt_topo_coll_fit {
+    int nranks;                          /* p: ranks of the communicator timed (0 = not measured) */
+    size_t bytes[2];                     /* the two buffer sizes, bytes */
+    double time_us[PT_TOPO_COLL_N][2];   /* time per call at each size (us, slowest rank) */
+    double lat_us[PT_TOPO_COLL_N];       /* alpha of one step (us), 0 = kind not fitted */
+    double busbw[PT_TOPO_COLL_N];        /* bus bandwidth (GB/s), 0 = kind not fitted */
+} pt_topo_coll_fit;
+
 /* Results of the MPI probe (topo/probe_mpi.h); measured == 0 when absent. */
 typedef struct pt_topo_net {
     int measured;
@@ -144,6 +165,11 @@ typedef struct pt_topo_net {
     double coll_time_us[PT_TOPO_COLL_N][2]; /* time per call at each size (us, slowest rank) */
     double coll_lat_us[PT_TOPO_COLL_N];     /* alpha of one step (us) */
     double coll_busbw[PT_TOPO_COLL_N];      /* bus bandwidth (GB/s) */
+    /* the same per link class: [PT_TOPO_CLASS_NODE] over the ranks of one
+     * node (rank 0's; every node with >= 2 ranks runs its calls at the
+     * same time), [PT_TOPO_CLASS_NETWORK] over the first rank of each
+     * node; alpha at least that class's ping-pong latency */
+    pt_topo_coll_fit coll_class[PT_TOPO_CLASS_N];
     char nodes[256];          /* node names, comma separated, in node order */
 } pt_topo_net;
 

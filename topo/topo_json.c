@@ -56,6 +56,21 @@ static json_t *class_json(int cls, int nvlinks)
     return json_string(b);
 }
 
+/* One collective fit as JSON: {"ranks": *nranks (when given), "bytes":
+ * [b0, b1], "<kind>": {"latency_us", "busbw_gbps", "time_us": [t0, t1]}}. */
+static json_t *coll_json(const int *nranks, const size_t bytes[2], const double time_us[][2], const double *lat_us,
+                         const double *busbw)
+{
+    json_t *co = json_object();
+    if (nranks) json_object_set_new(co, "ranks", json_integer(*nranks));
+    json_object_set_new(co, "bytes", json_pack("[I, I]", (json_int_t)bytes[0], (json_int_t)bytes[1]));
+    for (int k = 0; k < PT_TOPO_COLL_N; k++)
+        json_object_set_new(co, pt_topo_coll_name(k),
+                            json_pack("{s:f, s:f, s:[f, f]}", "latency_us", lat_us[k], "busbw_gbps", busbw[k],
+                                      "time_us", time_us[k][0], time_us[k][1]));
+    return co;
+}
+
 int pt_topo_to_json(const pt_topo *t, char **out)
 {
     *out = NULL;
@@ -147,16 +162,20 @@ int pt_topo_to_json(const pt_topo *t, char **out)
         json_object_set_new(o, "pair_allreduce_time_us", json_real(n->pair_us));
         json_object_set_new(o, "pair_busy_allreduce_time_us", json_real(n->pair_busy_us));
     }
-    if (n->measured && n->coll_bytes[0] > 0) {
-        /* each collective kind's fit: "collectives": {"bytes": [b0, b1],
-         * "<kind>": {"latency_us", "busbw_gbps", "time_us": [t0, t1]}} */
-        json_t *co = json_object();
-        json_object_set_new(co, "bytes", json_pack("[I, I]", (json_int_t)n->coll_bytes[0], (json_int_t)n->coll_bytes[1]));
-        for (int k = 0; k < PT_TOPO_COLL_N; k++)
-            json_object_set_new(co, pt_topo_coll_name(k),
-                                json_pack("{s:f, s:f, s:[f, f]}", "latency_us", n->coll_lat_us[k], "busbw_gbps",
-                                          n->coll_busbw[k], "time_us", n->coll_time_us[k][0], n->coll_time_us[k][1]));
-        json_object_set_new(json_object_get(root, "net"), "collectives", co);
+    if (n->measured && n->coll_bytes[0] > 0)
+        json_object_set_new(json_object_get(root, "net"), "collectives",
+                            coll_json(NULL, n->coll_bytes, n->coll_time_us, n->coll_lat_us, n->coll_busbw));
+    if (n->measured && (n->coll_class[0].nranks > 0 || n->coll_class[1].nranks > 0)) {
+        /* the same per link class, only the classes measured:
+         * "collectives_by_class": {"node": {"ranks": p, "bytes", "<kind>"...}, "network": {...}} */
+        json_t *cc = json_object();
+        for (int l = 0; l < PT_TOPO_CLASS_N; l++) {
+            const pt_topo_coll_fit *f = &n->coll_class[l];
+            if (f->nranks > 0)
+                json_object_set_new(cc, pt_topo_class_name(l), coll_json(&f->nranks, f->bytes, f->time_us, f->lat_us,
+                                                                         f->busbw));
+        }
+        json_object_set_new(json_object_get(root, "net"), "collectives_by_class", cc);
     }
     if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0)
@@ -230,6 +249,37 @@ static double jnum(jctx *c, json_t *o, const char *k)
     double x = json_number_value(v);
     if (!(x >= 0) || x > 1e12) { jerr(c, k, "must be a non-negative number"); return 0; }
     return x;
+}
+
+/* One collective fit: {"ranks": p (when nranks is given), "bytes": [b0,
+ * b1], "<kind>": {"latency_us", "busbw_gbps", "time_us": [t0, t1]}} into
+ * the fields given (nranks may be NULL: no "ranks" key). */
+static void coll_parse(jctx *c, json_t *co, int *nranks, size_t bytes[2], double time_us[][2], double *lat_us,
+                       double *busbw)
+{
+    if (nranks) *nranks = (int)jint(c, co, "ranks", 2, 1 << 24);
+    json_t *b = c->rc ? NULL : jget(c, co, "bytes", JSON_ARRAY);
+    if (b && (json_array_size(b) != 2 || !json_is_integer(json_array_get(b, 0)) ||
+              !json_is_integer(json_array_get(b, 1)) || json_integer_value(json_array_get(b, 0)) < 4 ||
+              json_integer_value(json_array_get(b, 1)) < 4 ||
+              json_integer_value(json_array_get(b, 0)) > ((long long)1 << 40) ||
+              json_integer_value(json_array_get(b, 1)) > ((long long)1 << 40)))
+        jerr(c, "bytes", "must be two buffer sizes in bytes");
+    else if (b)
+        for (int s = 0; s < 2; s++) bytes[s] = (size_t)json_integer_value(json_array_get(b, s));
+    for (int k = 0; k < PT_TOPO_COLL_N && !c->rc; k++) {
+        json_t *o = jget(c, co, pt_topo_coll_name(k), JSON_OBJECT);
+        if (!o) break;
+        lat_us[k] = jnum(c, o, "latency_us");
+        busbw[k] = jnum(c, o, "busbw_gbps");
+        json_t *ts = jget(c, o, "time_us", JSON_ARRAY);
+        if (ts && (json_array_size(ts) != 2 || !json_is_number(json_array_get(ts, 0)) ||
+                   !json_is_number(json_array_get(ts, 1)) || !(json_number_value(json_array_get(ts, 0)) >= 0) ||
+                   !(json_number_value(json_array_get(ts, 1)) >= 0)))
+            jerr(c, "time_us", "must be two non-negative times in us");
+        else if (ts)
+            for (int s = 0; s < 2; s++) time_us[k][s] = json_number_value(json_array_get(ts, s));
+    }
 }
 
 static void jpci(jctx *c, json_t *o, pt_topo_pci *p)
@@ -428,29 +478,16 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         /* optional: each collective kind's fit (files before it have none) */
         json_t *co = c.rc ? NULL : json_object_get(net, "collectives");
         if (co && !json_is_object(co)) jerr(&c, "collectives", "must be an object");
-        else if (co) {
-            json_t *b = jget(&c, co, "bytes", JSON_ARRAY);
-            if (b && (json_array_size(b) != 2 || !json_is_integer(json_array_get(b, 0)) ||
-                      !json_is_integer(json_array_get(b, 1)) || json_integer_value(json_array_get(b, 0)) < 4 ||
-                      json_integer_value(json_array_get(b, 1)) < 4 ||
-                      json_integer_value(json_array_get(b, 0)) > ((long long)1 << 40) ||
-                      json_integer_value(json_array_get(b, 1)) > ((long long)1 << 40)))
-                jerr(&c, "bytes", "must be two buffer sizes in bytes");
-            else if (b)
-                for (int s = 0; s < 2; s++) n->coll_bytes[s] = (size_t)json_integer_value(json_array_get(b, s));
-            for (int k = 0; k < PT_TOPO_COLL_N && !c.rc; k++) {
-                json_t *o = jget(&c, co, pt_topo_coll_name(k), JSON_OBJECT);
-                if (!o) break;
-                n->coll_lat_us[k] = jnum(&c, o, "latency_us");
-                n->coll_busbw[k] = jnum(&c, o, "busbw_gbps");
-                json_t *ts = jget(&c, o, "time_us", JSON_ARRAY);
-                if (ts && (json_array_size(ts) != 2 || !json_is_number(json_array_get(ts, 0)) ||
-                           !json_is_number(json_array_get(ts, 1)) || !(json_number_value(json_array_get(ts, 0)) >= 0) ||
-                           !(json_number_value(json_array_get(ts, 1)) >= 0)))
-                    jerr(&c, "time_us", "must be two non-negative times in us");
-                else if (ts)
-                    for (int s = 0; s < 2; s++) n->coll_time_us[k][s] = json_number_value(json_array_get(ts, s));
-            }
+        else if (co) coll_parse(&c, co, NULL, n->coll_bytes, n->coll_time_us, n->coll_lat_us, n->coll_busbw);
+        /* optional: the same per link class (files before it have none; a
+         * class absent = not measured) */
+        json_t *cc = c.rc ? NULL : json_object_get(net, "collectives_by_class");
+        if (cc && !json_is_object(cc)) jerr(&c, "collectives_by_class", "must be an object");
+        for (int l = 0; cc && l < PT_TOPO_CLASS_N && !c.rc; l++) {
+            pt_topo_coll_fit *f = &n->coll_class[l];
+            json_t *o = json_object_get(cc, pt_topo_class_name(l));
+            if (o && !json_is_object(o)) jerr(&c, pt_topo_class_name(l), "must be an object");
+            else if (o) coll_parse(&c, o, &f->nranks, f->bytes, f->time_us, f->lat_us, f->busbw);
         }
         if (!c.rc && json_object_get(net, "pair_allreduce_time_us")) {
             n->pair_bytes = (size_t)jint(&c, net, "pair_allreduce_bytes", 0, (long long)1 << 40);
