@@ -156,6 +156,48 @@ static int time_kind(pt_comm *w, int me, int p, int k, float *a, float *b, size_
     return any ? pt_fail(PT_ECOMM, "MPI probe: %s of %zu bytes failed", pt_topo_coll_name(k), n * 4) : PT_OK;
 }
 
+/* Each collective kind (PT_TOPO_COLL_N order) at o->coll_bytes[0] and [1]
+ * over the ranks of w (p >= 2), fitted through both sizes to t(b) =
+ * steps_k(p) alpha + b busfactor_k(p) / busbw: f gets the times, alpha
+ * (us, at least floor_us) and busbw (GB/s) of every kind whose time grows
+ * with the size (0 for the others), the sizes and nranks = p.  a and b
+ * hold coll_bytes[1] bytes.  Collective over w; PT_OK or time_kind's
+ * PT_ECOMM on every rank of w. */
+static int fit_kinds(pt_comm *w, const pt_probe_mpi_opts *o, double floor_us, float *a, float *b, pt_topo_coll_fit *f)
+{
+    const int me = w->rank, p = w->size;
+    int rc = PT_OK;
+    memset(f, 0, sizeof *f);
+    for (int k = 0; k < PT_TOPO_COLL_N && !rc; k++) {
+        double t[2] = {0, 0};
+        size_t n[2];
+        for (int s = 0; s < 2 && !rc; s++) {
+            n[s] = o->coll_bytes[s] / 4 / (size_t)p * (size_t)p; /* a multiple of p for the scatters */
+            for (size_t i = 0; i < n[s]; i++) a[i] = (float)(i % 7 + 1);
+            rc = time_kind(w, me, p, k, a, b, n[s], o->coll_iters, &t[s]);
+            f->time_us[k][s] = t[s] * 1e6;
+        }
+        if (rc) break;
+        const double slope = (t[1] - t[0]) / (4.0 * ((double)n[1] - (double)n[0])); /* s per byte */
+        if (slope > 0) {
+            f->busbw[k] = kind_busfactor(k, p) / slope / 1e9;
+            double al = (t[0] - 4.0 * (double)n[0] * slope) * 1e6 / kind_steps(k, p);
+            f->lat_us[k] = al > floor_us ? al : floor_us;
+        }
+    }
+    if (!rc) f->nranks = p, f->bytes[0] = o->coll_bytes[0], f->bytes[1] = o->coll_bytes[1];
+    return rc;
+}
+
+/* rc on every rank of comm: PT_OK where every rank's is, else this rank's
+ * own error, or PT_ECOMM naming `what` on the ranks whose call succeeded. */
+static int agree(MPI_Comm comm, int rc, const char *what)
+{
+    int bad = rc != PT_OK, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, comm);
+    return !any || rc ? rc : pt_fail(PT_ECOMM, "MPI probe: %s failed on another rank", what);
+}
+
 /* Half round trip (seconds), best of iters, between ranks a and b. */
 static int pingpong(MPI_Comm comm, int me, int a, int b, char *buf, size_t bytes, int iters, double *best)
 {
@@ -195,7 +237,7 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     /* Node of every rank, as pt_comm_nodes finds it (ranks that share
      * memory, split by $SLURM_NODEID when every rank has one), named by
      * $SLURMD_NODENAME when every rank has one, else the host name */
-    int *keys = malloc((size_t)p * sizeof *keys), node = 0, nn = 0;
+    int *keys = malloc((size_t)p * sizeof *keys), *sizes = malloc((size_t)p * sizeof *sizes), node = 0, nn = 0;
     const char *sn = getenv("SLURMD_NODENAME");
     int have = sn && *sn, all = 0;
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, comm);
@@ -211,13 +253,13 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     char *buf = malloc(bufsz);
     float *ar_in = malloc(arsz), *ar_out = malloc(arsz);
     int rc = PT_OK;
-    if (!keys || !names || !buf || !ar_in || !ar_out) rc = pt_fail(PT_ENOMEM, "MPI probe: out of memory");
+    if (!keys || !sizes || !names || !buf || !ar_in || !ar_out) rc = pt_fail(PT_ENOMEM, "MPI probe: out of memory");
     int any_fail = rc != PT_OK;
     MPI_Allreduce(MPI_IN_PLACE, &any_fail, 1, MPI_INT, MPI_MAX, comm);
     if (any_fail) goto out;
     pt_comm world;
     rc = pt_comm_wrap(&world, comm, "world");
-    if (!rc) rc = pt_comm_nodes(&world, keys, &nn, &node); /* keys: the node sizes, unused */
+    if (!rc) rc = pt_comm_nodes(&world, sizes, &nn, &node); /* the ranks of each node */
     if (rc) goto out;
     MPI_Allgather(&node, 1, MPI_INT, keys, 1, MPI_INT, comm);
     MPI_Allgather(name, sizeof name, MPI_CHAR, names, sizeof name, MPI_CHAR, comm);
@@ -328,29 +370,75 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
      * alpha and bus bandwidth the cost model prices that kind with */
     if (!rc && p > 1 && o->coll_bytes[0] > 0) {
         double lat = net.inter_lat_us > net.intra_lat_us ? net.inter_lat_us : net.intra_lat_us;
-        for (int k = 0; k < PT_TOPO_COLL_N && !rc; k++) {
-            double t[2] = {0, 0};
-            size_t n[2];
-            for (int s = 0; s < 2 && !rc; s++) {
-                n[s] = o->coll_bytes[s] / 4 / (size_t)p * (size_t)p; /* a multiple of p for the scatters */
-                for (size_t i = 0; i < n[s]; i++) ar_in[i] = (float)(i % 7 + 1);
-                rc = time_kind(&world, me, p, k, ar_in, ar_out, n[s], o->coll_iters, &t[s]);
-                net.coll_time_us[k][s] = t[s] * 1e6;
-            }
-            if (rc) break;
-            const double slope = (t[1] - t[0]) / (4.0 * ((double)n[1] - (double)n[0])); /* s per byte */
-            if (slope > 0) {
-                net.coll_busbw[k] = kind_busfactor(k, p) / slope / 1e9;
-                double a = (t[0] - 4.0 * (double)n[0] * slope) * 1e6 / kind_steps(k, p);
-                net.coll_lat_us[k] = a > lat ? a : lat;
+        pt_topo_coll_fit f;
+        rc = fit_kinds(&world, o, lat, ar_in, ar_out, &f);
+        if (!rc) {
+            memcpy(net.coll_time_us, f.time_us, sizeof f.time_us);
+            memcpy(net.coll_lat_us, f.lat_us, sizeof f.lat_us);
+            memcpy(net.coll_busbw, f.busbw, sizeof f.busbw);
+            net.coll_bytes[0] = o->coll_bytes[0], net.coll_bytes[1] = o->coll_bytes[1];
+        }
+        /* the same per link class (cost.c prices a communicator on the
+         * slowest class it spans): the ranks of one node, and one rank per
+         * node.  Where the world is that class (one node; one rank per
+         * node) its fit is the world's, not timed again. */
+        double floor_us[2] = {net.intra_lat_us, net.inter_lat_us}; /* rank 0's ping-pongs, every rank's floors */
+        MPI_Bcast(floor_us, 2, MPI_DOUBLE, 0, comm);
+        int biggest = 0, lead = 0, local = 0; /* the node with the most ranks (the first), its first rank */
+        for (int x = 0; x < nn; x++)
+            if (sizes[x] > sizes[biggest]) biggest = x;
+        for (int r = p - 1; r >= 0; r--)
+            if (keys[r] == biggest) lead = r;
+        for (int r = 0; r < me; r++) local += keys[r] == node;
+        if (!rc && sizes[biggest] >= 2) {
+            pt_topo_coll_fit *nf = &net.coll_class[PT_TOPO_CLASS_NODE];
+            if (nn == 1) {
+                *nf = f;
+            } else { /* every node of >= 2 ranks at once, as a job's groups run */
+                MPI_Comm nc = MPI_COMM_NULL;
+                if (MPI_Comm_split(comm, sizes[node] >= 2 ? node : MPI_UNDEFINED, me, &nc) != MPI_SUCCESS)
+                    rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Comm_split into nodes failed");
+                if (!rc && nc != MPI_COMM_NULL) {
+                    pt_comm c;
+                    pt_comm_wrap(&c, nc, "node");
+                    rc = fit_kinds(&c, o, floor_us[0], ar_in, ar_out, &f);
+                }
+                if (nc != MPI_COMM_NULL) MPI_Comm_free(&nc);
+                rc = agree(comm, rc, "a collective inside a node");
+                if (!rc && lead != 0) { /* the biggest node's fit to rank 0 */
+                    if (me == lead) MPI_Send(&f, (int)sizeof f, MPI_BYTE, 0, 92, comm);
+                    if (me == 0) MPI_Recv(nf, (int)sizeof *nf, MPI_BYTE, lead, 92, comm, MPI_STATUS_IGNORE);
+                } else if (!rc) {
+                    *nf = f;
+                }
             }
         }
-        if (!rc) net.coll_bytes[0] = o->coll_bytes[0], net.coll_bytes[1] = o->coll_bytes[1];
+        if (!rc && nn >= 2) {
+            pt_topo_coll_fit *wf = &net.coll_class[PT_TOPO_CLASS_NETWORK];
+            if (nn == p) { /* one rank per node: the world's fit */
+                wf->nranks = p;
+                memcpy(wf->bytes, net.coll_bytes, sizeof wf->bytes);
+                memcpy(wf->time_us, net.coll_time_us, sizeof wf->time_us);
+                memcpy(wf->lat_us, net.coll_lat_us, sizeof wf->lat_us);
+                memcpy(wf->busbw, net.coll_busbw, sizeof wf->busbw);
+            } else { /* the first rank of each node; the others wait */
+                MPI_Comm lc = MPI_COMM_NULL;
+                if (MPI_Comm_split(comm, local == 0 ? 0 : MPI_UNDEFINED, me, &lc) != MPI_SUCCESS)
+                    rc = pt_fail(PT_ECOMM, "MPI probe: MPI_Comm_split over the nodes failed");
+                if (!rc && lc != MPI_COMM_NULL) {
+                    pt_comm c;
+                    pt_comm_wrap(&c, lc, "network");
+                    rc = fit_kinds(&c, o, floor_us[1], ar_in, ar_out, wf); /* rank 0 is node 0's first */
+                }
+                if (lc != MPI_COMM_NULL) MPI_Comm_free(&lc);
+                rc = agree(comm, rc, "a collective between nodes");
+            }
+        }
     }
     /* rank 0 measured the ping-pongs: everyone gets its view */
     MPI_Bcast(&net, (int)sizeof net, MPI_BYTE, 0, comm);
     if (!rc) t->net = net;
 out:
-    free(keys); free(names); free(buf); free(ar_in); free(ar_out);
+    free(keys); free(sizes); free(names); free(buf); free(ar_in); free(ar_out);
     return rc;
 }

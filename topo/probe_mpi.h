@@ -69,6 +69,15 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *    (at least the slowest ping-pong latency) and coll_busbw (GB/s) per
  *    kind; a kind whose time does not grow with the size keeps 0 (not
  *    measured);
+ *  - the same per link class (t->net.coll_class), alpha at least that
+ *    class's ping-pong latency: PT_TOPO_CLASS_NODE over the ranks of the
+ *    node with the most ranks (the first of them), when it has >= 2, every
+ *    node of >= 2 ranks running its calls at the same time, as a job's
+ *    groups do; PT_TOPO_CLASS_NETWORK over the first rank of each node
+ *    (the others wait), when there are >= 2 nodes.  Where all the ranks
+ *    are that class (one node; one rank per node) it is the all-ranks
+ *    fit, not timed again, so the probe adds time only on 2 nodes or more
+ *    with 2 ranks or more on one of them (about two more all-ranks fits);
  * Nodes are told apart by MPI_Comm_split_type(SHARED), each split
  * further by $SLURM_NODEID when every rank has it (srun; fake Slurm nodes
  * share one host): pt_comm_nodes; a node is named by $SLURMD_NODENAME

@@ -15,6 +15,8 @@ check "mpirun -np 2 ptrain-topo --probe-quick exits 0" [ $? -eq 0 ]
 [ -s "$tmp/err" ] && sed 's/^/# /' "$tmp/err"
 check "only rank 0 prints the report" [ "$(grep -c '^Node ' "$tmp/out")" -eq 1 ]
 check "report shows the MPI probe" grep -q 'MPI probe: 2 ranks on 1 node' "$tmp/out"
+check "report shows the per-class table: node at 2 ranks, network not measured" \
+    grep -q '^ *node, 2 ranks *network: not measured$' "$tmp/out"
 
 python3 - "$tmp/probe.json" <<'PY'
 import json, sys
@@ -23,7 +25,7 @@ n = d["net"]
 t = [0]
 def ok(c, m):
     t[0] += 1
-    print(("ok" if c else "not ok"), "%d - %s" % (t[0] + 3, m))
+    print(("ok" if c else "not ok"), "%d - %s" % (t[0] + 4, m))
 ok(n["ranks"] == 2 and n["nodes"] == 1, "2 ranks on 1 node")
 ok(n["intra_latency_us"] > 0 and n["intra_gbps"] > 0, "intra-node latency and bandwidth are positive")
 ok(n["inter_latency_us"] == 0 and n["inter_gbps"] == 0, "no inter-node pair on one node")
@@ -66,13 +68,20 @@ ok(co.get("bytes") == [256 << 10, 2 << 20] and all(k in co and min(co[k]["time_u
    and all(through(k) for k in kinds),
    "each collective kind timed at 256 KiB and 2 MiB and fitted through both (%s)" %
    ", ".join("%s %.3g GB/s" % (k, co[k]["busbw_gbps"]) for k in kinds if k in co))
+# per link class: 2 ranks on one node have a node class (the world's fit:
+# the same ranks, not timed again) and no network class
+cc = n.get("collectives_by_class", {})
+nc = cc.get("node", {})
+ok(set(cc) == {"node"} and nc.get("ranks") == 2 and nc.get("bytes") == co.get("bytes")
+   and all(nc[k] == co[k] for k in kinds),
+   "per link class: the node's fit at 2 ranks (the all-ranks fit on one node), no network class (%s)" % sorted(cc))
 ok(all(x["membw_gbps"] > 0 for x in d["numa"]), "every NUMA node has a measured copy bandwidth")
 ok(d["numa_gbps"][0][0] == d["numa"][0]["membw_gbps"], "NUMA matrix diagonal is the per-node bandwidth")
 g = d["gpu_probe"]
 ok(g["status"] in ("no-cuda", "no-gpu", "measured") and g["note"] != "" and (g["status"] != "measured" or len(d["gpus"]) > 0),
    "GPU probe says why it is absent: " + d["gpu_probe"]["note"])
 PY
-tap_n=$((tap_n + 10))
+tap_n=$((tap_n + 11))
 
 # 4 ranks: the pair allreduces (idle: every rank in a pair; busy: half the
 # pairs while the others compute), which 2 ranks cannot have
@@ -95,6 +104,31 @@ check "SLURM_NODEID 0,0,1,1 on one host: 2 nodes, an inter-node pair" python3 -c
 import json,sys
 n=json.load(open('$tmp/n2.json'))['net']
 sys.exit(not (n['nodes']==2 and n['inter_gbps']>0))"
+# and each link class timed on its own: the 2 ranks of a node (both nodes
+# at once), the first rank of each node; every kind's times positive, a
+# fitted kind's alpha and busbw positive (a kind whose time did not grow
+# with the size is not fitted: busbw 0)
+check "2 nodes of 2 ranks: a node class and a network class, each at 2 ranks, every kind timed" python3 -c "
+import json,sys
+n=json.load(open('$tmp/n2.json'))['net']
+cc=n.get('collectives_by_class',{})
+kinds=['allreduce','reduce_scatter','allgather','broadcast','reduce','p2p']
+def good(f):
+    return f.get('ranks')==2 and f.get('bytes')==[256<<10,2<<20] and all(
+        min(f[k]['time_us'])>0 and (f[k]['busbw_gbps']>0 and f[k]['latency_us']>0 or f[k]['busbw_gbps']==0) for k in kinds)
+print('# node: %s' % ', '.join('%s %.3g GB/s %.3g us' % (k, cc['node'][k]['busbw_gbps'], cc['node'][k]['latency_us']) for k in kinds if 'node' in cc))
+print('# network: %s' % ', '.join('%s %.3g GB/s %.3g us' % (k, cc['network'][k]['busbw_gbps'], cc['network'][k]['latency_us']) for k in kinds if 'network' in cc))
+sys.exit(not (set(cc)=={'node','network'} and good(cc['node']) and good(cc['network'])))"
+# nodes of 1 and 2 ranks: the node class is the bigger node's (not rank
+# 0's), sent to rank 0; the network class spans both nodes' first ranks
+ptrain_mpirun -np 1 env SLURM_NODEID=0 "$T" --probe-quick --json : -np 2 env SLURM_NODEID=1 "$T" --probe-quick --json \
+    > "$tmp/n12.json" 2> "$tmp/errn12"
+check "nodes of 1 and 2 ranks: the node class at 2 ranks (the second node's), the network class at 2" python3 -c "
+import json,sys
+n=json.load(open('$tmp/n12.json'))['net']
+cc=n.get('collectives_by_class',{})
+sys.exit(not (n['nodes']==2 and cc.get('node',{}).get('ranks')==2 and cc.get('network',{}).get('ranks')==2
+              and all(min(cc[c][k]['time_us'])>0 for c in cc for k in ('allreduce','p2p'))))"
 ptrain_mpirun -np 1 env SLURM_NODEID=0 "$T" --probe-quick --json : -np 1 "$T" --probe-quick --json \
     > "$tmp/n1.json" 2> "$tmp/errn1"
 check "SLURM_NODEID on one rank of two: 1 node" python3 -c "

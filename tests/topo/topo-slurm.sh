@@ -46,9 +46,18 @@ ok(sorted(n["node_names"].split(",")) == ["n1", "n2"], "node names n1,n2 (%s)" %
 ok(n["inter_latency_us"] > 0 and n["inter_gbps"] > 0, "inter-node latency and bandwidth are positive")
 ok(n["intra_gbps"] == 0, "no intra-node pair with one task per node")
 ok(abs(n["allreduce_busbw_gbps"] - n["allreduce_algbw_gbps"]) <= 1e-9 * n["allreduce_algbw_gbps"], "busbw = algbw * 2(p-1)/p = algbw for p = 2")
+# per link class: one rank per node has no node class; the network class
+# is the all-ranks fit (the same ranks), every kind timed
+cc = n.get("collectives_by_class", {})
+co = n.get("collectives", {})
+kinds = ["allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"]
+w = cc.get("network", {})
+ok(set(cc) == {"network"} and w.get("ranks") == 2 and w.get("bytes") == co.get("bytes")
+   and all(w[k] == co[k] and min(w[k]["time_us"]) > 0 for k in kinds),
+   "per link class: the network's fit at 2 ranks (the all-ranks fit), no node class (%s)" % sorted(cc))
 PY
 else
-    for i in 5 6 7 8 9; do echo "not ok $i - no probe.json"; done
+    for i in 5 6 7 8 9 10; do echo "not ok $i - no probe.json"; done
 fi
-tap_n=$((tap_n + 5))
+tap_n=$((tap_n + 6))
 done_testing
