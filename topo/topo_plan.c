@@ -190,37 +190,57 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     pt_notef(note, note_len, "latency: %.3g us island, %.3g us node, %.3g us network (%s)",
              hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6, lat_src);
     /* each collective kind's own alpha and bus bandwidth, fitted by the
-     * probe over its ranks, on the link classes they spanned (the same as
-     * the ring's: the network between nodes unless the admin gave its
-     * bandwidth, else the CPU ranks' island and node links); elsewhere
-     * every kind takes the class's figures above (coll_* 0) */
+     * probe per link class: the ranks of one node on the CPU ranks'
+     * island and node links (not a GPU's links, which the host-memory
+     * probe does not use), one rank per node on the network (its
+     * bandwidth not when the admin gave the network's); a class without
+     * its own fit (a file from before) takes the all-ranks fit where the
+     * probe's ranks spanned it (the network between nodes, else the
+     * node); elsewhere every kind takes the class's figures above (0) */
     {
         const pt_topo_net *n = &t->net;
-        const int l0 = n->nnodes > 1 ? PT_NET_INTER : PT_NET_ISLAND;
-        const int l1 = n->nnodes > 1 ? PT_NET_INTER : (!gpu || used <= 1) ? PT_NET_NODE : -1;
-        char kinds[400] = "";
-        size_t kl = 0;
-        int nk = 0;
-        if (n->measured && n->coll_bytes[0] > 0)
-            for (int k = 0; k < PT_KIND_N && k < PT_TOPO_COLL_N; k++) {
-                if (!(n->coll_busbw[k] > 0)) continue;
-                for (int l = l0; l <= l1; l++) {
-                    if (l != PT_NET_INTER || ov->inter_gbps <= 0) hw->coll_gbps[k][l] = n->coll_busbw[k];
-                    hw->coll_lat_s[k][l] = n->coll_lat_us[k] * 1e-6;
-                }
-                if (l1 >= l0 && kl < sizeof kinds)
-                    kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s %.3g GB/s %.3g us", nk ? ", " : "",
-                                           pt_topo_coll_name(k), n->coll_busbw[k], n->coll_lat_us[k]);
-                nk += l1 >= l0;
+        const int host = !gpu || used <= 1;
+        int nk = 0, skipped = 0;
+        for (int c = 0; c < PT_TOPO_CLASS_N && n->measured; c++) {
+            const pt_topo_coll_fit *cf = &n->coll_class[c];
+            const double *busbw = cf->busbw, *lat = cf->lat_us;
+            int p = cf->nranks;
+            const char *what = "";
+            if (p <= 0 && n->coll_bytes[0] > 0 && (c == PT_TOPO_CLASS_NETWORK) == (n->nnodes > 1)) {
+                busbw = n->coll_busbw, lat = n->coll_lat_us, p = n->nranks; /* the all-ranks fit */
+                what = ", the probe's all-ranks fit";
+            } else if (p <= 0) {
+                continue;
             }
-        if (nk)
+            const int l0 = c == PT_TOPO_CLASS_NETWORK ? PT_NET_INTER : PT_NET_ISLAND;
+            const int l1 = c == PT_TOPO_CLASS_NETWORK ? PT_NET_INTER : host ? PT_NET_NODE : -1;
+            if (l1 < l0) { skipped = 1; continue; }
+            char kinds[400] = "";
+            size_t kl = 0;
+            int any = 0;
+            for (int k = 0; k < PT_KIND_N && k < PT_TOPO_COLL_N; k++) {
+                if (!(busbw[k] > 0)) continue;
+                for (int l = l0; l <= l1; l++) {
+                    if (l != PT_NET_INTER || ov->inter_gbps <= 0) hw->coll_gbps[k][l] = busbw[k];
+                    hw->coll_lat_s[k][l] = lat[k] * 1e-6;
+                }
+                if (kl < sizeof kinds)
+                    kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s %.3g GB/s %.3g us", any ? ", " : "",
+                                           pt_topo_coll_name(k), busbw[k], lat[k]);
+                any = 1;
+            }
+            if (!any) continue;
             pt_notef(note, note_len, "collectives on the %s links (measured: busbw and alpha per step of each kind at "
-                     "%d ranks): %s; other links and kinds: the class's figures (estimate)",
-                     l0 == PT_NET_INTER ? "network" : "intra-node", n->nranks, kinds);
+                     "%d ranks%s%s): %s", c == PT_TOPO_CLASS_NETWORK ? "network" : "intra-node", p, what,
+                     c == PT_TOPO_CLASS_NETWORK && ov->inter_gbps > 0 ? "; the bandwidth overridden" : "", kinds);
+            nk++;
+        }
+        if (nk)
+            pt_notef(note, note_len, "collectives: other links and kinds at the class's figures (estimate)");
         else
             pt_notef(note, note_len, "collectives: every kind at its link class's bandwidth and latency (estimate; "
-                     "ptrain-topo --probe fits each kind%s)", n->measured && n->coll_bytes[0] > 0 && l1 < l0
-                     ? ", but the host-memory probe does not use the GPUs' links" : "");
+                     "ptrain-topo --probe fits each kind%s)", skipped ? ", but the host-memory probe does not use the "
+                     "GPUs' links" : "");
     }
 
     /* memory per rank */

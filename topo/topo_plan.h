@@ -65,12 +65,17 @@ typedef struct pt_topo_hw_override {
  *           (older files) takes the ping-pong latencies; not measured:
  *           2 us (island), 3 us (node), 5 us (network), estimates.
  * coll_gbps, coll_lat_s (each collective kind's bus bandwidth and alpha
- *   per step, lib/plan/cost.h): the probe's per-kind fit (net.coll_busbw,
- *   coll_lat_us) on the link classes its ranks spanned, as for the ring
- *   above (the network when it spanned several nodes, the bandwidth not
- *   when ov->inter_gbps is given; else the CPU ranks' island and node
- *   classes; not a GPU node's links); 0 elsewhere (the class's gbps and
- *   lat_s, an estimate; the note says which).
+ *   per step, lib/plan/cost.h): the probe's per-kind fit of each link
+ *   class: net.coll_class[PT_TOPO_CLASS_NODE] (the ranks of one node) on
+ *   the CPU ranks' island and node classes (not a GPU node's links, which
+ *   the host-memory probe does not use), net.coll_class[NETWORK] (one rank
+ *   per node) on the network (its bandwidth not when ov->inter_gbps is
+ *   given); a class the probe did not fit on its own (files from before)
+ *   takes the all-ranks fit (net.coll_busbw, coll_lat_us) where the
+ *   probe's ranks spanned it, as for the ring above (the network when
+ *   they spanned several nodes, else the node); a kind not fitted and
+ *   every other class 0 (the class's gbps and lat_s, an estimate; the
+ *   note says which figure is measured).
  * busy_delay_s: with more tasks than cores (ranks_per_core > 1) and the
  *   net probe's pair allreduces, pair_busy_us - pair_us (s) within
  *   [0, 0.1] (what one pipeline send waits while other ranks compute);

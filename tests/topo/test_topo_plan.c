@@ -317,6 +317,135 @@ int main(void)
             ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.coll_gbps[0][PT_NET_NODE] == 0 &&
                  strstr(note, "collectives: every kind at its link class's bandwidth and latency (estimate");
             tap_ok(ok, "no probe: every kind at its class's figures, marked estimate");
+            /* per link class: the node's fit on the island and node links,
+             * the network's on the network, each its own figures, not the
+             * all-ranks fit; through JSON and XML; absent classes absent */
+            v.net.measured = 1;
+            v.net.nranks = 4;
+            for (int c = 0; c < PT_TOPO_CLASS_N; c++) {
+                pt_topo_coll_fit *f = &v.net.coll_class[c];
+                f->nranks = 2;
+                f->bytes[0] = 256 << 10;
+                f->bytes[1] = 2 << 20;
+                for (int k = 0; k < PT_TOPO_COLL_N; k++) {
+                    f->busbw[k] = (c ? 0.0625 : 0.25) * (k + 1); /* exact in %.9g and JSON */
+                    f->lat_us[k] = (c ? 40.0 : 5.0) * (k + 1);
+                    f->time_us[k][0] = 200.0 + k + 10 * c;
+                    f->time_us[k][1] = 1900.0 + k + 10 * c;
+                }
+            }
+            v.net.coll_class[PT_TOPO_CLASS_NETWORK].busbw[1] = 0; /* a kind not fitted between nodes */
+            js = NULL;
+            same = 0;
+            ok = pt_topo_to_json(&v, &js) == PT_OK && strstr(js, "\"collectives_by_class\"") &&
+                 pt_topo_from_json(&u, js, "class.json") == PT_OK;
+            if (ok) {
+                same = 1;
+                for (int c = 0; c < PT_TOPO_CLASS_N; c++) {
+                    const pt_topo_coll_fit *a = &u.net.coll_class[c], *b = &v.net.coll_class[c];
+                    same &= a->nranks == 2 && a->bytes[0] == b->bytes[0] && a->bytes[1] == b->bytes[1];
+                    for (int k = 0; k < PT_TOPO_COLL_N; k++)
+                        same &= a->busbw[k] == b->busbw[k] && a->lat_us[k] == b->lat_us[k] &&
+                                a->time_us[k][0] == b->time_us[k][0] && a->time_us[k][1] == b->time_us[k][1];
+                }
+                pt_topo_free(&u);
+            }
+            /* a class with one rank is refused, naming the field */
+            char *bad = js ? strstr(js, "\"collectives_by_class\"") : NULL;
+            bad = bad ? strstr(bad, "\"ranks\": 2") : NULL;
+            if (bad) bad[9] = '1';
+            int refused = bad && pt_topo_from_json(&u, js, "class.json") == PT_EFORMAT && strstr(pt_errmsg(), "ranks");
+            free(js);
+            char cp[] = "/tmp/ptrain-topo-class-XXXXXX";
+            fd = mkstemp(cp);
+            x = NULL;
+            xok = fd >= 0 && pt_topo_to_xml(&v, &x) == PT_OK && write(fd, x, strlen(x)) == (ssize_t)strlen(x);
+            if (fd >= 0) close(fd);
+            if (xok && pt_topo_load_hwloc(&u, cp) == PT_OK) {
+                for (int c = 0; c < PT_TOPO_CLASS_N; c++)
+                    for (int k = 0; k < PT_TOPO_COLL_N; k++)
+                        xok &= u.net.coll_class[c].nranks == 2 && u.net.coll_class[c].busbw[k] == v.net.coll_class[c].busbw[k] &&
+                               u.net.coll_class[c].lat_us[k] == v.net.coll_class[c].lat_us[k] &&
+                               u.net.coll_class[c].time_us[k][1] == v.net.coll_class[c].time_us[k][1] &&
+                               u.net.coll_class[c].bytes[1] == 2 << 20;
+                pt_topo_free(&u);
+            } else {
+                xok = 0;
+            }
+            free(x);
+            unlink(cp);
+            if (!(ok && same && xok && refused))
+                tap_diag("json %d, same %d, xml %d, refused %d (%s)", ok, same, xok, refused, pt_errmsg());
+            tap_ok(ok && same && xok && refused, "JSON and XML: each link class's per-kind fit round-trips; a class "
+                   "of 1 rank is refused naming 'ranks'");
+            ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0;
+            for (int k = 0; ok && k < PT_KIND_N; k++) {
+                const double wnet = k == 1 ? 0 : 0.0625 * (k + 1);
+                ok = near(hw.coll_gbps[k][PT_NET_ISLAND], 0.25 * (k + 1)) && near(hw.coll_gbps[k][PT_NET_NODE], 0.25 * (k + 1)) &&
+                     near(hw.coll_gbps[k][PT_NET_INTER] + 1, wnet + 1) && near(hw.coll_lat_s[k][PT_NET_NODE], 5e-6 * (k + 1)) &&
+                     near(hw.coll_lat_s[k][PT_NET_INTER] + 1, (k == 1 ? 0 : 40e-6 * (k + 1)) + 1);
+            }
+            ok = ok && strstr(note, "collectives on the intra-node links (measured: busbw and alpha per step of each "
+                              "kind at 2 ranks): allreduce 0.25 GB/s 5 us") &&
+                 strstr(note, "collectives on the network links (measured: busbw and alpha per step of each kind at 2 "
+                        "ranks): allreduce 0.0625 GB/s 40 us, allgather") &&
+                 strstr(note, "other links and kinds at the class's figures (estimate)");
+            if (!ok) tap_diag("note: %s", note);
+            tap_ok(ok, "per-class fit -> pt_hw: the node's on the island and node links (allgather %g GB/s), the "
+                   "network's on the network (%g GB/s), not the all-ranks fit; the kind not fitted at the class's figure",
+                   hw.coll_gbps[2][PT_NET_NODE], hw.coll_gbps[2][PT_NET_INTER]);
+            /* one node: a node class, no network class: the network keeps the class's figures */
+            v.net.nnodes = 1;
+            memset(&v.net.coll_class[PT_TOPO_CLASS_NETWORK], 0, sizeof v.net.coll_class[0]);
+            js = NULL;
+            ok = pt_topo_to_json(&v, &js) == PT_OK && !strstr(js, "\"network\":") &&
+                 pt_topo_from_json(&u, js, "node.json") == PT_OK;
+            if (ok) {
+                ok = u.net.coll_class[PT_TOPO_CLASS_NETWORK].nranks == 0 && u.net.coll_class[PT_TOPO_CLASS_NODE].nranks == 2 &&
+                     pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                     near(hw.coll_gbps[2][PT_NET_NODE], 0.75) && hw.coll_gbps[2][PT_NET_INTER] == 0 &&
+                     hw.coll_lat_s[2][PT_NET_INTER] == 0 && !strstr(note, "network links (measured");
+                pt_topo_free(&u);
+            }
+            free(js);
+            tap_ok(ok, "one node: the node class only, the network at its class's figures (estimate)");
+            /* GPU nodes: the node class's host-memory fit is not the GPUs'
+             * links; the network's fit still prices the network */
+            {
+                pt_topo g;
+                if (load(&g, "dgx8-nvswitch.xml") == 0) {
+                    g.net = v.net;
+                    g.net.nnodes = 2;
+                    g.net.coll_class[PT_TOPO_CLASS_NETWORK] = g.net.coll_class[PT_TOPO_CLASS_NODE];
+                    for (int k = 0; k < PT_TOPO_COLL_N; k++) g.net.coll_class[PT_TOPO_CLASS_NETWORK].busbw[k] = 0.5;
+                    ok = pt_topo_plan_hw(&g, 8, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                         hw.coll_gbps[2][PT_NET_NODE] == 0 && hw.coll_gbps[2][PT_NET_ISLAND] == 0 &&
+                         hw.coll_lat_s[2][PT_NET_NODE] == 0 && near(hw.coll_gbps[2][PT_NET_INTER], 0.5) &&
+                         !strstr(note, "intra-node links (measured");
+                    if (!ok) tap_diag("note: %s", note);
+                    pt_topo_free(&g);
+                } else {
+                    ok = 0;
+                }
+                tap_ok(ok, "GPU node: the node class's fit stays off the GPUs' links, the network class prices the network");
+            }
+            /* a file from before (no collectives_by_class) loads with no
+             * class measured, and the all-ranks fit stands where it ran */
+            memset(v.net.coll_class, 0, sizeof v.net.coll_class);
+            v.net.nnodes = 2;
+            js = NULL;
+            ok = pt_topo_to_json(&v, &js) == PT_OK && !strstr(js, "collectives_by_class") &&
+                 pt_topo_from_json(&u, js, "old.json") == PT_OK;
+            if (ok) {
+                ok = u.net.coll_class[0].nranks == 0 && u.net.coll_class[1].nranks == 0 &&
+                     pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                     near(hw.coll_gbps[2][PT_NET_INTER], 0.375) && hw.coll_gbps[2][PT_NET_NODE] == 0 &&
+                     strstr(note, "at 4 ranks, the probe's all-ranks fit");
+                pt_topo_free(&u);
+            }
+            free(js);
+            tap_ok(ok, "a file without collectives_by_class loads (no class measured) and plans with the all-ranks fit "
+                   "on the network, as before");
         }
         /* a file from before (no gemm_fit, no ring step) loads and plans
          * with the one-size rate and the ping-pong latency */
