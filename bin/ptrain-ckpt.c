@@ -29,6 +29,7 @@
  * converting; 2 bad command line, or a missing/unreadable/malformed input. */
 #define _GNU_SOURCE
 #include "config.h"
+#include "backend/gemm_bf16.h"
 #include "backend/ops.h"
 #include "ckpt/ckpt.h"
 #include "ckpt/safetensors.h"
@@ -61,6 +62,7 @@ const char *const tool_name = "ptrain-ckpt";
 
 #define LLMC_MAGIC 20240326
 #define LLMC_VERSION_FP32 3
+#define LLMC_VERSION_BF16 5 /* llm.c's bf16 model file (train_gpt2.py --dtype bfloat16) */
 #define LLMC_HEADER_INTS 256
 #define LLMC_PAD 128 /* llm.c pads the vocabulary to a multiple of 128 (train_gpt2.py, pad_vocab) */
 
@@ -72,14 +74,17 @@ static void usage(FILE *f)
             "                      schedule, data, rank files and tensors\n"
             "  verify DIR          check every rank file's size and checksum and the manifest;\n"
             "                      one line per problem; exit 0 when sound, 1 otherwise\n"
-            "  convert [--to FORMAT] [--model M] SRC DST\n"
-            "                      SRC: a checkpoint, an llm.c gpt2 .bin (version 3, fp32), or a\n"
+            "  convert [--to FORMAT] [--dtype fp32|bf16] [--model M] SRC DST\n"
+            "                      SRC: a checkpoint, an llm.c gpt2 .bin (version 3, fp32, or 5,\n"
+            "                      bf16), or a\n"
             "                      Hugging Face GPT-2 model.safetensors (F32, F16 or BF16; its shape\n"
             "                      from config.json beside it, or --model NAME|L,H,C,T,V);\n"
             "                      FORMAT: llmc (llm.c's .bin), safetensors (Hugging Face GPT-2\n"
             "                      names), ckpt (a save directory that ptrain-run --resume DST\n"
             "                      fine-tunes from: step 0, fresh AdamW state; from a model file);\n"
-            "                      default from DST: *.bin llmc, *.safetensors safetensors, else ckpt\n"
+            "                      default from DST: *.bin llmc, *.safetensors safetensors, else ckpt;\n"
+            "                      --dtype bf16 writes llm.c's version 5 (bf16, rounded to nearest\n"
+            "                      even) instead of version 3 (fp32, the default)\n"
             "  sample [--prompt TEXT] [--tokens N] [--temperature F] [--top-k K] [--seed S]\n"
             "         [--vocab-dir DIR] [--ids] [--logits FILE] DIR\n"
             "                      print TEXT and N (default 64) tokens sampled from the checkpoint's\n"
@@ -367,10 +372,11 @@ static int read_exact(int fd, void *buf, size_t n)
     return 0;
 }
 
-/* Read an llm.c gpt2 checkpoint into a fresh holder (fp32, version 3).  The
- * 1 KiB header is read and checked first, and the file's size against it,
- * so a wrong or huge file costs 1 KiB of reading, not its size; then the
- * tensors the header describes, 4 bytes per element, in one buffer. */
+/* Read an llm.c gpt2 checkpoint into a fresh holder: version 3 (fp32) or
+ * 5 (bf16, widened exactly to the fp32 master).  The 1 KiB header is read
+ * and checked first, and the file's size against it, so a wrong or huge
+ * file costs 1 KiB of reading, not its size; then the tensors the header
+ * describes, 4 (or 2) bytes per element, in one buffer. */
 static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
 {
     int fd = pt_open_regular(file, "llm.c model file");
@@ -394,11 +400,12 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         close(fd);
         return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, shorter than its %zu-byte header", file, size, sizeof hd);
     }
-    if (hd[0] != LLMC_MAGIC || hd[1] != LLMC_VERSION_FP32) {
+    if (hd[0] != LLMC_MAGIC || (hd[1] != LLMC_VERSION_FP32 && hd[1] != LLMC_VERSION_BF16)) {
         close(fd);
-        return pt_fail(PT_EFORMAT, "llm.c model file %s: magic %d version %d (expected %d version %d, fp32%s)", file,
-                       hd[0], hd[1], LLMC_MAGIC, LLMC_VERSION_FP32, hd[1] == 5 ? "; version 5 is bf16, not supported" : "");
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: magic %d version %d (expected %d version %d, fp32, or %d, bf16)",
+                       file, hd[0], hd[1], LLMC_MAGIC, LLMC_VERSION_FP32, LLMC_VERSION_BF16);
     }
+    const int64_t es = hd[1] == LLMC_VERSION_BF16 ? 2 : 4; /* bytes per element */
     const int maxT = hd[2], V = hd[3], L = hd[4], NH = hd[5], C = hd[6], Vp = hd[7];
     if (maxT < 1 || V < 1 || L < 1 || NH < 1 || C < 1 || C % NH || Vp < V || L > 4096 || C > 1 << 16 ||
         maxT > 1 << 20 || Vp > 1 << 24) {
@@ -408,17 +415,17 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
     }
     const int64_t c = C, l = L;
     const int64_t n = (int64_t)Vp * c + (int64_t)maxT * c + l * (12 * c * c + 13 * c) + 2 * c;
-    if (size != (long long)sizeof hd + 4 * n) {
+    if (size != (long long)sizeof hd + es * n) {
         close(fd);
-        return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, its header (maxT=%d V=%d Vp=%d L=%d C=%d) needs %lld",
-                       file, size, maxT, V, Vp, L, C, (long long)(sizeof hd + 4 * n));
+        return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, its header (version %d, maxT=%d V=%d Vp=%d L=%d C=%d) "
+                       "needs %lld", file, size, hd[1], maxT, V, Vp, L, C, (long long)(sizeof hd + es * n));
     }
-    char *buf = malloc((size_t)(4 * n));
+    char *buf = malloc((size_t)(es * n));
     if (!buf) {
         close(fd);
-        return pt_fail(PT_ENOMEM, "out of memory for the %lld bytes of llm.c model file %s", (long long)(4 * n), file);
+        return pt_fail(PT_ENOMEM, "out of memory for the %lld bytes of llm.c model file %s", (long long)(es * n), file);
     }
-    if (read_exact(fd, buf, (size_t)(4 * n))) {
+    if (read_exact(fd, buf, (size_t)(es * n))) {
         int e = errno;
         free(buf);
         close(fd);
@@ -440,25 +447,30 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
             int64_t lo, hi;
             float *d, *m, *v;
             pt_train_owned_state(&h->tr, h->model.pidx[llmc_index(k, li, L)], &lo, &hi, &d, &m, &v);
-            /* one rank: the owned state is the whole tensor; wte keeps V of the file's Vp rows */
-            ops->copy2d(d, sizeof(float), src, sizeof(float), sizeof(float) * nel, 1);
+            /* one rank: the owned state is the whole tensor; wte keeps V of the file's Vp rows;
+             * bf16 widens exactly (the 16 bits become the high half) */
+            if (es == 2) pt_bf16_to_f32_n(d, (const pt_bf16 *)(const void *)src, nel);
+            else ops->copy2d(d, sizeof(float), src, sizeof(float), sizeof(float) * nel, 1);
             ops->zero(m, nel);
             ops->zero(v, nel);
-            src += sizeof(float) * (k == 0 ? (size_t)Vp * (size_t)C : nel);
+            src += (size_t)es * (k == 0 ? (size_t)Vp * (size_t)C : nel);
         }
     free(buf);
     h->tr.step = 0;
     return pt_train_state_loaded(&h->tr);
 }
 
-static int write_llmc(holder *h, const char *out, int64_t *bytes)
+/* llm.c's gpt2 model file: version 3 (fp32) or, with bf16, version 5 (each
+ * fp32 master rounded to nearest even, as llm.c's train_gpt2.py writes
+ * --dtype bfloat16 files); the padding rows of wte are zero. */
+static int write_llmc(holder *h, const char *out, int bf16, int64_t *bytes)
 {
     const pt_gpt_config *cfg = &h->model.cfg;
     const int L = cfg->n_layer, C = cfg->n_embd, V = cfg->vocab;
     const int Vp = (V + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD;
     int32_t hd[LLMC_HEADER_INTS] = {0};
     hd[0] = LLMC_MAGIC;
-    hd[1] = LLMC_VERSION_FP32;
+    hd[1] = bf16 ? LLMC_VERSION_BF16 : LLMC_VERSION_FP32;
     hd[2] = cfg->seq_len;
     hd[3] = V;
     hd[4] = L;
@@ -474,10 +486,18 @@ static int write_llmc(holder *h, const char *out, int64_t *bytes)
         for (int li = 0; li < (k >= 2 && k < 14 ? L : 1) && !bad; li++) {
             pt_param *p = param_at(h, llmc_index(k, li, L));
             size_t nel = (size_t)(k == 0 ? (int64_t)V * C : p->rows * p->cols);
-            bad = pt_write_all(f.fd, p->data, sizeof(float) * nel);
-            *bytes += (int64_t)(sizeof(float) * nel);
+            const size_t es = bf16 ? 2 : sizeof(float);
+            if (bf16) {
+                pt_bf16 *b = malloc(nel * sizeof *b);
+                if (b) pt_f32_to_bf16_n(b, p->data, nel);
+                bad = !b || pt_write_all(f.fd, b, es * nel);
+                free(b);
+            } else {
+                bad = pt_write_all(f.fd, p->data, es * nel);
+            }
+            *bytes += (int64_t)(es * nel);
             if (k == 0 && !bad) { /* llm.c's padding rows: zero, as train_gpt2.py's pad_vocab */
-                size_t pad = sizeof(float) * (size_t)(Vp - V) * (size_t)C;
+                size_t pad = es * (size_t)(Vp - V) * (size_t)C;
                 char *z = calloc(pad ? pad : 1, 1);
                 bad = !z || pt_write_all(f.fd, z, pad);
                 free(z);
@@ -896,14 +916,21 @@ static const char *preset_of(const pt_gpt_config *cfg)
     return "custom";
 }
 
-static int convert(const char *to, const char *model, const char *src, const char *dst)
+static int convert(const char *to, const char *dtype, const char *model, const char *src, const char *dst)
 {
     enum { F_LLMC, F_ST, F_CKPT } target;
+    int bf16 = 0;
+    if (dtype && strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))
+        return tool_die(2, "convert: --dtype '%s' is not one of fp32, bf16", dtype);
+    if (dtype) bf16 = !strcmp(dtype, "bf16");
     if (!to) to = ends_with(dst, ".bin") ? "llmc" : ends_with(dst, ".safetensors") ? "safetensors" : "ckpt";
     if (!strcmp(to, "llmc")) target = F_LLMC;
     else if (!strcmp(to, "safetensors")) target = F_ST;
     else if (!strcmp(to, "ckpt")) target = F_CKPT;
     else return tool_die(2, "convert: --to '%s' is not one of llmc, safetensors, ckpt", to);
+    if (bf16 && target != F_LLMC)
+        return tool_die(2, "convert: --dtype bf16 is for llm.c files (--to llmc: version 5); %s keeps fp32 (valid: "
+                        "--dtype fp32, or --to llmc)", target == F_ST ? "safetensors" : "a checkpoint");
     if (strlen(dst) > 4000) return tool_die(2, "convert: destination name of %zu bytes is too long (at most 4000)", strlen(dst));
     const int from_ckpt = is_dir(src);
     if (!from_ckpt && access(src, R_OK)) return tool_die(2, "convert: %s: %s", src, strerror(errno));
@@ -950,9 +977,9 @@ static int convert(const char *to, const char *model, const char *src, const cha
     int rc;
     char what[512];
     if (target == F_LLMC) {
-        rc = write_llmc(&h, dst, &bytes);
-        snprintf(what, sizeof what, "llm.c gpt2 version %d (fp32), Vp=%d", LLMC_VERSION_FP32,
-                 (cfg.vocab + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD);
+        rc = write_llmc(&h, dst, bf16, &bytes);
+        snprintf(what, sizeof what, "llm.c gpt2 version %d (%s), Vp=%d", bf16 ? LLMC_VERSION_BF16 : LLMC_VERSION_FP32,
+                 bf16 ? "bf16" : "fp32", (cfg.vocab + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD);
     } else if (target == F_ST) {
         rc = write_safetensors(&h, dst, step, &bytes);
         snprintf(what, sizeof what, "safetensors, Hugging Face GPT-2 names, F32");
@@ -1199,6 +1226,7 @@ int main(int argc, char **argv)
     }
     static const struct option lo[] = {
         {"to", required_argument, 0, 't'},
+        {"dtype", required_argument, 0, 'D'},
         {"prompt", required_argument, 0, 'p'},
         {"tokens", required_argument, 0, 'n'},
         {"temperature", required_argument, 0, 'T'},
@@ -1212,7 +1240,7 @@ int main(int argc, char **argv)
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
-    const char *c = argv[1], *to = NULL, *model = NULL;
+    const char *c = argv[1], *to = NULL, *model = NULL, *dtype = NULL;
     const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert") || !strcmp(c, "sample");
     sample_opts so = {.prompt = "", .tokens = 64, .temperature = 1.0, .top_k = 0, .seed = 1337};
     so.vocab_dir = tool_bpe_dir_env();
@@ -1231,6 +1259,10 @@ int main(int argc, char **argv)
         case 't':
             if (strcmp(c, "convert")) return tool_die(2, "%s: --to is only valid for convert", c);
             to = optarg;
+            break;
+        case 'D':
+            if (strcmp(c, "convert")) return tool_die(2, "%s: --dtype is only valid for convert", c);
+            dtype = optarg;
             break;
         case 'm':
             if (strcmp(c, "convert")) return tool_die(2, "%s: --model is only valid for convert", c);
@@ -1265,7 +1297,7 @@ int main(int argc, char **argv)
         case ':':
             return tool_die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
         default:
-            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --model M (convert); --prompt, --tokens, --temperature, "
+            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --dtype fp32|bf16, --model M (convert); --prompt, --tokens, --temperature, "
                           "--top-k, --seed, --vocab-dir, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
         }
     }
@@ -1277,5 +1309,5 @@ int main(int argc, char **argv)
     if (!strcmp(c, "info")) return cmd_info(argv[optind]);
     if (!strcmp(c, "verify")) return cmd_verify(argv[optind]);
     if (!strcmp(c, "sample")) return cmd_sample(argv[optind], &so);
-    return convert(to, model, argv[optind], argv[optind + 1]);
+    return convert(to, dtype, model, argv[optind], argv[optind + 1]);
 }

@@ -16,7 +16,18 @@
  *       mismatch, exit 0/1;
  *   llmc_tool close A.bin B.bin TOL
  *       same header, and every float after it within TOL (absolute);
- *       prints the largest difference, exit 0/1.
+ *       prints the largest difference, exit 0/1;
+ *   llmc_tool write-bf16 FILE L NH C T V Vp SEED
+ *       the same model as a bf16 file (llm.c's version 5: the header with
+ *       version 5, then every element as the upper 16 bits of the float
+ *       rounded to nearest even), from the same random values;
+ *   llmc_tool check-widen BF16.bin F32.bin
+ *       a version 5 and a version 3 file of the same model: headers equal
+ *       but for the version, every float the bf16 value widened (its bits
+ *       shifted up 16), bit for bit; prints "ok N elements", exit 0/1;
+ *   llmc_tool check-round F32.bin BF16.bin
+ *       the other way: every bf16 element the float rounded to nearest even
+ *       (NaN never occurs in these files), bit for bit.
  */
 #include <jansson.h>
 #include <stdint.h>
@@ -55,6 +66,32 @@ static void sizes(int k, long L, long C, long T, long Vp, long *per, long *count
     *count = (k >= 2 && k < 14) ? L : 1;
 }
 
+/* fp32 -> bf16, round to nearest even, written from IEEE 754's rule
+ * (not from lib/backend): add 0x7fff plus the lowest kept bit, keep the
+ * upper half */
+static uint16_t round_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* the two files' headers (1 KiB), element counts; 0 when they pair */
+static int pair(const char *a, size_t na, const char *b, size_t nb, int va, int vb, size_t *n)
+{
+    if (!a || !b || na < 1024 || nb < 1024) { printf("cannot read the files\n"); return 1; }
+    int32_t ha[256], hb[256];
+    memcpy(ha, a, sizeof ha);
+    memcpy(hb, b, sizeof hb);
+    if (ha[1] != va || hb[1] != vb) { printf("versions %d, %d (expected %d, %d)\n", ha[1], hb[1], va, vb); return 1; }
+    hb[1] = va;
+    if (memcmp(ha, hb, sizeof ha)) { printf("headers differ beyond the version\n"); return 1; }
+    const size_t ea = va == 5 ? 2 : 4, eb = vb == 5 ? 2 : 4;
+    *n = (na - 1024) / ea;
+    if ((na - 1024) % ea || (nb - 1024) != *n * eb) { printf("sizes %zu, %zu do not pair\n", na, nb); return 1; }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 10 && !strcmp(argv[1], "write")) {
@@ -74,6 +111,47 @@ int main(int argc, char **argv)
             }
         }
         return fclose(f) ? 2 : 0;
+    }
+    if (argc == 10 && !strcmp(argv[1], "write-bf16")) {
+        long L = atol(argv[3]), NH = atol(argv[4]), C = atol(argv[5]), T = atol(argv[6]), V = atol(argv[7]),
+             Vp = atol(argv[8]);
+        rng ^= (uint64_t)atoll(argv[9]) * 0x9e3779b97f4a7c15ull;
+        int32_t h[256] = {20240326, 5, (int32_t)T, (int32_t)V, (int32_t)L, (int32_t)NH, (int32_t)C, (int32_t)Vp};
+        FILE *f = fopen(argv[2], "wb");
+        if (!f) return 2;
+        fwrite(h, sizeof h, 1, f);
+        for (int k = 0; k < 16; k++) {
+            long per, cnt;
+            sizes(k, L, C, T, Vp, &per, &cnt);
+            for (long i = 0; i < per * cnt; i++) {
+                uint16_t x = round_bf16((k == 0 && i >= V * C) ? 0.0f : urand());
+                fwrite(&x, 2, 1, f);
+            }
+        }
+        return fclose(f) ? 2 : 0;
+    }
+    if (argc == 4 && (!strcmp(argv[1], "check-widen") || !strcmp(argv[1], "check-round"))) {
+        const int widen = !strcmp(argv[1], "check-widen");
+        size_t na, nb, n;
+        char *a = slurp(argv[2], &na), *b = slurp(argv[3], &nb);
+        if (pair(a, na, b, nb, widen ? 5 : 3, widen ? 3 : 5, &n)) return 1;
+        const char *f32 = widen ? b : a, *b16 = widen ? a : b;
+        for (size_t i = 0; i < n; i++) {
+            float x;
+            uint16_t y;
+            memcpy(&x, f32 + 1024 + 4 * i, 4);
+            memcpy(&y, b16 + 1024 + 2 * i, 2);
+            uint32_t u;
+            memcpy(&u, &x, 4);
+            if (widen ? u != (uint32_t)y << 16 : round_bf16(x) != y) {
+                printf("element %zu: fp32 %08x, bf16 %04x\n", i, (unsigned)u, (unsigned)y);
+                return 1;
+            }
+        }
+        printf("ok %zu elements\n", n);
+        free(a);
+        free(b);
+        return 0;
     }
     if (argc == 4 && !strcmp(argv[1], "check-st")) {
         size_t nb, ns;
@@ -155,6 +233,6 @@ int main(int argc, char **argv)
         free(b);
         return worst <= tol ? 0 : 1;
     }
-    fprintf(stderr, "usage: llmc_tool write FILE L NH C T V Vp SEED | check-st FILE.bin FILE.safetensors | close A B TOL\n");
+    fprintf(stderr, "usage: llmc_tool write FILE L NH C T V Vp SEED | write-bf16 FILE L NH C T V Vp SEED | check-st FILE.bin FILE.safetensors | close A B TOL | check-widen BF16.bin F32.bin | check-round F32.bin BF16.bin\n");
     return 2;
 }

@@ -122,6 +122,26 @@ check "every llm.c tensor is at its Hugging Face name, Conv1D weights transposed
 ckpt convert --to safetensors "$w/w.bin" "$w/direct.st" >/dev/null 2>&1
 check "llm.c -> safetensors directly gives the same file" cmp -s "$w/w.safetensors" "$w/direct.st"
 
+# ---- llm.c's bf16 files (version 5) -------------------------------------------
+# an independent bf16 writer (llmc_tool write-bf16: its own rounding) ->
+# checkpoint -> version 5 again, bit for bit; -> version 3: every float the
+# bf16 widened; a fp32 checkpoint -> version 5: every element rounded to
+# nearest even (llmc_tool check-round, written from IEEE 754's rule)
+"$tool" write-bf16 "$w/w5.bin" $L $NH $C $T $V $VP "$seed"
+out=$(ckpt convert "$w/w5.bin" "$w/ck5" 2>&1); rc=$?
+check "llm.c bf16 (version 5) file -> checkpoint (status $rc: $out)" [ "$rc" -eq 0 -a -f "$w/ck5/step-00000000/manifest.json" ]
+out=$(ckpt convert --dtype bf16 "$w/ck5" "$w/w5b.bin" 2>&1); rc=$?
+check "... -> --dtype bf16 .bin says version 5 (status $rc: $out)" sh -c "[ $rc -eq 0 ] && printf '%s' '$out' | grep -q 'version 5 (bf16)'"
+check "... and equals the written bf16 file, bit for bit" cmp -s "$w/w5.bin" "$w/w5b.bin"
+check "control: the bf16 file's tensors are not zero" sh -c "! cmp -s -n 4096 -i 1024:0 '$w/w5.bin' /dev/zero"
+ckpt convert "$w/ck5" "$w/w5f.bin" >/dev/null 2>&1
+out=$("$tool" check-widen "$w/w5.bin" "$w/w5f.bin" 2>&1); rc=$?
+check "... -> fp32 .bin (version 3): every float is the bf16 widened ($out)" [ "$rc" -eq 0 ]
+out=$(ckpt convert --dtype bf16 "$w/ck" "$w/w3to5.bin" 2>&1); rc=$?
+check "an fp32 checkpoint -> --dtype bf16 (status $rc)" [ "$rc" -eq 0 ]
+out=$("$tool" check-round "$w/w.bin" "$w/w3to5.bin" 2>&1); rc=$?
+check "... every element is the fp32 weight rounded to nearest even ($out)" [ "$rc" -eq 0 ]
+
 # safetensors header: names, shapes, offsets, size
 st="$w/w.safetensors"
 hl=$(od -An -tu8 -N8 "$st" | tr -d ' ')
@@ -206,7 +226,11 @@ bad "convert a short text file" "shorter than its 1024-byte header" convert "$wd
 yes "not a model" | head -c 3000 >"$wd/text.bin"
 bad "convert a text file" "magic .* (expected 20240326 version 3" convert "$wd/text.bin" "$wd/x.safetensors"
 cp "$w/w.bin" "$wd/bf16.bin"; printf '\005' | dd of="$wd/bf16.bin" bs=1 seek=4 conv=notrunc status=none
-bad "convert a bf16 (version 5) file" "bf16" convert "$wd/bf16.bin" "$wd/x.safetensors"
+bad "convert fp32 data under a version 5 (bf16) header" "version 5, .* needs" convert "$wd/bf16.bin" "$wd/x.safetensors"
+cp "$w/w.bin" "$wd/v7.bin"; printf '\007' | dd of="$wd/v7.bin" bs=1 seek=4 conv=notrunc status=none
+bad "convert a version 7 file" "version 7 (expected 20240326 version 3, fp32, or 5, bf16)" convert "$wd/v7.bin" "$wd/x.safetensors"
+bad "convert --dtype fp16" "fp16.* is not one of fp32, bf16" convert --dtype fp16 "$w/ck" "$wd/x.bin"
+bad "convert --dtype bf16 to safetensors" "dtype bf16 is for llm.c files" convert --dtype bf16 "$w/ck" "$wd/x.safetensors"
 head -c 5000 "$w/w.bin" >"$wd/short.bin"
 bad "convert a truncated llm.c file" "needs" convert "$wd/short.bin" "$wd/x.safetensors"
 bad "convert --to an unknown format" "not one of llmc, safetensors, ckpt" convert --to onnx "$w/w.bin" "$wd/x"
