@@ -187,7 +187,12 @@ void run_energy_setup_free(run_setup *s)
 }
 
 /* ---- the run ------------------------------------------------------------ */
-enum { ACC_T, ACC_E, ACC_N, ACC_F, ACC_NE, ACC_K }; /* per (clock, type): time, energy, count, clock, energy count */
+/* per (clock, type) of the sweep: summed time (s), energy (J), count,
+ * clock (MHz) and energy count; summed over the ranks as ACC_K doubles */
+typedef struct sweep_acc {
+    double t, e, n, f, ne;
+} sweep_acc;
+enum { ACC_K = sizeof(sweep_acc) / sizeof(double) };
 #define BASE_POINT (-2)
 
 /* One rank's numbers of a step, allgathered. */
@@ -237,7 +242,7 @@ struct run_energy {
     int sweep_real;          /* this rank's controller really sets clocks (not dry) */
     long sweep_first;
     double sweep_f[64];      /* this rank's clock at each sweep index */
-    double *acc;             /* [nsweep][ntypes][ACC_K] */
+    sweep_acc *acc;          /* [nsweep][ntypes] */
     int ntypes, cur_idx;
     double idle_e, idle_t, last_e, last_t, ib_e, ib_t;
     int have_last;
@@ -302,13 +307,13 @@ static int energy_hook(void *arg, int chunk, int mb, int bwd, int after)
     if (e->sweep_on && e->sweep_contrib && e->cur_idx >= 0) {
         double j, t = now_read(e, &j);
         int type = (e->ctx->pp_rank * e->v + chunk) * 2 + bwd;
-        double *a = &e->acc[((size_t)e->cur_idx * (size_t)e->ntypes + (size_t)type) * ACC_K];
-        a[ACC_T] += t - e->ib_t;
-        a[ACC_N] += 1;
-        a[ACC_F] += e->sweep_real && pt_clock_current(e->clk) > 0 ? pt_clock_current(e->clk) : e->sweep_f[e->cur_idx];
+        sweep_acc *a = &e->acc[(size_t)e->cur_idx * (size_t)e->ntypes + (size_t)type];
+        a->t += t - e->ib_t;
+        a->n += 1;
+        a->f += e->sweep_real && pt_clock_current(e->clk) > 0 ? pt_clock_current(e->clk) : e->sweep_f[e->cur_idx];
         if (e->measuring) {
-            a[ACC_E] += j - e->ib_e;
-            a[ACC_NE] += 1;
+            a->e += j - e->ib_e;
+            a->ne += 1;
         }
         e->last_e = j, e->last_t = t, e->have_last = 1;
         if (e->ninstr == e->per_step) e->w_t1 = t, e->w_e1 = j;
@@ -433,7 +438,7 @@ static void sweep_start(run_energy *e)
     e->nsweep = (int)o->profile_clocks;
     e->sweep_first = e->start_step + 1;
     e->ntypes = 2 * e->pp * e->v;
-    e->acc = calloc((size_t)e->nsweep * (size_t)e->ntypes * ACC_K, sizeof(double));
+    e->acc = calloc((size_t)e->nsweep * (size_t)e->ntypes, sizeof(sweep_acc));
     int ok = e->acc != NULL, all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) {
@@ -598,8 +603,8 @@ static void sweep_finish(run_energy *e)
     if (!e->sweep_on) return;
     e->sweep_on = 0;
     if (e->clk) pt_clock_reset(e->clk);
-    size_t n = (size_t)e->nsweep * (size_t)e->ntypes * ACC_K;
-    double *sum = malloc(sizeof(double) * (n + 4));
+    size_t n = (size_t)e->nsweep * (size_t)e->ntypes * ACC_K; /* doubles */
+    sweep_acc *sum = malloc(sizeof(sweep_acc) * ((size_t)e->nsweep * (size_t)e->ntypes + 1));
     int ok = sum != NULL, all = 0;
     MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (!all) {
@@ -628,19 +633,19 @@ static void sweep_finish(run_energy *e)
         return;
     }
     const int nt = e->ntypes;
-#define A(c, t, k) sum[((size_t)(c) * (size_t)nt + (size_t)(t)) * ACC_K + (k)]
+#define A(c, t) sum[(size_t)(c) * (size_t)nt + (size_t)(t)]
     /* distinct clocks measured, and whether every type has its energy */
     int nclk = 0, cidx[64], energy_all = 1;
     for (int c = 0; c < e->nsweep; c++) {
         int have = 1;
         for (int t = 0; t < nt; t++) {
-            have &= A(c, t, ACC_N) > 0;
-            energy_all &= A(c, t, ACC_N) <= 0 || A(c, t, ACC_NE) >= A(c, t, ACC_N);
+            have &= A(c, t).n > 0;
+            energy_all &= A(c, t).n <= 0 || A(c, t).ne >= A(c, t).n;
         }
         if (!have) continue;
-        double f = A(c, 0, ACC_F) / A(c, 0, ACC_N);
+        double f = A(c, 0).f / A(c, 0).n;
         int dup = 0;
-        for (int j = 0; j < nclk; j++) dup |= fabs(A(cidx[j], 0, ACC_F) / A(cidx[j], 0, ACC_N) - f) < 0.5;
+        for (int j = 0; j < nclk; j++) dup |= fabs(A(cidx[j], 0).f / A(cidx[j], 0).n - f) < 0.5;
         if (!dup) cidx[nclk++] = c;
     }
     const char *model = any_gpu ? "gpu" : "cpu";
@@ -667,9 +672,9 @@ static void sweep_finish(run_energy *e)
             pr.nchoices[t] = nclk;
             for (int j = 0; j < nclk; j++) {
                 int c = cidx[j];
-                double cnt = A(c, t, ACC_N);
-                pr.choice[t][j] = (pt_energy_choice){A(c, t, ACC_F) / cnt, fmax(A(c, t, ACC_T) / cnt, 1e-9),
-                                                     fmax(A(c, t, ACC_E) / A(c, t, ACC_NE), 0)};
+                double cnt = A(c, t).n;
+                pr.choice[t][j] = (pt_energy_choice){A(c, t).f / cnt, fmax(A(c, t).t / cnt, 1e-9),
+                                                     fmax(A(c, t).e / A(c, t).ne, 0)};
             }
         }
         snprintf(meta.basis, sizeof meta.basis, "measured: %d clocks x %ld steps, %.200s", nclk, e->s->o.profile_steps,
@@ -678,16 +683,16 @@ static void sweep_finish(run_energy *e)
         int c0 = nclk ? cidx[0] : 0;
         pt_energy_power_model pm = *pt_energy_power_model_named(model);
         double *tt = calloc((size_t)nt, sizeof(double));
-        double f0 = A(c0, 0, ACC_N) > 0 ? A(c0, 0, ACC_F) / A(c0, 0, ACC_N) : 0;
+        double f0 = A(c0, 0).n > 0 ? A(c0, 0).f / A(c0, 0).n : 0;
         if (f0 > pm.f_min_mhz) pm.f_max_mhz = f0;
         if (!tt) rc = PT_ENOMEM;
         for (int t = 0; t < nt && !rc; t++)
-            tt[t] = A(c0, t, ACC_N) > 0 ? fmax(A(c0, t, ACC_T) / A(c0, t, ACC_N), 1e-9) : 1e-6;
+            tt[t] = A(c0, t).n > 0 ? fmax(A(c0, t).t / A(c0, t).n, 1e-9) : 1e-6;
         pt_error err;
         if (!rc && pt_energy_profile_model(&pm, nt, tt, &pr, &err) < 0) rc = pt_fail(PT_EINVAL, "%s", err.text);
         /* calibrated to the energy measured at the top clock */
         for (int t = 0; t < nt && !rc; t++) {
-            double me = A(c0, t, ACC_NE) > 0 ? A(c0, t, ACC_E) / A(c0, t, ACC_NE) : -1;
+            double me = A(c0, t).ne > 0 ? A(c0, t).e / A(c0, t).ne : -1;
             double top = pr.choice[t][pr.nchoices[t] - 1].energy_j;
             if (me > 0 && top > 0)
                 for (int k = 0; k < pr.nchoices[t]; k++) pr.choice[t][k].energy_j *= me / top;
@@ -700,7 +705,7 @@ static void sweep_finish(run_energy *e)
         snprintf(meta.basis, sizeof meta.basis, "modelled: %s; times measured at %s, the %s power model over "
                  "%.0f-%.0f MHz%s", nclk < 2 ? "the clocks could not be set" : "energy was not measured on every rank",
                  at, model, pm.f_min_mhz, pm.f_max_mhz,
-                 energy_all && A(c0, 0, ACC_NE) > 0 ? ", calibrated to the energy measured there" : "");
+                 energy_all && A(c0, 0).ne > 0 ? ", calibrated to the energy measured there" : "");
     }
 #undef A
     if (!rc) rc = pt_energy_profile_save(e->s->o.profile_energy, &pr, &meta);
