@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench-flash: peak memory and tokens/s of one-rank training steps of GPT-2
 # 124M (L12 H12 C768 T1024, V 50257) at B=1 and B=4, with this build's flash
 # attention and fused classifier ("after") and, given --base, a build of an

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench-torch: ptrain's training step beside PyTorch's, same model, same run.
 #
 #   bench/bench-torch.sh [--steps N] [--repeat R] [--ranks P] [--help]

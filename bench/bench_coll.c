@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench-coll: lib/comm's collectives against one plain MPI call each.
  *
  *   usage: mpirun -np P bench/bench-coll [--sizes 32K,768K,4M,16M,51M]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench-flash-ops: the fused kernels beside the materialised ones they
  * replace, one layer's worth at GPT-2 124M's shapes (H12 C768 T1024,
  * V50257), forward + backward, on the cpu backend's float table.

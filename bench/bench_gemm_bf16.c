@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench-gemm-bf16: the bf16 GEMM implementations (lib/backend/gemm_bf16.h)
  * side by side with fp32 sgemm, on the matmul shapes of a training step.
  *

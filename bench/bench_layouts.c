@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench-layouts: the tensor-parallel layouts side by side at one world size.
  *
  *   usage: mpirun -np P bench/bench-layouts [--models tiny,wide] [--batch 8]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench_opts.h: the command line of the benches (bench/bench-*), one table
  * of options per program and one parser for all of them, header-only.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench-pipeline: pipeline schedules side by side (lib/pipeline).
  *
  *   usage: mpirun -np P bench/bench-pipeline [--layers 8] [--embd 128]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bench_plan.sh: the cost model's predicted step time (lib/plan/cost.c)
 # against ptrain-run's measured step time, for plans at 4 and 8 ranks,
 # and the Spearman rank correlation between the two (issue 13: the

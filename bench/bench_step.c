@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench-step: throughput of one training step at 1 rank, beside the
  * machine's sgemm rate measured in the same run.
  *

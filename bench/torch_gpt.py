@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The bench preset's GPT-2 training step in PyTorch, for bench-torch.sh.
 
 Same model as ptrain's (lib/model/gpt.c; GPT-2, Radford et al. 2019):

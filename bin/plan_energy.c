@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-plan --energy: the time-energy frontier of the chosen plan's
  * iteration (lib/plan/energy.h), from the cost model's instruction times
  * and a power model (modelled) or a measured profile. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-plan --energy (bin/plan_energy.c). */
 #ifndef PTRAIN_PLAN_ENERGY_H
 #define PTRAIN_PLAN_ENERGY_H

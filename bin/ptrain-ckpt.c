@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-ckpt: describe, verify and convert ptrain checkpoints (issue 11).
  * See man/ptrain-ckpt.1.
  *

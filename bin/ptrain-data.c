@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-data: prepare token shards from text with the GPT-2 BPE tokenizer,
  * encode/decode text, and describe shards.  See man/ptrain-data.1.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-plan: offline planning from a node model (hwloc XML or ptrain
  * JSON), a job geometry and a model shape; prints the chosen plan and the
  * runners-up with their predicted step time, memory and why.  See

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-topo: the node model, link classes, islands and bandwidth probes.
  * --energy: what the machine can measure and which clocks can be set.
  * See ptrain-topo(1). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the command-line tools; see tool_util.h. */
 #include "config.h"
 #include "bin/tool_util.h"

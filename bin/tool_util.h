@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the command-line tools (bin/ptrain-data.c,
  * bin/ptrain-ckpt.c): one way to report an error and the version, so that
  * every tool's messages have the same shape ("TOOL: what is wrong"). */

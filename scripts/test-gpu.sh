@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The CUDA backend on a GPU machine, in one run that fits in 20 minutes on
 # one H100 (issue 24): build with CUDA, run every tests/gpu program (the
 # kernel tests also under compute-sanitizer when it is installed), then the

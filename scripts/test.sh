@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The whole test suite on a fresh Debian 12 machine: install dependencies,
 # build out of tree, `make check` (unit, MPI layouts, tokenizer, topology,
 # plugin under a throw-away local Slurm), then the unit and MPI tests again

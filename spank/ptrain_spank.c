@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain.so: the SPANK plugin that plans a parallel training job and hands
  * the plan to every task.  See man/ptrain_spank.8 (options, plugstack
  * arguments, ptrain.conf) and man/ptrain-env.7 (the variables it sets);

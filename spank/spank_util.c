@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers of the ptrain SPANK plugin that need no Slurm; see spank_util.h. */
 #include "spank/spank_util.h"
 #include "core/core.h"

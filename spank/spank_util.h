@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers of the ptrain SPANK plugin that need no Slurm: parsing Slurm's
  * compressed task counts and host lists, the rendezvous port, and the
  * administrator's ptrain.conf (libconfig).  Kept apart from

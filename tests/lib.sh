@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Shared helpers for TAP shell tests.  Source it: . "$top_srcdir/tests/lib.sh"
 : "${top_srcdir:=$(cd "$(dirname "$0")/../.." && pwd)}"
 : "${top_builddir:=$top_srcdir}"

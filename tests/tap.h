@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Minimal TAP producer for C tests (read by automake's tap-driver.sh). */
 #ifndef PTRAIN_TAP_H
 #define PTRAIN_TAP_H

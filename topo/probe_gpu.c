@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: GPU bandwidth probe with the CUDA runtime. */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"

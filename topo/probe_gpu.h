@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: GPU bandwidth probe (CUDA runtime, no NVML). */
 #ifndef PTRAIN_TOPO_PROBE_GPU_H
 #define PTRAIN_TOPO_PROBE_GPU_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: MPI ping-pong and allreduce probes. */
 #define _GNU_SOURCE /* sched_getaffinity, CPU_* */
 #include "topo/probe_mpi.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: MPI probes (linked into ptrain-topo only, so that
  * libptrain_topo, which the SPANK plugin may link, stays free of MPI). */
 #ifndef PTRAIN_TOPO_PROBE_MPI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: node model from hwloc, link classes, persisted
  * measurements in hwloc XML, islands, warnings and gres.conf lines. */
 #define _POSIX_C_SOURCE 200809L

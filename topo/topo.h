@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: the node model (hwloc), link classes, islands, and the
  * persisted bandwidth results of the probes.
  *

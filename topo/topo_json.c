@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: JSON form of the node model (jansson), cache files. */
 #define _POSIX_C_SOURCE 200809L
 #include "topo/topo.h"

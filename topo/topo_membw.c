@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain topology: host memory bandwidth per NUMA node (STREAM copy). */
 #define _POSIX_C_SOURCE 200809L
 #include "topo/topo.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The node model as the planner sees it: see topo_plan.h. */
 #include "topo/topo_plan.h"
 #include "core/core.h"

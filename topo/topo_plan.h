@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* From a node model to what the planner needs: the rates of one rank
  * (pt_hw of lib/plan/cost.h) and the size of the fastest island in ranks.
  * Part of libptrain_topo (hwloc, no MPI, no BLAS), so the SPANK plugin

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to libptrain_topo: shared between the hwloc builder (topo.c) and
  * the JSON reader (topo_json.c).  Not installed. */
 #ifndef PTRAIN_TOPO_PRIV_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's start-up agreement and collective error exits
  * (bin/run/run.h).
  *

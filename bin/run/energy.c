@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's energy: measurement, the per-instruction clock plan
  * (Perseus), the straggler response and the clock sweep that writes a
  * profile (bin/run/run.h; ptrain-run(1), ENERGY).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's liveness: the watchdog, the heartbeat between ranks, and
  * the whole-job abort when a peer died, stopped or hangs
  * (bin/run/run.h).  Needs MPI_THREAD_MULTIPLE for the heartbeat. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's training: build the model under the agreed plan, resume,
  * train, validate, save, summarise (bin/run/run.h).  Rank 0 prints the
  * plan, the model size, one line per step (loss, learning rate, gradient

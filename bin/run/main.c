@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run: the training job, one process per rank (srun, sbatch or
  * mpirun).  The plan comes from the PTRAIN_* variables the SPANK plugin
  * injects, overridden by flags of the same names, so the same binary runs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's metrics log (--metrics FILE, rank 0): JSON Lines, one
  * object per line, built with jansson so every line is valid JSON (NaN and
  * infinities become null), written whole with one write(2) and checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's command line: defaults, parsing into run_opts, and the
  * --help / --version answers given before MPI starts (bin/run/run.h). */
 #define _GNU_SOURCE

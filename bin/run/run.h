@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's modules (bin/run/): one concern each, main.c drives them.
  *
  *   options.c   the command line: defaults, parsing, --help and --version

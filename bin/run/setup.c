@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain-run's set-up: what every rank resolves alone before the first
  * collective -- model config, plan (defaults < PTRAIN_* < flags, or
  * planned here under --mode auto), data, memory (bin/run/run.h).  Nothing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* BLAS kernel-set choice: see blas.h.  The dispatch being re-run is
  * OpenBLAS's driver/others/dynamic.c (gotoblas_dynamic_init reads
  * OPENBLAS_CORETYPE, else detects the CPU; gotoblas_dynamic_quit clears

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Which BLAS kernels this process runs, chosen to match the CPU.
  *
  * OpenBLAS built with DYNAMIC_ARCH (Debian's is) carries kernels for many

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU backend: the kernels of cpu_ops.inc instantiated for float and
  * double, and the "cpu" backend table (OpenBLAS sgemm + OpenMP loops). */
 #include "backend/ops.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CPU's bf16 GEMM: see gemm_bf16.h.
  *
  * The selection rule comes from bench/bench-gemm-bf16 on a 2-core KVM

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CPU's bf16 GEMM for mixed-precision training: bf16 operands (the
  * 16 high bits of an IEEE-754 binary32, stored as uint16_t), fp32
  * accumulation, fp32 or bf16 output.  Kalamkar et al., "A Study of

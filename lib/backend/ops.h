@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Compute kernels with explicit forward and backward, behind an ops table.
  *
  * Conventions (all tables):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoints: see ckpt.h for the layout on disk and the protocol. */
 #define _GNU_SOURCE /* O_NOFOLLOW, O_DIRECTORY, fdopendir, openat, gethostname under -std=c11 */
 #include "ckpt/ckpt.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoints (DESIGN.md, lib/ckpt): save and resume the training state of
  * every rank (issue 11, first slice: resume under the same plan).
  *

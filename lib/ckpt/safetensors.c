@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading safetensors files (see safetensors.h). */
 #define _GNU_SOURCE
 #include "ckpt/safetensors.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading safetensors files (huggingface/safetensors, docs "Format"): an
  * 8-byte little-endian header length N, N bytes of a JSON object (padded
  * with spaces; it starts with '{') mapping each tensor's name to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Collectives and point-to-point on a process group, with byte counters.
  *
  * A pt_comm wraps one MPI communicator (a dp, tp or world group).  Every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The device path of a pt_comm (comm.h "Device buffers", comm_dev.h):
  * the choice between NCCL and staging, staging through host memory over
  * MPI, the group queue, and the bf16 MPI operations.  No CUDA header: the

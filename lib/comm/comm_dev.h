@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Inside lib/comm: the device path of a pt_comm (comm.h, "Device
  * buffers"), typed by element and reduction so that one implementation
  * serves every element type.  comm_mpi.c's float functions call these for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* MPI implementation of the pt_comm collectives (see comm.h). */
 #include "comm/comm.h"
 #include "comm/comm_priv.h"

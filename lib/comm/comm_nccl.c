@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/comm's NCCL path (comm_dev.h's pt_nccl_*): one NCCL communicator
  * per pt_comm, bootstrapped over the group's MPI communicator (NCCL
  * documentation, "Example 2: One Device per Process or Thread": rank 0's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Inside lib/comm: the byte counters' model (comm.h's table), shared by the
  * MPI path (comm_mpi.c) and the device path (comm_dev.c) so both count
  * exactly alike. */

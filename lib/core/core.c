@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain core: errors, logging, arena, tensors, RNG. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/core.h"

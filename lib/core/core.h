@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ptrain core: error reporting, logging, tracked memory (the arena) and
  * tensor views.  Everything in libptrain returns an int status (PT_OK or a
  * negative PT_E* code) and leaves a one-line message retrievable with

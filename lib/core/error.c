@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pt_error: see error.h. */
 #include "core/error.h"
 

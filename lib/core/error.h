@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one error type of ptrain: a fixed-size, one-line message buffer and
  * a printf-style setter that returns -1, modelled on flux-core's
  * flux_error_t / errprintf() (flux-core src/common/libflux/types.h,

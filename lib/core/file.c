@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Safe file access: see file.h. */
 #define _GNU_SOURCE
 #include "core/file.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Safe file access for every tool and loader (libc only, in
  * libptrain_core):
  *  - reading: open without blocking on FIFOs and refuse anything that is

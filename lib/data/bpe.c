@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 byte-level BPE (see bpe.h for the specification and sources). */
 #define _POSIX_C_SOURCE 200809L
 #define PCRE2_CODE_UNIT_WIDTH 8

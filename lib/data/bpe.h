@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2 byte-level BPE tokenizer (encoder and decoder).
  *
  * Algorithm: Radford et al. 2019, "Language Models are Unsupervised Multitask

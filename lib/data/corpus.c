@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Corpus input and parallel BPE encoding (see corpus.h). */
 #define _GNU_SOURCE
 #include "data/corpus.h"

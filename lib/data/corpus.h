@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A text corpus as a list of documents, read from files, directories and
  * standard input (plain text: one document per file; JSON Lines: one
  * document per line, the string field `field` of its object), and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streaming data set preparation (see prepare.h). */
 #define _GNU_SOURCE
 #include "data/prepare.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A token data set from a text corpus in constant memory (ptrain-data
  * prepare): the sources named by pt_corpus_list are read as a stream of
  * documents (text files whole, JSON Lines one document per line), cut into

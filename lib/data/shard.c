@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token shards and the batch loader (format and semantics in shard.h). */
 #define _GNU_SOURCE /* program_invocation_short_name */
 #include "data/shard.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token shards (files of uint16 token ids), the other token files ptrain
  * reads (llm.c's and nanoGPT's), data sets made of several of them, and the
  * deterministic, rank-aware batch loader.

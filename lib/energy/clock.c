@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clock controllers (see clock.h). */
 #define _GNU_SOURCE
 #include "energy/clock.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clock controllers: set the clock a rank's device runs at, one pipeline
  * instruction at a time (Perseus's per-instruction frequency plan).
  *

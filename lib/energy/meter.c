@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Energy sources (see meter.h). */
 #define _GNU_SOURCE
 #include "energy/meter.h"

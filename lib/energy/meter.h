@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Energy sources: what a rank can read of the energy its hardware used.
  *
  *   nvml   the GPU's total-energy counter (nvmlDeviceGetTotalEnergyConsumption,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVML loaded with dlopen (see nvml.h). */
 #define _GNU_SOURCE
 #include "energy/nvml.h"

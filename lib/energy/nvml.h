@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVML, loaded at run time: the NVIDIA Management Library is opened with
  * dlopen (libnvidia-ml.so.1, or the path in $PTRAIN_NVML_LIBRARY), so
  * nothing in ptrain links it and a node without the driver simply has no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the node can measure and set (see probe.h). */
 #define _GNU_SOURCE
 #include "energy/probe.h"

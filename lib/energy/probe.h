@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What this node can measure and which clocks it can set, for ptrain-topo
  * --energy.  Reads only (NVML queries, sysfs attributes, access(2)); sets
  * nothing.  Paths under $PTRAIN_SYSFS_ROOT, NVML from $PTRAIN_NVML_LIBRARY

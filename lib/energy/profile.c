@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Energy profiles and plans as JSON (see profile.h). */
 #define _GNU_SOURCE
 #include "energy/profile.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Energy profiles and energy plans as JSON files (jansson).
  *
  * A profile (ptrain-run --profile-energy writes it, ptrain-plan

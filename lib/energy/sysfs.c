@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sysfs helpers of lib/energy (see sysfs.h). */
 #define _GNU_SOURCE
 #include "energy/sysfs.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small sysfs helpers of lib/energy (internal): every path is taken under
  * $PTRAIN_SYSFS_ROOT (empty or unset: the real /sys), so the tests run the
  * energy sources and clock controllers against fake trees. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2-style model over a parallel layout (see gpt.h). */
 #include "model/gpt.h"
 #include "parallel/seq.h"

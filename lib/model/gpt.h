@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPT-2-style decoder (Radford et al. 2019): token + position embedding,
  * n_layer pre-LN blocks (LN -> causal self-attention -> residual, LN ->
  * MLP with GELU -> residual), final LN, head tied to the token embedding,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AdamW and the learning-rate schedule (see adamw.h). */
 #include "optim/adamw.h"
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* AdamW with decoupled weight decay (Loshchilov & Hutter 2019, Algorithm
  * 2), global-norm gradient clipping (Pascanu et al. 2013) and a linear
  * warmup + cosine learning-rate schedule (Loshchilov & Hutter 2017, SGDR;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Process grid construction (see context.h). */
 #include "parallel/context.h"
 #include "core/core.h"

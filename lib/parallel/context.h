@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The parallel context: the dp x pp x tp x sp process grid of a job and
  * the communicators of its groups (DESIGN.md, "Process grid and
  * placement").

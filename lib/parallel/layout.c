@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pieces every layout shares: block slicing of full tensors, LayerNorm
  * and cross-entropy over a group, scratch buffers, the mode -> layout
  * table.  See layout.h. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The parallel-layer interface (DESIGN.md, lib/parallel).
  *
  * A layout decides how every parameter and every activation is sharded

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ring self-attention (Li et al. 2021, section 3.2) as Ring Attention
  * (Liu et al. 2023): see seq.h for shapes, the algorithm and the
  * communication volume.

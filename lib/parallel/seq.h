@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sequence parallelism: ring self-attention (Li et al. 2021, "Sequence
  * Parallelism: Long Sequence Training from System Perspective", section
  * 3.2, "Ring Self-Attention") computed blockwise as Ring Attention (Liu et

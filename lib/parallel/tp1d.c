@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* 1D tensor parallelism (Megatron-LM: Shoeybi et al. 2019, "Megatron-LM:
  * Training Multi-Billion Parameter Language Models Using Model
  * Parallelism", section 3).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* 2D tensor parallelism with SUMMA (Optimus: Xu et al. 2021, "An
  * Efficient 2D Method for Training Super-Large Deep Learning Models",
  * section 3; SUMMA: van de Geijn & Watts 1997) and its depth extension

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* 3D tensor parallelism (Bian et al. 2021, "Maximizing Parallelism in
  * Distributed Training for Huge Neural Networks", section 3; the layout
  * of Colossal-AI's parallel_3d).

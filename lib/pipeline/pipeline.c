@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pipeline executor (see pipeline.h). */
 #include "pipeline/pipeline.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pipeline schedules as action lists and the stage split (see schedule.h). */
 #include "pipeline/schedule.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pipeline schedules as action lists, and the stage split (DESIGN.md,
  * lib/pipeline).  Pure functions: no MPI, no backend; the executor
  * (lib/pipeline/pipeline.h) walks the list.

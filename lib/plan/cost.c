@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cost model of a plan (see cost.h for the formulas and sources).
  *
  * The byte counts are not closed-form approximations: the model walks the

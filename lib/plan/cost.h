@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cost model of a plan: FLOPs, bytes per group, memory per rank, the
  * pipeline bubble and a predicted step time, for a GPT model shape and a
  * global batch.  libc only (with libm), so the SPANK plugin links it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The time-energy frontier of a pipeline iteration (see energy.h). */
 #include "plan/energy.h"
 #include "pipeline/schedule.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Energy planning on the time-energy frontier of one training iteration
  * (Chung et al., "Perseus: Removing Energy Bloat from Large Model
  * Training", SOSP 2024).  libc only, beside the cost model.

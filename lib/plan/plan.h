@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The plan: which parallel layout a job runs, and the contract between the
  * SPANK plugin (which computes it and injects it as PTRAIN_* variables) and
  * libptrain / ptrain-run (which read it).  See DESIGN.md, "Plan

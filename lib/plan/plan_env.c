@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The plan environment: the contract between the SPANK plugin (which
  * exports a plan as PTRAIN_* variables) and ptrain-run (which reads them),
  * the text forms of its values (schedule, recompute, stage split, rank

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The table of tensor-parallel modes: name, shape rule, grid dims, and
  * the one list of valid tp sizes every message takes ("valid tp here").
  * See plan.h (pt_mode_parse, pt_plan_tp_dims, pt_plan_list_tp) and

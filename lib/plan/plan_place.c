@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Placement: where a task's rank sits in the plan's process grid.  The
  * rank order is a permutation of D, P, T, right-most fastest, after
  * SageMaker's placement_strategy (Karakus et al. 2021, sec. 3.3); ranks

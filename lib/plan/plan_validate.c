@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Validation of plans and requests: a plan's internal consistency and its
  * fit to a world (pt_plan_validate), to a model and batch
  * (pt_plan_check_model), and a request's checks that need no geometry

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The planning handle and the request builder (see planner.h): the one
  * path from defaults, the environment and flags to a plan, for the SPANK
  * plugin, ptrain-run and ptrain-plan.  libc only. */

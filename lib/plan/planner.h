@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One planning handle for every front end (the SPANK plugin, ptrain-run
  * --mode auto, ptrain-plan), in the style of LLNL mpibind's handle
  * (mpibind_init / mpibind_set_* / mpibind / mpibind_get_*): a request built

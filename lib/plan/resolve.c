@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pt_plan_resolve: a request into a plan, once, for the plugin and for
  * ptrain-run (see resolve.h).  Moved here from the SPANK plugin's
  * plan_request so that both resolve through the same code. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One resolution path: a user's request (what is pinned, 0 = choose) into
  * the plan a job runs, for the SPANK plugin (at srun time and in
  * slurmstepd) and for ptrain-run under plain mpirun (--mode auto).  See

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The planner: search over every plan for a job, placement links, the
  * uneven stage split and the explanation.  See search.h for the contract.
  *

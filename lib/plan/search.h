@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The planner: search over every plan for a job, stage partitioning,
  * rank placement and the explanation of the choice.  libc only (with
  * libm): the SPANK plugin and ptrain-plan link it; every node computes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The training step: registry, buckets, sync, norm, clip, AdamW (see train.h). */
 #include "train/train.h"
 #include "train/zero.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The training step (DESIGN.md, lib/train): the parameter registry, the
  * gradient buckets by sync group, gradient synchronisation, the global
  * gradient norm and clipping, AdamW with its moments, and one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO stages 1-3 as pt_train strategies (Rajbhandari et al. 2020,
  * section 5); the layout of units and own slices is described in train.h,
  * "ZeRO".  Structure after llm.c's llmc/zero.cuh (shard offset per tensor,

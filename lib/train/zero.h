@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal to lib/train: the ZeRO pieces that train.c's generic entry
  * points dispatch to when t->zero is set (see train.h, "ZeRO"). */
 #ifndef PTRAIN_TRAIN_ZERO_H

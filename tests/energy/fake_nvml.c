@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A stand-in libnvidia-ml.so for the tests (there is no GPU here): the
  * NVML calls ptrain makes, with NVML's ABI (nvml.h: int status, opaque
  * device handles), their state in files of the directory $FAKE_NVML_DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: GPT-2 BPE encode -> decode round trip (must give the
  * input bytes back exactly, NUL bytes and invalid UTF-8 included), and
  * decode of arbitrary ids.  Needs the tokenizer files: $PTRAIN_BPE_DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the plan environment parser (pt_plan_from_env) and
  * validation.  The input is NAME=VALUE lines for the PTRAIN_* variables. */
 #include "fuzz_util.h"

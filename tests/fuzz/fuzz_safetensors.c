@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the safetensors reader (lib/ckpt/safetensors.c): every
  * input is refused in one line or opens with tensors whose byte ranges lie
  * inside the file and tile its data; each F32/F16/BF16 tensor of at most

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the token file readers (pt_shard_open, and
  * pt_tokens_open for every format: by magic, llm.c, nanoGPT with a
  * vocabulary from the first byte) and the batch loader on whatever they

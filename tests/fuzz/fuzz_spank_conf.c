@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the administrator's ptrain.conf loader (libconfig) and
  * its validator: an accepted configuration must pass pt_spank_conf_check
  * and give ports inside 1024..65535. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the SPANK plugin's parsers that need no Slurm: option
  * values (--ptrain-mode, --ptrain-tp...), Slurm's tasks-per-node and host
  * list formats, plugstack arguments.  The first byte picks the parser. */

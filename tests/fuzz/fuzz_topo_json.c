@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the topology cache JSON loader (pt_topo_from_json); a
  * model it accepts must serialise and load back. */
 #include "fuzz_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer target: the hwloc XML topology loader with ptrain's Ptrain*
  * attributes and bandwidth distances (pt_topo_load_file). */
 #include "fuzz_util.h"

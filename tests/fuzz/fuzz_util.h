@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the libFuzzer targets (tests/fuzz/README). */
 #ifndef PTRAIN_FUZZ_UTIL_H
 #define PTRAIN_FUZZ_UTIL_H

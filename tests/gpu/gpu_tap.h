@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* tests/gpu: the harness of the GPU test programs (header-only).
  *
  * Each program follows llm.c's dev/cuda pattern: the CPU backend's op as

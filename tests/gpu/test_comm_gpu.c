@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/comm on device buffers (comm.h "Device buffers"), on 1-2 ranks of a
  * GPU machine: every collective, send/recv and a group on GPU memory,
  * through the path the group chose (NCCL when the ranks have GPUs of their

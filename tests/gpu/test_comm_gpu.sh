@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # lib/comm on device buffers, 1 and 2 ranks (test_comm_gpu.c): NCCL when
 # the ranks have GPUs of their own, staging through host memory when they
 # share one (a one-GPU machine), against MPI on host buffers.  Skips, with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's GEMM layer (lib/backend/cuda/gemm.h) against the CPU,
  * in llm.c's dev/cuda pattern: the CPU's matmul_fwd / matmul_bwd in double
  * (pt_cpu_ops_f64) as the reference, the cuBLASLt call, the comparison, a

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Test helper for ptrain-ckpt convert of Hugging Face GPT-2 safetensors
 (tests/mpi/test_convert_st.sh), written from the formats' documents with the
 standard library only (struct, json; no numpy, no safetensors package):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test helper for tests/mpi/test_ckpt_tool.sh, written from llm.c's and
  * safetensors' own descriptions, independently of bin/ptrain-ckpt.c:
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TAP from an MPI test: one line per check for all ranks (ok only if ok on
  * every rank), printed by rank 0 without a number; the driver script
  * (tests/lib.sh: mpi_tap) numbers the lines and tags them with the run.

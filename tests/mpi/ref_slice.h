@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The reference side of the MPI equivalence tests (test_equiv, test_zero,
  * test_pipeline): a single-process model's tensor cut to a parallel model's
  * shard with the layout's own param_slice, so a shard compares element by

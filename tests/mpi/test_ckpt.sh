@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Checkpoints (lib/ckpt, ptrain-run --save-dir/--save-every/--keep/--resume):
 #  - resume under the same plan is bit-identical: 6 steps straight leave the
 #    same parameters, AdamW m and v (the step-6 rank files, compared byte for

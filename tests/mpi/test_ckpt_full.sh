@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # A save that fails (a full filesystem) stops the run with one line and
 # leaves the earlier checkpoint loadable (an unwritable directory is refused
 # at start-up): the save dir is a small tmpfs that holds one checkpoint of

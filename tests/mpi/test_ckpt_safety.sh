@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Checkpoint safety (lib/ckpt; ptrain-run --save-dir, --keep, --resume; ptrain-ckpt):
 #  - nothing is deleted or written through a symbolic link: a step-* link to
 #    an archived checkpoint outside the save directory survives --keep with

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-ckpt (info, verify, convert):
 #  - checkpoints saved by ptrain-run under 1 rank, tp=2, pp=2 and ZeRO-1
 #    dp=2 convert to llm.c's .bin; the file equals, byte for byte, one built

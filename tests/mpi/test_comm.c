@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/comm's collectives against references computed on every rank from
  * the same fresh random inputs, whole and split in chunks
  * (pt_comm.chunk_bytes): allreduce (sum, max, f64 sum), reduce-scatter,

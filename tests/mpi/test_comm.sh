@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # lib/comm's collectives against references from the same random inputs,
 # whole and in chunks, with the counters to the byte.  See test_comm.c.
 . "$top_srcdir/tests/lib.sh"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/comm's device path, staged through host memory (comm_dev.c), on the
  * CPU: a group whose "device" buffers are host memory moved by memcpy
  * (pt_comm_device_enable_host), so the staging algorithm -- chunks,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # lib/comm's staged device path on the CPU (host buffers moved by memcpy)
 # against the host path, 1 to 4 ranks.  See test_comm_staged.c.
 . "$top_srcdir/tests/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-ckpt convert of Hugging Face GPT-2 model.safetensors, against files
 # written by an independent writer (tests/mpi/gpt2_st.py: struct and json,
 # from the safetensors and transformers layouts):

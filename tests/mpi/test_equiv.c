@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every parallel layout reproduces the single-process run.
  *
  * usage: test_equiv MODE DP TP [DEPTH SP ORDER STEPS]

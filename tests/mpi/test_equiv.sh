@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Every layout (data parallel; 1D, 2D, 2.5D, 3D tensor parallel; sequence
 # parallel; composed with dp) reproduces the single-process run (loss, every
 # gradient, every parameter after AdamW steps) and moves exactly the

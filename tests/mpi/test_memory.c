@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory per rank of the layouts, from the arena's peak (parameters,
  * gradients, AdamW moments, saved activations and every layer's scratch
  * buffers over one training step).

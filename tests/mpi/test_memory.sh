@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Peak memory per rank: 2D/2.5D/3D below 1D at 4 and 8 ranks; sequence
 # parallelism fits longer sequences in the same memory; the peak equals the
 # cost model's and grows linearly in T (flash attention, fused classifier).

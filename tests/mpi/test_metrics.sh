@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-run --metrics: rank 0 writes one JSON object per step and per
 # validation (JSON Lines) whose numbers are the ones the progress lines
 # print; the step lines carry an ETA; ptrain-plot draws the curves; bad

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pipeline parallelism reproduces the single-process run.
  *
  * usage: test_pipeline SCHEDULE PP M V DP TP MODE SPLIT [STEPS [RECOMPUTE [ZERO]]]

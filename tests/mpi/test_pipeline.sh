@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Pipeline parallelism (GPipe, 1F1B, interleaved 1F1B; even and uneven
 # splits; composed with dp, 1D/2D tp, recompute and ZeRO 1-3) reproduces the single-process
 # run (loss, every gradient, every parameter after 3 AdamW steps) and moves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The pipeline executor's per-instruction hook (pt_pipeline_set_hook):
  *
  * usage: test_pipeline_hook SCHEDULE PP M V   (mpirun -np PP)

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The pipeline executor's per-instruction hook around every forward and
 # backward (GPipe, 1F1B, interleaved; see test_pipeline_hook.c).
 . "$top_srcdir/tests/lib.sh"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-run --mode auto under plain mpirun (no plugin plan): it plans
 # through pt_plan_resolve from the job's nodes, the node model (--topology)
 # and the model/batch, so it must choose exactly the plan ptrain-plan

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-run --data reads every data set layout of lib/data (pt_dataset_open):
 # files written here by Python's struct (llm.c's write_datafile, nanoGPT's
 # tofile, ptrain's shard format and index.json), each holding the tokens of

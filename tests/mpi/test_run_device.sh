@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-run --device cpu|cuda|auto (and PTRAIN_DEVICE, which the plugin
 # sets to cuda when it binds a GPU): cpu trains and says so in the run
 # header; auto and PTRAIN_DEVICE=cuda (the plugin's, for a bound GPU) train

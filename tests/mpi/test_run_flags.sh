@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-run's plan flags under plain mpirun (no Slurm): --mode 2d|2.5d|3d,
 # --tp-depth, --sp select the layouts and train; world sizes, batches and
 # sequence lengths that do not fit get one line naming the valid values and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-ckpt sample: text from a checkpoint's model.
 #  - a model trained (ptrain-run, tp=2) on a tiny repetitive corpus
 #    continues the pattern under greedy decoding (--top-k 1);

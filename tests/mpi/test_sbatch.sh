@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # share/sbatch templates (ptrain-sbatch(7)):
 #  - they parse (bash -n), ask for --requeue and --signal=B:USR1@N, run
 #    ptrain-run with --resume auto and --save-dir, and pass it only options

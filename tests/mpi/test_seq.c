@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Ring self-attention (sequence parallelism, Li et al. 2021 section 3.2;
  * flash attention per ring step, Liu et al. 2023) reproduces the
  * single-process attention and moves exactly the volume seq.h states.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Ring self-attention (sequence parallelism) reproduces the single-process
 # attention op and sends exactly seq.h's volume, for sp = 1, 2, 3, 4.
 # See test_seq.c.

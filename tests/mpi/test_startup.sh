@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Start-up agreement and watchdog of ptrain-run under mpirun (issue 9 cases
 # 1, 2 and 8): a rank whose PTRAIN_* value is bad, or whose valid plan,
 # model or options differ from the others', makes EVERY rank exit (status

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO stages 1-3 (Rajbhandari et al. 2020) reproduce the single-process
  * run and ZeRO-0, move the bytes of the paper's section 7 and need the
  * memory of its section 5.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ZeRO stages 1-3 reproduce the single-process run and ZeRO-0 (loss,
 # own gradient slices, norm, parameters after 3 AdamW steps), move the
 # formula's bytes (1/2: the allreduce's, 3: 1.5x) and need the paper's

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The Debian packages as an admin gets them: build them from a copy of the
 # source tree with `dpkg-buildpackage -b -us -uc` (debian/rules runs the
 # unit tests of the packaged build), check what each package holds, unpack

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fence_delay: an LD_PRELOAD shim for the start-up tests under a local
  * Slurm (tests/slurm/test_fence.sh).  It interposes PMIx_Fence_nb, the
  * call through which Open MPI 4.1's MPI_Init runs its two fences (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Shared setup of the tests under a real local Slurm: source after
 # tests/lib.sh.  slurm_up NNODES starts a private cluster with the plugin
 # built in this tree (scripts/local-slurm.sh) and tears it down on exit,

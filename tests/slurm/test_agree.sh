@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The start-up agreement under a real (local) Slurm: 2 fake nodes x 2 tasks,
 # the plugin injects 1d dp=2 tp=2 (pinned: --ptrain-tp=2, pp, sp and ZeRO
 # fixed, so the planner's choice cannot move it).  On node 1 the

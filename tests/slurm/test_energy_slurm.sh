@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # --ptrain-energy under a real local Slurm (one fake node whose hwloc model
 # has 4 GPUs, tests/topo/gpu4-pcie.xml), slurmd loading the stand-in NVML
 # (tests/energy/fake_nvml.so through PTRAIN_NVML_LIBRARY; there is no GPU

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # A rank that dies or stops mid-run under a real (local) Slurm (issue 9,
 # "watchdog"): the other ranks must end within 30 s with one line naming it,
 # never hang.  Without --kill-on-bad-exit, srun leaves the survivors of a

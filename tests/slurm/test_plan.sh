@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The planner in the SPANK plugin under a real local Slurm (issue 13): a
 # named mode or a pinned tp is honoured across nodes with a warning naming
 # the slower link (never quietly tp=1), --ptrain-model / --ptrain-batch

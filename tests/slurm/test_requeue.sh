@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Preemption under a real local Slurm: a batch job that requeues itself.
 # The batch script is the pattern of share/sbatch (a trap on SIGUSR1 in the
 # batch shell forwards it to the step, the step saves and exits 0, the

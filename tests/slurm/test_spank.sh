@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # The ptrain SPANK plugin under a real local Slurm with 2 fake nodes
 # (scripts/local-slurm.sh): options in srun/sbatch, the per-task plan
 # environment, refusals before allocation, admin arguments.

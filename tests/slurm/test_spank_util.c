@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers of the SPANK plugin (spank/spank_util.c), without Slurm:
  * tasks-per-node expansion against an independent expander on random
  * lists, host-list heads, the port formula, ptrain.conf and plugstack

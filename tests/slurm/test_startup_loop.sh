@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Many MPI start-ups under a real (local) Slurm, with load beside them:
 # the first step of fresh clusters (where the README's test command once
 # died: rank 0 SIGSEGV inside MPI_Init) and steps on a warm one.  Each

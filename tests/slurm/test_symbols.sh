@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The plugin exports only Slurm's entry points and identification symbols:
 # nothing of lib/plan, libconfig glue or helpers leaks into slurmstepd's
 # symbol namespace.

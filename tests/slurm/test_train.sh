@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # Training through Slurm: ptrain-run launched by srun (and by an sbatch
 # job) with --ptrain-mode=auto on 2 fake nodes x 2 tasks, reading the plan
 # the SPANK plugin injected.  The plan is the planner's choice for the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers of the op tests (tests/unit/test_ops.c, test_ops_fused.c):
  * fresh random inputs, error measures and the generic gradient check
  * (every backward of the double table against central finite differences

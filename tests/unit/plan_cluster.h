@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The planner tests' machine (test_search, test_resolve): nnodes nodes of
  * tpn ranks with rates like a GPU node -- fast islands of `island` ranks
  * (0: the node is one island), a slower node link, a slower network.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Every bench program (bench/bench-*, built by `make`) and bench script
 # answers --help and -h with its usage on stdout, status 0 and nothing on
 # stderr, without running the benchmark (and without mpirun: the programs

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The BLAS kernel set against the CPU (lib/backend/blas.h).
  *
  *  1. The ISA level from cpuid (pt_cpu_isa_level) equals the one read

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: MIT
 # share/bash-completion/ptrain: sourced in a plain bash (no bash-completion
 # package needed), its COMPREPLY for a few prefixes, its option lists
 # against the tools' getopt tables and the plugin's --ptrain-* options,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The compute rule (DESIGN.md): compute only through the ops table
 # (lib/backend), communication only through pt_comm (lib/comm).  Greps lib/
 # and bin/ for what a CUDA backend could not replace:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/plan/cost.c: the cost model against lib/model on random shapes and
  * plans (parameter count, FLOPs, activation floats, which plans fit), and
  * hand-checked cases (bubble, ZeRO division, the 1d byte formula, presets

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's host-side logic on the CPU, in every build (no GPU,
  * no CUDA header): lib/backend/cuda/host.c (the device a rank takes, the
  * device allocator's block table, the versions line) and gemm_plan.c (how

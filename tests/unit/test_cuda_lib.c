@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend against the CUDA libraries, on any machine of a CUDA
  * build (configure: HAVE_CUDA), GPU or not:
  *   - every library's error becomes one pt_fail line naming the call and

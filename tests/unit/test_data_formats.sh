@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-data info and export on the token files of other tools, written here
 # by an independent Python writer (struct, from llm.c's
 # dev/data/data_common.py write_datafile and nanoGPT's prepare.py tofile):

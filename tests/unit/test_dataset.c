@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Data sets (lib/data/shard.h): token files of other tools and streams over
  * several files.
  *  - llm.c shards and nanoGPT .bin files written here by an independent

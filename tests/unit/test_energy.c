@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The time-energy frontier (lib/plan/energy.h) against brute force on
  * small iteration DAGs built from the real schedules, and its properties
  * on larger ones: the fastest point keeps the max-clock time, slows only

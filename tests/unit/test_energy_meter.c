@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/energy against fake trees and a fake NVML (there is no GPU, RAPL or
  * cpufreq on the build machine):
  *  - pt_energy_counter_delta: increments, RAPL wrap-around, NVML resets;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one error type (core/error.h) and pt_fail/pt_errmsg over it: messages
  * are one line, truncated safely, and an argument may alias the buffer being
  * written (issue 9 case 8: pt_fail(code, "...: %s", pt_errmsg()) was an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The output rule of lib/core/file.c, on every kind of target:
  * pt_output_check, pt_atomic_open and pt_atomic_commit replace only regular
  * files (or create absent ones).  A symbolic link (to a regular file, to

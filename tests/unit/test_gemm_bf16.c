@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The bf16 GEMM and the bf16 conversions (lib/backend/gemm_bf16.h).
  *
  *  1. fp32 -> bf16 rounding: fixed cases (ties to even in both directions,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # --help of the C tools lists every long option of their getopt tables
 # (read from the sources, so a new option missing from --help fails), and
 # ptrain-run's is grouped by topic with each pipeline/ZeRO option under

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pt_host_memory_keep (lib/core/core.h): after it, a large block comes
  * from the heap and stays there when freed, so the next step's block of
  * the same size faults no fresh pages in; before it, glibc maps the same

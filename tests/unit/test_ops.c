@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the compute kernels (lib/backend/ops.h, cpu_ops.inc).
  *
  *  1. Every backward of the double table (pt_cpu_ops_f64) against central

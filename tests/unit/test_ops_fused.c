@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tests of the fused kernels (lib/backend/ops.h, cpu_ops.inc): flash
  * attention, the fused classifier and the GEMM epilogues.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/plan: environment round trip, validation messages against
  * independent references of the modes' shapes, request checks,
  * coordinates and placement (pt_plan_resolve has tests/unit/test_resolve.c).

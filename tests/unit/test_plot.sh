@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-plot and what it hands to gnuplot and writes:
 #  - labels and titles from file names, from the metrics' header (plan,
 #    model) and from --title, and the temporary directory ($TMPDIR), are

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-data prepare on a real corpus layout: several files, a directory,
 # standard input, JSON Lines; "<|endoftext|>" (50256) before every
 # document; whole documents held out for validation; the parallel encoder

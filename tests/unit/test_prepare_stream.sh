@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-data prepare streams its corpus (lib/data/prepare.c) and writes the
 # tokens of the in-memory path (--in-memory, the former prepare):
 #  - the King James Bible (3 copies, one 13 MB document) and a corpus of many

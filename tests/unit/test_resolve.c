@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/plan/resolve.c: pt_plan_resolve, the one resolution path of the
  * plugin and ptrain-run.  Pins are honoured (and the result is the search's
  * best plan for them), pins that cannot fit the task count are refused in

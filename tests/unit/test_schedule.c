@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Pipeline schedules (lib/pipeline/schedule.h): every rank's action list
  * is run together in a simulator with blocking (rendezvous) point-to-point
  * semantics: a send completes only when its peer's next action is the

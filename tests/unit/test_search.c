@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* lib/plan/search.c: the min-max stage split against brute force on
  * random costs, the placement links against a brute-force walk over every
  * group, the search's rules (pins, named modes, memory, determinism) and

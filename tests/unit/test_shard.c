@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Token shards and the batch loader: round trip of fresh random ids, the
  * on-disk header against the documented layout, loader offsets against an
  * independent computation, dp ranks concatenating to the dp = 1 batch, and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The C GPT-2 tokenizer (ptrain-data encode/decode) against the reference: the
 # npm package gpt-3-encoder's JavaScript encoder, run by node on the same files.
 #  - hand-written samples (tests/data/tokenizer-samples.json): contractions,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The C GPT-2 tokenizer on a whole real corpus, the King James Bible (4.3 MB,
 # from Debian's bible-kjv via scripts/get-corpus.sh): ids identical to the
 # npm package gpt-3-encoder's JavaScript encoder, lossless decode, and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # --version on every installed tool (the programs and scripts of
 # bin_PROGRAMS/bin_SCRIPTS, as `make print-tools` lists them): one line
 # "NAME (ptrain) VERSION" with configure's PACKAGE_VERSION, status 0,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's core, as seen from code without CUDA headers
  * (ptrain-run, lib/comm, the tests): device choice, the device arena
  * memory, copies, the two streams' ordering, the versions line, and the

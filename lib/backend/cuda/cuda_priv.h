@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Inside the CUDA backend (lib/backend/cuda, lib/comm's NCCL path): the
  * CUDA types behind cuda.h, the one-line error helpers and the epilogue
  * kernels' launchers.  Needs the CUDA headers (CUDA_CPPFLAGS); C and C++

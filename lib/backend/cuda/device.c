@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's core (cuda.h): errors, device choice, streams and
  * events, the device arena memory, copies, versions, the "cuda" backend.
  * Host C against the CUDA runtime API; the kernels are the .cu files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's GEMM layer (gemm.h): cuBLASLt matmuls with fused
  * epilogues, descriptors and algorithms cached per shape.  The rules
  * (shapes, transposes, epilogue choice, the key) are gemm_plan.c's; this

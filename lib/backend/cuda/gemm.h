@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's GEMM layer: ops.h's matmul_fwd and matmul_bwd on
  * device pointers through cuBLASLt (row-major semantics exactly as the CPU
  * table's; gemm_plan.h has the mapping), bf16 in with fp32 accumulation,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GEMM epilogues as kernels (cuda_priv.h): what cuBLASLt fuses into
  * the matmul, for the plans it cannot fuse (gemm_plan.h) and for the bias
  * gradients it writes where ops.h accumulates.  fp32 and bf16 tensors

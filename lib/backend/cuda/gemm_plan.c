@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GEMM layer's host-side logic (see gemm_plan.h): no CUDA header. */
 #include "backend/cuda/gemm_plan.h"
 #include "core/core.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GEMM layer's host-side logic, in plain C (no CUDA header): how one
  * of ops.h's row-major matmuls becomes one cuBLASLt call on column-major
  * operands, which epilogue it fuses and when it cannot, and the key its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's host-side logic (see host.h): no CUDA header here. */
 #include "backend/cuda/host.h"
 #include "core/core.h"

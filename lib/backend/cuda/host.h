@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CUDA backend's host-side logic, in plain C (no CUDA header): which
  * device a rank takes, the device allocator's pointer -> size table, the
  * versions line of the run header.  Compiled into the CUDA backend and,

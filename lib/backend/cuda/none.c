@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cuda.h in a build without the CUDA backend (configure found no nvcc, or
  * --without-cuda): every call says so, so callers need no #ifdef. */
 #include "backend/cuda/cuda.h"
