@@ -106,6 +106,8 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
     if (p->ckpt_act < 0 || p->ckpt_act >= N_RECOMPUTE)
         return pt_errprintf(err, "invalid ckpt_act=%d (valid recompute modes: 0 none, 1 block, "
                             "2 attention)", p->ckpt_act);
+    if (p->precision < 0 || p->precision >= N_PRECISIONS)
+        return pt_errprintf(err, "invalid precision=%d (valid: 0 fp32, 1 bf16)", p->precision);
     if (p->offload != 0 && p->offload != 1)
         return pt_errprintf(err, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !pt_plan_i_order_is_perm(p->rank_order))
