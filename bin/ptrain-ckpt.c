@@ -442,7 +442,7 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         free(buf);
         return rc;
     }
-    const pt_ops_f32 *ops = h->model.ops;
+    const pt_ops *ops = h->model.ops;
     const char *src = buf;
     for (int k = 0; k < 16; k++)
         for (int li = 0; li < (k >= 2 && k < 14 ? L : 1); li++) {
@@ -453,8 +453,8 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
             pt_train_owned_state(&h->tr, h->model.pidx[llmc_index(k, li, L)], &lo, &hi, &d, &m, &v);
             /* one rank: the owned state is the whole tensor; wte keeps V of the file's Vp rows */
             ops->copy2d(d, sizeof(float), src, sizeof(float), sizeof(float) * nel, 1);
-            ops->zero(m, nel);
-            ops->zero(v, nel);
+            ops->zero(m, nel, PT_F32);
+            ops->zero(v, nel, PT_F32);
             src += sizeof(float) * (k == 0 ? (size_t)Vp * (size_t)C : nel);
         }
     free(buf);
@@ -595,7 +595,7 @@ static int write_safetensors(holder *h, const char *out, long step, int64_t *byt
     int bad = pt_write_all(f.fd, hb, 8 + padded);
     free(hb);
     *bytes = (int64_t)(8 + padded) + off;
-    const pt_ops_f32 *ops = h->model.ops;
+    const pt_ops *ops = h->model.ops;
     float *tmp = NULL;
     for (int i = 0; i < n && !bad; i++) {
         pt_param *p = param_at(h, e[i].idx);

@@ -311,9 +311,9 @@ int main(int argc, char **argv)
      * loss and every gradient bit for bit. */
     if (rc == PT_OK && L >= 2) {
         const size_t nb = (size_t)N * m.g.Cr;
-        float *xb = malloc(nb * sizeof(float)), *db = malloc(nb * sizeof(float));
+        void *xb = malloc(nb * m.ea), *db = malloc(nb * m.ea), *x;
         float *gw = malloc(tm.nfloats * sizeof(float));
-        float lw = 0, ls = 0, *x;
+        float lw = 0, ls = 0;
         const int32_t *in = tok + ctx.dp_rank * Bdp * T, *tg = tok + 1 + ctx.dp_rank * Bdp * T;
         pt_train_zero_grad(&tm);
         rc = pt_train_forward_backward(&tm, in, tg, &lw);
@@ -322,8 +322,8 @@ int main(int argc, char **argv)
         if (!rc) rc = pt_gpt_set_batch(&m, in, tg);
         if (!rc) rc = pt_gpt_embed_forward(&m, &x);
         if (!rc) rc = pt_gpt_blocks_forward(&m, 0, 1, x, &x);
-        if (!rc) memcpy(xb, x, nb * sizeof(float)); /* stage 0 -> stage 1 */
-        if (!rc) m.ops->fill(m.layers[0].res3, NAN, nb); /* stage 1 must read its input buffer, not block 0's */
+        if (!rc) memcpy(xb, x, nb * m.ea); /* stage 0 -> stage 1 */
+        if (!rc) m.ops->fill(m.layers[0].res3, NAN, nb, m.act); /* stage 1 must read its input buffer, not block 0's */
         if (!rc) rc = pt_gpt_blocks_forward(&m, 1, L, xb, &x);
         if (!rc) rc = pt_gpt_head_forward(&m, x, &ls);
         if (!rc) rc = pt_gpt_head_backward(&m, db);
@@ -346,7 +346,7 @@ int main(int argc, char **argv)
      * full training steps under each mode equal the model without recompute
      * bit for bit (loss, every gradient, every parameter), and the
      * activations the model keeps shrink by exactly the formula of
-     * pt_gpt_block_act_floats (L blocks kept per slot, plus the one shared
+     * pt_gpt_block_act_bytes (L blocks kept per slot, plus the one shared
      * scratch set). */
     for (int mode = PT_RECOMPUTE_BLOCK; rc == PT_OK && mode <= PT_RECOMPUTE_ATTENTION; mode++) {
         const char *mname = mode == PT_RECOMPUTE_BLOCK ? "block" : "attention";
@@ -377,10 +377,10 @@ int main(int argc, char **argv)
         MPI_Allreduce(&same, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
         report(all_same, "recompute=%s: 2 AdamW steps equal no recompute bit for bit (loss, %zu gradient and "
                "parameter floats)%s%s", mname, t0.nfloats, rc ? ": " : "", rc ? pt_errmsg() : "");
-        const size_t f0 = pt_gpt_block_act_floats(&m0, PT_RECOMPUTE_NONE), f1 = pt_gpt_block_act_floats(&m0, mode);
+        const size_t f0 = pt_gpt_block_act_bytes(&m0, PT_RECOMPUTE_NONE), f1 = pt_gpt_block_act_bytes(&m0, mode);
         const size_t scratch = mode == PT_RECOMPUTE_BLOCK ? f0 : f0 - f1; /* block: one full set; attention: one att */
-        const size_t want = 4 * ((size_t)L * (f0 - f1) - scratch);
-        report(base - kept == want, "recompute=%s keeps %zu B less per rank: L x (%zu - %zu) floats less, one %zu-float "
+        const size_t want = (size_t)L * (f0 - f1) - scratch;
+        report(base - kept == want, "recompute=%s keeps %zu B less per rank: L x (%zu - %zu) B less, one %zu-B "
                "scratch set more (formula %zu B)", mname, base - kept, f0, f1, scratch, want);
         pt_train_free(&t1);
         pt_train_free(&t0);

@@ -141,8 +141,8 @@ static int memory_test(uint64_t seed)
             }
             peak[s][k] = g.arena.peak;
             /* one slot: the stage's blocks at the model's formula + 2 boundary buffers */
-            slot_formula = (pt_gpt_block_act_floats(&g.m, PT_RECOMPUTE_NONE) * (size_t)(g.pc.stage.l1[0] - g.pc.stage.l0[0]) +
-                            2 * g.pipe.nact) * sizeof(float);
+            slot_formula = pt_gpt_block_act_bytes(&g.m, PT_RECOMPUTE_NONE) * (size_t)(g.pc.stage.l1[0] - g.pc.stage.l0[0]) +
+                           2 * g.pipe.nact * g.m.ea;
             free(tok);
             rig_free(&g);
         }

@@ -261,7 +261,7 @@ static int memory(int dp)
             peak[stage] = max_world((double)st.peak);
             total[stage] = max_world((double)(act.peak + st.peak)); /* upper bound: the two peaks need not coincide */
             psi = (double)t.nfloats;
-            form[stage] = pt_zero_state_bytes(stage, psi, dp);
+            form[stage] = pt_zero_state_bytes(stage, psi, dp, (int)m.ea);
         }
         if (rc) { ok_all = 0; report(0, "stage %d: %s", stage, pt_errmsg()); }
         pt_train_free(&t);
