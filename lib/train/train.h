@@ -237,10 +237,12 @@ int pt_train_state_loaded(pt_train *t);
  * other than 2 or 4. */
 double pt_zero_state_bytes(int stage, double psi, int N, int act_bytes);
 /* Bytes this rank sends per step for the gradient/parameter traffic of n
- * floats over N ranks (ring model of lib/comm): stages 0-2 2(N-1)/N 4n
- * (allreduce, or reduce-scatter + allgather), stage 3 3(N-1)/N 4n (two
- * allgathers and one reduce-scatter: the paper's 3 Psi vs 2 Psi, section
- * 7.2).  0 for a bad stage. */
-double pt_zero_comm_bytes(int stage, double n, int N);
+ * parameters over N ranks (ring model of lib/comm), act_bytes the work
+ * copy's element size (4 fp32, 2 bf16): stage 0 2(N-1)/N 4n (the fp32
+ * allreduce); stages 1-2 (N-1)/N (4 + act_bytes) n (fp32 reduce-scatter,
+ * allgather of the work copy); stage 3 (N-1)/N (4 + 2 act_bytes) n (two
+ * allgathers and one reduce-scatter: at fp32 the paper's 3 Psi vs 2 Psi,
+ * section 7.2).  0 for a bad stage, N < 1 or act_bytes other than 2 or 4. */
+double pt_zero_comm_bytes(int stage, double n, int N, int act_bytes);
 
 #endif

@@ -555,8 +555,9 @@ double pt_zero_state_bytes(int stage, double psi, int N, int act_bytes)
     }
 }
 
-double pt_zero_comm_bytes(int stage, double n, int N)
+double pt_zero_comm_bytes(int stage, double n, int N, int act_bytes)
 {
-    if (N < 1 || stage < 0 || stage > 3) return 0;
-    return (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * n;
+    if (N < 1 || stage < 0 || stage > 3 || (act_bytes != 2 && act_bytes != 4)) return 0;
+    if (stage == 0) return 2.0 * (N - 1) / N * 4 * n;
+    return (double)(N - 1) / N * (4.0 + (stage == 3 ? 2.0 : 1.0) * act_bytes) * n;
 }
