@@ -7,6 +7,7 @@
 #include "config.h"
 #include "run.h"
 #include "backend/blas.h"
+#include "backend/gemm_bf16_fallback.h"
 #include "ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "parallel/context.h"
@@ -297,7 +298,10 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
                o.data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o.batch, T,
                tok_per_step, o.steps, o.lr, o.min_lr, o.warmup, threads);
-        printf("blas: %s\n", pt_blas_summary());
+        if (plan.precision == PT_PREC_BF16) /* the precision's GEMM beside the fp32 one */
+            printf("blas: %s; %s\n", pt_blas_summary(), pt_gemm_bf16_summary());
+        else
+            printf("blas: %s\n", pt_blas_summary());
         fflush(stdout);
     }
     run_metrics *mf = NULL;

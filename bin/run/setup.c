@@ -125,6 +125,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (o->schedule >= 0) p->schedule = o->schedule;
     if (o->zero >= 0) p->zero = o->zero;
     if (o->recompute >= 0) p->ckpt_act = o->recompute;
+    if (o->precision >= 0) p->precision = o->precision;
     if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, err) < 0) return -1;
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
     if (p->mode == PT_MODE_AUTO && (replan || !plugin_plan)) {
