@@ -39,9 +39,13 @@ train 2 "--precision bf16 tp=2" --precision bf16 --tp 2; b1=$loss
 check "bf16 names itself in the plan line and the blas line" \
     sh -c "grep -q '^plan: .*precision=bf16' '$out' && grep -q '^blas: .*bf16 GEMM' '$out'"
 PTRAIN_PRECISION=bf16 train 2 "PTRAIN_PRECISION=bf16 sp=2" --sp 2; b2=$loss
-check "bf16 first losses within 1e-2 of fp32's ($b1, $b2 vs $l1)" \
-    awk -v a="$b1" -v b="$b2" -v r="$l1" 'BEGIN { d1 = a - r; d2 = b - r; if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2;
-                                                  exit !(a != "" && b != "" && d1 <= 1e-2 * r && d2 <= 1e-2 * r) }'
+# --mode auto plans and runs in the precision asked for (the search keeps it)
+train 2 "--mode auto --precision bf16" --mode auto --precision bf16; b3=$loss
+check "--mode auto --precision bf16 plans bf16" grep -q '^plan: .*precision=bf16' "$out"
+check "bf16 first losses within 1e-2 of fp32's ($b1, $b2, $b3 vs $l1)" \
+    awk -v a="$b1" -v b="$b2" -v c="$b3" -v r="$l1" 'BEGIN { d1 = a - r; d2 = b - r; d3 = c - r;
+        if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2; if (d3 < 0) d3 = -d3;
+        exit !(a != "" && b != "" && c != "" && d1 <= 1e-2 * r && d2 <= 1e-2 * r && d3 <= 1e-2 * r) }'
 
 # bad input: exit status 2 and one line naming the valid values
 bad() {
