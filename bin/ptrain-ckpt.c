@@ -8,9 +8,10 @@
  *                       line per problem, exit 0 (sound) or 1
  *   convert SRC DST     a checkpoint to llm.c's gpt2 .bin (version 3, fp32)
  *                       or to safetensors (Hugging Face GPT-2 names), and an
- *                       llm.c .bin to a checkpoint ptrain-run --resume can
- *                       fine-tune from (step 0, fresh AdamW state) or to
- *                       safetensors.
+ *                       llm.c .bin or a Hugging Face GPT-2 model.safetensors
+ *                       (lib/ckpt/safetensors.h reads it) to a checkpoint
+ *                       ptrain-run --resume can fine-tune from (step 0,
+ *                       fresh AdamW state) or to the other formats.
  *
  * Converting goes through a one-rank model: the checkpoint is loaded with
  * pt_ckpt_load, which reshards any saved plan (tp, pp, ZeRO, world size) to
@@ -30,6 +31,7 @@
 #include "config.h"
 #include "backend/ops.h"
 #include "ckpt/ckpt.h"
+#include "ckpt/safetensors.h"
 #include "bin/tool_util.h"
 #include "core/core.h"
 #include "core/file.h"
@@ -38,6 +40,7 @@
 #include "model/gpt.h"
 #include "optim/adamw.h"
 #include "parallel/context.h"
+#include "plan/cost.h"
 #include "plan/plan.h"
 #include "train/train.h"
 
@@ -69,11 +72,13 @@ static void usage(FILE *f)
             "                      schedule, data, rank files and tensors\n"
             "  verify DIR          check every rank file's size and checksum and the manifest;\n"
             "                      one line per problem; exit 0 when sound, 1 otherwise\n"
-            "  convert [--to FORMAT] SRC DST\n"
-            "                      SRC: a checkpoint, or an llm.c gpt2 .bin (version 3, fp32);\n"
+            "  convert [--to FORMAT] [--model M] SRC DST\n"
+            "                      SRC: a checkpoint, an llm.c gpt2 .bin (version 3, fp32), or a\n"
+            "                      Hugging Face GPT-2 model.safetensors (F32, F16 or BF16; its shape\n"
+            "                      from config.json beside it, or --model NAME|L,H,C,T,V);\n"
             "                      FORMAT: llmc (llm.c's .bin), safetensors (Hugging Face GPT-2\n"
             "                      names), ckpt (a save directory that ptrain-run --resume DST\n"
-            "                      fine-tunes from: step 0, fresh AdamW state; from llm.c only);\n"
+            "                      fine-tunes from: step 0, fresh AdamW state; from a model file);\n"
             "                      default from DST: *.bin llmc, *.safetensors safetensors, else ckpt\n"
             "  sample [--prompt TEXT] [--tokens N] [--temperature F] [--top-k K] [--seed S]\n"
             "         [--vocab-dir DIR] [--ids] [--logits FILE] DIR\n"
@@ -362,17 +367,6 @@ static int read_exact(int fd, void *buf, size_t n)
     return 0;
 }
 
-/* The first bytes of a safetensors file (huggingface/safetensors): u64
- * little-endian N, then N bytes of JSON starting with '{', inside a file
- * of `size` bytes. */
-static int is_safetensors(const unsigned char *b, size_t got, long long size)
-{
-    if (got < 9 || b[8] != '{') return 0;
-    uint64_t n = 0;
-    for (int i = 0; i < 8; i++) n |= (uint64_t)b[i] << (8 * i);
-    return n >= 2 && size >= 8 && n <= (uint64_t)(size - 8);
-}
-
 /* Read an llm.c gpt2 checkpoint into a fresh holder (fp32, version 3).  The
  * 1 KiB header is read and checked first, and the file's size against it,
  * so a wrong or huge file costs 1 KiB of reading, not its size; then the
@@ -395,11 +389,6 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         int e = errno;
         close(fd);
         return pt_fail(PT_EIO, "llm.c model file %s: cannot read its header: %s", file, e ? strerror(e) : "end of file");
-    }
-    if (is_safetensors((const unsigned char *)hd, want_hd, size)) {
-        close(fd);
-        return pt_fail(PT_EFORMAT, "%s is a safetensors file: convert reads a checkpoint or an llm.c gpt2 .bin (fp32, "
-                       "version 3); reading safetensors is not supported", file);
     }
     if (size < (long long)sizeof hd) {
         close(fd);
@@ -622,13 +611,279 @@ static int write_safetensors(holder *h, const char *out, long step, int64_t *byt
     return pt_atomic_commit(&f, 1);
 }
 
-/* ---- convert ----------------------------------------------------------------- */
-
 static int ends_with(const char *s, const char *suf)
 {
     size_t a = strlen(s), b = strlen(suf);
     return a >= b && !strcmp(s + a - b, suf);
 }
+
+/* ---- reading Hugging Face GPT-2 safetensors -------------------------------------
+ * transformers' GPT2Model / GPT2LMHeadModel state dict (model.safetensors):
+ * the names of st_entries, with or without the "transformer." prefix of
+ * GPT2LMHeadModel; lm_head.weight, when present, must be wte.weight (tied,
+ * as GPT-2 is and ptrain's model is); the attention mask buffers
+ * h.N.attn.bias and h.N.attn.masked_bias (constants, saved by older
+ * transformers) are passed over.  Conv1D weights ([in, out]) are transposed
+ * to ptrain's [out, in]; F16 and BF16 are widened to fp32 exactly.  The
+ * shape comes from --model, else config.json beside the file (transformers'
+ * GPT2Config: n_layer, n_head, n_embd, n_positions (older: n_ctx),
+ * vocab_size), whose other fields, when present, must describe the model
+ * ptrain computes (model_type gpt2, a tanh GELU, LayerNorm epsilon 1e-5,
+ * n_inner 4 n_embd, attention scaled by 1/sqrt(head size) only). */
+
+/* a field of config.json that must hold an integer in [1, 2^31) */
+static int cfg_int(json_t *root, const char *path, const char *key, const char *alt, int *out)
+{
+    json_t *v = json_object_get(root, key);
+    if (!v && alt) v = json_object_get(root, alt);
+    if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > INT32_MAX)
+        return pt_fail(PT_EFORMAT, "%s: \"%s\"%s%s%s is not an integer in [1, 2^31)", path, key, alt ? " (or \"" : "",
+                       alt ? alt : "", alt ? "\")" : "");
+    *out = (int)json_integer_value(v);
+    return PT_OK;
+}
+
+/* The model of config.json in the directory of st_path: PT_OK, 1 (no
+ * config.json there), or an error naming the file and the field. */
+static int hf_config(const char *st_path, pt_gpt_config *cfg, char *used, size_t un)
+{
+    char path[4300];
+    const char *slash = strrchr(st_path, '/');
+    if (slash) snprintf(path, sizeof path, "%.*s/config.json", (int)(slash - st_path), st_path);
+    else snprintf(path, sizeof path, "config.json");
+    struct stat sb;
+    if (stat(path, &sb) != 0) return 1;
+    snprintf(used, un, "%s", path);
+    int fd = pt_open_regular(path, "model config");
+    if (fd < 0) return fd;
+    if (fstat(fd, &sb) != 0 || sb.st_size > (1 << 20)) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "%s: more than 1 MiB, not a model config", path);
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    int rc = pt_read_fd(fd, "model config", path, &buf, &len);
+    close(fd);
+    if (rc) return rc;
+    json_error_t je;
+    json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
+    free(buf);
+    if (!json_is_object(root)) {
+        rc = root ? pt_fail(PT_EFORMAT, "%s: not a JSON object", path)
+                  : pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, je.line, je.text);
+        json_decref(root);
+        return rc;
+    }
+    const char *mt = json_string_value(json_object_get(root, "model_type"));
+    const char *act = json_string_value(json_object_get(root, "activation_function"));
+    json_t *eps = json_object_get(root, "layer_norm_epsilon"), *inner = json_object_get(root, "n_inner");
+    json_t *inv = json_object_get(root, "scale_attn_by_inverse_layer_idx"), *scale = json_object_get(root, "scale_attn_weights");
+    if ((rc = cfg_int(root, path, "n_layer", NULL, &cfg->n_layer)) || (rc = cfg_int(root, path, "n_head", NULL, &cfg->n_head)) ||
+        (rc = cfg_int(root, path, "n_embd", NULL, &cfg->n_embd)) ||
+        (rc = cfg_int(root, path, "n_positions", "n_ctx", &cfg->seq_len)) ||
+        (rc = cfg_int(root, path, "vocab_size", NULL, &cfg->vocab))) {
+    } else if (json_object_get(root, "model_type") && (!mt || strcmp(mt, "gpt2")))
+        rc = pt_fail(PT_EFORMAT, "%s: \"model_type\" is not \"gpt2\": convert reads GPT-2 models", path);
+    else if (json_object_get(root, "activation_function") &&
+             (!act || (strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh") && strcmp(act, "gelu_fast"))))
+        rc = pt_fail(PT_EFORMAT, "%s: \"activation_function\" %s%.40s%s: ptrain's GPT-2 computes the tanh GELU (valid: "
+                                 "gelu_new, gelu_pytorch_tanh, gelu_fast)", path, act ? "\"" : "", act ? act : "(not a string)",
+                     act ? "\"" : "");
+    else if (eps && (!json_is_number(eps) || fabs(json_number_value(eps) - 1e-5) > 1e-12))
+        rc = pt_fail(PT_EFORMAT, "%s: \"layer_norm_epsilon\" is not 1e-05, the epsilon of ptrain's LayerNorm", path);
+    else if (inner && !json_is_null(inner) &&
+             (!json_is_integer(inner) || json_integer_value(inner) != 4 * (json_int_t)cfg->n_embd))
+        rc = pt_fail(PT_EFORMAT, "%s: \"n_inner\" is not null or 4 n_embd (%lld): ptrain's MLP is 4 n_embd wide", path,
+                     4LL * cfg->n_embd);
+    else if ((inv && !json_is_false(inv)) || (scale && !json_is_true(scale)))
+        rc = pt_fail(PT_EFORMAT, "%s: attention scaled otherwise than by 1/sqrt(head size) (scale_attn_weights true, "
+                                 "scale_attn_by_inverse_layer_idx false)", path);
+    json_decref(root);
+    return rc;
+}
+
+/* Hugging Face's shape of st_entries' entry i of a model cfg: [rows, cols] or [n] */
+static int hf_shape(const pt_gpt_config *cfg, int i, int64_t *shape)
+{
+    const int64_t C = cfg->n_embd, L = cfg->n_layer;
+    if (i == 0) return shape[0] = cfg->vocab, shape[1] = C, 2;
+    if (i == 1) return shape[0] = cfg->seq_len, shape[1] = C, 2;
+    if (i >= 2 + 12 * L) return shape[0] = C, 1;
+    switch ((i - 2) % 12) {
+    case 2: return shape[0] = C, shape[1] = 3 * C, 2;  /* c_attn.weight [in, out] */
+    case 3: return shape[0] = 3 * C, 1;
+    case 4: return shape[0] = C, shape[1] = C, 2;      /* attn.c_proj.weight */
+    case 8: return shape[0] = C, shape[1] = 4 * C, 2;  /* c_fc.weight */
+    case 9: return shape[0] = 4 * C, 1;
+    case 10: return shape[0] = 4 * C, shape[1] = C, 2; /* mlp.c_proj.weight */
+    default: return shape[0] = C, 1;                   /* LayerNorms, c_proj biases */
+    }
+}
+
+static void shape_text(char *b, size_t n, const int64_t *shape, int nd)
+{
+    size_t o = (size_t)snprintf(b, n, "[");
+    for (int k = 0; k < nd && o < n; k++) o += (size_t)snprintf(b + o, n - o, "%s%lld", k ? ", " : "", (long long)shape[k]);
+    if (o < n) snprintf(b + o, n - o, "]");
+}
+
+/* Read a Hugging Face GPT-2 model.safetensors into a fresh holder: every
+ * name, shape and dtype checked against the model before it is built. */
+static int st_read(const char *file, const char *model, holder *h, pt_gpt_config *cfg, char *from, size_t fn)
+{
+    pt_safetensors st;
+    int rc = pt_st_open(&st, file);
+    if (rc) return rc;
+    st_entry *e = NULL;
+    float *buf = NULL, *lm = NULL;
+    if (model) {
+        pt_model_shape ms;
+        pt_error err;
+        if (pt_model_shape_parse("--model", model, &ms, &err) < 0) {
+            rc = pt_fail(PT_EINVAL, "%s", err.text);
+            goto out;
+        }
+        *cfg = (pt_gpt_config){ms.n_layer, ms.n_head, ms.n_embd, ms.seq_len, ms.vocab};
+        snprintf(from, fn, "--model %s", model);
+    } else if ((rc = hf_config(file, cfg, from, fn)) == 1) {
+        rc = pt_fail(PT_EINVAL, "%s: no config.json beside it to give the model's shape: give --model NAME or "
+                                "L,H,C,T,V", file);
+        goto out;
+    } else if (rc)
+        goto out;
+    if (cfg->n_embd % cfg->n_head || cfg->n_layer > 4096 || cfg->n_embd > 1 << 16 || cfg->seq_len > 1 << 20 ||
+        cfg->vocab > 1 << 24) {
+        rc = pt_fail(PT_EFORMAT, "%s: model L=%d H=%d C=%d T=%d V=%d is not a GPT-2 model ptrain builds (need n_head "
+                                 "dividing n_embd, L <= 4096, C <= 65536, T <= 2^20, V <= 2^24)", from, cfg->n_layer,
+                     cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab);
+        goto out;
+    }
+    const char *prefix = pt_st_find(&st, "transformer.wte.weight") ? "transformer." : "";
+    const int n = st_entries(cfg, &e);
+    if (n < 0) {
+        rc = PT_ENOMEM;
+        goto out;
+    }
+    /* every tensor of the file is a weight, a mask buffer or the tied head */
+    const pt_st_tensor *lmt = pt_st_find(&st, "lm_head.weight");
+    for (int i = 0; i < st.n; i++) {
+        const char *nm = st.t[i].name, *rest = !strncmp(nm, prefix, strlen(prefix)) ? nm + strlen(prefix) : NULL;
+        int known = &st.t[i] == lmt, l = -1, len = 0;
+        for (int k = 0; !known && rest && k < n; k++) known = !strcmp(rest, e[k].name);
+        if (!known && rest && sscanf(rest, "h.%d.attn.%n", &l, &len) == 1 && len && l >= 0 && l < cfg->n_layer)
+            known = !strcmp(rest + len, "bias") || !strcmp(rest + len, "masked_bias");
+        if (!known) {
+            rc = pt_fail(PT_EFORMAT, "%s: tensor '%.200s' is not a weight of this GPT-2 model (L=%d: wte, wpe, h.0 .. "
+                                     "h.%d, ln_f%s, lm_head tied to wte)", file, nm, cfg->n_layer, cfg->n_layer - 1,
+                         *prefix ? ", under transformer." : "");
+            goto out;
+        }
+    }
+    size_t most = 0;
+    for (int k = 0; k < n; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", prefix, e[k].name);
+        const pt_st_tensor *t = pt_st_find(&st, name);
+        int64_t want[2];
+        const int nd = hf_shape(cfg, k, want);
+        char a[64], b[64];
+        if (!t) {
+            rc = pt_fail(PT_EFORMAT, "%s: no tensor '%s': not a GPT-2 model of %d layers", file, name, cfg->n_layer);
+            goto out;
+        }
+        if (t->ndim != nd || t->shape[0] != want[0] || (nd == 2 && t->shape[1] != want[1])) {
+            shape_text(a, sizeof a, t->shape, t->ndim);
+            shape_text(b, sizeof b, want, nd);
+            rc = pt_fail(PT_EFORMAT, "%s: tensor '%s' has shape %s; the model of %s (L=%d H=%d C=%d T=%d V=%d) needs %s",
+                         file, name, a, from, cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab, b);
+            goto out;
+        }
+        if (t->dtype != PT_ST_F32 && t->dtype != PT_ST_F16 && t->dtype != PT_ST_BF16) {
+            rc = pt_fail(PT_EFORMAT, "%s: tensor '%s' is %s; weights are read from F32, F16 or BF16", file, name,
+                         pt_st_dtype_name(t->dtype));
+            goto out;
+        }
+        if (t->numel > most) most = (size_t)t->numel;
+    }
+    if (lmt && (lmt->ndim != 2 || lmt->shape[0] != cfg->vocab || lmt->shape[1] != cfg->n_embd)) {
+        rc = pt_fail(PT_EFORMAT, "%s: lm_head.weight is not [%d, %d] as wte: an output layer ptrain's GPT-2 (tied to "
+                                 "wte) cannot hold", file, cfg->vocab, cfg->n_embd);
+        goto out;
+    }
+    /* the checks passed: sizes are the file's own (at most 4 bytes per element of it) */
+    buf = malloc(sizeof *buf * (most ? most : 1));
+    if (!buf) {
+        rc = pt_fail(PT_ENOMEM, "out of memory for a tensor of %zu elements", most);
+        goto out;
+    }
+    if (lmt) { /* the tied head, bit for bit, before the model is built (and MPI started) */
+        char name[64];
+        snprintf(name, sizeof name, "%swte.weight", prefix);
+        const pt_st_tensor *w = pt_st_find(&st, name);
+        if (!(lm = malloc(sizeof *lm * (size_t)lmt->numel))) {
+            rc = pt_fail(PT_ENOMEM, "out of memory");
+            goto out;
+        }
+        if ((rc = pt_st_read_f32(&st, w, buf)) || (rc = pt_st_read_f32(&st, lmt, lm))) goto out;
+        if (memcmp(lm, buf, sizeof *lm * (size_t)lmt->numel)) {
+            rc = pt_fail(PT_EFORMAT, "%s: lm_head.weight differs from wte.weight (an untied output layer): ptrain's "
+                                     "GPT-2 ties them", file);
+            goto out;
+        }
+    }
+    if ((rc = holder_build(h, cfg, 1))) goto out;
+    const pt_ops *ops = h->model.ops;
+    for (int k = 0; k < n && !rc; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "%s%s", prefix, e[k].name);
+        const pt_st_tensor *t = pt_st_find(&st, name);
+        if ((rc = pt_st_read_f32(&st, t, buf))) break;
+        pt_param *p = param_at(h, e[k].idx);
+        int64_t lo, hi;
+        float *d, *m, *v;
+        pt_train_owned_state(&h->tr, h->model.pidx[e[k].idx], &lo, &hi, &d, &m, &v);
+        const size_t nel = (size_t)(p->rows * p->cols);
+        if (e[k].transpose) { /* [in, out] -> [out, in]: element (i, o) to (o, i) */
+            const size_t in = (size_t)t->shape[0], out = (size_t)t->shape[1];
+            for (size_t o = 0; o < out; o++) ops->copy2d(d + o * in, sizeof(float), buf + o, sizeof(float) * out,
+                                                         sizeof(float), in);
+        } else {
+            ops->copy2d(d, sizeof(float), buf, sizeof(float), sizeof(float) * (size_t)t->numel, 1);
+            if (nel > t->numel) ops->zero(d + t->numel, nel - (size_t)t->numel, PT_F32); /* wte's padding rows */
+        }
+        ops->zero(m, nel, PT_F32);
+        ops->zero(v, nel, PT_F32);
+    }
+    if (!rc) {
+        h->tr.step = 0;
+        rc = pt_train_state_loaded(&h->tr);
+    }
+out:
+    free(lm);
+    free(buf);
+    free(e);
+    pt_st_close(&st);
+    return rc;
+}
+
+/* Whether a model file is read as safetensors: not an llm.c file (its
+ * first int32 is not llm.c's magic), and named *.safetensors or starting as
+ * one (a u64 header length, then '{'); a file of neither kind goes to
+ * llmc_read, whose message names llm.c's magic. */
+static int looks_safetensors(const char *file)
+{
+    int fd = pt_open_regular(file, "model file");
+    if (fd < 0) return 0;
+    unsigned char b[9];
+    ssize_t got = pread(fd, b, sizeof b, 0);
+    close(fd);
+    if (got >= 4 && (int32_t)((uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24) == LLMC_MAGIC)
+        return 0;
+    return ends_with(file, ".safetensors") || (got == 9 && b[8] == '{');
+}
+
+/* ---- convert ----------------------------------------------------------------- */
+
 
 /* the preset whose config is cfg, or "custom" */
 static const char *preset_of(const pt_gpt_config *cfg)
@@ -641,7 +896,7 @@ static const char *preset_of(const pt_gpt_config *cfg)
     return "custom";
 }
 
-static int convert(const char *to, const char *src, const char *dst)
+static int convert(const char *to, const char *model, const char *src, const char *dst)
 {
     enum { F_LLMC, F_ST, F_CKPT } target;
     if (!to) to = ends_with(dst, ".bin") ? "llmc" : ends_with(dst, ".safetensors") ? "safetensors" : "ckpt";
@@ -659,8 +914,9 @@ static int convert(const char *to, const char *src, const char *dst)
     memset(&h, 0, sizeof h);
     pt_gpt_config cfg;
     long step = 0;
-    char path[4200];
-    int status = 0;
+    char path[4200], st_from[4400] = "";
+    int status = 0, is_st = 0;
+    if (from_ckpt && model) return tool_die(2, "convert: --model is for a safetensors SRC; a checkpoint records its model");
     if (from_ckpt) {
         json_t *man = NULL;
         int rc = resolve(src, path, sizeof path);
@@ -679,7 +935,12 @@ static int convert(const char *to, const char *src, const char *dst)
         step = meta.step;
     } else {
         snprintf(path, sizeof path, "%s", src);
-        int rc = llmc_read(src, &h, &cfg);
+        is_st = looks_safetensors(src);
+        if (model && !is_st) {
+            status = tool_die(2, "convert: --model is for a safetensors SRC (its shape); %s is not one", src);
+            goto out;
+        }
+        int rc = is_st ? st_read(src, model, &h, &cfg, st_from, sizeof st_from) : llmc_read(src, &h, &cfg);
         if (rc) {
             status = tool_die(rc == PT_ENOMEM ? 1 : 2, "convert: %s", pt_errmsg());
             goto out;
@@ -698,7 +959,7 @@ static int convert(const char *to, const char *src, const char *dst)
     } else {
         pt_ckpt_meta meta = {.step = 0, .adam_step = 0, .seed = 0, .lr = 0, .min_lr = 0, .warmup = 0, .total_steps = 0};
         snprintf(meta.model, sizeof meta.model, "%s", preset_of(&cfg));
-        snprintf(meta.data, sizeof meta.data, "llm.c:%.240s", src);
+        snprintf(meta.data, sizeof meta.data, "%s:%.240s", is_st ? "safetensors" : "llm.c", src);
         char saved[4200] = "";
         /* DST as ptrain-run treats a --save-dir: usable, and locked against a job saving into it */
         int lockfd = -1;
@@ -715,8 +976,8 @@ static int convert(const char *to, const char *src, const char *dst)
         status = tool_die(1, "convert: %s", pt_errmsg());
         goto out;
     }
-    printf("convert: %s (step %ld, L=%d H=%d C=%d T=%d V=%d) -> %s (%s%s", path, step, cfg.n_layer, cfg.n_head,
-           cfg.n_embd, cfg.seq_len, cfg.vocab, dst, what, bytes ? "" : ")\n");
+    printf("convert: %s (step %ld, L=%d H=%d C=%d T=%d V=%d%s%s) -> %s (%s%s", path, step, cfg.n_layer, cfg.n_head,
+           cfg.n_embd, cfg.seq_len, cfg.vocab, *st_from ? ", shape from " : "", st_from, dst, what, bytes ? "" : ")\n");
     if (bytes) printf(", %lld bytes)\n", (long long)bytes);
 out:
     holder_free(&h);
@@ -946,11 +1207,12 @@ int main(int argc, char **argv)
         {"vocab-dir", required_argument, 0, 'v'},
         {"ids", no_argument, 0, 'i'},
         {"logits", required_argument, 0, 'l'},
+        {"model", required_argument, 0, 'm'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
-    const char *c = argv[1], *to = NULL;
+    const char *c = argv[1], *to = NULL, *model = NULL;
     const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert") || !strcmp(c, "sample");
     sample_opts so = {.prompt = "", .tokens = 64, .temperature = 1.0, .top_k = 0, .seed = 1337};
     so.vocab_dir = tool_bpe_dir_env();
@@ -969,6 +1231,10 @@ int main(int argc, char **argv)
         case 't':
             if (strcmp(c, "convert")) return tool_die(2, "%s: --to is only valid for convert", c);
             to = optarg;
+            break;
+        case 'm':
+            if (strcmp(c, "convert")) return tool_die(2, "%s: --model is only valid for convert", c);
+            model = optarg;
             break;
         case 'p': case 'n': case 'T': case 'k': case 's': case 'v': case 'i': case 'l':
             if (strcmp(c, "sample")) return tool_die(2, "%s: --%s is only valid for sample", c, lo[li].name);
@@ -999,7 +1265,7 @@ int main(int argc, char **argv)
         case ':':
             return tool_die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
         default:
-            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT (convert); --prompt, --tokens, --temperature, "
+            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --model M (convert); --prompt, --tokens, --temperature, "
                           "--top-k, --seed, --vocab-dir, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
         }
     }
@@ -1011,5 +1277,5 @@ int main(int argc, char **argv)
     if (!strcmp(c, "info")) return cmd_info(argv[optind]);
     if (!strcmp(c, "verify")) return cmd_verify(argv[optind]);
     if (!strcmp(c, "sample")) return cmd_sample(argv[optind], &so);
-    return convert(to, argv[optind], argv[optind + 1]);
+    return convert(to, model, argv[optind], argv[optind + 1]);
 }

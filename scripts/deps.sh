@@ -6,7 +6,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 SUDO=
 [ "$(id -u)" -eq 0 ] || SUDO=sudo
 pkgs=(build-essential autoconf automake libtool pkg-config debhelper
-      libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libhwloc-dev hwloc libconfig-dev
+      libopenmpi-dev openmpi-bin libopenblas-dev libopenblas-openmp-dev libdnnl-dev libhwloc-dev hwloc libconfig-dev
       libpcre2-dev libjansson-dev pci.ids jq gnuplot-nox
       libslurm-dev slurmctld slurmd slurm-client munge libpmix-dev
       bible-kjv nodejs npm

@@ -5,7 +5,7 @@
 #     SECONDS  budget per target (default 20; 0 = only replay the seed corpus
 #              and the regression inputs); FUZZ_RUNS=N replaces it with N
 #              inputs from seed 1 (deterministic: what CI runs)
-#     TARGET   e.g. shard bpe topo_json topo_xml plan_env spank_opts spank_conf
+#     TARGET   e.g. shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf
 #              (default: all)
 # Each target first replays tests/fuzz/regress/<target>/ (inputs that once
 # crashed) and its seed corpus tests/fuzz/corpus/<target>/, then fuzzes with
@@ -18,7 +18,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
 shift || true
-all="shard bpe topo_json topo_xml plan_env spank_opts spank_conf"
+all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf"
 targets=${*:-$all}
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
 [ -n "$CC" ] || { echo "fuzz: clang not found (apt-get install clang-14 libclang-rt-14-dev)"; exit 1; }
@@ -30,7 +30,8 @@ pc() { pkg-config "$@"; }
 core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c"
 plan="$top/lib/plan/plan_env.c $top/lib/plan/plan_modes.c $top/lib/plan/plan_validate.c $top/lib/plan/plan_place.c"
 declare -A src libs
-src[shard]="$core $top/lib/data/shard.c"; libs[shard]="-lm"
+src[shard]="$core $top/lib/data/shard.c"; libs[shard]="$(pc --cflags --libs jansson) -lm"
+src[safetensors]="$core $top/lib/ckpt/safetensors.c"; libs[safetensors]="$(pc --cflags --libs jansson) -lm"
 src[bpe]="$core $top/lib/data/bpe.c"; libs[bpe]="$(pc --cflags --libs libpcre2-8 jansson) -lm"
 topo_src="$core $top/topo/topo.c $top/topo/topo_json.c $top/topo/topo_membw.c"
 topo_libs="$(pc --cflags --libs hwloc jansson) -fopenmp -lm"

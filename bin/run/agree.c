@@ -58,7 +58,7 @@ static const struct {
     [F_STEPS] = {"--steps", SHOW_INT},
     [F_BATCH] = {"--batch", SHOW_INT},
     [F_TRAINING] = {"training options (--seed, --lr, --min-lr, --warmup, --weight-decay, --grad-clip, "
-                    "--adam-eps, --val-every, --val-batches, --dry-run)", SHOW_HASH},
+                    "--adam-eps, --beta1, --beta2, --val-every, --val-batches, --dry-run)", SHOW_HASH},
     [F_SCHEDULE] = {"plan schedule", SHOW_SCHEDULE},
     [F_VSTAGES] = {"plan virtual_stages", SHOW_INT},
     [F_METRICS] = {"--metrics", SHOW_GIVEN},
@@ -116,7 +116,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_STEPS] = o->steps;
     v[F_BATCH] = o->batch;
     double opt[] = {(double)o->seed, o->lr, o->min_lr, (double)o->warmup, o->wd, o->clip,
-                    (double)o->val_every, (double)o->val_batches, (double)o->dry_run, o->eps};
+                    (double)o->val_every, (double)o->val_batches, (double)o->dry_run, o->eps, o->beta1, o->beta2};
     v[F_TRAINING] = (int64_t)pt_fnv1a64(opt, sizeof opt);
     v[F_SCHEDULE] = p->schedule;
     v[F_VSTAGES] = p->virtual_stages;

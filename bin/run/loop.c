@@ -7,7 +7,6 @@
 #include "config.h"
 #include "run.h"
 #include "backend/blas.h"
-#include "backend/gemm_bf16_fallback.h"
 #include "ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "parallel/context.h"
@@ -228,6 +227,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
     opt.weight_decay = o.wd;
     opt.grad_clip = o.clip;
     opt.eps = o.eps;
+    opt.beta1 = o.beta1;
+    opt.beta2 = o.beta2;
     /* every plan runs through the pipeline executor: pp = 1 with m = 1 is
      * the plain step, pp = 1 with m > 1 gradient accumulation */
     pt_pipeline_cfg pc;
@@ -241,7 +242,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
 
     /* checkpoints: the run state besides the tensors, and resuming */
     pt_ckpt_meta cmeta = {.adam_step = 0, .seed = o.seed, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup,
-                          .total_steps = o.steps};
+                          .total_steps = o.steps, .beta1 = o.beta1, .beta2 = o.beta2, .adam_eps = o.eps,
+                          .weight_decay = o.wd, .grad_clip = o.clip};
     snprintf(cmeta.model, sizeof cmeta.model, "%s", o.model);
     snprintf(cmeta.data, sizeof cmeta.data, "%s", o.data);
     long start_step = 0;
@@ -267,6 +269,19 @@ int run_train(run_setup *s, uint64_t agreed, int world)
                             "from step %ld on\n",
                     which, got.total_steps, (double)got.lr, (double)got.min_lr, got.warmup, o.steps, (double)(float)o.lr,
                     (double)(float)o.min_lr, o.warmup, got.step);
+            fflush(stderr);
+        }
+        /* AdamW's own settings: a change is allowed, the run then is not the
+         * uninterrupted one (a checkpoint of an older ptrain records none) */
+        if (loaded && run_rank == 0 && got.beta2 > 0 &&
+            (got.beta1 != o.beta1 || got.beta2 != o.beta2 || got.adam_eps != o.eps || got.weight_decay != o.wd ||
+             got.grad_clip != o.clip)) {
+            fprintf(stderr, "ptrain-run: warning: checkpoint %s was trained with --beta1 %g --beta2 %g --adam-eps %g "
+                            "--weight-decay %g --grad-clip %g, this run has --beta1 %g --beta2 %g --adam-eps %g "
+                            "--weight-decay %g --grad-clip %g: the optimizer changes from step %ld on\n",
+                    which, (double)got.beta1, (double)got.beta2, (double)got.adam_eps, (double)got.weight_decay,
+                    (double)got.grad_clip, (double)o.beta1, (double)o.beta2, (double)o.eps, (double)o.wd,
+                    (double)o.clip, got.step);
             fflush(stderr);
         }
         if (run_rank == 0) {
@@ -298,10 +313,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
                o.data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o.batch, T,
                tok_per_step, o.steps, o.lr, o.min_lr, o.warmup, threads);
-        if (plan.precision == PT_PREC_BF16) /* the precision's GEMM beside the fp32 one */
-            printf("blas: %s; %s\n", pt_blas_summary(), pt_gemm_bf16_summary());
-        else
-            printf("blas: %s\n", pt_blas_summary());
+        printf("blas: %s\n", pt_blas_summary()); /* the fp32 GEMM; the bf16 one */
         fflush(stdout);
     }
     run_metrics *mf = NULL;

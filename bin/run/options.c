@@ -13,13 +13,14 @@
 enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-       O_RECOMPUTE, O_PRECISION, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS };
+       O_RECOMPUTE, O_PRECISION, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS,
+       O_BETA1, O_BETA2 };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
     {"seq-len", 1, 0, O_SEQ}, {"vocab", 1, 0, O_VOCAB}, {"lr", 1, 0, O_LR}, {"min-lr", 1, 0, O_MINLR},
     {"warmup", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"grad-clip", 1, 0, O_CLIP},
-    {"adam-eps", 1, 0, O_EPS},
+    {"adam-eps", 1, 0, O_EPS}, {"beta1", 1, 0, O_BETA1}, {"beta2", 1, 0, O_BETA2},
     {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
     {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
     {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER},
@@ -64,7 +65,10 @@ void run_usage(FILE *f)
         "  --seed N             initialisation seed (default 1337)\n"
         "\n"
         "Data:\n"
-        "  --data DIR|synthetic[:SEED]  DIR holds train.bin and val.bin (ptrain-data prepare)\n"
+        "  --data [FORMAT:]DIR|synthetic[:SEED]  a data set: ptrain-data prepare's output\n"
+        "                       (index.json, or train.bin+val.bin), llm.c shards\n"
+        "                       (PREFIX_train*.bin, PREFIX_val*.bin), or nanogpt:DIR (ids\n"
+        "                       checked against --vocab); see ptrain-data(1)\n"
         "  --batch B            global batch in sequences (default PTRAIN_BATCH, else 8;\n"
         "                       multiple of dp)\n"
         "  --steps N            optimizer steps (default 200)\n"
@@ -100,6 +104,8 @@ void run_usage(FILE *f)
         "  --warmup N           linear warm-up steps (default steps/10, at most 100)\n"
         "  --weight-decay F --grad-clip F   (default 0.1, 1.0; 0 = no clipping)\n"
         "  --adam-eps F         AdamW's epsilon (default 1e-8)\n"
+        "  --beta1 F --beta2 F  AdamW's moment decays (default 0.9, 0.95 as GPT-2/3 recipes;\n"
+        "                       llm.c's CPU trainer uses 0.999 for beta2)\n"
         "\n"
         "Logging and metrics:\n"
         "  --log-every N        print every N steps (default 1)\n"
@@ -192,6 +198,8 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     o->batch = 8;
     o->lr = 1e-3f;
     o->eps = 1e-8f;
+    o->beta1 = 0.9f;
+    o->beta2 = 0.95f;
     o->min_lr = -1;
     o->warmup = -1;
     o->wd = 0.1f;
@@ -224,6 +232,8 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_WD: if (parse_float("--weight-decay", optarg, 0, 10, &vf, err)) return -1; o->wd = vf; break;
         case O_CLIP: if (parse_float("--grad-clip", optarg, 0, 1e6f, &vf, err)) return -1; o->clip = vf; break;
         case O_EPS: if (parse_float("--adam-eps", optarg, 1e-30f, 1, &vf, err)) return -1; o->eps = vf; break;
+        case O_BETA1: if (parse_float("--beta1", optarg, 0, 0.999999f, &vf, err)) return -1; o->beta1 = vf; break;
+        case O_BETA2: if (parse_float("--beta2", optarg, 0, 0.999999f, &vf, err)) return -1; o->beta2 = vf; break;
         case O_VALE: if (parse_long("--val-every", optarg, 0, 100000000, &vl, err)) return -1; o->val_every = vl; break;
         case O_VALB: if (parse_long("--val-batches", optarg, 1, 1000000, &vl, err)) return -1; o->val_batches = vl; break;
         case O_LOGE: if (parse_long("--log-every", optarg, 1, 100000000, &vl, err)) return -1; o->log_every = vl; break;

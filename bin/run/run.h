@@ -43,7 +43,7 @@ typedef struct run_opts {
     int zero, schedule, recompute;         /* -1 = not given */
     int precision;                         /* a pt_precision; -1 = not given */
     const char *pp_split;                  /* NULL = not given */
-    float lr, min_lr, wd, clip, eps;
+    float lr, min_lr, wd, clip, eps, beta1, beta2;
     int dry_run, quiet;
     double watchdog;     /* seconds without progress before the job is ended; 0 = off */
     double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */

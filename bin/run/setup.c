@@ -503,7 +503,7 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     /* data: opened here, so that a rank that cannot read it fails in the
      * start-up agreement and the data's identity is agreed on */
     const int T = cfg->seq_len;
-    if (!o->data) return pt_errprintf(err, "--data is required: a directory made by 'ptrain-data prepare' (train.bin, val.bin) or 'synthetic'");
+    if (!o->data) return pt_errprintf(err, "--data is required: a directory made by 'ptrain-data prepare', llm.c shards, nanogpt:DIR or 'synthetic'");
     if (strncmp(o->data, "synthetic", 9) == 0 && (o->data[9] == 0 || o->data[9] == ':')) {
         s->synth_train = synthetic_shard(&s->train, o->data, cfg->vocab, 1 << 20, err);
         if (!s->synth_train) return -1;
@@ -516,24 +516,9 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
         s->data_id[2] = s->val.ntokens;
         s->data_id[3] = h + 1;
     } else {
-        size_t pl = strlen(o->data) + 16;
-        char *ptr = malloc(pl), *pva = malloc(pl);
-        if (!ptr || !pva) {
-            free(ptr);
-            free(pva);
-            return pt_errprintf(err, "data: out of memory");
-        }
-        snprintf(ptr, pl, "%s/train.bin", o->data);
-        snprintf(pva, pl, "%s/val.bin", o->data);
-        int rc = pt_shard_open(&s->train, ptr);
-        if (rc == PT_OK) rc = pt_shard_open(&s->val, pva);
-        if (rc == PT_OK) {
-            const pt_shard *set[2] = {&s->train, &s->val};
-            const char *names[2] = {ptr, pva};
-            rc = pt_shard_check_set(set, names, 2);
-        }
-        free(ptr);
-        free(pva);
+        /* every format of lib/data (shard.h): ptrain-data prepare's set, llm.c
+         * shards, nanogpt:DIR (ids checked against the model's vocabulary) */
+        int rc = pt_dataset_open(o->data, (uint32_t)(cfg->vocab < 65536 ? cfg->vocab : 65536), &s->train, &s->val);
         if (rc) return pt_errprintf(err, "data: %s", pt_errmsg());
         if (s->train.vocab_size > (uint32_t)cfg->vocab)
             return pt_errprintf(err, "data vocabulary %u is larger than the model's %d (--vocab)", s->train.vocab_size, cfg->vocab);

@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "backend/blas.h"
+#include "backend/gemm_bf16.h"
 
 #include <cblas.h>
 #include <pthread.h>
@@ -187,12 +188,12 @@ void pt_blas_get_info(pt_blas_info *info)
 
 const char *pt_blas_summary(void)
 {
-    static char line[384];
+    static char line[800];
     pt_blas_info i;
     pt_blas_get_info(&i);
-    snprintf(line, sizeof line, "%s (%s), kernels %s (%s) on an %s CPU [%s], %d thread%s", i.name, i.threading,
+    snprintf(line, sizeof line, "%s (%s), kernels %s (%s) on an %s CPU [%s], %d thread%s; %s", i.name, i.threading,
              i.coretype, pt_isa_name(i.kernel_level), pt_isa_name(i.cpu_level), i.reason, i.threads,
-             i.threads == 1 ? "" : "s");
+             i.threads == 1 ? "" : "s", pt_gemm_bf16_summary());
     return line;
 }
 

@@ -52,7 +52,9 @@ int pt_blas_select(void);
 void pt_blas_get_info(pt_blas_info *info);
 
 /* One line for run headers: "OpenBLAS 0.3.21 (OpenMP), kernels SkylakeX
- * (avx512) on an avx512 CPU [reason], 2 threads".  Static buffer, valid
+ * (avx512) on an avx512 CPU [reason], 2 threads; bf16 GEMM onednn (...)
+ * on an amx_bf16 CPU [rule for amx_bf16]", the part after ';' being
+ * pt_gemm_bf16_summary() (backend/gemm_bf16.h).  Static buffer, valid
  * until the next call. */
 const char *pt_blas_summary(void);
 

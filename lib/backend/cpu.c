@@ -1,10 +1,10 @@
 /* CPU backend: the kernels of cpu_ops.inc instantiated for float, bf16
  * (storage) with float arithmetic and double, the generic memory and
  * BLAS-1 ops, and the "cpu" backend (OpenBLAS sgemm, the bf16 GEMM of
- * gemm_bf16_fallback.h, OpenMP loops). */
+ * gemm_bf16.h, OpenMP loops). */
 #include "backend/ops.h"
 #include "backend/blas.h"
-#include "backend/gemm_bf16_fallback.h"
+#include "backend/gemm_bf16.h"
 #include "core/core.h"
 
 #include <cblas.h>

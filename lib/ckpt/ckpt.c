@@ -379,6 +379,12 @@ static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *pl
                             "rng", "init_seed", (json_int_t)meta->seed, "note", "no RNG stream advances during training",
                             "tensors", tl, "files", files);
     if (man) json_object_set_new(man, "model_name", json_string(meta->model));
+    if (man)
+        json_object_set_new(man, "optimizer", json_pack("{s:s, s:f, s:f, s:f, s:f, s:f}", "name", "adamw", "beta1",
+                                                        (double)meta->beta1, "beta2", (double)meta->beta2, "eps",
+                                                        (double)meta->adam_eps, "weight_decay",
+                                                        (double)meta->weight_decay, "grad_clip",
+                                                        (double)meta->grad_clip));
     /* the checksum member last, 16 '0' digits while the file's FNV-1a 64 is taken */
     if (man) json_object_set_new(man, PT_CKPT_MANIFEST_SUM, json_string("0000000000000000"));
     char *js = man ? json_dumps(man, JSON_INDENT(1)) : NULL;
@@ -1048,6 +1054,12 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     meta->warmup = (long)jint(ls, "warmup");
     meta->total_steps = (long)jint(ls, "total_steps");
     meta->seed = (long)jint(json_object_get(man, "rng"), "init_seed");
+    json_t *oj = json_object_get(man, "optimizer"); /* absent in checkpoints of older ptrain */
+    meta->beta1 = (float)json_number_value(json_object_get(oj, "beta1"));
+    meta->beta2 = (float)json_number_value(json_object_get(oj, "beta2"));
+    meta->adam_eps = (float)json_number_value(json_object_get(oj, "eps"));
+    meta->weight_decay = (float)json_number_value(json_object_get(oj, "weight_decay"));
+    meta->grad_clip = (float)json_number_value(json_object_get(oj, "grad_clip"));
     snprintf(meta->model, sizeof meta->model, "%s", jstr(man, "model_name"));
     snprintf(meta->data, sizeof meta->data, "%s", jstr(json_object_get(man, "data"), "spec"));
     t->step = meta->adam_step;

@@ -64,6 +64,8 @@ typedef struct pt_ckpt_meta {
     float lr, min_lr;   /* learning-rate schedule inputs (pt_lr_schedule) */
     long warmup;        /* warmup steps */
     long total_steps;   /* the schedule's total steps */
+    float beta1, beta2, adam_eps, weight_decay, grad_clip; /* AdamW's settings (0: a checkpoint
+                           of a ptrain that did not record them) */
     char model[32];     /* preset name ("test", "tiny", ...) */
     char data[256];     /* data spec (--data) */
 } pt_ckpt_meta;

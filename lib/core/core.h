@@ -80,8 +80,9 @@ typedef uint16_t pt_bf16;
  * applied at bit 16; subnormals round the same way, magnitudes at or above
  * 0x1.ffp127 round to inf).  NaN stays NaN: sign and top 7 payload bits
  * kept, quiet bit set, so a signalling NaN whose payload lies in the low 16
- * bits does not become inf.  (The same pair as lib/backend/gemm_bf16.h of
- * the bf16 GEMM; one of the two goes when both are in one tree.) */
+ * bits does not become inf.  The one definition: lib/backend/gemm_bf16.h
+ * (the bf16 GEMM and its array forms pt_f32_to_bf16_n, pt_bf16_to_f32_n)
+ * uses this pair. */
 static inline pt_bf16 pt_f32_to_bf16(float x)
 {
     uint32_t u;

@@ -152,7 +152,7 @@ int pt_atomic_open(pt_atomic_file *f, const char *path)
         return pt_fail(PT_ENOMEM, "out of memory");
     }
 #ifdef O_TMPFILE
-    f->fd = open(dir, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
+    f->fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0644);
 #endif
     if (f->fd < 0) {
         /* no O_TMPFILE here (e.g. some network file systems): a named,

@@ -50,7 +50,7 @@ int pt_output_check(const char *path);
 
 /* A file being written atomically. */
 typedef struct pt_atomic_file {
-    int fd;     /* write the contents here */
+    int fd;     /* write the contents here (open for reading too: a writer may read back what it wrote) */
     char *path; /* final name */
     char *tmp;  /* visible temporary name (mkostemp fallback), else NULL */
 } pt_atomic_file;

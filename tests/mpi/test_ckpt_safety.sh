@@ -23,7 +23,10 @@
 #  - ptrain-convert reads an llm.c file's header before its body (a huge
 #    file with a header that does not match its size is refused without
 #    reading it: checked under a 3 GB address-space limit, not under ASan),
-#    and names a safetensors SRC as such.
+#    and a safetensors SRC's header before its tensors: without a model
+#    shape it asks for one in one line; a 6 GiB file whose well-formed
+#    header claims a tensor the model does not have is refused under the
+#    same limit, nothing allocated from its sizes.
 . "$top_srcdir/tests/lib.sh"
 need_run
 need_mpirun
@@ -198,13 +201,13 @@ else
 fi
 [ -d "$wd/ro" ] && chmod 755 "$wd/ro"
 
-# ---- ptrain-ckpt convert: header first; safetensors named ---------------------------
+# ---- ptrain-ckpt convert: header first -------------------------------------------------
 ckpt convert "$src" "$wd/m.bin" >/dev/null 2>&1
 ckpt convert "$src" "$wd/m.safetensors" >/dev/null 2>&1
 check "control: the checkpoint converts to .bin and safetensors" [ -s "$wd/m.bin" -a -s "$wd/m.safetensors" ]
 ckpt convert "$wd/m.safetensors" "$wd/x.bin" >"$wd/st.out" 2>&1; rc=$?
-check "convert of a safetensors SRC: exit 2, one line naming it ($(cat "$wd/st.out"))" \
-    tool_error "$wd/st.out" $rc 2 "m.safetensors is a safetensors file"
+check "convert of a safetensors SRC without config.json beside it: exit 2, one line asking for --model ($(cat "$wd/st.out"))" \
+    tool_error "$wd/st.out" $rc 2 "no config.json beside it to give the model's shape: give --model"
 bin=$top_builddir/.libs/ptrain-ckpt; [ -f "$bin" ] || bin=$ck
 if grep -qa __asan_init "$bin"; then
     ok "convert of a huge file under an address-space limit # SKIP ASan build (it reserves terabytes of address space)"
@@ -216,5 +219,14 @@ else
     check "convert of a 6 GiB file whose header does not match its size, under a 3 GB limit: exit 2, one line ($(cat "$wd/huge.out"))" \
         tool_error "$wd/huge.out" $rc 2 "its header .* needs"
     rm -f "$wd/huge.bin"
+    # a safetensors header claiming one 6 GiB tensor, then sparse bytes
+    python3 -c "import json, struct, sys
+h = json.dumps({'wte.weight': {'dtype': 'F32', 'shape': [1572864, 1024], 'data_offsets': [0, 6442450944]}}).encode()
+open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h)" "$wd/huge.safetensors" &&
+        truncate -s $((8 + $(od -An -tu8 -N8 "$wd/huge.safetensors" | tr -d ' ') + 6442450944)) "$wd/huge.safetensors"
+    (ulimit -v 3000000 && exec env "$nolsan" "$ck" convert --model test "$wd/huge.safetensors" "$wd/x.bin") >"$wd/hst.out" 2>&1; rc=$?
+    check "convert of a 6 GiB safetensors file claiming a wte the model does not have, under a 3 GB limit: exit 2, one line ($(cat "$wd/hst.out"))" \
+        tool_error "$wd/hst.out" $rc 2 "tensor 'wte.weight' has shape \\[1572864, 1024\\]"
+    rm -f "$wd/huge.safetensors"
 fi
 done_testing

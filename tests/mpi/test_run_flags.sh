@@ -8,6 +8,7 @@
 . "$top_srcdir/tests/lib.sh"
 need_run
 need_mpirun
+need_jq
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fresh_seed
@@ -66,4 +67,26 @@ bad 4 "--mode 2d --tp 4 --batch 3 (batch split q=2 ways)" "valid B" --mode 2d --
 bad 4 "--sp 2 --tp 2 (sp composes with dp only)" "tp=1" --sp 2 --tp 2
 bad 1 "--precision fp16" "invalid --precision 'fp16' (valid: fp32, bf16)" --precision fp16
 bad 1 "--adam-eps 0 (AdamW divides by sqrt(v) + eps)" "adam-eps: '0' is not a number in \[1e-30, 1\]" --adam-eps 0
+bad 1 "--beta2 1 (the second moment would never decay)" "beta2: '1' is not a number in \[0, 0.999999\]" --beta2 1
+bad 1 "--beta1 -0.1" "beta1: '-0.1' is not a number" --beta1 -0.1
+
+# --beta1/--beta2 (issue 28): AdamW's first step is lr * sign-like g / (|g| + eps)
+# whatever the betas, so runs differ from the second update on; the
+# checkpoint records them, and a resume with others says so
+wd=$(mktemp -d)
+third() { sed -n 's/^step *3\/3 | loss \([0-9.]*\).*/\1/p' "$1"; }
+ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 3 --batch 4 --val-every 0 --lr 3e-3 \
+    --save-dir "$wd/a" >"$wd/a.out" 2>&1
+ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 3 --batch 4 --val-every 0 --lr 3e-3 \
+    --beta1 0.5 --beta2 0.999 --save-dir "$wd/b" >"$wd/b.out" 2>&1
+la=$(third "$wd/a.out") lb=$(third "$wd/b.out")
+check "--beta1 0.5 --beta2 0.999 trains differently from the defaults by step 3 ($la vs $lb)" \
+    sh -c "[ -n '$la' ] && [ -n '$lb' ] && [ '$la' != '$lb' ]"
+check "the checkpoint's manifest records beta1 0.5 and beta2 0.999" \
+    sh -c "jq -e '.optimizer.beta1 == 0.5 and (.optimizer.beta2 - 0.999 | fabs) < 1e-6' '$wd/b/step-00000003/manifest.json' >/dev/null"
+ptrain_mpirun -np 1 "$run" --model test --data "synthetic:$seed" --steps 4 --batch 4 --val-every 0 --lr 3e-3 \
+    --save-dir "$wd/b" --resume auto >"$wd/c.out" 2>&1
+check "resuming it with the default betas warns in one line" \
+    sh -c "[ \$(grep -c 'was trained with --beta1 0.5 --beta2 0.999' '$wd/c.out') -eq 1 ]"
+rm -rf "$wd"
 done_testing

@@ -52,7 +52,7 @@ expect "PTRAIN_OFFLOAD=1 on rank 1 of 2" 2 "rank 1: optimizer offload=1 is not y
     -np 1 $R : -np 1 env PTRAIN_OFFLOAD=1 $R
 expect "PTRAIN_TP=abc on ranks 1 and 3 of 4" 2 "rank 1: .*start-up failed on ranks 1, 3 of 4" \
     -np 1 $R : -np 1 env PTRAIN_TP=abc $R : -np 1 $R : -np 1 env PTRAIN_TP=abc $R
-expect "missing data directory on rank 0 only" 2 "rank 0: data: cannot open token shard $tmp/nowhere/train.bin" \
+expect "missing data directory on rank 0 only" 2 "rank 0: data: data set $tmp/nowhere: No such file or directory" \
     -np 1 "$run" --model test --data "$tmp/nowhere" --steps 1 --batch 4 : -np 1 $R
 
 # case 2: valid but different plans, models, options

@@ -58,6 +58,12 @@ for f in usr/include/ptrain/lib/core/core.h "usr/lib/$triplet/pkgconfig/ptrain.p
          "usr/lib/$triplet/libptrain.so"; do
     check "libptrain-dev holds /$f" has libptrain-dev "$f"
 done
+# the license (MIT; "Expat" in Debian's short names) in every package's copyright file
+for p in ptrain libptrain-dev ptrain-slurm-plugin; do
+    lic=$(dpkg-deb --fsys-tarfile "$(deb $p)" | tar -xOf - "./usr/share/doc/$p/copyright" 2>/dev/null |
+          sed -n 's/^License: //p' | sort -u | tr '\n' ' ')
+    check "$p's copyright file names the MIT (Expat) license ($lic)" [ "$lic" = "Expat " ]
+done
 check "no libtool archive is shipped" \
     sh -c "! for d in $work/*.deb; do dpkg-deb -c \$d; done | grep -q '\.la\$'"
 conf=$(dpkg-deb --info "$(deb ptrain-slurm-plugin)" conffiles 2>/dev/null)

@@ -268,6 +268,24 @@ check "inner srun exited 0" grep -q '^BATCH srun rc=0' "$D/job.out"
 check_plan "$D/job.out" 4 auto 0 n1 "sbatch inner srun"
 [ -f "$D/job.err" ] && grep -q . "$D/job.err" && diag "job stderr: $(head -n 3 "$D/job.err" | tr '\n' ' ')"
 
+# 7b. a job submitted as slurmrestd submits it: no SPANK option can be
+#     given there, only the job's environment; PTRAIN_MODE=auto and
+#     PTRAIN_SP=2 in it reach the inner srun's plan (README, "Submitting
+#     through slurmrestd").
+cat >"$D/job2.sh" <<SH
+#!/bin/sh
+#SBATCH -N 2
+#SBATCH --ntasks-per-node=2
+#SBATCH -o $D/job2.out
+#SBATCH -e $D/job2.err
+srun "$D/penv.sh"
+echo "BATCH srun rc=\$?"
+SH
+job=$( (unset PTRAIN_MODE PTRAIN_SP; sbatch --parsable --export=ALL,PTRAIN_MODE=auto,PTRAIN_SP=2 "$D/job2.sh") 2>"$D/sb2.err")
+check "a job with PTRAIN_MODE=auto and PTRAIN_SP=2 only in its environment accepted" [ -n "$job" ]
+check "... finished" slurm_wait "$job" 120
+check_plan "$D/job2.out" 4 2 1 n1 "the job environment's PTRAIN_MODE=auto PTRAIN_SP=2 (slurmrestd's way)" 1d 1 2
+
 # 8. options listed by srun --help and sbatch --help.
 srun --help >"$D/help" 2>&1
 for o in --ptrain-mode=MODE --ptrain-tp=N --ptrain-tp-depth=D --ptrain-sp=N --ptrain-verbose; do

@@ -174,7 +174,7 @@ mkfifo "$tmp/fifo"
 mkdir -p "$tmp/fifodata"; mkfifo "$tmp/fifodata/train.bin"; cp "$tmp/valA" "$tmp/fifodata/val.bin"
 refuse "ptrain-data info FIFO" 2 "is a FIFO, not a regular file" "$pd" info "$tmp/fifo"
 refuse "ptrain-data encode FIFO" 2 "is a FIFO, not a regular file" "$pd" encode "$tmp/fifo"
-refuse "ptrain-data info DIR" 2 "is a directory, not a regular file" "$pd" info "$tmp"
+refuse "ptrain-data info DIR (a directory that is not a data set)" 1 "holds no data set" "$pd" info "$tmp"
 refuse "ptrain-topo --load FIFO" 2 "is a FIFO, not a regular file" "$topo" --load "$tmp/fifo"
 refuse "ptrain-topo --topology FIFO" 2 "is a FIFO, not a regular file" "$topo" --topology "$tmp/fifo"
 refuse "ptrain-run --data with a FIFO train.bin" 2 "train.bin is a FIFO, not a regular file" \

@@ -10,7 +10,11 @@
 #    it), a symbolic link (gnuplot wrote through it), a dangling link, a
 #    directory or a character device is refused in one line, status 2, and
 #    left as it was;
-#  - a metrics file whose name starts with '-' is a file, not an option.
+#  - a metrics file whose name starts with '-' is a file, not an option;
+#  - every key stays inside the picture: the keys sit right of the plots in
+#    a picture 900 pixels wide, so "validation loss" was cut to
+#    "validation lo" (the demo's plot) and long run names lost their ends;
+#    now the picture is as wide as its longest key needs.
 # The metrics are fresh random curves every run.
 . "$top_srcdir/tests/lib.sh"
 need_jq
@@ -116,7 +120,27 @@ echo old >plain.png
 check "an existing regular file is replaced by the PNG, mode 644 under umask 022, no temporary left" \
     sh -c '[ "$(head -c 4 plain.png | od -An -c | tr -d " ")" = "211PNG" ] && [ "$(stat -c %a plain.png)" = 644 ] && ! ls -A | grep -q "^\.ptrain-plot"'
 
-# 3. a metrics file named like an option
+# 3. the keys inside the picture (PNG decoded by gnuplot itself): the
+# right-most pixel that is not background lies left of the edge, and there
+# is key text right of the key's sample lines (x > 795 px), so the check
+# sees the keys at all
+edge() { # PNG -> "WIDTH RIGHTMOST-INK-X": ink = not white
+    gnuplot -e "set table 'px.tab'; plot '$1' binary filetype=png with rgbimage" >/dev/null 2>&1 || { echo "-1 -1"; return; }
+    awk '$1 ~ /^[0-9]+$/ { if ($1 + 1 > w) w = $1 + 1; if (($3 < 250 || $4 < 250 || $5 < 250) && $1 > x) x = $1 }
+         END { print w + 0, x + 0 }' px.tab
+}
+"$plot" -o keys1.png single.jsonl >/dev/null 2>&1
+set -- $(edge keys1.png)
+check "one file: the keys (training loss, validation loss, gradient norm) end inside the picture (width $1, last ink at x $2)" \
+    [ "$2" -gt 795 -a "$2" -lt $(($1 - 4)) ]
+long="run-$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')-dp=16,tp=8,pp=4,sp=2,zero=3,1f1b,m=64,WWMM"
+cp single.jsonl "$long.jsonl"
+"$plot" --label file -o keys2.png single.jsonl "$long.jsonl" >/dev/null 2>&1
+set -- $(edge keys2.png)
+check "a ${#long}-character run name: its keys end inside the picture (width $1, last ink at x $2)" \
+    [ "$2" -gt 795 -a "$2" -lt $(($1 - 4)) ]
+
+# 4. a metrics file named like an option
 metrics ./-m.jsonl "dp=1" "gpt"
 rc=0
 "$plot" -o dash.svg -- -m.jsonl >out 2>&1 || rc=$?

@@ -88,7 +88,7 @@ check "a line that is not JSON: status 1, named by file:line and byte ($(cat "$w
     sh -c "[ $rc -eq 1 ] && grep -q 'broken.jsonl:2 (byte ' '$w/e2' && grep -q 'not JSON' '$w/e2'"
 check "after both failures the previous train.bin and val.bin are untouched" \
     sh -c "cmp -s '$w/keep-train' '$w/js/train.bin' && cmp -s '$w/keep-val' '$w/js/val.bin'"
-check "no temporary files left in the output directory" sh -c "[ \$(ls -A '$w/js' | wc -l) -eq 2 ]"
+check "no temporary files left in the output directory (train.bin, val.bin, index.json)" sh -c "[ \$(ls -A '$w/js' | wc -l) -eq 3 ]"
 rc=0; "$pd" prepare --out "$w/x" --val-fraction 0.1 --val-file "$w/t1" "$w/t2" >"$w/e3" 2>&1 || rc=$?
 check "--val-fraction with --val-file is refused ($(cat "$w/e3"))" sh -c "[ $rc -eq 2 ] && grep -q 'not both' '$w/e3'"
 rc=0; "$pd" prepare --out "$w/x" "$w/in/c-empty.txt" >"$w/e4" 2>&1 || rc=$?

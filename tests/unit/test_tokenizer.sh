@@ -7,6 +7,7 @@
 #    PCRE's \s does not treat alike (U+0085, U+180E, U+FEFF, U+2028)
 #  - 40 random valid UTF-8 texts and one long random word, fresh each run
 #  - decode(encode(x)) == x, also for random bytes that are not UTF-8
+#  - Hugging Face's vocab.json + merges.txt give the ids of encoder.json + vocab.bpe
 #  - prepare: <|endoftext|> first, train/val split sizes and contents; one-line errors, exit 2
 # Skips when node or the tokenizer package is missing.
 . "$top_srcdir/tests/lib.sh"
@@ -72,6 +73,31 @@ check "decode(encode(x)) == x for 4096 random bytes (invalid UTF-8)" cmp -s "$tm
 # stdin works like a file
 "$pd" encode --vocab-dir "$bpe" - <"$tmp/all.txt" >"$tmp/stdin.ids"
 check "encode reads standard input ('-')" cmp -s "$tmp/all.ids" "$tmp/stdin.ids"
+
+# Hugging Face's names for the same files (vocab.json, merges.txt, as in the
+# gpt2 model repository): the same ids.  The text uses the first merge
+# ("\xc4\xa0 t", a space then t) and the last ("\xc4\xa0g azed", " gazed"), so a
+# reader that drops or keeps one line too many differs; the second copy has
+# no "#version" line and no newline after its last merge (as Hugging Face's
+# tokenizers accept).
+mkdir "$tmp/hf1" "$tmp/hf2" "$tmp/hf0"
+cp "$bpe/encoder.json" "$tmp/hf1/vocab.json"; cp "$bpe/vocab.bpe" "$tmp/hf1/merges.txt"
+cp "$bpe/encoder.json" "$tmp/hf2/vocab.json"; tail -n +2 "$bpe/vocab.bpe" | head -c -1 >"$tmp/hf2/merges.txt"
+{ cat "$tmp/all.txt"; printf 'She gazed at the stars; they gazed back.\n'; } >"$tmp/gazed.txt"
+"$pd" encode --vocab-dir "$bpe" "$tmp/gazed.txt" >"$tmp/gazed.ids"
+for d in hf1 hf2; do
+    rc=0; "$pd" encode --vocab-dir "$tmp/$d" "$tmp/gazed.txt" >"$tmp/$d.ids" 2>"$tmp/$d.err" || rc=$?
+    check "vocab.json + merges.txt ($d$([ $d = hf2 ] && echo ': no #version line, no final newline')): the ids of encoder.json + vocab.bpe (status $rc, $(wc -l <"$tmp/$d.ids") ids)" \
+        sh -c "[ $rc -eq 0 ] && cmp -s '$tmp/gazed.ids' '$tmp/$d.ids'"
+done
+# the control: without its last merge the text encodes differently
+head -n -1 "$bpe/vocab.bpe" >"$tmp/hf0/merges.txt"; cp "$bpe/encoder.json" "$tmp/hf0/vocab.json"
+"$pd" encode --vocab-dir "$tmp/hf0" "$tmp/gazed.txt" >"$tmp/hf0.ids" 2>/dev/null
+check "control: merges.txt without its last merge gives other ids" sh -c "! cmp -s '$tmp/gazed.ids' '$tmp/hf0.ids'"
+rm "$tmp/hf0/vocab.json" "$tmp/hf0/merges.txt"
+rc=0; "$pd" encode --vocab-dir "$tmp/hf0" "$tmp/gazed.txt" >/dev/null 2>"$tmp/hf0.err" || rc=$?
+check "a directory with neither pair: exit 2, one line naming both ($(cat "$tmp/hf0.err"))" \
+    sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$tmp/hf0.err') -eq 1 ] && grep -q 'encoder.json and vocab.bpe' '$tmp/hf0.err' && grep -q 'vocab.json and merges.txt' '$tmp/hf0.err'"
 
 # prepare: one document is <|endoftext|> (50256) and its ids; the
 # validation split is the last fraction of those tokens
