@@ -5,6 +5,7 @@
  * agreement makes every rank leave with status 2. */
 #define _GNU_SOURCE
 #include "run.h"
+#include "backend/gemm_bf16.h"
 #include "ckpt/ckpt.h"
 #include "plan/cost.h"
 #include "plan/resolve.h"
@@ -486,6 +487,11 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->dry_run) return 0;
+    /* bf16: the GEMM's choice (PTRAIN_BF16_GEMM or the ISA rule) now, so a
+     * bad or unavailable choice is one start-up line, not an abort at the
+     * first matmul */
+    if (plan->precision == PT_PREC_BF16 && pt_gemm_bf16_select() != PT_OK)
+        return pt_errprintf(err, "--precision bf16: %s", pt_errmsg());
     if (check_memory(s, world, nodes, err) < 0) return -1;
 
     /* --save-dir (lib/ckpt): usable now rather than at the first save
