@@ -205,8 +205,14 @@ int main(int argc, char **argv)
         return 1;
     }
     const int bf = plan.precision == PT_PREC_BF16;
-    /* bounds: fp32 summation order; bf16 (test_equiv's reasoning) */
-    const double ltol = bf ? 1e-3 : 2e-6, gtol = bf ? 3e-2 : 1e-4, ntol = bf ? 5e-3 : 1e-5, ptol = bf ? 2e-4 : 1e-6;
+    /* bounds: fp32 summation order; bf16 (test_equiv's reasoning), except
+     * each gradient tensor by norm to 5e-2, not 3e-2: under 2d tp a SUMMA
+     * step rounds its partial product to bf16 and the dX partials are summed
+     * in bf16, and with pp = 2 the small LayerNorm gradients then differ
+     * from the single process by 2.2e-2 (median) and 3.14e-2 (worst) over
+     * 30 seeds of "1f1b 2 2 1 1 4 2d"; 3e-2 failed 2 of 40 runs.  A lost or
+     * doubled partial is off by O(1). */
+    const double ltol = bf ? 1e-3 : 2e-6, gtol = bf ? 5e-2 : 1e-4, ntol = bf ? 5e-3 : 1e-5, ptol = bf ? 2e-4 : 1e-6;
     plan.ckpt_act = !strcmp(rcname, "block") ? PT_RECOMPUTE_BLOCK : !strcmp(rcname, "attention") ? PT_RECOMPUTE_ATTENTION
                                                                                                   : PT_RECOMPUTE_NONE;
     const int pp = plan.pp, M = plan.microbatches, V = plan.virtual_stages, dp = plan.dp;
