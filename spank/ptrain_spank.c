@@ -7,7 +7,7 @@
  *       --ptrain-mode, --ptrain-tp, --ptrain-tp-depth, --ptrain-sp, the
  *       pipeline/ZeRO options (--ptrain-pp, --ptrain-microbatches,
  *       --ptrain-schedule, --ptrain-virtual-stages, --ptrain-pp-split,
- *       --ptrain-zero, --ptrain-recompute), the model and batch the plan is
+ *       --ptrain-zero, --ptrain-recompute, --ptrain-precision), the model and batch the plan is
  *       for (--ptrain-model, --ptrain-batch), --ptrain-explain and
  *       --ptrain-verbose are registered in slurm_spank_init; their
  *       callbacks validate values at once and init_post_opt checks the
@@ -99,6 +99,7 @@ static const struct { const char *key, *var; } pipe_opts[] = {
     {"pp-split", "PTRAIN_PP_SPLIT"},
     {"zero", "PTRAIN_ZERO"},
     {"recompute", "PTRAIN_CKPT_ACT"},
+    {"precision", "PTRAIN_PRECISION"},
 };
 #define N_PIPE ((int)(sizeof pipe_opts / sizeof pipe_opts[0]))
 static char opt_pipe[N_PIPE][400];
@@ -412,6 +413,7 @@ static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *er
     req->microbatches = 0;
     req->schedule = conf.default_schedule;
     req->ckpt_act = conf.default_recompute;
+    req->precision = conf.default_precision;
     req->zero = 0;
     req_zero_given = 0;
     for (int i = 0; i < N_PIPE; i++) {
@@ -488,6 +490,10 @@ static struct spank_option options[] = {
      "ptrain: activation checkpointing: none, block, attention. "
      "Default: $PTRAIN_CKPT_ACT, else the cluster's default_recompute.",
      1, 6, cb_pipe},
+    {"ptrain-precision", "P",
+     "ptrain: training precision: fp32, bf16 (bf16 activations and weight copies, fp32 master weights, "
+     "gradients and AdamW). Default: $PTRAIN_PRECISION, else the cluster's default_precision.",
+     1, 7, cb_pipe},
     {"ptrain-model", "NAME|L,H,C,T,V",
      "ptrain: the model the plan is made for: a ptrain-run preset (test, tiny, small, "
      "gpt2-124M) or L,H,C,T,V; injected as PTRAIN_MODEL. Default: $PTRAIN_MODEL, else tiny.",
