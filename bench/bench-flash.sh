@@ -5,7 +5,7 @@
 # earlier tree with the materialised [B, NH, T, T] attention and [N, V]
 # logits ("before").
 #
-#   bench/bench-flash.sh [--base BUILDDIR] [--steps N] [--threads T] [--batches "1 4"]
+#   bench/bench-flash.sh [--base BUILDDIR] [--steps N] [--threads T] [--batches "1 4"] [--help]
 #
 # Run from a build directory (or set PTRAIN_BUILD to one).  Each run is
 # ptrain-run --model gpt2-124M --data synthetic on one rank; the table shows
@@ -16,18 +16,37 @@
 # vary; the peaks do not.
 set -u
 steps=3 threads=$(nproc 2>/dev/null || echo 1) base= batches="1 4"
+usage() {
+    cat <<EOF
+usage: bench/bench-flash.sh [options]    (from a build directory, or with PTRAIN_BUILD=DIR)
+GPT-2 124M training steps at each batch size on one rank: peak memory and tokens/s of this build,
+beside a --base build of an earlier tree (materialised attention and logits).
+
+Options:
+  --base DIR          a build directory of the earlier tree (default: none, this build alone)
+  --steps N           steps per run, an integer >= 1 (default 3)
+  --threads T         threads per run, an integer >= 1 (default $threads, the cores online)
+  --batches "B ..."   batch sizes, integers >= 1 (default "1 4")
+  -h, --help          print this help and exit
+EOF
+}
+die() { echo "bench-flash: $*" >&2; exit 2; }
+posint() { case $2 in '' | *[!0-9]* | 0) die "$1 '$2' is not an integer >= 1" ;; esac; }
 while [ $# -gt 0 ]; do
     case $1 in
-    --base) base=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --batches) batches=$2; shift 2 ;;
-    *) echo "bench-flash: unknown option '$1' (valid: --base DIR, --steps N, --threads T, --batches \"B ...\")" >&2; exit 2 ;;
+    -h | --help) usage; exit 0 ;;
+    --base | --steps | --threads | --batches) [ $# -ge 2 ] || die "option $1 needs a value (see --help)" ;;
+    *) die "unknown option '$1' (valid: --base DIR, --steps N, --threads T, --batches \"B ...\", --help)" ;;
     esac
+    case $1 in
+    --base) base=$2 ;;
+    --steps) posint "$1" "$2"; steps=$2 ;;
+    --threads) posint "$1" "$2"; threads=$2 ;;
+    --batches) [ -n "$2" ] || die "--batches '' names no batch size"; batches=$2 ;;
+    esac
+    shift 2
 done
-for v in "$steps" "$threads" $batches; do
-    case $v in '' | *[!0-9]* | 0) echo "bench-flash: '$v' is not a positive integer" >&2; exit 2 ;; esac
-done
+for v in $batches; do posint --batches "$v"; done
 b=${PTRAIN_BUILD:-.}
 [ -x "$b/ptrain-run" ] || { echo "bench-flash: no ptrain-run under '$b': run from the build directory or set PTRAIN_BUILD" >&2; exit 2; }
 [ -z "$base" ] || [ -x "$base/ptrain-run" ] || { echo "bench-flash: no ptrain-run under --base '$base'" >&2; exit 2; }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench-torch: ptrain's training step beside PyTorch's, same model, same run.
 #
-#   bench/bench-torch.sh [--steps N] [--repeat R] [--ranks P]
+#   bench/bench-torch.sh [--steps N] [--repeat R] [--ranks P] [--help]
 #
 # Run from a build directory (or set PTRAIN_BUILD to one).  On the bench
 # preset (L=4 H=4 C=256 T=128 V=50257, B=8 sequences per rank, AdamW, fp32)
@@ -17,16 +17,34 @@
 # only ptrain's column is filled.  A bench, not a test: it asserts nothing.
 set -u
 steps=6 repeat=2 ranks=$(nproc 2>/dev/null || echo 1)
+usage() {
+    cat <<EOF
+usage: bench/bench-torch.sh [options]    (from a build directory, or with PTRAIN_BUILD=DIR)
+ptrain's training step beside PyTorch's (python3-torch) on the bench preset: tokens/s at 1 thread,
+all cores in one rank, and one rank per core.
+
+Options:
+  --steps N      timed steps per run, an integer >= 1 (default 6)
+  --repeat R     runs of each, the best kept, an integer >= 1 (default 2)
+  --ranks P      threads and ranks of the multi-core rows, an integer >= 1 (default $ranks, the cores online)
+  -h, --help     print this help and exit
+EOF
+}
+die() { echo "bench-torch: $*" >&2; exit 2; }
 while [ $# -gt 0 ]; do
     case $1 in
-    --steps) steps=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --ranks) ranks=$2; shift 2 ;;
-    *) echo "bench-torch: unknown option '$1' (valid: --steps N, --repeat R, --ranks P)" >&2; exit 2 ;;
+    -h | --help) usage; exit 0 ;;
+    --steps | --repeat | --ranks)
+        [ $# -ge 2 ] || die "option $1 needs a value (an integer >= 1)"
+        case $2 in '' | *[!0-9]* | 0) die "$1 '$2' is not an integer >= 1" ;; esac ;;
+    *) die "unknown option '$1' (valid: --steps N, --repeat R, --ranks P, --help)" ;;
     esac
-done
-for v in "$steps" "$repeat" "$ranks"; do
-    case $v in '' | *[!0-9]* | 0) echo "bench-torch: '$v' is not a positive integer" >&2; exit 2 ;; esac
+    case $1 in
+    --steps) steps=$2 ;;
+    --repeat) repeat=$2 ;;
+    --ranks) ranks=$2 ;;
+    esac
+    shift 2
 done
 b=${PTRAIN_BUILD:-.}
 here=$(cd "$(dirname "$0")" && pwd)

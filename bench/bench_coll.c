@@ -1,7 +1,7 @@
 /* bench-coll: lib/comm's collectives against one plain MPI call each.
  *
  *   usage: mpirun -np P bench/bench-coll [--sizes 32K,768K,4M,16M,51M]
- *                                         [--iters 10] [--keep-memory]
+ *                                         [--iters 10] [--keep-memory] [--help]
  *
  * For every size S (bytes of the full buffer, rounded down to a multiple
  * of 4 P) it times, after one untimed call and a barrier before each call,
@@ -30,6 +30,7 @@
 #define _POSIX_C_SOURCE 200809L /* strdup */
 #include "comm/comm.h"
 #include "core/core.h"
+#include "bench_opts.h"
 
 #include <math.h>
 #include <mpi.h>
@@ -99,25 +100,20 @@ static const float *result(int k, const float *a, const float *o, size_t *len, s
 
 int main(int argc, char **argv)
 {
-    int keep = 0;
-    for (int i = 1; i < argc; i++) keep |= !strcmp(argv[i], "--keep-memory");
+    int keep = 0, iters = 10;
+    const char *sizes = "32K,768K,4M,16M,51M";
+    const bench_opt opts[] = {
+        {"sizes", BENCH_STR, 0, 0, &sizes, "LIST", "comma-separated buffer sizes in bytes, with K or M", NULL},
+        {"iters", BENCH_INT, 1, 10000, &iters, "N", "timed calls per size and call, the median kept", NULL},
+        {"keep-memory", BENCH_FLAG, 0, 0, &keep, "", "call pt_host_memory_keep first, as ptrain-run does", NULL},
+        {0}};
+    bench_opts_parse(argc, argv, "bench-coll", "mpirun -np P bench-coll [options]",
+                     "lib/comm's collectives size by size against one plain MPI call each: ms, bus bandwidth, speed-up.",
+                     opts);
     if (keep) pt_host_memory_keep();
     MPI_Init(&argc, &argv);
     pt_comm w;
     pt_comm_wrap(&w, MPI_COMM_WORLD, "world");
-    const char *sizes = "32K,768K,4M,16M,51M";
-    int iters = 10, bad = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--sizes") && i + 1 < argc) sizes = argv[++i];
-        else if (!strcmp(argv[i], "--iters") && i + 1 < argc) iters = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--keep-memory")) continue;
-        else bad = 1;
-    }
-    if (bad || iters < 1 || iters > 10000) {
-        if (!w.rank) fprintf(stderr, "usage: bench-coll [--sizes 32K,768K,4M,16M,51M] [--iters 1..10000] [--keep-memory]\n");
-        MPI_Finalize();
-        return 2;
-    }
     const int P = w.size;
     if (!w.rank) {
         printf("## bench-coll: %d ranks, median of %d calls, freed memory %s\n\n", P, iters,

@@ -2,7 +2,7 @@
  * replace, one layer's worth at GPT-2 124M's shapes (H12 C768 T1024,
  * V50257), forward + backward, on the cpu backend's float table.
  *
- *   usage: bench-flash-ops [--batch B] [--threads N] [--reps R]
+ *   usage: bench-flash-ops [--batch B] [--threads N] [--reps R] [--help]
  *
  * Prints one table: per op pair, the best of R wall times (ms) and the
  * bytes the pair keeps between forward and backward plus its largest
@@ -13,6 +13,7 @@
  * A bench, not a test: it asserts nothing. */
 #include "backend/ops.h"
 #include "core/core.h"
+#include "bench_opts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,16 +33,15 @@ static float *buf(size_t n, pt_rng *r, float scale)
 int main(int argc, char **argv)
 {
     int B = 1, threads = 0, reps = 3;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--reps")) reps = atoi(argv[i + 1]);
-        else { fprintf(stderr, "bench-flash-ops: unknown option %s (valid: --batch, --threads, --reps)\n", argv[i]); return 2; }
-    }
-    if (B < 1 || reps < 1 || threads < 0) {
-        fprintf(stderr, "bench-flash-ops: --batch and --reps must be >= 1, --threads >= 0\n");
-        return 2;
-    }
+    const bench_opt opts[] = {
+        {"batch", BENCH_INT, 1, 1024, &B, "B", "sequences of T = 1024 tokens", NULL},
+        {"threads", BENCH_INT, 0, 4096, &threads, "N", "threads of the cpu backend, 0: OpenMP's default", NULL},
+        {"reps", BENCH_INT, 1, 1000000, &reps, "R", "repetitions of each op pair, the best kept", NULL},
+        {0}};
+    bench_opts_parse(argc, argv, "bench-flash-ops", "bench-flash-ops [options]",
+                     "One GPT-2 124M layer's fused kernels (flash attention, fused classifier, GELU epilogues) beside "
+                     "the materialised ones: ms and bytes kept.",
+                     opts);
     const pt_backend *be = pt_backend_get("cpu");
     if (threads) be->set_threads(threads);
     const pt_ops *o = be->ops;

@@ -2,7 +2,7 @@
  * side by side with fp32 sgemm, on the matmul shapes of a training step.
  *
  *   usage: bench-gemm-bf16 [--model small|gpt2-124M|all] [--rows N]
- *                          [--threads 1,2,...] [--min-time S] [--clock wall|cpu]
+ *                          [--threads 1,2,...] [--min-time S] [--clock wall|cpu] [--help]
  *
  * For each linear layer of the model (qkv C->3C, attproj C->C, fc C->4C,
  * fcproj 4C->C, head C->V) and each of its three GEMMs,
@@ -32,6 +32,7 @@
 #include "backend/ops.h"
 #include "core/core.h"
 #include "model/gpt.h"
+#include "bench_opts.h"
 
 #include <cblas.h>
 #ifdef _OPENMP
@@ -215,44 +216,28 @@ static int bench_model(const char *model, int rows, const int *threads, int nthr
 
 int main(int argc, char **argv)
 {
-    const char *model = "all";
-    int rows = 0, threads[16], nthreads = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "bench-gemm-bf16: %s needs a value\n", argv[i]);
-            return 2;
-        }
-        if (!strcmp(argv[i], "--model")) model = v;
-        else if (!strcmp(argv[i], "--rows")) rows = atoi(v);
-        else if (!strcmp(argv[i], "--min-time")) min_time = atof(v);
-        else if (!strcmp(argv[i], "--clock")) {
-            if (strcmp(v, "wall") && strcmp(v, "cpu")) {
-                fprintf(stderr, "bench-gemm-bf16: --clock %s: valid values are wall, cpu\n", v);
-                return 2;
-            }
-            use_cpu_clock = !strcmp(v, "cpu");
-        }
-        else if (!strcmp(argv[i], "--threads")) {
-            char *end;
-            for (const char *p = v; *p && nthreads < 16; p = *end ? end + 1 : end) {
-                long t = strtol(p, &end, 10);
-                if (end == p || t < 1 || t > 4096 || (*end && *end != ',')) {
-                    fprintf(stderr, "bench-gemm-bf16: --threads %s: want a comma-separated list of counts >= 1\n", v);
-                    return 2;
-                }
-                threads[nthreads++] = (int)t;
-            }
-        } else {
-            fprintf(stderr,
-                    "bench-gemm-bf16: unknown option %s (valid: --model, --rows, --threads, --min-time, --clock)\n",
-                    argv[i]);
-            return 2;
-        }
-        i++;
-    }
-    if (min_time < 0 || rows < 0) {
-        fprintf(stderr, "bench-gemm-bf16: --rows and --min-time must be >= 0\n");
+    const char *model = "all", *clock_name = "wall";
+    int rows = 0, threads[BENCH_INTS_MAX], nthreads = 0;
+    bench_ints tlist = {0};
+    char model_help[256];
+    snprintf(model_help, sizeof model_help, "all (small and gpt2-124M) or a model preset: %s", pt_gpt_preset_names());
+    const bench_opt opts[] = {
+        {"model", BENCH_STR, 0, 0, &model, "NAME", model_help, NULL},
+        {"rows", BENCH_INT, 0, 1048576, &rows, "N", "rows N of the GEMMs (B*T), 0: the model's own",
+         "0: 8*128 for small, 1*1024 for gpt2-124M"},
+        {"threads", BENCH_INTS, 1, 4096, &tlist, "LIST", "comma-separated thread counts",
+         "1 and all cores"},
+        {"min-time", BENCH_DOUBLE, 0, 3600, &min_time, "S", "seconds each cell is timed for at least", NULL},
+        {"clock", BENCH_CHOICE, 0, 0, &clock_name, "wall|cpu", "cpu: time 1-thread cells by the process's CPU time", NULL},
+        {0}};
+    bench_opts_parse(argc, argv, "bench-gemm-bf16", "bench-gemm-bf16 [options]",
+                     "The bf16 GEMM implementations beside fp32 sgemm on the matmul shapes of a training step (GFLOP/s).",
+                     opts);
+    use_cpu_clock = !strcmp(clock_name, "cpu");
+    for (int i = 0; i < tlist.n; i++) threads[nthreads++] = tlist.v[i];
+    pt_gpt_config cfg;
+    if (strcmp(model, "all") && pt_gpt_preset(model, &cfg)) {
+        fprintf(stderr, "bench-gemm-bf16: --model: %s; or all\n", pt_errmsg());
         return 2;
     }
     if (!nthreads) {

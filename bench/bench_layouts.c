@@ -1,7 +1,7 @@
 /* bench-layouts: the tensor-parallel layouts side by side at one world size.
  *
  *   usage: mpirun -np P bench/bench-layouts [--models tiny,wide] [--batch 8]
- *                      [--steps 3] [--warmup 1] [--threads 1]
+ *                      [--steps 3] [--warmup 1] [--threads 1] [--help]
  *
  * For every model and every layout whose tp grid fits the P ranks
  *   P = 4:  1d tp=4, 2d tp=4 (q=2)
@@ -38,8 +38,8 @@
 #include "model/gpt.h"
 #include "train/train.h"
 #include "parallel/context.h"
+#include "bench_opts.h"
 
-#include <errno.h>
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,27 +57,6 @@ typedef struct row {
     char why[256];          /* n/a reason */
     double ms, tps, sent_max, sent_mean, peak, state, loss;
 } row;
-
-static int rank0(void)
-{
-    int r;
-    MPI_Comm_rank(MPI_COMM_WORLD, &r);
-    return r == 0;
-}
-
-/* Parse a positive int option value; one-line error to stderr on failure. */
-static int parse_pos(const char *opt, const char *s, int min, int *out)
-{
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (errno || end == s || *end || v < min || v > 1000000) {
-        if (rank0()) fprintf(stderr, "bench-layouts: %s '%s': expected an integer %d..1000000\n", opt, s, min);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
 
 static int model_config(const char *name, pt_gpt_config *cfg)
 {
@@ -245,39 +224,35 @@ static void print_table(const char *name, const pt_gpt_config *cfg, int Bglob, c
 int main(int argc, char **argv)
 {
     pt_host_memory_keep(); /* as ptrain-run: freed blocks stay for the next step */
+    const char *models_arg = "tiny,wide";
+    int Bglob = 8, steps = 3, warmup = 1, threads = 1;
+    char models_help[256];
+    snprintf(models_help, sizeof models_help, "comma-separated models: wide, %s", pt_gpt_preset_names());
+    const bench_opt opts[] = {
+        {"models", BENCH_STR, 0, 0, &models_arg, "LIST", models_help, NULL},
+        {"batch", BENCH_INT, 1, 1000000, &Bglob, "N", "global batch in sequences, divisible by each layout's split", NULL},
+        {"steps", BENCH_INT, 1, 1000000, &steps, "N", "timed steps per layout", NULL},
+        {"warmup", BENCH_INT, 0, 1000000, &warmup, "N", "untimed steps before them", NULL},
+        {"threads", BENCH_INT, 1, 1000000, &threads, "N", "threads per rank", NULL},
+        {0}};
+    bench_opts_parse(argc, argv, "bench-layouts", "mpirun -np P bench-layouts [options]",
+                     "The tensor-parallel layouts that fit P ranks side by side: ms/step, tokens/s, bytes sent and "
+                     "peak memory per rank.",
+                     opts);
     MPI_Init(&argc, &argv);
     int P, me;
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     MPI_Comm_rank(MPI_COMM_WORLD, &me);
-    char models_arg[256] = "tiny,wide";
-    int Bglob = 8, steps = 3, warmup = 1, threads = 1;
-    for (int i = 1; i < argc; i += 2) {
-        const char *o = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int bad = 0;
-        if (!v) {
-            if (me == 0) fprintf(stderr, "bench-layouts: option %s needs a value\n", o);
-            bad = 1;
-        } else if (!strcmp(o, "--models")) {
-            if (strlen(v) >= sizeof models_arg || !*v) {
-                if (me == 0) fprintf(stderr, "bench-layouts: --models '%s': expected a comma-separated list, e.g. tiny,wide\n", v);
-                bad = 1;
-            } else snprintf(models_arg, sizeof models_arg, "%s", v);
-        } else if (!strcmp(o, "--batch")) bad = parse_pos(o, v, 1, &Bglob);
-        else if (!strcmp(o, "--steps")) bad = parse_pos(o, v, 1, &steps);
-        else if (!strcmp(o, "--warmup")) bad = parse_pos(o, v, 0, &warmup);
-        else if (!strcmp(o, "--threads")) bad = parse_pos(o, v, 1, &threads);
-        else {
-            if (me == 0)
-                fprintf(stderr, "bench-layouts: unknown option %s (valid: --models --batch --steps --warmup --threads)\n", o);
-            bad = 1;
-        }
-        if (bad) { MPI_Finalize(); return 2; }
-    }
     /* check every model name before running anything */
     char *names[16];
     int nmodels = 0;
     pt_gpt_config cfgs[16];
     char buf[256];
+    if (strlen(models_arg) >= sizeof buf) {
+        if (me == 0) fprintf(stderr, "bench-layouts: --models '%s': longer than %zu bytes\n", models_arg, sizeof buf - 1);
+        MPI_Finalize();
+        return 2;
+    }
     snprintf(buf, sizeof buf, "%s", models_arg);
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (nmodels == 16 || model_config(t, &cfgs[nmodels])) {
@@ -287,6 +262,11 @@ int main(int argc, char **argv)
             return 2;
         }
         names[nmodels++] = t;
+    }
+    if (!nmodels) {
+        if (me == 0) fprintf(stderr, "bench-layouts: --models '%s': no model named; valid: a comma-separated list, e.g. tiny,wide\n", models_arg);
+        MPI_Finalize();
+        return 2;
     }
     const pt_backend *be = pt_backend_get("cpu");
     if (!be) {

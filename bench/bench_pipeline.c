@@ -2,7 +2,7 @@
  *
  *   usage: mpirun -np P bench/bench-pipeline [--layers 8] [--embd 128]
  *            [--heads 4] [--seq 64] [--vocab 1024] [--micro 2]
- *            [--ms P,2P,4P] [--steps 3] [--warmup 1]
+ *            [--ms P,2P,4P] [--steps 3] [--warmup 1] [--help]
  *
  * pp = P (dp = tp = 1).  For GPipe, 1F1B and interleaved 1F1B (v = 2)
  * and every m in --ms (interleaved only where P | m), it builds the stage
@@ -34,52 +34,56 @@
 #include "parallel/context.h"
 #include "pipeline/pipeline.h"
 #include "train/train.h"
+#include "bench_opts.h"
 
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int arg_int(int argc, char **argv, const char *name, int def)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name)) return atoi(argv[i + 1]);
-    return def;
-}
-
-static const char *arg_str(int argc, char **argv, const char *name)
-{
-    for (int i = 1; i + 1 < argc; i++)
-        if (!strcmp(argv[i], name)) return argv[i + 1];
-    return NULL;
-}
-
 int main(int argc, char **argv)
 {
     pt_host_memory_keep(); /* as ptrain-run: freed blocks stay for the next step */
+    pt_gpt_config cfg = {.n_layer = 8, .n_head = 4, .n_embd = 128, .seq_len = 64, .vocab = 1024};
+    int micro = 2, steps = 3, warmup = 1;
+    bench_ints mlist = {0};
+    const bench_opt opts[] = {
+        {"layers", BENCH_INT, 1, 4096, &cfg.n_layer, "L", "transformer layers", NULL},
+        {"embd", BENCH_INT, 1, 65536, &cfg.n_embd, "C", "embedding width, a multiple of --heads", NULL},
+        {"heads", BENCH_INT, 1, 4096, &cfg.n_head, "H", "attention heads", NULL},
+        {"seq", BENCH_INT, 1, 65536, &cfg.seq_len, "T", "sequence length", NULL},
+        {"vocab", BENCH_INT, 1, 16777216, &cfg.vocab, "V", "vocabulary size", NULL},
+        {"micro", BENCH_INT, 1, 65536, &micro, "N", "sequences per microbatch", NULL},
+        {"ms", BENCH_INTS, 1, 65536, &mlist, "LIST", "microbatch counts m (interleaved only where P divides m)",
+         "P,2P,4P for P ranks"},
+        {"steps", BENCH_INT, 1, 1000000, &steps, "N", "timed steps per row", NULL},
+        {"warmup", BENCH_INT, 0, 1000000, &warmup, "N", "untimed steps before them", NULL},
+        {0}};
+    bench_opts_parse(argc, argv, "bench-pipeline", "mpirun -np P bench-pipeline [options]",
+                     "GPipe, 1F1B and interleaved 1F1B at pp = P side by side: measured bubble against the formula, "
+                     "peak memory, tokens/s.",
+                     opts);
     MPI_Init(&argc, &argv);
     int rank, P;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &P);
     const pt_backend *be = pt_backend_get("cpu");
     be->set_threads(1);
-    pt_gpt_config cfg = {.n_layer = arg_int(argc, argv, "--layers", 8), .n_head = arg_int(argc, argv, "--heads", 4),
-                         .n_embd = arg_int(argc, argv, "--embd", 128), .seq_len = arg_int(argc, argv, "--seq", 64),
-                         .vocab = arg_int(argc, argv, "--vocab", 1024)};
-    const int micro = arg_int(argc, argv, "--micro", 2), steps = arg_int(argc, argv, "--steps", 3),
-              warmup = arg_int(argc, argv, "--warmup", 1), T = cfg.seq_len;
-    int ms[16], nm = 0;
-    const char *mlist = arg_str(argc, argv, "--ms");
-    if (mlist) {
-        for (const char *s = mlist; *s && nm < 16;) {
-            char *end;
-            ms[nm++] = (int)strtol(s, &end, 10);
-            s = *end == ',' ? end + 1 : end;
-            if (end == s && *s) break;
-        }
+    const int T = cfg.seq_len;
+    int ms[BENCH_INTS_MAX], nm = 0;
+    if (mlist.n) {
+        for (int i = 0; i < mlist.n; i++) ms[nm++] = mlist.v[i];
     } else {
         ms[nm++] = P, ms[nm++] = 2 * P, ms[nm++] = 4 * P;
     }
+    for (int i = 0; i < nm; i++) /* the tokens of a step, m * micro * T + 1, are indexed by int */
+        if ((long long)ms[i] * micro * T >= 1LL << 30) {
+            if (rank == 0)
+                fprintf(stderr, "bench-pipeline: m %d x --micro %d x --seq %d = %lld tokens a step; valid: below 2^30\n",
+                        ms[i], micro, T, (long long)ms[i] * micro * T);
+            MPI_Finalize();
+            return 2;
+        }
     if (rank == 0) {
         printf("# bench-pipeline: pp=%d, model L%d H%d C%d T%d V%d, microbatch %d sequences, %d timed steps\n", P,
                cfg.n_layer, cfg.n_head, cfg.n_embd, T, cfg.vocab, micro, steps);

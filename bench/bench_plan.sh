@@ -5,7 +5,8 @@
 # planner must order plans as the machine does, >= 0.8).
 #
 # Run from the build directory after `make && make tests/plan/cost_eval`:
-#   sh ../../bench/bench_plan.sh            (MODEL=L,H,C,T,V  BATCH=N  STEPS=N)
+#   sh ../../bench/bench_plan.sh            (MODEL=L,H,C,T,V  BATCH=N  STEPS=N  ROUNDS=N)
+# It takes no arguments but -h/--help; the settings come from the environment.
 # Not part of make check: it times things.
 #
 # Calibration, in the same run:
@@ -29,6 +30,9 @@
 #               net.ring_step_latency_us and net.ring_gbps, which
 #               ptrain-plan's pt_topo_plan_hw uses too), so both include the
 #               ranks' contention; the ping-pong's when there is no fit;
+#               and each collective kind's alpha and bus bandwidth
+#               (net.collectives: allreduce, reduce-scatter, allgather,
+#               broadcast, reduce, p2p), the best of the rounds per kind;
 #               and the busy delay (pt_hw.busy_delay_s): its pair allreduce
 #               while half the ranks compute less the same with every rank
 #               communicating, for each pipeline send on shared cores, as ptrain-plan --json reports it (hw), with
@@ -47,7 +51,45 @@
 # On a shared, oversubscribed 2-core machine the timings are noisy: read
 # the ratios as rough, the rank order as the claim.
 set -u
+usage() {
+    cat <<EOF
+usage: [MODEL=L,H,C,T,V] [BATCH=N] [STEPS=N] [ROUNDS=N] sh bench/bench_plan.sh
+  (from the build directory after 'make && make tests/plan/cost_eval', or with top_builddir=DIR)
+The cost model's predicted step time against ptrain-run's measured one for plans at 4 and 8 ranks,
+and the Spearman rank correlation between the two.
+
+Settings, from the environment (the script takes no arguments but --help):
+  MODEL=L,H,C,T,V   layers, heads, width, sequence length, vocabulary, integers >= 1 (default 4,4,128,64,2048)
+  BATCH=N           global batch in sequences, an integer >= 1 (default 16)
+  STEPS=N           steps per run, the mean of steps 2..N measured, an integer >= 2 (default 16)
+  ROUNDS=N          runs of each plan, the least time kept, an integer >= 1 (default 3)
+  MPIRUN=CMD        the MPI launcher (default mpirun)
+  -h, --help        print this help and exit
+EOF
+}
+case ${1-} in -h | --help) usage; exit 0 ;; esac
+[ $# -eq 0 ] || { echo "bench_plan: unexpected argument '$1' (it takes none but --help: set MODEL=L,H,C,T,V BATCH=N STEPS=N ROUNDS=N in the environment)" >&2; exit 2; }
 here=$(cd "$(dirname "$0")/.." && pwd)
+MODEL=${MODEL:-4,4,128,64,2048}
+BATCH=${BATCH:-16}
+STEPS=${STEPS:-16}
+ROUNDS=${ROUNDS:-3}
+# NAME VALUE MIN: a decimal integer >= MIN (no sign, no leading zero), or one line and status 2
+intmin() {
+    case $2 in '' | *[!0-9]* | 0?*) ;; *) [ "$2" -ge "$3" ] && return 0 ;; esac
+    echo "bench_plan: $1 '$2' is not an integer >= $3" >&2
+    exit 2
+}
+intmin BATCH "$BATCH" 1
+intmin STEPS "$STEPS" 2
+intmin ROUNDS "$ROUNDS" 1
+model_ok=
+case $MODEL in
+*[!0-9,]* | *,,* | ,* | *, | *,*,*,*,*,* | 0* | *,0*) ;;
+*,*,*,*,*) model_ok=1 ;;
+esac
+[ -n "$model_ok" ] ||
+    { echo "bench_plan: MODEL '$MODEL' is not L,H,C,T,V (five integers >= 1, e.g. 4,4,128,64,2048)" >&2; exit 2; }
 B=${top_builddir:-.}
 run="$B/ptrain-run"
 eval_="$B/tests/plan/cost_eval"
@@ -58,10 +100,6 @@ done
 command -v jq >/dev/null 2>&1 || { echo "bench_plan: jq not installed (scripts/deps.sh)" >&2; exit 2; }
 MPIRUN=${MPIRUN:-mpirun}
 cores=$(OMP_NUM_THREADS= nproc) # before OMP_NUM_THREADS=1, which nproc obeys
-MODEL=${MODEL:-4,4,128,64,2048}
-BATCH=${BATCH:-16}
-STEPS=${STEPS:-16}
-ROUNDS=${ROUNDS:-3}
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}
 export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
@@ -127,6 +165,7 @@ links() {
     for r in $(seq "$ROUNDS"); do
         "$MPIRUN" --allow-run-as-root --oversubscribe --bind-to none -np "$1" "$topo" --probe-quick --json \
             >"$wd/topo1.json" 2>/dev/null </dev/null
+        cp "$wd/topo1.json" "$wd/topo1.$r.json"
         set -- "$1" $(jq -r --argjson p "$1" '.net | (.ring_gbps // .intra_gbps // 1) as $bw | (.intra_latency_us // 20) as $l
             | (.ring_step_latency_us // ((((.allreduce_time_us // 0) - 2 * ($p - 1) / $p * (.allreduce_bytes // 0) / ($bw * 1e3)) / (2 * ($p - 1))))) as $a
             | "\($bw) \(if $a > $l then $a else $l end) \(.pair_allreduce_time_us // 0) \(.pair_busy_allreduce_time_us // 0)"' \
@@ -140,6 +179,14 @@ links() {
         '.net.intra_gbps = $bw | .net.ring_gbps = $bw | .net.ring_step_latency_us = $a
          | if $pi > 0 and $pb > 0 then .net.pair_allreduce_time_us = $pi | .net.pair_busy_allreduce_time_us = $pb else . end' \
         "$wd/topo1.json" >"$wd/topo.json" 2>/dev/null || cp "$wd/topo1.json" "$wd/topo.json"
+    # each collective kind: the highest bus bandwidth and the least alpha
+    # of the rounds (a kind no round fitted keeps 0: the class's figures)
+    jq -s --slurpfile t "$wd/topo.json" '[.[] | .net.collectives // empty] as $c | $t[0] |
+        if ($c | length) > 0 then .net.collectives = ($c[0] | with_entries(if .key == "bytes" then . else
+            .key as $k | .value.busbw_gbps = ([$c[][$k].busbw_gbps] | max) |
+            .value.latency_us = ([$c[][$k] | select(.busbw_gbps > 0) | .latency_us] | min // .value.latency_us) end))
+        else . end' "$wd"/topo1.*.json >"$wd/topo2.json" 2>/dev/null && mv "$wd/topo2.json" "$wd/topo.json"
+    rm -f "$wd"/topo1.*.json
     echo "$bw $al"
 }
 
@@ -210,10 +257,13 @@ for np in 4 8; do
     oversub=$(printf "%.4g" "${1:-0}") busy=$(printf "%.4g" "${2:-0}")
     echo
     echo "## $np ranks on $cores cores: $oversub ranks per core (pt_hw.ranks_per_core), GEMM $g1 n / (n + $nhalf) GFLOP/s per core, links $gbps GB/s, $lat us per ring step, busy delay $busy us"
+    echo "## collectives (busbw GB/s, alpha us per step): $(jq -r '.net.collectives // {} | to_entries
+        | map(select(.key != "bytes") | "\(.key) \(.value.busbw_gbps * 1000 | round / 1000) \(.value.latency_us | round)")
+        | join(", ")' "$wd/topo-g.json")"
     auto=$("$B/ptrain-plan" --topology "$wd/topo-g.json" --nodes 1 --tasks-per-node "$np" --model "$MODEL" \
         --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' |
         grep -v '^PTRAIN_\(DP\|PP\|TP\|SP\|TP_DEPTH\|MICROBATCHES\|VIRTUAL_STAGES\)=1$' |
-        grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|CKPT_ACT=none\|ZERO=0\|RANK_ORDER=DPT\|MODE=1d\)$' | tr '\n' ' ')
+        grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|CKPT_ACT=none\|ZERO=0\|RANK_ORDER=DPT\|TP_ORDER=012\|MODE=1d\)$' | tr '\n' ' ')
     [ -n "$auto" ] || cp "$wd/err" "$wd/auto-err"
     printf '%s\n' "$plans" | grep -v '^$' >"$wd/list$np"
     extra=0 at=0
@@ -233,7 +283,10 @@ for np in 4 8; do
     while IFS= read -r plan; do
         i=$((i + 1))
         # shellcheck disable=SC2086
-        env $plan "$eval_" "$MODEL" "$BATCH" "$g1" "$gbps" "$lat" "$oversub" "$nhalf" "$busy" 2>"$wd/err$np.$i" |
+        # the node model's machine as ptrain-plan prices it: the GEMM fit,
+        # ranks per core, busy delay, each collective kind's rates, each
+        # communicator on its link
+        env $plan "$eval_" "$MODEL" "$BATCH" --topology "$wd/topo-g.json" "$np" 2>"$wd/err$np.$i" |
             jq '.t_step * 1000' >"$wd/pred$np.$i"
         : >"$wd/m$np.$i"
     done <"$wd/list$np"

@@ -30,6 +30,7 @@
 #include "model/gpt.h"
 #include "train/train.h"
 #include "parallel/context.h"
+#include "bench_opts.h"
 
 #include <cblas.h>
 #include <mpi.h>
@@ -102,24 +103,27 @@ static double gemm_bf16_gflops(int M, int N, int K, int reps)
 int main(int argc, char **argv)
 {
     pt_host_memory_keep(); /* as ptrain-run: freed blocks stay for the next step */
-    MPI_Init(&argc, &argv);
     const char *model = "small";
     int B = 8, steps = 5, threads = 0, prec = PT_PREC_FP32;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
-        else if (!strcmp(argv[i], "--batch")) B = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-        else if (!strcmp(argv[i], "--precision")) {
-            pt_error e;
-            if (pt_precision_parse("--precision", argv[i + 1], &prec, &e) < 0) {
-                fprintf(stderr, "bench-step: %s\n", e.text);
-                MPI_Finalize();
-                return 2;
-            }
-        }
-        else { fprintf(stderr, "bench-step: unknown option %s\n", argv[i]); MPI_Finalize(); return 2; }
+    const char *precision = "fp32";
+    char model_help[256];
+    snprintf(model_help, sizeof model_help, "model preset: %s", pt_gpt_preset_names());
+    const bench_opt opts[] = {
+        {"model", BENCH_STR, 0, 0, &model, "NAME", model_help, NULL},
+        {"batch", BENCH_INT, 1, 1000000, &B, "N", "sequences per step", NULL},
+        {"steps", BENCH_INT, 1, 1000000, &steps, "N", "timed steps, after one untimed warm-up step", NULL},
+        {"threads", BENCH_INT, 0, 4096, &threads, "N", "threads of the cpu backend, 0: OpenMP's default", NULL},
+        {"precision", BENCH_CHOICE, 0, 0, &precision, "fp32|bf16",
+         "bf16: bf16 activations and weight copies, fp32 master weights, gradients and AdamW", NULL},
+        {0}};
+    bench_opts_parse(argc, argv, "bench-step", "bench-step [options]",
+                     "One training step's throughput at 1 rank beside the machine's sgemm (or bf16 GEMM) rate.", opts);
+    pt_error perr;
+    if (pt_precision_parse("--precision", precision, &prec, &perr) < 0) { /* the table admits only the names */
+        fprintf(stderr, "bench-step: %s\n", perr.text);
+        return 2;
     }
+    MPI_Init(&argc, &argv);
     pt_gpt_config cfg;
     if (pt_gpt_preset(model, &cfg) || B < 1 || steps < 1) {
         fprintf(stderr, "bench-step: %s\n", B < 1 || steps < 1 ? "--batch and --steps must be >= 1" : pt_errmsg());

@@ -48,19 +48,48 @@ int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *
     return 0;
 }
 
+/* A deep copy of profile a into b. */
+static int profile_copy(const pt_energy_profile *a, pt_energy_profile *b, pt_error *err)
+{
+    memset(b, 0, sizeof *b);
+    b->ntypes = a->ntypes;
+    b->idle_w = a->idle_w;
+    b->modelled = a->modelled;
+    b->nchoices = calloc((size_t)a->ntypes, sizeof *b->nchoices);
+    b->choice = calloc((size_t)a->ntypes, sizeof *b->choice);
+    if (!b->nchoices || !b->choice) {
+        pt_energy_profile_free(b);
+        return pt_errprintf(err, "out of memory for the energy profile");
+    }
+    for (int t = 0; t < a->ntypes; t++) {
+        b->choice[t] = malloc(sizeof **b->choice * (size_t)a->nchoices[t]);
+        if (!b->choice[t]) {
+            pt_energy_profile_free(b);
+            return pt_errprintf(err, "out of memory for the energy profile");
+        }
+        memcpy(b->choice[t], a->choice[t], sizeof **b->choice * (size_t)a->nchoices[t]);
+        b->nchoices[t] = a->nchoices[t];
+    }
+    return 0;
+}
+
 int plan_energy(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                const pt_energy_power_model *pm, double tau_s, pt_energy_dag *dag, pt_energy_profile *pr,
-                pt_energy_frontier *f, pt_error *err)
+                const pt_energy_power_model *pm, const pt_energy_profile *measured, const pt_energy_meta *meta,
+                double tau_s, pt_energy_dag *dag, pt_energy_profile *pr, pt_energy_frontier *f, pt_error *err)
 {
     memset(dag, 0, sizeof *dag);
     memset(pr, 0, sizeof *pr);
     memset(f, 0, sizeof *f);
     int ntypes = 2 * p->pp * p->virtual_stages;
+    if (measured && meta && (meta->pp != p->pp || meta->v != p->virtual_stages))
+        return pt_errprintf(err, "the energy profile was made with pp=%d virtual_stages=%d, the plan has pp=%d "
+                            "virtual_stages=%d (valid: a profile of the same pipeline; pin --pp and the schedule)",
+                            meta->pp, meta->v, p->pp, p->virtual_stages);
     double *tt = calloc((size_t)ntypes, sizeof(double)), p2p = 0;
     if (!tt) return pt_errprintf(err, "out of memory");
     int rc = plan_energy_times(m, global_batch, p, hw, tt, &p2p, err);
     if (!rc) rc = pt_energy_dag_build(p->schedule, p->pp, p->microbatches, p->virtual_stages, p2p, dag, err);
-    if (!rc) rc = pt_energy_profile_model(pm, ntypes, tt, pr, err);
+    if (!rc) rc = measured ? profile_copy(measured, pr, err) : pt_energy_profile_model(pm, ntypes, tt, pr, err);
     if (!rc) rc = pt_energy_frontier_compute(dag, pr, tau_s, 0, f, err);
     free(tt);
     if (rc) {
@@ -78,11 +107,11 @@ static void row(FILE *o, const char *label, const pt_energy_point *pt, const pt_
 }
 
 void plan_energy_print(FILE *o, const pt_energy_dag *dag, const pt_energy_profile *pr, const pt_energy_frontier *f,
-                       const char *model_name, double slowdown, double straggler_s)
+                       const char *source, double slowdown, double straggler_s)
 {
     fprintf(o, "energy: one iteration of %s pp=%d microbatches=%d virtual_stages=%d per pipeline (%d instructions, "
-            "%s power model, %s)\n", pt_pp_schedule_name(dag->kind), dag->pp, dag->m, dag->v, dag->n, model_name,
-            pr->modelled ? "modelled: estimated clocks, power and times" : "measured profile");
+            "%s, %s)\n", pt_pp_schedule_name(dag->kind), dag->pp, dag->m, dag->v, dag->n, source,
+            pr->modelled ? "modelled: estimated clocks, power and times" : "measured");
     fprintf(o, "  time-energy frontier (Perseus, SOSP 2024): %d points in %d cut steps of %.2f us\n", f->npoints,
             f->steps, f->tau_s * 1e6);
     fprintf(o, "  %-22s %13s %14s %9s %9s\n", "point", "time", "energy", "energy", "time");
@@ -115,13 +144,27 @@ void plan_energy_print(FILE *o, const pt_energy_dag *dag, const pt_energy_profil
     }
 }
 
+int plan_energy_pick(const pt_energy_frontier *f, double slowdown, char *name, size_t len)
+{
+    if (slowdown > 0) {
+        int k = pt_energy_frontier_at(f, f->max_clock.time_s * (1 + slowdown));
+        if (k >= 0) {
+            snprintf(name, len, "deadline +%g%%", 100 * slowdown);
+            return k;
+        }
+    }
+    snprintf(name, len, "intrinsic");
+    return f->intrinsic;
+}
+
 json_t *plan_energy_json(const pt_energy_dag *dag, const pt_energy_profile *pr, const pt_energy_frontier *f,
-                         const char *model_name, double slowdown, double straggler_s)
+                         const char *model_name, const char *profile, double slowdown, double straggler_s)
 {
     json_t *e = json_object(), *fr = json_array();
     json_object_set_new(e, "schedule", json_string(pt_pp_schedule_name(dag->kind)));
     json_object_set_new(e, "instructions", json_integer(dag->n));
-    json_object_set_new(e, "power_model", json_string(model_name));
+    json_object_set_new(e, "power_model", model_name ? json_string(model_name) : json_null());
+    json_object_set_new(e, "profile", profile ? json_string(profile) : json_null());
     json_object_set_new(e, "modelled", json_boolean(pr->modelled));
     json_object_set_new(e, "tau_s", json_real(f->tau_s));
     for (int i = 0; i < f->npoints; i++)

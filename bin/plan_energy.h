@@ -3,6 +3,7 @@
 #define PTRAIN_PLAN_ENERGY_H
 #include "plan/cost.h"
 #include "plan/energy.h"
+#include "energy/profile.h"
 #include "plan/plan.h"
 
 #include <jansson.h>
@@ -15,14 +16,24 @@
  * *p2p_s the transfer of one activation between stages.  -1 with err. */
 int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw, double *type_time,
                       double *p2p_s, pt_error *err);
-/* Build the DAG, the modelled profile and the frontier of plan p. */
+/* Build the DAG, the profile and the frontier of plan p: the profile is
+ * modelled from the power model pm when `measured` is NULL; else *measured
+ * (a profile loaded with pt_energy_profile_load, made on pp and
+ * virtual_stages equal to the plan's: -1 with one line naming both when
+ * not) is copied into *pr. */
 int plan_energy(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                const pt_energy_power_model *pm, double tau_s, pt_energy_dag *dag, pt_energy_profile *pr,
-                pt_energy_frontier *f, pt_error *err);
+                const pt_energy_power_model *pm, const pt_energy_profile *measured, const pt_energy_meta *meta,
+                double tau_s, pt_energy_dag *dag, pt_energy_profile *pr, pt_energy_frontier *f, pt_error *err);
 /* The table (max clock, intrinsic, deadline at +slowdown, extrinsic at a
- * straggler's iteration time, the frontier sampled) and its JSON. */
+ * straggler's iteration time, the frontier sampled) and its JSON.
+ * source: "gpu power model", "profile FILE". */
 void plan_energy_print(FILE *o, const pt_energy_dag *dag, const pt_energy_profile *pr, const pt_energy_frontier *f,
-                       const char *model_name, double slowdown, double straggler_s);
+                       const char *source, double slowdown, double straggler_s);
+/* model_name: the power model (NULL with a profile); profile: its path
+ * (NULL when modelled). */
 json_t *plan_energy_json(const pt_energy_dag *dag, const pt_energy_profile *pr, const pt_energy_frontier *f,
-                         const char *model_name, double slowdown, double straggler_s);
+                         const char *model_name, const char *profile, double slowdown, double straggler_s);
+/* The point --energy-plan-out writes: the deadline point of --energy-slowdown
+ * when given (and reached), else the intrinsic one; its name into name. */
+int plan_energy_pick(const pt_energy_frontier *f, double slowdown, char *name, size_t len);
 #endif

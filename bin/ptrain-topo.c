@@ -1,4 +1,5 @@
 /* ptrain-topo: the node model, link classes, islands and bandwidth probes.
+ * --energy: what the machine can measure and which clocks can be set.
  * See ptrain-topo(1). */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -9,6 +10,7 @@
 #include "topo/topo_plan.h"
 #include "topo/probe_gpu.h"
 #include "topo/probe_mpi.h"
+#include "energy/probe.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -31,6 +33,8 @@ static void usage(FILE *f)
             "  --gres           print Slurm gres.conf lines for the GPUs\n"
             "  --save FILE      write the model (JSON, or XML if FILE ends in .xml) atomically\n"
             "  --strict         exit 1 when there are warnings\n"
+            "  --energy         what this machine can measure (NVML's GPU energy counters, RAPL) and\n"
+            "                   which clocks this user can set (NVML, cpufreq), for ptrain-run's energy\n"
             "  --help, --version  this text; the version\n"
             "exit: 0 fine, 1 warnings with --strict, 2 bad input, 3 probe or write failure\n");
 }
@@ -174,6 +178,18 @@ static void report(const pt_topo *t)
         if (n->pair_us > 0 && n->pair_busy_us > 0)
             printf("    pair allreduce: %zu bytes in %.1f us with every rank in a pair, %.1f us while half the ranks "
                    "compute (+%.1f us)\n", n->pair_bytes, n->pair_us, n->pair_busy_us, n->pair_busy_us - n->pair_us);
+        if (n->coll_bytes[0] > 0) {
+            printf("    collectives   : each kind at %zu and %zu bytes, t = steps alpha + bytes busfactor / busbw\n",
+                   n->coll_bytes[0], n->coll_bytes[1]);
+            for (int k = 0; k < PT_TOPO_COLL_N; k++) {
+                if (n->coll_busbw[k] > 0)
+                    printf("      %-14s: alpha %.2f us per step, busbw %.3f GB/s (%.1f and %.1f us)\n", pt_topo_coll_name(k),
+                           n->coll_lat_us[k], n->coll_busbw[k], n->coll_time_us[k][0], n->coll_time_us[k][1]);
+                else
+                    printf("      %-14s: not fitted: %.1f us and %.1f us (no growth with the size)\n", pt_topo_coll_name(k),
+                           n->coll_time_us[k][0], n->coll_time_us[k][1]);
+            }
+        }
     }
 
     char wbuf[8192];
@@ -189,11 +205,12 @@ int main(int argc, char **argv)
         { "json", no_argument, 0, 'j' }, { "xml", no_argument, 0, 'x' }, { "gres", no_argument, 0, 'g' },
         { "probe", no_argument, 0, 'p' }, { "probe-quick", no_argument, 0, 'q' },
         { "save", required_argument, 0, 's' }, { "strict", no_argument, 0, 'S' },
+        { "energy", no_argument, 0, 'E' },
         { "help", no_argument, 0, 'h' }, { "version", no_argument, 0, 'V' }, { 0, 0, 0, 0 } };
     const char *topology = NULL, *load = NULL, *save = NULL;
-    int out = 0, probe = 0, quick = 0, strict = 0, c;
+    int out = 0, probe = 0, quick = 0, strict = 0, energy = 0, c;
     opterr = 0;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
         switch (c) {
         case 't': topology = optarg; break;
         case 'l': load = optarg; break;
@@ -204,6 +221,7 @@ int main(int argc, char **argv)
         case 'q': probe = quick = 1; break;
         case 's': save = optarg; break;
         case 'S': strict = 1; break;
+        case 'E': energy = 1; break;
         case 'h': usage(stdout); return 0;
         case 'V': printf("ptrain-topo (ptrain) %s\n", PACKAGE_VERSION); return 0;
         default:
@@ -213,6 +231,21 @@ int main(int argc, char **argv)
     }
     if (optind < argc) { fprintf(stderr, "ptrain-topo: unexpected argument '%s' (see --help)\n", argv[optind]); return EXIT_BAD; }
     if (topology && load) { fprintf(stderr, "ptrain-topo: --topology and --load exclude each other\n"); return EXIT_BAD; }
+    if (energy) { /* this machine's energy sources and clocks (lib/energy/probe.h); nothing else */
+        if (topology || load || probe || save || out || strict) {
+            fprintf(stderr, "ptrain-topo: --energy reports this machine's energy sources and clocks; it takes no "
+                            "other option\n");
+            return EXIT_BAD;
+        }
+        char buf[16384];
+        pt_energy_probe(buf, sizeof buf);
+        printf("Energy of this machine (what this user can measure and set; nothing is changed):\n%s", buf);
+        if (fflush(stdout) != 0 || ferror(stdout)) {
+            fprintf(stderr, "ptrain-topo: cannot write standard output\n");
+            return EXIT_FAIL;
+        }
+        return 0;
+    }
     if (probe && (topology || load)) {
         fprintf(stderr, "ptrain-topo: --probe measures this machine; it cannot be combined with --topology or --load\n");
         return EXIT_BAD;

@@ -39,8 +39,10 @@ src[topo_json]=$topo_src; libs[topo_json]=$topo_libs
 src[topo_xml]=$topo_src; libs[topo_xml]=$topo_libs
 src[plan_env]="$core $plan"; libs[plan_env]="-lm"
 # the plugin's helpers plan and bind with the node model (lib/plan, topo/)
-src[spank_opts]="$topo_src $plan $top/lib/plan/cost.c $top/lib/plan/search.c $top/spank/spank_util.c $top/topo/topo_plan.c"
-libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs"
+# (and NVML's loader for the energy restriction, lib/energy/nvml.c)
+src[spank_opts]="$topo_src $plan $top/lib/plan/cost.c $top/lib/plan/search.c $top/spank/spank_util.c $top/topo/topo_plan.c
+                 $top/lib/energy/nvml.c"
+libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs -ldl"
 src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
 
 status=0

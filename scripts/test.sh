@@ -4,6 +4,16 @@
 # plugin under a throw-away local Slurm), then the unit and MPI tests again
 # under AddressSanitizer + UndefinedBehaviorSanitizer.
 #   usage: bash scripts/test.sh        (QUICK=1 skips the sanitizer pass)
+# CUDA: configure builds the CUDA backend wherever it finds nvcc (CI has
+# CUDA 13 in /usr/local/cuda but no GPU), so the backend compiles and links
+# with warnings as errors in both passes and in distcheck; its tests/gpu
+# programs report SKIP with the reason.  The sanitizer pass keeps CUDA: the
+# CUDA runtime, cuBLASLt, cuDNN and NCCL load and fail cleanly under
+# ASan/UBSan/LSan without a GPU (the .cu objects' host code is not
+# instrumented: nvcc compiles it).  On a GPU machine ASan's shadow gap
+# collides with the driver's mappings: run an ASan build there with
+# ASAN_OPTIONS=protect_shadow_gap=0 (scripts/test-gpu.sh runs the release
+# build).
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
@@ -41,6 +51,14 @@ status=0
 mkdir -p _build/check
 ( cd _build/check && ../../configure -q && make -j2 >/dev/null && make -j2 check ) || { status=1; show_failures _build/check; }
 summarize _build/check
+# CI compiles the CUDA backend wherever nvcc is installed: a configure that
+# quietly built without it is a failure here, not a CPU-only pass
+if { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } &&
+    ! grep -q '^#define HAVE_CUDA 1' _build/check/config.h 2>/dev/null; then
+    echo "ci: nvcc is installed, but configure built no CUDA backend:" \
+        "$(grep -m1 'CUDA backend:' _build/check/config.log 2>/dev/null | sed 's/^ *//')"
+    status=1; total_fail=$((total_fail + 1))
+fi
 phase "build and make check"
 
 # Fuzz targets (tests/fuzz): regression inputs and seeds, then a short
@@ -60,7 +78,7 @@ fi
 # tarball, installs, uninstalls and cleans (with the unit tests only: the
 # whole suite just ran above).
 if [ "${QUICK:-0}" != 1 ]; then
-    if ( cd _build/check && make distcheck TESTS="tests/unit/test_error tests/unit/test_plan tests/unit/test_ops" \
+    if ( cd _build/check && make distcheck TESTS="tests/unit/test_error tests/unit/test_plan tests/unit/test_ops tests/unit/test_cuda_host" \
            >distcheck.log 2>&1 ); then
         total_pass=$((total_pass + 1)); echo "distcheck: ok"
     else

@@ -26,7 +26,13 @@
  *       included) plus RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE,
  *       MASTER_ADDR, MASTER_PORT; bind the task mpibind-style (bind=auto:
  *       GPU, CPU set, HCA); global rank 0's task prints the warnings, the
- *       plan (--ptrain-verbose) and the explanation (--ptrain-explain).
+ *       plan (--ptrain-verbose) and the explanation (--ptrain-explain);
+ *       --ptrain-energy=off|report|plan|apply (within ptrain.conf's
+ *       `energy`): PTRAIN_ENERGY and the allowed clock ranges for
+ *       ptrain-run; under apply, task_post_fork (slurmstepd, root) lifts
+ *       NVML's application-clock restriction of the task's own GPU (NVML is
+ *       dlopen'ed, never linked) and task_exit resets its clocks and puts
+ *       the restriction back.
  *
  * Nothing here may crash slurmstepd: every failure is a slurm_error() line
  * and a -1 return.  Only the slurm_spank_* entry points and the plugin
@@ -42,12 +48,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <slurm/spank.h>
 
 #include "core/core.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
+#include "plan/planner.h"
 #include "plan/resolve.h"
 #include "plan/search.h"
 #include "spank/spank_util.h"
@@ -83,6 +91,16 @@ static char opt_model[64];      /* --ptrain-model text, "" = not given */
 static int opt_batch;           /* --ptrain-batch, 0 = not given */
 static int opt_explain;         /* --ptrain-explain */
 
+/* --ptrain-energy (ptrain_spank(8), ENERGY): the level asked for, -1 none;
+ * under apply, each local task's GPU whose application-clock restriction
+ * this slurmstepd lifted (restored at the task's exit). */
+static int opt_energy = -1;
+static int req_energy = -1;       /* option > PTRAIN_ENERGY, within conf.energy */
+static int energy_state;          /* 0 not resolved, 1 resolved, -1 refused (energy_err) */
+static pt_error energy_err;
+#define MAX_LOCAL 1024
+static struct { char busid[32]; int was, lifted; } energy_gpu[MAX_LOCAL];
+
 /* What the plan is made for when neither option nor variable says: the
  * defaults of ptrain-run's --model and --batch. */
 #define DEFAULT_MODEL "tiny"
@@ -104,7 +122,6 @@ static const struct { const char *key, *var; } pipe_opts[] = {
 #define N_PIPE ((int)(sizeof pipe_opts / sizeof pipe_opts[0]))
 static char opt_pipe[N_PIPE][400];
 static int opt_pipe_given[N_PIPE];
-static int req_zero_given;      /* the request's zero came from the user, not default_zero */
 
 enum { PLAN_NONE = 0, PLAN_SKIP, PLAN_READY, PLAN_ERROR };
 static int plan_state = PLAN_NONE;
@@ -119,7 +136,7 @@ static char tpn_text[256];
 static int verbose, explain;
 static char req_model[64];      /* the model the plan is made for (PTRAIN_MODEL) */
 static int req_batch;           /* the global batch (PTRAIN_BATCH) */
-static pt_search_result search_res;
+static pt_search_result search_res; /* the planner's result, for --ptrain-explain */
 static char plan_notes[1024];   /* warnings for the user, lines joined by '\n' */
 static pt_topo node_topo;       /* this node's model */
 static int node_topo_state;     /* 0 not loaded, 1 loaded, -1 failed */
@@ -239,6 +256,18 @@ static int cb_explain(int val, const char *optarg, int remote)
     return 0;
 }
 
+static int cb_energy(int val, const char *optarg, int remote)
+{
+    (void)val;
+    (void)remote;
+    pt_error err;
+    if (pt_spank_parse_energy_opt(&conf, "--ptrain-energy", optarg, &opt_energy, &err) < 0) {
+        slurm_error("%s", err.text);
+        return -1;
+    }
+    return 0;
+}
+
 static int cb_verbose(int val, const char *optarg, int remote)
 {
     (void)val;
@@ -249,40 +278,24 @@ static int cb_verbose(int val, const char *optarg, int remote)
 }
 
 /* A variable of the environment the request is read from: srun's own
- * (local) or the job's (remote).  Fills buf and returns 1 when set and
- * not empty. */
+ * (local: pt_plan_getenv) or the job's (remote).  Fills buf and returns 1
+ * when set and not empty, 0 when unset or empty, -1 when the value does
+ * not fit buf (never truncated: a cut-off value could pass as another
+ * valid one). */
 typedef int (*env_get_fn)(void *arg, const char *name, char *buf, int len);
-
-/* env_get_fn contract: 1 and the value in buf, 0 when unset or empty, -1
- * when the value does not fit buf (never truncated: a cut-off value could
- * pass as another valid one). */
-static int local_getenv(void *arg, const char *name, char *buf, int len)
-{
-    (void)arg;
-    const char *v = getenv(name);
-    if (!v || !*v) return 0;
-    if (strlen(v) >= (size_t)len) return -1;
-    snprintf(buf, (size_t)len, "%s", v);
-    return 1;
-}
-
-/* get(arg, name) into buf: 1, 0 (unset), or -1 with one line in err when
- * the value is longer than buf holds (SPANK's spank_getenv refuses it with
- * ESPANK_NOSPACE; it must not pass for unset). */
-static int get_var(env_get_fn get, void *arg, const char *name, char *buf, int len, pt_error *err)
-{
-    int g = get(arg, name, buf, len);
-    if (g < 0)
-        return pt_errprintf(err, "ptrain: %s in the job environment is longer than %d bytes; it is not a valid "
-                            "value (valid: see ptrain-env(7))", name, len - 1);
-    return g;
-}
 
 static pt_plan_limits conf_limits(void)
 {
-    pt_plan_limits lim = {.max_tp = conf.max_tp, .modes = conf.allowed_modes,
-                          .max_pp = conf.max_pp, .max_zero = conf.max_zero,
-                          .schedules = conf.allowed_schedules};
+    pt_plan_limits lim;
+    pt_plan_limits_default(&lim);
+    lim.max_tp = conf.max_tp;
+    lim.modes = conf.allowed_modes;
+    lim.max_pp = conf.max_pp;
+    lim.max_zero = conf.max_zero;
+    lim.schedules = conf.allowed_schedules;
+    lim.precisions = conf.allowed_precisions;
+    lim.default_zero = conf.default_zero;
+    lim.mixed = conf.mixed_nodes;
     return lim;
 }
 
@@ -297,150 +310,142 @@ static pt_plan_limits conf_limits(void)
 static void load_node_model(void)
 {
     if (node_topo_state) return;
-    memset(&node_topo, 0, sizeof node_topo);
     plan_notes[0] = '\0';
-    if (conf.topology[0]) {
-        if (pt_topo_load_file(&node_topo, conf.topology) == PT_OK) {
-            node_topo_state = 1;
-            snprintf(topo_source, sizeof topo_source, "cached model %.290s", conf.topology);
-            return;
-        }
-        snprintf(plan_notes, sizeof plan_notes, "ptrain: warning: cannot load the node model "
-                 "topology=%.600s (%.200s); planning from this node's hwloc model", conf.topology,
-                 pt_errmsg());
-        pt_topo_free(&node_topo);
-        memset(&node_topo, 0, sizeof node_topo);
-    }
-    if (pt_topo_load_hwloc(&node_topo, NULL) == PT_OK) {
-        node_topo_state = 1;
-        snprintf(topo_source, sizeof topo_source, "hwloc");
-        return;
-    }
-    size_t l = strlen(plan_notes);
-    snprintf(plan_notes + l, sizeof plan_notes - l, "%sptrain: warning: no node model (hwloc: "
-             "%s); planning from ptrain.conf's rates and defaults", l ? "\n" : "", pt_errmsg());
-    pt_topo_free(&node_topo);
-    memset(&node_topo, 0, sizeof node_topo);
-    node_topo_state = -1;
-    snprintf(topo_source, sizeof topo_source, "defaults");
+    int from;
+    pt_error e;
+    if (pt_topo_plan_load(conf.topology, "topology", PT_TOPO_LOAD_FALLBACK | PT_TOPO_LOAD_ESTIMATES | PT_TOPO_LOAD_WARN,
+                          &node_topo, &from, plan_notes, sizeof plan_notes, &e) < 0)
+        from = PT_TOPO_FROM_NONE; /* not with these flags: the estimates */
+    node_topo_state = from == PT_TOPO_FROM_NONE ? -1 : 1;
+    if (from == PT_TOPO_FROM_PATH) snprintf(topo_source, sizeof topo_source, "cached model %.290s", conf.topology);
+    else if (from == PT_TOPO_FROM_HWLOC) snprintf(topo_source, sizeof topo_source, "hwloc");
+    else snprintf(topo_source, sizeof topo_source, "defaults");
 }
 
-/* The cluster the planner sees: the node model's rates (pt_topo_plan_hw:
- * measured where the model holds a measurement, else estimated), with
- * ptrain.conf's gemm_gflops / inter_node_gbps / inter_node_lat_us over
- * them.  Without a model: the same estimates for a node of one NUMA node
- * and no GPU. */
-static int make_cluster(const pt_job_geometry *g, pt_cluster *c, pt_error *err)
+/* The cluster the planner sees: each node's model (ptrain.conf's
+ * node_models for the nodes of its host lists, mixed nodes; every other
+ * node this node's model: `topology`, else hwloc), their rates from
+ * pt_topo_plan_hw (measured where the model holds a measurement, else
+ * estimated) with ptrain.conf's gemm_gflops / inter_node_gbps /
+ * inter_node_lat_us over them (pt_plan_machine_build).  Without a model:
+ * the estimates of a node of one NUMA node and no GPU.  nodelist (NULL:
+ * unknown, every node the default) names the step's nodes in order. */
+static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_machine *m, pt_error *err)
 {
-    memset(c, 0, sizeof *c);
-    c->nnodes = g->nnodes;
-    c->tasks_per_node = g->tasks_per_node;
-    int maxt = 1;
-    for (int i = 0; i < g->nnodes; i++)
-        if (g->tasks_per_node[i] > maxt) maxt = g->tasks_per_node[i];
-    pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops};
-    pt_error inner;
-    if (pt_topo_plan_hw(node_topo_state > 0 ? &node_topo : NULL, maxt, &ov, &c->hw, &c->island_ranks, NULL, 0, &inner) < 0)
-        return pt_errprintf(err, "node model (%s): %s", topo_source, inner.text);
-    if (conf.inter_node_lat_us > 0) c->hw.lat_s[PT_NET_INTER] = conf.inter_node_lat_us * 1e-6;
-    if (local_check) c->hw.mem_bytes = 0;
-    return 0;
+    int *kind_of = calloc((size_t)g->nnodes, sizeof(int));
+    if (!kind_of) return pt_errprintf(err, "out of memory for %d nodes", g->nnodes);
+    if (conf.n_node_models > 0 && nodelist && pt_spank_node_kinds(&conf, nodelist, g->nnodes, kind_of, err) < 0) {
+        free(kind_of);
+        return -1;
+    }
+    if (conf.n_node_models == 0 || !nodelist)
+        for (int i = 0; i < g->nnodes; i++) kind_of[i] = -1;
+    /* kinds: 0 the default model, then each node_models entry a node uses */
+    pt_topo models[PT_SPANK_NODE_MODELS];
+    const pt_topo *mp[PT_SPANK_NODE_MODELS + 1];
+    const char *names[PT_SPANK_NODE_MODELS + 1];
+    int kind_index[PT_SPANK_NODE_MODELS], nk = 1, rc = 0;
+    mp[0] = node_topo_state > 0 ? &node_topo : NULL;
+    names[0] = topo_source;
+    for (int e = 0; e < PT_SPANK_NODE_MODELS; e++) kind_index[e] = -1;
+    for (int i = 0; i < g->nnodes && rc == 0; i++) {
+        const int e = kind_of[i];
+        if (e < 0) {
+            kind_of[i] = 0;
+            continue;
+        }
+        if (kind_index[e] < 0) {
+            if (pt_topo_load_file(&models[nk - 1], conf.node_model[e].path) != PT_OK) {
+                rc = pt_errprintf(err, "node model %.300s of nodes %.200s (ptrain.conf node_models): %s",
+                                  conf.node_model[e].path, conf.node_model[e].hosts, pt_errmsg());
+                break;
+            }
+            kind_index[e] = nk;
+            mp[nk] = &models[nk - 1];
+            names[nk] = conf.node_model[e].path;
+            nk++;
+        }
+        kind_of[i] = kind_index[e];
+    }
+    if (rc == 0) {
+        pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops};
+        pt_error inner;
+        if (pt_plan_machine_build(m, nk, mp, names, kind_of, g->tasks_per_node, g->nnodes, &ov, conf.inter_node_lat_us,
+                                  &inner) < 0)
+            rc = pt_errprintf(err, "node model (%s): %s", topo_source, inner.text);
+    }
+    for (int k = 1; k < nk; k++) pt_topo_free(&models[k - 1]);
+    free(kind_of);
+    if (rc == 0 && local_check) { /* srun's host judges no memory: the nodes do */
+        m->cluster.hw.mem_bytes = 0;
+        for (int k = 0; k < m->nkinds; k++) m->kinds[k].hw.mem_bytes = 0;
+    }
+    return rc;
 }
 
-/* Plan the step: pt_plan_resolve (lib/plan/resolve.h) over what the
- * request leaves open, with the administrator's default_zero and this
- * node's cluster model; its warnings (a pinned layout over a slower link)
- * join plan_notes.  No fallback to a fixed rule: a request the search
- * cannot satisfy is refused with its reason (a fallback would silently run
- * a plan the cost model says does not fit, or quietly drop the named
- * layout). */
-static int plan_request(const pt_job_geometry *g, const pt_plan *req, pt_plan *out, pt_error *err)
+/* Plan the step through the planning handle (lib/plan/planner.h) with the
+ * administrator's limits (default_zero, mixed_nodes) on the step's
+ * machine; its warnings (a pinned layout over a slower link) join
+ * plan_notes.  No fallback to a fixed rule: a request the search cannot
+ * satisfy is refused with its reason (a fallback would silently run a plan
+ * the cost model says does not fit, or quietly drop the named layout). */
+static int plan_request(const pt_job_geometry *g, const char *nodelist, const pt_plan_request *r, pt_plan *out,
+                        pt_error *err)
 {
     pt_plan_limits lim = conf_limits();
-    pt_model_shape m;
-    if (pt_model_shape_parse("PTRAIN_MODEL", req_model, &m, err) < 0) return -1;
-    pt_cluster c;
-    if (make_cluster(g, &c, err) < 0) return -1;
-    char notes[sizeof plan_notes];
-    if (pt_plan_resolve(&c, &m, req_batch, &lim, req, req_zero_given, conf.default_zero, out,
-                        &search_res, notes, sizeof notes, err) < 0)
-        return -1;
-    if (notes[0]) pt_notef(plan_notes, sizeof plan_notes, "%s", notes);
-    return 0;
+    pt_plan_machine m;
+    if (make_machine(g, nodelist, &m, err) < 0) return -1;
+    pt_planner *p = pt_planner_new(&m.cluster, &lim, err);
+    int rc = -1;
+    if (p && pt_planner_set_request(p, r, err) == 0 && pt_planner_run(p, err) == 0) {
+        *out = *pt_planner_plan(p);
+        search_res = *pt_planner_result(p);
+        if (pt_planner_notes(p)[0]) pt_notef(plan_notes, sizeof plan_notes, "%s", pt_planner_notes(p));
+        rc = 0;
+    }
+    pt_planner_free(p);
+    pt_plan_machine_free(&m);
+    return rc;
 }
 
-/* The user's request: each option, else its PTRAIN_* variable, else the
- * administrator's default_mode (sizes 0 = let the planner choose).  Then
- * the checks that need no geometry.  -1 with a one-line error. */
-static int resolve_request(env_get_fn get, void *arg, pt_plan *req, pt_error *err)
+/* The user's request through lib/plan's one request builder: each option,
+ * else its PTRAIN_* variable, else the administrator's default_mode,
+ * default_schedule, default_recompute and default_precision (sizes not
+ * pinned: the planner chooses).  Then the checks that need no geometry.  -1 with a one-line
+ * error. */
+static int resolve_request(env_get_fn get, void *arg, pt_plan_request *r, pt_error *err)
 {
-    char buf[256];
-    pt_plan_default(req);
-    req->rank_order[0] = '\0'; /* the search chooses the placement */
-    req->mode = conf.default_mode;
-    req->tp = opt_tp;
-    req->tp_depth = opt_tp_depth;
-    req->sp = opt_sp;
-    int g;
-    if (opt_mode_given) req->mode = opt_mode;
-    else if ((g = get_var(get, arg, "PTRAIN_MODE", buf, sizeof buf, err)) < 0 ||
-             (g && parse_mode_text("PTRAIN_MODE", buf, &req->mode, err) < 0))
-        return -1;
-    if (!req->tp && ((g = get_var(get, arg, "PTRAIN_TP", buf, sizeof buf, err)) < 0 ||
-                     (g && parse_size_text("PTRAIN_TP", buf, 1, &req->tp, err) < 0)))
-        return -1;
-    if (!req->tp_depth && ((g = get_var(get, arg, "PTRAIN_TP_DEPTH", buf, sizeof buf, err)) < 0 ||
-                           (g && parse_size_text("PTRAIN_TP_DEPTH", buf, 0, &req->tp_depth, err) < 0)))
-        return -1;
-    if (!req->sp && ((g = get_var(get, arg, "PTRAIN_SP", buf, sizeof buf, err)) < 0 ||
-                     (g && parse_size_text("PTRAIN_SP", buf, 0, &req->sp, err) < 0)))
-        return -1;
-    /* the model and batch the plan is made for: option > PTRAIN_* > ptrain-run's defaults */
-    if (opt_model[0]) snprintf(req_model, sizeof req_model, "%s", opt_model);
-    else if ((g = get_var(get, arg, "PTRAIN_MODEL", buf, sizeof buf, err)) < 0) return -1;
-    else if (g) {
-        if (pt_spank_parse_model_opt("PTRAIN_MODEL", buf, err) < 0) return -1;
-        snprintf(req_model, sizeof req_model, "%.63s", buf);
-    } else snprintf(req_model, sizeof req_model, "%s", DEFAULT_MODEL);
-    req_batch = DEFAULT_BATCH;
-    if (opt_batch) req_batch = opt_batch;
-    else if ((g = get_var(get, arg, "PTRAIN_BATCH", buf, sizeof buf, err)) < 0 ||
-             (g && pt_spank_parse_batch_opt("PTRAIN_BATCH", buf, &req_batch, err) < 0))
-        return -1;
-    /* pipeline/ZeRO: option > PTRAIN_* > the administrator's default;
-     * pp and microbatches 0 = the planner chooses (pt_plan_search) */
-    req->pp = 0;
-    req->microbatches = 0;
-    req->schedule = conf.default_schedule;
-    req->ckpt_act = conf.default_recompute;
-    req->precision = conf.default_precision;
-    req->zero = 0;
-    req_zero_given = 0;
+    pt_plan_request_init(r, conf.default_mode);
+    r->plan.schedule = conf.default_schedule;
+    r->plan.ckpt_act = conf.default_recompute;
+    r->plan.precision = conf.default_precision;
+    pt_plan_limits lim = conf_limits();
+    const pt_plan_limits *lp = conf_bad ? NULL : &lim;
+    /* the options given (validated by their callbacks) */
+    if (opt_mode_given) r->plan.mode = opt_mode, r->pinned |= PT_PIN_MODE;
+    if (opt_tp) r->plan.tp = opt_tp, r->pinned |= PT_PIN_TP;
+    if (opt_tp_depth) r->plan.tp_depth = opt_tp_depth, r->pinned |= PT_PIN_TP_DEPTH;
+    if (opt_sp) r->plan.sp = opt_sp, r->pinned |= PT_PIN_SP;
+    pt_error inner;
+    if (opt_model[0] && pt_plan_request_set(r, NULL, "model", "--ptrain-model", opt_model, &inner) < 0)
+        return pt_errprintf(err, "ptrain: %s", inner.text);
+    if (opt_batch) r->global_batch = opt_batch, r->pinned |= PT_PIN_BATCH;
     for (int i = 0; i < N_PIPE; i++) {
+        if (!opt_pipe_given[i]) continue;
         char what[64];
-        const char *text = NULL;
-        if (opt_pipe_given[i]) {
-            snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[i].key);
-            text = opt_pipe[i];
-        } else if ((g = get_var(get, arg, pipe_opts[i].var, buf, sizeof buf, err)) < 0) {
-            return -1;
-        } else if (g) {
-            snprintf(what, sizeof what, "%s", pipe_opts[i].var);
-            text = buf;
-        }
-        if (!text) continue;
-        if (pt_spank_parse_pipe_opt(conf_bad ? NULL : &conf, pipe_opts[i].key, what, text, req,
-                                    err) < 0)
-            return -1;
-        if (strcmp(pipe_opts[i].key, "zero") == 0) req_zero_given = 1;
+        snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[i].key);
+        if (pt_plan_request_set(r, lp, pipe_opts[i].key, what, opt_pipe[i], &inner) < 0)
+            return pt_errprintf(err, "ptrain: %s", inner.text);
     }
-    if (req->mode == PT_MODE_OFF) return 0;
+    /* the job's PTRAIN_* variables for the rest */
+    if (pt_plan_request_env(r, lp, get, arg, &inner) < 0) return pt_errprintf(err, "ptrain: %s", inner.text);
+    snprintf(req_model, sizeof req_model, "%s", r->model_name);
+    req_batch = r->global_batch;
+    if (r->plan.mode == PT_MODE_OFF) return 0;
     if (conf_bad)
         return pt_errprintf(err, "ptrain: cluster configuration is invalid, refusing "
-                            "--ptrain-mode=%s: %s", pt_mode_name(req->mode), conf_err.text);
-    pt_plan_limits lim = conf_limits();
-    pt_error inner;
-    if (pt_plan_request_check(req, &lim, &inner) < 0)
+                            "--ptrain-mode=%s: %s", pt_mode_name(r->plan.mode), conf_err.text);
+    if (pt_plan_request_check(&r->plan, &lim, &inner) < 0)
         return pt_errprintf(err, "ptrain: %s", inner.text);
     return 0;
 }
@@ -507,7 +512,27 @@ static struct spank_option options[] = {
      "(once, from rank 0's task).", 0, 0, cb_explain},
     {"ptrain-verbose", NULL, "ptrain: print the chosen plan (from rank 0's task).", 0, 0,
      cb_verbose},
+    {"ptrain-energy", "off|report|plan|apply",
+     "ptrain: energy: report (measure joules per step), plan (also plan each pipeline "
+     "instruction's clock), apply (also set them: the task may set its own GPU's clocks); "
+     "injected as PTRAIN_ENERGY, at most the cluster's energy level. Default: $PTRAIN_ENERGY.",
+     1, 0, cb_energy},
 };
+
+/* The energy level of the request: --ptrain-energy, else PTRAIN_ENERGY,
+ * within conf.energy; -1 when neither asks.  0 or -1 with one line. */
+static int resolve_energy(env_get_fn get, void *arg, int *level, pt_error *err)
+{
+    char buf[64];
+    *level = opt_energy;
+    if (*level >= 0) return 0;
+    int g = get(arg, "PTRAIN_ENERGY", buf, (int)sizeof buf);
+    if (g < 0)
+        return pt_errprintf(err, "ptrain: PTRAIN_ENERGY in the job environment is longer than %d bytes; it is not a "
+                            "valid value (valid: off, report, plan, apply)", (int)sizeof buf - 1);
+    if (g && pt_spank_parse_energy_opt(&conf, "PTRAIN_ENERGY", buf, level, err) < 0) return -1;
+    return 0;
+}
 
 /* ---- entry points ------------------------------------------------------- */
 static int pmix_fence_ring(spank_t sp);
@@ -546,9 +571,10 @@ PT_EXPORT int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     spank_context_t ctx = spank_context();
     if (ctx == S_CTX_REMOTE) return pmix_fence_ring(sp);
     if (ctx != S_CTX_LOCAL && ctx != S_CTX_ALLOCATOR) return 0;
-    pt_plan req;
+    pt_plan_request req;
     pt_error err;
-    if (resolve_request(local_getenv, NULL, &req, &err) < 0) {
+    int level;
+    if (resolve_request(pt_plan_getenv, NULL, &req, &err) < 0 || resolve_energy(pt_plan_getenv, NULL, &level, &err) < 0) {
         slurm_error("%s", err.text);
         return -1;
     }
@@ -566,11 +592,12 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
     (void)ac;
     (void)av;
     if (spank_context() != S_CTX_LOCAL) return 0;
-    pt_plan req, out;
+    pt_plan_request req;
+    pt_plan out;
     pt_error err;
-    if (resolve_request(local_getenv, NULL, &req, &err) < 0)
+    if (resolve_request(pt_plan_getenv, NULL, &req, &err) < 0)
         return 0; /* refused in init_post_opt already */
-    if (req.mode == PT_MODE_OFF) return 0;
+    if (req.plan.mode == PT_MODE_OFF) return 0;
     uint32_t nnodes = 0, ntasks = 0;
     const char *tpn = getenv("SLURM_STEP_TASKS_PER_NODE");
     if (!tpn) tpn = getenv("SLURM_TASKS_PER_NODE");
@@ -590,7 +617,10 @@ PT_EXPORT int slurm_spank_local_user_init(spank_t sp, int ac, char **av)
      * layout checks, and memory is left to the nodes (local_check) */
     local_check = 1;
     load_node_model();
-    if (plan_request(&g, &req, &out, &err) < 0) {
+    const char *nodelist = getenv("SLURM_STEP_NODELIST");
+    if (!nodelist) nodelist = getenv("SLURM_JOB_NODELIST");
+    if (!nodelist) nodelist = getenv("SLURM_NODELIST");
+    if (plan_request(&g, nodelist, &req, &out, &err) < 0) {
         slurm_error("ptrain: %s", err.text);
         return -1;
     }
@@ -659,10 +689,10 @@ static int is_mpi_daemon(spank_t sp)
  * reported by task_init. */
 static int pmix_fence_ring(spank_t sp)
 {
-    pt_plan req;
+    pt_plan_request req;
     pt_error err;
     char buf[64];
-    if (resolve_request(job_getenv_cb, sp, &req, &err) < 0 || req.mode == PT_MODE_OFF) return 0;
+    if (resolve_request(job_getenv_cb, sp, &req, &err) < 0 || req.plan.mode == PT_MODE_OFF) return 0;
     if (is_mpi_daemon(sp) || job_getenv(sp, "SLURM_PMIX_FENCE", buf, sizeof buf)) return 0;
     spank_err_t rc = spank_setenv(sp, "SLURM_PMIX_FENCE", "ring", 0);
     if (rc != ESPANK_SUCCESS)
@@ -687,14 +717,14 @@ static int compute_plan(spank_t sp)
 
     char buf[4096];
     pt_error err;
-    pt_plan req;
+    pt_plan_request req;
     int bad_request = resolve_request(job_getenv_cb, sp, &req, &err) < 0;
     verbose = opt_verbose || (job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) > 0 &&
                               strcmp(buf, "0") != 0);
     explain = opt_explain || (job_getenv(sp, "PTRAIN_EXPLAIN", buf, sizeof buf) > 0 &&
                               strcmp(buf, "0") != 0);
     if (bad_request) return plan_fail("%s", err.text);
-    if (req.mode == PT_MODE_OFF) {
+    if (req.plan.mode == PT_MODE_OFF) {
         plan_state = PLAN_SKIP;
         return 0;
     }
@@ -732,14 +762,13 @@ static int compute_plan(spank_t sp)
     local_tasks = (int)nlocal;
 
     load_node_model();
-    if (plan_request(&geo, &req, &plan, &err) < 0)
-        return plan_fail("ptrain: %s", err.text);
-
     if (job_getenv(sp, "SLURM_STEP_NODELIST", buf, sizeof buf) <= 0 &&
         job_getenv(sp, "SLURM_JOB_NODELIST", buf, sizeof buf) <= 0 &&
         job_getenv(sp, "SLURM_NODELIST", buf, sizeof buf) <= 0)
         return plan_fail("ptrain: no SLURM_STEP_NODELIST / SLURM_JOB_NODELIST in the job "
                          "environment: cannot name MASTER_ADDR");
+    if (plan_request(&geo, buf, &req, &plan, &err) < 0)
+        return plan_fail("ptrain: %s", err.text);
     if (pt_spank_first_host(buf, master_addr, sizeof master_addr, &err) < 0)
         return plan_fail("ptrain: %s", err.text);
     master_port = pt_spank_master_port(job_id, step_id, conf.master_port_base,
@@ -796,7 +825,8 @@ static void log_lines(const char *text)
 }
 
 /* mpibind-style binding of this task (runs in the task's own process,
- * before exec): its GPU (CUDA_VISIBLE_DEVICES), a CPU set near it
+ * before exec): its GPU (CUDA_VISIBLE_DEVICES, and PTRAIN_DEVICE=cuda for
+ * ptrain-run's --device), a CPU set near it
  * (sched_setaffinity), its nearest HCA (UCX_NET_DEVICES, NCCL_IB_HCA);
  * PTRAIN_CPUS names the CPU set the task runs on and PTRAIN_BIND who set
  * it.  Settings the user or Slurm made already are left alone: a variable
@@ -804,6 +834,9 @@ static void log_lines(const char *text)
  * allowed set (Slurm's task/affinity or cgroup binding). */
 static int bind_task(spank_t sp, int local)
 {
+    pt_topo own;
+    const pt_topo *bt = &node_topo;
+    int own_loaded = 0;
     char buf[256];
     pt_error err;
     pt_spank_binding b;
@@ -832,7 +865,18 @@ static int bind_task(spank_t sp, int local)
     if (m) hwloc_bitmap_copy(node, hwloc_topology_get_allowed_cpuset(m));
     else hwloc_bitmap_copy(node, curset);
     hwloc_bitmap_list_snprintf(allowed, sizeof allowed, node);
-    if (pt_spank_bind_compute(&node_topo, m, allowed, local, local_tasks, &b, &err) < 0) {
+    /* this node's model: its node_models entry (mixed nodes), else the
+     * default one the plan used */
+    char host[256] = "";
+    if (conf.n_node_models > 0 && (job_getenv(sp, "SLURMD_NODENAME", host, sizeof host) > 0 ||
+                                   gethostname(host, sizeof host - 1) == 0)) {
+        for (int e = 0; e < conf.n_node_models && !own_loaded; e++)
+            if (pt_spank_hostlist_has(conf.node_model[e].hosts, host, NULL) == 1 &&
+                pt_topo_load_file(&own, conf.node_model[e].path) == PT_OK)
+                own_loaded = 1, bt = &own;
+    }
+    rc = pt_spank_bind_compute(bt, m, allowed, local, local_tasks, &b, &err);
+    if (rc < 0) {
         slurm_error("ptrain: %s", err.text);
         rc = -1;
         goto out;
@@ -840,9 +884,12 @@ static int bind_task(spank_t sp, int local)
     if (b.gpu >= 0 && !job_getenv(sp, "CUDA_VISIBLE_DEVICES", buf, sizeof buf)) {
         set_task_env("CUDA_DEVICE_ORDER", "PCI_BUS_ID", sp);
         set_task_int(sp, "CUDA_VISIBLE_DEVICES", b.gpu);
+        /* the task has a GPU: ptrain-run trains there, or refuses (a build
+         * without the CUDA backend) unless the user says --device cpu */
+        if (!job_getenv(sp, "PTRAIN_DEVICE", buf, sizeof buf)) set_task_env("PTRAIN_DEVICE", "cuda", sp);
     }
     if (b.nic >= 0) {
-        const char *hca = node_topo.nic[b.nic].name;
+        const char *hca = bt->nic[b.nic].name;
         char dev[64];
         snprintf(dev, sizeof dev, "%s:1", hca);
         if (!job_getenv(sp, "UCX_NET_DEVICES", buf, sizeof buf)) set_task_env("UCX_NET_DEVICES", dev, sp);
@@ -877,10 +924,117 @@ static int bind_task(spank_t sp, int local)
     if (set_task_env("PTRAIN_CPUS", cpus, sp) != 0 || set_task_env("PTRAIN_BIND", who, sp) != 0)
         rc = -1;
 out:
+    if (own_loaded) pt_topo_free(&own);
     if (curset) hwloc_bitmap_free(curset);
     if (node) hwloc_bitmap_free(node);
     if (m) hwloc_topology_destroy(m);
     return rc;
+}
+
+/* ---- energy (--ptrain-energy) ----------------------------------------- */
+/* The step's energy level, once per slurmstepd: -1 with energy_err when
+ * the request is refused; req_energy -1 when none is asked or the step
+ * runs no tasks of ours (the batch script's step, MPI daemons). */
+static int energy_resolve_remote(spank_t sp)
+{
+    if (energy_state) return energy_state < 0 ? -1 : 0;
+    energy_state = 1;
+    req_energy = -1;
+    uint32_t step_id = 0;
+    if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS || step_id == PT_STEP_BATCH ||
+        step_id == PT_STEP_EXTERN || step_id == PT_STEP_INTERACTIVE || is_mpi_daemon(sp))
+        return 0;
+    if (resolve_energy(job_getenv_cb, sp, &req_energy, &energy_err) < 0) {
+        energy_state = -1;
+        req_energy = -1;
+        return -1;
+    }
+    return 0;
+}
+
+/* In the task: PTRAIN_ENERGY and the allowed clock ranges for ptrain-run. */
+static int energy_task_env(spank_t sp)
+{
+    if (energy_resolve_remote(sp) < 0) {
+        slurm_error("%s", energy_err.text);
+        return -1;
+    }
+    if (req_energy < 0) return 0;
+    char r[64];
+    if (set_task_env("PTRAIN_ENERGY", pt_spank_energy_name(req_energy), sp) != 0) return -1;
+    if (conf.gpu_clock_mhz[1] > 0) {
+        snprintf(r, sizeof r, "%g-%g", conf.gpu_clock_mhz[0], conf.gpu_clock_mhz[1]);
+        if (set_task_env("PTRAIN_ENERGY_GPU_MHZ", r, sp) != 0) return -1;
+    }
+    if (conf.cpu_clock_mhz[1] > 0) {
+        snprintf(r, sizeof r, "%g-%g", conf.cpu_clock_mhz[0], conf.cpu_clock_mhz[1]);
+        if (set_task_env("PTRAIN_ENERGY_CPU_MHZ", r, sp) != 0) return -1;
+    }
+    return 0;
+}
+
+/* slurmstepd (root), each task: under apply, lift the application-clock
+ * restriction of the task's own GPU (its binding's: bind = auto, a GPU per
+ * task, and no GPU chosen by the user or Slurm: no CUDA_VISIBLE_DEVICES,
+ * SLURM_STEP_GPUS or SLURM_JOB_GPUS in the step) so that its process may set
+ * that GPU's clocks.  Failures are
+ * one line in the log; the task runs on (ptrain-run says it cannot set
+ * clocks and runs at the default ones). */
+PT_EXPORT int slurm_spank_task_post_fork(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp) || energy_resolve_remote(sp) < 0 || req_energy != PT_SPANK_ENERGY_APPLY) return 0;
+    int local = -1;
+    if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 || local >= MAX_LOCAL) return 0;
+    pt_error err;
+    pt_spank_binding b;
+    /* a GPU the user or Slurm's gres chose is left to the task by bind_task,
+     * so the binding's GPU may not be the task's (another job's, even): lift
+     * nothing then, the binding's index and theirs are not comparable */
+    char cvd[256];
+    static const char *const chosen[] = {"CUDA_VISIBLE_DEVICES", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS"};
+    for (size_t i = 0; i < sizeof chosen / sizeof *chosen; i++)
+        if (job_getenv(sp, chosen[i], cvd, sizeof cvd)) {
+            slurm_info("ptrain: --ptrain-energy=apply: task %d: its GPU was chosen outside ptrain (%s=%s), not by "
+                       "ptrain's binding: GPU clocks stay restricted", local, chosen[i], cvd);
+            return 0;
+        }
+    if (plan_state != PLAN_READY || conf.bind != PT_SPANK_BIND_AUTO || node_topo_state <= 0 ||
+        pt_spank_bind_compute(&node_topo, NULL, NULL, local, local_tasks, &b, &err) < 0 || b.gpu < 0 ||
+        b.gpu >= node_topo.ngpus) {
+        slurm_info("ptrain: --ptrain-energy=apply: task %d has no GPU of its own (it needs a ptrain plan, bind = auto "
+                   "and a GPU per task): GPU clocks stay restricted", local);
+        return 0;
+    }
+    snprintf(energy_gpu[local].busid, sizeof energy_gpu[local].busid, "%s", node_topo.gpu[b.gpu].pci.busid);
+    if (pt_spank_nvml_unrestrict(energy_gpu[local].busid, &energy_gpu[local].was, &err) < 0) {
+        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s; it runs at the default clocks", local, err.text);
+        return 0;
+    }
+    energy_gpu[local].lifted = 1;
+    slurm_info("ptrain: --ptrain-energy=apply: task %d may set the clocks of its GPU %s%s", local,
+               energy_gpu[local].busid, energy_gpu[local].was ? "" : " (already unrestricted)");
+    return 0;
+}
+
+/* Put back what task_post_fork changed for local task i. */
+static void energy_restore(int i)
+{
+    if (i < 0 || i >= MAX_LOCAL || !energy_gpu[i].lifted) return;
+    pt_error err;
+    energy_gpu[i].lifted = 0;
+    if (pt_spank_nvml_restore(energy_gpu[i].busid, energy_gpu[i].was, &err) < 0)
+        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s", i, err.text);
+}
+
+PT_EXPORT int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    (void)ac;
+    (void)av;
+    int local = -1;
+    if (spank_remote(sp) && spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS) energy_restore(local);
+    return 0;
 }
 
 PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
@@ -892,6 +1046,7 @@ PT_EXPORT int slurm_spank_task_init(spank_t sp, int ac, char **av)
         slurm_error("%s", plan_err.text);
         return -1;
     }
+    if (energy_task_env(sp) != 0) return -1;
     if (plan_state != PLAN_READY) return 0;
     int local = -1;
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 ||
@@ -953,6 +1108,7 @@ PT_EXPORT int slurm_spank_exit(spank_t sp, int ac, char **av)
     (void)sp;
     (void)ac;
     (void)av;
+    for (int i = 0; i < MAX_LOCAL; i++) energy_restore(i); /* a task whose exit was not seen */
     if (node_topo_state > 0) pt_topo_free(&node_topo);
     memset(&node_topo, 0, sizeof node_topo);
     node_topo_state = 0;

@@ -3,6 +3,8 @@
 #include "core/core.h"
 #include "core/file.h"
 #include "plan/cost.h"
+#include "energy/nvml.h"
+#include "plan/planner.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -62,6 +64,122 @@ bad:
     return pt_errprintf(err, "malformed tasks-per-node list '%s' at offset %d (valid: "
                      "comma-separated N or N(xR) with N, R >= 1, e.g. \"2(x3),1\")", s,
                      (int)(p - s));
+}
+
+int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap, int *n, pt_error *err)
+{
+    *n = 0;
+    if (!list || !*list) return pt_errprintf(err, "empty host list");
+    const char *p = list;
+    while (*p) {
+        /* one item: prefix [ranges] suffix, up to the next ',' outside brackets */
+        const char *open = NULL, *close = NULL, *end = p;
+        while (*end && *end != ',') {
+            if (*end == '[') {
+                if (open) return pt_errprintf(err, "more than one '[' in a name of host list '%s'", list);
+                open = end;
+                close = strchr(end, ']');
+                if (!close) return pt_errprintf(err, "unbalanced '[' in host list '%s'", list);
+                end = close + 1;
+                continue;
+            }
+            if (*end == ']') return pt_errprintf(err, "unbalanced ']' in host list '%s'", list);
+            end++;
+        }
+        if (end == p) return pt_errprintf(err, "empty name in host list '%s'", list);
+        if (!open) {
+            if ((size_t)(end - p) >= len) return pt_errprintf(err, "host name in '%s' is longer than %zu bytes", list, len - 1);
+            if (*n >= cap) return pt_errprintf(err, "host list '%s' has more than %d names", list, cap);
+            snprintf(names + (size_t)*n * len, len, "%.*s", (int)(end - p), p);
+            (*n)++;
+        } else {
+            const size_t plen = (size_t)(open - p), slen = (size_t)(end - close - 1);
+            if (close == open + 1) return pt_errprintf(err, "empty range '[]' in host list '%s'", list);
+            for (const char *r = open + 1; r < close;) {
+                /* a range "lo" or "lo-hi", digits only, width of lo kept */
+                const char *d = r;
+                while (d < close && isdigit((unsigned char)*d)) d++;
+                const int width = (int)(d - r);
+                if (width == 0 || width > 9) return pt_errprintf(err, "empty or non-numeric range in host list '%s'", list);
+                long lo = strtol(r, NULL, 10), hi = lo;
+                if (*d == '-') {
+                    const char *h = ++d;
+                    while (d < close && isdigit((unsigned char)*d)) d++;
+                    if (d == h || d - h > 9) return pt_errprintf(err, "empty or non-numeric range in host list '%s'", list);
+                    hi = strtol(h, NULL, 10);
+                }
+                if (d < close && *d != ',') return pt_errprintf(err, "malformed range in host list '%s'", list);
+                if (hi < lo || hi - lo >= 65536)
+                    return pt_errprintf(err, "range %ld-%ld in host list '%s' is reversed or longer than 65536 names", lo, hi,
+                                        list);
+                for (long v = lo; v <= hi; v++) {
+                    if (*n >= cap) return pt_errprintf(err, "host list '%s' has more than %d names", list, cap);
+                    char num[16];
+                    snprintf(num, sizeof num, "%0*ld", width, v);
+                    if (plen + strlen(num) + slen >= len)
+                        return pt_errprintf(err, "host name in '%s' is longer than %zu bytes", list, len - 1);
+                    snprintf(names + (size_t)*n * len, len, "%.*s%s%.*s", (int)plen, p, num, (int)slen, close + 1);
+                    (*n)++;
+                }
+                r = d < close ? d + 1 : d;
+            }
+        }
+        p = *end ? end + 1 : end;
+        if (*end && !*p) return pt_errprintf(err, "empty name at the end of host list '%s'", list);
+    }
+    return 0;
+}
+
+int pt_spank_hostlist_has(const char *list, const char *name, pt_error *err)
+{
+    enum { CAP = 4096, LEN = 256 };
+    char *names = malloc((size_t)CAP * LEN);
+    if (!names) return pt_errprintf(err, "out of memory expanding host list '%s'", list ? list : "");
+    int n = 0, found = 0;
+    if (pt_spank_hostlist_expand(list, names, LEN, CAP, &n, err) < 0) {
+        free(names);
+        return -1;
+    }
+    for (int i = 0; i < n && !found; i++) found = strcmp(names + (size_t)i * LEN, name) == 0;
+    free(names);
+    return found;
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(a, b); }
+
+int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes, int *kind_of, pt_error *err)
+{
+    enum { LEN = 256, PATTERN_CAP = 65536 };
+    for (int i = 0; i < nnodes; i++) kind_of[i] = -1;
+    if (!c || c->n_node_models == 0) return 0;
+    char *nodes = malloc((size_t)(nnodes > 0 ? nnodes : 1) * LEN), *pat = malloc((size_t)PATTERN_CAP * LEN);
+    int n = 0, rc = 0;
+    if (!nodes || !pat) {
+        rc = pt_errprintf(err, "out of memory matching %d nodes to node_models", nnodes);
+        goto out;
+    }
+    if (pt_spank_hostlist_expand(nodelist, nodes, LEN, nnodes, &n, err) < 0) {
+        rc = -1;
+        goto out;
+    }
+    if (n != nnodes) {
+        rc = pt_errprintf(err, "the step's node list '%.200s' names %d nodes, the step has %d", nodelist, n, nnodes);
+        goto out;
+    }
+    for (int m = 0; m < c->n_node_models; m++) {
+        int np = 0;
+        if (pt_spank_hostlist_expand(c->node_model[m].hosts, pat, LEN, PATTERN_CAP, &np, err) < 0) {
+            rc = -1;
+            goto out;
+        }
+        qsort(pat, (size_t)np, LEN, cmp_name);
+        for (int i = 0; i < nnodes; i++)
+            if (kind_of[i] < 0 && bsearch(nodes + (size_t)i * LEN, pat, (size_t)np, LEN, cmp_name)) kind_of[i] = m;
+    }
+out:
+    free(nodes);
+    free(pat);
+    return rc;
 }
 
 int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *err)
@@ -135,6 +253,43 @@ void pt_spank_conf_default(pt_spank_conf *c)
     c->inter_node_lat_us = 0;
     c->gemm_gflops = 0;
     c->bind = PT_SPANK_BIND_AUTO;
+    c->energy = PT_SPANK_ENERGY_PLAN;
+    c->gpu_clock_mhz[0] = c->gpu_clock_mhz[1] = 0;
+    c->cpu_clock_mhz[0] = c->cpu_clock_mhz[1] = 0;
+    c->n_node_models = 0;
+    c->mixed_nodes = PT_MIXED_ADAPT;
+}
+
+/* "HOSTLIST=PATH" into the next node_models entry of c. */
+static int add_node_model(const char *what, const char *v, pt_spank_conf *c, pt_error *err)
+{
+    const char *eq = v ? strchr(v, '=') : NULL;
+    if (!eq || eq == v || !eq[1])
+        return pt_errprintf(err, "%s '%s' is not HOSTLIST=PATH (valid: e.g. \"gpu[01-16]=/etc/ptrain/h100.json\")",
+                            what, v ? v : "");
+    if (c->n_node_models >= PT_SPANK_NODE_MODELS)
+        return pt_errprintf(err, "%s: more than %d node models (valid: at most %d)", what, PT_SPANK_NODE_MODELS,
+                            PT_SPANK_NODE_MODELS);
+    const size_t hl = (size_t)(eq - v);
+    if (hl >= sizeof c->node_model[0].hosts || strlen(eq + 1) >= sizeof c->node_model[0].path)
+        return pt_errprintf(err, "%s '%.80s...' is too long (valid: a host list of at most %zu bytes, a path of at most "
+                            "%zu)", what, v, sizeof c->node_model[0].hosts - 1, sizeof c->node_model[0].path - 1);
+    char hosts[512];
+    snprintf(hosts, sizeof hosts, "%.*s", (int)hl, v);
+    pt_error inner;
+    if (pt_spank_hostlist_has(hosts, "", &inner) < 0) return pt_errprintf(err, "%s: %s", what, inner.text);
+    snprintf(c->node_model[c->n_node_models].hosts, sizeof c->node_model[0].hosts, "%s", hosts);
+    snprintf(c->node_model[c->n_node_models].path, sizeof c->node_model[0].path, "%s", eq + 1);
+    c->n_node_models++;
+    return 0;
+}
+
+static int parse_mixed(const char *what, const char *v, int *out, pt_error *err)
+{
+    if (v && strcmp(v, "adapt") == 0) *out = PT_MIXED_ADAPT;
+    else if (v && strcmp(v, "refuse") == 0) *out = PT_MIXED_REFUSE;
+    else return pt_errprintf(err, "invalid %s '%s' (valid: adapt, refuse)", what, v ? v : "");
+    return 0;
 }
 
 const char *pt_spank_bind_name(int b) { return b == PT_SPANK_BIND_NONE ? "none" : "auto"; }
@@ -194,33 +349,49 @@ static int set_topology(const char *what, const char *v, pt_spank_conf *c, pt_er
     return 0;
 }
 
-int pt_spank_parse_model_opt(const char *what, const char *text, pt_error *err)
+/* The administrator's limits of c as the request builder takes them. */
+static pt_plan_limits conf_limits_of(const pt_spank_conf *c)
 {
-    pt_model_shape m;
+    pt_plan_limits lim;
+    pt_plan_limits_default(&lim);
+    lim.max_tp = c->max_tp;
+    lim.modes = c->allowed_modes;
+    lim.max_pp = c->max_pp;
+    lim.max_zero = c->max_zero;
+    lim.schedules = c->allowed_schedules;
+    lim.precisions = c->allowed_precisions;
+    lim.default_zero = c->default_zero;
+    lim.mixed = c->mixed_nodes;
+    return lim;
+}
+
+/* One value through lib/plan's request builder (pt_plan_request_set, the
+ * one the plugin, ptrain-run and ptrain-plan share), its message prefixed
+ * "ptrain: ". */
+static int request_value(const pt_spank_conf *c, const char *key, const char *what, const char *text,
+                         pt_plan_request *r, pt_error *err)
+{
+    pt_plan_limits lim;
+    if (c) lim = conf_limits_of(c);
     pt_error inner;
-    if (!text) text = "";
-    if (strlen(text) > 63)
-        return pt_errprintf(err, "ptrain: %s is longer than 63 bytes (valid: a preset %s or "
-                            "L,H,C,T,V)", what, pt_model_preset_names());
-    if (pt_model_shape_parse(what, text, &m, &inner) < 0)
+    if (pt_plan_request_set(r, c ? &lim : NULL, key, what, text ? text : "", &inner) < 0)
         return pt_errprintf(err, "ptrain: %s", inner.text);
     return 0;
 }
 
+int pt_spank_parse_model_opt(const char *what, const char *text, pt_error *err)
+{
+    pt_plan_request r;
+    pt_plan_request_init(&r, PT_MODE_OFF);
+    return request_value(NULL, "model", what, text, &r, err);
+}
+
 int pt_spank_parse_batch_opt(const char *what, const char *text, int *out, pt_error *err)
 {
-    char *end = NULL;
-    long v = 0;
-    if (text && *text >= '0' && *text <= '9') {
-        errno = 0;
-        v = strtol(text, &end, 10);
-        if (errno || *end) v = 0;
-    }
-    if (v < 1 || v > MAX_COUNT)
-        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: the global batch in "
-                            "sequences per step, an integer 1..%d)", what, text ? text : "",
-                            MAX_COUNT);
-    *out = (int)v;
+    pt_plan_request r;
+    pt_plan_request_init(&r, PT_MODE_OFF);
+    if (request_value(NULL, "batch", what, text, &r, err) < 0) return -1;
+    *out = r.global_batch;
     return 0;
 }
 
@@ -228,6 +399,10 @@ int pt_spank_parse_batch_opt(const char *what, const char *text, int *out, pt_er
 
 int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
 {
+    if (c->mixed_nodes != PT_MIXED_ADAPT && c->mixed_nodes != PT_MIXED_REFUSE)
+        return pt_errprintf(err, "invalid mixed_nodes %d (valid: adapt, refuse)", c->mixed_nodes);
+    if (c->n_node_models < 0 || c->n_node_models > PT_SPANK_NODE_MODELS)
+        return pt_errprintf(err, "invalid node_models count %d (valid: 0..%d)", c->n_node_models, PT_SPANK_NODE_MODELS);
     if ((int)c->default_mode < PT_MODE_OFF || (int)c->default_mode > PT_MODE_3D)
         return pt_errprintf(err, "invalid default_mode %d (valid: off, auto, 1d, 2d, "
                             "2.5d, 3d)", (int)c->default_mode);
@@ -284,6 +459,14 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
         return -1;
     if (c->bind != PT_SPANK_BIND_NONE && c->bind != PT_SPANK_BIND_AUTO)
         return pt_errprintf(err, "invalid bind %d (valid: none, auto)", c->bind);
+    if (c->energy < PT_SPANK_ENERGY_OFF || c->energy > PT_SPANK_ENERGY_APPLY)
+        return pt_errprintf(err, "invalid energy %d (valid: off, report, plan, apply)", c->energy);
+    for (int k = 0; k < 2; k++) {
+        const double *r = k ? c->cpu_clock_mhz : c->gpu_clock_mhz;
+        if (!(r[0] == 0 && r[1] == 0) && !(r[0] > 0 && r[1] >= r[0] && r[1] <= 1e6))
+            return pt_errprintf(err, "invalid %s [%g, %g] (valid: [min, max] MHz with 0 < min <= max <= 1e6)",
+                                k ? "cpu_clock_mhz" : "gpu_clock_mhz", r[0], r[1]);
+    }
     if (memchr(c->topology, '\0', sizeof c->topology) == NULL)
         return pt_errprintf(err, "topology path is not terminated");
     if (c->master_port_base < 1024 || c->master_port_base > 65535)
@@ -505,6 +688,33 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
                 goto out;
             }
             *rate_field(&tmp, name) = v;
+        } else if (strcmp(name, "node_models") == 0) {
+            if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
+                pt_errprintf(err, "%s:%d: node_models must be a list of \"HOSTLIST=PATH\" strings, e.g. "
+                             "[\"gpu[01-16]=/etc/ptrain/h100.json\"]", path, line);
+                goto out;
+            }
+            tmp.n_node_models = 0;
+            int m = config_setting_length(s);
+            for (int j = 0; j < m; j++) {
+                const char *txt = config_setting_get_string(config_setting_get_elem(s, (unsigned)j));
+                pt_error inner;
+                if (!txt) {
+                    pt_errprintf(err, "%s:%d: node_models element %d is not a string", path, line, j);
+                    goto out;
+                }
+                if (add_node_model("node_models entry", txt, &tmp, &inner) < 0) {
+                    pt_errprintf(err, "%s:%d: %s", path, line, inner.text);
+                    goto out;
+                }
+            }
+        } else if (strcmp(name, "mixed_nodes") == 0) {
+            pt_error inner;
+            if (type != CONFIG_TYPE_STRING ||
+                parse_mixed("mixed_nodes", config_setting_get_string(s), &tmp.mixed_nodes, &inner) < 0) {
+                pt_errprintf(err, "%s:%d: mixed_nodes must be \"adapt\" or \"refuse\"", path, line);
+                goto out;
+            }
         } else if (strcmp(name, "allowed_modes") == 0) {
             if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
                 pt_errprintf(err, "%s:%d: allowed_modes must be a list of mode strings, e.g. "
@@ -530,12 +740,36 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
                 mask |= 1u << mode;
             }
             tmp.allowed_modes = mask;
+        } else if (strcmp(name, "energy") == 0) {
+            pt_error inner;
+            const char *v = type == CONFIG_TYPE_STRING ? config_setting_get_string(s) : NULL;
+            if (!v || pt_spank_parse_energy_opt(NULL, "energy", v, &tmp.energy, &inner) < 0) {
+                pt_errprintf(err, "%s:%d: energy must be one of \"off\", \"report\", \"plan\", \"apply\" (the "
+                             "highest --ptrain-energy users may ask for)", path, line);
+                goto out;
+            }
+        } else if (strcmp(name, "gpu_clock_mhz") == 0 || strcmp(name, "cpu_clock_mhz") == 0) {
+            double *r = name[0] == 'g' ? tmp.gpu_clock_mhz : tmp.cpu_clock_mhz;
+            int ok = (type == CONFIG_TYPE_ARRAY || type == CONFIG_TYPE_LIST) && config_setting_length(s) == 2;
+            for (int j = 0; ok && j < 2; j++) {
+                config_setting_t *e = config_setting_get_elem(s, (unsigned)j);
+                int t = config_setting_type(e);
+                if (t == CONFIG_TYPE_FLOAT) r[j] = config_setting_get_float(e);
+                else if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) r[j] = (double)config_setting_get_int64(e);
+                else ok = 0;
+            }
+            if (!ok || !(r[0] > 0 && r[1] >= r[0] && r[1] <= 1e6)) {
+                pt_errprintf(err, "%s:%d: %s must be [min, max], MHz with 0 < min <= max <= 1e6 (the clocks energy "
+                             "plans may use)", path, line, name);
+                goto out;
+            }
         } else {
             pt_errprintf(err, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
                       "allowed_modes, master_port_base, master_port_count, max_pp, default_zero, "
                       "max_zero, default_schedule, allowed_schedules, default_recompute, default_precision, "
                       "allowed_precisions, topology, "
-                      "inter_node_gbps, inter_node_lat_us, gemm_gflops, bind)", path, line, name);
+                      "inter_node_gbps, inter_node_lat_us, gemm_gflops, bind, energy, gpu_clock_mhz, "
+                      "cpu_clock_mhz, node_models, mixed_nodes)", path, line, name);
             goto out;
         }
     }
@@ -561,7 +795,7 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
                          "max_pp, default_zero, max_zero, default_schedule, allowed_schedules, "
                          "default_recompute, default_precision, allowed_precisions, topology, "
                          "inter_node_gbps, inter_node_lat_us, gemm_gflops, "
-                         "bind)", arg);
+                         "bind, energy, gpu_clock_mhz, cpu_clock_mhz, node_model, mixed_nodes)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
     pt_spank_conf tmp = *c;
@@ -618,6 +852,10 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
         if (set_topology("plugstack argument topology=", v, &tmp, err) < 0) return -1;
     } else if (KEY("bind")) {
         if (parse_bind("plugstack bind", v, &tmp.bind, err) < 0) return -1;
+    } else if (KEY("node_model")) {
+        if (add_node_model("plugstack node_model", v, &tmp, err) < 0) return -1;
+    } else if (KEY("mixed_nodes")) {
+        if (parse_mixed("plugstack mixed_nodes", v, &tmp.mixed_nodes, err) < 0) return -1;
     } else if (KEY("inter_node_gbps") || KEY("inter_node_lat_us") || KEY("gemm_gflops")) {
         char key[32];
         snprintf(key, sizeof key, "%.*s", (int)klen, arg);
@@ -641,13 +879,19 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
             q++;
         }
         tmp.allowed_schedules = mask;
+    } else if (KEY("energy")) {
+        if (pt_spank_parse_energy_opt(NULL, "plugstack energy", v, &tmp.energy, err) < 0) return -1;
+    } else if (KEY("gpu_clock_mhz") || KEY("cpu_clock_mhz")) {
+        if (pt_spank_parse_clock_range(arg[0] == 'g' ? "plugstack gpu_clock_mhz" : "plugstack cpu_clock_mhz", v,
+                                       arg[0] == 'g' ? tmp.gpu_clock_mhz : tmp.cpu_clock_mhz, err) < 0)
+            return -1;
     } else {
         return pt_errprintf(err, "unknown plugstack argument '%s' (valid keys: config, "
                          "default_mode, max_tp, master_port_base, master_port_count, max_pp, "
                          "default_zero, max_zero, default_schedule, allowed_schedules, "
                          "default_recompute, default_precision, allowed_precisions, topology, "
                          "inter_node_gbps, inter_node_lat_us, gemm_gflops, "
-                         "bind)", arg);
+                         "bind, energy, gpu_clock_mhz, cpu_clock_mhz, node_model, mixed_nodes)", arg);
     }
 #undef KEY
     pt_error inner;
@@ -660,104 +904,39 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
 int pt_spank_parse_mode_opt(const pt_spank_conf *c, const char *what, const char *text,
                             pt_mode *out, pt_error *err)
 {
-    pt_error inner;
-    pt_mode m;
-    if (pt_mode_parse(text, &m, &inner) < 0)
-        return pt_errprintf(err, "ptrain: %s: %s", what, inner.text);
-    if (c && m != PT_MODE_OFF && !(c->allowed_modes & (1u << m)))
-        return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster "
-                            "(allowed_modes in ptrain.conf)", what, text);
-    *out = m;
+    pt_plan_request r;
+    pt_plan_request_init(&r, PT_MODE_OFF);
+    if (request_value(c, "mode", what, text, &r, err) < 0) return -1;
+    *out = r.plan.mode;
     return 0;
 }
 
 int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char *text, int is_tp,
                             int *out, pt_error *err)
 {
-    char *end = NULL;
-    long v = 0;
-    if (text && *text >= '0' && *text <= '9') {
-        errno = 0;
-        v = strtol(text, &end, 10);
-        if (errno || *end) v = 0;
-    }
-    if (v < 1 || v > (1L << 20))
-        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: an integer 1..%d "
-                            "that divides the tasks on every node)", what, text ? text : "",
-                            1 << 20);
-    if (c && is_tp && v > c->max_tp)
-        return pt_errprintf(err, "ptrain: %s=%ld exceeds this cluster's max_tp=%d", what,
-                            v, c->max_tp);
-    *out = (int)v;
+    pt_plan_request r;
+    pt_plan_request_init(&r, PT_MODE_OFF);
+    if (request_value(c, is_tp ? "tp" : "sp", what, text, &r, err) < 0) return -1;
+    *out = is_tp ? r.plan.tp : r.plan.sp;
     return 0;
 }
 
 int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char *what,
                             const char *text, pt_plan *req, pt_error *err)
 {
-    pt_error inner;
-    if (!text) text = "";
-    if (strcmp(key, "pp") == 0 || strcmp(key, "microbatches") == 0 ||
-        strcmp(key, "virtual-stages") == 0) {
-        int v;
-        if (pt_spank_parse_size_opt(NULL, what, text, 0, &v, err) < 0) return -1;
-        if (strcmp(key, "pp") == 0) {
-            if (c && v > c->max_pp)
-                return pt_errprintf(err, "ptrain: %s=%d exceeds this cluster's max_pp=%d "
-                                    "(valid: 1..%d)", what, v, c->max_pp, c->max_pp);
-            req->pp = v;
-        } else if (strcmp(key, "microbatches") == 0) {
-            req->microbatches = v;
-        } else {
-            if (v > PT_VIRTUAL_STAGES_MAX)
-                return pt_errprintf(err, "ptrain: %s=%d is invalid (valid: 1..%d model chunks "
-                                    "per pipeline rank)", what, v, PT_VIRTUAL_STAGES_MAX);
-            req->virtual_stages = v;
-        }
-        return 0;
-    }
-    if (strcmp(key, "zero") == 0) {
-        if (!(text[0] >= '0' && text[0] <= '3' && text[1] == '\0'))
-            return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid ZeRO stages: 0, 1, 2, 3)",
-                                what, text);
-        int z = text[0] - '0';
-        if (c && z > c->max_zero)
-            return pt_errprintf(err, "ptrain: %s=%d exceeds this cluster's max_zero=%d (valid: "
-                                "0..%d)", what, z, c->max_zero, c->max_zero);
-        req->zero = z;
-        return 0;
-    }
-    if (strcmp(key, "schedule") == 0) {
-        int sc;
-        if (pt_schedule_parse(what, text, &sc, &inner) < 0)
-            return pt_errprintf(err, "ptrain: %s", inner.text);
-        if (c && !(c->allowed_schedules & (1u << sc)))
-            return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster "
-                                "(allowed_schedules in ptrain.conf)", what, text);
-        req->schedule = sc;
-        return 0;
-    }
-    if (strcmp(key, "recompute") == 0) {
-        if (pt_recompute_parse(what, text, &req->ckpt_act, &inner) < 0)
-            return pt_errprintf(err, "ptrain: %s", inner.text);
-        return 0;
-    }
-    if (strcmp(key, "precision") == 0) {
-        int pr;
-        if (pt_precision_parse(what, text, &pr, &inner) < 0) return pt_errprintf(err, "ptrain: %s", inner.text);
-        if (c && !(c->allowed_precisions & (1u << pr)))
-            return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster (allowed_precisions in "
-                                "ptrain.conf)", what, text);
-        req->precision = pr;
-        return 0;
-    }
-    if (strcmp(key, "pp-split") == 0) {
-        if (pt_plan_split_parse(what, text, req, &inner) < 0)
-            return pt_errprintf(err, "ptrain: %s", inner.text);
-        return 0;
-    }
-    return pt_errprintf(err, "ptrain: unknown pipeline option '%s' (valid: pp, microbatches, "
-                        "virtual-stages, zero, schedule, recompute, precision, pp-split)", key);
+    static const char *keys[] = {"pp", "microbatches", "virtual-stages", "zero", "schedule", "recompute", "precision",
+                                 "pp-split"};
+    int known = 0;
+    for (size_t i = 0; key && i < sizeof keys / sizeof keys[0]; i++) known |= strcmp(key, keys[i]) == 0;
+    if (!known)
+        return pt_errprintf(err, "ptrain: unknown pipeline option '%s' (valid: pp, microbatches, "
+                            "virtual-stages, zero, schedule, recompute, precision, pp-split)", key ? key : "");
+    pt_plan_request r;
+    pt_plan_request_init(&r, PT_MODE_OFF);
+    r.plan = *req;
+    if (request_value(c, key, what, text, &r, err) < 0) return -1;
+    *req = r.plan;
+    return 0;
 }
 
 /* ---- binding ------------------------------------------------------------ */
@@ -771,8 +950,12 @@ static const char *task_locality(const pt_topo *t, int l, int ntasks, int *gpu, 
     *gpu = -1;
     *numa = -1;
     if (t->ngpus > 0 && ntasks <= t->ngpus) {
-        *gpu = l;
-        if (t->gpu[l].pci.cpus[0]) return t->gpu[l].pci.cpus;
+        /* the l-th GPU in island order (pt_topo_device_order): consecutive
+         * tasks, and so a tensor group's consecutive ranks, fill an NVLink
+         * island first, as the planner priced them */
+        int order[64];
+        *gpu = t->ngpus <= 64 && pt_topo_device_order(t, order, 64) == t->ngpus ? order[l] : l;
+        if (t->gpu[*gpu].pci.cpus[0]) return t->gpu[*gpu].pci.cpus;
     }
     if (t->nnuma > 0) {
         *numa = (int)((long long)l * t->nnuma / ntasks);
@@ -901,5 +1084,90 @@ out:
     if (allow) hwloc_bitmap_free(allow);
     if (loc) hwloc_bitmap_free(loc);
     if (mine) hwloc_bitmap_free(mine);
+    return rc;
+}
+
+/* ---- energy ------------------------------------------------------------- */
+static const char *const energy_names[] = {"off", "report", "plan", "apply"};
+
+const char *pt_spank_energy_name(int level)
+{
+    return level >= PT_SPANK_ENERGY_OFF && level <= PT_SPANK_ENERGY_APPLY ? energy_names[level] : "?";
+}
+
+int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const char *text, int *out,
+                              pt_error *err)
+{
+    int lv = -1;
+    for (int i = 0; i <= PT_SPANK_ENERGY_APPLY; i++)
+        if (text && strcmp(text, energy_names[i]) == 0) lv = i;
+    if (lv < 0)
+        return pt_errprintf(err, "ptrain: %s='%s' is invalid (valid: off, report, plan, apply)", what,
+                            text ? text : "");
+    if (c && lv > c->energy) {
+        char allowed[64] = "";
+        for (int i = 0; i <= c->energy; i++)
+            pt_notef(allowed, sizeof allowed, "%s", energy_names[i]);
+        for (char *p = allowed; *p; p++)
+            if (*p == '\n') *p = ',';
+        return pt_errprintf(err, "ptrain: %s=%s is not allowed on this cluster (allowed: %s; energy in "
+                            "ptrain.conf)", what, text, allowed);
+    }
+    *out = lv;
+    return 0;
+}
+
+int pt_spank_parse_clock_range(const char *what, const char *text, double r[2], pt_error *err)
+{
+    char *end;
+    errno = 0;
+    double a = text ? strtod(text, &end) : 0;
+    if (!text || end == text || *end != '-') goto bad;
+    const char *q = end + 1;
+    double b = strtod(q, &end);
+    if (end == q || *end || errno || !(a > 0) || !(b >= a) || b > 1e6) goto bad;
+    r[0] = a, r[1] = b;
+    return 0;
+bad:
+    return pt_errprintf(err, "%s='%s' is invalid (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)", what,
+                        text ? text : "");
+}
+
+int pt_spank_nvml_unrestrict(const char *busid, int *was, pt_error *err)
+{
+    *was = 0;
+    pt_nvml *n = NULL;
+    pt_nvml_dev dev;
+    int restricted = 1;
+    if (pt_nvml_open(&n) != PT_OK || pt_nvml_device(n, busid, &dev, NULL, 0) != PT_OK ||
+        pt_nvml_get_restriction(n, dev, &restricted) != PT_OK ||
+        (restricted && pt_nvml_set_restriction(n, dev, 0) != PT_OK)) {
+        pt_errprintf(err, "cannot lift the application-clock restriction of GPU %s: %s", busid, pt_errmsg());
+        pt_nvml_close(n);
+        return -1;
+    }
+    *was = restricted;
+    pt_nvml_close(n);
+    return 0;
+}
+
+int pt_spank_nvml_restore(const char *busid, int was, pt_error *err)
+{
+    pt_nvml *n = NULL;
+    pt_nvml_dev dev;
+    if (pt_nvml_open(&n) != PT_OK || pt_nvml_device(n, busid, &dev, NULL, 0) != PT_OK) {
+        pt_errprintf(err, "cannot restore the clocks of GPU %s: %s", busid, pt_errmsg());
+        pt_nvml_close(n);
+        return -1;
+    }
+    int rc = 0;
+    /* each step is tried; the first failure is the one reported */
+    if (pt_nvml_reset_clock(n, dev, PT_NVML_APPLICATION) != PT_OK)
+        rc = pt_errprintf(err, "GPU %s: %s", busid, pt_errmsg());
+    if (pt_nvml_reset_clock(n, dev, PT_NVML_LOCKED) != PT_OK && !rc)
+        rc = pt_errprintf(err, "GPU %s: %s", busid, pt_errmsg());
+    if (was && pt_nvml_set_restriction(n, dev, 1) != PT_OK && !rc)
+        rc = pt_errprintf(err, "cannot restrict the application clocks of GPU %s again: %s", busid, pt_errmsg());
+    pt_nvml_close(n);
     return rc;
 }

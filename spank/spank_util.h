@@ -23,6 +23,20 @@
  * uint32_compressed_to_str() output format (src/common/slurm_step_layout.c). */
 int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, pt_error *err);
 
+/* Every host name of a Slurm host list such as "n[1-3,7],x" (-> n1, n2,
+ * n3, n7, x; zero padding kept: "gpu[010-012]" -> gpu010, gpu011, gpu012;
+ * a suffix after the bracket kept: "n[1-2]-ib"), in order, into
+ * names[cap][len].  Writes the count to *n.  Errors: empty list,
+ * unbalanced brackets, an empty or reversed range, a range of more than
+ * 65536 names, more than cap names, a name longer than len - 1 bytes.
+ * Source: the hostlist syntax of Slurm's hostlist_create()
+ * (src/common/hostlist.c), one bracket per name. */
+int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap, int *n, pt_error *err);
+
+/* 1 when host `name` is in host list `list` (pt_spank_hostlist_expand's
+ * syntax), 0 when not, -1 with one line when the list is malformed. */
+int pt_spank_hostlist_has(const char *list, const char *name, pt_error *err);
+
 /* The first host name of a Slurm host list such as "n[1-3,7],x" (-> "n1"),
  * "gpu[010-012]" (-> "gpu010", zero padding kept), "a,b" (-> "a").
  * Errors: empty list, unbalanced brackets, an empty range, a name longer
@@ -38,6 +52,8 @@ int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *er
 int pt_spank_master_port(uint32_t job_id, uint32_t step_id, int base, int count);
 
 /* Administrator settings (plugstack arguments and ptrain.conf). */
+#define PT_SPANK_NODE_MODELS 16
+
 typedef struct pt_spank_conf {
     pt_mode default_mode;      /* used when neither option nor environment asks: any mode */
     int max_tp;                /* largest tp auto may choose or a user may pin (>= 1) */
@@ -63,16 +79,41 @@ typedef struct pt_spank_conf {
                                 * model's */
     double gemm_gflops;        /* fp32 GEMM rate of one rank (GFLOP/s); 0 = the model's */
     int bind;                  /* PT_SPANK_BIND_*: per-task GPU, CPU set and NIC binding */
+    int energy;                /* PT_SPANK_ENERGY_*: the highest --ptrain-energy users may ask for */
+    double gpu_clock_mhz[2];   /* GPU clocks energy plans may use, [min, max] MHz; {0, 0} = any */
+    double cpu_clock_mhz[2];   /* CPU clocks, the same */
+    /* node_models: the node model of the nodes of a host list, for
+     * clusters of mixed nodes (a step over nodes of several kinds is
+     * planned with each node's model); a node in none uses `topology`
+     * (else its own hwloc model) */
+    struct {
+        char hosts[512];       /* a Slurm host list, e.g. "gpu[01-16]" */
+        char path[1024];       /* its node model (ptrain-topo --save output or hwloc XML) */
+    } node_model[PT_SPANK_NODE_MODELS];
+    int n_node_models;
+    int mixed_nodes;           /* PT_MIXED_ADAPT or PT_MIXED_REFUSE (lib/plan/plan.h) */
 } pt_spank_conf;
 
+/* --ptrain-energy levels, in order: each allows what the one below does. */
+enum { PT_SPANK_ENERGY_OFF = 0, PT_SPANK_ENERGY_REPORT = 1, PT_SPANK_ENERGY_PLAN = 2, PT_SPANK_ENERGY_APPLY = 3 };
+
 enum { PT_SPANK_BIND_NONE = 0, PT_SPANK_BIND_AUTO = 1 };
+
+/* The node model of each of a step's nodes (nodelist: its Slurm host list,
+ * nnodes names in node order): kind_of[i] = the index of the first of
+ * c->node_model whose host list holds node i's name, -1 for none (the
+ * default model: c->topology, else the node's own hwloc model).  Errors
+ * (one line): a malformed list, a node count that is not the list's. */
+int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes, int *kind_of, pt_error *err);
 
 /* Defaults: default_mode off, max_tp 64, allowed_modes every mode (off,
  * auto, 1d, 2d, 2.5d, 3d), master ports 29500..30499 (base 29500, count
  * 1000), max_pp 64, default_zero 0, max_zero 3, default_schedule 1f1b,
  * allowed_schedules every schedule, default_recompute none,
  * default_precision fp32, allowed_precisions fp32 and bf16, no topology
- * file, no rate overrides, bind auto. */
+ * file, no rate overrides, bind auto, energy plan (measuring and planning
+ * need no privilege; apply must be allowed), any clock, no node_models,
+ * mixed_nodes adapt. */
 void pt_spank_conf_default(pt_spank_conf *c);
 
 /* Range checks of a filled configuration (see the field comments), and
@@ -94,7 +135,11 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
  * bf16), allowed_precisions (list of precision strings), topology (string: a path, not
  * empty; read by the planner on each node, so not opened here),
  * inter_node_gbps, inter_node_lat_us, gemm_gflops (positive numbers,
- * integer or float), bind (string: "none" or "auto").  An unknown setting, a
+ * integer or float), bind (string: "none" or "auto"), energy (string: off,
+ * report, plan, apply), gpu_clock_mhz and cpu_clock_mhz (a list of two
+ * numbers [min, max], MHz), node_models (a list of strings "HOSTLIST=PATH",
+ * at most PT_SPANK_NODE_MODELS, each host list valid), mixed_nodes (string:
+ * "adapt" or "refuse").  An unknown setting, a
  * wrong type, a bad value or a syntax error is an error naming the file and
  * line; *c is left unchanged on error. */
 int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
@@ -104,8 +149,10 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
  * default_zero=N, max_zero=N, default_schedule=S,
  * allowed_schedules=S[,S...], default_recompute=R, default_precision=P,
  * allowed_precisions=P[,P...], topology=PATH,
- * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, bind=none|auto)
- * to *c.  config= loads the file at once. */
+ * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, bind=none|auto,
+ * energy=LEVEL, gpu_clock_mhz=MIN-MAX, cpu_clock_mhz=MIN-MAX,
+ * node_model=HOSTLIST=PATH (adds one), mixed_nodes=adapt|refuse) to *c.
+ * config= loads the file at once. */
 int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
 
 /* A mode requested by --ptrain-mode or PTRAIN_MODE (`what` names it in
@@ -152,9 +199,11 @@ typedef struct pt_spank_binding {
 } pt_spank_binding;
 
 /* The binding of local task `local` of the `ntasks` tasks a node runs:
- *   GPU: task i gets GPU i when the model has GPUs and ntasks <= ngpus
- *        (consecutive tasks on consecutive GPUs, so a tensor group of
- *        consecutive ranks shares the GPUs' islands);
+ *   GPU: task i gets the i-th GPU in island order (pt_topo_device_order:
+ *        GPUs in PCI bus order, those of one NVLink island together) when
+ *        the model has GPUs and ntasks <= ngpus, so a tensor group of
+ *        consecutive ranks, and the tp axis the planner put innermost,
+ *        share an island as the planner priced them;
  *   CPU set: the PUs near the task's GPU (its PCI device's local CPUs),
  *        else near NUMA node i * nnuma / ntasks; the tasks sharing that
  *        locality split its cores evenly in core order (task k of m gets
@@ -173,5 +222,34 @@ int pt_spank_bind_compute(const struct pt_topo *t, void *machine, const char *al
 
 /* bind text <-> value: "none", "auto". */
 const char *pt_spank_bind_name(int b);
+
+/* ---- energy (--ptrain-energy; ptrain-run(1), ENERGY) ---- */
+/* "off", "report", "plan", "apply" for a PT_SPANK_ENERGY_* level. */
+const char *pt_spank_energy_name(int level);
+/* A level requested by --ptrain-energy or PTRAIN_ENERGY (`what` names it):
+ * one of off, report, plan, apply, and at most c->energy (c NULL: no
+ * limit).  Errors are one line prefixed "ptrain: " naming the levels the
+ * cluster allows. */
+int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const char *text, int *out,
+                              pt_error *err);
+/* "MIN-MAX" into r (MHz, 0 < MIN <= MAX <= 1e6), for the plugstack
+ * arguments gpu_clock_mhz= and cpu_clock_mhz=. */
+int pt_spank_parse_clock_range(const char *what, const char *text, double r[2], pt_error *err);
+/* At a task's start (root, slurmstepd): lift NVML's application-clock
+ * restriction of the GPU at PCI bus id busid (nvmlDeviceSetAPIRestriction
+ * with NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS, NVML_FEATURE_DISABLED),
+ * so that the task's own process may set that GPU's clocks and no other.
+ * NVML is dlopen'ed (lib/energy/nvml.h), never linked.  *was: 1 when it
+ * was restricted (pt_spank_nvml_restore puts it back), 0 when already
+ * lifted (left alone).  -1 with one line: no NVML, no such GPU, not
+ * permitted.  NOT VERIFIED ON A REAL GPU (only against the tests' stand-in
+ * NVML). */
+int pt_spank_nvml_unrestrict(const char *busid, int *was, pt_error *err);
+/* At the task's exit: the GPU's application and locked clocks back to the
+ * defaults (nvmlDeviceResetApplicationsClocks, nvmlDeviceResetGpuLockedClocks:
+ * a task that died leaves none set), and the restriction back when was is
+ * 1.  -1 with one line (the first failure; the other steps are still
+ * tried). */
+int pt_spank_nvml_restore(const char *busid, int was, pt_error *err);
 
 #endif

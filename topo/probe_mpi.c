@@ -22,6 +22,9 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick)
     }
     o.pair_bytes = 32 << 10;
     o.pair_iters = quick ? 20 : 40;
+    o.coll_bytes[0] = quick ? 256 << 10 : 1 << 20;
+    o.coll_bytes[1] = quick ? 2 << 20 : 16 << 20;
+    o.coll_iters = quick ? 3 : 10;
     return o;
 }
 
@@ -112,6 +115,47 @@ static int time_allreduce(MPI_Comm comm, int me, int p, float *in, float *out, s
     return rc;
 }
 
+/* Steps and bus factor of kind k over p ranks (lib/plan/cost.h's
+ * pt_cost_kind_steps and pt_cost_busfactor, which libptrain_topo does not
+ * link). */
+static double kind_steps(int k, int p)
+{
+    return p <= 1 ? 0 : k == 5 ? 1 : (k == 0 ? 2.0 : 1.0) * (p - 1);
+}
+static double kind_busfactor(int k, int p)
+{
+    return p <= 1 ? 0 : k == 0 ? 2.0 * (p - 1) / p : (k == 1 || k == 2) ? (double)(p - 1) / p : 1;
+}
+
+/* iters calls of collective kind k (PT_TOPO_COLL_N order) on a buffer of
+ * n floats (the whole buffer: the gathered output, the scattered input),
+ * after one warm-up: the slowest rank's mean time per call (s) in *t. */
+static int time_kind(pt_comm *w, int me, int p, int k, float *a, float *b, size_t n, int iters, double *t)
+{
+    int rc = PT_OK;
+    double t0 = 0;
+    for (int i = 0; i <= iters && !rc; i++) {
+        if (i == 1) {
+            MPI_Barrier(w->comm);
+            t0 = MPI_Wtime();
+        }
+        switch (k) {
+        case 0: rc = pt_allreduce_sum(w, a, n); break;
+        case 1: rc = pt_reduce_scatter_sum(w, a, b, n); break;
+        case 2: rc = pt_allgather(w, a, b, n); break;
+        case 3: rc = pt_broadcast(w, a, n, i % p); break;
+        case 4: rc = pt_reduce_sum(w, a, n, i % p); break;
+        default: rc = pt_sendrecv(w, a, (me + 1) % p, b, (me + p - 1) % p, n, 91); break;
+        }
+    }
+    double dt = (MPI_Wtime() - t0) / iters;
+    *t = 0;
+    MPI_Allreduce(&dt, t, 1, MPI_DOUBLE, MPI_MAX, w->comm);
+    int bad = rc != PT_OK, any = 0;
+    MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, w->comm);
+    return any ? pt_fail(PT_ECOMM, "MPI probe: %s of %zu bytes failed", pt_topo_coll_name(k), n * 4) : PT_OK;
+}
+
 /* Half round trip (seconds), best of iters, between ranks a and b. */
 static int pingpong(MPI_Comm comm, int me, int a, int b, char *buf, size_t bytes, int iters, double *best)
 {
@@ -139,7 +183,9 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     if (o->msg_bytes < 8 || o->msg_bytes > (1u << 30) || o->ar_bytes < 4 || o->ar_bytes % 4 || o->ar_bytes > (1u << 30) ||
         o->lat_iters < 1 || o->bw_iters < 1 || o->ar_iters < 1 || o->fit_bytes % 4 || o->fit_bytes > (1u << 30) ||
         (o->fit_bytes && o->fit_iters < 1) || o->pair_bytes % 4 || o->pair_bytes > (1u << 30) ||
-        (o->pair_bytes && o->pair_iters < 1))
+        (o->pair_bytes && o->pair_iters < 1) || o->coll_bytes[0] % 4 || o->coll_bytes[1] % 4 ||
+        o->coll_bytes[0] > (1u << 30) || o->coll_bytes[1] > (1u << 30) ||
+        (o->coll_bytes[0] && (o->coll_iters < 1 || o->coll_bytes[1] == o->coll_bytes[0])))
         return pt_fail(PT_EINVAL, "MPI probe: bad sizes (message %zu bytes, allreduce %zu and %zu bytes: multiples of "
                        "4 up to 1 GiB)", o->msg_bytes, o->ar_bytes, o->fit_bytes);
     int me, p;
@@ -159,6 +205,8 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
     char *names = malloc((size_t)p * sizeof name);
     size_t arsz = o->fit_bytes > o->ar_bytes ? o->fit_bytes : o->ar_bytes;
     if (o->pair_bytes > arsz) arsz = o->pair_bytes;
+    if (o->coll_bytes[0] > arsz) arsz = o->coll_bytes[0];
+    if (o->coll_bytes[1] > arsz) arsz = o->coll_bytes[1];
     size_t bufsz = o->msg_bytes > arsz ? o->msg_bytes : arsz;
     char *buf = malloc(bufsz);
     float *ar_in = malloc(arsz), *ar_out = malloc(arsz);
@@ -275,6 +323,29 @@ int pt_probe_mpi(pt_topo *t, MPI_Comm comm, const pt_probe_mpi_opts *o)
             net.pair_us = idle * 1e6;
             net.pair_busy_us = busy * 1e6;
         }
+    }
+    /* each collective kind at two sizes, every rank taking part: the
+     * alpha and bus bandwidth the cost model prices that kind with */
+    if (!rc && p > 1 && o->coll_bytes[0] > 0) {
+        double lat = net.inter_lat_us > net.intra_lat_us ? net.inter_lat_us : net.intra_lat_us;
+        for (int k = 0; k < PT_TOPO_COLL_N && !rc; k++) {
+            double t[2] = {0, 0};
+            size_t n[2];
+            for (int s = 0; s < 2 && !rc; s++) {
+                n[s] = o->coll_bytes[s] / 4 / (size_t)p * (size_t)p; /* a multiple of p for the scatters */
+                for (size_t i = 0; i < n[s]; i++) ar_in[i] = (float)(i % 7 + 1);
+                rc = time_kind(&world, me, p, k, ar_in, ar_out, n[s], o->coll_iters, &t[s]);
+                net.coll_time_us[k][s] = t[s] * 1e6;
+            }
+            if (rc) break;
+            const double slope = (t[1] - t[0]) / (4.0 * ((double)n[1] - (double)n[0])); /* s per byte */
+            if (slope > 0) {
+                net.coll_busbw[k] = kind_busfactor(k, p) / slope / 1e9;
+                double a = (t[0] - 4.0 * (double)n[0] * slope) * 1e6 / kind_steps(k, p);
+                net.coll_lat_us[k] = a > lat ? a : lat;
+            }
+        }
+        if (!rc) net.coll_bytes[0] = o->coll_bytes[0], net.coll_bytes[1] = o->coll_bytes[1];
     }
     /* rank 0 measured the ping-pongs: everyone gets its view */
     MPI_Bcast(&net, (int)sizeof net, MPI_BYTE, 0, comm);

@@ -16,10 +16,13 @@ typedef struct pt_probe_mpi_opts {
                              * != ar_bytes); 0 = no fit */
     size_t pair_bytes;      /* allreduce inside pairs of ranks, idle and busy (multiple of 4);
                              * 0 = not measured */
-    int lat_iters, bw_iters, ar_iters, fit_iters, pair_iters;
+    size_t coll_bytes[2];   /* each collective kind at these two buffer sizes (multiples of 4,
+                             * different); coll_bytes[0] 0 = not measured */
+    int lat_iters, bw_iters, ar_iters, fit_iters, pair_iters, coll_iters;
 } pt_probe_mpi_opts;
 
-/* Defaults for quick (non-zero) or full runs. */
+/* Defaults for quick (non-zero) or full runs (collectives at 256 KiB and
+ * 2 MiB, 3 calls each, quick; 1 and 16 MiB, 10 calls, full). */
 pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
 
 /* Collective over `comm`: measure
@@ -55,6 +58,17 @@ pt_probe_mpi_opts pt_probe_mpi_defaults(int quick);
  *    (i mod ncpu)-th), so a pair always spans two CPUs beside other
  *    pairs' ranks: unpinned, the time depended on where the scheduler
  *    happened to put the pair.
+ *  - each collective kind the layouts call (lib/comm: pt_allreduce_sum,
+ *    pt_reduce_scatter_sum, pt_allgather, pt_broadcast and pt_reduce_sum
+ *    with the root going round, pt_sendrecv to the next rank in a ring,
+ *    every rank sending at once) at coll_bytes[0] and [1] (the call's
+ *    whole buffer; the slowest rank's mean of coll_iters calls after one
+ *    warm-up): through both sizes t(b) = steps_k(p) alpha_k + b
+ *    busfactor_k(p) / busbw_k (nccl-tests' bus bandwidth, Thakur et al.
+ *    2005's ring steps, as lib/plan/cost.h prices them): t->net.coll_lat_us
+ *    (at least the slowest ping-pong latency) and coll_busbw (GB/s) per
+ *    kind; a kind whose time does not grow with the size keeps 0 (not
+ *    measured);
  * Nodes are told apart by MPI_Comm_split_type(SHARED), each split
  * further by $SLURM_NODEID when every rank has it (srun; fake Slurm nodes
  * share one host): pt_comm_nodes; a node is named by $SLURMD_NODENAME

@@ -34,6 +34,12 @@ static int nvlinks_of_gbps(double gbps)
     return r < 1 ? 1 : (int)r;
 }
 
+const char *pt_topo_coll_name(int k)
+{
+    static const char *n[PT_TOPO_COLL_N] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"};
+    return k >= 0 && k < PT_TOPO_COLL_N ? n[k] : "?";
+}
+
 const char *pt_link_class_name(pt_link_class c)
 {
     switch (c) {
@@ -391,6 +397,21 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
         n->pair_us = info_double(root, "PtrainNetPairAllreduceUs");
         n->pair_busy_us = info_double(root, "PtrainNetPairBusyAllreduceUs");
         copy_str(n->nodes, sizeof n->nodes, info_get(root, "PtrainNetNodeNames"));
+        n->coll_bytes[0] = (size_t)info_double(root, "PtrainNetCollBytes0"); /* 0 when absent (older files) */
+        n->coll_bytes[1] = (size_t)info_double(root, "PtrainNetCollBytes1");
+        for (int k = 0; k < PT_TOPO_COLL_N && n->coll_bytes[0] > 0; k++) {
+            char key[64];
+            static const char *const keys[PT_TOPO_COLL_N] = {"Allreduce", "ReduceScatter", "Allgather", "Broadcast",
+                                                              "Reduce", "P2p"};
+            snprintf(key, sizeof key, "PtrainNetColl%sLatencyUs", keys[k]);
+            n->coll_lat_us[k] = info_double(root, key);
+            snprintf(key, sizeof key, "PtrainNetColl%sBusGBps", keys[k]);
+            n->coll_busbw[k] = info_double(root, key);
+            for (int s = 0; s < 2; s++) {
+                snprintf(key, sizeof key, "PtrainNetColl%sUs%d", keys[k], s);
+                n->coll_time_us[k][s] = info_double(root, key);
+            }
+        }
     }
     /* the sgemm rate and its Hockney fit (0 when absent) */
     t->gemm_gflops = info_double(root, "PtrainGemmGFlops");
@@ -837,6 +858,23 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
             bad |= set_info_d(root, "PtrainNetFitAllreduceBytes", (double)n->fit_bytes);
             bad |= set_info_d(root, "PtrainNetFitAllreduceUs", n->fit_time_us);
         }
+        if (n->coll_bytes[0] > 0) {
+            bad |= set_info_d(root, "PtrainNetCollBytes0", (double)n->coll_bytes[0]);
+            bad |= set_info_d(root, "PtrainNetCollBytes1", (double)n->coll_bytes[1]);
+            for (int k = 0; k < PT_TOPO_COLL_N; k++) {
+                char key[64];
+                static const char *const keys[PT_TOPO_COLL_N] = {"Allreduce", "ReduceScatter", "Allgather",
+                                                                  "Broadcast", "Reduce", "P2p"};
+                snprintf(key, sizeof key, "PtrainNetColl%sLatencyUs", keys[k]);
+                bad |= set_info_d(root, key, n->coll_lat_us[k]);
+                snprintf(key, sizeof key, "PtrainNetColl%sBusGBps", keys[k]);
+                bad |= set_info_d(root, key, n->coll_busbw[k]);
+                for (int s = 0; s < 2; s++) {
+                    snprintf(key, sizeof key, "PtrainNetColl%sUs%d", keys[k], s);
+                    bad |= set_info_d(root, key, n->coll_time_us[k][s]);
+                }
+            }
+        }
         if (n->pair_us > 0 && n->pair_busy_us > 0) {
             bad |= set_info_d(root, "PtrainNetPairAllreduceBytes", (double)n->pair_bytes);
             bad |= set_info_d(root, "PtrainNetPairAllreduceUs", n->pair_us);
@@ -939,6 +977,22 @@ int pt_topo_islands_find(const pt_topo *t, pt_topo_islands *out)
         }
     }
     return PT_OK;
+}
+
+int pt_topo_device_order(const pt_topo *t, int *order, int cap)
+{
+    const int n = t->ngpus > 0 ? t->ngpus : t->nnuma;
+    if (n < 1 || !order || cap < n) return -1;
+    pt_topo_islands isl;
+    if (pt_topo_islands_find(t, &isl) != PT_OK) { /* too many devices: index order */
+        for (int d = 0; d < n; d++) order[d] = d;
+        return n;
+    }
+    int k = 0;
+    for (int id = 0; id < isl.nislands; id++) /* island ids follow their lowest device */
+        for (int d = 0; d < n; d++)
+            if (isl.island_of[d] == id) order[k++] = d;
+    return k;
 }
 
 double pt_topo_slowest_link(const pt_topo *t, int kind, const int *dev, int n, int *a, int *b, int *source)

@@ -105,6 +105,13 @@ typedef struct pt_topo_nic {
     int kind;              /* PT_NIC_* */
 } pt_topo_nic;
 
+/* Collective kinds the MPI probe times one by one (the order and names of
+ * lib/plan/cost.h's PT_KIND_*: allreduce, reduce_scatter, allgather,
+ * broadcast, reduce, p2p). */
+#define PT_TOPO_COLL_N 6
+/* "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"; "?" */
+const char *pt_topo_coll_name(int k);
+
 /* Results of the MPI probe (topo/probe_mpi.h); measured == 0 when absent. */
 typedef struct pt_topo_net {
     int measured;
@@ -127,6 +134,16 @@ typedef struct pt_topo_net {
     size_t pair_bytes;        /* the allreduce inside pairs of ranks, bytes (0 = not measured) */
     double pair_us;           /* its time (us) with every rank in a pair, communicating */
     double pair_busy_us;      /* its time (us) with half the pairs, the other ranks computing */
+    /* each collective kind timed over all the probe's ranks at two sizes
+     * (coll_bytes, the call's whole buffer) and fitted to t(b) =
+     * steps_k(p) alpha + b busfactor_k(p) / busbw (nccl-tests' bus
+     * bandwidth; lib/plan/cost.h's pt_cost_busfactor and
+     * pt_cost_kind_steps): 0 = not measured (one rank, a file from before:
+     * "collectives" is optional) */
+    size_t coll_bytes[2];     /* the two buffer sizes, bytes */
+    double coll_time_us[PT_TOPO_COLL_N][2]; /* time per call at each size (us, slowest rank) */
+    double coll_lat_us[PT_TOPO_COLL_N];     /* alpha of one step (us) */
+    double coll_busbw[PT_TOPO_COLL_N];      /* bus bandwidth (GB/s) */
     char nodes[256];          /* node names, comma separated, in node order */
 } pt_topo_net;
 
@@ -253,6 +270,18 @@ typedef struct pt_topo_islands {
  * islands).  Returns PT_OK, or PT_EINVAL when there are more than 64 devices
  * or none. */
 int pt_topo_islands_find(const pt_topo *t, pt_topo_islands *out);
+
+/* The devices of the islands' kind (GPUs when the model has any, else
+ * NUMA nodes) in island order: the islands of pt_topo_islands_find in the
+ * order of their lowest device, each island's devices ascending (e.g.
+ * NVLink pairs {0,4} {1,5} {2,6} {3,7} give 0,4,1,5,2,6,3,7).  The order in
+ * which a node's tasks are laid on its devices, so that consecutive ranks
+ * fill an island first: pt_topo_plan_hw's islands and rates and the SPANK
+ * plugin's binding (task i on device order[i]) share it.  Writes the
+ * devices into order [cap] and returns their count (identity order when
+ * the islands cannot be found: more than 64 devices), -1 when cap is too
+ * small or the model has no device. */
+int pt_topo_device_order(const pt_topo *t, int *order, int cap);
 
 /* The slowest link inside a set of `n` devices of `kind` (indices `dev`):
  * its bandwidth in GB/s (minimum over all pairs; for one device, +inf is not

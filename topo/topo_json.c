@@ -147,6 +147,17 @@ int pt_topo_to_json(const pt_topo *t, char **out)
         json_object_set_new(o, "pair_allreduce_time_us", json_real(n->pair_us));
         json_object_set_new(o, "pair_busy_allreduce_time_us", json_real(n->pair_busy_us));
     }
+    if (n->measured && n->coll_bytes[0] > 0) {
+        /* each collective kind's fit: "collectives": {"bytes": [b0, b1],
+         * "<kind>": {"latency_us", "busbw_gbps", "time_us": [t0, t1]}} */
+        json_t *co = json_object();
+        json_object_set_new(co, "bytes", json_pack("[I, I]", (json_int_t)n->coll_bytes[0], (json_int_t)n->coll_bytes[1]));
+        for (int k = 0; k < PT_TOPO_COLL_N; k++)
+            json_object_set_new(co, pt_topo_coll_name(k),
+                                json_pack("{s:f, s:f, s:[f, f]}", "latency_us", n->coll_lat_us[k], "busbw_gbps",
+                                          n->coll_busbw[k], "time_us", n->coll_time_us[k][0], n->coll_time_us[k][1]));
+        json_object_set_new(json_object_get(root, "net"), "collectives", co);
+    }
     if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0)
         json_object_set_new(root, "gemm_fit", json_pack("{s:f, s:f}", "r_inf_gflops", t->gemm_rinf_gflops,
@@ -413,6 +424,33 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
             n->ring_gbps = jnum(&c, net, "ring_gbps");
             n->fit_bytes = (size_t)jint(&c, net, "fit_allreduce_bytes", 0, (long long)1 << 40);
             n->fit_time_us = jnum(&c, net, "fit_allreduce_time_us");
+        }
+        /* optional: each collective kind's fit (files before it have none) */
+        json_t *co = c.rc ? NULL : json_object_get(net, "collectives");
+        if (co && !json_is_object(co)) jerr(&c, "collectives", "must be an object");
+        else if (co) {
+            json_t *b = jget(&c, co, "bytes", JSON_ARRAY);
+            if (b && (json_array_size(b) != 2 || !json_is_integer(json_array_get(b, 0)) ||
+                      !json_is_integer(json_array_get(b, 1)) || json_integer_value(json_array_get(b, 0)) < 4 ||
+                      json_integer_value(json_array_get(b, 1)) < 4 ||
+                      json_integer_value(json_array_get(b, 0)) > ((long long)1 << 40) ||
+                      json_integer_value(json_array_get(b, 1)) > ((long long)1 << 40)))
+                jerr(&c, "bytes", "must be two buffer sizes in bytes");
+            else if (b)
+                for (int s = 0; s < 2; s++) n->coll_bytes[s] = (size_t)json_integer_value(json_array_get(b, s));
+            for (int k = 0; k < PT_TOPO_COLL_N && !c.rc; k++) {
+                json_t *o = jget(&c, co, pt_topo_coll_name(k), JSON_OBJECT);
+                if (!o) break;
+                n->coll_lat_us[k] = jnum(&c, o, "latency_us");
+                n->coll_busbw[k] = jnum(&c, o, "busbw_gbps");
+                json_t *ts = jget(&c, o, "time_us", JSON_ARRAY);
+                if (ts && (json_array_size(ts) != 2 || !json_is_number(json_array_get(ts, 0)) ||
+                           !json_is_number(json_array_get(ts, 1)) || !(json_number_value(json_array_get(ts, 0)) >= 0) ||
+                           !(json_number_value(json_array_get(ts, 1)) >= 0)))
+                    jerr(&c, "time_us", "must be two non-negative times in us");
+                else if (ts)
+                    for (int s = 0; s < 2; s++) n->coll_time_us[k][s] = json_number_value(json_array_get(ts, s));
+            }
         }
         if (!c.rc && json_object_get(net, "pair_allreduce_time_us")) {
             n->pair_bytes = (size_t)jint(&c, net, "pair_allreduce_bytes", 0, (long long)1 << 40);

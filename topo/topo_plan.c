@@ -1,7 +1,9 @@
 /* The node model as the planner sees it: see topo_plan.h. */
 #include "topo/topo_plan.h"
+#include "core/core.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,15 +54,19 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     int used = tpn < ndev ? tpn : ndev, per_dev = tpn >= ndev ? tpn / ndev : 1;
     pt_topo_islands isl;
     int have_isl = pt_topo_islands_find(t, &isl) == 0;
-    /* contiguous islands of one size over the devices in use */
+    /* the devices in island order (pt_topo_device_order: consecutive
+     * ranks fill an island first, as the plugin binds them), and the
+     * islands' size along it when every island has the same */
+    int order[64];
+    int nord = ndev <= 64 ? pt_topo_device_order(t, order, 64) : -1;
+    if (nord != ndev)
+        for (int d = 0; d < ndev && d < 64; d++) order[d] = d;
     int isize = 0;
-    if (have_isl && isl.nislands > 1 && ndev <= 64) {
+    if (have_isl && isl.nislands > 1 && ndev <= 64 && nord == ndev) {
         int size = 0, ok = 1;
         for (int d = 0; d < ndev && ok; d++) {
             int len = 1;
-            while (d + len < ndev && isl.island_of[d + len] == isl.island_of[d]) len++;
-            for (int e = d + len; e < ndev; e++)
-                if (isl.island_of[e] == isl.island_of[d]) ok = 0; /* not contiguous */
+            while (d + len < ndev && isl.island_of[order[d + len]] == isl.island_of[order[d]]) len++;
             if (size && len != size) ok = 0;
             size = len;
             d += len - 1;
@@ -75,7 +81,7 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     int isl_src = PT_BW_ESTIMATED, node_src = PT_BW_ESTIMATED;
     if (gpu && used > 1) {
         int dev[64];
-        for (int d = 0; d < used && d < 64; d++) dev[d] = d;
+        for (int d = 0; d < used && d < 64; d++) dev[d] = order[d];
         node_gbps = pt_topo_slowest_link(t, kind, dev, used < 64 ? used : 64, NULL, NULL, &node_src);
         int width = *island_ranks ? isize : used;
         isl_gbps = pt_topo_slowest_link(t, kind, dev, width < 64 ? width : 64, NULL, NULL, &isl_src);
@@ -183,6 +189,39 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     }
     pt_notef(note, note_len, "latency: %.3g us island, %.3g us node, %.3g us network (%s)",
              hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6, lat_src);
+    /* each collective kind's own alpha and bus bandwidth, fitted by the
+     * probe over its ranks, on the link classes they spanned (the same as
+     * the ring's: the network between nodes unless the admin gave its
+     * bandwidth, else the CPU ranks' island and node links); elsewhere
+     * every kind takes the class's figures above (coll_* 0) */
+    {
+        const pt_topo_net *n = &t->net;
+        const int l0 = n->nnodes > 1 ? PT_NET_INTER : PT_NET_ISLAND;
+        const int l1 = n->nnodes > 1 ? PT_NET_INTER : (!gpu || used <= 1) ? PT_NET_NODE : -1;
+        char kinds[400] = "";
+        size_t kl = 0;
+        int nk = 0;
+        if (n->measured && n->coll_bytes[0] > 0)
+            for (int k = 0; k < PT_KIND_N && k < PT_TOPO_COLL_N; k++) {
+                if (!(n->coll_busbw[k] > 0)) continue;
+                for (int l = l0; l <= l1; l++) {
+                    if (l != PT_NET_INTER || ov->inter_gbps <= 0) hw->coll_gbps[k][l] = n->coll_busbw[k];
+                    hw->coll_lat_s[k][l] = n->coll_lat_us[k] * 1e-6;
+                }
+                if (l1 >= l0 && kl < sizeof kinds)
+                    kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s %.3g GB/s %.3g us", nk ? ", " : "",
+                                           pt_topo_coll_name(k), n->coll_busbw[k], n->coll_lat_us[k]);
+                nk += l1 >= l0;
+            }
+        if (nk)
+            pt_notef(note, note_len, "collectives on the %s links (measured: busbw and alpha per step of each kind at "
+                     "%d ranks): %s; other links and kinds: the class's figures (estimate)",
+                     l0 == PT_NET_INTER ? "network" : "intra-node", n->nranks, kinds);
+        else
+            pt_notef(note, note_len, "collectives: every kind at its link class's bandwidth and latency (estimate; "
+                     "ptrain-topo --probe fits each kind%s)", n->measured && n->coll_bytes[0] > 0 && l1 < l0
+                     ? ", but the host-memory probe does not use the GPUs' links" : "");
+    }
 
     /* memory per rank */
     if (ov->mem_gb > 0) {
@@ -292,5 +331,167 @@ int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_
     }
     *r_inf = 1.0 / a;
     *n_half = b / a;
+    return 0;
+}
+
+int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count, pt_error *err)
+{
+    const char *colon = strrchr(s, ':');
+    size_t len = strlen(s);
+    *count = 0;
+    if (colon && colon[1]) {
+        const char *d = colon + 1;
+        while (*d >= '0' && *d <= '9') d++;
+        if (!*d) {
+            char *end;
+            errno = 0;
+            long v = strtol(colon + 1, &end, 10);
+            if (errno || v < 1 || v > (1 << 20) || colon == s)
+                return pt_errprintf(err, "invalid %s '%s' (valid: FILE or FILE:COUNT, COUNT nodes 1..%d)", what, s,
+                                    1 << 20);
+            *count = (int)v;
+            len = (size_t)(colon - s);
+        }
+    }
+    if (len >= path_len)
+        return pt_errprintf(err, "invalid %s: the path is longer than %zu bytes", what, path_len ? path_len - 1 : 0);
+    memcpy(path, s, len);
+    path[len] = '\0';
+    return 0;
+}
+
+int pt_topo_plan_load(const char *path, const char *what, unsigned flags, pt_topo *t, int *from, char *notes,
+                      size_t notes_len, pt_error *err)
+{
+    memset(t, 0, sizeof *t);
+    *from = PT_TOPO_FROM_NONE;
+    if (path && *path) {
+        if (pt_topo_load_file(t, path) == PT_OK) {
+            *from = PT_TOPO_FROM_PATH;
+            return 0;
+        }
+        if (!(flags & PT_TOPO_LOAD_FALLBACK)) {
+            pt_errprintf(err, "%s", pt_errmsg());
+            pt_topo_free(t);
+            memset(t, 0, sizeof *t);
+            return -1;
+        }
+        pt_notef(notes, notes_len, "ptrain: warning: cannot load the node model %s=%.600s (%.200s); planning from "
+                 "this node's hwloc model", what ? what : "topology", path, pt_errmsg());
+        pt_topo_free(t);
+        memset(t, 0, sizeof *t);
+    }
+    if (pt_topo_load_hwloc(t, NULL) == PT_OK) {
+        *from = PT_TOPO_FROM_HWLOC;
+        return 0;
+    }
+    pt_error why;
+    pt_errprintf(&why, "%s", pt_errmsg());
+    pt_topo_free(t);
+    memset(t, 0, sizeof *t);
+    if (!(flags & PT_TOPO_LOAD_ESTIMATES)) {
+        if (err) *err = why;
+        return -1;
+    }
+    if (flags & PT_TOPO_LOAD_WARN)
+        pt_notef(notes, notes_len, "ptrain: warning: no node model (hwloc: %s); planning from ptrain.conf's rates "
+                 "and defaults", why.text);
+    return 0;
+}
+
+void pt_plan_machine_free(pt_plan_machine *m)
+{
+    if (!m) return;
+    free(m->tasks);
+    free(m->kind_of);
+    free(m->kinds);
+    free(m->names);
+    free(m->island_of_kind);
+    memset(m, 0, sizeof *m);
+}
+
+int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *models, const char *const *names,
+                          const int *kind_of, const int *tasks_per_node, int nnodes, const pt_topo_hw_override *ov,
+                          double inter_lat_us, pt_error *err)
+{
+    memset(m, 0, sizeof *m);
+    if (nkinds < 1 || nkinds > 1024 || nnodes < 1 || nnodes > (1 << 20) || !tasks_per_node)
+        return pt_errprintf(err, "machine: %d node kinds, %d nodes (valid: 1..1024 kinds, 1..%d nodes with their "
+                            "task counts)", nkinds, nnodes, 1 << 20);
+    m->tasks = malloc(sizeof(int) * (size_t)nnodes);
+    m->kind_of = malloc(sizeof(int) * (size_t)nnodes);
+    m->kinds = calloc((size_t)nkinds, sizeof *m->kinds);
+    m->names = calloc((size_t)nkinds, sizeof *m->names);
+    m->island_of_kind = calloc((size_t)nkinds, sizeof(int));
+    int *maxt = calloc((size_t)nkinds, sizeof(int));
+    if (!m->tasks || !m->kind_of || !m->kinds || !m->names || !m->island_of_kind || !maxt) {
+        free(maxt);
+        pt_plan_machine_free(m);
+        return pt_errprintf(err, "machine: out of memory for %d nodes", nnodes);
+    }
+    m->nkinds = nkinds;
+    for (int i = 0; i < nnodes; i++) {
+        const int k = kind_of ? kind_of[i] : 0;
+        if (k < 0 || k >= nkinds || tasks_per_node[i] < 1) {
+            free(maxt);
+            pt_plan_machine_free(m);
+            return pt_errprintf(err, "machine: node %d has kind %d and %d tasks (valid: kinds 0..%d, >= 1 task)", i, k,
+                                tasks_per_node[i], nkinds - 1);
+        }
+        m->tasks[i] = tasks_per_node[i];
+        m->kind_of[i] = k;
+        if (tasks_per_node[i] > maxt[k]) maxt[k] = tasks_per_node[i];
+    }
+    int present = 0, last = 0;
+    for (int k = 0; k < nkinds; k++) {
+        if (names && names[k]) snprintf(m->names[k], sizeof m->names[k], "%s", names[k]);
+        else snprintf(m->names[k], sizeof m->names[k], "kind %d", k);
+        m->kinds[k].name = m->names[k];
+        present += maxt[k] > 0;
+        if (maxt[k] > 0) last = k;
+    }
+    for (int k = 0; k < nkinds; k++) {
+        const int tpn = maxt[k] > 0 ? maxt[k] : 1;
+        char note[2048];
+        pt_error inner;
+        if (pt_topo_plan_hw(models ? models[k] : NULL, tpn, ov, &m->kinds[k].hw, &m->kinds[k].island_ranks, note,
+                            sizeof note, &inner) < 0) {
+            free(maxt);
+            pt_error e2;
+            pt_errprintf(&e2, "node model %s: %s", m->names[k], inner.text);
+            pt_plan_machine_free(m);
+            if (err) *err = e2;
+            return -1;
+        }
+        if (inter_lat_us > 0) m->kinds[k].hw.lat_s[PT_NET_INTER] = inter_lat_us * 1e-6;
+        m->island_of_kind[k] = m->kinds[k].island_ranks;
+        if (maxt[k] > 0) {
+            size_t l = strlen(m->note);
+            for (char *line = note; *line && l < sizeof m->note;) {
+                size_t len = strcspn(line, "\n");
+                if (present > 1)
+                    l += (size_t)snprintf(m->note + l, sizeof m->note - l, "[%s] %.*s\n", m->names[k], (int)len, line);
+                else
+                    l += (size_t)snprintf(m->note + l, sizeof m->note - l, "%.*s\n", (int)len, line);
+                line += len;
+                if (*line) line++;
+            }
+        }
+    }
+    free(maxt);
+    pt_cluster *c = &m->cluster;
+    memset(c, 0, sizeof *c);
+    c->nnodes = nnodes;
+    c->tasks_per_node = m->tasks;
+    if (present == 1) { /* identical nodes: the cluster of one node model */
+        c->hw = m->kinds[last].hw;
+        c->island_ranks = m->kinds[last].island_ranks;
+        return 0;
+    }
+    c->nkinds = nkinds;
+    c->kinds = m->kinds;
+    c->kind_of = m->kind_of;
+    pt_cluster_slowest(c, &c->hw, NULL);
+    c->island_ranks = 0;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "plan/cost.h"
+#include "plan/search.h"
 #include "topo/topo.h"
 
 /* What the user or the admin gives instead of the model's numbers; 0 in
@@ -23,13 +24,14 @@ typedef struct pt_topo_hw_override {
  * plugin and ptrain-run without a cached or hwloc model) plans for one
  * NUMA node of one core and no GPU, every figure an estimate.  Ranks are
  * numbered node by
- * node and, inside a node, spread over the devices in index order
- * (GPUs when the node has any, else NUMA nodes): tasks_per_node / ndev
- * consecutive ranks per device (ranks beyond a multiple share the last).
+ * node and, inside a node, spread over the devices in island order
+ * (pt_topo_device_order: the devices of one island together, as the
+ * plugin binds tasks; GPUs when the node has any, else NUMA nodes):
+ * tasks_per_node / ndev consecutive ranks per device (ranks beyond a
+ * multiple share the last).
  *
  * island_ranks: the ranks on one island of pt_topo_islands_find when the
- * islands are contiguous in device order and of one size, else 0 (the
- * node counts as one island).
+ * islands are of one size, else 0 (the node counts as one island).
  * gbps/lat_s, each link class (GB/s, seconds):
  *   island  the slowest link between two devices of one island
  *           (pt_topo_link_gbps: measured or recorded, else its estimate
@@ -62,6 +64,13 @@ typedef struct pt_topo_hw_override {
  *           least the ping-pong latency of that link; a model without it
  *           (older files) takes the ping-pong latencies; not measured:
  *           2 us (island), 3 us (node), 5 us (network), estimates.
+ * coll_gbps, coll_lat_s (each collective kind's bus bandwidth and alpha
+ *   per step, lib/plan/cost.h): the probe's per-kind fit (net.coll_busbw,
+ *   coll_lat_us) on the link classes its ranks spanned, as for the ring
+ *   above (the network when it spanned several nodes, the bandwidth not
+ *   when ov->inter_gbps is given; else the CPU ranks' island and node
+ *   classes; not a GPU node's links); 0 elsewhere (the class's gbps and
+ *   lat_s, an estimate; the note says which).
  * busy_delay_s: with more tasks than cores (ranks_per_core > 1) and the
  *   net probe's pair allreduces, pair_busy_us - pair_us (s) within
  *   [0, 0.1] (what one pipeline send waits while other ranks compute);
@@ -89,6 +98,74 @@ typedef struct pt_topo_hw_override {
  * without NUMA nodes). */
 int pt_topo_plan_hw(const pt_topo *t, int tasks_per_node, const pt_topo_hw_override *ov, pt_hw *hw,
                     int *island_ranks, char *note, size_t note_len, pt_error *err);
+
+/* ---- the one node-model loader and cluster builder of the front ends ----
+ * (the SPANK plugin, ptrain-run --mode auto, ptrain-plan: each plans on
+ * what these two build, through lib/plan/planner.h). */
+
+/* One node-model argument FILE[:COUNT] (ptrain-plan's and ptrain-run's
+ * --topology, `what` naming it in messages): the file into path [path_len]
+ * and its node count into *count (0: none given).  The count is the
+ * digits after the last ':'; a path with a ':' of its own keeps it when
+ * what follows is not a number.  Returns 0, or -1 with one line in err
+ * ("invalid <what> '<s>' (valid: FILE or FILE:COUNT, COUNT nodes
+ * 1..1048576)", or a path of path_len bytes or more); path and *count are
+ * then unspecified. */
+int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count, pt_error *err);
+
+/* Where pt_topo_plan_load found the model. */
+enum { PT_TOPO_FROM_NONE = 0, PT_TOPO_FROM_PATH = 1, PT_TOPO_FROM_HWLOC = 2 };
+/* pt_topo_plan_load's flags. */
+enum {
+    PT_TOPO_LOAD_FALLBACK = 1,  /* a path that cannot be loaded: a warning, then hwloc */
+    PT_TOPO_LOAD_ESTIMATES = 2, /* no hwloc model either: no model (pt_topo_plan_hw's estimates) */
+    PT_TOPO_LOAD_WARN = 4,      /* ... and a warning saying so */
+};
+
+/* Load the node model the planner uses: `path` (a ptrain-topo --save JSON
+ * or XML cache, or an hwloc XML; NULL or "" = none) when given, else this
+ * node's hwloc model (pt_topo_load_hwloc(NULL): the running machine, or
+ * $PTRAIN_TOPOLOGY).  *from gets PT_TOPO_FROM_*; t is loaded when *from is
+ * not NONE (free it with pt_topo_free).  A path that cannot be loaded is
+ * -1 with the loader's one line (pt_errmsg(): "FILE: ...") in err, unless
+ * PT_TOPO_LOAD_FALLBACK: then notes get "ptrain: warning: cannot load the
+ * node model <what>=<path> (<why>); planning from this node's hwloc model"
+ * and hwloc is tried.  No hwloc model is -1 with its reason, unless
+ * PT_TOPO_LOAD_ESTIMATES (with PT_TOPO_LOAD_WARN: notes get "ptrain:
+ * warning: no node model (hwloc: <why>); planning from ptrain.conf's rates
+ * and defaults").  notes (may be NULL) collects warnings, one per line. */
+int pt_topo_plan_load(const char *path, const char *what, unsigned flags, pt_topo *t, int *from, char *notes,
+                      size_t notes_len, pt_error *err);
+
+/* The cluster a step runs on, built from its node models: pt_cluster
+ * (lib/plan/search.h) and the storage it points into. */
+typedef struct pt_plan_machine {
+    pt_cluster cluster;
+    int *tasks;          /* [nnodes] tasks per node */
+    int *kind_of;        /* [nnodes] each node's kind (NULL with one kind) */
+    pt_node_kind *kinds; /* [nkinds] */
+    char (*names)[128];  /* [nkinds] the kinds' names */
+    int nkinds;
+    int *island_of_kind; /* [nkinds] */
+    char note[4096];     /* pt_topo_plan_hw's notes, per kind ("[name] " before each line with
+                          * several kinds) */
+} pt_plan_machine;
+
+/* Build the cluster of nnodes nodes, node i running tasks_per_node[i]
+ * tasks on a node of kind kind_of[i] (NULL: every node kind 0) whose model
+ * is models[kind] (a NULL entry: no model, the estimates) named
+ * names[kind] (NULL: "kind <k>").  Each kind's rates are pt_topo_plan_hw's
+ * for the most tasks any of its nodes runs, with ov (may be NULL) and
+ * inter_lat_us (> 0: the network's latency per message, us) over them.
+ * One kind present: the cluster of identical nodes (nkinds 0, hw and
+ * island_ranks that kind's), as before mixed nodes existed; several: the
+ * kinds, and hw the slowest of them (pt_cluster_slowest).  Returns 0, or
+ * -1 with one line (a bad count, a kind out of range, a model
+ * pt_topo_plan_hw refuses, no memory).  Free with pt_plan_machine_free. */
+int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *models, const char *const *names,
+                          const int *kind_of, const int *tasks_per_node, int nnodes, const pt_topo_hw_override *ov,
+                          double inter_lat_us, pt_error *err);
+void pt_plan_machine_free(pt_plan_machine *m);
 
 /* Hockney's (r_inf, n_1/2) model of a rate over a size (Hockney and
  * Jesshope, "Parallel Computers 2", 1988; Hockney 1994, "The

@@ -10,7 +10,10 @@
  * or the computation is in the record: the plan, the model, the data's
  * identity, the training options, --metrics (it adds a collective per
  * step), the checkpoint options (--save-dir, --save-every, --keep,
- * --resume: saves and loads are collective) and the build. */
+ * --resume: saves and loads are collective), the energy options (a
+ * collective per step, the plan's and profile's contents), the device
+ * (--device: where the tensors live decides which collectives run) and the
+ * build. */
 #include "config.h"
 #include "run.h"
 
@@ -21,14 +24,14 @@
 
 /* How a field's value is shown in the one-line report. */
 typedef enum { SHOW_INT, SHOW_MODE, SHOW_RECOMPUTE, SHOW_SCHEDULE, SHOW_ORDER, SHOW_HEX, SHOW_HASH,
-               SHOW_GIVEN, SHOW_PRECISION } show_kind;
+               SHOW_GIVEN, SHOW_PRECISION, SHOW_DEVICE } show_kind;
 
 /* The record's fields, in the order they are reported. */
 enum {
-    F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER,
+    F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER, F_TP_ORDER,
     F_LAYERS, F_HEADS, F_EMBD, F_SEQ, F_VOCAB, F_TRAIN_TOK, F_TRAIN_SUM, F_VAL_TOK, F_VAL_SUM,
     F_STEPS, F_BATCH, F_TRAINING, F_SCHEDULE, F_VSTAGES, F_METRICS, F_SAVE_DIR, F_SAVE_EVERY, F_KEEP,
-    F_RESUME, F_PRECISION, F_N
+    F_RESUME, F_PRECISION, F_ENERGY, F_DEVICE, F_PLAN_MODEL, F_PLAN_BATCH, F_N
 };
 
 static const struct {
@@ -46,6 +49,7 @@ static const struct {
     [F_MICRO] = {"plan microbatches", SHOW_INT},
     [F_RECOMPUTE] = {"plan ckpt_act", SHOW_RECOMPUTE},
     [F_ORDER] = {"plan rank order", SHOW_ORDER},
+    [F_TP_ORDER] = {"plan tp order", SHOW_ORDER},
     [F_LAYERS] = {"model layers", SHOW_INT},
     [F_HEADS] = {"model heads", SHOW_INT},
     [F_EMBD] = {"model embd", SHOW_INT},
@@ -67,7 +71,21 @@ static const struct {
     [F_KEEP] = {"--keep", SHOW_INT},
     [F_RESUME] = {"--resume", SHOW_HASH},
     [F_PRECISION] = {"plan precision", SHOW_PRECISION},
+    [F_ENERGY] = {"energy options (--energy, --energy-clock, --energy-plan and its file, --energy-profile and its "
+                  "file, --energy-straggler, --profile-energy, --profile-clocks, --profile-steps, PTRAIN_ENERGY*)",
+                  SHOW_HASH},
+    [F_DEVICE] = {"device (--device, PTRAIN_DEVICE)", SHOW_DEVICE},
+    [F_PLAN_MODEL] = {"the model the plugin's plan was made for (PTRAIN_MODEL)", SHOW_HASH},
+    [F_PLAN_BATCH] = {"the global batch the plugin's plan was made for (PTRAIN_BATCH)", SHOW_INT},
 };
+
+/* The FNV-1a hash of a model shape (never 0), 0 for none. */
+static int64_t shape_id(const pt_model_shape *m)
+{
+    const int32_t v[5] = {m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab};
+    uint64_t h = pt_fnv1a64(v, sizeof v);
+    return (int64_t)(h ? h : 1);
+}
 
 typedef struct startup_rec {
     int64_t v[F_N];
@@ -104,6 +122,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_MICRO] = p->microbatches;
     v[F_RECOMPUTE] = p->ckpt_act;
     v[F_ORDER] = (int64_t)p->rank_order[0] << 16 | (int64_t)p->rank_order[1] << 8 | p->rank_order[2];
+    v[F_TP_ORDER] = (int64_t)p->tp_order[0] << 16 | (int64_t)p->tp_order[1] << 8 | p->tp_order[2];
     v[F_LAYERS] = c->n_layer;
     v[F_HEADS] = c->n_head;
     v[F_EMBD] = c->n_embd;
@@ -126,6 +145,10 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_KEEP] = o->keep;
     v[F_RESUME] = text_id(o->resume);
     v[F_PRECISION] = p->precision;
+    v[F_ENERGY] = (int64_t)s->energy_id;
+    v[F_DEVICE] = s->device;
+    v[F_PLAN_MODEL] = s->planned_for ? shape_id(&s->plan_model) : 0;
+    v[F_PLAN_BATCH] = s->planned_for ? s->plan_batch : 0;
     pt_plan_split_format(p, r->split, sizeof r->split);
 }
 
@@ -144,6 +167,7 @@ static void field_value(const startup_rec *r, int f, char *buf, size_t len)
         else snprintf(buf, len, "not given");
         break;
     case SHOW_GIVEN: snprintf(buf, len, "%s", x ? "given" : "not given"); break;
+    case SHOW_DEVICE: snprintf(buf, len, "%s", x == RUN_DEVICE_CUDA ? "cuda" : "cpu"); break;
     default: snprintf(buf, len, "%lld", (long long)x);
     }
 }
@@ -261,6 +285,26 @@ uint64_t run_agree_startup(int ok, int asked, const pt_error *err, const run_set
                     "plan, model, data, options and ptrain build; under Slurm check the nodes' ptrain.conf "
                     "and PTRAIN_* settings)\n", line);
         run_exit(RUN_EXIT_INPUT);
+    }
+    /* every rank agrees: the plugin's plan must have been made for the
+     * model and global batch this run trains (its memory and its layout's
+     * fit were judged for them) */
+    if (mine.v[F_PLAN_MODEL] || mine.v[F_PLAN_BATCH]) {
+        const pt_gpt_config *c = &s->cfg;
+        const pt_model_shape run_m = {c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab};
+        const pt_model_shape *pm = &s->plan_model;
+        if (mine.v[F_PLAN_MODEL] != shape_id(&run_m) || mine.v[F_PLAN_BATCH] != s->o.batch) {
+            if (run_rank == 0)
+                fprintf(stderr, "ptrain-run: error: the plan (PTRAIN_PLAN, from the SPANK plugin) was made for model "
+                        "L=%d H=%d C=%d T=%d V=%d (PTRAIN_MODEL=%s) and global batch %ld (PTRAIN_BATCH), but this run "
+                        "trains L=%d H=%d C=%d T=%d V=%d with batch %ld (valid: give srun --ptrain-model and "
+                        "--ptrain-batch for what ptrain-run trains, or leave ptrain-run's --model, --layers, --heads, "
+                        "--embd, --seq-len, --vocab and --batch to PTRAIN_MODEL and PTRAIN_BATCH)\n",
+                        pm->n_layer, pm->n_head, pm->n_embd, pm->seq_len, pm->vocab, s->plan_model_text,
+                        s->plan_batch, run_m.n_layer, run_m.n_head, run_m.n_embd, run_m.seq_len, run_m.vocab,
+                        s->o.batch);
+            run_exit(RUN_EXIT_INPUT);
+        }
     }
     return h;
 }

@@ -7,6 +7,7 @@
 #include "config.h"
 #include "run.h"
 #include "backend/blas.h"
+#include "backend/cuda/cuda.h"
 #include "ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "parallel/context.h"
@@ -64,18 +65,31 @@ static double mb(double bytes) { return bytes / (1024.0 * 1024.0); }
 /* Per-step numbers of a train record that need every rank (--metrics
  * only, so a run without it has no extra collective per step).
  * Index 0: the arena's high-water mark (bytes); 1..6: modelled bytes sent
- * (pt_comm_sent_total) in the context's groups: dp (the dp group alone:
+ * (pt_comm_sent_total) in the context's groups, and from ST_SUB on per
+ * communicator (the cost model's PT_SUB_* order): dp (the dp group alone:
  * nothing sends there today), tp (with the axis sub-groups of the
  * 2D/2.5D/3D layouts), pp (stage to stage, with the embed group: the tied
  * embedding's gradient between first and last stage), sp, sync (the
  * gradient sum over dp x sp, and over the tp axes a parameter is
  * replicated on; ZeRO's reduce-scatter and allgather run here too) and
  * world. */
-enum { ST_PEAK, ST_DP, ST_TP, ST_PP, ST_SP, ST_SYNC, ST_WORLD, ST_N };
-static const char *const st_group[ST_N] = {"peak", "dp", "tp", "pp", "sp", "sync", "world"};
+enum { ST_PEAK, ST_DP, ST_TP, ST_PP, ST_SP, ST_SYNC, ST_WORLD, ST_SUB, ST_N = ST_SUB + PT_SUB_N };
+static const char *const st_group[ST_SUB] = {"peak", "dp", "tp", "pp", "sp", "sync", "world"};
+
+/* The context's communicator of the cost model's index s (PT_SUB_*,
+ * lib/plan/cost.h): ST_SUB + s holds its bytes, "sent_bytes_comm" names it
+ * as the cost model does, so each can be held against its prediction. */
+static const pt_comm *sub_comm(const pt_pctx *c, int s)
+{
+    if (s == PT_SUB_TP) return &c->tp;
+    if (s < PT_SUB_SYNC) return &c->tp_sub[s - PT_SUB_TP_AXES + 1];
+    if (s < PT_SUB_SP) return &c->sync[s - PT_SUB_SYNC];
+    return s == PT_SUB_SP ? &c->sp : s == PT_SUB_PP ? &c->pp : s == PT_SUB_EMBED ? &c->embed : &c->dp;
+}
 
 static void group_sent(const pt_pctx *c, uint64_t v[ST_N])
 {
+    for (int s = 0; s < PT_SUB_N; s++) v[ST_SUB + s] = pt_comm_sent_total(sub_comm(c, s));
     uint64_t tp = pt_comm_sent_total(&c->tp), sync = 0; /* host byte counters, not tensors */
     for (int m = 0; m < (1 << PT_TP_AXES); m++) {
         tp += pt_comm_sent_total(&c->tp_sub[m]);
@@ -113,8 +127,12 @@ static void stats_json(json_t *rec, double gflops, double peak_gflops, const uin
     if (peak_gflops > 0) json_object_set_new(rec, "mfu", run_json_num(gflops / peak_gflops));
     json_object_set_new(rec, "peak_mib", run_json_num(mb((double)st[ST_PEAK])));
     json_t *sent = json_object();
-    for (int i = 1; i < ST_N; i++) json_object_set_new(sent, st_group[i], json_integer((json_int_t)st[i]));
+    for (int i = 1; i < ST_SUB; i++) json_object_set_new(sent, st_group[i], json_integer((json_int_t)st[i]));
     json_object_set_new(rec, "sent_bytes", sent);
+    sent = json_object();
+    for (int i = 0; i < PT_SUB_N; i++)
+        json_object_set_new(sent, pt_cost_sub_name(i), json_integer((json_int_t)st[ST_SUB + i]));
+    json_object_set_new(rec, "sent_bytes_comm", sent);
 }
 
 static int load_batch(const pt_shard *s, long step, const run_opts *o, int T, const pt_pctx *c, int32_t *in,
@@ -213,7 +231,12 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         return st;
     }
 
-    const pt_backend *be = pt_backend_get("cpu");
+    /* the device run_resolve_device chose (cuda refuses there until its ops
+     * are wired; this is where they will be taken) */
+    const pt_backend *be = pt_backend_get(s->device == RUN_DEVICE_CUDA ? "cuda" : "cpu");
+    run_agree(be && be->ops ? PT_OK
+                            : pt_fail(PT_EUNSUPP, "%s", be ? "the CUDA backend's ops are not wired yet" : pt_errmsg()),
+              "device");
     int threads = o.threads ? (int)o.threads : default_threads();
     be->set_threads(threads);
     const int T = cfg.seq_len;
@@ -313,25 +336,37 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
                o.data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o.batch, T,
                tok_per_step, o.steps, o.lr, o.min_lr, o.warmup, threads);
+        if (s->device == RUN_DEVICE_CUDA) {
+            char v[600];
+            pt_cuda_versions(v, sizeof v);
+            printf("device: cuda (%s): %s\n", s->device_note, v);
+        } else {
+            printf("device: cpu (%s)\n", s->device_note);
+        }
         printf("blas: %s\n", pt_blas_summary()); /* the fp32 GEMM; the bf16 one */
         fflush(stdout);
     }
+    /* energy: the meter, the clock plan, the sweep (collective; NULL when off) */
+    run_energy *en = run_energy_start(s, &ctx, &pipe, world, start_step);
     run_metrics *mf = NULL;
     if (o.metrics) { /* agreed: given to every rank or to none; rank 0 writes */
         pt_error e;
         rc = PT_OK;
         if (run_rank == 0 && !(mf = run_metrics_open(o.metrics, &e))) rc = pt_fail(PT_EIO, "%s", e.text);
         run_agree(rc, "--metrics");
-        run_metrics_write(mf, json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
-                                        "s:I, s:o, s:o}",
-                                        "type", "header", "model", o.model, "n_layer", cfg.n_layer, "n_head",
-                                        cfg.n_head, "n_embd", cfg.n_embd, "seq_len", cfg.seq_len, "vocab", cfg.vocab,
-                                        "params", (json_int_t)pt_gpt_num_params(&cfg), "plan", summary, "world",
-                                        world, "tokens_per_step", run_json_num(tok_per_step), "steps",
-                                        (json_int_t)o.steps, "lr", run_json_num(o.lr), "min_lr",
-                                        run_json_num(o.min_lr), "warmup", (json_int_t)o.warmup, "flops_per_token",
-                                        run_json_num(flops_tok), "peak_gflops_per_rank",
-                                        o.peak_gflops > 0 ? run_json_num(o.peak_gflops) : json_null()));
+        json_t *hdr = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
+                                "s:I, s:o, s:o}",
+                                "type", "header", "model", o.model, "n_layer", cfg.n_layer, "n_head",
+                                cfg.n_head, "n_embd", cfg.n_embd, "seq_len", cfg.seq_len, "vocab", cfg.vocab,
+                                "params", (json_int_t)pt_gpt_num_params(&cfg), "plan", summary, "world",
+                                world, "tokens_per_step", run_json_num(tok_per_step), "steps",
+                                (json_int_t)o.steps, "lr", run_json_num(o.lr), "min_lr",
+                                run_json_num(o.min_lr), "warmup", (json_int_t)o.warmup, "flops_per_token",
+                                run_json_num(flops_tok), "peak_gflops_per_rank",
+                                o.peak_gflops > 0 ? run_json_num(o.peak_gflops) : json_null());
+        if (hdr && s->peak_source[0]) json_object_set_new(hdr, "peak_source", json_string(s->peak_source));
+        if (mf) run_energy_header(en, hdr);
+        run_metrics_write(mf, hdr);
     }
     const double t_start = pt_now();
 
@@ -351,6 +386,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         rc = load_batch(&s->train, step, &o, T, &ctx, in, tg);
         float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
         double norm = 0;
+        run_energy_step_begin(en, step);
         if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
         run_agree(rc, "training step");
         double dt = pt_now() - t0;
@@ -370,13 +406,15 @@ int run_train(run_setup *s, uint64_t agreed, int world)
                             run_json_num(pt_now() - t_start));
             if (rec) stats_json(rec, tok_per_step / dt * flops_tok / 1e9 / world, o.peak_gflops, gs);
         }
+        char eline[160];
+        run_energy_step_end(en, step, dt, tok_per_step, rec, eline, sizeof eline);
         if (run_rank == 0 && !o.quiet && (step % o.log_every == 0 || step == o.steps - 1)) {
             /* ETA from the mean step time so far (the first step warms caches) */
             double mean = timed > 0 ? t_total / (double)timed : dt;
             char eta[32];
             fmt_duration(eta, sizeof eta, mean * (double)(o.steps - 1 - step));
-            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | eta %s\n", step + 1,
-                   o.steps, loss, lr, norm, dt * 1e3, tok_per_step / dt, eta);
+            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | eta %s\n", step + 1,
+                   o.steps, loss, lr, norm, dt * 1e3, tok_per_step / dt, eline, eta);
             fflush(stdout);
         }
         run_metrics_write(mf, rec);
@@ -422,6 +460,9 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         MPI_Allreduce(&peak, &peak_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
         double comm_bytes = ran > 0 ? train_comm / (double)ran : 0;
         const double gflops = tps * flops_tok / 1e9 / world;
+        char eline[400];
+        json_t *done = mf ? json_object() : NULL;
+        run_energy_finish(en, done, eline, sizeof eline);
         if (run_rank == 0) {
             char mfu[48] = "", speed[160];
             if (o.peak_gflops > 0 && timed > 0) snprintf(mfu, sizeof mfu, " | MFU %.2f%%", 100 * gflops / o.peak_gflops);
@@ -430,20 +471,24 @@ int run_train(run_setup *s, uint64_t agreed, int world)
             else
                 snprintf(speed, sizeof speed, "no step run (resumed at step %ld)", start_step);
             printf("done: steps=%ld train_loss %.4f -> %.4f | val_loss %.4f -> %.4f | %s | peak mem %.1f MiB/rank | "
-                   "comm %.2f MiB/step/rank%s\n", o.steps, first_loss, loss, val0, vloss, speed, mb((double)peak_max),
-                   mb(comm_bytes), mfu);
+                   "comm %.2f MiB/step/rank%s%s\n", o.steps, first_loss, loss, val0, vloss, speed, mb((double)peak_max),
+                   mb(comm_bytes), eline, mfu);
             fflush(stdout);
         }
-        run_metrics_write(mf, json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",
-                                        "done", "steps", (json_int_t)o.steps, "start_step", (json_int_t)start_step,
-                                        "steps_run", (json_int_t)ran, "train_loss", run_json_num(loss), "val_loss",
-                                        run_json_num(vloss), "ms_per_step", run_json_num(ms_step), "tok_s",
-                                        run_json_num(tps), "gflops_per_rank", run_json_num(gflops), "mfu",
-                                        o.peak_gflops > 0 ? run_json_num(gflops / o.peak_gflops) : json_null(),
-                                        "peak_mib_per_rank", run_json_num(mb((double)peak_max)),
-                                        "comm_mib_per_step_per_rank", run_json_num(mb(comm_bytes)), "elapsed_s",
-                                        run_json_num(pt_now() - t_start)));
+        json_t *rec = json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",
+                                "done", "steps", (json_int_t)o.steps, "start_step", (json_int_t)start_step,
+                                "steps_run", (json_int_t)ran, "train_loss", run_json_num(loss), "val_loss",
+                                run_json_num(vloss), "ms_per_step", run_json_num(ms_step), "tok_s",
+                                run_json_num(tps), "gflops_per_rank", run_json_num(gflops), "mfu",
+                                o.peak_gflops > 0 ? run_json_num(gflops / o.peak_gflops) : json_null(),
+                                "peak_mib_per_rank", run_json_num(mb((double)peak_max)),
+                                "comm_mib_per_step_per_rank", run_json_num(mb(comm_bytes)), "elapsed_s",
+                                run_json_num(pt_now() - t_start));
+        if (rec && done) json_object_update(rec, done);
+        json_decref(done);
+        run_metrics_write(mf, rec);
     }
+    run_energy_free(en);
     int status = RUN_EXIT_OK;
     if (run_metrics_close(mf) < 0) status = RUN_EXIT_FAIL;
     free(in);

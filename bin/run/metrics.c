@@ -4,7 +4,8 @@
  * (bin/run/run.h).  The records:
  *   {"type":"header", model, plan, sizes, "tokens_per_step", "steps", ...}
  *   {"type":"train","step":N,"loss":..,"lr":..,"norm":..,"step_ms":..,"tok_s":..,"elapsed_s":..,
- *    "gflops_per_rank":..,["mfu":..,]"peak_mib":..,"sent_bytes":{"dp":..,"tp":..,"pp":..,"sp":..,"sync":..,"world":..}}
+ *    "gflops_per_rank":..,["mfu":..,]"peak_mib":..,"sent_bytes":{"dp":..,"tp":..,"pp":..,"sp":..,"sync":..,"world":..},
+ *    "sent_bytes_comm":{"tp":..,"tpx--":..,..,"sync---":..,..,"sp":..,"pp":..,"embed":..,"dp":..}}
  *   {"type":"val","step":N,"val_loss":..,"elapsed_s":..}
  *   {"type":"done", ...the summary line's numbers}
  * A full disk or an I/O error is reported in one line; the file is cut back

@@ -3,6 +3,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "run.h"
+#include "backend/cuda/cuda.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -14,7 +15,8 @@ enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
        O_RECOMPUTE, O_PRECISION, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS,
-       O_BETA1, O_BETA2 };
+       O_BETA1, O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER,
+       O_DEVICE, O_TPORDER };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -24,6 +26,7 @@ static const struct option long_opts[] = {
     {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
     {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
     {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER},
+    {"tp-order", 1, 0, O_TPORDER},
     {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
     {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
     {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
@@ -32,6 +35,10 @@ static const struct option long_opts[] = {
     {"peak-gflops", 1, 0, O_PEAK},
     {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
     {"resume", 1, 0, O_RESUME}, {"topology", 1, 0, O_TOPOLOGY}, {"explain", 0, 0, O_EXPLAIN},
+    {"energy", 1, 0, O_ENERGY}, {"energy-clock", 1, 0, O_ECLOCK}, {"energy-plan", 1, 0, O_EPLAN},
+    {"energy-profile", 1, 0, O_EPROFILE}, {"profile-energy", 1, 0, O_PROFILE}, {"profile-clocks", 1, 0, O_PCLOCKS},
+    {"profile-steps", 1, 0, O_PSTEPS}, {"energy-straggler", 1, 0, O_STRAGGLER},
+    {"device", 1, 0, O_DEVICE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
 static const char short_opts[] = "m:d:s:b:hV";
 
@@ -83,9 +90,14 @@ void run_usage(FILE *f)
         "                       (dp = world / (pp * tp * sp) when not given)\n"
         "  --topology FILE      node model for --mode auto: ptrain-topo JSON or hwloc XML\n"
         "                       (default PTRAIN_TOPOLOGY, else this node's hwloc model)\n"
+        "  --topology FILE:COUNT  COUNT nodes of this model, in node order; repeat for\n"
+        "                       mixed nodes (as ptrain-plan; the counts add up to the job's)\n"
         "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n"
         "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
         "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
+        "  --tp-order 012|021|...  the tp grid's axes inside the T block, outermost first\n"
+        "                       (2d: 012 rows, 021 columns on consecutive ranks; default\n"
+        "                       PTRAIN_TP_ORDER, else 012; --mode auto chooses it)\n"
         "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
         "                       pieces (default PTRAIN_MICROBATCHES, else 1)\n"
         "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n"
@@ -97,6 +109,10 @@ void run_usage(FILE *f)
         "  --precision fp32|bf16   bf16: bf16 activations and weight copies, fp32 master\n"
         "                       weights, gradients and AdamW (default PTRAIN_PRECISION, else fp32)\n"
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
+        "  --device cpu|cuda|auto   where each rank trains (default PTRAIN_DEVICE, which the\n"
+        "                       plugin sets to cuda when it binds a GPU, else auto: cuda when\n"
+        "                       the task sees a GPU and ptrain has the CUDA backend, else cpu;\n"
+        "                       the CUDA ops are not wired yet, so cuda refuses)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
         "\n"
         "Optimizer (AdamW, cosine schedule):\n"
@@ -113,7 +129,27 @@ void run_usage(FILE *f)
         "  --metrics FILE       write every step and validation as JSON Lines (rank 0;\n"
         "                       plot with ptrain-plot FILE)\n"
         "  --peak-gflops F      peak GFLOP/s of one rank, for MFU in the metrics and the\n"
-        "                       summary (default PTRAIN_PEAK_GFLOPS; none: no MFU)\n"
+        "                       summary (default PTRAIN_PEAK_GFLOPS, else the node model's\n"
+        "                       GEMM rate for one rank, as the planner prices compute)\n"
+        "\n"
+        "Energy (ptrain-run(1), ENERGY; the defaults follow PTRAIN_ENERGY, see ptrain-env(7)):\n"
+        "  --energy auto|none|nvml|rapl|nvml,rapl   what to measure: the rank's GPU (NVML's\n"
+        "                       counter) and the CPU packages (RAPL); joules per step, watts and\n"
+        "                       tokens per joule in the step lines, the metrics and the summary\n"
+        "                       (default auto: whatever is readable; none when PTRAIN_ENERGY=off)\n"
+        "  --energy-plan FILE|auto  set each pipeline instruction's clock from FILE\n"
+        "                       (ptrain-plan --energy-plan-out) or, auto, the intrinsic point\n"
+        "                       planned at start-up; replicas slow to a straggler's pace\n"
+        "  --energy-profile FILE  the measured profile --energy-plan auto plans from (default:\n"
+        "                       the cost model and a power model, marked modelled)\n"
+        "  --energy-clock auto|nvml|cpufreq|dry|dry:FILE   how clocks are set (default auto:\n"
+        "                       the rank's GPU, else its CPUs; dry sets nothing, FILE.RANK logs)\n"
+        "  --energy-straggler PCT  a dp replica PCT %% slower than the others is a straggler\n"
+        "                       (default 10; 0 = off)\n"
+        "  --profile-energy FILE  sweep the clocks over the first steps and write each\n"
+        "                       instruction's time and energy at each clock (for ptrain-plan\n"
+        "                       --energy-profile)\n"
+        "  --profile-clocks N --profile-steps K   the sweep: N clocks, K steps each (default 6, 2)\n"
         "\n"
         "Robustness:\n"
         "  --watchdog SECONDS   exit (status 3) when no step completes for this long: a peer\n"
@@ -211,6 +247,9 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     o->threads = 0;
     o->watchdog = 600;
     o->zero = o->schedule = o->recompute = o->precision = -1;
+    o->profile_clocks = 6;
+    o->profile_steps = 2;
+    o->straggler = 0.10;
     opterr = 0;
     int c, model_given = 0, batch_given = 0;
     long vl;
@@ -277,17 +316,38 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
             o->rank_order = o->order;
             break;
         }
+        case O_TPORDER: {
+            pt_error e;
+            if (pt_plan_tp_order_parse("--tp-order", optarg, o->tpo, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            o->tp_order = o->tpo;
+            break;
+        }
         case O_WATCHDOG: if (parse_long("--watchdog", optarg, 0, 86400 * 365, &vl, err)) return -1; o->watchdog = (double)vl; break;
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_METRICS: o->metrics = optarg; break;
-        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf, err)) return -1; o->peak_gflops = vf; break;
+        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf, err)) return -1; o->peak_gflops = vf; o->peak_what = "--peak-gflops"; break;
         case O_SAVEDIR: o->save_dir = optarg; break;
         case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl, err)) return -1; o->save_every = vl; break;
         case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl, err)) return -1; o->keep = vl; break;
         case O_RESUME: o->resume = optarg; break;
-        case O_TOPOLOGY: o->topology = optarg; break;
+        case O_TOPOLOGY:
+            if (o->ntopologies == RUN_MAX_TOPOLOGIES)
+                return pt_errprintf(err, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
+                                    RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
+            o->topologies[o->ntopologies++] = optarg;
+            o->topology = o->topologies[0];
+            break;
         case O_EXPLAIN: o->explain = 1; break;
+        case O_ENERGY: o->energy = optarg; break;
+        case O_ECLOCK: o->energy_clock = optarg; break;
+        case O_EPLAN: o->energy_plan = optarg; break;
+        case O_EPROFILE: o->energy_profile = optarg; break;
+        case O_PROFILE: o->profile_energy = optarg; break;
+        case O_PCLOCKS: if (parse_long("--profile-clocks", optarg, 1, 64, &vl, err)) return -1; o->profile_clocks = vl; break;
+        case O_PSTEPS: if (parse_long("--profile-steps", optarg, 1, 1000, &vl, err)) return -1; o->profile_steps = vl; break;
+        case O_STRAGGLER: if (parse_float("--energy-straggler", optarg, 0, 1000, &vf, err)) return -1; o->straggler = vf / 100; break;
+        case O_DEVICE: o->device = optarg; o->device_what = "--device"; break;
         case 'h':
         case 'V':
             break; /* answered before MPI started (run_early_exit) */
@@ -309,17 +369,72 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         o->batch = vl;
     }
     const char *topo = getenv("PTRAIN_TOPOLOGY");
-    if (!o->topology && topo && *topo) o->topology = topo;
-    if (o->topology && !o->topology[0]) return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
+    if (!o->topology && topo && *topo) o->topology = o->topologies[o->ntopologies++] = topo;
+    for (int i = 0; i < o->ntopologies; i++)
+        if (!o->topologies[i][0])
+            return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
     const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
     if (!o->peak_gflops && peak && *peak) {
         if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;
         o->peak_gflops = vf;
+        o->peak_what = "PTRAIN_PEAK_GFLOPS";
     }
+    /* the device the plugin's binding implies (PTRAIN_DEVICE=cuda), or the
+     * user's, when the command line gives none */
+    const char *dev = getenv("PTRAIN_DEVICE");
+    if (!o->device && dev && *dev) {
+        o->device = dev;
+        o->device_what = "PTRAIN_DEVICE";
+    }
+    if (o->device && strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto"))
+        return pt_errprintf(err, "%s '%s' is not valid (valid: cpu, cuda, auto)", o->device_what, o->device);
     if ((o->save_every || o->keep) && !o->save_dir)
         return pt_errprintf(err, "%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         return pt_errprintf(err, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
     if (o->resume && !o->resume[0]) return pt_errprintf(err, "--resume '' is not valid (valid: auto or a checkpoint directory)");
-    return 0;
+    return run_energy_options(o, err);
+}
+
+int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, pt_error *err)
+{
+    const char *want = o->device ? o->device : "auto";
+    const int env = o->device && !strcmp(o->device_what, "PTRAIN_DEVICE");
+    char given[64]; /* "--device cuda", "PTRAIN_DEVICE=cuda" */
+    snprintf(given, sizeof given, env ? "PTRAIN_DEVICE=%.20s" : "--device %.20s", want);
+    *device = RUN_DEVICE_CPU;
+    if (!strcmp(want, "cpu")) {
+        snprintf(note, len, "%s", given);
+        return 0;
+    }
+    const int built = pt_cuda_built();
+    char why[300] = "";
+    const int ndev = built ? pt_cuda_device_count(why, sizeof why) : 0;
+    /* auto, or PTRAIN_DEVICE (the plugin sets cuda when it binds a GPU,
+     * also for a build without the backend): the CPU when CUDA cannot run,
+     * named on the run header's device line */
+    const int chosen = !strcmp(want, "auto") || env;
+    if (chosen && (!built || ndev < 1)) {
+        snprintf(note, len, "%s: %s: training on the CPU", given, built ? why : "this build has no CUDA backend");
+        return 0;
+    }
+    /* --device cuda, or chosen with a device and the backend */
+    if (!built)
+        return pt_errprintf(err, "%s: this ptrain build has no CUDA backend (configure found no nvcc; rebuild with "
+                            "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that", given);
+    if (ndev < 1) return pt_errprintf(err, "%s: %s; give --device cpu to train on the CPU", given, why);
+    /* the backend is here, its ops table is not (pt_cuda_backend's ops are
+     * NULL until the CUDA kernels are wired).  Asked for on the command
+     * line: refuse.  Chosen by auto or by PTRAIN_DEVICE (the plugin sets it
+     * when it binds a GPU, so every srun --ptrain-mode=auto on a GPU node
+     * would stop): train on the CPU and say so on the run header's device
+     * line, never behind the user's back. */
+    if (chosen) {
+        snprintf(note, len, "%s: the task sees %d CUDA device%s, but the CUDA backend's kernels are not wired yet: "
+                 "training on the CPU (--device cuda refuses instead)", given, ndev, ndev == 1 ? "" : "s");
+        return 0;
+    }
+    return pt_errprintf(err, "%s: the task sees %d CUDA device%s, but the CUDA backend's ops are not wired yet "
+                        "(its memory, streams, GEMMs and NCCL are built; its kernels are not): give --device cpu "
+                        "to train on the CPU", given, ndev, ndev == 1 ? "" : "s");
 }

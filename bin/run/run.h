@@ -27,13 +27,19 @@
 #include "model/gpt.h"
 #include "plan/plan.h"
 #include "plan/search.h"
+#include "energy/profile.h"
 
 #include <stdint.h>
 #include <stdio.h>
 
 enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_INPUT = 2, RUN_EXIT_PEER = 3 };
+/* where a rank trains (--device) */
+enum { RUN_DEVICE_CPU = 0, RUN_DEVICE_CUDA = 1 };
 
 /* The command line (0 / NULL / -1 = not given where said). */
+/* --topology FILE:COUNT options ptrain-run takes, one per kind of node (as ptrain-plan) */
+#define RUN_MAX_TOPOLOGIES 16
+
 typedef struct run_opts {
     const char *model, *data, *rank_order, *mode, *metrics;
     const char *model_what; /* "--model" or "PTRAIN_MODEL": where the model came from */
@@ -46,12 +52,31 @@ typedef struct run_opts {
     float lr, min_lr, wd, clip, eps, beta1, beta2;
     int dry_run, quiet;
     double watchdog;     /* seconds without progress before the job is ended; 0 = off */
-    double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS); 0 = not given */
+    double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS, else set by
+                          * run_setup_rank from the node model); 0 = none */
+    const char *peak_what; /* "--peak-gflops" or "PTRAIN_PEAK_GFLOPS" when given, else NULL */
     char order[4];       /* --rank-order, parsed */
+    char tpo[4];         /* --tp-order, parsed */
+    const char *tp_order; /* --tp-order (NULL = not given) */
     const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
     long save_every, keep;         /* 0 = not given */
-    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto */
+    const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto
+                                    * (the first when given several) */
+    const char *topologies[RUN_MAX_TOPOLOGIES]; /* every --topology FILE[:COUNT], in node order */
+    int ntopologies;               /* how many (0: none; PTRAIN_TOPOLOGY counts as one) */
     int explain;                   /* --explain: print the auto plan's explanation */
+    /* energy (bin/run/energy.c; defaults from PTRAIN_ENERGY, the plugin's level) */
+    const char *energy;            /* --energy SOURCE: auto, none, nvml, rapl, nvml,rapl */
+    const char *energy_clock;      /* --energy-clock: auto, nvml, cpufreq, dry, dry:FILE */
+    const char *energy_plan;       /* --energy-plan FILE|auto (NULL = no plan applied) */
+    const char *energy_profile;    /* --energy-profile FILE: the profile --energy-plan auto plans from */
+    const char *profile_energy;    /* --profile-energy FILE: sweep the clocks, write the profile */
+    long profile_clocks, profile_steps; /* the sweep: clocks, steps at each */
+    double straggler;              /* --energy-straggler PCT / 100: a dp replica this much slower is a
+                                    * straggler; 0 = off */
+    const char *energy_level;      /* PTRAIN_ENERGY: off, report, plan, apply (NULL: not set) */
+    const char *device;            /* --device (else PTRAIN_DEVICE): cpu, cuda, auto; NULL = not given (auto) */
+    const char *device_what;       /* "--device" or "PTRAIN_DEVICE": where it came from */
 } run_opts;
 
 /* What --mode auto chose, for rank 0 to print after the agreement. */
@@ -74,7 +99,25 @@ typedef struct run_setup {
     uint64_t data_id[4];     /* train tokens, train checksum, val tokens, val checksum */
     double mem_need;         /* the plan's predicted peak per rank (bytes; pt_cost mem_peak) */
     double mem_avail;        /* memory this rank may use (bytes; 0 = unknown) */
+    int device;              /* RUN_DEVICE_CPU or RUN_DEVICE_CUDA: where this rank trains */
+    char device_note[400];   /* why (the run header's device line) */
+    char peak_source[400];   /* where the MFU's peak comes from (the metrics header's peak_source) */
     run_auto aut;
+    /* energy (bin/run/energy.c, run_energy_setup) */
+    pt_energy_plan eplan;          /* --energy-plan FILE (n 0: none or auto) */
+    pt_energy_profile eprofile;    /* --energy-profile FILE (ntypes 0: none) */
+    pt_energy_meta eprofile_meta;
+    pt_hw ehw;                     /* the node model's rates, for a modelled profile */
+    double gpu_mhz[2], cpu_mhz[2]; /* the clock ranges allowed (PTRAIN_ENERGY_GPU_MHZ, _CPU_MHZ; 0 = open) */
+    uint64_t energy_id;            /* the energy options and files' contents, for the agreement */
+    /* what the SPANK plugin's plan (PTRAIN_PLAN) was made for: its
+     * PTRAIN_MODEL and PTRAIN_BATCH; planned_for 0 when the plan was made
+     * here or came without them (the start-up agreement compares them
+     * with what this run trains) */
+    int planned_for;
+    pt_model_shape plan_model;
+    long plan_batch;
+    char plan_model_text[64];
 } run_setup;
 
 /* The job's nodes, learnt collectively before start-up (main.c). */
@@ -101,8 +144,18 @@ int run_early_exit(int argc, char **argv, int *asked);
 void run_answer(int asked);
 void run_usage(FILE *f);
 /* Parse argv into *o (defaults first) and the PTRAIN_MODEL, PTRAIN_BATCH,
- * PTRAIN_TOPOLOGY, PTRAIN_PEAK_GFLOPS variables.  -1 with one line. */
+ * PTRAIN_TOPOLOGY, PTRAIN_PEAK_GFLOPS, PTRAIN_DEVICE variables.  -1 with one line. */
 int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
+/* Where this rank trains, from o->device (auto when NULL): cpu; cuda when
+ * this build has the CUDA backend and the task sees a CUDA device; auto =
+ * cuda when both hold, else cpu.  Writes *device (RUN_DEVICE_*) and why
+ * into note (len bytes, the run header's device line).  -1 with one line
+ * when cuda is asked for (or chosen by auto) and cannot train: no CUDA
+ * backend in this build (the plugin sets PTRAIN_DEVICE=cuda when it binds
+ * a GPU: then only an explicit --device cpu trains on the CPU), no
+ * device, or, until the CUDA kernels are wired into the ops table, always
+ * (lib/backend/cuda/cuda.h: the backend's ops are NULL). */
+int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, pt_error *err);
 
 /* ---- setup.c ---- */
 /* Resolve model, plan, data, checkpoint directory and memory for a world
@@ -111,6 +164,11 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
 int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s, pt_error *err);
 /* Release the data of run_setup_rank. */
 void run_setup_free(run_setup *s);
+/* The planner's rates of this job's nodes: the node model of --topology
+ * (else PTRAIN_TOPOLOGY), else this node's hwloc model, else
+ * pt_topo_plan_hw's estimates; its name into source.  -1 with one line. */
+int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len,
+                pt_error *err);
 
 /* ---- agree.c ---- */
 /* The collective start-up agreement: every rank, also one whose set-up
@@ -157,6 +215,47 @@ struct json_t *run_json_num(double v);
 int run_metrics_failed(const run_metrics *m);
 /* Close; 0, or -1 when a record was lost or closing failed (reported). */
 int run_metrics_close(run_metrics *m);
+
+/* ---- energy.c ---- */
+/* After the command line: PTRAIN_ENERGY's defaults (off: --energy none;
+ * report: auto; plan: --energy-plan auto with the dry controller; apply:
+ * --energy-plan auto), the clock ranges (PTRAIN_ENERGY_GPU_MHZ,
+ * PTRAIN_ENERGY_CPU_MHZ: "MIN-MAX"), and the options' own checks.  -1
+ * with one line. */
+int run_energy_options(run_opts *o, pt_error *err);
+/* Every rank, before the agreement: load --energy-plan FILE and
+ * --energy-profile FILE and check them against the plan (pp, virtual
+ * stages, microbatches, schedule), the node model's rates for a modelled
+ * profile, the --profile-energy output (rank 0) and the sweep's steps;
+ * sets s->energy_id.  -1 with one line. */
+int run_energy_setup(run_setup *s, const run_nodes *nodes, pt_error *err);
+void run_energy_setup_free(run_setup *s);
+
+struct pt_pctx;
+struct pt_pipeline;
+typedef struct run_energy run_energy;
+/* Collective, after the model and pipeline are built: open the meter (the
+ * node's ranks share its RAPL packages), the clock controller, plan the
+ * frontier (--energy-plan), prepare the sweep (--profile-energy, from step
+ * start_step + 1), install the pipeline hook; rank 0 prints what it
+ * measures and sets.  NULL when nothing is measured, planned or profiled
+ * (--energy none alone). */
+run_energy *run_energy_start(const run_setup *s, const struct pt_pctx *ctx, struct pt_pipeline *pipe, int world,
+                             long start_step);
+/* Around one training step: begin before it, end after it (collective:
+ * every rank, every step).  end fills the train record (rec, may be NULL)
+ * and the step line's energy part ("| 5.2 J | 42 W | 237 tok/J", "" when
+ * nothing is measured). */
+void run_energy_step_begin(run_energy *e, long step);
+void run_energy_step_end(run_energy *e, long step, double dt, double tokens, struct json_t *rec, char *line,
+                         size_t len);
+/* The header record's energy fields (rank 0). */
+void run_energy_header(const run_energy *e, struct json_t *hdr);
+/* Collective at the end: the summary's energy part (line), the done
+ * record's fields, the plan's achieved-against-planned line (rank 0
+ * prints it), the clocks restored. */
+void run_energy_finish(run_energy *e, struct json_t *done, char *line, size_t len);
+void run_energy_free(run_energy *e);
 
 /* ---- loop.c ---- */
 /* Build the model under the agreed plan, resume, train, validate, save,

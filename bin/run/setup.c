@@ -8,6 +8,7 @@
 #include "backend/gemm_bf16.h"
 #include "ckpt/ckpt.h"
 #include "plan/cost.h"
+#include "plan/planner.h"
 #include "plan/resolve.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
@@ -28,14 +29,10 @@ static void divisors(int n, char *buf, size_t len)
         if (n % d == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", d);
 }
 
-/* --mode auto under plain mpirun (no plugin plan): the cluster is the
- * job's nodes (nodes->tpn) with the rates of the node model (--topology /
- * PTRAIN_TOPOLOGY, else this node's hwloc model, else pt_topo_plan_hw's
- * estimates for a one-NUMA-node machine), and pt_plan_resolve plans what
- * req leaves open (0 = choose), exactly as the plugin and ptrain-plan do.
- * Every rank computes it; the start-up agreement compares the plans. */
-static int plan_auto(const run_opts *o, const pt_gpt_config *cfg, const run_nodes *nodes, const pt_plan *req,
-                     int zero_pinned, int sched_pinned, pt_plan *p, run_auto *A, pt_error *err)
+/* The planner's rates of this job's nodes (run.h), for the energy
+ * profile that is modelled rather than measured. */
+int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len,
+                pt_error *err)
 {
     pt_error e;
     int maxt = 1;
@@ -43,42 +40,134 @@ static int plan_auto(const run_opts *o, const pt_gpt_config *cfg, const run_node
         if (nodes->tpn[i] > maxt) maxt = nodes->tpn[i];
     pt_topo t;
     memset(&t, 0, sizeof t);
-    char source[300];
-    int loaded = 0;
+    int loaded = 0, count = 0;
+    char path[4096];
+    /* the first kind's model (--topology FILE:COUNT names one per kind) */
+    if (o->topology && pt_topo_plan_arg_parse("--topology", o->topology, path, sizeof path, &count, err) < 0) return -1;
     if (o->topology) {
-        if (pt_topo_load_file(&t, o->topology) != PT_OK)
-            return pt_errprintf(err, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
-                      o->topology, pt_errmsg());
+        if (pt_topo_load_file(&t, path) != PT_OK)
+            return pt_errprintf(err, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
+                      path, pt_errmsg());
         loaded = 1;
-        snprintf(source, sizeof source, "%.290s", o->topology);
+        snprintf(source, len, "%.290s", path);
     } else if (pt_topo_load_hwloc(&t, NULL) == PT_OK) {
         loaded = 1;
-        snprintf(source, sizeof source, "hwloc (this node)");
+        snprintf(source, len, "hwloc (this node)");
     } else {
         pt_topo_free(&t);
         memset(&t, 0, sizeof t);
-        snprintf(source, sizeof source, "defaults");
+        snprintf(source, len, "defaults");
     }
-    pt_cluster c;
-    memset(&c, 0, sizeof c);
-    c.nnodes = nodes->nnodes;
-    c.tasks_per_node = nodes->tpn;
-    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, &c.hw, &c.island_ranks, NULL, 0, &e);
+    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0, &e);
     if (loaded) pt_topo_free(&t);
+    if (rc < 0) return pt_errprintf(err, "node model %s: %s", source, e.text);
+    return 0;
+}
+
+/* --mode auto under plain mpirun (no plugin plan): the cluster is the
+ * job's nodes (nodes->tpn) with the rates of the node model (--topology /
+ * PTRAIN_TOPOLOGY, else this node's hwloc model, else pt_topo_plan_hw's
+ * estimates for a one-NUMA-node machine: pt_topo_plan_load), or of each
+ * kind's model for --topology FILE:COUNT given once per kind of node (the
+ * counts, in node order, add up to the job's nodes: mixed nodes, planned
+ * as ptrain-plan and the plugin's node_models plan them), and the planning
+ * handle (lib/plan/planner.h) plans the request r exactly as the plugin
+ * and ptrain-plan do.  Every rank computes it; the start-up agreement
+ * compares the plans. */
+static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_request *r, pt_plan *p, run_auto *A,
+                     pt_error *err)
+{
+    pt_error e;
+    const int nkinds = o->ntopologies > 0 ? o->ntopologies : 1;
+    char(*path)[4096] = calloc((size_t)nkinds, sizeof *path);
+    int count[RUN_MAX_TOPOLOGIES] = {0}, counted = 0, sum = 0;
+    if (!path) return pt_errprintf(err, "--mode auto: out of memory for the node models");
+    for (int k = 0; k < o->ntopologies; k++) {
+        if (pt_topo_plan_arg_parse("--topology", o->topologies[k], path[k], sizeof path[k], &count[k], err) < 0) {
+            free(path);
+            return -1;
+        }
+        counted += count[k] > 0;
+        sum += count[k];
+    }
+    if (nkinds > 1 && counted < nkinds) {
+        free(path);
+        return pt_errprintf(err, "--mode auto: with %d --topology options each needs its node count (valid: FILE:COUNT "
+                            "in node order, e.g. --topology a.xml:4 --topology b.xml:2)", nkinds);
+    }
+    if (counted && sum != nodes->nnodes) {
+        free(path);
+        return pt_errprintf(err, "--mode auto: the --topology counts add up to %d node%s, but the job runs on %d "
+                            "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
+                            nodes->nnodes, nodes->nnodes);
+    }
+    pt_topo t[RUN_MAX_TOPOLOGIES];
+    const pt_topo *models[RUN_MAX_TOPOLOGIES];
+    char names[RUN_MAX_TOPOLOGIES][256];
+    const char *namep[RUN_MAX_TOPOLOGIES];
+    int from = PT_TOPO_FROM_NONE;
+    for (int k = 0; k < nkinds; k++) {
+        const char *pk = o->ntopologies ? path[k] : NULL;
+        if (pt_topo_plan_load(pk, "--topology", PT_TOPO_LOAD_ESTIMATES, &t[k], &from, NULL, 0, &e) < 0) {
+            for (int j = 0; j < k; j++)
+                if (models[j]) pt_topo_free(&t[j]);
+            pt_errprintf(err, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
+                         "XML file)", pk ? pk : "of this node", e.text);
+            free(path);
+            return -1;
+        }
+        models[k] = from != PT_TOPO_FROM_NONE ? &t[k] : NULL;
+        /* as ptrain-plan names each kind */
+        snprintf(names[k], sizeof names[k], "%.255s", models[k] ? t[k].source : "defaults");
+        namep[k] = names[k];
+    }
+    char source[300];
+    if (nkinds > 1) {
+        size_t off = 0;
+        for (int k = 0; k < nkinds && off < sizeof source; k++)
+            off += (size_t)snprintf(source + off, sizeof source - off, "%s%s:%d", k ? ", " : "", path[k], count[k]);
+    } else if (from == PT_TOPO_FROM_PATH) snprintf(source, sizeof source, "%.290s", path[0]);
+    else if (from == PT_TOPO_FROM_HWLOC) snprintf(source, sizeof source, "hwloc (this node)");
+    else snprintf(source, sizeof source, "defaults");
+    free(path);
+    /* each node's kind, in node order (one kind: NULL, every node kind 0) */
+    int *kind_of = NULL;
+    if (nkinds > 1) {
+        kind_of = malloc(sizeof(int) * (size_t)nodes->nnodes);
+        if (!kind_of) {
+            for (int k = 0; k < nkinds; k++) pt_topo_free(&t[k]);
+            return pt_errprintf(err, "--mode auto: out of memory for the node list");
+        }
+        for (int i = 0, k = 0, left = count[0]; i < nodes->nnodes; i++) {
+            while (left == 0 && k + 1 < nkinds) left = count[++k];
+            kind_of[i] = k;
+            left--;
+        }
+    }
+    pt_plan_machine mach;
+    int rc = pt_plan_machine_build(&mach, nkinds, models, nkinds > 1 ? namep : NULL, kind_of, nodes->tpn,
+                                   nodes->nnodes, NULL, 0, &e);
+    for (int k = 0; k < nkinds; k++)
+        if (models[k]) pt_topo_free(&t[k]);
+    free(kind_of);
     if (rc < 0) return pt_errprintf(err, "--mode auto: node model %s: %s", source, e.text);
-    pt_model_shape m = {cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab};
-    pt_plan_limits lim = {INT_MAX, ~0u, INT_MAX, 3, ~0u};
-    /* a schedule given is a pin, 1f1b too (the request's default), as in ptrain-plan */
-    if (sched_pinned) lim.schedules = 1u << req->schedule;
-    if (o->batch > INT_MAX) return pt_errprintf(err, "--batch %ld is too large (valid: at most %d)", o->batch, INT_MAX);
-    if (pt_plan_resolve(&c, &m, (int)o->batch, &lim, req, zero_pinned, 0, p, &A->res, A->notes, sizeof A->notes,
-                        &e) < 0) {
+    pt_plan_limits lim;
+    pt_plan_limits_default(&lim);
+    pt_planner *pl = pt_planner_new(&mach.cluster, &lim, &e);
+    if (!pl || pt_planner_set_request(pl, r, &e) < 0 || pt_planner_run(pl, &e) < 0) {
+        pt_planner_free(pl);
+        pt_plan_machine_free(&mach);
         /* the planner names srun's options; ours are the same without "ptrain-" */
         pt_plan_error_options(&e, "--");
         return pt_errprintf(err, "--mode auto: %s", e.text);
     }
+    *p = *pt_planner_plan(pl);
+    A->res = *pt_planner_result(pl);
+    snprintf(A->notes, sizeof A->notes, "%s", pt_planner_notes(pl));
+    pt_planner_free(pl);
+    pt_plan_machine_free(&mach);
     A->on = 1;
-    A->m = m;
+    A->m = r->model;
     size_t off = (size_t)snprintf(A->machine, sizeof A->machine, "%d node%s x ", nodes->nnodes, nodes->nnodes == 1 ? "" : "s");
     int uniform = 1;
     for (int i = 1; i < nodes->nnodes; i++) uniform &= nodes->tpn[i] == nodes->tpn[0];
@@ -91,14 +180,59 @@ static int plan_auto(const run_opts *o, const pt_gpt_config *cfg, const run_node
     return 0;
 }
 
+/* The request of --mode auto (lib/plan/planner.h's builder): the flags
+ * given, pinned; the PTRAIN_* variables for what no flag gives (unless
+ * re-planning over a plugin plan: its variables are its choice, not the
+ * user's pins); the model and batch this run trains. */
+static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_env, pt_plan_request *r, pt_error *err)
+{
+    pt_plan_request_init(r, PT_MODE_AUTO);
+    r->pinned |= PT_PIN_MODE;
+    pt_plan *q = &r->plan;
+#define PIN(cond, field, value, bit) \
+    do {                             \
+        if (cond) {                  \
+            q->field = (value);      \
+            r->pinned |= (bit);      \
+        }                            \
+    } while (0)
+    PIN(o->tp, tp, (int)o->tp, PT_PIN_TP);
+    PIN(o->tp_depth, tp_depth, (int)o->tp_depth, PT_PIN_TP_DEPTH);
+    PIN(o->sp, sp, (int)o->sp, PT_PIN_SP);
+    PIN(o->pp, pp, (int)o->pp, PT_PIN_PP);
+    PIN(o->microbatches, microbatches, (int)o->microbatches, PT_PIN_MICROBATCHES);
+    PIN(o->virtual_stages, virtual_stages, (int)o->virtual_stages, PT_PIN_VIRTUAL_STAGES);
+    PIN(o->schedule >= 0, schedule, o->schedule, PT_PIN_SCHEDULE);
+    PIN(o->zero >= 0, zero, o->zero, PT_PIN_ZERO);
+    PIN(o->recompute >= 0, ckpt_act, o->recompute, PT_PIN_RECOMPUTE);
+    PIN(o->precision >= 0, precision, o->precision, PT_PIN_PRECISION);
+#undef PIN
+    if (o->pp_split) {
+        if (pt_plan_split_parse("--pp-split", o->pp_split, q, err) < 0) return -1;
+        r->pinned |= PT_PIN_SPLIT;
+    }
+    if (o->rank_order) memcpy(q->rank_order, o->rank_order, sizeof q->rank_order), r->pinned |= PT_PIN_RANK_ORDER;
+    if (o->tp_order) memcpy(q->tp_order, o->tp_order, sizeof q->tp_order), r->pinned |= PT_PIN_TP_ORDER;
+    /* the model and batch this run trains (already from PTRAIN_MODEL and
+     * PTRAIN_BATCH when no flag gave them) */
+    snprintf(r->model_name, sizeof r->model_name, "%.63s", o->model);
+    r->model = (pt_model_shape){cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab};
+    if (o->batch > INT_MAX) return pt_errprintf(err, "--batch %ld is too large (valid: at most %d)", o->batch, INT_MAX);
+    r->global_batch = (int)o->batch;
+    r->pinned |= PT_PIN_MODEL | PT_PIN_BATCH;
+    if (from_env && pt_plan_request_env(r, NULL, pt_plan_getenv, NULL, err) < 0) return -1;
+    return 0;
+}
+
 /* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
  * not given it is world / (tp * pp * sp).  A plan that does not fit the
  * world is refused listing the tp (or sp) values that would (pt_plan_list_tp,
- * pt_plan_validate).  Mode auto (--mode auto, or PTRAIN_MODE=auto without
- * the plugin's PTRAIN_PLAN) is planned here by pt_plan_resolve, the sizes
- * given by flags or PTRAIN_* variables pinned; --mode auto beside a plugin
- * plan re-plans from the flags alone (the plugin's variables are its
- * choice, not the user's pins). */
+ * pt_plan_validate).  Mode auto (--mode auto, or PTRAIN_MODE=auto) is
+ * planned here by the planning handle, the sizes given by flags or PTRAIN_*
+ * variables pinned, exactly as the plugin plans it; --mode auto beside a
+ * plugin plan re-plans from the flags alone (the plugin's variables are its
+ * choice, not the user's pins).  A plugin plan never says auto (it exports
+ * the mode it chose), so PTRAIN_MODE=auto is always the user's request. */
 static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, const run_nodes *nodes, pt_plan *p,
                         const char **source, run_auto *A, pt_error *err)
 {
@@ -108,11 +242,27 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     p->zero = -1;
     p->schedule = -1;
     p->rank_order[0] = '\0';
+    p->tp_order[0] = '\0';
     pt_mode flag_mode = PT_MODE_OFF;
     if (o->mode && pt_mode_parse(o->mode, &flag_mode, err)) return pt_errprintf(err, "--mode: %s", err->text);
     const char *plugin_plan = getenv("PTRAIN_PLAN");
     int replan = o->mode && flag_mode == PT_MODE_AUTO && plugin_plan;
-    int from_env = replan ? 0 : pt_plan_from_env(p, err);
+    const char *env_mode = getenv("PTRAIN_MODE");
+    pt_mode em = PT_MODE_OFF;
+    const int env_auto = !replan && !o->mode && env_mode && pt_mode_parse(env_mode, &em, NULL) == 0 && em == PT_MODE_AUTO;
+    if ((o->mode && flag_mode == PT_MODE_AUTO) || env_auto) {
+        pt_plan_request r;
+        if (auto_request(o, cfg, !replan, &r, err) < 0) return -1;
+        if (plan_auto(o, nodes, &r, p, A, err) < 0) return -1;
+        /* what the planner does not choose: dp follows (an order the user
+         * gave was the search's pin, so the plan was priced with it) */
+        if (o->dp && p->dp != o->dp)
+            return pt_errprintf(err, "--mode auto planned dp=%d (%s), not --dp %ld: pin --tp, --pp and --sp instead of --dp",
+                      p->dp, A->machine, o->dp);
+        *source = replan ? "auto, re-planned over the plugin's plan" : "auto";
+        return pt_plan_validate(p, world, err) ? -1 : 0;
+    }
+    int from_env = pt_plan_from_env(p, err);
     if (from_env < 0) return -1;
     *source = from_env ? (getenv("SLURM_JOB_ID") ? "slurm" : "env") : "flags";
     if (o->mode) p->mode = flag_mode;
@@ -129,20 +279,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (o->precision >= 0) p->precision = o->precision;
     if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, err) < 0) return -1;
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
-    if (p->mode == PT_MODE_AUTO && (replan || !plugin_plan)) {
-        pt_plan req = *p;
-        int zero_pinned = req.zero >= 0, sched_pinned = req.schedule >= 0;
-        if (!zero_pinned) req.zero = 0;
-        if (!sched_pinned) req.schedule = PT_SCHED_1F1B;
-        if (plan_auto(o, cfg, nodes, &req, zero_pinned, sched_pinned, p, A, err) < 0) return -1;
-        /* what the planner does not choose: dp follows (an order the user
-         * gave was the search's pin, so the plan was priced with it) */
-        if (o->dp && p->dp != o->dp)
-            return pt_errprintf(err, "--mode auto planned dp=%d (%s), not --dp %ld: pin --tp, --pp and --sp instead of --dp",
-                      p->dp, A->machine, o->dp);
-        *source = replan ? "auto, re-planned over the plugin's plan" : "auto";
-        return pt_plan_validate(p, world, err) ? -1 : 0;
-    }
+    if (o->tp_order) memcpy(p->tp_order, o->tp_order, sizeof p->tp_order);
     /* not planned here: the sizes not given are the defaults */
     pt_plan d;
     pt_plan_default(&d);
@@ -155,10 +292,9 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (p->zero < 0) p->zero = d.zero;
     if (p->schedule < 0) p->schedule = d.schedule;
     if (!p->rank_order[0]) memcpy(p->rank_order, d.rank_order, sizeof p->rank_order);
-    /* off: nothing was planned, run the sizes given with 1d layers; auto
-     * beside a plugin plan (PTRAIN_MODE=auto is never the plugin's) runs
-     * the plugin's sizes as 1d, as before */
-    if (p->mode == PT_MODE_OFF || p->mode == PT_MODE_AUTO) p->mode = PT_MODE_1D;
+    if (!p->tp_order[0]) memcpy(p->tp_order, d.tp_order, sizeof p->tp_order);
+    /* off: nothing was planned, run the sizes given with 1d layers */
+    if (p->mode == PT_MODE_OFF) p->mode = PT_MODE_1D;
     long long inner = (long long)p->tp * p->pp * p->sp;
     if (!o->dp && (p->dp == 0 || o->tp || o->sp || o->tp_depth || o->pp)) {
         if (inner < 1 || world % inner) {
@@ -462,6 +598,20 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
 
     pt_plan *plan = &s->plan;
     if (resolve_plan(o, cfg, world, nodes, plan, &s->source, &s->aut, err) < 0) return -1;
+    {   /* the model and batch the plugin's plan was made for (PTRAIN_MODEL,
+         * PTRAIN_BATCH beside its PTRAIN_PLAN), for the start-up agreement */
+        const char *pp = getenv("PTRAIN_PLAN"), *em = getenv("PTRAIN_MODEL"), *eb = getenv("PTRAIN_BATCH");
+        pt_error e;
+        char *end = NULL;
+        if (pp && !s->aut.on && em && *em && eb && *eb &&
+            pt_model_shape_parse("PTRAIN_MODEL", em, &s->plan_model, &e) == 0) {
+            s->plan_batch = strtol(eb, &end, 10);
+            if (end && !*end && s->plan_batch > 0) {
+                s->planned_for = 1;
+                snprintf(s->plan_model_text, sizeof s->plan_model_text, "%.63s", em);
+            }
+        }
+    }
     if (plan->mode == PT_MODE_1D && pt_gpt_check_tp(cfg, plan->tp)) {
         /* the 1d sizes that divide both the world and the heads: the mode
          * table's list over their greatest common divisor (1 always fits) */
@@ -492,7 +642,28 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
      * first matmul */
     if (plan->precision == PT_PREC_BF16 && pt_gemm_bf16_select() != PT_OK)
         return pt_errprintf(err, "--precision bf16: %s", pt_errmsg());
+    /* where to train: before the memory check, which is the host's */
+    if (run_resolve_device(o, &s->device, s->device_note, sizeof s->device_note, err) < 0) return -1;
+    /* the MFU's peak: given, else the rate the planner prices one rank's
+     * GEMMs at (the node model: a GPU's data-sheet peak, a CPU's measured
+     * or estimated sgemm rate times its cores), so every train record has
+     * an MFU and the header says against what */
+    if (o->peak_gflops > 0) {
+        snprintf(s->peak_source, sizeof s->peak_source, "%s", o->peak_what ? o->peak_what : "given");
+    } else {
+        pt_hw hw;
+        int island = 0;
+        char src[300];
+        pt_error e;
+        memset(&hw, 0, sizeof hw);
+        if (run_node_hw(o, nodes, &hw, &island, src, sizeof src, &e) == 0 && hw.gemm_gflops > 0) {
+            o->peak_gflops = hw.gemm_gflops;
+            snprintf(s->peak_source, sizeof s->peak_source, "the node model's GEMM rate per rank (%.300s)", src);
+        }
+    }
     if (check_memory(s, world, nodes, err) < 0) return -1;
+    /* energy: the plan and profile files against this plan (bin/run/energy.c) */
+    if (run_energy_setup(s, nodes, err) < 0) return -1;
 
     /* --save-dir (lib/ckpt): usable now rather than at the first save
      * (every rank writes its rank file there: each creates it when absent
@@ -541,6 +712,7 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
 
 void run_setup_free(run_setup *s)
 {
+    run_energy_setup_free(s);
     if (s->synth_train || s->synth_val) {
         free(s->synth_train);
         free(s->synth_val);

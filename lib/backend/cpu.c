@@ -5,6 +5,7 @@
 #include "backend/ops.h"
 #include "backend/blas.h"
 #include "backend/gemm_bf16.h"
+#include "backend/cuda/cuda.h"
 #include "core/core.h"
 
 #include <cblas.h>
@@ -437,6 +438,9 @@ const pt_backend *pt_backend_get(const char *name)
         pt_blas_select(); /* kernels that match the CPU, before the first GEMM */
         return &cpu_backend;
     }
-    pt_fail(PT_EUNSUPP, "backend '%s' is not built in; valid: cpu", name);
+    /* its memory, streams, GEMMs and communication; its ops table is not
+     * wired yet (ops NULL), so it is not in pt_backend_names (cuda.h) */
+    if (strcmp(name, "cuda") == 0) return pt_cuda_backend();
+    pt_fail(PT_EUNSUPP, "backend '%s' is not built in; valid: cpu%s", name, pt_cuda_built() ? ", cuda" : "");
     return NULL;
 }

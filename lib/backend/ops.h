@@ -363,14 +363,19 @@ typedef struct pt_backend {
 } pt_backend;
 
 /* The backend called `name` (NULL: the default, "cpu"), or NULL with
- * PT_EUNSUPP via pt_errmsg naming the compiled backends. */
+ * PT_EUNSUPP via pt_errmsg naming the compiled backends.  "cuda"
+ * (lib/backend/cuda/cuda.h: pt_cuda_backend) selects the process's GPU; it
+ * is NULL with the reason when this build has no CUDA backend or the
+ * process sees no device, and its ops are NULL until the CUDA kernels are
+ * wired into the table. */
 const pt_backend *pt_backend_get(const char *name);
 /* The table of backend be whose activations are `act` (PT_F32 or
  * PT_BF16), or NULL with PT_EUNSUPP via pt_errmsg naming the dtype and
  * what this backend has. */
 const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act);
-/* Names of the compiled backends, NULL-terminated ({"cpu", NULL} in this
- * build): what tests iterate over. */
+/* Names of the backends whose ops table is complete, NULL-terminated
+ * ({"cpu", NULL} today: "cuda" joins when its ops are wired): what tests
+ * iterate over. */
 const char *const *pt_backend_names(void);
 
 #endif

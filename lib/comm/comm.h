@@ -28,6 +28,20 @@
  * MPI_Op on 16-bit elements; a ring over p ranks rounds p-1 times): the
  * tensor-parallel and pipeline traffic of bf16 activations.  Gradients
  * are reduced in fp32 (the float functions).
+ *
+ * Device buffers.  After pt_comm_device_enable (collective over the group)
+ * every call below (the _t variants too) also takes buffers in GPU memory
+ * (lib/backend/cuda's pt_cuda_mem): a call whose buffer is device memory
+ * runs on the group's device path, one on host memory stays on MPI, so the host scalars
+ * (losses, norms) and the device tensors share one API.  The device path
+ * is chosen per group: NCCL (NVIDIA Collective Communications Library,
+ * the same collectives on the communication stream) when every member has
+ * a GPU of its own and the build has NCCL; otherwise staging through host
+ * memory over the same MPI calls (several ranks on one GPU, e.g. a
+ * one-GPU test machine: NCCL refuses two ranks on one device).  Both count
+ * bytes exactly as the host path does.  Order: a device call runs after
+ * the work already queued on the compute stream, and the compute stream's
+ * later work waits for it (unless pt_comm_device_overlap).
  */
 #ifndef PTRAIN_COMM_H
 #define PTRAIN_COMM_H
@@ -75,6 +89,7 @@ typedef struct pt_comm {
                          * wrap and split set) = PT_COMM_CHUNK_BYTES; tests
                          * set a small one to cross chunk edges cheaply */
     pt_comm_stats stats;
+    struct pt_comm_dev *dev; /* the device path (pt_comm_device_enable); NULL: host buffers only */
 } pt_comm;
 
 /* Wrap an existing communicator (not freed by pt_comm_free). */
@@ -129,6 +144,46 @@ int pt_sendrecv_t(pt_comm *c, const void *sbuf, int dst, void *rbuf, int src, si
 int pt_recv(pt_comm *c, float *buf, size_t n, int src, int tag);
 int pt_recv_t(pt_comm *c, void *buf, size_t n, int src, int tag, pt_dtype t);
 int pt_barrier(pt_comm *c);
+
+/* ---- device buffers ---- */
+enum pt_comm_device_mode {
+    PT_COMM_DEV_AUTO = 0,  /* NCCL when every member has its own GPU and the build has NCCL, else staged */
+    PT_COMM_DEV_NCCL = 1,  /* NCCL or an error */
+    PT_COMM_DEV_STAGED = 2 /* through host memory over MPI, whatever the GPUs */
+};
+/* Give group c a device path (see the top of this file); collective over
+ * c, every member with the same mode.  Each member's device is
+ * lib/backend/cuda's (pt_cuda_init runs here); the members compare their
+ * GPUs' UUIDs (MPI_Allgather) and all choose the same path.  The NCCL
+ * communicator is bootstrapped over c: rank 0's ncclGetUniqueId,
+ * MPI_Bcast, ncclCommInitRank (NCCL's documented MPI example).  In mode
+ * AUTO a group whose NCCL set-up fails everywhere falls back to staging
+ * (with a warning).  PT_OK (also when already enabled), PT_EUNSUPP (no
+ * device or no CUDA build on some member; mode NCCL where two members
+ * share a GPU or NCCL is not built), PT_ECOMM.  Every member returns the
+ * same status. */
+int pt_comm_device_enable(pt_comm *c, int mode);
+/* Release the device path (NCCL communicator, staging memory); c keeps
+ * working on host buffers.  pt_comm_free calls it. */
+void pt_comm_device_disable(pt_comm *c);
+/* "nccl", "staged" or "host" (not enabled). */
+const char *pt_comm_device_path(const pt_comm *c);
+/* Group calls (ncclGroupStart / ncclGroupEnd): between them the device
+ * sends and receives (pt_send, pt_recv, pt_sendrecv on device buffers) are
+ * only queued and all run at pt_comm_group_end, so a rank may post sends
+ * and receives to several peers in any order without deadlock; staged, they
+ * become MPI_Isend / MPI_Irecv and one MPI_Waitall.  Collectives inside a
+ * group run at once when staged (NCCL fuses them).  Groups do not nest.
+ * PT_OK, PT_EINVAL (nested, or end without start), PT_ECOMM. */
+int pt_comm_group_start(pt_comm *c);
+int pt_comm_group_end(pt_comm *c);
+/* on 1: device collectives no longer make the compute stream wait for them
+ * (a gradient bucket reduced while the backward goes on); on 0 (the
+ * default): they do.  pt_comm_device_wait makes the compute stream wait
+ * for every device call issued so far.  PT_OK, PT_EINVAL (not enabled),
+ * PT_EIO. */
+int pt_comm_device_overlap(pt_comm *c, int on);
+int pt_comm_device_wait(pt_comm *c);
 
 /* Total modelled bytes sent by this rank over all kinds. */
 uint64_t pt_comm_sent_total(const pt_comm *c);

@@ -1,12 +1,13 @@
 /* MPI implementation of the pt_comm collectives (see comm.h). */
 #include "comm/comm.h"
+#include "comm/comm_priv.h"
 #include "core/core.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int mpi_fail(int rc, const char *what, const pt_comm *c)
+int pt_comm_mpi_fail(int rc, const char *what, const pt_comm *c)
 {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
@@ -28,7 +29,7 @@ int pt_comm_split(pt_comm *c, const pt_comm *parent, int color, int key, const c
 {
     MPI_Comm nc;
     int rc = MPI_Comm_split(parent->comm, color, key, &nc);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split", parent);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "MPI_Comm_split", parent);
     pt_comm_wrap(c, nc, name);
     c->owned = 1;
     return PT_OK;
@@ -36,6 +37,7 @@ int pt_comm_split(pt_comm *c, const pt_comm *parent, int color, int key, const c
 
 void pt_comm_free(pt_comm *c)
 {
+    if (c->dev) c->dev->vt->disable(c);
     if (c->owned && c->comm != MPI_COMM_NULL) MPI_Comm_free(&c->comm);
     c->owned = 0;
 }
@@ -51,15 +53,15 @@ int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
     long id = sn && *sn ? strtol(sn, &end, 10) : -1;
     int have_id = end && !*end && id >= 0 && id < (1L << 30), all_id = 0;
     int rc = MPI_Allreduce(&have_id, &all_id, 1, MPI_INT, MPI_MIN, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Allreduce(SLURM_NODEID)", c);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "MPI_Allreduce(SLURM_NODEID)", c);
     MPI_Comm local;
     rc = MPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, c->rank, MPI_INFO_NULL, &local);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split_type(shared)", c);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "MPI_Comm_split_type(shared)", c);
     if (all_id) {
         MPI_Comm host = local;
         rc = MPI_Comm_split(host, (int)id, c->rank, &local);
         MPI_Comm_free(&host);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Comm_split(SLURM_NODEID)", c);
+        if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "MPI_Comm_split(SLURM_NODEID)", c);
     }
     int lrank, lsize, mine[2];
     MPI_Comm_rank(local, &lrank);
@@ -70,19 +72,19 @@ int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
     mine[1] = lsize;
     rc = MPI_Bcast(mine, 1, MPI_INT, 0, local);
     MPI_Comm_free(&local);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "MPI_Bcast(node leader)", c);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "MPI_Bcast(node leader)", c);
     int *all = malloc(sizeof(int) * 2 * (size_t)c->size);
     int have = all != NULL, everyone = 0;
     rc = MPI_Allreduce(&have, &everyone, 1, MPI_INT, MPI_MIN, c->comm);
     if (rc != MPI_SUCCESS || !everyone) {
         free(all);
-        return rc != MPI_SUCCESS ? mpi_fail(rc, "MPI_Allreduce(node count)", c)
+        return rc != MPI_SUCCESS ? pt_comm_mpi_fail(rc, "MPI_Allreduce(node count)", c)
                                  : pt_fail(PT_ECOMM, "out of memory for the node list of %d ranks", c->size);
     }
     rc = MPI_Allgather(mine, 2, MPI_INT, all, 2, MPI_INT, c->comm);
     if (rc != MPI_SUCCESS) {
         free(all);
-        return mpi_fail(rc, "MPI_Allgather(node sizes)", c);
+        return pt_comm_mpi_fail(rc, "MPI_Allgather(node sizes)", c);
     }
     int n = 0;
     for (int r = 0; r < c->size; r++)
@@ -93,26 +95,6 @@ int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
     *nnodes = n;
     free(all);
     return PT_OK;
-}
-
-static void count(pt_comm *c, enum pt_coll k, uint64_t payload, uint64_t sent)
-{
-    c->stats.calls[k]++;
-    c->stats.payload_bytes[k] += payload;
-    c->stats.sent_bytes[k] += sent;
-}
-
-static uint64_t ring(uint64_t bytes, int p, int factor)
-{
-    return (uint64_t)factor * (uint64_t)(p - 1) * bytes / (uint64_t)p;
-}
-
-/* Elements of `esize` bytes per MPI call of a chunked collective (see
- * comm.h: pt_comm.chunk_bytes). */
-static size_t chunk_elems(const pt_comm *c, size_t esize)
-{
-    size_t b = c->chunk_bytes ? c->chunk_bytes : PT_COMM_CHUNK_BYTES;
-    return b >= esize ? b / esize : 1;
 }
 
 /* bf16 sums: a user MPI op on 16-bit elements that adds in fp32 and rounds
@@ -149,24 +131,25 @@ static int mpi_type(pt_dtype t, MPI_Datatype *mt, size_t *es, MPI_Op *sum, const
 static int allreduce_chunked(pt_comm *c, void *buf, size_t n, MPI_Datatype t, size_t esize, MPI_Op op,
                              const char *what)
 {
-    const size_t step = chunk_elems(c, esize);
+    const size_t step = pt_comm_chunk_elems(c, esize);
     for (size_t off = 0; off < n; off += step) {
         size_t len = n - off < step ? n - off : step;
         int rc = MPI_Allreduce(MPI_IN_PLACE, (char *)buf + off * esize, (int)len, t, op, c->comm);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, what, c);
+        if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, what, c);
     }
     return PT_OK;
 }
 
 int pt_allreduce_sum_t(pt_comm *c, void *buf, size_t n, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->allreduce(c, buf, n, (int)t, PT_COMM_SUM);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
     int rc = mpi_type(t, &mt, &es, &op, "allreduce");
     if (rc || c->size == 1 || n == 0) return rc;
     if ((rc = allreduce_chunked(c, buf, n, mt, es, op, "allreduce"))) return rc;
-    count(c, PT_COLL_ALLREDUCE, n * es, ring(n * es, c->size, 2));
+    pt_comm_count(c, PT_COLL_ALLREDUCE, n * es, pt_comm_ring(n * es, c->size, 2));
     return PT_OK;
 }
 
@@ -174,24 +157,27 @@ int pt_allreduce_sum(pt_comm *c, float *buf, size_t n) { return pt_allreduce_sum
 
 int pt_allreduce_max(pt_comm *c, float *buf, size_t n)
 {
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->allreduce(c, buf, n, PT_COMM_F32, PT_COMM_MAX);
     if (c->size == 1 || n == 0) return PT_OK;
     int rc = allreduce_chunked(c, buf, n, MPI_FLOAT, 4, MPI_MAX, "allreduce(max)");
     if (rc) return rc;
-    count(c, PT_COLL_ALLREDUCE, n * 4, ring(n * 4, c->size, 2));
+    pt_comm_count(c, PT_COLL_ALLREDUCE, n * 4, pt_comm_ring(n * 4, c->size, 2));
     return PT_OK;
 }
 
 int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n)
 {
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->allreduce(c, buf, n, PT_COMM_F64, PT_COMM_SUM);
     if (c->size == 1 || n == 0) return PT_OK;
     int rc = allreduce_chunked(c, buf, n, MPI_DOUBLE, 8, MPI_SUM, "allreduce(f64)");
     if (rc) return rc;
-    count(c, PT_COLL_ALLREDUCE, n * 8, ring(n * 8, c->size, 2));
+    pt_comm_count(c, PT_COLL_ALLREDUCE, n * 8, pt_comm_ring(n * 8, c->size, 2));
     return PT_OK;
 }
 
 int pt_reduce_scatter_sum_t(pt_comm *c, const void *in, void *out, size_t n, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, in)) return c->dev->vt->reduce_scatter(c, in, out, n, (int)t);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
@@ -208,7 +194,7 @@ int pt_reduce_scatter_sum_t(pt_comm *c, const void *in, void *out, size_t n, pt_
      * takes the next `len` elements of every rank's block, packed rank by
      * rank into a staging buffer of at most a chunk. */
     const size_t p = (size_t)c->size, nb = n / p;
-    size_t step = chunk_elems(c, es) / p;
+    size_t step = pt_comm_chunk_elems(c, es) / p;
     if (step < 1) step = 1;
     int stack_counts[64], *counts = stack_counts;
     char *stage = NULL;
@@ -232,8 +218,8 @@ int pt_reduce_scatter_sum_t(pt_comm *c, const void *in, void *out, size_t n, pt_
     }
     free(stage);
     if (counts != stack_counts) free(counts);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "reduce_scatter", c);
-    count(c, PT_COLL_REDUCE_SCATTER, n * es, ring(n * es, c->size, 1));
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "reduce_scatter", c);
+    pt_comm_count(c, PT_COLL_REDUCE_SCATTER, n * es, pt_comm_ring(n * es, c->size, 1));
     return PT_OK;
 }
 
@@ -244,6 +230,7 @@ int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n)
 
 int pt_allgather_t(pt_comm *c, const void *in, void *out, size_t n, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, in)) return c->dev->vt->allgather(c, in, out, n, (int)t);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
@@ -253,8 +240,8 @@ int pt_allgather_t(pt_comm *c, const void *in, void *out, size_t n, pt_dtype t)
         return pt_fail(PT_EINVAL, "allgather of %zu elements over %d ranks: count must be a multiple of the group size", n, c->size);
     if (c->size == 1) { memmove(out, in, n * es); return PT_OK; }
     rc = MPI_Allgather(in, (int)(n / c->size), mt, out, (int)(n / c->size), mt, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "allgather", c);
-    count(c, PT_COLL_ALLGATHER, n * es, ring(n * es, c->size, 1));
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "allgather", c);
+    pt_comm_count(c, PT_COLL_ALLGATHER, n * es, pt_comm_ring(n * es, c->size, 1));
     return PT_OK;
 }
 
@@ -262,14 +249,15 @@ int pt_allgather(pt_comm *c, const float *in, float *out, size_t n) { return pt_
 
 int pt_broadcast_t(pt_comm *c, void *buf, size_t n, int root, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->broadcast(c, buf, n, (int)t, root);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
     int rc = mpi_type(t, &mt, &es, &op, "broadcast");
     if (rc || c->size == 1 || n == 0) return rc;
     rc = MPI_Bcast(buf, (int)n, mt, root, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "broadcast", c);
-    count(c, PT_COLL_BROADCAST, n * es, ring(n * es, c->size, 1));
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "broadcast", c);
+    pt_comm_count(c, PT_COLL_BROADCAST, n * es, pt_comm_ring(n * es, c->size, 1));
     return PT_OK;
 }
 
@@ -277,19 +265,20 @@ int pt_broadcast(pt_comm *c, float *buf, size_t n, int root) { return pt_broadca
 
 int pt_reduce_sum_t(pt_comm *c, void *buf, size_t n, int root, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->reduce(c, buf, n, (int)t, root);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
     int rc0 = mpi_type(t, &mt, &es, &op, "reduce");
     if (rc0 || c->size == 1 || n == 0) return rc0;
-    const size_t step = chunk_elems(c, es);
+    const size_t step = pt_comm_chunk_elems(c, es);
     for (size_t off = 0; off < n; off += step) {
         const size_t len = n - off < step ? n - off : step;
         char *b = (char *)buf + off * es;
         int rc = MPI_Reduce(c->rank == root ? MPI_IN_PLACE : b, b, (int)len, mt, op, root, c->comm);
-        if (rc != MPI_SUCCESS) return mpi_fail(rc, "reduce", c);
+        if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "reduce", c);
     }
-    count(c, PT_COLL_REDUCE, n * es, ring(n * es, c->size, 1));
+    pt_comm_count(c, PT_COLL_REDUCE, n * es, pt_comm_ring(n * es, c->size, 1));
     return PT_OK;
 }
 
@@ -297,15 +286,16 @@ int pt_reduce_sum(pt_comm *c, float *buf, size_t n, int root) { return pt_reduce
 
 int pt_sendrecv_t(pt_comm *c, const void *sbuf, int dst, void *rbuf, int src, size_t n, int tag, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, sbuf)) return c->dev->vt->sendrecv(c, sbuf, dst, rbuf, src, n, (int)t, tag);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
     int rc = mpi_type(t, &mt, &es, &op, "sendrecv");
     if (rc || n == 0) return rc;
     rc = MPI_Sendrecv(sbuf, (int)n, mt, dst, tag, rbuf, (int)n, mt, src, tag, c->comm, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "sendrecv", c);
-    count(c, PT_COLL_SEND, n * es, n * es);
-    count(c, PT_COLL_RECV, n * es, 0);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "sendrecv", c);
+    pt_comm_count(c, PT_COLL_SEND, n * es, n * es);
+    pt_comm_count(c, PT_COLL_RECV, n * es, 0);
     return PT_OK;
 }
 
@@ -316,14 +306,15 @@ int pt_sendrecv(pt_comm *c, const float *sbuf, int dst, float *rbuf, int src, si
 
 int pt_send_t(pt_comm *c, const void *buf, size_t n, int dst, int tag, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->send(c, buf, n, (int)t, dst, tag);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
     int rc = mpi_type(t, &mt, &es, &op, "send");
     if (rc) return rc;
     rc = MPI_Send(buf, (int)n, mt, dst, tag, c->comm);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "send", c);
-    count(c, PT_COLL_SEND, n * es, n * es);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "send", c);
+    pt_comm_count(c, PT_COLL_SEND, n * es, n * es);
     return PT_OK;
 }
 
@@ -331,14 +322,15 @@ int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag) { return p
 
 int pt_recv_t(pt_comm *c, void *buf, size_t n, int src, int tag, pt_dtype t)
 {
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->recv(c, buf, n, (int)t, src, tag);
     MPI_Datatype mt;
     size_t es;
     MPI_Op op;
     int rc = mpi_type(t, &mt, &es, &op, "recv");
     if (rc) return rc;
     rc = MPI_Recv(buf, (int)n, mt, src, tag, c->comm, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return mpi_fail(rc, "recv", c);
-    count(c, PT_COLL_RECV, n * es, 0);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "recv", c);
+    pt_comm_count(c, PT_COLL_RECV, n * es, 0);
     return PT_OK;
 }
 
@@ -348,7 +340,7 @@ int pt_barrier(pt_comm *c)
 {
     if (c->size == 1) return PT_OK;
     int rc = MPI_Barrier(c->comm);
-    return rc == MPI_SUCCESS ? PT_OK : mpi_fail(rc, "barrier", c);
+    return rc == MPI_SUCCESS ? PT_OK : pt_comm_mpi_fail(rc, "barrier", c);
 }
 
 uint64_t pt_comm_sent_total(const pt_comm *c)

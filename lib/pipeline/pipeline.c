@@ -75,8 +75,29 @@ int pt_pipeline_create(pt_pipeline *p, pt_train *t, int kind)
     return PT_OK;
 }
 
+void pt_pipeline_set_hook(pt_pipeline *p, pt_pipeline_hook fn, void *arg)
+{
+    p->hook = fn;
+    p->hook_arg = arg;
+}
+
+static int run_op(pt_pipeline *p, const pt_pp_action *a, const int32_t *inputs, const int32_t *targets,
+                       double *loss_sum);
+
 static int run_action(pt_pipeline *p, const pt_pp_action *a, const int32_t *inputs, const int32_t *targets,
                       double *loss_sum)
+{
+    if (a->op != PT_PP_FWD && a->op != PT_PP_BWD) return run_op(p, a, inputs, targets, loss_sum);
+    const int bwd = a->op == PT_PP_BWD;
+    if (p->hook) TRY(p->hook(p->hook_arg, a->chunk, a->mb, bwd, 0));
+    TRY(run_op(p, a, inputs, targets, loss_sum));
+    if (p->hook) TRY(p->hook(p->hook_arg, a->chunk, a->mb, bwd, 1));
+    return PT_OK;
+}
+
+/* One action of the list (the hook aside). */
+static int run_op(pt_pipeline *p, const pt_pp_action *a, const int32_t *inputs, const int32_t *targets,
+                       double *loss_sum)
 {
     pt_gpt *m = p->model;
     const pt_gpt_stage *st = &m->stage;

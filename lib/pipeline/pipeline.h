@@ -54,6 +54,16 @@ typedef struct pt_pipeline_cfg {
  * 0..pp-1, v above PT_GPT_MAX_CHUNKS. */
 int pt_pipeline_plan(const pt_plan *p, const pt_gpt_config *cfg, int B, int pp_rank, pt_pipeline_cfg *out);
 
+/* A callback around every forward and backward of a step (not around the
+ * sends and receives): called with after = 0 right before the compute of
+ * model chunk `chunk` on microbatch `mb` (bwd 0 forward, 1 backward)
+ * starts, and with after = 1 right after it ends, on the rank that runs
+ * it, in the order of its action list (pt_pp_schedule).  Its time is not
+ * counted in busy_s.  A non-zero return (a PT_E* status, the message set
+ * with pt_fail) fails the step with that status.  For instance a per-
+ * instruction clock (Perseus: lib/energy) or a per-instruction profile. */
+typedef int (*pt_pipeline_hook)(void *arg, int chunk, int mb, int bwd, int after);
+
 typedef struct pt_pipeline {
     pt_train *train;      /* the stage's registry (not owned) */
     pt_gpt *model;        /* train->model */
@@ -66,6 +76,8 @@ typedef struct pt_pipeline {
     const void **yout;    /* [nbufs * v] chunk outputs to send (model-owned views) */
     double busy_s;        /* last step: seconds in forward/backward compute on this rank */
     double sched_s;       /* last step: wall seconds of the whole schedule (compute + p2p waits) */
+    pt_pipeline_hook hook; /* NULL: none (pt_pipeline_set_hook) */
+    void *hook_arg;
 } pt_pipeline;
 
 /* Build the executor over registry t, whose model was built by
@@ -76,6 +88,10 @@ typedef struct pt_pipeline {
  * has, naming both; the schedule's errors), PT_ENOMEM. */
 int pt_pipeline_create(pt_pipeline *p, pt_train *t, int kind);
 void pt_pipeline_free(pt_pipeline *p);
+
+/* Call fn(arg, ...) around every forward and backward from now on (NULL:
+ * no hook). */
+void pt_pipeline_set_hook(pt_pipeline *p, pt_pipeline_hook fn, void *arg);
 
 /* Forward and backward of the m microbatches of the dp group's batch
  * inputs/targets [m * micro, T] (host token ids; microbatch i = rows

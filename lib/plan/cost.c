@@ -150,9 +150,97 @@ static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, geo 
 
 /* ---- per-call ring bytes (lib/comm/comm_mpi.c, integer arithmetic) ------- */
 
-typedef struct acc {
-    double bytes, calls, steps; /* bytes sent, collective calls, ring latency steps */
-} acc;
+const char *pt_cost_kind_name(int k)
+{
+    static const char *n[PT_KIND_N] = {"allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"};
+    return k >= 0 && k < PT_KIND_N ? n[k] : "?";
+}
+
+double pt_cost_busfactor(int k, int p)
+{
+    if (p <= 1) return 0;
+    switch (k) {
+    case PT_KIND_ALLREDUCE: return 2.0 * (p - 1) / p;
+    case PT_KIND_REDUCE_SCATTER:
+    case PT_KIND_ALLGATHER: return (double)(p - 1) / p;
+    case PT_KIND_BROADCAST:
+    case PT_KIND_REDUCE:
+    case PT_KIND_P2P: return 1;
+    default: return 0;
+    }
+}
+
+double pt_cost_kind_steps(int k, int p)
+{
+    if (p <= 1 || k < 0 || k >= PT_KIND_N) return 0;
+    if (k == PT_KIND_P2P) return 1;
+    return (k == PT_KIND_ALLREDUCE ? 2.0 : 1.0) * (p - 1);
+}
+
+const char *pt_cost_sub_name(int s)
+{
+    static const char *n[PT_SUB_N] = {"tp", "tpx--", "tp-x-", "tpxx-", "tp--x", "tpx-x", "tp-xx", "tpxxx",
+                                      "sync---", "syncx--", "sync-x-", "syncxx-", "sync--x", "syncx-x", "sync-xx",
+                                      "syncxxx", "sp", "pp", "embed", "dp"};
+    return s >= 0 && s < PT_SUB_N ? n[s] : "?";
+}
+
+int pt_cost_sub_group(int s)
+{
+    if (s < 0 || s >= PT_SUB_N) return -1;
+    if (s < PT_SUB_SYNC) return PT_GRP_TP;
+    if (s < PT_SUB_SP) return PT_GRP_SYNC;
+    if (s == PT_SUB_SP) return PT_GRP_SP;
+    if (s == PT_SUB_DP) return PT_GRP_DP;
+    return PT_GRP_PP;
+}
+
+void pt_cost_sub_role(const pt_plan *p, int s, char *buf, size_t n)
+{
+    static const char *axes2[3] = {"depth", "columns", "rows"}, *axes3[3] = {"I (weights)", "J", "K"};
+    const int kind = p ? layout_kind(p->mode) : PT_MODE_1D;
+    const char *mode = p ? pt_mode_name(p->mode) : "1d";
+    if (!buf || !n) return;
+    if (s == PT_SUB_TP) {
+        snprintf(buf, n, "1d tp group");
+    } else if (s > PT_SUB_TP && s < PT_SUB_SYNC) {
+        int mask = s - PT_SUB_TP_AXES + 1, one = mask == 1 ? 0 : mask == 2 ? 1 : mask == 4 ? 2 : -1;
+        if (one >= 0 && kind != PT_MODE_1D)
+            snprintf(buf, n, "%s %s", mode, kind == PT_MODE_3D ? axes3[one] : axes2[one]);
+        else if (mask == 6 && kind == PT_MODE_2D)
+            snprintf(buf, n, "%s slice", mode);
+        else
+            snprintf(buf, n, "tp axes %s", pt_cost_sub_name(s) + 2);
+    } else if (s >= PT_SUB_SYNC && s < PT_SUB_SP) {
+        int mask = s - PT_SUB_SYNC;
+        char ax[64] = "";
+        size_t k = 0;
+        for (int a = 0; a < 3 && k < sizeof ax; a++)
+            if (mask & (1 << a))
+                k += (size_t)snprintf(ax + k, sizeof ax - k, " x %s",
+                                      kind == PT_MODE_3D ? (a == 0 ? "I" : a == 1 ? "J" : "K") : axes2[a]);
+        snprintf(buf, n, "sync over dp x sp%s", ax);
+    } else if (s == PT_SUB_SP) {
+        snprintf(buf, n, "sp ring");
+    } else if (s == PT_SUB_PP) {
+        snprintf(buf, n, "pp neighbours");
+    } else if (s == PT_SUB_EMBED) {
+        snprintf(buf, n, "embed (first and last stage)");
+    } else {
+        snprintf(buf, n, "%s", s == PT_SUB_DP ? "dp" : "?");
+    }
+}
+
+/* What one piece of a step sends, per communicator and collective kind:
+ * the counters' bytes (comm.h's ring model), the calls, the latency terms
+ * (pt_cost_kind_steps) and the bus bytes (the call's buffer times
+ * pt_cost_busfactor: what the time's bandwidth term divides). */
+typedef struct kacc {
+    double bytes, calls, steps, bus;
+} kacc;
+typedef struct traffic {
+    kacc k[PT_SUB_N][PT_KIND_N];
+} traffic;
 
 static unsigned long long ring(unsigned long long bytes, long long p, int factor)
 {
@@ -160,127 +248,165 @@ static unsigned long long ring(unsigned long long bytes, long long p, int factor
     return (unsigned long long)factor * (unsigned long long)(p - 1) * bytes / (unsigned long long)p;
 }
 
-/* one call of kind: allreduce (factor 2) or reduce-scatter / allgather /
- * broadcast / reduce (factor 1) of n elements of es bytes over p ranks,
- * `times` times.  What moves in the run's activation type (es = ea: 4 for
- * fp32, 2 for bf16; lib/comm's _t calls) and what stays fp32 (statistics,
- * gradients: 4) follows the layouts call by call. */
-static void coll(acc *a, long long n, long long p, int factor, double times, int es)
+/* `times` calls of kind k of n elements of es bytes (the full buffer: the
+ * gathered output of an allgather, the input of a reduce-scatter) over the
+ * p ranks of communicator sub.  What moves in the run's activation type
+ * (es = ea: 4 for fp32, 2 for bf16; lib/comm's _t calls) and what stays
+ * fp32 (statistics, gradients: 4) follows the layouts call by call. */
+static void coll(traffic *t, int sub, int k, long long n, long long p, double times, int es)
 {
     if (p <= 1 || n <= 0) return;
-    a->bytes += times * (double)ring((unsigned long long)n * (unsigned long long)es, p, factor);
+    kacc *a = &t->k[sub][k];
+    a->bytes += times * (double)ring((unsigned long long)n * (unsigned long long)es, p, k == PT_KIND_ALLREDUCE ? 2 : 1);
     a->calls += times;
-    a->steps += times * (double)factor * (double)(p - 1); /* Thakur et al. 2005: ring steps */
+    a->steps += times * pt_cost_kind_steps(k, (int)p); /* Thakur et al. 2005: ring steps */
+    a->bus += times * (double)es * (double)n * pt_cost_busfactor(k, (int)p);
 }
-#define AR(a, n, p, t, es) coll(a, n, p, 2, t, es)
-#define C1(a, n, p, t, es) coll(a, n, p, 1, t, es)
-static void sendb(acc *a, long long n, double times, int es)
+#define AR(t, s, n, p, x, es) coll(t, s, PT_KIND_ALLREDUCE, n, p, x, es)
+#define AG(t, s, n, p, x, es) coll(t, s, PT_KIND_ALLGATHER, n, p, x, es)
+#define RS(t, s, n, p, x, es) coll(t, s, PT_KIND_REDUCE_SCATTER, n, p, x, es)
+#define BC(t, s, n, p, x, es) coll(t, s, PT_KIND_BROADCAST, n, p, x, es)
+#define RD(t, s, n, p, x, es) coll(t, s, PT_KIND_REDUCE, n, p, x, es)
+/* `times` point-to-point sends of n elements of es bytes on communicator sub */
+static void sendb(traffic *t, int sub, long long n, double times, int es)
 {
     if (n <= 0) return;
+    kacc *a = &t->k[sub][PT_KIND_P2P];
     a->bytes += times * (double)es * (double)n;
     a->calls += times;
     a->steps += times;
+    a->bus += times * (double)es * (double)n;
 }
 
 /* bytes of one activation element under plan p (ops->act of lib/backend) */
 static int act_bytes(const pt_plan *p) { return p->precision == PT_PREC_BF16 ? 2 : 4; }
 
+/* dst += scale * src, every communicator and kind */
+static void traffic_add(traffic *dst, const traffic *src, double scale)
+{
+    if (scale == 0) return;
+    for (int s = 0; s < PT_SUB_N; s++)
+        for (int k = 0; k < PT_KIND_N; k++) {
+            const kacc *a = &src->k[s][k];
+            if (a->calls == 0) continue;
+            kacc *b = &dst->k[s][k];
+            b->bytes += scale * a->bytes, b->calls += scale * a->calls;
+            b->steps += scale * a->steps, b->bus += scale * a->bus;
+        }
+}
+
+/* The layouts' communicators (lib/parallel/tp2d.c, tp3d.c): 2d/2.5d rows
+ * (j varying, tp_sub[AX_COL]), columns (i varying) and the slice; 3d I, J,
+ * K; LayerNorm's norm group (2d rows, 3d J). */
+#define ROW2 PT_SUB_TP_MASK(4)
+#define COL2 PT_SUB_TP_MASK(2)
+#define SLICE2 PT_SUB_TP_MASK(6)
+#define I3 PT_SUB_TP_MASK(1)
+#define J3 PT_SUB_TP_MASK(2)
+#define K3 PT_SUB_TP_MASK(4)
+
 /* ---- tensor-parallel traffic of one piece's forward / backward ----------- */
 
 /* LayerNorm over the norm group (layout.c): forward 2 allreduces of [N],
- * backward one of [2N]. */
-static void ln_fwd(acc *a, const geo *g, long long N)
+ * backward one of [2N]; 1d rows are whole (no call). */
+static void ln_fwd(traffic *t, const geo *g, long long N)
 {
-    long long p = g->mode == PT_MODE_1D ? 1 : g->q;
-    AR(a, N, p, 2, 4);
+    if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, N, g->q, 2, 4); /* fp32 statistics */
 }
-static void ln_bwd(acc *a, const geo *g, long long N)
+static void ln_bwd(traffic *t, const geo *g, long long N)
 {
-    long long p = g->mode == PT_MODE_1D ? 1 : g->q;
-    AR(a, 2 * N, p, 1, 4);
+    if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, 2 * N, g->q, 1, 4);
 }
 
 /* linear roles: 0 column (residual -> inner), 1 row (inner -> residual);
  * activations and weight copies move in ea bytes, dW partials in fp32 */
-static void lin_fwd(acc *a, const geo *g, long long N, long long in, long long out, long long il, long long ol, int row,
-                    int ea)
+static void lin_fwd(traffic *t, const geo *g, long long N, long long in, long long out, long long il, long long ol,
+                    int row, int ea)
 {
     const long long q = g->q;
     switch (g->mode) {
     case PT_MODE_1D: /* row: allreduce of Y [N, out] */
-        if (row) AR(a, N * out, q, 1, ea);
+        if (row) AR(t, PT_SUB_TP, N * out, q, 1, ea);
         break;
     case PT_MODE_2D: /* SUMMA: q broadcasts of X along the row, of W down the column */
-        C1(a, N * il, q, (double)q, ea);
-        C1(a, ol * il, q, (double)q, ea);
+        BC(t, ROW2, N * il, q, (double)q, ea);
+        BC(t, COL2, ol * il, q, (double)q, ea);
         break;
-    default: /* 3d: AG X, AG W, RS Y over l */
-        C1(a, q * N * il, q, 1, ea);
-        C1(a, ol * il, q, 1, ea);
-        C1(a, q * N * ol, q, 1, ea);
+    default: { /* 3d: AG X over gx, AG W over I, RS Y over gy (column: K, J; row: J, K) */
+        const int gx = row ? J3 : K3, gy = row ? K3 : J3;
+        AG(t, gx, q * N * il, q, 1, ea);
+        AG(t, I3, ol * il, q, 1, ea);
+        RS(t, gy, q * N * ol, q, 1, ea);
         break;
+    }
     }
     (void)in;
 }
-static void lin_bwd(acc *a, const geo *g, long long N, long long in, long long out, long long il, long long ol, int row,
-                    int ea)
+static void lin_bwd(traffic *t, const geo *g, long long N, long long in, long long out, long long il, long long ol,
+                    int row, int ea)
 {
     const long long q = g->q;
     switch (g->mode) {
     case PT_MODE_1D: /* column: allreduce of dX [N, in] */
-        if (!row) AR(a, N * in, q, 1, ea);
+        if (!row) AR(t, PT_SUB_TP, N * in, q, 1, ea);
         break;
-    case PT_MODE_2D: /* dX: bcast W + reduce dX; dW: bcast X + reduce dW (fp32); q times each */
-        C1(a, N * il, q, 2.0 * (double)q, ea);
-        C1(a, ol * il, q, (double)q, ea);
-        C1(a, ol * il, q, (double)q, 4);
+    case PT_MODE_2D: /* dX: bcast W down the column, reduce dX along the row; dW: bcast X
+                      * along the row, reduce dW (fp32) down the column; q times each */
+        BC(t, ROW2, N * il, q, (double)q, ea);
+        RD(t, ROW2, N * il, q, (double)q, ea);
+        BC(t, COL2, ol * il, q, (double)q, ea);
+        RD(t, COL2, ol * il, q, (double)q, 4);
         break;
-    default: /* AG W, AG dY, RS dX, AG X, RS dW (fp32) */
-        C1(a, ol * il, q, 1, ea);
-        C1(a, ol * il, q, 1, 4);
-        C1(a, q * N * ol, q, 1, ea);
-        C1(a, q * N * il, q, 2, ea);
+    default: { /* AG W (I), AG dY (gy), RS dX (gx), AG X (gx), RS dW (I, fp32) */
+        const int gx = row ? J3 : K3, gy = row ? K3 : J3;
+        AG(t, I3, ol * il, q, 1, ea);
+        RS(t, I3, ol * il, q, 1, 4);
+        AG(t, gy, q * N * ol, q, 1, ea);
+        RS(t, gx, q * N * il, q, 1, ea);
+        AG(t, gx, q * N * il, q, 1, ea);
         break;
+    }
     }
     (void)out;
 }
 
 /* A block's forward (both LayerNorms and the four linears). */
-static void block_tp_fwd(acc *a, const geo *g, const pt_model_shape *m, long long N, int ea)
+static void block_tp_fwd(traffic *t, const geo *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
-    ln_fwd(a, g, N);
-    lin_fwd(a, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
-    lin_fwd(a, g, N, C, C, g->Cl, g->Cr, 1, ea);
-    ln_fwd(a, g, N);
-    lin_fwd(a, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
-    lin_fwd(a, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
+    ln_fwd(t, g, N);
+    lin_fwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
+    lin_fwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
+    ln_fwd(t, g, N);
+    lin_fwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
+    lin_fwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
 }
-static void block_tp_bwd(acc *a, const geo *g, const pt_model_shape *m, long long N, int ea)
+static void block_tp_bwd(traffic *t, const geo *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
-    lin_bwd(a, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
-    lin_bwd(a, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
-    ln_bwd(a, g, N);
-    lin_bwd(a, g, N, C, C, g->Cl, g->Cr, 1, ea);
-    lin_bwd(a, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
-    ln_bwd(a, g, N);
+    lin_bwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
+    lin_bwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
+    ln_bwd(t, g, N);
+    lin_bwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
+    lin_bwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
+    ln_bwd(t, g, N);
 }
 
 /* Embedding forward + backward (wte and the output in ea bytes, dW fp32). */
-static void embed_tp(acc *a, const geo *g, long long N, int ea)
+static void embed_tp(traffic *t, const geo *g, long long N, int ea)
 {
     const long long q = g->q;
     switch (g->mode) {
-    case PT_MODE_1D: AR(a, N * g->Cr, q, 1, ea); break; /* forward allreduce of the output */
-    case PT_MODE_2D: /* q bcasts fwd, q reduces (fp32) bwd */
-        C1(a, g->Vp / q * g->Cr, q, (double)q, ea);
-        C1(a, g->Vp / q * g->Cr, q, (double)q, 4);
+    case PT_MODE_1D: AR(t, PT_SUB_TP, N * g->Cr, q, 1, ea); break; /* forward allreduce of the output */
+    case PT_MODE_2D: /* q bcasts down the column forward, q reduces (fp32) backward */
+        BC(t, COL2, g->Vp / q * g->Cr, q, (double)q, ea);
+        RD(t, COL2, g->Vp / q * g->Cr, q, (double)q, 4);
         break;
     default: /* fwd AG wte over I, RS over K; bwd AG over K, RS (fp32) over I */
-        C1(a, g->Vp / q * g->Cr, q, 1, ea);
-        C1(a, g->Vp / q * g->Cr, q, 1, 4);
-        C1(a, q * N * g->Cr, q, 2, ea);
+        AG(t, I3, g->Vp / q * g->Cr, q, 1, ea);
+        RS(t, I3, g->Vp / q * g->Cr, q, 1, 4);
+        RS(t, K3, q * N * g->Cr, q, 1, ea);
+        AG(t, K3, q * N * g->Cr, q, 1, ea);
         break;
     }
 }
@@ -288,42 +414,44 @@ static void embed_tp(acc *a, const geo *g, long long N, int ea)
 /* Final LayerNorm, tied head and cross-entropy (the fused classifier,
  * layout.c), forward + backward: activations and the gathered wte in ea
  * bytes, the statistics and dW in fp32. */
-static void head_tp(acc *a, const geo *g, long long N, int ea)
+static void head_tp(traffic *t, const geo *g, long long N, int ea)
 {
     const long long q = g->q;
-    ln_fwd(a, g, N);
-    ln_bwd(a, g, N);
+    ln_fwd(t, g, N);
+    ln_bwd(t, g, N);
     switch (g->mode) {
     case PT_MODE_1D:
-        AR(a, N, q, 1, 4);          /* row max */
-        AR(a, 2 * N, q, 1, 4);      /* sum of exp, target logit */
-        AR(a, N * g->Cr, q, 1, ea); /* dX */
+        AR(t, PT_SUB_TP, N, q, 1, 4);          /* row max */
+        AR(t, PT_SUB_TP, 2 * N, q, 1, 4);      /* sum of exp, target logit */
+        AR(t, PT_SUB_TP, N * g->Cr, q, 1, ea); /* dX */
         break;
     case PT_MODE_2D: { /* tp2d.c: gathers of X along the row and of the transposed vocabulary
                         * block down the column, forward and backward; RS of dX and dW */
         const long long Vb = g->Vp / q, nw = Vb * g->Cr;
-        if (q > 1) { /* transpose swaps: forward, backward, dW back (off-diagonal ranks) */
-            sendb(a, nw, 2, ea);
-            sendb(a, nw, 1, 4);
+        if (q > 1) { /* transpose swaps: forward, backward (ea), dW back (fp32; off-diagonal) */
+            sendb(t, SLICE2, nw, 2, ea);
+            sendb(t, SLICE2, nw, 1, 4);
         }
-        C1(a, q * N * g->Cr, q, 3, ea);
-        C1(a, q * nw, q, 2, ea);
-        C1(a, q * nw, q, 1, 4);
-        AR(a, N, q, 1, 4);
-        AR(a, 2 * N, q, 1, 4);
+        AG(t, ROW2, q * N * g->Cr, q, 2, ea);
+        RS(t, ROW2, q * N * g->Cr, q, 1, ea);
+        AG(t, COL2, q * nw, q, 2, ea);
+        RS(t, COL2, q * nw, q, 1, 4);
+        AR(t, ROW2, N, q, 1, 4);
+        AR(t, ROW2, 2 * N, q, 1, 4);
         break;
     }
     default: { /* tp3d.c: X gathered over K and exchanged over J (l-1 sends; back in the
                 * backward); wte gathered over I and J; RS of dX over K, of dW over J and I */
         const long long nx = N * g->Cr, nw = g->Vl * g->Cr;
-        C1(a, q * nx, q, 3, ea);
-        if (q > 1) sendb(a, nx, 3.0 * (double)(q - 1), ea);
-        C1(a, nw, q, 2, ea);
-        C1(a, nw, q, 1, 4);
-        C1(a, q * nw, q, 2, ea);
-        C1(a, q * nw, q, 1, 4);
-        AR(a, N, q, 1, 4);
-        AR(a, 2 * N, q, 1, 4);
+        AG(t, K3, q * nx, q, 2, ea);
+        RS(t, K3, q * nx, q, 1, ea);
+        if (q > 1) sendb(t, J3, nx, 3.0 * (double)(q - 1), ea);
+        AG(t, I3, nw, q, 2, ea);
+        RS(t, I3, nw, q, 1, 4);
+        AG(t, J3, q * nw, q, 2, ea);
+        RS(t, J3, q * nw, q, 1, 4);
+        AR(t, K3, N, q, 1, 4);
+        AR(t, K3, 2 * N, q, 1, 4);
         break;
     }
     }
@@ -358,8 +486,8 @@ static void shard_of(const geo *g, int cls, long long rows, long long cols, long
 
 typedef struct stage_state {
     double nfloats;        /* local parameters */
-    double sync_bytes, sync_calls, sync_steps;
-    double tied_bytes;     /* embed group (pp's tied wte sum) */
+    traffic sync;          /* per step: the sync groups' calls and the embed group's (pp's
+                            * tied wte sum) */
     /* bytes per rank of the state buffers (lib/train): params = the fp32
      * master plus, under bf16, its work copy; grads and AdamW m + v fp32 */
     double zero_params, zero_grads, zero_optim;
@@ -418,9 +546,7 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
         for (int j = i; j < n; j++)
             if (pl[j].mask == mask) bn += pl[j].numel;
         if (p->zero == 0) {
-            acc a = {0, 0, 0};
-            AR(&a, bn, N, 1, 4);
-            s->sync_bytes += a.bytes, s->sync_calls += a.calls, s->sync_steps += a.steps;
+            AR(&s->sync, PT_SUB_SYNC_MASK(mask), bn, N, 1, 4);
             s->zero_params += (4.0 + (mixed ? ea : 0)) * (double)bn, s->zero_grads += 4.0 * (double)bn;
             s->zero_optim += 8.0 * (double)bn;
             continue;
@@ -438,13 +564,13 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
             }
             const long long npad = (un + N - 1) / N * N, sl = npad / N;
             const int is_tied = tied && piece == -2;
-            acc a = {0, 0, 0};
+            const int sg = PT_SUB_SYNC_MASK(mask);
             double rs = p->zero == 1 || is_tied ? 1 : m_micro; /* reduce-scatters per step (fp32) */
-            C1(&a, npad, N, rs, 4);
-            if (p->zero == 3) C1(&a, npad, N, 2.0 * m_micro, ea); /* gathers before forward and backward */
-            else C1(&a, npad, N, 1, ea);                           /* allgather after the update */
-            s->sync_bytes += a.bytes, s->sync_calls += a.calls, s->sync_steps += a.steps;
-            if (is_tied) s->tied_bytes += (double)ring((unsigned long long)npad * 4, 2, 2);
+            RS(&s->sync, sg, npad, N, rs, 4);
+            /* the work copy's gathers (ACT) */
+            if (p->zero == 3) AG(&s->sync, sg, npad, N, 2.0 * m_micro, ea); /* before forward and backward */
+            else AG(&s->sync, sg, npad, N, 1, ea);                           /* after the update */
+            if (is_tied) AR(&s->sync, PT_SUB_EMBED, npad, 2, 1, 4);
             if (piece == -2) s->wte_pad = (double)npad, s->wte_s = (double)sl;
             else {
                 const double g2 = 4.0 * (double)(npad + sl), g3 = g2 + (double)ea * (double)npad;
@@ -473,7 +599,7 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
         long long wn;
         int mk;
         shard_of(g, C_WTE, g->Vp, C, &wn, &mk);
-        s->tied_bytes = (double)ring((unsigned long long)wn * 4, 2, 2);
+        AR(&s->sync, PT_SUB_EMBED, wn, 2, 1, 4);
     }
     free(pl);
     return 0;
@@ -563,8 +689,56 @@ static int check_shape(const pt_model_shape *m, pt_error *err)
     return 0;
 }
 
+/* The per-kind alpha (s per step) and bus bandwidth (bytes/s, 0 =
+ * unknown) of link class l: the node model's per-kind figure, else the
+ * class's. */
+static double kind_alpha(const pt_hw *h, int k, int l)
+{
+    return h->coll_lat_s[k][l] > 0 ? h->coll_lat_s[k][l] : h->lat_s[l];
+}
+static double kind_bw(const pt_hw *h, int k, int l)
+{
+    const double g = h->coll_gbps[k][l] > 0 ? h->coll_gbps[k][l] : h->gbps[l];
+    return g > 0 ? g * 1e9 : 0;
+}
+
+/* Time of communicator s's calls in t on link class l with rates h. */
+static double sub_time(const traffic *t, int s, const pt_hw *h, int l)
+{
+    double x = 0;
+    if (l < 0 || l >= PT_NET_N) l = PT_NET_INTER;
+    for (int k = 0; k < PT_KIND_N; k++) {
+        const kacc *a = &t->k[s][k];
+        if (a->calls == 0) continue;
+        const double bw = kind_bw(h, k, l);
+        x += a->steps * kind_alpha(h, k, l) + (bw > 0 ? a->bus / bw : 0);
+    }
+    return x;
+}
+
+/* The GEMM rate (FLOP/s) of h at gemm_rows rows per call (Hockney's r_inf,
+ * n_1/2), 0 when unknown. */
+static double gemm_rate(const pt_hw *h, double gemm_rows)
+{
+    if (!h || h->gemm_gflops <= 0) return 0;
+    return h->gemm_n_half > 0 ? h->gemm_gflops * 1e9 * gemm_rows / (gemm_rows + h->gemm_n_half)
+                              : h->gemm_gflops * 1e9;
+}
+
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                  const int link[PT_GRP_N], pt_cost *out, pt_error *err)
+{
+    pt_cost_where w;
+    memset(&w, 0, sizeof w);
+    for (int s = 0; s < PT_SUB_N; s++) {
+        const int l = link ? link[pt_cost_sub_group(s)] : PT_NET_NODE;
+        w.sub_link[s] = l >= 0 && l < PT_NET_N ? l : PT_NET_INTER;
+    }
+    return pt_cost_eval_at(m, global_batch, p, hw, &w, out, err);
+}
+
+int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
+                    const pt_cost_where *w, pt_cost *out, pt_error *err)
 {
     if (out) memset(out, 0, sizeof *out);
     if (check_shape(m, err) < 0) return -1;
@@ -596,19 +770,35 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     char *has = malloc((size_t)L);
     if (!has) return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
 
-    /* per-piece traffic of one microbatch */
+    pt_cost_where node_w;
+    if (!w) { /* every communicator on the node's links */
+        memset(&node_w, 0, sizeof node_w);
+        for (int s = 0; s < PT_SUB_N; s++) node_w.sub_link[s] = PT_NET_NODE;
+        w = &node_w;
+    }
+    /* per-piece traffic of one microbatch (the pieces' traffic and the
+     * ranks' sums are large: on the heap) */
+    struct scratch {
+        traffic blk_tp, blk_tp_re, emb, head, att_sp, rank;
+        stage_state st, st_mid;
+    } *x = calloc(1, sizeof *x);
+    if (!x) {
+        free(has);
+        return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+    }
+    traffic *blk_tp = &x->blk_tp, *blk_tp_re = &x->blk_tp_re, *emb = &x->emb, *head = &x->head,
+            *att_sp = &x->att_sp, *rt = &x->rank;
     const int ea = act_bytes(p);
-    acc blk_tp = {0, 0, 0}, blk_tp_re = {0, 0, 0}, emb = {0, 0, 0}, head = {0, 0, 0}, att_sp = {0, 0, 0};
-    block_tp_fwd(&blk_tp, &g, m, N, ea);
-    block_tp_bwd(&blk_tp, &g, m, N, ea);
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(&blk_tp_re, &g, m, N, ea);
-    embed_tp(&emb, &g, N, ea);
-    head_tp(&head, &g, N, ea);
+    block_tp_fwd(blk_tp, &g, m, N, ea);
+    block_tp_bwd(blk_tp, &g, m, N, ea);
+    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
+    embed_tp(emb, &g, N, ea);
+    head_tp(head, &g, N, ea);
     if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
         const long long blk = g.Bl * g.Tl * g.Cl;
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
         const double re = p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0;
-        sendb(&att_sp, blk, fw + bw + re, ea);
+        sendb(att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
     }
     /* FLOPs of one microbatch's pieces on one rank (matmuls only, PaLM appendix B:
      * 2 per multiply-add; backward twice the forward) */
@@ -623,50 +813,65 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
 
     pt_cost c;
     memset(&c, 0, sizeof c);
-    double best_mem = -1, flops_sum = 0;
+    double best_mem = -1, tc_sum = 0;
     /* a stage's parameters depend only on whether it holds the embedding
      * or the head and how many (identical) blocks it holds: middle ranks
      * with the count of the one before reuse its state */
-    stage_state st_mid;
+    stage_state *st_mid = &x->st_mid, *stp = &x->st;
     int mid_nblk = -1;
-    const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
     /* the GEMM rate at this plan's GEMM size (Hockney's r_inf, n_1/2 over
      * the rows of one call: 3d multiplies the input gathered over l) */
     const double gemm_rows = (double)N * (g.mode == PT_MODE_3D ? (double)g.q : 1.0);
-    const double rate = !hw || hw->gemm_gflops <= 0 ? 0
-                        : hw->gemm_n_half > 0 ? hw->gemm_gflops * 1e9 * gemm_rows / (gemm_rows + hw->gemm_n_half)
-                                              : hw->gemm_gflops * 1e9;
+    const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
+    const double rate = gemm_rate(hw, gemm_rows);
+    const double nact = (double)g.Bl * g.Tl * g.Cr;
+    for (int s = 0; s < PT_SUB_N; s++) c.sub_link[s] = w->sub_link[s];
+    if (pp > 1 && w->pp_next) { /* the slowest neighbour link the pipeline uses */
+        c.sub_link[PT_SUB_PP] = PT_NET_ISLAND;
+        for (int r = 0; r < pp; r++)
+            if ((r < pp - 1 || v > 1) && w->pp_next[r] > c.sub_link[PT_SUB_PP]) c.sub_link[PT_SUB_PP] = w->pp_next[r];
+    }
     for (int r = 0; r < pp; r++) {
         memset(has, 0, (size_t)L);
-        int nblk = 0, pp_sends = 0;
+        int nblk = 0, n_next = 0, n_prev = 0;
         for (int ch = 0; ch < v; ch++) {
             const int vs = ch * pp + r;
             for (int l = l0[vs]; l < l1[vs]; l++) has[l] = 1, nblk++;
-            pp_sends += (vs < S - 1) + (vs > 0);
+            n_next += vs < S - 1; /* activations to virtual stage vs + 1, on rank (r + 1) mod pp */
+            n_prev += vs > 0;     /* gradients to virtual stage vs - 1, on rank (r - 1) mod pp */
         }
         const int first = r == 0, last = r == pp - 1;
-        stage_state st;
         if (!first && !last && nblk == mid_nblk) {
-            st = st_mid;
+            *stp = *st_mid;
         } else {
-            if (stage_params(m, p, &g, first, last, has, mb, &st) < 0) {
+            if (stage_params(m, p, &g, first, last, has, mb, stp) < 0) {
                 free(has);
+                free(x);
                 return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
             }
-            if (!first && !last) st_mid = st, mid_nblk = nblk;
+            if (!first && !last) *st_mid = *stp, mid_nblk = nblk;
         }
+        /* this rank's step: its pieces' traffic per communicator and kind */
+        memset(rt, 0, sizeof *rt);
+        traffic_add(rt, blk_tp, (double)mb * nblk);
+        traffic_add(rt, blk_tp_re, (double)mb * nblk);
+        if (first) traffic_add(rt, emb, mb);
+        if (last) traffic_add(rt, head, mb);
+        traffic_add(rt, att_sp, (double)mb * nblk);
+        sendb(rt, PT_SUB_PP, (long long)nact, (double)mb * (n_next + n_prev), ea); /* activations, their gradients */
+        traffic_add(rt, &stp->sync, 1);
         double bytes[PT_GRP_N] = {0}, msgs[PT_GRP_N] = {0}, steps[PT_GRP_N] = {0};
-        bytes[PT_GRP_TP] = mb * (nblk * (blk_tp.bytes + blk_tp_re.bytes) + (first ? emb.bytes : 0) + (last ? head.bytes : 0));
-        msgs[PT_GRP_TP] = mb * (nblk * (blk_tp.calls + blk_tp_re.calls) + (first ? emb.calls : 0) + (last ? head.calls : 0));
-        steps[PT_GRP_TP] = mb * (nblk * (blk_tp.steps + blk_tp_re.steps) + (first ? emb.steps : 0) + (last ? head.steps : 0));
-        bytes[PT_GRP_SP] = (double)mb * nblk * att_sp.bytes;
-        msgs[PT_GRP_SP] = steps[PT_GRP_SP] = (double)mb * nblk * att_sp.calls;
-        const double nact = (double)g.Bl * g.Tl * g.Cr;
-        bytes[PT_GRP_PP] = (double)mb * pp_sends * (double)ea * nact + st.tied_bytes;
-        msgs[PT_GRP_PP] = steps[PT_GRP_PP] = (double)mb * pp_sends + (st.tied_bytes > 0 ? 1 : 0);
-        bytes[PT_GRP_SYNC] = st.sync_bytes;
-        msgs[PT_GRP_SYNC] = st.sync_calls;
-        steps[PT_GRP_SYNC] = st.sync_steps;
+        for (int sb = 0; sb < PT_SUB_N; sb++) {
+            const int gi = pt_cost_sub_group(sb);
+            double sbytes = 0, scalls = 0;
+            for (int k = 0; k < PT_KIND_N; k++) {
+                const kacc *a = &rt->k[sb][k];
+                sbytes += a->bytes, scalls += a->calls, steps[gi] += a->steps;
+            }
+            bytes[gi] += sbytes, msgs[gi] += scalls;
+            if (sbytes > c.sub_bytes[sb]) c.sub_bytes[sb] = sbytes;
+            if (scalls > c.sub_msgs[sb]) c.sub_msgs[sb] = scalls;
+        }
         for (int k = 0; k < PT_GRP_N; k++) {
             if (bytes[k] > c.bytes[k]) c.bytes[k] = bytes[k];
             if (msgs[k] > c.msgs[k]) c.msgs[k] = msgs[k];
@@ -731,63 +936,85 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
          * made, pp = 1 holds both through the blocks' backward).  During the
          * head's backward: wte's full gradient (stage 2), and its gathered
          * parameters (stage 3); the final LayerNorm's unit beside them is
-         * [2C] floats, left out. */
-        /* (bytes: gradients and slices fp32, gathered work copies ea) */
+         * [2C] floats, left out.  (Bytes: gradients and slices fp32,
+         * gathered work copies ea.) */
         double zero_live = 0, zero_head = 0;
-        const double W = st.wte_pad;
-        if (p->zero == 1) zero_live = 4 * st.smax;
-        else if (p->zero == 2) zero_live = 4 * W + fmax(st.other2, 4 * st.wte_s), zero_head = 4 * W;
+        const double W = stp->wte_pad;
+        if (p->zero == 1) zero_live = 4 * stp->smax;
+        else if (p->zero == 2) zero_live = 4 * W + fmax(stp->other2, 4 * stp->wte_s), zero_head = 4 * W;
         else if (p->zero == 3) {
-            zero_live = pp == 1 ? (4 + e) * W + fmax(st.other3, 4 * st.wte_s)
-                                : 4 * W + fmax(st.other3, fmax(e * W, 4 * st.wte_s));
+            zero_live = pp == 1 ? (4 + e) * W + fmax(stp->other3, 4 * stp->wte_s)
+                                : 4 * W + fmax(stp->other3, fmax(e * W, 4 * stp->wte_s));
             zero_head = (4 + e) * W;
         }
-        const double state = st.zero_params + st.zero_grads + st.zero_optim;
+        const double state = stp->zero_params + stp->zero_grads + stp->zero_optim;
         /* stage 1's slice is taken in the sync, after the pieces' scratch is
          * returned; stage 2/3's units are in flight while the pieces run */
         const double extra = p->zero == 1 ? fmax(fmax(scratch, head), zero_live)
                                           : fmax(scratch + zero_live, head + zero_head);
         const double mem_total = state + act + extra;
         const double act_model = act - e * 2.0 * nbufs * v * nact; /* allocated before the state */
-        const double mem_init = act_model + state + st.zero_init_extra;
+        const double mem_init = act_model + state + stp->zero_init_extra;
         const double peak = mem_total > mem_init ? mem_total : mem_init;
         if (flops > c.flops) c.flops = flops;
-        flops_sum += flops;
         if (peak > best_mem) {
             best_mem = peak;
-            c.mem_params = st.zero_params;
-            c.mem_grads = st.zero_grads;
-            c.mem_optim = st.zero_optim;
+            c.mem_params = stp->zero_params;
+            c.mem_grads = stp->zero_grads;
+            c.mem_optim = stp->zero_optim;
             c.mem_act = act + extra;
             c.mem_total = mem_total;
             c.mem_peak = peak;
         }
-        /* time of this rank (alpha-beta per group, compute at the GEMM rate) */
+        /* time of this rank: compute at its stage's GEMM rate, each
+         * communicator's calls at their kind's alpha-beta on the link it
+         * spans; the stage's own groups (tp, sp) at its stage's rates, the
+         * groups between stages (pp, embed, sync, dp) at hw's */
         if (hw) {
-            double tc = rate > 0 ? flops * oversub / rate : 0, tg[PT_GRP_N];
-            for (int k = 0; k < PT_GRP_N; k++) {
-                int lk = link ? link[k] : PT_NET_NODE;
-                if (lk < 0 || lk >= PT_NET_N) lk = PT_NET_INTER;
-                const double bw = hw->gbps[lk] > 0 ? hw->gbps[lk] * 1e9 : 0;
-                tg[k] = steps[k] * hw->lat_s[lk] + (bw > 0 ? bytes[k] / bw : 0);
-                if (hw->busy_delay_s > 0 && k == PT_GRP_PP) {
-                    /* a stage's receive waited through the sender's compute
-                     * and gave its core away: each send waits the delay at
-                     * the probe's half of the ranks outside the pair, none
-                     * with every rank in it, linear between */
-                    const double world = (double)p->dp * pp * p->tp * p->sp;
-                    const double outside = fmin(1.0, 2.0 * (1.0 - 2.0 / world));
-                    tg[k] += steps[k] * hw->busy_delay_s * outside;
-                }
+            const pt_hw *sh = w->stage_hw ? &w->stage_hw[r] : hw;
+            const double so = sh->ranks_per_core > 1 ? sh->ranks_per_core : 1;
+            const double srate = sh == hw ? rate : gemm_rate(sh, gemm_rows);
+            double tc = srate > 0 ? flops * so / srate : 0, tg[PT_GRP_N] = {0};
+            for (int sb = 0; sb < PT_SUB_N; sb++) {
+                if (sb == PT_SUB_PP) continue;
+                const int inside = sb < PT_SUB_SYNC || sb == PT_SUB_SP;
+                const double t = sub_time(rt, sb, inside ? sh : hw, w->sub_link[sb]);
+                tg[pt_cost_sub_group(sb)] += t;
+                if (t > c.sub_t[sb]) c.sub_t[sb] = t;
             }
+            /* pipeline sends: to the next stage and to the previous one,
+             * each on the link between the two */
+            const int ln = w->pp_next ? w->pp_next[r] : w->sub_link[PT_SUB_PP];
+            const int lp = w->pp_next ? w->pp_next[(r + pp - 1) % pp] : w->sub_link[PT_SUB_PP];
+            double tpp = 0;
+            for (int d = 0; d < 2; d++) {
+                const int l = d ? lp : ln, cnt = d ? n_prev : n_next;
+                if (!cnt) continue;
+                const double bw = kind_bw(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l);
+                tpp += (double)mb * cnt * (kind_alpha(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l)
+                                           + (bw > 0 ? (double)ea * nact / bw : 0));
+            }
+            if (hw->busy_delay_s > 0 && n_next + n_prev > 0) {
+                /* a stage's receive waited through the sender's compute
+                 * and gave its core away: each send waits the delay at
+                 * the probe's half of the ranks outside the pair, none
+                 * with every rank in it, linear between */
+                const double world = (double)p->dp * pp * p->tp * p->sp;
+                const double outside = fmin(1.0, 2.0 * (1.0 - 2.0 / world));
+                tpp += (double)mb * (n_next + n_prev) * hw->busy_delay_s * outside;
+            }
+            if (tpp > c.sub_t[PT_SUB_PP]) c.sub_t[PT_SUB_PP] = tpp;
+            tg[PT_GRP_PP] += tpp;
             if (tc > c.t_compute) c.t_compute = tc;
+            tc_sum += srate > 0 ? flops * so / srate : 0;
             for (int k = 0; k < PT_GRP_N; k++)
                 if (tg[k] > c.t_comm[k]) c.t_comm[k] = tg[k];
         }
     }
     free(has);
+    free(x);
     if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
-    if (oversub > 1 && rate > 0) c.t_compute = flops_sum / pp * oversub / rate;
+    if (oversub > 1 && rate > 0) c.t_compute = tc_sum / pp;
     const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
     /* time-shared cores: a waiting rank gives back only part of its share
      * (Open MPI's idle loop calls sched_yield, which CFS honours for the

@@ -70,7 +70,21 @@
  * recompute adds a block forward, attention recompute 2 T C; the busiest
  * pipeline rank's share.
  * Time (alpha-beta, Hockney 1994; ring steps as Thakur et al. 2005,
- * sec. 4):
+ * sec. 4), per communicator of the process grid (lib/parallel/context.h:
+ * the 1d tp group, each tp axis sub-group -- 2d/2.5d rows, columns and
+ * the slice, 3d's I, J and K --, each sync group, sp, pp, embed, dp) on
+ * the slowest link class *that* communicator spans under the plan's rank
+ * order (pt_cost_where), and per collective kind k (pt_cost_kind) with
+ * its own alpha and bus bandwidth (pt_hw.coll_lat_s / coll_gbps, the
+ * node model's per-kind fit, else the link class's figures):
+ *   t_call(k, p, b) = steps_k(p) alpha_k + b busfactor_k(p) / busbw_k
+ *               b the call's full buffer (bytes), p the communicator's
+ *               size; busfactor as nccl-tests' busbw (doc/PERFORMANCE.md):
+ *               allreduce 2(p-1)/p, allgather and reduce-scatter (p-1)/p,
+ *               broadcast, reduce and p2p 1; steps_k(p): allreduce 2(p-1),
+ *               allgather, reduce-scatter, broadcast, reduce p-1, p2p 1.
+ *               A pipeline rank's sends to the next and to the previous
+ *               stage each take the link between those two stages;
  *   t_compute = flops / (rate(n) 1e9), rate(n) = gemm_gflops n / (n + gemm_n_half)
  *               (Hockney's (r_inf, n_1/2) model of a pipelined
  *               operation's rate over its length: Hockney and Jesshope,
@@ -81,7 +95,7 @@
  *               call on a rank: Bl Tl of its microbatch under its layout,
  *               l Bl Tl for 3d, whose GEMMs run on the gathered input),
  *               times ranks_per_core when cores are shared (see pt_hw)
- *   t_comm[g] = lat_steps[g] lat_s[link[g]] + bytes[g] / (gbps[link[g]] 1e9)
+ *   t_comm[g] = the sum of t_call over the calls of g's communicators
  *   t_bubble  = bubble (t_compute + t_comm[tp] + t_comm[sp] + t_comm[pp])
  *   t_step    = t_compute + t_comm[tp] + t_comm[sp] + t_comm[pp] + t_bubble
  *               + t_comm[dp] + t_comm[sync]
@@ -121,6 +135,68 @@ const char *pt_cost_group_name(int g); /* "dp", "tp", "pp", "sp", "sync" */
 enum { PT_NET_ISLAND = 0, PT_NET_NODE, PT_NET_INTER, PT_NET_N };
 const char *pt_cost_link_name(int l); /* "island", "node", "network" */
 
+/* The communicators of the process grid (lib/parallel/context.h), the
+ * units the cost model prices: the 1d tensor group ctx->tp, the tp axis
+ * sub-groups ctx->tp_sub[mask] (mask 1..7, bit a = tp axis a of
+ * pt_plan_tp_dims: 2d/2.5d depth 1, column index i 2, row index j 4, so
+ * the row group -- ranks of one row, j varying -- is mask 4, the column
+ * group mask 2, the depth group mask 1 and the slice 6; 3d I 1, J 2, K 4),
+ * the gradient sync groups ctx->sync[mask] (mask 0..7), sp, pp, the
+ * embed group (first and last stage) and dp.  Each counts in one group of
+ * pt_cost_sub_group (tp: PT_SUB_TP and every tp_sub; sync: every sync;
+ * pp: pp and embed). */
+enum {
+    PT_SUB_TP = 0,       /* ctx->tp */
+    PT_SUB_TP_AXES = 1,  /* PT_SUB_TP_AXES + mask - 1: ctx->tp_sub[mask], mask 1..7 */
+    PT_SUB_SYNC = 8,     /* PT_SUB_SYNC + mask: ctx->sync[mask], mask 0..7 */
+    PT_SUB_SP = 16,
+    PT_SUB_PP = 17,
+    PT_SUB_EMBED = 18,
+    PT_SUB_DP = 19,
+    PT_SUB_N = 20
+};
+#define PT_SUB_TP_MASK(m) (PT_SUB_TP_AXES + (m) - 1)
+#define PT_SUB_SYNC_MASK(m) (PT_SUB_SYNC + (m))
+/* The communicator's name as lib/parallel names it (and ptrain-run's
+ * metrics "sent_bytes_comm" key it): "tp", "tpx--" .. "tpxxx" (x = the
+ * axes in the mask, axis 0 first), "sync---" .. "syncxxx", "sp", "pp",
+ * "embed", "dp"; "?" for another index. */
+const char *pt_cost_sub_name(int s);
+/* The PT_GRP_* group communicator s counts in (-1 for a bad index). */
+int pt_cost_sub_group(int s);
+/* What communicator s is under plan p's layout, for explanations: "1d tp
+ * group", "2d rows", "2d columns", "2.5d depth", "2d slice", "3d I
+ * (weights)", "3d J", "3d K", "sync over dp x depth", "sp ring", "pp
+ * neighbours", "embed (first and last stage)", "dp"; written into buf
+ * [n]. */
+void pt_cost_sub_role(const pt_plan *p, int s, char *buf, size_t n);
+
+/* Collective kinds the layouts call, each with its own alpha and bus
+ * bandwidth (nccl-tests' busbw: a ring allreduce, allgather or
+ * reduce-scatter, and a pipelined broadcast or reduce, move their buffer
+ * at busbw whatever p; PERFORMANCE.md of nccl-tests). */
+enum {
+    PT_KIND_ALLREDUCE = 0,
+    PT_KIND_REDUCE_SCATTER,
+    PT_KIND_ALLGATHER,
+    PT_KIND_BROADCAST,
+    PT_KIND_REDUCE,
+    PT_KIND_P2P,         /* a send (sendrecv, a pipeline boundary) */
+    PT_KIND_N
+};
+/* "allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"
+ * (the node model's keys); "?" for another index. */
+const char *pt_cost_kind_name(int k);
+/* nccl-tests' bus bandwidth factor of kind k over p ranks: the bytes one
+ * rank moves per byte of the call's buffer, busbw = algbw x factor:
+ * allreduce 2(p-1)/p, reduce-scatter and allgather (p-1)/p, broadcast,
+ * reduce and p2p 1; 0 for p <= 1 (no call) or a bad kind. */
+double pt_cost_busfactor(int k, int p);
+/* Latency terms of one call of kind k over p ranks (Thakur et al. 2005,
+ * sec. 4: ring allreduce 2(p-1), ring allgather / reduce-scatter and
+ * pipelined broadcast / reduce p-1, a send 1); 0 for p <= 1. */
+double pt_cost_kind_steps(int k, int p);
+
 /* What the cost model knows of the machine. */
 typedef struct pt_hw {
     double gemm_gflops;       /* fp32 GEMM rate of one rank (GFLOP/s); with gemm_n_half > 0
@@ -135,6 +211,10 @@ typedef struct pt_hw {
                                * ring-step latency (from its allreduce: contention and the
                                * library's per-step work included), not the ping-pong's */
     double gbps[PT_NET_N];    /* 1/beta: bandwidth of one rank on each link class (GB/s) */
+    double coll_lat_s[PT_KIND_N][PT_NET_N]; /* alpha of one step of collective kind k on link
+                               * class l (s; pt_cost_kind_steps steps per call); 0: lat_s[l] */
+    double coll_gbps[PT_KIND_N][PT_NET_N];  /* bus bandwidth of kind k on class l (GB/s,
+                               * nccl-tests' busbw: pt_cost_busfactor); 0: gbps[l] */
     double ranks_per_core;    /* ranks time-sharing one core (an oversubscribed node, e.g. 4-8
                                * ranks on a 2-core CI machine); 0 or <= 1: each rank has its
                                * own.  Above 1, gemm_gflops is one core's rate, a rank gets
@@ -203,7 +283,29 @@ typedef struct pt_cost {
     double t_comm[PT_GRP_N];      /* alpha * msgs + bytes / bandwidth of the group's link */
     double t_bubble;              /* bubble * (t_compute + pipelined comm) */
     double t_step;                /* predicted step time */
+    /* per communicator (PT_SUB_*): bytes sent per rank per step and
+     * calls (maximum over ranks, as the counters of that communicator),
+     * the time of its calls (s, maximum over pipeline ranks) and the link
+     * class it was priced on (for pp: the slowest neighbour link) */
+    double sub_bytes[PT_SUB_N];
+    double sub_msgs[PT_SUB_N];
+    double sub_t[PT_SUB_N];
+    int sub_link[PT_SUB_N];
 } pt_cost;
+
+/* Where a plan's communicators run (pt_place_where, lib/plan/search.h):
+ * the slowest link class of each communicator under the plan's rank order
+ * and, for pipelines, of each pair of neighbouring stages; for clusters of
+ * mixed nodes, each pipeline rank's own rates. */
+typedef struct pt_cost_where {
+    int sub_link[PT_SUB_N];   /* PT_NET_* each communicator spans */
+    const int *pp_next;       /* [pp] link class between pp ranks r and (r + 1) mod pp
+                               * (the interleaved schedule's last stage sends to rank 0);
+                               * NULL: sub_link[PT_SUB_PP] for every pair */
+    const pt_hw *stage_hw;    /* [pp] the rates of pp rank r's slowest node (compute, and
+                               * its tp and sp groups, which stay inside a stage); NULL:
+                               * the hw of pt_cost_eval_at for every stage */
+} pt_cost_where;
 
 /* Evaluate plan p (a concrete plan: pt_plan_validate passes for its
  * world) for model m and global_batch sequences per step; link[g] is the
@@ -221,6 +323,16 @@ typedef struct pt_cost {
  * O(pp (L + m v)) time, no allocation that outlives the call. */
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                  const int link[PT_GRP_N], pt_cost *out, pt_error *err);
+
+/* pt_cost_eval with each communicator priced on its own link (w; NULL:
+ * PT_NET_NODE for every communicator), per-kind alpha-beta, per-neighbour
+ * pipeline links and per-stage rates (pt_cost_where).  The same checks,
+ * bytes, FLOPs and memory; hw (NULL: times 0) is the rates of the groups
+ * that span stages (pp, embed, sync, dp) and of every stage without
+ * w->stage_hw.  pt_cost_eval(link) is pt_cost_eval_at with every
+ * communicator of group g on link[g]. */
+int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
+                    const pt_cost_where *w, pt_cost *out, pt_error *err);
 
 /* Vocabulary columns per block of the fused classifier: lib/backend/ops.h's
  * PT_CLASSIFIER_VBLOCK (this header is libc-only; lib/model/gpt.c asserts

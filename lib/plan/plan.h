@@ -62,6 +62,10 @@ typedef struct pt_plan {
     int offload;         /* optimizer-state CPU offload 0/1 */
     int precision;       /* a pt_precision */
     char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
+    char tp_order[4];    /* placement of the tp grid's axes inside the T block: a permutation of
+                          * "012" (the axes of pt_plan_tp_dims), slowest first, the right-most
+                          * varying fastest; "012" (canonical: 2d rows, 3d's K, on consecutive
+                          * ranks); "021" puts 2d's columns there (pt_plan_coords) */
 } pt_plan;
 
 
@@ -73,6 +77,12 @@ int pt_mode_parse(const char *s, pt_mode *m, pt_error *err);
  * (any case), or SageMaker's names "cluster" (= DPT) and "spread" (= TPD).
  * Anything else, a longer string included, is refused. */
 int pt_plan_order_parse(const char *s, char out[4], pt_error *err);
+
+/* Parse a tp axis order into out (3 digits + NUL): a permutation of 0, 1,
+ * 2, the axes of pt_plan_tp_dims slowest first ("012" canonical, "021":
+ * axis 1 varies fastest).  Anything else is refused with "invalid <what>
+ * '<s>' (valid: a permutation of 0, 1, 2 such as 012 or 021)". */
+int pt_plan_tp_order_parse(const char *what, const char *s, char out[4], pt_error *err);
 
 /* schedule <-> text: "1f1b", "gpipe", "interleaved".  parse: 0, or -1
  * with "invalid <what> '<s>' (valid: gpipe, 1f1b, interleaved)". */
@@ -116,12 +126,13 @@ int pt_isqrt_exact(int n);
 int pt_icbrt_exact(int n);
 
 /* Defaults: mode 1d, every size 1, zero 0, microbatches 1, schedule 1f1b,
- * virtual_stages 1, even split, recompute none, precision fp32, order "DPT". */
+ * virtual_stages 1, even split, recompute none, precision fp32, order
+ * "DPT", tp order "012". */
 void pt_plan_default(pt_plan *p);
 
 /* Check the plan is internally consistent and fits `world_size` ranks
  * (dp*pp*tp*sp == world_size, every size >= 1, rank_order a permutation
- * of DPT, tp_depth consistent with the mode).  world_size <= 0 skips the
+ * of DPT, tp_order one of 012, tp_depth consistent with the mode).  world_size <= 0 skips the
  * world check.  Pipeline, ZeRO and recompute settings (the ones that need
  * no model; see pt_plan_check_model for the rest):
  *   schedule one of pt_schedule; virtual_stages 1..PT_VIRTUAL_STAGES_MAX,
@@ -146,7 +157,7 @@ int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_erro
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
  * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_SCHEDULE,
  * PTRAIN_VIRTUAL_STAGES, PTRAIN_PP_SPLIT, PTRAIN_CKPT_ACT, PTRAIN_OFFLOAD,
- * PTRAIN_PRECISION, PTRAIN_RANK_ORDER from the environment over the values already in *p
+ * PTRAIN_PRECISION, PTRAIN_RANK_ORDER, PTRAIN_TP_ORDER from the environment over the values already in *p
  * (unset variables leave fields unchanged).  Returns 1 if at least one
  * PTRAIN_* plan variable was present, 0 if none, -1 on a bad value (*p
  * unchanged). */
@@ -177,7 +188,14 @@ typedef struct pt_plan_limits {
     int max_pp;        /* largest pp the admin allows (>= 1) */
     int max_zero;      /* highest ZeRO stage the admin allows (0..3) */
     unsigned schedules; /* bit (1u << pt_schedule) per schedule users may request */
+    int default_zero;  /* ZeRO stage of requests that pin none, where a plan can take it
+                        * (0..max_zero; the planner handle, lib/plan/planner.h) */
+    int mixed;         /* PT_MIXED_*: a step over nodes of several kinds is planned at
+                        * the slowest node's rates (adapt, 0) or refused */
+    unsigned precisions; /* bit (1u << pt_precision) per precision users may request;
+                          * 0: every precision (so a limits value built without it limits none) */
 } pt_plan_limits;
+enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
 
 /* The checks of a request that need no geometry, for the plugin's
  * srun/sbatch side before an allocation exists and for pt_plan_search.
@@ -187,7 +205,8 @@ typedef struct pt_plan_limits {
  *             needs no permission);
  *   tp, tp_depth, sp, pp, microbatches  0..2^20 (0 = choose);
  *   zero 0..3 and <= lim->max_zero; pp <= lim->max_pp; the schedule in
- *   lim->schedules; ckpt_act a pt_recompute;
+ *   lim->schedules; ckpt_act a pt_recompute; precision a pt_precision
+ *   in lim->precisions (0: any);
  *   tp_depth > 1 only with 2.5d; sp > 1 only with tp <= 1 and no depth
  *   (ring self-attention composes with data parallelism: Li et al. 2021,
  *   "Sequence Parallelism", sec. 3); a pinned tp of the mode's shape
@@ -217,8 +236,11 @@ int pt_plan_rank(const pt_job_geometry *g, int node_index, int local_task);
  * name the axes, the right-most varying fastest (SageMaker placement
  * strategy).  The T letter covers the tp*sp ranks of a sequence- and
  * tensor-parallel block, tp varying fastest inside it; sp_rank is the
- * block's position along the sequence.  Returns -1 if rank is outside the
- * grid. */
+ * block's position along the sequence.  Inside the block's tp part the
+ * axes of the tp grid (pt_plan_tp_dims) are laid out in tp_order, the
+ * right-most fastest; *tp_rank is the canonical index (c0 dims[1] + c1)
+ * dims[2] + c2 the layouts use, whatever the order.  Returns -1 if rank
+ * is outside the grid or tp does not have the mode's shape. */
 int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *tp_rank,
                    int *sp_rank);
 

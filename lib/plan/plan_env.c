@@ -137,6 +137,17 @@ void pt_plan_default(pt_plan *p)
     p->offload = 0;
     p->precision = PT_PREC_FP32;
     memcpy(p->rank_order, "DPT", 4);
+    memcpy(p->tp_order, "012", 4);
+}
+
+int pt_plan_tp_order_parse(const char *what, const char *s, char out[4], pt_error *err)
+{
+    if (s && strlen(s) == 3 && pt_plan_i_tp_order_is_perm(s)) {
+        memcpy(out, s, 4);
+        return 0;
+    }
+    return pt_errprintf(err, "invalid %s '%s' (valid: a permutation of 0, 1, 2 such as 012 or 021)", what,
+                        s ? s : "");
 }
 
 /* Parse a placement: a permutation of D, P, T (any case), or the
@@ -233,6 +244,11 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
             return pt_errprintf(err, "PTRAIN_RANK_ORDER: %s", err ? err->text : "");
         }
     }
+    s = getenv("PTRAIN_TP_ORDER");
+    if (s) {
+        found = 1;
+        if (pt_plan_tp_order_parse("PTRAIN_TP_ORDER", s, tmp.tp_order, err) < 0) return -1;
+    }
     *p = tmp;
     return found;
 }
@@ -268,6 +284,8 @@ int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *va
     memcpy(order, p->rank_order, 3);
     order[3] = '\0';
     if ((rc = set("PTRAIN_RANK_ORDER", order, arg)) != 0) return rc;
+    memcpy(order, p->tp_order, 3);
+    if ((rc = set("PTRAIN_TP_ORDER", order, arg)) != 0) return rc;
     char line[640];
     pt_plan_summary(p, line, sizeof line);
     return set("PTRAIN_PLAN", line, arg);
@@ -297,6 +315,7 @@ void pt_plan_summary(const pt_plan *p, char *buf, size_t n)
            p->dp, p->tp, p->pp, p->sp, p->zero, order);
     /* Non-default extras only, so the common line stays short. */
     if (p->tp_depth != 1) append(buf, n, &k, " tp_depth=%d", p->tp_depth);
+    if (memcmp(p->tp_order, "012", 4) != 0) append(buf, n, &k, " tp_order=%.3s", p->tp_order);
     if (p->microbatches != 1) append(buf, n, &k, " microbatches=%d", p->microbatches);
     if (p->pp > 1 || p->schedule != PT_SCHED_1F1B)
         append(buf, n, &k, " schedule=%s", pt_schedule_name(p->schedule));

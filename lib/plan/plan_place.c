@@ -25,6 +25,17 @@ int pt_plan_i_order_is_perm(const char *s)
 }
 
 
+int pt_plan_i_tp_order_is_perm(const char *s)
+{
+    if (strlen(s) != 3) return 0;
+    int seen = 0;
+    for (int i = 0; i < 3; i++) {
+        if (s[i] < '0' || s[i] > '2') return 0;
+        seen |= 1 << (s[i] - '0');
+    }
+    return seen == 7;
+}
+
 int pt_plan_rank(const pt_job_geometry *g, int node_index, int local_task)
 {
     if (!g || !g->tasks_per_node || node_index < 0 || node_index >= g->nnodes || local_task < 0)
@@ -45,6 +56,10 @@ int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *
     if (!p || p->dp < 1 || p->pp < 1 || p->tp < 1 || p->sp < 1) return -1;
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !pt_plan_i_order_is_perm(p->rank_order))
         return -1;
+    if (memchr(p->tp_order, '\0', sizeof p->tp_order) == NULL || !pt_plan_i_tp_order_is_perm(p->tp_order))
+        return -1;
+    int dims[3];
+    if (pt_plan_tp_dims(p, dims, NULL) < 0) return -1;
     long long world = (long long)p->dp * p->pp * p->tp * p->sp;
     if (rank < 0 || rank >= world) return -1;
     /* The T axis holds tp*sp ranks, tp varying fastest inside it. */
@@ -59,7 +74,15 @@ int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *
     }
     if (dp_rank) *dp_rank = c[0];
     if (pp_rank) *pp_rank = c[1];
-    if (tp_rank) *tp_rank = c[2] % p->tp;
+    if (tp_rank) { /* the block's tp position in tp_order, as the canonical index */
+        int pos = c[2] % p->tp, coord[3];
+        for (int i = 2; i >= 0; i--) {
+            const int a = p->tp_order[i] - '0';
+            coord[a] = pos % dims[a];
+            pos /= dims[a];
+        }
+        *tp_rank = (coord[0] * dims[1] + coord[1]) * dims[2] + coord[2];
+    }
     if (sp_rank) *sp_rank = c[2] / p->tp;
     return 0;
 }

@@ -16,6 +16,8 @@
 
 /* 1 if s (exactly 3 chars) is a permutation of D, P, T (plan_place.c). */
 int pt_plan_i_order_is_perm(const char *s);
+/* 1 if s (exactly 3 chars) is a permutation of 0, 1, 2 (plan_place.c). */
+int pt_plan_i_tp_order_is_perm(const char *s);
 
 /* A comma-separated list written into a fixed buffer; when it does not
  * fit it ends in "..." rather than in a cut number (plan_modes.c). */

@@ -114,6 +114,9 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
         return pt_errprintf(err,
                          "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
                          p->rank_order);
+    if (memchr(p->tp_order, '\0', sizeof p->tp_order) == NULL || !pt_plan_i_tp_order_is_perm(p->tp_order))
+        return pt_errprintf(err, "invalid tp order '%.4s' (valid: a permutation of 0, 1, 2 such as 012)",
+                            p->tp_order);
     if (pipeline_check(p, p->pp, p->virtual_stages, p->microbatches, err) < 0) return -1;
 
     /* What this build can run: an accepted setting must take effect. */
@@ -236,7 +239,12 @@ int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_erro
     if (req->ckpt_act < 0 || req->ckpt_act >= N_RECOMPUTE)
         return pt_errprintf(err, "invalid --ptrain-recompute value %d (valid: none, block, "
                             "attention)", req->ckpt_act);
+    if (req->precision < 0 || req->precision >= N_PRECISIONS)
+        return pt_errprintf(err, "invalid --ptrain-precision value %d (valid: fp32, bf16)", req->precision);
     if (req->mode == PT_MODE_OFF) return 0; /* nothing planned: sizes are ignored */
+    if (lim && lim->precisions && !(lim->precisions & (1u << req->precision)))
+        return pt_errprintf(err, "--ptrain-precision=%s is not allowed by the administrator "
+                            "(allowed_precisions in ptrain.conf)", pt_precision_name(req->precision));
     int max_pp = lim ? lim->max_pp : SIZE_MAX_VALUE, max_zero = lim ? lim->max_zero : 3;
     unsigned scheds = lim ? lim->schedules : ~0u;
     int pp = req->pp > 0 ? req->pp : 1;

@@ -101,12 +101,27 @@ int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_bat
     if ((req->mode != PT_MODE_AUTO || req->tp > 0) && b->plan.tp > 1 &&
         b->link[PT_GRP_TP] > PT_NET_NODE - (c->island_ranks > 0 ? 1 : 0)) {
         int k = b->link[PT_GRP_TP];
+        /* which of the layout's tp communicators cross it, and which stay
+         * on faster links (2d rows on an island while the columns cross) */
+        char on[400] = "", off[400] = "";
+        size_t lo = 0, lf = 0;
+        for (int s = PT_SUB_TP; s < PT_SUB_SYNC; s++) {
+            if (b->cost.sub_bytes[s] <= 0) continue;
+            char role[96];
+            pt_cost_sub_role(&b->plan, s, role, sizeof role);
+            if (b->cost.sub_link[s] == k && lo < sizeof on)
+                lo += (size_t)snprintf(on + lo, sizeof on - lo, "%s%s %.3g ms", lo ? ", " : "", role,
+                                       b->cost.sub_t[s] * 1e3);
+            else if (b->cost.sub_link[s] != k && lf < sizeof off)
+                lf += (size_t)snprintf(off + lf, sizeof off - lf, "%s%s %.3g ms on the %s link", lf ? ", " : "", role,
+                                       b->cost.sub_t[s] * 1e3, pt_cost_link_name(b->cost.sub_link[s]));
+        }
         pt_notef(notes, notes_len,
                  "ptrain: warning: tp=%d (%s) spans the %s link (%.3g GB/s per rank, %.3g us; "
-                 "inside a node %.3g GB/s): predicted tp communication %.3g ms of a %.3g ms step",
+                 "inside a node %.3g GB/s): predicted tp communication %.3g ms of a %.3g ms step%s%s%s%s",
                  b->plan.tp, pt_mode_name(b->plan.mode), pt_cost_link_name(k), c->hw.gbps[k],
                  c->hw.lat_s[k] * 1e6, c->hw.gbps[PT_NET_NODE], b->cost.t_comm[PT_GRP_TP] * 1e3,
-                 b->cost.t_step * 1e3);
+                 b->cost.t_step * 1e3, lf ? "; on it: " : "", lf ? on : "", lf ? "; " : "", off);
     }
     if (!res) free(r);
     return 0;

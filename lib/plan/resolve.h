@@ -62,7 +62,11 @@
  *                (network between nodes; node when the node has islands) is
  *                honoured with "ptrain: warning: tp=4 (2d) spans the network
  *                link (G GB/s per rank, L us; inside a node G GB/s):
- *                predicted tp communication X ms of a Y ms step".
+ *                predicted tp communication X ms of a Y ms step", followed,
+ *                when some of the layout's tp communicators stay on faster
+ *                links, by "; on it: 2d columns X ms, ...; 2d rows X ms on
+ *                the island link" (each communicator is priced on its own
+ *                link, pt_cost_eval_at).
  *
  * Returns 0, or -1 with one line in err naming the value and what would
  * be valid (the pin checks above, or pt_plan_search's refusal); never

@@ -18,21 +18,32 @@
 
 /* Where rank r sits: its node and its island inside the node, for ranks
  * numbered node by node (pt_plan_rank).  Uniform clusters need no table;
- * others use prefix sums (binary search). */
+ * others use prefix sums (binary search).  Mixed clusters take each
+ * node's island size from its kind. */
 typedef struct rank_map {
     int nnodes, uniform, tpn, island;
     const int *tpn_of;
+    const pt_cluster *c;
     long long *start; /* [nnodes + 1] first rank of each node, NULL if uniform */
 } rank_map;
+
+static int node_island(const pt_cluster *c, int n)
+{
+    if (c->nkinds > 0 && c->kinds && c->kind_of && c->kind_of[n] >= 0 && c->kind_of[n] < c->nkinds)
+        return c->kinds[c->kind_of[n]].island_ranks;
+    return c->island_ranks;
+}
 
 static int map_init(rank_map *m, const pt_cluster *c)
 {
     memset(m, 0, sizeof *m);
     m->nnodes = c->nnodes;
     m->tpn_of = c->tasks_per_node;
+    m->c = c;
     m->island = c->island_ranks;
-    m->uniform = 1;
+    m->uniform = c->nkinds <= 1 || !c->kinds || !c->kind_of;
     m->tpn = c->tasks_per_node[0];
+    if (m->uniform && c->nkinds == 1 && c->kinds) m->island = c->kinds[0].island_ranks;
     for (int i = 1; i < c->nnodes; i++)
         if (c->tasks_per_node[i] != m->tpn) m->uniform = 0;
     if (m->uniform) return 0;
@@ -45,11 +56,12 @@ static int map_init(rank_map *m, const pt_cluster *c)
 
 static void map_where(const rank_map *m, long long r, int *node, int *isl)
 {
-    int n, local, tpn;
+    int n, local, tpn, island;
     if (m->uniform) {
         n = (int)(r / m->tpn);
         local = (int)(r % m->tpn);
         tpn = m->tpn;
+        island = m->island;
     } else {
         int lo = 0, hi = m->nnodes - 1;
         while (lo < hi) { /* last node whose start <= r */
@@ -60,32 +72,70 @@ static void map_where(const rank_map *m, long long r, int *node, int *isl)
         n = lo;
         local = (int)(r - m->start[lo]);
         tpn = m->tpn_of[lo];
+        island = node_island(m->c, lo);
     }
     *node = n;
-    *isl = (m->island <= 0 || m->island >= tpn) ? 0 : local / m->island;
+    *isl = (island <= 0 || island >= tpn) ? 0 : local / island;
 }
 
-void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
+/* The link class between ranks a and b. */
+static int link_between(const rank_map *m, long long a, long long b)
 {
-    for (int g = 0; g < PT_GRP_N; g++) link[g] = PT_NET_ISLAND;
-    if (!c || !p || c->nnodes < 1 || !c->tasks_per_node || p->dp < 1 || p->pp < 1 || p->tp < 1 ||
-        p->sp < 1)
-        return;
+    int na, ia, nb, ib;
+    map_where(m, a, &na, &ia);
+    map_where(m, b, &nb, &ib);
+    return na != nb ? PT_NET_INTER : ia != ib ? PT_NET_NODE : PT_NET_ISLAND;
+}
+
+/* The communicators whose link the cost model of plan p needs (the
+ * layouts' groups that carry traffic; the sync masks of every layout's
+ * parameters), as bits of PT_SUB_*. */
+static unsigned long needed_subs(const pt_plan *p)
+{
+    unsigned long need = 1ul << PT_SUB_SP | 1ul << PT_SUB_PP | 1ul << PT_SUB_EMBED | 1ul << PT_SUB_DP;
+    if (p->mode == PT_MODE_2D || p->mode == PT_MODE_2P5D) {
+        need |= 1ul << PT_SUB_TP_MASK(2) | 1ul << PT_SUB_TP_MASK(4) | 1ul << PT_SUB_TP_MASK(6);
+        need |= 1ul << PT_SUB_SYNC_MASK(1) | 1ul << PT_SUB_SYNC_MASK(3);
+    } else if (p->mode == PT_MODE_3D) {
+        need |= 1ul << PT_SUB_TP_MASK(1) | 1ul << PT_SUB_TP_MASK(2) | 1ul << PT_SUB_TP_MASK(4);
+        need |= 1ul << PT_SUB_SYNC_MASK(0) | 1ul << PT_SUB_SYNC_MASK(3) | 1ul << PT_SUB_SYNC_MASK(5);
+    } else {
+        need |= 1ul << PT_SUB_TP | 1ul << PT_SUB_SYNC_MASK(0);
+    }
+    return need;
+}
+
+int pt_place_where(const pt_cluster *c, const pt_plan *p, pt_cost_where *w, int *pp_next, unsigned flags)
+{
+    memset(w, 0, sizeof *w);
+    for (int s = 0; s < PT_SUB_N; s++) w->sub_link[s] = PT_NET_ISLAND;
+    if (!c || !p || c->nnodes < 1 || !c->tasks_per_node || p->dp < 1 || p->pp < 1 || p->tp < 1 || p->sp < 1)
+        return -1;
+    int dims[3];
+    if (pt_plan_tp_dims(p, dims, NULL) < 0 || memchr(p->tp_order, '\0', sizeof p->tp_order) == NULL ||
+        strlen(p->tp_order) != 3)
+        return -1;
+    for (int i = 0; i < 3; i++)
+        if (p->tp_order[i] < '0' || p->tp_order[i] > '2') return -1;
+    const int pp = p->pp;
+    if (pp_next) {
+        for (int r = 0; r < pp; r++) pp_next[r] = PT_NET_ISLAND;
+        w->pp_next = pp_next;
+    }
     long long world = (long long)p->dp * p->pp * p->tp * p->sp, tasks = 0;
     for (int i = 0; i < c->nnodes; i++) tasks += c->tasks_per_node[i] > 0 ? c->tasks_per_node[i] : 0;
     rank_map m;
     if (world != tasks || map_init(&m, c) < 0) {
         /* Not a plan of this cluster (or no memory): the safe answer is
          * that every group crosses the network. */
-        for (int g = 0; g < PT_GRP_N; g++)
-            link[g] = (g == PT_GRP_DP && p->dp == 1) || (g == PT_GRP_TP && p->tp == 1) ||
-                              (g == PT_GRP_PP && p->pp == 1) || (g == PT_GRP_SP && p->sp == 1)
-                          ? PT_NET_ISLAND
-                          : PT_NET_INTER;
-        return;
+        for (int s = 0; s < PT_SUB_N; s++) w->sub_link[s] = PT_NET_INTER;
+        if (pp_next)
+            for (int r = 0; r < pp; r++) pp_next[r] = PT_NET_INTER;
+        return world != tasks ? 1 : -1;
     }
     /* Stride of each axis in the rank order (right-most fastest); the T
-     * axis holds tp*sp ranks, tp fastest inside it. */
+     * axis holds tp*sp ranks, tp fastest inside it, its tp part laid out
+     * in tp_order (right-most fastest). */
     long long stride[3] = {0, 0, 0}, acc = 1; /* D, P, T */
     for (int i = 2; i >= 0; i--) {
         char a = p->rank_order[i];
@@ -93,34 +143,126 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
         stride[idx] = acc;
         acc *= idx == 0 ? p->dp : idx == 1 ? p->pp : (long long)p->tp * p->sp;
     }
-    long long sD = stride[0], sP = stride[1], sT = stride[2], sS = stride[2] * p->tp;
+    const long long sD = stride[0], sP = stride[1], sT = stride[2], sS = stride[2] * p->tp;
+    long long ts[3]; /* stride of tp axis a inside the block's tp part */
+    long long tacc = 1;
+    for (int i = 2; i >= 0; i--) {
+        const int a = p->tp_order[i] - '0';
+        ts[a] = tacc;
+        tacc *= dims[a];
+    }
+    unsigned long need = (flags & PT_PLACE_ALL) ? ~0ul : needed_subs(p);
+    /* the communicators of one rank: size > 1 only */
+    for (int s = 0; s < PT_SUB_N; s++) {
+        long long size = 0;
+        if (s == PT_SUB_TP) size = p->tp;
+        else if (s < PT_SUB_SYNC) {
+            const int mask = s - PT_SUB_TP_AXES + 1;
+            size = 1;
+            for (int a = 0; a < 3; a++)
+                if (mask & (1 << a)) size *= dims[a];
+        } else if (s < PT_SUB_SP) {
+            const int mask = s - PT_SUB_SYNC;
+            size = (long long)p->dp * p->sp;
+            for (int a = 0; a < 3; a++)
+                if (mask & (1 << a)) size *= dims[a];
+        } else if (s == PT_SUB_SP) size = p->sp;
+        else if (s == PT_SUB_PP || s == PT_SUB_EMBED) size = pp;
+        else size = p->dp;
+        if (size <= 1) need &= ~(1ul << s);
+    }
     for (long long r = 0; r < world; r++) {
+        const int d = (int)(r / sD % p->dp), pr = (int)(r / sP % pp);
+        const long long pos = r / sT % ((long long)p->tp * p->sp), tpos = pos % p->tp, sc = pos / p->tp;
+        long long off[3]; /* rank offset of this rank's coordinate on each tp axis */
+        for (int a = 0; a < 3; a++) off[a] = tpos / ts[a] % dims[a] * ts[a] * sT;
         int node, isl;
         map_where(&m, r, &node, &isl);
-        int d = (int)(r / sD % p->dp), pr = (int)(r / sP % p->pp), t = (int)(r / sT % p->tp),
-            s = (int)(r / sS % p->sp);
-        /* each group's first member: the rank with this group axis at 0 */
-        long long lead[PT_GRP_N] = {
-            r - d * sD,          /* dp */
-            r - t * sT,          /* tp */
-            r - pr * sP,         /* pp (stage to stage) */
-            r - s * sS,          /* sp */
-            r - d * sD - s * sS - t * sT, /* sync: dp x sp x tp (the gradient sum over
-                                           * dp x sp and over the tp axes a parameter is
-                                           * replicated on, as ptrain-run counts it) */
-        };
-        for (int g = 0; g < PT_GRP_N; g++) {
-            if (link[g] == PT_NET_INTER || lead[g] == r) continue;
+        for (int s = 0; s < PT_SUB_N; s++) {
+            if (!(need & (1ul << s)) || w->sub_link[s] == PT_NET_INTER) continue;
+            long long lead;
+            if (s == PT_SUB_TP) lead = r - tpos * sT;
+            else if (s < PT_SUB_SYNC) {
+                const int mask = s - PT_SUB_TP_AXES + 1;
+                lead = r;
+                for (int a = 0; a < 3; a++)
+                    if (mask & (1 << a)) lead -= off[a];
+            } else if (s < PT_SUB_SP) {
+                const int mask = s - PT_SUB_SYNC;
+                lead = r - d * sD - sc * sS;
+                for (int a = 0; a < 3; a++)
+                    if (mask & (1 << a)) lead -= off[a];
+            } else if (s == PT_SUB_SP) lead = r - sc * sS;
+            else if (s == PT_SUB_PP) lead = r - pr * sP;
+            else if (s == PT_SUB_EMBED) {
+                if (pr != pp - 1) continue; /* first and last stage */
+                lead = r - (long long)(pp - 1) * sP;
+            } else lead = r - d * sD;
+            if (lead == r) continue;
             int n2, i2;
-            map_where(&m, lead[g], &n2, &i2);
-            int l = n2 != node ? PT_NET_INTER : i2 != isl ? PT_NET_NODE : PT_NET_ISLAND;
-            if (l > link[g]) link[g] = l;
+            map_where(&m, lead, &n2, &i2);
+            const int l = n2 != node ? PT_NET_INTER : i2 != isl ? PT_NET_NODE : PT_NET_ISLAND;
+            if (l > w->sub_link[s]) w->sub_link[s] = l;
+        }
+        if (pp_next && pp > 1 && pp_next[pr] != PT_NET_INTER) {
+            const long long other = r + ((long long)((pr + 1) % pp) - pr) * sP;
+            const int l = link_between(&m, r, other);
+            if (l > pp_next[pr]) pp_next[pr] = l;
         }
     }
     free(m.start);
+    return 0;
+}
+
+void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
+{
+    for (int g = 0; g < PT_GRP_N; g++) link[g] = PT_NET_ISLAND;
+    pt_cost_where w;
+    pt_plan q;
+    if (!p) return;
+    q = *p;
+    if (memchr(q.tp_order, '\0', sizeof q.tp_order) == NULL || strlen(q.tp_order) != 3) memcpy(q.tp_order, "012", 4);
+    int dims[3];
+    if (pt_plan_tp_dims(&q, dims, NULL) < 0) { /* not a grid of its mode: price tp as one 1d group */
+        q.mode = PT_MODE_1D;
+        q.tp_depth = 1;
+    }
+    if (pt_place_where(c, &q, &w, NULL, 0) < 0 && (!c || !p || c->nnodes < 1 || !c->tasks_per_node))
+        return;
+    for (int s = 0; s < PT_SUB_N; s++) {
+        const int g = pt_cost_sub_group(s);
+        if (w.sub_link[s] > link[g]) link[g] = w.sub_link[s];
+    }
+    /* groups of size 1 span nothing */
+    if (p->dp == 1) link[PT_GRP_DP] = PT_NET_ISLAND;
+    if (p->tp == 1) link[PT_GRP_TP] = PT_NET_ISLAND;
+    if (p->pp == 1) link[PT_GRP_PP] = PT_NET_ISLAND;
+    if (p->sp == 1) link[PT_GRP_SP] = PT_NET_ISLAND;
 }
 
 /* ---- stage split ------------------------------------------------------- */
+
+int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n, int *split, pt_error *err)
+{
+    if (!speed || !split) return pt_errprintf(err, "D'Hondt split: no speeds or output given");
+    if (k < 1 || k > n)
+        return pt_errprintf(err, "D'Hondt split: %d stages for %d layers (valid: 1..%d stages)", k, n, n > 0 ? n : 0);
+    for (int s = 0; s < k; s++)
+        if (!(speed[s] > 0) || isinf(speed[s]) || (extra && (!(extra[s] >= 0) || isinf(extra[s]))))
+            return pt_errprintf(err, "D'Hondt split: stage %d has speed %g, extra work %g (valid: speed > 0, extra >= 0, "
+                                "finite)", s, speed[s], extra ? extra[s] : 0);
+    for (int s = 0; s < k; s++) split[s] = 1; /* every stage holds a layer */
+    for (int seat = k; seat < n; seat++) {
+        int best = 0;
+        double bq = -1;
+        for (int s = 0; s < k; s++) { /* the highest average; ties: the earlier stage */
+            const double q = speed[s] / ((double)split[s] + (extra ? extra[s] : 0) + 1.0);
+            if (q > bq) bq = q, best = s;
+        }
+        split[best]++;
+    }
+    return 0;
+}
 
 int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err)
 {
@@ -219,8 +361,8 @@ typedef struct top_list {
 static double slow_bytes(const pt_candidate *c, int cls)
 {
     double b = 0;
-    for (int g = 0; g < PT_GRP_N; g++)
-        if (c->link[g] == cls) b += c->cost.bytes[g];
+    for (int s = 0; s < PT_SUB_N; s++)
+        if (c->cost.sub_link[s] == cls) b += c->cost.sub_bytes[s];
     return b;
 }
 
@@ -240,6 +382,17 @@ static int cand_cmp(const pt_candidate *a, const pt_candidate *b)
     pt_plan_summary(&b->plan, sb, sizeof sb);
     return strcmp(sa, sb);
 }
+
+/* Where the plans of one grid, rank order and tp order run: each
+ * communicator's link (and each pipeline neighbour's, each stage's rates
+ * on mixed nodes), and per group the slowest link of the communicators the
+ * layout sends on (the explanation's columns). */
+typedef struct placement {
+    pt_cost_where w;
+    int link[PT_GRP_N];
+    pt_hw *stage_buf;  /* [pp] storage for w.stage_hw (mixed nodes); w.stage_hw NULL when the
+                        * stages run at the same rates */
+} placement;
 
 static int same_key(const pt_plan *a, const pt_plan *b)
 {
@@ -268,6 +421,7 @@ static void top_add(top_list *t, const pt_candidate *c)
 
 typedef struct search_ctx {
     const pt_cluster *c;
+    pt_hw hw;               /* the rates of the synchronous groups (pt_cluster_slowest) */
     const pt_model_shape *m;
     int global_batch, world;
     top_list top;
@@ -306,7 +460,8 @@ static int split_for(search_ctx *x, int k, const int **out)
  * the user's (req->pp_split), else the even one (when k stages divide L
  * layers) and the min-max one (split_for, when it differs from even).
  * Returns how many were written into out[2]. */
-static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req, int L, int k, pt_plan out[2])
+static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req, const placement *pl, int L, int k,
+                          pt_plan out[3])
 {
     int n = 0;
     if (req->pp_split_n > 0) {
@@ -326,6 +481,36 @@ static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req
         memcpy(out[n].pp_split, sp_, sizeof(int) * (size_t)k);
         n++;
     }
+    /* stages on nodes of different speeds (mixed nodes): layers in
+     * proportion to each stage's GEMM rate by D'Hondt's method, the head's
+     * work held by the last stage (SageMaker's allocation, Karakus et al.
+     * 2021, sec. 3.3) */
+    if (k > 1 && pl && pl->w.stage_hw && k <= PT_PP_SPLIT_MAX) {
+        double speed[PT_PP_SPLIT_MAX], extra[PT_PP_SPLIT_MAX];
+        const int pp = base->pp;
+        for (int vs = 0; vs < k; vs++) {
+            speed[vs] = pl->w.stage_hw[vs % pp].gemm_gflops;
+            extra[vs] = 0;
+        }
+        /* the head, in blocks: the last layer's cost beyond a block */
+        if (x->layer_cost[0] > 0) extra[k - 1] = (x->layer_cost[L - 1] - x->layer_cost[0]) / x->layer_cost[0];
+        int split[PT_PP_SPLIT_MAX];
+        if (pt_plan_split_dhondt(speed, extra, k, L, split, NULL) == 0) {
+            int dup = 0;
+            for (int i = 0; i < n && !dup; i++) {
+                int same = 1;
+                for (int j = 0; j < k && same; j++)
+                    same = (out[i].pp_split_n ? out[i].pp_split[j] : L / k) == split[j];
+                dup = same;
+            }
+            if (!dup) {
+                out[n] = *base;
+                out[n].pp_split_n = k;
+                memcpy(out[n].pp_split, split, sizeof(int) * (size_t)k);
+                n++;
+            }
+        }
+    }
     return n;
 }
 
@@ -333,7 +518,7 @@ static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req
 /* Evaluate one concrete plan: keeps it when it fits.  Returns 1 when it
  * fits memory, 0 when it does not, -1 when the plan is invalid or the
  * model refuses it. */
-static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
+static int consider(search_ctx *x, const pt_plan *p, const placement *pl)
 {
     pt_error e;
     int bpd = x->global_batch / p->dp;
@@ -342,9 +527,9 @@ static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
     pt_candidate cand;
     memset(&cand, 0, sizeof cand);
     cand.plan = *p;
-    memcpy(cand.link, link, sizeof cand.link);
+    memcpy(cand.link, pl->link, sizeof cand.link);
     x->nconsidered++;
-    if (pt_cost_eval(x->m, x->global_batch, p, &x->c->hw, link, &cand.cost, &e) < 0) {
+    if (pt_cost_eval_at(x->m, x->global_batch, p, &x->hw, &pl->w, &cand.cost, &e) < 0) {
         x->last_err = e;
         x->have_err = 1;
         return -1;
@@ -354,7 +539,7 @@ static int consider(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N])
         x->least = cand;
         x->have_least = 1;
     }
-    if (x->c->hw.mem_bytes > 0 && cand.cost.mem_peak > x->c->hw.mem_bytes) return 0;
+    if (x->hw.mem_bytes > 0 && cand.cost.mem_peak > x->hw.mem_bytes) return 0;
     x->nfit++;
     if (cand.cost.t_step < x->round_best) x->round_best = cand.cost.t_step;
     top_add(&x->top, &cand);
@@ -383,7 +568,7 @@ static int microbatch_set(int b, int pp, int *out)
 /* The pipeline part of a plan (schedule, virtual stages, split,
  * microbatches, recompute) for a fixed grid; every fitting variant goes
  * to consider(). */
-static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N], const pt_plan *req,
+static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, const pt_plan *req,
                               const pt_plan_limits *lim)
 {
     int L = x->m->n_layer, bpd = x->global_batch / p->dp;
@@ -422,8 +607,8 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
             pt_plan base = *p;
             base.schedule = sched;
             base.virtual_stages = v;
-            pt_plan splits[2];
-            const int nsplit = split_variants(x, &base, req, L, k, splits);
+            pt_plan splits[3];
+            const int nsplit = split_variants(x, &base, req, link, L, k, splits);
             static const int rc_order[3] = {PT_RECOMPUTE_NONE, PT_RECOMPUTE_ATTENTION, PT_RECOMPUTE_BLOCK};
             for (int si = 0; si < nsplit; si++) {
                 if (p->pp == 1) {
@@ -495,7 +680,7 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const int link[PT_GRP_N
  * microbatch count (heads, width or batch do not divide as the layout
  * needs), no variant would be accepted either.  0: skip the grid; 1:
  * search it (also when the probe cannot be built). */
-static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N], const pt_plan *req,
+static int grid_may_fit(search_ctx *x, const pt_plan *p, const placement *pl, const pt_plan *req,
                         const pt_plan_limits *lim)
 {
     int L = x->m->n_layer, bpd = x->global_batch / p->dp;
@@ -511,8 +696,8 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N
     /* the splits the variants use: the user's, else the even one (when
      * it divides) and the min-max one (when it differs); their peaks
      * differ, so each is probed */
-    pt_plan splits[2];
-    const int nsplit = split_variants(x, &q, req, L, k, splits);
+    pt_plan splits[3];
+    const int nsplit = split_variants(x, &q, req, pl, L, k, splits);
     if (nsplit == 0) return 1;
     /* from the most microbatches down: the first the model accepts (2d
      * and 3d need microbatches of several sequences) */
@@ -533,7 +718,7 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N
             if (pt_plan_validate(&q, x->world, NULL) < 0 || pt_plan_check_model(&q, L, bpd, NULL) < 0) continue;
             pt_cost cost;
             x->nprobed++;
-            if (pt_cost_eval(x->m, x->global_batch, &q, &x->c->hw, link, &cost, &e) < 0) {
+            if (pt_cost_eval_at(x->m, x->global_batch, &q, &x->hw, &pl->w, &cost, &e) < 0) {
                 x->last_err = e;
                 x->have_err = 1;
                 continue;
@@ -545,7 +730,7 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const int link[PT_GRP_N
                 x->least.cost = cost;
                 x->have_least = 1;
             }
-            if (x->c->hw.mem_bytes <= 0 || cost.mem_peak <= x->c->hw.mem_bytes) return 1;
+            if (x->hw.mem_bytes <= 0 || cost.mem_peak <= x->hw.mem_bytes) return 1;
             break; /* this split does not fit; the next may */
         }
     }
@@ -614,7 +799,175 @@ static int tp_shapes(const pt_plan *req, unsigned modes, int n, int cap, tp_shap
 
 #define MAX_SHAPES 4096
 
+/* On a cluster of mixed nodes: each pp rank's rates, the slowest of the
+ * kinds its ranks sit on, into out [p->pp].  Returns 1 when the stages'
+ * rates differ (out is then each stage's), 0 when they are alike (or the
+ * cluster has one kind), -1 on bad input. */
+static int stage_rates(const pt_cluster *c, const pt_plan *p, pt_hw *out)
+{
+    if (c->nkinds <= 1 || !c->kinds || !c->kind_of) return 0;
+    rank_map m;
+    if (map_init(&m, c) < 0) return -1;
+    long long sP = 1, acc = 1;
+    for (int i = 2; i >= 0; i--) {
+        const char a = p->rank_order[i];
+        if (a == 'P') sP = acc;
+        acc *= a == 'D' ? p->dp : a == 'P' ? p->pp : (long long)p->tp * p->sp;
+    }
+    const long long world = acc;
+    char *seen = calloc((size_t)p->pp, 1);
+    if (!seen) {
+        free(m.start);
+        return -1;
+    }
+    for (long long r = 0; r < world; r++) {
+        int node, isl, pr = (int)(r / sP % p->pp);
+        map_where(&m, r, &node, &isl);
+        const int k = c->kind_of[node];
+        if (k < 0 || k >= c->nkinds) continue;
+        if (!seen[pr]) out[pr] = c->kinds[k].hw, seen[pr] = 1;
+        else pt_hw_take_slower(&out[pr], &c->kinds[k].hw);
+    }
+    int differ = 0;
+    for (int r = 1; r < p->pp; r++)
+        if (memcmp(&out[r], &out[0], sizeof out[0])) differ = 1;
+    free(seen);
+    free(m.start);
+    return differ;
+}
+
+/* The tp orders worth pricing for plan p: the request's pin, else one per
+ * distinct layout of the tp grid's axes of size > 1 inside the T block
+ * (1d: one; 2d: rows or columns innermost; 2.5d and 3d: the six orders of
+ * three axes, fewer when one has size 1).  Returns the count written
+ * into out. */
+static int tp_orders(const pt_plan *p, const pt_plan *req, char out[6][4])
+{
+    static const char *all[6] = {"012", "021", "102", "120", "201", "210"};
+    if (req->tp_order[0]) {
+        memcpy(out[0], req->tp_order, 4);
+        return 1;
+    }
+    int dims[3];
+    if (p->tp == 1 || p->mode == PT_MODE_1D || pt_plan_tp_dims(p, dims, NULL) < 0) {
+        memcpy(out[0], "012", 4);
+        return 1;
+    }
+    int n = 0;
+    char key[6][4];
+    for (int i = 0; i < 6; i++) {
+        char k[4] = "";
+        int kl = 0;
+        for (int j = 0; j < 3; j++)
+            if (dims[all[i][j] - '0'] > 1) k[kl++] = all[i][j];
+        k[kl] = '\0';
+        int dup = 0;
+        for (int j = 0; j < n; j++) dup |= strcmp(key[j], k) == 0;
+        if (dup) continue;
+        memcpy(key[n], k, 4);
+        memcpy(out[n++], all[i], 4);
+    }
+    return n;
+}
+
+/* The placement of plan p (its rank order and tp order) on cluster c:
+ * each communicator's link, each pipeline neighbour's (into pp_next
+ * [p->pp]), and the group links of the explanation.  -1 when p cannot be
+ * placed (its tp is not of its mode's shape). */
+static int place_plan(const pt_cluster *c, const pt_plan *p, placement *pl, int *pp_next)
+{
+    if (pt_place_where(c, p, &pl->w, pp_next, 0) < 0) return -1;
+    if (pl->stage_buf && stage_rates(c, p, pl->stage_buf) == 1) pl->w.stage_hw = pl->stage_buf;
+    for (int g = 0; g < PT_GRP_N; g++) pl->link[g] = PT_NET_ISLAND;
+    for (int s = 0; s < PT_SUB_N; s++) {
+        const int g = pt_cost_sub_group(s);
+        if (pl->w.sub_link[s] > pl->link[g]) pl->link[g] = pl->w.sub_link[s];
+    }
+    if (p->pp > 1 && pp_next)
+        for (int r = 0; r < p->pp; r++)
+            if (pp_next[r] > pl->link[PT_GRP_PP]) pl->link[PT_GRP_PP] = pp_next[r];
+    return 0;
+}
+
+static int same_place(const placement *a, const placement *b, int pp)
+{
+    if (memcmp(a->w.sub_link, b->w.sub_link, sizeof a->w.sub_link)) return 0;
+    if (!a->w.stage_hw != !b->w.stage_hw ||
+        (a->w.stage_hw && memcmp(a->w.stage_hw, b->w.stage_hw, sizeof(pt_hw) * (size_t)pp)))
+        return 0;
+    if (pp > 1 && a->w.pp_next && b->w.pp_next && memcmp(a->w.pp_next, b->w.pp_next, sizeof(int) * (size_t)pp)) return 0;
+    return 1;
+}
+
 static void why_line(const pt_search_result *r, const pt_hw *hw, char *buf, size_t n);
+
+/* Mixed nodes: which kind limits the step (the least GEMM rate: every
+ * synchronous group runs at its pace), and, when the winner's stages sit on
+ * kinds of different speeds, its D'Hondt split. */
+static void limit_line(const pt_cluster *c, const pt_model_shape *m, const pt_search_result *r, const pt_hw *slow,
+                       char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (c->nkinds <= 1 || !c->kinds || !c->kind_of) return;
+    /* the kinds present, and which holds the least GEMM rate, network and
+     * memory per rank (ties: the first) */
+    int present = 0, kg = -1, kn = -1, km = -1;
+    for (int k = 0; k < c->nkinds; k++) {
+        int cnt = 0;
+        for (int i = 0; i < c->nnodes; i++) cnt += c->kind_of[i] == k;
+        if (!cnt) continue;
+        present++;
+        const pt_hw *h = &c->kinds[k].hw;
+        if (kg < 0 || h->gemm_gflops < c->kinds[kg].hw.gemm_gflops) kg = k;
+        if (kn < 0 || h->gbps[PT_NET_INTER] < c->kinds[kn].hw.gbps[PT_NET_INTER]) kn = k;
+        if (km < 0 || (h->mem_bytes > 0 && h->mem_bytes < c->kinds[km].hw.mem_bytes)) km = k;
+    }
+    if (present < 2) return;
+#define NAME(k) (c->kinds[k].name ? c->kinds[k].name : "?")
+    /* "gpu4-pcie.xml for compute (19500 GFLOP/s per rank, dgx8-nvswitch.xml 51200)" */
+    char g[200] = "", w[200] = "";
+    size_t gl = (size_t)snprintf(g, sizeof g, "%s for compute (%.4g GFLOP/s per rank", NAME(kg), slow->gemm_gflops);
+    size_t wl = (size_t)snprintf(w, sizeof w, "%s for the network (%.3g GB/s per rank", NAME(kn), slow->gbps[PT_NET_INTER]);
+    for (int k = 0; k < c->nkinds; k++) {
+        int cnt = 0;
+        for (int i = 0; i < c->nnodes; i++) cnt += c->kind_of[i] == k;
+        if (!cnt) continue;
+        if (k != kg && gl < sizeof g)
+            gl += (size_t)snprintf(g + gl, sizeof g - gl, ", %s %.4g", NAME(k), c->kinds[k].hw.gemm_gflops);
+        if (k != kn && wl < sizeof w)
+            wl += (size_t)snprintf(w + wl, sizeof w - wl, ", %s %.3g", NAME(k), c->kinds[k].hw.gbps[PT_NET_INTER]);
+    }
+    const pt_plan *b = &r->best.plan;
+    int k = snprintf(buf, n, "limiting node: %s), %s), %s for memory (%.3g GB per rank): the step's synchronous groups "
+                     "run at the slowest node's rates", g, w, NAME(km), slow->mem_bytes / 1e9);
+#undef NAME
+    if (b->pp > 1 && k > 0 && (size_t)k < n) {
+        pt_hw *st = malloc(sizeof(pt_hw) * (size_t)b->pp);
+        double *lc = malloc(sizeof(double) * (size_t)m->n_layer);
+        if (st && lc && stage_rates(c, b, st) == 1) {
+            char sp[200] = "", rt[200] = "";
+            size_t a = 0;
+            for (int s = 0; s < b->pp && a < sizeof rt; s++)
+                a += (size_t)snprintf(rt + a, sizeof rt - a, "%s%.4g", s ? "," : "", st[s].gemm_gflops);
+            pt_plan_split_format(b, sp, sizeof sp);
+            /* is the winner's split D'Hondt's for these stage rates? */
+            const int v = b->schedule == PT_SCHED_INTERLEAVED ? b->virtual_stages : 1, kk = b->pp * v;
+            int dh[PT_PP_SPLIT_MAX], is_dh = 0;
+            double speed[PT_PP_SPLIT_MAX], extra[PT_PP_SPLIT_MAX];
+            pt_plan_layer_costs(m, lc);
+            for (int vs = 0; vs < kk && kk <= PT_PP_SPLIT_MAX; vs++)
+                speed[vs] = st[vs % b->pp].gemm_gflops, extra[vs] = 0;
+            if (kk <= PT_PP_SPLIT_MAX && lc[0] > 0) extra[kk - 1] = (lc[m->n_layer - 1] - lc[0]) / lc[0];
+            if (b->pp_split_n == kk && kk <= PT_PP_SPLIT_MAX &&
+                pt_plan_split_dhondt(speed, extra, kk, m->n_layer, dh, NULL) == 0)
+                is_dh = !memcmp(dh, b->pp_split, sizeof(int) * (size_t)kk);
+            snprintf(buf + k, n - (size_t)k, "; its stages run at %s GFLOP/s per rank, layers split %s%s", rt, sp,
+                     is_dh ? " (D'Hondt: in proportion to the stages' rates)" : "");
+        }
+        free(lc);
+        free(st);
+    }
+}
 
 int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
                    const pt_plan *req, pt_search_result *out, pt_error *err)
@@ -646,6 +999,11 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         if (strcmp(pinned, s))
             return pt_errprintf(err, "rank order '%s' of the request is not in its parsed form (valid: '%s')", s, pinned);
     }
+    if (req->tp_order[0]) {
+        char s[5] = "", tpo[4];
+        memcpy(s, req->tp_order, 4);
+        if (pt_plan_tp_order_parse("tp order", s, tpo, err) < 0) return -1;
+    }
     int max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
     int max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
     int max_zero = lim ? lim->max_zero : 3;
@@ -655,6 +1013,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     search_ctx x;
     memset(&x, 0, sizeof x);
     x.c = c;
+    pt_cluster_slowest(c, &x.hw, NULL);
     x.m = m;
     x.global_batch = global_batch;
     x.world = W;
@@ -685,8 +1044,19 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                 if (global_batch % dp) continue;
                 ngrids++;
                 /* placements: DPT (cluster), and PDT (pipeline across the
-                 * slower links, dp inside) when both axes are > 1 */
+                 * slower links, dp inside) when both axes are > 1; inside
+                 * the T block each order of the tp grid's axes
+                 * (tp_orders), priced once per distinct placement */
                 static const char *orders[2] = {"DPT", "PDT"};
+                int *pp_next = malloc(sizeof(int) * 6 * (size_t)pp);
+                pt_hw *stage_buf = c->nkinds > 1 ? malloc(sizeof(pt_hw) * 6 * (size_t)pp) : NULL;
+                if (!pp_next || (c->nkinds > 1 && !stage_buf)) {
+                    free(pp_next);
+                    free(stage_buf);
+                    free(x.layer_cost);
+                    free(shapes);
+                    return pt_errprintf(err, "plan search: out of memory");
+                }
                 for (int oi = 0; oi < 2; oi++) {
                     if (oi == 1 && (dp == 1 || pp == 1 || req->rank_order[0])) continue;
                     pt_plan p;
@@ -699,15 +1069,28 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                     p.dp = dp;
                     p.precision = req->precision; /* the user's, never searched: it prices every term */
                     memcpy(p.rank_order, req->rank_order[0] ? req->rank_order : orders[oi], 4);
-                    int link[PT_GRP_N];
-                    pt_place_links(c, &p, link);
-                    for (int z = 0; z <= max_zero && z <= 3; z++) {
-                        if (req->zero > 0 && z != req->zero) continue;
-                        if (z > 0 && dp * sp == 1) continue;
-                        p.zero = z;
-                        if (grid_may_fit(&x, &p, link, req, lim)) pipeline_variants(&x, &p, link, req, lim);
+                    char tpo[6][4];
+                    placement seen[6];
+                    int ntpo = tp_orders(&p, req, tpo), nseen = 0;
+                    for (int ti = 0; ti < ntpo; ti++) {
+                        memcpy(p.tp_order, tpo[ti], 4);
+                        placement *pl = &seen[nseen];
+                        pl->stage_buf = stage_buf ? stage_buf + (size_t)nseen * (size_t)pp : NULL;
+                        if (place_plan(c, &p, pl, pp_next + (size_t)nseen * (size_t)pp) < 0) continue;
+                        int dup = 0;
+                        for (int k = 0; k < nseen && !dup; k++) dup = same_place(&seen[k], pl, pp);
+                        if (dup) continue;
+                        nseen++;
+                        for (int z = 0; z <= max_zero && z <= 3; z++) {
+                            if (req->zero > 0 && z != req->zero) continue;
+                            if (z > 0 && dp * sp == 1) continue;
+                            p.zero = z;
+                            if (grid_may_fit(&x, &p, pl, req, lim)) pipeline_variants(&x, &p, pl, req, lim);
+                        }
                     }
                 }
+                free(pp_next);
+                free(stage_buf);
             }
         }
     }
@@ -746,7 +1129,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
             char s[640];
             pt_plan_summary(&x.least.plan, s, sizeof s);
             return pt_errprintf(err, "%s: no plan fits %.3g GB per rank on %s; the least memory "
-                                "any plan needs is %.3g GB (%s)", what, c->hw.mem_bytes / 1e9, place,
+                                "any plan needs is %.3g GB (%s)", what, x.hw.mem_bytes / 1e9, place,
                                 x.least_mem / 1e9, s);
         }
         if (x.have_err)
@@ -761,7 +1144,8 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     for (int i = 1; i < x.top.n; i++) out->runner[i - 1] = x.top.c[i];
     out->nconsidered = x.nconsidered + x.nprobed;
     out->nfit = x.nfit;
-    why_line(out, &c->hw, out->why, sizeof out->why);
+    why_line(out, &x.hw, out->why, sizeof out->why);
+    limit_line(c, m, out, &x.hw, out->limit, sizeof out->limit);
     return 0;
 }
 
@@ -792,6 +1176,7 @@ static void label(const pt_plan *p, char *buf, size_t n)
     }
     if (p->ckpt_act) ADD(" rc=%s", pt_recompute_name(p->ckpt_act));
     if (strcmp(p->rank_order, "DPT")) ADD(" %s", p->rank_order);
+    if (p->tp > 1 && strcmp(p->tp_order, "012")) ADD(" tpo=%s", p->tp_order);
 #undef ADD
 }
 
@@ -915,6 +1300,19 @@ size_t pt_plan_explain(const pt_search_result *r, const pt_model_shape *m, int g
     if (c->mem_peak > c->mem_total)
         put(buf, n, &k, "memory peak: %.3f GB per rank at start-up (ZeRO initialises through full-size "
             "temporaries)\n", c->mem_peak / 1e9);
+    /* where the winner's traffic runs: each communicator with its time
+     * and the link class it spans */
+    int first = 1;
+    for (int s = 0; s < PT_SUB_N; s++) {
+        if (c->sub_bytes[s] <= 0 && c->sub_t[s] <= 0) continue;
+        char role[96];
+        pt_cost_sub_role(b, s, role, sizeof role);
+        put(buf, n, &k, "%s%s %.3f ms %s", first ? "communicators: " : ", ", role, c->sub_t[s] * 1e3,
+            short_link(c->sub_link[s]));
+        first = 0;
+    }
+    if (!first) put(buf, n, &k, "\n");
+    if (r->limit[0]) put(buf, n, &k, "%s\n", r->limit);
     put(buf, n, &k, "why: %s\n", r->why);
     if (buf && n >= 4 && k >= n) memcpy(buf + n - 4, "...", 4); /* cut: end in "..." */
     return k;

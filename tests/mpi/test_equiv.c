@@ -187,7 +187,10 @@ int main(int argc, char **argv)
     plan.tp = atoi(argv[3]);
     plan.tp_depth = argc > 4 ? atoi(argv[4]) : 1;
     plan.sp = argc > 5 ? atoi(argv[5]) : 1;
-    snprintf(plan.rank_order, sizeof plan.rank_order, "%s", argc > 6 ? argv[6] : "DPT");
+    /* ORDER or ORDER/TPO: the rank order and the tp axes' order */
+    const char *order = argc > 6 ? argv[6] : "DPT";
+    snprintf(plan.rank_order, sizeof plan.rank_order, "%.3s", order);
+    if (strlen(order) == 7 && order[3] == '/') snprintf(plan.tp_order, sizeof plan.tp_order, "%.3s", order + 4);
     int steps = argc > 7 ? atoi(argv[7]) : 3;
     if (argc > 8 && pt_precision_parse("precision", argv[8], &plan.precision, NULL) < 0) {
         if (tap_rank0) fprintf(stderr, "bad precision %s\n", argv[8]);

@@ -59,6 +59,37 @@ want=$("$plan" --topology "$fx/cpu2s.xml" --nodes 2 --tasks-per-node 2 --model t
 check "SLURM_NODEID 0,0,1,1: auto plans for 2 nodes x 2 tasks, as ptrain-plan ($got)" \
     sh -c "[ $rc -eq 0 ] && grep -q '^machine: 2 nodes x 2 tasks' '$out' && [ -n '$got' ] && [ '$got' = '$want' ]"
 
+# mixed nodes under plain mpirun (issue 25: ptrain-run plans auto exactly
+# as the plugin, whose node_models name each node's model, and ptrain-plan
+# do): --topology FILE:COUNT once per kind, in node order; the nodes of
+# SLURM_NODEID 0 and 1 are a cpu2s node and a build-machine node, so the
+# plan is priced at the build machine's slower rates and --explain names
+# the limiting node.  (Before, a second --topology replaced the first and
+# FILE:COUNT was taken for a file name.)
+rc=0
+ptrain_mpirun -np 4 sh -c 'SLURM_NODEID=$((OMPI_COMM_WORLD_RANK / 2)) exec "$0" "$@"' "$run" --mode auto \
+    --topology "$fx/cpu2s.xml:1" --topology "$fx/build-machine.xml:1" --model tiny --batch 8 --dry-run --explain \
+    >"$out" 2>&1 || rc=$?
+got=$(sed -n 's/^rank 0\/[0-9]* .* plan=//p' "$out")
+want=$("$plan" --topology "$fx/cpu2s.xml:1" --topology "$fx/build-machine.xml:1" --tasks-per-node 2 --model tiny \
+    --batch 8 --env 2>&1 | sed -n 's/^PTRAIN_PLAN=//p')
+check "mixed nodes cpu2s:1 + build-machine:1: auto plans as ptrain-plan ($got)" \
+    sh -c "[ $rc -eq 0 ] && [ -n '$got' ] && [ '$got' = '$want' ]"
+check "mixed nodes: --explain names the build machine as the limiting node" \
+    sh -c "grep '^limiting node: ' '$out' | grep -q 'build-machine.xml for compute'"
+[ "$rc" -eq 0 ] || sed 's/^/# /' "$out" | tail -5
+# the counts must add up to the job's nodes, and each kind needs one
+for args in "cpu2s.xml:1 build-machine.xml:2|add up to 3 nodes, but the job runs on 2" \
+    "cpu2s.xml:1 build-machine.xml|each needs its node count" "cpu2s.xml:0|COUNT nodes 1..1048576"; do
+    want=${args#*|}
+    set -- $(for f in ${args%|*}; do printf ' --topology %s' "$fx/$f"; done)
+    rc=0
+    ptrain_mpirun -np 4 sh -c 'SLURM_NODEID=$((OMPI_COMM_WORLD_RANK / 2)) exec "$0" "$@"' "$run" --mode auto "$@" \
+        --model tiny --batch 8 --dry-run >"$out" 2>&1 || rc=$?
+    check "mixed nodes: --topology ${args%|*} refused in one line saying '$want'" \
+        sh -c "[ $rc -eq 2 ] && [ \$(grep -c 'ptrain-run: error' '$out') -eq 1 ] && grep 'ptrain-run: error' '$out' | grep -q -- '$want'"
+done
+
 # a pinned rank order is the search's placement (priced with it), not an
 # order put over the search's choice afterwards: --explain's winner has it
 rc=0
@@ -103,6 +134,23 @@ bad "--mode auto --zero 1 --tp 4 (nothing to shard)" "zero=1 with dp=1 sp=1" \
 bad "--mode auto --topology of a missing file" "--mode auto: cannot load the node model" \
     --mode auto --topology "$fx/no-such-model.json"
 bad "--mode auto --dp 3 on 4 ranks" "not --dp 3" --mode auto --dp 3 --topology "$fx/cpu2s.xml"
+
+# a plan the SPANK plugin made (PTRAIN_PLAN with its PTRAIN_MODEL and
+# PTRAIN_BATCH) is for one model and batch: ptrain-run trains them, and
+# the start-up agreement refuses other ones (exit 2, one line naming both)
+plugin_env="PTRAIN_PLAN=mode=1d_dp=4 PTRAIN_MODE=1d PTRAIN_DP=4 PTRAIN_TP=1 PTRAIN_PP=1 PTRAIN_SP=1 PTRAIN_MODEL=test PTRAIN_BATCH=8"
+rc=0
+# shellcheck disable=SC2086
+(export $plugin_env; ptrain_mpirun -np 4 "$run" --data synthetic --dry-run) >"$out" 2>&1 || rc=$?
+check "a plugin plan for test/8, ptrain-run given neither: it runs (exit $rc)" [ "$rc" -eq 0 ]
+for flags in "--batch 16" "--model tiny" "--model test --vocab 512"; do
+    rc=0
+    # shellcheck disable=SC2086
+    (export $plugin_env; ptrain_mpirun -np 4 "$run" --data synthetic --dry-run $flags) >"$out" 2>&1 || rc=$?
+    check "a plugin plan for test/8, ptrain-run $flags: refused at start-up, exit 2, one line ($(grep -m1 'ptrain-run: error' "$out" | cut -c1-120))" \
+        sh -c "[ $rc -eq 2 ] && [ \$(grep -c 'ptrain-run: error' '$out') -eq 1 ] &&
+            grep -q 'was made for model L=2 H=4 C=64 T=32 V=50257 (PTRAIN_MODEL=test) and global batch 8' '$out'"
+done
 
 # the auto plan trains: its first loss is the one of a 1d tp=4 run
 first_loss() {

@@ -3,7 +3,10 @@
 # each plan, one ptrain-run step under mpirun writes its metrics (bytes
 # sent per group, max over ranks, and the arena peak, ptrain-run(1)), and
 # cost_eval prints the model's prediction for the same plan.  Every group's
-# bytes must be equal to the byte; the peak within 2%.
+# bytes, and every communicator's (the sub-groups the planner prices each on
+# its own link: 1d's tp group, 2d/2.5d rows, columns and slice, 3d's I, J
+# and K, each sync group, sp, pp, embed), must be equal to the byte; the
+# peak within 2%.
 #
 # Why 2%: the model counts every arena buffer lib/model, lib/train,
 # lib/train/zero.c, lib/pipeline and the layouts allocate (state,
@@ -51,6 +54,12 @@ one() {
     got=$(jq -c '.sent_bytes | {dp, tp, pp, sp, sync}' "$wd/step.json")
     want=$(jq -c '.bytes | {dp, tp, pp, sp, sync}' "$wd/cost.json")
     check "[$name] bytes per group equal the counters: $got" [ -n "$got" -a "$got" = "$want" ]
+    [ "$got" = "$want" ] || diag "predicted $want"
+    # per communicator (the sub-groups the planner prices on their own
+    # links: 2d rows/columns/slice, 3d I/J/K, each sync group, pp, embed)
+    got=$(jq -c '.sent_bytes_comm | to_entries | map(select(.value > 0)) | from_entries' "$wd/step.json")
+    want=$(jq -c '.bytes_comm | to_entries | map(select(.value > 0)) | from_entries' "$wd/cost.json")
+    check "[$name] bytes per communicator equal the counters: $got" [ -n "$got" -a "$got" != "{}" -a "$got" = "$want" ]
     [ "$got" = "$want" ] || diag "predicted $want"
     ratio=$(jq -n --slurpfile s "$wd/step.json" --slurpfile c "$wd/cost.json" \
         '$s[0].peak_mib / ($c[0].mem_peak / 1048576) * 10000 | round / 10000')

@@ -136,8 +136,8 @@ check "topology = missing file: the step runs, planned from hwloc, one warning n
 # the same, and the explanation names the cached model
 printf 'topology = "%s";\n' "$top_srcdir/tests/topo/gpu4-pcie.xml" >"$D/gpu.conf"
 echo "required $PTRAIN_SPANK_SO config=$D/gpu.conf" >"$D/plugstack.conf"
-srun --ptrain-mode=auto --ptrain-explain -N2 --ntasks-per-node=2 \
-    sh -c 'echo "GPU node=$SLURMD_NODENAME lid=$SLURM_LOCALID cuda=${CUDA_VISIBLE_DEVICES-unset} order=${CUDA_DEVICE_ORDER-unset} hca=${NCCL_IB_HCA-unset} ucx=${UCX_NET_DEVICES-unset} plan=$(echo $PTRAIN_PLAN | tr " " _)"' \
+env -u PTRAIN_DEVICE srun --ptrain-mode=auto --ptrain-explain -N2 --ntasks-per-node=2 \
+    sh -c 'echo "GPU node=$SLURMD_NODENAME lid=$SLURM_LOCALID cuda=${CUDA_VISIBLE_DEVICES-unset} order=${CUDA_DEVICE_ORDER-unset} hca=${NCCL_IB_HCA-unset} ucx=${UCX_NET_DEVICES-unset} device=${PTRAIN_DEVICE-unset} plan=$(echo $PTRAIN_PLAN | tr " " _)"' \
     >"$D/o10" 2>"$D/e10"
 check "cached 4-GPU model: the step runs (4 tasks)" [ $? -eq 0 ] && [ "$(grep -c '^GPU ' "$D/o10")" -eq 4 ]
 check "cached 4-GPU model: local task i gets CUDA_VISIBLE_DEVICES=i in PCI bus order" \
@@ -145,11 +145,35 @@ check "cached 4-GPU model: local task i gets CUDA_VISIBLE_DEVICES=i in PCI bus o
     [ "$(grep -c 'order=PCI_BUS_ID' "$D/o10")" -eq 4 ]
 check "cached 4-GPU model: NCCL_IB_HCA=mlx5_0 UCX_NET_DEVICES=mlx5_0:1 (its only HCA)" \
     [ "$(grep -c 'hca=mlx5_0 ucx=mlx5_0:1 ' "$D/o10")" -eq 4 ]
+check "cached 4-GPU model: the plugin bound a GPU, so PTRAIN_DEVICE=cuda in every task (ptrain-run --device)" \
+    [ "$(grep -c ' device=cuda ' "$D/o10")" -eq 4 ]
+PTRAIN_DEVICE=cpu srun --ptrain-mode=auto -N1 --ntasks-per-node=2 sh -c 'echo "GPU device=$PTRAIN_DEVICE"' >"$D/o12" 2>&1
+check "a PTRAIN_DEVICE the user set is left alone" [ "$(grep -c '^GPU device=cpu$' "$D/o12")" -eq 2 ]
 check "cached 4-GPU model: both nodes computed the same plan" [ "$(grep '^GPU ' "$D/o10" | sed 's/.*plan=//' | sort -u | wc -l)" -eq 1 ]
 check "cached 4-GPU model: the explanation names the cached model, once" \
     [ "$(grep -c "node model: cached model .*gpu4-pcie.xml" "$D/e10")" -eq 1 ]
-CUDA_VISIBLE_DEVICES=3 srun --ptrain-mode=auto -N1 --ntasks-per-node=2 sh -c 'echo "GPU cuda=$CUDA_VISIBLE_DEVICES"' >"$D/o11" 2>&1
-check "a CUDA_VISIBLE_DEVICES the user set is left alone" [ "$(grep -c '^GPU cuda=3$' "$D/o11")" -eq 2 ]
+CUDA_VISIBLE_DEVICES=3 env -u PTRAIN_DEVICE srun --ptrain-mode=auto -N1 --ntasks-per-node=2 \
+    sh -c 'echo "GPU cuda=$CUDA_VISIBLE_DEVICES device=${PTRAIN_DEVICE-unset}"' >"$D/o11" 2>&1
+check "a CUDA_VISIBLE_DEVICES the user set is left alone, and no PTRAIN_DEVICE is set (the plugin bound nothing)" \
+    [ "$(grep -c '^GPU cuda=3 device=unset$' "$D/o11")" -eq 2 ]
+# mixed nodes (node_models): n1 an 8-GPU NVSwitch node, n2 a 4-GPU PCIe
+# node; the plan adapts (the explanation names the limiting node), and
+# mixed_nodes = "refuse" refuses the step in one line naming the kinds
+printf 'node_models = ["n1=%s", "n2=%s"];\n' "$top_srcdir/tests/topo/dgx8-nvswitch.xml" \
+    "$top_srcdir/tests/topo/gpu4-pcie.xml" >"$D/mixed.conf"
+echo "required $PTRAIN_SPANK_SO config=$D/mixed.conf" >"$D/plugstack.conf"
+srun --ptrain-mode=auto --ptrain-explain -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o12" 2>"$D/e12"; rc=$?
+check "node_models n1, n2 of two kinds: the step runs (4 tasks), both nodes plan the same" \
+    [ $rc -eq 0 ] && [ "$(ntasks "$D/o12")" -eq 4 ] && [ "$(field "$D/o12" PLAN | wc -w)" -eq 1 ]
+check "mixed nodes: the explanation names the limiting node, once" \
+    [ "$(grep -c 'limiting node: .*for compute' "$D/e12")" -eq 1 ]
+printf 'node_models = ["n1=%s", "n2=%s"];\nmixed_nodes = "refuse";\n' "$top_srcdir/tests/topo/dgx8-nvswitch.xml" \
+    "$top_srcdir/tests/topo/gpu4-pcie.xml" >"$D/mixed.conf"
+srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o13" 2>"$D/e13"; rc=$?
+check "mixed_nodes = refuse: the step is refused naming both kinds ($(grep -m1 'mixed_nodes' "$D/e13" | cut -c1-120))" \
+    [ $rc -ne 0 ] && [ "$(ntasks "$D/o13")" -eq 0 ] && grep -q "the step's nodes are of 2 kinds.*mixed_nodes=refuse" "$D/e13"
+srun --ptrain-mode=auto -N1 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14" 2>"$D/e14"; rc=$?
+check "mixed_nodes = refuse: a step on one kind runs" [ $rc -eq 0 ] && [ "$(ntasks "$D/o14")" -eq 2 ]
 cp "$D/plugstack.conf.orig" "$D/plugstack.conf"
 
 # 6. --ptrain-explain: the explanation once, from one task, and ptrain-run
@@ -172,6 +196,21 @@ if [ -x "$RUN" ]; then
     check "ptrain-run used the model the plan was made for (tiny)" grep -q '^model: tiny ' "$D/t.out"
     sed -n '/ptrain: plan for model/,$p' "$D/t.err" | head -n 20 | while IFS= read -r l; do diag "$l"; done
     [ $rc -eq 0 ] || diag "stderr: $(tail -n 5 "$D/t.err" | tr '\n' ' ')"
+    # ptrain-run --mode auto without the plugin's plan (--ptrain-mode=off)
+    # plans on the same nodes exactly what the plugin planned: one handle,
+    # one loader (this node's hwloc model for both), one request builder
+    srun_run "$D/u.out" "$D/u.err" env SLURM_PMIX_FENCE=ring srun --mpi=pmix --ptrain-mode=off -N2 --ntasks-per-node=2 "$RUN" --mode auto \
+        --model tiny --batch 8 --data synthetic --dry-run
+    own=$(sed -n 's/^rank 0\/4 .* plan=//p' "$D/u.out" | sed 's/ *$//')
+    check "ptrain-run --mode auto under srun without the plugin plans what the plugin planned ('$own' = '$announced')" \
+        [ -n "$own" ] && [ "$own" = "$announced" ]
+    # a plan made for another model or batch than ptrain-run trains is
+    # refused at start-up, in one line naming both
+    srun_run "$D/w.out" "$D/w.err" srun --mpi=pmix --ptrain-mode=auto --ptrain-model=tiny -N2 --ntasks-per-node=2 \
+        "$RUN" --data synthetic --steps 2 --model test
+    rc=$SRUN_RC
+    check "the plugin planned tiny, ptrain-run --model test: refused at start-up ($(grep -m1 'ptrain-run: error' "$D/w.err" | cut -c1-100))" \
+        [ $rc -ne 0 ] && [ "$(grep -c 'ptrain-run: error: the plan (PTRAIN_PLAN, from the SPANK plugin) was made for model L=4 H=4 C=128' "$D/w.err")" -eq 1 ]
 else
     diag "ptrain-run not built: the training check is skipped"
 fi

@@ -20,11 +20,14 @@ slurm_up 1 2
 D=$SLURM_TEST_DIR
 STEPS=300
 ARGS="--model test --vocab 512 --data synthetic:11 --seed 5 --steps $STEPS --batch 4 --val-every 0 --val-batches 1"
+# the model and batch the plugin plans for are the ones ptrain-run trains
+# (the start-up agreement refuses a plan made for others)
+PLUG="--ptrain-mode=auto --ptrain-model=2,4,64,32,512 --ptrain-batch=4"
 
 # losses FILE: "step loss" per line, from ptrain-run's step lines.
 losses() { sed -n 's/^step *\([0-9]*\)\/[0-9]* | loss \([0-9.]*\) .*/\1 \2/p' "$1"; }
 
-srun_run "$D/ref.out" "$D/ref.err" srun --mpi=pmix --ptrain-mode=auto -N1 -n2 "$RUN" $ARGS
+srun_run "$D/ref.out" "$D/ref.err" srun --mpi=pmix $PLUG -N1 -n2 "$RUN" $ARGS
 rc=$SRUN_RC
 check "reference run under srun: exit 0 and $STEPS steps" \
     sh -c "[ $rc -eq 0 ] && [ \$(grep -c '^step ' '$D/ref.out') -eq $STEPS ]"
@@ -33,6 +36,8 @@ check "reference run under srun: exit 0 and $STEPS steps" \
 cat >"$D/job.sh" <<SH
 #!/bin/bash
 #SBATCH --ptrain-mode=auto
+#SBATCH --ptrain-model=2,4,64,32,512
+#SBATCH --ptrain-batch=4
 #SBATCH -N 1
 #SBATCH -n 2
 #SBATCH --requeue

@@ -29,6 +29,9 @@ chmod +x "$D/penv.sh"
 
 # check_plan FILE WORLD DP TP FIRST_NODE WHAT [MODE TP_DEPTH SP]: every
 # property of the injected plan (MODE 1d, TP_DEPTH 1, SP 1 by default).
+# FIRST_NODE "step": the node a one-node step ran on (srun -N1 takes
+# whichever node is free: n2 while n1 still completes the previous job,
+# which made a fixed n1 fail at random).
 # DP "auto": the planner's choice (a search over the cost model, whose
 # figures depend on the machine), so instead of fixed sizes every task must
 # carry one concrete plan whose PTRAIN_* variables agree with its
@@ -41,6 +44,7 @@ check_plan() {
       { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[NR, kv[1]] = substr($i, length(kv[1]) + 2) }
         n++; node[n] = v[NR, "node"]; pernode[v[NR, "node"]]++ }
       END {
+        if (FIRST == "step") { FIRST = node[1]; for (t = 2; t <= n; t++) if (node[t] != FIRST) FIRST = "(several nodes)" }
         AUTO = (DP == "auto")
         if (AUTO) {   # the sizes of the plan every task was given
           pl = v[1, "PLAN"]; gsub(/_tp_depth=/, "_tpdepth=", pl); np = split(pl, kvs, "_")
@@ -226,12 +230,12 @@ check "srun --ptrain-mode=2d -N2 --ntasks-per-node=4 exits 0" [ $? -eq 0 ]
 check_plan "$D/g1" 8 2 4 n1 "2d on 2x4" 2d 1 1
 srun --ptrain-mode=2.5d -N1 --ntasks-per-node=8 "$D/penv.sh" >"$D/g2" 2>"$D/ge2"
 check "srun --ptrain-mode=2.5d -N1 --ntasks-per-node=8 exits 0" [ $? -eq 0 ]
-check_plan "$D/g2" 8 auto 0 n1 "2.5d on 1x8"
+check_plan "$D/g2" 8 auto 0 step "2.5d on 1x8"
 check "2.5d on 1x8: the planner's 2.5d plan, never tp=1 ($(grep -m1 -o 'PLAN=[^ ]*' "$D/g2"))" \
     [ "$(grep '^TASK ' "$D/g2" | grep -w MODE=2.5d | grep -vc -w TP=1)" -eq 8 ]
 srun --ptrain-mode=2.5d --ptrain-tp-depth=2 -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g3" 2>"$D/ge3"
 check "srun --ptrain-mode=2.5d --ptrain-tp-depth=2 -N2 --ntasks-per-node=4 exits 0" [ $? -eq 0 ]
-check_plan "$D/g3" 8 4 2 n1 "2.5d depth 2 on 2x4 (tp=2 inside a node beats tp=8 across the network)" 2.5d 2 1
+check_plan "$D/g3" 8 1 8 n1 "2.5d depth 2 on 2x4 (tp=8: each depth slice's 2x2 grid inside a node, only the depth sum of the weights' gradients across the network)" 2.5d 2 1
 srun --ptrain-mode=3d -N2 --ntasks-per-node=8 "$D/penv.sh" >"$D/g4" 2>"$D/ge4"
 check "srun --ptrain-mode=3d -N2 --ntasks-per-node=8 exits 0" [ $? -eq 0 ]
 check_plan "$D/g4" 16 2 8 n1 "3d on 2x8" 3d 1 1
@@ -239,9 +243,19 @@ srun --ptrain-mode=auto --ptrain-sp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/
 check "srun --ptrain-mode=auto --ptrain-sp=2 exits 0" [ $? -eq 0 ]
 check_plan "$D/g5" 4 2 1 n1 "auto with --ptrain-sp=2 on 2x2" 1d 1 2
 PTRAIN_MODE=2d PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g6" 2>"$D/ge6"
-check_plan "$D/g6" 4 1 4 n1 "PTRAIN_MODE=2d PTRAIN_TP=4 from the environment" 2d 1 1
+check_plan "$D/g6" 4 1 4 step "PTRAIN_MODE=2d PTRAIN_TP=4 from the environment" 2d 1 1
 PTRAIN_MODE=2.5d PTRAIN_TP_DEPTH=4 PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g7" 2>"$D/ge7"
-check_plan "$D/g7" 4 1 4 n1 "PTRAIN_TP_DEPTH=4 from the environment" 2.5d 4 1
+check_plan "$D/g7" 4 1 4 step "PTRAIN_TP_DEPTH=4 from the environment" 2.5d 4 1
+# a one-node step that Slurm puts on n2 (n1 held whole by another job):
+# the plan names n2 as MASTER_ADDR, and check_plan's "step" follows it
+hold=$(sbatch --parsable -w n1 --exclusive -N1 -o /dev/null --wrap "sleep 120" 2>"$D/hold.err")
+i=0
+while [ -n "$hold" ] && [ "$(squeue -h -j "$hold" -o %T 2>/dev/null)" != RUNNING ] && [ $i -lt 60 ]; do sleep 1; i=$((i + 1)); done
+PTRAIN_MODE=2d PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g7b" 2>"$D/ge7b"
+[ -z "$hold" ] || scancel "$hold"
+check "with n1 held by job ${hold:-(none: $(head -c 100 "$D/hold.err"))}, the one-node step ran on n2" \
+    [ "$(grep '^TASK ' "$D/g7b" | grep -c 'node=n2 ')" -eq 4 ]
+check_plan "$D/g7b" 4 1 4 step "a one-node step on n2" 2d 1 1
 PTRAIN_MODE=auto PTRAIN_SP=4 srun -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g8" 2>"$D/ge8"
 check_plan "$D/g8" 8 2 1 n1 "PTRAIN_SP=4 from the environment" 1d 1 4
 PTRAIN_SP=4 srun --ptrain-mode=auto --ptrain-sp=2 -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g9" 2>"$D/ge9"

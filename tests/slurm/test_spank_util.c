@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static uint64_t rng;
@@ -90,6 +91,57 @@ static void test_first_host(void)
            "a name longer than the buffer is refused: %s", err.text);
 }
 
+/* Every name of a host list (the node_models' lists, the step's nodes),
+ * against an independent expansion of the same ranges. */
+static void test_hostlist(void)
+{
+    const struct { const char *list, *want; } cases[] = {
+        {"n[1-3,7],x", "n1 n2 n3 n7 x"}, {"n1", "n1"}, {"a,b", "a b"}, {"gpu[010-012]", "gpu010 gpu011 gpu012"},
+        {"n[7,1-2]", "n7 n1 n2"}, {"rack1-n[04-05]-ib", "rack1-n04-ib rack1-n05-ib"}, {"node[2]", "node2"},
+        {"a[1-2],b[9-10]", "a1 a2 b9 b10"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char names[16][64], got[512] = "";
+        int n = 0;
+        pt_error err = {""};
+        int rc = pt_spank_hostlist_expand(cases[i].list, &names[0][0], 64, 16, &n, &err);
+        for (int k = 0; rc == 0 && k < n; k++) {
+            size_t l = strlen(got);
+            snprintf(got + l, sizeof got - l, "%s%.63s", k ? " " : "", names[k]);
+        }
+        tap_ok(rc == 0 && strcmp(got, cases[i].want) == 0, "host list '%s' is '%s' (got '%s'%s%s)", cases[i].list,
+               cases[i].want, got, rc ? ": " : "", rc ? err.text : "");
+    }
+    /* a random range: every name once, zero padding kept */
+    int lo = (int)rnd(50), hi = lo + (int)rnd(60), width = 1 + (int)rnd(4), ok = 1, n = 0;
+    char list[64], (*names)[32] = malloc(128 * sizeof *names);
+    snprintf(list, sizeof list, "h[%0*d-%0*d]", width, lo, width, hi);
+    pt_error err = {""};
+    ok = names && pt_spank_hostlist_expand(list, &names[0][0], 32, 128, &n, &err) == 0 && n == hi - lo + 1;
+    for (int k = 0; ok && k < n; k++) {
+        char want[32];
+        snprintf(want, sizeof want, "h%0*d", width, lo + k);
+        ok = strcmp(names[k], want) == 0;
+    }
+    tap_ok(ok, "host list %s: %d names in order, padded", list, n);
+    free(names);
+    const char *bad[] = {"", "n[1-3", "n[]", "n[a-b]", ",n1", "n1,", "n[3-1]", "n]1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char names2[4][64];
+        int m;
+        err.text[0] = '\0';
+        tap_ok(pt_spank_hostlist_expand(bad[i], &names2[0][0], 64, 4, &m, &err) == -1 && err.text[0],
+               "host list '%s' refused: %s", bad[i], err.text);
+    }
+    char few[2][64];
+    tap_ok(pt_spank_hostlist_expand("n[1-3]", &few[0][0], 64, 2, &n, &err) == -1 && strstr(err.text, "more than 2"),
+           "more names than the buffer holds refused: %s", err.text);
+    tap_ok(pt_spank_hostlist_has("gpu[01-16],cpu1", "gpu07", &err) == 1 &&
+               pt_spank_hostlist_has("gpu[01-16],cpu1", "gpu7", &err) == 0 &&
+               pt_spank_hostlist_has("gpu[01-16],cpu1", "cpu1", &err) == 1 && pt_spank_hostlist_has("x[", "x", &err) == -1,
+           "host list membership: gpu07 in gpu[01-16], gpu7 not, cpu1 in; a bad list refused");
+}
+
 static void test_port(void)
 {
     int in_range = 1, steps_differ = 1, jobs_differ = 1;
@@ -126,6 +178,8 @@ static const char *write_conf(const char *name, const char *text)
     }
     return path;
 }
+
+static void test_conf_mixed(void);
 
 static void test_conf(void)
 {
@@ -444,6 +498,7 @@ static void test_conf(void)
                "option: %s='%s' refused: %s", what, badpipe[i].text, err.text);
     }
 
+    test_conf_mixed();
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
     if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
@@ -456,6 +511,48 @@ static void test_conf(void)
  * not empty; tasks sharing a locality get disjoint sets that cover it
  * when they are no more than its cores; the NIC is an HCA with the
  * nearest PCI path to the GPU. */
+/* node_models and mixed_nodes: the settings for clusters of mixed nodes */
+static void test_conf_mixed(void)
+{
+    pt_spank_conf c;
+    pt_error err;
+    pt_spank_conf_default(&c);
+    tap_ok(c.n_node_models == 0 && c.mixed_nodes == PT_MIXED_ADAPT, "defaults: no node_models, mixed_nodes adapt");
+    const char *p = write_conf("mixed.conf", "node_models = [\"gpu[01-04]=/etc/ptrain/h100.json\", "
+                               "\"cpu[1-2]=/etc/ptrain/cpu.xml\"];\nmixed_nodes = \"refuse\";\n");
+    int ok = pt_spank_conf_load(p, &c, &err) == 0 && c.n_node_models == 2 && c.mixed_nodes == PT_MIXED_REFUSE &&
+             !strcmp(c.node_model[0].hosts, "gpu[01-04]") && !strcmp(c.node_model[1].path, "/etc/ptrain/cpu.xml");
+    tap_ok(ok, "node_models and mixed_nodes load (%s)", ok ? "2 models, refuse" : err.text);
+    pt_spank_conf_default(&c);
+    ok = pt_spank_conf_arg("node_model=n[1-2]=/a.json", &c, &err) == 0 && pt_spank_conf_arg("mixed_nodes=refuse", &c, &err) == 0 &&
+         c.n_node_models == 1 && !strcmp(c.node_model[0].hosts, "n[1-2]") && c.mixed_nodes == PT_MIXED_REFUSE;
+    tap_ok(ok, "plugstack node_model= adds one, mixed_nodes= sets the policy");
+    const struct { const char *text, *want; } bad[] = {
+        {"node_models = [\"gpu[01-04]\"];\n", "is not HOSTLIST=PATH"},
+        {"node_models = [\"gpu[04-01]=/x.json\"];\n", "reversed"},
+        {"node_models = \"gpu1=/x.json\";\n", "must be a list"},
+        {"mixed_nodes = \"sometimes\";\n", "mixed_nodes must be \"adapt\" or \"refuse\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pt_spank_conf_default(&c);
+        const char *q = write_conf("badmixed.conf", bad[i].text);
+        tap_ok(pt_spank_conf_load(q, &c, &err) < 0 && strstr(err.text, bad[i].want) && c.n_node_models == 0,
+               "refused: %s", err.text);
+    }
+    tap_ok(pt_spank_conf_arg("mixed_nodes=maybe", &c, &err) < 0 && strstr(err.text, "valid: adapt, refuse"),
+           "plugstack mixed_nodes=maybe refused: %s", err.text);
+    /* each step node's model: the first host list that holds it */
+    pt_spank_conf_default(&c);
+    pt_spank_conf_arg("node_model=gpu[01-04]=/a.json", &c, &err);
+    pt_spank_conf_arg("node_model=gpu[03-08]=/b.json", &c, &err);
+    int kind[6];
+    ok = pt_spank_node_kinds(&c, "gpu[02-05],cpu1,gpu07", 6, kind, &err) == 0 && kind[0] == 0 && kind[1] == 0 &&
+         kind[2] == 0 && kind[3] == 1 && kind[4] == -1 && kind[5] == 1;
+    tap_ok(ok, "node kinds of gpu[02-05],cpu1,gpu07: 0 0 0 1 -1 1 (the first list wins, cpu1 in none)");
+    tap_ok(pt_spank_node_kinds(&c, "gpu[01-02]", 3, kind, &err) < 0 && strstr(err.text, "names 2 nodes, the step has 3"),
+           "a node list of another length refused: %s", err.text);
+}
+
 static void test_binding(void)
 {
     const char *top = getenv("top_srcdir");
@@ -463,7 +560,7 @@ static void test_binding(void)
         tap_diag("top_srcdir not set: binding fixtures not checked");
         return;
     }
-    static const char *fixtures[] = {"dgx8-nvswitch.xml", "pairs8-nvlink.xml", "gpu4-pcie.xml",
+    static const char *fixtures[] = {"dgx8-nvswitch.xml", "pairs8-nvlink.xml", "pairs8-strided.xml", "gpu4-pcie.xml",
                                      "cpu2s.xml", "build-machine.xml", "h100-vm.xml"};
     for (size_t f = 0; f < sizeof fixtures / sizeof fixtures[0]; f++) {
         char path[1024];
@@ -476,6 +573,20 @@ static void test_binding(void)
         }
         hwloc_topology_t m = t.hw;
         int ncores = hwloc_get_nbobjs_by_type(m, HWLOC_OBJ_CORE);
+        /* the GPUs in island order: each island (pt_topo_islands_find)
+         * after the one of a lower GPU, its GPUs ascending */
+        int ord[64], no = 0;
+        pt_topo_islands isl;
+        if (t.ngpus > 0 && t.ngpus <= 64 && pt_topo_islands_find(&t, &isl) == 0) {
+            for (int d = 0; d < t.ngpus; d++) {
+                int first = 1;
+                for (int e = 0; e < d; e++) first &= isl.island_of[e] != isl.island_of[d];
+                if (!first) continue;
+                for (int e = d; e < t.ngpus; e++)
+                    if (isl.island_of[e] == isl.island_of[d]) ord[no++] = e;
+            }
+        }
+#define TASK_GPU(j) (t.ngpus > 0 && n <= t.ngpus ? (no == t.ngpus ? ord[j] : (j)) : -1)
         const int counts[] = {1, 2, 3, 4, 8, 16, ncores + 1};
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
             int n = counts[ci];
@@ -489,9 +600,9 @@ static void test_binding(void)
                     snprintf(why, sizeof why, "%.200s", err.text);
                 }
             for (int i = 0; ok && i < n; i++) {
-                int want_gpu = t.ngpus > 0 && n <= t.ngpus ? i : -1;
+                int want_gpu = TASK_GPU(i);
                 if (b[i].gpu != want_gpu) gpu_ok = 0;
-                const char *loc = want_gpu >= 0 ? t.gpu[i].pci.cpus
+                const char *loc = want_gpu >= 0 ? t.gpu[want_gpu].pci.cpus
                                   : t.nnuma ? t.numa[(long long)i * t.nnuma / n].cpus : "";
                 hwloc_bitmap_t a = hwloc_bitmap_alloc(), l = hwloc_bitmap_alloc();
                 hwloc_bitmap_list_sscanf(a, b[i].cpus);
@@ -503,16 +614,16 @@ static void test_binding(void)
                 /* tasks sharing this locality */
                 int share = 0;
                 for (int j = 0; j < n; j++) {
-                    int gj = t.ngpus > 0 && n <= t.ngpus ? j : -1;
-                    const char *lj = gj >= 0 ? t.gpu[j].pci.cpus
+                    int gj = TASK_GPU(j);
+                    const char *lj = gj >= 0 ? t.gpu[gj].pci.cpus
                                      : t.nnuma ? t.numa[(long long)j * t.nnuma / n].cpus : "";
                     share += strcmp(lj, loc) == 0;
                 }
                 int fits = share <= hwloc_get_nbobjs_inside_cpuset_by_type(m, l, HWLOC_OBJ_CORE);
                 hwloc_bitmap_t uni = hwloc_bitmap_alloc();
                 for (int j = 0; j < n; j++) {
-                    int gj = t.ngpus > 0 && n <= t.ngpus ? j : -1;
-                    const char *lj = gj >= 0 ? t.gpu[j].pci.cpus
+                    int gj = TASK_GPU(j);
+                    const char *lj = gj >= 0 ? t.gpu[gj].pci.cpus
                                      : t.nnuma ? t.numa[(long long)j * t.nnuma / n].cpus : "";
                     if (strcmp(lj, loc) != 0) continue;
                     hwloc_bitmap_t bj = hwloc_bitmap_alloc();
@@ -545,7 +656,27 @@ static void test_binding(void)
                    cover ? "ok" : "NO", nic_ok ? "ok" : "NO", b[0].gpu, b[0].nic, b[0].cpus,
                    b[0].where, why);
         }
+#undef TASK_GPU
         pt_topo_free(&t);
+    }
+    /* NVLink pairs {0,4} {1,5} {2,6} {3,7}: tasks 0..7 on GPUs 0,4,1,5,2,6,3,7,
+     * so ranks 2k and 2k+1 share a pair as the planner's islands of 2 ranks
+     * assume */
+    {
+        char path[1024];
+        snprintf(path, sizeof path, "%s/tests/topo/pairs8-strided.xml", top);
+        pt_topo t;
+        int got[8], ok = pt_topo_load_hwloc(&t, path) == 0, loaded = ok;
+        for (int i = 0; ok && i < 8; i++) {
+            pt_spank_binding bb;
+            pt_error e2;
+            ok = pt_spank_bind_compute(&t, t.hw, NULL, i, 8, &bb, &e2) == 0;
+            got[i] = bb.gpu;
+        }
+        static const int want[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+        tap_ok(ok && !memcmp(got, want, sizeof want), "pairs8-strided: tasks 0..7 bound to GPUs 0,4,1,5,2,6,3,7 "
+               "(NVLink pairs on consecutive tasks)");
+        if (loaded) pt_topo_free(&t);
     }
     pt_spank_binding b;
     pt_error err;
@@ -560,6 +691,152 @@ static void test_binding(void)
            "binding: 4 tasks on 2 CPUs share them two by two (task 3: %s)", b.cpus);
 }
 
+/* --ptrain-energy and its ptrain.conf limits; the NVML restriction the
+ * plugin lifts and restores, against tests/energy/fake_nvml.so. */
+static void fake_put(const char *dir, const char *name, const char *text)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+}
+
+static void fake_get(const char *dir, const char *name, char *out, size_t len)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "r");
+    out[0] = '\0';
+    if (f) {
+        size_t n = fread(out, 1, len - 1, f);
+        out[n] = '\0';
+        fclose(f);
+    }
+    if (!strcmp(name, "log")) unlink(p);
+    for (char *c = out; *c; c++)
+        if (*c == '\n') *c = ';';
+}
+
+static void test_energy(void)
+{
+    pt_spank_conf c;
+    pt_error err = {""};
+    int lv = -1;
+    if (mkdir(tmpdir, 0700) != 0) { /* test_conf's directory, removed at its end */
+        tap_ok(0, "mkdir %s", tmpdir);
+        return;
+    }
+    pt_spank_conf_default(&c);
+    tap_ok(c.energy == PT_SPANK_ENERGY_PLAN && c.gpu_clock_mhz[1] == 0,
+           "the default allows --ptrain-energy up to plan, any clock");
+    const char *ok_levels[] = {"off", "report", "plan"};
+    int all = 1;
+    for (int i = 0; i < 3; i++) all &= pt_spank_parse_energy_opt(&c, "--ptrain-energy", ok_levels[i], &lv, &err) == 0 &&
+                                         lv == i;
+    tap_ok(all, "--ptrain-energy=off, report, plan accepted by default");
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv, &err) == -1 &&
+               strstr(err.text, "ptrain: --ptrain-energy=apply is not allowed on this cluster (allowed: off,report,plan;"),
+           "--ptrain-energy=apply refused by default, naming what is allowed: %s", err.text);
+    tap_ok(pt_spank_parse_energy_opt(&c, "PTRAIN_ENERGY", "max", &lv, &err) == -1 &&
+               strstr(err.text, "PTRAIN_ENERGY='max' is invalid (valid: off, report, plan, apply)"),
+           "PTRAIN_ENERGY=max refused: %s", err.text);
+    /* random ranges through ptrain.conf and the plugstack arguments */
+    double lo = 300 + (double)rnd(1000), hi = lo + (double)rnd(2000);
+    char text[512];
+    snprintf(text, sizeof text, "energy = \"apply\";\ngpu_clock_mhz = [%g, %g];\ncpu_clock_mhz = [%g.5, %g.0];\n", lo, hi,
+             lo, hi + 1);
+    tap_ok(pt_spank_conf_load(write_conf("e.conf", text), &c, &err) == 0 && c.energy == PT_SPANK_ENERGY_APPLY &&
+               c.gpu_clock_mhz[0] == lo && c.gpu_clock_mhz[1] == hi && c.cpu_clock_mhz[0] == lo + 0.5 &&
+               c.cpu_clock_mhz[1] == hi + 1,
+           "ptrain.conf energy = \"apply\", gpu_clock_mhz = [%g, %g], cpu_clock_mhz: loaded (%s)", lo, hi, err.text);
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv, &err) == 0 && lv == PT_SPANK_ENERGY_APPLY,
+           "... then --ptrain-energy=apply is allowed");
+    const struct { const char *text, *must; } bad[] = {
+        {"energy = \"max\";\n", "e.conf:1: energy must be one of"},
+        {"energy = 3;\n", "e.conf:1: energy must be one of"},
+        {"\ngpu_clock_mhz = [2000, 1000];\n", "e.conf:2: gpu_clock_mhz must be [min, max]"},
+        {"cpu_clock_mhz = [1000];\n", "cpu_clock_mhz must be [min, max]"},
+        {"gpu_clock_mhz = \"fast\";\n", "gpu_clock_mhz must be [min, max]"},
+        {"gpu_clock_mhz = [0, 100];\n", "gpu_clock_mhz must be [min, max]"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pt_spank_conf before = c;
+        tap_ok(pt_spank_conf_load(write_conf("e.conf", bad[i].text), &c, &err) == -1 && strstr(err.text, bad[i].must) &&
+                   c.energy == before.energy && c.gpu_clock_mhz[0] == before.gpu_clock_mhz[0],
+               "ptrain.conf %.*s refused, nothing changed: %s", (int)strcspn(bad[i].text + (bad[i].text[0] == '\n'), "\n"),
+               bad[i].text + (bad[i].text[0] == '\n'), err.text);
+    }
+    pt_spank_conf_default(&c);
+    tap_ok(pt_spank_conf_arg("energy=report", &c, &err) == 0 && c.energy == PT_SPANK_ENERGY_REPORT &&
+               pt_spank_conf_arg("gpu_clock_mhz=1100-1980", &c, &err) == 0 && c.gpu_clock_mhz[0] == 1100 &&
+               c.gpu_clock_mhz[1] == 1980 && pt_spank_conf_arg("cpu_clock_mhz=1200-3000.5", &c, &err) == 0 &&
+               c.cpu_clock_mhz[1] == 3000.5,
+           "plugstack energy=report gpu_clock_mhz=1100-1980 cpu_clock_mhz=1200-3000.5 (%s)", err.text);
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "plan", &lv, &err) == -1 && strstr(err.text, "allowed: off,report;"),
+           "... then plan is refused: %s", err.text);
+    tap_ok(pt_spank_conf_arg("gpu_clock_mhz=fast", &c, &err) == -1 &&
+               strstr(err.text, "plugstack gpu_clock_mhz='fast' is invalid (valid: MIN-MAX in MHz") && c.gpu_clock_mhz[0] == 1100,
+           "plugstack gpu_clock_mhz=fast refused: %s", err.text);
+    tap_ok(pt_spank_conf_arg("energy=all", &c, &err) == -1 && strstr(err.text, "'all' is invalid"),
+           "plugstack energy=all refused: %s", err.text);
+
+    /* the restriction, through the stand-in NVML */
+    const char *bd = getenv("top_builddir");
+    char lib[1024], nv[300], log[1024], st[64];
+    snprintf(lib, sizeof lib, "%s/tests/energy/.libs/fake_nvml.so", bd ? bd : ".");
+    if (access(lib, R_OK) != 0) {
+        tap_ok(0, "the stand-in NVML %s is built", lib);
+        return;
+    }
+    snprintf(nv, sizeof nv, "%s/nvml", tmpdir);
+    mkdir(nv, 0755);
+    setenv("PTRAIN_NVML_LIBRARY", lib, 1);
+    setenv("FAKE_NVML_DIR", nv, 1);
+    fake_put(nv, "count", "2\n");
+    fake_put(nv, "root", "1\n");
+    int was = -1;
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == 0 && was == 1,
+           "as root: GPU 0000:08:00.0's restriction lifted (it was on): %s", err.text);
+    fake_get(nv, "restricted.1", st, sizeof st);
+    fake_get(nv, "log", log, sizeof log);
+    char r0[64];
+    fake_get(nv, "restricted.0", r0, sizeof r0);
+    tap_ok(!strcmp(st, "0;") && !strcmp(log, "init;restriction 1 0;shutdown;") && r0[0] == '\0',
+           "... that GPU's only (restricted.1 '%s', GPU 0 untouched; calls %s)", st, log);
+    tap_ok(pt_spank_nvml_restore("0000:08:00.0", was, &err) == 0, "restored at task exit: %s", err.text);
+    fake_get(nv, "restricted.1", st, sizeof st);
+    fake_get(nv, "log", log, sizeof log);
+    tap_ok(!strcmp(st, "1;") && !strcmp(log, "init;reset_app 1;reset_locked 1;restriction 1 1;shutdown;"),
+           "... clocks reset and the restriction back (%s)", log);
+    fake_put(nv, "restricted.1", "0\n");
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == 0 && was == 0 &&
+               pt_spank_nvml_restore("0000:08:00.0", was, &err) == 0,
+           "a GPU already unrestricted stays so");
+    fake_get(nv, "log", log, sizeof log);
+    tap_ok(!strstr(log, "restriction"), "... no restriction call either way (%s)", log);
+    char p[512];
+    snprintf(p, sizeof p, "%s/root", nv);
+    unlink(p);
+    fake_put(nv, "restricted.1", "1\n");
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == -1 &&
+               strstr(err.text, "cannot lift the application-clock restriction of GPU 0000:08:00.0") &&
+               strstr(err.text, "not permitted"),
+           "not root: refused in one line: %s", err.text);
+    tap_ok(pt_spank_nvml_unrestrict("0000:3b:00.0", &was, &err) == -1 && strstr(err.text, "no device '0000:3b:00.0'"),
+           "a GPU NVML does not have: %s", err.text);
+    setenv("PTRAIN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == -1 && strstr(err.text, "cannot load") &&
+               pt_spank_nvml_restore("0000:08:00.0", 1, &err) == -1,
+           "no NVML: both refuse in one line: %s", err.text);
+    unsetenv("PTRAIN_NVML_LIBRARY");
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+    if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
+}
+
 int main(void)
 {
     const char *s = getenv("PTRAIN_TEST_SEED");
@@ -568,8 +845,10 @@ int main(void)
     tap_diag("seed %llu", (unsigned long long)seed);
     test_tasks_per_node();
     test_first_host();
+    test_hostlist();
     test_port();
     test_conf();
     test_binding();
+    test_energy();
     return tap_done();
 }

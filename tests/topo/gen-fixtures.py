@@ -246,3 +246,14 @@ machine("cpu2s.xml", "cpu2s", "Intel(R) Xeon(R) Platinum 8380 CPU @ 2.30GHz", 2,
 machine("h100-vm.xml", "h100-vm", "Intel(R) Xeon(R) Platinum 8480+", 1, 1, 16, 1, [int(4.6 * GiB)],
         [[("hb", [("vmgpu", G4 * 2, 0x2330), ("opencl", "NVIDIA H100 80GB HBM3")])]],
         lambda g: [])
+
+# 6. pairs8's machine with its NVLink bridges between GPUs i and i+4 (the
+#    two sockets' GPUs joined pairwise): the islands {0,4} {1,5} {2,6}
+#    {3,7} are not contiguous in PCI order, so the planner and the plugin's
+#    binding lay tasks out in island order (0,4,1,5,...) to keep an NVLink
+#    pair on consecutive ranks.
+strided_bw = lambda i, j: rnd.randint(183000, 185000) if i % 4 == j % 4 else rnd.randint(14500, 15500)
+machine("pairs8-strided.xml", "pairs8s", "Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz", 2, 1, 20, 2,
+        [384 * GiB, 384 * GiB],
+        [[("hb", [swp(True)]), ("hb", [swp(False)])], [("hb", [swp(True)]), ("hb", [swp(False)])]],
+        lambda g: [("PtrainGPUBandwidth", "gpu", [x[1] for x in g], matrix(8, strided_bw))])

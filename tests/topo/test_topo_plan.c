@@ -49,6 +49,20 @@ int main(void)
         tap_ok(0, "pairs8 loads");
         tap_ok(0, "pairs8 loads");
     }
+    /* NVLink pairs between GPUs i and i+4: not contiguous in PCI order; in
+     * island order (0,4,1,5,...) they are islands of 2 ranks at 184 GB/s */
+    if (!load(&t, "pairs8-strided.xml")) {
+        int order[8], n = pt_topo_device_order(&t, order, 8);
+        static const int want[8] = {0, 4, 1, 5, 2, 6, 3, 7};
+        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
+        tap_ok(n == 8 && !memcmp(order, want, sizeof want) && rc == 0 && isl == 2 &&
+                   hw.gbps[PT_NET_ISLAND] > 100 && hw.gbps[PT_NET_NODE] < 20,
+               "pairs8-strided: devices in island order 0,4,1,5,...; islands of 2 ranks, island %.1f GB/s, node %.1f",
+               hw.gbps[0], hw.gbps[1]);
+        pt_topo_free(&t);
+    } else {
+        tap_ok(0, "pairs8-strided loads");
+    }
     if (!load(&t, "dgx8-nvswitch.xml")) {
         int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
         tap_ok(rc == 0 && isl == 0 && near(hw.mem_bytes, 80e9) && hw.gbps[PT_NET_ISLAND] == hw.gbps[PT_NET_NODE],
@@ -235,6 +249,75 @@ int main(void)
         unlink(path);
         tap_ok(ok, "XML: gemm_gflops, gemm_fit, the ring step's latency and bandwidth and the pair allreduces "
                "round-trip");
+        /* each collective kind's fit: round-trips through JSON and XML and
+         * becomes pt_hw's per-kind alpha and busbw on the links the probe
+         * spanned (one node of CPU ranks: island and node), the class's
+         * figures (0) elsewhere; each figure marked measured or estimate */
+        {
+            pt_topo v = t;
+            v.net.coll_bytes[0] = 256 << 10;
+            v.net.coll_bytes[1] = 2 << 20;
+            for (int k = 0; k < PT_TOPO_COLL_N; k++) {
+                v.net.coll_busbw[k] = 0.125 * (k + 1); /* exact in %.9g and JSON */
+                v.net.coll_lat_us[k] = 10.0 * (k + 1);
+                v.net.coll_time_us[k][0] = 100.0 + k;
+                v.net.coll_time_us[k][1] = 900.0 + k;
+            }
+            v.net.coll_busbw[4] = 0; /* a kind the probe could not fit */
+            int same = 1;
+            js = NULL;
+            ok = pt_topo_to_json(&v, &js) == PT_OK && strstr(js, "\"collectives\"") &&
+                 pt_topo_from_json(&u, js, "coll.json") == PT_OK;
+            if (ok) {
+                same = u.net.coll_bytes[0] == 256 << 10 && u.net.coll_bytes[1] == 2 << 20;
+                for (int k = 0; k < PT_TOPO_COLL_N; k++)
+                    same &= u.net.coll_busbw[k] == v.net.coll_busbw[k] && u.net.coll_lat_us[k] == v.net.coll_lat_us[k] &&
+                            u.net.coll_time_us[k][1] == v.net.coll_time_us[k][1];
+                pt_topo_free(&u);
+            }
+            free(js);
+            char xp[] = "/tmp/ptrain-topo-coll-XXXXXX";
+            fd = mkstemp(xp);
+            x = NULL;
+            int xok = fd >= 0 && pt_topo_to_xml(&v, &x) == PT_OK && write(fd, x, strlen(x)) == (ssize_t)strlen(x);
+            if (fd >= 0) close(fd);
+            if (xok && pt_topo_load_hwloc(&u, xp) == PT_OK) {
+                for (int k = 0; k < PT_TOPO_COLL_N; k++)
+                    xok &= u.net.coll_busbw[k] == v.net.coll_busbw[k] && u.net.coll_lat_us[k] == v.net.coll_lat_us[k] &&
+                           u.net.coll_time_us[k][0] == v.net.coll_time_us[k][0];
+                xok &= u.net.coll_bytes[1] == 2 << 20;
+                pt_topo_free(&u);
+            } else {
+                xok = 0;
+            }
+            free(x);
+            unlink(xp);
+            tap_ok(ok && same && xok, "JSON and XML: each collective kind's alpha, busbw and times round-trip");
+            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0;
+            for (int k = 0; ok && k < PT_KIND_N; k++) {
+                const double want = k == 4 ? 0 : 0.125 * (k + 1);
+                ok = near(hw.coll_gbps[k][PT_NET_ISLAND] + 1, want + 1) && near(hw.coll_gbps[k][PT_NET_NODE] + 1, want + 1) &&
+                     hw.coll_gbps[k][PT_NET_INTER] == 0 &&
+                     near(hw.coll_lat_s[k][PT_NET_NODE] + 1, (k == 4 ? 0 : 10e-6 * (k + 1)) + 1);
+            }
+            ok = ok && strstr(note, "collectives on the intra-node links (measured") && strstr(note, "allgather 0.375 GB/s");
+            if (!ok) tap_diag("note: %s", note);
+            tap_ok(ok, "per-kind fit -> pt_hw.coll_gbps / coll_lat_s on the island and node links of a one-node probe "
+                       "(allgather %g GB/s), none on the network, none for the kind not fitted", hw.coll_gbps[2][PT_NET_NODE]);
+            v.net.nnodes = 2;
+            v.net.inter_gbps = 2;
+            ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                 near(hw.coll_gbps[2][PT_NET_INTER], 0.375) && hw.coll_gbps[2][PT_NET_NODE] == 0;
+            pt_topo_hw_override ovn = {8, 0, 0};
+            ok = ok && pt_topo_plan_hw(&v, 2, &ovn, &hw, &isl, note, sizeof note, &err) == 0 &&
+                 hw.coll_gbps[2][PT_NET_INTER] == 0 && near(hw.coll_lat_s[2][PT_NET_INTER], 30e-6);
+            tap_ok(ok, "per-kind fit of a two-node probe: the network's kinds, not the node's; an inter_gbps override "
+                       "wins over their bandwidth, not their alpha");
+            v.net.measured = 0;
+            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.coll_gbps[0][PT_NET_NODE] == 0 &&
+                 strstr(note, "collectives: every kind at its link class's bandwidth and latency (estimate");
+            tap_ok(ok, "no probe: every kind at its class's figures, marked estimate");
+        }
         /* a file from before (no gemm_fit, no ring step) loads and plans
          * with the one-size rate and the ping-pong latency */
         t.gemm_rinf_gflops = t.gemm_n_half = 0;
@@ -277,6 +360,83 @@ int main(void)
         g[2] = -1;
         tap_ok(pt_topo_gemm_fit(rows, g, 4, &rinf, &nh, &err) < 0 && strstr(err.text, "point 2"),
                "gemm fit: a negative rate refused: %s", err.text);
+    }
+    /* the one loader: a path, a bad path (an error, or a warning and the
+     * hwloc fallback), and the cluster builder over two node models */
+    {
+        char path[1200], notes[1024] = "";
+        int from = -1;
+        pt_topo a, b;
+        snprintf(path, sizeof path, "%s/tests/topo/dgx8-nvswitch.xml", dir);
+        int ok = pt_topo_plan_load(path, "--topology", 0, &a, &from, NULL, 0, &err) == 0 && from == PT_TOPO_FROM_PATH &&
+                 a.ngpus == 8;
+        snprintf(path, sizeof path, "%s/tests/topo/no-such-model.json", dir);
+        pt_topo x;
+        ok = ok && pt_topo_plan_load(path, "--topology", 0, &x, &from, NULL, 0, &err) < 0 && strstr(err.text, "no-such-model") &&
+             from == PT_TOPO_FROM_NONE;
+        tap_ok(ok, "loader: a model file loads (8 GPUs); a missing one is one line: %s", err.text);
+        unsetenv("PTRAIN_TOPOLOGY");
+        int rc = pt_topo_plan_load(path, "topology", PT_TOPO_LOAD_FALLBACK | PT_TOPO_LOAD_ESTIMATES | PT_TOPO_LOAD_WARN, &x,
+                                   &from, notes, sizeof notes, &err);
+        tap_ok(rc == 0 && (from == PT_TOPO_FROM_HWLOC || from == PT_TOPO_FROM_NONE) &&
+                   strstr(notes, "ptrain: warning: cannot load the node model topology=") &&
+                   strstr(notes, "planning from this node's hwloc model"),
+               "loader with fallback: a warning, then this node's hwloc model (%s)", notes);
+        if (from != PT_TOPO_FROM_NONE) pt_topo_free(&x);
+        snprintf(path, sizeof path, "%s/tests/topo/gpu4-pcie.xml", dir);
+        ok = ok && pt_topo_plan_load(path, NULL, 0, &b, &from, NULL, 0, &err) == 0;
+        const pt_topo *models[2] = {&a, &b};
+        const char *names[2] = {"dgx8", "gpu4"};
+        int kind_of[3] = {0, 1, 1}, tasks[3] = {8, 4, 4};
+        pt_plan_machine m;
+        ok = ok && pt_plan_machine_build(&m, 2, models, names, kind_of, tasks, 3, NULL, 7, &err) == 0;
+        pt_hw ha, hb;
+        int ia, ib;
+        pt_topo_plan_hw(&a, 8, NULL, &ha, &ia, NULL, 0, &err);
+        pt_topo_plan_hw(&b, 4, NULL, &hb, &ib, NULL, 0, &err);
+        ok = ok && m.cluster.nkinds == 2 && m.cluster.nnodes == 3 && m.cluster.kind_of[2] == 1 &&
+             near(m.cluster.kinds[0].hw.gbps[PT_NET_NODE], ha.gbps[PT_NET_NODE]) &&
+             near(m.cluster.hw.gbps[PT_NET_NODE], hb.gbps[PT_NET_NODE] < ha.gbps[PT_NET_NODE] ? hb.gbps[PT_NET_NODE]
+                                                                                             : ha.gbps[PT_NET_NODE]) &&
+             near(m.cluster.hw.lat_s[PT_NET_INTER], 7e-6) && strstr(m.note, "[gpu4] intra-node");
+        tap_ok(ok, "machine: two node models are two kinds, each at its own rates, hw the slowest figures (node link "
+                   "%g GB/s), the notes per kind", m.cluster.hw.gbps[PT_NET_NODE]);
+        pt_plan_machine_free(&m);
+        int one[2] = {0, 0}, t2[2] = {8, 8};
+        ok = pt_plan_machine_build(&m, 2, models, names, one, t2, 2, NULL, 0, &err) == 0 && m.cluster.nkinds == 0 &&
+             near(m.cluster.hw.gbps[PT_NET_NODE], ha.gbps[PT_NET_NODE]) && m.cluster.island_ranks == ia &&
+             !strstr(m.note, "[dgx8]");
+        tap_ok(ok, "machine: nodes of one kind are the cluster of identical nodes (no kinds)");
+        pt_plan_machine_free(&m);
+        int badk[1] = {3};
+        tap_ok(pt_plan_machine_build(&m, 2, models, names, badk, t2, 1, NULL, 0, &err) < 0 && strstr(err.text, "kind 3"),
+               "machine: a node of an unknown kind refused: %s", err.text);
+        pt_topo_free(&a);
+        pt_topo_free(&b);
+    }
+    /* FILE[:COUNT], as ptrain-plan and ptrain-run read --topology */
+    {
+        char path[32];
+        int count = -1;
+        int ok = pt_topo_plan_arg_parse("--topology", "a.xml:12", path, sizeof path, &count, &err) == 0 &&
+                 !strcmp(path, "a.xml") && count == 12;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "b.json", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "b.json") && count == 0;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "c:d.xml") && count == 0;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml:3", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "c:d.xml") && count == 3;
+        ok = ok && pt_topo_plan_arg_parse("--topology", "e.xml:", path, sizeof path, &count, &err) == 0 &&
+             !strcmp(path, "e.xml:") && count == 0;
+        tap_ok(ok, "topology argument: FILE:COUNT splits at the last ':' before digits, a ':' of the path stays");
+        const char *bad[] = {"a.xml:0", ":3", "a.xml:1048577", "a.xml:99999999999999999999"};
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+            tap_ok(pt_topo_plan_arg_parse("--topology", bad[i], path, sizeof path, &count, &err) < 0 &&
+                       strstr(err.text, bad[i]) && strstr(err.text, "COUNT nodes 1..1048576"),
+                   "topology argument '%s' refused in one line: %s", bad[i], err.text);
+        tap_ok(pt_topo_plan_arg_parse("--topology", "a-path-longer-than-the-buffer.xml:2", path, sizeof path, &count,
+                                      &err) < 0 && strstr(err.text, "longer than 31 bytes"),
+               "topology argument: a path too long for the buffer refused: %s", err.text);
     }
     return tap_done();
 }

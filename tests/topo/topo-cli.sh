@@ -89,4 +89,37 @@ if command -v jq >/dev/null 2>&1; then
     check "ptrain-topo(1) documents every JSON field${undoc:+ (missing:$undoc)}" [ -n "$keys" -a -z "$undoc" ]
 fi
 
+# --energy: what this machine can measure and set, here from fake sysfs trees
+# (PTRAIN_SYSFS_ROOT) and the stand-in NVML; nothing is set
+fake="$top_builddir/tests/energy/.libs/fake_nvml.so"
+er=$tmp/energy
+mkdir -p "$er/sys/class/powercap/intel-rapl:0" "$er/sys/class/powercap/intel-rapl:0:0" "$er/nvml" \
+    "$er/sys/devices/system/cpu/cpu0/cpufreq"
+echo package-0 >"$er/sys/class/powercap/intel-rapl:0/name"
+echo 123456 >"$er/sys/class/powercap/intel-rapl:0/energy_uj"
+echo 262143328850 >"$er/sys/class/powercap/intel-rapl:0/max_energy_range_uj"
+echo core >"$er/sys/class/powercap/intel-rapl:0:0/name"
+echo 17 >"$er/sys/class/powercap/intel-rapl:0:0/energy_uj"
+echo schedutil >"$er/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
+echo 2400000 >"$er/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq"
+echo 4242 >"$er/nvml/energy.0"
+rc=0
+PTRAIN_SYSFS_ROOT="$er" PTRAIN_NVML_LIBRARY="$fake" FAKE_NVML_DIR="$er/nvml" "$T" --energy >"$tmp/en" 2>&1 || rc=$?
+check "--energy lists the GPU's counter, the RAPL package (core not summed) and cpufreq (status $rc)" \
+    sh -c "[ $rc -eq 0 ] && grep -q '^    GPU0 0000:07:00.0 Fake GPU 0: energy counter readable (4.242 J' '$tmp/en' &&
+        grep -q '^    intel-rapl:0 package-0: readable (range 262143.3 J)\$' '$tmp/en' &&
+        grep -q '^    intel-rapl:0:0 core: readable (range 0.0 J) (not summed' '$tmp/en' &&
+        grep -q '^  cpufreq ($er/sys/devices/system/cpu): 1 of' '$tmp/en' &&
+        grep -q 'ptrain-run --energy auto: nvml (the rank.s GPU) + rapl' '$tmp/en'"
+check "... and changed nothing (the stand-in NVML logged no set)" sh -c "! grep -q 'locked\|app\|restriction' '$er/nvml/log'"
+rc=0
+PTRAIN_SYSFS_ROOT="$er/none" PTRAIN_NVML_LIBRARY="$er/none.so" "$T" --energy >"$tmp/en2" 2>&1 || rc=$?
+check "--energy where nothing can be measured or set says so (status $rc)" \
+    sh -c "[ $rc -eq 0 ] && grep -q '^  NVML: none (cannot load' '$tmp/en2' && grep -q '^  RAPL: none' '$tmp/en2' &&
+        grep -q 'auto: none (energy reported as null); --energy-clock auto: none settable: runs at the default clocks' '$tmp/en2'"
+rc=0
+"$T" --energy --json >"$tmp/en3" 2>&1 || rc=$?
+check "--energy with another option: one line, status 2 ($rc)" \
+    sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$tmp/en3') -eq 1 ] && grep -q 'it takes no other option' '$tmp/en3'"
+
 done_testing

@@ -44,13 +44,35 @@ ok(beta > 0 and n["fit_allreduce_bytes"] == 4 << 20
    and a >= n["intra_latency_us"]
    and (a == n["intra_latency_us"] or abs(2 * (p - 1) * a + k * n["allreduce_bytes"] * beta - n["allreduce_time_us"]) <= 1e-6 * n["allreduce_time_us"]),
    "ring step fit: t = 2(p-1) alpha + 2(p-1)/p n beta through both sizes (alpha %.1f us, %.3f GB/s)" % (a, n.get("ring_gbps", 0)))
+# each collective kind at two sizes: six kinds, times > 0, and every
+# fitted kind's line through both times (t = steps alpha + b f / busbw,
+# nccl-tests' bus factors; alpha at least the ping-pong latency, its floor)
+co = n.get("collectives", {})
+kinds = ["allreduce", "reduce_scatter", "allgather", "broadcast", "reduce", "p2p"]
+def through(k):
+    c = co[k]
+    b0, b1 = (b // 4 // p * p * 4 for b in co["bytes"])
+    f = {"allreduce": 2 * (p - 1) / p, "reduce_scatter": (p - 1) / p, "allgather": (p - 1) / p}.get(k, 1)
+    st = {"allreduce": 2 * (p - 1), "p2p": 1}.get(k, p - 1)
+    if c["busbw_gbps"] <= 0:
+        return c["time_us"][1] <= c["time_us"][0] * (1 + 1e-9)  # no growth: not fitted
+    slope = f / (c["busbw_gbps"] * 1e3)  # us per byte
+    a = c["latency_us"]
+    ok1 = abs((c["time_us"][1] - c["time_us"][0]) - (b1 - b0) * slope) <= 1e-6 * c["time_us"][1]
+    ok2 = a >= n["intra_latency_us"] * (1 - 1e-9) and (abs(a - n["intra_latency_us"]) <= 1e-9 * a or
+                                                      abs(st * a + b0 * slope - c["time_us"][0]) <= 1e-6 * c["time_us"][0])
+    return ok1 and ok2
+ok(co.get("bytes") == [256 << 10, 2 << 20] and all(k in co and min(co[k]["time_us"]) > 0 for k in kinds)
+   and all(through(k) for k in kinds),
+   "each collective kind timed at 256 KiB and 2 MiB and fitted through both (%s)" %
+   ", ".join("%s %.3g GB/s" % (k, co[k]["busbw_gbps"]) for k in kinds if k in co))
 ok(all(x["membw_gbps"] > 0 for x in d["numa"]), "every NUMA node has a measured copy bandwidth")
 ok(d["numa_gbps"][0][0] == d["numa"][0]["membw_gbps"], "NUMA matrix diagonal is the per-node bandwidth")
 g = d["gpu_probe"]
 ok(g["status"] in ("no-cuda", "no-gpu", "measured") and g["note"] != "" and (g["status"] != "measured" or len(d["gpus"]) > 0),
    "GPU probe says why it is absent: " + d["gpu_probe"]["note"])
 PY
-tap_n=$((tap_n + 9))
+tap_n=$((tap_n + 10))
 
 # 4 ranks: the pair allreduces (idle: every rank in a pair; busy: half the
 # pairs while the others compute), which 2 ranks cannot have

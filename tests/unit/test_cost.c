@@ -308,13 +308,13 @@ int main(void)
             const int grp = v == 0 ? PT_GRP_TP : PT_GRP_PP;
             ok = ok && c0.t_comm[grp] > 0 && c0.lat_steps[grp] > 0 && c0.t_comm[PT_GRP_SYNC] > 0;
             for (int g = 0; ok && g < PT_GRP_N; g++) {
-                const double want = c0.t_comm[g] + (g == PT_GRP_PP ? c0.lat_steps[g] * 1e-3 : 0);
+                const double want = c0.t_comm[g] + (g == PT_GRP_PP ? c0.sub_msgs[PT_SUB_PP] * 1e-3 : 0);
                 ok = fabs(c1.t_comm[g] - want) <= 1e-12 * (want + 1e-30) && c1.bytes[g] == c0.bytes[g];
             }
             ok = ok && c1.t_compute == c0.t_compute && (v == 0 ? c1.t_step == c0.t_step : c1.t_step > c0.t_step);
         }
         tap_ok(ok, "busy_delay 1 ms: pp=2 communication time + 1 ms per send, tp=2, sync and compute "
-               "unchanged (pp=2: %g sends, %.4g vs %.4g s)", c0.lat_steps[PT_GRP_PP], c1.t_step, c0.t_step);
+               "unchanged (pp=2: %g sends, %.4g vs %.4g s)", c0.sub_msgs[PT_SUB_PP], c1.t_step, c0.t_step);
         /* a pipeline of every rank (pp=2 of 2) has no rank outside its
          * sends to compute meanwhile: no delay */
         pt_plan_default(&pb);
@@ -342,5 +342,88 @@ int main(void)
     pt_cost_eval(&tm, 8, &p2, &hock, link_node, &c2h, &err);
     tap_ok(fabs(c2h.t_compute - c2.t_compute * 96.0 / 64.0) < 1e-15,
            "gemm_n_half 32 at 64 rows per GEMM: t_compute x 96/64 (%.3g vs %.3g s)", c2h.t_compute, c2.t_compute);
+
+    /* nccl-tests' bus bandwidth factors and the ring's latency steps */
+    tap_ok(pt_cost_busfactor(PT_KIND_ALLREDUCE, 4) == 1.5 && pt_cost_busfactor(PT_KIND_ALLGATHER, 4) == 0.75 &&
+               pt_cost_busfactor(PT_KIND_REDUCE_SCATTER, 4) == 0.75 && pt_cost_busfactor(PT_KIND_BROADCAST, 4) == 1 &&
+               pt_cost_busfactor(PT_KIND_REDUCE, 4) == 1 && pt_cost_busfactor(PT_KIND_P2P, 2) == 1 &&
+               pt_cost_busfactor(PT_KIND_ALLREDUCE, 1) == 0 && pt_cost_kind_steps(PT_KIND_ALLREDUCE, 4) == 6 &&
+               pt_cost_kind_steps(PT_KIND_ALLGATHER, 4) == 3 && pt_cost_kind_steps(PT_KIND_P2P, 8) == 1,
+           "busbw factors: allreduce 2(p-1)/p, allgather and reduce-scatter (p-1)/p, broadcast, reduce, p2p 1");
+    /* 1d prices its allreduces at busbw: 2(p-1)/p b, the counters' bytes,
+     * over the link's bandwidth, plus 2(p-1) alphas per call */
+    {
+        pt_plan q1;
+        pt_plan_default(&q1);
+        q1.tp = 4;
+        pt_cost c1;
+        int ok = pt_cost_eval(&tm, 8, &q1, &hw, link_node, &c1, &err) == 0;
+        const double want = c1.lat_steps[PT_GRP_TP] * hw.lat_s[PT_NET_NODE] + c1.bytes[PT_GRP_TP] / (hw.gbps[PT_NET_NODE] * 1e9);
+        tap_ok(ok && fabs(c1.t_comm[PT_GRP_TP] - want) <= 1e-12 * want && c1.sub_bytes[PT_SUB_TP] == c1.bytes[PT_GRP_TP],
+               "1d tp=4: t_comm = steps alpha + bytes / bw (%.4g vs %.4g s), all on the tp communicator",
+               c1.t_comm[PT_GRP_TP], want);
+        /* per-kind rates: allgathers 10x faster change 3d's time, not
+         * 1d's allreduces */
+        pt_hw fast = hw;
+        for (int l = 0; l < PT_NET_N; l++) fast.coll_gbps[PT_KIND_ALLGATHER][l] = 10 * hw.gbps[l];
+        pt_plan q3;
+        pt_plan_default(&q3);
+        q3.mode = PT_MODE_3D, q3.tp = 8;
+        pt_cost a, b, d, e;
+        ok = pt_cost_eval(&tm, 8, &q3, &hw, link_node, &a, &err) == 0 && pt_cost_eval(&tm, 8, &q3, &fast, link_node, &b, &err) == 0 &&
+             pt_cost_eval(&tm, 8, &q1, &fast, link_node, &d, &err) == 0;
+        tap_ok(ok && b.t_comm[PT_GRP_TP] < a.t_comm[PT_GRP_TP] && d.t_comm[PT_GRP_TP] == c1.t_comm[PT_GRP_TP] &&
+                   b.bytes[PT_GRP_TP] == a.bytes[PT_GRP_TP],
+               "per-kind rates: allgathers 10x faster cut 3d's tp time (%.4g -> %.4g s), leave 1d's allreduces (%.4g s)",
+               a.t_comm[PT_GRP_TP], b.t_comm[PT_GRP_TP], d.t_comm[PT_GRP_TP]);
+        /* each communicator on its own link: 2d rows (tp--x) on the island,
+         * the rest on the node; moving the columns (tp-x-) to the network
+         * changes only their time */
+        pt_plan q2;
+        pt_plan_default(&q2);
+        q2.mode = PT_MODE_2D, q2.tp = 4;
+        pt_cost_where w;
+        memset(&w, 0, sizeof w);
+        for (int k = 0; k < PT_SUB_N; k++) w.sub_link[k] = PT_NET_NODE;
+        w.sub_link[PT_SUB_TP_MASK(4)] = PT_NET_ISLAND;
+        ok = pt_cost_eval_at(&tm, 8, &q2, &hw, &w, &a, &err) == 0;
+        w.sub_link[PT_SUB_TP_MASK(2)] = PT_NET_INTER;
+        ok = ok && pt_cost_eval_at(&tm, 8, &q2, &hw, &w, &b, &err) == 0 &&
+             pt_cost_eval(&tm, 8, &q2, &hw, link_node, &e, &err) == 0;
+        double sum = 0;
+        for (int k = 0; k < PT_SUB_SYNC; k++) sum += a.sub_t[k];
+        tap_ok(ok && a.sub_bytes[PT_SUB_TP_MASK(4)] > 0 && a.sub_bytes[PT_SUB_TP_MASK(2)] > 0 &&
+                   fabs(a.t_comm[PT_GRP_TP] - sum) <= 1e-12 * sum && a.sub_t[PT_SUB_TP_MASK(4)] < e.sub_t[PT_SUB_TP_MASK(4)] &&
+                   a.sub_t[PT_SUB_TP_MASK(2)] == e.sub_t[PT_SUB_TP_MASK(2)] &&
+                   b.sub_t[PT_SUB_TP_MASK(4)] == a.sub_t[PT_SUB_TP_MASK(4)] &&
+                   b.sub_t[PT_SUB_TP_MASK(2)] > a.sub_t[PT_SUB_TP_MASK(2)] && b.sub_link[PT_SUB_TP_MASK(2)] == PT_NET_INTER,
+               "2d: rows on the island (%.4g s, node %.4g s), columns on the node (%.4g s) then the network (%.4g s); "
+               "tp time = the sum of its communicators'", a.sub_t[PT_SUB_TP_MASK(4)], e.sub_t[PT_SUB_TP_MASK(4)],
+               a.sub_t[PT_SUB_TP_MASK(2)], b.sub_t[PT_SUB_TP_MASK(2)]);
+        /* pipeline neighbours: stage 0 -> 1 across the network, the rest
+         * (1 -> 0 of the interleaved wrap) on the island; per-stage rates:
+         * stage 1 at half the GEMM rate takes twice stage 0's time */
+        pt_plan qp;
+        pt_plan_default(&qp);
+        qp.pp = 2, qp.microbatches = 2;
+        int nx[2] = {PT_NET_INTER, PT_NET_ISLAND};
+        pt_hw st[2] = {hw, hw};
+        st[1].gemm_gflops = hw.gemm_gflops / 2;
+        for (int k = 0; k < PT_SUB_N; k++) w.sub_link[k] = PT_NET_ISLAND;
+        w.pp_next = nx;
+        ok = pt_cost_eval_at(&tm, 8, &qp, &hw, &w, &a, &err) == 0;
+        w.pp_next = NULL;
+        w.sub_link[PT_SUB_PP] = PT_NET_INTER;
+        ok = ok && pt_cost_eval_at(&tm, 8, &qp, &hw, &w, &b, &err) == 0;
+        w.stage_hw = st;
+        ok = ok && pt_cost_eval_at(&tm, 8, &qp, &hw, &w, &d, &err) == 0;
+        const double send = 4.0 * 4 * 32 * 64; /* one [Bl=4, T=32, C=64] activation */
+        tap_ok(ok && a.sub_link[PT_SUB_PP] == PT_NET_INTER &&
+                   fabs(a.sub_t[PT_SUB_PP] - 2 * (hw.lat_s[PT_NET_INTER] + send / (hw.gbps[PT_NET_INTER] * 1e9))) < 1e-15 &&
+                   b.sub_t[PT_SUB_PP] == a.sub_t[PT_SUB_PP] && d.t_compute > 1.99 * b.t_compute &&
+                   d.t_compute < 2.01 * b.t_compute,
+               "pp: each send on its neighbour link (%.4g s for 2 sends over the network); a stage at half the GEMM "
+               "rate takes twice the time (%.4g vs %.4g s)", a.sub_t[PT_SUB_PP], d.t_compute, b.t_compute);
+    }
     return tap_done();
 }

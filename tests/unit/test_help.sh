@@ -2,7 +2,8 @@
 # --help of the C tools lists every long option of their getopt tables
 # (read from the sources, so a new option missing from --help fails), and
 # ptrain-run's is grouped by topic with each pipeline/ZeRO option under
-# "Plan and parallelism".
+# "Plan and parallelism".  Every tool (and ptrain-plot) answers --help and
+# -h with a usage on stdout and refuses an unknown option in one line.
 . "$top_srcdir/tests/lib.sh"
 workdir
 nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
@@ -25,6 +26,23 @@ for tool in ptrain-run ptrain-data ptrain-topo ptrain-ckpt ptrain-plan; do
         grep -q -- "--$o\([^a-z0-9-]\|\$\)" "$wd/$tool.help" || missing="$missing --$o"
     done <"$wd/$tool.opts"
     check "$tool --help names every long option${missing:+ (missing:$missing)}" [ -z "$missing" ]
+done
+# every tool, ptrain-plot included: --help and -h print a usage line on
+# stdout with status 0 and nothing on stderr; an unknown option is refused
+# with status 2 and one line on stderr naming it
+for tool in ptrain-run ptrain-data ptrain-topo ptrain-ckpt ptrain-plan ptrain-plot; do
+    for h in --help -h; do
+        rc=0
+        env "$nolsan" "$top_builddir/$tool" $h >"$wd/out" 2>"$wd/err" </dev/null || rc=$?
+        check "$tool $h exits 0 (status $rc)" [ "$rc" -eq 0 ]
+        check "$tool $h prints a usage line" grep -q '^usage: ' "$wd/out"
+        check "$tool $h prints nothing on stderr" [ ! -s "$wd/err" ]
+    done
+    rc=0
+    env "$nolsan" "$top_builddir/$tool" --no-such-option >"$wd/out" 2>"$wd/err" </dev/null || rc=$?
+    check "$tool --no-such-option exits 2 (status $rc)" [ "$rc" -eq 2 ]
+    check "$tool --no-such-option: one line on stderr ($(wc -l <"$wd/err") lines)" [ "$(wc -l <"$wd/err")" -eq 1 ]
+    check "$tool --no-such-option: the line names it" grep -q -- "--no-such-option" "$wd/err"
 done
 # negative control: the check would see an option that is not there
 grep -q -- "--no-such-option" "$wd/ptrain-run.help" && not_ok "control: an absent option is not found" ||

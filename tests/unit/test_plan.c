@@ -25,7 +25,8 @@ static unsigned rnd(unsigned n) /* uniform-ish in [0, n) */
 static const char *plan_vars[] = {
     "PTRAIN_MODE", "PTRAIN_DP", "PTRAIN_PP", "PTRAIN_TP", "PTRAIN_TP_DEPTH", "PTRAIN_SP",
     "PTRAIN_ZERO", "PTRAIN_MICROBATCHES", "PTRAIN_SCHEDULE", "PTRAIN_VIRTUAL_STAGES",
-    "PTRAIN_PP_SPLIT", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD", "PTRAIN_PRECISION", "PTRAIN_RANK_ORDER", "PTRAIN_PLAN",
+    "PTRAIN_PP_SPLIT", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD", "PTRAIN_PRECISION", "PTRAIN_RANK_ORDER", "PTRAIN_TP_ORDER",
+    "PTRAIN_PLAN",
 };
 #define N_VARS (sizeof plan_vars / sizeof plan_vars[0])
 
@@ -57,6 +58,7 @@ static int same_plan(const pt_plan *a, const pt_plan *b)
            a->tp_depth == b->tp_depth && a->sp == b->sp && a->zero == b->zero &&
            a->microbatches == b->microbatches && a->ckpt_act == b->ckpt_act &&
            a->offload == b->offload && strcmp(a->rank_order, b->rank_order) == 0 &&
+           strcmp(a->tp_order, b->tp_order) == 0 &&
            a->schedule == b->schedule && a->virtual_stages == b->virtual_stages &&
            a->pp_split_n == b->pp_split_n &&
            memcmp(a->pp_split, b->pp_split, sizeof(int) * (size_t)a->pp_split_n) == 0;
@@ -91,6 +93,8 @@ static void test_env_round_trip(void)
         for (int i = 0; i < p.pp_split_n; i++) p.pp_split[i] = 1 + (int)rnd(rnd(2) ? 9 : 4096);
         p.offload = (int)rnd(2);
         random_order(p.rank_order);
+        static const char *tpo[] = {"012", "021", "102", "120", "201", "210"};
+        memcpy(p.tp_order, tpo[rnd(6)], 4);
         clear_env();
         struct seen s;
         memset(&s, 0, sizeof s);
@@ -524,7 +528,7 @@ static void test_rank(void)
  * fits its shape, and a depth is for 2.5d only. */
 static void test_request_check(void)
 {
-    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE)};
+    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE), 0, PT_MIXED_ADAPT};
     pt_plan req;
     pt_error err = {""};
     pt_plan_default(&req);
@@ -654,6 +658,60 @@ static void test_coords(void)
     tap_ok(fastest, "the right-most letter of rank_order varies fastest; tp varies fastest "
            "inside the T block");
     tap_ok(out_of_range, "ranks outside the grid are refused");
+
+    /* the tp grid's axes inside the T block, in tp_order (right-most
+     * fastest): tp_rank stays the canonical (c0 dims1 + c1) dims2 + c2 */
+    static const char *tpo[] = {"012", "021", "102", "120", "201", "210"};
+    int placed = 1, n = 0;
+    for (int trial = 0; trial < 40; trial++) {
+        pt_plan p;
+        pt_plan_default(&p);
+        int kind = (int)rnd(3), q = 1 + (int)rnd(3), d = 1 + (int)rnd(3);
+        p.mode = kind == 0 ? PT_MODE_2D : kind == 1 ? PT_MODE_2P5D : PT_MODE_3D;
+        p.tp = kind == 0 ? q * q : kind == 1 ? d * q * q : q * q * q;
+        p.tp_depth = kind == 1 ? d : 1;
+        p.dp = 1 + (int)rnd(3);
+        p.pp = 1 + (int)rnd(3);
+        memcpy(p.rank_order, perms[rnd(6)], 4);
+        int dims[3];
+        if (pt_plan_tp_dims(&p, dims, NULL) < 0) continue;
+        for (int o = 0; o < 6; o++) {
+            memcpy(p.tp_order, tpo[o], 4);
+            int world = p.dp * p.pp * p.tp, prev = -1, dd, pp, t, sp;
+            for (int r = 0; r < world; r++) {
+                if (pt_plan_coords(&p, r, &dd, &pp, &t, &sp) != 0) {
+                    placed = 0;
+                    continue;
+                }
+                /* the position of r in its T block, decoded by hand */
+                int pos = -1, sz = 1;
+                for (int i = 2; i >= 0; i--) {
+                    char a = p.rank_order[i];
+                    int size = a == 'D' ? p.dp : a == 'P' ? p.pp : p.tp;
+                    if (a == 'T') pos = r / sz % size;
+                    sz *= size;
+                }
+                int c[3] = {t / (dims[1] * dims[2]), t / dims[2] % dims[1], t % dims[2]}, want = 0;
+                for (int i = 0; i < 3; i++) want = want * dims[tpo[o][i] - '0'] + c[tpo[o][i] - '0'];
+                if (want != pos) placed = 0;
+                (void)prev;
+            }
+            n++;
+        }
+    }
+    tap_ok(placed, "tp_order lays the tp grid's axes out in the T block, right-most fastest, tp_rank canonical "
+           "(%d plans of 2d, 2.5d, 3d)", n);
+    pt_plan p;
+    pt_plan_default(&p);
+    memcpy(p.tp_order, "011", 4);
+    pt_error e;
+    tap_ok(pt_plan_validate(&p, 1, &e) < 0 && strstr(e.text, "tp order '011'") &&
+               pt_plan_coords(&p, 0, NULL, NULL, NULL, NULL) == -1,
+           "tp order 011 refused: %s", e.text);
+    char out[4];
+    tap_ok(pt_plan_tp_order_parse("--tp-order", "12", out, &e) < 0 && strstr(e.text, "invalid --tp-order '12'") &&
+               pt_plan_tp_order_parse("--tp-order", "201", out, &e) == 0 && !strcmp(out, "201"),
+           "tp order text: 201 parsed, 12 refused: %s", e.text);
 }
 
 /* Each pipeline/ZeRO/recompute misfit that needs no model: one line

@@ -14,7 +14,9 @@
 #  - every key stays inside the picture: the keys sit right of the plots in
 #    a picture 900 pixels wide, so "validation loss" was cut to
 #    "validation lo" (the demo's plot) and long run names lost their ends;
-#    now the picture is as wide as its longest key needs.
+#    now the picture is as wide as its longest key needs;
+#  - energy in the metrics gets a panel (joules per step, tokens per joule),
+#    null energy none.
 # The metrics are fresh random curves every run.
 . "$top_srcdir/tests/lib.sh"
 need_jq
@@ -140,7 +142,36 @@ set -- $(edge keys2.png)
 check "a ${#long}-character run name: its keys end inside the picture (width $1, last ink at x $2)" \
     [ "$2" -gt 795 -a "$2" -lt $(($1 - 4)) ]
 
-# 4. a metrics file named like an option
+# 4. energy (ptrain-run's energy_j, tok_per_j): a panel of joules per step, and
+#    tokens per joule for one file; none without them (null: not measured)
+awk -v s="$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')" 'BEGIN {
+    srand(s)
+    print "{\"type\":\"header\",\"model\":\"gpt\",\"params\":1000,\"plan\":\"dp=2\"}"
+    for (i = 1; i <= 20; i++) {
+        e = 5 + rand() * 3
+        printf "{\"type\":\"train\",\"step\":%d,\"loss\":%.4f,\"lr\":0.001,\"norm\":1,\"tok_s\":1000,\"energy_j\":%.4f,\"tok_per_j\":%.4f}\n", i, 10 - i * 0.1, e, 128 / e
+    }
+}' >energy.jsonl
+rc=0
+"$plot" -o energy.svg energy.jsonl >out 2>&1 || rc=$?
+check "metrics with energy: exit 0 ($rc), said, and the chart has joules per step and tokens per joule" \
+    sh -c "[ $rc -eq 0 ] && grep -q ', energy)\$' out && grep -q 'joules per step' energy.svg && grep -q 'tokens per joule' energy.svg"
+jq -c 'if .type == "train" then .energy_j = null | .tok_per_j = null else . end' energy.jsonl >null-energy.jsonl
+rc=0
+"$plot" -o noenergy.svg null-energy.jsonl >out 2>&1 || rc=$?
+check "metrics whose energy is null (not measured): no energy panel ($rc)" \
+    sh -c "[ $rc -eq 0 ] && ! grep -q 'energy)' out && ! grep -q 'joules per step' noenergy.svg"
+rc=0
+"$plot" -o two.svg energy.jsonl single.jsonl >out 2>&1 || rc=$?
+check "two files, one with energy: the panel has that file's curve, no tokens-per-joule axis ($rc)" \
+    sh -c "[ $rc -eq 0 ] && grep -q 'joules per step' two.svg && ! grep -q 'tokens per joule' two.svg"
+
+"$plot" -o keys3.png energy.jsonl >/dev/null 2>&1
+set -- $(edge keys3.png)
+check "one file with energy: the keys (tokens per joule too) end inside the picture (width $1, last ink at x $2)" \
+    [ "$2" -gt 795 -a "$2" -lt $(($1 - 4)) ]
+
+# 5. a metrics file named like an option
 metrics ./-m.jsonl "dp=1" "gpt"
 rc=0
 "$plot" -o dash.svg -- -m.jsonl >out 2>&1 || rc=$?

@@ -7,6 +7,7 @@
  * group crosses nodes is honoured with one warning note.  Random clusters
  * and requests (seed printed; PTRAIN_TEST_SEED repeats a run). */
 #define _POSIX_C_SOURCE 200809L
+#include "plan/planner.h"
 #include "plan/resolve.h"
 #include "tests/tap.h"
 #include "tests/unit/plan_cluster.h"
@@ -46,11 +47,12 @@ static void req_init(pt_plan *r, pt_mode mode)
 {
     pt_plan_default(r);
     r->rank_order[0] = '\0';
+    r->tp_order[0] = '\0';
     r->mode = mode;
     r->dp = r->pp = r->tp = r->tp_depth = r->sp = r->microbatches = r->virtual_stages = 0;
 }
 
-static const pt_plan_limits all = {1 << 20, ~0u, 1 << 20, 3, ~0u};
+static const pt_plan_limits all = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT};
 
 /* Random requests on random clusters: a request whose pins divide the task
  * count resolves to the search's best plan with every pin honoured; one
@@ -230,6 +232,131 @@ static void test_bad_input(void)
            "pt_plan_error_options rewrites srun's option names: %s", e.text);
 }
 
+/* The planning handle and the request builder (lib/plan/planner.h). */
+struct fake_env { const char *names[8], *values[8]; int n; };
+static int fake_get(void *arg, const char *name, char *buf, int len)
+{
+    const struct fake_env *f = arg;
+    for (int i = 0; i < f->n; i++)
+        if (!strcmp(f->names[i], name)) {
+            if ((int)strlen(f->values[i]) >= len) return -1;
+            snprintf(buf, (size_t)len, "%s", f->values[i]);
+            return 1;
+        }
+    return 0;
+}
+
+static void test_planner(void)
+{
+    pt_plan_limits lim;
+    pt_plan_limits_default(&lim);
+    pt_plan_request r;
+    pt_error e;
+    pt_plan_request_init(&r, PT_MODE_AUTO);
+    tap_ok(r.pinned == 0 && r.plan.tp == 0 && !r.plan.rank_order[0] && !r.plan.tp_order[0] && r.global_batch == 8 &&
+               !strcmp(r.model_name, "tiny"),
+           "request defaults: nothing pinned, sizes and orders chosen, model tiny, batch 8");
+    /* a flag pins; the environment fills what no flag pinned */
+    int ok = pt_plan_request_set(&r, &lim, "tp", "--tp", "4", &e) == 0;
+    struct fake_env env = {{"PTRAIN_TP", "PTRAIN_PP", "PTRAIN_ZERO", "PTRAIN_MODEL", "PTRAIN_TP_ORDER"},
+                           {"2", "2", "0", "test", "021"}, 5};
+    ok = ok && pt_plan_request_env(&r, &lim, fake_get, &env, &e) == 0;
+    tap_ok(ok && r.plan.tp == 4 && r.plan.pp == 2 && r.plan.zero == 0 && !strcmp(r.plan.tp_order, "021") &&
+               r.model.n_layer == 2 && (r.pinned & (PT_PIN_TP | PT_PIN_PP | PT_PIN_ZERO | PT_PIN_MODEL | PT_PIN_TP_ORDER)) ==
+                   (PT_PIN_TP | PT_PIN_PP | PT_PIN_ZERO | PT_PIN_MODEL | PT_PIN_TP_ORDER) && !(r.pinned & PT_PIN_SP),
+           "request: a flag wins over its variable (tp 4, not PTRAIN_TP=2), the variables fill and pin the rest");
+    /* one line per bad value, with the plugin's wording */
+    pt_plan_request q = r;
+    lim.max_tp = 8;
+    tap_ok(pt_plan_request_set(&q, &lim, "tp", "PTRAIN_TP", "16", &e) < 0 && !strcmp(e.text, "PTRAIN_TP=16 exceeds this "
+           "cluster's max_tp=8") && q.plan.tp == 4, "request: tp over max_tp refused, request unchanged: %s", e.text);
+    tap_ok(pt_plan_request_set(&q, &lim, "zero", "--ptrain-zero", "4", &e) < 0 &&
+               strstr(e.text, "--ptrain-zero='4' is invalid (valid ZeRO stages: 0, 1, 2, 3)"),
+           "request: zero 4 refused: %s", e.text);
+    tap_ok(pt_plan_request_set(&q, &lim, "width", "--width", "4", &e) < 0 && strstr(e.text, "unknown request key 'width'"),
+           "request: an unknown key refused naming the valid ones: %s", e.text);
+    char big[300];
+    memset(big, '7', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    struct fake_env longv = {{"PTRAIN_MODEL"}, {big}, 1};
+    pt_plan_request_init(&q, PT_MODE_AUTO);
+    tap_ok(pt_plan_request_env(&q, &lim, fake_get, &longv, &e) < 0 && strstr(e.text, "PTRAIN_MODEL in the job environment "
+           "is longer than 255 bytes"), "request: a variable too long for its buffer refused: %s", e.text);
+    pt_plan_limits_default(&lim);
+
+    /* the handle plans what pt_plan_resolve plans for the same request */
+    int tasks[2];
+    pt_cluster c = make_cluster(2, 4, tasks);
+    pt_plan_request_init(&r, PT_MODE_AUTO);
+    pt_plan_request_set(&r, &lim, "model", "--model", "small", &e);
+    pt_plan_request_set(&r, &lim, "batch", "--batch", "16", &e);
+    pt_planner *p = pt_planner_new(&c, &lim, &e);
+    ok = p && pt_planner_set_request(p, &r, &e) == 0 && pt_planner_run(p, &e) == 0;
+    pt_plan want, req;
+    req_init(&req, PT_MODE_AUTO);
+    pt_model_shape small;
+    pt_model_preset("small", &small);
+    ok = ok && pt_plan_resolve(&c, &small, 16, &lim, &req, 0, 0, &want, NULL, NULL, 0, &e) == 0;
+    char a[640] = "", b[640] = "";
+    if (ok) pt_plan_summary(pt_planner_plan(p), a, sizeof a), pt_plan_summary(&want, b, sizeof b);
+    size_t need = ok ? pt_planner_explain(p, NULL, 0) : 0;
+    tap_ok(ok && !strcmp(a, b) && need > 0 && pt_planner_result(p)->best.plan.tp == pt_planner_plan(p)->tp,
+           "planner: the plan of pt_plan_resolve for the same request (%s), with an explanation of %zu bytes", a, need);
+    /* a pinned 1f1b is the only schedule (the search would try
+     * interleaved); a pinned ZeRO 0 forbids ZeRO over a default of 1 */
+    pt_plan_request_set(&r, &lim, "pp", "--pp", "2", &e);
+    pt_plan_request_set(&r, &lim, "schedule", "--schedule", "1f1b", &e);
+    pt_plan_request_set(&r, &lim, "zero", "--zero", "0", &e);
+    lim.default_zero = 1;
+    pt_planner_free(p);
+    p = pt_planner_new(&c, &lim, &e);
+    ok = p && pt_planner_set_request(p, &r, &e) == 0 && pt_planner_run(p, &e) == 0;
+    const pt_search_result *res = ok ? pt_planner_result(p) : NULL;
+    int all = ok;
+    for (int i = 0; res && i <= res->nrunners; i++) {
+        const pt_plan *x = i ? &res->runner[i - 1].plan : &res->best.plan;
+        if (x->schedule != PT_SCHED_1F1B || x->zero != 0 || x->pp != 2) all = 0;
+    }
+    tap_ok(all, "planner: pinned pp=2, 1f1b and zero 0 hold for the winner and every runner-up (default_zero 1)");
+    /* the unpinned zero takes the administrator's default where it fits */
+    pt_plan_request_init(&r, PT_MODE_AUTO);
+    pt_plan_request_set(&r, &lim, "model", "--model", "small", &e);
+    pt_plan_request_set(&r, &lim, "batch", "--batch", "16", &e);
+    pt_plan_request_set(&r, &lim, "tp", "--tp", "1", &e);
+    pt_plan_request_set(&r, &lim, "pp", "--pp", "1", &e);
+    ok = pt_planner_set_request(p, &r, &e) == 0 && pt_planner_run(p, &e) == 0 && pt_planner_plan(p)->zero == 1;
+    tap_ok(ok, "planner: default_zero 1 applies to a request that pins no ZeRO stage (%s)", ok ? "zero=1" : e.text);
+    pt_planner_free(p);
+    tap_ok(pt_planner_new(NULL, &lim, &e) == NULL && strstr(e.text, "no cluster"), "planner: no cluster refused: %s",
+           e.text);
+    lim.default_zero = 4;
+    tap_ok(pt_planner_new(&c, &lim, &e) == NULL && strstr(e.text, "invalid limits"), "planner: bad limits refused: %s",
+           e.text);
+    /* mixed nodes: refused when the limits say so, planned otherwise */
+    pt_plan_limits_default(&lim);
+    int kind_of[2] = {0, 1};
+    pt_node_kind kinds[2];
+    memset(kinds, 0, sizeof kinds);
+    kinds[0].name = "a.json", kinds[0].hw = c.hw;
+    kinds[1].name = "b.json", kinds[1].hw = c.hw;
+    kinds[1].hw.gemm_gflops *= 2;
+    pt_cluster mc = c;
+    mc.nkinds = 2, mc.kinds = kinds, mc.kind_of = kind_of;
+    pt_cluster_slowest(&mc, &mc.hw, NULL);
+    lim.mixed = PT_MIXED_REFUSE;
+    p = pt_planner_new(&mc, &lim, &e);
+    ok = p && pt_planner_set_request(p, &r, &e) == 0 && pt_planner_run(p, &e) < 0 &&
+         strstr(e.text, "2 kinds (1 x a.json") && strstr(e.text, "mixed_nodes=refuse");
+    tap_ok(ok, "planner: mixed nodes refused under mixed_nodes=refuse: %s", e.text);
+    pt_planner_free(p);
+    lim.mixed = PT_MIXED_ADAPT;
+    p = pt_planner_new(&mc, &lim, &e);
+    ok = p && pt_planner_set_request(p, &r, &e) == 0 && pt_planner_run(p, &e) == 0 &&
+         strstr(pt_planner_result(p)->limit, "a.json for compute");
+    tap_ok(ok, "planner: mixed nodes adapted to, the limiting node named (%s)", ok ? pt_planner_result(p)->limit : e.text);
+    pt_planner_free(p);
+}
+
 int main(void)
 {
     const char *seed_env = getenv("PTRAIN_TEST_SEED");
@@ -240,5 +367,6 @@ int main(void)
     test_zero();
     test_warning();
     test_bad_input();
+    test_planner();
     return tap_done();
 }

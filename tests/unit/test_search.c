@@ -151,7 +151,7 @@ static void brute_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N
         {1, 1, 0, 1}, /* tp */
         {1, 0, 1, 1}, /* pp */
         {1, 1, 1, 0}, /* sp */
-        {0, 1, 0, 0}, /* sync: dp x sp x tp (tp axes a parameter is replicated on) */
+        {0, 1, 1, 0}, /* sync: dp x sp (1d's parameters are replicated on no tp axis) */
     };
     for (int g = 0; g < PT_GRP_N; g++) {
         link[g] = PT_NET_ISLAND;
@@ -170,8 +170,126 @@ static void brute_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N
     free(co);
 }
 
+/* Every communicator's slowest link (and each pipeline neighbour pair's)
+ * by a walk over all rank pairs, from pt_plan_coords and the canonical tp
+ * coordinates alone. */
+static void brute_where(const pt_cluster *c, const pt_plan *p, int sub[PT_SUB_N], int *pp_next)
+{
+    int world = p->dp * p->pp * p->tp * p->sp, dims[3];
+    pt_plan_tp_dims(p, dims, NULL);
+    int *node = malloc(sizeof(int) * (size_t)world), *isl = malloc(sizeof(int) * (size_t)world);
+    int *co = malloc(sizeof(int) * 7 * (size_t)world); /* d, p, s, c0, c1, c2, t */
+    int r = 0;
+    for (int n = 0; n < c->nnodes; n++)
+        for (int l = 0; l < c->tasks_per_node[n]; l++, r++) {
+            node[r] = n;
+            int I = c->island_ranks;
+            isl[r] = (I <= 0 || I >= c->tasks_per_node[n]) ? 0 : l / I;
+        }
+    for (r = 0; r < world; r++) {
+        int *x = &co[7 * r], t;
+        pt_plan_coords(p, r, &x[0], &x[1], &t, &x[2]);
+        x[3] = t / (dims[1] * dims[2]), x[4] = t / dims[2] % dims[1], x[5] = t % dims[2], x[6] = t;
+    }
+    for (int k = 0; k < PT_SUB_N; k++) {
+        /* the coordinates (d, p, s, c0, c1, c2) free inside one group */
+        int fr[6] = {0, 0, 0, 0, 0, 0};
+        if (k == PT_SUB_TP) fr[3] = fr[4] = fr[5] = 1;
+        else if (k < PT_SUB_SYNC) {
+            for (int a = 0; a < 3; a++) fr[3 + a] = ((k - PT_SUB_TP_AXES + 1) >> a) & 1;
+        } else if (k < PT_SUB_SP) {
+            fr[0] = fr[2] = 1;
+            for (int a = 0; a < 3; a++) fr[3 + a] = ((k - PT_SUB_SYNC) >> a) & 1;
+        } else if (k == PT_SUB_SP) fr[2] = 1;
+        else if (k == PT_SUB_PP || k == PT_SUB_EMBED) fr[1] = 1;
+        else fr[0] = 1;
+        sub[k] = PT_NET_ISLAND;
+        for (int a = 0; a < world; a++)
+            for (int b = a + 1; b < world; b++) {
+                int same = 1;
+                for (int x = 0; x < 6; x++)
+                    if (!fr[x] && co[7 * a + x] != co[7 * b + x]) same = 0;
+                if (!same) continue;
+                if (k == PT_SUB_EMBED) { /* the first and the last stage */
+                    int pa = co[7 * a + 1], pb = co[7 * b + 1];
+                    if (!((pa == 0 && pb == p->pp - 1) || (pb == 0 && pa == p->pp - 1))) continue;
+                }
+                int l = node[a] != node[b] ? PT_NET_INTER : isl[a] != isl[b] ? PT_NET_NODE : PT_NET_ISLAND;
+                if (l > sub[k]) sub[k] = l;
+            }
+    }
+    for (int q = 0; q < p->pp; q++) pp_next[q] = PT_NET_ISLAND;
+    for (int a = 0; a < world && p->pp > 1; a++)
+        for (int b = 0; b < world; b++) {
+            int pa = co[7 * a + 1], pb = co[7 * b + 1];
+            if (pb != (pa + 1) % p->pp || co[7 * a] != co[7 * b] || co[7 * a + 2] != co[7 * b + 2] ||
+                co[7 * a + 6] != co[7 * b + 6])
+                continue;
+            int l = node[a] != node[b] ? PT_NET_INTER : isl[a] != isl[b] ? PT_NET_NODE : PT_NET_ISLAND;
+            if (l > pp_next[pa]) pp_next[pa] = l;
+        }
+    free(node);
+    free(isl);
+    free(co);
+}
+
 static void test_links(void)
 {
+    {
+        static const char *orders[] = {"DPT", "DTP", "PDT", "PTD", "TDP", "TPD"};
+        static const char *tpo[] = {"012", "021", "102", "120", "201", "210"};
+        int ok = 1, n = 0, bad = 0, kinds[4] = {0, 0, 0, 0};
+        for (int t = 0; t < 300; t++) {
+            /* a grid of a random layout: tp of its mode's shape, dp, pp, sp */
+            int kind = (int)rnd(4), q = 1 + (int)rnd(2), d = 1 + (int)rnd(3), tp;
+            pt_plan p;
+            pt_plan_default(&p);
+            p.mode = kind == 0 ? PT_MODE_1D : kind == 1 ? PT_MODE_2D : kind == 2 ? PT_MODE_2P5D : PT_MODE_3D;
+            tp = kind == 0 ? 1 + (int)rnd(4) : kind == 1 ? q * q : kind == 2 ? d * q * q : q * q * q;
+            p.tp = tp;
+            p.tp_depth = kind == 2 ? d : 1;
+            p.dp = 1 + (int)rnd(3);
+            p.pp = 1 + (int)rnd(3);
+            p.sp = tp == 1 ? 1 + (int)rnd(2) : 1;
+            memcpy(p.rank_order, orders[rnd(6)], 4);
+            memcpy(p.tp_order, tpo[rnd(6)], 4);
+            int world = p.dp * p.pp * p.tp * p.sp;
+            /* nodes of random sizes summing to the world */
+            int tpn[128], nnodes = 0, left = world, base = 1 + (int)rnd(8), uniform = rnd(2);
+            while (left > 0 && nnodes < 128) { /* world <= 108 */
+                int k = uniform ? base : 1 + (int)rnd(8);
+                if (k > left) k = left;
+                tpn[nnodes++] = k;
+                left -= k;
+            }
+            pt_cluster c;
+            memset(&c, 0, sizeof c);
+            c.nnodes = nnodes;
+            c.tasks_per_node = tpn;
+            c.island_ranks = (int)rnd(5);
+            pt_cost_where w;
+            int got_next[8], want_next[8], want[PT_SUB_N];
+            if (pt_place_where(&c, &p, &w, got_next, PT_PLACE_ALL) != 0) {
+                ok = 0;
+                continue;
+            }
+            brute_where(&c, &p, want, want_next);
+            kinds[kind]++;
+            if (memcmp(w.sub_link, want, sizeof want) || memcmp(got_next, want_next, sizeof(int) * (size_t)p.pp)) {
+                ok = 0;
+                if (bad++ < 5) {
+                    char g[64] = "", h[64] = "";
+                    for (int k = 0; k < PT_SUB_N; k++) g[k] = (char)('0' + w.sub_link[k]), h[k] = (char)('0' + want[k]);
+                    tap_diag("%s tp=%d dp=%d pp=%d sp=%d %s/%s on %d nodes, island %d: got %s want %s", pt_mode_name(p.mode),
+                             p.tp, p.dp, p.pp, p.sp, p.rank_order, p.tp_order, nnodes, c.island_ranks, g, h);
+                }
+            }
+            n++;
+        }
+        tap_ok(ok, "links: every communicator's slowest link (tp, the tp axis groups, each sync group, sp, pp, embed, dp) "
+                   "and each pipeline neighbour's equal a brute-force walk over all rank pairs (%d random plans: "
+                   "1d %d, 2d %d, 2.5d %d, 3d %d; every rank and tp order)", n, kinds[0], kinds[1], kinds[2], kinds[3]);
+    }
     static const char *orders[] = {"DPT", "DTP", "PDT", "PTD", "TDP", "TPD"};
     int ok = 1, n = 0;
     for (int t = 0; t < 400; t++) {
@@ -243,7 +361,7 @@ static void test_links(void)
 /* ---- search ---- */
 static pt_plan_limits all_limits(void)
 {
-    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u};
+    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT};
     return lim;
 }
 
@@ -256,6 +374,7 @@ static void request(pt_plan *req)
 {
     pt_plan_default(req);
     req->rank_order[0] = '\0';
+    req->tp_order[0] = '\0';
     req->mode = PT_MODE_AUTO;
     req->dp = req->pp = req->tp = req->sp = 0;
     req->tp_depth = 0;
@@ -525,8 +644,12 @@ static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, l
                                             if (k == 1 || pt_plan_split_layers(lc, m->n_layer, k, p.pp_split, NULL) < 0) continue;
                                             p.pp_split_n = k;
                                         }
-                                        int link[PT_GRP_N];
-                                        pt_place_links(c, &p, link);
+                                        for (int to = 0; to < 6; to++) {
+                                        static const char *tpo[6] = {"012", "021", "102", "120", "201", "210"};
+                                        memcpy(p.tp_order, tpo[to], 4);
+                                        pt_cost_where w;
+                                        int pp_next[64];
+                                        if (pt_place_where(c, &p, &w, pp_next, 0) < 0) continue;
                                         for (int mi = 0; mi < nmb; mi++)
                                             for (int rc = 0; rc < 3; rc++) {
                                                 p.microbatches = mbs[mi];
@@ -534,12 +657,13 @@ static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, l
                                                 pt_cost cost;
                                                 if (pt_plan_validate(&p, W, NULL) < 0 ||
                                                     pt_plan_check_model(&p, m->n_layer, b, NULL) < 0 ||
-                                                    pt_cost_eval(m, gb, &p, &c->hw, link, &cost, NULL) < 0)
+                                                    pt_cost_eval_at(m, gb, &p, &c->hw, &w, &cost, NULL) < 0)
                                                     continue;
                                                 if (c->hw.mem_bytes > 0 && cost.mem_peak > c->hw.mem_bytes) continue;
                                                 (*n_fit)++;
                                                 if (cost.t_step < best) best = cost.t_step;
                                             }
+                                        }
                                     }
                                 }
                             }
@@ -587,6 +711,123 @@ static void test_exhaustive(void)
                                "under a memory limit (%d random clusters, models, batches)", cases);
 }
 
+/* ---- mixed nodes: D'Hondt's stage sizes, the slowest rates, the explanation ---- */
+
+/* the least makespan max_s (split_s + extra_s) / speed_s over every split
+ * of n layers into k stages of >= 1 each, by enumeration */
+static double brute_makespan(const double *speed, const double *extra, int k, int n, int s, int left, int *cur)
+{
+    if (s == k - 1) {
+        cur[s] = left;
+        double worst = 0;
+        for (int i = 0; i < k; i++) {
+            double t = (cur[i] + extra[i]) / speed[i];
+            if (t > worst) worst = t;
+        }
+        return worst;
+    }
+    double best = INFINITY;
+    for (int x = 1; x <= left - (k - 1 - s); x++) {
+        cur[s] = x;
+        double t = brute_makespan(speed, extra, k, n, s + 1, left - x, cur);
+        if (t < best) best = t;
+    }
+    return best;
+}
+
+static void test_mixed(void)
+{
+    /* a hand-checked case: two stages alike, the second holding the head
+     * worth 2 layers: 10 layers split 6,4 (6 and 4 + 2) */
+    double sp2[2] = {1, 1}, ex2[2] = {0, 2};
+    int sp[8];
+    pt_error e;
+    int rc = pt_plan_split_dhondt(sp2, ex2, 2, 10, sp, &e);
+    tap_ok(rc == 0 && sp[0] == 6 && sp[1] == 4, "D'Hondt: 10 layers, the last stage holding 2 layers of head: %d,%d "
+           "(want 6,4)", sp[0], sp[1]);
+    double sp3[2] = {2, 1};
+    rc = pt_plan_split_dhondt(sp3, NULL, 2, 9, sp, &e);
+    tap_ok(rc == 0 && sp[0] == 6 && sp[1] == 3, "D'Hondt: a stage twice as fast gets twice the layers (9 -> %d,%d)",
+           sp[0], sp[1]);
+    /* D'Hondt as unit jobs on machines of different speeds, each to the
+     * machine that finishes it first, is optimal: its makespan equals the
+     * least over every split (random speeds, head work) */
+    int ok = 1, n_ok = 0;
+    for (int t = 0; t < 200; t++) {
+        int k = 1 + (int)rnd(4), n = k + (int)rnd(9);
+        double speed[4], extra[4], cur[4];
+        int cu[4];
+        for (int i = 0; i < k; i++) speed[i] = 0.5 + rndu() * 3, extra[i] = 0;
+        extra[k - 1] = rnd(2) ? rndu() * 4 : 0;
+        if (pt_plan_split_dhondt(speed, extra, k, n, sp, &e) < 0) {
+            ok = 0;
+            continue;
+        }
+        double got = 0;
+        int sum = 0, pos = 1;
+        for (int i = 0; i < k; i++) {
+            sum += sp[i];
+            pos &= sp[i] >= 1;
+            double x = (sp[i] + extra[i]) / speed[i];
+            if (x > got) got = x;
+        }
+        (void)cur;
+        double want = brute_makespan(speed, extra, k, n, 0, n, cu);
+        if (sum != n || !pos || got > want * (1 + 1e-12)) {
+            ok = 0;
+            tap_diag("k=%d n=%d: D'Hondt makespan %.6g, least %.6g", k, n, got, want);
+        } else {
+            n_ok++;
+        }
+    }
+    tap_ok(ok, "D'Hondt: every split covers the layers, >= 1 each, with the least makespan of all splits (%d random "
+               "cases)", n_ok);
+    tap_ok(pt_plan_split_dhondt(sp3, NULL, 3, 2, sp, &e) < 0 && strstr(e.text, "3 stages for 2 layers"),
+           "D'Hondt: more stages than layers refused: %s", e.text);
+
+    /* a cluster of two kinds, one twice as fast: every node alike at the
+     * slow kind's rates gives the same pp=1 plan and time; a pinned pp=2
+     * gives the fast kind's stage (node 0, stage 0 under DPT; the head is
+     * on the slow last stage) more layers */
+    int tpn[2] = {4, 4}, kind_of[2] = {1, 0};
+    pt_node_kind kinds[2];
+    memset(kinds, 0, sizeof kinds);
+    pt_cluster slowc = make_cluster(2, 4, 0, tpn);
+    kinds[0].name = "slow";
+    kinds[0].hw = slowc.hw;
+    kinds[1].name = "fast";
+    kinds[1].hw = slowc.hw;
+    kinds[1].hw.gemm_gflops *= 2;
+    kinds[1].hw.gbps[PT_NET_INTER] *= 2;
+    pt_cluster mixed = slowc;
+    mixed.nkinds = 2;
+    mixed.kinds = kinds;
+    mixed.kind_of = kind_of;
+    pt_cluster_slowest(&mixed, &mixed.hw, NULL);
+    pt_plan_limits lim = all_limits();
+    pt_plan req;
+    request(&req);
+    req.pp = 1;
+    pt_search_result r1, r2;
+    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
+    int rc1 = pt_plan_search(&slowc, &gpt2, 64, &lim, &req, &r1, &e);
+    int rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    tap_ok(rc1 == 0 && rc2 == 0 && r1.best.cost.t_step == r2.best.cost.t_step && !r1.limit[0] &&
+               strstr(r2.limit, "limiting node: slow for compute") && strstr(r2.limit, "slow for the network"),
+           "mixed nodes, pp=1: priced at the slowest node's rates (%.4g = %.4g s); the explanation names it: %s",
+           rc1 ? 0 : r1.best.cost.t_step, rc2 ? 0 : r2.best.cost.t_step, rc2 ? e.text : r2.limit);
+    req.pp = 2;
+    memcpy(req.rank_order, "DPT", 4);
+    req.mode = PT_MODE_1D;
+    req.tp = 4;
+    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    const pt_plan *b = &r2.best.plan;
+    tap_ok(rc2 == 0 && b->pp == 2 && b->pp_split_n == 2 && b->pp_split[0] > b->pp_split[1] + 1 &&
+               strstr(r2.limit, "D'Hondt"),
+           "mixed nodes, pp=2 over a slow and a fast node: the fast stage gets more layers (%d,%d), by D'Hondt: %s",
+           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+}
+
 int main(void)
 {
     const char *seed = getenv("PTRAIN_TEST_SEED");
@@ -596,5 +837,6 @@ int main(void)
     test_links();
     test_search();
     test_exhaustive();
+    test_mixed();
     return tap_done();
 }

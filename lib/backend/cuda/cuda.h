@@ -1,0 +1,122 @@
+/* The CUDA backend's core, as seen from code without CUDA headers
+ * (ptrain-run, lib/comm, the tests): device choice, the device arena
+ * memory, copies, the two streams' ordering, the versions line, and the
+ * "cuda" backend's registration (pt_backend_get, lib/backend/ops.h).
+ *
+ * Built with the CUDA backend (configure: HAVE_CUDA) these are device.c;
+ * without it, none.c answers every call with PT_EUNSUPP and "ptrain was
+ * built without the CUDA backend", so callers need no #ifdef.
+ *
+ * One device per process (pt_cuda_init picks it: host.h's
+ * pt_cuda_pick_device over the devices CUDA_VISIBLE_DEVICES leaves, by
+ * the node-local rank).  Two streams: compute (the ops, the GEMMs) and
+ * communication (lib/comm's device collectives); work on one waits for
+ * the other only through events (pt_cuda_comm_after_compute,
+ * pt_cuda_compute_after_comm).
+ *
+ * Errors: pt_fail with one line naming the call and the library's error
+ * name and string ("cudaMalloc(16777216 bytes): out of memory
+ * (cudaErrorMemoryAllocation)"): PT_ENOMEM for out-of-memory, PT_EUNSUPP
+ * for no device or no CUDA build, PT_EIO for any other CUDA, cuBLAS or
+ * cuDNN failure (as topo's GPU probe), PT_ECOMM for NCCL (lib/comm).
+ */
+#ifndef PTRAIN_CUDA_H
+#define PTRAIN_CUDA_H
+#include "core/core.h"
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 1 when this build has the CUDA backend (HAVE_CUDA), else 0. */
+int pt_cuda_built(void);
+/* The number of CUDA devices this process sees (after
+ * CUDA_VISIBLE_DEVICES): > 0, or 0 with the reason as one line in why
+ * (len bytes; "ptrain was built without the CUDA backend", "no CUDA device
+ * visible (cudaGetDeviceCount: CUDA driver version is insufficient ...
+ * (cudaErrorInsufficientDriver))").  Initialises nothing else. */
+int pt_cuda_device_count(char *why, size_t len);
+
+/* Select this process's device, create its two streams, their events and
+ * the cuBLASLt handle with its workspace (lib/backend/cuda/gemm.c).
+ * Idempotent; not thread-safe (call it from the main thread before any
+ * other pt_cuda_* use).  PT_OK; PT_EUNSUPP with the reason when there is no
+ * device or no CUDA build; PT_EINVAL for a bad local-rank variable
+ * (host.h); PT_EIO / PT_ENOMEM from the runtime. */
+int pt_cuda_init(void);
+/* The device pt_cuda_init chose (-1 before). */
+int pt_cuda_device(void);
+/* Release what pt_cuda_init created (streams, events, handle, workspace);
+ * blocks of pt_cuda_mem still live stay allocated. */
+void pt_cuda_shutdown(void);
+
+/* The device arena memory (core.h's pt_arena_mem, device PT_DEV_CUDA):
+ * alloc = cudaMalloc (256-byte aligned) of `bytes`, zeroed on the compute
+ * stream (cudaMemsetAsync: ordered before every later op on it, and before
+ * a device collective, which waits for the compute stream), its size kept
+ * in a host table (host.h's pt_ptrmap) so free returns it: the same
+ * accounting as the host arena's.  alloc returns NULL when cudaMalloc
+ * fails (the reason is logged) or pt_cuda_init has not run; free of a block
+ * it does not know returns 0 and logs it.  Every alloc and free may block
+ * (cudaMalloc, cudaFree synchronise the device). */
+extern const pt_arena_mem pt_cuda_mem;
+/* Bytes in live pt_cuda_mem blocks (what the arenas on the device hold). */
+size_t pt_cuda_mem_live(void);
+
+/* Copies of `bytes` bytes, stream-ordered on the compute stream and
+ * synchronous for the host (they return when the data has arrived):
+ * host -> device, device -> host, device -> device.  The host side may be
+ * any host memory (pageable or pinned).  PT_OK or PT_EIO. */
+int pt_cuda_to_device(void *dst, const void *src, size_t bytes);
+int pt_cuda_to_host(void *dst, const void *src, size_t bytes);
+int pt_cuda_copy(void *dst, const void *src, size_t bytes);
+/* Wait until all work queued on both streams has finished. PT_OK or PT_EIO. */
+int pt_cuda_sync(void);
+
+/* Stream order: the communication stream waits for the work queued so far
+ * on the compute stream (an event recorded there), and the other way
+ * round.  PT_OK or PT_EIO. */
+int pt_cuda_comm_after_compute(void);
+int pt_cuda_compute_after_comm(void);
+/* Copies on the communication stream, ordered after the compute stream's
+ * work queued so far, synchronous for the host (lib/comm's staging through
+ * host memory).  PT_OK or PT_EIO. */
+int pt_cuda_comm_to_host(void *dst, const void *src, size_t bytes);
+int pt_cuda_comm_to_device(void *dst, const void *src, size_t bytes);
+
+/* Whether p points into device memory (cudaPointerGetAttributes: device or
+ * managed memory); 0 for host memory, NULL, or without the backend. */
+int pt_cuda_is_device_ptr(const void *p);
+/* Pinned host memory (cudaMallocHost) for staging, bytes; NULL on failure
+ * (pt_fail says why).  pt_cuda_host_free(NULL) is a no-op. */
+void *pt_cuda_host_alloc(size_t bytes);
+void pt_cuda_host_free(void *p);
+/* The 16-byte UUID of this process's device (cudaDeviceProp.uuid): what
+ * lib/comm compares to learn whether two ranks share a GPU.  PT_OK,
+ * PT_EUNSUPP before pt_cuda_init or without the backend. */
+int pt_cuda_device_uuid(unsigned char uuid[16]);
+
+/* The run header's line (host.h's pt_cuda_info_format): GPU name, compute
+ * capability and memory, driver, CUDA runtime, cuBLASLt, cuDNN and NCCL
+ * versions, into buf (len bytes).  Without a device the GPU part says why;
+ * without the backend the whole line says "not built".  Does not
+ * initialise the backend (the device named is pt_cuda_init's when it ran,
+ * else device 0). */
+void pt_cuda_versions(char *buf, size_t len);
+
+/* The "cuda" backend (lib/backend/ops.h's pt_backend_get("cuda") returns
+ * this): name "cuda", mem &pt_cuda_mem, set_threads (the host threads of
+ * the CPU-side work), and ops NULL: THE CUDA OPS TABLE IS NOT WIRED YET
+ * (the kernels of ops.h's table are the next piece of issue 24; until
+ * then a caller must check ops and refuse, as ptrain-run --device cuda
+ * does).  It calls pt_cuda_init; NULL with pt_fail's reason (PT_EUNSUPP: no
+ * device, no CUDA build; or pt_cuda_init's error) when it cannot. */
+struct pt_backend;
+const struct pt_backend *pt_cuda_backend(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,377 @@
+/* Clock controllers (see clock.h). */
+#define _GNU_SOURCE
+#include "energy/clock.h"
+#include "energy/nvml.h"
+#include "energy/sysfs.h"
+#include "core/core.h"
+#include "core/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { MAX_FREQS = 64, MAX_CPUS = 1024 };
+enum { CF_SETSPEED = 1, CF_MAXFREQ = 2 };
+
+struct pt_clock {
+    int kind;
+    int nf;
+    double f[MAX_FREQS];     /* offered clocks, MHz ascending */
+    double cur;              /* last set, 0 = default */
+    long changes;
+    char what[200];          /* for describe */
+    /* nvml */
+    pt_nvml *nvml;
+    pt_nvml_dev dev;
+    unsigned mem_mhz;
+    int how;                 /* PT_NVML_LOCKED / PT_NVML_APPLICATION once set */
+    /* cpufreq */
+    int method;
+    int ncpu;
+    char (*dir)[256];        /* [ncpu] cpufreq directories */
+    unsigned long long *orig; /* [ncpu] original setspeed / max_freq (kHz) */
+    /* dry */
+    int log_fd;
+};
+
+int pt_clock_parse(const char *spec, int *kind, const char **log)
+{
+    *kind = PT_CLOCK_NONE;
+    *log = NULL;
+    if (!spec) spec = "";
+    if (!strcmp(spec, "auto")) return PT_OK;
+    if (!strcmp(spec, "nvml")) *kind = PT_CLOCK_NVML;
+    else if (!strcmp(spec, "cpufreq")) *kind = PT_CLOCK_CPUFREQ;
+    else if (!strcmp(spec, "dry")) *kind = PT_CLOCK_DRY;
+    else if (!strncmp(spec, "dry:", 4) && spec[4]) {
+        *kind = PT_CLOCK_DRY;
+        *log = spec + 4;
+    } else
+        return pt_fail(PT_EINVAL, "clock controller '%s' is not valid (valid: auto, nvml, cpufreq, dry, dry:FILE)",
+                       spec);
+    return PT_OK;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Keep the clocks in [lo, hi] (0 = open), sorted, unique. */
+static int filter_range(pt_clock *c, const double *f, int n, double lo, double hi)
+{
+    double tmp[MAX_FREQS];
+    int k = 0;
+    for (int i = 0; i < n && k < MAX_FREQS; i++)
+        if (f[i] > 0 && (lo <= 0 || f[i] >= lo - 1e-9) && (hi <= 0 || f[i] <= hi + 1e-9)) tmp[k++] = f[i];
+    qsort(tmp, (size_t)k, sizeof *tmp, cmp_double);
+    c->nf = 0;
+    for (int i = 0; i < k; i++)
+        if (!c->nf || tmp[i] != c->f[c->nf - 1]) c->f[c->nf++] = tmp[i];
+    if (!c->nf) {
+        double a = INFINITY, b = 0;
+        for (int i = 0; i < n; i++) a = fmin(a, f[i]), b = fmax(b, f[i]);
+        return pt_fail(PT_EINVAL, "no clock of %s lies in the allowed range %g-%g MHz (it offers %g-%g MHz)", c->what,
+                       lo, hi, n ? a : 0, b);
+    }
+    return PT_OK;
+}
+
+/* ---- nvml --------------------------------------------------------------- */
+static int nvml_list(pt_clock *c, const char *gpu, double *f, int *n)
+{
+    int rc = pt_nvml_open(&c->nvml);
+    if (rc) return rc;
+    char bus[64];
+    rc = pt_nvml_device(c->nvml, gpu, &c->dev, bus, sizeof bus);
+    if (rc) return rc;
+    unsigned g[MAX_FREQS];
+    int k = 0;
+    rc = pt_nvml_clocks(c->nvml, c->dev, &c->mem_mhz, g, MAX_FREQS, &k);
+    if (rc) return rc;
+    for (int i = 0; i < k; i++) f[i] = g[i];
+    *n = k;
+    snprintf(c->what, sizeof c->what, "GPU %.60s", bus);
+    return PT_OK;
+}
+
+static int nvml_open(pt_clock *c, const char *gpu, double lo, double hi)
+{
+    double f[MAX_FREQS];
+    int n = 0, rc = nvml_list(c, gpu, f, &n);
+    if (rc) return rc == PT_EINVAL ? rc : pt_fail(PT_EUNSUPP, "%s", pt_errmsg());
+    if ((rc = filter_range(c, f, n, lo, hi))) return rc;
+    /* can this user set it?  the top offered clock, then back */
+    rc = pt_nvml_set_clock(c->nvml, c->dev, (unsigned)c->f[c->nf - 1], c->mem_mhz, &c->how);
+    if (rc) return pt_fail(PT_EUNSUPP, "cannot set the clocks of %s: %s", c->what, pt_errmsg());
+    pt_nvml_reset_clock(c->nvml, c->dev, c->how);
+    return PT_OK;
+}
+
+/* ---- cpufreq ------------------------------------------------------------ */
+/* attr of cpufreq directory i */
+static int cf_path(const pt_clock *c, int i, const char *attr, char *buf, size_t len)
+{
+    return snprintf(buf, len, "%s/%s", c->dir[i], attr) < (int)len ? 0 : -1;
+}
+
+/* The cpufreq directories of cpus (those that have one). */
+static int cf_dirs(pt_clock *c, const int *cpus, int ncpus)
+{
+    c->dir = calloc((size_t)(ncpus > 0 ? ncpus : 1), sizeof *c->dir);
+    c->orig = calloc((size_t)(ncpus > 0 ? ncpus : 1), sizeof *c->orig);
+    if (!c->dir || !c->orig) return pt_fail(PT_ENOMEM, "cpufreq: out of memory");
+    for (int i = 0; i < ncpus && i < MAX_CPUS; i++) {
+        char rel[96], dir[256], gov[64];
+        snprintf(rel, sizeof rel, "/sys/devices/system/cpu/cpu%d/cpufreq", cpus[i]);
+        if (pt_sysfs_path(dir, sizeof dir, rel) < 0) continue;
+        char p[300];
+        snprintf(p, sizeof p, "%s/scaling_governor", dir);
+        if (pt_sysfs_read(p, gov, sizeof gov) != 0) continue;
+        snprintf(c->dir[c->ncpu++], sizeof c->dir[0], "%s", dir);
+    }
+    if (!c->ncpu) {
+        char root[256];
+        pt_sysfs_path(root, sizeof root, "/sys/devices/system/cpu");
+        return pt_fail(PT_EUNSUPP, "cpufreq: none of this rank's %d CPUs has a cpufreq policy under %s (no "
+                       "frequency scaling here: a VM or a disabled driver)", ncpus, root);
+    }
+    if (c->ncpu == 1) snprintf(c->what, sizeof c->what, "CPU %d", cpus[0]);
+    else snprintf(c->what, sizeof c->what, "%d CPUs", c->ncpu);
+    return PT_OK;
+}
+
+static int cf_list(pt_clock *c, double *f, int *n)
+{
+    char p[300], text[1024];
+    *n = 0;
+    if (cf_path(c, 0, "scaling_available_frequencies", p, sizeof p) == 0 && pt_sysfs_read(p, text, sizeof text) == 0) {
+        char *s = text, *end;
+        while (*n < MAX_FREQS) {
+            errno = 0;
+            unsigned long long khz = strtoull(s, &end, 10);
+            if (end == s || errno) break;
+            if (khz > 0) f[(*n)++] = (double)khz / 1000.0;
+            s = end;
+        }
+        if (*n) return PT_OK;
+    }
+    uint64_t lo = 0, hi = 0;
+    char q[300];
+    if (cf_path(c, 0, "cpuinfo_min_freq", p, sizeof p) || cf_path(c, 0, "cpuinfo_max_freq", q, sizeof q) ||
+        pt_sysfs_read_u64(p, &lo) || pt_sysfs_read_u64(q, &hi) || !lo || hi < lo)
+        return pt_fail(PT_EUNSUPP, "cpufreq: %s lists no frequencies (no scaling_available_frequencies, no "
+                       "cpuinfo_min_freq/cpuinfo_max_freq)", c->dir[0]);
+    for (int i = 0; i < 8; i++) f[i] = ((double)lo + (double)(hi - lo) * i / 7) / 1000.0;
+    *n = hi > lo ? 8 : 1;
+    return PT_OK;
+}
+
+static int cf_write_all(pt_clock *c, const char *attr, const unsigned long long *khz_each, unsigned long long khz)
+{
+    for (int i = 0; i < c->ncpu; i++) {
+        char p[300], v[32];
+        if (cf_path(c, i, attr, p, sizeof p)) return pt_fail(PT_EIO, "cpufreq: path too long");
+        snprintf(v, sizeof v, "%llu", khz_each ? khz_each[i] : khz);
+        int e = pt_sysfs_write(p, v);
+        if (e == -EACCES || e == -EPERM || e == -EROFS)
+            return pt_fail(PT_EUNSUPP, "cpufreq: cannot write %s: %s (root only unless an administrator opened it)",
+                           p, strerror(-e));
+        if (e) return pt_fail(PT_EIO, "cpufreq: cannot write %s: %s", p, strerror(-e));
+    }
+    return PT_OK;
+}
+
+static const char *cf_attr(const pt_clock *c)
+{
+    return c->method == CF_SETSPEED ? "scaling_setspeed" : "scaling_max_freq";
+}
+
+static int cf_open(pt_clock *c, const int *cpus, int ncpus, double lo, double hi)
+{
+    int rc = cf_dirs(c, cpus, ncpus);
+    if (rc) return rc;
+    char p[300], gov[64] = "";
+    cf_path(c, 0, "scaling_governor", p, sizeof p);
+    pt_sysfs_read(p, gov, sizeof gov);
+    c->method = !strcmp(gov, "userspace") ? CF_SETSPEED : CF_MAXFREQ;
+    for (int i = 0; i < c->ncpu; i++) {
+        uint64_t v = 0;
+        cf_path(c, i, c->method == CF_SETSPEED ? "scaling_setspeed" : "scaling_max_freq", p, sizeof p);
+        if (pt_sysfs_read_u64(p, &v) != 0 && c->method == CF_SETSPEED) {
+            cf_path(c, i, "scaling_cur_freq", p, sizeof p);
+            if (pt_sysfs_read_u64(p, &v) != 0) v = 0;
+        }
+        if (!v) return pt_fail(PT_EUNSUPP, "cpufreq: cannot read %s", p);
+        c->orig[i] = v;
+    }
+    double f[MAX_FREQS];
+    int n = 0;
+    if ((rc = cf_list(c, f, &n))) return rc;
+    if ((rc = filter_range(c, f, n, lo, hi))) return rc;
+    /* can this user set it?  write the values found back */
+    return cf_write_all(c, cf_attr(c), c->orig, 0);
+}
+
+/* ---- dry ---------------------------------------------------------------- */
+static int dry_open(pt_clock *c, const char *gpu, const int *cpus, int ncpus, double lo, double hi, const char *log)
+{
+    double f[MAX_FREQS];
+    int n = 0;
+    pt_clock probe;
+    memset(&probe, 0, sizeof probe);
+    /* the clocks the device would offer, when they can be read */
+    if (gpu && *gpu && nvml_list(&probe, gpu, f, &n) == PT_OK && n > 0) {
+        snprintf(c->what, sizeof c->what, "%s", probe.what);
+    } else if (ncpus > 0 && cf_dirs(&probe, cpus, ncpus) == PT_OK && cf_list(&probe, f, &n) == PT_OK && n > 0) {
+        snprintf(c->what, sizeof c->what, "%s", probe.what);
+    } else {
+        double a = lo > 0 ? lo : 1000, b = hi > 0 ? hi : (lo > 0 ? lo : 3000);
+        if (b < a) b = a;
+        n = b > a ? 8 : 1;
+        for (int i = 0; i < n; i++) f[i] = n > 1 ? a + (b - a) * i / (n - 1) : a;
+        snprintf(c->what, sizeof c->what, "no device clocks read (%g-%g MHz assumed)", a, b);
+    }
+    pt_nvml_close(probe.nvml);
+    free(probe.dir);
+    free(probe.orig);
+    int rc = filter_range(c, f, n, lo, hi);
+    if (rc) return rc;
+    c->log_fd = -1;
+    if (log) {
+        c->log_fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
+        struct stat st;
+        if (c->log_fd < 0) return pt_fail(PT_EIO, "dry clock log %s: %s", log, strerror(errno));
+        if (fstat(c->log_fd, &st) != 0 || !S_ISREG(st.st_mode))
+            return pt_fail(PT_EIO, "dry clock log %s is not a regular file", log);
+    }
+    return PT_OK;
+}
+
+/* ---- the controller ----------------------------------------------------- */
+static void clock_free(pt_clock *c)
+{
+    pt_nvml_close(c->nvml);
+    if (c->log_fd >= 0) close(c->log_fd);
+    free(c->dir);
+    free(c->orig);
+    free(c);
+}
+
+int pt_clock_open(pt_clock **out, int kind, const char *gpu, const int *cpus, int ncpus, double lo_mhz,
+                  double hi_mhz, const char *dry_log)
+{
+    *out = NULL;
+    pt_clock *c = calloc(1, sizeof *c);
+    if (!c) return pt_fail(PT_ENOMEM, "clock controller: out of memory");
+    c->log_fd = -1;
+    int rc;
+    if (kind == PT_CLOCK_NONE) { /* auto: the GPU when NVML can clock it, else the CPUs */
+        rc = PT_EUNSUPP;
+        char why[PT_ERROR_LEN] = "";
+        if (gpu && *gpu) {
+            c->kind = PT_CLOCK_NVML;
+            rc = nvml_open(c, gpu, lo_mhz, hi_mhz);
+            if (rc) {
+                snprintf(why, sizeof why, "%s", pt_errmsg());
+                pt_nvml_close(c->nvml);
+                c->nvml = NULL;
+            }
+        }
+        if (rc == PT_EUNSUPP) {
+            c->kind = PT_CLOCK_CPUFREQ;
+            rc = cf_open(c, cpus, ncpus, lo_mhz, hi_mhz);
+            if (rc && why[0]) pt_fail(rc, "%s; %s", why, pt_errmsg());
+        }
+    } else {
+        c->kind = kind;
+        if (kind == PT_CLOCK_NVML) {
+            rc = gpu && *gpu ? nvml_open(c, gpu, lo_mhz, hi_mhz)
+                             : pt_fail(PT_EUNSUPP, "nvml clocks: no GPU named for this rank (CUDA_VISIBLE_DEVICES or "
+                                       "PTRAIN_ENERGY_GPU)");
+        } else if (kind == PT_CLOCK_CPUFREQ) rc = cf_open(c, cpus, ncpus, lo_mhz, hi_mhz);
+        else if (kind == PT_CLOCK_DRY) rc = dry_open(c, gpu, cpus, ncpus, lo_mhz, hi_mhz, dry_log);
+        else rc = pt_fail(PT_EINVAL, "clock controller kind %d unknown", kind);
+    }
+    if (rc) {
+        clock_free(c);
+        return rc;
+    }
+    *out = c;
+    return PT_OK;
+}
+
+int pt_clock_kind(const pt_clock *c) { return c ? c->kind : PT_CLOCK_NONE; }
+
+int pt_clock_freqs(const pt_clock *c, const double **mhz)
+{
+    *mhz = c->f;
+    return c->nf;
+}
+
+double pt_clock_current(const pt_clock *c) { return c ? c->cur : 0; }
+
+long pt_clock_changes(const pt_clock *c) { return c ? c->changes : 0; }
+
+int pt_clock_set(pt_clock *c, double mhz)
+{
+    if (!c || !(mhz > 0)) return PT_OK;
+    int best = 0;
+    for (int i = 1; i < c->nf; i++)
+        if (fabs(c->f[i] - mhz) < fabs(c->f[best] - mhz)) best = i;
+    double f = c->f[best];
+    if (f == c->cur) return PT_OK;
+    int rc = PT_OK;
+    if (c->kind == PT_CLOCK_NVML) {
+        rc = pt_nvml_set_clock(c->nvml, c->dev, (unsigned)llround(f), c->mem_mhz, &c->how);
+    } else if (c->kind == PT_CLOCK_CPUFREQ) {
+        rc = cf_write_all(c, cf_attr(c), NULL, (unsigned long long)llround(f * 1000));
+    } else if (c->kind == PT_CLOCK_DRY && c->log_fd >= 0) {
+        char line[48];
+        int n = snprintf(line, sizeof line, "%.0f\n", f);
+        if (pt_write_all(c->log_fd, line, (size_t)n) != 0) rc = pt_fail(PT_EIO, "dry clock log: %s", strerror(errno));
+    }
+    if (rc) return rc;
+    c->cur = f;
+    c->changes++;
+    return PT_OK;
+}
+
+int pt_clock_reset(pt_clock *c)
+{
+    if (!c || c->cur == 0) return PT_OK;
+    int rc = PT_OK;
+    if (c->kind == PT_CLOCK_NVML) rc = pt_nvml_reset_clock(c->nvml, c->dev, c->how);
+    else if (c->kind == PT_CLOCK_CPUFREQ) rc = cf_write_all(c, cf_attr(c), c->orig, 0);
+    c->cur = 0;
+    return rc;
+}
+
+void pt_clock_close(pt_clock *c)
+{
+    if (!c) return;
+    pt_clock_reset(c);
+    clock_free(c);
+}
+
+void pt_clock_describe(const pt_clock *c, char *buf, size_t len)
+{
+    if (!len) return;
+    if (!c) {
+        snprintf(buf, len, "none");
+        return;
+    }
+    const char *how = "";
+    if (c->kind == PT_CLOCK_NVML) how = c->how == PT_NVML_APPLICATION ? " (application clocks)" : " (locked clocks)";
+    else if (c->kind == PT_CLOCK_CPUFREQ)
+        how = c->method == CF_SETSPEED ? " (scaling_setspeed)" : " (scaling_max_freq)";
+    snprintf(buf, len, "%s %s%s, %d clock%s %.0f-%.0f MHz",
+             c->kind == PT_CLOCK_NVML ? "nvml" : c->kind == PT_CLOCK_CPUFREQ ? "cpufreq" : "dry", c->what, how, c->nf,
+             c->nf == 1 ? "" : "s", c->f[0], c->f[c->nf - 1]);
+}
