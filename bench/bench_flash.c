@@ -45,7 +45,7 @@ int main(int argc, char **argv)
                      opts);
     const pt_backend *be = pt_backend_get("cpu");
     if (threads) be->set_threads(threads);
-    const pt_ops_f32 *o = be->ops;
+    const pt_ops *o = be->ops;
     const int T = 1024, NH = 12, HS = 64, C = NH * HS, V = 50257, N = B * T, F = 4 * C;
     pt_rng r;
     pt_rng_seed(&r, 7, 1);
@@ -121,9 +121,9 @@ int main(int argc, char **argv)
         o->matmul_fwd(pre, NULL, in, wf, NULL, 0.0f, N, C, F, PT_EPI_DEFAULT);
         o->bias_fwd(pre, bf, N, F);
         o->gelu_fwd(h, pre, (size_t)N * F);
-        o->zero(dh, (size_t)N * F);
+        o->zero(dh, (size_t)N * F, PT_F32);
         o->matmul_bwd(dh, NULL, NULL, dy, h, w2, N, F, C, PT_EPI_DEFAULT, NULL, NULL);
-        o->zero(dpre, (size_t)N * F);
+        o->zero(dpre, (size_t)N * F, PT_F32);
         o->gelu_bwd(dpre, pre, dh, (size_t)N * F);
         o->bias_bwd(dbf, dpre, N, F);
         t = pt_now() - t;

@@ -3,6 +3,7 @@
  * machine's sgemm rate measured in the same run.
  *
  *   usage: bench-step [--model small] [--batch 8] [--steps 5] [--threads N]
+ *                     [--precision fp32|bf16]
  *
  * Prints the BLAS in use (library, kernel set, threads), a table of the
  * sgemm GFLOP/s of square and of the model's own GEMM shapes (the ceiling;
@@ -16,8 +17,16 @@
  * ptrain-run uses; a second pass times the forward alone for the fwd /
  * bwd+optim split.  Default preset: L=4 H=4 C=256 T=128, V=50257, B=8
  * ("small").
+ *
+ * --precision bf16 runs the bf16 table (lib/backend/ops.h: bf16
+ * activations and weight copies, fp32 master weights, gradients and AdamW)
+ * and measures the bf16 GEMM (pt_gemm_bf16, lib/backend/gemm_bf16.h) on the
+ * fc shape beside sgemm; the "vs GEMM(fc)" ratio is then against the bf16
+ * rate, and the result line adds precision=, gemm_fc= (the rate used for
+ * the ratio) and peak_mib=.
  */
 #include "backend/blas.h"
+#include "backend/gemm_bf16.h"
 #include "core/core.h"
 #include "model/gpt.h"
 #include "train/train.h"
@@ -64,11 +73,40 @@ static double sgemm_gflops(int M, int N, int K, int reps)
     return 2.0 * M * N * K / best / 1e9;
 }
 
+/* GFLOP/s of pt_gemm_bf16 on C[M,N] (bf16) = A[M,K] B[N,K]^T (the forward
+ * matmul form), best of reps; 0 when the GEMM fails. */
+static double gemm_bf16_gflops(int M, int N, int K, int reps)
+{
+    pt_bf16 *a = malloc(sizeof(pt_bf16) * (size_t)M * K), *b = malloc(sizeof(pt_bf16) * (size_t)K * N),
+            *c = malloc(sizeof(pt_bf16) * (size_t)M * N);
+    double best = 1e30;
+    if (a && b && c) {
+        pt_rng r;
+        pt_rng_seed(&r, 1, 1);
+        for (size_t i = 0; i < (size_t)M * K; i++) a[i] = pt_f32_to_bf16((float)pt_rng_uniform(&r));
+        for (size_t i = 0; i < (size_t)K * N; i++) b[i] = pt_f32_to_bf16((float)pt_rng_uniform(&r));
+        for (int i = 0; i <= reps; i++) { /* i = 0 warms up (oneDNN builds its primitive) */
+            double t0 = pt_now();
+            if (pt_gemm_bf16(0, 1, M, N, K, 1, a, K, b, K, 0, c, PT_BF16_OUT_BF16, N, NULL)) {
+                best = 1e30;
+                break;
+            }
+            double dt = pt_now() - t0;
+            if (i && dt < best) best = dt;
+        }
+    }
+    free(a);
+    free(b);
+    free(c);
+    return best < 1e30 ? 2.0 * M * N * K / best / 1e9 : 0;
+}
+
 int main(int argc, char **argv)
 {
     pt_host_memory_keep(); /* as ptrain-run: freed blocks stay for the next step */
     const char *model = "small";
-    int B = 8, steps = 5, threads = 0;
+    int B = 8, steps = 5, threads = 0, prec = PT_PREC_FP32;
+    const char *precision = "fp32";
     char model_help[256];
     snprintf(model_help, sizeof model_help, "model preset: %s", pt_gpt_preset_names());
     const bench_opt opts[] = {
@@ -76,9 +114,16 @@ int main(int argc, char **argv)
         {"batch", BENCH_INT, 1, 1000000, &B, "N", "sequences per step", NULL},
         {"steps", BENCH_INT, 1, 1000000, &steps, "N", "timed steps, after one untimed warm-up step", NULL},
         {"threads", BENCH_INT, 0, 4096, &threads, "N", "threads of the cpu backend, 0: OpenMP's default", NULL},
+        {"precision", BENCH_CHOICE, 0, 0, &precision, "fp32|bf16",
+         "bf16: bf16 activations and weight copies, fp32 master weights, gradients and AdamW", NULL},
         {0}};
     bench_opts_parse(argc, argv, "bench-step", "bench-step [options]",
-                     "One training step's throughput at 1 rank beside the machine's sgemm rate.", opts);
+                     "One training step's throughput at 1 rank beside the machine's sgemm (or bf16 GEMM) rate.", opts);
+    pt_error perr;
+    if (pt_precision_parse("--precision", precision, &prec, &perr) < 0) { /* the table admits only the names */
+        fprintf(stderr, "bench-step: %s\n", perr.text);
+        return 2;
+    }
     MPI_Init(&argc, &argv);
     pt_gpt_config cfg;
     if (pt_gpt_preset(model, &cfg) || B < 1 || steps < 1) {
@@ -90,8 +135,8 @@ int main(int argc, char **argv)
     if (threads > 0) be->set_threads(threads);
     const int T = cfg.seq_len, C = cfg.n_embd, N = B * T;
 
-    printf("# bench-step: %s L=%d H=%d C=%d T=%d V=%d B=%d, 1 rank, %d threads%s\n", model, cfg.n_layer, cfg.n_head, C, T,
-           cfg.vocab, B, threads ? threads : omp_threads(), threads ? "" : " (default)");
+    printf("# bench-step: %s L=%d H=%d C=%d T=%d V=%d B=%d, 1 rank, %d threads%s, %s\n", model, cfg.n_layer, cfg.n_head,
+           C, T, cfg.vocab, B, threads ? threads : omp_threads(), threads ? "" : " (default)", pt_precision_name(prec));
     printf("# blas: %s\n", pt_blas_summary());
     printf("%-34s %12s\n", "kernel", "GFLOP/s");
     double sq = sgemm_gflops(512, 512, 512, 20);
@@ -100,9 +145,21 @@ int main(int argc, char **argv)
     printf("%-34s %12.1f\n", "sgemm 512x512x512", sq);
     printf("%-34s %12.1f\n", "sgemm [B*T, C] x [4C, C]^T (fc)", mlp);
     printf("%-34s %12.1f\n", "sgemm [B*T, C] x [V, C]^T (head)", head);
+    double bmlp = 0;
+    if (prec == PT_PREC_BF16) {
+        if (pt_gemm_bf16_select()) {
+            fprintf(stderr, "bench-step: %s\n", pt_errmsg());
+            MPI_Finalize();
+            return 2;
+        }
+        bmlp = gemm_bf16_gflops(N, 4 * C, C, 20);
+        printf("%-34s %12.1f\n", "bf16 GEMM [B*T, C] x [4C, C]^T (fc)", bmlp);
+        printf("%-34s %12.1f\n", "bf16 GEMM [B*T, C] x [V, C]^T (head)", gemm_bf16_gflops(N, cfg.vocab, C, 3));
+    }
 
     pt_plan plan;
     pt_plan_default(&plan);
+    plan.precision = prec;
     pt_pctx ctx;
     pt_arena arena = {0};
     pt_gpt m;
@@ -148,18 +205,30 @@ int main(int argc, char **argv)
         printf("%-34s %12.1f (re-measured after the steps; used below)\n", "sgemm [B*T, C] x [4C, C]^T (fc)", mlp2);
         mlp = mlp2;
     }
+    if (prec == PT_PREC_BF16) {
+        double b2 = gemm_bf16_gflops(N, 4 * C, C, 20);
+        if (b2 > bmlp) {
+            printf("%-34s %12.1f (re-measured after the steps; used below)\n", "bf16 GEMM [B*T, C] x [4C, C]^T (fc)", b2);
+            bmlp = b2;
+        }
+    }
+    const double ref = prec == PT_PREC_BF16 && bmlp > 0 ? bmlp : mlp; /* the ceiling of this precision's GEMM */
     double per = t_step / steps;
     double tps = N / per;
     double gf = tps * pt_gpt_flops_per_token(&cfg, T) / 1e9;
     printf("\n%-12s %10s %14s %10s %12s %12s %14s\n", model, "fwd ms", "bwd+optim ms", "ms/step", "tokens/s",
-           "GFLOP/s", "vs sgemm(fc)");
+           "GFLOP/s", prec == PT_PREC_BF16 ? "vs bf16(fc)" : "vs sgemm(fc)");
     printf("%-12s %10.1f %14.1f %10.1f %12.0f %12.1f %13.0f%%\n", "mean", 1e3 * t_fwd / steps, 1e3 * (per - t_fwd / steps),
-           1e3 * per, tps, gf, 100.0 * gf / mlp);
+           1e3 * per, tps, gf, 100.0 * gf / ref);
     double btps = N / best, bgf = btps * pt_gpt_flops_per_token(&cfg, T) / 1e9;
-    printf("%-12s %10s %14s %10.1f %12.0f %12.1f %13.0f%%\n", "best step", "", "", 1e3 * best, btps, bgf, 100.0 * bgf / mlp);
-    printf("peak memory %.1f MiB (params+grads+adam %.1f MiB)\n", arena.peak / 1048576.0, m.nfloats * 16.0 / 1048576.0);
-    printf("result: tok_s=%.1f mean_tok_s=%.1f gflops=%.2f sgemm_fc=%.2f pct_sgemm=%.1f\n", btps, tps, bgf, mlp,
-           100.0 * bgf / mlp);
+    printf("%-12s %10s %14s %10.1f %12.0f %12.1f %13.0f%%\n", "best step", "", "", 1e3 * best, btps, bgf, 100.0 * bgf / ref);
+    /* fp32 master, gradient, AdamW m and v; bf16 adds the 2-byte work copy */
+    const double pbytes = prec == PT_PREC_BF16 ? 18.0 : 16.0;
+    printf("peak memory %.1f MiB (params+grads+adam%s %.1f MiB)\n", arena.peak / 1048576.0,
+           prec == PT_PREC_BF16 ? "+bf16 copy" : "", m.nfloats * pbytes / 1048576.0);
+    printf("result: tok_s=%.1f mean_tok_s=%.1f gflops=%.2f sgemm_fc=%.2f pct_sgemm=%.1f precision=%s gemm_fc=%.2f "
+           "peak_mib=%.1f\n", btps, tps, bgf, mlp, 100.0 * bgf / mlp, pt_precision_name(prec), ref,
+           arena.peak / 1048576.0);
     free(tok);
     pt_train_free(&tr);
     pt_gpt_free(&m);

@@ -439,7 +439,7 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         free(buf);
         return rc;
     }
-    const pt_ops_f32 *ops = h->model.ops;
+    const pt_ops *ops = h->model.ops;
     const char *src = buf;
     for (int k = 0; k < 16; k++)
         for (int li = 0; li < (k >= 2 && k < 14 ? L : 1); li++) {
@@ -452,8 +452,8 @@ static int llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
              * bf16 widens exactly (the 16 bits become the high half) */
             if (es == 2) pt_bf16_to_f32_n(d, (const pt_bf16 *)(const void *)src, nel);
             else ops->copy2d(d, sizeof(float), src, sizeof(float), sizeof(float) * nel, 1);
-            ops->zero(m, nel);
-            ops->zero(v, nel);
+            ops->zero(m, nel, PT_F32);
+            ops->zero(v, nel, PT_F32);
             src += (size_t)es * (k == 0 ? (size_t)Vp * (size_t)C : nel);
         }
     free(buf);
@@ -605,7 +605,7 @@ static int write_safetensors(holder *h, const char *out, long step, int64_t *byt
     int bad = pt_write_all(f.fd, hb, 8 + padded);
     free(hb);
     *bytes = (int64_t)(8 + padded) + off;
-    const pt_ops_f32 *ops = h->model.ops;
+    const pt_ops *ops = h->model.ops;
     float *tmp = NULL;
     for (int i = 0; i < n && !bad; i++) {
         pt_param *p = param_at(h, e[i].idx);
@@ -853,7 +853,7 @@ static int st_read(const char *file, const char *model, holder *h, pt_gpt_config
         }
     }
     if ((rc = holder_build(h, cfg, 1))) goto out;
-    const pt_ops_f32 *ops = h->model.ops;
+    const pt_ops *ops = h->model.ops;
     for (int k = 0; k < n && !rc; k++) {
         char name[64];
         snprintf(name, sizeof name, "%s%s", prefix, e[k].name);
@@ -870,10 +870,10 @@ static int st_read(const char *file, const char *model, holder *h, pt_gpt_config
                                                          sizeof(float), in);
         } else {
             ops->copy2d(d, sizeof(float), buf, sizeof(float), sizeof(float) * (size_t)t->numel, 1);
-            if (nel > t->numel) ops->zero(d + t->numel, nel - (size_t)t->numel); /* wte's padding rows */
+            if (nel > t->numel) ops->zero(d + t->numel, nel - (size_t)t->numel, PT_F32); /* wte's padding rows */
         }
-        ops->zero(m, nel);
-        ops->zero(v, nel);
+        ops->zero(m, nel, PT_F32);
+        ops->zero(v, nel, PT_F32);
     }
     if (!rc) {
         h->tr.step = 0;

@@ -8,7 +8,7 @@
  *       --ptrain-mode, --ptrain-tp, --ptrain-tp-depth, --ptrain-sp, the
  *       pipeline/ZeRO options (--ptrain-pp, --ptrain-microbatches,
  *       --ptrain-schedule, --ptrain-virtual-stages, --ptrain-pp-split,
- *       --ptrain-zero, --ptrain-recompute), the model and batch the plan is
+ *       --ptrain-zero, --ptrain-recompute, --ptrain-precision), the model and batch the plan is
  *       for (--ptrain-model, --ptrain-batch), --ptrain-explain and
  *       --ptrain-verbose are registered in slurm_spank_init; their
  *       callbacks validate values at once and init_post_opt checks the
@@ -118,6 +118,7 @@ static const struct { const char *key, *var; } pipe_opts[] = {
     {"pp-split", "PTRAIN_PP_SPLIT"},
     {"zero", "PTRAIN_ZERO"},
     {"recompute", "PTRAIN_CKPT_ACT"},
+    {"precision", "PTRAIN_PRECISION"},
 };
 #define N_PIPE ((int)(sizeof pipe_opts / sizeof pipe_opts[0]))
 static char opt_pipe[N_PIPE][400];
@@ -293,6 +294,7 @@ static pt_plan_limits conf_limits(void)
     lim.max_pp = conf.max_pp;
     lim.max_zero = conf.max_zero;
     lim.schedules = conf.allowed_schedules;
+    lim.precisions = conf.allowed_precisions;
     lim.default_zero = conf.default_zero;
     lim.mixed = conf.mixed_nodes;
     return lim;
@@ -409,14 +411,15 @@ static int plan_request(const pt_job_geometry *g, const char *nodelist, const pt
 
 /* The user's request through lib/plan's one request builder: each option,
  * else its PTRAIN_* variable, else the administrator's default_mode,
- * default_schedule and default_recompute (sizes not pinned: the planner
- * chooses).  Then the checks that need no geometry.  -1 with a one-line
+ * default_schedule, default_recompute and default_precision (sizes not
+ * pinned: the planner chooses).  Then the checks that need no geometry.  -1 with a one-line
  * error. */
 static int resolve_request(env_get_fn get, void *arg, pt_plan_request *r, pt_error *err)
 {
     pt_plan_request_init(r, conf.default_mode);
     r->plan.schedule = conf.default_schedule;
     r->plan.ckpt_act = conf.default_recompute;
+    r->plan.precision = conf.default_precision;
     pt_plan_limits lim = conf_limits();
     const pt_plan_limits *lp = conf_bad ? NULL : &lim;
     /* the options given (validated by their callbacks) */
@@ -493,6 +496,10 @@ static struct spank_option options[] = {
      "ptrain: activation checkpointing: none, block, attention. "
      "Default: $PTRAIN_CKPT_ACT, else the cluster's default_recompute.",
      1, 6, cb_pipe},
+    {"ptrain-precision", "P",
+     "ptrain: training precision: fp32, bf16 (bf16 activations and weight copies, fp32 master weights, "
+     "gradients and AdamW). Default: $PTRAIN_PRECISION, else the cluster's default_precision.",
+     1, 7, cb_pipe},
     {"ptrain-model", "NAME|L,H,C,T,V",
      "ptrain: the model the plan is made for: a ptrain-run preset (test, tiny, small, "
      "gpt2-124M) or L,H,C,T,V; injected as PTRAIN_MODEL. Default: $PTRAIN_MODEL, else tiny.",

@@ -229,6 +229,9 @@ int pt_spank_master_port(uint32_t job_id, uint32_t step_id, int base, int count)
     return base + (int)slot;
 }
 
+/* every precision (pt_precision) */
+#define ALL_PRECISIONS ((1u << PT_PREC_FP32) | (1u << PT_PREC_BF16))
+
 void pt_spank_conf_default(pt_spank_conf *c)
 {
     c->default_mode = PT_MODE_OFF;
@@ -244,6 +247,8 @@ void pt_spank_conf_default(pt_spank_conf *c)
     c->allowed_schedules = (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE) |
                            (1u << PT_SCHED_INTERLEAVED);
     c->default_recompute = PT_RECOMPUTE_NONE;
+    c->default_precision = PT_PREC_FP32;
+    c->allowed_precisions = ALL_PRECISIONS;
     c->topology[0] = '\0';
     c->inter_node_gbps = 0;
     c->inter_node_lat_us = 0;
@@ -355,6 +360,7 @@ static pt_plan_limits conf_limits_of(const pt_spank_conf *c)
     lim.max_pp = c->max_pp;
     lim.max_zero = c->max_zero;
     lim.schedules = c->allowed_schedules;
+    lim.precisions = c->allowed_precisions;
     lim.default_zero = c->default_zero;
     lim.mixed = c->mixed_nodes;
     return lim;
@@ -439,6 +445,15 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
     if (c->default_recompute < PT_RECOMPUTE_NONE || c->default_recompute > PT_RECOMPUTE_ATTENTION)
         return pt_errprintf(err, "invalid default_recompute %d (valid: none, block, attention)",
                             c->default_recompute);
+    if (!(c->allowed_precisions & ALL_PRECISIONS) || (c->allowed_precisions & ~ALL_PRECISIONS))
+        return pt_errprintf(err, "allowed_precisions allows no precision (valid: a list of \"fp32\", "
+                            "\"bf16\" with at least one)");
+    if (c->default_precision != PT_PREC_FP32 && c->default_precision != PT_PREC_BF16)
+        return pt_errprintf(err, "invalid default_precision %d (valid: \"fp32\", \"bf16\")",
+                            c->default_precision);
+    if (!(c->allowed_precisions & (1u << c->default_precision)))
+        return pt_errprintf(err, "default_precision '%s' is not in allowed_precisions",
+                            pt_precision_name(c->default_precision));
     if (check_rate("inter_node_gbps", c->inter_node_gbps, err) < 0 ||
         check_rate("inter_node_lat_us", c->inter_node_lat_us, err) < 0 ||
         check_rate("gemm_gflops", c->gemm_gflops, err) < 0)
@@ -557,17 +572,19 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
                 goto out;
             }
         } else if (strcmp(name, "default_schedule") == 0 ||
-                   strcmp(name, "default_recompute") == 0) {
-            int sched = strcmp(name, "default_schedule") == 0;
+                   strcmp(name, "default_recompute") == 0 || strcmp(name, "default_precision") == 0) {
+            int sched = strcmp(name, "default_schedule") == 0, prec = strcmp(name, "default_precision") == 0;
             if (type != CONFIG_TYPE_STRING) {
                 pt_errprintf(err, "%s:%d: %s must be a string (valid: %s)", path, line, name,
-                             sched ? "\"1f1b\", \"gpipe\"" : "\"none\", \"block\", \"attention\"");
+                             sched ? "\"1f1b\", \"gpipe\""
+                             : prec ? "\"fp32\", \"bf16\"" : "\"none\", \"block\", \"attention\"");
                 goto out;
             }
             pt_error inner;
             const char *v = config_setting_get_string(s);
-            int rc2 = sched ? pt_schedule_parse(name, v, &tmp.default_schedule, &inner)
-                            : pt_recompute_parse(name, v, &tmp.default_recompute, &inner);
+            int rc2 = sched  ? pt_schedule_parse(name, v, &tmp.default_schedule, &inner)
+                      : prec ? pt_precision_parse(name, v, &tmp.default_precision, &inner)
+                             : pt_recompute_parse(name, v, &tmp.default_recompute, &inner);
             if (rc2 < 0) {
                 pt_errprintf(err, "%s:%d: %s", path, line, inner.text);
                 goto out;
@@ -596,6 +613,30 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
                 mask |= 1u << sc;
             }
             tmp.allowed_schedules = mask;
+        } else if (strcmp(name, "allowed_precisions") == 0) {
+            if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST) {
+                pt_errprintf(err, "%s:%d: allowed_precisions must be a list of precision strings, "
+                             "e.g. [\"fp32\", \"bf16\"]", path, line);
+                goto out;
+            }
+            unsigned mask = 0;
+            int m = config_setting_length(s);
+            for (int j = 0; j < m; j++) {
+                const char *txt = config_setting_get_string(config_setting_get_elem(s, (unsigned)j));
+                int pr;
+                pt_error inner;
+                if (!txt) {
+                    pt_errprintf(err, "%s:%d: allowed_precisions element %d is not a string",
+                                 path, line, j);
+                    goto out;
+                }
+                if (pt_precision_parse("allowed_precisions entry", txt, &pr, &inner) < 0) {
+                    pt_errprintf(err, "%s:%d: %s", path, line, inner.text);
+                    goto out;
+                }
+                mask |= 1u << pr;
+            }
+            tmp.allowed_precisions = mask;
         } else if (strcmp(name, "max_tp") == 0 || strcmp(name, "master_port_base") == 0 ||
                    strcmp(name, "master_port_count") == 0 || strcmp(name, "max_pp") == 0 ||
                    strcmp(name, "default_zero") == 0 || strcmp(name, "max_zero") == 0) {
@@ -726,7 +767,8 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
         } else {
             pt_errprintf(err, "%s:%d: unknown setting '%s' (valid: default_mode, max_tp, "
                       "allowed_modes, master_port_base, master_port_count, max_pp, default_zero, "
-                      "max_zero, default_schedule, allowed_schedules, default_recompute, topology, "
+                      "max_zero, default_schedule, allowed_schedules, default_recompute, default_precision, "
+                      "allowed_precisions, topology, "
                       "inter_node_gbps, inter_node_lat_us, gemm_gflops, bind, energy, gpu_clock_mhz, "
                       "cpu_clock_mhz, node_models, mixed_nodes)", path, line, name);
             goto out;
@@ -752,7 +794,8 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
         return pt_errprintf(err, "plugstack argument '%s' is not key=value (valid keys: "
                          "config, default_mode, max_tp, master_port_base, master_port_count, "
                          "max_pp, default_zero, max_zero, default_schedule, allowed_schedules, "
-                         "default_recompute, topology, inter_node_gbps, inter_node_lat_us, gemm_gflops, "
+                         "default_recompute, default_precision, allowed_precisions, topology, "
+                         "inter_node_gbps, inter_node_lat_us, gemm_gflops, "
                          "bind, energy, gpu_clock_mhz, cpu_clock_mhz, node_model, mixed_nodes)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
@@ -785,6 +828,27 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
     } else if (KEY("default_recompute")) {
         if (pt_recompute_parse("plugstack default_recompute", v, &tmp.default_recompute, err) < 0)
             return -1;
+    } else if (KEY("default_precision")) {
+        if (pt_precision_parse("plugstack default_precision", v, &tmp.default_precision, err) < 0)
+            return -1;
+    } else if (KEY("allowed_precisions")) {
+        /* comma-separated: allowed_precisions=fp32,bf16 */
+        unsigned mask = 0;
+        char item[32];
+        const char *q = v;
+        for (;;) {
+            size_t n = strcspn(q, ",");
+            int pr;
+            if (n >= sizeof item) n = sizeof item - 1;
+            memcpy(item, q, n);
+            item[n] = '\0';
+            if (pt_precision_parse("plugstack allowed_precisions entry", item, &pr, err) < 0) return -1;
+            mask |= 1u << pr;
+            q += strcspn(q, ",");
+            if (!*q) break;
+            q++;
+        }
+        tmp.allowed_precisions = mask;
     } else if (KEY("topology")) {
         if (set_topology("plugstack argument topology=", v, &tmp, err) < 0) return -1;
     } else if (KEY("bind")) {
@@ -826,7 +890,8 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
         return pt_errprintf(err, "unknown plugstack argument '%s' (valid keys: config, "
                          "default_mode, max_tp, master_port_base, master_port_count, max_pp, "
                          "default_zero, max_zero, default_schedule, allowed_schedules, "
-                         "default_recompute, topology, inter_node_gbps, inter_node_lat_us, gemm_gflops, "
+                         "default_recompute, default_precision, allowed_precisions, topology, "
+                         "inter_node_gbps, inter_node_lat_us, gemm_gflops, "
                          "bind, energy, gpu_clock_mhz, cpu_clock_mhz, node_model, mixed_nodes)", arg);
     }
 #undef KEY
@@ -860,12 +925,13 @@ int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char
 int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char *what,
                             const char *text, pt_plan *req, pt_error *err)
 {
-    static const char *keys[] = {"pp", "microbatches", "virtual-stages", "zero", "schedule", "recompute", "pp-split"};
+    static const char *keys[] = {"pp", "microbatches", "virtual-stages", "zero", "schedule", "recompute", "precision",
+                                 "pp-split"};
     int known = 0;
     for (size_t i = 0; key && i < sizeof keys / sizeof keys[0]; i++) known |= strcmp(key, keys[i]) == 0;
     if (!known)
         return pt_errprintf(err, "ptrain: unknown pipeline option '%s' (valid: pp, microbatches, "
-                            "virtual-stages, zero, schedule, recompute, pp-split)", key ? key : "");
+                            "virtual-stages, zero, schedule, recompute, precision, pp-split)", key ? key : "");
     pt_plan_request r;
     pt_plan_request_init(&r, PT_MODE_OFF);
     r.plan = *req;

@@ -69,6 +69,8 @@ typedef struct pt_spank_conf {
                                 * (interleaved needs per-job virtual stages) */
     unsigned allowed_schedules; /* bit (1u << pt_schedule) per schedule users may ask for */
     int default_recompute;     /* pt_recompute of steps that ask none */
+    int default_precision;     /* pt_precision of steps that ask none (in allowed_precisions) */
+    unsigned allowed_precisions; /* bit (1u << pt_precision) per precision users may ask for */
     char topology[4096];       /* cached node model (ptrain-topo --probe --save output, JSON or
                                 * hwloc XML) the planner reads on every node; "" = build the
                                 * model from hwloc on the node */
@@ -108,7 +110,8 @@ int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes
 /* Defaults: default_mode off, max_tp 64, allowed_modes every mode (off,
  * auto, 1d, 2d, 2.5d, 3d), master ports 29500..30499 (base 29500, count
  * 1000), max_pp 64, default_zero 0, max_zero 3, default_schedule 1f1b,
- * allowed_schedules every schedule, default_recompute none, no topology
+ * allowed_schedules every schedule, default_recompute none,
+ * default_precision fp32, allowed_precisions fp32 and bf16, no topology
  * file, no rate overrides, bind auto, energy plan (measuring and planning
  * need no privilege; apply must be allowed), any clock, no node_models,
  * mixed_nodes adapt. */
@@ -119,6 +122,7 @@ void pt_spank_conf_default(pt_spank_conf *c);
  * default_mode not allowed, auto without any layout (1d, 2d, 2.5d, 3d) to
  * choose from, default_zero above max_zero,
  * default_schedule interleaved or not allowed, no schedule allowed;
+ * no precision allowed, default_precision not in allowed_precisions;
  * inter_node_gbps, gemm_gflops 0 or in (0, 1e9], inter_node_lat_us 0 or in
  * (0, 1e7]; bind none or auto. */
 int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
@@ -128,7 +132,8 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
  * master_port_base (int), master_port_count (int), max_pp (int),
  * default_zero (int), max_zero (int), default_schedule (string),
  * allowed_schedules (list of schedule strings), default_recompute
- * (string: none, block, attention), topology (string: a path, not
+ * (string: none, block, attention), default_precision (string: fp32,
+ * bf16), allowed_precisions (list of precision strings), topology (string: a path, not
  * empty; read by the planner on each node, so not opened here),
  * inter_node_gbps, inter_node_lat_us, gemm_gflops (positive numbers,
  * integer or float), bind (string: "none" or "auto"), energy (string: off,
@@ -143,7 +148,8 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
 /* Apply one plugstack argument "key=value" (config=PATH, default_mode=M,
  * max_tp=N, master_port_base=N, master_port_count=N, max_pp=N,
  * default_zero=N, max_zero=N, default_schedule=S,
- * allowed_schedules=S[,S...], default_recompute=R, topology=PATH,
+ * allowed_schedules=S[,S...], default_recompute=R, default_precision=P,
+ * allowed_precisions=P[,P...], topology=PATH,
  * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, bind=none|auto,
  * energy=LEVEL, gpu_clock_mhz=MIN-MAX, cpu_clock_mhz=MIN-MAX,
  * node_model=HOSTLIST=PATH (adds one), mixed_nodes=adapt|refuse) to *c.
@@ -165,9 +171,10 @@ int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char
 
 /* A pipeline/ZeRO option (--ptrain-pp, --ptrain-microbatches,
  * --ptrain-virtual-stages, --ptrain-zero, --ptrain-schedule,
- * --ptrain-recompute, --ptrain-pp-split) or its PTRAIN_* variable, named
- * `what` in errors, parsed into the request *req and checked against c's
- * limits (max_pp, max_zero, allowed_schedules; c NULL skips them).  `key`
+ * --ptrain-recompute, --ptrain-precision, --ptrain-pp-split) or its PTRAIN_*
+ * variable, named `what` in errors, parsed into the request *req and checked
+ * against c's limits (max_pp, max_zero, allowed_schedules,
+ * allowed_precisions; c NULL skips them).  `key`
  * is the option's name without "--ptrain-".  Errors are one line prefixed
  * "ptrain: ". */
 int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char *what,

@@ -25,14 +25,14 @@
 
 /* How a field's value is shown in the one-line report. */
 typedef enum { SHOW_INT, SHOW_MODE, SHOW_RECOMPUTE, SHOW_SCHEDULE, SHOW_ORDER, SHOW_HEX, SHOW_HASH,
-               SHOW_GIVEN, SHOW_DEVICE } show_kind;
+               SHOW_GIVEN, SHOW_PRECISION, SHOW_DEVICE } show_kind;
 
 /* The record's fields, in the order they are reported. */
 enum {
     F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER, F_TP_ORDER,
     F_LAYERS, F_HEADS, F_EMBD, F_SEQ, F_VOCAB, F_TRAIN_TOK, F_TRAIN_SUM, F_VAL_TOK, F_VAL_SUM,
     F_STEPS, F_BATCH, F_TRAINING, F_SCHEDULE, F_VSTAGES, F_METRICS, F_SAVE_DIR, F_SAVE_EVERY, F_KEEP,
-    F_RESUME, F_ENERGY, F_DEVICE, F_PLAN_MODEL, F_PLAN_BATCH, F_N
+    F_RESUME, F_PRECISION, F_ENERGY, F_DEVICE, F_PLAN_MODEL, F_PLAN_BATCH, F_N
 };
 
 static const struct {
@@ -71,6 +71,7 @@ static const struct {
     [F_SAVE_EVERY] = {"--save-every", SHOW_INT},
     [F_KEEP] = {"--keep", SHOW_INT},
     [F_RESUME] = {"--resume", SHOW_HASH},
+    [F_PRECISION] = {"plan precision", SHOW_PRECISION},
     [F_ENERGY] = {"energy options (--energy, --energy-clock, --energy-plan and its file, --energy-profile and its "
                   "file, --energy-straggler, --profile-energy, --profile-clocks, --profile-steps, PTRAIN_ENERGY*)",
                   SHOW_HASH},
@@ -144,6 +145,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_SAVE_EVERY] = o->save_every;
     v[F_KEEP] = o->keep;
     v[F_RESUME] = text_id(o->resume);
+    v[F_PRECISION] = p->precision;
     v[F_ENERGY] = (int64_t)s->energy_id;
     v[F_DEVICE] = s->device;
     v[F_PLAN_MODEL] = s->planned_for ? shape_id(&s->plan_model) : 0;
@@ -157,6 +159,7 @@ static void field_value(const startup_rec *r, int f, char *buf, size_t len)
     switch (fields[f].show) {
     case SHOW_MODE: snprintf(buf, len, "%s", pt_mode_name((pt_mode)x)); break;
     case SHOW_RECOMPUTE: snprintf(buf, len, "%s", pt_recompute_name((int)x)); break;
+    case SHOW_PRECISION: snprintf(buf, len, "%s", pt_precision_name((int)x)); break;
     case SHOW_SCHEDULE: snprintf(buf, len, "%s", pt_schedule_name((int)x)); break;
     case SHOW_ORDER: snprintf(buf, len, "%c%c%c", (char)(x >> 16), (char)(x >> 8), (char)x); break;
     case SHOW_HEX: snprintf(buf, len, "%016llx", (unsigned long long)x); break;

@@ -344,7 +344,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         } else {
             printf("device: cpu (%s)\n", s->device_note);
         }
-        printf("blas: %s\n", pt_blas_summary());
+        printf("blas: %s\n", pt_blas_summary()); /* the fp32 GEMM; the bf16 one */
         fflush(stdout);
     }
     /* energy: the meter, the clock plan, the sweep (collective; NULL when off) */

@@ -15,9 +15,9 @@
 enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
        O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
        O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-       O_RECOMPUTE, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS, O_BETA1,
-       O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER, O_DEVICE,
-       O_TPORDER };
+       O_RECOMPUTE, O_PRECISION, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS,
+       O_BETA1, O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER,
+       O_DEVICE, O_TPORDER };
 static const struct option long_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
@@ -32,6 +32,7 @@ static const struct option long_opts[] = {
     {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
     {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
     {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
+    {"precision", 1, 0, O_PRECISION},
     {"peak-gflops", 1, 0, O_PEAK},
     {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
     {"resume", 1, 0, O_RESUME}, {"topology", 1, 0, O_TOPOLOGY}, {"explain", 0, 0, O_EXPLAIN},
@@ -106,6 +107,8 @@ void run_usage(FILE *f)
         "  --zero 0|1|2|3       ZeRO stage over the dp group (default PTRAIN_ZERO, else 0)\n"
         "  --recompute none|block|attention   activation checkpointing (default\n"
         "                       PTRAIN_CKPT_ACT, else none)\n"
+        "  --precision fp32|bf16   bf16: bf16 activations and weight copies, fp32 master\n"
+        "                       weights, gradients and AdamW (default PTRAIN_PRECISION, else fp32)\n"
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
         "  --device cpu|cuda|auto   where each rank trains (default PTRAIN_DEVICE, which the\n"
         "                       plugin sets to cuda when it binds a GPU, else auto: cuda when\n"
@@ -244,7 +247,7 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
     o->seed = 1337;
     o->threads = 0;
     o->watchdog = 600;
-    o->zero = o->schedule = o->recompute = -1;
+    o->zero = o->schedule = o->recompute = o->precision = -1;
     o->profile_clocks = 6;
     o->profile_steps = 2;
     o->straggler = 0.10;
@@ -293,6 +296,11 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_RECOMPUTE: {
             pt_error e;
             if (pt_recompute_parse("--recompute", optarg, &o->recompute, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            break;
+        }
+        case O_PRECISION: {
+            pt_error e;
+            if (pt_precision_parse("--precision", optarg, &o->precision, &e) < 0) return pt_errprintf(err, "%s", e.text);
             break;
         }
         case O_SPLIT: {

@@ -48,6 +48,7 @@ typedef struct run_opts {
     long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
     long pp, microbatches, virtual_stages; /* 0 = not given */
     int zero, schedule, recompute;         /* -1 = not given */
+    int precision;                         /* a pt_precision; -1 = not given */
     const char *pp_split;                  /* NULL = not given */
     float lr, min_lr, wd, clip, eps, beta1, beta2;
     int dry_run, quiet;

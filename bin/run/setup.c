@@ -6,6 +6,7 @@
  * agreement makes every rank leave with status 2. */
 #define _GNU_SOURCE
 #include "run.h"
+#include "backend/gemm_bf16.h"
 #include "ckpt/ckpt.h"
 #include "plan/cost.h"
 #include "plan/planner.h"
@@ -205,6 +206,7 @@ static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_en
     PIN(o->schedule >= 0, schedule, o->schedule, PT_PIN_SCHEDULE);
     PIN(o->zero >= 0, zero, o->zero, PT_PIN_ZERO);
     PIN(o->recompute >= 0, ckpt_act, o->recompute, PT_PIN_RECOMPUTE);
+    PIN(o->precision >= 0, precision, o->precision, PT_PIN_PRECISION);
 #undef PIN
     if (o->pp_split) {
         if (pt_plan_split_parse("--pp-split", o->pp_split, q, err) < 0) return -1;
@@ -275,6 +277,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (o->schedule >= 0) p->schedule = o->schedule;
     if (o->zero >= 0) p->zero = o->zero;
     if (o->recompute >= 0) p->ckpt_act = o->recompute;
+    if (o->precision >= 0) p->precision = o->precision;
     if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, err) < 0) return -1;
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
     if (o->tp_order) memcpy(p->tp_order, o->tp_order, sizeof p->tp_order);
@@ -635,6 +638,11 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
     if (o->dry_run) return 0;
+    /* bf16: the GEMM's choice (PTRAIN_BF16_GEMM or the ISA rule) now, so a
+     * bad or unavailable choice is one start-up line, not an abort at the
+     * first matmul */
+    if (plan->precision == PT_PREC_BF16 && pt_gemm_bf16_select() != PT_OK)
+        return pt_errprintf(err, "--precision bf16: %s", pt_errmsg());
     /* where to train: before the memory check, which is the host's */
     if (run_resolve_device(o, &s->device, s->device_note, sizeof s->device_note, err) < 0) return -1;
     /* the MFU's peak: given, else the rate the planner prices one rank's

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* CPU backend: the kernels of cpu_ops.inc instantiated for float and
- * double, and the "cpu" backend table (OpenBLAS sgemm + OpenMP loops). */
+/* CPU backend: the kernels of cpu_ops.inc instantiated for float, bf16
+ * (storage) with float arithmetic and double, the generic memory and
+ * BLAS-1 ops, and the "cpu" backend (OpenBLAS sgemm, the bf16 GEMM of
+ * gemm_bf16.h, OpenMP loops). */
 #include "backend/ops.h"
 #include "backend/blas.h"
+#include "backend/gemm_bf16.h"
 #include "backend/cuda/cuda.h"
 #include "core/core.h"
 
@@ -67,8 +70,265 @@ static inline __attribute__((always_inline)) float pt_vtanhf(float u)
 #define PT_VCLONES_F32
 #endif
 
+/* ---- generic ops: memory and BLAS-1 on any dtype (ops.h) ------------------ */
+/* Below this many elements an element-wise op runs on one thread: a
+ * parallel region costs more than it saves, much more when the cores are
+ * shared (measured: +30% step time for the "test" model at 2 threads on a
+ * loaded 2-core machine when every small zero/sum forked). */
+#define PT_PAR_MIN 32768
+
+static void bad_dtype(const char *op, pt_dtype t)
+{
+    fprintf(stderr, "ptrain: %s: element type %d is not fp32, bf16 or fp64\n", op, (int)t);
+    abort();
+}
+
+static void gen_zero(void *x, size_t n, pt_dtype t)
+{
+    const size_t es = pt_dtype_size(t);
+    if (!es) bad_dtype("zero", t);
+    const size_t bytes = n * es, nc = (bytes + (1u << 20) - 1) >> 20; /* 1 MiB pieces */
+#pragma omp parallel for schedule(static) if (n >= PT_PAR_MIN)
+    for (size_t c = 0; c < nc; c++) {
+        const size_t off = c << 20;
+        memset((char *)x + off, 0, bytes - off < (1u << 20) ? bytes - off : (1u << 20));
+    }
+}
+
+static void gen_fill(void *x, double a, size_t n, pt_dtype t)
+{
+    switch (t) {
+    case PT_F32: {
+        float *y = x, v = (float)a;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) y[i] = v;
+        return;
+    }
+    case PT_F64: {
+        double *y = x;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) y[i] = a;
+        return;
+    }
+    case PT_BF16: {
+        pt_bf16 *y = x, v = pt_f32_to_bf16((float)a);
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) y[i] = v;
+        return;
+    }
+    }
+    bad_dtype("fill", t);
+}
+
+static void gen_copy(void *dst, const void *src, size_t n, pt_dtype t)
+{
+    const size_t es = pt_dtype_size(t);
+    if (!es) bad_dtype("copy", t);
+    const size_t bytes = n * es, nc = (bytes + (1u << 20) - 1) >> 20;
+#pragma omp parallel for schedule(static) if (n >= PT_PAR_MIN)
+    for (size_t c = 0; c < nc; c++) {
+        const size_t off = c << 20;
+        memcpy((char *)dst + off, (const char *)src + off, bytes - off < (1u << 20) ? bytes - off : (1u << 20));
+    }
+}
+
+/* one element of type st at s as double (bf16 and fp32 exactly) */
+static inline double load_as_double(const void *s, size_t i, pt_dtype st)
+{
+    return st == PT_F32 ? (double)((const float *)s)[i]
+         : st == PT_BF16 ? (double)pt_bf16_to_f32(((const pt_bf16 *)s)[i]) : ((const double *)s)[i];
+}
+
+static void gen_convert(void *dst, pt_dtype dt, const void *src, pt_dtype st, size_t n)
+{
+    if (!pt_dtype_size(dt)) bad_dtype("convert", dt);
+    if (!pt_dtype_size(st)) bad_dtype("convert", st);
+    if (dt == st) {
+        gen_copy(dst, src, n, dt);
+        return;
+    }
+    if (dt == PT_BF16 && st == PT_F32) { /* the hot pair: weight copies */
+        pt_bf16 *d = dst;
+        const float *s = src;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) d[i] = pt_f32_to_bf16(s[i]);
+        return;
+    }
+    if (dt == PT_F32 && st == PT_BF16) {
+        float *d = dst;
+        const pt_bf16 *s = src;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) d[i] = pt_bf16_to_f32(s[i]);
+        return;
+    }
+    /* the rest goes through double: f64 -> bf16 rounds to float first, then
+     * to bf16 (double rounding; the f64 table has no bf16 tensors) */
+#pragma omp parallel for schedule(static) if (n >= PT_PAR_MIN)
+    for (size_t i = 0; i < n; i++) {
+        const double v = load_as_double(src, i, st);
+        if (dt == PT_F32) ((float *)dst)[i] = (float)v;
+        else if (dt == PT_F64) ((double *)dst)[i] = v;
+        else ((pt_bf16 *)dst)[i] = pt_f32_to_bf16((float)v);
+    }
+}
+
+static void gen_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height)
+{
+    if (height == 1) {
+        memcpy(dst, src, width);
+        return;
+    }
+#pragma omp parallel for schedule(static) if (height * width >= 4 * PT_PAR_MIN)
+    for (size_t r = 0; r < height; r++)
+        memcpy((char *)dst + r * dpitch, (const char *)src + r * spitch, width);
+}
+
+static void gen_add2d(void *dst, size_t ldd, const void *src, size_t lds, size_t rows, size_t cols, pt_dtype t)
+{
+    if (!pt_dtype_size(t)) bad_dtype("add2d", t);
+#pragma omp parallel for schedule(static) if (rows * cols >= PT_PAR_MIN)
+    for (size_t r = 0; r < rows; r++) {
+        if (t == PT_F32) {
+            float *d = (float *)dst + r * ldd;
+            const float *s = (const float *)src + r * lds;
+#pragma omp simd
+            for (size_t c = 0; c < cols; c++) d[c] += s[c];
+        } else if (t == PT_F64) {
+            double *d = (double *)dst + r * ldd;
+            const double *s = (const double *)src + r * lds;
+#pragma omp simd
+            for (size_t c = 0; c < cols; c++) d[c] += s[c];
+        } else {
+            pt_bf16 *d = (pt_bf16 *)dst + r * ldd;
+            const pt_bf16 *s = (const pt_bf16 *)src + r * lds;
+#pragma omp simd
+            for (size_t c = 0; c < cols; c++) d[c] = pt_f32_to_bf16(pt_bf16_to_f32(d[c]) + pt_bf16_to_f32(s[c]));
+        }
+    }
+}
+
+static void gen_axpy(void *y_, double a, const void *x_, size_t n, pt_dtype t)
+{
+    switch (t) {
+    case PT_F32: {
+        float *y = y_, af = (float)a;
+        const float *x = x_;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) y[i] += af * x[i];
+        return;
+    }
+    case PT_F64: {
+        double *y = y_;
+        const double *x = x_;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) y[i] += a * x[i];
+        return;
+    }
+    case PT_BF16: {
+        pt_bf16 *y = y_;
+        const pt_bf16 *x = x_;
+        const float af = (float)a;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) y[i] = pt_f32_to_bf16(pt_bf16_to_f32(y[i]) + af * pt_bf16_to_f32(x[i]));
+        return;
+    }
+    }
+    bad_dtype("axpy", t);
+}
+
+static void gen_scale(void *x_, double a, size_t n, pt_dtype t)
+{
+    switch (t) {
+    case PT_F32: {
+        float *x = x_, af = (float)a;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) x[i] *= af;
+        return;
+    }
+    case PT_F64: {
+        double *x = x_;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) x[i] *= a;
+        return;
+    }
+    case PT_BF16: {
+        pt_bf16 *x = x_;
+        const float af = (float)a;
+#pragma omp parallel for simd schedule(static) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) x[i] = pt_f32_to_bf16(pt_bf16_to_f32(x[i]) * af);
+        return;
+    }
+    }
+    bad_dtype("scale", t);
+}
+
+static double gen_sum(const void *x_, size_t n, pt_dtype t)
+{
+    double s = 0;
+    switch (t) {
+    case PT_F32: {
+        const float *x = x_;
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) s += (double)x[i];
+        return s;
+    }
+    case PT_F64: {
+        const double *x = x_;
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) s += (double)x[i];
+        return s;
+    }
+    case PT_BF16: {
+        const pt_bf16 *x = x_;
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) s += (double)pt_bf16_to_f32(x[i]);
+        return s;
+    }
+    }
+    bad_dtype("sum", t);
+    return 0;
+}
+
+static double gen_sumsq(const void *x_, size_t n, pt_dtype t)
+{
+    double s = 0;
+    switch (t) {
+    case PT_F32: {
+        const float *x = x_;
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+        return s;
+    }
+    case PT_F64: {
+        const double *x = x_;
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) s += (double)x[i] * (double)x[i];
+        return s;
+    }
+    case PT_BF16: {
+        const pt_bf16 *x = x_;
+#pragma omp parallel for simd schedule(static) reduction(+ : s) if (n >= PT_PAR_MIN)
+        for (size_t i = 0; i < n; i++) {
+            const double v = (double)pt_bf16_to_f32(x[i]);
+            s += v * v;
+        }
+        return s;
+    }
+    }
+    bad_dtype("sumsq", t);
+    return 0;
+}
+
+/* ---- the three instantiations of cpu_ops.inc -------------------------------- */
 #define REAL float
+#define ACT float
+#define LD(x) (x)
+#define ST(x) (x)
+#define ACT_IS_REAL 1
+#define DT_ACT PT_F32
+#define DT_ACC PT_F32
 #define SFX(x) x##_f32
+#define SFX_NAME "f32"
 #define PT_VCLONES PT_VCLONES_F32
 #define GEMM cblas_sgemm
 #define EXP expf
@@ -77,8 +337,33 @@ static inline __attribute__((always_inline)) float pt_vtanhf(float u)
 #define VEXP pt_vexpf
 #define VTANH pt_vtanhf
 #include "backend/cpu_ops.inc"
-#undef REAL
+#undef ACT
+#undef LD
+#undef ST
+#undef ACT_IS_REAL
+#undef DT_ACT
 #undef SFX
+#undef SFX_NAME
+
+/* bf16 storage, float arithmetic: the float kernels' helpers (REAL, EXP,
+ * VEXP, GEMM for the widened tiles) stay */
+#define ACT pt_bf16
+#define LD(x) pt_bf16_to_f32(x)
+#define ST(x) pt_f32_to_bf16(x)
+#define ACT_IS_REAL 0
+#define DT_ACT PT_BF16
+#define SFX(x) x##_bf16
+#define SFX_NAME "bf16"
+#include "backend/cpu_ops.inc"
+#undef REAL
+#undef ACT
+#undef LD
+#undef ST
+#undef ACT_IS_REAL
+#undef DT_ACT
+#undef DT_ACC
+#undef SFX
+#undef SFX_NAME
 #undef GEMM
 #undef EXP
 #undef SQRT
@@ -88,7 +373,14 @@ static inline __attribute__((always_inline)) float pt_vtanhf(float u)
 #undef PT_VCLONES
 
 #define REAL double
+#define ACT double
+#define LD(x) (x)
+#define ST(x) (x)
+#define ACT_IS_REAL 1
+#define DT_ACT PT_F64
+#define DT_ACC PT_F64
 #define SFX(x) x##_f64
+#define SFX_NAME "f64"
 #define PT_VCLONES
 #define GEMM cblas_dgemm
 #define EXP exp
@@ -98,7 +390,14 @@ static inline __attribute__((always_inline)) float pt_vtanhf(float u)
 #define VTANH tanh
 #include "backend/cpu_ops.inc"
 #undef REAL
+#undef ACT
+#undef LD
+#undef ST
+#undef ACT_IS_REAL
+#undef DT_ACT
+#undef DT_ACC
 #undef SFX
+#undef SFX_NAME
 #undef GEMM
 #undef EXP
 #undef SQRT
@@ -119,7 +418,16 @@ static void cpu_set_threads(int n)
 #endif
 }
 
-static const pt_backend cpu_backend = {"cpu", &pt_cpu_ops_f32, cpu_set_threads, &pt_arena_mem_host};
+static const pt_backend cpu_backend = {"cpu", &pt_cpu_ops_f32, &pt_cpu_ops_bf16, cpu_set_threads, &pt_arena_mem_host};
+
+const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act)
+{
+    const pt_ops *o = act == PT_F32 ? be->ops : act == PT_BF16 ? be->ops_bf16 : NULL;
+    if (!o)
+        pt_fail(PT_EUNSUPP, "backend '%s' has no table for %s activations (valid: fp32%s)", be->name,
+                pt_dtype_name(act), be->ops_bf16 ? ", bf16" : "");
+    return o;
+}
 
 static const char *const backend_names[] = {"cpu", NULL};
 

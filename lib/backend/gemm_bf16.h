@@ -52,37 +52,16 @@
 #define PTRAIN_GEMM_BF16_H
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
+
+#include "core/core.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* a bfloat16 value: sign, 8 exponent bits, 7 fraction bits */
-typedef uint16_t pt_bf16;
-
-/* fp32 -> bf16, rounded to nearest, ties to even (the rounding of IEEE
- * 754's roundTiesToEven applied at bit 16; subnormals round the same way,
- * magnitudes at or above 0x1.ffp127 round to inf).  NaN stays NaN: the sign
- * and the top 7 payload bits are kept and the quiet bit is set, so a
- * signalling NaN whose payload lies in the low 16 bits does not become inf. */
-static inline pt_bf16 pt_f32_to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    uint32_t q = (u >> 16) | 0x40u;
-    return (pt_bf16)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
-}
-
-/* bf16 -> fp32: exact (the 16 bits become the high half) */
-static inline float pt_bf16_to_f32(pt_bf16 h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
+/* pt_bf16 and the scalar pair pt_f32_to_bf16 (round to nearest even, NaN
+ * kept quiet) / pt_bf16_to_f32 (exact) are lib/core's (core/core.h): one
+ * definition for the GEMM, the ops tables and the collectives. */
 
 /* dst[i] = pt_f32_to_bf16(src[i]) for i < n (OpenMP threads for large n);
  * no overlap.  Bytes: 4n read, 2n written. */

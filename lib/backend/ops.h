@@ -55,9 +55,13 @@
  * (what cuBLASLt's GELU epilogue computes).
  *
  * The CPU kernels are written once (cpu_ops.inc) and instantiated for
- * float (pt_cpu_ops_f32, the training backend) and double (pt_cpu_ops_f64,
- * used by the tests to check every backward against finite differences in
- * double precision, and the float kernels against the double ones).
+ * float (pt_cpu_ops_f32, fp32 training), bf16 storage with float
+ * arithmetic (pt_cpu_ops_bf16, mixed-precision training: Micikevicius et
+ * al. 2018, "Mixed Precision Training"; Kalamkar et al. 2019, "A Study of
+ * BFLOAT16 for Deep Learning Training") and double (pt_cpu_ops_f64, used
+ * by the tests to check every backward against finite differences in
+ * double precision, and the float and bf16 kernels against the double
+ * ones).
  * Formulas follow GPT-2 (Radford et al. 2019) and llm.c's CPU reference:
  * layernorm (Ba et al. 2016), GELU tanh form (Hendrycks & Gimpel 2016),
  * causal softmax attention (Vaswani et al. 2017, section 3.2.1) computed
@@ -67,11 +71,7 @@
  * * O) backward), the fused classifier as llm.c's fused_classifier and
  * Liger Kernel's fused linear cross-entropy (Hsu et al. 2024).
  *
- * Element types.  Every op of the table takes REAL tensors (float or
- * double) and int32 token ids; integers (sizes, strides, flags) and the
- * pt_attn_dims shape are type-free.  A mixed-precision table (bf16
- * storage, fp32 accumulation) is another instantiation with its own
- * storage type for activations and weights; see cpu_ops.inc.
+ * Element types: see "The ops table" below (the ACT and ACC roles).
  */
 #ifndef PTRAIN_OPS_H
 #define PTRAIN_OPS_H
@@ -112,195 +112,242 @@ typedef struct pt_attn_dims {
     int ldq, ldkv;
 } pt_attn_dims;
 
-#define PT_DECLARE_OPS(REAL, NAME)                                                            \
-    typedef struct NAME {                                                                     \
-        /* out[n,:] = w[tok[n]-v0,:] if v0 <= tok[n] < v0+Vl else 0.  out [N, C], w [Vl, C] */ \
-        void (*embedding_fwd)(REAL *out, const int32_t *tok, const REAL *w, int v0, int Vl,  \
-                              int N, int C);                                                   \
-        /* dw[tok[n]-v0,:] += dout[n,:] for tokens in the shard */                             \
-        void (*embedding_bwd)(REAL *dw, const REAL *dout, const int32_t *tok, int v0, int Vl, \
-                              int N, int C);                                                   \
-        /* x[b,t,:] += wpe[t,:];  x [B, T, C], wpe [>=T, C] */                                 \
-        void (*posemb_fwd)(REAL *x, const REAL *wpe, int B, int T, int C);                     \
-        /* dwpe[t,:] += sum_b dout[b,t,:] */                                                   \
-        void (*posemb_bwd)(REAL *dwpe, const REAL *dout, int B, int T, int C);                 \
-        /* out = (inp - mean)*rstd*w + b per row; mean, rstd [N] saved for backward (eps 1e-5) */ \
-        void (*layernorm_fwd)(REAL *out, REAL *mean, REAL *rstd, const REAL *inp, const REAL *w, \
-                              const REAL *b, int N, int C);                                    \
-        void (*layernorm_bwd)(REAL *dinp, REAL *dw, REAL *db, const REAL *dout, const REAL *inp, \
-                              const REAL *w, const REAL *mean, const REAL *rstd, int N, int C); \
-        /* out[N,OC] = epi(inp[N,C] w[OC,C]^T + beta out + bias[OC]) (bias NULL: none;    \
-         * beta 0 or 1: 1 accumulates a SUMMA step's partial product into out); epi        \
-         * PT_EPI_DEFAULT or PT_EPI_GELU, which also writes aux [N,OC] = the pre-GELU value \
-         * unless aux is NULL.  Row blocks of the GEMM get their epilogue while in cache.  */ \
-        void (*matmul_fwd)(REAL *out, REAL *aux, const REAL *inp, const REAL *w, const REAL *bias, \
-                           REAL beta, int N, int C, int OC, int epi);                         \
-        /* dw += dout^T inp; dbias += colsum(dout) (BGRADA); epi PT_EPI_DEFAULT: dinp +=    \
-         * dout w; PT_EPI_DGELU: dinp = (dout w) * GELU'(aux) WRITTEN (aux [N,C], the       \
-         * pre-GELU values of the layer that produced inp) and dbias_aux [C] += colsum of   \
-         * that dinp (DGELU_BGRAD; NULL skips).  NULL dinp / dw / dbias skip. */            \
-        void (*matmul_bwd)(REAL *dinp, REAL *dw, REAL *dbias, const REAL *dout, const REAL *inp, \
-                           const REAL *w, int N, int C, int OC, int epi, const REAL *aux,      \
-                           REAL *dbias_aux);                                                   \
-        /* The epilogue alone, in place on out [N,OC]: out = epi(out + bias); epi           \
-         * PT_EPI_GELU writes aux = out + bias first (NULL skips). */                         \
-        void (*epilogue_fwd)(REAL *out, REAL *aux, const REAL *bias, int N, int OC, int epi); \
-        /* The DGELU_BGRAD epilogue alone, in place: d [N,OC] *= GELU'(aux); dbias [OC] +=   \
-         * colsum of the result (NULL skips). */                                              \
-        void (*epilogue_bwd)(REAL *d, REAL *dbias, const REAL *aux, int N, int OC);          \
-        /* Flash attention forward (Dao et al. 2022, alg. 1; Dao 2023, alg. 1), scale       \
-         * 1/sqrt(HS), causal per pt_attn_dims: out [B, Tq, NH*HS], lse [B, NH, Tq] the row \
-         * log-sum-exp of the scaled scores.  merge 0: writes both (a row that sees no key  \
-         * gets out 0, lse -inf); merge 1: (out, lse) hold the result over other keys and   \
-         * leave holding the exact result over both sets (ring attention's merge: lse' =     \
-         * log(e^lse + e^lse_blk), out' = e^(lse-lse') out + e^(lse_blk-lse') out_blk, done  \
-         * as one more step of the online softmax).  Tiles of PT_FLASH_TILE queries x keys; \
-         * key tiles past a query tile's diagonal are skipped; threads over (b, h, query    \
-         * tile). */                                                                          \
-        void (*attention_fwd)(REAL *out, REAL *lse, const REAL *q, const REAL *k, const REAL *v, \
-                              const pt_attn_dims *d, int merge);                               \
-        /* Flash attention backward (Dao et al. 2022, alg. 2; Dao 2023, sec. 3.1): out and   \
-         * lse are the forward's FINAL results (over every key the queries see, also keys   \
-         * outside this call); D = rowsum(dout * out); per tile P = exp(S - lse) again,      \
-         * dS = P (dout v^T - D) scale.  dq += dS k, dk += dS^T q, dv += P^T dout (strides as \
-         * pt_attn_dims).  Threads over (b, h): a pair owns its dq, dk, dv columns, so no    \
-         * atomics and the result does not depend on the thread count. */                   \
-        void (*attention_bwd)(REAL *dq, REAL *dk, REAL *dv, const REAL *dout, const REAL *q,  \
-                              const REAL *k, const REAL *v, const REAL *out, const REAL *lse,  \
-                              const pt_attn_dims *d);                                          \
-        /* Materialised causal attention (the reference; the model does not run it):        \
-         * att [B, NH, T, T] post-softmax; forward writes out and att, backward accumulates  \
-         * dqkv [B, T, 3C].  May be NULL on a backend other than cpu. */                     \
-        void (*attention_ref_fwd)(REAL *out, REAL *att, const REAL *qkv, int B, int T, int NH,  \
-                                  int HS);                                                     \
-        void (*attention_ref_bwd)(REAL *dqkv, const REAL *dout, const REAL *qkv, const REAL *att, \
-                                  int B, int T, int NH, int HS);                               \
-        /* GELU, tanh approximation */                                                         \
-        void (*gelu_fwd)(REAL *out, const REAL *inp, size_t n);                                \
-        void (*gelu_bwd)(REAL *dinp, const REAL *inp, const REAL *dout, size_t n);             \
-        /* residual: out = a + b; backward da += dout, db += dout */                           \
-        void (*add_fwd)(REAL *out, const REAL *a, const REAL *b, size_t n);                    \
-        void (*add_bwd)(REAL *da, REAL *db, const REAL *dout, size_t n);                       \
-        /* out[n,:] += bias; dbias += colsum(dout).  out [N, OC] */                            \
-        void (*bias_fwd)(REAL *out, const REAL *bias, int N, int OC);                          \
-        void (*bias_bwd)(REAL *dbias, const REAL *dout, int N, int OC);                        \
-        /* Materialised cross-entropy pieces (the reference of the fused classifier): logits \
-         * [N, Vl].  rowmax[n] = max over unpadded ids of the shard (-inf if none) */         \
-        void (*xent_max)(REAL *rowmax, const REAL *logits, int v0, int vreal, int N, int Vl);  \
-        /* sumexp[n] = sum exp(logit - rowmax[n]) over unpadded shard ids;                     \
-         * tgt[n] = logits[n, targets[n]-v0] if the target is in the shard, else 0 */          \
-        void (*xent_sumexp)(REAL *sumexp, REAL *tgt, const REAL *logits, const REAL *rowmax,   \
-                            const int32_t *targets, int v0, int vreal, int N, int Vl);        \
-        /* dlogits = (softmax - onehot(target)) * dloss[n], written (not accumulated);         \
-         * padded ids get 0.  Needs the GLOBAL rowmax and sumexp. */                           \
-        void (*xent_bwd)(REAL *dlogits, const REAL *logits, const REAL *rowmax,                \
-                         const REAL *sumexp, const int32_t *targets, const REAL *dloss, int v0, \
-                         int vreal, int N, int Vl);                                            \
-        /* Fused classifier (llm.c's fused_classifier; Liger's fused linear cross-entropy):  \
-         * logits = x w^T one block of vb <= Vl vocabulary columns at a time in work [N, vb] \
-         * (the only logits that exist), through the BLAS.  x is [ks][N][C/ks] and w        \
-         * [ks][Vl][C/ks]: C split in ks column pieces stored one after another (what an    \
-         * allgather of column blocks gives; ks 1 is plain [N, C] and [Vl, C]); logits =     \
-         * sum over pieces.  Forward: stats [3N] = this shard's rowmax, sumexp (relative to \
-         * that rowmax) and target logit (0 if the target is elsewhere), over unpadded ids, \
-         * with an online max (Milakov & Gimelshein 2018) across blocks: a shard's LOCAL    \
-         * statistics, which a vocabulary-parallel caller merges over its group (allreduce  \
-         * max, xent_rescale, allreduce sum of sumexp and target). */                        \
-        void (*classifier_fwd)(REAL *stats, const REAL *x, const REAL *w, const int32_t *targets, \
-                               REAL *work, int vb, int v0, int vreal, int N, int C, int Vl, int ks); \
-        /* Backward from the GLOBAL stats: per block the logits again, dlogits = (softmax -    \
-         * onehot(target)) dloss[n] in work, dx [ks][N][C/ks] += dlogits w, dw               \
-         * [ks][Vl][C/ks] += dlogits^T x (padded rows of dw untouched).  NULL skips. */       \
-        void (*classifier_bwd)(REAL *dx, REAL *dw, const REAL *x, const REAL *w, const REAL *stats, \
-                               const int32_t *targets, const REAL *dloss, REAL *work, int vb,  \
-                               int v0, int vreal, int N, int C, int Vl, int ks);                \
-        /* sumexp[n] *= exp(from[n] - to[n]) (0 where from[n] is -inf): a shard's sum of     \
-         * exp moved from its own row max to the group's, [N] each */                        \
-        void (*xent_rescale)(REAL *sumexp, const REAL *from, const REAL *to, int N);         \
-        /* ---- generic ops (train-step refactor) ---- */                                     \
-        /* Memory.  Pointers are backend memory (pt_backend.alloc) unless said otherwise;      \
-         * on the CPU backend that is host memory. */                                          \
-        /* x[0..n) = 0 (cudaMemset on a device backend) */                                     \
-        void (*zero)(REAL *x, size_t n);                                                       \
-        /* x[0..n) = a */                                                                      \
-        void (*fill)(REAL *x, REAL a, size_t n);                                               \
-        /* dst[0..n) = src[0..n), no overlap */                                                \
-        void (*copy)(REAL *dst, const REAL *src, size_t n);                                    \
-        /* height rows of width BYTES, row pitches dpitch/spitch in bytes (cudaMemcpy2D with   \
-         * cudaMemcpyDefault: either side may be host memory; any element type, e.g. the     \
-         * int32 token ids); no overlap */                                                     \
-        void (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, \
-                       size_t height);                                                         \
-        /* dst[r*ldd + c] += src[r*lds + c] for r < rows, c < cols (leading dims in elements) */ \
-        void (*add2d)(REAL *dst, size_t ldd, const REAL *src, size_t lds, size_t rows,         \
-                      size_t cols);                                                            \
-        /* y[0..n) += a x[0..n)  (BLAS axpy) */                                                \
-        void (*axpy)(REAL *y, REAL a, const REAL *x, size_t n);                                \
-        /* x[0..n) *= a  (BLAS scal) */                                                        \
-        void (*scale)(REAL *x, REAL a, size_t n);                                              \
-        /* sum of x[0..n) and of x^2, accumulated in double, returned to the host */           \
-        double (*sum)(const REAL *x, size_t n);                                                \
-        double (*sumsq)(const REAL *x, size_t n);                                              \
-        /* Strided batched GEMM, row-major (cublasGemmStridedBatched's contract):              \
-         * for i < batch, C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = A + i*sA (and      \
-         * B_i, C_i alike, strides in elements); op(A_i) [M, K] (A_i stored [K, M] when ta),   \
-         * op(B_i) [K, N] (stored [N, K] when tb), C_i [M, N]; lda/ldb/ldc row strides. */     \
-        void (*gemm_batched)(int ta, int tb, int M, int N, int K, REAL alpha, const REAL *A,   \
-                             int lda, int64_t sA, const REAL *B, int ldb, int64_t sB,          \
-                             REAL beta, REAL *C, int ldc, int64_t sC, int batch);             \
-        /* Causal softmax in place over att [BH, Tq, T] (scores in, probabilities out): row   \
-         * i is the query at global position q0+i and sees keys 0 .. q0+i; later keys get 0.  \
-         * Needs 0 <= q0 and q0 + Tq <= T.  (Vaswani et al. 2017, 3.2.1.)  With             \
-         * gemm_batched, the pieces of a materialised ring attention (Li et al. 2021), the   \
-         * tests' reference for the flash ring (lib/parallel/seq.c). */                      \
-        void (*softmax_causal_fwd)(REAL *att, int BH, int Tq, int T, int q0);                  \
-        /* In place: datt [BH, Tq, T] holds dP on entry and gets dS = att*(dP - rowsum(att*dP)) \
-         * * scale on the visible keys, 0 elsewhere (WRITES, does not accumulate). */          \
-        void (*softmax_causal_bwd)(REAL *datt, const REAL *att, REAL scale, int BH, int Tq,    \
-                                   int T, int q0);                                             \
-        /* LayerNorm over rows whose C columns are split in pieces of Cl (Ba et al. 2016), for  \
-         * a layout that sums the row statistics over a group between the calls:              \
-         *   rowsum    sum[n] = sum_c x[n,c]                       x [N, Cl]                  \
-         *   rowvar    mean[n] = sum[n]/C (sum: the group total);                             \
-         *             sqsum[n] = sum_c (x[n,c] - mean[n])^2        (local piece)              \
-         *   apply     rstd[n] = 1/sqrt(sqsum[n]/C + 1e-5) (sqsum: group total);              \
-         *             out = (x - mean) rstd w + b                  w, b [Cl]                  \
-         * equal to layernorm_fwd when Cl == C.  Row n is read before it is written, so mean \
-         * or sqsum may be the sum buffer and rstd the sqsum buffer. */                        \
-        void (*layernorm_rowsum)(REAL *sum, const REAL *x, int N, int Cl);                    \
-        void (*layernorm_rowvar)(REAL *mean, REAL *sqsum, const REAL *x, const REAL *sum,       \
-                                 int N, int Cl, int C);                                        \
-        void (*layernorm_apply)(REAL *out, REAL *rstd, const REAL *x, const REAL *mean,         \
-                                const REAL *sqsum, const REAL *w, const REAL *b, int N, int Cl, \
-                                int C);                                                        \
-        /* backward pieces: s [2N], s[2n] = sum_c dy*w, s[2n+1] = sum_c dy*w*xhat (local);    \
-         * apply (s: group totals) accumulates dx [N, Cl] (NULL skips), dw, db [Cl]; equal to  \
-         * layernorm_bwd when Cl == C. */                                                      \
-        void (*layernorm_bwd_rowsums)(REAL *s, const REAL *dy, const REAL *x, const REAL *w,   \
-                                      const REAL *mean, const REAL *rstd, int N, int Cl);     \
-        void (*layernorm_bwd_apply)(REAL *dx, REAL *dw, REAL *db, const REAL *dy, const REAL *x, \
-                                    const REAL *w, const REAL *mean, const REAL *rstd,         \
-                                    const REAL *s, int N, int Cl, int C);                      \
-        /* losses[n] = log(sumexp[n]) + rowmax[n] - tgt[n] (nats) from xent_max/xent_sumexp's  \
-         * GLOBAL row statistics, [N] each */                                                  \
-        void (*xent_loss)(REAL *losses, const REAL *rowmax, const REAL *sumexp,               \
-                          const REAL *tgt, int N);                                             \
-        /* AdamW (Loshchilov & Hutter 2019, Algorithm 2) on n elements, in place on p, m, v:   \
-         *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;                                      \
-         *   p -= lr (m/bc1 / (sqrt(v/bc2) + eps) + wd p)                                      \
-         * bc1 = 1 - b1^t, bc2 = 1 - b2^t are the bias corrections of step t >= 1. */          \
-        void (*adamw)(REAL *p, const REAL *g, REAL *m, REAL *v, size_t n, REAL lr, REAL b1,    \
-                      REAL b2, REAL eps, REAL wd, REAL bc1, REAL bc2);                         \
-    } NAME;
+/* The ops table.  Tensor arguments are untyped pointers whose element type
+ * is the table's ACT or ACC dtype, as each argument's comment says:
+ *   ACT  activations, activation gradients and the weight copies the
+ *        forward reads (matmul weights, biases, LayerNorm weights, the
+ *        embeddings): ops->act, the run's precision;
+ *   ACC  parameter gradients, LayerNorm mean/rstd, the attention's lse,
+ *        the cross-entropy's statistics, losses and loss weights, the
+ *        fused classifier's logits block, AdamW's master weights and
+ *        moments: ops->acc.
+ * The tables (pt_cpu_ops_*):   name   act    acc    compute
+ *                              f32    fp32   fp32   fp32 (the training default)
+ *                              bf16   bf16   fp32   fp32 registers, bf16 GEMMs with fp32 accumulation
+ *                              f64    fp64   fp64   fp64 (the tests' reference)
+ * Scalars are double; a table converts them to its compute type (a float
+ * passed in and converted back is exact, so the f32 table computes with
+ * the caller's float values).  Generic memory and BLAS-1 ops take the
+ * dtype of their buffers as their last argument: any of the table's act
+ * and acc (and PT_F32 on every table); convert moves between any two.
+ * Integers (sizes, strides, flags), token ids (int32) and pt_attn_dims
+ * are type-free.  A bf16 table loads ACT elements into fp32 registers,
+ * computes as the f32 table does, and rounds each stored ACT element once
+ * (pt_f32_to_bf16, ties to even); its GEMMs take bf16 operands with fp32
+ * accumulation and write ACT or (weight gradients, dW into the fp32
+ * master gradient) ACC results; what differs from the f32 kernels beyond
+ * that is said per op ("bf16:"). */
+typedef struct pt_ops {
+    const char *name;   /* "f32", "bf16", "f64" */
+    pt_dtype act, acc;  /* element types of the two roles */
+    /* out[n,:] = w[tok[n]-v0,:] if v0 <= tok[n] < v0+Vl else 0.  out [N, C] ACT, w [Vl, C] ACT */
+    void (*embedding_fwd)(void *out, const int32_t *tok, const void *w, int v0, int Vl, int N, int C);
+    /* dw[tok[n]-v0,:] += dout[n,:] for tokens in the shard.  dw ACC, dout ACT */
+    void (*embedding_bwd)(void *dw, const void *dout, const int32_t *tok, int v0, int Vl, int N, int C);
+    /* x[b,t,:] += wpe[t,:];  x [B, T, C] ACT, wpe [>=T, C] ACT */
+    void (*posemb_fwd)(void *x, const void *wpe, int B, int T, int C);
+    /* dwpe[t,:] += sum_b dout[b,t,:].  dwpe ACC, dout ACT */
+    void (*posemb_bwd)(void *dwpe, const void *dout, int B, int T, int C);
+    /* out = (inp - mean)*rstd*w + b per row; mean, rstd [N] saved for backward (eps 1e-5).
+     * out, inp ACT [N, C]; w, b ACT [C]; mean, rstd ACC */
+    void (*layernorm_fwd)(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N,
+                          int C);
+    /* dinp ACT (+=), dw, db ACC (+=); dout, inp, w ACT; mean, rstd ACC */
+    void (*layernorm_bwd)(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
+                          const void *mean, const void *rstd, int N, int C);
+    /* out[N,OC] = epi(inp[N,C] w[OC,C]^T + beta out + bias[OC]) (bias NULL: none;
+     * beta 0 or 1: 1 accumulates a SUMMA step's partial product into out); epi
+     * PT_EPI_DEFAULT or PT_EPI_GELU, which also writes aux [N,OC] = the pre-GELU value
+     * unless aux is NULL.  Row blocks of the GEMM get their epilogue while in cache.
+     * out, aux, inp, w, bias ACT.  bf16: one GEMM writes inp w^T + beta out + bias
+     * rounded to bf16, then the GELU epilogue runs on those values (aux keeps them). */
+    void (*matmul_fwd)(void *out, void *aux, const void *inp, const void *w, const void *bias, double beta, int N,
+                       int C, int OC, int epi);
+    /* dw += dout^T inp; dbias += colsum(dout) (BGRADA); epi PT_EPI_DEFAULT: dinp +=
+     * dout w; PT_EPI_DGELU: dinp = (dout w) * GELU'(aux) WRITTEN (aux [N,C], the
+     * pre-GELU values of the layer that produced inp) and dbias_aux [C] += colsum of
+     * that dinp (DGELU_BGRAD; NULL skips).  NULL dinp / dw / dbias skip.
+     * dinp, dout, inp, w, aux ACT; dw, dbias, dbias_aux ACC (dW accumulates into the
+     * master gradient in fp32).  bf16: the DGELU's dX GEMM is rounded to bf16 before
+     * the GELU' factor. */
+    void (*matmul_bwd)(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w, int N,
+                       int C, int OC, int epi, const void *aux, void *dbias_aux);
+    /* The epilogue alone, in place on out [N,OC]: out = epi(out + bias); epi
+     * PT_EPI_GELU writes aux = out + bias first (NULL skips).  out, aux, bias ACT */
+    void (*epilogue_fwd)(void *out, void *aux, const void *bias, int N, int OC, int epi);
+    /* The DGELU_BGRAD epilogue alone, in place: d [N,OC] *= GELU'(aux); dbias [OC] +=
+     * colsum of the result (NULL skips).  d, aux ACT; dbias ACC */
+    void (*epilogue_bwd)(void *d, void *dbias, const void *aux, int N, int OC);
+    /* Flash attention forward (Dao et al. 2022, alg. 1; Dao 2023, alg. 1), scale
+     * 1/sqrt(HS), causal per pt_attn_dims: out [B, Tq, NH*HS] ACT, lse [B, NH, Tq] ACC
+     * the row log-sum-exp of the scaled scores.  merge 0: writes both (a row that sees
+     * no key gets out 0, lse -inf); merge 1: (out, lse) hold the result over other
+     * keys and leave holding the exact result over both sets (ring attention's merge:
+     * lse' = log(e^lse + e^lse_blk), out' = e^(lse-lse') out + e^(lse_blk-lse') out_blk,
+     * done as one more step of the online softmax).  q, k, v ACT.  Tiles of
+     * PT_FLASH_TILE queries x keys; key tiles past a query tile's diagonal are
+     * skipped; threads over (b, h, query tile).  The score and probability tiles, the
+     * running max, sum and output are ACC (bf16: the q, k, v tiles are widened to
+     * fp32 and the output rounded once). */
+    void (*attention_fwd)(void *out, void *lse, const void *q, const void *k, const void *v, const pt_attn_dims *d,
+                          int merge);
+    /* Flash attention backward (Dao et al. 2022, alg. 2; Dao 2023, sec. 3.1): out and
+     * lse are the forward's FINAL results (over every key the queries see, also keys
+     * outside this call); D = rowsum(dout * out); per tile P = exp(S - lse) again,
+     * dS = P (dout v^T - D) scale.  dq += dS k, dk += dS^T q, dv += P^T dout (strides
+     * as pt_attn_dims).  dq, dk, dv, dout, q, k, v, out ACT; lse ACC.  Threads over
+     * (b, h): a pair owns its dq, dk, dv columns, so no atomics and the result does not
+     * depend on the thread count.  bf16: a pair's dq, dk, dv accumulate in fp32 and
+     * are added to the ACT gradients once. */
+    void (*attention_bwd)(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
+                          const void *v, const void *out, const void *lse, const pt_attn_dims *d);
+    /* Materialised causal attention (the reference; the model does not run it):
+     * att [B, NH, T, T] ACC post-softmax; qkv, out, dout, dqkv ACT.  Forward writes out
+     * and att, backward accumulates dqkv [B, T, 3C].  NULL in tables whose act differs
+     * from acc (bf16) and may be NULL on a backend other than cpu. */
+    void (*attention_ref_fwd)(void *out, void *att, const void *qkv, int B, int T, int NH, int HS);
+    void (*attention_ref_bwd)(void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int NH,
+                              int HS);
+    /* GELU, tanh approximation.  All ACT */
+    void (*gelu_fwd)(void *out, const void *inp, size_t n);
+    void (*gelu_bwd)(void *dinp, const void *inp, const void *dout, size_t n);
+    /* residual: out = a + b; backward da += dout, db += dout.  All ACT */
+    void (*add_fwd)(void *out, const void *a, const void *b, size_t n);
+    void (*add_bwd)(void *da, void *db, const void *dout, size_t n);
+    /* out[n,:] += bias; dbias += colsum(dout).  out [N, OC], bias, dout ACT; dbias ACC */
+    void (*bias_fwd)(void *out, const void *bias, int N, int OC);
+    void (*bias_bwd)(void *dbias, const void *dout, int N, int OC);
+    /* Materialised cross-entropy pieces (the reference of the fused classifier): logits
+     * [N, Vl] ACT; rowmax, sumexp, tgt, dloss ACC; dlogits ACT.
+     * rowmax[n] = max over unpadded ids of the shard (-inf if none) */
+    void (*xent_max)(void *rowmax, const void *logits, int v0, int vreal, int N, int Vl);
+    /* sumexp[n] = sum exp(logit - rowmax[n]) over unpadded shard ids;
+     * tgt[n] = logits[n, targets[n]-v0] if the target is in the shard, else 0 */
+    void (*xent_sumexp)(void *sumexp, void *tgt, const void *logits, const void *rowmax, const int32_t *targets,
+                        int v0, int vreal, int N, int Vl);
+    /* dlogits = (softmax - onehot(target)) * dloss[n], written (not accumulated);
+     * padded ids get 0.  Needs the GLOBAL rowmax and sumexp. */
+    void (*xent_bwd)(void *dlogits, const void *logits, const void *rowmax, const void *sumexp,
+                     const int32_t *targets, const void *dloss, int v0, int vreal, int N, int Vl);
+    /* Fused classifier (llm.c's fused_classifier; Liger's fused linear cross-entropy):
+     * logits = x w^T one block of vb <= Vl vocabulary columns at a time in work (the
+     * only logits that exist), through the BLAS.  x is [ks][N][C/ks] ACT and w
+     * [ks][Vl][C/ks] ACT: C split in ks column pieces stored one after another (what
+     * an allgather of column blocks gives; ks 1 is plain [N, C] and [Vl, C]); logits =
+     * sum over pieces.  work: pt_classifier_work_elems(ops, N, C, vb, 0) ACC elements
+     * ([N, vb], the logits block).  Forward: stats [3N] ACC = this shard's rowmax,
+     * sumexp (relative to that rowmax) and target logit (0 if the target is elsewhere),
+     * over unpadded ids, with an online max (Milakov & Gimelshein 2018) across blocks:
+     * a shard's LOCAL statistics, which a vocabulary-parallel caller merges over its
+     * group (allreduce max, xent_rescale, allreduce sum of sumexp and target). */
+    void (*classifier_fwd)(void *stats, const void *x, const void *w, const int32_t *targets, void *work, int vb,
+                           int v0, int vreal, int N, int C, int Vl, int ks);
+    /* Backward from the GLOBAL stats [3N] ACC and dloss [N] ACC: per block the logits
+     * again, dlogits = (softmax - onehot(target)) dloss[n] in work, dx [ks][N][C/ks] ACT
+     * += dlogits w, dw [ks][Vl][C/ks] ACC += dlogits^T x (padded rows of dw untouched).
+     * NULL skips.  work: pt_classifier_work_elems(ops, N, C, vb, 1) ACC elements: the
+     * logits block, and where act differs from acc (bf16) [ks][N][C/ks] more, where dx
+     * accumulates over the vocabulary blocks in fp32 before one rounding to ACT (each
+     * block's dlogits are rounded to bf16 for its two GEMMs, as llm.c stores them). */
+    void (*classifier_bwd)(void *dx, void *dw, const void *x, const void *w, const void *stats,
+                           const int32_t *targets, const void *dloss, void *work, int vb, int v0, int vreal, int N,
+                           int C, int Vl, int ks);
+    /* sumexp[n] *= exp(from[n] - to[n]) (0 where from[n] is -inf): a shard's sum of
+     * exp moved from its own row max to the group's, [N] ACC each */
+    void (*xent_rescale)(void *sumexp, const void *from, const void *to, int N);
+    /* ---- generic ops ---- */
+    /* Memory.  Pointers are backend memory (pt_backend.alloc) unless said otherwise;
+     * on the CPU backend that is host memory.  t: the buffers' dtype (see above). */
+    /* x[0..n) = 0 (cudaMemset on a device backend) */
+    void (*zero)(void *x, size_t n, pt_dtype t);
+    /* x[0..n) = a (rounded to t) */
+    void (*fill)(void *x, double a, size_t n, pt_dtype t);
+    /* dst[0..n) = src[0..n), no overlap */
+    void (*copy)(void *dst, const void *src, size_t n, pt_dtype t);
+    /* dst[0..n) (type dt) = src[0..n) (type st) converted (rounded to nearest even
+     * where dt is narrower; NaN stays NaN); no overlap.  Either side may be host
+     * memory (the way fp32 host values enter an ACT buffer and back). */
+    void (*convert)(void *dst, pt_dtype dt, const void *src, pt_dtype st, size_t n);
+    /* height rows of width BYTES, row pitches dpitch/spitch in bytes (cudaMemcpy2D with
+     * cudaMemcpyDefault: either side may be host memory; any element type, e.g. the
+     * int32 token ids); no overlap */
+    void (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
+    /* dst[r*ldd + c] += src[r*lds + c] for r < rows, c < cols (leading dims in elements) */
+    void (*add2d)(void *dst, size_t ldd, const void *src, size_t lds, size_t rows, size_t cols, pt_dtype t);
+    /* y[0..n) += a x[0..n)  (BLAS axpy) */
+    void (*axpy)(void *y, double a, const void *x, size_t n, pt_dtype t);
+    /* x[0..n) *= a  (BLAS scal) */
+    void (*scale)(void *x, double a, size_t n, pt_dtype t);
+    /* sum of x[0..n) and of x^2, accumulated in double, returned to the host */
+    double (*sum)(const void *x, size_t n, pt_dtype t);
+    double (*sumsq)(const void *x, size_t n, pt_dtype t);
+    /* Strided batched GEMM on ACC elements, row-major (cublasGemmStridedBatched's
+     * contract): for i < batch, C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = A +
+     * i*sA (and B_i, C_i alike, strides in elements); op(A_i) [M, K] (A_i stored [K, M]
+     * when ta), op(B_i) [K, N] (stored [N, K] when tb), C_i [M, N]; lda/ldb/ldc row
+     * strides. */
+    void (*gemm_batched)(int ta, int tb, int M, int N, int K, double alpha, const void *A, int lda, int64_t sA,
+                         const void *B, int ldb, int64_t sB, double beta, void *C, int ldc, int64_t sC, int batch);
+    /* Causal softmax in place over att [BH, Tq, T] ACC (scores in, probabilities out):
+     * row i is the query at global position q0+i and sees keys 0 .. q0+i; later keys
+     * get 0.  Needs 0 <= q0 and q0 + Tq <= T.  (Vaswani et al. 2017, 3.2.1.)  With
+     * gemm_batched, the pieces of a materialised ring attention (Li et al. 2021), the
+     * tests' reference for the flash ring (lib/parallel/seq.c). */
+    void (*softmax_causal_fwd)(void *att, int BH, int Tq, int T, int q0);
+    /* In place: datt [BH, Tq, T] ACC holds dP on entry and gets dS = att*(dP -
+     * rowsum(att*dP)) * scale on the visible keys, 0 elsewhere (WRITES). */
+    void (*softmax_causal_bwd)(void *datt, const void *att, double scale, int BH, int Tq, int T, int q0);
+    /* LayerNorm over rows whose C columns are split in pieces of Cl (Ba et al. 2016), for
+     * a layout that sums the row statistics over a group between the calls:
+     *   rowsum    sum[n] = sum_c x[n,c]                       x [N, Cl]
+     *   rowvar    mean[n] = sum[n]/C (sum: the group total);
+     *             sqsum[n] = sum_c (x[n,c] - mean[n])^2        (local piece)
+     *   apply     rstd[n] = 1/sqrt(sqsum[n]/C + 1e-5) (sqsum: group total);
+     *             out = (x - mean) rstd w + b                  w, b [Cl]
+     * equal to layernorm_fwd when Cl == C.  Row n is read before it is written, so mean
+     * or sqsum may be the sum buffer and rstd the sqsum buffer.  x, out, w, b ACT; sum,
+     * mean, sqsum, rstd ACC. */
+    void (*layernorm_rowsum)(void *sum, const void *x, int N, int Cl);
+    void (*layernorm_rowvar)(void *mean, void *sqsum, const void *x, const void *sum, int N, int Cl, int C);
+    void (*layernorm_apply)(void *out, void *rstd, const void *x, const void *mean, const void *sqsum, const void *w,
+                            const void *b, int N, int Cl, int C);
+    /* backward pieces: s [2N] ACC, s[2n] = sum_c dy*w, s[2n+1] = sum_c dy*w*xhat (local);
+     * apply (s: group totals) accumulates dx [N, Cl] ACT (NULL skips), dw, db [Cl] ACC;
+     * equal to layernorm_bwd when Cl == C.  dy, x, w ACT; mean, rstd ACC. */
+    void (*layernorm_bwd_rowsums)(void *s, const void *dy, const void *x, const void *w, const void *mean,
+                                  const void *rstd, int N, int Cl);
+    void (*layernorm_bwd_apply)(void *dx, void *dw, void *db, const void *dy, const void *x, const void *w,
+                                const void *mean, const void *rstd, const void *s, int N, int Cl, int C);
+    /* losses[n] = log(sumexp[n]) + rowmax[n] - tgt[n] (nats) from xent_max/xent_sumexp's
+     * GLOBAL row statistics, [N] ACC each */
+    void (*xent_loss)(void *losses, const void *rowmax, const void *sumexp, const void *tgt, int N);
+    /* AdamW (Loshchilov & Hutter 2019, Algorithm 2) on n elements, in place on the
+     * master p and the moments m, v (ACC), from the gradient g (ACC):
+     *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
+     *   p -= lr (m/bc1 / (sqrt(v/bc2) + eps) + wd p)
+     * bc1 = 1 - b1^t, bc2 = 1 - b2^t are the bias corrections of step t >= 1.  work:
+     * NULL, p itself, or [n] ACT elements that get the updated p in the same pass (the
+     * weight copy the forward reads, rounded once). */
+    void (*adamw)(void *p, void *work, const void *g, void *m, void *v, size_t n, double lr, double b1, double b2,
+                  double eps, double wd, double bc1, double bc2);
+} pt_ops;
 
-PT_DECLARE_OPS(float, pt_ops_f32)
-PT_DECLARE_OPS(double, pt_ops_f64)
+/* ACC elements of the fused classifier's work buffer for N rows, width C,
+ * blocks of vb columns: [N, vb], and for the backward (bwd 1) of a table
+ * whose act differs from its acc [N, C] more (the fp32 dX accumulator). */
+static inline size_t pt_classifier_work_elems(const pt_ops *ops, int N, int C, int vb, int bwd)
+{
+    return (size_t)N * (size_t)vb + (bwd && ops->act != ops->acc ? (size_t)N * (size_t)C : 0);
+}
 
-/* CPU kernels (OpenBLAS + OpenMP). */
-extern const pt_ops_f32 pt_cpu_ops_f32;
-extern const pt_ops_f64 pt_cpu_ops_f64;
+/* CPU kernels (OpenBLAS + OpenMP; bf16 GEMMs through lib/backend's bf16
+ * GEMM).  pt_cpu_ops_f32 trains in fp32, pt_cpu_ops_bf16 in bf16 with
+ * fp32 accumulation, pt_cpu_ops_f64 is the tests' reference. */
+extern const pt_ops pt_cpu_ops_f32;
+extern const pt_ops pt_cpu_ops_bf16;
+extern const pt_ops pt_cpu_ops_f64;
 
-/* A compute backend: a name, its fp32 ops table and the memory its ops
+/* A compute backend: a name, its ops tables and the memory its ops
  * address.  Everything above lib/backend computes only through this table
  * (no BLAS call and no loop over tensor data elsewhere; tests/unit/
  * test_compute_rule.sh checks), so a CUDA backend (cuBLAS + kernels,
@@ -308,7 +355,8 @@ extern const pt_ops_f64 pt_cpu_ops_f64;
  * instance: give its mem to pt_arena_init for the arena the model uses. */
 typedef struct pt_backend {
     const char *name;
-    const pt_ops_f32 *ops;
+    const pt_ops *ops;      /* fp32 activations (act = acc = fp32) */
+    const pt_ops *ops_bf16; /* bf16 activations, fp32 accumulation; NULL: not built */
     /* set the number of compute threads (BLAS and OpenMP) for this rank */
     void (*set_threads)(int n);
     /* allocator of the memory the ops work on (its device) */
@@ -322,6 +370,10 @@ typedef struct pt_backend {
  * process sees no device, and its ops are NULL until the CUDA kernels are
  * wired into the table. */
 const pt_backend *pt_backend_get(const char *name);
+/* The table of backend be whose activations are `act` (PT_F32 or
+ * PT_BF16), or NULL with PT_EUNSUPP via pt_errmsg naming the dtype and
+ * what this backend has. */
+const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act);
 /* Names of the backends whose ops table is complete, NULL-terminated
  * ({"cpu", NULL} today: "cuda" joins when its ops are wired): what tests
  * iterate over. */

@@ -22,10 +22,18 @@
  * A group of size 1 performs no communication and counts nothing.
  * All functions return PT_OK or PT_ECOMM (message via pt_errmsg()).
  *
+ * Element types.  The float functions move fp32; the _t variants take a
+ * pt_dtype (lib/core: fp32, bf16, fp64) and count n times its size, so a
+ * bf16 tensor moves and counts 2 bytes per element.  A bf16 sum adds
+ * each pair of elements in fp32 and rounds the result to bf16 (a user
+ * MPI_Op on 16-bit elements; a ring over p ranks rounds p-1 times): the
+ * tensor-parallel and pipeline traffic of bf16 activations.  Gradients
+ * are reduced in fp32 (the float functions).
+ *
  * Device buffers.  After pt_comm_device_enable (collective over the group)
- * every call below also takes buffers in GPU memory (lib/backend/cuda's
- * pt_cuda_mem): a call whose buffer is device memory runs on the group's
- * device path, one on host memory stays on MPI, so the host scalars
+ * every call below (the _t variants too) also takes buffers in GPU memory
+ * (lib/backend/cuda's pt_cuda_mem): a call whose buffer is device memory
+ * runs on the group's device path, one on host memory stays on MPI, so the host scalars
  * (losses, norms) and the device tensors share one API.  The device path
  * is chosen per group: NCCL (NVIDIA Collective Communications Library,
  * the same collectives on the communication stream) when every member has
@@ -41,6 +49,8 @@
 #include <mpi.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "core/core.h"
 
 enum pt_coll {
     PT_COLL_ALLREDUCE,
@@ -102,6 +112,8 @@ int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
 
 /* In-place sum / max over the group of n floats. */
 int pt_allreduce_sum(pt_comm *c, float *buf, size_t n);
+/* The same for n elements of type t (PT_EINVAL for another value). */
+int pt_allreduce_sum_t(pt_comm *c, void *buf, size_t n, pt_dtype t);
 int pt_allreduce_max(pt_comm *c, float *buf, size_t n);
 /* In-place sum of n doubles (losses, norms; counted like floats of 8 bytes). */
 int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
@@ -114,17 +126,24 @@ int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n);
  * staged through a buffer of one chunk that is malloc'd per call: PT_ENOMEM
  * when it cannot be had). */
 int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n);
+int pt_reduce_scatter_sum_t(pt_comm *c, const void *in, void *out, size_t n, pt_dtype t);
 /* in [n/p] -> out [n] concatenated in rank order. n % p == 0. */
 int pt_allgather(pt_comm *c, const float *in, float *out, size_t n);
+int pt_allgather_t(pt_comm *c, const void *in, void *out, size_t n, pt_dtype t);
 /* n floats from `root` to all. */
 int pt_broadcast(pt_comm *c, float *buf, size_t n, int root);
+int pt_broadcast_t(pt_comm *c, void *buf, size_t n, int root, pt_dtype t);
 /* In-place sum of n floats to `root` (other ranks' buf is left unchanged). */
 int pt_reduce_sum(pt_comm *c, float *buf, size_t n, int root);
+int pt_reduce_sum_t(pt_comm *c, void *buf, size_t n, int root, pt_dtype t);
 int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag);
+int pt_send_t(pt_comm *c, const void *buf, size_t n, int dst, int tag, pt_dtype t);
 /* Send n floats to dst while receiving n floats from src (counted as a
  * send and a recv); sbuf and rbuf must not overlap. */
 int pt_sendrecv(pt_comm *c, const float *sbuf, int dst, float *rbuf, int src, size_t n, int tag);
+int pt_sendrecv_t(pt_comm *c, const void *sbuf, int dst, void *rbuf, int src, size_t n, int tag, pt_dtype t);
 int pt_recv(pt_comm *c, float *buf, size_t n, int src, int tag);
+int pt_recv_t(pt_comm *c, void *buf, size_t n, int src, int tag, pt_dtype t);
 int pt_barrier(pt_comm *c);
 
 /* ---- device buffers ---- */

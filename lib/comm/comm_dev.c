@@ -19,35 +19,17 @@
 
 size_t pt_comm_elem_size(int elem)
 {
-    return elem == PT_COMM_F32 ? 4 : elem == PT_COMM_BF16 ? 2 : elem == PT_COMM_F64 ? 8 : 0;
+    return pt_dtype_size((pt_dtype)elem);
 }
 
-/* bf16 <-> fp32: the high half of the binary32 (Kalamkar et al. 2019),
- * rounded to nearest even, NaN kept NaN (quiet bit set).  The same pair as
- * the precision work's pt_f32_to_bf16 / pt_bf16_to_f32 (lib/core, issue
- * 23): these go when that lands. */
-static float bf16_to_f32(uint16_t h)
-{
-    uint32_t u = (uint32_t)h << 16;
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
-
-static uint16_t f32_to_bf16(float x)
-{
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
-    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
-}
-
+/* bf16 <-> fp32: lib/core's pt_bf16_to_f32 / pt_f32_to_bf16 (round to
+ * nearest even, NaN kept NaN), the pair every bf16 path uses. */
 void pt_comm_bf16_sum(void *in, void *inout, int *len, MPI_Datatype *type)
 {
     (void)type;
     const uint16_t *a = in;
     uint16_t *b = inout;
-    for (int i = 0; i < *len; i++) b[i] = f32_to_bf16(bf16_to_f32(a[i]) + bf16_to_f32(b[i]));
+    for (int i = 0; i < *len; i++) b[i] = pt_f32_to_bf16(pt_bf16_to_f32(a[i]) + pt_bf16_to_f32(b[i]));
 }
 
 void pt_comm_bf16_max(void *in, void *inout, int *len, MPI_Datatype *type)
@@ -56,7 +38,7 @@ void pt_comm_bf16_max(void *in, void *inout, int *len, MPI_Datatype *type)
     const uint16_t *a = in;
     uint16_t *b = inout;
     for (int i = 0; i < *len; i++) {
-        float x = bf16_to_f32(a[i]), y = bf16_to_f32(b[i]);
+        float x = pt_bf16_to_f32(a[i]), y = pt_bf16_to_f32(b[i]);
         if (x != x || x > y) b[i] = a[i]; /* NaN propagates, as MPI_MAX on floats does in Open MPI */
     }
 }

@@ -98,6 +98,35 @@ int pt_comm_nodes(const pt_comm *c, int *tasks_per_node, int *nnodes, int *node)
     return PT_OK;
 }
 
+/* bf16 sums: a user MPI op on 16-bit elements that adds in fp32 and rounds
+ * once per pairwise sum (MPI has no bf16 type before MPI 4.1's
+ * extensions).  Created at the first use (after MPI_Init) and kept. */
+static void bf16_sum_fn(void *in, void *inout, int *len, MPI_Datatype *dt)
+{
+    (void)dt;
+    const pt_bf16 *a = in;
+    pt_bf16 *b = inout;
+    for (int i = 0; i < *len; i++) b[i] = pt_f32_to_bf16(pt_bf16_to_f32(a[i]) + pt_bf16_to_f32(b[i]));
+}
+
+static MPI_Op bf16_sum_op(void)
+{
+    static MPI_Op op = MPI_OP_NULL;
+    if (op == MPI_OP_NULL) MPI_Op_create(bf16_sum_fn, 1, &op);
+    return op;
+}
+
+/* The MPI datatype, element size and sum op of a pt_dtype; 0, or PT_EINVAL. */
+static int mpi_type(pt_dtype t, MPI_Datatype *mt, size_t *es, MPI_Op *sum, const char *what)
+{
+    *mt = MPI_DATATYPE_NULL, *es = 0, *sum = MPI_OP_NULL;
+    switch (t) {
+    case PT_F32: *mt = MPI_FLOAT, *es = 4, *sum = MPI_SUM; return PT_OK;
+    case PT_F64: *mt = MPI_DOUBLE, *es = 8, *sum = MPI_SUM; return PT_OK;
+    case PT_BF16: *mt = MPI_UINT16_T, *es = 2, *sum = bf16_sum_op(); return PT_OK;
+    }
+    return pt_fail(PT_EINVAL, "%s: element type %d is not fp32, bf16 or fp64", what, (int)t);
+}
 
 /* In-place allreduce of n elements in chunks (one MPI_Allreduce each) */
 static int allreduce_chunked(pt_comm *c, void *buf, size_t n, MPI_Datatype t, size_t esize, MPI_Op op,
@@ -112,15 +141,20 @@ static int allreduce_chunked(pt_comm *c, void *buf, size_t n, MPI_Datatype t, si
     return PT_OK;
 }
 
-int pt_allreduce_sum(pt_comm *c, float *buf, size_t n)
+int pt_allreduce_sum_t(pt_comm *c, void *buf, size_t n, pt_dtype t)
 {
-    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->allreduce(c, buf, n, PT_COMM_F32, PT_COMM_SUM);
-    if (c->size == 1 || n == 0) return PT_OK;
-    int rc = allreduce_chunked(c, buf, n, MPI_FLOAT, 4, MPI_SUM, "allreduce");
-    if (rc) return rc;
-    pt_comm_count(c, PT_COLL_ALLREDUCE, n * 4, pt_comm_ring(n * 4, c->size, 2));
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->allreduce(c, buf, n, (int)t, PT_COMM_SUM);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc = mpi_type(t, &mt, &es, &op, "allreduce");
+    if (rc || c->size == 1 || n == 0) return rc;
+    if ((rc = allreduce_chunked(c, buf, n, mt, es, op, "allreduce"))) return rc;
+    pt_comm_count(c, PT_COLL_ALLREDUCE, n * es, pt_comm_ring(n * es, c->size, 2));
     return PT_OK;
 }
+
+int pt_allreduce_sum(pt_comm *c, float *buf, size_t n) { return pt_allreduce_sum_t(c, buf, n, PT_F32); }
 
 int pt_allreduce_max(pt_comm *c, float *buf, size_t n)
 {
@@ -142,115 +176,166 @@ int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n)
     return PT_OK;
 }
 
-int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n)
+int pt_reduce_scatter_sum_t(pt_comm *c, const void *in, void *out, size_t n, pt_dtype t)
 {
-    if (c->dev && c->dev->vt->owns(c, in)) return c->dev->vt->reduce_scatter(c, in, out, n, PT_COMM_F32);
+    if (c->dev && c->dev->vt->owns(c, in)) return c->dev->vt->reduce_scatter(c, in, out, n, (int)t);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc0 = mpi_type(t, &mt, &es, &op, "reduce_scatter");
+    if (rc0) return rc0;
     if (n % (size_t)c->size)
-        return pt_fail(PT_EINVAL, "reduce_scatter of %zu floats over %d ranks: count must be a multiple of the group size", n, c->size);
-    if (c->size == 1) { memmove(out, in, n * sizeof(float)); return PT_OK; }
+        return pt_fail(PT_EINVAL, "reduce_scatter of %zu elements over %d ranks: count must be a multiple of the group size", n, c->size);
+    if (c->size == 1) { memmove(out, in, n * es); return PT_OK; }
     /* MPI_Reduce_scatter with equal counts, not MPI_Reduce_scatter_block:
      * Open MPI's coll/tuned runs the block form as a reduce to rank 0 and
      * a linear scatter by default (open-mpi/ompi#5156), 6-30x slower than
      * the counts form's recursive halving / ring from 4 MiB up on 2-8
      * ranks here (4.1.4; bench/bench-coll).  Above the chunk, each call
-     * takes the next `len` floats of every rank's block, packed rank by
+     * takes the next `len` elements of every rank's block, packed rank by
      * rank into a staging buffer of at most a chunk. */
     const size_t p = (size_t)c->size, nb = n / p;
-    size_t step = pt_comm_chunk_elems(c, sizeof(float)) / p;
+    size_t step = pt_comm_chunk_elems(c, es) / p;
     if (step < 1) step = 1;
     int stack_counts[64], *counts = stack_counts;
-    float *stage = NULL;
+    char *stage = NULL;
     if (p > 64 && !(counts = malloc(p * sizeof *counts)))
         return pt_fail(PT_ENOMEM, "reduce_scatter over %d ranks: out of memory for the counts", c->size);
-    if (step < nb && !(stage = malloc(p * step * sizeof *stage))) {
+    if (step < nb && !(stage = malloc(p * step * es))) {
         if (counts != stack_counts) free(counts);
-        return pt_fail(PT_ENOMEM, "reduce_scatter of %zu floats: out of memory for a %zu-byte staging buffer", n,
-                       p * step * sizeof *stage);
+        return pt_fail(PT_ENOMEM, "reduce_scatter of %zu elements: out of memory for a %zu-byte staging buffer", n,
+                       p * step * es);
     }
     int rc = MPI_SUCCESS;
     for (size_t off = 0; off < nb && rc == MPI_SUCCESS; off += step) {
         const size_t len = nb - off < step ? nb - off : step;
-        const float *src = in;
+        const void *src = in;
         if (stage) {
-            for (size_t r = 0; r < p; r++) memcpy(stage + r * len, in + r * nb + off, len * sizeof *stage);
+            for (size_t r = 0; r < p; r++) memcpy(stage + r * len * es, (const char *)in + (r * nb + off) * es, len * es);
             src = stage;
         }
         for (size_t r = 0; r < p; r++) counts[r] = (int)len;
-        rc = MPI_Reduce_scatter(src, out + off, counts, MPI_FLOAT, MPI_SUM, c->comm);
+        rc = MPI_Reduce_scatter(src, (char *)out + off * es, counts, mt, op, c->comm);
     }
     free(stage);
     if (counts != stack_counts) free(counts);
     if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "reduce_scatter", c);
-    pt_comm_count(c, PT_COLL_REDUCE_SCATTER, n * 4, pt_comm_ring(n * 4, c->size, 1));
+    pt_comm_count(c, PT_COLL_REDUCE_SCATTER, n * es, pt_comm_ring(n * es, c->size, 1));
     return PT_OK;
 }
 
-int pt_allgather(pt_comm *c, const float *in, float *out, size_t n)
+int pt_reduce_scatter_sum(pt_comm *c, const float *in, float *out, size_t n)
 {
-    if (c->dev && c->dev->vt->owns(c, in)) return c->dev->vt->allgather(c, in, out, n, PT_COMM_F32);
+    return pt_reduce_scatter_sum_t(c, in, out, n, PT_F32);
+}
+
+int pt_allgather_t(pt_comm *c, const void *in, void *out, size_t n, pt_dtype t)
+{
+    if (c->dev && c->dev->vt->owns(c, in)) return c->dev->vt->allgather(c, in, out, n, (int)t);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc = mpi_type(t, &mt, &es, &op, "allgather");
+    if (rc) return rc;
     if (n % (size_t)c->size)
-        return pt_fail(PT_EINVAL, "allgather of %zu floats over %d ranks: count must be a multiple of the group size", n, c->size);
-    if (c->size == 1) { memmove(out, in, n * sizeof(float)); return PT_OK; }
-    int rc = MPI_Allgather(in, (int)(n / c->size), MPI_FLOAT, out, (int)(n / c->size), MPI_FLOAT, c->comm);
+        return pt_fail(PT_EINVAL, "allgather of %zu elements over %d ranks: count must be a multiple of the group size", n, c->size);
+    if (c->size == 1) { memmove(out, in, n * es); return PT_OK; }
+    rc = MPI_Allgather(in, (int)(n / c->size), mt, out, (int)(n / c->size), mt, c->comm);
     if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "allgather", c);
-    pt_comm_count(c, PT_COLL_ALLGATHER, n * 4, pt_comm_ring(n * 4, c->size, 1));
+    pt_comm_count(c, PT_COLL_ALLGATHER, n * es, pt_comm_ring(n * es, c->size, 1));
     return PT_OK;
 }
 
-int pt_broadcast(pt_comm *c, float *buf, size_t n, int root)
+int pt_allgather(pt_comm *c, const float *in, float *out, size_t n) { return pt_allgather_t(c, in, out, n, PT_F32); }
+
+int pt_broadcast_t(pt_comm *c, void *buf, size_t n, int root, pt_dtype t)
 {
-    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->broadcast(c, buf, n, PT_COMM_F32, root);
-    if (c->size == 1 || n == 0) return PT_OK;
-    int rc = MPI_Bcast(buf, (int)n, MPI_FLOAT, root, c->comm);
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->broadcast(c, buf, n, (int)t, root);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc = mpi_type(t, &mt, &es, &op, "broadcast");
+    if (rc || c->size == 1 || n == 0) return rc;
+    rc = MPI_Bcast(buf, (int)n, mt, root, c->comm);
     if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "broadcast", c);
-    pt_comm_count(c, PT_COLL_BROADCAST, n * 4, pt_comm_ring(n * 4, c->size, 1));
+    pt_comm_count(c, PT_COLL_BROADCAST, n * es, pt_comm_ring(n * es, c->size, 1));
     return PT_OK;
 }
 
-int pt_reduce_sum(pt_comm *c, float *buf, size_t n, int root)
+int pt_broadcast(pt_comm *c, float *buf, size_t n, int root) { return pt_broadcast_t(c, buf, n, root, PT_F32); }
+
+int pt_reduce_sum_t(pt_comm *c, void *buf, size_t n, int root, pt_dtype t)
 {
-    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->reduce(c, buf, n, PT_COMM_F32, root);
-    if (c->size == 1 || n == 0) return PT_OK;
-    const size_t step = pt_comm_chunk_elems(c, sizeof(float));
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->reduce(c, buf, n, (int)t, root);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc0 = mpi_type(t, &mt, &es, &op, "reduce");
+    if (rc0 || c->size == 1 || n == 0) return rc0;
+    const size_t step = pt_comm_chunk_elems(c, es);
     for (size_t off = 0; off < n; off += step) {
         const size_t len = n - off < step ? n - off : step;
-        int rc = MPI_Reduce(c->rank == root ? MPI_IN_PLACE : buf + off, buf + off, (int)len, MPI_FLOAT, MPI_SUM,
-                            root, c->comm);
+        char *b = (char *)buf + off * es;
+        int rc = MPI_Reduce(c->rank == root ? MPI_IN_PLACE : b, b, (int)len, mt, op, root, c->comm);
         if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "reduce", c);
     }
-    pt_comm_count(c, PT_COLL_REDUCE, n * 4, pt_comm_ring(n * 4, c->size, 1));
+    pt_comm_count(c, PT_COLL_REDUCE, n * es, pt_comm_ring(n * es, c->size, 1));
+    return PT_OK;
+}
+
+int pt_reduce_sum(pt_comm *c, float *buf, size_t n, int root) { return pt_reduce_sum_t(c, buf, n, root, PT_F32); }
+
+int pt_sendrecv_t(pt_comm *c, const void *sbuf, int dst, void *rbuf, int src, size_t n, int tag, pt_dtype t)
+{
+    if (c->dev && c->dev->vt->owns(c, sbuf)) return c->dev->vt->sendrecv(c, sbuf, dst, rbuf, src, n, (int)t, tag);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc = mpi_type(t, &mt, &es, &op, "sendrecv");
+    if (rc || n == 0) return rc;
+    rc = MPI_Sendrecv(sbuf, (int)n, mt, dst, tag, rbuf, (int)n, mt, src, tag, c->comm, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "sendrecv", c);
+    pt_comm_count(c, PT_COLL_SEND, n * es, n * es);
+    pt_comm_count(c, PT_COLL_RECV, n * es, 0);
     return PT_OK;
 }
 
 int pt_sendrecv(pt_comm *c, const float *sbuf, int dst, float *rbuf, int src, size_t n, int tag)
 {
-    if (c->dev && c->dev->vt->owns(c, sbuf)) return c->dev->vt->sendrecv(c, sbuf, dst, rbuf, src, n, PT_COMM_F32, tag);
-    if (n == 0) return PT_OK;
-    int rc = MPI_Sendrecv(sbuf, (int)n, MPI_FLOAT, dst, tag, rbuf, (int)n, MPI_FLOAT, src, tag, c->comm,
-                          MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "sendrecv", c);
-    pt_comm_count(c, PT_COLL_SEND, n * 4, n * 4);
-    pt_comm_count(c, PT_COLL_RECV, n * 4, 0);
-    return PT_OK;
+    return pt_sendrecv_t(c, sbuf, dst, rbuf, src, n, tag, PT_F32);
 }
 
-int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag)
+int pt_send_t(pt_comm *c, const void *buf, size_t n, int dst, int tag, pt_dtype t)
 {
-    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->send(c, buf, n, PT_COMM_F32, dst, tag);
-    int rc = MPI_Send(buf, (int)n, MPI_FLOAT, dst, tag, c->comm);
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->send(c, buf, n, (int)t, dst, tag);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc = mpi_type(t, &mt, &es, &op, "send");
+    if (rc) return rc;
+    rc = MPI_Send(buf, (int)n, mt, dst, tag, c->comm);
     if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "send", c);
-    pt_comm_count(c, PT_COLL_SEND, n * 4, n * 4);
+    pt_comm_count(c, PT_COLL_SEND, n * es, n * es);
     return PT_OK;
 }
 
-int pt_recv(pt_comm *c, float *buf, size_t n, int src, int tag)
+int pt_send(pt_comm *c, const float *buf, size_t n, int dst, int tag) { return pt_send_t(c, buf, n, dst, tag, PT_F32); }
+
+int pt_recv_t(pt_comm *c, void *buf, size_t n, int src, int tag, pt_dtype t)
 {
-    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->recv(c, buf, n, PT_COMM_F32, src, tag);
-    int rc = MPI_Recv(buf, (int)n, MPI_FLOAT, src, tag, c->comm, MPI_STATUS_IGNORE);
+    if (c->dev && c->dev->vt->owns(c, buf)) return c->dev->vt->recv(c, buf, n, (int)t, src, tag);
+    MPI_Datatype mt;
+    size_t es;
+    MPI_Op op;
+    int rc = mpi_type(t, &mt, &es, &op, "recv");
+    if (rc) return rc;
+    rc = MPI_Recv(buf, (int)n, mt, src, tag, c->comm, MPI_STATUS_IGNORE);
     if (rc != MPI_SUCCESS) return pt_comm_mpi_fail(rc, "recv", c);
-    pt_comm_count(c, PT_COLL_RECV, n * 4, 0);
+    pt_comm_count(c, PT_COLL_RECV, n * es, 0);
     return PT_OK;
 }
+
+int pt_recv(pt_comm *c, float *buf, size_t n, int src, int tag) { return pt_recv_t(c, buf, n, src, tag, PT_F32); }
 
 int pt_barrier(pt_comm *c)
 {

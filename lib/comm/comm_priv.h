@@ -68,9 +68,9 @@ struct pt_comm_dev {
     size_t nq, qcap;
 };
 
-/* Element types (the values of pt_dtype, issue 23's precision work: one
- * becomes the other when it lands) and reductions of the device path. */
-enum pt_comm_elem { PT_COMM_F32 = 0, PT_COMM_BF16 = 1, PT_COMM_F64 = 2 };
+/* Element types of the device path: lib/core's pt_dtype values (the _t
+ * collectives pass their pt_dtype through as is), and its reductions. */
+enum pt_comm_elem { PT_COMM_F32 = PT_F32, PT_COMM_BF16 = PT_BF16, PT_COMM_F64 = PT_F64 };
 enum pt_comm_redop { PT_COMM_SUM = 0, PT_COMM_MAX = 1 };
 
 /* pt_fail(PT_ECOMM) for an MPI error code: "WHAT on group 'NAME' (size

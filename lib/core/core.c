@@ -90,6 +90,16 @@ static size_t host_free(void *p)
 
 const pt_arena_mem pt_arena_mem_host = {PT_DEV_CPU, host_alloc, host_free};
 
+const char *pt_dtype_name(pt_dtype t)
+{
+    switch (t) {
+    case PT_F32: return "fp32";
+    case PT_BF16: return "bf16";
+    case PT_F64: return "fp64";
+    }
+    return "?";
+}
+
 const char *pt_device_name(pt_device d)
 {
     switch (d) {

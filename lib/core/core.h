@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/error.h"
 
@@ -47,6 +48,59 @@ const char *pt_strerror(int code);
 void pt_log_set_level(int level);
 void pt_log_set_rank(int rank);
 void pt_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- element types ------------------------------------------------------- */
+/* What a tensor's elements are.  The ops tables (lib/backend/ops.h) have
+ * two roles, each one of these: ACT (activations, their gradients, the
+ * weight copies the GEMMs read; the run's precision) and ACC (master
+ * weights, weight gradients, AdamW moments, LayerNorm and softmax
+ * statistics, losses: fp32, fp64 in the reference table). */
+typedef enum pt_dtype {
+    PT_F32 = 0,  /* IEEE-754 binary32 */
+    PT_BF16 = 1, /* bfloat16: the high 16 bits of a binary32 (Kalamkar et al. 2019), stored as uint16_t */
+    PT_F64 = 2,  /* IEEE-754 binary64 (the tests' reference table) */
+} pt_dtype;
+
+/* Bytes of one element: 4, 2, 8 (0 for a value outside pt_dtype). */
+static inline size_t pt_dtype_size(pt_dtype t)
+{
+    return t == PT_F32 ? 4 : t == PT_BF16 ? 2 : t == PT_F64 ? 8 : 0;
+}
+/* "fp32", "bf16", "fp64" ("?" otherwise). */
+const char *pt_dtype_name(pt_dtype t);
+/* p advanced by n elements of type t (byte arithmetic on an untyped tensor pointer). */
+static inline void *pt_elem(const void *p, size_t n, pt_dtype t)
+{
+    return (char *)(uintptr_t)p + n * pt_dtype_size(t);
+}
+
+/* One bfloat16 value: sign, 8 exponent bits, 7 fraction bits. */
+typedef uint16_t pt_bf16;
+
+/* fp32 -> bf16 rounded to nearest, ties to even (IEEE 754 roundTiesToEven
+ * applied at bit 16; subnormals round the same way, magnitudes at or above
+ * 0x1.ffp127 round to inf).  NaN stays NaN: sign and top 7 payload bits
+ * kept, quiet bit set, so a signalling NaN whose payload lies in the low 16
+ * bits does not become inf.  The one definition: lib/backend/gemm_bf16.h
+ * (the bf16 GEMM and its array forms pt_f32_to_bf16_n, pt_bf16_to_f32_n)
+ * uses this pair. */
+static inline pt_bf16 pt_f32_to_bf16(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    uint32_t r = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    uint32_t q = (u >> 16) | 0x40u;
+    return (pt_bf16)((u & 0x7fffffffu) > 0x7f800000u ? q : r);
+}
+
+/* bf16 -> fp32: exact (the 16 bits become the high half). */
+static inline float pt_bf16_to_f32(pt_bf16 h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
 
 /* ---- arena: tracked allocations ---------------------------------------- */
 /* Where tensor memory lives.  The backend that computes on a buffer must

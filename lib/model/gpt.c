@@ -149,6 +149,8 @@ static void *track(pt_gpt *m, size_t bytes, int *rc)
 }
 
 static float *falloc(pt_gpt *m, size_t n, int *rc) { return track(m, n * sizeof(float), rc); }
+/* n activation elements (ACT, m->ea bytes each) */
+static void *aalloc(pt_gpt *m, size_t n, int *rc) { return track(m, n * m->ea, rc); }
 
 /* Does the stage run block l? */
 static int stage_has_block(const pt_gpt_stage *st, int l)
@@ -186,15 +188,15 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
 /* floats of a block's attention row log-sum-exp [Bl, NHl, Tl] */
 static size_t lse_floats(const pt_gpt *m) { return (size_t)m->g.Bl * m->g.NHl * m->Tl; }
 
-size_t pt_gpt_block_act_floats(const pt_gpt *m, int rc)
+size_t pt_gpt_block_act_bytes(const pt_gpt *m, int rc)
 {
     const pt_geom *g = &m->g;
-    const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
-    if (rc == PT_RECOMPUTE_BLOCK) return N * Cr; /* the block output (next block's input) */
-    /* ln1, ln2, res2, res3 [N, Cr]; 4 row statistics [N]; qkv [N, 3Cl]; fch, gelu [N, Fl] */
-    const size_t kept = 4 * N * Cr + 4 * N + 3 * N * Cl + 2 * N * Fl;
-    /* attention: the output [N, Cl] and lse, which recompute=attention re-creates */
-    return rc == PT_RECOMPUTE_ATTENTION ? kept : kept + N * Cl + lse_floats(m);
+    const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl, e = m->ea;
+    if (rc == PT_RECOMPUTE_BLOCK) return e * N * Cr; /* the block output (next block's input) */
+    /* ln1, ln2, res2, res3 [N, Cr]; qkv [N, 3Cl]; fch, gelu [N, Fl] (ACT); 4 fp32 row statistics [N] */
+    const size_t kept = e * (4 * N * Cr + 3 * N * Cl + 2 * N * Fl) + 4 * (4 * N);
+    /* attention: the output [N, Cl] (ACT) and lse (fp32), which recompute=attention re-creates */
+    return rc == PT_RECOMPUTE_ATTENTION ? kept : kept + e * N * Cl + 4 * lse_floats(m);
 }
 
 /* Activations of block l in slot layer ly: own buffers, or the shared
@@ -203,25 +205,25 @@ static void alloc_block(pt_gpt *m, pt_gpt_layer *ly, const pt_gpt_layer *sc, int
 {
     const pt_geom *g = &m->g;
     const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
-    ly->res3 = falloc(m, N * Cr, rc);
+    ly->res3 = aalloc(m, N * Cr, rc);
     if (mode == PT_RECOMPUTE_BLOCK) {
         ly->ln1 = sc->ln1; ly->ln1_mean = sc->ln1_mean; ly->ln1_rstd = sc->ln1_rstd; ly->qkv_out = sc->qkv_out;
         ly->lse = sc->lse; ly->atty = sc->atty; ly->res2 = sc->res2; ly->ln2 = sc->ln2; ly->ln2_mean = sc->ln2_mean;
         ly->ln2_rstd = sc->ln2_rstd; ly->fch = sc->fch; ly->fch_gelu = sc->fch_gelu;
         return;
     }
-    ly->ln1 = falloc(m, N * Cr, rc);
+    ly->ln1 = aalloc(m, N * Cr, rc);
     ly->ln1_mean = falloc(m, N, rc);
     ly->ln1_rstd = falloc(m, N, rc);
-    ly->qkv_out = falloc(m, N * 3 * Cl, rc);
+    ly->qkv_out = aalloc(m, N * 3 * Cl, rc);
     ly->lse = mode == PT_RECOMPUTE_ATTENTION ? sc->lse : falloc(m, lse_floats(m), rc);
-    ly->atty = mode == PT_RECOMPUTE_ATTENTION ? sc->atty : falloc(m, N * Cl, rc);
-    ly->res2 = falloc(m, N * Cr, rc);
-    ly->ln2 = falloc(m, N * Cr, rc);
+    ly->atty = mode == PT_RECOMPUTE_ATTENTION ? sc->atty : aalloc(m, N * Cl, rc);
+    ly->res2 = aalloc(m, N * Cr, rc);
+    ly->ln2 = aalloc(m, N * Cr, rc);
     ly->ln2_mean = falloc(m, N, rc);
     ly->ln2_rstd = falloc(m, N, rc);
-    ly->fch = falloc(m, N * Fl, rc);
-    ly->fch_gelu = falloc(m, N * Fl, rc);
+    ly->fch = aalloc(m, N * Fl, rc);
+    ly->fch_gelu = aalloc(m, N * Fl, rc);
 }
 
 int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
@@ -242,10 +244,15 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
         return pt_fail(PT_EINVAL, "arena holds %s memory but backend '%s' computes on %s memory "
                        "(pt_arena_init with the backend's mem)", pt_device_name(pt_arena_device(arena)), be->name,
                        pt_device_name(bdev));
+    const pt_dtype act = ctx->plan.precision == PT_PREC_BF16 ? PT_BF16 : PT_F32;
+    const pt_ops *ops = pt_backend_ops(be, act);
+    if (!ops) return PT_EUNSUPP;
     m->layout = lo;
     m->cfg = *cfg;
     m->ctx = ctx;
-    m->ops = be->ops;
+    m->ops = ops;
+    m->act = act;
+    m->ea = pt_dtype_size(act);
     m->arena = arena;
     m->B = B;
     m->T = T;
@@ -329,7 +336,7 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
     if (mode == PT_RECOMPUTE_BLOCK)
         alloc_block(m, &sc, NULL, PT_RECOMPUTE_NONE, &rc);
     else if (mode == PT_RECOMPUTE_ATTENTION) {
-        sc.atty = falloc(m, N * Cl, &rc);
+        sc.atty = aalloc(m, N * Cl, &rc);
         sc.lse = falloc(m, lse_floats(m), &rc);
     }
     const size_t Nall = (size_t)B * m->Tl;
@@ -341,22 +348,22 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
             if (stage_has_block(st, l)) alloc_block(m, &s->layers[l], &sc, mode, &rc);
         s->tok = track(m, Nall * sizeof(int32_t), &rc);
         s->tgt = track(m, Nall * sizeof(int32_t), &rc);
-        if (st->first) s->enc = falloc(m, N * Cr, &rc);
+        if (st->first) s->enc = aalloc(m, N * Cr, &rc);
     }
     const size_t Cmax = Cr > Cl ? Cr : Cl;
     if (st->last) {
-        m->lnf = falloc(m, N * Cr, &rc);
+        m->lnf = aalloc(m, N * Cr, &rc);
         m->lnf_mean = falloc(m, N, &rc);
         m->lnf_rstd = falloc(m, N, &rc);
         m->losses = falloc(m, N, &rc);
         m->stats = falloc(m, 3 * N, &rc);
         m->dloss = falloc(m, N, &rc);
     }
-    m->dres = falloc(m, N * Cr, &rc);
-    m->dtmp = falloc(m, N * Cmax, &rc);
-    m->dqkv = falloc(m, N * 3 * Cl, &rc);
-    m->datty = falloc(m, N * Cl, &rc);
-    m->dfch = falloc(m, N * Fl, &rc);
+    m->dres = aalloc(m, N * Cr, &rc);
+    m->dtmp = aalloc(m, N * Cmax, &rc);
+    m->dqkv = aalloc(m, N * 3 * Cl, &rc);
+    m->datty = aalloc(m, N * Cl, &rc);
+    m->dfch = aalloc(m, N * Fl, &rc);
     if (rc) {
         pt_gpt_free(m);
         return pt_fail(PT_ENOMEM, "out of memory allocating activations for B=%d T=%d (%s)", B, T, pt_errmsg());
@@ -383,7 +390,7 @@ int pt_gpt_bind_views(pt_gpt *m)
 {
     const pt_geom *g = &m->g;
     const int C = m->C, L = m->cfg.n_layer;
-#define DATA(i) (m->pidx[i] < 0 ? NULL : m->params[m->pidx[i]].data)
+#define DATA(i) (m->pidx[i] < 0 ? NULL : (const void *)m->params[m->pidx[i]].work)
 #define GRAD(i) (m->pidx[i] < 0 ? NULL : m->params[m->pidx[i]].grad)
     m->wte = DATA(0); m->dwte = GRAD(0);
     m->wpe = DATA(1); m->dwpe = GRAD(1);
@@ -415,8 +422,8 @@ int pt_gpt_bind_views(pt_gpt *m)
 int pt_gpt_bind_params(pt_gpt *m)
 {
     for (int i = 0; i < m->nparams; i++)
-        if (!m->params[i].data || !m->params[i].grad)
-            return pt_fail(PT_EINVAL, "parameter %s has no storage: bind every parameter's data and grad first",
+        if (!m->params[i].data || !m->params[i].grad || !m->params[i].work)
+            return pt_fail(PT_EINVAL, "parameter %s has no storage: bind every parameter's data, work and grad first",
                            m->params[i].name);
     int rc = pt_gpt_bind_views(m);
     if (rc) return rc;
@@ -435,6 +442,7 @@ int pt_gpt_bind_params(pt_gpt *m)
         }
         pt_gpt_param_init_full(p, p->index, m->seed, full);
         m->layout->param_slice(m->ops, m->ctx, p->cls, full, p->data, p->rows, p->cols);
+        if (p->work != (void *)p->data) m->ops->convert(p->work, m->act, p->data, PT_F32, (size_t)p->shard.numel);
     }
     free(full);
     return PT_OK;
@@ -469,9 +477,10 @@ static int attn_fwd(pt_gpt *m, pt_gpt_layer *ly)
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
         return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->lse, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
-    const int Cl = g->Cl;
-    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * Cl, 3 * Cl};
-    m->ops->attention_fwd(ly->atty, ly->lse, ly->qkv_out, ly->qkv_out + Cl, ly->qkv_out + 2 * Cl, &d, 0);
+    const size_t Cl = (size_t)g->Cl;
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl};
+    m->ops->attention_fwd(ly->atty, ly->lse, ly->qkv_out, pt_elem(ly->qkv_out, Cl, m->act),
+                          pt_elem(ly->qkv_out, 2 * Cl, m->act), &d, 0);
     return PT_OK;
 }
 
@@ -481,10 +490,11 @@ static int attn_bwd(pt_gpt *m, pt_gpt_layer *ly)
     if (m->ctx->sp.size > 1)
         return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->ops, m->dqkv, m->datty, ly->qkv_out, ly->atty, ly->lse,
                                      g->Bl, m->Tl, g->NHl, m->HS);
-    const int Cl = g->Cl;
-    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * Cl, 3 * Cl};
-    m->ops->attention_bwd(m->dqkv, m->dqkv + Cl, m->dqkv + 2 * Cl, m->datty, ly->qkv_out, ly->qkv_out + Cl,
-                          ly->qkv_out + 2 * Cl, ly->atty, ly->lse, &d);
+    const size_t Cl = (size_t)g->Cl;
+    const pt_dtype t = m->act;
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl};
+    m->ops->attention_bwd(m->dqkv, pt_elem(m->dqkv, Cl, t), pt_elem(m->dqkv, 2 * Cl, t), m->datty, ly->qkv_out,
+                          pt_elem(ly->qkv_out, Cl, t), pt_elem(ly->qkv_out, 2 * Cl, t), ly->atty, ly->lse, &d);
     return PT_OK;
 }
 
@@ -525,7 +535,7 @@ int pt_gpt_set_batch(pt_gpt *m, const int32_t *inputs, const int32_t *targets)
     return PT_OK;
 }
 
-int pt_gpt_embed_forward(pt_gpt *m, float **x_out)
+int pt_gpt_embed_forward(pt_gpt *m, void **x_out)
 {
     TRY(check_bound(m));
     TRY(check_end(m, m->stage.first, "embedding forward"));
@@ -533,17 +543,17 @@ int pt_gpt_embed_forward(pt_gpt *m, float **x_out)
     const pt_lenv e = {m->ctx, m->ops, m->arena};
     TRY(hook(m, -1, PT_HOOK_FWD_PRE));
     TRY(m->layout->embed_fwd(&e, g, m->enc, m->tok, m->wte));
-    m->ops->posemb_fwd(m->enc, m->wpe + (size_t)m->t0 * g->Cr, g->Bl, m->Tl, g->Cr);
+    m->ops->posemb_fwd(m->enc, pt_elem(m->wpe, (size_t)m->t0 * g->Cr, m->act), g->Bl, m->Tl, g->Cr);
     *x_out = m->enc;
     return hook(m, -1, PT_HOOK_FWD_POST);
 }
 
 /* Block l's forward on x (kept as ly->in); output in ly->res3. */
-static int block_fwd(pt_gpt *m, int l, const float *x)
+static int block_fwd(pt_gpt *m, int l, const void *x)
 {
     const pt_geom *g = &m->g;
     const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
-    const pt_ops_f32 *ops = m->ops;
+    const pt_ops *ops = m->ops;
     const pt_layout *lo = m->layout;
     const pt_lenv e = {m->ctx, ops, m->arena};
     pt_gpt_layer *ly = &m->layers[l];
@@ -561,23 +571,23 @@ static int block_fwd(pt_gpt *m, int l, const float *x)
     return PT_OK;
 }
 
-int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const float *x_in, float **x_out)
+int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const void *x_in, void **x_out)
 {
     TRY(check_bound(m));
     TRY(check_range(m, l0, l1, "forward"));
-    const float *x = x_in;
+    const void *x = x_in;
     for (int l = l0; l < l1; l++) {
         TRY(hook(m, l, PT_HOOK_FWD_PRE));
         TRY(block_fwd(m, l, x));
         TRY(hook(m, l, PT_HOOK_FWD_POST));
         x = m->layers[l].res3;
     }
-    *x_out = (float *)x;
+    *x_out = (void *)x;
     return PT_OK;
 }
 
 /* Final LN, head and per-row losses on x_in; *sum = this rank's summed token losses. */
-static int head_fwd_local(pt_gpt *m, const float *x_in, double *sum)
+static int head_fwd_local(pt_gpt *m, const void *x_in, double *sum)
 {
     const pt_geom *g = &m->g;
     const int N = g->Bl * m->Tl;
@@ -585,7 +595,7 @@ static int head_fwd_local(pt_gpt *m, const float *x_in, double *sum)
     m->head_in = x_in;
     TRY(pt_layernorm_fwd(g->norm, m->ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb, N, g->Cr, m->C));
     TRY(m->layout->head_fwd(&e, g, m->losses, m->stats, m->lnf, m->wte, m->tgt));
-    *sum = g->loss_owner ? m->ops->sum(m->losses, (size_t)N) : 0;
+    *sum = g->loss_owner ? m->ops->sum(m->losses, (size_t)N, PT_F32) : 0;
     return PT_OK;
 }
 
@@ -595,7 +605,7 @@ static double loss_tokens(const pt_gpt *m)
     return (double)m->stage.microbatches * m->B * m->ctx->plan.dp * m->T;
 }
 
-int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss)
+int pt_gpt_head_forward(pt_gpt *m, const void *x_in, float *loss)
 {
     TRY(check_bound(m));
     TRY(check_end(m, m->stage.last, "head forward"));
@@ -610,28 +620,28 @@ int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss)
 
 int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss)
 {
-    float *x;
+    void *x;
     TRY(pt_gpt_set_batch(m, inputs, targets));
     TRY(pt_gpt_embed_forward(m, &x));
     TRY(pt_gpt_blocks_forward(m, 0, m->cfg.n_layer, x, &x));
     return pt_gpt_head_forward(m, x, loss);
 }
 
-static int head_bwd(pt_gpt *m, float *dx)
+static int head_bwd(pt_gpt *m, void *dx)
 {
     const pt_geom *g = &m->g;
     const int N = g->Bl * m->Tl;
-    const pt_ops_f32 *ops = m->ops;
+    const pt_ops *ops = m->ops;
     const pt_lenv e = {m->ctx, ops, m->arena};
     /* d(mean loss)/d(loss of a row): 1 over the global token count */
-    ops->fill(m->dloss, (float)(1.0 / loss_tokens(m)), (size_t)N);
+    ops->fill(m->dloss, (float)(1.0 / loss_tokens(m)), (size_t)N, PT_F32);
     TRY(m->layout->head_bwd(&e, g, m->dtmp, m->dwte, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
-    ops->zero(dx, (size_t)N * g->Cr);
+    ops->zero(dx, (size_t)N * g->Cr, m->act);
     return pt_layernorm_bwd(g->norm, ops, m->arena, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean,
                             m->lnf_rstd, N, g->Cr, m->C);
 }
 
-int pt_gpt_head_backward(pt_gpt *m, float *dx)
+int pt_gpt_head_backward(pt_gpt *m, void *dx)
 {
     TRY(check_bound(m));
     TRY(check_end(m, m->stage.last, "head backward"));
@@ -655,15 +665,16 @@ int pt_gpt_logits(pt_gpt *m, int row, float *out)
     if (row < 0 || row >= N || !m->head_in)
         return pt_fail(PT_EINVAL, "logits of row %d: %s", row,
                        m->head_in ? "outside the head's rows" : "no head forward has run");
-    float *l = pt_scratch(m->arena, (size_t)g->Vl, "logits row");
+    void *l = pt_scratch_t(m->arena, (size_t)g->Vl, m->act, "logits row");
     if (!l) return PT_ENOMEM;
-    m->ops->matmul_fwd(l, NULL, m->lnf + (size_t)row * g->Cr, m->wte, NULL, 0.0f, 1, g->Cr, g->Vl, PT_EPI_DEFAULT);
-    m->ops->copy2d(out, 0, l, 0, sizeof(float) * (size_t)g->Vl, 1);
+    m->ops->matmul_fwd(l, NULL, pt_elem(m->lnf, (size_t)row * g->Cr, m->act), m->wte, NULL, 0.0, 1, g->Cr, g->Vl,
+                       PT_EPI_DEFAULT);
+    m->ops->convert(out, PT_F32, l, m->act, (size_t)g->Vl);
     pt_arena_free(m->arena, l);
     return PT_OK;
 }
 
-int pt_gpt_head_step(pt_gpt *m, const float *x_in, float *dx, double *loss_sum)
+int pt_gpt_head_step(pt_gpt *m, const void *x_in, void *dx, double *loss_sum)
 {
     TRY(check_bound(m));
     TRY(check_end(m, m->stage.last, "head step"));
@@ -679,13 +690,13 @@ int pt_gpt_head_step(pt_gpt *m, const float *x_in, float *dx, double *loss_sum)
     return PT_OK;
 }
 
-int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
+int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, void *dx)
 {
     TRY(check_bound(m));
     TRY(check_range(m, l0, l1, "backward"));
     const pt_geom *g = &m->g;
     const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
-    const pt_ops_f32 *ops = m->ops;
+    const pt_ops *ops = m->ops;
     const pt_layout *lo = m->layout;
     const pt_lenv e = {m->ctx, ops, m->arena};
     pt_arena *a = m->arena;
@@ -709,7 +720,7 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
         /* res2 = in + proj(attn(qkv(ln1(in)))) ; dx now holds d res2 */
         if (mode == PT_RECOMPUTE_ATTENTION) TRY(attn_fwd(m, ly));
         TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N, PT_EPI_DEFAULT, NULL, NULL));
-        ops->zero(m->dqkv, (size_t)N * 3 * g->Cl);
+        ops->zero(m->dqkv, (size_t)N * 3 * g->Cl, m->act);
         TRY(attn_bwd(m, ly));
         TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N, PT_EPI_DEFAULT, NULL, NULL));
         TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, Cr, C));
@@ -718,7 +729,7 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx)
     return PT_OK;
 }
 
-int pt_gpt_embed_backward(pt_gpt *m, const float *dx)
+int pt_gpt_embed_backward(pt_gpt *m, const void *dx)
 {
     TRY(check_bound(m));
     TRY(check_end(m, m->stage.first, "embedding backward"));

@@ -17,7 +17,14 @@
  *
  * Memory: activations come from the caller's arena (parameters, gradients
  * and AdamW moments from the same arena via pt_train_create), so
- * arena->peak is the rank's training memory.  Sources: GPT-2 (Radford et
+ * arena->peak is the rank's training memory.
+ *
+ * Precision (ctx->plan.precision): the model runs the backend's table for
+ * it (pt_backend_ops: fp32, or bf16 activations with fp32 accumulation).
+ * Activations, their gradients and the weight copies the forward reads
+ * (pt_param.work) have the table's ACT type (m->act, m->ea bytes each);
+ * parameter gradients, LayerNorm mean/rstd, the attention's lse, losses,
+ * the cross-entropy's statistics and dloss are fp32.  Sources: GPT-2 (Radford et
  * al. 2019), llm.c's train_gpt2.c for the forward/backward structure.
  */
 #ifndef PTRAIN_GPT_H
@@ -67,7 +74,9 @@ typedef struct pt_param {
     int64_t rows, cols;  /* full shape [rows, cols] */
     pt_pclass cls;       /* role; the layout shards by it */
     pt_pshard shard;     /* local numel, gradient-sum group, norm owner */
-    float *data, *grad;  /* [shard.numel] each, backend memory */
+    float *data, *grad;  /* [shard.numel] fp32 each, backend memory: the master value (the registry's
+                          * where it keeps the whole shard; ZeRO: see lib/train) and the gradient */
+    void *work;          /* [shard.numel] ACT: the copy the forward reads (== data under fp32) */
     int decay;           /* weight decay applies (2-D weights only) */
     float init_std;      /* normal(0, std) init; 0: constant init_value */
     float init_value;
@@ -100,29 +109,32 @@ struct pt_gpt;
 typedef int (*pt_gpt_param_hook)(void *arg, struct pt_gpt *m, int piece, int phase);
 
 typedef struct pt_gpt_layer {
-    pt_linear qkv, proj, fc, fcproj; /* views of the bound parameters */
-    float *ln1w, *ln1b, *ln2w, *ln2b;     /* [Cr] each */
-    float *dln1w, *dln1b, *dln2w, *dln2b; /* [Cr] each */
-    /* activations saved for backward: residual side [Bl*Tl, Cr], inner side
-     * [Bl*Tl, 3Cl] / [Bl*Tl, Cl] / [Bl*Tl, Fl], the attention's row log-sum-exp
-     * lse [Bl, NHl, Tl] (flash attention keeps no [Tl, T] probabilities) */
-    const float *in;              /* [Bl*Tl, Cr] block input (view of the caller's buffer, kept to backward) */
-    float *ln1, *ln1_mean, *ln1_rstd; /* [Bl*Tl, Cr], [Bl*Tl], [Bl*Tl] */
-    float *qkv_out;               /* [Bl*Tl, 3Cl] */
-    float *lse;                   /* [Bl, NHl, Tl] attention row log-sum-exp */
-    float *atty;                  /* [Bl*Tl, Cl] attention output */
-    float *res2;                  /* [Bl*Tl, Cr] after the attention residual */
-    float *ln2, *ln2_mean, *ln2_rstd; /* [Bl*Tl, Cr], [Bl*Tl], [Bl*Tl] */
-    float *fch, *fch_gelu;        /* [Bl*Tl, Fl]: fc's pre-GELU output (its epilogue's aux) and GELU output */
-    float *res3;                  /* [Bl*Tl, Cr] block output */
+    pt_linear qkv, proj, fc, fcproj;          /* views of the bound parameters */
+    const void *ln1w, *ln1b, *ln2w, *ln2b;   /* [Cr] each, ACT */
+    float *dln1w, *dln1b, *dln2w, *dln2b;    /* [Cr] each */
+    /* activations saved for backward (ACT unless said fp32): residual side
+     * [Bl*Tl, Cr], inner side [Bl*Tl, 3Cl] / [Bl*Tl, Cl] / [Bl*Tl, Fl], the
+     * attention's row log-sum-exp lse [Bl, NHl, Tl] (flash attention keeps
+     * no [Tl, T] probabilities) */
+    const void *in;               /* [Bl*Tl, Cr] block input (view of the caller's buffer, kept to backward) */
+    void *ln1;                    /* [Bl*Tl, Cr] */
+    float *ln1_mean, *ln1_rstd;   /* [Bl*Tl] fp32 each */
+    void *qkv_out;                /* [Bl*Tl, 3Cl] */
+    float *lse;                   /* [Bl, NHl, Tl] fp32 attention row log-sum-exp */
+    void *atty;                   /* [Bl*Tl, Cl] attention output */
+    void *res2;                   /* [Bl*Tl, Cr] after the attention residual */
+    void *ln2;                    /* [Bl*Tl, Cr] */
+    float *ln2_mean, *ln2_rstd;   /* [Bl*Tl] fp32 each */
+    void *fch, *fch_gelu;         /* [Bl*Tl, Fl]: fc's pre-GELU output (its epilogue's aux) and GELU output */
+    void *res3;                   /* [Bl*Tl, Cr] block output */
 } pt_gpt_layer;
 
 /* One microbatch's saved activations (pt_gpt_use_slot). */
 typedef struct pt_gpt_slot {
     pt_gpt_layer *layers;   /* [n_layer] views + this slot's activations (stage layers only) */
     int32_t *tok, *tgt;     /* [B, Tl] token ids of the microbatch */
-    float *enc;             /* [N, Cr] embedding output (first stage) */
-    const float *head_in;   /* view kept from head forward to head backward */
+    void *enc;              /* [N, Cr] ACT embedding output (first stage) */
+    const void *head_in;    /* view kept from head forward to head backward */
 } pt_gpt_slot;
 
 typedef struct pt_gpt {
@@ -133,7 +145,9 @@ typedef struct pt_gpt {
     int C, HS;              /* n_embd, head size C/n_head */
     pt_pctx *ctx;           /* the process grid (not owned) */
     const pt_layout *layout;
-    const pt_ops_f32 *ops;  /* the backend's table */
+    const pt_ops *ops;      /* the backend's table for the plan's precision */
+    pt_dtype act;           /* ops->act: the activations' element type */
+    size_t ea;              /* its size in bytes (4 fp32, 2 bf16) */
     pt_arena *arena;        /* activations and scratch (not owned) */
     uint64_t seed;          /* initial values (pt_gpt_bind_params) */
     pt_gpt_stage stage;     /* chunks, ends, slots, microbatches (whole model: 1 chunk, 1 slot) */
@@ -148,24 +162,27 @@ typedef struct pt_gpt {
 
     int nparams;
     pt_param *params;       /* [nparams], in RNG-stream order */
-    size_t nfloats;         /* sum of the shards' numel: local parameter floats */
-    /* views of the bound parameters: wte [Vl-shard, Cr], wpe [seq_len, Cr], lnf [Cr] */
-    float *wte, *wpe, *lnfw, *lnfb, *dwte, *dwpe, *dlnfw, *dlnfb;
+    size_t nfloats;         /* sum of the shards' numel: local parameter elements */
+    /* views of the bound parameters (weights ACT, gradients fp32): wte [Vl-shard, Cr],
+     * wpe [seq_len, Cr], lnf [Cr] */
+    const void *wte, *wpe, *lnfw, *lnfb;
+    float *dwte, *dwpe, *dlnfw, *dlnfb;
     pt_gpt_layer *layers;   /* [n_layer]: the current slot's (views of absent layers are NULL) */
 
-    /* activations and scratch, N = Bl*Tl rows */
+    /* activations and scratch, N = Bl*Tl rows (ACT unless said fp32) */
     int32_t *tok, *tgt;     /* [B, Tl]: every sequence of the dp group, this rank's positions (current slot) */
-    float *enc;             /* [N, Cr] embedding output (input of block 0; current slot) */
-    const float *head_in;   /* [N, Cr] input of the final LayerNorm (view, kept to backward) */
-    float *lnf, *lnf_mean, *lnf_rstd; /* [N, Cr], [N], [N] */
-    float *losses;          /* [N] per-row cross-entropy, nats */
-    float *stats;           /* [3N] row max, sum of exp, target logit (the fused classifier's; no logits kept) */
-    float *dloss;           /* [N] */
-    float *dres;            /* [N, Cr] residual gradient of pt_gpt_backward */
-    float *dtmp;            /* [N, max(Cr, Cl)] */
-    float *dqkv;            /* [N, 3Cl] */
-    float *datty;           /* [N, Cl] */
-    float *dfch;            /* [N, Fl] (fcproj's dX with fc's DGELU epilogue applied) */
+    void *enc;              /* [N, Cr] embedding output (input of block 0; current slot) */
+    const void *head_in;    /* [N, Cr] input of the final LayerNorm (view, kept to backward) */
+    void *lnf;              /* [N, Cr] */
+    float *lnf_mean, *lnf_rstd; /* [N], [N] fp32 */
+    float *losses;          /* [N] fp32 per-row cross-entropy, nats */
+    float *stats;           /* [3N] fp32 row max, sum of exp, target logit (the fused classifier's; no logits kept) */
+    float *dloss;           /* [N] fp32 */
+    void *dres;             /* [N, Cr] residual gradient of pt_gpt_backward */
+    void *dtmp;             /* [N, max(Cr, Cl)] */
+    void *dqkv;             /* [N, 3Cl] */
+    void *datty;            /* [N, Cl] */
+    void *dfch;             /* [N, Fl] (fcproj's dX with fc's DGELU epilogue applied) */
 } pt_gpt;
 
 /* Build the model for the dp group's batch B (sequences) of length T <=
@@ -180,7 +197,8 @@ typedef struct pt_gpt {
  * RNG stream, so the full tensors are the same for any layout and world
  * size and each rank keeps its shard.
  * Errors: PT_EINVAL (config does not fit tp, bad sizes, arena on another
- * device than the backend), PT_ENOMEM, PT_EUNSUPP (layout not built). */
+ * device than the backend), PT_ENOMEM, PT_EUNSUPP (layout not built, or
+ * no table of the backend for the plan's precision). */
 int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
                   pt_arena *arena, int B, int T, uint64_t seed);
 /* The same for one pipeline rank's share (st): B is the microbatch's
@@ -201,22 +219,25 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
 /* Select slot k's activations (0 <= k < nslots) for the following
  * set_batch / forward / backward calls.  PT_EINVAL outside the range. */
 int pt_gpt_use_slot(pt_gpt *m, int k);
-/* Activation floats a slot keeps for one block under recompute mode rc
- * (pt_recompute), at the model's sizes: the formula behind the arena
- * peaks (Korthikanti et al. 2022, sec. 4, in floats rather than bytes),
- * linear in the sequence length (flash attention: no T^2 term). */
-size_t pt_gpt_block_act_floats(const pt_gpt *m, int rc);
+/* Activation bytes a slot keeps for one block under recompute mode rc
+ * (pt_recompute), at the model's sizes and precision (m->ea bytes per
+ * activation, 4 per fp32 statistic): the formula behind the arena peaks
+ * (Korthikanti et al. 2022, sec. 4), linear in the sequence length (flash
+ * attention: no T^2 term). */
+size_t pt_gpt_block_act_bytes(const pt_gpt *m, int rc);
 /* Free the activations and the parameter list (not the parameter storage,
  * which belongs to its registry).  A zeroed or freed model is a no-op. */
 void pt_gpt_free(pt_gpt *m);
 
-/* After every params[i].data and .grad points at [shard.numel] floats:
- * set the layer views and write the initial values (host RNG, then the
- * layout's param_slice through ops->copy2d).  PT_EINVAL naming the first
- * unbound parameter, PT_ENOMEM. */
+/* After every params[i].data and .grad points at [shard.numel] floats and
+ * .work at [shard.numel] ACT elements (.data itself under fp32): set the
+ * layer views and write the initial values (host RNG, then the layout's
+ * param_slice through ops->copy2d into .data, and ops->convert into .work
+ * where it is another buffer).  PT_EINVAL naming the first unbound
+ * parameter, PT_ENOMEM. */
 int pt_gpt_bind_params(pt_gpt *m);
 /* Set the views (layer linears, LayerNorm vectors, wte, ...) from
- * params[i].data/.grad again, without initialising; for a hook that
+ * params[i].work/.grad again, without initialising; for a hook that
  * repointed them (NULL storage gives NULL views: a ZeRO-3 piece that is
  * not gathered).  Always PT_OK. */
 int pt_gpt_bind_views(pt_gpt *m);
@@ -224,7 +245,7 @@ int pt_gpt_bind_views(pt_gpt *m);
 /* ---- forward and backward by pieces ------------------------------------
  * A pipeline stage runs a contiguous block range [l0, l1); the first stage
  * also runs the embedding, the last the head.  Boundary activations are
- * explicit: x [Bl*Tl, Cr] (residual side, the layout's rows and columns).
+ * explicit: x [Bl*Tl, Cr] ACT (residual side, the layout's rows and columns).
  * Every backward ACCUMULATES into the parameter gradients of this rank's
  * shards; summing them over the sync groups is the training step's job
  * (pt_train_sync).  Errors: PT_EINVAL (unbound parameters, a block range
@@ -236,16 +257,16 @@ int pt_gpt_bind_views(pt_gpt *m);
  * positions.  PT_EINVAL naming the first bad id and its position. */
 int pt_gpt_set_batch(pt_gpt *m, const int32_t *inputs, const int32_t *targets);
 /* *x_out = the embedding output m->enc [Bl*Tl, Cr] (token + position). */
-int pt_gpt_embed_forward(pt_gpt *m, float **x_out);
+int pt_gpt_embed_forward(pt_gpt *m, void **x_out);
 /* Blocks l0 .. l1-1 on x_in [Bl*Tl, Cr] (kept as a view until the
  * backward); *x_out = the output of block l1-1 (model-owned; x_in when
  * l0 == l1). */
-int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const float *x_in, float **x_out);
+int pt_gpt_blocks_forward(pt_gpt *m, int l0, int l1, const void *x_in, void **x_out);
 /* Final LayerNorm, tied head and cross-entropy on x_in [Bl*Tl, Cr] (kept
  * until the backward); *loss = mean cross-entropy (nats/token) over the
  * GLOBAL batch (B*dp sequences; an allreduce over world).  The head is the
  * fused classifier: no logits are kept (pt_gpt_logits computes a row's). */
-int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss);
+int pt_gpt_head_forward(pt_gpt *m, const void *x_in, float *loss);
 /* After a head forward: the logits of local head row `row` (0 <= row <
  * Bl*Tl) over this rank's vocabulary shard, written to out [g.Vl] (host
  * memory; ids tp_rank*Vl .., padding included), through ops (one GEMM row
@@ -256,19 +277,19 @@ int pt_gpt_head_forward(pt_gpt *m, const float *x_in, float *loss);
  * PT_ENOMEM. */
 int pt_gpt_logits(pt_gpt *m, int row, float *out);
 /* dx [Bl*Tl, Cr] = d loss / d x_in of the head (overwritten). */
-int pt_gpt_head_backward(pt_gpt *m, float *dx);
+int pt_gpt_head_backward(pt_gpt *m, void *dx);
 /* In place: dx holds d loss / d(output of block l1-1) and leaves holding
  * d loss / d(input of block l0). */
-int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, float *dx);
+int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, void *dx);
 /* Embedding gradients from dx = d loss / d(embedding output). */
-int pt_gpt_embed_backward(pt_gpt *m, const float *dx);
+int pt_gpt_embed_backward(pt_gpt *m, const void *dx);
 
 /* The last stage's head forward and backward at once (pipelines): final
  * LN, tied head and cross-entropy on x_in [Bl*Tl, Cr]; *loss_sum += this
  * rank's part of the summed token losses (nats; no collective outside the
  * layout's tp group: the caller sums it over world once per step); dx
  * [Bl*Tl, Cr] = d(mean loss over m*B*dp*T tokens) / d x_in. */
-int pt_gpt_head_step(pt_gpt *m, const float *x_in, float *dx, double *loss_sum);
+int pt_gpt_head_step(pt_gpt *m, const void *x_in, void *dx, double *loss_sum);
 
 /* The whole model: set_batch, embed, blocks 0..L-1, head.  Saves
  * activations for pt_gpt_backward. */

@@ -12,12 +12,12 @@ void pt_adamw_default(pt_adamw_cfg *c)
     c->grad_clip = 1.0f;
 }
 
-void pt_adamw_update(const pt_ops_f32 *ops, float *p, const float *g, float *m, float *v, size_t n, float lr,
+void pt_adamw_update(const pt_ops *ops, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr,
                      float wd, const pt_adamw_cfg *c, int t)
 {
     const float b1 = c->beta1, b2 = c->beta2;
     const float bc1 = 1.0f - powf(b1, (float)t), bc2 = 1.0f - powf(b2, (float)t);
-    ops->adamw(p, g, m, v, n, lr, b1, b2, c->eps, wd, bc1, bc2);
+    ops->adamw(p, work, g, m, v, n, lr, b1, b2, c->eps, wd, bc1, bc2);
 }
 
 float pt_lr_schedule(int step, int warmup, int total, float lr_max, float lr_min)

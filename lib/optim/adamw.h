@@ -21,8 +21,10 @@ void pt_adamw_default(pt_adamw_cfg *c);
  * correction), learning rate lr and weight decay wd (0 for biases and
  * norms), computed by the backend's ops->adamw:
  *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2
- *   p -= lr * ( m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p ) */
-void pt_adamw_update(const pt_ops_f32 *ops, float *p, const float *g, float *m, float *v, size_t n, float lr,
+ *   p -= lr * ( m/(1-b1^t) / (sqrt(v/(1-b2^t)) + eps) + wd * p )
+ * work: NULL (or p), or [n] ops->act elements that get the updated p in
+ * the same pass (the bf16 weight copy of mixed precision). */
+void pt_adamw_update(const pt_ops *ops, float *p, void *work, const float *g, float *m, float *v, size_t n, float lr,
                      float wd, const pt_adamw_cfg *c, int t);
 
 /* Learning rate at `step` (0-based) of `total`: linear warmup from

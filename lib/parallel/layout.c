@@ -50,6 +50,14 @@ float *pt_scratch(pt_arena *a, size_t n, const char *what)
     return p;
 }
 
+void *pt_scratch_t(pt_arena *a, size_t n, pt_dtype t, const char *what)
+{
+    void *p = pt_arena_alloc(a, (n ? n : 1) * pt_dtype_size(t));
+    if (!p) pt_fail(PT_ENOMEM, "out of memory for %zu %s elements of %s scratch (%s)", n, pt_dtype_name(t), what,
+                    pt_errmsg());
+    return p;
+}
+
 int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r)
 {
     if (!qkv) return (int64_t)blk * (rows / parts) + r;
@@ -58,7 +66,7 @@ int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r)
     return t * third + (int64_t)blk * piece + o;
 }
 
-void pt_block_copy(const pt_ops_f32 *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
+void pt_block_copy(const pt_ops *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
                    int rblk, int qkv, int rsubparts, int rsub, int cparts, int cblk)
 {
     int64_t nblk = rows / rparts, nsub = nblk / rsubparts, cl = cols / cparts;
@@ -72,8 +80,8 @@ void pt_block_copy(const pt_ops_f32 *ops, const float *full, float *local, int64
     }
 }
 
-int pt_layernorm_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *out, float *mean, float *rstd,
-                     const float *x, const float *w, const float *b, int N, int Cl, int C)
+int pt_layernorm_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *out, float *mean, float *rstd,
+                     const void *x, const void *w, const void *b, int N, int Cl, int C)
 {
     if (g->size == 1 && Cl == C) {
         ops->layernorm_fwd(out, mean, rstd, x, w, b, N, C);
@@ -95,8 +103,8 @@ int pt_layernorm_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *out,
     return rc;
 }
 
-int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, float *dw, float *db,
-                     const float *dy, const float *x, const float *w, const float *mean, const float *rstd,
+int pt_layernorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float *dw, float *db,
+                     const void *dy, const void *x, const void *w, const float *mean, const float *rstd,
                      int N, int Cl, int C)
 {
     if (g->size == 1 && Cl == C) {
@@ -115,12 +123,12 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, 
 
 int pt_classifier_vblock(int Vl) { return Vl < PT_CLASSIFIER_VBLOCK ? Vl : PT_CLASSIFIER_VBLOCK; }
 
-int pt_classifier_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *losses, float *stats, const float *x,
-                      const float *w, const int32_t *tgt, int v0, int vreal, int N, int C, int Vl, int ks)
+int pt_classifier_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, float *losses, float *stats, const void *x,
+                      const void *w, const int32_t *tgt, int v0, int vreal, int N, int C, int Vl, int ks)
 {
     float *rowmax = stats, *sumexp = stats + N, *tl = stats + 2 * N;
     const int vb = pt_classifier_vblock(Vl);
-    float *work = pt_scratch(a, (size_t)N * vb, "classifier logits block");
+    float *work = pt_scratch(a, pt_classifier_work_elems(ops, N, C, vb, 0), "classifier logits block");
     if (!work) return PT_ENOMEM;
     ops->classifier_fwd(stats, x, w, tgt, work, vb, v0, vreal, N, C, Vl, ks);
     pt_arena_free(a, work);
@@ -128,7 +136,7 @@ int pt_classifier_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *los
      * shard's sum of exp moved to that max, then the sums */
     float *local = g->size > 1 ? pt_scratch(a, (size_t)N, "classifier row max") : NULL;
     if (g->size > 1 && !local) return PT_ENOMEM;
-    if (local) ops->copy(local, rowmax, (size_t)N);
+    if (local) ops->copy(local, rowmax, (size_t)N, PT_F32);
     int rc = pt_allreduce_max(g, rowmax, (size_t)N);
     if (!rc && local) ops->xent_rescale(sumexp, local, rowmax, N);
     pt_arena_free(a, local);
@@ -138,12 +146,12 @@ int pt_classifier_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *los
     return PT_OK;
 }
 
-int pt_classifier_bwd(const pt_ops_f32 *ops, pt_arena *a, float *dx, float *dw, const float *stats, const float *x,
-                      const float *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N, int C, int Vl,
+int pt_classifier_bwd(const pt_ops *ops, pt_arena *a, void *dx, float *dw, const float *stats, const void *x,
+                      const void *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N, int C, int Vl,
                       int ks)
 {
     const int vb = pt_classifier_vblock(Vl);
-    float *work = pt_scratch(a, (size_t)N * vb, "classifier logits block");
+    float *work = pt_scratch(a, pt_classifier_work_elems(ops, N, C, vb, 1), "classifier logits block");
     if (!work) return PT_ENOMEM;
     ops->classifier_bwd(dx, dw, x, w, stats, tgt, dloss, work, vb, v0, vreal, N, C, Vl, ks);
     pt_arena_free(a, work);

@@ -84,15 +84,21 @@ typedef struct pt_linear {
     pt_linear_role role;
     int in, out;              /* full sizes */
     int in_local, out_local;  /* activation columns held on the input / output side */
-    float *w, *b, *dw, *db;
+    const void *w, *b;        /* the weight copies the GEMMs read (ACT: ops->act) */
+    float *dw, *db;           /* their gradients (ACC: fp32) */
 } pt_linear;
 
 /* What every layer call needs: the grid, the kernels and the arena the
  * layer's scratch buffers (broadcast, gather, transpose blocks) are taken
- * from and returned to, so they count in the rank's peak memory. */
+ * from and returned to, so they count in the rank's peak memory.
+ * Activations (x, y, dx, dy, aux, the embedding and head inputs and
+ * outputs) and the weight copies are ACT (ops->act elements); parameter
+ * gradients, losses, the cross-entropy's statistics and dloss are fp32.
+ * Tensor-parallel collectives move activations in ACT (a bf16 run's tp
+ * traffic is 2 bytes per element) and parameter gradients in fp32. */
 typedef struct pt_lenv {
     pt_pctx *c;
-    const pt_ops_f32 *ops;
+    const pt_ops *ops;
     pt_arena *arena;
 } pt_lenv;
 
@@ -106,13 +112,13 @@ typedef struct pt_layout {
     void (*param)(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_pshard *s);
     /* Copy this rank's shard of the row-major full tensor into local
      * (through ops->copy2d: full may be host memory, local the backend's). */
-    void (*param_slice)(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
+    void (*param_slice)(const pt_ops *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local, int64_t rows,
                         int64_t cols);
     /* y [Bl*T, out_local] = epi(x [Bl*T, in_local] W^T + b): epi PT_EPI_DEFAULT, or
      * PT_EPI_GELU (the MLP's fc: y = gelu(x W^T + b), aux [Bl*T, out_local] = the
      * pre-GELU values, kept for the backward).  The epilogue runs inside the GEMM's
      * pass (ops.h) unless the layout communicates between the two. */
-    int (*linear_fwd)(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N,
+    int (*linear_fwd)(const pt_lenv *e, const pt_linear *l, void *y, void *aux, const void *x, int N,
                       int epi);
     /* dx [Bl*T, in_local] (overwritten), dW and db (+=) from dy and the forward input
      * x.  epi PT_EPI_DGELU: x was the GELU output of the linear before (aux [Bl*T,
@@ -120,25 +126,25 @@ typedef struct pt_layout {
      * pre-GELU values and dbias_aux [in_local] += its column sums (that linear's bias
      * gradient; its own linear_bwd then runs with db NULL).  epi PT_EPI_DEFAULT
      * ignores aux and dbias_aux. */
-    int (*linear_bwd)(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x,
-                      int N, int epi, const float *aux, float *dbias_aux);
+    int (*linear_bwd)(const pt_lenv *e, const pt_linear *l, void *dx, const void *dy, const void *x,
+                      int N, int epi, const void *aux, float *dbias_aux);
     /* out [Bl, T, Cr] = wte[tok] for this rank's residual rows; tok is the
      * whole dp-group batch [B, T]; wte is this rank's PT_P_WTE shard. */
-    int (*embed_fwd)(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte);
+    int (*embed_fwd)(const pt_lenv *e, const pt_geom *g, void *out, const int32_t *tok, const void *wte);
     /* dwte (+=) from dout [Bl, T, Cr]. */
-    int (*embed_bwd)(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok);
+    int (*embed_bwd)(const pt_lenv *e, const pt_geom *g, float *dwte, const void *dout, const int32_t *tok);
     /* Tied head + cross-entropy through the fused classifier (ops.h: no [N, V]
      * logits; one [N, PT_CLASSIFIER_VBLOCK] block of scratch): for this rank's
      * head rows (x: residual side [Bl, T, Cr]), losses [Bl*T] = -log
      * softmax(x wte^T)[target] over ids < V; stats [3*Bl*T] keep the row max,
      * sum of exp and target logit (global over the vocabulary) for the
      * backward.  tgt is the whole dp-group batch [B, T]. */
-    int (*head_fwd)(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x,
-                    const float *wte, const int32_t *tgt);
+    int (*head_fwd)(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const void *x,
+                    const void *wte, const int32_t *tgt);
     /* dx [Bl, T, Cr] (overwritten) and dwte (+=) from the per-row loss
      * weights dloss [Bl*T]: the logits again block by block. */
-    int (*head_bwd)(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats,
-                    const float *x, const float *wte, const int32_t *tgt, const float *dloss);
+    int (*head_bwd)(const pt_lenv *e, const pt_geom *g, void *dx, float *dwte, const float *stats,
+                    const void *x, const void *wte, const int32_t *tgt, const float *dloss);
 } pt_layout;
 
 /* 1D (Megatron-LM, Shoeybi et al. 2019, section 3): lib/parallel/tp1d.c. */
@@ -166,19 +172,19 @@ int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r);
  * n rows; columns = block cblk of cparts.  local is
  * [rows/(rparts*rsubparts), cols/cparts] row-major.  One ops->copy2d per
  * run of consecutive rows (full may be host memory, local the backend's). */
-void pt_block_copy(const pt_ops_f32 *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
+void pt_block_copy(const pt_ops *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
                    int rblk, int qkv, int rsubparts, int rsub, int cparts, int cblk);
 
 /* Distributed LayerNorm over rows whose C columns are split over group g
  * (Ba et al. 2016; the per-row sums of x and of (x-mean)^2, and in the
  * backward of dy*w and dy*w*xhat, are allreduced over g: 2 allreduces of
  * [N] floats forward, one of [2N] backward).  out/x [N, Cl], w/b [Cl];
- * mean/rstd [N] saved.
+ * mean/rstd [N] saved (fp32; out, x, w, b, dx, dy ACT, dw, db fp32).
  * C is the full width.  Backward accumulates dx, dw, db. */
-int pt_layernorm_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *out, float *mean, float *rstd,
-                     const float *x, const float *w, const float *b, int N, int Cl, int C);
-int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, float *dw, float *db,
-                     const float *dy, const float *x, const float *w, const float *mean, const float *rstd,
+int pt_layernorm_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *out, float *mean, float *rstd,
+                     const void *x, const void *w, const void *b, int N, int Cl, int C);
+int pt_layernorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float *dw, float *db,
+                     const void *dy, const void *x, const void *w, const float *mean, const float *rstd,
                      int N, int Cl, int C);
 
 /* Vocab-parallel fused classifier over group g (Megatron, section 3; the
@@ -188,13 +194,16 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *dx, 
  * exp and target logit, then the row max's allreduce (max) over g, each
  * sum moved to the global max (xent_rescale), the allreduce (sum) of the
  * [2N] sums and target logits; losses [N], stats [3N] (global).  Backward:
- * dx (+=) and dw (+=), same layouts, from the global stats and dloss [N].
- * Scratch from arena a: [N, min(PT_CLASSIFIER_VBLOCK, Vl)] (and [N] in the
- * forward after it).  Errors: PT_ENOMEM, PT_ECOMM. */
-int pt_classifier_fwd(pt_comm *g, const pt_ops_f32 *ops, pt_arena *a, float *losses, float *stats, const float *x,
-                      const float *w, const int32_t *tgt, int v0, int vreal, int N, int C, int Vl, int ks);
-int pt_classifier_bwd(const pt_ops_f32 *ops, pt_arena *a, float *dx, float *dw, const float *stats, const float *x,
-                      const float *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N, int C, int Vl,
+ * dx (+=, ACT) and dw (+=, fp32), same layouts, from the global stats and
+ * dloss [N].  x, w ACT; losses, stats fp32.  Scratch from arena a: the
+ * fused classifier's work, pt_classifier_work_elems(ops, N, C, vb, bwd)
+ * fp32 ([N, vb] with vb = min(PT_CLASSIFIER_VBLOCK, Vl), and in a bf16
+ * backward [N, C] more), and [N] in the forward after it.  Errors:
+ * PT_ENOMEM, PT_ECOMM. */
+int pt_classifier_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, float *losses, float *stats, const void *x,
+                      const void *w, const int32_t *tgt, int v0, int vreal, int N, int C, int Vl, int ks);
+int pt_classifier_bwd(const pt_ops *ops, pt_arena *a, void *dx, float *dw, const float *stats, const void *x,
+                      const void *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N, int C, int Vl,
                       int ks);
 /* The classifier's block width for a shard of Vl columns: min(PT_CLASSIFIER_VBLOCK, Vl). */
 int pt_classifier_vblock(int Vl);
@@ -211,5 +220,7 @@ int pt_check_batch_split(const char *mode, const char *how, int ways, int B);
 
 /* Take n floats from the arena (PT_ENOMEM with a message naming what). */
 float *pt_scratch(pt_arena *a, size_t n, const char *what);
+/* Take n elements of type t from the arena (the same, for ACT buffers). */
+void *pt_scratch_t(pt_arena *a, size_t n, pt_dtype t, const char *what);
 
 #endif

@@ -50,22 +50,22 @@ static int check_args(const pt_comm *sp, const char *fn, int B, int Tl, int NH, 
     return PT_OK;
 }
 
-/* dst [B, Tl, C] = the C columns at offset `off` of qkv [B, Tl, 3C]. */
-static void pack(const pt_ops_f32 *ops, float *dst, const float *qkv, size_t rows, int C, int off)
+/* dst [B, Tl, C] = the C columns at offset `off` of qkv [B, Tl, 3C] (ACT). */
+static void pack(const pt_ops *ops, void *dst, const void *qkv, size_t rows, int C, int off)
 {
-    ops->copy2d(dst, sizeof(float) * (size_t)C, qkv + off, sizeof(float) * 3 * (size_t)C, sizeof(float) * (size_t)C,
-                rows);
+    const size_t es = pt_dtype_size(ops->act);
+    ops->copy2d(dst, es * (size_t)C, pt_elem(qkv, (size_t)off, ops->act), es * 3 * (size_t)C, es * (size_t)C, rows);
 }
 
-/* qkv columns at offset `off` [B, Tl, C of 3C] += src [B, Tl, C]. */
-static void unpack_add(const pt_ops_f32 *ops, float *qkv, const float *src, size_t rows, int C, int off)
+/* qkv columns at offset `off` [B, Tl, C of 3C] += src [B, Tl, C] (ACT). */
+static void unpack_add(const pt_ops *ops, void *qkv, const void *src, size_t rows, int C, int off)
 {
-    ops->add2d(qkv + off, 3 * (size_t)C, src, (size_t)C, rows, (size_t)C);
+    ops->add2d(pt_elem(qkv, (size_t)off, ops->act), 3 * (size_t)C, src, (size_t)C, rows, (size_t)C, ops->act);
 }
 
-static void swap(float **a, float **b)
+static void swap(void **a, void **b)
 {
-    float *t = *a;
+    void *t = *a;
     *a = *b;
     *b = t;
 }
@@ -79,34 +79,35 @@ static pt_attn_dims step_dims(int B, int Tl, int NH, int HS, int s, int r)
     return (pt_attn_dims){B, NH, HS, Tl, Tl, s * Tl, r * Tl, 3 * C, C};
 }
 
-static void free_blocks(pt_arena *a, float **buf, int n)
+static void free_blocks(pt_arena *a, void **buf, int n)
 {
     for (int i = 0; i < n; i++) pt_arena_free(a, buf[i]);
 }
 
-/* n blocks of blk floats from the arena, or PT_ENOMEM (none kept) */
-static int alloc_blocks(pt_arena *a, float **buf, int n, size_t blk, const char *what)
+/* n blocks of blk elements of type t from the arena, or PT_ENOMEM (none kept) */
+static int alloc_blocks(pt_arena *a, void **buf, int n, size_t blk, pt_dtype t, const char *what)
 {
     for (int i = 0; i < n; i++) buf[i] = NULL;
     for (int i = 0; i < n; i++)
-        if (!(buf[i] = pt_arena_alloc(a, sizeof(float) * blk))) {
+        if (!(buf[i] = pt_arena_alloc(a, pt_dtype_size(t) * blk))) {
             free_blocks(a, buf, n);
-            return pt_fail(PT_ENOMEM, "%s: no memory for %d K/V blocks of %zu bytes", what, n, sizeof(float) * blk);
+            return pt_fail(PT_ENOMEM, "%s: no memory for %d K/V blocks of %zu bytes", what, n, pt_dtype_size(t) * blk);
         }
     return PT_OK;
 }
 
-int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *out, float *lse, const float *qkv,
+int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *out, float *lse, const void *qkv,
                           int B, int Tl, int NH, int HS)
 {
     int rc = check_args(sp, "ring attention forward", B, Tl, NH, HS);
     if (rc) return rc;
     const int p = sp->size, s = sp->rank, C = NH * HS;
     const int next = (s + 1) % p, prev = (s + p - 1) % p;
+    const pt_dtype at = ops->act;
     const size_t rows = (size_t)B * Tl, blk = rows * C;
-    float *buf[4]; /* K, V and the next K, V */
-    if ((rc = alloc_blocks(a, buf, p > 1 ? 4 : 2, blk, "ring attention forward"))) return rc;
-    float *k = buf[0], *v = buf[1], *kn = p > 1 ? buf[2] : NULL, *vn = p > 1 ? buf[3] : NULL;
+    void *buf[4]; /* K, V and the next K, V */
+    if ((rc = alloc_blocks(a, buf, p > 1 ? 4 : 2, blk, at, "ring attention forward"))) return rc;
+    void *k = buf[0], *v = buf[1], *kn = p > 1 ? buf[2] : NULL, *vn = p > 1 ? buf[3] : NULL;
     pack(ops, k, qkv, rows, C, C);
     pack(ops, v, qkv, rows, C, 2 * C);
     /* step 0 is the own block (the diagonal): it writes (out, lse); the
@@ -118,8 +119,8 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float
             ops->attention_fwd(out, lse, qkv, k, v, &d, j > 0);
         }
         if (j < p - 1) {
-            rc = pt_sendrecv(sp, k, next, kn, prev, blk, TAG_FWD_K);
-            if (!rc) rc = pt_sendrecv(sp, v, next, vn, prev, blk, TAG_FWD_V);
+            rc = pt_sendrecv_t(sp, k, next, kn, prev, blk, TAG_FWD_K, at);
+            if (!rc) rc = pt_sendrecv_t(sp, v, next, vn, prev, blk, TAG_FWD_V, at);
             swap(&k, &kn);
             swap(&v, &vn);
         }
@@ -128,24 +129,25 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float
     return rc;
 }
 
-int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *dqkv, const float *dout,
-                          const float *qkv, const float *out, const float *lse, int B, int Tl, int NH, int HS)
+int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *dqkv, const void *dout,
+                          const void *qkv, const void *out, const float *lse, int B, int Tl, int NH, int HS)
 {
     int rc = check_args(sp, "ring attention backward", B, Tl, NH, HS);
     if (rc) return rc;
     const int p = sp->size, s = sp->rank, C = NH * HS;
     const int next = (s + 1) % p, prev = (s + p - 1) % p;
+    const pt_dtype at = ops->act;
     const size_t rows = (size_t)B * Tl, blk = rows * C;
     const int nbuf = p > 1 ? 8 : 4;
-    float *buf[8]; /* K, V, dK, dV and the next ones */
-    if ((rc = alloc_blocks(a, buf, nbuf, blk, "ring attention backward"))) return rc;
-    float *k = buf[0], *v = buf[1], *dk = buf[2], *dv = buf[3];
-    float *kn = p > 1 ? buf[4] : NULL, *vn = p > 1 ? buf[5] : NULL, *dkn = p > 1 ? buf[6] : NULL,
-          *dvn = p > 1 ? buf[7] : NULL;
+    void *buf[8]; /* K, V, dK, dV and the next ones */
+    if ((rc = alloc_blocks(a, buf, nbuf, blk, at, "ring attention backward"))) return rc;
+    void *k = buf[0], *v = buf[1], *dk = buf[2], *dv = buf[3];
+    void *kn = p > 1 ? buf[4] : NULL, *vn = p > 1 ? buf[5] : NULL, *dkn = p > 1 ? buf[6] : NULL,
+         *dvn = p > 1 ? buf[7] : NULL;
     pack(ops, k, qkv, rows, C, C);
     pack(ops, v, qkv, rows, C, 2 * C);
-    ops->zero(dk, blk);
-    ops->zero(dv, blk);
+    ops->zero(dk, blk, at);
+    ops->zero(dv, blk, at);
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
         if (r <= s) {
@@ -153,10 +155,10 @@ int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float
             ops->attention_bwd(dqkv, dk, dv, dout, qkv, k, v, out, lse, &d);
         }
         if (j < p - 1) {
-            rc = pt_sendrecv(sp, k, next, kn, prev, blk, TAG_BWD_K);
-            if (!rc) rc = pt_sendrecv(sp, v, next, vn, prev, blk, TAG_BWD_V);
-            if (!rc) rc = pt_sendrecv(sp, dk, next, dkn, prev, blk, TAG_BWD_DK);
-            if (!rc) rc = pt_sendrecv(sp, dv, next, dvn, prev, blk, TAG_BWD_DV);
+            rc = pt_sendrecv_t(sp, k, next, kn, prev, blk, TAG_BWD_K, at);
+            if (!rc) rc = pt_sendrecv_t(sp, v, next, vn, prev, blk, TAG_BWD_V, at);
+            if (!rc) rc = pt_sendrecv_t(sp, dk, next, dkn, prev, blk, TAG_BWD_DK, at);
+            if (!rc) rc = pt_sendrecv_t(sp, dv, next, dvn, prev, blk, TAG_BWD_DV, at);
             swap(&k, &kn);
             swap(&v, &vn);
             swap(&dk, &dkn);
@@ -166,8 +168,8 @@ int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float
     /* the accumulators now belong to rank s+1 (the blocks that started at
      * s-(sp-1)); one more hop brings every one home */
     if (!rc && p > 1) {
-        rc = pt_sendrecv(sp, dk, next, dkn, prev, blk, TAG_BWD_DK_HOME);
-        if (!rc) rc = pt_sendrecv(sp, dv, next, dvn, prev, blk, TAG_BWD_DV_HOME);
+        rc = pt_sendrecv_t(sp, dk, next, dkn, prev, blk, TAG_BWD_DK_HOME, at);
+        if (!rc) rc = pt_sendrecv_t(sp, dv, next, dvn, prev, blk, TAG_BWD_DV_HOME, at);
         swap(&dk, &dkn);
         swap(&dv, &dvn);
     }

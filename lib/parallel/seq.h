@@ -30,7 +30,9 @@
  * of later positions (owner > s) are fully masked: forwarded, not computed.
  *
  * Communication per call (counted on sp as send/recv), with
- * S = B*Tl*NH*HS*4 bytes (one K or V block), for sp > 1:
+ * S = B*Tl*NH*HS*e bytes (one K or V block; e the ACT element size, 4 for
+ * fp32 and 2 for bf16: the blocks and their gradients travel in ACT), for
+ * sp > 1:
  *   forward   2*(sp-1) sends of S      (K and V, one sendrecv each per step)
  *   backward  2*(2*sp-1) sends of S    (K, V: sp-1 each; dK, dV: sp each,
  *                                       the last one home)
@@ -43,19 +45,20 @@
 #include "comm/comm.h"
 #include "core/core.h"
 
-/* out [B, Tl, C] and lse [B, NH, Tl] from qkv [B, Tl, 3C] (C = NH*HS) of
- * this rank's sequence block.  Scratch (four K/V blocks of S bytes) comes
- * from arena a; every product, the merge and the copies run through ops
- * (the backend's table; its memory is a's).  Errors: PT_EINVAL (a size <
- * 1, or T or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
-int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *out, float *lse, const float *qkv,
+/* out [B, Tl, C] (ACT) and lse [B, NH, Tl] (fp32) from qkv [B, Tl, 3C]
+ * (ACT; C = NH*HS) of this rank's sequence block.  Scratch (four K/V
+ * blocks of S bytes) comes from arena a; every product, the merge and the
+ * copies run through ops (the backend's table; its memory is a's).
+ * Errors: PT_EINVAL (a size < 1, or T or 3C beyond int), PT_ENOMEM,
+ * PT_ECOMM. */
+int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *out, float *lse, const void *qkv,
                           int B, int Tl, int NH, int HS);
 
 /* dqkv [B, Tl, 3C] += gradient from dout [B, Tl, C], given the forward's
  * qkv, out and lse (accumulates, like ops->attention_bwd).  Scratch from
  * arena a: eight K/V blocks of S bytes (K, V, dK, dV and the next ones).
  * Errors: PT_EINVAL (a size < 1, or T or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
-int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops_f32 *ops, float *dqkv, const float *dout,
-                          const float *qkv, const float *out, const float *lse, int B, int Tl, int NH, int HS);
+int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *dqkv, const void *dout,
+                          const void *qkv, const void *out, const float *lse, int B, int Tl, int NH, int HS);
 
 #endif

@@ -71,7 +71,7 @@ static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_psha
     s->norm_owner = first_of_sync(c) && (split > 1 || c->tp_rank == 0);
 }
 
-static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
+static void param_slice(const pt_ops *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
                         int64_t rows, int64_t cols)
 {
     const int tp = c->plan.tp, r = c->tp_rank;
@@ -91,53 +91,53 @@ static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, 
     }
 }
 
-static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N, int epi)
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, void *y, void *aux, const void *x, int N, int epi)
 {
     pt_pctx *c = e->c;
-    const pt_ops_f32 *ops = e->ops;
+    const pt_ops *ops = e->ops;
     if (l->role == PT_LINEAR_ROW) { /* the allreduce sits between the GEMM and its epilogue */
-        ops->matmul_fwd(y, NULL, x, l->w, NULL, 0.0f, N, l->in_local, l->out, PT_EPI_DEFAULT);
-        int rc = pt_allreduce_sum(&c->tp, y, (size_t)N * l->out);
+        ops->matmul_fwd(y, NULL, x, l->w, NULL, 0.0, N, l->in_local, l->out, PT_EPI_DEFAULT);
+        int rc = pt_allreduce_sum_t(&c->tp, y, (size_t)N * l->out, ops->act);
         if (rc) return rc;
         if (l->b || epi != PT_EPI_DEFAULT) ops->epilogue_fwd(y, aux, l->b, N, l->out, epi);
         return PT_OK;
     }
-    ops->matmul_fwd(y, aux, x, l->w, l->b, 0.0f, N, l->in, l->out_local, epi);
+    ops->matmul_fwd(y, aux, x, l->w, l->b, 0.0, N, l->in, l->out_local, epi);
     return PT_OK;
 }
 
-static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N, int epi,
-                   const float *aux, float *dbias_aux)
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, void *dx, const void *dy, const void *x, int N, int epi,
+                   const void *aux, float *dbias_aux)
 {
     pt_pctx *c = e->c;
-    const pt_ops_f32 *ops = e->ops;
+    const pt_ops *ops = e->ops;
     if (l->role == PT_LINEAR_ROW) { /* dX is local: DGELU(_BGRAD) runs in the dX GEMM */
-        if (dx && epi != PT_EPI_DGELU) ops->zero(dx, (size_t)N * l->in_local);
+        if (dx && epi != PT_EPI_DGELU) ops->zero(dx, (size_t)N * l->in_local, ops->act);
         ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in_local, l->out, dx ? epi : PT_EPI_DEFAULT, aux,
                         dbias_aux);
         return PT_OK;
     }
-    if (dx) ops->zero(dx, (size_t)N * l->in);
+    if (dx) ops->zero(dx, (size_t)N * l->in, ops->act);
     ops->matmul_bwd(dx, l->dw, l->db, dy, x, l->w, N, l->in, l->out_local, PT_EPI_DEFAULT, NULL, NULL);
-    int rc = dx ? pt_allreduce_sum(&c->tp, dx, (size_t)N * l->in) : PT_OK;
+    int rc = dx ? pt_allreduce_sum_t(&c->tp, dx, (size_t)N * l->in, ops->act) : PT_OK;
     if (!rc && dx && epi == PT_EPI_DGELU) ops->epilogue_bwd(dx, dbias_aux, aux, N, l->in);
     return rc;
 }
 
-static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte)
+static int emb_fwd(const pt_lenv *e, const pt_geom *g, void *out, const int32_t *tok, const void *wte)
 {
     const int N = g->B * g->T;
     e->ops->embedding_fwd(out, tok, wte, e->c->tp_rank * g->Vl, g->Vl, N, g->Cr);
-    return pt_allreduce_sum(&e->c->tp, out, (size_t)N * g->Cr);
+    return pt_allreduce_sum_t(&e->c->tp, out, (size_t)N * g->Cr, e->ops->act);
 }
 
-static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok)
+static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const void *dout, const int32_t *tok)
 {
     e->ops->embedding_bwd(dwte, dout, tok, e->c->tp_rank * g->Vl, g->Vl, g->B * g->T, g->Cr);
     return PT_OK;
 }
 
-static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x, const float *wte,
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const void *x, const void *wte,
                     const int32_t *tgt)
 {
     const int N = g->B * g->T;
@@ -145,14 +145,14 @@ static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *st
                              g->Cr, g->Vl, 1);
 }
 
-static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats, const float *x,
-                    const float *wte, const int32_t *tgt, const float *dloss)
+static int head_bwd(const pt_lenv *e, const pt_geom *g, void *dx, float *dwte, const float *stats, const void *x,
+                    const void *wte, const int32_t *tgt, const float *dloss)
 {
     const int N = g->B * g->T, C = g->Cr;
-    e->ops->zero(dx, (size_t)N * C);
+    e->ops->zero(dx, (size_t)N * C, e->ops->act);
     int rc = pt_classifier_bwd(e->ops, e->arena, dx, dwte, stats, x, wte, tgt, dloss, e->c->tp_rank * g->Vl, g->V, N,
                                C, g->Vl, 1);
-    return rc ? rc : pt_allreduce_sum(&e->c->tp, dx, (size_t)N * C);
+    return rc ? rc : pt_allreduce_sum_t(&e->c->tp, dx, (size_t)N * C, e->ops->act);
 }
 
 const pt_layout pt_layout_1d = {

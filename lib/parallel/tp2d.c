@@ -119,7 +119,7 @@ static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_psha
     s->norm_owner = s->sync->rank == 0;
 }
 
-static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
+static void param_slice(const pt_ops *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
                         int64_t rows, int64_t cols)
 {
     const int q = Q(c), i = CI(c), j = CJ(c);
@@ -141,22 +141,24 @@ static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, 
 }
 
 /* y [N, Ol] = epi(x [N, Il] W^T + b), W the local [Ol, Il] block; the last
- * step's GEMM carries the bias and the epilogue (aux: GELU's input). */
-static int summa_fwd(const pt_lenv *e, const float *w, const float *b, float *y, float *aux, const float *x, int N,
+ * step's GEMM carries the bias and the epilogue (aux: GELU's input).  X and
+ * W move in ACT. */
+static int summa_fwd(const pt_lenv *e, const void *w, const void *b, void *y, void *aux, const void *x, int N,
                      int Il, int Ol, int epi)
 {
     pt_pctx *c = e->c;
     const int q = Q(c);
+    const pt_dtype at = e->ops->act;
     const size_t nx = (size_t)N * Il, nw = (size_t)Ol * Il;
-    float *xb = pt_scratch(e->arena, nx, "SUMMA X"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA W") : NULL;
+    void *xb = pt_scratch_t(e->arena, nx, at, "SUMMA X"), *wb = xb ? pt_scratch_t(e->arena, nw, at, "SUMMA W") : NULL;
     int rc = wb ? PT_OK : PT_ENOMEM;
     for (int s = 0; !rc && s < q; s++) {
-        float *xs = CJ(c) == s ? (float *)x : xb; /* the root only reads its buffer */
-        float *ws = CI(c) == s ? (float *)w : wb;
-        if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
-        if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
+        void *xs = CJ(c) == s ? (void *)x : xb; /* the root only reads its buffer */
+        void *ws = CI(c) == s ? (void *)w : wb;
+        if ((rc = pt_broadcast_t(ROWG(c), xs, nx, s, at))) break;
+        if ((rc = pt_broadcast_t(COLG(c), ws, nw, s, at))) break;
         const int last = s == q - 1;
-        e->ops->matmul_fwd(y, last ? aux : NULL, xs, ws, last ? b : NULL, s ? 1.0f : 0.0f, N, Il, Ol,
+        e->ops->matmul_fwd(y, last ? aux : NULL, xs, ws, last ? b : NULL, s ? 1.0 : 0.0, N, Il, Ol,
                            last ? epi : PT_EPI_DEFAULT);
     }
     pt_arena_free(e->arena, wb);
@@ -165,43 +167,47 @@ static int summa_fwd(const pt_lenv *e, const float *w, const float *b, float *y,
 }
 
 /* dx [N, Il] (overwritten) from dy [N, Ol]: dX_is = sum_j dY_ij W[j, s],
- * W broadcast down the column, partials reduced along the row to column s. */
-static int summa_bwd_dx(const pt_lenv *e, const float *w, float *dx, const float *dy, int N, int Il, int Ol)
+ * W broadcast down the column, partials reduced along the row to column s
+ * (all ACT). */
+static int summa_bwd_dx(const pt_lenv *e, const void *w, void *dx, const void *dy, int N, int Il, int Ol)
 {
     pt_pctx *c = e->c;
     const int q = Q(c);
+    const pt_dtype at = e->ops->act;
     const size_t nx = (size_t)N * Il, nw = (size_t)Ol * Il;
-    float *xb = pt_scratch(e->arena, nx, "SUMMA dX"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA W") : NULL;
+    void *xb = pt_scratch_t(e->arena, nx, at, "SUMMA dX"), *wb = xb ? pt_scratch_t(e->arena, nw, at, "SUMMA W") : NULL;
     int rc = wb ? PT_OK : PT_ENOMEM;
     for (int s = 0; !rc && s < q; s++) {
-        float *ws = CI(c) == s ? (float *)w : wb;
-        if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
-        float *p = CJ(c) == s ? dx : xb;
-        e->ops->zero(p, nx);
+        void *ws = CI(c) == s ? (void *)w : wb;
+        if ((rc = pt_broadcast_t(COLG(c), ws, nw, s, at))) break;
+        void *p = CJ(c) == s ? dx : xb;
+        e->ops->zero(p, nx, at);
         e->ops->matmul_bwd(p, NULL, NULL, dy, NULL, ws, N, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
-        rc = pt_reduce_sum(ROWG(c), p, nx, s);
+        rc = pt_reduce_sum_t(ROWG(c), p, nx, s, at);
     }
     pt_arena_free(e->arena, wb);
     pt_arena_free(e->arena, xb);
     return rc;
 }
 
-/* dw [Ol, Il] (+=), db [Ol] (+=): dW[j, s] = sum_i dY_ij^T X_is, X
- * broadcast along the row, partials reduced down the column to row s. */
-static int summa_bwd_dw(const pt_lenv *e, float *dw, float *db, const float *dy, const float *x, int N, int Il, int Ol)
+/* dw [Ol, Il] (+=), db [Ol] (+=): dW[j, s] = sum_i dY_ij^T X_is, X (ACT)
+ * broadcast along the row, fp32 partials reduced down the column to row s. */
+static int summa_bwd_dw(const pt_lenv *e, float *dw, float *db, const void *dy, const void *x, int N, int Il, int Ol)
 {
     pt_pctx *c = e->c;
     const int q = Q(c);
+    const pt_dtype at = e->ops->act;
     const size_t nx = (size_t)N * Il, nw = (size_t)Ol * Il;
-    float *xb = pt_scratch(e->arena, nx, "SUMMA X"), *wb = xb ? pt_scratch(e->arena, nw, "SUMMA dW") : NULL;
+    void *xb = pt_scratch_t(e->arena, nx, at, "SUMMA X");
+    float *wb = xb ? pt_scratch(e->arena, nw, "SUMMA dW") : NULL;
     int rc = wb ? PT_OK : PT_ENOMEM;
     for (int s = 0; !rc && s < q; s++) {
-        float *xs = CJ(c) == s ? (float *)x : xb;
-        if ((rc = pt_broadcast(ROWG(c), xs, nx, s))) break;
-        e->ops->zero(wb, nw);
+        void *xs = CJ(c) == s ? (void *)x : xb;
+        if ((rc = pt_broadcast_t(ROWG(c), xs, nx, s, at))) break;
+        e->ops->zero(wb, nw, PT_F32);
         e->ops->matmul_bwd(NULL, wb, NULL, dy, xs, NULL, N, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
         if ((rc = pt_reduce_sum(COLG(c), wb, nw, s))) break;
-        if (CI(c) == s) e->ops->axpy(dw, 1.0f, wb, nw);
+        if (CI(c) == s) e->ops->axpy(dw, 1.0, wb, nw, PT_F32);
     }
     if (!rc && db) e->ops->bias_bwd(db, dy, N, Ol);
     pt_arena_free(e->arena, wb);
@@ -209,13 +215,13 @@ static int summa_bwd_dw(const pt_lenv *e, float *dw, float *db, const float *dy,
     return rc;
 }
 
-static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N, int epi)
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, void *y, void *aux, const void *x, int N, int epi)
 {
     return summa_fwd(e, l->w, l->b, y, aux, x, N, l->in_local, l->out_local, epi);
 }
 
-static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N, int epi,
-                   const float *aux, float *dbias_aux)
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, void *dx, const void *dy, const void *x, int N, int epi,
+                   const void *aux, float *dbias_aux)
 {
     int rc = summa_bwd_dx(e, l->w, dx, dy, N, l->in_local, l->out_local);
     /* dX is complete only after the reduce along the row: DGELU_BGRAD after it */
@@ -229,17 +235,19 @@ static size_t row0(const pt_pctx *c, const pt_geom *g)
     return (size_t)(CK(c) * Q(c) + CI(c)) * g->Bl * g->T;
 }
 
-static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte)
+static int emb_fwd(const pt_lenv *e, const pt_geom *g, void *out, const int32_t *tok, const void *wte)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
+    const pt_dtype at = e->ops->act;
     const size_t nw = (size_t)Vb * Cl, no = (size_t)N * Cl;
     tok += row0(c, g);
-    float *wb = pt_scratch(e->arena, nw, "embedding W"), *tmp = wb ? pt_scratch(e->arena, no, "embedding") : NULL;
+    void *wb = pt_scratch_t(e->arena, nw, at, "embedding W");
+    void *tmp = wb ? pt_scratch_t(e->arena, no, at, "embedding") : NULL;
     int rc = tmp ? PT_OK : PT_ENOMEM;
     for (int s = 0; !rc && s < q; s++) {
-        float *ws = CI(c) == s ? (float *)wte : wb;
-        if ((rc = pt_broadcast(COLG(c), ws, nw, s))) break;
+        void *ws = CI(c) == s ? (void *)wte : wb;
+        if ((rc = pt_broadcast_t(COLG(c), ws, nw, s, at))) break;
         e->ops->embedding_fwd(s == 0 ? out : tmp, tok, ws, s * Vb, Vb, N, Cl);
         if (s) e->ops->add_fwd(out, out, tmp, no);
     }
@@ -248,7 +256,7 @@ static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t
     return rc;
 }
 
-static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok)
+static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const void *dout, const int32_t *tok)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
@@ -257,27 +265,27 @@ static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float 
     float *wb = pt_scratch(e->arena, nw, "embedding dW");
     int rc = wb ? PT_OK : PT_ENOMEM;
     for (int s = 0; !rc && s < q; s++) {
-        e->ops->zero(wb, nw);
+        e->ops->zero(wb, nw, PT_F32);
         e->ops->embedding_bwd(wb, dout, tok, s * Vb, Vb, N, Cl);
         if ((rc = pt_reduce_sum(COLG(c), wb, nw, s))) break;
-        if (CI(c) == s) e->ops->axpy(dwte, 1.0f, wb, nw);
+        if (CI(c) == s) e->ops->axpy(dwte, 1.0, wb, nw, PT_F32);
     }
     pt_arena_free(e->arena, wb);
     return rc;
 }
 
 /* Swap blocks with the transposed rank p(j, i) of the slice: out = the
- * partner's n floats (in itself on the diagonal). */
-static int transpose_block(const pt_lenv *e, const float *in, float *out, size_t n)
+ * partner's n elements of type t (in itself on the diagonal). */
+static int transpose_block(const pt_lenv *e, const void *in, void *out, size_t n, pt_dtype t)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), i = CI(c), j = CJ(c);
     if (i == j) {
-        e->ops->copy(out, in, n);
+        e->ops->copy(out, in, n, t);
         return PT_OK;
     }
     int partner = j * q + i;
-    return pt_sendrecv(SLICE(c), in, partner, out, partner, n, 77);
+    return pt_sendrecv_t(SLICE(c), in, partner, out, partner, n, 77, t);
 }
 
 /* The head's operands with the full width C (ks = q column pieces, as the
@@ -285,19 +293,20 @@ static int transpose_block(const pt_lenv *e, const float *in, float *out, size_t
  * rank's rows (batch block (k, i)) gathered along the row; wf [q][Vb][C/q] =
  * vocabulary block j, from the transposed block wte[V-blk j, C-blk i]
  * (swapped with p(j, i)) gathered down the column. */
-static int head_gather(const pt_lenv *e, const pt_geom *g, const float *x, const float *wte, float **xa, float **wf)
+static int head_gather(const pt_lenv *e, const pt_geom *g, const void *x, const void *wte, void **xa, void **wf)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
+    const pt_dtype at = e->ops->act;
     const size_t nw = (size_t)Vb * Cl;
     *wf = NULL;
-    *xa = pt_scratch(e->arena, (size_t)q * N * Cl, "head gathered X");
-    float *wt = *xa ? pt_scratch(e->arena, nw, "head W^T") : NULL;
-    *wf = wt ? pt_scratch(e->arena, (size_t)q * nw, "head gathered W") : NULL;
+    *xa = pt_scratch_t(e->arena, (size_t)q * N * Cl, at, "head gathered X");
+    void *wt = *xa ? pt_scratch_t(e->arena, nw, at, "head W^T") : NULL;
+    *wf = wt ? pt_scratch_t(e->arena, (size_t)q * nw, at, "head gathered W") : NULL;
     int rc = *wf ? PT_OK : PT_ENOMEM;
-    if (!rc) rc = pt_allgather(ROWG(c), x, *xa, (size_t)q * N * Cl);
-    if (!rc) rc = transpose_block(e, wte, wt, nw);
-    if (!rc) rc = pt_allgather(COLG(c), wt, *wf, (size_t)q * nw);
+    if (!rc) rc = pt_allgather_t(ROWG(c), x, *xa, (size_t)q * N * Cl, at);
+    if (!rc) rc = transpose_block(e, wte, wt, nw, at);
+    if (!rc) rc = pt_allgather_t(COLG(c), wt, *wf, (size_t)q * nw, at);
     pt_arena_free(e->arena, wt);
     if (rc) {
         pt_arena_free(e->arena, *wf);
@@ -307,12 +316,12 @@ static int head_gather(const pt_lenv *e, const pt_geom *g, const float *x, const
     return rc;
 }
 
-static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x, const float *wte,
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const void *x, const void *wte,
                     const int32_t *tgt)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), N = g->Bl * g->T, Vb = g->Vp / q;
-    float *xa, *wf;
+    void *xa, *wf;
     int rc = head_gather(e, g, x, wte, &xa, &wf);
     if (!rc)
         rc = pt_classifier_fwd(ROWG(c), e->ops, e->arena, losses, stats, xa, wf, tgt + row0(c, g), CJ(c) * Vb, g->V, N,
@@ -326,26 +335,27 @@ static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *st
  * and scattered by hidden block; dW: [q][Vb][C/q] summed down the column
  * (the batch blocks), piece i = the gradient of wte[V-blk j, C-blk i],
  * swapped back to p(j, i), its owner. */
-static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats, const float *x,
-                    const float *wte, const int32_t *tgt, const float *dloss)
+static int head_bwd(const pt_lenv *e, const pt_geom *g, void *dx, float *dwte, const float *stats, const void *x,
+                    const void *wte, const int32_t *tgt, const float *dloss)
 {
     pt_pctx *c = e->c;
     const int q = Q(c), N = g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / q;
+    const pt_dtype at = e->ops->act;
     const size_t nw = (size_t)Vb * Cl, nxa = (size_t)q * N * Cl;
-    float *xa, *wf;
+    void *xa, *wf;
     int rc = head_gather(e, g, x, wte, &xa, &wf);
-    float *dxa = rc ? NULL : pt_scratch(e->arena, nxa, "head dX pieces");
+    void *dxa = rc ? NULL : pt_scratch_t(e->arena, nxa, at, "head dX pieces");
     float *dwf = dxa ? pt_scratch(e->arena, (size_t)q * nw, "head dW pieces") : NULL;
     if (!rc && !dwf) rc = PT_ENOMEM;
     if (!rc) {
-        e->ops->zero(dxa, nxa);
-        e->ops->zero(dwf, (size_t)q * nw);
+        e->ops->zero(dxa, nxa, at);
+        e->ops->zero(dwf, (size_t)q * nw, PT_F32);
         rc = pt_classifier_bwd(e->ops, e->arena, dxa, dwf, stats, xa, wf, tgt + row0(c, g), dloss, CJ(c) * Vb, g->V, N,
                                q * Cl, Vb, q);
     }
     pt_arena_free(e->arena, wf);
     pt_arena_free(e->arena, xa);
-    if (!rc) rc = pt_reduce_scatter_sum(ROWG(c), dxa, dx, nxa);
+    if (!rc) rc = pt_reduce_scatter_sum_t(ROWG(c), dxa, dx, nxa, at);
     pt_arena_free(e->arena, dxa);
     float *dwt = rc ? NULL : pt_scratch(e->arena, nw, "head dW^T");
     if (!rc && !dwt) rc = PT_ENOMEM;
@@ -353,8 +363,8 @@ static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, 
     pt_arena_free(e->arena, dwf);
     float *mine = rc ? NULL : pt_scratch(e->arena, nw, "head dW");
     if (!rc && !mine) rc = PT_ENOMEM;
-    if (!rc) rc = transpose_block(e, dwt, mine, nw);
-    if (!rc) e->ops->axpy(dwte, 1.0f, mine, nw);
+    if (!rc) rc = transpose_block(e, dwt, mine, nw, PT_F32);
+    if (!rc) e->ops->axpy(dwte, 1.0, mine, nw, PT_F32);
     pt_arena_free(e->arena, mine);
     pt_arena_free(e->arena, dwt);
     return rc;

@@ -151,7 +151,7 @@ static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_psha
     s->norm_owner = s->sync->rank == 0;
 }
 
-static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
+static void param_slice(const pt_ops *ops, const pt_pctx *c, pt_pclass cls, const float *full, float *local,
                         int64_t rows, int64_t cols)
 {
     const int l = LL(c), i = CI(c), j = CJ(c), k = CK(c);
@@ -179,21 +179,22 @@ static void param_slice(const pt_ops_f32 *ops, const pt_pctx *c, pt_pclass cls, 
  * [Ol/l, Il] pieces, x gathered over gx and the partial product
  * reduce-scattered over gy; the bias and epilogue after the reduce-scatter
  * (ops->epilogue_fwd; aux: GELU's input). */
-static int lin3_fwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, const float *b, float *y,
-                    float *aux, const float *x, int N, int Il, int Ol, int epi)
+static int lin3_fwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const void *w, const void *b, void *y,
+                    void *aux, const void *x, int N, int Il, int Ol, int epi)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), lN = l * N;
+    const pt_dtype at = e->ops->act;
     const size_t nx = (size_t)lN * Il, nw = (size_t)Ol * Il, ny = (size_t)lN * Ol;
-    float *xg = pt_scratch(e->arena, nx, "3D gathered X");
-    float *wg = xg ? pt_scratch(e->arena, nw, "3D gathered W") : NULL;
-    float *yp = wg ? pt_scratch(e->arena, ny, "3D partial Y") : NULL;
+    void *xg = pt_scratch_t(e->arena, nx, at, "3D gathered X");
+    void *wg = xg ? pt_scratch_t(e->arena, nw, at, "3D gathered W") : NULL;
+    void *yp = wg ? pt_scratch_t(e->arena, ny, at, "3D partial Y") : NULL;
     int rc = yp ? PT_OK : PT_ENOMEM;
-    if (!rc) rc = pt_allgather(gx, x, xg, nx);
-    if (!rc) rc = pt_allgather(IG(c), w, wg, nw);
+    if (!rc) rc = pt_allgather_t(gx, x, xg, nx, at);
+    if (!rc) rc = pt_allgather_t(IG(c), w, wg, nw, at);
     if (!rc) {
-        e->ops->matmul_fwd(yp, NULL, xg, wg, NULL, 0.0f, lN, Il, Ol, PT_EPI_DEFAULT);
-        rc = pt_reduce_scatter_sum(gy, yp, y, ny);
+        e->ops->matmul_fwd(yp, NULL, xg, wg, NULL, 0.0, lN, Il, Ol, PT_EPI_DEFAULT);
+        rc = pt_reduce_scatter_sum_t(gy, yp, y, ny, at);
     }
     if (!rc && (b || epi != PT_EPI_DEFAULT)) e->ops->epilogue_fwd(y, aux, b, N, Ol, epi);
     pt_arena_free(e->arena, yp);
@@ -206,34 +207,36 @@ static int lin3_fwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, 
  * [N, Ol]: the backward of lin3_fwd with the same groups; epi PT_EPI_DGELU
  * applies DGELU_BGRAD to dx after its reduce-scatter (aux [N, Il],
  * dbias_aux [Il]). */
-static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, float *dw, float *db, float *dx,
-                    const float *dy, const float *x, int N, int Il, int Ol, int epi, const float *aux,
+static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const void *w, float *dw, float *db, void *dx,
+                    const void *dy, const void *x, int N, int Il, int Ol, int epi, const void *aux,
                     float *dbias_aux)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), lN = l * N;
+    const pt_dtype at = e->ops->act;
     const size_t nx = (size_t)lN * Il, nw = (size_t)Ol * Il, ny = (size_t)lN * Ol, nwl = nw / (size_t)l;
-    float *xg = pt_scratch(e->arena, nx, "3D gathered X / dX partial");
-    float *wg = xg ? pt_scratch(e->arena, nw, "3D gathered W / dW partial") : NULL;
-    float *dyg = wg ? pt_scratch(e->arena, ny, "3D gathered dY") : NULL;
+    /* wg holds the gathered W (ACT), then the fp32 dW partial: sized for fp32 */
+    void *xg = pt_scratch_t(e->arena, nx, at, "3D gathered X / dX partial");
+    void *wg = xg ? pt_scratch(e->arena, nw, "3D gathered W / dW partial") : NULL;
+    void *dyg = wg ? pt_scratch_t(e->arena, ny, at, "3D gathered dY") : NULL;
     float *dwl = dyg ? pt_scratch(e->arena, nwl, "3D dW piece") : NULL;
     int rc = dwl ? PT_OK : PT_ENOMEM;
-    if (!rc) rc = pt_allgather(IG(c), w, wg, nw);
-    if (!rc) rc = pt_allgather(gy, dy, dyg, ny);
+    if (!rc) rc = pt_allgather_t(IG(c), w, wg, nw, at);
+    if (!rc) rc = pt_allgather_t(gy, dy, dyg, ny, at);
     if (!rc) { /* dXp = dYg Wg, summed over the output blocks held along gx */
-        e->ops->zero(xg, nx);
+        e->ops->zero(xg, nx, at);
         e->ops->matmul_bwd(xg, NULL, NULL, dyg, NULL, wg, lN, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
-        rc = pt_reduce_scatter_sum(gx, xg, dx, nx);
+        rc = pt_reduce_scatter_sum_t(gx, xg, dx, nx, at);
     }
     if (!rc && epi == PT_EPI_DGELU) e->ops->epilogue_bwd(dx, dbias_aux, aux, N, Il);
-    if (!rc) rc = pt_allgather(gx, x, xg, nx);
+    if (!rc) rc = pt_allgather_t(gx, x, xg, nx, at);
     if (!rc) { /* dWp = dYg^T Xg for batch block i, summed over the batch blocks along I */
-        e->ops->zero(wg, nw);
+        e->ops->zero(wg, nw, PT_F32);
         e->ops->matmul_bwd(NULL, wg, NULL, dyg, xg, NULL, lN, Il, Ol, PT_EPI_DEFAULT, NULL, NULL);
         rc = pt_reduce_scatter_sum(IG(c), wg, dwl, nw);
     }
     if (!rc) {
-        e->ops->axpy(dw, 1.0f, dwl, nwl);
+        e->ops->axpy(dw, 1.0, dwl, nwl, PT_F32);
         if (db) e->ops->bias_bwd(db, dy, N, Ol);
     }
     pt_arena_free(e->arena, dwl);
@@ -243,7 +246,7 @@ static int lin3_bwd(const pt_lenv *e, pt_comm *gx, pt_comm *gy, const float *w, 
     return rc;
 }
 
-static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, float *aux, const float *x, int N, int epi)
+static int lin_fwd(const pt_lenv *e, const pt_linear *l, void *y, void *aux, const void *x, int N, int epi)
 {
     pt_pctx *c = e->c;
     if (l->role == PT_LINEAR_ROW) /* B -> A */
@@ -251,8 +254,8 @@ static int lin_fwd(const pt_lenv *e, const pt_linear *l, float *y, float *aux, c
     return lin3_fwd(e, KG(c), JG(c), l->w, l->b, y, aux, x, N, l->in_local, l->out_local, epi);
 }
 
-static int lin_bwd(const pt_lenv *e, const pt_linear *l, float *dx, const float *dy, const float *x, int N, int epi,
-                   const float *aux, float *dbias_aux)
+static int lin_bwd(const pt_lenv *e, const pt_linear *l, void *dx, const void *dy, const void *x, int N, int epi,
+                   const void *aux, float *dbias_aux)
 {
     pt_pctx *c = e->c;
     if (l->role == PT_LINEAR_ROW)
@@ -273,40 +276,42 @@ static size_t rowsB0(const pt_pctx *c, const pt_geom *g)
     return (size_t)(CI(c) * LL(c) + CJ(c)) * g->Bl * g->T;
 }
 
-static int emb_fwd(const pt_lenv *e, const pt_geom *g, float *out, const int32_t *tok, const float *wte)
+static int emb_fwd(const pt_lenv *e, const pt_geom *g, void *out, const int32_t *tok, const void *wte)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), lN = l * g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / l;
+    const pt_dtype at = e->ops->act;
     const size_t nw = (size_t)Vb * Cl, np = (size_t)lN * Cl;
-    float *wb = pt_scratch(e->arena, nw, "embedding W");
-    float *part = wb ? pt_scratch(e->arena, np, "embedding partial") : NULL;
+    void *wb = pt_scratch_t(e->arena, nw, at, "embedding W");
+    void *part = wb ? pt_scratch_t(e->arena, np, at, "embedding partial") : NULL;
     int rc = part ? PT_OK : PT_ENOMEM;
-    if (!rc) rc = pt_allgather(IG(c), wte, wb, nw);
+    if (!rc) rc = pt_allgather_t(IG(c), wte, wb, nw, at);
     if (!rc) {
         e->ops->embedding_fwd(part, tok + block0(c, g), wb, CK(c) * Vb, Vb, lN, Cl);
-        rc = pt_reduce_scatter_sum(KG(c), part, out, np);
+        rc = pt_reduce_scatter_sum_t(KG(c), part, out, np, at);
     }
     pt_arena_free(e->arena, part);
     pt_arena_free(e->arena, wb);
     return rc;
 }
 
-static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float *dout, const int32_t *tok)
+static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const void *dout, const int32_t *tok)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), lN = l * g->Bl * g->T, Cl = g->Cr, Vb = g->Vp / l;
+    const pt_dtype at = e->ops->act;
     const size_t nw = (size_t)Vb * Cl, np = (size_t)lN * Cl, nwl = nw / (size_t)l;
-    float *dg = pt_scratch(e->arena, np, "embedding gathered dout");
+    void *dg = pt_scratch_t(e->arena, np, at, "embedding gathered dout");
     float *wb = dg ? pt_scratch(e->arena, nw, "embedding dW block") : NULL;
     float *dwl = wb ? pt_scratch(e->arena, nwl, "embedding dW piece") : NULL;
     int rc = dwl ? PT_OK : PT_ENOMEM;
-    if (!rc) rc = pt_allgather(KG(c), dout, dg, np);
+    if (!rc) rc = pt_allgather_t(KG(c), dout, dg, np, at);
     if (!rc) {
-        e->ops->zero(wb, nw);
+        e->ops->zero(wb, nw, PT_F32);
         e->ops->embedding_bwd(wb, dg, tok + block0(c, g), CK(c) * Vb, Vb, lN, Cl);
         rc = pt_reduce_scatter_sum(IG(c), wb, dwl, nw);
     }
-    if (!rc) e->ops->axpy(dwte, 1.0f, dwl, nwl);
+    if (!rc) e->ops->axpy(dwte, 1.0, dwl, nwl, PT_F32);
     pt_arena_free(e->arena, dwl);
     pt_arena_free(e->arena, wb);
     pt_arena_free(e->arena, dg);
@@ -317,15 +322,17 @@ static int emb_bwd(const pt_lenv *e, const pt_geom *g, float *dwte, const float 
  * sendrecvs): out[j'] = block j of rank j' (out[j] = in[j]), where j is
  * this rank's J coordinate; step d sends in[j+d] to j+d and receives from
  * j-d (mod l), so every pair meets in the same step. */
-static int alltoall_j(const pt_lenv *e, const float *in, float *out, size_t blk, int tag)
+static int alltoall_j(const pt_lenv *e, const void *in, void *out, size_t blk, int tag)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), j = CJ(c);
-    e->ops->copy(out + (size_t)j * blk, in + (size_t)j * blk, blk);
+    const pt_dtype at = e->ops->act;
+    e->ops->copy(pt_elem(out, (size_t)j * blk, at), pt_elem(in, (size_t)j * blk, at), blk, at);
     int rc = PT_OK;
     for (int d = 1; d < l && !rc; d++) {
         const int dst = (j + d) % l, src = (j - d + l) % l;
-        rc = pt_sendrecv(JG(c), in + (size_t)dst * blk, dst, out + (size_t)src * blk, src, blk, tag);
+        rc = pt_sendrecv_t(JG(c), pt_elem(in, (size_t)dst * blk, at), dst, pt_elem(out, (size_t)src * blk, at), src,
+                           blk, tag, at);
     }
     return rc;
 }
@@ -335,23 +342,24 @@ static int alltoall_j(const pt_lenv *e, const float *in, float *out, size_t blk,
  * j)) with every hidden block: X gathered over K (batch block i, hidden j)
  * then exchanged over J; wf [l][Vl][C/l] = vocabulary block k with every
  * hidden block: wte gathered over I (all pieces), then over J. */
-static int head_gather(const pt_lenv *e, const pt_geom *g, const float *x, const float *wte, float **xa, float **wf)
+static int head_gather(const pt_lenv *e, const pt_geom *g, const void *x, const void *wte, void **xa, void **wf)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), N = g->Bl * g->T, Cl = g->Cr;
+    const pt_dtype at = e->ops->act;
     const size_t nx = (size_t)N * Cl, nw = (size_t)g->Vl * Cl;
     *wf = NULL;
-    *xa = pt_scratch(e->arena, (size_t)l * nx, "head rows X");
-    float *xg = *xa ? pt_scratch(e->arena, (size_t)l * nx, "head gathered X") : NULL;
+    *xa = pt_scratch_t(e->arena, (size_t)l * nx, at, "head rows X");
+    void *xg = *xa ? pt_scratch_t(e->arena, (size_t)l * nx, at, "head gathered X") : NULL;
     int rc = xg ? PT_OK : PT_ENOMEM;
-    if (!rc) rc = pt_allgather(KG(c), x, xg, (size_t)l * nx);
+    if (!rc) rc = pt_allgather_t(KG(c), x, xg, (size_t)l * nx, at);
     if (!rc) rc = alltoall_j(e, xg, *xa, nx, 78);
     pt_arena_free(e->arena, xg);
-    float *wg = rc ? NULL : pt_scratch(e->arena, nw, "head gathered W");
-    *wf = wg ? pt_scratch(e->arena, (size_t)l * nw, "head full-width W") : NULL;
+    void *wg = rc ? NULL : pt_scratch_t(e->arena, nw, at, "head gathered W");
+    *wf = wg ? pt_scratch_t(e->arena, (size_t)l * nw, at, "head full-width W") : NULL;
     if (!rc && !*wf) rc = PT_ENOMEM;
-    if (!rc) rc = pt_allgather(IG(c), wte, wg, nw);
-    if (!rc) rc = pt_allgather(JG(c), wg, *wf, (size_t)l * nw);
+    if (!rc) rc = pt_allgather_t(IG(c), wte, wg, nw, at);
+    if (!rc) rc = pt_allgather_t(JG(c), wg, *wf, (size_t)l * nw, at);
     pt_arena_free(e->arena, wg);
     if (rc) {
         pt_arena_free(e->arena, *wf);
@@ -361,12 +369,12 @@ static int head_gather(const pt_lenv *e, const pt_geom *g, const float *x, const
     return rc;
 }
 
-static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const float *x, const float *wte,
+static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, const void *x, const void *wte,
                     const int32_t *tgt)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), N = g->Bl * g->T;
-    float *xa, *wf;
+    void *xa, *wf;
     int rc = head_gather(e, g, x, wte, &xa, &wf);
     if (!rc)
         rc = pt_classifier_fwd(KG(c), e->ops, e->arena, losses, stats, xa, wf, tgt + rowsB0(c, g), CK(c) * g->Vl, g->V,
@@ -380,28 +388,29 @@ static int head_fwd(const pt_lenv *e, const pt_geom *g, float *losses, float *st
  * reduce-scattered over K (summed over the vocabulary blocks, rows (i, k):
  * layout A); dW [l][Vl][C/l]: reduce-scattered over J (hidden j, summed
  * over the rows (i, *)) and over I (piece i, summed over batch blocks). */
-static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, const float *stats, const float *x,
-                    const float *wte, const int32_t *tgt, const float *dloss)
+static int head_bwd(const pt_lenv *e, const pt_geom *g, void *dx, float *dwte, const float *stats, const void *x,
+                    const void *wte, const int32_t *tgt, const float *dloss)
 {
     pt_pctx *c = e->c;
     const int l = LL(c), N = g->Bl * g->T, Cl = g->Cr;
+    const pt_dtype at = e->ops->act;
     const size_t nx = (size_t)N * Cl, nw = (size_t)g->Vl * Cl;
-    float *xa, *wf;
+    void *xa, *wf;
     int rc = head_gather(e, g, x, wte, &xa, &wf);
-    float *dxa = rc ? NULL : pt_scratch(e->arena, (size_t)l * nx, "head dX pieces");
+    void *dxa = rc ? NULL : pt_scratch_t(e->arena, (size_t)l * nx, at, "head dX pieces");
     float *dwf = dxa ? pt_scratch(e->arena, (size_t)l * nw, "head dW pieces") : NULL;
     if (!rc && !dwf) rc = PT_ENOMEM;
     if (!rc) {
-        e->ops->zero(dxa, (size_t)l * nx);
-        e->ops->zero(dwf, (size_t)l * nw);
+        e->ops->zero(dxa, (size_t)l * nx, at);
+        e->ops->zero(dwf, (size_t)l * nw, PT_F32);
         rc = pt_classifier_bwd(e->ops, e->arena, dxa, dwf, stats, xa, wf, tgt + rowsB0(c, g), dloss, CK(c) * g->Vl,
                                g->V, N, l * Cl, g->Vl, l);
     }
     pt_arena_free(e->arena, wf);
-    float *dxg = xa; /* xa is no longer needed: it takes the exchanged pieces */
+    void *dxg = xa; /* xa is no longer needed: it takes the exchanged pieces */
     if (!rc) rc = alltoall_j(e, dxa, dxg, nx, 79);
     pt_arena_free(e->arena, dxa);
-    if (!rc) rc = pt_reduce_scatter_sum(KG(c), dxg, dx, (size_t)l * nx);
+    if (!rc) rc = pt_reduce_scatter_sum_t(KG(c), dxg, dx, (size_t)l * nx, at);
     pt_arena_free(e->arena, xa);
     float *dwg = rc ? NULL : pt_scratch(e->arena, nw, "head dW block");
     if (!rc && !dwg) rc = PT_ENOMEM;
@@ -410,7 +419,7 @@ static int head_bwd(const pt_lenv *e, const pt_geom *g, float *dx, float *dwte, 
     float *dwl = rc ? NULL : pt_scratch(e->arena, nw / (size_t)l, "head dW piece");
     if (!rc && !dwl) rc = PT_ENOMEM;
     if (!rc) rc = pt_reduce_scatter_sum(IG(c), dwg, dwl, nw);
-    if (!rc) e->ops->axpy(dwte, 1.0f, dwl, nw / (size_t)l);
+    if (!rc) e->ops->axpy(dwte, 1.0, dwl, nw / (size_t)l, PT_F32);
     pt_arena_free(e->arena, dwl);
     pt_arena_free(e->arena, dwg);
     return rc;

@@ -65,12 +65,13 @@ int pt_pipeline_create(pt_pipeline *p, pt_train *t, int kind)
     p->micro = m->B, p->T = m->T;
     p->nact = (size_t)m->g.Bl * (size_t)m->Tl * (size_t)m->g.Cr;
     const size_t nbuf = (size_t)p->sched.nbufs * (size_t)st->nchunks;
-    p->xin = pt_arena_alloc(m->arena, nbuf * p->nact * sizeof(float));
-    p->grad = pt_arena_alloc(m->arena, nbuf * p->nact * sizeof(float));
+    p->xin = pt_arena_alloc(m->arena, nbuf * p->nact * m->ea);
+    p->grad = pt_arena_alloc(m->arena, nbuf * p->nact * m->ea);
     p->yout = calloc(nbuf, sizeof *p->yout);
     if (!p->xin || !p->grad || !p->yout) {
         pt_pipeline_free(p);
-        return pt_fail(PT_ENOMEM, "out of memory for 2 x %zu pipeline boundary buffers of %zu floats", nbuf, p->nact);
+        return pt_fail(PT_ENOMEM, "out of memory for 2 x %zu pipeline boundary buffers of %zu %s elements", nbuf,
+                       p->nact, pt_dtype_name(m->act));
     }
     return PT_OK;
 }
@@ -103,12 +104,12 @@ static int run_op(pt_pipeline *p, const pt_pp_action *a, const int32_t *inputs, 
     const pt_gpt_stage *st = &m->stage;
     pt_comm *pc = &p->ctx->pp;
     const size_t k = (size_t)a->buf * (size_t)p->sched.v + (size_t)a->chunk; /* buffers of (set, chunk) */
-    float *xin = p->xin + k * p->nact, *g = p->grad + k * p->nact;
+    void *xin = pt_elem(p->xin, k * p->nact, m->act), *g = pt_elem(p->grad, k * p->nact, m->act);
     const int first = st->first && a->chunk == 0, last = st->last && a->chunk == st->nchunks - 1;
     switch (a->op) {
     case PT_PP_FWD: {
         double t0 = pt_now();
-        float *x = xin, *y;
+        void *x = xin, *y;
         TRY(pt_gpt_use_slot(m, a->slot));
         if (first || last) {
             if (!inputs || !targets) return pt_fail(PT_EINVAL, "pipeline: the first and last stage need the batch's tokens");
@@ -130,10 +131,10 @@ static int run_op(pt_pipeline *p, const pt_pp_action *a, const int32_t *inputs, 
         p->busy_s += pt_now() - t0;
         return PT_OK;
     }
-    case PT_PP_SEND_ACT: return pt_send(pc, p->yout[k], p->nact, a->peer, TAG_ACT);
-    case PT_PP_RECV_ACT: return pt_recv(pc, xin, p->nact, a->peer, TAG_ACT);
-    case PT_PP_SEND_GRAD: return pt_send(pc, g, p->nact, a->peer, TAG_GRAD);
-    case PT_PP_RECV_GRAD: return pt_recv(pc, g, p->nact, a->peer, TAG_GRAD);
+    case PT_PP_SEND_ACT: return pt_send_t(pc, p->yout[k], p->nact, a->peer, TAG_ACT, m->act);
+    case PT_PP_RECV_ACT: return pt_recv_t(pc, xin, p->nact, a->peer, TAG_ACT, m->act);
+    case PT_PP_SEND_GRAD: return pt_send_t(pc, g, p->nact, a->peer, TAG_GRAD, m->act);
+    case PT_PP_RECV_GRAD: return pt_recv_t(pc, g, p->nact, a->peer, TAG_GRAD, m->act);
     default: return pt_fail(PT_EINVAL, "pipeline action %d unknown", a->op);
     }
 }

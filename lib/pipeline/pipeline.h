@@ -12,8 +12,9 @@
  * which also yields the gradient of the chunk's output); BWD = blocks
  * backward in place on the boundary gradient (first stage, chunk 0: the
  * embedding backward); SEND/RECV = pt_send / pt_recv of one boundary
- * activation or gradient, [Bl*Tl, Cr] floats (the layout's local rows
- * and columns), over ctx->pp.  Gradients accumulate over the m
+ * activation or gradient, [Bl*Tl, Cr] elements of the model's ACT type
+ * (the layout's local rows and columns; bf16 under --precision bf16), over
+ * ctx->pp.  Gradients accumulate over the m
  * microbatches; the loss sum of the last stage is allreduced over world
  * once per step (other stages add 0), and the gradient synchronisation
  * over dp (pt_train_sync: buckets, then the tied embedding over
@@ -22,9 +23,10 @@
  *
  * Communication per step: every boundary crossing moves one activation
  * forward and one gradient backward: 2 (S - 1) m messages of
- * 4 Bl Tl Cr bytes per pp group (S = pp * v virtual stages).
+ * e Bl Tl Cr bytes per pp group (S = pp * v virtual stages; e = 4 for
+ * fp32, 2 for bf16).
  * Memory (arena): the model's nslots activation sets, plus 2 * nbufs * v
- * boundary buffers of Bl*Tl*Cr floats (received activations, gradients;
+ * boundary buffers of Bl*Tl*Cr ACT elements (received activations, gradients;
  * schedule.h: nbufs >= nslots because an input may arrive early).
  */
 #ifndef PTRAIN_PIPELINE_H
@@ -69,10 +71,10 @@ typedef struct pt_pipeline {
     pt_pctx *ctx;         /* the model's grid (ctx->pp carries the p2p) */
     pt_pp_schedule sched; /* this rank's action list */
     int micro, T;         /* sequences per microbatch (the model's B), sequence length */
-    size_t nact;          /* floats of one boundary tensor: Bl * Tl * Cr */
-    float *xin;           /* [nbufs * v, nact] received activations (kept to the backward) */
-    float *grad;          /* [nbufs * v, nact] boundary gradients (received or from the head) */
-    const float **yout;   /* [nbufs * v] chunk outputs to send (model-owned views) */
+    size_t nact;          /* elements of one boundary tensor: Bl * Tl * Cr (the model's ACT type) */
+    void *xin;            /* [nbufs * v, nact] received activations (kept to the backward) */
+    void *grad;           /* [nbufs * v, nact] boundary gradients (received or from the head) */
+    const void **yout;    /* [nbufs * v] chunk outputs to send (model-owned views) */
     double busy_s;        /* last step: seconds in forward/backward compute on this rank */
     double sched_s;       /* last step: wall seconds of the whole schedule (compute + p2p waits) */
     pt_pipeline_hook hook; /* NULL: none (pt_pipeline_set_hook) */

@@ -249,32 +249,38 @@ static unsigned long long ring(unsigned long long bytes, long long p, int factor
     return (unsigned long long)factor * (unsigned long long)(p - 1) * bytes / (unsigned long long)p;
 }
 
-/* `times` calls of kind k of n floats (the full buffer: the gathered
- * output of an allgather, the input of a reduce-scatter) over the p ranks
- * of communicator sub */
-static void coll(traffic *t, int sub, int k, long long n, long long p, double times)
+/* `times` calls of kind k of n elements of es bytes (the full buffer: the
+ * gathered output of an allgather, the input of a reduce-scatter) over the
+ * p ranks of communicator sub.  What moves in the run's activation type
+ * (es = ea: 4 for fp32, 2 for bf16; lib/comm's _t calls) and what stays
+ * fp32 (statistics, gradients: 4) follows the layouts call by call. */
+static void coll(traffic *t, int sub, int k, long long n, long long p, double times, int es)
 {
     if (p <= 1 || n <= 0) return;
     kacc *a = &t->k[sub][k];
-    a->bytes += times * (double)ring((unsigned long long)n * 4, p, k == PT_KIND_ALLREDUCE ? 2 : 1);
+    a->bytes += times * (double)ring((unsigned long long)n * (unsigned long long)es, p, k == PT_KIND_ALLREDUCE ? 2 : 1);
     a->calls += times;
     a->steps += times * pt_cost_kind_steps(k, (int)p); /* Thakur et al. 2005: ring steps */
-    a->bus += times * 4.0 * (double)n * pt_cost_busfactor(k, (int)p);
+    a->bus += times * (double)es * (double)n * pt_cost_busfactor(k, (int)p);
 }
-#define AR(t, s, n, p, x) coll(t, s, PT_KIND_ALLREDUCE, n, p, x)
-#define AG(t, s, n, p, x) coll(t, s, PT_KIND_ALLGATHER, n, p, x)
-#define RS(t, s, n, p, x) coll(t, s, PT_KIND_REDUCE_SCATTER, n, p, x)
-#define BC(t, s, n, p, x) coll(t, s, PT_KIND_BROADCAST, n, p, x)
-#define RD(t, s, n, p, x) coll(t, s, PT_KIND_REDUCE, n, p, x)
-static void sendb(traffic *t, int sub, long long n, double times)
+#define AR(t, s, n, p, x, es) coll(t, s, PT_KIND_ALLREDUCE, n, p, x, es)
+#define AG(t, s, n, p, x, es) coll(t, s, PT_KIND_ALLGATHER, n, p, x, es)
+#define RS(t, s, n, p, x, es) coll(t, s, PT_KIND_REDUCE_SCATTER, n, p, x, es)
+#define BC(t, s, n, p, x, es) coll(t, s, PT_KIND_BROADCAST, n, p, x, es)
+#define RD(t, s, n, p, x, es) coll(t, s, PT_KIND_REDUCE, n, p, x, es)
+/* `times` point-to-point sends of n elements of es bytes on communicator sub */
+static void sendb(traffic *t, int sub, long long n, double times, int es)
 {
     if (n <= 0) return;
     kacc *a = &t->k[sub][PT_KIND_P2P];
-    a->bytes += times * 4.0 * (double)n;
+    a->bytes += times * (double)es * (double)n;
     a->calls += times;
     a->steps += times;
-    a->bus += times * 4.0 * (double)n;
+    a->bus += times * (double)es * (double)n;
 }
+
+/* bytes of one activation element under plan p (ops->act of lib/backend) */
+static int act_bytes(const pt_plan *p) { return p->precision == PT_PREC_BF16 ? 2 : 4; }
 
 /* dst += scale * src, every communicator and kind */
 static void traffic_add(traffic *dst, const traffic *src, double scale)
@@ -306,58 +312,59 @@ static void traffic_add(traffic *dst, const traffic *src, double scale)
  * backward one of [2N]; 1d rows are whole (no call). */
 static void ln_fwd(traffic *t, const geo *g, long long N)
 {
-    if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, N, g->q, 2);
+    if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, N, g->q, 2, 4); /* fp32 statistics */
 }
 static void ln_bwd(traffic *t, const geo *g, long long N)
 {
-    if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, 2 * N, g->q, 1);
+    if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, 2 * N, g->q, 1, 4);
 }
 
-/* linear roles: 0 column (residual -> inner), 1 row (inner -> residual) */
+/* linear roles: 0 column (residual -> inner), 1 row (inner -> residual);
+ * activations and weight copies move in ea bytes, dW partials in fp32 */
 static void lin_fwd(traffic *t, const geo *g, long long N, long long in, long long out, long long il, long long ol,
-                    int row)
+                    int row, int ea)
 {
     const long long q = g->q;
     switch (g->mode) {
     case PT_MODE_1D: /* row: allreduce of Y [N, out] */
-        if (row) AR(t, PT_SUB_TP, N * out, q, 1);
+        if (row) AR(t, PT_SUB_TP, N * out, q, 1, ea);
         break;
     case PT_MODE_2D: /* SUMMA: q broadcasts of X along the row, of W down the column */
-        BC(t, ROW2, N * il, q, (double)q);
-        BC(t, COL2, ol * il, q, (double)q);
+        BC(t, ROW2, N * il, q, (double)q, ea);
+        BC(t, COL2, ol * il, q, (double)q, ea);
         break;
     default: { /* 3d: AG X over gx, AG W over I, RS Y over gy (column: K, J; row: J, K) */
         const int gx = row ? J3 : K3, gy = row ? K3 : J3;
-        AG(t, gx, q * N * il, q, 1);
-        AG(t, I3, ol * il, q, 1);
-        RS(t, gy, q * N * ol, q, 1);
+        AG(t, gx, q * N * il, q, 1, ea);
+        AG(t, I3, ol * il, q, 1, ea);
+        RS(t, gy, q * N * ol, q, 1, ea);
         break;
     }
     }
     (void)in;
 }
 static void lin_bwd(traffic *t, const geo *g, long long N, long long in, long long out, long long il, long long ol,
-                    int row)
+                    int row, int ea)
 {
     const long long q = g->q;
     switch (g->mode) {
     case PT_MODE_1D: /* column: allreduce of dX [N, in] */
-        if (!row) AR(t, PT_SUB_TP, N * in, q, 1);
+        if (!row) AR(t, PT_SUB_TP, N * in, q, 1, ea);
         break;
     case PT_MODE_2D: /* dX: bcast W down the column, reduce dX along the row; dW: bcast X
-                      * along the row, reduce dW down the column; q times each */
-        BC(t, ROW2, N * il, q, (double)q);
-        RD(t, ROW2, N * il, q, (double)q);
-        BC(t, COL2, ol * il, q, (double)q);
-        RD(t, COL2, ol * il, q, (double)q);
+                      * along the row, reduce dW (fp32) down the column; q times each */
+        BC(t, ROW2, N * il, q, (double)q, ea);
+        RD(t, ROW2, N * il, q, (double)q, ea);
+        BC(t, COL2, ol * il, q, (double)q, ea);
+        RD(t, COL2, ol * il, q, (double)q, 4);
         break;
-    default: { /* AG W (I), AG dY (gy), RS dX (gx), AG X (gx), RS dW (I) */
+    default: { /* AG W (I), AG dY (gy), RS dX (gx), AG X (gx), RS dW (I, fp32) */
         const int gx = row ? J3 : K3, gy = row ? K3 : J3;
-        AG(t, I3, ol * il, q, 1);
-        RS(t, I3, ol * il, q, 1);
-        AG(t, gy, q * N * ol, q, 1);
-        RS(t, gx, q * N * il, q, 1);
-        AG(t, gx, q * N * il, q, 1);
+        AG(t, I3, ol * il, q, 1, ea);
+        RS(t, I3, ol * il, q, 1, 4);
+        AG(t, gy, q * N * ol, q, 1, ea);
+        RS(t, gx, q * N * il, q, 1, ea);
+        AG(t, gx, q * N * il, q, 1, ea);
         break;
     }
     }
@@ -365,83 +372,87 @@ static void lin_bwd(traffic *t, const geo *g, long long N, long long in, long lo
 }
 
 /* A block's forward (both LayerNorms and the four linears). */
-static void block_tp_fwd(traffic *t, const geo *g, const pt_model_shape *m, long long N)
+static void block_tp_fwd(traffic *t, const geo *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
     ln_fwd(t, g, N);
-    lin_fwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0);
-    lin_fwd(t, g, N, C, C, g->Cl, g->Cr, 1);
+    lin_fwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
+    lin_fwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
     ln_fwd(t, g, N);
-    lin_fwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0);
-    lin_fwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1);
+    lin_fwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
+    lin_fwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
 }
-static void block_tp_bwd(traffic *t, const geo *g, const pt_model_shape *m, long long N)
+static void block_tp_bwd(traffic *t, const geo *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
-    lin_bwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1);
-    lin_bwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0);
+    lin_bwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
+    lin_bwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
     ln_bwd(t, g, N);
-    lin_bwd(t, g, N, C, C, g->Cl, g->Cr, 1);
-    lin_bwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0);
+    lin_bwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
+    lin_bwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
     ln_bwd(t, g, N);
 }
 
-/* Embedding forward + backward. */
-static void embed_tp(traffic *t, const geo *g, long long N)
+/* Embedding forward + backward (wte and the output in ea bytes, dW fp32). */
+static void embed_tp(traffic *t, const geo *g, long long N, int ea)
 {
     const long long q = g->q;
     switch (g->mode) {
-    case PT_MODE_1D: AR(t, PT_SUB_TP, N * g->Cr, q, 1); break; /* forward allreduce of the output */
-    case PT_MODE_2D: /* q bcasts down the column forward, q reduces backward */
-        BC(t, COL2, g->Vp / q * g->Cr, q, (double)q);
-        RD(t, COL2, g->Vp / q * g->Cr, q, (double)q);
+    case PT_MODE_1D: AR(t, PT_SUB_TP, N * g->Cr, q, 1, ea); break; /* forward allreduce of the output */
+    case PT_MODE_2D: /* q bcasts down the column forward, q reduces (fp32) backward */
+        BC(t, COL2, g->Vp / q * g->Cr, q, (double)q, ea);
+        RD(t, COL2, g->Vp / q * g->Cr, q, (double)q, 4);
         break;
-    default: /* fwd AG wte over I, RS over K; bwd AG over K, RS over I */
-        AG(t, I3, g->Vp / q * g->Cr, q, 1);
-        RS(t, I3, g->Vp / q * g->Cr, q, 1);
-        RS(t, K3, q * N * g->Cr, q, 1);
-        AG(t, K3, q * N * g->Cr, q, 1);
+    default: /* fwd AG wte over I, RS over K; bwd AG over K, RS (fp32) over I */
+        AG(t, I3, g->Vp / q * g->Cr, q, 1, ea);
+        RS(t, I3, g->Vp / q * g->Cr, q, 1, 4);
+        RS(t, K3, q * N * g->Cr, q, 1, ea);
+        AG(t, K3, q * N * g->Cr, q, 1, ea);
         break;
     }
 }
 
 /* Final LayerNorm, tied head and cross-entropy (the fused classifier,
- * layout.c), forward + backward. */
-static void head_tp(traffic *t, const geo *g, long long N)
+ * layout.c), forward + backward: activations and the gathered wte in ea
+ * bytes, the statistics and dW in fp32. */
+static void head_tp(traffic *t, const geo *g, long long N, int ea)
 {
     const long long q = g->q;
     ln_fwd(t, g, N);
     ln_bwd(t, g, N);
     switch (g->mode) {
     case PT_MODE_1D:
-        AR(t, PT_SUB_TP, N, q, 1);          /* row max */
-        AR(t, PT_SUB_TP, 2 * N, q, 1);      /* sum of exp, target logit */
-        AR(t, PT_SUB_TP, N * g->Cr, q, 1);  /* dX */
+        AR(t, PT_SUB_TP, N, q, 1, 4);          /* row max */
+        AR(t, PT_SUB_TP, 2 * N, q, 1, 4);      /* sum of exp, target logit */
+        AR(t, PT_SUB_TP, N * g->Cr, q, 1, ea); /* dX */
         break;
     case PT_MODE_2D: { /* tp2d.c: gathers of X along the row and of the transposed vocabulary
                         * block down the column, forward and backward; RS of dX and dW */
         const long long Vb = g->Vp / q, nw = Vb * g->Cr;
-        if (q > 1) sendb(t, SLICE2, nw, 3); /* transpose swaps: forward, backward, dW back (off-diagonal) */
-        AG(t, ROW2, q * N * g->Cr, q, 2);
-        RS(t, ROW2, q * N * g->Cr, q, 1);
-        AG(t, COL2, q * nw, q, 2);
-        RS(t, COL2, q * nw, q, 1);
-        AR(t, ROW2, N, q, 1);
-        AR(t, ROW2, 2 * N, q, 1);
+        if (q > 1) { /* transpose swaps: forward, backward (ea), dW back (fp32; off-diagonal) */
+            sendb(t, SLICE2, nw, 2, ea);
+            sendb(t, SLICE2, nw, 1, 4);
+        }
+        AG(t, ROW2, q * N * g->Cr, q, 2, ea);
+        RS(t, ROW2, q * N * g->Cr, q, 1, ea);
+        AG(t, COL2, q * nw, q, 2, ea);
+        RS(t, COL2, q * nw, q, 1, 4);
+        AR(t, ROW2, N, q, 1, 4);
+        AR(t, ROW2, 2 * N, q, 1, 4);
         break;
     }
     default: { /* tp3d.c: X gathered over K and exchanged over J (l-1 sends; back in the
                 * backward); wte gathered over I and J; RS of dX over K, of dW over J and I */
         const long long nx = N * g->Cr, nw = g->Vl * g->Cr;
-        AG(t, K3, q * nx, q, 2);
-        RS(t, K3, q * nx, q, 1);
-        if (q > 1) sendb(t, J3, nx, 3.0 * (double)(q - 1));
-        AG(t, I3, nw, q, 2);
-        RS(t, I3, nw, q, 1);
-        AG(t, J3, q * nw, q, 2);
-        RS(t, J3, q * nw, q, 1);
-        AR(t, K3, N, q, 1);
-        AR(t, K3, 2 * N, q, 1);
+        AG(t, K3, q * nx, q, 2, ea);
+        RS(t, K3, q * nx, q, 1, ea);
+        if (q > 1) sendb(t, J3, nx, 3.0 * (double)(q - 1), ea);
+        AG(t, I3, nw, q, 2, ea);
+        RS(t, I3, nw, q, 1, 4);
+        AG(t, J3, q * nw, q, 2, ea);
+        RS(t, J3, q * nw, q, 1, 4);
+        AR(t, K3, N, q, 1, 4);
+        AR(t, K3, 2 * N, q, 1, 4);
         break;
     }
     }
@@ -475,14 +486,17 @@ static void shard_of(const geo *g, int cls, long long rows, long long cols, long
 }
 
 typedef struct stage_state {
-    double nfloats;        /* local parameter floats */
+    double nfloats;        /* local parameters */
     traffic sync;          /* per step: the sync groups' calls and the embed group's (pp's
                             * tied wte sum) */
-    double zero_params, zero_grads, zero_optim; /* floats per rank of the state buffers */
-    double zero_init_extra; /* floats of the ZeRO-2/3 initialisation's full-size temporaries */
-    double smax;           /* largest own slice (floats): ZeRO's sync / regather scratch */
-    double other2, other3; /* max over units other than wte of npad + s and 2 npad + s */
-    double wte_pad, wte_s; /* padded wte unit and its slice (floats), 0 without wte */
+    /* bytes per rank of the state buffers (lib/train): params = the fp32
+     * master plus, under bf16, its work copy; grads and AdamW m + v fp32 */
+    double zero_params, zero_grads, zero_optim;
+    double zero_init_extra; /* bytes of the ZeRO initialisation's full-size temporaries */
+    double smax;           /* largest own slice (elements): ZeRO's sync / regather scratch */
+    double other2, other3; /* max over units other than wte of the bytes of a unit's full gradient and
+                            * slice (stage 2) and also its gathered work copy (stage 3) */
+    double wte_pad, wte_s; /* padded wte unit and its slice (elements), 0 without wte */
 } stage_state;
 
 #define MAXP 4096
@@ -518,6 +532,7 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
 #undef ADD
     memset(s, 0, sizeof *s);
     const int tied = p->pp > 1; /* wte exists only on the ends: tied over ctx->embed */
+    const int ea = act_bytes(p), mixed = ea != 4; /* a bf16 work copy beside the fp32 master */
     int seen[8] = {0};
     for (int i = 0; i < n; i++) {
         s->nfloats += (double)pl[i].numel;
@@ -532,8 +547,9 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
         for (int j = i; j < n; j++)
             if (pl[j].mask == mask) bn += pl[j].numel;
         if (p->zero == 0) {
-            AR(&s->sync, PT_SUB_SYNC_MASK(mask), bn, N, 1);
-            s->zero_params += (double)bn, s->zero_grads += (double)bn, s->zero_optim += 2.0 * (double)bn;
+            AR(&s->sync, PT_SUB_SYNC_MASK(mask), bn, N, 1, 4);
+            s->zero_params += (4.0 + (mixed ? ea : 0)) * (double)bn, s->zero_grads += 4.0 * (double)bn;
+            s->zero_optim += 8.0 * (double)bn;
             continue;
         }
         /* units: consecutive parameters of one piece within the bucket */
@@ -550,22 +566,31 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
             const long long npad = (un + N - 1) / N * N, sl = npad / N;
             const int is_tied = tied && piece == -2;
             const int sg = PT_SUB_SYNC_MASK(mask);
-            double rs = p->zero == 1 || is_tied ? 1 : m_micro; /* reduce-scatters per step */
-            RS(&s->sync, sg, npad, N, rs);
-            if (p->zero == 3) AG(&s->sync, sg, npad, N, 2.0 * m_micro); /* gathers before forward and backward */
-            else AG(&s->sync, sg, npad, N, 1);                           /* allgather after the update */
-            if (is_tied) AR(&s->sync, PT_SUB_EMBED, npad, 2, 1);
+            double rs = p->zero == 1 || is_tied ? 1 : m_micro; /* reduce-scatters per step (fp32) */
+            RS(&s->sync, sg, npad, N, rs, 4);
+            /* the work copy's gathers (ACT) */
+            if (p->zero == 3) AG(&s->sync, sg, npad, N, 2.0 * m_micro, ea); /* before forward and backward */
+            else AG(&s->sync, sg, npad, N, 1, ea);                           /* after the update */
+            if (is_tied) AR(&s->sync, PT_SUB_EMBED, npad, 2, 1, 4);
             if (piece == -2) s->wte_pad = (double)npad, s->wte_s = (double)sl;
             else {
-                if ((double)(npad + sl) > s->other2) s->other2 = (double)(npad + sl);
-                if ((double)(2 * npad + sl) > s->other3) s->other3 = (double)(2 * npad + sl);
+                const double g2 = 4.0 * (double)(npad + sl), g3 = g2 + (double)ea * (double)npad;
+                if (g2 > s->other2) s->other2 = g2;
+                if (g3 > s->other3) s->other3 = g3;
             }
             if ((double)sl > s->smax) s->smax = (double)sl;
-            s->zero_params += p->zero == 3 ? (double)sl : (double)npad;
-            s->zero_grads += p->zero == 1 ? (double)npad : (double)sl;
-            s->zero_optim += 2.0 * (double)sl;
-            if (p->zero == 2) s->zero_init_extra += (double)npad;
-            if (p->zero == 3) s->zero_init_extra += 2.0 * (double)npad;
+            /* zero.c: the work copy whole in stages 1-2, sliced in 3; the
+             * fp32 master sliced from stage 1 on under bf16 (the same buffer
+             * as the work copy under fp32) */
+            const double work = (double)ea * (p->zero == 3 ? (double)sl : (double)npad);
+            s->zero_params += mixed ? work + 4.0 * (double)sl : work;
+            s->zero_grads += 4.0 * (p->zero == 1 ? (double)npad : (double)sl);
+            s->zero_optim += 8.0 * (double)sl;
+            /* the initialisation's full-size master, work copy and gradient
+             * where the stage keeps no full one */
+            if (mixed || p->zero == 3) s->zero_init_extra += 4.0 * (double)npad;
+            if (mixed && p->zero == 3) s->zero_init_extra += (double)ea * (double)npad;
+            if (p->zero >= 2) s->zero_init_extra += 4.0 * (double)npad;
             /* skip to the next parameter of this bucket with another piece */
             j = k;
         }
@@ -575,7 +600,7 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g,
         long long wn;
         int mk;
         shard_of(g, C_WTE, g->Vp, C, &wn, &mk);
-        AR(&s->sync, PT_SUB_EMBED, wn, 2, 1);
+        AR(&s->sync, PT_SUB_EMBED, wn, 2, 1, 4);
     }
     free(pl);
     return 0;
@@ -636,20 +661,22 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
 
 /* ---- the public functions -------------------------------------------------- */
 
-static double block_act(const geo *g, int r)
+/* bytes of one block's kept activations (lib/model's pt_gpt_block_act_bytes):
+ * ea per activation element, 4 per fp32 statistic */
+static double block_act(const geo *g, int r, int ea)
 {
     const double N = (double)g->Bl * (double)g->Tl, Cr = (double)g->Cr, Cl = (double)g->Cl, Fl = (double)g->Fl;
     const double lse = (double)g->Bl * (double)g->NHl * (double)g->Tl; /* flash attention's row log-sum-exp */
-    if (r == PT_RECOMPUTE_BLOCK) return N * Cr;
-    const double kept = 4 * N * Cr + 4 * N + 3 * N * Cl + 2 * N * Fl;
-    return r == PT_RECOMPUTE_ATTENTION ? kept : kept + N * Cl + lse;
+    if (r == PT_RECOMPUTE_BLOCK) return ea * N * Cr;
+    const double kept = ea * (4 * N * Cr + 3 * N * Cl + 2 * N * Fl) + 4 * (4 * N);
+    return r == PT_RECOMPUTE_ATTENTION ? kept : kept + ea * N * Cl + 4 * lse;
 }
 
-double pt_cost_block_act_floats(const pt_model_shape *m, const pt_plan *p, int b, int r)
+double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r)
 {
     geo g;
     if (!m || !p || b < 1 || p->sp < 1 || geometry(m, p, b, &g, NULL) < 0) return 0;
-    return block_act(&g, r);
+    return block_act(&g, r, act_bytes(p));
 }
 
 static int check_shape(const pt_model_shape *m, pt_error *err)
@@ -762,16 +789,17 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     }
     traffic *blk_tp = &x->blk_tp, *blk_tp_re = &x->blk_tp_re, *emb = &x->emb, *head = &x->head,
             *att_sp = &x->att_sp, *rt = &x->rank;
-    block_tp_fwd(blk_tp, &g, m, N);
-    block_tp_bwd(blk_tp, &g, m, N);
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N);
-    embed_tp(emb, &g, N);
-    head_tp(head, &g, N);
-    if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1) */
+    const int ea = act_bytes(p);
+    block_tp_fwd(blk_tp, &g, m, N, ea);
+    block_tp_bwd(blk_tp, &g, m, N, ea);
+    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
+    embed_tp(emb, &g, N, ea);
+    head_tp(head, &g, N, ea);
+    if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
         const long long blk = g.Bl * g.Tl * g.Cl;
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
         const double re = p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0;
-        sendb(att_sp, PT_SUB_SP, blk, fw + bw + re);
+        sendb(att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
     }
     /* FLOPs of one microbatch's pieces on one rank (matmuls only, PaLM appendix B:
      * 2 per multiply-add; backward twice the forward) */
@@ -831,7 +859,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         if (first) traffic_add(rt, emb, mb);
         if (last) traffic_add(rt, head, mb);
         traffic_add(rt, att_sp, (double)mb * nblk);
-        sendb(rt, PT_SUB_PP, (long long)nact, (double)mb * (n_next + n_prev));
+        sendb(rt, PT_SUB_PP, (long long)nact, (double)mb * (n_next + n_prev), ea); /* activations, their gradients */
         traffic_add(rt, &stp->sync, 1);
         double bytes[PT_GRP_N] = {0}, msgs[PT_GRP_N] = {0}, steps[PT_GRP_N] = {0};
         for (int sb = 0; sb < PT_SUB_N; sb++) {
@@ -857,39 +885,47 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         const int nslots = pipeline_slots(p->schedule, pp, r, mb, v);
         int nbufs = nslots + (r > 0 ? 1 : 0);
         if (nbufs > mb) nbufs = mb;
-        const double Nf = (double)N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl;
+        /* in bytes: ea per activation element, 4 per fp32 one */
+        const double Nf = (double)N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl, e = ea;
         const double nlse = (double)g.Bl * g.NHl * g.Tl;
-        double act = nslots * (nblk * block_act(&g, p->ckpt_act) + 2.0 * micro * g.Tl /* tok, tgt (int32) */
-                               + (first ? Nf * Cr : 0));
-        if (p->ckpt_act == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE);
-        if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) act += Nf * Cl + nlse; /* the shared attention output and lse */
-        if (last) act += Nf * Cr + 2 * Nf + Nf + 3 * Nf + Nf; /* lnf, its mean/rstd, losses, stats, dloss: no logits */
-        act += Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl;
-        act += 2.0 * nbufs * v * nact;
-        /* the largest scratch a piece takes while running */
+        double act = nslots * (nblk * block_act(&g, p->ckpt_act, ea) + 4 * 2.0 * micro * g.Tl /* tok, tgt (int32) */
+                               + (first ? e * Nf * Cr : 0));
+        if (p->ckpt_act == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
+        if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
+        /* lnf; its mean/rstd, losses, stats, dloss (fp32): no logits */
+        if (last) act += e * Nf * Cr + 4 * (2 * Nf + Nf + 3 * Nf + Nf);
+        act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);
+        act += e * 2.0 * nbufs * v * nact;
         /* the largest scratch a piece takes while running: the blocks' (linears,
          * ring attention) and the head's apart, since ZeRO's units in flight
          * differ between the two */
         double scratch = 0, head = 0, x;
-        /* the fused classifier's block of logits [N, min(VBLOCK, Vl)] (lib/backend/ops.h) */
+        /* the fused classifier's work (lib/backend/ops.h pt_classifier_work_elems, fp32): the
+         * block of logits [N, min(VBLOCK, Vl)], and under bf16 the backward's dX accumulator
+         * [N, C of the head's rows] */
         const double vb = (double)(g.Vl < PT_COST_CLASSIFIER_VBLOCK ? g.Vl : PT_COST_CLASSIFIER_VBLOCK);
+        const double mixed = ea != 4 ? 1 : 0;
         if (g.mode == PT_MODE_1D) {
-            head = Nf * vb; /* the logits block */
+            head = 4 * (Nf * vb + mixed * Nf * Cr); /* the logits block (and dX accumulator) */
         } else if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
             /* head backward (2d and 3d alike): the rows' and the vocabulary block's full
-             * width and their gradients, [q][N][C/q] and [q][Vl][C/q] twice, + the logits block */
-            head = 2 * g.q * Nf * Cr + 2 * g.q * (double)g.Vl * Cr + Nf * vb;
-            x = Nf * Fl + Fl * Cr; /* largest linear's SUMMA scratch */
+             * width [q][N][C/q] and [q][Vl][C/q] (ACT) and their gradients (dX ACT, dW
+             * fp32), + the classifier's work */
+            head = e * (2 * g.q * Nf * Cr + g.q * (double)g.Vl * Cr) + 4 * g.q * (double)g.Vl * Cr +
+                   4 * (Nf * vb + mixed * g.q * Nf * Cr);
+            x = e * Nf * Fl + 4 * Fl * Cr; /* largest linear's SUMMA scratch: X (ACT) and the dW partial */
             if (x > scratch) scratch = x;
         } else if (g.mode == PT_MODE_3D) {
             const double l = g.q, lN = l * Nf;
-            head = 2 * l * Nf * Cr + 2 * l * (double)g.Vl * Cr + Nf * vb; /* head backward */
-            x = lN * Fl + Fl * Cr + lN * Cr + Fl * Cr / l; /* MLP linear backward: Xg, Wg, dYg, dW piece */
+            head = e * (2 * l * Nf * Cr + l * (double)g.Vl * Cr) + 4 * l * (double)g.Vl * Cr +
+                   4 * (Nf * vb + mixed * l * Nf * Cr); /* head backward */
+            /* MLP linear backward: Xg, dYg (ACT), Wg (sized for the fp32 dW partial), dW piece */
+            x = e * (lN * Fl + lN * Cr) + 4 * (Fl * Cr + Fl * Cr / l);
             if (x > scratch) scratch = x;
         }
         if (!last) head = 0;
         if (p->sp > 1) {
-            x = 8 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: K, V, dK, dV and the next ones */
+            x = e * 8 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: K, V, dK, dV and the next ones */
             if (x > scratch) scratch = x;
         }
         /* ZeRO buffers alive during the step besides the state (zero.c):
@@ -901,31 +937,33 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
          * made, pp = 1 holds both through the blocks' backward).  During the
          * head's backward: wte's full gradient (stage 2), and its gathered
          * parameters (stage 3); the final LayerNorm's unit beside them is
-         * [2C] floats, left out. */
+         * [2C] floats, left out.  (Bytes: gradients and slices fp32,
+         * gathered work copies ea.) */
         double zero_live = 0, zero_head = 0;
         const double W = stp->wte_pad;
-        if (p->zero == 1) zero_live = stp->smax;
-        else if (p->zero == 2) zero_live = W + fmax(stp->other2, stp->wte_s), zero_head = W;
+        if (p->zero == 1) zero_live = 4 * stp->smax;
+        else if (p->zero == 2) zero_live = 4 * W + fmax(stp->other2, 4 * stp->wte_s), zero_head = 4 * W;
         else if (p->zero == 3) {
-            zero_live = pp == 1 ? 2 * W + fmax(stp->other3, stp->wte_s) : W + fmax(stp->other3, fmax(W, stp->wte_s));
-            zero_head = 2 * W;
+            zero_live = pp == 1 ? (4 + e) * W + fmax(stp->other3, 4 * stp->wte_s)
+                                : 4 * W + fmax(stp->other3, fmax(e * W, 4 * stp->wte_s));
+            zero_head = (4 + e) * W;
         }
         const double state = stp->zero_params + stp->zero_grads + stp->zero_optim;
         /* stage 1's slice is taken in the sync, after the pieces' scratch is
          * returned; stage 2/3's units are in flight while the pieces run */
         const double extra = p->zero == 1 ? fmax(fmax(scratch, head), zero_live)
                                           : fmax(scratch + zero_live, head + zero_head);
-        const double mem_total = 4.0 * (state + act + extra);
-        const double act_model = act - 2.0 * nbufs * v * nact; /* allocated before the state */
-        const double mem_init = 4.0 * (act_model + state + stp->zero_init_extra);
+        const double mem_total = state + act + extra;
+        const double act_model = act - e * 2.0 * nbufs * v * nact; /* allocated before the state */
+        const double mem_init = act_model + state + stp->zero_init_extra;
         const double peak = mem_total > mem_init ? mem_total : mem_init;
         if (flops > c.flops) c.flops = flops;
         if (peak > best_mem) {
             best_mem = peak;
-            c.mem_params = 4.0 * stp->zero_params;
-            c.mem_grads = 4.0 * stp->zero_grads;
-            c.mem_optim = 4.0 * stp->zero_optim;
-            c.mem_act = 4.0 * (act + extra);
+            c.mem_params = stp->zero_params;
+            c.mem_grads = stp->zero_grads;
+            c.mem_optim = stp->zero_optim;
+            c.mem_act = act + extra;
             c.mem_total = mem_total;
             c.mem_peak = peak;
         }
@@ -955,7 +993,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
                 if (!cnt) continue;
                 const double bw = kind_bw(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l);
                 tpp += (double)mb * cnt * (kind_alpha(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l)
-                                           + (bw > 0 ? 4.0 * nact / bw : 0));
+                                           + (bw > 0 ? (double)ea * nact / bw : 0));
             }
             if (hw->busy_delay_s > 0 && n_next + n_prev > 0) {
                 /* a stage's receive waited through the sender's compute

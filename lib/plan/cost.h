@@ -21,6 +21,13 @@
  * holds at its peak.  tests/plan/test_cost_metrics.sh holds both against
  * real ptrain-run steps (bytes to the byte, peak within 2%).
  *
+ * Element sizes (the plan's precision): activations, their gradients and
+ * the weight copies move in e bytes (4 fp32, 2 bf16): every Sx, Sw, Sy,
+ * [N, C] and K/V block below, the pipeline's boundary tensors and ZeRO's
+ * parameter allgathers; the LayerNorm and cross-entropy statistics and
+ * every gradient of a parameter (dW partials, bucket allreduces, ZeRO's
+ * reduce-scatters, the tied wte sum) move in fp32.
+ *
  * Bytes per microbatch and rank, N = Bl*Tl local rows, Sx/Sw/Sy in bytes
  * (the layouts' geometry, lib/parallel/layout.h):
  *   tp 1d      (4 L_stage + 2) allreduces of [N, C] (2 per block forward,
@@ -252,12 +259,15 @@ typedef struct pt_cost {
     double lat_steps[PT_GRP_N];   /* latency terms per rank per step: a ring collective over p
                                    * ranks costs (p-1) alphas, an allreduce 2(p-1), a send 1
                                    * (Thakur et al. 2005, sec. 4) */
-    /* bytes per rank (the pp rank with the largest peak), fp32: the
-     * parameter, gradient and AdamW m+v buffers as lib/train lays them out
-     * (ZeRO 1: m, v / N; 2: also gradients; 3: also parameters, N the
-     * bucket's sync group, units padded to N); activations = the model's
-     * slots (pt_cost_block_act_floats per block, embedding output, token
-     * ids), head and backward buffers, recompute scratch, pipeline boundary
+    /* bytes per rank (the pp rank with the largest peak): the parameter,
+     * gradient and AdamW m+v buffers as lib/train lays them out (fp32; a
+     * bf16 plan adds the 2-byte work copy to mem_params and keeps the fp32
+     * master in own slices from ZeRO 1 on; ZeRO 1: m, v / N; 2: also
+     * gradients; 3: also parameters, N the bucket's sync group, units padded
+     * to N); activations (2 bytes per element in bf16, 4 per fp32
+     * statistic) = the model's slots (pt_cost_block_act_bytes per block,
+     * embedding output, token ids), head and backward buffers, recompute
+     * scratch, pipeline boundary
      * buffers, the largest scratch of a piece (SUMMA / 3D gathers, ring
      * attention's K/V blocks, the fused classifier's logits block and
      * full-width operands) and ZeRO's units in flight.  Linear in the
@@ -330,10 +340,12 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
  * the two are equal). */
 #define PT_COST_CLASSIFIER_VBLOCK 512
 
-/* The activation floats one transformer block keeps per sequence-parallel,
+/* The activation bytes one transformer block keeps per sequence-parallel,
  * tensor-parallel rank for a microbatch of b sequences under recompute
- * mode r (equal to lib/model's pt_gpt_block_act_floats for the same
- * layout; the tests hold them equal). */
-double pt_cost_block_act_floats(const pt_model_shape *m, const pt_plan *p, int b, int r);
+ * mode r and p->precision (2 bytes per activation element in bf16, 4 in
+ * fp32; 4 per LayerNorm and attention statistic): equal to lib/model's
+ * pt_gpt_block_act_bytes for the same layout (the tests hold them
+ * equal). */
+double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r);
 
 #endif

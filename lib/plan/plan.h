@@ -38,6 +38,11 @@ typedef enum pt_schedule { PT_SCHED_1F1B = 0, PT_SCHED_GPIPE, PT_SCHED_INTERLEAV
  * backward; only the attention core ("selective", Korthikanti et al.
  * 2022, sec. 4.2). */
 typedef enum pt_recompute { PT_RECOMPUTE_NONE = 0, PT_RECOMPUTE_BLOCK, PT_RECOMPUTE_ATTENTION } pt_recompute;
+/* Training precision (lib/backend/ops.h's tables): fp32 throughout, or
+ * bf16 activations and bf16 copies of the weights for the matmuls with
+ * fp32 master weights, gradients, AdamW moments and statistics (mixed
+ * precision: Micikevicius et al. 2018; bf16: Kalamkar et al. 2019). */
+typedef enum pt_precision { PT_PREC_FP32 = 0, PT_PREC_BF16 } pt_precision;
 /* most entries of an explicit stage split (pp * virtual_stages) */
 #define PT_PP_SPLIT_MAX 64
 /* most model chunks per pp rank (= PT_GPT_MAX_CHUNKS of lib/model) */
@@ -56,6 +61,7 @@ typedef struct pt_plan {
     int pp_split_n;      /* 0: even split; else pp * virtual_stages entries in pp_split */
     int pp_split[PT_PP_SPLIT_MAX]; /* blocks per (virtual) stage in pipeline order, sum = n_layer */
     int offload;         /* optimizer-state CPU offload 0/1 */
+    int precision;       /* a pt_precision */
     char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
     char tp_order[4];    /* placement of the tp grid's axes inside the T block: a permutation of
                           * "012" (the axes of pt_plan_tp_dims), slowest first, the right-most
@@ -90,6 +96,11 @@ int pt_schedule_parse(const char *what, const char *s, int *out, pt_error *err);
 const char *pt_recompute_name(int r);
 int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err);
 
+/* precision <-> text: "fp32", "bf16".  parse: 0, or -1 with "invalid
+ * <what> '<s>' (valid: fp32, bf16)". */
+const char *pt_precision_name(int p);
+int pt_precision_parse(const char *what, const char *s, int *out, pt_error *err);
+
 /* An explicit stage split "3,3,2,2" (blocks per stage in pipeline order,
  * each 1..4096, at most PT_PP_SPLIT_MAX entries) into p->pp_split and
  * p->pp_split_n; "even" or "" clears it (pp_split_n = 0).  How many
@@ -116,8 +127,8 @@ int pt_isqrt_exact(int n);
 int pt_icbrt_exact(int n);
 
 /* Defaults: mode 1d, every size 1, zero 0, microbatches 1, schedule 1f1b,
- * virtual_stages 1, even split, recompute none, order "DPT", tp order
- * "012". */
+ * virtual_stages 1, even split, recompute none, precision fp32, order
+ * "DPT", tp order "012". */
 void pt_plan_default(pt_plan *p);
 
 /* Check the plan is internally consistent and fits `world_size` ranks
@@ -132,7 +143,7 @@ void pt_plan_default(pt_plan *p);
  *   an explicit split has pp * virtual_stages entries, each >= 1;
  *   zero 0..3, and zero > 0 needs dp * sp > 1 (ZeRO shards the optimizer
  *   state over the data-parallel ranks: Rajbhandari et al. 2020, sec. 5);
- *   ckpt_act a pt_recompute.
+ *   ckpt_act a pt_recompute; precision a pt_precision.
  * Optimizer offload is refused as "not yet supported" (an accepted setting
  * must take effect). */
 int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err);
@@ -147,7 +158,7 @@ int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_erro
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
  * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_SCHEDULE,
  * PTRAIN_VIRTUAL_STAGES, PTRAIN_PP_SPLIT, PTRAIN_CKPT_ACT, PTRAIN_OFFLOAD,
- * PTRAIN_RANK_ORDER, PTRAIN_TP_ORDER from the environment over the values already in *p
+ * PTRAIN_PRECISION, PTRAIN_RANK_ORDER, PTRAIN_TP_ORDER from the environment over the values already in *p
  * (unset variables leave fields unchanged).  Returns 1 if at least one
  * PTRAIN_* plan variable was present, 0 if none, -1 on a bad value (*p
  * unchanged). */
@@ -160,7 +171,8 @@ int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *va
 
 /* One-line human summary, e.g. "mode=1d dp=2 tp=2 pp=1 sp=1 zero=0 order=DPT",
  * followed by the settings that differ from the defaults ("microbatches=8
- * schedule=interleaved virtual_stages=2 split=3,3,2,2 recompute=block").
+ * schedule=interleaved virtual_stages=2 split=3,3,2,2 recompute=block
+ * precision=bf16").
 ^ * n = 640 holds every plan. */
 void pt_plan_summary(const pt_plan *p, char *buf, size_t n);
 
@@ -181,6 +193,8 @@ typedef struct pt_plan_limits {
                         * (0..max_zero; the planner handle, lib/plan/planner.h) */
     int mixed;         /* PT_MIXED_*: a step over nodes of several kinds is planned at
                         * the slowest node's rates (adapt, 0) or refused */
+    unsigned precisions; /* bit (1u << pt_precision) per precision users may request;
+                          * 0: every precision (so a limits value built without it limits none) */
 } pt_plan_limits;
 enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
 
@@ -192,7 +206,8 @@ enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
  *             needs no permission);
  *   tp, tp_depth, sp, pp, microbatches  0..2^20 (0 = choose);
  *   zero 0..3 and <= lim->max_zero; pp <= lim->max_pp; the schedule in
- *   lim->schedules; ckpt_act a pt_recompute;
+ *   lim->schedules; ckpt_act a pt_recompute; precision a pt_precision
+ *   in lim->precisions (0: any);
  *   tp_depth > 1 only with 2.5d; sp > 1 only with tp <= 1 and no depth
  *   (ring self-attention composes with data parallelism: Li et al. 2021,
  *   "Sequence Parallelism", sec. 3); a pinned tp of the mode's shape

@@ -16,6 +16,7 @@
 
 static const char *const sched_names[] = {"1f1b", "gpipe", "interleaved"};
 static const char *const recompute_names[] = {"none", "block", "attention"};
+static const char *const precision_names[] = {"fp32", "bf16"};
 
 const char *pt_schedule_name(int s)
 {
@@ -52,6 +53,20 @@ int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err)
     return 0;
 }
 
+const char *pt_precision_name(int p)
+{
+    return p >= 0 && p < N_PRECISIONS ? precision_names[p] : "?";
+}
+
+int pt_precision_parse(const char *what, const char *s, int *out, pt_error *err)
+{
+    for (int i = 0; s && i < N_PRECISIONS; i++)
+        if (strcmp(s, precision_names[i]) == 0) {
+            if (out) *out = i;
+            return 0;
+        }
+    return pt_errprintf(err, "invalid %s '%s' (valid: fp32, bf16)", what, s ? s : "");
+}
 
 /* Most blocks one stage of an explicit split may name. */
 #define SPLIT_ENTRY_MAX 4096
@@ -121,6 +136,7 @@ void pt_plan_default(pt_plan *p)
     p->virtual_stages = 1;
     p->pp_split_n = 0;
     p->offload = 0;
+    p->precision = PT_PREC_FP32;
     memcpy(p->rank_order, "DPT", 4);
     memcpy(p->tp_order, "012", 4);
 }
@@ -212,6 +228,11 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
         found = 1;
         if (pt_recompute_parse("PTRAIN_CKPT_ACT", s, &tmp.ckpt_act, err) < 0) return -1;
     }
+    s = getenv("PTRAIN_PRECISION");
+    if (s) {
+        found = 1;
+        if (pt_precision_parse("PTRAIN_PRECISION", s, &tmp.precision, err) < 0) return -1;
+    }
     s = getenv("PTRAIN_PP_SPLIT");
     if (s) {
         found = 1;
@@ -258,6 +279,7 @@ int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *va
     if ((rc = set("PTRAIN_PP_SPLIT", split, arg)) != 0) return rc;
     if ((rc = set("PTRAIN_CKPT_ACT", pt_recompute_name(p->ckpt_act), arg)) != 0) return rc;
     EXPORT_INT("PTRAIN_OFFLOAD", offload);
+    if ((rc = set("PTRAIN_PRECISION", pt_precision_name(p->precision), arg)) != 0) return rc;
 #undef EXPORT_INT
     char order[4];
     memcpy(order, p->rank_order, 3);
@@ -306,4 +328,5 @@ void pt_plan_summary(const pt_plan *p, char *buf, size_t n)
     }
     if (p->ckpt_act) append(buf, n, &k, " recompute=%s", pt_recompute_name(p->ckpt_act));
     if (p->offload) append(buf, n, &k, " offload=1");
+    if (p->precision != PT_PREC_FP32) append(buf, n, &k, " precision=%s", pt_precision_name(p->precision));
 }

@@ -13,6 +13,7 @@
 #define N_MODES 6     /* off, auto, 1d, 2d, 2.5d, 3d */
 #define N_SCHEDS 3    /* pt_schedule */
 #define N_RECOMPUTE 3 /* pt_recompute */
+#define N_PRECISIONS 2 /* pt_precision */
 
 /* 1 if s (exactly 3 chars) is a permutation of D, P, T (plan_place.c). */
 int pt_plan_i_order_is_perm(const char *s);

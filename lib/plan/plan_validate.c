@@ -107,6 +107,8 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
     if (p->ckpt_act < 0 || p->ckpt_act >= N_RECOMPUTE)
         return pt_errprintf(err, "invalid ckpt_act=%d (valid recompute modes: 0 none, 1 block, "
                             "2 attention)", p->ckpt_act);
+    if (p->precision < 0 || p->precision >= N_PRECISIONS)
+        return pt_errprintf(err, "invalid precision=%d (valid: 0 fp32, 1 bf16)", p->precision);
     if (p->offload != 0 && p->offload != 1)
         return pt_errprintf(err, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !pt_plan_i_order_is_perm(p->rank_order))
@@ -238,7 +240,12 @@ int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_erro
     if (req->ckpt_act < 0 || req->ckpt_act >= N_RECOMPUTE)
         return pt_errprintf(err, "invalid --ptrain-recompute value %d (valid: none, block, "
                             "attention)", req->ckpt_act);
+    if (req->precision < 0 || req->precision >= N_PRECISIONS)
+        return pt_errprintf(err, "invalid --ptrain-precision value %d (valid: fp32, bf16)", req->precision);
     if (req->mode == PT_MODE_OFF) return 0; /* nothing planned: sizes are ignored */
+    if (lim && lim->precisions && !(lim->precisions & (1u << req->precision)))
+        return pt_errprintf(err, "--ptrain-precision=%s is not allowed by the administrator "
+                            "(allowed_precisions in ptrain.conf)", pt_precision_name(req->precision));
     int max_pp = lim ? lim->max_pp : SIZE_MAX_VALUE, max_zero = lim ? lim->max_zero : 3;
     unsigned scheds = lim ? lim->schedules : ~0u;
     int pp = req->pp > 0 ? req->pp : 1;

@@ -33,7 +33,7 @@ void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode)
 const char *pt_plan_request_keys(void)
 {
     return "mode, tp, tp-depth, sp, pp, microbatches, schedule, virtual-stages, pp-split, zero, recompute, "
-           "rank-order, tp-order, model, batch";
+           "precision, rank-order, tp-order, model, batch";
 }
 
 void pt_plan_limits_default(pt_plan_limits *lim)
@@ -44,6 +44,7 @@ void pt_plan_limits_default(pt_plan_limits *lim)
     lim->max_pp = MAX_COUNT;
     lim->max_zero = 3;
     lim->schedules = ~0u;
+    lim->precisions = ~0u;
     lim->default_zero = 0;
     lim->mixed = PT_MIXED_ADAPT;
 }
@@ -122,6 +123,13 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
     } else if (!strcmp(key, "recompute")) {
         if (pt_recompute_parse(what, text, &p->ckpt_act, err) < 0) return -1;
         bit = PT_PIN_RECOMPUTE;
+    } else if (!strcmp(key, "precision")) {
+        int pr;
+        if (pt_precision_parse(what, text, &pr, err) < 0) return -1;
+        if (lim && lim->precisions && !(lim->precisions & (1u << pr)))
+            return pt_errprintf(err, "%s=%s is not allowed on this cluster (allowed_precisions in ptrain.conf)", what,
+                                text);
+        p->precision = pr, bit = PT_PIN_PRECISION;
     } else if (!strcmp(key, "pp-split")) {
         if (pt_plan_split_parse(what, text, p, err) < 0) return -1;
         bit = PT_PIN_SPLIT;
@@ -182,6 +190,7 @@ int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_g
         {"pp-split", "PTRAIN_PP_SPLIT", PT_PIN_SPLIT},
         {"zero", "PTRAIN_ZERO", PT_PIN_ZERO},
         {"recompute", "PTRAIN_CKPT_ACT", PT_PIN_RECOMPUTE},
+        {"precision", "PTRAIN_PRECISION", PT_PIN_PRECISION},
         {"rank-order", "PTRAIN_RANK_ORDER", PT_PIN_RANK_ORDER},
         {"tp-order", "PTRAIN_TP_ORDER", PT_PIN_TP_ORDER},
     };

@@ -46,6 +46,7 @@ enum {
     PT_PIN_TP_ORDER = 1u << 12,
     PT_PIN_MODEL = 1u << 13, /* the model and batch were given (not the defaults) */
     PT_PIN_BATCH = 1u << 14,
+    PT_PIN_PRECISION = 1u << 15,
 };
 
 /* A request: what to plan, and for which model and batch.  plan holds the
@@ -62,28 +63,30 @@ typedef struct pt_plan_request {
 } pt_plan_request;
 
 /* The request's defaults: mode default_mode, schedule 1f1b, recompute
- * none, model "tiny", global batch 8 (ptrain-run's defaults), nothing
- * pinned. */
+ * none, precision fp32, model "tiny", global batch 8 (ptrain-run's
+ * defaults), nothing pinned. */
 void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode);
 
 /* The keys of pt_plan_request_set and pt_plan_request_env, as the
  * plugin's options name them without "--ptrain-" (the variable is PTRAIN_
  * and the key in upper case, '-' as '_'; recompute is PTRAIN_CKPT_ACT):
  * mode, tp, tp-depth, sp, pp, microbatches, schedule, virtual-stages,
- * pp-split, zero, recompute, rank-order, tp-order, model, batch. */
+ * pp-split, zero, recompute, precision, rank-order, tp-order, model,
+ * batch. */
 const char *pt_plan_request_keys(void);
 
 /* Parse `text` for key into r and pin it; `what` names the value in the
  * message ("--ptrain-tp", "PTRAIN_TP", "--tp").  lim (may be NULL: no
  * limits) is checked where a single value can exceed it: modes,
- * max_tp, max_pp, max_zero, schedules.  The messages (one line, no
+ * max_tp, max_pp, max_zero, schedules, precisions.  The messages (one line, no
  * prefix):
  *   "<what>='<text>' is invalid (valid: an integer 1..1048576 that divides
  *    the tasks on every node)", "<what>=<v> exceeds this cluster's
  *    max_tp=<n>", "<what>=<m> is not allowed on this cluster
  *    (allowed_modes in ptrain.conf)", "<what>='<text>' is invalid (valid
- *    ZeRO stages: 0, 1, 2, 3)", the batch's, the model's, the schedule's,
- *    recompute's, split's and orders' own ("invalid <what> '<text>'
+ *    ZeRO stages: 0, 1, 2, 3)", "<what>=<p> is not allowed on this cluster
+ *    (allowed_precisions in ptrain.conf)", the batch's, the model's, the
+ *    schedule's, recompute's, precision's, split's and orders' own ("invalid <what> '<text>'
  *    (valid: ...)").
  * 0, or -1 (r unchanged) with the message; an unknown key is -1 naming the
  * valid keys. */
@@ -107,8 +110,8 @@ int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_g
                         pt_error *err);
 
 /* The administrator's limits with nothing limited: max_tp and max_pp
- * 1048576, every mode and schedule, max_zero 3, default_zero 0, mixed
- * nodes adapted to. */
+ * 1048576, every mode, schedule and precision, max_zero 3, default_zero
+ * 0, mixed nodes adapted to. */
 void pt_plan_limits_default(pt_plan_limits *lim);
 
 typedef struct pt_planner pt_planner;

@@ -1068,6 +1068,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                     p.sp = sp;
                     p.pp = pp;
                     p.dp = dp;
+                    p.precision = req->precision; /* the user's, never searched: it prices every term */
                     memcpy(p.rank_order, req->rank_order[0] ? req->rank_order : orders[oi], 4);
                     char tpo[6][4];
                     placement seen[6];

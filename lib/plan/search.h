@@ -168,7 +168,8 @@ typedef struct pt_search_result {
  * (0 lets the search choose 0..max_zero: set lim->max_zero = 0 to forbid
  * ZeRO); a schedule other than 1f1b and virtual_stages > 1 fix the
  * schedule; req->ckpt_act other than none fixes recompute; pp_split_n > 0
- * fixes the split.  The runners-up are the best plan of each other layout
+ * fixes the split; req->precision is every candidate's (never searched: it
+ * sets the bytes of every memory and traffic term).  The runners-up are the best plan of each other layout
  * (mode, tp shape, dp, pp, sp, ZeRO stage). */
 int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
                    const pt_plan *req, pt_search_result *out, pt_error *err);

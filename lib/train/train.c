@@ -40,6 +40,12 @@ int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_c
                            total);
         }
     }
+    const pt_dtype act = t->ops->act;
+    t->work_memory = t->params_memory;
+    if (act != PT_F32 && !(t->work_memory = pt_arena_alloc(t->arena, (total ? total : 1) * pt_dtype_size(act)))) {
+        pt_train_free(t);
+        return pt_fail(PT_ENOMEM, "out of memory for the %s copy of %zu parameters", pt_dtype_name(act), total);
+    }
     /* buckets: parameters grouped by the group their gradient is summed
      * over, in order of first appearance, so each group is one range */
     size_t off = 0;
@@ -49,6 +55,7 @@ int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_c
         for (int j = i; j >= 0; j = pt_train_next_in_group(m, j + 1, b->comm)) {
             pt_param *p = &m->params[j];
             p->data = t->params_memory + off;
+            p->work = pt_elem(t->work_memory, off, act);
             p->grad = t->grads_memory + off;
             off += (size_t)p->shard.numel;
         }
@@ -89,18 +96,22 @@ void pt_train_free(pt_train *t)
 {
     if (!t->arena) return;
     if (t->strategy && t->strategy->detach) t->strategy->detach(t);
+    if (t->work_memory != t->params_memory) pt_arena_free(t->arena, t->work_memory);
     pt_arena_free(t->arena, t->v_memory);
     pt_arena_free(t->arena, t->m_memory);
     pt_arena_free(t->arena, t->grads_memory);
     pt_arena_free(t->arena, t->params_memory);
     if (t->model)
-        for (int i = 0; i < t->model->nparams; i++) t->model->params[i].data = t->model->params[i].grad = NULL;
+        for (int i = 0; i < t->model->nparams; i++) {
+            t->model->params[i].data = t->model->params[i].grad = NULL;
+            t->model->params[i].work = NULL;
+        }
     memset(t, 0, sizeof *t);
 }
 
 void pt_train_zero_grad(pt_train *t)
 {
-    if (t->grads_memory) t->ops->zero(t->grads_memory, t->grads_n);
+    if (t->grads_memory) t->ops->zero(t->grads_memory, t->grads_n, PT_F32);
     if (t->zero) pt_zero_zero_inflight(t);
 }
 
@@ -119,7 +130,7 @@ int pt_train_grad_norm(pt_train *t, double *norm)
     double s = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i];
-        if (p->shard.norm_owner) s += t->ops->sumsq(p->grad, (size_t)p->shard.numel);
+        if (p->shard.norm_owner) s += t->ops->sumsq(p->grad, (size_t)p->shard.numel, PT_F32);
     }
     TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
     *norm = sqrt(s);
@@ -178,14 +189,15 @@ static int allreduce_update(pt_train *t, float lr, double *norm_out)
     if (!isfinite(norm))
         return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
     if (t->opt.grad_clip > 0 && norm > t->opt.grad_clip)
-        t->ops->scale(t->grads_memory, (float)(t->opt.grad_clip / norm), t->nfloats);
+        t->ops->scale(t->grads_memory, (float)(t->opt.grad_clip / norm), t->nfloats, PT_F32);
     t->step++;
     const pt_gpt *m = t->model;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i];
         const size_t off = (size_t)(p->data - t->params_memory); /* moments sit beside the parameter */
-        pt_adamw_update(t->ops, p->data, p->grad, t->m_memory + off, t->v_memory + off, (size_t)p->shard.numel, lr,
-                        p->decay ? t->opt.weight_decay : 0.0f, &t->opt, t->step);
+        pt_adamw_update(t->ops, p->data, p->work == (void *)p->data ? NULL : p->work, p->grad, t->m_memory + off,
+                        t->v_memory + off, (size_t)p->shard.numel, lr, p->decay ? t->opt.weight_decay : 0.0f, &t->opt,
+                        t->step);
     }
     return PT_OK;
 }
@@ -208,4 +220,10 @@ int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **d
     return PT_OK;
 }
 
-int pt_train_state_loaded(pt_train *t) { return t->zero ? pt_zero_regather(t) : PT_OK; }
+int pt_train_state_loaded(pt_train *t)
+{
+    if (t->zero) return pt_zero_regather(t);
+    if (t->work_memory != t->params_memory) /* the forward's copy of the loaded masters */
+        t->ops->convert(t->work_memory, t->ops->act, t->params_memory, PT_F32, t->nfloats);
+    return PT_OK;
+}

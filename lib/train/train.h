@@ -29,6 +29,15 @@
  * the per-stage amounts below ("ZeRO"), selected by
  * pt_train_strategy_zero(plan.zero).
  *
+ * Mixed precision (a model whose ops->act is bf16; Micikevicius et al.
+ * 2018): the four buffers stay fp32 (master weights, gradients, AdamW
+ * moments), and a fifth, work_memory, holds the bf16 copy of the
+ * parameters that the forward reads (pt_param.work, 2 bytes per local
+ * parameter: 18 in all).  AdamW writes it in the same pass as the master
+ * (ops->adamw's work argument); a checkpoint load refreshes it
+ * (pt_train_state_loaded).  Gradients are summed in fp32.  Under fp32,
+ * work_memory is params_memory.
+ *
  * Structs follow llm.c's train_gpt2.c (a shape on every field).
  */
 #ifndef PTRAIN_TRAIN_H
@@ -72,12 +81,14 @@ extern const pt_train_strategy pt_train_allreduce;
 
 typedef struct pt_train {
     pt_gpt *model;                 /* the model trained (not owned) */
-    const pt_ops_f32 *ops;         /* its backend's ops */
+    const pt_ops *ops;             /* its backend's ops (the model's table) */
     pt_arena *arena;               /* the flat buffers' arena (the model's) */
     pt_adamw_cfg opt;              /* betas, eps, weight decay, clip */
     const pt_train_strategy *strategy;
     size_t nfloats;                /* local parameter floats (sum of shard numel) */
-    float *params_memory;          /* [nfloats] every shard, bucket by bucket */
+    float *params_memory;          /* [nfloats] every shard, bucket by bucket: the fp32 master */
+    void *work_memory;             /* the ACT copy the forward reads, same layout ([nfloats] ops->act
+                                    * elements; ZeRO: see zero.c); params_memory under fp32 */
     float *grads_memory;           /* [nfloats] gradients, same layout */
     float *m_memory;               /* [nfloats] AdamW first moment */
     float *v_memory;               /* [nfloats] AdamW second moment */
@@ -90,8 +101,8 @@ typedef struct pt_train {
 
 /* Build the registry of model m (created by pt_gpt_create, parameters not
  * yet bound): allocate the four flat buffers from m's arena (16 bytes per
- * local parameter), group them into buckets, bind and initialise the
- * parameters.  opt: AdamW settings (copied); strategy NULL = allreduce.
+ * local parameter; a bf16 model also the work copy, 2 more), group them
+ * into buckets, bind and initialise the parameters.  opt: AdamW settings (copied); strategy NULL = allreduce.
  * Errors: PT_ENOMEM, PT_EINVAL (more sync groups than buckets). */
 int pt_train_create(pt_train *t, pt_gpt *m, const pt_adamw_cfg *opt, const pt_train_strategy *strategy);
 /* As pt_train_create, but the training state (parameters, gradients,
@@ -172,6 +183,14 @@ int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, fl
  *     unit is allgathered just before its piece's forward and backward and
  *     freed after; its gradient is reduce-scattered after its backward.
  *     State: 16 Psi / N (+ the units in use).
+ * Mixed precision (bf16 work copy, section 3.1's fp16 parameters with fp32
+ * optimizer states, K = 12 for master + m + v): the fp32 master is part of
+ * the optimizer state and only the own slices are kept from stage 1 on;
+ * the bf16 work copy is what stages 1 and 2 keep whole and regather (in
+ * bf16, half the bytes) and stage 3 shards and gathers per piece; the
+ * gradients stay fp32 (reduce-scattered in fp32).
+ *     State: stage 0 18 Psi; 1: 6 Psi + 12 Psi / N; 2: 2 Psi + 16 Psi / N;
+ *     3: 18 Psi / N.
  * Tied weight (pp > 1: wte on the first and last stage): its gradient is
  * first summed over pt_param.tied, then reduce-scattered; under stages 2
  * and 3 that happens in pt_train_sync (the first and last stage reach the
@@ -201,23 +220,30 @@ int pt_train_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const flo
  * call pt_train_state_loaded.  PT_EINVAL for i outside [0, nparams). */
 int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v);
 /* After the owned parameters were overwritten on every rank (a checkpoint
- * load): make the replicated copies current again.  ZeRO 1 and 2: one
- * allgather per unit over its group ((N-1)/N * 4 npad bytes received per
- * rank); allreduce and ZeRO 3: nothing.  Collective over every rank of
- * the model.  Errors: PT_ENOMEM, pt_comm's. */
+ * load): make the replicated copies and the work copy current again.
+ * ZeRO 1 and 2: one allgather per unit over its group ((N-1)/N * e npad
+ * bytes received per rank, e the work copy's element size); allreduce and
+ * ZeRO 3: no communication (a bf16 work copy is converted from the owned
+ * masters).  Collective over every rank of the model.  Errors: PT_ENOMEM,
+ * pt_comm's. */
 int pt_train_state_loaded(pt_train *t);
 
-/* Model-state bytes per rank of ZeRO stage 0..3 for psi local parameter
- * floats sharded over N ranks, fp32 everywhere (params 4 psi, gradients
- * 4 psi, AdamW m + v 8 psi): 16 psi; 8 psi + 8 psi/N; 4 psi + 12 psi/N;
- * 16 psi/N (Rajbhandari et al. 2020, section 5 and Figure 1, with K = 8
- * and 4-byte parameters and gradients).  0 for a bad stage or N < 1. */
-double pt_zero_state_bytes(int stage, double psi, int N);
+/* Model-state bytes per rank of ZeRO stage 0..3 for psi local parameters
+ * sharded over N ranks.  act_bytes 4 (fp32 everywhere: params 4 psi,
+ * gradients 4 psi, AdamW m + v 8 psi): 16 psi; 8 psi + 8 psi/N; 4 psi +
+ * 12 psi/N; 16 psi/N (Rajbhandari et al. 2020, section 5 and Figure 1,
+ * with K = 8 and 4-byte parameters and gradients).  act_bytes 2 (bf16 work
+ * copy, fp32 gradients, master + m + v K = 12): 18 psi; 6 psi + 12 psi/N;
+ * 2 psi + 16 psi/N; 18 psi/N.  0 for a bad stage, N < 1 or act_bytes
+ * other than 2 or 4. */
+double pt_zero_state_bytes(int stage, double psi, int N, int act_bytes);
 /* Bytes this rank sends per step for the gradient/parameter traffic of n
- * floats over N ranks (ring model of lib/comm): stages 0-2 2(N-1)/N 4n
- * (allreduce, or reduce-scatter + allgather), stage 3 3(N-1)/N 4n (two
- * allgathers and one reduce-scatter: the paper's 3 Psi vs 2 Psi, section
- * 7.2).  0 for a bad stage. */
-double pt_zero_comm_bytes(int stage, double n, int N);
+ * parameters over N ranks (ring model of lib/comm), act_bytes the work
+ * copy's element size (4 fp32, 2 bf16): stage 0 2(N-1)/N 4n (the fp32
+ * allreduce); stages 1-2 (N-1)/N (4 + act_bytes) n (fp32 reduce-scatter,
+ * allgather of the work copy); stage 3 (N-1)/N (4 + 2 act_bytes) n (two
+ * allgathers and one reduce-scatter: at fp32 the paper's 3 Psi vs 2 Psi,
+ * section 7.2).  0 for a bad stage, N < 1 or act_bytes other than 2 or 4. */
+double pt_zero_comm_bytes(int stage, double n, int N, int act_bytes);
 
 #endif

@@ -25,13 +25,15 @@ typedef struct pt_zero_unit {
     int p0, np;      /* its parameters: z->order[p0 .. p0+np) */
     int lo, hi;      /* first and last piece using it, in forward order */
     pt_comm *tied;   /* non-NULL: the gradient is also summed over this group (pp's tied wte) */
-    float *full;     /* stage 3: gathered parameters [npad] while refs > 0 */
+    void *full;      /* stage 3: gathered work copy [npad] (ACT) while refs > 0 */
     float *gfull;    /* stage 2/3: the full gradient [npad] while the backward produces it */
     int refs;        /* stage 3: uses in progress of full */
 } pt_zero_unit;
 
 struct pt_zero {
     int stage;
+    int mixed;       /* the work copy is not the master (bf16): the master keeps only own slices */
+    pt_dtype act;    /* the work copy's element type */
     int nunits;
     pt_zero_unit *units;
     int *order;      /* [nparams] parameter indices in layout order */
@@ -41,8 +43,9 @@ struct pt_zero {
     size_t npad;     /* floats of the padded full layout */
     size_t nown;     /* floats of the own-slice layout */
     size_t smax;     /* largest own slice (scratch size) */
-    float *absent;   /* [16] NaN: where data/grad of a piece not gathered point
-                        (pt_gpt_bind_views refuses NULL); a read gives NaN */
+    float *absent;   /* [16] NaN: where data/grad/work of a piece not gathered point
+                        (pt_gpt_bind_views refuses NULL); a read gives NaN (as fp32,
+                        and as bf16 under mixed precision) */
 };
 
 static int piece_of(const pt_param *p, int L)
@@ -61,14 +64,19 @@ static pt_comm *tied_of(const pt_param *p)
 /* own slice of unit u in the full layout's coordinates: [u->off + r s, +s) */
 static size_t own_lo(const pt_zero_unit *u) { return u->off + (size_t)u->comm->rank * u->s; }
 
-/* own gradient / parameter slices of unit u ([s] floats each) */
+/* own gradient / master parameter slices of unit u ([s] floats each) */
 static float *own_grad(pt_train *t, const pt_zero_unit *u)
 {
     return t->zero->stage == 1 ? t->grads_memory + own_lo(u) : t->grads_memory + u->own;
 }
 static float *own_param(pt_train *t, const pt_zero_unit *u)
 {
-    return t->zero->stage == 3 ? t->params_memory + u->own : t->params_memory + own_lo(u);
+    return t->zero->stage == 3 || t->zero->mixed ? t->params_memory + u->own : t->params_memory + own_lo(u);
+}
+/* own slice of the work copy ([s] ACT elements; own_param under fp32) */
+static void *own_work(pt_train *t, const pt_zero_unit *u)
+{
+    return pt_elem(t->work_memory, t->zero->stage == 3 ? u->own : own_lo(u), t->zero->act);
 }
 
 /* parameter i's elements inside the own slice of its unit: [a, b) in the
@@ -99,6 +107,8 @@ static void zero_detach(pt_train *t)
         t->model->param_hook_arg = NULL;
     }
     pt_arena_free(t->arena, z->absent);
+    if (t->work_memory != t->params_memory) pt_arena_free(t->arena, t->work_memory);
+    t->work_memory = NULL;
     free(z->units);
     free(z->order);
     free(z->unit_of);
@@ -108,14 +118,23 @@ static void zero_detach(pt_train *t)
     t->zero = NULL;
 }
 
-static void set_param_ptrs(pt_train *t, const pt_zero_unit *u, float *data, float *grad, int which)
+/* Point unit u's parameters at full-layout buffers (offsets from u->off):
+ * which & 1 the work copy `work` (ACT; under fp32 also data, the same
+ * memory), which & 2 the gradient, which & 4 the master `data`; NULL
+ * points at the absent marker. */
+static void set_param_ptrs(pt_train *t, const pt_zero_unit *u, void *work, float *grad, float *data, int which)
 {
     struct pt_zero *z = t->zero;
     for (int j = u->p0; j < u->p0 + u->np; j++) {
         int i = z->order[j];
         pt_param *p = &t->model->params[i];
-        if (which & 1) p->data = data ? data + (z->poff[i] - u->off) : z->absent;
-        if (which & 2) p->grad = grad ? grad + (z->poff[i] - u->off) : z->absent;
+        const size_t k = z->poff[i] - u->off;
+        if (which & 1) {
+            p->work = work ? pt_elem(work, k, z->act) : (void *)z->absent;
+            if (!z->mixed) p->data = p->work;
+        }
+        if (which & 2) p->grad = grad ? grad + k : z->absent;
+        if (which & 4) p->data = data ? data + k : z->absent;
     }
 }
 
@@ -129,6 +148,8 @@ static int zero_attach(pt_train *t)
     if (!z) return pt_fail(PT_ENOMEM, "out of memory for the ZeRO registry");
     t->zero = z;
     z->stage = t->strategy->zero_stage;
+    z->act = t->ops->act;
+    z->mixed = z->act != PT_F32;
     z->units = calloc((size_t)np + 1, sizeof *z->units);
     z->order = calloc((size_t)np + 1, sizeof *z->order);
     z->unit_of = calloc((size_t)np + 1, sizeof *z->unit_of);
@@ -200,41 +221,64 @@ static int zero_attach(pt_train *t)
     z->nown = own;
 
     /* state: stage 1 full params + full grads, stage 2 full params, stage 3
-     * own slices only; m and v always own slices */
-    const size_t nparam = z->stage == 3 ? own : off, ngrad = z->stage == 1 ? off : own;
+     * own slices only; m and v always own slices.  Mixed precision: the
+     * fp32 master only in own slices, the work copy where fp32 keeps the
+     * params (full in stages 1 and 2, own slices in stage 3) */
+    const size_t nwork = z->stage == 3 ? own : off, nparam = z->mixed ? own : nwork;
+    const size_t ngrad = z->stage == 1 ? off : own;
     t->params_memory = pt_arena_alloc(t->arena, (nparam ? nparam : 1) * sizeof(float));
     t->grads_memory = pt_arena_alloc(t->arena, (ngrad ? ngrad : 1) * sizeof(float));
     t->m_memory = pt_arena_alloc(t->arena, (own ? own : 1) * sizeof(float));
     t->v_memory = pt_arena_alloc(t->arena, (own ? own : 1) * sizeof(float));
+    t->work_memory = z->mixed ? pt_arena_alloc(t->arena, (nwork ? nwork : 1) * pt_dtype_size(z->act)) : t->params_memory;
     t->grads_n = ngrad;
-    if (!t->params_memory || !t->grads_memory || !t->m_memory || !t->v_memory)
-        return pt_fail(PT_ENOMEM, "out of memory for ZeRO-%d state (%zu + %zu + 2 x %zu floats)", z->stage, nparam,
-                       ngrad, own);
+    if (!t->params_memory || !t->grads_memory || !t->m_memory || !t->v_memory || !t->work_memory)
+        return pt_fail(PT_ENOMEM, "out of memory for ZeRO-%d state (%zu + %zu + 2 x %zu floats, %zu %s)", z->stage,
+                       nparam, ngrad, own, z->mixed ? nwork : 0, pt_dtype_name(z->act));
     /* initial values: through full-size buffers (temporary where the stage
-     * keeps only slices), the model writes every parameter */
-    float *pfull = z->stage == 3 ? pt_arena_alloc(t->arena, (off ? off : 1) * sizeof(float)) : t->params_memory;
+     * keeps only slices), the model writes every parameter: the master
+     * (pfull), the work copy (wfull; pfull under fp32) and the gradient */
+    const int sliced = z->stage == 3 || z->mixed;
+    float *pfull = sliced ? pt_arena_alloc(t->arena, (off ? off : 1) * sizeof(float)) : t->params_memory;
+    void *wfull = !z->mixed ? pfull
+                  : z->stage == 3 ? pt_arena_alloc(t->arena, (off ? off : 1) * pt_dtype_size(z->act)) : t->work_memory;
     float *gfull = z->stage == 1 ? t->grads_memory : pt_arena_alloc(t->arena, (off ? off : 1) * sizeof(float));
-    if (!pfull || !gfull) {
-        if (pfull != t->params_memory) pt_arena_free(t->arena, pfull);
+    if (!pfull || !wfull || !gfull) {
+        if (pfull && pfull != t->params_memory) pt_arena_free(t->arena, pfull);
+        if (wfull && wfull != (void *)pfull && wfull != t->work_memory) pt_arena_free(t->arena, wfull);
         if (gfull != t->grads_memory) pt_arena_free(t->arena, gfull);
         return pt_fail(PT_ENOMEM, "out of memory for ZeRO-%d initial values (%zu floats)", z->stage, off);
     }
-    for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], pfull + z->units[k].off, gfull + z->units[k].off, 3);
+    for (int k = 0; k < z->nunits; k++) {
+        const pt_zero_unit *u = &z->units[k];
+        set_param_ptrs(t, u, pt_elem(wfull, u->off, z->act), gfull + u->off, pfull + u->off, 7);
+    }
     rc = pt_gpt_bind_params(m);
-    if (!rc && z->stage == 3)
+    if (!rc && sliced)
         for (int k = 0; k < z->nunits; k++) {
             const pt_zero_unit *u = &z->units[k];
-            t->ops->copy(t->params_memory + u->own, pfull + own_lo(u), u->s);
+            t->ops->copy(t->params_memory + u->own, pfull + own_lo(u), u->s, PT_F32);
+            if (z->mixed && z->stage == 3) /* the work copy's own slice too */
+                t->ops->copy(own_work(t, u), pt_elem(wfull, own_lo(u), z->act), u->s, z->act);
         }
+    if (wfull != (void *)pfull && wfull != t->work_memory) pt_arena_free(t->arena, wfull);
     if (pfull != t->params_memory) pt_arena_free(t->arena, pfull);
     if (gfull != t->grads_memory) pt_arena_free(t->arena, gfull);
     if (rc) return rc;
-    if (z->stage >= 2) {
+    if (z->stage >= 2 || z->mixed) {
         z->absent = pt_arena_alloc(t->arena, 16 * sizeof(float));
         if (!z->absent) return pt_fail(PT_ENOMEM, "out of memory for ZeRO's absent-piece marker");
-        t->ops->fill(z->absent, NAN, 16);
+        /* NaN as fp32 and, for a bf16 work copy, as each bf16 half */
+        t->ops->fill(z->absent, NAN, z->mixed ? 32 : 16, z->mixed ? z->act : PT_F32);
+    }
+    if (z->mixed) /* the master is the registry's (own slices) from here */
+        for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], NULL, NULL, NULL, 4);
+    if (z->stage < 3) /* the work copy stays whole */
+        for (int k = 0; k < z->nunits; k++)
+            set_param_ptrs(t, &z->units[k], pt_elem(t->work_memory, z->units[k].off, z->act), NULL, NULL, 1);
+    if (z->stage >= 2) {
         /* parameters (stage 3) and gradients exist only while the hook holds them */
-        for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], NULL, NULL, z->stage == 3 ? 3 : 2);
+        for (int k = 0; k < z->nunits; k++) set_param_ptrs(t, &z->units[k], NULL, NULL, NULL, z->stage == 3 ? 3 : 2);
         m->param_hook = zero_hook;
         m->param_hook_arg = t;
         rc = pt_gpt_bind_views(m);
@@ -254,22 +298,25 @@ static int reduce_unit(pt_train *t, pt_zero_unit *u)
     float *scratch = pt_arena_alloc(t->arena, u->s * sizeof(float));
     if (!scratch) return pt_fail(PT_ENOMEM, "out of memory for a ZeRO reduce-scatter slice of %zu floats", u->s);
     int rc = pt_reduce_scatter_sum(u->comm, u->gfull, scratch, u->npad);
-    if (!rc) t->ops->axpy(own_grad(t, u), 1.0f, scratch, u->s);
+    if (!rc) t->ops->axpy(own_grad(t, u), 1.0, scratch, u->s, PT_F32);
     pt_arena_free(t->arena, scratch);
     pt_arena_free(t->arena, u->gfull);
     u->gfull = NULL;
-    set_param_ptrs(t, u, NULL, NULL, 2);
+    set_param_ptrs(t, u, NULL, NULL, NULL, 2);
     return rc;
 }
 
-/* Stage 3: gather unit u's parameters (first use) / free them (last). */
+/* Stage 3: gather unit u's work copy (first use) / free it (last). */
 static int acquire(pt_train *t, pt_zero_unit *u)
 {
+    const pt_dtype at = t->zero->act;
     if (u->refs++ > 0) return PT_OK;
-    u->full = pt_arena_alloc(t->arena, u->npad * sizeof(float));
-    if (!u->full) return pt_fail(PT_ENOMEM, "out of memory for ZeRO-3 gathered parameters (%zu floats)", u->npad);
-    TRY(pt_allgather(u->comm, t->params_memory + u->own, u->full, u->npad));
-    set_param_ptrs(t, u, u->full, NULL, 1);
+    u->full = pt_arena_alloc(t->arena, u->npad * pt_dtype_size(at));
+    if (!u->full)
+        return pt_fail(PT_ENOMEM, "out of memory for ZeRO-3 gathered parameters (%zu %s elements)", u->npad,
+                       pt_dtype_name(at));
+    TRY(pt_allgather_t(u->comm, own_work(t, u), u->full, u->npad, at));
+    set_param_ptrs(t, u, u->full, NULL, NULL, 1);
     return PT_OK;
 }
 
@@ -280,7 +327,7 @@ static int release(pt_train *t, pt_zero_unit *u)
     if (--u->refs > 0) return PT_OK;
     pt_arena_free(t->arena, u->full);
     u->full = NULL;
-    set_param_ptrs(t, u, NULL, NULL, 1);
+    set_param_ptrs(t, u, NULL, NULL, NULL, 1);
     return PT_OK;
 }
 
@@ -314,7 +361,7 @@ static int zero_hook(void *arg, pt_gpt *m, int piece, int phase)
                 u->gfull = pt_arena_alloc(t->arena, u->npad * sizeof(float)); /* zeroed */
                 if (!u->gfull)
                     return pt_fail(PT_ENOMEM, "out of memory for a ZeRO gradient of %zu floats (piece %d)", u->npad, piece);
-                set_param_ptrs(t, u, NULL, u->gfull, 2);
+                set_param_ptrs(t, u, NULL, u->gfull, NULL, 2);
             }
             changed = 1;
             break;
@@ -338,7 +385,7 @@ void pt_zero_zero_inflight(pt_train *t)
 {
     struct pt_zero *z = t->zero;
     for (int k = 0; k < z->nunits; k++)
-        if (z->units[k].gfull) t->ops->zero(z->units[k].gfull, z->units[k].npad);
+        if (z->units[k].gfull) t->ops->zero(z->units[k].gfull, z->units[k].npad, PT_F32);
 }
 
 static int zero_sync(pt_train *t)
@@ -358,7 +405,7 @@ static int zero_sync(pt_train *t)
         float *g = t->grads_memory + u->off;
         if (u->tied) rc = pt_allreduce_sum(u->tied, g, u->npad);
         if (!rc) rc = pt_reduce_scatter_sum(u->comm, g, scratch, u->npad);
-        if (!rc) t->ops->copy(own_grad(t, u), scratch, u->s);
+        if (!rc) t->ops->copy(own_grad(t, u), scratch, u->s, PT_F32);
     }
     pt_arena_free(t->arena, scratch);
     return rc;
@@ -375,7 +422,7 @@ int pt_zero_grad_norm(pt_train *t, double *norm)
         int64_t a, b;
         if (!z->counted[i] || own_range(z, t, i, &a, &b) == 0) continue;
         const pt_zero_unit *u = &z->units[z->unit_of[i]];
-        s += t->ops->sumsq(own_grad(t, u) + (z->poff[i] + (size_t)a - own_lo(u)), (size_t)(b - a));
+        s += t->ops->sumsq(own_grad(t, u) + (z->poff[i] + (size_t)a - own_lo(u)), (size_t)(b - a), PT_F32);
     }
     TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
     *norm = sqrt(s);
@@ -393,31 +440,51 @@ static int zero_update(pt_train *t, float lr, double *norm_out)
         return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
     if (t->opt.grad_clip > 0 && norm > t->opt.grad_clip)
         for (int k = 0; k < z->nunits; k++)
-            t->ops->scale(own_grad(t, &z->units[k]), (float)(t->opt.grad_clip / norm), z->units[k].s);
+            t->ops->scale(own_grad(t, &z->units[k]), (float)(t->opt.grad_clip / norm), z->units[k].s, PT_F32);
     t->step++;
     for (int i = 0; i < m->nparams; i++) {
         int64_t a, b;
         if (own_range(z, t, i, &a, &b) == 0) continue;
         const pt_zero_unit *u = &z->units[z->unit_of[i]];
         const size_t x = z->poff[i] + (size_t)a - own_lo(u); /* index in the own slice */
-        pt_adamw_update(t->ops, own_param(t, u) + x, own_grad(t, u) + x, t->m_memory + u->own + x,
-                        t->v_memory + u->own + x, (size_t)(b - a), lr, m->params[i].decay ? t->opt.weight_decay : 0.0f,
-                        &t->opt, t->step);
+        pt_adamw_update(t->ops, own_param(t, u) + x, z->mixed ? pt_elem(own_work(t, u), x, z->act) : NULL,
+                        own_grad(t, u) + x, t->m_memory + u->own + x, t->v_memory + u->own + x, (size_t)(b - a), lr,
+                        m->params[i].decay ? t->opt.weight_decay : 0.0f, &t->opt, t->step);
     }
     return pt_zero_regather(t);
+}
+
+/* The work copy's own slices from the owned masters (mixed precision;
+ * after a checkpoint load wrote the masters), for padding too (zeros). */
+static void work_from_master(pt_train *t)
+{
+    struct pt_zero *z = t->zero;
+    for (int k = 0; k < z->nunits; k++) {
+        pt_zero_unit *u = &z->units[k];
+        t->ops->convert(own_work(t, u), z->act, own_param(t, u), PT_F32, u->s);
+    }
 }
 
 int pt_zero_regather(pt_train *t)
 {
     struct pt_zero *z = t->zero;
-    if (z->stage == 3) return PT_OK; /* gathered piece by piece at the next forward */
-    float *scratch = pt_arena_alloc(t->arena, (z->smax ? z->smax : 1) * sizeof(float));
-    if (!scratch) return pt_fail(PT_ENOMEM, "out of memory for a ZeRO allgather slice of %zu floats", z->smax);
+    const pt_dtype at = z->act;
+    if (z->stage == 3) { /* gathered piece by piece at the next forward */
+        if (z->mixed) work_from_master(t);
+        return PT_OK;
+    }
+    /* stages 1 and 2: the own slices (of the work copy) allgathered into
+     * the whole copy; under fp32 the work copy is the master */
+    void *scratch = pt_arena_alloc(t->arena, (z->smax ? z->smax : 1) * pt_dtype_size(at));
+    if (!scratch)
+        return pt_fail(PT_ENOMEM, "out of memory for a ZeRO allgather slice of %zu %s elements", z->smax,
+                       pt_dtype_name(at));
     int rc = PT_OK;
     for (int k = 0; k < z->nunits && !rc; k++) {
         const pt_zero_unit *u = &z->units[k];
-        t->ops->copy(scratch, own_param(t, u), u->s);
-        rc = pt_allgather(u->comm, scratch, t->params_memory + u->off, u->npad);
+        if (z->mixed) t->ops->convert(scratch, at, own_param(t, u), PT_F32, u->s);
+        else t->ops->copy(scratch, own_param(t, u), u->s, at);
+        rc = pt_allgather_t(u->comm, scratch, pt_elem(t->work_memory, u->off, at), u->npad, at);
     }
     pt_arena_free(t->arena, scratch);
     return rc;
@@ -469,9 +536,17 @@ const pt_train_strategy *pt_train_strategy_zero(int stage)
     return &zero_strategies[stage - 1];
 }
 
-double pt_zero_state_bytes(int stage, double psi, int N)
+double pt_zero_state_bytes(int stage, double psi, int N, int act_bytes)
 {
-    if (N < 1) return 0;
+    if (N < 1 || (act_bytes != 2 && act_bytes != 4)) return 0;
+    if (act_bytes == 2)
+        switch (stage) {
+        case 0: return 18 * psi;
+        case 1: return 6 * psi + 12 * psi / N;
+        case 2: return 2 * psi + 16 * psi / N;
+        case 3: return 18 * psi / N;
+        default: return 0;
+        }
     switch (stage) {
     case 0: return 16 * psi;
     case 1: return 8 * psi + 8 * psi / N;
@@ -481,8 +556,9 @@ double pt_zero_state_bytes(int stage, double psi, int N)
     }
 }
 
-double pt_zero_comm_bytes(int stage, double n, int N)
+double pt_zero_comm_bytes(int stage, double n, int N, int act_bytes)
 {
-    if (N < 1 || stage < 0 || stage > 3) return 0;
-    return (stage == 3 ? 3.0 : 2.0) * (N - 1) / N * 4 * n;
+    if (N < 1 || stage < 0 || stage > 3 || (act_bytes != 2 && act_bytes != 4)) return 0;
+    if (stage == 0) return 2.0 * (N - 1) / N * 4 * n;
+    return (double)(N - 1) / N * (4.0 + (stage == 3 ? 2.0 : 1.0) * act_bytes) * n;
 }

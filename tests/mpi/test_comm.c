@@ -7,7 +7,8 @@
  * max, copies and gathers exactly), and every call's counters with comm.h's
  * ring formulas to the byte: one logical call however many MPI calls it
  * took.  Chunk sizes are primes of floats so the pieces never line up with
- * the ranks' blocks. */
+ * the ranks' blocks.  The _t variants on bf16 elements the same way (sums
+ * within bf16's pairwise roundings, counters at 2 bytes an element). */
 #include "comm/comm.h"
 #include "core/core.h"
 #include "mpi_tap.h"
@@ -150,6 +151,91 @@ static void run(pt_comm *w, size_t chunk_floats, size_t nb, int t0)
     w->chunk_bytes = 0;
 }
 
+/* The _t collectives on bf16 (the tensor-parallel and pipeline traffic of
+ * bf16 activations): sums within the roundings of the pairwise bf16 sums
+ * (each <= 2^-8 of the magnitudes it adds, p - 1 of them) of the double sum
+ * of the same bf16 inputs, gathers and copies exact, counters at 2 bytes
+ * per element to the byte; chunk_elems (0: default) bf16 elements per MPI
+ * call of a chunked collective. */
+static void run_bf16(pt_comm *w, size_t chunk_elems, size_t nb, int t0)
+{
+    const int p = w->size, me = w->rank;
+    const size_t n = nb * (size_t)p;
+    char tag[96];
+    snprintf(tag, sizeof tag, "bf16 n=%zu, chunk %s", n, chunk_elems ? "" : "default");
+    if (chunk_elems) snprintf(tag + strlen(tag), sizeof tag - strlen(tag), "%zu elements", chunk_elems);
+    w->chunk_bytes = 2 * chunk_elems;
+    pt_bf16 *a = calloc(n, 2), *o = calloc(n, 2);
+    if (!a || !o) MPI_Abort(MPI_COMM_WORLD, 1);
+    /* input element i of rank r: value() rounded to bf16 */
+#define BV(t, r, i) pt_bf16_to_f32(pt_f32_to_bf16(value(t, r, i)))
+    for (size_t i = 0; i < n; i++) a[i] = pt_f32_to_bf16(value(t0, me, i));
+    pt_comm_reset_stats(w);
+    int rc = pt_allreduce_sum_t(w, a, n, PT_BF16);
+    int ok = !rc && counted_once(w, PT_COLL_ALLREDUCE, 2 * n, ring(2 * n, p, 2));
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double exact = 0, mag = 0;
+        for (int r = 0; r < p; r++) exact += BV(t0, r, i), mag += fabs(BV(t0, r, i));
+        const double e = fabs(pt_bf16_to_f32(a[i]) - exact) / (p * 0x1p-8 * mag + 1e-30);
+        if (!(e <= worst)) worst = e;
+    }
+    report(ok && worst <= 1, "allreduce sum, %s: within the pairwise bf16 roundings (%.2f of the bound), counted "
+           "2 bytes an element", tag, worst);
+
+    for (size_t i = 0; i < n; i++) a[i] = pt_f32_to_bf16(value(t0 + 1, me, i));
+    pt_comm_reset_stats(w);
+    rc = pt_reduce_scatter_sum_t(w, a, o, n, PT_BF16);
+    ok = !rc && counted_once(w, PT_COLL_REDUCE_SCATTER, 2 * n, ring(2 * n, p, 1));
+    worst = 0;
+    for (size_t i = 0; i < nb; i++) {
+        const size_t g = (size_t)me * nb + i;
+        double exact = 0, mag = 0;
+        for (int r = 0; r < p; r++) exact += BV(t0 + 1, r, g), mag += fabs(BV(t0 + 1, r, g));
+        const double e = fabs(pt_bf16_to_f32(o[i]) - exact) / (p * 0x1p-8 * mag + 1e-30);
+        if (!(e <= worst)) worst = e;
+    }
+    report(ok && worst <= 1, "reduce_scatter sum, %s: block %d within the bf16 roundings (%.2f of the bound), counted",
+           tag, me, worst);
+
+    for (size_t i = 0; i < n; i++) a[i] = pt_f32_to_bf16(value(t0 + 2, me, i));
+    pt_comm_reset_stats(w);
+    rc = pt_reduce_sum_t(w, a, n, 0, PT_BF16);
+    ok = !rc && counted_once(w, PT_COLL_REDUCE, 2 * n, ring(2 * n, p, 1));
+    worst = 0;
+    for (size_t i = 0; i < n && me == 0; i++) {
+        double exact = 0, mag = 0;
+        for (int r = 0; r < p; r++) exact += BV(t0 + 2, r, i), mag += fabs(BV(t0 + 2, r, i));
+        const double e = fabs(pt_bf16_to_f32(a[i]) - exact) / (p * 0x1p-8 * mag + 1e-30);
+        if (!(e <= worst)) worst = e;
+    }
+    report(ok && max_world(worst) <= 1, "reduce sum to rank 0, %s: within the bf16 roundings, counted", tag);
+
+    for (size_t i = 0; i < nb; i++) a[i] = pt_f32_to_bf16(value(t0 + 3, me, i));
+    pt_comm_reset_stats(w);
+    rc = pt_allgather_t(w, a, o, n, PT_BF16);
+    ok = !rc && counted_once(w, PT_COLL_ALLGATHER, 2 * n, ring(2 * n, p, 1));
+    for (size_t i = 0; i < n && ok; i++) ok = o[i] == pt_f32_to_bf16(value(t0 + 3, (int)(i / nb), i % nb));
+    report(ok, "allgather, %s: exact, counted", tag);
+
+    for (size_t i = 0; i < n; i++) a[i] = pt_f32_to_bf16(value(t0 + 4, me, i));
+    pt_comm_reset_stats(w);
+    rc = pt_broadcast_t(w, a, n, p - 1, PT_BF16);
+    ok = !rc && counted_once(w, PT_COLL_BROADCAST, 2 * n, ring(2 * n, p, 1));
+    for (size_t i = 0; i < n && ok; i++) ok = a[i] == pt_f32_to_bf16(value(t0 + 4, p - 1, i));
+    report(ok, "broadcast from the last rank, %s: exact, counted", tag);
+
+    for (size_t i = 0; i < n; i++) a[i] = pt_f32_to_bf16(value(t0 + 5, me, i));
+    pt_comm_reset_stats(w);
+    rc = pt_sendrecv_t(w, a, (me + 1) % p, o, (me + p - 1) % p, n, 9, PT_BF16);
+    ok = !rc && w->stats.sent_bytes[PT_COLL_SEND] == 2 * n && w->stats.payload_bytes[PT_COLL_RECV] == 2 * n;
+    for (size_t i = 0; i < n && ok; i++) ok = o[i] == pt_f32_to_bf16(value(t0 + 5, (me + p - 1) % p, i));
+    report(ok, "sendrecv around the ring, %s: exact, 2 bytes an element each way", tag);
+#undef BV
+    free(a), free(o);
+    w->chunk_bytes = 0;
+}
+
 int main(int argc, char **argv)
 {
     tap_init(&argc, &argv);
@@ -164,6 +250,16 @@ int main(int argc, char **argv)
     run(&w, 997, 2503, 20);    /* chunked: pieces cross the blocks */
     run(&w, 1, 5, 30);         /* one float a call (reduce-scatter: 1 per rank) */
     run(&w, 4099, 4099, 40);   /* exactly one chunk per block */
+
+    run_bf16(&w, 0, 2001, 50);
+    run_bf16(&w, 997, 2503, 60); /* chunked: pieces cross the blocks */
+    run_bf16(&w, 1, 5, 70);
+    {
+        double x = 1.5;
+        int rc = pt_allreduce_sum_t(&w, &x, 1, (pt_dtype)7);
+        report(rc == PT_EINVAL && strstr(pt_errmsg(), "element type 7"), "an unknown element type is refused: %s",
+               pt_errmsg());
+    }
 
     /* a count that is not a multiple of the group is refused, with a message */
     if (w.size > 1) {

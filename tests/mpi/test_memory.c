@@ -13,12 +13,14 @@
  *   sequence parallelism: with one sequence per data-parallel group, the
  *   longest sequence length whose step fits the per-rank memory that sp=1
  *   needs at T0 grows with the sp size (sp = 1, 2, 4; dp = 4/sp).
- * usage: test_memory LINEAR    (under mpirun -np 2)
- *   the step's peak at T, 2T and 4T (dp=2, tp=2, sp=2): equal to the cost
- *   model's (lib/plan/cost.c) at each, growing linearly in T (flash
+ * usage: test_memory LINEAR [PRECISION]   (under mpirun -np 2)
+ *   the step's peak at T, 2T and 4T (dp=2, tp=2, sp=2) in fp32 or bf16:
+ *   equal to the cost model's (lib/plan/cost.c) at each, growing linearly
+ *   in T (flash
  *   attention keeps no [T, T] probabilities: the second difference of the
  *   peaks is 0) and by less per local row than [N, V/tp] logits alone
- *   would take (the fused classifier keeps no logits).
+ *   would take (the fused classifier keeps no logits).  bf16 also: the
+ *   activations (the peak's growth in T) below 80% of fp32's.
  * The model is chosen so that activations, not the vocabulary, dominate
  * (small V): the regime the paper measures.
  * Output: TAP lines without numbers (the driver script numbers them).
@@ -133,7 +135,7 @@ static void sequence(int P, unsigned long seed)
 
 /* Peaks at T0, 2 T0, 4 T0 for three plans at P = 2 ranks.  The model's
  * seq_len is T itself (the position embedding grows linearly with it too). */
-static void linear(int P, unsigned long seed)
+static void linear(int P, unsigned long seed, int precision)
 {
     const int T0 = 64, B = 2;
     pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 32, .seq_len = T0, .vocab = 8192};
@@ -146,25 +148,42 @@ static void linear(int P, unsigned long seed)
         pt_plan_default(&p);
         p.dp = l->dp, p.tp = l->tp, p.sp = l->sp;
         if (l->tp > 1) p.mode = PT_MODE_1D;
-        size_t peak[3];
+        p.precision = precision;
+        const double ea = precision == PT_PREC_BF16 ? 2 : 4;
+        size_t peak[3], peak32[3] = {0, 0, 0};
         double pred[3], worst = 0;
         for (int i = 0; i < 3; i++) {
             cfg.seq_len = T0 << i;
             peak[i] = step_peak(&cfg, &p, B, cfg.seq_len, seed);
+            if (precision != PT_PREC_FP32) {
+                pt_plan p32 = p;
+                p32.precision = PT_PREC_FP32;
+                peak32[i] = step_peak(&cfg, &p32, B, cfg.seq_len, seed);
+            }
             const pt_model_shape ms = {cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab};
             pt_cost c;
             /* pt_train_step runs without the pipeline executor's two boundary
              * buffers [B*T/sp, C] that ptrain-run's step holds and the cost
              * model counts */
             pred[i] = pt_cost_eval(&ms, B * l->dp, &p, NULL, NULL, &c, NULL) == 0
-                          ? c.mem_peak - 2.0 * 4 * B * (cfg.seq_len / l->sp) * cfg.n_embd
+                          ? c.mem_peak - 2.0 * ea * B * (cfg.seq_len / l->sp) * cfg.n_embd
                           : 0;
             worst = fmax(worst, fabs((double)peak[i] / pred[i] - 1));
-            if (tap_rank0) printf("# %s T=%d: peak %zu B, cost model %.0f B\n", l->name, cfg.seq_len, peak[i], pred[i]);
+            if (tap_rank0)
+                printf("# %s %s T=%d: peak %zu B, cost model %.0f B\n", l->name, pt_precision_name(precision),
+                       cfg.seq_len, peak[i], pred[i]);
+            if (tap_rank0 && precision) printf("#   fp32 peak %zu B\n", peak32[i]);
         }
         report(peak[0] && peak[1] && peak[2] && worst <= 0.005,
-               "%s: the step's peak at T=%d, %d, %d equals the cost model's within %.2f%% (bound 0.5%%)", l->name, T0,
-               2 * T0, 4 * T0, 100 * worst);
+               "%s %s: the step's peak at T=%d, %d, %d equals the cost model's within %.2f%% (bound 0.5%%)", l->name,
+               pt_precision_name(precision), T0, 2 * T0, 4 * T0, 100 * worst);
+        if (precision != PT_PREC_FP32) {
+            /* the peak's growth in T is the activations' (the bf16 run adds
+             * a 2-byte work copy per parameter, so at short T it may be above) */
+            const double g16 = (double)peak[2] - (double)peak[0], g32 = (double)peak32[2] - (double)peak32[0];
+            report(g16 < 0.8 * g32, "%s bf16: the activations (the peak's growth from T=%d to %d) take %.0f B, %.1f%% of "
+                   "fp32's %.0f B (bound 80%%)", l->name, T0, 4 * T0, g16, 100 * g16 / g32, g32);
+        }
         /* linear: the peak's second difference over T, 2T, 4T is 0 (a [T, T]
          * term would make it 2 T^2 per sequence, head and layer) */
         const double d1 = (double)peak[1] - (double)peak[0], d2 = (double)peak[2] - (double)peak[1];
@@ -172,7 +191,7 @@ static void linear(int P, unsigned long seed)
                "%s: the peak grows linearly in T: +%.0f B from T to 2T, +%.0f B from 2T to 4T (2x within 0.5%%)",
                l->name, d1, d2);
         /* the head: per local row (B T / sp rows) less than [V/tp] logits' bytes */
-        const double rows = (double)B * T0 / l->sp, per_row = d1 / rows, logits = 4.0 * cfg.vocab / l->tp;
+        const double rows = (double)B * T0 / l->sp, per_row = d1 / rows, logits = ea * cfg.vocab / l->tp;
         report(per_row < logits, "%s: %.0f B per local row of T, less than the %.0f B of one row of [N, V/tp] logits "
                "(no logits are kept)", l->name, per_row, logits);
     }
@@ -248,7 +267,8 @@ int main(int argc, char **argv)
     pt_backend_get("cpu")->set_threads(1);
     const unsigned long seed = tap_seed();
     if (argc > 1 && strcmp(argv[1], "SP") == 0) sequence(P, seed);
-    else if (argc > 1 && strcmp(argv[1], "LINEAR") == 0) linear(P, seed);
+    else if (argc > 1 && strcmp(argv[1], "LINEAR") == 0)
+        linear(P, seed, argc > 2 && strcmp(argv[2], "bf16") == 0 ? PT_PREC_BF16 : PT_PREC_FP32);
     else layouts(P, seed);
     if (P == 1 || (argc > 1 && strcmp(argv[1], "SP") == 0)) device(seed);
     MPI_Finalize();

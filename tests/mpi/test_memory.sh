@@ -6,8 +6,8 @@
 # See test_memory.c.
 . "$top_srcdir/tests/lib.sh"
 need_mpi_prog test_memory
-for cfg in "4 LAYOUTS" "8 LAYOUTS" "4 SP" "2 LINEAR"; do
+for cfg in "4 LAYOUTS" "8 LAYOUTS" "4 SP" "2 LINEAR" "2 LINEAR bf16"; do
     set -- $cfg
-    mpi_tap "np=$1 $2" "$1" "$bin" "$2"
+    mpi_tap "np=$1 $2 ${3:-}" "$1" "$bin" "$2" ${3:-}
 done
 done_testing

@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /* Pipeline parallelism reproduces the single-process run.
  *
- * usage: test_pipeline SCHEDULE PP M V DP TP MODE SPLIT [STEPS [RECOMPUTE [ZERO]]]
+ * usage: test_pipeline SCHEDULE PP M V DP TP MODE SPLIT [STEPS [RECOMPUTE [ZERO [PRECISION]]]]
  *          (under mpirun -np DP*PP*TP; SCHEDULE gpipe, 1f1b or interleaved;
  *           SPLIT "-" for the even split or blocks per virtual stage "3,1";
  *           RECOMPUTE none, block or attention: the pipeline model only,
  *           the reference stores everything; ZERO 0..3 the pipeline's
  *           strategy, gradients and parameters compared on the elements
- *           each rank updates, pt_train_owned)
+ *           each rank updates, pt_train_owned; PRECISION fp32 or bf16: both
+ *           models in it, bf16 bounds as test_equiv's)
  *        test_pipeline memory   (mpirun -np 2)
  *
  * Equivalence: every rank also builds the reference model (dp = pp = tp =
@@ -18,8 +19,8 @@
  * reference's parameter of the same whole-model index, sliced by the
  * layout; both copies of the tied wte carry the whole gradient), the
  * global gradient norm, and at the end every parameter.  Byte counters:
- * the pp group moves 2 (S-1) M boundary tensors of 4 Bl*Tl*Cr bytes per
- * step (S = PP * V), in as many sends.
+ * the pp group moves 2 (S-1) M boundary tensors of e Bl*Tl*Cr bytes per
+ * step (S = PP * V, e = 4 fp32, 2 bf16), in as many sends.
  *
  * Memory: at pp = 2, the arena peak of stage 0 after one step for GPipe
  * and 1F1B at M = 2, 4, 8: GPipe grows by one activation set per extra
@@ -142,8 +143,8 @@ static int memory_test(uint64_t seed)
             }
             peak[s][k] = g.arena.peak;
             /* one slot: the stage's blocks at the model's formula + 2 boundary buffers */
-            slot_formula = (pt_gpt_block_act_floats(&g.m, PT_RECOMPUTE_NONE) * (size_t)(g.pc.stage.l1[0] - g.pc.stage.l0[0]) +
-                            2 * g.pipe.nact) * sizeof(float);
+            slot_formula = pt_gpt_block_act_bytes(&g.m, PT_RECOMPUTE_NONE) * (size_t)(g.pc.stage.l1[0] - g.pc.stage.l0[0]) +
+                           2 * g.pipe.nact * g.m.ea;
             free(tok);
             rig_free(&g);
         }
@@ -199,6 +200,20 @@ int main(int argc, char **argv)
     const int steps = argc > 9 ? atoi(argv[9]) : 3;
     const char *rcname = argc > 10 ? argv[10] : "none";
     plan.zero = argc > 11 ? atoi(argv[11]) : 0;
+    if (argc > 12 && pt_precision_parse("precision", argv[12], &plan.precision, NULL) < 0) {
+        if (tap_rank0) printf("not ok - bad precision %s\n", argv[12]);
+        MPI_Finalize();
+        return 1;
+    }
+    const int bf = plan.precision == PT_PREC_BF16;
+    /* bounds: fp32 summation order; bf16 (test_equiv's reasoning), except
+     * each gradient tensor by norm to 5e-2, not 3e-2: under 2d tp a SUMMA
+     * step rounds its partial product to bf16 and the dX partials are summed
+     * in bf16, and with pp = 2 the small LayerNorm gradients then differ
+     * from the single process by 2.2e-2 (median) and 3.14e-2 (worst) over
+     * 30 seeds of "1f1b 2 2 1 1 4 2d"; 3e-2 failed 2 of 40 runs.  A lost or
+     * doubled partial is off by O(1). */
+    const double ltol = bf ? 1e-3 : 2e-6, gtol = bf ? 5e-2 : 1e-4, ntol = bf ? 5e-3 : 1e-5, ptol = bf ? 2e-4 : 1e-6;
     plan.ckpt_act = !strcmp(rcname, "block") ? PT_RECOMPUTE_BLOCK : !strcmp(rcname, "attention") ? PT_RECOMPUTE_ATTENTION
                                                                                                   : PT_RECOMPUTE_NONE;
     const int pp = plan.pp, M = plan.microbatches, V = plan.virtual_stages, dp = plan.dp;
@@ -211,14 +226,15 @@ int main(int argc, char **argv)
     pt_gpt_config cfg = {.n_layer = L, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 97};
     const int micro = 2, Bdp = M * micro, B = Bdp * dp, T = cfg.seq_len;
     char summary[160];
-    snprintf(summary, sizeof summary, "%s pp=%d m=%d v=%d dp=%d tp=%d %s split=%s L=%d recompute=%s zero=%d", argv[1], pp,
-             M, V, dp, plan.tp, argv[7], argv[8], L, rcname, plan.zero);
+    snprintf(summary, sizeof summary, "%s pp=%d m=%d v=%d dp=%d tp=%d %s split=%s L=%d recompute=%s zero=%d %s", argv[1],
+             pp, M, V, dp, plan.tp, argv[7], argv[8], L, rcname, plan.zero, pt_precision_name(plan.precision));
     if (tap_rank0) printf("# %s steps=%d seed=%lu (PTRAIN_TEST_SEED reproduces)\n", summary, steps, seed);
 
     rig g;
     pt_pctx rctx;
     pt_plan rplan;
     pt_plan_default(&rplan);
+    rplan.precision = plan.precision;
     pt_arena rarena = {0};
     pt_gpt ref;
     pt_train tref;
@@ -254,28 +270,29 @@ int main(int argc, char **argv)
         if (!rc) rc = pt_train_sync(&g.t);
         if (rc) { report(0, "step %d: %s", s + 1, pt_errmsg()); break; }
         double le = fabs((double)loss - rloss) / fabs(rloss);
-        report(le < 2e-6, "step %d: loss %.6f equals reference %.6f (rel err %.2e)", s + 1, loss, rloss, le);
+        report(le < ltol, "step %d: loss %.6f equals reference %.6f (rel err %.2e)", s + 1, loss, rloss, le);
         e = max_world_named(compare(&g.t, &ref, 1, 1, &g.ctx, worst, sizeof worst), worst, sizeof worst);
-        report(e < 1e-4, "step %d: every gradient of every stage equals the reference's (max rel err %.2e < 1e-4, worst %s)",
-               s + 1, e, worst);
+        report(e < gtol, "step %d: every gradient of every stage equals the reference's (max rel err %.2e < %.0e, worst %s)",
+               s + 1, e, gtol, worst);
         if (s == 0) {
-            uint64_t tot[2] = {sent, sends}, want = 2ull * (uint64_t)(S - 1) * (uint64_t)M * g.pipe.nact * 4;
+            const size_t eb = g.pipe.nact * g.m.ea; /* one boundary tensor's bytes */
+            uint64_t tot[2] = {sent, sends}, want = 2ull * (uint64_t)(S - 1) * (uint64_t)M * eb;
             MPI_Allreduce(MPI_IN_PLACE, tot, 2, MPI_UINT64_T, MPI_SUM, g.ctx.pp.comm);
             report(tot[0] == want && tot[1] == 2ull * (uint64_t)(S - 1) * (uint64_t)M,
                    "pp group p2p: %llu B in %llu sends = 2 (S-1) m = %d boundary tensors of %zu B (expected %llu B)",
-                   (unsigned long long)tot[0], (unsigned long long)tot[1], 2 * (S - 1) * M, g.pipe.nact * 4,
+                   (unsigned long long)tot[0], (unsigned long long)tot[1], 2 * (S - 1) * M, eb,
                    (unsigned long long)want);
         }
         double n1, n2;
         rc = pt_train_update(&g.t, 1e-3f, &n1);
         if (!rc) rc = pt_train_update(&tref, 1e-3f, &n2);
         if (rc) { report(0, "optimizer step %d: %s", s + 1, pt_errmsg()); break; }
-        report(fabs(n1 - n2) / n2 < 1e-5, "step %d: global gradient norm %.6f equals reference %.6f", s + 1, n1, n2);
+        report(fabs(n1 - n2) / n2 < ntol, "step %d: global gradient norm %.6f equals reference %.6f", s + 1, n1, n2);
     }
     e = max_world_named(compare(&g.t, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
-    report(rc == PT_OK && e <= 1e-6,
-           "after %d AdamW steps every parameter of every stage equals the reference's (max abs diff %.2e <= 1e-6, worst %s)",
-           steps, e, worst);
+    report(rc == PT_OK && e <= ptol,
+           "after %d AdamW steps every parameter of every stage equals the reference's (max abs diff %.2e <= %.0e, worst %s)",
+           steps, e, ptol, worst);
     /* pt_pipeline_step is the same step: one more on both */
     if (rc == PT_OK) {
         for (int i = 0; i <= B * T; i++) tok[i] = (int32_t)(pt_rng_u64(&r) % (uint64_t)cfg.vocab);
@@ -283,7 +300,7 @@ int main(int argc, char **argv)
         rc = pt_pipeline_step(&g.pipe, tok + g.ctx.dp_rank * Bdp * T, tok + 1 + g.ctx.dp_rank * Bdp * T, 1e-3f, &l1, NULL);
         if (!rc) rc = pt_train_step(&tref, tok, tok + 1, 1e-3f, &l2, NULL);
         e = max_world_named(compare(&g.t, &ref, 0, 0, &g.ctx, worst, sizeof worst), worst, sizeof worst);
-        report(rc == PT_OK && fabs((double)l1 - l2) / l2 < 2e-6 && e <= 1e-6,
+        report(rc == PT_OK && fabs((double)l1 - l2) / l2 < ltol && e <= ptol,
                "pt_pipeline_step == pt_train_step: loss %.6f vs %.6f, parameters max abs diff %.2e%s%s", l1, l2, e,
                rc ? ": " : "", rc ? pt_errmsg() : "");
     }

@@ -36,5 +36,15 @@ for cfg in "$@"; do
     set -- $cfg
     mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 recompute=$9 zero=${10}" $(($2 * $5 * $6)) "$bin" "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" 3 "$9" "${10}"
 done
+# bf16 (boundaries sent as bf16, test_equiv's bf16 bounds): schedules, 2d tp,
+# dp with ZeRO and recompute
+bf16='"interleaved 2 4 2 1 1 1d - 3 none 0 bf16" "1f1b 2 2 1 1 4 2d - 3 none 0 bf16" \
+      "interleaved 2 4 2 2 1 1d - 3 block 3 bf16" "1f1b 2 4 1 1 2 1d - 3 attention 0 bf16"'
+[ "${PTRAIN_TEST_SUBSET:-0}" = 1 ] && bf16='"1f1b 2 2 1 1 4 2d - 3 none 0 bf16"'
+eval "set -- $bf16"
+for cfg in "$@"; do
+    set -- $cfg
+    mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 recompute=${10} zero=${11} ${12}" $(($2 * $5 * $6)) "$bin" "$@"
+done
 mpi_tap "memory pp=2" 2 "$bin" memory
 done_testing

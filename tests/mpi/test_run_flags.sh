@@ -35,6 +35,19 @@ train 4 "sp=4" --sp 4; l3=$loss
 PTRAIN_MODE=2.5d PTRAIN_TP=8 PTRAIN_TP_DEPTH=2 train 8 "2.5d depth 2 planned from PTRAIN_* variables"; l4=$loss
 check "1d, 2d, sp=4 and 2.5d give the same first loss ($l1, $l2, $l3, $l4)" \
     test -n "$l1" -a "$l1" = "$l2" -a "$l2" = "$l3" -a "$l3" = "$l4"
+# bf16 (--precision and PTRAIN_PRECISION): trains, says so in the plan and
+# blas lines, and its first loss is the fp32 one to bf16 tolerance (1e-2)
+train 2 "--precision bf16 tp=2" --precision bf16 --tp 2; b1=$loss
+check "bf16 names itself in the plan line and the blas line" \
+    sh -c "grep -q '^plan: .*precision=bf16' '$out' && grep -q '^blas: .*bf16 GEMM' '$out'"
+PTRAIN_PRECISION=bf16 train 2 "PTRAIN_PRECISION=bf16 sp=2" --sp 2; b2=$loss
+# --mode auto plans and runs in the precision asked for (the search keeps it)
+train 2 "--mode auto --precision bf16" --mode auto --precision bf16; b3=$loss
+check "--mode auto --precision bf16 plans bf16" grep -q '^plan: .*precision=bf16' "$out"
+check "bf16 first losses within 1e-2 of fp32's ($b1, $b2, $b3 vs $l1)" \
+    awk -v a="$b1" -v b="$b2" -v c="$b3" -v r="$l1" 'BEGIN { d1 = a - r; d2 = b - r; d3 = c - r;
+        if (d1 < 0) d1 = -d1; if (d2 < 0) d2 = -d2; if (d3 < 0) d3 = -d3;
+        exit !(a != "" && b != "" && c != "" && d1 <= 1e-2 * r && d2 <= 1e-2 * r && d3 <= 1e-2 * r) }'
 
 # bad input: exit status 2 and one line naming the valid values
 bad() {
@@ -53,6 +66,9 @@ bad 4 "--mode 3d --tp 4" "valid tp here: 1" --mode 3d --tp 4
 bad 4 "--sp 3 on 4 ranks" "valid sp" --sp 3
 bad 4 "--mode 2d --tp 4 --batch 3 (batch split q=2 ways)" "valid B" --mode 2d --tp 4 --batch 3
 bad 4 "--sp 2 --tp 2 (sp composes with dp only)" "tp=1" --sp 2 --tp 2
+bad 1 "--precision fp16" "invalid --precision 'fp16' (valid: fp32, bf16)" --precision fp16
+PTRAIN_BF16_GEMM=mkl bad 1 "PTRAIN_BF16_GEMM=mkl under --precision bf16 (at start-up, not at the first GEMM)" \
+    "precision bf16: .*PTRAIN_BF16_GEMM=mkl" --precision bf16
 bad 1 "--adam-eps 0 (AdamW divides by sqrt(v) + eps)" "adam-eps: '0' is not a number in \[1e-30, 1\]" --adam-eps 0
 bad 1 "--beta2 1 (the second moment would never decay)" "beta2: '1' is not a number in \[0, 0.999999\]" --beta2 1
 bad 1 "--beta1 -0.1" "beta1: '-0.1' is not a number" --beta1 -0.1

@@ -22,7 +22,8 @@
  *                           relative to the largest increment of dqkv,
  * and the byte counters of the group with seq.h's formula, S = B*Tl*C*4:
  *   forward  2(SP-1) sends of S, backward 2(2SP-1) sends of S (0 if SP=1);
- * and that all scratch went back to the arena.
+ * and that all scratch went back to the arena.  The same ring in bf16 against
+ * the bf16 table's whole-sequence flash op (run_case_bf16).
  * Output: TAP lines without numbers (test_seq.sh adds them and the plan).
  */
 #include "backend/ops.h"
@@ -182,6 +183,75 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     free(out); free(lse);
 }
 
+/* The ring in bf16 (pt_cpu_ops_bf16: K/V blocks and their gradients travel
+ * as bf16, S = B*Tl*C*2 bytes) against the bf16 table's flash op on the
+ * whole sequence, on bf16 inputs: out, lse and the dqkv increment within
+ * 2e-2 of the largest reference magnitude (each ring step's merge rounds
+ * out to bf16 once more), and the byte counters. */
+static void run_case_bf16(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long seed)
+{
+    const pt_ops *o = &pt_cpu_ops_bf16;
+    const int p = sp->size, s = sp->rank, T = p * Tl, C = NH * HS, C3 = 3 * C;
+    const double tol = 2e-2;
+    char tag[96];
+    snprintf(tag, sizeof tag, "bf16 sp=%d B=%d NH=%d HS=%d Tl=%d", p, B, NH, HS, Tl);
+    pt_rng r;
+    pt_rng_seed(&r, seed, 7 + (uint64_t)(((B * 131 + NH) * 131 + HS) * 131 + Tl));
+    const size_t nq = (size_t)B * T * C3, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = xalloc(nq), *dout = xalloc(no), *dqkv = xalloc(nq), *out = xalloc(no), *lse = xalloc(nl);
+    fill_normal(qkv, nq, &r);
+    fill_normal(dout, no, &r);
+    pt_bf16 *hq = calloc(nq, 2), *hd = calloc(no, 2), *hdq = calloc(nq, 2), *ho = calloc(no, 2);
+    if (!hq || !hd || !hdq || !ho) MPI_Abort(MPI_COMM_WORLD, 1);
+    o->convert(hq, PT_BF16, qkv, PT_F32, nq);
+    o->convert(hd, PT_BF16, dout, PT_F32, no);
+    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3};
+    o->attention_fwd(ho, lse, hq, hq + C, hq + 2 * C, &full, 0);
+    o->attention_bwd(hdq, hdq + C, hdq + 2 * C, hd, hq, hq + C, hq + 2 * C, ho, lse, &full);
+    o->convert(out, PT_F32, ho, PT_BF16, no);
+    o->convert(dqkv, PT_F32, hdq, PT_BF16, nq);
+    /* this rank's block (as floats, then bf16) */
+    const int t0 = s * Tl;
+    const size_t lq = (size_t)B * Tl * C3, lo = (size_t)B * Tl * C, ll = (size_t)B * NH * Tl;
+    float *fq = xalloc(lq), *fd = xalloc(lo), *rout = xalloc(lo), *rdq = xalloc(lq), *rlse = xalloc(ll);
+    float *gout = xalloc(lo), *gdq = xalloc(lq), *glse = xalloc(ll);
+    slice(fq, qkv, B, T, t0, Tl, C3);
+    slice(fd, dout, B, T, t0, Tl, C);
+    slice(rout, out, B, T, t0, Tl, C);
+    slice(rdq, dqkv, B, T, t0, Tl, C3);
+    for (int bh = 0; bh < B * NH; bh++) memcpy(rlse + (size_t)bh * Tl, lse + (size_t)bh * T + t0, sizeof(float) * Tl);
+    pt_bf16 *bq = calloc(lq, 2), *bd = calloc(lo, 2), *bo = calloc(lo, 2), *bdq = calloc(lq, 2);
+    if (!bq || !bd || !bo || !bdq) MPI_Abort(MPI_COMM_WORLD, 1);
+    o->convert(bq, PT_BF16, fq, PT_F32, lq);
+    o->convert(bd, PT_BF16, fd, PT_F32, lo);
+    const uint64_t S = (uint64_t)B * Tl * C * 2;
+    pt_arena arena = {0};
+    pt_comm_reset_stats(sp);
+    int rc = pt_ring_attention_fwd(sp, &arena, o, bo, glse, bq, B, Tl, NH, HS);
+    uint64_t fsent = pt_comm_sent_total(sp);
+    pt_comm_reset_stats(sp);
+    if (!rc) rc = pt_ring_attention_bwd(sp, &arena, o, bdq, bd, bq, bo, glse, B, Tl, NH, HS);
+    uint64_t bsent = pt_comm_sent_total(sp);
+    o->convert(gout, PT_F32, bo, PT_BF16, lo);
+    o->convert(gdq, PT_F32, bdq, PT_BF16, lq);
+    double sc, e = maxdiff(gout, rout, NULL, (size_t)B * Tl, C, 0, C, &sc);
+    const double eo = rel_world(e, sc);
+    e = maxdiff(glse, rlse, NULL, (size_t)B * NH, Tl, 0, Tl, &sc);
+    const double el = rel_world(e, sc);
+    e = maxdiff(gdq, rdq, NULL, (size_t)B * Tl, C3, 0, C3, &sc);
+    const double eq = rel_world(e, sc);
+    const uint64_t fw = p > 1 ? 2 * (uint64_t)(p - 1) : 0, bw = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
+    report(rc == PT_OK && eo <= tol && el <= tol && eq <= tol && fsent == fw * S && bsent == bw * S &&
+               arena.cur == 0,
+           "[%s] ring == the bf16 flash op on the whole sequence: out %.1e, lse %.1e, dqkv %.1e (bound %.0e); "
+           "%llu + %llu B sent (want %llu + %llu blocks of %llu B)%s%s", tag, eo, el, eq, tol,
+           (unsigned long long)fsent, (unsigned long long)bsent, (unsigned long long)fw, (unsigned long long)bw,
+           (unsigned long long)S, rc ? ": " : "", rc ? pt_errmsg() : "");
+    free(qkv), free(dout), free(dqkv), free(out), free(lse), free(hq), free(hd), free(hdq), free(ho);
+    free(fq), free(fd), free(rout), free(rdq), free(rlse), free(gout), free(gdq), free(glse);
+    free(bq), free(bd), free(bo), free(bdq);
+}
+
 /* Wall time of forward+backward: the op on the full sequence (every rank
  * alone) and the ring on this rank's block.  Printed, never asserted. */
 static void bench(pt_comm *sp, int B, int NH, int HS, int T)
@@ -255,6 +325,8 @@ int main(int argc, char **argv)
                                     {1, 2, 8, PT_FLASH_TILE + 13}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
         run_case(&sp, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], seed);
+    run_case_bf16(&sp, 2, 3, 16, 5, seed);
+    run_case_bf16(&sp, 1, 2, 32, PT_FLASH_TILE + 13, seed);
 
     /* bad sizes are refused before any communication */
     pt_arena arena = {0};

@@ -67,6 +67,12 @@ expect "PTRAIN_ZERO=1 on rank 1 of 2" 2 "plan zero: rank 1 has 1, rank 0 has 0" 
     -np 1 $R : -np 1 env PTRAIN_ZERO=1 $R
 expect "PTRAIN_CKPT_ACT=attention on rank 1 of 2" 2 "plan ckpt_act: rank 1 has attention, rank 0 has none" \
     -np 1 $R : -np 1 env PTRAIN_CKPT_ACT=attention $R
+expect "PTRAIN_PRECISION=bf16 on rank 1 of 2" 2 "plan precision: rank 1 has bf16, rank 0 has fp32" \
+    -np 1 $R : -np 1 env PTRAIN_PRECISION=bf16 $R
+expect "--precision bf16 on rank 0 of 2" 2 "plan precision: rank 1 has fp32, rank 0 has bf16" \
+    -np 1 $R --precision bf16 : -np 1 $R
+expect "PTRAIN_PRECISION=fp16 on rank 1 of 2" 2 "rank 1: invalid PTRAIN_PRECISION 'fp16' (valid: fp32, bf16)" \
+    -np 1 $R : -np 1 env PTRAIN_PRECISION=fp16 $R
 expect "PTRAIN_PP_SPLIT=1,1 on rank 1 of 2" 2 "plan pp_split: rank 1 has 1,1, rank 0 has even" \
     -np 1 $R --pp 2 : -np 1 env PTRAIN_PP_SPLIT=1,1 $R --pp 2
 expect "PTRAIN_RANK_ORDER=TPD on one of 4" 2 "plan rank order: rank 3 has TPD, rank 0 has DPT" \

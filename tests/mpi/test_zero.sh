@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # ZeRO stages 1-3 reproduce the single-process run and ZeRO-0 (loss,
 # own gradient slices, norm, parameters after 3 AdamW steps), move the
-# formula's bytes (1/2: the allreduce's, 3: 1.5x) and need the paper's
-# memory per stage.  See test_zero.c.
+# formula's bytes (1/2: the allreduce's, 3: 1.5x; bf16 gathers half) and
+# need the paper's memory per stage, in fp32 and bf16.  See test_zero.c.
 . "$top_srcdir/tests/lib.sh"
 need_mpi_prog test_zero
 stages=${PTRAIN_ZERO_STAGES:-"1 2 3"}
@@ -18,7 +18,13 @@ for st in $stages; do
         mpi_tap "zero$st dp=$1 tp=$2" $(($1 * $2)) "$bin" equiv "$st" "$1" "$2" 3
     done
 done
+# bf16 (fp32 masters in own slices, bf16 work copies gathered): every stage
+# on the composed grid
+for st in $stages; do
+    mpi_tap "zero$st dp=2 tp=2 bf16" 4 "$bin" equiv "$st" 2 2 3 bf16
+done
 for dp in 2 4; do
     mpi_tap "memory dp=$dp" "$dp" "$bin" memory "$dp"
 done
+mpi_tap "memory dp=2 bf16" 2 "$bin" memory 2 bf16
 done_testing

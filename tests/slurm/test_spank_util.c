@@ -263,6 +263,12 @@ static void test_conf(void)
         {"max_pp = \"2\";\n", "max_pp must be an integer"},
         {"default_recompute = \"full\";\n", "'full'"},
         {"default_recompute = 1;\n", "default_recompute must be a string"},
+        {"default_precision = \"fp16\";\n", "invalid default_precision 'fp16' (valid: fp32, bf16)"},
+        {"default_precision = 1;\n", "default_precision must be a string"},
+        {"allowed_precisions = [\"bf16\"];\n", "default_precision 'fp32' is not in allowed_precisions"},
+        {"allowed_precisions = [];\n", "allowed_precisions allows no precision"},
+        {"allowed_precisions = [\"fp8\"];\n", "'fp8'"},
+        {"allowed_precisions = \"bf16\";\n", "allowed_precisions must be a list"},
         /* the planner's settings (issue 13) */
         {"topology = \"\";\n", "topology needs a path"},
         {"topology = 3;\n", "topology must be a string"},
@@ -287,20 +293,25 @@ static void test_conf(void)
     tap_ok(c.max_pp == 64 && c.default_zero == 0 && c.max_zero == 3 &&
                c.default_schedule == PT_SCHED_1F1B && c.default_recompute == PT_RECOMPUTE_NONE &&
                c.allowed_schedules == ((1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE) |
-                                       (1u << PT_SCHED_INTERLEAVED)),
-           "pipeline defaults: max_pp 64, zero 0 of max 3, 1f1b, every schedule allowed, no recompute");
+                                       (1u << PT_SCHED_INTERLEAVED)) &&
+               c.default_precision == PT_PREC_FP32 &&
+               c.allowed_precisions == ((1u << PT_PREC_FP32) | (1u << PT_PREC_BF16)),
+           "pipeline defaults: max_pp 64, zero 0 of max 3, 1f1b, every schedule allowed, no recompute, "
+           "fp32 of fp32 and bf16");
     int max_pp = 2 + (int)rnd(60), dz = (int)rnd(3);
     snprintf(text, sizeof text,
              "max_pp = %d;\ndefault_zero = %d;\nmax_zero = %d;\ndefault_schedule = \"gpipe\";\n"
-             "allowed_schedules = [\"gpipe\", \"interleaved\"];\ndefault_recompute = \"block\";\n",
+             "allowed_schedules = [\"gpipe\", \"interleaved\"];\ndefault_recompute = \"block\";\n"
+             "default_precision = \"bf16\";\nallowed_precisions = [\"bf16\"];\n",
              max_pp, dz, dz + 1);
     p = write_conf("pipe.conf", text);
     err.text[0] = '\0';
     tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.max_pp == max_pp && c.default_zero == dz &&
                c.max_zero == dz + 1 && c.default_schedule == PT_SCHED_GPIPE &&
                c.allowed_schedules == ((1u << PT_SCHED_GPIPE) | (1u << PT_SCHED_INTERLEAVED)) &&
-               c.default_recompute == PT_RECOMPUTE_BLOCK,
-           "pipeline settings are read (max_pp=%d default_zero=%d): %s", max_pp, dz, err.text);
+               c.default_recompute == PT_RECOMPUTE_BLOCK && c.default_precision == PT_PREC_BF16 &&
+               c.allowed_precisions == (1u << PT_PREC_BF16),
+           "pipeline settings are read (max_pp=%d default_zero=%d, bf16 only): %s", max_pp, dz, err.text);
     /* the planner's settings: a cached node model, rate overrides, binding */
     double gb = 1 + rnd(400) / 4.0, lat = 0.5 + rnd(100), gf = 10 + rnd(100000);
     snprintf(text, sizeof text,
@@ -389,7 +400,8 @@ static void test_conf(void)
                              "max_tp=4294967304", "master_port_base=99999999999999999999",
                              "max_pp=0", "max_zero=5", "default_zero=3x", "default_schedule=interleaved",
                              "allowed_schedules=gpipe,", "allowed_schedules=interleaved",
-                             "default_recompute=all"};
+                             "default_recompute=all", "default_precision=fp16", "allowed_precisions=bf16",
+                             "allowed_precisions=fp32,", "allowed_precisions="};
     for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
         d = c;
         err.text[0] = '\0';
@@ -425,9 +437,12 @@ static void test_conf(void)
                pt_spank_conf_arg("max_pp=8", &c, &err) == 0 && c.max_pp == 8 &&
                pt_spank_conf_arg("default_zero=1", &c, &err) == 0 && c.default_zero == 1 &&
                pt_spank_conf_arg("default_recompute=attention", &c, &err) == 0 &&
-               c.default_recompute == PT_RECOMPUTE_ATTENTION,
+               c.default_recompute == PT_RECOMPUTE_ATTENTION &&
+               pt_spank_conf_arg("default_precision=bf16", &c, &err) == 0 && c.default_precision == PT_PREC_BF16 &&
+               pt_spank_conf_arg("allowed_precisions=bf16", &c, &err) == 0 &&
+               c.allowed_precisions == (1u << PT_PREC_BF16),
            "plugstack allowed_schedules=1f1b,interleaved max_pp=8 default_zero=1 "
-           "default_recompute=attention: %s", err.text);
+           "default_recompute=attention default_precision=bf16 allowed_precisions=bf16: %s", err.text);
 
     /* the pipeline/ZeRO option values (--ptrain-pp, --ptrain-zero ...) */
     c.max_zero = 2;
@@ -449,10 +464,13 @@ static void test_conf(void)
                req.ckpt_act == PT_RECOMPUTE_ATTENTION &&
                pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_CKPT_ACT", "1", &req, &err) == 0 &&
                req.ckpt_act == PT_RECOMPUTE_BLOCK &&
+               pt_spank_parse_pipe_opt(&c, "precision", "--ptrain-precision", "bf16", &req, &err) == 0 &&
+               req.precision == PT_PREC_BF16 &&
                pt_spank_parse_pipe_opt(&c, "pp-split", "--ptrain-pp-split", "3,3,2,2", &req, &err) == 0 &&
                req.pp_split_n == 4 && req.pp_split[3] == 2,
            "option: --ptrain-pp=%d --ptrain-microbatches=%d --ptrain-zero=2 --ptrain-schedule=interleaved "
-           "--ptrain-virtual-stages=2 --ptrain-recompute=attention --ptrain-pp-split=3,3,2,2 read: %s",
+           "--ptrain-virtual-stages=2 --ptrain-recompute=attention --ptrain-precision=bf16 "
+           "--ptrain-pp-split=3,3,2,2 read: %s",
            pp, mb, err.text);
     const struct { const char *key, *text, *must; } badpipe[] = {
         {"pp", "9", "--ptrain-pp=9 exceeds this cluster's max_pp=8 (valid: 1..8)"},
@@ -465,6 +483,8 @@ static void test_conf(void)
         {"schedule", "pipedream", "invalid --ptrain-schedule 'pipedream' (valid: gpipe, 1f1b, interleaved)"},
         {"virtual-stages", "17", "--ptrain-virtual-stages=17 is invalid (valid: 1..16"},
         {"recompute", "full", "invalid --ptrain-recompute 'full' (valid: none, block, attention"},
+        {"precision", "fp32", "--ptrain-precision=fp32 is not allowed on this cluster (allowed_precisions"},
+        {"precision", "fp16", "invalid --ptrain-precision 'fp16' (valid: fp32, bf16)"},
         {"pp-split", "3,,2", "invalid --ptrain-pp-split '3,,2'"},
         {"colour", "blue", "unknown pipeline option 'colour'"},
     };

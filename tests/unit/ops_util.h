@@ -20,7 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const pt_ops_f64 *D = &pt_cpu_ops_f64;
+static const pt_ops *D = &pt_cpu_ops_f64;
 static pt_rng rng;
 
 /* finite differences: step h = FD_EPS * max(1, |x|); error of one element

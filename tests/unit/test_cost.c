@@ -31,8 +31,9 @@ static pt_gpt_config cfg_of(const pt_model_shape *m)
     return (pt_gpt_config){m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab};
 }
 
-/* lib/model's activation floats of one block for plan p at microbatch b:
- * the layout's geometry on a grid that is not built (as pt_gpt_check_plan). */
+/* lib/model's activation bytes of one block for plan p at microbatch b:
+ * the layout's geometry on a grid that is not built (as pt_gpt_check_plan),
+ * at the plan's precision. */
 static int model_block_act(const pt_model_shape *ms, const pt_plan *p, int b, int r, size_t *out)
 {
     pt_pctx c;
@@ -45,7 +46,8 @@ static int model_block_act(const pt_model_shape *ms, const pt_plan *p, int b, in
     if (!lo || lo->geometry(&c, b, ms->seq_len / p->sp, ms->n_embd, ms->n_head, ms->vocab, &m.g)) return -1;
     m.T = ms->seq_len;
     m.Tl = ms->seq_len / p->sp;
-    *out = pt_gpt_block_act_floats(&m, r);
+    m.ea = p->precision == PT_PREC_BF16 ? 2 : 4;
+    *out = pt_gpt_block_act_bytes(&m, r);
     return 0;
 }
 
@@ -73,6 +75,7 @@ static void random_plan(pt_plan *p)
     }
     p->ckpt_act = rnd(3);
     if (p->dp * p->sp > 1) p->zero = rnd(4);
+    p->precision = rnd(2) ? PT_PREC_BF16 : PT_PREC_FP32;
 }
 
 int main(void)
@@ -172,10 +175,11 @@ int main(void)
         if (model_ok) {
             for (int r = 0; r < 3; r++) {
                 size_t want = 0;
-                double got = pt_cost_block_act_floats(&m, &p, micro, r);
+                double got = pt_cost_block_act_bytes(&m, &p, micro, r);
                 if (model_block_act(&m, &p, micro, r, &want) < 0 || got != (double)want) {
                     act_ok = 0;
-                    tap_diag("block act floats (recompute %d): cost %.0f vs model %zu", r, got, want);
+                    tap_diag("block act bytes (recompute %d, %s): cost %.0f vs model %zu", r,
+                             pt_precision_name(p.precision), got, want);
                 }
             }
         }
@@ -185,7 +189,8 @@ int main(void)
                      "recomputed scores and logits");
     tap_ok(fit_ok, "pt_cost_eval refuses exactly what pt_gpt_check_plan / pt_plan_check_model refuse (%d fit, %d refused)",
            nfit, nrefused);
-    tap_ok(act_ok, "pt_cost_block_act_floats equals pt_gpt_block_act_floats for every layout and recompute mode");
+    tap_ok(act_ok, "pt_cost_block_act_bytes equals pt_gpt_block_act_bytes for every layout, recompute mode and "
+                   "precision");
 
     /* ---- hand-checked cases ---- */
     pt_model_shape tm = {4, 4, 64, 32, 97};

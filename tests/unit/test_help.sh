@@ -54,7 +54,7 @@ for h in "Model:" "Data:" "Plan and parallelism" "Optimizer" "Logging and metric
 done
 # the section a given option is in: the last heading line (no indent) above it
 section() { awk -v o="--$1" '/^[A-Z]/ { s = $0 } index($0, o) && $1 ~ /^--/ { print s; exit }' "$help"; }
-for o in pp micro-batches schedule virtual-stages pp-split zero recompute dp tp sp; do
+for o in pp micro-batches schedule virtual-stages pp-split zero recompute precision dp tp sp; do
     check "--$o is listed under Plan and parallelism ($(section $o))" \
         sh -c "case '$(section $o)' in 'Plan and parallelism'*) exit 0;; esac; exit 1"
 done

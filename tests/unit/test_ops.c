@@ -615,27 +615,27 @@ static void test_generic(void)
     const double a = pt_rng_normal(&rng);
 
     memcpy(y, y0, n * sizeof(double));
-    D->zero(y, n);
+    D->zero(y, n, PT_F64);
     tap_ok(maxabs(y, n) == 0, "zero: n=%zu elements set to 0", n);
-    D->fill(y, a, n);
+    D->fill(y, a, n, PT_F64);
     int ok = 1;
     for (size_t i = 0; i < n; i++) ok &= y[i] == a;
     tap_ok(ok, "fill: every element == %.3f (n=%zu)", a, n);
-    D->copy(y, x, n);
+    D->copy(y, x, n, PT_F64);
     tap_ok(relerr(y, x, n) == 0, "copy: dst == src (n=%zu)", n);
 
     memcpy(y, y0, n * sizeof(double));
-    D->axpy(y, a, x, n);
+    D->axpy(y, a, x, n, PT_F64);
     for (size_t i = 0; i < n; i++) z[i] = y0[i] + a * x[i];
     tap_ok(relerr(y, z, n) <= 1e-15, "axpy: y += a x (a=%.3f, err %.1e)", a, relerr(y, z, n));
     memcpy(y, y0, n * sizeof(double));
-    D->scale(y, a, n);
+    D->scale(y, a, n, PT_F64);
     for (size_t i = 0; i < n; i++) z[i] = y0[i] * a;
     tap_ok(relerr(y, z, n) == 0, "scale: x *= a (a=%.3f)", a);
 
     double s = 0, sq = 0;
     for (size_t i = 0; i < n; i++) s += x[i], sq += x[i] * x[i];
-    double gs = D->sum(x, n), gsq = D->sumsq(x, n);
+    double gs = D->sum(x, n, PT_F64), gsq = D->sumsq(x, n, PT_F64);
     tap_ok(fabs(gs - s) <= 1e-12 * fmax(1, fabs(s)) && fabs(gsq - sq) <= 1e-12 * sq,
            "sum, sumsq: %.6f, %.6f == loop %.6f, %.6f (n=%zu)", gs, gsq, s, sq, n);
 
@@ -660,7 +660,7 @@ static void test_generic(void)
     for (int r = 0; r < 4; r++) ok &= otok[2 * r] == itok[3 * r + 1] && otok[2 * r + 1] == itok[3 * r + 2];
     tap_ok(ok, "copy2d: int32 token rows (bytes, any element type)");
     memcpy(dst, dst0, sizeof(double) * (size_t)R * Cd);
-    D->add2d(dst + d0, (size_t)Cd, src + c0, (size_t)Cs, (size_t)R, (size_t)w);
+    D->add2d(dst + d0, (size_t)Cd, src + c0, (size_t)Cs, (size_t)R, (size_t)w, PT_F64);
     memcpy(ref, dst0, sizeof(double) * (size_t)R * Cd);
     for (int r = 0; r < R; r++)
         for (int c = 0; c < w; c++) ref[r * Cd + d0 + c] += src[r * Cs + c0 + c];
@@ -897,7 +897,7 @@ static void test_xent_loss_adamw(void)
     for (int t = 1; t <= 3; t++) {
         randn(g, n, 1); /* fresh gradient each step */
         const double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
-        D->adamw(p, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
+        D->adamw(p, NULL, g, m, v, n, lr, b1, b2, eps, wd, bc1, bc2);
         for (size_t i = 0; i < n; i++) {
             rm[i] = b1 * rm[i] + (1 - b1) * g[i];
             rv[i] = b2 * rv[i] + (1 - b2) * g[i] * g[i];
@@ -971,17 +971,21 @@ static void m_sizes(void)
 
 #define TEST_OPS_MIXED_BODY
 #define MIXED_REAL float
-#define MIXED_OPS pt_ops_f32
+#define MIXED_DT PT_F32
+#define MIXED_OPS pt_ops
 #define MIXED_FN mixed_run_f32
 #include "tests/unit/test_ops.c"
 #undef MIXED_REAL
+#undef MIXED_DT
 #undef MIXED_OPS
 #undef MIXED_FN
 #define MIXED_REAL double
-#define MIXED_OPS pt_ops_f64
+#define MIXED_DT PT_F64
+#define MIXED_OPS pt_ops
 #define MIXED_FN mixed_run_f64
 #include "tests/unit/test_ops.c"
 #undef MIXED_REAL
+#undef MIXED_DT
 #undef MIXED_OPS
 #undef MIXED_FN
 #undef TEST_OPS_MIXED_BODY
@@ -1061,7 +1065,7 @@ static void test_float_vs_double(void)
  * both signs, fresh every run, join the fixed edges. */
 static void test_float_exp_edges(void)
 {
-    const pt_ops_f32 *F = &pt_cpu_ops_f32;
+    const pt_ops *F = &pt_cpu_ops_f32;
     const float fixed[] = { NAN, -NAN, INFINITY, -INFINITY, FLT_MAX, -FLT_MAX, 1e30f, -1e30f, 88.3f, 88.5f,
                             88.7f, 88.72283f, nextafterf(88.72283f, INFINITY), 88.73f, 89.0f, 100.0f, -87.29f,
                             -87.31f, -100.0f, -103.9f, -104.0f, 0.0f, -0.0f, 1e-30f, -1e-30f };
@@ -1097,7 +1101,7 @@ static void test_float_exp_edges(void)
  * causal rows of T = 128 through the float attention, against double. */
 static void test_float_range(void)
 {
-    const pt_ops_f32 *F = &pt_cpu_ops_f32;
+    const pt_ops *F = &pt_cpu_ops_f32;
     enum { NX = 4001 };
     float *l = xcalloc(NX, sizeof(float)), *m = xcalloc(NX, sizeof(float)), *se = xcalloc(NX, sizeof(float));
     float *tg = xcalloc(NX, sizeof(float));
@@ -1258,7 +1262,7 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
     o->embedding_fwd(b[M_EMB], tok, b[M_TOKW], 0, MTOK, MN, C);
     o->embedding_bwd(b[M_DTOKW], b[M_RC], tok, 0, MTOK, MN, C);
 
-    o->copy(b[M_POS], b[M_X], m_size[M_X]);
+    o->copy(b[M_POS], b[M_X], m_size[M_X], MIXED_DT);
     o->posemb_fwd(b[M_POS], b[M_WPE], MB, MT, C);
     o->posemb_bwd(b[M_DWPE], b[M_RC], MB, MT, C);
 
@@ -1278,22 +1282,22 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
     o->add_fwd(b[M_ADD], b[M_X], b[M_A2], m_size[M_X]);
     o->add_bwd(b[M_ADA], b[M_ADB], b[M_GELU], m_size[M_X]); /* a dout that differs from R */
 
-    o->copy(b[M_BOUT], b[M_ROC], m_size[M_ROC]);
+    o->copy(b[M_BOUT], b[M_ROC], m_size[M_ROC], MIXED_DT);
     o->bias_fwd(b[M_BOUT], b[M_BIAS], MN, MOC);
     o->bias_bwd(b[M_BDB], b[M_BOUT], MN, MOC);
 
-    o->fill(b[M_DLOSS], (MIXED_REAL)1 / MN, MN);
+    o->fill(b[M_DLOSS], (MIXED_REAL)1 / MN, MN, MIXED_DT);
     o->xent_max(b[M_XMAX], b[M_LOGITS], 0, MVREAL, MN, MV);
     o->xent_sumexp(b[M_XSUM], b[M_XTGT], b[M_LOGITS], b[M_XMAX], tgt, 0, MVREAL, MN, MV);
     o->xent_bwd(b[M_DLOG], b[M_LOGITS], b[M_XMAX], b[M_XSUM], tgt, b[M_DLOSS], 0, MVREAL, MN, MV);
 
     /* generic ops (train-step refactor) */
-    o->fill(b[M_AXPY], (MIXED_REAL)0.5, m_size[M_AXPY]);
-    o->axpy(b[M_AXPY], (MIXED_REAL)0.25, b[M_X], m_size[M_X]);
-    o->scale(b[M_AXPY], (MIXED_REAL)-1.5, m_size[M_AXPY]);
+    o->fill(b[M_AXPY], (MIXED_REAL)0.5, m_size[M_AXPY], MIXED_DT);
+    o->axpy(b[M_AXPY], (MIXED_REAL)0.25, b[M_X], m_size[M_X], MIXED_DT);
+    o->scale(b[M_AXPY], (MIXED_REAL)-1.5, m_size[M_AXPY], MIXED_DT);
     o->copy2d(b[M_CP2D], sizeof(MIXED_REAL) * (C / 2), b[M_X] + 3, sizeof(MIXED_REAL) * C, sizeof(MIXED_REAL) * (C / 2), MN);
-    o->add2d(b[M_CP2D], C / 2, b[M_RC] + 1, C, MN, C / 2);
-    MIXED_REAL sums[2] = {(MIXED_REAL)o->sum(b[M_X], m_size[M_X]), (MIXED_REAL)o->sumsq(b[M_X], m_size[M_X])};
+    o->add2d(b[M_CP2D], C / 2, b[M_RC] + 1, C, MN, C / 2, MIXED_DT);
+    MIXED_REAL sums[2] = {(MIXED_REAL)o->sum(b[M_X], m_size[M_X], MIXED_DT), (MIXED_REAL)o->sumsq(b[M_X], m_size[M_X], MIXED_DT)};
     o->copy2d(b[M_SUMS], 0, sums, 0, sizeof sums, 1);
     const int64_t sS = (int64_t)MT * MT;
     for (int bb = 0; bb < MB; bb++) {
@@ -1301,9 +1305,9 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
         o->gemm_batched(0, 1, MT, MT, HS, (MIXED_REAL)0.3, q, 3 * C, HS, q + C, 3 * C, HS, 0, b[M_SCORES] + bb * MNH * sS,
                         MT, sS, MNH);
     }
-    o->copy(b[M_SMAX], b[M_SCORES], m_size[M_SCORES]);
+    o->copy(b[M_SMAX], b[M_SCORES], m_size[M_SCORES], MIXED_DT);
     o->softmax_causal_fwd(b[M_SMAX], MB * MNH, MT / 2, MT, MT / 2); /* the second half of the queries */
-    o->copy(b[M_SMAXB], b[M_DP], m_size[M_DP]);
+    o->copy(b[M_SMAXB], b[M_DP], m_size[M_DP], MIXED_DT);
     o->softmax_causal_bwd(b[M_SMAXB], b[M_SMAX], (MIXED_REAL)0.3, MB * MNH, MT / 2, MT, MT / 2);
     for (int bb = 0; bb < MB; bb++)
         o->gemm_batched(0, 0, MT / 2, HS, MT, 1, b[M_SMAX] + bb * MNH * (MT / 2) * MT, MT, (int64_t)(MT / 2) * MT,
@@ -1316,9 +1320,9 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
     o->layernorm_bwd_apply(b[M_LNPDX], b[M_LNPDW], b[M_LNPDB], b[M_RC], b[M_X], b[M_LNW], b[M_LNPM], b[M_LNPR],
                            b[M_LNPS], MN, C, C);
     o->xent_loss(b[M_XLOSS], b[M_XMAX], b[M_XSUM], b[M_XTGT], MN);
-    o->copy(b[M_ADP], b[M_X], m_size[M_X]);
+    o->copy(b[M_ADP], b[M_X], m_size[M_X], MIXED_DT);
     for (int t = 1; t <= 2; t++)
-        o->adamw(b[M_ADP], t == 1 ? b[M_RC] : b[M_GIN], b[M_ADM], b[M_ADV], m_size[M_ADP], (MIXED_REAL)1e-2,
+        o->adamw(b[M_ADP], NULL, t == 1 ? b[M_RC] : b[M_GIN], b[M_ADM], b[M_ADV], m_size[M_ADP], (MIXED_REAL)1e-2,
                  (MIXED_REAL)0.9, (MIXED_REAL)0.95, (MIXED_REAL)1e-8, (MIXED_REAL)0.1, (MIXED_REAL)(1 - pow(0.9, t)),
                  (MIXED_REAL)(1 - pow(0.95, t)));
 
@@ -1330,9 +1334,9 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
     o->attention_bwd(dqkv, dqkv + C, dqkv + 2 * C, b[M_RC], qkv, qkv + C, qkv + 2 * C, b[M_FO], b[M_FLSE], &fd);
     o->matmul_fwd(b[M_EGO], b[M_EAUX], b[M_X], b[M_W], b[M_BIAS], 0, MN, C, MOC, PT_EPI_GELU);
     o->matmul_bwd(b[M_EMDX], NULL, NULL, b[M_ROC], b[M_X], b[M_W], MN, C, MOC, PT_EPI_DGELU, b[M_GIN], b[M_EMDB]);
-    o->copy(b[M_EFB], b[M_ROC], m_size[M_ROC]);
+    o->copy(b[M_EFB], b[M_ROC], m_size[M_ROC], MIXED_DT);
     o->epilogue_fwd(b[M_EFB], NULL, b[M_BIAS], MN, MOC, PT_EPI_GELU);
-    o->copy(b[M_ECDX], b[M_ROC], m_size[M_ROC]);
+    o->copy(b[M_ECDX], b[M_ROC], m_size[M_ROC], MIXED_DT);
     o->epilogue_bwd(b[M_ECDX], b[M_ECDB], b[M_EAUX], MN, MOC);
     o->classifier_fwd(b[M_CST], b[M_X], b[M_CW], tgt, b[M_CWORK], MCVB, 0, MVREAL, MN, C, MV, 1);
     o->classifier_bwd(b[M_CDX], b[M_CDW], b[M_X], b[M_CW], b[M_CST], tgt, b[M_DLOSS], b[M_CWORK], MCVB, 0, MVREAL, MN,

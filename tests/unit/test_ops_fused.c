@@ -34,7 +34,7 @@
 #include <omp.h>
 #endif
 
-static const pt_ops_f32 *F = &pt_cpu_ops_f32;
+static const pt_ops *F = &pt_cpu_ops_f32;
 
 /* float vs double: max|f - d| / max|d| */
 #define MIXED_TOL 1e-5

@@ -26,7 +26,8 @@ static unsigned rnd(unsigned n) /* uniform-ish in [0, n) */
 static const char *plan_vars[] = {
     "PTRAIN_MODE", "PTRAIN_DP", "PTRAIN_PP", "PTRAIN_TP", "PTRAIN_TP_DEPTH", "PTRAIN_SP",
     "PTRAIN_ZERO", "PTRAIN_MICROBATCHES", "PTRAIN_SCHEDULE", "PTRAIN_VIRTUAL_STAGES",
-    "PTRAIN_PP_SPLIT", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD", "PTRAIN_RANK_ORDER", "PTRAIN_TP_ORDER", "PTRAIN_PLAN",
+    "PTRAIN_PP_SPLIT", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD", "PTRAIN_PRECISION", "PTRAIN_RANK_ORDER", "PTRAIN_TP_ORDER",
+    "PTRAIN_PLAN",
 };
 #define N_VARS (sizeof plan_vars / sizeof plan_vars[0])
 

@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <string.h>
 
+_Static_assert(PT_GEMM_F32 == (int)PT_F32 && PT_GEMM_BF16 == (int)PT_BF16, "gemm_plan.h's element types are pt_dtype's");
+
 const char *pt_lt_epi_name(int e)
 {
     static const char *const names[PT_LT_N] = {"DEFAULT", "BIAS", "GELU", "GELU_BIAS", "GELU_AUX",

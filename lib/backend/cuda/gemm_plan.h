@@ -35,8 +35,9 @@
 extern "C" {
 #endif
 
-/* Element types (the values of lib/core's pt_dtype PT_F32 and PT_BF16 of
- * the precision work, issue 23: one becomes the other when it lands). */
+/* Element types: the values of lib/core's pt_dtype PT_F32 and PT_BF16
+ * (gemm_plan.c asserts it), spelled here because this header is also
+ * compiled as CUDA C++, which core.h is not written for. */
 enum { PT_GEMM_F32 = 0, PT_GEMM_BF16 = 1 };
 
 /* Which matmul of ops.h a plan is. */
