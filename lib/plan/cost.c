@@ -913,12 +913,16 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
              * fp32), + the classifier's work */
             head = e * (2 * g.q * Nf * Cr + g.q * (double)g.Vl * Cr) + 4 * g.q * (double)g.Vl * Cr +
                    4 * (Nf * vb + mixed * g.q * Nf * Cr);
+            /* then, the operands returned, the dW pieces beside their reduced block dW^T (fp32):
+             * the larger at q = 1 under bf16, where the operands are half their fp32 size */
+            head = fmax(head, 4 * (g.q + 1) * (double)g.Vl * Cr);
             x = e * Nf * Fl + 4 * Fl * Cr; /* largest linear's SUMMA scratch: X (ACT) and the dW partial */
             if (x > scratch) scratch = x;
         } else if (g.mode == PT_MODE_3D) {
             const double l = g.q, lN = l * Nf;
             head = e * (2 * l * Nf * Cr + l * (double)g.Vl * Cr) + 4 * l * (double)g.Vl * Cr +
                    4 * (Nf * vb + mixed * l * Nf * Cr); /* head backward */
+            head = fmax(head, 4 * (l + 1) * (double)g.Vl * Cr); /* then the dW pieces beside the dW block (fp32) */
             /* MLP linear backward: Xg, dYg (ACT), Wg (sized for the fp32 dW partial), dW piece */
             x = e * (lN * Fl + lN * Cr) + 4 * (Fl * Cr + Fl * Cr / l);
             if (x > scratch) scratch = x;

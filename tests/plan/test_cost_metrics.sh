@@ -18,10 +18,13 @@
 #
 # Plans cover 1d dp x tp, 2d, 2.5d, 3d (8 ranks), sp, pp with 1f1b,
 # gpipe, interleaved and an explicit split, ZeRO 1/2/3, recompute
-# block/attention and gradient accumulation, at 2, 4 and 8 ranks.
+# block/attention and gradient accumulation, at 2, 4 and 8 ranks, in fp32
+# and again in bf16 for a subset (PTRAIN_PRECISION, which the plans set
+# themselves: an exported one does not apply).
 # PTRAIN_TEST_SLOW=1 adds 2.5d at depth 2 x 2 x 2 (8 ranks); the sanitizer
-# pass (PTRAIN_TEST_SUBSET=1, scripts/test.sh) runs the five plans marked
-# `one` (ZeRO 3 with tp, 2d, sp with ZeRO 2, interleaved with ZeRO 3, 3d).
+# pass (PTRAIN_TEST_SUBSET=1, scripts/test.sh) runs the six plans marked
+# `one` (ZeRO 3 with tp, 2d, sp with ZeRO 2, interleaved with ZeRO 3, 3d;
+# 2.5d at depth 4 in bf16).
 . "$top_srcdir/tests/lib.sh"
 need_run
 eval_="$top_builddir/tests/plan/cost_eval"
@@ -31,7 +34,8 @@ need_jq
 workdir
 
 plan_vars="PTRAIN_MODE PTRAIN_DP PTRAIN_PP PTRAIN_TP PTRAIN_TP_DEPTH PTRAIN_SP PTRAIN_ZERO PTRAIN_MICROBATCHES
-PTRAIN_SCHEDULE PTRAIN_VIRTUAL_STAGES PTRAIN_PP_SPLIT PTRAIN_CKPT_ACT PTRAIN_OFFLOAD PTRAIN_RANK_ORDER PTRAIN_PLAN"
+PTRAIN_SCHEDULE PTRAIN_VIRTUAL_STAGES PTRAIN_PP_SPLIT PTRAIN_CKPT_ACT PTRAIN_OFFLOAD PTRAIN_RANK_ORDER PTRAIN_PLAN
+PTRAIN_PRECISION"
 for v in $plan_vars; do unset "$v"; done
 
 # one NP BATCH LAYERS VAR=VALUE...: the model is the test preset (H4 C64
@@ -83,6 +87,19 @@ one 4 8 4 PTRAIN_DP=2 PTRAIN_PP=2 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STA
 more 4 8 4 PTRAIN_DP=1 PTRAIN_PP=2 PTRAIN_SP=2 PTRAIN_PP_SPLIT=3,1 PTRAIN_MICROBATCHES=2 PTRAIN_ZERO=2
 one 8 8 2 PTRAIN_MODE=3d PTRAIN_DP=1 PTRAIN_TP=8
 [ -n "$PTRAIN_TEST_SLOW" ] && one 8 8 2 PTRAIN_MODE=2.5d PTRAIN_DP=1 PTRAIN_TP=8 PTRAIN_TP_DEPTH=2
+
+# bf16 (activations, work copies and their traffic in 2 bytes beside the
+# fp32 master, gradients and AdamW state): a representative subset.  The
+# 2.5d plan at q = 1 peaks after the classifier, at the head backward's
+# fp32 dW pieces and their reduced block, which only bf16's smaller
+# activations let show.
+more 4 8 2 PTRAIN_PRECISION=bf16 PTRAIN_DP=2 PTRAIN_TP=2 PTRAIN_ZERO=3 PTRAIN_CKPT_ACT=attention
+more 4 8 2 PTRAIN_PRECISION=bf16 PTRAIN_MODE=2d PTRAIN_DP=1 PTRAIN_TP=4 PTRAIN_MICROBATCHES=2
+one 4 8 2 PTRAIN_PRECISION=bf16 PTRAIN_MODE=2.5d PTRAIN_DP=1 PTRAIN_TP=4 PTRAIN_TP_DEPTH=4
+more 4 8 2 PTRAIN_PRECISION=bf16 PTRAIN_DP=2 PTRAIN_SP=2 PTRAIN_ZERO=2 PTRAIN_MICROBATCHES=2 PTRAIN_CKPT_ACT=attention
+more 4 8 4 PTRAIN_PRECISION=bf16 PTRAIN_DP=2 PTRAIN_PP=2 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2 \
+    PTRAIN_MICROBATCHES=2 PTRAIN_ZERO=3
+more 8 8 2 PTRAIN_PRECISION=bf16 PTRAIN_MODE=3d PTRAIN_DP=1 PTRAIN_TP=8
 
 # a plan the model cannot hold: one line naming the value, status 2
 rc=0
