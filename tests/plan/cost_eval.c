@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cost_eval MODEL BATCH: print the cost model's prediction for the plan in
  * the PTRAIN_* environment (pt_plan_from_env over the defaults; dp = the
  * world the plan needs, i.e. PTRAIN_DP) as one JSON object:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Regenerate the golden plans tests/plan/*.plan from tests/plan/cases.list
 # with the ptrain-plan of a build tree (mpibind's test-suite pattern: a
 # topology fixture x job geometry x model -> the expected plan).  Review

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # The cost model (lib/plan/cost.c) against what the library measures: for
 # each plan, one ptrain-run step under mpirun writes its metrics (bytes
 # sent per group, max over ranks, and the arena peak, ptrain-run(1)), and

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Golden plans (mpibind's pattern): for each tests/plan/*.plan, run the
 # ptrain-plan command on its first line from the source tree and compare
 # the exit status and the output with the file (its '#' lines are the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Mixed nodes in ptrain-plan (issue 25): a cluster of two node models
 # (--topology FILE:COUNT, twice) plans at the slowest node's rates, sizes
 # pipeline stages that sit on nodes of different speeds by D'Hondt's

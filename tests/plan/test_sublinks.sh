@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # Each communicator of a layout on the links it really spans (issue 25):
 # on the pairs8-nvlink fixture (one node of 8 A100s, NVLink only inside
 # pairs of GPUs: 184 GB/s per rank inside a pair, 14.5 GB/s between pairs)

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Write the hwloc v2 XML fixtures of tests/topo/ from the machine shapes
 below (run from tests/topo/; check each with `lstopo --input FILE`).
 

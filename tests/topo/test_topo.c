@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The node model of every fixture (counts, locality, path classes), islands,
  * slowest links, JSON and XML round trips, gres lines, malformed input.
  * Expected values come from the machine shapes in gen-fixtures.py. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pt_topo_plan_hw: what the planner reads from a node model (islands in
  * ranks, link bandwidths, memory and GEMM rate per rank, overrides), on
  * the fixtures whose shapes gen-fixtures.py gives; the optional

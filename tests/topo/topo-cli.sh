@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-topo on the fixtures: report, --json/--xml/--save/--load round
 # trips, --gres, --strict, environment override, exit 2 on bad input.
 . "$top_srcdir/tests/lib.sh"

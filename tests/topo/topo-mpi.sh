@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-topo --probe-quick under mpirun (2 ranks): structure, positivity
 # and consistency of the results; the probe persists through --save/--load.
 # No speed is asserted.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # ptrain-topo --probe-quick across two fake nodes of a throw-away local
 # Slurm (scripts/local-slurm.sh): the probe sees 2 nodes, measures an
 # inter-node pair, and its allreduce numbers are consistent.  No speed is

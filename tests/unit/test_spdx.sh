@@ -9,7 +9,7 @@
 . "$top_srcdir/tests/lib.sh"
 tag="SPDX-License-Identifier: MIT"
 check "LICENSE is the MIT License" grep -q '^MIT License' "$top_srcdir/LICENSE"
-list=$(cd "$top_srcdir" && find . \( -path ./third_party -o -path ./debian -o -path ./tests/topo -o -path ./tests/plan \
+list=$(cd "$top_srcdir" && find . \( -path ./third_party -o -path ./debian \
         -o -path ./tests/fuzz/corpus -o -name '_build*' -o -name '.git' -o -name 'autom4te.cache' -o -path ./build-aux \
         -o -path ./m4 \) -prune -o -type f \
         \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.inc' -o -name '*.sh' -o -name '*.py' -o -name '*.am' \
