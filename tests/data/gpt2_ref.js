@@ -1,5 +1,5 @@
-/* SPDX-License-Identifier: MIT */
 #!/usr/bin/env node
+// SPDX-License-Identifier: MIT
 // Reference side of the tokenizer tests: the npm package gpt-3-encoder's own
 // JavaScript encoder/decoder, plus writers of sample and random text files.
 //

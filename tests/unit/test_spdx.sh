@@ -13,7 +13,7 @@ list=$(cd "$top_srcdir" && find . \( -path ./third_party -o -path ./debian \
         -o -path ./tests/fuzz/corpus -o -name '_build*' -o -name '.git' -o -name 'autom4te.cache' -o -path ./build-aux \
         -o -path ./m4 \) -prune -o -type f \
         \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.inc' -o -name '*.sh' -o -name '*.py' -o -name '*.am' \
-        -o -name '*.map' -o -name '*.supp' -o -name '*.sbatch' -o -name 'configure.ac' -o -path './bin/*.in' \
+        -o -name '*.map' -o -name '*.js' -o -name '*.supp' -o -name '*.sbatch' -o -name 'configure.ac' -o -path './bin/*.in' \
         -o -path './man/*.[178]' -o -path './share/bash-completion/ptrain' -o -path './.ci/run' \) -print | sort)
 n=$(printf '%s\n' "$list" | grep -c .)
 missing=
