@@ -23,4 +23,10 @@ done
 nm=$(printf '%s\n' $missing | grep -c .)
 check "every one of $n source, build, script and man page files names its license in its first 20 lines ($nm without:$(printf '%s\n' $missing | head -n 5 | tr '\n' ' '))" \
     [ "$n" -gt 100 -a -z "$missing" ]
+# the line never goes above a script's #! (the kernel and env need it first)
+late=
+for f in $list; do
+    sed -n 2p "$top_srcdir/$f" | grep -q '^#!' && late="$late ${f#./}"
+done
+check "no #! line below the first line (scripts still run:$late)" [ -z "$late" ]
 done_testing
