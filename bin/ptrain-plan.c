@@ -237,7 +237,7 @@ int main(int argc, char **argv)
     int ntopo = 0, nodes = 0, tpn = 0, batch = 512, out = 0, c, energy = 0;
     double slowdown = 0, straggler = 0;
     const char *power_model = NULL, *profile_path = NULL, *plan_out = NULL;
-    pt_topo_hw_override ov = {0, 0, 0};
+    pt_topo_hw_override ov = {0, 0, 0, 0};
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
     pt_plan_request req;
