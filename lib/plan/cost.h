@@ -256,6 +256,14 @@ typedef struct pt_hw {
                                * (ranks_per_core > 1). */
 } pt_hw;
 
+/* The GEMM rate (GFLOP/s, r_inf with gemm_n_half) h computes a plan of
+ * precision prec (a pt_precision) at: gemm_gflops_bf16 for bf16 when known,
+ * else gemm_gflops; 0 when unknown. */
+static inline double pt_hw_gemm_gflops(const pt_hw *h, int prec)
+{
+    return prec == PT_PREC_BF16 && h->gemm_gflops_bf16 > 0 ? h->gemm_gflops_bf16 : h->gemm_gflops;
+}
+
 /* A plan's cost for one optimizer step of `global_batch` sequences of
  * m->seq_len tokens.  Bytes and memory are per rank (maximum over ranks);
  * times in seconds. */

@@ -827,6 +827,18 @@ static void test_mixed(void)
                strstr(r2.limit, "D'Hondt"),
            "mixed nodes, pp=2 over a slow and a fast node: the fast stage gets more layers (%d,%d), by D'Hondt: %s",
            rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+    /* in bf16 the speeds are the bf16 rates: the slow kind's bf16 GEMMs 10x
+     * its fp32 ones, the fast kind's unknown (its fp32 rate, 2x): the slow
+     * kind's stage is now 5x faster and gets more layers, head and all */
+    kinds[0].hw.gemm_gflops_bf16 = 10 * kinds[0].hw.gemm_gflops;
+    pt_cluster_slowest(&mixed, &mixed.hw, NULL);
+    req.precision = PT_PREC_BF16;
+    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    tap_ok(rc2 == 0 && b->pp == 2 && b->pp_split_n == 2 && b->pp_split[1] > b->pp_split[0] + 1 &&
+               strstr(r2.limit, "D'Hondt") && strstr(r2.limit, "run at 1e+05,5e+05 GFLOP/s"),
+           "mixed nodes in bf16, pp=2: the stage of the kind with the faster bf16 GEMM gets more layers (%d,%d): %s",
+           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+    req.precision = PT_PREC_FP32;
 
     /* the bf16 GEMM rate of the slower of two: the least of what each
      * side computes bf16 at (its gemm_gflops_bf16, else its gemm_gflops),
