@@ -32,6 +32,7 @@ static void usage(FILE *f)
     fprintf(f,
             "usage: ptrain-plan [--topology FILE[:COUNT]]... [--nodes N] [--tasks-per-node N] [--model M]\n"
             "                   [--batch N] [pins] [--mem-gb G] [--inter-gbps G] [--gemm-gflops G]\n"
+            "                   [--gemm-gflops-bf16 G]\n"
             "                   [--json | --env]\n"
             "Machine and job:\n"
             "  --topology FILE     node model: hwloc XML or ptrain-topo JSON/XML (default: this\n"
@@ -46,6 +47,8 @@ static void usage(FILE *f)
             "                      an estimate from its adapters)\n"
             "  --gemm-gflops G     fp32 GEMM rate of one rank, GFLOP/s (default: measured, else\n"
             "                      an estimate from the cores)\n"
+            "  --gemm-gflops-bf16 G  bf16 GEMM rate of one rank, GFLOP/s, for --precision bf16\n"
+            "                      (default: measured, else the GPU's data sheet, else the fp32 rate)\n"
             "Model:\n"
             "  --model M           %s, or L,H,C,T,V (default gpt2-124M)\n"
             "  --batch N           global batch, sequences per step (default 512)\n"
@@ -55,6 +58,7 @@ static void usage(FILE *f)
             "  --virtual-stages V, --pp-split N,N,...\n"
             "  --schedule S        gpipe, 1f1b, interleaved\n"
             "  --recompute R       none, block, attention\n"
+            "  --precision P       fp32, bf16 (bf16 activations and GEMMs at the bf16 GEMM rate)\n"
             "  --rank-order O      a permutation of D, P, T (cluster = DPT, spread = TPD)\n"
             "  --tp-order O        the tp grid's axes slowest first, a permutation of 0, 1, 2\n"
             "                      (2d: 012 rows on consecutive ranks, 021 columns)\n"
@@ -113,6 +117,8 @@ static json_t *hw_json(const pt_hw *h)
     json_t *hw = json_object(), *g = json_object(), *l = json_object();
     json_object_set_new(hw, "gemm_gflops", json_real(h->gemm_gflops));
     json_object_set_new(hw, "gemm_n_half", json_real(h->gemm_n_half));
+    if (h->gemm_gflops_bf16 > 0) /* known: bf16 plans' rate; absent: bf16 at gemm_gflops */
+        json_object_set_new(hw, "gemm_gflops_bf16", json_real(h->gemm_gflops_bf16));
     json_object_set_new(hw, "mem_bytes", json_real(h->mem_bytes));
     json_object_set_new(hw, "ranks_per_core", json_real(h->ranks_per_core));
     json_object_set_new(hw, "busy_delay_s", json_real(h->busy_delay_s));
@@ -227,17 +233,18 @@ int main(int argc, char **argv)
         {"energy-profile", required_argument, 0, 'R'}, {"energy-plan-out", required_argument, 0, 'W'},
         {"tp-order", required_argument, 0, 'Q'},      {"mixed-nodes", required_argument, 0, 'X'},
         {"virtual-stages", required_argument, 0, 'v'}, {"pp-split", required_argument, 0, 'Y'},
+        {"precision", required_argument, 0, 'C'},     {"gemm-gflops-bf16", required_argument, 0, 'B'},
         {0, 0, 0, 0}};
     /* the pins and their request keys (lib/plan/planner.h's builder) */
     static const struct { int c; const char *key; } pins[] = {
         {'M', "mode"}, {'t', "tp"}, {'d', "tp-depth"}, {'s', "sp"}, {'p', "pp"}, {'z', "zero"},
         {'u', "microbatches"}, {'S', "schedule"}, {'r', "recompute"}, {'O', "rank-order"}, {'Q', "tp-order"},
-        {'v', "virtual-stages"}, {'Y', "pp-split"}, {'m', "model"}};
+        {'v', "virtual-stages"}, {'Y', "pp-split"}, {'m', "model"}, {'C', "precision"}};
     topo_arg topo[MAX_TOPOLOGIES];
     int ntopo = 0, nodes = 0, tpn = 0, batch = 512, out = 0, c, energy = 0;
     double slowdown = 0, straggler = 0;
     const char *power_model = NULL, *profile_path = NULL, *plan_out = NULL;
-    pt_topo_hw_override ov = {0, 0, 0};
+    pt_topo_hw_override ov = {0, 0, 0, 0};
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
     pt_plan_request req;
@@ -289,6 +296,7 @@ int main(int argc, char **argv)
         case 'G': bad = parse_real("mem-gb", optarg, &ov.mem_gb); break;
         case 'I': bad = parse_real("inter-gbps", optarg, &ov.inter_gbps); break;
         case 'F': bad = parse_real("gemm-gflops", optarg, &ov.gemm_gflops); break;
+        case 'B': bad = parse_real("gemm-gflops-bf16", optarg, &ov.gemm_gflops_bf16); break;
         case 'j':
         case 'e':
             if (out && out != c) {
@@ -548,7 +556,12 @@ int main(int argc, char **argv)
             }
             printf("\n");
         }
-        for (char *line = strtok(mach.note, "\n"); line; line = strtok(NULL, "\n")) printf("  %s\n", line);
+        /* the bf16 GEMM rate's line ("gemm bf16:", after a kind's
+         * "[name] ") only where a bf16 plan uses it */
+        for (char *line = strtok(mach.note, "\n"); line; line = strtok(NULL, "\n")) {
+            const char *body = line[0] == '[' && strstr(line, "] ") ? strstr(line, "] ") + 2 : line;
+            if (req.plan.precision == PT_PREC_BF16 || strncmp(body, "gemm bf16:", 10) != 0) printf("  %s\n", line);
+        }
         size_t need = pt_planner_explain(pl, NULL, 0) + 1;
         char *text = malloc(need);
         if (!text) {

@@ -58,6 +58,7 @@ static void report(const pt_topo *t)
            t->nnuma, t->nnuma == 1 ? "" : "s", t->ncores, t->npus, t->cpu_model[0] ? "; " : "", t->cpu_model);
     printf("  BLAS (this host): %s\n", pt_blas_summary());
     if (t->gemm_gflops > 0) printf("  sgemm, one core: %.1f GFLOP/s (measured)\n", t->gemm_gflops);
+    if (t->gemm_gflops_bf16 > 0) printf("  bf16 GEMM, one core: %.1f GFLOP/s (measured)\n", t->gemm_gflops_bf16);
     if (t->gemm_n_half > 0)
         printf("  sgemm over rows n: %.1f n / (n + %.1f) GFLOP/s (Hockney fit)\n", t->gemm_rinf_gflops, t->gemm_n_half);
     printf("\n  NUMA  Package  Memory(GiB)  Cores  PUs  CPUs              Copy GB/s\n");
@@ -308,6 +309,10 @@ int main(int argc, char **argv)
         if (!rc && rank == 0) { /* one core's sgemm rate, for ptrain-plan and the plugin's planner */
             double g = pt_blas_sgemm_gflops(quick ? 256 : 1024, quick ? 2 : 5);
             if (g > 0) t.gemm_gflops = g;
+            /* the same for bf16 operands through pt_gemm_bf16 (on a CPU
+             * without bf16 instructions: its fp32 fallback's rate) */
+            double gb = pt_blas_bf16_gemm_gflops(quick ? 256 : 1024, quick ? 2 : 5);
+            if (gb > 0) t.gemm_gflops_bf16 = gb;
             /* and over the rows of a GEMM (a microbatch's rows), k = n
              * fixed: Hockney's r_inf and n_1/2 (pt_topo_gemm_fit) */
             static const int rows[5] = {16, 64, 256, 1024, 4096};

@@ -327,7 +327,7 @@ static void load_node_model(void)
  * node_models for the nodes of its host lists, mixed nodes; every other
  * node this node's model: `topology`, else hwloc), their rates from
  * pt_topo_plan_hw (measured where the model holds a measurement, else
- * estimated) with ptrain.conf's gemm_gflops / inter_node_gbps /
+ * estimated) with ptrain.conf's gemm_gflops / gemm_gflops_bf16 / inter_node_gbps /
  * inter_node_lat_us over them (pt_plan_machine_build).  Without a model:
  * the estimates of a node of one NUMA node and no GPU.  nodelist (NULL:
  * unknown, every node the default) names the step's nodes in order. */
@@ -369,7 +369,8 @@ static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_
         kind_of[i] = kind_index[e];
     }
     if (rc == 0) {
-        pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops};
+        pt_topo_hw_override ov = {.inter_gbps = conf.inter_node_gbps, .gemm_gflops = conf.gemm_gflops,
+                                  .gemm_gflops_bf16 = conf.gemm_gflops_bf16};
         pt_error inner;
         if (pt_plan_machine_build(m, nk, mp, names, kind_of, g->tasks_per_node, g->nnodes, &ov, conf.inter_node_lat_us,
                                   &inner) < 0)

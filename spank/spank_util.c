@@ -253,6 +253,7 @@ void pt_spank_conf_default(pt_spank_conf *c)
     c->inter_node_gbps = 0;
     c->inter_node_lat_us = 0;
     c->gemm_gflops = 0;
+    c->gemm_gflops_bf16 = 0;
     c->bind = PT_SPANK_BIND_AUTO;
     c->energy = PT_SPANK_ENERGY_PLAN;
     c->gpu_clock_mhz[0] = c->gpu_clock_mhz[1] = 0;
@@ -315,7 +316,7 @@ static int check_rate(const char *key, double v, pt_error *err)
         return pt_errprintf(err, "invalid %s %g (valid: a number > 0 and <= %g; %s)", key, v,
                             rate_max(key),
                             strcmp(key, "inter_node_lat_us") == 0 ? "microseconds" :
-                            strcmp(key, "gemm_gflops") == 0 ? "GFLOP/s of one rank" :
+                            strncmp(key, "gemm_gflops", 11) == 0 ? "GFLOP/s of one rank" :
                             "GB/s of one rank");
     return 0;
 }
@@ -325,6 +326,7 @@ static double *rate_field(pt_spank_conf *c, const char *key)
     if (strcmp(key, "inter_node_gbps") == 0) return &c->inter_node_gbps;
     if (strcmp(key, "inter_node_lat_us") == 0) return &c->inter_node_lat_us;
     if (strcmp(key, "gemm_gflops") == 0) return &c->gemm_gflops;
+    if (strcmp(key, "gemm_gflops_bf16") == 0) return &c->gemm_gflops_bf16;
     return NULL;
 }
 
@@ -456,7 +458,8 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err)
                             pt_precision_name(c->default_precision));
     if (check_rate("inter_node_gbps", c->inter_node_gbps, err) < 0 ||
         check_rate("inter_node_lat_us", c->inter_node_lat_us, err) < 0 ||
-        check_rate("gemm_gflops", c->gemm_gflops, err) < 0)
+        check_rate("gemm_gflops", c->gemm_gflops, err) < 0 ||
+        check_rate("gemm_gflops_bf16", c->gemm_gflops_bf16, err) < 0)
         return -1;
     if (c->bind != PT_SPANK_BIND_NONE && c->bind != PT_SPANK_BIND_AUTO)
         return pt_errprintf(err, "invalid bind %d (valid: none, auto)", c->bind);
@@ -769,7 +772,7 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err)
                       "allowed_modes, master_port_base, master_port_count, max_pp, default_zero, "
                       "max_zero, default_schedule, allowed_schedules, default_recompute, default_precision, "
                       "allowed_precisions, topology, "
-                      "inter_node_gbps, inter_node_lat_us, gemm_gflops, bind, energy, gpu_clock_mhz, "
+                      "inter_node_gbps, inter_node_lat_us, gemm_gflops, gemm_gflops_bf16, bind, energy, gpu_clock_mhz, "
                       "cpu_clock_mhz, node_models, mixed_nodes)", path, line, name);
             goto out;
         }
@@ -795,7 +798,7 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
                          "config, default_mode, max_tp, master_port_base, master_port_count, "
                          "max_pp, default_zero, max_zero, default_schedule, allowed_schedules, "
                          "default_recompute, default_precision, allowed_precisions, topology, "
-                         "inter_node_gbps, inter_node_lat_us, gemm_gflops, "
+                         "inter_node_gbps, inter_node_lat_us, gemm_gflops, gemm_gflops_bf16, "
                          "bind, energy, gpu_clock_mhz, cpu_clock_mhz, node_model, mixed_nodes)", arg);
     size_t klen = (size_t)(eq - arg);
     const char *v = eq + 1;
@@ -857,7 +860,7 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
         if (add_node_model("plugstack node_model", v, &tmp, err) < 0) return -1;
     } else if (KEY("mixed_nodes")) {
         if (parse_mixed("plugstack mixed_nodes", v, &tmp.mixed_nodes, err) < 0) return -1;
-    } else if (KEY("inter_node_gbps") || KEY("inter_node_lat_us") || KEY("gemm_gflops")) {
+    } else if (KEY("inter_node_gbps") || KEY("inter_node_lat_us") || KEY("gemm_gflops") || KEY("gemm_gflops_bf16")) {
         char key[32];
         snprintf(key, sizeof key, "%.*s", (int)klen, arg);
         if (parse_rate_text(key, v, rate_field(&tmp, key), err) < 0) return -1;
@@ -891,7 +894,7 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err)
                          "default_mode, max_tp, master_port_base, master_port_count, max_pp, "
                          "default_zero, max_zero, default_schedule, allowed_schedules, "
                          "default_recompute, default_precision, allowed_precisions, topology, "
-                         "inter_node_gbps, inter_node_lat_us, gemm_gflops, "
+                         "inter_node_gbps, inter_node_lat_us, gemm_gflops, gemm_gflops_bf16, "
                          "bind, energy, gpu_clock_mhz, cpu_clock_mhz, node_model, mixed_nodes)", arg);
     }
 #undef KEY

@@ -79,6 +79,7 @@ typedef struct pt_spank_conf {
     double inter_node_lat_us;  /* latency of one message across nodes (microseconds); 0 = the
                                 * model's */
     double gemm_gflops;        /* fp32 GEMM rate of one rank (GFLOP/s); 0 = the model's */
+    double gemm_gflops_bf16;   /* bf16 GEMM rate of one rank (GFLOP/s), for bf16 plans; 0 = the model's */
     int bind;                  /* PT_SPANK_BIND_*: per-task GPU, CPU set and NIC binding */
     int energy;                /* PT_SPANK_ENERGY_*: the highest --ptrain-energy users may ask for */
     double gpu_clock_mhz[2];   /* GPU clocks energy plans may use, [min, max] MHz; {0, 0} = any */
@@ -123,7 +124,7 @@ void pt_spank_conf_default(pt_spank_conf *c);
  * choose from, default_zero above max_zero,
  * default_schedule interleaved or not allowed, no schedule allowed;
  * no precision allowed, default_precision not in allowed_precisions;
- * inter_node_gbps, gemm_gflops 0 or in (0, 1e9], inter_node_lat_us 0 or in
+ * inter_node_gbps, gemm_gflops, gemm_gflops_bf16 0 or in (0, 1e9], inter_node_lat_us 0 or in
  * (0, 1e7]; bind none or auto. */
 int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
 
@@ -135,7 +136,7 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
  * (string: none, block, attention), default_precision (string: fp32,
  * bf16), allowed_precisions (list of precision strings), topology (string: a path, not
  * empty; read by the planner on each node, so not opened here),
- * inter_node_gbps, inter_node_lat_us, gemm_gflops (positive numbers,
+ * inter_node_gbps, inter_node_lat_us, gemm_gflops, gemm_gflops_bf16 (positive numbers,
  * integer or float), bind (string: "none" or "auto"), energy (string: off,
  * report, plan, apply), gpu_clock_mhz and cpu_clock_mhz (a list of two
  * numbers [min, max], MHz), node_models (a list of strings "HOSTLIST=PATH",
@@ -150,7 +151,7 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
  * default_zero=N, max_zero=N, default_schedule=S,
  * allowed_schedules=S[,S...], default_recompute=R, default_precision=P,
  * allowed_precisions=P[,P...], topology=PATH,
- * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, bind=none|auto,
+ * inter_node_gbps=X, inter_node_lat_us=X, gemm_gflops=X, gemm_gflops_bf16=X, bind=none|auto,
  * energy=LEVEL, gpu_clock_mhz=MIN-MAX, cpu_clock_mhz=MIN-MAX,
  * node_model=HOSTLIST=PATH (adds one), mixed_nodes=adapt|refuse) to *c.
  * config= loads the file at once. */

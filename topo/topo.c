@@ -446,6 +446,7 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
     }
     /* the sgemm rate and its Hockney fit (0 when absent) */
     t->gemm_gflops = info_double(root, "PtrainGemmGFlops");
+    t->gemm_gflops_bf16 = info_double(root, "PtrainGemmBf16GFlops");
     t->gemm_rinf_gflops = info_double(root, "PtrainGemmRinfGFlops");
     t->gemm_n_half = info_double(root, "PtrainGemmNHalfRows");
 }
@@ -932,6 +933,7 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
         bad |= set_info(root, "PtrainNetNodeNames", n->nodes);
     }
     if (t->gemm_gflops > 0) bad |= set_info_d(root, "PtrainGemmGFlops", t->gemm_gflops);
+    if (t->gemm_gflops_bf16 > 0) bad |= set_info_d(root, "PtrainGemmBf16GFlops", t->gemm_gflops_bf16);
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0) {
         bad |= set_info_d(root, "PtrainGemmRinfGFlops", t->gemm_rinf_gflops);
         bad |= set_info_d(root, "PtrainGemmNHalfRows", t->gemm_n_half);

@@ -198,6 +198,9 @@ typedef struct pt_topo {
     pt_topo_net net;
     double gemm_gflops;     /* measured fp32 sgemm rate of one core (GFLOP/s; ptrain-topo --probe,
                                JSON "gemm_gflops", optional), 0 = not measured */
+    double gemm_gflops_bf16; /* measured bf16 GEMM rate of one core (GFLOP/s; ptrain-topo --probe through
+                               pt_gemm_bf16, at the size of gemm_gflops; JSON "gemm_gflops_bf16",
+                               optional), 0 = not measured */
     /* Hockney fit of one core's sgemm rate over the rows n of a GEMM:
      * rate(n) = gemm_rinf_gflops n / (n + gemm_n_half) (pt_topo_gemm_fit;
      * JSON "gemm_fit": {"r_inf_gflops", "n_half_rows"}, optional);

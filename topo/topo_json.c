@@ -179,6 +179,7 @@ int pt_topo_to_json(const pt_topo *t, char **out)
         json_object_set_new(json_object_get(root, "net"), "collectives_by_class", cc);
     }
     if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
+    if (t->gemm_gflops_bf16 > 0) json_object_set_new(root, "gemm_gflops_bf16", json_real(t->gemm_gflops_bf16));
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0)
         json_object_set_new(root, "gemm_fit", json_pack("{s:f, s:f}", "r_inf_gflops", t->gemm_rinf_gflops,
                                                         "n_half_rows", t->gemm_n_half));
@@ -503,6 +504,14 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
             jerr(&c, "gemm_gflops", "must be a number of GFLOP/s (0..1e9)");
         else
             t->gemm_gflops = json_number_value(gg);
+    }
+    /* optional: the measured bf16 GEMM rate of one core (older files lack it) */
+    json_t *gb = c.rc ? NULL : json_object_get(root, "gemm_gflops_bf16");
+    if (gb && !json_is_null(gb)) {
+        if (!json_is_number(gb) || !(json_number_value(gb) >= 0) || json_number_value(gb) > 1e9)
+            jerr(&c, "gemm_gflops_bf16", "must be a number of GFLOP/s (0..1e9)");
+        else
+            t->gemm_gflops_bf16 = json_number_value(gb);
     }
     /* optional: the Hockney fit of the sgemm rate over the GEMM's rows */
     json_t *gf = c.rc ? NULL : json_object_get(root, "gemm_fit");

@@ -27,7 +27,7 @@ static double gpu_mem_from_model(const char *model)
 int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt_hw *hw, int *island_ranks,
                     char *note, size_t note_len, pt_error *err)
 {
-    static const pt_topo_hw_override none = {0, 0, 0};
+    static const pt_topo_hw_override none = {0, 0, 0, 0};
     if (!ov) ov = &none;
     if (!hw || !island_ranks) return pt_errprintf(err, "node model: no output given");
     /* no node model: one NUMA node of one core, no GPU; every figure an estimate */
@@ -314,6 +314,54 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
             pt_notef(note, note_len, "gemm: %.4g GFLOP/s per %s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
                      "ptrain-topo --probe measures it)", hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", per_rank, share);
         }
+    }
+    /* bf16 GEMM rate of one rank (0: unknown, bf16 plans compute at
+     * gemm_gflops); its note line begins "gemm bf16:" */
+    if (ov->gemm_gflops_bf16 > 0) {
+        hw->gemm_gflops_bf16 = ov->gemm_gflops_bf16;
+        pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per rank (override)", hw->gemm_gflops_bf16);
+    } else if (gpu) {
+        /* dense bf16 tensor-core peaks from NVIDIA's data sheets (without
+         * sparsity); V100 has no bf16 */
+        const char *mdl = t->gpu[0].model, *what = NULL;
+        double peak = 0;
+        if (strstr(mdl, "H200") || strstr(mdl, "GH200")) {
+            peak = 989000;
+            what = "the H200's";
+        } else if (strstr(mdl, "H100") || strstr(mdl, "GH100")) {
+            const int sxm = strstr(mdl, "SXM") || strstr(mdl, "HBM3");
+            peak = sxm ? 989000 : 756000;
+            what = sxm ? "the H100 SXM's" : "the H100 PCIe's (SXM: 989 TFLOP/s)";
+        } else if (strstr(mdl, "A100")) {
+            peak = 312000;
+            what = "the A100's";
+        } else if (strstr(mdl, "L40S")) {
+            peak = 362000;
+            what = "the L40S's";
+        }
+        if (peak > 0) {
+            hw->gemm_gflops_bf16 = peak / per_dev;
+            pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, %s dense "
+                     "bf16 peak)", hw->gemm_gflops_bf16, peak, what);
+        } else {
+            pt_notef(note, note_len, "gemm bf16: at the fp32 rate (%s: no bf16 figure%s)", mdl[0] ? mdl : "the GPU",
+                     strstr(mdl, "V100") ? "; the V100 has no bf16" : " in the table");
+        }
+    } else if (t->gemm_gflops_bf16 > 0) {
+        /* one core's measured rate x the cores per rank, as gemm_gflops;
+         * against the sgemm's Hockney fit, scaled by r_inf over the sgemm
+         * rate measured at the bf16 measurement's size (bf16 keeps the
+         * measured ratio to fp32, and n_1/2 applies to both) */
+        const int cores = t->ncores > 0 ? t->ncores : 1;
+        const double per_rank = hw->ranks_per_core > 1 ? 1 : (double)cores / tpn;
+        const int fit = hw->gemm_n_half > 0 && t->gemm_gflops > 0;
+        const double scale = fit ? t->gemm_rinf_gflops / t->gemm_gflops : 1;
+        hw->gemm_gflops_bf16 = t->gemm_gflops_bf16 * scale * per_rank;
+        pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per %s%s (measured %.4g per core x %.3g cores%s)",
+                 hw->gemm_gflops_bf16, hw->ranks_per_core > 1 ? "core" : "rank", fit ? " at large sizes" : "",
+                 t->gemm_gflops_bf16, per_rank, fit ? ", x the sgemm's r_inf / its one-size rate" : "");
+    } else {
+        pt_notef(note, note_len, "gemm bf16: at the fp32 rate (not measured; ptrain-topo --probe measures it)");
     }
     /* collectives between other ranks' compute on time-shared cores: the
      * probe's pair allreduce while half the ranks compute less the same

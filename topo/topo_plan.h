@@ -18,6 +18,7 @@ typedef struct pt_topo_hw_override {
     double inter_gbps;   /* network bandwidth of one node (GB/s), shared by its tasks */
     double mem_gb;       /* memory one rank may use (GB, 1e9 bytes) */
     double gemm_gflops;  /* fp32 GEMM rate of one rank (GFLOP/s) */
+    double gemm_gflops_bf16; /* bf16 GEMM rate of one rank (GFLOP/s) */
 } pt_topo_hw_override;
 
 /* Fill hw and *island_ranks for tasks_per_node ranks on every node of
@@ -98,6 +99,16 @@ typedef struct pt_topo_hw_override {
  *   CPU nodes only).  A CPU node with more tasks than cores gets one
  *   core's rate and ranks_per_core = tasks / cores (the cost model shares
  *   the core among them).
+ * gemm_gflops_bf16: ov->gemm_gflops_bf16, else on GPU nodes the dense bf16
+ *   tensor-core peak of the GPU's data sheet (H200 and H100 SXM 989000,
+ *   H100 PCIe and other H100s 756000, L40S 362000, A100 312000 GFLOP/s;
+ *   V100 and GPUs not in the table 0) shared by the ranks of a GPU, else
+ *   on CPU nodes the model's measured gemm_gflops_bf16 (ptrain-topo
+ *   --probe: one core's pt_gemm_bf16 rate) times the cores per rank (one
+ *   core with more tasks than cores), scaled by gemm_rinf_gflops /
+ *   gemm_gflops when gemm_n_half comes from the Hockney fit; else 0 (bf16
+ *   plans compute at gemm_gflops).  Its note line begins "gemm bf16:"
+ *   (ptrain-plan shows it for bf16 plans only).
  * note (may be NULL): one line per figure saying where it came from
  * ("measured", "recorded", "estimate", "override").
  * Returns 0, or -1 with one line in err (tasks_per_node < 1, a model

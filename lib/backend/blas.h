@@ -82,6 +82,19 @@ double pt_blas_sgemm_gflops(int n, int reps);
  * < 1 or > 8192, reps < 1 or memory runs out. */
 double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps);
 
+/* The bf16 GEMM rate of one core, measured as pt_blas_sgemm_gflops: the
+ * best of `reps` timed pt_gemm_bf16 calls (lib/backend/gemm_bf16.h: the
+ * implementation this process chose, oneDNN's AMX/AVX512_BF16 kernels or,
+ * on CPUs without bf16 instructions, fp32 sgemm on converted tiles)
+ * C[n, n] = A[n, n] B[n, n], bf16 operands of fresh random values, fp32 C,
+ * after one untimed call, with OpenBLAS and the OpenMP pool held to one
+ * thread (restored after); GFLOP/s (2 n^3 flops per call).  What
+ * ptrain-topo --probe records as the node model's "gemm_gflops_bf16" (the
+ * planner's rate for bf16 plans).  Returns the rate, or -1 when n < 16,
+ * n > 8192, reps < 1, memory runs out or pt_gemm_bf16 fails (pt_errmsg()
+ * says why, e.g. a PTRAIN_BF16_GEMM that cannot run here). */
+double pt_blas_bf16_gemm_gflops(int n, int reps);
+
 /* "sse", "avx", "avx2", "avx512" or "unknown". */
 const char *pt_isa_name(int level);
 

@@ -717,13 +717,15 @@ static double sub_time(const traffic *t, int s, const pt_hw *h, int l)
     return x;
 }
 
-/* The GEMM rate (FLOP/s) of h at gemm_rows rows per call (Hockney's r_inf,
- * n_1/2), 0 when unknown. */
-static double gemm_rate(const pt_hw *h, double gemm_rows)
+/* The GEMM rate (FLOP/s) of h for precision prec at gemm_rows rows per
+ * call (Hockney's r_inf, n_1/2): bf16 at gemm_gflops_bf16 when known, else
+ * at gemm_gflops; 0 when unknown. */
+static double gemm_rate(const pt_hw *h, int prec, double gemm_rows)
 {
-    if (!h || h->gemm_gflops <= 0) return 0;
-    return h->gemm_n_half > 0 ? h->gemm_gflops * 1e9 * gemm_rows / (gemm_rows + h->gemm_n_half)
-                              : h->gemm_gflops * 1e9;
+    if (!h) return 0;
+    const double r = prec == PT_PREC_BF16 && h->gemm_gflops_bf16 > 0 ? h->gemm_gflops_bf16 : h->gemm_gflops;
+    if (r <= 0) return 0;
+    return h->gemm_n_half > 0 ? r * 1e9 * gemm_rows / (gemm_rows + h->gemm_n_half) : r * 1e9;
 }
 
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
@@ -824,7 +826,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
      * the rows of one call: 3d multiplies the input gathered over l) */
     const double gemm_rows = (double)N * (g.mode == PT_MODE_3D ? (double)g.q : 1.0);
     const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
-    const double rate = gemm_rate(hw, gemm_rows);
+    const double rate = gemm_rate(hw, p->precision, gemm_rows);
     const double nact = (double)g.Bl * g.Tl * g.Cr;
     for (int s = 0; s < PT_SUB_N; s++) c.sub_link[s] = w->sub_link[s];
     if (pp > 1 && w->pp_next) { /* the slowest neighbour link the pipeline uses */
@@ -978,7 +980,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         if (hw) {
             const pt_hw *sh = w->stage_hw ? &w->stage_hw[r] : hw;
             const double so = sh->ranks_per_core > 1 ? sh->ranks_per_core : 1;
-            const double srate = sh == hw ? rate : gemm_rate(sh, gemm_rows);
+            const double srate = sh == hw ? rate : gemm_rate(sh, p->precision, gemm_rows);
             double tc = srate > 0 ? flops * so / srate : 0, tg[PT_GRP_N] = {0};
             for (int sb = 0; sb < PT_SUB_N; sb++) {
                 if (sb == PT_SUB_PP) continue;

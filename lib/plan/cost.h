@@ -87,6 +87,8 @@
  *               A pipeline rank's sends to the next and to the previous
  *               stage each take the link between those two stages;
  *   t_compute = flops / (rate(n) 1e9), rate(n) = gemm_gflops n / (n + gemm_n_half)
+ *               (gemm_gflops_bf16 in gemm_gflops' place for a bf16 plan
+ *               when it is known)
  *               (Hockney's (r_inf, n_1/2) model of a pipelined
  *               operation's rate over its length: Hockney and Jesshope,
  *               "Parallel Computers 2", 1988; for messages Hockney 1994,
@@ -206,6 +208,11 @@ typedef struct pt_hw {
                                * call (a rank's microbatch rows under its layout) at which
                                * the rate is half of gemm_gflops; rate(n) = gemm_gflops
                                * n / (n + gemm_n_half).  0: one rate for every size */
+    double gemm_gflops_bf16;  /* bf16 GEMM rate of one rank (GFLOP/s; bf16 operands, fp32
+                               * accumulation: lib/backend/gemm_bf16.h, a GPU's tensor cores),
+                               * used for plans of precision bf16 in gemm_gflops' place (the
+                               * same n_1/2 and ranks_per_core apply); 0 = unknown: bf16
+                               * plans compute at gemm_gflops */
     double mem_bytes;         /* memory one rank may use (bytes); 0 = unlimited */
     double lat_s[PT_NET_N];   /* alpha: latency of one message, a collective's ring step, on
                                * each link class (s); pt_topo_plan_hw takes the probe's
@@ -248,6 +255,14 @@ typedef struct pt_hw {
                                * pt_topo_plan_hw sets it on time-shared cores only
                                * (ranks_per_core > 1). */
 } pt_hw;
+
+/* The GEMM rate (GFLOP/s, r_inf with gemm_n_half) h computes a plan of
+ * precision prec (a pt_precision) at: gemm_gflops_bf16 for bf16 when known,
+ * else gemm_gflops; 0 when unknown. */
+static inline double pt_hw_gemm_gflops(const pt_hw *h, int prec)
+{
+    return prec == PT_PREC_BF16 && h->gemm_gflops_bf16 > 0 ? h->gemm_gflops_bf16 : h->gemm_gflops;
+}
 
 /* A plan's cost for one optimizer step of `global_batch` sequences of
  * m->seq_len tokens.  Bytes and memory are per rank (maximum over ranks);

@@ -490,7 +490,7 @@ static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req
         double speed[PT_PP_SPLIT_MAX], extra[PT_PP_SPLIT_MAX];
         const int pp = base->pp;
         for (int vs = 0; vs < k; vs++) {
-            speed[vs] = pl->w.stage_hw[vs % pp].gemm_gflops;
+            speed[vs] = pt_hw_gemm_gflops(&pl->w.stage_hw[vs % pp], base->precision);
             extra[vs] = 0;
         }
         /* the head, in blocks: the last layer's cost beyond a block */
@@ -949,7 +949,7 @@ static void limit_line(const pt_cluster *c, const pt_model_shape *m, const pt_se
             char sp[200] = "", rt[200] = "";
             size_t a = 0;
             for (int s = 0; s < b->pp && a < sizeof rt; s++)
-                a += (size_t)snprintf(rt + a, sizeof rt - a, "%s%.4g", s ? "," : "", st[s].gemm_gflops);
+                a += (size_t)snprintf(rt + a, sizeof rt - a, "%s%.4g", s ? "," : "", pt_hw_gemm_gflops(&st[s], b->precision));
             pt_plan_split_format(b, sp, sizeof sp);
             /* is the winner's split D'Hondt's for these stage rates? */
             const int v = b->schedule == PT_SCHED_INTERLEAVED ? b->virtual_stages : 1, kk = b->pp * v;
@@ -957,7 +957,7 @@ static void limit_line(const pt_cluster *c, const pt_model_shape *m, const pt_se
             double speed[PT_PP_SPLIT_MAX], extra[PT_PP_SPLIT_MAX];
             pt_plan_layer_costs(m, lc);
             for (int vs = 0; vs < kk && kk <= PT_PP_SPLIT_MAX; vs++)
-                speed[vs] = st[vs % b->pp].gemm_gflops, extra[vs] = 0;
+                speed[vs] = pt_hw_gemm_gflops(&st[vs % b->pp], b->precision), extra[vs] = 0;
             if (kk <= PT_PP_SPLIT_MAX && lc[0] > 0) extra[kk - 1] = (lc[m->n_layer - 1] - lc[0]) / lc[0];
             if (b->pp_split_n == kk && kk <= PT_PP_SPLIT_MAX &&
                 pt_plan_split_dhondt(speed, extra, kk, m->n_layer, dh, NULL) == 0)

@@ -47,7 +47,8 @@ typedef struct pt_cluster {
 } pt_cluster;
 
 /* dst = the slower of dst and src, figure by figure: the least GEMM rate
- * (with its n_1/2), memory and bandwidth of each link class and collective
+ * (with its n_1/2; the least bf16 rate, where one is known, of each side's
+ * gemm_gflops_bf16 or else gemm_gflops), memory and bandwidth of each link class and collective
  * kind (0 = unknown loses to a figure), the largest latency, ranks per
  * core and busy delay.  Inline (header only) so that libptrain_topo's
  * cluster builder shares it without linking lib/plan. */
@@ -55,6 +56,11 @@ static inline void pt_hw_take_slower(pt_hw *dst, const pt_hw *src)
 {
 #define PT_LOW_(x) (dst->x = (src->x > 0 && (dst->x <= 0 || src->x < dst->x)) ? src->x : dst->x)
 #define PT_HIGH_(x) (dst->x = src->x > dst->x ? src->x : dst->x)
+    if (src->gemm_gflops_bf16 > 0 || dst->gemm_gflops_bf16 > 0) { /* the bf16 rate, 0 = gemm_gflops' */
+        const double a = dst->gemm_gflops_bf16 > 0 ? dst->gemm_gflops_bf16 : dst->gemm_gflops;
+        const double b = src->gemm_gflops_bf16 > 0 ? src->gemm_gflops_bf16 : src->gemm_gflops;
+        dst->gemm_gflops_bf16 = b > 0 && (a <= 0 || b < a) ? b : a;
+    }
     if (src->gemm_gflops > 0 && (dst->gemm_gflops <= 0 || src->gemm_gflops < dst->gemm_gflops)) {
         dst->gemm_gflops = src->gemm_gflops;
         dst->gemm_n_half = src->gemm_n_half;

@@ -276,6 +276,7 @@ static void test_conf(void)
         {"inter_node_gbps = -2.5;\n", "inter_node_gbps = -2.5 is out of range"},
         {"inter_node_lat_us = 1e9;\n", "inter_node_lat_us = 1e+09 is out of range (valid: a number > 0 and <= 1e+07)"},
         {"gemm_gflops = \"fast\";\n", "gemm_gflops must be a number"},
+        {"gemm_gflops_bf16 = 0;\n", "gemm_gflops_bf16 = 0 is out of range (valid: a number > 0 and <= 1e+09)"},
         {"bind = \"cores\";\n", "invalid bind 'cores' (valid: none, auto)"},
         {"bind = 1;\n", "bind must be a string"},
     };
@@ -313,35 +314,39 @@ static void test_conf(void)
                c.allowed_precisions == (1u << PT_PREC_BF16),
            "pipeline settings are read (max_pp=%d default_zero=%d, bf16 only): %s", max_pp, dz, err.text);
     /* the planner's settings: a cached node model, rate overrides, binding */
-    double gb = 1 + rnd(400) / 4.0, lat = 0.5 + rnd(100), gf = 10 + rnd(100000);
+    double gb = 1 + rnd(400) / 4.0, lat = 0.5 + rnd(100), gf = 10 + rnd(100000), gfb = 10 + rnd(1000000) / 8.0;
     snprintf(text, sizeof text,
              "topology = \"/var/cache/ptrain/node.json\";\ninter_node_gbps = %.2f;\n"
-             "inter_node_lat_us = %.1f;\ngemm_gflops = %d;\nbind = \"none\";\n", gb, lat, (int)gf);
+             "inter_node_lat_us = %.1f;\ngemm_gflops = %d;\ngemm_gflops_bf16 = %.3f;\nbind = \"none\";\n", gb, lat,
+             (int)gf, gfb);
     p = write_conf("plan.conf", text);
     pt_spank_conf_default(&c);
     tap_ok(c.bind == PT_SPANK_BIND_AUTO && c.topology[0] == '\0' && c.inter_node_gbps == 0 &&
-               c.gemm_gflops == 0 && c.inter_node_lat_us == 0,
+               c.gemm_gflops == 0 && c.gemm_gflops_bf16 == 0 && c.inter_node_lat_us == 0,
            "planner defaults: bind auto, no topology file, no rate overrides");
     err.text[0] = '\0';
     tap_ok(pt_spank_conf_load(p, &c, &err) == 0 &&
                strcmp(c.topology, "/var/cache/ptrain/node.json") == 0 &&
                c.inter_node_gbps > gb - 0.01 && c.inter_node_gbps < gb + 0.01 &&
                c.inter_node_lat_us > lat - 0.01 && c.inter_node_lat_us < lat + 0.01 &&
-               c.gemm_gflops == (int)gf && c.bind == PT_SPANK_BIND_NONE,
-           "planner settings are read (inter_node_gbps=%.2f lat=%.1f gemm=%d, integer or float): %s",
-           gb, lat, (int)gf, err.text);
+               c.gemm_gflops == (int)gf && c.gemm_gflops_bf16 == gfb && c.bind == PT_SPANK_BIND_NONE,
+           "planner settings are read (inter_node_gbps=%.2f lat=%.1f gemm=%d gemm_bf16=%.3f, integer or float): %s",
+           gb, lat, (int)gf, gfb, err.text);
     pt_spank_conf_default(&c);
     tap_ok(pt_spank_conf_arg("topology=/x/t.xml", &c, &err) == 0 && strcmp(c.topology, "/x/t.xml") == 0 &&
                pt_spank_conf_arg("inter_node_gbps=12.5", &c, &err) == 0 && c.inter_node_gbps == 12.5 &&
                pt_spank_conf_arg("inter_node_lat_us=3", &c, &err) == 0 && c.inter_node_lat_us == 3 &&
                pt_spank_conf_arg("gemm_gflops=900", &c, &err) == 0 && c.gemm_gflops == 900 &&
+               pt_spank_conf_arg("gemm_gflops_bf16=2700.5", &c, &err) == 0 && c.gemm_gflops_bf16 == 2700.5 &&
                pt_spank_conf_arg("bind=none", &c, &err) == 0 && c.bind == PT_SPANK_BIND_NONE,
-           "plugstack topology=, inter_node_gbps=, inter_node_lat_us=, gemm_gflops=, bind=: %s", err.text);
+           "plugstack topology=, inter_node_gbps=, inter_node_lat_us=, gemm_gflops=, gemm_gflops_bf16=, bind=: %s",
+           err.text);
     const struct { const char *arg, *must; } badplan[] = {
         {"topology=", "topology= needs a path"},
         {"inter_node_gbps=fast", "invalid inter_node_gbps='fast' (valid: a number > 0 and <= 1e+09)"},
         {"inter_node_gbps=0", "invalid inter_node_gbps='0'"},
         {"gemm_gflops=nan", "invalid gemm_gflops='nan'"},
+        {"gemm_gflops_bf16=-4", "invalid gemm_gflops_bf16='-4' (valid: a number > 0 and <= 1e+09)"},
         {"inter_node_lat_us=-1", "invalid inter_node_lat_us='-1'"},
         {"bind=cores", "invalid plugstack bind 'cores' (valid: none, auto)"},
     };

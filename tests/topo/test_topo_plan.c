@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static char dir[1024];
@@ -73,7 +74,7 @@ int main(void)
                hw.gbps[PT_NET_INTER]);
         tap_ok(strstr(note, "estimate") && strstr(note, "measured") && !strchr(note + strlen(note) - 1, '\n'),
                "dgx8: the note says what is measured and what is an estimate");
-        pt_topo_hw_override ov = {100, 10, 5};
+        pt_topo_hw_override ov = {100, 10, 5, 0};
         rc = pt_topo_plan_hw(&t, 8, &ov, &hw, &isl, note, sizeof note, &err);
         tap_ok(rc == 0 && near(hw.gbps[PT_NET_INTER], 100.0 / 8) && near(hw.mem_bytes, 10e9) && hw.gemm_gflops == 5 &&
                    strstr(note, "override"),
@@ -198,7 +199,7 @@ int main(void)
         t.net.ring_gbps = 0.25;
         ok = pt_topo_plan_hw(&t, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
              near(hw.gbps[PT_NET_INTER], 0.25) && near(hw.gbps[PT_NET_NODE], 1);
-        pt_topo_hw_override ovn = {8, 0, 0};
+        pt_topo_hw_override ovn = {8, 0, 0, 0};
         ok = ok && pt_topo_plan_hw(&t, 2, &ovn, &hw, &isl, note, sizeof note, &err) == 0 &&
              near(hw.gbps[PT_NET_INTER], 4);
         tap_ok(ok, "ring_gbps of a two-node probe bounds the network per rank (0.25 GB/s, not 2/2), not the node; "
@@ -309,7 +310,7 @@ int main(void)
             v.net.inter_gbps = 2;
             ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
                  near(hw.coll_gbps[2][PT_NET_INTER], 0.375) && hw.coll_gbps[2][PT_NET_NODE] == 0;
-            pt_topo_hw_override ovn = {8, 0, 0};
+            pt_topo_hw_override ovn = {8, 0, 0, 0};
             ok = ok && pt_topo_plan_hw(&v, 2, &ovn, &hw, &isl, note, sizeof note, &err) == 0 &&
                  hw.coll_gbps[2][PT_NET_INTER] == 0 && near(hw.coll_lat_s[2][PT_NET_INTER], 30e-6);
             tap_ok(ok, "per-kind fit of a two-node probe: the network's kinds, not the node's; an inter_gbps override "
@@ -567,6 +568,105 @@ int main(void)
         tap_ok(pt_topo_plan_arg_parse("--topology", "a-path-longer-than-the-buffer.xml:2", path, sizeof path, &count,
                                       &err) < 0 && strstr(err.text, "longer than 31 bytes"),
                "topology argument: a path too long for the buffer refused: %s", err.text);
+    }
+    /* the bf16 GEMM rate: one core's measured gemm_gflops_bf16 (a fresh
+     * random figure) round-trips through JSON and XML and becomes the
+     * rank's rate like gemm_gflops; a file without it (older) loads, with
+     * bf16 at the fp32 rate; GPUs take their data sheet's dense bf16 peak */
+    if (!load(&t, "cpu2s.xml")) {
+        srand((unsigned)time(NULL));
+        const double gb = 200 + rand() % 100000 / 100.0;
+        char nb[4096];
+        pt_topo u;
+        char *js = NULL;
+        int ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "gemm_gflops_bf16") &&
+                 pt_topo_from_json(&u, js, "old.json") == PT_OK;
+        if (ok) {
+            ok = u.gemm_gflops_bf16 == 0 && pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+                 hw.gemm_gflops_bf16 == 0 && strstr(nb, "gemm bf16: at the fp32 rate (not measured");
+            pt_topo_free(&u);
+        }
+        free(js);
+        tap_ok(ok, "cpu2s: a model without gemm_gflops_bf16 (an older file) loads; bf16 at the fp32 rate, noted");
+        t.gemm_gflops_bf16 = gb;
+        js = NULL;
+        ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"gemm_gflops_bf16\"") &&
+             pt_topo_from_json(&u, js, "new.json") == PT_OK;
+        if (ok) {
+            ok = u.gemm_gflops_bf16 == gb && pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+                 near(hw.gemm_gflops_bf16, gb * u.ncores / 2) && strstr(nb, "gemm bf16:") && strstr(nb, "measured");
+            /* more tasks than cores: one core's rate */
+            ok = ok && pt_topo_plan_hw(&u, 3 * u.ncores, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+                 near(hw.gemm_gflops_bf16, gb);
+            /* against the sgemm's Hockney fit: scaled by r_inf / the one-size sgemm rate */
+            u.gemm_gflops = 80, u.gemm_rinf_gflops = 100, u.gemm_n_half = 48;
+            ok = ok && pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+                 hw.gemm_n_half == 48 && near(hw.gemm_gflops_bf16, gb * 100 / 80 * u.ncores);
+            pt_topo_hw_override ob = {0, 0, 0, 7.5};
+            ok = ok && pt_topo_plan_hw(&u, 2, &ob, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+                 hw.gemm_gflops_bf16 == 7.5 && strstr(nb, "gemm bf16: 7.5 GFLOP/s per rank (override)");
+            pt_topo_free(&u);
+        }
+        free(js);
+        tap_ok(ok, "cpu2s: gemm_gflops_bf16 %.2f round-trips through JSON and scales by the cores per rank (and by "
+               "r_inf / sgemm under the Hockney fit); an override wins", gb);
+        /* through hwloc XML too */
+        char path[] = "/tmp/ptrain-topo-bf16-XXXXXX";
+        int fd = mkstemp(path);
+        char *x = NULL;
+        ok = fd >= 0 && pt_topo_to_xml(&t, &x) == PT_OK && write(fd, x, strlen(x)) == (ssize_t)strlen(x);
+        if (fd >= 0) close(fd);
+        if (ok && pt_topo_load_hwloc(&u, path) == PT_OK) {
+            ok = u.gemm_gflops_bf16 == gb;
+            pt_topo_free(&u);
+        } else {
+            ok = 0;
+        }
+        free(x);
+        unlink(path);
+        tap_ok(ok, "XML: gemm_gflops_bf16 round-trips");
+        /* a value that is not a rate is refused naming the field */
+        t.gemm_gflops_bf16 = 0;
+        js = NULL;
+        ok = pt_topo_to_json(&t, &js) == PT_OK;
+        if (ok) {
+            char *bad = malloc(strlen(js) + 64), *end = strrchr(js, '}');
+            *end = '\0';
+            sprintf(bad, "%s, \"gemm_gflops_bf16\": -3}", js);
+            ok = pt_topo_from_json(&u, bad, "bad.json") != PT_OK && strstr(pt_errmsg(), "gemm_gflops_bf16") &&
+                 strstr(pt_errmsg(), "0..1e9");
+            free(bad);
+        }
+        free(js);
+        tap_ok(ok, "JSON: a negative gemm_gflops_bf16 is refused naming the field: %s", pt_errmsg());
+        pt_topo_free(&t);
+    } else {
+        for (int i = 0; i < 4; i++) tap_ok(0, "cpu2s loads");
+    }
+    if (!load(&t, "dgx8-nvswitch.xml")) {
+        static const struct { const char *model; double peak; } gpus[] = {
+            {"GA100 [A100 SXM4 80GB]", 312000}, {"NVIDIA H100 80GB HBM3", 989000}, {"NVIDIA H100 PCIe", 756000},
+            {"NVIDIA H200", 989000}, {"NVIDIA L40S", 362000}, {"Tesla V100-SXM2-32GB", 0}, {"Some GPU", 0}};
+        char nb[4096], name[96];
+        snprintf(name, sizeof name, "%s", t.gpu[0].model);
+        int ok = 1;
+        for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+            for (int g = 0; g < t.ngpus; g++) snprintf(t.gpu[g].model, sizeof t.gpu[g].model, "%s", gpus[i].model);
+            for (int per = 1; per <= 2; per++) {
+                int rc = pt_topo_plan_hw(&t, 8 * per, NULL, &hw, &isl, nb, sizeof nb, &err);
+                int good = rc == 0 && near(hw.gemm_gflops_bf16 + 1, gpus[i].peak / per + 1) &&
+                           strstr(nb, gpus[i].peak > 0 ? "gemm bf16:" : "gemm bf16: at the fp32 rate") &&
+                           (gpus[i].peak == 0 || strstr(nb, "estimate"));
+                if (!good) tap_diag("%s, %d per GPU: %g GFLOP/s", gpus[i].model, per, hw.gemm_gflops_bf16);
+                ok &= good;
+            }
+        }
+        for (int g = 0; g < t.ngpus; g++) snprintf(t.gpu[g].model, sizeof t.gpu[g].model, "%s", name);
+        tap_ok(ok, "GPUs: the dense bf16 peak of the data sheet per GPU, shared by its ranks (A100 312, H100 SXM 989, "
+               "PCIe 756, H200 989, L40S 362 TFLOP/s; V100 and unknown GPUs at the fp32 rate)");
+        pt_topo_free(&t);
+    } else {
+        tap_ok(0, "dgx8 loads");
     }
     return tap_done();
 }

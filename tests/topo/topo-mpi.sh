@@ -147,4 +147,13 @@ import json,sys
 d=json.load(open('$tmp/fromxml.json'))
 sys.exit(not (d['net'] and d['net']['ranks']==2 and d['numa'][0]['membw_gbps']>0))"
 check "XML cache carries the probe results" [ $? -eq 0 ]
+# one core's sgemm and bf16 GEMM rates (pt_gemm_bf16's: on a CPU without
+# bf16 instructions its fp32 fallback's): in the report, the JSON and the XML
+check "report shows one core's sgemm and bf16 GEMM rates" \
+    sh -c "grep -q '^  sgemm, one core: [0-9.]* GFLOP/s (measured)' '$tmp/out' &&
+           grep -q '^  bf16 GEMM, one core: [0-9.]* GFLOP/s (measured)' '$tmp/out'"
+check "gemm_gflops and gemm_gflops_bf16 are positive in the JSON and carried by the XML" python3 -c "
+import json,sys
+d=json.load(open('$tmp/probe.json')); x=json.load(open('$tmp/fromxml.json'))
+sys.exit(not (d['gemm_gflops']>0 and d['gemm_gflops_bf16']>0 and x['gemm_gflops_bf16']>0))"
 done_testing

@@ -15,6 +15,7 @@
  * changed environment, since the choice is made once per process. */
 #define _GNU_SOURCE
 #include "backend/blas.h"
+#include "backend/gemm_bf16.h"
 #include "backend/ops.h"
 #include "core/core.h"
 #include "tests/tap.h"
@@ -171,5 +172,13 @@ int main(int argc, char **argv)
     tap_ok(g > 0 && g < 1e6, "pt_blas_sgemm_gflops measures a positive rate (%.1f GFLOP/s)", g);
     tap_ok(pt_blas_sgemm_gflops(8, 2) == -1 && pt_blas_sgemm_gflops(128, 0) == -1,
            "pt_blas_sgemm_gflops refuses n < 16 and reps < 1");
+    /* and its bf16 GEMM rate (ptrain-topo --probe's gemm_gflops_bf16),
+     * through whichever pt_gemm_bf16 this process chose */
+    double gb = pt_blas_bf16_gemm_gflops(128, 2);
+    tap_diag("bf16 GEMM 128x128, one thread: %.1f GFLOP/s (%s)", gb, pt_gemm_bf16_summary());
+    tap_ok(gb > 0 && gb < 1e6, "pt_blas_bf16_gemm_gflops measures a positive rate (%.1f GFLOP/s)", gb);
+    tap_ok(pt_blas_bf16_gemm_gflops(8, 2) == -1 && pt_blas_bf16_gemm_gflops(128, 0) == -1 &&
+               pt_blas_bf16_gemm_gflops(8193, 1) == -1,
+           "pt_blas_bf16_gemm_gflops refuses n < 16, n > 8192 and reps < 1");
     return tap_done();
 }

@@ -344,6 +344,31 @@ int main(void)
     tap_ok(fabs(c2h.t_compute - c2.t_compute * 96.0 / 64.0) < 1e-15,
            "gemm_n_half 32 at 64 rows per GEMM: t_compute x 96/64 (%.3g vs %.3g s)", c2h.t_compute, c2.t_compute);
 
+    /* the bf16 GEMM rate: a bf16 plan computes at gemm_gflops_bf16 (its
+     * FLOPs the same), at gemm_gflops when it is 0 (unknown); an fp32 plan
+     * never uses it; n_1/2 applies to both */
+    {
+        pt_hw hb = hw;
+        hb.gemm_gflops_bf16 = 300;
+        pt_plan pb = p, pf = p;
+        pb.precision = PT_PREC_BF16;
+        pf.precision = PT_PREC_FP32;
+        pt_cost cb, cb0, cf, cbh;
+        int ok = pt_cost_eval(&tm, 8, &pb, &hb, link_node, &cb, &err) == 0 &&
+                 pt_cost_eval(&tm, 8, &pb, &hw, link_node, &cb0, &err) == 0 &&
+                 pt_cost_eval(&tm, 8, &pf, &hb, link_node, &cf, &err) == 0;
+        tap_ok(ok && cb.flops == cb0.flops && fabs(cb.t_compute - cb.flops / 300e9) <= 1e-12 * cb.t_compute &&
+                   fabs(cb0.t_compute - cb0.flops / 50e9) <= 1e-12 * cb0.t_compute && cf.t_compute == c.t_compute &&
+                   cf.t_step == c.t_step && cb.t_step < cb0.t_step,
+               "bf16 plan: t_compute = flops / gemm_gflops_bf16 (%.4g s), / gemm_gflops when it is 0 (%.4g s); "
+               "fp32 plans ignore it", cb.t_compute, cb0.t_compute);
+        hb.gemm_n_half = 32;
+        ok = pt_cost_eval(&tm, 8, &pb, &hb, link_node, &cbh, &err) == 0;
+        tap_ok(ok && fabs(cbh.t_compute - 2 * cb.t_compute) <= 1e-12 * cbh.t_compute,
+               "bf16 plan: gemm_n_half 32 halves gemm_gflops_bf16 at 32 rows (%.4g vs %.4g s)", cbh.t_compute,
+               cb.t_compute);
+    }
+
     /* nccl-tests' bus bandwidth factors and the ring's latency steps */
     tap_ok(pt_cost_busfactor(PT_KIND_ALLREDUCE, 4) == 1.5 && pt_cost_busfactor(PT_KIND_ALLGATHER, 4) == 0.75 &&
                pt_cost_busfactor(PT_KIND_REDUCE_SCATTER, 4) == 0.75 && pt_cost_busfactor(PT_KIND_BROADCAST, 4) == 1 &&

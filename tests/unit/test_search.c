@@ -827,6 +827,61 @@ static void test_mixed(void)
                strstr(r2.limit, "D'Hondt"),
            "mixed nodes, pp=2 over a slow and a fast node: the fast stage gets more layers (%d,%d), by D'Hondt: %s",
            rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+    /* in bf16 the speeds are the bf16 rates: the slow kind's bf16 GEMMs 10x
+     * its fp32 ones, the fast kind's unknown (its fp32 rate, 2x): the slow
+     * kind's stage is now 5x faster and gets more layers, head and all */
+    kinds[0].hw.gemm_gflops_bf16 = 10 * kinds[0].hw.gemm_gflops;
+    pt_cluster_slowest(&mixed, &mixed.hw, NULL);
+    req.precision = PT_PREC_BF16;
+    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    tap_ok(rc2 == 0 && b->pp == 2 && b->pp_split_n == 2 && b->pp_split[1] > b->pp_split[0] + 1 &&
+               strstr(r2.limit, "D'Hondt") && strstr(r2.limit, "run at 1e+05,5e+05 GFLOP/s"),
+           "mixed nodes in bf16, pp=2: the stage of the kind with the faster bf16 GEMM gets more layers (%d,%d): %s",
+           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+    req.precision = PT_PREC_FP32;
+
+    /* the bf16 GEMM rate of the slower of two: the least of what each
+     * side computes bf16 at (its gemm_gflops_bf16, else its gemm_gflops),
+     * 0 while neither knows one */
+    pt_hw h1, h2;
+    memset(&h1, 0, sizeof h1);
+    memset(&h2, 0, sizeof h2);
+    const double g1 = 10 + rndu() * 100, g2 = 10 + rndu() * 100;
+    h1.gemm_gflops = g1, h2.gemm_gflops = g2;
+    pt_hw m = h1;
+    pt_hw_take_slower(&m, &h2);
+    int okb = m.gemm_gflops_bf16 == 0;
+    h1.gemm_gflops_bf16 = 6 * g1;
+    m = h1;
+    pt_hw_take_slower(&m, &h2);
+    const double lb = 6 * g1 < g2 ? 6 * g1 : g2; /* h2 computes bf16 at its fp32 rate */
+    okb = okb && m.gemm_gflops_bf16 == lb;
+    m = h2;
+    pt_hw_take_slower(&m, &h1);
+    okb = okb && m.gemm_gflops_bf16 == lb;
+    h2.gemm_gflops_bf16 = 7 * g2;
+    m = h1;
+    pt_hw_take_slower(&m, &h2);
+    okb = okb && m.gemm_gflops_bf16 == (6 * g1 < 7 * g2 ? 6 * g1 : 7 * g2) && m.gemm_gflops == (g1 < g2 ? g1 : g2);
+    tap_ok(okb, "slower of two: the bf16 rate is the least of each side's bf16-or-fp32 rate (%.4g, %.4g GFLOP/s fp32)",
+           g1, g2);
+
+    /* a bf16 plan searched on a node whose bf16 GEMMs are 6x faster is
+     * faster than the fp32 plan, and than bf16 at the fp32 rate */
+    int tpn1[1] = {2};
+    pt_cluster bc = make_cluster(1, 2, 0, tpn1);
+    pt_plan rq;
+    request(&rq);
+    pt_search_result rf, rb0, rb;
+    int rcf = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rf, &e);
+    rq.precision = PT_PREC_BF16;
+    int rcb0 = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rb0, &e);
+    bc.hw.gemm_gflops_bf16 = 6 * bc.hw.gemm_gflops;
+    int rcb = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rb, &e);
+    tap_ok(rcf == 0 && rcb0 == 0 && rcb == 0 && rb.best.plan.precision == PT_PREC_BF16 &&
+               rb.best.cost.t_compute < rb0.best.cost.t_compute / 5 && rb.best.cost.t_step < rf.best.cost.t_step,
+           "bf16 search at 6x the fp32 GEMM rate: %.4g s per step (bf16 at the fp32 rate %.4g s, fp32 %.4g s)",
+           rcb ? 0 : rb.best.cost.t_step, rcb0 ? 0 : rb0.best.cost.t_step, rcf ? 0 : rf.best.cost.t_step);
 }
 
 int main(void)
