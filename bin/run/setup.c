@@ -657,9 +657,13 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
         char src[300];
         pt_error e;
         memset(&hw, 0, sizeof hw);
-        if (run_node_hw(o, nodes, &hw, &island, src, sizeof src, &e) == 0 && hw.gemm_gflops > 0) {
-            o->peak_gflops = hw.gemm_gflops;
-            snprintf(s->peak_source, sizeof s->peak_source, "the node model's GEMM rate per rank (%.300s)", src);
+        /* in the run's precision: a bf16 run against the bf16 GEMM rate */
+        const double rate = run_node_hw(o, nodes, &hw, &island, src, sizeof src, &e) == 0
+                                ? pt_hw_gemm_gflops(&hw, (int)s->plan.precision) : 0;
+        if (rate > 0) {
+            o->peak_gflops = rate;
+            snprintf(s->peak_source, sizeof s->peak_source, "the node model's %s GEMM rate per rank (%.300s)",
+                     s->plan.precision == PT_PREC_BF16 && hw.gemm_gflops_bf16 > 0 ? "bf16" : "fp32", src);
         }
     }
     if (check_memory(s, world, nodes, err) < 0) return -1;
