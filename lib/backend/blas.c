@@ -207,6 +207,14 @@ double pt_blas_sgemm_gflops(int n, int reps)
     return pt_blas_sgemm_mkn_gflops(n, n, n, reps);
 }
 
+/* The GEMM probes' operands: the next value in [-0.5, 0.5) of a 64-bit
+ * LCG (Knuth's MMIX constants), 16 bits of its high half. */
+static float probe_operand(unsigned long long *x)
+{
+    *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((*x >> 40) & 0xffff) / 65536.0f - 0.5f;
+}
+
 double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps)
 {
     if (m < 1 || k < 1 || n < 1 || m > 8192 || k > 8192 || n > 8192 || reps < 1) return -1;
@@ -222,10 +230,8 @@ double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps)
     }
     unsigned long long x = 0x9e3779b97f4a7c15ull ^ (unsigned long long)time(NULL);
     for (size_t i = 0; i < nn; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        a[i] = (float)((x >> 40) & 0xffff) / 65536.0f - 0.5f;
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        b[i] = (float)((x >> 40) & 0xffff) / 65536.0f - 0.5f;
+        a[i] = probe_operand(&x);
+        b[i] = probe_operand(&x);
     }
     int threads = openblas_get_num_threads();
     openblas_set_num_threads(1);
@@ -261,10 +267,8 @@ double pt_blas_bf16_gemm_gflops(int n, int reps)
     }
     unsigned long long x = 0x9e3779b97f4a7c15ull ^ (unsigned long long)time(NULL);
     for (size_t i = 0; i < nn; i++) {
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        a[i] = pt_f32_to_bf16((float)((x >> 40) & 0xffff) / 65536.0f - 0.5f);
-        x = x * 6364136223846793005ull + 1442695040888963407ull;
-        b[i] = pt_f32_to_bf16((float)((x >> 40) & 0xffff) / 65536.0f - 0.5f);
+        a[i] = pt_f32_to_bf16(probe_operand(&x));
+        b[i] = pt_f32_to_bf16(probe_operand(&x));
     }
     /* one core: OpenBLAS (the sgemm and sbgemm implementations) and the
      * OpenMP pool (oneDNN, the conversions) held to one thread */
