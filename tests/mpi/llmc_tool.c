@@ -95,11 +95,13 @@ static int pair(const char *a, size_t na, const char *b, size_t nb, int va, int 
 
 int main(int argc, char **argv)
 {
-    if (argc == 10 && !strcmp(argv[1], "write")) {
+    if (argc == 10 && (!strcmp(argv[1], "write") || !strcmp(argv[1], "write-bf16"))) {
+        const int bf16 = !strcmp(argv[1], "write-bf16");
         long L = atol(argv[3]), NH = atol(argv[4]), C = atol(argv[5]), T = atol(argv[6]), V = atol(argv[7]),
              Vp = atol(argv[8]);
         rng ^= (uint64_t)atoll(argv[9]) * 0x9e3779b97f4a7c15ull;
-        int32_t h[256] = {20240326, 3, (int32_t)T, (int32_t)V, (int32_t)L, (int32_t)NH, (int32_t)C, (int32_t)Vp};
+        int32_t h[256] = {20240326, bf16 ? 5 : 3, (int32_t)T, (int32_t)V, (int32_t)L, (int32_t)NH, (int32_t)C,
+                          (int32_t)Vp};
         FILE *f = fopen(argv[2], "wb");
         if (!f) return 2;
         fwrite(h, sizeof h, 1, f);
@@ -108,25 +110,9 @@ int main(int argc, char **argv)
             sizes(k, L, C, T, Vp, &per, &cnt);
             for (long i = 0; i < per * cnt; i++) {
                 float x = (k == 0 && i >= V * C) ? 0.0f : urand();
-                fwrite(&x, 4, 1, f);
-            }
-        }
-        return fclose(f) ? 2 : 0;
-    }
-    if (argc == 10 && !strcmp(argv[1], "write-bf16")) {
-        long L = atol(argv[3]), NH = atol(argv[4]), C = atol(argv[5]), T = atol(argv[6]), V = atol(argv[7]),
-             Vp = atol(argv[8]);
-        rng ^= (uint64_t)atoll(argv[9]) * 0x9e3779b97f4a7c15ull;
-        int32_t h[256] = {20240326, 5, (int32_t)T, (int32_t)V, (int32_t)L, (int32_t)NH, (int32_t)C, (int32_t)Vp};
-        FILE *f = fopen(argv[2], "wb");
-        if (!f) return 2;
-        fwrite(h, sizeof h, 1, f);
-        for (int k = 0; k < 16; k++) {
-            long per, cnt;
-            sizes(k, L, C, T, Vp, &per, &cnt);
-            for (long i = 0; i < per * cnt; i++) {
-                uint16_t x = round_bf16((k == 0 && i >= V * C) ? 0.0f : urand());
-                fwrite(&x, 2, 1, f);
+                uint16_t y = round_bf16(x);
+                if (bf16) fwrite(&y, 2, 1, f);
+                else fwrite(&x, 4, 1, f);
             }
         }
         return fclose(f) ? 2 : 0;
