@@ -387,6 +387,37 @@ static void test_gemm_key(void)
     pt_gemm_plan_fwd(&q, PT_GEMM_BF16, 64, 768, 2304, 1, 0, 0, 1.0f, 0);
     pt_gemm_key_of(&q, base, base + 4096, base + 8192, base + 16384, NULL, &b);
     tap_ok(memcmp(&a, &b, sizeof a) != 0, "beta 1 instead of 0: another key");
+    /* unfused plans run the same plain GEMM, but the epilogue kernels that
+     * follow differ: the cached plan decides them, so the key must too (on
+     * an H200 a plain forward cached first made a later unfused +bias or
+     * GELU call of the same shape skip its epilogue) */
+    {
+        static const int want[][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {1, 1, 0}, {0, 1, 1}, {1, 1, 1}};
+        enum { W = sizeof want / sizeof want[0] };
+        pt_gemm_key kw[W];
+        int distinct = 1;
+        for (int i = 0; i < W; i++) {
+            pt_gemm_plan_fwd(&q, PT_GEMM_F32, 61, 50, 70, want[i][0], want[i][1], want[i][2], 0.0f, 0);
+            pt_gemm_plan_unfuse(&q, "test");
+            pt_gemm_key_of(&q, base, base + 4096, base + 8192, NULL, NULL, &kw[i]);
+            for (int j = 0; j < i; j++) distinct &= memcmp(&kw[i], &kw[j], sizeof kw[i]) != 0;
+        }
+        tap_ok(distinct, "unfused forwards without/with bias, GELU, aux: %d keys, all distinct", W);
+        pt_gemm_key d0, d1;
+        pt_gemm_plan_dinp(&q, PT_GEMM_F32, 61, 70, 50, 1, 1, 0, 0);
+        pt_gemm_plan_unfuse(&q, "test");
+        pt_gemm_key_of(&q, base, base + 4096, base + 8192, NULL, NULL, &d0);
+        pt_gemm_plan_dinp(&q, PT_GEMM_F32, 61, 70, 50, 1, 1, 1, 0);
+        pt_gemm_plan_unfuse(&q, "test");
+        pt_gemm_key_of(&q, base, base + 4096, base + 8192, NULL, NULL, &d1);
+        tap_ok(memcmp(&d0, &d1, sizeof d0) != 0, "unfused DGELU without and with the bias gradient: two keys");
+        pt_gemm_plan_dw(&q, PT_GEMM_F32, 61, 50, 70, 0, 0);
+        pt_gemm_key_of(&q, base, base + 4096, base + 8192, NULL, NULL, &d0);
+        pt_gemm_plan_dw(&q, PT_GEMM_F32, 61, 50, 70, 1, 0);
+        pt_gemm_plan_unfuse(&q, "test");
+        pt_gemm_key_of(&q, base, base + 4096, base + 8192, NULL, NULL, &d1);
+        tap_ok(memcmp(&d0, &d1, sizeof d0) != 0, "dw and the unfused dw with its bias gradient: two keys");
+    }
     pt_gemm_plan_fwd(&q, PT_GEMM_F32, 64, 768, 2304, 1, 0, 0, 0.0f, 0);
     pt_gemm_key_of(&q, base, base + 4096, base + 8192, base + 16384, NULL, &b);
     tap_ok(memcmp(&a, &b, sizeof a) != 0, "fp32 instead of bf16: another key");

@@ -145,6 +145,8 @@ void pt_gemm_key_of(const pt_gemm_plan *p, const void *a, const void *b, const v
     k->bias_elem = p->bias_elem;
     k->bias_accum = p->bias_accum;
     k->beta_one = p->beta != 0.0f;
+    k->has_bias = p->has_bias, k->gelu = p->gelu, k->has_aux = p->has_aux;
+    k->dgelu = p->dgelu, k->has_dbias = p->has_dbias;
     k->m = p->m, k->n = p->n, k->k = p->k;
     k->lda = p->lda, k->ldb = p->ldb, k->ldd = p->ldd, k->aux_ld = p->aux_ld;
     k->align_a = pt_gemm_align(a);

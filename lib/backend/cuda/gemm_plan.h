@@ -126,11 +126,14 @@ void pt_gemm_plan_unfuse(pt_gemm_plan *p, const char *why, ...) __attribute__((f
  * (CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_*_BYTES), so it is part of the key. */
 int pt_gemm_align(const void *p);
 
-/* The cache key of a call: the plan's problem and epilogue and the
- * alignment of each operand.  Every byte is set (padding zeroed), so keys
- * compare with memcmp. */
+/* The cache key of a call: the plan's problem, what the op asks for (the
+ * epilogue the cached plan runs, fused or as kernels after the plain GEMM:
+ * two unfused plans share one cuBLASLt call but not their epilogues), how
+ * cuBLASLt fuses it, and the alignment of each operand.  Every byte is set
+ * (padding zeroed), so keys compare with memcmp. */
 typedef struct pt_gemm_key {
     int32_t kind, transa, transb, ab_elem, d_elem, tf32, lt_epi, bias_elem, bias_accum, beta_one;
+    int32_t has_bias, gelu, has_aux, dgelu, has_dbias, pad0;
     int64_t m, n, k, lda, ldb, ldd, aux_ld;
     int32_t align_a, align_b, align_d, align_bias, align_aux, pad;
 } pt_gemm_key;
