@@ -112,7 +112,7 @@ static void *host_alloc(size_t bytes)
 
 static const pt_comm_mover host_mover = {"host (tests)", host_is_device, host_move, host_move, host_move, host_alloc, free};
 static const pt_comm_mover cuda_mover = {"cuda",           pt_cuda_is_device_ptr, pt_cuda_comm_to_host,
-                                         pt_cuda_comm_to_device, pt_cuda_copy,   pt_cuda_host_alloc,
+                                         pt_cuda_comm_to_device, pt_cuda_copy_d2d,   pt_cuda_host_alloc,
                                          pt_cuda_host_free};
 
 /* ---- helpers ------------------------------------------------------------------------------------ */

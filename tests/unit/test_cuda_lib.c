@@ -233,7 +233,7 @@ static void test_device(int n)
     char src[333], dst[333];
     for (size_t i = 0; i < sizeof src; i++) src[i] = (char)(rand() & 0x7f);
     void *a = pt_cuda_mem.alloc(sizeof src), *b = pt_cuda_mem.alloc(sizeof src);
-    ok = a && b && pt_cuda_to_device(a, src, sizeof src) == PT_OK && pt_cuda_copy(b, a, sizeof src) == PT_OK &&
+    ok = a && b && pt_cuda_to_device(a, src, sizeof src) == PT_OK && pt_cuda_copy_d2d(b, a, sizeof src) == PT_OK &&
          pt_cuda_to_host(dst, b, sizeof dst) == PT_OK && memcmp(src, dst, sizeof src) == 0;
     pt_cuda_mem.free(a), pt_cuda_mem.free(b);
     tap_ok(ok, "host -> device -> device -> host round trip");

@@ -72,7 +72,7 @@ size_t pt_cuda_mem_live(void);
  * any host memory (pageable or pinned).  PT_OK or PT_EIO. */
 int pt_cuda_to_device(void *dst, const void *src, size_t bytes);
 int pt_cuda_to_host(void *dst, const void *src, size_t bytes);
-int pt_cuda_copy(void *dst, const void *src, size_t bytes);
+int pt_cuda_copy_d2d(void *dst, const void *src, size_t bytes);
 /* Wait until all work queued on both streams has finished. PT_OK or PT_EIO. */
 int pt_cuda_sync(void);
 

@@ -274,7 +274,7 @@ int pt_cuda_to_host(void *dst, const void *src, size_t bytes)
     return copy_on(G.compute, dst, src, bytes, "device-to-host copy");
 }
 
-int pt_cuda_copy(void *dst, const void *src, size_t bytes)
+int pt_cuda_copy_d2d(void *dst, const void *src, size_t bytes)
 {
     return copy_on(G.compute, dst, src, bytes, "device-to-device copy");
 }

@@ -145,9 +145,12 @@ static void cache_clear(void)
     L.st.entries = 0;
 }
 
+static void gcache_clear(void);
+
 void pt_cuda_gemm_shutdown(void)
 {
     cache_clear();
+    gcache_clear();
     if (L.scratch) cudaFree(L.scratch);
     if (L.workspace) cudaFree(L.workspace);
     if (L.handle) cublasLtDestroy(L.handle);
@@ -383,4 +386,142 @@ int pt_cuda_matmul_bwd(int act, void *dinp, float *dw, float *dbias, const void 
     rc = pt_gemm_plan_dinp(&p, act, N, C, OC, epi == PT_EPI_DGELU, aux != NULL, epi == PT_EPI_DGELU && dbias_aux,
                            L.tf32);
     return rc != PT_OK ? rc : run(&p, w, dout, dinp, NULL, (void *)(uintptr_t)aux, dbias_aux, NULL);
+}
+
+/* ---- the generic GEMM (ops_cuda.h's pt_cuda_gemm) ----------------------------------------------- */
+
+/* One cached call shape of pt_cuda_gemm: every argument but the pointers
+ * and the scalars, and the pointers' alignment (all bytes set). */
+typedef struct gkey {
+    int32_t ta, tb, M, N, K, lda, ldb, ldc, batch, ab_elem, c_elem, tf32, beta_zero;
+    int32_t align_a, align_b, align_c;
+    int64_t sA, sB, sC;
+} gkey;
+
+typedef struct gentry {
+    gkey key;
+    pt_gemm_lt lt;
+    cublasLtMatmulAlgo_t algo;
+} gentry;
+
+enum { GCACHE = 64 };
+static gentry gcache[GCACHE];
+static int gcache_n;
+
+static void gcache_clear(void)
+{
+    for (int i = 0; i < gcache_n; i++) pt_gemm_lt_free(&gcache[i].lt);
+    gcache_n = 0;
+}
+
+static int layout(cublasLtMatrixLayout_t *l, int elem, int rows, int cols, int ld, int batch, int64_t stride)
+{
+    cublasStatus_t s = cublasLtMatrixLayoutCreate(l, pt_gemm_cuda_type(elem), (uint64_t)rows, (uint64_t)cols, ld);
+    if (s == CUBLAS_STATUS_SUCCESS && batch > 1) {
+        int32_t bc = batch;
+        s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &bc, sizeof bc);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                 sizeof stride);
+    }
+    return s == CUBLAS_STATUS_SUCCESS ? PT_OK : pt_cublas_fail(s, "cublasLtMatrixLayoutCreate(%d x %d, ld %d)", rows,
+                                                                cols, ld);
+}
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, and a
+ * row-major buffer read column-major is its transpose: so cuBLASLt gets
+ * m = N, n = M, the B buffer first (transposed when tb) and the A buffer
+ * second (transposed when ta). */
+static int gbuild(const gkey *k, gentry *e)
+{
+    memset(&e->lt, 0, sizeof e->lt);
+    cublasComputeType_t ct = k->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    cublasStatus_t s = cublasLtMatmulDescCreate(&e->lt.op, ct, CUDA_R_32F);
+    if (s != CUBLAS_STATUS_SUCCESS) return pt_cublas_fail(s, "cublasLtMatmulDescCreate (gemm %dx%dx%d)", k->M, k->N, k->K);
+    int32_t opa = k->tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = k->ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+    s = cublasLtMatmulDescSetAttribute(e->lt.op, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof opa);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulDescSetAttribute(e->lt.op, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof opb);
+    int rc = s == CUBLAS_STATUS_SUCCESS ? PT_OK : pt_cublas_fail(s, "cublasLtMatmulDescSetAttribute(TRANSA/B)");
+    if (rc == PT_OK)
+        rc = layout(&e->lt.a, k->ab_elem, k->tb ? k->K : k->N, k->tb ? k->N : k->K, k->ldb, k->batch, k->sB);
+    if (rc == PT_OK)
+        rc = layout(&e->lt.b, k->ab_elem, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda, k->batch, k->sA);
+    if (rc == PT_OK) rc = layout(&e->lt.d, k->c_elem, k->N, k->M, k->ldc, k->batch, k->sC);
+    cublasLtMatmulPreference_t pref = NULL;
+    if (rc == PT_OK) {
+        uint64_t ws = PT_CUDA_GEMM_WORKSPACE;
+        uint32_t al[4] = {(uint32_t)k->align_b, (uint32_t)k->align_a, (uint32_t)k->align_c, (uint32_t)k->align_c};
+        const cublasLtMatmulPreferenceAttributes_t which[4] = {
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+        s = cublasLtMatmulPreferenceCreate(&pref);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+        for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+            s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
+        if (s != CUBLAS_STATUS_SUCCESS) rc = pt_cublas_fail(s, "setting up cuBLASLt's heuristic (gemm)");
+    }
+    if (rc == PT_OK) {
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        s = cublasLtMatmulAlgoGetHeuristic(L.handle, e->lt.op, e->lt.a, e->lt.b, e->lt.d, e->lt.d, pref, 1, &res,
+                                           &found);
+        if (s != CUBLAS_STATUS_SUCCESS || found < 1)
+            rc = pt_fail(PT_EUNSUPP, "cuBLASLt has no algorithm for the gemm M=%d N=%d K=%d ta=%d tb=%d batch %d, %s "
+                         "inputs, %s output (cublasLtMatmulAlgoGetHeuristic: %s)", k->M, k->N, k->K, k->ta, k->tb,
+                         k->batch, k->ab_elem == PT_GEMM_BF16 ? "bf16" : "fp32",
+                         k->c_elem == PT_GEMM_BF16 ? "bf16" : "fp32",
+                         s != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(s) : "no result");
+        else
+            e->algo = res.algo;
+    }
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (rc != PT_OK) pt_gemm_lt_free(&e->lt);
+    return rc;
+}
+
+int pt_cuda_gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, int64_t sA, const void *B,
+                 int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC, int batch, int ab_elem, int c_elem)
+{
+    if (!L.handle) return pt_fail(PT_EUNSUPP, "cuBLASLt gemm before pt_cuda_init (no device selected)");
+    if (M < 0 || N < 0 || K < 0 || batch < 0)
+        return pt_fail(PT_EINVAL, "gemm: M=%d N=%d K=%d batch %d is not valid (valid: >= 0)", M, N, K, batch);
+    if ((ab_elem != PT_GEMM_F32 && ab_elem != PT_GEMM_BF16) || (c_elem != PT_GEMM_F32 && c_elem != PT_GEMM_BF16))
+        return pt_fail(PT_EINVAL, "gemm: element types %d, %d are not valid (valid: %d fp32, %d bf16)", ab_elem, c_elem,
+                       PT_GEMM_F32, PT_GEMM_BF16);
+    if (!M || !N || !batch) return PT_OK;
+    if (lda < (ta ? M : K) || ldb < (tb ? K : N) || ldc < N)
+        return pt_fail(PT_EINVAL, "gemm: lda %d, ldb %d, ldc %d too small for M=%d N=%d K=%d ta=%d tb=%d", lda, ldb,
+                       ldc, M, N, K, ta, tb);
+    if (!K) { /* C = beta C: cuBLASLt needs K >= 1 */
+        if (beta == 1.0f) return PT_OK;
+        return pt_fail(PT_EINVAL, "gemm: K=0 with beta %g (only beta 1 is a no-op)", (double)beta);
+    }
+    gkey k;
+    memset(&k, 0, sizeof k);
+    k.ta = !!ta, k.tb = !!tb, k.M = M, k.N = N, k.K = K, k.lda = lda, k.ldb = ldb, k.ldc = ldc;
+    k.batch = batch, k.ab_elem = ab_elem, k.c_elem = c_elem, k.tf32 = L.tf32 && ab_elem == PT_GEMM_F32;
+    k.beta_zero = beta == 0.0f;
+    k.align_a = pt_gemm_align(A), k.align_b = pt_gemm_align(B), k.align_c = pt_gemm_align(C);
+    k.sA = batch > 1 ? sA : 0, k.sB = batch > 1 ? sB : 0, k.sC = batch > 1 ? sC : 0;
+    gentry *e = NULL;
+    for (int i = 0; i < gcache_n && !e; i++)
+        if (!memcmp(&gcache[i].key, &k, sizeof k)) e = &gcache[i];
+    if (!e) {
+        if (gcache_n == GCACHE) gcache_clear(); /* full: start over (the shapes of one run are few) */
+        gentry ne;
+        ne.key = k;
+        int rc = gbuild(&k, &ne);
+        if (rc != PT_OK) return rc;
+        gcache[gcache_n] = ne;
+        e = &gcache[gcache_n++];
+        L.st.misses++;
+    }
+    cublasStatus_t s = cublasLtMatmul(L.handle, e->lt.op, &alpha, B, e->lt.a, A, e->lt.b, &beta, C, e->lt.d, C,
+                                      e->lt.d, &e->algo, L.workspace, PT_CUDA_GEMM_WORKSPACE, pt_cuda_stream_compute());
+    if (s != CUBLAS_STATUS_SUCCESS)
+        return pt_cublas_fail(s, "cublasLtMatmul(gemm M=%d N=%d K=%d ta=%d tb=%d batch %d)", M, N, K, ta, tb, batch);
+    L.st.calls++;
+    return PT_OK;
 }

@@ -40,7 +40,7 @@ size_t pt_cuda_mem_live(void) { return 0; }
 
 int pt_cuda_to_device(void *dst, const void *src, size_t bytes) { (void)dst, (void)src, (void)bytes; return no(); }
 int pt_cuda_to_host(void *dst, const void *src, size_t bytes) { (void)dst, (void)src, (void)bytes; return no(); }
-int pt_cuda_copy(void *dst, const void *src, size_t bytes) { (void)dst, (void)src, (void)bytes; return no(); }
+int pt_cuda_copy_d2d(void *dst, const void *src, size_t bytes) { (void)dst, (void)src, (void)bytes; return no(); }
 int pt_cuda_sync(void) { return no(); }
 int pt_cuda_comm_after_compute(void) { return no(); }
 int pt_cuda_compute_after_comm(void) { return no(); }

@@ -65,6 +65,21 @@ void pt_cuda_ops_clear(void);
 int pt_cuda_gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, int64_t sA, const void *B,
                  int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC, int batch, int ab_elem, int c_elem);
 
+/* The entries that are cuBLASLt calls or gemm_epi.cu's kernels (ops.c):
+ * matmul_fwd/bwd (gemm.h's pt_cuda_matmul_fwd/bwd), epilogue_fwd/bwd, and
+ * gemm_batched on ACC (fp32) tensors through pt_cuda_gemm. */
+#define PT_CUDA_GEMM_OPS(S)                                                                                         \
+    void pt_cuda_matmul_fwd_##S(void *out, void *aux, const void *inp, const void *w, const void *bias, double beta, \
+                                int N, int C, int OC, int epi);                                                      \
+    void pt_cuda_matmul_bwd_##S(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w, \
+                                int N, int C, int OC, int epi, const void *aux, void *dbias_aux);                    \
+    void pt_cuda_epilogue_fwd_##S(void *out, void *aux, const void *bias, int N, int OC, int epi);                   \
+    void pt_cuda_epilogue_bwd_##S(void *d, void *dbias, const void *aux, int N, int OC);
+PT_CUDA_GEMM_OPS(f32)
+PT_CUDA_GEMM_OPS(bf16)
+void pt_cuda_gemm_batched(int ta, int tb, int M, int N, int K, double alpha, const void *A, int lda, int64_t sA,
+                          const void *B, int ldb, int64_t sB, double beta, void *C, int ldc, int64_t sC, int batch);
+
 /* ---- ops_elem.cu: embeddings, elementwise, memory, BLAS-1, AdamW, softmax -- */
 #define PT_CUDA_ACT_OPS(S)                                                                                        \
     void pt_cuda_embedding_fwd_##S(void *out, const int32_t *tok, const void *w, int v0, int Vl, int N, int C);   \

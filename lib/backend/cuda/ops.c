@@ -1,0 +1,114 @@
+/* SPDX-License-Identifier: MIT */
+/* The CUDA ops table's host side (ops_cuda.h): the error record of the
+ * void ops, and the entries that are cuBLASLt calls (matmul_fwd/bwd
+ * through gemm.c's plans, gemm_batched through pt_cuda_gemm) or the
+ * epilogue kernels of gemm_epi.cu on their own. */
+#include "config.h"
+#include "backend/cuda/cuda_priv.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/ops_cuda.h"
+#include "backend/ops.h"
+#include "core/core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* ---- the error record ------------------------------------------------------------------------ */
+
+static struct {
+    int rc;
+    char msg[512];
+} E;
+
+void pt_cuda_op_record(int rc, const char *op)
+{
+    if (rc == PT_OK || E.rc != PT_OK) return;
+    E.rc = rc;
+    snprintf(E.msg, sizeof E.msg, "%s: %s", op ? op : "cuda op", pt_errmsg());
+    /* the ops return nothing: say it once, where the run's log shows it */
+    fprintf(stderr, "ptrain: error: CUDA op failed: %s\n", E.msg);
+    fflush(stderr);
+}
+
+int pt_cuda_op_check(const char *op)
+{
+    cudaError_t e = cudaGetLastError();
+    if (e == cudaSuccess) return PT_OK;
+    int rc = pt_cuda_fail(e, "kernel launch");
+    pt_cuda_op_record(rc, op);
+    return rc;
+}
+
+int pt_cuda_ops_status(void) { return E.rc; }
+const char *pt_cuda_ops_errmsg(void) { return E.rc != PT_OK ? E.msg : ""; }
+
+void pt_cuda_ops_clear(void)
+{
+    E.rc = PT_OK;
+    E.msg[0] = '\0';
+}
+
+/* ---- the cuBLASLt entries ------------------------------------------------------------------------ */
+
+static void matmul_fwd(int act, void *out, void *aux, const void *inp, const void *w, const void *bias, double beta,
+                       int N, int C, int OC, int epi)
+{
+    pt_cuda_op_record(pt_cuda_matmul_fwd(act, out, aux, inp, w, bias, (float)beta, N, C, OC, epi), "matmul_fwd");
+}
+
+static void matmul_bwd(int act, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
+                       int N, int C, int OC, int epi, const void *aux, void *dbias_aux)
+{
+    pt_cuda_op_record(pt_cuda_matmul_bwd(act, dinp, (float *)dw, (float *)dbias, dout, inp, w, N, C, OC, epi, aux,
+                                         (float *)dbias_aux),
+                      "matmul_bwd");
+}
+
+static void epilogue_fwd(int act, void *out, void *aux, const void *bias, int N, int OC, int epi)
+{
+    if (epi != PT_EPI_DEFAULT && epi != PT_EPI_GELU) {
+        pt_cuda_op_record(pt_fail(PT_EINVAL, "epi %d is not valid (valid: %d default, %d GELU)", epi, PT_EPI_DEFAULT,
+                                  PT_EPI_GELU),
+                          "epilogue_fwd");
+        return;
+    }
+    if (epi == PT_EPI_DEFAULT && !bias) return;
+    pt_cuda_op_record(pt_cuda_epi_fwd(act, out, epi == PT_EPI_GELU ? aux : NULL, bias, N, OC, epi == PT_EPI_GELU,
+                                      pt_cuda_stream_compute()),
+                      "epilogue_fwd");
+}
+
+static void epilogue_bwd(int act, void *d, void *dbias, const void *aux, int N, int OC)
+{
+    pt_cuda_op_record(pt_cuda_epi_dgelu(act, d, (float *)dbias, aux, N, OC, pt_cuda_stream_compute()), "epilogue_bwd");
+}
+
+#define PT_CUDA_GEMM_ENTRIES(S, ELEM)                                                                                 \
+    void pt_cuda_matmul_fwd_##S(void *out, void *aux, const void *inp, const void *w, const void *bias, double beta, \
+                                int N, int C, int OC, int epi)                                                       \
+    {                                                                                                                \
+        matmul_fwd(ELEM, out, aux, inp, w, bias, beta, N, C, OC, epi);                                               \
+    }                                                                                                                \
+    void pt_cuda_matmul_bwd_##S(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w, \
+                                int N, int C, int OC, int epi, const void *aux, void *dbias_aux)                     \
+    {                                                                                                                \
+        matmul_bwd(ELEM, dinp, dw, dbias, dout, inp, w, N, C, OC, epi, aux, dbias_aux);                              \
+    }                                                                                                                \
+    void pt_cuda_epilogue_fwd_##S(void *out, void *aux, const void *bias, int N, int OC, int epi)                    \
+    {                                                                                                                \
+        epilogue_fwd(ELEM, out, aux, bias, N, OC, epi);                                                              \
+    }                                                                                                                \
+    void pt_cuda_epilogue_bwd_##S(void *d, void *dbias, const void *aux, int N, int OC)                              \
+    {                                                                                                                \
+        epilogue_bwd(ELEM, d, dbias, aux, N, OC);                                                                    \
+    }
+PT_CUDA_GEMM_ENTRIES(f32, PT_GEMM_F32)
+PT_CUDA_GEMM_ENTRIES(bf16, PT_GEMM_BF16)
+
+void pt_cuda_gemm_batched(int ta, int tb, int M, int N, int K, double alpha, const void *A, int lda, int64_t sA,
+                          const void *B, int ldb, int64_t sB, double beta, void *C, int ldc, int64_t sC, int batch)
+{
+    pt_cuda_op_record(pt_cuda_gemm(ta, tb, M, N, K, (float)alpha, A, lda, sA, B, ldb, sB, (float)beta, C, ldc, sC,
+                                   batch, PT_GEMM_F32, PT_GEMM_F32),
+                      "gemm_batched");
+}
