@@ -34,7 +34,9 @@
 
 #include <cuda_bf16.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
+#include <stdio.h>
 
 namespace {
 
@@ -459,12 +461,31 @@ template <> struct elem_of<__nv_bfloat16> {
 
 /* ---- host side -------------------------------------------------------------------------------------- */
 
-/* a bad argument: recorded, 1 (the op returns) */
-int bad(const char *op, int ok, const char *what, int a, int b)
+/* a bad argument: the one-line message (op, the values, what is valid)
+ * recorded, 1 (the op returns) */
+__attribute__((format(printf, 3, 4))) int bad(const char *op, int ok, const char *fmt, ...)
 {
     if (ok) return 0;
-    pt_cuda_op_record(pt_fail(PT_EINVAL, "%s: %s (%d, %d) is not valid", op, what, a, b), op);
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    pt_cuda_op_record(pt_fail(PT_EINVAL, "%s: %s", op, msg), op);
     return 1;
+}
+
+/* N rows of C columns (C >= 1) */
+int bad_rows(const char *op, int N, int C)
+{
+    return bad(op, N >= 0 && C >= 1, "N %d, C %d are not valid (valid: N >= 0, C >= 1)", N, C);
+}
+
+/* N rows of a piece of Cl of C columns */
+int bad_piece(const char *op, int N, int Cl, int C)
+{
+    return bad(op, N >= 0 && C >= 1 && Cl >= 0 && Cl <= C,
+               "N %d, Cl %d, C %d are not valid (valid: N >= 0, 0 <= Cl <= C, C >= 1)", N, Cl, C);
 }
 
 /* dw, db [C] += column sums over N rows of dy xhat and dy, without atomics
@@ -490,7 +511,7 @@ template <typename T>
 void layernorm_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C)
 {
     const char *op = "layernorm_fwd";
-    if (bad(op, N >= 0 && C >= 1, "N, C", N, C) || !N) return;
+    if (bad_rows(op, N, C) || !N) return;
     ln_fwd_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>(
         (T *)out, (float *)mean, (float *)rstd, (const T *)inp, (const T *)w, (const T *)b, N, C);
     pt_cuda_op_check(op);
@@ -501,7 +522,7 @@ void layernorm_bwd(void *dinp, void *dw, void *db, const void *dout, const void 
                    const void *rstd, int N, int C)
 {
     const char *op = "layernorm_bwd";
-    if (bad(op, N >= 0 && C >= 1, "N, C", N, C) || !N) return;
+    if (bad_rows(op, N, C) || !N) return;
     cudaStream_t st = pt_cuda_stream_compute();
     if (dinp)
         ln_bwd_dx_kernel<T><<<row_blocks(N), THREADS, 0, st>>>((T *)dinp, (const T *)dout, (const T *)inp,
@@ -518,7 +539,7 @@ template <typename T>
 void layernorm_rowsum(void *sum, const void *x, int N, int Cl)
 {
     const char *op = "layernorm_rowsum";
-    if (bad(op, N >= 0 && Cl >= 0, "N, Cl", N, Cl) || !N) return;
+    if (bad(op, N >= 0 && Cl >= 0, "N %d, Cl %d are not valid (valid: >= 0)", N, Cl) || !N) return;
     ln_rowsum_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>((float *)sum, (const T *)x, N, Cl);
     pt_cuda_op_check(op);
 }
@@ -527,7 +548,7 @@ template <typename T>
 void layernorm_rowvar(void *mean, void *sqsum, const void *x, const void *sum, int N, int Cl, int C)
 {
     const char *op = "layernorm_rowvar";
-    if (bad(op, N >= 0 && Cl >= 0 && C >= 1 && Cl <= C, "N, Cl", N, Cl) || !N) return;
+    if (bad_piece(op, N, Cl, C) || !N) return;
     ln_rowvar_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>(
         (float *)mean, (float *)sqsum, (const T *)x, (const float *)sum, N, Cl, C);
     pt_cuda_op_check(op);
@@ -538,7 +559,7 @@ void layernorm_apply(void *out, void *rstd, const void *x, const void *mean, con
                      const void *b, int N, int Cl, int C)
 {
     const char *op = "layernorm_apply";
-    if (bad(op, N >= 0 && Cl >= 0 && C >= 1 && Cl <= C, "N, Cl", N, Cl) || !N) return;
+    if (bad_piece(op, N, Cl, C) || !N) return;
     ln_apply_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>(
         (T *)out, (float *)rstd, (const T *)x, (const float *)mean, (const float *)sqsum, (const T *)w, (const T *)b,
         N, Cl, C);
@@ -550,7 +571,7 @@ void layernorm_bwd_rowsums(void *s, const void *dy, const void *x, const void *w
                            int N, int Cl)
 {
     const char *op = "layernorm_bwd_rowsums";
-    if (bad(op, N >= 0 && Cl >= 0, "N, Cl", N, Cl) || !N) return;
+    if (bad(op, N >= 0 && Cl >= 0, "N %d, Cl %d are not valid (valid: >= 0)", N, Cl) || !N) return;
     ln_bwd_rowsums_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>(
         (float *)s, (const T *)dy, (const T *)x, (const T *)w, (const float *)mean, (const float *)rstd, N, Cl);
     pt_cuda_op_check(op);
@@ -561,7 +582,7 @@ void layernorm_bwd_apply(void *dx, void *dw, void *db, const void *dy, const voi
                          const void *rstd, const void *s, int N, int Cl, int C)
 {
     const char *op = "layernorm_bwd_apply";
-    if (bad(op, N >= 0 && Cl >= 0 && C >= 1 && Cl <= C, "N, Cl", N, Cl) || !N || !Cl) return;
+    if (bad_piece(op, N, Cl, C) || !N || !Cl) return;
     cudaStream_t st = pt_cuda_stream_compute();
     if (dx)
         ln_bwd_apply_dx_kernel<T><<<row_blocks(N), THREADS, 0, st>>>((T *)dx, (const T *)dy, (const T *)x,
@@ -578,7 +599,7 @@ template <typename T>
 void xent_max(void *rowmax, const void *logits, int v0, int vreal, int N, int Vl)
 {
     const char *op = "xent_max";
-    if (bad(op, N >= 0 && Vl >= 0, "N, Vl", N, Vl) || !N) return;
+    if (bad(op, N >= 0 && Vl >= 0, "N %d, Vl %d are not valid (valid: >= 0)", N, Vl) || !N) return;
     xent_max_kernel<T><<<row_grid(N), THREADS, 0, pt_cuda_stream_compute()>>>((float *)rowmax, (const T *)logits, N,
                                                                               Vl, xent_width(v0, vreal, Vl));
     pt_cuda_op_check(op);
@@ -589,7 +610,7 @@ void xent_sumexp(void *sumexp, void *tgt, const void *logits, const void *rowmax
                  int vreal, int N, int Vl)
 {
     const char *op = "xent_sumexp";
-    if (bad(op, N >= 0 && Vl >= 0, "N, Vl", N, Vl) || !N) return;
+    if (bad(op, N >= 0 && Vl >= 0, "N %d, Vl %d are not valid (valid: >= 0)", N, Vl) || !N) return;
     xent_sumexp_kernel<T><<<row_grid(N), THREADS, 0, pt_cuda_stream_compute()>>>(
         (float *)sumexp, (float *)tgt, (const T *)logits, (const float *)rowmax, targets, v0, N, Vl,
         xent_width(v0, vreal, Vl));
@@ -601,7 +622,7 @@ void xent_bwd(void *dlogits, const void *logits, const void *rowmax, const void 
               const void *dloss, int v0, int vreal, int N, int Vl)
 {
     const char *op = "xent_bwd";
-    if (bad(op, N >= 0 && Vl >= 0, "N, Vl", N, Vl) || !N || !Vl) return;
+    if (bad(op, N >= 0 && Vl >= 0, "N %d, Vl %d are not valid (valid: >= 0)", N, Vl) || !N || !Vl) return;
     xent_bwd_kernel<T><<<row_grid(N), THREADS, 0, pt_cuda_stream_compute()>>>(
         (T *)dlogits, (const T *)logits, (const float *)rowmax, (const float *)sumexp, targets,
         (const float *)dloss, v0, N, Vl, xent_width(v0, vreal, Vl));
@@ -611,8 +632,9 @@ void xent_bwd(void *dlogits, const void *logits, const void *rowmax, const void 
 /* the classifier's arguments (ops.h), checked: 1 when bad (recorded) */
 int cls_bad(const char *op, int vb, int N, int C, int Vl, int ks)
 {
-    return bad(op, N >= 0 && Vl >= 0, "N, Vl", N, Vl) || bad(op, ks >= 1 && C >= ks && C % ks == 0, "C, ks", C, ks) ||
-           bad(op, vb >= 1, "vb, Vl", vb, Vl);
+    return bad(op, N >= 0 && Vl >= 0, "N %d, Vl %d are not valid (valid: >= 0)", N, Vl) ||
+           bad(op, ks >= 1 && C >= ks && C % ks == 0, "C %d, ks %d are not valid (valid: ks >= 1 dividing C)", C, ks) ||
+           bad(op, vb >= 1, "vb %d is not valid (valid: >= 1)", vb);
 }
 
 /* work [N, vb] (fp32) = logits of vocabulary columns [v, v+nb): the sum over
