@@ -19,8 +19,8 @@
  *    block reduction through shared memory;
  *  - LayerNorm's dw, db: column sums over N rows without atomics: blocks
  *    of 32 columns x LN_ROWS rows write partial sums to a scratch buffer
- *    (cudaMallocAsync on the compute stream), then one thread per column
- *    adds the partials in block order (the CPU's PT_RBLK scheme).
+ *    (cudaMallocAsync on the compute stream), then the same block shape
+ *    adds the partials (the CPU's PT_RBLK scheme, with fixed trees).
  * Every reduction's order is set by the shape alone, so results do not
  * depend on the launch or on timing.  The classifier's GEMMs are
  * pt_cuda_gemm (cuBLASLt, fp32 accumulation, fp32 logits block).
@@ -218,18 +218,33 @@ __global__ void ln_colpart_kernel(float *part, const T *dy, const T *x, const fl
     }
 }
 
-/* dw[c] += sum over row blocks of part (in block order), db alike */
+/* dw[c] += the sum over row blocks of part, db alike: block (32, LN_YT)
+ * owns 32 columns, thread row y sums blocks y, y + LN_YT, ... in order,
+ * then a fixed tree over the thread rows */
 __global__ void ln_colsum_kernel(float *dw, float *db, const float *part, int C, int nblk)
 {
-    const int c = blockIdx.x * blockDim.x + threadIdx.x;
-    if (c >= C) return;
+    __shared__ float sw[LN_YT][33], sb[LN_YT][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
     float aw = 0.0f, ab = 0.0f;
-    for (int k = 0; k < nblk; k++) {
-        aw += part[(size_t)k * 2 * C + c];
-        ab += part[(size_t)k * 2 * C + C + c];
+    if (c < C)
+        for (int k = threadIdx.y; k < nblk; k += LN_YT) {
+            aw += part[(size_t)k * 2 * C + c];
+            ab += part[(size_t)k * 2 * C + C + c];
+        }
+    sw[threadIdx.y][threadIdx.x] = aw;
+    sb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    for (int h = LN_YT / 2; h > 0; h /= 2) {
+        if ((int)threadIdx.y < h) {
+            sw[threadIdx.y][threadIdx.x] += sw[threadIdx.y + h][threadIdx.x];
+            sb[threadIdx.y][threadIdx.x] += sb[threadIdx.y + h][threadIdx.x];
+        }
+        __syncthreads();
     }
-    if (dw) dw[c] += aw;
-    if (db) db[c] += ab;
+    if (threadIdx.y == 0 && c < C) {
+        if (dw) dw[c] += sw[0][threadIdx.x];
+        if (db) db[c] += sb[0][threadIdx.x];
+    }
 }
 
 /* sum[n] = sum_c x[n,c], accumulated in double (the CPU's) */
@@ -489,7 +504,7 @@ int bad_piece(const char *op, int N, int Cl, int C)
 }
 
 /* dw, db [C] += column sums over N rows of dy xhat and dy, without atomics
- * (partials per LN_ROWS rows in a stream-ordered scratch, then in order) */
+ * (partials per LN_ROWS rows in a stream-ordered scratch, then their sum) */
 template <typename T>
 int ln_dwdb(float *dw, float *db, const T *dy, const T *x, const float *mean, const float *rstd, int N, int C,
             cudaStream_t st)
@@ -502,7 +517,7 @@ int ln_dwdb(float *dw, float *db, const T *dy, const T *x, const float *mean, co
     if (e != cudaSuccess) return pt_cuda_fail(e, "cudaMallocAsync(%zu bytes of LayerNorm partial sums)", bytes);
     const dim3 grid((unsigned)((C + 31) / 32), (unsigned)(nblk < 65535 ? nblk : 65535)), block(32, LN_YT);
     ln_colpart_kernel<T><<<grid, block, 0, st>>>(part, dy, x, mean, rstd, N, C, nblk);
-    ln_colsum_kernel<<<(unsigned)((C + THREADS - 1) / THREADS), THREADS, 0, st>>>(dw, db, part, C, nblk);
+    ln_colsum_kernel<<<grid.x, block, 0, st>>>(dw, db, part, C, nblk);
     e = cudaFreeAsync(part, st);
     return e == cudaSuccess ? PT_OK : pt_cuda_fail(e, "cudaFreeAsync(LayerNorm partial sums)");
 }
