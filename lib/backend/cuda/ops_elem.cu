@@ -140,12 +140,12 @@ __global__ void embedding_fwd_kernel(T *out, const int32_t *tok, const T *w, int
 }
 
 /* key[n] = the row's id in the shard, Vl for rows outside it; row[n] = n */
-__global__ void embedding_keys_kernel(int32_t *key, int32_t *row, const int32_t *tok, int v0, int Vl, int N)
+__global__ void embedding_keys_kernel(uint32_t *key, int32_t *row, const int32_t *tok, int v0, int Vl, int N)
 {
     GRID_STRIDE(i, (size_t)N)
     {
         const int id = tok[i] - v0;
-        key[i] = id >= 0 && id < Vl ? id : Vl;
+        key[i] = (uint32_t)(id >= 0 && id < Vl ? id : Vl);
         row[i] = (int32_t)i;
     }
 }
@@ -153,14 +153,14 @@ __global__ void embedding_keys_kernel(int32_t *key, int32_t *row, const int32_t 
 /* grid (column blocks, sorted positions): the first position of a run of
  * one id adds the run's rows to dw, in row order */
 template <typename T>
-__global__ void embedding_bwd_kernel(float *dw, const T *dout, const int32_t *key, const int32_t *row, int Vl, int N,
+__global__ void embedding_bwd_kernel(float *dw, const T *dout, const uint32_t *key, const int32_t *row, int Vl, int N,
                                      int C)
 {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     for (int i = blockIdx.y; i < N; i += gridDim.y) {
-        const int id = key[i];
-        if (id >= Vl || (i > 0 && key[i - 1] == id)) continue;
+        const uint32_t id = key[i];
+        if (id >= (uint32_t)Vl || (i > 0 && key[i - 1] == id)) continue;
         float *d = dw + (size_t)id * C + c;
         float acc = *d;
         for (int j = i; j < N && key[j] == id; j++) acc += load(dout, (size_t)row[j] * C + c);
@@ -191,7 +191,7 @@ void embedding_bwd(void *dw, const void *dout, const int32_t *tok, int v0, int V
     int bits = 1; /* keys are 0 .. Vl */
     while (bits < 31 && (Vl >> bits) != 0) bits++;
     size_t cub_bytes = 0;
-    if (failed(cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, (const int32_t *)nullptr, (int32_t *)nullptr,
+    if (failed(cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, (const uint32_t *)nullptr, (uint32_t *)nullptr,
                                                (const int32_t *)nullptr, (int32_t *)nullptr, N, 0, bits, s),
                op, "cub::DeviceRadixSort::SortPairs (temporary storage size)"))
         return;
@@ -200,7 +200,8 @@ void embedding_bwd(void *dw, const void *dout, const int32_t *tok, int v0, int V
     void *tmp = nullptr;
     if (failed(cudaMallocAsync(&tmp, bytes, s), op, "cudaMallocAsync (sort buffers)")) return;
     void *cub_tmp = tmp;
-    int32_t *key_in = (int32_t *)((char *)tmp + cub_room), *row_in = key_in + N, *key = row_in + N, *row = key + N;
+    uint32_t *key_in = (uint32_t *)((char *)tmp + cub_room), *key = key_in + N;
+    int32_t *row_in = (int32_t *)(key + N), *row = row_in + N;
     embedding_keys_kernel<<<blocks_for((size_t)N), THREADS, 0, s>>>(key_in, row_in, tok, v0, Vl, N);
     if (pt_cuda_op_check(op) == PT_OK &&
         !failed(cub::DeviceRadixSort::SortPairs(cub_tmp, cub_bytes, key_in, key, row_in, row, N, 0, bits, s), op,
