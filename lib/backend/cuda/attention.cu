@@ -88,8 +88,8 @@ __device__ __forceinline__ void load_tile(float *dst, int ls, const T *src, size
 }
 
 /* shared-memory floats of each kernel (ls = HS + 1) */
-__host__ __device__ constexpr size_t fwd_smem(int BT, int HS) { return (size_t)2 * BT * (HS + 1) + (size_t)BT * (BT + 1); }
-__host__ __device__ constexpr size_t bwd_smem(int BT, int HS)
+constexpr size_t fwd_smem(int BT, int HS) { return (size_t)2 * BT * (HS + 1) + (size_t)BT * (BT + 1); }
+constexpr size_t bwd_smem(int BT, int HS)
 {
     return (size_t)4 * BT * (HS + 1) + (size_t)2 * BT * (BT + 1) + (size_t)2 * BT;
 }
@@ -308,7 +308,10 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *do
         for (int x = 0; x < nq; x++) {
             float pv[RI], sv[RI], gv[NC], qv[NC];
 #pragma unroll
-            for (int i = 0; i < RI; i++) pv[i] = Ps[(ty + 16 * i) * (BT + 1) + x], sv[i] = Ss[(ty + 16 * i) * (BT + 1) + x];
+            for (int i = 0; i < RI; i++) {
+                pv[i] = Ps[(ty + 16 * i) * (BT + 1) + x];
+                sv[i] = Ss[(ty + 16 * i) * (BT + 1) + x];
+            }
 #pragma unroll
             for (int j = 0; j < NC; j++) gv[j] = Gs[x * ls + col[j]], qv[j] = Qs[x * ls + col[j]];
 #pragma unroll
@@ -438,20 +441,20 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(T *dq, const T *dout, const
 }
 
 /* The kernel's dynamic shared memory (bytes) above the 48 KiB default */
-int smem_opt_in(const void *kernel, size_t bytes, const char *op, int HS)
+int smem_opt_in(const void *kernel, size_t bytes, const char *what, int HS)
 {
     if (bytes <= 48 * 1024) return PT_OK;
     cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes);
     return e == cudaSuccess ? PT_OK
-                            : pt_cuda_fail(e, "%s: cudaFuncSetAttribute(%zu bytes of shared memory for HS %d)", op,
-                                           bytes, HS);
+                            : pt_cuda_fail(e, "cudaFuncSetAttribute(%s kernel, %zu bytes of shared memory for HS %d)",
+                                           what, bytes, HS);
 }
 
 template <typename T, int BT, int NC>
 int fwd_launch(T *out, float *lse, const T *q, const T *k, const T *v, const pt_attn_dims &d, int merge)
 {
     const size_t smem = fwd_smem(BT, d.HS) * sizeof(float);
-    int rc = smem_opt_in((const void *)fwd_kernel<T, BT, NC>, smem, "attention_fwd", d.HS);
+    int rc = smem_opt_in((const void *)fwd_kernel<T, BT, NC>, smem, "forward", d.HS);
     if (rc != PT_OK) return rc;
     const dim3 grid((unsigned)((d.Tq + BT - 1) / BT), (unsigned)d.NH, (unsigned)d.B);
     fwd_kernel<T, BT, NC><<<grid, THREADS, smem, pt_cuda_stream_compute()>>>(out, lse, q, k, v, d, merge,
@@ -464,8 +467,8 @@ int bwd_launch(T *dq, T *dk, T *dv, const T *dout, const T *q, const T *k, const
                const float *D, const pt_attn_dims &d)
 {
     const size_t smem = bwd_smem(BT, d.HS) * sizeof(float);
-    int rc = smem_opt_in((const void *)dkdv_kernel<T, BT, NC>, smem, "attention_bwd", d.HS);
-    if (rc == PT_OK) rc = smem_opt_in((const void *)dq_kernel<T, BT, NC>, smem, "attention_bwd", d.HS);
+    int rc = smem_opt_in((const void *)dkdv_kernel<T, BT, NC>, smem, "dk, dv", d.HS);
+    if (rc == PT_OK) rc = smem_opt_in((const void *)dq_kernel<T, BT, NC>, smem, "dq", d.HS);
     if (rc != PT_OK) return rc;
     const float scale = 1.0f / sqrtf((float)d.HS);
     cudaStream_t st = pt_cuda_stream_compute();
@@ -478,27 +481,27 @@ int bwd_launch(T *dq, T *dk, T *dv, const T *dout, const T *q, const T *k, const
     return PT_OK;
 }
 
-/* the shape is one the kernels take; else pt_fail (one line) */
-int check_dims(const pt_attn_dims *d, const char *op)
+/* the shape is one the kernels take; else pt_fail (one line; the caller
+ * records it prefixed by the op's name) */
+int check_dims(const pt_attn_dims *d)
 {
-    if (!d) return pt_fail(PT_EINVAL, "%s: no dimensions (pt_attn_dims NULL)", op);
+    if (!d) return pt_fail(PT_EINVAL, "no dimensions (pt_attn_dims NULL)");
     if (d->B < 1 || d->B > 65535 || d->NH < 1 || d->NH > 65535)
-        return pt_fail(PT_EINVAL, "%s: B %d, NH %d are not valid (valid: 1..65535 each)", op, d->B, d->NH);
+        return pt_fail(PT_EINVAL, "B %d, NH %d are not valid (valid: 1..65535 each)", d->B, d->NH);
     if (d->HS < 1 || d->HS > MAX_HS)
-        return pt_fail(PT_EUNSUPP, "%s: head size HS %d is not supported on the device (valid: 1..%d)", op, d->HS,
-                       MAX_HS);
-    if (d->Tq < 0 || d->Tk < 0) return pt_fail(PT_EINVAL, "%s: Tq %d, Tk %d are not valid (valid: >= 0)", op, d->Tq, d->Tk);
+        return pt_fail(PT_EUNSUPP, "head size HS %d is not supported on the device (valid: 1..%d)", d->HS, MAX_HS);
+    if (d->Tq < 0 || d->Tk < 0) return pt_fail(PT_EINVAL, "Tq %d, Tk %d are not valid (valid: >= 0)", d->Tq, d->Tk);
     const long long C = (long long)d->NH * d->HS;
     if (d->ldq < C || d->ldkv < C)
-        return pt_fail(PT_EINVAL, "%s: row strides ldq %d, ldkv %d are not valid (valid: >= NH*HS = %lld)", op, d->ldq,
-                       d->ldkv, C);
+        return pt_fail(PT_EINVAL, "row strides ldq %d, ldkv %d are not valid (valid: >= NH*HS = %lld)", d->ldq, d->ldkv,
+                       C);
     return PT_OK;
 }
 
 template <typename T>
 int attn_fwd(void *out, void *lse, const void *q, const void *k, const void *v, const pt_attn_dims *d, int merge)
 {
-    int rc = check_dims(d, "attention_fwd");
+    int rc = check_dims(d);
     if (rc != PT_OK || d->Tq == 0) return rc;
     T *o = (T *)out;
     float *l = (float *)lse;
@@ -516,7 +519,7 @@ template <typename T>
 int attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v,
              const void *out, const void *lse, const pt_attn_dims *d)
 {
-    int rc = check_dims(d, "attention_bwd");
+    int rc = check_dims(d);
     if (rc != PT_OK || d->Tq == 0) return rc;
     const int HS = d->HS;
     cudaStream_t st = pt_cuda_stream_compute();
@@ -524,7 +527,7 @@ int attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, cons
     float *D = NULL;
     cudaError_t e = cudaMallocAsync((void **)&D, nD * sizeof(float), st);
     if (e != cudaSuccess)
-        return pt_cuda_fail(e, "attention_bwd: cudaMallocAsync(%zu bytes for D = rowsum(dout*out))", nD * sizeof(float));
+        return pt_cuda_fail(e, "cudaMallocAsync(%zu bytes for D = rowsum(dout*out))", nD * sizeof(float));
     const size_t warps = nD, nblk = (warps * 32 + THREADS - 1) / THREADS;
     rowdot_kernel<T><<<(unsigned)nblk, THREADS, 0, st>>>(D, (const T *)dout, (const T *)out, d->B, d->Tq, d->NH, HS);
     T *gq = (T *)dq, *gk = (T *)dk, *gv = (T *)dv;
@@ -537,7 +540,7 @@ int attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, cons
     else if (HS <= 256) rc = bwd_launch<T, 32, 16>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
     else rc = bwd_launch<T, 16, 32>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
     e = cudaFreeAsync(D, st); /* stream-ordered: after the kernels that read it */
-    if (rc == PT_OK && e != cudaSuccess) rc = pt_cuda_fail(e, "attention_bwd: cudaFreeAsync");
+    if (rc == PT_OK && e != cudaSuccess) rc = pt_cuda_fail(e, "cudaFreeAsync(D)");
     return rc;
 }
 
