@@ -37,8 +37,10 @@
  * owns rows ty + 16 i and columns tx + 16 j (i, j < BT/16) of a score tile
  * and rows ty + 16 i, columns tx + 16 j (j < NC) of its output block, so
  * the row reductions of the softmax are shuffles among 16 lanes of one
- * warp.  Tiles are fp32 in shared memory (bf16 widened on load), row
- * stride HS + 1 (no bank conflicts between the rows that lanes read).
+ * warp.  Tiles are fp32 in shared memory (bf16 widened on load), rows of
+ * HS4 = HS rounded up to 4 (zero-padded) at stride HS4 + 4: 16-byte aligned,
+ * so the dot products over HS read float4s, and the rows that lanes read
+ * fall in different banks.
  * BT = 64 for HS <= 128 (NC = 1, 2, 4, 8), BT = 32 for HS <= 256, BT = 16
  * for HS <= 512; a larger HS is refused (recorded: HS and the valid
  * range).  All arithmetic is fp32 (FMA chains; expf, logf), as the CPU's
@@ -75,23 +77,41 @@ __device__ __forceinline__ float group_sum(float v)
     return v;
 }
 
-/* dst [rows, HS] (row stride ls) = src's first nvalid rows (row stride
- * ld), widened to fp32; rows nvalid .. rows-1 zero */
+/* dst [rows, HS4] (row stride ls) = src's first nvalid rows (row stride
+ * ld) of HS elements, widened to fp32; rows nvalid .. rows-1 and columns
+ * HS .. HS4-1 zero */
 template <typename T>
-__device__ __forceinline__ void load_tile(float *dst, int ls, const T *src, size_t ld, int rows, int nvalid, int HS)
+__device__ __forceinline__ void load_tile(float *dst, int ls, const T *src, size_t ld, int rows, int nvalid, int HS,
+                                          int HS4)
 {
-    const int n = rows * HS;
+    const int n = rows * HS4;
     for (int idx = threadIdx.x; idx < n; idx += THREADS) {
-        const int r = idx / HS, c = idx - r * HS;
-        dst[r * ls + c] = r < nvalid ? load(src, (size_t)r * ld + c) : 0.0f;
+        const int r = idx / HS4, c = idx - r * HS4;
+        dst[r * ls + c] = r < nvalid && c < HS ? load(src, (size_t)r * ld + c) : 0.0f;
     }
 }
 
-/* shared-memory floats of each kernel (ls = HS + 1) */
-constexpr size_t fwd_smem(int BT, int HS) { return (size_t)2 * BT * (HS + 1) + (size_t)BT * (BT + 1); }
+/* four floats at p (16-byte aligned: a tile row's start plus a multiple of 4) */
+__device__ __forceinline__ float4 ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+
+/* acc + a . b, in the order x, y, z, w */
+__device__ __forceinline__ float dot4(float4 a, float4 b, float acc)
+{
+    acc = fmaf(a.x, b.x, acc);
+    acc = fmaf(a.y, b.y, acc);
+    acc = fmaf(a.z, b.z, acc);
+    return fmaf(a.w, b.w, acc);
+}
+
+/* a tile's row stride in floats: HS rounded up to 4, plus 4 */
+__host__ __device__ constexpr int tile_ld(int HS) { return (HS + 3) / 4 * 4 + 4; }
+
+/* shared-memory floats of each kernel: the [BT, HS] tiles first (16-byte
+ * aligned), then the [BT, BT + 1] score tiles and the row vectors */
+constexpr size_t fwd_smem(int BT, int HS) { return (size_t)2 * BT * tile_ld(HS) + (size_t)BT * (BT + 1); }
 constexpr size_t bwd_smem(int BT, int HS)
 {
-    return (size_t)4 * BT * (HS + 1) + (size_t)2 * BT * (BT + 1) + (size_t)2 * BT;
+    return (size_t)4 * BT * tile_ld(HS) + (size_t)2 * BT * (BT + 1) + (size_t)2 * BT;
 }
 
 /* The forward: block (reversed query tile, h, b). */
@@ -101,7 +121,7 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(T *out, float *lse, const 
 {
     constexpr int RI = BT / 16;
     extern __shared__ float smem[];
-    const int HS = d.HS, ls = HS + 1, C = d.NH * HS;
+    const int HS = d.HS, ls = tile_ld(HS), HS4 = ls - 4, C = d.NH * HS;
     float *Qs = smem, *KVs = Qs + BT * ls, *Ps = KVs + BT * ls; /* Ps [BT, BT + 1] */
     const int nqt = (d.Tq + BT - 1) / BT;
     const int it = nqt - 1 - (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
@@ -116,7 +136,7 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(T *out, float *lse, const 
 #pragma unroll
     for (int j = 0; j < NC; j++) col[j] = min(tx + 16 * j, HS - 1);
 
-    load_tile(Qs, ls, qp, (size_t)d.ldq, BT, nq, HS);
+    load_tile(Qs, ls, qp, (size_t)d.ldq, BT, nq, HS, HS4);
     float m[RI], l[RI], acc[RI][NC];
 #pragma unroll
     for (int i = 0; i < RI; i++) {
@@ -133,23 +153,23 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(T *out, float *lse, const 
     for (int j0 = 0; j0 < jend; j0 += BT) {
         const int nk = min(BT, jend - j0);
         __syncthreads(); /* the last tile's P V is done with KVs and Ps */
-        load_tile(KVs, ls, kb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS);
+        load_tile(KVs, ls, kb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS, HS4);
         __syncthreads();
         float s[RI][RI];
 #pragma unroll
         for (int i = 0; i < RI; i++)
 #pragma unroll
             for (int j = 0; j < RI; j++) s[i][j] = 0.0f;
-        for (int c = 0; c < HS; c++) {
-            float qv[RI], kv[RI];
+        for (int c = 0; c < HS4; c += 4) {
+            float4 qv[RI], kv[RI];
 #pragma unroll
-            for (int i = 0; i < RI; i++) qv[i] = Qs[(ty + 16 * i) * ls + c];
+            for (int i = 0; i < RI; i++) qv[i] = ld4(Qs + (ty + 16 * i) * ls + c);
 #pragma unroll
-            for (int j = 0; j < RI; j++) kv[j] = KVs[(tx + 16 * j) * ls + c];
+            for (int j = 0; j < RI; j++) kv[j] = ld4(KVs + (tx + 16 * j) * ls + c);
 #pragma unroll
             for (int i = 0; i < RI; i++)
 #pragma unroll
-                for (int j = 0; j < RI; j++) s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
+                for (int j = 0; j < RI; j++) s[i][j] = dot4(qv[i], kv[j], s[i][j]);
         }
 #pragma unroll
         for (int i = 0; i < RI; i++) {
@@ -183,7 +203,7 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(T *out, float *lse, const 
             for (int j = 0; j < RI; j++) Ps[r * (BT + 1) + tx + 16 * j] = s[i][j];
         }
         __syncthreads(); /* P written, K read by all */
-        load_tile(KVs, ls, vb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS);
+        load_tile(KVs, ls, vb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS, HS4);
         __syncthreads();
         for (int x = 0; x < nk; x++) {
             float pv[RI], vv[NC];
@@ -237,7 +257,7 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *do
 {
     constexpr int RI = BT / 16;
     extern __shared__ float smem[];
-    const int HS = d.HS, ls = HS + 1, C = d.NH * HS;
+    const int HS = d.HS, ls = tile_ld(HS), HS4 = ls - 4, C = d.NH * HS;
     float *Ks = smem, *Vs = Ks + BT * ls, *Qs = Vs + BT * ls, *Gs = Qs + BT * ls;
     float *Ps = Gs + BT * ls, *Ss = Ps + BT * (BT + 1), *Ls = Ss + BT * (BT + 1), *Dd = Ls + BT;
     const int j0 = (int)blockIdx.x * BT, h = (int)blockIdx.y, b = (int)blockIdx.z;
@@ -254,8 +274,8 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *do
 #pragma unroll
     for (int j = 0; j < NC; j++) col[j] = min(tx + 16 * j, HS - 1);
 
-    load_tile(Ks, ls, k + kvoff, (size_t)d.ldkv, BT, nk, HS);
-    load_tile(Vs, ls, v + kvoff, (size_t)d.ldkv, BT, nk, HS);
+    load_tile(Ks, ls, k + kvoff, (size_t)d.ldkv, BT, nk, HS, HS4);
+    load_tile(Vs, ls, v + kvoff, (size_t)d.ldkv, BT, nk, HS, HS4);
     float dka[RI][NC], dva[RI][NC];
 #pragma unroll
     for (int i = 0; i < RI; i++)
@@ -264,8 +284,8 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *do
     for (int i0 = (int)(first / BT) * BT; i0 < d.Tq; i0 += BT) {
         const int nq = min(BT, d.Tq - i0);
         __syncthreads(); /* the last tile's products are done with Qs, Gs, Ps, Ss */
-        load_tile(Qs, ls, qb + (size_t)i0 * d.ldq, (size_t)d.ldq, BT, nq, HS);
-        load_tile(Gs, ls, gb + (size_t)i0 * C, (size_t)C, BT, nq, HS);
+        load_tile(Qs, ls, qb + (size_t)i0 * d.ldq, (size_t)d.ldq, BT, nq, HS, HS4);
+        load_tile(Gs, ls, gb + (size_t)i0 * C, (size_t)C, BT, nq, HS, HS4);
         for (int x = (int)threadIdx.x; x < BT; x += THREADS) {
             Ls[x] = x < nq ? lb[i0 + x] : -INFINITY;
             Dd[x] = x < nq ? Db[i0 + x] : 0.0f;
@@ -276,18 +296,24 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *do
         for (int i = 0; i < RI; i++)
 #pragma unroll
             for (int j = 0; j < RI; j++) s[i][j] = dp[i][j] = 0.0f;
-        for (int c = 0; c < HS; c++) {
-            float kv[RI], vv[RI], qv[RI], gv[RI];
+        for (int c = 0; c < HS4; c += 4) {
+            float4 kv[RI], vv[RI], qv[RI], gv[RI];
 #pragma unroll
-            for (int i = 0; i < RI; i++) kv[i] = Ks[(ty + 16 * i) * ls + c], vv[i] = Vs[(ty + 16 * i) * ls + c];
+            for (int i = 0; i < RI; i++) {
+                kv[i] = ld4(Ks + (ty + 16 * i) * ls + c);
+                vv[i] = ld4(Vs + (ty + 16 * i) * ls + c);
+            }
 #pragma unroll
-            for (int j = 0; j < RI; j++) qv[j] = Qs[(tx + 16 * j) * ls + c], gv[j] = Gs[(tx + 16 * j) * ls + c];
+            for (int j = 0; j < RI; j++) {
+                qv[j] = ld4(Qs + (tx + 16 * j) * ls + c);
+                gv[j] = ld4(Gs + (tx + 16 * j) * ls + c);
+            }
 #pragma unroll
             for (int i = 0; i < RI; i++)
 #pragma unroll
                 for (int j = 0; j < RI; j++) {
-                    s[i][j] = fmaf(kv[i], qv[j], s[i][j]);
-                    dp[i][j] = fmaf(vv[i], gv[j], dp[i][j]);
+                    s[i][j] = dot4(kv[i], qv[j], s[i][j]);
+                    dp[i][j] = dot4(vv[i], gv[j], dp[i][j]);
                 }
         }
 #pragma unroll
@@ -347,7 +373,7 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(T *dq, const T *dout, const
 {
     constexpr int RI = BT / 16;
     extern __shared__ float smem[];
-    const int HS = d.HS, ls = HS + 1, C = d.NH * HS;
+    const int HS = d.HS, ls = tile_ld(HS), HS4 = ls - 4, C = d.NH * HS;
     float *Qs = smem, *Gs = Qs + BT * ls, *Ks = Gs + BT * ls, *Vs = Ks + BT * ls;
     float *Ss = Vs + BT * ls, *Ls = Ss + 2 * BT * (BT + 1), *Dd = Ls + BT; /* (one score tile unused) */
     const int nqt = (d.Tq + BT - 1) / BT;
@@ -363,8 +389,8 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(T *dq, const T *dout, const
 #pragma unroll
     for (int j = 0; j < NC; j++) col[j] = min(tx + 16 * j, HS - 1);
 
-    load_tile(Qs, ls, q + qoff, (size_t)d.ldq, BT, nq, HS);
-    load_tile(Gs, ls, gp, (size_t)C, BT, nq, HS);
+    load_tile(Qs, ls, q + qoff, (size_t)d.ldq, BT, nq, HS, HS4);
+    load_tile(Gs, ls, gp, (size_t)C, BT, nq, HS, HS4);
     for (int x = (int)threadIdx.x; x < BT; x += THREADS) {
         Ls[x] = x < nq ? lp[x] : -INFINITY;
         Dd[x] = x < nq ? Dp[x] : 0.0f;
@@ -379,26 +405,32 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(T *dq, const T *dout, const
     for (int j0 = 0; j0 < jend; j0 += BT) {
         const int nk = min(BT, jend - j0);
         __syncthreads(); /* the last tile's dS K is done with Ks and Ss */
-        load_tile(Ks, ls, kb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS);
-        load_tile(Vs, ls, vb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS);
+        load_tile(Ks, ls, kb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS, HS4);
+        load_tile(Vs, ls, vb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS, HS4);
         __syncthreads();
         float s[RI][RI], dp[RI][RI];
 #pragma unroll
         for (int i = 0; i < RI; i++)
 #pragma unroll
             for (int j = 0; j < RI; j++) s[i][j] = dp[i][j] = 0.0f;
-        for (int c = 0; c < HS; c++) {
-            float qv[RI], gv[RI], kv[RI], vv[RI];
+        for (int c = 0; c < HS4; c += 4) {
+            float4 qv[RI], gv[RI], kv[RI], vv[RI];
 #pragma unroll
-            for (int i = 0; i < RI; i++) qv[i] = Qs[(ty + 16 * i) * ls + c], gv[i] = Gs[(ty + 16 * i) * ls + c];
+            for (int i = 0; i < RI; i++) {
+                qv[i] = ld4(Qs + (ty + 16 * i) * ls + c);
+                gv[i] = ld4(Gs + (ty + 16 * i) * ls + c);
+            }
 #pragma unroll
-            for (int j = 0; j < RI; j++) kv[j] = Ks[(tx + 16 * j) * ls + c], vv[j] = Vs[(tx + 16 * j) * ls + c];
+            for (int j = 0; j < RI; j++) {
+                kv[j] = ld4(Ks + (tx + 16 * j) * ls + c);
+                vv[j] = ld4(Vs + (tx + 16 * j) * ls + c);
+            }
 #pragma unroll
             for (int i = 0; i < RI; i++)
 #pragma unroll
                 for (int j = 0; j < RI; j++) {
-                    s[i][j] = fmaf(qv[i], kv[j], s[i][j]);
-                    dp[i][j] = fmaf(gv[i], vv[j], dp[i][j]);
+                    s[i][j] = dot4(qv[i], kv[j], s[i][j]);
+                    dp[i][j] = dot4(gv[i], vv[j], dp[i][j]);
                 }
         }
 #pragma unroll
