@@ -140,3 +140,14 @@ uint64_t pt_pctx_sent_total(const pt_pctx *c)
 }
 
 void pt_pctx_reset_stats(pt_pctx *c) { ALL_GROUPS(c, pt_comm_reset_stats); }
+
+int pt_pctx_device_enable(pt_pctx *c, int mode)
+{
+    /* every rank walks the groups in the same order, so the collective
+     * set-ups of different groups never cross */
+    int rc = PT_OK;
+#define ENABLE(g) (rc = rc != PT_OK ? rc : pt_comm_device_enable(g, mode))
+    ALL_GROUPS(c, ENABLE);
+#undef ENABLE
+    return rc;
+}

@@ -57,6 +57,13 @@ typedef struct pt_pctx {
 int pt_pctx_init(pt_pctx *c, MPI_Comm comm, const pt_plan *p, int grid_rank);
 void pt_pctx_free(pt_pctx *c);
 
+/* Give every group of the context a device path (lib/comm's
+ * pt_comm_device_enable, mode enum pt_comm_device_mode): collectives on
+ * device buffers then run over NCCL, or staged through host memory where
+ * ranks share a GPU.  Collective over the world; every rank in the same
+ * order.  PT_OK or the first group's error (every member of a group
+ * returns the same). */
+int pt_pctx_device_enable(pt_pctx *c, int mode);
 /* Modelled bytes this rank sent over all of the context's groups
  * (pt_comm_sent_total summed), and a reset of every group's counters. */
 uint64_t pt_pctx_sent_total(const pt_pctx *c);

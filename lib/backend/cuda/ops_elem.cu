@@ -750,11 +750,14 @@ extern "C" void pt_cuda_convert(void *dst, pt_dtype dt, const void *src, pt_dtyp
         pt_cuda_op_check(op);
         return;
     }
+    /* the source part starts 256-byte aligned: after an odd number of bf16
+     * elements its floats would be misaligned (cudaErrorMisalignedAddress
+     * on an H200 for fp32 host -> bf16 host of 1851 elements) */
+    const size_t dpart = dhost ? (piece * ds + 255) / 256 * 256 : 0;
     void *tmp = nullptr;
-    if (failed(cudaMallocAsync(&tmp, piece * ((dhost ? ds : 0) + (shost ? ss : 0)), s), op,
-               "cudaMallocAsync (staging buffer)"))
+    if (failed(cudaMallocAsync(&tmp, dpart + (shost ? piece * ss : 0), s), op, "cudaMallocAsync (staging buffer)"))
         return;
-    char *td = (char *)tmp, *ts = td + (dhost ? piece * ds : 0);
+    char *td = (char *)tmp, *ts = td + dpart;
     for (size_t off = 0; off < n; off += piece) {
         const size_t len = n - off < piece ? n - off : piece;
         const char *sp = (const char *)src + off * ss;
