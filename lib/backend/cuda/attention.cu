@@ -30,8 +30,10 @@
  *    thread that sums in a fixed order, so the result does not depend on
  *    the launch, and is added to the gradient once (bf16: read, add the
  *    fp32 sum, round once).
- *  llm.c's attention kernels and Dao's flash-attention CUDA code were the
- *  models for the tiling; no source was copied.
+ *  Written from the papers (llm.c's attention kernels, which call cuDNN or
+ *  materialise P, were not a source); no code was copied.  The D scratch
+ *  is stream-ordered (cudaMallocAsync / cudaFreeAsync on the compute
+ *  stream), so it lives only while the call's kernels run.
  *
  * Tiles: BT queries x BT keys, 256 threads as 16 x 16; thread (ty, tx)
  * owns rows ty + 16 i and columns tx + 16 j (i, j < BT/16) of a score tile
@@ -44,8 +46,8 @@
  * BT = 64 for HS <= 128 (NC = 1, 2, 4, 8; the backward of HS > 64 takes
  * BT = 32 where 64 rows do not fit the device's shared memory, sm_80),
  * BT = 32 for HS <= 256, BT = 16 for HS <= 512; a larger HS is refused
- * (recorded: HS and the valid range).  All arithmetic is fp32 (FMA chains; expf, logf), as the CPU's
- * f32 and bf16 tables compute in float. */
+ * (recorded: HS and the valid range).  All arithmetic is fp32 (FMA
+ * chains; expf, logf), as the CPU's f32 and bf16 tables compute in float. */
 #include "config.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/ops_cuda.h"
@@ -506,8 +508,8 @@ size_t smem_optin(void)
     const struct cudaDeviceProp *p = pt_cuda_props();
     if (p) return p->sharedMemPerBlockOptin;
     int dev = 0, v = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev) !=
-                                                  cudaSuccess) {
+    const cudaDeviceAttr a = cudaDevAttrMaxSharedMemoryPerBlockOptin;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess) {
         cudaGetLastError(); /* not this op's error: the launch reports what fails */
         return 163 * 1024;
     }
