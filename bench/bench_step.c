@@ -3,7 +3,7 @@
  * machine's sgemm rate measured in the same run.
  *
  *   usage: bench-step [--model small] [--batch 8] [--steps 5] [--threads N]
- *                     [--precision fp32|bf16]
+ *                     [--precision fp32|bf16] [--device cpu|cuda]
  *
  * Prints the BLAS in use (library, kernel set, threads), a table of the
  * sgemm GFLOP/s of square and of the model's own GEMM shapes (the ceiling;
@@ -24,8 +24,19 @@
  * fc shape beside sgemm; the "vs GEMM(fc)" ratio is then against the bf16
  * rate, and the result line adds precision=, gemm_fc= (the rate used for
  * the ratio) and peak_mib=.
+ *
+ * --device cuda (a build with the CUDA backend and a visible GPU) runs the
+ * same step on the GPU (lib/backend/cuda's tables); the reference rates are
+ * then cuBLASLt's, in the run's precision, on the same fc and head shapes
+ * (pt_cuda_gemm), and the result line adds mfu= (the model's FLOP/s over
+ * the GPU's dense peak: 989.4 TFLOP/s bf16, 494.7 TF32 as fp32's tensor
+ * cores are not used, 66.9 fp32; H100/H200 SXM, NVIDIA's data sheets).
  */
+#include "config.h"
 #include "backend/blas.h"
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/gemm_plan.h"
+#include "backend/cuda/ops_cuda.h"
 #include "backend/gemm_bf16.h"
 #include "core/core.h"
 #include "model/gpt.h"
@@ -101,12 +112,37 @@ static double gemm_bf16_gflops(int M, int N, int K, int reps)
     return best < 1e30 ? 2.0 * M * N * K / best / 1e9 : 0;
 }
 
+#ifdef HAVE_CUDA
+/* cuBLASLt's GFLOP/s of row-major C [M, N] = A [M, K] B [N, K]^T in the
+ * element type elem (fp32 output for fp32 inputs, bf16 for bf16), best of
+ * reps after one warm-up; 0 when it cannot run */
+static double cuda_gemm_gflops(int M, int N, int K, int elem, int reps)
+{
+    const size_t es = elem == PT_GEMM_BF16 ? 2 : 4;
+    void *a = pt_cuda_mem.alloc(es * (size_t)M * K), *b = pt_cuda_mem.alloc(es * (size_t)N * K),
+         *c = pt_cuda_mem.alloc(es * (size_t)M * N);
+    double best = 1e30;
+    for (int r = 0; a && b && c && r <= reps; r++) {
+        pt_cuda_sync();
+        double t0 = pt_now();
+        if (pt_cuda_gemm(0, 1, M, N, K, 1.0f, a, K, 0, b, K, 0, 0.0f, c, N, 0, 1, elem, elem) != PT_OK) break;
+        pt_cuda_sync();
+        double dt = pt_now() - t0;
+        if (r && dt < best) best = dt;
+    }
+    if (a) pt_cuda_mem.free(a);
+    if (b) pt_cuda_mem.free(b);
+    if (c) pt_cuda_mem.free(c);
+    return best < 1e30 ? 2.0 * M * N * K / best / 1e9 : 0;
+}
+#endif
+
 int main(int argc, char **argv)
 {
     pt_host_memory_keep(); /* as ptrain-run: freed blocks stay for the next step */
     const char *model = "small";
     int B = 8, steps = 5, threads = 0, prec = PT_PREC_FP32;
-    const char *precision = "fp32";
+    const char *precision = "fp32", *device = "cpu";
     char model_help[256];
     snprintf(model_help, sizeof model_help, "model preset: %s", pt_gpt_preset_names());
     const bench_opt opts[] = {
@@ -116,6 +152,8 @@ int main(int argc, char **argv)
         {"threads", BENCH_INT, 0, 4096, &threads, "N", "threads of the cpu backend, 0: OpenMP's default", NULL},
         {"precision", BENCH_CHOICE, 0, 0, &precision, "fp32|bf16",
          "bf16: bf16 activations and weight copies, fp32 master weights, gradients and AdamW", NULL},
+        {"device", BENCH_CHOICE, 0, 0, &device, "cpu|cuda", "where the step runs (cuda: the GPU this process sees)",
+         NULL},
         {0}};
     bench_opts_parse(argc, argv, "bench-step", "bench-step [options]",
                      "One training step's throughput at 1 rank beside the machine's sgemm (or bf16 GEMM) rate.", opts);
@@ -131,37 +169,60 @@ int main(int argc, char **argv)
         MPI_Finalize();
         return 2;
     }
-    const pt_backend *be = pt_backend_get("cpu");
+    const int gpu = !strcmp(device, "cuda");
+    const pt_backend *be = pt_backend_get(gpu ? "cuda" : "cpu");
+    if (!be) {
+        fprintf(stderr, "bench-step: --device %s: %s\n", device, pt_errmsg());
+        MPI_Finalize();
+        return 2;
+    }
     if (threads > 0) be->set_threads(threads);
     const int T = cfg.seq_len, C = cfg.n_embd, N = B * T;
-
-    printf("# bench-step: %s L=%d H=%d C=%d T=%d V=%d B=%d, 1 rank, %d threads%s, %s\n", model, cfg.n_layer, cfg.n_head,
-           C, T, cfg.vocab, B, threads ? threads : omp_threads(), threads ? "" : " (default)", pt_precision_name(prec));
-    printf("# blas: %s\n", pt_blas_summary());
-    printf("%-34s %12s\n", "kernel", "GFLOP/s");
-    double sq = sgemm_gflops(512, 512, 512, 20);
-    double mlp = sgemm_gflops(N, 4 * C, C, 20);
-    double head = sgemm_gflops(N, cfg.vocab, C, 3);
-    printf("%-34s %12.1f\n", "sgemm 512x512x512", sq);
-    printf("%-34s %12.1f\n", "sgemm [B*T, C] x [4C, C]^T (fc)", mlp);
-    printf("%-34s %12.1f\n", "sgemm [B*T, C] x [V, C]^T (head)", head);
-    double bmlp = 0;
-    if (prec == PT_PREC_BF16) {
-        if (pt_gemm_bf16_select()) {
-            fprintf(stderr, "bench-step: %s\n", pt_errmsg());
-            MPI_Finalize();
-            return 2;
+    double mlp = 0, bmlp = 0; /* the ceiling: the fc shape's GEMM rate, sgemm / bf16 (cuBLASLt on the GPU) */
+    if (gpu) {
+#ifdef HAVE_CUDA
+        char v[600];
+        pt_cuda_versions(v, sizeof v);
+        const int el = prec == PT_PREC_BF16 ? PT_GEMM_BF16 : PT_GEMM_F32;
+        printf("# bench-step: %s L=%d H=%d C=%d T=%d V=%d B=%d, 1 rank on the GPU, %s\n# %s\n", model, cfg.n_layer,
+               cfg.n_head, C, T, cfg.vocab, B, pt_precision_name(prec), v);
+        printf("%-34s %12s\n", "kernel", "GFLOP/s");
+        double fc = cuda_gemm_gflops(N, 4 * C, C, el, 20), head = cuda_gemm_gflops(N, cfg.vocab, C, el, 5);
+        printf("%-34s %12.1f\n", "cuBLASLt [B*T, C] x [4C, C]^T (fc)", fc);
+        printf("%-34s %12.1f\n", "cuBLASLt [B*T, C] x [V, C]^T (head)", head);
+        if (prec == PT_PREC_BF16) bmlp = fc;
+        else mlp = fc;
+#endif
+    } else {
+        printf("# bench-step: %s L=%d H=%d C=%d T=%d V=%d B=%d, 1 rank, %d threads%s, %s\n", model, cfg.n_layer,
+               cfg.n_head, C, T, cfg.vocab, B, threads ? threads : omp_threads(), threads ? "" : " (default)",
+               pt_precision_name(prec));
+        printf("# blas: %s\n", pt_blas_summary());
+        printf("%-34s %12s\n", "kernel", "GFLOP/s");
+        double sq = sgemm_gflops(512, 512, 512, 20);
+        mlp = sgemm_gflops(N, 4 * C, C, 20);
+        double head = sgemm_gflops(N, cfg.vocab, C, 3);
+        printf("%-34s %12.1f\n", "sgemm 512x512x512", sq);
+        printf("%-34s %12.1f\n", "sgemm [B*T, C] x [4C, C]^T (fc)", mlp);
+        printf("%-34s %12.1f\n", "sgemm [B*T, C] x [V, C]^T (head)", head);
+        if (prec == PT_PREC_BF16) {
+            if (pt_gemm_bf16_select()) {
+                fprintf(stderr, "bench-step: %s\n", pt_errmsg());
+                MPI_Finalize();
+                return 2;
+            }
+            bmlp = gemm_bf16_gflops(N, 4 * C, C, 20);
+            printf("%-34s %12.1f\n", "bf16 GEMM [B*T, C] x [4C, C]^T (fc)", bmlp);
+            printf("%-34s %12.1f\n", "bf16 GEMM [B*T, C] x [V, C]^T (head)", gemm_bf16_gflops(N, cfg.vocab, C, 3));
         }
-        bmlp = gemm_bf16_gflops(N, 4 * C, C, 20);
-        printf("%-34s %12.1f\n", "bf16 GEMM [B*T, C] x [4C, C]^T (fc)", bmlp);
-        printf("%-34s %12.1f\n", "bf16 GEMM [B*T, C] x [V, C]^T (head)", gemm_bf16_gflops(N, cfg.vocab, C, 3));
     }
 
     pt_plan plan;
     pt_plan_default(&plan);
     plan.precision = prec;
     pt_pctx ctx;
-    pt_arena arena = {0};
+    pt_arena arena;
+    pt_arena_init(&arena, be->mem, 0);
     pt_gpt m;
     pt_train tr;
     pt_adamw_cfg opt;
@@ -184,6 +245,7 @@ int main(int argc, char **argv)
     for (int s = 0; s <= steps && !rc; s++) { /* step 0 warms up and is not timed */
         double t0 = pt_now();
         rc = pt_train_step(&tr, tok, tok + 1, 1e-4f, &loss, NULL);
+        if (gpu) pt_cuda_sync(); /* AdamW's kernels may still run after the loss came back */
         double dt = pt_now() - t0;
         if (s) t_step += dt;
         if (s && dt < best) best = dt;
@@ -191,6 +253,7 @@ int main(int argc, char **argv)
     for (int s = 0; s < steps && !rc; s++) {
         double t0 = pt_now();
         rc = pt_gpt_forward(&m, tok, tok + 1, &loss);
+        if (gpu) pt_cuda_sync();
         t_fwd += pt_now() - t0;
     }
     if (rc) {
@@ -200,19 +263,20 @@ int main(int argc, char **argv)
     /* the sgemm reference again after the steps, keeping the faster: on a
      * shared machine a neighbour's burst during the first measurement would
      * otherwise inflate the ratio */
-    double mlp2 = sgemm_gflops(N, 4 * C, C, 20);
+    double mlp2 = gpu ? 0 : sgemm_gflops(N, 4 * C, C, 20);
     if (mlp2 > mlp) {
         printf("%-34s %12.1f (re-measured after the steps; used below)\n", "sgemm [B*T, C] x [4C, C]^T (fc)", mlp2);
         mlp = mlp2;
     }
-    if (prec == PT_PREC_BF16) {
+    if (prec == PT_PREC_BF16 && !gpu) {
         double b2 = gemm_bf16_gflops(N, 4 * C, C, 20);
         if (b2 > bmlp) {
             printf("%-34s %12.1f (re-measured after the steps; used below)\n", "bf16 GEMM [B*T, C] x [4C, C]^T (fc)", b2);
             bmlp = b2;
         }
     }
-    const double ref = prec == PT_PREC_BF16 && bmlp > 0 ? bmlp : mlp; /* the ceiling of this precision's GEMM */
+    double ref = prec == PT_PREC_BF16 && bmlp > 0 ? bmlp : mlp; /* the ceiling of this precision's GEMM */
+    if (ref <= 0) ref = 1e-30;
     double per = t_step / steps;
     double tps = N / per;
     double gf = tps * pt_gpt_flops_per_token(&cfg, T) / 1e9;
@@ -226,9 +290,12 @@ int main(int argc, char **argv)
     const double pbytes = prec == PT_PREC_BF16 ? 18.0 : 16.0;
     printf("peak memory %.1f MiB (params+grads+adam%s %.1f MiB)\n", arena.peak / 1048576.0,
            prec == PT_PREC_BF16 ? "+bf16 copy" : "", m.nfloats * pbytes / 1048576.0);
+    char mfu[64] = "";
+    if (gpu) /* dense peaks of an H100/H200 SXM (NVIDIA's data sheets), GFLOP/s */
+        snprintf(mfu, sizeof mfu, " device=cuda mfu=%.1f", 100.0 * bgf / (prec == PT_PREC_BF16 ? 989.4e3 : 66.9e3));
     printf("result: tok_s=%.1f mean_tok_s=%.1f gflops=%.2f sgemm_fc=%.2f pct_sgemm=%.1f precision=%s gemm_fc=%.2f "
-           "peak_mib=%.1f\n", btps, tps, bgf, mlp, 100.0 * bgf / mlp, pt_precision_name(prec), ref,
-           arena.peak / 1048576.0);
+           "peak_mib=%.1f%s\n", btps, tps, bgf, mlp, mlp > 0 ? 100.0 * bgf / mlp : 0.0, pt_precision_name(prec), ref,
+           arena.peak / 1048576.0, mfu);
     free(tok);
     pt_train_free(&tr);
     pt_gpt_free(&m);

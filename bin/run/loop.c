@@ -232,17 +232,16 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         return st;
     }
 
-    /* the device run_resolve_device chose (cuda refuses there until its ops
-     * are wired; this is where they will be taken) */
+    /* the device run_resolve_device chose */
     const pt_backend *be = pt_backend_get(s->device == RUN_DEVICE_CUDA ? "cuda" : "cpu");
-    run_agree(be && be->ops ? PT_OK
-                            : pt_fail(PT_EUNSUPP, "%s", be ? "the CUDA backend's ops are not wired yet" : pt_errmsg()),
+    run_agree(be && be->ops ? PT_OK : pt_fail(PT_EUNSUPP, "%s", be ? "the backend has no ops table" : pt_errmsg()),
               "device");
     int threads = o.threads ? (int)o.threads : default_threads();
     be->set_threads(threads);
     const int T = cfg.seq_len;
 
-    pt_arena arena = {0};
+    pt_arena arena;
+    pt_arena_init(&arena, be->mem, 0); /* the backend's memory: the GPU's under cuda */
     pt_gpt model;
     int Bl = (int)(o.batch / plan.dp);
     pt_train tr;
@@ -389,6 +388,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         double norm = 0;
         run_energy_step_begin(en, step);
         if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
+        /* a CUDA op's failure (recorded; the ops return nothing) */
+        if (!rc && pt_cuda_ops_status() != PT_OK) rc = pt_fail(pt_cuda_ops_status(), "%s", pt_cuda_ops_errmsg());
         run_agree(rc, "training step");
         double dt = pt_now() - t0;
         train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);

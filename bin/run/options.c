@@ -113,7 +113,7 @@ void run_usage(FILE *f)
         "  --device cpu|cuda|auto   where each rank trains (default PTRAIN_DEVICE, which the\n"
         "                       plugin sets to cuda when it binds a GPU, else auto: cuda when\n"
         "                       the task sees a GPU and ptrain has the CUDA backend, else cpu;\n"
-        "                       the CUDA ops are not wired yet, so cuda refuses)\n"
+        "                       cuda refuses without them)\n"
         "  --dry-run            print every rank's place in the grid and exit\n"
         "\n"
         "Optimizer (AdamW, cosine schedule):\n"
@@ -424,18 +424,8 @@ int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, p
         return pt_errprintf(err, "%s: this ptrain build has no CUDA backend (configure found no nvcc; rebuild with "
                             "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that", given);
     if (ndev < 1) return pt_errprintf(err, "%s: %s; give --device cpu to train on the CPU", given, why);
-    /* the backend is here, its ops table is not (pt_cuda_backend's ops are
-     * NULL until the CUDA kernels are wired).  Asked for on the command
-     * line: refuse.  Chosen by auto or by PTRAIN_DEVICE (the plugin sets it
-     * when it binds a GPU, so every srun --ptrain-mode=auto on a GPU node
-     * would stop): train on the CPU and say so on the run header's device
-     * line, never behind the user's back. */
-    if (chosen) {
-        snprintf(note, len, "%s: the task sees %d CUDA device%s, but the CUDA backend's kernels are not wired yet: "
-                 "training on the CPU (--device cuda refuses instead)", given, ndev, ndev == 1 ? "" : "s");
-        return 0;
-    }
-    return pt_errprintf(err, "%s: the task sees %d CUDA device%s, but the CUDA backend's ops are not wired yet "
-                        "(its memory, streams, GEMMs and NCCL are built; its kernels are not): give --device cpu "
-                        "to train on the CPU", given, ndev, ndev == 1 ? "" : "s");
+    /* the backend and a device: train there */
+    *device = RUN_DEVICE_CUDA;
+    snprintf(note, len, "%s", given);
+    return 0;
 }

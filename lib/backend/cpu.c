@@ -439,8 +439,8 @@ const pt_backend *pt_backend_get(const char *name)
         pt_blas_select(); /* kernels that match the CPU, before the first GEMM */
         return &cpu_backend;
     }
-    /* its memory, streams, GEMMs and communication; its ops table is not
-     * wired yet (ops NULL), so it is not in pt_backend_names (cuda.h) */
+    /* the GPU's (cuda.h); not in pt_backend_names, whose tests give the
+     * ops host memory (tests/gpu holds the CUDA tables against these) */
     if (strcmp(name, "cuda") == 0) return pt_cuda_backend();
     pt_fail(PT_EUNSUPP, "backend '%s' is not built in; valid: cpu%s", name, pt_cuda_built() ? ", cuda" : "");
     return NULL;

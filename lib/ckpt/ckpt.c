@@ -128,10 +128,11 @@ static int write_rank(const char *sdir, pt_train *t)
                                               p->index, "rows", (json_int_t)p->rows, "cols", (json_int_t)p->cols,
                                               "local_numel", (json_int_t)p->shard.numel, "lo", (json_int_t)lo,
                                               "hi", (json_int_t)hi, "offset", (json_int_t)off));
-        /* the owned data may live on the backend's device: the CPU backend's is host memory */
-        memcpy(buf + off, d, k);
-        memcpy(buf + off + k, m, k);
-        memcpy(buf + off + 2 * k, v, k);
+        /* the owned data may live on the backend's device: copy2d reads either */
+        const pt_ops *ops = t->model->ops;
+        ops->copy2d(buf + off, k, d, k, k, 1);
+        ops->copy2d(buf + off + k, k, m, k, k, 1);
+        ops->copy2d(buf + off + 2 * k, k, v, k, k, 1);
         off += 3 * k;
     }
     char name[64], jname[64], path[4200], jpath[4200];
@@ -1041,9 +1042,10 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
         pt_train_owned_state(t, i, &lo, &hi, &d, &m, &v);
         size_t k = (size_t)(hi - lo) * sizeof(float);
         const char *src = st.own ? (const char *)st.own[i] : st.buf + jint(json_array_get(tl, (size_t)i), "offset");
-        memcpy(d, src, k);
-        memcpy(m, src + k, k);
-        memcpy(v, src + 2 * k, k);
+        const pt_ops *ops = t->model->ops; /* the state may live on the backend's device */
+        ops->copy2d(d, k, src, k, k, 1);
+        ops->copy2d(m, k, src + k, k, k, 1);
+        ops->copy2d(v, k, src + 2 * k, k, k, 1);
     }
     json_t *man = st.man;
     memset(meta, 0, sizeof *meta);

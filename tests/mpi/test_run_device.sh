@@ -3,11 +3,10 @@
 # ptrain-run --device cpu|cuda|auto (and PTRAIN_DEVICE, which the plugin
 # sets to cuda when it binds a GPU): cpu trains and says so in the run
 # header; auto and PTRAIN_DEVICE=cuda (the plugin's, for a bound GPU) train
-# on the CPU when the build has no CUDA backend, the task sees no GPU, or
-# (until the CUDA kernels are wired into the ops table) with both, and the
-# header's device line says which, so srun --ptrain-mode=auto keeps working
-# on GPU nodes; --device cuda never trains on the CPU: it refuses in one
-# line with exit status 2.  A rank that cannot use its device stops every
+# on the CPU when the build has no CUDA backend or the task sees no GPU,
+# and the header's device line says which, so srun --ptrain-mode=auto keeps
+# working on GPU nodes; with both they train on the GPU; --device cuda never
+# trains on the CPU: without them it refuses in one line with exit status 2.  A rank that cannot use its device stops every
 # rank through the start-up agreement.
 . "$top_srcdir/tests/lib.sh"
 need_run
@@ -37,21 +36,30 @@ case $line in
 *"no CUDA device visible"*) built=1; gpu=0 ;;
 *) built=1; gpu=1 ;;
 esac
-check "--device auto (the default) trains on the CPU here and the header says why ($line)" \
-    sh -c "[ $rc -eq 0 ] && grep -q '^device: cpu (--device auto: .*training on the CPU' '$wd/auto' && grep -q '^done:' '$wd/auto'"
-
-# cuda: the reason this machine gives
-if [ "$built" = 0 ]; then why="this ptrain build has no CUDA backend"
-elif [ "$gpu" = 0 ]; then why="no CUDA device visible"
-else why="ops are not wired yet"; fi
-run_ cuda 2 "$run" --device cuda
-check "--device cuda refuses with status 2 ($why), and how to train on the CPU" \
-    sh -c "[ $rc -eq 2 ] && grep -q -- '--device cuda: .*$why.*give --device cpu' '$wd/cuda'"
-check "... in one line from rank 0 of 2" one_error cuda
-sed 's/^/# /' "$wd/cuda"
-PTRAIN_DEVICE=cuda run_ envcuda 2 "$run"
-check "PTRAIN_DEVICE=cuda (the plugin's, for a bound GPU) trains on the CPU, the header naming the variable and why (status $rc)" \
-    sh -c "[ $rc -eq 0 ] && grep -q '^device: cpu (PTRAIN_DEVICE=cuda: .*training on the CPU' '$wd/envcuda' && grep -q '^done:' '$wd/envcuda'"
+if [ "$gpu" = 1 ]; then
+    check "--device auto (the default) trains on the GPU here and the header names it ($line)" \
+        sh -c "[ $rc -eq 0 ] && grep -q '^device: cuda (--device auto): ' '$wd/auto' && grep -q '^done:' '$wd/auto'"
+    run_ cuda 2 "$run" --device cuda
+    check "--device cuda trains on the GPU (status $rc), 2 ranks sharing it" \
+        sh -c "[ $rc -eq 0 ] && grep -q '^device: cuda (--device cuda): ' '$wd/cuda' && grep -q '^done:' '$wd/cuda'"
+    PTRAIN_DEVICE=cuda run_ envcuda 2 "$run"
+    check "PTRAIN_DEVICE=cuda (the plugin's, for a bound GPU) trains on the GPU (status $rc)" \
+        sh -c "[ $rc -eq 0 ] && grep -q '^device: cuda (PTRAIN_DEVICE=cuda): ' '$wd/envcuda' && grep -q '^done:' '$wd/envcuda'"
+else
+    check "--device auto (the default) trains on the CPU here and the header says why ($line)" \
+        sh -c "[ $rc -eq 0 ] && grep -q '^device: cpu (--device auto: .*training on the CPU' '$wd/auto' && grep -q '^done:' '$wd/auto'"
+    # cuda: the reason this machine gives
+    if [ "$built" = 0 ]; then why="this ptrain build has no CUDA backend"
+    else why="no CUDA device visible"; fi
+    run_ cuda 2 "$run" --device cuda
+    check "--device cuda refuses with status 2 ($why), and how to train on the CPU" \
+        sh -c "[ $rc -eq 2 ] && grep -q -- '--device cuda: .*$why.*give --device cpu' '$wd/cuda'"
+    check "... in one line from rank 0 of 2" one_error cuda
+    sed 's/^/# /' "$wd/cuda"
+    PTRAIN_DEVICE=cuda run_ envcuda 2 "$run"
+    check "PTRAIN_DEVICE=cuda (the plugin's, for a bound GPU) trains on the CPU, the header naming the variable and why (status $rc)" \
+        sh -c "[ $rc -eq 0 ] && grep -q '^device: cpu (PTRAIN_DEVICE=cuda: .*training on the CPU' '$wd/envcuda' && grep -q '^done:' '$wd/envcuda'"
+fi
 PTRAIN_DEVICE=cuda run_ override 2 "$run" --device cpu
 check "an explicit --device cpu overrides PTRAIN_DEVICE=cuda and trains (status $rc)" \
     sh -c "[ $rc -eq 0 ] && grep -q '^device: cpu (--device cpu)\$' '$wd/override'"

@@ -9,7 +9,7 @@
  *   - without a GPU: the device count, pt_cuda_init, pt_backend_get("cuda"),
  *     the allocator, the copies and the GEMMs refuse in one line with the
  *     reason, and the versions line still names the libraries;
- *   - with a GPU: the "cuda" backend (ops not wired yet), its allocator's
+ *   - with a GPU: the "cuda" backend (its two tables), its allocator's
  *     accounting against the host arena's, zeroed blocks, copies.
  * The GEMM results themselves are tests/gpu/test_gemm's. */
 #define _POSIX_C_SOURCE 200809L
@@ -23,11 +23,13 @@
 #ifdef HAVE_NCCL
 #include <nccl.h>
 #endif
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cuda/cuda_priv.h"
+#include "backend/cuda/ops_cuda.h"
 #include "backend/cuda/gemm.h"
 #include "backend/ops.h"
 #include "comm/comm_dev.h"
@@ -36,6 +38,45 @@
 
 static int one_line(const char *s) { return s[0] && !strchr(s, '\n'); }
 static int starts(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+/* The two CUDA tables are complete: every entry set (ops.h lets the
+ * materialised attention reference alone be NULL), the dtypes right. */
+static void test_tables(void)
+{
+    const pt_ops *t[2] = {&pt_cuda_ops_f32, &pt_cuda_ops_bf16};
+    for (int k = 0; k < 2; k++) {
+        const pt_ops *o = t[k];
+        const size_t first = offsetof(pt_ops, embedding_fwd), n = (sizeof *o - first) / sizeof(void (*)(void));
+        int missing = 0;
+        char which[256] = "";
+        for (size_t i = 0; i < n; i++) {
+            size_t off = first + i * sizeof(void (*)(void));
+            if (off == offsetof(pt_ops, attention_ref_fwd) || off == offsetof(pt_ops, attention_ref_bwd)) continue;
+            void (*f)(void);
+            memcpy(&f, (const char *)o + off, sizeof f);
+            if (!f) {
+                missing++;
+                snprintf(which + strlen(which), sizeof which - strlen(which), " @%zu", off);
+            }
+        }
+        tap_ok(missing == 0 && o->act == (k ? PT_BF16 : PT_F32) && o->acc == PT_F32,
+               "pt_cuda_ops_%s: every entry set, act %s, acc fp32 (%d missing:%s)", o->name, k ? "bf16" : "fp32",
+               missing, which);
+    }
+    /* the error record of the void ops */
+    pt_cuda_ops_clear();
+    tap_ok(pt_cuda_ops_status() == PT_OK && !strcmp(pt_cuda_ops_errmsg(), ""), "no op failure recorded at first");
+    pt_cuda_op_record(pt_fail(PT_EINVAL, "N=-1 is not valid"), "layernorm_fwd");
+    pt_cuda_op_record(pt_fail(PT_EIO, "second"), "gelu_fwd");
+    tap_ok(pt_cuda_ops_status() == PT_EINVAL && !strcmp(pt_cuda_ops_errmsg(), "layernorm_fwd: N=-1 is not valid"),
+           "the first failure is kept with its op's name: %s", pt_cuda_ops_errmsg());
+    pt_cuda_ops_clear();
+    tap_ok(pt_cuda_ops_status() == PT_OK, "and cleared");
+    tap_ok(pt_cuda_gemm(0, 0, 4, 4, 4, 1.0f, NULL, 4, 0, NULL, 4, 0, 0.0f, NULL, 4, 0, 1, PT_GEMM_F32, PT_GEMM_F32) ==
+                   PT_EUNSUPP &&
+               strstr(pt_errmsg(), "before pt_cuda_init"),
+           "the generic GEMM before pt_cuda_init is refused: %s", pt_errmsg());
+}
 
 static void test_errors(void)
 {
@@ -204,8 +245,9 @@ static void test_device(int n)
 {
     tap_diag("%d CUDA device(s) visible: the device checks run", n);
     const pt_backend *be = pt_backend_get("cuda");
-    tap_ok(be && strcmp(be->name, "cuda") == 0 && be->ops == NULL && be->mem == &pt_cuda_mem && be->set_threads,
-           "pt_backend_get(\"cuda\"): the backend, its memory, and ops NULL (not wired yet) (%s)", be ? "" : pt_errmsg());
+    tap_ok(be && strcmp(be->name, "cuda") == 0 && be->ops == &pt_cuda_ops_f32 && be->ops_bf16 == &pt_cuda_ops_bf16 &&
+               be->mem == &pt_cuda_mem && be->set_threads,
+           "pt_backend_get(\"cuda\"): the backend, its memory, its fp32 and bf16 tables (%s)", be ? "" : pt_errmsg());
     char line[512];
     pt_cuda_versions(line, sizeof line);
     tap_ok(starts(line, "gpu ") && !strstr(line, "gpu none") && strstr(line, "(sm_"), "versions: %s", line);
@@ -247,8 +289,9 @@ int main(void)
     tap_ok(pt_cuda_built(), "this build has the CUDA backend");
     const char *const *names = pt_backend_names();
     tap_ok(names[0] && strcmp(names[0], "cpu") == 0 && !names[1],
-           "pt_backend_names lists cpu alone while the CUDA ops are not wired");
+           "pt_backend_names lists cpu alone (its tests give the ops host memory)");
     test_errors();
+    test_tables();
     test_descriptors();
     char why[512];
     int n = pt_cuda_device_count(why, sizeof why);

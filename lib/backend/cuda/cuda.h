@@ -107,12 +107,17 @@ int pt_cuda_device_uuid(unsigned char uuid[16]);
  * else device 0). */
 void pt_cuda_versions(char *buf, size_t len);
 
+/* The CUDA ops table's first failure (ops_cuda.h: its entries return
+ * nothing, so a launch error, cuBLASLt status or bad argument is recorded
+ * and logged once): its code, PT_OK when none (and without the backend),
+ * and its one line ("" when none).  ptrain-run checks it after each step. */
+int pt_cuda_ops_status(void);
+const char *pt_cuda_ops_errmsg(void);
+
 /* The "cuda" backend (lib/backend/ops.h's pt_backend_get("cuda") returns
  * this): name "cuda", mem &pt_cuda_mem, set_threads (the host threads of
- * the CPU-side work), and ops NULL: THE CUDA OPS TABLE IS NOT WIRED YET
- * (the kernels of ops.h's table are the next piece of issue 24; until
- * then a caller must check ops and refuse, as ptrain-run --device cuda
- * does).  It calls pt_cuda_init; NULL with pt_fail's reason (PT_EUNSUPP: no
+ * the CPU-side work), ops &pt_cuda_ops_f32 and ops_bf16 &pt_cuda_ops_bf16
+ * (ops_cuda.h).  It calls pt_cuda_init; NULL with pt_fail's reason (PT_EUNSUPP: no
  * device, no CUDA build; or pt_cuda_init's error) when it cannot. */
 struct pt_backend;
 const struct pt_backend *pt_cuda_backend(void);

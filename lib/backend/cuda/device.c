@@ -5,6 +5,7 @@
 #include "config.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/host.h"
+#include "backend/cuda/ops_cuda.h"
 #include "backend/ops.h"
 #include "core/core.h"
 
@@ -156,6 +157,16 @@ int pt_cuda_init(void)
         release();
         return rc;
     }
+    /* kernels' scratch comes from cudaMallocAsync on the compute stream:
+     * keep what the pool holds between steps instead of returning it to
+     * the driver at every synchronisation (CUDA Programming Guide, "Stream
+     * Ordered Memory Allocator", cudaMemPoolAttrReleaseThreshold) */
+    cudaMemPool_t pool;
+    if (cudaDeviceGetDefaultMemPool(&pool, dev) == cudaSuccess) {
+        uint64_t keep = UINT64_MAX;
+        (void)cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+    }
+    (void)cudaGetLastError();
     G.dev = dev;
     G.ready = 1;
     rc = pt_cuda_gemm_init();
@@ -410,9 +421,8 @@ static void cuda_set_threads(int n)
 
 static const pt_backend cuda_backend = {
     .name = "cuda",
-    /* NOT WIRED YET: the CUDA kernels of ops.h's table are issue 24's next
-     * piece (they only add files under lib/backend/cuda/ and set this) */
-    .ops = NULL,
+    .ops = &pt_cuda_ops_f32,
+    .ops_bf16 = &pt_cuda_ops_bf16,
     .set_threads = cuda_set_threads,
     .mem = &pt_cuda_mem,
 };

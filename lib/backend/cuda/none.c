@@ -67,3 +67,6 @@ const struct pt_backend *pt_cuda_backend(void)
     pt_fail(PT_EUNSUPP, "backend 'cuda': %s", not_built);
     return NULL;
 }
+
+int pt_cuda_ops_status(void) { return PT_OK; }
+const char *pt_cuda_ops_errmsg(void) { return ""; }

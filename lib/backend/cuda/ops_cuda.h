@@ -47,9 +47,7 @@ int pt_cuda_op_check(const char *op);
 /* Record a failure already reported through pt_fail (rc != PT_OK; the
  * message is pt_errmsg()), prefixed by op. */
 void pt_cuda_op_record(int rc, const char *op);
-/* The first recorded failure's code (PT_OK when none) and its line. */
-int pt_cuda_ops_status(void);
-const char *pt_cuda_ops_errmsg(void);
+/* pt_cuda_ops_status / pt_cuda_ops_errmsg: cuda.h */
 /* Forget the recorded failure (tests that provoke one on purpose). */
 void pt_cuda_ops_clear(void);
 
