@@ -30,8 +30,10 @@
  *    thread that sums in a fixed order, so the result does not depend on
  *    the launch, and is added to the gradient once (bf16: read, add the
  *    fp32 sum, round once).
- *  llm.c's attention kernels and Dao's flash-attention CUDA code were the
- *  models for the tiling; no source was copied.
+ *  Written from the papers (llm.c's attention kernels, which call cuDNN or
+ *  materialise P, were not a source); no code was copied.  The D scratch
+ *  is stream-ordered (cudaMallocAsync / cudaFreeAsync on the compute
+ *  stream), so it lives only while the call's kernels run.
  *
  * Tiles: BT queries x BT keys, 256 threads as 16 x 16; thread (ty, tx)
  * owns rows ty + 16 i and columns tx + 16 j (i, j < BT/16) of a score tile
@@ -41,10 +43,11 @@
  * HS4 = HS rounded up to 4 (zero-padded) at stride HS4 + 4: 16-byte aligned,
  * so the dot products over HS read float4s, and the rows that lanes read
  * fall in different banks.
- * BT = 64 for HS <= 128 (NC = 1, 2, 4, 8), BT = 32 for HS <= 256, BT = 16
- * for HS <= 512; a larger HS is refused (recorded: HS and the valid
- * range).  All arithmetic is fp32 (FMA chains; expf, logf), as the CPU's
- * f32 and bf16 tables compute in float. */
+ * BT = 64 for HS <= 128 (NC = 1, 2, 4, 8; the backward of HS > 64 takes
+ * BT = 32 where 64 rows do not fit the device's shared memory, sm_80),
+ * BT = 32 for HS <= 256, BT = 16 for HS <= 512; a larger HS is refused
+ * (recorded: HS and the valid range).  All arithmetic is fp32 (FMA
+ * chains; expf, logf), as the CPU's f32 and bf16 tables compute in float. */
 #include "config.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/ops_cuda.h"
@@ -61,6 +64,11 @@ __device__ __forceinline__ void store(float *p, size_t i, float v) { p[i] = v; }
 __device__ __forceinline__ void store(__nv_bfloat16 *p, size_t i, float v) { p[i] = __float2bfloat16_rn(v); }
 
 constexpr int THREADS = 256; /* 16 x 16 */
+
+/* Blocks per SM the kernels' registers are bounded for (__launch_bounds__):
+ * two (at most 128 registers a thread) where two blocks' shared memory fits
+ * an SM (HS <= 64), else one */
+__host__ __device__ constexpr int min_blocks(int NC) { return NC <= 4 ? 2 : 1; }
 constexpr int MAX_HS = 512;
 
 /* max / sum over the 16 lanes that share a row (lanes 0-15 or 16-31 of a
@@ -103,26 +111,30 @@ __device__ __forceinline__ float dot4(float4 a, float4 b, float acc)
     return fmaf(a.w, b.w, acc);
 }
 
+/* component u (0..3, a constant after unrolling) of v */
+__device__ __forceinline__ float comp(float4 v, int u) { return u == 0 ? v.x : u == 1 ? v.y : u == 2 ? v.z : v.w; }
+
 /* a tile's row stride in floats: HS rounded up to 4, plus 4 */
 __host__ __device__ constexpr int tile_ld(int HS) { return (HS + 3) / 4 * 4 + 4; }
 
 /* shared-memory floats of each kernel: the [BT, HS] tiles first (16-byte
- * aligned), then the [BT, BT + 1] score tiles and the row vectors */
-constexpr size_t fwd_smem(int BT, int HS) { return (size_t)2 * BT * tile_ld(HS) + (size_t)BT * (BT + 1); }
+ * aligned), then the [BT, BT + 4] score tiles (aligned too) and the row
+ * vectors */
+constexpr size_t fwd_smem(int BT, int HS) { return (size_t)2 * BT * tile_ld(HS) + (size_t)BT * (BT + 4); }
 constexpr size_t bwd_smem(int BT, int HS)
 {
-    return (size_t)4 * BT * tile_ld(HS) + (size_t)2 * BT * (BT + 1) + (size_t)2 * BT;
+    return (size_t)4 * BT * tile_ld(HS) + (size_t)2 * BT * (BT + 4) + (size_t)2 * BT;
 }
 
 /* The forward: block (reversed query tile, h, b). */
 template <typename T, int BT, int NC>
-__global__ void __launch_bounds__(THREADS) fwd_kernel(T *out, float *lse, const T *q, const T *k, const T *v,
-                                                      pt_attn_dims d, int merge, float scale)
+__global__ void __launch_bounds__(THREADS, min_blocks(NC))
+    fwd_kernel(T *out, float *lse, const T *q, const T *k, const T *v, pt_attn_dims d, int merge, float scale)
 {
-    constexpr int RI = BT / 16;
+    constexpr int RI = BT / 16, PS = BT + 4; /* PS: the score tiles' row stride */
     extern __shared__ float smem[];
     const int HS = d.HS, ls = tile_ld(HS), HS4 = ls - 4, C = d.NH * HS;
-    float *Qs = smem, *KVs = Qs + BT * ls, *Ps = KVs + BT * ls; /* Ps [BT, BT + 1] */
+    float *Qs = smem, *KVs = Qs + BT * ls, *Ps = KVs + BT * ls; /* Ps [BT, PS] */
     const int nqt = (d.Tq + BT - 1) / BT;
     const int it = nqt - 1 - (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
     const int i0 = it * BT, nq = min(BT, d.Tq - i0);
@@ -200,21 +212,25 @@ __global__ void __launch_bounds__(THREADS) fwd_kernel(T *out, float *lse, const 
                 for (int j = 0; j < NC; j++) acc[i][j] *= alpha;
             }
 #pragma unroll
-            for (int j = 0; j < RI; j++) Ps[r * (BT + 1) + tx + 16 * j] = s[i][j];
+            for (int j = 0; j < RI; j++) Ps[r * PS + tx + 16 * j] = s[i][j];
         }
         __syncthreads(); /* P written, K read by all */
         load_tile(KVs, ls, vb + (size_t)j0 * d.ldkv, (size_t)d.ldkv, BT, nk, HS, HS4);
         __syncthreads();
-        for (int x = 0; x < nk; x++) {
-            float pv[RI], vv[NC];
+        for (int x = 0; x < nk; x += 4) { /* P and V are zero from nk to BT */
+            float4 pv[RI];
 #pragma unroll
-            for (int i = 0; i < RI; i++) pv[i] = Ps[(ty + 16 * i) * (BT + 1) + x];
+            for (int i = 0; i < RI; i++) pv[i] = ld4(Ps + (ty + 16 * i) * PS + x);
 #pragma unroll
-            for (int j = 0; j < NC; j++) vv[j] = KVs[x * ls + col[j]];
+            for (int u = 0; u < 4; u++) {
+                float vv[NC];
 #pragma unroll
-            for (int i = 0; i < RI; i++)
+                for (int j = 0; j < NC; j++) vv[j] = KVs[(x + u) * ls + col[j]];
 #pragma unroll
-                for (int j = 0; j < NC; j++) acc[i][j] = fmaf(pv[i], vv[j], acc[i][j]);
+                for (int i = 0; i < RI; i++)
+#pragma unroll
+                    for (int j = 0; j < NC; j++) acc[i][j] = fmaf(comp(pv[i], u), vv[j], acc[i][j]);
+            }
         }
     }
 #pragma unroll
@@ -252,14 +268,15 @@ __global__ void rowdot_kernel(float *D, const T *dout, const T *out, int B, int 
  * (ty, tx) owns key rows ty + 16 i and, in the score tile, query columns
  * tx + 16 j. */
 template <typename T, int BT, int NC>
-__global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v,
-                                                       const float *lse, const float *D, pt_attn_dims d, float scale)
+__global__ void __launch_bounds__(THREADS, min_blocks(NC))
+    dkdv_kernel(T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *D,
+                pt_attn_dims d, float scale)
 {
-    constexpr int RI = BT / 16;
+    constexpr int RI = BT / 16, PS = BT + 4; /* PS: the score tiles' row stride */
     extern __shared__ float smem[];
     const int HS = d.HS, ls = tile_ld(HS), HS4 = ls - 4, C = d.NH * HS;
     float *Ks = smem, *Vs = Ks + BT * ls, *Qs = Vs + BT * ls, *Gs = Qs + BT * ls;
-    float *Ps = Gs + BT * ls, *Ss = Ps + BT * (BT + 1), *Ls = Ss + BT * (BT + 1), *Dd = Ls + BT;
+    float *Ps = Gs + BT * ls, *Ss = Ps + BT * PS, *Ls = Ss + BT * PS, *Dd = Ls + BT;
     const int j0 = (int)blockIdx.x * BT, h = (int)blockIdx.y, b = (int)blockIdx.z;
     const int nk = min(BT, d.Tk - j0);
     const int tx = (int)threadIdx.x % 16, ty = (int)threadIdx.x / 16;
@@ -326,27 +343,34 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *do
                 const bool vis = kr < nk && qc < nq && li != -INFINITY &&
                                  (long long)d.k0 + j0 + kr <= (long long)d.q0 + i0 + qc;
                 const float p = vis ? expf(s[i][j] * scale - li) : 0.0f;
-                Ps[kr * (BT + 1) + qc] = p;
-                Ss[kr * (BT + 1) + qc] = p * (dp[i][j] - Dd[qc]) * scale;
+                Ps[kr * PS + qc] = p;
+                Ss[kr * PS + qc] = p * (dp[i][j] - Dd[qc]) * scale;
             }
         }
         __syncthreads();
-        for (int x = 0; x < nq; x++) {
-            float pv[RI], sv[RI], gv[NC], qv[NC];
+        for (int x = 0; x < nq; x += 4) { /* P, dS, dO and Q are zero from nq to BT */
+            float4 pv[RI], sv[RI];
 #pragma unroll
             for (int i = 0; i < RI; i++) {
-                pv[i] = Ps[(ty + 16 * i) * (BT + 1) + x];
-                sv[i] = Ss[(ty + 16 * i) * (BT + 1) + x];
+                pv[i] = ld4(Ps + (ty + 16 * i) * PS + x);
+                sv[i] = ld4(Ss + (ty + 16 * i) * PS + x);
             }
 #pragma unroll
-            for (int j = 0; j < NC; j++) gv[j] = Gs[x * ls + col[j]], qv[j] = Qs[x * ls + col[j]];
-#pragma unroll
-            for (int i = 0; i < RI; i++)
+            for (int u = 0; u < 4; u++) {
+                float gv[NC], qv[NC];
 #pragma unroll
                 for (int j = 0; j < NC; j++) {
-                    dva[i][j] = fmaf(pv[i], gv[j], dva[i][j]);
-                    dka[i][j] = fmaf(sv[i], qv[j], dka[i][j]);
+                    gv[j] = Gs[(x + u) * ls + col[j]];
+                    qv[j] = Qs[(x + u) * ls + col[j]];
                 }
+#pragma unroll
+                for (int i = 0; i < RI; i++)
+#pragma unroll
+                    for (int j = 0; j < NC; j++) {
+                        dva[i][j] = fmaf(comp(pv[i], u), gv[j], dva[i][j]);
+                        dka[i][j] = fmaf(comp(sv[i], u), qv[j], dka[i][j]);
+                    }
+            }
         }
     }
 #pragma unroll
@@ -368,14 +392,15 @@ __global__ void __launch_bounds__(THREADS) dkdv_kernel(T *dk, T *dv, const T *do
  * (ty, tx) owns query rows ty + 16 i and, in the score tile, key columns
  * tx + 16 j. */
 template <typename T, int BT, int NC>
-__global__ void __launch_bounds__(THREADS) dq_kernel(T *dq, const T *dout, const T *q, const T *k, const T *v,
-                                                     const float *lse, const float *D, pt_attn_dims d, float scale)
+__global__ void __launch_bounds__(THREADS, min_blocks(NC))
+    dq_kernel(T *dq, const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *D,
+              pt_attn_dims d, float scale)
 {
-    constexpr int RI = BT / 16;
+    constexpr int RI = BT / 16, PS = BT + 4; /* PS: the score tiles' row stride */
     extern __shared__ float smem[];
     const int HS = d.HS, ls = tile_ld(HS), HS4 = ls - 4, C = d.NH * HS;
     float *Qs = smem, *Gs = Qs + BT * ls, *Ks = Gs + BT * ls, *Vs = Ks + BT * ls;
-    float *Ss = Vs + BT * ls, *Ls = Ss + 2 * BT * (BT + 1), *Dd = Ls + BT; /* (one score tile unused) */
+    float *Ss = Vs + BT * ls, *Ls = Ss + 2 * BT * PS, *Dd = Ls + BT; /* (one score tile unused) */
     const int nqt = (d.Tq + BT - 1) / BT;
     const int it = nqt - 1 - (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
     const int i0 = it * BT, nq = min(BT, d.Tq - i0);
@@ -443,20 +468,24 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(T *dq, const T *dout, const
                 const bool vis = qr < nq && kc < nk && li != -INFINITY &&
                                  (long long)d.k0 + j0 + kc <= (long long)d.q0 + i0 + qr;
                 const float p = vis ? expf(s[i][j] * scale - li) : 0.0f;
-                Ss[qr * (BT + 1) + kc] = p * (dp[i][j] - Di) * scale;
+                Ss[qr * PS + kc] = p * (dp[i][j] - Di) * scale;
             }
         }
         __syncthreads();
-        for (int x = 0; x < nk; x++) {
-            float sv[RI], kv[NC];
+        for (int x = 0; x < nk; x += 4) { /* dS and K are zero from nk to BT */
+            float4 sv[RI];
 #pragma unroll
-            for (int i = 0; i < RI; i++) sv[i] = Ss[(ty + 16 * i) * (BT + 1) + x];
+            for (int i = 0; i < RI; i++) sv[i] = ld4(Ss + (ty + 16 * i) * PS + x);
 #pragma unroll
-            for (int j = 0; j < NC; j++) kv[j] = Ks[x * ls + col[j]];
+            for (int u = 0; u < 4; u++) {
+                float kv[NC];
 #pragma unroll
-            for (int i = 0; i < RI; i++)
+                for (int j = 0; j < NC; j++) kv[j] = Ks[(x + u) * ls + col[j]];
 #pragma unroll
-                for (int j = 0; j < NC; j++) dqa[i][j] = fmaf(sv[i], kv[j], dqa[i][j]);
+                for (int i = 0; i < RI; i++)
+#pragma unroll
+                    for (int j = 0; j < NC; j++) dqa[i][j] = fmaf(comp(sv[i], u), kv[j], dqa[i][j]);
+            }
         }
     }
 #pragma unroll
@@ -470,6 +499,21 @@ __global__ void __launch_bounds__(THREADS) dq_kernel(T *dq, const T *dout, const
             if (c < HS) store(dq, row + c, load(dq, row + c) + dqa[i][j]);
         }
     }
+}
+
+/* The device's shared memory per block with opt-in (bytes): 227 KiB on
+ * sm_90, 163 KiB on sm_80 */
+size_t smem_optin(void)
+{
+    const struct cudaDeviceProp *p = pt_cuda_props();
+    if (p) return p->sharedMemPerBlockOptin;
+    int dev = 0, v = 0;
+    const cudaDeviceAttr a = cudaDevAttrMaxSharedMemoryPerBlockOptin;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, a, dev) != cudaSuccess) {
+        cudaGetLastError(); /* not this op's error: the launch reports what fails */
+        return 163 * 1024;
+    }
+    return (size_t)v;
 }
 
 /* The kernel's dynamic shared memory (bytes) above the 48 KiB default */
@@ -568,7 +612,9 @@ int attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, cons
     if (HS <= 16) rc = bwd_launch<T, 64, 1>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
     else if (HS <= 32) rc = bwd_launch<T, 64, 2>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
     else if (HS <= 64) rc = bwd_launch<T, 64, 4>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
-    else if (HS <= 128) rc = bwd_launch<T, 64, 8>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
+    else if (HS <= 128 && bwd_smem(64, HS) * sizeof(float) <= smem_optin())
+        rc = bwd_launch<T, 64, 8>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
+    else if (HS <= 128) rc = bwd_launch<T, 32, 8>(gq, gk, gv, g, qq, kk, vv, l, D, *d); /* sm_80: 163 KiB */
     else if (HS <= 256) rc = bwd_launch<T, 32, 16>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
     else rc = bwd_launch<T, 16, 32>(gq, gk, gv, g, qq, kk, vv, l, D, *d);
     e = cudaFreeAsync(D, st); /* stream-ordered: after the kernels that read it */
