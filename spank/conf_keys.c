@@ -59,8 +59,8 @@ static int parse_energy(const char *what, const char *v, int *out, pt_error *err
 #define MODES "off, auto, 1d, 2d, 2.5d, 3d"
 
 const pt_spank_key pt_spank_keys[] = {
-    {.arg = "config", .type = PT_SPANK_KEY_CONFIG, .valid = "the path of a ptrain.conf",
-     .doc = "Read the settings below from a libconfig file (share/ptrain/ptrain.conf.example)."},
+    {.arg = "config", .type = PT_SPANK_KEY_CONFIG, .valid = "a path",
+     .doc = "Read the settings below from a libconfig file (see share/ptrain/ptrain.conf.example)."},
     {.name = "default_mode", .arg = "default_mode", .type = PT_SPANK_KEY_ENUM, .offset = AT(default_mode),
      .parse = parse_mode, .valid = MODES, .def = "off",
      .doc = "Mode of steps that give neither --ptrain-mode nor PTRAIN_MODE; it must be in allowed_modes."},
