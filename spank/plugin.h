@@ -106,7 +106,12 @@ int ptsp_plan_request(const pt_job_geometry *g, const char *nodelist, const pt_p
 void ptsp_node_free(void);
 
 /* ---- srun.c: local and allocator context -------------------------------- */
+/* init_post_opt: the request (options, PTRAIN_* of srun's environment,
+ * defaults) and its energy level; -1 and a slurm_error() line refuse it. */
 int ptsp_srun_post_opt(spank_t sp);
+/* local_user_init (srun only): plan the request on the step's geometry;
+ * -1 and the reason when no plan satisfies it, 0 when it plans or the
+ * geometry is unknown here (left to slurmstepd). */
 int ptsp_srun_user_init(spank_t sp);
 
 /* ---- stepd.c: remote context -------------------------------------------- */
@@ -140,7 +145,11 @@ int ptsp_is_mpi_daemon(spank_t sp);
  * ptsp_step.err). */
 int ptsp_compute_plan(spank_t sp);
 
+/* init_post_opt: SLURM_PMIX_FENCE=ring for a ptrain step that chose none
+ * (stepd.c says why); always 0, a failure is one slurm_error() line. */
 int ptsp_stepd_post_opt(spank_t sp);
+/* user_init: ptsp_compute_plan; a failure is logged (slurmd log) and
+ * raised again by task_init, where the user sees it; always 0. */
 int ptsp_stepd_user_init(spank_t sp);
 
 /* ---- task.c: remote context, each task ---------------------------------- */
@@ -148,12 +157,20 @@ int ptsp_stepd_user_init(spank_t sp);
  * slurm_error() line on failure. */
 int ptsp_set_task_env(const char *name, const char *value, void *arg);
 
+/* task_init: the plan's variables, the rank variables and the binding of
+ * this task; rank 0 logs the notes, the plan and the explanation.  -1 (and
+ * a slurm_error() line: the task exits 1) when the step has no plan for a
+ * request or a variable cannot be set. */
 int ptsp_task_init(spank_t sp);
 
 /* ---- energy.c: remote context ------------------------------------------- */
 /* PTRAIN_ENERGY and the clock ranges into the task's environment; -1 (and
  * a slurm_error() line) when the request is refused. */
 int ptsp_energy_task_env(spank_t sp);
+/* task_post_fork (root): under apply, lift the clock restriction of the
+ * task's own GPU; task_exit: reset its clocks and restrict it again.
+ * Always 0: a failure is one log line and the task runs at the default
+ * clocks. */
 int ptsp_energy_task_post_fork(spank_t sp);
 int ptsp_energy_task_exit(spank_t sp);
 /* The end of the step: put back what a task whose exit was not seen left. */
