@@ -42,7 +42,8 @@ src[plan_env]="$core $plan"; libs[plan_env]="-lm"
 # the plugin's helpers plan and bind with the node model (lib/plan, topo/)
 # (and NVML's loader for the energy restriction, lib/energy/nvml.c)
 src[spank_opts]="$topo_src $plan $top/lib/plan/cost.c $top/lib/plan/search.c $top/lib/plan/planner.c
-                 $top/lib/plan/resolve.c $top/spank/spank_util.c $top/topo/topo_plan.c $top/lib/energy/nvml.c"
+                 $top/lib/plan/resolve.c $top/spank/hostlist.c $top/spank/conf_keys.c $top/spank/conf.c $top/spank/request.c
+                 $top/spank/bind.c $top/spank/energy_util.c $top/topo/topo_plan.c $top/lib/energy/nvml.c"
 libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs -ldl"
 src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
 

@@ -1,9 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers of the ptrain SPANK plugin that need no Slurm: parsing Slurm's
- * compressed task counts and host lists, the rendezvous port, and the
- * administrator's ptrain.conf (libconfig).  Kept apart from
- * ptrain_spank.c so they are unit-tested without a running Slurm
- * (tests/slurm/test_spank_util.c).
+/* Helpers of the ptrain SPANK plugin that need no Slurm, kept apart from
+ * the plugin's SPANK callbacks (dispatch.c and the files it routes to) so
+ * they are unit-tested without a running Slurm (tests/slurm/test_spank_util.c,
+ * test_spank_keys.c):
+ *   hostlist.c     Slurm's compressed task counts and host lists, the
+ *                  rendezvous port, the node kinds of node_models
+ *   conf.c         the administrator's settings: ONE table of keys
+ *                  (pt_spank_keys) for the defaults, ptrain.conf
+ *                  (libconfig), the plugstack arguments and their messages
+ *   request.c      the user's --ptrain-* options and PTRAIN_* variables
+ *   bind.c         the per-task binding (mpibind-style)
+ *   energy_util.c  the energy levels, clock ranges and NVML's restriction
  *
  * All functions return 0 on success and -1 on error with a one-line
  * message in *err (a pt_error, core/error.h; NULL allowed) naming the bad value and what would be valid.
@@ -108,8 +115,62 @@ enum { PT_SPANK_BIND_NONE = 0, PT_SPANK_BIND_AUTO = 1 };
  * (one line): a malformed list, a node count that is not the list's. */
 int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes, int *kind_of, pt_error *err);
 
-/* Defaults: default_mode off, max_tp 64, allowed_modes every mode (off,
- * auto, 1d, 2d, 2.5d, 3d), master ports 29500..30499 (base 29500, count
+/* ---- the configuration keys: one table ---------------------------------- */
+/* How a key's value is written (ptrain.conf / plugstack argument). */
+enum {
+    PT_SPANK_KEY_CONFIG,  /* config=PATH: read a ptrain.conf (plugstack only) */
+    PT_SPANK_KEY_ENUM,    /* a string of `valid` (file) / the same text (plugstack), read by parse */
+    PT_SPANK_KEY_INT,     /* an integer (lo..hi, checked by pt_spank_conf_check where it says so) */
+    PT_SPANK_KEY_RATE,    /* a number > 0 and <= max, in unit; 0 (unset) = the node model's */
+    PT_SPANK_KEY_LIST,    /* a list of strings each read by parse (file) / S[,S...] (plugstack): a bit mask */
+    PT_SPANK_KEY_PATH,    /* a path, not opened here */
+    PT_SPANK_KEY_HOSTMAP, /* "HOSTLIST=PATH" strings (file) / one per argument (plugstack): node_model[] */
+    PT_SPANK_KEY_RANGE,   /* [min, max] MHz (file) / MIN-MAX (plugstack) */
+};
+
+/* One setting of the administrator: its names, how it is read, its
+ * default, what is valid and what it does.  The ptrain.conf reader, the
+ * plugstack parser, pt_spank_conf_default, the messages that list or
+ * check keys and the key list of ptrain_spank(8) (tests/slurm/
+ * test_spank_keys) all come from pt_spank_keys. */
+typedef struct pt_spank_key {
+    const char *name;      /* ptrain.conf setting; NULL: a plugstack argument only */
+    const char *arg;       /* plugstack argument key; NULL: ptrain.conf only */
+    int type;              /* PT_SPANK_KEY_* */
+    size_t offset;         /* its field of pt_spank_conf (ENUM, INT: int; LIST: unsigned; RATE: double;
+                            * RANGE: double[2]; PATH: char[]) */
+    const char *valid;     /* the valid values as messages and the man page name them (ENUM, LIST, PATH) */
+    const char *def;       /* the default in plugstack syntax, applied by pt_spank_conf_default;
+                            * NULL: zero (unset) */
+    const char *def_doc;   /* the default as the man page says it, where def is NULL */
+    const char *doc;       /* what it sets: the first line of its entry in ptrain_spank(8) */
+    int lo, hi;            /* INT: the range a ptrain.conf value is reported against */
+    double max;            /* RATE: the largest value */
+    const char *unit;      /* RATE: its unit, as pt_spank_conf_check names it */
+    int (*parse)(const char *what, const char *text, int *out, pt_error *err); /* ENUM, LIST element */
+    unsigned base;         /* LIST: bits always set (allowed_modes: off) */
+    const char *item;      /* LIST, HOSTMAP: how one element is named in messages */
+    const char *file_form; /* LIST, HOSTMAP: the ptrain.conf form, for a value of another type */
+    const char *file_msg;  /* ENUM: the one ptrain.conf message for a wrong type or value, where it has one */
+    const char *arg_form;  /* the plugstack form where it differs from the file's */
+    const char *arg_what;  /* how a plugstack value is named in messages, where not "plugstack KEY" */
+} pt_spank_key;
+
+extern const pt_spank_key pt_spank_keys[];
+extern const int pt_spank_nkeys;
+
+/* The key whose ptrain.conf name (file 1) or plugstack key (file 0) is the
+ * first len bytes of name; NULL for none. */
+const pt_spank_key *pt_spank_key_find(const char *name, size_t len, int file);
+
+/* The header line of k's entry in ptrain_spank(8), PLUGSTACK ARGUMENTS AND
+ * ptrain.conf: `.BR NAME " (TYPE: VALID; [plugstack: FORM;] default DEF)"`
+ * into buf.  -1 when it does not fit len bytes. */
+int pt_spank_key_man(const pt_spank_key *k, char *buf, size_t len);
+
+/* Defaults (each key's `def` in pt_spank_keys; the rest zero): default_mode
+ * off, max_tp 64, allowed_modes every mode (off, auto, 1d, 2d, 2.5d, 3d),
+ * master ports 29500..30499 (base 29500, count
  * 1000), max_pp 64, default_zero 0, max_zero 3, default_schedule 1f1b,
  * allowed_schedules every schedule, default_recompute none,
  * default_precision fp32, allowed_precisions fp32 and bf16, no topology
@@ -156,6 +217,11 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
  * node_model=HOSTLIST=PATH (adds one), mixed_nodes=adapt|refuse) to *c.
  * config= loads the file at once. */
 int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
+
+/* The administrator's limits of c as lib/plan's request builder and
+ * planner take them (max_tp, allowed_modes, max_pp, max_zero,
+ * allowed_schedules, allowed_precisions, default_zero, mixed_nodes). */
+pt_plan_limits pt_spank_conf_limits(const pt_spank_conf *c);
 
 /* A mode requested by --ptrain-mode or PTRAIN_MODE (`what` names it in
  * errors): one of off, auto, 1d, 2d, 2.5d, 3d, and allowed by c (off is

@@ -77,7 +77,7 @@ for t in run data topo ckpt plan; do
     [ "$want" = "$have" ] || diag "table: $want; completion: $have"
 done
 # {"ptrain-NAME", "ARG", ...} takes a value (--ptrain-NAME=), {"ptrain-NAME", NULL, ...} none
-want=$(grep -o '{"ptrain-[a-z0-9-]*", *\(NULL\|"\)' "$top_srcdir/spank/ptrain_spank.c" |
+want=$(grep -o '{"ptrain-[a-z0-9-]*", *\(NULL\|"\)' "$top_srcdir/spank/options.c" |
     sed 's/{"\(ptrain-[a-z0-9-]*\)", *NULL/--\1/; s/{"\(ptrain-[a-z0-9-]*\)", *"/--\1=/' | sort | tr '\n' ' ')
 have=$(list _ptrain_srun_opts)
 check "srun: the completion lists exactly the plugin's --ptrain-* options" [ -n "$want" -a "$want" = "$have" ]
