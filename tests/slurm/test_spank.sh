@@ -184,9 +184,6 @@ refused "--ptrain-tp-depth=0" "--ptrain-tp-depth='0' is invalid" --ptrain-mode=2
 refused --after-allocation "--ptrain-sp=3 on 4 tasks" \
     "--ptrain-sp=3 does not divide the 4 tasks of the step (valid sp here: 1, 2, 4)" \
     --ptrain-mode=auto --ptrain-sp=3
-refused "--ptrain-sp=2 with --ptrain-tp=2" \
-    "--ptrain-sp=2 with --ptrain-tp=2: sequence parallelism composes with data parallelism only" \
-    --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2
 refused "--ptrain-sp=x" "--ptrain-sp='x' is invalid" --ptrain-mode=auto --ptrain-sp=x
 # pipeline / ZeRO / recompute (issue 10): injected into every task
 # (the plan is made for --ptrain-model=test, 2 blocks, which the split 1,1 covers)
@@ -243,6 +240,10 @@ check_plan "$D/g4" 16 2 8 n1 "3d on 2x8" 3d 1 1
 srun --ptrain-mode=auto --ptrain-sp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/g5" 2>"$D/ge5"
 check "srun --ptrain-mode=auto --ptrain-sp=2 exits 0" [ $? -eq 0 ]
 check_plan "$D/g5" 4 2 1 n1 "auto with --ptrain-sp=2 on 2x2" 1d 1 2
+# sequence x tensor parallelism (ring attention on each rank's heads)
+srun --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/g5b" 2>"$D/ge5b"
+check "srun --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2 exits 0" [ $? -eq 0 ]
+check_plan "$D/g5b" 4 1 2 n1 "auto with --ptrain-sp=2 --ptrain-tp=2 on 2x2" 1d 1 2
 PTRAIN_MODE=2d PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g6" 2>"$D/ge6"
 check_plan "$D/g6" 4 1 4 step "PTRAIN_MODE=2d PTRAIN_TP=4 from the environment" 2d 1 1
 PTRAIN_MODE=2.5d PTRAIN_TP_DEPTH=4 PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g7" 2>"$D/ge7"
