@@ -6,7 +6,13 @@
  * Context"): flash attention per ring step, never the [Tl, T] scores.
  *
  * The sequence of T tokens is split over the sp group: rank s holds tokens
- * [s*Tl, (s+1)*Tl) of every sequence (T = sp*Tl) for all heads.  Every op
+ * [s*Tl, (s+1)*Tl) of every sequence (T = sp*Tl) for the heads its tensor
+ * layout gives it (all NH with tp = 1; NH/tp under 1d tp, NH/q under 2d and
+ * 2.5d, NH/l under 3d: attention heads are whole on every rank, so sp
+ * composes with each layout as Megatron-LM's context parallelism does with
+ * its tensor parallelism).  The sp group joins the ranks with the same dp,
+ * pp and tp coordinates (context.h): the same sequences and heads.  NH
+ * below is the local head count, B the local sequences.  Every op
  * of the model except attention is per-token and runs unchanged on the
  * local tokens; attention needs every key and value of earlier positions,
  * so the key and value blocks travel round the ring together: at each step

@@ -208,9 +208,10 @@ enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
  *   zero 0..3 and <= lim->max_zero; pp <= lim->max_pp; the schedule in
  *   lim->schedules; ckpt_act a pt_recompute; precision a pt_precision
  *   in lim->precisions (0: any);
- *   tp_depth > 1 only with 2.5d; sp > 1 only with tp <= 1 and no depth
- *   (ring self-attention composes with data parallelism: Li et al. 2021,
- *   "Sequence Parallelism", sec. 3); a pinned tp of the mode's shape
+ *   tp_depth > 1 only with 2.5d; sp with any tp and depth (ring
+ *   self-attention, Li et al. 2021, "Sequence Parallelism", sec. 3, runs
+ *   on the heads each tensor layout leaves a rank: Megatron-LM's context
+ *   parallelism x tensor parallelism); a pinned tp of the mode's shape
  *   (pt_plan_list_tp); the pipeline settings pt_plan_validate checks
  *   without a world (schedule, virtual stages, split entries).
  * Off skips everything after the ranges.  lim NULL: no limits.  0, or -1

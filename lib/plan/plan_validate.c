@@ -139,17 +139,17 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
                             pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), valid);
     }
     if (pt_plan_tp_dims(p, NULL, err) < 0) return -1;
-    if (p->sp != 1 && p->tp != 1)
-        return pt_errprintf(err, "sp=%d with tp=%d: sequence parallelism composes with data "
-                         "parallelism only (valid: tp=1 when sp>1, or sp=1)", p->sp, p->tp);
 
     if (world_size > 0) {
         long long prod = (long long)p->dp * p->pp * p->tp * p->sp;
         if (prod != world_size) {
             if (p->sp > 1) {
+                /* the sp sizes the world less pp and tp leaves (less pp alone, or the
+                 * whole world, when those do not divide it) */
                 char list[200];
-                pt_plan_list_tp(PT_MODE_1D, 1, world_size % p->pp ? world_size : world_size / p->pp, INT_MAX,
-                                list, sizeof list);
+                int sp_room = world_size % p->pp ? world_size : world_size / p->pp;
+                if (sp_room % p->tp == 0) sp_room /= p->tp;
+                pt_plan_list_tp(PT_MODE_1D, 1, sp_room, INT_MAX, list, sizeof list);
                 snprintf(valid, sizeof valid, "valid sp here: %s", list);
             } else {
                 pt_plan_i_valid_tp_text(p->mode, p->tp_depth, tp_room, INT_MAX, valid, sizeof valid);
@@ -273,14 +273,6 @@ int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_erro
         return pt_errprintf(err, "--ptrain-tp-depth=%d is for --ptrain-mode=2.5d, but the "
                             "mode is %s (valid: --ptrain-mode=2.5d, or no --ptrain-tp-depth)",
                             req->tp_depth, pt_mode_name(req->mode));
-    if (req->sp > 1 && req->tp > 1)
-        return pt_errprintf(err, "--ptrain-sp=%d with --ptrain-tp=%d: sequence "
-                            "parallelism composes with data parallelism only (valid: "
-                            "--ptrain-tp=1, or --ptrain-sp=1)", req->sp, req->tp);
-    if (req->sp > 1 && req->tp_depth > 1)
-        return pt_errprintf(err, "--ptrain-sp=%d needs tp=1, which "
-                            "--ptrain-tp-depth=%d does not allow (valid: --ptrain-tp-depth=1, "
-                            "or --ptrain-sp=1)", req->sp, req->tp_depth);
     if (req->tp > 0 && !pt_plan_i_tp_has_shape(req->mode, req->tp_depth, req->tp)) {
         pt_plan_i_strlist s;
         char valid[160], shape[32];

@@ -1035,7 +1035,6 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         for (int sp = 1; sp <= rest; sp++) {
             if (rest % sp) continue;
             if (req->sp > 0 && sp != req->sp) continue;
-            if (sp > 1 && sh->tp > 1) continue; /* sp composes with dp only */
             if (sp > 1 && m->seq_len % sp) continue;
             int rest2 = rest / sp;
             for (int pp = 1; pp <= rest2 && pp <= max_pp && pp <= m->n_layer; pp++) {

@@ -300,7 +300,8 @@ int main(int argc, char **argv)
                        (unsigned long long)tp_sent(&ctx), (unsigned long long)expect);
             }
             if (sp > 1) {
-                const uint64_t S = (uint64_t)m.g.Bl * m.Tl * cfg.n_embd * ea;
+                /* one K or V block of the rank's heads (NH/tp under 1d tp) */
+                const uint64_t S = (uint64_t)m.g.Bl * m.Tl * m.g.Cl * ea;
                 uint64_t expect = (uint64_t)L * (2 * (uint64_t)(sp - 1) + 2 * (2 * (uint64_t)sp - 1)) * S;
                 report(pt_comm_sent_total(&ctx.sp) == expect,
                        "sp ring attention moved L*(2(sp-1) + 2(2sp-1)) K/V blocks: %llu B (expected %llu)",

@@ -13,8 +13,9 @@
  *   sequence parallelism: with one sequence per data-parallel group, the
  *   longest sequence length whose step fits the per-rank memory that sp=1
  *   needs at T0 grows with the sp size (sp = 1, 2, 4; dp = 4/sp).
- * usage: test_memory LINEAR [PRECISION]   (under mpirun -np 2)
- *   the step's peak at T, 2T and 4T (dp=2, tp=2, sp=2) in fp32 or bf16:
+ * usage: test_memory LINEAR [PRECISION]   (under mpirun -np 2 or 4)
+ *   the step's peak at T, 2T and 4T (2 ranks: dp=2, tp=2, sp=2; 4 ranks:
+ *   1d tp=2 x sp=2, ring attention on each rank's heads) in fp32 or bf16:
  *   equal to the cost model's (lib/plan/cost.c) at each, growing linearly
  *   in T (flash
  *   attention keeps no [T, T] probabilities: the second difference of the
@@ -140,7 +141,7 @@ static void linear(int P, unsigned long seed, int precision)
     const int T0 = 64, B = 2;
     pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 32, .seq_len = T0, .vocab = 8192};
     typedef struct { const char *name; int dp, tp, sp; } lay;
-    static const lay plans[] = {{"dp=2", 2, 1, 1}, {"tp=2", 1, 2, 1}, {"sp=2", 1, 1, 2}};
+    static const lay plans[] = {{"dp=2", 2, 1, 1}, {"tp=2", 1, 2, 1}, {"sp=2", 1, 1, 2}, {"tp=2 sp=2", 1, 2, 2}};
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
         const lay *l = &plans[k];
         if (l->dp * l->tp * l->sp != P) continue;
@@ -192,7 +193,7 @@ static void linear(int P, unsigned long seed, int precision)
                l->name, d1, d2);
         /* the head: per local row (B T / sp rows) less than [V/tp] logits' bytes */
         const double rows = (double)B * T0 / l->sp, per_row = d1 / rows, logits = ea * cfg.vocab / l->tp;
-        report(per_row < logits, "%s: %.0f B per local row of T, less than the %.0f B of one row of [N, V/tp] logits "
+        report(per_row > 0 && per_row < logits, "%s: %.0f B per local row of T, less than the %.0f B of one row of [N, V/tp] logits "
                "(no logits are kept)", l->name, per_row, logits);
     }
 }

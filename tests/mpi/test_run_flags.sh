@@ -33,8 +33,9 @@ train 4 "1d tp=4" --mode 1d --tp 4; l1=$loss
 train 4 "2d tp=4 (q=2)" --mode 2d --tp 4; l2=$loss
 train 4 "sp=4" --sp 4; l3=$loss
 PTRAIN_MODE=2.5d PTRAIN_TP=8 PTRAIN_TP_DEPTH=2 train 8 "2.5d depth 2 planned from PTRAIN_* variables"; l4=$loss
-check "1d, 2d, sp=4 and 2.5d give the same first loss ($l1, $l2, $l3, $l4)" \
-    test -n "$l1" -a "$l1" = "$l2" -a "$l2" = "$l3" -a "$l3" = "$l4"
+train 4 "1d tp=2 x sp=2 (ring attention on each rank's heads)" --tp 2 --sp 2; l5=$loss
+check "1d, 2d, sp=4, 2.5d and tp x sp give the same first loss ($l1, $l2, $l3, $l4, $l5)" \
+    test -n "$l1" -a "$l1" = "$l2" -a "$l2" = "$l3" -a "$l3" = "$l4" -a "$l4" = "$l5"
 # bf16 (--precision and PTRAIN_PRECISION): trains, says so in the plan and
 # blas lines, and its first loss is the fp32 one to bf16 tolerance (1e-2)
 train 2 "--precision bf16 tp=2" --precision bf16 --tp 2; b1=$loss
@@ -65,7 +66,7 @@ bad 4 "--mode 2d --tp 2" "valid tp here: 1, 4" --mode 2d --tp 2
 bad 4 "--mode 3d --tp 4" "valid tp here: 1" --mode 3d --tp 4
 bad 4 "--sp 3 on 4 ranks" "valid sp" --sp 3
 bad 4 "--mode 2d --tp 4 --batch 3 (batch split q=2 ways)" "valid B" --mode 2d --tp 4 --batch 3
-bad 4 "--sp 2 --tp 2 (sp composes with dp only)" "tp=1" --sp 2 --tp 2
+bad 4 "--sp 2 --tp 4 (tp x sp beyond the world)" "valid sp here: 1" --sp 2 --tp 4
 bad 1 "--precision fp16" "invalid --precision 'fp16' (valid: fp32, bf16)" --precision fp16
 PTRAIN_BF16_GEMM=mkl bad 1 "PTRAIN_BF16_GEMM=mkl under --precision bf16 (at start-up, not at the first GEMM)" \
     "precision bf16: .*PTRAIN_BF16_GEMM=mkl" --precision bf16

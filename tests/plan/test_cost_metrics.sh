@@ -17,15 +17,16 @@
 # plans.  2% is room for a future small buffer, not for a wrong formula:
 # a missed activation or state term is 5-50% here.
 #
-# Plans cover 1d dp x tp, 2d, 2.5d, 3d (8 ranks), sp, pp with 1f1b,
+# Plans cover 1d dp x tp, 2d, 2.5d, 3d (8 ranks), sp, sp x tp (1d, 2d), pp with 1f1b,
 # gpipe, interleaved and an explicit split, ZeRO 1/2/3, recompute
 # block/attention and gradient accumulation, at 2, 4 and 8 ranks, in fp32
 # and again in bf16 for a subset (PTRAIN_PRECISION, which the plans set
 # themselves: an exported one does not apply).
-# PTRAIN_TEST_SLOW=1 adds 2.5d at depth 2 x 2 x 2 (8 ranks); the sanitizer
-# pass (PTRAIN_TEST_SUBSET=1, scripts/test.sh) runs the six plans marked
-# `one` (ZeRO 3 with tp, 2d, sp with ZeRO 2, interleaved with ZeRO 3, 3d;
-# 2.5d at depth 4 in bf16).
+# PTRAIN_TEST_SLOW=1 adds 2.5d at depth 2 x 2 x 2 (8 ranks) and 3d x sp=2
+# (16 ranks); the sanitizer
+# pass (PTRAIN_TEST_SUBSET=1, scripts/test.sh) runs the seven plans marked
+# `one` (ZeRO 3 with tp, 2d, sp with ZeRO 2, interleaved with ZeRO 3, 3d,
+# tp x sp with ZeRO 1; 2.5d at depth 4 in bf16).
 . "$top_srcdir/tests/lib.sh"
 need_run
 eval_="$top_builddir/tests/plan/cost_eval"
@@ -87,6 +88,15 @@ more 4 8 2 PTRAIN_DP=1 PTRAIN_PP=2 PTRAIN_TP=2 PTRAIN_SCHEDULE=gpipe PTRAIN_MICR
 one 4 8 4 PTRAIN_DP=2 PTRAIN_PP=2 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2 PTRAIN_MICROBATCHES=2 PTRAIN_ZERO=3
 more 4 8 4 PTRAIN_DP=1 PTRAIN_PP=2 PTRAIN_SP=2 PTRAIN_PP_SPLIT=3,1 PTRAIN_MICROBATCHES=2 PTRAIN_ZERO=2
 one 8 8 2 PTRAIN_MODE=3d PTRAIN_DP=1 PTRAIN_TP=8
+# sequence x tensor parallelism: ring attention on the rank's heads (1d
+# tp x sp, with dp, ZeRO and pp; 2d and 2.5d x sp; PTRAIN_TEST_SLOW=1 adds
+# 3d x sp on 16 ranks)
+one 4 8 2 PTRAIN_DP=1 PTRAIN_TP=2 PTRAIN_SP=2 PTRAIN_ZERO=1 PTRAIN_CKPT_ACT=attention
+more 8 8 2 PTRAIN_DP=2 PTRAIN_TP=2 PTRAIN_SP=2 PTRAIN_ZERO=3 PTRAIN_MICROBATCHES=2
+more 8 8 4 PTRAIN_DP=1 PTRAIN_PP=2 PTRAIN_TP=2 PTRAIN_SP=2 PTRAIN_MICROBATCHES=2 PTRAIN_CKPT_ACT=block
+more 8 8 2 PTRAIN_MODE=2d PTRAIN_DP=1 PTRAIN_TP=4 PTRAIN_SP=2 PTRAIN_MICROBATCHES=2
+more 4 8 2 PTRAIN_MODE=2.5d PTRAIN_DP=1 PTRAIN_TP=2 PTRAIN_TP_DEPTH=2 PTRAIN_SP=2
+[ -n "$PTRAIN_TEST_SLOW" ] && one 16 8 2 PTRAIN_MODE=3d PTRAIN_DP=1 PTRAIN_TP=8 PTRAIN_SP=2
 [ -n "$PTRAIN_TEST_SLOW" ] && one 8 8 2 PTRAIN_MODE=2.5d PTRAIN_DP=1 PTRAIN_TP=8 PTRAIN_TP_DEPTH=2
 
 # bf16 (activations, work copies and their traffic in 2 bytes beside the
@@ -101,6 +111,7 @@ more 4 8 2 PTRAIN_PRECISION=bf16 PTRAIN_DP=2 PTRAIN_SP=2 PTRAIN_ZERO=2 PTRAIN_MI
 more 4 8 4 PTRAIN_PRECISION=bf16 PTRAIN_DP=2 PTRAIN_PP=2 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2 \
     PTRAIN_MICROBATCHES=2 PTRAIN_ZERO=3
 more 8 8 2 PTRAIN_PRECISION=bf16 PTRAIN_MODE=3d PTRAIN_DP=1 PTRAIN_TP=8
+more 4 8 2 PTRAIN_PRECISION=bf16 PTRAIN_DP=1 PTRAIN_TP=2 PTRAIN_SP=2 PTRAIN_ZERO=2 PTRAIN_CKPT_ACT=block
 
 # a plan the model cannot hold: one line naming the value, status 2
 rc=0

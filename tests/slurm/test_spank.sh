@@ -92,6 +92,14 @@ check_plan() {
     [ $bad = 0 ] || diag "$what: first task: $(grep -m1 '^TASK ' "$f")"
 }
 
+# check_sp FILE W SP WHAT: every one of W tasks got the pinned sp (the
+# search chooses the tensor layout and tp around it, so check_plan's sizes
+# are "auto" there).
+check_sp() {
+    check "$4: every task plans sp=$3 ($(grep -m1 -o 'PLAN=[^ ]*' "$1"))" \
+        [ "$(grep '^TASK ' "$1" | grep -w "SP=$3" | grep -c "_sp=$3_")" -eq "$2" ]
+}
+
 # 1. auto on 2 nodes x 2 tasks, with the verbose plan line: the planner's
 # choice (issue 13: a search over the cost model, not the fixed "1d tp
 # inside a node" rule), the same on every task and the one announced.
@@ -184,9 +192,6 @@ refused "--ptrain-tp-depth=0" "--ptrain-tp-depth='0' is invalid" --ptrain-mode=2
 refused --after-allocation "--ptrain-sp=3 on 4 tasks" \
     "--ptrain-sp=3 does not divide the 4 tasks of the step (valid sp here: 1, 2, 4)" \
     --ptrain-mode=auto --ptrain-sp=3
-refused "--ptrain-sp=2 with --ptrain-tp=2" \
-    "--ptrain-sp=2 with --ptrain-tp=2: sequence parallelism composes with data parallelism only" \
-    --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2
 refused "--ptrain-sp=x" "--ptrain-sp='x' is invalid" --ptrain-mode=auto --ptrain-sp=x
 # pipeline / ZeRO / recompute (issue 10): injected into every task
 # (the plan is made for --ptrain-model=test, 2 blocks, which the split 1,1 covers)
@@ -242,7 +247,12 @@ check "srun --ptrain-mode=3d -N2 --ntasks-per-node=8 exits 0" [ $? -eq 0 ]
 check_plan "$D/g4" 16 2 8 n1 "3d on 2x8" 3d 1 1
 srun --ptrain-mode=auto --ptrain-sp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/g5" 2>"$D/ge5"
 check "srun --ptrain-mode=auto --ptrain-sp=2 exits 0" [ $? -eq 0 ]
-check_plan "$D/g5" 4 2 1 n1 "auto with --ptrain-sp=2 on 2x2" 1d 1 2
+check_plan "$D/g5" 4 auto 0 n1 "auto with --ptrain-sp=2 on 2x2"
+check_sp "$D/g5" 4 2 "auto with --ptrain-sp=2 on 2x2"
+# sequence x tensor parallelism (ring attention on each rank's heads)
+srun --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/g5b" 2>"$D/ge5b"
+check "srun --ptrain-mode=auto --ptrain-sp=2 --ptrain-tp=2 exits 0" [ $? -eq 0 ]
+check_plan "$D/g5b" 4 1 2 n1 "auto with --ptrain-sp=2 --ptrain-tp=2 on 2x2" 1d 1 2
 PTRAIN_MODE=2d PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g6" 2>"$D/ge6"
 check_plan "$D/g6" 4 1 4 step "PTRAIN_MODE=2d PTRAIN_TP=4 from the environment" 2d 1 1
 PTRAIN_MODE=2.5d PTRAIN_TP_DEPTH=4 PTRAIN_TP=4 srun -N1 --ntasks-per-node=4 "$D/penv.sh" >"$D/g7" 2>"$D/ge7"
@@ -258,9 +268,11 @@ check "with n1 held by job ${hold:-(none: $(head -c 100 "$D/hold.err"))}, the on
     [ "$(grep '^TASK ' "$D/g7b" | grep -c 'node=n2 ')" -eq 4 ]
 check_plan "$D/g7b" 4 1 4 step "a one-node step on n2" 2d 1 1
 PTRAIN_MODE=auto PTRAIN_SP=4 srun -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g8" 2>"$D/ge8"
-check_plan "$D/g8" 8 2 1 n1 "PTRAIN_SP=4 from the environment" 1d 1 4
+check_plan "$D/g8" 8 auto 0 n1 "PTRAIN_SP=4 from the environment"
+check_sp "$D/g8" 8 4 "PTRAIN_SP=4 from the environment"
 PTRAIN_SP=4 srun --ptrain-mode=auto --ptrain-sp=2 -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/g9" 2>"$D/ge9"
-check_plan "$D/g9" 8 4 1 n1 "--ptrain-sp=2 beats PTRAIN_SP=4" 1d 1 2
+check_plan "$D/g9" 8 auto 0 n1 "--ptrain-sp=2 beats PTRAIN_SP=4"
+check_sp "$D/g9" 8 2 "--ptrain-sp=2 beats PTRAIN_SP=4"
 
 # 7. sbatch: #SBATCH --ptrain-mode=auto reaches the inner srun; the batch
 #    script's own step gets nothing.
@@ -299,7 +311,8 @@ SH
 job=$( (unset PTRAIN_MODE PTRAIN_SP; sbatch --parsable --export=ALL,PTRAIN_MODE=auto,PTRAIN_SP=2 "$D/job2.sh") 2>"$D/sb2.err")
 check "a job with PTRAIN_MODE=auto and PTRAIN_SP=2 only in its environment accepted" [ -n "$job" ]
 check "... finished" slurm_wait "$job" 120
-check_plan "$D/job2.out" 4 2 1 n1 "the job environment's PTRAIN_MODE=auto PTRAIN_SP=2 (slurmrestd's way)" 1d 1 2
+check_plan "$D/job2.out" 4 auto 0 n1 "the job environment's PTRAIN_MODE=auto PTRAIN_SP=2 (slurmrestd's way)"
+check_sp "$D/job2.out" 4 2 "the job environment's PTRAIN_MODE=auto PTRAIN_SP=2"
 
 # 8. options listed by srun --help and sbatch --help.
 srun --help >"$D/help" 2>&1

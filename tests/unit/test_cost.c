@@ -64,7 +64,7 @@ static void random_plan(pt_plan *p)
     default: { int l = 1 + rnd(2); p->tp = l * l * l; break; }
     }
     p->dp = 1 + rnd(3);
-    if (p->tp == 1 && rnd(3) == 0) p->sp = 1 + rnd(4);
+    if (rnd(3) == 0) p->sp = 1 + rnd(4); /* with every tp shape: ring attention on the rank's heads */
     p->pp = 1 + rnd(3);
     p->microbatches = 1 + rnd(4);
     p->schedule = rnd(2) ? PT_SCHED_1F1B : PT_SCHED_GPIPE;
@@ -245,6 +245,28 @@ int main(void)
     tap_ok(c.bytes[PT_GRP_TP] == want1d, "1d tp=2: (4L+2) x 2(p-1)/p Sx + the cross-entropy's (%.0f vs %.0f)",
            c.bytes[PT_GRP_TP], want1d);
     tap_ok(c.msgs[PT_GRP_TP] == 4 * 4 + 2 + 2, "1d tp=2: 4L+4 allreduce calls (%.0f)", c.msgs[PT_GRP_TP]);
+    /* 1d tp=2 x sp=2 (4 ranks): the tp volume of Nt/2 local rows; the ring
+     * over the sp group carries K/V blocks of the rank's NH/tp heads [B,
+     * T/sp, C/tp] (2(sp-1) sends forward, 2(2sp-1) backward per block, seq.h);
+     * one allreduce of all local floats over dp x sp = 2; every FLOP split 4 ways */
+    {
+        pt_cost c11, cts;
+        pt_plan_default(&p);
+        int ok = pt_cost_eval(&tm, 4, &p, &hw, link_node, &c11, &err) == 0;
+        p.tp = 2, p.sp = 2;
+        ok = ok && pt_cost_eval(&tm, 4, &p, &hw, link_node, &cts, &err) == 0;
+        const unsigned long long Nl = 4ull * 16, Sxl = Nl * 64 * 4, S = Nl * 32 * 4;
+        const double tp_want = (double)((4 * 4 + 2) * (2 * 1 * Sxl / 2) + 2 * 1 * (Nl * 4) / 2 + 2 * 1 * (2 * Nl * 4) / 2);
+        const double sp_want = 4.0 * (2 * 1 + 2 * 3) * (double)S;
+        const double sync_want = 2.0 * 1 * cts.mem_params / 2; /* fp32 master = every local float x 4 B */
+        tap_ok(ok && cts.bytes[PT_GRP_TP] == tp_want && cts.bytes[PT_GRP_SP] == sp_want &&
+                   cts.bytes[PT_GRP_SYNC] == sync_want && cts.sub_bytes[PT_SUB_SYNC_MASK(0)] == sync_want,
+               "1d tp=2 sp=2: tp %.0f B (want %.0f), sp ring %.0f B (want L x 8 blocks of [B, T/sp, C/tp] = %.0f), "
+               "sync over dp x sp %.0f B (want %.0f)%s%s", cts.bytes[PT_GRP_TP], tp_want, cts.bytes[PT_GRP_SP],
+               sp_want, cts.bytes[PT_GRP_SYNC], sync_want, ok ? "" : ": ", ok ? "" : err.text);
+        tap_ok(ok && fabs(cts.flops - c11.flops / 4) <= 1e-12 * c11.flops,
+               "1d tp=2 sp=2: a quarter of the single rank's FLOPs (%.6g vs %.6g)", cts.flops, c11.flops);
+    }
 
     /* refusals name the value */
     pt_plan_default(&p);

@@ -203,6 +203,13 @@ static void validate_bad(const pt_plan *p, int world, const char *must_contain, 
            "validate refuses %s: %s", what, err.text);
 }
 
+static void validate_good(const pt_plan *p, int world, const char *what)
+{
+    pt_error err = {""};
+    int rc = pt_plan_validate(p, world, &err);
+    tap_ok(rc == 0, "validate accepts %s%s%s", what, rc ? ": " : "", err.text);
+}
+
 /* ---- independent references for the layouts' shapes -------------------- */
 
 /* 1 if t has the tensor grid shape of mode m: q*q (2d), depth*q*q (2.5d;
@@ -398,9 +405,23 @@ static void test_validation(void)
     p.dp = 2;
     tap_ok(pt_plan_validate(&p, 6, &err) == 0, "1d dp=2 sp=3 valid on 6 ranks");
     validate_bad(&p, 8, "valid sp here: 1, 2, 4, 8", "dp=2 sp=3 on 8 ranks (lists the sp values)");
+    /* ring attention over the sp group runs on each rank's heads: sp composes
+     * with every tensor-parallel layout */
     p.tp = 2;
-    validate_bad(&p, 12, "sequence parallelism composes with data parallelism only",
-                 "sp=3 with tp=2");
+    validate_good(&p, 12, "1d dp=2 tp=2 sp=3 on 12 ranks");
+    validate_bad(&p, 8, "valid sp here: 1, 2, 4)", "dp=2 tp=2 sp=3 on 8 ranks (lists the sp values tp=2 leaves)");
+    p.mode = PT_MODE_2D;
+    p.tp = 4;
+    p.sp = 2;
+    p.dp = 1;
+    validate_good(&p, 8, "2d tp=4 sp=2 on 8 ranks");
+    p.mode = PT_MODE_2P5D;
+    p.tp = 8;
+    p.tp_depth = 2;
+    validate_good(&p, 16, "2.5d tp=8 depth=2 sp=2 on 16 ranks");
+    p.mode = PT_MODE_3D;
+    p.tp_depth = 1;
+    validate_good(&p, 16, "3d tp=8 sp=2 on 16 ranks");
     pt_plan_default(&p);
     p.zero = 2;
     validate_bad(&p, 1, "zero=2 with dp=1 sp=1: ZeRO shards the optimizer state over the "
@@ -580,9 +601,17 @@ static void test_request_check(void)
     req.tp_depth = 0;
     req.sp = 2;
     req.tp = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "sequence parallelism composes with data parallelism only"),
-           "sp=2 with tp=2 refused: %s", err.text);
+    err.text[0] = '\0';
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "sp=2 with tp=2 passes (ring attention on the rank's heads)%s%s",
+           err.text[0] ? ": " : "", err.text);
+    req.mode = PT_MODE_2P5D;
+    req.tp = 8;
+    req.tp_depth = 2;
+    err.text[0] = '\0';
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "sp=2 with 2.5d tp=8 depth=2 passes%s%s",
+           err.text[0] ? ": " : "", err.text);
+    req.mode = PT_MODE_1D;
+    req.tp_depth = 0;
     req.sp = 0;
     req.tp = 0;
     req.pp = 8;

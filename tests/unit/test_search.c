@@ -251,7 +251,7 @@ static void test_links(void)
             p.tp_depth = kind == 2 ? d : 1;
             p.dp = 1 + (int)rnd(3);
             p.pp = 1 + (int)rnd(3);
-            p.sp = tp == 1 ? 1 + (int)rnd(2) : 1;
+            p.sp = p.dp * p.pp * tp <= 54 ? 1 + (int)rnd(2) : 1; /* sp x any tp; world <= 108 */
             memcpy(p.rank_order, orders[rnd(6)], 4);
             memcpy(p.tp_order, tpo[rnd(6)], 4);
             int world = p.dp * p.pp * p.tp * p.sp;
@@ -608,7 +608,7 @@ static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, l
         }
         for (int si = 0; si < nsh; si++)
             for (int sp = 1; sp <= W / tp; sp++) {
-                if ((W / tp) % sp || (sp > 1 && tp > 1) || m->seq_len % sp) continue;
+                if ((W / tp) % sp || m->seq_len % sp) continue;
                 for (int pp = 1; pp <= W / tp / sp && pp <= m->n_layer; pp++) {
                     if ((W / tp / sp) % pp) continue;
                     int dp = W / tp / sp / pp;
@@ -710,6 +710,75 @@ static void test_exhaustive(void)
     }
     tap_ok(agree && cases > 0, "search: the winner's t_step equals the exhaustive minimum over the same space "
                                "under a memory limit (%d random clusters, models, batches)", cases);
+}
+
+/* ---- sequence x tensor parallelism ---- */
+
+/* Ring attention runs on each rank's heads, so sp composes with every tp
+ * shape: the search prices sp x tp grids (the communicators on the links
+ * of their placement), and a long sequence that fits 80 GB only with both
+ * plans both.  Pins of both are honoured. */
+static void test_sp_tp(void)
+{
+    pt_plan_limits lim = all_limits();
+    int tpn[8];
+    pt_cluster c = make_cluster(1, 8, 0, tpn);
+    pt_model_shape longseq = {24, 16, 2048, 65536, 50257};
+    pt_plan req;
+    request(&req);
+    pt_search_result r;
+    pt_error e = {""};
+    int rc = pt_plan_search(&c, &longseq, 8, &lim, &req, &r, &e);
+    char s[640] = "";
+    if (rc == 0) pt_plan_summary(&r.best.plan, s, sizeof s);
+    const pt_plan *b = &r.best.plan;
+    tap_ok(rc == 0 && b->tp > 1 && b->sp > 1 && r.best.cost.bytes[PT_GRP_TP] > 0 && r.best.cost.bytes[PT_GRP_SP] > 0,
+           "search: L24 C2048 T=65536 on 1 node x 8 plans sp x tp: %s", rc ? e.text : s);
+    /* the winner's price is the cost model's on its own placement */
+    int priced = 0;
+    if (rc == 0) {
+        pt_cost_where w;
+        int pp_next[64];
+        pt_cost cost;
+        priced = pt_place_where(&c, b, &w, pp_next, 0) == 0 &&
+                 pt_cost_eval_at(&longseq, 8, b, &c.hw, &w, &cost, NULL) == 0 &&
+                 cost.t_step == r.best.cost.t_step && cost.mem_peak == r.best.cost.mem_peak &&
+                 cost.mem_peak <= c.hw.mem_bytes;
+    }
+    tap_ok(priced, "search: the sp x tp winner's t_step and memory are pt_cost_eval_at's on its placement (%.4g s, "
+           "%.3g GB)", rc ? 0 : r.best.cost.t_step, rc ? 0 : r.best.cost.mem_peak / 1e9);
+    /* what the space without sp x tp offers is slower: sp only (tp = 1) and
+     * tp only (sp = 1) */
+    double t_best = rc == 0 ? r.best.cost.t_step : 0, t_tp1 = INFINITY, t_sp1 = INFINITY;
+    pt_search_result r1;
+    request(&req);
+    req.tp = 1;
+    if (pt_plan_search(&c, &longseq, 8, &lim, &req, &r1, &e) == 0) t_tp1 = r1.best.cost.t_step;
+    request(&req);
+    req.sp = 1;
+    if (pt_plan_search(&c, &longseq, 8, &lim, &req, &r1, &e) == 0) t_sp1 = r1.best.cost.t_step;
+    tap_ok(rc == 0 && t_best < t_tp1 && t_best < t_sp1,
+           "search: sp x tp beats the best plan with tp=1 (%.4g s) and with sp=1 (%.4g s): %.4g s", t_tp1, t_sp1,
+           t_best);
+    /* pins: tp=2 sp=2 on 4 ranks, and 2d tp=4 with sp=2 on 8 */
+    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
+    int tpn4[1];
+    pt_cluster c4 = make_cluster(1, 4, 0, tpn4);
+    request(&req);
+    req.tp = 2;
+    req.sp = 2;
+    rc = pt_plan_search(&c4, &gpt2, 64, &lim, &req, &r, &e);
+    int pins = rc == 0 && r.best.plan.tp == 2 && r.best.plan.sp == 2 && r.best.plan.dp == 1;
+    for (int j = 0; rc == 0 && j < r.nrunners; j++)
+        if (r.runner[j].plan.tp != 2 || r.runner[j].plan.sp != 2) pins = 0;
+    tap_ok(pins, "search: pinned tp=2 sp=2 on 4 ranks holds for the winner and every runner-up%s%s", rc ? ": " : "",
+           rc ? e.text : "");
+    request(&req);
+    req.mode = PT_MODE_2D;
+    req.sp = 2;
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    tap_ok(rc == 0 && r.best.plan.mode == PT_MODE_2D && r.best.plan.tp == 4 && r.best.plan.sp == 2,
+           "search: --ptrain-mode=2d with sp=2 on 8 ranks plans 2d tp=4 sp=2%s%s", rc ? ": " : "", rc ? e.text : "");
 }
 
 /* ---- mixed nodes: D'Hondt's stage sizes, the slowest rates, the explanation ---- */
@@ -893,6 +962,7 @@ int main(void)
     test_links();
     test_search();
     test_exhaustive();
+    test_sp_tp();
     test_mixed();
     return tap_done();
 }
