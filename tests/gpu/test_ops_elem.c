@@ -408,7 +408,10 @@ static void memory_ops(const variant *v, pt_dtype t, size_t n)
      * on an H200 the host's values made the device's sum look 3e-9 off) */
     double s = 0, q = 0, sa = 0, hs = 0, hsa = 0;
     void *yd = host_alloc(n * pt_dtype_size(t));
-    if (pt_cuda_to_host(yd, y.d, n * pt_dtype_size(t)) != PT_OK) die("download");
+    if (pt_cuda_to_host(yd, y.d, n * pt_dtype_size(t)) != PT_OK) {
+        printf("Bail out! download: %s\n", pt_errmsg());
+        exit(1);
+    }
     for (size_t i = 0; i < n; i++) {
         const double e = get(t, yd, i), h = get(t, y.h, i);
         s += e, q += e * e, sa += fabs(e);

@@ -53,7 +53,7 @@ static void req_init(pt_plan *r, pt_mode mode)
     r->dp = r->pp = r->tp = r->tp_depth = r->sp = r->microbatches = r->virtual_stages = 0;
 }
 
-static const pt_plan_limits all = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT};
+static const pt_plan_limits all = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT, 0};
 
 /* Random requests on random clusters: a request whose pins divide the task
  * count resolves to the search's best plan with every pin honoured; one
