@@ -256,14 +256,16 @@ loss_at() { sed -n "s/^step *$2\/[0-9]* | loss \([0-9.]*\).*/\1/p" "$1" | head -
 if [ "$wired" -eq 1 ]; then
     t=$(now)
     common=(--device cuda --model test --data synthetic:7 --steps 3 --batch 8 --val-every 0 --seed 11)
-    prun -np 1 "$run" "${common[@]}" >"$logs/layout-ref.log" 2>&1
+    prun -np 1 "$run" "${common[@]}" >"$logs/layout-ref.log" 2>&1 </dev/null
     ref=$(loss_at "$logs/layout-ref.log" 3)
     bad="" n=0
     while read -r np flags; do
         [ -z "$np" ] && continue
         n=$((n + 1))
         # shellcheck disable=SC2086
-        prun -np "$np" "$run" "${common[@]}" $flags >"$logs/layout-$n.log" 2>&1
+        # </dev/null: mpirun forwards its stdin to rank 0, which would
+        # swallow the rest of this list (on the H200 only the first ran)
+        prun -np "$np" "$run" "${common[@]}" $flags >"$logs/layout-$n.log" 2>&1 </dev/null
         got=$(loss_at "$logs/layout-$n.log" 3)
         awk -v a="$got" -v b="$ref" 'BEGIN { exit !(a != "" && b != "" && (a - b) ^ 2 <= (1e-3 * b) ^ 2) }' ||
             bad="$bad [np=$np $flags: $got vs $ref]"
@@ -313,9 +315,9 @@ fi
 
 # bench: GPT-2 124M, B=16, T=1024 on one GPU, bf16 then fp32
 for prec in bf16 fp32; do
-    if [ "$have_gpu" -eq 0 ] && [ -x "$build_abs/bench-step" ]; then
+    if [ "$have_gpu" -eq 0 ] && [ -x "$build_abs/bench/bench-step" ]; then
         t=$(now)
-        if timeout 300 "$build_abs/bench-step" --device cuda --model gpt2-124M --batch 16 --steps 5 --precision $prec \
+        if timeout 300 "$build_abs/bench/bench-step" --device cuda --model gpt2-124M --batch 16 --steps 5 --precision $prec \
             >"$logs/bench-$prec.log" 2>&1; then
             row "bench $prec" PASS $(( $(now) - t )) "$(sed -n 's/^result: //p' "$logs/bench-$prec.log" | cut -c1-120)"
             while IFS= read -r line; do rows+=("    $line"); echo "    $line"; done < <(grep -E '^(cuBLASLt|mean|best step|peak memory)' "$logs/bench-$prec.log")
