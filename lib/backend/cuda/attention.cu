@@ -34,6 +34,10 @@
  *  materialise P, were not a source); no code was copied.  The D scratch
  *  is stream-ordered (cudaMallocAsync / cudaFreeAsync on the compute
  *  stream), so it lives only while the call's kernels run.
+ *  With PTRAIN_ATTENTION=cudnn the bf16 entries hand the calls cuDNN
+ *  takes (whole-sequence causal attention, attention_cudnn.h's rule) to
+ *  cuDNN's fused SDPA (attention_cudnn.c) and run these kernels for the
+ *  rest and where cuDNN has no plan.
  *
  * Tiles: BT queries x BT keys, 256 threads as 16 x 16; thread (ty, tx)
  * owns rows ty + 16 i and columns tx + 16 j (i, j < BT/16) of a score tile
@@ -49,6 +53,7 @@
  * (recorded: HS and the valid range).  All arithmetic is fp32 (FMA
  * chains; expf, logf), as the CPU's f32 and bf16 tables compute in float. */
 #include "config.h"
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/ops_cuda.h"
 
@@ -637,6 +642,13 @@ extern "C" void pt_cuda_attention_fwd_f32(void *out, void *lse, const void *q, c
 extern "C" void pt_cuda_attention_fwd_bf16(void *out, void *lse, const void *q, const void *k, const void *v,
                                            const pt_attn_dims *d, int merge)
 {
+    const void *ptrs[5] = {out, lse, q, k, v};
+    if (pt_cuda_attention_cudnn_wants(d, merge, ptrs, 5)) { /* PTRAIN_ATTENTION=cudnn: attention_cudnn.c */
+        const int crc = pt_cuda_attention_cudnn_fwd(out, lse, q, k, v, d);
+        if (crc == PT_OK) pt_cuda_op_check("attention_fwd (cuDNN)");
+        else if (crc != PT_ATTN_FALLBACK) pt_cuda_op_record(crc, "attention_fwd (cuDNN)");
+        if (crc != PT_ATTN_FALLBACK) return;
+    }
     int rc = attn_fwd<__nv_bfloat16>(out, lse, q, k, v, d, merge);
     if (rc != PT_OK) pt_cuda_op_record(rc, "attention_fwd");
     else pt_cuda_op_check("attention_fwd");
@@ -655,6 +667,13 @@ extern "C" void pt_cuda_attention_bwd_bf16(void *dq, void *dk, void *dv, const v
                                            const void *k, const void *v, const void *out, const void *lse,
                                            const pt_attn_dims *d)
 {
+    const void *ptrs[9] = {dq, dk, dv, dout, q, k, v, out, lse};
+    if (pt_cuda_attention_cudnn_wants(d, 0, ptrs, 9)) { /* PTRAIN_ATTENTION=cudnn: attention_cudnn.c */
+        const int crc = pt_cuda_attention_cudnn_bwd(dq, dk, dv, dout, q, k, v, out, lse, d);
+        if (crc == PT_OK) pt_cuda_op_check("attention_bwd (cuDNN)");
+        else if (crc != PT_ATTN_FALLBACK) pt_cuda_op_record(crc, "attention_bwd (cuDNN)");
+        if (crc != PT_ATTN_FALLBACK) return;
+    }
     int rc = attn_bwd<__nv_bfloat16>(dq, dk, dv, dout, q, k, v, out, lse, d);
     if (rc != PT_OK) pt_cuda_op_record(rc, "attention_bwd");
     else pt_cuda_op_check("attention_bwd");
