@@ -15,7 +15,15 @@
  * ops accumulate); a refused head size.  Fresh random inputs each run
  * (PTRAIN_TEST_SEED repeats one); bf16 inputs are given to the CPU as the
  * same bf16 values.  Skips without a GPU.  PTRAIN_GPU_QUICK=1 leaves out
- * the timing (compute-sanitizer runs). */
+ * the timing (compute-sanitizer runs).
+ * With cuDNN, "bf16 cudnn" runs every case again with PTRAIN_ATTENTION's
+ * cudnn selected (attention_cudnn.c), against the same CPU reference and
+ * tolerances (lse: 1e-4, cuDNN's own exp/log): each whole-sequence call
+ * the rule gives to cuDNN must have run there (a fallback to the flash
+ * kernels fails, with cuDNN's reason), every other call (HS 200, 300, the
+ * ring steps, HS 600) must have stayed on the flash kernels; the whole
+ * sequence also with separate q and k|v buffers (ldq = C, ldkv = 2C: the
+ * backward's unpacked scratch); a timing line beside flash's. */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
@@ -26,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/ops.h"
@@ -48,7 +57,25 @@ typedef struct {
     void (*bwd)(void *, void *, void *, const void *, const void *, const void *, const void *, const void *,
                 const void *, const pt_attn_dims *);
     double tol_out, tol_lse, tol_grad;
+    int impl; /* PT_ATTN_FLASH, PT_ATTN_CUDNN: the selection the bf16 entries run under */
 } prec;
+
+/* The cuDNN runs since *r0: where the call should have run (cudnn: the
+ * rule applied) one more, else none; a TAP line saying which and why */
+static void check_path(const prec *p, const char *what, const pt_attn_dims *d, int merge, long *r0)
+{
+    if (p->impl != PT_ATTN_CUDNN) return;
+    const long r = pt_cuda_attention_cudnn_runs(), ran = r - *r0;
+    const char *why = pt_attn_cudnn_rule(d, merge);
+    *r0 = r;
+    if (!why)
+        tap_ok(ran == 1, "%s %s B=%d NH=%d HS=%d T=%d ldq=%d ldkv=%d ran on cuDNN (%ld runs)%s%s", p->name, what, d->B,
+               d->NH, d->HS, d->Tq, d->ldq, d->ldkv, ran, ran == 1 ? "" : ": fell back: ",
+               ran == 1 ? "" : pt_cuda_attention_cudnn_fallback());
+    else
+        tap_ok(ran == 0, "%s %s B=%d NH=%d HS=%d Tq=%d q0=%d k0=%d stayed on the flash kernels (%s; %ld cuDNN runs)",
+               p->name, what, d->B, d->NH, d->HS, d->Tq, d->q0, d->k0, why, ran);
+}
 
 /* A tensor on both sides: ref (host, what the CPU op reads and writes) and
  * dev (the device's copy, what the device op reads and writes); es the
@@ -142,32 +169,44 @@ static void check(const prec *p, const char *what, const char *tname, const tens
 /* the tensor's elements from element off on, as a pointer on either side */
 static void *at(const tensor *t, int dev, size_t off) { return (char *)(dev ? t->dev : t->ref) + off * t->es; }
 
-/* The whole sequence: q, k, v in one qkv [B, T, 3C] */
-static void whole(const prec *p, int B, int T, int NH, int HS)
+/* The whole sequence: q, k, v in one qkv [B, T, 3C] (ldq = ldkv = 3C);
+ * split: q [B, T, C] (ldq = C) and k | v interleaved [B, T, 2C] (ldkv = 2C),
+ * gradients alike */
+static void whole(const prec *p, int B, int T, int NH, int HS, int split)
 {
-    const int C = NH * HS;
-    const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
-    tensor qkv = mk(nqkv, p->bf, 1.5), out = mk(nout, p->bf, 1), lse = mk(nlse, 0, 1), dout = mk(nout, p->bf, 1),
-           dqkv = mk(nqkv, p->bf, 1);
-    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, 3 * C, 3 * C};
-    p->cpu->attention_fwd(out.ref, lse.ref, qkv.ref, at(&qkv, 0, C), at(&qkv, 0, 2 * C), &d, 0);
-    p->fwd(out.dev, lse.dev, qkv.dev, at(&qkv, 1, C), at(&qkv, 1, 2 * C), &d, 0);
+    const int C = NH * HS, ldq = split ? C : 3 * C, ldkv = split ? 2 * C : 3 * C;
+    const size_t nq = (size_t)B * T * ldq, nkv = split ? (size_t)B * T * ldkv : 0, nout = (size_t)B * T * C,
+                 nlse = (size_t)B * NH * T;
+    tensor qkv = mk(nq, p->bf, 1.5), out = mk(nout, p->bf, 1), lse = mk(nlse, 0, 1), dout = mk(nout, p->bf, 1),
+           dqkv = mk(nq, p->bf, 1);
+    tensor kvs = split ? mk(nkv, p->bf, 1.5) : qkv, dkvs = split ? mk(nkv, p->bf, 1) : dqkv;
+    const size_t k0 = split ? 0 : (size_t)C, v0 = split ? (size_t)C : 2 * (size_t)C;
+    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, ldq, ldkv};
+    const char *fw = split ? "attention_fwd whole sequence, separate q and k|v" : "attention_fwd whole sequence";
+    const char *bw = split ? "attention_bwd whole sequence, separate q and k|v (+= into random grads)"
+                           : "attention_bwd whole sequence (+= into random dqkv)";
+    pt_cuda_attention_set_impl(p->impl);
+    long r0 = pt_cuda_attention_cudnn_runs();
+    p->cpu->attention_fwd(out.ref, lse.ref, qkv.ref, at(&kvs, 0, k0), at(&kvs, 0, v0), &d, 0);
+    p->fwd(out.dev, lse.dev, qkv.dev, at(&kvs, 1, k0), at(&kvs, 1, v0), &d, 0);
     int rc = dev_status();
-    check(p, "attention_fwd whole sequence", "out", &out, p->tol_out, rc, &d);
-    check(p, "attention_fwd whole sequence", "lse", &lse, p->tol_lse, rc, &d);
-    /* backward from the CPU's (out, lse) on both sides, into random dqkv */
+    check_path(p, fw, &d, 0, &r0);
+    check(p, fw, "out", &out, p->tol_out, rc, &d);
+    check(p, fw, "lse", &lse, p->tol_lse, rc, &d);
+    /* backward from the CPU's (out, lse) on both sides, into random gradients */
     if (pt_cuda_to_device(out.dev, out.ref, nout * out.es) != PT_OK ||
         pt_cuda_to_device(lse.dev, lse.ref, nlse * lse.es) != PT_OK)
         bail("upload", nout * out.es);
-    p->cpu->attention_bwd(dqkv.ref, at(&dqkv, 0, C), at(&dqkv, 0, 2 * C), dout.ref, qkv.ref, at(&qkv, 0, C),
-                          at(&qkv, 0, 2 * C), out.ref, lse.ref, &d);
-    p->bwd(dqkv.dev, at(&dqkv, 1, C), at(&dqkv, 1, 2 * C), dout.dev, qkv.dev, at(&qkv, 1, C), at(&qkv, 1, 2 * C),
-           out.dev, lse.dev, &d);
+    p->cpu->attention_bwd(dqkv.ref, at(&dkvs, 0, k0), at(&dkvs, 0, v0), dout.ref, qkv.ref, at(&kvs, 0, k0),
+                          at(&kvs, 0, v0), out.ref, lse.ref, &d);
+    p->bwd(dqkv.dev, at(&dkvs, 1, k0), at(&dkvs, 1, v0), dout.dev, qkv.dev, at(&kvs, 1, k0), at(&kvs, 1, v0), out.dev,
+           lse.dev, &d);
     rc = dev_status();
-    const char *names[3] = {"dq", "dk", "dv"};
-    for (int i = 0; i < 3; i++)
-        check_err(p, "attention_bwd whole sequence (+= into random dqkv)", names[i],
-                  relerr_cols(&dqkv, 3 * (size_t)C, (size_t)i * C, C), p->tol_grad, rc, &d);
+    check_path(p, bw, &d, 0, &r0);
+    check_err(p, bw, "dq", relerr_cols(&dqkv, (size_t)ldq, 0, C), p->tol_grad, rc, &d);
+    check_err(p, bw, "dk", relerr_cols(&dkvs, (size_t)ldkv, k0, C), p->tol_grad, rc, &d);
+    check_err(p, bw, "dv", relerr_cols(&dkvs, (size_t)ldkv, v0, C), p->tol_grad, rc, &d);
+    if (split) drop(&kvs), drop(&dkvs);
     drop(&qkv), drop(&out), drop(&lse), drop(&dout), drop(&dqkv);
 }
 
@@ -179,6 +218,8 @@ static void ring(const prec *p, int B, int NH, int HS)
     const size_t nq = (size_t)B * Tq * ldq, nout = (size_t)B * Tq * C, nlse = (size_t)B * NH * Tq;
     tensor q = mk(nq, p->bf, 1.5), out = mk(nout, p->bf, 1), lse = mk(nlse, 0, 1), dout = mk(nout, p->bf, 1),
            dq = mk(nq, p->bf, 1);
+    pt_cuda_attention_set_impl(p->impl);
+    long r0 = pt_cuda_attention_cudnn_runs();
     /* blocks: crossing the diagonal (keys 150..239: query rows 0..19 see none), before it (keys 0..100), in
      * the future (keys 200..263) */
     const int nblk = 3, Tk[3] = {90, 101, 64}, k0[3] = {150, 0, 200};
@@ -228,6 +269,7 @@ static void ring(const prec *p, int B, int NH, int HS)
         check_err(p, what, "dk", relerr_cols(&dkv[i], 2 * (size_t)C, 0, C), i == 2 ? 0 : p->tol_grad, rc, &d[i]);
         check_err(p, what, "dv", relerr_cols(&dkv[i], 2 * (size_t)C, C, C), i == 2 ? 0 : p->tol_grad, rc, &d[i]);
     }
+    check_path(p, "attention_fwd/bwd ring steps", &d[0], 0, &r0);
     for (int i = 0; i < nblk; i++) drop(&kv[i]), drop(&dkv[i]);
     drop(&q), drop(&out), drop(&lse), drop(&dout), drop(&dq);
 }
@@ -238,6 +280,7 @@ static void refused(const prec *p)
     const pt_attn_dims d = {1, 1, 600, 4, 4, 0, 0, 600, 600};
     tensor q = mk(4 * 600, p->bf, 1), out = mk(4 * 600, p->bf, 1), lse = mk(4, 0, 1);
     pt_cuda_ops_clear();
+    pt_cuda_attention_set_impl(p->impl);
     p->fwd(out.dev, lse.dev, q.dev, q.dev, q.dev, &d, 0);
     const char *msg = pt_cuda_ops_errmsg();
     tap_ok(pt_cuda_ops_status() != PT_OK && strstr(msg, "HS 600") && strstr(msg, "1..512"),
@@ -262,6 +305,8 @@ static void timing(const prec *p, int B, int T, int NH, int HS)
     cudaEventCreate(&e1);
     cudaEventCreate(&e2);
     const int reps = 10;
+    pt_cuda_attention_set_impl(p->impl);
+    const long r0 = pt_cuda_attention_cudnn_runs();
     p->fwd(out.dev, lse.dev, qkv.dev, at(&qkv, 1, C), at(&qkv, 1, 2 * C), &d, 0);
     p->bwd(dqkv.dev, at(&dqkv, 1, C), at(&dqkv, 1, 2 * C), dout.dev, qkv.dev, at(&qkv, 1, C), at(&qkv, 1, 2 * C),
            out.dev, lse.dev, &d);
@@ -278,6 +323,10 @@ static void timing(const prec *p, int B, int T, int NH, int HS)
     cudaEventElapsedTime(&b, e1, e2);
     f /= reps, b /= reps;
     const double fl = 2.0 * 2.0 * B * NH * ((double)T * T / 2) * HS;
+    const long ran = pt_cuda_attention_cudnn_runs() - r0;
+    if (p->impl == PT_ATTN_CUDNN && ran != 2 * (reps + 1))
+        printf("# timing: %s: only %ld of %d calls ran on cuDNN (%s)\n", p->name, ran, 2 * (reps + 1),
+               pt_cuda_attention_cudnn_fallback());
     if (pt_cuda_ops_status() == PT_OK)
         printf("# timing: %-4s attention B=%d T=%d NH=%d HS=%d: forward %.3f ms, %.1f TFLOP/s; backward %.3f ms, "
                "%.1f TFLOP/s\n",
@@ -295,8 +344,14 @@ int main(void)
     gpu_require();
     rs = gpu_seed();
     const prec precs[] = {
-        {"fp32", 0, &pt_cpu_ops_f32, pt_cuda_attention_fwd_f32, pt_cuda_attention_bwd_f32, 5e-5, 1e-5, 1e-4},
-        {"bf16", 1, &pt_cpu_ops_bf16, pt_cuda_attention_fwd_bf16, pt_cuda_attention_bwd_bf16, 1.6e-2, 1e-5, 1.6e-2},
+        {"fp32", 0, &pt_cpu_ops_f32, pt_cuda_attention_fwd_f32, pt_cuda_attention_bwd_f32, 5e-5, 1e-5, 1e-4,
+         PT_ATTN_FLASH},
+        {"bf16", 1, &pt_cpu_ops_bf16, pt_cuda_attention_fwd_bf16, pt_cuda_attention_bwd_bf16, 1.6e-2, 1e-5, 1.6e-2,
+         PT_ATTN_FLASH},
+#ifdef HAVE_CUDNN
+        {"bf16 cudnn", 1, &pt_cpu_ops_bf16, pt_cuda_attention_fwd_bf16, pt_cuda_attention_bwd_bf16, 1.6e-2, 1e-4,
+         1.6e-2, PT_ATTN_CUDNN},
+#endif
     };
     /* (B, T, NH, HS): tile multiple, T = 77 (not), HS 16, 64, 80; the 32- and 16-row tiles of HS 200, 300 */
     const int shapes[][4] = {{2, 128, 2, 64}, {2, 77, 3, 64}, {1, 77, 2, 16},
@@ -304,7 +359,8 @@ int main(void)
     for (size_t i = 0; i < sizeof precs / sizeof precs[0]; i++) {
         const prec *p = &precs[i];
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            whole(p, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3]);
+            whole(p, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0);
+        whole(p, 2, 77, 3, 64, 1);
         ring(p, 2, 2, 64);
         ring(p, 1, 2, 80);
         refused(p);
@@ -313,6 +369,8 @@ int main(void)
     const char *quick = getenv("PTRAIN_GPU_QUICK");
     if (!quick || strcmp(quick, "1") != 0)
         for (size_t i = 0; i < sizeof precs / sizeof precs[0]; i++) timing(&precs[i], 16, 1024, 12, 64);
+    pt_cuda_attention_set_impl(PT_ATTN_FLASH);
+    pt_cuda_attention_cudnn_release();
     pt_cuda_shutdown();
     return tap_done();
 }
