@@ -43,7 +43,8 @@ static void selection(void)
     tap_ok(pt_attn_impl_parse("cudnn") == PT_ATTN_CUDNN, "PTRAIN_ATTENTION=cudnn");
     tap_ok(pt_attn_impl_parse("CUDNN") < 0 && pt_attn_impl_parse("cudnn ") < 0 && pt_attn_impl_parse("fla") < 0,
            "PTRAIN_ATTENTION=CUDNN, \"cudnn \", fla are refused");
-    tap_ok(strcmp(pt_attn_impl_name(PT_ATTN_CUDNN), "cudnn") == 0 && strcmp(pt_attn_impl_name(PT_ATTN_FLASH), "flash") == 0,
+    tap_ok(strcmp(pt_attn_impl_name(PT_ATTN_CUDNN), "cudnn") == 0 &&
+               strcmp(pt_attn_impl_name(PT_ATTN_FLASH), "flash") == 0,
            "the selection's names");
     const char *env = getenv("PTRAIN_ATTENTION");
     const int want = env && strcmp(env, "cudnn") == 0
@@ -150,8 +151,8 @@ static void layout(void)
                     for (int j = 0; j < T; j++)
                         bad += off(L.st_str, b, h, j, t) != off(L.s_str, b, h, t, j); /* S^T (j, t) is S (t, j) */
                 }
-        tap_ok(dims && !bad, "layout B=%d NH=%d HS=%d T=%d ldq=%d ldkv=%d lds=%d: dims %s, %d elements misplaced", B, NH,
-               HS, T, ldq, ldkv, lds, dims ? "right" : "WRONG", bad);
+        tap_ok(dims && !bad, "layout B=%d NH=%d HS=%d T=%d ldq=%d ldkv=%d lds=%d: dims %s, %d elements misplaced", B,
+               NH, HS, T, ldq, ldkv, lds, dims ? "right" : "WRONG", bad);
     }
 }
 
