@@ -21,8 +21,9 @@ extern "C" {
 /* Which attention the bf16 table runs (PTRAIN_ATTENTION) */
 enum pt_attn_impl { PT_ATTN_FLASH = 0, PT_ATTN_CUDNN = 1 };
 
-/* The largest head size given to cuDNN (its fused flash SDPA forward and
- * backward on sm_80 .. sm_90 take d <= 128, a multiple of 8) */
+/* The largest head size given to cuDNN: its bf16 SDPA takes d a multiple
+ * of 8, the backward d <= 128 on every architecture (<= 256 on sm_90 only;
+ * cudnn-frontend's support checks for cuDNN 9) */
 #define PT_SDPA_MAX_HS 128
 
 /* What pt_cuda_attention_cudnn_fwd / _bwd return when cuDNN has no plan
