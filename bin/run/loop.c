@@ -236,6 +236,9 @@ int run_train(run_setup *s, uint64_t agreed, int world)
     const pt_backend *be = pt_backend_get(s->device == RUN_DEVICE_CUDA ? "cuda" : "cpu");
     run_agree(be && be->ops ? PT_OK : pt_fail(PT_EUNSUPP, "%s", be ? "the backend has no ops table" : pt_errmsg()),
               "device");
+    /* tensors on the GPU: every group's collectives on device buffers (NCCL
+     * between GPUs, staged through host memory where ranks share one) */
+    if (s->device == RUN_DEVICE_CUDA) run_agree(pt_pctx_device_enable(&ctx, PT_COMM_DEV_AUTO), "device communication");
     int threads = o.threads ? (int)o.threads : default_threads();
     be->set_threads(threads);
     const int T = cfg.seq_len;

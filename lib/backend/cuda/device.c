@@ -3,6 +3,7 @@
  * events, the device arena memory, copies, versions, the "cuda" backend.
  * Host C against the CUDA runtime API; the kernels are the .cu files. */
 #include "config.h"
+#include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/host.h"
 #include "backend/cuda/ops_cuda.h"
@@ -185,6 +186,7 @@ void pt_cuda_shutdown(void)
 {
     if (!G.ready) return;
     cudaDeviceSynchronize();
+    pt_cuda_attention_cudnn_release(); /* its plans and handle (PTRAIN_ATTENTION=cudnn) */
     pt_cuda_gemm_shutdown();
     release();
     G.ready = 0;
