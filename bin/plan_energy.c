@@ -18,7 +18,8 @@ int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *
     /* the cost model's own terms (lib/plan/cost.h pt_cost_stages): the
      * precision's GEMM rate and element size, the tp and sp calls inside
      * each instruction, the boundary send between stages */
-    if (!hw || !(pt_hw_gemm_gflops(hw, p->precision) > 0)) return pt_errprintf(err, "no GEMM rate for the energy model");
+    if (!hw || !(pt_hw_gemm_gflops(hw, p->precision) > 0))
+        return pt_errprintf(err, "no GEMM rate for the energy model");
     const int S = p->pp * p->virtual_stages;
     pt_cost_stage *st = calloc((size_t)S, sizeof *st);
     if (!st) return pt_errprintf(err, "out of memory");

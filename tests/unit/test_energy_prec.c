@@ -73,7 +73,8 @@ int main(void)
         int ok = rc == 0;
         for (int s = 0; s < S && ok; s++) {
             const int t = ((s % pp) * v + s / pp) * 2, nblk = m.n_layer / S, last = s == S - 1;
-            const double f = nblk * blk + (last ? head : 0), b = nblk * (2 * blk + 2 * T * C * n) + (last ? 3 * head : 0);
+            const double f = nblk * blk + (last ? head : 0);
+            const double b = nblk * (2 * blk + 2 * T * C * n) + (last ? 3 * head : 0); /* + flash's scores */
             if (!close_to(tt[t], f / rate, 1e-12) || !close_to(tt[t + 1], b / rate, 1e-12)) {
                 tap_diag("stage %d: forward %.9g s, want %.9g; backward %.9g s, want %.9g", s, tt[t], f / rate,
                          tt[t + 1], b / rate);
@@ -82,8 +83,8 @@ int main(void)
         }
         tap_ok(ok, "bf16: every instruction takes its stage's FLOPs at the bf16 GEMM rate (not the fp32 one)");
         const double want = hw.lat_s[PT_NET_NODE] + 2 * n * C / (hw.gbps[PT_NET_NODE] * 1e9);
-        tap_ok(rc == 0 && close_to(p2p, want, 1e-12), "bf16: a boundary send moves 2-byte activations: %.9g s, want %.9g",
-               p2p, want);
+        tap_ok(rc == 0 && close_to(p2p, want, 1e-12),
+               "bf16: a boundary send moves 2-byte activations: %.9g s, want %.9g", p2p, want);
         /* against the cost model's own aggregate numbers */
         pt_cost c;
         rc = pt_cost_eval(&m, batch, &p, &hw, NULL, &c, &err);
@@ -107,7 +108,8 @@ int main(void)
         double t32[2 * 4], q32 = -1;
         rc = plan_energy_times(&m, batch, &p32, &hw, t32, &q32, &err);
         const double rate32 = hw.gemm_gflops * 1e9 * n / (n + hw.gemm_n_half);
-        tap_ok(rc == 0 && close_to(t32[0] / tt[0], rate / rate32, 1e-12) && close_to(t32[3] / tt[3], rate / rate32, 1e-12),
+        tap_ok(rc == 0 && close_to(t32[0] / tt[0], rate / rate32, 1e-12) &&
+                   close_to(t32[3] / tt[3], rate / rate32, 1e-12),
                "fp32 against bf16: the instruction times scale by the rates' ratio %.4g", rate / rate32);
         const double want32 = hw.lat_s[PT_NET_NODE] + 4 * n * C / (hw.gbps[PT_NET_NODE] * 1e9);
         tap_ok(rc == 0 && close_to(q32, want32, 1e-12), "fp32: a boundary send moves 4-byte activations");
@@ -124,7 +126,8 @@ int main(void)
         if (!rc) rc = pt_cost_eval(&m, batch, &p, &hw, NULL, &c, &err);
         const double sum = mb * (tt[0] + tt[1]), want = rc ? 0 : c.t_compute + c.t_comm[PT_GRP_TP];
         tap_ok(rc == 0 && c.t_comm[PT_GRP_TP] > 0 && close_to(sum, want, 1e-12) && p2p == 0,
-               "bf16 tp=2: the instructions sum to the cost model's t_compute + t_comm[tp] (%.9g s, %.9g s)", sum, want);
+               "bf16 tp=2: the instructions sum to the cost model's t_compute + t_comm[tp] (%.9g s, %.9g s)", sum,
+               want);
     }
 
     /* 3. the frontier of a bf16 plan: its profile's top clock is the
@@ -138,19 +141,19 @@ int main(void)
         pt_energy_frontier f, f32;
         double tt[4], p2p;
         int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p, &err);
-        if (!rc) rc = plan_energy(&m, batch, &p, &hw, pt_energy_power_model_named("gpu"), NULL, NULL, 0, &d, &pr, &f, &err);
+        const pt_energy_power_model *gpu = pt_energy_power_model_named("gpu");
+        if (!rc) rc = plan_energy(&m, batch, &p, &hw, gpu, NULL, NULL, 0, &d, &pr, &f, &err);
         int ok = rc == 0;
         for (int t = 0; t < 4 && ok; t++) {
             double top = 0;
             for (int k = 0; k < pr.nchoices[t]; k++)
-                if (pr.choice[t][k].freq_mhz == pt_energy_power_model_named("gpu")->f_max_mhz) top = pr.choice[t][k].time_s;
+                if (pr.choice[t][k].freq_mhz == gpu->f_max_mhz) top = pr.choice[t][k].time_s;
             ok &= close_to(top, tt[t], 1e-12);
         }
         for (int k = 0; k < d.nedges && ok; k++)
             if (d.in[d.e[k].from].rank != d.in[d.e[k].to].rank) ok &= d.e[k].delay_s == p2p;
         tap_ok(ok, "bf16 frontier: the profile's top clock takes the instruction times, the DAG's sends the bf16 send");
-        int rc32 = plan_energy(&m, batch, &p32, &hw, pt_energy_power_model_named("gpu"), NULL, NULL, 0, &d32, &pr32, &f32,
-                               &err);
+        int rc32 = plan_energy(&m, batch, &p32, &hw, gpu, NULL, NULL, 0, &d32, &pr32, &f32, &err);
         tap_ok(rc == 0 && rc32 == 0 && f.max_clock.time_s < f32.max_clock.time_s &&
                    f.max_clock.energy_j < f32.max_clock.energy_j,
                "bf16 frontier: max clock %.6g ms, %.6g J; fp32 %.6g ms, %.6g J", f.max_clock.time_s * 1e3,
