@@ -12,41 +12,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Forward FLOPs per token of one block: 24 C^2 for the four matmuls
- * (QKV 3 C^2, projection C^2, MLP 8 C^2, 2 FLOPs each) and 4 T C for the
- * attention's scores and weighted values (Kaplan et al. 2020, table 1);
- * the head adds 2 C V. */
-static double block_flops_tok(const pt_model_shape *m) { return 24.0 * m->n_embd * m->n_embd + 4.0 * m->seq_len * m->n_embd; }
-
 int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw, double *type_time,
                       double *p2p_s, pt_error *err)
 {
-    pt_pp_split split;
-    if (pt_pp_split_layers(m->n_layer, p->pp, p->virtual_stages, p->pp_split_n ? p->pp_split : NULL, p->pp_split_n,
-                           &split) != PT_OK)
-        return pt_errprintf(err, "%s", pt_errmsg());
-    if (!(hw->gemm_gflops > 0)) return pt_errprintf(err, "no GEMM rate for the energy model");
-    /* tokens one rank computes per microbatch: the dp rank's share of the
-     * batch, split into microbatches, sequence-split over sp; the layout
-     * divides the matmuls over tp */
-    double tokens = (double)global_batch / p->dp / p->microbatches * m->seq_len / p->sp;
-    double rate = hw->gemm_gflops * 1e9;
-    if (hw->ranks_per_core > 1) rate /= hw->ranks_per_core;
-    int S = p->pp * p->virtual_stages;
-    for (int s = 0; s < S; s++) {
-        int rank = s % p->pp, chunk = s / p->pp;
-        double f = (split.l1[s] - split.l0[s]) * block_flops_tok(m);
-        if (s == S - 1) f += 2.0 * m->n_embd * m->vocab; /* the head */
-        f *= tokens / p->tp;
-        int t = (rank * p->virtual_stages + chunk) * 2;
-        type_time[t] = f / rate; /* forward */
-        /* backward: twice the forward's FLOPs, and the forward again under block recompute */
-        type_time[t + 1] = (p->ckpt_act == PT_RECOMPUTE_BLOCK ? 3 : 2) * f / rate;
+    /* the cost model's own terms (lib/plan/cost.h pt_cost_stages): the
+     * precision's GEMM rate and element size, the tp and sp calls inside
+     * each instruction, the boundary send between stages */
+    if (!hw || !(pt_hw_gemm_gflops(hw, p->precision) > 0))
+        return pt_errprintf(err, "no GEMM rate for the energy model");
+    const int S = p->pp * p->virtual_stages;
+    pt_cost_stage *st = calloc((size_t)S, sizeof *st);
+    if (!st) return pt_errprintf(err, "out of memory");
+    int rc = pt_cost_stages(m, global_batch, p, hw, NULL, st, NULL, p2p_s, err);
+    for (int s = 0; s < S && !rc; s++) {
+        int t = ((s % p->pp) * p->virtual_stages + s / p->pp) * 2;
+        type_time[t] = st[s].compute_s[0] + st[s].comm_s[0];     /* forward */
+        type_time[t + 1] = st[s].compute_s[1] + st[s].comm_s[1]; /* backward */
     }
-    /* one activation [b, T / sp, C / (tp in 2d/3d)] between stages */
-    double bytes = 4.0 * tokens * m->n_embd;
-    *p2p_s = hw->lat_s[PT_NET_NODE] + bytes / (hw->gbps[PT_NET_NODE] * 1e9);
-    return 0;
+    free(st);
+    return rc;
 }
 
 /* A deep copy of profile a into b. */

@@ -11,10 +11,13 @@
 #include <stdio.h>
 
 /* The time at the top clock of every instruction type of plan p (type
- * (rank * v + chunk) * 2 + bwd, seconds): forward FLOPs of its stage's
- * blocks (and the head on the last stage) for one microbatch at the GEMM
- * rate, the backward twice that (plus a forward under block recompute);
- * *p2p_s the transfer of one activation between stages.  -1 with err. */
+ * (rank * v + chunk) * 2 + bwd, seconds): the cost model's forward and
+ * backward of one microbatch on that virtual stage (lib/plan/cost.h
+ * pt_cost_stages: its FLOPs at the GEMM rate of p's precision, the bf16
+ * rate for bf16 when hw knows it, plus its tp and sp calls in the
+ * precision's bytes); *p2p_s the cost model's time of one boundary send
+ * between stages (2-byte activations in bf16), on the node's links.
+ * -1 with err (the cost model's one line; no GEMM rate). */
 int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw, double *type_time,
                       double *p2p_s, pt_error *err);
 /* Build the DAG, the profile and the frontier of plan p: the profile is

@@ -24,6 +24,45 @@ static double gpu_mem_from_model(const char *model)
     return 0;
 }
 
+/* Peak rates of one GPU from NVIDIA's data sheets (GFLOP/s): fp32 on the
+ * CUDA cores, and dense bf16 on the tensor cores (the sheets print bf16
+ * with 2:4 sparsity, twice the dense rate).  One row per board, so both
+ * rates of a GPU come from the same board: an H100 or H200 is told apart
+ * by its form factor (SXM, NVL, PCIe), whose clocks and SM counts differ.
+ * Sources: NVIDIA H100 Tensor Core GPU data sheet (H100 SXM: fp32 67
+ * TFLOP/s, bf16 1979 sparse; H100 NVL: 60, 1671; H100 PCIe: 51 -- 51.2 in
+ * the Hopper architecture whitepaper --, 1513), NVIDIA H200 data sheet
+ * (H200 SXM: 67, 1979; H200 NVL: 60, 1671), NVIDIA A100 data sheet (19.5,
+ * 312 dense), NVIDIA L40S data sheet (91.6, 733 sparse), NVIDIA V100 data
+ * sheet (SXM2 15.7; no bf16).  A GPU not in the table: the A100's fp32
+ * peak and no bf16 rate. */
+typedef struct gpu_peak {
+    const char *board;   /* "H100 SXM" */
+    double fp32, bf16;   /* GFLOP/s; bf16 0: none */
+} gpu_peak;
+
+static gpu_peak gpu_peak_of(const char *mdl)
+{
+    static const gpu_peak h200_sxm = {"H200 SXM", 67000, 989000}, h200_nvl = {"H200 NVL", 60000, 835000},
+                          h100_sxm = {"H100 SXM", 67000, 989000}, h100_nvl = {"H100 NVL", 60000, 835000},
+                          h100_pcie = {"H100 PCIe", 51200, 756000}, a100 = {"A100", 19500, 312000},
+                          l40s = {"L40S", 91600, 362000}, v100 = {"V100", 15700, 0},
+                          other = {NULL, 19500, 0};
+    /* GH200's Hopper is the H200 SXM's part; an H100 named by NVML ("NVIDIA
+     * H100 80GB HBM3") or the PCI ID database ("GH100 [H100 SXM5 80GB]")
+     * is the SXM board when it says SXM or HBM3 (the PCIe board has HBM2e,
+     * the NVL board says NVL), else the PCIe one, the lowest */
+    if (strstr(mdl, "H200")) return strstr(mdl, "NVL") ? h200_nvl : h200_sxm;
+    if (strstr(mdl, "H100")) {
+        if (strstr(mdl, "NVL")) return h100_nvl;
+        return strstr(mdl, "SXM") || strstr(mdl, "HBM3") ? h100_sxm : h100_pcie;
+    }
+    if (strstr(mdl, "A100")) return a100;
+    if (strstr(mdl, "L40S")) return l40s;
+    if (strstr(mdl, "V100")) return v100;
+    return other;
+}
+
 int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt_hw *hw, int *island_ranks,
                     char *note, size_t note_len, pt_error *err)
 {
@@ -269,22 +308,15 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         hw->gemm_gflops = ov->gemm_gflops;
         pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (override)", hw->gemm_gflops);
     } else if (gpu) {
-        /* fp32 (non-tensor-core) peaks from NVIDIA's data sheets */
-        const char *mdl = t->gpu[0].model;
-        double peak = 19500;
-        const char *what = "an A100's peak, for GPUs not in the table";
-        if (strstr(mdl, "H100") || strstr(mdl, "H200") || strstr(mdl, "GH100")) {
-            peak = 51200;
-            what = "the H100 PCIe's fp32 peak (SXM: 67 TFLOP/s)";
-        } else if (strstr(mdl, "A100")) {
-            what = "the A100's fp32 peak";
-        } else if (strstr(mdl, "V100")) {
-            peak = 15700;
-            what = "the V100's fp32 peak";
-        }
-        hw->gemm_gflops = peak / per_dev;
-        pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, %s)",
-                 hw->gemm_gflops, peak, what);
+        /* the fp32 (CUDA-core) peak of the GPU's data sheet (gpu_peak_of) */
+        const gpu_peak pk = gpu_peak_of(t->gpu[0].model);
+        hw->gemm_gflops = pk.fp32 / per_dev;
+        if (pk.board)
+            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, the %s's fp32 "
+                     "peak)", hw->gemm_gflops, pk.fp32, pk.board);
+        else
+            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, an A100's peak, for "
+                     "GPUs not in the table)", hw->gemm_gflops, pk.fp32);
     } else {
         int cores = t->ncores > 0 ? t->ncores : 1;
         double per_rank = (double)cores / tpn;
@@ -321,28 +353,14 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         hw->gemm_gflops_bf16 = ov->gemm_gflops_bf16;
         pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per rank (override)", hw->gemm_gflops_bf16);
     } else if (gpu) {
-        /* dense bf16 tensor-core peaks from NVIDIA's data sheets (without
-         * sparsity); V100 has no bf16 */
-        const char *mdl = t->gpu[0].model, *what = NULL;
-        double peak = 0;
-        if (strstr(mdl, "H200") || strstr(mdl, "GH200")) {
-            peak = 989000;
-            what = "the H200's";
-        } else if (strstr(mdl, "H100") || strstr(mdl, "GH100")) {
-            const int sxm = strstr(mdl, "SXM") || strstr(mdl, "HBM3");
-            peak = sxm ? 989000 : 756000;
-            what = sxm ? "the H100 SXM's" : "the H100 PCIe's (SXM: 989 TFLOP/s)";
-        } else if (strstr(mdl, "A100")) {
-            peak = 312000;
-            what = "the A100's";
-        } else if (strstr(mdl, "L40S")) {
-            peak = 362000;
-            what = "the L40S's";
-        }
-        if (peak > 0) {
-            hw->gemm_gflops_bf16 = peak / per_dev;
-            pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, %s dense "
-                     "bf16 peak)", hw->gemm_gflops_bf16, peak, what);
+        /* the dense bf16 tensor-core peak of the same board's data sheet
+         * (gpu_peak_of); the V100 has no bf16 */
+        const char *mdl = t->gpu[0].model;
+        const gpu_peak pk = gpu_peak_of(mdl);
+        if (pk.bf16 > 0) {
+            hw->gemm_gflops_bf16 = pk.bf16 / per_dev;
+            pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, the %s's dense "
+                     "bf16 peak)", hw->gemm_gflops_bf16, pk.bf16, pk.board);
         } else {
             pt_notef(note, note_len, "gemm bf16: at the fp32 rate (%s: no bf16 figure%s)", mdl[0] ? mdl : "the GPU",
                      strstr(mdl, "V100") ? "; the V100 has no bf16" : " in the table");

@@ -94,15 +94,19 @@ typedef struct pt_topo_hw_override {
  *   per core (AVX2: 2 FMA units x 8 fp32 lanes x 2 flops at 2 GHz, at
  *   half of peak as OpenBLAS sgemm reaches on a loaded node) times the
  *   cores per rank; GPU nodes the fp32 peak of the GPU's data sheet
- *   (H100/H200 51200, A100 19500, V100 15700 GFLOP/s; others 19500)
+ *   (H100 SXM, H200 and GH200 67000, H100 and H200 NVL 60000, H100 PCIe
+ *   and other H100s 51200, L40S 91600, A100 19500, V100 15700 GFLOP/s;
+ *   others 19500: NVIDIA's H100, H200, A100, L40S and V100 data sheets)
  *   shared by the ranks of a GPU (the measured per-core figure is for
  *   CPU nodes only).  A CPU node with more tasks than cores gets one
  *   core's rate and ranks_per_core = tasks / cores (the cost model shares
  *   the core among them).
  * gemm_gflops_bf16: ov->gemm_gflops_bf16, else on GPU nodes the dense bf16
- *   tensor-core peak of the GPU's data sheet (H200 and H100 SXM 989000,
- *   H100 PCIe and other H100s 756000, L40S 362000, A100 312000 GFLOP/s;
- *   V100 and GPUs not in the table 0) shared by the ranks of a GPU, else
+ *   tensor-core peak of the same board's data sheet (H100 SXM, H200 and
+ *   GH200 989000, H100 and H200 NVL 835000, H100 PCIe and other H100s
+ *   756000, L40S 362000, A100 312000 GFLOP/s; V100 and GPUs not in the
+ *   table 0: the board is the fp32 rate's, an H100 named with SXM or HBM3
+ *   the SXM one) shared by the ranks of a GPU, else
  *   on CPU nodes the model's measured gemm_gflops_bf16 (ptrain-topo
  *   --probe: one core's pt_gemm_bf16 rate) times the cores per rank (one
  *   core with more tasks than cores), scaled by gemm_rinf_gflops /

@@ -256,7 +256,7 @@ static unsigned long long ring(unsigned long long bytes, long long p, int factor
  * fp32 (statistics, gradients: 4) follows the layouts call by call. */
 static void coll(traffic *t, int sub, int k, long long n, long long p, double times, int es)
 {
-    if (p <= 1 || n <= 0) return;
+    if (p <= 1 || n <= 0 || times == 0) return;
     kacc *a = &t->k[sub][k];
     a->bytes += times * (double)ring((unsigned long long)n * (unsigned long long)es, p, k == PT_KIND_ALLREDUCE ? 2 : 1);
     a->calls += times;
@@ -271,7 +271,7 @@ static void coll(traffic *t, int sub, int k, long long n, long long p, double ti
 /* `times` point-to-point sends of n elements of es bytes on communicator sub */
 static void sendb(traffic *t, int sub, long long n, double times, int es)
 {
-    if (n <= 0) return;
+    if (n <= 0 || times == 0) return;
     kacc *a = &t->k[sub][PT_KIND_P2P];
     a->bytes += times * (double)es * (double)n;
     a->calls += times;
@@ -393,66 +393,77 @@ static void block_tp_bwd(traffic *t, const geo *g, const pt_model_shape *m, long
     ln_bwd(t, g, N);
 }
 
-/* Embedding forward + backward (wte and the output in ea bytes, dW fp32). */
-static void embed_tp(traffic *t, const geo *g, long long N, int ea)
+/* The parts of a piece's traffic: its forward's calls, its backward's, or
+ * both (a pipeline instruction is one of them, lib/plan/energy.h). */
+enum { PART_FWD = 1, PART_BWD = 2, PART_BOTH = 3 };
+
+/* Embedding forward + backward (wte and the output in ea bytes, dW fp32),
+ * the parts of `part`. */
+static void embed_tp(traffic *t, const geo *g, long long N, int ea, int part)
 {
     const long long q = g->q;
+    const double f = part & PART_FWD ? 1 : 0, b = part & PART_BWD ? 1 : 0;
     switch (g->mode) {
-    case PT_MODE_1D: AR(t, PT_SUB_TP, N * g->Cr, q, 1, ea); break; /* forward allreduce of the output */
+    case PT_MODE_1D: AR(t, PT_SUB_TP, N * g->Cr, q, f, ea); break; /* forward allreduce of the output */
     case PT_MODE_2D: /* q bcasts down the column forward, q reduces (fp32) backward */
-        BC(t, COL2, g->Vp / q * g->Cr, q, (double)q, ea);
-        RD(t, COL2, g->Vp / q * g->Cr, q, (double)q, 4);
+        BC(t, COL2, g->Vp / q * g->Cr, q, f * (double)q, ea);
+        RD(t, COL2, g->Vp / q * g->Cr, q, b * (double)q, 4);
         break;
     default: /* fwd AG wte over I, RS over K; bwd AG over K, RS (fp32) over I */
-        AG(t, I3, g->Vp / q * g->Cr, q, 1, ea);
-        RS(t, I3, g->Vp / q * g->Cr, q, 1, 4);
-        RS(t, K3, q * N * g->Cr, q, 1, ea);
-        AG(t, K3, q * N * g->Cr, q, 1, ea);
+        AG(t, I3, g->Vp / q * g->Cr, q, f, ea);
+        RS(t, I3, g->Vp / q * g->Cr, q, b, 4);
+        RS(t, K3, q * N * g->Cr, q, f, ea);
+        AG(t, K3, q * N * g->Cr, q, b, ea);
         break;
     }
 }
 
 /* Final LayerNorm, tied head and cross-entropy (the fused classifier,
- * layout.c), forward + backward: activations and the gathered wte in ea
- * bytes, the statistics and dW in fp32. */
-static void head_tp(traffic *t, const geo *g, long long N, int ea)
+ * layout.c), forward + backward, the parts of `part`: activations and the
+ * gathered wte in ea bytes, the statistics and dW in fp32.  The forward
+ * gathers the head's operands and reduces the row statistics; the
+ * backward gathers them again (the fused classifier computes the logits
+ * again) and reduces dX and dW. */
+static void head_tp(traffic *t, const geo *g, long long N, int ea, int part)
 {
     const long long q = g->q;
-    ln_fwd(t, g, N);
-    ln_bwd(t, g, N);
+    const double f = part & PART_FWD ? 1 : 0, b = part & PART_BWD ? 1 : 0;
+    if (f) ln_fwd(t, g, N);
+    if (b) ln_bwd(t, g, N);
     switch (g->mode) {
     case PT_MODE_1D:
-        AR(t, PT_SUB_TP, N, q, 1, 4);          /* row max */
-        AR(t, PT_SUB_TP, 2 * N, q, 1, 4);      /* sum of exp, target logit */
-        AR(t, PT_SUB_TP, N * g->Cr, q, 1, ea); /* dX */
+        AR(t, PT_SUB_TP, N, q, f, 4);          /* row max */
+        AR(t, PT_SUB_TP, 2 * N, q, f, 4);      /* sum of exp, target logit */
+        AR(t, PT_SUB_TP, N * g->Cr, q, b, ea); /* dX */
         break;
     case PT_MODE_2D: { /* tp2d.c: gathers of X along the row and of the transposed vocabulary
                         * block down the column, forward and backward; RS of dX and dW */
         const long long Vb = g->Vp / q, nw = Vb * g->Cr;
         if (q > 1) { /* transpose swaps: forward, backward (ea), dW back (fp32; off-diagonal) */
-            sendb(t, SLICE2, nw, 2, ea);
-            sendb(t, SLICE2, nw, 1, 4);
+            sendb(t, SLICE2, nw, f + b, ea);
+            sendb(t, SLICE2, nw, b, 4);
         }
-        AG(t, ROW2, q * N * g->Cr, q, 2, ea);
-        RS(t, ROW2, q * N * g->Cr, q, 1, ea);
-        AG(t, COL2, q * nw, q, 2, ea);
-        RS(t, COL2, q * nw, q, 1, 4);
-        AR(t, ROW2, N, q, 1, 4);
-        AR(t, ROW2, 2 * N, q, 1, 4);
+        AG(t, ROW2, q * N * g->Cr, q, f + b, ea);
+        RS(t, ROW2, q * N * g->Cr, q, b, ea);
+        AG(t, COL2, q * nw, q, f + b, ea);
+        RS(t, COL2, q * nw, q, b, 4);
+        AR(t, ROW2, N, q, f, 4);
+        AR(t, ROW2, 2 * N, q, f, 4);
         break;
     }
-    default: { /* tp3d.c: X gathered over K and exchanged over J (l-1 sends; back in the
-                * backward); wte gathered over I and J; RS of dX over K, of dW over J and I */
+    default: { /* tp3d.c: X gathered over K and exchanged over J (l-1 sends in each gather,
+                * forward and backward, and back with dX); wte gathered over I and J; RS of dX
+                * over K, of dW over J and I */
         const long long nx = N * g->Cr, nw = g->Vl * g->Cr;
-        AG(t, K3, q * nx, q, 2, ea);
-        RS(t, K3, q * nx, q, 1, ea);
-        if (q > 1) sendb(t, J3, nx, 3.0 * (double)(q - 1), ea);
-        AG(t, I3, nw, q, 2, ea);
-        RS(t, I3, nw, q, 1, 4);
-        AG(t, J3, q * nw, q, 2, ea);
-        RS(t, J3, q * nw, q, 1, 4);
-        AR(t, K3, N, q, 1, 4);
-        AR(t, K3, 2 * N, q, 1, 4);
+        AG(t, K3, q * nx, q, f + b, ea);
+        RS(t, K3, q * nx, q, b, ea);
+        if (q > 1) sendb(t, J3, nx, (f + 2 * b) * (double)(q - 1), ea);
+        AG(t, I3, nw, q, f + b, ea);
+        RS(t, I3, nw, q, b, 4);
+        AG(t, J3, q * nw, q, f + b, ea);
+        RS(t, J3, q * nw, q, b, 4);
+        AR(t, K3, N, q, f, 4);
+        AR(t, K3, 2 * N, q, f, 4);
         break;
     }
     }
@@ -728,6 +739,71 @@ static double gemm_rate(const pt_hw *h, int prec, double gemm_rows)
     return h->gemm_n_half > 0 ? r * 1e9 * gemm_rows / (gemm_rows + h->gemm_n_half) : r * 1e9;
 }
 
+/* A concrete plan checked against model m and global_batch, and what the
+ * model's walks need of it: pt_cost_eval_at's checks, the layout's
+ * geometry on a microbatch, the stage split. */
+typedef struct frame {
+    int B, mb, micro;   /* sequences per dp group, microbatches, sequences per microbatch */
+    int v, pp, S;       /* chunks per pp rank (1 unless interleaved), pp ranks, virtual stages */
+    geo g;
+    long long N;        /* local rows of a microbatch: Bl Tl */
+    int l0[PT_PP_SPLIT_MAX], l1[PT_PP_SPLIT_MAX]; /* virtual stage s holds blocks [l0, l1) */
+} frame;
+
+static int frame_of(const pt_model_shape *m, int global_batch, const pt_plan *p, frame *f, pt_error *err)
+{
+    memset(f, 0, sizeof *f);
+    if (check_shape(m, err) < 0) return -1;
+    if (!p) return pt_errprintf(err, "no plan given");
+    if (pt_plan_validate(p, 0, err) < 0) return -1;
+    if (global_batch < 1 || global_batch % p->dp) {
+        return pt_errprintf(err, "global batch %d does not split over dp=%d (valid: a multiple of %d)", global_batch,
+                            p->dp, p->dp);
+    }
+    f->B = global_batch / p->dp, f->mb = p->microbatches;
+    f->v = p->schedule == PT_SCHED_INTERLEAVED ? p->virtual_stages : 1, f->pp = p->pp, f->S = f->pp * f->v;
+    if (pt_plan_check_model(p, m->n_layer, f->B, err) < 0) return -1;
+    if (m->seq_len % p->sp)
+        return pt_errprintf(err, "sequence length T=%d is not a multiple of sp=%d (valid sp: divisors of %d)",
+                            m->seq_len, p->sp, m->seq_len);
+    f->micro = f->B / f->mb;
+    if (geometry(m, p, f->micro, &f->g, err) < 0) return -1;
+    f->N = f->g.Bl * f->g.Tl;
+    /* stage split (schedule.c's pt_pp_split_layers) */
+    const int L = m->n_layer, S = f->S;
+    for (int s = 0, at = 0; s < S; s++) {
+        f->l0[s] = at;
+        at += p->pp_split_n ? p->pp_split[s] : L / S + (s < L % S);
+        f->l1[s] = at;
+    }
+    return 0;
+}
+
+/* FLOPs of one microbatch's pieces on one rank (matmuls only, PaLM
+ * appendix B: 2 per multiply-add; backward twice the forward), divided
+ * over tp x sp.  Flash attention's backward computes the scores Q K^T
+ * again (2 T C per token); the fused classifier's backward the logits
+ * (one head forward); block recompute adds a block forward, attention
+ * recompute the scores. */
+typedef struct piece_flops {
+    double blk_fwd;  /* one block's forward */
+    double blk;      /* one block's forward + backward (+ recompute) */
+    double head_fwd; /* the head's forward; its backward is 3 head_fwd */
+} piece_flops;
+
+static piece_flops flops_of(const pt_model_shape *m, const pt_plan *p, int micro)
+{
+    const double C = m->n_embd, T = m->seq_len;
+    const double tokens = (double)micro * T, split = (double)p->tp * (double)p->sp;
+    piece_flops f;
+    f.blk_fwd = (24.0 * C * C + 4.0 * T * C) * tokens / split;
+    f.head_fwd = 2.0 * C * m->vocab * tokens / split;
+    f.blk = 3 * f.blk_fwd + 2.0 * T * C * tokens / split;
+    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) f.blk += f.blk_fwd;
+    if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) f.blk += 2.0 * T * C * tokens / split;
+    return f;
+}
+
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                  const int link[PT_GRP_N], pt_cost *out, pt_error *err)
 {
@@ -744,32 +820,13 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
                     const pt_cost_where *w, pt_cost *out, pt_error *err)
 {
     if (out) memset(out, 0, sizeof *out);
-    if (check_shape(m, err) < 0) return -1;
-    if (!p) return pt_errprintf(err, "no plan given");
-    if (pt_plan_validate(p, 0, err) < 0) return -1;
-    if (global_batch < 1 || global_batch % p->dp) {
-        return pt_errprintf(err, "global batch %d does not split over dp=%d (valid: a multiple of %d)", global_batch,
-                            p->dp, p->dp);
-    }
-    const int B = global_batch / p->dp, mb = p->microbatches;
-    const int v = p->schedule == PT_SCHED_INTERLEAVED ? p->virtual_stages : 1, pp = p->pp, S = pp * v;
-    if (pt_plan_check_model(p, m->n_layer, B, err) < 0) return -1;
-    if (m->seq_len % p->sp)
-        return pt_errprintf(err, "sequence length T=%d is not a multiple of sp=%d (valid sp: divisors of %d)",
-                            m->seq_len, p->sp, m->seq_len);
-    const int micro = B / mb;
-    geo g;
-    if (geometry(m, p, micro, &g, err) < 0) return -1;
+    frame fr;
+    if (frame_of(m, global_batch, p, &fr, err) < 0) return -1;
+    const int mb = fr.mb, v = fr.v, pp = fr.pp, S = fr.S, micro = fr.micro;
+    const geo g = fr.g;
     const int L = m->n_layer;
-    const long long N = g.Bl * g.Tl, C = m->n_embd, T = m->seq_len;
-
-    /* stage split (schedule.c's pt_pp_split_layers): virtual stage s holds [l0, l1) */
-    int l0[PT_PP_SPLIT_MAX], l1[PT_PP_SPLIT_MAX];
-    for (int s = 0, at = 0; s < S; s++) {
-        l0[s] = at;
-        at += p->pp_split_n ? p->pp_split[s] : L / S + (s < L % S);
-        l1[s] = at;
-    }
+    const long long N = fr.N;
+    const int *l0 = fr.l0, *l1 = fr.l1;
     char *has = malloc((size_t)L);
     if (!has) return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
 
@@ -795,24 +852,16 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     block_tp_fwd(blk_tp, &g, m, N, ea);
     block_tp_bwd(blk_tp, &g, m, N, ea);
     if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
-    embed_tp(emb, &g, N, ea);
-    head_tp(head, &g, N, ea);
+    embed_tp(emb, &g, N, ea, PART_BOTH);
+    head_tp(head, &g, N, ea, PART_BOTH);
     if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
         const long long blk = g.Bl * g.Tl * g.Cl;
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
         const double re = p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0;
         sendb(att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
     }
-    /* FLOPs of one microbatch's pieces on one rank (matmuls only, PaLM appendix B:
-     * 2 per multiply-add; backward twice the forward) */
-    const double tokens = (double)micro * (double)T, split = (double)p->tp * (double)p->sp;
-    const double blk_fwd_flops = (24.0 * C * C + 4.0 * T * C) * tokens / split;
-    const double head_fwd_flops = 2.0 * C * m->vocab * tokens / split;
-    /* flash attention's backward computes the scores Q K^T again (2 T C per
-     * token); the fused classifier's backward the logits (one head forward) */
-    double blk_flops = 3 * blk_fwd_flops + 2.0 * T * C * tokens / split;
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) blk_flops += blk_fwd_flops;
-    if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) blk_flops += 2.0 * T * C * tokens / split;
+    const piece_flops fl = flops_of(m, p, micro);
+    const double blk_flops = fl.blk, head_fwd_flops = fl.head_fwd;
 
     pt_cost c;
     memset(&c, 0, sizeof c);
@@ -1031,5 +1080,87 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     c.t_bubble = c.bubble * pipelined * (oversub > 1 ? 1.0 / oversub : 1.0);
     c.t_step = pipelined + c.t_bubble + c.t_comm[PT_GRP_DP] + c.t_comm[PT_GRP_SYNC];
     if (out) *out = c;
+    return 0;
+}
+
+int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
+                   const pt_cost_where *w, pt_cost_stage *st, double *p2p_bytes, double *p2p_s, pt_error *err)
+{
+    frame fr;
+    if (frame_of(m, global_batch, p, &fr, err) < 0) return -1;
+    if (!st) return pt_errprintf(err, "no stage array given");
+    const geo *g = &fr.g;
+    const int pp = fr.pp, S = fr.S, ea = act_bytes(p);
+    const long long N = fr.N;
+    pt_cost_where node_w;
+    if (!w) {
+        memset(&node_w, 0, sizeof node_w);
+        for (int s = 0; s < PT_SUB_N; s++) node_w.sub_link[s] = PT_NET_NODE;
+        w = &node_w;
+    }
+    /* each piece's calls for one microbatch, forward [0] and backward [1]
+     * (the pieces' traffic is large: on the heap) */
+    struct scratch {
+        traffic blk[2], emb[2], head[2], att_sp[2], t;
+    } *x = calloc(1, sizeof *x);
+    if (!x) return pt_errprintf(err, "out of memory evaluating a plan of %d layers", m->n_layer);
+    block_tp_fwd(&x->blk[0], g, m, N, ea);
+    block_tp_bwd(&x->blk[1], g, m, N, ea);
+    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(&x->blk[1], g, m, N, ea);
+    for (int d = 0; d < 2; d++) {
+        embed_tp(&x->emb[d], g, N, ea, d ? PART_BWD : PART_FWD);
+        head_tp(&x->head[d], g, N, ea, d ? PART_BWD : PART_FWD);
+    }
+    if (p->sp > 1) { /* ring attention, as pt_cost_eval_at: forward 2(sp-1) blocks, backward 2(2(sp-1)+1) + recompute */
+        const long long blk = g->Bl * g->Tl * g->Cl;
+        const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
+        sendb(&x->att_sp[0], PT_SUB_SP, blk, fw, ea);
+        sendb(&x->att_sp[1], PT_SUB_SP, blk, bw + (p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0), ea);
+    }
+    const piece_flops fl = flops_of(m, p, fr.micro);
+    const double gemm_rows = (double)N * (g->mode == PT_MODE_3D ? (double)g->q : 1.0);
+    for (int s = 0; s < S; s++) {
+        const int r = s % pp, nblk = fr.l1[s] - fr.l0[s], first = s == 0, last = s == S - 1;
+        const pt_hw *sh = hw && w->stage_hw ? &w->stage_hw[r] : hw;
+        const double so = sh && sh->ranks_per_core > 1 ? sh->ranks_per_core : 1;
+        const double rate = gemm_rate(sh, p->precision, gemm_rows);
+        memset(&st[s], 0, sizeof st[s]);
+        st[s].flops[0] = nblk * fl.blk_fwd + (last ? fl.head_fwd : 0);
+        st[s].flops[1] = nblk * (fl.blk - fl.blk_fwd) + (last ? 3 * fl.head_fwd : 0);
+        for (int d = 0; d < 2; d++) {
+            st[s].compute_s[d] = rate > 0 ? st[s].flops[d] * so / rate : 0;
+            if (!sh) continue;
+            memset(&x->t, 0, sizeof x->t);
+            traffic_add(&x->t, &x->blk[d], nblk);
+            traffic_add(&x->t, &x->att_sp[d], nblk);
+            if (first) traffic_add(&x->t, &x->emb[d], 1);
+            if (last) traffic_add(&x->t, &x->head[d], 1);
+            for (int sb = 0; sb < PT_SUB_N; sb++)
+                if (sb < PT_SUB_SYNC || sb == PT_SUB_SP) st[s].comm_s[d] += sub_time(&x->t, sb, sh, w->sub_link[sb]);
+        }
+    }
+    free(x);
+    /* one boundary send of [N, Cr] on the slowest neighbour link the
+     * pipeline uses, as pt_cost_eval_at prices each */
+    const double nact = (double)g->Bl * g->Tl * g->Cr;
+    int l = w->sub_link[PT_SUB_PP];
+    if (pp > 1 && w->pp_next) {
+        l = PT_NET_ISLAND;
+        for (int r = 0; r < pp; r++)
+            if ((r < pp - 1 || fr.v > 1) && w->pp_next[r] > l) l = w->pp_next[r];
+    }
+    if (l < 0 || l >= PT_NET_N) l = PT_NET_INTER;
+    if (p2p_bytes) *p2p_bytes = pp > 1 ? (double)ea * nact : 0;
+    if (p2p_s) {
+        *p2p_s = 0;
+        if (pp > 1 && hw) {
+            const double bw = kind_bw(hw, PT_KIND_P2P, l);
+            *p2p_s = kind_alpha(hw, PT_KIND_P2P, l) + (bw > 0 ? (double)ea * nact / bw : 0);
+            if (hw->busy_delay_s > 0) {
+                const double world = (double)p->dp * pp * p->tp * p->sp;
+                *p2p_s += hw->busy_delay_s * fmin(1.0, 2.0 * (1.0 - 2.0 / world));
+            }
+        }
+    }
     return 0;
 }

@@ -363,4 +363,37 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
  * equal). */
 double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r);
 
+/* One virtual stage's instructions on one of its ranks: the forward and
+ * the backward of one microbatch (Perseus's instructions, the energy
+ * frontier's, lib/plan/energy.h), priced with pt_cost_eval_at's own
+ * terms: index 0 the forward, 1 the backward. */
+typedef struct pt_cost_stage {
+    double flops[2];     /* FLOPs: the stage's blocks (24 C^2 + 4 T C per token forward; the
+                          * backward twice that plus flash attention's 2 T C, plus the
+                          * recompute mode's forward) and, on the last stage, the head (2 C V
+                          * forward, 3 x that backward: the fused classifier computes the
+                          * logits again), over tp x sp; pt_cost.flops is mb x the sum over a
+                          * rank's stages of flops[0] + flops[1] */
+    double compute_s[2]; /* flops at the stage's GEMM rate for p->precision (gemm_gflops_bf16
+                          * for bf16 when known, Hockney's n_1/2, ranks_per_core), as
+                          * pt_cost.t_compute; 0 without hw */
+    double comm_s[2];    /* the stage's tp and sp calls (its blocks, the embedding on the first
+                          * stage, the head on the last; activations in the precision's
+                          * bytes) at their kind's alpha-beta, as pt_cost.t_comm[tp] and
+                          * [sp]; 0 without hw */
+} pt_cost_stage;
+
+/* The instructions of plan p (the checks of pt_cost_eval_at, and the same
+ * w and hw): st[s] for every virtual stage s = chunk * pp + rank (pp x
+ * virtual_stages entries, the caller's array).  *p2p_bytes (may be NULL):
+ * one pipeline boundary send of [N, Cr] activations (or their gradients)
+ * in the precision's bytes (2 in bf16, 4 in fp32), 0 for pp = 1;
+ * *p2p_s (may be NULL): its time on the slowest link between
+ * neighbouring stages (p2p alpha-beta plus the busy delay, as
+ * pt_cost.t_comm[pp] prices each send), 0 for pp = 1 or without hw.
+ * Returns 0, or -1 with pt_cost_eval_at's one line (PT_ENOMEM: "out of
+ * memory"). */
+int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
+                   const pt_cost_where *w, pt_cost_stage *st, double *p2p_bytes, double *p2p_s, pt_error *err);
+
 #endif

@@ -644,9 +644,14 @@ int main(void)
         for (int i = 0; i < 4; i++) tap_ok(0, "cpu2s loads");
     }
     if (!load(&t, "dgx8-nvswitch.xml")) {
-        static const struct { const char *model; double peak; } gpus[] = {
-            {"GA100 [A100 SXM4 80GB]", 312000}, {"NVIDIA H100 80GB HBM3", 989000}, {"NVIDIA H100 PCIe", 756000},
-            {"NVIDIA H200", 989000}, {"NVIDIA L40S", 362000}, {"Tesla V100-SXM2-32GB", 0}, {"Some GPU", 0}};
+        /* both rates of one board (NVIDIA's data sheets): an H100 SXM is
+         * not priced at the PCIe board's fp32 rate */
+        static const struct { const char *model; double peak, fp32; } gpus[] = {
+            {"GA100 [A100 SXM4 80GB]", 312000, 19500}, {"NVIDIA H100 80GB HBM3", 989000, 67000},
+            {"NVIDIA GH100 [H100 SXM5 80GB]", 989000, 67000}, {"NVIDIA H100 PCIe", 756000, 51200},
+            {"NVIDIA H100 NVL", 835000, 60000}, {"NVIDIA H200", 989000, 67000}, {"NVIDIA H200 NVL", 835000, 60000},
+            {"NVIDIA GH200 480GB", 989000, 67000}, {"NVIDIA L40S", 362000, 91600},
+            {"Tesla V100-SXM2-32GB", 0, 15700}, {"Some GPU", 0, 19500}};
         char nb[4096], name[96];
         snprintf(name, sizeof name, "%s", t.gpu[0].model);
         int ok = 1;
@@ -655,15 +660,19 @@ int main(void)
             for (int per = 1; per <= 2; per++) {
                 int rc = pt_topo_plan_hw(&t, 8 * per, NULL, &hw, &isl, nb, sizeof nb, &err);
                 int good = rc == 0 && near(hw.gemm_gflops_bf16 + 1, gpus[i].peak / per + 1) &&
+                           near(hw.gemm_gflops, gpus[i].fp32 / per) &&
                            strstr(nb, gpus[i].peak > 0 ? "gemm bf16:" : "gemm bf16: at the fp32 rate") &&
                            (gpus[i].peak == 0 || strstr(nb, "estimate"));
-                if (!good) tap_diag("%s, %d per GPU: %g GFLOP/s", gpus[i].model, per, hw.gemm_gflops_bf16);
+                if (!good)
+                    tap_diag("%s, %d per GPU: bf16 %g, fp32 %g GFLOP/s", gpus[i].model, per, hw.gemm_gflops_bf16,
+                             hw.gemm_gflops);
                 ok &= good;
             }
         }
         for (int g = 0; g < t.ngpus; g++) snprintf(t.gpu[g].model, sizeof t.gpu[g].model, "%s", name);
-        tap_ok(ok, "GPUs: the dense bf16 peak of the data sheet per GPU, shared by its ranks (A100 312, H100 SXM 989, "
-               "PCIe 756, H200 989, L40S 362 TFLOP/s; V100 and unknown GPUs at the fp32 rate)");
+        tap_ok(ok, "GPUs: the dense bf16 and the fp32 peak of the same board's data sheet per GPU, shared by its "
+               "ranks (A100 312/19.5, H100 SXM 989/67, NVL 835/60, PCIe 756/51.2, H200 989/67, L40S 362/91.6 "
+               "TFLOP/s; V100 and unknown GPUs bf16 at the fp32 rate)");
         pt_topo_free(&t);
     } else {
         tap_ok(0, "dgx8 loads");
