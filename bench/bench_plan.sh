@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # bench_plan.sh: the cost model's predicted step time (lib/plan/cost.c)
 # against ptrain-run's measured step time, for plans at 4 and 8 ranks,
-# and the Spearman rank correlation between the two (issue 13: the
-# planner must order plans as the machine does, >= 0.8).
+# and the Spearman rank correlation between the two (the planner must
+# order plans as the machine does, >= 0.8).
 #
 # Run from the build directory after `make && make tests/plan/cost_eval`:
 #   sh ../../bench/bench_plan.sh            (MODEL=L,H,C,T,V  BATCH=N  STEPS=N  ROUNDS=N)

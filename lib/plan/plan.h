@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The plan: which parallel layout a job runs, and the contract between the
  * SPANK plugin (which computes it and injects it as PTRAIN_* variables) and
- * libptrain / ptrain-run (which read it).  See DESIGN.md, "Plan
- * environment".  Implemented in four files: plan_env.c (the PTRAIN_*
+ * libptrain / ptrain-run (which read it); the variables are listed in
+ * ptrain-env(7).  Implemented in four files: plan_env.c (the PTRAIN_*
  * contract and the text forms of its values), plan_modes.c (the one table
  * of tensor-parallel modes: name, shape rule, grid dims, valid tp lists),
  * plan_validate.c (plans and requests) and plan_place.c (rank placement).

@@ -3,7 +3,7 @@
  * exports a plan as PTRAIN_* variables) and ptrain-run (which reads them),
  * the text forms of its values (schedule, recompute, stage split, rank
  * order) and the one-line summary (PTRAIN_PLAN).  See plan.h and
- * DESIGN.md, "Plan environment".  libc only. */
+ * ptrain-env(7).  libc only. */
 #include "plan/plan_priv.h"
 
 #include <ctype.h>

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* One resolution path: a user's request (what is pinned, 0 = choose) into
  * the plan a job runs, for the SPANK plugin (at srun time and in
- * slurmstepd) and for ptrain-run under plain mpirun (--mode auto).  See
- * DESIGN.md, "A plan is resolved once".
+ * slurmstepd) and for ptrain-run under plain mpirun (--mode auto): a plan
+ * is resolved once, the same way everywhere (docs/ARCHITECTURE.md).
  *
  * libc only (with libm), as the rest of lib/plan: the plugin links it into
  * slurmstepd.  Deterministic: every node and every rank computes the same

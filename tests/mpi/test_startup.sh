@@ -90,10 +90,10 @@ ptrain_mpirun -np 2 $R >"$tmp/out" 2>&1 || rc=$?
 check "2 ranks with the same plan train (status $rc) and print the agreed start-up hash" \
     sh -c "[ $rc -eq 0 ] && grep -q 'agreed by every rank, start-up hash [0-9a-f]\{16\}' '$tmp/out' && grep -q '^done:' '$tmp/out'"
 
-# --pp that does not divide the world names pp, not tp (issue 22, item 12)
+# --pp that does not divide the world names pp, not tp
 expect "--pp 3 on one rank" 2 "with 1 ranks: pp=3 does not divide the world (valid pp here: 1)" -np 1 $R --pp 3
 expect "--pp 3 on two ranks" 2 "with 2 ranks: pp=3 does not divide the world (valid pp here: 1, 2)" -np 2 $R --pp 3
-# case 2b (issue 22, item 9): options that add collectives, given to some
+# case 2b: options that add collectives, given to some
 # ranks only (a wrapper passing --metrics to rank 0, which writes it): one
 # line naming the option, never a hang
 expect "--metrics on rank 0 only" 2 "ranks disagree at start-up: --metrics: rank 1 has not given, rank 0 has given" \
@@ -149,7 +149,7 @@ expect "--recompute full" 2 "invalid --recompute 'full' (valid: none, block, att
 expect "--rank-order DPTDPTDPT is refused, not truncated" 2 "--rank-order: invalid rank order 'DPTDPTDPT'" \
     -np 2 $R --rank-order DPTDPTDPT
 # case 8: a plan beyond the memory a rank may use is refused at start-up
-# (issue 22, item 8: it used to allocate until the kernel killed it, or,
+# (it used to allocate until the kernel killed it, or,
 # under an address-space limit, fail in the model's allocation), in one
 # line with the numbers and what would fit.  The address-space limit
 # applies to the ranks only; ASan reserves terabytes of address space, so a

@@ -101,7 +101,7 @@ check_sp() {
 }
 
 # 1. auto on 2 nodes x 2 tasks, with the verbose plan line: the planner's
-# choice (issue 13: a search over the cost model, not the fixed "1d tp
+# choice (a search over the cost model, not the fixed "1d tp
 # inside a node" rule), the same on every task and the one announced.
 srun --ptrain-mode=auto --ptrain-verbose -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o1" 2>"$D/e1"
 check "srun --ptrain-mode=auto -N2 --ntasks-per-node=2 exits 0" [ $? -eq 0 ]
@@ -166,14 +166,14 @@ refused --after-allocation "--ptrain-tp=3 on 4 tasks" \
     "--ptrain-tp=3 does not divide the 4 tasks of the step (valid tp here: 1, 2, 4)" \
     --ptrain-mode=auto --ptrain-tp=3
 refused "--ptrain-tp=0" "--ptrain-tp='0' is invalid" --ptrain-mode=auto --ptrain-tp=0
-# a PTRAIN_* value longer than the plugin reads (issue 22, item 12: it was
+# a PTRAIN_* value longer than the plugin reads (it was once
 # taken as unset, here the model: the plan was made for another model)
 long_model=$(printf '2,4,64,32,%0300d' 1)
 PTRAIN_MODEL=$long_model refused "PTRAIN_MODEL of 310 bytes" \
     "PTRAIN_MODEL in the job environment is longer than 255 bytes" --ptrain-mode=auto
 refused "--ptrain-mode=2d --ptrain-tp=2" "--ptrain-tp=2 is not q*q for --ptrain-mode=2d (valid tp of that shape: 1, 4, 9, 16, 25, 36, ...)" \
     --ptrain-mode=2d --ptrain-tp=2
-# a tensor group may now span nodes (issue 13): 2d tp=4 on 2 tasks per node
+# a tensor group may span nodes: 2d tp=4 on 2 tasks per node
 # is honoured with a warning naming the slower link (tests/slurm/test_plan.sh
 # checks the warning); 3d tp=8 still cannot fit 4 tasks
 srun --ptrain-mode=2d --ptrain-tp=4 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/g0" 2>"$D/ge0"
@@ -385,7 +385,7 @@ check "invalid ptrain.conf: one-line message names the file and line" grep -q "b
 diag "$(grep ptrain "$D/e12" | head -n 1)"
 srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o13" 2>&1
 check "invalid ptrain.conf: steps without ptrain still run" [ "$(grep -c 'NVARS=0$' "$D/o13")" -eq 4 ]
-# issue 9 case 6: this config used to load, then break every srun (auto
+# this config used to load, then break every srun (auto
 # plans 1d, which it does not allow); now it is refused, and only steps
 # that ask for ptrain fail
 printf 'default_mode = "auto";\nallowed_modes = ["auto"];\n' >"$D/auto.conf"

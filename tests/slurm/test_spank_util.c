@@ -242,10 +242,10 @@ static void test_conf(void)
         {"allowed_modes = [\"1d\"];\ndefault_mode = \"auto\";\n", "not in allowed_modes"},
         {"max_tpp = 3;\n", "unknown setting 'max_tpp'"},
         {"max_tp = 3\nmax_tp = ;\n", "bad.conf:2"},
-        /* issue 9 case 6: accepted, then every srun failed */
+        /* once accepted, then every srun failed */
         {"default_mode = \"auto\";\nallowed_modes = [\"auto\"];\n", "has \"auto\" but no layout"},
         {"allowed_modes = [\"auto\", \"off\"];\n", "has \"auto\" but no layout"},
-        /* issue 9 case 7: overflow (UBSan) and silent wrap-around */
+        /* once an overflow (UBSan) and a silent wrap-around */
         {"master_port_count = 2147483647;\n", "master_port_count 2147483647"},
         {"master_port_base = 2147483647;\n", "master_port_base 2147483647"},
         {"max_tp = 4294967304;\n", "max_tp is out of range"},
@@ -269,7 +269,7 @@ static void test_conf(void)
         {"allowed_precisions = [];\n", "allowed_precisions allows no precision"},
         {"allowed_precisions = [\"fp8\"];\n", "'fp8'"},
         {"allowed_precisions = \"bf16\";\n", "allowed_precisions must be a list"},
-        /* the planner's settings (issue 13) */
+        /* the planner's settings */
         {"topology = \"\";\n", "topology needs a path"},
         {"topology = 3;\n", "topology must be a string"},
         {"inter_node_gbps = 0;\n", "inter_node_gbps = 0 is out of range (valid: a number > 0 and <= 1e+09)"},

@@ -497,7 +497,7 @@ static void test_search(void)
     tap_ok(pt_plan_search(&c, &gpt2, 0, &lim, &req, &r, &e) < 0 && strstr(e.text, "global batch 0"),
            "search: batch 0 refused: %s", e.text);
 
-    /* issue 13's cases: --ptrain-mode=2d on 2 nodes x 2 tasks plans tp=4
+    /* --ptrain-mode=2d on 2 nodes x 2 tasks plans tp=4
      * across both nodes (it used to become dp=4 tp=1), and --ptrain-tp=4
      * there is honoured with its tp group on the network */
     c = make_cluster(2, 2, 0, tpn);
