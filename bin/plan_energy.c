@@ -41,7 +41,7 @@ int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *
         int t = (rank * p->virtual_stages + chunk) * 2;
         type_time[t] = f / rate; /* forward */
         /* backward: twice the forward's FLOPs, and the forward again under block recompute */
-        type_time[t + 1] = (p->ckpt_act == PT_RECOMPUTE_BLOCK ? 3 : 2) * f / rate;
+        type_time[t + 1] = (p->recompute == PT_RECOMPUTE_BLOCK ? 3 : 2) * f / rate;
     }
     /* one activation [b, T / sp, C / (tp in 2d/3d)] between stages */
     double bytes = 4.0 * tokens * m->n_embd;

@@ -163,7 +163,7 @@ static json_t *cand_json(const pt_candidate *c)
     char split[256];
     pt_plan_split_format(&c->plan, split, sizeof split);
     json_object_set_new(o, "pp_split", json_string(split));
-    json_object_set_new(o, "recompute", json_string(pt_recompute_name(c->plan.ckpt_act)));
+    json_object_set_new(o, "recompute", json_string(pt_recompute_name(c->plan.recompute)));
     json_object_set_new(o, "rank_order", json_string(c->plan.rank_order));
     json_object_set_new(o, "tp_order", json_string(c->plan.tp_order));
     json_object_set_new(o, "t_step_s", json_real(c->cost.t_step));

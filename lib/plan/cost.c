@@ -794,13 +794,13 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     const int ea = act_bytes(p);
     block_tp_fwd(blk_tp, &g, m, N, ea);
     block_tp_bwd(blk_tp, &g, m, N, ea);
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
+    if (p->recompute == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
     embed_tp(emb, &g, N, ea);
     head_tp(head, &g, N, ea);
     if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
         const long long blk = g.Bl * g.Tl * g.Cl;
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
-        const double re = p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0;
+        const double re = p->recompute != PT_RECOMPUTE_NONE ? fw : 0;
         sendb(att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
     }
     /* FLOPs of one microbatch's pieces on one rank (matmuls only, PaLM appendix B:
@@ -811,8 +811,8 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     /* flash attention's backward computes the scores Q K^T again (2 T C per
      * token); the fused classifier's backward the logits (one head forward) */
     double blk_flops = 3 * blk_fwd_flops + 2.0 * T * C * tokens / split;
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) blk_flops += blk_fwd_flops;
-    if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) blk_flops += 2.0 * T * C * tokens / split;
+    if (p->recompute == PT_RECOMPUTE_BLOCK) blk_flops += blk_fwd_flops;
+    if (p->recompute == PT_RECOMPUTE_ATTENTION) blk_flops += 2.0 * T * C * tokens / split;
 
     pt_cost c;
     memset(&c, 0, sizeof c);
@@ -890,10 +890,10 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         /* in bytes: ea per activation element, 4 per fp32 one */
         const double Nf = (double)N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl, e = ea;
         const double nlse = (double)g.Bl * g.NHl * g.Tl;
-        double act = nslots * (nblk * block_act(&g, p->ckpt_act, ea) + 4 * 2.0 * micro * g.Tl /* tok, tgt (int32) */
+        double act = nslots * (nblk * block_act(&g, p->recompute, ea) + 4 * 2.0 * micro * g.Tl /* tok, tgt (int32) */
                                + (first ? e * Nf * Cr : 0));
-        if (p->ckpt_act == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
-        if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
+        if (p->recompute == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
+        if (p->recompute == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
         /* lnf; its mean/rstd, losses, stats, dloss (fp32): no logits */
         if (last) act += e * Nf * Cr + 4 * (2 * Nf + Nf + 3 * Nf + Nf);
         act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);

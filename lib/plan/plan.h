@@ -55,12 +55,11 @@ typedef struct pt_plan {
     int sp;              /* sequence-parallel size */
     int zero;            /* ZeRO stage 0..3 */
     int microbatches;    /* pipeline microbatches per step (>= 1) */
-    int ckpt_act;        /* activation checkpointing: a pt_recompute */
+    int recompute;       /* activation recomputation (checkpointing): a pt_recompute */
     int schedule;        /* a pt_schedule (meaningful with pp > 1) */
     int virtual_stages;  /* v model chunks per pp rank (interleaved only; 1 otherwise) */
     int pp_split_n;      /* 0: even split; else pp * virtual_stages entries in pp_split */
     int pp_split[PT_PP_SPLIT_MAX]; /* blocks per (virtual) stage in pipeline order, sum = n_layer */
-    int offload;         /* optimizer-state CPU offload 0/1 */
     int precision;       /* a pt_precision */
     char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
     char tp_order[4];    /* placement of the tp grid's axes inside the T block: a permutation of
@@ -91,10 +90,20 @@ const char *pt_schedule_name(int s);
 int pt_schedule_parse(const char *what, const char *s, int *out, pt_error *err);
 
 /* recompute <-> text: "none", "block", "attention"; parse also takes "0"
- * (none) and "1" (block), the PTRAIN_CKPT_ACT values of earlier
- * versions. */
+ * (none) and "1" (block), the values of PTRAIN_CKPT_ACT (the old name of
+ * PTRAIN_RECOMPUTE) in earlier versions. */
 const char *pt_recompute_name(int r);
 int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err);
+
+/* The recompute mode's variable under its two names: given the values of
+ * PTRAIN_RECOMPUTE (now) and of its old name PTRAIN_CKPT_ACT (old), each
+ * NULL when unset, set *name and *text to the one to read
+ * (PTRAIN_RECOMPUTE when both are set), both NULL when neither is.
+ * Returns 0, or -1 with "PTRAIN_RECOMPUTE=block and PTRAIN_CKPT_ACT=none
+ * differ (...)" when both are set to different modes (a value that is no
+ * mode is refused as pt_recompute_parse refuses it). */
+int pt_plan_recompute_var(const char *now, const char *old, const char **name, const char **text,
+                          pt_error *err);
 
 /* precision <-> text: "fp32", "bf16".  parse: 0, or -1 with "invalid
  * <what> '<s>' (valid: fp32, bf16)". */
@@ -143,9 +152,7 @@ void pt_plan_default(pt_plan *p);
  *   an explicit split has pp * virtual_stages entries, each >= 1;
  *   zero 0..3, and zero > 0 needs dp * sp > 1 (ZeRO shards the optimizer
  *   state over the data-parallel ranks: Rajbhandari et al. 2020, sec. 5);
- *   ckpt_act a pt_recompute; precision a pt_precision.
- * Optimizer offload is refused as "not yet supported" (an accepted setting
- * must take effect). */
+ *   recompute a pt_recompute; precision a pt_precision. */
 int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err);
 
 /* The checks that need the model and the batch: pp * virtual_stages
@@ -157,9 +164,11 @@ int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_erro
 
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
  * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_SCHEDULE,
- * PTRAIN_VIRTUAL_STAGES, PTRAIN_PP_SPLIT, PTRAIN_CKPT_ACT, PTRAIN_OFFLOAD,
+ * PTRAIN_VIRTUAL_STAGES, PTRAIN_PP_SPLIT, PTRAIN_RECOMPUTE,
  * PTRAIN_PRECISION, PTRAIN_RANK_ORDER, PTRAIN_TP_ORDER from the environment over the values already in *p
- * (unset variables leave fields unchanged).  Returns 1 if at least one
+ * (unset variables leave fields unchanged).  PTRAIN_CKPT_ACT, the old name
+ * of PTRAIN_RECOMPUTE, is read as it; both set to different modes is an
+ * error naming both (pt_plan_recompute_env).  Returns 1 if at least one
  * PTRAIN_* plan variable was present, 0 if none, -1 on a bad value (*p
  * unchanged). */
 int pt_plan_from_env(pt_plan *p, pt_error *err);
@@ -206,7 +215,7 @@ enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
  *             needs no permission);
  *   tp, tp_depth, sp, pp, microbatches  0..2^20 (0 = choose);
  *   zero 0..3 and <= lim->max_zero; pp <= lim->max_pp; the schedule in
- *   lim->schedules; ckpt_act a pt_recompute; precision a pt_precision
+ *   lim->schedules; recompute a pt_recompute; precision a pt_precision
  *   in lim->precisions (0: any);
  *   tp_depth > 1 only with 2.5d; sp with any tp and depth (ring
  *   self-attention, Li et al. 2021, "Sequence Parallelism", sec. 3, runs

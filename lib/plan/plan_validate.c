@@ -104,13 +104,11 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
     }
     if (p->zero < 0 || p->zero > 3)
         return pt_errprintf(err, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
-    if (p->ckpt_act < 0 || p->ckpt_act >= N_RECOMPUTE)
-        return pt_errprintf(err, "invalid ckpt_act=%d (valid recompute modes: 0 none, 1 block, "
-                            "2 attention)", p->ckpt_act);
+    if (p->recompute < 0 || p->recompute >= N_RECOMPUTE)
+        return pt_errprintf(err, "invalid recompute=%d (valid recompute modes: 0 none, 1 block, "
+                            "2 attention)", p->recompute);
     if (p->precision < 0 || p->precision >= N_PRECISIONS)
         return pt_errprintf(err, "invalid precision=%d (valid: 0 fp32, 1 bf16)", p->precision);
-    if (p->offload != 0 && p->offload != 1)
-        return pt_errprintf(err, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !pt_plan_i_order_is_perm(p->rank_order))
         return pt_errprintf(err,
                          "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
@@ -119,11 +117,6 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
         return pt_errprintf(err, "invalid tp order '%.4s' (valid: a permutation of 0, 1, 2 such as 012)",
                             p->tp_order);
     if (pipeline_check(p, p->pp, p->virtual_stages, p->microbatches, err) < 0) return -1;
-
-    /* What this build can run: an accepted setting must take effect. */
-    if (p->offload != 0)
-        return pt_errprintf(err, "optimizer offload=%d is not yet supported (supported: "
-                         "offload=0)", p->offload);
     /* The ranks a tensor group must divide: the world less pp and sp
      * (the whole world when those do not divide it). */
     int tp_room = world_size;
@@ -237,9 +230,9 @@ int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_erro
     if (req->zero < 0 || req->zero > 3)
         return pt_errprintf(err, "invalid --ptrain-zero=%d (valid ZeRO stages: 0, 1, 2, 3)",
                             req->zero);
-    if (req->ckpt_act < 0 || req->ckpt_act >= N_RECOMPUTE)
+    if (req->recompute < 0 || req->recompute >= N_RECOMPUTE)
         return pt_errprintf(err, "invalid --ptrain-recompute value %d (valid: none, block, "
-                            "attention)", req->ckpt_act);
+                            "attention)", req->recompute);
     if (req->precision < 0 || req->precision >= N_PRECISIONS)
         return pt_errprintf(err, "invalid --ptrain-precision value %d (valid: fp32, bf16)", req->precision);
     if (req->mode == PT_MODE_OFF) return 0; /* nothing planned: sizes are ignored */

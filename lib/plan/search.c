@@ -617,8 +617,8 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, 
                         pt_plan q = splits[si];
                         q.microbatches = mbs[mi];
                         if (bpd % q.microbatches) continue;
-                        if (req->ckpt_act != PT_RECOMPUTE_NONE) {
-                            q.ckpt_act = req->ckpt_act;
+                        if (req->recompute != PT_RECOMPUTE_NONE) {
+                            q.recompute = req->recompute;
                             consider(x, &q, link);
                             continue;
                         }
@@ -628,7 +628,7 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, 
                          * without recompute is the last one tried */
                         int f = 0;
                         for (int ri = 0; ri < 3 && f == 0; ri++) {
-                            q.ckpt_act = rc_order[ri];
+                            q.recompute = rc_order[ri];
                             f = consider(x, &q, link);
                             if (f == 1 && ri == 0) mi = nmb;
                         }
@@ -646,13 +646,13 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, 
                     q.microbatches = mbs[mi];
                     if (sched == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
                     if (bpd % q.microbatches) continue;
-                    if (req->ckpt_act != PT_RECOMPUTE_NONE) {
-                        q.ckpt_act = req->ckpt_act;
+                    if (req->recompute != PT_RECOMPUTE_NONE) {
+                        q.recompute = req->recompute;
                         consider(x, &q, link);
                         continue;
                     }
                     for (int ri = floor_rc; ri < 3; ri++) {
-                        q.ckpt_act = rc_order[ri];
+                        q.recompute = rc_order[ri];
                         int f = consider(x, &q, link);
                         if (f != 0) break;  /* fits, or the model refuses this count */
                         floor_rc = ri + 1;  /* does not fit: nor at fewer microbatches */
@@ -711,7 +711,7 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const placement *pl, co
     }
     for (int si = 0; si < nsplit; si++) {
         q = splits[si];
-        q.ckpt_act = req->ckpt_act != PT_RECOMPUTE_NONE ? req->ckpt_act : PT_RECOMPUTE_BLOCK;
+        q.recompute = req->recompute != PT_RECOMPUTE_NONE ? req->recompute : PT_RECOMPUTE_BLOCK;
         for (int i = nmb - 1; i >= 0; i--) {
             q.microbatches = mbs[i];
             if (q.schedule == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
@@ -1174,7 +1174,7 @@ static void label(const pt_plan *p, char *buf, size_t n)
             ADD(" %s", pt_schedule_name(p->schedule));
         if (p->pp_split_n) ADD(" split");
     }
-    if (p->ckpt_act) ADD(" rc=%s", pt_recompute_name(p->ckpt_act));
+    if (p->recompute) ADD(" rc=%s", pt_recompute_name(p->recompute));
     if (strcmp(p->rank_order, "DPT")) ADD(" %s", p->rank_order);
     if (p->tp > 1 && strcmp(p->tp_order, "012")) ADD(" tpo=%s", p->tp_order);
 #undef ADD

@@ -176,7 +176,7 @@ typedef struct pt_search_result {
  * Pins: a size > 0 in req fixes it; req->zero > 0 fixes the ZeRO stage
  * (0 lets the search choose 0..max_zero: set lim->max_zero = 0 to forbid
  * ZeRO); a schedule other than 1f1b and virtual_stages > 1 fix the
- * schedule; req->ckpt_act other than none fixes recompute; pp_split_n > 0
+ * schedule; req->recompute other than none fixes recompute; pp_split_n > 0
  * fixes the split; req->precision is every candidate's (never searched: it
  * sets the bytes of every memory and traffic term).  The runners-up are the best plan of each other layout
  * (mode, tp shape, dp, pp, sp, ZeRO stage). */

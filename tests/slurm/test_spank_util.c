@@ -466,9 +466,9 @@ static void test_conf(void)
                pt_spank_parse_pipe_opt(&c, "virtual-stages", "--ptrain-virtual-stages", "2", &req, &err) == 0 &&
                req.virtual_stages == 2 &&
                pt_spank_parse_pipe_opt(&c, "recompute", "--ptrain-recompute", "attention", &req, &err) == 0 &&
-               req.ckpt_act == PT_RECOMPUTE_ATTENTION &&
-               pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_CKPT_ACT", "1", &req, &err) == 0 &&
-               req.ckpt_act == PT_RECOMPUTE_BLOCK &&
+               req.recompute == PT_RECOMPUTE_ATTENTION &&
+               pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_RECOMPUTE", "1", &req, &err) == 0 &&
+               req.recompute == PT_RECOMPUTE_BLOCK &&
                pt_spank_parse_pipe_opt(&c, "precision", "--ptrain-precision", "bf16", &req, &err) == 0 &&
                req.precision == PT_PREC_BF16 &&
                pt_spank_parse_pipe_opt(&c, "pp-split", "--ptrain-pp-split", "3,3,2,2", &req, &err) == 0 &&

@@ -276,6 +276,29 @@ static void test_planner(void)
            "request: zero 4 refused: %s", e.text);
     tap_ok(pt_plan_request_set(&q, &lim, "width", "--width", "4", &e) < 0 && strstr(e.text, "unknown request key 'width'"),
            "request: an unknown key refused naming the valid ones: %s", e.text);
+    /* the recompute mode: PTRAIN_RECOMPUTE, or PTRAIN_CKPT_ACT its old
+     * name; both naming two modes is refused naming both */
+    static const char *rc_names[] = {"none", "block", "attention"};
+    const int rm = (int)rnd(3), other = (rm + 1 + (int)rnd(2)) % 3;
+    struct fake_env rc_new = {{"PTRAIN_RECOMPUTE"}, {rc_names[rm]}, 1};
+    struct fake_env rc_old = {{"PTRAIN_CKPT_ACT"}, {rc_names[rm]}, 1};
+    struct fake_env rc_both = {{"PTRAIN_RECOMPUTE", "PTRAIN_CKPT_ACT"}, {rc_names[rm], rc_names[other]}, 2};
+    pt_plan_request_init(&q, PT_MODE_AUTO);
+    ok = pt_plan_request_env(&q, &lim, fake_get, &rc_new, &e) == 0 && q.plan.recompute == rm &&
+         (q.pinned & PT_PIN_RECOMPUTE);
+    pt_plan_request_init(&q, PT_MODE_AUTO);
+    ok = ok && pt_plan_request_env(&q, &lim, fake_get, &rc_old, &e) == 0 && q.plan.recompute == rm &&
+         (q.pinned & PT_PIN_RECOMPUTE);
+    tap_ok(ok, "request: PTRAIN_RECOMPUTE=%s and, alone, PTRAIN_CKPT_ACT=%s are read and pinned", rc_names[rm],
+           rc_names[rm]);
+    pt_plan_request_init(&q, PT_MODE_AUTO);
+    char differ[128];
+    snprintf(differ, sizeof differ, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ", rc_names[rm], rc_names[other]);
+    tap_ok(pt_plan_request_env(&q, &lim, fake_get, &rc_both, &e) < 0 && strstr(e.text, differ) && !q.pinned,
+           "request: PTRAIN_RECOMPUTE and PTRAIN_CKPT_ACT naming two modes are refused naming both: %s", e.text);
+    rc_both.values[1] = rc_names[rm];
+    tap_ok(pt_plan_request_env(&q, &lim, fake_get, &rc_both, &e) == 0 && q.plan.recompute == rm,
+           "request: both naming the same mode are read");
     char big[300];
     memset(big, '7', sizeof big - 1);
     big[sizeof big - 1] = '\0';

@@ -563,7 +563,7 @@ static void test_search(void)
              "limit; the wall time includes other load on the machine)", secs, cpu, rc == 0 ? r.nconsidered : 0,
              rc == 0 ? r.nfit : 0);
     /* the same at a global batch of 4096 sequences: more dp and
-     * microbatch choices, the largest search the issue names */
+     * microbatch choices, the largest search timed here */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     rc = pt_plan_search(&c, &big, 4096, &lim, &req, &r, &e);
@@ -654,7 +654,7 @@ static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, l
                                         for (int mi = 0; mi < nmb; mi++)
                                             for (int rc = 0; rc < 3; rc++) {
                                                 p.microbatches = mbs[mi];
-                                                p.ckpt_act = rc;
+                                                p.recompute = rc;
                                                 pt_cost cost;
                                                 if (pt_plan_validate(&p, W, NULL) < 0 ||
                                                     pt_plan_check_model(&p, m->n_layer, b, NULL) < 0 ||
