@@ -154,12 +154,11 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
     if (rc < 0) return pt_errprintf(err, "--mode auto: node model %s: %s", source, e.text);
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
+    lim.flag_prefix = "--"; /* the planner's messages name our flags */
     pt_planner *pl = pt_planner_new(&mach.cluster, &lim, &e);
     if (!pl || pt_planner_set_request(pl, r, &e) < 0 || pt_planner_run(pl, &e) < 0) {
         pt_planner_free(pl);
         pt_plan_machine_free(&mach);
-        /* the planner names srun's options; ours are the same without "ptrain-" */
-        pt_plan_error_options(&e, "--");
         return pt_errprintf(err, "--mode auto: %s", e.text);
     }
     *p = *pt_planner_plan(pl);

@@ -204,8 +204,20 @@ typedef struct pt_plan_limits {
                         * the slowest node's rates (adapt, 0) or refused */
     unsigned precisions; /* bit (1u << pt_precision) per precision users may request;
                           * 0: every precision (so a limits value built without it limits none) */
+    const char *flag_prefix; /* how the front end spells a setting in messages: the prefix
+                              * before the setting's name (pt_plan_flag): "--ptrain-" (srun's
+                              * --ptrain-tp), "--" (ptrain-run's and ptrain-plan's --tp);
+                              * NULL: the name alone ("tp=3 does not divide ...") */
 } pt_plan_limits;
 enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
+
+/* The setting `key` (a request key: "tp", "tp-depth", "microbatches",
+ * "recompute", ...; planner.h's pt_plan_request_keys) as the front end
+ * of lim spells it, lim->flag_prefix before it ("--ptrain-tp", "--tp";
+ * lim NULL or no prefix: "tp"), written into buf [n] (cut to fit);
+ * returns buf.  The library names settings in its messages only this
+ * way, so each front end renders its own flags. */
+const char *pt_plan_flag(const pt_plan_limits *lim, const char *key, char *buf, size_t n);
 
 /* The checks of a request that need no geometry, for the plugin's
  * srun/sbatch side before an allocation exists and for pt_plan_search.
@@ -224,7 +236,9 @@ enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
  *   (pt_plan_list_tp); the pipeline settings pt_plan_validate checks
  *   without a world (schedule, virtual stages, split entries).
  * Off skips everything after the ranges.  lim NULL: no limits.  0, or -1
- * with a one-line error naming the option (--ptrain-*) and what is valid. */
+ * with a one-line error naming the setting as lim's front end spells it
+ * (pt_plan_flag: "--ptrain-tp=4 is not l*l*l for --ptrain-mode=3d ...")
+ * and what is valid. */
 int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err);
 
 /* The tensor-parallel sizes of mode m that divide n ranks and are <= cap,

@@ -67,9 +67,10 @@ typedef struct pt_plan_request {
  * defaults), nothing pinned. */
 void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode);
 
-/* The keys of pt_plan_request_set and pt_plan_request_env, as the
- * plugin's options name them without "--ptrain-" (the variable is PTRAIN_
- * and the key in upper case, '-' as '_'; recompute is PTRAIN_CKPT_ACT):
+/* The keys of pt_plan_request_set and pt_plan_request_env, the settings'
+ * names: the plugin's options are "--ptrain-" and the key, ptrain-run's
+ * and ptrain-plan's flags "--" and the key, the variable is PTRAIN_ and
+ * the key in upper case, '-' as '_':
  * mode, tp, tp-depth, sp, pp, microbatches, schedule, virtual-stages,
  * pp-split, zero, recompute, precision, rank-order, tp-order, model,
  * batch. */

@@ -989,9 +989,10 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                             "integers)", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (global_batch < 1)
         return pt_errprintf(err, "invalid global batch %d (valid: >= 1 sequences)", global_batch);
+    char flag[48];
     if (req->mode == PT_MODE_OFF)
-        return pt_errprintf(err, "--ptrain-mode=off plans nothing (valid for a search: auto, 1d, "
-                            "2d, 2.5d, 3d)");
+        return pt_errprintf(err, "%s=off plans nothing (valid for a search: auto, 1d, "
+                            "2d, 2.5d, 3d)", pt_plan_flag(lim, "mode", flag, sizeof flag));
     if (pt_plan_request_check(req, lim, err) < 0) return -1;
     if (req->rank_order[0]) {
         char pinned[4], s[5] = "";
@@ -1104,10 +1105,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         snprintf(place, sizeof place, "%d nodes x %d tasks", c->nnodes, c->tasks_per_node[0]);
     if (x.top.n == 0) {
         char what[64], valid[200];
-        if (req->mode == PT_MODE_AUTO)
-            snprintf(what, sizeof what, "--ptrain-mode=auto");
-        else
-            snprintf(what, sizeof what, "--ptrain-mode=%s", pt_mode_name(req->mode));
+        snprintf(what, sizeof what, "%s=%s", pt_plan_flag(lim, "mode", flag, sizeof flag), pt_mode_name(req->mode));
         if (nshapes == 0) {
             int k = pt_plan_list_tp(req->mode == PT_MODE_AUTO ? PT_MODE_1D : req->mode,
                                     req->mode == PT_MODE_2P5D ? req->tp_depth : 1, W, max_tp, valid,
@@ -1117,9 +1115,10 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                                 : req->mode == PT_MODE_3D   ? "l*l*l"
                                                             : "a divisor";
             return pt_errprintf(err, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
-                                "(%s)%s (valid tp here: %s; or pin --ptrain-tp=1)", what,
+                                "(%s)%s (valid tp here: %s; or pin %s=1)", what,
                                 req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
-                                max_tp < W ? " within max_tp" : "", k ? valid : "none");
+                                max_tp < W ? " within max_tp" : "", k ? valid : "none",
+                                pt_plan_flag(lim, "tp", flag, sizeof flag));
         }
         if (ngrids == 0)
             return pt_errprintf(err, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "

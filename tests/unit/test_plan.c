@@ -587,7 +587,8 @@ static void test_rank(void)
  * fits its shape, and a depth is for 2.5d only. */
 static void test_request_check(void)
 {
-    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE), 0, PT_MIXED_ADAPT, 0};
+    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE), 0, PT_MIXED_ADAPT, 0,
+                          "--ptrain-"};
     pt_plan req;
     pt_error err = {""};
     pt_plan_default(&req);

@@ -362,7 +362,7 @@ static void test_links(void)
 /* ---- search ---- */
 static pt_plan_limits all_limits(void)
 {
-    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT, 0};
+    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT, 0, "--ptrain-"};
     return lim;
 }
 
