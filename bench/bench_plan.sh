@@ -2,8 +2,8 @@
 # SPDX-License-Identifier: MIT
 # bench_plan.sh: the cost model's predicted step time (lib/plan/cost.c)
 # against ptrain-run's measured step time, for plans at 4 and 8 ranks,
-# and the Spearman rank correlation between the two (issue 13: the
-# planner must order plans as the machine does, >= 0.8).
+# and the Spearman rank correlation between the two (the planner must
+# order plans as the machine does, >= 0.8).
 #
 # Run from the build directory after `make && make tests/plan/cost_eval`:
 #   sh ../../bench/bench_plan.sh            (MODEL=L,H,C,T,V  BATCH=N  STEPS=N  ROUNDS=N)
@@ -105,7 +105,7 @@ export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp} OMPI_MCA_btl_tcp_if_include=${OMPI
 export OMPI_MCA_oob_tcp_if_include=${OMPI_MCA_oob_tcp_if_include:-lo} OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 for v in PTRAIN_MODE PTRAIN_DP PTRAIN_PP PTRAIN_TP PTRAIN_TP_DEPTH PTRAIN_SP PTRAIN_ZERO PTRAIN_MICROBATCHES \
-    PTRAIN_SCHEDULE PTRAIN_VIRTUAL_STAGES PTRAIN_PP_SPLIT PTRAIN_CKPT_ACT PTRAIN_OFFLOAD PTRAIN_RANK_ORDER PTRAIN_PLAN; do
+    PTRAIN_SCHEDULE PTRAIN_VIRTUAL_STAGES PTRAIN_PP_SPLIT PTRAIN_RECOMPUTE PTRAIN_CKPT_ACT PTRAIN_RANK_ORDER PTRAIN_PLAN; do
     unset "$v"
 done
 wd=$(mktemp -d)
@@ -202,7 +202,7 @@ PTRAIN_DP=1 PTRAIN_PP=4 PTRAIN_MICROBATCHES=4
 PTRAIN_DP=1 PTRAIN_PP=2 PTRAIN_TP=2 PTRAIN_MICROBATCHES=4 PTRAIN_SCHEDULE=gpipe
 PTRAIN_DP=4 PTRAIN_ZERO=3
 PTRAIN_DP=2 PTRAIN_PP=2 PTRAIN_MICROBATCHES=4 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2
-PTRAIN_DP=2 PTRAIN_TP=2 PTRAIN_CKPT_ACT=block"
+PTRAIN_DP=2 PTRAIN_TP=2 PTRAIN_RECOMPUTE=block"
 plans8="PTRAIN_DP=8
 PTRAIN_DP=4 PTRAIN_TP=2
 PTRAIN_DP=2 PTRAIN_TP=4
@@ -216,7 +216,7 @@ PTRAIN_DP=8 PTRAIN_ZERO=2"
 
 # norm VAR=VALUE...: a plan's settings in one order, without the
 # defaults ptrain-plan prints (so that auto's plan matches the table's)
-norm() { printf '%s\n' "$@" | grep -v '^$' | grep -v '^PTRAIN_OFFLOAD=0$' | sort | tr '\n' ' ' | sed 's/ $//'; }
+norm() { printf '%s\n' "$@" | grep -v '^$' | sort | tr '\n' ' ' | sed 's/ $//'; }
 
 # spearman FILE (columns: predicted measured): rank correlation with
 # average ranks for ties (Spearman 1904; Pearson of the ranks)
@@ -264,7 +264,7 @@ for np in 4 8; do
     auto=$("$B/ptrain-plan" --topology "$wd/topo-g.json" --nodes 1 --tasks-per-node "$np" --model "$MODEL" \
         --batch "$BATCH" --env 2>"$wd/err" | grep -v '^PTRAIN_PLAN=' |
         grep -v '^PTRAIN_\(DP\|PP\|TP\|SP\|TP_DEPTH\|MICROBATCHES\|VIRTUAL_STAGES\)=1$' |
-        grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|CKPT_ACT=none\|ZERO=0\|RANK_ORDER=DPT\|TP_ORDER=012\|MODE=1d\)$' | tr '\n' ' ')
+        grep -v '^PTRAIN_\(SCHEDULE=1f1b\|PP_SPLIT=even\|RECOMPUTE=none\|ZERO=0\|RANK_ORDER=DPT\|TP_ORDER=012\|MODE=1d\)$' | tr '\n' ' ')
     [ -n "$auto" ] || cp "$wd/err" "$wd/auto-err"
     printf '%s\n' "$plans" | grep -v '^$' >"$wd/list$np"
     extra=0 at=0

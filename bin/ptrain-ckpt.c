@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* ptrain-ckpt: describe, verify and convert ptrain checkpoints (issue 11).
+/* ptrain-ckpt: describe, verify and convert ptrain checkpoints.
  * See man/ptrain-ckpt.1.
  *
  *   info DIR            the manifest's summary: model, plan, step, lr

@@ -163,7 +163,7 @@ static json_t *cand_json(const pt_candidate *c)
     char split[256];
     pt_plan_split_format(&c->plan, split, sizeof split);
     json_object_set_new(o, "pp_split", json_string(split));
-    json_object_set_new(o, "recompute", json_string(pt_recompute_name(c->plan.ckpt_act)));
+    json_object_set_new(o, "recompute", json_string(pt_recompute_name(c->plan.recompute)));
     json_object_set_new(o, "rank_order", json_string(c->plan.rank_order));
     json_object_set_new(o, "tp_order", json_string(c->plan.tp_order));
     json_object_set_new(o, "t_step_s", json_real(c->cost.t_step));
@@ -247,6 +247,7 @@ int main(int argc, char **argv)
     pt_topo_hw_override ov = {0, 0, 0, 0};
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
+    lim.flag_prefix = "--"; /* the planner's messages name this tool's flags */
     pt_plan_request req;
     pt_plan_request_init(&req, PT_MODE_AUTO);
     pt_error err = {""};
@@ -415,8 +416,6 @@ int main(int argc, char **argv)
     /* the one planning handle the plugin and ptrain-run --mode auto use */
     pt_planner *pl = pt_planner_new(cl, &lim, &err);
     if (!pl || pt_planner_set_request(pl, &req, &err) < 0 || pt_planner_run(pl, &err) < 0) {
-        /* the planner names srun's options; this tool's are --mode, --tp, ... */
-        pt_plan_error_options(&err, "--");
         fprintf(stderr, "ptrain-plan: %s\n", err.text);
         pt_planner_free(pl);
         pt_plan_machine_free(&mach);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # The CUDA backend on a GPU machine, in one run that fits in 20 minutes on
-# one H100 (issue 24): build with CUDA, run every tests/gpu program (the
+# one H100: build with CUDA, run every tests/gpu program (the
 # kernel tests also under compute-sanitizer when it is installed), then the
 # pieces later work adds, each a real invocation that reports SKIP "not
 # built yet" until its piece exists:
@@ -274,8 +274,8 @@ if [ "$wired" -eq 1 ]; then
 2 --tp 2
 4 --mode 2d --tp 4
 2 --sp 2
-2 --pp 2 --micro-batches 2
-4 --pp 2 --micro-batches 4 --schedule interleaved --virtual-stages 1
+2 --pp 2 --microbatches 2
+4 --pp 2 --microbatches 4 --schedule interleaved --virtual-stages 1
 2 --dp 2 --zero 1
 2 --dp 2 --zero 2
 2 --dp 2 --zero 3

@@ -38,7 +38,7 @@ static const struct { const char *key, *var; } pipe_opts[] = {
     {"virtual-stages", "PTRAIN_VIRTUAL_STAGES"},
     {"pp-split", "PTRAIN_PP_SPLIT"},
     {"zero", "PTRAIN_ZERO"},
-    {"recompute", "PTRAIN_CKPT_ACT"},
+    {"recompute", "PTRAIN_RECOMPUTE"}, /* or its old name, PTRAIN_CKPT_ACT (ptrain-env(7)) */
     {"precision", "PTRAIN_PRECISION"},
 };
 #define N_PIPE ((int)(sizeof pipe_opts / sizeof pipe_opts[0]))
@@ -184,7 +184,7 @@ int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r, pt_erro
 {
     pt_plan_request_init(r, ptsp_conf.default_mode);
     r->plan.schedule = ptsp_conf.default_schedule;
-    r->plan.ckpt_act = ptsp_conf.default_recompute;
+    r->plan.recompute = ptsp_conf.default_recompute;
     r->plan.precision = ptsp_conf.default_precision;
     pt_plan_limits lim = pt_spank_conf_limits(&ptsp_conf);
     const pt_plan_limits *lp = ptsp_conf_bad ? NULL : &lim;
@@ -257,8 +257,8 @@ static struct spank_option options[] = {
      "Default: $PTRAIN_ZERO, else the cluster's default_zero.",
      1, 5, cb_pipe},
     {"ptrain-recompute", "R",
-     "ptrain: activation checkpointing: none, block, attention. "
-     "Default: $PTRAIN_CKPT_ACT, else the cluster's default_recompute.",
+     "ptrain: activation recomputation: none, block, attention. "
+     "Default: $PTRAIN_RECOMPUTE, else the cluster's default_recompute.",
      1, 6, cb_pipe},
     {"ptrain-precision", "P",
      "ptrain: training precision: fp32, bf16 (bf16 activations and weight copies, fp32 master weights, "

@@ -22,6 +22,7 @@ pt_plan_limits pt_spank_conf_limits(const pt_spank_conf *c)
     lim.precisions = c->allowed_precisions;
     lim.default_zero = c->default_zero;
     lim.mixed = c->mixed_nodes;
+    lim.flag_prefix = "--ptrain-"; /* the planner's messages name srun's options */
     return lim;
 }
 

@@ -186,6 +186,15 @@ int ptsp_task_init(spank_t sp)
         ptsp_set_task_env("MASTER_ADDR", st->master_addr, sp) != 0 ||
         set_task_int(sp, "MASTER_PORT", st->master_port) != 0)
         return -1;
+    /* the plan's recompute mode is PTRAIN_RECOMPUTE: a PTRAIN_CKPT_ACT (its
+     * old name) from the job's environment was read as the request and
+     * would contradict the plan where an option or the planner chose
+     * another mode (ptrain-run refuses two names that differ) */
+    spank_err_t urc = spank_unsetenv(sp, "PTRAIN_CKPT_ACT");
+    if (urc != ESPANK_SUCCESS) {
+        slurm_error("ptrain: cannot unset PTRAIN_CKPT_ACT: %s", spank_strerror(urc));
+        return -1;
+    }
     if (ptsp_conf.bind == PT_SPANK_BIND_AUTO && bind_task(sp, local) != 0) return -1;
     if (rank == 0) {
         /* Printed once, by the task of global rank 0: slurm_spank_log from

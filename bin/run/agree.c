@@ -48,7 +48,7 @@ static const struct {
     [F_SP] = {"plan sp", SHOW_INT},
     [F_ZERO] = {"plan zero", SHOW_INT},
     [F_MICRO] = {"plan microbatches", SHOW_INT},
-    [F_RECOMPUTE] = {"plan ckpt_act", SHOW_RECOMPUTE},
+    [F_RECOMPUTE] = {"plan recompute", SHOW_RECOMPUTE},
     [F_ORDER] = {"plan rank order", SHOW_ORDER},
     [F_TP_ORDER] = {"plan tp order", SHOW_ORDER},
     [F_LAYERS] = {"model layers", SHOW_INT},
@@ -121,7 +121,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_SP] = p->sp;
     v[F_ZERO] = p->zero;
     v[F_MICRO] = p->microbatches;
-    v[F_RECOMPUTE] = p->ckpt_act;
+    v[F_RECOMPUTE] = p->recompute;
     v[F_ORDER] = (int64_t)p->rank_order[0] << 16 | (int64_t)p->rank_order[1] << 8 | p->rank_order[2];
     v[F_TP_ORDER] = (int64_t)p->tp_order[0] << 16 | (int64_t)p->tp_order[1] << 8 | p->tp_order[2];
     v[F_LAYERS] = c->n_layer;

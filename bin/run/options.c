@@ -29,7 +29,8 @@ static const struct option long_opts[] = {
     {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER},
     {"tp-order", 1, 0, O_TPORDER},
     {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
-    {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"micro-batches", 1, 0, O_MICRO},
+    {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"microbatches", 1, 0, O_MICRO},
+    {"micro-batches", 1, 0, O_MICRO}, /* the spelling of earlier versions */
     {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
     {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
     {"precision", 1, 0, O_PRECISION},
@@ -99,14 +100,15 @@ void run_usage(FILE *f)
         "  --tp-order 012|021|...  the tp grid's axes inside the T block, outermost first\n"
         "                       (2d: 012 rows, 021 columns on consecutive ranks; default\n"
         "                       PTRAIN_TP_ORDER, else 012; --mode auto chooses it)\n"
-        "  --micro-batches M    microbatches per step: each dp rank's batch/dp sequences in M\n"
-        "                       pieces (default PTRAIN_MICROBATCHES, else 1)\n"
+        "  --microbatches M     microbatches per step: each dp rank's batch/dp sequences in M\n"
+        "                       pieces (default PTRAIN_MICROBATCHES, else 1; --micro-batches M,\n"
+        "                       the spelling of earlier versions, is the same)\n"
         "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n"
         "  --virtual-stages V   model chunks per pipeline rank, interleaved only (default 1)\n"
         "  --pp-split N,N,...|even  blocks per pipeline stage (default even)\n"
         "  --zero 0|1|2|3       ZeRO stage over the dp group (default PTRAIN_ZERO, else 0)\n"
-        "  --recompute none|block|attention   activation checkpointing (default\n"
-        "                       PTRAIN_CKPT_ACT, else none)\n"
+        "  --recompute none|block|attention   activation recomputation (default\n"
+        "                       PTRAIN_RECOMPUTE, else none)\n"
         "  --precision fp32|bf16   bf16: bf16 activations and weight copies, fp32 master\n"
         "                       weights, gradients and AdamW (default PTRAIN_PRECISION, else fp32)\n"
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
@@ -285,7 +287,7 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_TPD: if (parse_long("--tp-depth", optarg, 1, 1 << 20, &vl, err)) return -1; o->tp_depth = vl; break;
         case O_SP: if (parse_long("--sp", optarg, 1, 1 << 20, &vl, err)) return -1; o->sp = vl; break;
         case O_PP: if (parse_long("--pp", optarg, 1, 1 << 20, &vl, err)) return -1; o->pp = vl; break;
-        case O_MICRO: if (parse_long("--micro-batches", optarg, 1, 1 << 20, &vl, err)) return -1; o->microbatches = vl; break;
+        case O_MICRO: if (parse_long("--microbatches", optarg, 1, 1 << 20, &vl, err)) return -1; o->microbatches = vl; break;
         case O_VSTAGES: if (parse_long("--virtual-stages", optarg, 1, PT_VIRTUAL_STAGES_MAX, &vl, err)) return -1; o->virtual_stages = vl; break;
         case O_ZERO: if (parse_long("--zero", optarg, 0, 3, &vl, err)) return -1; o->zero = (int)vl; break;
         case O_SCHED: {

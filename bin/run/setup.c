@@ -154,12 +154,11 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
     if (rc < 0) return pt_errprintf(err, "--mode auto: node model %s: %s", source, e.text);
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
+    lim.flag_prefix = "--"; /* the planner's messages name our flags */
     pt_planner *pl = pt_planner_new(&mach.cluster, &lim, &e);
     if (!pl || pt_planner_set_request(pl, r, &e) < 0 || pt_planner_run(pl, &e) < 0) {
         pt_planner_free(pl);
         pt_plan_machine_free(&mach);
-        /* the planner names srun's options; ours are the same without "ptrain-" */
-        pt_plan_error_options(&e, "--");
         return pt_errprintf(err, "--mode auto: %s", e.text);
     }
     *p = *pt_planner_plan(pl);
@@ -205,7 +204,7 @@ static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_en
     PIN(o->virtual_stages, virtual_stages, (int)o->virtual_stages, PT_PIN_VIRTUAL_STAGES);
     PIN(o->schedule >= 0, schedule, o->schedule, PT_PIN_SCHEDULE);
     PIN(o->zero >= 0, zero, o->zero, PT_PIN_ZERO);
-    PIN(o->recompute >= 0, ckpt_act, o->recompute, PT_PIN_RECOMPUTE);
+    PIN(o->recompute >= 0, recompute, o->recompute, PT_PIN_RECOMPUTE);
     PIN(o->precision >= 0, precision, o->precision, PT_PIN_PRECISION);
 #undef PIN
     if (o->pp_split) {
@@ -276,7 +275,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (o->virtual_stages) p->virtual_stages = (int)o->virtual_stages;
     if (o->schedule >= 0) p->schedule = o->schedule;
     if (o->zero >= 0) p->zero = o->zero;
-    if (o->recompute >= 0) p->ckpt_act = o->recompute;
+    if (o->recompute >= 0) p->recompute = o->recompute;
     if (o->precision >= 0) p->precision = o->precision;
     if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, err) < 0) return -1;
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
@@ -525,9 +524,9 @@ static int check_memory(run_setup *s, int world, const run_nodes *nodes, pt_erro
         if (need > 0 && need <= avail)
             off += (size_t)snprintf(fits + off, sizeof fits - off, "%s--zero 3 (%.2f GiB)", n++ ? ", " : "", gib(need));
     }
-    if (p->ckpt_act != PT_RECOMPUTE_BLOCK && off < sizeof fits) {
+    if (p->recompute != PT_RECOMPUTE_BLOCK && off < sizeof fits) {
         q = *p;
-        q.ckpt_act = PT_RECOMPUTE_BLOCK;
+        q.recompute = PT_RECOMPUTE_BLOCK;
         double need = plan_peak(s, &q, o->batch);
         if (need > 0 && need <= avail)
             off += (size_t)snprintf(fits + off, sizeof fits - off, "%s--recompute block (%.2f GiB)", n++ ? ", " : "",
@@ -540,7 +539,7 @@ static int check_memory(run_setup *s, int world, const run_nodes *nodes, pt_erro
         q.microbatches = (int)mb;
         double need = plan_peak(s, &q, o->batch);
         if (need > 0 && need <= avail) {
-            off += (size_t)snprintf(fits + off, sizeof fits - off, "%s--micro-batches %ld (%.2f GiB)", n++ ? ", " : "",
+            off += (size_t)snprintf(fits + off, sizeof fits - off, "%s--microbatches %ld (%.2f GiB)", n++ ? ", " : "",
                                     mb, gib(need));
             break;
         }
@@ -559,7 +558,7 @@ static int check_memory(run_setup *s, int world, const run_nodes *nodes, pt_erro
                         "of --model %s L=%d C=%d T=%d, --batch %ld, dp=%d tp=%d pp=%d), but this rank may use "
                         "%.2f GiB (%s); %s%s", gib(s->mem_need), o->model, s->cfg.n_layer, s->cfg.n_embd,
                         s->cfg.seq_len, o->batch, p->dp, p->tp, p->pp, gib(avail), whence,
-                        n ? "would fit: " : "no single change of --zero, --recompute, --micro-batches or --batch fits: "
+                        n ? "would fit: " : "no single change of --zero, --recompute, --microbatches or --batch fits: "
                             "use more ranks (tp, pp) or a smaller model",
                         fits);
 }

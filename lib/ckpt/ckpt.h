@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Checkpoints (DESIGN.md, lib/ckpt): save and resume the training state of
- * every rank (issue 11, first slice: resume under the same plan).
+/* Checkpoints (lib/ckpt): save and resume the training state of every
+ * rank, resumed under the same plan.
  *
  * Layout on disk.  A checkpoint is a directory DIR/step-NNNNNNNN (8-digit
  * optimizer step) holding

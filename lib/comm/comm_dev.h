@@ -2,9 +2,9 @@
 /* Inside lib/comm: the device path of a pt_comm (comm.h, "Device
  * buffers"), typed by element and reduction so that one implementation
  * serves every element type.  comm_mpi.c's float functions call these for
- * device buffers; the typed collectives of the precision work (issue 23:
- * a count and a pt_dtype) call the same functions with their type, whose
- * values PT_COMM_F32 / PT_COMM_BF16 / PT_COMM_F64 are pt_dtype's.
+ * device buffers; the typed collectives (a count and a pt_dtype) call the
+ * same functions with their type, whose values PT_COMM_F32 / PT_COMM_BF16
+ * / PT_COMM_F64 are pt_dtype's.
  *
  * Counting: every function counts as comm_mpi.c does for the same call
  * (comm_priv.h), in bytes of the element type. */

@@ -311,7 +311,7 @@ int pt_nvml_set_clock(pt_nvml *n, pt_nvml_dev dev, unsigned mhz, unsigned mem_mh
     if (*how == 0 && rc == NV_NO_PERMISSION && rc2 == NV_NO_PERMISSION) {
         n->last = NV_NO_PERMISSION;
         return pt_fail(PT_EUNSUPP, "NVML: neither locked clocks (root only) nor application clocks (restricted to "
-                       "root; the SPANK plugin lifts that for a task's own GPU under --ptrain-energy=apply) may be "
+                       "root; the SPANK plugin lifts that for a task's own GPU at energy level apply) may be "
                        "set by this user");
     }
     return nv_fail(n, rc2, "nvmlDeviceSetApplicationsClocks");

@@ -73,7 +73,7 @@ static int probe_nvml(out *o, int *settable)
             root ? "settable (root)" : "need root (this user is not)",
             !have ? "restriction unknown" : root || !restricted ? "settable by this user"
                                                                 : "restricted to root (the SPANK plugin lifts it for a "
-                                                                  "task's own GPU under --ptrain-energy=apply)");
+                                                                  "task's own GPU at energy level apply)");
         if (root || (have && !restricted)) (*settable)++;
     }
     pt_nvml_close(n);

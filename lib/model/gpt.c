@@ -234,7 +234,7 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
     int rc = check_common(cfg, &ctx->plan, B, T, &lo);
     if (rc) return rc;
     if ((rc = check_stage(st, cfg->n_layer))) return rc;
-    const int mode = ctx->plan.ckpt_act;
+    const int mode = ctx->plan.recompute;
     if (mode < PT_RECOMPUTE_NONE || mode > PT_RECOMPUTE_ATTENTION)
         return pt_fail(PT_EINVAL, "recompute mode %d (valid: 0 none, 1 block, 2 attention)", mode);
     rc = lo->geometry(ctx, B, T / ctx->plan.sp, cfg->n_embd, cfg->n_head, cfg->vocab, &m->g);
@@ -700,7 +700,7 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, void *dx)
     const pt_layout *lo = m->layout;
     const pt_lenv e = {m->ctx, ops, m->arena};
     pt_arena *a = m->arena;
-    const int mode = m->ctx->plan.ckpt_act;
+    const int mode = m->ctx->plan.recompute;
     for (int l = l1 - 1; l >= l0; l--) {
         pt_gpt_layer *ly = &m->layers[l];
         TRY(hook(m, l, PT_HOOK_BWD_PRE));

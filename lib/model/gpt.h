@@ -208,7 +208,7 @@ int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_ba
  * values are the same for every split; with pp > 1 the two copies of wte
  * are tied (`tied` = &ctx->embed; the last stage's copy is not a norm
  * owner).  st->nslots activation sets are allocated; under recompute
- * (ctx->plan.ckpt_act) a slot keeps only block outputs (block) or all but
+ * (ctx->plan.recompute) a slot keeps only block outputs (block) or all but
  * the attention's output and row log-sum-exp (attention: the backward runs
  * the flash forward again from the kept qkv), sharing one scratch set.
  * pt_gpt_create is this with the whole model, 1 slot, 1 microbatch.

@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The parallel context: the dp x pp x tp x sp process grid of a job and
- * the communicators of its groups (DESIGN.md, "Process grid and
- * placement").
+ * the communicators of its groups (ptrain-layouts(7)).
  *
  * Ranks are placed in the grid by the plan's rank_order letters (a
  * permutation of D, P, T; the right-most varies fastest, as SageMaker's

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The parallel-layer interface (DESIGN.md, lib/parallel).
+/* The parallel-layer interface (lib/parallel).
  *
  * A layout decides how every parameter and every activation is sharded
  * over the tensor-parallel group and implements the layers whose

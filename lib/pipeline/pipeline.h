@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The pipeline executor (DESIGN.md, lib/pipeline): one training step of a
+/* The pipeline executor (lib/pipeline): one training step of a
  * pipeline stage over m microbatches, driven by a schedule's action list
  * (lib/pipeline/schedule.h).
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Pipeline schedules as action lists, and the stage split (DESIGN.md,
- * lib/pipeline).  Pure functions: no MPI, no backend; the executor
+/* Pipeline schedules as action lists, and the stage split
+ * (lib/pipeline).  Pure functions: no MPI, no backend; the executor
  * (lib/pipeline/pipeline.h) walks the list.
  *
  * A pipeline of pp ranks holds S = pp * v virtual stages (v model chunks

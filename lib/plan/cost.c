@@ -799,8 +799,8 @@ static piece_flops flops_of(const pt_model_shape *m, const pt_plan *p, int micro
     f.blk_fwd = (24.0 * C * C + 4.0 * T * C) * tokens / split;
     f.head_fwd = 2.0 * C * m->vocab * tokens / split;
     f.blk = 3 * f.blk_fwd + 2.0 * T * C * tokens / split;
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) f.blk += f.blk_fwd;
-    if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) f.blk += 2.0 * T * C * tokens / split;
+    if (p->recompute == PT_RECOMPUTE_BLOCK) f.blk += f.blk_fwd;
+    if (p->recompute == PT_RECOMPUTE_ATTENTION) f.blk += 2.0 * T * C * tokens / split;
     return f;
 }
 
@@ -851,13 +851,13 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     const int ea = act_bytes(p);
     block_tp_fwd(blk_tp, &g, m, N, ea);
     block_tp_bwd(blk_tp, &g, m, N, ea);
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
+    if (p->recompute == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
     embed_tp(emb, &g, N, ea, PART_BOTH);
     head_tp(head, &g, N, ea, PART_BOTH);
     if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
         const long long blk = g.Bl * g.Tl * g.Cl;
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
-        const double re = p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0;
+        const double re = p->recompute != PT_RECOMPUTE_NONE ? fw : 0;
         sendb(att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
     }
     const piece_flops fl = flops_of(m, p, micro);
@@ -939,10 +939,10 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         /* in bytes: ea per activation element, 4 per fp32 one */
         const double Nf = (double)N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl, e = ea;
         const double nlse = (double)g.Bl * g.NHl * g.Tl;
-        double act = nslots * (nblk * block_act(&g, p->ckpt_act, ea) + 4 * 2.0 * micro * g.Tl /* tok, tgt (int32) */
+        double act = nslots * (nblk * block_act(&g, p->recompute, ea) + 4 * 2.0 * micro * g.Tl /* tok, tgt (int32) */
                                + (first ? e * Nf * Cr : 0));
-        if (p->ckpt_act == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
-        if (p->ckpt_act == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
+        if (p->recompute == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
+        if (p->recompute == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
         /* lnf; its mean/rstd, losses, stats, dloss (fp32): no logits */
         if (last) act += e * Nf * Cr + 4 * (2 * Nf + Nf + 3 * Nf + Nf);
         act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);
@@ -1106,7 +1106,7 @@ int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, 
     if (!x) return pt_errprintf(err, "out of memory evaluating a plan of %d layers", m->n_layer);
     block_tp_fwd(&x->blk[0], g, m, N, ea);
     block_tp_bwd(&x->blk[1], g, m, N, ea);
-    if (p->ckpt_act == PT_RECOMPUTE_BLOCK) block_tp_fwd(&x->blk[1], g, m, N, ea);
+    if (p->recompute == PT_RECOMPUTE_BLOCK) block_tp_fwd(&x->blk[1], g, m, N, ea);
     for (int d = 0; d < 2; d++) {
         embed_tp(&x->emb[d], g, N, ea, d ? PART_BWD : PART_FWD);
         head_tp(&x->head[d], g, N, ea, d ? PART_BWD : PART_FWD);
@@ -1115,7 +1115,7 @@ int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, 
         const long long blk = g->Bl * g->Tl * g->Cl;
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
         sendb(&x->att_sp[0], PT_SUB_SP, blk, fw, ea);
-        sendb(&x->att_sp[1], PT_SUB_SP, blk, bw + (p->ckpt_act != PT_RECOMPUTE_NONE ? fw : 0), ea);
+        sendb(&x->att_sp[1], PT_SUB_SP, blk, bw + (p->recompute != PT_RECOMPUTE_NONE ? fw : 0), ea);
     }
     const piece_flops fl = flops_of(m, p, fr.micro);
     const double gemm_rows = (double)N * (g->mode == PT_MODE_3D ? (double)g->q : 1.0);

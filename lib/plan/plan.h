@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The plan: which parallel layout a job runs, and the contract between the
  * SPANK plugin (which computes it and injects it as PTRAIN_* variables) and
- * libptrain / ptrain-run (which read it).  See DESIGN.md, "Plan
- * environment".  Implemented in four files: plan_env.c (the PTRAIN_*
+ * libptrain / ptrain-run (which read it); the variables are listed in
+ * ptrain-env(7).  Implemented in four files: plan_env.c (the PTRAIN_*
  * contract and the text forms of its values), plan_modes.c (the one table
  * of tensor-parallel modes: name, shape rule, grid dims, valid tp lists),
  * plan_validate.c (plans and requests) and plan_place.c (rank placement).
@@ -55,12 +55,11 @@ typedef struct pt_plan {
     int sp;              /* sequence-parallel size */
     int zero;            /* ZeRO stage 0..3 */
     int microbatches;    /* pipeline microbatches per step (>= 1) */
-    int ckpt_act;        /* activation checkpointing: a pt_recompute */
+    int recompute;       /* activation recomputation (checkpointing): a pt_recompute */
     int schedule;        /* a pt_schedule (meaningful with pp > 1) */
     int virtual_stages;  /* v model chunks per pp rank (interleaved only; 1 otherwise) */
     int pp_split_n;      /* 0: even split; else pp * virtual_stages entries in pp_split */
     int pp_split[PT_PP_SPLIT_MAX]; /* blocks per (virtual) stage in pipeline order, sum = n_layer */
-    int offload;         /* optimizer-state CPU offload 0/1 */
     int precision;       /* a pt_precision */
     char rank_order[4];  /* placement letters, a permutation of "DPT"; right-most varies fastest */
     char tp_order[4];    /* placement of the tp grid's axes inside the T block: a permutation of
@@ -91,10 +90,20 @@ const char *pt_schedule_name(int s);
 int pt_schedule_parse(const char *what, const char *s, int *out, pt_error *err);
 
 /* recompute <-> text: "none", "block", "attention"; parse also takes "0"
- * (none) and "1" (block), the PTRAIN_CKPT_ACT values of earlier
- * versions. */
+ * (none) and "1" (block), the values of PTRAIN_CKPT_ACT (the old name of
+ * PTRAIN_RECOMPUTE) in earlier versions. */
 const char *pt_recompute_name(int r);
 int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err);
+
+/* The recompute mode's variable under its two names: given the values of
+ * PTRAIN_RECOMPUTE (now) and of its old name PTRAIN_CKPT_ACT (old), each
+ * NULL when unset, set *name and *text to the one to read
+ * (PTRAIN_RECOMPUTE when both are set), both NULL when neither is.
+ * Returns 0, or -1 with "PTRAIN_RECOMPUTE=block and PTRAIN_CKPT_ACT=none
+ * differ (...)" when both are set to different modes (a value that is no
+ * mode is refused as pt_recompute_parse refuses it). */
+int pt_plan_recompute_var(const char *now, const char *old, const char **name, const char **text,
+                          pt_error *err);
 
 /* precision <-> text: "fp32", "bf16".  parse: 0, or -1 with "invalid
  * <what> '<s>' (valid: fp32, bf16)". */
@@ -143,9 +152,7 @@ void pt_plan_default(pt_plan *p);
  *   an explicit split has pp * virtual_stages entries, each >= 1;
  *   zero 0..3, and zero > 0 needs dp * sp > 1 (ZeRO shards the optimizer
  *   state over the data-parallel ranks: Rajbhandari et al. 2020, sec. 5);
- *   ckpt_act a pt_recompute; precision a pt_precision.
- * Optimizer offload is refused as "not yet supported" (an accepted setting
- * must take effect). */
+ *   recompute a pt_recompute; precision a pt_precision. */
 int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err);
 
 /* The checks that need the model and the batch: pp * virtual_stages
@@ -157,9 +164,11 @@ int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_erro
 
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
  * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_SCHEDULE,
- * PTRAIN_VIRTUAL_STAGES, PTRAIN_PP_SPLIT, PTRAIN_CKPT_ACT, PTRAIN_OFFLOAD,
+ * PTRAIN_VIRTUAL_STAGES, PTRAIN_PP_SPLIT, PTRAIN_RECOMPUTE,
  * PTRAIN_PRECISION, PTRAIN_RANK_ORDER, PTRAIN_TP_ORDER from the environment over the values already in *p
- * (unset variables leave fields unchanged).  Returns 1 if at least one
+ * (unset variables leave fields unchanged).  PTRAIN_CKPT_ACT, the old name
+ * of PTRAIN_RECOMPUTE, is read as it; both set to different modes is an
+ * error naming both (pt_plan_recompute_env).  Returns 1 if at least one
  * PTRAIN_* plan variable was present, 0 if none, -1 on a bad value (*p
  * unchanged). */
 int pt_plan_from_env(pt_plan *p, pt_error *err);
@@ -195,8 +204,20 @@ typedef struct pt_plan_limits {
                         * the slowest node's rates (adapt, 0) or refused */
     unsigned precisions; /* bit (1u << pt_precision) per precision users may request;
                           * 0: every precision (so a limits value built without it limits none) */
+    const char *flag_prefix; /* how the front end spells a setting in messages: the prefix
+                              * before the setting's name (pt_plan_flag): "--ptrain-" (srun's
+                              * --ptrain-tp), "--" (ptrain-run's and ptrain-plan's --tp);
+                              * NULL: the name alone ("tp=3 does not divide ...") */
 } pt_plan_limits;
 enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
+
+/* The setting `key` (a request key: "tp", "tp-depth", "microbatches",
+ * "recompute", ...; planner.h's pt_plan_request_keys) as the front end
+ * of lim spells it, lim->flag_prefix before it ("--ptrain-tp", "--tp";
+ * lim NULL or no prefix: "tp"), written into buf [n] (cut to fit);
+ * returns buf.  The library names settings in its messages only this
+ * way, so each front end renders its own flags. */
+const char *pt_plan_flag(const pt_plan_limits *lim, const char *key, char *buf, size_t n);
 
 /* The checks of a request that need no geometry, for the plugin's
  * srun/sbatch side before an allocation exists and for pt_plan_search.
@@ -206,7 +227,7 @@ enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
  *             needs no permission);
  *   tp, tp_depth, sp, pp, microbatches  0..2^20 (0 = choose);
  *   zero 0..3 and <= lim->max_zero; pp <= lim->max_pp; the schedule in
- *   lim->schedules; ckpt_act a pt_recompute; precision a pt_precision
+ *   lim->schedules; recompute a pt_recompute; precision a pt_precision
  *   in lim->precisions (0: any);
  *   tp_depth > 1 only with 2.5d; sp with any tp and depth (ring
  *   self-attention, Li et al. 2021, "Sequence Parallelism", sec. 3, runs
@@ -215,7 +236,9 @@ enum { PT_MIXED_ADAPT = 0, PT_MIXED_REFUSE = 1 };
  *   (pt_plan_list_tp); the pipeline settings pt_plan_validate checks
  *   without a world (schedule, virtual stages, split entries).
  * Off skips everything after the ranges.  lim NULL: no limits.  0, or -1
- * with a one-line error naming the option (--ptrain-*) and what is valid. */
+ * with a one-line error naming the setting as lim's front end spells it
+ * (pt_plan_flag: "--ptrain-tp=4 is not l*l*l for --ptrain-mode=3d ...")
+ * and what is valid. */
 int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err);
 
 /* The tensor-parallel sizes of mode m that divide n ranks and are <= cap,

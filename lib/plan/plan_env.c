@@ -3,7 +3,7 @@
  * exports a plan as PTRAIN_* variables) and ptrain-run (which reads them),
  * the text forms of its values (schedule, recompute, stage split, rank
  * order) and the one-line summary (PTRAIN_PLAN).  See plan.h and
- * DESIGN.md, "Plan environment".  libc only. */
+ * ptrain-env(7).  libc only. */
 #include "plan/plan_priv.h"
 
 #include <ctype.h>
@@ -42,7 +42,7 @@ const char *pt_recompute_name(int r)
 int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err)
 {
     int v = -1;
-    if (s && strcmp(s, "0") == 0) v = PT_RECOMPUTE_NONE; /* PTRAIN_CKPT_ACT of earlier versions */
+    if (s && strcmp(s, "0") == 0) v = PT_RECOMPUTE_NONE; /* PTRAIN_CKPT_ACT's values in earlier versions */
     else if (s && strcmp(s, "1") == 0) v = PT_RECOMPUTE_BLOCK;
     for (int i = 0; s && v < 0 && i < N_RECOMPUTE; i++)
         if (strcmp(s, recompute_names[i]) == 0) v = i;
@@ -50,6 +50,22 @@ int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err)
         return pt_errprintf(err, "invalid %s '%s' (valid: none, block, attention; 0 = none, "
                             "1 = block)", what, s ? s : "");
     if (out) *out = v;
+    return 0;
+}
+
+int pt_plan_recompute_var(const char *now, const char *old, const char **name, const char **text,
+                          pt_error *err)
+{
+    *name = now ? "PTRAIN_RECOMPUTE" : old ? "PTRAIN_CKPT_ACT" : NULL;
+    *text = now ? now : old;
+    if (!now || !old) return 0;
+    int a, b;
+    if (pt_recompute_parse("PTRAIN_RECOMPUTE", now, &a, err) < 0 ||
+        pt_recompute_parse("PTRAIN_CKPT_ACT", old, &b, err) < 0)
+        return -1;
+    if (a != b)
+        return pt_errprintf(err, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ (PTRAIN_CKPT_ACT is the old "
+                            "name of PTRAIN_RECOMPUTE: set one, or both to the same mode)", now, old);
     return 0;
 }
 
@@ -131,11 +147,10 @@ void pt_plan_default(pt_plan *p)
     p->dp = p->pp = p->tp = p->tp_depth = p->sp = 1;
     p->zero = 0;
     p->microbatches = 1;
-    p->ckpt_act = PT_RECOMPUTE_NONE;
+    p->recompute = PT_RECOMPUTE_NONE;
     p->schedule = PT_SCHED_1F1B;
     p->virtual_stages = 1;
     p->pp_split_n = 0;
-    p->offload = 0;
     p->precision = PT_PREC_FP32;
     memcpy(p->rank_order, "DPT", 4);
     memcpy(p->tp_order, "012", 4);
@@ -198,7 +213,6 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
         {"PTRAIN_ZERO", offsetof(pt_plan, zero), 0, 3},
         {"PTRAIN_MICROBATCHES", offsetof(pt_plan, microbatches), 1, SIZE_MAX_VALUE},
         {"PTRAIN_VIRTUAL_STAGES", offsetof(pt_plan, virtual_stages), 1, PT_VIRTUAL_STAGES_MAX},
-        {"PTRAIN_OFFLOAD", offsetof(pt_plan, offload), 0, 1},
     };
     if (!p) return pt_errprintf(err, "no plan given");
     pt_plan tmp = *p; /* only commit when everything parsed */
@@ -223,10 +237,12 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
         found = 1;
         if (pt_schedule_parse("PTRAIN_SCHEDULE", s, &tmp.schedule, err) < 0) return -1;
     }
-    s = getenv("PTRAIN_CKPT_ACT");
+    const char *rc_name;
+    if (pt_plan_recompute_var(getenv("PTRAIN_RECOMPUTE"), getenv("PTRAIN_CKPT_ACT"), &rc_name, &s, err) < 0)
+        return -1;
     if (s) {
         found = 1;
-        if (pt_recompute_parse("PTRAIN_CKPT_ACT", s, &tmp.ckpt_act, err) < 0) return -1;
+        if (pt_recompute_parse(rc_name, s, &tmp.recompute, err) < 0) return -1;
     }
     s = getenv("PTRAIN_PRECISION");
     if (s) {
@@ -277,8 +293,7 @@ int pt_plan_export(const pt_plan *p, int (*set)(const char *name, const char *va
     char split[PT_PP_SPLIT_MAX * 6];
     pt_plan_split_format(p, split, sizeof split);
     if ((rc = set("PTRAIN_PP_SPLIT", split, arg)) != 0) return rc;
-    if ((rc = set("PTRAIN_CKPT_ACT", pt_recompute_name(p->ckpt_act), arg)) != 0) return rc;
-    EXPORT_INT("PTRAIN_OFFLOAD", offload);
+    if ((rc = set("PTRAIN_RECOMPUTE", pt_recompute_name(p->recompute), arg)) != 0) return rc;
     if ((rc = set("PTRAIN_PRECISION", pt_precision_name(p->precision), arg)) != 0) return rc;
 #undef EXPORT_INT
     char order[4];
@@ -326,7 +341,6 @@ void pt_plan_summary(const pt_plan *p, char *buf, size_t n)
         pt_plan_split_format(p, split, sizeof split);
         append(buf, n, &k, " split=%s", split);
     }
-    if (p->ckpt_act) append(buf, n, &k, " recompute=%s", pt_recompute_name(p->ckpt_act));
-    if (p->offload) append(buf, n, &k, " offload=1");
+    if (p->recompute) append(buf, n, &k, " recompute=%s", pt_recompute_name(p->recompute));
     if (p->precision != PT_PREC_FP32) append(buf, n, &k, " precision=%s", pt_precision_name(p->precision));
 }

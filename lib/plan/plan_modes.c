@@ -2,7 +2,7 @@
 /* The table of tensor-parallel modes: name, shape rule, grid dims, and
  * the one list of valid tp sizes every message takes ("valid tp here").
  * See plan.h (pt_mode_parse, pt_plan_tp_dims, pt_plan_list_tp) and
- * DESIGN.md, "Tensor-parallel layouts": 1d Megatron-LM (Shoeybi et al.
+ * ptrain-layouts(7): 1d Megatron-LM (Shoeybi et al.
  * 2019), 2d SUMMA / Optimus (Xu et al. 2021), 2.5d Tesseract (Wang et al.
  * 2021), 3d (Bian et al. 2021).  libc only. */
 #include "plan/plan_priv.h"

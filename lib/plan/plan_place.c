@@ -2,8 +2,8 @@
 /* Placement: where a task's rank sits in the plan's process grid.  The
  * rank order is a permutation of D, P, T, right-most fastest, after
  * SageMaker's placement_strategy (Karakus et al. 2021, sec. 3.3); ranks
- * are numbered node by node ("cluster").  See plan.h and DESIGN.md,
- * "Process grid and placement".  libc only. */
+ * are numbered node by node ("cluster").  See plan.h and
+ * ptrain-layouts(7).  libc only. */
 #include "plan/plan_priv.h"
 
 #include <limits.h>

@@ -104,13 +104,11 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
     }
     if (p->zero < 0 || p->zero > 3)
         return pt_errprintf(err, "invalid zero=%d (valid ZeRO stages: 0, 1, 2, 3)", p->zero);
-    if (p->ckpt_act < 0 || p->ckpt_act >= N_RECOMPUTE)
-        return pt_errprintf(err, "invalid ckpt_act=%d (valid recompute modes: 0 none, 1 block, "
-                            "2 attention)", p->ckpt_act);
+    if (p->recompute < 0 || p->recompute >= N_RECOMPUTE)
+        return pt_errprintf(err, "invalid recompute=%d (valid recompute modes: 0 none, 1 block, "
+                            "2 attention)", p->recompute);
     if (p->precision < 0 || p->precision >= N_PRECISIONS)
         return pt_errprintf(err, "invalid precision=%d (valid: 0 fp32, 1 bf16)", p->precision);
-    if (p->offload != 0 && p->offload != 1)
-        return pt_errprintf(err, "invalid offload=%d (valid: 0, 1)", p->offload);
     if (memchr(p->rank_order, '\0', sizeof p->rank_order) == NULL || !pt_plan_i_order_is_perm(p->rank_order))
         return pt_errprintf(err,
                          "invalid rank order '%.4s' (valid: a permutation of D, P, T such as DPT)",
@@ -119,11 +117,6 @@ int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err)
         return pt_errprintf(err, "invalid tp order '%.4s' (valid: a permutation of 0, 1, 2 such as 012)",
                             p->tp_order);
     if (pipeline_check(p, p->pp, p->virtual_stages, p->microbatches, err) < 0) return -1;
-
-    /* What this build can run: an accepted setting must take effect. */
-    if (p->offload != 0)
-        return pt_errprintf(err, "optimizer offload=%d is not yet supported (supported: "
-                         "offload=0)", p->offload);
     /* The ranks a tensor group must divide: the world less pp and sp
      * (the whole world when those do not divide it). */
     int tp_room = world_size;
@@ -210,51 +203,60 @@ int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_erro
     return 0;
 }
 
+const char *pt_plan_flag(const pt_plan_limits *lim, const char *key, char *buf, size_t n)
+{
+    if (buf && n) snprintf(buf, n, "%s%s", lim && lim->flag_prefix ? lim->flag_prefix : "", key ? key : "");
+    return buf;
+}
+
 int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err)
 {
     if (!req) return pt_errprintf(err, "no request given");
     unsigned modes = lim ? lim->modes : ~0u;
+    char f[48], g[48]; /* settings as this front end spells them (pt_plan_flag) */
+#define FLAG(key) pt_plan_flag(lim, key, f, sizeof f)
     if ((int)req->mode < 0 || (int)req->mode >= N_MODES)
         return pt_errprintf(err, "invalid mode value %d (valid: off, auto, 1d, 2d, 2.5d, "
                             "3d)", (int)req->mode);
     if (req->mode != PT_MODE_OFF && !(modes & (1u << req->mode)))
-        return pt_errprintf(err, "--ptrain-mode=%s is not allowed by the administrator "
-                         "(allowed_modes in ptrain.conf)", pt_mode_name(req->mode));
+        return pt_errprintf(err, "%s=%s is not allowed by the administrator "
+                         "(allowed_modes in ptrain.conf)", FLAG("mode"), pt_mode_name(req->mode));
     if (req->tp < 0 || req->tp > SIZE_MAX_VALUE)
-        return pt_errprintf(err, "invalid --ptrain-tp=%d (valid: 1..%d)", req->tp,
+        return pt_errprintf(err, "invalid %s=%d (valid: 1..%d)", FLAG("tp"), req->tp,
                             SIZE_MAX_VALUE);
     if (req->tp_depth < 0 || req->tp_depth > SIZE_MAX_VALUE)
-        return pt_errprintf(err, "invalid --ptrain-tp-depth=%d (valid: 1..%d)",
+        return pt_errprintf(err, "invalid %s=%d (valid: 1..%d)", FLAG("tp-depth"),
                             req->tp_depth, SIZE_MAX_VALUE);
     if (req->sp < 0 || req->sp > SIZE_MAX_VALUE)
-        return pt_errprintf(err, "invalid --ptrain-sp=%d (valid: 1..%d)", req->sp,
+        return pt_errprintf(err, "invalid %s=%d (valid: 1..%d)", FLAG("sp"), req->sp,
                             SIZE_MAX_VALUE);
     if (req->pp < 0 || req->pp > SIZE_MAX_VALUE)
-        return pt_errprintf(err, "invalid --ptrain-pp=%d (valid: 1..%d)", req->pp, SIZE_MAX_VALUE);
+        return pt_errprintf(err, "invalid %s=%d (valid: 1..%d)", FLAG("pp"), req->pp, SIZE_MAX_VALUE);
     if (req->microbatches < 0 || req->microbatches > SIZE_MAX_VALUE)
-        return pt_errprintf(err, "invalid --ptrain-microbatches=%d (valid: 1..%d)",
+        return pt_errprintf(err, "invalid %s=%d (valid: 1..%d)", FLAG("microbatches"),
                             req->microbatches, SIZE_MAX_VALUE);
     if (req->zero < 0 || req->zero > 3)
-        return pt_errprintf(err, "invalid --ptrain-zero=%d (valid ZeRO stages: 0, 1, 2, 3)",
+        return pt_errprintf(err, "invalid %s=%d (valid ZeRO stages: 0, 1, 2, 3)", FLAG("zero"),
                             req->zero);
-    if (req->ckpt_act < 0 || req->ckpt_act >= N_RECOMPUTE)
-        return pt_errprintf(err, "invalid --ptrain-recompute value %d (valid: none, block, "
-                            "attention)", req->ckpt_act);
+    if (req->recompute < 0 || req->recompute >= N_RECOMPUTE)
+        return pt_errprintf(err, "invalid %s value %d (valid: none, block, "
+                            "attention)", FLAG("recompute"), req->recompute);
     if (req->precision < 0 || req->precision >= N_PRECISIONS)
-        return pt_errprintf(err, "invalid --ptrain-precision value %d (valid: fp32, bf16)", req->precision);
+        return pt_errprintf(err, "invalid %s value %d (valid: fp32, bf16)", FLAG("precision"), req->precision);
     if (req->mode == PT_MODE_OFF) return 0; /* nothing planned: sizes are ignored */
     if (lim && lim->precisions && !(lim->precisions & (1u << req->precision)))
-        return pt_errprintf(err, "--ptrain-precision=%s is not allowed by the administrator "
-                            "(allowed_precisions in ptrain.conf)", pt_precision_name(req->precision));
+        return pt_errprintf(err, "%s=%s is not allowed by the administrator "
+                            "(allowed_precisions in ptrain.conf)", FLAG("precision"),
+                            pt_precision_name(req->precision));
     int max_pp = lim ? lim->max_pp : SIZE_MAX_VALUE, max_zero = lim ? lim->max_zero : 3;
     unsigned scheds = lim ? lim->schedules : ~0u;
     int pp = req->pp > 0 ? req->pp : 1;
     if (pp > max_pp)
-        return pt_errprintf(err, "--ptrain-pp=%d exceeds the administrator's max_pp=%d (valid: "
-                            "1..%d; max_pp in ptrain.conf)", pp, max_pp, max_pp);
+        return pt_errprintf(err, "%s=%d exceeds the administrator's max_pp=%d (valid: "
+                            "1..%d; max_pp in ptrain.conf)", FLAG("pp"), pp, max_pp, max_pp);
     if (req->zero > max_zero)
-        return pt_errprintf(err, "--ptrain-zero=%d exceeds the administrator's max_zero=%d "
-                            "(valid: 0..%d; max_zero in ptrain.conf)", req->zero, max_zero,
+        return pt_errprintf(err, "%s=%d exceeds the administrator's max_zero=%d "
+                            "(valid: 0..%d; max_zero in ptrain.conf)", FLAG("zero"), req->zero, max_zero,
                             max_zero);
     if (req->schedule >= 0 && req->schedule < N_SCHEDS && !(scheds & (1u << req->schedule))) {
         pt_plan_i_strlist sl;
@@ -262,27 +264,28 @@ int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_erro
         pt_plan_i_sl_init(&sl, ok, sizeof ok);
         for (int i = 0; i < N_SCHEDS; i++)
             if (scheds & (1u << i)) pt_plan_i_sl_add(&sl, "%s", pt_schedule_name(i));
-        return pt_errprintf(err, "--ptrain-schedule=%s is not allowed by the administrator "
-                            "(allowed_schedules in ptrain.conf: %s)",
+        return pt_errprintf(err, "%s=%s is not allowed by the administrator "
+                            "(allowed_schedules in ptrain.conf: %s)", FLAG("schedule"),
                             pt_schedule_name(req->schedule), sl.count ? ok : "none");
     }
     if (pipeline_check(req, pp, req->virtual_stages > 0 ? req->virtual_stages : 1,
                        req->microbatches > 0 ? req->microbatches : 1, err) < 0)
         return -1;
     if (req->tp_depth > 1 && req->mode != PT_MODE_2P5D)
-        return pt_errprintf(err, "--ptrain-tp-depth=%d is for --ptrain-mode=2.5d, but the "
-                            "mode is %s (valid: --ptrain-mode=2.5d, or no --ptrain-tp-depth)",
-                            req->tp_depth, pt_mode_name(req->mode));
+        return pt_errprintf(err, "%s=%d is for %s=2.5d, but the "
+                            "mode is %s (valid: %s=2.5d, or no %s)", FLAG("tp-depth"),
+                            req->tp_depth, pt_plan_flag(lim, "mode", g, sizeof g), pt_mode_name(req->mode), g, f);
     if (req->tp > 0 && !pt_plan_i_tp_has_shape(req->mode, req->tp_depth, req->tp)) {
         pt_plan_i_strlist s;
         char valid[160], shape[32];
         pt_plan_i_sl_init(&s, valid, sizeof valid);
         for (int t = 1; s.count < 6 && t <= SIZE_MAX_VALUE; t++)
             if (pt_plan_i_tp_has_shape(req->mode, req->tp_depth, t)) pt_plan_i_sl_add(&s, "%d", t);
-        return pt_errprintf(err, "--ptrain-tp=%d is not %s for --ptrain-mode=%s (valid "
-                            "tp of that shape: %s, ...)", req->tp,
+        return pt_errprintf(err, "%s=%d is not %s for %s=%s (valid "
+                            "tp of that shape: %s, ...)", FLAG("tp"), req->tp,
                             pt_plan_i_shape_text(req->mode, req->tp_depth, shape, sizeof shape),
-                            pt_mode_name(req->mode), valid);
+                            pt_plan_flag(lim, "mode", g, sizeof g), pt_mode_name(req->mode), valid);
     }
+#undef FLAG
     return 0;
 }

@@ -121,7 +121,7 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
                                 text);
         p->schedule = sc, bit = PT_PIN_SCHEDULE;
     } else if (!strcmp(key, "recompute")) {
-        if (pt_recompute_parse(what, text, &p->ckpt_act, err) < 0) return -1;
+        if (pt_recompute_parse(what, text, &p->recompute, err) < 0) return -1;
         bit = PT_PIN_RECOMPUTE;
     } else if (!strcmp(key, "precision")) {
         int pr;
@@ -189,22 +189,28 @@ int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_g
         {"virtual-stages", "PTRAIN_VIRTUAL_STAGES", PT_PIN_VIRTUAL_STAGES},
         {"pp-split", "PTRAIN_PP_SPLIT", PT_PIN_SPLIT},
         {"zero", "PTRAIN_ZERO", PT_PIN_ZERO},
-        {"recompute", "PTRAIN_CKPT_ACT", PT_PIN_RECOMPUTE},
+        {"recompute", "PTRAIN_RECOMPUTE", PT_PIN_RECOMPUTE}, /* or its old name, PTRAIN_CKPT_ACT */
         {"precision", "PTRAIN_PRECISION", PT_PIN_PRECISION},
         {"rank-order", "PTRAIN_RANK_ORDER", PT_PIN_RANK_ORDER},
         {"tp-order", "PTRAIN_TP_ORDER", PT_PIN_TP_ORDER},
     };
     if (!r || !get) return pt_errprintf(err, "no request or environment given");
     pt_plan_request q = *r;
-    char buf[256];
+    char buf[256], old[256];
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
         if (q.pinned & vars[i].bit) continue; /* a flag or option given before wins */
-        int g = get(arg, vars[i].var, buf, (int)sizeof buf);
+        const char *var = vars[i].var, *text = buf;
+        int g = get(arg, var, buf, (int)sizeof buf), go = 0;
+        if (vars[i].bit == PT_PIN_RECOMPUTE && g >= 0) {
+            go = get(arg, "PTRAIN_CKPT_ACT", old, (int)sizeof old);
+            if (go < 0) var = "PTRAIN_CKPT_ACT", g = -1;
+        }
         if (g < 0)
             return pt_errprintf(err, "%s in the job environment is longer than %d bytes; it is not a valid value "
-                                "(valid: see ptrain-env(7))", vars[i].var, (int)sizeof buf - 1);
-        if (g == 0) continue;
-        if (pt_plan_request_set(&q, lim, vars[i].key, vars[i].var, buf, err) < 0) return -1;
+                                "(valid: see ptrain-env(7))", var, (int)sizeof buf - 1);
+        if (go > 0 && pt_plan_recompute_var(g ? buf : NULL, old, &var, &text, err) < 0) return -1;
+        if (g == 0 && go == 0) continue;
+        if (pt_plan_request_set(&q, lim, vars[i].key, var, text, err) < 0) return -1;
     }
     *r = q;
     return 0;

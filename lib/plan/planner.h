@@ -67,9 +67,10 @@ typedef struct pt_plan_request {
  * defaults), nothing pinned. */
 void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode);
 
-/* The keys of pt_plan_request_set and pt_plan_request_env, as the
- * plugin's options name them without "--ptrain-" (the variable is PTRAIN_
- * and the key in upper case, '-' as '_'; recompute is PTRAIN_CKPT_ACT):
+/* The keys of pt_plan_request_set and pt_plan_request_env, the settings'
+ * names: the plugin's options are "--ptrain-" and the key, ptrain-run's
+ * and ptrain-plan's flags "--" and the key, the variable is PTRAIN_ and
+ * the key in upper case, '-' as '_':
  * mode, tp, tp-depth, sp, pp, microbatches, schedule, virtual-stages,
  * pp-split, zero, recompute, precision, rank-order, tp-order, model,
  * batch. */
@@ -102,10 +103,12 @@ int pt_plan_getenv(void *arg, const char *name, char *buf, int len);
 
 /* Read the PTRAIN_* variable of every key r does not pin yet (a flag or
  * option given before wins over the environment) through get, parsed and
- * pinned as pt_plan_request_set with what = the variable's name.  -1 with
- * one line on the first bad value, or "<NAME> in the job environment is
- * longer than 255 bytes; it is not a valid value (valid: see
- * ptrain-env(7))". */
+ * pinned as pt_plan_request_set with what = the variable's name; the
+ * recompute mode also from PTRAIN_CKPT_ACT, the old name of
+ * PTRAIN_RECOMPUTE (pt_plan_recompute_var: both set to different modes is
+ * an error naming both).  -1 with one line on the first bad value, or
+ * "<NAME> in the job environment is longer than 255 bytes; it is not a
+ * valid value (valid: see ptrain-env(7))". */
 int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_getenv_fn get, void *arg,
                         pt_error *err);
 

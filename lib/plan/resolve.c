@@ -10,11 +10,12 @@
 #include <string.h>
 
 /* What a request pins that can be judged from the step's size and the
- * model alone, named the way srun's user gave it (the search's own refusal
+ * model alone, named as lim's front end spells it (the search's own refusal
  * covers the layouts' shapes): each pinned group size divides the ranks,
  * their product too, an explicit stage split covers the model's layers,
  * and a pinned ZeRO stage leaves data-parallel ranks to shard over. */
-static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m, pt_error *err)
+static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m, const pt_plan_limits *lim,
+                        pt_error *err)
 {
     const struct { const char *name; int v; } pins[] = {
         {"tp", req->tp}, {"sp", req->sp}, {"pp", req->pp}};
@@ -25,16 +26,21 @@ static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m,
         if (ntasks % pins[i].v) {
             /* every divisor of the task count: the 1d sizes of the mode table */
             pt_plan_list_tp(PT_MODE_1D, 1, ntasks, ntasks, valid, sizeof valid);
-            return pt_errprintf(err, "--ptrain-%s=%d does not divide the %d tasks of the step "
-                                "(valid %s here: %s)", pins[i].name, pins[i].v, ntasks,
-                                pins[i].name, valid);
+            char f[48];
+            return pt_errprintf(err, "%s=%d does not divide the %d tasks of the step "
+                                "(valid %s here: %s)", pt_plan_flag(lim, pins[i].name, f, sizeof f), pins[i].v,
+                                ntasks, pins[i].name, valid);
         }
         prod *= pins[i].v;
     }
-    if (prod > 1 && ntasks % prod)
-        return pt_errprintf(err, "--ptrain-tp=%d x --ptrain-sp=%d x --ptrain-pp=%d = %lld does "
-                            "not divide the %d tasks of the step", req->tp > 0 ? req->tp : 1,
-                            req->sp > 0 ? req->sp : 1, req->pp > 0 ? req->pp : 1, prod, ntasks);
+    if (prod > 1 && ntasks % prod) {
+        char ft[48], fs[48], fp[48];
+        return pt_errprintf(err, "%s=%d x %s=%d x %s=%d = %lld does "
+                            "not divide the %d tasks of the step", pt_plan_flag(lim, "tp", ft, sizeof ft),
+                            req->tp > 0 ? req->tp : 1, pt_plan_flag(lim, "sp", fs, sizeof fs),
+                            req->sp > 0 ? req->sp : 1, pt_plan_flag(lim, "pp", fp, sizeof fp),
+                            req->pp > 0 ? req->pp : 1, prod, ntasks);
+    }
     if (req->pp_split_n > 0) {
         pt_plan q = *req;
         q.pp = req->pp > 0 ? req->pp : 1;
@@ -71,7 +77,7 @@ int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_bat
     if (default_zero < 0 || default_zero > lim->max_zero)
         return pt_errprintf(err, "invalid default ZeRO stage %d (valid: 0..max_zero=%d)", default_zero,
                             lim->max_zero);
-    if (request_fits((int)ntasks, req, m, err) < 0) return -1;
+    if (request_fits((int)ntasks, req, m, lim, err) < 0) return -1;
 
     pt_search_result *r = res ? res : malloc(sizeof *r);
     if (!r) return pt_errprintf(err, "pt_plan_resolve: out of memory");
@@ -126,18 +132,4 @@ int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_bat
     }
     if (!res) free(r);
     return 0;
-}
-
-void pt_plan_error_options(pt_error *err, const char *prefix)
-{
-    if (!err || !prefix) return;
-    static const char from[] = "--ptrain-";
-    const size_t fl = sizeof from - 1, pl = strlen(prefix);
-    if (pl > fl) return; /* only shortening rewrites: the text cannot overflow */
-    char *at = err->text;
-    while ((at = strstr(at, from)) != NULL) {
-        memmove(at + pl, at + fl, strlen(at + fl) + 1);
-        memcpy(at, prefix, pl);
-        at += pl;
-    }
 }

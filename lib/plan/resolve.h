@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* One resolution path: a user's request (what is pinned, 0 = choose) into
  * the plan a job runs, for the SPANK plugin (at srun time and in
- * slurmstepd) and for ptrain-run under plain mpirun (--mode auto).  See
- * DESIGN.md, "A plan is resolved once".
+ * slurmstepd) and for ptrain-run under plain mpirun (--mode auto): a plan
+ * is resolved once, the same way everywhere (docs/ARCHITECTURE.md).
  *
  * libc only (with libm), as the rest of lib/plan: the plugin links it into
  * slurmstepd.  Deterministic: every node and every rank computes the same
@@ -41,10 +41,10 @@
  *                then forbidden) when no plan can take it, e.g. dp*sp = 1.
  *
  * Before the search, the pins that can be judged from the task count and
- * the model alone are checked, named as srun's options (--ptrain-tp, ...;
- * callers with other option names rewrite the prefix): each pinned tp, sp
- * and pp divides the tasks ("--ptrain-tp=3 does not divide the 4 tasks of
- * the step (valid tp here: 1, 2, 4)"), their product too, an explicit
+ * the model alone are checked, each named as lim's front end spells it
+ * (pt_plan_flag, lim->flag_prefix): each pinned tp, sp and pp divides the
+ * tasks ("--ptrain-tp=3 does not divide the 4 tasks of the step (valid tp
+ * here: 1, 2, 4)" under the prefix "--ptrain-"), their product too, an explicit
  * split covers n_layer blocks (pt_plan_check_model), and a pinned ZeRO
  * stage > 0 leaves dp*sp >= 2 ranks to shard over (Rajbhandari et al.
  * 2020, sec. 5).  Then pt_plan_search (search.h: cost model, Alpa-style
@@ -75,10 +75,5 @@
 int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_batch,
                     const pt_plan_limits *lim, const pt_plan *req, int zero_pinned, int default_zero,
                     pt_plan *out, pt_search_result *res, char *notes, size_t notes_len, pt_error *err);
-
-/* Rewrite srun's option names in an error text ("--ptrain-tp=3") into
- * another tool's ("--tp=3" with prefix "--"), in place: for ptrain-run and
- * ptrain-plan, whose flags are the plugin's options without "ptrain-". */
-void pt_plan_error_options(pt_error *err, const char *prefix);
 
 #endif

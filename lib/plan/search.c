@@ -617,8 +617,8 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, 
                         pt_plan q = splits[si];
                         q.microbatches = mbs[mi];
                         if (bpd % q.microbatches) continue;
-                        if (req->ckpt_act != PT_RECOMPUTE_NONE) {
-                            q.ckpt_act = req->ckpt_act;
+                        if (req->recompute != PT_RECOMPUTE_NONE) {
+                            q.recompute = req->recompute;
                             consider(x, &q, link);
                             continue;
                         }
@@ -628,7 +628,7 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, 
                          * without recompute is the last one tried */
                         int f = 0;
                         for (int ri = 0; ri < 3 && f == 0; ri++) {
-                            q.ckpt_act = rc_order[ri];
+                            q.recompute = rc_order[ri];
                             f = consider(x, &q, link);
                             if (f == 1 && ri == 0) mi = nmb;
                         }
@@ -646,13 +646,13 @@ static void pipeline_variants(search_ctx *x, pt_plan *p, const placement *link, 
                     q.microbatches = mbs[mi];
                     if (sched == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
                     if (bpd % q.microbatches) continue;
-                    if (req->ckpt_act != PT_RECOMPUTE_NONE) {
-                        q.ckpt_act = req->ckpt_act;
+                    if (req->recompute != PT_RECOMPUTE_NONE) {
+                        q.recompute = req->recompute;
                         consider(x, &q, link);
                         continue;
                     }
                     for (int ri = floor_rc; ri < 3; ri++) {
-                        q.ckpt_act = rc_order[ri];
+                        q.recompute = rc_order[ri];
                         int f = consider(x, &q, link);
                         if (f != 0) break;  /* fits, or the model refuses this count */
                         floor_rc = ri + 1;  /* does not fit: nor at fewer microbatches */
@@ -711,7 +711,7 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const placement *pl, co
     }
     for (int si = 0; si < nsplit; si++) {
         q = splits[si];
-        q.ckpt_act = req->ckpt_act != PT_RECOMPUTE_NONE ? req->ckpt_act : PT_RECOMPUTE_BLOCK;
+        q.recompute = req->recompute != PT_RECOMPUTE_NONE ? req->recompute : PT_RECOMPUTE_BLOCK;
         for (int i = nmb - 1; i >= 0; i--) {
             q.microbatches = mbs[i];
             if (q.schedule == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
@@ -989,9 +989,10 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                             "integers)", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (global_batch < 1)
         return pt_errprintf(err, "invalid global batch %d (valid: >= 1 sequences)", global_batch);
+    char flag[48];
     if (req->mode == PT_MODE_OFF)
-        return pt_errprintf(err, "--ptrain-mode=off plans nothing (valid for a search: auto, 1d, "
-                            "2d, 2.5d, 3d)");
+        return pt_errprintf(err, "%s=off plans nothing (valid for a search: auto, 1d, "
+                            "2d, 2.5d, 3d)", pt_plan_flag(lim, "mode", flag, sizeof flag));
     if (pt_plan_request_check(req, lim, err) < 0) return -1;
     if (req->rank_order[0]) {
         char pinned[4], s[5] = "";
@@ -1104,10 +1105,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         snprintf(place, sizeof place, "%d nodes x %d tasks", c->nnodes, c->tasks_per_node[0]);
     if (x.top.n == 0) {
         char what[64], valid[200];
-        if (req->mode == PT_MODE_AUTO)
-            snprintf(what, sizeof what, "--ptrain-mode=auto");
-        else
-            snprintf(what, sizeof what, "--ptrain-mode=%s", pt_mode_name(req->mode));
+        snprintf(what, sizeof what, "%s=%s", pt_plan_flag(lim, "mode", flag, sizeof flag), pt_mode_name(req->mode));
         if (nshapes == 0) {
             int k = pt_plan_list_tp(req->mode == PT_MODE_AUTO ? PT_MODE_1D : req->mode,
                                     req->mode == PT_MODE_2P5D ? req->tp_depth : 1, W, max_tp, valid,
@@ -1117,9 +1115,10 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                                 : req->mode == PT_MODE_3D   ? "l*l*l"
                                                             : "a divisor";
             return pt_errprintf(err, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
-                                "(%s)%s (valid tp here: %s; or pin --ptrain-tp=1)", what,
+                                "(%s)%s (valid tp here: %s; or pin %s=1)", what,
                                 req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
-                                max_tp < W ? " within max_tp" : "", k ? valid : "none");
+                                max_tp < W ? " within max_tp" : "", k ? valid : "none",
+                                pt_plan_flag(lim, "tp", flag, sizeof flag));
         }
         if (ngrids == 0)
             return pt_errprintf(err, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "
@@ -1174,7 +1173,7 @@ static void label(const pt_plan *p, char *buf, size_t n)
             ADD(" %s", pt_schedule_name(p->schedule));
         if (p->pp_split_n) ADD(" split");
     }
-    if (p->ckpt_act) ADD(" rc=%s", pt_recompute_name(p->ckpt_act));
+    if (p->recompute) ADD(" rc=%s", pt_recompute_name(p->recompute));
     if (strcmp(p->rank_order, "DPT")) ADD(" %s", p->rank_order);
     if (p->tp > 1 && strcmp(p->tp_order, "012")) ADD(" tpo=%s", p->tp_order);
 #undef ADD

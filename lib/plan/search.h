@@ -136,7 +136,8 @@ typedef struct pt_search_result {
  * Result ordered by predicted t_step; ties broken deterministically
  * (fewer bytes on slower links, then smaller pp, then smaller tp, then
  * plan summary text).  Returns 0, or -1 with one line naming what was
- * pinned and what would fit, e.g. "--ptrain-mode=3d: no tensor-parallel
+ * pinned (as lim's front end spells it, pt_plan_flag; here with the
+ * plugin's prefix "--ptrain-") and what would fit, e.g. "--ptrain-mode=3d: no tensor-parallel
  * group of shape l*l*l > 1 divides 6 ranks (3 nodes x 2 tasks) (valid tp
  * here: 1; or pin --ptrain-tp=1)", "--ptrain-mode=auto: no plan fits 1 GB
  * per rank on 1 node x 4 tasks; the least memory any plan needs is 28.6 GB
@@ -176,7 +177,7 @@ typedef struct pt_search_result {
  * Pins: a size > 0 in req fixes it; req->zero > 0 fixes the ZeRO stage
  * (0 lets the search choose 0..max_zero: set lim->max_zero = 0 to forbid
  * ZeRO); a schedule other than 1f1b and virtual_stages > 1 fix the
- * schedule; req->ckpt_act other than none fixes recompute; pp_split_n > 0
+ * schedule; req->recompute other than none fixes recompute; pp_split_n > 0
  * fixes the split; req->precision is every candidate's (never searched: it
  * sets the bytes of every memory and traffic term).  The runners-up are the best plan of each other layout
  * (mode, tp shape, dp, pp, sp, ZeRO stage). */

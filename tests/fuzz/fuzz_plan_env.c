@@ -6,7 +6,7 @@
 
 static const char *const vars[] = {"PTRAIN_MODE", "PTRAIN_DP", "PTRAIN_PP", "PTRAIN_TP",
                                    "PTRAIN_TP_DEPTH", "PTRAIN_SP", "PTRAIN_ZERO",
-                                   "PTRAIN_MICROBATCHES", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD",
+                                   "PTRAIN_MICROBATCHES", "PTRAIN_RECOMPUTE", "PTRAIN_CKPT_ACT",
                                    "PTRAIN_RANK_ORDER", "PTRAIN_SCHEDULE",
                                    "PTRAIN_VIRTUAL_STAGES", "PTRAIN_PP_SPLIT"};
 #define NVARS (sizeof vars / sizeof vars[0])

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# ptrain-run's energy (issue 26), on fake sysfs trees (PTRAIN_SYSFS_ROOT;
+# ptrain-run's energy, on fake sysfs trees (PTRAIN_SYSFS_ROOT;
 # there is no RAPL, cpufreq or GPU here):
 #  - a RAPL package counter that a background writer advances and wraps past
 #    its range: joules per step, watts and tokens per joule in the step

@@ -404,7 +404,7 @@ int main(int argc, char **argv)
     for (int mode = PT_RECOMPUTE_BLOCK; rc == PT_OK && mode <= PT_RECOMPUTE_ATTENTION; mode++) {
         const char *mname = mode == PT_RECOMPUTE_BLOCK ? "block" : "attention";
         pt_plan rcplan = plan;
-        rcplan.ckpt_act = mode;
+        rcplan.recompute = mode;
         pt_pctx rcctx;
         pt_arena a0 = {0}, a1 = {0};
         pt_gpt m0, m1;

@@ -38,7 +38,7 @@ check "steps, learning rates and elapsed times increase" \
 check "the step lines carry an ETA, 0s on the last" \
     sh -c "[ \$(grep -c '^step .*| eta [0-9hms]*\$' '$wd/out') -eq 4 ] && grep '^step *4/4' '$wd/out' | grep -q 'eta 0s\$'"
 
-# the cost fields (issue 14): achieved model GFLOP/s per rank, peak
+# the cost fields: achieved model GFLOP/s per rank, peak
 # memory and bytes per group, gathered from every rank each step (a
 # collective on rank 0 alone would hang this run, not pass it)
 check "every train record has gflops_per_rank = tok_s * flops_per_token / world / 1e9" \
@@ -98,7 +98,7 @@ check "an unwritable metrics path is refused before training (status $rc)" \
 # a write that fails mid-run (a full disk, here a file-size limit of 2000 bytes:
 # write gets EFBIG): one line naming the file, the file ends with its last
 # whole record (valid JSON Lines, no torn line), training goes on to the
-# end, status 1 (issue 22, item 11: the line was torn and the status 0)
+# end, status 1 (the line was once torn and the status 0)
 if command -v prlimit >/dev/null 2>&1; then
     rc=0
     OMPI_MCA_btl=self ptrain_mpirun -np 1 prlimit --fsize=2000 "$run" --model test --data "synthetic:$seed" --steps 8 \
@@ -113,7 +113,7 @@ else
     ok "# SKIP prlimit not installed (util-linux)"
 fi
 
-# a resumed run (issue 22, items 11 and 12): its first validation is at the
+# a resumed run: its first validation is at the
 # step it resumes from, its train_loss starts at its own first step (not
 # nan), its ms/step are over its own steps; resumed at its last step it ran
 # no step: valid JSON (null, never inf) and "no step run"

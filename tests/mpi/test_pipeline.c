@@ -214,7 +214,7 @@ int main(int argc, char **argv)
      * 30 seeds of "1f1b 2 2 1 1 4 2d"; 3e-2 failed 2 of 40 runs.  A lost or
      * doubled partial is off by O(1). */
     const double ltol = bf ? 1e-3 : 2e-6, gtol = bf ? 5e-2 : 1e-4, ntol = bf ? 5e-3 : 1e-5, ptol = bf ? 2e-4 : 1e-6;
-    plan.ckpt_act = !strcmp(rcname, "block") ? PT_RECOMPUTE_BLOCK : !strcmp(rcname, "attention") ? PT_RECOMPUTE_ATTENTION
+    plan.recompute = !strcmp(rcname, "block") ? PT_RECOMPUTE_BLOCK : !strcmp(rcname, "attention") ? PT_RECOMPUTE_ATTENTION
                                                                                                   : PT_RECOMPUTE_NONE;
     const int pp = plan.pp, M = plan.microbatches, V = plan.virtual_stages, dp = plan.dp;
     int L = pp * V < 4 ? 4 : pp * V;

@@ -60,7 +60,7 @@ want=$("$plan" --topology "$fx/cpu2s.xml" --nodes 2 --tasks-per-node 2 --model t
 check "SLURM_NODEID 0,0,1,1: auto plans for 2 nodes x 2 tasks, as ptrain-plan ($got)" \
     sh -c "[ $rc -eq 0 ] && grep -q '^machine: 2 nodes x 2 tasks' '$out' && [ -n '$got' ] && [ '$got' = '$want' ]"
 
-# mixed nodes under plain mpirun (issue 25: ptrain-run plans auto exactly
+# mixed nodes under plain mpirun (ptrain-run plans auto exactly
 # as the plugin, whose node_models name each node's model, and ptrain-plan
 # do): --topology FILE:COUNT once per kind, in node order; the nodes of
 # SLURM_NODEID 0 and 1 are a cpu2s node and a build-machine node, so the

@@ -74,7 +74,7 @@ bad 1 "--adam-eps 0 (AdamW divides by sqrt(v) + eps)" "adam-eps: '0' is not a nu
 bad 1 "--beta2 1 (the second moment would never decay)" "beta2: '1' is not a number in \[0, 0.999999\]" --beta2 1
 bad 1 "--beta1 -0.1" "beta1: '-0.1' is not a number" --beta1 -0.1
 
-# --beta1/--beta2 (issue 28): AdamW's first step is lr * sign-like g / (|g| + eps)
+# --beta1/--beta2: AdamW's first step is lr * sign-like g / (|g| + eps)
 # whatever the betas, so runs differ from the second update on; the
 # checkpoint records them, and a resume with others says so
 wd=$(mktemp -d)

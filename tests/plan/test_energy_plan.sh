@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# ptrain-plan --energy (issue 26): the chosen plan's time-energy frontier
+# ptrain-plan --energy: the chosen plan's time-energy frontier
 # on a fixture: JSON ordered by time with falling energy, the intrinsic
 # point at the max-clock time and cheaper, the deadline point within its
 # slowdown; the table marks the model "modelled"; bad options in one line.

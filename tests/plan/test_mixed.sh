@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Mixed nodes in ptrain-plan (issue 25): a cluster of two node models
+# Mixed nodes in ptrain-plan: a cluster of two node models
 # (--topology FILE:COUNT, twice) plans at the slowest node's rates, sizes
 # pipeline stages that sit on nodes of different speeds by D'Hondt's
 # method, names the node that limits the step, and refuses when asked to

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Each communicator of a layout on the links it really spans (issue 25):
+# Each communicator of a layout on the links it really spans:
 # on the pairs8-nvlink fixture (one node of 8 A100s, NVLink only inside
 # pairs of GPUs: 184 GB/s per rank inside a pair, 14.5 GB/s between pairs)
 # with tp pinned to 4 and to 8, ptrain-plan's predicted ranking of 1d, 2d,
@@ -28,7 +28,7 @@
 #              GB) on the pair, K 8.2 GB and I 0.6 GB across pairs (tp
 #              order 021: J fastest)                          -> 0.74 s
 #   so 2.5d < 3d < 1d: 1.7, 8.8 and 46 GB on the slow links.
-# Priced as one whole on its slowest link (before issue 25), every tp group
+# Priced as one whole on its slowest link (as it once was), every tp group
 # here spanned the 14.5 GB/s links: 2d tp=4 was predicted at 2.37 s against
 # 1d's 2.47 s (all of 2d's 18.3 GB on the slow links), 2.5d tp=8 at 2.37 s,
 # 3d at 3.32 s; the estimates and the node-link bytes above did not exist

@@ -6,7 +6,7 @@
 # tasks see a different plan (the PTRAIN_* variables a differently
 # configured node would inject), or a bad value: every rank must exit with
 # status 2 and rank 0 print one line naming the ranks and fields, never
-# hang (issue 9 cases 1 and 2 under srun).
+# hang (tests/mpi/test_startup.sh's first two cases under srun).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm/slurm_lib.sh"
 RUN="$top_builddir/ptrain-run"

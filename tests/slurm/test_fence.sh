@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # MPI start-up under a real (local) Slurm with one slow rank, made
-# deterministic (issue 22, item 1: the README's test command failed once
+# deterministic (the README's test command failed once
 # from a fresh clone when the first srun step's rank 0 died with SIGSEGV
 # inside MPI_Init).
 #

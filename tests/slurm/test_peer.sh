@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# A rank that dies or stops mid-run under a real (local) Slurm (issue 9,
-# "watchdog"): the other ranks must end within 30 s with one line naming it,
+# A rank that dies or stops mid-run under a real (local) Slurm (the
+# watchdog): the other ranks must end within 30 s with one line naming it,
 # never hang.  Without --kill-on-bad-exit, srun leaves the survivors of a
 # SIGKILLed rank running, and with one task per node Open MPI's TCP
 # transport only reports "peer process has unexpectedly disconnected" and
@@ -84,7 +84,7 @@ peer KILL 0 "rank 0 SIGKILLed" \
 peer STOP 1 "rank 1 stopped (SIGSTOP), srun -K" \
     "ptrain-run: error: rank 0: rank 1 (host n2) sent no heartbeat for [0-9]* s: it died or hangs" -K
 # without -K (Slurm's default): rank 0 aborts the whole job, so Slurm kills
-# the stopped task too (issue 22, item 10: the step stayed RUNNING > 300 s)
+# the stopped task too (the step once stayed RUNNING > 300 s)
 peer STOP 1 "rank 1 stopped (SIGSTOP), srun without -K" \
     "ptrain-run: error: rank 0: rank 1 (host n2) sent no heartbeat for [0-9]* s: it died or hangs"
 done_testing

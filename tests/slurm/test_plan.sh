@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# The planner in the SPANK plugin under a real local Slurm (issue 13): a
+# The planner in the SPANK plugin under a real local Slurm: a
 # named mode or a pinned tp is honoured across nodes with a warning naming
 # the slower link (never quietly tp=1), --ptrain-model / --ptrain-batch
 # reach the plan and every task, --ptrain-explain prints the explanation
@@ -43,7 +43,7 @@ else
 fi
 diag "2d on 2x2: $(grep ptrain "$D/e1" | head -n 2 | tr '\n' ' ')"
 
-# 2. --ptrain-tp=4 on 2x2 (refused before issue 13: "valid tp here: 1"):
+# 2. --ptrain-tp=4 on 2x2 (once refused with "valid tp here: 1"):
 # honoured, with the warning.
 srun --ptrain-mode=auto --ptrain-tp=4 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o2" 2>"$D/e2"
 check "--ptrain-tp=4 on 2x2: exits 0" [ $? -eq 0 ]
@@ -54,7 +54,7 @@ check "--ptrain-tp=4 on 2x2: one warning that tp=4 spans the network link" \
 diag "tp=4 on 2x2: $(grep ptrain "$D/e2" | head -n 1)"
 
 # 3. --ptrain-mode=3d on 2 nodes x 4 tasks: tp=8 = 2*2*2 across both nodes
-# (issue 13 saw "mode=3d dp=8 tp=1").
+# (it once became "mode=3d dp=8 tp=1").
 srun --ptrain-mode=3d -N2 --ntasks-per-node=4 "$D/penv.sh" >"$D/o3" 2>"$D/e3"; rc=$?
 if [ $rc -eq 0 ]; then
     check "3d on 2x4: every task has mode=3d tp=8 dp=1 ($(field "$D/o3" MODE)/$(field "$D/o3" TP)/$(field "$D/o3" DP))" \

@@ -21,10 +21,11 @@ echo "TASK node=$SLURMD_NODENAME lid=$SLURM_LOCALID job=$SLURM_JOB_ID step=$SLUR
   "LOCAL_WORLD_SIZE=${LOCAL_WORLD_SIZE-unset} MASTER_ADDR=${MASTER_ADDR-unset}" \
   "MASTER_PORT=${MASTER_PORT-unset} MODE=${PTRAIN_MODE-unset} DP=${PTRAIN_DP-unset}" \
   "PP=${PTRAIN_PP-unset} TP=${PTRAIN_TP-unset} TPD=${PTRAIN_TP_DEPTH-unset} SP=${PTRAIN_SP-unset}" \
-  "ZERO=${PTRAIN_ZERO-unset} MB=${PTRAIN_MICROBATCHES-unset} CKPT=${PTRAIN_CKPT_ACT-unset}" \
+  "ZERO=${PTRAIN_ZERO-unset} MB=${PTRAIN_MICROBATCHES-unset} RC=${PTRAIN_RECOMPUTE-unset}" \
+  "CKPT=${PTRAIN_CKPT_ACT-unset}" \
   "OFFLOAD=${PTRAIN_OFFLOAD-unset} ORDER=${PTRAIN_RANK_ORDER-unset} PLAN=${plan:-unset}" \
   "SCHED=${PTRAIN_SCHEDULE-unset} VS=${PTRAIN_VIRTUAL_STAGES-unset} SPLIT=${PTRAIN_PP_SPLIT-unset}" \
-  "NVARS=$(env | grep -c -E '^(PTRAIN_(MODE|DP|PP|TP|TP_DEPTH|SP|ZERO|MICROBATCHES|CKPT_ACT|OFFLOAD|RANK_ORDER|PLAN)|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)=')"
+  "NVARS=$(env | grep -c -E '^(PTRAIN_(MODE|DP|PP|TP|TP_DEPTH|SP|ZERO|MICROBATCHES|RECOMPUTE|CKPT_ACT|RANK_ORDER|PLAN)|RANK|WORLD_SIZE|LOCAL_RANK|LOCAL_WORLD_SIZE|MASTER_ADDR|MASTER_PORT)=')"
 SH
 chmod +x "$D/penv.sh"
 
@@ -60,8 +61,9 @@ check_plan() {
           if (r !~ /^[0-9]+$/ || r + 0 >= W || seen[r]++) perm = 0
           if (v[t, "WORLD_SIZE"] != W || v[t, "MODE"] != MODE || v[t, "DP"] != DP ||
               v[t, "TP"] != TP || v[t, "PP"] != PPV || v[t, "SP"] != SP || v[t, "TPD"] != TPD ||
-              v[t, "ZERO"] != ZV || v[t, "OFFLOAD"] != 0 || v[t, "ORDER"] != OV) env = 0
-          if (!AUTO && (v[t, "MB"] != 1 || v[t, "CKPT"] != "none")) env = 0
+              v[t, "ZERO"] != ZV || v[t, "OFFLOAD"] != "unset" || v[t, "ORDER"] != OV) env = 0
+          if (!AUTO && (v[t, "MB"] != 1 || v[t, "RC"] != "none")) env = 0
+          if (v[t, "CKPT"] != "unset") env = 0   # the old name of PTRAIN_RECOMPUTE is not injected
           if (MODE !~ /^(1d|2d|2\.5d|3d)$/) env = 0
           if (v[t, "PLAN"] != v[1, "PLAN"] || v[t, "MASTER_PORT"] != v[1, "MASTER_PORT"]) agree = 0
           if (index(v[t, "PLAN"], "mode=" MODE "_dp=" DP "_tp=" TP "_pp=" PPV "_sp=" SP "_") != 1) agree = 0
@@ -101,7 +103,7 @@ check_sp() {
 }
 
 # 1. auto on 2 nodes x 2 tasks, with the verbose plan line: the planner's
-# choice (issue 13: a search over the cost model, not the fixed "1d tp
+# choice (a search over the cost model, not the fixed "1d tp
 # inside a node" rule), the same on every task and the one announced.
 srun --ptrain-mode=auto --ptrain-verbose -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o1" 2>"$D/e1"
 check "srun --ptrain-mode=auto -N2 --ntasks-per-node=2 exits 0" [ $? -eq 0 ]
@@ -166,14 +168,14 @@ refused --after-allocation "--ptrain-tp=3 on 4 tasks" \
     "--ptrain-tp=3 does not divide the 4 tasks of the step (valid tp here: 1, 2, 4)" \
     --ptrain-mode=auto --ptrain-tp=3
 refused "--ptrain-tp=0" "--ptrain-tp='0' is invalid" --ptrain-mode=auto --ptrain-tp=0
-# a PTRAIN_* value longer than the plugin reads (issue 22, item 12: it was
+# a PTRAIN_* value longer than the plugin reads (it was once
 # taken as unset, here the model: the plan was made for another model)
 long_model=$(printf '2,4,64,32,%0300d' 1)
 PTRAIN_MODEL=$long_model refused "PTRAIN_MODEL of 310 bytes" \
     "PTRAIN_MODEL in the job environment is longer than 255 bytes" --ptrain-mode=auto
 refused "--ptrain-mode=2d --ptrain-tp=2" "--ptrain-tp=2 is not q*q for --ptrain-mode=2d (valid tp of that shape: 1, 4, 9, 16, 25, 36, ...)" \
     --ptrain-mode=2d --ptrain-tp=2
-# a tensor group may now span nodes (issue 13): 2d tp=4 on 2 tasks per node
+# a tensor group may span nodes: 2d tp=4 on 2 tasks per node
 # is honoured with a warning naming the slower link (tests/slurm/test_plan.sh
 # checks the warning); 3d tp=8 still cannot fit 4 tasks
 srun --ptrain-mode=2d --ptrain-tp=4 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/g0" 2>"$D/ge0"
@@ -193,16 +195,29 @@ refused --after-allocation "--ptrain-sp=3 on 4 tasks" \
     "--ptrain-sp=3 does not divide the 4 tasks of the step (valid sp here: 1, 2, 4)" \
     --ptrain-mode=auto --ptrain-sp=3
 refused "--ptrain-sp=x" "--ptrain-sp='x' is invalid" --ptrain-mode=auto --ptrain-sp=x
-# pipeline / ZeRO / recompute (issue 10): injected into every task
+# pipeline / ZeRO / recompute: injected into every task
 # (the plan is made for --ptrain-model=test, 2 blocks, which the split 1,1 covers)
 srun --ptrain-mode=auto --ptrain-pp=2 --ptrain-zero=1 --ptrain-microbatches=4 --ptrain-schedule=gpipe \
     --ptrain-recompute=block --ptrain-pp-split=1,1 --ptrain-model=test -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/p1" 2>"$D/pe1"
 check "srun --ptrain-pp=2 --ptrain-zero=1 ... exits 0" [ $? -eq 0 ]
-check "every task gets PTRAIN_PP=2 ZERO=1 MICROBATCHES=4 SCHEDULE=gpipe CKPT_ACT=block PP_SPLIT=1,1 DP=2 TP=1" \
+check "every task gets PTRAIN_PP=2 ZERO=1 MICROBATCHES=4 SCHEDULE=gpipe RECOMPUTE=block PP_SPLIT=1,1 DP=2 TP=1" \
     [ "$(grep '^TASK ' "$D/p1" | grep -w PP=2 | grep -w ZERO=1 | grep -w MB=4 | grep -w SCHED=gpipe | \
-        grep -w CKPT=block | grep -w SPLIT=1,1 | grep -w DP=2 | grep -w TP=1 | grep -wc VS=1)" -eq 4 ]
+        grep -w RC=block | grep -w SPLIT=1,1 | grep -w DP=2 | grep -w TP=1 | grep -wc VS=1)" -eq 4 ]
 check "PTRAIN_PLAN names pp=2, zero=1 and the pipeline settings" \
     grep -q 'PLAN=mode=1d_dp=2_tp=1_pp=2_sp=1_zero=1_order=DPT_microbatches=4_schedule=gpipe_split=1,1_recompute=block' "$D/p1"
+# PTRAIN_CKPT_ACT, the old name of PTRAIN_RECOMPUTE: read as the request
+# (an option wins over it), never left in a task beside the plan's
+# PTRAIN_RECOMPUTE; both naming two modes are refused before allocation
+PTRAIN_CKPT_ACT=attention srun --ptrain-mode=auto --ptrain-model=test -N1 --ntasks-per-node=2 "$D/penv.sh" \
+    >"$D/p3" 2>"$D/pe3"
+check "PTRAIN_CKPT_ACT=attention in srun's environment: every task gets PTRAIN_RECOMPUTE=attention, no CKPT_ACT" \
+    [ "$(grep '^TASK ' "$D/p3" | grep -w RC=attention | grep -wc CKPT=unset)" -eq 2 ]
+PTRAIN_CKPT_ACT=attention srun --ptrain-mode=auto --ptrain-recompute=block --ptrain-model=test -N1 --ntasks-per-node=2 \
+    "$D/penv.sh" >"$D/p4" 2>"$D/pe4"
+check "--ptrain-recompute=block over PTRAIN_CKPT_ACT=attention: every task gets PTRAIN_RECOMPUTE=block, no CKPT_ACT" \
+    [ "$(grep '^TASK ' "$D/p4" | grep -w RC=block | grep -wc CKPT=unset)" -eq 2 ]
+PTRAIN_RECOMPUTE=block PTRAIN_CKPT_ACT=attention refused "PTRAIN_RECOMPUTE=block with PTRAIN_CKPT_ACT=attention" \
+    "PTRAIN_RECOMPUTE=block and PTRAIN_CKPT_ACT=attention differ" --ptrain-mode=auto
 PTRAIN_PP=2 PTRAIN_SCHEDULE=interleaved PTRAIN_VIRTUAL_STAGES=2 PTRAIN_MICROBATCHES=2 \
     srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/p2" 2>"$D/pe2"
 [ "$(grep -c '^TASK ' "$D/p2")" -eq 4 ] || diag "interleaved: $(head -n 2 "$D/pe2" | tr '\n' ' ')"
@@ -351,7 +366,7 @@ printf 'max_pp = 2;\nmax_zero = 1;\ndefault_zero = 1;\ndefault_schedule = "gpipe
 echo "required $PTRAIN_SPANK_SO config=$D/pipe.conf $PTRAIN_SPANK_ARGS" >"$D/plugstack.conf"
 srun --ptrain-mode=auto -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14" 2>"$D/e14"
 check "ptrain.conf default_zero 1, default_schedule gpipe, default_recompute attention reach every task (dp=2)" \
-    [ "$(grep '^TASK ' "$D/o14" | grep -w ZERO=1 | grep -w SCHED=gpipe | grep -wc CKPT=attention)" -eq 4 ]
+    [ "$(grep '^TASK ' "$D/o14" | grep -w ZERO=1 | grep -w SCHED=gpipe | grep -wc RC=attention)" -eq 4 ]
 srun --ptrain-mode=auto --ptrain-tp=2 --ptrain-pp=2 -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o14b" 2>"$D/e14b"
 check "default_zero 1 is not applied where dp=1 (nothing to shard): the step runs with zero=0" \
     [ "$(grep '^TASK ' "$D/o14b" | grep -w DP=1 | grep -wc ZERO=0)" -eq 4 ]
@@ -385,7 +400,7 @@ check "invalid ptrain.conf: one-line message names the file and line" grep -q "b
 diag "$(grep ptrain "$D/e12" | head -n 1)"
 srun -N2 --ntasks-per-node=2 "$D/penv.sh" >"$D/o13" 2>&1
 check "invalid ptrain.conf: steps without ptrain still run" [ "$(grep -c 'NVARS=0$' "$D/o13")" -eq 4 ]
-# issue 9 case 6: this config used to load, then break every srun (auto
+# this config used to load, then break every srun (auto
 # plans 1d, which it does not allow); now it is refused, and only steps
 # that ask for ptrain fail
 printf 'default_mode = "auto";\nallowed_modes = ["auto"];\n' >"$D/auto.conf"

@@ -242,10 +242,10 @@ static void test_conf(void)
         {"allowed_modes = [\"1d\"];\ndefault_mode = \"auto\";\n", "not in allowed_modes"},
         {"max_tpp = 3;\n", "unknown setting 'max_tpp'"},
         {"max_tp = 3\nmax_tp = ;\n", "bad.conf:2"},
-        /* issue 9 case 6: accepted, then every srun failed */
+        /* once accepted, then every srun failed */
         {"default_mode = \"auto\";\nallowed_modes = [\"auto\"];\n", "has \"auto\" but no layout"},
         {"allowed_modes = [\"auto\", \"off\"];\n", "has \"auto\" but no layout"},
-        /* issue 9 case 7: overflow (UBSan) and silent wrap-around */
+        /* once an overflow (UBSan) and a silent wrap-around */
         {"master_port_count = 2147483647;\n", "master_port_count 2147483647"},
         {"master_port_base = 2147483647;\n", "master_port_base 2147483647"},
         {"max_tp = 4294967304;\n", "max_tp is out of range"},
@@ -269,7 +269,7 @@ static void test_conf(void)
         {"allowed_precisions = [];\n", "allowed_precisions allows no precision"},
         {"allowed_precisions = [\"fp8\"];\n", "'fp8'"},
         {"allowed_precisions = \"bf16\";\n", "allowed_precisions must be a list"},
-        /* the planner's settings (issue 13) */
+        /* the planner's settings */
         {"topology = \"\";\n", "topology needs a path"},
         {"topology = 3;\n", "topology must be a string"},
         {"inter_node_gbps = 0;\n", "inter_node_gbps = 0 is out of range (valid: a number > 0 and <= 1e+09)"},
@@ -466,9 +466,9 @@ static void test_conf(void)
                pt_spank_parse_pipe_opt(&c, "virtual-stages", "--ptrain-virtual-stages", "2", &req, &err) == 0 &&
                req.virtual_stages == 2 &&
                pt_spank_parse_pipe_opt(&c, "recompute", "--ptrain-recompute", "attention", &req, &err) == 0 &&
-               req.ckpt_act == PT_RECOMPUTE_ATTENTION &&
-               pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_CKPT_ACT", "1", &req, &err) == 0 &&
-               req.ckpt_act == PT_RECOMPUTE_BLOCK &&
+               req.recompute == PT_RECOMPUTE_ATTENTION &&
+               pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_RECOMPUTE", "1", &req, &err) == 0 &&
+               req.recompute == PT_RECOMPUTE_BLOCK &&
                pt_spank_parse_pipe_opt(&c, "precision", "--ptrain-precision", "bf16", &req, &err) == 0 &&
                req.precision == PT_PREC_BF16 &&
                pt_spank_parse_pipe_opt(&c, "pp-split", "--ptrain-pp-split", "3,3,2,2", &req, &err) == 0 &&

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# The compute rule (DESIGN.md): compute only through the ops table
+# The compute rule (docs/ARCHITECTURE.md, "Rules"): compute only through the ops table
 # (lib/backend), communication only through pt_comm (lib/comm).  Greps lib/
 # and bin/ for what a CUDA backend could not replace:
 #   1. BLAS calls or <cblas.h> outside lib/backend;

@@ -73,7 +73,7 @@ static void random_plan(pt_plan *p)
         p->virtual_stages = 2;
         p->microbatches = p->pp * (1 + rnd(2));
     }
-    p->ckpt_act = rnd(3);
+    p->recompute = rnd(3);
     if (p->dp * p->sp > 1) p->zero = rnd(4);
     p->precision = rnd(2) ? PT_PREC_BF16 : PT_PREC_FP32;
 }

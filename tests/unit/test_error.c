@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The one error type (core/error.h) and pt_fail/pt_errmsg over it: messages
  * are one line, truncated safely, and an argument may alias the buffer being
- * written (issue 9 case 8: pt_fail(code, "...: %s", pt_errmsg()) was an
- * overlapping vsnprintf). */
+ * written (pt_fail(code, "...: %s", pt_errmsg()) was once an overlapping
+ * vsnprintf). */
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>

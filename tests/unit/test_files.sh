@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
-# How the tools create and read files (issue 9 cases 3, 4, 5, 8):
+# How the tools create and read files:
 #  - prepare writes train.bin and val.bin as one set: a failed write
 #    (here: RLIMIT_FSIZE makes the larger val.bin fail, as a full disk
 #    would) leaves the previous pair byte for byte, and no temporary;

@@ -54,9 +54,18 @@ for h in "Model:" "Data:" "Plan and parallelism" "Optimizer" "Logging and metric
 done
 # the section a given option is in: the last heading line (no indent) above it
 section() { awk -v o="--$1" '/^[A-Z]/ { s = $0 } index($0, o) && $1 ~ /^--/ { print s; exit }' "$help"; }
-for o in pp micro-batches schedule virtual-stages pp-split zero recompute precision dp tp sp; do
+for o in pp microbatches schedule virtual-stages pp-split zero recompute precision dp tp sp; do
     check "--$o is listed under Plan and parallelism ($(section $o))" \
         sh -c "case '$(section $o)' in 'Plan and parallelism'*) exit 0;; esac; exit 1"
+done
+# one spelling of the setting: --microbatches (as the plugin's option and
+# PTRAIN_MICROBATCHES); --micro-batches, the spelling of earlier versions,
+# is the same flag and its messages name --microbatches
+for o in microbatches micro-batches; do
+    rc=0
+    env "$nolsan" "$top_builddir/ptrain-run" --$o 0 >"$wd/out" 2>"$wd/err" </dev/null || rc=$?
+    check "ptrain-run --$o 0 is refused naming --microbatches (status $rc: $(cat "$wd/err"))" \
+        sh -c "[ $rc -eq 2 ] && grep -q -- \"--microbatches: '0'\" '$wd/err'"
 done
 for o in lr weight-decay grad-clip adam-eps warmup; do
     check "--$o is listed under Optimizer" sh -c "case '$(section $o)' in Optimizer*) exit 0;; esac; exit 1"

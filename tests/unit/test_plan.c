@@ -26,7 +26,7 @@ static unsigned rnd(unsigned n) /* uniform-ish in [0, n) */
 static const char *plan_vars[] = {
     "PTRAIN_MODE", "PTRAIN_DP", "PTRAIN_PP", "PTRAIN_TP", "PTRAIN_TP_DEPTH", "PTRAIN_SP",
     "PTRAIN_ZERO", "PTRAIN_MICROBATCHES", "PTRAIN_SCHEDULE", "PTRAIN_VIRTUAL_STAGES",
-    "PTRAIN_PP_SPLIT", "PTRAIN_CKPT_ACT", "PTRAIN_OFFLOAD", "PTRAIN_PRECISION", "PTRAIN_RANK_ORDER", "PTRAIN_TP_ORDER",
+    "PTRAIN_PP_SPLIT", "PTRAIN_RECOMPUTE", "PTRAIN_PRECISION", "PTRAIN_RANK_ORDER", "PTRAIN_TP_ORDER",
     "PTRAIN_PLAN",
 };
 #define N_VARS (sizeof plan_vars / sizeof plan_vars[0])
@@ -34,14 +34,20 @@ static const char *plan_vars[] = {
 static void clear_env(void)
 {
     for (size_t i = 0; i < N_VARS; i++) unsetenv(plan_vars[i]);
+    unsetenv("PTRAIN_CKPT_ACT"); /* PTRAIN_RECOMPUTE's old name, read, never exported */
 }
 
-struct seen { int count[N_VARS]; char plan_line[640]; };
+struct seen { int count[N_VARS]; int others; char plan_line[640]; };
 static int set_env_cb(const char *name, const char *value, void *arg)
 {
     struct seen *s = arg;
+    int known = 0;
     for (size_t i = 0; i < N_VARS; i++)
-        if (strcmp(plan_vars[i], name) == 0) s->count[i]++;
+        if (strcmp(plan_vars[i], name) == 0) s->count[i]++, known = 1;
+    if (!known) {
+        s->others++;
+        tap_diag("export set %s, which is not a plan variable", name);
+    }
     if (strcmp(name, "PTRAIN_PLAN") == 0) snprintf(s->plan_line, sizeof s->plan_line, "%s", value);
     return setenv(name, value, 1);
 }
@@ -57,8 +63,8 @@ static int same_plan(const pt_plan *a, const pt_plan *b)
 {
     return a->mode == b->mode && a->dp == b->dp && a->pp == b->pp && a->tp == b->tp &&
            a->tp_depth == b->tp_depth && a->sp == b->sp && a->zero == b->zero &&
-           a->microbatches == b->microbatches && a->ckpt_act == b->ckpt_act &&
-           a->offload == b->offload && strcmp(a->rank_order, b->rank_order) == 0 &&
+           a->microbatches == b->microbatches && a->recompute == b->recompute &&
+           strcmp(a->rank_order, b->rank_order) == 0 &&
            strcmp(a->tp_order, b->tp_order) == 0 &&
            a->schedule == b->schedule && a->virtual_stages == b->virtual_stages &&
            a->pp_split_n == b->pp_split_n &&
@@ -87,12 +93,11 @@ static void test_env_round_trip(void)
         p.sp = 1 + (int)rnd(4);
         p.zero = (int)rnd(4);
         p.microbatches = 1 + (int)rnd(32);
-        p.ckpt_act = (int)rnd(3);
+        p.recompute = (int)rnd(3);
         p.schedule = (int)rnd(3);
         p.virtual_stages = 1 + (int)rnd(PT_VIRTUAL_STAGES_MAX);
         p.pp_split_n = rnd(3) ? 0 : 1 + (int)rnd(PT_PP_SPLIT_MAX);
         for (int i = 0; i < p.pp_split_n; i++) p.pp_split[i] = 1 + (int)rnd(rnd(2) ? 9 : 4096);
-        p.offload = (int)rnd(2);
         random_order(p.rank_order);
         static const char *tpo[] = {"012", "021", "102", "120", "201", "210"};
         memcpy(p.tp_order, tpo[rnd(6)], 4);
@@ -102,6 +107,7 @@ static void test_env_round_trip(void)
         if (pt_plan_export(&p, set_env_cb, &s) != 0) ok_all = 0;
         for (size_t i = 0; i < N_VARS; i++)
             if (s.count[i] != 1) each_once = 0;
+        if (s.others) each_once = 0;
         pt_plan q;
         pt_plan_default(&q);
         pt_error err = {""};
@@ -115,8 +121,8 @@ static void test_env_round_trip(void)
         if (strcmp(line, s.plan_line) != 0) ok_all = 0;
         /* the summary names every non-default pipeline setting */
         char want[64];
-        if (p.ckpt_act) {
-            snprintf(want, sizeof want, " recompute=%s", pt_recompute_name(p.ckpt_act));
+        if (p.recompute) {
+            snprintf(want, sizeof want, " recompute=%s", pt_recompute_name(p.recompute));
             if (!strstr(line, want)) ok_all = 0;
         }
         if (p.virtual_stages > 1) {
@@ -126,7 +132,8 @@ static void test_env_round_trip(void)
         if (p.pp_split_n && (!strstr(line, " split=") || strstr(line, "..."))) ok_all = 0;
     }
     tap_ok(ok_all, "export -> from_env round trip restores every field (50 random plans)");
-    tap_ok(each_once, "export sets each of the %zu PTRAIN_* variables exactly once", N_VARS);
+    tap_ok(each_once, "export sets each of the %zu PTRAIN_* variables exactly once, and no other (no "
+                      "PTRAIN_OFFLOAD, no PTRAIN_CKPT_ACT)", N_VARS);
 
     int calls = 0;
     pt_plan p;
@@ -162,20 +169,51 @@ static void test_env_round_trip(void)
     clear_env();
     pt_plan_default(&q);
     setenv("PTRAIN_CKPT_ACT", "1", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.ckpt_act == PT_RECOMPUTE_BLOCK,
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == PT_RECOMPUTE_BLOCK,
            "PTRAIN_CKPT_ACT=1 (earlier versions) means block");
     setenv("PTRAIN_CKPT_ACT", "0", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.ckpt_act == PT_RECOMPUTE_NONE,
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == PT_RECOMPUTE_NONE,
            "PTRAIN_CKPT_ACT=0 means none");
     setenv("PTRAIN_CKPT_ACT", "attention", 1);
     setenv("PTRAIN_SCHEDULE", "gpipe", 1);
     setenv("PTRAIN_PP_SPLIT", "3,3,2,2", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.ckpt_act == PT_RECOMPUTE_ATTENTION &&
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == PT_RECOMPUTE_ATTENTION &&
                q.schedule == PT_SCHED_GPIPE && q.pp_split_n == 4 && q.pp_split[0] == 3 &&
                q.pp_split[3] == 2,
            "PTRAIN_CKPT_ACT=attention PTRAIN_SCHEDULE=gpipe PTRAIN_PP_SPLIT=3,3,2,2 are read");
     setenv("PTRAIN_PP_SPLIT", "even", 1);
     tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.pp_split_n == 0, "PTRAIN_PP_SPLIT=even clears the split");
+    /* PTRAIN_RECOMPUTE, and PTRAIN_CKPT_ACT its old name: either, or both
+     * naming the same mode; two modes are refused naming both */
+    clear_env();
+    pt_plan_default(&q);
+    const char *modes[] = {"none", "block", "attention"};
+    int r = (int)rnd(3);
+    setenv("PTRAIN_RECOMPUTE", modes[r], 1);
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == r, "PTRAIN_RECOMPUTE=%s is read", modes[r]);
+    setenv("PTRAIN_CKPT_ACT", r == PT_RECOMPUTE_BLOCK ? "1" : r == PT_RECOMPUTE_NONE ? "0" : "attention", 1);
+    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == r,
+           "PTRAIN_RECOMPUTE=%s beside PTRAIN_CKPT_ACT=%s (the same mode) is read", modes[r], getenv("PTRAIN_CKPT_ACT"));
+    int other = (r + 1 + (int)rnd(2)) % 3;
+    setenv("PTRAIN_CKPT_ACT", modes[other], 1);
+    before = q;
+    pt_error err = {""};
+    char want[160];
+    snprintf(want, sizeof want, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ", modes[r], modes[other]);
+    tap_ok(pt_plan_from_env(&q, &err) == -1 && strstr(err.text, want) && same_plan(&q, &before) &&
+               !strchr(err.text, '\n'),
+           "PTRAIN_RECOMPUTE=%s beside PTRAIN_CKPT_ACT=%s is refused naming both: %s", modes[r], modes[other],
+           err.text);
+    setenv("PTRAIN_CKPT_ACT", "full", 1);
+    tap_ok(pt_plan_from_env(&q, &err) == -1 && strstr(err.text, "invalid PTRAIN_CKPT_ACT 'full'"),
+           "a bad PTRAIN_CKPT_ACT beside PTRAIN_RECOMPUTE is refused by its name: %s", err.text);
+    clear_env();
+    setenv("PTRAIN_OFFLOAD", "1", 1);
+    pt_plan_default(&q);
+    before = q;
+    tap_ok(pt_plan_from_env(&q, NULL) == 0 && same_plan(&q, &before),
+           "PTRAIN_OFFLOAD is no plan variable (optimizer offload does not exist)");
+    unsetenv("PTRAIN_OFFLOAD");
     clear_env();
 }
 
@@ -352,6 +390,8 @@ static void test_validation(void)
     env_bad("PTRAIN_ZERO", "4");
     env_bad("PTRAIN_CKPT_ACT", "2");
     env_bad("PTRAIN_CKPT_ACT", "full");
+    env_bad("PTRAIN_RECOMPUTE", "2");
+    env_bad("PTRAIN_RECOMPUTE", "full");
     env_bad("PTRAIN_SCHEDULE", "zb-h1");
     env_bad("PTRAIN_SCHEDULE", "1F1B");
     env_bad("PTRAIN_VIRTUAL_STAGES", "0");
@@ -361,7 +401,6 @@ static void test_validation(void)
     env_bad("PTRAIN_PP_SPLIT", "3,2,");
     env_bad("PTRAIN_PP_SPLIT", "-1,2");
     env_bad("PTRAIN_PP_SPLIT", "99999999999,1");
-    env_bad("PTRAIN_OFFLOAD", "yes");
     env_bad("PTRAIN_MICROBATCHES", "0");
     env_bad("PTRAIN_TP_DEPTH", "0");
     env_bad("PTRAIN_TP_DEPTH", "2.5");
@@ -398,8 +437,6 @@ static void test_validation(void)
     pt_plan_default(&p);
     p.pp = 2;
     tap_ok(pt_plan_validate(&p, 2, &err) == 0, "pp=2 valid on 2 ranks (pipeline supported)");
-    p.offload = 1;
-    validate_bad(&p, 2, "offload=1 is not yet supported", "offload=1 (not yet supported)");
     pt_plan_default(&p);
     p.sp = 3;
     p.dp = 2;
@@ -550,7 +587,8 @@ static void test_rank(void)
  * fits its shape, and a depth is for 2.5d only. */
 static void test_request_check(void)
 {
-    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE), 0, PT_MIXED_ADAPT, 0};
+    pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE), 0, PT_MIXED_ADAPT, 0,
+                          "--ptrain-"};
     pt_plan req;
     pt_error err = {""};
     pt_plan_default(&req);
@@ -794,12 +832,12 @@ static void test_pipeline_misfits(void)
     p.schedule = 3;
     validate_bad(&p, 1, "invalid schedule value 3 (valid: gpipe, 1f1b, interleaved)", "schedule 3");
     pt_plan_default(&p);
-    p.ckpt_act = 3;
-    validate_bad(&p, 1, "invalid ckpt_act=3 (valid recompute modes: 0 none, 1 block, 2 attention)",
-                 "ckpt_act 3");
+    p.recompute = 3;
+    validate_bad(&p, 1, "invalid recompute=3 (valid recompute modes: 0 none, 1 block, 2 attention)",
+                 "recompute 3");
     pt_plan_default(&p);
     p.microbatches = 4;
-    p.ckpt_act = PT_RECOMPUTE_ATTENTION;
+    p.recompute = PT_RECOMPUTE_ATTENTION;
     tap_ok(pt_plan_validate(&p, 1, &err) == 0,
            "microbatches=4 and recompute=attention valid without a pipeline (gradient accumulation)");
 
@@ -827,7 +865,7 @@ static void test_pipeline_misfits(void)
         p.schedule = (int)rnd(3);
         p.virtual_stages = 1 + (int)rnd(4);
         p.zero = (int)rnd(4);
-        p.ckpt_act = (int)rnd(3);
+        p.recompute = (int)rnd(3);
         int want_n = p.pp * p.virtual_stages, n = rnd(3) ? 0 : (rnd(2) ? want_n : 1 + (int)rnd(12));
         p.pp_split_n = n;
         for (int i = 0; i < n; i++) p.pp_split[i] = (int)rnd(5);

@@ -53,7 +53,7 @@ static void req_init(pt_plan *r, pt_mode mode)
     r->dp = r->pp = r->tp = r->tp_depth = r->sp = r->microbatches = r->virtual_stages = 0;
 }
 
-static const pt_plan_limits all = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT, 0};
+static const pt_plan_limits all = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT, 0, "--ptrain-"};
 
 /* Random requests on random clusters: a request whose pins divide the task
  * count resolves to the search's best plan with every pin honoured; one
@@ -226,11 +226,46 @@ static void test_bad_input(void)
            "global batch 0 is refused (the search's message): %s", err.text);
     tap_ok(pt_plan_resolve(NULL, &m, 8, &all, &req, 0, 0, &out, NULL, NULL, 0, &err) == -1,
            "a missing cluster is refused");
-    pt_error e;
-    snprintf(e.text, sizeof e.text, "--ptrain-tp=3 with --ptrain-sp=2 (valid: --ptrain-tp=1)");
-    pt_plan_error_options(&e, "--");
-    tap_ok(strcmp(e.text, "--tp=3 with --sp=2 (valid: --tp=1)") == 0,
-           "pt_plan_error_options rewrites srun's option names: %s", e.text);
+    /* the library names the setting; each front end renders its flag
+     * (limits' flag_prefix): none, srun's "--ptrain-", ptrain-run's "--" */
+    pt_plan_limits lim;
+    pt_plan_limits_default(&lim);
+    int four[1] = {4};
+    pt_cluster c4 = make_cluster(1, 4, four);
+    req_init(&req, PT_MODE_AUTO);
+    req.tp = 3;
+    tap_ok(pt_plan_resolve(&c4, &m, 8, &lim, &req, 0, 0, &out, NULL, NULL, 0, &err) == -1 &&
+               strncmp(err.text, "tp=3 does not divide the 4 tasks", 32) == 0 && !strstr(err.text, "--"),
+           "without a front end's prefix the setting is named alone: %s", err.text);
+    req.tp = 2;
+    req.sp = 2;
+    req.pp = 2;
+    pt_error e2;
+    tap_ok(pt_plan_resolve(&c4, &m, 8, &lim, &req, 0, 0, &out, NULL, NULL, 0, &err) == -1 &&
+               strncmp(err.text, "tp=2 x sp=2 x pp=2 = 8 does not divide", 38) == 0 &&
+               pt_plan_resolve(&c4, &m, 8, &all, &req, 0, 0, &out, NULL, NULL, 0, &e2) == -1 &&
+               strncmp(e2.text, "--ptrain-tp=2 x --ptrain-sp=2 x --ptrain-pp=2 = 8", 49) == 0,
+           "the product of the pins: named alone (%s), as srun's options (%s)", err.text, e2.text);
+    req.sp = req.pp = 0;
+    req.tp = 4;
+    req.mode = PT_MODE_3D;
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strncmp(err.text, "tp=4 is not l*l*l for mode=3d", 29) == 0,
+           "pt_plan_request_check names the setting alone: %s", err.text);
+    lim.flag_prefix = "--";
+    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
+               strncmp(err.text, "--tp=4 is not l*l*l for --mode=3d", 33) == 0,
+           "... and as ptrain-run's flags under the prefix \"--\": %s", err.text);
+    req_init(&req, PT_MODE_OFF);
+    c4 = make_cluster(1, 4, four);
+    static pt_search_result sr;
+    tap_ok(pt_plan_search(&c4, &m, 8, &lim, &req, &sr, &err) == -1 &&
+               strncmp(err.text, "--mode=off plans nothing", 24) == 0,
+           "pt_plan_search names the setting as the front end spells it: %s", err.text);
+    char f[8];
+    tap_ok(strcmp(pt_plan_flag(NULL, "tp-depth", f, sizeof f), "tp-dept") == 0 &&
+               strcmp(pt_plan_flag(&all, "tp", f, sizeof f), "--ptrai") == 0,
+           "pt_plan_flag cuts to the buffer: %s", f);
 }
 
 /* The planning handle and the request builder (lib/plan/planner.h). */
@@ -276,6 +311,29 @@ static void test_planner(void)
            "request: zero 4 refused: %s", e.text);
     tap_ok(pt_plan_request_set(&q, &lim, "width", "--width", "4", &e) < 0 && strstr(e.text, "unknown request key 'width'"),
            "request: an unknown key refused naming the valid ones: %s", e.text);
+    /* the recompute mode: PTRAIN_RECOMPUTE, or PTRAIN_CKPT_ACT its old
+     * name; both naming two modes is refused naming both */
+    static const char *rc_names[] = {"none", "block", "attention"};
+    const int rm = (int)rnd(3), other = (rm + 1 + (int)rnd(2)) % 3;
+    struct fake_env rc_new = {{"PTRAIN_RECOMPUTE"}, {rc_names[rm]}, 1};
+    struct fake_env rc_old = {{"PTRAIN_CKPT_ACT"}, {rc_names[rm]}, 1};
+    struct fake_env rc_both = {{"PTRAIN_RECOMPUTE", "PTRAIN_CKPT_ACT"}, {rc_names[rm], rc_names[other]}, 2};
+    pt_plan_request_init(&q, PT_MODE_AUTO);
+    ok = pt_plan_request_env(&q, &lim, fake_get, &rc_new, &e) == 0 && q.plan.recompute == rm &&
+         (q.pinned & PT_PIN_RECOMPUTE);
+    pt_plan_request_init(&q, PT_MODE_AUTO);
+    ok = ok && pt_plan_request_env(&q, &lim, fake_get, &rc_old, &e) == 0 && q.plan.recompute == rm &&
+         (q.pinned & PT_PIN_RECOMPUTE);
+    tap_ok(ok, "request: PTRAIN_RECOMPUTE=%s and, alone, PTRAIN_CKPT_ACT=%s are read and pinned", rc_names[rm],
+           rc_names[rm]);
+    pt_plan_request_init(&q, PT_MODE_AUTO);
+    char differ[128];
+    snprintf(differ, sizeof differ, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ", rc_names[rm], rc_names[other]);
+    tap_ok(pt_plan_request_env(&q, &lim, fake_get, &rc_both, &e) < 0 && strstr(e.text, differ) && !q.pinned,
+           "request: PTRAIN_RECOMPUTE and PTRAIN_CKPT_ACT naming two modes are refused naming both: %s", e.text);
+    rc_both.values[1] = rc_names[rm];
+    tap_ok(pt_plan_request_env(&q, &lim, fake_get, &rc_both, &e) == 0 && q.plan.recompute == rm,
+           "request: both naming the same mode are read");
     char big[300];
     memset(big, '7', sizeof big - 1);
     big[sizeof big - 1] = '\0';

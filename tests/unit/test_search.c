@@ -362,7 +362,7 @@ static void test_links(void)
 /* ---- search ---- */
 static pt_plan_limits all_limits(void)
 {
-    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT, 0};
+    pt_plan_limits lim = {1 << 20, ~0u, 1 << 20, 3, ~0u, 0, PT_MIXED_ADAPT, 0, "--ptrain-"};
     return lim;
 }
 
@@ -497,7 +497,7 @@ static void test_search(void)
     tap_ok(pt_plan_search(&c, &gpt2, 0, &lim, &req, &r, &e) < 0 && strstr(e.text, "global batch 0"),
            "search: batch 0 refused: %s", e.text);
 
-    /* issue 13's cases: --ptrain-mode=2d on 2 nodes x 2 tasks plans tp=4
+    /* --ptrain-mode=2d on 2 nodes x 2 tasks plans tp=4
      * across both nodes (it used to become dp=4 tp=1), and --ptrain-tp=4
      * there is honoured with its tp group on the network */
     c = make_cluster(2, 2, 0, tpn);
@@ -563,7 +563,7 @@ static void test_search(void)
              "limit; the wall time includes other load on the machine)", secs, cpu, rc == 0 ? r.nconsidered : 0,
              rc == 0 ? r.nfit : 0);
     /* the same at a global batch of 4096 sequences: more dp and
-     * microbatch choices, the largest search the issue names */
+     * microbatch choices, the largest search timed here */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
     rc = pt_plan_search(&c, &big, 4096, &lim, &req, &r, &e);
@@ -654,7 +654,7 @@ static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, l
                                         for (int mi = 0; mi < nmb; mi++)
                                             for (int rc = 0; rc < 3; rc++) {
                                                 p.microbatches = mbs[mi];
-                                                p.ckpt_act = rc;
+                                                p.recompute = rc;
                                                 pt_cost cost;
                                                 if (pt_plan_validate(&p, W, NULL) < 0 ||
                                                     pt_plan_check_model(&p, m->n_layer, b, NULL) < 0 ||
