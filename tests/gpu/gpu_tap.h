@@ -93,4 +93,13 @@ static inline uint64_t gpu_seed(void)
     return seed;
 }
 
+/* The programs' random inputs: one LCG state (Knuth's MMIX constants),
+ * seeded with gpu_seed(); gpu_urand() is uniform in [-1, 1). */
+static uint64_t gpu_rs;
+static inline double gpu_urand(void)
+{
+    gpu_rs = gpu_rs * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(gpu_rs >> 11) / (double)(1ULL << 52) - 1.0;
+}
+
 #endif

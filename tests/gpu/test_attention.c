@@ -41,13 +41,6 @@
 #include "gpu_tap.h"
 #include "tests/tap.h"
 
-static uint64_t rs;
-static double urand(void) /* [-1, 1) */
-{
-    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rs >> 11) / (double)(1ULL << 52) - 1.0;
-}
-
 /* One precision: the CPU reference table and the device functions */
 typedef struct {
     const char *name;
@@ -102,7 +95,7 @@ static tensor mk(size_t n, int bf, double s)
     tensor t = {n, bf ? 2 : 4, malloc(n * (bf ? 2 : 4) + 1), pt_cuda_mem.alloc(n * (bf ? 2 : 4) + 1)};
     if (!t.ref || !t.dev) bail("no memory for a tensor", n * t.es);
     for (size_t i = 0; i < n; i++) {
-        float x = (float)(s * urand());
+        float x = (float)(s * gpu_urand());
         if (bf) ((uint16_t *)t.ref)[i] = gpu_f32_to_bf16(x);
         else ((float *)t.ref)[i] = x;
     }
@@ -342,7 +335,7 @@ static void timing(const prec *p, int B, int T, int NH, int HS)
 int main(void)
 {
     gpu_require();
-    rs = gpu_seed();
+    gpu_rs = gpu_seed();
     const prec precs[] = {
         {"fp32", 0, &pt_cpu_ops_f32, pt_cuda_attention_fwd_f32, pt_cuda_attention_bwd_f32, 5e-5, 1e-5, 1e-4,
          PT_ATTN_FLASH},

@@ -27,13 +27,6 @@
 #include "gpu_tap.h"
 #include "tests/tap.h"
 
-static uint64_t rs;
-static double urand(void) /* [-1, 1) */
-{
-    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rs >> 11) / (double)(1ULL << 52) - 1.0;
-}
-
 /* A tensor on both sides: ref (double, what the device holds, exactly) and
  * dev (act elements, or fp32 when acc). */
 typedef struct {
@@ -72,7 +65,7 @@ static tensor mk(size_t n, int elem, double s)
         printf("Bail out! no %zu bytes of device memory: %s\n", n * esize(elem), pt_errmsg());
         exit(1);
     }
-    for (size_t i = 0; i < n; i++) t.ref[i] = s * urand();
+    for (size_t i = 0; i < n; i++) t.ref[i] = s * gpu_urand();
     if (upload(&t) != PT_OK) {
         printf("Bail out! upload: %s\n", pt_errmsg());
         exit(1);
@@ -221,7 +214,7 @@ static void timing(const char *name, int act, int tf32, int N, int C, int OC, in
 int main(void)
 {
     gpu_require();
-    rs = gpu_seed();
+    gpu_rs = gpu_seed();
     const variant variants[] = {
         {"fp32", PT_GEMM_F32, 0, 1, 5e-5},          {"tf32", PT_GEMM_F32, 1, 1, 5e-3},
         {"bf16", PT_GEMM_BF16, 0, 1, 1.6e-2},       {"fp32 unfused", PT_GEMM_F32, 0, 0, 5e-5},

@@ -32,13 +32,6 @@
 #include "gpu_tap.h"
 #include "tests/tap.h"
 
-static uint64_t rs;
-static double urand(void) /* [-1, 1) */
-{
-    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rs >> 11) / (double)(1ULL << 52) - 1.0;
-}
-
 /* ---- tensors on both sides -------------------------------------------------------------------------- */
 
 /* n elements of type t: h on the host (what the CPU reference computes on),
@@ -92,7 +85,7 @@ static void upload(buf *b)
 static buf mk(pt_dtype t, size_t n, double lo, double hi)
 {
     buf b = {t, n, host_alloc(n * pt_dtype_size(t)), dev_alloc(n * pt_dtype_size(t))};
-    for (size_t i = 0; i < n; i++) set(t, b.h, i, lo + (hi - lo) * 0.5 * (urand() + 1.0));
+    for (size_t i = 0; i < n; i++) set(t, b.h, i, lo + (hi - lo) * 0.5 * (gpu_urand() + 1.0));
     upload(&b);
     return b;
 }
@@ -219,7 +212,7 @@ static int timing_on;
 static int32_t *tokens(int N, int lo, int hi, int32_t **dev)
 {
     int32_t *t = host_alloc(sizeof(int32_t) * (size_t)N);
-    for (int n = 0; n < N; n++) t[n] = lo + (int)((hi - lo) * 0.5 * (urand() + 1.0));
+    for (int n = 0; n < N; n++) t[n] = lo + (int)((hi - lo) * 0.5 * (gpu_urand() + 1.0));
     for (int n = 0; n < N; n++) /* a frequent token, as in text (about 4% of the rows) */
         if (n % 25 == 3) t[n] = lo + (hi - lo) / 2;
     if (N > 1) t[N - 1] = t[0];
@@ -471,8 +464,8 @@ static void copy2d(const variant *v, size_t width, size_t height, size_t dpitch,
     const size_t db = dpitch * (height - 1) + width, sb = spitch * (height - 1) + width;
     unsigned char *src = host_alloc(sb), *dst0 = host_alloc(db), *ref = host_alloc(db), *got = host_alloc(db),
                   *hd = host_alloc(db), *hs = host_alloc(sb);
-    for (size_t i = 0; i < sb; i++) src[i] = (unsigned char)(rs = rs * 6364136223846793005ULL + 1, rs >> 56);
-    for (size_t i = 0; i < db; i++) dst0[i] = (unsigned char)(rs = rs * 6364136223846793005ULL + 1, rs >> 56);
+    for (size_t i = 0; i < sb; i++) src[i] = (unsigned char)(128.0 * (gpu_urand() + 1.0));
+    for (size_t i = 0; i < db; i++) dst0[i] = (unsigned char)(128.0 * (gpu_urand() + 1.0));
     memcpy(ref, dst0, db);
     v->cpu->copy2d(ref, dpitch, src, spitch, width, height);
     void *ds = dev_alloc(sb), *dd = dev_alloc(db);
@@ -577,7 +570,7 @@ static void gpt2(const variant *v)
 int main(void)
 {
     gpu_require();
-    rs = gpu_seed();
+    gpu_rs = gpu_seed();
     static variant variants[] = {
         {"f32", PT_F32, &pt_cpu_ops_f32, {0}, TOL_ACC},
         {"bf16", PT_BF16, &pt_cpu_ops_bf16, {0}, 1e-2},

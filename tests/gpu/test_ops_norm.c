@@ -30,13 +30,6 @@
 #include "gpu_tap.h"
 #include "tests/tap.h"
 
-static uint64_t rs;
-static double urand(void) /* [-1, 1) */
-{
-    rs = rs * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (double)(rs >> 11) / (double)(1ULL << 52) - 1.0;
-}
-
 /* the device functions of one table, as ops.h's entries */
 typedef struct {
     void (*layernorm_fwd)(void *, void *, void *, const void *, const void *, const void *, int, int);
@@ -113,7 +106,7 @@ static buf mk(const table *t, int act, size_t n, double scale, double offset)
     b.d = pt_cuda_mem.alloc(n * esz(&b) + 4);
     if (!b.h || !b.d) die("allocation");
     for (size_t i = 0; i < n; i++) {
-        float v = (float)(offset + scale * urand());
+        float v = (float)(offset + scale * gpu_urand());
         if (b.bf) ((uint16_t *)b.h)[i] = gpu_f32_to_bf16(v);
         else ((float *)b.h)[i] = v;
     }
@@ -268,7 +261,7 @@ static ids mk_targets(int N, int v0, int W, int Vl)
     ids t = {malloc(sizeof(int32_t) * N + 4), pt_cuda_mem.alloc(sizeof(int32_t) * N + 4)};
     if (!t.h || !t.d) die("allocation");
     for (int n = 0; n < N; n++) {
-        uint32_t r = (uint32_t)((urand() + 1) * 1e6);
+        uint32_t r = (uint32_t)((gpu_urand() + 1) * 1e6);
         switch (n % 5) {
         case 3: t.h[n] = Vl > W ? v0 + W + (int32_t)(r % (uint32_t)(Vl - W)) : v0; break;
         case 4: t.h[n] = (n / 5) % 2 && v0 > 0 ? (int32_t)(r % (uint32_t)v0) : v0 + Vl + (int32_t)(r % 100); break;
@@ -461,7 +454,7 @@ static void timing(const table *t)
 int main(void)
 {
     gpu_require();
-    rs = gpu_seed();
+    gpu_rs = gpu_seed();
     /* tolerances: fp32 1e-5 relative (reductions 1e-4); bf16 ACT outputs a
      * few bf16 ulps (2^-8), fp32 outputs of the bf16 table as fp32 results
      * of GEMMs and sums in another order */
