@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* The training step: registry, buckets, sync, norm, clip, AdamW (see train.h). */
-#include "train/train.h"
-#include "train/zero.h"
+/* The training step: registry, buckets, and the entry points that call the
+ * strategy's hooks (see train.h; the strategies are allreduce.c and zero.c). */
+#include "train/strategy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
@@ -26,42 +27,7 @@ int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_c
     for (int i = 0; i < m->nparams; i++) total += (size_t)m->params[i].shard.numel;
     t->nfloats = total;
     t->grads_n = total;
-    if (t->strategy->attach) {
-        int rc = t->strategy->attach(t);
-        if (rc) pt_train_free(t);
-        return rc;
-    }
-    float **bufs[] = {&t->params_memory, &t->grads_memory, &t->m_memory, &t->v_memory};
-    for (size_t k = 0; k < sizeof bufs / sizeof bufs[0]; k++) {
-        *bufs[k] = pt_arena_alloc(t->arena, (total ? total : 1) * sizeof(float));
-        if (!*bufs[k]) {
-            pt_train_free(t);
-            return pt_fail(PT_ENOMEM, "out of memory for 4 x %zu parameter floats (parameters, gradients, AdamW m, v)",
-                           total);
-        }
-    }
-    const pt_dtype act = t->ops->act;
-    t->work_memory = t->params_memory;
-    if (act != PT_F32 && !(t->work_memory = pt_arena_alloc(t->arena, (total ? total : 1) * pt_dtype_size(act)))) {
-        pt_train_free(t);
-        return pt_fail(PT_ENOMEM, "out of memory for the %s copy of %zu parameters", pt_dtype_name(act), total);
-    }
-    /* buckets: parameters grouped by the group their gradient is summed
-     * over, in order of first appearance, so each group is one range */
-    size_t off = 0;
-    pt_train_bucket *b;
-    int rc;
-    for (int i = 0; !(rc = pt_train_bucket_next(t, &i, off, &b)) && b; i++) {
-        for (int j = i; j >= 0; j = pt_train_next_in_group(m, j + 1, b->comm)) {
-            pt_param *p = &m->params[j];
-            p->data = t->params_memory + off;
-            p->work = pt_elem(t->work_memory, off, act);
-            p->grad = t->grads_memory + off;
-            off += (size_t)p->shard.numel;
-        }
-        b->n = off - b->off;
-    }
-    if (!rc) rc = pt_gpt_bind_params(m);
+    int rc = t->strategy->create(t);
     if (rc) pt_train_free(t);
     return rc;
 }
@@ -95,12 +61,7 @@ int pt_train_bucket_next(pt_train *t, int *i, size_t off, pt_train_bucket **b)
 void pt_train_free(pt_train *t)
 {
     if (!t->arena) return;
-    if (t->strategy && t->strategy->detach) t->strategy->detach(t);
-    if (t->work_memory != t->params_memory) pt_arena_free(t->arena, t->work_memory);
-    pt_arena_free(t->arena, t->v_memory);
-    pt_arena_free(t->arena, t->m_memory);
-    pt_arena_free(t->arena, t->grads_memory);
-    pt_arena_free(t->arena, t->params_memory);
+    if (t->strategy) t->strategy->free_state(t);
     if (t->model)
         for (int i = 0; i < t->model->nparams; i++) {
             t->model->params[i].data = t->model->params[i].grad = NULL;
@@ -111,8 +72,7 @@ void pt_train_free(pt_train *t)
 
 void pt_train_zero_grad(pt_train *t)
 {
-    if (t->grads_memory) t->ops->zero(t->grads_memory, t->grads_n, PT_F32);
-    if (t->zero) pt_zero_zero_inflight(t);
+    if (t->strategy) t->strategy->zero_grad(t);
 }
 
 int pt_train_forward_backward(pt_train *t, const int32_t *inputs, const int32_t *targets, float *loss)
@@ -123,33 +83,34 @@ int pt_train_forward_backward(pt_train *t, const int32_t *inputs, const int32_t 
 
 int pt_train_sync(pt_train *t) { return t->strategy->sync(t); }
 
-int pt_train_grad_norm(pt_train *t, double *norm)
+int pt_train_sync_tied(pt_train *t)
 {
-    if (t->zero) return pt_zero_grad_norm(t, norm);
     const pt_gpt *m = t->model;
-    double s = 0;
     for (int i = 0; i < m->nparams; i++) {
         const pt_param *p = &m->params[i];
-        if (p->shard.norm_owner) s += t->ops->sumsq(p->grad, (size_t)p->shard.numel, PT_F32);
+        if (p->tied && p->tied->size > 1) TRY(pt_allreduce_sum(p->tied, p->grad, (size_t)p->shard.numel));
     }
-    TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
+    return PT_OK;
+}
+
+int pt_train_grad_norm(pt_train *t, double *norm)
+{
+    double s = t->strategy->grad_sumsq(t);
+    TRY(pt_allreduce_sum_f64(&t->model->ctx->world, &s, 1));
     *norm = sqrt(s);
     return PT_OK;
 }
 
-int pt_train_update(pt_train *t, float lr, double *norm) { return t->strategy->update(t, lr, norm); }
-
-int pt_train_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad)
+int pt_train_update(pt_train *t, float lr, double *norm_out)
 {
-    if (!t->model || i < 0 || i >= t->model->nparams)
-        return pt_fail(PT_EINVAL, "parameter index %d is not in [0, %d)", i, t->model ? t->model->nparams : 0);
-    if (t->zero) return pt_zero_owned(t, i, lo, hi, data, grad);
-    const pt_param *p = &t->model->params[i];
-    *lo = 0;
-    *hi = p->shard.numel;
-    *data = p->data;
-    *grad = p->grad;
-    return PT_OK;
+    double norm;
+    TRY(pt_train_grad_norm(t, &norm));
+    if (norm_out) *norm_out = norm;
+    if (!isfinite(norm))
+        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
+    const float clip = t->opt.grad_clip > 0 && norm > t->opt.grad_clip ? (float)(t->opt.grad_clip / norm) : 1.0f;
+    t->step++;
+    return t->strategy->update(t, lr, clip);
 }
 
 int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, float lr, float *loss, double *norm)
@@ -162,68 +123,52 @@ int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, fl
     return pt_train_update(t, lr, norm);
 }
 
-/* ---- the allreduce strategy (ZeRO stage 0) ---------------------------------- */
+/* ---- owned state (lib/ckpt, tests) ------------------------------------------ */
 
-int pt_train_sync_tied(pt_train *t)
+static int check_index(const pt_train *t, int i)
 {
-    const pt_gpt *m = t->model;
-    for (int i = 0; i < m->nparams; i++) {
-        const pt_param *p = &m->params[i];
-        if (p->tied && p->tied->size > 1) TRY(pt_allreduce_sum(p->tied, p->grad, (size_t)p->shard.numel));
-    }
+    if (!t->model || !t->strategy || i < 0 || i >= t->model->nparams)
+        return pt_fail(PT_EINVAL, "parameter index %d is not in [0, %d)", i, t->model ? t->model->nparams : 0);
     return PT_OK;
 }
 
-static int allreduce_sync(pt_train *t)
+int pt_train_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad)
 {
-    for (int k = 0; k < t->nbuckets; k++)
-        TRY(pt_allreduce_sum(t->buckets[k].comm, t->grads_memory + t->buckets[k].off, t->buckets[k].n));
-    return pt_train_sync_tied(t);
-}
-
-static int allreduce_update(pt_train *t, float lr, double *norm_out)
-{
-    double norm;
-    TRY(pt_train_grad_norm(t, &norm));
-    if (norm_out) *norm_out = norm;
-    if (!isfinite(norm))
-        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
-    if (t->opt.grad_clip > 0 && norm > t->opt.grad_clip)
-        t->ops->scale(t->grads_memory, (float)(t->opt.grad_clip / norm), t->nfloats, PT_F32);
-    t->step++;
-    const pt_gpt *m = t->model;
-    for (int i = 0; i < m->nparams; i++) {
-        const pt_param *p = &m->params[i];
-        const size_t off = (size_t)(p->data - t->params_memory); /* moments sit beside the parameter */
-        pt_adamw_update(t->ops, p->data, p->work == (void *)p->data ? NULL : p->work, p->grad, t->m_memory + off,
-                        t->v_memory + off, (size_t)p->shard.numel, lr, p->decay ? t->opt.weight_decay : 0.0f, &t->opt,
-                        t->step);
-    }
+    TRY(check_index(t, i));
+    float *d, *g, *m, *v;
+    t->strategy->owned(t, i, lo, hi, &d, &g, &m, &v);
+    *data = d;
+    *grad = g;
     return PT_OK;
 }
-
-const pt_train_strategy pt_train_allreduce = {
-    .name = "allreduce", .sync = allreduce_sync, .update = allreduce_update, .zero_stage = 0};
 
 int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
 {
-    if (!t->model || i < 0 || i >= t->model->nparams)
-        return pt_fail(PT_EINVAL, "parameter index %d is not in [0, %d)", i, t->model ? t->model->nparams : 0);
-    if (t->zero) return pt_zero_owned_state(t, i, lo, hi, data, m, v);
-    pt_param *p = &t->model->params[i];
-    const size_t off = (size_t)(p->data - t->params_memory);
-    *lo = 0;
-    *hi = p->shard.numel;
-    *data = p->data;
-    *m = t->m_memory + off;
-    *v = t->v_memory + off;
+    TRY(check_index(t, i));
+    float *g;
+    t->strategy->owned(t, i, lo, hi, data, &g, m, v);
     return PT_OK;
 }
 
-int pt_train_state_loaded(pt_train *t)
+int pt_train_state_loaded(pt_train *t) { return t->strategy ? t->strategy->state_loaded(t) : PT_OK; }
+
+/* ---- the strategy of a plan's ZeRO stage -------------------------------------- */
+
+/* every table pt_train_strategy_zero chooses from: a new stage is one more entry */
+static const pt_train_strategy *const strategies[] = {
+    &pt_train_allreduce, &pt_train_zero_stages[0], &pt_train_zero_stages[1], &pt_train_zero_stages[2]};
+#define NSTRATEGIES (int)(sizeof strategies / sizeof strategies[0])
+
+const pt_train_strategy *pt_train_strategy_zero(int stage)
 {
-    if (t->zero) return pt_zero_regather(t);
-    if (t->work_memory != t->params_memory) /* the forward's copy of the loaded masters */
-        t->ops->convert(t->work_memory, t->ops->act, t->params_memory, PT_F32, t->nfloats);
-    return PT_OK;
+    char valid[64] = "";
+    size_t k = 0;
+    for (int s = 0; s < NSTRATEGIES; s++) {
+        if (strategies[s]->zero_stage == stage) return strategies[s];
+        int n = snprintf(valid + k, sizeof valid - k, "%s%d", s ? ", " : "", strategies[s]->zero_stage);
+        if (n < 0 || (size_t)n >= sizeof valid - k) break;
+        k += (size_t)n;
+    }
+    pt_fail(PT_EINVAL, "ZeRO stage %d is not valid (valid: %s)", stage, valid);
+    return NULL;
 }

@@ -14,14 +14,19 @@
  * group rather than per 25 MB).  It then binds the model's views and
  * writes the initial values (pt_gpt_bind_params).
  *
- * Strategy.  What happens between the backward and the next forward is a
- * pt_train_strategy: `sync` makes the gradients global, `update` takes the
- * norm, clips and steps the optimizer.  The default (pt_train_allreduce)
- * is plain data parallelism: allreduce each bucket over its group, every
- * rank updates its whole shard.  ZeRO (Rajbhandari et al. 2020) is another
- * strategy over the same buckets (reduce-scatter, update the owned slice,
- * allgather), not a model change; a pipeline stage is the model's block
- * range (pt_gpt_blocks_forward/backward).
+ * Strategy.  What happens between the backward and the next forward, and
+ * how the state is spread over the ranks, is a pt_train_strategy: a table
+ * of hooks (create/free the state, zero_grad, sync, grad_sumsq, update,
+ * owned, state_loaded) that the entry points below call and nothing else
+ * (train.c never looks at the ZeRO stage).  The default
+ * (pt_train_allreduce, allreduce.c) is plain data parallelism: allreduce
+ * each bucket over its group, every rank updates its whole shard.  ZeRO
+ * 1-3 (Rajbhandari et al. 2020, zero.c) are three more tables over the
+ * same buckets (reduce-scatter, update the owned slice, allgather), not a
+ * model change; a pipeline stage is the model's block range
+ * (pt_gpt_blocks_forward/backward).  The step keeps what every strategy
+ * shares: the norm's sum over world, the divergence check and the clip
+ * factor (pt_train_update).
  *
  * All arithmetic is the backend's (ops->zero, sumsq, scale, adamw);
  * communication is pt_comm.  Memory: 16 bytes per local parameter (4
@@ -58,21 +63,49 @@ typedef struct pt_train_bucket {
 
 struct pt_train;
 
-/* How gradients become global and parameters get updated.  Both return
- * PT_OK or a PT_E* code with the message set. */
+/* A training strategy: how the state is laid out across the ranks and what
+ * happens between the backward and the next forward.  pt_train's entry
+ * points (pt_train_create, _zero_grad, _sync, _grad_norm, _update, _owned,
+ * _owned_state, _state_loaded, _free) call these hooks and nothing else
+ * depends on the strategy, so stage 0 (pt_train_allreduce, allreduce.c)
+ * and ZeRO 1-3 (zero.c) are four instances of this table, and a new stage
+ * or sync scheme is one more table (lib/train/strategy.h says what an
+ * implementation may use).  Every hook returning int returns PT_OK or a
+ * PT_E* code with the message set. */
 typedef struct pt_train_strategy {
     const char *name; /* "allreduce", "zero1", "zero2", "zero3" */
+    int zero_stage;   /* the plan's ZeRO stage (pt_plan.zero) this table implements, 0..3 */
+    /* lay out the state from t->arena (t->model, ops, opt, nfloats set, the
+     * rest zero): params/grads/m/v_memory, work_memory, t->buckets, t->impl;
+     * point the model's parameters at it and write the initial values
+     * (pt_gpt_bind_params).  On an error free_state runs next. */
+    int (*create)(struct pt_train *t);
+    /* release what create allocated (also a partial create); t->arena is
+     * still set, pt_train_free clears the rest */
+    void (*free_state)(struct pt_train *t);
+    /* gradients = 0, every buffer a backward accumulates into */
+    void (*zero_grad)(struct pt_train *t);
     /* after the backward: each rank's partial gradients -> the gradient of
-     * the global mean loss (on the ranks that update those parameters) */
+     * the global mean loss, on the ranks that update those parameters
+     * (allreduce or reduce-scatter per bucket, the tied sum) */
     int (*sync)(struct pt_train *t);
-    /* global L2 norm (*norm, pre-clip), clip to opt.grad_clip, one AdamW
-     * step at learning rate lr */
-    int (*update)(struct pt_train *t, float lr, double *norm);
-    /* optional (NULL: the default four flat buffers of nfloats): lay out
-     * and initialise the state instead of pt_train_create, and free it */
-    int (*attach)(struct pt_train *t);
-    void (*detach)(struct pt_train *t);
-    int zero_stage; /* ZeRO stage 0..3 */
+    /* this rank's part of the squared global gradient norm: the sum of
+     * squares (ops->sumsq) of the synchronised gradient elements it counts,
+     * each element of the model counted on exactly one rank of the world
+     * (pt_train_grad_norm sums over world) */
+    double (*grad_sumsq)(const struct pt_train *t);
+    /* one AdamW step (t->step already counts it) at learning rate lr on the
+     * parameters this rank owns, their gradients first scaled by clip (1:
+     * no clipping); then every copy the next forward reads is current
+     * (ZeRO: the allgather of the parameters) */
+    int (*update)(struct pt_train *t, float lr, float clip);
+    /* parameter i's (0 <= i < nparams) owned elements [*lo, *hi) of its
+     * local shard, and pointers at element *lo of its master parameter,
+     * synchronised gradient, AdamW m and v (pt_train_owned, _owned_state) */
+    void (*owned)(const struct pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **grad, float **m,
+                  float **v);
+    /* after the owned parameters were overwritten (pt_train_state_loaded) */
+    int (*state_loaded)(struct pt_train *t);
 } pt_train_strategy;
 
 /* Data parallelism without sharding (ZeRO stage 0): one allreduce per
@@ -96,14 +129,17 @@ typedef struct pt_train {
     pt_train_bucket buckets[PT_TRAIN_MAX_BUCKETS];
     int step;                      /* AdamW steps taken (t of the bias correction) */
     size_t grads_n;                /* floats of grads_memory (nfloats; ZeRO: see zero.c) */
-    struct pt_zero *zero;          /* ZeRO's shard layout (NULL under allreduce) */
+    void *impl;                    /* the strategy's own state (ZeRO: its shard layout; NULL under allreduce) */
 } pt_train;
 
 /* Build the registry of model m (created by pt_gpt_create, parameters not
- * yet bound): allocate the four flat buffers from m's arena (16 bytes per
- * local parameter; a bf16 model also the work copy, 2 more), group them
- * into buckets, bind and initialise the parameters.  opt: AdamW settings (copied); strategy NULL = allreduce.
- * Errors: PT_ENOMEM, PT_EINVAL (more sync groups than buckets). */
+ * yet bound): the strategy's create hook allocates the state from m's
+ * arena (allreduce: four flat buffers, 16 bytes per local parameter; a
+ * bf16 model also the work copy, 2 more; ZeRO: the per-stage amounts
+ * below), groups it into buckets, binds and initialises the parameters.
+ * opt: AdamW settings (copied); strategy NULL = allreduce.
+ * Errors: PT_ENOMEM, PT_EINVAL (more sync groups than buckets), the
+ * strategy's (ZeRO: pt_comm's). */
 int pt_train_create(pt_train *t, pt_gpt *m, const pt_adamw_cfg *opt, const pt_train_strategy *strategy);
 /* As pt_train_create, but the training state (parameters, gradients,
  * AdamW moments and, under ZeRO, the gathered parameters and per-piece
@@ -114,11 +150,13 @@ int pt_train_create(pt_train *t, pt_gpt *m, const pt_adamw_cfg *opt, const pt_tr
  * pt_train_create. */
 int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_cfg *opt,
                        const pt_train_strategy *strategy);
-/* Release the flat buffers (the model stays; free it after). */
+/* Release the state (the strategy's free_state hook; the model stays:
+ * free it after). */
 void pt_train_free(pt_train *t);
 
 /* ---- the step by pieces (tests compare between them) ---- */
-/* grads = 0 (ops->zero over the flat buffer). */
+/* grads = 0 (the strategy's zero_grad: ops->zero over the flat buffer
+ * and, under ZeRO 2/3, the full-size gradients in flight). */
 void pt_train_zero_grad(pt_train *t);
 /* Forward and backward of the whole model on the dp group's [B, T] host
  * token ids (pt_gpt_forward/backward); *loss = global mean cross-entropy,
@@ -133,13 +171,16 @@ int pt_train_sync(pt_train *t);
  * bytes per rank.  Strategies call it after their own sync. */
 int pt_train_sync_tied(pt_train *t);
 /* Global L2 norm of the gradient over all unique parameters: each
- * distinct shard counted once (on its norm owner, pt_pshard.norm_owner),
- * sum of squares by ops->sumsq, one allreduce of a double over world.
- * (Pascanu et al. 2013, section 3.2.) */
+ * distinct shard counted once (on its norm owner, pt_pshard.norm_owner;
+ * ZeRO: each rank its own slices of those), sum of squares by ops->sumsq
+ * (the strategy's grad_sumsq), one allreduce of a double over world.
+ * (Pascanu et al. 2013, section 3.2.)  Errors: pt_comm's. */
 int pt_train_grad_norm(pt_train *t, double *norm);
-/* The strategy's update: norm, clip, AdamW (Loshchilov & Hutter 2019).
- * *norm (may be NULL) = pre-clip global norm.  PT_EINVAL when the norm is
- * not finite (training diverged; the message names the step). */
+/* Norm (pt_train_grad_norm), clip factor min(1, grad_clip / norm), then
+ * the strategy's update: AdamW on the owned parameters (Loshchilov &
+ * Hutter 2019) and, under ZeRO, their allgather.  *norm (may be NULL) =
+ * pre-clip global norm.  PT_EINVAL when the norm is not finite (training
+ * diverged; the message names the step). */
 int pt_train_update(pt_train *t, float lr, double *norm);
 
 /* One training step: zero_grad -> forward -> backward -> sync -> norm,
@@ -201,9 +242,10 @@ int pt_train_step(pt_train *t, const int32_t *inputs, const int32_t *targets, fl
  * each element once, the same norm as stage 0 (Pascanu et al. 2013). */
 
 /* The training strategy of ZeRO stage 0..3 (stage 0 = pt_train_allreduce),
- * for pt_train_create.  NULL with a one-line message naming the stage and
- * the valid ones (0, 1, 2, 3) otherwise.  Stages 2 and 3 install the
- * model's param_hook (lib/model/gpt.h). */
+ * for pt_train_create: the table whose zero_stage is `stage`.  NULL with a
+ * one-line message naming the stage and the valid ones (0, 1, 2, 3)
+ * otherwise.  Stages 2 and 3 install the model's param_hook
+ * (lib/model/gpt.h). */
 const pt_train_strategy *pt_train_strategy_zero(int stage);
 
 /* The part of parameter i's local shard [shard.numel] this rank owns and

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* ZeRO stages 1-3 as pt_train strategies (Rajbhandari et al. 2020,
- * section 5); the layout of units and own slices is described in train.h,
- * "ZeRO".  Structure after llm.c's llmc/zero.cuh (shard offset per tensor,
+ * section 5): three tables of train.h's hooks over one implementation that
+ * reads the table's zero_stage; the layout of units and own slices is
+ * described in train.h, "ZeRO".  It uses lib/train only through
+ * strategy.h.  Structure after llm.c's llmc/zero.cuh (shard offset per tensor,
  * reduce-scatter in place of the allreduce), with padding to the group size
  * and per-piece gathering for stage 3 (FSDP-style units). */
-#include "train/zero.h"
+#include "train/strategy.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -61,22 +63,27 @@ static pt_comm *tied_of(const pt_param *p)
     return p->tied && p->tied->size > 1 ? p->tied : NULL;
 }
 
+/* the strategy's state (pt_train.impl) */
+static struct pt_zero *zero_of(const pt_train *t) { return t->impl; }
+
 /* own slice of unit u in the full layout's coordinates: [u->off + r s, +s) */
 static size_t own_lo(const pt_zero_unit *u) { return u->off + (size_t)u->comm->rank * u->s; }
 
 /* own gradient / master parameter slices of unit u ([s] floats each) */
-static float *own_grad(pt_train *t, const pt_zero_unit *u)
+static float *own_grad(const pt_train *t, const pt_zero_unit *u)
 {
-    return t->zero->stage == 1 ? t->grads_memory + own_lo(u) : t->grads_memory + u->own;
+    return zero_of(t)->stage == 1 ? t->grads_memory + own_lo(u) : t->grads_memory + u->own;
 }
-static float *own_param(pt_train *t, const pt_zero_unit *u)
+static float *own_param(const pt_train *t, const pt_zero_unit *u)
 {
-    return t->zero->stage == 3 || t->zero->mixed ? t->params_memory + u->own : t->params_memory + own_lo(u);
+    const struct pt_zero *z = zero_of(t);
+    return z->stage == 3 || z->mixed ? t->params_memory + u->own : t->params_memory + own_lo(u);
 }
 /* own slice of the work copy ([s] ACT elements; own_param under fp32) */
-static void *own_work(pt_train *t, const pt_zero_unit *u)
+static void *own_work(const pt_train *t, const pt_zero_unit *u)
 {
-    return pt_elem(t->work_memory, t->zero->stage == 3 ? u->own : own_lo(u), t->zero->act);
+    const struct pt_zero *z = zero_of(t);
+    return pt_elem(t->work_memory, z->stage == 3 ? u->own : own_lo(u), z->act);
 }
 
 /* parameter i's elements inside the own slice of its unit: [a, b) in the
@@ -94,28 +101,34 @@ static int64_t own_range(const struct pt_zero *z, const pt_train *t, int i, int6
 
 /* ---- layout --------------------------------------------------------------- */
 
-static void zero_detach(pt_train *t)
+/* the free_state hook: also after a partial zero_create */
+static void zero_free(pt_train *t)
 {
-    struct pt_zero *z = t->zero;
-    if (!z) return;
-    for (int k = 0; k < z->nunits; k++) {
-        pt_arena_free(t->arena, z->units[k].full);
-        pt_arena_free(t->arena, z->units[k].gfull);
+    struct pt_zero *z = zero_of(t);
+    if (z) {
+        for (int k = 0; k < z->nunits; k++) {
+            pt_arena_free(t->arena, z->units[k].full);
+            pt_arena_free(t->arena, z->units[k].gfull);
+        }
+        if (t->model && t->model->param_hook_arg == t) {
+            t->model->param_hook = NULL;
+            t->model->param_hook_arg = NULL;
+        }
+        pt_arena_free(t->arena, z->absent);
+        if (t->work_memory != t->params_memory) pt_arena_free(t->arena, t->work_memory);
+        t->work_memory = NULL;
+        free(z->units);
+        free(z->order);
+        free(z->unit_of);
+        free(z->poff);
+        free(z->counted);
+        free(z);
+        t->impl = NULL;
     }
-    if (t->model && t->model->param_hook_arg == t) {
-        t->model->param_hook = NULL;
-        t->model->param_hook_arg = NULL;
-    }
-    pt_arena_free(t->arena, z->absent);
-    if (t->work_memory != t->params_memory) pt_arena_free(t->arena, t->work_memory);
-    t->work_memory = NULL;
-    free(z->units);
-    free(z->order);
-    free(z->unit_of);
-    free(z->poff);
-    free(z->counted);
-    free(z);
-    t->zero = NULL;
+    pt_arena_free(t->arena, t->v_memory);
+    pt_arena_free(t->arena, t->m_memory);
+    pt_arena_free(t->arena, t->grads_memory);
+    pt_arena_free(t->arena, t->params_memory);
 }
 
 /* Point unit u's parameters at full-layout buffers (offsets from u->off):
@@ -124,7 +137,7 @@ static void zero_detach(pt_train *t)
  * points at the absent marker. */
 static void set_param_ptrs(pt_train *t, const pt_zero_unit *u, void *work, float *grad, float *data, int which)
 {
-    struct pt_zero *z = t->zero;
+    struct pt_zero *z = zero_of(t);
     for (int j = u->p0; j < u->p0 + u->np; j++) {
         int i = z->order[j];
         pt_param *p = &t->model->params[i];
@@ -140,13 +153,13 @@ static void set_param_ptrs(pt_train *t, const pt_zero_unit *u, void *work, float
 
 static int zero_hook(void *arg, pt_gpt *m, int piece, int phase);
 
-static int zero_attach(pt_train *t)
+static int zero_create(pt_train *t)
 {
     pt_gpt *m = t->model;
     const int np = m->nparams, L = m->cfg.n_layer;
     struct pt_zero *z = calloc(1, sizeof *z);
     if (!z) return pt_fail(PT_ENOMEM, "out of memory for the ZeRO registry");
-    t->zero = z;
+    t->impl = z;
     z->stage = t->strategy->zero_stage;
     z->act = t->ops->act;
     z->mixed = z->act != PT_F32;
@@ -309,7 +322,7 @@ static int reduce_unit(pt_train *t, pt_zero_unit *u)
 /* Stage 3: gather unit u's work copy (first use) / free it (last). */
 static int acquire(pt_train *t, pt_zero_unit *u)
 {
-    const pt_dtype at = t->zero->act;
+    const pt_dtype at = zero_of(t)->act;
     if (u->refs++ > 0) return PT_OK;
     u->full = pt_arena_alloc(t->arena, u->npad * pt_dtype_size(at));
     if (!u->full)
@@ -336,7 +349,7 @@ static int release(pt_train *t, pt_zero_unit *u)
 static int zero_hook(void *arg, pt_gpt *m, int piece, int phase)
 {
     pt_train *t = arg;
-    struct pt_zero *z = t->zero;
+    struct pt_zero *z = zero_of(t);
     const int s3 = z->stage == 3;
     int changed = 0;
     for (int k = 0; k < z->nunits; k++) {
@@ -381,16 +394,19 @@ static int zero_hook(void *arg, pt_gpt *m, int piece, int phase)
     return changed ? pt_gpt_bind_views(m) : PT_OK;
 }
 
-void pt_zero_zero_inflight(pt_train *t)
+/* the flat gradients and the full-size ones still in flight (stage 2/3
+ * units whose reduce-scatter waits for the sync, e.g. the tied embedding) */
+static void zero_zero_grad(pt_train *t)
 {
-    struct pt_zero *z = t->zero;
+    struct pt_zero *z = zero_of(t);
+    if (t->grads_memory) t->ops->zero(t->grads_memory, t->grads_n, PT_F32);
     for (int k = 0; k < z->nunits; k++)
         if (z->units[k].gfull) t->ops->zero(z->units[k].gfull, z->units[k].npad, PT_F32);
 }
 
 static int zero_sync(pt_train *t)
 {
-    struct pt_zero *z = t->zero;
+    struct pt_zero *z = zero_of(t);
     if (z->stage >= 2) {
         /* what the hook left: tied units (and any unit whose backward ran
          * without the hook's BWD_POST) */
@@ -413,9 +429,10 @@ static int zero_sync(pt_train *t)
 
 /* ---- norm, clip, AdamW on the own slices, allgather -------------------------- */
 
-int pt_zero_grad_norm(pt_train *t, double *norm)
+/* the own slices of the shards that count (the group's norm owner) */
+static double zero_grad_sumsq(const pt_train *t)
 {
-    struct pt_zero *z = t->zero;
+    const struct pt_zero *z = zero_of(t);
     const pt_gpt *m = t->model;
     double s = 0;
     for (int i = 0; i < m->nparams; i++) {
@@ -424,24 +441,17 @@ int pt_zero_grad_norm(pt_train *t, double *norm)
         const pt_zero_unit *u = &z->units[z->unit_of[i]];
         s += t->ops->sumsq(own_grad(t, u) + (z->poff[i] + (size_t)a - own_lo(u)), (size_t)(b - a), PT_F32);
     }
-    TRY(pt_allreduce_sum_f64(&m->ctx->world, &s, 1));
-    *norm = sqrt(s);
-    return PT_OK;
+    return s;
 }
 
-static int zero_update(pt_train *t, float lr, double *norm_out)
+static int zero_regather(pt_train *t);
+
+static int zero_update(pt_train *t, float lr, float clip)
 {
-    struct pt_zero *z = t->zero;
+    struct pt_zero *z = zero_of(t);
     const pt_gpt *m = t->model;
-    double norm;
-    TRY(pt_zero_grad_norm(t, &norm));
-    if (norm_out) *norm_out = norm;
-    if (!isfinite(norm))
-        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
-    if (t->opt.grad_clip > 0 && norm > t->opt.grad_clip)
-        for (int k = 0; k < z->nunits; k++)
-            t->ops->scale(own_grad(t, &z->units[k]), (float)(t->opt.grad_clip / norm), z->units[k].s, PT_F32);
-    t->step++;
+    if (clip != 1.0f)
+        for (int k = 0; k < z->nunits; k++) t->ops->scale(own_grad(t, &z->units[k]), clip, z->units[k].s, PT_F32);
     for (int i = 0; i < m->nparams; i++) {
         int64_t a, b;
         if (own_range(z, t, i, &a, &b) == 0) continue;
@@ -451,23 +461,24 @@ static int zero_update(pt_train *t, float lr, double *norm_out)
                         own_grad(t, u) + x, t->m_memory + u->own + x, t->v_memory + u->own + x, (size_t)(b - a), lr,
                         m->params[i].decay ? t->opt.weight_decay : 0.0f, &t->opt, t->step);
     }
-    return pt_zero_regather(t);
+    return zero_regather(t);
 }
 
 /* The work copy's own slices from the owned masters (mixed precision;
  * after a checkpoint load wrote the masters), for padding too (zeros). */
 static void work_from_master(pt_train *t)
 {
-    struct pt_zero *z = t->zero;
+    struct pt_zero *z = zero_of(t);
     for (int k = 0; k < z->nunits; k++) {
         pt_zero_unit *u = &z->units[k];
         t->ops->convert(own_work(t, u), z->act, own_param(t, u), PT_F32, u->s);
     }
 }
 
-int pt_zero_regather(pt_train *t)
+/* the update's allgather, and the state_loaded hook */
+static int zero_regather(pt_train *t)
 {
-    struct pt_zero *z = t->zero;
+    struct pt_zero *z = zero_of(t);
     const pt_dtype at = z->act;
     if (z->stage == 3) { /* gathered piece by piece at the next forward */
         if (z->mixed) work_from_master(t);
@@ -490,51 +501,35 @@ int pt_zero_regather(pt_train *t)
     return rc;
 }
 
-/* parameter i's own range [lo, hi) (own_range), its unit, and the offset
- * of element lo in the unit's own slices (own_param, own_grad, and m, v
- * from u->own) */
-static size_t own_at(const pt_train *t, int i, int64_t *lo, int64_t *hi, const pt_zero_unit **u)
+/* parameter i's own range [lo, hi) (own_range), and pointers at element lo
+ * in its unit's own slices (own_param, own_grad, and m, v from u->own) */
+static void zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **grad, float **m,
+                       float **v)
 {
-    const struct pt_zero *z = t->zero;
+    const struct pt_zero *z = zero_of(t);
     own_range(z, t, i, lo, hi);
-    *u = &z->units[z->unit_of[i]];
-    return z->poff[i] + (size_t)*lo - own_lo(*u);
-}
-
-int pt_zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, const float **data, const float **grad)
-{
-    const pt_zero_unit *u;
-    const size_t x = own_at(t, i, lo, hi, &u);
-    *data = own_param((pt_train *)t, u) + x;
-    *grad = own_grad((pt_train *)t, u) + x;
-    return PT_OK;
-}
-
-int pt_zero_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
-{
-    const pt_zero_unit *u;
-    const size_t x = own_at(t, i, lo, hi, &u);
+    const pt_zero_unit *u = &z->units[z->unit_of[i]];
+    const size_t x = z->poff[i] + (size_t)*lo - own_lo(u);
     *data = own_param(t, u) + x;
+    *grad = own_grad(t, u) + x;
     *m = t->m_memory + u->own + x;
     *v = t->v_memory + u->own + x;
-    return PT_OK;
 }
 
-static const pt_train_strategy zero_strategies[3] = {
-    {.name = "zero1", .sync = zero_sync, .update = zero_update, .attach = zero_attach, .detach = zero_detach, .zero_stage = 1},
-    {.name = "zero2", .sync = zero_sync, .update = zero_update, .attach = zero_attach, .detach = zero_detach, .zero_stage = 2},
-    {.name = "zero3", .sync = zero_sync, .update = zero_update, .attach = zero_attach, .detach = zero_detach, .zero_stage = 3},
+/* The three stages share every hook; zero_create reads the table's
+ * zero_stage for what is sharded (1: optimizer state, 2: and gradients,
+ * 3: and parameters). */
+const pt_train_strategy pt_train_zero_stages[3] = {
+    {.name = "zero1", .zero_stage = 1, .create = zero_create, .free_state = zero_free, .zero_grad = zero_zero_grad,
+     .sync = zero_sync, .grad_sumsq = zero_grad_sumsq, .update = zero_update, .owned = zero_owned,
+     .state_loaded = zero_regather},
+    {.name = "zero2", .zero_stage = 2, .create = zero_create, .free_state = zero_free, .zero_grad = zero_zero_grad,
+     .sync = zero_sync, .grad_sumsq = zero_grad_sumsq, .update = zero_update, .owned = zero_owned,
+     .state_loaded = zero_regather},
+    {.name = "zero3", .zero_stage = 3, .create = zero_create, .free_state = zero_free, .zero_grad = zero_zero_grad,
+     .sync = zero_sync, .grad_sumsq = zero_grad_sumsq, .update = zero_update, .owned = zero_owned,
+     .state_loaded = zero_regather},
 };
-
-const pt_train_strategy *pt_train_strategy_zero(int stage)
-{
-    if (stage == 0) return &pt_train_allreduce;
-    if (stage < 0 || stage > 3) {
-        pt_fail(PT_EINVAL, "ZeRO stage %d is not valid (valid: 0, 1, 2, 3)", stage);
-        return NULL;
-    }
-    return &zero_strategies[stage - 1];
-}
 
 double pt_zero_state_bytes(int stage, double psi, int N, int act_bytes)
 {
