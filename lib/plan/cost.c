@@ -513,7 +513,7 @@ typedef struct stage_state {
 #define MAXP 4096
 
 /* Walk the stage's parameter list (lib/model/gpt.c order) into buckets by
- * sync group (lib/train/train.c) and units by piece (lib/train/zero.c). */
+ * sync group (lib/train/train.c, allreduce.c) and units by piece (lib/train/zero.c). */
 static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g, int first, int last,
                         const char *has_block, int m_micro, stage_state *s)
 {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* The training step (DESIGN.md, lib/train): the parameter registry, the
+/* The training step (lib/train; docs/ARCHITECTURE.md): the parameter registry, the
  * gradient buckets by sync group, gradient synchronisation, the global
  * gradient norm and clipping, AdamW with its moments, and one
  * pt_train_step that ptrain-run, the benches and the tests share.
