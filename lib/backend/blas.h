@@ -26,7 +26,10 @@
  * links when libopenblas-openmp-dev is installed) BLAS and the OpenMP
  * kernels share libgomp's one pool.  The pthreads build (selected at run
  * time by the libopenblas.so.0 alternative or LD_LIBRARY_PATH) keeps its
- * own pool: see pt_blas_gemm_prepare. */
+ * own pool: see pt_blas_gemm_prepare; and pt_blas_select restarts that
+ * pool with OPENBLAS_THREAD_TIMEOUT=4 (idle workers sleep after 2^4
+ * cycles instead of spinning 2^28 on the OpenMP kernels' cores) unless
+ * the environment sets a timeout. */
 #ifndef PTRAIN_BLAS_H
 #define PTRAIN_BLAS_H
 #include <stddef.h>
@@ -59,8 +62,10 @@ void pt_blas_get_info(pt_blas_info *info);
 /* One line for run headers: "OpenBLAS 0.3.21 (OpenMP), kernels SkylakeX
  * (avx512) on an avx512 CPU [reason], 2 threads; bf16 GEMM onednn (...)
  * on an amx_bf16 CPU [rule for amx_bf16]", the part after ';' being
- * pt_gemm_bf16_summary() (backend/gemm_bf16.h).  Static buffer, valid
- * until the next call. */
+ * pt_gemm_bf16_summary() (backend/gemm_bf16.h).  With the pthreads build
+ * the parenthesis reads "(pthreads, 1 thread inside OpenMP regions, idle
+ * workers sleep)" (or ", OPENBLAS_THREAD_TIMEOUT=<v> kept").  Static
+ * buffer, valid until the next call. */
 const char *pt_blas_summary(void);
 
 /* Called before every GEMM ptrain makes (the CPU tables' cblas_sgemm and

@@ -12,12 +12,14 @@
  * inside a region by itself (num_cpu_avail in its common_thread.h); the
  * pthreads build uses openblas_get_num_threads() wherever it is called.
  *
- * The checks run in this process (whichever OpenBLAS it loaded) and in a
- * child (this program, --child) run against the pthreads build: the
- * openblas-pthread directory beside the loaded library's directory (Debian
- * and Ubuntu install both under /usr/lib/<triplet>/openblas-*), or
- * $PTRAIN_TEST_OPENBLAS_PTHREAD_DIR; skipped when there is none.  At 2
- * threads:
+ * The checks run in children (this program, --child): one with the
+ * OpenBLAS this program loads, and two against the pthreads build, once as
+ * the environment has it and once with OPENBLAS_THREAD_TIMEOUT=10, both
+ * with OPENBLAS_NUM_THREADS=2 (a worker in the pool from the start).  That
+ * build is the openblas-pthread directory beside the loaded library's
+ * (Debian and Ubuntu install both as /usr/lib/<triplet>/openblas-*), or
+ * $PTRAIN_TEST_OPENBLAS_PTHREAD_DIR; its runs are skipped when there is
+ * none.  At 2 threads:
  *  1. matmul_fwd with a bias (one GEMM per row block in a region): at
  *     least one GEMM in a region, every one on 1 BLAS thread, and the
  *     result matches a double product + bias (fresh random inputs);
@@ -26,8 +28,12 @@
  *     BLAS threads: the count comes back;
  *  3. the double table's attention_ref_fwd (cblas_dgemm per (b, h) in a
  *     region): as 1;
- *  4. the "blas:" summary says "1 thread inside OpenMP regions" exactly
- *     when the pthreads build is loaded.
+ *  4. the "blas:" summary says "1 thread inside OpenMP regions" and
+ *     "idle workers sleep" (OPENBLAS_THREAD_TIMEOUT unset) or
+ *     "OPENBLAS_THREAD_TIMEOUT=<v> kept" exactly when the pthreads build is
+ *     loaded;
+ *  5. pt_backend_get, which restarts the pthreads build's pool (workers
+ *     that sleep when idle), leaves the thread count as it was.
  * Without the guard, the pthreads child fails 1 and 3 (its GEMMs in
  * regions see 2 threads) and 4. */
 #define _GNU_SOURCE
@@ -37,6 +43,7 @@
 #include "tests/tap.h"
 
 #include <cblas.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -114,13 +121,30 @@ static double uniform(void) /* [-1, 1) */
     return (double)(rng >> 11) / 4503599627370496.0 - 1.0;
 }
 
+/* threads of this process (entries of /proc/self/task); -1 if unreadable */
+static int task_count(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
+
 /* prints one line per check, "1 <what>" or "0 <what>" */
 static void checks(void)
 {
+    const int tasks0 = task_count();
     const pt_backend *be = pt_backend_get("cpu");
+    const int tasks1 = task_count();
     be->set_threads(2);
     const int pthreads = openblas_get_parallel() == 1;
     const char *tag = pthreads ? "[pthreads OpenBLAS]" : "[OpenMP OpenBLAS]";
+    printf("%d %s pt_backend_get (which restarts a pthreads pool) leaves the process's thread count as it was "
+           "(%d, then %d)\n",
+           tasks0 > 0 && tasks1 == tasks0, tag, tasks0, tasks1);
 
     /* 1, 2: matmul_fwd with and without a bias */
     const int N = 300 + (int)(uniform() * 20 + 20), C = 40 + (int)(uniform() * 8 + 8), OC = 50;
@@ -174,9 +198,11 @@ static void checks(void)
 
     /* 4: the summary */
     const char *s = pt_blas_summary();
+    const char *user = getenv("OPENBLAS_THREAD_TIMEOUT");
     const int says = strstr(s, "1 thread inside OpenMP regions") != NULL;
-    printf("%d %s the blas: line says what was done (pthreads build: %s): %s\n", says == pthreads, tag,
-           pthreads ? "yes" : "no", s);
+    const int pool = strstr(s, user ? ", OPENBLAS_THREAD_TIMEOUT=" : ", idle workers sleep") != NULL;
+    printf("%d %s the blas: line says what was done (pthreads build: %s, OPENBLAS_THREAD_TIMEOUT %s): %s\n",
+           says == pthreads && pool == pthreads, tag, pthreads ? "yes" : "no", user ? user : "unset", s);
     fflush(stdout);
 }
 
@@ -244,18 +270,34 @@ int main(int argc, char **argv)
         tap_diag("no OpenBLAS pthreads build found (openblas-pthread beside the loaded library, or "
                  "PTRAIN_TEST_OPENBLAS_PTHREAD_DIR): its checks are skipped");
     } else {
-        const char *old = getenv("LD_LIBRARY_PATH");
-        char *saved = old ? strdup(old) : NULL;
+        /* as the environment has it, then with a timeout of the user's (kept) */
+        const char *old = getenv("LD_LIBRARY_PATH"), *oldto = getenv("OPENBLAS_THREAD_TIMEOUT");
+        const char *oldnt = getenv("OPENBLAS_NUM_THREADS");
+        char *saved = old ? strdup(old) : NULL, *savedto = oldto ? strdup(oldto) : NULL;
+        char *savednt = oldnt ? strdup(oldnt) : NULL;
+        setenv("OPENBLAS_NUM_THREADS", "2", 1); /* a worker in the pool from the start (make check sets 1) */
         char llp[9000];
         snprintf(llp, sizeof llp, "%s%s%s", dir, old && *old ? ":" : "", old ? old : "");
         setenv("LD_LIBRARY_PATH", llp, 1);
-        p = popen(cmd, "r");
+        for (int run = 0; run < 2; run++) {
+            if (run == 1) setenv("OPENBLAS_THREAD_TIMEOUT", "10", 1);
+            p = popen(cmd, "r");
+            if (!p) {
+                tap_ok(0, "run %s", cmd);
+                break;
+            }
+            relay(p);
+            tap_ok(pclose(p) == 0, "child run against %s%s exits 0", dir, run ? " with OPENBLAS_THREAD_TIMEOUT=10" : "");
+        }
         if (saved) setenv("LD_LIBRARY_PATH", saved, 1);
         else unsetenv("LD_LIBRARY_PATH");
+        if (savedto) setenv("OPENBLAS_THREAD_TIMEOUT", savedto, 1);
+        else unsetenv("OPENBLAS_THREAD_TIMEOUT");
+        if (savednt) setenv("OPENBLAS_NUM_THREADS", savednt, 1);
+        else unsetenv("OPENBLAS_NUM_THREADS");
         free(saved);
-        if (!p) return tap_ok(0, "run %s", cmd), tap_done();
-        relay(p);
-        tap_ok(pclose(p) == 0, "child run against %s exits 0", dir);
+        free(savedto);
+        free(savednt);
     }
     return tap_done();
 #endif
