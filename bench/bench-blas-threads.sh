@@ -70,7 +70,8 @@ prog=$b/bench/bench-step
 triplet=$(gcc -print-multiarch 2>/dev/null)
 [ -n "$triplet" ] || triplet=$(uname -m)-linux-gnu
 tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
 
 printf '%-8s %-8s %-40s %11s %11s\n' build threads "blas: threading" "best tok/s" "mean tok/s"
 for build in openmp pthread; do
