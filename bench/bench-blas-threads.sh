@@ -73,7 +73,7 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 
-printf '%-8s %-8s %-40s %11s %11s\n' build threads "blas: threading" "best tok/s" "mean tok/s"
+printf '%-8s %-8s %-62s %11s %11s\n' build threads "blas: threading" "best tok/s" "mean tok/s"
 for build in openmp pthread; do
     dir=/usr/lib/$triplet/openblas-$build
     if [ ! -r "$dir/libopenblas.so.0" ]; then
@@ -93,6 +93,6 @@ for build in openmp pthread; do
             mtok=$(sed -n 's/^result: .*mean_tok_s=\([0-9.]*\).*/\1/p' "$tmp/out")
             if [ -z "$best" ] || awk -v a="$tok" -v b="$best" 'BEGIN { exit !(a > b) }'; then best=$tok mean=$mtok; fi
         done
-        printf '%-8s %-8s %-40s %11s %11s\n' "$build" "$t" "${how:-?}" "${best:-failed}" "${mean:-failed}"
+        printf '%-8s %-8s %-62s %11s %11s\n' "$build" "$t" "${how:-?}" "${best:-failed}" "${mean:-failed}"
     done
 done
