@@ -10,6 +10,7 @@
 
 #include <cblas.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,13 @@ extern int openblas_get_num_threads(void);
 extern void openblas_set_num_threads(int);
 extern void gotoblas_dynamic_init(void) __attribute__((weak));
 extern void gotoblas_dynamic_quit(void) __attribute__((weak));
+/* The pthreads build's pool (driver/others/blas_server.c, openblas_env.c):
+ * exported by its shared library but not in cblas.h; weak, used only when
+ * all are there.  blas_thread_shutdown_ is what its fork handler calls. */
+extern void openblas_read_env(void) __attribute__((weak));
+extern int openblas_thread_timeout(void) __attribute__((weak));
+extern int blas_thread_init(void) __attribute__((weak));
+extern int blas_thread_shutdown_(void) __attribute__((weak));
 
 const char *pt_isa_name(int level)
 {
@@ -92,6 +100,14 @@ static const char *core_for_level(int level)
 
 static pthread_once_t select_once = PTHREAD_ONCE_INIT;
 static char select_reason[200];
+#ifdef _OPENMP
+/* 1: OpenBLAS's pthreads build under OpenMP kernels, whose GEMMs inside
+ * parallel regions pt_blas_gemm_prepare holds to one thread; set once by
+ * do_select, read after pt_blas_select */
+static int nest_guard;
+/* what quick_sleep did to the pthreads pool's idle wait, for the summary */
+static char pool_note[64];
+#endif
 
 /* Re-run OpenBLAS's dispatch with OPENBLAS_CORETYPE=core, restoring the
  * variable afterwards.  Returns 0 when the dispatch could be re-run. */
@@ -109,8 +125,42 @@ static int reselect(const char *core)
     return 0;
 }
 
+#ifdef _OPENMP
+/* The pthreads build's idle workers spin (sched_yield) for 2^28 cycles by
+ * default (OPENBLAS_THREAD_TIMEOUT, read once when the library loads) after
+ * each threaded GEMM, on the cores the OpenMP kernels that follow need.
+ * Restart the pool (before its first use) with the shortest wait, 2^4
+ * cycles, so that they sleep at once, as libgomp's do on an oversubscribed
+ * machine: measured +30 to +90% tokens/s for the tiny model at 2 and 4
+ * threads on 2 cores (bench/bench-blas-threads.sh).  A timeout the user
+ * set is kept. */
+static void quick_sleep(void)
+{
+    const char *user = getenv("OPENBLAS_THREAD_TIMEOUT");
+    if (!user) user = getenv("GOTO_THREAD_TIMEOUT");
+    if (user) {
+        snprintf(pool_note, sizeof pool_note, ", OPENBLAS_THREAD_TIMEOUT=%.20s kept", user);
+        return;
+    }
+    if (!openblas_read_env || !openblas_thread_timeout || !blas_thread_init || !blas_thread_shutdown_) return;
+    setenv("OPENBLAS_THREAD_TIMEOUT", "4", 1);
+    openblas_read_env();
+    if (openblas_thread_timeout() == 4) {
+        blas_thread_shutdown_();
+        blas_thread_init(); /* reads the timeout */
+        snprintf(pool_note, sizeof pool_note, ", idle workers sleep");
+    }
+    unsetenv("OPENBLAS_THREAD_TIMEOUT");
+    openblas_read_env(); /* its other settings as they were */
+}
+#endif
+
 static void do_select(void)
 {
+#ifdef _OPENMP
+    nest_guard = openblas_get_parallel() == 1;
+    if (nest_guard) quick_sleep();
+#endif
     const int cpu = pt_cpu_isa_level();
     const char *force = getenv("PTRAIN_BLAS_CORETYPE");
     const char *envc = getenv("OPENBLAS_CORETYPE");
@@ -166,6 +216,69 @@ int pt_blas_select(void)
     return 0;
 }
 
+/* The nested-GEMM guard (see blas.h).  OpenBLAS's OpenMP build runs a GEMM
+ * called inside a parallel region on the calling thread (num_cpu_avail in
+ * common_thread.h returns 1 when omp_in_parallel()); its pthreads build has
+ * no such test: every thread of the region hands its GEMM to the one
+ * pthread pool, the level-3 driver's lock serialises them, and the pool's
+ * busy-waiting workers compete with the region's spinning OpenMP threads
+ * for the cores.  So for the pthreads build, the first GEMM of a region
+ * lowers OpenBLAS to one thread (remembering the count) and the first GEMM
+ * outside a region puts the count back.  GEMMs come from one thread (the
+ * one calling the ops) or the teams of its regions, never from two regions
+ * at once, so the region's threads all want 1 and nothing outside a region
+ * runs while they do. */
+static atomic_int nest_restore; /* the count to put back; 0: not lowered */
+#ifdef _OPENMP
+static pthread_mutex_t nest_lock = PTHREAD_MUTEX_INITIALIZER;
+#endif
+
+/* OpenBLAS's thread count outside regions: the one to restore, if lowered */
+static int blas_threads_now(void)
+{
+    const int lowered = atomic_load(&nest_restore);
+    return lowered > 0 ? lowered : openblas_get_num_threads();
+}
+
+void pt_blas_gemm_prepare(void)
+{
+#ifdef _OPENMP
+    pt_blas_select(); /* sets nest_guard */
+    if (!nest_guard) return;
+    if (omp_in_parallel()) {
+        if (atomic_load_explicit(&nest_restore, memory_order_acquire) != 0 || openblas_get_num_threads() == 1) return;
+        pthread_mutex_lock(&nest_lock);
+        const int n = openblas_get_num_threads();
+        if (atomic_load_explicit(&nest_restore, memory_order_relaxed) == 0 && n > 1) {
+            openblas_set_num_threads(1);
+            atomic_store_explicit(&nest_restore, n, memory_order_release);
+        }
+        pthread_mutex_unlock(&nest_lock);
+    } else {
+        const int n = atomic_exchange_explicit(&nest_restore, 0, memory_order_acq_rel);
+        if (n > 0) openblas_set_num_threads(n);
+    }
+#endif
+}
+
+void pt_blas_set_threads(int n)
+{
+    if (n < 1) n = 1;
+    pt_blas_select();
+    atomic_store(&nest_restore, 0);
+    openblas_set_num_threads(n);
+}
+
+int pt_blas_nest_guard(void)
+{
+    pt_blas_select();
+#ifdef _OPENMP
+    return nest_guard;
+#else
+    return 0;
+#endif
+}
+
 void pt_blas_get_info(pt_blas_info *info)
 {
     pt_blas_select();
@@ -186,7 +299,8 @@ void pt_blas_get_info(pt_blas_info *info)
     snprintf(info->coretype, sizeof info->coretype, "%s", openblas_get_corename());
     info->kernel_level = pt_blas_core_level(info->coretype);
     info->cpu_level = pt_cpu_isa_level();
-    info->threads = openblas_get_num_threads();
+    info->nest_guard = pt_blas_nest_guard();
+    info->threads = blas_threads_now();
     snprintf(info->reason, sizeof info->reason, "%s", select_reason);
 }
 
@@ -195,9 +309,14 @@ const char *pt_blas_summary(void)
     static char line[800];
     pt_blas_info i;
     pt_blas_get_info(&i);
-    snprintf(line, sizeof line, "%s (%s), kernels %s (%s) on an %s CPU [%s], %d thread%s; %s", i.name, i.threading,
-             i.coretype, pt_isa_name(i.kernel_level), pt_isa_name(i.cpu_level), i.reason, i.threads,
-             i.threads == 1 ? "" : "s", pt_gemm_bf16_summary());
+#ifdef _OPENMP
+    const char *pool = pool_note;
+#else
+    const char *pool = "";
+#endif
+    snprintf(line, sizeof line, "%s (%s%s%s), kernels %s (%s) on an %s CPU [%s], %d thread%s; %s", i.name, i.threading,
+             i.nest_guard ? ", 1 thread inside OpenMP regions" : "", pool, i.coretype, pt_isa_name(i.kernel_level),
+             pt_isa_name(i.cpu_level), i.reason, i.threads, i.threads == 1 ? "" : "s", pt_gemm_bf16_summary());
     return line;
 }
 
@@ -233,8 +352,8 @@ double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps)
         a[i] = probe_operand(&x);
         b[i] = probe_operand(&x);
     }
-    int threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
+    const int threads = blas_threads_now();
+    pt_blas_set_threads(1);
     double best = 0;
     for (int r = 0; r <= reps; r++) { /* the first call warms up */
         struct timespec t0, t1;
@@ -245,7 +364,7 @@ double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps)
         double g = s > 0 ? 2.0 * m * (double)k * n / s * 1e-9 : 0;
         if (r > 0 && g > best) best = g;
     }
-    openblas_set_num_threads(threads);
+    pt_blas_set_threads(threads);
     free(a);
     free(b);
     free(c);
@@ -272,8 +391,8 @@ double pt_blas_bf16_gemm_gflops(int n, int reps)
     }
     /* one core: OpenBLAS (the sgemm and sbgemm implementations) and the
      * OpenMP pool (oneDNN, the conversions) held to one thread */
-    int threads = openblas_get_num_threads();
-    openblas_set_num_threads(1);
+    const int threads = blas_threads_now();
+    pt_blas_set_threads(1);
 #ifdef _OPENMP
     const int omp_threads = omp_get_max_threads();
     omp_set_num_threads(1);
@@ -292,7 +411,7 @@ double pt_blas_bf16_gemm_gflops(int n, int reps)
 #ifdef _OPENMP
     omp_set_num_threads(omp_threads);
 #endif
-    openblas_set_num_threads(threads);
+    pt_blas_set_threads(threads);
     free(a);
     free(b);
     free(c);

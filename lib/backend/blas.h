@@ -24,7 +24,12 @@
  *
  * The thread count is OpenBLAS's: with the OpenMP build (what configure
  * links when libopenblas-openmp-dev is installed) BLAS and the OpenMP
- * kernels share libgomp's one pool. */
+ * kernels share libgomp's one pool.  The pthreads build (selected at run
+ * time by the libopenblas.so.0 alternative or LD_LIBRARY_PATH) keeps its
+ * own pool: see pt_blas_gemm_prepare; and pt_blas_select restarts that
+ * pool with OPENBLAS_THREAD_TIMEOUT=4 (idle workers sleep after 2^4
+ * cycles instead of spinning 2^28 on the OpenMP kernels' cores) unless
+ * the environment sets a timeout. */
 #ifndef PTRAIN_BLAS_H
 #define PTRAIN_BLAS_H
 #include <stddef.h>
@@ -38,7 +43,9 @@ typedef struct pt_blas_info {
     char coretype[32];   /* the kernel table in use, e.g. "SkylakeX" */
     int kernel_level;    /* PT_ISA_* of coretype (PT_ISA_UNKNOWN: name not in the table) */
     int cpu_level;       /* PT_ISA_* of this CPU */
-    int threads;         /* BLAS threads now (openblas_get_num_threads) */
+    int threads;         /* BLAS threads outside parallel regions (openblas_get_num_threads, or the count
+                          * pt_blas_gemm_prepare will restore) */
+    int nest_guard;      /* 1: GEMMs inside OpenMP regions are held to one thread (pt_blas_gemm_prepare) */
     char reason[200];    /* how the table was chosen, one clause */
 } pt_blas_info;
 
@@ -55,10 +62,35 @@ void pt_blas_get_info(pt_blas_info *info);
 /* One line for run headers: "OpenBLAS 0.3.21 (OpenMP), kernels SkylakeX
  * (avx512) on an avx512 CPU [reason], 2 threads; bf16 GEMM onednn (...)
  * on an amx_bf16 CPU [rule for amx_bf16]", the part after ';' being
- * pt_gemm_bf16_summary() (backend/gemm_bf16.h).  Static buffer, valid
- * until the next call. */
+ * pt_gemm_bf16_summary() (backend/gemm_bf16.h).  With the pthreads build
+ * the parenthesis reads "(pthreads, 1 thread inside OpenMP regions, idle
+ * workers sleep)" (or ", OPENBLAS_THREAD_TIMEOUT=<v> kept").  Static
+ * buffer, valid until the next call. */
 const char *pt_blas_summary(void);
 
+/* Called before every GEMM ptrain makes (the CPU tables' cblas_sgemm and
+ * cblas_dgemm, pt_gemm_bf16's OpenBLAS paths), from the thread that calls
+ * the ops or from a thread of one of its OpenMP parallel regions (never
+ * from two unrelated threads at once).  With OpenBLAS's pthreads build
+ * (Ubuntu's and Debian's default libopenblas0) a GEMM inside a region is
+ * otherwise threaded again by OpenBLAS's own pool: the region's threads
+ * queue behind one lock for that pool while its busy-waiting workers and
+ * the OpenMP threads oversubscribe the cores (the tiny model: 3.1 s/step
+ * at 16 threads on 16 cores, slower than one thread).  So inside a region
+ * this lowers OpenBLAS to one thread (openblas_set_num_threads), and the
+ * first GEMM outside one puts the count back: the GEMMs the region's
+ * threads divide among themselves run one per thread, as OpenBLAS's OpenMP
+ * build runs them (its num_cpu_avail returns 1 under omp_in_parallel()),
+ * and whole-matrix GEMMs keep the BLAS threads.  No effect with the OpenMP
+ * or serial builds or without OpenMP.  Never fails. */
+void pt_blas_gemm_prepare(void);
+/* Set OpenBLAS's thread count to n (< 1: 1) for GEMMs outside parallel
+ * regions, replacing any count pt_blas_gemm_prepare would restore.  The
+ * cpu backend's set_threads calls it (with omp_set_num_threads). */
+void pt_blas_set_threads(int n);
+/* 1 when pt_blas_gemm_prepare holds GEMMs in OpenMP regions to one thread
+ * (an OpenBLAS pthreads build in an OpenMP build of ptrain), else 0. */
+int pt_blas_nest_guard(void);
 /* This CPU's ISA level (PT_ISA_*), from cpuid; PT_ISA_UNKNOWN off x86. */
 int pt_cpu_isa_level(void);
 

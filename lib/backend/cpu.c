@@ -320,6 +320,23 @@ static double gen_sumsq(const void *x_, size_t n, pt_dtype t)
 }
 
 /* ---- the three instantiations of cpu_ops.inc -------------------------------- */
+/* The tables' GEMMs, outside and inside parallel regions: cblas after
+ * pt_blas_gemm_prepare, which holds a pthreads OpenBLAS to one thread inside
+ * a region (backend/blas.h) */
+static void cpu_sgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                      float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    pt_blas_gemm_prepare();
+    cblas_sgemm(o, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
+                      double alpha, const double *A, int lda, const double *B, int ldb, double beta, double *C, int ldc)
+{
+    pt_blas_gemm_prepare();
+    cblas_dgemm(o, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
 #define REAL float
 #define ACT float
 #define LD(x) (x)
@@ -330,7 +347,7 @@ static double gen_sumsq(const void *x_, size_t n, pt_dtype t)
 #define SFX(x) x##_f32
 #define SFX_NAME "f32"
 #define PT_VCLONES PT_VCLONES_F32
-#define GEMM cblas_sgemm
+#define GEMM cpu_sgemm
 #define EXP expf
 #define SQRT sqrtf
 #define TANH tanhf
@@ -382,7 +399,7 @@ static double gen_sumsq(const void *x_, size_t n, pt_dtype t)
 #define SFX(x) x##_f64
 #define SFX_NAME "f64"
 #define PT_VCLONES
-#define GEMM cblas_dgemm
+#define GEMM cpu_dgemm
 #define EXP exp
 #define SQRT sqrt
 #define TANH tanh
@@ -406,13 +423,10 @@ static double gen_sumsq(const void *x_, size_t n, pt_dtype t)
 #undef VTANH
 #undef PT_VCLONES
 
-/* OpenBLAS's own thread count; declared here since not every cblas.h has it */
-extern void openblas_set_num_threads(int n);
-
 static void cpu_set_threads(int n)
 {
     if (n < 1) n = 1;
-    openblas_set_num_threads(n);
+    pt_blas_set_threads(n);
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif

@@ -339,6 +339,7 @@ static int sgemm_tiles(int ta, int tb, int M, int N, int K, float alpha, const p
                 to_f32_tiles(at, (size_t)(ta ? mb : kc), as, (size_t)lda, (size_t)(ta ? kc : mb),
                              (size_t)(ta ? mb : kc), m0 == 0 ? bt : NULL, (size_t)(tb ? kc : nb), bs, (size_t)ldb,
                              (size_t)(tb ? nb : kc), (size_t)(tb ? kc : nb));
+                pt_blas_gemm_prepare();
                 cblas_sgemm(CblasRowMajor, opa, opb, mb, nb, kc, alpha, at, ta ? mb : kc, bt, tb ? kc : nb,
                             k0 == 0 ? beta : 1.0f, C + (size_t)m0 * ldc + n0, ldc);
             }
@@ -352,6 +353,7 @@ static int sgemm_tiles(int ta, int tb, int M, int N, int K, float alpha, const p
 static int sbgemm_f32(int ta, int tb, int M, int N, int K, float alpha, const pt_bf16 *A, int lda, const pt_bf16 *B,
                       int ldb, float beta, float *C, int ldc)
 {
+    pt_blas_gemm_prepare();
     cblas_sbgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda,
                  B, ldb, beta, C, ldc);
     return PT_OK;

@@ -90,7 +90,7 @@ grep -q -- "--no-such-option" "$wd/bench-step.help" && not_ok "control: an absen
     ok "control: an absent option is not found"
 
 # the scripts: script:numeric option ("" for bench_plan.sh, whose settings are environment variables)
-for entry in bench-flash.sh:steps bench-torch.sh:steps bench_plan.sh:; do
+for entry in bench-flash.sh:steps bench-torch.sh:steps bench-blas-threads.sh:steps bench_plan.sh:; do
     prog=${entry%%:*} num=${entry#*:}
     answers "$prog" --help
     cp "$wd/out" "$wd/$prog.help"

@@ -118,7 +118,7 @@ int main(int argc, char **argv)
     pt_blas_get_info(&info);
     tap_ok(info.threads == 2, "pt_blas_get_info reports the BLAS thread count set through the backend (%d)", info.threads);
     be->set_threads(1);
-    tap_ok(strstr(pt_blas_summary(), info.coretype) && strstr(pt_blas_summary(), "1 thread"),
+    tap_ok(strstr(pt_blas_summary(), info.coretype) && strstr(pt_blas_summary(), "], 1 thread;"),
            "summary names the kernel set and the thread count: %s", pt_blas_summary());
 
     /* children: a low OPENBLAS_CORETYPE is raised; PTRAIN_BLAS_CORETYPE forces */
