@@ -143,11 +143,21 @@ void pt_pctx_reset_stats(pt_pctx *c) { ALL_GROUPS(c, pt_comm_reset_stats); }
 
 int pt_pctx_device_enable(pt_pctx *c, int mode)
 {
-    /* every rank walks the groups in the same order, so the collective
-     * set-ups of different groups never cross */
+    /* every rank walks every group in the same order, also after a
+     * failure (each set-up is collective over its group and agrees on its
+     * status there; a rank that stopped early would leave the members of
+     * its next group waiting), and keeps the first error */
     int rc = PT_OK;
-#define ENABLE(g) (rc = rc != PT_OK ? rc : pt_comm_device_enable(g, mode))
+    char first[PT_ERROR_LEN] = "";
+#define ENABLE(g)                                                            \
+    do {                                                                     \
+        int r_ = pt_comm_device_enable(g, mode);                             \
+        if (r_ != PT_OK && rc == PT_OK) {                                    \
+            rc = r_;                                                         \
+            snprintf(first, sizeof first, "%s", pt_errmsg());                \
+        }                                                                    \
+    } while (0)
     ALL_GROUPS(c, ENABLE);
 #undef ENABLE
-    return rc;
+    return rc == PT_OK ? PT_OK : pt_fail(rc, "%s", first);
 }
