@@ -48,11 +48,11 @@ if ! command -v pkg-config >/dev/null; then
     ln -sf pkgconf /tmp/ptrain-pk/usr/bin/pkg-config
     export PATH=/tmp/ptrain-pk/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/ptrain-pk/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
-debs=$(mktemp -d)
+debs=$(mktemp -d) src=$(mktemp -d)
+trap 'rm -rf "$debs" "$src"' EXIT # the build too (BUILD unset): logs.tgz keeps its logs
 cp "$here"/debs/*.deb "$debs/"
 pkg-config --exists hwloc || cp "$here"/debs-hwloc/*.deb "$debs/"
 pkg-config --exists libpcre2-8 || cp "$here"/debs-pcre/*.deb "$debs/"
-src=$(mktemp -d)
 tar xzf "$here"/ptrain-*.tar.gz -C "$src"
 cd "$src"/ptrain-*/ || exit 1
 build=${BUILD:-$src/build}
