@@ -223,6 +223,42 @@ static entry *slot_for(const pt_gemm_key *k, uint64_t h)
     return &L.tab[i];
 }
 
+/* The heuristic's best algorithm for descriptors lt whose operands are
+ * aligned al[4] bytes (A, B, C, D: cuBLASLt picks kernels by it), within
+ * the workspace (cuBLAS documentation, cublasLtMatmulAlgoGetHeuristic).
+ * PT_OK; pt_cublas_fail naming what (the problem) when the preference
+ * cannot be set up; PT_EUNSUPP with *why the heuristic's status string
+ * ("no result" when it found none) and no message, for the caller to say
+ * which problem has no algorithm. */
+static int best_algo(const pt_gemm_lt *lt, const uint32_t al[4], const char *what, cublasLtMatmulAlgo_t *algo,
+                     const char **why)
+{
+    static const cublasLtMatmulPreferenceAttributes_t which[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint64_t ws = PT_CUDA_GEMM_WORKSPACE;
+    cublasLtMatmulPreference_t pref = NULL;
+    cublasStatus_t s = cublasLtMatmulPreferenceCreate(&pref);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
+    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        return pt_cublas_fail(s, "setting up cuBLASLt's heuristic (%s)", what);
+    }
+    cublasLtMatmulHeuristicResult_t res;
+    int found = 0;
+    s = cublasLtMatmulAlgoGetHeuristic(L.handle, lt->op, lt->a, lt->b, lt->d, lt->d, pref, 1, &res, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (s != CUBLAS_STATUS_SUCCESS || found < 1) {
+        *why = s != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(s) : "no result";
+        return PT_EUNSUPP;
+    }
+    *algo = res.algo;
+    return PT_OK;
+}
+
 /* Descriptors of q and the heuristic's best algorithm for these pointers'
  * alignment.  PT_EUNSUPP (message set) when cuBLASLt has no algorithm. */
 static int build(const pt_gemm_plan *q, const pt_gemm_key *k, const void *bias, const void *aux, pt_gemm_lt *lt,
@@ -236,38 +272,23 @@ static int build(const pt_gemm_plan *q, const pt_gemm_key *k, const void *bias, 
         s = cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
     if (s == CUBLAS_STATUS_SUCCESS && q->aux_ld)
         s = cublasLtMatmulDescSetAttribute(lt->op, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux, sizeof aux);
-    cublasLtMatmulPreference_t pref = NULL;
-    if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatmulPreferenceCreate(&pref);
-    uint64_t ws = PT_CUDA_GEMM_WORKSPACE;
-    uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
-    const cublasLtMatmulPreferenceAttributes_t which[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-    for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
-        s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
+    char what[96];
+    snprintf(what, sizeof what, "m=%lld n=%lld k=%lld", (long long)q->m, (long long)q->n, (long long)q->k);
     if (s != CUBLAS_STATUS_SUCCESS) {
-        if (pref) cublasLtMatmulPreferenceDestroy(pref);
         pt_gemm_lt_free(lt);
-        return pt_cublas_fail(s, "setting up cuBLASLt's heuristic (m=%lld n=%lld k=%lld)", (long long)q->m,
-                              (long long)q->n, (long long)q->k);
+        return pt_cublas_fail(s, "setting up cuBLASLt's heuristic (%s)", what);
     }
-    cublasLtMatmulHeuristicResult_t res;
-    int found = 0;
-    s = cublasLtMatmulAlgoGetHeuristic(L.handle, lt->op, lt->a, lt->b, lt->d, lt->d, pref, 1, &res, &found);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (s != CUBLAS_STATUS_SUCCESS || found < 1) {
-        pt_gemm_lt_free(lt);
-        return pt_fail(PT_EUNSUPP,
-                       "cuBLASLt has no algorithm for m=%lld n=%lld k=%lld, %s inputs, %s output, epilogue %s%s "
-                       "(cublasLtMatmulAlgoGetHeuristic: %s)",
-                       (long long)q->m, (long long)q->n, (long long)q->k, q->ab_elem == PT_GEMM_BF16 ? "bf16" : "fp32",
-                       q->d_elem == PT_GEMM_BF16 ? "bf16" : "fp32", pt_lt_epi_name(q->lt_epi), q->tf32 ? ", TF32" : "",
-                       s != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(s) : "no result");
-    }
-    *algo = res.algo;
-    return PT_OK;
+    const uint32_t al[4] = {(uint32_t)k->align_a, (uint32_t)k->align_b, (uint32_t)k->align_d, (uint32_t)k->align_d};
+    const char *why = NULL;
+    rc = best_algo(lt, al, what, algo, &why);
+    if (rc == PT_EUNSUPP && why)
+        pt_fail(PT_EUNSUPP,
+                "cuBLASLt has no algorithm for m=%lld n=%lld k=%lld, %s inputs, %s output, epilogue %s%s "
+                "(cublasLtMatmulAlgoGetHeuristic: %s)",
+                (long long)q->m, (long long)q->n, (long long)q->k, q->ab_elem == PT_GEMM_BF16 ? "bf16" : "fp32",
+                q->d_elem == PT_GEMM_BF16 ? "bf16" : "fp32", pt_lt_epi_name(q->lt_epi), q->tf32 ? ", TF32" : "", why);
+    if (rc != PT_OK) pt_gemm_lt_free(lt);
+    return rc;
 }
 
 /* ---- one matmul --------------------------------------------------------------------------- */
@@ -448,35 +469,17 @@ static int gbuild(const gkey *k, gentry *e)
     if (rc == PT_OK)
         rc = layout(&e->lt.b, k->ab_elem, k->ta ? k->M : k->K, k->ta ? k->K : k->M, k->lda, k->batch, k->sA);
     if (rc == PT_OK) rc = layout(&e->lt.d, k->c_elem, k->N, k->M, k->ldc, k->batch, k->sC);
-    cublasLtMatmulPreference_t pref = NULL;
     if (rc == PT_OK) {
-        uint64_t ws = PT_CUDA_GEMM_WORKSPACE;
-        uint32_t al[4] = {(uint32_t)k->align_b, (uint32_t)k->align_a, (uint32_t)k->align_c, (uint32_t)k->align_c};
-        const cublasLtMatmulPreferenceAttributes_t which[4] = {
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-            CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-        s = cublasLtMatmulPreferenceCreate(&pref);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws);
-        for (int i = 0; i < 4 && s == CUBLAS_STATUS_SUCCESS; i++)
-            s = cublasLtMatmulPreferenceSetAttribute(pref, which[i], &al[i], sizeof al[i]);
-        if (s != CUBLAS_STATUS_SUCCESS) rc = pt_cublas_fail(s, "setting up cuBLASLt's heuristic (gemm)");
+        const uint32_t al[4] = {(uint32_t)k->align_b, (uint32_t)k->align_a, (uint32_t)k->align_c,
+                                (uint32_t)k->align_c};
+        const char *why = NULL;
+        rc = best_algo(&e->lt, al, "gemm", &e->algo, &why);
+        if (rc == PT_EUNSUPP && why)
+            pt_fail(PT_EUNSUPP, "cuBLASLt has no algorithm for the gemm M=%d N=%d K=%d ta=%d tb=%d batch %d, %s "
+                    "inputs, %s output (cublasLtMatmulAlgoGetHeuristic: %s)", k->M, k->N, k->K, k->ta, k->tb,
+                    k->batch, k->ab_elem == PT_GEMM_BF16 ? "bf16" : "fp32",
+                    k->c_elem == PT_GEMM_BF16 ? "bf16" : "fp32", why);
     }
-    if (rc == PT_OK) {
-        cublasLtMatmulHeuristicResult_t res;
-        int found = 0;
-        s = cublasLtMatmulAlgoGetHeuristic(L.handle, e->lt.op, e->lt.a, e->lt.b, e->lt.d, e->lt.d, pref, 1, &res,
-                                           &found);
-        if (s != CUBLAS_STATUS_SUCCESS || found < 1)
-            rc = pt_fail(PT_EUNSUPP, "cuBLASLt has no algorithm for the gemm M=%d N=%d K=%d ta=%d tb=%d batch %d, %s "
-                         "inputs, %s output (cublasLtMatmulAlgoGetHeuristic: %s)", k->M, k->N, k->K, k->ta, k->tb,
-                         k->batch, k->ab_elem == PT_GEMM_BF16 ? "bf16" : "fp32",
-                         k->c_elem == PT_GEMM_BF16 ? "bf16" : "fp32",
-                         s != CUBLAS_STATUS_SUCCESS ? cublasLtGetStatusString(s) : "no result");
-        else
-            e->algo = res.algo;
-    }
-    if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (rc != PT_OK) pt_gemm_lt_free(&e->lt);
     return rc;
 }
