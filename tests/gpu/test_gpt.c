@@ -105,23 +105,13 @@ static double compare(const side *c, const side *g, int grads, int norm, char *w
     return e;
 }
 
-/* fresh each run, or $PTRAIN_TEST_SEED (printed, to reproduce a failure) */
-static uint64_t tap_seed(void)
-{
-    static uint64_t seed;
-    if (!seed) {
-        const char *e = getenv("PTRAIN_TEST_SEED");
-        seed = e ? strtoull(e, NULL, 10) : (uint64_t)(pt_now() * 1e6);
-        if (!seed) seed = 1;
-        tap_diag("seed %llu (PTRAIN_TEST_SEED reproduces)", (unsigned long long)seed);
-    }
-    return seed;
-}
+/* the run's seed: gpu_seed() once in main (fresh, or $PTRAIN_TEST_SEED) */
+static uint64_t seed0;
 
 static void run_case(const char *name, const pt_gpt_config *cfg, int B, int precision, int steps)
 {
     const int bf = precision == PT_PREC_BF16;
-    const uint64_t seed = tap_seed();
+    const uint64_t seed = seed0;
     side c, g;
     int rc = build(&c, "cpu", cfg, precision, B, seed);
     if (!tap_ok(rc == PT_OK, "%s %s: the CPU model (%s)", name, bf ? "bf16" : "fp32", rc ? pt_errmsg() : "")) return;
@@ -209,6 +199,7 @@ int main(int argc, char **argv)
 {
     gpu_require();
     MPI_Init(&argc, &argv);
+    seed0 = gpu_seed();
     pt_gpt_config small = {.n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 32, .vocab = 97};
     pt_gpt_config wide = {.n_layer = 2, .n_head = 2, .n_embd = 128, .seq_len = 128, .vocab = 500};
     for (int bf = 0; bf <= 1; bf++) {
