@@ -24,7 +24,8 @@ command -v apt-get >/dev/null || { echo "test-gpu-bundle.sh: needs apt-get to do
 mkdir -p "$out/debs" "$out/debs-hwloc" "$out/debs-pcre" "$out/debs-pk"
 out=$(cd "$out" && pwd)
 make -s -C "$build" dist >/dev/null
-cp "$build"/ptrain-*.tar.gz "$out/"
+# written files replace links and files in DIR, never write through a link
+cp --remove-destination "$build"/ptrain-*.tar.gz "$out/"
 ( cd "$out/debs" && apt-get download libconfig-dev libconfig9 libjansson-dev libjansson4 >/dev/null )
 ( cd "$out/debs-hwloc" && apt-get download libhwloc-dev libhwloc15 >/dev/null )
 ( cd "$out/debs-pcre" && apt-get download libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3 >/dev/null )
@@ -36,7 +37,8 @@ if [ ! -s "$out/kjv/val.bin" ]; then
     "$top/scripts/get-corpus.sh" "$tmp/kjv.txt"
     "$build/ptrain-data" prepare --vocab-dir "$bpe" --val-fraction 0.02 --out "$out/kjv" "$tmp/kjv.txt" >/dev/null
 fi
-cat >"$out/run.sh" <<'RUN'
+run=$(mktemp "$out/.run.sh.XXXXXX")
+cat >"$run" <<'RUN'
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # made by scripts/test-gpu-bundle.sh: run scripts/test-gpu.sh from this bundle
@@ -44,12 +46,13 @@ here=$(cd "$(dirname "$0")" && pwd)
 out=${1:-${OUT:-$here/out}}
 mkdir -p "$out"
 if ! command -v pkg-config >/dev/null; then
-    for f in "$here"/debs-pk/*.deb; do dpkg-deb -x "$f" /tmp/ptrain-pk; done
-    ln -sf pkgconf /tmp/ptrain-pk/usr/bin/pkg-config
-    export PATH=/tmp/ptrain-pk/usr/bin:$PATH LD_LIBRARY_PATH=/tmp/ptrain-pk/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    pk=$(mktemp -d)
+    for f in "$here"/debs-pk/*.deb; do dpkg-deb -x "$f" "$pk"; done
+    ln -s pkgconf "$pk/usr/bin/pkg-config"
+    export PATH=$pk/usr/bin:$PATH LD_LIBRARY_PATH=$pk/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 fi
 debs=$(mktemp -d) src=$(mktemp -d)
-trap 'rm -rf "$debs" "$src"' EXIT # the build too (BUILD unset): logs.tgz keeps its logs
+trap 'rm -rf "$debs" "$src" ${pk:+"$pk"}' EXIT # the build too (BUILD unset): logs.tgz keeps its logs
 cp "$here"/debs/*.deb "$debs/"
 pkg-config --exists hwloc || cp "$here"/debs-hwloc/*.deb "$debs/"
 pkg-config --exists libpcre2-8 || cp "$here"/debs-pcre/*.deb "$debs/"
@@ -61,5 +64,6 @@ rc=${PIPESTATUS[0]}
 tar czf "$out/logs.tgz" -C "$build" test-gpu config.log $(cd "$build" && ls tests/gpu/*.log 2>/dev/null) 2>/dev/null
 exit "$rc"
 RUN
-chmod +x "$out/run.sh"
+chmod 755 "$run"
+mv -f "$run" "$out/run.sh"
 echo "test-gpu-bundle.sh: $out ($(du -sh "$out" | cut -f1)): on the GPU machine run: bash $(basename "$out")/run.sh"
