@@ -61,7 +61,7 @@ cd "$src"/ptrain-*/ || exit 1
 build=${BUILD:-$src/build}
 PTRAIN_DEMO_DATA=$here/kjv PTRAIN_DEPS_DEBS=$debs BUILD=$build bash scripts/test-gpu.sh 2>&1 | tee "$out/test-gpu.txt"
 rc=${PIPESTATUS[0]}
-tar czf "$out/logs.tgz" -C "$build" test-gpu config.log $(cd "$build" && ls tests/gpu/*.log 2>/dev/null) 2>/dev/null
+tar czf "$out/logs.tgz" -C "$build" --exclude='test-gpu/ckpt*' --exclude='*.jsonl' test-gpu config.log $(cd "$build" && ls tests/gpu/*.log 2>/dev/null) 2>/dev/null
 exit "$rc"
 RUN
 chmod 755 "$run"

@@ -9,6 +9,9 @@
 #                 against the CPU run
 #   layouts       ptrain-run --device cuda: every layout on several ranks
 #                 sharing the GPU against the single-process GPU run
+#   ckpt          a checkpoint saved on the GPU, resumed on the GPU (bit-equal
+#                 to the straight run) and on the CPU
+#   attention-cudnn  a bf16 run with cuDNN's attention against the flash kernels
 #   demo-200      200 steps on the demo corpus (data/kjv) whose validation
 #                 curve overlays the CPU run's (2% at every validation)
 #   bench         bench-step --device cuda: GPT-2 124M, B=16, T=1024
@@ -256,26 +259,35 @@ loss_at() { sed -n "s/^step *$2\/[0-9]* | loss \([0-9.]*\).*/\1/p" "$1" | head -
 if [ "$wired" -eq 1 ]; then
     t=$(now)
     common=(--device cuda --model test --data synthetic:7 --steps 3 --batch 8 --val-every 0 --seed 11)
-    prun -np 1 "$run" "${common[@]}" >"$logs/layout-ref.log" 2>&1 </dev/null
-    ref=$(loss_at "$logs/layout-ref.log" 3)
+    # the reference: one rank, the same model (a row's --layers N included)
+    ref_for() {
+        local layers
+        layers=$(sed -n 's/.*--layers \([0-9]*\).*/\1/p' <<<"$1")
+        local log="$logs/layout-ref${layers:+-L$layers}.log"
+        [ -f "$log" ] || prun -np 1 "$run" "${common[@]}" ${layers:+--layers "$layers"} >"$log" 2>&1 </dev/null
+        loss_at "$log" 3
+    }
+    rm -f "$logs"/layout-ref*.log
+    ref=$(ref_for "")
     bad="" n=0
     while read -r np flags; do
         [ -z "$np" ] && continue
         n=$((n + 1))
+        r=$(ref_for "$flags")
         # shellcheck disable=SC2086
         # </dev/null: mpirun forwards its stdin to rank 0, which would
         # swallow the rest of this list (on the H200 only the first ran)
         prun -np "$np" "$run" "${common[@]}" $flags >"$logs/layout-$n.log" 2>&1 </dev/null
         got=$(loss_at "$logs/layout-$n.log" 3)
-        awk -v a="$got" -v b="$ref" 'BEGIN { exit !(a != "" && b != "" && (a - b) ^ 2 <= (1e-3 * b) ^ 2) }' ||
-            bad="$bad [np=$np $flags: $got vs $ref]"
+        awk -v a="$got" -v b="$r" 'BEGIN { exit !(a != "" && b != "" && (a - b) ^ 2 <= (1e-3 * b) ^ 2) }' ||
+            bad="$bad [np=$np $flags: ${got:-$(grep -m1 -i 'error' "$logs/layout-$n.log" | cut -c1-120)} vs $r]"
     done <<'EOF'
 2 --dp 2
 2 --tp 2
 4 --mode 2d --tp 4
 2 --sp 2
 2 --pp 2 --microbatches 2
-4 --pp 2 --microbatches 4 --schedule interleaved --virtual-stages 1
+4 --pp 2 --microbatches 4 --schedule interleaved --virtual-stages 2 --layers 4
 2 --dp 2 --zero 1
 2 --dp 2 --zero 2
 2 --dp 2 --zero 3
@@ -286,6 +298,39 @@ EOF
     else row layouts FAIL $(( $(now) - t )) "reference ${ref:-missing};$bad"; fi
 else
     row layouts SKIP 0 "$wired_why"
+fi
+
+# ckpt: save on the GPU at step 2, resume to step 4 on the GPU (bit-equal to
+# the straight run) and on the CPU (within 1e-3); bf16 with cuDNN attention
+# (PTRAIN_ATTENTION=cudnn) against the flash kernels (within 2e-2)
+if [ "$wired" -eq 1 ]; then
+    t=$(now)
+    ck=(--device cuda --model test --data synthetic:7 --batch 8 --val-every 0 --seed 13)
+    rm -rf "$logs/ckpt" "$logs/ckpt2"
+    prun -np 1 "$run" "${ck[@]}" --steps 4 --save-dir "$logs/ckpt" --save-every 2 >"$logs/ckpt-save.log" 2>&1 </dev/null
+    prun -np 1 "$run" "${ck[@]}" --steps 4 --save-dir "$logs/ckpt2" --resume "$logs/ckpt/step-00000002" >"$logs/ckpt-resume-gpu.log" 2>&1 </dev/null
+    prun -np 1 "$run" "${ck[@]}" --device cpu --threads 1 --steps 4 --resume "$logs/ckpt/step-00000002" >"$logs/ckpt-resume-cpu.log" 2>&1 </dev/null
+    a=$(loss_at "$logs/ckpt-save.log" 4) b=$(loss_at "$logs/ckpt-resume-gpu.log" 4) c=$(loss_at "$logs/ckpt-resume-cpu.log" 4)
+    if [ -n "$a" ] && [ "$a" = "$b" ] && awk -v a="$a" -v c="$c" 'BEGIN { exit !(c != "" && (a - c) ^ 2 <= (1e-3 * a) ^ 2) }'; then
+        row ckpt PASS $(( $(now) - t )) "step 4: straight $a, resumed on GPU $b, on CPU $c"
+    else
+        row ckpt FAIL $(( $(now) - t )) "step 4: straight ${a:-missing}, resumed on GPU ${b:-missing}, on CPU ${c:-missing} ($logs/ckpt-*.log)"
+    fi
+    t=$(now)
+    cu=(--device cuda --model tiny --data synthetic:7 --batch 4 --steps 3 --val-every 0 --seed 17 --precision bf16)
+    PTRAIN_ATTENTION=flash prun -x PTRAIN_ATTENTION -np 1 "$run" "${cu[@]}" >"$logs/attn-flash.log" 2>&1 </dev/null
+    PTRAIN_ATTENTION=cudnn prun -x PTRAIN_ATTENTION -np 1 "$run" "${cu[@]}" >"$logs/attn-cudnn.log" 2>&1 </dev/null
+    a=$(loss_at "$logs/attn-flash.log" 3) b=$(loss_at "$logs/attn-cudnn.log" 3)
+    if grep -q HAVE_CUDNN "$build_abs/config.h" && ! grep -q '^#define HAVE_CUDNN 1' "$build_abs/config.h"; then
+        row attention-cudnn SKIP 0 "built without cuDNN"
+    elif awk -v a="$a" -v b="$b" 'BEGIN { exit !(a != "" && b != "" && (a - b) ^ 2 <= (2e-2 * a) ^ 2) }'; then
+        row attention-cudnn PASS $(( $(now) - t )) "bf16 step 3 loss: cudnn $b, flash $a"
+    else
+        row attention-cudnn FAIL $(( $(now) - t )) "bf16 step 3 loss: cudnn ${b:-missing} ($(grep -m1 -i error "$logs/attn-cudnn.log" | cut -c1-80)), flash ${a:-missing}"
+    fi
+else
+    row ckpt SKIP 0 "$wired_why"
+    row attention-cudnn SKIP 0 "$wired_why"
 fi
 
 # demo-200: 200 steps on the demo corpus, GPU against CPU
