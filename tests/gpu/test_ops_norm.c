@@ -405,6 +405,13 @@ static void timing(const table *t)
     tstart(&tm);
     for (int i = 0; i < reps; i++) t->g->layernorm_bwd(out.d, dw.d, db.d, inp.d, inp.d, w.d, mean.d, rstd.d, N, C);
     report(t, "layernorm_bwd", shape, tstop(&tm, reps), 5.0 * N * C * ea);
+    /* its two parts: the rows (dinp) and the column sums (dw, db) */
+    tstart(&tm);
+    for (int i = 0; i < reps; i++) t->g->layernorm_bwd(out.d, NULL, NULL, inp.d, inp.d, w.d, mean.d, rstd.d, N, C);
+    report(t, " (dinp rows)", shape, tstop(&tm, reps), 4.0 * N * C * ea);
+    tstart(&tm);
+    for (int i = 0; i < reps; i++) t->g->layernorm_bwd(NULL, dw.d, db.d, inp.d, inp.d, w.d, mean.d, rstd.d, N, C);
+    report(t, " (dw, db cols)", shape, tstop(&tm, reps), 2.0 * N * C * ea);
     drop(&inp), drop(&w), drop(&b), drop(&out), drop(&mean), drop(&rstd), drop(&dw), drop(&db);
 
     /* the materialised pieces on 2048 rows of the whole vocabulary */
