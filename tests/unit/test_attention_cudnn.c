@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* cuDNN's fused attention (lib/backend/cuda/attention_cudnn.c) on the CPU,
  * in every CUDA build (no GPU needed):
- *   - PTRAIN_ATTENTION's values (flash, cudnn, empty; anything else
+ *   - PTRAIN_ATTENTION's values (cudnn, flash, empty = cudnn; anything else
  *     refused), the override the tests use;
  *   - the rule of where cuDNN applies: the whole sequence (merge 0, q0 = k0
  *     = 0, Tq = Tk), HS a multiple of 8 up to 128, 16-byte rows and
@@ -37,8 +37,8 @@ static int rnd(int lo, int hi) /* [lo, hi] */
 
 static void selection(void)
 {
-    tap_ok(pt_attn_impl_parse(NULL) == PT_ATTN_FLASH && pt_attn_impl_parse("") == PT_ATTN_FLASH,
-           "PTRAIN_ATTENTION unset or empty: flash");
+    tap_ok(pt_attn_impl_parse(NULL) == PT_ATTN_CUDNN && pt_attn_impl_parse("") == PT_ATTN_CUDNN,
+           "PTRAIN_ATTENTION unset or empty: cudnn");
     tap_ok(pt_attn_impl_parse("flash") == PT_ATTN_FLASH, "PTRAIN_ATTENTION=flash");
     tap_ok(pt_attn_impl_parse("cudnn") == PT_ATTN_CUDNN, "PTRAIN_ATTENTION=cudnn");
     tap_ok(pt_attn_impl_parse("CUDNN") < 0 && pt_attn_impl_parse("cudnn ") < 0 && pt_attn_impl_parse("fla") < 0,
@@ -47,7 +47,7 @@ static void selection(void)
                strcmp(pt_attn_impl_name(PT_ATTN_FLASH), "flash") == 0,
            "the selection's names");
     const char *env = getenv("PTRAIN_ATTENTION");
-    const int want = env && strcmp(env, "cudnn") == 0
+    const int want = !env || !*env || strcmp(env, "cudnn") == 0
 #ifdef HAVE_CUDNN
                          ? PT_ATTN_CUDNN
 #else

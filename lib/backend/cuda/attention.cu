@@ -34,7 +34,8 @@
  *  materialise P, were not a source); no code was copied.  The D scratch
  *  is stream-ordered (cudaMallocAsync / cudaFreeAsync on the compute
  *  stream), so it lives only while the call's kernels run.
- *  With PTRAIN_ATTENTION=cudnn the bf16 entries hand the calls cuDNN
+ *  With PTRAIN_ATTENTION=cudnn (the default in a build with cuDNN; flash
+ *  turns it off) the bf16 entries hand the calls cuDNN
  *  takes (whole-sequence causal attention, attention_cudnn.h's rule) to
  *  cuDNN's fused SDPA (attention_cudnn.c) and run these kernels for the
  *  rest and where cuDNN has no plan.
@@ -643,7 +644,7 @@ extern "C" void pt_cuda_attention_fwd_bf16(void *out, void *lse, const void *q, 
                                            const pt_attn_dims *d, int merge)
 {
     const void *ptrs[5] = {out, lse, q, k, v};
-    if (pt_cuda_attention_cudnn_wants(d, merge, ptrs, 5)) { /* PTRAIN_ATTENTION=cudnn: attention_cudnn.c */
+    if (pt_cuda_attention_cudnn_wants(d, merge, ptrs, 5)) { /* PTRAIN_ATTENTION cudnn (the default): attention_cudnn.c */
         const int crc = pt_cuda_attention_cudnn_fwd(out, lse, q, k, v, d);
         if (crc == PT_OK) pt_cuda_op_check("attention_fwd (cuDNN)");
         else if (crc != PT_ATTN_FALLBACK) pt_cuda_op_record(crc, "attention_fwd (cuDNN)");
@@ -668,7 +669,7 @@ extern "C" void pt_cuda_attention_bwd_bf16(void *dq, void *dk, void *dv, const v
                                            const pt_attn_dims *d)
 {
     const void *ptrs[9] = {dq, dk, dv, dout, q, k, v, out, lse};
-    if (pt_cuda_attention_cudnn_wants(d, 0, ptrs, 9)) { /* PTRAIN_ATTENTION=cudnn: attention_cudnn.c */
+    if (pt_cuda_attention_cudnn_wants(d, 0, ptrs, 9)) { /* PTRAIN_ATTENTION cudnn (the default): attention_cudnn.c */
         const int crc = pt_cuda_attention_cudnn_bwd(dq, dk, dv, dout, q, k, v, out, lse, d);
         if (crc == PT_OK) pt_cuda_op_check("attention_bwd (cuDNN)");
         else if (crc != PT_ATTN_FALLBACK) pt_cuda_op_record(crc, "attention_bwd (cuDNN)");

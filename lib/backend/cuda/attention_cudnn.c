@@ -75,15 +75,15 @@
 
 int pt_attn_impl_parse(const char *s)
 {
-    if (!s || !*s || strcmp(s, "flash") == 0) return PT_ATTN_FLASH;
-    if (strcmp(s, "cudnn") == 0) return PT_ATTN_CUDNN;
+    if (!s || !*s || strcmp(s, "cudnn") == 0) return PT_ATTN_CUDNN;
+    if (strcmp(s, "flash") == 0) return PT_ATTN_FLASH;
     return -1;
 }
 
 const char *pt_attn_impl_name(int impl) { return impl == PT_ATTN_CUDNN ? "cudnn" : "flash"; }
 
 static pthread_once_t impl_once = PTHREAD_ONCE_INIT;
-static int impl_sel = PT_ATTN_FLASH;
+static int impl_sel = PT_ATTN_CUDNN;
 
 static int impl_allowed(int impl)
 {
@@ -100,10 +100,11 @@ static void impl_read(void)
     const char *s = getenv("PTRAIN_ATTENTION");
     int v = pt_attn_impl_parse(s);
     if (v < 0) {
-        pt_log(0, "PTRAIN_ATTENTION=%s is not valid (valid: flash, cudnn); using flash", s);
+        pt_log(0, "PTRAIN_ATTENTION=%s is not valid (valid: cudnn, flash); using flash", s);
         v = PT_ATTN_FLASH;
     }
-    if (v == PT_ATTN_CUDNN && impl_allowed(v) != v)
+    /* unset: cudnn where the build has it, quietly flash where not */
+    if (v == PT_ATTN_CUDNN && impl_allowed(v) != v && s && *s)
         pt_log(0, "PTRAIN_ATTENTION=cudnn: this build has no cuDNN; using flash");
     impl_sel = impl_allowed(v);
 }

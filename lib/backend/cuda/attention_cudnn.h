@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* cuDNN's fused flash attention (scaled dot product attention on tensor
  * cores) behind the bf16 table's attention_fwd / attention_bwd
- * (lib/backend/cuda/attention_cudnn.c), opt-in: PTRAIN_ATTENTION=cudnn.
+ * (lib/backend/cuda/attention_cudnn.c), the default where the build has
+ * cuDNN (PTRAIN_ATTENTION=flash turns it off).
  * attention.cu's pt_cuda_attention_fwd_bf16 / _bwd_bf16 ask
  * pt_cuda_attention_cudnn_wants() and, where it says yes, run the cuDNN
  * graph instead of the flash kernels; everything else (the fp32 table,
@@ -31,14 +32,15 @@ enum pt_attn_impl { PT_ATTN_FLASH = 0, PT_ATTN_CUDNN = 1 };
  * Positive, so never a pt_fail code. */
 #define PT_ATTN_FALLBACK 1
 
-/* A PTRAIN_ATTENTION value: NULL or "" or "flash" -> PT_ATTN_FLASH,
- * "cudnn" -> PT_ATTN_CUDNN, anything else -> -1 (case matters). */
+/* A PTRAIN_ATTENTION value: NULL or "" or "cudnn" -> PT_ATTN_CUDNN,
+ * "flash" -> PT_ATTN_FLASH, anything else -> -1 (case matters). */
 int pt_attn_impl_parse(const char *s);
 /* "flash" / "cudnn" */
 const char *pt_attn_impl_name(int impl);
 /* The selection: PTRAIN_ATTENTION read once per process (an invalid value
  * is logged in one line naming it and the valid ones, and flash is used;
- * so is cudnn in a build without cuDNN), unless a test set it. */
+ * a build without cuDNN uses flash, with one line if cudnn was asked for),
+ * unless a test set it. */
 int pt_cuda_attention_impl(void);
 /* Override the selection (tests, benchmarks): PT_ATTN_FLASH or
  * PT_ATTN_CUDNN (the latter is kept as flash without cuDNN). */

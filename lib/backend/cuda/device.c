@@ -186,7 +186,7 @@ void pt_cuda_shutdown(void)
 {
     if (!G.ready) return;
     cudaDeviceSynchronize();
-    pt_cuda_attention_cudnn_release(); /* its plans and handle (PTRAIN_ATTENTION=cudnn) */
+    pt_cuda_attention_cudnn_release(); /* its plans and handle (PTRAIN_ATTENTION, default cudnn) */
     pt_cuda_gemm_shutdown();
     release();
     G.ready = 0;
