@@ -52,7 +52,8 @@ b=${PTRAIN_BUILD:-.}
 [ -x "$b/ptrain-run" ] || { echo "bench-flash: no ptrain-run under '$b': run from the build directory or set PTRAIN_BUILD" >&2; exit 2; }
 [ -z "$base" ] || [ -x "$base/ptrain-run" ] || { echo "bench-flash: no ptrain-run under --base '$base'" >&2; exit 2; }
 tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM # the EXIT trap cleans up; an interrupt stops the script
 
 # run BUILD B -> "peak_mib best_tok_s" (or "- -" when the run fails)
 run() {

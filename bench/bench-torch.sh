@@ -62,7 +62,8 @@ done
 field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p" | tail -1; }
 best() { sort -g | tail -1; }    # largest of the lines on stdin
 tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM # the EXIT trap cleans up; an interrupt stops the script
 
 # ptrain, one rank: tok/s and % of sgemm from bench-step's result line
 step_run() { # threads -> "tok_s pct"

@@ -15,7 +15,8 @@ command -v bible >/dev/null 2>&1 || { echo "get-corpus.sh: 'bible' not found (De
 outdir=$(dirname "$out")
 [ -d "$outdir" ] || { echo "get-corpus.sh: directory $outdir does not exist" >&2; exit 2; }
 tmp=$(mktemp "$out.tmp.XXXXXX")
-trap 'rm -f "$tmp"' EXIT INT TERM
+trap 'rm -f "$tmp"' EXIT
+trap 'exit 130' INT TERM
 # -l0: no line wrapping; the range covers Genesis 1:1 to Revelation 22:21.
 bible -l0 'Gen1:1-Rev22:21' </dev/null >"$tmp"
 size=$(wc -c <"$tmp")
