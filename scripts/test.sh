@@ -79,7 +79,9 @@ fi
 # tarball, installs, uninstalls and cleans (with the unit tests only: the
 # whole suite just ran above).
 if [ "${QUICK:-0}" != 1 ]; then
-    if ( cd _build/check && make distcheck TESTS="tests/unit/test_error tests/unit/test_plan tests/unit/test_ops tests/unit/test_cuda_host" \
+    if ( cd _build/check && make distcheck TESTS="tests/unit/test_error tests/unit/test_plan tests/unit/test_ops_elem \
+           tests/unit/test_ops_norm tests/unit/test_ops_gemm tests/unit/test_ops_attention tests/unit/test_ops_xent \
+           tests/unit/test_ops_tables tests/unit/test_cuda_host" \
            >distcheck.log 2>&1 ); then
         total_pass=$((total_pass + 1)); echo "distcheck: ok"
     else

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers of the op tests (tests/unit/test_ops.c, test_ops_fused.c):
+/* Helpers of the op tests (tests/unit/test_ops_*.c):
  * fresh random inputs, error measures and the generic gradient check
  * (every backward of the double table against central finite differences
  * of a scalar loss, and the accumulate contract).  Header-only; every

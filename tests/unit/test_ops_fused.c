@@ -665,7 +665,7 @@ static void mlp_bwd(opcase *c, double **g)
 
 static void test_mlp_fd(void)
 {
-    /* b2's gradient is a plain bias gradient (test_ops); opcase holds four tensors */
+    /* b2's gradient is a plain bias gradient (test_ops_elem); opcase holds four tensors */
     mlp_case m = {{"mlp through epilogues", mlp_loss, mlp_bwd, 0, 4, {"x", "w1", "b1", "w2"}, {0}, {0}},
                   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     m.N = PT_FLASH_TILE + randint(1, 9), m.C = randint(3, 6), m.F = randint(4, 9), m.O = randint(2, 5);
