@@ -68,8 +68,8 @@ int plan_energy(const pt_model_shape *m, int global_batch, const pt_plan *p, con
     int ntypes = 2 * p->pp * p->virtual_stages;
     if (measured && meta && (meta->pp != p->pp || meta->v != p->virtual_stages))
         return pt_fail(PT_EINVAL, "the energy profile was made with pp=%d virtual_stages=%d, the plan has pp=%d "
-                            "virtual_stages=%d (valid: a profile of the same pipeline; pin --pp and the schedule)",
-                            meta->pp, meta->v, p->pp, p->virtual_stages);
+                       "virtual_stages=%d (valid: a profile of the same pipeline; pin --pp and the schedule)",
+                       meta->pp, meta->v, p->pp, p->virtual_stages);
     double *tt = calloc((size_t)ntypes, sizeof(double)), p2p = 0;
     if (!tt) return pt_fail(PT_ENOMEM, "out of memory");
     int rc = plan_energy_times(m, global_batch, p, hw, tt, &p2p);

@@ -65,7 +65,7 @@ int pt_spank_bind_compute(const pt_topo *t, void *machine, const char *allowed, 
 {
     if (!t || ntasks < 1 || local < 0 || local >= ntasks)
         return pt_fail(PT_EINVAL, "binding: task %d of %d is out of range (valid: 0..%d)", local,
-                            ntasks, ntasks - 1);
+                       ntasks, ntasks - 1);
     hwloc_topology_t m = machine;
     memset(out, 0, sizeof *out);
     out->gpu = out->nic = -1;

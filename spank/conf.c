@@ -45,7 +45,7 @@ static int bad_enum(const char *key, int v, int quote)
     const pt_spank_key *k = key_named(key);
     char q[160];
     return pt_fail(PT_EINVAL, "invalid %s %d (valid: %s)", key, v,
-                        quote ? pt_spank_quote_list(k->valid, q, sizeof q) : k->valid);
+                   quote ? pt_spank_quote_list(k->valid, q, sizeof q) : k->valid);
 }
 
 int pt_spank_conf_check(const pt_spank_conf *c)
@@ -67,36 +67,36 @@ int pt_spank_conf_check(const pt_spank_conf *c)
     if (((c->allowed_modes & (1u << PT_MODE_AUTO)) || c->default_mode == PT_MODE_AUTO) &&
         !(c->allowed_modes & layouts))
         return pt_fail(PT_EINVAL, "allowed_modes has \"auto\" but no layout for it to choose: no auto "
-                            "request could run (valid: add \"1d\", \"2d\", \"2.5d\" or \"3d\" to "
-                            "allowed_modes, or drop \"auto\" from it and from default_mode)");
+                       "request could run (valid: add \"1d\", \"2d\", \"2.5d\" or \"3d\" to "
+                       "allowed_modes, or drop \"auto\" from it and from default_mode)");
     if (check_int("max_tp", c->max_tp) < 0 || check_int("max_pp", c->max_pp) < 0) return -1;
     if (c->max_zero < 0 || c->max_zero > 3)
         return pt_fail(PT_EINVAL, "invalid max_zero %d (valid ZeRO stages: 0..3)", c->max_zero);
     if (c->default_zero < 0 || c->default_zero > c->max_zero)
         return pt_fail(PT_EINVAL, "invalid default_zero %d (valid: 0..max_zero=%d)",
-                            c->default_zero, c->max_zero);
+                       c->default_zero, c->max_zero);
     if (!(c->allowed_schedules & ALL_SCHEDULES) || (c->allowed_schedules & ~ALL_SCHEDULES))
         return pt_fail(PT_EINVAL, "allowed_schedules allows no schedule (valid: a list of "
-                            "\"gpipe\", \"1f1b\", \"interleaved\" with at least one)");
+                       "\"gpipe\", \"1f1b\", \"interleaved\" with at least one)");
     if (c->default_schedule == PT_SCHED_INTERLEAVED)
         return pt_fail(PT_EINVAL, "default_schedule \"interleaved\" cannot be a default: it needs "
-                            "virtual stages and microbatches chosen per job, so steps without "
-                            "them would fail (valid: \"1f1b\" or \"gpipe\")");
+                       "virtual stages and microbatches chosen per job, so steps without "
+                       "them would fail (valid: \"1f1b\" or \"gpipe\")");
     if (c->default_schedule != PT_SCHED_1F1B && c->default_schedule != PT_SCHED_GPIPE)
         return bad_enum("default_schedule", c->default_schedule, 1);
     if (!(c->allowed_schedules & (1u << c->default_schedule)))
         return pt_fail(PT_EINVAL, "default_schedule '%s' is not in allowed_schedules",
-                            pt_schedule_name(c->default_schedule));
+                       pt_schedule_name(c->default_schedule));
     if (c->default_recompute < PT_RECOMPUTE_NONE || c->default_recompute > PT_RECOMPUTE_ATTENTION)
         return bad_enum("default_recompute", c->default_recompute, 0);
     if (!(c->allowed_precisions & ALL_PRECISIONS) || (c->allowed_precisions & ~ALL_PRECISIONS))
         return pt_fail(PT_EINVAL, "allowed_precisions allows no precision (valid: a list of \"fp32\", "
-                            "\"bf16\" with at least one)");
+                       "\"bf16\" with at least one)");
     if (c->default_precision != PT_PREC_FP32 && c->default_precision != PT_PREC_BF16)
         return bad_enum("default_precision", c->default_precision, 1);
     if (!(c->allowed_precisions & (1u << c->default_precision)))
         return pt_fail(PT_EINVAL, "default_precision '%s' is not in allowed_precisions",
-                            pt_precision_name(c->default_precision));
+                       pt_precision_name(c->default_precision));
     if (check_rate("inter_node_gbps", c->inter_node_gbps) < 0 ||
         check_rate("inter_node_lat_us", c->inter_node_lat_us) < 0 ||
         check_rate("gemm_gflops", c->gemm_gflops) < 0 ||
@@ -109,7 +109,7 @@ int pt_spank_conf_check(const pt_spank_conf *c)
         const double *r = k ? c->cpu_clock_mhz : c->gpu_clock_mhz;
         if (!(r[0] == 0 && r[1] == 0) && !(r[0] > 0 && r[1] >= r[0] && r[1] <= 1e6))
             return pt_fail(PT_EINVAL, "invalid %s [%g, %g] (valid: [min, max] MHz with 0 < min <= max <= 1e6)",
-                                k ? "cpu_clock_mhz" : "gpu_clock_mhz", r[0], r[1]);
+                           k ? "cpu_clock_mhz" : "gpu_clock_mhz", r[0], r[1]);
     }
     if (memchr(c->topology, '\0', sizeof c->topology) == NULL)
         return pt_fail(PT_EINVAL, "topology path is not terminated");
@@ -171,7 +171,7 @@ static int set_setting(const pt_spank_key *k, config_setting_t *s, const char *p
             return pt_fail(PT_EINVAL, "%s:%d: %s", path, line, k->file_msg);
         if (!v)
             return pt_fail(PT_EINVAL, "%s:%d: %s must be a string (valid: %s)", path, line, name,
-                                k->type == PT_SPANK_KEY_ENUM ? pt_spank_quote_list(k->valid, q, sizeof q) : k->valid);
+                           k->type == PT_SPANK_KEY_ENUM ? pt_spank_quote_list(k->valid, q, sizeof q) : k->valid);
         if (!k->file_msg && (k->type == PT_SPANK_KEY_PATH ? pt_spank_set_topology(name, v, c)
                                                           : k->parse(name, v, f)) < 0)
             return pt_fail(PT_EINVAL, "%s:%d: %s", path, line, pt_errmsg());
@@ -194,7 +194,7 @@ static int set_setting(const pt_spank_key *k, config_setting_t *s, const char *p
         double v = type == CONFIG_TYPE_FLOAT ? config_setting_get_float(s) : (double)config_setting_get_int64(s);
         if (!(v > 0) || !isfinite(v) || v > k->max)
             return pt_fail(PT_EINVAL, "%s:%d: %s = %g is out of range (valid: a number > 0 and <= %g)", path, line,
-                                name, v, k->max);
+                           name, v, k->max);
         *(double *)f = v;
         return 0;
     }
@@ -228,7 +228,7 @@ static int set_setting(const pt_spank_key *k, config_setting_t *s, const char *p
         }
         if (!ok || !(r[0] > 0 && r[1] >= r[0] && r[1] <= 1e6))
             return pt_fail(PT_EINVAL, "%s:%d: %s must be [min, max], MHz with 0 < min <= max <= 1e6 (the clocks "
-                                "energy plans may use)", path, line, name);
+                           "energy plans may use)", path, line, name);
         return 0;
     }
     default: return pt_fail(PT_EINVAL, "%s:%d: %s cannot be set in a file", path, line, name);
@@ -267,7 +267,7 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c)
         if (!k) {
             char keys[512];
             pt_fail(PT_EINVAL, "%s:%d: unknown setting '%s' (valid: %s)", path, config_setting_source_line(s), name,
-                         pt_spank_key_list(1, keys, sizeof keys));
+                    pt_spank_key_list(1, keys, sizeof keys));
             goto out;
         }
         if (set_setting(k, s, path, text, &tmp) < 0) goto out;
@@ -291,12 +291,12 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c)
     const char *eq = strchr(arg, '=');
     if (!eq)
         return pt_fail(PT_EINVAL, "plugstack argument '%s' is not key=value (valid keys: %s)", arg,
-                            pt_spank_key_list(0, keys, sizeof keys));
+                       pt_spank_key_list(0, keys, sizeof keys));
     const char *v = eq + 1;
     const pt_spank_key *k = pt_spank_key_find(arg, (size_t)(eq - arg), 0);
     if (!k)
         return pt_fail(PT_EINVAL, "unknown plugstack argument '%s' (valid keys: %s)", arg,
-                            pt_spank_key_list(0, keys, sizeof keys));
+                       pt_spank_key_list(0, keys, sizeof keys));
     if (k->type == PT_SPANK_KEY_CONFIG) {
         if (!*v) return pt_fail(PT_EINVAL, "plugstack argument config= needs a path");
         return pt_spank_conf_load(v, c);

@@ -203,14 +203,14 @@ int pt_spank_add_node_model(const char *what, const char *v, pt_spank_conf *c)
     const char *eq = v ? strchr(v, '=') : NULL;
     if (!eq || eq == v || !eq[1])
         return pt_fail(PT_EINVAL, "%s '%s' is not HOSTLIST=PATH (valid: e.g. \"gpu[01-16]=/etc/ptrain/h100.json\")",
-                            what, v ? v : "");
+                       what, v ? v : "");
     if (c->n_node_models >= PT_SPANK_NODE_MODELS)
         return pt_fail(PT_EINVAL, "%s: more than %d node models (valid: at most %d)", what, PT_SPANK_NODE_MODELS,
-                            PT_SPANK_NODE_MODELS);
+                       PT_SPANK_NODE_MODELS);
     const size_t hl = (size_t)(eq - v);
     if (hl >= sizeof c->node_model[0].hosts || strlen(eq + 1) >= sizeof c->node_model[0].path)
         return pt_fail(PT_EINVAL, "%s '%.80s...' is too long (valid: a host list of at most %zu bytes, a path of at most "
-                            "%zu)", what, v, sizeof c->node_model[0].hosts - 1, sizeof c->node_model[0].path - 1);
+                       "%zu)", what, v, sizeof c->node_model[0].hosts - 1, sizeof c->node_model[0].path - 1);
     char hosts[512];
     snprintf(hosts, sizeof hosts, "%.*s", (int)hl, v);
     if (pt_spank_hostlist_has(hosts, "") < 0) return pt_fail(PT_EINVAL, "%s: %s", what, pt_errmsg());

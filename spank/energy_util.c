@@ -25,7 +25,7 @@ int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const ch
         if (text && strcmp(text, energy_names[i]) == 0) lv = i;
     if (lv < 0)
         return pt_fail(PT_EINVAL, "ptrain: %s='%s' is invalid (valid: off, report, plan, apply)", what,
-                            text ? text : "");
+                       text ? text : "");
     if (c && lv > c->energy) {
         char allowed[64] = "";
         for (int i = 0; i <= c->energy; i++)
@@ -33,7 +33,7 @@ int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const ch
         for (char *p = allowed; *p; p++)
             if (*p == '\n') *p = ',';
         return pt_fail(PT_EINVAL, "ptrain: %s=%s is not allowed on this cluster (allowed: %s; energy in "
-                            "ptrain.conf)", what, text, allowed);
+                       "ptrain.conf)", what, text, allowed);
     }
     *out = lv;
     return 0;
@@ -52,7 +52,7 @@ int pt_spank_parse_clock_range(const char *what, const char *text, double r[2])
     return 0;
 bad:
     return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)", what,
-                        text ? text : "");
+                   text ? text : "");
 }
 
 int pt_spank_nvml_unrestrict(const char *busid, int *was)

@@ -104,7 +104,7 @@ int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap,
                 if (d < close && *d != ',') return pt_fail(PT_EINVAL, "malformed range in host list '%s'", list);
                 if (hi < lo || hi - lo >= 65536)
                     return pt_fail(PT_EINVAL, "range %ld-%ld in host list '%s' is reversed or longer than 65536 names", lo, hi,
-                                        list);
+                                   list);
                 for (long v = lo; v <= hi; v++) {
                     if (*n >= cap) return pt_fail(PT_EINVAL, "host list '%s' has more than %d names", list, cap);
                     char num[16];

@@ -202,7 +202,7 @@ int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r)
     if (r->plan.mode == PT_MODE_OFF) return 0;
     if (ptsp_conf_bad)
         return pt_fail(PT_EINVAL, "ptrain: cluster configuration is invalid, refusing "
-                            "--ptrain-mode=%s: %s", pt_mode_name(r->plan.mode), ptsp_conf_err);
+                       "--ptrain-mode=%s: %s", pt_mode_name(r->plan.mode), ptsp_conf_err);
     if (pt_plan_request_check(&r->plan, &lim) < 0)
         return pt_fail(PT_EINVAL, "ptrain: %s", pt_errmsg());
     return 0;
@@ -285,7 +285,7 @@ int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level)
     int g = get(arg, "PTRAIN_ENERGY", buf, (int)sizeof buf);
     if (g < 0)
         return pt_fail(PT_EINVAL, "ptrain: PTRAIN_ENERGY in the job environment is longer than %d bytes; it is not a "
-                            "valid value (valid: off, report, plan, apply)", (int)sizeof buf - 1);
+                       "valid value (valid: off, report, plan, apply)", (int)sizeof buf - 1);
     if (g && pt_spank_parse_energy_opt(&ptsp_conf, "PTRAIN_ENERGY", buf, level) < 0) return -1;
     return 0;
 }

@@ -74,7 +74,7 @@ static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_
         if (kind_index[e] < 0) {
             if (pt_topo_load_file(&models[nk - 1], ptsp_conf.node_model[e].path) != PT_OK) {
                 rc = pt_fail(PT_EINVAL, "node model %.300s of nodes %.200s (ptrain.conf node_models): %s",
-                                  ptsp_conf.node_model[e].path, ptsp_conf.node_model[e].hosts, pt_errmsg());
+                             ptsp_conf.node_model[e].path, ptsp_conf.node_model[e].hosts, pt_errmsg());
                 break;
             }
             kind_index[e] = nk;

@@ -84,7 +84,7 @@ int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char 
     for (size_t i = 0; key && i < sizeof keys / sizeof keys[0]; i++) known |= strcmp(key, keys[i]) == 0;
     if (!known)
         return pt_fail(PT_EINVAL, "ptrain: unknown pipeline option '%s' (valid: pp, microbatches, "
-                            "virtual-stages, zero, schedule, recompute, precision, pp-split)", key ? key : "");
+                       "virtual-stages, zero, schedule, recompute, precision, pp-split)", key ? key : "");
     pt_plan_request r;
     pt_plan_request_init(&r, PT_MODE_OFF);
     r.plan = *req;

@@ -403,7 +403,7 @@ int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_
     for (int i = 0; i < k; i++) {
         if (!(rows[i] > 0) || !isfinite(rows[i]) || !(gflops[i] > 0) || !isfinite(gflops[i]))
             return pt_fail(PT_EINVAL, "gemm fit: point %d (%g rows, %g GFLOP/s) (valid: positive, finite)", i,
-                                rows[i], gflops[i]);
+                           rows[i], gflops[i]);
         const double x = 1.0 / rows[i], y = 1.0 / gflops[i];
         sx += x, sy += y, sxx += x * x, sxy += x * y, sg += gflops[i];
     }
@@ -435,7 +435,7 @@ int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t p
             long v = strtol(colon + 1, &end, 10);
             if (errno || v < 1 || v > (1 << 20) || colon == s)
                 return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: FILE or FILE:COUNT, COUNT nodes 1..%d)", what, s,
-                                    1 << 20);
+                               1 << 20);
             *count = (int)v;
             len = (size_t)(colon - s);
         }
@@ -501,7 +501,7 @@ int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *
     memset(m, 0, sizeof *m);
     if (nkinds < 1 || nkinds > 1024 || nnodes < 1 || nnodes > (1 << 20) || !tasks_per_node)
         return pt_fail(PT_EINVAL, "machine: %d node kinds, %d nodes (valid: 1..1024 kinds, 1..%d nodes with their "
-                            "task counts)", nkinds, nnodes, 1 << 20);
+                       "task counts)", nkinds, nnodes, 1 << 20);
     m->tasks = malloc(sizeof(int) * (size_t)nnodes);
     m->kind_of = malloc(sizeof(int) * (size_t)nnodes);
     m->kinds = calloc((size_t)nkinds, sizeof *m->kinds);
@@ -520,7 +520,7 @@ int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *
             free(maxt);
             pt_plan_machine_free(m);
             return pt_fail(PT_EINVAL, "machine: node %d has kind %d and %d tasks (valid: kinds 0..%d, >= 1 task)", i, k,
-                                tasks_per_node[i], nkinds - 1);
+                           tasks_per_node[i], nkinds - 1);
         }
         m->tasks[i] = tasks_per_node[i];
         m->kind_of[i] = k;

@@ -80,7 +80,7 @@ static int parse_range(const char *name, double r[2])
     return 0;
 bad:
     return pt_fail(PT_EINVAL, "%s='%s' is not a clock range (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)",
-                        name, v);
+                   name, v);
 }
 
 int run_energy_options(run_opts *o)
@@ -105,18 +105,18 @@ int run_energy_options(run_opts *o)
         return pt_fail(PT_EINVAL, "--energy-clock: %s", pt_errmsg());
     if (o->energy_plan && !o->energy_plan[0])
         return pt_fail(PT_EINVAL, "--energy-plan '' is not valid (valid: auto or a plan file from ptrain-plan "
-                            "--energy-plan-out)");
+                       "--energy-plan-out)");
     if (o->energy_profile && !o->energy_profile[0])
         return pt_fail(PT_EINVAL, "--energy-profile '' is not valid (valid: a profile from ptrain-run "
-                            "--profile-energy)");
+                       "--profile-energy)");
     if (o->profile_energy && !o->profile_energy[0])
         return pt_fail(PT_EINVAL, "--profile-energy '' is not valid (valid: the profile file to write)");
     if (o->profile_energy && o->energy_plan)
         return pt_fail(PT_EINVAL, "--profile-energy and --energy-plan %s exclude each other: profile in one run, then "
-                            "plan from the profile (--energy-profile FILE --energy-plan auto)", o->energy_plan);
+                       "plan from the profile (--energy-profile FILE --energy-plan auto)", o->energy_plan);
     if (o->energy_profile && !o->energy_plan)
         return pt_fail(PT_EINVAL, "--energy-profile is the profile --energy-plan plans from: give --energy-plan auto "
-                            "(or FILE) too");
+                       "(or FILE) too");
     double r[2];
     if (parse_range("PTRAIN_ENERGY_GPU_MHZ", r) < 0 || parse_range("PTRAIN_ENERGY_CPU_MHZ", r) < 0) return -1;
     return 0;
@@ -138,10 +138,10 @@ int run_energy_setup(run_setup *s, const run_nodes *nodes)
         const pt_energy_meta *m = &s->eplan.meta;
         if (m->pp != p->pp || m->v != v || m->m != p->microbatches || m->schedule != p->schedule)
             return pt_fail(PT_EINVAL, "--energy-plan %s is for %s pp=%d virtual_stages=%d microbatches=%d, this run is "
-                                "%s pp=%d virtual_stages=%d microbatches=%d (valid: a plan of this pipeline: "
-                                "ptrain-plan --energy-plan-out with the same --pp, --schedule, --microbatches)",
-                                o->energy_plan, pt_schedule_name(m->schedule), m->pp, m->v, m->m,
-                                pt_schedule_name(p->schedule), p->pp, v, p->microbatches);
+                           "%s pp=%d virtual_stages=%d microbatches=%d (valid: a plan of this pipeline: "
+                           "ptrain-plan --energy-plan-out with the same --pp, --schedule, --microbatches)",
+                           o->energy_plan, pt_schedule_name(m->schedule), m->pp, m->v, m->m,
+                           pt_schedule_name(p->schedule), p->pp, v, p->microbatches);
         h ^= pt_fnv1a64(s->eplan.freq, sizeof(double) * (size_t)s->eplan.n);
     }
     if (o->energy_profile) {
@@ -150,8 +150,8 @@ int run_energy_setup(run_setup *s, const run_nodes *nodes)
         const pt_energy_meta *m = &s->eprofile_meta;
         if (m->pp != p->pp || m->v != v)
             return pt_fail(PT_EINVAL, "--energy-profile %s was made with pp=%d virtual_stages=%d, this run has pp=%d "
-                                "virtual_stages=%d (valid: a profile of this pipeline)", o->energy_profile, m->pp, m->v,
-                                p->pp, v);
+                           "virtual_stages=%d (valid: a profile of this pipeline)", o->energy_profile, m->pp, m->v,
+                           p->pp, v);
         for (int t = 0; t < s->eprofile.ntypes; t++)
             h = h * 31 + pt_fnv1a64(s->eprofile.choice[t], sizeof(pt_energy_choice) * (size_t)s->eprofile.nchoices[t]);
     }
@@ -159,8 +159,8 @@ int run_energy_setup(run_setup *s, const run_nodes *nodes)
         long need = o->profile_clocks * o->profile_steps + 1;
         if (o->steps < need)
             return pt_fail(PT_EINVAL, "--profile-energy needs %ld steps (the first, then %ld clocks x %ld steps), "
-                                "--steps is %ld (valid: --steps >= %ld, or fewer --profile-clocks/--profile-steps)",
-                                need, o->profile_clocks, o->profile_steps, o->steps, need);
+                           "--steps is %ld (valid: --steps >= %ld, or fewer --profile-clocks/--profile-steps)",
+                           need, o->profile_clocks, o->profile_steps, o->steps, need);
         if (run_rank == 0 && pt_output_check(o->profile_energy) != PT_OK)
             return pt_fail(PT_EINVAL, "--profile-energy: %s", pt_errmsg());
     }

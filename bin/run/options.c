@@ -331,7 +331,7 @@ int run_parse_args(int argc, char **argv, run_opts *o)
         case O_TOPOLOGY:
             if (o->ntopologies == RUN_MAX_TOPOLOGIES)
                 return pt_fail(PT_EINVAL, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
-                                    RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
+                               RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
             o->topologies[o->ntopologies++] = optarg;
             o->topology = o->topologies[0];
             break;
@@ -418,7 +418,7 @@ int run_resolve_device(const run_opts *o, int *device, char *note, size_t len)
     /* --device cuda, or chosen with a device and the backend */
     if (!built)
         return pt_fail(PT_EINVAL, "%s: this ptrain build has no CUDA backend (configure found no nvcc; rebuild with "
-                            "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that", given);
+                       "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that", given);
     if (ndev < 1) return pt_fail(PT_EINVAL, "%s: %s; give --device cpu to train on the CPU", given, why);
     /* the backend and a device: train there */
     *device = RUN_DEVICE_CUDA;

@@ -90,13 +90,13 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
     if (nkinds > 1 && counted < nkinds) {
         free(path);
         return pt_fail(PT_EINVAL, "--mode auto: with %d --topology options each needs its node count (valid: FILE:COUNT "
-                            "in node order, e.g. --topology a.xml:4 --topology b.xml:2)", nkinds);
+                       "in node order, e.g. --topology a.xml:4 --topology b.xml:2)", nkinds);
     }
     if (counted && sum != nodes->nnodes) {
         free(path);
         return pt_fail(PT_EINVAL, "--mode auto: the --topology counts add up to %d node%s, but the job runs on %d "
-                            "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
-                            nodes->nnodes, nodes->nnodes);
+                       "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
+                       nodes->nnodes, nodes->nnodes);
     }
     pt_topo t[RUN_MAX_TOPOLOGIES];
     const pt_topo *models[RUN_MAX_TOPOLOGIES];
@@ -109,7 +109,7 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
             for (int j = 0; j < k; j++)
                 if (models[j]) pt_topo_free(&t[j]);
             pt_fail(PT_EINVAL, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
-                         "XML file)", pk ? pk : "of this node", pt_errmsg());
+                    "XML file)", pk ? pk : "of this node", pt_errmsg());
             free(path);
             return -1;
         }
@@ -298,7 +298,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
             if (p->pp < 1 || world % p->pp) { /* the pipeline alone does not fit: say so, not tp */
                 divisors(world, valid, sizeof valid);
                 return pt_fail(PT_EINVAL, "--mode %s with %d ranks: pp=%d does not divide the world (valid pp here: "
-                                    "%s)", pt_mode_name(p->mode), world, p->pp, valid);
+                               "%s)", pt_mode_name(p->mode), world, p->pp, valid);
             }
             if (p->sp > 1) {
                 int n = world % ((long long)p->tp * p->pp) ? world : world / (p->tp * p->pp);
@@ -549,12 +549,12 @@ static int check_memory(run_setup *s, int world, const run_nodes *nodes)
         }
     }
     return pt_fail(PT_EINVAL, "the plan needs %.2f GiB per rank (parameters, gradients, AdamW state and activations "
-                        "of --model %s L=%d C=%d T=%d, --batch %ld, dp=%d tp=%d pp=%d), but this rank may use "
-                        "%.2f GiB (%s); %s%s", gib(s->mem_need), o->model, s->cfg.n_layer, s->cfg.n_embd,
-                        s->cfg.seq_len, o->batch, p->dp, p->tp, p->pp, gib(avail), whence,
-                        n ? "would fit: " : "no single change of --zero, --recompute, --microbatches or --batch fits: "
-                            "use more ranks (tp, pp) or a smaller model",
-                        fits);
+                   "of --model %s L=%d C=%d T=%d, --batch %ld, dp=%d tp=%d pp=%d), but this rank may use "
+                   "%.2f GiB (%s); %s%s", gib(s->mem_need), o->model, s->cfg.n_layer, s->cfg.n_embd,
+                   s->cfg.seq_len, o->batch, p->dp, p->tp, p->pp, gib(avail), whence,
+                   n ? "would fit: " : "no single change of --zero, --recompute, --microbatches or --batch fits: "
+                       "use more ranks (tp, pp) or a smaller model",
+                   fits);
 }
 
 /* Divisors of n in [1, cap] as "1, 2, 4" into buf. */

@@ -76,7 +76,7 @@ int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m)
     if (ok && (v[2] % v[1] != 0 || v[4] < 2)) ok = 0;
     if (!ok)
         return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: a preset %s or L,H,C,T,V)", what, s ? s : "(null)",
-                            pt_model_preset_names());
+                       pt_model_preset_names());
     r.n_layer = v[0], r.n_head = v[1], r.n_embd = v[2], r.seq_len = v[3], r.vocab = v[4];
     if (m) *m = r;
     return 0;
@@ -698,7 +698,7 @@ static int check_shape(const pt_model_shape *m)
     if (!m) return pt_fail(PT_EINVAL, "no model shape given");
     if (m->n_layer < 1 || m->n_head < 1 || m->n_embd < 1 || m->seq_len < 1 || m->vocab < 2)
         return pt_fail(PT_EINVAL, "model L=%d H=%d C=%d T=%d V=%d: every size must be >= 1 (V >= 2)", m->n_layer,
-                            m->n_head, m->n_embd, m->seq_len, m->vocab);
+                       m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (m->n_embd % m->n_head)
         return pt_fail(PT_EINVAL, "model n_embd=%d is not a multiple of n_head=%d", m->n_embd, m->n_head);
     return 0;
@@ -761,14 +761,14 @@ static int frame_of(const pt_model_shape *m, int global_batch, const pt_plan *p,
     if (pt_plan_validate(p, 0) < 0) return -1;
     if (global_batch < 1 || global_batch % p->dp) {
         return pt_fail(PT_EINVAL, "global batch %d does not split over dp=%d (valid: a multiple of %d)", global_batch,
-                            p->dp, p->dp);
+                       p->dp, p->dp);
     }
     f->B = global_batch / p->dp, f->mb = p->microbatches;
     f->v = p->schedule == PT_SCHED_INTERLEAVED ? p->virtual_stages : 1, f->pp = p->pp, f->S = f->pp * f->v;
     if (pt_plan_check_model(p, m->n_layer, f->B) < 0) return -1;
     if (m->seq_len % p->sp)
         return pt_fail(PT_EINVAL, "sequence length T=%d is not a multiple of sp=%d (valid sp: divisors of %d)",
-                            m->seq_len, p->sp, m->seq_len);
+                       m->seq_len, p->sp, m->seq_len);
     f->micro = f->B / f->mb;
     if (geometry(m, p, f->micro, &f->g) < 0) return -1;
     f->N = f->g.Bl * f->g.Tl;

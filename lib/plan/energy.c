@@ -117,10 +117,10 @@ int pt_energy_profile_model(const pt_energy_power_model *pm, int ntypes, const d
         !(pm->static_w >= 0) || !(pm->dynamic_w >= 0) || !(pm->idle_w >= 0) || !(pm->mem_share >= 0) ||
         !(pm->mem_share < 1))
         return pt_fail(PT_EINVAL, "power model: clocks %g-%g MHz x %d, %g + %g W, idle %g W, memory share %g is not "
-                            "valid (valid: 0 < f_min <= f_max, 2..1000 clocks, watts >= 0, share in [0, 1))",
-                            pm ? pm->f_min_mhz : 0, pm ? pm->f_max_mhz : 0, pm ? pm->nfreq : 0,
-                            pm ? pm->static_w : 0, pm ? pm->dynamic_w : 0, pm ? pm->idle_w : 0,
-                            pm ? pm->mem_share : 0);
+                       "valid (valid: 0 < f_min <= f_max, 2..1000 clocks, watts >= 0, share in [0, 1))",
+                       pm ? pm->f_min_mhz : 0, pm ? pm->f_max_mhz : 0, pm ? pm->nfreq : 0,
+                       pm ? pm->static_w : 0, pm ? pm->dynamic_w : 0, pm ? pm->idle_w : 0,
+                       pm ? pm->mem_share : 0);
     if (ntypes < 1) return pt_fail(PT_EINVAL, "power model: %d instruction types (valid: >= 1)", ntypes);
     out->ntypes = ntypes;
     out->nchoices = calloc((size_t)ntypes, sizeof *out->nchoices);
@@ -805,14 +805,14 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
     if (!dag || dag->n < 1 || !pr) return pt_fail(PT_EINVAL, "energy frontier: no instructions");
     if (pr->ntypes < dag->ntypes)
         return pt_fail(PT_EINVAL, "energy profile: %d instruction types, the schedule has %d (pp x virtual stages x "
-                            "forward/backward)", pr->ntypes, dag->ntypes);
+                       "forward/backward)", pr->ntypes, dag->ntypes);
     for (int t = 0; t < dag->ntypes; t++) {
         if (pr->nchoices[t] < 1) return pt_fail(PT_EINVAL, "energy profile: type %d has no clock", t);
         for (int k = 0; k < pr->nchoices[t]; k++) {
             const pt_energy_choice *c = &pr->choice[t][k];
             if (!(c->time_s > 0) || !isfinite(c->time_s) || !(c->energy_j >= 0) || !isfinite(c->energy_j))
                 return pt_fail(PT_EINVAL, "energy profile: type %d clock %d has time %g s and energy %g J (valid: "
-                                    "time > 0, energy >= 0)", t, k, c->time_s, c->energy_j);
+                               "time > 0, energy >= 0)", t, k, c->time_s, c->energy_j);
         }
     }
     if (!(pr->idle_w >= 0)) return pt_fail(PT_EINVAL, "energy profile: idle power %g W (valid: >= 0)", pr->idle_w);
@@ -911,7 +911,7 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
         }
         if (st == -2) {
             rc = pt_fail(PT_EINVAL, "energy frontier: no feasible cut at step %d (a profile that is not convex after "
-                              "rounding to %g s units; use a smaller unit)", out->steps, tau);
+                         "rounding to %g s units; use a smaller unit)", out->steps, tau);
             break;
         }
         /* the step's length: every changed instruction stays on its

@@ -31,7 +31,7 @@ int pt_schedule_parse(const char *what, const char *s, int *out)
             return 0;
         }
     return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: gpipe, 1f1b, interleaved)", what,
-                        s ? s : "");
+                   s ? s : "");
 }
 
 const char *pt_recompute_name(int r)
@@ -48,7 +48,7 @@ int pt_recompute_parse(const char *what, const char *s, int *out)
         if (strcmp(s, recompute_names[i]) == 0) v = i;
     if (v < 0)
         return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: none, block, attention; 0 = none, "
-                            "1 = block)", what, s ? s : "");
+                       "1 = block)", what, s ? s : "");
     if (out) *out = v;
     return 0;
 }
@@ -64,7 +64,7 @@ int pt_plan_recompute_var(const char *now, const char *old, const char **name, c
         return -1;
     if (a != b)
         return pt_fail(PT_EINVAL, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ (PTRAIN_CKPT_ACT is the old "
-                            "name of PTRAIN_RECOMPUTE: set one, or both to the same mode)", now, old);
+                       "name of PTRAIN_RECOMPUTE: set one, or both to the same mode)", now, old);
     return 0;
 }
 
@@ -98,8 +98,8 @@ int pt_plan_split_parse(const char *what, const char *s, pt_plan *p)
     for (;;) {
         if (n == PT_PP_SPLIT_MAX)
             return pt_fail(PT_EINVAL, "invalid %s '%.40s...': more than %d stages (valid: at most "
-                                "%d comma-separated block counts, or even)", what, s,
-                                PT_PP_SPLIT_MAX, PT_PP_SPLIT_MAX);
+                           "%d comma-separated block counts, or even)", what, s,
+                           PT_PP_SPLIT_MAX, PT_PP_SPLIT_MAX);
         long x = 0;
         int digits = 0;
         while (isdigit((unsigned char)*q) && x <= SPLIT_ENTRY_MAX) {
@@ -108,8 +108,8 @@ int pt_plan_split_parse(const char *what, const char *s, pt_plan *p)
         }
         if (!digits || x < 1 || x > SPLIT_ENTRY_MAX || (*q && *q != ','))
             return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: comma-separated block counts "
-                                "1..%d per stage such as 3,3,2,2, or even)", what, s,
-                                SPLIT_ENTRY_MAX);
+                           "1..%d per stage such as 3,3,2,2, or even)", what, s,
+                           SPLIT_ENTRY_MAX);
         v[n++] = (int)x;
         if (!*q) break;
         q++;
@@ -162,7 +162,7 @@ int pt_plan_tp_order_parse(const char *what, const char *s, char out[4])
         return 0;
     }
     return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: a permutation of 0, 1, 2 such as 012 or 021)", what,
-                        s ? s : "");
+                   s ? s : "");
 }
 
 /* Parse a placement: a permutation of D, P, T (any case), or the
@@ -181,7 +181,7 @@ int pt_plan_order_parse(const char *s, char out[4])
             return 0;
         }
     }
-    return pt_fail(PT_EINVAL, 
+    return pt_fail(PT_EINVAL,
                      "invalid rank order '%s' (valid: a permutation of D, P, T such as DPT, "
                      "or cluster, spread)", s);
 }

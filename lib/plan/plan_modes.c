@@ -178,7 +178,7 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3])
     const struct mode_row *row = &modes[p->mode];
     if (p->tp_depth != 1 && !row->has_depth)
         return pt_fail(PT_EINVAL, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
-                            "for mode 2.5d)", p->tp_depth, row->name);
+                       "for mode 2.5d)", p->tp_depth, row->name);
     int d[3];
     if (p->tp < 1 || (row->has_depth && p->tp_depth < 1) || !row->dims(p->tp, p->tp_depth, d)) {
         /* the first four sizes of the shape, from the same rule */
@@ -188,8 +188,8 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3])
         for (int t = 1; s.count < 4 && t <= SIZE_MAX_VALUE; t++)
             if (pt_plan_i_tp_has_shape(p->mode, p->tp_depth, t)) pt_plan_i_sl_add(&s, "%d", t);
         return pt_fail(PT_EINVAL, "tp=%d is not %s for mode %s (valid tp: %s such as %s)", p->tp,
-                            pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), row->name,
-                            pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), ex);
+                       pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), row->name,
+                       pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), ex);
     }
     if (dims) memcpy(dims, d, sizeof d);
     return 0;

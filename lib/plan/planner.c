@@ -83,7 +83,7 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
         long v = count_of(text);
         if (v < 0)
             return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: an integer 1..%d that divides the tasks on every node)",
-                                what, text, MAX_COUNT);
+                           what, text, MAX_COUNT);
         if (!strcmp(key, "tp")) {
             if (lim && v > lim->max_tp) return pt_fail(PT_EINVAL, "%s=%ld exceeds this cluster's max_tp=%d", what, v, lim->max_tp);
             p->tp = (int)v, bit = PT_PIN_TP;
@@ -94,14 +94,14 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
         } else if (!strcmp(key, "pp")) {
             if (lim && v > lim->max_pp)
                 return pt_fail(PT_EINVAL, "%s=%ld exceeds this cluster's max_pp=%d (valid: 1..%d)", what, v, lim->max_pp,
-                                    lim->max_pp);
+                               lim->max_pp);
             p->pp = (int)v, bit = PT_PIN_PP;
         } else if (!strcmp(key, "microbatches")) {
             p->microbatches = (int)v, bit = PT_PIN_MICROBATCHES;
         } else {
             if (v > PT_VIRTUAL_STAGES_MAX)
                 return pt_fail(PT_EINVAL, "%s=%ld is invalid (valid: 1..%d model chunks per pipeline rank)", what, v,
-                                    PT_VIRTUAL_STAGES_MAX);
+                               PT_VIRTUAL_STAGES_MAX);
             p->virtual_stages = (int)v, bit = PT_PIN_VIRTUAL_STAGES;
         }
     } else if (!strcmp(key, "zero")) {
@@ -110,14 +110,14 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
         int z = text[0] - '0';
         if (lim && z > lim->max_zero)
             return pt_fail(PT_EINVAL, "%s=%d exceeds this cluster's max_zero=%d (valid: 0..%d)", what, z, lim->max_zero,
-                                lim->max_zero);
+                           lim->max_zero);
         p->zero = z, bit = PT_PIN_ZERO;
     } else if (!strcmp(key, "schedule")) {
         int sc;
         if (pt_schedule_parse(what, text, &sc) < 0) return -1;
         if (lim && !(lim->schedules & (1u << sc)))
             return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_schedules in ptrain.conf)", what,
-                                text);
+                           text);
         p->schedule = sc, bit = PT_PIN_SCHEDULE;
     } else if (!strcmp(key, "recompute")) {
         if (pt_recompute_parse(what, text, &p->recompute) < 0) return -1;
@@ -127,7 +127,7 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
         if (pt_precision_parse(what, text, &pr) < 0) return -1;
         if (lim && lim->precisions && !(lim->precisions & (1u << pr)))
             return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_precisions in ptrain.conf)", what,
-                                text);
+                           text);
         p->precision = pr, bit = PT_PIN_PRECISION;
     } else if (!strcmp(key, "pp-split")) {
         if (pt_plan_split_parse(what, text, p) < 0) return -1;
@@ -141,7 +141,7 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
     } else if (!strcmp(key, "model")) {
         if (strlen(text) > 63)
             return pt_fail(PT_EINVAL, "%s is longer than 63 bytes (valid: a preset %s or L,H,C,T,V)", what,
-                                pt_model_preset_names());
+                           pt_model_preset_names());
         if (pt_model_shape_parse(what, text, &q.model) < 0) return -1;
         snprintf(q.model_name, sizeof q.model_name, "%s", text);
         bit = PT_PIN_MODEL;
@@ -149,7 +149,7 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
         long v = count_of(text);
         if (v < 0)
             return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: the global batch in sequences per step, an integer "
-                                "1..%d)", what, text, MAX_COUNT);
+                           "1..%d)", what, text, MAX_COUNT);
         q.global_batch = (int)v, bit = PT_PIN_BATCH;
     } else {
         return pt_fail(PT_EINVAL, "unknown request key '%s' (valid: %s)", key, pt_plan_request_keys());
@@ -205,7 +205,7 @@ int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_g
         }
         if (g < 0)
             return pt_fail(PT_EINVAL, "%s in the job environment is longer than %d bytes; it is not a valid value "
-                                "(valid: see ptrain-env(7))", var, (int)sizeof buf - 1);
+                           "(valid: see ptrain-env(7))", var, (int)sizeof buf - 1);
         if (go > 0 && pt_plan_recompute_var(g ? buf : NULL, old, &var, &text) < 0) return -1;
         if (g == 0 && go == 0) continue;
         if (pt_plan_request_set(&q, lim, vars[i].key, var, text) < 0) return -1;
@@ -236,8 +236,8 @@ pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim)
     if (l.max_tp < 1 || l.max_pp < 1 || l.max_zero < 0 || l.max_zero > 3 || l.default_zero < 0 ||
         l.default_zero > l.max_zero || (l.mixed != PT_MIXED_ADAPT && l.mixed != PT_MIXED_REFUSE)) {
         pt_fail(PT_EINVAL, "planner: invalid limits (max_tp %d, max_pp %d, max_zero %d, default_zero %d, mixed %d; "
-                     "valid: max_tp, max_pp >= 1, 0 <= default_zero <= max_zero <= 3, mixed adapt or refuse)",
-                     l.max_tp, l.max_pp, l.max_zero, l.default_zero, l.mixed);
+                "valid: max_tp, max_pp >= 1, 0 <= default_zero <= max_zero <= 3, mixed adapt or refuse)",
+                l.max_tp, l.max_pp, l.max_zero, l.default_zero, l.mixed);
         return NULL;
     }
     pt_planner *p = calloc(1, sizeof *p);
@@ -291,7 +291,7 @@ int pt_planner_run(pt_planner *p)
         kinds_text(c, kinds, sizeof kinds, &present);
         if (present > 1 && p->lim.mixed == PT_MIXED_REFUSE)
             return pt_fail(PT_EINVAL, "the step's nodes are of %d kinds (%s) and mixed_nodes=refuse (valid: nodes of "
-                                "one kind, or mixed_nodes=adapt: plan at the slowest node's rates)", present, kinds);
+                           "one kind, or mixed_nodes=adapt: plan at the slowest node's rates)", present, kinds);
     }
     const pt_plan_request *r = &p->req;
     pt_plan q = r->plan;

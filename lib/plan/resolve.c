@@ -27,18 +27,18 @@ static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m,
             pt_plan_list_tp(PT_MODE_1D, 1, ntasks, ntasks, valid, sizeof valid);
             char f[48];
             return pt_fail(PT_EINVAL, "%s=%d does not divide the %d tasks of the step "
-                                "(valid %s here: %s)", pt_plan_flag(lim, pins[i].name, f, sizeof f), pins[i].v,
-                                ntasks, pins[i].name, valid);
+                           "(valid %s here: %s)", pt_plan_flag(lim, pins[i].name, f, sizeof f), pins[i].v,
+                           ntasks, pins[i].name, valid);
         }
         prod *= pins[i].v;
     }
     if (prod > 1 && ntasks % prod) {
         char ft[48], fs[48], fp[48];
         return pt_fail(PT_EINVAL, "%s=%d x %s=%d x %s=%d = %lld does "
-                            "not divide the %d tasks of the step", pt_plan_flag(lim, "tp", ft, sizeof ft),
-                            req->tp > 0 ? req->tp : 1, pt_plan_flag(lim, "sp", fs, sizeof fs),
-                            req->sp > 0 ? req->sp : 1, pt_plan_flag(lim, "pp", fp, sizeof fp),
-                            req->pp > 0 ? req->pp : 1, prod, ntasks);
+                       "not divide the %d tasks of the step", pt_plan_flag(lim, "tp", ft, sizeof ft),
+                       req->tp > 0 ? req->tp : 1, pt_plan_flag(lim, "sp", fs, sizeof fs),
+                       req->sp > 0 ? req->sp : 1, pt_plan_flag(lim, "pp", fp, sizeof fp),
+                       req->pp > 0 ? req->pp : 1, prod, ntasks);
     }
     if (req->pp_split_n > 0) {
         pt_plan q = *req;
@@ -48,8 +48,8 @@ static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m,
     }
     if (req->zero > 0 && prod == ntasks && req->sp <= 1)
         return pt_fail(PT_EINVAL, "zero=%d with dp=1 sp=1: ZeRO shards the optimizer state over "
-                            "the data-parallel ranks and this plan has one, so there is nothing "
-                            "to shard (valid: zero=0, or dp*sp >= 2)", req->zero);
+                       "the data-parallel ranks and this plan has one, so there is nothing "
+                       "to shard (valid: zero=0, or dp*sp >= 2)", req->zero);
     return 0;
 }
 
@@ -60,22 +60,22 @@ int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_bat
     if (notes && notes_len) notes[0] = '\0';
     if (!c || !m || !lim || !req || !out)
         return pt_fail(PT_EINVAL, "pt_plan_resolve: missing argument (cluster, model, limits, request "
-                            "and plan are required)");
+                       "and plan are required)");
     if (c->nnodes < 1 || !c->tasks_per_node)
         return pt_fail(PT_EINVAL, "invalid job geometry: %d nodes (valid: >= 1 node with its task "
-                            "counts)", c->nnodes);
+                       "counts)", c->nnodes);
     long long ntasks = 0;
     for (int i = 0; i < c->nnodes; i++) {
         if (c->tasks_per_node[i] < 1)
             return pt_fail(PT_EINVAL, "invalid job geometry: node %d has %d tasks (valid: >= 1)", i,
-                                c->tasks_per_node[i]);
+                           c->tasks_per_node[i]);
         ntasks += c->tasks_per_node[i];
     }
     if (ntasks > (1 << 24))
         return pt_fail(PT_EINVAL, "invalid job geometry: %lld tasks (valid: at most %d)", ntasks, 1 << 24);
     if (default_zero < 0 || default_zero > lim->max_zero)
         return pt_fail(PT_EINVAL, "invalid default ZeRO stage %d (valid: 0..max_zero=%d)", default_zero,
-                            lim->max_zero);
+                       lim->max_zero);
     if (request_fits((int)ntasks, req, m, lim) < 0) return -1;
 
     pt_search_result *r = res ? res : malloc(sizeof *r);

@@ -251,7 +251,7 @@ int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n,
     for (int s = 0; s < k; s++)
         if (!(speed[s] > 0) || isinf(speed[s]) || (extra && (!(extra[s] >= 0) || isinf(extra[s]))))
             return pt_fail(PT_EINVAL, "D'Hondt split: stage %d has speed %g, extra work %g (valid: speed > 0, extra >= 0, "
-                                "finite)", s, speed[s], extra ? extra[s] : 0);
+                           "finite)", s, speed[s], extra ? extra[s] : 0);
     for (int s = 0; s < k; s++) split[s] = 1; /* every stage holds a layer */
     for (int seat = k; seat < n; seat++) {
         int best = 0;
@@ -270,11 +270,11 @@ int pt_plan_split_layers(const double *cost, int n, int k, int *split)
     if (!cost || !split) return pt_fail(PT_EINVAL, "stage split: no costs or output given");
     if (k < 1 || k > n)
         return pt_fail(PT_EINVAL, "stage split: %d stages for %d layers (valid: 1..%d stages)", k,
-                            n, n > 0 ? n : 0);
+                       n, n > 0 ? n : 0);
     for (int i = 0; i < n; i++)
         if (!(cost[i] >= 0) || isinf(cost[i]))
             return pt_fail(PT_EINVAL, "stage split: layer %d has cost %g (valid: finite, >= 0)", i,
-                                cost[i]);
+                           cost[i]);
     double *pre = malloc(sizeof *pre * (size_t)(n + 1));
     /* best[j][i]: the least largest stage cost of layers [0, i) in j stages */
     double *best = malloc(sizeof *best * (size_t)(k + 1) * (size_t)(n + 1));
@@ -984,13 +984,13 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         return pt_fail(PT_EINVAL, "invalid world size %lld (valid: 1..%d ranks)", world, 1 << 20);
     if (m->n_layer < 1 || m->n_head < 1 || m->n_embd < 1 || m->seq_len < 1 || m->vocab < 1)
         return pt_fail(PT_EINVAL, "invalid model shape L=%d H=%d C=%d T=%d V=%d (valid: positive "
-                            "integers)", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
+                       "integers)", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (global_batch < 1)
         return pt_fail(PT_EINVAL, "invalid global batch %d (valid: >= 1 sequences)", global_batch);
     char flag[48];
     if (req->mode == PT_MODE_OFF)
         return pt_fail(PT_EINVAL, "%s=off plans nothing (valid for a search: auto, 1d, "
-                            "2d, 2.5d, 3d)", pt_plan_flag(lim, "mode", flag, sizeof flag));
+                       "2d, 2.5d, 3d)", pt_plan_flag(lim, "mode", flag, sizeof flag));
     if (pt_plan_request_check(req, lim) < 0) return -1;
     if (req->rank_order[0]) {
         char pinned[4], s[5] = "";
@@ -1113,27 +1113,27 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                                 : req->mode == PT_MODE_3D   ? "l*l*l"
                                                             : "a divisor";
             return pt_fail(PT_EINVAL, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
-                                "(%s)%s (valid tp here: %s; or pin %s=1)", what,
-                                req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
-                                max_tp < W ? " within max_tp" : "", k ? valid : "none",
-                                pt_plan_flag(lim, "tp", flag, sizeof flag));
+                           "(%s)%s (valid tp here: %s; or pin %s=1)", what,
+                           req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
+                           max_tp < W ? " within max_tp" : "", k ? valid : "none",
+                           pt_plan_flag(lim, "tp", flag, sizeof flag));
         }
         if (ngrids == 0)
             return pt_fail(PT_EINVAL, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "
-                                "global batch %d and the model's %d layers / T=%d with the pins "
-                                "given", what, W, place, global_batch, m->n_layer, m->seq_len);
+                           "global batch %d and the model's %d layers / T=%d with the pins "
+                           "given", what, W, place, global_batch, m->n_layer, m->seq_len);
         if (x.have_least) {
             char s[640];
             pt_plan_summary(&x.least.plan, s, sizeof s);
             return pt_fail(PT_EINVAL, "%s: no plan fits %.3g GB per rank on %s; the least memory "
-                                "any plan needs is %.3g GB (%s)", what, x.hw.mem_bytes / 1e9, place,
-                                x.least_mem / 1e9, s);
+                           "any plan needs is %.3g GB (%s)", what, x.hw.mem_bytes / 1e9, place,
+                           x.least_mem / 1e9, s);
         }
         if (x.have_err)
             return pt_fail(PT_EINVAL, "%s: no plan fits the model on %s (last refusal: %s)", what,
-                                place, x.last_err.text);
+                           place, x.last_err.text);
         return pt_fail(PT_EINVAL, "%s: no plan of %d ranks (%s) passes validation for this "
-                            "model and batch (%d sequences)", what, W, place, global_batch);
+                       "model and batch (%d sequences)", what, W, place, global_batch);
     }
     memset(out, 0, sizeof *out);
     out->best = x.top.c[0];
