@@ -157,9 +157,8 @@ int main(int argc, char **argv)
         {0}};
     bench_opts_parse(argc, argv, "bench-step", "bench-step [options]",
                      "One training step's throughput at 1 rank beside the machine's sgemm (or bf16 GEMM) rate.", opts);
-    pt_error perr;
-    if (pt_precision_parse("--precision", precision, &prec, &perr) < 0) { /* the table admits only the names */
-        fprintf(stderr, "bench-step: %s\n", perr.text);
+    if (pt_precision_parse("--precision", precision, &prec) < 0) { /* the table admits only the names */
+        fprintf(stderr, "bench-step: %s\n", pt_errmsg());
         return 2;
     }
     MPI_Init(&argc, &argv);

@@ -13,17 +13,17 @@
 #include <string.h>
 
 int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw, double *type_time,
-                      double *p2p_s, pt_error *err)
+                      double *p2p_s)
 {
     /* the cost model's own terms (lib/plan/cost.h pt_cost_stages): the
      * precision's GEMM rate and element size, the tp and sp calls inside
      * each instruction, the boundary send between stages */
     if (!hw || !(pt_hw_gemm_gflops(hw, p->precision) > 0))
-        return pt_errprintf(err, "no GEMM rate for the energy model");
+        return pt_fail(PT_EINVAL, "no GEMM rate for the energy model");
     const int S = p->pp * p->virtual_stages;
     pt_cost_stage *st = calloc((size_t)S, sizeof *st);
-    if (!st) return pt_errprintf(err, "out of memory");
-    int rc = pt_cost_stages(m, global_batch, p, hw, NULL, st, NULL, p2p_s, err);
+    if (!st) return pt_fail(PT_ENOMEM, "out of memory");
+    int rc = pt_cost_stages(m, global_batch, p, hw, NULL, st, NULL, p2p_s);
     for (int s = 0; s < S && !rc; s++) {
         int t = ((s % p->pp) * p->virtual_stages + s / p->pp) * 2;
         type_time[t] = st[s].compute_s[0] + st[s].comm_s[0];     /* forward */
@@ -34,7 +34,7 @@ int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *
 }
 
 /* A deep copy of profile a into b. */
-static int profile_copy(const pt_energy_profile *a, pt_energy_profile *b, pt_error *err)
+static int profile_copy(const pt_energy_profile *a, pt_energy_profile *b)
 {
     memset(b, 0, sizeof *b);
     b->ntypes = a->ntypes;
@@ -44,13 +44,13 @@ static int profile_copy(const pt_energy_profile *a, pt_energy_profile *b, pt_err
     b->choice = calloc((size_t)a->ntypes, sizeof *b->choice);
     if (!b->nchoices || !b->choice) {
         pt_energy_profile_free(b);
-        return pt_errprintf(err, "out of memory for the energy profile");
+        return pt_fail(PT_ENOMEM, "out of memory for the energy profile");
     }
     for (int t = 0; t < a->ntypes; t++) {
         b->choice[t] = malloc(sizeof **b->choice * (size_t)a->nchoices[t]);
         if (!b->choice[t]) {
             pt_energy_profile_free(b);
-            return pt_errprintf(err, "out of memory for the energy profile");
+            return pt_fail(PT_ENOMEM, "out of memory for the energy profile");
         }
         memcpy(b->choice[t], a->choice[t], sizeof **b->choice * (size_t)a->nchoices[t]);
         b->nchoices[t] = a->nchoices[t];
@@ -60,22 +60,22 @@ static int profile_copy(const pt_energy_profile *a, pt_energy_profile *b, pt_err
 
 int plan_energy(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                 const pt_energy_power_model *pm, const pt_energy_profile *measured, const pt_energy_meta *meta,
-                double tau_s, pt_energy_dag *dag, pt_energy_profile *pr, pt_energy_frontier *f, pt_error *err)
+                double tau_s, pt_energy_dag *dag, pt_energy_profile *pr, pt_energy_frontier *f)
 {
     memset(dag, 0, sizeof *dag);
     memset(pr, 0, sizeof *pr);
     memset(f, 0, sizeof *f);
     int ntypes = 2 * p->pp * p->virtual_stages;
     if (measured && meta && (meta->pp != p->pp || meta->v != p->virtual_stages))
-        return pt_errprintf(err, "the energy profile was made with pp=%d virtual_stages=%d, the plan has pp=%d "
-                            "virtual_stages=%d (valid: a profile of the same pipeline; pin --pp and the schedule)",
-                            meta->pp, meta->v, p->pp, p->virtual_stages);
+        return pt_fail(PT_EINVAL, "the energy profile was made with pp=%d virtual_stages=%d, the plan has pp=%d "
+                       "virtual_stages=%d (valid: a profile of the same pipeline; pin --pp and the schedule)",
+                       meta->pp, meta->v, p->pp, p->virtual_stages);
     double *tt = calloc((size_t)ntypes, sizeof(double)), p2p = 0;
-    if (!tt) return pt_errprintf(err, "out of memory");
-    int rc = plan_energy_times(m, global_batch, p, hw, tt, &p2p, err);
-    if (!rc) rc = pt_energy_dag_build(p->schedule, p->pp, p->microbatches, p->virtual_stages, p2p, dag, err);
-    if (!rc) rc = measured ? profile_copy(measured, pr, err) : pt_energy_profile_model(pm, ntypes, tt, pr, err);
-    if (!rc) rc = pt_energy_frontier_compute(dag, pr, tau_s, 0, f, err);
+    if (!tt) return pt_fail(PT_ENOMEM, "out of memory");
+    int rc = plan_energy_times(m, global_batch, p, hw, tt, &p2p);
+    if (!rc) rc = pt_energy_dag_build(p->schedule, p->pp, p->microbatches, p->virtual_stages, p2p, dag);
+    if (!rc) rc = measured ? profile_copy(measured, pr) : pt_energy_profile_model(pm, ntypes, tt, pr);
+    if (!rc) rc = pt_energy_frontier_compute(dag, pr, tau_s, 0, f);
     free(tt);
     if (rc) {
         pt_energy_frontier_free(f);

@@ -17,9 +17,9 @@
  * rate for bf16 when hw knows it, plus its tp and sp calls in the
  * precision's bytes); *p2p_s the cost model's time of one boundary send
  * between stages (2-byte activations in bf16), on the node's links.
- * -1 with err (the cost model's one line; no GEMM rate). */
+ * -1 with the cost model's one line in pt_errmsg() (no GEMM rate). */
 int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw, double *type_time,
-                      double *p2p_s, pt_error *err);
+                      double *p2p_s);
 /* Build the DAG, the profile and the frontier of plan p: the profile is
  * modelled from the power model pm when `measured` is NULL; else *measured
  * (a profile loaded with pt_energy_profile_load, made on pp and
@@ -27,7 +27,7 @@ int plan_energy_times(const pt_model_shape *m, int global_batch, const pt_plan *
  * not) is copied into *pr. */
 int plan_energy(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                 const pt_energy_power_model *pm, const pt_energy_profile *measured, const pt_energy_meta *meta,
-                double tau_s, pt_energy_dag *dag, pt_energy_profile *pr, pt_energy_frontier *f, pt_error *err);
+                double tau_s, pt_energy_dag *dag, pt_energy_profile *pr, pt_energy_frontier *f);
 /* The table (max clock, intrinsic, deadline at +slowdown, extrinsic at a
  * straggler's iteration time, the frontier sampled) and its JSON.
  * source: "gpu power model", "profile FILE". */

@@ -759,9 +759,8 @@ static int st_read(const char *file, const char *model, holder *h, pt_gpt_config
     float *buf = NULL, *lm = NULL;
     if (model) {
         pt_model_shape ms;
-        pt_error err;
-        if (pt_model_shape_parse("--model", model, &ms, &err) < 0) {
-            rc = pt_fail(PT_EINVAL, "%s", err.text);
+        if (pt_model_shape_parse("--model", model, &ms) < 0) {
+            rc = PT_EINVAL;
             goto out;
         }
         *cfg = (pt_gpt_config){ms.n_layer, ms.n_head, ms.n_embd, ms.seq_len, ms.vocab};

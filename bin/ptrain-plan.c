@@ -206,9 +206,8 @@ typedef struct topo_arg {
 
 static int parse_topology(const char *s, topo_arg *t)
 {
-    pt_error e;
-    if (pt_topo_plan_arg_parse("--topology", s, t->path, sizeof t->path, &t->count, &e) == 0) return 0;
-    fprintf(stderr, "ptrain-plan: %s\n", e.text);
+    if (pt_topo_plan_arg_parse("--topology", s, t->path, sizeof t->path, &t->count) == 0) return 0;
+    fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
     return -1;
 }
 
@@ -250,8 +249,7 @@ int main(int argc, char **argv)
     lim.flag_prefix = "--"; /* the planner's messages name this tool's flags */
     pt_plan_request req;
     pt_plan_request_init(&req, PT_MODE_AUTO);
-    pt_error err = {""};
-    if (pt_plan_request_set(&req, NULL, "model", "--model", "gpt2-124M", &err) < 0) return EXIT_FAIL;
+    if (pt_plan_request_set(&req, NULL, "model", "--model", "gpt2-124M") < 0) return EXIT_FAIL;
     req.pinned &= ~(unsigned)PT_PIN_MODEL; /* ptrain-plan's default model, not the user's */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
@@ -266,8 +264,8 @@ int main(int argc, char **argv)
                 fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", optarg);
                 return EXIT_BAD;
             }
-            if (pt_plan_request_set(&req, NULL, key, what, optarg, &err) < 0) {
-                fprintf(stderr, "ptrain-plan: %s\n", err.text);
+            if (pt_plan_request_set(&req, NULL, key, what, optarg) < 0) {
+                fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
                 return EXIT_BAD;
             }
             continue;
@@ -381,8 +379,8 @@ int main(int argc, char **argv)
     int kind_gpus = 0;
     for (int k = 0; k < nkinds; k++) {
         int from;
-        if (pt_topo_plan_load(ntopo ? topo[k].path : NULL, "--topology", 0, &t[k], &from, NULL, 0, &err) < 0) {
-            fprintf(stderr, "ptrain-plan: %s\n", err.text);
+        if (pt_topo_plan_load(ntopo ? topo[k].path : NULL, "--topology", 0, &t[k], &from, NULL, 0) < 0) {
+            fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
             for (int j = 0; j < k; j++) pt_topo_free(&t[j]);
             return EXIT_BAD;
         }
@@ -404,19 +402,19 @@ int main(int argc, char **argv)
         tasks[i] = tpn ? tpn : t[k].ngpus > 0 ? t[k].ngpus : 1;
     }
     pt_plan_machine mach;
-    int rc = pt_plan_machine_build(&mach, nkinds, models, namep, kind_of, tasks, nodes, &ov, 0, &err);
+    int rc = pt_plan_machine_build(&mach, nkinds, models, namep, kind_of, tasks, nodes, &ov, 0);
     for (int k = 0; k < nkinds; k++) pt_topo_free(&t[k]);
     free(kind_of);
     if (rc < 0) {
-        fprintf(stderr, "ptrain-plan: %s\n", err.text);
+        fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
         free(tasks);
         return EXIT_BAD;
     }
     const pt_cluster *cl = &mach.cluster;
     /* the one planning handle the plugin and ptrain-run --mode auto use */
-    pt_planner *pl = pt_planner_new(cl, &lim, &err);
-    if (!pl || pt_planner_set_request(pl, &req, &err) < 0 || pt_planner_run(pl, &err) < 0) {
-        fprintf(stderr, "ptrain-plan: %s\n", err.text);
+    pt_planner *pl = pt_planner_new(cl, &lim);
+    if (!pl || pt_planner_set_request(pl, &req) < 0 || pt_planner_run(pl) < 0) {
+        fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
         pt_planner_free(pl);
         pt_plan_machine_free(&mach);
         free(tasks);
@@ -447,10 +445,10 @@ int main(int argc, char **argv)
     }
     if (energy)
         erc = plan_energy(&m, batch, &chosen, &cl->hw, pt_energy_power_model_named(power_model),
-                          profile_path ? &measured : NULL, &pmeta, 0, &edag, &eprof, &efront, &err);
+                          profile_path ? &measured : NULL, &pmeta, 0, &edag, &eprof, &efront);
     pt_energy_profile_free(&measured);
     if (erc < 0) {
-        fprintf(stderr, "ptrain-plan: --energy: %s\n", err.text);
+        fprintf(stderr, "ptrain-plan: --energy: %s\n", pt_errmsg());
         pt_planner_free(pl);
         pt_plan_machine_free(&mach);
         free(tasks);

@@ -323,7 +323,7 @@ int main(int argc, char **argv)
                 double gi = pt_blas_sgemm_mkn_gflops(rows[i], kn, kn, quick ? 4 : 4 + 4096 / rows[i]);
                 if (gi > 0) nr[ok] = rows[i], gr[ok++] = gi;
             }
-            if (ok >= 2) pt_topo_gemm_fit(nr, gr, ok, &t.gemm_rinf_gflops, &t.gemm_n_half, NULL);
+            if (ok >= 2) pt_topo_gemm_fit(nr, gr, ok, &t.gemm_rinf_gflops, &t.gemm_n_half);
         }
         if (rc) {
             fprintf(stderr, "ptrain-topo: rank %d: %s\n", rank, pt_errmsg());

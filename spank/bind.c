@@ -61,11 +61,11 @@ static int set_units(hwloc_topology_t m, hwloc_const_bitmap_t set, hwloc_bitmap_
 #define MAX_UNITS 4096
 
 int pt_spank_bind_compute(const pt_topo *t, void *machine, const char *allowed, int local,
-                          int ntasks, pt_spank_binding *out, pt_error *err)
+                          int ntasks, pt_spank_binding *out)
 {
     if (!t || ntasks < 1 || local < 0 || local >= ntasks)
-        return pt_errprintf(err, "binding: task %d of %d is out of range (valid: 0..%d)", local,
-                            ntasks, ntasks - 1);
+        return pt_fail(PT_EINVAL, "binding: task %d of %d is out of range (valid: 0..%d)", local,
+                       ntasks, ntasks - 1);
     hwloc_topology_t m = machine;
     memset(out, 0, sizeof *out);
     out->gpu = out->nic = -1;
@@ -75,12 +75,12 @@ int pt_spank_bind_compute(const pt_topo *t, void *machine, const char *allowed, 
     hwloc_bitmap_t *units = calloc(MAX_UNITS, sizeof *units);
     int nunits = 0;
     if (!allow || !loc || !mine || !units) {
-        pt_errprintf(err, "binding: out of memory");
+        pt_fail(PT_ENOMEM, "binding: out of memory");
         goto out;
     }
     if (allowed) {
         if (hwloc_bitmap_list_sscanf(allow, allowed) < 0) {
-            pt_errprintf(err, "binding: cannot read the allowed CPU list '%s'", allowed);
+            pt_fail(PT_EINVAL, "binding: cannot read the allowed CPU list '%s'", allowed);
             goto out;
         }
     } else if (m) {
@@ -92,7 +92,7 @@ int pt_spank_bind_compute(const pt_topo *t, void *machine, const char *allowed, 
     const char *mylist = task_locality(t, local, ntasks, &gpu, &numa);
     out->gpu = gpu;
     if (hwloc_bitmap_list_sscanf(loc, mylist) < 0) {
-        pt_errprintf(err, "binding: cannot read the CPU list '%s' of the node model", mylist);
+        pt_fail(PT_EINVAL, "binding: cannot read the CPU list '%s' of the node model", mylist);
         goto out;
     }
     hwloc_bitmap_and(loc, loc, allow);

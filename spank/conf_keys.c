@@ -22,36 +22,35 @@ _Static_assert(sizeof(pt_mode) == sizeof(int), "pt_mode is read as an int");
 
 /* ---- the readers the table names ---------------------------------------- */
 /* A mode (pt_mode_parse), its message prefixed with what. */
-static int parse_mode(const char *what, const char *v, int *out, pt_error *err)
+static int parse_mode(const char *what, const char *v, int *out)
 {
     pt_mode m;
-    pt_error inner;
-    if (pt_mode_parse(v, &m, &inner) < 0) return pt_errprintf(err, "%s: %s", what, inner.text);
+    if (pt_mode_parse(v, &m) < 0) return pt_fail(PT_EINVAL, "%s: %s", what, pt_errmsg());
     *out = (int)m;
     return 0;
 }
 
-static int parse_mixed(const char *what, const char *v, int *out, pt_error *err)
+static int parse_mixed(const char *what, const char *v, int *out)
 {
     if (v && strcmp(v, "adapt") == 0) *out = PT_MIXED_ADAPT;
     else if (v && strcmp(v, "refuse") == 0) *out = PT_MIXED_REFUSE;
-    else return pt_errprintf(err, "invalid %s '%s' (valid: adapt, refuse)", what, v ? v : "");
+    else return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: adapt, refuse)", what, v ? v : "");
     return 0;
 }
 
 const char *pt_spank_bind_name(int b) { return b == PT_SPANK_BIND_NONE ? "none" : "auto"; }
 
-static int parse_bind(const char *what, const char *v, int *out, pt_error *err)
+static int parse_bind(const char *what, const char *v, int *out)
 {
     if (strcmp(v, "none") == 0) *out = PT_SPANK_BIND_NONE;
     else if (strcmp(v, "auto") == 0) *out = PT_SPANK_BIND_AUTO;
-    else return pt_errprintf(err, "invalid %s '%s' (valid: none, auto)", what, v);
+    else return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: none, auto)", what, v);
     return 0;
 }
 
-static int parse_energy(const char *what, const char *v, int *out, pt_error *err)
+static int parse_energy(const char *what, const char *v, int *out)
 {
-    return pt_spank_parse_energy_opt(NULL, what, v, out, err);
+    return pt_spank_parse_energy_opt(NULL, what, v, out);
 }
 
 /* ---- the table ----------------------------------------------------------- */
@@ -199,57 +198,56 @@ int pt_spank_key_man(const pt_spank_key *k, char *buf, size_t len)
 void *pt_spank_key_field(pt_spank_conf *c, const pt_spank_key *k) { return (char *)c + k->offset; }
 
 /* "HOSTLIST=PATH" into the next node_models entry of c. */
-int pt_spank_add_node_model(const char *what, const char *v, pt_spank_conf *c, pt_error *err)
+int pt_spank_add_node_model(const char *what, const char *v, pt_spank_conf *c)
 {
     const char *eq = v ? strchr(v, '=') : NULL;
     if (!eq || eq == v || !eq[1])
-        return pt_errprintf(err, "%s '%s' is not HOSTLIST=PATH (valid: e.g. \"gpu[01-16]=/etc/ptrain/h100.json\")",
-                            what, v ? v : "");
+        return pt_fail(PT_EINVAL, "%s '%s' is not HOSTLIST=PATH (valid: e.g. \"gpu[01-16]=/etc/ptrain/h100.json\")",
+                       what, v ? v : "");
     if (c->n_node_models >= PT_SPANK_NODE_MODELS)
-        return pt_errprintf(err, "%s: more than %d node models (valid: at most %d)", what, PT_SPANK_NODE_MODELS,
-                            PT_SPANK_NODE_MODELS);
+        return pt_fail(PT_EINVAL, "%s: more than %d node models (valid: at most %d)", what, PT_SPANK_NODE_MODELS,
+                       PT_SPANK_NODE_MODELS);
     const size_t hl = (size_t)(eq - v);
     if (hl >= sizeof c->node_model[0].hosts || strlen(eq + 1) >= sizeof c->node_model[0].path)
-        return pt_errprintf(err, "%s '%.80s...' is too long (valid: a host list of at most %zu bytes, a path of at most "
-                            "%zu)", what, v, sizeof c->node_model[0].hosts - 1, sizeof c->node_model[0].path - 1);
+        return pt_fail(PT_EINVAL, "%s '%.80s...' is too long (valid: a host list of at most %zu bytes, a path of at most "
+                       "%zu)", what, v, sizeof c->node_model[0].hosts - 1, sizeof c->node_model[0].path - 1);
     char hosts[512];
     snprintf(hosts, sizeof hosts, "%.*s", (int)hl, v);
-    pt_error inner;
-    if (pt_spank_hostlist_has(hosts, "", &inner) < 0) return pt_errprintf(err, "%s: %s", what, inner.text);
+    if (pt_spank_hostlist_has(hosts, "") < 0) return pt_fail(PT_EINVAL, "%s: %s", what, pt_errmsg());
     snprintf(c->node_model[c->n_node_models].hosts, sizeof c->node_model[0].hosts, "%s", hosts);
     snprintf(c->node_model[c->n_node_models].path, sizeof c->node_model[0].path, "%s", eq + 1);
     c->n_node_models++;
     return 0;
 }
 
-int pt_spank_set_topology(const char *what, const char *v, pt_spank_conf *c, pt_error *err)
+int pt_spank_set_topology(const char *what, const char *v, pt_spank_conf *c)
 {
     if (!v || !*v)
-        return pt_errprintf(err, "%s needs a path (ptrain-topo --probe --save output)", what);
+        return pt_fail(PT_EINVAL, "%s needs a path (ptrain-topo --probe --save output)", what);
     if (strlen(v) >= sizeof c->topology)
-        return pt_errprintf(err, "%s path is longer than %zu bytes", what, sizeof c->topology - 1);
+        return pt_fail(PT_EINVAL, "%s path is longer than %zu bytes", what, sizeof c->topology - 1);
     snprintf(c->topology, sizeof c->topology, "%s", v);
     return 0;
 }
 
-static int parse_int_text(const char *key, const char *v, int *out, pt_error *err)
+static int parse_int_text(const char *key, const char *v, int *out)
 {
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
     if (!*v || *end || errno || x < INT_MIN || x > INT_MAX)
-        return pt_errprintf(err, "invalid %s='%s' (valid: an integer)", key, v);
+        return pt_fail(PT_EINVAL, "invalid %s='%s' (valid: an integer)", key, v);
     *out = (int)x;
     return 0;
 }
 
-static int parse_rate_text(const char *key, double max, const char *v, double *out, pt_error *err)
+static int parse_rate_text(const char *key, double max, const char *v, double *out)
 {
     char *end;
     errno = 0;
     double x = strtod(v, &end);
     if (!*v || *end || errno || !(x > 0) || x > max)
-        return pt_errprintf(err, "invalid %s='%s' (valid: a number > 0 and <= %g)", key, v, max);
+        return pt_fail(PT_EINVAL, "invalid %s='%s' (valid: a number > 0 and <= %g)", key, v, max);
     *out = x;
     return 0;
 }
@@ -257,7 +255,7 @@ static int parse_rate_text(const char *key, double max, const char *v, double *o
 /* Key k's value v in plugstack syntax into *c (no range check of the whole:
  * pt_spank_conf_check does that).  The value is named as the plugstack
  * messages always named it. */
-int pt_spank_key_set(const pt_spank_key *k, const char *v, pt_spank_conf *c, pt_error *err)
+int pt_spank_key_set(const pt_spank_key *k, const char *v, pt_spank_conf *c)
 {
     const char *key = k->arg ? k->arg : k->name;
     char what[96];
@@ -267,12 +265,12 @@ int pt_spank_key_set(const pt_spank_key *k, const char *v, pt_spank_conf *c, pt_
     else snprintf(what, sizeof what, "plugstack %s", key);
     void *f = pt_spank_key_field(c, k);
     switch (k->type) {
-    case PT_SPANK_KEY_ENUM: return k->parse(what, v, f, err);
-    case PT_SPANK_KEY_INT: return parse_int_text(what, v, f, err);
-    case PT_SPANK_KEY_RATE: return parse_rate_text(what, k->max, v, f, err);
-    case PT_SPANK_KEY_PATH: return pt_spank_set_topology(what, v, c, err);
-    case PT_SPANK_KEY_HOSTMAP: return pt_spank_add_node_model(what, v, c, err);
-    case PT_SPANK_KEY_RANGE: return pt_spank_parse_clock_range(what, v, f, err);
+    case PT_SPANK_KEY_ENUM: return k->parse(what, v, f);
+    case PT_SPANK_KEY_INT: return parse_int_text(what, v, f);
+    case PT_SPANK_KEY_RATE: return parse_rate_text(what, k->max, v, f);
+    case PT_SPANK_KEY_PATH: return pt_spank_set_topology(what, v, c);
+    case PT_SPANK_KEY_HOSTMAP: return pt_spank_add_node_model(what, v, c);
+    case PT_SPANK_KEY_RANGE: return pt_spank_parse_clock_range(what, v, f);
     case PT_SPANK_KEY_LIST: {
         /* comma-separated: allowed_schedules=1f1b,gpipe */
         unsigned mask = k->base;
@@ -284,7 +282,7 @@ int pt_spank_key_set(const pt_spank_key *k, const char *v, pt_spank_conf *c, pt_
             if (n >= sizeof item) n = sizeof item - 1;
             memcpy(item, q, n);
             item[n] = '\0';
-            if (k->parse(what, item, &x, err) < 0) return -1;
+            if (k->parse(what, item, &x) < 0) return -1;
             mask |= 1u << x;
             q += strcspn(q, ",");
             if (!*q) break;
@@ -293,7 +291,7 @@ int pt_spank_key_set(const pt_spank_key *k, const char *v, pt_spank_conf *c, pt_
         *(unsigned *)f = mask;
         return 0;
     }
-    default: return pt_errprintf(err, "%s cannot be set here", key);
+    default: return pt_fail(PT_EINVAL, "%s cannot be set here", key);
     }
 }
 
@@ -301,5 +299,5 @@ void pt_spank_conf_default(pt_spank_conf *c)
 {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < pt_spank_nkeys; i++)
-        if (pt_spank_keys[i].def) pt_spank_key_set(&pt_spank_keys[i], pt_spank_keys[i].def, c, NULL);
+        if (pt_spank_keys[i].def) pt_spank_key_set(&pt_spank_keys[i], pt_spank_keys[i].def, c);
 }

@@ -2,7 +2,7 @@
 /* Between the key table (conf_keys.c) and the readers of ptrain.conf and
  * the plugstack line (conf.c): how one key's value is set and how the
  * messages name keys and values.  Not part of spank_util.h's interface.
- * Errors as spank_util.h: -1 with one line in *err (NULL allowed). */
+ * Errors as spank_util.h: -1 with one line in pt_errmsg(). */
 #ifndef PTRAIN_SPANK_CONF_KEYS_H
 #define PTRAIN_SPANK_CONF_KEYS_H
 #include <stddef.h>
@@ -23,14 +23,14 @@ void *pt_spank_key_field(pt_spank_conf *c, const pt_spank_key *k);
 /* Key k's value v in plugstack syntax into *c (not CONFIG), named in
  * messages as the plugstack messages name it; no check of the whole
  * (pt_spank_conf_check). */
-int pt_spank_key_set(const pt_spank_key *k, const char *v, pt_spank_conf *c, pt_error *err);
+int pt_spank_key_set(const pt_spank_key *k, const char *v, pt_spank_conf *c);
 
 /* "HOSTLIST=PATH" (the host list valid) as the next node_models entry of
  * c (at most PT_SPANK_NODE_MODELS); what names it in messages. */
-int pt_spank_add_node_model(const char *what, const char *v, pt_spank_conf *c, pt_error *err);
+int pt_spank_add_node_model(const char *what, const char *v, pt_spank_conf *c);
 
 /* A non-empty path of at most sizeof c->topology - 1 bytes into c->topology
  * (not opened here). */
-int pt_spank_set_topology(const char *what, const char *v, pt_spank_conf *c, pt_error *err);
+int pt_spank_set_topology(const char *what, const char *v, pt_spank_conf *c);
 
 #endif

@@ -15,7 +15,7 @@
  * task's exit). */
 static int req_energy = -1;       /* option > PTRAIN_ENERGY, within ptsp_conf.energy */
 static int energy_state;          /* 0 not resolved, 1 resolved, -1 refused (energy_err) */
-static pt_error energy_err;
+static char energy_err[PT_ERROR_LEN]; /* the refusal (pt_errmsg() then), kept for later callbacks */
 static struct { char busid[32]; int was, lifted; } energy_gpu[MAX_LOCAL];
 
 /* The step's energy level, once per slurmstepd: -1 with energy_err when
@@ -30,7 +30,8 @@ static int energy_resolve_remote(spank_t sp)
     if (spank_get_item(sp, S_JOB_STEPID, &step_id) != ESPANK_SUCCESS || step_id == PT_STEP_BATCH ||
         step_id == PT_STEP_EXTERN || step_id == PT_STEP_INTERACTIVE || ptsp_is_mpi_daemon(sp))
         return 0;
-    if (ptsp_resolve_energy(ptsp_job_getenv_cb, sp, &req_energy, &energy_err) < 0) {
+    if (ptsp_resolve_energy(ptsp_job_getenv_cb, sp, &req_energy) < 0) {
+        snprintf(energy_err, sizeof energy_err, "%s", pt_errmsg());
         energy_state = -1;
         req_energy = -1;
         return -1;
@@ -42,7 +43,7 @@ static int energy_resolve_remote(spank_t sp)
 int ptsp_energy_task_env(spank_t sp)
 {
     if (energy_resolve_remote(sp) < 0) {
-        slurm_error("%s", energy_err.text);
+        slurm_error("%s", energy_err);
         return -1;
     }
     if (req_energy < 0) return 0;
@@ -71,7 +72,6 @@ int ptsp_energy_task_post_fork(spank_t sp)
     if (energy_resolve_remote(sp) < 0 || req_energy != PT_SPANK_ENERGY_APPLY) return 0;
     int local = -1;
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 || local >= MAX_LOCAL) return 0;
-    pt_error err;
     pt_spank_binding b;
     /* a GPU the user or Slurm's gres chose is left to the task by bind_task,
      * so the binding's GPU may not be the task's (another job's, even): lift
@@ -85,15 +85,15 @@ int ptsp_energy_task_post_fork(spank_t sp)
             return 0;
         }
     if (ptsp_step.state != PLAN_READY || ptsp_conf.bind != PT_SPANK_BIND_AUTO || ptsp_node.state <= 0 ||
-        pt_spank_bind_compute(&ptsp_node.topo, NULL, NULL, local, ptsp_step.local_tasks, &b, &err) < 0 ||
+        pt_spank_bind_compute(&ptsp_node.topo, NULL, NULL, local, ptsp_step.local_tasks, &b) < 0 ||
         b.gpu < 0 || b.gpu >= ptsp_node.topo.ngpus) {
         slurm_info("ptrain: --ptrain-energy=apply: task %d has no GPU of its own (it needs a ptrain plan, bind = auto "
                    "and a GPU per task): GPU clocks stay restricted", local);
         return 0;
     }
     snprintf(energy_gpu[local].busid, sizeof energy_gpu[local].busid, "%s", ptsp_node.topo.gpu[b.gpu].pci.busid);
-    if (pt_spank_nvml_unrestrict(energy_gpu[local].busid, &energy_gpu[local].was, &err) < 0) {
-        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s; it runs at the default clocks", local, err.text);
+    if (pt_spank_nvml_unrestrict(energy_gpu[local].busid, &energy_gpu[local].was) < 0) {
+        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s; it runs at the default clocks", local, pt_errmsg());
         return 0;
     }
     energy_gpu[local].lifted = 1;
@@ -106,10 +106,9 @@ int ptsp_energy_task_post_fork(spank_t sp)
 static void energy_restore(int i)
 {
     if (i < 0 || i >= MAX_LOCAL || !energy_gpu[i].lifted) return;
-    pt_error err;
     energy_gpu[i].lifted = 0;
-    if (pt_spank_nvml_restore(energy_gpu[i].busid, energy_gpu[i].was, &err) < 0)
-        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s", i, err.text);
+    if (pt_spank_nvml_restore(energy_gpu[i].busid, energy_gpu[i].was) < 0)
+        slurm_error("ptrain: --ptrain-energy=apply: task %d: %s", i, pt_errmsg());
 }
 
 int ptsp_energy_task_exit(spank_t sp)

@@ -28,10 +28,10 @@ static int take_count(const char **p, long *v)
     return 0;
 }
 
-int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, pt_error *err)
+int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes)
 {
     if (!s || !*s)
-        return pt_errprintf(err, "empty tasks-per-node list (valid: e.g. \"2(x3),1\")");
+        return pt_fail(PT_EINVAL, "empty tasks-per-node list (valid: e.g. \"2(x3),1\")");
     const char *p = s;
     int n = 0;
     for (;;) {
@@ -44,7 +44,7 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
             p++;
         }
         if (reps > cap - n)
-            return pt_errprintf(err, "tasks-per-node list '%s' names more than %d nodes", s,
+            return pt_fail(PT_EINVAL, "tasks-per-node list '%s' names more than %d nodes", s,
                              cap);
         for (long i = 0; i < reps; i++) out[n++] = (int)count;
         if (*p == '\0') break;
@@ -54,63 +54,63 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
     *nnodes = n;
     return 0;
 bad:
-    return pt_errprintf(err, "malformed tasks-per-node list '%s' at offset %d (valid: "
+    return pt_fail(PT_EINVAL, "malformed tasks-per-node list '%s' at offset %d (valid: "
                      "comma-separated N or N(xR) with N, R >= 1, e.g. \"2(x3),1\")", s,
                      (int)(p - s));
 }
 
-int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap, int *n, pt_error *err)
+int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap, int *n)
 {
     *n = 0;
-    if (!list || !*list) return pt_errprintf(err, "empty host list");
+    if (!list || !*list) return pt_fail(PT_EINVAL, "empty host list");
     const char *p = list;
     while (*p) {
         /* one item: prefix [ranges] suffix, up to the next ',' outside brackets */
         const char *open = NULL, *close = NULL, *end = p;
         while (*end && *end != ',') {
             if (*end == '[') {
-                if (open) return pt_errprintf(err, "more than one '[' in a name of host list '%s'", list);
+                if (open) return pt_fail(PT_EINVAL, "more than one '[' in a name of host list '%s'", list);
                 open = end;
                 close = strchr(end, ']');
-                if (!close) return pt_errprintf(err, "unbalanced '[' in host list '%s'", list);
+                if (!close) return pt_fail(PT_EINVAL, "unbalanced '[' in host list '%s'", list);
                 end = close + 1;
                 continue;
             }
-            if (*end == ']') return pt_errprintf(err, "unbalanced ']' in host list '%s'", list);
+            if (*end == ']') return pt_fail(PT_EINVAL, "unbalanced ']' in host list '%s'", list);
             end++;
         }
-        if (end == p) return pt_errprintf(err, "empty name in host list '%s'", list);
+        if (end == p) return pt_fail(PT_EINVAL, "empty name in host list '%s'", list);
         if (!open) {
-            if ((size_t)(end - p) >= len) return pt_errprintf(err, "host name in '%s' is longer than %zu bytes", list, len - 1);
-            if (*n >= cap) return pt_errprintf(err, "host list '%s' has more than %d names", list, cap);
+            if ((size_t)(end - p) >= len) return pt_fail(PT_EINVAL, "host name in '%s' is longer than %zu bytes", list, len - 1);
+            if (*n >= cap) return pt_fail(PT_EINVAL, "host list '%s' has more than %d names", list, cap);
             snprintf(names + (size_t)*n * len, len, "%.*s", (int)(end - p), p);
             (*n)++;
         } else {
             const size_t plen = (size_t)(open - p), slen = (size_t)(end - close - 1);
-            if (close == open + 1) return pt_errprintf(err, "empty range '[]' in host list '%s'", list);
+            if (close == open + 1) return pt_fail(PT_EINVAL, "empty range '[]' in host list '%s'", list);
             for (const char *r = open + 1; r < close;) {
                 /* a range "lo" or "lo-hi", digits only, width of lo kept */
                 const char *d = r;
                 while (d < close && isdigit((unsigned char)*d)) d++;
                 const int width = (int)(d - r);
-                if (width == 0 || width > 9) return pt_errprintf(err, "empty or non-numeric range in host list '%s'", list);
+                if (width == 0 || width > 9) return pt_fail(PT_EINVAL, "empty or non-numeric range in host list '%s'", list);
                 long lo = strtol(r, NULL, 10), hi = lo;
                 if (*d == '-') {
                     const char *h = ++d;
                     while (d < close && isdigit((unsigned char)*d)) d++;
-                    if (d == h || d - h > 9) return pt_errprintf(err, "empty or non-numeric range in host list '%s'", list);
+                    if (d == h || d - h > 9) return pt_fail(PT_EINVAL, "empty or non-numeric range in host list '%s'", list);
                     hi = strtol(h, NULL, 10);
                 }
-                if (d < close && *d != ',') return pt_errprintf(err, "malformed range in host list '%s'", list);
+                if (d < close && *d != ',') return pt_fail(PT_EINVAL, "malformed range in host list '%s'", list);
                 if (hi < lo || hi - lo >= 65536)
-                    return pt_errprintf(err, "range %ld-%ld in host list '%s' is reversed or longer than 65536 names", lo, hi,
-                                        list);
+                    return pt_fail(PT_EINVAL, "range %ld-%ld in host list '%s' is reversed or longer than 65536 names", lo, hi,
+                                   list);
                 for (long v = lo; v <= hi; v++) {
-                    if (*n >= cap) return pt_errprintf(err, "host list '%s' has more than %d names", list, cap);
+                    if (*n >= cap) return pt_fail(PT_EINVAL, "host list '%s' has more than %d names", list, cap);
                     char num[16];
                     snprintf(num, sizeof num, "%0*ld", width, v);
                     if (plen + strlen(num) + slen >= len)
-                        return pt_errprintf(err, "host name in '%s' is longer than %zu bytes", list, len - 1);
+                        return pt_fail(PT_EINVAL, "host name in '%s' is longer than %zu bytes", list, len - 1);
                     snprintf(names + (size_t)*n * len, len, "%.*s%s%.*s", (int)plen, p, num, (int)slen, close + 1);
                     (*n)++;
                 }
@@ -118,18 +118,18 @@ int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap,
             }
         }
         p = *end ? end + 1 : end;
-        if (*end && !*p) return pt_errprintf(err, "empty name at the end of host list '%s'", list);
+        if (*end && !*p) return pt_fail(PT_EINVAL, "empty name at the end of host list '%s'", list);
     }
     return 0;
 }
 
-int pt_spank_hostlist_has(const char *list, const char *name, pt_error *err)
+int pt_spank_hostlist_has(const char *list, const char *name)
 {
     enum { CAP = 4096, LEN = 256 };
     char *names = malloc((size_t)CAP * LEN);
-    if (!names) return pt_errprintf(err, "out of memory expanding host list '%s'", list ? list : "");
+    if (!names) return pt_fail(PT_ENOMEM, "out of memory expanding host list '%s'", list ? list : "");
     int n = 0, found = 0;
-    if (pt_spank_hostlist_expand(list, names, LEN, CAP, &n, err) < 0) {
+    if (pt_spank_hostlist_expand(list, names, LEN, CAP, &n) < 0) {
         free(names);
         return -1;
     }
@@ -140,7 +140,7 @@ int pt_spank_hostlist_has(const char *list, const char *name, pt_error *err)
 
 static int cmp_name(const void *a, const void *b) { return strcmp(a, b); }
 
-int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes, int *kind_of, pt_error *err)
+int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes, int *kind_of)
 {
     enum { LEN = 256, PATTERN_CAP = 65536 };
     for (int i = 0; i < nnodes; i++) kind_of[i] = -1;
@@ -148,20 +148,20 @@ int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes
     char *nodes = malloc((size_t)(nnodes > 0 ? nnodes : 1) * LEN), *pat = malloc((size_t)PATTERN_CAP * LEN);
     int n = 0, rc = 0;
     if (!nodes || !pat) {
-        rc = pt_errprintf(err, "out of memory matching %d nodes to node_models", nnodes);
+        rc = pt_fail(PT_ENOMEM, "out of memory matching %d nodes to node_models", nnodes);
         goto out;
     }
-    if (pt_spank_hostlist_expand(nodelist, nodes, LEN, nnodes, &n, err) < 0) {
+    if (pt_spank_hostlist_expand(nodelist, nodes, LEN, nnodes, &n) < 0) {
         rc = -1;
         goto out;
     }
     if (n != nnodes) {
-        rc = pt_errprintf(err, "the step's node list '%.200s' names %d nodes, the step has %d", nodelist, n, nnodes);
+        rc = pt_fail(PT_EINVAL, "the step's node list '%.200s' names %d nodes, the step has %d", nodelist, n, nnodes);
         goto out;
     }
     for (int m = 0; m < c->n_node_models; m++) {
         int np = 0;
-        if (pt_spank_hostlist_expand(c->node_model[m].hosts, pat, LEN, PATTERN_CAP, &np, err) < 0) {
+        if (pt_spank_hostlist_expand(c->node_model[m].hosts, pat, LEN, PATTERN_CAP, &np) < 0) {
             rc = -1;
             goto out;
         }
@@ -175,9 +175,9 @@ out:
     return rc;
 }
 
-int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *err)
+int pt_spank_first_host(const char *list, char *out, size_t outlen)
 {
-    if (!list || !*list) return pt_errprintf(err, "empty host list");
+    if (!list || !*list) return pt_fail(PT_EINVAL, "empty host list");
     const char *p = list;
     size_t k = 0;
     while (*p && *p != ',' && *p != '[') {
@@ -188,14 +188,14 @@ int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *er
         /* First range of the bracket: "001-003,7" -> "001". */
         const char *q = p + 1;
         const char *close = strchr(q, ']');
-        if (!close) return pt_errprintf(err, "unbalanced '[' in host list '%s'", list);
+        if (!close) return pt_fail(PT_EINVAL, "unbalanced '[' in host list '%s'", list);
         size_t digits = 0;
         while (q + digits < close && isdigit((unsigned char)q[digits])) digits++;
         if (digits == 0)
-            return pt_errprintf(err, "empty or non-numeric range in host list '%s'", list);
+            return pt_fail(PT_EINVAL, "empty or non-numeric range in host list '%s'", list);
         char after = q[digits];
         if (after != '-' && after != ',' && after != ']')
-            return pt_errprintf(err, "malformed range in host list '%s'", list);
+            return pt_fail(PT_EINVAL, "malformed range in host list '%s'", list);
         if (k + digits >= outlen) goto too_long;
         memcpy(out + k, q, digits);
         k += digits;
@@ -206,11 +206,11 @@ int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *er
             out[k++] = *p++;
         }
     }
-    if (k == 0) return pt_errprintf(err, "host list '%s' starts with an empty name", list);
+    if (k == 0) return pt_fail(PT_EINVAL, "host list '%s' starts with an empty name", list);
     out[k] = '\0';
     return 0;
 too_long:
-    return pt_errprintf(err, "first host name in '%s' is longer than %zu bytes", list,
+    return pt_fail(PT_EINVAL, "first host name in '%s' is longer than %zu bytes", list,
                      outlen ? outlen - 1 : 0);
 }
 

@@ -12,8 +12,8 @@
 #include "spank/plugin.h"
 
 pt_spank_conf ptsp_conf;
+char ptsp_conf_err[PT_ERROR_LEN];
 int ptsp_conf_bad;
-pt_error ptsp_conf_err;
 int ptsp_opt_verbose;
 int ptsp_opt_explain;
 
@@ -49,24 +49,23 @@ static int opt_pipe_given[N_PIPE];
 /* Parse a requested mode / group size against the administrator's settings
  * (request.c; the settings are ignored while the configuration is bad,
  * which ptsp_resolve_request refuses on its own). */
-static int parse_mode_text(const char *what, const char *text, pt_mode *out, pt_error *err)
+static int parse_mode_text(const char *what, const char *text, pt_mode *out)
 {
-    return pt_spank_parse_mode_opt(&ptsp_conf, what, text, out, err);
+    return pt_spank_parse_mode_opt(&ptsp_conf, what, text, out);
 }
 
-static int parse_size_text(const char *what, const char *text, int is_tp, int *out, pt_error *err)
+static int parse_size_text(const char *what, const char *text, int is_tp, int *out)
 {
-    return pt_spank_parse_size_opt(ptsp_conf_bad ? NULL : &ptsp_conf, what, text, is_tp, out, err);
+    return pt_spank_parse_size_opt(ptsp_conf_bad ? NULL : &ptsp_conf, what, text, is_tp, out);
 }
 
 static int cb_mode(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    pt_error err;
     pt_mode m = PT_MODE_OFF;
-    if (parse_mode_text("--ptrain-mode", optarg, &m, &err) < 0) {
-        slurm_error("%s", err.text);
+    if (parse_mode_text("--ptrain-mode", optarg, &m) < 0) {
+        slurm_error("%s", pt_errmsg());
         return -1;
     }
     opt_mode = m;
@@ -76,9 +75,8 @@ static int cb_mode(int val, const char *optarg, int remote)
 
 static int cb_size(const char *what, const char *optarg, int is_tp, int *out)
 {
-    pt_error err;
-    if (parse_size_text(what, optarg, is_tp, out, &err) < 0) {
-        slurm_error("%s", err.text);
+    if (parse_size_text(what, optarg, is_tp, out) < 0) {
+        slurm_error("%s", pt_errmsg());
         return -1;
     }
     return 0;
@@ -113,10 +111,9 @@ static int cb_pipe(int val, const char *optarg, int remote)
     snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[val].key);
     pt_plan scratch;
     pt_plan_default(&scratch);
-    pt_error err;
     if (pt_spank_parse_pipe_opt(ptsp_conf_bad ? NULL : &ptsp_conf, pipe_opts[val].key, what, optarg,
-                                &scratch, &err) < 0) {
-        slurm_error("%s", err.text);
+                                &scratch) < 0) {
+        slurm_error("%s", pt_errmsg());
         return -1;
     }
     snprintf(opt_pipe[val], sizeof opt_pipe[val], "%s", optarg ? optarg : "");
@@ -128,9 +125,8 @@ static int cb_model(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    pt_error err;
-    if (pt_spank_parse_model_opt("--ptrain-model", optarg, &err) < 0) {
-        slurm_error("%s", err.text);
+    if (pt_spank_parse_model_opt("--ptrain-model", optarg) < 0) {
+        slurm_error("%s", pt_errmsg());
         return -1;
     }
     snprintf(opt_model, sizeof opt_model, "%s", optarg);
@@ -141,9 +137,8 @@ static int cb_batch(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    pt_error err;
-    if (pt_spank_parse_batch_opt("--ptrain-batch", optarg, &opt_batch, &err) < 0) {
-        slurm_error("%s", err.text);
+    if (pt_spank_parse_batch_opt("--ptrain-batch", optarg, &opt_batch) < 0) {
+        slurm_error("%s", pt_errmsg());
         return -1;
     }
     return 0;
@@ -162,9 +157,8 @@ static int cb_energy(int val, const char *optarg, int remote)
 {
     (void)val;
     (void)remote;
-    pt_error err;
-    if (pt_spank_parse_energy_opt(&ptsp_conf, "--ptrain-energy", optarg, &opt_energy, &err) < 0) {
-        slurm_error("%s", err.text);
+    if (pt_spank_parse_energy_opt(&ptsp_conf, "--ptrain-energy", optarg, &opt_energy) < 0) {
+        slurm_error("%s", pt_errmsg());
         return -1;
     }
     return 0;
@@ -180,7 +174,7 @@ static int cb_verbose(int val, const char *optarg, int remote)
 }
 
 /* ---- the request -------------------------------------------------------- */
-int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r, pt_error *err)
+int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r)
 {
     pt_plan_request_init(r, ptsp_conf.default_mode);
     r->plan.schedule = ptsp_conf.default_schedule;
@@ -193,25 +187,24 @@ int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r, pt_erro
     if (opt_tp) r->plan.tp = opt_tp, r->pinned |= PT_PIN_TP;
     if (opt_tp_depth) r->plan.tp_depth = opt_tp_depth, r->pinned |= PT_PIN_TP_DEPTH;
     if (opt_sp) r->plan.sp = opt_sp, r->pinned |= PT_PIN_SP;
-    pt_error inner;
-    if (opt_model[0] && pt_plan_request_set(r, NULL, "model", "--ptrain-model", opt_model, &inner) < 0)
-        return pt_errprintf(err, "ptrain: %s", inner.text);
+    if (opt_model[0] && pt_plan_request_set(r, NULL, "model", "--ptrain-model", opt_model) < 0)
+        return pt_fail(PT_EINVAL, "ptrain: %s", pt_errmsg());
     if (opt_batch) r->global_batch = opt_batch, r->pinned |= PT_PIN_BATCH;
     for (int i = 0; i < N_PIPE; i++) {
         if (!opt_pipe_given[i]) continue;
         char what[64];
         snprintf(what, sizeof what, "--ptrain-%s", pipe_opts[i].key);
-        if (pt_plan_request_set(r, lp, pipe_opts[i].key, what, opt_pipe[i], &inner) < 0)
-            return pt_errprintf(err, "ptrain: %s", inner.text);
+        if (pt_plan_request_set(r, lp, pipe_opts[i].key, what, opt_pipe[i]) < 0)
+            return pt_fail(PT_EINVAL, "ptrain: %s", pt_errmsg());
     }
     /* the job's PTRAIN_* variables for the rest */
-    if (pt_plan_request_env(r, lp, get, arg, &inner) < 0) return pt_errprintf(err, "ptrain: %s", inner.text);
+    if (pt_plan_request_env(r, lp, get, arg) < 0) return pt_fail(PT_EINVAL, "ptrain: %s", pt_errmsg());
     if (r->plan.mode == PT_MODE_OFF) return 0;
     if (ptsp_conf_bad)
-        return pt_errprintf(err, "ptrain: cluster configuration is invalid, refusing "
-                            "--ptrain-mode=%s: %s", pt_mode_name(r->plan.mode), ptsp_conf_err.text);
-    if (pt_plan_request_check(&r->plan, &lim, &inner) < 0)
-        return pt_errprintf(err, "ptrain: %s", inner.text);
+        return pt_fail(PT_EINVAL, "ptrain: cluster configuration is invalid, refusing "
+                       "--ptrain-mode=%s: %s", pt_mode_name(r->plan.mode), ptsp_conf_err);
+    if (pt_plan_request_check(&r->plan, &lim) < 0)
+        return pt_fail(PT_EINVAL, "ptrain: %s", pt_errmsg());
     return 0;
 }
 
@@ -284,16 +277,16 @@ static struct spank_option options[] = {
      1, 0, cb_energy},
 };
 
-int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level, pt_error *err)
+int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level)
 {
     char buf[64];
     *level = opt_energy;
     if (*level >= 0) return 0;
     int g = get(arg, "PTRAIN_ENERGY", buf, (int)sizeof buf);
     if (g < 0)
-        return pt_errprintf(err, "ptrain: PTRAIN_ENERGY in the job environment is longer than %d bytes; it is not a "
-                            "valid value (valid: off, report, plan, apply)", (int)sizeof buf - 1);
-    if (g && pt_spank_parse_energy_opt(&ptsp_conf, "PTRAIN_ENERGY", buf, level, err) < 0) return -1;
+        return pt_fail(PT_EINVAL, "ptrain: PTRAIN_ENERGY in the job environment is longer than %d bytes; it is not a "
+                       "valid value (valid: off, report, plan, apply)", (int)sizeof buf - 1);
+    if (g && pt_spank_parse_energy_opt(&ptsp_conf, "PTRAIN_ENERGY", buf, level) < 0) return -1;
     return 0;
 }
 
@@ -302,15 +295,18 @@ int ptsp_options_init(spank_t sp, int ac, char **av)
 {
     pt_spank_conf_default(&ptsp_conf);
     ptsp_conf_bad = 0;
-    ptsp_conf_err.text[0] = 0;
+    ptsp_conf_err[0] = 0;
     for (int i = 0; i < ac && !ptsp_conf_bad; i++) {
-        if (pt_spank_conf_arg(av[i], &ptsp_conf, &ptsp_conf_err) < 0) ptsp_conf_bad = 1;
+        if (pt_spank_conf_arg(av[i], &ptsp_conf) < 0) {
+            ptsp_conf_bad = 1;
+            snprintf(ptsp_conf_err, sizeof ptsp_conf_err, "%s", pt_errmsg());
+        }
     }
     if (ptsp_conf_bad) {
         /* Logged where an administrator looks (slurmd / slurmstepd log);
          * steps that ask for ptrain are refused with the same text. */
         spank_context_t ctx = spank_context();
-        if (ctx == S_CTX_SLURMD || ctx == S_CTX_REMOTE) slurm_error("ptrain: %s", ptsp_conf_err.text);
+        if (ctx == S_CTX_SLURMD || ctx == S_CTX_REMOTE) slurm_error("ptrain: %s", ptsp_conf_err);
         pt_spank_conf_default(&ptsp_conf);
     }
     for (size_t i = 0; i < sizeof options / sizeof options[0]; i++) {

@@ -27,10 +27,9 @@ void ptsp_load_node_model(void)
     if (ptsp_node.state) return;
     ptsp_node.notes[0] = '\0';
     int from;
-    pt_error e;
     if (pt_topo_plan_load(ptsp_conf.topology, "topology",
                           PT_TOPO_LOAD_FALLBACK | PT_TOPO_LOAD_ESTIMATES | PT_TOPO_LOAD_WARN, &ptsp_node.topo, &from,
-                          ptsp_node.notes, sizeof ptsp_node.notes, &e) < 0)
+                          ptsp_node.notes, sizeof ptsp_node.notes) < 0)
         from = PT_TOPO_FROM_NONE; /* not with these flags: the estimates */
     ptsp_node.state = from == PT_TOPO_FROM_NONE ? -1 : 1;
     if (from == PT_TOPO_FROM_PATH)
@@ -47,12 +46,12 @@ void ptsp_load_node_model(void)
  * inter_node_lat_us over them (pt_plan_machine_build).  Without a model:
  * the estimates of a node of one NUMA node and no GPU.  nodelist (NULL:
  * unknown, every node the default) names the step's nodes in order. */
-static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_machine *m, pt_error *err)
+static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_machine *m)
 {
     int *kind_of = calloc((size_t)g->nnodes, sizeof(int));
-    if (!kind_of) return pt_errprintf(err, "out of memory for %d nodes", g->nnodes);
+    if (!kind_of) return pt_fail(PT_ENOMEM, "out of memory for %d nodes", g->nnodes);
     if (ptsp_conf.n_node_models > 0 && nodelist &&
-        pt_spank_node_kinds(&ptsp_conf, nodelist, g->nnodes, kind_of, err) < 0) {
+        pt_spank_node_kinds(&ptsp_conf, nodelist, g->nnodes, kind_of) < 0) {
         free(kind_of);
         return -1;
     }
@@ -74,8 +73,8 @@ static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_
         }
         if (kind_index[e] < 0) {
             if (pt_topo_load_file(&models[nk - 1], ptsp_conf.node_model[e].path) != PT_OK) {
-                rc = pt_errprintf(err, "node model %.300s of nodes %.200s (ptrain.conf node_models): %s",
-                                  ptsp_conf.node_model[e].path, ptsp_conf.node_model[e].hosts, pt_errmsg());
+                rc = pt_fail(PT_EINVAL, "node model %.300s of nodes %.200s (ptrain.conf node_models): %s",
+                             ptsp_conf.node_model[e].path, ptsp_conf.node_model[e].hosts, pt_errmsg());
                 break;
             }
             kind_index[e] = nk;
@@ -88,10 +87,9 @@ static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_
     if (rc == 0) {
         pt_topo_hw_override ov = {.inter_gbps = ptsp_conf.inter_node_gbps, .gemm_gflops = ptsp_conf.gemm_gflops,
                                   .gemm_gflops_bf16 = ptsp_conf.gemm_gflops_bf16};
-        pt_error inner;
         if (pt_plan_machine_build(m, nk, mp, names, kind_of, g->tasks_per_node, g->nnodes, &ov,
-                                  ptsp_conf.inter_node_lat_us, &inner) < 0)
-            rc = pt_errprintf(err, "node model (%s): %s", ptsp_node.source, inner.text);
+                                  ptsp_conf.inter_node_lat_us) < 0)
+            rc = pt_fail(PT_EINVAL, "node model (%s): %s", ptsp_node.source, pt_errmsg());
     }
     for (int k = 1; k < nk; k++) pt_topo_free(&models[k - 1]);
     free(kind_of);
@@ -109,15 +107,14 @@ static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_
  * ptsp_node.notes.  No fallback to a fixed rule: a request the search cannot
  * satisfy is refused with its reason (a fallback would silently run a plan
  * the cost model says does not fit, or quietly drop the named layout). */
-int ptsp_plan_request(const pt_job_geometry *g, const char *nodelist, const pt_plan_request *r, pt_plan *out,
-                      pt_error *err)
+int ptsp_plan_request(const pt_job_geometry *g, const char *nodelist, const pt_plan_request *r, pt_plan *out)
 {
     pt_plan_limits lim = pt_spank_conf_limits(&ptsp_conf);
     pt_plan_machine m;
-    if (make_machine(g, nodelist, &m, err) < 0) return -1;
-    pt_planner *p = pt_planner_new(&m.cluster, &lim, err);
+    if (make_machine(g, nodelist, &m) < 0) return -1;
+    pt_planner *p = pt_planner_new(&m.cluster, &lim);
     int rc = -1;
-    if (p && pt_planner_set_request(p, r, err) == 0 && pt_planner_run(p, err) == 0) {
+    if (p && pt_planner_set_request(p, r) == 0 && pt_planner_run(p) == 0) {
         *out = *pt_planner_plan(p);
         ptsp_node.result = *pt_planner_result(p);
         if (pt_planner_notes(p)[0]) pt_notef(ptsp_node.notes, sizeof ptsp_node.notes, "%s", pt_planner_notes(p));

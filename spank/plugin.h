@@ -23,7 +23,10 @@
  * Nothing here is exported (-fvisibility=hidden and spank/ptrain_spank.map:
  * only slurm_spank_* and the plugin identifiers).  Nothing may crash
  * slurmstepd: every failure is a slurm_error() line and a -1 return.  Errors
- * between functions are a pt_error (pt_errprintf), as in spank_util.h.
+ * between functions follow core/core.h's convention (a negative return, the
+ * line in pt_errmsg()), as in spank_util.h; a message that must outlive the
+ * callback that made it (a refused plan, raised again in task_init) is
+ * copied into a buffer of its own.
  */
 #ifndef PTRAIN_SPANK_PLUGIN_H
 #define PTRAIN_SPANK_PLUGIN_H
@@ -51,7 +54,7 @@
 /* ---- options.c ---------------------------------------------------------- */
 extern pt_spank_conf ptsp_conf; /* the administrator's settings (defaults while invalid) */
 extern int ptsp_conf_bad;       /* plugstack arguments or ptrain.conf invalid: ptsp_conf_err says why */
-extern pt_error ptsp_conf_err;
+extern char ptsp_conf_err[PT_ERROR_LEN]; /* why, one line (pt_errmsg() of the refusal, kept) */
 extern int ptsp_opt_verbose;    /* --ptrain-verbose given */
 extern int ptsp_opt_explain;    /* --ptrain-explain given */
 
@@ -73,11 +76,11 @@ typedef int (*ptsp_env_fn)(void *arg, const char *name, char *buf, int len);
  * default_schedule, default_recompute and default_precision (sizes not
  * pinned: the planner chooses).  Then the checks that need no geometry.
  * -1 with a one-line error ("ptrain: ..."). */
-int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r, pt_error *err);
+int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r);
 
 /* The energy level of the request: --ptrain-energy, else PTRAIN_ENERGY,
  * within ptsp_conf.energy; -1 when neither asks.  0 or -1 with one line. */
-int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level, pt_error *err);
+int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level);
 
 /* ---- planning.c --------------------------------------------------------- */
 /* This process's node model and the planner's last result. */
@@ -99,8 +102,7 @@ void ptsp_load_node_model(void);
  * list, NULL unknown) through the planning handle (lib/plan/planner.h)
  * with the administrator's limits; its warnings join ptsp_node.notes.
  * -1 with the reason a request no plan satisfies is refused. */
-int ptsp_plan_request(const pt_job_geometry *g, const char *nodelist, const pt_plan_request *r, pt_plan *out,
-                      pt_error *err);
+int ptsp_plan_request(const pt_job_geometry *g, const char *nodelist, const pt_plan_request *r, pt_plan *out);
 
 /* Return the node model (the end of the step or of srun). */
 void ptsp_node_free(void);
@@ -119,8 +121,8 @@ enum { PLAN_NONE = 0, PLAN_SKIP, PLAN_READY, PLAN_ERROR };
 
 /* The step's plan, computed once per slurmstepd (ptsp_compute_plan). */
 struct ptsp_step {
-    int state;                   /* PLAN_*: PLAN_ERROR with err */
-    pt_error err;
+    int state;                   /* PLAN_*: PLAN_ERROR with err below */
+    char err[PT_ERROR_LEN];      /* PLAN_ERROR: why, one line, kept for task_init */
     pt_plan plan;
     int node_tasks[MAX_NODES];   /* tasks of each node */
     pt_job_geometry geo;

@@ -12,8 +12,9 @@
  *   bind.c         the per-task binding (mpibind-style)
  *   energy_util.c  the energy levels, clock ranges and NVML's restriction
  *
- * All functions return 0 on success and -1 on error with a one-line
- * message in *err (a pt_error, core/error.h; NULL allowed) naming the bad value and what would be valid.
+ * All functions return 0 on success and a negative PT_E* code on error (-1,
+ * PT_EINVAL, for a bad value) with a one-line message in pt_errmsg()
+ * (core/core.h's convention) naming the bad value and what would be valid.
  */
 #ifndef PTRAIN_SPANK_UTIL_H
 #define PTRAIN_SPANK_UTIL_H
@@ -29,7 +30,7 @@
  * nodes to *nnodes.  Errors: empty or malformed text, a count < 1 or
  * > 1048576, more than `cap` nodes.  Source: Slurm's
  * uint32_compressed_to_str() output format (src/common/slurm_step_layout.c). */
-int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes, pt_error *err);
+int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes);
 
 /* Every host name of a Slurm host list such as "n[1-3,7],x" (-> n1, n2,
  * n3, n7, x; zero padding kept: "gpu[010-012]" -> gpu010, gpu011, gpu012;
@@ -39,18 +40,18 @@ int pt_spank_parse_tasks_per_node(const char *s, int *out, int cap, int *nnodes,
  * 65536 names, more than cap names, a name longer than len - 1 bytes.
  * Source: the hostlist syntax of Slurm's hostlist_create()
  * (src/common/hostlist.c), one bracket per name. */
-int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap, int *n, pt_error *err);
+int pt_spank_hostlist_expand(const char *list, char *names, size_t len, int cap, int *n);
 
 /* 1 when host `name` is in host list `list` (pt_spank_hostlist_expand's
  * syntax), 0 when not, -1 with one line when the list is malformed. */
-int pt_spank_hostlist_has(const char *list, const char *name, pt_error *err);
+int pt_spank_hostlist_has(const char *list, const char *name);
 
 /* The first host name of a Slurm host list such as "n[1-3,7],x" (-> "n1"),
  * "gpu[010-012]" (-> "gpu010", zero padding kept), "a,b" (-> "a").
  * Errors: empty list, unbalanced brackets, an empty range, a name longer
  * than outlen - 1 bytes.  Source: the hostlist syntax of Slurm's
  * hostlist_create() (src/common/hostlist.c), first element only. */
-int pt_spank_first_host(const char *list, char *out, size_t outlen, pt_error *err);
+int pt_spank_first_host(const char *list, char *out, size_t outlen);
 
 /* Rendezvous port for (job_id, step_id): base + (job_id * 64 + step_id % 64)
  * mod count, so the steps of one job (up to 64 at a time) and neighbouring
@@ -113,7 +114,7 @@ enum { PT_SPANK_BIND_NONE = 0, PT_SPANK_BIND_AUTO = 1 };
  * c->node_model whose host list holds node i's name, -1 for none (the
  * default model: c->topology, else the node's own hwloc model).  Errors
  * (one line): a malformed list, a node count that is not the list's. */
-int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes, int *kind_of, pt_error *err);
+int pt_spank_node_kinds(const pt_spank_conf *c, const char *nodelist, int nnodes, int *kind_of);
 
 /* ---- the configuration keys: one table ---------------------------------- */
 /* How a key's value is written (ptrain.conf / plugstack argument). */
@@ -147,7 +148,7 @@ typedef struct pt_spank_key {
     int lo, hi;            /* INT: the range a ptrain.conf value is reported against */
     double max;            /* RATE: the largest value */
     const char *unit;      /* RATE: its unit, as pt_spank_conf_check names it */
-    int (*parse)(const char *what, const char *text, int *out, pt_error *err); /* ENUM, LIST element */
+    int (*parse)(const char *what, const char *text, int *out); /* ENUM, LIST element */
     unsigned base;         /* LIST: bits always set (allowed_modes: off) */
     const char *item;      /* LIST, HOSTMAP: how one element is named in messages */
     const char *file_form; /* LIST, HOSTMAP: the ptrain.conf form, for a value of another type */
@@ -187,7 +188,7 @@ void pt_spank_conf_default(pt_spank_conf *c);
  * no precision allowed, default_precision not in allowed_precisions;
  * inter_node_gbps, gemm_gflops, gemm_gflops_bf16 0 or in (0, 1e9], inter_node_lat_us 0 or in
  * (0, 1e7]; bind none or auto. */
-int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
+int pt_spank_conf_check(const pt_spank_conf *c);
 
 /* Read a libconfig file over *c: settings default_mode (string), max_tp
  * (int), allowed_modes (list or array of mode strings, e.g. ["auto", "1d"]),
@@ -205,7 +206,7 @@ int pt_spank_conf_check(const pt_spank_conf *c, pt_error *err);
  * "adapt" or "refuse").  An unknown setting, a
  * wrong type, a bad value or a syntax error is an error naming the file and
  * line; *c is left unchanged on error. */
-int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
+int pt_spank_conf_load(const char *path, pt_spank_conf *c);
 
 /* Apply one plugstack argument "key=value" (config=PATH, default_mode=M,
  * max_tp=N, master_port_base=N, master_port_count=N, max_pp=N,
@@ -216,7 +217,7 @@ int pt_spank_conf_load(const char *path, pt_spank_conf *c, pt_error *err);
  * energy=LEVEL, gpu_clock_mhz=MIN-MAX, cpu_clock_mhz=MIN-MAX,
  * node_model=HOSTLIST=PATH (adds one), mixed_nodes=adapt|refuse) to *c.
  * config= loads the file at once. */
-int pt_spank_conf_arg(const char *arg, pt_spank_conf *c, pt_error *err);
+int pt_spank_conf_arg(const char *arg, pt_spank_conf *c);
 
 /* The administrator's limits of c as lib/plan's request builder and
  * planner take them (max_tp, allowed_modes, max_pp, max_zero,
@@ -228,13 +229,13 @@ pt_plan_limits pt_spank_conf_limits(const pt_spank_conf *c);
  * always allowed; c NULL allows every mode).  Errors are one line prefixed
  * "ptrain: ". */
 int pt_spank_parse_mode_opt(const pt_spank_conf *c, const char *what, const char *text,
-                            pt_mode *out, pt_error *err);
+                            pt_mode *out);
 
 /* A group size requested by --ptrain-tp/-tp-depth/-sp or PTRAIN_TP...: a
  * decimal integer 1..1048576 (no sign, no blanks), and <= c->max_tp when
  * is_tp (c NULL skips that check). */
 int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char *text, int is_tp,
-                            int *out, pt_error *err);
+                            int *out);
 
 /* A pipeline/ZeRO option (--ptrain-pp, --ptrain-microbatches,
  * --ptrain-virtual-stages, --ptrain-zero, --ptrain-schedule,
@@ -245,16 +246,16 @@ int pt_spank_parse_size_opt(const pt_spank_conf *c, const char *what, const char
  * is the option's name without "--ptrain-".  Errors are one line prefixed
  * "ptrain: ". */
 int pt_spank_parse_pipe_opt(const pt_spank_conf *c, const char *key, const char *what,
-                            const char *text, pt_plan *req, pt_error *err);
+                            const char *text, pt_plan *req);
 
 /* A model shape given by --ptrain-model or PTRAIN_MODEL (`what` names it):
  * a preset name or "L,H,C,T,V" (pt_model_shape_parse of lib/plan/cost.h),
  * at most 63 bytes.  Errors are one line prefixed "ptrain: ". */
-int pt_spank_parse_model_opt(const char *what, const char *text, pt_error *err);
+int pt_spank_parse_model_opt(const char *what, const char *text);
 
 /* A global batch given by --ptrain-batch or PTRAIN_BATCH: a decimal
  * integer 1..1048576 sequences per optimizer step. */
-int pt_spank_parse_batch_opt(const char *what, const char *text, int *out, pt_error *err);
+int pt_spank_parse_batch_opt(const char *what, const char *text, int *out);
 
 /* ---- per-task binding, mpibind-style (LLNL mpibind: one device and a
  * CPU set near it per task, the node's cores split among its tasks) ---- */
@@ -286,7 +287,7 @@ typedef struct pt_spank_binding {
  * Deterministic: the same inputs give the same binding.  -1 with a one-line
  * error on bad input (local outside 0..ntasks-1, an unreadable CPU list). */
 int pt_spank_bind_compute(const struct pt_topo *t, void *machine, const char *allowed, int local,
-                          int ntasks, pt_spank_binding *out, pt_error *err);
+                          int ntasks, pt_spank_binding *out);
 
 /* bind text <-> value: "none", "auto". */
 const char *pt_spank_bind_name(int b);
@@ -298,11 +299,10 @@ const char *pt_spank_energy_name(int level);
  * one of off, report, plan, apply, and at most c->energy (c NULL: no
  * limit).  Errors are one line prefixed "ptrain: " naming the levels the
  * cluster allows. */
-int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const char *text, int *out,
-                              pt_error *err);
+int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const char *text, int *out);
 /* "MIN-MAX" into r (MHz, 0 < MIN <= MAX <= 1e6), for the plugstack
  * arguments gpu_clock_mhz= and cpu_clock_mhz=. */
-int pt_spank_parse_clock_range(const char *what, const char *text, double r[2], pt_error *err);
+int pt_spank_parse_clock_range(const char *what, const char *text, double r[2]);
 /* At a task's start (root, slurmstepd): lift NVML's application-clock
  * restriction of the GPU at PCI bus id busid (nvmlDeviceSetAPIRestriction
  * with NVML_RESTRICTED_API_SET_APPLICATION_CLOCKS, NVML_FEATURE_DISABLED),
@@ -312,12 +312,12 @@ int pt_spank_parse_clock_range(const char *what, const char *text, double r[2], 
  * lifted (left alone).  -1 with one line: no NVML, no such GPU, not
  * permitted.  NOT VERIFIED ON A REAL GPU (only against the tests' stand-in
  * NVML). */
-int pt_spank_nvml_unrestrict(const char *busid, int *was, pt_error *err);
+int pt_spank_nvml_unrestrict(const char *busid, int *was);
 /* At the task's exit: the GPU's application and locked clocks back to the
  * defaults (nvmlDeviceResetApplicationsClocks, nvmlDeviceResetGpuLockedClocks:
  * a task that died leaves none set), and the restriction back when was is
  * 1.  -1 with one line (the first failure; the other steps are still
  * tried). */
-int pt_spank_nvml_restore(const char *busid, int was, pt_error *err);
+int pt_spank_nvml_restore(const char *busid, int was);
 
 #endif

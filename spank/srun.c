@@ -18,11 +18,10 @@ int ptsp_srun_post_opt(spank_t sp)
 {
     (void)sp;
     pt_plan_request req;
-    pt_error err;
     int level;
-    if (ptsp_resolve_request(pt_plan_getenv, NULL, &req, &err) < 0 ||
-        ptsp_resolve_energy(pt_plan_getenv, NULL, &level, &err) < 0) {
-        slurm_error("%s", err.text);
+    if (ptsp_resolve_request(pt_plan_getenv, NULL, &req) < 0 ||
+        ptsp_resolve_energy(pt_plan_getenv, NULL, &level) < 0) {
+        slurm_error("%s", pt_errmsg());
         return -1;
     }
     return 0;
@@ -38,8 +37,7 @@ int ptsp_srun_user_init(spank_t sp)
 {
     pt_plan_request req;
     pt_plan out;
-    pt_error err;
-    if (ptsp_resolve_request(pt_plan_getenv, NULL, &req, &err) < 0)
+    if (ptsp_resolve_request(pt_plan_getenv, NULL, &req) < 0)
         return 0; /* refused in init_post_opt already */
     if (req.plan.mode == PT_MODE_OFF) return 0;
     uint32_t nnodes = 0, ntasks = 0;
@@ -50,7 +48,7 @@ int ptsp_srun_user_init(spank_t sp)
         nnodes == 0 || nnodes > MAX_NODES)
         return 0;
     int n = 0;
-    if (pt_spank_parse_tasks_per_node(tpn, node_tasks, MAX_NODES, &n, NULL) < 0 ||
+    if (pt_spank_parse_tasks_per_node(tpn, node_tasks, MAX_NODES, &n) < 0 ||
         (uint32_t)n != nnodes)
         return 0;
     long long sum = 0;
@@ -64,8 +62,8 @@ int ptsp_srun_user_init(spank_t sp)
     const char *nodelist = getenv("SLURM_STEP_NODELIST");
     if (!nodelist) nodelist = getenv("SLURM_JOB_NODELIST");
     if (!nodelist) nodelist = getenv("SLURM_NODELIST");
-    if (ptsp_plan_request(&g, nodelist, &req, &out, &err) < 0) {
-        slurm_error("ptrain: %s", err.text);
+    if (ptsp_plan_request(&g, nodelist, &req, &out) < 0) {
+        slurm_error("ptrain: %s", pt_errmsg());
         return -1;
     }
     return 0;

@@ -39,8 +39,10 @@ static int plan_fail(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    pt_verrprintf(&ptsp_step.err, fmt, ap);
+    vsnprintf(ptsp_step.err, sizeof ptsp_step.err, fmt, ap);
     va_end(ap);
+    pt_fail(PT_EINVAL, "%s", ptsp_step.err); /* one line, as every message */
+    snprintf(ptsp_step.err, sizeof ptsp_step.err, "%s", pt_errmsg());
     ptsp_step.state = PLAN_ERROR;
     return -1;
 }
@@ -79,9 +81,8 @@ int ptsp_is_mpi_daemon(spank_t sp)
 int ptsp_stepd_post_opt(spank_t sp)
 {
     pt_plan_request req;
-    pt_error err;
     char buf[64];
-    if (ptsp_resolve_request(ptsp_job_getenv_cb, sp, &req, &err) < 0 || req.plan.mode == PT_MODE_OFF)
+    if (ptsp_resolve_request(ptsp_job_getenv_cb, sp, &req) < 0 || req.plan.mode == PT_MODE_OFF)
         return 0;
     if (ptsp_is_mpi_daemon(sp) || ptsp_job_getenv(sp, "SLURM_PMIX_FENCE", buf, sizeof buf)) return 0;
     spank_err_t rc = spank_setenv(sp, "SLURM_PMIX_FENCE", "ring", 0);
@@ -107,14 +108,13 @@ int ptsp_compute_plan(spank_t sp)
     }
 
     char buf[4096];
-    pt_error err;
     pt_plan_request req;
-    int bad_request = ptsp_resolve_request(ptsp_job_getenv_cb, sp, &req, &err) < 0;
+    int bad_request = ptsp_resolve_request(ptsp_job_getenv_cb, sp, &req) < 0;
     ptsp_step.verbose = ptsp_opt_verbose ||
                         (ptsp_job_getenv(sp, "PTRAIN_VERBOSE", buf, sizeof buf) > 0 && strcmp(buf, "0") != 0);
     ptsp_step.explain = ptsp_opt_explain ||
                         (ptsp_job_getenv(sp, "PTRAIN_EXPLAIN", buf, sizeof buf) > 0 && strcmp(buf, "0") != 0);
-    if (bad_request) return plan_fail("%s", err.text);
+    if (bad_request) return plan_fail("%s", pt_errmsg());
     snprintf(ptsp_step.model, sizeof ptsp_step.model, "%s", req.model_name);
     ptsp_step.batch = req.global_batch;
     if (req.plan.mode == PT_MODE_OFF) {
@@ -142,8 +142,8 @@ int ptsp_compute_plan(spank_t sp)
         return plan_fail("ptrain: neither SLURM_STEP_TASKS_PER_NODE nor SLURM_TASKS_PER_NODE is "
                          "set: cannot place ranks");
     int n = 0;
-    if (pt_spank_parse_tasks_per_node(ptsp_step.tpn_text, ptsp_step.node_tasks, MAX_NODES, &n, &err) < 0)
-        return plan_fail("ptrain: %s", err.text);
+    if (pt_spank_parse_tasks_per_node(ptsp_step.tpn_text, ptsp_step.node_tasks, MAX_NODES, &n) < 0)
+        return plan_fail("ptrain: %s", pt_errmsg());
     long long sum = 0;
     for (int i = 0; i < n; i++) sum += ptsp_step.node_tasks[i];
     if ((uint32_t)n != nnodes || sum != ntasks || (uint32_t)ptsp_step.node_tasks[nodeid] != nlocal)
@@ -161,10 +161,10 @@ int ptsp_compute_plan(spank_t sp)
         ptsp_job_getenv(sp, "SLURM_NODELIST", buf, sizeof buf) <= 0)
         return plan_fail("ptrain: no SLURM_STEP_NODELIST / SLURM_JOB_NODELIST in the job "
                          "environment: cannot name MASTER_ADDR");
-    if (ptsp_plan_request(&ptsp_step.geo, buf, &req, &ptsp_step.plan, &err) < 0)
-        return plan_fail("ptrain: %s", err.text);
-    if (pt_spank_first_host(buf, ptsp_step.master_addr, sizeof ptsp_step.master_addr, &err) < 0)
-        return plan_fail("ptrain: %s", err.text);
+    if (ptsp_plan_request(&ptsp_step.geo, buf, &req, &ptsp_step.plan) < 0)
+        return plan_fail("ptrain: %s", pt_errmsg());
+    if (pt_spank_first_host(buf, ptsp_step.master_addr, sizeof ptsp_step.master_addr) < 0)
+        return plan_fail("ptrain: %s", pt_errmsg());
     ptsp_step.master_port = pt_spank_master_port(job_id, step_id, ptsp_conf.master_port_base,
                                                  ptsp_conf.master_port_count);
     ptsp_step.state = ptsp_step.plan.mode == PT_MODE_OFF ? PLAN_SKIP : PLAN_READY;
@@ -180,7 +180,7 @@ int ptsp_stepd_user_init(spank_t sp)
          * would not fail the step visibly: log for the administrator and
          * raise the same error from task_init, which the user sees and
          * which makes the tasks exit 1 (plugin loaded as `required`). */
-        slurm_info("%s", ptsp_step.err.text);
+        slurm_info("%s", ptsp_step.err);
     }
     return 0;
 }

@@ -62,7 +62,6 @@ static int bind_task(spank_t sp, int local)
     const pt_topo *bt = &ptsp_node.topo;
     int own_loaded = 0;
     char buf[256];
-    pt_error err;
     pt_spank_binding b;
     hwloc_topology_t m = NULL;
     /* this machine, whatever HWLOC_XMLFILE slurmd was started with */
@@ -95,13 +94,13 @@ static int bind_task(spank_t sp, int local)
     if (ptsp_conf.n_node_models > 0 && (ptsp_job_getenv(sp, "SLURMD_NODENAME", host, sizeof host) > 0 ||
                                    gethostname(host, sizeof host - 1) == 0)) {
         for (int e = 0; e < ptsp_conf.n_node_models && !own_loaded; e++)
-            if (pt_spank_hostlist_has(ptsp_conf.node_model[e].hosts, host, NULL) == 1 &&
+            if (pt_spank_hostlist_has(ptsp_conf.node_model[e].hosts, host) == 1 &&
                 pt_topo_load_file(&own, ptsp_conf.node_model[e].path) == PT_OK)
                 own_loaded = 1, bt = &own;
     }
-    rc = pt_spank_bind_compute(bt, m, allowed, local, ptsp_step.local_tasks, &b, &err);
+    rc = pt_spank_bind_compute(bt, m, allowed, local, ptsp_step.local_tasks, &b);
     if (rc < 0) {
-        slurm_error("ptrain: %s", err.text);
+        slurm_error("ptrain: %s", pt_errmsg());
         rc = -1;
         goto out;
     }
@@ -160,7 +159,7 @@ int ptsp_task_init(spank_t sp)
 {
     const struct ptsp_step *st = &ptsp_step;
     if (ptsp_compute_plan(sp) < 0) {
-        slurm_error("%s", st->err.text);
+        slurm_error("%s", st->err);
         return -1;
     }
     if (ptsp_energy_task_env(sp) != 0) return -1;
@@ -208,11 +207,10 @@ int ptsp_task_init(spank_t sp)
         }
         if (st->explain) {
             pt_model_shape m;
-            pt_error e;
             slurm_spank_log("ptrain: plan for model %s, global batch %d, on %d nodes (tasks per "
                             "node %s), node model: %s", st->model, st->batch, st->geo.nnodes, st->tpn_text,
                             ptsp_node.source);
-            if (pt_model_shape_parse("PTRAIN_MODEL", st->model, &m, &e) == 0) {
+            if (pt_model_shape_parse("PTRAIN_MODEL", st->model, &m) == 0) {
                 size_t need = pt_plan_explain(&ptsp_node.result, &m, st->batch, NULL, 0);
                 char *text = malloc(need + 1);
                 if (text) {

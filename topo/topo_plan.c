@@ -64,11 +64,11 @@ static gpu_peak gpu_peak_of(const char *mdl)
 }
 
 int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt_hw *hw, int *island_ranks,
-                    char *note, size_t note_len, pt_error *err)
+                    char *note, size_t note_len)
 {
     static const pt_topo_hw_override none = {0, 0, 0, 0};
     if (!ov) ov = &none;
-    if (!hw || !island_ranks) return pt_errprintf(err, "node model: no output given");
+    if (!hw || !island_ranks) return pt_fail(PT_EINVAL, "node model: no output given");
     /* no node model: one NUMA node of one core, no GPU; every figure an estimate */
     pt_topo_numa one_numa;
     pt_topo bare;
@@ -81,8 +81,8 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         bare.numa = &one_numa;
         t = &bare;
     }
-    if (tpn < 1) return pt_errprintf(err, "invalid tasks per node %d (valid: >= 1)", tpn);
-    if (t->nnuma < 1) return pt_errprintf(err, "node model %s has no NUMA node", t->source);
+    if (tpn < 1) return pt_fail(PT_EINVAL, "invalid tasks per node %d (valid: >= 1)", tpn);
+    if (t->nnuma < 1) return pt_fail(PT_EINVAL, "node model %s has no NUMA node", t->source);
     if (note && note_len) note[0] = '\0';
     memset(hw, 0, sizeof *hw);
     *island_ranks = 0;
@@ -395,21 +395,21 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
     return 0;
 }
 
-int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_inf, double *n_half, pt_error *err)
+int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_inf, double *n_half)
 {
-    if (!rows || !gflops || !r_inf || !n_half) return pt_errprintf(err, "gemm fit: no points or output given");
-    if (k < 2) return pt_errprintf(err, "gemm fit: %d point%s (valid: >= 2 sizes)", k, k == 1 ? "" : "s");
+    if (!rows || !gflops || !r_inf || !n_half) return pt_fail(PT_EINVAL, "gemm fit: no points or output given");
+    if (k < 2) return pt_fail(PT_EINVAL, "gemm fit: %d point%s (valid: >= 2 sizes)", k, k == 1 ? "" : "s");
     double sx = 0, sy = 0, sxx = 0, sxy = 0, sg = 0;
     for (int i = 0; i < k; i++) {
         if (!(rows[i] > 0) || !isfinite(rows[i]) || !(gflops[i] > 0) || !isfinite(gflops[i]))
-            return pt_errprintf(err, "gemm fit: point %d (%g rows, %g GFLOP/s) (valid: positive, finite)", i,
-                                rows[i], gflops[i]);
+            return pt_fail(PT_EINVAL, "gemm fit: point %d (%g rows, %g GFLOP/s) (valid: positive, finite)", i,
+                           rows[i], gflops[i]);
         const double x = 1.0 / rows[i], y = 1.0 / gflops[i];
         sx += x, sy += y, sxx += x * x, sxy += x * y, sg += gflops[i];
     }
     const double den = k * sxx - sx * sx;
     if (!(den > 1e-300 * (sxx > 0 ? sxx : 1)))
-        return pt_errprintf(err, "gemm fit: every point has %g rows (valid: >= 2 different sizes)", rows[0]);
+        return pt_fail(PT_EINVAL, "gemm fit: every point has %g rows (valid: >= 2 different sizes)", rows[0]);
     const double b = (k * sxy - sx * sy) / den, a = (sy - b * sx) / k;
     if (b <= 0 || a <= 0) { /* no measurable size effect: the mean rate */
         *r_inf = sg / k;
@@ -421,7 +421,7 @@ int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_
     return 0;
 }
 
-int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count, pt_error *err)
+int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count)
 {
     const char *colon = strrchr(s, ':');
     size_t len = strlen(s);
@@ -434,21 +434,21 @@ int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t p
             errno = 0;
             long v = strtol(colon + 1, &end, 10);
             if (errno || v < 1 || v > (1 << 20) || colon == s)
-                return pt_errprintf(err, "invalid %s '%s' (valid: FILE or FILE:COUNT, COUNT nodes 1..%d)", what, s,
-                                    1 << 20);
+                return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: FILE or FILE:COUNT, COUNT nodes 1..%d)", what, s,
+                               1 << 20);
             *count = (int)v;
             len = (size_t)(colon - s);
         }
     }
     if (len >= path_len)
-        return pt_errprintf(err, "invalid %s: the path is longer than %zu bytes", what, path_len ? path_len - 1 : 0);
+        return pt_fail(PT_EINVAL, "invalid %s: the path is longer than %zu bytes", what, path_len ? path_len - 1 : 0);
     memcpy(path, s, len);
     path[len] = '\0';
     return 0;
 }
 
 int pt_topo_plan_load(const char *path, const char *what, unsigned flags, pt_topo *t, int *from, char *notes,
-                      size_t notes_len, pt_error *err)
+                      size_t notes_len)
 {
     memset(t, 0, sizeof *t);
     *from = PT_TOPO_FROM_NONE;
@@ -458,7 +458,6 @@ int pt_topo_plan_load(const char *path, const char *what, unsigned flags, pt_top
             return 0;
         }
         if (!(flags & PT_TOPO_LOAD_FALLBACK)) {
-            pt_errprintf(err, "%s", pt_errmsg());
             pt_topo_free(t);
             memset(t, 0, sizeof *t);
             return -1;
@@ -472,17 +471,15 @@ int pt_topo_plan_load(const char *path, const char *what, unsigned flags, pt_top
         *from = PT_TOPO_FROM_HWLOC;
         return 0;
     }
-    pt_error why;
-    pt_errprintf(&why, "%s", pt_errmsg());
+    pt_errsave why; /* hwloc's message, kept across the cleanup */
+    pt_error_save(&why);
     pt_topo_free(t);
     memset(t, 0, sizeof *t);
-    if (!(flags & PT_TOPO_LOAD_ESTIMATES)) {
-        if (err) *err = why;
-        return -1;
-    }
+    pt_error_restore(&why);
+    if (!(flags & PT_TOPO_LOAD_ESTIMATES)) return PT_EINVAL;
     if (flags & PT_TOPO_LOAD_WARN)
         pt_notef(notes, notes_len, "ptrain: warning: no node model (hwloc: %s); planning from ptrain.conf's rates "
-                 "and defaults", why.text);
+                 "and defaults", pt_errmsg());
     return 0;
 }
 
@@ -499,12 +496,12 @@ void pt_plan_machine_free(pt_plan_machine *m)
 
 int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *models, const char *const *names,
                           const int *kind_of, const int *tasks_per_node, int nnodes, const pt_topo_hw_override *ov,
-                          double inter_lat_us, pt_error *err)
+                          double inter_lat_us)
 {
     memset(m, 0, sizeof *m);
     if (nkinds < 1 || nkinds > 1024 || nnodes < 1 || nnodes > (1 << 20) || !tasks_per_node)
-        return pt_errprintf(err, "machine: %d node kinds, %d nodes (valid: 1..1024 kinds, 1..%d nodes with their "
-                            "task counts)", nkinds, nnodes, 1 << 20);
+        return pt_fail(PT_EINVAL, "machine: %d node kinds, %d nodes (valid: 1..1024 kinds, 1..%d nodes with their "
+                       "task counts)", nkinds, nnodes, 1 << 20);
     m->tasks = malloc(sizeof(int) * (size_t)nnodes);
     m->kind_of = malloc(sizeof(int) * (size_t)nnodes);
     m->kinds = calloc((size_t)nkinds, sizeof *m->kinds);
@@ -514,7 +511,7 @@ int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *
     if (!m->tasks || !m->kind_of || !m->kinds || !m->names || !m->island_of_kind || !maxt) {
         free(maxt);
         pt_plan_machine_free(m);
-        return pt_errprintf(err, "machine: out of memory for %d nodes", nnodes);
+        return pt_fail(PT_ENOMEM, "machine: out of memory for %d nodes", nnodes);
     }
     m->nkinds = nkinds;
     for (int i = 0; i < nnodes; i++) {
@@ -522,8 +519,8 @@ int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *
         if (k < 0 || k >= nkinds || tasks_per_node[i] < 1) {
             free(maxt);
             pt_plan_machine_free(m);
-            return pt_errprintf(err, "machine: node %d has kind %d and %d tasks (valid: kinds 0..%d, >= 1 task)", i, k,
-                                tasks_per_node[i], nkinds - 1);
+            return pt_fail(PT_EINVAL, "machine: node %d has kind %d and %d tasks (valid: kinds 0..%d, >= 1 task)", i, k,
+                           tasks_per_node[i], nkinds - 1);
         }
         m->tasks[i] = tasks_per_node[i];
         m->kind_of[i] = k;
@@ -540,15 +537,12 @@ int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *
     for (int k = 0; k < nkinds; k++) {
         const int tpn = maxt[k] > 0 ? maxt[k] : 1;
         char note[2048];
-        pt_error inner;
         if (pt_topo_plan_hw(models ? models[k] : NULL, tpn, ov, &m->kinds[k].hw, &m->kinds[k].island_ranks, note,
-                            sizeof note, &inner) < 0) {
+                            sizeof note) < 0) {
             free(maxt);
-            pt_error e2;
-            pt_errprintf(&e2, "node model %s: %s", m->names[k], inner.text);
+            int rc = pt_fail(PT_EINVAL, "node model %s: %s", m->names[k], pt_errmsg());
             pt_plan_machine_free(m);
-            if (err) *err = e2;
-            return -1;
+            return rc;
         }
         if (inter_lat_us > 0) m->kinds[k].hw.lat_s[PT_NET_INTER] = inter_lat_us * 1e-6;
         m->island_of_kind[k] = m->kinds[k].island_ranks;

@@ -115,10 +115,10 @@ typedef struct pt_topo_hw_override {
  *   (ptrain-plan shows it for bf16 plans only).
  * note (may be NULL): one line per figure saying where it came from
  * ("measured", "recorded", "estimate", "override").
- * Returns 0, or -1 with one line in err (tasks_per_node < 1, a model
+ * Returns 0, or -1 with one line in pt_errmsg() (tasks_per_node < 1, a model
  * without NUMA nodes). */
 int pt_topo_plan_hw(const pt_topo *t, int tasks_per_node, const pt_topo_hw_override *ov, pt_hw *hw,
-                    int *island_ranks, char *note, size_t note_len, pt_error *err);
+                    int *island_ranks, char *note, size_t note_len);
 
 /* ---- the one node-model loader and cluster builder of the front ends ----
  * (the SPANK plugin, ptrain-run --mode auto, ptrain-plan: each plans on
@@ -128,11 +128,11 @@ int pt_topo_plan_hw(const pt_topo *t, int tasks_per_node, const pt_topo_hw_overr
  * --topology, `what` naming it in messages): the file into path [path_len]
  * and its node count into *count (0: none given).  The count is the
  * digits after the last ':'; a path with a ':' of its own keeps it when
- * what follows is not a number.  Returns 0, or -1 with one line in err
+ * what follows is not a number.  Returns 0, or -1 with one line in pt_errmsg()
  * ("invalid <what> '<s>' (valid: FILE or FILE:COUNT, COUNT nodes
  * 1..1048576)", or a path of path_len bytes or more); path and *count are
  * then unspecified. */
-int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count, pt_error *err);
+int pt_topo_plan_arg_parse(const char *what, const char *s, char *path, size_t path_len, int *count);
 
 /* Where pt_topo_plan_load found the model. */
 enum { PT_TOPO_FROM_NONE = 0, PT_TOPO_FROM_PATH = 1, PT_TOPO_FROM_HWLOC = 2 };
@@ -156,7 +156,7 @@ enum {
  * warning: no node model (hwloc: <why>); planning from ptrain.conf's rates
  * and defaults").  notes (may be NULL) collects warnings, one per line. */
 int pt_topo_plan_load(const char *path, const char *what, unsigned flags, pt_topo *t, int *from, char *notes,
-                      size_t notes_len, pt_error *err);
+                      size_t notes_len);
 
 /* The cluster a step runs on, built from its node models: pt_cluster
  * (lib/plan/search.h) and the storage it points into. */
@@ -185,7 +185,7 @@ typedef struct pt_plan_machine {
  * pt_topo_plan_hw refuses, no memory).  Free with pt_plan_machine_free. */
 int pt_plan_machine_build(pt_plan_machine *m, int nkinds, const pt_topo *const *models, const char *const *names,
                           const int *kind_of, const int *tasks_per_node, int nnodes, const pt_topo_hw_override *ov,
-                          double inter_lat_us, pt_error *err);
+                          double inter_lat_us);
 void pt_plan_machine_free(pt_plan_machine *m);
 
 /* Hockney's (r_inf, n_1/2) model of a rate over a size (Hockney and
@@ -198,8 +198,8 @@ void pt_plan_machine_free(pt_plan_machine *m);
  * fit is ordinary least squares of 1/gflops on 1/rows.  A fit whose slope
  * comes out negative (the large sizes slower: noise, caches) is the mean
  * rate with n_half = 0.  Writes *r_inf (GFLOP/s) and *n_half (rows).
- * Returns 0, or -1 with one line in err when k < 2, a value is not
+ * Returns 0, or -1 with one line in pt_errmsg() when k < 2, a value is not
  * positive and finite, or every rows[i] is the same. */
-int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_inf, double *n_half, pt_error *err);
+int pt_topo_gemm_fit(const double *rows, const double *gflops, int k, double *r_inf, double *n_half);
 
 #endif

@@ -189,7 +189,7 @@ void run_exit(int status)
     exit(status);
 }
 
-uint64_t run_agree_startup(int ok, int asked, const pt_error *err, const run_setup *s, int world)
+uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world)
 {
     run_watchdog_beat("start-up agreement");
     /* --help / --version on some rank: rank 0 answers (help before version), all leave */
@@ -222,17 +222,17 @@ uint64_t run_agree_startup(int ok, int asked, const pt_error *err, const run_set
         }
     if (nfail) {
         /* the first failing rank's message goes to rank 0 */
-        pt_error why = {""};
-        if (run_rank == first && err) why = *err;
-        MPI_Bcast(why.text, (int)sizeof why.text, MPI_CHAR, first, MPI_COMM_WORLD);
+        char why[PT_ERROR_LEN] = "";
+        if (run_rank == first) snprintf(why, sizeof why, "%s", pt_errmsg());
+        MPI_Bcast(why, (int)sizeof why, MPI_CHAR, first, MPI_COMM_WORLD);
         if (run_rank == 0) {
             char who[160] = "";
             if (list) ranks_text(list, nfail, who, sizeof who);
             if (nfail == world)
-                fprintf(stderr, "ptrain-run: error: %s\n", why.text);
+                fprintf(stderr, "ptrain-run: error: %s\n", why);
             else
                 fprintf(stderr, "ptrain-run: error: rank %d: %s (start-up failed on rank%s %s of %d; every rank exits)\n",
-                        first, why.text, nfail > 1 ? "s" : "", who, world);
+                        first, why, nfail > 1 ? "s" : "", who, world);
         }
         free(list);
         free(all);

@@ -64,7 +64,7 @@
 #include <time.h>
 
 /* ---- options ------------------------------------------------------------ */
-static int parse_range(const char *name, double r[2], pt_error *err)
+static int parse_range(const char *name, double r[2])
 {
     r[0] = r[1] = 0;
     const char *v = getenv(name);
@@ -79,16 +79,16 @@ static int parse_range(const char *name, double r[2], pt_error *err)
     r[0] = a, r[1] = b;
     return 0;
 bad:
-    return pt_errprintf(err, "%s='%s' is not a clock range (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)",
-                        name, v);
+    return pt_fail(PT_EINVAL, "%s='%s' is not a clock range (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)",
+                   name, v);
 }
 
-int run_energy_options(run_opts *o, pt_error *err)
+int run_energy_options(run_opts *o)
 {
     const char *lv = getenv("PTRAIN_ENERGY");
     if (lv && *lv) {
         if (strcmp(lv, "off") && strcmp(lv, "report") && strcmp(lv, "plan") && strcmp(lv, "apply"))
-            return pt_errprintf(err, "PTRAIN_ENERGY='%s' is not valid (valid: off, report, plan, apply)", lv);
+            return pt_fail(PT_EINVAL, "PTRAIN_ENERGY='%s' is not valid (valid: off, report, plan, apply)", lv);
         o->energy_level = lv;
     }
     const char *level = o->energy_level ? o->energy_level : "";
@@ -100,75 +100,75 @@ int run_energy_options(run_opts *o, pt_error *err)
     unsigned kinds;
     int automatic, kind;
     const char *log;
-    if (pt_meter_parse(o->energy, &kinds, &automatic) != PT_OK) return pt_errprintf(err, "--energy: %s", pt_errmsg());
+    if (pt_meter_parse(o->energy, &kinds, &automatic) != PT_OK) return pt_fail(PT_EINVAL, "--energy: %s", pt_errmsg());
     if (pt_clock_parse(o->energy_clock, &kind, &log) != PT_OK)
-        return pt_errprintf(err, "--energy-clock: %s", pt_errmsg());
+        return pt_fail(PT_EINVAL, "--energy-clock: %s", pt_errmsg());
     if (o->energy_plan && !o->energy_plan[0])
-        return pt_errprintf(err, "--energy-plan '' is not valid (valid: auto or a plan file from ptrain-plan "
-                            "--energy-plan-out)");
+        return pt_fail(PT_EINVAL, "--energy-plan '' is not valid (valid: auto or a plan file from ptrain-plan "
+                       "--energy-plan-out)");
     if (o->energy_profile && !o->energy_profile[0])
-        return pt_errprintf(err, "--energy-profile '' is not valid (valid: a profile from ptrain-run "
-                            "--profile-energy)");
+        return pt_fail(PT_EINVAL, "--energy-profile '' is not valid (valid: a profile from ptrain-run "
+                       "--profile-energy)");
     if (o->profile_energy && !o->profile_energy[0])
-        return pt_errprintf(err, "--profile-energy '' is not valid (valid: the profile file to write)");
+        return pt_fail(PT_EINVAL, "--profile-energy '' is not valid (valid: the profile file to write)");
     if (o->profile_energy && o->energy_plan)
-        return pt_errprintf(err, "--profile-energy and --energy-plan %s exclude each other: profile in one run, then "
-                            "plan from the profile (--energy-profile FILE --energy-plan auto)", o->energy_plan);
+        return pt_fail(PT_EINVAL, "--profile-energy and --energy-plan %s exclude each other: profile in one run, then "
+                       "plan from the profile (--energy-profile FILE --energy-plan auto)", o->energy_plan);
     if (o->energy_profile && !o->energy_plan)
-        return pt_errprintf(err, "--energy-profile is the profile --energy-plan plans from: give --energy-plan auto "
-                            "(or FILE) too");
+        return pt_fail(PT_EINVAL, "--energy-profile is the profile --energy-plan plans from: give --energy-plan auto "
+                       "(or FILE) too");
     double r[2];
-    if (parse_range("PTRAIN_ENERGY_GPU_MHZ", r, err) < 0 || parse_range("PTRAIN_ENERGY_CPU_MHZ", r, err) < 0) return -1;
+    if (parse_range("PTRAIN_ENERGY_GPU_MHZ", r) < 0 || parse_range("PTRAIN_ENERGY_CPU_MHZ", r) < 0) return -1;
     return 0;
 }
 
 /* ---- set-up (every rank, before the agreement) -------------------------- */
-int run_energy_setup(run_setup *s, const run_nodes *nodes, pt_error *err)
+int run_energy_setup(run_setup *s, const run_nodes *nodes)
 {
     const run_opts *o = &s->o;
     const pt_plan *p = &s->plan;
-    if (parse_range("PTRAIN_ENERGY_GPU_MHZ", s->gpu_mhz, err) < 0 ||
-        parse_range("PTRAIN_ENERGY_CPU_MHZ", s->cpu_mhz, err) < 0)
+    if (parse_range("PTRAIN_ENERGY_GPU_MHZ", s->gpu_mhz) < 0 ||
+        parse_range("PTRAIN_ENERGY_CPU_MHZ", s->cpu_mhz) < 0)
         return -1;
     int v = p->virtual_stages > 0 ? p->virtual_stages : 1;
     uint64_t h = 0;
     if (o->energy_plan && strcmp(o->energy_plan, "auto") != 0) {
         if (pt_energy_plan_load(o->energy_plan, &s->eplan) != PT_OK)
-            return pt_errprintf(err, "--energy-plan: %s", pt_errmsg());
+            return pt_fail(PT_EINVAL, "--energy-plan: %s", pt_errmsg());
         const pt_energy_meta *m = &s->eplan.meta;
         if (m->pp != p->pp || m->v != v || m->m != p->microbatches || m->schedule != p->schedule)
-            return pt_errprintf(err, "--energy-plan %s is for %s pp=%d virtual_stages=%d microbatches=%d, this run is "
-                                "%s pp=%d virtual_stages=%d microbatches=%d (valid: a plan of this pipeline: "
-                                "ptrain-plan --energy-plan-out with the same --pp, --schedule, --microbatches)",
-                                o->energy_plan, pt_schedule_name(m->schedule), m->pp, m->v, m->m,
-                                pt_schedule_name(p->schedule), p->pp, v, p->microbatches);
+            return pt_fail(PT_EINVAL, "--energy-plan %s is for %s pp=%d virtual_stages=%d microbatches=%d, this run is "
+                           "%s pp=%d virtual_stages=%d microbatches=%d (valid: a plan of this pipeline: "
+                           "ptrain-plan --energy-plan-out with the same --pp, --schedule, --microbatches)",
+                           o->energy_plan, pt_schedule_name(m->schedule), m->pp, m->v, m->m,
+                           pt_schedule_name(p->schedule), p->pp, v, p->microbatches);
         h ^= pt_fnv1a64(s->eplan.freq, sizeof(double) * (size_t)s->eplan.n);
     }
     if (o->energy_profile) {
         if (pt_energy_profile_load(o->energy_profile, &s->eprofile, &s->eprofile_meta) != PT_OK)
-            return pt_errprintf(err, "--energy-profile: %s", pt_errmsg());
+            return pt_fail(PT_EINVAL, "--energy-profile: %s", pt_errmsg());
         const pt_energy_meta *m = &s->eprofile_meta;
         if (m->pp != p->pp || m->v != v)
-            return pt_errprintf(err, "--energy-profile %s was made with pp=%d virtual_stages=%d, this run has pp=%d "
-                                "virtual_stages=%d (valid: a profile of this pipeline)", o->energy_profile, m->pp, m->v,
-                                p->pp, v);
+            return pt_fail(PT_EINVAL, "--energy-profile %s was made with pp=%d virtual_stages=%d, this run has pp=%d "
+                           "virtual_stages=%d (valid: a profile of this pipeline)", o->energy_profile, m->pp, m->v,
+                           p->pp, v);
         for (int t = 0; t < s->eprofile.ntypes; t++)
             h = h * 31 + pt_fnv1a64(s->eprofile.choice[t], sizeof(pt_energy_choice) * (size_t)s->eprofile.nchoices[t]);
     }
     if (o->profile_energy) {
         long need = o->profile_clocks * o->profile_steps + 1;
         if (o->steps < need)
-            return pt_errprintf(err, "--profile-energy needs %ld steps (the first, then %ld clocks x %ld steps), "
-                                "--steps is %ld (valid: --steps >= %ld, or fewer --profile-clocks/--profile-steps)",
-                                need, o->profile_clocks, o->profile_steps, o->steps, need);
+            return pt_fail(PT_EINVAL, "--profile-energy needs %ld steps (the first, then %ld clocks x %ld steps), "
+                           "--steps is %ld (valid: --steps >= %ld, or fewer --profile-clocks/--profile-steps)",
+                           need, o->profile_clocks, o->profile_steps, o->steps, need);
         if (run_rank == 0 && pt_output_check(o->profile_energy) != PT_OK)
-            return pt_errprintf(err, "--profile-energy: %s", pt_errmsg());
+            return pt_fail(PT_EINVAL, "--profile-energy: %s", pt_errmsg());
     }
     if (o->energy_plan || o->profile_energy) {
         char source[320];
         int island = 0;
-        if (run_node_hw(o, nodes, &s->ehw, &island, source, sizeof source, err) < 0)
-            return pt_errprintf(err, "--energy-plan: %s", err->text);
+        if (run_node_hw(o, nodes, &s->ehw, &island, source, sizeof source) < 0)
+            return pt_fail(PT_EINVAL, "--energy-plan: %s", pt_errmsg());
     }
     /* the options (and what the files hold) every rank must share */
     char text[1024];
@@ -395,7 +395,7 @@ static pt_energy_power_model agreed_model(run_energy *e, const char **name)
     return pm;
 }
 
-static int plan_start(run_energy *e, pt_error *err)
+static int plan_start(run_energy *e)
 {
     const run_setup *s = e->s;
     const pt_plan *p = &s->plan;
@@ -405,7 +405,7 @@ static int plan_start(run_energy *e, pt_error *err)
     pt_plan pv = *p;
     pv.virtual_stages = e->v;
     int rc = plan_energy(&ms, (int)s->o.batch, &pv, &s->ehw, &pm, s->eprofile.ntypes ? &s->eprofile : NULL,
-                         s->eprofile.ntypes ? &s->eprofile_meta : NULL, 0, &e->dag, &e->prof, &e->fr, err);
+                         s->eprofile.ntypes ? &s->eprofile_meta : NULL, 0, &e->dag, &e->prof, &e->fr);
     if (rc < 0) return -1;
     e->have_frontier = 1;
     e->base_k = e->fr.intrinsic >= 0 ? e->fr.intrinsic : e->fr.npoints - 1;
@@ -538,13 +538,12 @@ run_energy *run_energy_start(const run_setup *s, const pt_pctx *ctx, pt_pipeline
     for (int d = 0; e->rep_point && d < e->dp; d++) e->rep_point[d] = BASE_POINT;
     /* the plan */
     if (o->energy_plan) {
-        pt_error err = {""};
-        int rc = e->rep_point ? plan_start(e, &err) : pt_errprintf(&err, "out of memory");
+        int rc = e->rep_point ? plan_start(e) : pt_fail(PT_ENOMEM, "out of memory");
         int bad = rc < 0, any = 0;
         MPI_Allreduce(&bad, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (any) {
             if (run_rank == 0) fprintf(stderr, "ptrain-run: warning: --energy-plan: %s; no plan applied\n",
-                                       err.text[0] ? err.text : "failed on another rank");
+                                       bad ? pt_errmsg() : "failed on another rank");
         } else {
             e->plan_on = 1;
             e->apply_ok = e->clk != NULL;
@@ -689,8 +688,7 @@ static void sweep_finish(run_energy *e)
         if (!tt) rc = PT_ENOMEM;
         for (int t = 0; t < nt && !rc; t++)
             tt[t] = A(c0, t).n > 0 ? fmax(A(c0, t).t / A(c0, t).n, 1e-9) : 1e-6;
-        pt_error err;
-        if (!rc && pt_energy_profile_model(&pm, nt, tt, &pr, &err) < 0) rc = pt_fail(PT_EINVAL, "%s", err.text);
+        if (!rc && pt_energy_profile_model(&pm, nt, tt, &pr) < 0) rc = PT_EINVAL;
         /* calibrated to the energy measured at the top clock */
         for (int t = 0; t < nt && !rc; t++) {
             double me = A(c0, t).ne > 0 ? A(c0, t).e / A(c0, t).ne : -1;

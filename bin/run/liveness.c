@@ -299,29 +299,29 @@ static void hb_wireup(void)
 /* Right after MPI_Init (collective: every rank calls it).  The timeout is
  * agreed (the largest; off if any rank has it off) so no rank watches a
  * peer that sends nothing. */
-void run_heartbeat_start(int world, pt_error *bad)
+int run_heartbeat_start(int world)
 {
-    bad->text[0] = '\0';
+    int rc = PT_OK;
     hb_world = world;
     double t = HB_TIMEOUT_S;
     const char *e = getenv("PTRAIN_HEARTBEAT");
     long v;
     if (e && *e) {
         if (pt_parse_int("PTRAIN_HEARTBEAT", e, 0, 3600, &v) == PT_OK && (v == 0 || v >= 3)) t = (double)v;
-        else pt_errprintf(bad, "invalid PTRAIN_HEARTBEAT='%.40s' (valid: 0 = off, or seconds from 3 to 3600)", e);
+        else rc = pt_fail(PT_EINVAL, "invalid PTRAIN_HEARTBEAT='%.40s' (valid: 0 = off, or seconds from 3 to 3600)", e);
     }
     int provided = MPI_THREAD_SINGLE;
     MPI_Query_thread(&provided);
-    if (world < 2) return;
+    if (world < 2) return rc;
     double lo = t, hi = t;
     MPI_Allreduce(&t, &lo, 1, MPI_DOUBLE, MPI_MIN, MPI_COMM_WORLD);
     MPI_Allreduce(&t, &hi, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-    if (lo <= 0) return;
+    if (lo <= 0) return rc;
     if (provided < MPI_THREAD_MULTIPLE) {
         if (run_rank == 0)
             fprintf(stderr, "ptrain-run: warning: the MPI library gives no MPI_THREAD_MULTIPLE: no heartbeat, a dead "
                     "rank is noticed only by the launcher or --watchdog\n");
-        return;
+        return rc;
     }
     hb_timeout = hi;
     MPI_Comm_dup(MPI_COMM_WORLD, &hb_comm);
@@ -335,7 +335,7 @@ void run_heartbeat_start(int world, pt_error *bad)
     hb_host = calloc((size_t)world, HB_HOST);
     int have = hb_host != NULL, all = 0;
     MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-    if (!all) { free(hb_host); hb_host = NULL; return; }
+    if (!all) { free(hb_host); hb_host = NULL; return rc; }
     MPI_Allgather(me, HB_HOST, MPI_CHAR, hb_host, HB_HOST, MPI_CHAR, MPI_COMM_WORLD);
     hb_wireup();
     atomic_store(&hb_loop_at, pt_now());
@@ -344,6 +344,7 @@ void run_heartbeat_start(int world, pt_error *bad)
         start_detached(hb_guard_main, "heartbeat guard");
     }
     else fprintf(stderr, "ptrain-run: warning: rank %d: cannot start the heartbeat thread\n", run_rank);
+    return rc;
 }
 
 /* Every orderly exit passes MPI_Finalize; through MPI's profiling

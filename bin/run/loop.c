@@ -353,9 +353,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
     run_energy *en = run_energy_start(s, &ctx, &pipe, world, start_step);
     run_metrics *mf = NULL;
     if (o.metrics) { /* agreed: given to every rank or to none; rank 0 writes */
-        pt_error e;
         rc = PT_OK;
-        if (run_rank == 0 && !(mf = run_metrics_open(o.metrics, &e))) rc = pt_fail(PT_EIO, "%s", e.text);
+        if (run_rank == 0 && !(mf = run_metrics_open(o.metrics))) rc = pt_fail(PT_EIO, "%s", pt_errmsg());
         run_agree(rc, "--metrics");
         json_t *hdr = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
                                 "s:I, s:o, s:o}",

@@ -53,14 +53,13 @@ int main(int argc, char **argv)
     MPI_Comm_rank(MPI_COMM_WORLD, &run_rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
     run_watchdog_beat("start-up");
-    pt_error err = {""};
-    run_heartbeat_start(world, &err);
+    int hb = run_heartbeat_start(world);
     run_nodes nodes = {0};
     job_nodes(world, &nodes);
 
     static run_setup s; /* large (the auto plan's search result) */
-    int ok = !asked && !err.text[0] && run_setup_rank(argc, argv, world, &nodes, &s, &err) == 0;
-    uint64_t agreed = run_agree_startup(ok, asked, &err, &s, world);
+    int ok = !asked && hb == PT_OK && run_setup_rank(argc, argv, world, &nodes, &s) == 0;
+    uint64_t agreed = run_agree_startup(ok, asked, &s, world);
     run_watchdog_start(s.o.watchdog);
     if (run_rank == 0 && s.aut.on) {
         /* the warnings and the explanation of a plan made here (--mode auto) */

@@ -33,21 +33,21 @@ struct run_metrics {
     int failed;  /* a write failed: no more records */
 };
 
-run_metrics *run_metrics_open(const char *path, pt_error *err)
+run_metrics *run_metrics_open(const char *path)
 {
     if (pt_output_check(path) != PT_OK) {
-        pt_errprintf(err, "the metrics file %s", pt_errmsg()); /* "PATH is a symbolic link, ..." */
+        pt_fail(PT_EINVAL, "the metrics file %s", pt_errmsg()); /* "PATH is a symbolic link, ..." */
         return NULL;
     }
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0644);
     if (fd < 0) {
-        pt_errprintf(err, "cannot write the metrics file %s: %s", path, strerror(errno));
+        pt_fail(PT_EINVAL, "cannot write the metrics file %s: %s", path, strerror(errno));
         return NULL;
     }
     struct stat st;
     if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
         close(fd);
-        pt_errprintf(err, "the metrics file %s is not a regular file", path);
+        pt_fail(PT_EINVAL, "the metrics file %s is not a regular file", path);
         return NULL;
     }
     int fl = fcntl(fd, F_GETFL);
@@ -56,7 +56,7 @@ run_metrics *run_metrics_open(const char *path, pt_error *err)
     if (!m || !(m->path = strdup(path))) {
         free(m);
         close(fd);
-        pt_errprintf(err, "the metrics file %s: out of memory", path);
+        pt_fail(PT_ENOMEM, "the metrics file %s: out of memory", path);
         return NULL;
     }
     m->fd = fd;

@@ -44,19 +44,19 @@ static const struct option long_opts[] = {
     {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
 static const char short_opts[] = "m:d:s:b:hV";
 
-static int parse_float(const char *what, const char *s, float lo, float hi, float *out, pt_error *err)
+static int parse_float(const char *what, const char *s, float lo, float hi, float *out)
 {
     char *end;
     float v = strtof(s, &end);
     if (!*s || *end || !(v >= lo && v <= hi))
-        return pt_errprintf(err, "%s: '%s' is not a number in [%g, %g]", what, s, lo, hi);
+        return pt_fail(PT_EINVAL, "%s: '%s' is not a number in [%g, %g]", what, s, lo, hi);
     *out = v;
     return 0;
 }
 
-static int parse_long(const char *what, const char *s, long lo, long hi, long *out, pt_error *err)
+static int parse_long(const char *what, const char *s, long lo, long hi, long *out)
 {
-    if (pt_parse_int(what, s, lo, hi, out)) return pt_errprintf(err, "%s", pt_errmsg());
+    if (pt_parse_int(what, s, lo, hi, out)) return PT_EINVAL;
     return 0;
 }
 
@@ -229,7 +229,7 @@ void run_answer(int asked)
     fflush(stdout);
 }
 
-int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
+int run_parse_args(int argc, char **argv, run_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->model = "tiny";
@@ -261,83 +261,77 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         switch (c) {
         case 'm': o->model = optarg; model_given = 1; break;
         case 'd': o->data = optarg; break;
-        case 's': if (parse_long("--steps", optarg, 1, 100000000, &vl, err)) return -1; o->steps = vl; break;
-        case 'b': if (parse_long("--batch", optarg, 1, 1 << 20, &vl, err)) return -1; o->batch = vl; batch_given = 1; break;
-        case O_LAYERS: if (parse_long("--layers", optarg, 1, 4096, &vl, err)) return -1; o->layers = (int)vl; break;
-        case O_HEADS: if (parse_long("--heads", optarg, 1, 4096, &vl, err)) return -1; o->heads = (int)vl; break;
-        case O_EMBD: if (parse_long("--embd", optarg, 1, 1 << 20, &vl, err)) return -1; o->embd = (int)vl; break;
-        case O_SEQ: if (parse_long("--seq-len", optarg, 1, 1 << 20, &vl, err)) return -1; o->seq_len = (int)vl; break;
-        case O_VOCAB: if (parse_long("--vocab", optarg, 2, 65536, &vl, err)) return -1; o->vocab = (int)vl; break;
-        case O_LR: if (parse_float("--lr", optarg, 0, 10, &vf, err)) return -1; o->lr = vf; break;
-        case O_MINLR: if (parse_float("--min-lr", optarg, 0, 10, &vf, err)) return -1; o->min_lr = vf; break;
-        case O_WARM: if (parse_long("--warmup", optarg, 0, 100000000, &vl, err)) return -1; o->warmup = vl; break;
-        case O_WD: if (parse_float("--weight-decay", optarg, 0, 10, &vf, err)) return -1; o->wd = vf; break;
-        case O_CLIP: if (parse_float("--grad-clip", optarg, 0, 1e6f, &vf, err)) return -1; o->clip = vf; break;
-        case O_EPS: if (parse_float("--adam-eps", optarg, 1e-30f, 1, &vf, err)) return -1; o->eps = vf; break;
-        case O_BETA1: if (parse_float("--beta1", optarg, 0, 0.999999f, &vf, err)) return -1; o->beta1 = vf; break;
-        case O_BETA2: if (parse_float("--beta2", optarg, 0, 0.999999f, &vf, err)) return -1; o->beta2 = vf; break;
-        case O_VALE: if (parse_long("--val-every", optarg, 0, 100000000, &vl, err)) return -1; o->val_every = vl; break;
-        case O_VALB: if (parse_long("--val-batches", optarg, 1, 1000000, &vl, err)) return -1; o->val_batches = vl; break;
-        case O_LOGE: if (parse_long("--log-every", optarg, 1, 100000000, &vl, err)) return -1; o->log_every = vl; break;
-        case O_SEED: if (parse_long("--seed", optarg, 0, 0x7fffffffL, &vl, err)) return -1; o->seed = vl; break;
-        case O_THREADS: if (parse_long("--threads", optarg, 1, 4096, &vl, err)) return -1; o->threads = vl; break;
+        case 's': if (parse_long("--steps", optarg, 1, 100000000, &vl)) return -1; o->steps = vl; break;
+        case 'b': if (parse_long("--batch", optarg, 1, 1 << 20, &vl)) return -1; o->batch = vl; batch_given = 1; break;
+        case O_LAYERS: if (parse_long("--layers", optarg, 1, 4096, &vl)) return -1; o->layers = (int)vl; break;
+        case O_HEADS: if (parse_long("--heads", optarg, 1, 4096, &vl)) return -1; o->heads = (int)vl; break;
+        case O_EMBD: if (parse_long("--embd", optarg, 1, 1 << 20, &vl)) return -1; o->embd = (int)vl; break;
+        case O_SEQ: if (parse_long("--seq-len", optarg, 1, 1 << 20, &vl)) return -1; o->seq_len = (int)vl; break;
+        case O_VOCAB: if (parse_long("--vocab", optarg, 2, 65536, &vl)) return -1; o->vocab = (int)vl; break;
+        case O_LR: if (parse_float("--lr", optarg, 0, 10, &vf)) return -1; o->lr = vf; break;
+        case O_MINLR: if (parse_float("--min-lr", optarg, 0, 10, &vf)) return -1; o->min_lr = vf; break;
+        case O_WARM: if (parse_long("--warmup", optarg, 0, 100000000, &vl)) return -1; o->warmup = vl; break;
+        case O_WD: if (parse_float("--weight-decay", optarg, 0, 10, &vf)) return -1; o->wd = vf; break;
+        case O_CLIP: if (parse_float("--grad-clip", optarg, 0, 1e6f, &vf)) return -1; o->clip = vf; break;
+        case O_EPS: if (parse_float("--adam-eps", optarg, 1e-30f, 1, &vf)) return -1; o->eps = vf; break;
+        case O_BETA1: if (parse_float("--beta1", optarg, 0, 0.999999f, &vf)) return -1; o->beta1 = vf; break;
+        case O_BETA2: if (parse_float("--beta2", optarg, 0, 0.999999f, &vf)) return -1; o->beta2 = vf; break;
+        case O_VALE: if (parse_long("--val-every", optarg, 0, 100000000, &vl)) return -1; o->val_every = vl; break;
+        case O_VALB: if (parse_long("--val-batches", optarg, 1, 1000000, &vl)) return -1; o->val_batches = vl; break;
+        case O_LOGE: if (parse_long("--log-every", optarg, 1, 100000000, &vl)) return -1; o->log_every = vl; break;
+        case O_SEED: if (parse_long("--seed", optarg, 0, 0x7fffffffL, &vl)) return -1; o->seed = vl; break;
+        case O_THREADS: if (parse_long("--threads", optarg, 1, 4096, &vl)) return -1; o->threads = vl; break;
         case O_MODE: o->mode = optarg; break;
-        case O_DP: if (parse_long("--dp", optarg, 1, 1 << 20, &vl, err)) return -1; o->dp = vl; break;
-        case O_TP: if (parse_long("--tp", optarg, 1, 1 << 20, &vl, err)) return -1; o->tp = vl; break;
-        case O_TPD: if (parse_long("--tp-depth", optarg, 1, 1 << 20, &vl, err)) return -1; o->tp_depth = vl; break;
-        case O_SP: if (parse_long("--sp", optarg, 1, 1 << 20, &vl, err)) return -1; o->sp = vl; break;
-        case O_PP: if (parse_long("--pp", optarg, 1, 1 << 20, &vl, err)) return -1; o->pp = vl; break;
-        case O_MICRO: if (parse_long("--microbatches", optarg, 1, 1 << 20, &vl, err)) return -1; o->microbatches = vl; break;
-        case O_VSTAGES: if (parse_long("--virtual-stages", optarg, 1, PT_VIRTUAL_STAGES_MAX, &vl, err)) return -1; o->virtual_stages = vl; break;
-        case O_ZERO: if (parse_long("--zero", optarg, 0, 3, &vl, err)) return -1; o->zero = (int)vl; break;
+        case O_DP: if (parse_long("--dp", optarg, 1, 1 << 20, &vl)) return -1; o->dp = vl; break;
+        case O_TP: if (parse_long("--tp", optarg, 1, 1 << 20, &vl)) return -1; o->tp = vl; break;
+        case O_TPD: if (parse_long("--tp-depth", optarg, 1, 1 << 20, &vl)) return -1; o->tp_depth = vl; break;
+        case O_SP: if (parse_long("--sp", optarg, 1, 1 << 20, &vl)) return -1; o->sp = vl; break;
+        case O_PP: if (parse_long("--pp", optarg, 1, 1 << 20, &vl)) return -1; o->pp = vl; break;
+        case O_MICRO: if (parse_long("--microbatches", optarg, 1, 1 << 20, &vl)) return -1; o->microbatches = vl; break;
+        case O_VSTAGES: if (parse_long("--virtual-stages", optarg, 1, PT_VIRTUAL_STAGES_MAX, &vl)) return -1; o->virtual_stages = vl; break;
+        case O_ZERO: if (parse_long("--zero", optarg, 0, 3, &vl)) return -1; o->zero = (int)vl; break;
         case O_SCHED: {
-            pt_error e;
-            if (pt_schedule_parse("--schedule", optarg, &o->schedule, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            if (pt_schedule_parse("--schedule", optarg, &o->schedule) < 0) return PT_EINVAL;
             break;
         }
         case O_RECOMPUTE: {
-            pt_error e;
-            if (pt_recompute_parse("--recompute", optarg, &o->recompute, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            if (pt_recompute_parse("--recompute", optarg, &o->recompute) < 0) return PT_EINVAL;
             break;
         }
         case O_PRECISION: {
-            pt_error e;
-            if (pt_precision_parse("--precision", optarg, &o->precision, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            if (pt_precision_parse("--precision", optarg, &o->precision) < 0) return PT_EINVAL;
             break;
         }
         case O_SPLIT: {
-            pt_error e;
             pt_plan tmp;
             pt_plan_default(&tmp);
-            if (pt_plan_split_parse("--pp-split", optarg, &tmp, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            if (pt_plan_split_parse("--pp-split", optarg, &tmp) < 0) return PT_EINVAL;
             o->pp_split = optarg;
             break;
         }
         case O_ORDER: {
-            pt_error e;
-            if (pt_plan_order_parse(optarg, o->order, &e) < 0) return pt_errprintf(err, "--rank-order: %s", e.text);
+            if (pt_plan_order_parse(optarg, o->order) < 0) return pt_fail(PT_EINVAL, "--rank-order: %s", pt_errmsg());
             o->rank_order = o->order;
             break;
         }
         case O_TPORDER: {
-            pt_error e;
-            if (pt_plan_tp_order_parse("--tp-order", optarg, o->tpo, &e) < 0) return pt_errprintf(err, "%s", e.text);
+            if (pt_plan_tp_order_parse("--tp-order", optarg, o->tpo) < 0) return PT_EINVAL;
             o->tp_order = o->tpo;
             break;
         }
-        case O_WATCHDOG: if (parse_long("--watchdog", optarg, 0, 86400 * 365, &vl, err)) return -1; o->watchdog = (double)vl; break;
+        case O_WATCHDOG: if (parse_long("--watchdog", optarg, 0, 86400 * 365, &vl)) return -1; o->watchdog = (double)vl; break;
         case O_DRY: o->dry_run = 1; break;
         case O_QUIET: o->quiet = 1; break;
         case O_METRICS: o->metrics = optarg; break;
-        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf, err)) return -1; o->peak_gflops = vf; o->peak_what = "--peak-gflops"; break;
+        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf)) return -1; o->peak_gflops = vf; o->peak_what = "--peak-gflops"; break;
         case O_SAVEDIR: o->save_dir = optarg; break;
-        case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl, err)) return -1; o->save_every = vl; break;
-        case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl, err)) return -1; o->keep = vl; break;
+        case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl)) return -1; o->save_every = vl; break;
+        case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl)) return -1; o->keep = vl; break;
         case O_RESUME: o->resume = optarg; break;
         case O_TOPOLOGY:
             if (o->ntopologies == RUN_MAX_TOPOLOGIES)
-                return pt_errprintf(err, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
-                                    RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
+                return pt_fail(PT_EINVAL, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
+                               RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
             o->topologies[o->ntopologies++] = optarg;
             o->topology = o->topologies[0];
             break;
@@ -347,18 +341,18 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         case O_EPLAN: o->energy_plan = optarg; break;
         case O_EPROFILE: o->energy_profile = optarg; break;
         case O_PROFILE: o->profile_energy = optarg; break;
-        case O_PCLOCKS: if (parse_long("--profile-clocks", optarg, 1, 64, &vl, err)) return -1; o->profile_clocks = vl; break;
-        case O_PSTEPS: if (parse_long("--profile-steps", optarg, 1, 1000, &vl, err)) return -1; o->profile_steps = vl; break;
-        case O_STRAGGLER: if (parse_float("--energy-straggler", optarg, 0, 1000, &vf, err)) return -1; o->straggler = vf / 100; break;
+        case O_PCLOCKS: if (parse_long("--profile-clocks", optarg, 1, 64, &vl)) return -1; o->profile_clocks = vl; break;
+        case O_PSTEPS: if (parse_long("--profile-steps", optarg, 1, 1000, &vl)) return -1; o->profile_steps = vl; break;
+        case O_STRAGGLER: if (parse_float("--energy-straggler", optarg, 0, 1000, &vf)) return -1; o->straggler = vf / 100; break;
         case O_DEVICE: o->device = optarg; o->device_what = "--device"; break;
         case 'h':
         case 'V':
             break; /* answered before MPI started (run_early_exit) */
         default:
-            return pt_errprintf(err, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+            return pt_fail(PT_EINVAL, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
         }
     }
-    if (optind < argc) return pt_errprintf(err, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (optind < argc) return pt_fail(PT_EINVAL, "unexpected argument '%s' (see --help)", argv[optind]);
     /* The model and batch the SPANK plugin planned for (--ptrain-model,
      * --ptrain-batch) when the command line gives none. */
     o->model_what = "--model";
@@ -368,17 +362,17 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         o->model_what = "PTRAIN_MODEL";
     }
     if (!batch_given && eb && *eb) {
-        if (parse_long("PTRAIN_BATCH", eb, 1, 1 << 20, &vl, err)) return -1;
+        if (parse_long("PTRAIN_BATCH", eb, 1, 1 << 20, &vl)) return -1;
         o->batch = vl;
     }
     const char *topo = getenv("PTRAIN_TOPOLOGY");
     if (!o->topology && topo && *topo) o->topology = o->topologies[o->ntopologies++] = topo;
     for (int i = 0; i < o->ntopologies; i++)
         if (!o->topologies[i][0])
-            return pt_errprintf(err, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
+            return pt_fail(PT_EINVAL, "--topology '' is not valid (valid: a node model file from ptrain-topo --save, or hwloc XML)");
     const char *peak = getenv("PTRAIN_PEAK_GFLOPS");
     if (!o->peak_gflops && peak && *peak) {
-        if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf, err)) return -1;
+        if (parse_float("PTRAIN_PEAK_GFLOPS", peak, 1e-3f, 1e9f, &vf)) return -1;
         o->peak_gflops = vf;
         o->peak_what = "PTRAIN_PEAK_GFLOPS";
     }
@@ -390,16 +384,16 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err)
         o->device_what = "PTRAIN_DEVICE";
     }
     if (o->device && strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto"))
-        return pt_errprintf(err, "%s '%s' is not valid (valid: cpu, cuda, auto)", o->device_what, o->device);
+        return pt_fail(PT_EINVAL, "%s '%s' is not valid (valid: cpu, cuda, auto)", o->device_what, o->device);
     if ((o->save_every || o->keep) && !o->save_dir)
-        return pt_errprintf(err, "%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
+        return pt_fail(PT_EINVAL, "%s needs --save-dir DIR (where checkpoints go)", o->save_every ? "--save-every" : "--keep");
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
-        return pt_errprintf(err, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
-    if (o->resume && !o->resume[0]) return pt_errprintf(err, "--resume '' is not valid (valid: auto or a checkpoint directory)");
-    return run_energy_options(o, err);
+        return pt_fail(PT_EINVAL, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
+    if (o->resume && !o->resume[0]) return pt_fail(PT_EINVAL, "--resume '' is not valid (valid: auto or a checkpoint directory)");
+    return run_energy_options(o);
 }
 
-int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, pt_error *err)
+int run_resolve_device(const run_opts *o, int *device, char *note, size_t len)
 {
     const char *want = o->device ? o->device : "auto";
     const int env = o->device && !strcmp(o->device_what, "PTRAIN_DEVICE");
@@ -423,9 +417,9 @@ int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, p
     }
     /* --device cuda, or chosen with a device and the backend */
     if (!built)
-        return pt_errprintf(err, "%s: this ptrain build has no CUDA backend (configure found no nvcc; rebuild with "
-                            "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that", given);
-    if (ndev < 1) return pt_errprintf(err, "%s: %s; give --device cpu to train on the CPU", given, why);
+        return pt_fail(PT_EINVAL, "%s: this ptrain build has no CUDA backend (configure found no nvcc; rebuild with "
+                       "--with-cuda=DIR), so it would train on the CPU: give --device cpu to do that", given);
+    if (ndev < 1) return pt_fail(PT_EINVAL, "%s: %s; give --device cpu to train on the CPU", given, why);
     /* the backend and a device: train there */
     *device = RUN_DEVICE_CUDA;
     snprintf(note, len, "%s", given);

@@ -13,8 +13,9 @@
  *   metrics.c   --metrics: JSON Lines through jansson, every write checked
  *   loop.c      the training loop, validation, checkpoint saves, summary
  *
- * Errors: every function that can fail takes a pt_error * and returns -1
- * (lib/core/error.h); nothing here longjmps.  Exit statuses (ptrain-run(1),
+ * Errors: every function that can fail returns a negative PT_E* code (-1,
+ * PT_EINVAL, for bad input) with one line in pt_errmsg(), core/core.h's
+ * convention; nothing here longjmps.  Exit statuses (ptrain-run(1),
  * EXIT STATUS): 0 done, 1 a runtime failure (files, memory, a library
  * error; also a metrics file that could not be written to the end), 2 bad
  * input or ranks that disagree at start-up, 3 a peer rank died, stopped or
@@ -23,7 +24,6 @@
 #ifndef PTRAIN_RUN_H
 #define PTRAIN_RUN_H
 #include "core/core.h"
-#include "core/error.h"
 #include "data/shard.h"
 #include "model/gpt.h"
 #include "plan/plan.h"
@@ -146,7 +146,7 @@ void run_answer(int asked);
 void run_usage(FILE *f);
 /* Parse argv into *o (defaults first) and the PTRAIN_MODEL, PTRAIN_BATCH,
  * PTRAIN_TOPOLOGY, PTRAIN_PEAK_GFLOPS, PTRAIN_DEVICE variables.  -1 with one line. */
-int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
+int run_parse_args(int argc, char **argv, run_opts *o);
 /* Where this rank trains, from o->device (auto when NULL): cpu; cuda when
  * this build has the CUDA backend and the task sees a CUDA device; auto =
  * cuda when both hold, else cpu.  Writes *device (RUN_DEVICE_*) and why
@@ -156,30 +156,29 @@ int run_parse_args(int argc, char **argv, run_opts *o, pt_error *err);
  * a GPU: then only an explicit --device cpu trains on the CPU), no
  * device, or, until the CUDA kernels are wired into the ops table, always
  * (lib/backend/cuda/cuda.h: the backend's ops are NULL). */
-int run_resolve_device(const run_opts *o, int *device, char *note, size_t len, pt_error *err);
+int run_resolve_device(const run_opts *o, int *device, char *note, size_t len);
 
 /* ---- setup.c ---- */
 /* Resolve model, plan, data, checkpoint directory and memory for a world
  * of `world` ranks on `nodes`.  Every rank calls it; nothing collective.
  * -1 with one line (input errors: the agreement makes every rank exit 2). */
-int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s, pt_error *err);
+int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s);
 /* Release the data of run_setup_rank. */
 void run_setup_free(run_setup *s);
 /* The planner's rates of this job's nodes: the node model of --topology
  * (else PTRAIN_TOPOLOGY), else this node's hwloc model, else
  * pt_topo_plan_hw's estimates; its name into source.  -1 with one line. */
-int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len,
-                pt_error *err);
+int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len);
 
 /* ---- agree.c ---- */
 /* The collective start-up agreement: every rank, also one whose set-up
- * failed (ok 0, why in err), contributes its record; --help or --version
+ * failed (ok 0, why in pt_errmsg()), contributes its record; --help or --version
  * on any rank (asked, run_early_exit) makes rank 0 answer and every rank
  * exit 0; else a failure anywhere or
  * any difference from rank 0 makes every rank exit 2 with one line from
  * rank 0 naming the ranks and fields.  Returns the hash of the agreed
  * record. */
-uint64_t run_agree_startup(int ok, int asked, const pt_error *err, const run_setup *s, int world);
+uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world);
 /* rc from a step that may fail on some ranks only: every rank learns it,
  * the lowest failing rank says why (pt_errmsg()), every rank exits 1. */
 void run_agree(int rc, const char *what);
@@ -192,9 +191,10 @@ void run_exit(int status) __attribute__((noreturn));
 /* ---- liveness.c ---- */
 void run_watchdog_beat(const char *phase);
 void run_watchdog_start(double secs);
-/* Right after MPI_Init, collective.  An invalid PTRAIN_HEARTBEAT is
- * reported through *bad (one line, "" if fine). */
-void run_heartbeat_start(int world, pt_error *bad);
+/* Right after MPI_Init, collective.  Returns PT_OK, or PT_EINVAL for an
+ * invalid PTRAIN_HEARTBEAT (one line in pt_errmsg(); the heartbeat still
+ * starts with its default timeout, so every rank takes part). */
+int run_heartbeat_start(int world);
 /* A peer died, stopped or hangs: print `line` (one line, stderr) and end
  * the whole job: MPI_Abort (the launcher kills every task, stopped ones
  * too), with _exit(3) if the abort itself does not return within 10 s. */
@@ -204,8 +204,8 @@ void run_abort_job(const char *line) __attribute__((noreturn));
 struct json_t;
 typedef struct run_metrics run_metrics;
 /* Rank 0 with --metrics: create or truncate FILE (a regular file; no
- * symlink followed).  NULL with one line in err. */
-run_metrics *run_metrics_open(const char *path, pt_error *err);
+ * symlink followed).  NULL with one line in pt_errmsg(). */
+run_metrics *run_metrics_open(const char *path);
 /* Append one record (a JSON object, stolen; NULL is a no-op) as one line,
  * written whole with one write(2).  A failed write is undone (the file is
  * cut back to its last whole line), reported once (one line on stderr)
@@ -223,13 +223,13 @@ int run_metrics_close(run_metrics *m);
  * --energy-plan auto), the clock ranges (PTRAIN_ENERGY_GPU_MHZ,
  * PTRAIN_ENERGY_CPU_MHZ: "MIN-MAX"), and the options' own checks.  -1
  * with one line. */
-int run_energy_options(run_opts *o, pt_error *err);
+int run_energy_options(run_opts *o);
 /* Every rank, before the agreement: load --energy-plan FILE and
  * --energy-profile FILE and check them against the plan (pp, virtual
  * stages, microbatches, schedule), the node model's rates for a modelled
  * profile, the --profile-energy output (rank 0) and the sweep's steps;
  * sets s->energy_id.  -1 with one line. */
-int run_energy_setup(run_setup *s, const run_nodes *nodes, pt_error *err);
+int run_energy_setup(run_setup *s, const run_nodes *nodes);
 void run_energy_setup_free(run_setup *s);
 
 struct pt_pctx;

@@ -32,10 +32,8 @@ static void divisors(int n, char *buf, size_t len)
 
 /* The planner's rates of this job's nodes (run.h), for the energy
  * profile that is modelled rather than measured. */
-int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len,
-                pt_error *err)
+int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *island_ranks, char *source, size_t len)
 {
-    pt_error e;
     int maxt = 1;
     for (int i = 0; i < nodes->nnodes; i++)
         if (nodes->tpn[i] > maxt) maxt = nodes->tpn[i];
@@ -44,10 +42,10 @@ int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *islan
     int loaded = 0, count = 0;
     char path[4096];
     /* the first kind's model (--topology FILE:COUNT names one per kind) */
-    if (o->topology && pt_topo_plan_arg_parse("--topology", o->topology, path, sizeof path, &count, err) < 0) return -1;
+    if (o->topology && pt_topo_plan_arg_parse("--topology", o->topology, path, sizeof path, &count) < 0) return -1;
     if (o->topology) {
         if (pt_topo_load_file(&t, path) != PT_OK)
-            return pt_errprintf(err, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
+            return pt_fail(PT_EINVAL, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
                       path, pt_errmsg());
         loaded = 1;
         snprintf(source, len, "%.290s", path);
@@ -59,9 +57,9 @@ int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *islan
         memset(&t, 0, sizeof t);
         snprintf(source, len, "defaults");
     }
-    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0, &e);
+    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0);
     if (loaded) pt_topo_free(&t);
-    if (rc < 0) return pt_errprintf(err, "node model %s: %s", source, e.text);
+    if (rc < 0) return pt_fail(PT_EINVAL, "node model %s: %s", source, pt_errmsg());
     return 0;
 }
 
@@ -75,16 +73,14 @@ int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *islan
  * handle (lib/plan/planner.h) plans the request r exactly as the plugin
  * and ptrain-plan do.  Every rank computes it; the start-up agreement
  * compares the plans. */
-static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_request *r, pt_plan *p, run_auto *A,
-                     pt_error *err)
+static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_request *r, pt_plan *p, run_auto *A)
 {
-    pt_error e;
     const int nkinds = o->ntopologies > 0 ? o->ntopologies : 1;
     char(*path)[4096] = calloc((size_t)nkinds, sizeof *path);
     int count[RUN_MAX_TOPOLOGIES] = {0}, counted = 0, sum = 0;
-    if (!path) return pt_errprintf(err, "--mode auto: out of memory for the node models");
+    if (!path) return pt_fail(PT_ENOMEM, "--mode auto: out of memory for the node models");
     for (int k = 0; k < o->ntopologies; k++) {
-        if (pt_topo_plan_arg_parse("--topology", o->topologies[k], path[k], sizeof path[k], &count[k], err) < 0) {
+        if (pt_topo_plan_arg_parse("--topology", o->topologies[k], path[k], sizeof path[k], &count[k]) < 0) {
             free(path);
             return -1;
         }
@@ -93,14 +89,14 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
     }
     if (nkinds > 1 && counted < nkinds) {
         free(path);
-        return pt_errprintf(err, "--mode auto: with %d --topology options each needs its node count (valid: FILE:COUNT "
-                            "in node order, e.g. --topology a.xml:4 --topology b.xml:2)", nkinds);
+        return pt_fail(PT_EINVAL, "--mode auto: with %d --topology options each needs its node count (valid: FILE:COUNT "
+                       "in node order, e.g. --topology a.xml:4 --topology b.xml:2)", nkinds);
     }
     if (counted && sum != nodes->nnodes) {
         free(path);
-        return pt_errprintf(err, "--mode auto: the --topology counts add up to %d node%s, but the job runs on %d "
-                            "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
-                            nodes->nnodes, nodes->nnodes);
+        return pt_fail(PT_EINVAL, "--mode auto: the --topology counts add up to %d node%s, but the job runs on %d "
+                       "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
+                       nodes->nnodes, nodes->nnodes);
     }
     pt_topo t[RUN_MAX_TOPOLOGIES];
     const pt_topo *models[RUN_MAX_TOPOLOGIES];
@@ -109,11 +105,11 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
     int from = PT_TOPO_FROM_NONE;
     for (int k = 0; k < nkinds; k++) {
         const char *pk = o->ntopologies ? path[k] : NULL;
-        if (pt_topo_plan_load(pk, "--topology", PT_TOPO_LOAD_ESTIMATES, &t[k], &from, NULL, 0, &e) < 0) {
+        if (pt_topo_plan_load(pk, "--topology", PT_TOPO_LOAD_ESTIMATES, &t[k], &from, NULL, 0) < 0) {
             for (int j = 0; j < k; j++)
                 if (models[j]) pt_topo_free(&t[j]);
-            pt_errprintf(err, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
-                         "XML file)", pk ? pk : "of this node", e.text);
+            pt_fail(PT_EINVAL, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
+                    "XML file)", pk ? pk : "of this node", pt_errmsg());
             free(path);
             return -1;
         }
@@ -137,7 +133,7 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
         kind_of = malloc(sizeof(int) * (size_t)nodes->nnodes);
         if (!kind_of) {
             for (int k = 0; k < nkinds; k++) pt_topo_free(&t[k]);
-            return pt_errprintf(err, "--mode auto: out of memory for the node list");
+            return pt_fail(PT_ENOMEM, "--mode auto: out of memory for the node list");
         }
         for (int i = 0, k = 0, left = count[0]; i < nodes->nnodes; i++) {
             while (left == 0 && k + 1 < nkinds) left = count[++k];
@@ -147,19 +143,19 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
     }
     pt_plan_machine mach;
     int rc = pt_plan_machine_build(&mach, nkinds, models, nkinds > 1 ? namep : NULL, kind_of, nodes->tpn,
-                                   nodes->nnodes, NULL, 0, &e);
+                                   nodes->nnodes, NULL, 0);
     for (int k = 0; k < nkinds; k++)
         if (models[k]) pt_topo_free(&t[k]);
     free(kind_of);
-    if (rc < 0) return pt_errprintf(err, "--mode auto: node model %s: %s", source, e.text);
+    if (rc < 0) return pt_fail(PT_EINVAL, "--mode auto: node model %s: %s", source, pt_errmsg());
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
     lim.flag_prefix = "--"; /* the planner's messages name our flags */
-    pt_planner *pl = pt_planner_new(&mach.cluster, &lim, &e);
-    if (!pl || pt_planner_set_request(pl, r, &e) < 0 || pt_planner_run(pl, &e) < 0) {
+    pt_planner *pl = pt_planner_new(&mach.cluster, &lim);
+    if (!pl || pt_planner_set_request(pl, r) < 0 || pt_planner_run(pl) < 0) {
         pt_planner_free(pl);
         pt_plan_machine_free(&mach);
-        return pt_errprintf(err, "--mode auto: %s", e.text);
+        return pt_fail(PT_EINVAL, "--mode auto: %s", pt_errmsg());
     }
     *p = *pt_planner_plan(pl);
     A->res = *pt_planner_result(pl);
@@ -184,7 +180,7 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
  * given, pinned; the PTRAIN_* variables for what no flag gives (unless
  * re-planning over a plugin plan: its variables are its choice, not the
  * user's pins); the model and batch this run trains. */
-static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_env, pt_plan_request *r, pt_error *err)
+static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_env, pt_plan_request *r)
 {
     pt_plan_request_init(r, PT_MODE_AUTO);
     r->pinned |= PT_PIN_MODE;
@@ -208,7 +204,7 @@ static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_en
     PIN(o->precision >= 0, precision, o->precision, PT_PIN_PRECISION);
 #undef PIN
     if (o->pp_split) {
-        if (pt_plan_split_parse("--pp-split", o->pp_split, q, err) < 0) return -1;
+        if (pt_plan_split_parse("--pp-split", o->pp_split, q) < 0) return -1;
         r->pinned |= PT_PIN_SPLIT;
     }
     if (o->rank_order) memcpy(q->rank_order, o->rank_order, sizeof q->rank_order), r->pinned |= PT_PIN_RANK_ORDER;
@@ -217,10 +213,10 @@ static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_en
      * PTRAIN_BATCH when no flag gave them) */
     snprintf(r->model_name, sizeof r->model_name, "%.63s", o->model);
     r->model = (pt_model_shape){cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab};
-    if (o->batch > INT_MAX) return pt_errprintf(err, "--batch %ld is too large (valid: at most %d)", o->batch, INT_MAX);
+    if (o->batch > INT_MAX) return pt_fail(PT_EINVAL, "--batch %ld is too large (valid: at most %d)", o->batch, INT_MAX);
     r->global_batch = (int)o->batch;
     r->pinned |= PT_PIN_MODEL | PT_PIN_BATCH;
-    if (from_env && pt_plan_request_env(r, NULL, pt_plan_getenv, NULL, err) < 0) return -1;
+    if (from_env && pt_plan_request_env(r, NULL, pt_plan_getenv, NULL) < 0) return -1;
     return 0;
 }
 
@@ -234,7 +230,7 @@ static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_en
  * choice, not the user's pins).  A plugin plan never says auto (it exports
  * the mode it chose), so PTRAIN_MODE=auto is always the user's request. */
 static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, const run_nodes *nodes, pt_plan *p,
-                        const char **source, run_auto *A, pt_error *err)
+                        const char **source, run_auto *A)
 {
     /* the request: sizes 0 and zero -1 = not given, rank order "" = not given */
     pt_plan_default(p);
@@ -244,25 +240,25 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     p->rank_order[0] = '\0';
     p->tp_order[0] = '\0';
     pt_mode flag_mode = PT_MODE_OFF;
-    if (o->mode && pt_mode_parse(o->mode, &flag_mode, err)) return pt_errprintf(err, "--mode: %s", err->text);
+    if (o->mode && pt_mode_parse(o->mode, &flag_mode)) return pt_fail(PT_EINVAL, "--mode: %s", pt_errmsg());
     const char *plugin_plan = getenv("PTRAIN_PLAN");
     int replan = o->mode && flag_mode == PT_MODE_AUTO && plugin_plan;
     const char *env_mode = getenv("PTRAIN_MODE");
     pt_mode em = PT_MODE_OFF;
-    const int env_auto = !replan && !o->mode && env_mode && pt_mode_parse(env_mode, &em, NULL) == 0 && em == PT_MODE_AUTO;
+    const int env_auto = !replan && !o->mode && env_mode && pt_mode_parse(env_mode, &em) == 0 && em == PT_MODE_AUTO;
     if ((o->mode && flag_mode == PT_MODE_AUTO) || env_auto) {
         pt_plan_request r;
-        if (auto_request(o, cfg, !replan, &r, err) < 0) return -1;
-        if (plan_auto(o, nodes, &r, p, A, err) < 0) return -1;
+        if (auto_request(o, cfg, !replan, &r) < 0) return -1;
+        if (plan_auto(o, nodes, &r, p, A) < 0) return -1;
         /* what the planner does not choose: dp follows (an order the user
          * gave was the search's pin, so the plan was priced with it) */
         if (o->dp && p->dp != o->dp)
-            return pt_errprintf(err, "--mode auto planned dp=%d (%s), not --dp %ld: pin --tp, --pp and --sp instead of --dp",
+            return pt_fail(PT_EINVAL, "--mode auto planned dp=%d (%s), not --dp %ld: pin --tp, --pp and --sp instead of --dp",
                       p->dp, A->machine, o->dp);
         *source = replan ? "auto, re-planned over the plugin's plan" : "auto";
-        return pt_plan_validate(p, world, err) ? -1 : 0;
+        return pt_plan_validate(p, world) ? -1 : 0;
     }
-    int from_env = pt_plan_from_env(p, err);
+    int from_env = pt_plan_from_env(p);
     if (from_env < 0) return -1;
     *source = from_env ? (getenv("SLURM_JOB_ID") ? "slurm" : "env") : "flags";
     if (o->mode) p->mode = flag_mode;
@@ -277,7 +273,7 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
     if (o->zero >= 0) p->zero = o->zero;
     if (o->recompute >= 0) p->recompute = o->recompute;
     if (o->precision >= 0) p->precision = o->precision;
-    if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p, err) < 0) return -1;
+    if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p) < 0) return -1;
     if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
     if (o->tp_order) memcpy(p->tp_order, o->tp_order, sizeof p->tp_order);
     /* not planned here: the sizes not given are the defaults */
@@ -301,41 +297,40 @@ static int resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, 
             char valid[256];
             if (p->pp < 1 || world % p->pp) { /* the pipeline alone does not fit: say so, not tp */
                 divisors(world, valid, sizeof valid);
-                return pt_errprintf(err, "--mode %s with %d ranks: pp=%d does not divide the world (valid pp here: "
-                                    "%s)", pt_mode_name(p->mode), world, p->pp, valid);
+                return pt_fail(PT_EINVAL, "--mode %s with %d ranks: pp=%d does not divide the world (valid pp here: "
+                               "%s)", pt_mode_name(p->mode), world, p->pp, valid);
             }
             if (p->sp > 1) {
                 int n = world % ((long long)p->tp * p->pp) ? world : world / (p->tp * p->pp);
                 pt_plan_list_tp(PT_MODE_1D, 1, n, world, valid, sizeof valid);
-                return pt_errprintf(err, "--mode %s with %d ranks: sp=%d does not divide the world (with tp=%d, "
+                return pt_fail(PT_EINVAL, "--mode %s with %d ranks: sp=%d does not divide the world (with tp=%d, "
                           "pp=%d; valid sp here: %s)", pt_mode_name(p->mode), world, p->sp, p->tp,
                           p->pp, valid);
             }
             int n = world % p->pp ? world : world / p->pp;
             int k = pt_plan_list_tp(p->mode, p->mode == PT_MODE_2P5D ? p->tp_depth : 1, n, world,
                                     valid, sizeof valid);
-            return pt_errprintf(err, "--mode %s with %d ranks: tp=%d does not divide the world (with pp=%d, "
+            return pt_fail(PT_EINVAL, "--mode %s with %d ranks: tp=%d does not divide the world (with pp=%d, "
                       "sp=%d; valid tp%s here: %s)", pt_mode_name(p->mode), world, p->tp, p->pp,
                       p->sp, p->mode == PT_MODE_2P5D ? " for this tp_depth" : "",
                       k ? valid : "none");
         }
         p->dp = (int)(world / inner);
     }
-    return pt_plan_validate(p, world, err) ? -1 : 0;
+    return pt_plan_validate(p, world) ? -1 : 0;
 }
 
 /* In-memory random shard for tests and benchmarks (--data synthetic[:SEED]). */
-static uint16_t *synthetic_shard(pt_shard *s, const char *spec, int vocab, long ntok, pt_error *err)
+static uint16_t *synthetic_shard(pt_shard *s, const char *spec, int vocab, long ntok)
 {
     long seed = 1;
     const char *colon = strchr(spec, ':');
     if (colon && pt_parse_int("--data synthetic:SEED", colon + 1, 0, 0x7fffffffL, &seed)) {
-        pt_errprintf(err, "%s", pt_errmsg());
         return NULL;
     }
     uint16_t *t = malloc(sizeof(uint16_t) * (size_t)ntok);
     if (!t) {
-        pt_errprintf(err, "synthetic data: out of memory");
+        pt_fail(PT_ENOMEM, "synthetic data: out of memory");
         return NULL;
     }
     pt_rng r;
@@ -473,19 +468,18 @@ static double rlimit_room(void)
 
 static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 
-/* The plan's arena peak per rank (bytes), 0 with err set when the cost
+/* The plan's arena peak per rank (bytes), 0 with pt_errmsg() set when the cost
  * model refuses the plan (left to the runtime's own checks). */
 static double plan_peak(const run_setup *s, const pt_plan *p, long batch)
 {
     const pt_gpt_config *c = &s->cfg;
     pt_model_shape m = {c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab};
     pt_cost cost;
-    pt_error e;
-    if (batch > INT_MAX || pt_cost_eval(&m, (int)batch, p, NULL, NULL, &cost, &e) < 0) return 0;
+    if (batch > INT_MAX || pt_cost_eval(&m, (int)batch, p, NULL, NULL, &cost) < 0) return 0;
     return cost.mem_peak;
 }
 
-static int check_memory(run_setup *s, int world, const run_nodes *nodes, pt_error *err)
+static int check_memory(run_setup *s, int world, const run_nodes *nodes)
 {
     (void)world;
     const pt_plan *p = &s->plan;
@@ -554,13 +548,13 @@ static int check_memory(run_setup *s, int world, const run_nodes *nodes, pt_erro
             break;
         }
     }
-    return pt_errprintf(err, "the plan needs %.2f GiB per rank (parameters, gradients, AdamW state and activations "
-                        "of --model %s L=%d C=%d T=%d, --batch %ld, dp=%d tp=%d pp=%d), but this rank may use "
-                        "%.2f GiB (%s); %s%s", gib(s->mem_need), o->model, s->cfg.n_layer, s->cfg.n_embd,
-                        s->cfg.seq_len, o->batch, p->dp, p->tp, p->pp, gib(avail), whence,
-                        n ? "would fit: " : "no single change of --zero, --recompute, --microbatches or --batch fits: "
-                            "use more ranks (tp, pp) or a smaller model",
-                        fits);
+    return pt_fail(PT_EINVAL, "the plan needs %.2f GiB per rank (parameters, gradients, AdamW state and activations "
+                   "of --model %s L=%d C=%d T=%d, --batch %ld, dp=%d tp=%d pp=%d), but this rank may use "
+                   "%.2f GiB (%s); %s%s", gib(s->mem_need), o->model, s->cfg.n_layer, s->cfg.n_embd,
+                   s->cfg.seq_len, o->batch, p->dp, p->tp, p->pp, gib(avail), whence,
+                   n ? "would fit: " : "no single change of --zero, --recompute, --microbatches or --batch fits: "
+                       "use more ranks (tp, pp) or a smaller model",
+                   fits);
 }
 
 /* Divisors of n in [1, cap] as "1, 2, 4" into buf. */
@@ -572,16 +566,15 @@ static void divisors_text(int n, int cap, char *buf, size_t len)
         if (n % d == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", d);
 }
 
-int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s, pt_error *err)
+int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s)
 {
     memset(s, 0, sizeof *s);
     run_opts *o = &s->o;
-    if (run_parse_args(argc, argv, o, err) < 0) return -1;
+    if (run_parse_args(argc, argv, o) < 0) return -1;
     pt_gpt_config *cfg = &s->cfg;
     {   /* a preset name or L,H,C,T,V (the names of lib/plan/cost.h, shared with the plugin) */
         pt_model_shape ms;
-        pt_error e;
-        if (pt_model_shape_parse(o->model_what, o->model, &ms, &e) < 0) return pt_errprintf(err, "%s", e.text);
+        if (pt_model_shape_parse(o->model_what, o->model, &ms) < 0) return PT_EINVAL;
         *cfg = (pt_gpt_config){ms.n_layer, ms.n_head, ms.n_embd, ms.seq_len, ms.vocab};
     }
     if (o->layers) cfg->n_layer = o->layers;
@@ -592,19 +585,18 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     if (cfg->n_head < 1 || cfg->n_embd % cfg->n_head) {
         char valid[256];
         divisors_text(cfg->n_embd, 4096, valid, sizeof valid);
-        return pt_errprintf(err, "--heads %d does not divide the embedding width %d (valid --heads for --embd %d: %s)",
+        return pt_fail(PT_EINVAL, "--heads %d does not divide the embedding width %d (valid --heads for --embd %d: %s)",
                   cfg->n_head, cfg->n_embd, cfg->n_embd, valid);
     }
 
     pt_plan *plan = &s->plan;
-    if (resolve_plan(o, cfg, world, nodes, plan, &s->source, &s->aut, err) < 0) return -1;
+    if (resolve_plan(o, cfg, world, nodes, plan, &s->source, &s->aut) < 0) return -1;
     {   /* the model and batch the plugin's plan was made for (PTRAIN_MODEL,
          * PTRAIN_BATCH beside its PTRAIN_PLAN), for the start-up agreement */
         const char *pp = getenv("PTRAIN_PLAN"), *em = getenv("PTRAIN_MODEL"), *eb = getenv("PTRAIN_BATCH");
-        pt_error e;
         char *end = NULL;
         if (pp && !s->aut.on && em && *em && eb && *eb &&
-            pt_model_shape_parse("PTRAIN_MODEL", em, &s->plan_model, &e) == 0) {
+            pt_model_shape_parse("PTRAIN_MODEL", em, &s->plan_model) == 0) {
             s->plan_batch = strtol(eb, &end, 10);
             if (end && !*end && s->plan_batch > 0) {
                 s->planned_for = 1;
@@ -623,16 +615,15 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
         }
         char valid[256];
         pt_plan_list_tp(PT_MODE_1D, 1, g, world, valid, sizeof valid);
-        return pt_errprintf(err, "%s; with %d ranks use --tp one of: %s", pt_errmsg(), world, valid);
+        return pt_fail(PT_EINVAL, "%s; with %d ranks use --tp one of: %s", pt_errmsg(), world, valid);
     }
     if (o->batch % plan->dp)
-        return pt_errprintf(err, "--batch %ld is not a multiple of dp=%d (each data-parallel rank takes batch/dp sequences); try --batch %ld",
+        return pt_fail(PT_EINVAL, "--batch %ld is not a multiple of dp=%d (each data-parallel rank takes batch/dp sequences); try --batch %ld",
                   o->batch, plan->dp, (o->batch / plan->dp + 1) * plan->dp);
     {
         /* stages against the layers, the split's sum, microbatches against batch/dp */
-        pt_error e;
-        if (pt_plan_check_model(plan, cfg->n_layer, (int)(o->batch / plan->dp), &e) < 0)
-            return pt_errprintf(err, "%s (--batch %ld, dp=%d, --layers %d)", e.text, o->batch, plan->dp, cfg->n_layer);
+        if (pt_plan_check_model(plan, cfg->n_layer, (int)(o->batch / plan->dp)) < 0)
+            return pt_fail(PT_EINVAL, "%s (--batch %ld, dp=%d, --layers %d)", pt_errmsg(), o->batch, plan->dp, cfg->n_layer);
     }
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
@@ -641,9 +632,9 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
      * bad or unavailable choice is one start-up line, not an abort at the
      * first matmul */
     if (plan->precision == PT_PREC_BF16 && pt_gemm_bf16_select() != PT_OK)
-        return pt_errprintf(err, "--precision bf16: %s", pt_errmsg());
+        return pt_fail(PT_EINVAL, "--precision bf16: %s", pt_errmsg());
     /* where to train: before the memory check, which is the host's */
-    if (run_resolve_device(o, &s->device, s->device_note, sizeof s->device_note, err) < 0) return -1;
+    if (run_resolve_device(o, &s->device, s->device_note, sizeof s->device_note) < 0) return -1;
     /* the MFU's peak: given, else the rate the planner prices one rank's
      * GEMMs at (the node model: a GPU's data-sheet peak, a CPU's measured
      * or estimated sgemm rate times its cores), so every train record has
@@ -654,10 +645,9 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
         pt_hw hw;
         int island = 0;
         char src[300];
-        pt_error e;
         memset(&hw, 0, sizeof hw);
         /* in the run's precision: a bf16 run against the bf16 GEMM rate */
-        const double rate = run_node_hw(o, nodes, &hw, &island, src, sizeof src, &e) == 0
+        const double rate = run_node_hw(o, nodes, &hw, &island, src, sizeof src) == 0
                                 ? pt_hw_gemm_gflops(&hw, (int)s->plan.precision) : 0;
         if (rate > 0) {
             o->peak_gflops = rate;
@@ -665,9 +655,9 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
                      s->plan.precision == PT_PREC_BF16 && hw.gemm_gflops_bf16 > 0 ? "bf16" : "fp32", src);
         }
     }
-    if (check_memory(s, world, nodes, err) < 0) return -1;
+    if (check_memory(s, world, nodes) < 0) return -1;
     /* energy: the plan and profile files against this plan (bin/run/energy.c) */
-    if (run_energy_setup(s, nodes, err) < 0) return -1;
+    if (run_energy_setup(s, nodes) < 0) return -1;
 
     /* --save-dir (lib/ckpt): usable now rather than at the first save
      * (every rank writes its rank file there: each creates it when absent
@@ -675,20 +665,20 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
      * run (rank 0 holds its lock; the descriptor stays open until exit) */
     if (o->save_dir) {
         static int save_lock = -1;
-        if (pt_ckpt_dir_check(o->save_dir)) return pt_errprintf(err, "--save-dir: %s", pt_errmsg());
+        if (pt_ckpt_dir_check(o->save_dir)) return pt_fail(PT_EINVAL, "--save-dir: %s", pt_errmsg());
         int rc = run_rank == 0 ? pt_ckpt_dir_lock(o->save_dir, getenv("SLURM_JOB_ID"), &save_lock) : PT_OK;
         if (rc == PT_EUNSUPP) fprintf(stderr, "ptrain-run: warning: %s\n", pt_errmsg());
-        else if (rc) return pt_errprintf(err, "--save-dir: %s", pt_errmsg());
+        else if (rc) return pt_fail(PT_EINVAL, "--save-dir: %s", pt_errmsg());
     }
 
     /* data: opened here, so that a rank that cannot read it fails in the
      * start-up agreement and the data's identity is agreed on */
     const int T = cfg->seq_len;
-    if (!o->data) return pt_errprintf(err, "--data is required: a directory made by 'ptrain-data prepare', llm.c shards, nanogpt:DIR or 'synthetic'");
+    if (!o->data) return pt_fail(PT_EINVAL, "--data is required: a directory made by 'ptrain-data prepare', llm.c shards, nanogpt:DIR or 'synthetic'");
     if (strncmp(o->data, "synthetic", 9) == 0 && (o->data[9] == 0 || o->data[9] == ':')) {
-        s->synth_train = synthetic_shard(&s->train, o->data, cfg->vocab, 1 << 20, err);
+        s->synth_train = synthetic_shard(&s->train, o->data, cfg->vocab, 1 << 20);
         if (!s->synth_train) return -1;
-        s->synth_val = synthetic_shard(&s->val, o->data, cfg->vocab, 1 << 16, err);
+        s->synth_val = synthetic_shard(&s->val, o->data, cfg->vocab, 1 << 16);
         if (!s->synth_val) return -1;
         /* generated from (spec, vocab): their hash stands for the checksum */
         uint64_t h = pt_fnv1a64(o->data, strlen(o->data)) ^ (uint64_t)cfg->vocab;
@@ -700,11 +690,11 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
         /* every format of lib/data (shard.h): ptrain-data prepare's set, llm.c
          * shards, nanogpt:DIR (ids checked against the model's vocabulary) */
         int rc = pt_dataset_open(o->data, (uint32_t)(cfg->vocab < 65536 ? cfg->vocab : 65536), &s->train, &s->val);
-        if (rc) return pt_errprintf(err, "data: %s", pt_errmsg());
+        if (rc) return pt_fail(PT_EINVAL, "data: %s", pt_errmsg());
         if (s->train.vocab_size > (uint32_t)cfg->vocab)
-            return pt_errprintf(err, "data vocabulary %u is larger than the model's %d (--vocab)", s->train.vocab_size, cfg->vocab);
+            return pt_fail(PT_EINVAL, "data vocabulary %u is larger than the model's %d (--vocab)", s->train.vocab_size, cfg->vocab);
         if (s->train.ntokens < (uint64_t)T + 2 || s->val.ntokens < (uint64_t)T + 2)
-            return pt_errprintf(err, "data in %s is too short for seq_len %d (train %llu, val %llu tokens)", o->data, T,
+            return pt_fail(PT_EINVAL, "data in %s is too short for seq_len %d (train %llu, val %llu tokens)", o->data, T,
                       (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens);
         s->data_id[0] = s->train.ntokens;
         s->data_id[1] = s->train.checksum;

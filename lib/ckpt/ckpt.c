@@ -857,7 +857,7 @@ static int saved_ctx(json_t *mp, json_t *file, pt_pctx *fc, const pt_layout **lo
 {
     memset(fc, 0, sizeof *fc);
     pt_plan_default(&fc->plan);
-    if (pt_mode_parse(jstr(mp, "mode"), &fc->plan.mode, pt_error_last()))
+    if (pt_mode_parse(jstr(mp, "mode"), &fc->plan.mode))
         return pt_fail(PT_EFORMAT, "manifest plan mode '%s' is not valid", jstr(mp, "mode"));
     fc->plan.dp = (int)jint(mp, "dp");
     fc->plan.tp = (int)jint(mp, "tp");
@@ -866,7 +866,7 @@ static int saved_ctx(json_t *mp, json_t *file, pt_pctx *fc, const pt_layout **lo
     fc->plan.tp_depth = (int)jint(mp, "tp_depth");
     if (fc->plan.tp < 1 || fc->plan.tp_depth < 1)
         return pt_fail(PT_EFORMAT, "manifest plan tp=%d tp_depth=%d is not valid", fc->plan.tp, fc->plan.tp_depth);
-    if (pt_plan_tp_dims(&fc->plan, fc->tp_dims, pt_error_last()))
+    if (pt_plan_tp_dims(&fc->plan, fc->tp_dims))
         return pt_fail(PT_EFORMAT, "manifest plan: %s", pt_errmsg());
     json_t *co = json_object_get(file, "coords");
     fc->tp_rank = (int)jint(co, "tp");

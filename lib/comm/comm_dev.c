@@ -608,12 +608,12 @@ static int agree(pt_comm *c, int rc, const char *what)
     int mrc = MPI_Allreduce(&bad, &first, 1, MPI_INT, MPI_MIN, c->comm);
     if (mrc != MPI_SUCCESS) return pt_comm_mpi_fail(mrc, what, c);
     if (first == INT_MAX) return PT_OK;
-    pt_error why = {""};
-    if (c->rank == first) snprintf(why.text, sizeof why.text, "%s", pt_errmsg());
+    char why[PT_ERROR_LEN] = "";
+    if (c->rank == first) snprintf(why, sizeof why, "%s", pt_errmsg());
     int code = rc != PT_OK ? rc : PT_EUNSUPP;
-    MPI_Bcast(why.text, (int)sizeof why.text, MPI_CHAR, first, c->comm);
+    MPI_Bcast(why, (int)sizeof why, MPI_CHAR, first, c->comm);
     MPI_Bcast(&code, 1, MPI_INT, first, c->comm);
-    return pt_fail(code, "group '%s' (size %d): %s: rank %d: %s", c->name, c->size, what, first, why.text);
+    return pt_fail(code, "group '%s' (size %d): %s: rank %d: %s", c->name, c->size, what, first, why);
 }
 
 int pt_comm_device_enable(pt_comm *c, int mode)

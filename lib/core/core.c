@@ -17,23 +17,34 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The calling thread's last error: the one pt_error type, so pt_fail and
- * pt_errprintf share one formatter (which is safe when an argument is
- * pt_errmsg() itself, as in pt_fail(code, "context: %s", pt_errmsg())). */
-static _Thread_local pt_error last_error;
+/* The calling thread's last error message (core.h: the error convention). */
+static _Thread_local char last_error[PT_ERROR_LEN];
 
 int pt_fail(int code, const char *fmt, ...)
 {
+    /* Arguments may alias last_error (pt_fail(code, "context: %s",
+     * pt_errmsg())), and vsnprintf with overlapping source and destination
+     * is undefined behaviour: format into a temporary. */
+    char tmp[PT_ERROR_LEN];
     va_list ap;
     va_start(ap, fmt);
-    pt_verrprintf(&last_error, fmt, ap);
+    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    if (n < 0) snprintf(tmp, sizeof tmp, "(unformattable error message)");
+    /* one line: a message must never break the caller's log format */
+    for (char *c = tmp; *c; c++)
+        if (*c == '\n' || *c == '\r') *c = ' ';
+    memcpy(last_error, tmp, sizeof tmp);
     return code;
 }
 
-const char *pt_errmsg(void) { return last_error.text; }
+const char *pt_errmsg(void) { return last_error; }
 
-pt_error *pt_error_last(void) { return &last_error; }
+void pt_error_save(pt_errsave *s) { memcpy(s->text, last_error, sizeof s->text); }
+
+void pt_error_restore(const pt_errsave *s) { memcpy(last_error, s->text, sizeof last_error); }
+
+void pt_error_clear(void) { last_error[0] = '\0'; }
 
 const char *pt_strerror(int code)
 {

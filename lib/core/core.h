@@ -28,17 +28,39 @@ enum {
     PT_EUNSUPP = -6,  /* valid request that this build/version cannot do */
 };
 
-/* Record a one-line error message (printf format) for the calling thread and
- * return `code` so callers can write `return pt_fail(PT_EINVAL, "...")`. */
+/* ---- the error convention ----------------------------------------------
+ * ptrain has ONE error convention, in every layer (lib/, topo/, spank/,
+ * bin/): a function that can fail returns an int, PT_OK (0) or a negative
+ * PT_E* code above (a function returning a pointer returns NULL), and
+ * records one line of text for the calling thread naming the bad value and
+ * what would be valid, through `return pt_fail(PT_EINVAL, "...")`.  The
+ * caller reads that line with pt_errmsg(), as it would read errno or
+ * dlerror(): a per-thread "last error", valid until the next pt_fail on
+ * that thread, so read it (or add a context to it with
+ * `pt_fail(rc, "file %s: %s", path, pt_errmsg())`) before calling anything
+ * else that may fail.  No error buffers are passed between functions.  A
+ * quiet check that must not disturb a message the caller still needs
+ * brackets itself with pt_error_save()/pt_error_restore(). */
+
+/* Record a one-line error message (printf format; '\n' and '\r' become
+ * spaces; cut to PT_ERROR_LEN - 1 bytes) for the calling thread and return
+ * `code` so callers can write `return pt_fail(PT_EINVAL, "...")`.  An
+ * argument may be pt_errmsg() itself: the message is formatted into a
+ * temporary first. */
 int pt_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* The last message recorded by pt_fail() on this thread ("" if none).  It
- * may be passed back into pt_fail() as an argument (formatting goes
- * through a temporary). */
+/* The last message recorded by pt_fail() on this thread ("" if none). */
 const char *pt_errmsg(void);
-/* The calling thread's error buffer itself, for libc-only modules that take
- * a pt_error * (lib/plan, topo/): `pt_plan_validate(p, n, pt_error_last())`
- * leaves its message where pt_errmsg() finds it. */
-pt_error *pt_error_last(void);
+/* A copy of the calling thread's message, for a quiet check that may fail
+ * without the caller wanting its message: pt_error_save(&s); ...;
+ * pt_error_restore(&s) puts the earlier message back. */
+typedef struct pt_errsave {
+    char text[PT_ERROR_LEN];
+} pt_errsave;
+void pt_error_save(pt_errsave *s);
+void pt_error_restore(const pt_errsave *s);
+/* Empty the calling thread's message (as `errno = 0` before a call whose
+ * success must leave nothing behind to be read). */
+void pt_error_clear(void);
 /* Short name of a status code ("invalid argument", ...). */
 const char *pt_strerror(int code);
 

@@ -132,8 +132,7 @@ static int meta_load(json_t *root, pt_energy_meta *m, const char *what, const ch
 {
     memset(m, 0, sizeof *m);
     const char *s = json_string_value(json_object_get(root, "schedule"));
-    pt_error e;
-    if (!s || pt_schedule_parse("\"schedule\"", s, &m->schedule, &e) < 0)
+    if (!s || pt_schedule_parse("\"schedule\"", s, &m->schedule) < 0)
         return pt_fail(PT_EFORMAT, "%s %s: \"schedule\" is not one of gpipe, 1f1b, interleaved", what, path);
     if (get_int(root, "pp", 1, PT_PP_SPLIT_MAX, &m->pp, what, path) ||
         get_int(root, "virtual_stages", 1, PT_PP_SPLIT_MAX, &m->v, what, path) ||

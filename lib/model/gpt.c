@@ -126,7 +126,7 @@ int pt_gpt_check_plan(const pt_gpt_config *cfg, const pt_plan *p, int B, int T)
     pt_pctx c;
     memset(&c, 0, sizeof c);
     c.plan = *p;
-    if (pt_plan_tp_dims(p, c.tp_dims, pt_error_last())) return PT_EINVAL;
+    if (pt_plan_tp_dims(p, c.tp_dims)) return PT_EINVAL;
     pt_geom g;
     return lo->geometry(&c, B, T / p->sp, cfg->n_embd, cfg->n_head, cfg->vocab, &g);
 }

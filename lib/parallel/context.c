@@ -59,7 +59,7 @@ int pt_pctx_init(pt_pctx *c, MPI_Comm comm, const pt_plan *p, int grid_rank)
     int size, mpirank, bad = -1;
     MPI_Comm_size(comm, &size);
     MPI_Comm_rank(comm, &mpirank);
-    if (pt_plan_validate(p, size, pt_error_last()) != 0) return PT_EINVAL;
+    if (pt_plan_validate(p, size) != 0) return PT_EINVAL;
     int g = grid_rank < 0 ? mpirank : grid_rank;
     int perm = is_permutation(comm, g, &bad);
     if (perm < 0) return perm;
@@ -73,7 +73,7 @@ int pt_pctx_init(pt_pctx *c, MPI_Comm comm, const pt_plan *p, int grid_rank)
     c->world_size = size;
     if (pt_plan_coords(p, g, &c->dp_rank, &c->pp_rank, &c->tp_rank, &c->sp_rank) != 0)
         return pt_fail(PT_EINVAL, "rank %d is outside the %dx%dx%dx%d grid", g, p->dp, p->pp, p->tp, p->sp);
-    if (pt_plan_tp_dims(p, c->tp_dims, pt_error_last()) != 0) return PT_EINVAL;
+    if (pt_plan_tp_dims(p, c->tp_dims) != 0) return PT_EINVAL;
     c->tp_coord[0] = c->tp_rank / (c->tp_dims[1] * c->tp_dims[2]);
     c->tp_coord[1] = c->tp_rank / c->tp_dims[2] % c->tp_dims[1];
     c->tp_coord[2] = c->tp_rank % c->tp_dims[2];

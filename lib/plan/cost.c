@@ -57,7 +57,7 @@ static int parse_pos(const char *s, const char **end, int *out)
     return 0;
 }
 
-int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m, pt_error *err)
+int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m)
 {
     pt_model_shape r;
     if (!what) what = "model";
@@ -75,8 +75,8 @@ int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m, pt_
     if (ok && *c != '\0') ok = 0;
     if (ok && (v[2] % v[1] != 0 || v[4] < 2)) ok = 0;
     if (!ok)
-        return pt_errprintf(err, "invalid %s '%s' (valid: a preset %s or L,H,C,T,V)", what, s ? s : "(null)",
-                            pt_model_preset_names());
+        return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: a preset %s or L,H,C,T,V)", what, s ? s : "(null)",
+                       pt_model_preset_names());
     r.n_layer = v[0], r.n_head = v[1], r.n_embd = v[2], r.seq_len = v[3], r.vocab = v[4];
     if (m) *m = r;
     return 0;
@@ -114,35 +114,35 @@ static int layout_kind(int mode)
 
 /* The layout's local sizes for a dp-group (micro)batch of B sequences, or
  * -1 with the layout's own one-line reasons (heads, width, batch). */
-static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, geo *g, pt_error *err)
+static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, geo *g)
 {
     memset(g, 0, sizeof *g);
-    if (pt_plan_tp_dims(p, g->dims, err) < 0) return -1;
+    if (pt_plan_tp_dims(p, g->dims) < 0) return -1;
     const long long C = m->n_embd, NH = m->n_head, V = m->vocab;
     g->mode = layout_kind(p->mode);
     g->Tl = m->seq_len / p->sp;
     if (g->mode == PT_MODE_1D) {
         const int tp = p->tp;
         g->q = tp;
-        if (NH % tp) return pt_errprintf(err, "tp=%d does not divide n_head=%lld (valid tp for this model: divisors of %lld)", tp, NH, NH);
+        if (NH % tp) return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%lld (valid tp for this model: divisors of %lld)", tp, NH, NH);
         g->Bl = B, g->Cr = C, g->NHl = NH / tp, g->Cl = C / tp, g->Fl = 4 * C / tp;
         g->Vp = (V + tp - 1) / tp * tp, g->Vl = g->Vp / tp;
     } else if (g->mode == PT_MODE_2D) {
         const int q = g->dims[1], d = g->dims[0];
         g->q = q;
         const char *mode = pt_mode_name(p->mode);
-        if (NH % q) return pt_errprintf(err, "mode %s with q=%d (tp=%d) needs n_head=%lld divisible by q (valid q: divisors of %lld)", mode, q, p->tp, NH, NH);
+        if (NH % q) return pt_fail(PT_EINVAL, "mode %s with q=%d (tp=%d) needs n_head=%lld divisible by q (valid q: divisors of %lld)", mode, q, p->tp, NH, NH);
         if (B % (d * q))
-            return pt_errprintf(err, "mode %s splits the batch %d ways (depth %d x q %d): %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", mode, d * q, d, q, B, d * q);
+            return pt_fail(PT_EINVAL, "mode %s splits the batch %d ways (depth %d x q %d): %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", mode, d * q, d, q, B, d * q);
         g->Bl = B / (d * q), g->Cr = C / q, g->NHl = NH / q, g->Cl = C / q, g->Fl = 4 * C / q;
         g->Vp = (V + q - 1) / q * q, g->Vl = g->Vp / q;
     } else {
         const int l = g->dims[0];
         g->q = l;
         if (NH % l || C % ((long long)l * l))
-            return pt_errprintf(err, "mode 3d with l=%d (tp=%d) needs n_head=%lld divisible by l and n_embd=%lld by l*l=%d", l, p->tp, NH, C, l * l);
+            return pt_fail(PT_EINVAL, "mode 3d with l=%d (tp=%d) needs n_head=%lld divisible by l and n_embd=%lld by l*l=%d", l, p->tp, NH, C, l * l);
         if (B % ((long long)l * l))
-            return pt_errprintf(err, "mode 3d splits the batch l*l=%d ways: %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", l * l, B, l * l);
+            return pt_fail(PT_EINVAL, "mode 3d splits the batch l*l=%d ways: %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", l * l, B, l * l);
         g->Bl = B / ((long long)l * l), g->Cr = C / l, g->NHl = NH / l, g->Cl = C / l, g->Fl = 4 * C / l;
         g->Vp = (V + (long long)l * l - 1) / ((long long)l * l) * ((long long)l * l), g->Vl = g->Vp / l;
     }
@@ -686,18 +686,21 @@ static double block_act(const geo *g, int r, int ea)
 double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r)
 {
     geo g;
-    if (!m || !p || b < 1 || p->sp < 1 || geometry(m, p, b, &g, NULL) < 0) return 0;
-    return block_act(&g, r, act_bytes(p));
+    pt_errsave keep; /* a query: a refused geometry is 0 bytes, not a message */
+    pt_error_save(&keep);
+    int bad = !m || !p || b < 1 || p->sp < 1 || geometry(m, p, b, &g) < 0;
+    pt_error_restore(&keep);
+    return bad ? 0 : block_act(&g, r, act_bytes(p));
 }
 
-static int check_shape(const pt_model_shape *m, pt_error *err)
+static int check_shape(const pt_model_shape *m)
 {
-    if (!m) return pt_errprintf(err, "no model shape given");
+    if (!m) return pt_fail(PT_EINVAL, "no model shape given");
     if (m->n_layer < 1 || m->n_head < 1 || m->n_embd < 1 || m->seq_len < 1 || m->vocab < 2)
-        return pt_errprintf(err, "model L=%d H=%d C=%d T=%d V=%d: every size must be >= 1 (V >= 2)", m->n_layer,
-                            m->n_head, m->n_embd, m->seq_len, m->vocab);
+        return pt_fail(PT_EINVAL, "model L=%d H=%d C=%d T=%d V=%d: every size must be >= 1 (V >= 2)", m->n_layer,
+                       m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (m->n_embd % m->n_head)
-        return pt_errprintf(err, "model n_embd=%d is not a multiple of n_head=%d", m->n_embd, m->n_head);
+        return pt_fail(PT_EINVAL, "model n_embd=%d is not a multiple of n_head=%d", m->n_embd, m->n_head);
     return 0;
 }
 
@@ -750,24 +753,24 @@ typedef struct frame {
     int l0[PT_PP_SPLIT_MAX], l1[PT_PP_SPLIT_MAX]; /* virtual stage s holds blocks [l0, l1) */
 } frame;
 
-static int frame_of(const pt_model_shape *m, int global_batch, const pt_plan *p, frame *f, pt_error *err)
+static int frame_of(const pt_model_shape *m, int global_batch, const pt_plan *p, frame *f)
 {
     memset(f, 0, sizeof *f);
-    if (check_shape(m, err) < 0) return -1;
-    if (!p) return pt_errprintf(err, "no plan given");
-    if (pt_plan_validate(p, 0, err) < 0) return -1;
+    if (check_shape(m) < 0) return -1;
+    if (!p) return pt_fail(PT_EINVAL, "no plan given");
+    if (pt_plan_validate(p, 0) < 0) return -1;
     if (global_batch < 1 || global_batch % p->dp) {
-        return pt_errprintf(err, "global batch %d does not split over dp=%d (valid: a multiple of %d)", global_batch,
-                            p->dp, p->dp);
+        return pt_fail(PT_EINVAL, "global batch %d does not split over dp=%d (valid: a multiple of %d)", global_batch,
+                       p->dp, p->dp);
     }
     f->B = global_batch / p->dp, f->mb = p->microbatches;
     f->v = p->schedule == PT_SCHED_INTERLEAVED ? p->virtual_stages : 1, f->pp = p->pp, f->S = f->pp * f->v;
-    if (pt_plan_check_model(p, m->n_layer, f->B, err) < 0) return -1;
+    if (pt_plan_check_model(p, m->n_layer, f->B) < 0) return -1;
     if (m->seq_len % p->sp)
-        return pt_errprintf(err, "sequence length T=%d is not a multiple of sp=%d (valid sp: divisors of %d)",
-                            m->seq_len, p->sp, m->seq_len);
+        return pt_fail(PT_EINVAL, "sequence length T=%d is not a multiple of sp=%d (valid sp: divisors of %d)",
+                       m->seq_len, p->sp, m->seq_len);
     f->micro = f->B / f->mb;
-    if (geometry(m, p, f->micro, &f->g, err) < 0) return -1;
+    if (geometry(m, p, f->micro, &f->g) < 0) return -1;
     f->N = f->g.Bl * f->g.Tl;
     /* stage split (schedule.c's pt_pp_split_layers) */
     const int L = m->n_layer, S = f->S;
@@ -805,7 +808,7 @@ static piece_flops flops_of(const pt_model_shape *m, const pt_plan *p, int micro
 }
 
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                 const int link[PT_GRP_N], pt_cost *out, pt_error *err)
+                 const int link[PT_GRP_N], pt_cost *out)
 {
     pt_cost_where w;
     memset(&w, 0, sizeof w);
@@ -813,22 +816,22 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
         const int l = link ? link[pt_cost_sub_group(s)] : PT_NET_NODE;
         w.sub_link[s] = l >= 0 && l < PT_NET_N ? l : PT_NET_INTER;
     }
-    return pt_cost_eval_at(m, global_batch, p, hw, &w, out, err);
+    return pt_cost_eval_at(m, global_batch, p, hw, &w, out);
 }
 
 int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                    const pt_cost_where *w, pt_cost *out, pt_error *err)
+                    const pt_cost_where *w, pt_cost *out)
 {
     if (out) memset(out, 0, sizeof *out);
     frame fr;
-    if (frame_of(m, global_batch, p, &fr, err) < 0) return -1;
+    if (frame_of(m, global_batch, p, &fr) < 0) return -1;
     const int mb = fr.mb, v = fr.v, pp = fr.pp, S = fr.S, micro = fr.micro;
     const geo g = fr.g;
     const int L = m->n_layer;
     const long long N = fr.N;
     const int *l0 = fr.l0, *l1 = fr.l1;
     char *has = malloc((size_t)L);
-    if (!has) return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+    if (!has) return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", L);
 
     pt_cost_where node_w;
     if (!w) { /* every communicator on the node's links */
@@ -844,7 +847,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     } *x = calloc(1, sizeof *x);
     if (!x) {
         free(has);
-        return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+        return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", L);
     }
     traffic *blk_tp = &x->blk_tp, *blk_tp_re = &x->blk_tp_re, *emb = &x->emb, *head = &x->head,
             *att_sp = &x->att_sp, *rt = &x->rank;
@@ -899,7 +902,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
             if (stage_params(m, p, &g, first, last, has, mb, stp) < 0) {
                 free(has);
                 free(x);
-                return pt_errprintf(err, "out of memory evaluating a plan of %d layers", L);
+                return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", L);
             }
             if (!first && !last) *st_mid = *stp, mid_nblk = nblk;
         }
@@ -1084,11 +1087,11 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
 }
 
 int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                   const pt_cost_where *w, pt_cost_stage *st, double *p2p_bytes, double *p2p_s, pt_error *err)
+                   const pt_cost_where *w, pt_cost_stage *st, double *p2p_bytes, double *p2p_s)
 {
     frame fr;
-    if (frame_of(m, global_batch, p, &fr, err) < 0) return -1;
-    if (!st) return pt_errprintf(err, "no stage array given");
+    if (frame_of(m, global_batch, p, &fr) < 0) return -1;
+    if (!st) return pt_fail(PT_EINVAL, "no stage array given");
     const geo *g = &fr.g;
     const int pp = fr.pp, S = fr.S, ea = act_bytes(p);
     const long long N = fr.N;
@@ -1103,7 +1106,7 @@ int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, 
     struct scratch {
         traffic blk[2], emb[2], head[2], att_sp[2], t;
     } *x = calloc(1, sizeof *x);
-    if (!x) return pt_errprintf(err, "out of memory evaluating a plan of %d layers", m->n_layer);
+    if (!x) return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", m->n_layer);
     block_tp_fwd(&x->blk[0], g, m, N, ea);
     block_tp_bwd(&x->blk[1], g, m, N, ea);
     if (p->recompute == PT_RECOMPUTE_BLOCK) block_tp_fwd(&x->blk[1], g, m, N, ea);

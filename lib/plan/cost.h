@@ -109,7 +109,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "core/error.h"
+#include "core/core.h"
 #include "plan/plan.h"
 
 /* The model shape a plan is made for: the same fields and presets as
@@ -123,7 +123,7 @@ typedef struct pt_model_shape {
 /* "test", "tiny", "small", "gpt2-124M", or "L,H,C,T,V" (five positive
  * integers, C % H == 0).  0, or -1 with "invalid <what> '<s>' (valid: a
  * preset test, tiny, small, gpt2-124M or L,H,C,T,V)". */
-int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m, pt_error *err);
+int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m);
 /* "test, tiny, small, gpt2-124M" */
 const char *pt_model_preset_names(void);
 /* The preset called name into *m (m may be NULL): 0, or -1 (no message)
@@ -338,7 +338,7 @@ typedef struct pt_cost_where {
  * microbatch; 3d: l | heads, l*l | C, l*l | the microbatch).  Cost:
  * O(pp (L + m v)) time, no allocation that outlives the call. */
 int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                 const int link[PT_GRP_N], pt_cost *out, pt_error *err);
+                 const int link[PT_GRP_N], pt_cost *out);
 
 /* pt_cost_eval with each communicator priced on its own link (w; NULL:
  * PT_NET_NODE for every communicator), per-kind alpha-beta, per-neighbour
@@ -348,7 +348,7 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
  * w->stage_hw.  pt_cost_eval(link) is pt_cost_eval_at with every
  * communicator of group g on link[g]. */
 int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                    const pt_cost_where *w, pt_cost *out, pt_error *err);
+                    const pt_cost_where *w, pt_cost *out);
 
 /* Vocabulary columns per block of the fused classifier: lib/backend/ops.h's
  * PT_CLASSIFIER_VBLOCK (this header is libc-only; lib/model/gpt.c asserts
@@ -394,6 +394,6 @@ typedef struct pt_cost_stage {
  * Returns 0, or -1 with pt_cost_eval_at's one line (PT_ENOMEM: "out of
  * memory"). */
 int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
-                   const pt_cost_where *w, pt_cost_stage *st, double *p2p_bytes, double *p2p_s, pt_error *err);
+                   const pt_cost_where *w, pt_cost_stage *st, double *p2p_bytes, double *p2p_s);
 
 #endif

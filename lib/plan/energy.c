@@ -20,11 +20,11 @@ void pt_energy_dag_free(pt_energy_dag *d)
     memset(d, 0, sizeof *d);
 }
 
-int pt_energy_dag_build(int kind, int pp, int m, int v, double p2p_s, pt_energy_dag *d, pt_error *err)
+int pt_energy_dag_build(int kind, int pp, int m, int v, double p2p_s, pt_energy_dag *d)
 {
     memset(d, 0, sizeof *d);
-    if (pt_pp_schedule_check(kind, pp, m, v) != PT_OK) return pt_errprintf(err, "%s", pt_errmsg());
-    if (!(p2p_s >= 0) || !isfinite(p2p_s)) return pt_errprintf(err, "p2p delay %g s: use a time >= 0", p2p_s);
+    if (pt_pp_schedule_check(kind, pp, m, v) != PT_OK) return PT_EINVAL;
+    if (!(p2p_s >= 0) || !isfinite(p2p_s)) return pt_fail(PT_EINVAL, "p2p delay %g s: use a time >= 0", p2p_s);
     const int S = pp * v;
     d->pp = pp;
     d->m = m;
@@ -39,7 +39,7 @@ int pt_energy_dag_build(int kind, int pp, int m, int v, double p2p_s, pt_energy_
     d->e = calloc(cap, sizeof *d->e);
     if (!d->in || !d->e) {
         pt_energy_dag_free(d);
-        return pt_errprintf(err, "out of memory for the iteration DAG of %d instructions", 2 * m * S);
+        return pt_fail(PT_ENOMEM, "out of memory for the iteration DAG of %d instructions", 2 * m * S);
     }
 #define IDX(stage, mb, bwd) ((((bwd) * S) + (stage)) * m + (mb))
     for (int b = 0; b < 2; b++)
@@ -58,7 +58,7 @@ int pt_energy_dag_build(int kind, int pp, int m, int v, double p2p_s, pt_energy_
         pt_pp_schedule sc;
         if (pt_pp_schedule_build(&sc, kind, pp, r, m, v) != PT_OK) {
             pt_energy_dag_free(d);
-            return pt_errprintf(err, "%s", pt_errmsg());
+            return PT_EINVAL;
         }
         int prev = -1;
         for (int k = 0; k < sc.n; k++) {
@@ -110,24 +110,24 @@ const pt_energy_power_model *pt_energy_power_model_named(const char *name)
 }
 
 int pt_energy_profile_model(const pt_energy_power_model *pm, int ntypes, const double *type_time_s,
-                            pt_energy_profile *out, pt_error *err)
+                            pt_energy_profile *out)
 {
     memset(out, 0, sizeof *out);
     if (!pm || !(pm->f_min_mhz > 0) || !(pm->f_max_mhz >= pm->f_min_mhz) || pm->nfreq < 2 || pm->nfreq > 1000 ||
         !(pm->static_w >= 0) || !(pm->dynamic_w >= 0) || !(pm->idle_w >= 0) || !(pm->mem_share >= 0) ||
         !(pm->mem_share < 1))
-        return pt_errprintf(err, "power model: clocks %g-%g MHz x %d, %g + %g W, idle %g W, memory share %g is not "
-                            "valid (valid: 0 < f_min <= f_max, 2..1000 clocks, watts >= 0, share in [0, 1))",
-                            pm ? pm->f_min_mhz : 0, pm ? pm->f_max_mhz : 0, pm ? pm->nfreq : 0,
-                            pm ? pm->static_w : 0, pm ? pm->dynamic_w : 0, pm ? pm->idle_w : 0,
-                            pm ? pm->mem_share : 0);
-    if (ntypes < 1) return pt_errprintf(err, "power model: %d instruction types (valid: >= 1)", ntypes);
+        return pt_fail(PT_EINVAL, "power model: clocks %g-%g MHz x %d, %g + %g W, idle %g W, memory share %g is not "
+                       "valid (valid: 0 < f_min <= f_max, 2..1000 clocks, watts >= 0, share in [0, 1))",
+                       pm ? pm->f_min_mhz : 0, pm ? pm->f_max_mhz : 0, pm ? pm->nfreq : 0,
+                       pm ? pm->static_w : 0, pm ? pm->dynamic_w : 0, pm ? pm->idle_w : 0,
+                       pm ? pm->mem_share : 0);
+    if (ntypes < 1) return pt_fail(PT_EINVAL, "power model: %d instruction types (valid: >= 1)", ntypes);
     out->ntypes = ntypes;
     out->nchoices = calloc((size_t)ntypes, sizeof *out->nchoices);
     out->choice = calloc((size_t)ntypes, sizeof *out->choice);
     if (!out->nchoices || !out->choice) {
         pt_energy_profile_free(out);
-        return pt_errprintf(err, "out of memory for a profile of %d types", ntypes);
+        return pt_fail(PT_ENOMEM, "out of memory for a profile of %d types", ntypes);
     }
     out->idle_w = pm->idle_w;
     out->modelled = 1;
@@ -135,12 +135,12 @@ int pt_energy_profile_model(const pt_energy_power_model *pm, int ntypes, const d
         double t0 = type_time_s[t];
         if (!(t0 > 0) || !isfinite(t0)) {
             pt_energy_profile_free(out);
-            return pt_errprintf(err, "power model: instruction type %d takes %g s (valid: a time > 0)", t, t0);
+            return pt_fail(PT_EINVAL, "power model: instruction type %d takes %g s (valid: a time > 0)", t, t0);
         }
         out->choice[t] = calloc((size_t)pm->nfreq, sizeof **out->choice);
         if (!out->choice[t]) {
             pt_energy_profile_free(out);
-            return pt_errprintf(err, "out of memory for a profile of %d types", ntypes);
+            return pt_fail(PT_ENOMEM, "out of memory for a profile of %d types", ntypes);
         }
         out->nchoices[t] = pm->nfreq;
         for (int k = 0; k < pm->nfreq; k++) {
@@ -185,7 +185,7 @@ static int choice_units(double t, double tau)
     return u < 1 ? 1 : u > 1e8 ? 100000000 : (int)u;
 }
 
-static int curve_build(const pt_energy_choice *ch, int nc, double idle_w, double tau, curve *c, pt_error *err)
+static int curve_build(const pt_energy_choice *ch, int nc, double idle_w, double tau, curve *c)
 {
     /* points (u, E') sorted by u; per u the least E' */
     int *u = malloc(sizeof(int) * (size_t)nc), *ord = malloc(sizeof(int) * (size_t)nc);
@@ -194,7 +194,7 @@ static int curve_build(const pt_energy_choice *ch, int nc, double idle_w, double
         free(u);
         free(ord);
         free(e);
-        return pt_errprintf(err, "out of memory for an energy curve");
+        return pt_fail(PT_ENOMEM, "out of memory for an energy curve");
     }
     for (int k = 0; k < nc; k++) {
         u[k] = choice_units(ch[k].time_s, tau);
@@ -213,7 +213,7 @@ static int curve_build(const pt_energy_choice *ch, int nc, double idle_w, double
     int nh = 0;
     if (!hu || !he) {
         free(u), free(ord), free(e), free(hu), free(he);
-        return pt_errprintf(err, "out of memory for an energy curve");
+        return pt_fail(PT_ENOMEM, "out of memory for an energy curve");
     }
     for (int a = 0; a < nc; a++) {
         int k = ord[a];
@@ -244,7 +244,7 @@ static int curve_build(const pt_energy_choice *ch, int nc, double idle_w, double
     c->vert = malloc(sizeof(int) * (size_t)nh);
     if (!c->vert) {
         free(u), free(ord), free(e), free(hu), free(he);
-        return pt_errprintf(err, "out of memory for an energy curve");
+        return pt_fail(PT_ENOMEM, "out of memory for an energy curve");
     }
     memcpy(c->vert, hu, sizeof(int) * (size_t)nh);
     c->nvert = nh;
@@ -253,7 +253,7 @@ static int curve_build(const pt_energy_choice *ch, int nc, double idle_w, double
     c->pick = malloc(sizeof(int) * (size_t)w);
     if (!c->cost || !c->pick) {
         free(u), free(ord), free(e), free(hu), free(he);
-        return pt_errprintf(err, "out of memory for an energy curve of %d units (use a larger time unit)", w);
+        return pt_fail(PT_ENOMEM, "out of memory for an energy curve of %d units (use a larger time unit)", w);
     }
     for (int a = 0; a + 1 < nh || (a == 0 && nh == 1); a++) {
         int x0 = hu[a], x1 = nh == 1 ? hu[a] : hu[a + 1];
@@ -799,30 +799,30 @@ static int repair_intrinsic(const pt_energy_dag *dag, const pt_energy_profile *p
 }
 
 int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile *pr, double tau_s, int max_steps,
-                               pt_energy_frontier *out, pt_error *err)
+                               pt_energy_frontier *out)
 {
     memset(out, 0, sizeof *out);
-    if (!dag || dag->n < 1 || !pr) return pt_errprintf(err, "energy frontier: no instructions");
+    if (!dag || dag->n < 1 || !pr) return pt_fail(PT_EINVAL, "energy frontier: no instructions");
     if (pr->ntypes < dag->ntypes)
-        return pt_errprintf(err, "energy profile: %d instruction types, the schedule has %d (pp x virtual stages x "
-                            "forward/backward)", pr->ntypes, dag->ntypes);
+        return pt_fail(PT_EINVAL, "energy profile: %d instruction types, the schedule has %d (pp x virtual stages x "
+                       "forward/backward)", pr->ntypes, dag->ntypes);
     for (int t = 0; t < dag->ntypes; t++) {
-        if (pr->nchoices[t] < 1) return pt_errprintf(err, "energy profile: type %d has no clock", t);
+        if (pr->nchoices[t] < 1) return pt_fail(PT_EINVAL, "energy profile: type %d has no clock", t);
         for (int k = 0; k < pr->nchoices[t]; k++) {
             const pt_energy_choice *c = &pr->choice[t][k];
             if (!(c->time_s > 0) || !isfinite(c->time_s) || !(c->energy_j >= 0) || !isfinite(c->energy_j))
-                return pt_errprintf(err, "energy profile: type %d clock %d has time %g s and energy %g J (valid: "
-                                    "time > 0, energy >= 0)", t, k, c->time_s, c->energy_j);
+                return pt_fail(PT_EINVAL, "energy profile: type %d clock %d has time %g s and energy %g J (valid: "
+                               "time > 0, energy >= 0)", t, k, c->time_s, c->energy_j);
         }
     }
-    if (!(pr->idle_w >= 0)) return pt_errprintf(err, "energy profile: idle power %g W (valid: >= 0)", pr->idle_w);
+    if (!(pr->idle_w >= 0)) return pt_fail(PT_EINVAL, "energy profile: idle power %g W (valid: >= 0)", pr->idle_w);
     int n = dag->n;
     /* the reference points */
     out->max_clock.choice = malloc(sizeof(int) * (size_t)n);
     out->min_energy.choice = malloc(sizeof(int) * (size_t)n);
     if (!out->max_clock.choice || !out->min_energy.choice) {
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, "out of memory for the energy frontier");
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     }
     for (int i = 0; i < n; i++) {
         int t = dag->in[i].type, fast = 0, cheap = 0;
@@ -851,17 +851,17 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
     }
     if (!(tau > 0) || !isfinite(tau)) {
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, "energy frontier: time unit %g s (valid: > 0)", tau_s);
+        return pt_fail(PT_EINVAL, "energy frontier: time unit %g s (valid: > 0)", tau_s);
     }
     out->tau_s = tau;
     /* per-type curves */
     curve *cv = calloc((size_t)dag->ntypes, sizeof *cv);
     if (!cv) {
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, "out of memory for the energy frontier");
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     }
     for (int t = 0; t < dag->ntypes; t++)
-        if (curve_build(pr->choice[t], pr->nchoices[t], pr->idle_w, tau, &cv[t], err) < 0) {
+        if (curve_build(pr->choice[t], pr->nchoices[t], pr->idle_w, tau, &cv[t]) < 0) {
             curves_free(cv, dag->ntypes);
             pt_energy_frontier_free(out);
             return -1;
@@ -871,7 +871,7 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
     if (rc < 0) {
         curves_free(cv, dag->ntypes);
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, rc == -2 ? "energy frontier: the schedule's order contradicts its dependencies (a "
+        return pt_fail(PT_EINVAL, rc == -2 ? "energy frontier: the schedule's order contradicts its dependencies (a "
                                             "cycle)" : "out of memory for the energy frontier");
     }
     for (int i = 0; i < n; i++) g.a[i].d = cv[dag->in[i].type].umax; /* the cheapest durations */
@@ -882,7 +882,7 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
         aoa_free(&g);
         curves_free(cv, dag->ntypes);
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, "out of memory for the energy frontier");
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     }
     rc = 0;
     int T = aoa_times(&g), T_rec = INT32_MAX;
@@ -892,12 +892,12 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
     if (gap < 1) gap = 1;
     for (;;) {
         if (T < 0) {
-            rc = pt_errprintf(err, "out of memory for the energy frontier");
+            rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
             break;
         }
         if (T_rec - T >= gap) {
             if (push_point(out, &cap, dag, pr, cv, &g) < 0) {
-                rc = pt_errprintf(err, "out of memory for the energy frontier");
+                rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
                 break;
             }
             T_rec = T;
@@ -906,12 +906,12 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
         int st = pd_step(&g, cv, dag, dir);
         if (st == 0) break;
         if (st == -1) {
-            rc = pt_errprintf(err, "out of memory for the energy frontier");
+            rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
             break;
         }
         if (st == -2) {
-            rc = pt_errprintf(err, "energy frontier: no feasible cut at step %d (a profile that is not convex after "
-                              "rounding to %g s units; use a smaller unit)", out->steps, tau);
+            rc = pt_fail(PT_EINVAL, "energy frontier: no feasible cut at step %d (a profile that is not convex after "
+                         "rounding to %g s units; use a smaller unit)", out->steps, tau);
             break;
         }
         /* the step's length: every changed instruction stays on its
@@ -945,7 +945,7 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
         out->steps++;
     }
     if (!rc && T_rec != T && push_point(out, &cap, dag, pr, cv, &g) < 0)
-        rc = pt_errprintf(err, "out of memory for the energy frontier");
+        rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     free(dir);
     aoa_free(&g);
     curves_free(cv, dag->ntypes);
@@ -958,19 +958,19 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
      * then the max-clock point itself is a candidate too */
     if (repair_intrinsic(dag, pr, out) < 0) {
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, "out of memory for the energy frontier");
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     }
     pt_energy_point *grown = realloc(out->p, sizeof *grown * (size_t)(out->npoints + 1));
     if (!grown) {
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, "out of memory for the energy frontier");
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     }
     out->p = grown;
     out->p[out->npoints] = out->max_clock;
     out->p[out->npoints].choice = malloc(sizeof(int) * (size_t)n);
     if (!out->p[out->npoints].choice) {
         pt_energy_frontier_free(out);
-        return pt_errprintf(err, "out of memory for the energy frontier");
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     }
     memcpy(out->p[out->npoints].choice, out->max_clock.choice, sizeof(int) * (size_t)n);
     out->npoints++;

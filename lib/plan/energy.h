@@ -31,7 +31,7 @@
  * the cut's capacity is infinite: the critical path is at its fastest. */
 #ifndef PTRAIN_ENERGY_H
 #define PTRAIN_ENERGY_H
-#include "core/error.h"
+#include "core/core.h"
 
 #include <stddef.h>
 
@@ -68,7 +68,7 @@ typedef struct pt_energy_dag {
  * forward before its backward, backward of s + 1 before backward of s.
  * p2p_s: the delay of each dependency between ranks (seconds, >= 0).
  * Errors: pt_pp_schedule_check's (PT_EINVAL), PT_ENOMEM. */
-int pt_energy_dag_build(int kind, int pp, int m, int v, double p2p_s, pt_energy_dag *d, pt_error *err);
+int pt_energy_dag_build(int kind, int pp, int m, int v, double p2p_s, pt_energy_dag *d);
 void pt_energy_dag_free(pt_energy_dag *d);
 
 /* ---- profiles ---------------------------------------------------------- */
@@ -112,7 +112,7 @@ const pt_energy_power_model *pt_energy_power_model_named(const char *name);
  * (seconds, > 0).  Free with pt_energy_profile_free.  PT_EINVAL (a bad
  * model or time, one line), PT_ENOMEM. */
 int pt_energy_profile_model(const pt_energy_power_model *pm, int ntypes, const double *type_time_s,
-                            pt_energy_profile *out, pt_error *err);
+                            pt_energy_profile *out);
 void pt_energy_profile_free(pt_energy_profile *p);
 
 /* ---- the frontier ------------------------------------------------------ */
@@ -142,9 +142,9 @@ typedef struct pt_energy_frontier {
  * is achievable as printed.  Cost: O(steps * max-flow on the critical
  * subgraph), the subgraph at most 2 n + 2 nodes.  Errors: PT_EINVAL (a
  * profile that does not cover the DAG's types, a choice with time <= 0),
- * PT_ENOMEM; one line in err. */
+ * PT_ENOMEM; one line in pt_errmsg(). */
 int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile *pr, double tau_s, int max_steps,
-                               pt_energy_frontier *out, pt_error *err);
+                               pt_energy_frontier *out);
 void pt_energy_frontier_free(pt_energy_frontier *f);
 
 /* The point with the least energy whose time is at most max_time_s, or -1

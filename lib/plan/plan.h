@@ -10,15 +10,16 @@
  *
  * This module is self-contained C (libc only): one convenience library
  * linked into libptrain and into the SPANK plugin, which must not pull MPI, BLAS or
- * libptrain into slurmstepd.  Errors are reported through a pt_error
- * (core/error.h) as one line naming the bad value and what would be valid;
- * functions return 0 on success and -1 on error.
+ * libptrain into slurmstepd.  Errors follow core/core.h's convention:
+ * functions return 0 on success and a negative PT_E* code on error (-1,
+ * PT_EINVAL, for a bad value; PT_ENOMEM when out of memory) with one line
+ * in pt_errmsg() naming the bad value and what would be valid.
  */
 #ifndef PTRAIN_PLAN_H
 #define PTRAIN_PLAN_H
 #include <stddef.h>
 
-#include "core/error.h"
+#include "core/core.h"
 
 typedef enum pt_mode {
     PT_MODE_OFF = 0, /* ptrain does not plan: nothing injected */
@@ -71,29 +72,29 @@ typedef struct pt_plan {
 
 /* mode <-> text: "off", "auto", "1d", "2d", "2.5d", "3d" */
 const char *pt_mode_name(pt_mode m);
-int pt_mode_parse(const char *s, pt_mode *m, pt_error *err);
+int pt_mode_parse(const char *s, pt_mode *m);
 
 /* Parse a placement into out (3 letters + NUL): a permutation of D, P, T
  * (any case), or SageMaker's names "cluster" (= DPT) and "spread" (= TPD).
  * Anything else, a longer string included, is refused. */
-int pt_plan_order_parse(const char *s, char out[4], pt_error *err);
+int pt_plan_order_parse(const char *s, char out[4]);
 
 /* Parse a tp axis order into out (3 digits + NUL): a permutation of 0, 1,
  * 2, the axes of pt_plan_tp_dims slowest first ("012" canonical, "021":
  * axis 1 varies fastest).  Anything else is refused with "invalid <what>
  * '<s>' (valid: a permutation of 0, 1, 2 such as 012 or 021)". */
-int pt_plan_tp_order_parse(const char *what, const char *s, char out[4], pt_error *err);
+int pt_plan_tp_order_parse(const char *what, const char *s, char out[4]);
 
 /* schedule <-> text: "1f1b", "gpipe", "interleaved".  parse: 0, or -1
  * with "invalid <what> '<s>' (valid: gpipe, 1f1b, interleaved)". */
 const char *pt_schedule_name(int s);
-int pt_schedule_parse(const char *what, const char *s, int *out, pt_error *err);
+int pt_schedule_parse(const char *what, const char *s, int *out);
 
 /* recompute <-> text: "none", "block", "attention"; parse also takes "0"
  * (none) and "1" (block), the values of PTRAIN_CKPT_ACT (the old name of
  * PTRAIN_RECOMPUTE) in earlier versions. */
 const char *pt_recompute_name(int r);
-int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err);
+int pt_recompute_parse(const char *what, const char *s, int *out);
 
 /* The recompute mode's variable under its two names: given the values of
  * PTRAIN_RECOMPUTE (now) and of its old name PTRAIN_CKPT_ACT (old), each
@@ -102,20 +103,19 @@ int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err)
  * Returns 0, or -1 with "PTRAIN_RECOMPUTE=block and PTRAIN_CKPT_ACT=none
  * differ (...)" when both are set to different modes (a value that is no
  * mode is refused as pt_recompute_parse refuses it). */
-int pt_plan_recompute_var(const char *now, const char *old, const char **name, const char **text,
-                          pt_error *err);
+int pt_plan_recompute_var(const char *now, const char *old, const char **name, const char **text);
 
 /* precision <-> text: "fp32", "bf16".  parse: 0, or -1 with "invalid
  * <what> '<s>' (valid: fp32, bf16)". */
 const char *pt_precision_name(int p);
-int pt_precision_parse(const char *what, const char *s, int *out, pt_error *err);
+int pt_precision_parse(const char *what, const char *s, int *out);
 
 /* An explicit stage split "3,3,2,2" (blocks per stage in pipeline order,
  * each 1..4096, at most PT_PP_SPLIT_MAX entries) into p->pp_split and
  * p->pp_split_n; "even" or "" clears it (pp_split_n = 0).  How many
  * entries a plan needs (pp * virtual_stages) is pt_plan_validate's check,
  * their sum (n_layer) pt_plan_check_model's.  p is unchanged on error. */
-int pt_plan_split_parse(const char *what, const char *s, pt_plan *p, pt_error *err);
+int pt_plan_split_parse(const char *what, const char *s, pt_plan *p);
 
 /* p's split as "3,3,2,2", or "even" when pp_split_n is 0 (n >= 8 bytes;
  * a split that does not fit ends in "..."). */
@@ -153,14 +153,14 @@ void pt_plan_default(pt_plan *p);
  *   zero 0..3, and zero > 0 needs dp * sp > 1 (ZeRO shards the optimizer
  *   state over the data-parallel ranks: Rajbhandari et al. 2020, sec. 5);
  *   recompute a pt_recompute; precision a pt_precision. */
-int pt_plan_validate(const pt_plan *p, int world_size, pt_error *err);
+int pt_plan_validate(const pt_plan *p, int world_size);
 
 /* The checks that need the model and the batch: pp * virtual_stages
  * stages of at least one block each fit n_layer blocks; an explicit split
  * sums to n_layer; batch_per_dp (sequences per data-parallel rank per
  * step) divides into microbatches.  batch_per_dp <= 0 skips the batch
  * check.  0, or -1 with one line naming the value and what would fit. */
-int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_error *err);
+int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp);
 
 /* Read PTRAIN_MODE, PTRAIN_DP, PTRAIN_PP, PTRAIN_TP, PTRAIN_TP_DEPTH,
  * PTRAIN_SP, PTRAIN_ZERO, PTRAIN_MICROBATCHES, PTRAIN_SCHEDULE,
@@ -171,7 +171,7 @@ int pt_plan_check_model(const pt_plan *p, int n_layer, int batch_per_dp, pt_erro
  * error naming both (pt_plan_recompute_env).  Returns 1 if at least one
  * PTRAIN_* plan variable was present, 0 if none, -1 on a bad value (*p
  * unchanged). */
-int pt_plan_from_env(pt_plan *p, pt_error *err);
+int pt_plan_from_env(pt_plan *p);
 
 /* Call set(name, value, arg) once per plan variable, PTRAIN_PLAN included.
  * Returns the first non-zero value set() returns, else 0. */
@@ -239,7 +239,7 @@ const char *pt_plan_flag(const pt_plan_limits *lim, const char *key, char *buf, 
  * with a one-line error naming the setting as lim's front end spells it
  * (pt_plan_flag: "--ptrain-tp=4 is not l*l*l for --ptrain-mode=3d ...")
  * and what is valid. */
-int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim, pt_error *err);
+int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim);
 
 /* The tensor-parallel sizes of mode m that divide n ranks and are <= cap,
  * written into buf as "1, 4, 16" ("..." ends a list that does not fit):
@@ -277,6 +277,6 @@ int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *
  *   3d      {l, l, l}       tp = l*l*l        (i, j, k)
  * Returns -1 with a one-line error (naming valid tp values) when tp does
  * not have the mode's shape or tp_depth is set for a mode without depth. */
-int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err);
+int pt_plan_tp_dims(const pt_plan *p, int dims[3]);
 
 #endif

@@ -23,15 +23,15 @@ const char *pt_schedule_name(int s)
     return s >= 0 && s < N_SCHEDS ? sched_names[s] : "?";
 }
 
-int pt_schedule_parse(const char *what, const char *s, int *out, pt_error *err)
+int pt_schedule_parse(const char *what, const char *s, int *out)
 {
     for (int i = 0; s && i < N_SCHEDS; i++)
         if (strcmp(s, sched_names[i]) == 0) {
             if (out) *out = i;
             return 0;
         }
-    return pt_errprintf(err, "invalid %s '%s' (valid: gpipe, 1f1b, interleaved)", what,
-                        s ? s : "");
+    return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: gpipe, 1f1b, interleaved)", what,
+                   s ? s : "");
 }
 
 const char *pt_recompute_name(int r)
@@ -39,7 +39,7 @@ const char *pt_recompute_name(int r)
     return r >= 0 && r < N_RECOMPUTE ? recompute_names[r] : "?";
 }
 
-int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err)
+int pt_recompute_parse(const char *what, const char *s, int *out)
 {
     int v = -1;
     if (s && strcmp(s, "0") == 0) v = PT_RECOMPUTE_NONE; /* PTRAIN_CKPT_ACT's values in earlier versions */
@@ -47,25 +47,24 @@ int pt_recompute_parse(const char *what, const char *s, int *out, pt_error *err)
     for (int i = 0; s && v < 0 && i < N_RECOMPUTE; i++)
         if (strcmp(s, recompute_names[i]) == 0) v = i;
     if (v < 0)
-        return pt_errprintf(err, "invalid %s '%s' (valid: none, block, attention; 0 = none, "
-                            "1 = block)", what, s ? s : "");
+        return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: none, block, attention; 0 = none, "
+                       "1 = block)", what, s ? s : "");
     if (out) *out = v;
     return 0;
 }
 
-int pt_plan_recompute_var(const char *now, const char *old, const char **name, const char **text,
-                          pt_error *err)
+int pt_plan_recompute_var(const char *now, const char *old, const char **name, const char **text)
 {
     *name = now ? "PTRAIN_RECOMPUTE" : old ? "PTRAIN_CKPT_ACT" : NULL;
     *text = now ? now : old;
     if (!now || !old) return 0;
     int a, b;
-    if (pt_recompute_parse("PTRAIN_RECOMPUTE", now, &a, err) < 0 ||
-        pt_recompute_parse("PTRAIN_CKPT_ACT", old, &b, err) < 0)
+    if (pt_recompute_parse("PTRAIN_RECOMPUTE", now, &a) < 0 ||
+        pt_recompute_parse("PTRAIN_CKPT_ACT", old, &b) < 0)
         return -1;
     if (a != b)
-        return pt_errprintf(err, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ (PTRAIN_CKPT_ACT is the old "
-                            "name of PTRAIN_RECOMPUTE: set one, or both to the same mode)", now, old);
+        return pt_fail(PT_EINVAL, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ (PTRAIN_CKPT_ACT is the old "
+                       "name of PTRAIN_RECOMPUTE: set one, or both to the same mode)", now, old);
     return 0;
 }
 
@@ -74,22 +73,22 @@ const char *pt_precision_name(int p)
     return p >= 0 && p < N_PRECISIONS ? precision_names[p] : "?";
 }
 
-int pt_precision_parse(const char *what, const char *s, int *out, pt_error *err)
+int pt_precision_parse(const char *what, const char *s, int *out)
 {
     for (int i = 0; s && i < N_PRECISIONS; i++)
         if (strcmp(s, precision_names[i]) == 0) {
             if (out) *out = i;
             return 0;
         }
-    return pt_errprintf(err, "invalid %s '%s' (valid: fp32, bf16)", what, s ? s : "");
+    return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: fp32, bf16)", what, s ? s : "");
 }
 
 /* Most blocks one stage of an explicit split may name. */
 #define SPLIT_ENTRY_MAX 4096
 
-int pt_plan_split_parse(const char *what, const char *s, pt_plan *p, pt_error *err)
+int pt_plan_split_parse(const char *what, const char *s, pt_plan *p)
 {
-    if (!s || !p) return pt_errprintf(err, "no %s given", what);
+    if (!s || !p) return pt_fail(PT_EINVAL, "no %s given", what);
     if (*s == '\0' || strcmp(s, "even") == 0) {
         p->pp_split_n = 0;
         return 0;
@@ -98,9 +97,9 @@ int pt_plan_split_parse(const char *what, const char *s, pt_plan *p, pt_error *e
     const char *q = s;
     for (;;) {
         if (n == PT_PP_SPLIT_MAX)
-            return pt_errprintf(err, "invalid %s '%.40s...': more than %d stages (valid: at most "
-                                "%d comma-separated block counts, or even)", what, s,
-                                PT_PP_SPLIT_MAX, PT_PP_SPLIT_MAX);
+            return pt_fail(PT_EINVAL, "invalid %s '%.40s...': more than %d stages (valid: at most "
+                           "%d comma-separated block counts, or even)", what, s,
+                           PT_PP_SPLIT_MAX, PT_PP_SPLIT_MAX);
         long x = 0;
         int digits = 0;
         while (isdigit((unsigned char)*q) && x <= SPLIT_ENTRY_MAX) {
@@ -108,9 +107,9 @@ int pt_plan_split_parse(const char *what, const char *s, pt_plan *p, pt_error *e
             digits++;
         }
         if (!digits || x < 1 || x > SPLIT_ENTRY_MAX || (*q && *q != ','))
-            return pt_errprintf(err, "invalid %s '%s' (valid: comma-separated block counts "
-                                "1..%d per stage such as 3,3,2,2, or even)", what, s,
-                                SPLIT_ENTRY_MAX);
+            return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: comma-separated block counts "
+                           "1..%d per stage such as 3,3,2,2, or even)", what, s,
+                           SPLIT_ENTRY_MAX);
         v[n++] = (int)x;
         if (!*q) break;
         q++;
@@ -156,19 +155,19 @@ void pt_plan_default(pt_plan *p)
     memcpy(p->tp_order, "012", 4);
 }
 
-int pt_plan_tp_order_parse(const char *what, const char *s, char out[4], pt_error *err)
+int pt_plan_tp_order_parse(const char *what, const char *s, char out[4])
 {
     if (s && strlen(s) == 3 && pt_plan_i_tp_order_is_perm(s)) {
         memcpy(out, s, 4);
         return 0;
     }
-    return pt_errprintf(err, "invalid %s '%s' (valid: a permutation of 0, 1, 2 such as 012 or 021)", what,
-                        s ? s : "");
+    return pt_fail(PT_EINVAL, "invalid %s '%s' (valid: a permutation of 0, 1, 2 such as 012 or 021)", what,
+                   s ? s : "");
 }
 
 /* Parse a placement: a permutation of D, P, T (any case), or the
  * SageMaker names "cluster" (= DPT) and "spread" (= TPD). */
-int pt_plan_order_parse(const char *s, char out[4], pt_error *err)
+int pt_plan_order_parse(const char *s, char out[4])
 {
     char up[4];
     if (strcmp(s, "cluster") == 0) s = "DPT";
@@ -182,14 +181,14 @@ int pt_plan_order_parse(const char *s, char out[4], pt_error *err)
             return 0;
         }
     }
-    return pt_errprintf(err,
+    return pt_fail(PT_EINVAL,
                      "invalid rank order '%s' (valid: a permutation of D, P, T such as DPT, "
                      "or cluster, spread)", s);
 }
 
 
 /* Strict decimal int: the whole string, no sign games, within [lo, hi]. */
-static int parse_int(const char *name, const char *s, int lo, int hi, int *out, pt_error *err)
+static int parse_int(const char *name, const char *s, int lo, int hi, int *out)
 {
     char *end;
     errno = 0;
@@ -199,10 +198,10 @@ static int parse_int(const char *name, const char *s, int lo, int hi, int *out, 
     *out = (int)v;
     return 0;
 bad:
-    return pt_errprintf(err, "invalid %s='%s' (valid: an integer %d..%d)", name, s, lo, hi);
+    return pt_fail(PT_EINVAL, "invalid %s='%s' (valid: an integer %d..%d)", name, s, lo, hi);
 }
 
-int pt_plan_from_env(pt_plan *p, pt_error *err)
+int pt_plan_from_env(pt_plan *p)
 {
     static const struct { const char *var; size_t off; int lo, hi; } ints[] = {
         {"PTRAIN_DP", offsetof(pt_plan, dp), 1, SIZE_MAX_VALUE},
@@ -214,14 +213,14 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
         {"PTRAIN_MICROBATCHES", offsetof(pt_plan, microbatches), 1, SIZE_MAX_VALUE},
         {"PTRAIN_VIRTUAL_STAGES", offsetof(pt_plan, virtual_stages), 1, PT_VIRTUAL_STAGES_MAX},
     };
-    if (!p) return pt_errprintf(err, "no plan given");
+    if (!p) return pt_fail(PT_EINVAL, "no plan given");
     pt_plan tmp = *p; /* only commit when everything parsed */
     int found = 0;
     const char *s = getenv("PTRAIN_MODE");
     if (s) {
         found = 1;
-        if (pt_mode_parse(s, &tmp.mode, err) < 0) {
-            return pt_errprintf(err, "PTRAIN_MODE: %s", err ? err->text : "");
+        if (pt_mode_parse(s, &tmp.mode) < 0) {
+            return pt_fail(PT_EINVAL, "PTRAIN_MODE: %s", pt_errmsg());
         }
     }
     for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
@@ -229,42 +228,42 @@ int pt_plan_from_env(pt_plan *p, pt_error *err)
         if (!s) continue;
         found = 1;
         if (parse_int(ints[i].var, s, ints[i].lo, ints[i].hi,
-                      (int *)((char *)&tmp + ints[i].off), err) < 0)
+                      (int *)((char *)&tmp + ints[i].off)) < 0)
             return -1;
     }
     s = getenv("PTRAIN_SCHEDULE");
     if (s) {
         found = 1;
-        if (pt_schedule_parse("PTRAIN_SCHEDULE", s, &tmp.schedule, err) < 0) return -1;
+        if (pt_schedule_parse("PTRAIN_SCHEDULE", s, &tmp.schedule) < 0) return -1;
     }
     const char *rc_name;
-    if (pt_plan_recompute_var(getenv("PTRAIN_RECOMPUTE"), getenv("PTRAIN_CKPT_ACT"), &rc_name, &s, err) < 0)
+    if (pt_plan_recompute_var(getenv("PTRAIN_RECOMPUTE"), getenv("PTRAIN_CKPT_ACT"), &rc_name, &s) < 0)
         return -1;
     if (s) {
         found = 1;
-        if (pt_recompute_parse(rc_name, s, &tmp.recompute, err) < 0) return -1;
+        if (pt_recompute_parse(rc_name, s, &tmp.recompute) < 0) return -1;
     }
     s = getenv("PTRAIN_PRECISION");
     if (s) {
         found = 1;
-        if (pt_precision_parse("PTRAIN_PRECISION", s, &tmp.precision, err) < 0) return -1;
+        if (pt_precision_parse("PTRAIN_PRECISION", s, &tmp.precision) < 0) return -1;
     }
     s = getenv("PTRAIN_PP_SPLIT");
     if (s) {
         found = 1;
-        if (pt_plan_split_parse("PTRAIN_PP_SPLIT", s, &tmp, err) < 0) return -1;
+        if (pt_plan_split_parse("PTRAIN_PP_SPLIT", s, &tmp) < 0) return -1;
     }
     s = getenv("PTRAIN_RANK_ORDER");
     if (s) {
         found = 1;
-        if (pt_plan_order_parse(s, tmp.rank_order, err) < 0) {
-            return pt_errprintf(err, "PTRAIN_RANK_ORDER: %s", err ? err->text : "");
+        if (pt_plan_order_parse(s, tmp.rank_order) < 0) {
+            return pt_fail(PT_EINVAL, "PTRAIN_RANK_ORDER: %s", pt_errmsg());
         }
     }
     s = getenv("PTRAIN_TP_ORDER");
     if (s) {
         found = 1;
-        if (pt_plan_tp_order_parse("PTRAIN_TP_ORDER", s, tmp.tp_order, err) < 0) return -1;
+        if (pt_plan_tp_order_parse("PTRAIN_TP_ORDER", s, tmp.tp_order) < 0) return -1;
     }
     *p = tmp;
     return found;

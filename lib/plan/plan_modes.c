@@ -80,16 +80,16 @@ const char *pt_mode_name(pt_mode m)
     return modes[m].name;
 }
 
-int pt_mode_parse(const char *s, pt_mode *m, pt_error *err)
+int pt_mode_parse(const char *s, pt_mode *m)
 {
-    if (!s) return pt_errprintf(err, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
+    if (!s) return pt_fail(PT_EINVAL, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
     for (int i = 0; i < N_MODES; i++) {
         if (strcmp(s, modes[i].name) == 0) {
             if (m) *m = (pt_mode)i;
             return 0;
         }
     }
-    return pt_errprintf(err, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
+    return pt_fail(PT_EINVAL, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
 }
 
 int pt_plan_i_tp_has_shape(pt_mode m, int depth, int tp)
@@ -171,14 +171,14 @@ const char *pt_plan_i_shape_text(pt_mode m, int depth, char *buf, size_t len)
     return modes[m].shape;
 }
 
-int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err)
+int pt_plan_tp_dims(const pt_plan *p, int dims[3])
 {
     if ((int)p->mode < 0 || (int)p->mode >= N_MODES)
-        return pt_errprintf(err, "invalid mode value %d (valid: off, 1d, 2d, 2.5d, 3d)", (int)p->mode);
+        return pt_fail(PT_EINVAL, "invalid mode value %d (valid: off, 1d, 2d, 2.5d, 3d)", (int)p->mode);
     const struct mode_row *row = &modes[p->mode];
     if (p->tp_depth != 1 && !row->has_depth)
-        return pt_errprintf(err, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
-                            "for mode 2.5d)", p->tp_depth, row->name);
+        return pt_fail(PT_EINVAL, "invalid tp_depth=%d for mode %s (valid: 1; depth is "
+                       "for mode 2.5d)", p->tp_depth, row->name);
     int d[3];
     if (p->tp < 1 || (row->has_depth && p->tp_depth < 1) || !row->dims(p->tp, p->tp_depth, d)) {
         /* the first four sizes of the shape, from the same rule */
@@ -187,9 +187,9 @@ int pt_plan_tp_dims(const pt_plan *p, int dims[3], pt_error *err)
         pt_plan_i_sl_init(&s, ex, sizeof ex);
         for (int t = 1; s.count < 4 && t <= SIZE_MAX_VALUE; t++)
             if (pt_plan_i_tp_has_shape(p->mode, p->tp_depth, t)) pt_plan_i_sl_add(&s, "%d", t);
-        return pt_errprintf(err, "tp=%d is not %s for mode %s (valid tp: %s such as %s)", p->tp,
-                            pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), row->name,
-                            pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), ex);
+        return pt_fail(PT_EINVAL, "tp=%d is not %s for mode %s (valid tp: %s such as %s)", p->tp,
+                       pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), row->name,
+                       pt_plan_i_shape_text(p->mode, p->tp_depth, shape, sizeof shape), ex);
     }
     if (dims) memcpy(dims, d, sizeof d);
     return 0;

@@ -60,7 +60,7 @@ int pt_plan_coords(const pt_plan *p, int rank, int *dp_rank, int *pp_rank, int *
     if (memchr(p->tp_order, '\0', sizeof p->tp_order) == NULL || !pt_plan_i_tp_order_is_perm(p->tp_order))
         return -1;
     int dims[3];
-    if (pt_plan_tp_dims(p, dims, NULL) < 0) return -1;
+    if (pt_plan_tp_dims(p, dims) < 0) return -1;
     long long world = (long long)p->dp * p->pp * p->tp * p->sp;
     if (rank < 0 || rank >= world) return -1;
     /* The T axis holds tp*sp ranks, tp varying fastest inside it. */

@@ -63,30 +63,29 @@ static long count_of(const char *text)
 }
 
 int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const char *key, const char *what,
-                        const char *text, pt_error *err)
+                        const char *text)
 {
-    if (!r || !key) return pt_errprintf(err, "no request or key given");
+    if (!r || !key) return pt_fail(PT_EINVAL, "no request or key given");
     if (!what) what = key;
     if (!text) text = "";
     pt_plan_request q = *r; /* committed only when the value parses */
     pt_plan *p = &q.plan;
-    pt_error inner;
     unsigned bit = 0;
     if (!strcmp(key, "mode")) {
         pt_mode m;
-        if (pt_mode_parse(text, &m, &inner) < 0) return pt_errprintf(err, "%s: %s", what, inner.text);
+        if (pt_mode_parse(text, &m) < 0) return pt_fail(PT_EINVAL, "%s: %s", what, pt_errmsg());
         if (lim && m != PT_MODE_OFF && !(lim->modes & (1u << m)))
-            return pt_errprintf(err, "%s=%s is not allowed on this cluster (allowed_modes in ptrain.conf)", what, text);
+            return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_modes in ptrain.conf)", what, text);
         p->mode = m;
         bit = PT_PIN_MODE;
     } else if (!strcmp(key, "tp") || !strcmp(key, "tp-depth") || !strcmp(key, "sp") || !strcmp(key, "pp") ||
                !strcmp(key, "microbatches") || !strcmp(key, "virtual-stages")) {
         long v = count_of(text);
         if (v < 0)
-            return pt_errprintf(err, "%s='%s' is invalid (valid: an integer 1..%d that divides the tasks on every node)",
-                                what, text, MAX_COUNT);
+            return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: an integer 1..%d that divides the tasks on every node)",
+                           what, text, MAX_COUNT);
         if (!strcmp(key, "tp")) {
-            if (lim && v > lim->max_tp) return pt_errprintf(err, "%s=%ld exceeds this cluster's max_tp=%d", what, v, lim->max_tp);
+            if (lim && v > lim->max_tp) return pt_fail(PT_EINVAL, "%s=%ld exceeds this cluster's max_tp=%d", what, v, lim->max_tp);
             p->tp = (int)v, bit = PT_PIN_TP;
         } else if (!strcmp(key, "tp-depth")) {
             p->tp_depth = (int)v, bit = PT_PIN_TP_DEPTH;
@@ -94,66 +93,66 @@ int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const cha
             p->sp = (int)v, bit = PT_PIN_SP;
         } else if (!strcmp(key, "pp")) {
             if (lim && v > lim->max_pp)
-                return pt_errprintf(err, "%s=%ld exceeds this cluster's max_pp=%d (valid: 1..%d)", what, v, lim->max_pp,
-                                    lim->max_pp);
+                return pt_fail(PT_EINVAL, "%s=%ld exceeds this cluster's max_pp=%d (valid: 1..%d)", what, v, lim->max_pp,
+                               lim->max_pp);
             p->pp = (int)v, bit = PT_PIN_PP;
         } else if (!strcmp(key, "microbatches")) {
             p->microbatches = (int)v, bit = PT_PIN_MICROBATCHES;
         } else {
             if (v > PT_VIRTUAL_STAGES_MAX)
-                return pt_errprintf(err, "%s=%ld is invalid (valid: 1..%d model chunks per pipeline rank)", what, v,
-                                    PT_VIRTUAL_STAGES_MAX);
+                return pt_fail(PT_EINVAL, "%s=%ld is invalid (valid: 1..%d model chunks per pipeline rank)", what, v,
+                               PT_VIRTUAL_STAGES_MAX);
             p->virtual_stages = (int)v, bit = PT_PIN_VIRTUAL_STAGES;
         }
     } else if (!strcmp(key, "zero")) {
         if (!(text[0] >= '0' && text[0] <= '3' && text[1] == '\0'))
-            return pt_errprintf(err, "%s='%s' is invalid (valid ZeRO stages: 0, 1, 2, 3)", what, text);
+            return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid ZeRO stages: 0, 1, 2, 3)", what, text);
         int z = text[0] - '0';
         if (lim && z > lim->max_zero)
-            return pt_errprintf(err, "%s=%d exceeds this cluster's max_zero=%d (valid: 0..%d)", what, z, lim->max_zero,
-                                lim->max_zero);
+            return pt_fail(PT_EINVAL, "%s=%d exceeds this cluster's max_zero=%d (valid: 0..%d)", what, z, lim->max_zero,
+                           lim->max_zero);
         p->zero = z, bit = PT_PIN_ZERO;
     } else if (!strcmp(key, "schedule")) {
         int sc;
-        if (pt_schedule_parse(what, text, &sc, err) < 0) return -1;
+        if (pt_schedule_parse(what, text, &sc) < 0) return -1;
         if (lim && !(lim->schedules & (1u << sc)))
-            return pt_errprintf(err, "%s=%s is not allowed on this cluster (allowed_schedules in ptrain.conf)", what,
-                                text);
+            return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_schedules in ptrain.conf)", what,
+                           text);
         p->schedule = sc, bit = PT_PIN_SCHEDULE;
     } else if (!strcmp(key, "recompute")) {
-        if (pt_recompute_parse(what, text, &p->recompute, err) < 0) return -1;
+        if (pt_recompute_parse(what, text, &p->recompute) < 0) return -1;
         bit = PT_PIN_RECOMPUTE;
     } else if (!strcmp(key, "precision")) {
         int pr;
-        if (pt_precision_parse(what, text, &pr, err) < 0) return -1;
+        if (pt_precision_parse(what, text, &pr) < 0) return -1;
         if (lim && lim->precisions && !(lim->precisions & (1u << pr)))
-            return pt_errprintf(err, "%s=%s is not allowed on this cluster (allowed_precisions in ptrain.conf)", what,
-                                text);
+            return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_precisions in ptrain.conf)", what,
+                           text);
         p->precision = pr, bit = PT_PIN_PRECISION;
     } else if (!strcmp(key, "pp-split")) {
-        if (pt_plan_split_parse(what, text, p, err) < 0) return -1;
+        if (pt_plan_split_parse(what, text, p) < 0) return -1;
         bit = PT_PIN_SPLIT;
     } else if (!strcmp(key, "rank-order")) {
-        if (pt_plan_order_parse(text, p->rank_order, &inner) < 0) return pt_errprintf(err, "%s: %s", what, inner.text);
+        if (pt_plan_order_parse(text, p->rank_order) < 0) return pt_fail(PT_EINVAL, "%s: %s", what, pt_errmsg());
         bit = PT_PIN_RANK_ORDER;
     } else if (!strcmp(key, "tp-order")) {
-        if (pt_plan_tp_order_parse(what, text, p->tp_order, err) < 0) return -1;
+        if (pt_plan_tp_order_parse(what, text, p->tp_order) < 0) return -1;
         bit = PT_PIN_TP_ORDER;
     } else if (!strcmp(key, "model")) {
         if (strlen(text) > 63)
-            return pt_errprintf(err, "%s is longer than 63 bytes (valid: a preset %s or L,H,C,T,V)", what,
-                                pt_model_preset_names());
-        if (pt_model_shape_parse(what, text, &q.model, err) < 0) return -1;
+            return pt_fail(PT_EINVAL, "%s is longer than 63 bytes (valid: a preset %s or L,H,C,T,V)", what,
+                           pt_model_preset_names());
+        if (pt_model_shape_parse(what, text, &q.model) < 0) return -1;
         snprintf(q.model_name, sizeof q.model_name, "%s", text);
         bit = PT_PIN_MODEL;
     } else if (!strcmp(key, "batch")) {
         long v = count_of(text);
         if (v < 0)
-            return pt_errprintf(err, "%s='%s' is invalid (valid: the global batch in sequences per step, an integer "
-                                "1..%d)", what, text, MAX_COUNT);
+            return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: the global batch in sequences per step, an integer "
+                           "1..%d)", what, text, MAX_COUNT);
         q.global_batch = (int)v, bit = PT_PIN_BATCH;
     } else {
-        return pt_errprintf(err, "unknown request key '%s' (valid: %s)", key, pt_plan_request_keys());
+        return pt_fail(PT_EINVAL, "unknown request key '%s' (valid: %s)", key, pt_plan_request_keys());
     }
     q.pinned |= bit;
     *r = q;
@@ -170,8 +169,7 @@ int pt_plan_getenv(void *arg, const char *name, char *buf, int len)
     return 1;
 }
 
-int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_getenv_fn get, void *arg,
-                        pt_error *err)
+int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_getenv_fn get, void *arg)
 {
     static const struct {
         const char *key, *var;
@@ -194,7 +192,7 @@ int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_g
         {"rank-order", "PTRAIN_RANK_ORDER", PT_PIN_RANK_ORDER},
         {"tp-order", "PTRAIN_TP_ORDER", PT_PIN_TP_ORDER},
     };
-    if (!r || !get) return pt_errprintf(err, "no request or environment given");
+    if (!r || !get) return pt_fail(PT_EINVAL, "no request or environment given");
     pt_plan_request q = *r;
     char buf[256], old[256];
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
@@ -206,11 +204,11 @@ int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_g
             if (go < 0) var = "PTRAIN_CKPT_ACT", g = -1;
         }
         if (g < 0)
-            return pt_errprintf(err, "%s in the job environment is longer than %d bytes; it is not a valid value "
-                                "(valid: see ptrain-env(7))", var, (int)sizeof buf - 1);
-        if (go > 0 && pt_plan_recompute_var(g ? buf : NULL, old, &var, &text, err) < 0) return -1;
+            return pt_fail(PT_EINVAL, "%s in the job environment is longer than %d bytes; it is not a valid value "
+                           "(valid: see ptrain-env(7))", var, (int)sizeof buf - 1);
+        if (go > 0 && pt_plan_recompute_var(g ? buf : NULL, old, &var, &text) < 0) return -1;
         if (g == 0 && go == 0) continue;
-        if (pt_plan_request_set(&q, lim, vars[i].key, var, text, err) < 0) return -1;
+        if (pt_plan_request_set(&q, lim, vars[i].key, var, text) < 0) return -1;
     }
     *r = q;
     return 0;
@@ -226,10 +224,10 @@ struct pt_planner {
     char notes[1024];
 };
 
-pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim, pt_error *err)
+pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim)
 {
     if (!c || c->nnodes < 1 || !c->tasks_per_node) {
-        pt_errprintf(err, "planner: no cluster given (valid: >= 1 node with its task counts)");
+        pt_fail(PT_EINVAL, "planner: no cluster given (valid: >= 1 node with its task counts)");
         return NULL;
     }
     pt_plan_limits l;
@@ -237,14 +235,14 @@ pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim, pt_er
     else pt_plan_limits_default(&l);
     if (l.max_tp < 1 || l.max_pp < 1 || l.max_zero < 0 || l.max_zero > 3 || l.default_zero < 0 ||
         l.default_zero > l.max_zero || (l.mixed != PT_MIXED_ADAPT && l.mixed != PT_MIXED_REFUSE)) {
-        pt_errprintf(err, "planner: invalid limits (max_tp %d, max_pp %d, max_zero %d, default_zero %d, mixed %d; "
-                     "valid: max_tp, max_pp >= 1, 0 <= default_zero <= max_zero <= 3, mixed adapt or refuse)",
-                     l.max_tp, l.max_pp, l.max_zero, l.default_zero, l.mixed);
+        pt_fail(PT_EINVAL, "planner: invalid limits (max_tp %d, max_pp %d, max_zero %d, default_zero %d, mixed %d; "
+                "valid: max_tp, max_pp >= 1, 0 <= default_zero <= max_zero <= 3, mixed adapt or refuse)",
+                l.max_tp, l.max_pp, l.max_zero, l.default_zero, l.mixed);
         return NULL;
     }
     pt_planner *p = calloc(1, sizeof *p);
     if (!p) {
-        pt_errprintf(err, "planner: out of memory");
+        pt_fail(PT_ENOMEM, "planner: out of memory");
         return NULL;
     }
     p->c = c;
@@ -252,15 +250,14 @@ pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim, pt_er
     return p;
 }
 
-int pt_planner_set_request(pt_planner *p, const pt_plan_request *r, pt_error *err)
+int pt_planner_set_request(pt_planner *p, const pt_plan_request *r)
 {
-    if (!p || !r) return pt_errprintf(err, "planner: no handle or request given");
-    pt_error inner;
-    if (pt_model_shape_parse("model", r->model_name, NULL, &inner) < 0 && !(r->model.n_layer > 0))
-        return pt_errprintf(err, "%s", inner.text);
+    if (!p || !r) return pt_fail(PT_EINVAL, "planner: no handle or request given");
+    if (pt_model_shape_parse("model", r->model_name, NULL) < 0 && !(r->model.n_layer > 0))
+        return PT_EINVAL;
     if (r->global_batch < 1 || r->global_batch > MAX_COUNT)
-        return pt_errprintf(err, "invalid global batch %d (valid: 1..%d sequences per step)", r->global_batch, MAX_COUNT);
-    if (pt_plan_request_check(&r->plan, &p->lim, err) < 0) return -1;
+        return pt_fail(PT_EINVAL, "invalid global batch %d (valid: 1..%d sequences per step)", r->global_batch, MAX_COUNT);
+    if (pt_plan_request_check(&r->plan, &p->lim) < 0) return -1;
     p->req = *r;
     p->have_req = 1;
     p->have_result = 0;
@@ -284,17 +281,17 @@ static void kinds_text(const pt_cluster *c, char *buf, size_t n, int *present)
     }
 }
 
-int pt_planner_run(pt_planner *p, pt_error *err)
+int pt_planner_run(pt_planner *p)
 {
-    if (!p || !p->have_req) return pt_errprintf(err, "planner: no request set (pt_planner_set_request)");
+    if (!p || !p->have_req) return pt_fail(PT_EINVAL, "planner: no request set (pt_planner_set_request)");
     const pt_cluster *c = p->c;
     if (c->nkinds > 1 && c->kinds && c->kind_of) {
         char kinds[600];
         int present;
         kinds_text(c, kinds, sizeof kinds, &present);
         if (present > 1 && p->lim.mixed == PT_MIXED_REFUSE)
-            return pt_errprintf(err, "the step's nodes are of %d kinds (%s) and mixed_nodes=refuse (valid: nodes of "
-                                "one kind, or mixed_nodes=adapt: plan at the slowest node's rates)", present, kinds);
+            return pt_fail(PT_EINVAL, "the step's nodes are of %d kinds (%s) and mixed_nodes=refuse (valid: nodes of "
+                           "one kind, or mixed_nodes=adapt: plan at the slowest node's rates)", present, kinds);
     }
     const pt_plan_request *r = &p->req;
     pt_plan q = r->plan;
@@ -318,7 +315,7 @@ int pt_planner_run(pt_planner *p, pt_error *err)
     q.dp = 0;
     int rc = pt_plan_resolve(c, &r->model, r->global_batch, &l, &q, (pin & PT_PIN_ZERO) != 0,
                              (pin & PT_PIN_ZERO) ? 0 : p->lim.default_zero, &p->plan, &p->res, p->notes,
-                             sizeof p->notes, err);
+                             sizeof p->notes);
     p->have_result = rc == 0;
     return rc;
 }

@@ -8,23 +8,24 @@
  *
  *   pt_plan_request r;
  *   pt_plan_request_init(&r, PT_MODE_AUTO);            defaults, nothing pinned
- *   pt_plan_request_set(&r, &lim, "tp", "--tp", "4", &err);   a flag: pinned
- *   pt_plan_request_env(&r, &lim, getter, arg, &err);   PTRAIN_* for the rest
- *   pt_planner *p = pt_planner_new(&cluster, &lim, &err);
- *   pt_planner_set_request(p, &r, &err);
- *   pt_planner_run(p, &err);
+ *   pt_plan_request_set(&r, &lim, "tp", "--tp", "4");   a flag: pinned
+ *   pt_plan_request_env(&r, &lim, getter, arg);   PTRAIN_* for the rest
+ *   pt_planner *p = pt_planner_new(&cluster, &lim);
+ *   pt_planner_set_request(p, &r);
+ *   pt_planner_run(p);
  *   pt_planner_plan(p), pt_planner_result(p), pt_planner_explain(p, buf, n),
  *   pt_planner_notes(p);
  *   pt_planner_free(p);
  *
  * libc only, as the rest of lib/plan (the plugin links it into slurmstepd).
- * Errors: -1 with one line in a pt_error naming the value and what would be
+ * Errors (core/core.h's convention): -1 (PT_EINVAL; PT_ENOMEM when out of
+ * memory) with one line in pt_errmsg() naming the value and what would be
  * valid; NULL from pt_planner_new. */
 #ifndef PTRAIN_PLAN_PLANNER_H
 #define PTRAIN_PLAN_PLANNER_H
 #include <stddef.h>
 
-#include "core/error.h"
+#include "core/core.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
 #include "plan/search.h"
@@ -92,7 +93,7 @@ const char *pt_plan_request_keys(void);
  * 0, or -1 (r unchanged) with the message; an unknown key is -1 naming the
  * valid keys. */
 int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const char *key, const char *what,
-                        const char *text, pt_error *err);
+                        const char *text);
 
 /* The environment a request is read from: 1 and the value in buf when
  * `name` is set and not empty, 0 when unset or empty, -1 when the value
@@ -109,8 +110,7 @@ int pt_plan_getenv(void *arg, const char *name, char *buf, int len);
  * an error naming both).  -1 with one line on the first bad value, or
  * "<NAME> in the job environment is longer than 255 bytes; it is not a
  * valid value (valid: see ptrain-env(7))". */
-int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_getenv_fn get, void *arg,
-                        pt_error *err);
+int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_getenv_fn get, void *arg);
 
 /* The administrator's limits with nothing limited: max_tp and max_pp
  * 1048576, every mode, schedule and precision, max_zero 3, default_zero
@@ -121,9 +121,9 @@ typedef struct pt_planner pt_planner;
 
 /* A handle planning on cluster c (the caller keeps c and what it points to
  * alive until pt_planner_free) under lim (copied; NULL:
- * pt_plan_limits_default).  NULL with one line in err (no memory, no
+ * pt_plan_limits_default).  NULL with one line in pt_errmsg() (no memory, no
  * cluster, a limit out of range). */
-pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim, pt_error *err);
+pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim);
 
 /* The request to plan (copied): what is pinned is a pin, the rest is
  * chosen (pt_plan_resolve's rules, lib/plan/resolve.h): mode auto or a
@@ -135,14 +135,14 @@ pt_planner *pt_planner_new(const pt_cluster *c, const pt_plan_limits *lim, pt_er
  * before); recompute other than none.  -1 with one line when the request
  * breaks the limits or a rule that needs no cluster
  * (pt_plan_request_check, the model's shape, a batch < 1). */
-int pt_planner_set_request(pt_planner *p, const pt_plan_request *r, pt_error *err);
+int pt_planner_set_request(pt_planner *p, const pt_plan_request *r);
 
 /* Plan: the pin checks that need the task count, the search and the
  * choice (pt_plan_resolve).  On a cluster of mixed nodes whose limits say
  * PT_MIXED_REFUSE, a step over nodes of several kinds is refused in one
  * line naming the kinds.  0, or -1 with one line (messages name srun's
  * options; pt_plan_error_options rewrites them). */
-int pt_planner_run(pt_planner *p, pt_error *err);
+int pt_planner_run(pt_planner *p);
 
 /* After a successful run: the chosen plan, the search result (winner,
  * runners-up, why), the warnings for the user ("" when none, '\n' between

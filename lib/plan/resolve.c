@@ -14,8 +14,7 @@
  * covers the layouts' shapes): each pinned group size divides the ranks,
  * their product too, an explicit stage split covers the model's layers,
  * and a pinned ZeRO stage leaves data-parallel ranks to shard over. */
-static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m, const pt_plan_limits *lim,
-                        pt_error *err)
+static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m, const pt_plan_limits *lim)
 {
     const struct { const char *name; int v; } pins[] = {
         {"tp", req->tp}, {"sp", req->sp}, {"pp", req->pp}};
@@ -27,60 +26,60 @@ static int request_fits(int ntasks, const pt_plan *req, const pt_model_shape *m,
             /* every divisor of the task count: the 1d sizes of the mode table */
             pt_plan_list_tp(PT_MODE_1D, 1, ntasks, ntasks, valid, sizeof valid);
             char f[48];
-            return pt_errprintf(err, "%s=%d does not divide the %d tasks of the step "
-                                "(valid %s here: %s)", pt_plan_flag(lim, pins[i].name, f, sizeof f), pins[i].v,
-                                ntasks, pins[i].name, valid);
+            return pt_fail(PT_EINVAL, "%s=%d does not divide the %d tasks of the step "
+                           "(valid %s here: %s)", pt_plan_flag(lim, pins[i].name, f, sizeof f), pins[i].v,
+                           ntasks, pins[i].name, valid);
         }
         prod *= pins[i].v;
     }
     if (prod > 1 && ntasks % prod) {
         char ft[48], fs[48], fp[48];
-        return pt_errprintf(err, "%s=%d x %s=%d x %s=%d = %lld does "
-                            "not divide the %d tasks of the step", pt_plan_flag(lim, "tp", ft, sizeof ft),
-                            req->tp > 0 ? req->tp : 1, pt_plan_flag(lim, "sp", fs, sizeof fs),
-                            req->sp > 0 ? req->sp : 1, pt_plan_flag(lim, "pp", fp, sizeof fp),
-                            req->pp > 0 ? req->pp : 1, prod, ntasks);
+        return pt_fail(PT_EINVAL, "%s=%d x %s=%d x %s=%d = %lld does "
+                       "not divide the %d tasks of the step", pt_plan_flag(lim, "tp", ft, sizeof ft),
+                       req->tp > 0 ? req->tp : 1, pt_plan_flag(lim, "sp", fs, sizeof fs),
+                       req->sp > 0 ? req->sp : 1, pt_plan_flag(lim, "pp", fp, sizeof fp),
+                       req->pp > 0 ? req->pp : 1, prod, ntasks);
     }
     if (req->pp_split_n > 0) {
         pt_plan q = *req;
         q.pp = req->pp > 0 ? req->pp : 1;
         q.microbatches = 1;
-        if (pt_plan_check_model(&q, m->n_layer, 0, err) < 0) return -1;
+        if (pt_plan_check_model(&q, m->n_layer, 0) < 0) return -1;
     }
     if (req->zero > 0 && prod == ntasks && req->sp <= 1)
-        return pt_errprintf(err, "zero=%d with dp=1 sp=1: ZeRO shards the optimizer state over "
-                            "the data-parallel ranks and this plan has one, so there is nothing "
-                            "to shard (valid: zero=0, or dp*sp >= 2)", req->zero);
+        return pt_fail(PT_EINVAL, "zero=%d with dp=1 sp=1: ZeRO shards the optimizer state over "
+                       "the data-parallel ranks and this plan has one, so there is nothing "
+                       "to shard (valid: zero=0, or dp*sp >= 2)", req->zero);
     return 0;
 }
 
 int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_batch,
                     const pt_plan_limits *lim, const pt_plan *req, int zero_pinned, int default_zero,
-                    pt_plan *out, pt_search_result *res, char *notes, size_t notes_len, pt_error *err)
+                    pt_plan *out, pt_search_result *res, char *notes, size_t notes_len)
 {
     if (notes && notes_len) notes[0] = '\0';
     if (!c || !m || !lim || !req || !out)
-        return pt_errprintf(err, "pt_plan_resolve: missing argument (cluster, model, limits, request "
-                            "and plan are required)");
+        return pt_fail(PT_EINVAL, "pt_plan_resolve: missing argument (cluster, model, limits, request "
+                       "and plan are required)");
     if (c->nnodes < 1 || !c->tasks_per_node)
-        return pt_errprintf(err, "invalid job geometry: %d nodes (valid: >= 1 node with its task "
-                            "counts)", c->nnodes);
+        return pt_fail(PT_EINVAL, "invalid job geometry: %d nodes (valid: >= 1 node with its task "
+                       "counts)", c->nnodes);
     long long ntasks = 0;
     for (int i = 0; i < c->nnodes; i++) {
         if (c->tasks_per_node[i] < 1)
-            return pt_errprintf(err, "invalid job geometry: node %d has %d tasks (valid: >= 1)", i,
-                                c->tasks_per_node[i]);
+            return pt_fail(PT_EINVAL, "invalid job geometry: node %d has %d tasks (valid: >= 1)", i,
+                           c->tasks_per_node[i]);
         ntasks += c->tasks_per_node[i];
     }
     if (ntasks > (1 << 24))
-        return pt_errprintf(err, "invalid job geometry: %lld tasks (valid: at most %d)", ntasks, 1 << 24);
+        return pt_fail(PT_EINVAL, "invalid job geometry: %lld tasks (valid: at most %d)", ntasks, 1 << 24);
     if (default_zero < 0 || default_zero > lim->max_zero)
-        return pt_errprintf(err, "invalid default ZeRO stage %d (valid: 0..max_zero=%d)", default_zero,
-                            lim->max_zero);
-    if (request_fits((int)ntasks, req, m, lim, err) < 0) return -1;
+        return pt_fail(PT_EINVAL, "invalid default ZeRO stage %d (valid: 0..max_zero=%d)", default_zero,
+                       lim->max_zero);
+    if (request_fits((int)ntasks, req, m, lim) < 0) return -1;
 
     pt_search_result *r = res ? res : malloc(sizeof *r);
-    if (!r) return pt_errprintf(err, "pt_plan_resolve: out of memory");
+    if (!r) return pt_fail(PT_ENOMEM, "pt_plan_resolve: out of memory");
     pt_plan_limits l = *lim;
     pt_plan q = *req;
     q.dp = 0;
@@ -91,13 +90,13 @@ int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_bat
     if (!zero_pinned) q.zero = 0;
     if (!zero_pinned && default_zero > 0) {
         q.zero = default_zero;
-        rc = pt_plan_search(c, m, global_batch, &l, &q, r, err);
+        rc = pt_plan_search(c, m, global_batch, &l, &q, r);
         if (rc < 0) { /* no plan takes it (nothing to shard): no ZeRO */
             q.zero = 0;
             l.max_zero = 0;
         }
     }
-    if (rc < 0) rc = pt_plan_search(c, m, global_batch, &l, &q, r, err);
+    if (rc < 0) rc = pt_plan_search(c, m, global_batch, &l, &q, r);
     if (rc < 0) {
         if (!res) free(r);
         return -1;

@@ -11,7 +11,7 @@
 #define PTRAIN_PLAN_RESOLVE_H
 #include <stddef.h>
 
-#include "core/error.h"
+#include "core/core.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
 #include "plan/search.h"
@@ -69,11 +69,11 @@
  *                the island link" (each communicator is priced on its own
  *                link, pt_cost_eval_at).
  *
- * Returns 0, or -1 with one line in err naming the value and what would
+ * Returns 0, or -1 with one line in pt_errmsg() naming the value and what would
  * be valid (the pin checks above, or pt_plan_search's refusal); never
  * exits, never prints.  *out and *res are undefined after an error. */
 int pt_plan_resolve(const pt_cluster *c, const pt_model_shape *m, int global_batch,
                     const pt_plan_limits *lim, const pt_plan *req, int zero_pinned, int default_zero,
-                    pt_plan *out, pt_search_result *res, char *notes, size_t notes_len, pt_error *err);
+                    pt_plan *out, pt_search_result *res, char *notes, size_t notes_len);
 
 #endif

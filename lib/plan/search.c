@@ -113,7 +113,7 @@ int pt_place_where(const pt_cluster *c, const pt_plan *p, pt_cost_where *w, int 
     if (!c || !p || c->nnodes < 1 || !c->tasks_per_node || p->dp < 1 || p->pp < 1 || p->tp < 1 || p->sp < 1)
         return -1;
     int dims[3];
-    if (pt_plan_tp_dims(p, dims, NULL) < 0 || memchr(p->tp_order, '\0', sizeof p->tp_order) == NULL ||
+    if (pt_plan_tp_dims(p, dims) < 0 || memchr(p->tp_order, '\0', sizeof p->tp_order) == NULL ||
         strlen(p->tp_order) != 3)
         return -1;
     for (int i = 0; i < 3; i++)
@@ -224,7 +224,7 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
     q = *p;
     if (memchr(q.tp_order, '\0', sizeof q.tp_order) == NULL || strlen(q.tp_order) != 3) memcpy(q.tp_order, "012", 4);
     int dims[3];
-    if (pt_plan_tp_dims(&q, dims, NULL) < 0) { /* not a grid of its mode: price tp as one 1d group */
+    if (pt_plan_tp_dims(&q, dims) < 0) { /* not a grid of its mode: price tp as one 1d group */
         q.mode = PT_MODE_1D;
         q.tp_depth = 1;
     }
@@ -243,15 +243,15 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N])
 
 /* ---- stage split ------------------------------------------------------- */
 
-int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n, int *split, pt_error *err)
+int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n, int *split)
 {
-    if (!speed || !split) return pt_errprintf(err, "D'Hondt split: no speeds or output given");
+    if (!speed || !split) return pt_fail(PT_EINVAL, "D'Hondt split: no speeds or output given");
     if (k < 1 || k > n)
-        return pt_errprintf(err, "D'Hondt split: %d stages for %d layers (valid: 1..%d stages)", k, n, n > 0 ? n : 0);
+        return pt_fail(PT_EINVAL, "D'Hondt split: %d stages for %d layers (valid: 1..%d stages)", k, n, n > 0 ? n : 0);
     for (int s = 0; s < k; s++)
         if (!(speed[s] > 0) || isinf(speed[s]) || (extra && (!(extra[s] >= 0) || isinf(extra[s]))))
-            return pt_errprintf(err, "D'Hondt split: stage %d has speed %g, extra work %g (valid: speed > 0, extra >= 0, "
-                                "finite)", s, speed[s], extra ? extra[s] : 0);
+            return pt_fail(PT_EINVAL, "D'Hondt split: stage %d has speed %g, extra work %g (valid: speed > 0, extra >= 0, "
+                           "finite)", s, speed[s], extra ? extra[s] : 0);
     for (int s = 0; s < k; s++) split[s] = 1; /* every stage holds a layer */
     for (int seat = k; seat < n; seat++) {
         int best = 0;
@@ -265,23 +265,23 @@ int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n,
     return 0;
 }
 
-int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err)
+int pt_plan_split_layers(const double *cost, int n, int k, int *split)
 {
-    if (!cost || !split) return pt_errprintf(err, "stage split: no costs or output given");
+    if (!cost || !split) return pt_fail(PT_EINVAL, "stage split: no costs or output given");
     if (k < 1 || k > n)
-        return pt_errprintf(err, "stage split: %d stages for %d layers (valid: 1..%d stages)", k,
-                            n, n > 0 ? n : 0);
+        return pt_fail(PT_EINVAL, "stage split: %d stages for %d layers (valid: 1..%d stages)", k,
+                       n, n > 0 ? n : 0);
     for (int i = 0; i < n; i++)
         if (!(cost[i] >= 0) || isinf(cost[i]))
-            return pt_errprintf(err, "stage split: layer %d has cost %g (valid: finite, >= 0)", i,
-                                cost[i]);
+            return pt_fail(PT_EINVAL, "stage split: layer %d has cost %g (valid: finite, >= 0)", i,
+                           cost[i]);
     double *pre = malloc(sizeof *pre * (size_t)(n + 1));
     /* best[j][i]: the least largest stage cost of layers [0, i) in j stages */
     double *best = malloc(sizeof *best * (size_t)(k + 1) * (size_t)(n + 1));
     if (!pre || !best) {
         free(pre);
         free(best);
-        return pt_errprintf(err, "stage split: out of memory (%d layers, %d stages)", n, k);
+        return pt_fail(PT_ENOMEM, "stage split: out of memory (%d layers, %d stages)", n, k);
     }
     pre[0] = 0;
     for (int i = 0; i < n; i++) pre[i + 1] = pre[i] + cost[i];
@@ -430,7 +430,7 @@ typedef struct search_ctx {
     double least_mem;       /* the least mem_total of an evaluated plan (bytes) */
     pt_candidate least;     /* the plan that needs it */
     int have_least;
-    pt_error last_err;      /* pt_cost_eval's last refusal */
+    pt_errsave last_err;    /* pt_cost_eval's last refusal (pt_error_save) */
     int have_err;
     double round_best;      /* the least t_step of the plans kept since it was reset */
     double *layer_cost;     /* [n_layer] relative FLOPs per layer (pt_plan_layer_costs) */
@@ -444,7 +444,7 @@ static int split_for(search_ctx *x, int k, const int **out)
 {
     if (x->split_state[k] == 0) {
         int L = x->m->n_layer;
-        if (pt_plan_split_layers(x->layer_cost, L, k, x->split[k], NULL) < 0) {
+        if (pt_plan_split_layers(x->layer_cost, L, k, x->split[k]) < 0) {
             x->split_state[k] = -1;
         } else {
             int even = L % k == 0;
@@ -496,7 +496,7 @@ static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req
         /* the head, in blocks: the last layer's cost beyond a block */
         if (x->layer_cost[0] > 0) extra[k - 1] = (x->layer_cost[L - 1] - x->layer_cost[0]) / x->layer_cost[0];
         int split[PT_PP_SPLIT_MAX];
-        if (pt_plan_split_dhondt(speed, extra, k, L, split, NULL) == 0) {
+        if (pt_plan_split_dhondt(speed, extra, k, L, split) == 0) {
             int dup = 0;
             for (int i = 0; i < n && !dup; i++) {
                 int same = 1;
@@ -521,17 +521,16 @@ static int split_variants(search_ctx *x, const pt_plan *base, const pt_plan *req
  * model refuses it. */
 static int consider(search_ctx *x, const pt_plan *p, const placement *pl)
 {
-    pt_error e;
     int bpd = x->global_batch / p->dp;
-    if (pt_plan_validate(p, x->world, NULL) < 0 || pt_plan_check_model(p, x->m->n_layer, bpd, NULL) < 0)
+    if (pt_plan_validate(p, x->world) < 0 || pt_plan_check_model(p, x->m->n_layer, bpd) < 0)
         return -1;
     pt_candidate cand;
     memset(&cand, 0, sizeof cand);
     cand.plan = *p;
     memcpy(cand.link, pl->link, sizeof cand.link);
     x->nconsidered++;
-    if (pt_cost_eval_at(x->m, x->global_batch, p, &x->hw, &pl->w, &cand.cost, &e) < 0) {
-        x->last_err = e;
+    if (pt_cost_eval_at(x->m, x->global_batch, p, &x->hw, &pl->w, &cand.cost) < 0) {
+        pt_error_save(&x->last_err);
         x->have_err = 1;
         return -1;
     }
@@ -715,12 +714,11 @@ static int grid_may_fit(search_ctx *x, const pt_plan *p, const placement *pl, co
         for (int i = nmb - 1; i >= 0; i--) {
             q.microbatches = mbs[i];
             if (q.schedule == PT_SCHED_INTERLEAVED && q.microbatches % q.pp) continue;
-            pt_error e;
-            if (pt_plan_validate(&q, x->world, NULL) < 0 || pt_plan_check_model(&q, L, bpd, NULL) < 0) continue;
+            if (pt_plan_validate(&q, x->world) < 0 || pt_plan_check_model(&q, L, bpd) < 0) continue;
             pt_cost cost;
             x->nprobed++;
-            if (pt_cost_eval_at(x->m, x->global_batch, &q, &x->hw, &pl->w, &cost, &e) < 0) {
-                x->last_err = e;
+            if (pt_cost_eval_at(x->m, x->global_batch, &q, &x->hw, &pl->w, &cost) < 0) {
+                pt_error_save(&x->last_err);
                 x->have_err = 1;
                 continue;
             }
@@ -850,7 +848,7 @@ static int tp_orders(const pt_plan *p, const pt_plan *req, char out[6][4])
         return 1;
     }
     int dims[3];
-    if (p->tp == 1 || p->mode == PT_MODE_1D || pt_plan_tp_dims(p, dims, NULL) < 0) {
+    if (p->tp == 1 || p->mode == PT_MODE_1D || pt_plan_tp_dims(p, dims) < 0) {
         memcpy(out[0], "012", 4);
         return 1;
     }
@@ -960,7 +958,7 @@ static void limit_line(const pt_cluster *c, const pt_model_shape *m, const pt_se
                 speed[vs] = pt_hw_gemm_gflops(&st[vs % b->pp], b->precision), extra[vs] = 0;
             if (kk <= PT_PP_SPLIT_MAX && lc[0] > 0) extra[kk - 1] = (lc[m->n_layer - 1] - lc[0]) / lc[0];
             if (b->pp_split_n == kk && kk <= PT_PP_SPLIT_MAX &&
-                pt_plan_split_dhondt(speed, extra, kk, m->n_layer, dh, NULL) == 0)
+                pt_plan_split_dhondt(speed, extra, kk, m->n_layer, dh) == 0)
                 is_dh = !memcmp(dh, b->pp_split, sizeof(int) * (size_t)kk);
             snprintf(buf + k, n - (size_t)k, "; its stages run at %s GFLOP/s per rank, layers split %s%s", rt, sp,
                      is_dh ? " (D'Hondt: in proportion to the stages' rates)" : "");
@@ -971,40 +969,40 @@ static void limit_line(const pt_cluster *c, const pt_model_shape *m, const pt_se
 }
 
 int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
-                   const pt_plan *req, pt_search_result *out, pt_error *err)
+                   const pt_plan *req, pt_search_result *out)
 {
-    if (!c || !m || !req || !out) return pt_errprintf(err, "plan search: no cluster, model, request or output given");
+    if (!c || !m || !req || !out) return pt_fail(PT_EINVAL, "plan search: no cluster, model, request or output given");
     if (c->nnodes < 1 || !c->tasks_per_node)
-        return pt_errprintf(err, "invalid node count %d (valid: >= 1)", c->nnodes);
+        return pt_fail(PT_EINVAL, "invalid node count %d (valid: >= 1)", c->nnodes);
     long long world = 0;
     for (int i = 0; i < c->nnodes; i++) {
         if (c->tasks_per_node[i] < 1)
-            return pt_errprintf(err, "node %d has %d tasks (valid: >= 1)", i, c->tasks_per_node[i]);
+            return pt_fail(PT_EINVAL, "node %d has %d tasks (valid: >= 1)", i, c->tasks_per_node[i]);
         world += c->tasks_per_node[i];
     }
     if (world > (1 << 20))
-        return pt_errprintf(err, "invalid world size %lld (valid: 1..%d ranks)", world, 1 << 20);
+        return pt_fail(PT_EINVAL, "invalid world size %lld (valid: 1..%d ranks)", world, 1 << 20);
     if (m->n_layer < 1 || m->n_head < 1 || m->n_embd < 1 || m->seq_len < 1 || m->vocab < 1)
-        return pt_errprintf(err, "invalid model shape L=%d H=%d C=%d T=%d V=%d (valid: positive "
-                            "integers)", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
+        return pt_fail(PT_EINVAL, "invalid model shape L=%d H=%d C=%d T=%d V=%d (valid: positive "
+                       "integers)", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (global_batch < 1)
-        return pt_errprintf(err, "invalid global batch %d (valid: >= 1 sequences)", global_batch);
+        return pt_fail(PT_EINVAL, "invalid global batch %d (valid: >= 1 sequences)", global_batch);
     char flag[48];
     if (req->mode == PT_MODE_OFF)
-        return pt_errprintf(err, "%s=off plans nothing (valid for a search: auto, 1d, "
-                            "2d, 2.5d, 3d)", pt_plan_flag(lim, "mode", flag, sizeof flag));
-    if (pt_plan_request_check(req, lim, err) < 0) return -1;
+        return pt_fail(PT_EINVAL, "%s=off plans nothing (valid for a search: auto, 1d, "
+                       "2d, 2.5d, 3d)", pt_plan_flag(lim, "mode", flag, sizeof flag));
+    if (pt_plan_request_check(req, lim) < 0) return -1;
     if (req->rank_order[0]) {
         char pinned[4], s[5] = "";
         memcpy(s, req->rank_order, 4);
-        if (pt_plan_order_parse(s, pinned, err) < 0) return -1;
+        if (pt_plan_order_parse(s, pinned) < 0) return -1;
         if (strcmp(pinned, s))
-            return pt_errprintf(err, "rank order '%s' of the request is not in its parsed form (valid: '%s')", s, pinned);
+            return pt_fail(PT_EINVAL, "rank order '%s' of the request is not in its parsed form (valid: '%s')", s, pinned);
     }
     if (req->tp_order[0]) {
         char s[5] = "", tpo[4];
         memcpy(s, req->tp_order, 4);
-        if (pt_plan_tp_order_parse("tp order", s, tpo, err) < 0) return -1;
+        if (pt_plan_tp_order_parse("tp order", s, tpo) < 0) return -1;
     }
     int max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
     int max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
@@ -1024,7 +1022,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     if (!x.layer_cost || !shapes) {
         free(x.layer_cost);
         free(shapes);
-        return pt_errprintf(err, "plan search: out of memory");
+        return pt_fail(PT_ENOMEM, "plan search: out of memory");
     }
     pt_plan_layer_costs(m, x.layer_cost);
     int nshapes = tp_shapes(req, modes, W, max_tp, shapes, MAX_SHAPES);
@@ -1056,7 +1054,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                     free(stage_buf);
                     free(x.layer_cost);
                     free(shapes);
-                    return pt_errprintf(err, "plan search: out of memory");
+                    return pt_fail(PT_ENOMEM, "plan search: out of memory");
                 }
                 for (int oi = 0; oi < 2; oi++) {
                     if (oi == 1 && (dp == 1 || pp == 1 || req->rank_order[0])) continue;
@@ -1114,28 +1112,28 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
                                 : req->mode == PT_MODE_2P5D ? "depth*q*q"
                                 : req->mode == PT_MODE_3D   ? "l*l*l"
                                                             : "a divisor";
-            return pt_errprintf(err, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
-                                "(%s)%s (valid tp here: %s; or pin %s=1)", what,
-                                req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
-                                max_tp < W ? " within max_tp" : "", k ? valid : "none",
-                                pt_plan_flag(lim, "tp", flag, sizeof flag));
+            return pt_fail(PT_EINVAL, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
+                           "(%s)%s (valid tp here: %s; or pin %s=1)", what,
+                           req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
+                           max_tp < W ? " within max_tp" : "", k ? valid : "none",
+                           pt_plan_flag(lim, "tp", flag, sizeof flag));
         }
         if (ngrids == 0)
-            return pt_errprintf(err, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "
-                                "global batch %d and the model's %d layers / T=%d with the pins "
-                                "given", what, W, place, global_batch, m->n_layer, m->seq_len);
+            return pt_fail(PT_EINVAL, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "
+                           "global batch %d and the model's %d layers / T=%d with the pins "
+                           "given", what, W, place, global_batch, m->n_layer, m->seq_len);
         if (x.have_least) {
             char s[640];
             pt_plan_summary(&x.least.plan, s, sizeof s);
-            return pt_errprintf(err, "%s: no plan fits %.3g GB per rank on %s; the least memory "
-                                "any plan needs is %.3g GB (%s)", what, x.hw.mem_bytes / 1e9, place,
-                                x.least_mem / 1e9, s);
+            return pt_fail(PT_EINVAL, "%s: no plan fits %.3g GB per rank on %s; the least memory "
+                           "any plan needs is %.3g GB (%s)", what, x.hw.mem_bytes / 1e9, place,
+                           x.least_mem / 1e9, s);
         }
         if (x.have_err)
-            return pt_errprintf(err, "%s: no plan fits the model on %s (last refusal: %s)", what,
-                                place, x.last_err.text);
-        return pt_errprintf(err, "%s: no plan of %d ranks (%s) passes validation for this "
-                            "model and batch (%d sequences)", what, W, place, global_batch);
+            return pt_fail(PT_EINVAL, "%s: no plan fits the model on %s (last refusal: %s)", what,
+                           place, x.last_err.text);
+        return pt_fail(PT_EINVAL, "%s: no plan of %d ranks (%s) passes validation for this "
+                       "model and batch (%d sequences)", what, W, place, global_batch);
     }
     memset(out, 0, sizeof *out);
     out->best = x.top.c[0];

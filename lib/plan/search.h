@@ -14,7 +14,7 @@
 #define PTRAIN_PLAN_SEARCH_H
 #include <stddef.h>
 
-#include "core/error.h"
+#include "core/core.h"
 #include "plan/cost.h"
 #include "plan/plan.h"
 
@@ -182,7 +182,7 @@ typedef struct pt_search_result {
  * sets the bytes of every memory and traffic term).  The runners-up are the best plan of each other layout
  * (mode, tp shape, dp, pp, sp, ZeRO stage). */
 int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
-                   const pt_plan *req, pt_search_result *out, pt_error *err);
+                   const pt_plan *req, pt_search_result *out);
 
 /* Where plan p's communicators run on cluster c, ranks numbered node by
  * node (pt_plan_rank) in p's rank order and, inside the T block, its
@@ -226,7 +226,7 @@ void pt_place_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N]);
  * head under one root, lib/pipeline cuts only between blocks, and k <= n
  * stages never gives a block more than one device, so the walk ends in
  * that dynamic program at the root. */
-int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error *err);
+int pt_plan_split_layers(const double *cost, int n, int k, int *split);
 
 /* D'Hondt's highest-averages method (SageMaker's allocation of devices to
  * modules in proportion to their cost, Karakus et al. 2021, sec. 3.3),
@@ -238,7 +238,7 @@ int pt_plan_split_layers(const double *cost, int n, int k, int *split, pt_error 
  * NULL: none) is the work a stage holds already, in layers (the head's on
  * the last stage).  Writes k counts into split.  Returns 0, or -1 when k <
  * 1, k > n or a speed is not positive and finite. */
-int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n, int *split, pt_error *err);
+int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n, int *split);
 
 /* The relative cost of each of m->n_layer layers for the stage split
  * (cost: [n_layer]): the forward FLOPs of one sequence through one block,

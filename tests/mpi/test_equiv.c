@@ -179,7 +179,7 @@ int main(int argc, char **argv)
     }
     pt_plan plan, rplan;
     pt_plan_default(&plan);
-    if (pt_mode_parse(argv[1], &plan.mode, NULL) < 0) {
+    if (pt_mode_parse(argv[1], &plan.mode) < 0) {
         if (tap_rank0) fprintf(stderr, "bad mode %s\n", argv[1]);
         MPI_Finalize();
         return 2;
@@ -193,7 +193,7 @@ int main(int argc, char **argv)
     snprintf(plan.rank_order, sizeof plan.rank_order, "%.3s", order);
     if (strlen(order) == 7 && order[3] == '/') snprintf(plan.tp_order, sizeof plan.tp_order, "%.3s", order + 4);
     int steps = argc > 7 ? atoi(argv[7]) : 3;
-    if (argc > 8 && pt_precision_parse("precision", argv[8], &plan.precision, NULL) < 0) {
+    if (argc > 8 && pt_precision_parse("precision", argv[8], &plan.precision) < 0) {
         if (tap_rank0) fprintf(stderr, "bad precision %s\n", argv[8]);
         MPI_Finalize();
         return 2;

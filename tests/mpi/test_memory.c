@@ -166,7 +166,7 @@ static void linear(int P, unsigned long seed, int precision)
             /* pt_train_step runs without the pipeline executor's two boundary
              * buffers [B*T/sp, C] that ptrain-run's step holds and the cost
              * model counts */
-            pred[i] = pt_cost_eval(&ms, B * l->dp, &p, NULL, NULL, &c, NULL) == 0
+            pred[i] = pt_cost_eval(&ms, B * l->dp, &p, NULL, NULL, &c) == 0
                           ? c.mem_peak - 2.0 * ea * B * (cfg.seq_len / l->sp) * cfg.n_embd
                           : 0;
             worst = fmax(worst, fabs((double)peak[i] / pred[i] - 1));

@@ -189,7 +189,7 @@ int main(int argc, char **argv)
     plan.virtual_stages = atoi(argv[4]);
     plan.dp = atoi(argv[5]);
     plan.tp = atoi(argv[6]);
-    pt_mode_parse(argv[7], &plan.mode, NULL);
+    pt_mode_parse(argv[7], &plan.mode);
     if (strcmp(argv[8], "-")) {
         char *s = argv[8];
         while (*s && plan.pp_split_n < PT_PP_SPLIT_MAX) {
@@ -200,7 +200,7 @@ int main(int argc, char **argv)
     const int steps = argc > 9 ? atoi(argv[9]) : 3;
     const char *rcname = argc > 10 ? argv[10] : "none";
     plan.zero = argc > 11 ? atoi(argv[11]) : 0;
-    if (argc > 12 && pt_precision_parse("precision", argv[12], &plan.precision, NULL) < 0) {
+    if (argc > 12 && pt_precision_parse("precision", argv[12], &plan.precision) < 0) {
         if (tap_rank0) printf("not ok - bad precision %s\n", argv[12]);
         MPI_Finalize();
         return 1;

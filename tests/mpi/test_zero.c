@@ -313,7 +313,7 @@ int main(int argc, char **argv)
     tap_init(&argc, &argv);
     int rc = 2, prec = PT_PREC_FP32;
     const char *ps = argc >= 5 && !strcmp(argv[1], "equiv") ? (argc > 6 ? argv[6] : NULL) : (argc > 3 ? argv[3] : NULL);
-    if (ps && pt_precision_parse("precision", ps, &prec, NULL) < 0) argc = 0;
+    if (ps && pt_precision_parse("precision", ps, &prec) < 0) argc = 0;
     if (argc >= 5 && !strcmp(argv[1], "equiv"))
         rc = equiv(atoi(argv[2]), atoi(argv[3]), atoi(argv[4]), argc > 5 ? atoi(argv[5]) : 3, prec);
     else if (argc >= 3 && !strcmp(argv[1], "memory"))

@@ -34,7 +34,6 @@
 
 int main(int argc, char **argv)
 {
-    pt_error err = {{0}};
     const int topo_mode = argc == 6 && strcmp(argv[3], "--topology") == 0;
     if (argc != 3 && !topo_mode && (argc < 6 || argc > 9)) {
         fprintf(stderr, "usage: cost_eval MODEL BATCH [GFLOPS GBPS LAT_US [RANKS_PER_CORE [GEMM_N_HALF [BUSY_DELAY_US]]] | "
@@ -42,8 +41,8 @@ int main(int argc, char **argv)
         return 2;
     }
     pt_model_shape m;
-    if (pt_model_shape_parse("model", argv[1], &m, &err) < 0) {
-        fprintf(stderr, "cost_eval: %s\n", err.text);
+    if (pt_model_shape_parse("model", argv[1], &m) < 0) {
+        fprintf(stderr, "cost_eval: %s\n", pt_errmsg());
         return 2;
     }
     char *end;
@@ -54,8 +53,8 @@ int main(int argc, char **argv)
     }
     pt_plan p;
     pt_plan_default(&p);
-    if (pt_plan_from_env(&p, &err) < 0) {
-        fprintf(stderr, "cost_eval: %s\n", err.text);
+    if (pt_plan_from_env(&p) < 0) {
+        fprintf(stderr, "cost_eval: %s\n", pt_errmsg());
         return 2;
     }
     pt_hw hw = {.gemm_gflops = 10, .lat_s = {5e-6, 5e-6, 5e-6}, .gbps = {10, 10, 10}};
@@ -76,10 +75,10 @@ int main(int argc, char **argv)
             return 2;
         }
         tpn = (int)tasks;
-        int rc = pt_topo_plan_hw(&t, tpn, NULL, &hw, &isl, NULL, 0, &err);
+        int rc = pt_topo_plan_hw(&t, tpn, NULL, &hw, &isl, NULL, 0);
         pt_topo_free(&t);
         if (rc < 0) {
-            fprintf(stderr, "cost_eval: %s\n", err.text);
+            fprintf(stderr, "cost_eval: %s\n", pt_errmsg());
             return 2;
         }
         memset(&c, 0, sizeof c);
@@ -112,8 +111,8 @@ int main(int argc, char **argv)
     }
     const int link[PT_GRP_N] = {PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE, PT_NET_NODE};
     pt_cost c;
-    if ((w ? pt_cost_eval_at(&m, (int)batch, &p, &hw, w, &c, &err) : pt_cost_eval(&m, (int)batch, &p, &hw, link, &c, &err)) < 0) {
-        fprintf(stderr, "cost_eval: %s\n", err.text);
+    if ((w ? pt_cost_eval_at(&m, (int)batch, &p, &hw, w, &c) : pt_cost_eval(&m, (int)batch, &p, &hw, link, &c)) < 0) {
+        fprintf(stderr, "cost_eval: %s\n", pt_errmsg());
         return 2;
     }
     printf("{\"bytes\":{");

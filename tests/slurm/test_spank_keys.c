@@ -144,10 +144,9 @@ static void test_examples(void)
         if (pt_spank_keys[k].name && !seen[k]) missing++, tap_diag("ptrain.conf.example lacks %s", pt_spank_keys[k].name);
     tap_ok(missing == 0, "ptrain.conf.example shows every ptrain.conf key");
     pt_spank_conf c;
-    pt_error err = {""};
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_load(write_file("example.conf", all), &c, &err) == 0,
-           "ptrain.conf.example with every setting uncommented loads: %s", err.text);
+    tap_ok(pt_spank_conf_load(write_file("example.conf", all), &c) == 0,
+           "ptrain.conf.example with every setting uncommented loads: %s", pt_errmsg());
     free(all);
     free(ex);
 
@@ -184,30 +183,31 @@ static int same_field(const pt_spank_key *k, pt_spank_conf *a, pt_spank_conf *b)
 static void test_defaults(void)
 {
     pt_spank_conf c;
-    pt_error err = {""};
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_check(&c, &err) == 0, "the table's defaults pass the check: %s", err.text);
+    tap_ok(pt_spank_conf_check(&c) == 0, "the table's defaults pass the check: %s", pt_errmsg());
     for (int i = 0; i < pt_spank_nkeys; i++) {
         const pt_spank_key *k = &pt_spank_keys[i];
         if (!k->def || !k->arg) continue;
         char arg[256];
         snprintf(arg, sizeof arg, "%s=%s", k->arg, k->def);
         pt_spank_conf d = c;
-        tap_ok(pt_spank_conf_arg(arg, &d, &err) == 0 && same_field(k, &c, &d), "%s is the default of %s", arg,
+        tap_ok(pt_spank_conf_arg(arg, &d) == 0 && same_field(k, &c, &d), "%s is the default of %s", arg,
                k->arg);
     }
     /* the messages that list the keys list every one */
-    pt_error ea, ef;
     pt_spank_conf d = c;
-    pt_spank_conf_arg("no_such_key=1", &d, &ea);
-    pt_spank_conf_load(write_file("unknown.conf", "no_such_key = 1;\n"), &d, &ef);
+    char ea[PT_ERROR_LEN], ef[PT_ERROR_LEN];
+    pt_spank_conf_arg("no_such_key=1", &d);
+    snprintf(ea, sizeof ea, "%s", pt_errmsg());
+    pt_spank_conf_load(write_file("unknown.conf", "no_such_key = 1;\n"), &d);
+    snprintf(ef, sizeof ef, "%s", pt_errmsg());
     int all_a = 1, all_f = 1;
     for (int i = 0; i < pt_spank_nkeys; i++) {
-        if (pt_spank_keys[i].arg && !strstr(ea.text, pt_spank_keys[i].arg)) all_a = 0;
-        if (pt_spank_keys[i].name && !strstr(ef.text, pt_spank_keys[i].name)) all_f = 0;
+        if (pt_spank_keys[i].arg && !strstr(ea, pt_spank_keys[i].arg)) all_a = 0;
+        if (pt_spank_keys[i].name && !strstr(ef, pt_spank_keys[i].name)) all_f = 0;
     }
-    tap_ok(all_a, "an unknown plugstack argument names every plugstack key: %s", ea.text);
-    tap_ok(all_f, "an unknown ptrain.conf setting names every setting: %s", ef.text);
+    tap_ok(all_a, "an unknown plugstack argument names every plugstack key: %s", ea);
+    tap_ok(all_f, "an unknown ptrain.conf setting names every setting: %s", ef);
 }
 
 static double urand(void) { return (double)rand() / ((double)RAND_MAX + 1.0); }
@@ -293,15 +293,14 @@ static void test_file_equals_arg(void)
             random_value(k, fv, av);
             snprintf(arg, sizeof arg, "%s=%s", k->arg, av);
             pt_spank_conf a, f;
-            pt_error ea, ef;
             pt_spank_conf_default(&a);
             pt_spank_conf_default(&f);
-            if (pt_spank_conf_arg(arg, &a, &ea) < 0) continue; /* valid alone, not with the defaults */
+            if (pt_spank_conf_arg(arg, &a) < 0) continue; /* valid alone, not with the defaults */
             tried++;
             snprintf(text, sizeof text, "%s = %s;\n", k->name, fv);
-            if (pt_spank_conf_load(write_file("one.conf", text), &f, &ef) < 0 || !same_field(k, &a, &f)) {
+            if (pt_spank_conf_load(write_file("one.conf", text), &f) < 0 || !same_field(k, &a, &f)) {
                 same = 0;
-                tap_diag("'%s' and '%s' differ: %s", arg, text, ef.text);
+                tap_diag("'%s' and '%s' differ: %s", arg, text, pt_errmsg());
             }
         }
     }
@@ -314,12 +313,11 @@ static void test_file_equals_arg(void)
         char text[128];
         snprintf(text, sizeof text, "\n%s = { x = 1; };\n", k->name);
         pt_spank_conf c;
-        pt_error e;
         pt_spank_conf_default(&c);
-        if (pt_spank_conf_load(write_file("group.conf", text), &c, &e) == 0 || !strstr(e.text, k->name) ||
-            !strstr(e.text, ".conf:2: ")) {
+        if (pt_spank_conf_load(write_file("group.conf", text), &c) == 0 || !strstr(pt_errmsg(), k->name) ||
+            !strstr(pt_errmsg(), ".conf:2: ")) {
             named = 0;
-            tap_diag("%s = { }: %s", k->name, e.text);
+            tap_diag("%s = { }: %s", k->name, pt_errmsg());
         }
     }
     tap_ok(named, "a group for any setting is refused, naming the setting and line 2");

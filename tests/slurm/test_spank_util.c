@@ -42,31 +42,29 @@ static void test_tasks_per_node(void)
             for (int r = 0; r < reps; r++) want[nwant++] = count;
         }
         int got[256], n = -1;
-        pt_error err = {""};
-        if (pt_spank_parse_tasks_per_node(text, got, 256, &n, &err) != 0 ||
+        if (pt_spank_parse_tasks_per_node(text, got, 256, &n) != 0 ||
             n != nwant || memcmp(got, want, sizeof(int) * (size_t)n) != 0) {
             all_ok = 0;
-            tap_diag("'%s': n=%d want %d err=%s", text, n, nwant, err.text);
+            tap_diag("'%s': n=%d want %d err=%s", text, n, nwant, pt_errmsg());
         }
     }
     tap_ok(all_ok, "tasks-per-node lists expand like an independent expander (500 random lists)");
 
     int out[8], n;
-    pt_error err;
-    tap_ok(pt_spank_parse_tasks_per_node("2(x3),1", out, 8, &n, &err) == 0 && n == 4 &&
+    tap_ok(pt_spank_parse_tasks_per_node("2(x3),1", out, 8, &n) == 0 && n == 4 &&
                out[0] == 2 && out[2] == 2 && out[3] == 1,
            "\"2(x3),1\" -> 2,2,2,1");
     const char *bad[] = {"", "0", "2(x0)", "2(3)", "2(x3", "2,,1", "a", "2,", "-1", "2(x3)x",
                          "99999999"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        err.text[0] = '\0';
-        int rc = pt_spank_parse_tasks_per_node(bad[i], out, 8, &n, &err);
-        tap_ok(rc == -1 && (bad[i][0] == '\0' || strstr(err.text, bad[i])), "'%s' refused: %s", bad[i],
-               err.text);
+        pt_error_clear();
+        int rc = pt_spank_parse_tasks_per_node(bad[i], out, 8, &n);
+        tap_ok(rc == -1 && (bad[i][0] == '\0' || strstr(pt_errmsg(), bad[i])), "'%s' refused: %s", bad[i],
+               pt_errmsg());
     }
-    tap_ok(pt_spank_parse_tasks_per_node("1(x9)", out, 8, &n, &err) == -1 &&
-               strstr(err.text, "more than 8"),
-           "more nodes than the buffer holds refused: %s", err.text);
+    tap_ok(pt_spank_parse_tasks_per_node("1(x9)", out, 8, &n) == -1 &&
+               strstr(pt_errmsg(), "more than 8"),
+           "more nodes than the buffer holds refused: %s", pt_errmsg());
 }
 
 static void test_first_host(void)
@@ -76,20 +74,21 @@ static void test_first_host(void)
         {"n[7,1-3]", "n7"}, {"rack1-n[04-05]-ib", "rack1-n04-ib"}, {"node[2]", "node2"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char out[64] = ""; pt_error err = {""};
-        int rc = pt_spank_first_host(cases[i].list, out, sizeof out, &err);
+        char out[64] = "";
+        int rc = pt_spank_first_host(cases[i].list, out, sizeof out);
         tap_ok(rc == 0 && strcmp(out, cases[i].want) == 0, "first host of '%s' is '%s' (got '%s')",
                cases[i].list, cases[i].want, out);
     }
     const char *bad[] = {"", "n[1-3", "n[]", "n[a-b]", ",n1"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char out[64]; pt_error err = {""};
-        tap_ok(pt_spank_first_host(bad[i], out, sizeof out, &err) == -1 && err.text[0],
-               "host list '%s' refused: %s", bad[i], err.text);
+        char out[64];
+        pt_error_clear();
+        tap_ok(pt_spank_first_host(bad[i], out, sizeof out) == -1 && pt_errmsg()[0],
+               "host list '%s' refused: %s", bad[i], pt_errmsg());
     }
-    char small[4]; pt_error err;
-    tap_ok(pt_spank_first_host("longname", small, sizeof small, &err) == -1,
-           "a name longer than the buffer is refused: %s", err.text);
+    char small[4];
+    tap_ok(pt_spank_first_host("longname", small, sizeof small) == -1,
+           "a name longer than the buffer is refused: %s", pt_errmsg());
 }
 
 /* Every name of a host list (the node_models' lists, the step's nodes),
@@ -104,21 +103,19 @@ static void test_hostlist(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char names[16][64], got[512] = "";
         int n = 0;
-        pt_error err = {""};
-        int rc = pt_spank_hostlist_expand(cases[i].list, &names[0][0], 64, 16, &n, &err);
+        int rc = pt_spank_hostlist_expand(cases[i].list, &names[0][0], 64, 16, &n);
         for (int k = 0; rc == 0 && k < n; k++) {
             size_t l = strlen(got);
             snprintf(got + l, sizeof got - l, "%s%.63s", k ? " " : "", names[k]);
         }
         tap_ok(rc == 0 && strcmp(got, cases[i].want) == 0, "host list '%s' is '%s' (got '%s'%s%s)", cases[i].list,
-               cases[i].want, got, rc ? ": " : "", rc ? err.text : "");
+               cases[i].want, got, rc ? ": " : "", rc ? pt_errmsg() : "");
     }
     /* a random range: every name once, zero padding kept */
     int lo = (int)rnd(50), hi = lo + (int)rnd(60), width = 1 + (int)rnd(4), ok = 1, n = 0;
     char list[64], (*names)[32] = malloc(128 * sizeof *names);
     snprintf(list, sizeof list, "h[%0*d-%0*d]", width, lo, width, hi);
-    pt_error err = {""};
-    ok = names && pt_spank_hostlist_expand(list, &names[0][0], 32, 128, &n, &err) == 0 && n == hi - lo + 1;
+    ok = names && pt_spank_hostlist_expand(list, &names[0][0], 32, 128, &n) == 0 && n == hi - lo + 1;
     for (int k = 0; ok && k < n; k++) {
         char want[32];
         snprintf(want, sizeof want, "h%0*d", width, lo + k);
@@ -130,16 +127,16 @@ static void test_hostlist(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char names2[4][64];
         int m;
-        err.text[0] = '\0';
-        tap_ok(pt_spank_hostlist_expand(bad[i], &names2[0][0], 64, 4, &m, &err) == -1 && err.text[0],
-               "host list '%s' refused: %s", bad[i], err.text);
+        pt_error_clear();
+        tap_ok(pt_spank_hostlist_expand(bad[i], &names2[0][0], 64, 4, &m) == -1 && pt_errmsg()[0],
+               "host list '%s' refused: %s", bad[i], pt_errmsg());
     }
     char few[2][64];
-    tap_ok(pt_spank_hostlist_expand("n[1-3]", &few[0][0], 64, 2, &n, &err) == -1 && strstr(err.text, "more than 2"),
-           "more names than the buffer holds refused: %s", err.text);
-    tap_ok(pt_spank_hostlist_has("gpu[01-16],cpu1", "gpu07", &err) == 1 &&
-               pt_spank_hostlist_has("gpu[01-16],cpu1", "gpu7", &err) == 0 &&
-               pt_spank_hostlist_has("gpu[01-16],cpu1", "cpu1", &err) == 1 && pt_spank_hostlist_has("x[", "x", &err) == -1,
+    tap_ok(pt_spank_hostlist_expand("n[1-3]", &few[0][0], 64, 2, &n) == -1 && strstr(pt_errmsg(), "more than 2"),
+           "more names than the buffer holds refused: %s", pt_errmsg());
+    tap_ok(pt_spank_hostlist_has("gpu[01-16],cpu1", "gpu07") == 1 &&
+               pt_spank_hostlist_has("gpu[01-16],cpu1", "gpu7") == 0 &&
+               pt_spank_hostlist_has("gpu[01-16],cpu1", "cpu1") == 1 && pt_spank_hostlist_has("x[", "x") == -1,
            "host list membership: gpu07 in gpu[01-16], gpu7 not, cpu1 in; a bad list refused");
 }
 
@@ -189,9 +186,8 @@ static void test_conf(void)
         return;
     }
     pt_spank_conf c, d;
-    pt_error err;
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_check(&c, &err) == 0 && c.default_mode == PT_MODE_OFF &&
+    tap_ok(pt_spank_conf_check(&c) == 0 && c.default_mode == PT_MODE_OFF &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) |
                                    (1u << PT_MODE_1D) | (1u << PT_MODE_2D) |
                                    (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D)),
@@ -203,32 +199,32 @@ static void test_conf(void)
              "\"1d\"];\nmaster_port_base = %d;\nmaster_port_count = 100;\n", max_tp, base);
     const char *p = write_conf("good.conf", text);
     pt_spank_conf_default(&c);
-    err.text[0] = '\0';
-    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_AUTO &&
+    pt_error_clear();
+    tap_ok(pt_spank_conf_load(p, &c) == 0 && c.default_mode == PT_MODE_AUTO &&
                c.max_tp == max_tp && c.master_port_base == base && c.master_port_count == 100 &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) | (1u << PT_MODE_1D)),
-           "a valid ptrain.conf is read (max_tp=%d base=%d): %s", max_tp, base, err.text);
+           "a valid ptrain.conf is read (max_tp=%d base=%d): %s", max_tp, base, pt_errmsg());
 
     snprintf(text, sizeof text, "allowed_modes = [\"auto\", \"1d\", \"2d\", \"2.5d\", "
              "\"3d\"];\ndefault_mode = \"2.5d\";\n");
     p = write_conf("grids.conf", text);
     pt_spank_conf_default(&c);
-    err.text[0] = '\0';
-    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_2P5D &&
+    pt_error_clear();
+    tap_ok(pt_spank_conf_load(p, &c) == 0 && c.default_mode == PT_MODE_2P5D &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_AUTO) |
                                    (1u << PT_MODE_1D) | (1u << PT_MODE_2D) |
                                    (1u << PT_MODE_2P5D) | (1u << PT_MODE_3D)),
-           "allowed_modes may allow 2d, 2.5d, 3d, and default_mode may be one of them: %s", err.text);
+           "allowed_modes may allow 2d, 2.5d, 3d, and default_mode may be one of them: %s", pt_errmsg());
     p = write_conf("only3d.conf", "allowed_modes = [\"3d\"];\ndefault_mode = \"3d\";\n");
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_3D &&
+    tap_ok(pt_spank_conf_load(p, &c) == 0 && c.default_mode == PT_MODE_3D &&
                c.allowed_modes == ((1u << PT_MODE_OFF) | (1u << PT_MODE_3D)),
            "allowed_modes = [\"3d\"] allows only 3d (and off)");
     p = write_conf("auto2d.conf", "allowed_modes = [\"auto\", \"2d\"];\ndefault_mode = \"auto\";\n");
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.default_mode == PT_MODE_AUTO,
+    tap_ok(pt_spank_conf_load(p, &c) == 0 && c.default_mode == PT_MODE_AUTO,
            "allowed_modes = [\"auto\", \"2d\"] with default auto loads (auto searches the allowed "
-           "layouts, it no longer needs 1d): %s", err.text);
+           "layouts, it no longer needs 1d): %s", pt_errmsg());
 
     const struct { const char *text, *must; } bad[] = {
         {"allowed_modes = [\"auto\", \"1d\"];\ndefault_mode = \"2d\";\n",
@@ -284,11 +280,11 @@ static void test_conf(void)
         p = write_conf("bad.conf", bad[i].text);
         pt_spank_conf_default(&c);
         d = c;
-        err.text[0] = '\0';
-        int rc = pt_spank_conf_load(p, &c, &err);
-        tap_ok(rc == -1 && strstr(err.text, bad[i].must) && strstr(err.text, "bad.conf") &&
-                   !strchr(err.text, '\n') && memcmp(&c, &d, sizeof c) == 0,
-               "bad ptrain.conf refused, settings unchanged: %s", err.text);
+        pt_error_clear();
+        int rc = pt_spank_conf_load(p, &c);
+        tap_ok(rc == -1 && strstr(pt_errmsg(), bad[i].must) && strstr(pt_errmsg(), "bad.conf") &&
+                   !strchr(pt_errmsg(), '\n') && memcmp(&c, &d, sizeof c) == 0,
+               "bad ptrain.conf refused, settings unchanged: %s", pt_errmsg());
     }
     pt_spank_conf_default(&c);
     tap_ok(c.max_pp == 64 && c.default_zero == 0 && c.max_zero == 3 &&
@@ -306,13 +302,13 @@ static void test_conf(void)
              "default_precision = \"bf16\";\nallowed_precisions = [\"bf16\"];\n",
              max_pp, dz, dz + 1);
     p = write_conf("pipe.conf", text);
-    err.text[0] = '\0';
-    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 && c.max_pp == max_pp && c.default_zero == dz &&
+    pt_error_clear();
+    tap_ok(pt_spank_conf_load(p, &c) == 0 && c.max_pp == max_pp && c.default_zero == dz &&
                c.max_zero == dz + 1 && c.default_schedule == PT_SCHED_GPIPE &&
                c.allowed_schedules == ((1u << PT_SCHED_GPIPE) | (1u << PT_SCHED_INTERLEAVED)) &&
                c.default_recompute == PT_RECOMPUTE_BLOCK && c.default_precision == PT_PREC_BF16 &&
                c.allowed_precisions == (1u << PT_PREC_BF16),
-           "pipeline settings are read (max_pp=%d default_zero=%d, bf16 only): %s", max_pp, dz, err.text);
+           "pipeline settings are read (max_pp=%d default_zero=%d, bf16 only): %s", max_pp, dz, pt_errmsg());
     /* the planner's settings: a cached node model, rate overrides, binding */
     double gb = 1 + rnd(400) / 4.0, lat = 0.5 + rnd(100), gf = 10 + rnd(100000), gfb = 10 + rnd(1000000) / 8.0;
     snprintf(text, sizeof text,
@@ -324,23 +320,23 @@ static void test_conf(void)
     tap_ok(c.bind == PT_SPANK_BIND_AUTO && c.topology[0] == '\0' && c.inter_node_gbps == 0 &&
                c.gemm_gflops == 0 && c.gemm_gflops_bf16 == 0 && c.inter_node_lat_us == 0,
            "planner defaults: bind auto, no topology file, no rate overrides");
-    err.text[0] = '\0';
-    tap_ok(pt_spank_conf_load(p, &c, &err) == 0 &&
+    pt_error_clear();
+    tap_ok(pt_spank_conf_load(p, &c) == 0 &&
                strcmp(c.topology, "/var/cache/ptrain/node.json") == 0 &&
                c.inter_node_gbps > gb - 0.01 && c.inter_node_gbps < gb + 0.01 &&
                c.inter_node_lat_us > lat - 0.01 && c.inter_node_lat_us < lat + 0.01 &&
                c.gemm_gflops == (int)gf && c.gemm_gflops_bf16 == gfb && c.bind == PT_SPANK_BIND_NONE,
            "planner settings are read (inter_node_gbps=%.2f lat=%.1f gemm=%d gemm_bf16=%.3f, integer or float): %s",
-           gb, lat, (int)gf, gfb, err.text);
+           gb, lat, (int)gf, gfb, pt_errmsg());
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_arg("topology=/x/t.xml", &c, &err) == 0 && strcmp(c.topology, "/x/t.xml") == 0 &&
-               pt_spank_conf_arg("inter_node_gbps=12.5", &c, &err) == 0 && c.inter_node_gbps == 12.5 &&
-               pt_spank_conf_arg("inter_node_lat_us=3", &c, &err) == 0 && c.inter_node_lat_us == 3 &&
-               pt_spank_conf_arg("gemm_gflops=900", &c, &err) == 0 && c.gemm_gflops == 900 &&
-               pt_spank_conf_arg("gemm_gflops_bf16=2700.5", &c, &err) == 0 && c.gemm_gflops_bf16 == 2700.5 &&
-               pt_spank_conf_arg("bind=none", &c, &err) == 0 && c.bind == PT_SPANK_BIND_NONE,
+    tap_ok(pt_spank_conf_arg("topology=/x/t.xml", &c) == 0 && strcmp(c.topology, "/x/t.xml") == 0 &&
+               pt_spank_conf_arg("inter_node_gbps=12.5", &c) == 0 && c.inter_node_gbps == 12.5 &&
+               pt_spank_conf_arg("inter_node_lat_us=3", &c) == 0 && c.inter_node_lat_us == 3 &&
+               pt_spank_conf_arg("gemm_gflops=900", &c) == 0 && c.gemm_gflops == 900 &&
+               pt_spank_conf_arg("gemm_gflops_bf16=2700.5", &c) == 0 && c.gemm_gflops_bf16 == 2700.5 &&
+               pt_spank_conf_arg("bind=none", &c) == 0 && c.bind == PT_SPANK_BIND_NONE,
            "plugstack topology=, inter_node_gbps=, inter_node_lat_us=, gemm_gflops=, gemm_gflops_bf16=, bind=: %s",
-           err.text);
+           pt_errmsg());
     const struct { const char *arg, *must; } badplan[] = {
         {"topology=", "topology= needs a path"},
         {"inter_node_gbps=fast", "invalid inter_node_gbps='fast' (valid: a number > 0 and <= 1e+09)"},
@@ -352,53 +348,53 @@ static void test_conf(void)
     };
     for (size_t i = 0; i < sizeof badplan / sizeof badplan[0]; i++) {
         pt_spank_conf before = c;
-        err.text[0] = '\0';
-        tap_ok(pt_spank_conf_arg(badplan[i].arg, &c, &err) == -1 && strstr(err.text, badplan[i].must) &&
-                   !strchr(err.text, '\n') && memcmp(&before, &c, sizeof c) == 0,
-               "plugstack %s refused, settings unchanged: %s", badplan[i].arg, err.text);
+        pt_error_clear();
+        tap_ok(pt_spank_conf_arg(badplan[i].arg, &c) == -1 && strstr(pt_errmsg(), badplan[i].must) &&
+                   !strchr(pt_errmsg(), '\n') && memcmp(&before, &c, sizeof c) == 0,
+               "plugstack %s refused, settings unchanged: %s", badplan[i].arg, pt_errmsg());
     }
     /* --ptrain-model / --ptrain-batch values */
     int bt;
-    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "tiny", &err) == 0 &&
-               pt_spank_parse_model_opt("--ptrain-model", "2,4,64,32,50257", &err) == 0 &&
-               pt_spank_parse_batch_opt("--ptrain-batch", "16", &bt, &err) == 0 && bt == 16,
-           "--ptrain-model=tiny, --ptrain-model=2,4,64,32,50257, --ptrain-batch=16 accepted: %s", err.text);
-    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "huge", &err) == -1 && strstr(err.text, "'huge'") &&
-               strstr(err.text, "tiny") && !strchr(err.text, '\n'),
-           "--ptrain-model=huge refused naming the presets: %s", err.text);
-    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "2,3,64,32,100", &err) == -1 && !strchr(err.text, '\n'),
-           "--ptrain-model=2,3,64,32,100 (C %% H != 0) refused: %s", err.text);
-    tap_ok(pt_spank_parse_batch_opt("--ptrain-batch", "0", &bt, &err) == -1 &&
-               strstr(err.text, "--ptrain-batch='0' is invalid (valid: the global batch"),
-           "--ptrain-batch=0 refused: %s", err.text);
-    tap_ok(pt_spank_parse_batch_opt("PTRAIN_BATCH", "8x", &bt, &err) == -1 && strstr(err.text, "PTRAIN_BATCH='8x'"),
-           "PTRAIN_BATCH=8x refused: %s", err.text);
+    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "tiny") == 0 &&
+               pt_spank_parse_model_opt("--ptrain-model", "2,4,64,32,50257") == 0 &&
+               pt_spank_parse_batch_opt("--ptrain-batch", "16", &bt) == 0 && bt == 16,
+           "--ptrain-model=tiny, --ptrain-model=2,4,64,32,50257, --ptrain-batch=16 accepted: %s", pt_errmsg());
+    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "huge") == -1 && strstr(pt_errmsg(), "'huge'") &&
+               strstr(pt_errmsg(), "tiny") && !strchr(pt_errmsg(), '\n'),
+           "--ptrain-model=huge refused naming the presets: %s", pt_errmsg());
+    tap_ok(pt_spank_parse_model_opt("--ptrain-model", "2,3,64,32,100") == -1 && !strchr(pt_errmsg(), '\n'),
+           "--ptrain-model=2,3,64,32,100 (C %% H != 0) refused: %s", pt_errmsg());
+    tap_ok(pt_spank_parse_batch_opt("--ptrain-batch", "0", &bt) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-batch='0' is invalid (valid: the global batch"),
+           "--ptrain-batch=0 refused: %s", pt_errmsg());
+    tap_ok(pt_spank_parse_batch_opt("PTRAIN_BATCH", "8x", &bt) == -1 && strstr(pt_errmsg(), "PTRAIN_BATCH='8x'"),
+           "PTRAIN_BATCH=8x refused: %s", pt_errmsg());
 
     const char *top = getenv("top_srcdir");
     if (top) {
         char ex[1024];
         snprintf(ex, sizeof ex, "%s/share/ptrain.conf.example", top);
         pt_spank_conf_default(&c);
-        err.text[0] = '\0';
-        tap_ok(pt_spank_conf_load(ex, &c, &err) == 0 && c.max_tp == 8 && c.max_pp == 64 &&
+        pt_error_clear();
+        tap_ok(pt_spank_conf_load(ex, &c) == 0 && c.max_tp == 8 && c.max_pp == 64 &&
                    c.default_schedule == PT_SCHED_1F1B,
-               "share/ptrain.conf.example loads: %s", err.text);
+               "share/ptrain.conf.example loads: %s", pt_errmsg());
     } else {
         tap_diag("top_srcdir not set: share/ptrain.conf.example not checked");
     }
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_load("/nonexistent/ptrain.conf", &c, &err) == -1 &&
-               strstr(err.text, "/nonexistent/ptrain.conf"),
-           "missing file refused: %s", err.text);
+    tap_ok(pt_spank_conf_load("/nonexistent/ptrain.conf", &c) == -1 &&
+               strstr(pt_errmsg(), "/nonexistent/ptrain.conf"),
+           "missing file refused: %s", pt_errmsg());
 
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_arg("default_mode=1d", &c, &err) == 0 &&
+    tap_ok(pt_spank_conf_arg("default_mode=1d", &c) == 0 &&
                c.default_mode == PT_MODE_1D,
            "plugstack default_mode=1d");
-    tap_ok(pt_spank_conf_arg("max_tp=4", &c, &err) == 0 && c.max_tp == 4,
+    tap_ok(pt_spank_conf_arg("max_tp=4", &c) == 0 && c.max_tp == 4,
            "plugstack max_tp=4");
     snprintf(text, sizeof text, "config=%s", write_conf("c.conf", "max_tp = 7;\n"));
-    tap_ok(pt_spank_conf_arg(text, &c, &err) == 0 && c.max_tp == 7,
+    tap_ok(pt_spank_conf_arg(text, &c) == 0 && c.max_tp == 7,
            "plugstack config= loads the file");
     const char *badargs[] = {"default_mode=2.5e", "default_mode=x", "max_tp=-1", "max_tp=two",
                              "verbose", "colour=blue", "config=", "master_port_count=2147483647",
@@ -409,10 +405,10 @@ static void test_conf(void)
                              "allowed_precisions=fp32,", "allowed_precisions="};
     for (size_t i = 0; i < sizeof badargs / sizeof badargs[0]; i++) {
         d = c;
-        err.text[0] = '\0';
-        tap_ok(pt_spank_conf_arg(badargs[i], &c, &err) == -1 && err.text[0] &&
+        pt_error_clear();
+        tap_ok(pt_spank_conf_arg(badargs[i], &c) == -1 && pt_errmsg()[0] &&
                    memcmp(&c, &d, sizeof c) == 0,
-               "plugstack argument '%s' refused: %s", badargs[i], err.text);
+               "plugstack argument '%s' refused: %s", badargs[i], pt_errmsg());
     }
     /* the plugin's option values (--ptrain-mode, --ptrain-tp ...) */
     pt_spank_conf_default(&c);
@@ -420,34 +416,34 @@ static void test_conf(void)
     c.max_tp = 4;
     pt_mode m = PT_MODE_OFF;
     int v = 0;
-    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "1d", &m, &err) == 0 && m == PT_MODE_1D &&
-               pt_spank_parse_mode_opt(&c, "--ptrain-mode", "off", &m, &err) == 0 && m == PT_MODE_OFF,
+    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "1d", &m) == 0 && m == PT_MODE_1D &&
+               pt_spank_parse_mode_opt(&c, "--ptrain-mode", "off", &m) == 0 && m == PT_MODE_OFF,
            "option: allowed modes and off are accepted");
-    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "2d", &m, &err) == -1 &&
-               strstr(err.text, "--ptrain-mode=2d is not allowed"),
-           "option: a mode outside allowed_modes is refused: %s", err.text);
-    tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", "4", 1, &v, &err) == 0 && v == 4,
+    tap_ok(pt_spank_parse_mode_opt(&c, "--ptrain-mode", "2d", &m) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-mode=2d is not allowed"),
+           "option: a mode outside allowed_modes is refused: %s", pt_errmsg());
+    tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", "4", 1, &v) == 0 && v == 4,
            "option: --ptrain-tp=4 within max_tp");
     const char *badsizes[] = {"5", "0", "-1", " 2", "2 ", "+2", "0x2", "99999999999999999999", ""};
     for (size_t i = 0; i < sizeof badsizes / sizeof badsizes[0]; i++) {
-        err.text[0] = '\0';
-        tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", badsizes[i], 1, &v, &err) == -1 &&
-                   err.text[0] && !strchr(err.text, '\n'),
-               "option: --ptrain-tp='%s' refused: %s", badsizes[i], err.text);
+        pt_error_clear();
+        tap_ok(pt_spank_parse_size_opt(&c, "--ptrain-tp", badsizes[i], 1, &v) == -1 &&
+                   pt_errmsg()[0] && !strchr(pt_errmsg(), '\n'),
+               "option: --ptrain-tp='%s' refused: %s", badsizes[i], pt_errmsg());
     }
 
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_arg("allowed_schedules=1f1b,interleaved", &c, &err) == 0 &&
+    tap_ok(pt_spank_conf_arg("allowed_schedules=1f1b,interleaved", &c) == 0 &&
                c.allowed_schedules == ((1u << PT_SCHED_1F1B) | (1u << PT_SCHED_INTERLEAVED)) &&
-               pt_spank_conf_arg("max_pp=8", &c, &err) == 0 && c.max_pp == 8 &&
-               pt_spank_conf_arg("default_zero=1", &c, &err) == 0 && c.default_zero == 1 &&
-               pt_spank_conf_arg("default_recompute=attention", &c, &err) == 0 &&
+               pt_spank_conf_arg("max_pp=8", &c) == 0 && c.max_pp == 8 &&
+               pt_spank_conf_arg("default_zero=1", &c) == 0 && c.default_zero == 1 &&
+               pt_spank_conf_arg("default_recompute=attention", &c) == 0 &&
                c.default_recompute == PT_RECOMPUTE_ATTENTION &&
-               pt_spank_conf_arg("default_precision=bf16", &c, &err) == 0 && c.default_precision == PT_PREC_BF16 &&
-               pt_spank_conf_arg("allowed_precisions=bf16", &c, &err) == 0 &&
+               pt_spank_conf_arg("default_precision=bf16", &c) == 0 && c.default_precision == PT_PREC_BF16 &&
+               pt_spank_conf_arg("allowed_precisions=bf16", &c) == 0 &&
                c.allowed_precisions == (1u << PT_PREC_BF16),
            "plugstack allowed_schedules=1f1b,interleaved max_pp=8 default_zero=1 "
-           "default_recompute=attention default_precision=bf16 allowed_precisions=bf16: %s", err.text);
+           "default_recompute=attention default_precision=bf16 allowed_precisions=bf16: %s", pt_errmsg());
 
     /* the pipeline/ZeRO option values (--ptrain-pp, --ptrain-zero ...) */
     c.max_zero = 2;
@@ -457,26 +453,26 @@ static void test_conf(void)
     char num[16], num2[16];
     snprintf(num, sizeof num, "%d", pp);
     snprintf(num2, sizeof num2, "%d", mb);
-    tap_ok(pt_spank_parse_pipe_opt(&c, "pp", "--ptrain-pp", num, &req, &err) == 0 && req.pp == pp &&
-               pt_spank_parse_pipe_opt(&c, "microbatches", "--ptrain-microbatches", num2, &req, &err) == 0 &&
+    tap_ok(pt_spank_parse_pipe_opt(&c, "pp", "--ptrain-pp", num, &req) == 0 && req.pp == pp &&
+               pt_spank_parse_pipe_opt(&c, "microbatches", "--ptrain-microbatches", num2, &req) == 0 &&
                req.microbatches == mb &&
-               pt_spank_parse_pipe_opt(&c, "zero", "--ptrain-zero", "2", &req, &err) == 0 && req.zero == 2 &&
-               pt_spank_parse_pipe_opt(&c, "schedule", "--ptrain-schedule", "interleaved", &req, &err) == 0 &&
+               pt_spank_parse_pipe_opt(&c, "zero", "--ptrain-zero", "2", &req) == 0 && req.zero == 2 &&
+               pt_spank_parse_pipe_opt(&c, "schedule", "--ptrain-schedule", "interleaved", &req) == 0 &&
                req.schedule == PT_SCHED_INTERLEAVED &&
-               pt_spank_parse_pipe_opt(&c, "virtual-stages", "--ptrain-virtual-stages", "2", &req, &err) == 0 &&
+               pt_spank_parse_pipe_opt(&c, "virtual-stages", "--ptrain-virtual-stages", "2", &req) == 0 &&
                req.virtual_stages == 2 &&
-               pt_spank_parse_pipe_opt(&c, "recompute", "--ptrain-recompute", "attention", &req, &err) == 0 &&
+               pt_spank_parse_pipe_opt(&c, "recompute", "--ptrain-recompute", "attention", &req) == 0 &&
                req.recompute == PT_RECOMPUTE_ATTENTION &&
-               pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_RECOMPUTE", "1", &req, &err) == 0 &&
+               pt_spank_parse_pipe_opt(&c, "recompute", "PTRAIN_RECOMPUTE", "1", &req) == 0 &&
                req.recompute == PT_RECOMPUTE_BLOCK &&
-               pt_spank_parse_pipe_opt(&c, "precision", "--ptrain-precision", "bf16", &req, &err) == 0 &&
+               pt_spank_parse_pipe_opt(&c, "precision", "--ptrain-precision", "bf16", &req) == 0 &&
                req.precision == PT_PREC_BF16 &&
-               pt_spank_parse_pipe_opt(&c, "pp-split", "--ptrain-pp-split", "3,3,2,2", &req, &err) == 0 &&
+               pt_spank_parse_pipe_opt(&c, "pp-split", "--ptrain-pp-split", "3,3,2,2", &req) == 0 &&
                req.pp_split_n == 4 && req.pp_split[3] == 2,
            "option: --ptrain-pp=%d --ptrain-microbatches=%d --ptrain-zero=2 --ptrain-schedule=interleaved "
            "--ptrain-virtual-stages=2 --ptrain-recompute=attention --ptrain-precision=bf16 "
            "--ptrain-pp-split=3,3,2,2 read: %s",
-           pp, mb, err.text);
+           pp, mb, pt_errmsg());
     const struct { const char *key, *text, *must; } badpipe[] = {
         {"pp", "9", "--ptrain-pp=9 exceeds this cluster's max_pp=8 (valid: 1..8)"},
         {"pp", "0", "--ptrain-pp='0' is invalid"},
@@ -497,11 +493,11 @@ static void test_conf(void)
         char what[48];
         snprintf(what, sizeof what, "--ptrain-%s", badpipe[i].key);
         pt_plan before = req;
-        err.text[0] = '\0';
-        tap_ok(pt_spank_parse_pipe_opt(&c, badpipe[i].key, what, badpipe[i].text, &req, &err) == -1 &&
-                   strstr(err.text, badpipe[i].must) && !strchr(err.text, '\n') &&
+        pt_error_clear();
+        tap_ok(pt_spank_parse_pipe_opt(&c, badpipe[i].key, what, badpipe[i].text, &req) == -1 &&
+                   strstr(pt_errmsg(), badpipe[i].must) && !strchr(pt_errmsg(), '\n') &&
                    memcmp(&before, &req, sizeof req) == 0,
-               "option: %s='%s' refused: %s", what, badpipe[i].text, err.text);
+               "option: %s='%s' refused: %s", what, badpipe[i].text, pt_errmsg());
     }
 
     test_conf_mixed();
@@ -521,16 +517,15 @@ static void test_conf(void)
 static void test_conf_mixed(void)
 {
     pt_spank_conf c;
-    pt_error err;
     pt_spank_conf_default(&c);
     tap_ok(c.n_node_models == 0 && c.mixed_nodes == PT_MIXED_ADAPT, "defaults: no node_models, mixed_nodes adapt");
     const char *p = write_conf("mixed.conf", "node_models = [\"gpu[01-04]=/etc/ptrain/h100.json\", "
                                "\"cpu[1-2]=/etc/ptrain/cpu.xml\"];\nmixed_nodes = \"refuse\";\n");
-    int ok = pt_spank_conf_load(p, &c, &err) == 0 && c.n_node_models == 2 && c.mixed_nodes == PT_MIXED_REFUSE &&
+    int ok = pt_spank_conf_load(p, &c) == 0 && c.n_node_models == 2 && c.mixed_nodes == PT_MIXED_REFUSE &&
              !strcmp(c.node_model[0].hosts, "gpu[01-04]") && !strcmp(c.node_model[1].path, "/etc/ptrain/cpu.xml");
-    tap_ok(ok, "node_models and mixed_nodes load (%s)", ok ? "2 models, refuse" : err.text);
+    tap_ok(ok, "node_models and mixed_nodes load (%s)", ok ? "2 models, refuse" : pt_errmsg());
     pt_spank_conf_default(&c);
-    ok = pt_spank_conf_arg("node_model=n[1-2]=/a.json", &c, &err) == 0 && pt_spank_conf_arg("mixed_nodes=refuse", &c, &err) == 0 &&
+    ok = pt_spank_conf_arg("node_model=n[1-2]=/a.json", &c) == 0 && pt_spank_conf_arg("mixed_nodes=refuse", &c) == 0 &&
          c.n_node_models == 1 && !strcmp(c.node_model[0].hosts, "n[1-2]") && c.mixed_nodes == PT_MIXED_REFUSE;
     tap_ok(ok, "plugstack node_model= adds one, mixed_nodes= sets the policy");
     const struct { const char *text, *want; } bad[] = {
@@ -542,21 +537,21 @@ static void test_conf_mixed(void)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pt_spank_conf_default(&c);
         const char *q = write_conf("badmixed.conf", bad[i].text);
-        tap_ok(pt_spank_conf_load(q, &c, &err) < 0 && strstr(err.text, bad[i].want) && c.n_node_models == 0,
-               "refused: %s", err.text);
+        tap_ok(pt_spank_conf_load(q, &c) < 0 && strstr(pt_errmsg(), bad[i].want) && c.n_node_models == 0,
+               "refused: %s", pt_errmsg());
     }
-    tap_ok(pt_spank_conf_arg("mixed_nodes=maybe", &c, &err) < 0 && strstr(err.text, "valid: adapt, refuse"),
-           "plugstack mixed_nodes=maybe refused: %s", err.text);
+    tap_ok(pt_spank_conf_arg("mixed_nodes=maybe", &c) < 0 && strstr(pt_errmsg(), "valid: adapt, refuse"),
+           "plugstack mixed_nodes=maybe refused: %s", pt_errmsg());
     /* each step node's model: the first host list that holds it */
     pt_spank_conf_default(&c);
-    pt_spank_conf_arg("node_model=gpu[01-04]=/a.json", &c, &err);
-    pt_spank_conf_arg("node_model=gpu[03-08]=/b.json", &c, &err);
+    pt_spank_conf_arg("node_model=gpu[01-04]=/a.json", &c);
+    pt_spank_conf_arg("node_model=gpu[03-08]=/b.json", &c);
     int kind[6];
-    ok = pt_spank_node_kinds(&c, "gpu[02-05],cpu1,gpu07", 6, kind, &err) == 0 && kind[0] == 0 && kind[1] == 0 &&
+    ok = pt_spank_node_kinds(&c, "gpu[02-05],cpu1,gpu07", 6, kind) == 0 && kind[0] == 0 && kind[1] == 0 &&
          kind[2] == 0 && kind[3] == 1 && kind[4] == -1 && kind[5] == 1;
     tap_ok(ok, "node kinds of gpu[02-05],cpu1,gpu07: 0 0 0 1 -1 1 (the first list wins, cpu1 in none)");
-    tap_ok(pt_spank_node_kinds(&c, "gpu[01-02]", 3, kind, &err) < 0 && strstr(err.text, "names 2 nodes, the step has 3"),
-           "a node list of another length refused: %s", err.text);
+    tap_ok(pt_spank_node_kinds(&c, "gpu[01-02]", 3, kind) < 0 && strstr(pt_errmsg(), "names 2 nodes, the step has 3"),
+           "a node list of another length refused: %s", pt_errmsg());
 }
 
 static void test_binding(void)
@@ -597,13 +592,12 @@ static void test_binding(void)
         for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++) {
             int n = counts[ci];
             pt_spank_binding b[80];
-            pt_error err;
             int ok = n <= 80, gpu_ok = 1, inside = 1, disjoint = 1, cover = 1, nic_ok = 1;
             char why[256] = "";
             for (int i = 0; ok && i < n; i++)
-                if (pt_spank_bind_compute(&t, m, NULL, i, n, &b[i], &err) < 0) {
+                if (pt_spank_bind_compute(&t, m, NULL, i, n, &b[i]) < 0) {
                     ok = 0;
-                    snprintf(why, sizeof why, "%.200s", err.text);
+                    snprintf(why, sizeof why, "%.200s", pt_errmsg());
                 }
             for (int i = 0; ok && i < n; i++) {
                 int want_gpu = TASK_GPU(i);
@@ -675,8 +669,7 @@ static void test_binding(void)
         int got[8], ok = pt_topo_load_hwloc(&t, path) == 0, loaded = ok;
         for (int i = 0; ok && i < 8; i++) {
             pt_spank_binding bb;
-            pt_error e2;
-            ok = pt_spank_bind_compute(&t, t.hw, NULL, i, 8, &bb, &e2) == 0;
+            ok = pt_spank_bind_compute(&t, t.hw, NULL, i, 8, &bb) == 0;
             got[i] = bb.gpu;
         }
         static const int want[8] = {0, 4, 1, 5, 2, 6, 3, 7};
@@ -685,15 +678,14 @@ static void test_binding(void)
         if (loaded) pt_topo_free(&t);
     }
     pt_spank_binding b;
-    pt_error err;
     pt_topo none;
     memset(&none, 0, sizeof none);
-    tap_ok(pt_spank_bind_compute(&none, NULL, "0-3", 5, 4, &b, &err) == -1 && strstr(err.text, "out of range"),
-           "binding: task 5 of 4 refused: %s", err.text);
-    tap_ok(pt_spank_bind_compute(&none, NULL, "0-3", 1, 2, &b, &err) == 0 && strcmp(b.cpus, "2-3") == 0 &&
+    tap_ok(pt_spank_bind_compute(&none, NULL, "0-3", 5, 4, &b) == -1 && strstr(pt_errmsg(), "out of range"),
+           "binding: task 5 of 4 refused: %s", pt_errmsg());
+    tap_ok(pt_spank_bind_compute(&none, NULL, "0-3", 1, 2, &b) == 0 && strcmp(b.cpus, "2-3") == 0 &&
                b.gpu == -1 && b.nic == -1,
            "binding without a model: task 1 of 2 gets the second half of the allowed CPUs 0-3 (%s)", b.cpus);
-    tap_ok(pt_spank_bind_compute(&none, NULL, "0-1", 3, 4, &b, &err) == 0 && strcmp(b.cpus, "1") == 0,
+    tap_ok(pt_spank_bind_compute(&none, NULL, "0-1", 3, 4, &b) == 0 && strcmp(b.cpus, "1") == 0,
            "binding: 4 tasks on 2 CPUs share them two by two (task 3: %s)", b.cpus);
 }
 
@@ -729,7 +721,6 @@ static void fake_get(const char *dir, const char *name, char *out, size_t len)
 static void test_energy(void)
 {
     pt_spank_conf c;
-    pt_error err = {""};
     int lv = -1;
     if (mkdir(tmpdir, 0700) != 0) { /* test_conf's directory, removed at its end */
         tap_ok(0, "mkdir %s", tmpdir);
@@ -740,25 +731,25 @@ static void test_energy(void)
            "the default allows --ptrain-energy up to plan, any clock");
     const char *ok_levels[] = {"off", "report", "plan"};
     int all = 1;
-    for (int i = 0; i < 3; i++) all &= pt_spank_parse_energy_opt(&c, "--ptrain-energy", ok_levels[i], &lv, &err) == 0 &&
+    for (int i = 0; i < 3; i++) all &= pt_spank_parse_energy_opt(&c, "--ptrain-energy", ok_levels[i], &lv) == 0 &&
                                          lv == i;
     tap_ok(all, "--ptrain-energy=off, report, plan accepted by default");
-    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv, &err) == -1 &&
-               strstr(err.text, "ptrain: --ptrain-energy=apply is not allowed on this cluster (allowed: off,report,plan;"),
-           "--ptrain-energy=apply refused by default, naming what is allowed: %s", err.text);
-    tap_ok(pt_spank_parse_energy_opt(&c, "PTRAIN_ENERGY", "max", &lv, &err) == -1 &&
-               strstr(err.text, "PTRAIN_ENERGY='max' is invalid (valid: off, report, plan, apply)"),
-           "PTRAIN_ENERGY=max refused: %s", err.text);
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv) == -1 &&
+               strstr(pt_errmsg(), "ptrain: --ptrain-energy=apply is not allowed on this cluster (allowed: off,report,plan;"),
+           "--ptrain-energy=apply refused by default, naming what is allowed: %s", pt_errmsg());
+    tap_ok(pt_spank_parse_energy_opt(&c, "PTRAIN_ENERGY", "max", &lv) == -1 &&
+               strstr(pt_errmsg(), "PTRAIN_ENERGY='max' is invalid (valid: off, report, plan, apply)"),
+           "PTRAIN_ENERGY=max refused: %s", pt_errmsg());
     /* random ranges through ptrain.conf and the plugstack arguments */
     double lo = 300 + (double)rnd(1000), hi = lo + (double)rnd(2000);
     char text[512];
     snprintf(text, sizeof text, "energy = \"apply\";\ngpu_clock_mhz = [%g, %g];\ncpu_clock_mhz = [%g.5, %g.0];\n", lo, hi,
              lo, hi + 1);
-    tap_ok(pt_spank_conf_load(write_conf("e.conf", text), &c, &err) == 0 && c.energy == PT_SPANK_ENERGY_APPLY &&
+    tap_ok(pt_spank_conf_load(write_conf("e.conf", text), &c) == 0 && c.energy == PT_SPANK_ENERGY_APPLY &&
                c.gpu_clock_mhz[0] == lo && c.gpu_clock_mhz[1] == hi && c.cpu_clock_mhz[0] == lo + 0.5 &&
                c.cpu_clock_mhz[1] == hi + 1,
-           "ptrain.conf energy = \"apply\", gpu_clock_mhz = [%g, %g], cpu_clock_mhz: loaded (%s)", lo, hi, err.text);
-    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv, &err) == 0 && lv == PT_SPANK_ENERGY_APPLY,
+           "ptrain.conf energy = \"apply\", gpu_clock_mhz = [%g, %g], cpu_clock_mhz: loaded (%s)", lo, hi, pt_errmsg());
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "apply", &lv) == 0 && lv == PT_SPANK_ENERGY_APPLY,
            "... then --ptrain-energy=apply is allowed");
     const struct { const char *text, *must; } bad[] = {
         {"energy = \"max\";\n", "e.conf:1: energy must be one of"},
@@ -770,24 +761,24 @@ static void test_energy(void)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         pt_spank_conf before = c;
-        tap_ok(pt_spank_conf_load(write_conf("e.conf", bad[i].text), &c, &err) == -1 && strstr(err.text, bad[i].must) &&
+        tap_ok(pt_spank_conf_load(write_conf("e.conf", bad[i].text), &c) == -1 && strstr(pt_errmsg(), bad[i].must) &&
                    c.energy == before.energy && c.gpu_clock_mhz[0] == before.gpu_clock_mhz[0],
                "ptrain.conf %.*s refused, nothing changed: %s", (int)strcspn(bad[i].text + (bad[i].text[0] == '\n'), "\n"),
-               bad[i].text + (bad[i].text[0] == '\n'), err.text);
+               bad[i].text + (bad[i].text[0] == '\n'), pt_errmsg());
     }
     pt_spank_conf_default(&c);
-    tap_ok(pt_spank_conf_arg("energy=report", &c, &err) == 0 && c.energy == PT_SPANK_ENERGY_REPORT &&
-               pt_spank_conf_arg("gpu_clock_mhz=1100-1980", &c, &err) == 0 && c.gpu_clock_mhz[0] == 1100 &&
-               c.gpu_clock_mhz[1] == 1980 && pt_spank_conf_arg("cpu_clock_mhz=1200-3000.5", &c, &err) == 0 &&
+    tap_ok(pt_spank_conf_arg("energy=report", &c) == 0 && c.energy == PT_SPANK_ENERGY_REPORT &&
+               pt_spank_conf_arg("gpu_clock_mhz=1100-1980", &c) == 0 && c.gpu_clock_mhz[0] == 1100 &&
+               c.gpu_clock_mhz[1] == 1980 && pt_spank_conf_arg("cpu_clock_mhz=1200-3000.5", &c) == 0 &&
                c.cpu_clock_mhz[1] == 3000.5,
-           "plugstack energy=report gpu_clock_mhz=1100-1980 cpu_clock_mhz=1200-3000.5 (%s)", err.text);
-    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "plan", &lv, &err) == -1 && strstr(err.text, "allowed: off,report;"),
-           "... then plan is refused: %s", err.text);
-    tap_ok(pt_spank_conf_arg("gpu_clock_mhz=fast", &c, &err) == -1 &&
-               strstr(err.text, "plugstack gpu_clock_mhz='fast' is invalid (valid: MIN-MAX in MHz") && c.gpu_clock_mhz[0] == 1100,
-           "plugstack gpu_clock_mhz=fast refused: %s", err.text);
-    tap_ok(pt_spank_conf_arg("energy=all", &c, &err) == -1 && strstr(err.text, "'all' is invalid"),
-           "plugstack energy=all refused: %s", err.text);
+           "plugstack energy=report gpu_clock_mhz=1100-1980 cpu_clock_mhz=1200-3000.5 (%s)", pt_errmsg());
+    tap_ok(pt_spank_parse_energy_opt(&c, "--ptrain-energy", "plan", &lv) == -1 && strstr(pt_errmsg(), "allowed: off,report;"),
+           "... then plan is refused: %s", pt_errmsg());
+    tap_ok(pt_spank_conf_arg("gpu_clock_mhz=fast", &c) == -1 &&
+               strstr(pt_errmsg(), "plugstack gpu_clock_mhz='fast' is invalid (valid: MIN-MAX in MHz") && c.gpu_clock_mhz[0] == 1100,
+           "plugstack gpu_clock_mhz=fast refused: %s", pt_errmsg());
+    tap_ok(pt_spank_conf_arg("energy=all", &c) == -1 && strstr(pt_errmsg(), "'all' is invalid"),
+           "plugstack energy=all refused: %s", pt_errmsg());
 
     /* the restriction, through the stand-in NVML */
     const char *bd = getenv("top_builddir");
@@ -804,22 +795,22 @@ static void test_energy(void)
     fake_put(nv, "count", "2\n");
     fake_put(nv, "root", "1\n");
     int was = -1;
-    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == 0 && was == 1,
-           "as root: GPU 0000:08:00.0's restriction lifted (it was on): %s", err.text);
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was) == 0 && was == 1,
+           "as root: GPU 0000:08:00.0's restriction lifted (it was on): %s", pt_errmsg());
     fake_get(nv, "restricted.1", st, sizeof st);
     fake_get(nv, "log", log, sizeof log);
     char r0[64];
     fake_get(nv, "restricted.0", r0, sizeof r0);
     tap_ok(!strcmp(st, "0;") && !strcmp(log, "init;restriction 1 0;shutdown;") && r0[0] == '\0',
            "... that GPU's only (restricted.1 '%s', GPU 0 untouched; calls %s)", st, log);
-    tap_ok(pt_spank_nvml_restore("0000:08:00.0", was, &err) == 0, "restored at task exit: %s", err.text);
+    tap_ok(pt_spank_nvml_restore("0000:08:00.0", was) == 0, "restored at task exit: %s", pt_errmsg());
     fake_get(nv, "restricted.1", st, sizeof st);
     fake_get(nv, "log", log, sizeof log);
     tap_ok(!strcmp(st, "1;") && !strcmp(log, "init;reset_app 1;reset_locked 1;restriction 1 1;shutdown;"),
            "... clocks reset and the restriction back (%s)", log);
     fake_put(nv, "restricted.1", "0\n");
-    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == 0 && was == 0 &&
-               pt_spank_nvml_restore("0000:08:00.0", was, &err) == 0,
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was) == 0 && was == 0 &&
+               pt_spank_nvml_restore("0000:08:00.0", was) == 0,
            "a GPU already unrestricted stays so");
     fake_get(nv, "log", log, sizeof log);
     tap_ok(!strstr(log, "restriction"), "... no restriction call either way (%s)", log);
@@ -827,16 +818,16 @@ static void test_energy(void)
     snprintf(p, sizeof p, "%s/root", nv);
     unlink(p);
     fake_put(nv, "restricted.1", "1\n");
-    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == -1 &&
-               strstr(err.text, "cannot lift the application-clock restriction of GPU 0000:08:00.0") &&
-               strstr(err.text, "not permitted"),
-           "not root: refused in one line: %s", err.text);
-    tap_ok(pt_spank_nvml_unrestrict("0000:3b:00.0", &was, &err) == -1 && strstr(err.text, "no device '0000:3b:00.0'"),
-           "a GPU NVML does not have: %s", err.text);
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was) == -1 &&
+               strstr(pt_errmsg(), "cannot lift the application-clock restriction of GPU 0000:08:00.0") &&
+               strstr(pt_errmsg(), "not permitted"),
+           "not root: refused in one line: %s", pt_errmsg());
+    tap_ok(pt_spank_nvml_unrestrict("0000:3b:00.0", &was) == -1 && strstr(pt_errmsg(), "no device '0000:3b:00.0'"),
+           "a GPU NVML does not have: %s", pt_errmsg());
     setenv("PTRAIN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
-    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was, &err) == -1 && strstr(err.text, "cannot load") &&
-               pt_spank_nvml_restore("0000:08:00.0", 1, &err) == -1,
-           "no NVML: both refuse in one line: %s", err.text);
+    tap_ok(pt_spank_nvml_unrestrict("0000:08:00.0", &was) == -1 && strstr(pt_errmsg(), "cannot load") &&
+               pt_spank_nvml_restore("0000:08:00.0", 1) == -1,
+           "no NVML: both refuse in one line: %s", pt_errmsg());
     unsetenv("PTRAIN_NVML_LIBRARY");
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);

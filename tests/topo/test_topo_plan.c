@@ -37,13 +37,12 @@ int main(void)
     pt_hw hw;
     int isl;
     char note[1024];
-    pt_error err = {""};
 
     if (!load(&t, "pairs8-nvlink.xml")) {
-        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
+        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note);
         tap_ok(rc == 0 && isl == 2 && hw.gbps[PT_NET_ISLAND] > 4 * hw.gbps[PT_NET_NODE],
                "pairs8: islands of 2 ranks (NVLink pairs), island %.1f GB/s >> node %.1f GB/s", hw.gbps[0], hw.gbps[1]);
-        rc = pt_topo_plan_hw(&t, 16, NULL, &hw, &isl, note, sizeof note, &err);
+        rc = pt_topo_plan_hw(&t, 16, NULL, &hw, &isl, note, sizeof note);
         tap_ok(rc == 0 && isl == 4 && near(hw.mem_bytes, 40e9),
                "pairs8, 16 tasks: 2 ranks per GPU, islands of 4 ranks, half an 80 GB GPU each (%g)", hw.mem_bytes);
         pt_topo_free(&t);
@@ -56,7 +55,7 @@ int main(void)
     if (!load(&t, "pairs8-strided.xml")) {
         int order[8], n = pt_topo_device_order(&t, order, 8);
         static const int want[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
+        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note);
         tap_ok(n == 8 && !memcmp(order, want, sizeof want) && rc == 0 && isl == 2 &&
                    hw.gbps[PT_NET_ISLAND] > 100 && hw.gbps[PT_NET_NODE] < 20,
                "pairs8-strided: devices in island order 0,4,1,5,...; islands of 2 ranks, island %.1f GB/s, node %.1f",
@@ -66,7 +65,7 @@ int main(void)
         tap_ok(0, "pairs8-strided loads");
     }
     if (!load(&t, "dgx8-nvswitch.xml")) {
-        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note, &err);
+        int rc = pt_topo_plan_hw(&t, 8, NULL, &hw, &isl, note, sizeof note);
         tap_ok(rc == 0 && isl == 0 && near(hw.mem_bytes, 80e9) && hw.gbps[PT_NET_ISLAND] == hw.gbps[PT_NET_NODE],
                "dgx8: NVSwitch makes the node one island, 80 GB per rank from the GPU's name");
         /* 4 InfiniBand HCAs: 50 GB/s per node, shared by 8 tasks */
@@ -75,7 +74,7 @@ int main(void)
         tap_ok(strstr(note, "estimate") && strstr(note, "measured") && !strchr(note + strlen(note) - 1, '\n'),
                "dgx8: the note says what is measured and what is an estimate");
         pt_topo_hw_override ov = {100, 10, 5, 0};
-        rc = pt_topo_plan_hw(&t, 8, &ov, &hw, &isl, note, sizeof note, &err);
+        rc = pt_topo_plan_hw(&t, 8, &ov, &hw, &isl, note, sizeof note);
         tap_ok(rc == 0 && near(hw.gbps[PT_NET_INTER], 100.0 / 8) && near(hw.mem_bytes, 10e9) && hw.gemm_gflops == 5 &&
                    strstr(note, "override"),
                "dgx8: overrides replace network, memory and GEMM rate");
@@ -84,7 +83,7 @@ int main(void)
         for (int i = 0; i < 4; i++) tap_ok(0, "dgx8 loads");
     }
     if (!load(&t, "cpu2s.xml")) {
-        int rc = pt_topo_plan_hw(&t, 2, NULL, &hw, &isl, note, sizeof note, &err);
+        int rc = pt_topo_plan_hw(&t, 2, NULL, &hw, &isl, note, sizeof note);
         double host = 0;
         for (int i = 0; i < t.nnuma; i++) host += (double)t.numa[i].memory;
         tap_ok(rc == 0 && near(hw.gemm_gflops, 32.0 * t.ncores / 2) && near(hw.mem_bytes, host / 2),
@@ -96,7 +95,7 @@ int main(void)
         int ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"gemm_gflops\"") &&
                  pt_topo_from_json(&u, js, "test") == PT_OK;
         if (ok) {
-            ok = u.gemm_gflops == 123.5 && pt_topo_plan_hw(&u, 4, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+            ok = u.gemm_gflops == 123.5 && pt_topo_plan_hw(&u, 4, NULL, &hw, &isl, note, sizeof note) == 0 &&
                  near(hw.gemm_gflops, 123.5 * u.ncores / 4) && strstr(note, "measured 123.5 per core");
             pt_topo_free(&u);
         }
@@ -107,11 +106,11 @@ int main(void)
         ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "gemm_gflops");
         free(js);
         tap_ok(ok, "cpu2s: no gemm_gflops in the JSON when it was not measured");
-        rc = pt_topo_plan_hw(&t, 4 * t.ncores, NULL, &hw, &isl, note, sizeof note, &err);
+        rc = pt_topo_plan_hw(&t, 4 * t.ncores, NULL, &hw, &isl, note, sizeof note);
         tap_ok(rc == 0 && hw.ranks_per_core == 4 && near(hw.gemm_gflops, 32) && strstr(note, "4 ranks per core"),
                "cpu2s, 4 tasks per core: one core's rate, ranks_per_core 4");
-        rc = pt_topo_plan_hw(&t, 0, NULL, &hw, &isl, note, sizeof note, &err);
-        tap_ok(rc < 0 && strstr(err.text, "tasks per node 0"), "0 tasks per node refused: %s", err.text);
+        rc = pt_topo_plan_hw(&t, 0, NULL, &hw, &isl, note, sizeof note);
+        tap_ok(rc < 0 && strstr(pt_errmsg(), "tasks per node 0"), "0 tasks per node refused: %s", pt_errmsg());
         pt_topo_free(&t);
     } else {
         for (int i = 0; i < 5; i++) tap_ok(0, "cpu2s loads");
@@ -130,8 +129,8 @@ int main(void)
         pt_hw h0, h1;
         int i0 = -1, i1 = -2;
         char n0[1024], n1[1024];
-        int r0 = pt_topo_plan_hw(NULL, 3, NULL, &h0, &i0, n0, sizeof n0, &err);
-        int r1 = pt_topo_plan_hw(&bare, 3, NULL, &h1, &i1, n1, sizeof n1, &err);
+        int r0 = pt_topo_plan_hw(NULL, 3, NULL, &h0, &i0, n0, sizeof n0);
+        int r1 = pt_topo_plan_hw(&bare, 3, NULL, &h1, &i1, n1, sizeof n1);
         tap_ok(r0 == 0 && r1 == 0 && memcmp(&h0, &h1, sizeof h0) == 0 && i0 == i1 && strcmp(n0, n1) == 0 &&
                    h0.ranks_per_core == 3 && near(h0.gemm_gflops, 32) && strstr(n0, "estimate"),
                "no node model: the estimates of one NUMA node of one core (3 tasks: ranks_per_core %g, %g GFLOP/s)",
@@ -175,7 +174,7 @@ int main(void)
         if (ok) {
             ok = u.gemm_rinf_gflops == 100 && u.gemm_n_half == 48 && u.net.ring_lat_us == 120 &&
                  u.net.ring_gbps == 0.4 && u.net.fit_bytes == 4 << 20 && u.net.fit_time_us == 9000 &&
-                 pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                 pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note) == 0 &&
                  near(hw.gemm_gflops, 100.0 * u.ncores) && hw.gemm_n_half == 48 && near(hw.lat_s[PT_NET_NODE], 120e-6) &&
                  near(hw.lat_s[PT_NET_ISLAND], 120e-6) && near(hw.gbps[PT_NET_ISLAND], 0.4) &&
                  near(hw.gbps[PT_NET_NODE], 0.4) && strstr(note, "Hockney") && strstr(note, "ring step") &&
@@ -188,7 +187,7 @@ int main(void)
                "gemm_n_half and the node links' alpha and beta (the ring's 0.4 GB/s below the ping-pong's 1)");
         /* a ring faster than the ping-pong leaves the ping-pong's figure */
         t.net.ring_gbps = 3;
-        ok = pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && near(hw.gbps[PT_NET_NODE], 1);
+        ok = pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note) == 0 && near(hw.gbps[PT_NET_NODE], 1);
         tap_ok(ok, "ring_gbps above the ping-pong bandwidth: the node links keep the ping-pong's (%g GB/s)",
                hw.gbps[PT_NET_NODE]);
         /* the probe spanned two nodes: the ring bounds the network, not the
@@ -197,10 +196,10 @@ int main(void)
         t.net.inter_gbps = 2;
         t.net.inter_lat_us = 40;
         t.net.ring_gbps = 0.25;
-        ok = pt_topo_plan_hw(&t, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+        ok = pt_topo_plan_hw(&t, 2, NULL, &hw, &isl, note, sizeof note) == 0 &&
              near(hw.gbps[PT_NET_INTER], 0.25) && near(hw.gbps[PT_NET_NODE], 1);
         pt_topo_hw_override ovn = {8, 0, 0, 0};
-        ok = ok && pt_topo_plan_hw(&t, 2, &ovn, &hw, &isl, note, sizeof note, &err) == 0 &&
+        ok = ok && pt_topo_plan_hw(&t, 2, &ovn, &hw, &isl, note, sizeof note) == 0 &&
              near(hw.gbps[PT_NET_INTER], 4);
         tap_ok(ok, "ring_gbps of a two-node probe bounds the network per rank (0.25 GB/s, not 2/2), not the node; "
                "an inter_gbps override wins (8/2 = %g GB/s)", hw.gbps[PT_NET_INTER]);
@@ -213,14 +212,14 @@ int main(void)
         t.net.pair_us = 500;
         t.net.pair_busy_us = 800;
         const int over = 2 * (t.ncores > 0 ? t.ncores : 1);
-        ok = pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && near(hw.busy_delay_s, 300e-6) &&
+        ok = pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note) == 0 && near(hw.busy_delay_s, 300e-6) &&
              strstr(note, "busy cores");
         double d_shared = hw.busy_delay_s;
-        ok = ok && pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_delay_s == 0;
+        ok = ok && pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note) == 0 && hw.busy_delay_s == 0;
         t.net.pair_busy_us = 500e3;
-        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_delay_s == 0.1;
+        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note) == 0 && hw.busy_delay_s == 0.1;
         t.net.pair_busy_us = 400;
-        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.busy_delay_s == 0;
+        ok = ok && pt_topo_plan_hw(&t, over, NULL, &hw, &isl, note, sizeof note) == 0 && hw.busy_delay_s == 0;
         tap_ok(ok, "busy_delay: pair allreduce 800 us busy - 500 us idle = %g us at 2 ranks per core, 0 with a core "
                "per rank, at most 100 ms (a 1000x file), 0 when busy is faster", d_shared * 1e6);
         t.net.pair_busy_us = 800;
@@ -295,7 +294,7 @@ int main(void)
             free(x);
             unlink(xp);
             tap_ok(ok && same && xok, "JSON and XML: each collective kind's alpha, busbw and times round-trip");
-            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0;
+            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note) == 0;
             for (int k = 0; ok && k < PT_KIND_N; k++) {
                 const double want = k == 4 ? 0 : 0.125 * (k + 1);
                 ok = near(hw.coll_gbps[k][PT_NET_ISLAND] + 1, want + 1) && near(hw.coll_gbps[k][PT_NET_NODE] + 1, want + 1) &&
@@ -308,15 +307,15 @@ int main(void)
                        "(allgather %g GB/s), none on the network, none for the kind not fitted", hw.coll_gbps[2][PT_NET_NODE]);
             v.net.nnodes = 2;
             v.net.inter_gbps = 2;
-            ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+            ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note) == 0 &&
                  near(hw.coll_gbps[2][PT_NET_INTER], 0.375) && hw.coll_gbps[2][PT_NET_NODE] == 0;
             pt_topo_hw_override ovn = {8, 0, 0, 0};
-            ok = ok && pt_topo_plan_hw(&v, 2, &ovn, &hw, &isl, note, sizeof note, &err) == 0 &&
+            ok = ok && pt_topo_plan_hw(&v, 2, &ovn, &hw, &isl, note, sizeof note) == 0 &&
                  hw.coll_gbps[2][PT_NET_INTER] == 0 && near(hw.coll_lat_s[2][PT_NET_INTER], 30e-6);
             tap_ok(ok, "per-kind fit of a two-node probe: the network's kinds, not the node's; an inter_gbps override "
                        "wins over their bandwidth, not their alpha");
             v.net.measured = 0;
-            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.coll_gbps[0][PT_NET_NODE] == 0 &&
+            ok = pt_topo_plan_hw(&v, 1, NULL, &hw, &isl, note, sizeof note) == 0 && hw.coll_gbps[0][PT_NET_NODE] == 0 &&
                  strstr(note, "collectives: every kind at its link class's bandwidth and latency (estimate");
             tap_ok(ok, "no probe: every kind at its class's figures, marked estimate");
             /* per link class: the node's fit on the island and node links,
@@ -380,7 +379,7 @@ int main(void)
                 tap_diag("json %d, same %d, xml %d, refused %d (%s)", ok, same, xok, refused, pt_errmsg());
             tap_ok(ok && same && xok && refused, "JSON and XML: each link class's per-kind fit round-trips; a class "
                    "of 1 rank is refused naming 'ranks'");
-            ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0;
+            ok = pt_topo_plan_hw(&v, 2, NULL, &hw, &isl, note, sizeof note) == 0;
             for (int k = 0; ok && k < PT_KIND_N; k++) {
                 const double wnet = k == 1 ? 0 : 0.0625 * (k + 1);
                 ok = near(hw.coll_gbps[k][PT_NET_ISLAND], 0.25 * (k + 1)) && near(hw.coll_gbps[k][PT_NET_NODE], 0.25 * (k + 1)) &&
@@ -404,7 +403,7 @@ int main(void)
                  pt_topo_from_json(&u, js, "node.json") == PT_OK;
             if (ok) {
                 ok = u.net.coll_class[PT_TOPO_CLASS_NETWORK].nranks == 0 && u.net.coll_class[PT_TOPO_CLASS_NODE].nranks == 2 &&
-                     pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                     pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, note, sizeof note) == 0 &&
                      near(hw.coll_gbps[2][PT_NET_NODE], 0.75) && hw.coll_gbps[2][PT_NET_INTER] == 0 &&
                      hw.coll_lat_s[2][PT_NET_INTER] == 0 && !strstr(note, "network links (measured");
                 pt_topo_free(&u);
@@ -420,7 +419,7 @@ int main(void)
                     g.net.nnodes = 2;
                     g.net.coll_class[PT_TOPO_CLASS_NETWORK] = g.net.coll_class[PT_TOPO_CLASS_NODE];
                     for (int k = 0; k < PT_TOPO_COLL_N; k++) g.net.coll_class[PT_TOPO_CLASS_NETWORK].busbw[k] = 0.5;
-                    ok = pt_topo_plan_hw(&g, 8, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                    ok = pt_topo_plan_hw(&g, 8, NULL, &hw, &isl, note, sizeof note) == 0 &&
                          hw.coll_gbps[2][PT_NET_NODE] == 0 && hw.coll_gbps[2][PT_NET_ISLAND] == 0 &&
                          hw.coll_lat_s[2][PT_NET_NODE] == 0 && near(hw.coll_gbps[2][PT_NET_INTER], 0.5) &&
                          !strstr(note, "intra-node links (measured");
@@ -440,7 +439,7 @@ int main(void)
                  pt_topo_from_json(&u, js, "old.json") == PT_OK;
             if (ok) {
                 ok = u.net.coll_class[0].nranks == 0 && u.net.coll_class[1].nranks == 0 &&
-                     pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, note, sizeof note, &err) == 0 &&
+                     pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, note, sizeof note) == 0 &&
                      near(hw.coll_gbps[2][PT_NET_INTER], 0.375) && hw.coll_gbps[2][PT_NET_NODE] == 0 &&
                      strstr(note, "at 4 ranks, the probe's all-ranks fit");
                 pt_topo_free(&u);
@@ -458,7 +457,7 @@ int main(void)
              !strstr(js, "ring_gbps") &&
              pt_topo_from_json(&u, js, "old.json") == PT_OK;
         if (ok) {
-            ok = pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note, &err) == 0 && hw.gemm_n_half == 0 &&
+            ok = pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note) == 0 && hw.gemm_n_half == 0 &&
                  near(hw.gemm_gflops, 80.0 * u.ncores) && near(hw.lat_s[PT_NET_NODE], 30e-6) &&
                  near(hw.gbps[PT_NET_NODE], 1);
             pt_topo_free(&u);
@@ -473,24 +472,24 @@ int main(void)
     {
         double rows[4] = {16, 64, 256, 1024}, g[4], rinf = 0, nh = 0;
         for (int i = 0; i < 4; i++) g[i] = 150.0 * rows[i] / (rows[i] + 40.0);
-        int rc = pt_topo_gemm_fit(rows, g, 4, &rinf, &nh, &err);
+        int rc = pt_topo_gemm_fit(rows, g, 4, &rinf, &nh);
         tap_ok(rc == 0 && fabs(rinf - 150) < 1e-9 && fabs(nh - 40) < 1e-9,
                "gemm fit: exact points give r_inf 150, n_1/2 40 (%.6g, %.6g)", rinf, nh);
         double flat[2] = {90, 110}, r2[2] = {64, 1024};
-        rc = pt_topo_gemm_fit(r2, flat, 2, &rinf, &nh, &err);
+        rc = pt_topo_gemm_fit(r2, flat, 2, &rinf, &nh);
         tap_ok(rc == 0 && nh > 10 && nh < 20 && rinf > 110 && rinf < 113,
                "gemm fit: two points, the larger faster: r_inf above the larger's rate (%.4g, n_1/2 %.4g)", rinf, nh);
         double slow[2] = {110, 90};
-        rc = pt_topo_gemm_fit(r2, slow, 2, &rinf, &nh, &err);
+        rc = pt_topo_gemm_fit(r2, slow, 2, &rinf, &nh);
         tap_ok(rc == 0 && nh == 0 && near(rinf, 100), "gemm fit: larger sizes slower: the mean rate, n_1/2 0 (%.4g)", rinf);
         double same[2] = {64, 64};
-        tap_ok(pt_topo_gemm_fit(same, g, 2, &rinf, &nh, &err) < 0 && strstr(err.text, "64 rows"),
-               "gemm fit: one size refused: %s", err.text);
-        tap_ok(pt_topo_gemm_fit(rows, g, 1, &rinf, &nh, &err) < 0 && strstr(err.text, "1 point"),
-               "gemm fit: one point refused: %s", err.text);
+        tap_ok(pt_topo_gemm_fit(same, g, 2, &rinf, &nh) < 0 && strstr(pt_errmsg(), "64 rows"),
+               "gemm fit: one size refused: %s", pt_errmsg());
+        tap_ok(pt_topo_gemm_fit(rows, g, 1, &rinf, &nh) < 0 && strstr(pt_errmsg(), "1 point"),
+               "gemm fit: one point refused: %s", pt_errmsg());
         g[2] = -1;
-        tap_ok(pt_topo_gemm_fit(rows, g, 4, &rinf, &nh, &err) < 0 && strstr(err.text, "point 2"),
-               "gemm fit: a negative rate refused: %s", err.text);
+        tap_ok(pt_topo_gemm_fit(rows, g, 4, &rinf, &nh) < 0 && strstr(pt_errmsg(), "point 2"),
+               "gemm fit: a negative rate refused: %s", pt_errmsg());
     }
     /* the one loader: a path, a bad path (an error, or a warning and the
      * hwloc fallback), and the cluster builder over two node models */
@@ -499,32 +498,32 @@ int main(void)
         int from = -1;
         pt_topo a, b;
         snprintf(path, sizeof path, "%s/tests/topo/dgx8-nvswitch.xml", dir);
-        int ok = pt_topo_plan_load(path, "--topology", 0, &a, &from, NULL, 0, &err) == 0 && from == PT_TOPO_FROM_PATH &&
+        int ok = pt_topo_plan_load(path, "--topology", 0, &a, &from, NULL, 0) == 0 && from == PT_TOPO_FROM_PATH &&
                  a.ngpus == 8;
         snprintf(path, sizeof path, "%s/tests/topo/no-such-model.json", dir);
         pt_topo x;
-        ok = ok && pt_topo_plan_load(path, "--topology", 0, &x, &from, NULL, 0, &err) < 0 && strstr(err.text, "no-such-model") &&
+        ok = ok && pt_topo_plan_load(path, "--topology", 0, &x, &from, NULL, 0) < 0 && strstr(pt_errmsg(), "no-such-model") &&
              from == PT_TOPO_FROM_NONE;
-        tap_ok(ok, "loader: a model file loads (8 GPUs); a missing one is one line: %s", err.text);
+        tap_ok(ok, "loader: a model file loads (8 GPUs); a missing one is one line: %s", pt_errmsg());
         unsetenv("PTRAIN_TOPOLOGY");
         int rc = pt_topo_plan_load(path, "topology", PT_TOPO_LOAD_FALLBACK | PT_TOPO_LOAD_ESTIMATES | PT_TOPO_LOAD_WARN, &x,
-                                   &from, notes, sizeof notes, &err);
+                                   &from, notes, sizeof notes);
         tap_ok(rc == 0 && (from == PT_TOPO_FROM_HWLOC || from == PT_TOPO_FROM_NONE) &&
                    strstr(notes, "ptrain: warning: cannot load the node model topology=") &&
                    strstr(notes, "planning from this node's hwloc model"),
                "loader with fallback: a warning, then this node's hwloc model (%s)", notes);
         if (from != PT_TOPO_FROM_NONE) pt_topo_free(&x);
         snprintf(path, sizeof path, "%s/tests/topo/gpu4-pcie.xml", dir);
-        ok = ok && pt_topo_plan_load(path, NULL, 0, &b, &from, NULL, 0, &err) == 0;
+        ok = ok && pt_topo_plan_load(path, NULL, 0, &b, &from, NULL, 0) == 0;
         const pt_topo *models[2] = {&a, &b};
         const char *names[2] = {"dgx8", "gpu4"};
         int kind_of[3] = {0, 1, 1}, tasks[3] = {8, 4, 4};
         pt_plan_machine m;
-        ok = ok && pt_plan_machine_build(&m, 2, models, names, kind_of, tasks, 3, NULL, 7, &err) == 0;
+        ok = ok && pt_plan_machine_build(&m, 2, models, names, kind_of, tasks, 3, NULL, 7) == 0;
         pt_hw ha, hb;
         int ia, ib;
-        pt_topo_plan_hw(&a, 8, NULL, &ha, &ia, NULL, 0, &err);
-        pt_topo_plan_hw(&b, 4, NULL, &hb, &ib, NULL, 0, &err);
+        pt_topo_plan_hw(&a, 8, NULL, &ha, &ia, NULL, 0);
+        pt_topo_plan_hw(&b, 4, NULL, &hb, &ib, NULL, 0);
         ok = ok && m.cluster.nkinds == 2 && m.cluster.nnodes == 3 && m.cluster.kind_of[2] == 1 &&
              near(m.cluster.kinds[0].hw.gbps[PT_NET_NODE], ha.gbps[PT_NET_NODE]) &&
              near(m.cluster.hw.gbps[PT_NET_NODE], hb.gbps[PT_NET_NODE] < ha.gbps[PT_NET_NODE] ? hb.gbps[PT_NET_NODE]
@@ -534,14 +533,14 @@ int main(void)
                    "%g GB/s), the notes per kind", m.cluster.hw.gbps[PT_NET_NODE]);
         pt_plan_machine_free(&m);
         int one[2] = {0, 0}, t2[2] = {8, 8};
-        ok = pt_plan_machine_build(&m, 2, models, names, one, t2, 2, NULL, 0, &err) == 0 && m.cluster.nkinds == 0 &&
+        ok = pt_plan_machine_build(&m, 2, models, names, one, t2, 2, NULL, 0) == 0 && m.cluster.nkinds == 0 &&
              near(m.cluster.hw.gbps[PT_NET_NODE], ha.gbps[PT_NET_NODE]) && m.cluster.island_ranks == ia &&
              !strstr(m.note, "[dgx8]");
         tap_ok(ok, "machine: nodes of one kind are the cluster of identical nodes (no kinds)");
         pt_plan_machine_free(&m);
         int badk[1] = {3};
-        tap_ok(pt_plan_machine_build(&m, 2, models, names, badk, t2, 1, NULL, 0, &err) < 0 && strstr(err.text, "kind 3"),
-               "machine: a node of an unknown kind refused: %s", err.text);
+        tap_ok(pt_plan_machine_build(&m, 2, models, names, badk, t2, 1, NULL, 0) < 0 && strstr(pt_errmsg(), "kind 3"),
+               "machine: a node of an unknown kind refused: %s", pt_errmsg());
         pt_topo_free(&a);
         pt_topo_free(&b);
     }
@@ -549,25 +548,24 @@ int main(void)
     {
         char path[32];
         int count = -1;
-        int ok = pt_topo_plan_arg_parse("--topology", "a.xml:12", path, sizeof path, &count, &err) == 0 &&
+        int ok = pt_topo_plan_arg_parse("--topology", "a.xml:12", path, sizeof path, &count) == 0 &&
                  !strcmp(path, "a.xml") && count == 12;
-        ok = ok && pt_topo_plan_arg_parse("--topology", "b.json", path, sizeof path, &count, &err) == 0 &&
+        ok = ok && pt_topo_plan_arg_parse("--topology", "b.json", path, sizeof path, &count) == 0 &&
              !strcmp(path, "b.json") && count == 0;
-        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml", path, sizeof path, &count, &err) == 0 &&
+        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml", path, sizeof path, &count) == 0 &&
              !strcmp(path, "c:d.xml") && count == 0;
-        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml:3", path, sizeof path, &count, &err) == 0 &&
+        ok = ok && pt_topo_plan_arg_parse("--topology", "c:d.xml:3", path, sizeof path, &count) == 0 &&
              !strcmp(path, "c:d.xml") && count == 3;
-        ok = ok && pt_topo_plan_arg_parse("--topology", "e.xml:", path, sizeof path, &count, &err) == 0 &&
+        ok = ok && pt_topo_plan_arg_parse("--topology", "e.xml:", path, sizeof path, &count) == 0 &&
              !strcmp(path, "e.xml:") && count == 0;
         tap_ok(ok, "topology argument: FILE:COUNT splits at the last ':' before digits, a ':' of the path stays");
         const char *bad[] = {"a.xml:0", ":3", "a.xml:1048577", "a.xml:99999999999999999999"};
         for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-            tap_ok(pt_topo_plan_arg_parse("--topology", bad[i], path, sizeof path, &count, &err) < 0 &&
-                       strstr(err.text, bad[i]) && strstr(err.text, "COUNT nodes 1..1048576"),
-                   "topology argument '%s' refused in one line: %s", bad[i], err.text);
-        tap_ok(pt_topo_plan_arg_parse("--topology", "a-path-longer-than-the-buffer.xml:2", path, sizeof path, &count,
-                                      &err) < 0 && strstr(err.text, "longer than 31 bytes"),
-               "topology argument: a path too long for the buffer refused: %s", err.text);
+            tap_ok(pt_topo_plan_arg_parse("--topology", bad[i], path, sizeof path, &count) < 0 &&
+                       strstr(pt_errmsg(), bad[i]) && strstr(pt_errmsg(), "COUNT nodes 1..1048576"),
+                   "topology argument '%s' refused in one line: %s", bad[i], pt_errmsg());
+        tap_ok(pt_topo_plan_arg_parse("--topology", "a-path-longer-than-the-buffer.xml:2", path, sizeof path, &count) < 0 && strstr(pt_errmsg(), "longer than 31 bytes"),
+               "topology argument: a path too long for the buffer refused: %s", pt_errmsg());
     }
     /* the bf16 GEMM rate: one core's measured gemm_gflops_bf16 (a fresh
      * random figure) round-trips through JSON and XML and becomes the
@@ -582,7 +580,7 @@ int main(void)
         int ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "gemm_gflops_bf16") &&
                  pt_topo_from_json(&u, js, "old.json") == PT_OK;
         if (ok) {
-            ok = u.gemm_gflops_bf16 == 0 && pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+            ok = u.gemm_gflops_bf16 == 0 && pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, nb, sizeof nb) == 0 &&
                  hw.gemm_gflops_bf16 == 0 && strstr(nb, "gemm bf16: at the fp32 rate (not measured");
             pt_topo_free(&u);
         }
@@ -593,17 +591,17 @@ int main(void)
         ok = pt_topo_to_json(&t, &js) == PT_OK && strstr(js, "\"gemm_gflops_bf16\"") &&
              pt_topo_from_json(&u, js, "new.json") == PT_OK;
         if (ok) {
-            ok = near(u.gemm_gflops_bf16, gb) && pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+            ok = near(u.gemm_gflops_bf16, gb) && pt_topo_plan_hw(&u, 2, NULL, &hw, &isl, nb, sizeof nb) == 0 &&
                  near(hw.gemm_gflops_bf16, gb * u.ncores / 2) && strstr(nb, "gemm bf16:") && strstr(nb, "measured");
             /* more tasks than cores: one core's rate */
-            ok = ok && pt_topo_plan_hw(&u, 3 * u.ncores, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+            ok = ok && pt_topo_plan_hw(&u, 3 * u.ncores, NULL, &hw, &isl, nb, sizeof nb) == 0 &&
                  near(hw.gemm_gflops_bf16, gb);
             /* against the sgemm's Hockney fit: scaled by r_inf / the one-size sgemm rate */
             u.gemm_gflops = 80, u.gemm_rinf_gflops = 100, u.gemm_n_half = 48;
-            ok = ok && pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+            ok = ok && pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, nb, sizeof nb) == 0 &&
                  hw.gemm_n_half == 48 && near(hw.gemm_gflops_bf16, gb * 100 / 80 * u.ncores);
             pt_topo_hw_override ob = {0, 0, 0, 7.5};
-            ok = ok && pt_topo_plan_hw(&u, 2, &ob, &hw, &isl, nb, sizeof nb, &err) == 0 &&
+            ok = ok && pt_topo_plan_hw(&u, 2, &ob, &hw, &isl, nb, sizeof nb) == 0 &&
                  hw.gemm_gflops_bf16 == 7.5 && strstr(nb, "gemm bf16: 7.5 GFLOP/s per rank (override)");
             pt_topo_free(&u);
         }
@@ -658,7 +656,7 @@ int main(void)
         for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
             for (int g = 0; g < t.ngpus; g++) snprintf(t.gpu[g].model, sizeof t.gpu[g].model, "%s", gpus[i].model);
             for (int per = 1; per <= 2; per++) {
-                int rc = pt_topo_plan_hw(&t, 8 * per, NULL, &hw, &isl, nb, sizeof nb, &err);
+                int rc = pt_topo_plan_hw(&t, 8 * per, NULL, &hw, &isl, nb, sizeof nb);
                 int good = rc == 0 && near(hw.gemm_gflops_bf16 + 1, gpus[i].peak / per + 1) &&
                            near(hw.gemm_gflops, gpus[i].fp32 / per) &&
                            strstr(nb, gpus[i].peak > 0 ? "gemm bf16:" : "gemm bf16: at the fp32 rate") &&

@@ -54,9 +54,8 @@ static int exact_profile(int ntypes, int nc, double idle, pt_energy_profile *p)
 static int brute_force_check(const char *what, const pt_energy_dag *d, const pt_energy_profile *pr)
 {
     pt_energy_frontier f;
-    pt_error err;
-    if (pt_energy_frontier_compute(d, pr, 1.0, 0, &f, &err) < 0) {
-        tap_ok(0, "%s: frontier computed (%s)", what, err.text);
+    if (pt_energy_frontier_compute(d, pr, 1.0, 0, &f) < 0) {
+        tap_ok(0, "%s: frontier computed (%s)", what, pt_errmsg());
         return -1;
     }
     int n = d->n, nc = pr->nchoices[0];
@@ -139,7 +138,6 @@ int main(void)
 {
     rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
     tap_diag("seed %llu", (unsigned long long)rng_state);
-    pt_error err;
 
     /* 1. brute force on the real schedules' DAGs */
     struct { int kind, pp, m, v, nc; const char *name; } small[] = {
@@ -151,8 +149,8 @@ int main(void)
     for (size_t c = 0; c < sizeof small / sizeof small[0]; c++) {
         pt_energy_dag d;
         pt_energy_profile pr;
-        if (pt_energy_dag_build(small[c].kind, small[c].pp, small[c].m, small[c].v, 0, &d, &err) < 0) {
-            tap_ok(0, "%s: DAG built (%s)", small[c].name, err.text);
+        if (pt_energy_dag_build(small[c].kind, small[c].pp, small[c].m, small[c].v, 0, &d) < 0) {
+            tap_ok(0, "%s: DAG built (%s)", small[c].name, pt_errmsg());
             continue;
         }
         exact_profile(d.ntypes, small[c].nc, 0.5 + urand(), &pr);
@@ -165,17 +163,17 @@ int main(void)
      * modelled GPU: the fastest point keeps the max-clock time and saves
      * energy, by slowing only instructions with slack */
     pt_energy_dag d;
-    pt_energy_dag_build(PT_SCHED_1F1B, 4, 8, 1, 20e-6, &d, &err);
+    pt_energy_dag_build(PT_SCHED_1F1B, 4, 8, 1, 20e-6, &d);
     double tt[8];
     for (int t = 0; t < 8; t++) {
         int rank = t / 2, bwd = t % 2;
         tt[t] = (bwd ? 2.0 : 1.0) * (rank == 3 ? 1.6e-3 : 1.0e-3) * (0.9 + 0.2 * urand());
     }
     pt_energy_profile pr;
-    int rc = pt_energy_profile_model(pt_energy_power_model_named("gpu"), d.ntypes, tt, &pr, &err);
+    int rc = pt_energy_profile_model(pt_energy_power_model_named("gpu"), d.ntypes, tt, &pr);
     tap_ok(rc == 0 && pr.modelled, "modelled GPU profile for 8 instruction types");
     pt_energy_frontier f;
-    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f, &err);
+    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f);
     tap_ok(rc == 0 && f.npoints >= 3, "unbalanced 1f1b pp=4 m=8: a frontier of %d points (%d steps, unit %.2f us)",
            f.npoints, f.steps, f.tau_s * 1e6);
     if (rc == 0) {
@@ -214,10 +212,10 @@ int main(void)
 
     /* 3. no bubble: one rank (a chain), every instruction critical: the
      * intrinsic point saves nothing */
-    pt_energy_dag_build(PT_SCHED_1F1B, 1, 4, 1, 0, &d, &err);
+    pt_energy_dag_build(PT_SCHED_1F1B, 1, 4, 1, 0, &d);
     double t1[2] = {1e-3, 2e-3};
-    pt_energy_profile_model(pt_energy_power_model_named("gpu"), d.ntypes, t1, &pr, &err);
-    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f, &err);
+    pt_energy_profile_model(pt_energy_power_model_named("gpu"), d.ntypes, t1, &pr);
+    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f);
     tap_ok(rc == 0 && fabs(f.p[f.intrinsic].energy_j - f.max_clock.energy_j) <= 1e-9 * f.max_clock.energy_j,
            "no slack (pp=1): the intrinsic point is the max-clock point (%.4f J vs %.4f J)",
            rc == 0 ? f.p[f.intrinsic].energy_j : 0, f.max_clock.energy_j);
@@ -226,19 +224,19 @@ int main(void)
     pt_energy_dag_free(&d);
 
     /* 4. bad input: one line each */
-    pt_energy_dag_build(PT_SCHED_1F1B, 2, 2, 1, 0, &d, &err);
-    pt_energy_profile_model(pt_energy_power_model_named("gpu"), 2, t1, &pr, &err);
-    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f, &err);
-    tap_ok(rc < 0 && strstr(err.text, "2 instruction types, the schedule has 4"), "a profile of too few types is "
-           "refused: %s", err.text);
+    pt_energy_dag_build(PT_SCHED_1F1B, 2, 2, 1, 0, &d);
+    pt_energy_profile_model(pt_energy_power_model_named("gpu"), 2, t1, &pr);
+    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "2 instruction types, the schedule has 4"), "a profile of too few types is "
+           "refused: %s", pt_errmsg());
     pt_energy_profile_free(&pr);
     pt_energy_dag_free(&d);
-    rc = pt_energy_dag_build(PT_SCHED_1F1B, 2, 2, 2, 0, &d, &err);
-    tap_ok(rc < 0 && strstr(err.text, "virtual stages"), "v=2 with 1f1b is refused: %s", err.text);
+    rc = pt_energy_dag_build(PT_SCHED_1F1B, 2, 2, 2, 0, &d);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "virtual stages"), "v=2 with 1f1b is refused: %s", pt_errmsg());
     pt_energy_power_model bad = *pt_energy_power_model_named("cpu");
     bad.mem_share = 1.5;
-    rc = pt_energy_profile_model(&bad, 2, t1, &pr, &err);
-    tap_ok(rc < 0 && strstr(err.text, "memory share 1.5"), "a power model with memory share 1.5 is refused: %s",
-           err.text);
+    rc = pt_energy_profile_model(&bad, 2, t1, &pr);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "memory share 1.5"), "a power model with memory share 1.5 is refused: %s",
+           pt_errmsg());
     return tap_done();
 }

@@ -42,7 +42,6 @@ int main(void)
 {
     rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
     tap_diag("seed %llu", (unsigned long long)rng_state);
-    pt_error err;
     /* a model of random sizes: L a multiple of 4 (pp 2 x v 2), heads even (tp 2) */
     pt_model_shape m = {4 * irand(1, 4), 2 * irand(1, 4), 0, 16 * irand(1, 8), irand(500, 3000)};
     m.n_embd = m.n_head * 8 * irand(1, 8);
@@ -65,8 +64,8 @@ int main(void)
         const int pp = 2, v = 2, S = pp * v, mb = 2;
         pt_plan p = plan_of(pp, 1, mb, PT_SCHED_INTERLEAVED, v, PT_PREC_BF16);
         double tt[2 * 4], p2p = -1;
-        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p, &err);
-        tap_ok(rc == 0, "bf16 pp=2 v=2: the instruction times (%s)", rc ? err.text : "ok");
+        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p);
+        tap_ok(rc == 0, "bf16 pp=2 v=2: the instruction times (%s)", rc ? pt_errmsg() : "ok");
         const double micro = (double)batch / mb, C = m.n_embd, T = m.seq_len, n = micro * T;
         const double rate = hw.gemm_gflops_bf16 * 1e9 * n / (n + hw.gemm_n_half);
         const double blk = (24 * C * C + 4 * T * C) * n, head = 2 * C * m.vocab * n;
@@ -87,7 +86,7 @@ int main(void)
                "bf16: a boundary send moves 2-byte activations: %.9g s, want %.9g", p2p, want);
         /* against the cost model's own aggregate numbers */
         pt_cost c;
-        rc = pt_cost_eval(&m, batch, &p, &hw, NULL, &c, &err);
+        rc = pt_cost_eval(&m, batch, &p, &hw, NULL, &c);
         double busiest = 0;
         for (int r = 0; r < pp; r++) {
             double x = 0;
@@ -106,7 +105,7 @@ int main(void)
         pt_plan p32 = p;
         p32.precision = PT_PREC_FP32;
         double t32[2 * 4], q32 = -1;
-        rc = plan_energy_times(&m, batch, &p32, &hw, t32, &q32, &err);
+        rc = plan_energy_times(&m, batch, &p32, &hw, t32, &q32);
         const double rate32 = hw.gemm_gflops * 1e9 * n / (n + hw.gemm_n_half);
         tap_ok(rc == 0 && close_to(t32[0] / tt[0], rate / rate32, 1e-12) &&
                    close_to(t32[3] / tt[3], rate / rate32, 1e-12),
@@ -121,9 +120,9 @@ int main(void)
         const int mb = 2;
         pt_plan p = plan_of(1, 2, mb, PT_SCHED_1F1B, 1, PT_PREC_BF16);
         double tt[2], p2p = -1;
-        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p, &err);
+        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p);
         pt_cost c;
-        if (!rc) rc = pt_cost_eval(&m, batch, &p, &hw, NULL, &c, &err);
+        if (!rc) rc = pt_cost_eval(&m, batch, &p, &hw, NULL, &c);
         const double sum = mb * (tt[0] + tt[1]), want = rc ? 0 : c.t_compute + c.t_comm[PT_GRP_TP];
         tap_ok(rc == 0 && c.t_comm[PT_GRP_TP] > 0 && close_to(sum, want, 1e-12) && p2p == 0,
                "bf16 tp=2: the instructions sum to the cost model's t_compute + t_comm[tp] (%.9g s, %.9g s)", sum,
@@ -140,9 +139,9 @@ int main(void)
         pt_energy_profile pr, pr32;
         pt_energy_frontier f, f32;
         double tt[4], p2p;
-        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p, &err);
+        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p);
         const pt_energy_power_model *gpu = pt_energy_power_model_named("gpu");
-        if (!rc) rc = plan_energy(&m, batch, &p, &hw, gpu, NULL, NULL, 0, &d, &pr, &f, &err);
+        if (!rc) rc = plan_energy(&m, batch, &p, &hw, gpu, NULL, NULL, 0, &d, &pr, &f);
         int ok = rc == 0;
         for (int t = 0; t < 4 && ok; t++) {
             double top = 0;
@@ -153,7 +152,7 @@ int main(void)
         for (int k = 0; k < d.nedges && ok; k++)
             if (d.in[d.e[k].from].rank != d.in[d.e[k].to].rank) ok &= d.e[k].delay_s == p2p;
         tap_ok(ok, "bf16 frontier: the profile's top clock takes the instruction times, the DAG's sends the bf16 send");
-        int rc32 = plan_energy(&m, batch, &p32, &hw, gpu, NULL, NULL, 0, &d32, &pr32, &f32, &err);
+        int rc32 = plan_energy(&m, batch, &p32, &hw, gpu, NULL, NULL, 0, &d32, &pr32, &f32);
         tap_ok(rc == 0 && rc32 == 0 && f.max_clock.time_s < f32.max_clock.time_s &&
                    f.max_clock.energy_j < f32.max_clock.energy_j,
                "bf16 frontier: max clock %.6g ms, %.6g J; fp32 %.6g ms, %.6g J", f.max_clock.time_s * 1e3,
@@ -167,9 +166,9 @@ int main(void)
         pt_plan p = plan_of(1, 3, 1, PT_SCHED_1F1B, 1, PT_PREC_BF16);
         m.n_head = 4, m.n_embd = 64;
         double tt[2], p2p;
-        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p, &err);
-        tap_ok(rc < 0 && strstr(err.text, "tp=3") && !strchr(err.text, '\n'), "tp=3 over 4 heads is refused: %s",
-               rc < 0 ? err.text : "(accepted)");
+        int rc = plan_energy_times(&m, batch, &p, &hw, tt, &p2p);
+        tap_ok(rc < 0 && strstr(pt_errmsg(), "tp=3") && !strchr(pt_errmsg(), '\n'), "tp=3 over 4 heads is refused: %s",
+               rc < 0 ? pt_errmsg() : "(accepted)");
     }
     return tap_done();
 }

@@ -110,11 +110,10 @@ static void test_env_round_trip(void)
         if (s.others) each_once = 0;
         pt_plan q;
         pt_plan_default(&q);
-        pt_error err = {""};
-        int rc = pt_plan_from_env(&q, &err);
+        int rc = pt_plan_from_env(&q);
         if (rc != 1 || !same_plan(&p, &q)) {
             ok_all = 0;
-            tap_diag("trial %d: rc=%d err=%s", trial, rc, err.text);
+            tap_diag("trial %d: rc=%d err=%s", trial, rc, pt_errmsg());
         }
         char line[640];
         pt_plan_summary(&p, line, sizeof line);
@@ -145,10 +144,10 @@ static void test_env_round_trip(void)
     pt_plan q;
     pt_plan_default(&q);
     pt_plan before = q;
-    tap_ok(pt_plan_from_env(&q, NULL) == 0 && same_plan(&q, &before),
+    tap_ok(pt_plan_from_env(&q) == 0 && same_plan(&q, &before),
            "from_env with no PTRAIN_* variables returns 0 and changes nothing");
     setenv("PTRAIN_TP", "4", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.tp == 4 && q.dp == 1,
+    tap_ok(pt_plan_from_env(&q) == 1 && q.tp == 4 && q.dp == 1,
            "from_env overlays only the variables present");
     clear_env();
     pt_plan_default(&q);
@@ -156,33 +155,33 @@ static void test_env_round_trip(void)
     setenv("PTRAIN_TP", "8", 1);
     setenv("PTRAIN_TP_DEPTH", "2", 1);
     setenv("PTRAIN_SP", "3", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.mode == PT_MODE_2P5D && q.tp == 8 &&
+    tap_ok(pt_plan_from_env(&q) == 1 && q.mode == PT_MODE_2P5D && q.tp == 8 &&
                q.tp_depth == 2 && q.sp == 3,
            "PTRAIN_MODE=2.5d PTRAIN_TP_DEPTH=2 PTRAIN_SP=3 are read");
     clear_env();
     setenv("PTRAIN_RANK_ORDER", "spread", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && strcmp(q.rank_order, "TPD") == 0,
+    tap_ok(pt_plan_from_env(&q) == 1 && strcmp(q.rank_order, "TPD") == 0,
            "PTRAIN_RANK_ORDER=spread means TPD");
     setenv("PTRAIN_RANK_ORDER", "tdp", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && strcmp(q.rank_order, "TDP") == 0,
+    tap_ok(pt_plan_from_env(&q) == 1 && strcmp(q.rank_order, "TDP") == 0,
            "PTRAIN_RANK_ORDER accepts lower case");
     clear_env();
     pt_plan_default(&q);
     setenv("PTRAIN_CKPT_ACT", "1", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == PT_RECOMPUTE_BLOCK,
+    tap_ok(pt_plan_from_env(&q) == 1 && q.recompute == PT_RECOMPUTE_BLOCK,
            "PTRAIN_CKPT_ACT=1 (earlier versions) means block");
     setenv("PTRAIN_CKPT_ACT", "0", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == PT_RECOMPUTE_NONE,
+    tap_ok(pt_plan_from_env(&q) == 1 && q.recompute == PT_RECOMPUTE_NONE,
            "PTRAIN_CKPT_ACT=0 means none");
     setenv("PTRAIN_CKPT_ACT", "attention", 1);
     setenv("PTRAIN_SCHEDULE", "gpipe", 1);
     setenv("PTRAIN_PP_SPLIT", "3,3,2,2", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == PT_RECOMPUTE_ATTENTION &&
+    tap_ok(pt_plan_from_env(&q) == 1 && q.recompute == PT_RECOMPUTE_ATTENTION &&
                q.schedule == PT_SCHED_GPIPE && q.pp_split_n == 4 && q.pp_split[0] == 3 &&
                q.pp_split[3] == 2,
            "PTRAIN_CKPT_ACT=attention PTRAIN_SCHEDULE=gpipe PTRAIN_PP_SPLIT=3,3,2,2 are read");
     setenv("PTRAIN_PP_SPLIT", "even", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.pp_split_n == 0, "PTRAIN_PP_SPLIT=even clears the split");
+    tap_ok(pt_plan_from_env(&q) == 1 && q.pp_split_n == 0, "PTRAIN_PP_SPLIT=even clears the split");
     /* PTRAIN_RECOMPUTE, and PTRAIN_CKPT_ACT its old name: either, or both
      * naming the same mode; two modes are refused naming both */
     clear_env();
@@ -190,28 +189,27 @@ static void test_env_round_trip(void)
     const char *modes[] = {"none", "block", "attention"};
     int r = (int)rnd(3);
     setenv("PTRAIN_RECOMPUTE", modes[r], 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == r, "PTRAIN_RECOMPUTE=%s is read", modes[r]);
+    tap_ok(pt_plan_from_env(&q) == 1 && q.recompute == r, "PTRAIN_RECOMPUTE=%s is read", modes[r]);
     setenv("PTRAIN_CKPT_ACT", r == PT_RECOMPUTE_BLOCK ? "1" : r == PT_RECOMPUTE_NONE ? "0" : "attention", 1);
-    tap_ok(pt_plan_from_env(&q, NULL) == 1 && q.recompute == r,
+    tap_ok(pt_plan_from_env(&q) == 1 && q.recompute == r,
            "PTRAIN_RECOMPUTE=%s beside PTRAIN_CKPT_ACT=%s (the same mode) is read", modes[r], getenv("PTRAIN_CKPT_ACT"));
     int other = (r + 1 + (int)rnd(2)) % 3;
     setenv("PTRAIN_CKPT_ACT", modes[other], 1);
     before = q;
-    pt_error err = {""};
     char want[160];
     snprintf(want, sizeof want, "PTRAIN_RECOMPUTE=%s and PTRAIN_CKPT_ACT=%s differ", modes[r], modes[other]);
-    tap_ok(pt_plan_from_env(&q, &err) == -1 && strstr(err.text, want) && same_plan(&q, &before) &&
-               !strchr(err.text, '\n'),
+    tap_ok(pt_plan_from_env(&q) == -1 && strstr(pt_errmsg(), want) && same_plan(&q, &before) &&
+               !strchr(pt_errmsg(), '\n'),
            "PTRAIN_RECOMPUTE=%s beside PTRAIN_CKPT_ACT=%s is refused naming both: %s", modes[r], modes[other],
-           err.text);
+           pt_errmsg());
     setenv("PTRAIN_CKPT_ACT", "full", 1);
-    tap_ok(pt_plan_from_env(&q, &err) == -1 && strstr(err.text, "invalid PTRAIN_CKPT_ACT 'full'"),
-           "a bad PTRAIN_CKPT_ACT beside PTRAIN_RECOMPUTE is refused by its name: %s", err.text);
+    tap_ok(pt_plan_from_env(&q) == -1 && strstr(pt_errmsg(), "invalid PTRAIN_CKPT_ACT 'full'"),
+           "a bad PTRAIN_CKPT_ACT beside PTRAIN_RECOMPUTE is refused by its name: %s", pt_errmsg());
     clear_env();
     setenv("PTRAIN_OFFLOAD", "1", 1);
     pt_plan_default(&q);
     before = q;
-    tap_ok(pt_plan_from_env(&q, NULL) == 0 && same_plan(&q, &before),
+    tap_ok(pt_plan_from_env(&q) == 0 && same_plan(&q, &before),
            "PTRAIN_OFFLOAD is no plan variable (optimizer offload does not exist)");
     unsetenv("PTRAIN_OFFLOAD");
     clear_env();
@@ -225,27 +223,24 @@ static void env_bad(const char *var, const char *value)
     pt_plan q, before;
     pt_plan_default(&q);
     before = q;
-    pt_error err = {""};
-    int rc = pt_plan_from_env(&q, &err);
-    tap_ok(rc == -1 && strstr(err.text, value) && strstr(err.text, "valid") && same_plan(&q, &before) &&
-               !strchr(err.text, '\n'),
-           "%s='%s' refused: %s", var, value, err.text);
+    int rc = pt_plan_from_env(&q);
+    tap_ok(rc == -1 && strstr(pt_errmsg(), value) && strstr(pt_errmsg(), "valid") && same_plan(&q, &before) &&
+               !strchr(pt_errmsg(), '\n'),
+           "%s='%s' refused: %s", var, value, pt_errmsg());
     clear_env();
 }
 
 static void validate_bad(const pt_plan *p, int world, const char *must_contain, const char *what)
 {
-    pt_error err = {""};
-    int rc = pt_plan_validate(p, world, &err);
-    tap_ok(rc == -1 && strstr(err.text, must_contain) != NULL && !strchr(err.text, '\n'),
-           "validate refuses %s: %s", what, err.text);
+    int rc = pt_plan_validate(p, world);
+    tap_ok(rc == -1 && strstr(pt_errmsg(), must_contain) != NULL && !strchr(pt_errmsg(), '\n'),
+           "validate refuses %s: %s", what, pt_errmsg());
 }
 
 static void validate_good(const pt_plan *p, int world, const char *what)
 {
-    pt_error err = {""};
-    int rc = pt_plan_validate(p, world, &err);
-    tap_ok(rc == 0, "validate accepts %s%s%s", what, rc ? ": " : "", err.text);
+    int rc = pt_plan_validate(p, world);
+    tap_ok(rc == 0, "validate accepts %s%s%s", what, rc ? ": " : "", rc ? pt_errmsg() : "");
 }
 
 /* ---- independent references for the layouts' shapes -------------------- */
@@ -311,15 +306,15 @@ static void validate_modes(void)
         p.tp_depth = p.mode == PT_MODE_2P5D ? 1 + (int)rnd(4) : 1;
         p.tp = 1 + (int)rnd((unsigned)world);
         p.dp = world % p.tp == 0 && rnd(4) ? world / p.tp : 1 + (int)rnd(6);
-        pt_error err = {""}; char want[512];
-        int rc = pt_plan_validate(&p, world, &err);
+        char want[512];
+        int rc = pt_plan_validate(&p, world);
         int shape = ref_shape(p.mode, p.tp_depth, p.tp), covers = p.dp * p.tp == world;
         if (shape && covers) {
             n_ok++;
             if (rc != 0) {
                 agree = 0;
                 tap_diag("mode %s world %d dp=%d tp=%d depth=%d refused: %s",
-                         pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err.text);
+                         pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, pt_errmsg());
             }
             continue;
         }
@@ -327,11 +322,11 @@ static void validate_modes(void)
         ref_valid(p.mode, p.tp_depth, world, INT_MAX, want, sizeof want);
         char tpname[32];
         snprintf(tpname, sizeof tpname, "tp=%d", p.tp);
-        if (rc != -1 || !strstr(err.text, tpname) || strchr(err.text, '\n')) agree = 0;
-        if (!strstr(err.text, want)) {
+        if (rc != -1 || !strstr(pt_errmsg(), tpname) || strchr(pt_errmsg(), '\n')) agree = 0;
+        if (!strstr(pt_errmsg(), want)) {
             lists = 0;
             tap_diag("mode %s world %d dp=%d tp=%d depth=%d: '%s' lacks '%s'",
-                     pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, err.text, want);
+                     pt_mode_name(p.mode), world, p.dp, p.tp, p.tp_depth, pt_errmsg(), want);
         }
     }
     tap_ok(agree, "validate accepts a 1d/2d/2.5d/3d plan exactly when tp has the mode's shape "
@@ -340,7 +335,6 @@ static void validate_modes(void)
 
     pt_plan p;
     pt_plan_default(&p);
-    pt_error err;
     p.mode = PT_MODE_2D;
     p.tp = 6;
     p.dp = 2;
@@ -349,18 +343,18 @@ static void validate_modes(void)
     p.dp = 1;
     validate_bad(&p, 6, "valid tp here: 1)", "2d tp=4 on 6 ranks (lists only 1)");
     p.dp = 2;
-    tap_ok(pt_plan_validate(&p, 8, &err) == 0, "2d dp=2 tp=4 valid on 8 ranks");
+    tap_ok(pt_plan_validate(&p, 8) == 0, "2d dp=2 tp=4 valid on 8 ranks");
     p.mode = PT_MODE_2P5D;
     p.tp = 8;
     p.tp_depth = 2;
     p.dp = 1;
-    tap_ok(pt_plan_validate(&p, 8, &err) == 0, "2.5d tp=8 tp_depth=2 valid on 8 ranks");
+    tap_ok(pt_plan_validate(&p, 8) == 0, "2.5d tp=8 tp_depth=2 valid on 8 ranks");
     validate_bad(&p, 12, "valid tp with tp_depth=2 here: 2)", "2.5d tp=8 depth 2 on 12 ranks");
     p.tp_depth = 3;
     validate_bad(&p, 8, "valid tp with tp_depth=3 here: none)", "2.5d tp=8 depth 3 on 8 ranks");
     p.mode = PT_MODE_3D;
     p.tp_depth = 1;
-    tap_ok(pt_plan_validate(&p, 8, &err) == 0, "3d tp=8 valid on 8 ranks");
+    tap_ok(pt_plan_validate(&p, 8) == 0, "3d tp=8 valid on 8 ranks");
     p.tp = 4;
     p.dp = 4;
     validate_bad(&p, 16, "valid tp here: 1, 8)", "3d tp=4 on 16 ranks (lists the cubes 1, 8)");
@@ -410,13 +404,12 @@ static void test_validation(void)
     env_bad("PTRAIN_RANK_ORDER", "DPTX");
 
     pt_mode m;
-    pt_error err;
-    tap_ok(pt_mode_parse("2.5d", &m, &err) == 0 && m == PT_MODE_2P5D &&
+    tap_ok(pt_mode_parse("2.5d", &m) == 0 && m == PT_MODE_2P5D &&
                strcmp(pt_mode_name(m), "2.5d") == 0,
            "mode names round trip (2.5d)");
     int names_ok = 1;
     for (int i = PT_MODE_OFF; i <= PT_MODE_3D; i++)
-        if (pt_mode_parse(pt_mode_name((pt_mode)i), &m, &err) != 0 || (int)m != i)
+        if (pt_mode_parse(pt_mode_name((pt_mode)i), &m) != 0 || (int)m != i)
             names_ok = 0;
     tap_ok(names_ok, "every mode name parses back to its mode");
 
@@ -424,11 +417,11 @@ static void test_validation(void)
     pt_plan_default(&p);
     p.dp = 2;
     p.tp = 2;
-    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "1d dp=2 tp=2 valid on 4 ranks");
-    tap_ok(pt_plan_validate(&p, 0, &err) == 0, "world_size 0 skips the world check");
+    tap_ok(pt_plan_validate(&p, 4) == 0, "1d dp=2 tp=2 valid on 4 ranks");
+    tap_ok(pt_plan_validate(&p, 0) == 0, "world_size 0 skips the world check");
     validate_bad(&p, 6, "6", "a plan that does not cover the world (names the world size)");
     p.mode = PT_MODE_OFF;
-    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "mode off is accepted");
+    tap_ok(pt_plan_validate(&p, 4) == 0, "mode off is accepted");
 
     validate_modes();
     pt_plan_default(&p);
@@ -436,11 +429,11 @@ static void test_validation(void)
     validate_bad(&p, 1, "auto", "unresolved mode auto");
     pt_plan_default(&p);
     p.pp = 2;
-    tap_ok(pt_plan_validate(&p, 2, &err) == 0, "pp=2 valid on 2 ranks (pipeline supported)");
+    tap_ok(pt_plan_validate(&p, 2) == 0, "pp=2 valid on 2 ranks (pipeline supported)");
     pt_plan_default(&p);
     p.sp = 3;
     p.dp = 2;
-    tap_ok(pt_plan_validate(&p, 6, &err) == 0, "1d dp=2 sp=3 valid on 6 ranks");
+    tap_ok(pt_plan_validate(&p, 6) == 0, "1d dp=2 sp=3 valid on 6 ranks");
     validate_bad(&p, 8, "valid sp here: 1, 2, 4, 8", "dp=2 sp=3 on 8 ranks (lists the sp values)");
     /* ring attention over the sp group runs on each rank's heads: sp composes
      * with every tensor-parallel layout */
@@ -465,10 +458,10 @@ static void test_validation(void)
                  "data-parallel ranks and this plan has one, so there is nothing to shard "
                  "(valid: zero=0, or dp*sp >= 2)", "zero=2 with dp=1 (nothing to shard)");
     p.dp = 2;
-    tap_ok(pt_plan_validate(&p, 2, &err) == 0, "zero=2 with dp=2 valid");
+    tap_ok(pt_plan_validate(&p, 2) == 0, "zero=2 with dp=2 valid");
     p.dp = 1;
     p.sp = 2;
-    tap_ok(pt_plan_validate(&p, 2, &err) == 0, "zero=2 with sp=2 valid (dp*sp = 2)");
+    tap_ok(pt_plan_validate(&p, 2) == 0, "zero=2 with sp=2 valid (dp*sp = 2)");
     p.sp = 1;
     p.zero = 7;
     validate_bad(&p, 1, "zero=7", "zero=7 (out of range)");
@@ -590,92 +583,91 @@ static void test_request_check(void)
     pt_plan_limits lim = {64, ~0u, 4, 1, (1u << PT_SCHED_1F1B) | (1u << PT_SCHED_GPIPE), 0, PT_MIXED_ADAPT, 0,
                           "--ptrain-"};
     pt_plan req;
-    pt_error err = {""};
     pt_plan_default(&req);
     req.tp = req.tp_depth = req.pp = req.microbatches = 0;
     req.mode = PT_MODE_2D;
     req.tp = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp=2 is not q*q") && strstr(err.text, "1, 4, 9, 16, 25, 36") &&
-               !strchr(err.text, '\n'),
-           "2d tp=2 refused naming squares: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-tp=2 is not q*q") && strstr(pt_errmsg(), "1, 4, 9, 16, 25, 36") &&
+               !strchr(pt_errmsg(), '\n'),
+           "2d tp=2 refused naming squares: %s", pt_errmsg());
     req.mode = PT_MODE_3D;
     req.tp = 4;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "--ptrain-tp=4 is not l*l*l") &&
-               strstr(err.text, "1, 8, 27, 64"),
-           "3d tp=4 refused naming cubes: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 && strstr(pt_errmsg(), "--ptrain-tp=4 is not l*l*l") &&
+               strstr(pt_errmsg(), "1, 8, 27, 64"),
+           "3d tp=4 refused naming cubes: %s", pt_errmsg());
     req.mode = PT_MODE_2P5D;
     req.tp = 8;
     req.tp_depth = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "2.5d tp=8 depth=2 passes");
+    tap_ok(pt_plan_request_check(&req, &lim) == 0, "2.5d tp=8 depth=2 passes");
     req.tp = 4;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "--ptrain-tp=4 is not 2*q*q") &&
-               strstr(err.text, "2, 8, 18"),
-           "2.5d tp=4 depth=2 refused naming 2*q*q sizes: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 && strstr(pt_errmsg(), "--ptrain-tp=4 is not 2*q*q") &&
+               strstr(pt_errmsg(), "2, 8, 18"),
+           "2.5d tp=4 depth=2 refused naming 2*q*q sizes: %s", pt_errmsg());
     req.mode = PT_MODE_AUTO;
     req.tp = 6;
     req.tp_depth = 0;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0,
+    tap_ok(pt_plan_request_check(&req, &lim) == 0,
            "auto with tp=6 passes (any tp: the planner picks the mode)");
     req.tp_depth = 2;
     req.tp = 0;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d, but the mode is auto (valid") &&
-               !strstr(err.text, "plans 1d"),
-           "auto with a depth refused without the old 'plans 1d': %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d, but the mode is auto (valid") &&
+               !strstr(pt_errmsg(), "plans 1d"),
+           "auto with a depth refused without the old 'plans 1d': %s", pt_errmsg());
     req.tp_depth = 0;
     lim.modes = (1u << PT_MODE_AUTO) | (1u << PT_MODE_2D);
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0,
+    tap_ok(pt_plan_request_check(&req, &lim) == 0,
            "auto is allowed without 1d in allowed_modes (the search picks an allowed mode)");
     req.mode = PT_MODE_3D;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "--ptrain-mode=3d is not allowed"),
-           "3d outside allowed_modes refused: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 && strstr(pt_errmsg(), "--ptrain-mode=3d is not allowed"),
+           "3d outside allowed_modes refused: %s", pt_errmsg());
     lim.modes = ~0u;
     req.mode = PT_MODE_1D;
     req.tp_depth = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d"),
-           "a depth with mode 1d refused: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-tp-depth=2 is for --ptrain-mode=2.5d"),
+           "a depth with mode 1d refused: %s", pt_errmsg());
     req.tp_depth = 0;
     req.sp = 2;
     req.tp = 2;
-    err.text[0] = '\0';
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "sp=2 with tp=2 passes (ring attention on the rank's heads)%s%s",
-           err.text[0] ? ": " : "", err.text);
+    pt_error_clear();
+    tap_ok(pt_plan_request_check(&req, &lim) == 0, "sp=2 with tp=2 passes (ring attention on the rank's heads)%s%s",
+           pt_errmsg()[0] ? ": " : "", pt_errmsg());
     req.mode = PT_MODE_2P5D;
     req.tp = 8;
     req.tp_depth = 2;
-    err.text[0] = '\0';
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "sp=2 with 2.5d tp=8 depth=2 passes%s%s",
-           err.text[0] ? ": " : "", err.text);
+    pt_error_clear();
+    tap_ok(pt_plan_request_check(&req, &lim) == 0, "sp=2 with 2.5d tp=8 depth=2 passes%s%s",
+           pt_errmsg()[0] ? ": " : "", pt_errmsg());
     req.mode = PT_MODE_1D;
     req.tp_depth = 0;
     req.sp = 0;
     req.tp = 0;
     req.pp = 8;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-pp=8 exceeds the administrator's max_pp=4 (valid: 1..4"),
-           "pp above max_pp refused: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-pp=8 exceeds the administrator's max_pp=4 (valid: 1..4"),
+           "pp above max_pp refused: %s", pt_errmsg());
     req.pp = 2;
     req.zero = 2;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-zero=2 exceeds the administrator's max_zero=1"),
-           "zero above max_zero refused: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-zero=2 exceeds the administrator's max_zero=1"),
+           "zero above max_zero refused: %s", pt_errmsg());
     req.zero = 0;
     req.schedule = PT_SCHED_INTERLEAVED;
     req.virtual_stages = 2;
     req.microbatches = 4;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 &&
-               strstr(err.text, "--ptrain-schedule=interleaved is not allowed by the administrator "
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 &&
+               strstr(pt_errmsg(), "--ptrain-schedule=interleaved is not allowed by the administrator "
                       "(allowed_schedules in ptrain.conf: 1f1b, gpipe)"),
-           "schedule outside allowed_schedules refused: %s", err.text);
+           "schedule outside allowed_schedules refused: %s", pt_errmsg());
     lim.schedules = ~0u;
     req.microbatches = 3;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == -1 && strstr(err.text, "microbatches=3 is not"),
-           "interleaved m=3 pp=2 refused: %s", err.text);
+    tap_ok(pt_plan_request_check(&req, &lim) == -1 && strstr(pt_errmsg(), "microbatches=3 is not"),
+           "interleaved m=3 pp=2 refused: %s", pt_errmsg());
     req.mode = PT_MODE_OFF;
     req.tp_depth = 3;
-    tap_ok(pt_plan_request_check(&req, &lim, &err) == 0, "sizes are ignored with mode off");
+    tap_ok(pt_plan_request_check(&req, &lim) == 0, "sizes are ignored with mode off");
 }
 
 static void test_coords(void)
@@ -742,7 +734,7 @@ static void test_coords(void)
         p.pp = 1 + (int)rnd(3);
         memcpy(p.rank_order, perms[rnd(6)], 4);
         int dims[3];
-        if (pt_plan_tp_dims(&p, dims, NULL) < 0) continue;
+        if (pt_plan_tp_dims(&p, dims) < 0) continue;
         for (int o = 0; o < 6; o++) {
             memcpy(p.tp_order, tpo[o], 4);
             int world = p.dp * p.pp * p.tp, prev = -1, dd, pp, t, sp;
@@ -772,14 +764,13 @@ static void test_coords(void)
     pt_plan p;
     pt_plan_default(&p);
     memcpy(p.tp_order, "011", 4);
-    pt_error e;
-    tap_ok(pt_plan_validate(&p, 1, &e) < 0 && strstr(e.text, "tp order '011'") &&
+    tap_ok(pt_plan_validate(&p, 1) < 0 && strstr(pt_errmsg(), "tp order '011'") &&
                pt_plan_coords(&p, 0, NULL, NULL, NULL, NULL) == -1,
-           "tp order 011 refused: %s", e.text);
+           "tp order 011 refused: %s", pt_errmsg());
     char out[4];
-    tap_ok(pt_plan_tp_order_parse("--tp-order", "12", out, &e) < 0 && strstr(e.text, "invalid --tp-order '12'") &&
-               pt_plan_tp_order_parse("--tp-order", "201", out, &e) == 0 && !strcmp(out, "201"),
-           "tp order text: 201 parsed, 12 refused: %s", e.text);
+    tap_ok(pt_plan_tp_order_parse("--tp-order", "12", out) < 0 && strstr(pt_errmsg(), "invalid --tp-order '12'") &&
+               pt_plan_tp_order_parse("--tp-order", "201", out) == 0 && !strcmp(out, "201"),
+           "tp order text: 201 parsed, 12 refused: %s", pt_errmsg());
 }
 
 /* Each pipeline/ZeRO/recompute misfit that needs no model: one line
@@ -787,13 +778,12 @@ static void test_coords(void)
 static void test_pipeline_misfits(void)
 {
     pt_plan p;
-    pt_error err;
     pt_plan_default(&p);
     p.pp = 4;
     p.microbatches = 8;
     p.schedule = PT_SCHED_INTERLEAVED;
     p.virtual_stages = 2;
-    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "interleaved pp=4 v=2 m=8 valid on 4 ranks");
+    tap_ok(pt_plan_validate(&p, 4) == 0, "interleaved pp=4 v=2 m=8 valid on 4 ranks");
     p.microbatches = 6;
     validate_bad(&p, 4, "schedule=interleaved with pp=4 needs microbatches a multiple of pp, "
                  "microbatches=6 is not (Narayanan et al. 2021, sec. 2.2; valid microbatches: "
@@ -820,12 +810,12 @@ static void test_pipeline_misfits(void)
     validate_bad(&p, 2, "invalid virtual_stages=17 (valid: 1..16", "virtual_stages=17");
     pt_plan_default(&p);
     p.pp = 4;
-    tap_ok(pt_plan_split_parse("--pp-split", "3,3,2", &p, &err) == 0 && p.pp_split_n == 3,
+    tap_ok(pt_plan_split_parse("--pp-split", "3,3,2", &p) == 0 && p.pp_split_n == 3,
            "split 3,3,2 parses");
     validate_bad(&p, 4, "pp_split 3,3,2 has 3 entries, but pp=4 x virtual_stages=1 makes 4 "
                  "stages (valid: 4 comma-separated block counts, or even)", "3 split entries for pp=4");
-    pt_plan_split_parse("--pp-split", "3,3,2,2", &p, &err);
-    tap_ok(pt_plan_validate(&p, 4, &err) == 0, "split 3,3,2,2 with pp=4 valid");
+    pt_plan_split_parse("--pp-split", "3,3,2,2", &p);
+    tap_ok(pt_plan_validate(&p, 4) == 0, "split 3,3,2,2 with pp=4 valid");
     p.pp_split[2] = 0;
     validate_bad(&p, 4, "stage 2 has 0 blocks (valid: at least 1 block per stage)", "a stage of 0 blocks");
     pt_plan_default(&p);
@@ -838,22 +828,22 @@ static void test_pipeline_misfits(void)
     pt_plan_default(&p);
     p.microbatches = 4;
     p.recompute = PT_RECOMPUTE_ATTENTION;
-    tap_ok(pt_plan_validate(&p, 1, &err) == 0,
+    tap_ok(pt_plan_validate(&p, 1) == 0,
            "microbatches=4 and recompute=attention valid without a pipeline (gradient accumulation)");
 
     char buf[16];
     pt_plan_default(&p);
-    pt_plan_split_parse("x", "1,2,3,4,5,6,7", &p, &err);
+    pt_plan_split_parse("x", "1,2,3,4,5,6,7", &p);
     pt_plan_split_format(&p, buf, sizeof buf);
     tap_ok(strcmp(buf, "1,2,3,4,5,6...") == 0 || (strlen(buf) < sizeof buf && strstr(buf, "...")),
            "a split longer than the buffer ends in '...': %s", buf);
     pt_plan before = p;
-    tap_ok(pt_plan_split_parse("x", "1,a", &p, &err) == -1 && same_plan(&p, &before),
-           "a bad split leaves the plan unchanged: %s", err.text);
+    tap_ok(pt_plan_split_parse("x", "1,a", &p) == -1 && same_plan(&p, &before),
+           "a bad split leaves the plan unchanged: %s", pt_errmsg());
     char many[400] = "";
     for (int i = 0; i < PT_PP_SPLIT_MAX + 1; i++) strcat(many, i ? ",1" : "1");
-    tap_ok(pt_plan_split_parse("x", many, &p, &err) == -1 && strstr(err.text, "more than 64 stages"),
-           "a split of 65 stages refused: %s", err.text);
+    tap_ok(pt_plan_split_parse("x", many, &p) == -1 && strstr(pt_errmsg(), "more than 64 stages"),
+           "a split of 65 stages refused: %s", pt_errmsg());
 
     /* random pipeline plans against the rules, written out independently */
     int agree = 1;
@@ -879,13 +869,13 @@ static void test_pipeline_misfits(void)
                 if (p.pp_split[i] < 1) ok = 0;
         }
         int world = p.dp * p.pp;
-        err.text[0] = 0;
-        int rc = pt_plan_validate(&p, world, &err);
-        if ((rc == 0) != ok || (rc != 0 && (!strstr(err.text, "valid") || strchr(err.text, '\n')))) {
+        pt_error_clear();
+        int rc = pt_plan_validate(&p, world);
+        if ((rc == 0) != ok || (rc != 0 && (!strstr(pt_errmsg(), "valid") || strchr(pt_errmsg(), '\n')))) {
             agree = 0;
             tap_diag("pp=%d dp=%d m=%d %s v=%d zero=%d split_n=%d: rc=%d %s", p.pp, p.dp,
                      p.microbatches, pt_schedule_name(p.schedule), p.virtual_stages, p.zero, n, rc,
-                     err.text);
+                     pt_errmsg());
         }
     }
     tap_ok(agree, "validate accepts a random pipeline/ZeRO plan exactly when the rules hold "
@@ -896,51 +886,50 @@ static void test_pipeline_misfits(void)
 static void test_check_model(void)
 {
     pt_plan p;
-    pt_error err;
     pt_plan_default(&p);
     p.pp = 8;
-    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == 0, "pp=8 fits 12 layers");
+    tap_ok(pt_plan_check_model(&p, 12, 8) == 0, "pp=8 fits 12 layers");
     p.pp = 16;
-    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
-               strstr(err.text, "pp=16 is larger than the layer count 12") &&
-               strstr(err.text, "(valid: pp 1..12)"),
-           "pp=16 on 12 layers: %s", err.text);
+    tap_ok(pt_plan_check_model(&p, 12, 8) == -1 &&
+               strstr(pt_errmsg(), "pp=16 is larger than the layer count 12") &&
+               strstr(pt_errmsg(), "(valid: pp 1..12)"),
+           "pp=16 on 12 layers: %s", pt_errmsg());
     p.pp = 4;
     p.schedule = PT_SCHED_INTERLEAVED;
     p.virtual_stages = 4;
     p.microbatches = 4;
-    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
-               strstr(err.text, "pp=4 x virtual_stages=4 = 16 stages, more than the 12 layers") &&
-               strstr(err.text, "pp <= 3 with virtual_stages=4"),
-           "pp=4 v=4 on 12 layers: %s", err.text);
+    tap_ok(pt_plan_check_model(&p, 12, 8) == -1 &&
+               strstr(pt_errmsg(), "pp=4 x virtual_stages=4 = 16 stages, more than the 12 layers") &&
+               strstr(pt_errmsg(), "pp <= 3 with virtual_stages=4"),
+           "pp=4 v=4 on 12 layers: %s", pt_errmsg());
     p.virtual_stages = 3;
-    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == 0, "pp=4 v=3 fits 12 layers");
+    tap_ok(pt_plan_check_model(&p, 12, 8) == 0, "pp=4 v=3 fits 12 layers");
     pt_plan_default(&p);
     p.pp = 4;
-    pt_plan_split_parse("--pp-split", "3,3,2,2", &p, &err);
-    tap_ok(pt_plan_check_model(&p, 10, 0, &err) == 0, "split 3,3,2,2 sums to 10 layers");
-    tap_ok(pt_plan_check_model(&p, 12, 0, &err) == -1 &&
-               strstr(err.text, "pp_split 3,3,2,2 sums to 10 blocks, but the model has 12 layers "
+    pt_plan_split_parse("--pp-split", "3,3,2,2", &p);
+    tap_ok(pt_plan_check_model(&p, 10, 0) == 0, "split 3,3,2,2 sums to 10 layers");
+    tap_ok(pt_plan_check_model(&p, 12, 0) == -1 &&
+               strstr(pt_errmsg(), "pp_split 3,3,2,2 sums to 10 blocks, but the model has 12 layers "
                       "(valid: 4 block counts >= 1 that sum to 12, or even)"),
-           "split summing to 10 on 12 layers: %s", err.text);
+           "split summing to 10 on 12 layers: %s", pt_errmsg());
     pt_plan_default(&p);
     p.microbatches = 3;
-    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
-               strstr(err.text, "microbatches=3 does not divide the 8 sequences per data-parallel "
+    tap_ok(pt_plan_check_model(&p, 12, 8) == -1 &&
+               strstr(pt_errmsg(), "microbatches=3 does not divide the 8 sequences per data-parallel "
                       "rank (valid microbatches here: 1, 2, 4, 8)"),
-           "m=3 with 8 sequences: %s", err.text);
+           "m=3 with 8 sequences: %s", pt_errmsg());
     p.microbatches = 16;
-    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 && strstr(err.text, "microbatches=16"),
-           "more microbatches than sequences: %s", err.text);
+    tap_ok(pt_plan_check_model(&p, 12, 8) == -1 && strstr(pt_errmsg(), "microbatches=16"),
+           "more microbatches than sequences: %s", pt_errmsg());
     p.pp = 2;
     p.schedule = PT_SCHED_INTERLEAVED;
     p.virtual_stages = 2;
     p.microbatches = 6;
-    tap_ok(pt_plan_check_model(&p, 12, 8, &err) == -1 &&
-               strstr(err.text, "valid microbatches here: 2, 4, 8)"),
-           "interleaved lists only multiples of pp: %s", err.text);
-    tap_ok(pt_plan_check_model(&p, 0, 8, &err) == -1 && strstr(err.text, "layer count 0"),
-           "layer count 0 refused: %s", err.text);
+    tap_ok(pt_plan_check_model(&p, 12, 8) == -1 &&
+               strstr(pt_errmsg(), "valid microbatches here: 2, 4, 8)"),
+           "interleaved lists only multiples of pp: %s", pt_errmsg());
+    tap_ok(pt_plan_check_model(&p, 0, 8) == -1 && strstr(pt_errmsg(), "layer count 0"),
+           "layer count 0 refused: %s", pt_errmsg());
 
     /* random: accepted exactly when the rules hold */
     int agree = 1;
@@ -958,11 +947,11 @@ static void test_check_model(void)
         for (int i = 0; i < p.pp_split_n; i++) sum += p.pp_split[i];
         int ok = p.pp * p.virtual_stages <= L && (!p.pp_split_n || sum == L) &&
                  (B <= 0 || B % p.microbatches == 0);
-        int rc = pt_plan_check_model(&p, L, B, &err);
+        int rc = pt_plan_check_model(&p, L, B);
         if ((rc == 0) != ok) {
             agree = 0;
             tap_diag("pp=%d v=%d m=%d L=%d B=%d split_n=%d sum=%ld: rc=%d %s", p.pp,
-                     p.virtual_stages, p.microbatches, L, B, p.pp_split_n, sum, rc, err.text);
+                     p.virtual_stages, p.microbatches, L, B, p.pp_split_n, sum, rc, pt_errmsg());
         }
     }
     tap_ok(agree, "check_model accepts exactly the plans whose stages fit the layers and whose "

@@ -79,10 +79,9 @@ static void test_split(void)
         double c[12];
         for (int i = 0; i < n; i++) c[i] = rnd(4) ? rndu() : 5 * rndu(); /* some heavy layers */
         int split[12], cur[12];
-        pt_error e = {""};
-        if (pt_plan_split_layers(c, n, k, split, &e) < 0) {
+        if (pt_plan_split_layers(c, n, k, split) < 0) {
             valid = 0;
-            tap_diag("n=%d k=%d refused: %s", n, k, e.text);
+            tap_diag("n=%d k=%d refused: %s", n, k, pt_errmsg());
             continue;
         }
         int sum = 0;
@@ -111,7 +110,7 @@ static void test_split(void)
     /* ties keep earlier stages larger: equal costs, 7 layers in 3 stages */
     double eq[7] = {1, 1, 1, 1, 1, 1, 1};
     int s3[3] = {0, 0, 0};
-    int rc3 = pt_plan_split_layers(eq, 7, 3, s3, NULL);
+    int rc3 = pt_plan_split_layers(eq, 7, 3, s3);
     tap_ok(rc3 == 0 && s3[0] == 3 && s3[1] == 2 && s3[2] == 2,
            "split: 7 equal layers in 3 stages is 3,2,2 (got %d,%d,%d)", s3[0], s3[1], s3[2]);
     /* a heavy head moves layers to the earlier stages */
@@ -119,17 +118,16 @@ static void test_split(void)
     double lc[12];
     pt_plan_layer_costs(&gm, lc);
     int s4[4] = {0, 0, 0, 0};
-    int rc4 = pt_plan_split_layers(lc, 12, 4, s4, NULL);
+    int rc4 = pt_plan_split_layers(lc, 12, 4, s4);
     tap_ok(rc4 == 0 && s4[3] < 3 && s4[0] >= 3 && s4[2] >= 3,
            "split: GPT-2 124M in 4 stages gives the head's stage fewer blocks (%d,%d,%d,%d)", s4[0],
            s4[1], s4[2], s4[3]);
-    pt_error e = {""};
     int s1[1];
-    tap_ok(pt_plan_split_layers(eq, 7, 8, s1, &e) < 0 && strstr(e.text, "8 stages for 7 layers"),
-           "split: more stages than layers refused: %s", e.text);
+    tap_ok(pt_plan_split_layers(eq, 7, 8, s1) < 0 && strstr(pt_errmsg(), "8 stages for 7 layers"),
+           "split: more stages than layers refused: %s", pt_errmsg());
     double bad[2] = {1, NAN};
-    tap_ok(pt_plan_split_layers(bad, 2, 1, s1, &e) < 0 && strstr(e.text, "layer 1"),
-           "split: a NaN cost refused: %s", e.text);
+    tap_ok(pt_plan_split_layers(bad, 2, 1, s1) < 0 && strstr(pt_errmsg(), "layer 1"),
+           "split: a NaN cost refused: %s", pt_errmsg());
 }
 
 /* ---- placement links ---- */
@@ -177,7 +175,7 @@ static void brute_links(const pt_cluster *c, const pt_plan *p, int link[PT_GRP_N
 static void brute_where(const pt_cluster *c, const pt_plan *p, int sub[PT_SUB_N], int *pp_next)
 {
     int world = p->dp * p->pp * p->tp * p->sp, dims[3];
-    pt_plan_tp_dims(p, dims, NULL);
+    pt_plan_tp_dims(p, dims);
     int *node = malloc(sizeof(int) * (size_t)world), *isl = malloc(sizeof(int) * (size_t)world);
     int *co = malloc(sizeof(int) * 7 * (size_t)world); /* d, p, s, c0, c1, c2, t */
     int r = 0;
@@ -392,9 +390,8 @@ static void test_search(void)
     pt_plan req;
     request(&req);
     pt_search_result r, r2;
-    pt_error e = {""};
-    int rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
-    tap_ok(rc == 0, "search: GPT-2 124M on 2 nodes x 8 plans (%s)", rc ? e.text : r.why);
+    int rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r);
+    tap_ok(rc == 0, "search: GPT-2 124M on 2 nodes x 8 plans (%s)", rc ? pt_errmsg() : r.why);
     if (rc == 0) {
         int fits = r.best.cost.mem_peak <= c.hw.mem_bytes, sorted = 1;
         const pt_candidate *prev = &r.best;
@@ -406,9 +403,8 @@ static void test_search(void)
         tap_ok(fits && sorted && r.nfit > 0 && r.nconsidered >= r.nfit,
                "search: winner and %d runners fit memory, ordered by t_step (%ld of %ld fit)", r.nrunners,
                r.nfit, r.nconsidered);
-        pt_error e2;
-        tap_ok(pt_plan_validate(&r.best.plan, 16, &e2) == 0, "search: the winner validates for 16 ranks");
-        rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r2, &e);
+        tap_ok(pt_plan_validate(&r.best.plan, 16) == 0, "search: the winner validates for 16 ranks");
+        rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r2);
         char a[4096], b[4096];
         pt_plan_explain(&r, &gpt2, 64, a, sizeof a);
         pt_plan_explain(&r2, &gpt2, 64, b, sizeof b);
@@ -433,10 +429,10 @@ static void test_search(void)
         request(&req);
         req.mode = named[i];
         pt_cluster c8 = make_cluster(2, 4, 0, tpn); /* 8 ranks: 1d, 2d 4, 2.5d 8 = 2*2*2, 3d 8 */
-        if (pt_plan_search(&c8, &gpt2, 64, &lim, &req, &r, &e) < 0 || r.best.plan.mode != named[i] ||
+        if (pt_plan_search(&c8, &gpt2, 64, &lim, &req, &r) < 0 || r.best.plan.mode != named[i] ||
             r.best.plan.tp < 2) {
             named_ok = 0;
-            tap_diag("mode %s: %s", pt_mode_name(named[i]), e.text);
+            tap_diag("mode %s: %s", pt_mode_name(named[i]), pt_errmsg());
         }
         for (int j = 0; j < r.nrunners; j++)
             if (r.runner[j].plan.mode != named[i] || r.runner[j].plan.tp < 2) named_ok = 0;
@@ -445,17 +441,17 @@ static void test_search(void)
     request(&req);
     req.mode = PT_MODE_3D;
     pt_cluster c6 = make_cluster(3, 2, 0, tpn);
-    rc = pt_plan_search(&c6, &gpt2, 60, &lim, &req, &r, &e);
-    tap_ok(rc < 0 && strstr(e.text, "3d") && strstr(e.text, "valid tp here") && !strchr(e.text, '\n'),
-           "search: 3d on 6 ranks refused in one line: %s", e.text);
+    rc = pt_plan_search(&c6, &gpt2, 60, &lim, &req, &r);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "3d") && strstr(pt_errmsg(), "valid tp here") && !strchr(pt_errmsg(), '\n'),
+           "search: 3d on 6 ranks refused in one line: %s", pt_errmsg());
     req.tp = 1;
-    rc = pt_plan_search(&c6, &gpt2, 60, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c6, &gpt2, 60, &lim, &req, &r);
     tap_ok(rc == 0 && r.best.plan.tp == 1, "search: 3d with tp=1 pinned plans tp=1");
     request(&req);
     req.pp = 2;
     req.zero = 1;
     c = make_cluster(2, 8, 0, tpn);
-    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r);
     int pins = rc == 0 && r.best.plan.pp == 2 && r.best.plan.zero == 1;
     for (int j = 0; rc == 0 && j < r.nrunners; j++)
         if (r.runner[j].plan.pp != 2 || r.runner[j].plan.zero != 1) pins = 0;
@@ -466,7 +462,7 @@ static void test_search(void)
     request(&req);
     req.pp = 2;
     memcpy(req.rank_order, "TDP", 4);
-    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r);
     int ordered = rc == 0 && !strcmp(r.best.plan.rank_order, "TDP");
     for (int j = 0; rc == 0 && j < r.nrunners; j++)
         if (strcmp(r.runner[j].plan.rank_order, "TDP")) ordered = 0;
@@ -477,25 +473,25 @@ static void test_search(void)
             if (link[g] != r.best.link[g]) ordered = 0;
     }
     tap_ok(ordered, "search: pinned rank order TDP holds for the winner (%s) and every runner-up, priced on its links",
-           rc == 0 ? r.best.plan.rank_order : e.text);
+           rc == 0 ? r.best.plan.rank_order : pt_errmsg());
     memcpy(req.rank_order, "DDP", 4);
-    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
-    tap_ok(rc < 0 && strstr(e.text, "DDP"), "search: rank order DDP refused: %s", rc < 0 ? e.text : "planned");
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "DDP"), "search: rank order DDP refused: %s", rc < 0 ? pt_errmsg() : "planned");
     /* memory: a model that does not fit 1 GB per rank is refused, naming the least need */
     c = make_cluster(1, 2, 0, tpn);
     c.hw.mem_bytes = 1e8;
     request(&req);
-    rc = pt_plan_search(&c, &gpt2, 8, &lim, &req, &r, &e);
-    tap_ok(rc < 0 && strstr(e.text, "least memory"), "search: too little memory refused: %s", e.text);
+    rc = pt_plan_search(&c, &gpt2, 8, &lim, &req, &r);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "least memory"), "search: too little memory refused: %s", pt_errmsg());
     /* bad input */
     pt_model_shape bad = gpt2;
     bad.n_layer = 0;
     request(&req);
     c = make_cluster(1, 2, 0, tpn);
-    tap_ok(pt_plan_search(&c, &bad, 8, &lim, &req, &r, &e) < 0 && strstr(e.text, "L=0"),
-           "search: a zero-layer model refused: %s", e.text);
-    tap_ok(pt_plan_search(&c, &gpt2, 0, &lim, &req, &r, &e) < 0 && strstr(e.text, "global batch 0"),
-           "search: batch 0 refused: %s", e.text);
+    tap_ok(pt_plan_search(&c, &bad, 8, &lim, &req, &r) < 0 && strstr(pt_errmsg(), "L=0"),
+           "search: a zero-layer model refused: %s", pt_errmsg());
+    tap_ok(pt_plan_search(&c, &gpt2, 0, &lim, &req, &r) < 0 && strstr(pt_errmsg(), "global batch 0"),
+           "search: batch 0 refused: %s", pt_errmsg());
 
     /* --ptrain-mode=2d on 2 nodes x 2 tasks plans tp=4
      * across both nodes (it used to become dp=4 tp=1), and --ptrain-tp=4
@@ -503,14 +499,14 @@ static void test_search(void)
     c = make_cluster(2, 2, 0, tpn);
     request(&req);
     req.mode = PT_MODE_2D;
-    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r);
     tap_ok(rc == 0 && r.best.plan.mode == PT_MODE_2D && r.best.plan.tp == 4 && r.best.link[PT_GRP_TP] == PT_NET_INTER,
-           "search: 2d on 2 nodes x 2 tasks is tp=4 over the network, not tp=1 (%s)", rc ? e.text : r.why);
+           "search: 2d on 2 nodes x 2 tasks is tp=4 over the network, not tp=1 (%s)", rc ? pt_errmsg() : r.why);
     request(&req);
     req.tp = 4;
-    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r);
     tap_ok(rc == 0 && r.best.plan.tp == 4 && r.best.link[PT_GRP_TP] == PT_NET_INTER,
-           "search: tp=4 pinned on 2 nodes x 2 tasks is honoured (%s)", rc ? e.text : r.why);
+           "search: tp=4 pinned on 2 nodes x 2 tasks is honoured (%s)", rc ? pt_errmsg() : r.why);
     /* auto where the admin allows auto over 2d and 3d only (allowed_modes
      * ["auto", "2d", "3d"]: auto itself must be allowed, as the plugin's
      * request check requires) */
@@ -518,23 +514,23 @@ static void test_search(void)
     lim23.modes = (1u << PT_MODE_AUTO) | (1u << PT_MODE_2D) | (1u << PT_MODE_3D);
     c = make_cluster(2, 4, 0, tpn);
     request(&req);
-    rc = pt_plan_search(&c, &gpt2, 64, &lim23, &req, &r, &e);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim23, &req, &r);
     int only23 = rc == 0 && (r.best.plan.mode == PT_MODE_2D || r.best.plan.mode == PT_MODE_3D);
     for (int j = 0; rc == 0 && j < r.nrunners; j++)
         if (r.runner[j].plan.tp > 1 && r.runner[j].plan.mode != PT_MODE_2D && r.runner[j].plan.mode != PT_MODE_3D)
             only23 = 0;
-    tap_ok(only23, "search: auto with only 2d and 3d allowed plans one of them (%s)", rc ? e.text : r.why);
+    tap_ok(only23, "search: auto with only 2d and 3d allowed plans one of them (%s)", rc ? pt_errmsg() : r.why);
     lim23.modes = (1u << PT_MODE_2D) | (1u << PT_MODE_3D);
-    rc = pt_plan_search(&c, &gpt2, 64, &lim23, &req, &r, &e);
-    tap_ok(rc == -1 && strstr(e.text, "auto is not allowed"),
-           "search: auto where allowed_modes leaves auto out is refused (%s)", rc ? e.text : r.why);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim23, &req, &r);
+    tap_ok(rc == -1 && strstr(pt_errmsg(), "auto is not allowed"),
+           "search: auto where allowed_modes leaves auto out is refused (%s)", rc ? pt_errmsg() : r.why);
 
     /* nodes with different task counts: 4 + 2 ranks */
     int uneven[2] = {4, 2};
     c = make_cluster(2, 4, 0, tpn);
     c.tasks_per_node = uneven;
     request(&req);
-    rc = pt_plan_search(&c, &gpt2, 60, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &gpt2, 60, &lim, &req, &r);
     int linked = rc == 0, want[PT_GRP_N];
     if (rc == 0) {
         pt_place_links(&c, &r.best.plan, want);
@@ -542,7 +538,7 @@ static void test_search(void)
                  r.best.plan.dp * r.best.plan.pp * r.best.plan.tp * r.best.plan.sp == 6;
     }
     tap_ok(linked, "search: 4 + 2 tasks on two nodes plan 6 ranks with the links of that placement (%s)",
-           rc ? e.text : r.why);
+           rc ? pt_errmsg() : r.why);
 
     /* 4096 ranks: time printed, never asserted */
     pt_model_shape big = {96, 96, 12288, 2048, 50257}; /* GPT-3 175B */
@@ -551,14 +547,14 @@ static void test_search(void)
     struct timespec t0, t1, c0, c1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-    rc = pt_plan_search(&c, &big, 1536, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &big, 1536, &lim, &req, &r);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     double secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     double cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
     char s[640];
     if (rc == 0) pt_plan_summary(&r.best.plan, s, sizeof s);
-    tap_ok(rc == 0, "search: GPT-3 175B on 512 nodes x 8 (4096 ranks) plans: %s", rc ? e.text : s);
+    tap_ok(rc == 0, "search: GPT-3 175B on 512 nodes x 8 (4096 ranks) plans: %s", rc ? pt_errmsg() : s);
     tap_diag("4096-rank search: %.3f s wall, %.3f s CPU, %ld plans evaluated, %ld fit (a measurement, not a "
              "limit; the wall time includes other load on the machine)", secs, cpu, rc == 0 ? r.nconsidered : 0,
              rc == 0 ? r.nfit : 0);
@@ -566,13 +562,13 @@ static void test_search(void)
      * microbatch choices, the largest search timed here */
     clock_gettime(CLOCK_MONOTONIC, &t0);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c0);
-    rc = pt_plan_search(&c, &big, 4096, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &big, 4096, &lim, &req, &r);
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &c1);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     secs = (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9;
     cpu = (double)(c1.tv_sec - c0.tv_sec) + (c1.tv_nsec - c0.tv_nsec) * 1e-9;
     if (rc == 0) pt_plan_summary(&r.best.plan, s, sizeof s);
-    tap_ok(rc == 0, "search: GPT-3 175B on 512 nodes x 8 at batch 4096 plans: %s", rc ? e.text : s);
+    tap_ok(rc == 0, "search: GPT-3 175B on 512 nodes x 8 at batch 4096 plans: %s", rc ? pt_errmsg() : s);
     tap_diag("4096-rank search at batch 4096: %.3f s wall, %.3f s CPU, %ld plans evaluated, %ld fit (a "
              "measurement, not a limit)", secs, cpu, rc == 0 ? r.nconsidered : 0, rc == 0 ? r.nfit : 0);
 }
@@ -642,7 +638,7 @@ static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, l
                                         memcpy(p.rank_order, o ? "PDT" : "DPT", 4);
                                         if (split == 0 && m->n_layer % k) continue;
                                         if (split == 1) {
-                                            if (k == 1 || pt_plan_split_layers(lc, m->n_layer, k, p.pp_split, NULL) < 0) continue;
+                                            if (k == 1 || pt_plan_split_layers(lc, m->n_layer, k, p.pp_split) < 0) continue;
                                             p.pp_split_n = k;
                                         }
                                         for (int to = 0; to < 6; to++) {
@@ -656,9 +652,9 @@ static double brute_best(const pt_cluster *c, const pt_model_shape *m, int gb, l
                                                 p.microbatches = mbs[mi];
                                                 p.recompute = rc;
                                                 pt_cost cost;
-                                                if (pt_plan_validate(&p, W, NULL) < 0 ||
-                                                    pt_plan_check_model(&p, m->n_layer, b, NULL) < 0 ||
-                                                    pt_cost_eval_at(m, gb, &p, &c->hw, &w, &cost, NULL) < 0)
+                                                if (pt_plan_validate(&p, W) < 0 ||
+                                                    pt_plan_check_model(&p, m->n_layer, b) < 0 ||
+                                                    pt_cost_eval_at(m, gb, &p, &c->hw, &w, &cost) < 0)
                                                     continue;
                                                 if (c->hw.mem_bytes > 0 && cost.mem_peak > c->hw.mem_bytes) continue;
                                                 (*n_fit)++;
@@ -692,18 +688,17 @@ static void test_exhaustive(void)
         pt_plan req;
         request(&req);
         pt_search_result r;
-        pt_error e;
         c.hw.mem_bytes = 0;
-        if (pt_plan_search(&c, m, gb, &lim, &req, &r, &e) < 0) continue;
+        if (pt_plan_search(&c, m, gb, &lim, &req, &r) < 0) continue;
         double need = r.best.cost.mem_peak;
         c.hw.mem_bytes = need * (0.3 + 0.5 * rndu());
         double want = brute_best(&c, m, gb, &nf);
-        int rc = pt_plan_search(&c, m, gb, &lim, &req, &r, &e);
+        int rc = pt_plan_search(&c, m, gb, &lim, &req, &r);
         int ok = (isinf(want) && rc < 0) || (rc == 0 && fabs(r.best.cost.t_step - want) <= 1e-12 * want);
         if (!ok) {
             agree = 0;
             tap_diag("case %d: %d nodes, L=%d, batch %d, mem %.3g GB: search %s %.6g, exhaustive %.6g (%ld fit)", t,
-                     c.nnodes, m->n_layer, gb, c.hw.mem_bytes / 1e9, rc ? e.text : "", rc ? 0 : r.best.cost.t_step,
+                     c.nnodes, m->n_layer, gb, c.hw.mem_bytes / 1e9, rc ? pt_errmsg() : "", rc ? 0 : r.best.cost.t_step,
                      want, nf);
         }
         cases++;
@@ -727,13 +722,12 @@ static void test_sp_tp(void)
     pt_plan req;
     request(&req);
     pt_search_result r;
-    pt_error e = {""};
-    int rc = pt_plan_search(&c, &longseq, 8, &lim, &req, &r, &e);
+    int rc = pt_plan_search(&c, &longseq, 8, &lim, &req, &r);
     char s[640] = "";
     if (rc == 0) pt_plan_summary(&r.best.plan, s, sizeof s);
     const pt_plan *b = &r.best.plan;
     tap_ok(rc == 0 && b->tp > 1 && b->sp > 1 && r.best.cost.bytes[PT_GRP_TP] > 0 && r.best.cost.bytes[PT_GRP_SP] > 0,
-           "search: L24 C2048 T=65536 on 1 node x 8 plans sp x tp: %s", rc ? e.text : s);
+           "search: L24 C2048 T=65536 on 1 node x 8 plans sp x tp: %s", rc ? pt_errmsg() : s);
     /* the winner's price is the cost model's on its own placement */
     int priced = 0;
     if (rc == 0) {
@@ -741,7 +735,7 @@ static void test_sp_tp(void)
         int pp_next[64];
         pt_cost cost;
         priced = pt_place_where(&c, b, &w, pp_next, 0) == 0 &&
-                 pt_cost_eval_at(&longseq, 8, b, &c.hw, &w, &cost, NULL) == 0 &&
+                 pt_cost_eval_at(&longseq, 8, b, &c.hw, &w, &cost) == 0 &&
                  cost.t_step == r.best.cost.t_step && cost.mem_peak == r.best.cost.mem_peak &&
                  cost.mem_peak <= c.hw.mem_bytes;
     }
@@ -753,10 +747,10 @@ static void test_sp_tp(void)
     pt_search_result r1;
     request(&req);
     req.tp = 1;
-    if (pt_plan_search(&c, &longseq, 8, &lim, &req, &r1, &e) == 0) t_tp1 = r1.best.cost.t_step;
+    if (pt_plan_search(&c, &longseq, 8, &lim, &req, &r1) == 0) t_tp1 = r1.best.cost.t_step;
     request(&req);
     req.sp = 1;
-    if (pt_plan_search(&c, &longseq, 8, &lim, &req, &r1, &e) == 0) t_sp1 = r1.best.cost.t_step;
+    if (pt_plan_search(&c, &longseq, 8, &lim, &req, &r1) == 0) t_sp1 = r1.best.cost.t_step;
     tap_ok(rc == 0 && t_best < t_tp1 && t_best < t_sp1,
            "search: sp x tp beats the best plan with tp=1 (%.4g s) and with sp=1 (%.4g s): %.4g s", t_tp1, t_sp1,
            t_best);
@@ -767,18 +761,18 @@ static void test_sp_tp(void)
     request(&req);
     req.tp = 2;
     req.sp = 2;
-    rc = pt_plan_search(&c4, &gpt2, 64, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c4, &gpt2, 64, &lim, &req, &r);
     int pins = rc == 0 && r.best.plan.tp == 2 && r.best.plan.sp == 2 && r.best.plan.dp == 1;
     for (int j = 0; rc == 0 && j < r.nrunners; j++)
         if (r.runner[j].plan.tp != 2 || r.runner[j].plan.sp != 2) pins = 0;
     tap_ok(pins, "search: pinned tp=2 sp=2 on 4 ranks holds for the winner and every runner-up%s%s", rc ? ": " : "",
-           rc ? e.text : "");
+           rc ? pt_errmsg() : "");
     request(&req);
     req.mode = PT_MODE_2D;
     req.sp = 2;
-    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r, &e);
+    rc = pt_plan_search(&c, &gpt2, 64, &lim, &req, &r);
     tap_ok(rc == 0 && r.best.plan.mode == PT_MODE_2D && r.best.plan.tp == 4 && r.best.plan.sp == 2,
-           "search: --ptrain-mode=2d with sp=2 on 8 ranks plans 2d tp=4 sp=2%s%s", rc ? ": " : "", rc ? e.text : "");
+           "search: --ptrain-mode=2d with sp=2 on 8 ranks plans 2d tp=4 sp=2%s%s", rc ? ": " : "", rc ? pt_errmsg() : "");
 }
 
 /* ---- mixed nodes: D'Hondt's stage sizes, the slowest rates, the explanation ---- */
@@ -811,12 +805,11 @@ static void test_mixed(void)
      * worth 2 layers: 10 layers split 6,4 (6 and 4 + 2) */
     double sp2[2] = {1, 1}, ex2[2] = {0, 2};
     int sp[8];
-    pt_error e;
-    int rc = pt_plan_split_dhondt(sp2, ex2, 2, 10, sp, &e);
+    int rc = pt_plan_split_dhondt(sp2, ex2, 2, 10, sp);
     tap_ok(rc == 0 && sp[0] == 6 && sp[1] == 4, "D'Hondt: 10 layers, the last stage holding 2 layers of head: %d,%d "
            "(want 6,4)", sp[0], sp[1]);
     double sp3[2] = {2, 1};
-    rc = pt_plan_split_dhondt(sp3, NULL, 2, 9, sp, &e);
+    rc = pt_plan_split_dhondt(sp3, NULL, 2, 9, sp);
     tap_ok(rc == 0 && sp[0] == 6 && sp[1] == 3, "D'Hondt: a stage twice as fast gets twice the layers (9 -> %d,%d)",
            sp[0], sp[1]);
     /* D'Hondt as unit jobs on machines of different speeds, each to the
@@ -829,7 +822,7 @@ static void test_mixed(void)
         int cu[4];
         for (int i = 0; i < k; i++) speed[i] = 0.5 + rndu() * 3, extra[i] = 0;
         extra[k - 1] = rnd(2) ? rndu() * 4 : 0;
-        if (pt_plan_split_dhondt(speed, extra, k, n, sp, &e) < 0) {
+        if (pt_plan_split_dhondt(speed, extra, k, n, sp) < 0) {
             ok = 0;
             continue;
         }
@@ -852,8 +845,8 @@ static void test_mixed(void)
     }
     tap_ok(ok, "D'Hondt: every split covers the layers, >= 1 each, with the least makespan of all splits (%d random "
                "cases)", n_ok);
-    tap_ok(pt_plan_split_dhondt(sp3, NULL, 3, 2, sp, &e) < 0 && strstr(e.text, "3 stages for 2 layers"),
-           "D'Hondt: more stages than layers refused: %s", e.text);
+    tap_ok(pt_plan_split_dhondt(sp3, NULL, 3, 2, sp) < 0 && strstr(pt_errmsg(), "3 stages for 2 layers"),
+           "D'Hondt: more stages than layers refused: %s", pt_errmsg());
 
     /* a cluster of two kinds, one twice as fast: every node alike at the
      * slow kind's rates gives the same pp=1 plan and time; a pinned pp=2
@@ -880,33 +873,33 @@ static void test_mixed(void)
     req.pp = 1;
     pt_search_result r1, r2;
     pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
-    int rc1 = pt_plan_search(&slowc, &gpt2, 64, &lim, &req, &r1, &e);
-    int rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    int rc1 = pt_plan_search(&slowc, &gpt2, 64, &lim, &req, &r1);
+    int rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2);
     tap_ok(rc1 == 0 && rc2 == 0 && r1.best.cost.t_step == r2.best.cost.t_step && !r1.limit[0] &&
                strstr(r2.limit, "limiting node: slow for compute") && strstr(r2.limit, "slow for the network"),
            "mixed nodes, pp=1: priced at the slowest node's rates (%.4g = %.4g s); the explanation names it: %s",
-           rc1 ? 0 : r1.best.cost.t_step, rc2 ? 0 : r2.best.cost.t_step, rc2 ? e.text : r2.limit);
+           rc1 ? 0 : r1.best.cost.t_step, rc2 ? 0 : r2.best.cost.t_step, rc2 ? pt_errmsg() : r2.limit);
     req.pp = 2;
     memcpy(req.rank_order, "DPT", 4);
     req.mode = PT_MODE_1D;
     req.tp = 4;
-    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2);
     const pt_plan *b = &r2.best.plan;
     tap_ok(rc2 == 0 && b->pp == 2 && b->pp_split_n == 2 && b->pp_split[0] > b->pp_split[1] + 1 &&
                strstr(r2.limit, "D'Hondt"),
            "mixed nodes, pp=2 over a slow and a fast node: the fast stage gets more layers (%d,%d), by D'Hondt: %s",
-           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? pt_errmsg() : r2.limit);
     /* in bf16 the speeds are the bf16 rates: the slow kind's bf16 GEMMs 10x
      * its fp32 ones, the fast kind's unknown (its fp32 rate, 2x): the slow
      * kind's stage is now 5x faster and gets more layers, head and all */
     kinds[0].hw.gemm_gflops_bf16 = 10 * kinds[0].hw.gemm_gflops;
     pt_cluster_slowest(&mixed, &mixed.hw, NULL);
     req.precision = PT_PREC_BF16;
-    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2, &e);
+    rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2);
     tap_ok(rc2 == 0 && b->pp == 2 && b->pp_split_n == 2 && b->pp_split[1] > b->pp_split[0] + 1 &&
                strstr(r2.limit, "D'Hondt") && strstr(r2.limit, "run at 1e+05,5e+05 GFLOP/s"),
            "mixed nodes in bf16, pp=2: the stage of the kind with the faster bf16 GEMM gets more layers (%d,%d): %s",
-           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? e.text : r2.limit);
+           rc2 ? 0 : b->pp_split[0], rc2 ? 0 : b->pp_split[1], rc2 ? pt_errmsg() : r2.limit);
     req.precision = PT_PREC_FP32;
 
     /* the bf16 GEMM rate of the slower of two: the least of what each
@@ -942,11 +935,11 @@ static void test_mixed(void)
     pt_plan rq;
     request(&rq);
     pt_search_result rf, rb0, rb;
-    int rcf = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rf, &e);
+    int rcf = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rf);
     rq.precision = PT_PREC_BF16;
-    int rcb0 = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rb0, &e);
+    int rcb0 = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rb0);
     bc.hw.gemm_gflops_bf16 = 6 * bc.hw.gemm_gflops;
-    int rcb = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rb, &e);
+    int rcb = pt_plan_search(&bc, &gpt2, 8, &lim, &rq, &rb);
     tap_ok(rcf == 0 && rcb0 == 0 && rcb == 0 && rb.best.plan.precision == PT_PREC_BF16 &&
                rb.best.cost.t_compute < rb0.best.cost.t_compute / 5 && rb.best.cost.t_step < rf.best.cost.t_step,
            "bf16 search at 6x the fp32 GEMM rate: %.4g s per step (bf16 at the fp32 rate %.4g s, fp32 %.4g s)",
