@@ -208,12 +208,6 @@ typedef struct traffic {
     kacc k[PT_SUB_N][PT_KIND_N];
 } traffic;
 
-static unsigned long long ring(unsigned long long bytes, long long p, int factor)
-{
-    if (p <= 1 || bytes == 0) return 0;
-    return (unsigned long long)factor * (unsigned long long)(p - 1) * bytes / (unsigned long long)p;
-}
-
 /* `times` calls of kind k of n elements of es bytes (the full buffer: the
  * gathered output of an allgather, the input of a reduce-scatter) over the
  * p ranks of communicator sub.  What moves in the run's activation type
@@ -223,7 +217,8 @@ static void coll(traffic *t, int sub, int k, long long n, long long p, double ti
 {
     if (p <= 1 || n <= 0 || times == 0) return;
     kacc *a = &t->k[sub][k];
-    a->bytes += times * (double)ring((unsigned long long)n * (unsigned long long)es, p, k == PT_KIND_ALLREDUCE ? 2 : 1);
+    const int factor = k == PT_KIND_ALLREDUCE ? PT_RING_ALLREDUCE : 1; /* the rest move the buffer once */
+    a->bytes += times * (double)pt_ring_bytes((uint64_t)n * (uint64_t)es, p, factor);
     a->calls += times;
     a->steps += times * pt_cost_kind_steps(k, (int)p); /* Thakur et al. 2005: ring steps */
     a->bus += times * (double)es * (double)n * pt_cost_busfactor(k, (int)p);
