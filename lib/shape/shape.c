@@ -76,8 +76,8 @@ int pt_shape_2d(const pt_shape_in *in, pt_shape *s)
     }
     const long long ways = (long long)d * q;
     if (in->B % ways)
-        return pt_fail(PT_EINVAL, "mode %s splits the batch %lld ways (depth %d x q %d): %lld sequences per "
-                       "data-parallel group and microbatch do not divide (valid: multiples of %lld)", mode, ways, d,
+        return pt_fail(PT_EINVAL, "mode %s splits the batch %lld ways (depth %d x q %d): B=%lld sequences per "
+                       "data-parallel group and microbatch do not divide (valid B: multiples of %lld)", mode, ways, d,
                        q, in->B, ways);
     split(in, q, ways, q, s);
     s->Cr = in->C / q;
@@ -102,8 +102,8 @@ int pt_shape_3d(const pt_shape_in *in, pt_shape *s)
                        "l*l=%lld (valid l for this model: %s)", l, in->tp, in->NH, in->C, ll, valid);
     }
     if (in->B % ll)
-        return pt_fail(PT_EINVAL, "mode 3d splits the batch l*l=%lld ways: %lld sequences per data-parallel group "
-                       "and microbatch do not divide (valid: multiples of %lld)", ll, in->B, ll);
+        return pt_fail(PT_EINVAL, "mode 3d splits the batch l*l=%lld ways: B=%lld sequences per data-parallel group "
+                       "and microbatch do not divide (valid B: multiples of %lld)", ll, in->B, ll);
     split(in, l, ll, ll, s);
     s->Cr = in->C / l;
     return PT_OK;

@@ -150,8 +150,8 @@ int main(void)
         const int d = 1 + (int)rnd(3), q = 2;
         pt_shape_in in = random_in(d > 1 ? PT_MODE_2P5D : PT_MODE_2D, d * 4, d, q, q, q, q, 1);
         in.B = (long long)d * q * rnd(5) + 1 + rnd(d * q - 1);
-        snprintf(want, sizeof want, "mode %s splits the batch %d ways (depth %d x q %d): %lld sequences per "
-                 "data-parallel group and microbatch do not divide (valid: multiples of %d)", d > 1 ? "2.5d" : "2d",
+        snprintf(want, sizeof want, "mode %s splits the batch %d ways (depth %d x q %d): B=%lld sequences per "
+                 "data-parallel group and microbatch do not divide (valid B: multiples of %d)", d > 1 ? "2.5d" : "2d",
                  d * q, d, q, in.B, d * q);
         refused(pt_shape_2d, &in, want, "2d / 2.5d: d*q does not divide B");
     }
@@ -164,8 +164,8 @@ int main(void)
         refused(pt_shape_of, &in, "mode 3d with l=2 (tp=8) needs n_head=9 divisible by l and n_embd=36 by l*l=4 "
                 "(valid l for this model: 1 (tp=1), 3 (tp=27))", "3d: l does not divide n_head");
         in.NH = 4, in.C = 32, in.B = 4 * rnd(5) + 1 + rnd(3);
-        snprintf(want, sizeof want, "mode 3d splits the batch l*l=4 ways: %lld sequences per data-parallel group "
-                 "and microbatch do not divide (valid: multiples of 4)", in.B);
+        snprintf(want, sizeof want, "mode 3d splits the batch l*l=4 ways: B=%lld sequences per data-parallel group "
+                 "and microbatch do not divide (valid B: multiples of 4)", in.B);
         refused(pt_shape_3d, &in, want, "3d: l*l does not divide B");
     }
     {
