@@ -5,6 +5,7 @@
 #ifndef PTRAIN_COMM_PRIV_H
 #define PTRAIN_COMM_PRIV_H
 #include "comm/comm.h"
+#include "shape/shape.h"
 
 /* One call of kind k: payload bytes n as comm.h defines them, sent the
  * bytes this rank sends under the ring model. */
@@ -15,11 +16,9 @@ static inline void pt_comm_count(pt_comm *c, enum pt_coll k, uint64_t payload, u
     c->stats.sent_bytes[k] += sent;
 }
 
-/* factor (p-1)/p of bytes: the ring algorithm's share of one rank */
-static inline uint64_t pt_comm_ring(uint64_t bytes, int p, int factor)
-{
-    return (uint64_t)factor * (uint64_t)(p - 1) * bytes / (uint64_t)p;
-}
+/* factor (p-1)/p of bytes: the ring algorithm's share of one rank
+ * (lib/shape's pt_ring_bytes, the formula the planner counts with too) */
+static inline uint64_t pt_comm_ring(uint64_t bytes, int p, int factor) { return pt_ring_bytes(bytes, p, factor); }
 
 /* Elements of `esize` bytes per MPI call of a chunked collective
  * (comm.h: pt_comm.chunk_bytes). */

@@ -3,6 +3,7 @@
  * and cross-entropy over a group, scratch buffers, the mode -> layout
  * table.  See layout.h. */
 #include "parallel/layout.h"
+#include "shape/shape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -32,15 +33,27 @@ static void list_values(char *buf, size_t len, int from, int to, int step, int d
 
 void pt_list_divisors(char *buf, size_t len, int n) { list_values(buf, len, 1, n, 1, n); }
 
-void pt_list_multiples(char *buf, size_t len, int m, int count) { list_values(buf, len, m, m * count, m, 0); }
-
-int pt_check_batch_split(const char *mode, const char *how, int ways, int B)
+int pt_geom_shape(const pt_pctx *c, int (*fn)(const pt_shape_in *, pt_shape *), int B, int T, int C, int NH, int V,
+                  pt_geom *g)
 {
-    if (B % ways == 0) return PT_OK;
-    char valid[96];
-    pt_list_multiples(valid, sizeof valid, ways, 4);
-    return pt_fail(PT_EINVAL, "mode %s splits the batch %d ways (%s): B=%d sequences per data-parallel group "
-                   "does not divide (valid B: %s ...)", mode, ways, how, B, valid);
+    /* T is already the length held: sp 1 */
+    const pt_shape_in in = {.C = C, .NH = NH, .V = V, .T = T, .B = B, .mode = (int)c->plan.mode, .tp = c->plan.tp,
+                            .dims = {c->tp_dims[0], c->tp_dims[1], c->tp_dims[2]}, .sp = 1};
+    pt_shape s;
+    int rc = fn(&in, &s);
+    if (rc) return rc;
+    memset(g, 0, sizeof *g);
+    g->B = B;
+    g->T = T;
+    g->V = V;
+    g->Bl = (int)s.Bl;
+    g->Cr = (int)s.Cr;
+    g->NHl = (int)s.NHl;
+    g->Cl = (int)s.Cl;
+    g->Fl = (int)s.Fl;
+    g->Vp = (int)s.Vp;
+    g->Vl = (int)s.Vl;
+    return PT_OK;
 }
 
 float *pt_scratch(pt_arena *a, size_t n, const char *what)

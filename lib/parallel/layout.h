@@ -208,15 +208,19 @@ int pt_classifier_bwd(const pt_ops *ops, pt_arena *a, void *dx, float *dw, const
 /* The classifier's block width for a shard of Vl columns: min(PT_CLASSIFIER_VBLOCK, Vl). */
 int pt_classifier_vblock(int Vl);
 
-/* For one-line "valid values" messages: write the divisors of n (resp.
- * the first `count` multiples of m), space-separated, into buf [len];
- * truncated to fit. */
+/* For one-line "valid values" messages: write the divisors of n,
+ * space-separated, into buf [len]; truncated to fit. */
 void pt_list_divisors(char *buf, size_t len, int n);
-void pt_list_multiples(char *buf, size_t len, int m, int count);
 
-/* Check a batch of B sequences splits `ways` ways for a layout (mode and
- * how name it in the message): PT_EINVAL with one line listing valid B. */
-int pt_check_batch_split(const char *mode, const char *how, int ways, int B);
+/* A geometry hook's sizes: the layout family's lib/shape function `fn`
+ * (pt_shape_1d, _2d or _3d) on c's plan and grid dims, the model (C, NH,
+ * V), the batch B and the length T held (already T / sp), written into *g
+ * (zeroed first; the hook adds loss_owner and norm).  PT_OK, or fn's
+ * PT_EINVAL with its one-line message (lib/shape/shape.h). */
+struct pt_shape_in;
+struct pt_shape;
+int pt_geom_shape(const pt_pctx *c, int (*fn)(const struct pt_shape_in *, struct pt_shape *), int B, int T, int C,
+                  int NH, int V, pt_geom *g);
 
 /* Take n floats from the arena (PT_ENOMEM with a message naming what). */
 float *pt_scratch(pt_arena *a, size_t n, const char *what);

@@ -17,6 +17,7 @@
  * and its backward's dX GEMM carries the DGELU of the column linear before.
  */
 #include "parallel/layout.h"
+#include "shape/shape.h"
 #include "core/core.h"
 
 #include <stdio.h>
@@ -27,23 +28,8 @@ static int first_of_sync(const pt_pctx *c) { return c->sync[0].rank == 0; }
 
 static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g)
 {
-    const int tp = c->plan.tp;
-    if (NH % tp) {
-        char valid[128];
-        pt_list_divisors(valid, sizeof valid, NH);
-        return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%d; valid tp for this model: %s", tp, NH, valid);
-    }
-    memset(g, 0, sizeof *g);
-    g->B = B;
-    g->T = T;
-    g->V = V;
-    g->Bl = B;
-    g->Cr = C;
-    g->NHl = NH / tp;
-    g->Cl = C / tp;
-    g->Fl = 4 * C / tp;
-    g->Vp = (V + tp - 1) / tp * tp;
-    g->Vl = g->Vp / tp;
+    int rc = pt_geom_shape(c, pt_shape_1d, B, T, C, NH, V, g);
+    if (rc) return rc;
     g->loss_owner = c->tp_rank == 0;
     g->norm = (pt_comm *)&c->tp_sub[0]; /* rows are whole: LayerNorm is local */
     return PT_OK;

@@ -56,6 +56,7 @@
  * the DGELU_BGRAD of fc runs after fcproj's dX reduce (ops->epilogue_bwd).
  */
 #include "parallel/layout.h"
+#include "shape/shape.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -73,29 +74,8 @@ enum { AX_DEPTH = 1, AX_ROW = 2, AX_COL = 4 }; /* masks of context axes 0, 1, 2 
 
 static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g)
 {
-    const int q = Q(c), d = c->tp_dims[0];
-    const char *mode = d > 1 || c->plan.mode == PT_MODE_2P5D ? "2.5d" : "2d";
-    if (NH % q) {
-        char valid[160];
-        pt_list_divisors(valid, sizeof valid, NH);
-        return pt_fail(PT_EINVAL, "mode %s with q=%d (tp=%d) needs n_head=%d divisible by q; valid q for this "
-                       "model: %s", mode, q, c->plan.tp, NH, valid);
-    }
-    char how[48];
-    snprintf(how, sizeof how, "depth %d x q %d", d, q);
-    int rc = pt_check_batch_split(mode, how, d * q, B);
+    int rc = pt_geom_shape(c, pt_shape_2d, B, T, C, NH, V, g);
     if (rc) return rc;
-    memset(g, 0, sizeof *g);
-    g->B = B;
-    g->T = T;
-    g->V = V;
-    g->Bl = B / (d * q);
-    g->Cr = C / q;
-    g->NHl = NH / q;
-    g->Cl = C / q;
-    g->Fl = 4 * C / q;
-    g->Vp = (V + q - 1) / q * q;
-    g->Vl = g->Vp / q;
     g->loss_owner = CJ(c) == 0;
     g->norm = (pt_comm *)ROWG(c);
     return PT_OK;

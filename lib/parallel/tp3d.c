@@ -83,6 +83,7 @@
  * (ops->epilogue_fwd), DGELU_BGRAD after the reduce-scatter of dX.
  */
 #include "parallel/layout.h"
+#include "shape/shape.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -99,33 +100,8 @@ enum { AX_I = 1, AX_J = 2, AX_K = 4 }; /* masks of context axes 0, 1, 2 */
 
 static int geometry(const pt_pctx *c, int B, int T, int C, int NH, int V, pt_geom *g)
 {
-    const int l = LL(c);
-    char valid[160];
-    size_t off = 0;
-    if (NH % l || C % (l * l)) {
-        valid[0] = '\0';
-        for (int v = 1; v <= NH && off < sizeof valid - 24; v++)
-            if (NH % v == 0 && C % (v * v) == 0)
-                off += (size_t)snprintf(valid + off, sizeof valid - off, "%s%d (tp=%d)", off ? ", " : "", v,
-                                        v * v * v);
-        return pt_fail(PT_EINVAL, "mode 3d with l=%d (tp=%d) needs n_head=%d divisible by l and n_embd=%d by "
-                       "l*l=%d; valid l for this model: %s", l, c->plan.tp, NH, C, l * l, valid);
-    }
-    char how[16];
-    snprintf(how, sizeof how, "l*l, l=%d", l);
-    int rc = pt_check_batch_split("3d", how, l * l, B);
+    int rc = pt_geom_shape(c, pt_shape_3d, B, T, C, NH, V, g);
     if (rc) return rc;
-    memset(g, 0, sizeof *g);
-    g->B = B;
-    g->T = T;
-    g->V = V;
-    g->Bl = B / (l * l);
-    g->Cr = C / l;
-    g->NHl = NH / l;
-    g->Cl = C / l;
-    g->Fl = 4 * C / l;
-    g->Vp = (V + l * l - 1) / (l * l) * (l * l);
-    g->Vl = g->Vp / l;
     g->loss_owner = CK(c) == 0;
     g->norm = (pt_comm *)JG(c); /* layout A splits the hidden columns over j */
     return PT_OK;

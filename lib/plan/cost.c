@@ -10,6 +10,8 @@
  * arithmetic, rank by rank along the pipeline, then takes the maximum over
  * ranks per group as ptrain-run's step_stats does.  libc + libm only. */
 #include "plan/cost.h"
+#include "core/core.h"
+#include "shape/shape.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -94,59 +96,21 @@ const char *pt_cost_link_name(int l)
     return l >= 0 && l < PT_NET_N ? n[l] : "?";
 }
 
-/* ---- geometry (the layouts' geometry(), lib/parallel) --------------------- */
+/* ---- geometry (the layouts' geometry(), lib/parallel, from lib/shape) ---- */
 
-typedef struct geo {
-    int mode;          /* PT_MODE_1D (also off), 2D (also 2.5D), 3D */
-    int dims[3];       /* pt_plan_tp_dims */
-    int q;             /* 2d/2.5d grid side, 3d side l, 1d tp */
-    long long Bl;      /* sequences per side */
-    long long Tl;      /* positions held (T / sp) */
-    long long Cr, NHl, Cl, Fl, Vp, Vl;
-} geo;
+typedef pt_shape geo; /* mode: PT_MODE_1D (also off), 2D (also 2.5D), 3D */
 
-static int layout_kind(int mode)
-{
-    if (mode == PT_MODE_2D || mode == PT_MODE_2P5D) return PT_MODE_2D;
-    if (mode == PT_MODE_3D) return PT_MODE_3D;
-    return PT_MODE_1D;
-}
+static int layout_kind(int mode) { return pt_shape_kind(mode); }
 
 /* The layout's local sizes for a dp-group (micro)batch of B sequences, or
  * -1 with the layout's own one-line reasons (heads, width, batch). */
 static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, geo *g)
 {
     memset(g, 0, sizeof *g);
-    if (pt_plan_tp_dims(p, g->dims) < 0) return -1;
-    const long long C = m->n_embd, NH = m->n_head, V = m->vocab;
-    g->mode = layout_kind(p->mode);
-    g->Tl = m->seq_len / p->sp;
-    if (g->mode == PT_MODE_1D) {
-        const int tp = p->tp;
-        g->q = tp;
-        if (NH % tp) return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%lld (valid tp for this model: divisors of %lld)", tp, NH, NH);
-        g->Bl = B, g->Cr = C, g->NHl = NH / tp, g->Cl = C / tp, g->Fl = 4 * C / tp;
-        g->Vp = (V + tp - 1) / tp * tp, g->Vl = g->Vp / tp;
-    } else if (g->mode == PT_MODE_2D) {
-        const int q = g->dims[1], d = g->dims[0];
-        g->q = q;
-        const char *mode = pt_mode_name(p->mode);
-        if (NH % q) return pt_fail(PT_EINVAL, "mode %s with q=%d (tp=%d) needs n_head=%lld divisible by q (valid q: divisors of %lld)", mode, q, p->tp, NH, NH);
-        if (B % (d * q))
-            return pt_fail(PT_EINVAL, "mode %s splits the batch %d ways (depth %d x q %d): %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", mode, d * q, d, q, B, d * q);
-        g->Bl = B / (d * q), g->Cr = C / q, g->NHl = NH / q, g->Cl = C / q, g->Fl = 4 * C / q;
-        g->Vp = (V + q - 1) / q * q, g->Vl = g->Vp / q;
-    } else {
-        const int l = g->dims[0];
-        g->q = l;
-        if (NH % l || C % ((long long)l * l))
-            return pt_fail(PT_EINVAL, "mode 3d with l=%d (tp=%d) needs n_head=%lld divisible by l and n_embd=%lld by l*l=%d", l, p->tp, NH, C, l * l);
-        if (B % ((long long)l * l))
-            return pt_fail(PT_EINVAL, "mode 3d splits the batch l*l=%d ways: %lld sequences per data-parallel group and microbatch do not divide (valid: multiples of %d)", l * l, B, l * l);
-        g->Bl = B / ((long long)l * l), g->Cr = C / l, g->NHl = NH / l, g->Cl = C / l, g->Fl = 4 * C / l;
-        g->Vp = (V + (long long)l * l - 1) / ((long long)l * l) * ((long long)l * l), g->Vl = g->Vp / l;
-    }
-    return 0;
+    pt_shape_in in = {.C = m->n_embd, .NH = m->n_head, .V = m->vocab, .T = m->seq_len, .B = B, .mode = (int)p->mode,
+                      .tp = p->tp, .sp = p->sp};
+    if (pt_plan_tp_dims(p, in.dims) < 0) return -1;
+    return pt_shape_of(&in, g) < 0 ? PT_EINVAL : 0;
 }
 
 /* ---- per-call ring bytes (lib/comm/comm_mpi.c, integer arithmetic) ------- */
@@ -243,12 +207,6 @@ typedef struct traffic {
     kacc k[PT_SUB_N][PT_KIND_N];
 } traffic;
 
-static unsigned long long ring(unsigned long long bytes, long long p, int factor)
-{
-    if (p <= 1 || bytes == 0) return 0;
-    return (unsigned long long)factor * (unsigned long long)(p - 1) * bytes / (unsigned long long)p;
-}
-
 /* `times` calls of kind k of n elements of es bytes (the full buffer: the
  * gathered output of an allgather, the input of a reduce-scatter) over the
  * p ranks of communicator sub.  What moves in the run's activation type
@@ -258,7 +216,8 @@ static void coll(traffic *t, int sub, int k, long long n, long long p, double ti
 {
     if (p <= 1 || n <= 0 || times == 0) return;
     kacc *a = &t->k[sub][k];
-    a->bytes += times * (double)ring((unsigned long long)n * (unsigned long long)es, p, k == PT_KIND_ALLREDUCE ? 2 : 1);
+    const int factor = k == PT_KIND_ALLREDUCE ? PT_RING_ALLREDUCE : 1; /* the rest move the buffer once */
+    a->bytes += times * (double)pt_ring_bytes((uint64_t)n * (uint64_t)es, p, factor);
     a->calls += times;
     a->steps += times * pt_cost_kind_steps(k, (int)p); /* Thakur et al. 2005: ring steps */
     a->bus += times * (double)es * (double)n * pt_cost_busfactor(k, (int)p);

@@ -12,6 +12,7 @@
 #include "comm/comm.h"
 #include "core/core.h"
 #include "mpi_tap.h"
+#include "shape/shape.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -40,7 +41,8 @@ static double sum_over_ranks(int t, int p, size_t i)
     return s;
 }
 
-static uint64_t ring(uint64_t bytes, int p, int factor) { return (uint64_t)factor * (uint64_t)(p - 1) * bytes / (uint64_t)p; }
+/* the counters' ring model (comm.h), the planner's formula too */
+static uint64_t ring(uint64_t bytes, int p, int factor) { return pt_ring_bytes(bytes, p, factor); }
 
 /* counters after one call of kind k on n payload bytes: calls 1, payload,
  * sent as comm.h; a group of one counts nothing */

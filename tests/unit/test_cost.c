@@ -191,6 +191,45 @@ int main(void)
     tap_ok(act_ok, "pt_cost_block_act_bytes equals pt_gpt_block_act_bytes for every layout, recompute mode and "
                    "precision");
 
+    /* ---- the planner and the runtime refuse a layout split with the same
+     * line (both from lib/shape): heads, width, batch, per family ---- */
+    {
+        static const struct {
+            pt_mode mode;
+            int tp, depth, H, C, B; /* H, C, B: 0 = drawn so that only this condition fails */
+            const char *what;
+        } cases[] = {
+            {PT_MODE_1D, 3, 1, 0, 0, 4, "1d: tp does not divide n_head"},
+            {PT_MODE_2D, 4, 1, 0, 0, 4, "2d: q does not divide n_head"},
+            {PT_MODE_2D, 9, 1, 6, 36, 0, "2d: q does not divide B"},
+            {PT_MODE_2P5D, 8, 2, 4, 32, 0, "2.5d: d*q does not divide B"},
+            {PT_MODE_3D, 8, 1, 6, 18, 4, "3d: l*l does not divide n_embd"},
+            {PT_MODE_3D, 8, 1, 0, 0, 4, "3d: l does not divide n_head"},
+            {PT_MODE_3D, 8, 1, 4, 32, 0, "3d: l*l does not divide B"},
+        };
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            pt_model_shape m = {1 + rnd(3), cases[i].H, cases[i].C, 4 * (1 + rnd(4)), 2 + rnd(300)};
+            if (!m.n_head) { /* a head count the split does not divide, odd for 2d / 3d */
+                const int q = cases[i].mode == PT_MODE_1D ? 3 : 2;
+                do m.n_head = 1 + rnd(12); while (m.n_head % q == 0);
+                m.n_embd = m.n_head * 4 * (1 + rnd(3));
+            }
+            pt_plan p;
+            pt_plan_default(&p);
+            p.mode = cases[i].mode, p.tp = cases[i].tp, p.tp_depth = cases[i].depth;
+            const int ways = cases[i].mode == PT_MODE_2P5D ? 4 : cases[i].tp == 9 ? 3 : 4;
+            const int B = cases[i].B ? cases[i].B : ways * rnd(4) + 1 + rnd(ways - 1);
+            pt_gpt_config gc = cfg_of(&m);
+            pt_cost pc;
+            const int crc = pt_cost_eval(&m, B, &p, &hw, link_node, &pc, &err);
+            const int grc = pt_gpt_check_plan(&gc, &p, B, m.seq_len);
+            tap_ok(crc == -1 && grc == PT_EINVAL && strcmp(err.text, pt_errmsg()) == 0,
+                   "%s (H%d C%d B%d): the planner and the runtime say the same: '%s'", cases[i].what, m.n_head,
+                   m.n_embd, B, pt_errmsg());
+            if (strcmp(err.text, pt_errmsg()) != 0) tap_diag("planner: '%s'", err.text);
+        }
+    }
+
     /* ---- hand-checked cases ---- */
     pt_model_shape tm = {4, 4, 64, 32, 97};
     pt_plan p;
