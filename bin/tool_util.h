@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers shared by the command-line tools (bin/ptrain-data.c, bin/ckpt/): one way
+/* Helpers shared by the command-line tools (bin/data/, bin/ckpt/): one way
  * to report an error and the version, so that every tool's messages have
  * the same shape ("TOOL: what is wrong"). */
 #ifndef PTRAIN_TOOL_UTIL_H
