@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* Helpers shared by the command-line tools (bin/ptrain-data.c,
- * bin/ptrain-ckpt.c): one way to report an error and the version, so that
- * every tool's messages have the same shape ("TOOL: what is wrong"). */
+/* Helpers shared by the command-line tools (bin/data/, bin/ckpt/): one way
+ * to report an error and the version, so that every tool's messages have
+ * the same shape ("TOOL: what is wrong"). */
 #ifndef PTRAIN_TOOL_UTIL_H
 #define PTRAIN_TOOL_UTIL_H
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Test helper for tests/mpi/test_ckpt_tool.sh, written from llm.c's and
- * safetensors' own descriptions, independently of bin/ptrain-ckpt.c:
+ * safetensors' own descriptions, independently of bin/ckpt/:
  *
  *   llmc_tool write FILE L NH C T V Vp SEED
  *       an llm.c gpt2 model file as train_gpt2.py's write_model lays it out

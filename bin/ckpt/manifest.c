@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/* ptrain-ckpt: a checkpoint's directory and its manifest (ckpt_tool.h). */
+#define _GNU_SOURCE
+#include "config.h"
+#include "ckpt_tool.h"
+#include "ckpt/ckpt.h"
+#include "core/file.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int ckpt_is_dir(const char *p)
+{
+    struct stat sb;
+    return !stat(p, &sb) && S_ISDIR(sb.st_mode);
+}
+
+/* The checkpoint directory named by arg: arg itself when it holds
+ * manifest.json or has no `latest`, else the step-NNNNNNNN that arg/latest
+ * names.  PT_EIO (not a directory, unreadable pointer), PT_EFORMAT (a
+ * pointer that names no step directory). */
+int ckpt_resolve(const char *arg, char *out, size_t n)
+{
+    char p[4200];
+    if (strlen(arg) > 4000) return pt_fail(PT_EINVAL, "checkpoint name of %zu bytes is too long (at most 4000)", strlen(arg));
+    if (!ckpt_is_dir(arg)) return pt_fail(PT_EIO, "checkpoint %s: not a directory", arg);
+    snprintf(p, sizeof p, "%s/manifest.json", arg);
+    if (!access(p, F_OK)) return snprintf(out, n, "%s", arg), PT_OK;
+    snprintf(p, sizeof p, "%s/latest", arg);
+    if (access(p, F_OK)) return snprintf(out, n, "%s", arg), PT_OK;
+    char *txt = NULL;
+    size_t len;
+    int rc = pt_read_regular(p, "checkpoint pointer", &txt, &len);
+    if (rc) return rc;
+    int good = len >= 13 && !strncmp(txt, "step-", 5) && (len == 13 || txt[13] == '\n');
+    for (int i = 5; good && i < 13; i++) good = txt[i] >= '0' && txt[i] <= '9';
+    if (!good) {
+        free(txt);
+        return pt_fail(PT_EFORMAT, "checkpoint pointer %s does not name a step-NNNNNNNN directory", p);
+    }
+    txt[13] = 0;
+    snprintf(out, n, "%s/%s", arg, txt);
+    free(txt);
+    return PT_OK;
+}
+
+int ckpt_manifest_config(json_t *man, pt_gpt_config *cfg)
+{
+    json_t *mc = json_object_get(man, "model");
+    cfg->n_layer = (int)jint(mc, "n_layer");
+    cfg->n_head = (int)jint(mc, "n_head");
+    cfg->n_embd = (int)jint(mc, "n_embd");
+    cfg->seq_len = (int)jint(mc, "seq_len");
+    cfg->vocab = (int)jint(mc, "vocab");
+    if (cfg->n_layer < 1 || cfg->n_head < 1 || cfg->n_embd < 1 || cfg->n_embd % cfg->n_head || cfg->seq_len < 1 ||
+        cfg->vocab < 1)
+        return pt_fail(PT_EFORMAT, "manifest model L=%d H=%d C=%d T=%d V=%d is not a valid GPT-2 config", cfg->n_layer,
+                       cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab);
+    return PT_OK;
+}
+
+/* a manifest saved before manifests had a checksum: accepted, said once on stderr */
+void ckpt_old_manifest_warning(const char *path, json_t *man)
+{
+    if (!json_object_get(man, PT_CKPT_MANIFEST_SUM))
+        fprintf(stderr, "ptrain-ckpt: warning: checkpoint %s: manifest.json has no checksum (saved by an older ptrain); "
+                        "accepted after its consistency checks\n", path);
+}
