@@ -269,7 +269,7 @@ static void *hb_main(void *arg)
  * dial each other at the same time either.  Cost: 2 (N-1) messages of 4
  * bytes at start-up.  (The crash inside MPI_Init seen under load on the
  * local Slurm was not this but Slurm's barrier not holding across nodes:
- * spank/ptrain_spank.c, pmix_fence_ring; tests/slurm/test_fence.sh.) */
+ * spank/stepd.c, ptsp_stepd_post_opt sets SLURM_PMIX_FENCE=ring; tests/slurm/test_fence.sh.) */
 static void hb_wireup(void)
 {
     const int tag = HB_TAG + 1;
