@@ -29,17 +29,13 @@ static int opt_batch;           /* --ptrain-batch, 0 = not given */
 static int opt_energy = -1;
 
 /* The pipeline/ZeRO options: their text as given (validated by the
- * callback), read over the PTRAIN_* variable and the admin default in
- * ptsp_resolve_request.  Index = the spank_option's val. */
-static const struct { const char *key, *var; } pipe_opts[] = {
-    {"pp", "PTRAIN_PP"},
-    {"microbatches", "PTRAIN_MICROBATCHES"},
-    {"schedule", "PTRAIN_SCHEDULE"},
-    {"virtual-stages", "PTRAIN_VIRTUAL_STAGES"},
-    {"pp-split", "PTRAIN_PP_SPLIT"},
-    {"zero", "PTRAIN_ZERO"},
-    {"recompute", "PTRAIN_RECOMPUTE"}, /* or its old name, PTRAIN_CKPT_ACT (ptrain-env(7)) */
-    {"precision", "PTRAIN_PRECISION"},
+ * callback), read over the PTRAIN_* variable (pt_plan_request_env's table names it
+ * from the key) and the admin default in ptsp_resolve_request.  Index = the
+ * spank_option's val. */
+static const struct { const char *key; } pipe_opts[] = {
+    {"pp"}, {"microbatches"}, {"schedule"}, {"virtual-stages"}, {"pp-split"}, {"zero"},
+    {"recompute"}, /* its variable's old name, PTRAIN_CKPT_ACT, is read too (ptrain-env(7)) */
+    {"precision"},
 };
 #define N_PIPE ((int)(sizeof pipe_opts / sizeof pipe_opts[0]))
 static char opt_pipe[N_PIPE][400];
