@@ -29,7 +29,8 @@ cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
         -fno-omit-frame-pointer -I$top/lib -I$top -I$top/tests/fuzz"
 pc() { pkg-config "$@"; }
 core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c"
-plan="$top/lib/plan/plan_env.c $top/lib/plan/plan_modes.c $top/lib/plan/plan_validate.c $top/lib/plan/plan_place.c"
+plan="$top/lib/contract/plan_env.c $top/lib/contract/plan_modes.c $top/lib/contract/plan_validate.c $top/lib/contract/plan_place.c
+      $top/lib/contract/model.c"
 declare -A src libs
 src[shard]="$core $top/lib/data/shard.c"; libs[shard]="$(pc --cflags --libs jansson) -lm"
 src[safetensors]="$core $top/lib/ckpt/safetensors.c"; libs[safetensors]="$(pc --cflags --libs jansson) -lm"

@@ -6,7 +6,7 @@
 #define PTRAIN_PLAN_PRIV_H
 #include <stddef.h>
 
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 /* Highest number that an int size may reach before products overflow. */
 #define SIZE_MAX_VALUE (1 << 20)
