@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by the files of lib/plan's plan contract (plan_env.c,
+/* Internals shared by the files of lib/contract's plan contract (plan_env.c,
  * plan_modes.c, plan_validate.c, plan_place.c).  Not installed, not for
  * other modules: they call the functions of plan.h. */
 #ifndef PTRAIN_PLAN_PRIV_H
