@@ -5,7 +5,7 @@
 #include "plan/cost.h"
 #include "plan/energy.h"
 #include "energy/profile.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 #include <jansson.h>
 #include <stdio.h>

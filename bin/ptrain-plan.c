@@ -9,7 +9,7 @@
 #include "core/file.h"
 #include "plan/cost.h"
 #include "plan_energy.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "plan/planner.h"
 #include "plan/resolve.h"
 #include "plan/search.h"

@@ -29,7 +29,8 @@ cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
         -fno-omit-frame-pointer -I$top/lib -I$top -I$top/tests/fuzz"
 pc() { pkg-config "$@"; }
 core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c"
-plan="$top/lib/plan/plan_env.c $top/lib/plan/plan_modes.c $top/lib/plan/plan_validate.c $top/lib/plan/plan_place.c"
+plan="$top/lib/contract/plan_env.c $top/lib/contract/plan_modes.c $top/lib/contract/plan_validate.c
+      $top/lib/contract/plan_place.c $top/lib/contract/model.c"
 declare -A src libs
 src[shard]="$core $top/lib/data/shard.c"; libs[shard]="$(pc --cflags --libs jansson) -lm"
 src[safetensors]="$core $top/lib/ckpt/safetensors.c"; libs[safetensors]="$(pc --cflags --libs jansson) -lm"
@@ -41,9 +42,10 @@ src[topo_xml]=$topo_src; libs[topo_xml]=$topo_libs
 src[plan_env]="$core $plan"; libs[plan_env]="-lm"
 # the plugin's helpers plan and bind with the node model (lib/plan, topo/)
 # (and NVML's loader for the energy restriction, lib/energy/nvml.c)
-src[spank_opts]="$topo_src $plan $top/lib/plan/cost.c $top/lib/plan/search.c $top/lib/plan/planner.c
-                 $top/lib/plan/resolve.c $top/spank/hostlist.c $top/spank/conf_keys.c $top/spank/conf.c $top/spank/request.c
-                 $top/spank/bind.c $top/spank/energy_util.c $top/topo/topo_plan.c $top/lib/energy/nvml.c"
+src[spank_opts]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/lib/plan/search.c
+                 $top/lib/plan/planner.c $top/lib/plan/resolve.c $top/spank/hostlist.c $top/spank/conf_keys.c
+                 $top/spank/conf.c $top/spank/request.c $top/spank/bind.c $top/spank/energy_util.c
+                 $top/topo/topo_plan.c $top/lib/energy/nvml.c"
 libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs -ldl"
 src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
 

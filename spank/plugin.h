@@ -35,7 +35,7 @@
 #include <slurm/spank.h>
 
 #include "core/core.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "plan/planner.h"
 #include "plan/search.h"
 #include "spank/spank_util.h"

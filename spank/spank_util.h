@@ -21,7 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 /* Expand Slurm's compressed per-node task counts, the format of
  * SLURM_STEP_TASKS_PER_NODE / SLURM_TASKS_PER_NODE: comma-separated items

@@ -25,7 +25,7 @@
 #include "core/core.h"
 #include "model/gpt.h"
 #include "parallel/context.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "train/train.h"
 
 #include <jansson.h>

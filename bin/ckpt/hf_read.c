@@ -20,7 +20,7 @@
 #include "backend/ops.h"
 #include "ckpt/safetensors.h"
 #include "core/file.h"
-#include "plan/cost.h"
+#include "contract/model.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -26,7 +26,7 @@
 #include "core/core.h"
 #include "data/shard.h"
 #include "model/gpt.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "plan/search.h"
 #include "energy/profile.h"
 

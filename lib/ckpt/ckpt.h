@@ -52,7 +52,7 @@
  */
 #ifndef PTRAIN_CKPT_H
 #define PTRAIN_CKPT_H
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "train/train.h"
 
 /* The run state a checkpoint records besides the tensors. */

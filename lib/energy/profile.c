@@ -4,7 +4,7 @@
 #include "energy/profile.h"
 #include "core/core.h"
 #include "core/file.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -2,17 +2,14 @@
 /* GPT-2-style model over a parallel layout (see gpt.h). */
 #include "model/gpt.h"
 #include "parallel/seq.h"
-#include "plan/cost.h"
+#include "contract/model.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(PT_COST_CLASSIFIER_VBLOCK == PT_CLASSIFIER_VBLOCK,
-               "lib/plan/cost.h's classifier block must be lib/backend/ops.h's");
-
-/* The presets live in lib/plan/cost.c (libc only, so the SPANK plugin
+/* The presets live in lib/contract/model.c (libc only, so the SPANK plugin
  * parses --ptrain-model without libptrain); this is their lib/model face. */
 const char *pt_gpt_preset_names(void) { return pt_model_preset_names(); }
 

@@ -42,7 +42,7 @@ typedef struct pt_gpt_config {
 /* Named presets: "test" (L2 H4 C64 T32), "tiny" (L4 H4 C128 T64),
  * "small" (L4 H4 C256 T128, the benchmark preset), "gpt2-124M" (L12 H12
  * C768 T1024); all with V = 50257.  PT_EINVAL listing the names otherwise.
- * The table is lib/plan/cost.c's (pt_model_preset), libc only, so the SPANK
+ * The table is lib/contract/model.c's (pt_model_preset), libc only, so the SPANK
  * plugin parses the same names without libptrain. */
 int pt_gpt_preset(const char *name, pt_gpt_config *cfg);
 const char *pt_gpt_preset_names(void);

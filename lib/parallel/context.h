@@ -26,7 +26,7 @@
 #ifndef PTRAIN_CONTEXT_H
 #define PTRAIN_CONTEXT_H
 #include "comm/comm.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 #define PT_TP_AXES 3
 

@@ -42,7 +42,7 @@
  */
 #ifndef PTRAIN_PIPELINE_SCHEDULE_H
 #define PTRAIN_PIPELINE_SCHEDULE_H
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 /* One step of a rank's list. */
 typedef enum pt_pp_op {

@@ -109,26 +109,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "contract/model.h"
+#include "contract/plan.h"
 #include "core/core.h"
-#include "plan/plan.h"
-
-/* The model shape a plan is made for: the same fields and presets as
- * lib/model's pt_gpt_config (pt_gpt_preset delegates to this table). */
-typedef struct pt_model_shape {
-    int n_layer, n_head, n_embd; /* L, heads, C */
-    int seq_len;                 /* T of every training sequence */
-    int vocab;                   /* V (50257 for GPT-2's BPE) */
-} pt_model_shape;
-
-/* "test", "tiny", "small", "gpt2-124M", or "L,H,C,T,V" (five positive
- * integers, C % H == 0).  0, or -1 with "invalid <what> '<s>' (valid: a
- * preset test, tiny, small, gpt2-124M or L,H,C,T,V)". */
-int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m);
-/* "test, tiny, small, gpt2-124M" */
-const char *pt_model_preset_names(void);
-/* The preset called name into *m (m may be NULL): 0, or -1 (no message)
- * when there is none; lib/model's pt_gpt_preset delegates to it. */
-int pt_model_preset(const char *name, pt_model_shape *m);
 
 /* Groups of a step's traffic, as ptrain-run's metrics name them. */
 enum { PT_GRP_DP, PT_GRP_TP, PT_GRP_PP, PT_GRP_SP, PT_GRP_SYNC, PT_GRP_N };
@@ -351,7 +334,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
                     const pt_cost_where *w, pt_cost *out);
 
 /* Vocabulary columns per block of the fused classifier: lib/backend/ops.h's
- * PT_CLASSIFIER_VBLOCK (this header is libc-only; lib/model/gpt.c asserts
+ * PT_CLASSIFIER_VBLOCK (this header is libc-only; lib/plan/cost.c asserts
  * the two are equal). */
 #define PT_COST_CLASSIFIER_VBLOCK 512
 

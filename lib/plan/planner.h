@@ -27,7 +27,7 @@
 
 #include "core/core.h"
 #include "plan/cost.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "plan/search.h"
 
 /* The settings a request can pin, one bit each. */

@@ -13,7 +13,7 @@
 
 #include "core/core.h"
 #include "plan/cost.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "plan/search.h"
 
 /* Resolve request `req` into a concrete plan for cluster c, model m and

@@ -16,7 +16,7 @@
 
 #include "core/core.h"
 #include "plan/cost.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 /* One kind of node of a cluster of mixed nodes (e.g. 8-GPU and 4-GPU
  * nodes, A100 and H100 nodes, the components of a Slurm heterogeneous

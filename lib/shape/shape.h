@@ -28,7 +28,7 @@
 
 #include <stdint.h>
 
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -2,7 +2,7 @@
 /* libFuzzer target: the plan environment parser (pt_plan_from_env) and
  * validation.  The input is NAME=VALUE lines for the PTRAIN_* variables. */
 #include "fuzz_util.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 static const char *const vars[] = {"PTRAIN_MODE", "PTRAIN_DP", "PTRAIN_PP", "PTRAIN_TP",
                                    "PTRAIN_TP_DEPTH", "PTRAIN_SP", "PTRAIN_ZERO",

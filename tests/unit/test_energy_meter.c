@@ -22,7 +22,7 @@
 #include "energy/probe.h"
 #include "energy/profile.h"
 #include "core/core.h"
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "tests/tap.h"
 
 #include <errno.h>

@@ -5,7 +5,7 @@
  * Geometries are drawn at random (seed printed; PTRAIN_TEST_SEED repeats a
  * run). */
 #define _POSIX_C_SOURCE 200809L
-#include "plan/plan.h"
+#include "contract/plan.h"
 #include "tests/tap.h"
 
 #include <limits.h>

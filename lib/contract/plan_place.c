@@ -4,7 +4,7 @@
  * SageMaker's placement_strategy (Karakus et al. 2021, sec. 3.3); ranks
  * are numbered node by node ("cluster").  See plan.h and
  * ptrain-layouts(7).  libc only. */
-#include "plan/plan_priv.h"
+#include "contract/plan_priv.h"
 
 #include <limits.h>
 #include <string.h>

@@ -6,7 +6,7 @@
  * rules after Narayanan et al. 2021 (sec. 2.1-2.2), ZeRO after
  * Rajbhandari et al. 2020 (sec. 5), sequence parallelism after Li et al.
  * 2021.  libc only. */
-#include "plan/plan_priv.h"
+#include "contract/plan_priv.h"
 
 #include <limits.h>
 #include <stdio.h>

@@ -5,11 +5,13 @@
  * ptrain-env(7).  Implemented in four files: plan_env.c (the PTRAIN_*
  * contract and the text forms of its values), plan_modes.c (the one table
  * of tensor-parallel modes: name, shape rule, grid dims, valid tp lists),
- * plan_validate.c (plans and requests) and plan_place.c (rank placement).
+ * plan_validate.c (plans and requests) and plan_place.c (rank placement),
+ * in lib/contract beside the model shape and its presets (contract/model.h).
  * A request is resolved into a plan by pt_plan_resolve (plan/resolve.h).
  *
  * This module is self-contained C (libc only): one convenience library
- * linked into libptrain and into the SPANK plugin, which must not pull MPI, BLAS or
+ * (libptrain_contract, which libptrain_plan carries) linked into libptrain
+ * and into the SPANK plugin, which must not pull MPI, BLAS or
  * libptrain into slurmstepd.  Errors follow core/core.h's convention:
  * functions return 0 on success and a negative PT_E* code on error (-1,
  * PT_EINVAL, for a bad value; PT_ENOMEM when out of memory) with one line

@@ -4,7 +4,7 @@
  * the text forms of its values (schedule, recompute, stage split, rank
  * order) and the one-line summary (PTRAIN_PLAN).  See plan.h and
  * ptrain-env(7).  libc only. */
-#include "plan/plan_priv.h"
+#include "contract/plan_priv.h"
 
 #include <ctype.h>
 #include <errno.h>

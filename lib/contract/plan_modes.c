@@ -5,7 +5,7 @@
  * ptrain-layouts(7): 1d Megatron-LM (Shoeybi et al.
  * 2019), 2d SUMMA / Optimus (Xu et al. 2021), 2.5d Tesseract (Wang et al.
  * 2021), 3d (Bian et al. 2021).  libc only. */
-#include "plan/plan_priv.h"
+#include "contract/plan_priv.h"
 
 #include <stdarg.h>
 #include <stdio.h>

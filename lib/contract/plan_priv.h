@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* Internals shared by the files of lib/plan's plan contract (plan_env.c,
+/* Internals shared by the files of lib/contract's plan contract (plan_env.c,
  * plan_modes.c, plan_validate.c, plan_place.c).  Not installed, not for
  * other modules: they call the functions of plan.h. */
 #ifndef PTRAIN_PLAN_PRIV_H
 #define PTRAIN_PLAN_PRIV_H
 #include <stddef.h>
 
-#include "plan/plan.h"
+#include "contract/plan.h"
 
 /* Highest number that an int size may reach before products overflow. */
 #define SIZE_MAX_VALUE (1 << 20)
