@@ -12,6 +12,9 @@
  *               died, stopped or hangs
  *   metrics.c   --metrics: JSON Lines through jansson, every write checked
  *   loop.c      the training loop, validation, checkpoint saves, summary
+ *   energy.c    --energy*: the options and the set-up before the agreement;
+ *               energy_meter.c, energy_plan.c, energy_sweep.c the run's
+ *               meter, clock plan and sweep (energy.h: what they share)
  *
  * Errors: every function that can fail returns a negative PT_E* code (-1,
  * PT_EINVAL, for bad input) with one line in pt_errmsg(), core/core.h's
