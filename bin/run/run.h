@@ -168,6 +168,31 @@ int run_resolve_device(const run_opts *o, int *device, char *note, size_t len);
 int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s);
 /* Release the data of run_setup_rank. */
 void run_setup_free(run_setup *s);
+
+/* ---- memory.c ---- */
+/* The plan's predicted peak per rank (s->mem_need, bytes: the cost model's
+ * pt_cost.mem_peak) against the memory this rank may use (s->mem_avail,
+ * bytes: the least of MemAvailable and the control group's room, shared by
+ * the node's ranks in nodes, and the address-space limit).  0 when it fits
+ * or cannot be known; PT_EINVAL with one line naming the need, the room
+ * and the single changes (--zero, --recompute, --microbatches, --batch)
+ * that would fit.  world is unused.  Nothing collective. */
+int run_check_memory(run_setup *s, int world, const run_nodes *nodes);
+/* ---- plan.c ---- */
+/* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
+ * not given it is world / (tp * pp * sp).  A plan that does not fit the
+ * world is refused listing the tp (or sp) values that would (pt_plan_list_tp,
+ * pt_plan_validate).  Mode auto (--mode auto, or PTRAIN_MODE=auto) is
+ * planned here by the planning handle, the sizes given by flags or PTRAIN_*
+ * variables pinned, exactly as the plugin plans it; --mode auto beside a
+ * plugin plan re-plans from the flags alone (the plugin's variables are its
+ * choice, not the user's pins).  A plugin plan never says auto (it exports
+ * the mode it chose), so PTRAIN_MODE=auto is always the user's request.
+ * Writes *p, *source (where the plan came from: a static string) and, for
+ * mode auto, *A (the search result and notes for --explain).  -1 (or a
+ * negative PT_E* code) with one line in pt_errmsg(); nothing collective. */
+int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, const run_nodes *nodes, pt_plan *p,
+                     const char **source, run_auto *A);
 /* The planner's rates of this job's nodes: the node model of --topology
  * (else PTRAIN_TOPOLOGY), else this node's hwloc model, else
  * pt_topo_plan_hw's estimates; its name into source.  -1 with one line. */
