@@ -11,7 +11,8 @@
  *   liveness.c  watchdog, heartbeat, and the whole-job abort when a peer
  *               died, stopped or hangs
  *   metrics.c   --metrics: JSON Lines through jansson, every write checked
- *   loop.c      the training loop, validation, checkpoint saves, summary
+ *   loop.c      the training loop, validation, summary
+ *   ckpt.c      resuming, the checkpoint saves, SIGTERM / SIGUSR1
  *   energy.c    --energy*: the options and the set-up before the agreement;
  *               energy_meter.c, energy_plan.c, energy_sweep.c the run's
  *               meter, clock plan and sweep (energy.h: what they share)
@@ -290,5 +291,28 @@ void run_energy_free(run_energy *e);
 /* Build the model under the agreed plan, resume, train, validate, save,
  * print the summary; returns the exit status. */
 int run_train(run_setup *s, uint64_t agreed, int world);
+
+/* ---- ckpt.c ---- */
+struct pt_train;
+struct pt_ckpt_meta;
+/* Every rank, collective: load --resume ("auto": the newest valid
+ * checkpoint of --save-dir, a refused one warned about and the previous
+ * tried; or a checkpoint directory: lib/ckpt's pt_ckpt_resume) into tr
+ * under this run's plan and cfg; rank 0 prints what it resumed and warns when the checkpoint was
+ * trained with another learning-rate schedule or AdamW settings.  Returns
+ * the step to start from (0: no valid checkpoint, a fresh start).  A
+ * failure, or a checkpoint beyond --steps, makes every rank exit
+ * (run_agree_collective, run_agree). */
+long run_ckpt_resume(const run_opts *o, struct pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg);
+/* With --save-dir: SIGTERM and SIGUSR1 ask for a save and a clean exit
+ * (SA_RESTART); run_ckpt_stop_signal returns the signal caught, 0 = none. */
+void run_ckpt_catch_signals(void);
+int run_ckpt_stop_signal(void);
+/* Every rank, collective: save the checkpoint of step `step` into
+ * --save-dir (keeping --keep), cmeta's step and AdamW step set; its
+ * directory's name into saved (len bytes).  On failure every rank leaves
+ * with status 1 (run_exit) after rank 0 names it. */
+void run_ckpt_save(const run_opts *o, struct pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg,
+                   struct pt_ckpt_meta *cmeta, long step, char *saved, size_t len);
 
 #endif
