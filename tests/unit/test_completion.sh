@@ -72,6 +72,7 @@ list() { bash --norc --noprofile -c ". '$comp'; printf '%s\n' \$$1" | sort | tr 
 for t in run data topo ckpt plan; do
     src=$top_srcdir/bin/ptrain-$t.c
     [ $t = run ] && src=$top_srcdir/bin/run/options.c
+    [ $t = plan ] && src=$top_srcdir/bin/plan/options.c
     want=$(table "$src") have=$(list "_ptrain_${t}_opts")
     check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
     [ "$want" = "$have" ] || diag "table: $want; completion: $have"

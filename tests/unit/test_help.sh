@@ -16,6 +16,7 @@ table() {
 for tool in ptrain-run ptrain-data ptrain-topo ptrain-ckpt ptrain-plan; do
     src=$top_srcdir/bin/$tool.c
     [ "$tool" = ptrain-run ] && src=$top_srcdir/bin/run/options.c
+    [ "$tool" = ptrain-plan ] && src=$top_srcdir/bin/plan/options.c
     table "$src" >"$wd/$tool.opts"
     n=$(wc -l <"$wd/$tool.opts")
     check "$tool: the getopt table was found ($n long options)" [ "$n" -ge 3 ]
