@@ -3,7 +3,8 @@
  * train, validate, save, summarise (bin/run/run.h).  Rank 0 prints the
  * plan, the model size, one line per step (loss, learning rate, gradient
  * norm, ms/step, tokens/s, ETA), the validation loss every --val-every
- * steps and the "done:" summary; --metrics writes the same as JSON Lines. */
+ * steps and the "done:" summary; --metrics writes the same as JSON Lines.
+ * Resuming and the checkpoint saves are in ckpt.c. */
 #define _GNU_SOURCE
 #include "config.h"
 #include "run.h"
@@ -22,14 +23,6 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- checkpoints: SIGTERM / SIGUSR1 ask for a save and a clean exit ---- */
-static volatile sig_atomic_t stop_signal;
-static void on_stop_signal(int sig) { stop_signal = sig; }
-static void ckpt_warn(const char *msg)
-{
-    if (run_rank == 0) fprintf(stderr, "ptrain-run: warning: %s; trying the previous checkpoint\n", msg);
-}
 
 static int local_ranks(void)
 {
@@ -176,19 +169,6 @@ static void validate(pt_pipeline *pipe, const run_setup *s, const pt_pctx *ctx, 
                                     run_json_num(*vloss), "elapsed_s", run_json_num(pt_now() - t_start)));
 }
 
-/* Save the checkpoint of step `step` (collective); on failure every rank
- * leaves with status 1 after rank 0 names it. */
-static void save_checkpoint(const run_opts *o, pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg,
-                            pt_ckpt_meta *cmeta, long step, char *saved, size_t len)
-{
-    cmeta->step = step;
-    cmeta->adam_step = tr->step;
-    run_watchdog_beat("checkpoint");
-    int rc = pt_ckpt_save(o->save_dir, tr, plan, cfg, cmeta, (int)o->keep, saved, len);
-    if (rc && run_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step, pt_errmsg());
-    if (rc) run_exit(RUN_EXIT_FAIL);
-}
-
 /* --dry-run: every rank's place in the grid, printed by rank 0 in grid order. */
 static int dry_run(const pt_pctx *ctx, const pt_plan *plan, const char *summary, int world)
 {
@@ -273,58 +253,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
     snprintf(cmeta.model, sizeof cmeta.model, "%s", o.model);
     snprintf(cmeta.data, sizeof cmeta.data, "%s", o.data);
     long start_step = 0;
-    if (o.resume) {
-        int loaded = 0;
-        char which[4200] = "";
-        pt_ckpt_meta got;
-        rc = pt_ckpt_resume(o.resume, o.save_dir, &tr, &plan, &cfg, &got, &loaded, which, sizeof which, ckpt_warn);
-        run_agree_collective(rc, "--resume");
-        if (loaded && got.step > o.steps)
-            run_agree(pt_fail(PT_EINVAL, "checkpoint %s is at step %ld, beyond --steps %ld", which, got.step, o.steps),
-                      "--resume");
-        if (loaded) start_step = got.step;
-        /* the schedule the checkpoint was trained with: a different one is
-         * allowed (extending --steps is how a run is continued) but the run
-         * is then not the uninterrupted one; a checkpoint converted from
-         * llm.c has none (total_steps 0) */
-        if (loaded && run_rank == 0 && got.total_steps > 0 &&
-            (got.total_steps != o.steps || got.warmup != o.warmup || got.lr != (float)o.lr ||
-             got.min_lr != (float)o.min_lr)) {
-            fprintf(stderr, "ptrain-run: warning: checkpoint %s was trained with --steps %ld --lr %g --min-lr %g --warmup %ld, "
-                            "this run has --steps %ld --lr %g --min-lr %g --warmup %ld: the learning-rate schedule changes "
-                            "from step %ld on\n",
-                    which, got.total_steps, (double)got.lr, (double)got.min_lr, got.warmup, o.steps, (double)(float)o.lr,
-                    (double)(float)o.min_lr, o.warmup, got.step);
-            fflush(stderr);
-        }
-        /* AdamW's own settings: a change is allowed, the run then is not the
-         * uninterrupted one (a checkpoint of an older ptrain records none) */
-        if (loaded && run_rank == 0 && got.beta2 > 0 &&
-            (got.beta1 != o.beta1 || got.beta2 != o.beta2 || got.adam_eps != o.eps || got.weight_decay != o.wd ||
-             got.grad_clip != o.clip)) {
-            fprintf(stderr, "ptrain-run: warning: checkpoint %s was trained with --beta1 %g --beta2 %g --adam-eps %g "
-                            "--weight-decay %g --grad-clip %g, this run has --beta1 %g --beta2 %g --adam-eps %g "
-                            "--weight-decay %g --grad-clip %g: the optimizer changes from step %ld on\n",
-                    which, (double)got.beta1, (double)got.beta2, (double)got.adam_eps, (double)got.weight_decay,
-                    (double)got.grad_clip, (double)o.beta1, (double)o.beta2, (double)o.eps, (double)o.wd,
-                    (double)o.clip, got.step);
-            fflush(stderr);
-        }
-        if (run_rank == 0) {
-            if (loaded) printf("resume: %s (step %ld, AdamW step %d)\n", which, got.step, got.adam_step);
-            else printf("resume: no valid checkpoint in %s, starting fresh\n", o.save_dir);
-            fflush(stdout);
-        }
-    }
-    if (o.save_dir) {
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_stop_signal;
-        sa.sa_flags = SA_RESTART;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGTERM, &sa, NULL);
-        sigaction(SIGUSR1, &sa, NULL);
-    }
+    if (o.resume) start_step = run_ckpt_resume(&o, &tr, &plan, &cfg);
+    if (o.save_dir) run_ckpt_catch_signals();
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
     if (!in || !tg) run_agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
 
@@ -424,11 +354,11 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         run_metrics_write(mf, rec);
         if (o.save_dir) {
             /* every rank sees the signal or not: agree on it, then save together */
-            int want = stop_signal, any = 0;
+            int want = run_ckpt_stop_signal(), any = 0;
             MPI_Allreduce(&want, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
             if (any || (o.save_every && (step + 1) % o.save_every == 0)) {
                 char saved[4200];
-                save_checkpoint(&o, &tr, &plan, &cfg, &cmeta, step + 1, saved, sizeof saved);
+                run_ckpt_save(&o, &tr, &plan, &cfg, &cmeta, step + 1, saved, sizeof saved);
                 last_saved = step + 1;
                 if (run_rank == 0 && any)
                     printf("stop: signal %s: checkpoint %s saved at step %ld; exiting\n",
@@ -449,7 +379,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
      * resharded: tests/mpi/test_ckpt.sh) */
     if (!stopped && o.save_dir && last_saved != o.steps) {
         char saved[4200];
-        save_checkpoint(&o, &tr, &plan, &cfg, &cmeta, o.steps, saved, sizeof saved);
+        run_ckpt_save(&o, &tr, &plan, &cfg, &cmeta, o.steps, saved, sizeof saved);
         if (run_rank == 0 && !o.quiet) {
             printf("checkpoint: %s\n", saved);
             fflush(stdout);

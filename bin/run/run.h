@@ -11,7 +11,11 @@
  *   liveness.c  watchdog, heartbeat, and the whole-job abort when a peer
  *               died, stopped or hangs
  *   metrics.c   --metrics: JSON Lines through jansson, every write checked
- *   loop.c      the training loop, validation, checkpoint saves, summary
+ *   loop.c      the training loop, validation, summary
+ *   ckpt.c      resuming, the checkpoint saves, SIGTERM / SIGUSR1
+ *   energy.c    --energy*: the options and the set-up before the agreement;
+ *               energy_meter.c, energy_plan.c, energy_sweep.c the run's
+ *               meter, clock plan and sweep (energy.h: what they share)
  *
  * Errors: every function that can fail returns a negative PT_E* code (-1,
  * PT_EINVAL, for bad input) with one line in pt_errmsg(), core/core.h's
@@ -165,6 +169,31 @@ int run_resolve_device(const run_opts *o, int *device, char *note, size_t len);
 int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s);
 /* Release the data of run_setup_rank. */
 void run_setup_free(run_setup *s);
+
+/* ---- memory.c ---- */
+/* The plan's predicted peak per rank (s->mem_need, bytes: the cost model's
+ * pt_cost.mem_peak) against the memory this rank may use (s->mem_avail,
+ * bytes: the least of MemAvailable and the control group's room, shared by
+ * the node's ranks in nodes, and the address-space limit).  0 when it fits
+ * or cannot be known; PT_EINVAL with one line naming the need, the room
+ * and the single changes (--zero, --recompute, --microbatches, --batch)
+ * that would fit.  world is unused.  Nothing collective. */
+int run_check_memory(run_setup *s, int world, const run_nodes *nodes);
+/* ---- plan.c ---- */
+/* Resolve the plan: defaults < PTRAIN_* environment < flags.  When dp is
+ * not given it is world / (tp * pp * sp).  A plan that does not fit the
+ * world is refused listing the tp (or sp) values that would (pt_plan_list_tp,
+ * pt_plan_validate).  Mode auto (--mode auto, or PTRAIN_MODE=auto) is
+ * planned here by the planning handle, the sizes given by flags or PTRAIN_*
+ * variables pinned, exactly as the plugin plans it; --mode auto beside a
+ * plugin plan re-plans from the flags alone (the plugin's variables are its
+ * choice, not the user's pins).  A plugin plan never says auto (it exports
+ * the mode it chose), so PTRAIN_MODE=auto is always the user's request.
+ * Writes *p, *source (where the plan came from: a static string) and, for
+ * mode auto, *A (the search result and notes for --explain).  -1 (or a
+ * negative PT_E* code) with one line in pt_errmsg(); nothing collective. */
+int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, const run_nodes *nodes, pt_plan *p,
+                     const char **source, run_auto *A);
 /* The planner's rates of this job's nodes: the node model of --topology
  * (else PTRAIN_TOPOLOGY), else this node's hwloc model, else
  * pt_topo_plan_hw's estimates; its name into source.  -1 with one line. */
@@ -262,5 +291,28 @@ void run_energy_free(run_energy *e);
 /* Build the model under the agreed plan, resume, train, validate, save,
  * print the summary; returns the exit status. */
 int run_train(run_setup *s, uint64_t agreed, int world);
+
+/* ---- ckpt.c ---- */
+struct pt_train;
+struct pt_ckpt_meta;
+/* Every rank, collective: load --resume ("auto": the newest valid
+ * checkpoint of --save-dir, a refused one warned about and the previous
+ * tried; or a checkpoint directory: lib/ckpt's pt_ckpt_resume) into tr
+ * under this run's plan and cfg; rank 0 prints what it resumed and warns when the checkpoint was
+ * trained with another learning-rate schedule or AdamW settings.  Returns
+ * the step to start from (0: no valid checkpoint, a fresh start).  A
+ * failure, or a checkpoint beyond --steps, makes every rank exit
+ * (run_agree_collective, run_agree). */
+long run_ckpt_resume(const run_opts *o, struct pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg);
+/* With --save-dir: SIGTERM and SIGUSR1 ask for a save and a clean exit
+ * (SA_RESTART); run_ckpt_stop_signal returns the signal caught, 0 = none. */
+void run_ckpt_catch_signals(void);
+int run_ckpt_stop_signal(void);
+/* Every rank, collective: save the checkpoint of step `step` into
+ * --save-dir (keeping --keep), cmeta's step and AdamW step set; its
+ * directory's name into saved (len bytes).  On failure every rank leaves
+ * with status 1 (run_exit) after rank 0 names it. */
+void run_ckpt_save(const run_opts *o, struct pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg,
+                   struct pt_ckpt_meta *cmeta, long step, char *saved, size_t len);
 
 #endif

@@ -71,7 +71,7 @@ table() {
 list() { bash --norc --noprofile -c ". '$comp'; printf '%s\n' \$$1" | sort | tr '\n' ' '; }
 for t in run data topo ckpt plan; do
     src=$top_srcdir/bin/ptrain-$t.c
-    case $t in run | data | ckpt) src=$top_srcdir/bin/$t/options.c ;; esac
+    case $t in run | data | ckpt | plan) src=$top_srcdir/bin/$t/options.c ;; esac
     want=$(table "$src") have=$(list "_ptrain_${t}_opts")
     check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
     [ "$want" = "$have" ] || diag "table: $want; completion: $have"

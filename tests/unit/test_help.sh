@@ -15,7 +15,7 @@ table() {
 }
 for tool in ptrain-run ptrain-data ptrain-topo ptrain-ckpt ptrain-plan; do
     src=$top_srcdir/bin/$tool.c
-    case $tool in ptrain-run | ptrain-data | ptrain-ckpt) src=$top_srcdir/bin/${tool#ptrain-}/options.c ;; esac
+    case $tool in ptrain-run | ptrain-data | ptrain-ckpt | ptrain-plan) src=$top_srcdir/bin/${tool#ptrain-}/options.c ;; esac
     table "$src" >"$wd/$tool.opts"
     n=$(wc -l <"$wd/$tool.opts")
     check "$tool: the getopt table was found ($n long options)" [ "$n" -ge 3 ]

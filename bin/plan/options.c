@@ -1,0 +1,248 @@
+/* SPDX-License-Identifier: MIT */
+/* ptrain-plan's command line: the usage, the options and their checks
+ * (bin/plan/plan_tool.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "config.h"
+#include "plan_tool.h"
+#include "core/file.h"
+#include "plan/cost.h"
+#include "plan/resolve.h"
+#include "topo/topo_plan.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: ptrain-plan [--topology FILE[:COUNT]]... [--nodes N] [--tasks-per-node N] [--model M]\n"
+            "                   [--batch N] [pins] [--mem-gb G] [--inter-gbps G] [--gemm-gflops G]\n"
+            "                   [--gemm-gflops-bf16 G]\n"
+            "                   [--json | --env]\n"
+            "Machine and job:\n"
+            "  --topology FILE     node model: hwloc XML or ptrain-topo JSON/XML (default: this\n"
+            "                      machine, or $" PT_TOPO_ENV ")\n"
+            "  --topology FILE:COUNT  COUNT nodes of this model; repeat for mixed nodes (e.g. 8-GPU\n"
+            "                      and 4-GPU nodes): planned at the slowest node's rates\n"
+            "  --mixed-nodes adapt|refuse  plan mixed nodes (default) or refuse them\n"
+            "  --nodes N           nodes in the job (default 1)\n"
+            "  --tasks-per-node N  tasks on each node (default: the node's GPUs, else 1)\n"
+            "  --mem-gb G          memory one rank may use, GB (default: from the model)\n"
+            "  --inter-gbps G      network bandwidth of one node, GB/s (default: measured, else\n"
+            "                      an estimate from its adapters)\n"
+            "  --gemm-gflops G     fp32 GEMM rate of one rank, GFLOP/s (default: measured, else\n"
+            "                      an estimate from the cores)\n"
+            "  --gemm-gflops-bf16 G  bf16 GEMM rate of one rank, GFLOP/s, for --precision bf16\n"
+            "                      (default: measured, else the GPU's data sheet, else the fp32 rate)\n"
+            "Model:\n"
+            "  --model M           %s, or L,H,C,T,V (default gpt2-124M)\n"
+            "  --batch N           global batch, sequences per step (default 512)\n"
+            "Pins (as srun's --ptrain-*; default: the search chooses):\n"
+            "  --mode M            auto, 1d, 2d, 2.5d, 3d\n"
+            "  --tp N, --tp-depth N, --sp N, --pp N, --zero N, --microbatches N\n"
+            "  --virtual-stages V, --pp-split N,N,...\n"
+            "  --schedule S        gpipe, 1f1b, interleaved\n"
+            "  --recompute R       none, block, attention\n"
+            "  --precision P       fp32, bf16 (bf16 activations and GEMMs at the bf16 GEMM rate)\n"
+            "  --rank-order O      a permutation of D, P, T (cluster = DPT, spread = TPD)\n"
+            "  --tp-order O        the tp grid's axes slowest first, a permutation of 0, 1, 2\n"
+            "                      (2d: 012 rows on consecutive ranks, 021 columns)\n"
+            "Output:\n"
+            "Energy (Perseus's time-energy frontier of one iteration of the chosen plan):\n"
+            "  --energy            print the frontier, the max-clock and intrinsic-bloat points\n"
+            "  --energy-slowdown PCT  also the least-energy point within PCT %% of the max-clock time\n"
+            "  --energy-straggler MS  also the point at a straggler's iteration time (extrinsic)\n"
+            "  --power-model gpu|cpu  the modelled device (default: gpu when the node has GPUs)\n"
+            "  --energy-profile FILE  a profile measured by ptrain-run --profile-energy instead of\n"
+            "                      the power model\n"
+            "  --energy-plan-out FILE  write the intrinsic point's (with --energy-slowdown: the\n"
+            "                      deadline point's) clock of every instruction, for\n"
+            "                      ptrain-run --energy-plan FILE\n"
+            "  --json              the result as JSON\n"
+            "  --env               the PTRAIN_* lines the plugin would inject\n"
+            "  --help, --version   this text; the version\n"
+            "exit: 0 planned, 2 bad input or no plan fits, 3 out of memory or write failure\n",
+            pt_model_preset_names());
+}
+
+static int parse_pos(const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "ptrain-plan: invalid --%s '%s' (valid: an integer %d..%d)\n", opt, s, lo, hi);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_real(const char *opt, const char *s, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !(v > 0) || v > 1e12) {
+        fprintf(stderr, "ptrain-plan: invalid --%s '%s' (valid: a positive number)\n", opt, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_topology(const char *s, topo_arg *t)
+{
+    if (pt_topo_plan_arg_parse("--topology", s, t->path, sizeof t->path, &t->count) == 0) return 0;
+    fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
+    return -1;
+}
+
+/* The command line (plan_tool.h). */
+int plan_options(int argc, char **argv, plan_cmdline *op)
+{
+    static const struct option opts[] = {
+        {"topology", required_argument, 0, 'T'},     {"nodes", required_argument, 0, 'N'},
+        {"tasks-per-node", required_argument, 0, 'n'}, {"model", required_argument, 0, 'm'},
+        {"batch", required_argument, 0, 'b'},        {"mode", required_argument, 0, 'M'},
+        {"tp", required_argument, 0, 't'},           {"tp-depth", required_argument, 0, 'd'},
+        {"sp", required_argument, 0, 's'},           {"pp", required_argument, 0, 'p'},
+        {"zero", required_argument, 0, 'z'},         {"microbatches", required_argument, 0, 'u'},
+        {"schedule", required_argument, 0, 'S'},     {"recompute", required_argument, 0, 'r'},
+        {"mem-gb", required_argument, 0, 'G'},       {"inter-gbps", required_argument, 0, 'I'},
+        {"gemm-gflops", required_argument, 0, 'F'},  {"json", no_argument, 0, 'j'},
+        {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},            {"energy", no_argument, 0, 'E'},
+        {"energy-slowdown", required_argument, 0, 'L'}, {"energy-straggler", required_argument, 0, 'K'},
+        {"power-model", required_argument, 0, 'P'},   {"rank-order", required_argument, 0, 'O'},
+        {"energy-profile", required_argument, 0, 'R'}, {"energy-plan-out", required_argument, 0, 'W'},
+        {"tp-order", required_argument, 0, 'Q'},      {"mixed-nodes", required_argument, 0, 'X'},
+        {"virtual-stages", required_argument, 0, 'v'}, {"pp-split", required_argument, 0, 'Y'},
+        {"precision", required_argument, 0, 'C'},     {"gemm-gflops-bf16", required_argument, 0, 'B'},
+        {0, 0, 0, 0}};
+    /* the pins and their request keys (lib/plan/planner.h's builder) */
+    static const struct { int c; const char *key; } pins[] = {
+        {'M', "mode"}, {'t', "tp"}, {'d', "tp-depth"}, {'s', "sp"}, {'p', "pp"}, {'z', "zero"},
+        {'u', "microbatches"}, {'S', "schedule"}, {'r', "recompute"}, {'O', "rank-order"}, {'Q', "tp-order"},
+        {'v', "virtual-stages"}, {'Y', "pp-split"}, {'m', "model"}, {'C', "precision"}};
+    memset(op, 0, sizeof *op);
+    op->batch = 512;
+    int c;
+    pt_plan_limits_default(&op->lim);
+    op->lim.flag_prefix = "--"; /* the planner's messages name this tool's flags */
+    pt_plan_request_init(&op->req, PT_MODE_AUTO);
+    if (pt_plan_request_set(&op->req, NULL, "model", "--model", "gpt2-124M") < 0) return EXIT_FAIL;
+    op->req.pinned &= ~(unsigned)PT_PIN_MODEL; /* ptrain-plan's default model, not the user's */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+        int bad = 0;
+        const char *key = NULL;
+        for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++)
+            if (pins[i].c == c) key = pins[i].key;
+        if (key) {
+            char what[32];
+            snprintf(what, sizeof what, "--%s", key);
+            if (c == 'M' && strcmp(optarg, "off") == 0) {
+                fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", optarg);
+                return EXIT_BAD;
+            }
+            if (pt_plan_request_set(&op->req, NULL, key, what, optarg) < 0) {
+                fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
+                return EXIT_BAD;
+            }
+            continue;
+        }
+        switch (c) {
+        case 'T':
+            if (op->ntopo == MAX_TOPOLOGIES) {
+                fprintf(stderr, "ptrain-plan: more than %d --topology options (valid: at most %d node models)\n",
+                        MAX_TOPOLOGIES, MAX_TOPOLOGIES);
+                return EXIT_BAD;
+            }
+            if (parse_topology(optarg, &op->topo[op->ntopo++]) < 0) return EXIT_BAD;
+            break;
+        case 'N': bad = parse_pos("nodes", optarg, 1, 1 << 20, &op->nodes); break;
+        case 'n': bad = parse_pos("tasks-per-node", optarg, 1, 1 << 16, &op->tpn); break;
+        case 'b':
+            bad = parse_pos("batch", optarg, 1, 1 << 24, &op->batch);
+            op->req.pinned |= PT_PIN_BATCH;
+            break;
+        case 'X':
+            if (strcmp(optarg, "adapt") && strcmp(optarg, "refuse")) {
+                fprintf(stderr, "ptrain-plan: invalid --mixed-nodes '%s' (valid: adapt, refuse)\n", optarg);
+                return EXIT_BAD;
+            }
+            op->lim.mixed = strcmp(optarg, "refuse") == 0 ? PT_MIXED_REFUSE : PT_MIXED_ADAPT;
+            break;
+        case 'G': bad = parse_real("mem-gb", optarg, &op->ov.mem_gb); break;
+        case 'I': bad = parse_real("inter-gbps", optarg, &op->ov.inter_gbps); break;
+        case 'F': bad = parse_real("gemm-gflops", optarg, &op->ov.gemm_gflops); break;
+        case 'B': bad = parse_real("gemm-gflops-bf16", optarg, &op->ov.gemm_gflops_bf16); break;
+        case 'j':
+        case 'e':
+            if (op->out && op->out != c) {
+                fprintf(stderr, "ptrain-plan: --json and --env exclude each other\n");
+                return EXIT_BAD;
+            }
+            op->out = c;
+            break;
+        case 'E': op->energy = 1; break;
+        case 'L':
+            bad = parse_real("energy-slowdown", optarg, &op->slowdown);
+            if (!bad && op->slowdown > 1000) {
+                fprintf(stderr, "ptrain-plan: invalid --energy-slowdown '%s' (valid: a percentage in (0, 1000])\n",
+                        optarg);
+                bad = 1;
+            }
+            op->slowdown /= 100;
+            op->energy = 1;
+            break;
+        case 'K':
+            bad = parse_real("energy-straggler", optarg, &op->straggler);
+            op->straggler /= 1e3;
+            op->energy = 1;
+            break;
+        case 'P':
+            if (!pt_energy_power_model_named(optarg)) {
+                fprintf(stderr, "ptrain-plan: invalid --power-model '%s' (valid: gpu, cpu)\n", optarg);
+                return EXIT_BAD;
+            }
+            op->power_model = optarg;
+            op->energy = 1;
+            break;
+        case 'R': op->profile_path = optarg; op->energy = 1; break;
+        case 'W': op->plan_out = optarg; op->energy = 1; break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("ptrain-plan (ptrain) %s\n", PACKAGE_VERSION); return 0;
+        default:
+            fprintf(stderr, "ptrain-plan: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+            return EXIT_BAD;
+        }
+        if (bad) return EXIT_BAD;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "ptrain-plan: unexpected argument '%s' (see --help)\n", argv[optind]);
+        return EXIT_BAD;
+    }
+    if (op->profile_path && op->power_model) {
+        fprintf(stderr, "ptrain-plan: --power-model and --energy-profile exclude each other (the profile holds "
+                        "measured clocks, times and energy)\n");
+        return EXIT_BAD;
+    }
+    /* the plan file's name, checked before planning (the profile is read
+     * after it, where it is used) */
+    if (op->plan_out && pt_output_check(op->plan_out) != PT_OK) {
+        fprintf(stderr, "ptrain-plan: --energy-plan-out: %s\n", pt_errmsg());
+        return EXIT_BAD;
+    }
+    op->req.global_batch = op->batch;
+    if (op->req.plan.tp_depth > 0 && op->req.plan.mode != PT_MODE_2P5D) {
+        fprintf(stderr, "ptrain-plan: --tp-depth=%d is for --mode=2.5d, but the mode is %s (valid: --mode=2.5d, "
+                "or no --tp-depth)\n", op->req.plan.tp_depth, pt_mode_name(op->req.plan.mode));
+        return EXIT_BAD;
+    }
+    return -1;
+}
