@@ -140,7 +140,7 @@ int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *
             rc = PT_EINVAL;
             goto out;
         }
-        *cfg = (pt_gpt_config){ms.n_layer, ms.n_head, ms.n_embd, ms.seq_len, ms.vocab};
+        *cfg = ms;
         snprintf(from, fn, "--model %s", model);
     } else if ((rc = hf_config(file, cfg, from, fn)) == 1) {
         rc = pt_fail(PT_EINVAL, "%s: no config.json beside it to give the model's shape: give --model NAME or "

@@ -292,7 +292,7 @@ uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world)
      * fit were judged for them) */
     if (mine.v[F_PLAN_MODEL] || mine.v[F_PLAN_BATCH]) {
         const pt_gpt_config *c = &s->cfg;
-        const pt_model_shape run_m = {c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab};
+        const pt_model_shape run_m = *c;
         const pt_model_shape *pm = &s->plan_model;
         if (mine.v[F_PLAN_MODEL] != shape_id(&run_m) || mine.v[F_PLAN_BATCH] != s->o.batch) {
             if (run_rank == 0)

@@ -140,7 +140,7 @@ static double gib(double b) { return b / (1024.0 * 1024.0 * 1024.0); }
 static double plan_peak(const run_setup *s, const pt_plan *p, long batch)
 {
     const pt_gpt_config *c = &s->cfg;
-    pt_model_shape m = {c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab};
+    pt_model_shape m = *c;
     pt_cost cost;
     if (batch > INT_MAX || pt_cost_eval(&m, (int)batch, p, NULL, NULL, &cost) < 0) return 0;
     return cost.mem_peak;

@@ -206,7 +206,7 @@ static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_en
     /* the model and batch this run trains (already from PTRAIN_MODEL and
      * PTRAIN_BATCH when no flag gave them) */
     snprintf(r->model_name, sizeof r->model_name, "%.63s", o->model);
-    r->model = (pt_model_shape){cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab};
+    r->model = *cfg;
     if (o->batch > INT_MAX) return pt_fail(PT_EINVAL, "--batch %ld is too large (valid: at most %d)", o->batch, INT_MAX);
     r->global_batch = (int)o->batch;
     r->pinned |= PT_PIN_MODEL | PT_PIN_BATCH;

@@ -62,11 +62,8 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     run_opts *o = &s->o;
     if (run_parse_args(argc, argv, o) < 0) return -1;
     pt_gpt_config *cfg = &s->cfg;
-    {   /* a preset name or L,H,C,T,V (the names of lib/plan/cost.h, shared with the plugin) */
-        pt_model_shape ms;
-        if (pt_model_shape_parse(o->model_what, o->model, &ms) < 0) return PT_EINVAL;
-        *cfg = (pt_gpt_config){ms.n_layer, ms.n_head, ms.n_embd, ms.seq_len, ms.vocab};
-    }
+    /* a preset name or L,H,C,T,V (lib/contract/model.c's names, shared with the plugin) */
+    if (pt_model_shape_parse(o->model_what, o->model, cfg) < 0) return PT_EINVAL;
     if (o->layers) cfg->n_layer = o->layers;
     if (o->heads) cfg->n_head = o->heads;
     if (o->embd) cfg->n_embd = o->embd;

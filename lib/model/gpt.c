@@ -15,11 +15,7 @@ const char *pt_gpt_preset_names(void) { return pt_model_preset_names(); }
 
 int pt_gpt_preset(const char *name, pt_gpt_config *cfg)
 {
-    pt_model_shape s;
-    if (pt_model_preset(name, &s) == 0) {
-        *cfg = (pt_gpt_config){s.n_layer, s.n_head, s.n_embd, s.seq_len, s.vocab};
-        return PT_OK;
-    }
+    if (pt_model_preset(name, cfg) == 0) return PT_OK;
     return pt_fail(PT_EINVAL, "unknown model '%s'; valid: %s", name, pt_gpt_preset_names());
 }
 

@@ -30,14 +30,14 @@
 #ifndef PTRAIN_GPT_H
 #define PTRAIN_GPT_H
 #include "backend/ops.h"
+#include "contract/model.h"
 #include "core/core.h"
 #include "parallel/layout.h"
 
-typedef struct pt_gpt_config {
-    int n_layer, n_head, n_embd; /* L, heads, C */
-    int seq_len;                 /* maximum T (rows of the position embedding) */
-    int vocab;                   /* V, e.g. 50257 for GPT-2's BPE */
-} pt_gpt_config;
+/* The model config is the contract's one struct (lib/contract/model.h:
+ * L, heads, C, T, V), the same the planner and the plugin parse; here its
+ * seq_len is the maximum T (rows of the position embedding). */
+typedef pt_model_shape pt_gpt_config;
 
 /* Named presets: "test" (L2 H4 C64 T32), "tiny" (L4 H4 C128 T64),
  * "small" (L4 H4 C256 T128, the benchmark preset), "gpt2-124M" (L12 H12
