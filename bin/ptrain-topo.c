@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 #include "backend/blas.h"
+#include "bin/tool_util.h"
 #include "core/core.h"
 #include "core/file.h"
 #include "topo/topo.h"
@@ -19,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EXIT_WARN = 1, EXIT_BAD = 2, EXIT_FAIL = 3 };
+enum { EXIT_WARN = PT_EXIT_FAIL, EXIT_BAD = PT_EXIT_INPUT, EXIT_FAIL = PT_EXIT_FAIL }; /* bin/tool_util.h */
 
 static void usage(FILE *f)
 {

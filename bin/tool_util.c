@@ -2,10 +2,13 @@
 /* Helpers shared by the command-line tools; see tool_util.h. */
 #include "config.h"
 #include "bin/tool_util.h"
+#include "data/shard.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+_Static_assert(PT_EXIT_CHANGED == PT_SHARD_CHANGED_EXIT, "the shard reader's _exit status is the tools' exit 4");
 
 int tool_die(int status, const char *fmt, ...)
 {

@@ -6,6 +6,19 @@
 #define PTRAIN_TOOL_UTIL_H
 #include <stdio.h>
 
+/* Exit statuses, one meaning each in every tool (each man page's EXIT
+ * STATUS lists those its tool uses):
+ *   0 success (also --help, --version);
+ *   1 a failure while working (out of memory, a write that failed) or a
+ *     problem the tool was asked to find (ptrain-ckpt verify, ptrain-topo
+ *     --strict warnings);
+ *   2 bad input, one line naming it (options, files, values; a plan that
+ *     does not fit);
+ *   3 ptrain-run only: a peer rank died, stopped or hung, the job aborted;
+ *   4 a token shard changed or was truncated under the reader
+ *     (lib/data/shard.h's PT_SHARD_CHANGED_EXIT, asserted in tool_util.c). */
+enum { PT_EXIT_OK = 0, PT_EXIT_FAIL = 1, PT_EXIT_INPUT = 2, PT_EXIT_PEER = 3, PT_EXIT_CHANGED = 4 };
+
 /* The tool's name ("ptrain-data"), defined by each tool; it starts every
  * message of tool_die and tool_version. */
 extern const char *const tool_name;

@@ -9,11 +9,12 @@
  *
  * Each stage returns -1 to go on, or the exit status to leave with after
  * printing one line on stderr (ptrain-plan(1), EXIT STATUS): 0 (--help,
- * --version), EXIT_BAD (2) bad input or no plan fits, EXIT_FAIL (3) out
+ * --version), EXIT_BAD (2) bad input or no plan fits, EXIT_FAIL (1) out
  * of memory or a write failure.  A stage that fails frees what the stages
  * before it made. */
 #ifndef PTRAIN_PLAN_TOOL_H
 #define PTRAIN_PLAN_TOOL_H
+#include "bin/tool_util.h"
 #include "core/core.h"
 #include "energy/profile.h"
 #include "plan/energy.h"
@@ -23,7 +24,7 @@
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
 
-enum { EXIT_BAD = 2, EXIT_FAIL = 3 };
+enum { EXIT_BAD = PT_EXIT_INPUT, EXIT_FAIL = PT_EXIT_FAIL }; /* bin/tool_util.h */
 
 /* One --topology FILE[:COUNT]: the file and its node count (0 = none
  * given), as pt_topo_plan_arg_parse reads it (ptrain-run's too). */

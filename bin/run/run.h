@@ -27,6 +27,7 @@
  */
 #ifndef PTRAIN_RUN_H
 #define PTRAIN_RUN_H
+#include "bin/tool_util.h"
 #include "core/core.h"
 #include "data/shard.h"
 #include "model/gpt.h"
@@ -37,7 +38,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { RUN_EXIT_OK = 0, RUN_EXIT_FAIL = 1, RUN_EXIT_INPUT = 2, RUN_EXIT_PEER = 3 };
+enum { RUN_EXIT_OK = PT_EXIT_OK, RUN_EXIT_FAIL = PT_EXIT_FAIL, RUN_EXIT_INPUT = PT_EXIT_INPUT, RUN_EXIT_PEER = PT_EXIT_PEER }; /* bin/tool_util.h */
 /* where a rank trains (--device) */
 enum { RUN_DEVICE_CPU = 0, RUN_DEVICE_CUDA = 1 };
 

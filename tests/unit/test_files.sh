@@ -152,7 +152,7 @@ if [ -w /dev/full ]; then
         sh -c "exec '$pd' info '$tmp/valA' >/dev/full"
     refuse "ptrain-data prepare >/dev/full" 1 "prepare: cannot write standard output: No space left on device" \
         sh -c "exec '$pd' prepare --out '$tmp/full' '$tmp/a.txt' >/dev/full"
-    refuse "ptrain-topo --json >/dev/full" 3 "cannot write standard output: No space left on device" \
+    refuse "ptrain-topo --json >/dev/full" 1 "cannot write standard output: No space left on device" \
         sh -c "exec '$topo' --topology '$xml' --json >/dev/full"
 else
     ok "writes to /dev/full # SKIP no writable /dev/full"
