@@ -256,7 +256,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
     if (o.resume) start_step = run_ckpt_resume(&o, &tr, &plan, &cfg);
     if (o.save_dir) run_ckpt_catch_signals();
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
-    if (!in || !tg) run_agree(pt_fail(PT_ENOMEM, "out of memory"), "batch");
+    /* a collective: every rank takes part, with its own allocation's status */
+    run_agree(in && tg ? PT_OK : pt_fail(PT_ENOMEM, "out of memory"), "batch");
 
     const double tok_per_step = (double)o.batch * T;
     const double flops_tok = pt_gpt_flops_per_token(&cfg, T);

@@ -232,4 +232,20 @@ peer_test STOP "rank 1 stopped mid-run, --watchdog 5" "rank 0: no progress for .
 peer_test STOP "rank 1 stopped mid-run, default --watchdog" "rank 0: rank 1 (host .*) sent no heartbeat for [0-9]* s: it died or hangs"
 expect "PTRAIN_HEARTBEAT=abc on rank 1 of 2" 2 "rank 1: invalid PTRAIN_HEARTBEAT='abc' (valid: 0 = off, or seconds from 3 to 3600)" \
     -np 1 $R : -np 1 env PTRAIN_HEARTBEAT=abc $R
+# an allocation that fails on one rank only (the batch buffers, after the
+# model: tests/mpi/fail_alloc.c fails malloc(Bl*T*4) once, in ptrain-run's own
+# code): every rank exits 1 with rank 1's line (the agreement once ran on the
+# failing rank alone, and the others waited for it)
+fa=$top_builddir/tests/mpi/.libs/fail_alloc.so
+exe=$top_builddir/.libs/ptrain-run; [ -f "$exe" ] || exe=$top_builddir/.libs/lt-ptrain-run; [ -f "$exe" ] || exe=$run
+if [ ! -f "$fa" ]; then
+    ok "malloc of the batch fails on rank 1 of 2 # SKIP tests/mpi/fail_alloc.la not built"
+elif grep -qa __asan_init "$exe"; then
+    ok "malloc of the batch fails on rank 1 of 2 # SKIP ASan build (it owns malloc)"
+else
+    # --batch 14 over dp=2: Bl*T*4 = 7*32*4 = 896 bytes
+    R14="$run --model test --data synthetic:$seed --steps 2 --batch 14 --val-every 0"
+    expect "malloc of the batch fails on rank 1 of 2" 1 "rank 1: batch: out of memory" \
+        -np 1 $R14 : -np 1 env LD_PRELOAD="$fa" PTRAIN_TEST_FAIL_MALLOC=896 $R14
+fi
 done_testing
