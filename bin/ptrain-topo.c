@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { EXIT_WARN = PT_EXIT_FAIL, EXIT_BAD = PT_EXIT_INPUT, EXIT_FAIL = PT_EXIT_FAIL }; /* bin/tool_util.h */
 
 static void usage(FILE *f)
 {
@@ -241,7 +240,7 @@ int main(int argc, char **argv)
         case 't': topology = optarg; break;
         case 'l': load = optarg; break;
         case 'j': case 'x': case 'g':
-            if (out && out != c) { fprintf(stderr, "ptrain-topo: --json, --xml and --gres exclude each other\n"); return EXIT_BAD; }
+            if (out && out != c) { fprintf(stderr, "ptrain-topo: --json, --xml and --gres exclude each other\n"); return PT_EXIT_INPUT; }
             out = c; break;
         case 'p': probe = 1; break;
         case 'q': probe = quick = 1; break;
@@ -252,33 +251,33 @@ int main(int argc, char **argv)
         case 'V': printf("ptrain-topo (ptrain) %s\n", PACKAGE_VERSION); return 0;
         default:
             fprintf(stderr, "ptrain-topo: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
-            return EXIT_BAD;
+            return PT_EXIT_INPUT;
         }
     }
-    if (optind < argc) { fprintf(stderr, "ptrain-topo: unexpected argument '%s' (see --help)\n", argv[optind]); return EXIT_BAD; }
-    if (topology && load) { fprintf(stderr, "ptrain-topo: --topology and --load exclude each other\n"); return EXIT_BAD; }
+    if (optind < argc) { fprintf(stderr, "ptrain-topo: unexpected argument '%s' (see --help)\n", argv[optind]); return PT_EXIT_INPUT; }
+    if (topology && load) { fprintf(stderr, "ptrain-topo: --topology and --load exclude each other\n"); return PT_EXIT_INPUT; }
     if (energy) { /* this machine's energy sources and clocks (lib/energy/probe.h); nothing else */
         if (topology || load || probe || save || out || strict) {
             fprintf(stderr, "ptrain-topo: --energy reports this machine's energy sources and clocks; it takes no "
                             "other option\n");
-            return EXIT_BAD;
+            return PT_EXIT_INPUT;
         }
         char buf[16384];
         pt_energy_probe(buf, sizeof buf);
         printf("Energy of this machine (what this user can measure and set; nothing is changed):\n%s", buf);
         if (fflush(stdout) != 0 || ferror(stdout)) {
             fprintf(stderr, "ptrain-topo: cannot write standard output\n");
-            return EXIT_FAIL;
+            return PT_EXIT_FAIL;
         }
         return 0;
     }
     if (probe && (topology || load)) {
         fprintf(stderr, "ptrain-topo: --probe measures this machine; it cannot be combined with --topology or --load\n");
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     if (probe && getenv(PT_TOPO_ENV) && *getenv(PT_TOPO_ENV)) {
         fprintf(stderr, "ptrain-topo: --probe measures this machine, but $%s names '%s'\n", PT_TOPO_ENV, getenv(PT_TOPO_ENV));
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
 
     int rank = 0, rc;
@@ -292,15 +291,15 @@ int main(int argc, char **argv)
      * again when it writes */
     if (save && rank == 0 && pt_output_check(save) != PT_OK) {
         fprintf(stderr, "ptrain-topo: --save: %s\n", pt_errmsg());
-        if (probe) MPI_Abort(MPI_COMM_WORLD, EXIT_BAD);
-        return EXIT_BAD;
+        if (probe) MPI_Abort(MPI_COMM_WORLD, PT_EXIT_INPUT);
+        return PT_EXIT_INPUT;
     }
     pt_topo t;
     rc = load ? pt_topo_load_file(&t, load) : pt_topo_load_hwloc(&t, topology);
     if (rc) {
         fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg());
-        if (probe) MPI_Abort(MPI_COMM_WORLD, EXIT_BAD);
-        return EXIT_BAD;
+        if (probe) MPI_Abort(MPI_COMM_WORLD, PT_EXIT_INPUT);
+        return PT_EXIT_INPUT;
     }
     if (probe) {
         pt_probe_mpi_opts po = pt_probe_mpi_defaults(quick);
@@ -329,7 +328,7 @@ int main(int argc, char **argv)
         if (rc) {
             fprintf(stderr, "ptrain-topo: rank %d: %s\n", rank, pt_errmsg());
             pt_topo_free(&t);
-            MPI_Abort(MPI_COMM_WORLD, EXIT_FAIL);
+            MPI_Abort(MPI_COMM_WORLD, PT_EXIT_FAIL);
         }
     }
     int status = 0;
@@ -338,13 +337,13 @@ int main(int argc, char **argv)
         int nw = pt_topo_warnings(&t, wbuf, sizeof wbuf);
         if (save && (rc = pt_topo_save(&t, save)) != PT_OK) {
             fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg());
-            status = EXIT_FAIL;
+            status = PT_EXIT_FAIL;
         }
         if (!status) {
             char *text = NULL;
             if (out == 'j' || out == 'x') {
                 rc = out == 'j' ? pt_topo_to_json(&t, &text) : pt_topo_to_xml(&t, &text);
-                if (rc) { fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg()); status = rc == PT_EUNSUPP ? EXIT_BAD : EXIT_FAIL; }
+                if (rc) { fprintf(stderr, "ptrain-topo: %s\n", pt_errmsg()); status = rc == PT_EUNSUPP ? PT_EXIT_INPUT : PT_EXIT_FAIL; }
                 else fputs(text, stdout);
                 free(text);
             } else if (out == 'g') {
@@ -356,11 +355,11 @@ int main(int argc, char **argv)
                 report(&t);
             }
         }
-        if (!status && strict && nw > 0) status = EXIT_WARN;
+        if (!status && strict && nw > 0) status = PT_EXIT_FAIL;
         errno = 0;
         if ((fflush(stdout) != 0 || ferror(stdout)) && !status) {
             fprintf(stderr, "ptrain-topo: cannot write standard output%s%s\n", errno ? ": " : "", errno ? strerror(errno) : "");
-            status = EXIT_FAIL;
+            status = PT_EXIT_FAIL;
         }
     }
     pt_topo_free(&t);

@@ -20,12 +20,12 @@ int plan_machine(plan_cmdline *op, plan_run *run)
     if (op->ntopo > 1 && counted < op->ntopo) {
         fprintf(stderr, "ptrain-plan: with %d --topology options each needs its node count (valid: FILE:COUNT, e.g. "
                 "--topology a.xml:4 --topology b.xml:2)\n", op->ntopo);
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     if (counted && op->nodes && op->nodes != sum) {
         fprintf(stderr, "ptrain-plan: --nodes %d, but the --topology counts add up to %d nodes (valid: --nodes %d, or "
                 "no --nodes)\n", op->nodes, sum, sum);
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     if (counted) op->nodes = sum;
     if (!op->nodes) op->nodes = 1;
@@ -39,7 +39,7 @@ int plan_machine(plan_cmdline *op, plan_run *run)
         if (pt_topo_plan_load(op->ntopo ? op->topo[k].path : NULL, "--topology", 0, &t[k], &from, NULL, 0) < 0) {
             fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
             for (int j = 0; j < k; j++) pt_topo_free(&t[j]);
-            return EXIT_BAD;
+            return PT_EXIT_INPUT;
         }
         models[k] = &t[k];
         snprintf(run->names[k], sizeof run->names[k], "%s", t[k].source);
@@ -51,7 +51,7 @@ int plan_machine(plan_cmdline *op, plan_run *run)
     int *kind_of = malloc(sizeof(int) * (size_t)op->nodes);
     if (!run->tasks || !kind_of) {
         fprintf(stderr, "ptrain-plan: out of memory\n");
-        return EXIT_FAIL;
+        return PT_EXIT_FAIL;
     }
     for (int i = 0, k = 0, left = op->ntopo ? op->topo[0].count : op->nodes; i < op->nodes; i++) {
         while (counted && left == 0 && k + 1 < run->nkinds) left = op->topo[++k].count;
@@ -66,7 +66,7 @@ int plan_machine(plan_cmdline *op, plan_run *run)
     if (rc < 0) {
         fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
         free(run->tasks);
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     return -1;
 }
@@ -83,7 +83,7 @@ int plan_search(plan_cmdline *op, plan_run *run)
         pt_planner_free(run->pl);
         pt_plan_machine_free(&run->mach);
         free(run->tasks);
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     const pt_plan chosen = *pt_planner_plan(run->pl);
     if (pt_planner_notes(run->pl)[0]) fprintf(stderr, "%s\n", pt_planner_notes(run->pl));
@@ -101,7 +101,7 @@ int plan_search(plan_cmdline *op, plan_run *run)
         pt_planner_free(run->pl);
         pt_plan_machine_free(&run->mach);
         free(run->tasks);
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     if (op->energy)
         erc = plan_energy(&m, op->batch, &chosen, &cl->hw, pt_energy_power_model_named(op->power_model),
@@ -112,7 +112,7 @@ int plan_search(plan_cmdline *op, plan_run *run)
         pt_planner_free(run->pl);
         pt_plan_machine_free(&run->mach);
         free(run->tasks);
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     if (op->plan_out) {
         /* the chosen point's clocks, for ptrain-run --energy-plan FILE */
@@ -127,7 +127,7 @@ int plan_search(plan_cmdline *op, plan_run *run)
         if (k < 0 || pt_energy_plan_save(op->plan_out, &run->edag, &run->eprof, &run->efront.p[k], &run->efront, point,
                                          &meta) != PT_OK) {
             fprintf(stderr, "ptrain-plan: --energy-plan-out: %s\n", k < 0 ? "no frontier point" : pt_errmsg());
-            run->status = EXIT_FAIL;
+            run->status = PT_EXIT_FAIL;
         } else {
             fprintf(stderr, "ptrain-plan: wrote the %s point's clocks of %d instructions to %s\n", point, run->edag.n,
                     op->plan_out);

@@ -29,6 +29,6 @@ int main(int argc, char **argv)
     pt_planner_free(run.pl);
     pt_plan_machine_free(&run.mach);
     free(run.tasks);
-    if (fflush(stdout) != 0 && !status) status = EXIT_FAIL;
+    if (fflush(stdout) != 0 && !status) status = PT_EXIT_FAIL;
     return status;
 }

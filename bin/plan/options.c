@@ -134,7 +134,7 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
     pt_plan_limits_default(&op->lim);
     op->lim.flag_prefix = "--"; /* the planner's messages name this tool's flags */
     pt_plan_request_init(&op->req, PT_MODE_AUTO);
-    if (pt_plan_request_set(&op->req, NULL, "model", "--model", "gpt2-124M") < 0) return EXIT_FAIL;
+    if (pt_plan_request_set(&op->req, NULL, "model", "--model", "gpt2-124M") < 0) return PT_EXIT_FAIL;
     op->req.pinned &= ~(unsigned)PT_PIN_MODEL; /* ptrain-plan's default model, not the user's */
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
@@ -147,11 +147,11 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
             snprintf(what, sizeof what, "--%s", key);
             if (c == 'M' && strcmp(optarg, "off") == 0) {
                 fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", optarg);
-                return EXIT_BAD;
+                return PT_EXIT_INPUT;
             }
             if (pt_plan_request_set(&op->req, NULL, key, what, optarg) < 0) {
                 fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
-                return EXIT_BAD;
+                return PT_EXIT_INPUT;
             }
             continue;
         }
@@ -160,9 +160,9 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
             if (op->ntopo == MAX_TOPOLOGIES) {
                 fprintf(stderr, "ptrain-plan: more than %d --topology options (valid: at most %d node models)\n",
                         MAX_TOPOLOGIES, MAX_TOPOLOGIES);
-                return EXIT_BAD;
+                return PT_EXIT_INPUT;
             }
-            if (parse_topology(optarg, &op->topo[op->ntopo++]) < 0) return EXIT_BAD;
+            if (parse_topology(optarg, &op->topo[op->ntopo++]) < 0) return PT_EXIT_INPUT;
             break;
         case 'N': bad = parse_pos("nodes", optarg, 1, 1 << 20, &op->nodes); break;
         case 'n': bad = parse_pos("tasks-per-node", optarg, 1, 1 << 16, &op->tpn); break;
@@ -173,7 +173,7 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
         case 'X':
             if (strcmp(optarg, "adapt") && strcmp(optarg, "refuse")) {
                 fprintf(stderr, "ptrain-plan: invalid --mixed-nodes '%s' (valid: adapt, refuse)\n", optarg);
-                return EXIT_BAD;
+                return PT_EXIT_INPUT;
             }
             op->lim.mixed = strcmp(optarg, "refuse") == 0 ? PT_MIXED_REFUSE : PT_MIXED_ADAPT;
             break;
@@ -185,7 +185,7 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
         case 'e':
             if (op->out && op->out != c) {
                 fprintf(stderr, "ptrain-plan: --json and --env exclude each other\n");
-                return EXIT_BAD;
+                return PT_EXIT_INPUT;
             }
             op->out = c;
             break;
@@ -208,7 +208,7 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
         case 'P':
             if (!pt_energy_power_model_named(optarg)) {
                 fprintf(stderr, "ptrain-plan: invalid --power-model '%s' (valid: gpu, cpu)\n", optarg);
-                return EXIT_BAD;
+                return PT_EXIT_INPUT;
             }
             op->power_model = optarg;
             op->energy = 1;
@@ -219,30 +219,30 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
         case 'V': printf("ptrain-plan (ptrain) %s\n", PACKAGE_VERSION); return 0;
         default:
             fprintf(stderr, "ptrain-plan: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
-            return EXIT_BAD;
+            return PT_EXIT_INPUT;
         }
-        if (bad) return EXIT_BAD;
+        if (bad) return PT_EXIT_INPUT;
     }
     if (optind < argc) {
         fprintf(stderr, "ptrain-plan: unexpected argument '%s' (see --help)\n", argv[optind]);
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     if (op->profile_path && op->power_model) {
         fprintf(stderr, "ptrain-plan: --power-model and --energy-profile exclude each other (the profile holds "
                         "measured clocks, times and energy)\n");
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     /* the plan file's name, checked before planning (the profile is read
      * after it, where it is used) */
     if (op->plan_out && pt_output_check(op->plan_out) != PT_OK) {
         fprintf(stderr, "ptrain-plan: --energy-plan-out: %s\n", pt_errmsg());
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     op->req.global_batch = op->batch;
     if (op->req.plan.tp_depth > 0 && op->req.plan.mode != PT_MODE_2P5D) {
         fprintf(stderr, "ptrain-plan: --tp-depth=%d is for --mode=2.5d, but the mode is %s (valid: --mode=2.5d, "
                 "or no --tp-depth)\n", op->req.plan.tp_depth, pt_mode_name(op->req.plan.mode));
-        return EXIT_BAD;
+        return PT_EXIT_INPUT;
     }
     return -1;
 }

@@ -104,7 +104,7 @@ static json_t *cand_json(const pt_candidate *c)
 }
 
 /* --json: the machine, the plan, the runners-up (and the frontier) as one
- * JSON object on stdout; 0, or EXIT_FAIL out of memory. */
+ * JSON object on stdout; 0, or PT_EXIT_FAIL out of memory. */
 static int print_json(const plan_cmdline *op, plan_run *run)
 {
     const pt_cluster *cl = &run->mach.cluster;
@@ -163,7 +163,7 @@ static int print_json(const plan_cmdline *op, plan_run *run)
     json_decref(root);
     if (!text) {
         fprintf(stderr, "ptrain-plan: out of memory\n");
-        status = EXIT_FAIL;
+        status = PT_EXIT_FAIL;
     } else {
         printf("%s\n", text);
         free(text);
@@ -172,7 +172,7 @@ static int print_json(const plan_cmdline *op, plan_run *run)
 }
 
 /* The machine, the planner's explanation (and the frontier) as text on
- * stdout; 0, or EXIT_FAIL out of memory. */
+ * stdout; 0, or PT_EXIT_FAIL out of memory. */
 static int print_text(const plan_cmdline *op, plan_run *run)
 {
     const pt_cluster *cl = &run->mach.cluster;
@@ -208,7 +208,7 @@ static int print_text(const plan_cmdline *op, plan_run *run)
     char *text = malloc(need);
     if (!text) {
         fprintf(stderr, "ptrain-plan: out of memory\n");
-        status = EXIT_FAIL;
+        status = PT_EXIT_FAIL;
     } else {
         pt_planner_explain(run->pl, text, need);
         fputs(text, stdout);
@@ -225,7 +225,7 @@ int plan_print(const plan_cmdline *op, plan_run *run)
     const pt_search_result *r = pt_planner_result(run->pl);
     int status = 0;
     if (op->out == 'e') {
-        if (pt_plan_export(&r->best.plan, print_env, NULL) != 0) status = EXIT_FAIL;
+        if (pt_plan_export(&r->best.plan, print_env, NULL) != 0) status = PT_EXIT_FAIL;
     } else if (op->out == 'j') {
         status = print_json(op, run);
     } else {

@@ -9,7 +9,7 @@
  *
  * Each stage returns -1 to go on, or the exit status to leave with after
  * printing one line on stderr (ptrain-plan(1), EXIT STATUS): 0 (--help,
- * --version), EXIT_BAD (2) bad input or no plan fits, EXIT_FAIL (1) out
+ * --version), PT_EXIT_INPUT (2) bad input or no plan fits, PT_EXIT_FAIL (1) out
  * of memory or a write failure.  A stage that fails frees what the stages
  * before it made. */
 #ifndef PTRAIN_PLAN_TOOL_H
@@ -24,7 +24,6 @@
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
 
-enum { EXIT_BAD = PT_EXIT_INPUT, EXIT_FAIL = PT_EXIT_FAIL }; /* bin/tool_util.h */
 
 /* One --topology FILE[:COUNT]: the file and its node count (0 = none
  * given), as pt_topo_plan_arg_parse reads it (ptrain-run's too). */
@@ -59,7 +58,7 @@ typedef struct plan_run {
     int *tasks;                    /* [nodes] tasks on each node */
     pt_plan_machine mach;
     pt_planner *pl;                /* the search, done */
-    int status;                    /* EXIT_FAIL when --energy-plan-out was not written, else 0 */
+    int status;                    /* PT_EXIT_FAIL when --energy-plan-out was not written, else 0 */
     pt_energy_dag edag;            /* --energy: the chosen plan's iteration, */
     pt_energy_profile eprof;       /* the profile it was priced with */
     pt_energy_frontier efront;     /* and its time-energy frontier */
@@ -68,8 +67,8 @@ typedef struct plan_run {
 
 /* ---- options.c ---- */
 /* Parse argv into *op (defaults first): -1 to go on, else the exit status
- * (0 after --help or --version, EXIT_BAD with one line for a bad option,
- * EXIT_FAIL when the default model cannot be set).  Checks --energy-plan-out
+ * (0 after --help or --version, PT_EXIT_INPUT with one line for a bad option,
+ * PT_EXIT_FAIL when the default model cannot be set).  Checks --energy-plan-out
  * (pt_output_check) without writing it. */
 int plan_options(int argc, char **argv, plan_cmdline *op);
 
@@ -78,19 +77,19 @@ int plan_options(int argc, char **argv, plan_cmdline *op);
  * give each node its kind and tasks, build run->mach (run->tasks,
  * run->names, run->nkinds); sets op->nodes and, when not given,
  * op->power_model ("gpu" when a node model has GPUs, else "cpu").  -1, or
- * EXIT_BAD / EXIT_FAIL with one line on stderr. */
+ * PT_EXIT_INPUT / PT_EXIT_FAIL with one line on stderr. */
 int plan_machine(plan_cmdline *op, plan_run *run);
 /* The planner's search over run->mach (its notes on stderr), then with
  * --energy the chosen plan's frontier (plan_energy, bin/plan_energy.h)
- * and with --energy-plan-out its point written (run->status EXIT_FAIL
- * when that fails; the output still follows).  -1, or EXIT_BAD with one
+ * and with --energy-plan-out its point written (run->status PT_EXIT_FAIL
+ * when that fails; the output still follows).  -1, or PT_EXIT_INPUT with one
  * line, everything freed. */
 int plan_search(plan_cmdline *op, plan_run *run);
 
 /* ---- output.c ---- */
 /* Print the plan to stdout as op->out asks: --env (pt_plan_export),
  * --json (one object: machine, best, runners-up, energy) or the text
- * explanation.  0, or EXIT_FAIL (out of memory, a write failure of
+ * explanation.  0, or PT_EXIT_FAIL (out of memory, a write failure of
  * --env). */
 int plan_print(const plan_cmdline *op, plan_run *run);
 

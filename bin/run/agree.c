@@ -199,7 +199,7 @@ uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world)
         int help = asked == RUN_ASKED_HELP, anyhelp = 0;
         MPI_Allreduce(&help, &anyhelp, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
         if (run_rank == 0) run_answer(anyhelp ? RUN_ASKED_HELP : RUN_ASKED_VERSION);
-        run_exit(RUN_EXIT_OK);
+        run_exit(PT_EXIT_OK);
     }
     startup_rec mine;
     fill_rec(&mine, ok, s);
@@ -210,7 +210,7 @@ uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world)
         if (run_rank == 0)
             fprintf(stderr, "ptrain-run: error: out of memory for the start-up agreement of %d ranks\n", world);
         free(all);
-        run_exit(RUN_EXIT_FAIL);
+        run_exit(PT_EXIT_FAIL);
     }
     MPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all, (int)sizeof mine, MPI_BYTE, MPI_COMM_WORLD);
     int *list = malloc(sizeof(int) * (size_t)world), nfail = 0, first = -1;
@@ -236,7 +236,7 @@ uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world)
         }
         free(list);
         free(all);
-        run_exit(RUN_EXIT_INPUT);
+        run_exit(PT_EXIT_INPUT);
     }
     /* every rank resolved a plan: all must hold rank 0's */
     char line[1024] = "";
@@ -285,7 +285,7 @@ uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world)
             fprintf(stderr, "ptrain-run: error: ranks disagree at start-up: %s (every rank must get the same "
                     "plan, model, data, options and ptrain build; under Slurm check the nodes' ptrain.conf "
                     "and PTRAIN_* settings)\n", line);
-        run_exit(RUN_EXIT_INPUT);
+        run_exit(PT_EXIT_INPUT);
     }
     /* every rank agrees: the plugin's plan must have been made for the
      * model and global batch this run trains (its memory and its layout's
@@ -304,7 +304,7 @@ uint64_t run_agree_startup(int ok, int asked, const run_setup *s, int world)
                         pm->n_layer, pm->n_head, pm->n_embd, pm->seq_len, pm->vocab, s->plan_model_text,
                         s->plan_batch, run_m.n_layer, run_m.n_head, run_m.n_embd, run_m.seq_len, run_m.vocab,
                         s->o.batch);
-            run_exit(RUN_EXIT_INPUT);
+            run_exit(PT_EXIT_INPUT);
         }
     }
     return h;
@@ -317,7 +317,7 @@ void run_agree(int rc, const char *what)
     MPI_Allreduce(&mine, &first, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (first == INT_MAX) return;
     if (run_rank == first) fprintf(stderr, "ptrain-run: error: rank %d: %s: %s\n", run_rank, what, pt_errmsg());
-    run_exit(RUN_EXIT_FAIL);
+    run_exit(PT_EXIT_FAIL);
 }
 
 void run_agree_collective(int rc, const char *what)
@@ -327,5 +327,5 @@ void run_agree_collective(int rc, const char *what)
     MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
     if (!any) return;
     if (run_rank == 0) fprintf(stderr, "ptrain-run: error: %s: %s\n", what, rc ? pt_errmsg() : "failed on another rank");
-    run_exit(RUN_EXIT_FAIL);
+    run_exit(PT_EXIT_FAIL);
 }

@@ -89,5 +89,5 @@ void run_ckpt_save(const run_opts *o, pt_train *tr, const pt_plan *plan, const p
     run_watchdog_beat("checkpoint");
     int rc = pt_ckpt_save(o->save_dir, tr, plan, cfg, cmeta, (int)o->keep, saved, len);
     if (rc && run_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step, pt_errmsg());
-    if (rc) run_exit(RUN_EXIT_FAIL);
+    if (rc) run_exit(PT_EXIT_FAIL);
 }

@@ -28,7 +28,7 @@ static void *abort_backstop(void *arg)
 {
     (void)arg;
     sleep(10);
-    _exit(RUN_EXIT_PEER);
+    _exit(PT_EXIT_PEER);
     return NULL;
 }
 
@@ -44,14 +44,14 @@ void run_abort_job(const char *line)
     pthread_attr_t at;
     if (pthread_attr_init(&at) == 0) {
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-        if (pthread_create(&th, &at, abort_backstop, NULL) != 0) _exit(RUN_EXIT_PEER);
+        if (pthread_create(&th, &at, abort_backstop, NULL) != 0) _exit(PT_EXIT_PEER);
         pthread_attr_destroy(&at);
     }
     int init = 0, fin = 0;
     MPI_Initialized(&init);
     MPI_Finalized(&fin);
-    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, RUN_EXIT_PEER);
-    _exit(RUN_EXIT_PEER);
+    if (init && !fin) MPI_Abort(MPI_COMM_WORLD, PT_EXIT_PEER);
+    _exit(PT_EXIT_PEER);
 }
 
 /* ---- watchdog ----------------------------------------------------------

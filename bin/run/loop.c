@@ -191,7 +191,7 @@ static int dry_run(const pt_pctx *ctx, const pt_plan *plan, const char *summary,
     }
     free(all);
     free(ranks);
-    return RUN_EXIT_OK;
+    return PT_EXIT_OK;
 }
 
 int run_train(run_setup *s, uint64_t agreed, int world)
@@ -424,8 +424,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         run_metrics_write(mf, rec);
     }
     run_energy_free(en);
-    int status = RUN_EXIT_OK;
-    if (run_metrics_close(mf) < 0) status = RUN_EXIT_FAIL;
+    int status = PT_EXIT_OK;
+    if (run_metrics_close(mf) < 0) status = PT_EXIT_FAIL;
     free(in);
     free(tg);
     pt_pipeline_free(&pipe);

@@ -23,7 +23,7 @@ static void job_nodes(int world, run_nodes *n)
     n->tpn = malloc(sizeof(int) * (size_t)world);
     if (!n->tpn) {
         fprintf(stderr, "ptrain-run: error: rank %d: out of memory for the node list\n", run_rank);
-        MPI_Abort(MPI_COMM_WORLD, RUN_EXIT_FAIL);
+        MPI_Abort(MPI_COMM_WORLD, PT_EXIT_FAIL);
     }
     if (pt_comm_nodes(&wc, n->tpn, &n->nnodes, &n->node) != PT_OK) {
         n->nnodes = 1; /* as one node of every rank; the agreement compares the plans */
@@ -35,7 +35,7 @@ static void job_nodes(int world, run_nodes *n)
 int main(int argc, char **argv)
 {
     int asked = 0;
-    if (run_early_exit(argc, argv, &asked)) return RUN_EXIT_OK;
+    if (run_early_exit(argc, argv, &asked)) return PT_EXIT_OK;
     /* A write to a peer's closed connection must fail with EPIPE, not kill
      * the rank: a peer that finished and left can close its sockets while
      * this rank still sends the heartbeat's last messages (srun, unlike

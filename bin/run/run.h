@@ -38,7 +38,6 @@
 #include <stdint.h>
 #include <stdio.h>
 
-enum { RUN_EXIT_OK = PT_EXIT_OK, RUN_EXIT_FAIL = PT_EXIT_FAIL, RUN_EXIT_INPUT = PT_EXIT_INPUT, RUN_EXIT_PEER = PT_EXIT_PEER }; /* bin/tool_util.h */
 /* where a rank trains (--device) */
 enum { RUN_DEVICE_CPU = 0, RUN_DEVICE_CUDA = 1 };
 
