@@ -36,13 +36,9 @@ const char *pt_cost_link_name(int l)
 
 /* ---- geometry (the layouts' geometry(), lib/parallel, from lib/shape) ---- */
 
-typedef pt_shape geo; /* mode: PT_MODE_1D (also off), 2D (also 2.5D), 3D */
-
-static int layout_kind(int mode) { return pt_shape_kind(mode); }
-
 /* The layout's local sizes for a dp-group (micro)batch of B sequences, or
  * -1 with the layout's own one-line reasons (heads, width, batch). */
-static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, geo *g)
+static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, pt_shape *g)
 {
     memset(g, 0, sizeof *g);
     pt_shape_in in = {.C = m->n_embd, .NH = m->n_head, .V = m->vocab, .T = m->seq_len, .B = B, .mode = (int)p->mode,
@@ -101,7 +97,7 @@ int pt_cost_sub_group(int s)
 void pt_cost_sub_role(const pt_plan *p, int s, char *buf, size_t n)
 {
     static const char *axes2[3] = {"depth", "columns", "rows"}, *axes3[3] = {"I (weights)", "J", "K"};
-    const int kind = p ? layout_kind(p->mode) : PT_MODE_1D;
+    const int kind = p ? pt_shape_kind(p->mode) : PT_MODE_1D;
     const char *mode = p ? pt_mode_name(p->mode) : "1d";
     if (!buf || !n) return;
     if (s == PT_SUB_TP) {
@@ -207,18 +203,18 @@ static void traffic_add(traffic *dst, const traffic *src, double scale)
 
 /* LayerNorm over the norm group (layout.c): forward 2 allreduces of [N],
  * backward one of [2N]; 1d rows are whole (no call). */
-static void ln_fwd(traffic *t, const geo *g, long long N)
+static void ln_fwd(traffic *t, const pt_shape *g, long long N)
 {
     if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, N, g->q, 2, 4); /* fp32 statistics */
 }
-static void ln_bwd(traffic *t, const geo *g, long long N)
+static void ln_bwd(traffic *t, const pt_shape *g, long long N)
 {
     if (g->mode != PT_MODE_1D) AR(t, g->mode == PT_MODE_2D ? ROW2 : J3, 2 * N, g->q, 1, 4);
 }
 
 /* linear roles: 0 column (residual -> inner), 1 row (inner -> residual);
  * activations and weight copies move in ea bytes, dW partials in fp32 */
-static void lin_fwd(traffic *t, const geo *g, long long N, long long in, long long out, long long il, long long ol,
+static void lin_fwd(traffic *t, const pt_shape *g, long long N, long long in, long long out, long long il, long long ol,
                     int row, int ea)
 {
     const long long q = g->q;
@@ -240,7 +236,7 @@ static void lin_fwd(traffic *t, const geo *g, long long N, long long in, long lo
     }
     (void)in;
 }
-static void lin_bwd(traffic *t, const geo *g, long long N, long long in, long long out, long long il, long long ol,
+static void lin_bwd(traffic *t, const pt_shape *g, long long N, long long in, long long out, long long il, long long ol,
                     int row, int ea)
 {
     const long long q = g->q;
@@ -269,7 +265,7 @@ static void lin_bwd(traffic *t, const geo *g, long long N, long long in, long lo
 }
 
 /* A block's forward (both LayerNorms and the four linears). */
-static void block_tp_fwd(traffic *t, const geo *g, const pt_model_shape *m, long long N, int ea)
+static void block_tp_fwd(traffic *t, const pt_shape *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
     ln_fwd(t, g, N);
@@ -279,7 +275,7 @@ static void block_tp_fwd(traffic *t, const geo *g, const pt_model_shape *m, long
     lin_fwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
     lin_fwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
 }
-static void block_tp_bwd(traffic *t, const geo *g, const pt_model_shape *m, long long N, int ea)
+static void block_tp_bwd(traffic *t, const pt_shape *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
     lin_bwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
@@ -296,7 +292,7 @@ enum { PART_FWD = 1, PART_BWD = 2, PART_BOTH = 3 };
 
 /* Embedding forward + backward (wte and the output in ea bytes, dW fp32),
  * the parts of `part`. */
-static void embed_tp(traffic *t, const geo *g, long long N, int ea, int part)
+static void embed_tp(traffic *t, const pt_shape *g, long long N, int ea, int part)
 {
     const long long q = g->q;
     const double f = part & PART_FWD ? 1 : 0, b = part & PART_BWD ? 1 : 0;
@@ -321,7 +317,7 @@ static void embed_tp(traffic *t, const geo *g, long long N, int ea, int part)
  * gathers the head's operands and reduces the row statistics; the
  * backward gathers them again (the fused classifier computes the logits
  * again) and reduces dX and dW. */
-static void head_tp(traffic *t, const geo *g, long long N, int ea, int part)
+static void head_tp(traffic *t, const pt_shape *g, long long N, int ea, int part)
 {
     const long long q = g->q;
     const double f = part & PART_FWD ? 1 : 0, b = part & PART_BWD ? 1 : 0;
@@ -372,7 +368,7 @@ enum { C_WTE, C_WPE, C_NORM, C_QKV_W, C_QKV_B, C_PROJ_W, C_PROJ_B, C_FC_W, C_FC_
 
 /* shard size and sync mask (bit a = tp axis a) of a parameter class per
  * layout (the layouts' param()) */
-static void shard_of(const geo *g, int cls, long long rows, long long cols, long long *numel, int *mask)
+static void shard_of(const pt_shape *g, int cls, long long rows, long long cols, long long *numel, int *mask)
 {
     const long long q = g->q, n = rows * cols;
     const int weight = cls == C_WTE || cls == C_QKV_W || cls == C_PROJ_W || cls == C_FC_W || cls == C_FCPROJ_W;
@@ -411,7 +407,7 @@ typedef struct stage_state {
 
 /* Walk the stage's parameter list (lib/model/gpt.c order) into buckets by
  * sync group (lib/train/train.c, allreduce.c) and units by piece (lib/train/zero.c). */
-static int stage_params(const pt_model_shape *m, const pt_plan *p, const geo *g, int first, int last,
+static int stage_params(const pt_model_shape *m, const pt_plan *p, const pt_shape *g, int first, int last,
                         const char *has_block, int m_micro, stage_state *s)
 {
     const long long C = m->n_embd;
@@ -571,7 +567,7 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
 
 /* bytes of one block's kept activations (lib/model's pt_gpt_block_act_bytes):
  * ea per activation element, 4 per fp32 statistic */
-static double block_act(const geo *g, int r, int ea)
+static double block_act(const pt_shape *g, int r, int ea)
 {
     const double N = (double)g->Bl * (double)g->Tl, Cr = (double)g->Cr, Cl = (double)g->Cl, Fl = (double)g->Fl;
     const double lse = (double)g->Bl * (double)g->NHl * (double)g->Tl; /* flash attention's row log-sum-exp */
@@ -582,7 +578,7 @@ static double block_act(const geo *g, int r, int ea)
 
 double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r)
 {
-    geo g;
+    pt_shape g;
     pt_errsave keep; /* a query: a refused geometry is 0 bytes, not a message */
     pt_error_save(&keep);
     int bad = !m || !p || b < 1 || p->sp < 1 || geometry(m, p, b, &g) < 0;
@@ -645,7 +641,7 @@ static double gemm_rate(const pt_hw *h, int prec, double gemm_rows)
 typedef struct frame {
     int B, mb, micro;   /* sequences per dp group, microbatches, sequences per microbatch */
     int v, pp, S;       /* chunks per pp rank (1 unless interleaved), pp ranks, virtual stages */
-    geo g;
+    pt_shape g;
     long long N;        /* local rows of a microbatch: Bl Tl */
     int l0[PT_PP_SPLIT_MAX], l1[PT_PP_SPLIT_MAX]; /* virtual stage s holds blocks [l0, l1) */
 } frame;
@@ -723,7 +719,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
     frame fr;
     if (frame_of(m, global_batch, p, &fr) < 0) return -1;
     const int mb = fr.mb, v = fr.v, pp = fr.pp, S = fr.S, micro = fr.micro;
-    const geo g = fr.g;
+    const pt_shape g = fr.g;
     const int L = m->n_layer;
     const long long N = fr.N;
     const int *l0 = fr.l0, *l1 = fr.l1;
@@ -989,7 +985,7 @@ int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, 
     frame fr;
     if (frame_of(m, global_batch, p, &fr) < 0) return -1;
     if (!st) return pt_fail(PT_EINVAL, "no stage array given");
-    const geo *g = &fr.g;
+    const pt_shape *g = &fr.g;
     const int pp = fr.pp, S = fr.S, ea = act_bytes(p);
     const long long N = fr.N;
     pt_cost_where node_w;
