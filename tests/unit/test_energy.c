@@ -15,14 +15,8 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng_state;
-static double urand(void) /* xorshift64*, [0, 1) */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
+static pt_rng rng; /* lib/core's generator */
+static double urand(void) { return pt_rng_uniform(&rng); } /* [0, 1) */
 
 /* A profile whose choices sit on every whole unit between t0 and t0 + nc - 1
  * (tau = 1) with E - idle t convex and decreasing in t: the cut algorithm
@@ -136,8 +130,9 @@ static void slack_of(const pt_energy_dag *d, const pt_energy_profile *pr, const 
 
 int main(void)
 {
-    rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
-    tap_diag("seed %llu", (unsigned long long)rng_state);
+    const uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
+    pt_rng_seed(&rng, seed, 0);
+    tap_diag("seed %llu", (unsigned long long)seed);
 
     /* 1. brute force on the real schedules' DAGs */
     struct { int kind, pp, m, v, nc; const char *name; } small[] = {

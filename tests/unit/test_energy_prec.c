@@ -19,14 +19,8 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng_state;
-static double urand(void) /* xorshift64*, [0, 1) */
-{
-    rng_state ^= rng_state >> 12;
-    rng_state ^= rng_state << 25;
-    rng_state ^= rng_state >> 27;
-    return (double)((rng_state * 2685821657736338717ull) >> 11) / 9007199254740992.0;
-}
+static pt_rng rng; /* lib/core's generator */
+static double urand(void) { return pt_rng_uniform(&rng); } /* [0, 1) */
 static int irand(int lo, int hi) { return lo + (int)(urand() * (hi - lo + 1)); }
 static int close_to(double a, double b, double rel) { return fabs(a - b) <= rel * fmax(fabs(a), fabs(b)) + 1e-300; }
 
@@ -40,8 +34,9 @@ static pt_plan plan_of(int pp, int tp, int m, int schedule, int v, int prec)
 
 int main(void)
 {
-    rng_state = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
-    tap_diag("seed %llu", (unsigned long long)rng_state);
+    const uint64_t seed = 0x9e3779b97f4a7c15ull ^ (uint64_t)time(NULL);
+    pt_rng_seed(&rng, seed, 0);
+    tap_diag("seed %llu", (unsigned long long)seed);
     /* a model of random sizes: L a multiple of 4 (pp 2 x v 2), heads even (tp 2) */
     pt_model_shape m = {4 * irand(1, 4), 2 * irand(1, 4), 0, 16 * irand(1, 8), irand(500, 3000)};
     m.n_embd = m.n_head * 8 * irand(1, 8);

@@ -18,12 +18,8 @@
 #include <string.h>
 #include <time.h>
 
-static uint64_t rng_state;
-static long long rnd(long long n) /* uniform-ish in [0, n) */
-{
-    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
-    return (long long)((rng_state >> 17) % (uint64_t)n);
-}
+static pt_rng rng; /* lib/core's generator */
+static long long rnd(long long n) { return (long long)(pt_rng_u64(&rng) % (uint64_t)n); } /* [0, n) */
 
 /* the smallest multiple of m that is >= v, by counting */
 static long long pad_up(long long v, long long m)
@@ -73,9 +69,10 @@ static void refused(int (*fn)(const pt_shape_in *, pt_shape *), const pt_shape_i
 
 int main(void)
 {
-    rng_state = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
-    if (getenv("PTRAIN_TEST_SEED")) rng_state = strtoull(getenv("PTRAIN_TEST_SEED"), NULL, 10);
-    printf("# seed %llu (PTRAIN_TEST_SEED repeats this run)\n", (unsigned long long)rng_state);
+    uint64_t seed = (uint64_t)time(NULL) ^ ((uint64_t)clock() << 20);
+    if (getenv("PTRAIN_TEST_SEED")) seed = strtoull(getenv("PTRAIN_TEST_SEED"), NULL, 10);
+    pt_rng_seed(&rng, seed, 0);
+    printf("# seed %llu (PTRAIN_TEST_SEED repeats this run)\n", (unsigned long long)seed);
     const int rounds = 2000;
     pt_shape s;
 
