@@ -223,14 +223,14 @@ int main(void)
             pt_cost pc;
             pt_error_clear();
             const int crc = pt_cost_eval(&m, B, &p, &hw, link_node, &pc);
-            char planner[PT_ERROR_LEN]; /* the planner's line, before the runtime's overwrites it */
-            snprintf(planner, sizeof planner, "%s", pt_errmsg());
+            pt_errsave planner; /* the planner's line, before the runtime's overwrites it */
+            pt_error_save(&planner);
             pt_error_clear();
             const int grc = pt_gpt_check_plan(&gc, &p, B, m.seq_len);
-            tap_ok(crc == -1 && grc == PT_EINVAL && planner[0] && strcmp(planner, pt_errmsg()) == 0,
+            tap_ok(crc == -1 && grc == PT_EINVAL && planner.text[0] && strcmp(planner.text, pt_errmsg()) == 0,
                    "%s (H%d C%d B%d): the planner and the runtime say the same: '%s'", cases[i].what, m.n_head,
                    m.n_embd, B, pt_errmsg());
-            if (strcmp(planner, pt_errmsg()) != 0) tap_diag("planner: '%s'", planner);
+            if (strcmp(planner.text, pt_errmsg()) != 0) tap_diag("planner: '%s'", planner.text);
         }
     }
 
