@@ -231,6 +231,7 @@ EOF
     fi
 
     cat >"$d/env.sh" <<EOF
+# SPDX-License-Identifier: MIT
 # Source this file to use the local cluster under $d.
 export SLURM_CONF=$d/slurm.conf
 export OMPI_MCA_btl=self,tcp

@@ -21,6 +21,21 @@ need_run() { run="$top_builddir/ptrain-run"; [ -x "$run" ] || skip_all "ptrain-r
 # need_mpi_prog NAME: set bin (tests/mpi/NAME in the build tree); skip unless
 # it is built and mpirun is present.
 need_mpi_prog() { bin="$top_builddir/tests/mpi/$1"; [ -x "$bin" ] || skip_all "$1 not built"; need_mpirun; }
+# project_files: the project's own files, one path a line (./-relative,
+# sorted): `git ls-files` in a git checkout, else (a release tarball, where
+# only the dist list exists) every file under top_srcdir.  Never what a demo,
+# a build or a user left in the work tree (run/, data/, _build/): a test that
+# walks the tree judges the project, not the checkout's state.
+project_files() {
+    if git -C "$top_srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1 &&
+        [ "$(git -C "$top_srcdir" rev-parse --show-toplevel 2>/dev/null)" = "$(cd "$top_srcdir" && pwd -P)" ]; then
+        git -C "$top_srcdir" ls-files --cached | sed 's|^|./|' | while IFS= read -r f; do
+            [ -f "$top_srcdir/$f" ] && printf '%s\n' "$f"
+        done | sort
+    else
+        (cd "$top_srcdir" && find . -name .git -prune -o -type f -print | sort)
+    fi
+}
 # workdir: set wd to a fresh temporary directory, removed when the test exits.
 workdir() { wd=$(mktemp -d); trap 'rm -rf "$wd"' EXIT; }
 # fresh_seed: set seed (synthetic data, new every run; print it with diag to

@@ -9,12 +9,10 @@
 . "$top_srcdir/tests/lib.sh"
 tag="SPDX-License-Identifier: MIT"
 check "LICENSE is the MIT License" grep -q '^MIT License' "$top_srcdir/LICENSE"
-list=$(cd "$top_srcdir" && find . \( -path ./third_party -o -path ./debian \
-        -o -path ./tests/fuzz/corpus -o -name '_build*' -o -name '.git' -o -name 'autom4te.cache' -o -path ./build-aux \
-        -o -path ./m4 \) -prune -o -type f \
-        \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.inc' -o -name '*.sh' -o -name '*.py' -o -name '*.am' \
-        -o -name '*.map' -o -name '*.js' -o -name '*.supp' -o -name '*.sbatch' -o -name 'configure.ac' -o -path './bin/*.in' \
-        -o -path './man/*.[178]' -o -path './share/bash-completion/ptrain' -o -path './.ci/run' \) -print | sort)
+# the project's files (tests/lib.sh: git ls-files, or the tarball's), never
+# what the demo, a build or a user left in the work tree
+list=$(project_files | grep -vE '^\./(third_party|debian|tests/fuzz/corpus|build-aux|m4)/|^\./_build|/autom4te\.cache/' |
+    grep -E '\.(c|h|cu|inc|sh|py|am|map|js|supp|sbatch)$|^\./configure\.ac$|^\./bin/.*\.in$|^\./man/.*\.[178]$|^\./share/bash-completion/ptrain$|^\./\.ci/run$')
 n=$(printf '%s\n' "$list" | grep -c .)
 missing=
 for f in $list; do
