@@ -320,6 +320,77 @@ const char *pt_blas_summary(void)
     return line;
 }
 
+/* ---------------------------------------------------------------- the fixed-grid GEMM */
+
+/* Below this many multiply-adds (2 MFLOP, tens of microseconds) a GEMM is
+ * one tile: a team costs more than it would save. */
+#define PT_GEMM_GRID_MIN ((double)(1 << 20))
+/* Tiles aimed at per GEMM (enough for 16 threads to share unevenly sized
+ * GEMMs), and the smallest tile side: a tile packs the shared operand's
+ * panel (K x its columns or rows) for itself, a cost of one packed element
+ * per 2 x side multiply-adds, small beside the product from 256 on where the
+ * panel is cache-resident and from 512 where it is not (OpenBLAS's own
+ * M block on Haswell/Zen is 768 rows). */
+#define PT_GEMM_TILES 32
+#define PT_GEMM_TILE_MIN 256
+#define PT_GEMM_TILE_BIG 512
+#define PT_GEMM_PANEL_BIG ((size_t)1 << 20) /* elements (4 MiB of floats): the panel a tile re-packs */
+
+static int grid_side(int D, size_t panel)
+{
+    const int lo = panel > PT_GEMM_PANEL_BIG ? PT_GEMM_TILE_BIG : PT_GEMM_TILE_MIN;
+    if (D < 2 * lo) return D;
+    int t = (D + PT_GEMM_TILES - 1) / PT_GEMM_TILES;
+    t = (t + 63) / 64 * 64;
+    return t < lo ? lo : t;
+}
+
+void pt_blas_gemm_grid(int M, int N, int K, int *tm, int *tn)
+{
+    *tm = M > 0 ? M : 1, *tn = N > 0 ? N : 1;
+    if (M < 1 || N < 1 || (double)M * N * (K > 0 ? K : 1) < PT_GEMM_GRID_MIN) return;
+    /* cutting rows re-packs B (K x N) per tile, cutting columns A (M x K) */
+    const size_t kk = (size_t)(K > 0 ? K : 1);
+    if (M >= N) {
+        *tm = grid_side(M, kk * (size_t)N);
+        if (*tm == M) *tn = grid_side(N, kk * (size_t)M);
+    } else {
+        *tn = grid_side(N, kk * (size_t)M);
+        if (*tn == N) *tm = grid_side(M, kk * (size_t)N);
+    }
+}
+
+#ifdef _OPENMP
+#define PT_IN_REGION() (omp_get_level() > 0)
+#else
+#define PT_IN_REGION() 1
+#endif
+
+/* one body for float and double (cblas_sgemm, cblas_dgemm) */
+#define PT_GRID_GEMM(NAME, T, CBLAS)                                                                                \
+    void NAME(int ta, int tb, int M, int N, int K, T alpha, const T *A, int lda, const T *B, int ldb, T beta, T *C, \
+              int ldc)                                                                                              \
+    {                                                                                                               \
+        if (M < 1 || N < 1) return;                                                                                 \
+        const enum CBLAS_TRANSPOSE oa = ta ? CblasTrans : CblasNoTrans, ob = tb ? CblasTrans : CblasNoTrans;        \
+        int tm = M, tn = N; /* inside a region: one tile, the calling thread's */                                  \
+        if (!PT_IN_REGION()) pt_blas_gemm_grid(M, N, K, &tm, &tn);                                                  \
+        const int gm = (M + tm - 1) / tm, gn = (N + tn - 1) / tn, nt = gm * gn;                                     \
+        /* a region even for one tile (nested: inactive inside an active one): in it omp_in_parallel() holds or   \
+         * the thread count is 1, so the BLAS (OpenMP build: num_cpu_avail) runs each tile on one thread */        \
+        _Pragma("omp parallel for schedule(static)")                                                                \
+        for (int t = 0; t < nt; t++) {                                                                              \
+            const int i0 = (t / gn) * tm, j0 = (t % gn) * tn;                                                       \
+            const int m = M - i0 < tm ? M - i0 : tm, n = N - j0 < tn ? N - j0 : tn;                                 \
+            const T *a = ta ? A + i0 : A + (size_t)i0 * lda, *b = tb ? B + (size_t)j0 * ldb : B + j0;              \
+            pt_blas_gemm_prepare();                                                                                 \
+            CBLAS(CblasRowMajor, oa, ob, m, n, K, alpha, a, lda, b, ldb, beta, C + (size_t)i0 * ldc + j0, ldc);     \
+        }                                                                                                           \
+    }
+
+PT_GRID_GEMM(pt_blas_sgemm, float, cblas_sgemm)
+PT_GRID_GEMM(pt_blas_dgemm, double, cblas_dgemm)
+
 double pt_blas_sgemm_gflops(int n, int reps)
 {
     if (n < 16 || n > 8192 || reps < 1) return -1;

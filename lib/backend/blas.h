@@ -84,6 +84,43 @@ const char *pt_blas_summary(void);
  * and whole-matrix GEMMs keep the BLAS threads.  No effect with the OpenMP
  * or serial builds or without OpenMP.  Never fails. */
 void pt_blas_gemm_prepare(void);
+/* ptrain's GEMM: C = alpha op(A) op(B) + beta C, row-major, with
+ * cblas_sgemm's (cblas_dgemm's) contract: op(A) [M, K] (A stored [K, M]
+ * when ta), op(B) [K, N] (B stored [N, K] when tb), C [M, N], lda/ldb/ldc
+ * row strides in elements.  Every GEMM of the CPU tables and of the bf16
+ * GEMM's sgemm path goes through it, so that no result depends on the
+ * thread count:
+ *   - called inside an OpenMP parallel region (omp_get_level() > 0, active
+ *     or not: a region of one thread counts), it is one single-threaded
+ *     BLAS call on the calling thread, as the regions' row blocks want
+ *     (made inside a nested region, so that OpenBLAS's OpenMP build, which
+ *     threads a call unless omp_in_parallel(), runs it on one thread also
+ *     in a region of one thread while more are allowed);
+ *   - called outside, C is cut in the fixed grid of tiles
+ *     pt_blas_gemm_grid(M, N, K) gives, a function of the shape alone, and
+ *     each tile is one single-threaded BLAS call; the tiles are spread over
+ *     the OpenMP threads.
+ * Why: OpenBLAS threads a GEMM by splitting C at rows and columns that
+ * depend on the thread count, and its kernels for a tile's edge (the rows
+ * and columns past the last full register block) sum in another order
+ * than its main kernel on the Haswell/Zen kernel sets (not on SkylakeX), so
+ * a threaded GEMM's result changed with the thread count on AVX2 CPUs
+ * (issue 34).  The price: each tile packs its own panels of the operand it
+ * shares with the other tiles (OpenBLAS's threads share them), which the
+ * grid's minimum tile size keeps small (bench/bench-gemm-grid).  No
+ * failure: a shape with M or N < 1 does nothing. */
+void pt_blas_sgemm(int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda, const float *B, int ldb,
+                   float beta, float *C, int ldc);
+void pt_blas_dgemm(int ta, int tb, int M, int N, int K, double alpha, const double *A, int lda, const double *B,
+                   int ldb, double beta, double *C, int ldc);
+/* The tile grid of pt_blas_sgemm/dgemm for C [M, N] with inner size K:
+ * tiles of *tm rows and *tn columns (the last ones smaller).  One tile
+ * (*tm = M, *tn = N) for GEMMs under PT_GEMM_GRID_MIN multiply-adds; else
+ * the longer of M and N is cut in tiles of at least PT_GEMM_TILE_MIN (512
+ * where the other operand's panel is large), a multiple of 64, about
+ * PT_GEMM_TILES of them. */
+void pt_blas_gemm_grid(int M, int N, int K, int *tm, int *tn);
+
 /* Set OpenBLAS's thread count to n (< 1: 1) for GEMMs outside parallel
  * regions, replacing any count pt_blas_gemm_prepare would restore.  The
  * cpu backend's set_threads calls it (with omp_set_num_threads). */

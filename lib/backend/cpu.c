@@ -326,15 +326,15 @@ static double gen_sumsq(const void *x_, size_t n, pt_dtype t)
 static void cpu_sgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
                       float alpha, const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
-    pt_blas_gemm_prepare();
-    cblas_sgemm(o, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    (void)o; /* always CblasRowMajor */
+    pt_blas_sgemm(ta == CblasTrans, tb == CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TRANSPOSE tb, int M, int N, int K,
                       double alpha, const double *A, int lda, const double *B, int ldb, double beta, double *C, int ldc)
 {
-    pt_blas_gemm_prepare();
-    cblas_dgemm(o, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    (void)o; /* always CblasRowMajor */
+    pt_blas_dgemm(ta == CblasTrans, tb == CblasTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 #define REAL float

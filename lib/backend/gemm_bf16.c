@@ -324,7 +324,6 @@ static int sgemm_tiles(int ta, int tb, int M, int N, int K, float alpha, const p
     if (!at || !bt)
         return pt_fail(PT_ENOMEM, "bf16 GEMM (sgemm): no memory for %dx%d and %dx%d fp32 tiles", mb_max, kc_max, kc_max,
                        nb_max);
-    const enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans, opb = tb ? CblasTrans : CblasNoTrans;
     for (int n0 = 0; n0 < N; n0 += NB) {
         const int nb = N - n0 < NB ? N - n0 : NB;
         for (int k0 = 0; k0 < K; k0 += kc_max) {
@@ -339,9 +338,8 @@ static int sgemm_tiles(int ta, int tb, int M, int N, int K, float alpha, const p
                 to_f32_tiles(at, (size_t)(ta ? mb : kc), as, (size_t)lda, (size_t)(ta ? kc : mb),
                              (size_t)(ta ? mb : kc), m0 == 0 ? bt : NULL, (size_t)(tb ? kc : nb), bs, (size_t)ldb,
                              (size_t)(tb ? nb : kc), (size_t)(tb ? kc : nb));
-                pt_blas_gemm_prepare();
-                cblas_sgemm(CblasRowMajor, opa, opb, mb, nb, kc, alpha, at, ta ? mb : kc, bt, tb ? kc : nb,
-                            k0 == 0 ? beta : 1.0f, C + (size_t)m0 * ldc + n0, ldc);
+                pt_blas_sgemm(ta, tb, mb, nb, kc, alpha, at, ta ? mb : kc, bt, tb ? kc : nb, k0 == 0 ? beta : 1.0f,
+                              C + (size_t)m0 * ldc + n0, ldc);
             }
         }
     }

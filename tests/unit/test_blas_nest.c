@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* GEMMs that the CPU tables call inside OpenMP parallel regions run on one
  * BLAS thread, with OpenBLAS's OpenMP build and with its pthreads build
- * (lib/backend/blas.h, pt_blas_gemm_prepare); GEMMs outside regions keep
- * the backend's thread count.
+ * (lib/backend/blas.h, pt_blas_gemm_prepare); GEMMs the tables make
+ * outside regions run on pt_blas_sgemm's tile grid, whose tiles are
+ * again one BLAS thread each, in a region of the backend's thread count.
  *
  * This program defines cblas_sgemm and cblas_dgemm: libptrain's calls bind
  * to them (the executable comes first in the dynamic linker's lookup
@@ -24,8 +25,10 @@
  *     least one GEMM in a region, every one on 1 BLAS thread, and the
  *     result matches a double product + bias (fresh random inputs);
  *  2. right after it pt_blas_get_info reports 2 threads, and then
- *     matmul_fwd without a bias (one GEMM outside any region) runs on 2
- *     BLAS threads: the count comes back;
+ *     matmul_fwd without a bias (one GEMM that the caller makes outside
+ *     any region) runs on pt_blas_sgemm's tile grid: every BLAS call in
+ *     a region on 1 BLAS thread, none outside (the grid's threads are
+ *     the OpenMP pool's), and the backend's count is still 2;
  *  3. the double table's attention_ref_fwd (cblas_dgemm per (b, h) in a
  *     region): as 1;
  *  4. the "blas:" summary says "1 thread inside OpenMP regions" and
@@ -176,10 +179,11 @@ static void checks(void)
            info.threads == 2, tag, info.threads);
     reset();
     pt_cpu_ops_f32.matmul_fwd(y, NULL, x, w, NULL, 0.0, N, C, OC, PT_EPI_DEFAULT);
-    printf("%d %s matmul_fwd without bias (one GEMM outside a region) after it: %d GEMMs outside, on %d BLAS threads "
-           "(want 1, %d)\n",
-           atomic_load(&n_out) == 1 && atomic_load(&last_out_threads) == (pthreads ? 2 : openblas_get_num_threads()),
-           tag, atomic_load(&n_out), atomic_load(&last_out_threads), pthreads ? 2 : openblas_get_num_threads());
+    pt_blas_get_info(&info);
+    printf("%d %s matmul_fwd without bias (one GEMM on pt_blas_sgemm's grid) after it: %d BLAS calls outside a "
+           "region, %d inside on >1 BLAS thread (want 0, 0), %d inside; the backend's count still %d (want 2)\n",
+           atomic_load(&n_out) == 0 && atomic_load(&n_in) >= 1 && atomic_load(&n_in_multi) == 0 && info.threads == 2,
+           tag, atomic_load(&n_out), atomic_load(&n_in_multi), atomic_load(&n_in), info.threads);
     free(x), free(w), free(b), free(y);
 
     /* 3: the double table's reference attention */
