@@ -62,6 +62,23 @@ if { command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; } &&
 fi
 phase "build and make check"
 
+# The op tests again on the code an AVX2-only CPU runs (issue 34: they
+# passed on the AVX-512/AMX machines and failed on an AMD Zen 3):
+# PTRAIN_MAX_CPU_ISA=avx2 makes ptrain's own row kernels take their AVX2
+# copies and matches OpenBLAS's kernel set to AVX2 (Haswell, as
+# OPENBLAS_CORETYPE asks too), and rules out bf16 instructions.  On an
+# AVX2 machine it repeats the release run; on an AVX-512 one it is the only
+# run of those paths.
+avx2_tests="tests/unit/test_blas tests/unit/test_blas_nest tests/unit/test_gemm_grid tests/unit/test_gemm_bf16
+    tests/unit/test_ops_elem tests/unit/test_ops_norm tests/unit/test_ops_gemm tests/unit/test_ops_attention
+    tests/unit/test_ops_xent tests/unit/test_ops_tables tests/unit/test_ops_fused tests/unit/test_ops_bf16"
+if [ -f _build/check/Makefile ]; then
+    ( cd _build/check && PTRAIN_MAX_CPU_ISA=avx2 OPENBLAS_CORETYPE=Haswell make -j2 check TESTS="$(echo $avx2_tests)" ) ||
+        { status=1; show_failures _build/check; }
+    summarize _build/check
+    phase "op tests on the AVX2 code paths (PTRAIN_MAX_CPU_ISA=avx2)"
+fi
+
 # Fuzz targets (tests/fuzz): regression inputs and seeds, then a short
 # fixed budget each: FUZZ_RUNS inputs from a fixed seed (default 300), so CI
 # cannot fail by chance; scripts/fuzz.sh SECONDS explores longer.

@@ -8,6 +8,7 @@
  * opens the data. */
 #define _GNU_SOURCE
 #include "run.h"
+#include "backend/blas.h"
 #include "backend/gemm_bf16.h"
 #include "ckpt/ckpt.h"
 #include "plan/cost.h"
@@ -114,6 +115,8 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     }
     if (o->warmup < 0) o->warmup = o->steps / 10 < 100 ? o->steps / 10 : 100;
     if (o->min_lr < 0) o->min_lr = o->lr / 10;
+    /* PTRAIN_MAX_CPU_ISA: a value that is not a level stops the run here */
+    if (pt_kernel_isa_check() != PT_OK) return -1;
     if (o->dry_run) return 0;
     /* bf16: the GEMM's choice (PTRAIN_BF16_GEMM or the ISA rule) now, so a
      * bad or unavailable choice is one start-up line, not an abort at the

@@ -65,6 +65,41 @@ int pt_cpu_isa_level(void)
 #endif
 }
 
+/* PTRAIN_MAX_CPU_ISA: read once per process */
+static pthread_once_t cap_once = PTHREAD_ONCE_INIT;
+static int kernel_level = PT_ISA_UNKNOWN, cap_level = PT_ISA_UNKNOWN;
+static char cap_error[PT_ERROR_LEN];
+
+static void read_cap(void)
+{
+    const int cpu = pt_cpu_isa_level();
+    kernel_level = cpu;
+    const char *v = getenv("PTRAIN_MAX_CPU_ISA");
+    if (!v || !*v) return;
+    int want = PT_ISA_UNKNOWN;
+    for (int l = PT_ISA_SSE; l <= PT_ISA_AVX512; l++)
+        if (strcasecmp(v, pt_isa_name(l)) == 0) want = l;
+    if (want == PT_ISA_UNKNOWN) {
+        snprintf(cap_error, sizeof cap_error, "PTRAIN_MAX_CPU_ISA=%.64s: valid values are sse, avx, avx2, avx512", v);
+        return;
+    }
+    if (cpu == PT_ISA_UNKNOWN) return; /* no x86 levels to cap */
+    cap_level = want;
+    if (want < cpu) kernel_level = want;
+}
+
+int pt_kernel_isa_level(void)
+{
+    pthread_once(&cap_once, read_cap);
+    return kernel_level;
+}
+
+int pt_kernel_isa_check(void)
+{
+    pthread_once(&cap_once, read_cap);
+    return *cap_error ? pt_fail(PT_EINVAL, "%s", cap_error) : PT_OK;
+}
+
 /* OpenBLAS's x86 core names (dynamic.c's corename[]) by the widest vector
  * ISA their sgemm/dgemm kernels use. */
 static const struct { const char *name; int level; } core_levels[] = {
@@ -94,6 +129,7 @@ static const char *core_for_level(int level)
     case PT_ISA_AVX512: return "SkylakeX";
     case PT_ISA_AVX2: return "Haswell";
     case PT_ISA_AVX: return "Sandybridge";
+    case PT_ISA_SSE: return "Prescott"; /* only ever asked for under PTRAIN_MAX_CPU_ISA=sse */
     default: return NULL;
     }
 }
@@ -161,7 +197,8 @@ static void do_select(void)
     nest_guard = openblas_get_parallel() == 1;
     if (nest_guard) quick_sleep();
 #endif
-    const int cpu = pt_cpu_isa_level();
+    /* the level to match: the CPU's, or lower under PTRAIN_MAX_CPU_ISA */
+    const int cpu = pt_kernel_isa_level(), capped = cpu < pt_cpu_isa_level();
     const char *force = getenv("PTRAIN_BLAS_CORETYPE");
     const char *envc = getenv("OPENBLAS_CORETYPE");
     const char *cur = openblas_get_corename();
@@ -188,8 +225,9 @@ static void do_select(void)
         snprintf(r, rn, "OpenBLAS's own choice (no ISA table for this architecture)");
         return;
     }
-    if (have >= cpu) {
-        snprintf(r, rn, "%s", envc ? "from OPENBLAS_CORETYPE" : "OpenBLAS's own choice");
+    if (have == cpu || (have > cpu && !capped)) {
+        snprintf(r, rn, "%s%s%s", envc ? "from OPENBLAS_CORETYPE" : "OpenBLAS's own choice",
+                 capped ? ", PTRAIN_MAX_CPU_ISA=" : "", capped ? pt_isa_name(cpu) : "");
         return;
     }
     const char *want = core_for_level(cpu);
@@ -204,6 +242,8 @@ static void do_select(void)
     const char *now = openblas_get_corename();
     if (pt_blas_core_level(now) < cpu)
         snprintf(r, rn, "below the CPU: this OpenBLAS has no %s kernels (asked %s, got %s)", pt_isa_name(cpu), want, now);
+    else if (capped)
+        snprintf(r, rn, "replaced %s: PTRAIN_MAX_CPU_ISA=%s", was, pt_isa_name(cpu));
     else if (envc)
         snprintf(r, rn, "replaced %s from OPENBLAS_CORETYPE=%s; PTRAIN_BLAS_CORETYPE=%s keeps it", was, envc, envc);
     else
@@ -306,7 +346,7 @@ void pt_blas_get_info(pt_blas_info *info)
 
 const char *pt_blas_summary(void)
 {
-    static char line[800];
+    static char line[800 + PT_ERROR_LEN];
     pt_blas_info i;
     pt_blas_get_info(&i);
 #ifdef _OPENMP
@@ -314,9 +354,15 @@ const char *pt_blas_summary(void)
 #else
     const char *pool = "";
 #endif
-    snprintf(line, sizeof line, "%s (%s%s%s), kernels %s (%s) on an %s CPU [%s], %d thread%s; %s", i.name, i.threading,
-             i.nest_guard ? ", 1 thread inside OpenMP regions" : "", pool, i.coretype, pt_isa_name(i.kernel_level),
-             pt_isa_name(i.cpu_level), i.reason, i.threads, i.threads == 1 ? "" : "s", pt_gemm_bf16_summary());
+    /* ptrain's own kernels: at the CPU's level unless PTRAIN_MAX_CPU_ISA caps it */
+    char cap[PT_ERROR_LEN + 16] = "";
+    const int kl = pt_kernel_isa_level();
+    if (*cap_error) snprintf(cap, sizeof cap, " (%s: ignored)", cap_error);
+    else if (kl < i.cpu_level) snprintf(cap, sizeof cap, " run as %s (PTRAIN_MAX_CPU_ISA)", pt_isa_name(kl));
+    snprintf(line, sizeof line, "%s (%s%s%s), kernels %s (%s) on an %s CPU%s [%s], %d thread%s; %s", i.name,
+             i.threading, i.nest_guard ? ", 1 thread inside OpenMP regions" : "", pool, i.coretype,
+             pt_isa_name(i.kernel_level), pt_isa_name(i.cpu_level), cap, i.reason, i.threads, i.threads == 1 ? "" : "s",
+             pt_gemm_bf16_summary());
     return line;
 }
 

@@ -64,8 +64,10 @@ void pt_blas_get_info(pt_blas_info *info);
  * on an amx_bf16 CPU [rule for amx_bf16]", the part after ';' being
  * pt_gemm_bf16_summary() (backend/gemm_bf16.h).  With the pthreads build
  * the parenthesis reads "(pthreads, 1 thread inside OpenMP regions, idle
- * workers sleep)" (or ", OPENBLAS_THREAD_TIMEOUT=<v> kept").  Static
- * buffer, valid until the next call. */
+ * workers sleep)" (or ", OPENBLAS_THREAD_TIMEOUT=<v> kept").  Under
+ * PTRAIN_MAX_CPU_ISA the CPU reads "on an avx512 CPU run as avx2
+ * (PTRAIN_MAX_CPU_ISA)" (a bad value: "(PTRAIN_MAX_CPU_ISA=<v>: valid
+ * values are ...: ignored)").  Static buffer, valid until the next call. */
 const char *pt_blas_summary(void);
 
 /* Called before every GEMM ptrain makes (the CPU tables' cblas_sgemm and
@@ -130,6 +132,21 @@ void pt_blas_set_threads(int n);
 int pt_blas_nest_guard(void);
 /* This CPU's ISA level (PT_ISA_*), from cpuid; PT_ISA_UNKNOWN off x86. */
 int pt_cpu_isa_level(void);
+
+/* The ISA level ptrain's own kernels run at and pt_blas_select matches the
+ * BLAS kernels to: this CPU's level (pt_cpu_isa_level), or lower where
+ * PTRAIN_MAX_CPU_ISA=sse|avx|avx2|avx512 (case-insensitive; as oneDNN's
+ * ONEDNN_MAX_CPU_ISA) caps it, so that an AVX-512 machine runs the code an
+ * AVX2-only CPU runs: ptrain's row kernels' AVX2 copies (cpu_rows.inc),
+ * OpenBLAS's Haswell kernels, and no bf16 instructions (pt_bf16_isa).  A cap
+ * at or above the CPU changes nothing.  Read once per process; a value
+ * that is not one of those is ignored (pt_kernel_isa_check says so).
+ * PT_ISA_UNKNOWN off x86. */
+int pt_kernel_isa_level(void);
+/* PT_OK, or PT_EINVAL with "PTRAIN_MAX_CPU_ISA=<v>: valid values are sse,
+ * avx, avx2, avx512" when the variable holds something else (ptrain-run
+ * refuses to start on it). */
+int pt_kernel_isa_check(void);
 
 /* ISA level of an OpenBLAS core name (case-insensitive: "Haswell",
  * "SkylakeX", "Prescott", ...); PT_ISA_UNKNOWN for names not in the table. */

@@ -60,14 +60,17 @@ static inline __attribute__((always_inline)) float pt_vtanhf(float u)
     return 1.0f - 2.0f / (pt_vexpf(2.0f * u) + 1.0f);
 }
 
-/* Hot row kernels of the float table are compiled three times (AVX-512,
- * AVX2+FMA, baseline x86-64) and the loader picks the clone for this CPU
- * (GCC's target_clones, an ifunc).  The library itself stays baseline
- * x86-64.  The double table is the reference and is left as it is. */
+/* Hot row kernels of the float and bf16 tables (cpu_rows.inc) are compiled
+ * three times (AVX-512, AVX2+FMA, baseline x86-64) and called through a
+ * wrapper that picks the copy of pt_kernel_isa_level(): this CPU's level,
+ * capped by PTRAIN_MAX_CPU_ISA (blas.h).  (GCC's target_clones picked the
+ * same copies at load time, but nothing could make an AVX-512 machine run
+ * the AVX2 ones.)  The library itself stays baseline x86-64.  The double
+ * table is the reference and is compiled once. */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PTRAIN_NO_CLONES)
-#define PT_VCLONES_F32 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), noinline))
+#define PT_ROW_CLONES_F32 1
 #else
-#define PT_VCLONES_F32
+#define PT_ROW_CLONES_F32 0
 #endif
 
 /* ---- generic ops: memory and BLAS-1 on any dtype (ops.h) ------------------ */
@@ -346,7 +349,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #define DT_ACC PT_F32
 #define SFX(x) x##_f32
 #define SFX_NAME "f32"
-#define PT_VCLONES PT_VCLONES_F32
+#define PT_ROW_CLONES PT_ROW_CLONES_F32
 #define GEMM cpu_sgemm
 #define EXP expf
 #define SQRT sqrtf
@@ -387,7 +390,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #undef TANH
 #undef VEXP
 #undef VTANH
-#undef PT_VCLONES
+#undef PT_ROW_CLONES
 
 #define REAL double
 #define ACT double
@@ -398,7 +401,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #define DT_ACC PT_F64
 #define SFX(x) x##_f64
 #define SFX_NAME "f64"
-#define PT_VCLONES
+#define PT_ROW_CLONES 0
 #define GEMM cpu_dgemm
 #define EXP exp
 #define SQRT sqrt
@@ -421,7 +424,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #undef TANH
 #undef VEXP
 #undef VTANH
-#undef PT_VCLONES
+#undef PT_ROW_CLONES
 
 static void cpu_set_threads(int n)
 {

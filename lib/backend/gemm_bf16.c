@@ -57,25 +57,42 @@ extern char *openblas_get_config(void);
 
 /* ---------------------------------------------------------------- conversion */
 
-/* Row kernels compiled for AVX-512, AVX2 and baseline x86-64, picked by the
- * loader (GCC's target_clones), as in cpu.c */
+
+/* Row kernels compiled for AVX-512, AVX2 and baseline x86-64
+ * (gemm_bf16_rows.inc), the copy of pt_kernel_isa_level() called (blas.h:
+ * PTRAIN_MAX_CPU_ISA caps it), as cpu.c's row kernels */
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(PTRAIN_NO_CLONES)
-#define PT_CVT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), noinline))
+#define ROW(x) x##_v4
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v4")
+#include "backend/gemm_bf16_rows.inc"
+#pragma GCC pop_options
+#undef ROW
+#define ROW(x) x##_v3
+#pragma GCC push_options
+#pragma GCC target("arch=x86-64-v3")
+#include "backend/gemm_bf16_rows.inc"
+#pragma GCC pop_options
+#undef ROW
+#define PT_CVT_PICK(v4, v3, v1) (pt_kernel_isa_level() >= PT_ISA_AVX512 ? v4 : pt_kernel_isa_level() >= PT_ISA_AVX2 ? v3 : v1)
 #else
-#define PT_CVT_CLONES
+#define PT_CVT_PICK(v4, v3, v1) (v1)
 #endif
+#define ROW(x) x##_v1
+#include "backend/gemm_bf16_rows.inc"
+#undef ROW
 
-PT_CVT_CLONES static void to_f32_row(float *restrict d, const pt_bf16 *restrict s, size_t n)
+static inline void to_f32_row(float *restrict d, const pt_bf16 *restrict s, size_t n)
 {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) d[i] = pt_bf16_to_f32(s[i]);
+    PT_CVT_PICK(to_f32_row_v4, to_f32_row_v3, to_f32_row_v1)(d, s, n);
 }
 
-PT_CVT_CLONES static void to_bf16_row(pt_bf16 *restrict d, const float *restrict s, size_t n)
+static inline void to_bf16_row(pt_bf16 *restrict d, const float *restrict s, size_t n)
 {
-#pragma omp simd
-    for (size_t i = 0; i < n; i++) d[i] = pt_f32_to_bf16(s[i]);
+    PT_CVT_PICK(to_bf16_row_v4, to_bf16_row_v3, to_bf16_row_v1)(d, s, n);
 }
+
+
 
 enum { CHUNK = 1 << 16 }; /* elements per thread-loop piece of the 1-D converters */
 
@@ -130,7 +147,7 @@ static void detect_isa(void)
 #if defined(__x86_64__)
     unsigned a, b, c, d;
     /* AVX-512 foundation with the OS saving its state (pt_cpu_isa_level checks XGETBV) */
-    if (pt_cpu_isa_level() >= PT_ISA_AVX512 && __get_cpuid_max(0, NULL) >= 7) {
+    if (pt_kernel_isa_level() >= PT_ISA_AVX512 && __get_cpuid_max(0, NULL) >= 7) {
         __cpuid_count(7, 0, a, b, c, d);
         const unsigned max_sub = a, amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
         unsigned a1 = 0;
@@ -211,24 +228,10 @@ static void scale_bias_f32(float *C, int ldc, int M, int N, float beta, const fl
     }
 }
 
-/* c[n] = round(t[n] + bias[n] + beta c[n]) for n < N; t, bias NULL: 0; beta 0: c not read */
-PT_CVT_CLONES static void finish_row(pt_bf16 *restrict c, const float *restrict t, const float *restrict bias,
+static inline void finish_row(pt_bf16 *restrict c, const float *restrict t, const float *restrict bias,
                                      float beta, int N)
 {
-    if (beta == 0 && t && bias) {
-#pragma omp simd
-        for (int n = 0; n < N; n++) c[n] = pt_f32_to_bf16(t[n] + bias[n]);
-    } else if (beta == 0 && t) {
-#pragma omp simd
-        for (int n = 0; n < N; n++) c[n] = pt_f32_to_bf16(t[n]);
-    } else {
-#pragma omp simd
-        for (int n = 0; n < N; n++) {
-            float v = (t ? t[n] : 0.0f) + (bias ? bias[n] : 0.0f);
-            if (beta != 0) v += beta * pt_bf16_to_f32(c[n]);
-            c[n] = pt_f32_to_bf16(v);
-        }
-    }
+    PT_CVT_PICK(finish_row_v4, finish_row_v3, finish_row_v1)(c, t, bias, beta, N);
 }
 
 /* C (bf16) = round(T + beta C + bias), T fp32 [M, N] with row stride ldt; T NULL: 0 */

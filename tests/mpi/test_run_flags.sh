@@ -70,6 +70,8 @@ bad 4 "--sp 2 --tp 4 (tp x sp beyond the world)" "valid sp here: 1" --sp 2 --tp 
 bad 1 "--precision fp16" "invalid --precision 'fp16' (valid: fp32, bf16)" --precision fp16
 PTRAIN_BF16_GEMM=mkl bad 1 "PTRAIN_BF16_GEMM=mkl under --precision bf16 (at start-up, not at the first GEMM)" \
     "precision bf16: .*PTRAIN_BF16_GEMM=mkl" --precision bf16
+PTRAIN_MAX_CPU_ISA=avx3 bad 1 "PTRAIN_MAX_CPU_ISA=avx3 (not an ISA level)" \
+    "PTRAIN_MAX_CPU_ISA=avx3: valid values are sse, avx, avx2, avx512"
 bad 1 "--adam-eps 0 (AdamW divides by sqrt(v) + eps)" "adam-eps: '0' is not a number in \[1e-30, 1\]" --adam-eps 0
 bad 1 "--beta2 1 (the second moment would never decay)" "beta2: '1' is not a number in \[0, 0.999999\]" --beta2 1
 bad 1 "--beta1 -0.1" "beta1: '-0.1' is not a number" --beta1 -0.1

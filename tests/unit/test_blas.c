@@ -11,6 +11,10 @@
  *  3. PTRAIN_BLAS_CORETYPE=<name> forces that set and says so.
  *  4. The core-name table: known names, case, unknown names.
  *  5. The chosen kernels compute: sgemm against a naive product.
+ *  6. PTRAIN_MAX_CPU_ISA caps the level of ptrain's own kernels and of the
+ *     BLAS kernel set (a child run one level below this CPU: AVX on an
+ *     AVX2 CPU, AVX2 on an AVX-512 one) and the summary says so; a bad
+ *     value is refused by pt_kernel_isa_check in one line and ignored.
  * Children are this program run again (/proc/self/exe --child) with a
  * changed environment, since the choice is made once per process. */
 #define _GNU_SOURCE
@@ -85,7 +89,9 @@ int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--child") == 0) {
         pt_backend_get("cpu");
-        printf("%s\t%s\n", openblas_get_corename(), pt_blas_summary());
+        const int ok = pt_kernel_isa_check() == PT_OK;
+        printf("%s\t%s\t%d\t%s\n", openblas_get_corename(), pt_blas_summary(), pt_kernel_isa_level(),
+               ok ? "ok" : pt_errmsg());
         return 0;
     }
     const int cpu = pt_cpu_isa_level();
@@ -95,6 +101,11 @@ int main(int argc, char **argv)
     }
     const pt_backend *be = pt_backend_get("cpu");
     tap_diag("blas: %s", pt_blas_summary());
+    /* this process keeps its PTRAIN_MAX_CPU_ISA (read once, above); the
+     * children below run without one unless they set it */
+    const char *capped = getenv("PTRAIN_MAX_CPU_ISA");
+    char *cap_saved = capped ? strdup(capped) : NULL;
+    unsetenv("PTRAIN_MAX_CPU_ISA");
     const char *forced = getenv("PTRAIN_BLAS_CORETYPE");
 
     int pl = proc_level();
@@ -107,10 +118,11 @@ int main(int argc, char **argv)
     if (forced && *forced) {
         tap_diag("PTRAIN_BLAS_CORETYPE=%s set: the in-process level check is skipped (documented override)", forced);
     } else {
-        tap_ok(pt_blas_core_level(core) >= cpu,
-               "kernel set %s (%s) is not below this CPU's ISA (%s); OPENBLAS_CORETYPE in the environment: %s",
-               core, pt_isa_name(pt_blas_core_level(core)), pt_isa_name(cpu),
-               getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
+        const int kl = pt_kernel_isa_level(); /* the CPU's, or PTRAIN_MAX_CPU_ISA's */
+        tap_ok(pt_blas_core_level(core) >= kl && (kl == cpu || pt_blas_core_level(core) == kl),
+               "kernel set %s (%s) matches this CPU's ISA (%s%s%s); OPENBLAS_CORETYPE in the environment: %s", core,
+               pt_isa_name(pt_blas_core_level(core)), pt_isa_name(cpu), kl < cpu ? ", capped at " : "",
+               kl < cpu ? pt_isa_name(kl) : "", getenv("OPENBLAS_CORETYPE") ? getenv("OPENBLAS_CORETYPE") : "(unset)");
     }
     tap_ok(strcmp(info.coretype, core) == 0 && info.kernel_level == pt_blas_core_level(core) && info.cpu_level == cpu,
            "pt_blas_get_info reports the kernel set in use (%s) and the CPU level", info.coretype);
@@ -141,6 +153,37 @@ int main(int argc, char **argv)
     } else {
         tap_ok(0, "child run with PTRAIN_BLAS_CORETYPE=Prescott");
     }
+    /* 6: the cap, one level below this CPU (nothing to cap on an SSE-only one) */
+    if (cpu > PT_ISA_SSE) {
+        const char *below = pt_isa_name(cpu - 1);
+        if (child("PTRAIN_MAX_CPU_ISA", below, out, sizeof out)) {
+            char *f[4] = {out, NULL, NULL, NULL};
+            for (int k = 1; k < 4 && f[k - 1]; k++) {
+                f[k] = strchr(f[k - 1], '\t');
+                if (f[k]) *f[k]++ = 0;
+            }
+            char want[96];
+            snprintf(want, sizeof want, "on an %s CPU run as %s (PTRAIN_MAX_CPU_ISA)", pt_isa_name(cpu), below);
+            tap_ok(f[3] && pt_blas_core_level(out) == cpu - 1 && atoi(f[2]) == cpu - 1 && strstr(f[1], want) &&
+                       strcmp(f[3], "ok") == 0,
+                   "PTRAIN_MAX_CPU_ISA=%s: kernel set %s (%s), ptrain's kernels at %s, the summary says '%s'", below,
+                   out, pt_isa_name(pt_blas_core_level(out)), f[2] ? pt_isa_name(atoi(f[2])) : "?", want);
+        } else {
+            tap_ok(0, "child run with PTRAIN_MAX_CPU_ISA=%s", below);
+        }
+    }
+    if (child("PTRAIN_MAX_CPU_ISA", "avx3", out, sizeof out)) {
+        char *msg = strrchr(out, '\t'), *tab = strchr(out, '\t');
+        if (msg) *msg++ = 0;
+        if (tab) *tab = 0;
+        tap_ok(msg && strcmp(msg, "PTRAIN_MAX_CPU_ISA=avx3: valid values are sse, avx, avx2, avx512") == 0 &&
+                   pt_blas_core_level(out) >= cpu,
+               "PTRAIN_MAX_CPU_ISA=avx3 is refused in one line (%s) and ignored (kernels %s)", msg ? msg : "?", out);
+    } else {
+        tap_ok(0, "child run with PTRAIN_MAX_CPU_ISA=avx3");
+    }
+    if (cap_saved) setenv("PTRAIN_MAX_CPU_ISA", cap_saved, 1);
+    free(cap_saved);
     if (forced) setenv("PTRAIN_BLAS_CORETYPE", forced, 1);
 
     tap_ok(pt_blas_core_level("SkylakeX") == PT_ISA_AVX512 && pt_blas_core_level("cooperlake") == PT_ISA_AVX512 &&
