@@ -252,6 +252,28 @@ typedef struct pt_ops {
     void (*classifier_bwd)(void *dx, void *dw, const void *x, const void *w, const void *stats,
                            const int32_t *targets, const void *dloss, void *work, int vb, int v0, int vreal, int N,
                            int C, int Vl, int ks);
+    /* The fused classifier over a chunk of R rows whose logits are held whole
+     * (Liger Kernel's fused linear cross-entropy, Hsu et al. 2024, sec. 3.1: rows in
+     * chunks; llm.c's fused_classifier computes dlogits where the loss is): forward
+     * and backward of a chunk back to back, so the logits are computed once, 6 R C Vl
+     * FLOPs against the 8 of classifier_fwd + classifier_bwd, which compute them
+     * again; the price is the [R, Vl] buffer.  x [R, C] ACT, w [Vl, C] ACT (ks 1).
+     * rows_fwd: logits [R, Vl] ACC = x w^T over the unpadded columns (written; the
+     * padded ones untouched); stats [3R] ACC = this shard's rowmax, sumexp (relative to
+     * that rowmax) and target logit over unpadded ids, as classifier_fwd's for R rows
+     * (-inf, 0, 0 for a row that sees no id).  rows_bwd: from the GLOBAL stats [3R] and
+     * dloss [R] ACC (a vocabulary-parallel caller merges stats between the two calls):
+     * logits become dlogits = (softmax - onehot(target)) dloss[n] in place, dx [R, C]
+     * ACT += dlogits w, dw [Vl, C] ACC += dlogits^T x (padded rows untouched); NULL
+     * skips; work: pt_classifier_rows_work_elems(R, C, Vl) ACC elements (dX's partial
+     * sums).  bf16: fp32 logits from bf16 operands; dlogits rounded to bf16 for the two
+     * GEMMs (as classifier_bwd).  A table may leave both NULL (the model then runs
+     * classifier_fwd/bwd). */
+    void (*classifier_rows_fwd)(void *stats, void *logits, const void *x, const void *w, const int32_t *targets,
+                                int v0, int vreal, int R, int C, int Vl);
+    void (*classifier_rows_bwd)(void *dx, void *dw, const void *x, const void *w, void *logits, const void *stats,
+                                const int32_t *targets, const void *dloss, void *work, int v0, int vreal, int R,
+                                int C, int Vl);
     /* sumexp[n] *= exp(from[n] - to[n]) (0 where from[n] is -inf): a shard's sum of
      * exp moved from its own row max to the group's, [N] ACC each */
     void (*xent_rescale)(void *sumexp, const void *from, const void *to, int N);
@@ -338,6 +360,38 @@ typedef struct pt_ops {
 static inline size_t pt_classifier_work_elems(const pt_ops *ops, int N, int C, int vb, int bwd)
 {
     return (size_t)N * (size_t)vb + (bwd && ops->act != ops->acc ? (size_t)N * (size_t)C : 0);
+}
+
+/* Vocabulary columns per dX partial sum of classifier_rows_bwd (a fixed
+ * K-split of dX = dlogits w, so that its threads need no thread-count
+ * dependent order) */
+#define PT_CLASSIFIER_XSLICE 4096
+/* ACC elements of classifier_rows_bwd's work for R rows, width C, shard Vl:
+ * the [R, C] partial of dX per slice of PT_CLASSIFIER_XSLICE columns */
+static inline size_t pt_classifier_rows_work_elems(int R, int C, int Vl)
+{
+    const size_t ns = ((size_t)(Vl > 0 ? Vl : 1) + PT_CLASSIFIER_XSLICE - 1) / PT_CLASSIFIER_XSLICE;
+    return ns * (size_t)R * (size_t)C;
+}
+
+/* Rows per chunk of the chunked classifier (lib/parallel's
+ * pt_classifier_step) for N rows and a shard of Vl columns:
+ * PT_CLASSIFIER_CHUNK_ROWS (enough rows for the chunk's GEMMs to run at the
+ * BLAS's rate: 256 rows of logits repack a vocabulary block of w once per
+ * 2 x 256 multiply-adds per element), fewer where the chunk's fp32 logits
+ * would pass PT_CLASSIFIER_CHUNK_BYTES (64 MiB: a vocabulary over 65536), a
+ * multiple of 64, at least 64, at most N.  A function of N and Vl only, so
+ * the chunks (and the sums over them) are the same on every rank of a group
+ * and at any thread count; the planner's memory model counts the same. */
+#define PT_CLASSIFIER_CHUNK_ROWS 256
+#define PT_CLASSIFIER_CHUNK_BYTES ((size_t)64 << 20)
+static inline int pt_classifier_chunk_rows(int N, int Vl)
+{
+    size_t r = PT_CLASSIFIER_CHUNK_BYTES / (sizeof(float) * (size_t)(Vl > 0 ? Vl : 1));
+    r = r / 64 * 64;
+    if (r < 64) r = 64;
+    if (r > PT_CLASSIFIER_CHUNK_ROWS) r = PT_CLASSIFIER_CHUNK_ROWS;
+    return (size_t)N < r ? N : (int)r;
 }
 
 /* CPU kernels (OpenBLAS + OpenMP; bf16 GEMMs through lib/backend's bf16

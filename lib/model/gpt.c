@@ -667,18 +667,55 @@ int pt_gpt_logits(pt_gpt *m, int row, float *out)
     return PT_OK;
 }
 
+/* The head's forward and backward in one pass (the layout's head_step:
+ * the logits computed once): final LN, head + cross-entropy + its
+ * backward, the LN's backward.  The head's parameters and gradients must
+ * both be bound around the classifier, so the ZeRO hooks run FWD_PRE,
+ * BWD_PRE before it and FWD_POST after it (ZeRO-3 gathers the piece twice
+ * and releases it once there, the gradient buffer is allocated by
+ * BWD_PRE), BWD_POST at the end. */
+static int head_step_fused(pt_gpt *m, const void *x_in, void *dx, double *sum)
+{
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl, L = m->cfg.n_layer;
+    const pt_ops *ops = m->ops;
+    const pt_lenv e = {m->ctx, ops, m->arena};
+    TRY(hook(m, L, PT_HOOK_FWD_PRE));
+    TRY(hook(m, L, PT_HOOK_BWD_PRE));
+    m->head_in = x_in;
+    TRY(pt_layernorm_fwd(g->norm, ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb, N, g->Cr,
+                         m->C));
+    ops->fill(m->dloss, (float)(1.0 / loss_tokens(m)), (size_t)N, PT_F32);
+    TRY(m->layout->head_step(&e, g, m->losses, m->stats, m->dtmp, m->dwte, m->lnf, m->wte, m->tgt, m->dloss));
+    *sum = g->loss_owner ? ops->sum(m->losses, (size_t)N, PT_F32) : 0;
+    TRY(hook(m, L, PT_HOOK_FWD_POST));
+    ops->zero(dx, (size_t)N * g->Cr, m->act);
+    TRY(pt_layernorm_bwd(g->norm, ops, m->arena, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean,
+                         m->lnf_rstd, N, g->Cr, m->C));
+    return hook(m, L, PT_HOOK_BWD_POST);
+}
+
+int pt_gpt_head_fused(const pt_gpt *m)
+{
+    return m->layout && m->layout->head_step && m->ops && m->ops->classifier_rows_fwd && m->ops->classifier_rows_bwd;
+}
+
 int pt_gpt_head_step(pt_gpt *m, const void *x_in, void *dx, double *loss_sum)
 {
     TRY(check_bound(m));
     TRY(check_end(m, m->stage.last, "head step"));
     const int L = m->cfg.n_layer;
     double sum;
-    TRY(hook(m, L, PT_HOOK_FWD_PRE));
-    TRY(head_fwd_local(m, x_in, &sum));
-    TRY(hook(m, L, PT_HOOK_FWD_POST));
-    TRY(hook(m, L, PT_HOOK_BWD_PRE));
-    TRY(head_bwd(m, dx));
-    TRY(hook(m, L, PT_HOOK_BWD_POST));
+    if (pt_gpt_head_fused(m)) {
+        TRY(head_step_fused(m, x_in, dx, &sum));
+    } else {
+        TRY(hook(m, L, PT_HOOK_FWD_PRE));
+        TRY(head_fwd_local(m, x_in, &sum));
+        TRY(hook(m, L, PT_HOOK_FWD_POST));
+        TRY(hook(m, L, PT_HOOK_BWD_PRE));
+        TRY(head_bwd(m, dx));
+        TRY(hook(m, L, PT_HOOK_BWD_POST));
+    }
     *loss_sum += sum;
     return PT_OK;
 }
@@ -732,6 +769,20 @@ int pt_gpt_embed_backward(pt_gpt *m, const void *dx)
     m->ops->posemb_bwd(m->dwpe + (size_t)m->t0 * g->Cr, dx, g->Bl, m->Tl, g->Cr);
     TRY(m->layout->embed_bwd(&e, g, m->dwte, dx, m->tok));
     return hook(m, -1, PT_HOOK_BWD_POST);
+}
+
+int pt_gpt_forward_backward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss)
+{
+    void *x;
+    double sum = 0;
+    TRY(pt_gpt_set_batch(m, inputs, targets));
+    TRY(pt_gpt_embed_forward(m, &x));
+    TRY(pt_gpt_blocks_forward(m, 0, m->cfg.n_layer, x, &x));
+    TRY(pt_gpt_head_step(m, x, m->dres, &sum));
+    TRY(pt_allreduce_sum_f64(&m->ctx->world, &sum, 1));
+    *loss = (float)(sum / loss_tokens(m));
+    TRY(pt_gpt_blocks_backward(m, 0, m->cfg.n_layer, m->dres));
+    return pt_gpt_embed_backward(m, m->dres);
 }
 
 int pt_gpt_backward(pt_gpt *m)

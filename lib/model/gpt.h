@@ -288,12 +288,29 @@ int pt_gpt_embed_backward(pt_gpt *m, const void *dx);
  * LN, tied head and cross-entropy on x_in [Bl*Tl, Cr]; *loss_sum += this
  * rank's part of the summed token losses (nats; no collective outside the
  * layout's tp group: the caller sums it over world once per step); dx
- * [Bl*Tl, Cr] = d(mean loss over m*B*dp*T tokens) / d x_in. */
+ * [Bl*Tl, Cr] = d(mean loss over m*B*dp*T tokens) / d x_in.  Where the
+ * layout has head_step and the ops table classifier_rows_fwd/bwd (the 1D
+ * layout on the CPU tables), the classifier runs forward and backward in
+ * one pass over chunks of rows whose logits it holds whole
+ * (pt_classifier_step: 6 N C V FLOPs, not 8; the logits of
+ * pt_classifier_chunk_rows(N, Vl) rows, 256 by default); else head_fwd then
+ * head_bwd. */
 int pt_gpt_head_step(pt_gpt *m, const void *x_in, void *dx, double *loss_sum);
+/* 1 when pt_gpt_head_step runs the classifier's forward and backward in one
+ * pass (the layout's head_step and the ops table's classifier_rows_fwd/bwd
+ * exist), else 0.  Then the head is one piece for the ZeRO hooks: FWD_PRE,
+ * BWD_PRE, the work, FWD_POST, BWD_POST. */
+int pt_gpt_head_fused(const pt_gpt *m);
 
 /* The whole model: set_batch, embed, blocks 0..L-1, head.  Saves
  * activations for pt_gpt_backward. */
 int pt_gpt_forward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss);
+/* Forward and backward of the whole model in one call (the training step):
+ * as pt_gpt_forward then pt_gpt_backward, with the head's forward and
+ * backward in one pass (pt_gpt_head_step: where the layout and ops table
+ * have the chunked classifier, the logits are computed once); *loss the
+ * mean token loss over the world, as pt_gpt_forward's. */
+int pt_gpt_forward_backward(pt_gpt *m, const int32_t *inputs, const int32_t *targets, float *loss);
 /* Backward of the last pt_gpt_forward (head, blocks L-1..0, embedding);
  * accumulates this rank's partial gradients, NOT summed over the sync
  * groups (see pt_train_sync). */

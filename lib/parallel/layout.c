@@ -170,3 +170,45 @@ int pt_classifier_bwd(const pt_ops *ops, pt_arena *a, void *dx, float *dw, const
     pt_arena_free(a, work);
     return PT_OK;
 }
+
+/* this shard's statistics of a chunk's R rows [3R] -> the group's (as pt_classifier_fwd) */
+static int merge_stats(pt_comm *g, const pt_ops *ops, pt_arena *a, float *cs, int R)
+{
+    if (g->size == 1) return PT_OK;
+    float *local = pt_scratch(a, (size_t)R, "classifier row max");
+    if (!local) return PT_ENOMEM;
+    ops->copy(local, cs, (size_t)R, PT_F32);
+    int rc = pt_allreduce_max(g, cs, (size_t)R);
+    if (!rc) ops->xent_rescale(cs + R, local, cs, R);
+    pt_arena_free(a, local);
+    return rc ? rc : pt_allreduce_sum(g, cs + R, 2 * (size_t)R); /* sumexp and target logit are adjacent */
+}
+
+int pt_classifier_step(pt_comm *g, const pt_ops *ops, pt_arena *a, float *losses, float *stats, void *dx, float *dw,
+                       const void *x, const void *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N,
+                       int C, int Vl)
+{
+    if (!ops->classifier_rows_fwd || !ops->classifier_rows_bwd)
+        return pt_fail(PT_EUNSUPP, "the %s ops table has no chunked classifier (classifier_rows_fwd/bwd)", ops->name);
+    const int R = pt_classifier_chunk_rows(N, Vl);
+    float *logits = pt_scratch(a, (size_t)R * (size_t)Vl, "classifier chunk logits");
+    float *work = logits ? pt_scratch(a, pt_classifier_rows_work_elems(R, C, Vl), "classifier dX partials") : NULL;
+    float *cs = work ? pt_scratch(a, 3 * (size_t)R, "classifier chunk statistics") : NULL;
+    int rc = cs ? PT_OK : PT_ENOMEM;
+    for (int r0 = 0; r0 < N && !rc; r0 += R) {
+        const int n = N - r0 < R ? N - r0 : R;
+        const void *xr = pt_elem(x, (size_t)r0 * C, ops->act);
+        /* the chunk's statistics are [3n]: rowmax, sumexp and target logit of its n rows */
+        ops->classifier_rows_fwd(cs, logits, xr, w, tgt + r0, v0, vreal, n, C, Vl);
+        rc = merge_stats(g, ops, a, cs, n);
+        if (rc) break;
+        ops->xent_loss(losses + r0, cs, cs + n, cs + 2 * (size_t)n, n);
+        for (int k = 0; k < 3; k++) ops->copy(stats + (size_t)k * N + r0, cs + (size_t)k * n, (size_t)n, PT_F32);
+        ops->classifier_rows_bwd(dx ? pt_elem(dx, (size_t)r0 * C, ops->act) : NULL, dw, xr, w, logits, cs, tgt + r0,
+                                 dloss + r0, work, v0, vreal, n, C, Vl);
+    }
+    pt_arena_free(a, cs);
+    pt_arena_free(a, work);
+    pt_arena_free(a, logits);
+    return rc;
+}

@@ -145,6 +145,13 @@ typedef struct pt_layout {
      * weights dloss [Bl*T]: the logits again block by block. */
     int (*head_bwd)(const pt_lenv *e, const pt_geom *g, void *dx, float *dwte, const float *stats,
                     const void *x, const void *wte, const int32_t *tgt, const float *dloss);
+    /* head_fwd and head_bwd in one pass, for the training step, which knows
+     * dloss before the forward: losses, stats as head_fwd's, dx and dwte as
+     * head_bwd's, the logits computed once (pt_classifier_step).  NULL: the
+     * layout has none (the model runs head_fwd then head_bwd); the model also
+     * calls head_fwd/bwd where the ops table has no classifier_rows_fwd. */
+    int (*head_step)(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, void *dx, float *dwte,
+                     const void *x, const void *wte, const int32_t *tgt, const float *dloss);
 } pt_layout;
 
 /* 1D (Megatron-LM, Shoeybi et al. 2019, section 3): lib/parallel/tp1d.c. */
@@ -207,6 +214,26 @@ int pt_classifier_bwd(const pt_ops *ops, pt_arena *a, void *dx, float *dw, const
                       int ks);
 /* The classifier's block width for a shard of Vl columns: min(PT_CLASSIFIER_VBLOCK, Vl). */
 int pt_classifier_vblock(int Vl);
+
+/* Forward and backward of the vocab-parallel classifier in one pass, for a
+ * caller that knows the loss weights dloss [N] before the forward (the
+ * training step: pt_gpt_head_step): over chunks of R =
+ * pt_classifier_chunk_rows(N, Vl) rows, ops->classifier_rows_fwd (the
+ * chunk's logits held whole), the chunk's statistics merged over g as
+ * pt_classifier_fwd merges them (one allreduce max and one sum of 2R per
+ * chunk), its losses, then ops->classifier_rows_bwd from the same logits:
+ * 6 N C Vl FLOPs instead of pt_classifier_fwd + _bwd's 8 (Liger Kernel's
+ * chunked fused linear cross-entropy, Hsu et al. 2024, sec. 3.1).  x [N, C]
+ * and w [Vl, C] ACT (ks 1); losses [N], stats [3N] (global, as
+ * pt_classifier_fwd's), dx [N, C] ACT (+=) and dw [Vl, C] fp32 (+=); tgt
+ * [N].  Scratch from arena a: R Vl fp32 (the logits),
+ * pt_classifier_rows_work_elems(R, C, Vl) fp32 and 3R fp32 (the chunk's
+ * statistics).  Needs ops->classifier_rows_fwd/bwd (PT_EUNSUPP when the
+ * table has none).  Errors: PT_ENOMEM, PT_ECOMM, PT_EUNSUPP. */
+int pt_classifier_step(pt_comm *g, const pt_ops *ops, pt_arena *a, float *losses, float *stats, void *dx, float *dw,
+                       const void *x, const void *w, const int32_t *tgt, const float *dloss, int v0, int vreal, int N,
+                       int C, int Vl);
+
 
 /* For one-line "valid values" messages: write the divisors of n,
  * space-separated, into buf [len]; truncated to fit. */

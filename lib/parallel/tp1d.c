@@ -141,6 +141,16 @@ static int head_bwd(const pt_lenv *e, const pt_geom *g, void *dx, float *dwte, c
     return rc ? rc : pt_allreduce_sum_t(&e->c->tp, dx, (size_t)N * C, e->ops->act);
 }
 
+static int head_step(const pt_lenv *e, const pt_geom *g, float *losses, float *stats, void *dx, float *dwte,
+                     const void *x, const void *wte, const int32_t *tgt, const float *dloss)
+{
+    const int N = g->B * g->T, C = g->Cr;
+    e->ops->zero(dx, (size_t)N * C, e->ops->act);
+    int rc = pt_classifier_step(&e->c->tp, e->ops, e->arena, losses, stats, dx, dwte, x, wte, tgt, dloss,
+                                e->c->tp_rank * g->Vl, g->V, N, C, g->Vl);
+    return rc ? rc : pt_allreduce_sum_t(&e->c->tp, dx, (size_t)N * C, e->ops->act);
+}
+
 const pt_layout pt_layout_1d = {
     .name = "1d",
     .geometry = geometry,
@@ -152,4 +162,5 @@ const pt_layout pt_layout_1d = {
     .embed_bwd = emb_bwd,
     .head_fwd = head_fwd,
     .head_bwd = head_bwd,
+    .head_step = head_step,
 };

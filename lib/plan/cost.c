@@ -473,8 +473,12 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const pt_shap
             double rs = p->zero == 1 || is_tied ? 1 : m_micro; /* reduce-scatters per step (fp32) */
             RS(&s->sync, sg, npad, N, rs, 4);
             /* the work copy's gathers (ACT) */
-            if (p->zero == 3) AG(&s->sync, sg, npad, N, 2.0 * m_micro, ea); /* before forward and backward */
-            else AG(&s->sync, sg, npad, N, 1, ea);                           /* after the update */
+            /* before forward and backward; once for the units the head uses last where the 1D
+             * layout runs the head's forward and backward as one piece (lib/model's
+             * pt_gpt_head_fused: the gathered copy is kept between them) */
+            const int head_last = g->mode == PT_MODE_1D && last && (piece == L || piece == -2);
+            if (p->zero == 3) AG(&s->sync, sg, npad, N, (head_last ? 1.0 : 2.0) * m_micro, ea);
+            else AG(&s->sync, sg, npad, N, 1, ea); /* after the update */
             if (is_tied) AR(&s->sync, PT_SUB_EMBED, npad, 2, 1, 4);
             if (piece == -2) s->wte_pad = (double)npad, s->wte_s = (double)sl;
             else {
@@ -853,7 +857,12 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         const double vb = (double)(g.Vl < PT_COST_CLASSIFIER_VBLOCK ? g.Vl : PT_COST_CLASSIFIER_VBLOCK);
         const double mixed = ea != 4 ? 1 : 0;
         if (g.mode == PT_MODE_1D) {
-            head = 4 * (Nf * vb + mixed * Nf * Cr); /* the logits block (and dX accumulator) */
+            /* the training step's chunked classifier (lib/parallel's pt_classifier_step, ops.h):
+             * R rows' logits held whole, dX's partials per vocabulary slice, the chunk's
+             * statistics, and over a tp group the local row max while they are merged */
+            const int R = pt_classifier_chunk_rows((int)Nf, g.Vl);
+            head = 4 * ((double)R * g.Vl + (double)pt_classifier_rows_work_elems(R, (int)Cr, g.Vl) + 3.0 * R +
+                        (p->tp > 1 ? R : 0));
         } else if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
             /* head backward (2d and 3d alike): the rows' and the vocabulary block's full
              * width [q][N][C/q] and [q][Vl][C/q] (ACT) and their gradients (dX ACT, dW

@@ -108,6 +108,14 @@ static int allreduce_state_loaded(pt_train *t)
     return PT_OK;
 }
 
+static double allreduce_sync_bytes(const pt_train *t)
+{
+    double b = 0;
+    for (int k = 0; k < t->nbuckets; k++)
+        b += pt_zero_comm_bytes(0, (double)t->buckets[k].n, t->buckets[k].comm->size, (int)t->model->ea);
+    return b;
+}
+
 const pt_train_strategy pt_train_allreduce = {
     .name = "allreduce",
     .zero_stage = 0,
@@ -115,6 +123,7 @@ const pt_train_strategy pt_train_allreduce = {
     .free_state = allreduce_free,
     .zero_grad = allreduce_zero_grad,
     .sync = allreduce_sync,
+    .sync_bytes = allreduce_sync_bytes,
     .grad_sumsq = allreduce_grad_sumsq,
     .update = allreduce_update,
     .owned = allreduce_owned,

@@ -77,11 +77,12 @@ void pt_train_zero_grad(pt_train *t)
 
 int pt_train_forward_backward(pt_train *t, const int32_t *inputs, const int32_t *targets, float *loss)
 {
-    TRY(pt_gpt_forward(t->model, inputs, targets, loss));
-    return pt_gpt_backward(t->model);
+    return pt_gpt_forward_backward(t->model, inputs, targets, loss);
 }
 
 int pt_train_sync(pt_train *t) { return t->strategy->sync(t); }
+
+double pt_train_sync_bytes(const pt_train *t) { return t->strategy->sync_bytes(t); }
 
 int pt_train_sync_tied(pt_train *t)
 {

@@ -106,6 +106,8 @@ typedef struct pt_train_strategy {
                   float **v);
     /* after the owned parameters were overwritten (pt_train_state_loaded) */
     int (*state_loaded)(struct pt_train *t);
+    /* pt_train_sync_bytes */
+    double (*sync_bytes)(const struct pt_train *t);
 } pt_train_strategy;
 
 /* Data parallelism without sharding (ZeRO stage 0): one allreduce per
@@ -287,5 +289,15 @@ double pt_zero_state_bytes(int stage, double psi, int N, int act_bytes);
  * allgathers and one reduce-scatter: at fp32 the paper's 3 Psi vs 2 Psi,
  * section 7.2).  0 for a bad stage, N < 1 or act_bytes other than 2 or 4. */
 double pt_zero_comm_bytes(int stage, double n, int N, int act_bytes);
+/* Bytes this rank sends for one forward, backward and sync under its
+ * strategy over the sync groups (ring model of lib/comm): the sum of
+ * pt_zero_comm_bytes over its buckets (stage 0) or its ZeRO units (their
+ * padded floats), except that a ZeRO-3 unit whose last user is the head is
+ * gathered once, not twice, where the model runs the head as one piece
+ * (pt_gpt_head_fused): its forward's gathered copy is still held when the
+ * head's backward starts, as FSDP keeps the last layer's between them (the
+ * tied embedding is such a unit).  The tied embedding's sum over the
+ * pipeline's ends is not counted. */
+double pt_train_sync_bytes(const pt_train *t);
 
 #endif

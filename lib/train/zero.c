@@ -519,16 +519,30 @@ static void zero_owned(const pt_train *t, int i, int64_t *lo, int64_t *hi, float
 /* The three stages share every hook; zero_create reads the table's
  * zero_stage for what is sharded (1: optimizer state, 2: and gradients,
  * 3: and parameters). */
+static double zero_sync_bytes(const pt_train *t)
+{
+    const struct pt_zero *z = zero_of(t);
+    const int ea = (int)t->model->ea, fused = pt_gpt_head_fused(t->model), L = t->model->cfg.n_layer;
+    double b = 0;
+    for (int k = 0; k < z->nunits; k++) {
+        const pt_zero_unit *u = &z->units[k];
+        const int N = u->comm->size;
+        b += pt_zero_comm_bytes(z->stage, (double)u->npad, N, ea);
+        if (z->stage == 3 && fused && u->hi == L) b -= (double)(N - 1) / N * ea * (double)u->npad;
+    }
+    return b;
+}
+
 const pt_train_strategy pt_train_zero_stages[3] = {
     {.name = "zero1", .zero_stage = 1, .create = zero_create, .free_state = zero_free, .zero_grad = zero_zero_grad,
      .sync = zero_sync, .grad_sumsq = zero_grad_sumsq, .update = zero_update, .owned = zero_owned,
-     .state_loaded = zero_regather},
+     .state_loaded = zero_regather, .sync_bytes = zero_sync_bytes},
     {.name = "zero2", .zero_stage = 2, .create = zero_create, .free_state = zero_free, .zero_grad = zero_zero_grad,
      .sync = zero_sync, .grad_sumsq = zero_grad_sumsq, .update = zero_update, .owned = zero_owned,
-     .state_loaded = zero_regather},
+     .state_loaded = zero_regather, .sync_bytes = zero_sync_bytes},
     {.name = "zero3", .zero_stage = 3, .create = zero_create, .free_state = zero_free, .zero_grad = zero_zero_grad,
      .sync = zero_sync, .grad_sumsq = zero_grad_sumsq, .update = zero_update, .owned = zero_owned,
-     .state_loaded = zero_regather},
+     .state_loaded = zero_regather, .sync_bytes = zero_sync_bytes},
 };
 
 double pt_zero_state_bytes(int stage, double psi, int N, int act_bytes)

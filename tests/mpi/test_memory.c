@@ -20,7 +20,8 @@
  *   in T (flash
  *   attention keeps no [T, T] probabilities: the second difference of the
  *   peaks is 0) and by less per local row than [N, V/tp] logits alone
- *   would take (the fused classifier keeps no logits).  bf16 also: the
+ *   would take (the fused classifier keeps no [N, V] logits: the training
+ *   step's holds one chunk of 256 rows').  bf16 also: the
  *   activations (the peak's growth in T) below 80% of fp32's.
  * The model is chosen so that activations, not the vocabulary, dominate
  * (small V): the regime the paper measures.
@@ -138,7 +139,11 @@ static void sequence(int P, unsigned long seed)
  * seq_len is T itself (the position embedding grows linearly with it too). */
 static void linear(int P, unsigned long seed, int precision)
 {
-    const int T0 = 64, B = 2;
+    /* B = 8: a rank's rows (256 at T0 under sp = 2) fill the training step's
+     * classifier chunk (pt_classifier_chunk_rows: 256 rows of logits), so
+     * from T0 on the head's scratch is constant and the peak's growth is the
+     * activations' */
+    const int T0 = 64, B = 8;
     pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 32, .seq_len = T0, .vocab = 8192};
     typedef struct { const char *name; int dp, tp, sp; } lay;
     static const lay plans[] = {{"dp=2", 2, 1, 1}, {"tp=2", 1, 2, 1}, {"sp=2", 1, 1, 2}, {"tp=2 sp=2", 1, 2, 2}};
@@ -194,7 +199,7 @@ static void linear(int P, unsigned long seed, int precision)
         /* the head: per local row (B T / sp rows) less than [V/tp] logits' bytes */
         const double rows = (double)B * T0 / l->sp, per_row = d1 / rows, logits = ea * cfg.vocab / l->tp;
         report(per_row > 0 && per_row < logits, "%s: %.0f B per local row of T, less than the %.0f B of one row of [N, V/tp] logits "
-               "(no logits are kept)", l->name, per_row, logits);
+               "(no [N, V] logits are kept)", l->name, per_row, logits);
     }
 }
 

@@ -574,6 +574,162 @@ static void test_classifier_float(void)
     free(fx), free(fw), free(fst), free(fdl), free(fwork), free(fdx), free(fdw);
 }
 
+/* ---- the chunked classifier (classifier_rows_fwd/bwd) ------------------------ */
+
+/* a table's buffer of n elements of type t from doubles, and back */
+static void *to_t(const double *d, size_t n, pt_dtype t)
+{
+    void *p = xcalloc(n ? n : 1, pt_dtype_size(t));
+    D->convert(p, t, d, PT_F64, n);
+    return p;
+}
+static double *from_t(const void *p, size_t n, pt_dtype t)
+{
+    double *d = dalloc(n);
+    D->convert(d, PT_F64, p, t, n);
+    return d;
+}
+
+typedef struct {
+    int R, C, Vl, ns, vr; /* rows, width, shard width, shards, unpadded ids of the V = ns Vl */
+    double *x, *w, *dl, *P;
+    int32_t *tgt;
+} rows_case;
+
+static rows_case rows_new(int R, int C, int Vl, int ns, int bf16)
+{
+    rows_case k = {R, C, Vl, ns, ns * Vl - randint(1, Vl / 2), NULL, NULL, NULL, NULL, NULL};
+    const size_t V = (size_t)ns * Vl;
+    k.x = dalloc((size_t)R * C), k.w = dalloc(V * C), k.dl = dalloc((size_t)R), k.P = dalloc((size_t)R * C);
+    k.tgt = xcalloc((size_t)R, sizeof(int32_t));
+    randn(k.x, (size_t)R * C, 1), randn(k.w, V * C, 2.0 / sqrt((double)C)), randu(k.dl, (size_t)R, 0.1, 1);
+    randn(k.P, (size_t)R * C, 1);
+    if (bf16) { /* what the table can hold: the reference sees the same inputs */
+        void *b = to_t(k.x, (size_t)R * C, PT_BF16);
+        D->convert(k.x, PT_F64, b, PT_BF16, (size_t)R * C), free(b);
+        b = to_t(k.w, V * C, PT_BF16);
+        D->convert(k.w, PT_F64, b, PT_BF16, V * C), free(b);
+        memset(k.P, 0, sizeof(double) * (size_t)R * C); /* a bf16 dx would round the prefill's sum */
+    }
+    for (int n = 0; n < R; n++) k.tgt[n] = randint(0, k.vr - 1);
+    if (R > 2) k.tgt[0] = k.vr - 1; /* a target in the last, partly padded shard */
+    return k;
+}
+static void rows_free(rows_case *k) { free(k->x), free(k->w), free(k->dl), free(k->P), free(k->tgt); }
+
+/* table o over k's shards, the statistics merged between forward and
+ * backward as pt_classifier_step merges them: global stats [3R], dx [R, C]
+ * (minus the prefill), dw [V, C] (padded rows: 4242 if left untouched) */
+static void rows_run(const pt_ops *o, const rows_case *k, double *st, double *dx, double *dw)
+{
+    const int R = k->R, C = k->C, Vl = k->Vl;
+    const size_t V = (size_t)k->ns * Vl, ea = pt_dtype_size(o->act);
+    void *x = to_t(k->x, (size_t)R * C, o->act), *w = to_t(k->w, V * C, o->act);
+    void *dxo = to_t(k->P, (size_t)R * C, o->act), *dlo = to_t(k->dl, (size_t)R, o->acc);
+    double *g = dalloc(3 * (size_t)R), *dwg = dalloc(V * C);
+    for (size_t i = 0; i < V * C; i++) dwg[i] = i >= (size_t)k->vr * C ? 4242.0 : 0;
+    void *dwo = to_t(dwg, V * C, o->acc);
+    void *lg = xcalloc((size_t)R * Vl, pt_dtype_size(o->acc)), *cs = xcalloc(3 * (size_t)R, pt_dtype_size(o->acc));
+    void *work = xcalloc(pt_classifier_rows_work_elems(R, C, Vl), pt_dtype_size(o->acc));
+    double *loc = dalloc(3 * (size_t)k->ns * R);
+    for (int n = 0; n < R; n++) g[n] = -INFINITY;
+    for (int s = 0; s < k->ns; s++) {
+        o->classifier_rows_fwd(cs, lg, x, (char *)w + (size_t)s * Vl * C * ea, k->tgt, s * Vl, k->vr, R, C, Vl);
+        double *l = from_t(cs, 3 * (size_t)R, o->acc);
+        memcpy(loc + (size_t)s * 3 * R, l, sizeof(double) * 3 * (size_t)R);
+        for (int n = 0; n < R; n++) g[n] = fmax(g[n], l[n]);
+        free(l);
+    }
+    for (int s = 0; s < k->ns; s++) { /* each shard's sum moved to the global max, then added */
+        const double *l = loc + (size_t)s * 3 * R;
+        for (int n = 0; n < R; n++)
+            g[R + n] += l[n] == -INFINITY ? 0 : l[R + n] * exp(l[n] - g[n]), g[2 * R + n] += l[2 * R + n];
+    }
+    void *go = to_t(g, 3 * (size_t)R, o->acc);
+    for (int s = 0; s < k->ns; s++) {
+        const void *ws = (char *)w + (size_t)s * Vl * C * ea;
+        o->classifier_rows_fwd(cs, lg, x, ws, k->tgt, s * Vl, k->vr, R, C, Vl); /* this shard's logits again */
+        o->classifier_rows_bwd(dxo, (char *)dwo + (size_t)s * Vl * C * pt_dtype_size(o->acc), x, ws, lg, go, k->tgt,
+                               dlo, work, s * Vl, k->vr, R, C, Vl);
+    }
+    double *dxd = from_t(dxo, (size_t)R * C, o->act), *dwd = from_t(dwo, V * C, o->acc);
+    for (size_t i = 0; i < (size_t)R * C; i++) dx[i] = dxd[i] - k->P[i];
+    memcpy(dw, dwd, sizeof(double) * V * C);
+    memcpy(st, g, sizeof(double) * 3 * (size_t)R);
+    free(x), free(w), free(dxo), free(dlo), free(g), free(dwg), free(dwo), free(lg), free(cs), free(work), free(loc);
+    free(go), free(dxd), free(dwd);
+}
+
+/* each table's chunked classifier against the materialised head, over 3
+ * vocabulary shards (the last partly padded) with the statistics merged
+ * between the calls; dX's slices of PT_CLASSIFIER_XSLICE columns: shards
+ * wider than two of them */
+static void test_classifier_rows(void)
+{
+    static const struct { const pt_ops *o; const char *name; double tol; } tabs[] = {
+        {&pt_cpu_ops_f64, "double", 1e-12}, {&pt_cpu_ops_f32, "float", MIXED_TOL}, {&pt_cpu_ops_bf16, "bf16", 1e-2}};
+    for (int t = 0; t < 3; t++) {
+        const int bf = tabs[t].o->act == PT_BF16;
+        rows_case k = rows_new(randint(1, 70), randint(3, 9), 2 * PT_CLASSIFIER_XSLICE + randint(1, 900), 3, bf);
+        const size_t V = (size_t)k.ns * k.Vl;
+        double *sr = dalloc(3 * (size_t)k.R), *dxr = dalloc((size_t)k.R * k.C), *dwr = dalloc(V * k.C);
+        cls_naive(k.x, k.w, k.tgt, 0, k.vr, k.R, k.C, (int)V, sr, NULL, NULL, NULL);
+        cls_naive(k.x, k.w, k.tgt, 0, k.vr, k.R, k.C, (int)V, sr, k.dl, dxr, dwr);
+        double *st = dalloc(3 * (size_t)k.R), *dx = dalloc((size_t)k.R * k.C), *dw = dalloc(V * k.C);
+        rows_run(tabs[t].o, &k, st, dx, dw);
+        double es = 0;
+        for (int n = 0; n < k.R; n++) /* log-sum-exp, max and target logit */
+            es = fmax(es, fmax(fabs(st[n] + log(st[k.R + n]) - sr[n] - log(sr[k.R + n])),
+                               fabs(st[2 * k.R + n] - sr[2 * k.R + n])) / fmax(1, fabs(sr[n])));
+        int guard = 1;
+        for (size_t i = (size_t)k.vr * k.C; i < V * k.C; i++) guard &= dw[i] == 4242.0, dw[i] = 0;
+        /* bf16: the norm of the error against the reference's (dlogits rounded to bf16) */
+        const double ex = bf ? sqrt(fmax(0, dot(dx, dx, (size_t)k.R * k.C) - 2 * dot(dx, dxr, (size_t)k.R * k.C) +
+                                             dot(dxr, dxr, (size_t)k.R * k.C)) / dot(dxr, dxr, (size_t)k.R * k.C))
+                             : relerr(dx, dxr, (size_t)k.R * k.C);
+        const double ew = bf ? sqrt(fmax(0, dot(dw, dw, V * k.C) - 2 * dot(dw, dwr, V * k.C) + dot(dwr, dwr, V * k.C)) /
+                                    dot(dwr, dwr, V * k.C))
+                             : relerr(dw, dwr, V * k.C);
+        tap_ok(es <= tabs[t].tol && ex <= tabs[t].tol && ew <= tabs[t].tol && guard,
+               "%s chunked classifier (classifier_rows_fwd/bwd, R=%d C=%d, 3 shards of %d, vreal %d) == the "
+               "materialised head: stats %.1e, dx %.1e, dw %.1e (bound %.0e); padded rows of dw untouched",
+               tabs[t].name, k.R, k.C, k.Vl, k.vr, es, ex, ew, tabs[t].tol);
+        free(sr), free(dxr), free(dwr), free(st), free(dx), free(dw);
+        rows_free(&k);
+    }
+}
+
+/* the chunked classifier at 1, 2 and 3 threads: bit for bit (float, bf16) */
+static void test_classifier_rows_threads(void)
+{
+#ifdef _OPENMP
+    const pt_backend *be = pt_backend_get("cpu");
+    for (int t = 0; t < 2; t++) {
+        const pt_ops *o = t ? &pt_cpu_ops_bf16 : &pt_cpu_ops_f32;
+        rows_case k = rows_new(200 + randint(0, 100), 16 + randint(0, 16), 2 * PT_CLASSIFIER_XSLICE + randint(1, 700),
+                               2, t);
+        const size_t V = (size_t)k.ns * k.Vl;
+        double *st[3], *dx[3], *dw[3];
+        int same = 1;
+        for (int nt = 1; nt <= 3; nt++) {
+            be->set_threads(nt);
+            st[nt - 1] = dalloc(3 * (size_t)k.R), dx[nt - 1] = dalloc((size_t)k.R * k.C), dw[nt - 1] = dalloc(V * k.C);
+            rows_run(o, &k, st[nt - 1], dx[nt - 1], dw[nt - 1]);
+            if (nt > 1)
+                same &= !memcmp(st[0], st[nt - 1], sizeof(double) * 3 * k.R) &&
+                        !memcmp(dx[0], dx[nt - 1], sizeof(double) * (size_t)k.R * k.C) &&
+                        !memcmp(dw[0], dw[nt - 1], sizeof(double) * V * k.C);
+        }
+        be->set_threads(1);
+        tap_ok(same, "%s chunked classifier: 1, 2 and 3 threads give the same stats, dx and dw bit for bit (R=%d, "
+               "2 shards of %d: %d dX slices each)", t ? "bf16" : "float", k.R, k.Vl,
+               (k.Vl + PT_CLASSIFIER_XSLICE - 1) / PT_CLASSIFIER_XSLICE);
+        for (int i = 0; i < 3; i++) free(st[i]), free(dx[i]), free(dw[i]);
+        rows_free(&k);
+    }
+#endif
+}
+
 /* ---- GEMM epilogues -------------------------------------------------------- */
 
 static double gelu_ref(double x) { return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))); }
@@ -785,10 +941,12 @@ int main(void)
     test_classifier_ref();
     test_classifier_fd();
     test_classifier_float();
+    test_classifier_rows();
     test_epilogues();
     test_mlp_fd();
     test_epilogue_float();
     tap_diag("worst finite-difference error: %.2e (bound %.0e)", g_worst_fd, FD_TOL);
     test_threads();
+    test_classifier_rows_threads();
     return tap_done();
 }
