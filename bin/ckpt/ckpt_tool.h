@@ -94,6 +94,16 @@ int ckpt_resolve(const char *arg, char *out, size_t n);
  * it is not a valid GPT-2 config. */
 int ckpt_manifest_config(json_t *man, pt_gpt_config *cfg);
 
+/* Bytes pt_ckpt_load of a checkpoint with manifest man (checked by
+ * pt_ckpt_manifest_read) into a holder holds besides the model, at most:
+ * saved under the holder's plan (one rank, the default plan), its rank
+ * file (12 bytes per element); else, resharded, every tensor's full data,
+ * m and v (12 bytes per element), its coverage (1 byte), the owned slices
+ * cut from them (12 bytes), two index and two slice tensors and two
+ * temporaries of the largest tensor (24 bytes per element) and one rank
+ * file at a time.  No errors. */
+double ckpt_load_bytes(json_t *man);
+
 /* A manifest saved before manifests had a checksum: accepted, said once on
  * stderr (path: the checkpoint directory).  No errors. */
 void ckpt_old_manifest_warning(const char *path, json_t *man);
@@ -139,6 +149,17 @@ int ckpt_holder_build(holder *h, const pt_gpt_config *cfg, int T);
 
 /* Free what ckpt_holder_build built (also after it failed half way). */
 void ckpt_holder_free(holder *h);
+
+/* Whether ckpt_holder_build(cfg, T) and `extra` more bytes (the caller's
+ * buffers: a file's tensors read into memory) fit in the memory this
+ * process may use: the host-memory check ptrain-run makes
+ * (lib/core/hostmem.h), the holder's bytes from the cost model (its
+ * parameters, gradients, AdamW m and v, 16 bytes per parameter, and the
+ * activations of T tokens).  Call it before reading a file's tensors, so
+ * that a model beyond the machine is refused in one line rather than the
+ * process killed.  PT_OK, or PT_ENOMEM: "model L=.. H=.. C=.. T=.. V=..
+ * needs X GiB (...), but this process may use Y GiB (...)". */
+int ckpt_holder_fits(const pt_gpt_config *cfg, int T, double extra);
 
 /* the full tensor [rows, cols] of whole-model parameter index idx */
 static inline pt_param *param_at(holder *h, int idx) { return &h->model.params[h->model.pidx[idx]]; }

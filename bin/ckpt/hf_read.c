@@ -207,7 +207,13 @@ int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *
                                  "wte) cannot hold", file, cfg->vocab, cfg->n_embd);
         goto out;
     }
-    /* the checks passed: sizes are the file's own (at most 4 bytes per element of it) */
+    /* the checks passed: sizes are the file's own (at most 4 bytes per
+     * element of it); the model and the tensors in memory must fit before
+     * either is allocated */
+    if ((rc = ckpt_holder_fits(cfg, 1, 4.0 * (double)most + (lmt ? 4.0 * (double)lmt->numel : 0)))) {
+        rc = pt_fail(rc, "%s: %s", file, pt_errmsg());
+        goto out;
+    }
     buf = malloc(sizeof *buf * (most ? most : 1));
     if (!buf) {
         rc = pt_fail(PT_ENOMEM, "out of memory for a tensor of %zu elements", most);

@@ -87,6 +87,13 @@ int ckpt_llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, its header (version %d, maxT=%d V=%d Vp=%d L=%d C=%d) "
                        "needs %lld", file, size, hd[1], maxT, V, Vp, L, C, (long long)(sizeof hd + es * n));
     }
+    *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
+    /* the model and the file's tensors in memory: checked before either is allocated */
+    int rc = ckpt_holder_fits(cfg, 1, (double)(es * n));
+    if (rc) {
+        close(fd);
+        return pt_fail(rc, "llm.c model file %s: %s", file, pt_errmsg());
+    }
     char *buf = malloc((size_t)(es * n));
     if (!buf) {
         close(fd);
@@ -99,8 +106,7 @@ int ckpt_llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         return pt_fail(PT_EIO, "llm.c model file %s: cannot read its tensors: %s", file, e ? strerror(e) : "shorter than it was");
     }
     close(fd);
-    *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
-    int rc = ckpt_holder_build(h, cfg, 1);
+    rc = ckpt_holder_build(h, cfg, 1);
     if (rc) {
         free(buf);
         return rc;
