@@ -128,6 +128,15 @@ int ckpt_convert(const char *to, const char *dtype, const char *model, const cha
  * tokenizer, checkpoint, prompt or --logits file); one line on stderr. */
 int ckpt_sample(const char *arg, const sample_opts *so);
 
+/* The index of the first element of x [n] (fp32) that is not finite (NaN
+ * or an infinity), or -1 when every one is.  No errors. */
+static inline long long ckpt_first_nonfinite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(x[i] - x[i] == 0)) return (long long)i; /* NaN - NaN and inf - inf are NaN */
+    return -1;
+}
+
 /* ---- a one-rank model to convert through (holder.c) ---------------------- */
 
 typedef struct holder {

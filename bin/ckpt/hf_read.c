@@ -241,6 +241,16 @@ int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *
         snprintf(name, sizeof name, "%s%s", prefix, e[k].name);
         const pt_st_tensor *t = pt_st_find(&st, name);
         if ((rc = pt_st_read_f32(&st, t, buf))) break;
+        /* NaN or infinite weights would train and save NaN: refused here, naming the element */
+        const long long bad = ckpt_first_nonfinite(buf, (size_t)t->numel);
+        if (bad >= 0) {
+            char at[64];
+            if (t->ndim == 2) snprintf(at, sizeof at, " [%lld, %lld]", bad / t->shape[1], bad % t->shape[1]);
+            else at[0] = 0;
+            rc = pt_fail(PT_EFORMAT, "%s: tensor '%s' element %lld%s is %g (valid: a finite number): its weights "
+                         "cannot be trained or sampled from", file, name, bad, at, (double)buf[bad]);
+            break;
+        }
         pt_param *p = param_at(h, e[k].idx);
         int64_t lo, hi;
         float *d, *m, *v;
