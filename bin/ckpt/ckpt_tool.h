@@ -114,18 +114,23 @@ void ckpt_old_manifest_warning(const char *path, json_t *man);
  * for a checkpoint that cannot be read. */
 int ckpt_info(const char *arg);
 
-/* verify DIR: the manifest's consistency and each rank file's size and
- * FNV-1a 64, one line per problem on stdout.  Returns 0 (sound) or 1. */
+/* verify DIR: the manifest's consistency (its run state's ranges
+ * included) and each rank file's size, FNV-1a 64 and floats (weights and
+ * AdamW m finite, AdamW v finite and >= 0), one line per problem on
+ * stdout.  Returns 0 (sound) or 1. */
 int ckpt_verify(const char *arg);
 
 /* convert SRC DST (--to, --dtype, --model: NULL when not given).  Returns
- * 0, 1 (a failure while converting or writing) or 2 (bad options, a
- * missing, unreadable or malformed SRC); one line on stderr for each. */
+ * 0, 1 (a model beyond the memory this process may use, a failure while
+ * converting or writing) or 2 (bad options, a missing, unreadable or
+ * malformed SRC: a manifest number out of range, a weight that is not
+ * finite); one line on stderr for each. */
 int ckpt_convert(const char *to, const char *dtype, const char *model, const char *src, const char *dst);
 
 /* sample DIR: so->tokens tokens sampled from the checkpoint's model, on
- * stdout.  Returns 0, 1 (a failure while sampling or writing) or 2 (a bad
- * tokenizer, checkpoint, prompt or --logits file); one line on stderr. */
+ * stdout.  Returns 0, 1 (a model beyond the memory this process may use, a
+ * failure while sampling or writing) or 2 (a bad tokenizer, checkpoint,
+ * prompt or --logits file); one line on stderr. */
 int ckpt_sample(const char *arg, const sample_opts *so);
 
 /* The index of the first element of x [n] (fp32) that is not finite (NaN
@@ -177,8 +182,10 @@ static inline pt_param *param_at(holder *h, int idx) { return &h->model.params[h
 
 /* Read an llm.c gpt2 model file (version 3, fp32, or 5, bf16) into a fresh
  * holder h (step 0, zero AdamW state) and its model into *cfg.  PT_EIO
- * (unreadable), PT_EFORMAT (not such a file, or of the wrong size),
- * PT_ENOMEM, or ckpt_holder_build's errors. */
+ * (unreadable), PT_EFORMAT (not such a file, or of the wrong size, or a
+ * weight that is not finite: the message names llm.c's tensor, the element
+ * and the layer), PT_ENOMEM (also from ckpt_holder_fits, before the body is
+ * read), or ckpt_holder_build's errors. */
 int ckpt_llmc_read(const char *file, holder *h, pt_gpt_config *cfg);
 
 /* Write h's model to out as llm.c's gpt2 model file: version 3 (fp32) or,
@@ -212,9 +219,10 @@ int ckpt_st_write(holder *h, const char *out, long step, int64_t *bytes);
  * 0, zero AdamW state): its shape from model (--model NAME|L,H,C,T,V) or,
  * when model is NULL, config.json beside the file, in *cfg, and where it
  * came from in from (fn bytes).  PT_EINVAL (a bad --model, no config.json),
- * PT_EFORMAT (a tensor or config field that is not of this GPT-2 model),
- * PT_ENOMEM, or the errors of pt_st_open, pt_st_read_f32 and
- * ckpt_holder_build. */
+ * PT_EFORMAT (a tensor or config field that is not of this GPT-2 model, a
+ * weight that is not finite: the tensor and the element named),
+ * PT_ENOMEM (also from ckpt_holder_fits, before any tensor is read), or the
+ * errors of pt_st_open, pt_st_read_f32 and ckpt_holder_build. */
 int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *cfg, char *from, size_t fn);
 
 #endif
