@@ -359,9 +359,13 @@ int run_train(run_setup *s, uint64_t agreed, int world)
             nonfinite = 1;
         }
         if (!rc && (rc = pt_train_check_finite(&tr, 0))) {
-            rc = pt_fail(rc, "after its update, %s", pt_errmsg());
-            nonfinite = 1;
-            from_start = from_start && *resumed; /* the loaded AdamW moments; a fresh start's first update is training */
+            if (pt_cuda_ops_status() != PT_OK) { /* the check's own device op failed: that is the error */
+                rc = pt_fail(pt_cuda_ops_status(), "%s", pt_cuda_ops_errmsg());
+            } else {
+                rc = pt_fail(rc, "after its update, %s", pt_errmsg());
+                nonfinite = 1;
+                from_start = from_start && *resumed; /* the loaded AdamW moments; a fresh start's first update is training */
+            }
         }
         if (nonfinite) {
             char what[96];
