@@ -94,6 +94,16 @@ int ckpt_resolve(const char *arg, char *out, size_t n);
  * it is not a valid GPT-2 config. */
 int ckpt_manifest_config(json_t *man, pt_gpt_config *cfg);
 
+/* Bytes pt_ckpt_load of a checkpoint with manifest man (checked by
+ * pt_ckpt_manifest_read) into a holder holds besides the model, at most:
+ * saved under the holder's plan (one rank, the default plan), its rank
+ * file (12 bytes per element); else, resharded, every tensor's full data,
+ * m and v (12 bytes per element), its coverage (1 byte), the owned slices
+ * cut from them (12 bytes), two index and two slice tensors and two
+ * temporaries of the largest tensor (24 bytes per element) and one rank
+ * file at a time.  No errors. */
+double ckpt_load_bytes(json_t *man);
+
 /* A manifest saved before manifests had a checksum: accepted, said once on
  * stderr (path: the checkpoint directory).  No errors. */
 void ckpt_old_manifest_warning(const char *path, json_t *man);
@@ -104,19 +114,33 @@ void ckpt_old_manifest_warning(const char *path, json_t *man);
  * for a checkpoint that cannot be read. */
 int ckpt_info(const char *arg);
 
-/* verify DIR: the manifest's consistency and each rank file's size and
- * FNV-1a 64, one line per problem on stdout.  Returns 0 (sound) or 1. */
+/* verify DIR: the manifest's consistency (its run state's ranges
+ * included) and each rank file's size, FNV-1a 64 and floats (weights and
+ * AdamW m finite, AdamW v finite and >= 0), one line per problem on
+ * stdout.  Returns 0 (sound) or 1. */
 int ckpt_verify(const char *arg);
 
 /* convert SRC DST (--to, --dtype, --model: NULL when not given).  Returns
- * 0, 1 (a failure while converting or writing) or 2 (bad options, a
- * missing, unreadable or malformed SRC); one line on stderr for each. */
+ * 0, 1 (a model beyond the memory this process may use, a failure while
+ * converting or writing) or 2 (bad options, a missing, unreadable or
+ * malformed SRC: a manifest number out of range, a weight that is not
+ * finite); one line on stderr for each. */
 int ckpt_convert(const char *to, const char *dtype, const char *model, const char *src, const char *dst);
 
 /* sample DIR: so->tokens tokens sampled from the checkpoint's model, on
- * stdout.  Returns 0, 1 (a failure while sampling or writing) or 2 (a bad
- * tokenizer, checkpoint, prompt or --logits file); one line on stderr. */
+ * stdout.  Returns 0, 1 (a model beyond the memory this process may use, a
+ * failure while sampling or writing) or 2 (a bad tokenizer, checkpoint,
+ * prompt or --logits file); one line on stderr. */
 int ckpt_sample(const char *arg, const sample_opts *so);
+
+/* The index of the first element of x [n] (fp32) that is not finite (NaN
+ * or an infinity), or -1 when every one is.  No errors. */
+static inline long long ckpt_first_nonfinite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!(x[i] - x[i] == 0)) return (long long)i; /* NaN - NaN and inf - inf are NaN */
+    return -1;
+}
 
 /* ---- a one-rank model to convert through (holder.c) ---------------------- */
 
@@ -140,6 +164,17 @@ int ckpt_holder_build(holder *h, const pt_gpt_config *cfg, int T);
 /* Free what ckpt_holder_build built (also after it failed half way). */
 void ckpt_holder_free(holder *h);
 
+/* Whether ckpt_holder_build(cfg, T) and `extra` more bytes (the caller's
+ * buffers: a file's tensors read into memory) fit in the memory this
+ * process may use: the host-memory check ptrain-run makes
+ * (lib/core/hostmem.h), the holder's bytes from the cost model (its
+ * parameters, gradients, AdamW m and v, 16 bytes per parameter, and the
+ * activations of T tokens).  Call it before reading a file's tensors, so
+ * that a model beyond the machine is refused in one line rather than the
+ * process killed.  PT_OK, or PT_ENOMEM: "model L=.. H=.. C=.. T=.. V=..
+ * needs X GiB (...), but this process may use Y GiB (...)". */
+int ckpt_holder_fits(const pt_gpt_config *cfg, int T, double extra);
+
 /* the full tensor [rows, cols] of whole-model parameter index idx */
 static inline pt_param *param_at(holder *h, int idx) { return &h->model.params[h->model.pidx[idx]]; }
 
@@ -147,8 +182,10 @@ static inline pt_param *param_at(holder *h, int idx) { return &h->model.params[h
 
 /* Read an llm.c gpt2 model file (version 3, fp32, or 5, bf16) into a fresh
  * holder h (step 0, zero AdamW state) and its model into *cfg.  PT_EIO
- * (unreadable), PT_EFORMAT (not such a file, or of the wrong size),
- * PT_ENOMEM, or ckpt_holder_build's errors. */
+ * (unreadable), PT_EFORMAT (not such a file, or of the wrong size, or a
+ * weight that is not finite: the message names llm.c's tensor, the element
+ * and the layer), PT_ENOMEM (also from ckpt_holder_fits, before the body is
+ * read), or ckpt_holder_build's errors. */
 int ckpt_llmc_read(const char *file, holder *h, pt_gpt_config *cfg);
 
 /* Write h's model to out as llm.c's gpt2 model file: version 3 (fp32) or,
@@ -182,9 +219,10 @@ int ckpt_st_write(holder *h, const char *out, long step, int64_t *bytes);
  * 0, zero AdamW state): its shape from model (--model NAME|L,H,C,T,V) or,
  * when model is NULL, config.json beside the file, in *cfg, and where it
  * came from in from (fn bytes).  PT_EINVAL (a bad --model, no config.json),
- * PT_EFORMAT (a tensor or config field that is not of this GPT-2 model),
- * PT_ENOMEM, or the errors of pt_st_open, pt_st_read_f32 and
- * ckpt_holder_build. */
+ * PT_EFORMAT (a tensor or config field that is not of this GPT-2 model, a
+ * weight that is not finite: the tensor and the element named),
+ * PT_ENOMEM (also from ckpt_holder_fits, before any tensor is read), or the
+ * errors of pt_st_open, pt_st_read_f32 and ckpt_holder_build. */
 int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *cfg, char *from, size_t fn);
 
 #endif

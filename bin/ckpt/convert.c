@@ -80,9 +80,15 @@ int ckpt_convert(const char *to, const char *dtype, const char *model, const cha
         int rc = ckpt_resolve(src, path, sizeof path);
         if (!rc) rc = pt_ckpt_manifest_read(path, &man);
         if (!rc) rc = ckpt_manifest_config(man, &cfg);
+        const double load = rc ? 0 : ckpt_load_bytes(man);
         json_decref(man);
         if (rc) {
             status = tool_die(2, "convert: %s", pt_errmsg());
+            goto out;
+        }
+        /* the model and the checkpoint's data must fit before either is allocated */
+        if ((rc = ckpt_holder_fits(&cfg, 1, load))) {
+            status = tool_die(1, "convert: %s", pt_errmsg());
             goto out;
         }
         pt_ckpt_meta meta;

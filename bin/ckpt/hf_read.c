@@ -207,7 +207,13 @@ int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *
                                  "wte) cannot hold", file, cfg->vocab, cfg->n_embd);
         goto out;
     }
-    /* the checks passed: sizes are the file's own (at most 4 bytes per element of it) */
+    /* the checks passed: sizes are the file's own (at most 4 bytes per
+     * element of it); the model and the tensors in memory must fit before
+     * either is allocated */
+    if ((rc = ckpt_holder_fits(cfg, 1, 4.0 * (double)most + (lmt ? 4.0 * (double)lmt->numel : 0)))) {
+        rc = pt_fail(rc, "%s: %s", file, pt_errmsg());
+        goto out;
+    }
     buf = malloc(sizeof *buf * (most ? most : 1));
     if (!buf) {
         rc = pt_fail(PT_ENOMEM, "out of memory for a tensor of %zu elements", most);
@@ -235,6 +241,16 @@ int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *
         snprintf(name, sizeof name, "%s%s", prefix, e[k].name);
         const pt_st_tensor *t = pt_st_find(&st, name);
         if ((rc = pt_st_read_f32(&st, t, buf))) break;
+        /* NaN or infinite weights would train and save NaN: refused here, naming the element */
+        const long long bad = ckpt_first_nonfinite(buf, (size_t)t->numel);
+        if (bad >= 0) {
+            char at[64];
+            if (t->ndim == 2) snprintf(at, sizeof at, " [%lld, %lld]", bad / t->shape[1], bad % t->shape[1]);
+            else at[0] = 0;
+            rc = pt_fail(PT_EFORMAT, "%s: tensor '%s' element %lld%s is %g (valid: a finite number): its weights "
+                         "cannot be trained or sampled from", file, name, bad, at, (double)buf[bad]);
+            break;
+        }
         pt_param *p = param_at(h, e[k].idx);
         int64_t lo, hi;
         float *d, *m, *v;

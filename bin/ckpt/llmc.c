@@ -87,6 +87,13 @@ int ckpt_llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         return pt_fail(PT_EFORMAT, "llm.c model file %s: %lld bytes, its header (version %d, maxT=%d V=%d Vp=%d L=%d C=%d) "
                        "needs %lld", file, size, hd[1], maxT, V, Vp, L, C, (long long)(sizeof hd + es * n));
     }
+    *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
+    /* the model and the file's tensors in memory: checked before either is allocated */
+    int rc = ckpt_holder_fits(cfg, 1, (double)(es * n));
+    if (rc) {
+        close(fd);
+        return pt_fail(rc, "llm.c model file %s: %s", file, pt_errmsg());
+    }
     char *buf = malloc((size_t)(es * n));
     if (!buf) {
         close(fd);
@@ -99,8 +106,31 @@ int ckpt_llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
         return pt_fail(PT_EIO, "llm.c model file %s: cannot read its tensors: %s", file, e ? strerror(e) : "shorter than it was");
     }
     close(fd);
-    *cfg = (pt_gpt_config){.n_layer = L, .n_head = NH, .n_embd = C, .seq_len = maxT, .vocab = V};
-    int rc = ckpt_holder_build(h, cfg, 1);
+    /* NaN or infinite weights would train and save NaN: refused before
+     * anything is built, naming llm.c's tensor (ParameterTensors) and the
+     * element (its index over all layers, then the layer) */
+    static const char *const names[16] = {"wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
+                                          "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    const int64_t per[16] = {(int64_t)Vp * c, (int64_t)maxT * c, c, c, 3 * c * c, 3 * c, c * c, c, c, c,
+                             4 * c * c, 4 * c, 4 * c * c, c, c, c};
+    const char *at = buf;
+    for (int k = 0; k < 16; k++) {
+        const int64_t cnt = per[k] * (k >= 2 && k < 14 ? l : 1);
+        for (int64_t e = 0; e < cnt; e++) {
+            float f;
+            if (es == 2) f = pt_bf16_to_f32(((const pt_bf16 *)(const void *)at)[e]);
+            else memcpy(&f, at + 4 * e, sizeof f);
+            if (f - f == 0) continue;
+            char layer[32] = "";
+            if (k >= 2 && k < 14) snprintf(layer, sizeof layer, " (layer %lld)", (long long)(e / per[k]));
+            free(buf);
+            return pt_fail(PT_EFORMAT, "llm.c model file %s: tensor %s element %lld%s is %g (valid: a finite number): "
+                           "its weights cannot be trained or sampled from", file, names[k], (long long)e, layer,
+                           (double)f);
+        }
+        at += es * cnt;
+    }
+    rc = ckpt_holder_build(h, cfg, 1);
     if (rc) {
         free(buf);
         return rc;

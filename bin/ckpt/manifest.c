@@ -62,6 +62,31 @@ int ckpt_manifest_config(json_t *man, pt_gpt_config *cfg)
     return PT_OK;
 }
 
+double ckpt_load_bytes(json_t *man)
+{
+    double total = 0, most = 0, file = 0;
+    size_t k;
+    json_t *x;
+    json_array_foreach(json_object_get(man, "tensors"), k, x) {
+        const double n = (double)jint(x, "rows") * (double)jint(x, "cols");
+        total += n;
+        if (n > most) most = n;
+    }
+    json_array_foreach(json_object_get(man, "files"), k, x) if ((double)jint(x, "bytes") > file) file = (double)jint(x, "bytes");
+    /* saved under the holder's own plan (one rank, the default plan): its
+     * rank file, read whole */
+    pt_plan d;
+    char sum[640];
+    pt_plan_default(&d);
+    pt_plan_summary(&d, sum, sizeof sum);
+    json_t *mp = json_object_get(man, "plan");
+    if (jint(mp, "world") == 1 && !strcmp(jstr(mp, "summary"), sum)) return 12 * total;
+    /* resharded (lib/ckpt's reshard): the full tensors' data, m and v and
+     * their coverage, the cut owned slices again, the index and slice
+     * tensors and the temporaries of the largest tensor, one rank file */
+    return 25 * total + 24 * most + file;
+}
+
 /* a manifest saved before manifests had a checksum: accepted, said once on stderr */
 void ckpt_old_manifest_warning(const char *path, json_t *man)
 {

@@ -87,6 +87,7 @@ int ckpt_sample(const char *arg, const sample_opts *so)
     int rc = ckpt_resolve(arg, path, sizeof path);
     if (!rc) rc = pt_ckpt_manifest_read(path, &man);
     if (!rc) rc = ckpt_manifest_config(man, &cfg);
+    const double load = rc ? 0 : ckpt_load_bytes(man);
     json_decref(man);
     if (rc) {
         pt_bpe_free(bpe);
@@ -118,6 +119,14 @@ int ckpt_sample(const char *arg, const sample_opts *so)
             pt_bpe_free(bpe);
             return tool_die(2, "sample: the prompt's token %d (position %zu) is outside this model's vocabulary of %d ids", bad, i, V);
         }
+    /* the model (activations of T tokens), the checkpoint's data, the
+     * tokens and a logits row with its candidates: checked before any of
+     * them is allocated, and before MPI starts */
+    if ((rc = ckpt_holder_fits(&cfg, T, load + 12.0 * V + 4.0 * ((double)np + (double)so->tokens + 2.0 * T)))) {
+        free(pids);
+        pt_bpe_free(bpe);
+        return tool_die(1, "sample: %s", pt_errmsg());
+    }
     int status = 0;
     pt_atomic_file lf = {.fd = -1}; /* --logits: written atomically, never through a link (lib/core/file.h) */
     int have_lf = 0;

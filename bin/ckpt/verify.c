@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* ptrain-ckpt verify: every rank file's size and checksum against the
- * manifest, and the manifest's own consistency (ckpt_tool.h). */
+ * manifest, its floats (finite weights and AdamW moments), and the
+ * manifest's own consistency (ckpt_tool.h). */
 #define _GNU_SOURCE
 #include "config.h"
 #include "ckpt_tool.h"
@@ -81,13 +82,18 @@ int ckpt_verify(const char *arg)
         }
         char sum[20];
         snprintf(sum, sizeof sum, "%016" PRIx64, pt_fnv1a64(buf, len));
-        free(buf);
         if (strcmp(sum, jstr(f, "fnv1a64")))
             problem("checkpoint %s: %s has checksum %s, the manifest says %.20s (corrupted)", path, name, sum,
                     jstr(f, "fnv1a64"));
+        /* a file the checksum vouches for may still hold NaN or infinities
+         * (saved so by a run that diverged): the load refuses them, so does verify */
+        else if (pt_ckpt_rank_file_finite(path, f, buf, len))
+            problem("%s", pt_errmsg());
+        free(buf);
     }
     if (!problems)
-        printf("ok: %s: step %lld, %zu rank files, %llu bytes, %zu tensors; sizes and checksums match the manifest%s\n",
+        printf("ok: %s: step %lld, %zu rank files, %llu bytes, %zu tensors; sizes and checksums match the manifest%s, "
+               "every weight and AdamW moment is finite\n",
                path, jint(man, "step"), json_array_size(files), total, nt,
                json_object_get(man, PT_CKPT_MANIFEST_SUM) ? "" : " (which has no checksum of its own)");
     json_decref(man);

@@ -3,6 +3,7 @@
  * saves, and SIGTERM / SIGUSR1, which ask for a save and a clean exit. */
 #define _GNU_SOURCE
 #include "run.h"
+#include "backend/cuda/cuda.h"
 #include "ckpt/ckpt.h"
 #include "train/train.h"
 
@@ -33,7 +34,8 @@ void run_ckpt_catch_signals(void)
 int run_ckpt_stop_signal(void) { return stop_signal; }
 
 /* Load --resume into tr (run.h); the step to start from. */
-long run_ckpt_resume(const run_opts *o, pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg)
+long run_ckpt_resume(const run_opts *o, pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg, char *loaded_from,
+                     size_t lfn)
 {
     long start_step = 0;
     int loaded = 0;
@@ -41,6 +43,7 @@ long run_ckpt_resume(const run_opts *o, pt_train *tr, const pt_plan *plan, const
     pt_ckpt_meta got;
     int rc = pt_ckpt_resume(o->resume, o->save_dir, tr, plan, cfg, &got, &loaded, which, sizeof which, ckpt_warn);
     run_agree_collective(rc, "--resume");
+    if (loaded_from && lfn) snprintf(loaded_from, lfn, "%s", loaded ? which : "");
     if (loaded && got.step > o->steps)
         run_agree(pt_fail(PT_EINVAL, "checkpoint %s is at step %ld, beyond --steps %ld", which, got.step, o->steps),
                   "--resume");
@@ -87,7 +90,18 @@ void run_ckpt_save(const run_opts *o, pt_train *tr, const pt_plan *plan, const p
     cmeta->step = step;
     cmeta->adam_step = tr->step;
     run_watchdog_beat("checkpoint");
-    int rc = pt_ckpt_save(o->save_dir, tr, plan, cfg, cmeta, (int)o->keep, saved, len);
+    /* never a NaN or an infinity on disk (every rank its own slices; the
+     * loop checks the weights after every step, this adds AdamW m and v).
+     * What was loaded was checked finite, so training produced it. */
+    int rc = pt_train_check_finite(tr, 1);
+    if (rc && pt_cuda_ops_status() != PT_OK) /* the check's own device op failed: that is the error */
+        rc = pt_fail(pt_cuda_ops_status(), "checkpoint at step %ld not saved: %s", step, pt_cuda_ops_errmsg());
+    else if (rc)
+        rc = pt_fail(rc, "checkpoint at step %ld not saved (the previous one and %s/latest are left as they were): "
+                     "after training step %ld, %s: training diverged (lower --lr)", step, o->save_dir, step,
+                     pt_errmsg());
+    run_agree(rc, "checkpoint");
+    rc = pt_ckpt_save(o->save_dir, tr, plan, cfg, cmeta, (int)o->keep, saved, len);
     if (rc && run_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step, pt_errmsg());
     if (rc) run_exit(PT_EXIT_FAIL);
 }

@@ -156,10 +156,35 @@ static int evaluate(pt_pipeline *p, const pt_shard *val, const run_opts *o, cons
     return PT_OK;
 }
 
+/* A NaN or an infinity, with where it came from.  The files a run loads
+ * are checked finite (lib/ckpt) and the weights after every step, so what
+ * is not finite was produced by the first computation that met it:
+ * from_start when that computation read the state this run started from
+ * (the first validation or step; the first update's AdamW moments when
+ * they were loaded): then the checkpoint `resumed` ("" for a fresh start:
+ * the initial weights of --seed) is named; else training diverged. */
+static int blame(int rc, int from_start, const char *resumed, long seed, const char *what)
+{
+    char m[PT_ERROR_LEN];
+    snprintf(m, sizeof m, "%s", pt_errmsg());
+    if (from_start && *resumed)
+        return pt_fail(rc, "%s, the first after resuming from checkpoint %s: %s: the state loaded from it (finite "
+                       "weights and AdamW moments that overflow) cannot be trained from (resume an earlier checkpoint)",
+                       what, resumed, m);
+    if (from_start) return pt_fail(rc, "%s: %s: from the initial weights (--seed %ld)", what, m, seed);
+    return pt_fail(rc, "%s: %s: training diverged (lower --lr)", what, m);
+}
+
 static void validate(pt_pipeline *pipe, const run_setup *s, const pt_pctx *ctx, int32_t *in, int32_t *tg, long step,
-                     double t_start, run_metrics *mf, double *vloss)
+                     double t_start, run_metrics *mf, double *vloss, long start_step, const char *resumed)
 {
     int rc = evaluate(pipe, &s->val, &s->o, ctx, in, tg, vloss);
+    if (!rc && !isfinite(*vloss)) {
+        char what[64];
+        snprintf(what, sizeof what, "step %ld", step); /* after run_agree's "validation: " */
+        rc = blame(pt_fail(PT_EINVAL, "loss %g (not finite)", *vloss),
+                   step == start_step, resumed, s->o.seed, what);
+    }
     run_agree(rc, "validation");
     if (run_rank == 0) {
         printf("val: step %ld | val_loss %.4f\n", step, *vloss);
@@ -253,7 +278,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
     snprintf(cmeta.model, sizeof cmeta.model, "%s", o.model);
     snprintf(cmeta.data, sizeof cmeta.data, "%s", o.data);
     long start_step = 0;
-    if (o.resume) start_step = run_ckpt_resume(&o, &tr, &plan, &cfg);
+    char resumed[4200] = ""; /* the checkpoint loaded ("": a fresh start), blamed for what it produces */
+    if (o.resume) start_step = run_ckpt_resume(&o, &tr, &plan, &cfg, resumed, sizeof resumed);
     if (o.save_dir) run_ckpt_catch_signals();
     int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
     /* a collective: every rank takes part, with its own allocation's status */
@@ -307,7 +333,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
      * the step a resumed run starts from */
     double val0 = NAN, vloss = NAN, t_total = 0, first_loss = NAN, train_comm = 0;
     float loss = NAN;
-    validate(&pipe, s, &ctx, in, tg, start_step, t_start, mf, &val0);
+    validate(&pipe, s, &ctx, in, tg, start_step, t_start, mf, &val0, start_step, resumed);
     vloss = val0;
     int stopped = 0;
     long last_saved = -1, ran = 0, timed = 0; /* a step saved by this run; steps run; steps timed */
@@ -323,6 +349,29 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
         /* a CUDA op's failure (recorded; the ops return nothing) */
         if (!rc && pt_cuda_ops_status() != PT_OK) rc = pt_fail(pt_cuda_ops_status(), "%s", pt_cuda_ops_errmsg());
+        /* NaN and infinities: the loss and the gradient norm (pt_train_update
+         * refuses a non-finite one before updating), then the weights the
+         * update left (every rank its owned slices); none is ever saved, and
+         * the message says where it came from */
+        int from_start = step == start_step, nonfinite = rc && !isfinite(norm);
+        if (!rc && !isfinite(loss)) {
+            rc = pt_fail(PT_EINVAL, "loss %g (not finite)", (double)loss);
+            nonfinite = 1;
+        }
+        if (!rc && (rc = pt_train_check_finite(&tr, 0))) {
+            if (pt_cuda_ops_status() != PT_OK) { /* the check's own device op failed: that is the error */
+                rc = pt_fail(pt_cuda_ops_status(), "%s", pt_cuda_ops_errmsg());
+            } else {
+                rc = pt_fail(rc, "after its update, %s", pt_errmsg());
+                nonfinite = 1;
+                from_start = from_start && *resumed; /* the loaded AdamW moments; a fresh start's first update is training */
+            }
+        }
+        if (nonfinite) {
+            char what[96];
+            snprintf(what, sizeof what, "step %ld", step + 1); /* after run_agree's "training step: " */
+            rc = blame(rc, from_start, resumed, o.seed, what);
+        }
         run_agree(rc, "training step");
         double dt = pt_now() - t0;
         train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
@@ -373,7 +422,7 @@ int run_train(run_setup *s, uint64_t agreed, int world)
             }
         }
         if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1)
-            validate(&pipe, s, &ctx, in, tg, step + 1, t_start, mf, &vloss);
+            validate(&pipe, s, &ctx, in, tg, step + 1, t_start, mf, &vloss, start_step, resumed);
     }
     /* the end of the run is always kept; a run resumed at its last step
      * saves it again, in its own plan and --save-dir (how a checkpoint is
@@ -399,15 +448,21 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         json_t *done = mf ? json_object() : NULL;
         run_energy_finish(en, done, eline, sizeof eline);
         if (run_rank == 0) {
-            char mfu[48] = "", speed[160];
+            char mfu[48] = "", speed[160], losses[160];
             if (o.peak_gflops > 0 && timed > 0) snprintf(mfu, sizeof mfu, " | MFU %.2f%%", 100 * gflops / o.peak_gflops);
             if (timed > 0)
                 snprintf(speed, sizeof speed, "%.1f ms/step | %.0f tok/s | %.2f GFLOP/s per rank", ms_step, tps, gflops);
             else
                 snprintf(speed, sizeof speed, "no step run (resumed at step %ld)", start_step);
-            printf("done: steps=%ld train_loss %.4f -> %.4f | val_loss %.4f -> %.4f | %s | peak mem %.1f MiB/rank | "
-                   "comm %.2f MiB/step/rank%s%s\n", o.steps, first_loss, loss, val0, vloss, speed, mb((double)peak_max),
-                   mb(comm_bytes), eline, mfu);
+            /* no step run (resumed at the last step): no training loss and
+             * one validation, not "train_loss nan -> nan" */
+            if (ran > 0)
+                snprintf(losses, sizeof losses, "train_loss %.4f -> %.4f | val_loss %.4f -> %.4f", first_loss, loss,
+                         val0, vloss);
+            else
+                snprintf(losses, sizeof losses, "val_loss %.4f", vloss);
+            printf("done: steps=%ld %s | %s | peak mem %.1f MiB/rank | comm %.2f MiB/step/rank%s%s\n", o.steps, losses,
+                   speed, mb((double)peak_max), mb(comm_bytes), eline, mfu);
             fflush(stdout);
         }
         json_t *rec = json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",

@@ -300,18 +300,24 @@ struct pt_ckpt_meta;
  * tried; or a checkpoint directory: lib/ckpt's pt_ckpt_resume) into tr
  * under this run's plan and cfg; rank 0 prints what it resumed and warns when the checkpoint was
  * trained with another learning-rate schedule or AdamW settings.  Returns
- * the step to start from (0: no valid checkpoint, a fresh start).  A
+ * the step to start from (0: no valid checkpoint, a fresh start); the
+ * checkpoint loaded goes into which (n bytes; "" when none), so that a
+ * NaN or infinity the loaded state produces can be blamed on it.  A
  * failure, or a checkpoint beyond --steps, makes every rank exit
  * (run_agree_collective, run_agree). */
-long run_ckpt_resume(const run_opts *o, struct pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg);
+long run_ckpt_resume(const run_opts *o, struct pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg,
+                     char *which, size_t n);
 /* With --save-dir: SIGTERM and SIGUSR1 ask for a save and a clean exit
  * (SA_RESTART); run_ckpt_stop_signal returns the signal caught, 0 = none. */
 void run_ckpt_catch_signals(void);
 int run_ckpt_stop_signal(void);
 /* Every rank, collective: save the checkpoint of step `step` into
  * --save-dir (keeping --keep), cmeta's step and AdamW step set; its
- * directory's name into saved (len bytes).  On failure every rank leaves
- * with status 1 (run_exit) after rank 0 names it. */
+ * directory's name into saved (len bytes).  The state is checked finite
+ * first (pt_train_check_finite: weights, AdamW m and v): a NaN or an
+ * infinity is never saved.  On failure (that one included: the previous
+ * checkpoint and `latest` are left as they were) every rank leaves with
+ * status 1 (run_exit) after the first failing rank names it. */
 void run_ckpt_save(const run_opts *o, struct pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg,
                    struct pt_ckpt_meta *cmeta, long step, char *saved, size_t len);
 

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -608,6 +609,76 @@ static const char *shown(json_t *o, const char *k, char *buf, size_t n)
     return buf;
 }
 
+/* o[k] is a number (integer or real) whose float value is in [lo, hi]: 1 and *v, else 0 */
+static int float_in(json_t *o, const char *k, float lo, float hi, float *v)
+{
+    json_t *x = json_object_get(o, k);
+    if (!json_is_number(x)) return 0;
+    const double d = json_number_value(x);
+    if (!(d >= -3.4e38 && d <= 3.4e38)) return 0; /* outside float: not converted */
+    const float f = (float)d;
+    if (!(f >= lo && f <= hi)) return 0;
+    *v = f;
+    return 1;
+}
+
+/* the run state besides the tensors (pt_ckpt_meta): every number a resume
+ * reads, checked for type and range; one problem per bad member, naming
+ * it, its value and what would be valid */
+static void check_run_state(checker *c, json_t *man)
+{
+    char b1[32];
+    long long step = -1, v;
+    float f;
+    if (!int_in(man, "step", 0, PT_CKPT_MAX_STEP, &step)) {
+        problem(c, "manifest step %s is not valid (valid: an integer in [0, %lld], ptrain-run's --steps range)",
+                shown(man, "step", b1, sizeof b1), (long long)PT_CKPT_MAX_STEP);
+        step = -1;
+    }
+    /* AdamW's t: its bias correction divides by 1 - beta^t, which t = 0
+     * after the increment of a step would make 0; t advances with step
+     * (a converted model starts both at 0), so t <= step */
+    const long long amax = step >= 0 ? step : PT_CKPT_MAX_STEP;
+    if (!int_in(man, "adam_step", 0, amax, &v))
+        problem(c, "manifest adam_step %s is not valid (valid: an integer in [0, %lld], at most the manifest's step: "
+                "AdamW takes one step per optimizer step)", shown(man, "adam_step", b1, sizeof b1), amax);
+    if (step >= 0) {
+        json_t *dj = json_object_get(man, "data");
+        if (!json_is_object(dj) || !json_is_string(json_object_get(dj, "spec")))
+            problem(c, "manifest data is not an object with a string spec (the --data it was trained on)");
+        else if (!int_in(dj, "position_step", step, step, &v))
+            problem(c, "manifest data.position_step %s is not valid (valid: the manifest's step, %lld)",
+                    shown(dj, "position_step", b1, sizeof b1), step);
+    }
+    json_t *ls = json_object_get(man, "lr_schedule");
+    static const char *const lrk[2] = {"lr", "min_lr"}, *const stk[2] = {"warmup", "total_steps"};
+    for (int i = 0; i < 2; i++) {
+        if (!float_in(ls, lrk[i], 0, PT_CKPT_MAX_LR, &f))
+            problem(c, "manifest lr_schedule.%s %s is not valid (valid: a number in [0, %g], ptrain-run's --lr range)",
+                    lrk[i], shown(ls, lrk[i], b1, sizeof b1), (double)PT_CKPT_MAX_LR);
+        if (!int_in(ls, stk[i], 0, PT_CKPT_MAX_STEP, &v))
+            problem(c, "manifest lr_schedule.%s %s is not valid (valid: an integer in [0, %lld])", stk[i],
+                    shown(ls, stk[i], b1, sizeof b1), (long long)PT_CKPT_MAX_STEP);
+    }
+    json_t *rj = json_object_get(man, "rng");
+    if (!int_in(rj, "init_seed", 0, INT32_MAX, &v))
+        problem(c, "manifest rng.init_seed %s is not valid (valid: an integer in [0, %d], ptrain-run's --seed range)",
+                shown(rj, "init_seed", b1, sizeof b1), INT32_MAX);
+    if (!json_is_string(json_object_get(man, "model_name")))
+        problem(c, "manifest model_name %s is not valid (valid: a string, the model preset's name)",
+                shown(man, "model_name", b1, sizeof b1));
+    /* AdamW's settings: absent in checkpoints of older ptrain; 0 where
+     * not recorded (a converted model) */
+    json_t *oj = json_object_get(man, "optimizer");
+    static const struct { const char *k; float hi; } ok[] = {
+        {"beta1", 0.999999f}, {"beta2", 0.999999f}, {"eps", 1.0f}, {"weight_decay", 10.0f}, {"grad_clip", 1e6f}};
+    if (oj && !json_is_object(oj)) problem(c, "manifest optimizer is not an object");
+    for (size_t i = 0; oj && json_is_object(oj) && i < sizeof ok / sizeof ok[0]; i++)
+        if (!float_in(oj, ok[i].k, 0, ok[i].hi, &f))
+            problem(c, "manifest optimizer.%s %s is not valid (valid: a number in [0, %g], ptrain-run's range)",
+                    ok[i].k, shown(oj, ok[i].k, b1, sizeof b1), (double)ok[i].hi);
+}
+
 int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *arg, const char *msg), void *arg)
 {
     checker c = {path, report, arg, 0};
@@ -624,6 +695,7 @@ int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *a
                 shown(mc, "vocab", b5, sizeof b5), INT32_MAX);
         L = 0;
     }
+    check_run_state(&c, man);
     /* plan */
     json_t *mp = json_object_get(man, "plan");
     long long world = 0, g[4] = {0, 0, 0, 0};
@@ -642,6 +714,22 @@ int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *a
                 MAX_WORLD);
         world = 0;
     }
+    pt_mode mode;
+    long long depth, zero;
+    pt_errsave es;
+    pt_error_save(&es); /* pt_mode_parse's message is not this check's */
+    const int mode_ok = json_is_string(json_object_get(mp, "mode")) && !pt_mode_parse(jstr(mp, "mode"), &mode) &&
+                        pt_layout_for(mode);
+    pt_error_restore(&es);
+    if (!mode_ok)
+        problem(&c, "manifest plan mode %s is not valid (valid: a tensor-parallel layout, one of 1d, 2d, 2.5d, 3d)",
+                shown(mp, "mode", b1, sizeof b1));
+    if (world && !int_in(mp, "tp_depth", 1, g[2], &depth))
+        problem(&c, "manifest plan tp_depth %s is not valid (valid: an integer in [1, tp = %lld])",
+                shown(mp, "tp_depth", b1, sizeof b1), g[2]);
+    if (!int_in(mp, "zero", 0, 3, &zero))
+        problem(&c, "manifest plan zero %s is not valid (valid: a ZeRO stage, an integer in [0, 3])",
+                shown(mp, "zero", b1, sizeof b1));
     /* tensor list */
     json_t *tens = json_object_get(man, "tensors"), *files = json_object_get(man, "files");
     const size_t nt = json_array_size(tens);
@@ -738,6 +826,35 @@ int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *a
     return c.n;
 }
 
+int pt_ckpt_rank_file_finite(const char *path, json_t *file, const void *buf, size_t len)
+{
+    static const char *const what[3] = {"weight", "AdamW m", "AdamW v"};
+    const char *b = buf;
+    size_t k;
+    json_t *x;
+    json_array_foreach(json_object_get(file, "tensors"), k, x) {
+        const long long lo = jint(x, "lo"), hi = jint(x, "hi"), off = jint(x, "offset");
+        if (lo < 0 || hi < lo || off < 0 || (unsigned long long)off > len ||
+            (unsigned long long)(hi - lo) > (len - (size_t)off) / 12)
+            return pt_fail(PT_EFORMAT, "checkpoint %s: %s: tensor %.64s has slice [%lld, %lld) at offset %lld outside "
+                           "its %zu bytes", path, jstr(file, "name"), jstr(x, "name"), lo, hi, off, len);
+        const size_t n = (size_t)(hi - lo);
+        for (int w = 0; w < 3; w++) {
+            const char *p = b + off + (size_t)w * 4 * n;
+            for (size_t e = 0; e < n; e++) {
+                float f;
+                memcpy(&f, p + 4 * e, sizeof f);
+                if (isfinite(f) && (w < 2 || f >= 0)) continue;
+                return pt_fail(PT_EFORMAT, "checkpoint %s: %s: %s element %lld of tensor %.64s (in the saving rank's "
+                               "shard) is %g (valid: a finite number%s): the checkpoint cannot be trained from",
+                               path, jstr(file, "name"), what[w], lo + (long long)e, jstr(x, "name"), (double)f,
+                               w == 2 ? " >= 0" : "");
+            }
+        }
+    }
+    return PT_OK;
+}
+
 static void first_problem(void *arg, const char *msg)
 {
     char *first = arg;
@@ -807,6 +924,7 @@ static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     if (strcmp(sum, jstr(st->file, "fnv1a64")))
         return pt_fail(PT_EFORMAT, "checkpoint %s: %s has checksum %s, the manifest says %s (corrupted)", path,
                        jstr(st->file, "name"), sum, jstr(st->file, "fnv1a64"));
+    if ((rc = pt_ckpt_rank_file_finite(path, st->file, st->buf, len))) return rc;
     json_t *tl = json_object_get(st->file, "tensors");
     if ((int)json_array_size(tl) != t->model->nparams)
         return pt_fail(PT_EFORMAT, "checkpoint %s: %s holds %zu tensors, rank %d has %d", path, jstr(st->file, "name"),
@@ -958,6 +1076,7 @@ static int reshard(const char *path, pt_train *t, staged *st)
                          jstr(f, "name"), sum, jstr(f, "fnv1a64"));
             break;
         }
+        if ((rc = pt_ckpt_rank_file_finite(path, f, buf, len))) break;
         json_array_foreach(ftl, k, x) {
             int i = 0;
             while (i < np && mo->params[i].index != jint(x, "index")) i++;
@@ -1052,8 +1171,8 @@ int pt_ckpt_load(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     meta->step = (long)jint(man, "step");
     meta->adam_step = (int)jint(man, "adam_step");
     json_t *ls = json_object_get(man, "lr_schedule");
-    meta->lr = (float)json_real_value(json_object_get(ls, "lr"));
-    meta->min_lr = (float)json_real_value(json_object_get(ls, "min_lr"));
+    meta->lr = (float)json_number_value(json_object_get(ls, "lr")); /* range-checked (check_run_state) */
+    meta->min_lr = (float)json_number_value(json_object_get(ls, "min_lr"));
     meta->warmup = (long)jint(ls, "warmup");
     meta->total_steps = (long)jint(ls, "total_steps");
     meta->seed = (long)jint(json_object_get(man, "rng"), "init_seed");
@@ -1146,6 +1265,12 @@ int pt_ckpt_dir_check(const char *dir)
     if (!S_ISDIR(sb.st_mode))
         return pt_fail(PT_EIO, "checkpoint directory %s is %s, not a directory", dir,
                        S_ISREG(sb.st_mode) ? "a regular file" : "a special file");
+    /* its checkpoint pointer, replaced at every save: what that save
+     * would refuse (a symbolic link, a directory, ...) is refused now,
+     * before any training step */
+    char lp[4100];
+    snprintf(lp, sizeof lp, "%s/latest", dir);
+    if (pt_output_check(lp)) return pt_fail(PT_EIO, "checkpoint directory %s: %s", dir, pt_errmsg());
     int dfd = open_dir(dir);
     if (dfd < 0) return dfd;
     char host[256] = "", name[400];

@@ -55,7 +55,15 @@
 #include "contract/plan.h"
 #include "train/train.h"
 
-/* The run state a checkpoint records besides the tensors. */
+/* The largest step (and AdamW step, warmup, schedule length) a manifest
+ * may record: ptrain-run's --steps range. */
+#define PT_CKPT_MAX_STEP 100000000L
+/* The largest learning rate (lr, min_lr) a manifest may record: ptrain-run's --lr range. */
+#define PT_CKPT_MAX_LR 10.0f
+
+/* The run state a checkpoint records besides the tensors.  Every member
+ * read back (pt_ckpt_load) was range-checked in the manifest first
+ * (pt_ckpt_manifest_check). */
 typedef struct pt_ckpt_meta {
     long step;          /* optimizer steps completed = the data loader's position
                            (pt_loader_batch is a function of the step) */
@@ -99,11 +107,15 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
  * parameters, m and v into its owned slices, sets t->step and makes
  * replicated copies current (pt_train_state_loaded).  *meta receives the
  * recorded run state.  On error t is unchanged.
+ * Every rank file read is checked float by float
+ * (pt_ckpt_rank_file_finite) before anything is copied: non-finite
+ * weights are refused here, not trained from.
  * Errors (every rank, one line naming the checkpoint and what is wrong):
  * PT_EIO (missing manifest or rank file), PT_EFORMAT (manifest not valid
- * JSON or incomplete, truncated rank file, checksum mismatch, a tensor
- * element no file holds), PT_EINVAL (saved for another model config),
- * PT_ENOMEM.
+ * JSON or incomplete, a run-state member out of range, truncated rank
+ * file, checksum mismatch, a tensor element no file holds, a weight or
+ * AdamW moment that is not finite), PT_EINVAL (saved for another model
+ * config), PT_ENOMEM.
  * Another plan (any mode, dp/tp/pp/sp, ZeRO stage, world size) is loaded by
  * resharding: every rank rebuilds the full tensors of its parameters from
  * the files holding them (the saving ranks' slices recovered by slicing an
@@ -135,9 +147,18 @@ struct json_t; /* jansson's JSON value */
 int pt_ckpt_manifest_parse(const char *path, struct json_t **man);
 
 /* Check a parsed manifest's consistency before any number in it is used
- * to address a file: model config (all >= 1, at most 2^31 - 1, heads
+ * to address a file or to train: the run state (step an integer in [0,
+ * PT_CKPT_MAX_STEP]; adam_step an integer in [0, step]; data an object
+ * with a string spec and position_step equal to step; lr_schedule's lr
+ * and min_lr numbers in [0, PT_CKPT_MAX_LR], warmup and total_steps
+ * integers in [0, PT_CKPT_MAX_STEP]; rng.init_seed an integer in [0,
+ * 2^31 - 1]; model_name a string; optimizer, when present (older ptrain
+ * wrote none), beta1 and beta2 in [0, 0.999999], eps in [0, 1],
+ * weight_decay in [0, 10], grad_clip in [0, 10^6]: ptrain-run's option
+ * ranges, 0 meaning not recorded), model config (all >= 1, at most 2^31 - 1, heads
  * dividing the width), plan (world in [1, 2^24], dp, tp, pp, sp >= 1 with
- * product world), tensor list (4 + 12 L entries, entry i has index i and
+ * product world, mode a tensor-parallel layout's name, tp_depth in [1,
+ * tp], zero in [0, 3]), tensor list (4 + 12 L entries, entry i has index i and
  * rows, cols >= 1 with rows * cols <= 2^40 elements), one rank file per
  * rank of the plan (entry r has rank r, a name without '/' not starting
  * with '.', bytes in [0, 2^62], 16 hex digits of FNV-1a 64, grid
@@ -159,16 +180,31 @@ int pt_ckpt_manifest_check(const char *path, struct json_t *man, void (*report)(
  * KB per tensor and rank.  Errors: pt_ckpt_manifest_parse's. */
 int pt_ckpt_manifest_read(const char *path, struct json_t **man);
 
+/* Check the floats of one rank file of checkpoint `path` (named in the
+ * message): `file` is its manifest entry (name; tensors with lo, hi,
+ * offset, as pt_ckpt_manifest_check accepts them), buf [len bytes] the
+ * file's contents (host byte order floats; any alignment).  For every
+ * tensor slice, its hi - lo weights and AdamW m must be finite and its
+ * AdamW v finite and >= 0.  Reads len bytes once; no allocation.  Not
+ * collective.  Errors: PT_EFORMAT, one line naming the checkpoint, the
+ * file, which of weight / AdamW m / AdamW v, the first bad element (its
+ * index in the saving rank's shard of the tensor: lo + k), the tensor and
+ * the value; or a slice outside buf. */
+int pt_ckpt_rank_file_finite(const char *path, struct json_t *file, const void *buf, size_t len);
+
 /* Make save directory `dir` ready for a run, before its first save: create
  * it when absent (one level, mode 0755), check that it is a directory
- * (a symbolic link to one is followed: the user named it), and create,
+ * (a symbolic link to one is followed: the user named it), that its
+ * checkpoint pointer DIR/latest, which every save replaces, is absent or
+ * a regular file (pt_output_check: a symbolic link there is refused, not
+ * followed, now rather than at the first save), and create,
  * write 6 bytes to, close and remove a probe file DIR/.ptrain-probe.HOST.
  * PID.N (O_EXCL|O_NOFOLLOW), so that a read-only file system, a full disk
  * or missing permissions are found at start-up rather than after hours of
  * training.  Call it on every rank that writes rank files (all of them).
  * Not collective.  Errors (one line naming dir and the reason): PT_EINVAL
  * (longer than 4000 bytes), PT_EIO (cannot be created, not a directory,
- * the probe cannot be written). */
+ * DIR/latest is not a regular file, the probe cannot be written). */
 int pt_ckpt_dir_check(const char *dir);
 
 /* Claim save directory `dir` (existing; pt_ckpt_dir_check) for this job:

@@ -5,6 +5,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define TRY(x) do { int rc_ = (x); if (rc_) return rc_; } while (0)
@@ -107,8 +108,10 @@ int pt_train_update(pt_train *t, float lr, double *norm_out)
     double norm;
     TRY(pt_train_grad_norm(t, &norm));
     if (norm_out) *norm_out = norm;
+    /* where the NaN or infinity came from (the weights trained so far,
+     * or loaded) is the caller's to say: it knows the run's steps */
     if (!isfinite(norm))
-        return pt_fail(PT_EINVAL, "gradient norm is %g at step %d: training diverged (lower --lr)", norm, t->step + 1);
+        return pt_fail(PT_EINVAL, "gradient norm is %g (not finite) at AdamW step %d", norm, t->step + 1);
     const float clip = t->opt.grad_clip > 0 && norm > t->opt.grad_clip ? (float)(t->opt.grad_clip / norm) : 1.0f;
     t->step++;
     return t->strategy->update(t, lr, clip);
@@ -148,6 +151,37 @@ int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **d
     TRY(check_index(t, i));
     float *g;
     t->strategy->owned(t, i, lo, hi, data, &g, m, v);
+    return PT_OK;
+}
+
+int pt_train_check_finite(pt_train *t, int moments)
+{
+    static const char *const what[3] = {"weight", "AdamW m", "AdamW v"};
+    const pt_ops *ops = t->ops;
+    for (int i = 0; t->model && t->strategy && i < t->model->nparams; i++) {
+        int64_t lo, hi;
+        float *w3[3], *g;
+        t->strategy->owned(t, i, &lo, &hi, &w3[0], &g, &w3[1], &w3[2]);
+        const size_t n = (size_t)(hi - lo);
+        for (int w = 0; n && w < (moments ? 3 : 1); w++) {
+            /* a sum of squares in double is finite exactly when every float is */
+            if (isfinite(ops->sumsq(w3[w], n, PT_F32))) continue;
+            long long at = -1;
+            float val = NAN;
+            float *h = malloc(n * sizeof *h); /* the state may live on the device */
+            if (h) {
+                ops->copy2d(h, n * sizeof *h, w3[w], n * sizeof *h, n * sizeof *h, 1);
+                for (size_t e = 0; e < n && at < 0; e++)
+                    if (!isfinite(h[e])) { at = lo + (long long)e; val = h[e]; }
+                free(h);
+            }
+            if (at < 0)
+                return pt_fail(PT_EINVAL, "tensor %s has a non-finite %s in this rank's shard [%lld, %lld)",
+                               t->model->params[i].name, what[w], (long long)lo, (long long)hi);
+            return pt_fail(PT_EINVAL, "%s element %lld of tensor %s (in this rank's shard) is %g", what[w], at,
+                           t->model->params[i].name, (double)val);
+        }
+    }
     return PT_OK;
 }
 

@@ -181,8 +181,10 @@ int pt_train_grad_norm(pt_train *t, double *norm);
 /* Norm (pt_train_grad_norm), clip factor min(1, grad_clip / norm), then
  * the strategy's update: AdamW on the owned parameters (Loshchilov &
  * Hutter 2019) and, under ZeRO, their allgather.  *norm (may be NULL) =
- * pre-clip global norm.  PT_EINVAL when the norm is not finite (training
- * diverged; the message names the step). */
+ * pre-clip global norm.  PT_EINVAL when the norm is not finite (the
+ * message gives the norm and AdamW's step; nothing is updated, and where
+ * the NaN or infinity came from -- weights trained so far, or loaded -- is
+ * the caller's to say). */
 int pt_train_update(pt_train *t, float lr, double *norm);
 
 /* One training step: zero_grad -> forward -> backward -> sync -> norm,
@@ -271,6 +273,16 @@ int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **d
  * masters).  Collective over every rank of the model.  Errors: PT_ENOMEM,
  * pt_comm's. */
 int pt_train_state_loaded(pt_train *t);
+/* Whether this rank's owned state is finite: for every parameter, its
+ * owned fp32 master weights (pt_train_owned_state's [lo, hi)) and, with
+ * moments != 0, its AdamW m and v.  One ops->sumsq (double sum of squares,
+ * finite exactly when every float is) per tensor; a tensor that fails is
+ * copied to the host to find its first bad element.  Not collective (each
+ * rank checks what it owns: together, the whole model).  Costs one read
+ * of the owned weights (three with moments).  Errors: PT_EINVAL, one line
+ * naming which of weight / AdamW m / AdamW v, the first bad element (its
+ * index in this rank's local shard), the tensor and the value. */
+int pt_train_check_finite(pt_train *t, int moments);
 
 /* Model-state bytes per rank of ZeRO stage 0..3 for psi local parameters
  * sharded over N ranks.  act_bytes 4 (fp32 everywhere: params 4 psi,

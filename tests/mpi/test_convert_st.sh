@@ -16,6 +16,12 @@
 #    overflows, unknown dtypes, duplicate names, bad JSON, tensors and
 #    config.json fields that are not this GPT-2): exit 2, one line, before
 #    any allocation of their sizes (the sanitizer build runs this too);
+#  - memory: a file whose model does not fit the memory this process may
+#    use (lib/core/hostmem.h, ptrain-run's check) is refused in one line
+#    naming the GiB needed and available, exit 1, before anything is
+#    allocated from it: config.json within limits (L=1, C=1024, V=2^22)
+#    declaring a 16 GiB wte (sparse) under a 3 GB address-space limit (not
+#    under ASan), and a 4 TiB wte no machine holds (every build);
 #  - fine-tuning: ptrain-run --resume on the converted checkpoint trains
 #    under 1 rank and tp=2, and its first loss equals the loss of the same
 #    batch computed by gpt2_st.py's own forward pass in double precision
@@ -91,6 +97,34 @@ while IFS="$tab" read -r f pat; do
     fi
 done <"$h/cases"
 check "no checkpoint was written for any of them" [ ! -e "$h/out-ck/latest" ]
+
+# ---- memory: refused in one line before anything is allocated ----------------------------
+E="python3 $top_srcdir/tests/mpi/ckpt_edit.py"
+mem_refused() { # FILE STATUS MODEL WHENCE: exit 1, one line naming the need and the room
+    [ "$2" -eq 1 ] && [ "$(grep -c . "$1")" -eq 1 ] &&
+        grep -q -- "model $3 needs [0-9.]* GiB (.*), but this process may use [0-9.]* GiB ($4" "$1"
+}
+bin=$top_builddir/.libs/ptrain-ckpt; [ -f "$bin" ] || bin=$ck
+if grep -qa __asan_init "$bin"; then
+    ok "convert of a 16 GiB wte under an address-space limit # SKIP ASan build (it reserves terabytes of address space)"
+else
+    mkdir -p "$wd/mem16"
+    $E sparse-st "$wd/mem16/model.safetensors" 1 16 1024 1024 4194304 >/dev/null
+    (ulimit -v 3000000 && exec env "$nolsan" "$ck" convert "$wd/mem16/model.safetensors" "$wd/mem16/ck") >"$wd/mem16.out" 2>&1; rc=$?
+    check "a 16 GiB wte (L=1 C=1024 V=2^22) under a 3 GB limit: exit 1, one line ($(cat "$wd/mem16.out"))" \
+        mem_refused "$wd/mem16.out" $rc "L=1 H=16 C=1024 T=1024 V=4194304" "the address-space limit (ulimit -v / -d)"
+    rm -rf "$wd/mem16"
+fi
+mkdir -p "$wd/mem4t"
+if $E sparse-st "$wd/mem4t/model.safetensors" 1 1 65536 1 16777216 >/dev/null 2>&1; then
+    ckpt convert "$wd/mem4t/model.safetensors" "$wd/mem4t/ck" >"$wd/mem4t.out" 2>&1; rc=$?
+    check "a 4 TiB wte (C=65536 V=2^24), no limit: exit 1, one line ($(cat "$wd/mem4t.out"))" \
+        mem_refused "$wd/mem4t.out" $rc "L=1 H=1 C=65536 T=1 V=16777216" ""
+    check "... nothing written" [ ! -e "$wd/mem4t/ck" ]
+else
+    ok "convert of a 4 TiB wte # SKIP this file system holds no sparse 4 TiB file"
+fi
+rm -rf "$wd/mem4t"
 
 # ---- fine-tuning from the converted model: the first loss against Python's forward pass --
 f="$wd/ft"; mkdir -p "$f/m" "$f/d"

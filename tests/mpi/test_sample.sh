@@ -10,7 +10,13 @@
 #  - the same seed gives the same text, another seed another text (at
 #    temperature 5, where the distribution is flat enough to differ);
 #    every id is inside the vocabulary;
-#  - bad values: one line, exit 2.
+#  - bad values: one line, exit 2;
+#  - memory: a checkpoint whose model does not fit the memory this process
+#    may use (lib/core/hostmem.h, ptrain-run's check) is refused in one
+#    line naming the GiB needed and available, exit 1, before anything is
+#    allocated: L=1 C=1024 V=2^22 (16 GiB per weight copy) under a 3 GB
+#    address-space limit (not under ASan), C=65536 V=2^24 (a 4 TiB wte) in
+#    every build -- manifests only, their rank files absent.
 . "$top_srcdir/tests/lib.sh"
 need_tokenizer
 export PTRAIN_BPE_DIR=$bpe
@@ -93,4 +99,24 @@ bad "--temperature 0" "not a number in (0, 100]" sample --temperature 0 "$wd/s"
 bad "--tokens 0" "tokens" sample --tokens 0 "$wd/s"
 bad "--top-k on convert" "convert: --top-k is only valid for sample" convert --top-k 3 "$wd/s" "$wd/x.bin"
 bad "no tokenizer" "tokenizer" sample --vocab-dir "$wd/nowhere" "$wd/s"
+
+# memory: refused in one line before anything is allocated
+E="python3 $top_srcdir/tests/mpi/ckpt_edit.py"
+mem_refused() { # FILE STATUS MODEL WHENCE: exit 1, one line naming the need and the room
+    [ "$2" -eq 1 ] && [ "$(grep -c . "$1")" -eq 1 ] &&
+        grep -q -- "^ptrain-ckpt: sample: model $3 needs [0-9.]* GiB (.*), but this process may use [0-9.]* GiB ($4" "$1"
+}
+bin=$top_builddir/.libs/ptrain-ckpt; [ -f "$bin" ] || bin=$ck
+if grep -qa __asan_init "$bin"; then
+    ok "sample of a 16 GiB wte under an address-space limit # SKIP ASan build (it reserves terabytes of address space)"
+else
+    $E huge-ckpt "$wd/mem16" 1 16 1024 1024 4194304
+    (ulimit -v 3000000 && exec env "$nolsan" "$ck" sample --tokens 2 "$wd/mem16") >"$wd/mem16.out" 2>&1; rc=$?
+    check "a 16 GiB wte (L=1 C=1024 V=2^22) under a 3 GB limit: exit 1, one line ($(cat "$wd/mem16.out"))" \
+        mem_refused "$wd/mem16.out" $rc "L=1 H=16 C=1024 T=1024 V=4194304" "the address-space limit (ulimit -v / -d)"
+fi
+$E huge-ckpt "$wd/mem4t" 1 1 65536 1 16777216
+ckpt sample --tokens 2 "$wd/mem4t" >"$wd/mem4t.out" 2>&1; rc=$?
+check "a 4 TiB wte (C=65536 V=2^24), no limit: exit 1, one line ($(cat "$wd/mem4t.out"))" \
+    mem_refused "$wd/mem4t.out" $rc "L=1 H=1 C=65536 T=1 V=16777216" ""
 done_testing
