@@ -81,12 +81,8 @@ static int load_json(const char *path, const char *format, const char *what, jso
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    int rc = pt_read_regular(path, what, &text, &len);
+    int rc = pt_read_regular_max(path, what, MAX_BYTES, &text, &len); /* the size checked first */
     if (rc) return rc;
-    if (len > MAX_BYTES) {
-        free(text);
-        return pt_fail(PT_EFORMAT, "%s %s is %zu bytes (at most %u)", what, path, len, MAX_BYTES);
-    }
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);

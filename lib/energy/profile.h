@@ -23,8 +23,9 @@
  *    "max_clock": {"time_s": ..., "energy_j": ...},
  *    "instructions": [{"rank": 0, "chunk": 0, "mb": 0, "bwd": false, "freq_mhz": 1500}, ...]}
  *
- * Reading refuses (PT_EFORMAT, one line naming the file and the field) any
- * other format or version, a count of types that is not 2 * pp *
+ * Reading refuses (PT_EFORMAT, one line naming the file and the field) a
+ * file over 64 MiB (from its size, before anything is read), any other
+ * format or version, a count of types that is not 2 * pp *
  * virtual_stages, a type missing or given twice, a choice whose clock is
  * not > 0, time not > 0 or energy negative or not finite, an instruction
  * outside the schedule or one missing.  Files are regular files only

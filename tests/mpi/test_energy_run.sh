@@ -19,7 +19,7 @@
 #  - a dp replica made slow (PTRAIN_ENERGY_DELAY) is named a straggler and
 #    the other replica moves to a slower frontier point;
 #  - ranks with different energy options stop at the agreement; bad
-#    values in one line, status 2;
+#    values in one line, status 2 (an 8 GiB plan or profile from its size);
 #  - on this machine's own /sys and NVML: --energy auto measures exactly
 #    when ptrain-topo --energy says it can (real joules there; skipped,
 #    with the reason, where nothing is readable).
@@ -235,6 +235,21 @@ bad "--profile-energy with too few steps" "--profile-energy needs 13 steps" --pr
 ln -s "$tmp/victim" "$tmp/link.json"
 bad "--profile-energy to a symbolic link" "$tmp/link.json is a symbolic link" --steps 20 --profile-energy "$tmp/link.json"
 check "... the link's target was not created" test ! -e "$tmp/victim"
+# an 8 GiB (sparse) plan or profile: refused from its size before it is read;
+# under an address-space limit, so that reading it whole fails rather than
+# takes the machine's memory (not under ASan, which reserves terabytes)
+truncate -s 8G "$tmp/big.json"
+lim=3000000
+grep -qa __asan_init "$run" "$top_builddir/.libs/ptrain-run" 2>/dev/null && lim=unlimited
+for opt in "--energy-plan $tmp/big.json" "--energy-plan auto --energy-profile $tmp/big.json"; do
+    rc=0
+    # shellcheck disable=SC2086
+    (ulimit -v $lim && ptrain_mpirun -np 1 $R --steps 1 $opt) >"$tmp/bout" 2>&1 || rc=$?
+    check "${opt%% $tmp*} ... of an 8 GiB file: status 2, one line naming it, its size and the limit ($(grep -m1 'error' "$tmp/bout" | cut -c1-200))" \
+        sh -c "[ $rc -eq 2 ] && [ \$(grep -c 'ptrain-run: error' '$tmp/bout') -eq 1 ] &&
+            grep -qF '$tmp/big.json is 8589934592 bytes, more than the 67108864 bytes allowed' '$tmp/bout'"
+done
+rm -f "$tmp/big.json"
 export PTRAIN_ENERGY=max
 bad "PTRAIN_ENERGY=max" "PTRAIN_ENERGY='max' is not valid (valid: off, report, plan, apply)"
 unset PTRAIN_ENERGY

@@ -14,7 +14,10 @@
  *    restriction, application clocks once it is lifted, locked clocks as
  *    root, every change undone on close; the restriction itself;
  *  - the dry controller and its log; the node probe's report;
- *  - profiles and plans: random round trips, and bad files refused. */
+ *  - profiles and plans: random round trips, and bad files refused; a
+ *    sparse file over the 64 MiB limit refused from its size, before a
+ *    byte is read (under an address-space limit, so that reading it whole
+ *    fails rather than takes the machine's memory). */
 #define _GNU_SOURCE
 #include "energy/clock.h"
 #include "energy/meter.h"
@@ -26,12 +29,14 @@
 #include "tests/tap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -692,6 +697,78 @@ static void test_profiles(const char *tmp)
     pt_energy_profile_free(&pr);
 }
 
+/* ---- files over the loaders' limit -------------------------------------- */
+enum { LIMIT = 64 << 20 };
+
+/* In a child under a 2 GiB address-space limit (not under ASan, which
+ * reserves terabytes): load path as a plan (plan 1) or a profile; the exit
+ * status is 0 when it was refused with PT_EFORMAT and one line naming the
+ * file, `size` and the limit, 2 when it was not refused, 3 for another error. */
+static int big_child(const char *path, long long size, int plan)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+#ifndef __SANITIZE_ADDRESS__
+        struct rlimit rl = {2ull << 30, 2ull << 30};
+        setrlimit(RLIMIT_AS, &rl);
+#endif
+        int rc;
+        if (plan) {
+            pt_energy_plan p;
+            rc = pt_energy_plan_load(path, &p);
+        } else {
+            pt_energy_profile pr;
+            pt_energy_meta m;
+            rc = pt_energy_profile_load(path, &pr, &m);
+        }
+        char sz[64], lim[64];
+        snprintf(sz, sizeof sz, "%lld bytes", size);
+        snprintf(lim, sizeof lim, "%d bytes", (int)LIMIT);
+        printf("# %s: %s\n", plan ? "plan" : "profile", pt_errmsg());
+        fflush(stdout);
+        if (rc == PT_OK) _exit(2);
+        _exit(rc == PT_EFORMAT && strstr(pt_errmsg(), path) && strstr(pt_errmsg(), sz) && strstr(pt_errmsg(), lim) &&
+                      !strchr(pt_errmsg(), '\n')
+                  ? 0
+                  : 3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_big_files(const char *tmp)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/big.json", tmp);
+    /* 8 GiB of nothing, and one byte over the limit */
+    long long sizes[2] = {8ll << 30, (long long)LIMIT + 1};
+    for (int i = 0; i < 2; i++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int made = fd >= 0 && ftruncate(fd, sizes[i]) == 0;
+        if (fd >= 0) close(fd);
+        if (!made) {
+            tap_ok(0, "a sparse file of %lld bytes can be made in %s", sizes[i], tmp);
+            continue;
+        }
+        int a = big_child(path, sizes[i], 1), b = big_child(path, sizes[i], 0);
+        tap_ok(a == 0 && b == 0, "a plan and a profile of %lld bytes (limit %d) are refused from their size in one line "
+               "naming the file, its size and the limit (status %d, %d)", sizes[i], (int)LIMIT, a, b);
+    }
+    /* exactly the limit is read (and is then not JSON) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        if (ftruncate(fd, LIMIT) != 0) tap_diag("ftruncate: %s", strerror(errno));
+        close(fd);
+    }
+    pt_energy_plan p;
+    int rc = pt_energy_plan_load(path, &p);
+    tap_ok(rc == PT_EFORMAT && strstr(pt_errmsg(), "not JSON"), "a plan of exactly %d bytes is read (%s)", (int)LIMIT,
+           pt_errmsg());
+    unlink(path);
+}
+
 int main(void)
 {
     const char *s = getenv("PTRAIN_TEST_SEED");
@@ -726,6 +803,7 @@ int main(void)
     }
     test_dry(tmp);
     test_profiles(tmp);
+    test_big_files(tmp);
     rm_tree(tmp);
     return tap_done();
 }
