@@ -4,6 +4,7 @@
  * --ptrain-energy=apply lifts for a task's own GPU; see spank_util.h. */
 #include "spank/spank_util.h"
 #include "core/core.h"
+#include "energy/clock.h"
 #include "energy/nvml.h"
 
 #include <errno.h>
@@ -41,18 +42,10 @@ int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const ch
 
 int pt_spank_parse_clock_range(const char *what, const char *text, double r[2])
 {
-    char *end;
-    errno = 0;
-    double a = text ? strtod(text, &end) : 0;
-    if (!text || end == text || *end != '-') goto bad;
-    const char *q = end + 1;
-    double b = strtod(q, &end);
-    if (end == q || *end || errno || !(a > 0) || !(b >= a) || b > 1e6) goto bad;
-    r[0] = a, r[1] = b;
+    /* ptrain-run's parser: what the plugin passes on, ptrain-run takes */
+    if (pt_clock_parse_range(text, r) != PT_OK)
+        return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: " PT_CLOCK_RANGE_VALID ")", what, text ? text : "");
     return 0;
-bad:
-    return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)", what,
-                   text ? text : "");
 }
 
 int pt_spank_nvml_unrestrict(const char *busid, int *was)

@@ -58,6 +58,47 @@ int pt_clock_parse(const char *spec, int *kind, const char **log)
     return PT_OK;
 }
 
+/* A plain decimal at *s ("2400", "1100.5"): its value, *s past it; -1 when
+ * there is none (a sign, an exponent, hex, inf, nan or a space are not). */
+static double plain_decimal(const char **s)
+{
+    const char *p = *s;
+    double v = 0, scale = 1;
+    int digits = 0, dot = 0;
+    for (;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (digits < 18) { /* more digits than a double holds change nothing but the size */
+                if (dot) v += (scale /= 10) * (*p - '0');
+                else v = v * 10 + (*p - '0');
+            } else if (!dot) {
+                v *= 10;
+            }
+            digits++;
+        } else if (*p == '.' && !dot) {
+            dot = 1;
+        } else {
+            break;
+        }
+    }
+    if (!digits || p[-1] == '.') return -1;
+    *s = p;
+    return v;
+}
+
+int pt_clock_parse_range(const char *text, double r[2])
+{
+    const char *p = text ? text : "";
+    double a = plain_decimal(&p), b = -1;
+    if (a >= 0 && *p == '-') {
+        p++;
+        b = plain_decimal(&p);
+    }
+    if (a < 1 || b < a || *p || b > PT_CLOCK_MAX_MHZ)
+        return pt_fail(PT_EINVAL, "'%s' is not a clock range (valid: " PT_CLOCK_RANGE_VALID ")", text ? text : "");
+    r[0] = a, r[1] = b;
+    return PT_OK;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -323,8 +364,10 @@ long pt_clock_changes(const pt_clock *c) { return c ? c->changes : 0; }
 int pt_clock_set(pt_clock *c, double mhz)
 {
     if (!c || !(mhz > 0)) return PT_OK;
-    int best = 0;
-    for (int i = 1; i < c->nf; i++)
+    /* the nearest offered clock; at or beyond an end that end (a huge mhz
+     * would make every distance the same and pick the lowest) */
+    int best = mhz >= c->f[c->nf - 1] ? c->nf - 1 : 0;
+    for (int i = 1; i < c->nf && mhz > c->f[0] && mhz < c->f[c->nf - 1]; i++)
         if (fabs(c->f[i] - mhz) < fabs(c->f[best] - mhz)) best = i;
     double f = c->f[best];
     if (f == c->cur) return PT_OK;

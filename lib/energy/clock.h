@@ -36,6 +36,20 @@ extern "C" {
 
 enum { PT_CLOCK_NONE = 0, PT_CLOCK_NVML = 1, PT_CLOCK_CPUFREQ = 2, PT_CLOCK_DRY = 3 };
 
+/* The highest clock (MHz) a plan, a profile or an allowed range may name:
+ * 100 GHz, far above any device's, so that a number such as 1.7e308 is
+ * refused rather than planned with. */
+#define PT_CLOCK_MAX_MHZ 100000.0
+/* What pt_clock_parse_range accepts, for messages. */
+#define PT_CLOCK_RANGE_VALID "MIN-MAX in MHz, plain decimals, 1 <= MIN <= MAX <= 100000, e.g. 1100-1980"
+
+/* An allowed clock range "MIN-MAX" (PTRAIN_ENERGY_GPU_MHZ, the plugin's
+ * gpu_clock_mhz=...) into r[0], r[1] (MHz): each a plain decimal (digits,
+ * at most one '.', digits; no sign, exponent, hex, inf or space), 1 <= MIN
+ * <= MAX <= PT_CLOCK_MAX_MHZ.  PT_EINVAL with one line "'TEXT' is not a
+ * clock range (valid: " PT_CLOCK_RANGE_VALID ")"; r is left alone then. */
+int pt_clock_parse_range(const char *text, double r[2]);
+
 /* "auto", "nvml", "cpufreq", "dry" or "dry:FILE" into *kind (auto:
  * PT_CLOCK_NONE, decided by pt_clock_open) and *log (FILE of dry:FILE, else
  * NULL; points into spec).  PT_EINVAL with one line. */

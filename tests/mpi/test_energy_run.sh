@@ -231,6 +231,10 @@ bad "--profile-energy with --energy-plan" "--profile-energy and --energy-plan au
 bad "--energy-profile without a plan" "--energy-profile is the profile --energy-plan plans from" --energy-profile "$tmp/prof.json"
 bad "a plan file of another pipeline" "is for 1f1b pp=2 virtual_stages=1 microbatches=2, this run is 1f1b pp=1" \
     --energy-plan "$tmp/plan.json"
+# a clock of 1.7e308 MHz (the nearest offered clock to it was the lowest)
+jq '.instructions[1].freq_mhz = 1.7e308' "$tmp/plan.json" >"$tmp/huge-plan.json"
+bad "a plan with a clock of 1.7e308 MHz" "is not a number > 0 and <= 100000 (a clock in MHz)" \
+    --energy-plan "$tmp/huge-plan.json"
 bad "--profile-energy with too few steps" "--profile-energy needs 13 steps" --profile-energy "$tmp/x.json"
 ln -s "$tmp/victim" "$tmp/link.json"
 bad "--profile-energy to a symbolic link" "$tmp/link.json is a symbolic link" --steps 20 --profile-energy "$tmp/link.json"
@@ -255,6 +259,11 @@ bad "PTRAIN_ENERGY=max" "PTRAIN_ENERGY='max' is not valid (valid: off, report, p
 unset PTRAIN_ENERGY
 export PTRAIN_ENERGY_CPU_MHZ=fast
 bad "PTRAIN_ENERGY_CPU_MHZ=fast" "PTRAIN_ENERGY_CPU_MHZ='fast' is not a clock range"
+# strtod's hex and exponents are not plain decimals (1e-300 MHz allowed no clock)
+for v in 0x400-0x800 1e-300-2000 1100-100001; do
+    export PTRAIN_ENERGY_CPU_MHZ=$v
+    bad "PTRAIN_ENERGY_CPU_MHZ=$v" "PTRAIN_ENERGY_CPU_MHZ='$v' is not a clock range (valid: MIN-MAX in MHz, plain decimals, 1 <= MIN <= MAX <= 100000"
+done
 unset PTRAIN_ENERGY_CPU_MHZ
 
 # 8. this machine's own /sys and NVML (no fake tree): ptrain-run --energy auto

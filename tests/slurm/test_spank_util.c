@@ -777,6 +777,20 @@ static void test_energy(void)
     tap_ok(pt_spank_conf_arg("gpu_clock_mhz=fast", &c) == -1 &&
                strstr(pt_errmsg(), "plugstack gpu_clock_mhz='fast' is invalid (valid: MIN-MAX in MHz") && c.gpu_clock_mhz[0] == 1100,
            "plugstack gpu_clock_mhz=fast refused: %s", pt_errmsg());
+    /* strtod's other forms are not clock ranges: what the plugin passes on,
+     * ptrain-run must take (PTRAIN_ENERGY_CPU_MHZ, plain decimals) */
+    static const char *const odd[] = {"0x400-0x800", "1e-300-2000", "1100-1.98e3", "0.5-2000", "1100-100001",
+                                      " 1100-1980", "inf-inf"};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+        char arg[64];
+        snprintf(arg, sizeof arg, "cpu_clock_mhz=%s", odd[i]);
+        tap_ok(pt_spank_conf_arg(arg, &c) == -1 && strstr(pt_errmsg(), "is invalid (valid: MIN-MAX in MHz, plain decimals") &&
+                   c.cpu_clock_mhz[1] == 3000.5,
+               "plugstack %s refused, nothing changed: %s", arg, pt_errmsg());
+    }
+    snprintf(text, sizeof text, "cpu_clock_mhz = [0.5, 2000.0];\n");
+    tap_ok(pt_spank_conf_load(write_conf("e2.conf", text), &c) == -1 && strstr(pt_errmsg(), "1 <= min <= max <= 100000"),
+           "ptrain.conf cpu_clock_mhz = [0.5, 2000.0] refused: %s", pt_errmsg());
     tap_ok(pt_spank_conf_arg("energy=all", &c) == -1 && strstr(pt_errmsg(), "'all' is invalid"),
            "plugstack energy=all refused: %s", pt_errmsg());
 

@@ -2,12 +2,14 @@
 /* lib/energy against fake trees and a fake NVML (there is no GPU, RAPL or
  * cpufreq on the build machine):
  *  - pt_energy_counter_delta: increments, RAPL wrap-around, NVML resets;
+ *    a RAPL counter without a range that goes back counts 0 J;
  *  - RAPL: the zones summed (packages and DRAM, not core/uncore/psys/mmio),
  *    fresh random increments and a wrap read back to the microjoule,
  *    shares, counters this user cannot read (as nobody, when run as root);
  *  - cpufreq: scaling_setspeed (userspace governor) and scaling_max_freq,
- *    rounding to the offered clocks, the allowed range, restore on close,
- *    no cpufreq, files not writable;
+ *    rounding to the offered clocks (1.7e308 MHz: the top one), the allowed
+ *    range, restore on close, no cpufreq, files not writable; allowed
+ *    ranges: plain decimals only;
  *  - NVML through tests/energy/fake_nvml.so ($PTRAIN_NVML_LIBRARY): the
  *    counter by index, bus id and UUID, a reset, a denied counter, a
  *    library that is not there; clocks: refused without root and with the
@@ -230,6 +232,26 @@ static void test_rapl(void)
     tap_ok(rc == PT_EIO && strstr(pt_errmsg(), "package-1"), "a counter that cannot be read any more: %s", pt_errmsg());
     pt_meter_close(m);
     putu(PC "intel-rapl:1/energy_uj", p1);
+    /* a package without max_energy_range_uj whose counter goes backwards (a
+     * wrap of a range not known, or a reset): the energy of that interval is
+     * not known and counts nothing, never the counter's whole value */
+    rm_tree(root);
+    mkdir(root, 0755);
+    unsigned long long hi = 500000000000ull + rnd64() % 500000000000ull, back = rnd64() % 1000000ull;
+    put(PC "intel-rapl:0/name", "package-0\n");
+    putu(PC "intel-rapl:0/energy_uj", hi);
+    pt_meter *q = NULL;
+    pt_meter_open(&q, PT_METER_RAPL, 0, NULL, note, sizeof note);
+    putu(PC "intel-rapl:0/energy_uj", back);
+    double j1 = -1, j2 = -1;
+    rc = pt_meter_read(q, &j1);
+    unsigned long long inc = 1000 + rnd64() % 1000000ull;
+    putu(PC "intel-rapl:0/energy_uj", back + inc);
+    pt_meter_read(q, &j2);
+    tap_ok(pt_meter_ncounters(q) == 1 && rc == PT_OK && j1 == 0 && fabs(j2 - inc * 1e-6) < 1e-9,
+           "a RAPL counter without a range going back from %llu to %llu uJ counts 0 J (%.6f J), not its value; the "
+           "next increment of %llu uJ counts (%.6f J)", hi, back, j1, inc, j2);
+    pt_meter_close(q);
 }
 
 static int rapl_denied_child(void)
@@ -352,6 +374,11 @@ static void test_cpufreq(void)
         unsigned long long top = getu(rel);
         tap_ok(top == (unsigned long long)llround(f[n - 1] * 1000), "a clock above the range is the range's top (%llu kHz)",
                top);
+        pt_clock_set(c, f[0]);
+        pt_clock_set(c, 1.7e308);
+        top = getu(rel);
+        tap_ok(top == (unsigned long long)llround(f[n - 1] * 1000), "1.7e308 MHz is the range's top too (%llu kHz), "
+               "not its bottom", top);
         pt_clock_close(c);
         tap_ok(getu(rel) == 2400000, "closing restores scaling_max_freq (%llu kHz)", getu(rel));
     }
@@ -675,6 +702,10 @@ static void test_profiles(const char *tmp)
          " \"time_s\": 1, \"energy_j\": -1}]}, {\"type\": 1, \"choices\": [{\"freq_mhz\": 1, \"time_s\": 1, \"energy_j\": 1}]}]}",
          "type 0 choice 0: \"energy_j\" is not a number >= 0"},
         {"{\"format\": \"ptrain-energy-profile\", \"version\": 1, \"schedule\": \"zigzag\"}", "\"schedule\" is not one of"},
+        {"{\"format\": \"ptrain-energy-profile\", \"version\": 1, \"schedule\": \"1f1b\", \"pp\": 1, \"virtual_stages\": 1,"
+         " \"microbatches\": 1, \"modelled\": false, \"idle_w\": 1, \"types\": [{\"type\": 0, \"choices\": [{\"freq_mhz\": 1,"
+         " \"time_s\": 1, \"energy_j\": 1}]}, {\"type\": 1, \"choices\": [{\"freq_mhz\": 1.7e308, \"time_s\": 1, \"energy_j\": 1}]}]}",
+         "type 1 choice 0: \"freq_mhz\" is not a number > 0 and <= 100000"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         FILE *fp = fopen(bad, "w");
@@ -686,6 +717,40 @@ static void test_profiles(const char *tmp)
         tap_ok(rc == PT_EFORMAT && strstr(pt_errmsg(), cases[i].must) && strstr(pt_errmsg(), bad),
                "bad profile %zu refused: %s", i, pt_errmsg());
     }
+    /* a plan whose clock is 1.7e308 MHz (the nearest offered clock of that is
+     * no clock: it picked the lowest): refused in one line */
+    for (int huge = 0; huge < 2; huge++) {
+        FILE *fp = fopen(bad, "w");
+        if (!fp) break;
+        double fz = huge ? 1.7e308 : 100000.5;
+        fprintf(fp, "{\"format\": \"ptrain-energy-plan\", \"version\": 1, \"point\": \"intrinsic\", \"modelled\": true,"
+                " \"schedule\": \"1f1b\", \"pp\": 1, \"virtual_stages\": 1, \"microbatches\": 1, \"time_s\": 1, "
+                "\"energy_j\": 1, \"max_clock\": {\"time_s\": 1, \"energy_j\": 1}, \"instructions\": ["
+                "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": false, \"freq_mhz\": 1500},"
+                "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": true, \"freq_mhz\": %.17g}]}", fz);
+        fclose(fp);
+        pt_energy_plan pl;
+        rc = pt_energy_plan_load(bad, &pl);
+        tap_ok(rc == PT_EFORMAT && strstr(pt_errmsg(), "instruction 1: \"freq_mhz\" is not a number > 0 and <= 100000") &&
+                   strstr(pt_errmsg(), bad),
+               "a plan with a clock of %g MHz is refused: %s", fz, pt_errmsg());
+        if (rc == PT_OK) pt_energy_plan_free(&pl);
+    }
+    /* the top allowed clock is read */
+    FILE *fp = fopen(bad, "w");
+    if (fp) {
+        fputs("{\"format\": \"ptrain-energy-plan\", \"version\": 1, \"point\": \"intrinsic\", \"modelled\": true,"
+              " \"schedule\": \"1f1b\", \"pp\": 1, \"virtual_stages\": 1, \"microbatches\": 1, \"time_s\": 1, "
+              "\"energy_j\": 1, \"max_clock\": {\"time_s\": 1, \"energy_j\": 1}, \"instructions\": ["
+              "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": false, \"freq_mhz\": 0.5},"
+              "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": true, \"freq_mhz\": 100000}]}", fp);
+        fclose(fp);
+    }
+    pt_energy_plan pl;
+    rc = pt_energy_plan_load(bad, &pl);
+    tap_ok(rc == PT_OK && pl.n == 2 && pl.freq[1] == 100000, "a plan with clocks of 0.5 and 100000 MHz is read (%s)",
+           rc ? pt_errmsg() : "ok");
+    if (rc == PT_OK) pt_energy_plan_free(&pl);
     char link[700];
     snprintf(link, sizeof link, "%s/link.json", tmp);
     if (symlink(path, link) == 0) {
@@ -695,6 +760,46 @@ static void test_profiles(const char *tmp)
                "symbolic link: %s", pt_errmsg());
     }
     pt_energy_profile_free(&pr);
+}
+
+/* ---- allowed clock ranges ----------------------------------------------- */
+static void test_ranges(void)
+{
+    int ok = 1;
+    for (int i = 0; i < 200 && ok; i++) {
+        /* random plain decimals in 1..100000, up to 3 decimals */
+        int da = (int)(rnd64() % 4), db = (int)(rnd64() % 4);
+        double a = 1 + rndu() * 99999, b = a + rndu() * (100000 - a);
+        char ta[40], tb[40], text[90];
+        snprintf(ta, sizeof ta, "%.*f", da, a);
+        snprintf(tb, sizeof tb, "%.*f", db, b);
+        double wa = strtod(ta, NULL), wb = strtod(tb, NULL);
+        if (wa < 1 || wb < wa || wb > 100000) continue; /* rounding crossed an end */
+        snprintf(text, sizeof text, "%s-%s", ta, tb);
+        double r[2] = {0, 0};
+        int rc = pt_clock_parse_range(text, r);
+        if (rc != PT_OK || fabs(r[0] - wa) > 1e-9 * wa || fabs(r[1] - wb) > 1e-9 * wb) {
+            ok = 0;
+            tap_diag("'%s': rc %d, %.17g-%.17g (%s)", text, rc, r[0], r[1], pt_errmsg());
+        }
+    }
+    tap_ok(ok, "200 random plain-decimal ranges in 1..100000 MHz are read as strtod reads them");
+    static const char *const bad[] = {"0x400-0x800", "1e-300-2000", "1100-1.98e3", "0.5-2000", "0-2000", "1100-100001",
+                                      "2000-1100", " 1100-1980", "1100-1980 ", "+1100-1980", "1100--1980", "inf-inf",
+                                      "nan-1", "1100-", "-1980", "1100.-1980", ".5-1980", "1100", "", "1100-1980-2000"};
+    ok = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        double r[2] = {-7, -7};
+        int rc = pt_clock_parse_range(bad[i], r);
+        char want[80];
+        snprintf(want, sizeof want, "'%s' is not a clock range (valid: MIN-MAX in MHz, plain decimals", bad[i]);
+        if (rc != PT_EINVAL || !strstr(pt_errmsg(), want) || strchr(pt_errmsg(), '\n') || r[0] != -7) {
+            ok = 0;
+            tap_diag("'%s': rc %d: %s", bad[i], rc, pt_errmsg());
+        }
+    }
+    tap_ok(ok, "hex, exponents, signs, spaces, inf, nan, 0.5, above 100000 and MAX < MIN are refused in one line, "
+           "nothing stored");
 }
 
 /* ---- files over the loaders' limit -------------------------------------- */
@@ -803,6 +908,7 @@ int main(void)
     }
     test_dry(tmp);
     test_profiles(tmp);
+    test_ranges();
     test_big_files(tmp);
     rm_tree(tmp);
     return tap_done();
