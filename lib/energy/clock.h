@@ -22,7 +22,9 @@
  * A clock asked for is rounded to the nearest offered one; a call that
  * would not change the clock does nothing (no system call).  Closing (or
  * pt_clock_reset) restores what opening found: locked or application
- * clocks reset, scaling_setspeed / scaling_max_freq written back.
+ * clocks reset, scaling_setspeed / scaling_max_freq written back; a
+ * process that ends otherwise calls pt_clock_restore_emergency.  One thread
+ * at a time sets the clocks of a process.
  * Paths are under $PTRAIN_SYSFS_ROOT (lib/energy/sysfs.h).  Errors:
  * pt_fail (core.h), one line. */
 #ifndef PTRAIN_ENERGY_CLOCK_H
@@ -75,6 +77,22 @@ int pt_clock_open(pt_clock **out, int kind, const char *gpu, const int *cpus, in
 /* Restore the clocks found at open and free; NULL is a no-op.  Errors of
  * the restore are reported by pt_clock_reset only. */
 void pt_clock_close(pt_clock *c);
+
+/* For a process that is ending without closing its controllers: a handler
+ * of SIGTERM, SIGINT or SIGHUP (also while the process is blocked in MPI,
+ * where a flag for its loop would never be seen), an exit or _exit path.
+ * Writes back the cpufreq file (scaling_setspeed or scaling_max_freq) of
+ * every CPU of every open cpufreq controller of this process with the text
+ * found at its open, prepared then: open(2), write(2), close(2) and
+ * nanosleep(2) only, no allocation, no lock, so it is async-signal-safe.
+ * A thread setting a clock meanwhile is waited for (a second at most); from
+ * the call on, pt_clock_set and pt_clock_reset of this process write
+ * nothing, and pt_clock_close keeps (leaks) what it would free.  NVML
+ * clocks are not reset here (NVML is not async-signal-safe): under Slurm
+ * the plugin resets the task's GPU at its exit (--ptrain-energy=apply).
+ * Returns the number of files that could not be written (0: all, or
+ * nothing to write); errno is preserved. */
+int pt_clock_restore_emergency(void);
 /* Restore the clocks found at open (the controller stays usable). */
 int pt_clock_reset(pt_clock *c);
 

@@ -15,7 +15,9 @@
 #    controller: each rank's log is its instructions' clocks in its 1F1B
 #    order, step after step; --energy-plan auto with cpufreq writes the
 #    rank's scaling_setspeed and restores it; without cpufreq, one line and
-#    the run goes on at the default clocks;
+#    the run goes on at the default clocks; a run ended by SIGTERM (no
+#    --save-dir; a rank blocked in MPI for a stopped peer), SIGINT, SIGHUP or
+#    the heartbeat's abort restores them too;
 #  - a dp replica made slow (PTRAIN_ENERGY_DELAY) is named a straggler and
 #    the other replica moves to a slower frontier point;
 #  - ranks with different energy options stop at the agreement; bad
@@ -198,6 +200,105 @@ rc=0
 PTRAIN_ENERGY=plan ptrain_mpirun -np 1 $R --steps 2 >"$tmp/lout" 2>&1 || rc=$?
 check "PTRAIN_ENERGY=plan: the intrinsic point planned and logged by the dry controller ($rc)" \
     sh -c "[ $rc -eq 0 ] && grep -q '^energy plan: intrinsic point.*dry: clocks logged, not set' '$tmp/lout'"
+
+# 5b. a run that ends by a signal or an abort puts the clocks back: a tree of
+# its own whose speed (2200000 kHz) is none of the offered clocks, so any
+# clock the plan set differs from it
+root2=$tmp/root2
+for c in 0 1 2 3 4 5 6 7; do
+    d=$root2/sys/devices/system/cpu/cpu$c/cpufreq
+    mkdir -p "$d"
+    echo userspace >"$d/scaling_governor"
+    echo 2200000 >"$d/scaling_setspeed"
+    echo 2200000 >"$d/scaling_cur_freq"
+    echo 2400000 >"$d/scaling_max_freq"
+    echo 800000 >"$d/cpuinfo_min_freq"
+    echo 2400000 >"$d/cpuinfo_max_freq"
+    echo "2400000 2000000 1600000 1200000 800000" >"$d/scaling_available_frequencies"
+done
+# the distinct speeds of the 8 CPUs (the files hold no newline once written)
+speeds() {
+    for f in "$root2"/sys/devices/system/cpu/cpu[0-7]/cpufreq/scaling_setspeed; do echo "$(cat "$f")"; done |
+        sort -u | tr '\n' ' '
+}
+alive() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+# mpirun itself in the background ($! is its pid, its children the ranks)
+bg_run() { PTRAIN_SYSFS_ROOT="$root2" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    exec "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@"; }
+# start NP: the speeds back at 2200000 (a failed check before must not
+# spoil the next), then a long cpufreq plan run; sets mp (mpirun's pid) and
+# ranks (its children) once the plan has changed a clock; 1 if it never does
+start() {
+    for f in "$root2"/sys/devices/system/cpu/cpu[0-7]/cpufreq/scaling_setspeed; do echo 2200000 >"$f"; done
+    (bg_run -np "$1" $R --steps 100000 --pp "$1" --micro-batches 2 --energy-plan auto --energy-clock cpufreq) \
+        >"$tmp/sig.out" 2>&1 &
+    mp=$! ranks=
+    i=0
+    while [ $i -lt 1200 ] && [ "$(speeds)" = "2200000 " ] && alive "$mp"; do sleep 0.1; i=$((i + 1)); done
+    ranks=$(pgrep -P "$mp" | tr '\n' ' ')
+    [ "$(speeds)" != "2200000 " ] && [ $(echo $ranks | wc -w) -eq "$1" ]
+}
+# finish: end what is left of the run (a stopped rank included)
+finish() {
+    for p in $ranks; do kill -KILL "$p" 2>/dev/null; done
+    kill -KILL "$mp" 2>/dev/null
+    wait "$mp" 2>/dev/null
+}
+# SIGTERM without --save-dir (scancel, a time limit, preemption) to a rank
+# blocked in MPI: one rank stopped, the other waits for it in a collective,
+# where a flag for the loop would never be seen; the handler writes the
+# clocks back itself (the heartbeat is off, so it is the signal that ends it)
+export PTRAIN_HEARTBEAT=0
+if start 2; then
+    set -- $ranks
+    low=$(speeds)
+    kill -STOP "$1"
+    sleep 1
+    kill -TERM "$2"
+    i=0
+    while [ $i -lt 300 ] && alive "$2"; do sleep 0.1; i=$((i + 1)); done
+    got=$(speeds)
+    finish
+    check "SIGTERM to a rank waiting in MPI for a stopped peer: it ends and the CPUs' scaling_setspeed is back at 2200000 kHz (was $low, now $got)" \
+        [ "$got" = "2200000 " ]
+else
+    finish
+    check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false
+fi
+# SIGINT and SIGHUP (a terminal closed) to the only rank
+for sig in INT HUP; do
+    if start 1; then
+        low=$(speeds)
+        kill -$sig $ranks
+        i=0
+        while [ $i -lt 300 ] && alive "$ranks"; do sleep 0.1; i=$((i + 1)); done
+        got=$(speeds)
+        finish
+        check "SIG$sig to the rank: the CPUs' scaling_setspeed is back at 2200000 kHz (was $low, now $got)" \
+            [ "$got" = "2200000 " ]
+    else
+        finish
+        check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false
+    fi
+done
+# a stopped peer found by the heartbeat: the rank that finds it aborts the
+# job (MPI_Abort, then _exit), and puts its clocks back first
+export PTRAIN_HEARTBEAT=3
+if start 2; then
+    set -- $ranks
+    low=$(speeds)
+    kill -STOP "$1"
+    i=0
+    while [ $i -lt 600 ] && alive "$2"; do sleep 0.1; i=$((i + 1)); done
+    got=$(speeds)
+    finish
+    check "a peer stopped: the heartbeat aborts the job and the clocks are back at 2200000 kHz (was $low, now $got; $(grep -m1 -o 'no heartbeat[^;]*\|a peer rank died' "$tmp/sig.out"))" \
+        [ "$got" = "2200000 " ]
+else
+    finish
+    check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false
+fi
+unset PTRAIN_HEARTBEAT
 
 # 6. a straggler: dp replica 1 sleeps 1.5 s before each step's first instruction
 rc=0

@@ -397,6 +397,62 @@ static void test_cpufreq(void)
     tap_ok(rc == PT_EUNSUPP && strstr(pt_errmsg(), "no frequency scaling"), "CPUs without cpufreq: %s", pt_errmsg());
 }
 
+/* In a child (the restore ends a process: nothing is written after it):
+ * two controllers on CPUs {0, 1} (scaling_setspeed) and {2, 3}
+ * (scaling_max_freq, another governor), random clocks set, then
+ * pt_clock_restore_emergency as a handler would call it. */
+static int emergency_child(void)
+{
+    char rel[256];
+    int a[2] = {0, 1}, b[2] = {2, 3}, bad = 0;
+    pt_clock *c1 = NULL, *c2 = NULL;
+    if (pt_clock_open(&c1, PT_CLOCK_CPUFREQ, NULL, a, 2, 0, 0, NULL) ||
+        pt_clock_open(&c2, PT_CLOCK_CPUFREQ, NULL, b, 2, 0, 0, NULL)) {
+        printf("# open: %s\n", pt_errmsg());
+        return 1;
+    }
+    pt_clock_set(c1, 800 + rndu() * 400);
+    pt_clock_set(c2, 800 + rndu() * 400);
+    int failed = pt_clock_restore_emergency();
+    unsigned long long v[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(rel, sizeof rel, CPU "cpu%d/cpufreq/%s", i, i < 2 ? "scaling_setspeed" : "scaling_max_freq");
+        v[i] = getu(rel);
+    }
+    if (failed || v[0] != 2000000 || v[1] != 2000000 || v[2] != 2400000 || v[3] != 2400000) {
+        printf("# restored: %d failed; %llu %llu %llu %llu kHz\n", failed, v[0], v[1], v[2], v[3]);
+        bad++;
+    }
+    /* nothing is written after it, and closing does not free what a handler may read */
+    pt_clock_set(c1, 800);
+    snprintf(rel, sizeof rel, CPU "cpu0/cpufreq/scaling_setspeed");
+    if (getu(rel) != 2000000) {
+        printf("# a set after the restore wrote %llu kHz\n", getu(rel));
+        bad++;
+    }
+    pt_clock_close(c1);
+    pt_clock_close(c2);
+    return bad;
+}
+
+static void test_cpufreq_emergency(void)
+{
+    cpu_tree(4, "userspace\n", 1);
+    char rel[256];
+    for (int c = 2; c < 4; c++) { /* CPUs 2 and 3 under another governor: scaling_max_freq */
+        snprintf(rel, sizeof rel, CPU "cpu%d/cpufreq/scaling_governor", c);
+        put(rel, "schedutil\n");
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) _exit(emergency_child());
+    int st = 0;
+    waitpid(pid, &st, 0);
+    tap_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "pt_clock_restore_emergency writes back the speed and the cap two controllers found at open, and nothing "
+           "is written after it (status %d)", st);
+}
+
 static int cpufreq_denied_child(void)
 {
     int cpus[1] = {0};
@@ -906,6 +962,7 @@ int main(void)
     test_rapl();
     test_rapl_denied();
     test_cpufreq();
+    test_cpufreq_emergency();
     test_cpufreq_denied();
     if (access(lib, R_OK) == 0) {
         test_nvml(lib);
