@@ -9,7 +9,7 @@
 # clocks reset, when it exits; a GPU the user or Slurm chose
 # (CUDA_VISIBLE_DEVICES) is not the binding's, and nothing is lifted; a
 # level beyond the cluster's, or not a level, is refused before anything is
-# allocated.
+# allocated (in a ptrain step).
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm/slurm_lib.sh"
 fake="$top_builddir/tests/energy/.libs/fake_nvml.so"
@@ -64,7 +64,9 @@ timeout 60 srun -N1 -n1 --ptrain-energy=max true >"$SLURM_TEST_DIR/o3" 2>&1 || r
 check "--ptrain-energy=max is refused before allocation, naming the levels ($rc)" \
     sh -c "[ $rc -ne 0 ] && grep -q \"ptrain: --ptrain-energy='max' is invalid (valid: off, report, plan, apply)\" '$SLURM_TEST_DIR/o3'"
 rc=0
-PTRAIN_ENERGY=all timeout 60 srun -N1 -n1 true >"$SLURM_TEST_DIR/o4" 2>&1 || rc=$?
-check "PTRAIN_ENERGY=all is refused as well ($rc)" \
+PTRAIN_ENERGY=all timeout 60 srun -N1 -n1 --ptrain-mode=1d true >"$SLURM_TEST_DIR/o4" 2>&1 || rc=$?
+check "PTRAIN_ENERGY=all in a ptrain step is refused as well ($rc)" \
     sh -c "[ $rc -ne 0 ] && grep -q \"ptrain: PTRAIN_ENERGY='all' is invalid\" '$SLURM_TEST_DIR/o4'"
+# (in a step that names no ptrain option it is ignored with a warning:
+# tests/slurm/test_stray_env.sh)
 done_testing
