@@ -185,13 +185,16 @@ int ptsp_task_init(spank_t sp);
 /* PTRAIN_ENERGY and the clock ranges into the task's environment; -1 (and
  * a slurm_error() line) when the request is refused. */
 int ptsp_energy_task_env(spank_t sp);
-/* task_post_fork (root): under apply, lift the clock restriction of the
- * task's own GPU; task_exit: reset its clocks and restrict it again.
- * Always 0: a failure is one log line and the task runs at the default
- * clocks. */
+/* task_post_fork (root): in a ptrain step (not the extern one), record the
+ * cpufreq settings of the CPUs the task may run on; under apply, lift the
+ * clock restriction of the task's own GPU.  task_exit: reset that GPU's
+ * clocks and restrict it again; at the last local task's exit, write back
+ * the cpufreq settings the step left changed (pt_spank_cpufreq_restore: a
+ * ptrain-run killed by SIGKILL cannot).  Always 0: a failure is one log
+ * line and the task runs (ran) at the default clocks. */
 int ptsp_energy_task_post_fork(spank_t sp);
 int ptsp_energy_task_exit(spank_t sp);
 /* The end of the step: put back what a task whose exit was not seen left. */
-void ptsp_energy_exit(void);
+void ptsp_energy_exit(spank_t sp);
 
 #endif
