@@ -216,15 +216,35 @@ for c in 0 1 2 3 4 5 6 7; do
     echo 2400000 >"$d/cpuinfo_max_freq"
     echo "2400000 2000000 1600000 1200000 800000" >"$d/scaling_available_frequencies"
 done
-# the distinct speeds of the 8 CPUs (the files hold no newline once written)
+# speeds [CPU...]: the distinct speeds of those CPUs (default all 8; the
+# files hold no newline once written)
 speeds() {
-    for f in "$root2"/sys/devices/system/cpu/cpu[0-7]/cpufreq/scaling_setspeed; do echo "$(cat "$f")"; done |
+    local c
+    for c in ${@:-0 1 2 3 4 5 6 7}; do echo "$(cat "$root2/sys/devices/system/cpu/cpu$c/cpufreq/scaling_setspeed")"; done |
         sort -u | tr '\n' ' '
 }
 alive() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
-# mpirun itself in the background ($! is its pid, its children the ranks)
+# cpus_of PID: the CPUs (0-7) it may run on
+cpus_of() {
+    local l c out=
+    l=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+    for c in 0 1 2 3 4 5 6 7; do
+        echo ",$l," | awk -v c=$c -F, '{ for (i = 1; i <= NF; i++) { n = split($i, r, "-");
+            if ($i != "" && c >= r[1] && c <= r[n]) f = 1 } } END { exit !f }' && out="$out $c"
+    done
+    echo $out
+}
+# wait_changed CPU...: until a clock of those CPUs was set (bounded)
+wait_changed() {
+    local i=0
+    while [ $i -lt 3000 ] && [ "$(speeds "$@")" = "2200000 " ] && alive "$mp"; do sleep 0.1; i=$((i + 1)); done
+    [ "$(speeds "$@")" != "2200000 " ]
+}
+# mpirun itself in the background ($! is its pid, its children the ranks);
+# each rank on a core of its own, so that one rank's clocks are its own
+# (ranks whose CPUs share a policy set each other's clock)
 bg_run() { PTRAIN_SYSFS_ROOT="$root2" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
-    exec "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to none "$@"; }
+    exec "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to core:overload-allowed "$@"; }
 # start NP: the speeds back at 2200000 (a failed check before must not
 # spoil the next), then a long cpufreq plan run; sets mp (mpirun's pid) and
 # ranks (its children) once the plan has changed a clock; 1 if it never does
@@ -233,8 +253,7 @@ start() {
     (bg_run -np "$1" $R --steps 100000 --pp "$1" --micro-batches 2 --energy-plan auto --energy-clock cpufreq) \
         >"$tmp/sig.out" 2>&1 &
     mp=$! ranks=
-    i=0
-    while [ $i -lt 1200 ] && [ "$(speeds)" = "2200000 " ] && alive "$mp"; do sleep 0.1; i=$((i + 1)); done
+    wait_changed
     ranks=$(pgrep -P "$mp" | tr '\n' ' ')
     [ "$(speeds)" != "2200000 " ] && [ $(echo $ranks | wc -w) -eq "$1" ]
 }
@@ -244,59 +263,66 @@ finish() {
     kill -KILL "$mp" 2>/dev/null
     wait "$mp" 2>/dev/null
 }
+nostart() { check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false; }
 # SIGTERM without --save-dir (scancel, a time limit, preemption) to a rank
 # blocked in MPI: one rank stopped, the other waits for it in a collective,
-# where a flag for the loop would never be seen; the handler writes the
-# clocks back itself (the heartbeat is off, so it is the signal that ends it)
+# where a flag for the loop would never be seen; the handler writes its
+# clocks back itself (the heartbeat is off, so it is the signal that ends it;
+# the stopped rank is then killed, and its own CPUs are not looked at)
 export PTRAIN_HEARTBEAT=0
 if start 2; then
     set -- $ranks
-    low=$(speeds)
+    mine=$(cpus_of "$2")
+    wait_changed $mine
+    low=$(speeds $mine)
     kill -STOP "$1"
     sleep 1
     kill -TERM "$2"
     i=0
     while [ $i -lt 300 ] && alive "$2"; do sleep 0.1; i=$((i + 1)); done
-    got=$(speeds)
+    got=$(speeds $mine)
     finish
-    check "SIGTERM to a rank waiting in MPI for a stopped peer: it ends and the CPUs' scaling_setspeed is back at 2200000 kHz (was $low, now $got)" \
-        [ "$got" = "2200000 " ]
+    check "SIGTERM to a rank waiting in MPI for a stopped peer: it ends and its CPUs' ($mine) scaling_setspeed is back at 2200000 kHz (was $low, now $got)" \
+        [ -n "$mine" -a "$got" = "2200000 " ]
 else
     finish
-    check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false
+    nostart
 fi
 # SIGINT and SIGHUP (a terminal closed) to the only rank
 for sig in INT HUP; do
     if start 1; then
+        set -- $ranks
         low=$(speeds)
-        kill -$sig $ranks
+        kill -$sig "$1"
         i=0
-        while [ $i -lt 300 ] && alive "$ranks"; do sleep 0.1; i=$((i + 1)); done
+        while [ $i -lt 300 ] && alive "$1"; do sleep 0.1; i=$((i + 1)); done
         got=$(speeds)
         finish
         check "SIG$sig to the rank: the CPUs' scaling_setspeed is back at 2200000 kHz (was $low, now $got)" \
             [ "$got" = "2200000 " ]
     else
         finish
-        check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false
+        nostart
     fi
 done
 # a stopped peer found by the heartbeat: the rank that finds it aborts the
 # job (MPI_Abort, then _exit), and puts its clocks back first
-export PTRAIN_HEARTBEAT=3
+export PTRAIN_HEARTBEAT=10
 if start 2; then
     set -- $ranks
-    low=$(speeds)
+    mine=$(cpus_of "$2")
+    wait_changed $mine
+    low=$(speeds $mine)
     kill -STOP "$1"
     i=0
-    while [ $i -lt 600 ] && alive "$2"; do sleep 0.1; i=$((i + 1)); done
-    got=$(speeds)
+    while [ $i -lt 1200 ] && alive "$2"; do sleep 0.1; i=$((i + 1)); done
+    got=$(speeds $mine)
     finish
-    check "a peer stopped: the heartbeat aborts the job and the clocks are back at 2200000 kHz (was $low, now $got; $(grep -m1 -o 'no heartbeat[^;]*\|a peer rank died' "$tmp/sig.out"))" \
-        [ "$got" = "2200000 " ]
+    check "a peer stopped: the heartbeat aborts the job and the aborting rank's CPUs ($mine) are back at 2200000 kHz (was $low, now $got; $(grep -m1 -o 'no heartbeat[^;]*\|a peer rank died' "$tmp/sig.out"))" \
+        [ -n "$mine" -a "$got" = "2200000 " ]
 else
     finish
-    check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false
+    nostart
 fi
 unset PTRAIN_HEARTBEAT
 
