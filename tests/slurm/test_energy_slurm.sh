@@ -41,7 +41,7 @@ for c in 0 1 2 3 4 5 6 7; do
 done
 export PTRAIN_SYSFS_ROOT="$cf"
 slurm_up 1 4
-trap 'slurm_down; rm -rf "$nv" "$cf"' EXIT
+trap 'slurm_down; rm -rf "$nv" "$cf" "$cf.job"' EXIT
 
 # each task: what it was given, and its own GPU's restriction while it runs
 cat >"$SLURM_TEST_DIR/etask.sh" <<'SH'
@@ -91,26 +91,27 @@ check "PTRAIN_ENERGY=all in a ptrain step is refused as well ($rc)" \
 # SIGKILL (KillWait, the OOM killer) to a ptrain-run applying a cpufreq plan:
 # it cannot put its clocks back; the plugin, which recorded the settings of
 # the task's CPUs before the task ran, writes back what the step left changed
-# when its last task exits
-speeds() { # the distinct speeds of the 8 CPUs (no newline once written)
-    for f in "$cf"/sys/devices/system/cpu/cpu[0-7]/cpufreq/scaling_setspeed; do echo "$(cat "$f")"; done |
+# when its last task exits.  It takes the tree from slurmd's environment
+# only: a job that names another (PTRAIN_SYSFS_ROOT in its own environment)
+# does not make root write there.
+speeds() { # TREE: the distinct speeds of its 8 CPUs (no newline once written)
+    for f in "$1"/sys/devices/system/cpu/cpu[0-7]/cpufreq/scaling_setspeed; do echo "$(cat "$f")"; done |
         sort -u | tr '\n' ' '
 }
-RUN="$top_builddir/ptrain-run"
-if [ ! -x "$RUN" ]; then
-    ok "# SKIP ptrain-run not built"
-elif ! { [ -e /usr/lib/x86_64-linux-gnu/pmix2 ] || [ -n "$(ls /usr/lib/*/libpmix.so* 2>/dev/null)" ]; }; then
-    ok "# SKIP PMIx not installed: srun --mpi=pmix cannot start ptrain-run"
-else
-    export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
-    export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PTRAIN_HEARTBEAT=0
-    srun -J ptkill --mpi=pmix -N1 -n1 --ptrain-mode=auto --ptrain-model=test --ptrain-batch=4 "$RUN" --device cpu \
-        --data synthetic --steps 100000 --val-every 0 --energy-plan auto --energy-clock cpufreq \
+# killed_run TREE: a ptrain-run whose PTRAIN_SYSFS_ROOT is TREE, SIGKILLed once
+# its plan set a clock there; sets low (the speeds then) and got (after)
+killed_run() {
+    local tree=$1 i sp job pids
+    PTRAIN_SYSFS_ROOT=$tree srun -J ptkill --mpi=pmix -N1 -n1 --ptrain-mode=auto --ptrain-model=test --ptrain-batch=4 \
+        "$RUN" --device cpu --data synthetic --steps 100000 --val-every 0 --energy-plan auto --energy-clock cpufreq \
         >"$SLURM_TEST_DIR/k.out" 2>&1 &
     sp=$!
     i=0
-    while [ $i -lt 1200 ] && [ "$(speeds)" = "2200000 " ] && kill -0 "$sp" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
-    low=$(speeds)
+    while [ $i -lt 3000 ] && [ "$(speeds "$tree")" = "2200000 " ] && kill -0 "$sp" 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    low=$(speeds "$tree")
     check "ptrain-run under srun with a cpufreq plan changed a clock ($low; $(grep -m1 '^energy: clocks' "$SLURM_TEST_DIR/k.out"))" \
         [ "$low" != "2200000 " ]
     # SIGKILL to the task itself (scancel --signal=KILL on a job is a
@@ -123,9 +124,25 @@ else
     while [ $i -lt 600 ] && kill -0 "$sp" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
     kill "$sp" 2>/dev/null
     wait "$sp" 2>/dev/null
-    got=$(speeds)
+    got=$(speeds "$tree")
+}
+RUN="$top_builddir/ptrain-run"
+if [ ! -x "$RUN" ]; then
+    ok "# SKIP ptrain-run not built"
+elif ! { [ -e /usr/lib/x86_64-linux-gnu/pmix2 ] || [ -n "$(ls /usr/lib/*/libpmix.so* 2>/dev/null)" ]; }; then
+    ok "# SKIP PMIx not installed: srun --mpi=pmix cannot start ptrain-run"
+else
+    export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+    export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PTRAIN_HEARTBEAT=0
+    killed_run "$cf"
     check "SIGKILL to it: the plugin put the CPUs' scaling_setspeed back at 2200000 kHz when the task exited (was $low, now $got)" \
         [ "$got" = "2200000 " ]
     [ "$got" = "2200000 " ] || diag "$(grep -h 'cpufreq' "$SLURM_TEST_DIR"/log/slurmd-n1.log 2>/dev/null | tail -n 3 | tr '\n' ' ')"
+    # the job's own tree: a copy; slurmd's stays as it was, the copy is not written by root
+    cp -a "$cf" "$cf.job"
+    killed_run "$cf.job"
+    check "a tree named in the job's environment only: the plugin writes nothing there (was $low, now $got) and slurmd's is untouched ($(speeds "$cf"))" \
+        [ "$got" = "$low" -a "$(speeds "$cf")" = "2200000 " ]
+    rm -rf "$cf.job"
 fi
 done_testing
