@@ -5,6 +5,7 @@
 #include "spank/conf_keys.h"
 #include "core/core.h"
 #include "core/file.h"
+#include "energy/clock.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -226,9 +227,9 @@ static int set_setting(const pt_spank_key *k, config_setting_t *s, const char *p
             else if (t == CONFIG_TYPE_INT || t == CONFIG_TYPE_INT64) r[j] = (double)config_setting_get_int64(e);
             else ok = 0;
         }
-        if (!ok || !(r[0] > 0 && r[1] >= r[0] && r[1] <= 1e6))
-            return pt_fail(PT_EINVAL, "%s:%d: %s must be [min, max], MHz with 0 < min <= max <= 1e6 (the clocks "
-                           "energy plans may use)", path, line, name);
+        if (!ok || !(r[0] >= 1 && r[1] >= r[0] && r[1] <= PT_CLOCK_MAX_MHZ))
+            return pt_fail(PT_EINVAL, "%s:%d: %s must be [min, max], MHz with 1 <= min <= max <= %.0f (the clocks "
+                           "energy plans may use)", path, line, name, PT_CLOCK_MAX_MHZ);
         return 0;
     }
     default: return pt_fail(PT_EINVAL, "%s:%d: %s cannot be set in a file", path, line, name);

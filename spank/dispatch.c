@@ -18,11 +18,15 @@
  *                     refuse a request no
  *                     plan satisfies
  *   user_init         -                        stepd.c: the step's plan   -
- *   task_post_fork    -                        energy.c: lift the GPU's   -
- *                                              clock restriction (apply)
+ *   task_post_fork    -                        energy.c: record the       -
+ *                                              CPUs' cpufreq settings;
+ *                                              lift the GPU's clock
+ *                                              restriction (apply)
  *   task_init         -                        task.c: PTRAIN_*, ranks,   -
  *                                              binding, rank 0's plan
- *   task_exit         -                        energy.c: restore it       -
+ *   task_exit         -                        energy.c: restore them     -
+ *                                              (cpufreq: at the last
+ *                                              task's exit)
  *   exit              planning.c: return the   energy.c, planning.c       -
  *                     node model
  *
@@ -95,10 +99,9 @@ PT_EXPORT int slurm_spank_task_exit(spank_t sp, int ac, char **av)
  * returned, so that a plugin kept loaded across steps holds none of it. */
 PT_EXPORT int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
-    (void)sp;
     (void)ac;
     (void)av;
-    if (spank_context() == S_CTX_REMOTE) ptsp_energy_exit();
+    if (spank_context() == S_CTX_REMOTE) ptsp_energy_exit(sp);
     ptsp_node_free();
     return 0;
 }

@@ -4,8 +4,14 @@
  * ptrain-run; under apply, task_post_fork (slurmstepd, root) lifts NVML's
  * application-clock restriction of the task's own GPU (NVML is dlopen'ed,
  * never linked) and task_exit resets its clocks and puts the restriction
- * back.  See plugin.h and ptrain_spank(8), ENERGY. */
+ * back.  In every ptrain step, task_post_fork records the cpufreq settings
+ * of the task's CPUs and the last task's exit writes back what the step
+ * left changed (a ptrain-run killed by SIGKILL cannot).  See plugin.h and
+ * ptrain_spank(8), ENERGY. */
+#define _GNU_SOURCE /* sched_getaffinity */
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "spank/plugin.h"
@@ -17,6 +23,61 @@ static int req_energy = -1;       /* option > PTRAIN_ENERGY, within ptsp_conf.en
 static int energy_state;          /* 0 not resolved, 1 resolved, -1 refused (energy_err) */
 static char energy_err[PT_ERROR_LEN]; /* the refusal (pt_errmsg() then), kept for later callbacks */
 static struct { char busid[32]; int was, lifted; } energy_gpu[MAX_LOCAL];
+
+/* The cpufreq settings of the step's CPUs before its tasks ran (slurmstepd
+ * forks every task before any runs, so the first task_post_fork sees them
+ * untouched), and the local tasks forked and not yet exited. */
+static pt_spank_cpufreq cf_saved;
+static int cf_state; /* 0 not decided, 1 recorded for this step, -1 not a ptrain step */
+static int cf_live;
+
+/* task_post_fork: record the settings of the CPUs task pid may run on. */
+static void cpufreq_save_task(spank_t sp)
+{
+    if (!cf_state) {
+        uint32_t step_id = 0;
+        cf_state = spank_get_item(sp, S_JOB_STEPID, &step_id) == ESPANK_SUCCESS && step_id != PT_STEP_EXTERN &&
+                           ptsp_is_ptrain_step(ptsp_job_getenv_cb, sp)
+                       ? 1
+                       : -1;
+    }
+    if (cf_state < 0) return;
+    pid_t pid = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (spank_get_item(sp, S_TASK_PID, &pid) != ESPANK_SUCCESS || sched_getaffinity(pid, sizeof set, &set) != 0)
+        sched_getaffinity(0, sizeof set, &set); /* slurmstepd's own: the node's CPUs it may use */
+    int cpus[CPU_SETSIZE], n = 0;
+    for (int c = 0; c < CPU_SETSIZE; c++)
+        if (CPU_ISSET(c, &set)) cpus[n++] = c;
+    if (pt_spank_cpufreq_save(&cf_saved, cpus, n) < 0) slurm_error("ptrain: %s", pt_errmsg());
+    cf_live++;
+}
+
+/* Write back what the step's tasks left changed (the last task's exit, or
+ * the step's end); one line in the slurmd log when something was. */
+static void cpufreq_restore(spank_t sp)
+{
+    if (cf_state <= 0 || !cf_saved.n) return;
+    uid_t uid = 0;
+    gid_t gid = 0, *g = NULL;
+    int ng = 0;
+    unsigned gids[64];
+    if (!sp || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        uid = 0, gid = 0; /* at the step's end, no handle: as root, whatever changed */
+    else if (spank_get_item(sp, S_JOB_SUPPLEMENTARY_GIDS, &g, &ng) != ESPANK_SUCCESS || !g)
+        ng = 0;
+    if (ng > 64) ng = 64;
+    for (int i = 0; i < ng; i++) gids[i] = (unsigned)g[i];
+    int restored = 0;
+    char note[600];
+    int rc = pt_spank_cpufreq_restore(&cf_saved, uid, gid, gids, ng, &restored, note, sizeof note);
+    if (restored)
+        slurm_info("ptrain: put back %d cpufreq setting%s the step's tasks left changed: %s", restored,
+                   restored == 1 ? "" : "s", note);
+    if (rc < 0) slurm_error("ptrain: %s", pt_errmsg());
+}
 
 /* The step's energy level, once per slurmstepd: -1 with energy_err when
  * the request is refused; req_energy -1 when none is asked or the step
@@ -69,6 +130,7 @@ int ptsp_energy_task_env(spank_t sp)
  * clocks and runs at the default ones). */
 int ptsp_energy_task_post_fork(spank_t sp)
 {
+    cpufreq_save_task(sp);
     if (energy_resolve_remote(sp) < 0 || req_energy != PT_SPANK_ENERGY_APPLY) return 0;
     int local = -1;
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 || local >= MAX_LOCAL) return 0;
@@ -115,10 +177,15 @@ int ptsp_energy_task_exit(spank_t sp)
 {
     int local = -1;
     if (spank_get_item(sp, S_TASK_ID, &local) == ESPANK_SUCCESS) energy_restore(local);
+    /* the step's CPUs may be shared by its tasks: when the last one is gone */
+    if (cf_live > 0 && --cf_live == 0) cpufreq_restore(sp);
     return 0;
 }
 
-void ptsp_energy_exit(void)
+void ptsp_energy_exit(spank_t sp)
 {
     for (int i = 0; i < MAX_LOCAL; i++) energy_restore(i); /* a task whose exit was not seen */
+    if (cf_live > 0) cpufreq_restore(sp);
+    pt_spank_cpufreq_free(&cf_saved);
+    cf_state = cf_live = 0;
 }

@@ -28,6 +28,10 @@ static int opt_batch;           /* --ptrain-batch, 0 = not given */
 /* --ptrain-energy (ptrain_spank(8), ENERGY): the level asked for, -1 none */
 static int opt_energy = -1;
 
+/* Some --ptrain-* option was given (srun, sbatch, or handed to slurmstepd):
+ * the step asks for ptrain (ptsp_is_ptrain_step). */
+static int opt_any;
+
 /* The pipeline/ZeRO options: their text as given (validated by the
  * callback), read over the PTRAIN_* variable (pt_plan_request_env's table names it
  * from the key) and the admin default in ptsp_resolve_request.  Index = the
@@ -66,6 +70,7 @@ static int cb_mode(int val, const char *optarg, int remote)
     }
     opt_mode = m;
     opt_mode_given = 1;
+    opt_any = 1;
     return 0;
 }
 
@@ -75,6 +80,7 @@ static int cb_size(const char *what, const char *optarg, int is_tp, int *out)
         slurm_error("%s", pt_errmsg());
         return -1;
     }
+    opt_any = 1;
     return 0;
 }
 
@@ -114,6 +120,7 @@ static int cb_pipe(int val, const char *optarg, int remote)
     }
     snprintf(opt_pipe[val], sizeof opt_pipe[val], "%s", optarg ? optarg : "");
     opt_pipe_given[val] = 1;
+    opt_any = 1;
     return 0;
 }
 
@@ -126,6 +133,7 @@ static int cb_model(int val, const char *optarg, int remote)
         return -1;
     }
     snprintf(opt_model, sizeof opt_model, "%s", optarg);
+    opt_any = 1;
     return 0;
 }
 
@@ -137,6 +145,7 @@ static int cb_batch(int val, const char *optarg, int remote)
         slurm_error("%s", pt_errmsg());
         return -1;
     }
+    opt_any = 1;
     return 0;
 }
 
@@ -146,6 +155,7 @@ static int cb_explain(int val, const char *optarg, int remote)
     (void)optarg;
     (void)remote;
     ptsp_opt_explain = 1;
+    opt_any = 1;
     return 0;
 }
 
@@ -157,6 +167,7 @@ static int cb_energy(int val, const char *optarg, int remote)
         slurm_error("%s", pt_errmsg());
         return -1;
     }
+    opt_any = 1;
     return 0;
 }
 
@@ -166,11 +177,23 @@ static int cb_verbose(int val, const char *optarg, int remote)
     (void)optarg;
     (void)remote;
     ptsp_opt_verbose = 1;
+    opt_any = 1;
     return 0;
 }
 
 /* ---- the request -------------------------------------------------------- */
-int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r)
+int ptsp_is_ptrain_step(ptsp_env_fn get, void *arg)
+{
+    if (opt_any) return 1;
+    char buf[64];
+    int g = get(arg, "PTRAIN_MODE", buf, (int)sizeof buf);
+    if (g < 0) return 1; /* too long for any mode: a request, refused as such */
+    if (g > 0) return strcmp(buf, "off") != 0;
+    return ptsp_conf.default_mode != PT_MODE_OFF;
+}
+
+/* The request of a ptrain step (ptsp_resolve_request's contract). */
+static int resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r)
 {
     pt_plan_request_init(r, ptsp_conf.default_mode);
     r->plan.schedule = ptsp_conf.default_schedule;
@@ -202,6 +225,15 @@ int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r)
     if (pt_plan_request_check(&r->plan, &lim) < 0)
         return pt_fail(PT_EINVAL, "ptrain: %s", pt_errmsg());
     return 0;
+}
+
+int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r)
+{
+    if (!ptsp_is_ptrain_step(get, arg)) { /* its PTRAIN_* are not read: mode off, the defaults */
+        pt_plan_request_init(r, PT_MODE_OFF);
+        return 0;
+    }
+    return resolve_request(get, arg, r);
 }
 
 static struct spank_option options[] = {
@@ -273,7 +305,8 @@ static struct spank_option options[] = {
      1, 0, cb_energy},
 };
 
-int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level)
+/* The energy level of a ptrain step (ptsp_resolve_energy's contract). */
+static int resolve_energy(ptsp_env_fn get, void *arg, int *level)
 {
     char buf[64];
     *level = opt_energy;
@@ -283,6 +316,21 @@ int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level)
         return pt_fail(PT_EINVAL, "ptrain: PTRAIN_ENERGY in the job environment is longer than %d bytes; it is not a "
                        "valid value (valid: off, report, plan, apply)", (int)sizeof buf - 1);
     if (g && pt_spank_parse_energy_opt(&ptsp_conf, "PTRAIN_ENERGY", buf, level) < 0) return -1;
+    return 0;
+}
+
+int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level)
+{
+    *level = -1;
+    return ptsp_is_ptrain_step(get, arg) ? resolve_energy(get, arg, level) : 0;
+}
+
+int ptsp_stray_check(ptsp_env_fn get, void *arg)
+{
+    if (ptsp_is_ptrain_step(get, arg)) return 0;
+    pt_plan_request r;
+    int level;
+    if (resolve_request(get, arg, &r) < 0 || resolve_energy(get, arg, &level) < 0) return -1;
     return 0;
 }
 

@@ -71,16 +71,32 @@ int ptsp_options_init(spank_t sp, int ac, char **av);
  * valid one). */
 typedef int (*ptsp_env_fn)(void *arg, const char *name, char *buf, int len);
 
+/* 1 when the step asks for ptrain: a --ptrain-* option was given (srun,
+ * sbatch, or handed on to slurmstepd), else PTRAIN_MODE (get) is set and
+ * not "off" (a value too long to be a mode counts: it is refused later),
+ * else the administrator's default_mode is not off.  Only such a step's
+ * PTRAIN_* variables are read: a variable left in the shell must not fail
+ * every plain `srun hostname`. */
+int ptsp_is_ptrain_step(ptsp_env_fn get, void *arg);
+
 /* The user's request through lib/plan's one request builder: each option,
  * else its PTRAIN_* variable (get), else the administrator's default_mode,
  * default_schedule, default_recompute and default_precision (sizes not
  * pinned: the planner chooses).  Then the checks that need no geometry.
- * -1 with a one-line error ("ptrain: ..."). */
+ * A step that is not a ptrain step (ptsp_is_ptrain_step) gets mode off and
+ * the defaults, its variables unread.  -1 with a one-line error
+ * ("ptrain: ..."). */
 int ptsp_resolve_request(ptsp_env_fn get, void *arg, pt_plan_request *r);
 
 /* The energy level of the request: --ptrain-energy, else PTRAIN_ENERGY,
- * within ptsp_conf.energy; -1 when neither asks.  0 or -1 with one line. */
+ * within ptsp_conf.energy; -1 when neither asks or the step is not a
+ * ptrain step.  0 or -1 with one line. */
 int ptsp_resolve_energy(ptsp_env_fn get, void *arg, int *level);
+
+/* For a step that is not a ptrain step: -1 with the first of its PTRAIN_*
+ * variables that a ptrain step would refuse in pt_errmsg() ("ptrain: ..."),
+ * for a warning; 0 when there is none, or for a ptrain step. */
+int ptsp_stray_check(ptsp_env_fn get, void *arg);
 
 /* ---- planning.c --------------------------------------------------------- */
 /* This process's node model and the planner's last result. */
@@ -169,13 +185,16 @@ int ptsp_task_init(spank_t sp);
 /* PTRAIN_ENERGY and the clock ranges into the task's environment; -1 (and
  * a slurm_error() line) when the request is refused. */
 int ptsp_energy_task_env(spank_t sp);
-/* task_post_fork (root): under apply, lift the clock restriction of the
- * task's own GPU; task_exit: reset its clocks and restrict it again.
- * Always 0: a failure is one log line and the task runs at the default
- * clocks. */
+/* task_post_fork (root): in a ptrain step (not the extern one), record the
+ * cpufreq settings of the CPUs the task may run on; under apply, lift the
+ * clock restriction of the task's own GPU.  task_exit: reset that GPU's
+ * clocks and restrict it again; at the last local task's exit, write back
+ * the cpufreq settings the step left changed (pt_spank_cpufreq_restore: a
+ * ptrain-run killed by SIGKILL cannot).  Always 0: a failure is one log
+ * line and the task runs (ran) at the default clocks. */
 int ptsp_energy_task_post_fork(spank_t sp);
 int ptsp_energy_task_exit(spank_t sp);
 /* The end of the step: put back what a task whose exit was not seen left. */
-void ptsp_energy_exit(void);
+void ptsp_energy_exit(spank_t sp);
 
 #endif

@@ -300,8 +300,9 @@ const char *pt_spank_energy_name(int level);
  * limit).  Errors are one line prefixed "ptrain: " naming the levels the
  * cluster allows. */
 int pt_spank_parse_energy_opt(const pt_spank_conf *c, const char *what, const char *text, int *out);
-/* "MIN-MAX" into r (MHz, 0 < MIN <= MAX <= 1e6), for the plugstack
- * arguments gpu_clock_mhz= and cpu_clock_mhz=. */
+/* "MIN-MAX" into r (MHz: pt_clock_parse_range, plain decimals, 1 <= MIN <=
+ * MAX <= 100000), for the plugstack arguments gpu_clock_mhz= and
+ * cpu_clock_mhz=. */
 int pt_spank_parse_clock_range(const char *what, const char *text, double r[2]);
 /* At a task's start (root, slurmstepd): lift NVML's application-clock
  * restriction of the GPU at PCI bus id busid (nvmlDeviceSetAPIRestriction
@@ -319,5 +320,40 @@ int pt_spank_nvml_unrestrict(const char *busid, int *was);
  * 1.  -1 with one line (the first failure; the other steps are still
  * tried). */
 int pt_spank_nvml_restore(const char *busid, int was);
+
+/* The cpufreq settings of a step's CPUs as slurmstepd (root) found them
+ * before its tasks ran, so that what a task killed by SIGKILL left changed
+ * (an energy plan's clocks: ptrain-run restores them itself on every other
+ * end) can be written back at its exit.  Only these files are read or
+ * written: /sys/devices/system/cpu/cpuN/cpufreq/scaling_max_freq and
+ * scaling_setspeed, under $PTRAIN_SYSFS_ROOT of slurmstepd's own
+ * environment (the tests' fake trees; never the job's environment, which
+ * the user controls), N a CPU number. */
+typedef struct pt_spank_cpufreq_cpu {
+    int cpu;                    /* OS index */
+    unsigned long long max_khz; /* scaling_max_freq found, 0 none */
+    unsigned long long set_khz; /* scaling_setspeed found (the userspace governor), 0 none */
+} pt_spank_cpufreq_cpu;
+typedef struct pt_spank_cpufreq {
+    int n, cap;
+    pt_spank_cpufreq_cpu *cpu; /* [n] */
+} pt_spank_cpufreq;
+
+/* Record the settings of cpus[0..ncpus-1] (OS indices) not recorded yet; a
+ * CPU without cpufreq or without a readable number is left out.  0, or -1
+ * (out of memory, one line); what was recorded stays. */
+int pt_spank_cpufreq_save(pt_spank_cpufreq *s, const int *cpus, int ncpus);
+
+/* Write back each recorded setting that reads otherwise now and that the
+ * job's user could have written (uid 0 any; else the file's owner, group or
+ * other write bit for uid, gid and the supplementary groups gids[0..ngids-1]):
+ * a change made by someone else (an administrator, a file the user may not
+ * write) is left alone.  *restored: the settings written; `note` (len bytes,
+ * may be NULL) lists them, "CPU 3 scaling_setspeed 1500000 -> 2200000 kHz",
+ * comma-separated, cut to fit.  0, or -1 with the first failure in one line
+ * (the others are still tried). */
+int pt_spank_cpufreq_restore(const pt_spank_cpufreq *s, unsigned uid, unsigned gid, const unsigned *gids, int ngids,
+                             int *restored, char *note, size_t len);
+void pt_spank_cpufreq_free(pt_spank_cpufreq *s);
 
 #endif

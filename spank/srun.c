@@ -5,6 +5,7 @@
  * starts.  See plugin.h. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "plan/planner.h"
 #include "spank/plugin.h"
@@ -13,12 +14,20 @@ static int node_tasks[MAX_NODES]; /* the step's tasks per node, as srun sees the
 
 /* init_post_opt: resolve the request in srun/sbatch/salloc (option >
  * environment > default_mode), and refuse bad values before anything is
- * allocated. */
+ * allocated.  A step that does not ask for ptrain (ptsp_is_ptrain_step) is
+ * never refused: a PTRAIN_* variable a ptrain step would refuse is named in
+ * one warning line, and the step runs. */
 int ptsp_srun_post_opt(spank_t sp)
 {
     (void)sp;
     pt_plan_request req;
     int level;
+    if (ptsp_stray_check(pt_plan_getenv, NULL) < 0) {
+        const char *why = pt_errmsg();
+        if (!strncmp(why, "ptrain: ", 8)) why += 8;
+        slurm_info("ptrain: warning: %s; ignored: this is not a ptrain step (no --ptrain-* option, PTRAIN_MODE unset "
+                   "or off)", why);
+    }
     if (ptsp_resolve_request(pt_plan_getenv, NULL, &req) < 0 ||
         ptsp_resolve_energy(pt_plan_getenv, NULL, &level) < 0) {
         slurm_error("%s", pt_errmsg());

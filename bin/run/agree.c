@@ -17,6 +17,7 @@
  * build. */
 #include "config.h"
 #include "run.h"
+#include "energy/clock.h"
 
 #include <limits.h>
 #include <mpi.h>
@@ -185,6 +186,7 @@ static void ranks_text(const int *list, int n, char *buf, size_t len)
 
 void run_exit(int status)
 {
+    pt_clock_restore_emergency(); /* a run that leaves before run_energy_finish */
     MPI_Finalize();
     exit(status);
 }

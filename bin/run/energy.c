@@ -66,18 +66,9 @@ static int parse_range(const char *name, double r[2])
     r[0] = r[1] = 0;
     const char *v = getenv(name);
     if (!v || !*v) return 0;
-    char *end;
-    errno = 0;
-    double a = strtod(v, &end);
-    if (end == v || *end != '-') goto bad;
-    const char *p = end + 1;
-    double b = strtod(p, &end);
-    if (end == p || *end || errno || !(a > 0) || !(b >= a) || b > 1e6) goto bad;
-    r[0] = a, r[1] = b;
+    if (pt_clock_parse_range(v, r) != PT_OK)
+        return pt_fail(PT_EINVAL, "%s='%s' is not a clock range (valid: " PT_CLOCK_RANGE_VALID ")", name, v);
     return 0;
-bad:
-    return pt_fail(PT_EINVAL, "%s='%s' is not a clock range (valid: MIN-MAX in MHz, 0 < MIN <= MAX, e.g. 1100-1980)",
-                   name, v);
 }
 
 int run_energy_options(run_opts *o)

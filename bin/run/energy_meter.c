@@ -16,6 +16,7 @@
 #include <math.h>
 #include <mpi.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -126,6 +127,42 @@ static void share_counters(run_energy *e)
     MPI_Comm_free(&node);
 }
 
+/* ---- a run that a signal ends: the clocks back first -------------------
+ * SIGTERM (scancel, a time limit, preemption; without --save-dir, whose
+ * handler saves and ends the run in order), SIGINT and SIGHUP would end
+ * the rank with the plan's clocks left on its CPUs for every later job.
+ * The handler writes the clocks found at open back itself
+ * (pt_clock_restore_emergency, async-signal-safe) rather than set a flag
+ * for the loop: a rank blocked in MPI (a peer stopped or dead) would never
+ * look at it.  Then it ends the rank by the same signal, at its default
+ * action, so the exit status says what ended it (143 for SIGTERM).  A
+ * signal the launcher set to be ignored (nohup) stays ignored. */
+static void on_end_signal(int sig)
+{
+    pt_clock_restore_emergency();
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig); /* blocked in this handler: delivered, at the default action, when it returns */
+}
+
+static void catch_end_signals(int save_dir)
+{
+    static const int sigs[] = {SIGTERM, SIGINT, SIGHUP};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        if (sigs[i] == SIGTERM && save_dir) continue; /* run_ckpt_catch_signals' */
+        struct sigaction old, sa;
+        if (sigaction(sigs[i], NULL, &old) != 0 || old.sa_handler == SIG_IGN) continue;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_end_signal;
+        sigemptyset(&sa.sa_mask);
+        for (size_t k = 0; k < sizeof sigs / sizeof *sigs; k++) sigaddset(&sa.sa_mask, sigs[k]);
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
 run_energy *run_energy_start(const run_setup *s, const pt_pctx *ctx, pt_pipeline *pipe, int world, long start_step)
 {
     const run_opts *o = &s->o;
@@ -179,6 +216,7 @@ run_energy *run_energy_start(const run_setup *s, const pt_pctx *ctx, pt_pipeline
                                dry_log ? logp : NULL);
         char why[PT_ERROR_LEN] = "";
         if (rc) snprintf(why, sizeof why, "%s", pt_errmsg());
+        if (pt_clock_kind(e->clk) == PT_CLOCK_CPUFREQ) catch_end_signals(o->save_dir != NULL);
         int can = e->clk != NULL;
         MPI_Allreduce(&can, &e->nclocked, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
         pt_clock_describe(e->clk, e->clock_desc, sizeof e->clock_desc);

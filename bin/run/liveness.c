@@ -4,6 +4,7 @@
  * (bin/run/run.h).  Needs MPI_THREAD_MULTIPLE for the heartbeat. */
 #define _GNU_SOURCE
 #include "run.h"
+#include "energy/clock.h"
 
 #include <mpi.h>
 #include <pthread.h>
@@ -28,6 +29,7 @@ static void *abort_backstop(void *arg)
 {
     (void)arg;
     sleep(10);
+    pt_clock_restore_emergency();
     _exit(PT_EXIT_PEER);
     return NULL;
 }
@@ -40,6 +42,9 @@ void run_abort_job(const char *line)
     }
     fprintf(stderr, "%s\n", line);
     fflush(stderr);
+    /* the launcher kills every task with SIGKILL after MPI_Abort: the
+     * energy plan's clocks go back now */
+    pt_clock_restore_emergency();
     pthread_t th;
     pthread_attr_t at;
     if (pthread_attr_init(&at) == 0) {

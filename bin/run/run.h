@@ -214,7 +214,8 @@ void run_agree(int rc, const char *what);
 /* As run_agree, for a collective library call whose status every rank
  * shares; rank 0 prints the message. */
 void run_agree_collective(int rc, const char *what);
-/* Leave in order: MPI_Finalize, exit(status). */
+/* Leave in order: the energy plan's cpufreq clocks back
+ * (pt_clock_restore_emergency), MPI_Finalize, exit(status). */
 void run_exit(int status) __attribute__((noreturn));
 
 /* ---- liveness.c ---- */
@@ -224,7 +225,8 @@ void run_watchdog_start(double secs);
  * invalid PTRAIN_HEARTBEAT (one line in pt_errmsg(); the heartbeat still
  * starts with its default timeout, so every rank takes part). */
 int run_heartbeat_start(int world);
-/* A peer died, stopped or hangs: print `line` (one line, stderr) and end
+/* A peer died, stopped or hangs: print `line` (one line, stderr), put the
+ * energy plan's cpufreq clocks back (pt_clock_restore_emergency) and end
  * the whole job: MPI_Abort (the launcher kills every task, stopped ones
  * too), with _exit(3) if the abort itself does not return within 10 s. */
 void run_abort_job(const char *line) __attribute__((noreturn));
@@ -265,7 +267,9 @@ struct pt_pctx;
 struct pt_pipeline;
 typedef struct run_energy run_energy;
 /* Collective, after the model and pipeline are built: open the meter (the
- * node's ranks share its RAPL packages), the clock controller, plan the
+ * node's ranks share its RAPL packages), the clock controller (a cpufreq
+ * one: SIGTERM without --save-dir, SIGINT and SIGHUP then put its clocks
+ * back before they end the rank, energy_meter.c), plan the
  * frontier (--energy-plan), prepare the sweep (--profile-energy, from step
  * start_step + 1), install the pipeline hook; rank 0 prints what it
  * measures and sets.  NULL when nothing is measured, planned or profiled

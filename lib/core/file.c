@@ -98,6 +98,71 @@ int pt_read_regular(const char *path, const char *what, char **buf, size_t *len)
     return rc;
 }
 
+static int too_big(const char *what, const char *path, unsigned long long size, size_t max)
+{
+    return pt_fail(PT_EFORMAT, "%s %s is %llu bytes, more than the %zu bytes allowed", what, path, size, max);
+}
+
+int pt_read_regular_max(const char *path, const char *what, size_t max, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    if (!what) what = "file";
+    if (max > SIZE_MAX / 4) max = SIZE_MAX / 4; /* no overflow below */
+    int fd = pt_open_regular(path, what);
+    if (fd < 0) return fd;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot stat %s %s: %s", what, path, strerror(e));
+    }
+    if (sb.st_size < 0 || (unsigned long long)sb.st_size > max) {
+        close(fd);
+        return too_big(what, path, (unsigned long long)sb.st_size, max);
+    }
+    /* the size known: one buffer, and one byte more to see a file that grew */
+    size_t cap = (size_t)sb.st_size + 1, n = 0;
+    char *b = malloc(cap + 1);
+    if (!b) {
+        close(fd);
+        return pt_fail(PT_ENOMEM, "out of memory reading %s %s (%zu bytes)", what, path, cap - 1);
+    }
+    for (;;) {
+        if (n == cap) {
+            size_t more = cap < max + 1 - cap ? 2 * cap : max + 1;
+            if (more <= cap) break; /* max + 1 bytes read: over the limit */
+            char *nb = realloc(b, more + 1);
+            if (!nb) {
+                free(b);
+                close(fd);
+                return pt_fail(PT_ENOMEM, "out of memory reading %s %s", what, path);
+            }
+            b = nb;
+            cap = more;
+        }
+        ssize_t got = read(fd, b + n, cap - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(b);
+            close(fd);
+            return pt_fail(PT_EIO, "error reading %s %s: %s", what, path, strerror(e));
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (n > max) {
+        free(b);
+        return too_big(what, path, (unsigned long long)n, max);
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return PT_OK;
+}
+
 int pt_write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;

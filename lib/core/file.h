@@ -39,6 +39,14 @@ int pt_read_fd(int fd, const char *what, const char *name, char **buf, size_t *l
  * NUL-terminated buffer of *len bytes.  PT_EIO, PT_ENOMEM. */
 int pt_read_regular(const char *path, const char *what, char **buf, size_t *len);
 
+/* pt_read_regular for a file that may hold at most `max` bytes: its size
+ * (fstat) is checked before anything is read or allocated, so a huge or
+ * sparse file costs nothing, and reading stops past `max` (a file that grows
+ * meanwhile).  A file over the limit is PT_EFORMAT with one line naming it,
+ * its size and the limit: "WHAT PATH is N bytes, more than the M bytes
+ * allowed".  Else as pt_read_regular (PT_EIO, PT_ENOMEM). */
+int pt_read_regular_max(const char *path, const char *what, size_t max, char **buf, size_t *len);
+
 /* Whether `path` may be (re)written by pt_atomic_open: it does not exist, or
  * it is a regular file (lstat: a symbolic link -- to a regular file too --,
  * directory, FIFO, socket or device is refused without being followed or

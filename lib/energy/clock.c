@@ -10,10 +10,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 enum { MAX_FREQS = 64, MAX_CPUS = 1024 };
@@ -36,9 +39,86 @@ struct pt_clock {
     int ncpu;
     char (*dir)[256];        /* [ncpu] cpufreq directories */
     unsigned long long *orig; /* [ncpu] original setspeed / max_freq (kHz) */
+    char (*rpath)[300];      /* [ncpu] the file written, and */
+    char (*rval)[24];        /* [ncpu] its original text: for pt_clock_restore_emergency */
+    int slot;                /* its place in `armed`, -1 none */
     /* dry */
     int log_fd;
 };
+
+/* ---- the ending process's restore (pt_clock_restore_emergency) ---------
+ * Every open cpufreq controller is in `armed`, with the files it writes and
+ * their original text prepared at open, so that a signal handler can write
+ * them back with open/write/close alone.  Two threads may meet:
+ *  - a thread writing a clock (cf_write_all) while another runs the
+ *    restore: the writer publishes its thread id in `busy_tid` and then
+ *    looks at `dying`; the restore sets `dying` and then waits while
+ *    `busy_tid` names another thread.  Both are sequentially consistent, so
+ *    either the writer sees `dying` and writes nothing, or the restore sees
+ *    it busy and writes after it;
+ *  - pt_clock_close freeing a controller the restore reads: close empties
+ *    its slot and then looks at `dying`; when set, the restore may be using
+ *    it, and it is not freed (the process is ending). */
+enum { MAX_ARMED = 16 };
+static pt_clock *_Atomic armed[MAX_ARMED];
+static atomic_int dying;
+static atomic_long busy_tid;
+
+static long this_tid(void) { return (long)syscall(SYS_gettid); }
+
+static void arm(pt_clock *c)
+{
+    c->slot = -1;
+    for (int i = 0; i < MAX_ARMED; i++) {
+        pt_clock *none = NULL;
+        if (atomic_compare_exchange_strong(&armed[i], &none, c)) {
+            c->slot = i;
+            return;
+        }
+    }
+}
+
+/* Take c out of `armed`: 1 when it may be freed. */
+static int disarm(pt_clock *c)
+{
+    if (c->slot < 0) return 1;
+    atomic_store(&armed[c->slot], NULL);
+    c->slot = -1;
+    return !atomic_load(&dying);
+}
+
+/* write(2) of text to an existing regular file, async-signal-safe: 0 or -1. */
+static int raw_write(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    if (fd < 0) return -1;
+    size_t n = 0;
+    while (text[n]) n++;
+    ssize_t w;
+    do w = write(fd, text, n);
+    while (w < 0 && errno == EINTR);
+    int rc = w == (ssize_t)n ? 0 : -1;
+    if (close(fd) != 0) rc = -1;
+    return rc;
+}
+
+int pt_clock_restore_emergency(void)
+{
+    int saved = errno, failed = 0;
+    atomic_store(&dying, 1);
+    /* a thread writing a clock finishes first (a second at most) */
+    long me = this_tid(), b;
+    struct timespec ms = {0, 1000000};
+    for (int i = 0; i < 1000 && (b = atomic_load(&busy_tid)) != 0 && b != me; i++) nanosleep(&ms, NULL);
+    for (int k = 0; k < MAX_ARMED; k++) {
+        pt_clock *c = atomic_load(&armed[k]);
+        if (!c) continue;
+        for (int i = 0; i < c->ncpu; i++)
+            if (raw_write(c->rpath[i], c->rval[i]) != 0) failed++;
+    }
+    errno = saved;
+    return failed;
+}
 
 int pt_clock_parse(const char *spec, int *kind, const char **log)
 {
@@ -55,6 +135,47 @@ int pt_clock_parse(const char *spec, int *kind, const char **log)
     } else
         return pt_fail(PT_EINVAL, "clock controller '%s' is not valid (valid: auto, nvml, cpufreq, dry, dry:FILE)",
                        spec);
+    return PT_OK;
+}
+
+/* A plain decimal at *s ("2400", "1100.5"): its value, *s past it; -1 when
+ * there is none (a sign, an exponent, hex, inf, nan or a space are not). */
+static double plain_decimal(const char **s)
+{
+    const char *p = *s;
+    double v = 0, scale = 1;
+    int digits = 0, dot = 0;
+    for (;; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (digits < 18) { /* more digits than a double holds change nothing but the size */
+                if (dot) v += (scale /= 10) * (*p - '0');
+                else v = v * 10 + (*p - '0');
+            } else if (!dot) {
+                v *= 10;
+            }
+            digits++;
+        } else if (*p == '.' && !dot) {
+            dot = 1;
+        } else {
+            break;
+        }
+    }
+    if (!digits || p[-1] == '.') return -1;
+    *s = p;
+    return v;
+}
+
+int pt_clock_parse_range(const char *text, double r[2])
+{
+    const char *p = text ? text : "";
+    double a = plain_decimal(&p), b = -1;
+    if (a >= 0 && *p == '-') {
+        p++;
+        b = plain_decimal(&p);
+    }
+    if (a < 1 || b < a || *p || b > PT_CLOCK_MAX_MHZ)
+        return pt_fail(PT_EINVAL, "'%s' is not a clock range (valid: " PT_CLOCK_RANGE_VALID ")", text ? text : "");
+    r[0] = a, r[1] = b;
     return PT_OK;
 }
 
@@ -127,7 +248,9 @@ static int cf_dirs(pt_clock *c, const int *cpus, int ncpus)
 {
     c->dir = calloc((size_t)(ncpus > 0 ? ncpus : 1), sizeof *c->dir);
     c->orig = calloc((size_t)(ncpus > 0 ? ncpus : 1), sizeof *c->orig);
-    if (!c->dir || !c->orig) return pt_fail(PT_ENOMEM, "cpufreq: out of memory");
+    c->rpath = calloc((size_t)(ncpus > 0 ? ncpus : 1), sizeof *c->rpath);
+    c->rval = calloc((size_t)(ncpus > 0 ? ncpus : 1), sizeof *c->rval);
+    if (!c->dir || !c->orig || !c->rpath || !c->rval) return pt_fail(PT_ENOMEM, "cpufreq: out of memory");
     for (int i = 0; i < ncpus && i < MAX_CPUS; i++) {
         char rel[96], dir[256], gov[64];
         snprintf(rel, sizeof rel, "/sys/devices/system/cpu/cpu%d/cpufreq", cpus[i]);
@@ -176,17 +299,28 @@ static int cf_list(pt_clock *c, double *f, int *n)
 
 static int cf_write_all(pt_clock *c, const char *attr, const unsigned long long *khz_each, unsigned long long khz)
 {
-    for (int i = 0; i < c->ncpu; i++) {
+    /* the process is ending and its clocks were put back: nothing more */
+    atomic_store(&busy_tid, this_tid());
+    if (atomic_load(&dying)) {
+        atomic_store(&busy_tid, 0);
+        return PT_OK;
+    }
+    int rc = PT_OK;
+    for (int i = 0; i < c->ncpu && rc == PT_OK; i++) {
         char p[300], v[32];
-        if (cf_path(c, i, attr, p, sizeof p)) return pt_fail(PT_EIO, "cpufreq: path too long");
+        if (cf_path(c, i, attr, p, sizeof p)) {
+            rc = pt_fail(PT_EIO, "cpufreq: path too long");
+            break;
+        }
         snprintf(v, sizeof v, "%llu", khz_each ? khz_each[i] : khz);
         int e = pt_sysfs_write(p, v);
         if (e == -EACCES || e == -EPERM || e == -EROFS)
-            return pt_fail(PT_EUNSUPP, "cpufreq: cannot write %s: %s (root only unless an administrator opened it)",
-                           p, strerror(-e));
-        if (e) return pt_fail(PT_EIO, "cpufreq: cannot write %s: %s", p, strerror(-e));
+            rc = pt_fail(PT_EUNSUPP, "cpufreq: cannot write %s: %s (root only unless an administrator opened it)", p,
+                         strerror(-e));
+        else if (e) rc = pt_fail(PT_EIO, "cpufreq: cannot write %s: %s", p, strerror(-e));
     }
-    return PT_OK;
+    atomic_store(&busy_tid, 0);
+    return rc;
 }
 
 static const char *cf_attr(const pt_clock *c)
@@ -217,7 +351,15 @@ static int cf_open(pt_clock *c, const int *cpus, int ncpus, double lo, double hi
     if ((rc = cf_list(c, f, &n))) return rc;
     if ((rc = filter_range(c, f, n, lo, hi))) return rc;
     /* can this user set it?  write the values found back */
-    return cf_write_all(c, cf_attr(c), c->orig, 0);
+    if ((rc = cf_write_all(c, cf_attr(c), c->orig, 0))) return rc;
+    /* what pt_clock_restore_emergency writes, ready before the first change */
+    for (int i = 0; i < c->ncpu; i++) {
+        if (cf_path(c, i, cf_attr(c), c->rpath[i], sizeof c->rpath[i]))
+            return pt_fail(PT_EIO, "cpufreq: path too long");
+        snprintf(c->rval[i], sizeof c->rval[i], "%llu", c->orig[i]);
+    }
+    arm(c);
+    return PT_OK;
 }
 
 /* ---- dry ---------------------------------------------------------------- */
@@ -242,6 +384,8 @@ static int dry_open(pt_clock *c, const char *gpu, const int *cpus, int ncpus, do
     pt_nvml_close(probe.nvml);
     free(probe.dir);
     free(probe.orig);
+    free(probe.rpath);
+    free(probe.rval);
     int rc = filter_range(c, f, n, lo, hi);
     if (rc) return rc;
     c->log_fd = -1;
@@ -258,10 +402,13 @@ static int dry_open(pt_clock *c, const char *gpu, const int *cpus, int ncpus, do
 /* ---- the controller ----------------------------------------------------- */
 static void clock_free(pt_clock *c)
 {
+    if (!disarm(c)) return; /* the ending process's restore may read it */
     pt_nvml_close(c->nvml);
     if (c->log_fd >= 0) close(c->log_fd);
     free(c->dir);
     free(c->orig);
+    free(c->rpath);
+    free(c->rval);
     free(c);
 }
 
@@ -272,6 +419,7 @@ int pt_clock_open(pt_clock **out, int kind, const char *gpu, const int *cpus, in
     pt_clock *c = calloc(1, sizeof *c);
     if (!c) return pt_fail(PT_ENOMEM, "clock controller: out of memory");
     c->log_fd = -1;
+    c->slot = -1;
     int rc;
     if (kind == PT_CLOCK_NONE) { /* auto: the GPU when NVML can clock it, else the CPUs */
         rc = PT_EUNSUPP;
@@ -323,8 +471,10 @@ long pt_clock_changes(const pt_clock *c) { return c ? c->changes : 0; }
 int pt_clock_set(pt_clock *c, double mhz)
 {
     if (!c || !(mhz > 0)) return PT_OK;
-    int best = 0;
-    for (int i = 1; i < c->nf; i++)
+    /* the nearest offered clock; at or beyond an end that end (a huge mhz
+     * would make every distance the same and pick the lowest) */
+    int best = mhz >= c->f[c->nf - 1] ? c->nf - 1 : 0;
+    for (int i = 1; i < c->nf && mhz > c->f[0] && mhz < c->f[c->nf - 1]; i++)
         if (fabs(c->f[i] - mhz) < fabs(c->f[best] - mhz)) best = i;
     double f = c->f[best];
     if (f == c->cur) return PT_OK;

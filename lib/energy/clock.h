@@ -22,7 +22,9 @@
  * A clock asked for is rounded to the nearest offered one; a call that
  * would not change the clock does nothing (no system call).  Closing (or
  * pt_clock_reset) restores what opening found: locked or application
- * clocks reset, scaling_setspeed / scaling_max_freq written back.
+ * clocks reset, scaling_setspeed / scaling_max_freq written back; a
+ * process that ends otherwise calls pt_clock_restore_emergency.  One thread
+ * at a time sets the clocks of a process.
  * Paths are under $PTRAIN_SYSFS_ROOT (lib/energy/sysfs.h).  Errors:
  * pt_fail (core.h), one line. */
 #ifndef PTRAIN_ENERGY_CLOCK_H
@@ -35,6 +37,20 @@ extern "C" {
 #endif
 
 enum { PT_CLOCK_NONE = 0, PT_CLOCK_NVML = 1, PT_CLOCK_CPUFREQ = 2, PT_CLOCK_DRY = 3 };
+
+/* The highest clock (MHz) a plan, a profile or an allowed range may name:
+ * 100 GHz, far above any device's, so that a number such as 1.7e308 is
+ * refused rather than planned with. */
+#define PT_CLOCK_MAX_MHZ 100000.0
+/* What pt_clock_parse_range accepts, for messages. */
+#define PT_CLOCK_RANGE_VALID "MIN-MAX in MHz, plain decimals, 1 <= MIN <= MAX <= 100000, e.g. 1100-1980"
+
+/* An allowed clock range "MIN-MAX" (PTRAIN_ENERGY_GPU_MHZ, the plugin's
+ * gpu_clock_mhz=...) into r[0], r[1] (MHz): each a plain decimal (digits,
+ * at most one '.', digits; no sign, exponent, hex, inf or space), 1 <= MIN
+ * <= MAX <= PT_CLOCK_MAX_MHZ.  PT_EINVAL with one line "'TEXT' is not a
+ * clock range (valid: " PT_CLOCK_RANGE_VALID ")"; r is left alone then. */
+int pt_clock_parse_range(const char *text, double r[2]);
 
 /* "auto", "nvml", "cpufreq", "dry" or "dry:FILE" into *kind (auto:
  * PT_CLOCK_NONE, decided by pt_clock_open) and *log (FILE of dry:FILE, else
@@ -61,6 +77,23 @@ int pt_clock_open(pt_clock **out, int kind, const char *gpu, const int *cpus, in
 /* Restore the clocks found at open and free; NULL is a no-op.  Errors of
  * the restore are reported by pt_clock_reset only. */
 void pt_clock_close(pt_clock *c);
+
+/* For a process that is ending without closing its controllers: a handler
+ * of SIGTERM, SIGINT or SIGHUP (also while the process is blocked in MPI,
+ * where a flag for its loop would never be seen), an exit or _exit path.
+ * Writes back the cpufreq file (scaling_setspeed or scaling_max_freq) of
+ * every CPU of every open cpufreq controller of this process with the text
+ * found at its open, prepared then: open(2), write(2), close(2),
+ * nanosleep(2) and gettid(2) only, no allocation, no lock, so it is
+ * async-signal-safe.
+ * A thread setting a clock meanwhile is waited for (a second at most); from
+ * the call on, pt_clock_set and pt_clock_reset of this process write
+ * nothing, and pt_clock_close keeps (leaks) what it would free.  NVML
+ * clocks are not reset here (NVML is not async-signal-safe): under Slurm
+ * the plugin resets the task's GPU at its exit (--ptrain-energy=apply).
+ * Returns the number of files that could not be written (0: all, or
+ * nothing to write); errno is preserved. */
+int pt_clock_restore_emergency(void);
 /* Restore the clocks found at open (the controller stays usable). */
 int pt_clock_reset(pt_clock *c);
 

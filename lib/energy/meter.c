@@ -227,7 +227,13 @@ int pt_meter_read(pt_meter *m, double *joules)
             if (!ok) pt_fail(PT_EIO, "cannot read %s: %s", c->path, strerror(-e));
         }
         if (ok) {
-            c->total_j += (double)pt_energy_counter_delta(c->last, now, c->range) * c->unit_j;
+            /* a RAPL counter that goes back with no range to tell a wrap (or
+             * one beyond its range) wrapped or was reset by an amount not
+             * known: that interval counts nothing.  Its value is the
+             * energy since boot, not since the reset: taking it (as NVML's,
+             * which restarts at 0 with the driver) added up to megajoules. */
+            int unknown = c->pub.kind == PT_METER_RAPL && now < c->last && (!c->range || c->last > c->range);
+            if (!unknown) c->total_j += (double)pt_energy_counter_delta(c->last, now, c->range) * c->unit_j;
             c->last = now;
         } else if (rc == PT_OK) {
             rc = pt_fail(PT_EIO, "energy: counter %s: %s", c->pub.name, pt_errmsg());

@@ -24,7 +24,9 @@
  * wrapped once, so read at least once per range / power (about 17 minutes
  * for a 250 W package with the usual 262 kJ range).  An NVML counter that
  * goes backwards was reset (a driver reload): the energy since the reset
- * is taken.
+ * is taken.  A RAPL counter that goes backwards with no
+ * max_energy_range_uj (or from above it) wrapped or was reset by an
+ * amount not known: that interval counts 0 J, never its whole value.
  *
  * All paths are under $PTRAIN_SYSFS_ROOT (lib/energy/sysfs.h); NVML is
  * $PTRAIN_NVML_LIBRARY or libnvidia-ml.so.1.  Errors: pt_fail (core.h).
@@ -46,7 +48,9 @@ enum { PT_METER_NVML = 1u << 0, PT_METER_RAPL = 1u << 1 };
  * (`range`) and starts again at 0 (Linux, Documentation/power/powercap/
  * powercap.rst), so a reading below the last one means range - last + now.
  * range 0 (no wrap known: NVML) or a last reading above range: a reading
- * below the last is a reset of the counter, and `now` is the energy since. */
+ * below the last is a reset of the counter, and `now` is the energy since
+ * (right for NVML's counter; pt_meter_read counts a RAPL counter's such
+ * interval as 0, its value being the energy since boot). */
 uint64_t pt_energy_counter_delta(uint64_t last, uint64_t now, uint64_t range);
 
 /* "auto", "none", or a comma-separated list of "nvml" and "rapl" into

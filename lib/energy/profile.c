@@ -2,6 +2,7 @@
 /* Energy profiles and plans as JSON (see profile.h). */
 #define _GNU_SOURCE
 #include "energy/profile.h"
+#include "energy/clock.h"
 #include "core/core.h"
 #include "core/file.h"
 #include "contract/plan.h"
@@ -81,12 +82,8 @@ static int load_json(const char *path, const char *format, const char *what, jso
     *out = NULL;
     char *text = NULL;
     size_t len = 0;
-    int rc = pt_read_regular(path, what, &text, &len);
+    int rc = pt_read_regular_max(path, what, MAX_BYTES, &text, &len); /* the size checked first */
     if (rc) return rc;
-    if (len > MAX_BYTES) {
-        free(text);
-        return pt_fail(PT_EFORMAT, "%s %s is %zu bytes (at most %u)", what, path, len, MAX_BYTES);
-    }
     json_error_t je;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     free(text);
@@ -113,6 +110,18 @@ static int get_int(json_t *o, const char *key, int lo, int hi, int *v, const cha
     if (!json_is_integer(j) || json_integer_value(j) < lo || json_integer_value(j) > hi)
         return pt_fail(PT_EFORMAT, "%s %s: \"%s\" is not an integer %d..%d", what, path, key, lo, hi);
     *v = (int)json_integer_value(j);
+    return PT_OK;
+}
+
+/* A clock (MHz): > 0 and at most PT_CLOCK_MAX_MHZ. */
+static int get_freq(json_t *o, double *v, const char *what, const char *path, const char *where)
+{
+    json_t *j = json_object_get(o, "freq_mhz");
+    double x = json_is_number(j) ? json_number_value(j) : NAN;
+    if (!(x > 0 && x <= PT_CLOCK_MAX_MHZ))
+        return pt_fail(PT_EFORMAT, "%s %s: %s\"freq_mhz\" is not a number > 0 and <= %.0f (a clock in MHz)", what, path,
+                       where, PT_CLOCK_MAX_MHZ);
+    *v = x;
     return PT_OK;
 }
 
@@ -204,7 +213,7 @@ int pt_energy_profile_load(const char *path, pt_energy_profile *pr, pt_energy_me
             pt_energy_choice *x = &pr->choice[t][k];
             char where[48];
             snprintf(where, sizeof where, "type %d choice %zu: ", t, k);
-            if ((rc = get_num(c, "freq_mhz", 0, &x->freq_mhz, 1, what, path, where)) ||
+            if ((rc = get_freq(c, &x->freq_mhz, what, path, where)) ||
                 (rc = get_num(c, "time_s", 0, &x->time_s, 1, what, path, where)) ||
                 (rc = get_num(c, "energy_j", 0, &x->energy_j, 0, what, path, where)))
                 goto out;
@@ -298,7 +307,7 @@ int pt_energy_plan_load(const char *path, pt_energy_plan *out)
         if ((rc = get_int(x, "rank", 0, m->pp - 1, &rank, what, path)) ||
             (rc = get_int(x, "chunk", 0, m->v - 1, &chunk, what, path)) ||
             (rc = get_int(x, "mb", 0, m->m - 1, &mb, what, path)) ||
-            (rc = get_num(x, "freq_mhz", 0, &f, 1, what, path, where)))
+            (rc = get_freq(x, &f, what, path, where)))
             goto out;
         if (!json_is_boolean(bj)) {
             rc = pt_fail(PT_EFORMAT, "%s %s: instruction %zu: \"bwd\" is not true or false", what, path, i);

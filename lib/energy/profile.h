@@ -23,11 +23,13 @@
  *    "max_clock": {"time_s": ..., "energy_j": ...},
  *    "instructions": [{"rank": 0, "chunk": 0, "mb": 0, "bwd": false, "freq_mhz": 1500}, ...]}
  *
- * Reading refuses (PT_EFORMAT, one line naming the file and the field) any
- * other format or version, a count of types that is not 2 * pp *
- * virtual_stages, a type missing or given twice, a choice whose clock is
- * not > 0, time not > 0 or energy negative or not finite, an instruction
- * outside the schedule or one missing.  Files are regular files only
+ * Reading refuses (PT_EFORMAT, one line naming the file and the field) a
+ * file over 64 MiB (from its size, before anything is read), any other
+ * format or version, a count of types that is not 2 * pp *
+ * virtual_stages, a type missing or given twice, a choice's or an
+ * instruction's clock not in (0, 100000] MHz (PT_CLOCK_MAX_MHZ), time not
+ * > 0 or energy negative or not finite, an instruction outside the
+ * schedule or one missing.  Files are regular files only
  * (core/file.h); writing replaces atomically.  Errors: pt_fail. */
 #ifndef PTRAIN_ENERGY_PROFILE_H
 #define PTRAIN_ENERGY_PROFILE_H

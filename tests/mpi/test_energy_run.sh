@@ -15,11 +15,13 @@
 #    controller: each rank's log is its instructions' clocks in its 1F1B
 #    order, step after step; --energy-plan auto with cpufreq writes the
 #    rank's scaling_setspeed and restores it; without cpufreq, one line and
-#    the run goes on at the default clocks;
+#    the run goes on at the default clocks; a run ended by SIGTERM (no
+#    --save-dir; a rank blocked in MPI for a stopped peer), SIGINT, SIGHUP or
+#    the heartbeat's abort restores them too;
 #  - a dp replica made slow (PTRAIN_ENERGY_DELAY) is named a straggler and
 #    the other replica moves to a slower frontier point;
 #  - ranks with different energy options stop at the agreement; bad
-#    values in one line, status 2;
+#    values in one line, status 2 (an 8 GiB plan or profile from its size);
 #  - on this machine's own /sys and NVML: --energy auto measures exactly
 #    when ptrain-topo --energy says it can (real joules there; skipped,
 #    with the reason, where nothing is readable).
@@ -199,6 +201,131 @@ PTRAIN_ENERGY=plan ptrain_mpirun -np 1 $R --steps 2 >"$tmp/lout" 2>&1 || rc=$?
 check "PTRAIN_ENERGY=plan: the intrinsic point planned and logged by the dry controller ($rc)" \
     sh -c "[ $rc -eq 0 ] && grep -q '^energy plan: intrinsic point.*dry: clocks logged, not set' '$tmp/lout'"
 
+# 5b. a run that ends by a signal or an abort puts the clocks back: a tree of
+# its own whose speed (2200000 kHz) is none of the offered clocks, so any
+# clock the plan set differs from it
+root2=$tmp/root2
+for c in 0 1 2 3 4 5 6 7; do
+    d=$root2/sys/devices/system/cpu/cpu$c/cpufreq
+    mkdir -p "$d"
+    echo userspace >"$d/scaling_governor"
+    echo 2200000 >"$d/scaling_setspeed"
+    echo 2200000 >"$d/scaling_cur_freq"
+    echo 2400000 >"$d/scaling_max_freq"
+    echo 800000 >"$d/cpuinfo_min_freq"
+    echo 2400000 >"$d/cpuinfo_max_freq"
+    echo "2400000 2000000 1600000 1200000 800000" >"$d/scaling_available_frequencies"
+done
+# speeds [CPU...]: the distinct speeds of those CPUs (default all 8; the
+# files hold no newline once written)
+speeds() {
+    local c
+    for c in ${@:-0 1 2 3 4 5 6 7}; do echo "$(cat "$root2/sys/devices/system/cpu/cpu$c/cpufreq/scaling_setspeed")"; done |
+        sort -u | tr '\n' ' '
+}
+alive() { [ -d "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+# cpus_of PID: the CPUs (0-7) it may run on
+cpus_of() {
+    local l c out=
+    l=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$1/status" 2>/dev/null)
+    for c in 0 1 2 3 4 5 6 7; do
+        echo ",$l," | awk -v c=$c -F, '{ for (i = 1; i <= NF; i++) { n = split($i, r, "-");
+            if ($i != "" && c >= r[1] && c <= r[n]) f = 1 } } END { exit !f }' && out="$out $c"
+    done
+    echo $out
+}
+# wait_changed CPU...: until a clock of those CPUs was set (bounded)
+wait_changed() {
+    local i=0
+    while [ $i -lt 3000 ] && [ "$(speeds "$@")" = "2200000 " ] && alive "$mp"; do sleep 0.1; i=$((i + 1)); done
+    [ "$(speeds "$@")" != "2200000 " ]
+}
+# mpirun itself in the background ($! is its pid, its children the ranks);
+# each rank on a core of its own, so that one rank's clocks are its own
+# (ranks whose CPUs share a policy set each other's clock)
+bg_run() { PTRAIN_SYSFS_ROOT="$root2" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    exec "${MPIRUN:-mpirun}" --allow-run-as-root --oversubscribe --bind-to core:overload-allowed "$@"; }
+# start NP: the speeds back at 2200000 (a failed check before must not
+# spoil the next), then a long cpufreq plan run; sets mp (mpirun's pid) and
+# ranks (its children) once the plan has changed a clock; 1 if it never does
+start() {
+    for f in "$root2"/sys/devices/system/cpu/cpu[0-7]/cpufreq/scaling_setspeed; do echo 2200000 >"$f"; done
+    (bg_run -np "$1" $R --steps 100000 --pp "$1" --micro-batches 2 --energy-plan auto --energy-clock cpufreq) \
+        >"$tmp/sig.out" 2>&1 &
+    mp=$! ranks=
+    wait_changed
+    ranks=$(pgrep -P "$mp" | tr '\n' ' ')
+    [ "$(speeds)" != "2200000 " ] && [ $(echo $ranks | wc -w) -eq "$1" ]
+}
+# finish: end what is left of the run (a stopped rank included)
+finish() {
+    for p in $ranks; do kill -KILL "$p" 2>/dev/null; done
+    kill -KILL "$mp" 2>/dev/null
+    wait "$mp" 2>/dev/null
+}
+nostart() { check "the run under a cpufreq plan changes a clock ($(tail -n 2 "$tmp/sig.out" | tr '\n' ' '))" false; }
+# SIGTERM without --save-dir (scancel, a time limit, preemption) to a rank
+# blocked in MPI: one rank stopped, the other waits for it in a collective,
+# where a flag for the loop would never be seen; the handler writes its
+# clocks back itself (the heartbeat is off, so it is the signal that ends it;
+# the stopped rank is then killed, and its own CPUs are not looked at)
+export PTRAIN_HEARTBEAT=0
+if start 2; then
+    set -- $ranks
+    mine=$(cpus_of "$2")
+    wait_changed $mine
+    low=$(speeds $mine)
+    kill -STOP "$1"
+    sleep 1
+    kill -TERM "$2"
+    i=0
+    while [ $i -lt 300 ] && alive "$2"; do sleep 0.1; i=$((i + 1)); done
+    got=$(speeds $mine)
+    finish
+    check "SIGTERM to a rank waiting in MPI for a stopped peer: it ends and its CPUs' ($mine) scaling_setspeed is back at 2200000 kHz (was $low, now $got)" \
+        [ -n "$mine" -a "$got" = "2200000 " ]
+else
+    finish
+    nostart
+fi
+# SIGINT and SIGHUP (a terminal closed) to the only rank
+for sig in INT HUP; do
+    if start 1; then
+        set -- $ranks
+        low=$(speeds)
+        kill -$sig "$1"
+        i=0
+        while [ $i -lt 300 ] && alive "$1"; do sleep 0.1; i=$((i + 1)); done
+        got=$(speeds)
+        finish
+        check "SIG$sig to the rank: the CPUs' scaling_setspeed is back at 2200000 kHz (was $low, now $got)" \
+            [ "$got" = "2200000 " ]
+    else
+        finish
+        nostart
+    fi
+done
+# a stopped peer found by the heartbeat: the rank that finds it aborts the
+# job (MPI_Abort, then _exit), and puts its clocks back first
+export PTRAIN_HEARTBEAT=10
+if start 2; then
+    set -- $ranks
+    mine=$(cpus_of "$2")
+    wait_changed $mine
+    low=$(speeds $mine)
+    kill -STOP "$1"
+    i=0
+    while [ $i -lt 1200 ] && alive "$2"; do sleep 0.1; i=$((i + 1)); done
+    got=$(speeds $mine)
+    finish
+    check "a peer stopped: the heartbeat aborts the job and the aborting rank's CPUs ($mine) are back at 2200000 kHz (was $low, now $got; $(grep -m1 -o 'no heartbeat[^;]*\|a peer rank died' "$tmp/sig.out"))" \
+        [ -n "$mine" -a "$got" = "2200000 " ]
+else
+    finish
+    nostart
+fi
+unset PTRAIN_HEARTBEAT
+
 # 6. a straggler: dp replica 1 sleeps 1.5 s before each step's first instruction
 rc=0
 PTRAIN_ENERGY_DELAY=1:1.5 ptrain_mpirun -np 2 $R --steps 5 --energy-plan auto --energy-clock "dry:$tmp/sdry" \
@@ -231,15 +358,39 @@ bad "--profile-energy with --energy-plan" "--profile-energy and --energy-plan au
 bad "--energy-profile without a plan" "--energy-profile is the profile --energy-plan plans from" --energy-profile "$tmp/prof.json"
 bad "a plan file of another pipeline" "is for 1f1b pp=2 virtual_stages=1 microbatches=2, this run is 1f1b pp=1" \
     --energy-plan "$tmp/plan.json"
+# a clock of 1.7e308 MHz (the nearest offered clock to it was the lowest)
+jq '.instructions[1].freq_mhz = 1.7e308' "$tmp/plan.json" >"$tmp/huge-plan.json"
+bad "a plan with a clock of 1.7e308 MHz" "is not a number > 0 and <= 100000 (a clock in MHz)" \
+    --energy-plan "$tmp/huge-plan.json"
 bad "--profile-energy with too few steps" "--profile-energy needs 13 steps" --profile-energy "$tmp/x.json"
 ln -s "$tmp/victim" "$tmp/link.json"
 bad "--profile-energy to a symbolic link" "$tmp/link.json is a symbolic link" --steps 20 --profile-energy "$tmp/link.json"
 check "... the link's target was not created" test ! -e "$tmp/victim"
+# an 8 GiB (sparse) plan or profile: refused from its size before it is read;
+# under an address-space limit, so that reading it whole fails rather than
+# takes the machine's memory (not under ASan, which reserves terabytes)
+truncate -s 8G "$tmp/big.json"
+lim=3000000
+grep -qa __asan_init "$run" "$top_builddir/.libs/ptrain-run" 2>/dev/null && lim=unlimited
+for opt in "--energy-plan $tmp/big.json" "--energy-plan auto --energy-profile $tmp/big.json"; do
+    rc=0
+    # shellcheck disable=SC2086
+    (ulimit -v $lim && ptrain_mpirun -np 1 $R --steps 1 $opt) >"$tmp/bout" 2>&1 || rc=$?
+    check "${opt%% $tmp*} ... of an 8 GiB file: status 2, one line naming it, its size and the limit ($(grep -m1 'error' "$tmp/bout" | cut -c1-200))" \
+        sh -c "[ $rc -eq 2 ] && [ \$(grep -c 'ptrain-run: error' '$tmp/bout') -eq 1 ] &&
+            grep -qF '$tmp/big.json is 8589934592 bytes, more than the 67108864 bytes allowed' '$tmp/bout'"
+done
+rm -f "$tmp/big.json"
 export PTRAIN_ENERGY=max
 bad "PTRAIN_ENERGY=max" "PTRAIN_ENERGY='max' is not valid (valid: off, report, plan, apply)"
 unset PTRAIN_ENERGY
 export PTRAIN_ENERGY_CPU_MHZ=fast
 bad "PTRAIN_ENERGY_CPU_MHZ=fast" "PTRAIN_ENERGY_CPU_MHZ='fast' is not a clock range"
+# strtod's hex and exponents are not plain decimals (1e-300 MHz allowed no clock)
+for v in 0x400-0x800 1e-300-2000 1100-100001; do
+    export PTRAIN_ENERGY_CPU_MHZ=$v
+    bad "PTRAIN_ENERGY_CPU_MHZ=$v" "PTRAIN_ENERGY_CPU_MHZ='$v' is not a clock range (valid: MIN-MAX in MHz, plain decimals, 1 <= MIN <= MAX <= 100000"
+done
 unset PTRAIN_ENERGY_CPU_MHZ
 
 # 8. this machine's own /sys and NVML (no fake tree): ptrain-run --energy auto

@@ -6,7 +6,8 @@
 # slowdown; the table marks the model "modelled"; bad options in one line.
 # --energy-plan-out writes the chosen point's clock of every instruction;
 # --energy-profile reads a measured profile (fresh random numbers) in place
-# of the power model, and refuses one of another pipeline.
+# of the power model, and refuses one of another pipeline, and one of
+# 8 GiB from its size.
 . "$top_srcdir/tests/lib.sh"
 plan="$top_builddir/ptrain-plan"
 [ -x "$plan" ] || skip_all "ptrain-plan not built"
@@ -104,4 +105,17 @@ for bad in "--energy-profile $wd/prof2.json:the energy profile was made with pp=
     check "$(echo "$opt" | sed "s|$wd/||g") is refused in one line, status 2 ($rc: $(head -c 160 "$wd/b.out"))" \
         sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$wd/b.out') -eq 1 ] && grep -qF -- \"$want\" '$wd/b.out'"
 done
+# a profile of 8 GiB (sparse): refused from its size, before it is read; under
+# an address-space limit, so that reading it whole fails rather than takes the
+# machine's memory (not under ASan, which reserves terabytes)
+truncate -s 8G "$wd/big.json"
+lim="ulimit -v 3000000 &&"
+grep -qa __asan_init "$plan" "$top_builddir/.libs/ptrain-plan" 2>/dev/null && lim=
+rc=0
+sh -c "$lim exec \"\$@\"" _ "$plan" --topology "$topo" --model gpt2-124M --pp 4 --batch 32 \
+    --energy-profile "$wd/big.json" >"$wd/b.out" 2>&1 || rc=$?
+check "--energy-profile of an 8 GiB sparse file: status 2, one line naming the file, its size and the limit ($rc: $(head -c 200 "$wd/b.out"))" \
+    sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$wd/b.out') -eq 1 ] &&
+        grep -qF '$wd/big.json is 8589934592 bytes, more than the 67108864 bytes allowed' '$wd/b.out'"
+rm -f "$wd/big.json"
 done_testing

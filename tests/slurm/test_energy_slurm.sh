@@ -9,7 +9,9 @@
 # clocks reset, when it exits; a GPU the user or Slurm chose
 # (CUDA_VISIBLE_DEVICES) is not the binding's, and nothing is lifted; a
 # level beyond the cluster's, or not a level, is refused before anything is
-# allocated.
+# allocated (in a ptrain step); a ptrain-run killed by SIGKILL while a
+# cpufreq plan lowered its CPUs' clocks (a fake tree, PTRAIN_SYSFS_ROOT in
+# slurmd's environment) has them put back by the plugin at the task's exit.
 . "$top_srcdir/tests/lib.sh"
 . "$top_srcdir/tests/slurm/slurm_lib.sh"
 fake="$top_builddir/tests/energy/.libs/fake_nvml.so"
@@ -22,8 +24,24 @@ touch "$nv/root" # slurmstepd is root
 export PTRAIN_NVML_LIBRARY="$fake" FAKE_NVML_DIR="$nv"
 export PTRAIN_SPANK_ARGS="energy=apply gpu_clock_mhz=1100-1980 gemm_gflops=32 inter_node_gbps=10 inter_node_lat_us=5"
 export LOCAL_SLURM_HWLOC_XML_n1="$top_srcdir/tests/topo/gpu4-pcie.xml"
+# a fake cpufreq tree for slurmd (the plugin, as root) and the tasks alike:
+# CPUs 0-7 under the userspace governor at 2200000 kHz, none of the offered
+# clocks, so that any clock a plan set differs from it
+cf=$(mktemp -d /tmp/ptrain-fake-cpufreq.XXXXXX) || skip_all "mktemp failed"
+for c in 0 1 2 3 4 5 6 7; do
+    d=$cf/sys/devices/system/cpu/cpu$c/cpufreq
+    mkdir -p "$d"
+    echo userspace >"$d/scaling_governor"
+    echo 2200000 >"$d/scaling_setspeed"
+    echo 2200000 >"$d/scaling_cur_freq"
+    echo 2400000 >"$d/scaling_max_freq"
+    echo 800000 >"$d/cpuinfo_min_freq"
+    echo 2400000 >"$d/cpuinfo_max_freq"
+    echo "2400000 2000000 1600000 1200000 800000" >"$d/scaling_available_frequencies"
+done
+export PTRAIN_SYSFS_ROOT="$cf"
 slurm_up 1 4
-trap 'slurm_down; rm -rf "$nv"' EXIT
+trap 'slurm_down; rm -rf "$nv" "$cf" "$cf.job"' EXIT
 
 # each task: what it was given, and its own GPU's restriction while it runs
 cat >"$SLURM_TEST_DIR/etask.sh" <<'SH'
@@ -64,7 +82,67 @@ timeout 60 srun -N1 -n1 --ptrain-energy=max true >"$SLURM_TEST_DIR/o3" 2>&1 || r
 check "--ptrain-energy=max is refused before allocation, naming the levels ($rc)" \
     sh -c "[ $rc -ne 0 ] && grep -q \"ptrain: --ptrain-energy='max' is invalid (valid: off, report, plan, apply)\" '$SLURM_TEST_DIR/o3'"
 rc=0
-PTRAIN_ENERGY=all timeout 60 srun -N1 -n1 true >"$SLURM_TEST_DIR/o4" 2>&1 || rc=$?
-check "PTRAIN_ENERGY=all is refused as well ($rc)" \
+PTRAIN_ENERGY=all timeout 60 srun -N1 -n1 --ptrain-mode=1d true >"$SLURM_TEST_DIR/o4" 2>&1 || rc=$?
+check "PTRAIN_ENERGY=all in a ptrain step is refused as well ($rc)" \
     sh -c "[ $rc -ne 0 ] && grep -q \"ptrain: PTRAIN_ENERGY='all' is invalid\" '$SLURM_TEST_DIR/o4'"
+# (in a step that names no ptrain option it is ignored with a warning:
+# tests/slurm/test_stray_env.sh)
+
+# SIGKILL (KillWait, the OOM killer) to a ptrain-run applying a cpufreq plan:
+# it cannot put its clocks back; the plugin, which recorded the settings of
+# the task's CPUs before the task ran, writes back what the step left changed
+# when its last task exits.  It takes the tree from slurmd's environment
+# only: a job that names another (PTRAIN_SYSFS_ROOT in its own environment)
+# does not make root write there.
+speeds() { # TREE: the distinct speeds of its 8 CPUs (no newline once written)
+    for f in "$1"/sys/devices/system/cpu/cpu[0-7]/cpufreq/scaling_setspeed; do echo "$(cat "$f")"; done |
+        sort -u | tr '\n' ' '
+}
+# killed_run TREE: a ptrain-run whose PTRAIN_SYSFS_ROOT is TREE, SIGKILLed once
+# its plan set a clock there; sets low (the speeds then) and got (after)
+killed_run() {
+    local tree=$1 i sp job pids
+    PTRAIN_SYSFS_ROOT=$tree srun -J ptkill --mpi=pmix -N1 -n1 --ptrain-mode=auto --ptrain-model=test --ptrain-batch=4 \
+        "$RUN" --device cpu --data synthetic --steps 100000 --val-every 0 --energy-plan auto --energy-clock cpufreq \
+        >"$SLURM_TEST_DIR/k.out" 2>&1 &
+    sp=$!
+    i=0
+    while [ $i -lt 3000 ] && [ "$(speeds "$tree")" = "2200000 " ] && kill -0 "$sp" 2>/dev/null; do
+        sleep 0.1
+        i=$((i + 1))
+    done
+    low=$(speeds "$tree")
+    check "ptrain-run under srun with a cpufreq plan changed a clock ($low; $(grep -m1 '^energy: clocks' "$SLURM_TEST_DIR/k.out"))" \
+        [ "$low" != "2200000 " ]
+    # SIGKILL to the task itself (scancel --signal=KILL on a job is a
+    # cancel: SIGTERM first, which the rank handles); its pid from slurmd
+    job=$(squeue -h -n ptkill -o %i | head -n 1)
+    pids=$(scontrol listpids "$job.0" 2>/dev/null | awk '$4 ~ /^[0-9]+$/ {print $1}')
+    check "the task's pid is known (job $job: $(echo $pids))" [ -n "$pids" ]
+    for p in $pids; do kill -KILL "$p"; done
+    i=0
+    while [ $i -lt 600 ] && kill -0 "$sp" 2>/dev/null; do sleep 0.1; i=$((i + 1)); done
+    kill "$sp" 2>/dev/null
+    wait "$sp" 2>/dev/null
+    got=$(speeds "$tree")
+}
+RUN="$top_builddir/ptrain-run"
+if [ ! -x "$RUN" ]; then
+    ok "# SKIP ptrain-run not built"
+elif ! { [ -e /usr/lib/x86_64-linux-gnu/pmix2 ] || [ -n "$(ls /usr/lib/*/libpmix.so* 2>/dev/null)" ]; }; then
+    ok "# SKIP PMIx not installed: srun --mpi=pmix cannot start ptrain-run"
+else
+    export OMPI_MCA_btl=self,tcp OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+    export OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 PTRAIN_HEARTBEAT=0
+    killed_run "$cf"
+    check "SIGKILL to it: the plugin put the CPUs' scaling_setspeed back at 2200000 kHz when the task exited (was $low, now $got)" \
+        [ "$got" = "2200000 " ]
+    [ "$got" = "2200000 " ] || diag "$(grep -h 'cpufreq' "$SLURM_TEST_DIR"/log/slurmd-n1.log 2>/dev/null | tail -n 3 | tr '\n' ' ')"
+    # the job's own tree: a copy; slurmd's stays as it was, the copy is not written by root
+    cp -a "$cf" "$cf.job"
+    killed_run "$cf.job"
+    check "a tree named in the job's environment only: the plugin writes nothing there (was $low, now $got) and slurmd's is untouched ($(speeds "$cf"))" \
+        [ "$got" = "$low" -a "$(speeds "$cf")" = "2200000 " ]
+    rm -rf "$cf.job"
+fi
 done_testing

@@ -2,7 +2,8 @@
 /* Helpers of the SPANK plugin (spank/spank_util.c), without Slurm:
  * tasks-per-node expansion against an independent expander on random
  * lists, host-list heads, the port formula, ptrain.conf and plugstack
- * arguments. */
+ * arguments, the cpufreq settings recorded before a step and written back
+ * after it. */
 #define _POSIX_C_SOURCE 200809L
 #include "spank/spank_util.h"
 #include "tests/tap.h"
@@ -777,6 +778,20 @@ static void test_energy(void)
     tap_ok(pt_spank_conf_arg("gpu_clock_mhz=fast", &c) == -1 &&
                strstr(pt_errmsg(), "plugstack gpu_clock_mhz='fast' is invalid (valid: MIN-MAX in MHz") && c.gpu_clock_mhz[0] == 1100,
            "plugstack gpu_clock_mhz=fast refused: %s", pt_errmsg());
+    /* strtod's other forms are not clock ranges: what the plugin passes on,
+     * ptrain-run must take (PTRAIN_ENERGY_CPU_MHZ, plain decimals) */
+    static const char *const odd[] = {"0x400-0x800", "1e-300-2000", "1100-1.98e3", "0.5-2000", "1100-100001",
+                                      " 1100-1980", "inf-inf"};
+    for (size_t i = 0; i < sizeof odd / sizeof *odd; i++) {
+        char arg[64];
+        snprintf(arg, sizeof arg, "cpu_clock_mhz=%s", odd[i]);
+        tap_ok(pt_spank_conf_arg(arg, &c) == -1 && strstr(pt_errmsg(), "is invalid (valid: MIN-MAX in MHz, plain decimals") &&
+                   c.cpu_clock_mhz[1] == 3000.5,
+               "plugstack %s refused, nothing changed: %s", arg, pt_errmsg());
+    }
+    snprintf(text, sizeof text, "cpu_clock_mhz = [0.5, 2000.0];\n");
+    tap_ok(pt_spank_conf_load(write_conf("e2.conf", text), &c) == -1 && strstr(pt_errmsg(), "1 <= min <= max <= 100000"),
+           "ptrain.conf cpu_clock_mhz = [0.5, 2000.0] refused: %s", pt_errmsg());
     tap_ok(pt_spank_conf_arg("energy=all", &c) == -1 && strstr(pt_errmsg(), "'all' is invalid"),
            "plugstack energy=all refused: %s", pt_errmsg());
 
@@ -834,6 +849,117 @@ static void test_energy(void)
     if (system(cmd) != 0) tap_diag("could not remove %s", tmpdir);
 }
 
+/* The cpufreq settings a task killed by SIGKILL left: recorded before,
+ * written back after, on a fake tree (PTRAIN_SYSFS_ROOT) with random
+ * CPUs and values. */
+static unsigned long long cf_read(const char *root, int cpu, const char *attr)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/sys/devices/system/cpu/cpu%d/cpufreq/%s", root, cpu, attr);
+    FILE *f = fopen(p, "r");
+    unsigned long long v = 0;
+    if (f) {
+        if (fscanf(f, "%llu", &v) != 1) v = 0;
+        fclose(f);
+    }
+    return v;
+}
+
+static void cf_write(const char *root, int cpu, const char *attr, const char *text, mode_t mode)
+{
+    char p[512];
+    snprintf(p, sizeof p, "%s/sys/devices/system/cpu/cpu%d/cpufreq", root, cpu);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s'", p);
+    if (system(cmd) != 0) tap_diag("cannot make %s", p);
+    snprintf(p + strlen(p), sizeof p - strlen(p), "/%s", attr);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(text, f);
+        fclose(f);
+    }
+    chmod(p, mode);
+}
+
+static void test_cpufreq(void)
+{
+    char root[] = "/tmp/ptrain-cpufreq.XXXXXX";
+    if (!mkdtemp(root)) {
+        tap_ok(0, "mkdtemp for a fake cpufreq tree");
+        return;
+    }
+    setenv("PTRAIN_SYSFS_ROOT", root, 1);
+    /* CPUs 0..n-1: even ones under userspace (a speed), odd ones not */
+    int n = 4 + (int)rnd(8);
+    unsigned long long mx[16], sp[16];
+    char t[32];
+    for (int c = 0; c < n; c++) {
+        mx[c] = 1000000 + 100000 * rnd(20);
+        sp[c] = c % 2 ? 0 : 800000 + 100000 * rnd(10);
+        snprintf(t, sizeof t, "%llu\n", mx[c]);
+        cf_write(root, c, "scaling_max_freq", t, 0644);
+        snprintf(t, sizeof t, "%llu\n", sp[c]);
+        cf_write(root, c, "scaling_setspeed", c % 2 ? "<unsupported>\n" : t, 0644);
+    }
+    pt_spank_cpufreq s = {0};
+    int cpus[20], k = 0;
+    for (int c = 0; c < n; c++) cpus[k++] = c;
+    cpus[k++] = n + 3; /* no cpufreq: left out */
+    cpus[k++] = 1;     /* given twice: recorded once */
+    int rc = pt_spank_cpufreq_save(&s, cpus, k / 2);
+    if (!rc) rc = pt_spank_cpufreq_save(&s, cpus + k / 2, k - k / 2); /* a second task's CPUs */
+    tap_ok(rc == 0 && s.n == n, "%d CPUs with cpufreq recorded once each, over two tasks (%d)", n, s.n);
+    /* a run's plan: random lower clocks on random CPUs */
+    int changed = 0;
+    unsigned long long now[16][2];
+    for (int c = 0; c < n; c++) {
+        now[c][0] = mx[c], now[c][1] = sp[c];
+        if (c == 0 || rnd(2)) { /* CPU 0's cap always: the group check below */
+            now[c][0] = mx[c] - 100000 * (1 + rnd(5));
+            snprintf(t, sizeof t, "%llu", now[c][0]);
+            cf_write(root, c, "scaling_max_freq", t, 0644);
+            changed++;
+        }
+        if (sp[c] && rnd(2)) {
+            now[c][1] = sp[c] + 100000 * (1 + rnd(5));
+            snprintf(t, sizeof t, "%llu", now[c][1]);
+            cf_write(root, c, "scaling_setspeed", t, 0644);
+            changed++;
+        }
+    }
+    /* the job's user (not root) may not write root's 0644 files: it did not change them, nothing is touched */
+    int restored = -1;
+    char note[2000];
+    rc = pt_spank_cpufreq_restore(&s, 1000, 1000, NULL, 0, &restored, note, sizeof note);
+    int same = 1;
+    for (int c = 0; c < n; c++)
+        same &= cf_read(root, c, "scaling_max_freq") == now[c][0] && (!sp[c] || cf_read(root, c, "scaling_setspeed") == now[c][1]);
+    tap_ok(rc == 0 && restored == 0 && same, "files the job's user may not write are left alone (%d written)", restored);
+    /* a file its group may write: that one is put back */
+    char p[512];
+    snprintf(p, sizeof p, "%s/sys/devices/system/cpu/cpu0/cpufreq/scaling_max_freq", root);
+    chmod(p, 0664);
+    unsigned g[2] = {7, (unsigned)getegid()};
+    rc = pt_spank_cpufreq_restore(&s, 1000, 5, g, 2, &restored, note, sizeof note);
+    tap_ok(rc == 0 && restored == 1 && cf_read(root, 0, "scaling_max_freq") == mx[0],
+           "a file a supplementary group of the user may write is put back, only that one (%d: %s)", restored, note);
+    changed--;
+    /* root: every change, and only the changes */
+    rc = pt_spank_cpufreq_restore(&s, 0, 0, NULL, 0, &restored, note, sizeof note);
+    int back = 1;
+    for (int c = 0; c < n; c++)
+        back &= cf_read(root, c, "scaling_max_freq") == mx[c] && (!sp[c] || cf_read(root, c, "scaling_setspeed") == sp[c]);
+    tap_ok(rc == 0 && restored == changed && back, "as root every changed setting is written back, %d of them (%d: %.200s)",
+           changed, restored, note);
+    rc = pt_spank_cpufreq_restore(&s, 0, 0, NULL, 0, &restored, note, sizeof note);
+    tap_ok(rc == 0 && restored == 0 && !note[0], "a second restore writes nothing (%d)", restored);
+    pt_spank_cpufreq_free(&s);
+    unsetenv("PTRAIN_SYSFS_ROOT");
+    char cmd[300];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+    if (system(cmd) != 0) tap_diag("could not remove %s", root);
+}
+
 int main(void)
 {
     const char *s = getenv("PTRAIN_TEST_SEED");
@@ -847,5 +973,6 @@ int main(void)
     test_conf();
     test_binding();
     test_energy();
+    test_cpufreq();
     return tap_done();
 }

@@ -2,19 +2,24 @@
 /* lib/energy against fake trees and a fake NVML (there is no GPU, RAPL or
  * cpufreq on the build machine):
  *  - pt_energy_counter_delta: increments, RAPL wrap-around, NVML resets;
+ *    a RAPL counter without a range that goes back counts 0 J;
  *  - RAPL: the zones summed (packages and DRAM, not core/uncore/psys/mmio),
  *    fresh random increments and a wrap read back to the microjoule,
  *    shares, counters this user cannot read (as nobody, when run as root);
  *  - cpufreq: scaling_setspeed (userspace governor) and scaling_max_freq,
- *    rounding to the offered clocks, the allowed range, restore on close,
- *    no cpufreq, files not writable;
+ *    rounding to the offered clocks (1.7e308 MHz: the top one), the allowed
+ *    range, restore on close, no cpufreq, files not writable; allowed
+ *    ranges: plain decimals only;
  *  - NVML through tests/energy/fake_nvml.so ($PTRAIN_NVML_LIBRARY): the
  *    counter by index, bus id and UUID, a reset, a denied counter, a
  *    library that is not there; clocks: refused without root and with the
  *    restriction, application clocks once it is lifted, locked clocks as
  *    root, every change undone on close; the restriction itself;
  *  - the dry controller and its log; the node probe's report;
- *  - profiles and plans: random round trips, and bad files refused. */
+ *  - profiles and plans: random round trips, and bad files refused; a
+ *    sparse file over the 64 MiB limit refused from its size, before a
+ *    byte is read (under an address-space limit, so that reading it whole
+ *    fails rather than takes the machine's memory). */
 #define _GNU_SOURCE
 #include "energy/clock.h"
 #include "energy/meter.h"
@@ -26,12 +31,14 @@
 #include "tests/tap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -225,6 +232,33 @@ static void test_rapl(void)
     tap_ok(rc == PT_EIO && strstr(pt_errmsg(), "package-1"), "a counter that cannot be read any more: %s", pt_errmsg());
     pt_meter_close(m);
     putu(PC "intel-rapl:1/energy_uj", p1);
+    /* a package without max_energy_range_uj whose counter goes backwards (a
+     * wrap of a range not known, or a reset): the energy of that interval is
+     * not known and counts nothing, never the counter's whole value */
+    char keep[sizeof root];
+    snprintf(keep, sizeof keep, "%s", root);
+    if (snprintf(root, sizeof root, "%.500s-norange", keep) >= (int)sizeof root) /* a tree of its own: the others' stays */
+        tap_diag("path too long: %s", keep);
+    mkdir(root, 0755);
+    setenv("PTRAIN_SYSFS_ROOT", root, 1);
+    unsigned long long hi = 500000000000ull + rnd64() % 500000000000ull, back = rnd64() % 1000000ull;
+    put(PC "intel-rapl:0/name", "package-0\n");
+    putu(PC "intel-rapl:0/energy_uj", hi);
+    pt_meter *q = NULL;
+    pt_meter_open(&q, PT_METER_RAPL, 0, NULL, note, sizeof note);
+    putu(PC "intel-rapl:0/energy_uj", back);
+    double j1 = -1, j2 = -1;
+    rc = pt_meter_read(q, &j1);
+    unsigned long long inc = 1000 + rnd64() % 1000000ull;
+    putu(PC "intel-rapl:0/energy_uj", back + inc);
+    pt_meter_read(q, &j2);
+    tap_ok(pt_meter_ncounters(q) == 1 && rc == PT_OK && j1 == 0 && fabs(j2 - inc * 1e-6) < 1e-9,
+           "a RAPL counter without a range going back from %llu to %llu uJ counts 0 J (%.6f J), not its value; the "
+           "next increment of %llu uJ counts (%.6f J)", hi, back, j1, inc, j2);
+    pt_meter_close(q);
+    rm_tree(root);
+    snprintf(root, sizeof root, "%s", keep);
+    setenv("PTRAIN_SYSFS_ROOT", root, 1);
 }
 
 static int rapl_denied_child(void)
@@ -347,6 +381,11 @@ static void test_cpufreq(void)
         unsigned long long top = getu(rel);
         tap_ok(top == (unsigned long long)llround(f[n - 1] * 1000), "a clock above the range is the range's top (%llu kHz)",
                top);
+        pt_clock_set(c, f[0]);
+        pt_clock_set(c, 1.7e308);
+        top = getu(rel);
+        tap_ok(top == (unsigned long long)llround(f[n - 1] * 1000), "1.7e308 MHz is the range's top too (%llu kHz), "
+               "not its bottom", top);
         pt_clock_close(c);
         tap_ok(getu(rel) == 2400000, "closing restores scaling_max_freq (%llu kHz)", getu(rel));
     }
@@ -356,6 +395,62 @@ static void test_cpufreq(void)
     int none[1] = {77};
     rc = pt_clock_open(&c, PT_CLOCK_CPUFREQ, NULL, none, 1, 0, 0, NULL);
     tap_ok(rc == PT_EUNSUPP && strstr(pt_errmsg(), "no frequency scaling"), "CPUs without cpufreq: %s", pt_errmsg());
+}
+
+/* In a child (the restore ends a process: nothing is written after it):
+ * two controllers on CPUs {0, 1} (scaling_setspeed) and {2, 3}
+ * (scaling_max_freq, another governor), random clocks set, then
+ * pt_clock_restore_emergency as a handler would call it. */
+static int emergency_child(void)
+{
+    char rel[256];
+    int a[2] = {0, 1}, b[2] = {2, 3}, bad = 0;
+    pt_clock *c1 = NULL, *c2 = NULL;
+    if (pt_clock_open(&c1, PT_CLOCK_CPUFREQ, NULL, a, 2, 0, 0, NULL) ||
+        pt_clock_open(&c2, PT_CLOCK_CPUFREQ, NULL, b, 2, 0, 0, NULL)) {
+        printf("# open: %s\n", pt_errmsg());
+        return 1;
+    }
+    pt_clock_set(c1, 800 + rndu() * 400);
+    pt_clock_set(c2, 800 + rndu() * 400);
+    int failed = pt_clock_restore_emergency();
+    unsigned long long v[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(rel, sizeof rel, CPU "cpu%d/cpufreq/%s", i, i < 2 ? "scaling_setspeed" : "scaling_max_freq");
+        v[i] = getu(rel);
+    }
+    if (failed || v[0] != 2000000 || v[1] != 2000000 || v[2] != 2400000 || v[3] != 2400000) {
+        printf("# restored: %d failed; %llu %llu %llu %llu kHz\n", failed, v[0], v[1], v[2], v[3]);
+        bad++;
+    }
+    /* nothing is written after it, and closing does not free what a handler may read */
+    pt_clock_set(c1, 800);
+    snprintf(rel, sizeof rel, CPU "cpu0/cpufreq/scaling_setspeed");
+    if (getu(rel) != 2000000) {
+        printf("# a set after the restore wrote %llu kHz\n", getu(rel));
+        bad++;
+    }
+    pt_clock_close(c1);
+    pt_clock_close(c2);
+    return bad;
+}
+
+static void test_cpufreq_emergency(void)
+{
+    cpu_tree(4, "userspace\n", 1);
+    char rel[256];
+    for (int c = 2; c < 4; c++) { /* CPUs 2 and 3 under another governor: scaling_max_freq */
+        snprintf(rel, sizeof rel, CPU "cpu%d/cpufreq/scaling_governor", c);
+        put(rel, "schedutil\n");
+    }
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) _exit(emergency_child());
+    int st = 0;
+    waitpid(pid, &st, 0);
+    tap_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+           "pt_clock_restore_emergency writes back the speed and the cap two controllers found at open, and nothing "
+           "is written after it (status %d)", st);
 }
 
 static int cpufreq_denied_child(void)
@@ -670,6 +765,10 @@ static void test_profiles(const char *tmp)
          " \"time_s\": 1, \"energy_j\": -1}]}, {\"type\": 1, \"choices\": [{\"freq_mhz\": 1, \"time_s\": 1, \"energy_j\": 1}]}]}",
          "type 0 choice 0: \"energy_j\" is not a number >= 0"},
         {"{\"format\": \"ptrain-energy-profile\", \"version\": 1, \"schedule\": \"zigzag\"}", "\"schedule\" is not one of"},
+        {"{\"format\": \"ptrain-energy-profile\", \"version\": 1, \"schedule\": \"1f1b\", \"pp\": 1, \"virtual_stages\": 1,"
+         " \"microbatches\": 1, \"modelled\": false, \"idle_w\": 1, \"types\": [{\"type\": 0, \"choices\": [{\"freq_mhz\": 1,"
+         " \"time_s\": 1, \"energy_j\": 1}]}, {\"type\": 1, \"choices\": [{\"freq_mhz\": 1.7e308, \"time_s\": 1, \"energy_j\": 1}]}]}",
+         "type 1 choice 0: \"freq_mhz\" is not a number > 0 and <= 100000"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         FILE *fp = fopen(bad, "w");
@@ -681,6 +780,40 @@ static void test_profiles(const char *tmp)
         tap_ok(rc == PT_EFORMAT && strstr(pt_errmsg(), cases[i].must) && strstr(pt_errmsg(), bad),
                "bad profile %zu refused: %s", i, pt_errmsg());
     }
+    /* a plan whose clock is 1.7e308 MHz (the nearest offered clock of that is
+     * no clock: it picked the lowest): refused in one line */
+    for (int huge = 0; huge < 2; huge++) {
+        FILE *fp = fopen(bad, "w");
+        if (!fp) break;
+        double fz = huge ? 1.7e308 : 100000.5;
+        fprintf(fp, "{\"format\": \"ptrain-energy-plan\", \"version\": 1, \"point\": \"intrinsic\", \"modelled\": true,"
+                " \"schedule\": \"1f1b\", \"pp\": 1, \"virtual_stages\": 1, \"microbatches\": 1, \"time_s\": 1, "
+                "\"energy_j\": 1, \"max_clock\": {\"time_s\": 1, \"energy_j\": 1}, \"instructions\": ["
+                "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": false, \"freq_mhz\": 1500},"
+                "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": true, \"freq_mhz\": %.17g}]}", fz);
+        fclose(fp);
+        pt_energy_plan pl;
+        rc = pt_energy_plan_load(bad, &pl);
+        tap_ok(rc == PT_EFORMAT && strstr(pt_errmsg(), "instruction 1: \"freq_mhz\" is not a number > 0 and <= 100000") &&
+                   strstr(pt_errmsg(), bad),
+               "a plan with a clock of %g MHz is refused: %s", fz, pt_errmsg());
+        if (rc == PT_OK) pt_energy_plan_free(&pl);
+    }
+    /* the top allowed clock is read */
+    FILE *fp = fopen(bad, "w");
+    if (fp) {
+        fputs("{\"format\": \"ptrain-energy-plan\", \"version\": 1, \"point\": \"intrinsic\", \"modelled\": true,"
+              " \"schedule\": \"1f1b\", \"pp\": 1, \"virtual_stages\": 1, \"microbatches\": 1, \"time_s\": 1, "
+              "\"energy_j\": 1, \"max_clock\": {\"time_s\": 1, \"energy_j\": 1}, \"instructions\": ["
+              "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": false, \"freq_mhz\": 0.5},"
+              "{\"rank\": 0, \"chunk\": 0, \"mb\": 0, \"bwd\": true, \"freq_mhz\": 100000}]}", fp);
+        fclose(fp);
+    }
+    pt_energy_plan pl;
+    rc = pt_energy_plan_load(bad, &pl);
+    tap_ok(rc == PT_OK && pl.n == 2 && pl.freq[1] == 100000, "a plan with clocks of 0.5 and 100000 MHz is read (%s)",
+           rc ? pt_errmsg() : "ok");
+    if (rc == PT_OK) pt_energy_plan_free(&pl);
     char link[700];
     snprintf(link, sizeof link, "%s/link.json", tmp);
     if (symlink(path, link) == 0) {
@@ -690,6 +823,118 @@ static void test_profiles(const char *tmp)
                "symbolic link: %s", pt_errmsg());
     }
     pt_energy_profile_free(&pr);
+}
+
+/* ---- allowed clock ranges ----------------------------------------------- */
+static void test_ranges(void)
+{
+    int ok = 1;
+    for (int i = 0; i < 200 && ok; i++) {
+        /* random plain decimals in 1..100000, up to 3 decimals */
+        int da = (int)(rnd64() % 4), db = (int)(rnd64() % 4);
+        double a = 1 + rndu() * 99999, b = a + rndu() * (100000 - a);
+        char ta[40], tb[40], text[90];
+        snprintf(ta, sizeof ta, "%.*f", da, a);
+        snprintf(tb, sizeof tb, "%.*f", db, b);
+        double wa = strtod(ta, NULL), wb = strtod(tb, NULL);
+        if (wa < 1 || wb < wa || wb > 100000) continue; /* rounding crossed an end */
+        snprintf(text, sizeof text, "%s-%s", ta, tb);
+        double r[2] = {0, 0};
+        int rc = pt_clock_parse_range(text, r);
+        if (rc != PT_OK || fabs(r[0] - wa) > 1e-9 * wa || fabs(r[1] - wb) > 1e-9 * wb) {
+            ok = 0;
+            tap_diag("'%s': rc %d, %.17g-%.17g (%s)", text, rc, r[0], r[1], pt_errmsg());
+        }
+    }
+    tap_ok(ok, "200 random plain-decimal ranges in 1..100000 MHz are read as strtod reads them");
+    static const char *const bad[] = {"0x400-0x800", "1e-300-2000", "1100-1.98e3", "0.5-2000", "0-2000", "1100-100001",
+                                      "2000-1100", " 1100-1980", "1100-1980 ", "+1100-1980", "1100--1980", "inf-inf",
+                                      "nan-1", "1100-", "-1980", "1100.-1980", ".5-1980", "1100", "", "1100-1980-2000"};
+    ok = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        double r[2] = {-7, -7};
+        int rc = pt_clock_parse_range(bad[i], r);
+        char want[80];
+        snprintf(want, sizeof want, "'%s' is not a clock range (valid: MIN-MAX in MHz, plain decimals", bad[i]);
+        if (rc != PT_EINVAL || !strstr(pt_errmsg(), want) || strchr(pt_errmsg(), '\n') || r[0] != -7) {
+            ok = 0;
+            tap_diag("'%s': rc %d: %s", bad[i], rc, pt_errmsg());
+        }
+    }
+    tap_ok(ok, "hex, exponents, signs, spaces, inf, nan, 0.5, above 100000 and MAX < MIN are refused in one line, "
+           "nothing stored");
+}
+
+/* ---- files over the loaders' limit -------------------------------------- */
+enum { LIMIT = 64 << 20 };
+
+/* In a child under a 2 GiB address-space limit (not under ASan, which
+ * reserves terabytes): load path as a plan (plan 1) or a profile; the exit
+ * status is 0 when it was refused with PT_EFORMAT and one line naming the
+ * file, `size` and the limit, 2 when it was not refused, 3 for another error. */
+static int big_child(const char *path, long long size, int plan)
+{
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+#ifndef __SANITIZE_ADDRESS__
+        struct rlimit rl = {2ull << 30, 2ull << 30};
+        setrlimit(RLIMIT_AS, &rl);
+#endif
+        int rc;
+        if (plan) {
+            pt_energy_plan p;
+            rc = pt_energy_plan_load(path, &p);
+        } else {
+            pt_energy_profile pr;
+            pt_energy_meta m;
+            rc = pt_energy_profile_load(path, &pr, &m);
+        }
+        char sz[64], lim[64];
+        snprintf(sz, sizeof sz, "%lld bytes", size);
+        snprintf(lim, sizeof lim, "%d bytes", (int)LIMIT);
+        printf("# %s: %s\n", plan ? "plan" : "profile", pt_errmsg());
+        fflush(stdout);
+        if (rc == PT_OK) _exit(2);
+        _exit(rc == PT_EFORMAT && strstr(pt_errmsg(), path) && strstr(pt_errmsg(), sz) && strstr(pt_errmsg(), lim) &&
+                      !strchr(pt_errmsg(), '\n')
+                  ? 0
+                  : 3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static void test_big_files(const char *tmp)
+{
+    char path[700];
+    snprintf(path, sizeof path, "%s/big.json", tmp);
+    /* 8 GiB of nothing, and one byte over the limit */
+    long long sizes[2] = {8ll << 30, (long long)LIMIT + 1};
+    for (int i = 0; i < 2; i++) {
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int made = fd >= 0 && ftruncate(fd, sizes[i]) == 0;
+        if (fd >= 0) close(fd);
+        if (!made) {
+            tap_ok(0, "a sparse file of %lld bytes can be made in %s", sizes[i], tmp);
+            continue;
+        }
+        int a = big_child(path, sizes[i], 1), b = big_child(path, sizes[i], 0);
+        tap_ok(a == 0 && b == 0, "a plan and a profile of %lld bytes (limit %d) are refused from their size in one line "
+               "naming the file, its size and the limit (status %d, %d)", sizes[i], (int)LIMIT, a, b);
+    }
+    /* exactly the limit is read (and is then not JSON) */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd >= 0) {
+        if (ftruncate(fd, LIMIT) != 0) tap_diag("ftruncate: %s", strerror(errno));
+        close(fd);
+    }
+    pt_energy_plan p;
+    int rc = pt_energy_plan_load(path, &p);
+    tap_ok(rc == PT_EFORMAT && strstr(pt_errmsg(), "not JSON"), "a plan of exactly %d bytes is read (%s)", (int)LIMIT,
+           pt_errmsg());
+    unlink(path);
 }
 
 int main(void)
@@ -717,6 +962,7 @@ int main(void)
     test_rapl();
     test_rapl_denied();
     test_cpufreq();
+    test_cpufreq_emergency();
     test_cpufreq_denied();
     if (access(lib, R_OK) == 0) {
         test_nvml(lib);
@@ -726,6 +972,8 @@ int main(void)
     }
     test_dry(tmp);
     test_profiles(tmp);
+    test_ranges();
+    test_big_files(tmp);
     rm_tree(tmp);
     return tap_done();
 }
