@@ -153,8 +153,19 @@ static int ivec_reserve(ivec *a, size_t extra)
 
 /* ---- the tokenizer -------------------------------------------------------- */
 #define BPE_NONE INT32_MAX           /* rank of a pair that is not a merge */
-#define CACHE_MAX_WORDS (1u << 20)   /* cache is emptied when it grows beyond */
-#define CACHE_MAX_IDS (1u << 26)
+/* The cache of encoded words is emptied before it grows beyond any of these,
+ * so it stays under 20 MiB (a hash table of 2^19 slots of 24 bytes, the
+ * words' bytes, their ids), whatever the corpus; only words of at most
+ * CACHE_WORD_MAX bytes are cached. */
+#define CACHE_MAX_WORDS (1u << 18)
+#define CACHE_MAX_IDS (1u << 20)
+#define CACHE_MAX_BYTES ((size_t)4 << 20)
+#define CACHE_WORD_MAX 4096
+/* The pattern is matched on at most this many bytes from the current
+ * position: enough to tell whether a pre-token is longer than
+ * PT_BPE_PIECE_MAX and, when it is not, to find its end as on the whole text
+ * (see pretok_step). */
+#define BPE_WINDOW ((size_t)PT_BPE_LOOKAHEAD)
 
 struct pt_bpe {
     hmap tok;      /* token bytes -> id */
@@ -621,8 +632,8 @@ static int encode_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
     rc = bpe_word(t, w, L, out);
     if (rc) return rc;
     size_t cnt = out->n - before;
-    if (t->cache.n >= CACHE_MAX_WORDS || t->cids.n + cnt > CACHE_MAX_IDS || L > 4096) {
-        if (L > 4096) return PT_OK; /* do not cache huge pre-tokens */
+    if (L > CACHE_WORD_MAX) return PT_OK; /* long words are rare: not cached */
+    if (t->cache.n >= CACHE_MAX_WORDS || t->cids.n + cnt > CACHE_MAX_IDS || t->cache.plen + L > CACHE_MAX_BYTES) {
         hmap_clear(&t->cache);
         t->cids.n = 0;
     }
@@ -632,6 +643,53 @@ static int encode_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
     rc = hmap_put(&t->cache, w, L, (int32_t)t->cids.n, (int32_t)cnt);
     if (rc) return rc;
     t->cids.n += cnt;
+    return PT_OK;
+}
+
+/* Where a piece of a run [s, ...) longer than PT_BPE_PIECE_MAX ends: after
+ * PT_BPE_PIECE_MAX bytes, backed off (at most 3 bytes) to the start of a
+ * UTF-8 character.  u[s + PT_BPE_PIECE_MAX] must be part of the run. */
+static size_t piece_end(const unsigned char *u, size_t s)
+{
+    size_t p = s + PT_BPE_PIECE_MAX;
+    for (int k = 0; k < 3 && (u[p] & 0xC0) == 0x80; k++) p--;
+    return p;
+}
+
+/* One step of the pre-tokenisation from pos < len: [pos, *ms) bytes the
+ * pattern skips (not UTF-8; encoded byte-level as one word), [*ms, *me) the
+ * pre-token after them; either may be empty, and *me > pos.  A run of either
+ * longer than PT_BPE_PIECE_MAX ends at piece_end (bpe.h).
+ * The pattern is matched on the window [pos, pos + BPE_WINDOW) only, and the
+ * result is that of a match on the whole text: a match that ends 4 bytes (a
+ * character) or more before the window's end is the whole text's (the
+ * pattern looks at most one character past a match, and a few characters
+ * from its start to choose an alternative); one that reaches nearer to it
+ * starts at most PT_BPE_PIECE_MAX bytes after pos (else the skipped run was
+ * cut), so it is longer than PT_BPE_PIECE_MAX + 12 bytes, and on the whole
+ * text it is at least that long less one white-space character (the only
+ * alternative that can give back a character is `\s+(?!\S)`): it is cut at
+ * the same place either way. */
+static int pretok_step(pt_bpe *t, const unsigned char *u, size_t len, size_t pos, size_t *ms, size_t *me)
+{
+    size_t wend = len - pos > BPE_WINDOW ? pos + BPE_WINDOW : len, s, e;
+    int m = pcre2_match(t->re, (PCRE2_SPTR)u, wend, pos, 0, t->md, NULL);
+    if (m == PCRE2_ERROR_NOMATCH) {
+        s = e = wend;
+    } else if (m < 0) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(m, msg, sizeof msg);
+        return pt_fail(PT_EINVAL, "bpe: PCRE2 match failed at byte %zu: %s", pos, (char *)msg);
+    } else {
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+        s = ov[0];
+        e = ov[1];
+        if (e <= s) e = s + 1; /* the pattern never matches empty; be safe */
+    }
+    if (s - pos > PT_BPE_PIECE_MAX) s = e = piece_end(u, pos);
+    else if (e - s > PT_BPE_PIECE_MAX) e = piece_end(u, s);
+    *ms = s;
+    *me = e;
     return PT_OK;
 }
 
@@ -645,21 +703,8 @@ int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t
     size_t pos = 0;
     int rc = PT_OK;
     while (pos < len) {
-        int m = pcre2_match(t->re, (PCRE2_SPTR)u, len, pos, 0, t->md, NULL);
         size_t ms, me;
-        if (m == PCRE2_ERROR_NOMATCH) {
-            ms = me = len;
-        } else if (m < 0) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(m, msg, sizeof msg);
-            rc = pt_fail(PT_EINVAL, "bpe: PCRE2 match failed at byte %zu: %s", pos, (char *)msg);
-            break;
-        } else {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-            ms = ov[0];
-            me = ov[1];
-            if (me <= ms) me = ms + 1; /* the pattern never matches empty; be safe */
-        }
+        if ((rc = pretok_step(t, u, len, pos, &ms, &me))) break;
         /* bytes the pattern skipped (invalid UTF-8) are encoded byte-level as one piece */
         if (ms > pos && (rc = encode_word(t, u + pos, ms - pos, &out))) break;
         if (me > ms && (rc = encode_word(t, u + ms, me - ms, &out))) break;
@@ -675,6 +720,23 @@ int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t
     }
     *ids = out.v;
     *n = out.n;
+    return PT_OK;
+}
+
+int pt_bpe_boundary(pt_bpe *t, const char *text, size_t len, size_t from, size_t *at)
+{
+    if (!t || !text || !at || from < 1) return pt_fail(PT_EINVAL, "pt_bpe_boundary: NULL argument or from 0");
+    *at = 0;
+    const unsigned char *u = (const unsigned char *)text;
+    size_t pos = 0;
+    while (pos < from) {
+        if (len - pos < PT_BPE_LOOKAHEAD) return PT_OK; /* the step could depend on bytes after len */
+        size_t ms, me;
+        int rc = pretok_step(t, u, len, pos, &ms, &me);
+        if (rc) return rc;
+        pos = me;
+    }
+    *at = pos;
     return PT_OK;
 }
 
