@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- open-addressing hash map: byte string -> (int32, int32) ------------ */
 #define HEMPTY UINT32_MAX
@@ -226,18 +227,85 @@ static long token_to_bytes(const pt_bpe *t, const char *s, size_t len, unsigned 
     return n;
 }
 
+/* All of tokenizer file `path` (pt_open_regular: no FIFO blocks), its size
+ * checked against PT_BPE_FILE_MAX before anything is read or allocated (a
+ * huge or sparse file costs nothing), and read to the size it had when
+ * opened: a file that changes meanwhile is refused. */
+static int read_tokenizer_file(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = pt_open_regular(path, "tokenizer file");
+    if (fd < 0) return fd;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot stat tokenizer file %s: %s", path, strerror(e));
+    }
+    if (sb.st_size < 0 || (unsigned long long)sb.st_size > PT_BPE_FILE_MAX) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "tokenizer file %s is %lld bytes, more than the %zu bytes allowed", path,
+                       (long long)sb.st_size, PT_BPE_FILE_MAX);
+    }
+    size_t size = (size_t)sb.st_size, n = 0;
+    char *b = malloc(size + 2); /* one byte more: a file that grew */
+    if (!b) {
+        close(fd);
+        return pt_fail(PT_ENOMEM, "out of memory reading tokenizer file %s (%zu bytes)", path, size);
+    }
+    while (n <= size) {
+        ssize_t got = read(fd, b + n, size + 1 - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(b);
+            close(fd);
+            return pt_fail(PT_EIO, "error reading tokenizer file %s: %s", path, strerror(e));
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (n != size) {
+        free(b);
+        return pt_fail(PT_EIO, "tokenizer file %s changed while it was read (%zu bytes when opened, %s%zu read)", path,
+                       size, n > size ? "more than " : "", n > size ? size : n);
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return PT_OK;
+}
+
+/* Print a JSON key for a message: at most 40 bytes, quotes, backslashes and
+ * control characters escaped. */
+static void show_key(char *out, size_t cap, const char *k)
+{
+    size_t o = 0;
+    for (size_t i = 0; k[i] && i < 40 && o + 7 < cap; i++) {
+        unsigned char c = (unsigned char)k[i];
+        if (c == '"' || c == '\\') o += (size_t)snprintf(out + o, cap - o, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
 static int load_encoder(pt_bpe *t, const char *path)
 {
     json_error_t jerr;
     char *text = NULL;
     size_t len = 0;
-    int rrc = pt_read_regular(path, "tokenizer file", &text, &len); /* no FIFO blocks */
+    int rrc = read_tokenizer_file(path, &text, &len);
     if (rrc) return rrc;
-    json_t *root = json_loadb(text, len, 0, &jerr);
+    /* a key given twice would silently keep its last id */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
     if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     int rc = PT_OK;
     unsigned char *tmp = NULL;
+    const char **key_of = NULL; /* [vocab]: the token given each id, for a message */
     if (!json_is_object(root) || json_object_size(root) == 0) {
         rc = pt_fail(PT_EFORMAT, "%s: expected a JSON object {token: id}", path);
         goto out;
@@ -262,7 +330,8 @@ static int load_encoder(pt_bpe *t, const char *path)
     t->declen = malloc((size_t)t->vocab * sizeof *t->declen);
     t->decpool = malloc(poolneed + 1);
     tmp = malloc(poolneed + 1);
-    if (!t->decoff || !t->declen || !t->decpool || !tmp) {
+    key_of = calloc((size_t)t->vocab, sizeof *key_of);
+    if (!t->decoff || !t->declen || !t->decpool || !tmp || !key_of) {
         rc = pt_fail(PT_ENOMEM, "out of memory loading %s", path);
         goto out;
     }
@@ -276,6 +345,15 @@ static int load_encoder(pt_bpe *t, const char *path)
             goto out;
         }
         int id = (int)json_integer_value(v);
+        if (key_of[id]) { /* decoding needs one token per id */
+            char a[300], b[300];
+            show_key(a, sizeof a, key_of[id]);
+            show_key(b, sizeof b, k);
+            rc = pt_fail(PT_EFORMAT, "%s: id %d is given to two tokens, \"%s\" and \"%s\" (each id must name one token)",
+                         path, id, a, b);
+            goto out;
+        }
+        key_of[id] = k;
         rc = hmap_put(&t->tok, tmp, (size_t)bl, id, 0);
         if (rc) goto out;
         memcpy(t->decpool + pl, tmp, (size_t)bl);
@@ -286,6 +364,7 @@ static int load_encoder(pt_bpe *t, const char *path)
     hent *e = hmap_find(&t->tok, "<|endoftext|>", 13, hash_bytes("<|endoftext|>", 13));
     t->eot = e ? e->v0 : -1;
 out:
+    free(key_of);
     free(tmp);
     json_decref(root);
     return rc;
@@ -302,7 +381,7 @@ static int load_merges(pt_bpe *t, const char *path, int hf)
 {
     char *buf = NULL;
     size_t len = 0;
-    int rc = pt_read_file(path, &buf, &len);
+    int rc = read_tokenizer_file(path, &buf, &len);
     if (rc) return rc;
     if (hf && len && buf[len - 1] != '\n') { /* a last line without a newline: add one */
         char *nb = realloc(buf, len + 2);

@@ -65,15 +65,21 @@ typedef struct pt_bpe pt_bpe;
  * pt_bpe_boundary finds a boundary at or after `from` in any text of at
  * least from + PT_BPE_LOOKAHEAD bytes. */
 #define PT_BPE_LOOKAHEAD (2 * PT_BPE_PIECE_MAX + 16)
+/* The largest tokenizer file (encoder.json, vocab.bpe, ...) pt_bpe_load
+ * reads, bytes: 64 MiB (GPT-2's are 1 MB and 456 KB). */
+#define PT_BPE_FILE_MAX ((size_t)64 << 20)
 
 /* Load encoder.json and vocab.bpe from directory `dir` (or, when it has no
  * encoder.json, vocab.json and merges.txt) and compile the
  * pre-tokenisation pattern (PCRE2, UTF + UCP, JIT when available).
- * *out receives a handle to free with pt_bpe_free().
- * Errors: PT_EINVAL (NULL argument), PT_EIO (file missing/unreadable; a
- * directory with neither pair of files, naming both),
- * PT_EFORMAT (malformed JSON or merges, token not made of byte-level
- * characters), PT_ENOMEM, PT_EUNSUPP (PCRE2 without UTF support). */
+ * *out receives a handle to free with pt_bpe_free().  Each file's size is
+ * checked before it is read.
+ * Errors: PT_EINVAL (NULL argument), PT_EIO (file missing/unreadable, or
+ * changed while it was read; a directory with neither pair of files, naming
+ * both), PT_EFORMAT (a file over PT_BPE_FILE_MAX bytes, naming its size and
+ * the limit; malformed JSON or merges, a JSON key given twice, token not
+ * made of byte-level characters, an id given to two tokens, naming the id
+ * and both), PT_ENOMEM, PT_EUNSUPP (PCRE2 without UTF support). */
 int pt_bpe_load(pt_bpe **out, const char *dir);
 
 /* Encode `len` bytes of UTF-8 `text` into token ids.  *ids receives a

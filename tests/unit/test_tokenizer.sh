@@ -150,6 +150,26 @@ printf '{"a": 0,\n' >"$tmp/badvocab/encoder.json"
 : >"$tmp/badvocab/vocab.bpe"
 expect_err "malformed encoder.json" 1 "not valid JSON" "$pd" encode --vocab-dir "$tmp/badvocab" "$tmp/all.txt"
 
+# a vocabulary that gives one id to two tokens (every id 0): refused, naming
+# the id and two of its tokens (it made every id 0)
+mkdir "$tmp/dupid"
+python3 -c "import json, sys; json.dump({k: 0 for k in json.load(open(sys.argv[1]))}, open(sys.argv[2], 'w'))" \
+    "$bpe/encoder.json" "$tmp/dupid/vocab.json"
+cp "$bpe/vocab.bpe" "$tmp/dupid/merges.txt"
+expect_err "vocab.json with every id 0" 1 'vocab.json: id 0 is given to two tokens, "!" and "\\""' \
+    "$pd" encode --vocab-dir "$tmp/dupid" "$tmp/all.txt"
+expect_err "... prepare with it" 1 'id 0 is given to two tokens' \
+    "$pd" prepare --vocab-dir "$tmp/dupid" --out "$tmp/dupout" "$tmp/all.txt"
+check "... and writes nothing" sh -c "! ls '$tmp/dupout'/*.bin >/dev/null 2>&1"
+# tokenizer files are sized before they are read (sparse files: no disk used)
+mkdir "$tmp/bigvocab" "$tmp/bigmerges"
+truncate -s 65M "$tmp/bigvocab/encoder.json"; cp "$bpe/vocab.bpe" "$tmp/bigvocab/vocab.bpe"
+cp "$bpe/encoder.json" "$tmp/bigmerges/encoder.json"; truncate -s 65M "$tmp/bigmerges/vocab.bpe"
+expect_err "a 65 MiB encoder.json: refused before reading it" 1 'encoder.json is 68157440 bytes, more than the 67108864 bytes allowed' \
+    "$pd" encode --vocab-dir "$tmp/bigvocab" "$tmp/all.txt"
+expect_err "a 65 MiB vocab.bpe: refused before reading it" 1 'vocab.bpe is 68157440 bytes, more than the 67108864 bytes allowed' \
+    "$pd" encode --vocab-dir "$tmp/bigmerges" "$tmp/all.txt"
+
 # a pre-token over 16384 bytes is encoded in pieces of at most 16384 bytes,
 # each cut backed off to a character boundary, the pattern matching again
 # after each cut: a letter then 20000 two-byte letters (one pre-token of
