@@ -84,11 +84,26 @@ static size_t safe_cut(const char *s, size_t len, size_t from)
     return 0;
 }
 
+/* The last such place before `before`, or 0. */
+static size_t safe_cut_before(const char *s, size_t before)
+{
+    for (size_t i = before; i-- > 1;) {
+        unsigned char c = (unsigned char)s[i], p = (unsigned char)s[i - 1];
+        if ((c == ' ' || (c >= '\t' && c <= '\r')) && p > ' ' && p < 0x7f) return i;
+    }
+    return 0;
+}
+
+/* How far past `want` a part looks for a safe_cut before it takes a
+ * pre-token boundary instead (>= PT_BPE_LOOKAHEAD). */
+#define CUT_SLACK ((size_t)256 << 10)
+
 /* ---- the document stream of a listed corpus -------------------------------- */
 
 typedef struct reader {
     const pt_corpus *c;
     const char *field;
+    pt_bpe *bpe;         /* pre-token boundaries (pt_bpe_boundary); only between windows */
     int src;             /* current source; c->nsrc when every one was read */
     int open;
     int fd;              /* text */
@@ -157,17 +172,42 @@ static int reader_open_src(reader *r)
     return PT_OK;
 }
 
+/* Where to end a part of s[0, len) (s starts where the encoding may be cut)
+ * of at least `want` bytes: the first safe_cut in [want, want + CUT_SLACK),
+ * else, when len >= want + CUT_SLACK, a pre-token boundary (pt_bpe_boundary
+ * from the last safe_cut before want, or from s); *cut 0: s is too short to
+ * tell.  *scanned: bytes known to hold no safe_cut from want on (updated). */
+static int find_cut(reader *r, const char *s, size_t len, size_t want, size_t *scanned, size_t *cut)
+{
+    *cut = 0;
+    if (len <= want) return PT_OK;
+    size_t lim = len < want + CUT_SLACK ? len : want + CUT_SLACK;
+    *cut = safe_cut(s, lim, *scanned > want ? *scanned : want);
+    if (*cut) return PT_OK;
+    *scanned = lim;
+    if (len < want + CUT_SLACK) return PT_OK;
+    /* no safe place: a long pre-token, or text without ASCII white space */
+    size_t from = safe_cut_before(s, want), at = 0;
+    int rc = pt_bpe_boundary(r->bpe, s + from, len - from, want - from, &at);
+    if (rc) return rc;
+    if (!at) return pt_fail(PT_EINVAL, "prepare: no pre-token boundary in %zu bytes", len - from); /* cannot happen */
+    *cut = from + at;
+    return PT_OK;
+}
+
 /* Text: the next part of the current document, at least `want` bytes when
- * the source has them, cut at a safe place; 0 = the source is done. */
+ * the source has them, cut where the encoding may be; 0 = the source is done. */
 static int text_part(reader *r, chunk *c, size_t want, int *added)
 {
     const char *name = r->c->names[r->src];
     *added = 0;
     for (;;) {
-        size_t cut = r->blen > want ? safe_cut(r->buf, r->blen, r->scanned > want ? r->scanned : want) : 0;
+        size_t cut = 0;
+        int rc = find_cut(r, r->buf, r->blen, want, &r->scanned, &cut);
+        if (rc) return rc;
         if (cut || (r->eof && r->blen)) {
             if (!cut) cut = r->blen;
-            int rc = chunk_add(c, r->buf, cut, !r->in_doc);
+            rc = chunk_add(c, r->buf, cut, !r->in_doc);
             if (rc) return rc;
             if (!r->in_doc) r->docs++;
             r->in_doc = 1;
@@ -179,7 +219,6 @@ static int text_part(reader *r, chunk *c, size_t want, int *added)
             return PT_OK;
         }
         if (r->eof) return PT_OK; /* nothing left */
-        if (r->blen > want) r->scanned = r->blen; /* no safe place up to here */
         if (r->blen == r->bcap) {
             size_t nc = r->bcap ? 2 * r->bcap : 2 * CHUNK_BYTES;
             char *b = realloc(r->buf, nc);
@@ -247,10 +286,12 @@ static int jsonl_part(reader *r, chunk *c, size_t want, int *added)
         }
         json_decref(o);
     }
-    /* a document of at most a chunk goes whole; a longer one in parts cut at safe places */
+    /* a document of at most a chunk goes whole; a longer one in parts cut where the encoding may be */
     size_t left = r->dlen - r->dat, cut = left;
     if (r->dlen > CHUNK_BYTES && left > want) {
-        size_t at = safe_cut(r->doc + r->dat, left, want);
+        size_t scanned = 0, at = 0;
+        int rc = find_cut(r, r->doc + r->dat, left, want, &scanned, &at);
+        if (rc) return rc;
         if (at) cut = at;
     }
     int rc = chunk_add(c, r->doc + r->dat, cut, r->dat == 0);
@@ -552,6 +593,7 @@ int pt_prepare(const pt_prepare_cfg *cfg, const pt_corpus *train, const pt_corpu
         r.fd = -1;
         r.c = k ? val : train;
         r.field = cfg->field ? cfg->field : "text";
+        r.bpe = p.bpe[0]; /* the workers' slot 0: the reader runs between windows */
         int more = 1;
         while (more && !rc) {
             /* a window of chunks */

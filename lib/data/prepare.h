@@ -9,14 +9,17 @@
  *
  * Memory: a window of at most memory / 3 bytes of text and its ids (2 bytes
  * per token, at most one token per byte), whatever the corpus size, plus
- * one tokenizer per thread (pt_bpe: its vocabulary, and a cache of encoded
- * words that it empties at 2^20 words) and one document of a JSON Lines file
- * (a line is parsed whole).  A text document is cut where GPT-2's
- * pre-tokenizer always splits -- before an ASCII white-space byte that
- * follows a printable, non-space ASCII byte: no pre-token spans a non-space
- * character followed by white space, and the pattern's matches from there
- * on look only forward -- so its ids are those of one encoding of the whole
- * text; a text with no such place for megabytes is held until one comes.
+ * about 16 MiB (the program, a reading buffer of 2 MiB) and up to 40 MiB per
+ * thread (pt_bpe: 8 MiB of vocabulary, a cache of encoded words of at most
+ * 20 MiB; the 4-byte ids of the chunk it encodes, up to 8 MiB), and one
+ * document of a JSON Lines file (a line is parsed whole).  A long pre-token
+ * costs nothing more (bpe.h).
+ * A document is cut where GPT-2's pre-tokenizer always splits -- before an
+ * ASCII white-space byte that follows a printable, non-space ASCII byte: no
+ * pre-token spans a non-space character followed by white space, and the
+ * pattern's matches from there on look only forward -- or, with no such place
+ * within 256 KiB, at a pre-token boundary (pt_bpe_boundary), so its ids are
+ * those of one encoding of the whole text, whatever the memory and threads.
  *
  * The split is pt_corpus_encode's in ptrain-data prepare: the documents of
  * the validation sources when given; else the last fraction of the

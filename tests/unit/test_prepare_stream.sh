@@ -119,6 +119,45 @@ check "a NUL byte in JSON Lines: one line naming its byte ($(cat "$wd/e.out"))" 
 rc=0; "$pd" prepare --memory 1M --out "$wd/x" "$c/sub" >"$wd/e.out" 2>&1 || rc=$?
 check "--memory 1M: refused naming the range ($(cat "$wd/e.out"))" sh -c "[ $rc -eq 2 ] && grep -q -- \"--memory '1M' is not a size\" '$wd/e.out'"
 
+# ---- long pre-tokens: pieces of at most 16 KiB, memory within --memory -------------
+# Each run below is one pre-token of GPT-2's pattern (or, 0xff, bytes it
+# skips), 2 to 16 MiB long, in one line: the old code held the line whole and
+# built per-byte BPE structures for each run (about 30 bytes per input byte).
+sanitized=0
+grep -q '^SAN_CFLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null && sanitized=1
+python3 - "$wd/long.txt" <<'EOF'
+import sys
+with open(sys.argv[1], "wb") as f:
+    f.write(b"A first line of text.\n")
+    f.write(b"a" * (2 << 20))               # letters
+    f.write(b"\0" * (16 << 20))             # other characters
+    f.write(b"\xff" * (2 << 20))            # not UTF-8: bytes the pattern skips
+    f.write(b"\t" * (2 << 20))              # white space
+    f.write(b"\xe6\x97\xa5" * (1 << 20))    # a CJK letter, 3 bytes each, no ASCII
+    f.write(b" and the end.\n")
+EOF
+mem_over=16 mem_thread=40 # MiB: what ptrain-data(1) states beyond --memory
+rc=0
+if [ -x /usr/bin/time ] && [ $sanitized -eq 0 ]; then
+    /usr/bin/time -f '%M' -o "$wd/long.rss" "$pd" prepare --memory 16M --threads 2 --out "$wd/olong" "$wd/long.txt" \
+        >"$wd/long.out" 2>&1 || rc=$?
+    rss=$(tail -n 1 "$wd/long.rss")
+    bound=$(( (16 + mem_over + 2 * mem_thread) * 1024 ))
+    diag "long pre-tokens: $(head -n 1 "$wd/long.out"); peak RSS $rss KiB"
+    check "$(wc -c <"$wd/long.txt") bytes in one line of runs of 2-16 MiB, --memory 16M on 2 threads: status $rc, peak RSS $rss KiB within 16 MiB + $mem_over MiB + 2 x $mem_thread MiB ($bound KiB)" \
+        sh -c "[ $rc -eq 0 ] && [ '$rss' -le $bound ]"
+else
+    "$pd" prepare --memory 16M --threads 2 --out "$wd/olong" "$wd/long.txt" >"$wd/long.out" 2>&1 || rc=$?
+    ok "# SKIP peak RSS of long pre-tokens (no /usr/bin/time, or a sanitizer build)"
+fi
+"$pd" prepare --in-memory --out "$wd/mlong" "$wd/long.txt" >/dev/null 2>&1
+check "... the same tokens as --in-memory (one encoding of the whole text)" ok_same $rc "$wd/mlong" "$wd/olong"
+{ printf '{"text": "'; python3 -c "import sys; sys.stdout.write('x' * (1536 << 10) + '\\\\u65e5' * (256 << 10))"; printf '"}\n'; } >"$wd/long.jsonl"
+rc=0; "$pd" prepare --memory 32M --threads 2 --out "$wd/olj" "$wd/long.jsonl" >"$wd/lj.out" 2>&1 || rc=$?
+"$pd" prepare --in-memory --out "$wd/mlj" "$wd/long.jsonl" >/dev/null 2>&1
+check "a JSON Lines document of two runs (1.5 MiB of letters, 768 KiB of CJK), streamed with --memory 32M: the tokens of --in-memory (status $rc)" \
+    ok_same $rc "$wd/mlj" "$wd/olj"
+
 # ---- memory: flat in the corpus size -------------------------------------------------
 if [ -f "$wd/kjv.txt" ] && [ -x /usr/bin/time ] && ! grep -q '^SAN_CFLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
     cat "$wd/kjv.txt" "$wd/kjv.txt" >"$wd/k2.txt"
