@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* ---- open-addressing hash map: byte string -> (int32, int32) ------------ */
 #define HEMPTY UINT32_MAX
@@ -153,8 +154,19 @@ static int ivec_reserve(ivec *a, size_t extra)
 
 /* ---- the tokenizer -------------------------------------------------------- */
 #define BPE_NONE INT32_MAX           /* rank of a pair that is not a merge */
-#define CACHE_MAX_WORDS (1u << 20)   /* cache is emptied when it grows beyond */
-#define CACHE_MAX_IDS (1u << 26)
+/* The cache of encoded words is emptied before it grows beyond any of these,
+ * so it stays under 20 MiB (a hash table of 2^19 slots of 24 bytes, the
+ * words' bytes, their ids), whatever the corpus; only words of at most
+ * CACHE_WORD_MAX bytes are cached. */
+#define CACHE_MAX_WORDS (1u << 18)
+#define CACHE_MAX_IDS (1u << 20)
+#define CACHE_MAX_BYTES ((size_t)4 << 20)
+#define CACHE_WORD_MAX 4096
+/* The pattern is matched on at most this many bytes from the current
+ * position: enough to tell whether a pre-token is longer than
+ * PT_BPE_PIECE_MAX and, when it is not, to find its end as on the whole text
+ * (see pretok_step). */
+#define BPE_WINDOW ((size_t)PT_BPE_LOOKAHEAD)
 
 struct pt_bpe {
     hmap tok;      /* token bytes -> id */
@@ -215,18 +227,85 @@ static long token_to_bytes(const pt_bpe *t, const char *s, size_t len, unsigned 
     return n;
 }
 
+/* All of tokenizer file `path` (pt_open_regular: no FIFO blocks), its size
+ * checked against PT_BPE_FILE_MAX before anything is read or allocated (a
+ * huge or sparse file costs nothing), and read to the size it had when
+ * opened: a file that changes meanwhile is refused. */
+static int read_tokenizer_file(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = pt_open_regular(path, "tokenizer file");
+    if (fd < 0) return fd;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot stat tokenizer file %s: %s", path, strerror(e));
+    }
+    if (sb.st_size < 0 || (unsigned long long)sb.st_size > PT_BPE_FILE_MAX) {
+        close(fd);
+        return pt_fail(PT_EFORMAT, "tokenizer file %s is %lld bytes, more than the %zu bytes allowed", path,
+                       (long long)sb.st_size, PT_BPE_FILE_MAX);
+    }
+    size_t size = (size_t)sb.st_size, n = 0;
+    char *b = malloc(size + 2); /* one byte more: a file that grew */
+    if (!b) {
+        close(fd);
+        return pt_fail(PT_ENOMEM, "out of memory reading tokenizer file %s (%zu bytes)", path, size);
+    }
+    while (n <= size) {
+        ssize_t got = read(fd, b + n, size + 1 - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(b);
+            close(fd);
+            return pt_fail(PT_EIO, "error reading tokenizer file %s: %s", path, strerror(e));
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    close(fd);
+    if (n != size) {
+        free(b);
+        return pt_fail(PT_EIO, "tokenizer file %s changed while it was read (%zu bytes when opened, %s%zu read)", path,
+                       size, n > size ? "more than " : "", n > size ? size : n);
+    }
+    b[n] = '\0';
+    *buf = b;
+    *len = n;
+    return PT_OK;
+}
+
+/* Print a JSON key for a message: at most 40 bytes, quotes, backslashes and
+ * control characters escaped. */
+static void show_key(char *out, size_t cap, const char *k)
+{
+    size_t o = 0;
+    for (size_t i = 0; k[i] && i < 40 && o + 7 < cap; i++) {
+        unsigned char c = (unsigned char)k[i];
+        if (c == '"' || c == '\\') o += (size_t)snprintf(out + o, cap - o, "\\%c", c);
+        else if (c < 0x20 || c == 0x7f) o += (size_t)snprintf(out + o, cap - o, "\\u%04x", c);
+        else out[o++] = (char)c;
+    }
+    out[o] = '\0';
+}
+
 static int load_encoder(pt_bpe *t, const char *path)
 {
     json_error_t jerr;
     char *text = NULL;
     size_t len = 0;
-    int rrc = pt_read_regular(path, "tokenizer file", &text, &len); /* no FIFO blocks */
+    int rrc = read_tokenizer_file(path, &text, &len);
     if (rrc) return rrc;
-    json_t *root = json_loadb(text, len, 0, &jerr);
+    /* a key given twice would silently keep its last id */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
     if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     int rc = PT_OK;
     unsigned char *tmp = NULL;
+    const char **key_of = NULL; /* [vocab]: the token given each id, for a message */
     if (!json_is_object(root) || json_object_size(root) == 0) {
         rc = pt_fail(PT_EFORMAT, "%s: expected a JSON object {token: id}", path);
         goto out;
@@ -251,7 +330,8 @@ static int load_encoder(pt_bpe *t, const char *path)
     t->declen = malloc((size_t)t->vocab * sizeof *t->declen);
     t->decpool = malloc(poolneed + 1);
     tmp = malloc(poolneed + 1);
-    if (!t->decoff || !t->declen || !t->decpool || !tmp) {
+    key_of = calloc((size_t)t->vocab, sizeof *key_of);
+    if (!t->decoff || !t->declen || !t->decpool || !tmp || !key_of) {
         rc = pt_fail(PT_ENOMEM, "out of memory loading %s", path);
         goto out;
     }
@@ -265,6 +345,15 @@ static int load_encoder(pt_bpe *t, const char *path)
             goto out;
         }
         int id = (int)json_integer_value(v);
+        if (key_of[id]) { /* decoding needs one token per id */
+            char a[300], b[300];
+            show_key(a, sizeof a, key_of[id]);
+            show_key(b, sizeof b, k);
+            rc = pt_fail(PT_EFORMAT, "%s: id %d is given to two tokens, \"%s\" and \"%s\" (each id must name one token)",
+                         path, id, a, b);
+            goto out;
+        }
+        key_of[id] = k;
         rc = hmap_put(&t->tok, tmp, (size_t)bl, id, 0);
         if (rc) goto out;
         memcpy(t->decpool + pl, tmp, (size_t)bl);
@@ -275,6 +364,7 @@ static int load_encoder(pt_bpe *t, const char *path)
     hent *e = hmap_find(&t->tok, "<|endoftext|>", 13, hash_bytes("<|endoftext|>", 13));
     t->eot = e ? e->v0 : -1;
 out:
+    free(key_of);
     free(tmp);
     json_decref(root);
     return rc;
@@ -291,7 +381,7 @@ static int load_merges(pt_bpe *t, const char *path, int hf)
 {
     char *buf = NULL;
     size_t len = 0;
-    int rc = pt_read_file(path, &buf, &len);
+    int rc = read_tokenizer_file(path, &buf, &len);
     if (rc) return rc;
     if (hf && len && buf[len - 1] != '\n') { /* a last line without a newline: add one */
         char *nb = realloc(buf, len + 2);
@@ -621,8 +711,8 @@ static int encode_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
     rc = bpe_word(t, w, L, out);
     if (rc) return rc;
     size_t cnt = out->n - before;
-    if (t->cache.n >= CACHE_MAX_WORDS || t->cids.n + cnt > CACHE_MAX_IDS || L > 4096) {
-        if (L > 4096) return PT_OK; /* do not cache huge pre-tokens */
+    if (L > CACHE_WORD_MAX) return PT_OK; /* long words are rare: not cached */
+    if (t->cache.n >= CACHE_MAX_WORDS || t->cids.n + cnt > CACHE_MAX_IDS || t->cache.plen + L > CACHE_MAX_BYTES) {
         hmap_clear(&t->cache);
         t->cids.n = 0;
     }
@@ -632,6 +722,53 @@ static int encode_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
     rc = hmap_put(&t->cache, w, L, (int32_t)t->cids.n, (int32_t)cnt);
     if (rc) return rc;
     t->cids.n += cnt;
+    return PT_OK;
+}
+
+/* Where a piece of a run [s, ...) longer than PT_BPE_PIECE_MAX ends: after
+ * PT_BPE_PIECE_MAX bytes, backed off (at most 3 bytes) to the start of a
+ * UTF-8 character.  u[s + PT_BPE_PIECE_MAX] must be part of the run. */
+static size_t piece_end(const unsigned char *u, size_t s)
+{
+    size_t p = s + PT_BPE_PIECE_MAX;
+    for (int k = 0; k < 3 && (u[p] & 0xC0) == 0x80; k++) p--;
+    return p;
+}
+
+/* One step of the pre-tokenisation from pos < len: [pos, *ms) bytes the
+ * pattern skips (not UTF-8; encoded byte-level as one word), [*ms, *me) the
+ * pre-token after them; either may be empty, and *me > pos.  A run of either
+ * longer than PT_BPE_PIECE_MAX ends at piece_end (bpe.h).
+ * The pattern is matched on the window [pos, pos + BPE_WINDOW) only, and the
+ * result is that of a match on the whole text: a match that ends 4 bytes (a
+ * character) or more before the window's end is the whole text's (the
+ * pattern looks at most one character past a match, and a few characters
+ * from its start to choose an alternative); one that reaches nearer to it
+ * starts at most PT_BPE_PIECE_MAX bytes after pos (else the skipped run was
+ * cut), so it is longer than PT_BPE_PIECE_MAX + 12 bytes, and on the whole
+ * text it is at least that long less one white-space character (the only
+ * alternative that can give back a character is `\s+(?!\S)`): it is cut at
+ * the same place either way. */
+static int pretok_step(pt_bpe *t, const unsigned char *u, size_t len, size_t pos, size_t *ms, size_t *me)
+{
+    size_t wend = len - pos > BPE_WINDOW ? pos + BPE_WINDOW : len, s, e;
+    int m = pcre2_match(t->re, (PCRE2_SPTR)u, wend, pos, 0, t->md, NULL);
+    if (m == PCRE2_ERROR_NOMATCH) {
+        s = e = wend;
+    } else if (m < 0) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(m, msg, sizeof msg);
+        return pt_fail(PT_EINVAL, "bpe: PCRE2 match failed at byte %zu: %s", pos, (char *)msg);
+    } else {
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
+        s = ov[0];
+        e = ov[1];
+        if (e <= s) e = s + 1; /* the pattern never matches empty; be safe */
+    }
+    if (s - pos > PT_BPE_PIECE_MAX) s = e = piece_end(u, pos);
+    else if (e - s > PT_BPE_PIECE_MAX) e = piece_end(u, s);
+    *ms = s;
+    *me = e;
     return PT_OK;
 }
 
@@ -645,21 +782,8 @@ int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t
     size_t pos = 0;
     int rc = PT_OK;
     while (pos < len) {
-        int m = pcre2_match(t->re, (PCRE2_SPTR)u, len, pos, 0, t->md, NULL);
         size_t ms, me;
-        if (m == PCRE2_ERROR_NOMATCH) {
-            ms = me = len;
-        } else if (m < 0) {
-            PCRE2_UCHAR msg[256];
-            pcre2_get_error_message(m, msg, sizeof msg);
-            rc = pt_fail(PT_EINVAL, "bpe: PCRE2 match failed at byte %zu: %s", pos, (char *)msg);
-            break;
-        } else {
-            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-            ms = ov[0];
-            me = ov[1];
-            if (me <= ms) me = ms + 1; /* the pattern never matches empty; be safe */
-        }
+        if ((rc = pretok_step(t, u, len, pos, &ms, &me))) break;
         /* bytes the pattern skipped (invalid UTF-8) are encoded byte-level as one piece */
         if (ms > pos && (rc = encode_word(t, u + pos, ms - pos, &out))) break;
         if (me > ms && (rc = encode_word(t, u + ms, me - ms, &out))) break;
@@ -675,6 +799,23 @@ int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t
     }
     *ids = out.v;
     *n = out.n;
+    return PT_OK;
+}
+
+int pt_bpe_boundary(pt_bpe *t, const char *text, size_t len, size_t from, size_t *at)
+{
+    if (!t || !text || !at || from < 1) return pt_fail(PT_EINVAL, "pt_bpe_boundary: NULL argument or from 0");
+    *at = 0;
+    const unsigned char *u = (const unsigned char *)text;
+    size_t pos = 0;
+    while (pos < from) {
+        if (len - pos < PT_BPE_LOOKAHEAD) return PT_OK; /* the step could depend on bytes after len */
+        size_t ms, me;
+        int rc = pretok_step(t, u, len, pos, &ms, &me);
+        if (rc) return rc;
+        pos = me;
+    }
+    *at = pos;
     return PT_OK;
 }
 

@@ -25,10 +25,27 @@
  *                 starts with "#version", and a last line without a
  *                 newline counts (as Hugging Face's tokenizers read it)
  *
+ * Long pre-tokens (a choice of this encoder, not GPT-2's): a pre-token --
+ * a match of the pattern, or a run of bytes it skips (not UTF-8) -- longer
+ * than PT_BPE_PIECE_MAX (16384) bytes is cut after PT_BPE_PIECE_MAX bytes,
+ * backed off by at most 3 bytes so that no UTF-8 character is split, and
+ * the pattern matches again from the cut; each piece is encoded as a word of
+ * its own.  GPT-2's pattern splits a run of letters only at a non-letter (a
+ * line of DNA, a base64 blob or a run of one character is one pre-token), and
+ * its BPE is quadratic in memory and time in a word's length; the cut
+ * bounds both (about 70 bytes per byte of a piece: 1.1 MiB).  The ids of
+ * such a pre-token differ from the reference's only at its cuts -- the
+ * tokens that a merge across a cut would have made, and in a run of one
+ * repeated character the alignment of the merges of each following piece --
+ * and decode(encode(x)) == x still holds.  Pre-tokens of natural text are
+ * far shorter (GPT-2's longest token is 128 bytes, the reference test's long
+ * words 5000).  The cut is a function of the text alone: the same on any
+ * machine, --memory or chunking (pt_bpe_boundary).
+ *
  * Errors: every int function returns PT_OK or a negative PT_E* code and sets
- * a one-line message (pt_errmsg()).  A pt_bpe keeps a cache of encoded words:
- * pt_bpe_encode() on the same handle must not run in two threads at once;
- * pt_bpe_decode() is read-only.
+ * a one-line message (pt_errmsg()).  A pt_bpe keeps a cache of encoded words
+ * (at most 20 MiB): pt_bpe_encode() and pt_bpe_boundary() on the same handle
+ * must not run in two threads at once; pt_bpe_decode() is read-only.
  */
 #ifndef PTRAIN_DATA_BPE_H
 #define PTRAIN_DATA_BPE_H
@@ -42,25 +59,52 @@ extern "C" {
 
 typedef struct pt_bpe pt_bpe;
 
+/* The longest piece of a pre-token, bytes (above). */
+#define PT_BPE_PIECE_MAX 16384
+/* Bytes after a position that the pre-tokenisation at that position reads:
+ * pt_bpe_boundary finds a boundary at or after `from` in any text of at
+ * least from + PT_BPE_LOOKAHEAD bytes. */
+#define PT_BPE_LOOKAHEAD (2 * PT_BPE_PIECE_MAX + 16)
+/* The largest tokenizer file (encoder.json, vocab.bpe, ...) pt_bpe_load
+ * reads, bytes: 64 MiB (GPT-2's are 1 MB and 456 KB). */
+#define PT_BPE_FILE_MAX ((size_t)64 << 20)
+
 /* Load encoder.json and vocab.bpe from directory `dir` (or, when it has no
  * encoder.json, vocab.json and merges.txt) and compile the
  * pre-tokenisation pattern (PCRE2, UTF + UCP, JIT when available).
- * *out receives a handle to free with pt_bpe_free().
- * Errors: PT_EINVAL (NULL argument), PT_EIO (file missing/unreadable; a
- * directory with neither pair of files, naming both),
- * PT_EFORMAT (malformed JSON or merges, token not made of byte-level
- * characters), PT_ENOMEM, PT_EUNSUPP (PCRE2 without UTF support). */
+ * *out receives a handle to free with pt_bpe_free().  Each file's size is
+ * checked before it is read.
+ * Errors: PT_EINVAL (NULL argument), PT_EIO (file missing/unreadable, or
+ * changed while it was read; a directory with neither pair of files, naming
+ * both), PT_EFORMAT (a file over PT_BPE_FILE_MAX bytes, naming its size and
+ * the limit; malformed JSON or merges, a JSON key given twice, token not
+ * made of byte-level characters, an id given to two tokens, naming the id
+ * and both), PT_ENOMEM, PT_EUNSUPP (PCRE2 without UTF support). */
 int pt_bpe_load(pt_bpe **out, const char *dir);
 
 /* Encode `len` bytes of UTF-8 `text` into token ids.  *ids receives a
  * malloc'd array of *n int32 ids in [0, vocab_size) (free() it; NULL when
  * *n == 0).  Bytes that are not valid UTF-8 are not matched by the pattern;
  * each such run is byte-level encoded on its own, so decode(encode(x)) == x
- * for any byte string.  Throughput on English text: several million tokens/s.
+ * for any byte string.  Pre-tokens over PT_BPE_PIECE_MAX bytes are encoded
+ * in pieces (above).  Throughput on English text: several million tokens/s.
+ * Memory: the ids (4 bytes each, at most one per byte of text), and for the
+ * encoder at most about 70 * PT_BPE_PIECE_MAX bytes, whatever the text.
  * Errors: PT_EINVAL (NULL argument, or a merged piece missing from the
  * vocabulary -- only possible with a vocabulary whose merge keys collide),
  * PT_ENOMEM. */
 int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t *n);
+
+/* A place to cut a text without changing its ids: *at (>= from, <= len) is
+ * the first pre-token boundary at or after `from` (>= 1) of pt_bpe_encode
+ * on any text that starts with these `len` bytes, so that encoding
+ * text[0, *at) and then the rest gives the ids of encoding the whole.
+ * `text` must itself start at such a boundary (the start of a document, or
+ * an earlier *at).  Runs the pattern only (no BPE) over about `from` bytes;
+ * *at is 0 when the boundary could depend on bytes after len, never when
+ * len >= from + PT_BPE_LOOKAHEAD.  The same handle rule as pt_bpe_encode.
+ * Errors: PT_EINVAL (NULL argument, from 0, a PCRE2 matching error). */
+int pt_bpe_boundary(pt_bpe *t, const char *text, size_t len, size_t from, size_t *at);
 
 /* Decode `n` ids into the concatenation of their tokens' bytes.  *text
  * receives a malloc'd, NUL-terminated buffer of *len bytes (not counting the

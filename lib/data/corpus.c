@@ -240,6 +240,68 @@ static int add_dir(pt_corpus *c, const char *path, pt_corpus_format fmt, const c
     return rc;
 }
 
+/* Bytes of physical memory (0: unknown). */
+static unsigned long long phys_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (unsigned long long)pages * (unsigned long long)page : 0;
+}
+
+/* All of corpus file `path`, sized before it is read: one larger than the
+ * machine's memory is refused at once (PT_EINVAL), and the file must end at
+ * the size it had when opened, unchanged (PT_EIO): a file truncated or
+ * rewritten while it is read would give the tokens of no file. */
+static int read_whole(const char *path, char **buf, size_t *len)
+{
+    *buf = NULL;
+    *len = 0;
+    int fd = pt_open_regular(path, "corpus file");
+    if (fd < 0) return fd;
+    struct stat a, b;
+    if (fstat(fd, &a) != 0) {
+        int e = errno;
+        close(fd);
+        return pt_fail(PT_EIO, "cannot stat corpus file %s: %s", path, strerror(e));
+    }
+    unsigned long long mem = phys_memory(), size = a.st_size > 0 ? (unsigned long long)a.st_size : 0;
+    if ((mem && size > mem) || size >= SIZE_MAX / 2) {
+        close(fd);
+        return pt_fail(PT_EINVAL, "corpus file %s is %llu bytes, more than the %llu bytes of this machine's memory "
+                                  "that reading it whole needs (stream it: ptrain-data prepare without --in-memory)",
+                       path, size, mem);
+    }
+    char *p = malloc((size_t)size + 2); /* one byte more: a file that grew */
+    if (!p) {
+        close(fd);
+        return pt_fail(PT_ENOMEM, "out of memory reading corpus file %s (%llu bytes)", path, size);
+    }
+    size_t n = 0;
+    while (n <= size) {
+        ssize_t got = read(fd, p + n, (size_t)size + 1 - n);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) {
+            int e = errno;
+            free(p);
+            close(fd);
+            return pt_fail(PT_EIO, "error reading corpus file %s: %s", path, strerror(e));
+        }
+        if (got == 0) break;
+        n += (size_t)got;
+    }
+    int changed = fstat(fd, &b) != 0 || n != size || (unsigned long long)b.st_size != size ||
+                  b.st_mtim.tv_sec != a.st_mtim.tv_sec || b.st_mtim.tv_nsec != a.st_mtim.tv_nsec;
+    close(fd);
+    if (changed) {
+        free(p);
+        return pt_fail(PT_EIO, "corpus file %s changed while it was read (%llu bytes when opened, %s%zu read)", path,
+                       size, n > size ? "more than " : "", n > size ? (size_t)size : n);
+    }
+    p[n] = '\0';
+    *buf = p;
+    *len = n;
+    return PT_OK;
+}
+
 int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const char *field)
 {
     if (!c || !path) return pt_fail(PT_EINVAL, "pt_corpus_add: NULL argument");
@@ -272,7 +334,7 @@ int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const ch
         close(fd);
         return add_source(c, path, NULL, 0, fmt, field, size);
     }
-    rc = pt_read_regular(path, "corpus file", &buf, &len);
+    rc = read_whole(path, &buf, &len);
     if (rc) return rc;
     return add_source(c, path, buf, len, fmt, field, (long long)len);
 }

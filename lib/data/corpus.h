@@ -66,10 +66,14 @@ typedef struct pt_corpus {
  * contains it (a directory loop) or to one already read, a FIFO, socket or
  * device (also behind a link).  `field`
  * names the JSONL string field (NULL: "text").  Empty documents are
- * skipped.  Errors, each one line naming the file (and for JSONL the line
- * and byte offset): PT_EIO (cannot open or read, not a regular file or
- * directory, "-" twice), PT_EFORMAT (a JSONL line that is not a JSON
- * object, or lacks a string `field`; invalid UTF-8 in JSON), PT_ENOMEM.
+ * skipped.  A file is read whole: its size is checked first.  Errors, each
+ * one line naming the file (and for JSONL the line and byte offset):
+ * PT_EINVAL (a file larger than the machine's physical memory, naming both
+ * sizes, before it is read), PT_EIO (cannot open or read, not a regular file
+ * or directory, "-" twice, a file that changed while it was read: it ended
+ * before or after its size when opened, or got a new modification time),
+ * PT_EFORMAT (a JSONL line that is not a JSON object, or lacks a string
+ * `field`; invalid UTF-8 in JSON), PT_ENOMEM.
  * Documents added before an error stay in c. */
 int pt_corpus_add(pt_corpus *c, const char *path, pt_corpus_format fmt, const char *field);
 

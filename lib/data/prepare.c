@@ -84,26 +84,45 @@ static size_t safe_cut(const char *s, size_t len, size_t from)
     return 0;
 }
 
+/* The last such place before `before`, or 0. */
+static size_t safe_cut_before(const char *s, size_t before)
+{
+    for (size_t i = before; i-- > 1;) {
+        unsigned char c = (unsigned char)s[i], p = (unsigned char)s[i - 1];
+        if ((c == ' ' || (c >= '\t' && c <= '\r')) && p > ' ' && p < 0x7f) return i;
+    }
+    return 0;
+}
+
+/* How far past `want` a part looks for a safe_cut before it takes a
+ * pre-token boundary instead (>= PT_BPE_LOOKAHEAD). */
+#define CUT_SLACK ((size_t)256 << 10)
+
 /* ---- the document stream of a listed corpus -------------------------------- */
 
 typedef struct reader {
     const pt_corpus *c;
     const char *field;
+    pt_bpe *bpe;         /* pre-token boundaries (pt_bpe_boundary); only between windows */
+    size_t line_max;     /* JSON Lines: the longest line, bytes */
+    size_t memory;       /* cfg->memory, for the message */
     int src;             /* current source; c->nsrc when every one was read */
     int open;
-    int fd;              /* text */
-    FILE *f;             /* JSON Lines */
+    int fd;
     int fmt;
-    /* text: bytes read and not yet in a chunk */
+    /* bytes read and not yet used: buf[bpos, blen) */
     char *buf;
-    size_t blen, bcap, scanned;
+    size_t bpos, blen, bcap, scanned;
     int eof, in_doc;
-    /* JSON Lines: the line being read, and a long document being cut */
-    char *line;
-    size_t lcap;
+    /* the source as opened (a regular file: its size and time), bytes read */
+    long long size;      /* -1: not a regular file (a pipe) */
+    struct timespec mtime;
+    uint64_t nread;
+    /* JSON Lines: the line number, its offset, and a document being cut */
     long lineno;
     uint64_t off;
-    char *doc;
+    json_t *obj;         /* holds the document's text */
+    const char *doc;
     size_t dlen, dat;
     uint64_t pending;    /* source bytes read, not yet counted in a chunk */
     int64_t docs;        /* documents met */
@@ -112,13 +131,14 @@ typedef struct reader {
 
 static void reader_close_src(reader *r)
 {
-    if (r->f && r->f != stdin) fclose(r->f);
     if (r->fd > 0) close(r->fd);
-    r->f = NULL;
     r->fd = -1;
     r->open = 0;
-    r->blen = r->scanned = 0;
+    r->bpos = r->blen = r->scanned = 0;
     r->eof = r->in_doc = 0;
+    json_decref(r->obj);
+    r->obj = NULL;
+    r->doc = NULL;
     r->src++;
 }
 
@@ -126,8 +146,10 @@ static void reader_free(reader *r)
 {
     if (r->open) reader_close_src(r);
     free(r->buf);
-    free(r->line);
-    free(r->doc);
+    r->buf = NULL;
+    r->bcap = 0;
+    json_decref(r->obj);
+    r->obj = NULL;
 }
 
 static int reader_open_src(reader *r)
@@ -141,58 +163,157 @@ static int reader_open_src(reader *r)
         r->fd = -1;
         return rc;
     }
-    if (r->fmt == PT_CORPUS_JSONL) {
-        r->f = std ? stdin : fdopen(r->fd, "r");
-        if (!r->f) {
-            int e = errno;
-            if (!std) close(r->fd);
-            r->fd = -1;
-            return pt_fail(PT_EIO, "cannot read %s: %s", name, strerror(e));
-        }
-        r->fd = -1; /* the FILE owns it */
-        r->lineno = 0;
-        r->off = 0;
-    }
     r->open = 1;
+    r->lineno = 0;
+    r->off = 0;
+    r->nread = 0;
+    r->size = -1;
+    /* a regular file must keep the size it was listed with until it is read */
+    struct stat sb;
+    if (fstat(r->fd, &sb) != 0) return pt_fail(PT_EIO, "cannot stat %s: %s", name, strerror(errno));
+    if (S_ISREG(sb.st_mode)) {
+        off_t at = std ? lseek(r->fd, 0, SEEK_CUR) : 0; /* standard input from a file may be read in part */
+        r->size = (long long)sb.st_size - (at > 0 ? (long long)at : 0);
+        r->mtime = sb.st_mtim;
+        long long listed = r->c->sizes ? r->c->sizes[r->src] : -1;
+        if (!std && listed >= 0 && listed != (long long)sb.st_size)
+            return pt_fail(PT_EIO, "corpus file %s changed while prepare ran: %lld bytes when listed, %lld when opened "
+                                   "to be read (nothing was written)", name, listed, (long long)sb.st_size);
+    }
+    return PT_OK;
+}
+
+/* At the end of a regular file: it must have been read to the size it had
+ * when opened, and be unchanged (size and modification time) -- else the
+ * tokens are not those of the file (a truncated or rewritten corpus). */
+static int check_unchanged(reader *r)
+{
+    if (r->size < 0) return PT_OK;
+    const char *name = r->c->names[r->src];
+    struct stat sb;
+    if (fstat(r->fd, &sb) != 0) return pt_fail(PT_EIO, "cannot stat %s: %s", name, strerror(errno));
+    if ((long long)r->nread != r->size || sb.st_mtim.tv_sec != r->mtime.tv_sec ||
+        sb.st_mtim.tv_nsec != r->mtime.tv_nsec || !S_ISREG(sb.st_mode) ||
+        (!strcmp(name, "-") ? 0 : (long long)sb.st_size != r->size))
+        return pt_fail(PT_EIO, "corpus file %s changed while it was read (%lld bytes when opened, %llu read, %lld "
+                               "now%s): nothing was written", name, r->size, (unsigned long long)r->nread,
+                       (long long)sb.st_size, (long long)r->nread == r->size ? ", modified" : "");
+    return PT_OK;
+}
+
+/* Read more of the current source into buf: [bpos, blen) is moved to the
+ * start, buf grows when full (to at most `max` bytes when that is larger
+ * than its first size); r->eof at the end, after check_unchanged. */
+static int reader_read(reader *r, size_t max)
+{
+    const char *name = r->c->names[r->src];
+    if (r->bpos) {
+        memmove(r->buf, r->buf + r->bpos, r->blen - r->bpos);
+        r->blen -= r->bpos;
+        r->bpos = 0;
+    }
+    if (r->blen == r->bcap) {
+        size_t nc = r->bcap ? 2 * r->bcap : 2 * CHUNK_BYTES;
+        if (r->bcap && nc > max) nc = max > r->bcap ? max : r->bcap + CHUNK_BYTES;
+        char *b = realloc(r->buf, nc);
+        if (!b) return pt_fail(PT_ENOMEM, "prepare: out of memory reading %s", name);
+        r->buf = b;
+        r->bcap = nc;
+    }
+    for (;;) {
+        ssize_t got = read(r->fd, r->buf + r->blen, r->bcap - r->blen);
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return pt_fail(PT_EIO, "cannot read %s: %s", name, strerror(errno));
+        if (got == 0) {
+            r->eof = 1;
+            return check_unchanged(r);
+        }
+        r->blen += (size_t)got;
+        r->nread += (uint64_t)got;
+        r->pending += (uint64_t)got;
+        return PT_OK;
+    }
+}
+
+/* Where to end a part of s[0, len) (s starts where the encoding may be cut)
+ * of at least `want` bytes: the first safe_cut in [want, want + CUT_SLACK),
+ * else, when len >= want + CUT_SLACK, a pre-token boundary (pt_bpe_boundary
+ * from the last safe_cut before want, or from s); *cut 0: s is too short to
+ * tell.  *scanned: bytes known to hold no safe_cut from want on (updated). */
+static int find_cut(reader *r, const char *s, size_t len, size_t want, size_t *scanned, size_t *cut)
+{
+    *cut = 0;
+    if (len <= want) return PT_OK;
+    size_t lim = len < want + CUT_SLACK ? len : want + CUT_SLACK;
+    *cut = safe_cut(s, lim, *scanned > want ? *scanned : want);
+    if (*cut) return PT_OK;
+    *scanned = lim;
+    if (len < want + CUT_SLACK) return PT_OK;
+    /* no safe place: a long pre-token, or text without ASCII white space */
+    size_t from = safe_cut_before(s, want), at = 0;
+    int rc = pt_bpe_boundary(r->bpe, s + from, len - from, want - from, &at);
+    if (rc) return rc;
+    if (!at) return pt_fail(PT_EINVAL, "prepare: no pre-token boundary in %zu bytes", len - from); /* cannot happen */
+    *cut = from + at;
     return PT_OK;
 }
 
 /* Text: the next part of the current document, at least `want` bytes when
- * the source has them, cut at a safe place; 0 = the source is done. */
+ * the source has them, cut where the encoding may be; 0 = the source is done. */
 static int text_part(reader *r, chunk *c, size_t want, int *added)
 {
-    const char *name = r->c->names[r->src];
     *added = 0;
     for (;;) {
-        size_t cut = r->blen > want ? safe_cut(r->buf, r->blen, r->scanned > want ? r->scanned : want) : 0;
-        if (cut || (r->eof && r->blen)) {
-            if (!cut) cut = r->blen;
-            int rc = chunk_add(c, r->buf, cut, !r->in_doc);
+        const char *s = r->buf + r->bpos;
+        size_t avail = r->blen - r->bpos, cut = 0;
+        int rc = find_cut(r, s, avail, want, &r->scanned, &cut);
+        if (rc) return rc;
+        if (cut || (r->eof && avail)) {
+            if (!cut) cut = avail;
+            rc = chunk_add(c, s, cut, !r->in_doc);
             if (rc) return rc;
             if (!r->in_doc) r->docs++;
             r->in_doc = 1;
             r->bytes += cut;
-            memmove(r->buf, r->buf + cut, r->blen - cut);
-            r->blen -= cut;
+            r->bpos += cut;
             r->scanned = 0;
             *added = 1;
             return PT_OK;
         }
         if (r->eof) return PT_OK; /* nothing left */
-        if (r->blen > want) r->scanned = r->blen; /* no safe place up to here */
-        if (r->blen == r->bcap) {
-            size_t nc = r->bcap ? 2 * r->bcap : 2 * CHUNK_BYTES;
-            char *b = realloc(r->buf, nc);
-            if (!b) return pt_fail(PT_ENOMEM, "prepare: out of memory reading %s", name);
-            r->buf = b;
-            r->bcap = nc;
+        if ((rc = reader_read(r, 4 * CHUNK_BYTES))) return rc;
+    }
+}
+
+/* JSON Lines: the next line, without its '\n', in *line [*len] (a view
+ * into the read buffer, valid until the next read); *got 0 at the end of the
+ * source.  A line over r->line_max bytes is refused before more of it is
+ * read. */
+static int next_line(reader *r, const char **line, size_t *len, int *got)
+{
+    const char *name = r->c->names[r->src];
+    *got = 0;
+    for (;;) {
+        const char *s = r->buf + r->bpos;
+        size_t avail = r->blen - r->bpos;
+        const char *nl = avail > r->scanned ? memchr(s + r->scanned, '\n', avail - r->scanned) : NULL;
+        size_t l = nl ? (size_t)(nl - s) : avail;
+        if (l > r->line_max)
+            return pt_fail(PT_EINVAL, "%s:%ld (byte %llu): a line of more than %zu bytes, the longest JSON Lines line "
+                                      "read (a quarter of --memory, %zu bytes); give a larger --memory", name,
+                           r->lineno + 1, (unsigned long long)r->off, r->line_max, r->memory);
+        if (nl || (r->eof && avail)) {
+            *line = s;
+            *len = l;
+            r->bpos += l + (nl ? 1 : 0);
+            r->scanned = 0;
+            *got = 1;
+            return PT_OK;
         }
-        ssize_t got = read(r->fd, r->buf + r->blen, r->bcap - r->blen);
-        if (got < 0 && errno == EINTR) continue;
-        if (got < 0) return pt_fail(PT_EIO, "cannot read %s: %s", name, strerror(errno));
-        if (got == 0) r->eof = 1;
-        r->blen += (size_t)got;
-        r->pending += (uint64_t)got;
+        if (r->eof) return PT_OK;
+        r->scanned = avail;
+        int rc = reader_read(r, r->line_max + 2 > 2 * CHUNK_BYTES ? r->line_max + 2 : 2 * CHUNK_BYTES);
+        if (rc) return rc;
     }
 }
 
@@ -202,26 +323,32 @@ static int jsonl_part(reader *r, chunk *c, size_t want, int *added)
     const char *name = r->c->names[r->src];
     *added = 0;
     while (!r->doc) {
-        errno = 0;
-        ssize_t l = getline(&r->line, &r->lcap, r->f);
-        if (l < 0) {
-            if (ferror(r->f)) return pt_fail(PT_EIO, "cannot read %s: %s", name, strerror(errno ? errno : EIO));
-            return PT_OK; /* end of the source */
-        }
+        const char *ln;
+        size_t l;
+        int got, rc = next_line(r, &ln, &l, &got);
+        if (rc) return rc;
+        if (!got) return PT_OK; /* end of the source */
         r->lineno++;
-        r->pending += (uint64_t)l;
         const uint64_t off = r->off;
-        r->off += (uint64_t)l;
-        char *nul = memchr(r->line, 0, (size_t)l);
+        r->off += (uint64_t)l + 1;
+        const char *nul = memchr(ln, 0, l);
         if (nul) return pt_fail(PT_EFORMAT, "%s (byte %llu): a NUL byte in JSON Lines", name,
-                                (unsigned long long)(off + (uint64_t)(nul - r->line)));
-        size_t len = (size_t)l;
-        if (len && r->line[len - 1] == '\n') len--;
+                                (unsigned long long)(off + (uint64_t)(nul - ln)));
         size_t k = 0;
-        while (k < len && (r->line[k] == ' ' || r->line[k] == '\t' || r->line[k] == '\r')) k++;
-        if (k == len) continue; /* blank */
+        while (k < l && (ln[k] == ' ' || ln[k] == '\t' || ln[k] == '\r')) k++;
+        if (k == l) continue; /* blank */
         json_error_t je;
-        json_t *o = json_loadb(r->line, len, 0, &je);
+        json_t *o = json_loadb(ln, l, 0, &je);
+        if (r->bcap > 4 * CHUNK_BYTES && r->blen - r->bpos < CHUNK_BYTES) { /* after a long line: give it back */
+            memmove(r->buf, r->buf + r->bpos, r->blen - r->bpos);
+            r->blen -= r->bpos;
+            r->bpos = 0;
+            char *b = realloc(r->buf, 2 * CHUNK_BYTES);
+            if (b) {
+                r->buf = b;
+                r->bcap = 2 * CHUNK_BYTES;
+            }
+        }
         if (!o)
             return pt_fail(PT_EFORMAT, "%s:%ld (byte %llu): not JSON: %s", name, r->lineno,
                            (unsigned long long)(off + (je.position > 0 ? (uint64_t)je.position - 1 : 0)), je.text);
@@ -233,24 +360,23 @@ static int jsonl_part(reader *r, chunk *c, size_t want, int *added)
                            obj ? "no string field" : "not a JSON object with a string field", r->field);
         }
         size_t dl = json_string_length(v);
-        if (dl) {
-            r->doc = malloc(dl);
-            if (!r->doc) {
-                json_decref(o);
-                return pt_fail(PT_ENOMEM, "%s:%ld: out of memory", name, r->lineno);
-            }
-            memcpy(r->doc, json_string_value(v), dl);
-            r->dlen = dl;
-            r->dat = 0;
-            r->docs++;
-            r->bytes += dl;
+        if (!dl) {
+            json_decref(o);
+            continue;
         }
-        json_decref(o);
+        r->obj = o; /* the document's text stays in it until it is cut up */
+        r->doc = json_string_value(v);
+        r->dlen = dl;
+        r->dat = 0;
+        r->docs++;
+        r->bytes += dl;
     }
-    /* a document of at most a chunk goes whole; a longer one in parts cut at safe places */
+    /* a document of at most a chunk goes whole; a longer one in parts cut where the encoding may be */
     size_t left = r->dlen - r->dat, cut = left;
     if (r->dlen > CHUNK_BYTES && left > want) {
-        size_t at = safe_cut(r->doc + r->dat, left, want);
+        size_t scanned = 0, at = 0;
+        int rc = find_cut(r, r->doc + r->dat, left, want, &scanned, &at);
+        if (rc) return rc;
         if (at) cut = at;
     }
     int rc = chunk_add(c, r->doc + r->dat, cut, r->dat == 0);
@@ -258,7 +384,8 @@ static int jsonl_part(reader *r, chunk *c, size_t want, int *added)
     r->dat += cut;
     *added = 1;
     if (r->dat == r->dlen) {
-        free(r->doc);
+        json_decref(r->obj);
+        r->obj = NULL;
         r->doc = NULL;
     }
     return PT_OK;
@@ -552,6 +679,9 @@ int pt_prepare(const pt_prepare_cfg *cfg, const pt_corpus *train, const pt_corpu
         r.fd = -1;
         r.c = k ? val : train;
         r.field = cfg->field ? cfg->field : "text";
+        r.bpe = p.bpe[0]; /* the workers' slot 0: the reader runs between windows */
+        r.memory = cfg->memory;
+        r.line_max = cfg->memory / 4;
         int more = 1;
         while (more && !rc) {
             /* a window of chunks */

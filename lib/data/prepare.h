@@ -9,14 +9,21 @@
  *
  * Memory: a window of at most memory / 3 bytes of text and its ids (2 bytes
  * per token, at most one token per byte), whatever the corpus size, plus
- * one tokenizer per thread (pt_bpe: its vocabulary, and a cache of encoded
- * words that it empties at 2^20 words) and one document of a JSON Lines file
- * (a line is parsed whole).  A text document is cut where GPT-2's
- * pre-tokenizer always splits -- before an ASCII white-space byte that
- * follows a printable, non-space ASCII byte: no pre-token spans a non-space
- * character followed by white space, and the pattern's matches from there
- * on look only forward -- so its ids are those of one encoding of the whole
- * text; a text with no such place for megabytes is held until one comes.
+ * about 16 MiB (the program, a reading buffer of 2 MiB) and up to 40 MiB per
+ * thread (pt_bpe: 8 MiB of vocabulary, a cache of encoded words of at most
+ * 20 MiB; the 4-byte ids of the chunk it encodes, up to 8 MiB), and one line
+ * of a JSON Lines file (parsed whole: at most memory / 4 bytes, about three
+ * times that while parsed).  A long pre-token costs nothing more (bpe.h).
+ * A document is cut where GPT-2's pre-tokenizer always splits -- before an
+ * ASCII white-space byte that follows a printable, non-space ASCII byte: no
+ * pre-token spans a non-space character followed by white space, and the
+ * pattern's matches from there on look only forward -- or, with no such place
+ * within 256 KiB, at a pre-token boundary (pt_bpe_boundary), so its ids are
+ * those of one encoding of the whole text, whatever the memory and threads.
+ * A source must not change while it is read: a regular file whose size when
+ * opened differs from its size when listed, or that then ends early, grows
+ * or gets a new modification time, fails pt_prepare (PT_EIO) and nothing is
+ * written.
  *
  * The split is pt_corpus_encode's in ptrain-data prepare: the documents of
  * the validation sources when given; else the last fraction of the
@@ -71,10 +78,12 @@ typedef struct pt_prepare_result {
  * sources; both listed with pt_corpus_list) into cfg->out_dir as one set.
  * Nothing appears there unless everything succeeded (pt_shard_writer).
  * Errors: PT_EINVAL (bad cfg; no document in train, or none in val when it
- * has sources: the message says which), PT_EIO (a source cannot be read,
- * an output cannot be written), PT_EFORMAT (a JSON Lines line that is not
- * an object with a string field, named FILE:LINE (byte OFFSET); a NUL byte
- * in JSON Lines), pt_bpe_load's errors, PT_ENOMEM. */
+ * has sources: the message says which; a JSON Lines line over memory / 4
+ * bytes, named FILE:LINE (byte OFFSET) with the limit), PT_EIO (a source
+ * cannot be read, or changed while prepare ran, naming its sizes; an output
+ * cannot be written), PT_EFORMAT (a JSON Lines line that is not an object
+ * with a string field, named FILE:LINE (byte OFFSET); a NUL byte in JSON
+ * Lines), pt_bpe_load's errors, PT_ENOMEM. */
 int pt_prepare(const pt_prepare_cfg *cfg, const pt_corpus *train, const pt_corpus *val, pt_prepare_result *res);
 
 /* The same split and set from ids already in memory (ptrain-data prepare

@@ -119,6 +119,126 @@ check "a NUL byte in JSON Lines: one line naming its byte ($(cat "$wd/e.out"))" 
 rc=0; "$pd" prepare --memory 1M --out "$wd/x" "$c/sub" >"$wd/e.out" 2>&1 || rc=$?
 check "--memory 1M: refused naming the range ($(cat "$wd/e.out"))" sh -c "[ $rc -eq 2 ] && grep -q -- \"--memory '1M' is not a size\" '$wd/e.out'"
 
+# ---- long pre-tokens: pieces of at most 16 KiB, memory within --memory -------------
+# Each run below is one pre-token of GPT-2's pattern (or, 0xff, bytes it
+# skips), 2 to 16 MiB long, in one line: the old code held the line whole and
+# built per-byte BPE structures for each run (about 30 bytes per input byte).
+sanitized=0
+grep -q '^SAN_CFLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null && sanitized=1
+python3 - "$wd/long.txt" <<'EOF'
+import sys
+with open(sys.argv[1], "wb") as f:
+    f.write(b"A first line of text.\n")
+    f.write(b"a" * (2 << 20))               # letters
+    f.write(b"\0" * (16 << 20))             # other characters
+    f.write(b"\xff" * (2 << 20))            # not UTF-8: bytes the pattern skips
+    f.write(b"\t" * (2 << 20))              # white space
+    f.write(b"\xe6\x97\xa5" * (1 << 20))    # a CJK letter, 3 bytes each, no ASCII
+    f.write(b" and the end.\n")
+EOF
+mem_over=16 mem_thread=40 # MiB: what ptrain-data(1) states beyond --memory
+rc=0
+if [ -x /usr/bin/time ] && [ $sanitized -eq 0 ]; then
+    /usr/bin/time -f '%M' -o "$wd/long.rss" "$pd" prepare --memory 16M --threads 2 --out "$wd/olong" "$wd/long.txt" \
+        >"$wd/long.out" 2>&1 || rc=$?
+    rss=$(tail -n 1 "$wd/long.rss")
+    bound=$(( (16 + mem_over + 2 * mem_thread) * 1024 ))
+    diag "long pre-tokens: $(head -n 1 "$wd/long.out"); peak RSS $rss KiB"
+    check "$(wc -c <"$wd/long.txt") bytes in one line of runs of 2-16 MiB, --memory 16M on 2 threads: status $rc, peak RSS $rss KiB within 16 MiB + $mem_over MiB + 2 x $mem_thread MiB ($bound KiB)" \
+        sh -c "[ $rc -eq 0 ] && [ '$rss' -le $bound ]"
+else
+    "$pd" prepare --memory 16M --threads 2 --out "$wd/olong" "$wd/long.txt" >"$wd/long.out" 2>&1 || rc=$?
+    ok "# SKIP peak RSS of long pre-tokens (no /usr/bin/time, or a sanitizer build)"
+fi
+"$pd" prepare --in-memory --out "$wd/mlong" "$wd/long.txt" >/dev/null 2>&1
+check "... the same tokens as --in-memory (one encoding of the whole text)" ok_same $rc "$wd/mlong" "$wd/olong"
+{ printf '{"text": "'; python3 -c "import sys; sys.stdout.write('x' * (1536 << 10) + '\\\\u65e5' * (256 << 10))"; printf '"}\n'; } >"$wd/long.jsonl"
+rc=0; "$pd" prepare --memory 32M --threads 2 --out "$wd/olj" "$wd/long.jsonl" >"$wd/lj.out" 2>&1 || rc=$?
+"$pd" prepare --in-memory --out "$wd/mlj" "$wd/long.jsonl" >/dev/null 2>&1
+check "a JSON Lines document of two runs (1.5 MiB of letters, 768 KiB of CJK), streamed with --memory 32M: the tokens of --in-memory (status $rc)" \
+    ok_same $rc "$wd/mlj" "$wd/olj"
+
+# ---- a source truncated while it is read --------------------------------------------
+# prepare's standard error is a full pipe, so its first progress line (after
+# 64 MiB encoded) blocks it long before it reads the end of the 96 MiB
+# input; once it reads the input (its descriptor's offset is past 0) the file
+# is cut to 1 MiB, then the pipe is drained.  No timing: the order is forced.
+python3 - "$wd/cut.txt" <<'EOF'
+import random, sys
+r = random.Random(7)
+words = ["the", "of", "and", "to", "in", "internationalization", "data", "model", "tokens", "1234", "--"]
+line = " ".join(r.choice(words) for _ in range(2000)) + "\n"
+with open(sys.argv[1], "w") as f:
+    for _ in range((96 << 20) // len(line) + 1):
+        f.write(line)
+EOF
+cp -r "$wd/sv" "$wd/keep2"
+python3 - "$pd" "$wd/cut.txt" "$wd/sv" >"$wd/cut.out" 2>&1 <<'EOF'
+import os, subprocess, sys, time
+pd, src, out = sys.argv[1:4]
+r, w = os.pipe()
+os.set_blocking(w, False)
+filled = 0
+for size in (4096, 1):
+    try:
+        while True:
+            filled += os.write(w, b"#" * size)
+    except BlockingIOError:
+        pass
+os.set_blocking(w, True)
+p = subprocess.Popen([pd, "prepare", "--memory", "16M", "--threads", "2", "--out", out, src],
+                     stdout=subprocess.DEVNULL, stderr=w)
+os.close(w)
+real = os.path.realpath(src)
+def reading():
+    d = "/proc/%d/fd" % p.pid
+    for fd in os.listdir(d):
+        try:
+            if os.readlink(d + "/" + fd) == real:
+                info = open("/proc/%d/fdinfo/%s" % (p.pid, fd)).read()
+                if int(info.split("pos:")[1].split()[0]) > 0:
+                    return True
+        except (OSError, IndexError, ValueError):
+            pass
+    return False
+waited = 0
+while p.poll() is None and not reading() and waited < 60000:   # a guard against a hang, not a measure
+    time.sleep(0.01)
+    waited += 1
+os.truncate(src, 1 << 20)
+err = b""
+while True:
+    b = os.read(r, 65536)
+    if not b:
+        break
+    err += b
+p.wait()
+print(p.returncode)
+sys.stdout.write(err[filled:].decode(errors="replace"))
+EOF
+rc=$(head -n 1 "$wd/cut.out"); last=$(tail -n 1 "$wd/cut.out")
+check "a 96 MiB input cut to 1 MiB while read: status 2, one line naming it ($last)" \
+    sh -c "[ '$rc' = 2 ] && [ \$(grep -vc '^ptrain-data: prepare: encoded' '$wd/cut.out') -eq 2 ] && printf '%s' '$last' | grep -q 'cut.txt changed while it was read'"
+check "... the previous set in OUTDIR is untouched and no temporary file is left" \
+    sh -c "diff -r '$wd/keep2' '$wd/sv' >/dev/null && [ \$(ls -A '$wd/sv' | wc -l) -eq \$(ls -A '$wd/keep2' | wc -l) ]"
+rm -f "$wd/cut.txt"
+
+# ---- whole reads are sized first -------------------------------------------------------
+{ printf '{"text": "fine"}\n{"text": "'; head -c $((5 << 20)) /dev/zero | tr '\0' 'x'; printf '"}\n'; } >"$wd/big-line.jsonl"
+rc=0; "$pd" prepare --memory 16M --out "$wd/x" "$wd/big-line.jsonl" >"$wd/e.out" 2>&1 || rc=$?
+check "a JSON Lines line over --memory/4 (4 MiB): status 2, one line naming it and the limit ($(cat "$wd/e.out"))" \
+    sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$wd/e.out') -eq 1 ] && grep -q 'big-line.jsonl:2 (byte 17): a line of more than 4194304 bytes' '$wd/e.out' && grep -q 'memory' '$wd/e.out'"
+truncate -s 1T "$wd/huge.txt"
+rc=0
+if [ $sanitized -eq 0 ]; then
+    (ulimit -v 4194304; "$pd" prepare --in-memory --out "$wd/x" "$wd/huge.txt") >"$wd/e.out" 2>&1 || rc=$?
+else
+    "$pd" prepare --in-memory --out "$wd/x" "$wd/huge.txt" >"$wd/e.out" 2>&1 || rc=$?
+fi
+check "--in-memory and a 1 TiB file: refused before reading, one line naming its size and the limit ($(cat "$wd/e.out"))" \
+    sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$wd/e.out') -eq 1 ] && grep -q 'huge.txt is 1099511627776 bytes' '$wd/e.out'"
+rm -f "$wd/huge.txt"
+
 # ---- memory: flat in the corpus size -------------------------------------------------
 if [ -f "$wd/kjv.txt" ] && [ -x /usr/bin/time ] && ! grep -q '^SAN_CFLAGS = -fsanitize' "$top_builddir/Makefile" 2>/dev/null; then
     cat "$wd/kjv.txt" "$wd/kjv.txt" >"$wd/k2.txt"

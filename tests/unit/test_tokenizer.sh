@@ -150,4 +150,52 @@ printf '{"a": 0,\n' >"$tmp/badvocab/encoder.json"
 : >"$tmp/badvocab/vocab.bpe"
 expect_err "malformed encoder.json" 1 "not valid JSON" "$pd" encode --vocab-dir "$tmp/badvocab" "$tmp/all.txt"
 
+# a vocabulary that gives one id to two tokens (every id 0): refused, naming
+# the id and two of its tokens (it made every id 0)
+mkdir "$tmp/dupid"
+python3 -c "import json, sys; json.dump({k: 0 for k in json.load(open(sys.argv[1]))}, open(sys.argv[2], 'w'))" \
+    "$bpe/encoder.json" "$tmp/dupid/vocab.json"
+cp "$bpe/vocab.bpe" "$tmp/dupid/merges.txt"
+expect_err "vocab.json with every id 0" 1 'vocab.json: id 0 is given to two tokens, "!" and "\\""' \
+    "$pd" encode --vocab-dir "$tmp/dupid" "$tmp/all.txt"
+expect_err "... prepare with it" 1 'id 0 is given to two tokens' \
+    "$pd" prepare --vocab-dir "$tmp/dupid" --out "$tmp/dupout" "$tmp/all.txt"
+check "... and writes nothing" sh -c "! ls '$tmp/dupout'/*.bin >/dev/null 2>&1"
+# tokenizer files are sized before they are read (sparse files: no disk used)
+mkdir "$tmp/bigvocab" "$tmp/bigmerges"
+truncate -s 65M "$tmp/bigvocab/encoder.json"; cp "$bpe/vocab.bpe" "$tmp/bigvocab/vocab.bpe"
+cp "$bpe/encoder.json" "$tmp/bigmerges/encoder.json"; truncate -s 65M "$tmp/bigmerges/vocab.bpe"
+expect_err "a 65 MiB encoder.json: refused before reading it" 1 'encoder.json is 68157440 bytes, more than the 67108864 bytes allowed' \
+    "$pd" encode --vocab-dir "$tmp/bigvocab" "$tmp/all.txt"
+expect_err "a 65 MiB vocab.bpe: refused before reading it" 1 'vocab.bpe is 68157440 bytes, more than the 67108864 bytes allowed' \
+    "$pd" encode --vocab-dir "$tmp/bigmerges" "$tmp/all.txt"
+
+# a pre-token over 16384 bytes is encoded in pieces of at most 16384 bytes,
+# each cut backed off to a character boundary, the pattern matching again
+# after each cut: a letter then 20000 two-byte letters (one pre-token of
+# 40001 bytes) encodes as its parts [0, 16383), [16383, 32767), [32767, 40001)
+python3 - "$tmp" <<'EOF'
+import sys
+t = b"a" + "\u00e9".encode() * 20000
+d = sys.argv[1]
+open(d + "/long-word.txt", "wb").write(t)
+for i, (a, b) in enumerate([(0, 16383), (16383, 32767), (32767, len(t))]):
+    open(d + "/long-word.%d" % i, "wb").write(t[a:b])
+EOF
+"$pd" encode --vocab-dir "$bpe" "$tmp/long-word.txt" >"$tmp/lw.ids"
+for i in 0 1 2; do "$pd" encode --vocab-dir "$bpe" "$tmp/long-word.$i"; done >"$tmp/lw-parts.ids"
+check "a pre-token of 40001 bytes: the ids of its pieces of 16383, 16384 and 7234 bytes ($(wc -l <"$tmp/lw.ids") ids)" \
+    cmp -s "$tmp/lw.ids" "$tmp/lw-parts.ids"
+python3 - "$tmp/runs.bin" <<'EOF'
+import random, sys
+r = random.Random()
+parts = [b"x" * 70000, b"\0" * 40000, b"\xff" * 40000, b" " * 40000, "\u65e5".encode() * 30000,
+         "\U0001f600".encode() * 10000, bytes(r.randrange(256) for _ in range(50000)), b"\t\n" * 20000]
+r.shuffle(parts)
+open(sys.argv[1], "wb").write(b"".join(parts))
+EOF
+"$pd" encode --vocab-dir "$bpe" "$tmp/runs.bin" >"$tmp/runs.ids" && "$pd" decode --vocab-dir "$bpe" "$tmp/runs.ids" >"$tmp/runs.back"
+check "decode(encode(x)) == x for runs of 40-70 KB (letters, NUL, 0xff, spaces, CJK, emoji, random bytes)" \
+    cmp -s "$tmp/runs.bin" "$tmp/runs.back"
+
 done_testing
