@@ -19,7 +19,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
 shift || true
-all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json"
+all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json energy_sysfs"
 targets=${*:-$all}
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
 [ -n "$CC" ] || { echo "fuzz: clang not found (apt-get install clang-14 libclang-rt-14-dev)"; exit 1; }
@@ -50,6 +50,9 @@ libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs -ldl"
 src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
 src[energy_json]="$core $plan $top/lib/energy/profile.c $top/lib/plan/energy.c $top/lib/pipeline/schedule.c"
 libs[energy_json]="$(pc --cflags --libs jansson) -lm"
+src[energy_sysfs]="$core $top/lib/energy/sysfs.c $top/lib/energy/meter.c $top/lib/energy/clock.c
+                   $top/lib/energy/probe.c $top/lib/energy/nvml.c"
+libs[energy_sysfs]="-ldl -lm"
 
 status=0
 for t in $targets; do
