@@ -19,15 +19,15 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
 shift || true
-all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json energy_sysfs ckpt_manifest"
+all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json energy_sysfs ckpt_manifest hf_config"
 targets=${*:-$all}
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
 [ -n "$CC" ] || { echo "fuzz: clang not found (apt-get install clang-14 libclang-rt-14-dev)"; exit 1; }
 out=${FUZZ_BUILD:-$top/_build/fuzz}
 mkdir -p "$out/include"
 # the tools' sources (bin/) include configure's config.h; what they use of
-# it the targets do not reach, so an empty one stands in (no configure run)
-[ -f "$out/include/config.h" ] || echo "/* scripts/fuzz.sh: configure's config.h, empty */" >"$out/include/config.h"
+# it the targets do not reach, so this one stands in (no configure run)
+printf '/* scripts/fuzz.sh: in place of configure'"'"'s config.h */\n#define PACKAGE_VERSION "fuzz"\n' >"$out/include/config.h"
 cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
         -fno-omit-frame-pointer -I$top/lib -I$top -I$top/tests/fuzz -I$out/include"
 pc() { pkg-config "$@"; }
@@ -59,6 +59,9 @@ libs[energy_sysfs]="-ldl -lm"
 src[ckpt_manifest]="$core $plan $top/lib/ckpt/ckpt.c $top/lib/data/shard.c $top/bin/ckpt/manifest.c"
 # (the headers of bin/ckpt name MPI types: its headers, not its library)
 libs[ckpt_manifest]="-I$top/bin/ckpt $(pc --cflags mpi-c) $(pc --cflags --libs jansson) -lm"
+# (fuzz_hf_config.c includes bin/ckpt/hf_read.c, for its static reader)
+src[hf_config]="$core $plan $top/lib/ckpt/safetensors.c $top/bin/ckpt/safetensors.c"
+libs[hf_config]=${libs[ckpt_manifest]}
 
 status=0
 for t in $targets; do
