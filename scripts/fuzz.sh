@@ -19,7 +19,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
 shift || true
-all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json energy_sysfs ckpt_manifest hf_config"
+all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json energy_sysfs ckpt_manifest hf_config llmc"
 targets=${*:-$all}
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
 [ -n "$CC" ] || { echo "fuzz: clang not found (apt-get install clang-14 libclang-rt-14-dev)"; exit 1; }
@@ -62,6 +62,8 @@ libs[ckpt_manifest]="-I$top/bin/ckpt $(pc --cflags mpi-c) $(pc --cflags --libs j
 # (fuzz_hf_config.c includes bin/ckpt/hf_read.c, for its static reader)
 src[hf_config]="$core $plan $top/lib/ckpt/safetensors.c $top/bin/ckpt/safetensors.c"
 libs[hf_config]=${libs[ckpt_manifest]}
+# (fuzz_llmc.c includes bin/ckpt/llmc.c; the model it builds is a stub)
+src[llmc]="$core"; libs[llmc]=${libs[ckpt_manifest]}
 
 status=0
 for t in $targets; do
