@@ -19,7 +19,7 @@ set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
 shift || true
-all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json energy_sysfs ckpt_manifest hf_config llmc corpus"
+all="shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf energy_json energy_sysfs ckpt_manifest hf_config llmc corpus topo_arg"
 targets=${*:-$all}
 CC=${FUZZ_CC:-$(command -v clang-14 || command -v clang || true)}
 [ -n "$CC" ] || { echo "fuzz: clang not found (apt-get install clang-14 libclang-rt-14-dev)"; exit 1; }
@@ -67,6 +67,9 @@ src[llmc]="$core"; libs[llmc]=${libs[ckpt_manifest]}
 # (fuzz_corpus.c includes lib/data/prepare.c, for its static streaming reader)
 src[corpus]="$core $top/lib/data/corpus.c $top/lib/data/bpe.c $top/lib/data/shard.c"
 libs[corpus]="$(pc --cflags --libs libpcre2-8 jansson) -pthread -lm"
+src[topo_arg]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/lib/plan/search.c
+               $top/lib/plan/planner.c $top/lib/plan/resolve.c $top/topo/topo_plan.c"
+libs[topo_arg]=$topo_libs
 
 status=0
 for t in $targets; do
