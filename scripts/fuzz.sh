@@ -6,15 +6,19 @@
 #     SECONDS  budget per target (default 20; 0 = only replay the seed corpus
 #              and the regression inputs); FUZZ_RUNS=N replaces it with N
 #              inputs from seed 1 (deterministic: what CI runs)
-#     TARGET   e.g. shard safetensors bpe topo_json topo_xml plan_env spank_opts spank_conf
-#              (default: all)
+#     TARGET   shard safetensors bpe topo_json topo_xml plan_env spank_opts
+#              spank_conf energy_json energy_sysfs ckpt_manifest hf_config
+#              llmc corpus topo_arg (default: all; tests/fuzz/README says
+#              what each reads)
 # Each target first replays tests/fuzz/regress/<target>/ (inputs that once
 # crashed) and its seed corpus tests/fuzz/corpus/<target>/, then fuzzes with
 # a working corpus under _build/fuzz/corpus/<target> (kept between runs).
 # A crash leaves _build/fuzz/crash-<target>-*; copy it to
 # tests/fuzz/regress/<target>/ once fixed.  Prints executions and coverage
 # per target.  Needs clang and its libFuzzer runtime (Debian 12: clang-14,
-# libclang-rt-14-dev; scripts/deps.sh installs them).
+# libclang-rt-14-dev; scripts/deps.sh installs them).  bpe needs GPT-2's
+# tokenizer: $PTRAIN_BPE_DIR, else scripts/get-tokenizer.sh's directory;
+# without either it is skipped (one line), not failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
@@ -71,9 +75,32 @@ src[topo_arg]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/
                $top/lib/plan/planner.c $top/lib/plan/resolve.c $top/topo/topo_plan.c"
 libs[topo_arg]=$topo_libs
 
+# bpe needs GPT-2's tokenizer files: $PTRAIN_BPE_DIR when set (CI's
+# scripts/test.sh sets it), else the directory scripts/get-tokenizer.sh
+# prints (it installs the files with npm the first time).  Without them
+# the target is skipped with a line saying why, not failed: a machine
+# without npm or network still runs every other target.
+bpe_dir() {
+    local d=${PTRAIN_BPE_DIR:-}
+    if [ -z "$d" ]; then
+        d=$(timeout 300 bash "$top/scripts/get-tokenizer.sh" 2>"$out/get-tokenizer.log") ||
+            { echo "scripts/get-tokenizer.sh failed: $(tail -n 1 "$out/get-tokenizer.log")"; return 1; }
+    fi
+    [ -f "$d/encoder.json" ] && [ -f "$d/vocab.bpe" ] ||
+        { echo "no encoder.json and vocab.bpe in '$d'${PTRAIN_BPE_DIR:+ (PTRAIN_BPE_DIR)}"; return 1; }
+    echo "$d"
+}
+
 status=0
 for t in $targets; do
     [ -n "${src[$t]+x}" ] || { echo "fuzz: unknown target '$t' (valid: $all)"; exit 2; }
+    if [ "$t" = bpe ]; then
+        if ! why=$(bpe_dir); then
+            echo "fuzz: bpe: SKIPPED, no GPT-2 tokenizer: $why (set PTRAIN_BPE_DIR to its directory)"
+            continue
+        fi
+        export PTRAIN_BPE_DIR=$why
+    fi
     bin=$out/fuzz_$t
     # shellcheck disable=SC2086
     $CC $cflags -o "$bin" "$top/tests/fuzz/fuzz_$t.c" ${src[$t]} ${libs[$t]}
