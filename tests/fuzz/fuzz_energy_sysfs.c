@@ -52,7 +52,7 @@ static const char *const files[] = {
 };
 enum { NFILES = sizeof files / sizeof files[0], NPARTS = NFILES + 3 }; /* + the second readings of 1, 4, 8 */
 
-static char root[256];
+static char root[300];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
