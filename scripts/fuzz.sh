@@ -61,8 +61,7 @@ src[energy_sysfs]="$core $top/lib/energy/sysfs.c $top/lib/energy/meter.c $top/li
                    $top/lib/energy/probe.c $top/lib/energy/nvml.c"
 libs[energy_sysfs]="-ldl -lm"
 src[ckpt_manifest]="$core $plan $top/lib/ckpt/ckpt.c $top/lib/data/shard.c $top/bin/ckpt/manifest.c"
-# (the headers of bin/ckpt name MPI types: its headers, not its library)
-libs[ckpt_manifest]="-I$top/bin/ckpt $(pc --cflags mpi-c) $(pc --cflags --libs jansson) -lm"
+libs[ckpt_manifest]="$(pc --cflags --libs jansson) -lm"
 # (fuzz_hf_config.c includes bin/ckpt/hf_read.c, for its static reader)
 src[hf_config]="$core $plan $top/lib/ckpt/safetensors.c $top/bin/ckpt/safetensors.c"
 libs[hf_config]=${libs[ckpt_manifest]}
@@ -86,9 +85,30 @@ bpe_dir() {
         d=$(timeout 300 bash "$top/scripts/get-tokenizer.sh" 2>"$out/get-tokenizer.log") ||
             { echo "scripts/get-tokenizer.sh failed: $(tail -n 1 "$out/get-tokenizer.log")"; return 1; }
     fi
-    [ -f "$d/encoder.json" ] && [ -f "$d/vocab.bpe" ] ||
-        { echo "no encoder.json and vocab.bpe in '$d'${PTRAIN_BPE_DIR:+ (PTRAIN_BPE_DIR)}"; return 1; }
+    if [ ! -f "$d/encoder.json" ] || [ ! -f "$d/vocab.bpe" ]; then
+        echo "no encoder.json and vocab.bpe in '$d'${PTRAIN_BPE_DIR:+ (PTRAIN_BPE_DIR)}"
+        return 1
+    fi
     echo "$d"
+}
+
+# Every source is compiled once per run, into $out/obj, with the include
+# flags of them all (the headers of bin/ckpt name MPI types: MPI's headers,
+# not its library): a source several targets link (lib/core, topo/,
+# lib/contract) is not compiled again for each.  Nothing is kept from an
+# earlier run, so no changed header is missed.
+obj=$out/obj
+rm -rf "$obj"
+allflags="$(pc --cflags jansson hwloc libconfig libpcre2-8) $(pc --cflags mpi-c 2>/dev/null || true)
+          -I$top/bin/ckpt -fopenmp"
+object() { # SOURCE: compiled unless it was in this run; prints the object
+    local o=$obj/${1#"$top"/}.o
+    if [ ! -f "$o" ]; then
+        mkdir -p "${o%/*}"
+        # shellcheck disable=SC2086
+        $CC $cflags $allflags -c -o "$o" "$1" || return 1
+    fi
+    echo "$o"
 }
 
 status=0
@@ -102,8 +122,13 @@ for t in $targets; do
         export PTRAIN_BPE_DIR=$why
     fi
     bin=$out/fuzz_$t
+    objs=()
+    for s in "$top/tests/fuzz/fuzz_$t.c" ${src[$t]}; do
+        o=$(object "$s")
+        objs+=("$o")
+    done
     # shellcheck disable=SC2086
-    $CC $cflags -o "$bin" "$top/tests/fuzz/fuzz_$t.c" ${src[$t]} ${libs[$t]}
+    $CC $cflags -o "$bin" "${objs[@]}" ${libs[$t]}
     regress=$top/tests/fuzz/regress/$t seeds=$top/tests/fuzz/corpus/$t work=$out/corpus/$t
     mkdir -p "$work"
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
