@@ -48,11 +48,13 @@ src[topo_json]=$topo_src; libs[topo_json]=$topo_libs
 src[topo_xml]=$topo_src; libs[topo_xml]=$topo_libs
 src[plan_env]="$core $plan"; libs[plan_env]="-lm"
 # the plugin's helpers plan and bind with the node model (lib/plan, topo/)
-# (and NVML's loader for the energy restriction, lib/energy/nvml.c)
+# (and NVML's loader for the energy restriction, lib/energy/nvml.c; its
+# sysfs and clock helpers, which the plugin's cpufreq handling takes up
+# with issue 34's energy branch: linked already, so that merge builds)
 src[spank_opts]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/lib/plan/search.c
                  $top/lib/plan/planner.c $top/lib/plan/resolve.c $top/spank/hostlist.c $top/spank/conf_keys.c
                  $top/spank/conf.c $top/spank/request.c $top/spank/bind.c $top/spank/energy_util.c
-                 $top/topo/topo_plan.c $top/lib/energy/nvml.c"
+                 $top/topo/topo_plan.c $top/lib/energy/nvml.c $top/lib/energy/sysfs.c $top/lib/energy/clock.c"
 libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs -ldl"
 src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
 src[energy_json]="$core $plan $top/lib/energy/profile.c $top/lib/plan/energy.c $top/lib/pipeline/schedule.c"
