@@ -76,7 +76,9 @@ src[topo_arg]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/
                $top/lib/plan/planner.c $top/lib/plan/resolve.c $top/topo/topo_plan.c"
 libs[topo_arg]=$topo_libs
 
-# bpe needs GPT-2's tokenizer files: $PTRAIN_BPE_DIR when set (CI's
+# The targets that need GPT-2's tokenizer files
+needs_tokenizer="bpe"
+# They find them in $PTRAIN_BPE_DIR when set (CI's
 # scripts/test.sh sets it), else the directory scripts/get-tokenizer.sh
 # prints (it installs the files with npm the first time).  Without them
 # the target is skipped with a line saying why, not failed: a machine
@@ -116,9 +118,9 @@ object() { # SOURCE: compiled unless it was in this run; prints the object
 status=0
 for t in $targets; do
     [ -n "${src[$t]+x}" ] || { echo "fuzz: unknown target '$t' (valid: $all)"; exit 2; }
-    if [ "$t" = bpe ]; then
+    if [[ " $needs_tokenizer " == *" $t "* ]]; then
         if ! why=$(bpe_dir); then
-            echo "fuzz: bpe: SKIPPED, no GPT-2 tokenizer: $why (set PTRAIN_BPE_DIR to its directory)"
+            echo "fuzz: $t: SKIPPED, no GPT-2 tokenizer: $why (set PTRAIN_BPE_DIR to its directory)"
             continue
         fi
         export PTRAIN_BPE_DIR=$why
