@@ -21,11 +21,14 @@ static int problems;
 static void problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void problem(const char *fmt, ...)
 {
+    char line[8192];
     va_list ap;
     va_start(ap, fmt);
-    vprintf(fmt, ap);
+    vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
-    putchar('\n');
+    for (char *s = line; *s; s++) /* one line per problem: names and checksums are the manifest's strings */
+        if (*s == '\n' || *s == '\r') *s = ' ';
+    puts(line);
     problems++;
 }
 

@@ -584,6 +584,8 @@ static void problem(checker *c, const char *fmt, ...)
     vsnprintf(m, sizeof m, fmt, ap);
     va_end(ap);
     snprintf(line, sizeof line, "checkpoint %.200s: %s", c->path, m);
+    for (char *s = line; *s; s++) /* one line, as pt_fail's: names and strings are the file's */
+        if (*s == '\n' || *s == '\r') *s = ' ';
     if (c->report) c->report(c->arg, line);
     c->n++;
 }

@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#ifndef CHUNK_BYTES /* (tests/fuzz/fuzz_corpus.c makes it small, to cut documents of a few hundred bytes) */
 #define CHUNK_BYTES ((size_t)1 << 20)      /* text per chunk (a chunk may reach about twice that) */
+#endif
 #define PROGRESS_BYTES ((uint64_t)64 << 20)
 #define MIN_MEMORY ((size_t)16 << 20)
 

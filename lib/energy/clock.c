@@ -21,6 +21,10 @@
 
 enum { MAX_FREQS = 64, MAX_CPUS = 1024 };
 enum { CF_SETSPEED = 1, CF_MAXFREQ = 2 };
+/* cpufreq's frequencies are the kernel's unsigned int kHz: a larger one in
+ * a file is not a frequency (and its kHz would not fit pt_clock_set's
+ * llround) */
+#define CF_MAX_KHZ 4294967295ull
 
 struct pt_clock {
     int kind;
@@ -278,9 +282,11 @@ static int cf_list(pt_clock *c, double *f, int *n)
     if (cf_path(c, 0, "scaling_available_frequencies", p, sizeof p) == 0 && pt_sysfs_read(p, text, sizeof text) == 0) {
         char *s = text, *end;
         while (*n < MAX_FREQS) {
+            while (*s == ' ' || *s == '\t' || *s == '\n') s++;
+            if (*s < '0' || *s > '9') break; /* strtoull would take "-5" as 2^64 - 5 */
             errno = 0;
             unsigned long long khz = strtoull(s, &end, 10);
-            if (end == s || errno) break;
+            if (errno || khz > CF_MAX_KHZ) break;
             if (khz > 0) f[(*n)++] = (double)khz / 1000.0;
             s = end;
         }
@@ -289,7 +295,7 @@ static int cf_list(pt_clock *c, double *f, int *n)
     uint64_t lo = 0, hi = 0;
     char q[300];
     if (cf_path(c, 0, "cpuinfo_min_freq", p, sizeof p) || cf_path(c, 0, "cpuinfo_max_freq", q, sizeof q) ||
-        pt_sysfs_read_u64(p, &lo) || pt_sysfs_read_u64(q, &hi) || !lo || hi < lo)
+        pt_sysfs_read_u64(p, &lo) || pt_sysfs_read_u64(q, &hi) || !lo || hi < lo || hi > CF_MAX_KHZ)
         return pt_fail(PT_EUNSUPP, "cpufreq: %s lists no frequencies (no scaling_available_frequencies, no "
                        "cpuinfo_min_freq/cpuinfo_max_freq)", c->dir[0]);
     for (int i = 0; i < 8; i++) f[i] = ((double)lo + (double)(hi - lo) * i / 7) / 1000.0;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* libFuzzer target: GPT-2 BPE encode -> decode round trip (must give the
  * input bytes back exactly, NUL bytes and invalid UTF-8 included), and
- * decode of arbitrary ids.  Needs the tokenizer files: $PTRAIN_BPE_DIR
- * (scripts/get-tokenizer.sh prints it). */
+ * decode of arbitrary ids.  Needs the tokenizer files in $PTRAIN_BPE_DIR:
+ * scripts/fuzz.sh sets it (from scripts/get-tokenizer.sh when unset) or
+ * skips this target. */
 #include "fuzz_util.h"
 #include "core/core.h"
 #include "data/bpe.h"
@@ -11,10 +12,12 @@ static pt_bpe *bpe;
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+    (void)argc, (void)argv;
     const char *dir = getenv("PTRAIN_BPE_DIR");
     if (!dir || pt_bpe_load(&bpe, dir) != PT_OK) {
-        fprintf(stderr, "fuzz_bpe: set PTRAIN_BPE_DIR to the GPT-2 tokenizer files (%s)\n",
-                pt_errmsg());
+        fprintf(stderr, "fuzz_bpe: set PTRAIN_BPE_DIR to the GPT-2 tokenizer files, e.g. "
+                "PTRAIN_BPE_DIR=$(scripts/get-tokenizer.sh), or run it through scripts/fuzz.sh (%s)\n",
+                dir ? pt_errmsg() : "PTRAIN_BPE_DIR is not set");
         exit(1);
     }
     return 0;

@@ -481,6 +481,43 @@ static void test_cpufreq_denied(void)
     chmod(p, 0644);
 }
 
+/* Frequency files that hold no cpufreq frequency (tests/fuzz/regress/energy_sysfs/):
+ * "-5" is not 2^64 - 5 kHz, and nothing above the kernel's unsigned int kHz
+ * is offered, so every clock set is written as the kHz it names. */
+static void test_cpufreq_bad_numbers(void)
+{
+    char rel[256];
+    int cpus[1] = {0};
+    static const struct { const char *avail, *max; int n; double top; } cases[] = {
+        {"-5 800000", "2400000", 8, 2400},                /* a sign: the list ends there, min..max */
+        {"800000 4294967296 1200000", "2400000", 1, 800}, /* above 2^32 - 1 kHz: the list ends there */
+        {NULL, "18446744073709551615", 0, 0},             /* no list, a max no kernel writes: none */
+    };
+    for (int i = 0; i < 3; i++) {
+        cpu_tree(1, "userspace\n", cases[i].avail != NULL);
+        if (cases[i].avail) put(CPU "cpu0/cpufreq/scaling_available_frequencies", cases[i].avail);
+        put(CPU "cpu0/cpufreq/cpuinfo_max_freq", cases[i].max);
+        pt_clock *c = NULL;
+        int rc = pt_clock_open(&c, PT_CLOCK_CPUFREQ, NULL, cpus, 1, 0, 0, NULL);
+        const double *f = NULL;
+        int n = rc ? 0 : pt_clock_freqs(c, &f);
+        unsigned long long set = 0;
+        if (!rc) {
+            pt_clock_set(c, 1e9);
+            snprintf(rel, sizeof rel, CPU "cpu0/cpufreq/scaling_setspeed");
+            set = getu(rel);
+        }
+        if (cases[i].n)
+            tap_ok(rc == PT_OK && n == cases[i].n && f[n - 1] == cases[i].top && set == (unsigned long long)(cases[i].top * 1000),
+                   "cpufreq list '%.30s', max '%.24s': %d clocks up to %g MHz, the top written as %llu kHz (want %d up "
+                   "to %g)", cases[i].avail, cases[i].max, n, n ? f[n - 1] : 0, set, cases[i].n, cases[i].top);
+        else
+            tap_ok(rc == PT_EUNSUPP && strstr(pt_errmsg(), "lists no frequencies"),
+                   "cpufreq max '%.24s' without a list: no clocks (%s)", cases[i].max, rc ? pt_errmsg() : "opened");
+        pt_clock_close(c);
+    }
+}
+
 /* ---- NVML --------------------------------------------------------------- */
 static char nvdir[600];
 static void nv_put(const char *name, const char *text)
@@ -964,6 +1001,7 @@ int main(void)
     test_cpufreq();
     test_cpufreq_emergency();
     test_cpufreq_denied();
+    test_cpufreq_bad_numbers();
     if (access(lib, R_OK) == 0) {
         test_nvml(lib);
         test_probe(lib);

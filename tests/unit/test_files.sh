@@ -17,6 +17,8 @@
 #    prepare and ptrain-topo; a topology file is typed by its first byte
 #    before it is read whole;
 #  - hwloc XML that crashes hwloc is refused in one line (case 8, fuzzing);
+#  - ptrain-ckpt verify prints one line per problem whatever the
+#    manifest's strings hold (fuzzing);
 #  - decode refuses a NUL byte instead of dropping the ids after it;
 #  - one long word without spaces encodes like the reference (the JS
 #    encoder, on a word short enough for it) and a 1 MB one finishes.
@@ -210,6 +212,26 @@ for opt in --topology --load; do
         "hwloc-stray-quote.xml': hwloc cannot import this XML (hwloc crashed with signal 11" "$topo" $opt "$crash_xml"
 done
 refuse "ptrain-topo --topology: the same XML with the default backend" 2 "hwloc-stray-quote.xml" "$topo" --topology "$crash_xml"
+
+# ptrain-ckpt verify prints one line per problem, also when the manifest's
+# strings hold newlines (a rank file named "rank<newline>00000.bin", with a
+# correct checksum, so that the manifest is read): found by
+# tests/fuzz/fuzz_ckpt_manifest in the library's check, the same in verify's
+# own lines
+mkdir -p "$tmp/nlck"
+python3 - "$top_srcdir/tests/fuzz/corpus/ckpt_manifest/old-no-checksum.json" "$tmp/nlck/manifest.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))
+m["files"][0]["name"] = "rank\n00000.bin"
+m["manifest_fnv1a64"] = "0" * 16
+text = json.dumps(m, indent=1)
+h = 0xcbf29ce484222325
+for b in text.encode():
+    h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+open(sys.argv[2], "w").write(text.replace('"' + "0" * 16 + '"', '"%016x"' % h))
+PY
+refuse "ptrain-ckpt verify: a rank file name holding a newline" 1 "rank 00000.bin is missing" \
+    "$top_builddir/ptrain-ckpt" verify "$tmp/nlck"
 
 # decode: a NUL byte is an error, not the end of the list
 printf '15496\n11\0\n995\n' >"$tmp/nul.ids"
