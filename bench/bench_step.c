@@ -10,8 +10,13 @@
  * best of the repetitions), then the model's ms/step, tokens/s, achieved
  * GFLOP/s (6N + 12LTC FLOPs per token, see pt_gpt_flops_per_token) and the
  * ratio of achieved to sgemm GFLOP/s, for the mean and for the best step
- * (the best is the one to compare on a shared, noisy machine), and last a
- * machine-readable line "result: tok_s=<best> mean_tok_s=<mean>
+ * (the best is the one to compare on a shared, noisy machine), then one
+ * more step through the profiling ops table (lib/backend/ops_profile.h):
+ * per op family (gemm, attention, classifier, layernorm, elementwise,
+ * embedding, optimizer, memory) its calls, ms, share of that step and
+ * GFLOP/s (the compute families) and GB/s, the time outside the ops, and a
+ * line "profile: gemm_ms=... classifier_ms=... other_ms=... step_ms=...";
+ * and last a machine-readable line "result: tok_s=<best> mean_tok_s=<mean>
  * gflops=<best> sgemm_fc=<GFLOP/s> pct_sgemm=<best %>" (read by
  * bench/bench-torch.sh).  The step is pt_train_step (lib/train), the one
  * ptrain-run uses; a second pass times the forward alone for the fwd /
@@ -38,6 +43,7 @@
 #include "backend/cuda/gemm_plan.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/gemm_bf16.h"
+#include "backend/ops_profile.h"
 #include "core/core.h"
 #include "model/gpt.h"
 #include "train/train.h"
@@ -136,6 +142,14 @@ static double cuda_gemm_gflops(int M, int N, int K, int elem, int reps)
     return best < 1e30 ? 2.0 * M * N * K / best / 1e9 : 0;
 }
 #endif
+
+/* the profiling table's sync: the GPU's work done before and after each op */
+static void profile_sync(void)
+{
+#ifdef HAVE_CUDA
+    pt_cuda_sync();
+#endif
+}
 
 int main(int argc, char **argv)
 {
@@ -255,6 +269,22 @@ int main(int argc, char **argv)
         if (gpu) pt_cuda_sync();
         t_fwd += pt_now() - t0;
     }
+    /* one more step through the profiling table (lib/backend/ops_profile.h):
+     * the time per op family.  The model and the training step read their
+     * ops table through m.ops and tr.ops, swapped for this step only. */
+    pt_ops_profile prof;
+    double t_prof = 0;
+    if (!rc) {
+        const pt_ops *plain = m.ops;
+        const pt_ops *wrapped = pt_ops_profile_start(&prof, plain, gpu ? profile_sync : NULL);
+        m.ops = tr.ops = wrapped;
+        double t0 = pt_now();
+        rc = pt_train_step(&tr, tok, tok + 1, 1e-4f, &loss, NULL);
+        if (gpu) pt_cuda_sync();
+        t_prof = pt_now() - t0;
+        m.ops = tr.ops = plain;
+        pt_ops_profile_stop();
+    }
     if (rc) {
         fprintf(stderr, "bench-step: %s\n", pt_errmsg());
         MPI_Abort(MPI_COMM_WORLD, 1);
@@ -289,6 +319,28 @@ int main(int argc, char **argv)
     const double pbytes = prec == PT_PREC_BF16 ? 18.0 : 16.0;
     printf("peak memory %.1f MiB (params+grads+adam%s %.1f MiB)\n", arena.peak / 1048576.0,
            prec == PT_PREC_BF16 ? "+bf16 copy" : "", m.nfloats * pbytes / 1048576.0);
+    /* the profiled step by op family */
+    printf("\n%-16s %8s %10s %7s %10s %9s\n", "op family", "calls", "ms/step", "share", "GFLOP/s", "GB/s");
+    double in_ops = 0;
+    char fams[512] = "";
+    size_t fl = 0;
+    for (int f = 0; f < PT_OPF_N; f++) {
+        const pt_op_family_stats *st = &prof.fam[f];
+        in_ops += st->seconds;
+        if (!st->calls) continue;
+        char rate[16] = "", bw[16] = "";
+        if (st->seconds > 0 && pt_op_family_compute(f)) snprintf(rate, sizeof rate, "%.1f", st->flops / st->seconds / 1e9);
+        if (st->seconds > 0) snprintf(bw, sizeof bw, "%.1f", st->bytes / st->seconds / 1e9);
+        printf("%-16s %8ld %10.1f %6.1f%% %10s %9s\n", pt_op_family_name(f), st->calls, 1e3 * st->seconds,
+               100 * st->seconds / t_prof, rate, bw);
+        if (fl < sizeof fams)
+            fl += (size_t)snprintf(fams + fl, sizeof fams - fl, " %s_ms=%.2f", pt_op_family_name(f), 1e3 * st->seconds);
+    }
+    printf("%-16s %8s %10.1f %6.1f%%   (communication, ptrain's own code between the ops)\n", "outside the ops", "",
+           1e3 * (t_prof - in_ops), 100 * (t_prof - in_ops) / t_prof);
+    printf("%-16s %8s %10.1f %7s   (one step through the profiling table%s)\n", "profiled step", "", 1e3 * t_prof, "",
+           gpu ? ", synchronised around every op" : "");
+    printf("profile:%s other_ms=%.2f step_ms=%.2f\n", fams, 1e3 * (t_prof - in_ops), 1e3 * t_prof);
     char mfu[64] = "";
     if (gpu) /* dense peaks of an H100/H200 SXM (NVIDIA's data sheets), GFLOP/s */
         snprintf(mfu, sizeof mfu, " device=cuda mfu=%.1f", 100.0 * bgf / (prec == PT_PREC_BF16 ? 989.4e3 : 66.9e3));

@@ -265,12 +265,13 @@ typedef struct pt_ops {
      * dloss [R] ACC (a vocabulary-parallel caller merges stats between the two calls):
      * logits become dlogits = (softmax - onehot(target)) dloss[n] in place, dx [R, C]
      * ACT += dlogits w, dw [Vl, C] ACC += dlogits^T x (padded rows untouched); NULL
-     * skips; work: pt_classifier_rows_work_elems(R, C, Vl) ACC elements (dX's partial
-     * sums).  bf16: fp32 logits from bf16 operands; dlogits rounded to bf16 for the two
-     * GEMMs (as classifier_bwd).  A table may leave both NULL (the model then runs
-     * classifier_fwd/bwd). */
+     * skips.  work (both): pt_classifier_rows_work_elems(R, C, Vl) ACC elements (the
+     * forward's per-slice row statistics, the backward's dX partial sums; its contents
+     * are scratch).  bf16: fp32 logits from bf16 operands; dlogits rounded to bf16 for
+     * the two GEMMs (as classifier_bwd).  A table may leave both NULL (the model then
+     * runs classifier_fwd/bwd). */
     void (*classifier_rows_fwd)(void *stats, void *logits, const void *x, const void *w, const int32_t *targets,
-                                int v0, int vreal, int R, int C, int Vl);
+                                void *work, int v0, int vreal, int R, int C, int Vl);
     void (*classifier_rows_bwd)(void *dx, void *dw, const void *x, const void *w, void *logits, const void *stats,
                                 const int32_t *targets, const void *dloss, void *work, int v0, int vreal, int R,
                                 int C, int Vl);
@@ -366,12 +367,13 @@ static inline size_t pt_classifier_work_elems(const pt_ops *ops, int N, int C, i
  * K-split of dX = dlogits w, so that its threads need no thread-count
  * dependent order) */
 #define PT_CLASSIFIER_XSLICE 4096
-/* ACC elements of classifier_rows_bwd's work for R rows, width C, shard Vl:
- * the [R, C] partial of dX per slice of PT_CLASSIFIER_XSLICE columns */
+/* ACC elements of classifier_rows_fwd/bwd's work for R rows, width C, shard
+ * Vl: per slice of PT_CLASSIFIER_XSLICE columns the [R, C] partial of dX (the
+ * backward) or the rows' max and sum of exp [2, R] (the forward) */
 static inline size_t pt_classifier_rows_work_elems(int R, int C, int Vl)
 {
     const size_t ns = ((size_t)(Vl > 0 ? Vl : 1) + PT_CLASSIFIER_XSLICE - 1) / PT_CLASSIFIER_XSLICE;
-    return ns * (size_t)R * (size_t)C;
+    return ns * (size_t)R * (size_t)(C > 2 ? C : 2);
 }
 
 /* Rows per chunk of the chunked classifier (lib/parallel's

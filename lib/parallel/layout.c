@@ -199,7 +199,7 @@ int pt_classifier_step(pt_comm *g, const pt_ops *ops, pt_arena *a, float *losses
         const int n = N - r0 < R ? N - r0 : R;
         const void *xr = pt_elem(x, (size_t)r0 * C, ops->act);
         /* the chunk's statistics are [3n]: rowmax, sumexp and target logit of its n rows */
-        ops->classifier_rows_fwd(cs, logits, xr, w, tgt + r0, v0, vreal, n, C, Vl);
+        ops->classifier_rows_fwd(cs, logits, xr, w, tgt + r0, work, v0, vreal, n, C, Vl);
         rc = merge_stats(g, ops, a, cs, n);
         if (rc) break;
         ops->xent_loss(losses + r0, cs, cs + n, cs + 2 * (size_t)n, n);

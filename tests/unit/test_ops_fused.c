@@ -634,7 +634,7 @@ static void rows_run(const pt_ops *o, const rows_case *k, double *st, double *dx
     double *loc = dalloc(3 * (size_t)k->ns * R);
     for (int n = 0; n < R; n++) g[n] = -INFINITY;
     for (int s = 0; s < k->ns; s++) {
-        o->classifier_rows_fwd(cs, lg, x, (char *)w + (size_t)s * Vl * C * ea, k->tgt, s * Vl, k->vr, R, C, Vl);
+        o->classifier_rows_fwd(cs, lg, x, (char *)w + (size_t)s * Vl * C * ea, k->tgt, work, s * Vl, k->vr, R, C, Vl);
         double *l = from_t(cs, 3 * (size_t)R, o->acc);
         memcpy(loc + (size_t)s * 3 * R, l, sizeof(double) * 3 * (size_t)R);
         for (int n = 0; n < R; n++) g[n] = fmax(g[n], l[n]);
@@ -648,7 +648,7 @@ static void rows_run(const pt_ops *o, const rows_case *k, double *st, double *dx
     void *go = to_t(g, 3 * (size_t)R, o->acc);
     for (int s = 0; s < k->ns; s++) {
         const void *ws = (char *)w + (size_t)s * Vl * C * ea;
-        o->classifier_rows_fwd(cs, lg, x, ws, k->tgt, s * Vl, k->vr, R, C, Vl); /* this shard's logits again */
+        o->classifier_rows_fwd(cs, lg, x, ws, k->tgt, work, s * Vl, k->vr, R, C, Vl); /* this shard's logits again */
         o->classifier_rows_bwd(dxo, (char *)dwo + (size_t)s * Vl * C * pt_dtype_size(o->acc), x, ws, lg, go, k->tgt,
                                dlo, work, s * Vl, k->vr, R, C, Vl);
     }
