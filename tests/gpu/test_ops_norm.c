@@ -12,7 +12,8 @@
  * blocks with a partial last one), the aliasing ops.h allows (rowvar's mean
  * or sqsum in the sum buffer, apply's rstd in sqsum, xent_bwd in place),
  * NULL-skipped gradients, and one check at GPT-2's widths (C 768, the
- * classifier's default block of 512 columns).  Skips without a GPU;
+ * classifier's default block of 512 columns); the chunked classifier
+ * (classifier_rows_fwd/bwd) the same way, its held logits too.  Skips without a GPU;
  * PTRAIN_GPU_QUICK=1 leaves out the timing (compute-sanitizer runs). */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
@@ -51,6 +52,10 @@ typedef struct {
                            int);
     void (*classifier_bwd)(void *, void *, const void *, const void *, const void *, const int32_t *, const void *,
                            void *, int, int, int, int, int, int, int);
+    void (*classifier_rows_fwd)(void *, void *, const void *, const void *, const int32_t *, void *, int, int, int,
+                                int, int);
+    void (*classifier_rows_bwd)(void *, void *, const void *, const void *, void *, const void *, const int32_t *,
+                                const void *, void *, int, int, int, int, int);
 } gops;
 
 #define GOPS(S)                                                                                                    \
@@ -58,7 +63,8 @@ typedef struct {
         pt_cuda_layernorm_fwd_##S, pt_cuda_layernorm_bwd_##S, pt_cuda_layernorm_rowsum_##S,                        \
             pt_cuda_layernorm_rowvar_##S, pt_cuda_layernorm_apply_##S, pt_cuda_layernorm_bwd_rowsums_##S,          \
             pt_cuda_layernorm_bwd_apply_##S, pt_cuda_xent_max_##S, pt_cuda_xent_sumexp_##S, pt_cuda_xent_bwd_##S,  \
-            pt_cuda_classifier_fwd_##S, pt_cuda_classifier_bwd_##S                                                 \
+            pt_cuda_classifier_fwd_##S, pt_cuda_classifier_bwd_##S, pt_cuda_classifier_rows_fwd_##S,               \
+            pt_cuda_classifier_rows_bwd_##S                                                                        \
     }
 static const gops gops_f32 = GOPS(f32), gops_bf16 = GOPS(bf16);
 
@@ -349,6 +355,50 @@ static void test_classifier(const table *t, int N, int C, int Vl, int v0, int vr
     drop(&x), drop(&w), drop(&stats), drop(&dloss), drop(&dx), drop(&dw);
 }
 
+/* The chunked classifier (classifier_rows_fwd/bwd): R rows' logits held
+ * whole, the statistics, then dlogits in place, dx (+=) and dw (+=); the
+ * CPU table's slices against the GPU's whole-chunk GEMMs.  The logits
+ * buffer is compared after the forward (fp32 logits over the W unpadded
+ * columns). */
+static void test_classifier_rows(const table *t, int R, int C, int Vl, int v0, int vreal)
+{
+    char shape[128];
+    snprintf(shape, sizeof shape, "R=%d C=%d Vl=%d v0=%d vreal=%d", R, C, Vl, v0, vreal);
+    const pt_ops *c = t->cpu;
+    const gops *g = t->g;
+    const int W = vreal - v0 < Vl ? vreal - v0 : Vl;
+    ids tg = mk_targets(R, v0, W, Vl);
+    buf x = mk(t, 1, (size_t)R * C, 1, 0), w = mk(t, 1, (size_t)Vl * C, 3 / sqrt((double)C), 0),
+        stats = mk(t, 0, 3 * (size_t)R, 1, 0), dloss = mk(t, 0, R, 0.5, 1.0), dx = mk(t, 1, (size_t)R * C, 1, 0),
+        dw = mk(t, 0, (size_t)Vl * C, 1, 0), lg = mk(t, 0, (size_t)R * Vl, 1, 0);
+    const size_t nwork = pt_classifier_rows_work_elems(R, C, Vl);
+    float *hwork = malloc(sizeof(float) * nwork);
+    void *dwork = pt_cuda_mem.alloc(sizeof(float) * nwork);
+    if (!hwork || !dwork) die("allocation");
+    c->classifier_rows_fwd(stats.h, lg.h, x.h, w.h, tg.h, hwork, v0, vreal, R, C, Vl);
+    g->classifier_rows_fwd(stats.d, lg.d, x.d, w.d, tg.d, dwork, v0, vreal, R, C, Vl);
+    check_part(t, "classifier_rows_fwd", shape, "rowmax", &stats, 0, R, t->tacc);
+    check_part(t, "classifier_rows_fwd", shape, "sumexp", &stats, R, R, t->tacc);
+    check_part(t, "classifier_rows_fwd", shape, "target logit", &stats, 2 * (size_t)R, R, t->tacc);
+    /* the held logits, row by row over the unpadded columns */
+    double el = 0;
+    for (int n = 0; n < R && W > 0; n++) {
+        const double e = relerr(&lg, (size_t)n * Vl, (size_t)W);
+        if (!(e <= el)) el = e;
+    }
+    tap_ok(el <= t->tacc, "%s classifier_rows_fwd %s: logits held max|gpu-cpu|/max|cpu| per row = %.2e (tol %.0e)",
+           t->name, shape, el, t->tacc);
+    upload(&stats), upload(&lg); /* both sides go on from the CPU's statistics and logits */
+    c->classifier_rows_bwd(dx.h, dw.h, x.h, w.h, lg.h, stats.h, tg.h, dloss.h, hwork, v0, vreal, R, C, Vl);
+    g->classifier_rows_bwd(dx.d, dw.d, x.d, w.d, lg.d, stats.d, tg.d, dloss.d, dwork, v0, vreal, R, C, Vl);
+    check(t, "classifier_rows_bwd", shape, "dx (+=)", &dx, t->tact);
+    check(t, "classifier_rows_bwd", shape, "dw (+=)", &dw, t->tacc);
+    free(hwork);
+    pt_cuda_mem.free(dwork);
+    drop_ids(&tg);
+    drop(&x), drop(&w), drop(&stats), drop(&dloss), drop(&dx), drop(&dw), drop(&lg);
+}
+
 /* ---- timing ------------------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -482,6 +532,8 @@ int main(void)
         test_classifier(t, 37, 50, 300, 600, 850, 64, 2);
         test_classifier(t, 37, 50, 300, 0, 300, 300, 1);     /* one block, no padding */
         test_classifier(t, 128, 768, 4096, 4096, 8000, PT_CLASSIFIER_VBLOCK, 2); /* GPT-2's width, last shard */
+        test_classifier_rows(t, 37, 50, 300, 600, 850);          /* 50 padded ids */
+        test_classifier_rows(t, 256, 768, 9000, 0, 8990);        /* GPT-2's width, three of the CPU's slices */
     }
     /* a bad argument is recorded with its line, nothing runs */
     pt_cuda_ops_clear();

@@ -134,7 +134,12 @@ double pt_cuda_sumsq(const void *x, size_t n, pt_dtype t);
                                     int vb, int v0, int vreal, int N, int C, int Vl, int ks);                        \
     void pt_cuda_classifier_bwd_##S(void *dx, void *dw, const void *x, const void *w, const void *stats,             \
                                     const int32_t *targets, const void *dloss, void *work, int vb, int v0, int vreal, \
-                                    int N, int C, int Vl, int ks);
+                                    int N, int C, int Vl, int ks);                                                    \
+    void pt_cuda_classifier_rows_fwd_##S(void *stats, void *logits, const void *x, const void *w,                    \
+                                         const int32_t *targets, void *work, int v0, int vreal, int R, int C, int Vl); \
+    void pt_cuda_classifier_rows_bwd_##S(void *dx, void *dw, const void *x, const void *w, void *logits,             \
+                                         const void *stats, const int32_t *targets, const void *dloss, void *work,   \
+                                         int v0, int vreal, int R, int C, int Vl);
 PT_CUDA_NORM_OPS(f32)
 PT_CUDA_NORM_OPS(bf16)
 

@@ -759,6 +759,73 @@ void classifier_bwd(void *dx_, void *dw_, const void *x_, const void *w_, const 
     }
 }
 
+/* The chunked classifier (ops.h classifier_rows_fwd/bwd): the chunk's
+ * logits [R, W] in one GEMM into the [R, Vl] buffer, the row statistics
+ * over all W columns with the block kernels (cls_stats_kernel with one
+ * block of W columns, from the initial -inf, 0, 0), dlogits in place
+ * (cls_dlogits_kernel over W columns: bf16 at row stride 2 Vl), then dX
+ * and dW as one GEMM each.  work: the bf16 table's fp32 dX accumulator [R,
+ * C] (pt_classifier_rows_work_elems holds at least that); unused in fp32.
+ * The row reductions' order is set by the shape alone, as the block
+ * classifier's. */
+template <typename T>
+void classifier_rows_fwd(void *stats_, void *logits_, const void *x_, const void *w_, const int32_t *targets,
+                         void *work_, int v0, int vreal, int R, int C, int Vl)
+{
+    const char *op = "classifier_rows_fwd";
+    (void)work_;
+    if (cls_bad(op, 1, R, C, Vl, 1) || !R) return;
+    float *stats = (float *)stats_, *lg = (float *)logits_;
+    const int W = xent_width(v0, vreal, Vl);
+    cudaStream_t st = pt_cuda_stream_compute();
+    cls_init_kernel<<<blocks_for((size_t)R), THREADS, 0, st>>>(stats, R);
+    if (pt_cuda_op_check(op) != PT_OK || W <= 0) return;
+    int rc = pt_cuda_gemm(0, 1, R, W, C, 1.0f, x_, C, 0, w_, C, 0, 0.0f, lg, Vl, 0, 1, elem_of<T>::value, PT_GEMM_F32);
+    if (rc != PT_OK) {
+        pt_cuda_op_record(rc, op);
+        return;
+    }
+    cls_stats_kernel<<<row_blocks(R), THREADS, 0, st>>>(stats, lg, Vl, W, R, targets, (long)v0);
+    pt_cuda_op_check(op);
+}
+
+template <typename T>
+void classifier_rows_bwd(void *dx_, void *dw_, const void *x_, const void *w_, void *logits_, const void *stats_,
+                         const int32_t *targets, const void *dloss_, void *work_, int v0, int vreal, int R, int C,
+                         int Vl)
+{
+    const char *op = "classifier_rows_bwd";
+    if (cls_bad(op, 1, R, C, Vl, 1) || !R || (!dx_ && !dw_)) return;
+    constexpr bool narrow = elem_of<T>::value == PT_GEMM_BF16;
+    const int W = xent_width(v0, vreal, Vl);
+    if (W <= 0) return;
+    T *dx = (T *)dx_;
+    float *dw = (float *)dw_, *lg = (float *)logits_, *acc = (float *)work_;
+    const float *stats = (const float *)stats_, *dloss = (const float *)dloss_;
+    cudaStream_t st = pt_cuda_stream_compute();
+    if (narrow)
+        cls_dlogits_kernel<__nv_bfloat16><<<row_blocks(R), THREADS, 0, st>>>(lg, Vl, W, R, stats, dloss, targets,
+                                                                             (long)v0);
+    else
+        cls_dlogits_kernel<float><<<row_blocks(R), THREADS, 0, st>>>(lg, Vl, W, R, stats, dloss, targets, (long)v0);
+    if (pt_cuda_op_check(op) != PT_OK) return;
+    const int ldl = narrow ? 2 * Vl : Vl; /* the dlogits' row stride in their elements */
+    int rc = PT_OK;
+    if (dx)
+        rc = pt_cuda_gemm(0, 0, R, C, W, 1.0f, lg, ldl, 0, w_, C, 0, narrow ? 0.0f : 1.0f,
+                          narrow ? (void *)acc : (void *)dx, C, 0, 1, elem_of<T>::value, PT_GEMM_F32);
+    if (dw && rc == PT_OK)
+        rc = pt_cuda_gemm(1, 0, W, C, R, 1.0f, lg, ldl, 0, x_, C, 0, 1.0f, dw, C, 0, 1, elem_of<T>::value, PT_GEMM_F32);
+    if (rc != PT_OK) {
+        pt_cuda_op_record(rc, op);
+        return;
+    }
+    if (narrow && dx) {
+        add_acc_kernel<T><<<blocks_for((size_t)R * C), THREADS, 0, st>>>(dx, acc, (size_t)R * C);
+        pt_cuda_op_check(op);
+    }
+}
+
 } // namespace
 
 #define PT_CUDA_NORM_ENTRIES(S, T)                                                                                    \
@@ -822,6 +889,18 @@ void classifier_bwd(void *dx_, void *dw_, const void *x_, const void *w_, const 
                                                int vreal, int N, int C, int Vl, int ks)                              \
     {                                                                                                                 \
         classifier_bwd<T>(dx, dw, x, w, stats, targets, dloss, work, vb, v0, vreal, N, C, Vl, ks);                    \
+    }                                                                                                                 \
+    extern "C" void pt_cuda_classifier_rows_fwd_##S(void *stats, void *logits, const void *x, const void *w,         \
+                                                    const int32_t *targets, void *work, int v0, int vreal, int R,    \
+                                                    int C, int Vl)                                                   \
+    {                                                                                                                 \
+        classifier_rows_fwd<T>(stats, logits, x, w, targets, work, v0, vreal, R, C, Vl);                              \
+    }                                                                                                                 \
+    extern "C" void pt_cuda_classifier_rows_bwd_##S(void *dx, void *dw, const void *x, const void *w, void *logits,  \
+                                                    const void *stats, const int32_t *targets, const void *dloss,    \
+                                                    void *work, int v0, int vreal, int R, int C, int Vl)             \
+    {                                                                                                                 \
+        classifier_rows_bwd<T>(dx, dw, x, w, logits, stats, targets, dloss, work, v0, vreal, R, C, Vl);               \
     }
 PT_CUDA_NORM_ENTRIES(f32, float)
 PT_CUDA_NORM_ENTRIES(bf16, __nv_bfloat16)

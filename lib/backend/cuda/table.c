@@ -38,6 +38,8 @@
         .xent_bwd = pt_cuda_xent_bwd_##S,                           \
         .classifier_fwd = pt_cuda_classifier_fwd_##S,               \
         .classifier_bwd = pt_cuda_classifier_bwd_##S,               \
+        .classifier_rows_fwd = pt_cuda_classifier_rows_fwd_##S,     \
+        .classifier_rows_bwd = pt_cuda_classifier_rows_bwd_##S,     \
         .xent_rescale = pt_cuda_xent_rescale,                       \
         .zero = pt_cuda_zero,                                       \
         .fill = pt_cuda_fill,                                       \
