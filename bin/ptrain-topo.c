@@ -7,6 +7,7 @@
 #include "backend/blas.h"
 #include "bin/tool_util.h"
 #include "core/core.h"
+#include "core/cpu.h"
 #include "core/file.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
@@ -56,6 +57,9 @@ static void report(const pt_topo *t)
     printf("Node %s (%s)\n", t->hostname[0] ? t->hostname : "?", t->source);
     printf("  %d package%s, %d NUMA node%s, %d cores, %d PUs%s%s\n", t->npackages, t->npackages == 1 ? "" : "s",
            t->nnuma, t->nnuma == 1 ? "" : "s", t->ncores, t->npus, t->cpu_model[0] ? "; " : "", t->cpu_model);
+    if (t->cpu_bf16_known)
+        printf("  CPU bf16 instructions: %s%s\n", pt_bf16_isa_name(t->cpu_bf16),
+               t->cpu_bf16 == PT_BF16_ISA_AMX ? "" : " (a bf16 GEMM runs fp32 sgemm on converted tiles: slower than fp32)");
     printf("  BLAS (this host): %s\n", pt_blas_summary());
     if (t->gemm_gflops > 0) printf("  sgemm, one core: %.1f GFLOP/s (measured)\n", t->gemm_gflops);
     if (t->gemm_gflops_bf16 > 0) printf("  bf16 GEMM, one core: %.1f GFLOP/s (measured)\n", t->gemm_gflops_bf16);

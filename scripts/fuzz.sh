@@ -35,7 +35,7 @@ printf '/* scripts/fuzz.sh: in place of configure'"'"'s config.h */\n#define PAC
 cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined
         -fno-omit-frame-pointer -I$top/lib -I$top -I$top/tests/fuzz -I$out/include"
 pc() { pkg-config "$@"; }
-core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c"
+core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c $top/lib/core/cpu.c"
 plan="$top/lib/contract/plan_env.c $top/lib/contract/plan_modes.c $top/lib/contract/plan_validate.c
       $top/lib/contract/plan_place.c $top/lib/contract/model.c"
 declare -A src libs

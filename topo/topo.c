@@ -5,6 +5,7 @@
 #include "topo/topo.h"
 #include "core/file.h"
 #include "core/core.h"
+#include "core/cpu.h"
 #include "topo/topo_priv.h"
 
 #include <hwloc.h>
@@ -447,6 +448,8 @@ static void read_measurements(pt_topo *t, hwloc_topology_t h)
     /* the sgemm rate and its Hockney fit (0 when absent) */
     t->gemm_gflops = info_double(root, "PtrainGemmGFlops");
     t->gemm_gflops_bf16 = info_double(root, "PtrainGemmBf16GFlops");
+    const int bf16 = pt_bf16_isa_parse(info_get(root, "PtrainCpuBf16")); /* absent in older files */
+    if (bf16 >= 0) t->cpu_bf16 = bf16, t->cpu_bf16_known = 1;
     t->gemm_rinf_gflops = info_double(root, "PtrainGemmRinfGFlops");
     t->gemm_n_half = info_double(root, "PtrainGemmNHalfRows");
 }
@@ -491,6 +494,7 @@ static int build_model(pt_topo *t, hwloc_topology_t h)
     hwloc_obj_t root = hwloc_get_root_obj(h);
     copy_str(t->hostname, sizeof t->hostname, info_get(root, "HostName"));
     if (!t->hostname[0] && hwloc_topology_is_thissystem(h)) gethostname(t->hostname, sizeof t->hostname - 1);
+    if (hwloc_topology_is_thissystem(h)) t->cpu_bf16 = pt_cpu_bf16_class(), t->cpu_bf16_known = 1;
     hwloc_obj_t pkg0 = hwloc_get_obj_by_type(h, HWLOC_OBJ_PACKAGE, 0);
     copy_str(t->cpu_model, sizeof t->cpu_model, pkg0 ? info_get(pkg0, "CPUModel") : NULL);
     t->npackages = hwloc_get_nbobjs_by_type(h, HWLOC_OBJ_PACKAGE);
@@ -934,6 +938,7 @@ int pt_topo_to_xml(const pt_topo *t, char **out)
     }
     if (t->gemm_gflops > 0) bad |= set_info_d(root, "PtrainGemmGFlops", t->gemm_gflops);
     if (t->gemm_gflops_bf16 > 0) bad |= set_info_d(root, "PtrainGemmBf16GFlops", t->gemm_gflops_bf16);
+    if (t->cpu_bf16_known) bad |= set_info(root, "PtrainCpuBf16", pt_bf16_isa_name(t->cpu_bf16));
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0) {
         bad |= set_info_d(root, "PtrainGemmRinfGFlops", t->gemm_rinf_gflops);
         bad |= set_info_d(root, "PtrainGemmNHalfRows", t->gemm_n_half);

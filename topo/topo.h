@@ -201,6 +201,9 @@ typedef struct pt_topo {
     double gemm_gflops_bf16; /* measured bf16 GEMM rate of one core (GFLOP/s; ptrain-topo --probe through
                                pt_gemm_bf16, at the size of gemm_gflops; JSON "gemm_gflops_bf16",
                                optional), 0 = not measured */
+    int cpu_bf16_known;     /* 1: cpu_bf16 holds the CPU's bf16 class (this machine's cpuid when built from
+                               hwloc here; a file's "cpu_bf16" / hwloc info PtrainCpuBf16), 0: unknown */
+    int cpu_bf16;           /* PT_BF16_ISA_* (core/cpu.h): none, avx512_bf16, amx_bf16 */
     /* Hockney fit of one core's sgemm rate over the rows n of a GEMM:
      * rate(n) = gemm_rinf_gflops n / (n + gemm_n_half) (pt_topo_gemm_fit;
      * JSON "gemm_fit": {"r_inf_gflops", "n_half_rows"}, optional);

@@ -4,6 +4,7 @@
 #include "topo/topo.h"
 #include "core/file.h"
 #include "core/core.h"
+#include "core/cpu.h"
 #include "topo/topo_priv.h"
 
 #include <jansson.h>
@@ -180,6 +181,7 @@ int pt_topo_to_json(const pt_topo *t, char **out)
     }
     if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
     if (t->gemm_gflops_bf16 > 0) json_object_set_new(root, "gemm_gflops_bf16", json_real(t->gemm_gflops_bf16));
+    if (t->cpu_bf16_known) json_object_set_new(root, "cpu_bf16", json_string(pt_bf16_isa_name(t->cpu_bf16)));
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0)
         json_object_set_new(root, "gemm_fit", json_pack("{s:f, s:f}", "r_inf_gflops", t->gemm_rinf_gflops,
                                                         "n_half_rows", t->gemm_n_half));
@@ -512,6 +514,13 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
             jerr(&c, "gemm_gflops_bf16", "must be a number of GFLOP/s (0..1e9)");
         else
             t->gemm_gflops_bf16 = json_number_value(gb);
+    }
+    /* optional: the CPU's bf16 class (older files lack it) */
+    json_t *cb = c.rc ? NULL : json_object_get(root, "cpu_bf16");
+    if (cb && !json_is_null(cb)) {
+        const int k = json_is_string(cb) ? pt_bf16_isa_parse(json_string_value(cb)) : -1;
+        if (k < 0) jerr(&c, "cpu_bf16", "must be \"none\", \"avx512_bf16\" or \"amx_bf16\"");
+        else t->cpu_bf16 = k, t->cpu_bf16_known = 1;
     }
     /* optional: the Hockney fit of the sgemm rate over the GEMM's rows */
     json_t *gf = c.rc ? NULL : json_object_get(root, "gemm_fit");

@@ -2,6 +2,7 @@
 /* The node model as the planner sees it: see topo_plan.h. */
 #include "topo/topo_plan.h"
 #include "core/core.h"
+#include "core/cpu.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -378,6 +379,15 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per %s%s (measured %.4g per core x %.3g cores%s)",
                  hw->gemm_gflops_bf16, hw->ranks_per_core > 1 ? "core" : "rank", fit ? " at large sizes" : "",
                  t->gemm_gflops_bf16, per_rank, fit ? ", x the sgemm's r_inf / its one-size rate" : "");
+    } else if (t->cpu_bf16_known && t->cpu_bf16 != PT_BF16_ISA_AMX) {
+        /* no bf16 GEMM instructions the bf16 GEMM uses (lib/backend/gemm_bf16.c's rule: AVX512_BF16
+         * dot products measured slower than fp32 sgemm, so both run sgemm on converted tiles, 0.85
+         * to 0.95 of the fp32 rate in bench-gemm-bf16): a bf16 plan never prices faster than fp32 */
+        hw->gemm_gflops_bf16 = PT_BF16_SGEMM_RATIO * hw->gemm_gflops;
+        pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per %s (estimate: %.2g x the fp32 rate: a %s CPU's bf16 GEMM "
+                 "is fp32 sgemm on converted tiles; ptrain-topo --probe measures it)", hw->gemm_gflops_bf16,
+                 hw->ranks_per_core > 1 ? "core" : "rank", PT_BF16_SGEMM_RATIO,
+                 t->cpu_bf16 == PT_BF16_ISA_NONE ? "no-bf16" : pt_bf16_isa_name(t->cpu_bf16));
     } else {
         pt_notef(note, note_len, "gemm bf16: at the fp32 rate (not measured; ptrain-topo --probe measures it)");
     }

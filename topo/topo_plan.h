@@ -12,6 +12,12 @@
 #include "plan/search.h"
 #include "topo/topo.h"
 
+/* The bf16 GEMM rate over the fp32 rate the node model assumes for a CPU
+ * whose bf16 GEMM is fp32 sgemm on converted tiles (no AMX-BF16) and was not
+ * measured: lib/backend/gemm_bf16.c's measurements put it at 0.85 to 0.95
+ * (bench-gemm-bf16) */
+#define PT_BF16_SGEMM_RATIO 0.9
+
 /* What the user or the admin gives instead of the model's numbers; 0 in
  * a field means "from the model". */
 typedef struct pt_topo_hw_override {

@@ -47,6 +47,8 @@ static void usage(FILE *f)
             "  --schedule S        gpipe, 1f1b, interleaved\n"
             "  --recompute R       none, block, attention\n"
             "  --precision P       fp32, bf16 (bf16 activations and GEMMs at the bf16 GEMM rate)\n"
+            "  --default-precision P  the cluster's default_precision instead of a pin: a default\n"
+            "                      bf16 gives way to fp32 where fp32 prices a faster step\n"
             "  --rank-order O      a permutation of D, P, T (cluster = DPT, spread = TPD)\n"
             "  --tp-order O        the tp grid's axes slowest first, a permutation of 0, 1, 2\n"
             "                      (2d: 012 rows on consecutive ranks, 021 columns)\n"
@@ -122,6 +124,7 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
         {"tp-order", required_argument, 0, 'Q'},      {"mixed-nodes", required_argument, 0, 'X'},
         {"virtual-stages", required_argument, 0, 'v'}, {"pp-split", required_argument, 0, 'Y'},
         {"precision", required_argument, 0, 'C'},     {"gemm-gflops-bf16", required_argument, 0, 'B'},
+        {"default-precision", required_argument, 0, 'D'},
         {0, 0, 0, 0}};
     /* the pins and their request keys (lib/plan/planner.h's builder) */
     static const struct { int c; const char *key; } pins[] = {
@@ -181,6 +184,15 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
         case 'I': bad = parse_real("inter-gbps", optarg, &op->ov.inter_gbps); break;
         case 'F': bad = parse_real("gemm-gflops", optarg, &op->ov.gemm_gflops); break;
         case 'B': bad = parse_real("gemm-gflops-bf16", optarg, &op->ov.gemm_gflops_bf16); break;
+        case 'D': { /* the administrator's default_precision: not a pin (--precision is) */
+            int prec;
+            if (pt_precision_parse("--default-precision", optarg, &prec) < 0) {
+                fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
+                return PT_EXIT_INPUT;
+            }
+            if (!(op->req.pinned & PT_PIN_PRECISION)) op->req.plan.precision = prec;
+            break;
+        }
         case 'j':
         case 'e':
             if (op->out && op->out != c) {

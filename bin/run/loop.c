@@ -304,6 +304,9 @@ int run_train(run_setup *s, uint64_t agreed, int world)
             printf("device: cpu (%s)\n", s->device_note);
         }
         printf("blas: %s\n", pt_blas_summary()); /* the fp32 GEMM; the bf16 one */
+        char pline[600];
+        run_precision_line(plan.precision, s->device, pline, sizeof pline);
+        printf("precision: %s\n", pline);
         fflush(stdout);
     }
     /* energy: the meter, the clock plan, the sweep (collective; NULL when off) */

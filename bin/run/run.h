@@ -162,6 +162,14 @@ int run_parse_args(int argc, char **argv, run_opts *o);
  * (lib/backend/cuda/cuda.h: the backend's ops are NULL). */
 int run_resolve_device(const run_opts *o, int *device, char *note, size_t len);
 
+/* The run header's precision line (without "precision: "), into buf [n]:
+ * what is kept in which type, and for a bf16 run on the CPU the bf16 GEMM
+ * in use and its rate over fp32 sgemm measured now on one core (512^3, a
+ * few ms): where the bf16 GEMM is fp32 sgemm on converted tiles (a CPU
+ * without AMX-BF16: gemm_bf16.h's rule), it says bf16 saves activation
+ * memory there, not time.  precision PT_PREC_*, device RUN_DEVICE_*. */
+void run_precision_line(int precision, int device, char *buf, size_t n);
+
 /* ---- setup.c ---- */
 /* Resolve model, plan, data, checkpoint directory and memory for a world
  * of `world` ranks on `nodes`.  Every rank calls it; nothing collective.

@@ -207,3 +207,23 @@ void run_setup_free(run_setup *s)
     s->synth_train = s->synth_val = NULL;
 }
 
+
+void run_precision_line(int precision, int device, char *buf, size_t n)
+{
+    if (precision != PT_PREC_BF16) {
+        snprintf(buf, n, "fp32 (activations, weights, gradients and AdamW state)");
+        return;
+    }
+    const int k = snprintf(buf, n, "bf16 (bf16 activations and the weight copies the GEMMs read; fp32 master weights, "
+                                   "gradients and AdamW state)");
+    if (device != RUN_DEVICE_CPU || k < 0 || (size_t)k >= n) return;
+    const double f32 = pt_blas_sgemm_gflops(512, 3), b16 = pt_blas_bf16_gemm_gflops(512, 3);
+    const int tiles = pt_gemm_bf16_impl() == PT_GEMM_BF16_SGEMM;
+    char ratio[64] = "";
+    if (f32 > 0 && b16 > 0) snprintf(ratio, sizeof ratio, ", %.2fx fp32 sgemm on one core (measured now)", b16 / f32);
+    snprintf(buf + k, n - (size_t)k, "; bf16 GEMM %s on a %s CPU%s%s", pt_gemm_bf16_impl_name(pt_gemm_bf16_impl()),
+             pt_bf16_isa() == PT_BF16_ISA_NONE ? "no-bf16" : pt_bf16_isa_name(pt_bf16_isa()), ratio,
+             tiles ? ": it is fp32 sgemm on bf16 operands converted to fp32, so bf16 saves activation memory here, "
+                     "not time (--precision fp32 trains faster)"
+                   : "");
+}

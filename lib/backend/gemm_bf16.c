@@ -118,51 +118,20 @@ void pt_bf16_to_f32_n(float *dst, const pt_bf16 *src, size_t n)
 
 /* ---------------------------------------------------------------- ISA class */
 
-const char *pt_bf16_isa_name(int isa)
-{
-    switch (isa) {
-    case PT_BF16_ISA_NONE: return "none";
-    case PT_BF16_ISA_AVX512: return "avx512_bf16";
-    case PT_BF16_ISA_AMX: return "amx_bf16";
-    default: return "?";
-    }
-}
-
 static int cpu_isa, capped_isa;
 static char isa_note[160]; /* how the class was capped or why AMX is off, or "" */
 static pthread_once_t isa_once = PTHREAD_ONCE_INIT;
 
-#if defined(__x86_64__)
-static uint64_t xgetbv0(void)
-{
-    uint32_t lo, hi;
-    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-    return ((uint64_t)hi << 32) | lo;
-}
-#endif
-
 static void detect_isa(void)
 {
-    cpu_isa = PT_BF16_ISA_NONE;
+    /* the CPU's class (core/cpu.h), within PTRAIN_MAX_CPU_ISA's cap */
+    cpu_isa = pt_kernel_isa_level() >= PT_ISA_AVX512 ? pt_cpu_bf16_class() : PT_BF16_ISA_NONE;
 #if defined(__x86_64__)
-    unsigned a, b, c, d;
-    /* AVX-512 foundation with the OS saving its state (pt_cpu_isa_level checks XGETBV) */
-    if (pt_kernel_isa_level() >= PT_ISA_AVX512 && __get_cpuid_max(0, NULL) >= 7) {
-        __cpuid_count(7, 0, a, b, c, d);
-        const unsigned max_sub = a, amx_bf16 = d & (1u << 22), amx_tile = d & (1u << 24);
-        unsigned a1 = 0;
-        if (max_sub >= 1) __cpuid_count(7, 1, a1, b, c, d);
-        if (a1 & (1u << 5)) cpu_isa = PT_BF16_ISA_AVX512;
-        if (cpu_isa == PT_BF16_ISA_AVX512 && amx_bf16 && amx_tile) {
-            /* XCR0 bits 17, 18: the OS manages the tile config and data state;
-             * Linux then hands out the 8 KiB tile data state per process on request */
-            const uint64_t tiles = (1ull << 17) | (1ull << 18);
-            if ((xgetbv0() & tiles) != tiles)
-                snprintf(isa_note, sizeof isa_note, "AMX-BF16 present but the OS does not enable the tile state");
-            else if (syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0)
-                snprintf(isa_note, sizeof isa_note, "AMX-BF16 present but Linux refused the tile-data permission");
-            else cpu_isa = PT_BF16_ISA_AMX;
-        }
+    /* Linux hands out the 8 KiB tile data state per process on request */
+    if (cpu_isa == PT_BF16_ISA_AMX &&
+        syscall(SYS_arch_prctl, 0x1023 /* ARCH_REQ_XCOMP_PERM */, 18 /* XFEATURE_XTILEDATA */) != 0) {
+        snprintf(isa_note, sizeof isa_note, "AMX-BF16 present but Linux refused the tile-data permission");
+        cpu_isa = PT_BF16_ISA_AVX512;
     }
 #endif
     capped_isa = cpu_isa;

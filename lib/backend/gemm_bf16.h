@@ -54,6 +54,7 @@
 #include <stdint.h>
 
 #include "core/core.h"
+#include "core/cpu.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,12 +70,7 @@ void pt_f32_to_bf16_n(pt_bf16 *dst, const float *src, size_t n);
 /* dst[i] = pt_bf16_to_f32(src[i]) for i < n; no overlap. */
 void pt_bf16_to_f32_n(float *dst, const pt_bf16 *src, size_t n);
 
-/* bf16 ISA classes of a CPU, ordered */
-enum {
-    PT_BF16_ISA_NONE = 0,   /* no bf16 instructions (or not x86): fp32 compute */
-    PT_BF16_ISA_AVX512 = 1, /* AVX512_BF16 (vdpbf16ps): Cooper Lake, Zen 4, Sapphire Rapids */
-    PT_BF16_ISA_AMX = 2,    /* AMX-BF16 tiles (tdpbf16ps): Sapphire Rapids and later */
-};
+/* bf16 ISA classes of a CPU (PT_BF16_ISA_*) and their names: core/cpu.h */
 
 /* This process's bf16 ISA class: cpuid (leaf 7: AVX512_BF16, AMX-BF16,
  * AMX-TILE), XGETBV (the OS saves the AVX-512 and tile state), and for AMX
@@ -86,8 +82,6 @@ enum {
 int pt_bf16_isa(void);
 /* The same from the CPU alone (no oneDNN cap). */
 int pt_bf16_cpu_isa(void);
-/* "none", "avx512_bf16", "amx_bf16"; "?" for other values */
-const char *pt_bf16_isa_name(int isa);
 
 /* implementations */
 enum { PT_GEMM_BF16_AUTO = 0, PT_GEMM_BF16_ONEDNN = 1, PT_GEMM_BF16_SBGEMM = 2, PT_GEMM_BF16_SGEMM = 3 };

@@ -324,11 +324,19 @@ static void head_tp(traffic *t, const pt_shape *g, long long N, int ea, int part
     if (f) ln_fwd(t, g, N);
     if (b) ln_bwd(t, g, N);
     switch (g->mode) {
-    case PT_MODE_1D:
-        AR(t, PT_SUB_TP, N, q, f, 4);          /* row max */
-        AR(t, PT_SUB_TP, 2 * N, q, f, 4);      /* sum of exp, target logit */
+    case PT_MODE_1D: {
+        /* the training step's chunked classifier (pt_classifier_step): the row max and the
+         * (sum of exp, target logit) pairs merged chunk by chunk, R rows at a time */
+        const long long R = pt_classifier_chunk_rows((int)N, g->Vl), full = N / R, rest = N % R;
+        AR(t, PT_SUB_TP, R, q, f * (double)full, 4);     /* row max */
+        AR(t, PT_SUB_TP, 2 * R, q, f * (double)full, 4); /* sum of exp, target logit */
+        if (rest) {
+            AR(t, PT_SUB_TP, rest, q, f, 4);
+            AR(t, PT_SUB_TP, 2 * rest, q, f, 4);
+        }
         AR(t, PT_SUB_TP, N * g->Cr, q, b, ea); /* dX */
         break;
+    }
     case PT_MODE_2D: { /* tp2d.c: gathers of X along the row and of the transposed vocabulary
                         * block down the column, forward and backward; RS of dX and dW */
         const long long Vb = g->Vp / q, nw = Vb * g->Cr;
@@ -683,12 +691,14 @@ static int frame_of(const pt_model_shape *m, int global_batch, const pt_plan *p,
  * appendix B: 2 per multiply-add; backward twice the forward), divided
  * over tp x sp.  Flash attention's backward computes the scores Q K^T
  * again (2 T C per token); the fused classifier's backward the logits
- * (one head forward); block recompute adds a block forward, attention
- * recompute the scores. */
+ * (one head forward), except in the 1D layout, whose training step holds
+ * a chunk's logits from the forward to the backward (pt_classifier_step);
+ * block recompute adds a block forward, attention recompute the scores. */
 typedef struct piece_flops {
     double blk_fwd;  /* one block's forward */
     double blk;      /* one block's forward + backward (+ recompute) */
-    double head_fwd; /* the head's forward; its backward is 3 head_fwd */
+    double head_fwd; /* the head's forward; its backward is head_bwd head_fwd */
+    double head_bwd; /* 2 (1D: the chunked classifier) or 3 */
 } piece_flops;
 
 static piece_flops flops_of(const pt_model_shape *m, const pt_plan *p, int micro)
@@ -698,6 +708,7 @@ static piece_flops flops_of(const pt_model_shape *m, const pt_plan *p, int micro
     piece_flops f;
     f.blk_fwd = (24.0 * C * C + 4.0 * T * C) * tokens / split;
     f.head_fwd = 2.0 * C * m->vocab * tokens / split;
+    f.head_bwd = pt_shape_kind(p->mode) == PT_MODE_1D ? 2 : 3;
     f.blk = 3 * f.blk_fwd + 2.0 * T * C * tokens / split;
     if (p->recompute == PT_RECOMPUTE_BLOCK) f.blk += f.blk_fwd;
     if (p->recompute == PT_RECOMPUTE_ATTENTION) f.blk += 2.0 * T * C * tokens / split;
@@ -761,7 +772,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         sendb(att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
     }
     const piece_flops fl = flops_of(m, p, micro);
-    const double blk_flops = fl.blk, head_fwd_flops = fl.head_fwd;
+    const double blk_flops = fl.blk, head_flops = (1 + fl.head_bwd) * fl.head_fwd;
 
     pt_cost c;
     memset(&c, 0, sizeof c);
@@ -829,7 +840,7 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
             if (msgs[k] > c.msgs[k]) c.msgs[k] = msgs[k];
             if (steps[k] > c.lat_steps[k]) c.lat_steps[k] = steps[k];
         }
-        const double flops = mb * (nblk * blk_flops + (last ? 4 * head_fwd_flops : 0));
+        const double flops = mb * (nblk * blk_flops + (last ? head_flops : 0));
 
         /* memory (bytes): the training state, then the arena's activations
          * (lib/model/gpt.c pt_gpt_create_stage, lib/pipeline buffers) */
@@ -1031,7 +1042,7 @@ int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, 
         const double rate = gemm_rate(sh, p->precision, gemm_rows);
         memset(&st[s], 0, sizeof st[s]);
         st[s].flops[0] = nblk * fl.blk_fwd + (last ? fl.head_fwd : 0);
-        st[s].flops[1] = nblk * (fl.blk - fl.blk_fwd) + (last ? 3 * fl.head_fwd : 0);
+        st[s].flops[1] = nblk * (fl.blk - fl.blk_fwd) + (last ? fl.head_bwd * fl.head_fwd : 0);
         for (int d = 0; d < 2; d++) {
             st[s].compute_s[d] = rate > 0 ? st[s].flops[d] * so / rate : 0;
             if (!sh) continue;

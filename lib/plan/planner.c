@@ -281,6 +281,41 @@ static void kinds_text(const pt_cluster *c, char *buf, size_t n, int *present)
     }
 }
 
+/* A bf16 the request did not pin (the administrator's default_precision)
+ * gives way to fp32 where fp32 prices a faster step and fits: on a CPU
+ * whose bf16 GEMM is fp32 sgemm on converted tiles (no AMX; the node
+ * model's gemm_gflops_bf16, measured or estimated, is below its fp32 rate)
+ * bf16 saves memory, not time, so auto takes it only where fp32 does not
+ * fit.  p holds the bf16 result; replaced by the fp32 one, with a note. */
+static void fp32_instead(pt_planner *p, const pt_plan *q, const pt_plan_limits *l, unsigned pin)
+{
+    const pt_plan_request *r = &p->req;
+    pt_plan q32 = *q, out;
+    q32.precision = PT_PREC_FP32;
+    pt_search_result *res = malloc(sizeof *res);
+    char notes[sizeof p->notes];
+    if (!res) return;
+    pt_errsave es;
+    pt_error_save(&es);
+    const int rc = pt_plan_resolve(p->c, &r->model, r->global_batch, l, &q32, (pin & PT_PIN_ZERO) != 0,
+                                   (pin & PT_PIN_ZERO) ? 0 : p->lim.default_zero, &out, res, notes, sizeof notes);
+    pt_error_restore(&es);
+    const double t16 = p->res.best.cost.t_step, t32 = rc == 0 ? res->best.cost.t_step : 0;
+    if (rc == 0 && t32 < t16) {
+        p->plan = out;
+        p->res = *res;
+        snprintf(p->notes, sizeof p->notes, "%s", notes);
+        char flag[48];
+        pt_notef(p->notes, sizeof p->notes,
+                 "ptrain: precision fp32, not the default bf16: this node's bf16 GEMM (%.4g GFLOP/s per rank) is no "
+                 "faster than its fp32 one (%.4g), so bf16 would save memory, not time (predicted step %.4g ms "
+                 "against %.4g ms in bf16; %s=bf16 pins it)",
+                 p->c->hw.gemm_gflops_bf16 > 0 ? p->c->hw.gemm_gflops_bf16 : p->c->hw.gemm_gflops,
+                 p->c->hw.gemm_gflops, t32 * 1e3, t16 * 1e3, pt_plan_flag(&p->lim, "precision", flag, sizeof flag));
+    }
+    free(res);
+}
+
 int pt_planner_run(pt_planner *p)
 {
     if (!p || !p->have_req) return pt_fail(PT_EINVAL, "planner: no request set (pt_planner_set_request)");
@@ -316,6 +351,9 @@ int pt_planner_run(pt_planner *p)
     int rc = pt_plan_resolve(c, &r->model, r->global_batch, &l, &q, (pin & PT_PIN_ZERO) != 0,
                              (pin & PT_PIN_ZERO) ? 0 : p->lim.default_zero, &p->plan, &p->res, p->notes,
                              sizeof p->notes);
+    if (rc == 0 && !(pin & PT_PIN_PRECISION) && q.precision == PT_PREC_BF16 &&
+        (!l.precisions || (l.precisions & (1u << PT_PREC_FP32))))
+        fp32_instead(p, &q, &l, pin);
     p->have_result = rc == 0;
     return rc;
 }

@@ -41,6 +41,14 @@ check "1d, 2d, sp=4, 2.5d and tp x sp give the same first loss ($l1, $l2, $l3, $
 train 2 "--precision bf16 tp=2" --precision bf16 --tp 2; b1=$loss
 check "bf16 names itself in the plan line and the blas line" \
     sh -c "grep -q '^plan: .*precision=bf16' '$out' && grep -q '^blas: .*bf16 GEMM' '$out'"
+# the precision line: where the bf16 GEMM is sgemm on converted tiles (no
+# AMX-BF16), it says bf16 saves memory there, not time (issue 34)
+if grep -q '^blas: .*bf16 GEMM sgemm' "$out"; then
+    check "precision line: bf16 on a CPU whose bf16 GEMM is fp32 sgemm says it saves memory, not time ($(grep -m1 '^precision:' "$out" | cut -c1-60)...)" \
+        grep -q '^precision: bf16 .*bf16 GEMM sgemm .*x fp32 sgemm .*not time' "$out"
+else
+    check "precision line: bf16 names its GEMM and its rate over fp32" grep -q '^precision: bf16 .*bf16 GEMM .*x fp32 sgemm' "$out"
+fi
 PTRAIN_PRECISION=bf16 train 2 "PTRAIN_PRECISION=bf16 sp=2" --sp 2; b2=$loss
 # --mode auto plans and runs in the precision asked for (the search keeps it)
 train 2 "--mode auto --precision bf16" --mode auto --precision bf16; b3=$loss

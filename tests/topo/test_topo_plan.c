@@ -6,6 +6,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tests/tap.h"
 #include "core/core.h"
+#include "core/cpu.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
 
@@ -674,6 +675,70 @@ int main(void)
         pt_topo_free(&t);
     } else {
         tap_ok(0, "dgx8 loads");
+    }
+    /* the CPU's bf16 class: this machine's from cpuid; a fixture from another
+     * machine without it is unknown; it round-trips through JSON and hwloc
+     * XML; an unmeasured bf16 GEMM rate is then 0.9 x the fp32 one where the
+     * CPU has no AMX-BF16 (its bf16 GEMM is sgemm on converted tiles), else
+     * (AMX, or unknown) the fp32 one */
+    if (!load(&t, "cpu2s.xml")) {
+        pt_topo here;
+        int ok = !t.cpu_bf16_known;
+        if (pt_topo_load_hwloc(&here, NULL) == PT_OK) {
+            ok &= here.cpu_bf16_known && here.cpu_bf16 == pt_cpu_bf16_class();
+            pt_topo_free(&here);
+        }
+        tap_ok(ok, "cpu_bf16: this machine's is its cpuid class (%s), a fixture's without one is unknown",
+               pt_bf16_isa_name(pt_cpu_bf16_class()));
+        t.gemm_gflops = 50;
+        for (int k = PT_BF16_ISA_NONE; k <= PT_BF16_ISA_AMX; k++) {
+            t.cpu_bf16_known = 1, t.cpu_bf16 = k;
+            char *js = NULL, *xml = NULL, path[] = "/tmp/ptrain-test-topo-XXXXXX";
+            pt_topo u, v;
+            ok = pt_topo_to_json(&t, &js) == PT_OK && pt_topo_from_json(&u, js, "test") == PT_OK;
+            int xok = pt_topo_to_xml(&t, &xml) == PT_OK;
+            const int fd = xok ? mkstemp(path) : -1;
+            xok = fd >= 0 && write(fd, xml, strlen(xml)) == (ssize_t)strlen(xml);
+            if (fd >= 0) close(fd);
+            xok = xok && pt_topo_load_hwloc(&v, path) == PT_OK;
+            if (fd >= 0) unlink(path);
+            if (ok) {
+                ok = u.cpu_bf16_known && u.cpu_bf16 == k && pt_topo_plan_hw(&u, 1, NULL, &hw, &isl, note, sizeof note) == 0;
+                ok = ok && (k == PT_BF16_ISA_AMX ? hw.gemm_gflops_bf16 == 0 && strstr(note, "gemm bf16: at the fp32 rate")
+                                                 : near(hw.gemm_gflops_bf16, 0.9 * hw.gemm_gflops) &&
+                                                       strstr(note, "0.9 x the fp32 rate"));
+                if (!ok) tap_diag("note: %s", note);
+                pt_topo_free(&u);
+            }
+            if (xok) {
+                xok = v.cpu_bf16_known && v.cpu_bf16 == k;
+                pt_topo_free(&v);
+            }
+            free(js), free(xml);
+            tap_ok(ok && xok, "cpu_bf16 %s round-trips through JSON and XML; an unmeasured bf16 rate is %s",
+                   pt_bf16_isa_name(k), k == PT_BF16_ISA_AMX ? "the fp32 one" : "0.9 x the fp32 one");
+        }
+        t.cpu_bf16_known = 0;
+        char *js = NULL;
+        ok = pt_topo_to_json(&t, &js) == PT_OK && !strstr(js, "cpu_bf16") &&
+             pt_topo_plan_hw(&t, 1, NULL, &hw, &isl, note, sizeof note) == 0 && hw.gemm_gflops_bf16 == 0;
+        /* a bad class in a file: one line naming the key */
+        if (ok) {
+            char *bad = malloc(strlen(js) + 64), *brace = strrchr(js, '}');
+            pt_topo u;
+            if (bad && brace) {
+                snprintf(bad, strlen(js) + 64, "%.*s, \"cpu_bf16\": \"avx3\"}", (int)(brace - js), js);
+                ok = pt_topo_from_json(&u, bad, "bad.json") != PT_OK && strstr(pt_errmsg(), "cpu_bf16") &&
+                     !strchr(pt_errmsg(), '\n');
+                tap_diag("%s", pt_errmsg());
+            }
+            free(bad);
+        }
+        free(js);
+        tap_ok(ok, "cpu_bf16 unknown: not written, the bf16 rate is the fp32 one; \"avx3\" is refused in one line");
+        pt_topo_free(&t);
+    } else {
+        tap_ok(0, "cpu2s loads");
     }
     return tap_done();
 }
