@@ -62,7 +62,10 @@ libs[energy_json]="$(pc --cflags --libs jansson) -lm"
 src[energy_sysfs]="$core $top/lib/energy/sysfs.c $top/lib/energy/meter.c $top/lib/energy/clock.c
                    $top/lib/energy/probe.c $top/lib/energy/nvml.c"
 libs[energy_sysfs]="-ldl -lm"
-src[ckpt_manifest]="$core $plan $top/lib/ckpt/ckpt.c $top/lib/data/shard.c $top/bin/ckpt/manifest.c"
+# (the manifest check asks lib/parallel/layout.c's pt_layout_for whether a
+# mode has a layout; the layouts themselves are empty tables in the target)
+src[ckpt_manifest]="$core $plan $top/lib/ckpt/ckpt.c $top/lib/data/shard.c $top/bin/ckpt/manifest.c
+                    $top/lib/parallel/layout.c"
 libs[ckpt_manifest]="$(pc --cflags --libs jansson) -lm"
 # (fuzz_hf_config.c includes bin/ckpt/hf_read.c, for its static reader)
 src[hf_config]="$core $plan $top/lib/ckpt/safetensors.c $top/bin/ckpt/safetensors.c"
