@@ -16,9 +16,9 @@
 # A crash leaves _build/fuzz/crash-<target>-*; copy it to
 # tests/fuzz/regress/<target>/ once fixed.  Prints executions and coverage
 # per target.  Needs clang and its libFuzzer runtime (Debian 12: clang-14,
-# libclang-rt-14-dev; scripts/deps.sh installs them).  bpe needs GPT-2's
-# tokenizer: $PTRAIN_BPE_DIR, else scripts/get-tokenizer.sh's directory;
-# without either it is skipped (one line), not failed.
+# libclang-rt-14-dev; scripts/deps.sh installs them).  bpe and corpus need
+# GPT-2's tokenizer: $PTRAIN_BPE_DIR, else scripts/get-tokenizer.sh's
+# directory; without either they are skipped (one line each), not failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
@@ -72,7 +72,8 @@ src[hf_config]="$core $plan $top/lib/ckpt/safetensors.c $top/bin/ckpt/safetensor
 libs[hf_config]=${libs[ckpt_manifest]}
 # (fuzz_llmc.c includes bin/ckpt/llmc.c; the model it builds is a stub)
 src[llmc]="$core"; libs[llmc]=${libs[ckpt_manifest]}
-# (fuzz_corpus.c includes lib/data/prepare.c, for its static streaming reader)
+# (fuzz_corpus.c includes lib/data/prepare.c, for its static streaming
+# reader; it encodes with GPT-2's tokenizer, as that reader cuts by it)
 src[corpus]="$core $top/lib/data/corpus.c $top/lib/data/bpe.c $top/lib/data/shard.c"
 libs[corpus]="$(pc --cflags --libs libpcre2-8 jansson) -pthread -lm"
 src[topo_arg]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/lib/plan/search.c
@@ -80,7 +81,7 @@ src[topo_arg]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/
 libs[topo_arg]=$topo_libs
 
 # The targets that need GPT-2's tokenizer files
-needs_tokenizer="bpe"
+needs_tokenizer="bpe corpus"
 # They find them in $PTRAIN_BPE_DIR when set (CI's
 # scripts/test.sh sets it), else the directory scripts/get-tokenizer.sh
 # prints (it installs the files with npm the first time).  Without them
