@@ -142,12 +142,14 @@ for t in $targets; do
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
     export LSAN_OPTIONS=suppressions=$top/tests/fuzz/lsan.supp:print_suppressions=0
-    # replay: every regression input and seed must pass
+    # replay: every regression input and seed must pass, each within 60 s
+    # (libFuzzer's default is 20 minutes: a hang found before would take
+    # that long to fail)
     inputs=()
     for d in "$regress" "$seeds"; do
         [ -d "$d" ] && while IFS= read -r -d '' f; do inputs+=("$f"); done < <(find "$d" -type f -print0)
     done
-    if [ ${#inputs[@]} -gt 0 ] && ! "$bin" -runs=0 "${inputs[@]}" >"$out/$t.replay.log" 2>&1; then
+    if [ ${#inputs[@]} -gt 0 ] && ! "$bin" -runs=0 -timeout=60 "${inputs[@]}" >"$out/$t.replay.log" 2>&1; then
         echo "fuzz: $t: a regression or seed input fails:"; tail -n 30 "$out/$t.replay.log"; status=1; continue
     fi
     echo "fuzz: $t: ${#inputs[@]} regression/seed inputs pass"
