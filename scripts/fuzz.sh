@@ -16,9 +16,9 @@
 # A crash leaves _build/fuzz/crash-<target>-*; copy it to
 # tests/fuzz/regress/<target>/ once fixed.  Prints executions and coverage
 # per target.  Needs clang and its libFuzzer runtime (Debian 12: clang-14,
-# libclang-rt-14-dev; scripts/deps.sh installs them).  bpe needs GPT-2's
-# tokenizer: $PTRAIN_BPE_DIR, else scripts/get-tokenizer.sh's directory;
-# without either it is skipped (one line), not failed.
+# libclang-rt-14-dev; scripts/deps.sh installs them).  bpe and corpus need
+# GPT-2's tokenizer: $PTRAIN_BPE_DIR, else scripts/get-tokenizer.sh's
+# directory; without either they are skipped (one line each), not failed.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 secs=${1:-20}
@@ -62,14 +62,18 @@ libs[energy_json]="$(pc --cflags --libs jansson) -lm"
 src[energy_sysfs]="$core $top/lib/energy/sysfs.c $top/lib/energy/meter.c $top/lib/energy/clock.c
                    $top/lib/energy/probe.c $top/lib/energy/nvml.c"
 libs[energy_sysfs]="-ldl -lm"
-src[ckpt_manifest]="$core $plan $top/lib/ckpt/ckpt.c $top/lib/data/shard.c $top/bin/ckpt/manifest.c"
+# (the manifest check asks lib/parallel/layout.c's pt_layout_for whether a
+# mode has a layout; the layouts themselves are empty tables in the target)
+src[ckpt_manifest]="$core $plan $top/lib/ckpt/ckpt.c $top/lib/data/shard.c $top/bin/ckpt/manifest.c
+                    $top/lib/parallel/layout.c"
 libs[ckpt_manifest]="$(pc --cflags --libs jansson) -lm"
 # (fuzz_hf_config.c includes bin/ckpt/hf_read.c, for its static reader)
 src[hf_config]="$core $plan $top/lib/ckpt/safetensors.c $top/bin/ckpt/safetensors.c"
 libs[hf_config]=${libs[ckpt_manifest]}
 # (fuzz_llmc.c includes bin/ckpt/llmc.c; the model it builds is a stub)
 src[llmc]="$core"; libs[llmc]=${libs[ckpt_manifest]}
-# (fuzz_corpus.c includes lib/data/prepare.c, for its static streaming reader)
+# (fuzz_corpus.c includes lib/data/prepare.c, for its static streaming
+# reader; it encodes with GPT-2's tokenizer, as that reader cuts by it)
 src[corpus]="$core $top/lib/data/corpus.c $top/lib/data/bpe.c $top/lib/data/shard.c"
 libs[corpus]="$(pc --cflags --libs libpcre2-8 jansson) -pthread -lm"
 src[topo_arg]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/lib/plan/search.c
@@ -77,7 +81,7 @@ src[topo_arg]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $top/
 libs[topo_arg]=$topo_libs
 
 # The targets that need GPT-2's tokenizer files
-needs_tokenizer="bpe"
+needs_tokenizer="bpe corpus"
 # They find them in $PTRAIN_BPE_DIR when set (CI's
 # scripts/test.sh sets it), else the directory scripts/get-tokenizer.sh
 # prints (it installs the files with npm the first time).  Without them
@@ -138,12 +142,14 @@ for t in $targets; do
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
     export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
     export LSAN_OPTIONS=suppressions=$top/tests/fuzz/lsan.supp:print_suppressions=0
-    # replay: every regression input and seed must pass
+    # replay: every regression input and seed must pass, each within 60 s
+    # (libFuzzer's default is 20 minutes: a hang found before would take
+    # that long to fail)
     inputs=()
     for d in "$regress" "$seeds"; do
         [ -d "$d" ] && while IFS= read -r -d '' f; do inputs+=("$f"); done < <(find "$d" -type f -print0)
     done
-    if [ ${#inputs[@]} -gt 0 ] && ! "$bin" -runs=0 "${inputs[@]}" >"$out/$t.replay.log" 2>&1; then
+    if [ ${#inputs[@]} -gt 0 ] && ! "$bin" -runs=0 -timeout=60 "${inputs[@]}" >"$out/$t.replay.log" 2>&1; then
         echo "fuzz: $t: a regression or seed input fails:"; tail -n 30 "$out/$t.replay.log"; status=1; continue
     fi
     echo "fuzz: $t: ${#inputs[@]} regression/seed inputs pass"

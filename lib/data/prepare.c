@@ -98,7 +98,9 @@ static size_t safe_cut_before(const char *s, size_t before)
 
 /* How far past `want` a part looks for a safe_cut before it takes a
  * pre-token boundary instead (>= PT_BPE_LOOKAHEAD). */
+#ifndef CUT_SLACK /* (tests/fuzz/fuzz_corpus.c makes it PT_BPE_LOOKAHEAD, so that inputs under 64 KiB reach it) */
 #define CUT_SLACK ((size_t)256 << 10)
+#endif
 
 /* ---- the document stream of a listed corpus -------------------------------- */
 
@@ -112,7 +114,9 @@ typedef struct reader {
     int open;
     int fd;
     int fmt;
-    /* bytes read and not yet used: buf[bpos, blen) */
+    /* bytes read and not yet used: buf[bpos, blen); buf is allocated
+     * when the first source opens (text_part and next_line view it from
+     * then on) and kept until reader_free */
     char *buf;
     size_t bpos, blen, bcap, scanned;
     int eof, in_doc;
@@ -158,6 +162,10 @@ static int reader_open_src(reader *r)
 {
     const char *name = r->c->names[r->src];
     int std = !strcmp(name, "-");
+    if (!r->buf) { /* the read buffer exists before anything points into it */
+        if (!(r->buf = malloc(2 * CHUNK_BYTES))) return pt_fail(PT_ENOMEM, "prepare: out of memory reading %s", name);
+        r->bcap = 2 * CHUNK_BYTES;
+    }
     r->fmt = r->c->fmts[r->src];
     r->fd = std ? 0 : pt_open_regular(name, "corpus file");
     if (r->fd < 0) {

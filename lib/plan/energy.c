@@ -802,7 +802,7 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
                                pt_energy_frontier *out)
 {
     memset(out, 0, sizeof *out);
-    if (!dag || dag->n < 1 || !pr) return pt_fail(PT_EINVAL, "energy frontier: no instructions");
+    if (!dag || dag->n < 1 || dag->v < 1 || !pr) return pt_fail(PT_EINVAL, "energy frontier: no instructions");
     if (pr->ntypes < dag->ntypes)
         return pt_fail(PT_EINVAL, "energy profile: %d instruction types, the schedule has %d (pp x virtual stages x "
                        "forward/backward)", pr->ntypes, dag->ntypes);
@@ -814,6 +814,17 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
                 return pt_fail(PT_EINVAL, "energy profile: type %d clock %d has time %g s and energy %g J (valid: "
                                "time > 0, energy >= 0)", t, k, c->time_s, c->energy_j);
         }
+        int fast = 0, slow = 0;
+        for (int k = 1; k < pr->nchoices[t]; k++) {
+            if (pr->choice[t][k].time_s < pr->choice[t][fast].time_s) fast = k;
+            if (pr->choice[t][k].time_s > pr->choice[t][slow].time_s) slow = k;
+        }
+        const double tf = pr->choice[t][fast].time_s, ts = pr->choice[t][slow].time_s;
+        if (ts > PT_ENERGY_MAX_SPREAD * tf)
+            return pt_fail(PT_EINVAL, "energy profile: type %d (rank %d chunk %d %s) clock %d takes %g s, %.3g times "
+                           "its clock %d's %g s (valid: a type's slowest clock at most %d times its fastest; no "
+                           "device's clocks span that much: a broken measurement?)", t, t / 2 / dag->v, t / 2 % dag->v,
+                           t % 2 ? "backward" : "forward", slow, ts, ts / tf, fast, tf, PT_ENERGY_MAX_SPREAD);
     }
     if (!(pr->idle_w >= 0)) return pt_fail(PT_EINVAL, "energy profile: idle power %g W (valid: >= 0)", pr->idle_w);
     int n = dag->n;
@@ -840,14 +851,48 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
     pt_energy_evaluate(dag, pr, out->min_energy.choice, &out->min_energy.time_s, &out->min_energy.energy_j);
     /* the unit: fine against one instruction (the rounding of every
      * instruction's time up to whole units is at most one unit); the
-     * steps are as long as the hull's segments allow, not one unit each */
+     * steps are as long as the hull's segments allow, not one unit each.
+     * No finer than 1/PT_ENERGY_MAX_UNITS of the slowest iteration (every
+     * instruction at its slowest clock), which bounds every duration, the
+     * curves and the integer times (a finer one overflowed them and took
+     * ~1e9 one-unit steps) */
+    int *slowest = malloc(sizeof(int) * (size_t)n);
+    if (!slowest) {
+        pt_energy_frontier_free(out);
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
+    }
+    double e_most = 0; /* no assignment's energy is more than e_most + idle_w pp t_slow */
+    for (int i = 0; i < n; i++) {
+        const int t = dag->in[i].type;
+        double e = pr->choice[t][0].energy_j;
+        slowest[i] = 0;
+        for (int k = 1; k < pr->nchoices[t]; k++) {
+            if (pr->choice[t][k].time_s > pr->choice[t][slowest[i]].time_s) slowest[i] = k;
+            e = fmax(e, pr->choice[t][k].energy_j);
+        }
+        e_most += e;
+    }
+    double t_slow, e_slow;
+    pt_energy_evaluate(dag, pr, slowest, &t_slow, &e_slow);
+    free(slowest);
+    e_most += pr->idle_w * dag->pp * t_slow;
+    if (!isfinite(t_slow) || !isfinite(e_most)) { /* every point's time and energy is finite below these */
+        pt_energy_frontier_free(out);
+        return pt_fail(PT_EINVAL, "energy profile: the slowest iteration takes %g s and an iteration up to %g J "
+                       "(valid: finite sums of the profile's times and energies)", t_slow, e_most);
+    }
+    const double coarsest = t_slow / PT_ENERGY_MAX_UNITS;
     double tau = tau_s;
     if (!(tau > 0)) {
         double fastest = INFINITY;
-        for (int t = 0; t < dag->ntypes; t++) fastest = fmin(fastest, pr->choice[t][0].time_s);
         for (int t = 0; t < dag->ntypes; t++)
             for (int k = 0; k < pr->nchoices[t]; k++) fastest = fmin(fastest, pr->choice[t][k].time_s);
-        tau = fastest / 20;
+        tau = fmax(fastest / 20, coarsest);
+    } else if (tau < coarsest) {
+        pt_energy_frontier_free(out);
+        return pt_fail(PT_EINVAL, "energy frontier: time unit %g s cuts the slowest iteration (%g s, every instruction "
+                       "at its slowest clock) into %.3g units (valid: a unit of at least %g s, at most %d units)",
+                       tau_s, t_slow, t_slow / tau_s, coarsest, PT_ENERGY_MAX_UNITS);
     }
     if (!(tau > 0) || !isfinite(tau)) {
         pt_energy_frontier_free(out);

@@ -133,16 +133,37 @@ typedef struct pt_energy_frontier {
     int steps;                 /* cut steps taken */
 } pt_energy_frontier;
 
+/* The widest range of times one instruction type's clocks may span: its
+ * slowest clock at most this many times its fastest.  No device's clock
+ * range comes near (a GPU's lowest clock is about 1/10 of its highest, a
+ * CPU's 1/15, and an instruction's time scales with the clock at most), so
+ * a wider profile holds a broken measurement (a stalled step, seconds
+ * written for microseconds), and planning on it would only spread the
+ * frontier's units over a time no run takes. */
+#define PT_ENERGY_MAX_SPREAD 1000
+/* The most time units the frontier divides the slowest iteration into
+ * (every instruction at its slowest clock): it bounds every duration and
+ * every cost curve to that many units, so the memory (12 bytes per unit of
+ * each type's curve), the integer times and the cut steps are bounded
+ * whatever the profile's times. */
+#define PT_ENERGY_MAX_UNITS 1000000
+
 /* Compute the frontier of dag under profile pr with time unit tau_s
- * (seconds; 0 = the iteration's max-clock time / 400).  At most
- * max_steps cut steps (0 = no limit).  Times are planned in whole units
+ * (seconds; 0 = 1/20 of the fastest clock's time, or 1/PT_ENERGY_MAX_UNITS
+ * of the slowest iteration when that is longer).  At most max_steps cut
+ * steps (0 = no limit but the units').  Times are planned in whole units
  * (an instruction's choice time rounded up), and each point's clocks are
  * the slowest whose time fits its planned duration; its time_s and
  * energy_j are those clocks' (the longest path, recomputed), so a point
  * is achievable as printed.  Cost: O(steps * max-flow on the critical
- * subgraph), the subgraph at most 2 n + 2 nodes.  Errors: PT_EINVAL (a
- * profile that does not cover the DAG's types, a choice with time <= 0),
- * PT_ENOMEM; one line in pt_errmsg(). */
+ * subgraph), the subgraph at most 2 n + 2 nodes; a step moves the
+ * iteration time by at least one unit, mostly by a whole segment of a
+ * curve.  Errors: PT_EINVAL (a profile that does not cover the DAG's
+ * types, a choice with time <= 0, a type whose slowest clock takes more
+ * than PT_ENERGY_MAX_SPREAD times its fastest, times or energies whose
+ * sums over an iteration are not finite, a tau_s that cuts the slowest
+ * iteration into more than PT_ENERGY_MAX_UNITS units), PT_ENOMEM;
+ * one line in pt_errmsg(). */
 int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile *pr, double tau_s, int max_steps,
                                pt_energy_frontier *out);
 void pt_energy_frontier_free(pt_energy_frontier *f);

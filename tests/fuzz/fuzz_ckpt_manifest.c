@@ -14,7 +14,12 @@
  *     has the format line and the check finds no problem.
  * Its first line is also DIR/latest for ckpt_resolve.
  * lib/ckpt/ckpt.c's save and load paths (MPI, the model) are not reached:
- * their symbols are stubs that abort. */
+ * their symbols are stubs that abort.  The check asks pt_layout_for
+ * whether the plan's mode has a tensor-parallel layout: that is the real
+ * lib/parallel/layout.c (linked by scripts/fuzz.sh), with the three
+ * layouts it points to as empty tables here (the check only compares the
+ * pointer with NULL) and the collectives its LayerNorm and loss helpers
+ * call as stubs that abort. */
 #include "fuzz_util.h"
 #include "ckpt/ckpt.h"
 #include "ckpt_tool.h"
@@ -33,7 +38,11 @@
     } while (0)
 int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n) { (void)c, (void)buf, (void)n; UNREACHED("pt_allreduce_sum_f64"); }
 int pt_broadcast(pt_comm *c, float *buf, size_t n, int root) { (void)c, (void)buf, (void)n, (void)root; UNREACHED("pt_broadcast"); }
-const pt_layout *pt_layout_for(pt_mode mode) { (void)mode; UNREACHED("pt_layout_for"); }
+int pt_allreduce_sum(pt_comm *c, float *buf, size_t n) { (void)c, (void)buf, (void)n; UNREACHED("pt_allreduce_sum"); }
+int pt_allreduce_max(pt_comm *c, float *buf, size_t n) { (void)c, (void)buf, (void)n; UNREACHED("pt_allreduce_max"); }
+/* lib/parallel/tp1d.c, tp2d.c, tp3d.c (the model's code): pt_layout_for's
+ * answers; no member is called */
+const pt_layout pt_layout_1d = {.name = "1d"}, pt_layout_2d = {.name = "2d"}, pt_layout_3d = {.name = "3d"};
 int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
 {
     (void)t, (void)i, (void)lo, (void)hi, (void)data, (void)m, (void)v;

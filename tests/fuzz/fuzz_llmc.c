@@ -3,7 +3,8 @@
  * reads it (bin/ckpt/llmc.c, ckpt_llmc_read: the 1 KiB header, its
  * checks, the size it implies, the tensors' bytes).  The tool's source is
  * included here and the model it would build is a stub that records the
- * config and stops: what is fuzzed is everything before the model exists.
+ * config and stops: what is fuzzed is everything before the model exists
+ * (the memory check before it, ckpt_holder_fits, is a stub that passes).
  *
  * Every input is read as it is: refused in one line, or accepted with a
  * header whose config reaches the model.  Then, so that the fuzzer gets
@@ -11,8 +12,10 @@
  * file: magic and version (3, fp32, or 5, bf16, by the input's second
  * int) set, the shape taken from the input's header ints folded into a
  * small model, and exactly the tensor bytes that shape needs (the input's
- * bytes after the header, then zeros).  That file must be accepted with
- * that shape; one byte shorter or longer, it must be refused. */
+ * bytes after the header, then zeros; NaN and infinite weights, which
+ * convert refuses, made 0).  That file must be accepted with that shape;
+ * one byte shorter or longer, or with the input's first non-finite weight
+ * put back, it must be refused. */
 #include "fuzz_util.h"
 
 #include "../../bin/ckpt/llmc.c"
@@ -26,6 +29,24 @@ int ckpt_holder_build(holder *h, const pt_gpt_config *cfg, int T)
     built = *cfg;
     nbuilt++;
     return pt_fail(PT_EUNSUPP, "fuzz: the model is not built");
+}
+/* bin/ckpt/holder.c's memory check (the host-memory limit against the cost
+ * model's bytes for the model) returns PT_OK here: the models this target
+ * reaches it with are those of files under libFuzzer's 64 KiB inputs, which
+ * the real check passes on any machine, and holder.c cannot be linked (it
+ * defines ckpt_holder_build, stubbed above, and starts MPI).  What it does
+ * check is its callers' side: a config they accepted (the limits of their
+ * own refusals), one sequence, and a finite, non-negative byte count. */
+int ckpt_holder_fits(const pt_gpt_config *cfg, int T, double extra)
+{
+    if (cfg->n_layer < 1 || cfg->n_layer > 4096 || cfg->n_head < 1 || cfg->n_embd < 1 || cfg->n_embd > 1 << 16 ||
+        cfg->n_embd % cfg->n_head || cfg->seq_len < 1 || cfg->seq_len > 1 << 20 || cfg->vocab < 1 ||
+        cfg->vocab > 1 << 24 || T != 1 || !(extra >= 0 && extra < 1e18)) {
+        fprintf(stderr, "ckpt_holder_fits(L=%d H=%d C=%d T=%d V=%d, T=%d, extra %g): not a model its caller accepts\n",
+                cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab, T, extra);
+        abort();
+    }
+    return PT_OK;
 }
 /* after ckpt_holder_build, or in the writer: never reached */
 int pt_train_owned_state(pt_train *t, int i, int64_t *lo, int64_t *hi, float **data, float **m, float **v)
@@ -95,6 +116,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(fix, data, size < want ? size : want);
     const int32_t hd[8] = {LLMC_MAGIC, bf16 ? LLMC_VERSION_BF16 : LLMC_VERSION_FP32, T, V, L, NH, C, Vp};
     memcpy(fix, hd, sizeof hd);
+    /* NaN and infinite weights are refused (the file's element named): the
+     * repaired file holds zeros in their place; the first one is put back
+     * below */
+    size_t bad = 0; /* byte offset of the first, 0: none */
+    uint8_t bad_bytes[4];
+    for (size_t at = 1024; at < want; at += es) {
+        float f;
+        if (bf16) {
+            pt_bf16 h;
+            memcpy(&h, fix + at, sizeof h);
+            f = pt_bf16_to_f32(h);
+        } else {
+            memcpy(&f, fix + at, sizeof f);
+        }
+        if (f - f == 0) continue;
+        if (!bad) {
+            bad = at;
+            memcpy(bad_bytes, fix + at, es);
+        }
+        memset(fix + at, 0, es);
+    }
     if (!read_file(fix, want, &cfg) || cfg.n_layer != L || cfg.n_head != NH || cfg.n_embd != C ||
         cfg.seq_len != T || cfg.vocab != V) {
         fprintf(stderr, "a repaired file (T=%d V=%d Vp=%d L=%d NH=%d C=%d, %s, %zu bytes) is refused: %s\n", T, V, Vp,
@@ -102,6 +144,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     }
     if (read_file(fix, want - 1, &cfg) || read_file(fix, want + 1, &cfg)) abort(); /* a byte less or more */
+    if (bad) { /* with the input's first non-finite weight: refused, naming it */
+        memcpy(fix + bad, bad_bytes, es);
+        if (read_file(fix, want, &cfg) || !strstr(pt_errmsg(), "(valid: a finite number)")) {
+            fprintf(stderr, "a repaired file with a non-finite weight at byte %zu: %s\n", bad, pt_errmsg());
+            abort();
+        }
+    }
     free(fix);
     return 0;
 }

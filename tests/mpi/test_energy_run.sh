@@ -13,7 +13,9 @@
 #    without settable clocks the profile says modelled;
 #  - --energy-plan FILE (random clocks per instruction) with the dry
 #    controller: each rank's log is its instructions' clocks in its 1F1B
-#    order, step after step; --energy-plan auto with cpufreq writes the
+#    order, step after step; --energy-plan auto from a profile with a
+#    clock at 1e6 s warns in one line and runs unplanned, quickly;
+#    --energy-plan auto with cpufreq writes the
 #    rank's scaling_setspeed and restores it; without cpufreq, one line and
 #    the run goes on at the default clocks; a run ended by SIGTERM (no
 #    --save-dir; a rank blocked in MPI for a stopped peer), SIGINT, SIGHUP or
@@ -176,6 +178,24 @@ want0=$(expect_log 0 "0,0 1,0 0,1 1,1") got0=$(tr '\n' ' ' <"$tmp/dry.0")
 want1=$(expect_log 1 "0,0 0,1 1,0 1,1") got1=$(tr '\n' ' ' <"$tmp/dry.1")
 check "rank 0 set its instructions' clocks in its order, step after step ($got0)" [ -n "$got0" -a "$got0" = "$want0" ]
 check "rank 1 set its instructions' clocks in its order, step after step ($got1)" [ -n "$got1" -a "$got1" = "$want1" ]
+
+# 4b. --energy-plan auto from a measured profile with one clock at 1e6 s
+# (found by fuzzing: the start-up planner ran for hours; a type's clocks
+# span at most PT_ENERGY_MAX_SPREAD, lib/plan/energy.h): one warning line
+# naming the clock, and the run goes on without a plan.  Under timeout, so
+# that a planner that does not end fails here.
+jq -n '{format: "ptrain-energy-profile", version: 1, modelled: false, basis: "measured: test", device: "cpu",
+        schedule: "1f1b", pp: 1, virtual_stages: 1, microbatches: 4, plan: "", idle_w: 11.5,
+        types: [range(0; 2) as $t | {type: $t, rank: 0, chunk: 0, bwd: ($t == 1),
+            choices: [{freq_mhz: 1000, time_s: (if $t == 1 then 1e6 else 0.02 end), energy_j: 3.5},
+                      {freq_mhz: 2000, time_s: 0.015, energy_j: 4.5}]}]}' >"$tmp/slowprof.json"
+rc=0
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout 120 "${MPIRUN:-mpirun}" --allow-run-as-root \
+    --oversubscribe --bind-to none -np 1 $R --batch 32 --micro-batches 32 --steps 2 --energy-plan auto \
+    --energy-clock "dry:$tmp/sdry1" --energy-profile "$tmp/slowprof.json" >"$tmp/sout" 2>&1 || rc=$?
+check "--energy-plan auto from a profile with a clock at 1e6 s: exit 0 within 120 s ($rc), one warning naming the clock, no plan applied" \
+    sh -c "[ $rc -eq 0 ] && [ \$(grep -c 'clock 0 takes 1e+06 s' '$tmp/sout') -eq 1 ] &&
+        grep -q 'at most 1000 times its fastest.*no plan applied' '$tmp/sout' && grep -q '^done:' '$tmp/sout'"
 
 # 5. auto with cpufreq: the rank's CPUs are set, then restored
 rm -f "$tmp/sets"

@@ -6,8 +6,9 @@
 # slowdown; the table marks the model "modelled"; bad options in one line.
 # --energy-plan-out writes the chosen point's clock of every instruction;
 # --energy-profile reads a measured profile (fresh random numbers) in place
-# of the power model, and refuses one of another pipeline, and one of
-# 8 GiB from its size.
+# of the power model, and refuses one of another pipeline, one with a clock
+# 1e8 times slower than its type's fastest (quickly), and one of 8 GiB from
+# its size; one type 1e7 times slower than the others is planned quickly.
 . "$top_srcdir/tests/lib.sh"
 plan="$top_builddir/ptrain-plan"
 [ -x "$plan" ] || skip_all "ptrain-plan not built"
@@ -105,6 +106,29 @@ for bad in "--energy-profile $wd/prof2.json:the energy profile was made with pp=
     check "$(echo "$opt" | sed "s|$wd/||g") is refused in one line, status 2 ($rc: $(head -c 160 "$wd/b.out"))" \
         sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$wd/b.out') -eq 1 ] && grep -qF -- \"$want\" '$wd/b.out'"
 done
+# times far apart: each run under `timeout`, so a planner that does not end
+# fails here.  A clock at 1e6 s (found by fuzzing; the input is in
+# tests/fuzz/regress/energy_json/): refused in one line, where it kept
+# ptrain-plan busy for hours
+fz="$top_srcdir/tests/fuzz/regress/energy_json/profile-slowest-clock-1e6s.json"
+rc=0
+timeout 60 "$plan" --topology "$topo" --model gpt2-124M --pp 4 --batch 32 --energy-profile "$fz" >"$wd/b.out" 2>&1 || rc=$?
+check "--energy-profile with one clock at 1e6 s: status 2 within 60 s, one line naming the clock and the limit ($rc: $(head -c 300 "$wd/b.out"))" \
+    sh -c "[ $rc -eq 2 ] && [ \$(wc -l <'$wd/b.out') -eq 1 ] &&
+        grep -qF 'type 3 (rank 1 chunk 0 backward) clock 0 takes 1e+06 s' '$wd/b.out' &&
+        grep -qF 'at most 1000 times its fastest' '$wd/b.out'"
+# every clock of one type 1e7 times slower than the others' (each within
+# its own range): planned in units of 1/1e6 of the slowest iteration
+jq '.types[3].choices |= map(.time_s *= 1e7)' "$wd/prof4.json" >"$wd/slow3.json"
+rc=0
+timeout 60 "$plan" --topology "$topo" --model gpt2-124M --pp 4 --batch 32 --energy-profile "$wd/slow3.json" --json \
+    >"$wd/s.json" 2>"$wd/s.err" || rc=$?
+check "--energy-profile with type 3 1e7 times slower: exit 0 within 60 s ($rc$([ $rc -eq 0 ] || echo ": $(head -c 200 "$wd/s.err")"))" [ "$rc" -eq 0 ]
+check "... in units of at least 1/1e6 of the max-clock time, the intrinsic point no slower and no dearer than max clock" \
+    sh -c "[ $rc -eq 0 ] && jq -e '.energy.tau_s * 1e6 >= .energy.max_clock.time_s and
+        .energy.intrinsic.time_s <= .energy.max_clock.time_s * (1 + 1e-9) and
+        .energy.intrinsic.energy_j <= .energy.max_clock.energy_j' '$wd/s.json' >/dev/null"
+
 # a profile of 8 GiB (sparse): refused from its size, before it is read; under
 # an address-space limit, so that reading it whole fails rather than takes the
 # machine's memory (not under ASan, which reserves terabytes)

@@ -3,7 +3,9 @@
  * small iteration DAGs built from the real schedules, and its properties
  * on larger ones: the fastest point keeps the max-clock time, slows only
  * instructions with slack, saves nothing where nothing has slack, and the
- * deadline point. */
+ * deadline point; profiles whose times span more than the frontier's units
+ * (PT_ENERGY_MAX_SPREAD, PT_ENERGY_MAX_UNITS) end quickly, refused or
+ * planned in coarser units. */
 #include "plan/energy.h"
 #include "pipeline/schedule.h"
 #include "core/core.h"
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static pt_rng rng; /* lib/core's generator */
 static double urand(void) { return pt_rng_uniform(&rng); } /* [0, 1) */
@@ -233,5 +236,62 @@ int main(void)
     rc = pt_energy_profile_model(&bad, 2, t1, &pr);
     tap_ok(rc < 0 && strstr(pt_errmsg(), "memory share 1.5"), "a power model with memory share 1.5 is refused: %s",
            pt_errmsg());
+
+    /* 5. times far apart (fuzzing: one clock at 1e6 s kept ptrain-plan
+     * --energy-profile busy for hours, 1e8-unit curves summed past INT_MAX
+     * in one-unit cut steps).  SIGALRM ends the test if one does not end:
+     * a hang is a failure, not a stuck run. */
+    alarm(120);
+    pt_energy_dag_build(PT_SCHED_1F1B, 4, 32, 1, 20e-6, &d);
+    double t4[8];
+    for (int t = 0; t < 8; t++) t4[t] = (t % 2 ? 2e-3 : 1e-3);
+    pt_energy_profile_model(pt_energy_power_model_named("gpu"), d.ntypes, t4, &pr);
+    const pt_energy_choice keep = pr.choice[3][0];
+    pr.choice[3][0].time_s = 1e6; /* the fuzz input's clock: 1e6 s */
+    double t0 = pt_now();
+    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "type 3 (rank 1 chunk 0 backward) clock 0 takes 1e+06 s") &&
+               strstr(pt_errmsg(), "at most 1000 times its fastest") && !strchr(pt_errmsg(), '\n'),
+           "a type whose slowest clock takes 1e6 s, 5e8 times its fastest, is refused (%.3f s): %s",
+           pt_now() - t0, rc < 0 ? pt_errmsg() : "accepted");
+    if (rc == 0) pt_energy_frontier_free(&f);
+    pr.choice[3][0] = keep;
+    /* every clock of type 3 1e7 times slower than the others' (each type's
+     * own clocks 2.4x apart): units of 1/20 of the fastest clock would be
+     * ~1e8 per instruction; the unit is 1/1e6 of the slowest iteration */
+    for (int k = 0; k < pr.nchoices[3]; k++) pr.choice[3][k].time_s *= 1e7;
+    t0 = pt_now();
+    rc = pt_energy_frontier_compute(&d, &pr, 0, 0, &f);
+    const double took = pt_now() - t0;
+    tap_ok(rc == 0 && took < 30, "type 3 1e7 times slower than the rest: a frontier in %.3f s (%d points, %d steps, "
+           "unit %g s)%s%s", took, rc == 0 ? f.npoints : 0, rc == 0 ? f.steps : 0, rc == 0 ? f.tau_s : 0,
+           rc ? ": " : "", rc ? pt_errmsg() : "");
+    if (rc == 0) {
+        tap_ok(f.tau_s * PT_ENERGY_MAX_UNITS >= f.min_energy.time_s * (1 - 1e-12),
+               "... its unit (%g s) cuts the least-energy iteration (%g s) into at most %d units", f.tau_s,
+               f.min_energy.time_s, PT_ENERGY_MAX_UNITS);
+        int ok = f.npoints >= 1 && f.intrinsic >= 0 && f.p[f.intrinsic].time_s <= f.max_clock.time_s * (1 + 1e-12) &&
+                 f.p[f.intrinsic].energy_j <= f.max_clock.energy_j * (1 + 1e-12);
+        for (int i = 0; i < f.npoints && ok; i++) {
+            double T, E;
+            pt_energy_evaluate(&d, &pr, f.p[i].choice, &T, &E);
+            ok = T == f.p[i].time_s && E == f.p[i].energy_j &&
+                 (i == 0 || (f.p[i].time_s > f.p[i - 1].time_s && f.p[i].energy_j < f.p[i - 1].energy_j));
+        }
+        tap_ok(ok, "... its points are achievable as given, ordered by time with energy falling, the intrinsic one "
+               "no slower and no dearer than max clock (%.1f s, %.1f J vs %.1f J)", f.max_clock.time_s,
+               f.intrinsic >= 0 ? f.p[f.intrinsic].energy_j : 0, f.max_clock.energy_j);
+        pt_energy_frontier_free(&f);
+    }
+    /* a unit asked for that is finer than the units allow: refused */
+    for (int k = 0; k < pr.nchoices[3]; k++) pr.choice[3][k].time_s /= 1e7;
+    rc = pt_energy_frontier_compute(&d, &pr, 1e-12, 0, &f);
+    tap_ok(rc < 0 && strstr(pt_errmsg(), "time unit 1e-12 s cuts the slowest iteration") &&
+               strstr(pt_errmsg(), "at most 1000000 units"),
+           "a time unit of 1e-12 s is refused: %s", rc < 0 ? pt_errmsg() : "accepted");
+    if (rc == 0) pt_energy_frontier_free(&f);
+    pt_energy_profile_free(&pr);
+    pt_energy_dag_free(&d);
+    alarm(0);
     return tap_done();
 }
