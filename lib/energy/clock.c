@@ -91,10 +91,15 @@ static int disarm(pt_clock *c)
     return !atomic_load(&dying);
 }
 
-/* write(2) of text to an existing regular file, async-signal-safe: 0 or -1. */
+/* write(2) of text to an existing file, async-signal-safe: 0 or -1.  No
+ * O_TRUNC: the text is written over the start and the file then cut to
+ * it, so that a process killed in between (SIGKILL after SIGTERM, from a
+ * launcher) leaves the old value or the new one with a stale tail, never
+ * an empty file.  sysfs ignores both the offset and the truncate; the
+ * difference is for a copy of it in regular files (PTRAIN_SYSFS_ROOT). */
 static int raw_write(const char *path, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0) return -1;
     size_t n = 0;
     while (text[n]) n++;
@@ -102,17 +107,40 @@ static int raw_write(const char *path, const char *text)
     do w = write(fd, text, n);
     while (w < 0 && errno == EINTR);
     int rc = w == (ssize_t)n ? 0 : -1;
+    struct stat st;
+    if (rc == 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > (off_t)n &&
+        ftruncate(fd, (off_t)n) != 0) {
+        /* sysfs (whose files say 4096 bytes) took the write; a cut it
+         * refuses is not a failure */
+    }
     if (close(fd) != 0) rc = -1;
     return rc;
 }
+
+/* The restore runs once per process: 0 not yet, 1 running (restorer_tid),
+ * 2 done.  A second call (the launcher's SIGTERM after a heartbeat's
+ * MPI_Abort, whose caller restored first) would write the same text again
+ * while a SIGKILL may follow at any moment. */
+static atomic_int restore_state;
+static atomic_long restorer_tid;
 
 int pt_clock_restore_emergency(void)
 {
     int saved = errno, failed = 0;
     atomic_store(&dying, 1);
-    /* a thread writing a clock finishes first (a second at most) */
     long me = this_tid(), b;
     struct timespec ms = {0, 1000000};
+    int none = 0;
+    if (!atomic_compare_exchange_strong(&restore_state, &none, 1)) {
+        /* another thread restores: it finishes first (a second at most);
+         * this thread interrupted its own restore: nothing to wait for */
+        for (int i = 0; i < 1000 && atomic_load(&restore_state) == 1 && atomic_load(&restorer_tid) != me; i++)
+            nanosleep(&ms, NULL);
+        errno = saved;
+        return 0;
+    }
+    atomic_store(&restorer_tid, me);
+    /* a thread writing a clock finishes first (a second at most) */
     for (int i = 0; i < 1000 && (b = atomic_load(&busy_tid)) != 0 && b != me; i++) nanosleep(&ms, NULL);
     for (int k = 0; k < MAX_ARMED; k++) {
         pt_clock *c = atomic_load(&armed[k]);
@@ -120,6 +148,7 @@ int pt_clock_restore_emergency(void)
         for (int i = 0; i < c->ncpu; i++)
             if (raw_write(c->rpath[i], c->rval[i]) != 0) failed++;
     }
+    atomic_store(&restore_state, 2);
     errno = saved;
     return failed;
 }

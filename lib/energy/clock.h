@@ -83,9 +83,12 @@ void pt_clock_close(pt_clock *c);
  * where a flag for its loop would never be seen), an exit or _exit path.
  * Writes back the cpufreq file (scaling_setspeed or scaling_max_freq) of
  * every CPU of every open cpufreq controller of this process with the text
- * found at its open, prepared then: open(2), write(2), close(2),
- * nanosleep(2) and gettid(2) only, no allocation, no lock, so it is
- * async-signal-safe.
+ * found at its open, prepared then: open(2), write(2), fstat(2),
+ * ftruncate(2), close(2), nanosleep(2) and gettid(2) only, no allocation,
+ * no lock, so it is async-signal-safe.  It writes once per process: a
+ * later call (a signal handler after the heartbeat's abort restored)
+ * waits for the first to finish and writes nothing, since a SIGKILL may
+ * follow at any moment.
  * A thread setting a clock meanwhile is waited for (a second at most); from
  * the call on, pt_clock_set and pt_clock_reset of this process write
  * nothing, and pt_clock_close keeps (leaks) what it would free.  NVML

@@ -430,6 +430,16 @@ static int emergency_child(void)
         printf("# a set after the restore wrote %llu kHz\n", getu(rel));
         bad++;
     }
+    /* a second restore (the launcher's SIGTERM after the heartbeat's abort
+     * restored, with a SIGKILL to follow) writes nothing: the file another
+     * writer changed since keeps its text */
+    put(rel, "1700000");
+    failed = pt_clock_restore_emergency();
+    if (failed || getu(rel) != 1700000) {
+        printf("# a second restore: %d failed, the file now %llu kHz (1700000 put there after the first)\n", failed,
+               getu(rel));
+        bad++;
+    }
     pt_clock_close(c1);
     pt_clock_close(c2);
     return bad;
@@ -450,7 +460,7 @@ static void test_cpufreq_emergency(void)
     waitpid(pid, &st, 0);
     tap_ok(WIFEXITED(st) && WEXITSTATUS(st) == 0,
            "pt_clock_restore_emergency writes back the speed and the cap two controllers found at open, and nothing "
-           "is written after it (status %d)", st);
+           "is written after it, nor by a second call (status %d)", st);
 }
 
 static int cpufreq_denied_child(void)
