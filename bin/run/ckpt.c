@@ -3,7 +3,6 @@
  * saves, and SIGTERM / SIGUSR1, which ask for a save and a clean exit. */
 #define _GNU_SOURCE
 #include "run.h"
-#include "backend/cuda/cuda.h"
 #include "ckpt/ckpt.h"
 #include "train/train.h"
 
@@ -94,8 +93,9 @@ void run_ckpt_save(const run_opts *o, pt_train *tr, const pt_plan *plan, const p
      * loop checks the weights after every step, this adds AdamW m and v).
      * What was loaded was checked finite, so training produced it. */
     int rc = pt_train_check_finite(tr, 1);
-    if (rc && pt_cuda_ops_status() != PT_OK) /* the check's own device op failed: that is the error */
-        rc = pt_fail(pt_cuda_ops_status(), "checkpoint at step %ld not saved: %s", step, pt_cuda_ops_errmsg());
+    const char *opmsg;
+    if (rc && tr->model->be->status(&opmsg) != PT_OK) /* the check's own device op failed: that is the error */
+        rc = pt_fail(tr->model->be->status(&opmsg), "checkpoint at step %ld not saved: %s", step, opmsg);
     else if (rc)
         rc = pt_fail(rc, "checkpoint at step %ld not saved (the previous one and %s/latest are left as they were): "
                      "after training step %ld, %s: training diverged (lower --lr)", step, o->save_dir, step,

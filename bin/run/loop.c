@@ -9,7 +9,6 @@
 #include "config.h"
 #include "run.h"
 #include "backend/blas.h"
-#include "backend/cuda/cuda.h"
 #include "ckpt/ckpt.h"
 #include "comm/comm.h"
 #include "parallel/context.h"
@@ -296,13 +295,9 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
                o.data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o.batch, T,
                tok_per_step, o.steps, o.lr, o.min_lr, o.warmup, threads);
-        if (s->device == RUN_DEVICE_CUDA) {
-            char v[600];
-            pt_cuda_versions(v, sizeof v);
-            printf("device: cuda (%s): %s\n", s->device_note, v);
-        } else {
-            printf("device: cpu (%s)\n", s->device_note);
-        }
+        char v[600];
+        be->describe(v, sizeof v);
+        printf("device: %s (%s)%s%s\n", be->name, s->device_note, v[0] ? ": " : "", v);
         printf("blas: %s\n", pt_blas_summary()); /* the fp32 GEMM; the bf16 one */
         char pline[600];
         run_precision_line(plan.precision, s->device, pline, sizeof pline);
@@ -351,7 +346,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         run_energy_step_begin(en, step);
         if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
         /* a CUDA op's failure (recorded; the ops return nothing) */
-        if (!rc && pt_cuda_ops_status() != PT_OK) rc = pt_fail(pt_cuda_ops_status(), "%s", pt_cuda_ops_errmsg());
+        const char *opmsg;
+        if (!rc && be->status(&opmsg) != PT_OK) rc = pt_fail(be->status(&opmsg), "%s", opmsg);
         /* NaN and infinities: the loss and the gradient norm (pt_train_update
          * refuses a non-finite one before updating), then the weights the
          * update left (every rank its owned slices); none is ever saved, and
@@ -362,8 +358,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
             nonfinite = 1;
         }
         if (!rc && (rc = pt_train_check_finite(&tr, 0))) {
-            if (pt_cuda_ops_status() != PT_OK) { /* the check's own device op failed: that is the error */
-                rc = pt_fail(pt_cuda_ops_status(), "%s", pt_cuda_ops_errmsg());
+            if (be->status(&opmsg) != PT_OK) { /* the check's own device op failed: that is the error */
+                rc = pt_fail(be->status(&opmsg), "%s", opmsg);
             } else {
                 rc = pt_fail(rc, "after its update, %s", pt_errmsg());
                 nonfinite = 1;

@@ -4,7 +4,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "run.h"
-#include "backend/cuda/cuda.h"
+#include "backend/ops.h"
 
 #include <getopt.h>
 #include <stdlib.h>
@@ -404,9 +404,9 @@ int run_resolve_device(const run_opts *o, int *device, char *note, size_t len)
         snprintf(note, len, "%s", given);
         return 0;
     }
-    const int built = pt_cuda_built();
     char why[300] = "";
-    const int ndev = built ? pt_cuda_device_count(why, sizeof why) : 0;
+    const int avail = pt_cuda_backend.available(why, sizeof why);
+    const int built = avail >= 0, ndev = avail > 0;
     /* auto, or PTRAIN_DEVICE (the plugin sets cuda when it binds a GPU,
      * also for a build without the backend): the CPU when CUDA cannot run,
      * named on the run header's device line */

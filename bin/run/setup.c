@@ -118,13 +118,14 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     /* PTRAIN_MAX_CPU_ISA: a value that is not a level stops the run here */
     if (pt_kernel_isa_check() != PT_OK) return -1;
     if (o->dry_run) return 0;
-    /* bf16: the GEMM's choice (PTRAIN_BF16_GEMM or the ISA rule) now, so a
-     * bad or unavailable choice is one start-up line, not an abort at the
-     * first matmul */
-    if (plan->precision == PT_PREC_BF16 && pt_gemm_bf16_select() != PT_OK)
-        return pt_fail(PT_EINVAL, "--precision bf16: %s", pt_errmsg());
     /* where to train: before the memory check, which is the host's */
     if (run_resolve_device(o, &s->device, s->device_note, sizeof s->device_note) < 0) return -1;
+    /* the precision's choices on that backend now (the CPU's bf16 GEMM:
+     * PTRAIN_BF16_GEMM or the ISA rule), so a bad or unavailable choice is
+     * one start-up line, not an abort at the first matmul */
+    const pt_backend *be = s->device == RUN_DEVICE_CUDA ? &pt_cuda_backend : &pt_cpu_backend;
+    if (be->prepare(plan->precision == PT_PREC_BF16 ? PT_BF16 : PT_F32) != PT_OK)
+        return pt_fail(PT_EINVAL, "--precision %s: %s", plan->precision == PT_PREC_BF16 ? "bf16" : "fp32", pt_errmsg());
     /* the MFU's peak: given, else the rate the planner prices one rank's
      * GEMMs at (the node model: a GPU's data-sheet peak, a CPU's measured
      * or estimated sgemm rate times its cores), so every train record has

@@ -6,7 +6,6 @@
 #include "backend/ops.h"
 #include "backend/blas.h"
 #include "backend/gemm_bf16.h"
-#include "backend/cuda/cuda.h"
 #include "core/core.h"
 
 #include <cblas.h>
@@ -435,30 +434,44 @@ static void cpu_set_threads(int n)
 #endif
 }
 
-static const pt_backend cpu_backend = {"cpu", &pt_cpu_ops_f32, &pt_cpu_ops_bf16, cpu_set_threads, &pt_arena_mem_host};
-
-const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act)
+static int cpu_available(char *why, size_t len)
 {
-    const pt_ops *o = act == PT_F32 ? be->ops : act == PT_BF16 ? be->ops_bf16 : NULL;
-    if (!o)
-        pt_fail(PT_EUNSUPP, "backend '%s' has no table for %s activations (valid: fp32%s)", be->name,
-                pt_dtype_name(act), be->ops_bf16 ? ", bf16" : "");
-    return o;
+    if (len) why[0] = 0;
+    return 1;
 }
 
-static const char *const backend_names[] = {"cpu", NULL};
-
-const char *const *pt_backend_names(void) { return backend_names; }
-
-const pt_backend *pt_backend_get(const char *name)
+static int cpu_init(void)
 {
-    if (!name || strcmp(name, "cpu") == 0) {
-        pt_blas_select(); /* kernels that match the CPU, before the first GEMM */
-        return &cpu_backend;
-    }
-    /* the GPU's (cuda.h); not in pt_backend_names, whose tests give the
-     * ops host memory (tests/gpu holds the CUDA tables against these) */
-    if (strcmp(name, "cuda") == 0) return pt_cuda_backend();
-    pt_fail(PT_EUNSUPP, "backend '%s' is not built in; valid: cpu%s", name, pt_cuda_built() ? ", cuda" : "");
-    return NULL;
+    pt_blas_select(); /* kernels that match the CPU, before the first GEMM */
+    return PT_OK;
 }
+
+/* bf16: the GEMM's choice (PTRAIN_BF16_GEMM or the ISA rule) */
+static int cpu_prepare(pt_dtype act) { return act == PT_BF16 ? pt_gemm_bf16_select() : PT_OK; }
+
+/* the header's "device: cpu (...)" says all there is */
+static void cpu_describe(char *buf, size_t len)
+{
+    if (len) buf[0] = 0;
+}
+
+/* the CPU's entries report nothing afterwards: an error is a return or a check before */
+static int cpu_status(const char **msg)
+{
+    *msg = "";
+    return PT_OK;
+}
+
+const pt_backend pt_cpu_backend = {
+    .name = "cpu",
+    .ops = &pt_cpu_ops_f32,
+    .ops_bf16 = &pt_cpu_ops_bf16,
+    .set_threads = cpu_set_threads,
+    .mem = &pt_arena_mem_host,
+    .available = cpu_available,
+    .init = cpu_init,
+    .prepare = cpu_prepare,
+    .describe = cpu_describe,
+    .status = cpu_status,
+    .dev = NULL,
+};

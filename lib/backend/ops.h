@@ -403,12 +403,42 @@ extern const pt_ops pt_cpu_ops_f32;
 extern const pt_ops pt_cpu_ops_bf16;
 extern const pt_ops pt_cpu_ops_f64;
 
-/* A compute backend: a name, its ops tables and the memory its ops
- * address.  Everything above lib/backend computes only through this table
- * (no BLAS call and no loop over tensor data elsewhere; tests/unit/
- * test_compute_rule.sh checks), so a CUDA backend (cuBLAS + kernels,
- * device pointers, mem->device == PT_DEV_CUDA) slots in as another
- * instance: give its mem to pt_arena_init for the arena the model uses. */
+/* What lib/comm needs of a backend whose memory is not host memory: the
+ * movers between its memory and the host (on its communication stream,
+ * ordered after the compute stream's queued work, synchronous for the
+ * host), pinned staging memory, the two streams' ordering, the device's
+ * identity and the communication stream itself.  Sizes in bytes.  The
+ * CUDA backend's (lib/backend/cuda/cuda.h) is the only one; NULL for the
+ * CPU.  So lib/comm reaches the device with no CUDA header. */
+typedef struct pt_backend_dev {
+    /* whether p points into this backend's memory (0 for host memory, NULL) */
+    int (*is_device_ptr)(const void *p);
+    /* device -> host, host -> device, device -> device: PT_OK or PT_EIO */
+    int (*to_host)(void *dst, const void *src, size_t bytes);
+    int (*to_device)(void *dst, const void *src, size_t bytes);
+    int (*copy)(void *dst, const void *src, size_t bytes);
+    /* pinned host memory for staging; NULL with pt_fail's line; free(NULL) is a no-op */
+    void *(*host_alloc)(size_t bytes);
+    void (*host_free)(void *p);
+    /* the communication stream waits for the compute stream's queued work,
+     * and the other way round: PT_OK or PT_EIO */
+    int (*comm_after_compute)(void);
+    int (*compute_after_comm)(void);
+    /* the 16-byte identity of this process's device (two ranks share a
+     * device when equal): PT_OK, PT_EUNSUPP before init */
+    int (*device_uuid)(unsigned char uuid[16]);
+    /* the communication stream as the collective library takes it (a
+     * cudaStream_t for NCCL); NULL before init */
+    void *(*comm_stream)(void);
+} pt_backend_dev;
+
+/* A compute backend: a name, its ops tables, the memory its ops address,
+ * and the hooks the run needs around them.  Everything above lib/backend
+ * computes only through this table (no BLAS call and no loop over tensor
+ * data elsewhere; tests/unit/test_compute_rule.sh checks) and reaches a
+ * device only through it (no CUDA header outside lib/backend:
+ * tests/unit/test_backend_seam.sh checks), so a new backend is another
+ * instance registered in lib/backend/backend.c. */
 typedef struct pt_backend {
     const char *name;
     const pt_ops *ops;      /* fp32 activations (act = acc = fp32) */
@@ -417,22 +447,53 @@ typedef struct pt_backend {
     void (*set_threads)(int n);
     /* allocator of the memory the ops work on (its device) */
     const pt_arena_mem *mem;
+    /* whether it can run in this process, initialising nothing: 1; 0 when
+     * built in but unusable here (no device visible); -1 when this build
+     * lacks it.  The reason for 0 and -1 goes to why (len bytes, one line). */
+    int (*available)(char *why, size_t len);
+    /* make it ready (the CPU: OpenBLAS's kernel set; CUDA: the device, its
+     * streams and cuBLASLt).  Idempotent, main thread, before the first op.
+     * PT_OK, or the error with one line (PT_EUNSUPP: no device or not
+     * built; PT_EIO, PT_ENOMEM from the runtime). */
+    int (*init)(void);
+    /* the choices a run's activation dtype `act` makes before its first
+     * op, so that a bad one is a start-up line and not a failure at the
+     * first matmul (the CPU: the bf16 GEMM, PTRAIN_BF16_GEMM or the ISA
+     * rule).  Initialises nothing else.  PT_OK or PT_EINVAL / PT_EUNSUPP
+     * with one line. */
+    int (*prepare)(pt_dtype act);
+    /* the run header's device line (the CPU: its model; CUDA: the GPU,
+     * driver and library versions) into buf (len bytes) */
+    void (*describe)(char *buf, size_t len);
+    /* the first failure an op recorded (tables whose entries return
+     * nothing: a kernel launch, a library status): its code, PT_OK when
+     * none; *msg its line ("" when none) */
+    int (*status)(const char **msg);
+    /* its memory's movers and streams for lib/comm; NULL: host memory */
+    const pt_backend_dev *dev;
 } pt_backend;
 
-/* The backend called `name` (NULL: the default, "cpu"), or NULL with
- * PT_EUNSUPP via pt_errmsg naming the compiled backends.  "cuda"
- * (lib/backend/cuda/cuda.h: pt_cuda_backend) selects the process's GPU; it
- * is NULL with the reason when this build has no CUDA backend or the
- * process sees no device, and its ops are NULL until the CUDA kernels are
- * wired into the table. */
+/* The backend called `name` (NULL: the default, "cpu") as registered,
+ * initialising nothing (for available, describe, dev), or NULL with
+ * PT_EUNSUPP via pt_errmsg naming the valid names.  "cuda" is registered
+ * in every build; without the CUDA backend its available() says so. */
+const pt_backend *pt_backend_find(const char *name);
+/* pt_backend_find, then its init: the backend ready for ops, or NULL with
+ * the reason ("backend 'cuda': no CUDA device visible ...") via
+ * pt_errmsg. */
 const pt_backend *pt_backend_get(const char *name);
 /* The table of backend be whose activations are `act` (PT_F32 or
  * PT_BF16), or NULL with PT_EUNSUPP via pt_errmsg naming the dtype and
  * what this backend has. */
 const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act);
-/* Names of the backends whose ops table is complete, NULL-terminated
- * ({"cpu", NULL} today: "cuda" joins when its ops are wired): what tests
- * iterate over. */
+/* Names of the backends whose ops run on host memory, NULL-terminated
+ * ({"cpu", NULL}): what the CPU tests iterate over (tests/gpu holds the
+ * CUDA tables against these). */
 const char *const *pt_backend_names(void);
+
+/* The registered backends (lib/backend/cpu.c, lib/backend/cuda/device.c
+ * or, without the CUDA backend, cuda/none.c). */
+extern const pt_backend pt_cpu_backend;
+extern const pt_backend pt_cuda_backend;
 
 #endif

@@ -7,7 +7,7 @@
 #include "config.h"
 #include "comm/comm_dev.h"
 #include "comm/comm_priv.h"
-#include "backend/cuda/cuda.h"
+#include "backend/ops.h"
 #include "core/core.h"
 
 #include <limits.h>
@@ -111,9 +111,9 @@ static void *host_alloc(size_t bytes)
 }
 
 static const pt_comm_mover host_mover = {"host (tests)", host_is_device, host_move, host_move, host_move, host_alloc, free};
-static const pt_comm_mover cuda_mover = {"cuda",           pt_cuda_is_device_ptr, pt_cuda_comm_to_host,
-                                         pt_cuda_comm_to_device, pt_cuda_copy_d2d,   pt_cuda_host_alloc,
-                                         pt_cuda_host_free};
+/* the device's: the CUDA backend's table (ops.h's pt_backend_dev), no CUDA header here */
+#define DEV (pt_cuda_backend.dev)
+static pt_comm_mover cuda_mover; /* DEV's movers, filled by the first pt_comm_device_enable */
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
@@ -155,12 +155,12 @@ static char *stage(pt_comm *c, size_t bytes)
 #ifdef HAVE_NCCL
 /* NCCL: the communication stream after the compute stream's queued work
  * (a group orders itself at its end) ... */
-static int nccl_before(pt_comm *c) { return c->dev->in_group ? PT_OK : pt_cuda_comm_after_compute(); }
+static int nccl_before(pt_comm *c) { return c->dev->in_group ? PT_OK : DEV->comm_after_compute(); }
 /* ... and the compute stream after the call, unless it overlaps */
 static int nccl_after(pt_comm *c, int rc)
 {
     if (rc != PT_OK || c->dev->in_group || c->dev->overlap) return rc;
-    return pt_cuda_compute_after_comm();
+    return DEV->compute_after_comm();
 }
 
 #else
@@ -542,7 +542,7 @@ int pt_comm_group_end(pt_comm *c)
 #ifdef HAVE_NCCL
         /* the queued NCCL calls are enqueued now: order them after the
          * compute stream's work first */
-        int rc = pt_cuda_comm_after_compute();
+        int rc = DEV->comm_after_compute();
         int end = pt_nccl_group(c, 0);
         return nccl_after(c, rc != PT_OK ? rc : end);
 #else
@@ -562,7 +562,7 @@ int pt_comm_device_overlap(pt_comm *c, int on)
 int pt_comm_device_wait(pt_comm *c)
 {
     if (!c->dev) return pt_fail(PT_EINVAL, "group '%s': wait without a device path (pt_comm_device_enable)", c->name);
-    return c->dev->path == PT_COMM_DEV_NCCL ? pt_cuda_compute_after_comm() : PT_OK;
+    return c->dev->path == PT_COMM_DEV_NCCL ? DEV->compute_after_comm() : PT_OK;
 }
 
 /* ---- enable / disable -------------------------------------------------------------------------- */
@@ -625,8 +625,8 @@ int pt_comm_device_enable(pt_comm *c, int mode)
     unsigned char mine[16] = {0};
     unsigned char *all = NULL;
     struct pt_comm_dev *d = NULL;
-    int rc = pt_cuda_init();
-    if (rc == PT_OK) rc = pt_cuda_device_uuid(mine);
+    int rc = pt_cuda_backend.init();
+    if (rc == PT_OK) rc = DEV->device_uuid(mine);
     if (rc == PT_OK && (!(all = malloc(16 * (size_t)c->size)) || !(d = calloc(1, sizeof *d))))
         rc = pt_fail(PT_ENOMEM, "out of memory for the device path of %d ranks", c->size);
     rc = agree(c, rc, "device set-up");
@@ -650,6 +650,8 @@ int pt_comm_device_enable(pt_comm *c, int mode)
         return rc;
     }
     d->vt = &dev_vt;
+    cuda_mover = (pt_comm_mover){"cuda",   DEV->is_device_ptr, DEV->to_host,  DEV->to_device,
+                                 DEV->copy, DEV->host_alloc,    DEV->host_free};
     d->mv = &cuda_mover;
     d->path = path;
 #ifdef HAVE_NCCL

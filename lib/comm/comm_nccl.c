@@ -7,7 +7,7 @@
 #include "config.h"
 #include "comm/comm_dev.h"
 #include "comm/comm_priv.h"
-#include "backend/cuda/cuda_priv.h"
+#include "backend/ops.h"
 #include "core/core.h"
 
 #include <limits.h>
@@ -23,6 +23,9 @@ int pt_nccl_fail(int result, void *nccl, const char *what, const pt_comm *c)
     return pt_fail(PT_ECOMM, "%s on group '%s' (size %d) failed: %s%s%s", what, c->name, c->size, ncclGetErrorString(r),
                    detail && *detail ? ": " : "", detail && *detail ? detail : "");
 }
+
+/* the CUDA backend's communication stream (ops.h's pt_backend_dev) */
+static cudaStream_t stream(void) { return (cudaStream_t)pt_cuda_backend.dev->comm_stream(); }
 
 static ncclDataType_t nccl_type(int elem)
 {
@@ -78,14 +81,14 @@ void pt_nccl_free(void *nccl)
 int pt_nccl_allreduce(pt_comm *c, void *nccl, const void *in, void *out, size_t n, int elem, int op)
 {
     ncclComm_t comm = nccl;
-    NCCL_TRY(ncclAllReduce(in, out, n, nccl_type(elem), nccl_op(op), comm, pt_cuda_stream_comm()), "ncclAllReduce");
+    NCCL_TRY(ncclAllReduce(in, out, n, nccl_type(elem), nccl_op(op), comm, stream()), "ncclAllReduce");
     return PT_OK;
 }
 
 int pt_nccl_reduce_scatter(pt_comm *c, void *nccl, const void *in, void *out, size_t recv_n, int elem)
 {
     ncclComm_t comm = nccl;
-    NCCL_TRY(ncclReduceScatter(in, out, recv_n, nccl_type(elem), ncclSum, comm, pt_cuda_stream_comm()),
+    NCCL_TRY(ncclReduceScatter(in, out, recv_n, nccl_type(elem), ncclSum, comm, stream()),
              "ncclReduceScatter");
     return PT_OK;
 }
@@ -93,14 +96,14 @@ int pt_nccl_reduce_scatter(pt_comm *c, void *nccl, const void *in, void *out, si
 int pt_nccl_allgather(pt_comm *c, void *nccl, const void *in, void *out, size_t send_n, int elem)
 {
     ncclComm_t comm = nccl;
-    NCCL_TRY(ncclAllGather(in, out, send_n, nccl_type(elem), comm, pt_cuda_stream_comm()), "ncclAllGather");
+    NCCL_TRY(ncclAllGather(in, out, send_n, nccl_type(elem), comm, stream()), "ncclAllGather");
     return PT_OK;
 }
 
 int pt_nccl_broadcast(pt_comm *c, void *nccl, void *buf, size_t n, int elem, int root)
 {
     ncclComm_t comm = nccl;
-    NCCL_TRY(ncclBroadcast(buf, buf, n, nccl_type(elem), root, comm, pt_cuda_stream_comm()), "ncclBroadcast");
+    NCCL_TRY(ncclBroadcast(buf, buf, n, nccl_type(elem), root, comm, stream()), "ncclBroadcast");
     return PT_OK;
 }
 
@@ -108,21 +111,21 @@ int pt_nccl_reduce(pt_comm *c, void *nccl, void *buf, size_t n, int elem, int ro
 {
     /* recvbuff matters at the root only: the others' buf stays as it was */
     ncclComm_t comm = nccl;
-    NCCL_TRY(ncclReduce(buf, buf, n, nccl_type(elem), ncclSum, root, comm, pt_cuda_stream_comm()), "ncclReduce");
+    NCCL_TRY(ncclReduce(buf, buf, n, nccl_type(elem), ncclSum, root, comm, stream()), "ncclReduce");
     return PT_OK;
 }
 
 int pt_nccl_send(pt_comm *c, void *nccl, const void *buf, size_t n, int elem, int peer)
 {
     ncclComm_t comm = nccl;
-    NCCL_TRY(ncclSend(buf, n, nccl_type(elem), peer, comm, pt_cuda_stream_comm()), "ncclSend");
+    NCCL_TRY(ncclSend(buf, n, nccl_type(elem), peer, comm, stream()), "ncclSend");
     return PT_OK;
 }
 
 int pt_nccl_recv(pt_comm *c, void *nccl, void *buf, size_t n, int elem, int peer)
 {
     ncclComm_t comm = nccl;
-    NCCL_TRY(ncclRecv(buf, n, nccl_type(elem), peer, comm, pt_cuda_stream_comm()), "ncclRecv");
+    NCCL_TRY(ncclRecv(buf, n, nccl_type(elem), peer, comm, stream()), "ncclRecv");
     return PT_OK;
 }
 

@@ -243,6 +243,7 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
     m->layout = lo;
     m->cfg = *cfg;
     m->ctx = ctx;
+    m->be = be;
     m->ops = ops;
     m->act = act;
     m->ea = pt_dtype_size(act);

@@ -145,6 +145,7 @@ typedef struct pt_gpt {
     int C, HS;              /* n_embd, head size C/n_head */
     pt_pctx *ctx;           /* the process grid (not owned) */
     const pt_layout *layout;
+    const pt_backend *be;   /* the backend it computes on (its hooks: status, describe) */
     const pt_ops *ops;      /* the backend's table for the plan's precision */
     pt_dtype act;           /* ops->act: the activations' element type */
     size_t ea;              /* its size in bytes (4 fp32, 2 bf16) */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The CUDA backend's core, as seen from code without CUDA headers
- * (ptrain-run, lib/comm, the tests): device choice, the device arena
+ * (lib/backend, bench and the tests): device choice, the device arena
  * memory, copies, the two streams' ordering, the versions line, and the
- * "cuda" backend's registration (pt_backend_get, lib/backend/ops.h).
+ * "cuda" backend's table (ops.h's pt_cuda_backend).  Only lib/backend, bench
+ * and the tests include it: everything else takes the table.
  *
  * Built with the CUDA backend (configure: HAVE_CUDA) these are device.c;
  * without it, none.c answers every call with PT_EUNSUPP and "ptrain was
@@ -114,13 +115,12 @@ void pt_cuda_versions(char *buf, size_t len);
 int pt_cuda_ops_status(void);
 const char *pt_cuda_ops_errmsg(void);
 
-/* The "cuda" backend (lib/backend/ops.h's pt_backend_get("cuda") returns
- * this): name "cuda", mem &pt_cuda_mem, set_threads (the host threads of
- * the CPU-side work), ops &pt_cuda_ops_f32 and ops_bf16 &pt_cuda_ops_bf16
- * (ops_cuda.h).  It calls pt_cuda_init; NULL with pt_fail's reason (PT_EUNSUPP: no
- * device, no CUDA build; or pt_cuda_init's error) when it cannot. */
-struct pt_backend;
-const struct pt_backend *pt_cuda_backend(void);
+/* The "cuda" backend is ops.h's pt_cuda_backend (lib/backend/backend.c's
+ * registry; pt_backend_get("cuda") initialises it): name "cuda", mem
+ * &pt_cuda_mem, ops &pt_cuda_ops_f32 and ops_bf16 &pt_cuda_ops_bf16
+ * (ops_cuda.h), init pt_cuda_init, describe pt_cuda_versions, status
+ * pt_cuda_ops_status, dev the copies and streams above.  Code outside
+ * lib/backend reaches the GPU through that table only. */
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* ptrain topology: GPU bandwidth probe with the CUDA runtime. */
+/* ptrain topology: the GPU bandwidth probe (topo/probe_gpu.h) with the CUDA
+ * runtime, here with the rest of the code that includes CUDA headers
+ * (tests/unit/test_backend_seam.sh); built into ptrain-topo only. */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 #include "topo/probe_gpu.h"
