@@ -1,0 +1,325 @@
+/* SPDX-License-Identifier: MIT */
+/* The plan settings' table and the request built over it (settings.h). */
+#include "contract/settings.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_COUNT (1 << 20)
+#define DEFAULT_MODEL "tiny"
+#define DEFAULT_BATCH 8
+
+void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode)
+{
+    memset(r, 0, sizeof *r);
+    pt_plan_default(&r->plan);
+    r->plan.mode = default_mode;
+    r->plan.dp = r->plan.pp = r->plan.tp = r->plan.tp_depth = r->plan.sp = 0;
+    r->plan.microbatches = r->plan.virtual_stages = 0;
+    r->plan.rank_order[0] = '\0'; /* the search chooses the placement */
+    r->plan.tp_order[0] = '\0';
+    snprintf(r->model_name, sizeof r->model_name, "%s", DEFAULT_MODEL);
+    pt_model_preset(DEFAULT_MODEL, &r->model);
+    r->global_batch = DEFAULT_BATCH;
+}
+
+void pt_plan_limits_default(pt_plan_limits *lim)
+{
+    memset(lim, 0, sizeof *lim);
+    lim->max_tp = MAX_COUNT;
+    lim->modes = ~0u;
+    lim->max_pp = MAX_COUNT;
+    lim->max_zero = 3;
+    lim->schedules = ~0u;
+    lim->precisions = ~0u;
+    lim->default_zero = 0;
+    lim->mixed = PT_MIXED_ADAPT;
+}
+
+/* ---- the parsers, one per kind of row ---------------------------------- */
+
+/* A decimal integer 1..2^20 (no sign, no blanks), or -1. */
+static long count_of(const char *text)
+{
+    char *end = NULL;
+    long v = 0;
+    if (text && *text >= '0' && *text <= '9') {
+        errno = 0;
+        v = strtol(text, &end, 10);
+        if (errno || *end) v = 0;
+    }
+    return v >= 1 && v <= MAX_COUNT ? v : -1;
+}
+
+/* a group size or count: 1..2^20 */
+static int count_arg(const char *what, const char *text, long *v)
+{
+    *v = count_of(text);
+    if (*v < 0)
+        return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: an integer 1..%d that divides the tasks on every node)",
+                       what, text, MAX_COUNT);
+    return 0;
+}
+
+static int set_mode(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                    const char *text)
+{
+    (void)s;
+    pt_mode m;
+    if (pt_mode_parse(text, &m) < 0) return pt_fail(PT_EINVAL, "%s: %s", what, pt_errmsg());
+    if (lim && m != PT_MODE_OFF && !(lim->modes & (1u << m)))
+        return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_modes in ptrain.conf)", what, text);
+    q->plan.mode = m;
+    return 0;
+}
+
+static int set_tp(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                  const char *text)
+{
+    (void)s;
+    long v;
+    if (count_arg(what, text, &v) < 0) return -1;
+    if (lim && v > lim->max_tp) return pt_fail(PT_EINVAL, "%s=%ld exceeds this cluster's max_tp=%d", what, v, lim->max_tp);
+    q->plan.tp = (int)v;
+    return 0;
+}
+
+static int set_pp(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                  const char *text)
+{
+    (void)s;
+    long v;
+    if (count_arg(what, text, &v) < 0) return -1;
+    if (lim && v > lim->max_pp)
+        return pt_fail(PT_EINVAL, "%s=%ld exceeds this cluster's max_pp=%d (valid: 1..%d)", what, v, lim->max_pp,
+                       lim->max_pp);
+    q->plan.pp = (int)v;
+    return 0;
+}
+
+static int set_virtual_stages(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                              const char *text)
+{
+    (void)s, (void)lim;
+    long v;
+    if (count_arg(what, text, &v) < 0) return -1;
+    if (v > PT_VIRTUAL_STAGES_MAX)
+        return pt_fail(PT_EINVAL, "%s=%ld is invalid (valid: 1..%d model chunks per pipeline rank)", what, v,
+                       PT_VIRTUAL_STAGES_MAX);
+    q->plan.virtual_stages = (int)v;
+    return 0;
+}
+
+/* tp-depth, sp, microbatches: a count into the pt_plan field the row's pin names */
+static int set_count(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                     const char *text)
+{
+    (void)lim;
+    long v;
+    if (count_arg(what, text, &v) < 0) return -1;
+    int *f = s->pin == PT_PIN_TP_DEPTH ? &q->plan.tp_depth : s->pin == PT_PIN_SP ? &q->plan.sp : &q->plan.microbatches;
+    *f = (int)v;
+    return 0;
+}
+
+static int set_zero(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                    const char *text)
+{
+    (void)s;
+    if (!(text[0] >= '0' && text[0] <= '3' && text[1] == '\0'))
+        return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid ZeRO stages: 0, 1, 2, 3)", what, text);
+    int z = text[0] - '0';
+    if (lim && z > lim->max_zero)
+        return pt_fail(PT_EINVAL, "%s=%d exceeds this cluster's max_zero=%d (valid: 0..%d)", what, z, lim->max_zero,
+                       lim->max_zero);
+    q->plan.zero = z;
+    return 0;
+}
+
+static int set_schedule(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                        const char *text)
+{
+    (void)s;
+    int sc;
+    if (pt_schedule_parse(what, text, &sc) < 0) return -1;
+    if (lim && !(lim->schedules & (1u << sc)))
+        return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_schedules in ptrain.conf)", what, text);
+    q->plan.schedule = sc;
+    return 0;
+}
+
+static int set_recompute(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                         const char *text)
+{
+    (void)s, (void)lim;
+    return pt_recompute_parse(what, text, &q->plan.recompute);
+}
+
+static int set_precision(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                         const char *text)
+{
+    (void)s;
+    int pr;
+    if (pt_precision_parse(what, text, &pr) < 0) return -1;
+    if (lim && lim->precisions && !(lim->precisions & (1u << pr)))
+        return pt_fail(PT_EINVAL, "%s=%s is not allowed on this cluster (allowed_precisions in ptrain.conf)", what,
+                       text);
+    q->plan.precision = pr;
+    return 0;
+}
+
+static int set_split(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                     const char *text)
+{
+    (void)s, (void)lim;
+    return pt_plan_split_parse(what, text, &q->plan);
+}
+
+static int set_rank_order(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                          const char *text)
+{
+    (void)s, (void)lim;
+    if (pt_plan_order_parse(text, q->plan.rank_order) < 0) return pt_fail(PT_EINVAL, "%s: %s", what, pt_errmsg());
+    return 0;
+}
+
+static int set_tp_order(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                        const char *text)
+{
+    (void)s, (void)lim;
+    return pt_plan_tp_order_parse(what, text, q->plan.tp_order);
+}
+
+static int set_model(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                     const char *text)
+{
+    (void)s, (void)lim;
+    if (strlen(text) > 63)
+        return pt_fail(PT_EINVAL, "%s is longer than 63 bytes (valid: a preset %s or L,H,C,T,V)", what,
+                       pt_model_preset_names());
+    if (pt_model_shape_parse(what, text, &q->model) < 0) return -1;
+    snprintf(q->model_name, sizeof q->model_name, "%s", text);
+    return 0;
+}
+
+static int set_batch(const pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
+                     const char *text)
+{
+    (void)s, (void)lim;
+    long v = count_of(text);
+    if (v < 0)
+        return pt_fail(PT_EINVAL, "%s='%s' is invalid (valid: the global batch in sequences per step, an integer "
+                       "1..%d)", what, text, MAX_COUNT);
+    q->global_batch = (int)v;
+    return 0;
+}
+
+/* ---- the table ---------------------------------------------------------- */
+
+#define ALL (PT_SETTING_PLUGIN | PT_SETTING_RUN | PT_SETTING_PLAN)
+#define TOOLS (PT_SETTING_RUN | PT_SETTING_PLAN)
+static const pt_setting rows[] = {
+    {"mode", "PTRAIN_MODE", PT_PIN_MODE, ALL, "off, auto, 1d, 2d, 2.5d, 3d", "1d", set_mode},
+    {"tp", "PTRAIN_TP", PT_PIN_TP, ALL, "the tensor-parallel group size, an integer 1..1048576", "4", set_tp},
+    {"tp-depth", "PTRAIN_TP_DEPTH", PT_PIN_TP_DEPTH, ALL, "2.5d's depth d (tp = d q^2), an integer 1..1048576", "2",
+     set_count},
+    {"sp", "PTRAIN_SP", PT_PIN_SP, ALL, "the sequence-parallel group size, an integer 1..1048576", "2", set_count},
+    {"pp", "PTRAIN_PP", PT_PIN_PP, ALL, "the pipeline stages, an integer 1..1048576", "2", set_pp},
+    {"microbatches", "PTRAIN_MICROBATCHES", PT_PIN_MICROBATCHES, ALL, "microbatches per step, an integer 1..1048576",
+     "8", set_count},
+    {"schedule", "PTRAIN_SCHEDULE", PT_PIN_SCHEDULE, ALL, "gpipe, 1f1b, interleaved", "interleaved", set_schedule},
+    {"virtual-stages", "PTRAIN_VIRTUAL_STAGES", PT_PIN_VIRTUAL_STAGES, ALL,
+     "model chunks per pipeline rank (interleaved), an integer 1..16", "2", set_virtual_stages},
+    {"pp-split", "PTRAIN_PP_SPLIT", PT_PIN_SPLIT, ALL, "blocks per stage, comma-separated, or even", "3,1", set_split},
+    {"zero", "PTRAIN_ZERO", PT_PIN_ZERO, ALL, "the ZeRO stage, 0, 1, 2 or 3", "2", set_zero},
+    {"recompute", "PTRAIN_RECOMPUTE", PT_PIN_RECOMPUTE, ALL, "none, block, attention", "block", set_recompute},
+    {"precision", "PTRAIN_PRECISION", PT_PIN_PRECISION, ALL, "fp32, bf16", "bf16", set_precision},
+    {"rank-order", "PTRAIN_RANK_ORDER", PT_PIN_RANK_ORDER, TOOLS,
+     "the grid's order of dp, pp, tp: a permutation of D, P, T such as DPT; cluster, spread", "TPD", set_rank_order},
+    {"tp-order", "PTRAIN_TP_ORDER", PT_PIN_TP_ORDER, TOOLS,
+     "the tp grid's axes slowest first: a permutation of 0, 1, 2 such as 012", "021", set_tp_order},
+    {"model", "PTRAIN_MODEL", PT_PIN_MODEL, ALL, "a preset or L,H,C,T,V", "small", set_model},
+    {"batch", "PTRAIN_BATCH", PT_PIN_BATCH, ALL, "the global batch in sequences per step, an integer 1..1048576", "16",
+     set_batch},
+};
+#undef ALL
+#undef TOOLS
+enum { NROWS = sizeof rows / sizeof rows[0] };
+
+const pt_setting *pt_settings(int *n)
+{
+    if (n) *n = NROWS;
+    return rows;
+}
+
+const pt_setting *pt_setting_find(const char *key)
+{
+    for (int i = 0; key && i < NROWS; i++)
+        if (!strcmp(rows[i].key, key)) return &rows[i];
+    return NULL;
+}
+
+const char *pt_plan_request_keys(void)
+{
+    static char keys[NROWS * 18];
+    if (!keys[0]) {
+        size_t k = 0;
+        for (int i = 0; i < NROWS && k < sizeof keys; i++)
+            k += (size_t)snprintf(keys + k, sizeof keys - k, "%s%s", i ? ", " : "", rows[i].key);
+    }
+    return keys;
+}
+
+/* ---- the request over the table ---------------------------------------- */
+
+int pt_plan_request_set(pt_plan_request *r, const pt_plan_limits *lim, const char *key, const char *what,
+                        const char *text)
+{
+    if (!r || !key) return pt_fail(PT_EINVAL, "no request or key given");
+    if (!what) what = key;
+    if (!text) text = "";
+    const pt_setting *s = pt_setting_find(key);
+    if (!s) return pt_fail(PT_EINVAL, "unknown request key '%s' (valid: %s)", key, pt_plan_request_keys());
+    pt_plan_request q = *r; /* committed only when the value parses */
+    if (s->set(s, &q, lim, what, text) < 0) return -1;
+    q.pinned |= s->pin;
+    *r = q;
+    return 0;
+}
+
+int pt_plan_getenv(void *arg, const char *name, char *buf, int len)
+{
+    (void)arg;
+    const char *v = getenv(name);
+    if (!v || !*v) return 0;
+    if (strlen(v) >= (size_t)len) return -1;
+    snprintf(buf, (size_t)len, "%s", v);
+    return 1;
+}
+
+int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_getenv_fn get, void *arg)
+{
+    if (!r || !get) return pt_fail(PT_EINVAL, "no request or environment given");
+    pt_plan_request q = *r;
+    char buf[256], old[256];
+    for (int i = 0; i < NROWS; i++) {
+        if (q.pinned & rows[i].pin) continue; /* a flag or option given before wins */
+        const char *var = rows[i].var, *text = buf;
+        int g = get(arg, var, buf, (int)sizeof buf), go = 0;
+        /* recompute: also its variable's old name, PTRAIN_CKPT_ACT */
+        if (rows[i].pin == PT_PIN_RECOMPUTE && g >= 0) {
+            go = get(arg, "PTRAIN_CKPT_ACT", old, (int)sizeof old);
+            if (go < 0) var = "PTRAIN_CKPT_ACT", g = -1;
+        }
+        if (g < 0)
+            return pt_fail(PT_EINVAL, "%s in the job environment is longer than %d bytes; it is not a valid value "
+                           "(valid: see ptrain-env(7))", var, (int)sizeof buf - 1);
+        if (go > 0 && pt_plan_recompute_var(g ? buf : NULL, old, &var, &text) < 0) return -1;
+        if (g == 0 && go == 0) continue;
+        if (pt_plan_request_set(&q, lim, rows[i].key, var, text) < 0) return -1;
+    }
+    *r = q;
+    return 0;
+}
