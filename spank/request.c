@@ -39,6 +39,13 @@ static int request_value(const pt_spank_conf *c, const char *key, const char *wh
     return 0;
 }
 
+int pt_spank_parse_setting(const pt_spank_conf *c, const char *key, const char *what, const char *text)
+{
+    pt_plan_request r;
+    pt_plan_request_init(&r, PT_MODE_OFF);
+    return request_value(c, key, what, text, &r);
+}
+
 int pt_spank_parse_model_opt(const char *what, const char *text)
 {
     pt_plan_request r;

@@ -224,6 +224,12 @@ int pt_spank_conf_arg(const char *arg, pt_spank_conf *c);
  * allowed_schedules, allowed_precisions, default_zero, mixed_nodes). */
 pt_plan_limits pt_spank_conf_limits(const pt_spank_conf *c);
 
+/* The value of plan setting `key` (a row of lib/contract/settings.h) given
+ * as --ptrain-KEY or its variable (`what` names it in errors), checked
+ * through pt_plan_request_set against c's limits (c NULL: none).  Errors
+ * are one line prefixed "ptrain: ". */
+int pt_spank_parse_setting(const pt_spank_conf *c, const char *key, const char *what, const char *text);
+
 /* A mode requested by --ptrain-mode or PTRAIN_MODE (`what` names it in
  * errors): one of off, auto, 1d, 2d, 2.5d, 3d, and allowed by c (off is
  * always allowed; c NULL allows every mode).  Errors are one line prefixed

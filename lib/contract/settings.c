@@ -221,27 +221,81 @@ static int set_batch(const pt_setting *s, pt_plan_request *q, const pt_plan_limi
 #define ALL (PT_SETTING_PLUGIN | PT_SETTING_RUN | PT_SETTING_PLAN)
 #define TOOLS (PT_SETTING_RUN | PT_SETTING_PLAN)
 static const pt_setting rows[] = {
-    {"mode", "PTRAIN_MODE", PT_PIN_MODE, ALL, "off, auto, 1d, 2d, 2.5d, 3d", "1d", set_mode},
-    {"tp", "PTRAIN_TP", PT_PIN_TP, ALL, "the tensor-parallel group size, an integer 1..1048576", "4", set_tp},
+    {"mode", "PTRAIN_MODE", PT_PIN_MODE, ALL, "off, auto, 1d, 2d, 2.5d, 3d", "1d",
+     "MODE",
+     "ptrain: parallel layout to plan: auto, 1d, 2d, 2.5d, 3d, off. "
+     "Default: $PTRAIN_MODE, else the cluster's default_mode.",
+     set_mode},
+    {"tp", "PTRAIN_TP", PT_PIN_TP, ALL, "the tensor-parallel group size, an integer 1..1048576", "4",
+     "N",
+     "ptrain: pin the tensor-parallel size (must divide the tasks on every node; "
+     "2d: q*q, 2.5d: depth*q*q, 3d: l*l*l). Default: $PTRAIN_TP, else chosen by the planner.",
+     set_tp},
     {"tp-depth", "PTRAIN_TP_DEPTH", PT_PIN_TP_DEPTH, ALL, "2.5d's depth d (tp = d q^2), an integer 1..1048576", "2",
+     "D",
+     "ptrain: 2.5d only: pin the depth d of the d x q x q tensor grid. "
+     "Default: $PTRAIN_TP_DEPTH, else chosen by the planner.",
      set_count},
-    {"sp", "PTRAIN_SP", PT_PIN_SP, ALL, "the sequence-parallel group size, an integer 1..1048576", "2", set_count},
-    {"pp", "PTRAIN_PP", PT_PIN_PP, ALL, "the pipeline stages, an integer 1..1048576", "2", set_pp},
+    {"sp", "PTRAIN_SP", PT_PIN_SP, ALL, "the sequence-parallel group size, an integer 1..1048576", "2",
+     "N",
+     "ptrain: sequence-parallel size (must divide the tasks on every node; implies tp=1). "
+     "Default: $PTRAIN_SP, else 1.",
+     set_count},
+    {"pp", "PTRAIN_PP", PT_PIN_PP, ALL, "the pipeline stages, an integer 1..1048576", "2",
+     "N",
+     "ptrain: pipeline-parallel size (divides the task count; <= the cluster's max_pp). "
+     "Default: $PTRAIN_PP, else 1.",
+     set_pp},
     {"microbatches", "PTRAIN_MICROBATCHES", PT_PIN_MICROBATCHES, ALL, "microbatches per step, an integer 1..1048576",
-     "8", set_count},
-    {"schedule", "PTRAIN_SCHEDULE", PT_PIN_SCHEDULE, ALL, "gpipe, 1f1b, interleaved", "interleaved", set_schedule},
+     "8",
+     "M",
+     "ptrain: microbatches per step (divides each data-parallel rank's batch). "
+     "Default: $PTRAIN_MICROBATCHES, else 1.",
+     set_count},
+    {"schedule", "PTRAIN_SCHEDULE", PT_PIN_SCHEDULE, ALL, "gpipe, 1f1b, interleaved", "interleaved",
+     "S",
+     "ptrain: pipeline schedule: gpipe, 1f1b, interleaved. "
+     "Default: $PTRAIN_SCHEDULE, else the cluster's default_schedule.",
+     set_schedule},
     {"virtual-stages", "PTRAIN_VIRTUAL_STAGES", PT_PIN_VIRTUAL_STAGES, ALL,
-     "model chunks per pipeline rank (interleaved), an integer 1..16", "2", set_virtual_stages},
-    {"pp-split", "PTRAIN_PP_SPLIT", PT_PIN_SPLIT, ALL, "blocks per stage, comma-separated, or even", "3,1", set_split},
-    {"zero", "PTRAIN_ZERO", PT_PIN_ZERO, ALL, "the ZeRO stage, 0, 1, 2 or 3", "2", set_zero},
-    {"recompute", "PTRAIN_RECOMPUTE", PT_PIN_RECOMPUTE, ALL, "none, block, attention", "block", set_recompute},
-    {"precision", "PTRAIN_PRECISION", PT_PIN_PRECISION, ALL, "fp32, bf16", "bf16", set_precision},
+     "model chunks per pipeline rank (interleaved), an integer 1..16", "2",
+     "V",
+     "ptrain: model chunks per pipeline rank (interleaved only). "
+     "Default: $PTRAIN_VIRTUAL_STAGES, else 1.",
+     set_virtual_stages},
+    {"pp-split", "PTRAIN_PP_SPLIT", PT_PIN_SPLIT, ALL, "blocks per stage, comma-separated, or even", "3,1",
+     "N,N,...",
+     "ptrain: blocks per pipeline stage, pp*virtual_stages entries, or even. "
+     "Default: $PTRAIN_PP_SPLIT, else even.",
+     set_split},
+    {"zero", "PTRAIN_ZERO", PT_PIN_ZERO, ALL, "the ZeRO stage, 0, 1, 2 or 3", "2",
+     "K",
+     "ptrain: ZeRO stage 0-3 over the data-parallel ranks. "
+     "Default: $PTRAIN_ZERO, else the cluster's default_zero.",
+     set_zero},
+    {"recompute", "PTRAIN_RECOMPUTE", PT_PIN_RECOMPUTE, ALL, "none, block, attention", "block",
+     "R",
+     "ptrain: activation recomputation: none, block, attention. "
+     "Default: $PTRAIN_RECOMPUTE, else the cluster's default_recompute.",
+     set_recompute},
+    {"precision", "PTRAIN_PRECISION", PT_PIN_PRECISION, ALL, "fp32, bf16", "bf16",
+     "P",
+     "ptrain: training precision: fp32, bf16 (bf16 activations and weight copies, fp32 master weights, "
+     "gradients and AdamW). Default: $PTRAIN_PRECISION, else the cluster's default_precision.",
+     set_precision},
     {"rank-order", "PTRAIN_RANK_ORDER", PT_PIN_RANK_ORDER, TOOLS,
-     "the grid's order of dp, pp, tp: a permutation of D, P, T such as DPT; cluster, spread", "TPD", set_rank_order},
+     "the grid's order of dp, pp, tp: a permutation of D, P, T such as DPT; cluster, spread", "TPD", NULL, NULL, set_rank_order},
     {"tp-order", "PTRAIN_TP_ORDER", PT_PIN_TP_ORDER, TOOLS,
-     "the tp grid's axes slowest first: a permutation of 0, 1, 2 such as 012", "021", set_tp_order},
-    {"model", "PTRAIN_MODEL", PT_PIN_MODEL, ALL, "a preset or L,H,C,T,V", "small", set_model},
+     "the tp grid's axes slowest first: a permutation of 0, 1, 2 such as 012", "021", NULL, NULL, set_tp_order},
+    {"model", "PTRAIN_MODEL", PT_PIN_MODEL, ALL, "a preset or L,H,C,T,V", "small",
+     "NAME|L,H,C,T,V",
+     "ptrain: the model the plan is made for: a ptrain-run preset (test, tiny, small, "
+     "gpt2-124M) or L,H,C,T,V; injected as PTRAIN_MODEL. Default: $PTRAIN_MODEL, else tiny.",
+     set_model},
     {"batch", "PTRAIN_BATCH", PT_PIN_BATCH, ALL, "the global batch in sequences per step, an integer 1..1048576", "16",
+     "N",
+     "ptrain: global batch in sequences per step the plan is made for; injected as "
+     "PTRAIN_BATCH. Default: $PTRAIN_BATCH, else 8.",
      set_batch},
 };
 #undef ALL

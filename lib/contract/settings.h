@@ -123,11 +123,16 @@ typedef struct pt_setting {
     unsigned offered;   /* PT_SETTING_*: the front ends with a flag for it */
     const char *values;  /* its valid values, one line ("an integer 1..1048576") */
     const char *example; /* a valid value ("4"): what the docs and tests show */
+    const char *plugin_arg;   /* srun --help's argument name ("N"); NULL where the plugin offers none */
+    const char *plugin_usage; /* srun --help's text for --ptrain-KEY */
     /* parse `text` into q (`what` names the value in messages; lim may be
      * NULL): 0, or -1 with one line (q then unspecified) */
     int (*set)(const struct pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
                const char *text);
 } pt_setting;
+
+/* The most rows the table may have (arrays sized by it: the plugin's options). */
+#define PT_SETTINGS_MAX 32
 
 /* The table: *n rows (may be NULL), in pt_plan_request_keys's order. */
 const pt_setting *pt_settings(int *n);

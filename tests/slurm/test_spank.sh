@@ -331,8 +331,14 @@ check_sp "$D/job2.out" 4 2 "the job environment's PTRAIN_MODE=auto PTRAIN_SP=2"
 
 # 8. options listed by srun --help and sbatch --help.
 srun --help >"$D/help" 2>&1
-for o in --ptrain-mode=MODE --ptrain-tp=N --ptrain-tp-depth=D --ptrain-sp=N --ptrain-verbose; do
-    check "srun --help lists $o" grep -q -- "$o" "$D/help"
+# every plan setting the plugin offers (lib/contract/settings.c's rows,
+# registered by spank/options.c), with its argument, and the plugin's own
+opts="--ptrain-verbose --ptrain-explain --ptrain-energy=off|report|plan|apply"
+settings="$top_builddir/tests/unit/test_settings"
+[ -x "$settings" ] && opts="$opts $("$settings" --dump | awk 'int($3) % 2 == 1 { printf "--ptrain-%s=%s ", $1, $4 }')"
+check "the settings table names the plugin's options ($(echo $opts | wc -w) options)" [ "$(echo $opts | wc -w)" -ge 17 ]
+for o in $opts; do
+    check "srun --help lists $o" grep -qF -- "$o" "$D/help"
 done
 sbatch --help 2>&1 | grep -q -- --ptrain-mode=MODE
 check "sbatch --help lists --ptrain-mode" [ $? -eq 0 ]

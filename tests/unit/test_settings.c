@@ -4,7 +4,8 @@
  * the rows, and each row's parser through pt_plan_request_set and
  * pt_plan_request_env (its example pins its bit and only it; a bad value
  * is refused naming the flag or variable).  With --dump it prints one line
- * per row, "KEY VAR OFFERED" (OFFERED: the PT_SETTING_* bits), for
+ * per row, "KEY VAR OFFERED ARG" (OFFERED: the PT_SETTING_* bits; ARG:
+ * srun --help's argument name, "-" for none), for
  * tests/unit/test_settings_docs.sh, which holds the man pages, --help and the
  * plugin's options to the table. */
 #define _POSIX_C_SOURCE 200809L
@@ -20,10 +21,13 @@ int main(int argc, char **argv)
     int n = 0;
     const pt_setting *rows = pt_settings(&n);
     if (argc > 1 && !strcmp(argv[1], "--dump")) {
-        for (int i = 0; i < n; i++) printf("%s %s %u\n", rows[i].key, rows[i].var, rows[i].offered);
+        for (int i = 0; i < n; i++)
+            printf("%s %s %u %s\n", rows[i].key, rows[i].var, rows[i].offered,
+                   rows[i].plugin_arg ? rows[i].plugin_arg : "-");
         return 0;
     }
-    tap_ok(n >= 16, "the table has %d rows", n);
+    tap_ok(n >= 16 && n <= PT_SETTINGS_MAX, "the table has %d rows (at most PT_SETTINGS_MAX %d)", n,
+           PT_SETTINGS_MAX);
     unsigned all = 0;
     int spelled = 1, distinct = 1, docs = 1;
     char keys[1024] = "";
@@ -37,13 +41,16 @@ int main(int argc, char **argv)
         if (all & s->pin || !s->pin || (s->pin & (s->pin - 1))) distinct = 0, tap_diag("row %s: pin %#x", s->key, s->pin);
         all |= s->pin;
         if (!s->values || !*s->values || !s->example || !*s->example || !s->set || !s->offered) docs = 0;
+        /* the plugin's option is generated from the row: its argument and usage text */
+        if (!(s->offered & PT_SETTING_PLUGIN) != !(s->plugin_arg && s->plugin_usage)) docs = 0;
         if (pt_setting_find(s->key) != s) distinct = 0;
         k += (size_t)snprintf(keys + k, sizeof keys - k, "%s%s", i ? ", " : "", s->key);
     }
     tap_ok(spelled, "every row's variable is PTRAIN_ and its key upper-cased, '-' as '_'");
     tap_ok(distinct, "one distinct pin bit per row, each row found by its key");
     tap_ok(all == (PT_PIN_PRECISION << 1) - 1, "the pins cover every PT_PIN_ bit (%#x)", all);
-    tap_ok(docs, "every row has its valid values, an example, a parser and a front end that offers it");
+    tap_ok(docs, "every row has its valid values, an example, a parser and a front end that offers it; srun --help's "
+           "argument and text exactly where the plugin offers it");
     tap_ok(!strcmp(pt_plan_request_keys(), keys), "pt_plan_request_keys lists the rows in order: %s",
            pt_plan_request_keys());
     tap_ok(pt_setting_find("no-such") == NULL, "an unknown key is not found");
