@@ -2,7 +2,6 @@
 /* ptrain core: errors, logging, arena, tensors, RNG. */
 #define _POSIX_C_SOURCE 200809L
 #include "core/core.h"
-#include "core/file.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -247,12 +246,4 @@ int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out)
         return pt_fail(PT_EINVAL, "%s: '%s' is not an integer in %ld..%ld", what, s, lo, hi);
     *out = v;
     return PT_OK;
-}
-
-int pt_read_file(const char *path, char **buf, size_t *len)
-{
-    /* a named file must be a regular one (a FIFO would block, a directory
-     * reads as an error): pt_read_regular checks before reading */
-    if (path && strcmp(path, "-") != 0) return pt_read_regular(path, "file", buf, len);
-    return pt_read_fd(STDIN_FILENO, NULL, "standard input", buf, len);
 }

@@ -228,12 +228,6 @@ double pt_now(void);
  * with a message naming `what` when `s` is not an integer in [lo, hi]. */
 int pt_parse_int(const char *what, const char *s, long lo, long hi, long *out);
 
-/* Read a whole file (path, or standard input when path is NULL or "-")
- * into a malloc'd, NUL-terminated buffer of *len bytes (the NUL not
- * counted).  A named file must be a regular file (see pt_open_regular in
- * core/file.h: FIFOs, devices and directories are refused without
- * blocking).  PT_EIO when it cannot be opened or read, PT_ENOMEM. */
-int pt_read_file(const char *path, char **buf, size_t *len);
 
 #ifdef __cplusplus
 }

@@ -326,3 +326,11 @@ int pt_atomic_commit(pt_atomic_file *files, int n)
     for (int i = 0; i < n; i++) pt_atomic_abort(&files[i]); /* closes what is open, removes temporaries */
     return rc;
 }
+
+int pt_read_file(const char *path, char **buf, size_t *len)
+{
+    /* a named file must be a regular one (a FIFO would block, a directory
+     * reads as an error): pt_read_regular checks before reading */
+    if (path && strcmp(path, "-") != 0) return pt_read_regular(path, "file", buf, len);
+    return pt_read_fd(STDIN_FILENO, NULL, "standard input", buf, len);
+}

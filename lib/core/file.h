@@ -30,6 +30,12 @@ extern "C" {
  * descriptor (>= 0) or PT_EIO. */
 int pt_open_regular(const char *path, const char *what);
 
+/* Read a whole file (path, or standard input when path is NULL or "-")
+ * into a malloc'd, NUL-terminated buffer of *len bytes (the NUL not
+ * counted).  A named file must be a regular file (pt_open_regular:
+ * FIFOs, devices and directories are refused without blocking).  PT_EIO when it cannot be opened or read, PT_ENOMEM. */
+int pt_read_file(const char *path, char **buf, size_t *len);
+
 /* Read everything from descriptor fd (to end of file; the descriptor is
  * not closed) into a malloc'ed, NUL-terminated buffer of *len bytes;
  * messages name it "WHAT NAME" (what may be NULL).  PT_EIO, PT_ENOMEM. */

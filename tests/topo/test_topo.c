@@ -5,6 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tests/tap.h"
 #include "core/core.h"
+#include "core/file.h"
 #include "topo/topo.h"
 
 #include <math.h>
