@@ -106,31 +106,30 @@ static int parse_topology(const char *s, topo_arg *t)
 /* The command line (plan_tool.h). */
 int plan_options(int argc, char **argv, plan_cmdline *op)
 {
-    static const struct option opts[] = {
+    /* this tool's own options; then one per plan setting it offers
+     * (lib/contract/settings.h's rows; val PLAN_SETTING + the row), but
+     * --batch, which prices batches up to 2^24 (the table's batch is a
+     * job's, up to 2^20) */
+    static const struct option own[] = {
         {"topology", required_argument, 0, 'T'},     {"nodes", required_argument, 0, 'N'},
-        {"tasks-per-node", required_argument, 0, 'n'}, {"model", required_argument, 0, 'm'},
-        {"batch", required_argument, 0, 'b'},        {"mode", required_argument, 0, 'M'},
-        {"tp", required_argument, 0, 't'},           {"tp-depth", required_argument, 0, 'd'},
-        {"sp", required_argument, 0, 's'},           {"pp", required_argument, 0, 'p'},
-        {"zero", required_argument, 0, 'z'},         {"microbatches", required_argument, 0, 'u'},
-        {"schedule", required_argument, 0, 'S'},     {"recompute", required_argument, 0, 'r'},
+        {"tasks-per-node", required_argument, 0, 'n'}, {"batch", required_argument, 0, 'b'},
         {"mem-gb", required_argument, 0, 'G'},       {"inter-gbps", required_argument, 0, 'I'},
         {"gemm-gflops", required_argument, 0, 'F'},  {"json", no_argument, 0, 'j'},
         {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},            {"energy", no_argument, 0, 'E'},
         {"energy-slowdown", required_argument, 0, 'L'}, {"energy-straggler", required_argument, 0, 'K'},
-        {"power-model", required_argument, 0, 'P'},   {"rank-order", required_argument, 0, 'O'},
-        {"energy-profile", required_argument, 0, 'R'}, {"energy-plan-out", required_argument, 0, 'W'},
-        {"tp-order", required_argument, 0, 'Q'},      {"mixed-nodes", required_argument, 0, 'X'},
-        {"virtual-stages", required_argument, 0, 'v'}, {"pp-split", required_argument, 0, 'Y'},
-        {"precision", required_argument, 0, 'C'},     {"gemm-gflops-bf16", required_argument, 0, 'B'},
-        {"default-precision", required_argument, 0, 'D'},
-        {0, 0, 0, 0}};
-    /* the pins and their request keys (lib/plan/planner.h's builder) */
-    static const struct { int c; const char *key; } pins[] = {
-        {'M', "mode"}, {'t', "tp"}, {'d', "tp-depth"}, {'s', "sp"}, {'p', "pp"}, {'z', "zero"},
-        {'u', "microbatches"}, {'S', "schedule"}, {'r', "recompute"}, {'O', "rank-order"}, {'Q', "tp-order"},
-        {'v', "virtual-stages"}, {'Y', "pp-split"}, {'m', "model"}, {'C', "precision"}};
+        {"power-model", required_argument, 0, 'P'},   {"energy-profile", required_argument, 0, 'R'},
+        {"energy-plan-out", required_argument, 0, 'W'}, {"mixed-nodes", required_argument, 0, 'X'},
+        {"gemm-gflops-bf16", required_argument, 0, 'B'}, {"default-precision", required_argument, 0, 'D'}};
+    enum { NOWN = sizeof own / sizeof own[0], PLAN_SETTING = 1000 };
+    struct option opts[NOWN + PT_SETTINGS_MAX + 1];
+    int nrows = 0, nopt = NOWN;
+    const pt_setting *rows = pt_settings(&nrows);
+    memcpy(opts, own, sizeof own);
+    for (int i = 0; i < nrows && i < PT_SETTINGS_MAX; i++)
+        if ((rows[i].offered & PT_SETTING_PLAN) && strcmp(rows[i].key, "batch") != 0)
+            opts[nopt++] = (struct option){rows[i].key, required_argument, 0, PLAN_SETTING + i};
+    opts[nopt] = (struct option){0, 0, 0, 0};
     memset(op, 0, sizeof *op);
     op->batch = 512;
     int c;
@@ -142,13 +141,11 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
     opterr = 0;
     while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
         int bad = 0;
-        const char *key = NULL;
-        for (size_t i = 0; i < sizeof pins / sizeof pins[0]; i++)
-            if (pins[i].c == c) key = pins[i].key;
+        const char *key = c >= PLAN_SETTING && c < PLAN_SETTING + nrows ? rows[c - PLAN_SETTING].key : NULL;
         if (key) {
             char what[32];
             snprintf(what, sizeof what, "--%s", key);
-            if (c == 'M' && strcmp(optarg, "off") == 0) {
+            if (!strcmp(key, "mode") && strcmp(optarg, "off") == 0) {
                 fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", optarg);
                 return PT_EXIT_INPUT;
             }

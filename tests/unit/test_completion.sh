@@ -63,22 +63,31 @@ r=$(bash --norc --noprofile -c '
     printf "%s\n" "${COMPREPLY[@]}" | sort | tr "\n" " "' _ "$comp")
 check "srun --n<TAB> goes to srun's own completion ($r)" [ "$r" = "--nodes= --ntasks= " ]
 
-# the lists mirror the sources: getopt tables, the plugin's option table
+# the lists mirror the sources: getopt tables, the plugin's option table,
+# and the plan settings' table (lib/contract/settings.h: KEY VAR OFFERED
+# ARG rows) for the options the plugin and ptrain-plan make from its rows
 table() {
-    sed -n '/struct option [a-z_]*\[\] *= *{/,/{ *0, *0, *0, *0 *}/p' "$1" |
+    sed -n '/struct option [a-z_]*\[\] *= *{/,/\({ *0, *0, *0, *0 *}\|^ *};\)/p' "$1" |
         grep -o '{ *"[a-z0-9-]*"' | sed 's/{ *"//; s/"$/ /; s/^/--/' | sort | tr -d '\n'
 }
+rows=$("$top_builddir/tests/unit/test_settings" --dump 2>/dev/null)
+[ -n "$rows" ] || rows="? ? 0 -"
+# the rows offered to tool bit $1, as --KEY (ptrain-plan: but --batch, its own)
+row_opts() { echo "$rows" | awk -v b="$1" 'int($3 / b) % 2 == 1 && $1 != "batch" { print "--" $1 }'; }
 list() { bash --norc --noprofile -c ". '$comp'; printf '%s\n' \$$1" | sort | tr '\n' ' '; }
 for t in run data topo ckpt plan; do
     src=$top_srcdir/bin/ptrain-$t.c
     case $t in run | data | ckpt | plan) src=$top_srcdir/bin/$t/options.c ;; esac
-    want=$(table "$src") have=$(list "_ptrain_${t}_opts")
+    want=$(table "$src")
+    [ $t = plan ] && want=$({ echo "$want" | tr ' ' '\n'; row_opts 4; } | grep . | sort | sed 's/$/ /' | tr -d '\n')
+    have=$(list "_ptrain_${t}_opts")
     check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
     [ "$want" = "$have" ] || diag "table: $want; completion: $have"
 done
 # {"ptrain-NAME", "ARG", ...} takes a value (--ptrain-NAME=), {"ptrain-NAME", NULL, ...} none
-want=$(grep -o '{"ptrain-[a-z0-9-]*", *\(NULL\|"\)' "$top_srcdir/spank/options.c" |
-    sed 's/{"\(ptrain-[a-z0-9-]*\)", *NULL/--\1/; s/{"\(ptrain-[a-z0-9-]*\)", *"/--\1=/' | sort | tr '\n' ' ')
+want=$({ grep -o '{"ptrain-[a-z0-9-]*", *\(NULL\|"\)' "$top_srcdir/spank/options.c" |
+    sed 's/{"\(ptrain-[a-z0-9-]*\)", *NULL/--\1/; s/{"\(ptrain-[a-z0-9-]*\)", *"/--\1=/'
+    echo "$rows" | awk 'int($3) % 2 == 1 { print "--ptrain-" $1 "=" }'; } | sort | tr '\n' ' ')
 have=$(list _ptrain_srun_opts)
 check "srun: the completion lists exactly the plugin's --ptrain-* options" [ -n "$want" -a "$want" = "$have" ]
 [ "$want" = "$have" ] || diag "plugin: $want; completion: $have"
