@@ -35,13 +35,16 @@ int ckpt_resolve(const char *arg, char *out, size_t n)
     size_t len;
     int rc = pt_read_regular(p, "checkpoint pointer", &txt, &len);
     if (rc) return rc;
-    int good = len >= 13 && !strncmp(txt, "step-", 5) && (len == 13 || txt[13] == '\n');
-    for (int i = 5; good && i < 13; i++) good = txt[i] >= '0' && txt[i] <= '9';
-    if (!good) {
+    /* its first line names the step directory (lib/ckpt's spelling) */
+    size_t k = 0;
+    while (k < len && txt[k] != '\n') k++;
+    long step;
+    int good = k < 16; /* as lib/ckpt reads it: the first line */
+    if (good) txt[k] = 0;
+    if (!good || !pt_ckpt_step_name(txt, &step)) {
         free(txt);
         return pt_fail(PT_EFORMAT, "checkpoint pointer %s does not name a step-NNNNNNNN directory", p);
     }
-    txt[13] = 0;
     snprintf(out, n, "%s/%s", arg, txt);
     free(txt);
     return PT_OK;

@@ -162,12 +162,15 @@ static int write_rank(const char *sdir, pt_train *t)
     return rc;
 }
 
-static int is_step_name(const char *s, long *step)
+int pt_ckpt_step_name(const char *s, long *step)
 {
-    if (strncmp(s, "step-", 5) != 0 || strlen(s) != 13) return 0;
-    for (int i = 5; i < 13; i++)
+    const size_t n = strlen(s);
+    if (strncmp(s, "step-", 5) != 0 || n < 13 || n > 14 || (n == 14 && s[5] == '0')) return 0;
+    for (size_t i = 5; i < n; i++)
         if (s[i] < '0' || s[i] > '9') return 0;
-    *step = strtol(s + 5, NULL, 10);
+    long v = strtol(s + 5, NULL, 10);
+    if (v > PT_CKPT_MAX_STEP) return 0;
+    *step = v;
     return 1;
 }
 
@@ -190,7 +193,7 @@ static long *list_steps(const char *dir, int *n)
     struct dirent *e;
     while ((e = readdir(d))) {
         long s;
-        if (!is_step_name(e->d_name, &s)) continue;
+        if (!pt_ckpt_step_name(e->d_name, &s)) continue;
         if (*n == cap) {
             cap = cap ? 2 * cap : 16;
             long *nv = realloc(v, sizeof *v * (size_t)cap);
@@ -256,7 +259,7 @@ static void prune(int dfd, const char *dir, int keep, long current)
     struct dirent *e;
     while ((e = readdir(d))) {
         long s;
-        if (!is_step_name(e->d_name, &s)) continue;
+        if (!pt_ckpt_step_name(e->d_name, &s)) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
             long *nv = realloc(v, sizeof *v * (size_t)cap);
@@ -1204,10 +1207,12 @@ static long latest_step(const char *dir)
     if (pt_read_regular(p, "checkpoint pointer", &txt, &len)) return -1;
     long s = -1;
     char name[16];
-    if (len >= 13) {
-        memcpy(name, txt, 13);
-        name[13] = 0;
-        if (!is_step_name(name, &s)) s = -1;
+    size_t k = 0; /* the first line: "step-00000002" (14 bytes from step 10^8) */
+    while (k < len && k < sizeof name - 1 && txt[k] != '\n') k++;
+    if (k >= 13) {
+        memcpy(name, txt, k);
+        name[k] = 0;
+        if (!pt_ckpt_step_name(name, &s)) s = -1;
     }
     free(txt);
     return s;

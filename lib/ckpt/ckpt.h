@@ -58,6 +58,11 @@
 /* The largest step (and AdamW step, warmup, schedule length) a manifest
  * may record: ptrain-run's --steps range. */
 #define PT_CKPT_MAX_STEP 100000000L
+
+/* Whether name is a checkpoint directory's name, "step-%08ld" of a step in
+ * [0, PT_CKPT_MAX_STEP]: 8 digits, or 9 from step 10^8, no other spelling
+ * ("step-012345678" is not one); 1 and *step, else 0. */
+int pt_ckpt_step_name(const char *name, long *step);
 /* The largest learning rate (lr, min_lr) a manifest may record: ptrain-run's --lr range. */
 #define PT_CKPT_MAX_LR 10.0f
 

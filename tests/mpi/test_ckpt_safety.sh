@@ -230,4 +230,24 @@ open(sys.argv[1], 'wb').write(struct.pack('<Q', len(h)) + h)" "$wd/huge.safetens
         tool_error "$wd/hst.out" $rc 2 "tensor 'wte.weight' has shape \\[1572864, 1024\\]"
     rm -f "$wd/huge.safetensors"
 fi
+
+# a checkpoint of a step from 10^8 on is named with 9 digits (step-%08ld;
+# --steps allows 10^8): --resume auto finds it through latest and, without
+# latest, among the step directories, and ptrain-ckpt follows latest to it
+# (both used to take only 8 digits, and a run of 10^8 steps started over).  The directory of a 2-step run renamed
+# to step-100000000 stands in for it (the loader reads the step from the
+# manifest, so it resumes at step 2).
+sd=$wd/nine
+rc=0
+ptrain_mpirun -np 1 "$run" $common --steps 2 --save-dir "$sd" >"$wd/nine.out" 2>&1 || rc=$?
+mv "$sd/step-00000002" "$sd/step-100000000" 2>/dev/null && printf 'step-100000000\n' >"$sd/latest"
+"$ck" info "$sd" >"$wd/nine.info" 2>&1
+check "ptrain-ckpt info follows latest to step-100000000 ($(head -1 "$wd/nine.info"))" grep -q "^checkpoint: $sd/step-100000000\$" "$wd/nine.info"
+for how in latest listing; do
+    [ $how = listing ] && rm -f "$sd/latest" "$sd"/step-0*
+    rc2=0
+    ptrain_mpirun -np 1 "$run" $common --steps 4 --save-dir "$sd" --resume auto >"$wd/nine.$how.out" 2>&1 || rc2=$?
+    check "a checkpoint named step-100000000 is found by --resume auto through its $how (status $rc, $rc2: $(grep -m1 '^resume:' "$wd/nine.$how.out"))" \
+        grep -q "^resume: $sd/step-100000000 (step 2" "$wd/nine.$how.out"
+done
 done_testing
