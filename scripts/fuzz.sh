@@ -37,7 +37,7 @@ cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 pc() { pkg-config "$@"; }
 core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c $top/lib/core/cpu.c"
 plan="$top/lib/contract/plan_env.c $top/lib/contract/plan_modes.c $top/lib/contract/plan_validate.c
-      $top/lib/contract/plan_place.c $top/lib/contract/model.c"
+      $top/lib/contract/plan_place.c $top/lib/contract/model.c $top/lib/contract/settings.c"
 declare -A src libs
 src[shard]="$core $top/lib/data/shard.c"; libs[shard]="$(pc --cflags --libs jansson) -lm"
 src[safetensors]="$core $top/lib/ckpt/safetensors.c"; libs[safetensors]="$(pc --cflags --libs jansson) -lm"
