@@ -94,8 +94,9 @@ void run_ckpt_save(const run_opts *o, pt_train *tr, const pt_plan *plan, const p
      * What was loaded was checked finite, so training produced it. */
     int rc = pt_train_check_finite(tr, 1);
     const char *opmsg;
-    if (rc && tr->model->be->status(&opmsg) != PT_OK) /* the check's own device op failed: that is the error */
-        rc = pt_fail(tr->model->be->status(&opmsg), "checkpoint at step %ld not saved: %s", step, opmsg);
+    int opst;
+    if (rc && (opst = tr->model->be->status(&opmsg)) != PT_OK) /* the check's own device op failed: that is the error */
+        rc = pt_fail(opst, "checkpoint at step %ld not saved: %s", step, opmsg);
     else if (rc)
         rc = pt_fail(rc, "checkpoint at step %ld not saved (the previous one and %s/latest are left as they were): "
                      "after training step %ld, %s: training diverged (lower --lr)", step, o->save_dir, step,

@@ -347,7 +347,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
         if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
         /* a CUDA op's failure (recorded; the ops return nothing) */
         const char *opmsg;
-        if (!rc && be->status(&opmsg) != PT_OK) rc = pt_fail(be->status(&opmsg), "%s", opmsg);
+        int opst;
+        if (!rc && (opst = be->status(&opmsg)) != PT_OK) rc = pt_fail(opst, "%s", opmsg);
         /* NaN and infinities: the loss and the gradient norm (pt_train_update
          * refuses a non-finite one before updating), then the weights the
          * update left (every rank its owned slices); none is ever saved, and
@@ -358,8 +359,8 @@ int run_train(run_setup *s, uint64_t agreed, int world)
             nonfinite = 1;
         }
         if (!rc && (rc = pt_train_check_finite(&tr, 0))) {
-            if (be->status(&opmsg) != PT_OK) { /* the check's own device op failed: that is the error */
-                rc = pt_fail(be->status(&opmsg), "%s", opmsg);
+            if ((opst = be->status(&opmsg)) != PT_OK) { /* the check's own device op failed: that is the error */
+                rc = pt_fail(opst, "%s", opmsg);
             } else {
                 rc = pt_fail(rc, "after its update, %s", pt_errmsg());
                 nonfinite = 1;

@@ -110,10 +110,12 @@ static void *host_alloc(size_t bytes)
     return p;
 }
 
-static const pt_comm_mover host_mover = {"host (tests)", host_is_device, host_move, host_move, host_move, host_alloc, free};
+/* the tests' (staging only: the stream and identity hooks are the device's) */
+static const pt_backend_dev host_mover = {.is_device_ptr = host_is_device, .to_host = host_move,
+                                          .to_device = host_move, .copy = host_move,
+                                          .host_alloc = host_alloc, .host_free = free};
 /* the device's: the CUDA backend's table (ops.h's pt_backend_dev), no CUDA header here */
 #define DEV (pt_cuda_backend.dev)
-static pt_comm_mover cuda_mover; /* DEV's movers, filled by the first pt_comm_device_enable */
 
 /* ---- helpers ------------------------------------------------------------------------------------ */
 
@@ -172,7 +174,7 @@ static int no_nccl(const pt_comm *c)
 
 /* ---- collectives ------------------------------------------------------------------------------ */
 
-static int dev_owns(const pt_comm *c, const void *buf) { return c->dev && c->dev->mv->is_device(buf); }
+static int dev_owns(const pt_comm *c, const void *buf) { return c->dev && c->dev->mv->is_device_ptr(buf); }
 
 int pt_comm_dev_allreduce(pt_comm *c, void *buf, size_t n, int elem, int op)
 {
@@ -650,9 +652,7 @@ int pt_comm_device_enable(pt_comm *c, int mode)
         return rc;
     }
     d->vt = &dev_vt;
-    cuda_mover = (pt_comm_mover){"cuda",   DEV->is_device_ptr, DEV->to_host,  DEV->to_device,
-                                 DEV->copy, DEV->host_alloc,    DEV->host_free};
-    d->mv = &cuda_mover;
+    d->mv = DEV;
     d->path = path;
 #ifdef HAVE_NCCL
     if (path == PT_COMM_DEV_NCCL) {

@@ -52,19 +52,11 @@ int pt_comm_dev_sendrecv(pt_comm *c, const void *sbuf, int dst, void *rbuf, int 
  * or no NCCL).  Pure: every member computes the same from the same list. */
 int pt_comm_dev_choose(const unsigned char *uuid, int n, int have_nccl, int mode, char *why, size_t len);
 
-/* How the staged path reaches device memory: the CUDA backend's copies,
- * or for the tests on the CPU plain memcpy over host buffers
- * (pt_comm_device_enable_host) so the staging algorithm runs without a
- * GPU. */
-typedef struct pt_comm_mover {
-    const char *name;
-    int (*is_device)(const void *p);
-    int (*to_host)(void *dst, const void *src, size_t bytes);   /* after the compute stream's queued work */
-    int (*to_device)(void *dst, const void *src, size_t bytes); /* the same */
-    int (*copy)(void *dst, const void *src, size_t bytes);      /* device to device */
-    void *(*host_alloc)(size_t bytes);                          /* staging memory (pinned) */
-    void (*host_free)(void *p);
-} pt_comm_mover;
+/* How the staged path reaches device memory: the CUDA backend's
+ * pt_backend_dev (lib/backend/ops.h: its copies on the communication
+ * stream, pinned staging memory), or for the tests on the CPU plain memcpy
+ * over host buffers (pt_comm_device_enable_host) so the staging algorithm
+ * runs without a GPU. */
 
 /* For the tests: give c the staged path over HOST buffers (every buffer
  * counts as a device buffer, copies are memcpy).  Not collective. */

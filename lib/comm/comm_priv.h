@@ -57,7 +57,7 @@ typedef struct pt_comm_qop {
 struct pt_comm_dev {
     const pt_comm_dev_vt *vt;
     int path;                        /* PT_COMM_DEV_NCCL or PT_COMM_DEV_STAGED */
-    const struct pt_comm_mover *mv;  /* staged: how device memory is reached */
+    const struct pt_backend_dev *mv; /* staged: how device memory is reached (comm_dev.h) */
     void *stage;                     /* staged: pinned host memory, grown on demand */
     size_t stage_bytes;
     void *nccl;                      /* NCCL: the ncclComm_t */

@@ -115,6 +115,20 @@ void pt_cuda_versions(char *buf, size_t len);
 int pt_cuda_ops_status(void);
 const char *pt_cuda_ops_errmsg(void);
 
+/* The communication stream (a cudaStream_t, as NCCL takes it) for code
+ * without CUDA headers; NULL before pt_cuda_init and without the backend. */
+void *pt_cuda_comm_stream(void);
+
+/* The "cuda" backend's hooks that read the same in every build (they call
+ * only the functions above, which none.c answers without the backend),
+ * written once in lib/backend/backend.c: available (1 a device, 0 none
+ * visible, -1 not built; the reason in why), status (pt_cuda_ops_status
+ * and its line), and dev (the copies, staging memory, stream order,
+ * device UUID and communication stream above). */
+int pt_cuda_backend_available(char *why, size_t len);
+int pt_cuda_backend_status(const char **msg);
+extern const struct pt_backend_dev pt_cuda_backend_dev;
+
 /* The "cuda" backend is ops.h's pt_cuda_backend (lib/backend/backend.c's
  * registry; pt_backend_get("cuda") initialises it): name "cuda", mem
  * &pt_cuda_mem, ops &pt_cuda_ops_f32 and ops_bf16 &pt_cuda_ops_bf16

@@ -421,12 +421,6 @@ static void cuda_set_threads(int n)
     G.threads = n < 1 ? 1 : n;
 }
 
-static int cuda_available(char *why, size_t len)
-{
-    if (len) why[0] = 0;
-    return pt_cuda_device_count(why, len) > 0 ? 1 : 0;
-}
-
 /* bf16 and fp32 tables take every choice at init (cuBLASLt's heuristics per shape) */
 static int cuda_prepare(pt_dtype act)
 {
@@ -434,26 +428,7 @@ static int cuda_prepare(pt_dtype act)
     return PT_OK;
 }
 
-static int cuda_status(const char **msg)
-{
-    *msg = pt_cuda_ops_errmsg();
-    return pt_cuda_ops_status();
-}
-
-static void *cuda_comm_stream(void) { return (void *)pt_cuda_stream_comm(); }
-
-static const pt_backend_dev cuda_dev = {
-    .is_device_ptr = pt_cuda_is_device_ptr,
-    .to_host = pt_cuda_comm_to_host,
-    .to_device = pt_cuda_comm_to_device,
-    .copy = pt_cuda_copy_d2d,
-    .host_alloc = pt_cuda_host_alloc,
-    .host_free = pt_cuda_host_free,
-    .comm_after_compute = pt_cuda_comm_after_compute,
-    .compute_after_comm = pt_cuda_compute_after_comm,
-    .device_uuid = pt_cuda_device_uuid,
-    .comm_stream = cuda_comm_stream,
-};
+void *pt_cuda_comm_stream(void) { return (void *)pt_cuda_stream_comm(); }
 
 const pt_backend pt_cuda_backend = {
     .name = "cuda",
@@ -461,10 +436,10 @@ const pt_backend pt_cuda_backend = {
     .ops_bf16 = &pt_cuda_ops_bf16,
     .set_threads = cuda_set_threads,
     .mem = &pt_cuda_mem,
-    .available = cuda_available,
+    .available = pt_cuda_backend_available,
     .init = pt_cuda_init,
     .prepare = cuda_prepare,
     .describe = pt_cuda_versions,
-    .status = cuda_status,
-    .dev = &cuda_dev,
+    .status = pt_cuda_backend_status,
+    .dev = &pt_cuda_backend_dev,
 };

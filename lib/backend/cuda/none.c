@@ -62,6 +62,7 @@ int pt_cuda_device_uuid(unsigned char uuid[16])
 }
 
 void pt_cuda_versions(char *buf, size_t len) { snprintf(buf, len, "CUDA backend not built"); }
+void *pt_cuda_comm_stream(void) { return NULL; }
 
 
 int pt_cuda_ops_status(void) { return PT_OK; }
@@ -69,36 +70,12 @@ const char *pt_cuda_ops_errmsg(void) { return ""; }
 
 /* ---- the "cuda" backend, registered in every build: it says it is not built ---- */
 
-static int none_available(char *why, size_t len)
-{
-    snprintf(why, len, "%s", not_built);
-    return -1;
-}
 static int none_prepare(pt_dtype act)
 {
     (void)act;
     return no();
 }
-static int none_status(const char **msg)
-{
-    *msg = "";
-    return PT_OK;
-}
 static void none_threads(int n) { (void)n; }
-static void *none_stream(void) { return NULL; }
-
-static const pt_backend_dev none_dev = {
-    .is_device_ptr = pt_cuda_is_device_ptr,
-    .to_host = pt_cuda_comm_to_host,
-    .to_device = pt_cuda_comm_to_device,
-    .copy = pt_cuda_copy_d2d,
-    .host_alloc = pt_cuda_host_alloc,
-    .host_free = pt_cuda_host_free,
-    .comm_after_compute = pt_cuda_comm_after_compute,
-    .compute_after_comm = pt_cuda_compute_after_comm,
-    .device_uuid = pt_cuda_device_uuid,
-    .comm_stream = none_stream,
-};
 
 const pt_backend pt_cuda_backend = {
     .name = "cuda",
@@ -106,10 +83,10 @@ const pt_backend pt_cuda_backend = {
     .ops_bf16 = NULL,
     .set_threads = none_threads,
     .mem = &pt_cuda_mem,
-    .available = none_available,
+    .available = pt_cuda_backend_available,
     .init = pt_cuda_init,
     .prepare = none_prepare,
     .describe = pt_cuda_versions,
-    .status = none_status,
-    .dev = &none_dev,
+    .status = pt_cuda_backend_status,
+    .dev = &pt_cuda_backend_dev,
 };
