@@ -35,18 +35,13 @@ int ckpt_resolve(const char *arg, char *out, size_t n)
     size_t len;
     int rc = pt_read_regular(p, "checkpoint pointer", &txt, &len);
     if (rc) return rc;
-    /* its first line names the step directory (lib/ckpt's spelling) */
-    size_t k = 0;
-    while (k < len && txt[k] != '\n') k++;
+    /* its first line names the step directory, read as lib/ckpt reads it */
+    char name[16];
     long step;
-    int good = k < 16; /* as lib/ckpt reads it: the first line */
-    if (good) txt[k] = 0;
-    if (!good || !pt_ckpt_step_name(txt, &step)) {
-        free(txt);
-        return pt_fail(PT_EFORMAT, "checkpoint pointer %s does not name a step-NNNNNNNN directory", p);
-    }
-    snprintf(out, n, "%s/%s", arg, txt);
+    const int good = pt_ckpt_pointer_parse(txt, len, name, &step);
     free(txt);
+    if (!good) return pt_fail(PT_EFORMAT, "checkpoint pointer %s does not name a step-NNNNNNNN directory", p);
+    snprintf(out, n, "%s/%s", arg, name);
     return PT_OK;
 }
 

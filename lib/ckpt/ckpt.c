@@ -174,6 +174,16 @@ int pt_ckpt_step_name(const char *s, long *step)
     return 1;
 }
 
+int pt_ckpt_pointer_parse(const char *text, size_t len, char name[16], long *step)
+{
+    size_t k = 0; /* the first line: "step-00000002" (14 bytes from step 10^8) */
+    while (k < len && text[k] != '\n') k++;
+    if (k < 13 || k > 15) return 0;
+    memcpy(name, text, k);
+    name[k] = 0;
+    return pt_ckpt_step_name(name, step);
+}
+
 static int cmp_desc(const void *a, const void *b)
 {
     long x = *(const long *)a, y = *(const long *)b;
@@ -1207,13 +1217,7 @@ static long latest_step(const char *dir)
     if (pt_read_regular(p, "checkpoint pointer", &txt, &len)) return -1;
     long s = -1;
     char name[16];
-    size_t k = 0; /* the first line: "step-00000002" (14 bytes from step 10^8) */
-    while (k < len && k < sizeof name - 1 && txt[k] != '\n') k++;
-    if (k >= 13) {
-        memcpy(name, txt, k);
-        name[k] = 0;
-        if (!pt_ckpt_step_name(name, &s)) s = -1;
-    }
+    if (!pt_ckpt_pointer_parse(txt, len, name, &s)) s = -1;
     free(txt);
     return s;
 }

@@ -63,6 +63,10 @@
  * [0, PT_CKPT_MAX_STEP]: 8 digits, or 9 from step 10^8, no other spelling
  * ("step-012345678" is not one); 1 and *step, else 0. */
 int pt_ckpt_step_name(const char *name, long *step);
+/* The step directory a `latest` pointer of len bytes names: its first
+ * line, when pt_ckpt_step_name takes it, into name (NUL-terminated) and
+ * *step; 1, else 0 (name then unspecified). */
+int pt_ckpt_pointer_parse(const char *text, size_t len, char name[16], long *step);
 /* The largest learning rate (lr, min_lr) a manifest may record: ptrain-run's --lr range. */
 #define PT_CKPT_MAX_LR 10.0f
 
