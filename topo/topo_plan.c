@@ -64,68 +64,68 @@ static gpu_peak gpu_peak_of(const char *mdl)
     return other;
 }
 
-int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt_hw *hw, int *island_ranks,
-                    char *note, size_t note_len)
-{
-    static const pt_topo_hw_override none = {0, 0, 0, 0};
-    if (!ov) ov = &none;
-    if (!hw || !island_ranks) return pt_fail(PT_EINVAL, "node model: no output given");
-    /* no node model: one NUMA node of one core, no GPU; every figure an estimate */
-    pt_topo_numa one_numa;
-    pt_topo bare;
-    if (!t) {
-        memset(&one_numa, 0, sizeof one_numa);
-        memset(&bare, 0, sizeof bare);
-        one_numa.ncores = one_numa.npus = 1;
-        bare.nnuma = 1;
-        bare.ncores = bare.npus = 1;
-        bare.numa = &one_numa;
-        t = &bare;
-    }
-    if (tpn < 1) return pt_fail(PT_EINVAL, "invalid tasks per node %d (valid: >= 1)", tpn);
-    if (t->nnuma < 1) return pt_fail(PT_EINVAL, "node model %s has no NUMA node", t->source);
-    if (note && note_len) note[0] = '\0';
-    memset(hw, 0, sizeof *hw);
-    *island_ranks = 0;
+/* What the phases of pt_topo_plan_hw share: the model, the request, the
+ * outputs, and how the ranks spread over the node's devices. */
+typedef struct plan_ctx {
+    const pt_topo *t;
+    int tpn;                       /* tasks per node */
+    const pt_topo_hw_override *ov; /* never NULL */
+    pt_hw *hw;
+    char *note;
+    size_t note_len;
+    int gpu;                       /* the node has GPUs: the devices are GPUs, else NUMA nodes */
+    int ndev, kind;                /* devices of the node and their PT_DEV_* */
+    int used, per_dev;             /* devices the ranks use, ranks per device */
+    int order[64];                 /* the devices in island order */
+    int isize;                     /* devices per island when every island has the same, else 0 */
+} plan_ctx;
 
-    int gpu = t->ngpus > 0;
-    int ndev = gpu ? t->ngpus : t->nnuma, kind = gpu ? PT_DEV_GPU : PT_DEV_NUMA;
-    /* ranks per device: tpn / ndev consecutive ranks per device; fewer
-     * tasks than devices use the first tpn devices, one each */
-    int used = tpn < ndev ? tpn : ndev, per_dev = tpn >= ndev ? tpn / ndev : 1;
+/* The devices in island order and the islands' size in ranks along it
+ * (*island_ranks; 0 when the islands differ in size or the node is one). */
+static void plan_islands(plan_ctx *p, int *island_ranks)
+{
+    const pt_topo *t = p->t;
+    const int ndev = p->ndev, used = p->used;
     pt_topo_islands isl;
     int have_isl = pt_topo_islands_find(t, &isl) == 0;
     /* the devices in island order (pt_topo_device_order: consecutive
      * ranks fill an island first, as the plugin binds them), and the
      * islands' size along it when every island has the same */
-    int order[64];
-    int nord = ndev <= 64 ? pt_topo_device_order(t, order, 64) : -1;
+    int nord = ndev <= 64 ? pt_topo_device_order(t, p->order, 64) : -1;
     if (nord != ndev)
-        for (int d = 0; d < ndev && d < 64; d++) order[d] = d;
-    int isize = 0;
+        for (int d = 0; d < ndev && d < 64; d++) p->order[d] = d;
+    p->isize = 0;
     if (have_isl && isl.nislands > 1 && ndev <= 64 && nord == ndev) {
         int size = 0, ok = 1;
         for (int d = 0; d < ndev && ok; d++) {
             int len = 1;
-            while (d + len < ndev && isl.island_of[order[d + len]] == isl.island_of[order[d]]) len++;
+            while (d + len < ndev && isl.island_of[p->order[d + len]] == isl.island_of[p->order[d]]) len++;
             if (size && len != size) ok = 0;
             size = len;
             d += len - 1;
         }
-        if (ok && size < used) isize = size;
+        if (ok && size < used) p->isize = size;
     }
-    if (isize && tpn % ndev == 0) *island_ranks = isize * per_dev;
-    else if (isize && tpn < ndev) *island_ranks = isize;
+    if (p->isize && p->tpn % ndev == 0) *island_ranks = p->isize * p->per_dev;
+    else if (p->isize && p->tpn < ndev) *island_ranks = p->isize;
+}
 
+/* The island and node bandwidths inside the node: the slowest GPU links,
+ * or for CPU nodes and ranks sharing a device memory copies through MPI. */
+static void plan_intra(const plan_ctx *p, int island_ranks)
+{
+    const pt_topo *t = p->t;
+    const int tpn = p->tpn, gpu = p->gpu, used = p->used;
+    pt_hw *hw = p->hw;
     /* island and node links between devices */
     double isl_gbps = 0, node_gbps = 0;
     int isl_src = PT_BW_ESTIMATED, node_src = PT_BW_ESTIMATED;
     if (gpu && used > 1) {
         int dev[64];
-        for (int d = 0; d < used && d < 64; d++) dev[d] = order[d];
-        node_gbps = pt_topo_slowest_link(t, kind, dev, used < 64 ? used : 64, NULL, NULL, &node_src);
-        int width = *island_ranks ? isize : used;
-        isl_gbps = pt_topo_slowest_link(t, kind, dev, width < 64 ? width : 64, NULL, NULL, &isl_src);
+        for (int d = 0; d < used && d < 64; d++) dev[d] = p->order[d];
+        node_gbps = pt_topo_slowest_link(t, p->kind, dev, used < 64 ? used : 64, NULL, NULL, &node_src);
+        int width = island_ranks ? p->isize : used;
+        isl_gbps = pt_topo_slowest_link(t, p->kind, dev, width < 64 ? width : 64, NULL, NULL, &isl_src);
         if (isl_gbps < node_gbps) isl_gbps = node_gbps;
     }
     /* CPU nodes and ranks sharing a device: memory copies through MPI */
@@ -156,27 +156,31 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         }
     }
     if (t->nnuma == 1) cpu_node = cpu_isl; /* one NUMA node: no slower link inside */
-    if (!gpu && *island_ranks == 0 && t->nnuma > 1 && tpn > 1) cpu_isl = cpu_node; /* one island over NUMA nodes */
+    if (!gpu && island_ranks == 0 && t->nnuma > 1 && tpn > 1) cpu_isl = cpu_node; /* one island over NUMA nodes */
     if (!gpu || used <= 1) {
         hw->gbps[PT_NET_ISLAND] = cpu_isl;
         hw->gbps[PT_NET_NODE] = cpu_node;
-        pt_notef(note, note_len, "intra-node: island %.3g GB/s, node %.3g GB/s per rank, %s", cpu_isl,
+        pt_notef(p->note, p->note_len, "intra-node: island %.3g GB/s, node %.3g GB/s per rank, %s", cpu_isl,
                  cpu_node, cpu_src);
     } else {
         hw->gbps[PT_NET_ISLAND] = isl_gbps;
         hw->gbps[PT_NET_NODE] = node_gbps;
-        pt_notef(note, note_len, "intra-node: island %.3g GB/s (%s), node %.3g GB/s (%s), slowest GPU "
+        pt_notef(p->note, p->note_len, "intra-node: island %.3g GB/s (%s), node %.3g GB/s (%s), slowest GPU "
                  "links%s", isl_gbps, isl_src == PT_BW_MEASURED ? "measured" : "estimate from the link class",
                  node_gbps, node_src == PT_BW_MEASURED ? "measured" : "estimate from the link class",
-                 per_dev > 1 ? "; ranks sharing a GPU count as one device" : "");
+                 p->per_dev > 1 ? "; ranks sharing a GPU count as one device" : "");
     }
     if (hw->gbps[PT_NET_NODE] <= 0) hw->gbps[PT_NET_NODE] = hw->gbps[PT_NET_ISLAND];
+}
 
-    /* network: per node, shared by the node's tasks */
+/* The network's bandwidth per rank: per node, shared by the node's tasks. */
+static void plan_network(const plan_ctx *p)
+{
+    const pt_topo *t = p->t;
     double inter;
     const char *inter_src;
-    if (ov->inter_gbps > 0) {
-        inter = ov->inter_gbps;
+    if (p->ov->inter_gbps > 0) {
+        inter = p->ov->inter_gbps;
         inter_src = "override";
     } else if (t->net.measured && t->net.inter_gbps > 0) {
         inter = t->net.inter_gbps;
@@ -188,10 +192,17 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
         inter = fast ? 12.5 * fast : 1.25;
         inter_src = fast ? "estimate: 12.5 GB/s per InfiniBand/RoCE adapter" : "estimate: 10 Gb/s Ethernet";
     }
-    hw->gbps[PT_NET_INTER] = inter / tpn;
-    pt_notef(note, note_len, "network: %.3g GB/s per node (%s), %.3g GB/s per rank", inter, inter_src,
-             hw->gbps[PT_NET_INTER]);
+    p->hw->gbps[PT_NET_INTER] = inter / p->tpn;
+    pt_notef(p->note, p->note_len, "network: %.3g GB/s per node (%s), %.3g GB/s per rank", inter, inter_src,
+             p->hw->gbps[PT_NET_INTER]);
+}
 
+/* Each link class's latency (ping-pong, then the probe's ring step), and
+ * the ring step's bandwidth as a bound on the links the ring spanned. */
+static void plan_latency(const plan_ctx *p)
+{
+    const pt_topo *t = p->t;
+    pt_hw *hw = p->hw;
     if (t->net.measured && t->net.intra_lat_us > 0) {
         hw->lat_s[PT_NET_ISLAND] = hw->lat_s[PT_NET_NODE] = t->net.intra_lat_us * 1e-6;
     } else {
@@ -220,151 +231,184 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
      * ranks, not a GPU's links, which the host-memory probe does not use) */
     if (t->net.measured && t->net.ring_gbps > 0) {
         const int l0 = t->net.nnodes > 1 ? PT_NET_INTER : PT_NET_ISLAND;
-        const int l1 = t->net.nnodes > 1 ? (ov->inter_gbps > 0 ? -1 : PT_NET_INTER)
-                                         : (!gpu || used <= 1) ? PT_NET_NODE : -1;
+        const int l1 = t->net.nnodes > 1 ? (p->ov->inter_gbps > 0 ? -1 : PT_NET_INTER)
+                                         : (!p->gpu || p->used <= 1) ? PT_NET_NODE : -1;
         for (int l = l0; l <= l1; l++)
             if (hw->gbps[l] <= 0 || t->net.ring_gbps < hw->gbps[l]) hw->gbps[l] = t->net.ring_gbps;
         if (l1 >= l0)
-            pt_notef(note, note_len, "%s: at most %.3g GB/s per rank, a ring step's while every rank sends "
+            pt_notef(p->note, p->note_len, "%s: at most %.3g GB/s per rank, a ring step's while every rank sends "
                      "(the probe's allreduce fit)", l0 == PT_NET_INTER ? "network" : "intra-node", t->net.ring_gbps);
     }
-    pt_notef(note, note_len, "latency: %.3g us island, %.3g us node, %.3g us network (%s)",
+    pt_notef(p->note, p->note_len, "latency: %.3g us island, %.3g us node, %.3g us network (%s)",
              hw->lat_s[0] * 1e6, hw->lat_s[1] * 1e6, hw->lat_s[2] * 1e6, lat_src);
-    /* each collective kind's own alpha and bus bandwidth, fitted by the
-     * probe per link class: the ranks of one node on the CPU ranks'
-     * island and node links (not a GPU's links, which the host-memory
-     * probe does not use), one rank per node on the network (its
-     * bandwidth not when the admin gave the network's); a class without
-     * its own fit (a file from before) takes the all-ranks fit where the
-     * probe's ranks spanned it (the network between nodes, else the
-     * node); elsewhere every kind takes the class's figures above (0) */
-    {
-        const pt_topo_net *n = &t->net;
-        const int host = !gpu || used <= 1;
-        int nk = 0, skipped = 0;
-        for (int c = 0; c < PT_TOPO_CLASS_N && n->measured; c++) {
-            const pt_topo_coll_fit *cf = &n->coll_class[c];
-            const double *busbw = cf->busbw, *lat = cf->lat_us;
-            int p = cf->nranks;
-            const char *what = "";
-            if (p <= 0 && n->coll_bytes[0] > 0 && (c == PT_TOPO_CLASS_NETWORK) == (n->nnodes > 1)) {
-                busbw = n->coll_busbw, lat = n->coll_lat_us, p = n->nranks; /* the all-ranks fit */
-                what = ", the probe's all-ranks fit";
-            } else if (p <= 0) {
-                continue;
-            }
-            const int l0 = c == PT_TOPO_CLASS_NETWORK ? PT_NET_INTER : PT_NET_ISLAND;
-            const int l1 = c == PT_TOPO_CLASS_NETWORK ? PT_NET_INTER : host ? PT_NET_NODE : -1;
-            if (l1 < l0) { skipped = 1; continue; }
-            char kinds[400] = "";
-            size_t kl = 0;
-            int any = 0;
-            for (int k = 0; k < PT_KIND_N && k < PT_TOPO_COLL_N; k++) {
-                if (!(busbw[k] > 0)) continue;
-                for (int l = l0; l <= l1; l++) {
-                    if (l != PT_NET_INTER || ov->inter_gbps <= 0) hw->coll_gbps[k][l] = busbw[k];
-                    hw->coll_lat_s[k][l] = lat[k] * 1e-6;
-                }
-                if (kl < sizeof kinds)
-                    kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s %.3g GB/s %.3g us", any ? ", " : "",
-                                           pt_topo_coll_name(k), busbw[k], lat[k]);
-                any = 1;
-            }
-            if (!any) continue;
-            pt_notef(note, note_len, "collectives on the %s links (measured: busbw and alpha per step of each kind at "
-                     "%d ranks%s%s): %s", c == PT_TOPO_CLASS_NETWORK ? "network" : "intra-node", p, what,
-                     c == PT_TOPO_CLASS_NETWORK && ov->inter_gbps > 0 ? "; the bandwidth overridden" : "", kinds);
-            nk++;
-        }
-        if (nk)
-            pt_notef(note, note_len, "collectives: other links and kinds at the class's figures (estimate)");
-        else
-            pt_notef(note, note_len, "collectives: every kind at its link class's bandwidth and latency (estimate; "
-                     "ptrain-topo --probe fits each kind%s)", skipped ? ", but the host-memory probe does not use the "
-                     "GPUs' links" : "");
-    }
+}
 
-    /* memory per rank */
-    if (ov->mem_gb > 0) {
-        hw->mem_bytes = ov->mem_gb * 1e9;
-        pt_notef(note, note_len, "memory: %.3g GB per rank (override)", ov->mem_gb);
+/* Each collective kind's own alpha and bus bandwidth, fitted by the
+ * probe per link class: the ranks of one node on the CPU ranks' island
+ * and node links (not a GPU's links, which the host-memory probe does not
+ * use), one rank per node on the network (its bandwidth not when the
+ * admin gave the network's); a class without its own fit (a file from
+ * before) takes the all-ranks fit where the probe's ranks spanned it (the
+ * network between nodes, else the node); elsewhere every kind takes the
+ * class's figures above (0). */
+static void plan_collectives(const plan_ctx *p)
+{
+    const pt_topo_net *n = &p->t->net;
+    const pt_topo_hw_override *ov = p->ov;
+    pt_hw *hw = p->hw;
+    const int host = !p->gpu || p->used <= 1;
+    int nk = 0, skipped = 0;
+    for (int c = 0; c < PT_TOPO_CLASS_N && n->measured; c++) {
+        const pt_topo_coll_fit *cf = &n->coll_class[c];
+        const double *busbw = cf->busbw, *lat = cf->lat_us;
+        int np = cf->nranks;
+        const char *what = "";
+        if (np <= 0 && n->coll_bytes[0] > 0 && (c == PT_TOPO_CLASS_NETWORK) == (n->nnodes > 1)) {
+            busbw = n->coll_busbw, lat = n->coll_lat_us, np = n->nranks; /* the all-ranks fit */
+            what = ", the probe's all-ranks fit";
+        } else if (np <= 0) {
+            continue;
+        }
+        const int l0 = c == PT_TOPO_CLASS_NETWORK ? PT_NET_INTER : PT_NET_ISLAND;
+        const int l1 = c == PT_TOPO_CLASS_NETWORK ? PT_NET_INTER : host ? PT_NET_NODE : -1;
+        if (l1 < l0) { skipped = 1; continue; }
+        char kinds[400] = "";
+        size_t kl = 0;
+        int any = 0;
+        for (int k = 0; k < PT_KIND_N && k < PT_TOPO_COLL_N; k++) {
+            if (!(busbw[k] > 0)) continue;
+            for (int l = l0; l <= l1; l++) {
+                if (l != PT_NET_INTER || ov->inter_gbps <= 0) hw->coll_gbps[k][l] = busbw[k];
+                hw->coll_lat_s[k][l] = lat[k] * 1e-6;
+            }
+            if (kl < sizeof kinds)
+                kl += (size_t)snprintf(kinds + kl, sizeof kinds - kl, "%s%s %.3g GB/s %.3g us", any ? ", " : "",
+                                       pt_topo_coll_name(k), busbw[k], lat[k]);
+            any = 1;
+        }
+        if (!any) continue;
+        pt_notef(p->note, p->note_len, "collectives on the %s links (measured: busbw and alpha per step of each "
+                 "kind at %d ranks%s%s): %s", c == PT_TOPO_CLASS_NETWORK ? "network" : "intra-node", np, what,
+                 c == PT_TOPO_CLASS_NETWORK && ov->inter_gbps > 0 ? "; the bandwidth overridden" : "", kinds);
+        nk++;
+    }
+    if (nk)
+        pt_notef(p->note, p->note_len, "collectives: other links and kinds at the class's figures (estimate)");
+    else
+        pt_notef(p->note, p->note_len, "collectives: every kind at its link class's bandwidth and latency "
+                 "(estimate; ptrain-topo --probe fits each kind%s)", skipped ? ", but the host-memory probe does "
+                 "not use the GPUs' links" : "");
+}
+
+/* Memory per rank: the override, the GPU's from its model name, or the
+ * host's shared by the node's tasks. */
+static void plan_memory(const plan_ctx *p)
+{
+    const pt_topo *t = p->t;
+    pt_hw *hw = p->hw;
+    if (p->ov->mem_gb > 0) {
+        hw->mem_bytes = p->ov->mem_gb * 1e9;
+        pt_notef(p->note, p->note_len, "memory: %.3g GB per rank (override)", p->ov->mem_gb);
+        return;
+    }
+    double gm = p->gpu ? gpu_mem_from_model(t->gpu[0].model) : 0;
+    if (gm > 0) {
+        hw->mem_bytes = gm / p->per_dev;
+        pt_notef(p->note, p->note_len, "memory: %.3g GB per rank (%s / %d rank%s per GPU)",
+                 hw->mem_bytes / 1e9, t->gpu[0].model, p->per_dev, p->per_dev > 1 ? "s" : "");
     } else {
-        double gm = gpu ? gpu_mem_from_model(t->gpu[0].model) : 0;
-        if (gm > 0) {
-            hw->mem_bytes = gm / per_dev;
-            pt_notef(note, note_len, "memory: %.3g GB per rank (%s / %d rank%s per GPU)",
-                     hw->mem_bytes / 1e9, t->gpu[0].model, per_dev, per_dev > 1 ? "s" : "");
-        } else {
-            double host = 0;
-            for (int i = 0; i < t->nnuma; i++) host += (double)t->numa[i].memory;
-            if (host <= 0) host = (double)t->os_memory;
-            hw->mem_bytes = host / tpn;
-            pt_notef(note, note_len, "memory: %.3g GB per rank (host memory / %d tasks%s)",
-                     hw->mem_bytes / 1e9, tpn, gpu ? "; the GPU model names no memory size" : "");
-        }
+        double host = 0;
+        for (int i = 0; i < t->nnuma; i++) host += (double)t->numa[i].memory;
+        if (host <= 0) host = (double)t->os_memory;
+        hw->mem_bytes = host / p->tpn;
+        pt_notef(p->note, p->note_len, "memory: %.3g GB per rank (host memory / %d tasks%s)",
+                 hw->mem_bytes / 1e9, p->tpn, p->gpu ? "; the GPU model names no memory size" : "");
     }
+}
 
-    /* GEMM rate of one rank */
-    if (ov->gemm_gflops > 0) {
-        hw->gemm_gflops = ov->gemm_gflops;
-        pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (override)", hw->gemm_gflops);
-    } else if (gpu) {
+/* The fp32 GEMM rate of one rank of a CPU node: the measured Hockney fit,
+ * the measured one-size rate, or the estimate, times the cores per rank
+ * (one core shared with more tasks than cores: ranks_per_core). */
+static void plan_gemm_cpu(const plan_ctx *p)
+{
+    const pt_topo *t = p->t;
+    const int tpn = p->tpn;
+    pt_hw *hw = p->hw;
+    int cores = t->ncores > 0 ? t->ncores : 1;
+    double per_rank = (double)cores / tpn;
+    if (per_rank < 1) {
+        /* more tasks than cores: gemm_gflops is one core's rate and
+         * ranks_per_core tells the cost model how many share it */
+        hw->ranks_per_core = (double)tpn / cores;
+        per_rank = 1;
+        pt_notef(p->note, p->note_len, "cores: %d tasks on %d cores, %.3g ranks per core", tpn, cores,
+                 hw->ranks_per_core);
+    }
+    char share[64] = "";
+    if (hw->ranks_per_core > 1)
+        snprintf(share, sizeof share, ", one core's rate shared by %.3g ranks", hw->ranks_per_core);
+    if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0) {
+        hw->gemm_gflops = t->gemm_rinf_gflops * per_rank;
+        hw->gemm_n_half = t->gemm_n_half;
+        pt_notef(p->note, p->note_len, "gemm: %.4g GFLOP/s per %s at large sizes, half of it at %.4g rows per "
+                 "GEMM (measured Hockney fit: r_inf %.4g per core x %.3g cores%s)", hw->gemm_gflops,
+                 hw->ranks_per_core > 1 ? "core" : "rank", hw->gemm_n_half, t->gemm_rinf_gflops, per_rank, share);
+    } else if (t->gemm_gflops > 0) {
+        hw->gemm_gflops = t->gemm_gflops * per_rank;
+        pt_notef(p->note, p->note_len, "gemm: %.4g GFLOP/s per %s (measured %.4g per core x %.3g cores%s)",
+                 hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", t->gemm_gflops, per_rank, share);
+    } else {
+        hw->gemm_gflops = 32.0 * per_rank;
+        pt_notef(p->note, p->note_len, "gemm: %.4g GFLOP/s per %s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
+                 "ptrain-topo --probe measures it)", hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank",
+                 per_rank, share);
+    }
+}
+
+/* The fp32 GEMM rate of one rank: the override, a GPU's data-sheet peak
+ * shared by its ranks, or the CPU node's (plan_gemm_cpu). */
+static void plan_gemm(const plan_ctx *p)
+{
+    pt_hw *hw = p->hw;
+    if (p->ov->gemm_gflops > 0) {
+        hw->gemm_gflops = p->ov->gemm_gflops;
+        pt_notef(p->note, p->note_len, "gemm: %.4g GFLOP/s per rank (override)", hw->gemm_gflops);
+    } else if (p->gpu) {
         /* the fp32 (CUDA-core) peak of the GPU's data sheet (gpu_peak_of) */
-        const gpu_peak pk = gpu_peak_of(t->gpu[0].model);
-        hw->gemm_gflops = pk.fp32 / per_dev;
+        const gpu_peak pk = gpu_peak_of(p->t->gpu[0].model);
+        hw->gemm_gflops = pk.fp32 / p->per_dev;
         if (pk.board)
-            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, the %s's fp32 "
-                     "peak)", hw->gemm_gflops, pk.fp32, pk.board);
+            pt_notef(p->note, p->note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, the %s's "
+                     "fp32 peak)", hw->gemm_gflops, pk.fp32, pk.board);
         else
-            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, an A100's peak, for "
-                     "GPUs not in the table)", hw->gemm_gflops, pk.fp32);
+            pt_notef(p->note, p->note_len, "gemm: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, an A100's "
+                     "peak, for GPUs not in the table)", hw->gemm_gflops, pk.fp32);
     } else {
-        int cores = t->ncores > 0 ? t->ncores : 1;
-        double per_rank = (double)cores / tpn;
-        if (per_rank < 1) {
-            /* more tasks than cores: gemm_gflops is one core's rate and
-             * ranks_per_core tells the cost model how many share it */
-            hw->ranks_per_core = (double)tpn / cores;
-            per_rank = 1;
-            pt_notef(note, note_len, "cores: %d tasks on %d cores, %.3g ranks per core", tpn, cores,
-                     hw->ranks_per_core);
-        }
-        char share[64] = "";
-        if (hw->ranks_per_core > 1)
-            snprintf(share, sizeof share, ", one core's rate shared by %.3g ranks", hw->ranks_per_core);
-        if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0) {
-            hw->gemm_gflops = t->gemm_rinf_gflops * per_rank;
-            hw->gemm_n_half = t->gemm_n_half;
-            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per %s at large sizes, half of it at %.4g rows per "
-                     "GEMM (measured Hockney fit: r_inf %.4g per core x %.3g cores%s)", hw->gemm_gflops,
-                     hw->ranks_per_core > 1 ? "core" : "rank", hw->gemm_n_half, t->gemm_rinf_gflops, per_rank, share);
-        } else if (t->gemm_gflops > 0) {
-            hw->gemm_gflops = t->gemm_gflops * per_rank;
-            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per %s (measured %.4g per core x %.3g cores%s)",
-                     hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", t->gemm_gflops, per_rank, share);
-        } else {
-            hw->gemm_gflops = 32.0 * per_rank;
-            pt_notef(note, note_len, "gemm: %.4g GFLOP/s per %s (estimate: 32 GFLOP/s per core x %.3g cores%s; "
-                     "ptrain-topo --probe measures it)", hw->gemm_gflops, hw->ranks_per_core > 1 ? "core" : "rank", per_rank, share);
-        }
+        plan_gemm_cpu(p);
     }
-    /* bf16 GEMM rate of one rank (0: unknown, bf16 plans compute at
-     * gemm_gflops); its note line begins "gemm bf16:" */
-    if (ov->gemm_gflops_bf16 > 0) {
-        hw->gemm_gflops_bf16 = ov->gemm_gflops_bf16;
-        pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per rank (override)", hw->gemm_gflops_bf16);
-    } else if (gpu) {
+}
+
+/* The bf16 GEMM rate of one rank (0: unknown, bf16 plans compute at
+ * gemm_gflops); its note line begins "gemm bf16:".  After plan_gemm. */
+static void plan_gemm_bf16(const plan_ctx *p)
+{
+    const pt_topo *t = p->t;
+    pt_hw *hw = p->hw;
+    if (p->ov->gemm_gflops_bf16 > 0) {
+        hw->gemm_gflops_bf16 = p->ov->gemm_gflops_bf16;
+        pt_notef(p->note, p->note_len, "gemm bf16: %.4g GFLOP/s per rank (override)", hw->gemm_gflops_bf16);
+    } else if (p->gpu) {
         /* the dense bf16 tensor-core peak of the same board's data sheet
          * (gpu_peak_of); the V100 has no bf16 */
         const char *mdl = t->gpu[0].model;
         const gpu_peak pk = gpu_peak_of(mdl);
         if (pk.bf16 > 0) {
-            hw->gemm_gflops_bf16 = pk.bf16 / per_dev;
-            pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, the %s's dense "
-                     "bf16 peak)", hw->gemm_gflops_bf16, pk.bf16, pk.board);
+            hw->gemm_gflops_bf16 = pk.bf16 / p->per_dev;
+            pt_notef(p->note, p->note_len, "gemm bf16: %.4g GFLOP/s per rank (estimate: %.0f GFLOP/s per GPU, the "
+                     "%s's dense bf16 peak)", hw->gemm_gflops_bf16, pk.bf16, pk.board);
         } else {
-            pt_notef(note, note_len, "gemm bf16: at the fp32 rate (%s: no bf16 figure%s)", mdl[0] ? mdl : "the GPU",
-                     strstr(mdl, "V100") ? "; the V100 has no bf16" : " in the table");
+            pt_notef(p->note, p->note_len, "gemm bf16: at the fp32 rate (%s: no bf16 figure%s)",
+                     mdl[0] ? mdl : "the GPU", strstr(mdl, "V100") ? "; the V100 has no bf16" : " in the table");
         }
     } else if (t->gemm_gflops_bf16 > 0) {
         /* one core's measured rate x the cores per rank, as gemm_gflops;
@@ -372,11 +416,11 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
          * rate measured at the bf16 measurement's size (bf16 keeps the
          * measured ratio to fp32, and n_1/2 applies to both) */
         const int cores = t->ncores > 0 ? t->ncores : 1;
-        const double per_rank = hw->ranks_per_core > 1 ? 1 : (double)cores / tpn;
+        const double per_rank = hw->ranks_per_core > 1 ? 1 : (double)cores / p->tpn;
         const int fit = hw->gemm_n_half > 0 && t->gemm_gflops > 0;
         const double scale = fit ? t->gemm_rinf_gflops / t->gemm_gflops : 1;
         hw->gemm_gflops_bf16 = t->gemm_gflops_bf16 * scale * per_rank;
-        pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per %s%s (measured %.4g per core x %.3g cores%s)",
+        pt_notef(p->note, p->note_len, "gemm bf16: %.4g GFLOP/s per %s%s (measured %.4g per core x %.3g cores%s)",
                  hw->gemm_gflops_bf16, hw->ranks_per_core > 1 ? "core" : "rank", fit ? " at large sizes" : "",
                  t->gemm_gflops_bf16, per_rank, fit ? ", x the sgemm's r_inf / its one-size rate" : "");
     } else if (t->cpu_bf16_known && t->cpu_bf16 != PT_BF16_ISA_AMX) {
@@ -384,24 +428,73 @@ int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt
          * dot products measured slower than fp32 sgemm, so both run sgemm on converted tiles, 0.85
          * to 0.95 of the fp32 rate in bench-gemm-bf16): a bf16 plan never prices faster than fp32 */
         hw->gemm_gflops_bf16 = PT_BF16_SGEMM_RATIO * hw->gemm_gflops;
-        pt_notef(note, note_len, "gemm bf16: %.4g GFLOP/s per %s (estimate: %.2g x the fp32 rate: a %s CPU's bf16 GEMM "
-                 "is fp32 sgemm on converted tiles; ptrain-topo --probe measures it)", hw->gemm_gflops_bf16,
-                 hw->ranks_per_core > 1 ? "core" : "rank", PT_BF16_SGEMM_RATIO,
+        pt_notef(p->note, p->note_len, "gemm bf16: %.4g GFLOP/s per %s (estimate: %.2g x the fp32 rate: a %s CPU's "
+                 "bf16 GEMM is fp32 sgemm on converted tiles; ptrain-topo --probe measures it)",
+                 hw->gemm_gflops_bf16, hw->ranks_per_core > 1 ? "core" : "rank", PT_BF16_SGEMM_RATIO,
                  t->cpu_bf16 == PT_BF16_ISA_NONE ? "no-bf16" : pt_bf16_isa_name(t->cpu_bf16));
     } else {
-        pt_notef(note, note_len, "gemm bf16: at the fp32 rate (not measured; ptrain-topo --probe measures it)");
+        pt_notef(p->note, p->note_len, "gemm bf16: at the fp32 rate (not measured; ptrain-topo --probe measures it)");
     }
-    /* collectives between other ranks' compute on time-shared cores: the
-     * probe's pair allreduce while half the ranks compute less the same
-     * with every rank communicating (at least 0, at most 100 ms against a
-     * hand-edited file) */
-    if (hw->ranks_per_core > 1 && t->net.measured && t->net.pair_us > 0 && t->net.pair_busy_us > 0) {
-        double d = (t->net.pair_busy_us - t->net.pair_us) * 1e-6;
+}
+
+/* Collectives between other ranks' compute on time-shared cores: the
+ * probe's pair allreduce while half the ranks compute less the same with
+ * every rank communicating (at least 0, at most 100 ms against a
+ * hand-edited file).  After plan_gemm (ranks_per_core). */
+static void plan_busy_delay(const plan_ctx *p)
+{
+    const pt_topo_net *n = &p->t->net;
+    pt_hw *hw = p->hw;
+    if (hw->ranks_per_core > 1 && n->measured && n->pair_us > 0 && n->pair_busy_us > 0) {
+        double d = (n->pair_busy_us - n->pair_us) * 1e-6;
         hw->busy_delay_s = d < 0 ? 0 : d > 0.1 ? 0.1 : d;
-        pt_notef(note, note_len, "busy cores: each pipeline send waits %.4g us more while "
+        pt_notef(p->note, p->note_len, "busy cores: each pipeline send waits %.4g us more while "
                  "other ranks compute (the probe's pair allreduce at %d ranks, %.4g us busy, %.4g us idle)",
-                 hw->busy_delay_s * 1e6, t->net.nranks, t->net.pair_busy_us, t->net.pair_us);
+                 hw->busy_delay_s * 1e6, n->nranks, n->pair_busy_us, n->pair_us);
     }
+}
+
+int pt_topo_plan_hw(const pt_topo *t, int tpn, const pt_topo_hw_override *ov, pt_hw *hw, int *island_ranks,
+                    char *note, size_t note_len)
+{
+    static const pt_topo_hw_override none = {0, 0, 0, 0};
+    if (!ov) ov = &none;
+    if (!hw || !island_ranks) return pt_fail(PT_EINVAL, "node model: no output given");
+    /* no node model: one NUMA node of one core, no GPU; every figure an estimate */
+    pt_topo_numa one_numa;
+    pt_topo bare;
+    if (!t) {
+        memset(&one_numa, 0, sizeof one_numa);
+        memset(&bare, 0, sizeof bare);
+        one_numa.ncores = one_numa.npus = 1;
+        bare.nnuma = 1;
+        bare.ncores = bare.npus = 1;
+        bare.numa = &one_numa;
+        t = &bare;
+    }
+    if (tpn < 1) return pt_fail(PT_EINVAL, "invalid tasks per node %d (valid: >= 1)", tpn);
+    if (t->nnuma < 1) return pt_fail(PT_EINVAL, "node model %s has no NUMA node", t->source);
+    if (note && note_len) note[0] = '\0';
+    memset(hw, 0, sizeof *hw);
+    *island_ranks = 0;
+
+    plan_ctx p = { .t = t, .tpn = tpn, .ov = ov, .hw = hw, .note = note, .note_len = note_len };
+    p.gpu = t->ngpus > 0;
+    p.ndev = p.gpu ? t->ngpus : t->nnuma;
+    p.kind = p.gpu ? PT_DEV_GPU : PT_DEV_NUMA;
+    /* ranks per device: tpn / ndev consecutive ranks per device; fewer
+     * tasks than devices use the first tpn devices, one each */
+    p.used = tpn < p.ndev ? tpn : p.ndev;
+    p.per_dev = tpn >= p.ndev ? tpn / p.ndev : 1;
+    plan_islands(&p, island_ranks);
+    plan_intra(&p, *island_ranks);
+    plan_network(&p);
+    plan_latency(&p);
+    plan_collectives(&p);
+    plan_memory(&p);
+    plan_gemm(&p);
+    plan_gemm_bf16(&p);
+    plan_busy_delay(&p);
     return 0;
 }
 
