@@ -355,6 +355,208 @@ static void jmatrix_class(jctx *c, json_t *o, const char *k, unsigned char *cls,
         }
 }
 
+/* The top level: an object of SCHEMA, its scalar fields, and its numa,
+ * gpus and nics arrays into *numa, *gpus and *nics (unchecked after an
+ * error). */
+static void parse_head(jctx *c, json_t *root, pt_topo *t, json_t **numa, json_t **gpus, json_t **nics)
+{
+    if (!json_is_object(root)) jerr(c, "(top level)", "must be an object");
+    json_t *v = c->rc ? NULL : jget(c, root, "schema", JSON_STRING);
+    if (v && strcmp(json_string_value(v), SCHEMA)) jerr(c, "schema", "is not \"" SCHEMA "\"");
+    if (c->rc) return;
+    jstr(c, root, "hostname", t->hostname, sizeof t->hostname);
+    jstr(c, root, "cpu_model", t->cpu_model, sizeof t->cpu_model);
+    jstr(c, root, "source", t->source, sizeof t->source);
+    t->npackages = (int)jint(c, root, "packages", 0, 1 << 20);
+    t->ncores = (int)jint(c, root, "cores", 0, 1 << 24);
+    t->npus = (int)jint(c, root, "pus", 1, 1 << 24);
+    if (json_object_get(root, "os_memory")) /* absent in caches written before it existed */
+        t->os_memory = (uint64_t)jint(c, root, "os_memory", 0, (json_int_t)1 << 60);
+    *numa = jget(c, root, "numa", JSON_ARRAY);
+    *gpus = jget(c, root, "gpus", JSON_ARRAY);
+    *nics = jget(c, root, "nics", JSON_ARRAY);
+}
+
+/* The NUMA nodes of array numa into t->numa (t->nnuma of them), each
+ * os_index once. */
+static void parse_numa(jctx *c, json_t *numa, pt_topo *t)
+{
+    for (int i = 0; !c->rc && i < t->nnuma; i++) {
+        json_t *o = json_array_get(numa, (size_t)i);
+        if (!json_is_object(o)) { jerr(c, "numa", "must hold objects"); break; }
+        pt_topo_numa *n = &t->numa[i];
+        n->os_index = (int)jint(c, o, "os_index", 0, 1 << 20);
+        n->package = (int)jint(c, o, "package", -1, 1 << 20);
+        n->memory = (uint64_t)jint(c, o, "memory", 0, (long long)1 << 60);
+        n->ncores = (int)jint(c, o, "cores", 0, 1 << 24);
+        n->npus = (int)jint(c, o, "pus", 0, 1 << 24);
+        jstr(c, o, "cpus", n->cpus, sizeof n->cpus);
+        n->membw_gbps = jnum(c, o, "membw_gbps");
+        for (int k = 0; !c->rc && k < i; k++)
+            if (t->numa[k].os_index == n->os_index) {
+                char why[96];
+                snprintf(why, sizeof why, "lists os_index %d twice (entries %d and %d)", n->os_index, k, i);
+                jerr(c, "numa", why);
+            }
+    }
+}
+
+/* The GPUs of array gpus into t->gpu (t->ngpus of them). */
+static void parse_gpus(jctx *c, json_t *gpus, pt_topo *t)
+{
+    for (int i = 0; !c->rc && i < t->ngpus; i++) {
+        json_t *o = json_array_get(gpus, (size_t)i);
+        if (!json_is_object(o)) { jerr(c, "gpus", "must hold objects"); break; }
+        pt_topo_gpu *g = &t->gpu[i];
+        jpci(c, o, &g->pci);
+        jstr(c, o, "model", g->model, sizeof g->model);
+        jstr(c, o, "osdevs", g->osdevs, sizeof g->osdevs);
+        g->minor = (int)jint(c, o, "minor", 0, 1 << 20);
+        g->h2d_gbps = jnum(c, o, "h2d_gbps");
+        g->d2h_gbps = jnum(c, o, "d2h_gbps");
+    }
+}
+
+/* The NICs of array nics into t->nic (t->nnics of them). */
+static void parse_nics(jctx *c, json_t *nics, pt_topo *t)
+{
+    for (int i = 0; !c->rc && i < t->nnics; i++) {
+        json_t *o = json_array_get(nics, (size_t)i);
+        if (!json_is_object(o)) { jerr(c, "nics", "must hold objects"); break; }
+        pt_topo_nic *n = &t->nic[i];
+        jpci(c, o, &n->pci);
+        jstr(c, o, "name", n->name, sizeof n->name);
+        jstr(c, o, "netdev", n->netdev, sizeof n->netdev);
+        if (json_object_get(o, "model")) /* absent in caches from before NIC models */
+            jstr(c, o, "model", n->model, sizeof n->model);
+        char kind[8] = "";
+        jstr(c, o, "kind", kind, sizeof kind);
+        if (!strcmp(kind, "ib")) n->kind = PT_NIC_IB;
+        else if (!strcmp(kind, "roce")) n->kind = PT_NIC_ROCE;
+        else if (!strcmp(kind, "eth")) n->kind = PT_NIC_ETH;
+        else jerr(c, "kind", "must be ib, roce or eth");
+    }
+}
+
+/* The link class and bandwidth matrices between the devices. */
+static void parse_links(jctx *c, json_t *root, pt_topo *t)
+{
+    if (c->rc) return;
+    jmatrix_class(c, root, "gpu_links", t->gg_class, t->gg_nvlinks, t->ngpus, t->ngpus);
+    jmatrix_class(c, root, "gpu_nic_links", t->gn_class, NULL, t->ngpus, t->nnics);
+    jmatrix_class(c, root, "nic_links", t->nn_class, NULL, t->nnics, t->nnics);
+    jmatrix_d(c, root, "gpu_gbps", t->gg_gbps, t->ngpus, t->ngpus);
+    jmatrix_d(c, root, "gpu_gbps_nop2p", t->gg_gbps_nop2p, t->ngpus, t->ngpus);
+    jmatrix_d(c, root, "numa_gbps", t->numa_gbps, t->nnuma, t->nnuma);
+}
+
+/* "gpu_probe": {"status", "note"}. */
+static void parse_gpu_probe(jctx *c, json_t *root, pt_topo *t)
+{
+    json_t *gp = c->rc ? NULL : jget(c, root, "gpu_probe", JSON_OBJECT);
+    if (!gp) return;
+    char s[16] = "";
+    jstr(c, gp, "status", s, sizeof s);
+    jstr(c, gp, "note", t->gpu_probe_note, sizeof t->gpu_probe_note);
+    int found = 0;
+    for (int k = -2; k <= 1; k++)
+        if (!strcmp(s, probe_name(k))) { t->gpu_probe = k; found = 1; }
+    if (!c->rc && !found) jerr(c, "status", "must be measured, not-run, no-cuda or no-gpu");
+}
+
+/* The MPI probe's object "net" into n (measured), its optional fields
+ * (files from before them load without them) included. */
+static void parse_net_fields(jctx *c, json_t *net, pt_topo_net *n)
+{
+    n->measured = 1;
+    n->nranks = (int)jint(c, net, "ranks", 1, 1 << 24);
+    n->nnodes = (int)jint(c, net, "nodes", 1, 1 << 24);
+    jstr(c, net, "node_names", n->nodes, sizeof n->nodes);
+    n->msg_bytes = (size_t)jint(c, net, "msg_bytes", 0, (long long)1 << 40);
+    n->intra_lat_us = jnum(c, net, "intra_latency_us");
+    n->intra_gbps = jnum(c, net, "intra_gbps");
+    n->inter_lat_us = jnum(c, net, "inter_latency_us");
+    n->inter_gbps = jnum(c, net, "inter_gbps");
+    n->ar_bytes = (size_t)jint(c, net, "allreduce_bytes", 0, (long long)1 << 40);
+    n->ar_time_us = jnum(c, net, "allreduce_time_us");
+    n->ar_algbw = jnum(c, net, "allreduce_algbw_gbps");
+    n->ar_busbw = jnum(c, net, "allreduce_busbw_gbps");
+    /* optional (files from before it was recorded load without it) */
+    if (!c->rc && json_object_get(net, "ring_step_latency_us")) n->ring_lat_us = jnum(c, net, "ring_step_latency_us");
+    if (!c->rc && json_object_get(net, "ring_gbps")) {
+        n->ring_gbps = jnum(c, net, "ring_gbps");
+        n->fit_bytes = (size_t)jint(c, net, "fit_allreduce_bytes", 0, (long long)1 << 40);
+        n->fit_time_us = jnum(c, net, "fit_allreduce_time_us");
+    }
+    /* optional: each collective kind's fit (files before it have none) */
+    json_t *co = c->rc ? NULL : json_object_get(net, "collectives");
+    if (co && !json_is_object(co)) jerr(c, "collectives", "must be an object");
+    else if (co) coll_parse(c, co, NULL, n->coll_bytes, n->coll_time_us, n->coll_lat_us, n->coll_busbw);
+    /* optional: the same per link class (files before it have none; a
+     * class absent = not measured) */
+    json_t *cc = c->rc ? NULL : json_object_get(net, "collectives_by_class");
+    if (cc && !json_is_object(cc)) jerr(c, "collectives_by_class", "must be an object");
+    for (int l = 0; cc && l < PT_TOPO_CLASS_N && !c->rc; l++) {
+        pt_topo_coll_fit *f = &n->coll_class[l];
+        json_t *o = json_object_get(cc, pt_topo_class_name(l));
+        if (o && !json_is_object(o)) jerr(c, pt_topo_class_name(l), "must be an object");
+        else if (o) coll_parse(c, o, &f->nranks, f->bytes, f->time_us, f->lat_us, f->busbw);
+    }
+    if (!c->rc && json_object_get(net, "pair_allreduce_time_us")) {
+        n->pair_bytes = (size_t)jint(c, net, "pair_allreduce_bytes", 0, (long long)1 << 40);
+        n->pair_us = jnum(c, net, "pair_allreduce_time_us");
+        n->pair_busy_us = jnum(c, net, "pair_busy_allreduce_time_us");
+    }
+}
+
+/* "net": the MPI probe's object, or null when not measured. */
+static void parse_net(jctx *c, json_t *root, pt_topo_net *n)
+{
+    json_t *net = c->rc ? NULL : json_object_get(root, "net");
+    if (!c->rc && !net) jerr(c, "net", "is missing (null when not measured)");
+    if (!c->rc && json_is_object(net)) parse_net_fields(c, net, n);
+    else if (!c->rc && !json_is_null(net)) jerr(c, "net", "must be an object or null");
+}
+
+/* The optional CPU figures: one core's measured sgemm and bf16 GEMM
+ * rates, the CPU's bf16 class and the Hockney fit of the sgemm rate
+ * (older files lack them; null = absent). */
+static void parse_gemm(jctx *c, json_t *root, pt_topo *t)
+{
+    /* optional: the measured sgemm rate of one core */
+    json_t *gg = c->rc ? NULL : json_object_get(root, "gemm_gflops");
+    if (gg && !json_is_null(gg)) {
+        if (!json_is_number(gg) || !(json_number_value(gg) >= 0) || json_number_value(gg) > 1e9)
+            jerr(c, "gemm_gflops", "must be a number of GFLOP/s (0..1e9)");
+        else
+            t->gemm_gflops = json_number_value(gg);
+    }
+    /* optional: the measured bf16 GEMM rate of one core (older files lack it) */
+    json_t *gb = c->rc ? NULL : json_object_get(root, "gemm_gflops_bf16");
+    if (gb && !json_is_null(gb)) {
+        if (!json_is_number(gb) || !(json_number_value(gb) >= 0) || json_number_value(gb) > 1e9)
+            jerr(c, "gemm_gflops_bf16", "must be a number of GFLOP/s (0..1e9)");
+        else
+            t->gemm_gflops_bf16 = json_number_value(gb);
+    }
+    /* optional: the CPU's bf16 class (older files lack it) */
+    json_t *cb = c->rc ? NULL : json_object_get(root, "cpu_bf16");
+    if (cb && !json_is_null(cb)) {
+        const int k = json_is_string(cb) ? pt_bf16_isa_parse(json_string_value(cb)) : -1;
+        if (k < 0) jerr(c, "cpu_bf16", "must be \"none\", \"avx512_bf16\" or \"amx_bf16\"");
+        else t->cpu_bf16 = k, t->cpu_bf16_known = 1;
+    }
+    /* optional: the Hockney fit of the sgemm rate over the GEMM's rows */
+    json_t *gf = c->rc ? NULL : json_object_get(root, "gemm_fit");
+    if (gf && !json_is_null(gf)) {
+        if (!json_is_object(gf)) jerr(c, "gemm_fit", "must be an object {\"r_inf_gflops\", \"n_half_rows\"} or null");
+        else {
+            t->gemm_rinf_gflops = jnum(c, gf, "r_inf_gflops");
+            t->gemm_n_half = jnum(c, gf, "n_half_rows");
+        }
+    }
+}
+
 int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
 {
     memset(t, 0, sizeof *t);
@@ -362,23 +564,8 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
     json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &je);
     if (!root) return pt_fail(PT_EFORMAT, "%s: not JSON (line %d: %s)", what, je.line, je.text);
     jctx c = { what, PT_OK };
-    if (!json_is_object(root)) jerr(&c, "(top level)", "must be an object");
-    json_t *v = c.rc ? NULL : jget(&c, root, "schema", JSON_STRING);
-    if (v && strcmp(json_string_value(v), SCHEMA)) jerr(&c, "schema", "is not \"" SCHEMA "\"");
     json_t *numa = NULL, *gpus = NULL, *nics = NULL;
-    if (!c.rc) {
-        jstr(&c, root, "hostname", t->hostname, sizeof t->hostname);
-        jstr(&c, root, "cpu_model", t->cpu_model, sizeof t->cpu_model);
-        jstr(&c, root, "source", t->source, sizeof t->source);
-        t->npackages = (int)jint(&c, root, "packages", 0, 1 << 20);
-        t->ncores = (int)jint(&c, root, "cores", 0, 1 << 24);
-        t->npus = (int)jint(&c, root, "pus", 1, 1 << 24);
-        if (json_object_get(root, "os_memory")) /* absent in caches written before it existed */
-            t->os_memory = (uint64_t)jint(&c, root, "os_memory", 0, (json_int_t)1 << 60);
-        numa = jget(&c, root, "numa", JSON_ARRAY);
-        gpus = jget(&c, root, "gpus", JSON_ARRAY);
-        nics = jget(&c, root, "nics", JSON_ARRAY);
-    }
+    parse_head(&c, root, t, &numa, &gpus, &nics);
     if (!c.rc) {
         t->nnuma = (int)json_array_size(numa);
         t->ngpus = (int)json_array_size(gpus);
@@ -392,145 +579,13 @@ int pt_topo_from_json(pt_topo *t, const char *text, const char *what)
         if (!t->numa || !t->gpu || !t->nic || pt_topo_alloc_matrices_(t) != PT_OK)
             c.rc = pt_fail(PT_ENOMEM, "%s: out of memory", what);
     }
-    for (int i = 0; !c.rc && i < t->nnuma; i++) {
-        json_t *o = json_array_get(numa, (size_t)i);
-        if (!json_is_object(o)) { jerr(&c, "numa", "must hold objects"); break; }
-        pt_topo_numa *n = &t->numa[i];
-        n->os_index = (int)jint(&c, o, "os_index", 0, 1 << 20);
-        n->package = (int)jint(&c, o, "package", -1, 1 << 20);
-        n->memory = (uint64_t)jint(&c, o, "memory", 0, (long long)1 << 60);
-        n->ncores = (int)jint(&c, o, "cores", 0, 1 << 24);
-        n->npus = (int)jint(&c, o, "pus", 0, 1 << 24);
-        jstr(&c, o, "cpus", n->cpus, sizeof n->cpus);
-        n->membw_gbps = jnum(&c, o, "membw_gbps");
-        for (int k = 0; !c.rc && k < i; k++)
-            if (t->numa[k].os_index == n->os_index) {
-                char why[96];
-                snprintf(why, sizeof why, "lists os_index %d twice (entries %d and %d)", n->os_index, k, i);
-                jerr(&c, "numa", why);
-            }
-    }
-    for (int i = 0; !c.rc && i < t->ngpus; i++) {
-        json_t *o = json_array_get(gpus, (size_t)i);
-        if (!json_is_object(o)) { jerr(&c, "gpus", "must hold objects"); break; }
-        pt_topo_gpu *g = &t->gpu[i];
-        jpci(&c, o, &g->pci);
-        jstr(&c, o, "model", g->model, sizeof g->model);
-        jstr(&c, o, "osdevs", g->osdevs, sizeof g->osdevs);
-        g->minor = (int)jint(&c, o, "minor", 0, 1 << 20);
-        g->h2d_gbps = jnum(&c, o, "h2d_gbps");
-        g->d2h_gbps = jnum(&c, o, "d2h_gbps");
-    }
-    for (int i = 0; !c.rc && i < t->nnics; i++) {
-        json_t *o = json_array_get(nics, (size_t)i);
-        if (!json_is_object(o)) { jerr(&c, "nics", "must hold objects"); break; }
-        pt_topo_nic *n = &t->nic[i];
-        jpci(&c, o, &n->pci);
-        jstr(&c, o, "name", n->name, sizeof n->name);
-        jstr(&c, o, "netdev", n->netdev, sizeof n->netdev);
-        if (json_object_get(o, "model")) /* absent in caches from before NIC models */
-            jstr(&c, o, "model", n->model, sizeof n->model);
-        char kind[8] = "";
-        jstr(&c, o, "kind", kind, sizeof kind);
-        if (!strcmp(kind, "ib")) n->kind = PT_NIC_IB;
-        else if (!strcmp(kind, "roce")) n->kind = PT_NIC_ROCE;
-        else if (!strcmp(kind, "eth")) n->kind = PT_NIC_ETH;
-        else jerr(&c, "kind", "must be ib, roce or eth");
-    }
-    if (!c.rc) {
-        jmatrix_class(&c, root, "gpu_links", t->gg_class, t->gg_nvlinks, t->ngpus, t->ngpus);
-        jmatrix_class(&c, root, "gpu_nic_links", t->gn_class, NULL, t->ngpus, t->nnics);
-        jmatrix_class(&c, root, "nic_links", t->nn_class, NULL, t->nnics, t->nnics);
-        jmatrix_d(&c, root, "gpu_gbps", t->gg_gbps, t->ngpus, t->ngpus);
-        jmatrix_d(&c, root, "gpu_gbps_nop2p", t->gg_gbps_nop2p, t->ngpus, t->ngpus);
-        jmatrix_d(&c, root, "numa_gbps", t->numa_gbps, t->nnuma, t->nnuma);
-    }
-    json_t *gp = c.rc ? NULL : jget(&c, root, "gpu_probe", JSON_OBJECT);
-    if (gp) {
-        char s[16] = "";
-        jstr(&c, gp, "status", s, sizeof s);
-        jstr(&c, gp, "note", t->gpu_probe_note, sizeof t->gpu_probe_note);
-        int found = 0;
-        for (int k = -2; k <= 1; k++)
-            if (!strcmp(s, probe_name(k))) { t->gpu_probe = k; found = 1; }
-        if (!c.rc && !found) jerr(&c, "status", "must be measured, not-run, no-cuda or no-gpu");
-    }
-    json_t *net = c.rc ? NULL : json_object_get(root, "net");
-    if (!c.rc && !net) jerr(&c, "net", "is missing (null when not measured)");
-    if (!c.rc && json_is_object(net)) {
-        pt_topo_net *n = &t->net;
-        n->measured = 1;
-        n->nranks = (int)jint(&c, net, "ranks", 1, 1 << 24);
-        n->nnodes = (int)jint(&c, net, "nodes", 1, 1 << 24);
-        jstr(&c, net, "node_names", n->nodes, sizeof n->nodes);
-        n->msg_bytes = (size_t)jint(&c, net, "msg_bytes", 0, (long long)1 << 40);
-        n->intra_lat_us = jnum(&c, net, "intra_latency_us");
-        n->intra_gbps = jnum(&c, net, "intra_gbps");
-        n->inter_lat_us = jnum(&c, net, "inter_latency_us");
-        n->inter_gbps = jnum(&c, net, "inter_gbps");
-        n->ar_bytes = (size_t)jint(&c, net, "allreduce_bytes", 0, (long long)1 << 40);
-        n->ar_time_us = jnum(&c, net, "allreduce_time_us");
-        n->ar_algbw = jnum(&c, net, "allreduce_algbw_gbps");
-        n->ar_busbw = jnum(&c, net, "allreduce_busbw_gbps");
-        /* optional (files from before it was recorded load without it) */
-        if (!c.rc && json_object_get(net, "ring_step_latency_us")) n->ring_lat_us = jnum(&c, net, "ring_step_latency_us");
-        if (!c.rc && json_object_get(net, "ring_gbps")) {
-            n->ring_gbps = jnum(&c, net, "ring_gbps");
-            n->fit_bytes = (size_t)jint(&c, net, "fit_allreduce_bytes", 0, (long long)1 << 40);
-            n->fit_time_us = jnum(&c, net, "fit_allreduce_time_us");
-        }
-        /* optional: each collective kind's fit (files before it have none) */
-        json_t *co = c.rc ? NULL : json_object_get(net, "collectives");
-        if (co && !json_is_object(co)) jerr(&c, "collectives", "must be an object");
-        else if (co) coll_parse(&c, co, NULL, n->coll_bytes, n->coll_time_us, n->coll_lat_us, n->coll_busbw);
-        /* optional: the same per link class (files before it have none; a
-         * class absent = not measured) */
-        json_t *cc = c.rc ? NULL : json_object_get(net, "collectives_by_class");
-        if (cc && !json_is_object(cc)) jerr(&c, "collectives_by_class", "must be an object");
-        for (int l = 0; cc && l < PT_TOPO_CLASS_N && !c.rc; l++) {
-            pt_topo_coll_fit *f = &n->coll_class[l];
-            json_t *o = json_object_get(cc, pt_topo_class_name(l));
-            if (o && !json_is_object(o)) jerr(&c, pt_topo_class_name(l), "must be an object");
-            else if (o) coll_parse(&c, o, &f->nranks, f->bytes, f->time_us, f->lat_us, f->busbw);
-        }
-        if (!c.rc && json_object_get(net, "pair_allreduce_time_us")) {
-            n->pair_bytes = (size_t)jint(&c, net, "pair_allreduce_bytes", 0, (long long)1 << 40);
-            n->pair_us = jnum(&c, net, "pair_allreduce_time_us");
-            n->pair_busy_us = jnum(&c, net, "pair_busy_allreduce_time_us");
-        }
-    } else if (!c.rc && !json_is_null(net)) jerr(&c, "net", "must be an object or null");
-    /* optional: the measured sgemm rate of one core */
-    json_t *gg = c.rc ? NULL : json_object_get(root, "gemm_gflops");
-    if (gg && !json_is_null(gg)) {
-        if (!json_is_number(gg) || !(json_number_value(gg) >= 0) || json_number_value(gg) > 1e9)
-            jerr(&c, "gemm_gflops", "must be a number of GFLOP/s (0..1e9)");
-        else
-            t->gemm_gflops = json_number_value(gg);
-    }
-    /* optional: the measured bf16 GEMM rate of one core (older files lack it) */
-    json_t *gb = c.rc ? NULL : json_object_get(root, "gemm_gflops_bf16");
-    if (gb && !json_is_null(gb)) {
-        if (!json_is_number(gb) || !(json_number_value(gb) >= 0) || json_number_value(gb) > 1e9)
-            jerr(&c, "gemm_gflops_bf16", "must be a number of GFLOP/s (0..1e9)");
-        else
-            t->gemm_gflops_bf16 = json_number_value(gb);
-    }
-    /* optional: the CPU's bf16 class (older files lack it) */
-    json_t *cb = c.rc ? NULL : json_object_get(root, "cpu_bf16");
-    if (cb && !json_is_null(cb)) {
-        const int k = json_is_string(cb) ? pt_bf16_isa_parse(json_string_value(cb)) : -1;
-        if (k < 0) jerr(&c, "cpu_bf16", "must be \"none\", \"avx512_bf16\" or \"amx_bf16\"");
-        else t->cpu_bf16 = k, t->cpu_bf16_known = 1;
-    }
-    /* optional: the Hockney fit of the sgemm rate over the GEMM's rows */
-    json_t *gf = c.rc ? NULL : json_object_get(root, "gemm_fit");
-    if (gf && !json_is_null(gf)) {
-        if (!json_is_object(gf)) jerr(&c, "gemm_fit", "must be an object {\"r_inf_gflops\", \"n_half_rows\"} or null");
-        else {
-            t->gemm_rinf_gflops = jnum(&c, gf, "r_inf_gflops");
-            t->gemm_n_half = jnum(&c, gf, "n_half_rows");
-        }
-    }
+    parse_numa(&c, numa, t);
+    parse_gpus(&c, gpus, t);
+    parse_nics(&c, nics, t);
+    parse_links(&c, root, t);
+    parse_gpu_probe(&c, root, t);
+    parse_net(&c, root, &t->net);
+    parse_gemm(&c, root, t);
     json_decref(root);
     if (c.rc) { pt_topo_free(t); return c.rc; }
     return PT_OK;
