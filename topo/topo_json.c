@@ -73,18 +73,9 @@ static json_t *coll_json(const int *nranks, const size_t bytes[2], const double 
     return co;
 }
 
-int pt_topo_to_json(const pt_topo *t, char **out)
+/* The device lists into root: "numa", "gpus" and "nics". */
+static void devices_json(json_t *root, const pt_topo *t)
 {
-    *out = NULL;
-    json_t *root = json_object();
-    json_object_set_new(root, "schema", json_string(SCHEMA));
-    json_object_set_new(root, "hostname", json_string(t->hostname));
-    json_object_set_new(root, "cpu_model", json_string(t->cpu_model));
-    json_object_set_new(root, "source", json_string(t->source));
-    json_object_set_new(root, "packages", json_integer(t->npackages));
-    json_object_set_new(root, "cores", json_integer(t->ncores));
-    json_object_set_new(root, "pus", json_integer(t->npus));
-    json_object_set_new(root, "os_memory", json_integer((json_int_t)t->os_memory));
     json_t *a = json_array();
     for (int i = 0; i < t->nnuma; i++) {
         const pt_topo_numa *n = &t->numa[i];
@@ -110,64 +101,50 @@ int pt_topo_to_json(const pt_topo *t, char **out)
                                            "netdev", n->netdev, "model", n->model, "kind", nic_kind_name(n->kind)));
     }
     json_object_set_new(root, "nics", a);
-    a = json_array();
-    for (int i = 0; i < t->ngpus; i++) {
+}
+
+/* A matrix of link classes (r x c; nvlinks NULL: no NV#) as rows of strings. */
+static json_t *matrix_class(const unsigned char *cls, const int *nvlinks, int r, int c)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < r; i++) {
         json_t *row = json_array();
-        for (int j = 0; j < t->ngpus; j++)
-            json_array_append_new(row, class_json(t->gg_class[i * t->ngpus + j], t->gg_nvlinks[i * t->ngpus + j]));
+        for (int j = 0; j < c; j++)
+            json_array_append_new(row, class_json(cls[i * c + j], nvlinks ? nvlinks[i * c + j] : 0));
         json_array_append_new(a, row);
     }
-    json_object_set_new(root, "gpu_links", a);
-    a = json_array();
-    for (int i = 0; i < t->ngpus; i++) {
-        json_t *row = json_array();
-        for (int j = 0; j < t->nnics; j++) json_array_append_new(row, class_json(t->gn_class[i * t->nnics + j], 0));
-        json_array_append_new(a, row);
-    }
-    json_object_set_new(root, "gpu_nic_links", a);
-    a = json_array();
-    for (int i = 0; i < t->nnics; i++) {
-        json_t *row = json_array();
-        for (int j = 0; j < t->nnics; j++) json_array_append_new(row, class_json(t->nn_class[i * t->nnics + j], 0));
-        json_array_append_new(a, row);
-    }
-    json_object_set_new(root, "nic_links", a);
-    json_object_set_new(root, "gpu_gbps", matrix_d(t->gg_gbps, t->ngpus, t->ngpus));
-    json_object_set_new(root, "gpu_gbps_nop2p", matrix_d(t->gg_gbps_nop2p, t->ngpus, t->ngpus));
-    json_object_set_new(root, "numa_gbps", matrix_d(t->numa_gbps, t->nnuma, t->nnuma));
-    json_object_set_new(root, "gpu_probe", json_pack("{s:s, s:s}", "status", probe_name(t->gpu_probe),
-                                                     "note", t->gpu_probe_note));
-    const pt_topo_net *n = &t->net;
-    if (n->measured)
-        json_object_set_new(root, "net", json_pack("{s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f}",
-                                                   "ranks", n->nranks, "nodes", n->nnodes, "node_names", n->nodes,
-                                                   "msg_bytes", (json_int_t)n->msg_bytes,
-                                                   "intra_latency_us", n->intra_lat_us, "intra_gbps", n->intra_gbps,
-                                                   "inter_latency_us", n->inter_lat_us, "inter_gbps", n->inter_gbps,
-                                                   "allreduce_bytes", (json_int_t)n->ar_bytes,
-                                                   "allreduce_time_us", n->ar_time_us,
-                                                   "allreduce_algbw_gbps", n->ar_algbw,
-                                                   "allreduce_busbw_gbps", n->ar_busbw));
-    else
-        json_object_set_new(root, "net", json_null());
-    if (n->measured && n->ring_lat_us > 0)
-        json_object_set_new(json_object_get(root, "net"), "ring_step_latency_us", json_real(n->ring_lat_us));
-    if (n->measured && n->ring_gbps > 0) {
-        json_t *o = json_object_get(root, "net");
+    return a;
+}
+
+/* The MPI probe's results as "net": an object with the optional fields
+ * that were measured, or null when the probe did not run. */
+static json_t *net_json(const pt_topo_net *n)
+{
+    if (!n->measured) return json_null();
+    json_t *o = json_pack("{s:i, s:i, s:s, s:I, s:f, s:f, s:f, s:f, s:I, s:f, s:f, s:f}",
+                          "ranks", n->nranks, "nodes", n->nnodes, "node_names", n->nodes,
+                          "msg_bytes", (json_int_t)n->msg_bytes,
+                          "intra_latency_us", n->intra_lat_us, "intra_gbps", n->intra_gbps,
+                          "inter_latency_us", n->inter_lat_us, "inter_gbps", n->inter_gbps,
+                          "allreduce_bytes", (json_int_t)n->ar_bytes,
+                          "allreduce_time_us", n->ar_time_us,
+                          "allreduce_algbw_gbps", n->ar_algbw,
+                          "allreduce_busbw_gbps", n->ar_busbw);
+    if (n->ring_lat_us > 0) json_object_set_new(o, "ring_step_latency_us", json_real(n->ring_lat_us));
+    if (n->ring_gbps > 0) {
         json_object_set_new(o, "ring_gbps", json_real(n->ring_gbps));
         json_object_set_new(o, "fit_allreduce_bytes", json_integer((json_int_t)n->fit_bytes));
         json_object_set_new(o, "fit_allreduce_time_us", json_real(n->fit_time_us));
     }
-    if (n->measured && n->pair_us > 0 && n->pair_busy_us > 0) {
-        json_t *o = json_object_get(root, "net");
+    if (n->pair_us > 0 && n->pair_busy_us > 0) {
         json_object_set_new(o, "pair_allreduce_bytes", json_integer((json_int_t)n->pair_bytes));
         json_object_set_new(o, "pair_allreduce_time_us", json_real(n->pair_us));
         json_object_set_new(o, "pair_busy_allreduce_time_us", json_real(n->pair_busy_us));
     }
-    if (n->measured && n->coll_bytes[0] > 0)
-        json_object_set_new(json_object_get(root, "net"), "collectives",
-                            coll_json(NULL, n->coll_bytes, n->coll_time_us, n->coll_lat_us, n->coll_busbw));
-    if (n->measured && (n->coll_class[0].nranks > 0 || n->coll_class[1].nranks > 0)) {
+    if (n->coll_bytes[0] > 0)
+        json_object_set_new(o, "collectives", coll_json(NULL, n->coll_bytes, n->coll_time_us, n->coll_lat_us,
+                                                        n->coll_busbw));
+    if (n->coll_class[0].nranks > 0 || n->coll_class[1].nranks > 0) {
         /* the same per link class, only the classes measured:
          * "collectives_by_class": {"node": {"ranks": p, "bytes", "<kind>"...}, "network": {...}} */
         json_t *cc = json_object();
@@ -177,28 +154,65 @@ int pt_topo_to_json(const pt_topo *t, char **out)
                 json_object_set_new(cc, pt_topo_class_name(l), coll_json(&f->nranks, f->bytes, f->time_us, f->lat_us,
                                                                          f->busbw));
         }
-        json_object_set_new(json_object_get(root, "net"), "collectives_by_class", cc);
+        json_object_set_new(o, "collectives_by_class", cc);
     }
+    return o;
+}
+
+/* The optional CPU figures into root (those measured or known): one
+ * core's sgemm and bf16 GEMM rates, the CPU's bf16 class, the Hockney fit. */
+static void gemm_json(json_t *root, const pt_topo *t)
+{
     if (t->gemm_gflops > 0) json_object_set_new(root, "gemm_gflops", json_real(t->gemm_gflops));
     if (t->gemm_gflops_bf16 > 0) json_object_set_new(root, "gemm_gflops_bf16", json_real(t->gemm_gflops_bf16));
     if (t->cpu_bf16_known) json_object_set_new(root, "cpu_bf16", json_string(pt_bf16_isa_name(t->cpu_bf16)));
     if (t->gemm_rinf_gflops > 0 && t->gemm_n_half > 0)
         json_object_set_new(root, "gemm_fit", json_pack("{s:f, s:f}", "r_inf_gflops", t->gemm_rinf_gflops,
                                                         "n_half_rows", t->gemm_n_half));
-    /* Derived, for readers; ignored when loading. */
+}
+
+/* The islands into root as "islands" (derived, for readers; ignored when
+ * loading), when pt_topo_islands_find finds them. */
+static void islands_json(json_t *root, const pt_topo *t)
+{
     pt_topo_islands isl;
-    if (pt_topo_islands_find(t, &isl) == PT_OK) {
-        json_t *list = json_array();
-        for (int k = 0; k < isl.nislands; k++) {
-            json_t *m = json_array();
-            for (int d = 0; d < isl.ndev; d++)
-                if (isl.island_of[d] == k) json_array_append_new(m, json_integer(d));
-            json_array_append_new(list, m);
-        }
-        json_object_set_new(root, "islands", json_pack("{s:s, s:f, s:o}", "kind",
-                                                       isl.kind == PT_DEV_GPU ? "gpu" : "numa",
-                                                       "threshold_gbps", isl.threshold_gbps, "members", list));
+    if (pt_topo_islands_find(t, &isl) != PT_OK) return;
+    json_t *list = json_array();
+    for (int k = 0; k < isl.nislands; k++) {
+        json_t *m = json_array();
+        for (int d = 0; d < isl.ndev; d++)
+            if (isl.island_of[d] == k) json_array_append_new(m, json_integer(d));
+        json_array_append_new(list, m);
     }
+    json_object_set_new(root, "islands", json_pack("{s:s, s:f, s:o}", "kind",
+                                                   isl.kind == PT_DEV_GPU ? "gpu" : "numa",
+                                                   "threshold_gbps", isl.threshold_gbps, "members", list));
+}
+
+int pt_topo_to_json(const pt_topo *t, char **out)
+{
+    *out = NULL;
+    json_t *root = json_object();
+    json_object_set_new(root, "schema", json_string(SCHEMA));
+    json_object_set_new(root, "hostname", json_string(t->hostname));
+    json_object_set_new(root, "cpu_model", json_string(t->cpu_model));
+    json_object_set_new(root, "source", json_string(t->source));
+    json_object_set_new(root, "packages", json_integer(t->npackages));
+    json_object_set_new(root, "cores", json_integer(t->ncores));
+    json_object_set_new(root, "pus", json_integer(t->npus));
+    json_object_set_new(root, "os_memory", json_integer((json_int_t)t->os_memory));
+    devices_json(root, t);
+    json_object_set_new(root, "gpu_links", matrix_class(t->gg_class, t->gg_nvlinks, t->ngpus, t->ngpus));
+    json_object_set_new(root, "gpu_nic_links", matrix_class(t->gn_class, NULL, t->ngpus, t->nnics));
+    json_object_set_new(root, "nic_links", matrix_class(t->nn_class, NULL, t->nnics, t->nnics));
+    json_object_set_new(root, "gpu_gbps", matrix_d(t->gg_gbps, t->ngpus, t->ngpus));
+    json_object_set_new(root, "gpu_gbps_nop2p", matrix_d(t->gg_gbps_nop2p, t->ngpus, t->ngpus));
+    json_object_set_new(root, "numa_gbps", matrix_d(t->numa_gbps, t->nnuma, t->nnuma));
+    json_object_set_new(root, "gpu_probe", json_pack("{s:s, s:s}", "status", probe_name(t->gpu_probe),
+                                                     "note", t->gpu_probe_note));
+    json_object_set_new(root, "net", net_json(&t->net));
+    gemm_json(root, t);
+    islands_json(root, t);
     char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     json_decref(root);
     size_t len = text ? strlen(text) : 0;
