@@ -13,6 +13,7 @@
         .name = NAME,                                               \
         .act = ACT,                                                 \
         .acc = PT_F32,                                              \
+        .prec = (ACT) == PT_BF16 ? PT_PREC_POLICY_BF16 : PT_PREC_POLICY_FP32, \
         .embedding_fwd = pt_cuda_embedding_fwd_##S,                 \
         .embedding_bwd = pt_cuda_embedding_bwd_##S,                 \
         .posemb_fwd = pt_cuda_posemb_fwd_##S,                       \
