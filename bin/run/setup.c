@@ -124,7 +124,7 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
      * PTRAIN_BF16_GEMM or the ISA rule), so a bad or unavailable choice is
      * one start-up line, not an abort at the first matmul */
     const pt_backend *be = s->device == RUN_DEVICE_CUDA ? &pt_cuda_backend : &pt_cpu_backend;
-    if (be->prepare(plan->precision == PT_PREC_BF16 ? PT_BF16 : PT_F32) != PT_OK)
+    if (be->prepare(pt_prec_policy_for(plan->precision == PT_PREC_BF16 ? PT_BF16 : PT_F32)) != PT_OK)
         return pt_fail(PT_EINVAL, "--precision %s: %s", plan->precision == PT_PREC_BF16 ? "bf16" : "fp32", pt_errmsg());
     /* the MFU's peak: given, else the rate the planner prices one rank's
      * GEMMs at (the node model: a GPU's data-sheet peak, a CPU's measured

@@ -45,11 +45,13 @@ const pt_backend *pt_backend_get(const char *name)
 
 const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act)
 {
-    const pt_ops *o = act == PT_F32 ? be->ops : act == PT_BF16 ? be->ops_bf16 : NULL;
-    if (!o)
+    const pt_prec_policy *p = act == PT_F32 || act == PT_BF16 ? pt_prec_policy_for(act) : NULL;
+    if (!p) {
         pt_fail(PT_EUNSUPP, "backend '%s' has no table for %s activations (valid: fp32%s)", be->name,
                 pt_dtype_name(act), be->ops_bf16 ? ", bf16" : "");
-    return o;
+        return NULL;
+    }
+    return pt_backend_ops_for(be, p);
 }
 
 /* ---- the "cuda" backend's hooks that read the same in every build ----

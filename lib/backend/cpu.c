@@ -344,10 +344,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #define LD(x) (x)
 #define ST(x) (x)
 #define ACT_IS_REAL 1
-#define DT_ACT PT_F32
-#define DT_ACC PT_F32
 #define SFX(x) x##_f32
-#define SFX_NAME "f32"
 #define PT_ROW_CLONES PT_ROW_CLONES_F32
 #define GEMM cpu_sgemm
 #define EXP expf
@@ -360,9 +357,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #undef LD
 #undef ST
 #undef ACT_IS_REAL
-#undef DT_ACT
 #undef SFX
-#undef SFX_NAME
 
 /* bf16 storage, float arithmetic: the float kernels' helpers (REAL, EXP,
  * VEXP, GEMM for the widened tiles) stay */
@@ -370,19 +365,14 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #define LD(x) pt_bf16_to_f32(x)
 #define ST(x) pt_f32_to_bf16(x)
 #define ACT_IS_REAL 0
-#define DT_ACT PT_BF16
 #define SFX(x) x##_bf16
-#define SFX_NAME "bf16"
 #include "backend/cpu_ops.inc"
 #undef REAL
 #undef ACT
 #undef LD
 #undef ST
 #undef ACT_IS_REAL
-#undef DT_ACT
-#undef DT_ACC
 #undef SFX
-#undef SFX_NAME
 #undef GEMM
 #undef EXP
 #undef SQRT
@@ -396,10 +386,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #define LD(x) (x)
 #define ST(x) (x)
 #define ACT_IS_REAL 1
-#define DT_ACT PT_F64
-#define DT_ACC PT_F64
 #define SFX(x) x##_f64
-#define SFX_NAME "f64"
 #define PT_ROW_CLONES 0
 #define GEMM cpu_dgemm
 #define EXP exp
@@ -413,10 +400,7 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #undef LD
 #undef ST
 #undef ACT_IS_REAL
-#undef DT_ACT
-#undef DT_ACC
 #undef SFX
-#undef SFX_NAME
 #undef GEMM
 #undef EXP
 #undef SQRT
@@ -424,6 +408,140 @@ static void cpu_dgemm(enum CBLAS_ORDER o, enum CBLAS_TRANSPOSE ta, enum CBLAS_TR
 #undef VEXP
 #undef VTANH
 #undef PT_ROW_CLONES
+
+/* ---- the tables: one fill per op family (ops.h's PT_OPS) ----------------------- */
+/* The kernels above, by role: an ACT op's kernel is the instantiation of
+ * the policy's activation type, an ACC op's that of its accumulation type
+ * (the bf16 table shares the f32 table's), an ANY op's the generic one. */
+#define ACT_K(p, op) ((p)->act == PT_F64 ? op##_f64 : (p)->act == PT_BF16 ? op##_bf16 : op##_f32)
+#define ACC_K(p, op) ((p)->acc == PT_F64 ? op##_f64 : op##_f32)
+
+static int fill_embed(pt_ops *o, const pt_prec_policy *p)
+{
+    o->embedding_fwd = ACT_K(p, embedding_fwd);
+    o->embedding_bwd = ACT_K(p, embedding_bwd);
+    o->posemb_fwd = ACT_K(p, posemb_fwd);
+    o->posemb_bwd = ACT_K(p, posemb_bwd);
+    return PT_OK;
+}
+
+static int fill_eltwise(pt_ops *o, const pt_prec_policy *p)
+{
+    o->gelu_fwd = ACT_K(p, gelu_fwd);
+    o->gelu_bwd = ACT_K(p, gelu_bwd);
+    o->add_fwd = ACT_K(p, add_fwd);
+    o->add_bwd = ACT_K(p, add_bwd);
+    o->bias_fwd = ACT_K(p, bias_fwd);
+    o->bias_bwd = ACT_K(p, bias_bwd);
+    return PT_OK;
+}
+
+static int fill_norm(pt_ops *o, const pt_prec_policy *p)
+{
+    o->layernorm_fwd = ACT_K(p, layernorm_fwd);
+    o->layernorm_bwd = ACT_K(p, layernorm_bwd);
+    o->layernorm_rowsum = ACT_K(p, layernorm_rowsum);
+    o->layernorm_rowvar = ACT_K(p, layernorm_rowvar);
+    o->layernorm_apply = ACT_K(p, layernorm_apply);
+    o->layernorm_bwd_rowsums = ACT_K(p, layernorm_bwd_rowsums);
+    o->layernorm_bwd_apply = ACT_K(p, layernorm_bwd_apply);
+    return PT_OK;
+}
+
+static int fill_gemm(pt_ops *o, const pt_prec_policy *p)
+{
+    o->matmul_fwd = ACT_K(p, matmul_fwd);
+    o->matmul_bwd = ACT_K(p, matmul_bwd);
+    o->epilogue_fwd = ACT_K(p, epilogue_fwd);
+    o->epilogue_bwd = ACT_K(p, epilogue_bwd);
+    o->gemm_batched = ACC_K(p, gemm_batched);
+    return PT_OK;
+}
+
+static int fill_attention(pt_ops *o, const pt_prec_policy *p)
+{
+    o->attention_fwd = ACT_K(p, attention_fwd);
+    o->attention_bwd = ACT_K(p, attention_bwd);
+    /* the materialised reference: tables whose act is their acc (ops.h) */
+    o->attention_ref_fwd = p->act == PT_F64 ? attention_ref_fwd_f64 : p->act == PT_F32 ? attention_ref_fwd_f32 : NULL;
+    o->attention_ref_bwd = p->act == PT_F64 ? attention_ref_bwd_f64 : p->act == PT_F32 ? attention_ref_bwd_f32 : NULL;
+    o->softmax_causal_fwd = ACC_K(p, softmax_causal_fwd);
+    o->softmax_causal_bwd = ACC_K(p, softmax_causal_bwd);
+    return PT_OK;
+}
+
+static int fill_xent(pt_ops *o, const pt_prec_policy *p)
+{
+    o->xent_max = ACT_K(p, xent_max);
+    o->xent_sumexp = ACT_K(p, xent_sumexp);
+    o->xent_bwd = ACT_K(p, xent_bwd);
+    o->classifier_fwd = ACT_K(p, classifier_fwd);
+    o->classifier_bwd = ACT_K(p, classifier_bwd);
+    o->classifier_rows_fwd = ACT_K(p, classifier_rows_fwd);
+    o->classifier_rows_bwd = ACT_K(p, classifier_rows_bwd);
+    o->xent_rescale = ACC_K(p, xent_rescale);
+    o->xent_loss = ACC_K(p, xent_loss);
+    return PT_OK;
+}
+
+static int fill_mem(pt_ops *o, const pt_prec_policy *p)
+{
+    (void)p; /* the dtype is each call's argument */
+    o->zero = gen_zero;
+    o->fill = gen_fill;
+    o->copy = gen_copy;
+    o->convert = gen_convert;
+    o->copy2d = gen_copy2d;
+    o->add2d = gen_add2d;
+    o->axpy = gen_axpy;
+    o->scale = gen_scale;
+    o->sum = gen_sum;
+    o->sumsq = gen_sumsq;
+    return PT_OK;
+}
+
+static int fill_adamw(pt_ops *o, const pt_prec_policy *p)
+{
+    o->adamw = ACT_K(p, adamw);
+    return PT_OK;
+}
+#undef ACT_K
+#undef ACC_K
+
+static const pt_ops_fill_fn cpu_fills[PT_FAM_N] = {
+    [PT_FAM_EMBED] = fill_embed, [PT_FAM_ELTWISE] = fill_eltwise,     [PT_FAM_NORM] = fill_norm,
+    [PT_FAM_GEMM] = fill_gemm,   [PT_FAM_ATTENTION] = fill_attention, [PT_FAM_XENT] = fill_xent,
+    [PT_FAM_MEM] = fill_mem,     [PT_FAM_ADAMW] = fill_adamw,
+};
+
+/* the tests' reference: double throughout (no row of pt_prec_policies) */
+static const pt_prec_policy prec_f64 = {"f64", PT_F64, PT_F64, PT_F64, PT_SCALE_NONE, 0};
+
+int pt_cpu_ops_build(pt_ops *o, const pt_prec_policy *p, unsigned families)
+{
+    const char *name = p ? (p->act == PT_F32 ? "f32" : p->act == PT_BF16 ? "bf16" : p->act == PT_F64 ? "f64" : NULL)
+                         : NULL;
+    /* what cpu_ops.inc is instantiated for: (fp32, fp32), (bf16, fp32), (fp64, fp64), GEMM operands in the
+     * activation type, no scaling */
+    if (!name || p->gemm != p->act || p->acc != (p->act == PT_F64 ? PT_F64 : PT_F32) || p->scaling != PT_SCALE_NONE)
+        return pt_fail(PT_EUNSUPP, "backend 'cpu' has no kernels for precision '%s' (valid: fp32, bf16)",
+                       p && p->name ? p->name : "?");
+    return pt_ops_build(o, "cpu", name, p, cpu_fills, families);
+}
+
+pt_ops pt_cpu_ops_f32, pt_cpu_ops_bf16, pt_cpu_ops_f64;
+
+/* The three tables, when the library is loaded (callers and tests read them
+ * as objects).  A table that fails its check (a family fill that left a
+ * required entry NULL: a build defect) keeps prec NULL, so the backend's
+ * lookup refuses it; its line is said here, once. */
+__attribute__((constructor)) static void cpu_tables(void)
+{
+    pt_ops *const t[3] = {&pt_cpu_ops_f32, &pt_cpu_ops_bf16, &pt_cpu_ops_f64};
+    const pt_prec_policy *const p[3] = {PT_PREC_POLICY_FP32, PT_PREC_POLICY_BF16, &prec_f64};
+    for (int i = 0; i < 3; i++)
+        if (pt_cpu_ops_build(t[i], p[i], PT_FAM_ALL) != PT_OK) fprintf(stderr, "ptrain: %s\n", pt_errmsg());
+}
 
 static void cpu_set_threads(int n)
 {
@@ -446,8 +564,12 @@ static int cpu_init(void)
     return PT_OK;
 }
 
-/* bf16: the GEMM's choice (PTRAIN_BF16_GEMM or the ISA rule) */
-static int cpu_prepare(pt_dtype act) { return act == PT_BF16 ? pt_gemm_bf16_select() : PT_OK; }
+/* a policy with a table; bf16 GEMM operands: the GEMM's choice (PTRAIN_BF16_GEMM or the ISA rule) */
+static int cpu_prepare(const pt_prec_policy *p)
+{
+    if (!pt_backend_ops_for(&pt_cpu_backend, p)) return PT_EUNSUPP;
+    return p->gemm == PT_BF16 ? pt_gemm_bf16_select() : PT_OK;
+}
 
 /* the header's "device: cpu (...)" says all there is */
 static void cpu_describe(char *buf, size_t len)

@@ -112,6 +112,300 @@ typedef struct pt_attn_dims {
     int ldq, ldkv;
 } pt_attn_dims;
 
+/* The precision a table computes in: a policy, not a dtype, so that a new
+ * precision (FP8: a GEMM-operand type with per-tensor scales) is new rows of
+ * pt_prec_policies, not a change of the ops contract.
+ *   act      activations, activation gradients and the weight copies the
+ *            forward reads (the ACT role below);
+ *   gemm     the operand type of the GEMMs (matmul_fwd/bwd, the fused
+ *            classifier's): the type the weights and activations are in
+ *            when they enter the tensor cores / the BLAS;
+ *   acc      accumulation: parameter gradients, master weights, moments,
+ *            statistics (the ACC role); the GEMMs accumulate in it;
+ *   scaling  per-tensor scaling of the GEMM operands: PT_SCALE_NONE for
+ *            fp32 and bf16 (their range needs none); FP8 will set
+ *            PT_SCALE_DELAYED (a scale from the amax history of the last
+ *            amax_history steps, Micikevicius et al. 2022, "FP8 Formats
+ *            for Deep Learning", section 4.3; Transformer Engine's
+ *            DelayedScaling) or PT_SCALE_CURRENT (from this step's amax).
+ * The named rows (pt_prec_policies): fp32 (act = gemm = acc = fp32, the
+ * training default) and bf16 (act = gemm = bf16, acc fp32).  fp8 has no
+ * row yet: pt_prec_policy_find("fp8") fails saying what is valid. */
+enum pt_scaling { PT_SCALE_NONE = 0, PT_SCALE_DELAYED = 1, PT_SCALE_CURRENT = 2 };
+typedef struct pt_prec_policy {
+    const char *name;          /* "fp32", "bf16" */
+    pt_dtype act, gemm, acc;   /* the roles above */
+    enum pt_scaling scaling;   /* of the GEMM operands */
+    int amax_history;          /* steps of amax kept (PT_SCALE_DELAYED); 0 otherwise */
+} pt_prec_policy;
+
+/* The named policies, in this order, ending at a row whose name is NULL. */
+extern const pt_prec_policy pt_prec_policies[];
+#define PT_PREC_POLICY_FP32 (&pt_prec_policies[0])
+#define PT_PREC_POLICY_BF16 (&pt_prec_policies[1])
+/* The policy called `name` ("fp32", "bf16"), or NULL with PT_EUNSUPP via
+ * pt_errmsg naming the valid ones. */
+const pt_prec_policy *pt_prec_policy_find(const char *name);
+/* The policy whose activations are `act` (the thin helper for callers that
+ * hold a dtype: PT_F32 -> fp32, PT_BF16 -> bf16), or NULL with PT_EUNSUPP
+ * via pt_errmsg naming the dtype and the valid ones. */
+const pt_prec_policy *pt_prec_policy_for(pt_dtype act);
+
+/* The op list.  One row per entry of the ops table, with its contract:
+ *   X(name, return type, (arguments), family, role, need)
+ * family  the op family: the file of each backend that holds its kernels
+ *         and whose fill sets its entries (pt_op_family below);
+ * role    ACT: its tensors include ACT ones, so a backend has one kernel per
+ *         activation type (the CUDA entries pt_cuda_<op>_f32 / _bf16);
+ *         ACC: only ACC tensors, one kernel per accumulation type (a bf16
+ *         table shares the fp32 table's); ANY: the dtype is an argument,
+ *         one kernel serves every table (the generic ops);
+ * need    REQ: every table has it (a table built without it fails, naming
+ *         the op); OPT: a table may leave it NULL, as its comment says.
+ * PT_OPS(X) generates the members of pt_ops (below), the checks of
+ * pt_ops_check, the profiling table's wrappers (ops_profile.c) and the CUDA
+ * backend's C-entry declarations (cuda/ops_cuda.h).  Adding an op: a row
+ * here, its kernel in each backend's family file and the family's fill
+ * (docs/ARCHITECTURE.md, "Add an op"). */
+enum pt_op_family {
+    PT_FAM_EMBED,     /* token and position embeddings */
+    PT_FAM_ELTWISE,   /* GELU, residual add, bias */
+    PT_FAM_NORM,      /* LayerNorm, whole rows and pieces */
+    PT_FAM_GEMM,      /* matmuls, their epilogues, the batched GEMM */
+    PT_FAM_ATTENTION, /* flash attention, the materialised reference, causal softmax rows */
+    PT_FAM_XENT,      /* the cross-entropy pieces and the fused classifier */
+    PT_FAM_MEM,       /* memory and BLAS-1 on any dtype */
+    PT_FAM_ADAMW,     /* the optimizer */
+    PT_FAM_N
+};
+#define PT_FAM_ALL ((1u << PT_FAM_N) - 1u)
+/* "embed", "eltwise", ... (the enum above); "?" out of range */
+const char *pt_op_family_id(int f);
+
+#define PT_OPS(X)                                                                                                      \
+    /* out[n,:] = w[tok[n]-v0,:] if v0 <= tok[n] < v0+Vl else 0.  out [N, C] ACT, w [Vl, C] ACT */                     \
+    X(embedding_fwd, void, (void *out, const int32_t *tok, const void *w, int v0, int Vl, int N, int C), EMBED,        \
+          ACT, REQ)                                                                                                    \
+    /* dw[tok[n]-v0,:] += dout[n,:] for tokens in the shard.  dw ACC, dout ACT */                                      \
+    X(embedding_bwd, void, (void *dw, const void *dout, const int32_t *tok, int v0, int Vl, int N, int C), EMBED,      \
+          ACT, REQ)                                                                                                    \
+    /* x[b,t,:] += wpe[t,:];  x [B, T, C] ACT, wpe [>=T, C] ACT */                                                     \
+    X(posemb_fwd, void, (void *x, const void *wpe, int B, int T, int C), EMBED, ACT, REQ)                              \
+    /* dwpe[t,:] += sum_b dout[b,t,:].  dwpe ACC, dout ACT */                                                          \
+    X(posemb_bwd, void, (void *dwpe, const void *dout, int B, int T, int C), EMBED, ACT, REQ)                          \
+    /* out = (inp - mean)*rstd*w + b per row; mean, rstd [N] saved for backward (eps 1e-5).                            \
+     * out, inp ACT [N, C]; w, b ACT [C]; mean, rstd ACC */                                                            \
+    X(layernorm_fwd, void, (void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b,          \
+          int N, int C), NORM, ACT, REQ)                                                                               \
+    /* dinp ACT (+=), dw, db ACC (+=); dout, inp, w ACT; mean, rstd ACC */                                             \
+    X(layernorm_bwd, void, (void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,          \
+          const void *mean, const void *rstd, int N, int C), NORM, ACT, REQ)                                           \
+    /* out[N,OC] = epi(inp[N,C] w[OC,C]^T + beta out + bias[OC]) (bias NULL: none;                                     \
+     * beta 0 or 1: 1 accumulates a SUMMA step's partial product into out); epi                                        \
+     * PT_EPI_DEFAULT or PT_EPI_GELU, which also writes aux [N,OC] = the pre-GELU value                                \
+     * unless aux is NULL.  Row blocks of the GEMM get their epilogue while in cache.                                  \
+     * out, aux, inp, w, bias ACT.  bf16: one GEMM writes inp w^T + beta out + bias                                    \
+     * rounded to bf16, then the GELU epilogue runs on those values (aux keeps them). */                               \
+    X(matmul_fwd, void, (void *out, void *aux, const void *inp, const void *w, const void *bias, double beta,          \
+          int N, int C, int OC, int epi), GEMM, ACT, REQ)                                                              \
+    /* dw += dout^T inp; dbias += colsum(dout) (BGRADA); epi PT_EPI_DEFAULT: dinp +=                                   \
+     * dout w; PT_EPI_DGELU: dinp = (dout w) * GELU'(aux) WRITTEN (aux [N,C], the                                      \
+     * pre-GELU values of the layer that produced inp) and dbias_aux [C] += colsum of                                  \
+     * that dinp (DGELU_BGRAD; NULL skips).  NULL dinp / dw / dbias skip.                                              \
+     * dinp, dout, inp, w, aux ACT; dw, dbias, dbias_aux ACC (dW accumulates into the                                  \
+     * master gradient in fp32).  bf16: the DGELU's dX GEMM is rounded to bf16 before                                  \
+     * the GELU' factor. */                                                                                            \
+    X(matmul_bwd, void, (void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,          \
+          int N, int C, int OC, int epi, const void *aux, void *dbias_aux), GEMM, ACT, REQ)                            \
+    /* The epilogue alone, in place on out [N,OC]: out = epi(out + bias); epi                                          \
+     * PT_EPI_GELU writes aux = out + bias first (NULL skips).  out, aux, bias ACT */                                  \
+    X(epilogue_fwd, void, (void *out, void *aux, const void *bias, int N, int OC, int epi), GEMM, ACT, REQ)            \
+    /* The DGELU_BGRAD epilogue alone, in place: d [N,OC] *= GELU'(aux); dbias [OC] +=                                 \
+     * colsum of the result (NULL skips).  d, aux ACT; dbias ACC */                                                    \
+    X(epilogue_bwd, void, (void *d, void *dbias, const void *aux, int N, int OC), GEMM, ACT, REQ)                      \
+    /* Flash attention forward (Dao et al. 2022, alg. 1; Dao 2023, alg. 1), scale                                      \
+     * 1/sqrt(HS), causal per pt_attn_dims: out [B, Tq, NH*HS] ACT, lse [B, NH, Tq] ACC                                \
+     * the row log-sum-exp of the scaled scores.  merge 0: writes both (a row that sees                                \
+     * no key gets out 0, lse -inf); merge 1: (out, lse) hold the result over other                                    \
+     * keys and leave holding the exact result over both sets (ring attention's merge:                                 \
+     * lse' = log(e^lse + e^lse_blk), out' = e^(lse-lse') out + e^(lse_blk-lse') out_blk,                              \
+     * done as one more step of the online softmax).  q, k, v ACT.  Tiles of                                           \
+     * PT_FLASH_TILE queries x keys; key tiles past a query tile's diagonal are                                        \
+     * skipped; threads over (b, h, query tile).  The score and probability tiles, the                                 \
+     * running max, sum and output are ACC (bf16: the q, k, v tiles are widened to                                     \
+     * fp32 and the output rounded once). */                                                                           \
+    X(attention_fwd, void, (void *out, void *lse, const void *q, const void *k, const void *v,                         \
+          const pt_attn_dims *d, int merge), ATTENTION, ACT, REQ)                                                      \
+    /* Flash attention backward (Dao et al. 2022, alg. 2; Dao 2023, sec. 3.1): out and                                 \
+     * lse are the forward's FINAL results (over every key the queries see, also keys                                  \
+     * outside this call); D = rowsum(dout * out); per tile P = exp(S - lse) again,                                    \
+     * dS = P (dout v^T - D) scale.  dq += dS k, dk += dS^T q, dv += P^T dout (strides                                 \
+     * as pt_attn_dims).  dq, dk, dv, dout, q, k, v, out ACT; lse ACC.  Threads over                                   \
+     * (b, h): a pair owns its dq, dk, dv columns, so no atomics and the result does not                               \
+     * depend on the thread count.  bf16: a pair's dq, dk, dv accumulate in fp32 and                                   \
+     * are added to the ACT gradients once. */                                                                         \
+    X(attention_bwd, void, (void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,              \
+          const void *v, const void *out, const void *lse, const pt_attn_dims *d), ATTENTION, ACT, REQ)                \
+    /* Materialised causal attention (the reference; the model does not run it):                                       \
+     * att [B, NH, T, T] ACC post-softmax; qkv, out, dout, dqkv ACT.  Forward writes out                               \
+     * and att, backward accumulates dqkv [B, T, 3C].  NULL in tables whose act differs                                \
+     * from acc (bf16) and may be NULL on a backend other than cpu. */                                                 \
+    X(attention_ref_fwd, void, (void *out, void *att, const void *qkv, int B, int T, int NH, int HS), ATTENTION,       \
+          ACT, OPT)                                                                                                    \
+    X(attention_ref_bwd, void, (void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T,          \
+          int NH, int HS), ATTENTION, ACT, OPT)                                                                        \
+    /* GELU, tanh approximation.  All ACT */                                                                           \
+    X(gelu_fwd, void, (void *out, const void *inp, size_t n), ELTWISE, ACT, REQ)                                       \
+    X(gelu_bwd, void, (void *dinp, const void *inp, const void *dout, size_t n), ELTWISE, ACT, REQ)                    \
+    /* residual: out = a + b; backward da += dout, db += dout.  All ACT */                                             \
+    X(add_fwd, void, (void *out, const void *a, const void *b, size_t n), ELTWISE, ACT, REQ)                           \
+    X(add_bwd, void, (void *da, void *db, const void *dout, size_t n), ELTWISE, ACT, REQ)                              \
+    /* out[n,:] += bias; dbias += colsum(dout).  out [N, OC], bias, dout ACT; dbias ACC */                             \
+    X(bias_fwd, void, (void *out, const void *bias, int N, int OC), ELTWISE, ACT, REQ)                                 \
+    X(bias_bwd, void, (void *dbias, const void *dout, int N, int OC), ELTWISE, ACT, REQ)                               \
+    /* Materialised cross-entropy pieces (the reference of the fused classifier): logits                               \
+     * [N, Vl] ACT; rowmax, sumexp, tgt, dloss ACC; dlogits ACT.                                                       \
+     * rowmax[n] = max over unpadded ids of the shard (-inf if none) */                                                \
+    X(xent_max, void, (void *rowmax, const void *logits, int v0, int vreal, int N, int Vl), XENT, ACT, REQ)            \
+    /* sumexp[n] = sum exp(logit - rowmax[n]) over unpadded shard ids;                                                 \
+     * tgt[n] = logits[n, targets[n]-v0] if the target is in the shard, else 0 */                                      \
+    X(xent_sumexp, void, (void *sumexp, void *tgt, const void *logits, const void *rowmax, const int32_t *targets,     \
+          int v0, int vreal, int N, int Vl), XENT, ACT, REQ)                                                           \
+    /* dlogits = (softmax - onehot(target)) * dloss[n], written (not accumulated);                                     \
+     * padded ids get 0.  Needs the GLOBAL rowmax and sumexp. */                                                       \
+    X(xent_bwd, void, (void *dlogits, const void *logits, const void *rowmax, const void *sumexp,                      \
+          const int32_t *targets, const void *dloss, int v0, int vreal, int N, int Vl), XENT, ACT, REQ)                \
+    /* Fused classifier (llm.c's fused_classifier; Liger's fused linear cross-entropy):                                \
+     * logits = x w^T one block of vb <= Vl vocabulary columns at a time in work (the                                  \
+     * only logits that exist), through the BLAS.  x is [ks][N][C/ks] ACT and w                                        \
+     * [ks][Vl][C/ks] ACT: C split in ks column pieces stored one after another (what                                  \
+     * an allgather of column blocks gives; ks 1 is plain [N, C] and [Vl, C]); logits =                                \
+     * sum over pieces.  work: pt_classifier_work_elems(ops, N, C, vb, 0) ACC elements                                 \
+     * ([N, vb], the logits block).  Forward: stats [3N] ACC = this shard's rowmax,                                    \
+     * sumexp (relative to that rowmax) and target logit (0 if the target is elsewhere),                               \
+     * over unpadded ids, with an online max (Milakov & Gimelshein 2018) across blocks:                                \
+     * a shard's LOCAL statistics, which a vocabulary-parallel caller merges over its                                  \
+     * group (allreduce max, xent_rescale, allreduce sum of sumexp and target). */                                     \
+    X(classifier_fwd, void, (void *stats, const void *x, const void *w, const int32_t *targets, void *work, int vb,    \
+          int v0, int vreal, int N, int C, int Vl, int ks), XENT, ACT, REQ)                                            \
+    /* Backward from the GLOBAL stats [3N] ACC and dloss [N] ACC: per block the logits                                 \
+     * again, dlogits = (softmax - onehot(target)) dloss[n] in work, dx [ks][N][C/ks] ACT                              \
+     * += dlogits w, dw [ks][Vl][C/ks] ACC += dlogits^T x (padded rows of dw untouched).                               \
+     * NULL skips.  work: pt_classifier_work_elems(ops, N, C, vb, 1) ACC elements: the                                 \
+     * logits block, and where act differs from acc (bf16) [ks][N][C/ks] more, where dx                                \
+     * accumulates over the vocabulary blocks in fp32 before one rounding to ACT (each                                 \
+     * block's dlogits are rounded to bf16 for its two GEMMs, as llm.c stores them). */                                \
+    X(classifier_bwd, void, (void *dx, void *dw, const void *x, const void *w, const void *stats,                      \
+          const int32_t *targets, const void *dloss, void *work, int vb, int v0, int vreal, int N, int C, int Vl,      \
+          int ks), XENT, ACT, REQ)                                                                                     \
+    /* The fused classifier over a chunk of R rows whose logits are held whole                                         \
+     * (Liger Kernel's fused linear cross-entropy, Hsu et al. 2024, sec. 3.1: rows in                                  \
+     * chunks; llm.c's fused_classifier computes dlogits where the loss is): forward                                   \
+     * and backward of a chunk back to back, so the logits are computed once, 6 R C Vl                                 \
+     * FLOPs against the 8 of classifier_fwd + classifier_bwd, which compute them                                      \
+     * again; the price is the [R, Vl] buffer.  x [R, C] ACT, w [Vl, C] ACT (ks 1).                                    \
+     * rows_fwd: logits [R, Vl] ACC = x w^T over the unpadded columns (written; the                                    \
+     * padded ones untouched); stats [3R] ACC = this shard's rowmax, sumexp (relative to                               \
+     * that rowmax) and target logit over unpadded ids, as classifier_fwd's for R rows                                 \
+     * (-inf, 0, 0 for a row that sees no id).  rows_bwd: from the GLOBAL stats [3R] and                               \
+     * dloss [R] ACC (a vocabulary-parallel caller merges stats between the two calls):                                \
+     * logits become dlogits = (softmax - onehot(target)) dloss[n] in place, dx [R, C]                                 \
+     * ACT += dlogits w, dw [Vl, C] ACC += dlogits^T x (padded rows untouched); NULL                                   \
+     * skips.  work (both): pt_classifier_rows_work_elems(R, C, Vl) ACC elements (the                                  \
+     * forward's per-slice row statistics, the backward's dX partial sums; its contents                                \
+     * are scratch).  bf16: fp32 logits from bf16 operands; dlogits rounded to bf16 for                                \
+     * the two GEMMs (as classifier_bwd).  A table may leave both NULL (the model then                                 \
+     * runs classifier_fwd/bwd). */                                                                                    \
+    X(classifier_rows_fwd, void, (void *stats, void *logits, const void *x, const void *w, const int32_t *targets,     \
+          void *work, int v0, int vreal, int R, int C, int Vl), XENT, ACT, OPT)                                        \
+    X(classifier_rows_bwd, void, (void *dx, void *dw, const void *x, const void *w, void *logits,                      \
+          const void *stats, const int32_t *targets, const void *dloss, void *work, int v0, int vreal, int R,          \
+          int C, int Vl), XENT, ACT, OPT)                                                                              \
+    /* sumexp[n] *= exp(from[n] - to[n]) (0 where from[n] is -inf): a shard's sum of                                   \
+     * exp moved from its own row max to the group's, [N] ACC each */                                                  \
+    X(xent_rescale, void, (void *sumexp, const void *from, const void *to, int N), XENT, ACC, REQ)                     \
+    /* ---- generic ops ---- */                                                                                        \
+    /* Memory.  Pointers are backend memory (pt_backend.alloc) unless said otherwise;                                  \
+     * on the CPU backend that is host memory.  t: the buffers' dtype (see above). */                                  \
+    /* x[0..n) = 0 (cudaMemset on a device backend) */                                                                 \
+    X(zero, void, (void *x, size_t n, pt_dtype t), MEM, ANY, REQ)                                                      \
+    /* x[0..n) = a (rounded to t) */                                                                                   \
+    X(fill, void, (void *x, double a, size_t n, pt_dtype t), MEM, ANY, REQ)                                            \
+    /* dst[0..n) = src[0..n), no overlap */                                                                            \
+    X(copy, void, (void *dst, const void *src, size_t n, pt_dtype t), MEM, ANY, REQ)                                   \
+    /* dst[0..n) (type dt) = src[0..n) (type st) converted (rounded to nearest even                                    \
+     * where dt is narrower; NaN stays NaN); no overlap.  Either side may be host                                      \
+     * memory (the way fp32 host values enter an ACT buffer and back). */                                              \
+    X(convert, void, (void *dst, pt_dtype dt, const void *src, pt_dtype st, size_t n), MEM, ANY, REQ)                  \
+    /* height rows of width BYTES, row pitches dpitch/spitch in bytes (cudaMemcpy2D with                               \
+     * cudaMemcpyDefault: either side may be host memory; any element type, e.g. the                                   \
+     * int32 token ids); no overlap */                                                                                 \
+    X(copy2d, void, (void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height), MEM,      \
+          ANY, REQ)                                                                                                    \
+    /* dst[r*ldd + c] += src[r*lds + c] for r < rows, c < cols (leading dims in elements) */                           \
+    X(add2d, void, (void *dst, size_t ldd, const void *src, size_t lds, size_t rows, size_t cols, pt_dtype t), MEM,    \
+          ANY, REQ)                                                                                                    \
+    /* y[0..n) += a x[0..n)  (BLAS axpy) */                                                                            \
+    X(axpy, void, (void *y, double a, const void *x, size_t n, pt_dtype t), MEM, ANY, REQ)                             \
+    /* x[0..n) *= a  (BLAS scal) */                                                                                    \
+    X(scale, void, (void *x, double a, size_t n, pt_dtype t), MEM, ANY, REQ)                                           \
+    /* sum of x[0..n) and of x^2, accumulated in double, returned to the host */                                       \
+    X(sum, double, (const void *x, size_t n, pt_dtype t), MEM, ANY, REQ)                                               \
+    X(sumsq, double, (const void *x, size_t n, pt_dtype t), MEM, ANY, REQ)                                             \
+    /* Strided batched GEMM on ACC elements, row-major (cublasGemmStridedBatched's                                     \
+     * contract): for i < batch, C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = A +                                 \
+     * i*sA (and B_i, C_i alike, strides in elements); op(A_i) [M, K] (A_i stored [K, M]                               \
+     * when ta), op(B_i) [K, N] (stored [N, K] when tb), C_i [M, N]; lda/ldb/ldc row                                   \
+     * strides. */                                                                                                     \
+    X(gemm_batched, void, (int ta, int tb, int M, int N, int K, double alpha, const void *A, int lda, int64_t sA,      \
+          const void *B, int ldb, int64_t sB, double beta, void *C, int ldc, int64_t sC, int batch), GEMM, ACC,        \
+          REQ)                                                                                                         \
+    /* Causal softmax in place over att [BH, Tq, T] ACC (scores in, probabilities out):                                \
+     * row i is the query at global position q0+i and sees keys 0 .. q0+i; later keys                                  \
+     * get 0.  Needs 0 <= q0 and q0 + Tq <= T.  (Vaswani et al. 2017, 3.2.1.)  With                                    \
+     * gemm_batched, the pieces of a materialised ring attention (Li et al. 2021), the                                 \
+     * tests' reference for the flash ring (lib/parallel/seq.c). */                                                    \
+    X(softmax_causal_fwd, void, (void *att, int BH, int Tq, int T, int q0), ATTENTION, ACC, REQ)                       \
+    /* In place: datt [BH, Tq, T] ACC holds dP on entry and gets dS = att*(dP -                                        \
+     * rowsum(att*dP)) * scale on the visible keys, 0 elsewhere (WRITES). */                                           \
+    X(softmax_causal_bwd, void, (void *datt, const void *att, double scale, int BH, int Tq, int T, int q0),            \
+          ATTENTION, ACC, REQ)                                                                                         \
+    /* LayerNorm over rows whose C columns are split in pieces of Cl (Ba et al. 2016), for                             \
+     * a layout that sums the row statistics over a group between the calls:                                           \
+     *   rowsum    sum[n] = sum_c x[n,c]                       x [N, Cl]                                               \
+     *   rowvar    mean[n] = sum[n]/C (sum: the group total);                                                          \
+     *             sqsum[n] = sum_c (x[n,c] - mean[n])^2        (local piece)                                          \
+     *   apply     rstd[n] = 1/sqrt(sqsum[n]/C + 1e-5) (sqsum: group total);                                           \
+     *             out = (x - mean) rstd w + b                  w, b [Cl]                                              \
+     * equal to layernorm_fwd when Cl == C.  Row n is read before it is written, so mean                               \
+     * or sqsum may be the sum buffer and rstd the sqsum buffer.  x, out, w, b ACT; sum,                               \
+     * mean, sqsum, rstd ACC. */                                                                                       \
+    X(layernorm_rowsum, void, (void *sum, const void *x, int N, int Cl), NORM, ACT, REQ)                               \
+    X(layernorm_rowvar, void, (void *mean, void *sqsum, const void *x, const void *sum, int N, int Cl, int C),         \
+          NORM, ACT, REQ)                                                                                              \
+    X(layernorm_apply, void, (void *out, void *rstd, const void *x, const void *mean, const void *sqsum,               \
+          const void *w, const void *b, int N, int Cl, int C), NORM, ACT, REQ)                                         \
+    /* backward pieces: s [2N] ACC, s[2n] = sum_c dy*w, s[2n+1] = sum_c dy*w*xhat (local);                             \
+     * apply (s: group totals) accumulates dx [N, Cl] ACT (NULL skips), dw, db [Cl] ACC;                               \
+     * equal to layernorm_bwd when Cl == C.  dy, x, w ACT; mean, rstd ACC. */                                          \
+    X(layernorm_bwd_rowsums, void, (void *s, const void *dy, const void *x, const void *w, const void *mean,           \
+          const void *rstd, int N, int Cl), NORM, ACT, REQ)                                                            \
+    X(layernorm_bwd_apply, void, (void *dx, void *dw, void *db, const void *dy, const void *x, const void *w,          \
+          const void *mean, const void *rstd, const void *s, int N, int Cl, int C), NORM, ACT, REQ)                    \
+    /* losses[n] = log(sumexp[n]) + rowmax[n] - tgt[n] (nats) from xent_max/xent_sumexp's                              \
+     * GLOBAL row statistics, [N] ACC each */                                                                          \
+    X(xent_loss, void, (void *losses, const void *rowmax, const void *sumexp, const void *tgt, int N), XENT, ACC,      \
+          REQ)                                                                                                         \
+    /* AdamW (Loshchilov & Hutter 2019, Algorithm 2) on n elements, in place on the                                    \
+     * master p and the moments m, v (ACC), from the gradient g (ACC):                                                 \
+     *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;                                                                  \
+     *   p -= lr (m/bc1 / (sqrt(v/bc2) + eps) + wd p)                                                                  \
+     * bc1 = 1 - b1^t, bc2 = 1 - b2^t are the bias corrections of step t >= 1.  work:                                  \
+     * NULL, p itself, or [n] ACT elements that get the updated p in the same pass (the                                \
+     * weight copy the forward reads, rounded once). */                                                                \
+    X(adamw, void, (void *p, void *work, const void *g, void *m, void *v, size_t n, double lr, double b1,              \
+          double b2, double eps, double wd, double bc1, double bc2), ADAMW, ACT, REQ)
+
 /* The ops table.  Tensor arguments are untyped pointers whose element type
  * is the table's ACT or ACC dtype, as each argument's comment says:
  *   ACT  activations, activation gradients and the weight copies the
@@ -136,224 +430,34 @@ typedef struct pt_attn_dims {
  * (pt_f32_to_bf16, ties to even); its GEMMs take bf16 operands with fp32
  * accumulation and write ACT or (weight gradients, dW into the fp32
  * master gradient) ACC results; what differs from the f32 kernels beyond
- * that is said per op ("bf16:"). */
+ * that is said per op ("bf16:").  The entries and their contracts are the
+ * rows of PT_OPS above. */
 typedef struct pt_ops {
-    const char *name;   /* "f32", "bf16", "f64" */
-    pt_dtype act, acc;  /* element types of the two roles */
-    /* out[n,:] = w[tok[n]-v0,:] if v0 <= tok[n] < v0+Vl else 0.  out [N, C] ACT, w [Vl, C] ACT */
-    void (*embedding_fwd)(void *out, const int32_t *tok, const void *w, int v0, int Vl, int N, int C);
-    /* dw[tok[n]-v0,:] += dout[n,:] for tokens in the shard.  dw ACC, dout ACT */
-    void (*embedding_bwd)(void *dw, const void *dout, const int32_t *tok, int v0, int Vl, int N, int C);
-    /* x[b,t,:] += wpe[t,:];  x [B, T, C] ACT, wpe [>=T, C] ACT */
-    void (*posemb_fwd)(void *x, const void *wpe, int B, int T, int C);
-    /* dwpe[t,:] += sum_b dout[b,t,:].  dwpe ACC, dout ACT */
-    void (*posemb_bwd)(void *dwpe, const void *dout, int B, int T, int C);
-    /* out = (inp - mean)*rstd*w + b per row; mean, rstd [N] saved for backward (eps 1e-5).
-     * out, inp ACT [N, C]; w, b ACT [C]; mean, rstd ACC */
-    void (*layernorm_fwd)(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N,
-                          int C);
-    /* dinp ACT (+=), dw, db ACC (+=); dout, inp, w ACT; mean, rstd ACC */
-    void (*layernorm_bwd)(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,
-                          const void *mean, const void *rstd, int N, int C);
-    /* out[N,OC] = epi(inp[N,C] w[OC,C]^T + beta out + bias[OC]) (bias NULL: none;
-     * beta 0 or 1: 1 accumulates a SUMMA step's partial product into out); epi
-     * PT_EPI_DEFAULT or PT_EPI_GELU, which also writes aux [N,OC] = the pre-GELU value
-     * unless aux is NULL.  Row blocks of the GEMM get their epilogue while in cache.
-     * out, aux, inp, w, bias ACT.  bf16: one GEMM writes inp w^T + beta out + bias
-     * rounded to bf16, then the GELU epilogue runs on those values (aux keeps them). */
-    void (*matmul_fwd)(void *out, void *aux, const void *inp, const void *w, const void *bias, double beta, int N,
-                       int C, int OC, int epi);
-    /* dw += dout^T inp; dbias += colsum(dout) (BGRADA); epi PT_EPI_DEFAULT: dinp +=
-     * dout w; PT_EPI_DGELU: dinp = (dout w) * GELU'(aux) WRITTEN (aux [N,C], the
-     * pre-GELU values of the layer that produced inp) and dbias_aux [C] += colsum of
-     * that dinp (DGELU_BGRAD; NULL skips).  NULL dinp / dw / dbias skip.
-     * dinp, dout, inp, w, aux ACT; dw, dbias, dbias_aux ACC (dW accumulates into the
-     * master gradient in fp32).  bf16: the DGELU's dX GEMM is rounded to bf16 before
-     * the GELU' factor. */
-    void (*matmul_bwd)(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w, int N,
-                       int C, int OC, int epi, const void *aux, void *dbias_aux);
-    /* The epilogue alone, in place on out [N,OC]: out = epi(out + bias); epi
-     * PT_EPI_GELU writes aux = out + bias first (NULL skips).  out, aux, bias ACT */
-    void (*epilogue_fwd)(void *out, void *aux, const void *bias, int N, int OC, int epi);
-    /* The DGELU_BGRAD epilogue alone, in place: d [N,OC] *= GELU'(aux); dbias [OC] +=
-     * colsum of the result (NULL skips).  d, aux ACT; dbias ACC */
-    void (*epilogue_bwd)(void *d, void *dbias, const void *aux, int N, int OC);
-    /* Flash attention forward (Dao et al. 2022, alg. 1; Dao 2023, alg. 1), scale
-     * 1/sqrt(HS), causal per pt_attn_dims: out [B, Tq, NH*HS] ACT, lse [B, NH, Tq] ACC
-     * the row log-sum-exp of the scaled scores.  merge 0: writes both (a row that sees
-     * no key gets out 0, lse -inf); merge 1: (out, lse) hold the result over other
-     * keys and leave holding the exact result over both sets (ring attention's merge:
-     * lse' = log(e^lse + e^lse_blk), out' = e^(lse-lse') out + e^(lse_blk-lse') out_blk,
-     * done as one more step of the online softmax).  q, k, v ACT.  Tiles of
-     * PT_FLASH_TILE queries x keys; key tiles past a query tile's diagonal are
-     * skipped; threads over (b, h, query tile).  The score and probability tiles, the
-     * running max, sum and output are ACC (bf16: the q, k, v tiles are widened to
-     * fp32 and the output rounded once). */
-    void (*attention_fwd)(void *out, void *lse, const void *q, const void *k, const void *v, const pt_attn_dims *d,
-                          int merge);
-    /* Flash attention backward (Dao et al. 2022, alg. 2; Dao 2023, sec. 3.1): out and
-     * lse are the forward's FINAL results (over every key the queries see, also keys
-     * outside this call); D = rowsum(dout * out); per tile P = exp(S - lse) again,
-     * dS = P (dout v^T - D) scale.  dq += dS k, dk += dS^T q, dv += P^T dout (strides
-     * as pt_attn_dims).  dq, dk, dv, dout, q, k, v, out ACT; lse ACC.  Threads over
-     * (b, h): a pair owns its dq, dk, dv columns, so no atomics and the result does not
-     * depend on the thread count.  bf16: a pair's dq, dk, dv accumulate in fp32 and
-     * are added to the ACT gradients once. */
-    void (*attention_bwd)(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,
-                          const void *v, const void *out, const void *lse, const pt_attn_dims *d);
-    /* Materialised causal attention (the reference; the model does not run it):
-     * att [B, NH, T, T] ACC post-softmax; qkv, out, dout, dqkv ACT.  Forward writes out
-     * and att, backward accumulates dqkv [B, T, 3C].  NULL in tables whose act differs
-     * from acc (bf16) and may be NULL on a backend other than cpu. */
-    void (*attention_ref_fwd)(void *out, void *att, const void *qkv, int B, int T, int NH, int HS);
-    void (*attention_ref_bwd)(void *dqkv, const void *dout, const void *qkv, const void *att, int B, int T, int NH,
-                              int HS);
-    /* GELU, tanh approximation.  All ACT */
-    void (*gelu_fwd)(void *out, const void *inp, size_t n);
-    void (*gelu_bwd)(void *dinp, const void *inp, const void *dout, size_t n);
-    /* residual: out = a + b; backward da += dout, db += dout.  All ACT */
-    void (*add_fwd)(void *out, const void *a, const void *b, size_t n);
-    void (*add_bwd)(void *da, void *db, const void *dout, size_t n);
-    /* out[n,:] += bias; dbias += colsum(dout).  out [N, OC], bias, dout ACT; dbias ACC */
-    void (*bias_fwd)(void *out, const void *bias, int N, int OC);
-    void (*bias_bwd)(void *dbias, const void *dout, int N, int OC);
-    /* Materialised cross-entropy pieces (the reference of the fused classifier): logits
-     * [N, Vl] ACT; rowmax, sumexp, tgt, dloss ACC; dlogits ACT.
-     * rowmax[n] = max over unpadded ids of the shard (-inf if none) */
-    void (*xent_max)(void *rowmax, const void *logits, int v0, int vreal, int N, int Vl);
-    /* sumexp[n] = sum exp(logit - rowmax[n]) over unpadded shard ids;
-     * tgt[n] = logits[n, targets[n]-v0] if the target is in the shard, else 0 */
-    void (*xent_sumexp)(void *sumexp, void *tgt, const void *logits, const void *rowmax, const int32_t *targets,
-                        int v0, int vreal, int N, int Vl);
-    /* dlogits = (softmax - onehot(target)) * dloss[n], written (not accumulated);
-     * padded ids get 0.  Needs the GLOBAL rowmax and sumexp. */
-    void (*xent_bwd)(void *dlogits, const void *logits, const void *rowmax, const void *sumexp,
-                     const int32_t *targets, const void *dloss, int v0, int vreal, int N, int Vl);
-    /* Fused classifier (llm.c's fused_classifier; Liger's fused linear cross-entropy):
-     * logits = x w^T one block of vb <= Vl vocabulary columns at a time in work (the
-     * only logits that exist), through the BLAS.  x is [ks][N][C/ks] ACT and w
-     * [ks][Vl][C/ks] ACT: C split in ks column pieces stored one after another (what
-     * an allgather of column blocks gives; ks 1 is plain [N, C] and [Vl, C]); logits =
-     * sum over pieces.  work: pt_classifier_work_elems(ops, N, C, vb, 0) ACC elements
-     * ([N, vb], the logits block).  Forward: stats [3N] ACC = this shard's rowmax,
-     * sumexp (relative to that rowmax) and target logit (0 if the target is elsewhere),
-     * over unpadded ids, with an online max (Milakov & Gimelshein 2018) across blocks:
-     * a shard's LOCAL statistics, which a vocabulary-parallel caller merges over its
-     * group (allreduce max, xent_rescale, allreduce sum of sumexp and target). */
-    void (*classifier_fwd)(void *stats, const void *x, const void *w, const int32_t *targets, void *work, int vb,
-                           int v0, int vreal, int N, int C, int Vl, int ks);
-    /* Backward from the GLOBAL stats [3N] ACC and dloss [N] ACC: per block the logits
-     * again, dlogits = (softmax - onehot(target)) dloss[n] in work, dx [ks][N][C/ks] ACT
-     * += dlogits w, dw [ks][Vl][C/ks] ACC += dlogits^T x (padded rows of dw untouched).
-     * NULL skips.  work: pt_classifier_work_elems(ops, N, C, vb, 1) ACC elements: the
-     * logits block, and where act differs from acc (bf16) [ks][N][C/ks] more, where dx
-     * accumulates over the vocabulary blocks in fp32 before one rounding to ACT (each
-     * block's dlogits are rounded to bf16 for its two GEMMs, as llm.c stores them). */
-    void (*classifier_bwd)(void *dx, void *dw, const void *x, const void *w, const void *stats,
-                           const int32_t *targets, const void *dloss, void *work, int vb, int v0, int vreal, int N,
-                           int C, int Vl, int ks);
-    /* The fused classifier over a chunk of R rows whose logits are held whole
-     * (Liger Kernel's fused linear cross-entropy, Hsu et al. 2024, sec. 3.1: rows in
-     * chunks; llm.c's fused_classifier computes dlogits where the loss is): forward
-     * and backward of a chunk back to back, so the logits are computed once, 6 R C Vl
-     * FLOPs against the 8 of classifier_fwd + classifier_bwd, which compute them
-     * again; the price is the [R, Vl] buffer.  x [R, C] ACT, w [Vl, C] ACT (ks 1).
-     * rows_fwd: logits [R, Vl] ACC = x w^T over the unpadded columns (written; the
-     * padded ones untouched); stats [3R] ACC = this shard's rowmax, sumexp (relative to
-     * that rowmax) and target logit over unpadded ids, as classifier_fwd's for R rows
-     * (-inf, 0, 0 for a row that sees no id).  rows_bwd: from the GLOBAL stats [3R] and
-     * dloss [R] ACC (a vocabulary-parallel caller merges stats between the two calls):
-     * logits become dlogits = (softmax - onehot(target)) dloss[n] in place, dx [R, C]
-     * ACT += dlogits w, dw [Vl, C] ACC += dlogits^T x (padded rows untouched); NULL
-     * skips.  work (both): pt_classifier_rows_work_elems(R, C, Vl) ACC elements (the
-     * forward's per-slice row statistics, the backward's dX partial sums; its contents
-     * are scratch).  bf16: fp32 logits from bf16 operands; dlogits rounded to bf16 for
-     * the two GEMMs (as classifier_bwd).  A table may leave both NULL (the model then
-     * runs classifier_fwd/bwd). */
-    void (*classifier_rows_fwd)(void *stats, void *logits, const void *x, const void *w, const int32_t *targets,
-                                void *work, int v0, int vreal, int R, int C, int Vl);
-    void (*classifier_rows_bwd)(void *dx, void *dw, const void *x, const void *w, void *logits, const void *stats,
-                                const int32_t *targets, const void *dloss, void *work, int v0, int vreal, int R,
-                                int C, int Vl);
-    /* sumexp[n] *= exp(from[n] - to[n]) (0 where from[n] is -inf): a shard's sum of
-     * exp moved from its own row max to the group's, [N] ACC each */
-    void (*xent_rescale)(void *sumexp, const void *from, const void *to, int N);
-    /* ---- generic ops ---- */
-    /* Memory.  Pointers are backend memory (pt_backend.alloc) unless said otherwise;
-     * on the CPU backend that is host memory.  t: the buffers' dtype (see above). */
-    /* x[0..n) = 0 (cudaMemset on a device backend) */
-    void (*zero)(void *x, size_t n, pt_dtype t);
-    /* x[0..n) = a (rounded to t) */
-    void (*fill)(void *x, double a, size_t n, pt_dtype t);
-    /* dst[0..n) = src[0..n), no overlap */
-    void (*copy)(void *dst, const void *src, size_t n, pt_dtype t);
-    /* dst[0..n) (type dt) = src[0..n) (type st) converted (rounded to nearest even
-     * where dt is narrower; NaN stays NaN); no overlap.  Either side may be host
-     * memory (the way fp32 host values enter an ACT buffer and back). */
-    void (*convert)(void *dst, pt_dtype dt, const void *src, pt_dtype st, size_t n);
-    /* height rows of width BYTES, row pitches dpitch/spitch in bytes (cudaMemcpy2D with
-     * cudaMemcpyDefault: either side may be host memory; any element type, e.g. the
-     * int32 token ids); no overlap */
-    void (*copy2d)(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
-    /* dst[r*ldd + c] += src[r*lds + c] for r < rows, c < cols (leading dims in elements) */
-    void (*add2d)(void *dst, size_t ldd, const void *src, size_t lds, size_t rows, size_t cols, pt_dtype t);
-    /* y[0..n) += a x[0..n)  (BLAS axpy) */
-    void (*axpy)(void *y, double a, const void *x, size_t n, pt_dtype t);
-    /* x[0..n) *= a  (BLAS scal) */
-    void (*scale)(void *x, double a, size_t n, pt_dtype t);
-    /* sum of x[0..n) and of x^2, accumulated in double, returned to the host */
-    double (*sum)(const void *x, size_t n, pt_dtype t);
-    double (*sumsq)(const void *x, size_t n, pt_dtype t);
-    /* Strided batched GEMM on ACC elements, row-major (cublasGemmStridedBatched's
-     * contract): for i < batch, C_i = alpha op(A_i) op(B_i) + beta C_i with A_i = A +
-     * i*sA (and B_i, C_i alike, strides in elements); op(A_i) [M, K] (A_i stored [K, M]
-     * when ta), op(B_i) [K, N] (stored [N, K] when tb), C_i [M, N]; lda/ldb/ldc row
-     * strides. */
-    void (*gemm_batched)(int ta, int tb, int M, int N, int K, double alpha, const void *A, int lda, int64_t sA,
-                         const void *B, int ldb, int64_t sB, double beta, void *C, int ldc, int64_t sC, int batch);
-    /* Causal softmax in place over att [BH, Tq, T] ACC (scores in, probabilities out):
-     * row i is the query at global position q0+i and sees keys 0 .. q0+i; later keys
-     * get 0.  Needs 0 <= q0 and q0 + Tq <= T.  (Vaswani et al. 2017, 3.2.1.)  With
-     * gemm_batched, the pieces of a materialised ring attention (Li et al. 2021), the
-     * tests' reference for the flash ring (lib/parallel/seq.c). */
-    void (*softmax_causal_fwd)(void *att, int BH, int Tq, int T, int q0);
-    /* In place: datt [BH, Tq, T] ACC holds dP on entry and gets dS = att*(dP -
-     * rowsum(att*dP)) * scale on the visible keys, 0 elsewhere (WRITES). */
-    void (*softmax_causal_bwd)(void *datt, const void *att, double scale, int BH, int Tq, int T, int q0);
-    /* LayerNorm over rows whose C columns are split in pieces of Cl (Ba et al. 2016), for
-     * a layout that sums the row statistics over a group between the calls:
-     *   rowsum    sum[n] = sum_c x[n,c]                       x [N, Cl]
-     *   rowvar    mean[n] = sum[n]/C (sum: the group total);
-     *             sqsum[n] = sum_c (x[n,c] - mean[n])^2        (local piece)
-     *   apply     rstd[n] = 1/sqrt(sqsum[n]/C + 1e-5) (sqsum: group total);
-     *             out = (x - mean) rstd w + b                  w, b [Cl]
-     * equal to layernorm_fwd when Cl == C.  Row n is read before it is written, so mean
-     * or sqsum may be the sum buffer and rstd the sqsum buffer.  x, out, w, b ACT; sum,
-     * mean, sqsum, rstd ACC. */
-    void (*layernorm_rowsum)(void *sum, const void *x, int N, int Cl);
-    void (*layernorm_rowvar)(void *mean, void *sqsum, const void *x, const void *sum, int N, int Cl, int C);
-    void (*layernorm_apply)(void *out, void *rstd, const void *x, const void *mean, const void *sqsum, const void *w,
-                            const void *b, int N, int Cl, int C);
-    /* backward pieces: s [2N] ACC, s[2n] = sum_c dy*w, s[2n+1] = sum_c dy*w*xhat (local);
-     * apply (s: group totals) accumulates dx [N, Cl] ACT (NULL skips), dw, db [Cl] ACC;
-     * equal to layernorm_bwd when Cl == C.  dy, x, w ACT; mean, rstd ACC. */
-    void (*layernorm_bwd_rowsums)(void *s, const void *dy, const void *x, const void *w, const void *mean,
-                                  const void *rstd, int N, int Cl);
-    void (*layernorm_bwd_apply)(void *dx, void *dw, void *db, const void *dy, const void *x, const void *w,
-                                const void *mean, const void *rstd, const void *s, int N, int Cl, int C);
-    /* losses[n] = log(sumexp[n]) + rowmax[n] - tgt[n] (nats) from xent_max/xent_sumexp's
-     * GLOBAL row statistics, [N] ACC each */
-    void (*xent_loss)(void *losses, const void *rowmax, const void *sumexp, const void *tgt, int N);
-    /* AdamW (Loshchilov & Hutter 2019, Algorithm 2) on n elements, in place on the
-     * master p and the moments m, v (ACC), from the gradient g (ACC):
-     *   m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;
-     *   p -= lr (m/bc1 / (sqrt(v/bc2) + eps) + wd p)
-     * bc1 = 1 - b1^t, bc2 = 1 - b2^t are the bias corrections of step t >= 1.  work:
-     * NULL, p itself, or [n] ACT elements that get the updated p in the same pass (the
-     * weight copy the forward reads, rounded once). */
-    void (*adamw)(void *p, void *work, const void *g, void *m, void *v, size_t n, double lr, double b1, double b2,
-                  double eps, double wd, double bc1, double bc2);
+    const char *name;         /* "f32", "bf16", "f64" */
+    pt_dtype act, acc;        /* element types of the two roles (prec->act, prec->acc) */
+    const pt_prec_policy *prec; /* the policy the table was filled for */
+#define PT_OPS_MEMBER(name, ret, args, fam, role, need) ret(*name) args;
+    PT_OPS(PT_OPS_MEMBER)
+#undef PT_OPS_MEMBER
 } pt_ops;
+
+/* A backend's table is built by its family fills, one per pt_op_family:
+ * each sets its family's entries of *o for policy p (PT_OK, or PT_EUNSUPP
+ * with one line when the family has no kernels for p). */
+typedef int (*pt_ops_fill_fn)(pt_ops *o, const pt_prec_policy *p);
+/* Build *o for policy p: name, act, acc, then fills[f] for every family f
+ * in the mask `families` (bit 1u << f; PT_FAM_ALL: all), then
+ * pt_ops_check; prec is set last, so a table that failed has prec NULL.
+ * PT_OK or the fill's / the check's error. */
+int pt_ops_build(pt_ops *o, const char *backend, const char *name, const pt_prec_policy *p,
+                 const pt_ops_fill_fn fills[PT_FAM_N], unsigned families);
+/* PT_OK when every REQ entry of PT_OPS is set in *o, else PT_EUNSUPP via
+ * pt_fail with one line naming the first missing op, its family and the
+ * backend ("backend 'cpu', table 'bf16': op 'adamw' (family adamw) has no
+ * kernel"): a missing entry fails when the table is built, not at its
+ * first call. */
+int pt_ops_check(const pt_ops *o, const char *backend);
+
 
 /* ACC elements of the fused classifier's work buffer for N rows, width C,
  * blocks of vb columns: [N, vb], and for the backward (bwd 1) of a table
@@ -398,10 +502,16 @@ static inline int pt_classifier_chunk_rows(int N, int Vl)
 
 /* CPU kernels (OpenBLAS + OpenMP; bf16 GEMMs through lib/backend's bf16
  * GEMM).  pt_cpu_ops_f32 trains in fp32, pt_cpu_ops_bf16 in bf16 with
- * fp32 accumulation, pt_cpu_ops_f64 is the tests' reference. */
-extern const pt_ops pt_cpu_ops_f32;
-extern const pt_ops pt_cpu_ops_bf16;
-extern const pt_ops pt_cpu_ops_f64;
+ * fp32 accumulation, pt_cpu_ops_f64 is the tests' reference.  Built by
+ * pt_cpu_ops_build when the library is loaded; read them, never write. */
+extern pt_ops pt_cpu_ops_f32;
+extern pt_ops pt_cpu_ops_bf16;
+extern pt_ops pt_cpu_ops_f64;
+/* Build a CPU table for policy p (fp32, bf16, or act = gemm = acc = fp64)
+ * from the families in the mask `families` (pt_ops_build): PT_OK, or
+ * PT_EUNSUPP with one line (a policy the CPU has no kernels for, a
+ * required entry left NULL). */
+int pt_cpu_ops_build(pt_ops *o, const pt_prec_policy *p, unsigned families);
 
 /* What lib/comm needs of a backend whose memory is not host memory: the
  * movers between its memory and the host (on its communication stream,
@@ -456,12 +566,13 @@ typedef struct pt_backend {
      * PT_OK, or the error with one line (PT_EUNSUPP: no device or not
      * built; PT_EIO, PT_ENOMEM from the runtime). */
     int (*init)(void);
-    /* the choices a run's activation dtype `act` makes before its first
-     * op, so that a bad one is a start-up line and not a failure at the
-     * first matmul (the CPU: the bf16 GEMM, PTRAIN_BF16_GEMM or the ISA
-     * rule).  Initialises nothing else.  PT_OK or PT_EINVAL / PT_EUNSUPP
-     * with one line. */
-    int (*prepare)(pt_dtype act);
+    /* the choices a run's precision policy makes before its first op, so
+     * that a bad one is a start-up line and not a failure at the first
+     * matmul (the CPU: for bf16 GEMM operands, the bf16 GEMM,
+     * PTRAIN_BF16_GEMM or the ISA rule).  Initialises nothing else.  PT_OK
+     * or PT_EINVAL / PT_EUNSUPP with one line (a policy this backend has no
+     * table for among them). */
+    int (*prepare)(const pt_prec_policy *p);
     /* the run header's device line (the CPU: its model; CUDA: the GPU,
      * driver and library versions) into buf (len bytes) */
     void (*describe)(char *buf, size_t len);
@@ -482,9 +593,14 @@ const pt_backend *pt_backend_find(const char *name);
  * the reason ("backend 'cuda': no CUDA device visible ...") via
  * pt_errmsg. */
 const pt_backend *pt_backend_get(const char *name);
-/* The table of backend be whose activations are `act` (PT_F32 or
- * PT_BF16), or NULL with PT_EUNSUPP via pt_errmsg naming the dtype and
- * what this backend has. */
+/* The table of backend be for precision policy p (the one of be->ops and
+ * be->ops_bf16 built for p), or NULL with PT_EUNSUPP via pt_errmsg naming
+ * the policy and what this backend has. */
+const pt_ops *pt_backend_ops_for(const pt_backend *be, const pt_prec_policy *p);
+/* The thin helper for callers that hold a dtype: the table of backend be
+ * whose activations are `act` (PT_F32 or PT_BF16: pt_prec_policy_for(act),
+ * then pt_backend_ops_for), or NULL with PT_EUNSUPP via pt_errmsg naming
+ * the dtype and what this backend has. */
 const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act);
 /* Names of the backends whose ops run on host memory, NULL-terminated
  * ({"cpu", NULL}): what the CPU tests iterate over (tests/gpu holds the

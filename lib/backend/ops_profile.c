@@ -392,20 +392,13 @@ static void w_adamw(void *p, void *work, const void *g, void *m, void *v, size_t
 const pt_ops *pt_ops_profile_start(pt_ops_profile *prof, const pt_ops *inner, void (*sync)(void))
 {
     pt_ops *t = &prof->table;
-    *t = (pt_ops){.name = inner->name, .act = inner->act, .acc = inner->acc};
+    *t = (pt_ops){.name = inner->name, .act = inner->act, .acc = inner->acc, .prec = inner->prec};
     prof->inner = inner;
     prof->sync = sync;
     for (int f = 0; f < PT_OPF_N; f++) prof->fam[f] = (pt_op_family_stats){0, 0, 0, 0};
-/* each entry wrapped where the inner table has it */
-#define W(op) t->op = inner->op ? w_##op : NULL
-    W(embedding_fwd), W(embedding_bwd), W(posemb_fwd), W(posemb_bwd), W(layernorm_fwd), W(layernorm_bwd);
-    W(matmul_fwd), W(matmul_bwd), W(epilogue_fwd), W(epilogue_bwd), W(attention_fwd), W(attention_bwd);
-    W(attention_ref_fwd), W(attention_ref_bwd), W(gelu_fwd), W(gelu_bwd), W(add_fwd), W(add_bwd);
-    W(bias_fwd), W(bias_bwd), W(xent_max), W(xent_sumexp), W(xent_bwd), W(classifier_fwd), W(classifier_bwd);
-    W(classifier_rows_fwd), W(classifier_rows_bwd), W(xent_rescale), W(zero), W(fill), W(copy), W(convert);
-    W(copy2d), W(add2d), W(axpy), W(scale), W(sum), W(sumsq), W(gemm_batched), W(softmax_causal_fwd);
-    W(softmax_causal_bwd), W(layernorm_rowsum), W(layernorm_rowvar), W(layernorm_apply);
-    W(layernorm_bwd_rowsums), W(layernorm_bwd_apply), W(xent_loss), W(adamw);
+/* each entry of PT_OPS wrapped where the inner table has it */
+#define W(op, ...) t->op = inner->op ? w_##op : NULL;
+    PT_OPS(W)
 #undef W
     P = prof;
     return t;

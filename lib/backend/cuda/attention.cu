@@ -57,6 +57,7 @@
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/ops_cuda.h"
+#include "backend/cuda/kernels.cuh"
 
 #include <cuda_bf16.h>
 #include <math.h>
@@ -630,6 +631,88 @@ int attn_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, cons
 
 } // namespace
 
+/* ---- causal softmax rows (the materialised ring's pieces, fp32) ---------------------------------------- */
+namespace softmax_rows {
+using ptk::given;
+using ptk::refuse;
+constexpr unsigned THREADS = ptk::THREADS;
+constexpr unsigned FULL = ptk::FULL;
+
+/* Causal softmax rows (Vaswani et al. 2017, 3.2.1), a warp per row (llm.c's
+ * softmax_forward_kernel): the row max and the sum of exp by xor shuffles
+ * (every lane ends with the same value, the order set by the warp alone);
+ * row r = (bh, i) sees keys 0 .. q0+i, the rest is written 0. */
+__device__ __forceinline__ float warp_max(float x)
+{
+    for (int k = 16; k > 0; k /= 2) {
+        const float o = __shfl_xor_sync(FULL, x, k);
+        x = o > x ? o : x;
+    }
+    return x;
+}
+
+__device__ __forceinline__ float warp_sum(float x)
+{
+    for (int k = 16; k > 0; k /= 2) x += __shfl_xor_sync(FULL, x, k);
+    return x;
+}
+
+constexpr unsigned ROWS_PER_BLOCK = THREADS / 32;
+
+__global__ void softmax_causal_fwd_kernel(float *att, size_t rows, int Tq, int T, int q0)
+{
+    const unsigned lane = threadIdx.x % 32;
+    for (size_t r = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32; r < rows;
+         r += (size_t)gridDim.x * ROWS_PER_BLOCK) {
+        float *a = att + r * (size_t)T;
+        const int n = q0 + (int)(r % (size_t)Tq) + 1; /* visible keys */
+        float mx = -INFINITY;
+        for (int t = lane; t < n; t += 32) mx = a[t] > mx ? a[t] : mx;
+        mx = warp_max(mx);
+        float sum = 0.0f;
+        for (int t = lane; t < n; t += 32) {
+            const float e = expf(a[t] - mx);
+            a[t] = e;
+            sum += e;
+        }
+        const float inv = 1.0f / warp_sum(sum);
+        for (int t = lane; t < n; t += 32) a[t] *= inv;
+        for (int t = n + lane; t < T; t += 32) a[t] = 0.0f;
+    }
+}
+
+/* datt = att (datt - rowsum(att datt)) scale on the visible keys, 0 after */
+__global__ void softmax_causal_bwd_kernel(float *datt, const float *att, float scale, size_t rows, int Tq, int T,
+                                          int q0)
+{
+    const unsigned lane = threadIdx.x % 32;
+    for (size_t r = (size_t)blockIdx.x * ROWS_PER_BLOCK + threadIdx.x / 32; r < rows;
+         r += (size_t)gridDim.x * ROWS_PER_BLOCK) {
+        float *d = datt + r * (size_t)T;
+        const float *p = att + r * (size_t)T;
+        const int n = q0 + (int)(r % (size_t)Tq) + 1;
+        float dot = 0.0f;
+        for (int t = lane; t < n; t += 32) dot += p[t] * d[t];
+        dot = warp_sum(dot);
+        for (int t = lane; t < n; t += 32) d[t] = p[t] * (d[t] - dot) * scale;
+        for (int t = n + lane; t < T; t += 32) d[t] = 0.0f;
+    }
+}
+
+unsigned row_blocks(size_t rows)
+{
+    size_t b = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    return (unsigned)(b < 65536 ? (b ? b : 1) : 65536);
+}
+
+bool softmax_dims_ok(const char *op, int BH, int Tq, int T, int q0)
+{
+    if (BH >= 0 && Tq >= 0 && T >= 0 && q0 >= 0 && (long)q0 + Tq <= T) return true;
+    refuse(op, "BH=%d Tq=%d T=%d q0=%d: needs sizes >= 0, q0 >= 0 and q0 + Tq <= T", BH, Tq, T, q0);
+    return false;
+}
+} // namespace softmax_rows
+
 /* The ops: a refused shape or a failed allocation is recorded
  * (pt_cuda_op_record), a launch error by pt_cuda_op_check. */
 extern "C" void pt_cuda_attention_fwd_f32(void *out, void *lse, const void *q, const void *k, const void *v,
@@ -678,4 +761,37 @@ extern "C" void pt_cuda_attention_bwd_bf16(void *dq, void *dk, void *dv, const v
     int rc = attn_bwd<__nv_bfloat16>(dq, dk, dv, dout, q, k, v, out, lse, d);
     if (rc != PT_OK) pt_cuda_op_record(rc, "attention_bwd");
     else pt_cuda_op_check("attention_bwd");
+}
+
+extern "C" void pt_cuda_softmax_causal_fwd(void *att, int BH, int Tq, int T, int q0)
+{
+    const char *op = "softmax_causal_fwd";
+    if (!softmax_rows::softmax_dims_ok(op, BH, Tq, T, q0)) return;
+    const size_t rows = (size_t)BH * Tq;
+    if (!rows || !T || !softmax_rows::given(op, "att", {att})) return;
+    softmax_rows::softmax_causal_fwd_kernel<<<softmax_rows::row_blocks(rows), softmax_rows::THREADS, 0, pt_cuda_stream_compute()>>>((float *)att, rows, Tq, T,
+                                                                                          q0);
+    pt_cuda_op_check(op);
+}
+
+extern "C" void pt_cuda_softmax_causal_bwd(void *datt, const void *att, double scale, int BH, int Tq, int T, int q0)
+{
+    const char *op = "softmax_causal_bwd";
+    if (!softmax_rows::softmax_dims_ok(op, BH, Tq, T, q0)) return;
+    const size_t rows = (size_t)BH * Tq;
+    if (!rows || !T || !softmax_rows::given(op, "datt, att", {datt, att})) return;
+    softmax_rows::softmax_causal_bwd_kernel<<<softmax_rows::row_blocks(rows), softmax_rows::THREADS, 0, pt_cuda_stream_compute()>>>(
+        (float *)datt, (const float *)att, (float)scale, rows, Tq, T, q0);
+    pt_cuda_op_check(op);
+}
+
+extern "C" int pt_cuda_fill_attention(pt_ops *o, const pt_prec_policy *p)
+{
+    PT_CUDA_SET_ACT(o, p, attention_fwd);
+    PT_CUDA_SET_ACT(o, p, attention_bwd);
+    PT_CUDA_SET_ONE(o, softmax_causal_fwd);
+    PT_CUDA_SET_ONE(o, softmax_causal_bwd);
+    o->attention_ref_fwd = NULL; /* the materialised reference is the CPU's (ops.h: OPT) */
+    o->attention_ref_bwd = NULL;
+    return PT_OK;
 }

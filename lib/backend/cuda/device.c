@@ -422,11 +422,7 @@ static void cuda_set_threads(int n)
 }
 
 /* bf16 and fp32 tables take every choice at init (cuBLASLt's heuristics per shape) */
-static int cuda_prepare(pt_dtype act)
-{
-    (void)act;
-    return PT_OK;
-}
+static int cuda_prepare(const pt_prec_policy *p) { return pt_backend_ops_for(&pt_cuda_backend, p) ? PT_OK : PT_EUNSUPP; }
 
 void *pt_cuda_comm_stream(void) { return (void *)pt_cuda_stream_comm(); }
 

@@ -70,9 +70,9 @@ const char *pt_cuda_ops_errmsg(void) { return ""; }
 
 /* ---- the "cuda" backend, registered in every build: it says it is not built ---- */
 
-static int none_prepare(pt_dtype act)
+static int none_prepare(const pt_prec_policy *p)
 {
-    (void)act;
+    (void)p;
     return no();
 }
 static void none_threads(int n) { (void)n; }

@@ -1,11 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* The CUDA ops table's host side (ops_cuda.h): the error record of the
- * void ops, and the entries that are cuBLASLt calls (matmul_fwd/bwd
- * through gemm.c's plans, gemm_batched through pt_cuda_gemm) or the
- * epilogue kernels of gemm_epi.cu on their own. */
+ * void ops, and the tables, built from the op families' fills (embed.cu,
+ * eltwise.cu, layernorm.cu, gemm_ops.c, attention.cu, xent.cu, mem.cu,
+ * adamw.cu) and checked against ops.h's PT_OPS. */
 #include "config.h"
 #include "backend/cuda/cuda_priv.h"
-#include "backend/cuda/gemm.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/ops.h"
 #include "core/core.h"
@@ -48,67 +47,34 @@ void pt_cuda_ops_clear(void)
     E.msg[0] = '\0';
 }
 
-/* ---- the cuBLASLt entries ------------------------------------------------------------------------ */
+/* ---- the tables ----------------------------------------------------------------------------------- */
 
-static void matmul_fwd(int act, void *out, void *aux, const void *inp, const void *w, const void *bias, double beta,
-                       int N, int C, int OC, int epi)
+static const pt_ops_fill_fn cuda_fills[PT_FAM_N] = {
+    [PT_FAM_EMBED] = pt_cuda_fill_embed, [PT_FAM_ELTWISE] = pt_cuda_fill_eltwise,
+    [PT_FAM_NORM] = pt_cuda_fill_norm,   [PT_FAM_GEMM] = pt_cuda_fill_gemm,
+    [PT_FAM_ATTENTION] = pt_cuda_fill_attention, [PT_FAM_XENT] = pt_cuda_fill_xent,
+    [PT_FAM_MEM] = pt_cuda_fill_mem,     [PT_FAM_ADAMW] = pt_cuda_fill_adamw,
+};
+
+int pt_cuda_ops_build(pt_ops *o, const pt_prec_policy *p, unsigned families)
 {
-    pt_cuda_op_record(pt_cuda_matmul_fwd(act, out, aux, inp, w, bias, (float)beta, N, C, OC, epi), "matmul_fwd");
+    /* the kernels' instantiations: (fp32, fp32) and (bf16, fp32), GEMM operands in the activation type */
+    const char *name = p && p->act == PT_F32 ? "f32" : p && p->act == PT_BF16 ? "bf16" : NULL;
+    if (!name || p->gemm != p->act || p->acc != PT_F32 || p->scaling != PT_SCALE_NONE)
+        return pt_fail(PT_EUNSUPP, "backend 'cuda' has no kernels for precision '%s' (valid: fp32, bf16)",
+                       p && p->name ? p->name : "?");
+    return pt_ops_build(o, "cuda", name, p, cuda_fills, families);
 }
 
-static void matmul_bwd(int act, void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w,
-                       int N, int C, int OC, int epi, const void *aux, void *dbias_aux)
-{
-    pt_cuda_op_record(pt_cuda_matmul_bwd(act, dinp, (float *)dw, (float *)dbias, dout, inp, w, N, C, OC, epi, aux,
-                                         (float *)dbias_aux),
-                      "matmul_bwd");
-}
+pt_ops pt_cuda_ops_f32, pt_cuda_ops_bf16;
 
-static void epilogue_fwd(int act, void *out, void *aux, const void *bias, int N, int OC, int epi)
+/* Both tables when the library is loaded (host code: no device needed).
+ * A table that fails its check keeps prec NULL, so the backend's lookup
+ * refuses it; its line is said here, once. */
+__attribute__((constructor)) static void cuda_tables(void)
 {
-    if (epi != PT_EPI_DEFAULT && epi != PT_EPI_GELU) {
-        pt_cuda_op_record(pt_fail(PT_EINVAL, "epi %d is not valid (valid: %d default, %d GELU)", epi, PT_EPI_DEFAULT,
-                                  PT_EPI_GELU),
-                          "epilogue_fwd");
-        return;
-    }
-    if (epi == PT_EPI_DEFAULT && !bias) return;
-    pt_cuda_op_record(pt_cuda_epi_fwd(act, out, epi == PT_EPI_GELU ? aux : NULL, bias, N, OC, epi == PT_EPI_GELU,
-                                      pt_cuda_stream_compute()),
-                      "epilogue_fwd");
-}
-
-static void epilogue_bwd(int act, void *d, void *dbias, const void *aux, int N, int OC)
-{
-    pt_cuda_op_record(pt_cuda_epi_dgelu(act, d, (float *)dbias, aux, N, OC, pt_cuda_stream_compute()), "epilogue_bwd");
-}
-
-#define PT_CUDA_GEMM_ENTRIES(S, ELEM)                                                                                 \
-    void pt_cuda_matmul_fwd_##S(void *out, void *aux, const void *inp, const void *w, const void *bias, double beta, \
-                                int N, int C, int OC, int epi)                                                       \
-    {                                                                                                                \
-        matmul_fwd(ELEM, out, aux, inp, w, bias, beta, N, C, OC, epi);                                               \
-    }                                                                                                                \
-    void pt_cuda_matmul_bwd_##S(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w, \
-                                int N, int C, int OC, int epi, const void *aux, void *dbias_aux)                     \
-    {                                                                                                                \
-        matmul_bwd(ELEM, dinp, dw, dbias, dout, inp, w, N, C, OC, epi, aux, dbias_aux);                              \
-    }                                                                                                                \
-    void pt_cuda_epilogue_fwd_##S(void *out, void *aux, const void *bias, int N, int OC, int epi)                    \
-    {                                                                                                                \
-        epilogue_fwd(ELEM, out, aux, bias, N, OC, epi);                                                              \
-    }                                                                                                                \
-    void pt_cuda_epilogue_bwd_##S(void *d, void *dbias, const void *aux, int N, int OC)                              \
-    {                                                                                                                \
-        epilogue_bwd(ELEM, d, dbias, aux, N, OC);                                                                    \
-    }
-PT_CUDA_GEMM_ENTRIES(f32, PT_GEMM_F32)
-PT_CUDA_GEMM_ENTRIES(bf16, PT_GEMM_BF16)
-
-void pt_cuda_gemm_batched(int ta, int tb, int M, int N, int K, double alpha, const void *A, int lda, int64_t sA,
-                          const void *B, int ldb, int64_t sB, double beta, void *C, int ldc, int64_t sC, int batch)
-{
-    pt_cuda_op_record(pt_cuda_gemm(ta, tb, M, N, K, (float)alpha, A, lda, sA, B, ldb, sB, (float)beta, C, ldc, sC,
-                                   batch, PT_GEMM_F32, PT_GEMM_F32),
-                      "gemm_batched");
+    if (pt_cuda_ops_build(&pt_cuda_ops_f32, PT_PREC_POLICY_FP32, PT_FAM_ALL) != PT_OK)
+        fprintf(stderr, "ptrain: %s\n", pt_errmsg());
+    if (pt_cuda_ops_build(&pt_cuda_ops_bf16, PT_PREC_POLICY_BF16, PT_FAM_ALL) != PT_OK)
+        fprintf(stderr, "ptrain: %s\n", pt_errmsg());
 }

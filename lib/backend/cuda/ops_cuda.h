@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* The CUDA backend's ops table (lib/backend/ops.h's pt_ops on device
  * memory): the kernels behind each entry, as C functions whose signatures
- * are the table's.  ops.c assembles pt_cuda_ops_f32 (act = acc = fp32) and
- * pt_cuda_ops_bf16 (act bf16, acc fp32) from them.
+ * are the table's (declared from PT_OPS below).  ops.c builds
+ * pt_cuda_ops_f32 (act = acc = fp32) and pt_cuda_ops_bf16 (act bf16, acc
+ * fp32) from the op families' fills.
  *
  * Naming: pt_cuda_<op>_f32 / pt_cuda_<op>_bf16 for ops whose ACT tensors
  * are the table's activation type (ACC tensors are fp32 in both tables);
@@ -63,98 +64,45 @@ void pt_cuda_ops_clear(void);
 int pt_cuda_gemm(int ta, int tb, int M, int N, int K, float alpha, const void *A, int lda, int64_t sA, const void *B,
                  int ldb, int64_t sB, float beta, void *C, int ldc, int64_t sC, int batch, int ab_elem, int c_elem);
 
-/* The entries that are cuBLASLt calls or gemm_epi.cu's kernels (ops.c):
- * matmul_fwd/bwd (gemm.h's pt_cuda_matmul_fwd/bwd), epilogue_fwd/bwd, and
- * gemm_batched on ACC (fp32) tensors through pt_cuda_gemm. */
-#define PT_CUDA_GEMM_OPS(S)                                                                                         \
-    void pt_cuda_matmul_fwd_##S(void *out, void *aux, const void *inp, const void *w, const void *bias, double beta, \
-                                int N, int C, int OC, int epi);                                                      \
-    void pt_cuda_matmul_bwd_##S(void *dinp, void *dw, void *dbias, const void *dout, const void *inp, const void *w, \
-                                int N, int C, int OC, int epi, const void *aux, void *dbias_aux);                    \
-    void pt_cuda_epilogue_fwd_##S(void *out, void *aux, const void *bias, int N, int OC, int epi);                   \
-    void pt_cuda_epilogue_bwd_##S(void *d, void *dbias, const void *aux, int N, int OC);
-PT_CUDA_GEMM_OPS(f32)
-PT_CUDA_GEMM_OPS(bf16)
-void pt_cuda_gemm_batched(int ta, int tb, int M, int N, int K, double alpha, const void *A, int lda, int64_t sA,
-                          const void *B, int ldb, int64_t sB, double beta, void *C, int ldc, int64_t sC, int batch);
+/* ---- the C entries: one per op of lib/backend/ops.h's PT_OPS ---------------------------------------- */
+/* An op whose role is ACT has one entry per activation type,
+ * pt_cuda_<op>_f32 and pt_cuda_<op>_bf16; an ACC or ANY op one,
+ * pt_cuda_<op>, for both tables.  Each lives in its family's file (embed.cu,
+ * eltwise.cu, layernorm.cu, gemm_ops.c, attention.cu, xent.cu, mem.cu,
+ * adamw.cu), whose fill sets the table's entries.  The materialised
+ * attention reference (attention_ref_fwd/bwd, OPT) is the CPU's alone:
+ * its two declarations have no definition. */
+#define PT_CUDA_DECL_ACT(op, ret, args) ret pt_cuda_##op##_f32 args; ret pt_cuda_##op##_bf16 args;
+#define PT_CUDA_DECL_ACC(op, ret, args) ret pt_cuda_##op args;
+#define PT_CUDA_DECL_ANY(op, ret, args) ret pt_cuda_##op args;
+#define PT_CUDA_DECL(op, ret, args, fam, role, need) PT_CUDA_DECL_##role(op, ret, args)
+PT_OPS(PT_CUDA_DECL)
+#undef PT_CUDA_DECL
 
-/* ---- ops_elem.cu: embeddings, elementwise, memory, BLAS-1, AdamW, softmax -- */
-#define PT_CUDA_ACT_OPS(S)                                                                                        \
-    void pt_cuda_embedding_fwd_##S(void *out, const int32_t *tok, const void *w, int v0, int Vl, int N, int C);   \
-    void pt_cuda_embedding_bwd_##S(void *dw, const void *dout, const int32_t *tok, int v0, int Vl, int N, int C); \
-    void pt_cuda_posemb_fwd_##S(void *x, const void *wpe, int B, int T, int C);                                   \
-    void pt_cuda_posemb_bwd_##S(void *dwpe, const void *dout, int B, int T, int C);                               \
-    void pt_cuda_gelu_fwd_##S(void *out, const void *inp, size_t n);                                              \
-    void pt_cuda_gelu_bwd_##S(void *dinp, const void *inp, const void *dout, size_t n);                           \
-    void pt_cuda_add_fwd_##S(void *out, const void *a, const void *b, size_t n);                                  \
-    void pt_cuda_add_bwd_##S(void *da, void *db, const void *dout, size_t n);                                     \
-    void pt_cuda_bias_fwd_##S(void *out, const void *bias, int N, int OC);                                        \
-    void pt_cuda_bias_bwd_##S(void *dbias, const void *dout, int N, int OC);                                      \
-    void pt_cuda_adamw_##S(void *p, void *work, const void *g, void *m, void *v, size_t n, double lr, double b1,  \
-                           double b2, double eps, double wd, double bc1, double bc2);
-PT_CUDA_ACT_OPS(f32)
-PT_CUDA_ACT_OPS(bf16)
-/* ops on ACC tensors alone (fp32 in both tables) */
-void pt_cuda_xent_rescale(void *sumexp, const void *from, const void *to, int N);
-void pt_cuda_xent_loss(void *losses, const void *rowmax, const void *sumexp, const void *tgt, int N);
-void pt_cuda_softmax_causal_fwd(void *att, int BH, int Tq, int T, int q0);
-void pt_cuda_softmax_causal_bwd(void *datt, const void *att, double scale, int BH, int Tq, int T, int q0);
-/* the generic ops (ops.h "generic ops"): one function for both tables */
-void pt_cuda_zero(void *x, size_t n, pt_dtype t);
-void pt_cuda_fill(void *x, double a, size_t n, pt_dtype t);
-void pt_cuda_copy(void *dst, const void *src, size_t n, pt_dtype t);
-void pt_cuda_convert(void *dst, pt_dtype dt, const void *src, pt_dtype st, size_t n);
-void pt_cuda_copy2d(void *dst, size_t dpitch, const void *src, size_t spitch, size_t width, size_t height);
-void pt_cuda_add2d(void *dst, size_t ldd, const void *src, size_t lds, size_t rows, size_t cols, pt_dtype t);
-void pt_cuda_axpy(void *y, double a, const void *x, size_t n, pt_dtype t);
-void pt_cuda_scale(void *x, double a, size_t n, pt_dtype t);
-double pt_cuda_sum(const void *x, size_t n, pt_dtype t);
-double pt_cuda_sumsq(const void *x, size_t n, pt_dtype t);
+/* What a family fill writes: an ACT op's entry of the policy's activation
+ * type (fp32 or bf16), an ACC/ANY op's one entry. */
+#define PT_CUDA_SET_ACT(o, p, op) ((o)->op = (p)->act == PT_BF16 ? pt_cuda_##op##_bf16 : pt_cuda_##op##_f32)
+#define PT_CUDA_SET_ONE(o, op) ((o)->op = pt_cuda_##op)
 
-/* ---- ops_norm.cu: LayerNorm, the cross-entropy pieces, the fused classifier */
-#define PT_CUDA_NORM_OPS(S)                                                                                           \
-    void pt_cuda_layernorm_fwd_##S(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, \
-                                   int N, int C);                                                                    \
-    void pt_cuda_layernorm_bwd_##S(void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w, \
-                                   const void *mean, const void *rstd, int N, int C);                                \
-    void pt_cuda_layernorm_rowsum_##S(void *sum, const void *x, int N, int Cl);                                      \
-    void pt_cuda_layernorm_rowvar_##S(void *mean, void *sqsum, const void *x, const void *sum, int N, int Cl, int C); \
-    void pt_cuda_layernorm_apply_##S(void *out, void *rstd, const void *x, const void *mean, const void *sqsum,      \
-                                     const void *w, const void *b, int N, int Cl, int C);                            \
-    void pt_cuda_layernorm_bwd_rowsums_##S(void *s, const void *dy, const void *x, const void *w, const void *mean,  \
-                                           const void *rstd, int N, int Cl);                                         \
-    void pt_cuda_layernorm_bwd_apply_##S(void *dx, void *dw, void *db, const void *dy, const void *x, const void *w, \
-                                         const void *mean, const void *rstd, const void *s, int N, int Cl, int C);   \
-    void pt_cuda_xent_max_##S(void *rowmax, const void *logits, int v0, int vreal, int N, int Vl);                   \
-    void pt_cuda_xent_sumexp_##S(void *sumexp, void *tgt, const void *logits, const void *rowmax,                    \
-                                 const int32_t *targets, int v0, int vreal, int N, int Vl);                          \
-    void pt_cuda_xent_bwd_##S(void *dlogits, const void *logits, const void *rowmax, const void *sumexp,             \
-                              const int32_t *targets, const void *dloss, int v0, int vreal, int N, int Vl);          \
-    void pt_cuda_classifier_fwd_##S(void *stats, const void *x, const void *w, const int32_t *targets, void *work,   \
-                                    int vb, int v0, int vreal, int N, int C, int Vl, int ks);                        \
-    void pt_cuda_classifier_bwd_##S(void *dx, void *dw, const void *x, const void *w, const void *stats,             \
-                                    const int32_t *targets, const void *dloss, void *work, int vb, int v0, int vreal, \
-                                    int N, int C, int Vl, int ks);                                                    \
-    void pt_cuda_classifier_rows_fwd_##S(void *stats, void *logits, const void *x, const void *w,                    \
-                                         const int32_t *targets, void *work, int v0, int vreal, int R, int C, int Vl); \
-    void pt_cuda_classifier_rows_bwd_##S(void *dx, void *dw, const void *x, const void *w, void *logits,             \
-                                         const void *stats, const int32_t *targets, const void *dloss, void *work,   \
-                                         int v0, int vreal, int R, int C, int Vl);
-PT_CUDA_NORM_OPS(f32)
-PT_CUDA_NORM_OPS(bf16)
-
-/* ---- attention.cu: flash attention ------------------------------------------ */
-#define PT_CUDA_ATTN_OPS(S)                                                                                       \
-    void pt_cuda_attention_fwd_##S(void *out, void *lse, const void *q, const void *k, const void *v,             \
-                                   const pt_attn_dims *d, int merge);                                             \
-    void pt_cuda_attention_bwd_##S(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,  \
-                                   const void *v, const void *out, const void *lse, const pt_attn_dims *d);
-PT_CUDA_ATTN_OPS(f32)
-PT_CUDA_ATTN_OPS(bf16)
-
-/* ---- ops.c: the tables ------------------------------------------------------- */
-extern const pt_ops pt_cuda_ops_f32;
-extern const pt_ops pt_cuda_ops_bf16;
+/* ---- the tables (ops.c) ----------------------------------------------------------------------------- */
+/* The family fills (ops.h's pt_ops_fill_fn), one per pt_op_family: PT_OK. */
+int pt_cuda_fill_embed(pt_ops *o, const pt_prec_policy *p);
+int pt_cuda_fill_eltwise(pt_ops *o, const pt_prec_policy *p);
+int pt_cuda_fill_norm(pt_ops *o, const pt_prec_policy *p);
+int pt_cuda_fill_gemm(pt_ops *o, const pt_prec_policy *p);
+int pt_cuda_fill_attention(pt_ops *o, const pt_prec_policy *p);
+int pt_cuda_fill_xent(pt_ops *o, const pt_prec_policy *p);
+int pt_cuda_fill_mem(pt_ops *o, const pt_prec_policy *p);
+int pt_cuda_fill_adamw(pt_ops *o, const pt_prec_policy *p);
+/* Build a CUDA table for policy p (fp32 or bf16) from the families in the
+ * mask `families` (ops.h's pt_ops_build): host code, no device needed.
+ * PT_OK, or PT_EUNSUPP with one line (a policy without kernels here, a
+ * required entry left NULL). */
+int pt_cuda_ops_build(pt_ops *o, const pt_prec_policy *p, unsigned families);
+/* pt_cuda_ops_f32 (act = acc = fp32) and pt_cuda_ops_bf16 (act bf16, acc
+ * fp32), built when the library is loaded; read them, never write. */
+extern pt_ops pt_cuda_ops_f32;
+extern pt_ops pt_cuda_ops_bf16;
 
 #ifdef __cplusplus
 }
