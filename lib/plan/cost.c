@@ -522,7 +522,7 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const pt_shap
     return 0;
 }
 
-/* ---- pipeline: activation slots of a rank (lib/pipeline/schedule.c) ------ */
+/* ---- pipeline: activation slots of a rank (lib/contract/schedule.c) ------ */
 
 /* Most microbatches between their first forward and last backward on pp
  * rank r: the compute order alone decides it (schedule.c's assign over

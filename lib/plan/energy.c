@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The time-energy frontier of a pipeline iteration (see energy.h). */
 #include "plan/energy.h"
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 
 #include "core/core.h"
 
