@@ -5,7 +5,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "plan_energy.h"
 #include "core/core.h"
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -37,7 +37,8 @@ cflags="-g -O1 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recove
 pc() { pkg-config "$@"; }
 core="$top/lib/core/error.c $top/lib/core/core.c $top/lib/core/file.c $top/lib/core/cpu.c"
 plan="$top/lib/contract/plan_env.c $top/lib/contract/plan_modes.c $top/lib/contract/plan_validate.c
-      $top/lib/contract/plan_place.c $top/lib/contract/model.c $top/lib/contract/settings.c"
+      $top/lib/contract/plan_place.c $top/lib/contract/model.c $top/lib/contract/settings.c
+      $top/lib/contract/schedule.c"
 declare -A src libs
 src[shard]="$core $top/lib/data/shard.c"; libs[shard]="$(pc --cflags --libs jansson) -lm"
 src[safetensors]="$core $top/lib/ckpt/safetensors.c"; libs[safetensors]="$(pc --cflags --libs jansson) -lm"
@@ -57,7 +58,7 @@ src[spank_opts]="$topo_src $plan $top/lib/shape/shape.c $top/lib/plan/cost.c $to
                  $top/topo/topo_plan.c $top/lib/energy/nvml.c $top/lib/energy/sysfs.c $top/lib/energy/clock.c"
 libs[spank_opts]="$(pc --cflags --libs libconfig) $topo_libs -ldl"
 src[spank_conf]=${src[spank_opts]}; libs[spank_conf]=${libs[spank_opts]}
-src[energy_json]="$core $plan $top/lib/energy/profile.c $top/lib/plan/energy.c $top/lib/pipeline/schedule.c"
+src[energy_json]="$core $plan $top/lib/energy/profile.c $top/lib/plan/energy.c"
 libs[energy_json]="$(pc --cflags --libs jansson) -lm"
 src[energy_sysfs]="$core $top/lib/energy/sysfs.c $top/lib/energy/meter.c $top/lib/energy/clock.c
                    $top/lib/energy/probe.c $top/lib/energy/nvml.c"

@@ -103,135 +103,123 @@ static int parse_topology(const char *s, topo_arg *t)
     return -1;
 }
 
-/* The command line (plan_tool.h). */
-int plan_options(int argc, char **argv, plan_cmdline *op)
+/* this tool's own options; then one per plan setting it offers
+ * (lib/contract/settings.h's rows; val PLAN_SETTING + the row), but
+ * --batch, which prices batches up to 2^24 (the table's batch is a
+ * job's, up to 2^20) */
+static const struct option own[] = {
+    {"topology", required_argument, 0, 'T'},     {"nodes", required_argument, 0, 'N'},
+    {"tasks-per-node", required_argument, 0, 'n'}, {"batch", required_argument, 0, 'b'},
+    {"mem-gb", required_argument, 0, 'G'},       {"inter-gbps", required_argument, 0, 'I'},
+    {"gemm-gflops", required_argument, 0, 'F'},  {"json", no_argument, 0, 'j'},
+    {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
+    {"version", no_argument, 0, 'V'},            {"energy", no_argument, 0, 'E'},
+    {"energy-slowdown", required_argument, 0, 'L'}, {"energy-straggler", required_argument, 0, 'K'},
+    {"power-model", required_argument, 0, 'P'},   {"energy-profile", required_argument, 0, 'R'},
+    {"energy-plan-out", required_argument, 0, 'W'}, {"mixed-nodes", required_argument, 0, 'X'},
+    {"gemm-gflops-bf16", required_argument, 0, 'B'}, {"default-precision", required_argument, 0, 'D'}};
+enum { NOWN = sizeof own / sizeof own[0], PLAN_SETTING = 1000 };
+
+/* --KEY ARG of a plan setting: 0, or PT_EXIT_INPUT. */
+static int setting_option(plan_cmdline *op, const char *key, const char *arg)
 {
-    /* this tool's own options; then one per plan setting it offers
-     * (lib/contract/settings.h's rows; val PLAN_SETTING + the row), but
-     * --batch, which prices batches up to 2^24 (the table's batch is a
-     * job's, up to 2^20) */
-    static const struct option own[] = {
-        {"topology", required_argument, 0, 'T'},     {"nodes", required_argument, 0, 'N'},
-        {"tasks-per-node", required_argument, 0, 'n'}, {"batch", required_argument, 0, 'b'},
-        {"mem-gb", required_argument, 0, 'G'},       {"inter-gbps", required_argument, 0, 'I'},
-        {"gemm-gflops", required_argument, 0, 'F'},  {"json", no_argument, 0, 'j'},
-        {"env", no_argument, 0, 'e'},                {"help", no_argument, 0, 'h'},
-        {"version", no_argument, 0, 'V'},            {"energy", no_argument, 0, 'E'},
-        {"energy-slowdown", required_argument, 0, 'L'}, {"energy-straggler", required_argument, 0, 'K'},
-        {"power-model", required_argument, 0, 'P'},   {"energy-profile", required_argument, 0, 'R'},
-        {"energy-plan-out", required_argument, 0, 'W'}, {"mixed-nodes", required_argument, 0, 'X'},
-        {"gemm-gflops-bf16", required_argument, 0, 'B'}, {"default-precision", required_argument, 0, 'D'}};
-    enum { NOWN = sizeof own / sizeof own[0], PLAN_SETTING = 1000 };
-    struct option opts[NOWN + PT_SETTINGS_MAX + 1];
-    int nrows = 0, nopt = NOWN;
-    const pt_setting *rows = pt_settings(&nrows);
-    memcpy(opts, own, sizeof own);
-    for (int i = 0; i < nrows && i < PT_SETTINGS_MAX; i++)
-        if ((rows[i].offered & PT_SETTING_PLAN) && strcmp(rows[i].key, "batch") != 0)
-            opts[nopt++] = (struct option){rows[i].key, required_argument, 0, PLAN_SETTING + i};
-    opts[nopt] = (struct option){0, 0, 0, 0};
-    memset(op, 0, sizeof *op);
-    op->batch = 512;
-    int c;
-    pt_plan_limits_default(&op->lim);
-    op->lim.flag_prefix = "--"; /* the planner's messages name this tool's flags */
-    pt_plan_request_init(&op->req, PT_MODE_AUTO);
-    if (pt_plan_request_set(&op->req, NULL, "model", "--model", "gpt2-124M") < 0) return PT_EXIT_FAIL;
-    op->req.pinned &= ~(unsigned)PT_PIN_MODEL; /* ptrain-plan's default model, not the user's */
-    opterr = 0;
-    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
-        int bad = 0;
-        const char *key = c >= PLAN_SETTING && c < PLAN_SETTING + nrows ? rows[c - PLAN_SETTING].key : NULL;
-        if (key) {
-            char what[32];
-            snprintf(what, sizeof what, "--%s", key);
-            if (!strcmp(key, "mode") && strcmp(optarg, "off") == 0) {
-                fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", optarg);
-                return PT_EXIT_INPUT;
-            }
-            if (pt_plan_request_set(&op->req, NULL, key, what, optarg) < 0) {
-                fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
-                return PT_EXIT_INPUT;
-            }
-            continue;
-        }
-        switch (c) {
-        case 'T':
-            if (op->ntopo == MAX_TOPOLOGIES) {
-                fprintf(stderr, "ptrain-plan: more than %d --topology options (valid: at most %d node models)\n",
-                        MAX_TOPOLOGIES, MAX_TOPOLOGIES);
-                return PT_EXIT_INPUT;
-            }
-            if (parse_topology(optarg, &op->topo[op->ntopo++]) < 0) return PT_EXIT_INPUT;
-            break;
-        case 'N': bad = parse_pos("nodes", optarg, 1, 1 << 20, &op->nodes); break;
-        case 'n': bad = parse_pos("tasks-per-node", optarg, 1, 1 << 16, &op->tpn); break;
-        case 'b':
-            bad = parse_pos("batch", optarg, 1, 1 << 24, &op->batch);
-            op->req.pinned |= PT_PIN_BATCH;
-            break;
-        case 'X':
-            if (strcmp(optarg, "adapt") && strcmp(optarg, "refuse")) {
-                fprintf(stderr, "ptrain-plan: invalid --mixed-nodes '%s' (valid: adapt, refuse)\n", optarg);
-                return PT_EXIT_INPUT;
-            }
-            op->lim.mixed = strcmp(optarg, "refuse") == 0 ? PT_MIXED_REFUSE : PT_MIXED_ADAPT;
-            break;
-        case 'G': bad = parse_real("mem-gb", optarg, &op->ov.mem_gb); break;
-        case 'I': bad = parse_real("inter-gbps", optarg, &op->ov.inter_gbps); break;
-        case 'F': bad = parse_real("gemm-gflops", optarg, &op->ov.gemm_gflops); break;
-        case 'B': bad = parse_real("gemm-gflops-bf16", optarg, &op->ov.gemm_gflops_bf16); break;
-        case 'D': { /* the administrator's default_precision: not a pin (--precision is) */
-            int prec;
-            if (pt_precision_parse("--default-precision", optarg, &prec) < 0) {
-                fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
-                return PT_EXIT_INPUT;
-            }
-            if (!(op->req.pinned & PT_PIN_PRECISION)) op->req.plan.precision = prec;
-            break;
-        }
-        case 'j':
-        case 'e':
-            if (op->out && op->out != c) {
-                fprintf(stderr, "ptrain-plan: --json and --env exclude each other\n");
-                return PT_EXIT_INPUT;
-            }
-            op->out = c;
-            break;
-        case 'E': op->energy = 1; break;
-        case 'L':
-            bad = parse_real("energy-slowdown", optarg, &op->slowdown);
-            if (!bad && op->slowdown > 1000) {
-                fprintf(stderr, "ptrain-plan: invalid --energy-slowdown '%s' (valid: a percentage in (0, 1000])\n",
-                        optarg);
-                bad = 1;
-            }
-            op->slowdown /= 100;
-            op->energy = 1;
-            break;
-        case 'K':
-            bad = parse_real("energy-straggler", optarg, &op->straggler);
-            op->straggler /= 1e3;
-            op->energy = 1;
-            break;
-        case 'P':
-            if (!pt_energy_power_model_named(optarg)) {
-                fprintf(stderr, "ptrain-plan: invalid --power-model '%s' (valid: gpu, cpu)\n", optarg);
-                return PT_EXIT_INPUT;
-            }
-            op->power_model = optarg;
-            op->energy = 1;
-            break;
-        case 'R': op->profile_path = optarg; op->energy = 1; break;
-        case 'W': op->plan_out = optarg; op->energy = 1; break;
-        case 'h': usage(stdout); return 0;
-        case 'V': printf("ptrain-plan (ptrain) %s\n", PACKAGE_VERSION); return 0;
-        default:
-            fprintf(stderr, "ptrain-plan: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+    char what[32];
+    snprintf(what, sizeof what, "--%s", key);
+    if (!strcmp(key, "mode") && strcmp(arg, "off") == 0) {
+        fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", arg);
+        return PT_EXIT_INPUT;
+    }
+    if (pt_plan_request_set(&op->req, NULL, key, what, arg) < 0) {
+        fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
+        return PT_EXIT_INPUT;
+    }
+    return 0;
+}
+
+/* One of the machine and job options (c: its getopt value) with its
+ * argument: 0, or PT_EXIT_INPUT. */
+static int machine_option(plan_cmdline *op, int c, const char *arg)
+{
+    int bad = 0;
+    switch (c) {
+    case 'T':
+        if (op->ntopo == MAX_TOPOLOGIES) {
+            fprintf(stderr, "ptrain-plan: more than %d --topology options (valid: at most %d node models)\n",
+                    MAX_TOPOLOGIES, MAX_TOPOLOGIES);
             return PT_EXIT_INPUT;
         }
-        if (bad) return PT_EXIT_INPUT;
+        if (parse_topology(arg, &op->topo[op->ntopo++]) < 0) return PT_EXIT_INPUT;
+        break;
+    case 'N': bad = parse_pos("nodes", arg, 1, 1 << 20, &op->nodes); break;
+    case 'n': bad = parse_pos("tasks-per-node", arg, 1, 1 << 16, &op->tpn); break;
+    case 'b':
+        bad = parse_pos("batch", arg, 1, 1 << 24, &op->batch);
+        op->req.pinned |= PT_PIN_BATCH;
+        break;
+    case 'X':
+        if (strcmp(arg, "adapt") && strcmp(arg, "refuse")) {
+            fprintf(stderr, "ptrain-plan: invalid --mixed-nodes '%s' (valid: adapt, refuse)\n", arg);
+            return PT_EXIT_INPUT;
+        }
+        op->lim.mixed = strcmp(arg, "refuse") == 0 ? PT_MIXED_REFUSE : PT_MIXED_ADAPT;
+        break;
+    case 'G': bad = parse_real("mem-gb", arg, &op->ov.mem_gb); break;
+    case 'I': bad = parse_real("inter-gbps", arg, &op->ov.inter_gbps); break;
+    case 'F': bad = parse_real("gemm-gflops", arg, &op->ov.gemm_gflops); break;
+    case 'B': bad = parse_real("gemm-gflops-bf16", arg, &op->ov.gemm_gflops_bf16); break;
+    case 'D': { /* the administrator's default_precision: not a pin (--precision is) */
+        int prec;
+        if (pt_precision_parse("--default-precision", arg, &prec) < 0) {
+            fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
+            return PT_EXIT_INPUT;
+        }
+        if (!(op->req.pinned & PT_PIN_PRECISION)) op->req.plan.precision = prec;
+        break;
     }
+    }
+    return bad ? PT_EXIT_INPUT : 0;
+}
+
+/* One of the energy options (c: its getopt value) with its argument: 0,
+ * or PT_EXIT_INPUT. */
+static int energy_option(plan_cmdline *op, int c, const char *arg)
+{
+    int bad = 0;
+    switch (c) {
+    case 'E': op->energy = 1; break;
+    case 'L':
+        bad = parse_real("energy-slowdown", arg, &op->slowdown);
+        if (!bad && op->slowdown > 1000) {
+            fprintf(stderr, "ptrain-plan: invalid --energy-slowdown '%s' (valid: a percentage in (0, 1000])\n",
+                    arg);
+            bad = 1;
+        }
+        op->slowdown /= 100;
+        op->energy = 1;
+        break;
+    case 'K':
+        bad = parse_real("energy-straggler", arg, &op->straggler);
+        op->straggler /= 1e3;
+        op->energy = 1;
+        break;
+    case 'P':
+        if (!pt_energy_power_model_named(arg)) {
+            fprintf(stderr, "ptrain-plan: invalid --power-model '%s' (valid: gpu, cpu)\n", arg);
+            return PT_EXIT_INPUT;
+        }
+        op->power_model = arg;
+        op->energy = 1;
+        break;
+    case 'R': op->profile_path = arg; op->energy = 1; break;
+    case 'W': op->plan_out = arg; op->energy = 1; break;
+    }
+    return bad ? PT_EXIT_INPUT : 0;
+}
+
+/* The checks across options, after the last: -1 (go on), or
+ * PT_EXIT_INPUT. */
+static int options_check(int argc, char **argv, plan_cmdline *op)
+{
     if (optind < argc) {
         fprintf(stderr, "ptrain-plan: unexpected argument '%s' (see --help)\n", argv[optind]);
         return PT_EXIT_INPUT;
@@ -254,4 +242,56 @@ int plan_options(int argc, char **argv, plan_cmdline *op)
         return PT_EXIT_INPUT;
     }
     return -1;
+}
+
+/* The command line (plan_tool.h). */
+int plan_options(int argc, char **argv, plan_cmdline *op)
+{
+    struct option opts[NOWN + PT_SETTINGS_MAX + 1];
+    int nrows = 0, nopt = NOWN;
+    const pt_setting *rows = pt_settings(&nrows);
+    memcpy(opts, own, sizeof own);
+    for (int i = 0; i < nrows && i < PT_SETTINGS_MAX; i++)
+        if ((rows[i].offered & PT_SETTING_PLAN) && strcmp(rows[i].key, "batch") != 0)
+            opts[nopt++] = (struct option){rows[i].key, required_argument, 0, PLAN_SETTING + i};
+    opts[nopt] = (struct option){0, 0, 0, 0};
+    memset(op, 0, sizeof *op);
+    op->batch = 512;
+    int c;
+    pt_plan_limits_default(&op->lim);
+    op->lim.flag_prefix = "--"; /* the planner's messages name this tool's flags */
+    pt_plan_request_init(&op->req, PT_MODE_AUTO);
+    if (pt_plan_request_set(&op->req, NULL, "model", "--model", "gpt2-124M") < 0) return PT_EXIT_FAIL;
+    op->req.pinned &= ~(unsigned)PT_PIN_MODEL; /* ptrain-plan's default model, not the user's */
+    opterr = 0;
+    while ((c = getopt_long(argc, argv, "hV", opts, NULL)) != -1) {
+        int st = 0;
+        const char *key = c >= PLAN_SETTING && c < PLAN_SETTING + nrows ? rows[c - PLAN_SETTING].key : NULL;
+        if (key) {
+            st = setting_option(op, key, optarg);
+            if (st) return st;
+            continue;
+        }
+        switch (c) {
+        case 'T': case 'N': case 'n': case 'b': case 'X': case 'G': case 'I': case 'F': case 'B': case 'D':
+            st = machine_option(op, c, optarg);
+            break;
+        case 'j':
+        case 'e':
+            if (op->out && op->out != c) {
+                fprintf(stderr, "ptrain-plan: --json and --env exclude each other\n");
+                return PT_EXIT_INPUT;
+            }
+            op->out = c;
+            break;
+        case 'E': case 'L': case 'K': case 'P': case 'R': case 'W': st = energy_option(op, c, optarg); break;
+        case 'h': usage(stdout); return 0;
+        case 'V': printf("ptrain-plan (ptrain) %s\n", PACKAGE_VERSION); return 0;
+        default:
+            fprintf(stderr, "ptrain-plan: unknown or incomplete option '%s' (see --help)\n", argv[optind - 1]);
+            return PT_EXIT_INPUT;
+        }
+        if (st) return st;
+    }
+    return options_check(argc, argv, op);
 }

@@ -53,7 +53,7 @@
 #include "energy/clock.h"
 #include "energy/meter.h"
 #include "energy/profile.h"
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 
 #include <errno.h>
 #include <stdlib.h>

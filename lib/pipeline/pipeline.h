@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The pipeline executor (lib/pipeline): one training step of a
  * pipeline stage over m microbatches, driven by a schedule's action list
- * (lib/pipeline/schedule.h).
+ * (lib/contract/schedule.h).
  *
  * Each pp rank holds a model built by pt_gpt_create_stage (its chunks'
  * block ranges, the embedding on the first stage, the final LayerNorm and
@@ -31,7 +31,7 @@
  */
 #ifndef PTRAIN_PIPELINE_H
 #define PTRAIN_PIPELINE_H
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 #include "train/train.h"
 
 /* What a plan asks of one pp rank: the schedule, the split and the model

@@ -522,7 +522,7 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const pt_shap
     return 0;
 }
 
-/* ---- pipeline: activation slots of a rank (lib/pipeline/schedule.c) ------ */
+/* ---- pipeline: activation slots of a rank (lib/contract/schedule.c) ------ */
 
 /* Most microbatches between their first forward and last backward on pp
  * rank r: the compute order alone decides it (schedule.c's assign over
@@ -727,17 +727,372 @@ int pt_cost_eval(const pt_model_shape *m, int global_batch, const pt_plan *p, co
     return pt_cost_eval_at(m, global_batch, p, hw, &w, out);
 }
 
+/* The scratch of pt_cost_eval_at: the pieces' traffic of one microbatch,
+ * a rank's sums, its stage's state (large: on the heap). */
+typedef struct eval_scratch {
+    traffic blk_tp, blk_tp_re, emb, head, att_sp, rank;
+    stage_state st, st_mid;
+} eval_scratch;
+
+/* What pt_cost_eval_at's walk over the pp ranks shares. */
+typedef struct eval_ctx {
+    const pt_model_shape *m;
+    const pt_plan *p;
+    const pt_hw *hw;          /* NULL: no times */
+    const pt_cost_where *w;   /* where every communicator runs */
+    frame fr;
+    int ea;                   /* bytes per activation element */
+    double blk_flops, head_flops; /* one microbatch's block and head (forward + backward) */
+    double gemm_rows, rate;   /* rows of one GEMM call; hw's GEMM rate at them */
+    double nact;              /* elements of one boundary activation: Bl Tl Cr */
+    eval_scratch *x;
+} eval_ctx;
+
+/* One pp rank: its blocks, its sends between stages, its stage's state. */
+typedef struct rank_view {
+    int r, first, last;
+    int nblk, n_next, n_prev; /* blocks held; activations sent on, gradients sent back per microbatch */
+    const stage_state *st;
+} rank_view;
+
+/* The traffic of one microbatch's pieces: a block (and its recompute), the
+ * embedding, the head and ring attention. */
+static void eval_pieces(const eval_ctx *cx)
+{
+    const pt_plan *p = cx->p;
+    const pt_shape g = cx->fr.g;
+    const long long N = cx->fr.N;
+    const int ea = cx->ea;
+    eval_scratch *x = cx->x;
+    block_tp_fwd(&x->blk_tp, &g, cx->m, N, ea);
+    block_tp_bwd(&x->blk_tp, &g, cx->m, N, ea);
+    if (p->recompute == PT_RECOMPUTE_BLOCK) block_tp_fwd(&x->blk_tp_re, &g, cx->m, N, ea);
+    embed_tp(&x->emb, &g, N, ea, PART_BOTH);
+    head_tp(&x->head, &g, N, ea, PART_BOTH);
+    if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
+        const long long blk = g.Bl * g.Tl * g.Cl;
+        const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
+        const double re = p->recompute != PT_RECOMPUTE_NONE ? fw : 0;
+        sendb(&x->att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
+    }
+}
+
+/* The pieces' FLOPs and the GEMM rate at this plan's GEMM size (Hockney's
+ * r_inf, n_1/2 over the rows of one call: 3d multiplies the input gathered
+ * over l). */
+static void eval_rates(eval_ctx *cx)
+{
+    const pt_shape *g = &cx->fr.g;
+    const piece_flops fl = flops_of(cx->m, cx->p, cx->fr.micro);
+    cx->blk_flops = fl.blk, cx->head_flops = (1 + fl.head_bwd) * fl.head_fwd;
+    cx->gemm_rows = (double)cx->fr.N * (g->mode == PT_MODE_3D ? (double)g->q : 1.0);
+    cx->rate = gemm_rate(cx->hw, cx->p->precision, cx->gemm_rows);
+    cx->nact = (double)g->Bl * g->Tl * g->Cr;
+}
+
+/* The links of c: each communicator's from w, the pipeline's the slowest
+ * neighbour link it uses. */
+static void eval_links(const eval_ctx *cx, pt_cost *c)
+{
+    const pt_cost_where *w = cx->w;
+    const int pp = cx->fr.pp, v = cx->fr.v;
+    for (int s = 0; s < PT_SUB_N; s++) c->sub_link[s] = w->sub_link[s];
+    if (pp > 1 && w->pp_next) { /* the slowest neighbour link the pipeline uses */
+        c->sub_link[PT_SUB_PP] = PT_NET_ISLAND;
+        for (int r = 0; r < pp; r++)
+            if ((r < pp - 1 || v > 1) && w->pp_next[r] > c->sub_link[PT_SUB_PP]) c->sub_link[PT_SUB_PP] = w->pp_next[r];
+    }
+}
+
+/* Rank r's blocks (marked in has) and its sends between stages. */
+static void rank_blocks(const eval_ctx *cx, int r, char *has, rank_view *rv)
+{
+    const int pp = cx->fr.pp, S = cx->fr.S;
+    memset(has, 0, (size_t)cx->m->n_layer);
+    memset(rv, 0, sizeof *rv);
+    rv->r = r;
+    for (int ch = 0; ch < cx->fr.v; ch++) {
+        const int vs = ch * pp + r;
+        for (int l = cx->fr.l0[vs]; l < cx->fr.l1[vs]; l++) has[l] = 1, rv->nblk++;
+        rv->n_next += vs < S - 1; /* activations to virtual stage vs + 1, on rank (r + 1) mod pp */
+        rv->n_prev += vs > 0;     /* gradients to virtual stage vs - 1, on rank (r - 1) mod pp */
+    }
+    rv->first = r == 0, rv->last = r == pp - 1;
+}
+
+/* Rank rv's stage state: a stage's parameters depend only on whether it
+ * holds the embedding or the head and how many (identical) blocks it
+ * holds, so a middle rank with the count of the one before (*mid_nblk)
+ * reuses its state.  -1 when out of memory. */
+static int rank_state(const eval_ctx *cx, rank_view *rv, const char *has, int *mid_nblk)
+{
+    eval_scratch *x = cx->x;
+    const int middle = !rv->first && !rv->last;
+    if (middle && rv->nblk == *mid_nblk) {
+        x->st = x->st_mid;
+    } else {
+        if (stage_params(cx->m, cx->p, &cx->fr.g, rv->first, rv->last, has, cx->fr.mb, &x->st) < 0) return -1;
+        if (middle) x->st_mid = x->st, *mid_nblk = rv->nblk;
+    }
+    rv->st = &x->st;
+    return 0;
+}
+
+/* Rank rv's step: its pieces' traffic per communicator and kind (left in
+ * the scratch's rank sums), its bytes, messages and latency steps folded
+ * into c's maxima over the ranks. */
+static void rank_traffic(const eval_ctx *cx, const rank_view *rv, pt_cost *c)
+{
+    eval_scratch *x = cx->x;
+    traffic *rt = &x->rank;
+    const int mb = cx->fr.mb, nblk = rv->nblk;
+    memset(rt, 0, sizeof *rt);
+    traffic_add(rt, &x->blk_tp, (double)mb * nblk);
+    traffic_add(rt, &x->blk_tp_re, (double)mb * nblk);
+    if (rv->first) traffic_add(rt, &x->emb, mb);
+    if (rv->last) traffic_add(rt, &x->head, mb);
+    traffic_add(rt, &x->att_sp, (double)mb * nblk);
+    sendb(rt, PT_SUB_PP, (long long)cx->nact, (double)mb * (rv->n_next + rv->n_prev), cx->ea); /* activations, their gradients */
+    traffic_add(rt, &rv->st->sync, 1);
+    double bytes[PT_GRP_N] = {0}, msgs[PT_GRP_N] = {0}, steps[PT_GRP_N] = {0};
+    for (int sb = 0; sb < PT_SUB_N; sb++) {
+        const int gi = pt_cost_sub_group(sb);
+        double sbytes = 0, scalls = 0;
+        for (int k = 0; k < PT_KIND_N; k++) {
+            const kacc *a = &rt->k[sb][k];
+            sbytes += a->bytes, scalls += a->calls, steps[gi] += a->steps;
+        }
+        bytes[gi] += sbytes, msgs[gi] += scalls;
+        if (sbytes > c->sub_bytes[sb]) c->sub_bytes[sb] = sbytes;
+        if (scalls > c->sub_msgs[sb]) c->sub_msgs[sb] = scalls;
+    }
+    for (int k = 0; k < PT_GRP_N; k++) {
+        if (bytes[k] > c->bytes[k]) c->bytes[k] = bytes[k];
+        if (msgs[k] > c->msgs[k]) c->msgs[k] = msgs[k];
+        if (steps[k] > c->lat_steps[k]) c->lat_steps[k] = steps[k];
+    }
+}
+
+/* Rank rv's activations in the arena (lib/model/gpt.c pt_gpt_create_stage,
+ * lib/pipeline buffers), in bytes: ea per activation element, 4 per fp32
+ * one; nslots activation slots, nbufs boundary buffer sets. */
+static double rank_act(const eval_ctx *cx, const rank_view *rv, int nslots, int nbufs)
+{
+    const pt_plan *p = cx->p;
+    const pt_shape g = cx->fr.g;
+    const int ea = cx->ea;
+    const double Nf = (double)cx->fr.N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl, e = ea;
+    const double nlse = (double)g.Bl * g.NHl * g.Tl;
+    double act = nslots * (rv->nblk * block_act(&g, p->recompute, ea) + 4 * 2.0 * cx->fr.micro * g.Tl /* tok, tgt (int32) */
+                           + (rv->first ? e * Nf * Cr : 0));
+    if (p->recompute == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
+    if (p->recompute == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
+    /* lnf; its mean/rstd, losses, stats, dloss (fp32): no logits */
+    if (rv->last) act += e * Nf * Cr + 4 * (2 * Nf + Nf + 3 * Nf + Nf);
+    act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);
+    act += e * 2.0 * nbufs * cx->fr.v * cx->nact;
+    return act;
+}
+
+/* The largest scratch a piece takes while running: the blocks' (linears,
+ * ring attention) in *scratch and the head's in *head (0 off the last
+ * stage) apart, since ZeRO's units in flight differ between the two. */
+static void rank_scratch(const eval_ctx *cx, int last, double *scratch_out, double *head_out)
+{
+    const pt_plan *p = cx->p;
+    const pt_shape g = cx->fr.g;
+    const int ea = cx->ea;
+    const double Nf = (double)cx->fr.N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl, e = ea;
+    double scratch = 0, head = 0, x;
+    /* the fused classifier's work (lib/backend/ops.h pt_classifier_work_elems, fp32): the
+     * block of logits [N, min(VBLOCK, Vl)], and under bf16 the backward's dX accumulator
+     * [N, C of the head's rows] */
+    const double vb = (double)(g.Vl < PT_COST_CLASSIFIER_VBLOCK ? g.Vl : PT_COST_CLASSIFIER_VBLOCK);
+    const double mixed = ea != 4 ? 1 : 0;
+    if (g.mode == PT_MODE_1D) {
+        /* the training step's chunked classifier (lib/parallel's pt_classifier_step, ops.h):
+         * R rows' logits held whole, dX's partials per vocabulary slice, the chunk's
+         * statistics, and over a tp group the local row max while they are merged */
+        const int R = pt_classifier_chunk_rows((int)Nf, g.Vl);
+        head = 4 * ((double)R * g.Vl + (double)pt_classifier_rows_work_elems(R, (int)Cr, g.Vl) + 3.0 * R +
+                    (p->tp > 1 ? R : 0));
+    } else if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
+        /* head backward (2d and 3d alike): the rows' and the vocabulary block's full
+         * width [q][N][C/q] and [q][Vl][C/q] (ACT) and their gradients (dX ACT, dW
+         * fp32), + the classifier's work */
+        head = e * (2 * g.q * Nf * Cr + g.q * (double)g.Vl * Cr) + 4 * g.q * (double)g.Vl * Cr +
+               4 * (Nf * vb + mixed * g.q * Nf * Cr);
+        /* then, the operands returned, the dW pieces beside their reduced block dW^T (fp32):
+         * the larger at q = 1 under bf16, where the operands are half their fp32 size */
+        head = fmax(head, 4 * (g.q + 1) * (double)g.Vl * Cr);
+        x = e * Nf * Fl + 4 * Fl * Cr; /* largest linear's SUMMA scratch: X (ACT) and the dW partial */
+        if (x > scratch) scratch = x;
+    } else if (g.mode == PT_MODE_3D) {
+        const double l = g.q, lN = l * Nf;
+        head = e * (2 * l * Nf * Cr + l * (double)g.Vl * Cr) + 4 * l * (double)g.Vl * Cr +
+               4 * (Nf * vb + mixed * l * Nf * Cr); /* head backward */
+        head = fmax(head, 4 * (l + 1) * (double)g.Vl * Cr); /* then the dW pieces beside the dW block (fp32) */
+        /* MLP linear backward: Xg, dYg (ACT), Wg (sized for the fp32 dW partial), dW piece */
+        x = e * (lN * Fl + lN * Cr) + 4 * (Fl * Cr + Fl * Cr / l);
+        if (x > scratch) scratch = x;
+    }
+    if (!last) head = 0;
+    if (p->sp > 1) {
+        x = e * 8 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: K, V, dK, dV and the next ones */
+        if (x > scratch) scratch = x;
+    }
+    *scratch_out = scratch, *head_out = head;
+}
+
+/* ZeRO buffers alive during the step besides the state (zero.c): stage 1
+ * the sync/regather slice; stage 2 a unit's full gradient and its
+ * reduce-scatter slice, beside wte's full gradient, which lives from the
+ * head's backward (pp = 1) or the first microbatch (pp > 1, tied: reduced
+ * in the sync) to its reduce; stage 3 also the gathered parameters of the
+ * unit (and of wte while its gradient is made, pp = 1 holds both through
+ * the blocks' backward).  During the head's backward (*head): wte's full
+ * gradient (stage 2), and its gathered parameters (stage 3); the final
+ * LayerNorm's unit beside them is [2C] floats, left out.  (Bytes:
+ * gradients and slices fp32, gathered work copies ea.) */
+static void zero_buffers(const eval_ctx *cx, const stage_state *stp, double *live, double *head)
+{
+    const pt_plan *p = cx->p;
+    const int pp = cx->fr.pp;
+    const double e = cx->ea;
+    double zero_live = 0, zero_head = 0;
+    const double W = stp->wte_pad;
+    if (p->zero == 1) zero_live = 4 * stp->smax;
+    else if (p->zero == 2) zero_live = 4 * W + fmax(stp->other2, 4 * stp->wte_s), zero_head = 4 * W;
+    else if (p->zero == 3) {
+        zero_live = pp == 1 ? (4 + e) * W + fmax(stp->other3, 4 * stp->wte_s)
+                            : 4 * W + fmax(stp->other3, fmax(e * W, 4 * stp->wte_s));
+        zero_head = (4 + e) * W;
+    }
+    *live = zero_live, *head = zero_head;
+}
+
+/* Rank rv's memory (bytes): the training state, the arena's activations,
+ * the pieces' scratch and ZeRO's buffers; c's memory figures become this
+ * rank's when its peak is the largest so far (*best_mem). */
+static void rank_memory(const eval_ctx *cx, const rank_view *rv, pt_cost *c, double *best_mem)
+{
+    const pt_plan *p = cx->p;
+    const stage_state *stp = rv->st;
+    const int mb = cx->fr.mb;
+    const double e = cx->ea;
+    const int nslots = pipeline_slots(p->schedule, cx->fr.pp, rv->r, mb, cx->fr.v);
+    int nbufs = nslots + (rv->r > 0 ? 1 : 0);
+    if (nbufs > mb) nbufs = mb;
+    const double act = rank_act(cx, rv, nslots, nbufs);
+    double scratch, head, zero_live, zero_head;
+    rank_scratch(cx, rv->last, &scratch, &head);
+    zero_buffers(cx, stp, &zero_live, &zero_head);
+    const double state = stp->zero_params + stp->zero_grads + stp->zero_optim;
+    /* stage 1's slice is taken in the sync, after the pieces' scratch is
+     * returned; stage 2/3's units are in flight while the pieces run */
+    const double extra = p->zero == 1 ? fmax(fmax(scratch, head), zero_live)
+                                      : fmax(scratch + zero_live, head + zero_head);
+    const double mem_total = state + act + extra;
+    const double act_model = act - e * 2.0 * nbufs * cx->fr.v * cx->nact; /* allocated before the state */
+    const double mem_init = act_model + state + stp->zero_init_extra;
+    const double peak = mem_total > mem_init ? mem_total : mem_init;
+    if (peak > *best_mem) {
+        *best_mem = peak;
+        c->mem_params = stp->zero_params;
+        c->mem_grads = stp->zero_grads;
+        c->mem_optim = stp->zero_optim;
+        c->mem_act = act + extra;
+        c->mem_total = mem_total;
+        c->mem_peak = peak;
+    }
+}
+
+/* Time of rank rv's pipeline sends: to the next stage and to the previous
+ * one, each on the link between the two, and the busy delay they wait. */
+static double pp_send_time(const eval_ctx *cx, const rank_view *rv)
+{
+    const pt_cost_where *w = cx->w;
+    const pt_hw *hw = cx->hw;
+    const int pp = cx->fr.pp, mb = cx->fr.mb, r = rv->r;
+    const int ln = w->pp_next ? w->pp_next[r] : w->sub_link[PT_SUB_PP];
+    const int lp = w->pp_next ? w->pp_next[(r + pp - 1) % pp] : w->sub_link[PT_SUB_PP];
+    double tpp = 0;
+    for (int d = 0; d < 2; d++) {
+        const int l = d ? lp : ln, cnt = d ? rv->n_prev : rv->n_next;
+        if (!cnt) continue;
+        const double bw = kind_bw(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l);
+        tpp += (double)mb * cnt * (kind_alpha(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l)
+                                   + (bw > 0 ? (double)cx->ea * cx->nact / bw : 0));
+    }
+    if (hw->busy_delay_s > 0 && rv->n_next + rv->n_prev > 0) {
+        /* a stage's receive waited through the sender's compute
+         * and gave its core away: each send waits the delay at
+         * the probe's half of the ranks outside the pair, none
+         * with every rank in it, linear between */
+        const pt_plan *p = cx->p;
+        const double world = (double)p->dp * pp * p->tp * p->sp;
+        const double outside = fmin(1.0, 2.0 * (1.0 - 2.0 / world));
+        tpp += (double)mb * (rv->n_next + rv->n_prev) * hw->busy_delay_s * outside;
+    }
+    return tpp;
+}
+
+/* Time of rank rv (hw given): compute at its stage's GEMM rate, each
+ * communicator's calls at their kind's alpha-beta on the link it spans;
+ * the stage's own groups (tp, sp) at its stage's rates, the groups between
+ * stages (pp, embed, sync, dp) at hw's.  Folded into c's maxima over the
+ * ranks; the compute time also summed in *tc_sum. */
+static void rank_time(const eval_ctx *cx, const rank_view *rv, double flops, pt_cost *c, double *tc_sum)
+{
+    const pt_cost_where *w = cx->w;
+    const pt_hw *hw = cx->hw;
+    const pt_hw *sh = w->stage_hw ? &w->stage_hw[rv->r] : hw;
+    const double so = sh->ranks_per_core > 1 ? sh->ranks_per_core : 1;
+    const double srate = sh == hw ? cx->rate : gemm_rate(sh, cx->p->precision, cx->gemm_rows);
+    double tc = srate > 0 ? flops * so / srate : 0, tg[PT_GRP_N] = {0};
+    for (int sb = 0; sb < PT_SUB_N; sb++) {
+        if (sb == PT_SUB_PP) continue;
+        const int inside = sb < PT_SUB_SYNC || sb == PT_SUB_SP;
+        const double t = sub_time(&cx->x->rank, sb, inside ? sh : hw, w->sub_link[sb]);
+        tg[pt_cost_sub_group(sb)] += t;
+        if (t > c->sub_t[sb]) c->sub_t[sb] = t;
+    }
+    const double tpp = pp_send_time(cx, rv);
+    if (tpp > c->sub_t[PT_SUB_PP]) c->sub_t[PT_SUB_PP] = tpp;
+    tg[PT_GRP_PP] += tpp;
+    if (tc > c->t_compute) c->t_compute = tc;
+    *tc_sum += srate > 0 ? flops * so / srate : 0;
+    for (int k = 0; k < PT_GRP_N; k++)
+        if (tg[k] > c->t_comm[k]) c->t_comm[k] = tg[k];
+}
+
+/* The step's time from the ranks' maxima in c: the pipelined part
+ * (compute, tp, sp, pp) with its bubble, then the dp and sync sums. */
+static void step_time(const eval_ctx *cx, pt_cost *c, double tc_sum)
+{
+    const pt_hw *hw = cx->hw;
+    const int pp = cx->fr.pp, v = cx->fr.v, mb = cx->fr.mb;
+    const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
+    if (pp > 1) c->bubble = (double)(pp - 1) / ((double)v * mb);
+    if (oversub > 1 && cx->rate > 0) c->t_compute = tc_sum / pp;
+    const double pipelined = c->t_compute + c->t_comm[PT_GRP_TP] + c->t_comm[PT_GRP_SP] + c->t_comm[PT_GRP_PP];
+    /* time-shared cores: a waiting rank gives back only part of its share
+     * (Open MPI's idle loop calls sched_yield, which CFS honours for the
+     * rest of a slice, not for the wait): 1/ranks_per_core of the bubble
+     * costs time, the rest goes to the ranks with work (an empirical fit,
+     * see pt_hw.ranks_per_core) */
+    c->t_bubble = c->bubble * pipelined * (oversub > 1 ? 1.0 / oversub : 1.0);
+    c->t_step = pipelined + c->t_bubble + c->t_comm[PT_GRP_DP] + c->t_comm[PT_GRP_SYNC];
+}
+
 int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p, const pt_hw *hw,
                     const pt_cost_where *w, pt_cost *out)
 {
     if (out) memset(out, 0, sizeof *out);
-    frame fr;
-    if (frame_of(m, global_batch, p, &fr) < 0) return -1;
-    const int mb = fr.mb, v = fr.v, pp = fr.pp, S = fr.S, micro = fr.micro;
-    const pt_shape g = fr.g;
+    eval_ctx cx;
+    memset(&cx, 0, sizeof cx);
+    if (frame_of(m, global_batch, p, &cx.fr) < 0) return -1;
     const int L = m->n_layer;
-    const long long N = fr.N;
-    const int *l0 = fr.l0, *l1 = fr.l1;
     char *has = malloc((size_t)L);
     if (!has) return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", L);
 
@@ -747,254 +1102,37 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
         for (int s = 0; s < PT_SUB_N; s++) node_w.sub_link[s] = PT_NET_NODE;
         w = &node_w;
     }
-    /* per-piece traffic of one microbatch (the pieces' traffic and the
-     * ranks' sums are large: on the heap) */
-    struct scratch {
-        traffic blk_tp, blk_tp_re, emb, head, att_sp, rank;
-        stage_state st, st_mid;
-    } *x = calloc(1, sizeof *x);
-    if (!x) {
+    cx.x = calloc(1, sizeof *cx.x);
+    if (!cx.x) {
         free(has);
         return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", L);
     }
-    traffic *blk_tp = &x->blk_tp, *blk_tp_re = &x->blk_tp_re, *emb = &x->emb, *head = &x->head,
-            *att_sp = &x->att_sp, *rt = &x->rank;
-    const int ea = act_bytes(p);
-    block_tp_fwd(blk_tp, &g, m, N, ea);
-    block_tp_bwd(blk_tp, &g, m, N, ea);
-    if (p->recompute == PT_RECOMPUTE_BLOCK) block_tp_fwd(blk_tp_re, &g, m, N, ea);
-    embed_tp(emb, &g, N, ea, PART_BOTH);
-    head_tp(head, &g, N, ea, PART_BOTH);
-    if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
-        const long long blk = g.Bl * g.Tl * g.Cl;
-        const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
-        const double re = p->recompute != PT_RECOMPUTE_NONE ? fw : 0;
-        sendb(att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
-    }
-    const piece_flops fl = flops_of(m, p, micro);
-    const double blk_flops = fl.blk, head_flops = (1 + fl.head_bwd) * fl.head_fwd;
+    cx.m = m, cx.p = p, cx.hw = hw, cx.w = w, cx.ea = act_bytes(p);
+    eval_pieces(&cx);
+    eval_rates(&cx);
 
     pt_cost c;
     memset(&c, 0, sizeof c);
     double best_mem = -1, tc_sum = 0;
-    /* a stage's parameters depend only on whether it holds the embedding
-     * or the head and how many (identical) blocks it holds: middle ranks
-     * with the count of the one before reuse its state */
-    stage_state *st_mid = &x->st_mid, *stp = &x->st;
     int mid_nblk = -1;
-    /* the GEMM rate at this plan's GEMM size (Hockney's r_inf, n_1/2 over
-     * the rows of one call: 3d multiplies the input gathered over l) */
-    const double gemm_rows = (double)N * (g.mode == PT_MODE_3D ? (double)g.q : 1.0);
-    const double oversub = hw && hw->ranks_per_core > 1 ? hw->ranks_per_core : 1;
-    const double rate = gemm_rate(hw, p->precision, gemm_rows);
-    const double nact = (double)g.Bl * g.Tl * g.Cr;
-    for (int s = 0; s < PT_SUB_N; s++) c.sub_link[s] = w->sub_link[s];
-    if (pp > 1 && w->pp_next) { /* the slowest neighbour link the pipeline uses */
-        c.sub_link[PT_SUB_PP] = PT_NET_ISLAND;
-        for (int r = 0; r < pp; r++)
-            if ((r < pp - 1 || v > 1) && w->pp_next[r] > c.sub_link[PT_SUB_PP]) c.sub_link[PT_SUB_PP] = w->pp_next[r];
-    }
-    for (int r = 0; r < pp; r++) {
-        memset(has, 0, (size_t)L);
-        int nblk = 0, n_next = 0, n_prev = 0;
-        for (int ch = 0; ch < v; ch++) {
-            const int vs = ch * pp + r;
-            for (int l = l0[vs]; l < l1[vs]; l++) has[l] = 1, nblk++;
-            n_next += vs < S - 1; /* activations to virtual stage vs + 1, on rank (r + 1) mod pp */
-            n_prev += vs > 0;     /* gradients to virtual stage vs - 1, on rank (r - 1) mod pp */
+    eval_links(&cx, &c);
+    for (int r = 0; r < cx.fr.pp; r++) {
+        rank_view rv;
+        rank_blocks(&cx, r, has, &rv);
+        if (rank_state(&cx, &rv, has, &mid_nblk) < 0) {
+            free(has);
+            free(cx.x);
+            return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", L);
         }
-        const int first = r == 0, last = r == pp - 1;
-        if (!first && !last && nblk == mid_nblk) {
-            *stp = *st_mid;
-        } else {
-            if (stage_params(m, p, &g, first, last, has, mb, stp) < 0) {
-                free(has);
-                free(x);
-                return pt_fail(PT_ENOMEM, "out of memory evaluating a plan of %d layers", L);
-            }
-            if (!first && !last) *st_mid = *stp, mid_nblk = nblk;
-        }
-        /* this rank's step: its pieces' traffic per communicator and kind */
-        memset(rt, 0, sizeof *rt);
-        traffic_add(rt, blk_tp, (double)mb * nblk);
-        traffic_add(rt, blk_tp_re, (double)mb * nblk);
-        if (first) traffic_add(rt, emb, mb);
-        if (last) traffic_add(rt, head, mb);
-        traffic_add(rt, att_sp, (double)mb * nblk);
-        sendb(rt, PT_SUB_PP, (long long)nact, (double)mb * (n_next + n_prev), ea); /* activations, their gradients */
-        traffic_add(rt, &stp->sync, 1);
-        double bytes[PT_GRP_N] = {0}, msgs[PT_GRP_N] = {0}, steps[PT_GRP_N] = {0};
-        for (int sb = 0; sb < PT_SUB_N; sb++) {
-            const int gi = pt_cost_sub_group(sb);
-            double sbytes = 0, scalls = 0;
-            for (int k = 0; k < PT_KIND_N; k++) {
-                const kacc *a = &rt->k[sb][k];
-                sbytes += a->bytes, scalls += a->calls, steps[gi] += a->steps;
-            }
-            bytes[gi] += sbytes, msgs[gi] += scalls;
-            if (sbytes > c.sub_bytes[sb]) c.sub_bytes[sb] = sbytes;
-            if (scalls > c.sub_msgs[sb]) c.sub_msgs[sb] = scalls;
-        }
-        for (int k = 0; k < PT_GRP_N; k++) {
-            if (bytes[k] > c.bytes[k]) c.bytes[k] = bytes[k];
-            if (msgs[k] > c.msgs[k]) c.msgs[k] = msgs[k];
-            if (steps[k] > c.lat_steps[k]) c.lat_steps[k] = steps[k];
-        }
-        const double flops = mb * (nblk * blk_flops + (last ? head_flops : 0));
-
-        /* memory (bytes): the training state, then the arena's activations
-         * (lib/model/gpt.c pt_gpt_create_stage, lib/pipeline buffers) */
-        const int nslots = pipeline_slots(p->schedule, pp, r, mb, v);
-        int nbufs = nslots + (r > 0 ? 1 : 0);
-        if (nbufs > mb) nbufs = mb;
-        /* in bytes: ea per activation element, 4 per fp32 one */
-        const double Nf = (double)N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl, e = ea;
-        const double nlse = (double)g.Bl * g.NHl * g.Tl;
-        double act = nslots * (nblk * block_act(&g, p->recompute, ea) + 4 * 2.0 * micro * g.Tl /* tok, tgt (int32) */
-                               + (first ? e * Nf * Cr : 0));
-        if (p->recompute == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
-        if (p->recompute == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
-        /* lnf; its mean/rstd, losses, stats, dloss (fp32): no logits */
-        if (last) act += e * Nf * Cr + 4 * (2 * Nf + Nf + 3 * Nf + Nf);
-        act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);
-        act += e * 2.0 * nbufs * v * nact;
-        /* the largest scratch a piece takes while running: the blocks' (linears,
-         * ring attention) and the head's apart, since ZeRO's units in flight
-         * differ between the two */
-        double scratch = 0, head = 0, x;
-        /* the fused classifier's work (lib/backend/ops.h pt_classifier_work_elems, fp32): the
-         * block of logits [N, min(VBLOCK, Vl)], and under bf16 the backward's dX accumulator
-         * [N, C of the head's rows] */
-        const double vb = (double)(g.Vl < PT_COST_CLASSIFIER_VBLOCK ? g.Vl : PT_COST_CLASSIFIER_VBLOCK);
-        const double mixed = ea != 4 ? 1 : 0;
-        if (g.mode == PT_MODE_1D) {
-            /* the training step's chunked classifier (lib/parallel's pt_classifier_step, ops.h):
-             * R rows' logits held whole, dX's partials per vocabulary slice, the chunk's
-             * statistics, and over a tp group the local row max while they are merged */
-            const int R = pt_classifier_chunk_rows((int)Nf, g.Vl);
-            head = 4 * ((double)R * g.Vl + (double)pt_classifier_rows_work_elems(R, (int)Cr, g.Vl) + 3.0 * R +
-                        (p->tp > 1 ? R : 0));
-        } else if (g.mode == PT_MODE_2D) { /* SUMMA takes its scratch also at q = 1 */
-            /* head backward (2d and 3d alike): the rows' and the vocabulary block's full
-             * width [q][N][C/q] and [q][Vl][C/q] (ACT) and their gradients (dX ACT, dW
-             * fp32), + the classifier's work */
-            head = e * (2 * g.q * Nf * Cr + g.q * (double)g.Vl * Cr) + 4 * g.q * (double)g.Vl * Cr +
-                   4 * (Nf * vb + mixed * g.q * Nf * Cr);
-            /* then, the operands returned, the dW pieces beside their reduced block dW^T (fp32):
-             * the larger at q = 1 under bf16, where the operands are half their fp32 size */
-            head = fmax(head, 4 * (g.q + 1) * (double)g.Vl * Cr);
-            x = e * Nf * Fl + 4 * Fl * Cr; /* largest linear's SUMMA scratch: X (ACT) and the dW partial */
-            if (x > scratch) scratch = x;
-        } else if (g.mode == PT_MODE_3D) {
-            const double l = g.q, lN = l * Nf;
-            head = e * (2 * l * Nf * Cr + l * (double)g.Vl * Cr) + 4 * l * (double)g.Vl * Cr +
-                   4 * (Nf * vb + mixed * l * Nf * Cr); /* head backward */
-            head = fmax(head, 4 * (l + 1) * (double)g.Vl * Cr); /* then the dW pieces beside the dW block (fp32) */
-            /* MLP linear backward: Xg, dYg (ACT), Wg (sized for the fp32 dW partial), dW piece */
-            x = e * (lN * Fl + lN * Cr) + 4 * (Fl * Cr + Fl * Cr / l);
-            if (x > scratch) scratch = x;
-        }
-        if (!last) head = 0;
-        if (p->sp > 1) {
-            x = e * 8 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: K, V, dK, dV and the next ones */
-            if (x > scratch) scratch = x;
-        }
-        /* ZeRO buffers alive during the step besides the state (zero.c):
-         * stage 1 the sync/regather slice; stage 2 a unit's full gradient
-         * and its reduce-scatter slice, beside wte's full gradient, which
-         * lives from the head's backward (pp = 1) or the first microbatch
-         * (pp > 1, tied: reduced in the sync) to its reduce; stage 3 also the
-         * gathered parameters of the unit (and of wte while its gradient is
-         * made, pp = 1 holds both through the blocks' backward).  During the
-         * head's backward: wte's full gradient (stage 2), and its gathered
-         * parameters (stage 3); the final LayerNorm's unit beside them is
-         * [2C] floats, left out.  (Bytes: gradients and slices fp32,
-         * gathered work copies ea.) */
-        double zero_live = 0, zero_head = 0;
-        const double W = stp->wte_pad;
-        if (p->zero == 1) zero_live = 4 * stp->smax;
-        else if (p->zero == 2) zero_live = 4 * W + fmax(stp->other2, 4 * stp->wte_s), zero_head = 4 * W;
-        else if (p->zero == 3) {
-            zero_live = pp == 1 ? (4 + e) * W + fmax(stp->other3, 4 * stp->wte_s)
-                                : 4 * W + fmax(stp->other3, fmax(e * W, 4 * stp->wte_s));
-            zero_head = (4 + e) * W;
-        }
-        const double state = stp->zero_params + stp->zero_grads + stp->zero_optim;
-        /* stage 1's slice is taken in the sync, after the pieces' scratch is
-         * returned; stage 2/3's units are in flight while the pieces run */
-        const double extra = p->zero == 1 ? fmax(fmax(scratch, head), zero_live)
-                                          : fmax(scratch + zero_live, head + zero_head);
-        const double mem_total = state + act + extra;
-        const double act_model = act - e * 2.0 * nbufs * v * nact; /* allocated before the state */
-        const double mem_init = act_model + state + stp->zero_init_extra;
-        const double peak = mem_total > mem_init ? mem_total : mem_init;
+        rank_traffic(&cx, &rv, &c);
+        const double flops = cx.fr.mb * (rv.nblk * cx.blk_flops + (rv.last ? cx.head_flops : 0));
+        rank_memory(&cx, &rv, &c, &best_mem);
         if (flops > c.flops) c.flops = flops;
-        if (peak > best_mem) {
-            best_mem = peak;
-            c.mem_params = stp->zero_params;
-            c.mem_grads = stp->zero_grads;
-            c.mem_optim = stp->zero_optim;
-            c.mem_act = act + extra;
-            c.mem_total = mem_total;
-            c.mem_peak = peak;
-        }
-        /* time of this rank: compute at its stage's GEMM rate, each
-         * communicator's calls at their kind's alpha-beta on the link it
-         * spans; the stage's own groups (tp, sp) at its stage's rates, the
-         * groups between stages (pp, embed, sync, dp) at hw's */
-        if (hw) {
-            const pt_hw *sh = w->stage_hw ? &w->stage_hw[r] : hw;
-            const double so = sh->ranks_per_core > 1 ? sh->ranks_per_core : 1;
-            const double srate = sh == hw ? rate : gemm_rate(sh, p->precision, gemm_rows);
-            double tc = srate > 0 ? flops * so / srate : 0, tg[PT_GRP_N] = {0};
-            for (int sb = 0; sb < PT_SUB_N; sb++) {
-                if (sb == PT_SUB_PP) continue;
-                const int inside = sb < PT_SUB_SYNC || sb == PT_SUB_SP;
-                const double t = sub_time(rt, sb, inside ? sh : hw, w->sub_link[sb]);
-                tg[pt_cost_sub_group(sb)] += t;
-                if (t > c.sub_t[sb]) c.sub_t[sb] = t;
-            }
-            /* pipeline sends: to the next stage and to the previous one,
-             * each on the link between the two */
-            const int ln = w->pp_next ? w->pp_next[r] : w->sub_link[PT_SUB_PP];
-            const int lp = w->pp_next ? w->pp_next[(r + pp - 1) % pp] : w->sub_link[PT_SUB_PP];
-            double tpp = 0;
-            for (int d = 0; d < 2; d++) {
-                const int l = d ? lp : ln, cnt = d ? n_prev : n_next;
-                if (!cnt) continue;
-                const double bw = kind_bw(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l);
-                tpp += (double)mb * cnt * (kind_alpha(hw, PT_KIND_P2P, l < 0 || l >= PT_NET_N ? PT_NET_INTER : l)
-                                           + (bw > 0 ? (double)ea * nact / bw : 0));
-            }
-            if (hw->busy_delay_s > 0 && n_next + n_prev > 0) {
-                /* a stage's receive waited through the sender's compute
-                 * and gave its core away: each send waits the delay at
-                 * the probe's half of the ranks outside the pair, none
-                 * with every rank in it, linear between */
-                const double world = (double)p->dp * pp * p->tp * p->sp;
-                const double outside = fmin(1.0, 2.0 * (1.0 - 2.0 / world));
-                tpp += (double)mb * (n_next + n_prev) * hw->busy_delay_s * outside;
-            }
-            if (tpp > c.sub_t[PT_SUB_PP]) c.sub_t[PT_SUB_PP] = tpp;
-            tg[PT_GRP_PP] += tpp;
-            if (tc > c.t_compute) c.t_compute = tc;
-            tc_sum += srate > 0 ? flops * so / srate : 0;
-            for (int k = 0; k < PT_GRP_N; k++)
-                if (tg[k] > c.t_comm[k]) c.t_comm[k] = tg[k];
-        }
+        if (hw) rank_time(&cx, &rv, flops, &c, &tc_sum);
     }
     free(has);
-    free(x);
-    if (pp > 1) c.bubble = (double)(pp - 1) / ((double)v * mb);
-    if (oversub > 1 && rate > 0) c.t_compute = tc_sum / pp;
-    const double pipelined = c.t_compute + c.t_comm[PT_GRP_TP] + c.t_comm[PT_GRP_SP] + c.t_comm[PT_GRP_PP];
-    /* time-shared cores: a waiting rank gives back only part of its share
-     * (Open MPI's idle loop calls sched_yield, which CFS honours for the
-     * rest of a slice, not for the wait): 1/ranks_per_core of the bubble
-     * costs time, the rest goes to the ranks with work (an empirical fit,
-     * see pt_hw.ranks_per_core) */
-    c.t_bubble = c.bubble * pipelined * (oversub > 1 ? 1.0 / oversub : 1.0);
-    c.t_step = pipelined + c.t_bubble + c.t_comm[PT_GRP_DP] + c.t_comm[PT_GRP_SYNC];
+    free(cx.x);
+    step_time(&cx, &c, tc_sum);
     if (out) *out = c;
     return 0;
 }

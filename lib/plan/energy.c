@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The time-energy frontier of a pipeline iteration (see energy.h). */
 #include "plan/energy.h"
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 
 #include "core/core.h"
 
@@ -798,11 +798,10 @@ static int repair_intrinsic(const pt_energy_dag *dag, const pt_energy_profile *p
     return 0;
 }
 
-int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile *pr, double tau_s, int max_steps,
-                               pt_energy_frontier *out)
+/* Check that profile pr covers dag's instruction types with finite,
+ * positive clocks no wider apart than PT_ENERGY_MAX_SPREAD. */
+static int profile_check(const pt_energy_dag *dag, const pt_energy_profile *pr)
 {
-    memset(out, 0, sizeof *out);
-    if (!dag || dag->n < 1 || dag->v < 1 || !pr) return pt_fail(PT_EINVAL, "energy frontier: no instructions");
     if (pr->ntypes < dag->ntypes)
         return pt_fail(PT_EINVAL, "energy profile: %d instruction types, the schedule has %d (pp x virtual stages x "
                        "forward/backward)", pr->ntypes, dag->ntypes);
@@ -827,14 +826,18 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
                            t % 2 ? "backward" : "forward", slow, ts, ts / tf, fast, tf, PT_ENERGY_MAX_SPREAD);
     }
     if (!(pr->idle_w >= 0)) return pt_fail(PT_EINVAL, "energy profile: idle power %g W (valid: >= 0)", pr->idle_w);
-    int n = dag->n;
-    /* the reference points */
+    return 0;
+}
+
+/* The reference points: every instruction at its fastest clock (max
+ * clock), and at its least energy net of idle power (min energy). */
+static int reference_points(const pt_energy_dag *dag, const pt_energy_profile *pr, pt_energy_frontier *out)
+{
+    const int n = dag->n;
     out->max_clock.choice = malloc(sizeof(int) * (size_t)n);
     out->min_energy.choice = malloc(sizeof(int) * (size_t)n);
-    if (!out->max_clock.choice || !out->min_energy.choice) {
-        pt_energy_frontier_free(out);
+    if (!out->max_clock.choice || !out->min_energy.choice)
         return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
-    }
     for (int i = 0; i < n; i++) {
         int t = dag->in[i].type, fast = 0, cheap = 0;
         for (int k = 1; k < pr->nchoices[t]; k++) {
@@ -849,18 +852,21 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
     }
     pt_energy_evaluate(dag, pr, out->max_clock.choice, &out->max_clock.time_s, &out->max_clock.energy_j);
     pt_energy_evaluate(dag, pr, out->min_energy.choice, &out->min_energy.time_s, &out->min_energy.energy_j);
-    /* the unit: fine against one instruction (the rounding of every
-     * instruction's time up to whole units is at most one unit); the
-     * steps are as long as the hull's segments allow, not one unit each.
-     * No finer than 1/PT_ENERGY_MAX_UNITS of the slowest iteration (every
-     * instruction at its slowest clock), which bounds every duration, the
-     * curves and the integer times (a finer one overflowed them and took
-     * ~1e9 one-unit steps) */
+    return 0;
+}
+
+/* The time unit (*tau): tau_s, or by default fine against one instruction
+ * (the rounding of every instruction's time up to whole units is at most
+ * one unit); the steps are as long as the hull's segments allow, not one
+ * unit each.  No finer than 1/PT_ENERGY_MAX_UNITS of the slowest iteration
+ * (every instruction at its slowest clock), which bounds every duration,
+ * the curves and the integer times (a finer one overflowed them and took
+ * ~1e9 one-unit steps). */
+static int time_unit(const pt_energy_dag *dag, const pt_energy_profile *pr, double tau_s, double *tau_out)
+{
+    const int n = dag->n;
     int *slowest = malloc(sizeof(int) * (size_t)n);
-    if (!slowest) {
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
-    }
+    if (!slowest) return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     double e_most = 0; /* no assignment's energy is more than e_most + idle_w pp t_slow */
     for (int i = 0; i < n; i++) {
         const int t = dag->in[i].type;
@@ -876,11 +882,9 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
     pt_energy_evaluate(dag, pr, slowest, &t_slow, &e_slow);
     free(slowest);
     e_most += pr->idle_w * dag->pp * t_slow;
-    if (!isfinite(t_slow) || !isfinite(e_most)) { /* every point's time and energy is finite below these */
-        pt_energy_frontier_free(out);
+    if (!isfinite(t_slow) || !isfinite(e_most)) /* every point's time and energy is finite below these */
         return pt_fail(PT_EINVAL, "energy profile: the slowest iteration takes %g s and an iteration up to %g J "
                        "(valid: finite sums of the profile's times and energies)", t_slow, e_most);
-    }
     const double coarsest = t_slow / PT_ENERGY_MAX_UNITS;
     double tau = tau_s;
     if (!(tau > 0)) {
@@ -889,51 +893,62 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
             for (int k = 0; k < pr->nchoices[t]; k++) fastest = fmin(fastest, pr->choice[t][k].time_s);
         tau = fmax(fastest / 20, coarsest);
     } else if (tau < coarsest) {
-        pt_energy_frontier_free(out);
         return pt_fail(PT_EINVAL, "energy frontier: time unit %g s cuts the slowest iteration (%g s, every instruction "
                        "at its slowest clock) into %.3g units (valid: a unit of at least %g s, at most %d units)",
                        tau_s, t_slow, t_slow / tau_s, coarsest, PT_ENERGY_MAX_UNITS);
     }
-    if (!(tau > 0) || !isfinite(tau)) {
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_EINVAL, "energy frontier: time unit %g s (valid: > 0)", tau_s);
-    }
-    out->tau_s = tau;
-    /* per-type curves */
-    curve *cv = calloc((size_t)dag->ntypes, sizeof *cv);
-    if (!cv) {
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
-    }
-    for (int t = 0; t < dag->ntypes; t++)
-        if (curve_build(pr->choice[t], pr->nchoices[t], pr->idle_w, tau, &cv[t]) < 0) {
-            curves_free(cv, dag->ntypes);
-            pt_energy_frontier_free(out);
-            return -1;
+    if (!(tau > 0) || !isfinite(tau)) return pt_fail(PT_EINVAL, "energy frontier: time unit %g s (valid: > 0)", tau_s);
+    *tau_out = tau;
+    return 0;
+}
+
+/* The length of a step in directions dir: every changed instruction stays
+ * on its segment of the hull (a linear energy change); at least 1. */
+static int step_room(const aoa *g, const curve *cv, const pt_energy_dag *dag, const signed char *dir)
+{
+    int kmax = INT32_MAX;
+    for (int a = 0; a < g->na; a++) {
+        if (!dir[a] || g->a[a].type < 0) continue;
+        const curve *c = &cv[dag->in[g->a[a].type].type];
+        int d = g->a[a].d, room = 1;
+        if (dir[a] > 0) { /* down to the next vertex below d */
+            for (int v = c->nvert - 1; v >= 0; v--)
+                if (c->vert[v] < d) { room = d - c->vert[v]; break; }
+        } else {
+            for (int v = 0; v < c->nvert; v++)
+                if (c->vert[v] > d) { room = c->vert[v] - d; break; }
         }
-    aoa g;
-    int rc = aoa_build(dag, tau, &g);
-    if (rc < 0) {
-        curves_free(cv, dag->ntypes);
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_EINVAL, rc == -2 ? "energy frontier: the schedule's order contradicts its dependencies (a "
-                                            "cycle)" : "out of memory for the energy frontier");
+        if (room < kmax) kmax = room;
     }
-    for (int i = 0; i < n; i++) g.a[i].d = cv[dag->in[i].type].umax; /* the cheapest durations */
-    int cap = 0;
+    if (kmax == INT32_MAX || kmax < 1) kmax = 1;
+    return kmax;
+}
+
+/* Take a step of up to kmax units in directions dir from makespan T: a
+ * longer step than the floats allow shows as a makespan that did not drop
+ * by as much, and is halved.  The new makespan (aoa_times'). */
+static int step_take(aoa *g, const signed char *dir, int kmax, int T)
+{
+    for (int k = kmax;; k = k > 1 ? k / 2 : 1) {
+        for (int a = 0; a < g->na; a++) g->a[a].d -= dir[a] * k;
+        int T2 = aoa_times(g);
+        if (T2 == T - k || k == 1) return T2;
+        for (int a = 0; a < g->na; a++) g->a[a].d += dir[a] * k; /* undo, try half */
+    }
+}
+
+/* Phillips-Dessouky's walk on g (at the cheapest durations) down to the
+ * fastest cut, at most max_steps steps (0: no limit), appending the points
+ * to out. */
+static int frontier_steps(const pt_energy_dag *dag, const pt_energy_profile *pr, const curve *cv, aoa *g,
+                          signed char *dir, int max_steps, pt_energy_frontier *out)
+{
+    int cap = 0, rc = 0;
     int limit = max_steps > 0 ? max_steps : INT32_MAX;
-    signed char *dir = malloc((size_t)g.na);
-    if (!dir) {
-        aoa_free(&g);
-        curves_free(cv, dag->ntypes);
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
-    }
-    rc = 0;
-    int T = aoa_times(&g), T_rec = INT32_MAX;
+    int T = aoa_times(g), T_rec = INT32_MAX;
     /* record a point every ~1/1000 of the span (and at every end of a
      * step), so long runs of equal-slope steps do not flood the frontier */
-    int gap = (int)((out->min_energy.time_s - out->max_clock.time_s) / tau / 1000);
+    int gap = (int)((out->min_energy.time_s - out->max_clock.time_s) / out->tau_s / 1000);
     if (gap < 1) gap = 1;
     for (;;) {
         if (T < 0) {
@@ -941,14 +956,14 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
             break;
         }
         if (T_rec - T >= gap) {
-            if (push_point(out, &cap, dag, pr, cv, &g) < 0) {
+            if (push_point(out, &cap, dag, pr, cv, g) < 0) {
                 rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
                 break;
             }
             T_rec = T;
         }
         if (out->steps >= limit) break;
-        int st = pd_step(&g, cv, dag, dir);
+        int st = pd_step(g, cv, dag, dir);
         if (st == 0) break;
         if (st == -1) {
             rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
@@ -956,69 +971,84 @@ int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile
         }
         if (st == -2) {
             rc = pt_fail(PT_EINVAL, "energy frontier: no feasible cut at step %d (a profile that is not convex after "
-                         "rounding to %g s units; use a smaller unit)", out->steps, tau);
+                         "rounding to %g s units; use a smaller unit)", out->steps, out->tau_s);
             break;
         }
-        /* the step's length: every changed instruction stays on its
-         * segment of the hull (a linear energy change); a longer step
-         * than the floats allow shows as a makespan that did not drop by
-         * as much, and is halved */
-        int kmax = INT32_MAX;
-        for (int a = 0; a < g.na; a++) {
-            if (!dir[a] || g.a[a].type < 0) continue;
-            const curve *c = &cv[dag->in[g.a[a].type].type];
-            int d = g.a[a].d, room = 1;
-            if (dir[a] > 0) { /* down to the next vertex below d */
-                for (int v = c->nvert - 1; v >= 0; v--)
-                    if (c->vert[v] < d) { room = d - c->vert[v]; break; }
-            } else {
-                for (int v = 0; v < c->nvert; v++)
-                    if (c->vert[v] > d) { room = c->vert[v] - d; break; }
-            }
-            if (room < kmax) kmax = room;
-        }
-        if (kmax == INT32_MAX || kmax < 1) kmax = 1;
-        for (int k = kmax;; k = k > 1 ? k / 2 : 1) {
-            for (int a = 0; a < g.na; a++) g.a[a].d -= dir[a] * k;
-            int T2 = aoa_times(&g);
-            if (T2 == T - k || k == 1) {
-                T = T2;
-                break;
-            }
-            for (int a = 0; a < g.na; a++) g.a[a].d += dir[a] * k; /* undo, try half */
-        }
+        T = step_take(g, dir, step_room(g, cv, dag, dir), T);
         out->steps++;
     }
-    if (!rc && T_rec != T && push_point(out, &cap, dag, pr, cv, &g) < 0)
+    if (!rc && T_rec != T && push_point(out, &cap, dag, pr, cv, g) < 0)
         rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
+    return rc;
+}
+
+/* The frontier's points at time unit out->tau_s: the per-type curves, the
+ * activity-on-arc graph at the cheapest durations, then the walk.  A
+ * PT_E* code, or -1 when a curve or the walk failed. */
+static int frontier_walk(const pt_energy_dag *dag, const pt_energy_profile *pr, int max_steps, pt_energy_frontier *out)
+{
+    const double tau = out->tau_s;
+    curve *cv = calloc((size_t)dag->ntypes, sizeof *cv);
+    if (!cv) return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
+    for (int t = 0; t < dag->ntypes; t++)
+        if (curve_build(pr->choice[t], pr->nchoices[t], pr->idle_w, tau, &cv[t]) < 0) {
+            curves_free(cv, dag->ntypes);
+            return -1;
+        }
+    aoa g;
+    int rc = aoa_build(dag, tau, &g);
+    if (rc < 0) {
+        curves_free(cv, dag->ntypes);
+        return pt_fail(PT_EINVAL, rc == -2 ? "energy frontier: the schedule's order contradicts its dependencies (a "
+                                            "cycle)" : "out of memory for the energy frontier");
+    }
+    for (int i = 0; i < dag->n; i++) g.a[i].d = cv[dag->in[i].type].umax; /* the cheapest durations */
+    signed char *dir = malloc((size_t)g.na);
+    if (!dir) {
+        aoa_free(&g);
+        curves_free(cv, dag->ntypes);
+        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
+    }
+    rc = frontier_steps(dag, pr, cv, &g, dir, max_steps, out) < 0 ? -1 : 0; /* -1 whatever the walk's error */
     free(dir);
     aoa_free(&g);
     curves_free(cv, dag->ntypes);
-    if (rc < 0) {
-        pt_energy_frontier_free(out);
-        return -1;
-    }
-    /* when rounding to units left the fastest cut point a little slower
-     * than max clock, speed it up where it costs least until it is not;
-     * then the max-clock point itself is a candidate too */
-    if (repair_intrinsic(dag, pr, out) < 0) {
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
-    }
+    return rc;
+}
+
+/* Append a copy of the max-clock point to out's points. */
+static int add_max_clock(pt_energy_frontier *out, int n)
+{
     pt_energy_point *grown = realloc(out->p, sizeof *grown * (size_t)(out->npoints + 1));
-    if (!grown) {
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
-    }
+    if (!grown) return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     out->p = grown;
     out->p[out->npoints] = out->max_clock;
     out->p[out->npoints].choice = malloc(sizeof(int) * (size_t)n);
-    if (!out->p[out->npoints].choice) {
-        pt_energy_frontier_free(out);
-        return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
-    }
+    if (!out->p[out->npoints].choice) return pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
     memcpy(out->p[out->npoints].choice, out->max_clock.choice, sizeof(int) * (size_t)n);
     out->npoints++;
+    return 0;
+}
+
+int pt_energy_frontier_compute(const pt_energy_dag *dag, const pt_energy_profile *pr, double tau_s, int max_steps,
+                               pt_energy_frontier *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!dag || dag->n < 1 || dag->v < 1 || !pr) return pt_fail(PT_EINVAL, "energy frontier: no instructions");
+    int rc = profile_check(dag, pr);
+    if (rc < 0) return rc;
+    rc = reference_points(dag, pr, out);
+    if (!rc) rc = time_unit(dag, pr, tau_s, &out->tau_s);
+    if (!rc) rc = frontier_walk(dag, pr, max_steps, out);
+    /* when rounding to units left the fastest cut point a little slower
+     * than max clock, speed it up where it costs least until it is not;
+     * then the max-clock point itself is a candidate too */
+    if (!rc && repair_intrinsic(dag, pr, out) < 0) rc = pt_fail(PT_ENOMEM, "out of memory for the energy frontier");
+    if (!rc) rc = add_max_clock(out, dag->n);
+    if (rc < 0) {
+        pt_energy_frontier_free(out);
+        return rc;
+    }
     pareto(out);
     /* the intrinsic point: the max-clock time (or less) at the least energy */
     out->intrinsic = pt_energy_frontier_at(out, out->max_clock.time_s);

@@ -5,7 +5,7 @@
  *
  * One iteration of a pipeline is a DAG of instructions: the forward and
  * the backward of every microbatch on every virtual stage, in the order
- * each pp rank runs them (lib/pipeline/schedule.h's action lists: GPipe,
+ * each pp rank runs them (lib/contract/schedule.h's action lists: GPipe,
  * 1F1B, interleaved 1F1B), with the data dependencies between stages.
  * Each instruction can run at one of several clocks, each with its time
  * and energy (a profile: measured, or modelled, pt_energy_profile_model).

@@ -968,10 +968,10 @@ static void limit_line(const pt_cluster *c, const pt_model_shape *m, const pt_se
     }
 }
 
-int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
-                   const pt_plan *req, pt_search_result *out)
+/* Check pt_plan_search's arguments; *world the ranks of c. */
+static int search_args(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
+                       const pt_plan *req, long long *world_out)
 {
-    if (!c || !m || !req || !out) return pt_fail(PT_EINVAL, "plan search: no cluster, model, request or output given");
     if (c->nnodes < 1 || !c->tasks_per_node)
         return pt_fail(PT_EINVAL, "invalid node count %d (valid: >= 1)", c->nnodes);
     long long world = 0;
@@ -1004,10 +1004,169 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         memcpy(s, req->tp_order, 4);
         if (pt_plan_tp_order_parse("tp order", s, tpo) < 0) return -1;
     }
-    int max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
-    int max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
-    int max_zero = lim ? lim->max_zero : 3;
-    unsigned modes = lim ? lim->modes : ~0u;
+    *world_out = world;
+    return 0;
+}
+
+/* What the walk over the grids holds fixed: the request, its limits and
+ * the bounds they set. */
+typedef struct grid_walk {
+    const pt_plan *req;
+    const pt_plan_limits *lim;
+    int max_tp, max_pp, max_zero;
+    unsigned modes;
+} grid_walk;
+
+/* Price plan p (its grid and rank order set) at each order of the tp
+ * grid's axes, once per distinct placement, at each ZeRO stage allowed;
+ * pp_next and stage_buf hold 6 placements' pp links and stage rates. */
+static void search_placements(search_ctx *x, const grid_walk *gw, pt_plan *p, int *pp_next, pt_hw *stage_buf)
+{
+    const pt_plan *req = gw->req;
+    const int pp = p->pp, dp_sp = p->dp * p->sp; /* the grid's, whatever the variants leave in p */
+    char tpo[6][4];
+    placement seen[6];
+    int ntpo = tp_orders(p, req, tpo), nseen = 0;
+    for (int ti = 0; ti < ntpo; ti++) {
+        memcpy(p->tp_order, tpo[ti], 4);
+        placement *pl = &seen[nseen];
+        pl->stage_buf = stage_buf ? stage_buf + (size_t)nseen * (size_t)pp : NULL;
+        if (place_plan(x->c, p, pl, pp_next + (size_t)nseen * (size_t)pp) < 0) continue;
+        int dup = 0;
+        for (int k = 0; k < nseen && !dup; k++) dup = same_place(&seen[k], pl, pp);
+        if (dup) continue;
+        nseen++;
+        for (int z = 0; z <= gw->max_zero && z <= 3; z++) {
+            if (req->zero > 0 && z != req->zero) continue;
+            if (z > 0 && dp_sp == 1) continue;
+            p->zero = z;
+            if (grid_may_fit(x, p, pl, req, gw->lim)) pipeline_variants(x, p, pl, req, gw->lim);
+        }
+    }
+}
+
+/* Price the grid of tp shape sh with sp, pp and dp at its placements:
+ * DPT (cluster), and PDT (pipeline across the slower links, dp inside)
+ * when both axes are > 1.  -1 when out of memory. */
+static int search_grid(search_ctx *x, const grid_walk *gw, const tp_shape *sh, int sp, int pp, int dp)
+{
+    static const char *orders[2] = {"DPT", "PDT"};
+    const pt_plan *req = gw->req;
+    const int mixed = x->c->nkinds > 1;
+    int *pp_next = malloc(sizeof(int) * 6 * (size_t)pp);
+    pt_hw *stage_buf = mixed ? malloc(sizeof(pt_hw) * 6 * (size_t)pp) : NULL;
+    if (!pp_next || (mixed && !stage_buf)) {
+        free(pp_next);
+        free(stage_buf);
+        return -1;
+    }
+    for (int oi = 0; oi < 2; oi++) {
+        if (oi == 1 && (dp == 1 || pp == 1 || req->rank_order[0])) continue;
+        pt_plan p;
+        pt_plan_default(&p);
+        p.mode = sh->mode;
+        p.tp = sh->tp;
+        p.tp_depth = sh->depth;
+        p.sp = sp;
+        p.pp = pp;
+        p.dp = dp;
+        p.precision = req->precision; /* the user's, never searched: it prices every term */
+        memcpy(p.rank_order, req->rank_order[0] ? req->rank_order : orders[oi], 4);
+        search_placements(x, gw, &p, pp_next, stage_buf);
+    }
+    free(pp_next);
+    free(stage_buf);
+    return 0;
+}
+
+/* Walk every dp x pp x tp x sp grid of the world's ranks over the tp
+ * shapes that the pins and the batch allow, counted in *ngrids.  -1 when
+ * out of memory. */
+static int search_grids(search_ctx *x, const grid_walk *gw, const tp_shape *shapes, int nshapes, int *ngrids)
+{
+    const pt_plan *req = gw->req;
+    const pt_model_shape *m = x->m;
+    for (int si = 0; si < nshapes; si++) {
+        const tp_shape *sh = &shapes[si];
+        int rest = x->world / sh->tp;
+        for (int sp = 1; sp <= rest; sp++) {
+            if (rest % sp) continue;
+            if (req->sp > 0 && sp != req->sp) continue;
+            if (sp > 1 && m->seq_len % sp) continue;
+            int rest2 = rest / sp;
+            for (int pp = 1; pp <= rest2 && pp <= gw->max_pp && pp <= m->n_layer; pp++) {
+                if (rest2 % pp) continue;
+                if (req->pp > 0 && pp != req->pp) continue;
+                int dp = rest2 / pp;
+                if (x->global_batch % dp) continue;
+                (*ngrids)++;
+                if (search_grid(x, gw, sh, sp, pp, dp) < 0) return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The one-line refusal when no plan was kept: no tp shape, no grid, none
+ * that fits the memory, or the last refusal. */
+static int search_refusal(const search_ctx *x, const grid_walk *gw, int nshapes, int ngrids)
+{
+    const pt_cluster *c = x->c;
+    const pt_plan *req = gw->req;
+    const pt_plan_limits *lim = gw->lim;
+    const int W = x->world, max_tp = gw->max_tp;
+    char flag[48], place[96];
+    if (c->nnodes == 1)
+        snprintf(place, sizeof place, "1 node x %d tasks", c->tasks_per_node[0]);
+    else
+        snprintf(place, sizeof place, "%d nodes x %d tasks", c->nnodes, c->tasks_per_node[0]);
+    char what[64], valid[200];
+    snprintf(what, sizeof what, "%s=%s", pt_plan_flag(lim, "mode", flag, sizeof flag), pt_mode_name(req->mode));
+    if (nshapes == 0) {
+        int k = pt_plan_list_tp(req->mode == PT_MODE_AUTO ? PT_MODE_1D : req->mode,
+                                req->mode == PT_MODE_2P5D ? req->tp_depth : 1, W, max_tp, valid,
+                                sizeof valid);
+        const char *shape = req->mode == PT_MODE_2D     ? "q*q"
+                            : req->mode == PT_MODE_2P5D ? "depth*q*q"
+                            : req->mode == PT_MODE_3D   ? "l*l*l"
+                                                        : "a divisor";
+        return pt_fail(PT_EINVAL, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
+                       "(%s)%s (valid tp here: %s; or pin %s=1)", what,
+                       req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
+                       max_tp < W ? " within max_tp" : "", k ? valid : "none",
+                       pt_plan_flag(lim, "tp", flag, sizeof flag));
+    }
+    if (ngrids == 0)
+        return pt_fail(PT_EINVAL, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "
+                       "global batch %d and the model's %d layers / T=%d with the pins "
+                       "given", what, W, place, x->global_batch, x->m->n_layer, x->m->seq_len);
+    if (x->have_least) {
+        char s[640];
+        pt_plan_summary(&x->least.plan, s, sizeof s);
+        return pt_fail(PT_EINVAL, "%s: no plan fits %.3g GB per rank on %s; the least memory "
+                       "any plan needs is %.3g GB (%s)", what, x->hw.mem_bytes / 1e9, place,
+                       x->least_mem / 1e9, s);
+    }
+    if (x->have_err)
+        return pt_fail(PT_EINVAL, "%s: no plan fits the model on %s (last refusal: %s)", what,
+                       place, x->last_err.text);
+    return pt_fail(PT_EINVAL, "%s: no plan of %d ranks (%s) passes validation for this "
+                   "model and batch (%d sequences)", what, W, place, x->global_batch);
+}
+
+int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batch, const pt_plan_limits *lim,
+                   const pt_plan *req, pt_search_result *out)
+{
+    if (!c || !m || !req || !out) return pt_fail(PT_EINVAL, "plan search: no cluster, model, request or output given");
+    long long world = 0;
+    int rc = search_args(c, m, global_batch, lim, req, &world);
+    if (rc < 0) return rc;
+    grid_walk gw;
+    gw.req = req, gw.lim = lim;
+    gw.max_tp = lim && lim->max_tp > 0 ? lim->max_tp : INT_MAX;
+    gw.max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
+    gw.max_zero = lim ? lim->max_zero : 3;
+    gw.modes = lim ? lim->modes : ~0u;
     int W = (int)world;
 
     search_ctx x;
@@ -1025,116 +1184,13 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
         return pt_fail(PT_ENOMEM, "plan search: out of memory");
     }
     pt_plan_layer_costs(m, x.layer_cost);
-    int nshapes = tp_shapes(req, modes, W, max_tp, shapes, MAX_SHAPES);
+    int nshapes = tp_shapes(req, gw.modes, W, gw.max_tp, shapes, MAX_SHAPES);
     int ngrids = 0;
-
-    for (int si = 0; si < nshapes; si++) {
-        const tp_shape *sh = &shapes[si];
-        int rest = W / sh->tp;
-        for (int sp = 1; sp <= rest; sp++) {
-            if (rest % sp) continue;
-            if (req->sp > 0 && sp != req->sp) continue;
-            if (sp > 1 && m->seq_len % sp) continue;
-            int rest2 = rest / sp;
-            for (int pp = 1; pp <= rest2 && pp <= max_pp && pp <= m->n_layer; pp++) {
-                if (rest2 % pp) continue;
-                if (req->pp > 0 && pp != req->pp) continue;
-                int dp = rest2 / pp;
-                if (global_batch % dp) continue;
-                ngrids++;
-                /* placements: DPT (cluster), and PDT (pipeline across the
-                 * slower links, dp inside) when both axes are > 1; inside
-                 * the T block each order of the tp grid's axes
-                 * (tp_orders), priced once per distinct placement */
-                static const char *orders[2] = {"DPT", "PDT"};
-                int *pp_next = malloc(sizeof(int) * 6 * (size_t)pp);
-                pt_hw *stage_buf = c->nkinds > 1 ? malloc(sizeof(pt_hw) * 6 * (size_t)pp) : NULL;
-                if (!pp_next || (c->nkinds > 1 && !stage_buf)) {
-                    free(pp_next);
-                    free(stage_buf);
-                    free(x.layer_cost);
-                    free(shapes);
-                    return pt_fail(PT_ENOMEM, "plan search: out of memory");
-                }
-                for (int oi = 0; oi < 2; oi++) {
-                    if (oi == 1 && (dp == 1 || pp == 1 || req->rank_order[0])) continue;
-                    pt_plan p;
-                    pt_plan_default(&p);
-                    p.mode = sh->mode;
-                    p.tp = sh->tp;
-                    p.tp_depth = sh->depth;
-                    p.sp = sp;
-                    p.pp = pp;
-                    p.dp = dp;
-                    p.precision = req->precision; /* the user's, never searched: it prices every term */
-                    memcpy(p.rank_order, req->rank_order[0] ? req->rank_order : orders[oi], 4);
-                    char tpo[6][4];
-                    placement seen[6];
-                    int ntpo = tp_orders(&p, req, tpo), nseen = 0;
-                    for (int ti = 0; ti < ntpo; ti++) {
-                        memcpy(p.tp_order, tpo[ti], 4);
-                        placement *pl = &seen[nseen];
-                        pl->stage_buf = stage_buf ? stage_buf + (size_t)nseen * (size_t)pp : NULL;
-                        if (place_plan(c, &p, pl, pp_next + (size_t)nseen * (size_t)pp) < 0) continue;
-                        int dup = 0;
-                        for (int k = 0; k < nseen && !dup; k++) dup = same_place(&seen[k], pl, pp);
-                        if (dup) continue;
-                        nseen++;
-                        for (int z = 0; z <= max_zero && z <= 3; z++) {
-                            if (req->zero > 0 && z != req->zero) continue;
-                            if (z > 0 && dp * sp == 1) continue;
-                            p.zero = z;
-                            if (grid_may_fit(&x, &p, pl, req, lim)) pipeline_variants(&x, &p, pl, req, lim);
-                        }
-                    }
-                }
-                free(pp_next);
-                free(stage_buf);
-            }
-        }
-    }
+    rc = search_grids(&x, &gw, shapes, nshapes, &ngrids);
     free(x.layer_cost);
     free(shapes);
-
-    char place[96];
-    if (c->nnodes == 1)
-        snprintf(place, sizeof place, "1 node x %d tasks", c->tasks_per_node[0]);
-    else
-        snprintf(place, sizeof place, "%d nodes x %d tasks", c->nnodes, c->tasks_per_node[0]);
-    if (x.top.n == 0) {
-        char what[64], valid[200];
-        snprintf(what, sizeof what, "%s=%s", pt_plan_flag(lim, "mode", flag, sizeof flag), pt_mode_name(req->mode));
-        if (nshapes == 0) {
-            int k = pt_plan_list_tp(req->mode == PT_MODE_AUTO ? PT_MODE_1D : req->mode,
-                                    req->mode == PT_MODE_2P5D ? req->tp_depth : 1, W, max_tp, valid,
-                                    sizeof valid);
-            const char *shape = req->mode == PT_MODE_2D     ? "q*q"
-                                : req->mode == PT_MODE_2P5D ? "depth*q*q"
-                                : req->mode == PT_MODE_3D   ? "l*l*l"
-                                                            : "a divisor";
-            return pt_fail(PT_EINVAL, "%s%s: no tensor-parallel group of shape %s > 1 divides %d ranks "
-                           "(%s)%s (valid tp here: %s; or pin %s=1)", what,
-                           req->tp > 0 ? " with the pinned tp" : "", shape, W, place,
-                           max_tp < W ? " within max_tp" : "", k ? valid : "none",
-                           pt_plan_flag(lim, "tp", flag, sizeof flag));
-        }
-        if (ngrids == 0)
-            return pt_fail(PT_EINVAL, "%s: no dp x pp x tp x sp grid of %d ranks (%s) divides the "
-                           "global batch %d and the model's %d layers / T=%d with the pins "
-                           "given", what, W, place, global_batch, m->n_layer, m->seq_len);
-        if (x.have_least) {
-            char s[640];
-            pt_plan_summary(&x.least.plan, s, sizeof s);
-            return pt_fail(PT_EINVAL, "%s: no plan fits %.3g GB per rank on %s; the least memory "
-                           "any plan needs is %.3g GB (%s)", what, x.hw.mem_bytes / 1e9, place,
-                           x.least_mem / 1e9, s);
-        }
-        if (x.have_err)
-            return pt_fail(PT_EINVAL, "%s: no plan fits the model on %s (last refusal: %s)", what,
-                           place, x.last_err.text);
-        return pt_fail(PT_EINVAL, "%s: no plan of %d ranks (%s) passes validation for this "
-                       "model and batch (%d sequences)", what, W, place, global_batch);
-    }
+    if (rc < 0) return pt_fail(PT_ENOMEM, "plan search: out of memory");
+    if (x.top.n == 0) return search_refusal(&x, &gw, nshapes, ngrids);
     memset(out, 0, sizeof *out);
     out->best = x.top.c[0];
     out->nrunners = x.top.n - 1;

@@ -164,7 +164,7 @@ ptrain_mpirun -np 2 $R --steps 3 --pp 2 --micro-batches 2 --energy-plan "$tmp/pl
 check "--energy-plan FILE with the dry controller: exit 0 ($rc), says dry, and achieved against planned" \
     sh -c "[ $rc -eq 0 ] && grep -q 'dry: clocks logged, not set' '$tmp/dout' &&
         grep -q '^energy plan: intrinsic point of $tmp/plan.json (modelled) planned 100.000 ms, 1.000 J per pipeline iteration; achieved' '$tmp/dout'"
-# 1F1B, pp 2, 2 microbatches (lib/pipeline/schedule.h): rank 0 runs F0 F1 B0 B1
+# 1F1B, pp 2, 2 microbatches (lib/contract/schedule.h): rank 0 runs F0 F1 B0 B1
 # (one warm-up forward), rank 1 F0 B0 F1 B1; 3 training steps, each change logged once
 expect_log() { # RANK "mb,bwd ..." -> the clocks that rank sets, consecutive repeats collapsed
     seq=

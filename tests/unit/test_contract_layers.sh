@@ -23,7 +23,8 @@ hits=$(src $dirs)
 check "the runtime ($dirs) includes no lib/plan header ($(first "$hits" | tr '\n' ':'))" [ -z "$hits" ]
 moved() { [ -f "lib/contract/$1" ] && [ ! -e "lib/plan/$1" ]; }
 # the contract's files are where its headers say they are
-for f in plan.h plan_priv.h plan_env.c plan_modes.c plan_validate.c plan_place.c model.h model.c settings.h settings.c; do
+for f in plan.h plan_priv.h plan_env.c plan_modes.c plan_validate.c plan_place.c model.h model.c settings.h settings.c \
+    schedule.h schedule.c; do
     check "lib/contract/$f exists and lib/plan/$f does not" moved "$f"
 done
 check "the model presets are lib/contract/model.c's, not the cost model's" \

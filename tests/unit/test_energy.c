@@ -7,7 +7,7 @@
  * (PT_ENERGY_MAX_SPREAD, PT_ENERGY_MAX_UNITS) end quickly, refused or
  * planned in coarser units. */
 #include "plan/energy.h"
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 #include "core/core.h"
 #include "../tap.h"
 

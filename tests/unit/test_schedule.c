@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Pipeline schedules (lib/pipeline/schedule.h): every rank's action list
+/* Pipeline schedules (lib/contract/schedule.h): every rank's action list
  * is run together in a simulator with blocking (rendezvous) point-to-point
  * semantics: a send completes only when its peer's next action is the
  * matching receive, both ends wait otherwise.  For each schedule, pp, m
@@ -15,7 +15,7 @@
  * backward before its forward).  Also the stage split and its errors.
  */
 #include "pipeline/pipeline.h"
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* Pipeline schedules as action lists, and the stage split
- * (lib/pipeline).  Pure functions: no MPI, no backend; the executor
- * (lib/pipeline/pipeline.h) walks the list.
+/* Pipeline schedules as action lists, and the stage split (lib/contract:
+ * the planner's energy frontier and the runtime both use them).  Pure
+ * functions: no MPI, no backend; the executor (lib/pipeline/pipeline.h)
+ * walks the list.
  *
  * A pipeline of pp ranks holds S = pp * v virtual stages (v model chunks
  * per rank; v = 1 except for the interleaved schedule).  Chunk c of pp
@@ -40,8 +41,8 @@
  * input) to its last (the backward of chunk 0 or the gradient send after
  * it), `nbufs` of them.
  */
-#ifndef PTRAIN_PIPELINE_SCHEDULE_H
-#define PTRAIN_PIPELINE_SCHEDULE_H
+#ifndef PTRAIN_CONTRACT_SCHEDULE_H
+#define PTRAIN_CONTRACT_SCHEDULE_H
 #include "contract/plan.h"
 
 /* One step of a rank's list. */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Pipeline schedules as action lists and the stage split (see schedule.h). */
-#include "pipeline/schedule.h"
+#include "contract/schedule.h"
 
 #include <stdio.h>
 #include <stdlib.h>
