@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The nccl transport (comm_priv.h) and its communicators (comm_dev.h's
- * pt_nccl_*): one NCCL communicator per group, bootstrapped over the
- * group's MPI communicator (NCCL documentation, "Example 2: One Device per Process
+ * pt_nccl_*): one NCCL communicator per distinct member list, shared by
+ * the groups of those members, bootstrapped over the first such group's
+ * MPI communicator (NCCL documentation, "Example 2: One Device per Process
  * or Thread": rank 0's ncclGetUniqueId, MPI_Bcast, ncclCommInitRank),
  * every collective on the CUDA backend's communication stream.  Built
  * only with NCCL (HAVE_NCCL). */
@@ -14,6 +15,7 @@
 #include <limits.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int pt_nccl_fail(int result, void *nccl, const char *what, const pt_comm *c)
@@ -41,13 +43,26 @@ static ncclRedOp_t nccl_op(int op) { return op == PT_COMM_MAX ? ncclMax : ncclSu
         if (r_ != ncclSuccess) return pt_nccl_fail(r_, comm, what, c);       \
     } while (0)
 
+/* the process's NCCL communicators, one per member list in use
+ * (comm_dev.h's pt_comm_share): a run's 22 groups of a context
+ * (lib/parallel) often repeat members (tp and the full tp sub-group, dp
+ * and a sync group, every group of one), and each communicator holds
+ * device memory and its proxy threads */
+static void nccl_destroy(void *h)
+{
+    if (h) ncclCommDestroy((ncclComm_t)h);
+}
+static pt_comm_share cache = {NULL, nccl_destroy};
+
+size_t pt_nccl_count(void) { return pt_comm_share_size(&cache); }
+
 void pt_nccl_release(void *nccl)
 {
-    if (nccl) ncclCommDestroy((ncclComm_t)nccl);
+    if (nccl) pt_comm_share_release(&cache, nccl);
 }
 
 /* A new communicator over c: rank 0's unique id, broadcast over MPI with
- * ncclCommInitRank; every member learns
+ * the tag the members agreed on, ncclCommInitRank; every member learns
  * whether all got theirs. */
 static int nccl_create(pt_comm *c, ncclComm_t *out)
 {
@@ -84,9 +99,33 @@ static int nccl_create(pt_comm *c, ncclComm_t *out)
 
 int pt_nccl_init(pt_comm *c, void **out)
 {
-    ncclComm_t comm = NULL;
-    int rc = nccl_create(c, &comm);
-    *out = comm;
+    *out = NULL;
+    int *members = malloc(sizeof *members * (size_t)c->size);
+    int have = members != NULL, all = 0;
+    int mrc = MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, c->comm);
+    if (mrc != MPI_SUCCESS || !all) {
+        free(members);
+        return mrc != MPI_SUCCESS ? pt_comm_mpi_fail(mrc, "MPI_Allreduce(NCCL set-up)", c)
+                                  : pt_fail(PT_ENOMEM, "group '%s': out of memory for the list of %d members", c->name,
+                                            c->size);
+    }
+    pt_comm_share_entry *hit = NULL;
+    uint64_t tag = 0;
+    int rc = pt_comm_world_ranks(c, members);
+    if (rc == PT_OK) rc = pt_comm_share_agree(&cache, c, members, &hit, &tag);
+    if (rc == PT_OK && hit) {
+        *out = hit->handle; /* a group of the same members already has one */
+    } else if (rc == PT_OK) {
+        ncclComm_t comm = NULL;
+        rc = nccl_create(c, &comm); /* agreed: every member returns the same */
+        if (rc == PT_OK && pt_comm_share_add(&cache, members, c->size, tag, comm) != PT_OK) {
+            /* not agreed: a member without it would wait in the next call */
+            ncclCommDestroy(comm);
+            rc = PT_ENOMEM;
+        }
+        if (rc == PT_OK) *out = comm;
+    }
+    free(members);
     return rc;
 }
 
