@@ -34,7 +34,9 @@
  * every call below (the _t variants too) also takes buffers in GPU memory
  * (lib/backend/cuda's pt_cuda_mem): a call whose buffer is device memory
  * runs on the group's device path, one on host memory stays on MPI, so the host scalars
- * (losses, norms) and the device tensors share one API.  The device path
+ * (losses, norms) and the device tensors share one API.  Each kind of
+ * buffer has its transport, picked once per group (lib/comm/comm_priv.h:
+ * mpi_host, mpi_staged, nccl), not per call.  The device path
  * is chosen per group: NCCL (NVIDIA Collective Communications Library,
  * the same collectives on the communication stream) when every member has
  * a GPU of its own and the build has NCCL; otherwise staging through host
@@ -155,8 +157,10 @@ enum pt_comm_device_mode {
 /* Give group c a device path (see the top of this file); collective over
  * c, every member with the same mode.  Each member's device is
  * lib/backend/cuda's (pt_cuda_init runs here); the members compare their
- * GPUs' UUIDs (MPI_Allgather) and all choose the same path.  The NCCL
- * communicator is bootstrapped over c: rank 0's ncclGetUniqueId,
+ * GPUs' UUIDs (MPI_Allgather) and all choose the same path.  Groups with
+ * the same members (the same ranks in the same order) share one NCCL
+ * communicator: c takes the one such a group has when every member holds
+ * it, else a new one is bootstrapped over c: rank 0's ncclGetUniqueId,
  * MPI_Bcast, ncclCommInitRank (NCCL's documented MPI example).  In mode
  * AUTO a group whose NCCL set-up fails everywhere falls back to staging
  * (with a warning).  PT_OK (also when already enabled), PT_EUNSUPP (no
@@ -164,8 +168,9 @@ enum pt_comm_device_mode {
  * share a GPU or NCCL is not built), PT_ECOMM.  Every member returns the
  * same status. */
 int pt_comm_device_enable(pt_comm *c, int mode);
-/* Release the device path (NCCL communicator, staging memory); c keeps
- * working on host buffers.  pt_comm_free calls it. */
+/* Release the device path (staging memory; c's reference to the NCCL
+ * communicator, destroyed with the last group sharing it); c keeps
+ * working on host buffers.  pt_comm_free calls it.  Not collective. */
 void pt_comm_device_disable(pt_comm *c);
 /* "nccl", "staged" or "host" (not enabled). */
 const char *pt_comm_device_path(const pt_comm *c);

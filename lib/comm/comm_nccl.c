@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
-/* lib/comm's NCCL path (comm_dev.h's pt_nccl_*): one NCCL communicator
- * per pt_comm, bootstrapped over the group's MPI communicator (NCCL
- * documentation, "Example 2: One Device per Process or Thread": rank 0's
- * ncclGetUniqueId, MPI_Bcast, ncclCommInitRank), every collective on the
- * CUDA backend's communication stream.  Built only with NCCL (HAVE_NCCL). */
+/* The nccl transport (comm_priv.h) and its communicators (comm_dev.h's
+ * pt_nccl_*): one NCCL communicator per distinct member list, shared by
+ * the groups of those members, bootstrapped over the first such group's
+ * MPI communicator (NCCL documentation, "Example 2: One Device per Process
+ * or Thread": rank 0's ncclGetUniqueId, MPI_Bcast, ncclCommInitRank),
+ * every collective on the CUDA backend's communication stream.  Built
+ * only with NCCL (HAVE_NCCL). */
 #include "config.h"
 #include "comm/comm_dev.h"
 #include "comm/comm_priv.h"
@@ -13,6 +15,7 @@
 #include <limits.h>
 #include <nccl.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 int pt_nccl_fail(int result, void *nccl, const char *what, const pt_comm *c)
@@ -40,7 +43,28 @@ static ncclRedOp_t nccl_op(int op) { return op == PT_COMM_MAX ? ncclMax : ncclSu
         if (r_ != ncclSuccess) return pt_nccl_fail(r_, comm, what, c);       \
     } while (0)
 
-int pt_nccl_init(pt_comm *c, void **out)
+/* the process's NCCL communicators, one per member list in use
+ * (comm_dev.h's pt_comm_share): a run's 22 groups of a context
+ * (lib/parallel) often repeat members (tp and the full tp sub-group, dp
+ * and a sync group, every group of one), and each communicator holds
+ * device memory and its proxy threads */
+static void nccl_destroy(void *h)
+{
+    if (h) ncclCommDestroy((ncclComm_t)h);
+}
+static pt_comm_share cache = {NULL, nccl_destroy};
+
+size_t pt_nccl_count(void) { return pt_comm_share_size(&cache); }
+
+void pt_nccl_release(void *nccl)
+{
+    if (nccl) pt_comm_share_release(&cache, nccl);
+}
+
+/* A new communicator over c: rank 0's unique id, broadcast over MPI with
+ * the tag the members agreed on, ncclCommInitRank; every member learns
+ * whether all got theirs. */
+static int nccl_create(pt_comm *c, ncclComm_t *out)
 {
     *out = NULL;
     ncclUniqueId id;
@@ -73,66 +97,158 @@ int pt_nccl_init(pt_comm *c, void **out)
     return PT_OK;
 }
 
-void pt_nccl_free(void *nccl)
+int pt_nccl_init(pt_comm *c, void **out)
 {
-    if (nccl) ncclCommDestroy((ncclComm_t)nccl);
+    *out = NULL;
+    int *members = malloc(sizeof *members * (size_t)c->size);
+    int have = members != NULL, all = 0;
+    int mrc = MPI_Allreduce(&have, &all, 1, MPI_INT, MPI_MIN, c->comm);
+    if (mrc != MPI_SUCCESS || !all) {
+        free(members);
+        return mrc != MPI_SUCCESS ? pt_comm_mpi_fail(mrc, "MPI_Allreduce(NCCL set-up)", c)
+                                  : pt_fail(PT_ENOMEM, "group '%s': out of memory for the list of %d members", c->name,
+                                            c->size);
+    }
+    pt_comm_share_entry *hit = NULL;
+    uint64_t tag = 0;
+    int rc = pt_comm_world_ranks(c, members);
+    if (rc == PT_OK) rc = pt_comm_share_agree(&cache, c, members, &hit, &tag);
+    if (rc == PT_OK && hit) {
+        *out = hit->handle; /* a group of the same members already has one */
+    } else if (rc == PT_OK) {
+        ncclComm_t comm = NULL;
+        rc = nccl_create(c, &comm); /* agreed: every member returns the same */
+        if (rc == PT_OK && pt_comm_share_add(&cache, members, c->size, tag, comm) != PT_OK) {
+            /* not agreed: a member without it would wait in the next call */
+            ncclCommDestroy(comm);
+            rc = PT_ENOMEM;
+        }
+        if (rc == PT_OK) *out = comm;
+    }
+    free(members);
+    return rc;
 }
 
-int pt_nccl_allreduce(pt_comm *c, void *nccl, const void *in, void *out, size_t n, int elem, int op)
+/* ---- the nccl transport ------------------------------------------------------------------------ */
+
+#define DEV (pt_cuda_backend.dev)
+
+/* the communication stream after the compute stream's queued work (a
+ * group orders itself at its end) ... */
+static int before(pt_comm *c) { return c->dev->in_group ? PT_OK : DEV->comm_after_compute(); }
+/* ... and the compute stream after the call, unless it overlaps */
+static int after(pt_comm *c, int rc)
 {
-    ncclComm_t comm = nccl;
-    NCCL_TRY(ncclAllReduce(in, out, n, nccl_type(elem), nccl_op(op), comm, stream()), "ncclAllReduce");
-    return PT_OK;
+    if (rc != PT_OK || c->dev->in_group || c->dev->overlap) return rc;
+    return DEV->compute_after_comm();
 }
 
-int pt_nccl_reduce_scatter(pt_comm *c, void *nccl, const void *in, void *out, size_t recv_n, int elem)
+/* one NCCL call `call` (an ncclResult_t expression using comm) between before and after */
+#define NCCL_CALL(call, what)                                                      \
+    do {                                                                           \
+        ncclComm_t comm = c->dev->nccl;                                            \
+        int rc_ = before(c);                                                       \
+        if (rc_ == PT_OK) {                                                        \
+            ncclResult_t r_ = (call);                                              \
+            if (r_ != ncclSuccess) rc_ = pt_nccl_fail(r_, comm, what, c);          \
+        }                                                                          \
+        return after(c, rc_);                                                      \
+    } while (0)
+
+static int nc_allreduce(pt_comm *c, void *buf, size_t n, int elem, int op)
 {
-    ncclComm_t comm = nccl;
-    NCCL_TRY(ncclReduceScatter(in, out, recv_n, nccl_type(elem), ncclSum, comm, stream()),
-             "ncclReduceScatter");
-    return PT_OK;
+    NCCL_CALL(ncclAllReduce(buf, buf, n, nccl_type(elem), nccl_op(op), comm, stream()), "ncclAllReduce");
 }
 
-int pt_nccl_allgather(pt_comm *c, void *nccl, const void *in, void *out, size_t send_n, int elem)
+static int nc_reduce_scatter(pt_comm *c, const void *in, void *out, size_t n, int elem)
 {
-    ncclComm_t comm = nccl;
-    NCCL_TRY(ncclAllGather(in, out, send_n, nccl_type(elem), comm, stream()), "ncclAllGather");
-    return PT_OK;
+    if (c->size == 1) return c->dev->mv->copy(out, in, n * pt_comm_elem_size(elem));
+    NCCL_CALL(ncclReduceScatter(in, out, n / (size_t)c->size, nccl_type(elem), ncclSum, comm, stream()),
+              "ncclReduceScatter");
 }
 
-int pt_nccl_broadcast(pt_comm *c, void *nccl, void *buf, size_t n, int elem, int root)
+static int nc_allgather(pt_comm *c, const void *in, void *out, size_t n, int elem)
 {
-    ncclComm_t comm = nccl;
-    NCCL_TRY(ncclBroadcast(buf, buf, n, nccl_type(elem), root, comm, stream()), "ncclBroadcast");
-    return PT_OK;
+    if (c->size == 1) return c->dev->mv->copy(out, in, n * pt_comm_elem_size(elem));
+    NCCL_CALL(ncclAllGather(in, out, n / (size_t)c->size, nccl_type(elem), comm, stream()), "ncclAllGather");
 }
 
-int pt_nccl_reduce(pt_comm *c, void *nccl, void *buf, size_t n, int elem, int root)
+static int nc_bcast(pt_comm *c, void *buf, size_t n, int elem, int root)
+{
+    NCCL_CALL(ncclBroadcast(buf, buf, n, nccl_type(elem), root, comm, stream()), "ncclBroadcast");
+}
+
+static int nc_reduce(pt_comm *c, void *buf, size_t n, int elem, int root)
 {
     /* recvbuff matters at the root only: the others' buf stays as it was */
-    ncclComm_t comm = nccl;
-    NCCL_TRY(ncclReduce(buf, buf, n, nccl_type(elem), ncclSum, root, comm, stream()), "ncclReduce");
-    return PT_OK;
+    NCCL_CALL(ncclReduce(buf, buf, n, nccl_type(elem), ncclSum, root, comm, stream()), "ncclReduce");
 }
 
-int pt_nccl_send(pt_comm *c, void *nccl, const void *buf, size_t n, int elem, int peer)
+static int nc_send(pt_comm *c, const void *buf, size_t n, int elem, int dst, int tag)
 {
-    ncclComm_t comm = nccl;
-    NCCL_TRY(ncclSend(buf, n, nccl_type(elem), peer, comm, stream()), "ncclSend");
-    return PT_OK;
+    (void)tag; /* NCCL's sends and receives between two ranks match in order */
+    NCCL_CALL(ncclSend(buf, n, nccl_type(elem), dst, comm, stream()), "ncclSend");
 }
 
-int pt_nccl_recv(pt_comm *c, void *nccl, void *buf, size_t n, int elem, int peer)
+static int nc_recv(pt_comm *c, void *buf, size_t n, int elem, int src, int tag)
 {
-    ncclComm_t comm = nccl;
-    NCCL_TRY(ncclRecv(buf, n, nccl_type(elem), peer, comm, stream()), "ncclRecv");
-    return PT_OK;
+    (void)tag;
+    NCCL_CALL(ncclRecv(buf, n, nccl_type(elem), src, comm, stream()), "ncclRecv");
 }
 
-int pt_nccl_group(pt_comm *c, int start)
+static int nc_sendrecv(pt_comm *c, const void *sbuf, int dst, void *rbuf, int src, size_t n, int elem, int tag)
+{
+    (void)tag;
+    /* a send and a receive in one NCCL group: neither waits for the other */
+    ncclComm_t comm = c->dev->nccl;
+    int rc = before(c);
+    ncclResult_t r = ncclSuccess;
+    const char *what = "ncclGroupStart";
+    if (rc == PT_OK && (r = ncclGroupStart()) == ncclSuccess) {
+        what = "ncclSend";
+        r = ncclSend(sbuf, n, nccl_type(elem), dst, comm, stream());
+        if (r == ncclSuccess) {
+            what = "ncclRecv";
+            r = ncclRecv(rbuf, n, nccl_type(elem), src, comm, stream());
+        }
+        ncclResult_t e = ncclGroupEnd();
+        if (r == ncclSuccess && e != ncclSuccess) r = e, what = "ncclGroupEnd";
+    }
+    if (rc == PT_OK && r != ncclSuccess) rc = pt_nccl_fail(r, comm, what, c);
+    return after(c, rc);
+}
+
+static int nc_group(pt_comm *c, int start)
 {
     ncclComm_t comm = NULL;
-    if (start) NCCL_TRY(ncclGroupStart(), "ncclGroupStart");
-    else NCCL_TRY(ncclGroupEnd(), "ncclGroupEnd");
-    return PT_OK;
+    if (start) {
+        NCCL_TRY(ncclGroupStart(), "ncclGroupStart");
+        return PT_OK;
+    }
+    /* the queued NCCL calls are enqueued now: order them after the
+     * compute stream's work first (in_group is already 0 here) */
+    int rc = DEV->comm_after_compute();
+    ncclResult_t r = ncclGroupEnd();
+    if (r != ncclSuccess && rc == PT_OK) rc = pt_nccl_fail(r, comm, "ncclGroupEnd", c);
+    return after(c, rc);
 }
+
+static int nc_wait(pt_comm *c)
+{
+    (void)c;
+    return DEV->compute_after_comm();
+}
+
+const pt_transport pt_transport_nccl = {
+    .name = "nccl",
+    .allreduce = nc_allreduce,
+    .reduce_scatter = nc_reduce_scatter,
+    .allgather = nc_allgather,
+    .bcast = nc_bcast,
+    .reduce = nc_reduce,
+    .send = nc_send,
+    .recv = nc_recv,
+    .sendrecv = nc_sendrecv,
+    .group = nc_group,
+    .wait = nc_wait,
+};
