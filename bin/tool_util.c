@@ -10,6 +10,8 @@
 
 _Static_assert(PT_EXIT_CHANGED == PT_SHARD_CHANGED_EXIT, "the shard reader's _exit status is the tools' exit 4");
 
+const char *tool_name = "ptrain";
+
 int tool_die(int status, const char *fmt, ...)
 {
     va_list ap;

@@ -19,9 +19,11 @@
  *     (lib/data/shard.h's PT_SHARD_CHANGED_EXIT, asserted in tool_util.c). */
 enum { PT_EXIT_OK = 0, PT_EXIT_FAIL = 1, PT_EXIT_INPUT = 2, PT_EXIT_PEER = 3, PT_EXIT_CHANGED = 4 };
 
-/* The tool's name ("ptrain-data"), defined by each tool; it starts every
- * message of tool_die and tool_version. */
-extern const char *const tool_name;
+/* The tool's name ("ptrain-data"), which each tool's main() sets first;
+ * it starts every message of tool_die and tool_version ("ptrain" until
+ * set).  Defined here, not by the tool, so that the tools' modules and
+ * these helpers use it without calling back into the tool's main.c. */
+extern const char *tool_name;
 
 /* Print "TOOL: " and the printf-style message on one line of stderr.
  * Returns status (the exit status the caller passes on), so that a caller

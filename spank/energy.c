@@ -100,8 +100,9 @@ static int energy_resolve_remote(spank_t sp)
     return 0;
 }
 
-/* In the task: PTRAIN_ENERGY and the allowed clock ranges for ptrain-run. */
-int ptsp_energy_task_env(spank_t sp)
+/* In the task: PTRAIN_ENERGY and the allowed clock ranges for ptrain-run,
+ * each through set(name, value, arg) (as pt_plan_export). */
+int ptsp_energy_task_env(spank_t sp, int (*set)(const char *name, const char *value, void *arg), void *arg)
 {
     if (energy_resolve_remote(sp) < 0) {
         slurm_error("%s", energy_err);
@@ -109,14 +110,14 @@ int ptsp_energy_task_env(spank_t sp)
     }
     if (req_energy < 0) return 0;
     char r[64];
-    if (ptsp_set_task_env("PTRAIN_ENERGY", pt_spank_energy_name(req_energy), sp) != 0) return -1;
+    if (set("PTRAIN_ENERGY", pt_spank_energy_name(req_energy), arg) != 0) return -1;
     if (ptsp_conf.gpu_clock_mhz[1] > 0) {
         snprintf(r, sizeof r, "%g-%g", ptsp_conf.gpu_clock_mhz[0], ptsp_conf.gpu_clock_mhz[1]);
-        if (ptsp_set_task_env("PTRAIN_ENERGY_GPU_MHZ", r, sp) != 0) return -1;
+        if (set("PTRAIN_ENERGY_GPU_MHZ", r, arg) != 0) return -1;
     }
     if (ptsp_conf.cpu_clock_mhz[1] > 0) {
         snprintf(r, sizeof r, "%g-%g", ptsp_conf.cpu_clock_mhz[0], ptsp_conf.cpu_clock_mhz[1]);
-        if (ptsp_set_task_env("PTRAIN_ENERGY_CPU_MHZ", r, sp) != 0) return -1;
+        if (set("PTRAIN_ENERGY_CPU_MHZ", r, arg) != 0) return -1;
     }
     return 0;
 }

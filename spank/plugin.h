@@ -182,9 +182,12 @@ int ptsp_set_task_env(const char *name, const char *value, void *arg);
 int ptsp_task_init(spank_t sp);
 
 /* ---- energy.c: remote context ------------------------------------------- */
-/* PTRAIN_ENERGY and the clock ranges into the task's environment; -1 (and
- * a slurm_error() line) when the request is refused. */
-int ptsp_energy_task_env(spank_t sp);
+/* PTRAIN_ENERGY and the clock ranges into the task's environment, each
+ * variable through set(name, value, arg) (task.c passes ptsp_set_task_env
+ * and the spank_t, as to pt_plan_export: energy.c does not call back into
+ * task.c); -1 (and a slurm_error() line) when the request is refused or a
+ * variable cannot be set. */
+int ptsp_energy_task_env(spank_t sp, int (*set)(const char *name, const char *value, void *arg), void *arg);
 /* task_post_fork (root): in a ptrain step (not the extern one), record the
  * cpufreq settings of the CPUs the task may run on; under apply, lift the
  * clock restriction of the task's own GPU.  task_exit: reset that GPU's

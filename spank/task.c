@@ -162,7 +162,7 @@ int ptsp_task_init(spank_t sp)
         slurm_error("%s", st->err);
         return -1;
     }
-    if (ptsp_energy_task_env(sp) != 0) return -1;
+    if (ptsp_energy_task_env(sp, ptsp_set_task_env, sp) != 0) return -1;
     if (st->state != PLAN_READY) return 0;
     int local = -1;
     if (spank_get_item(sp, S_TASK_ID, &local) != ESPANK_SUCCESS || local < 0 ||

@@ -35,10 +35,9 @@
 
 #include <string.h>
 
-const char *const tool_name = "ptrain-ckpt";
-
 int main(int argc, char **argv)
 {
+    tool_name = "ptrain-ckpt";
     ckpt_cmdline cl;
     const int st = ckpt_options(argc, argv, &cl);
     if (st >= 0) return st;

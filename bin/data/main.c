@@ -15,8 +15,6 @@
 #include <string.h>
 #include <sys/resource.h>
 
-const char *const tool_name = "ptrain-data";
-
 /* A process writing many shards holds each open until its set is complete:
  * the soft limit on open files raised to the hard one. */
 static void raise_nofile(void)
@@ -30,6 +28,7 @@ static void raise_nofile(void)
 
 int main(int argc, char **argv)
 {
+    tool_name = "ptrain-data";
     if (argc < 2) {
         data_usage(stderr);
         return 2;

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* What ptrain-run's energy modules share (bin/run/energy_meter.c,
- * energy_plan.c, energy_sweep.c; the overview is in energy.c): the run's
- * energy state and the functions one module calls in another.  Every
+ * energy_plan.c, energy_sweep.c, energy_read.c; the overview is in
+ * energy.c): the run's energy state and the functions one module calls in
+ * another.  Every
  * function here is for one rank's run_energy; those said to be collective
  * must be called by every rank. */
 #ifndef PTRAIN_RUN_ENERGY_H
@@ -75,7 +76,7 @@ struct run_energy {
     int have_last;
 };
 
-/* ---- energy_meter.c ---- */
+/* ---- energy_read.c ---- */
 /* The time now (seconds, pt_now) and this rank's meter reading into *j
  * (joules; 0 when it does not measure).  A failed read is reported once
  * (one line on stderr) and ends this rank's measuring. */

@@ -21,19 +21,6 @@
 #include <string.h>
 #include <time.h>
 
-double run_energy_read(run_energy *e, double *j)
-{
-    double t = pt_now();
-    *j = 0;
-    if (e->measuring && pt_meter_read(e->meter, j) != PT_OK) {
-        fprintf(stderr, "ptrain-run: warning: rank %d: %s; energy is not measured on this rank from here on\n",
-                run_rank, pt_errmsg());
-        e->measuring = 0;
-    }
-    return t;
-}
-
-
 static int energy_hook(void *arg, int chunk, int mb, int bwd, int after)
 {
     run_energy *e = arg;

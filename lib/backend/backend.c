@@ -53,33 +53,3 @@ const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act)
     }
     return pt_backend_ops_for(be, p);
 }
-
-/* ---- the "cuda" backend's hooks that read the same in every build ----
- * (cuda.h is device.c with the CUDA backend and none.c without; the
- * tables, init, prepare and set_threads are each build's own) */
-
-int pt_cuda_backend_available(char *why, size_t len)
-{
-    if (len) why[0] = 0;
-    const int n = pt_cuda_device_count(why, len); /* without the backend: 0, why says so */
-    return !pt_cuda_built() ? -1 : n > 0;
-}
-
-int pt_cuda_backend_status(const char **msg)
-{
-    *msg = pt_cuda_ops_errmsg();
-    return pt_cuda_ops_status();
-}
-
-const pt_backend_dev pt_cuda_backend_dev = {
-    .is_device_ptr = pt_cuda_is_device_ptr,
-    .to_host = pt_cuda_comm_to_host,
-    .to_device = pt_cuda_comm_to_device,
-    .copy = pt_cuda_copy_d2d,
-    .host_alloc = pt_cuda_host_alloc,
-    .host_free = pt_cuda_host_free,
-    .comm_after_compute = pt_cuda_comm_after_compute,
-    .compute_after_comm = pt_cuda_compute_after_comm,
-    .device_uuid = pt_cuda_device_uuid,
-    .comm_stream = pt_cuda_comm_stream,
-};

@@ -67,7 +67,8 @@ void pt_blas_get_info(pt_blas_info *info);
  * workers sleep)" (or ", OPENBLAS_THREAD_TIMEOUT=<v> kept").  Under
  * PTRAIN_MAX_CPU_ISA the CPU reads "on an avx512 CPU run as avx2
  * (PTRAIN_MAX_CPU_ISA)" (a bad value: "(PTRAIN_MAX_CPU_ISA=<v>: valid
- * values are ...: ignored)").  Static buffer, valid until the next call. */
+ * values are ...: ignored)").  Static buffer, valid until the next call.
+ * (blas_report.c, above blas.c and gemm_bf16.c, as the GEMM probes.) */
 const char *pt_blas_summary(void);
 
 /* Called before every GEMM ptrain makes (the CPU tables' cblas_sgemm and
@@ -130,6 +131,11 @@ void pt_blas_set_threads(int n);
 /* 1 when pt_blas_gemm_prepare holds GEMMs in OpenMP regions to one thread
  * (an OpenBLAS pthreads build in an OpenMP build of ptrain), else 0. */
 int pt_blas_nest_guard(void);
+/* What pt_blas_select did to the pthreads build's pool, as
+ * pt_blas_summary's parenthesis says it: ", idle workers sleep",
+ * ", OPENBLAS_THREAD_TIMEOUT=<v> kept", or "" (nothing done: the OpenMP or
+ * serial build, or no OpenMP).  Static; calls pt_blas_select. */
+const char *pt_blas_pool_note(void);
 /* This CPU's ISA level (PT_ISA_*), from cpuid; PT_ISA_UNKNOWN off x86. */
 int pt_cpu_isa_level(void);
 
@@ -151,6 +157,11 @@ int pt_kernel_isa_check(void);
 /* ISA level of an OpenBLAS core name (case-insensitive: "Haswell",
  * "SkylakeX", "Prescott", ...); PT_ISA_UNKNOWN for names not in the table. */
 int pt_blas_core_level(const char *corename);
+
+/* "sse", "avx", "avx2", "avx512" or "unknown". */
+const char *pt_isa_name(int level);
+
+/* ---- the GEMM probes (blas_report.c) ---- */
 
 /* The fp32 GEMM rate of one core: the best of `reps` timed
  * cblas_sgemm calls C[n, n] = A[n, n] B[n, n] with inputs of fresh random
@@ -180,8 +191,5 @@ double pt_blas_sgemm_mkn_gflops(int m, int k, int n, int reps);
  * n > 8192, reps < 1, memory runs out or pt_gemm_bf16 fails (pt_errmsg()
  * says why, e.g. a PTRAIN_BF16_GEMM that cannot run here). */
 double pt_blas_bf16_gemm_gflops(int n, int reps);
-
-/* "sse", "avx", "avx2", "avx512" or "unknown". */
-const char *pt_isa_name(int level);
 
 #endif

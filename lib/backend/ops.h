@@ -607,8 +607,8 @@ const pt_ops *pt_backend_ops(const pt_backend *be, pt_dtype act);
  * CUDA tables against these). */
 const char *const *pt_backend_names(void);
 
-/* The registered backends (lib/backend/cpu.c, lib/backend/cuda/device.c
- * or, without the CUDA backend, cuda/none.c). */
+/* The registered backends (lib/backend/cpu.c; lib/backend/cuda/cuda_backend.c
+ * in every build, whose hooks say when the CUDA backend is not built). */
 extern const pt_backend pt_cpu_backend;
 extern const pt_backend pt_cuda_backend;
 

@@ -166,7 +166,7 @@ extern const pt_layout pt_layout_3d;
  * NULL (PT_EUNSUPP via pt_errmsg). */
 const pt_layout *pt_layout_for(pt_mode mode);
 
-/* ---- helpers shared by the layouts (layout.c) ---- */
+/* ---- helpers shared by the layouts (tp_common.c) ---- */
 
 /* Full row of logical row r of a [rows] dimension split into `parts`
  * blocks, block `blk`: plain blocks, or with qkv = 1 the rows are three

@@ -11,7 +11,7 @@
  * the vocabulary: the embedding allreduces its output, the cross-entropy
  * allreduces the row max and the (sum of exp, target logit) pairs, and the
  * head allreduces dX like a column layer.  The head is the fused classifier
- * over the rank's vocabulary shard (lib/parallel/layout.c): the logits
+ * over the rank's vocabulary shard (lib/parallel/tp_common.c): the logits
  * exist one block of columns at a time.  Epilogues (bias, GELU) run inside
  * a column linear's GEMM; a row linear's bias comes after its allreduce,
  * and its backward's dX GEMM carries the DGELU of the column linear before.

@@ -201,7 +201,7 @@ static void traffic_add(traffic *dst, const traffic *src, double scale)
 
 /* ---- tensor-parallel traffic of one piece's forward / backward ----------- */
 
-/* LayerNorm over the norm group (layout.c): forward 2 allreduces of [N],
+/* LayerNorm over the norm group (tp_common.c): forward 2 allreduces of [N],
  * backward one of [2N]; 1d rows are whole (no call). */
 static void ln_fwd(traffic *t, const pt_shape *g, long long N)
 {
@@ -312,7 +312,7 @@ static void embed_tp(traffic *t, const pt_shape *g, long long N, int ea, int par
 }
 
 /* Final LayerNorm, tied head and cross-entropy (the fused classifier,
- * layout.c), forward + backward, the parts of `part`: activations and the
+ * tp_common.c), forward + backward, the parts of `part`: activations and the
  * gathered wte in ea bytes, the statistics and dW in fp32.  The forward
  * gathers the head's operands and reduces the row statistics; the
  * backward gathers them again (the fused classifier computes the logits

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* Internal to lib/train: what an implementation of pt_train_strategy
- * (train.h) may use besides the public pt_train API, and the tables the
- * strategy lookup (pt_train_strategy_zero, train.c) chooses from.  train.c
- * calls strategies only through their tables; allreduce.c and zero.c use
- * only this header. */
+ * (train.h) may use besides the public pt_train API (defined in bucket.c,
+ * below the strategies and train.c), and the tables the strategy lookup
+ * (pt_train_strategy_zero, train.c) chooses from.  train.c calls strategies
+ * only through their tables; allreduce.c and zero.c use only this header. */
 #ifndef PTRAIN_TRAIN_STRATEGY_H
 #define PTRAIN_TRAIN_STRATEGY_H
 #include "train/train.h"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The training step: registry, buckets, and the entry points that call the
- * strategy's hooks (see train.h; the strategies are allreduce.c and zero.c). */
+/* The training step: registry and the entry points that call the
+ * strategy's hooks (see train.h; the strategies are allreduce.c and zero.c,
+ * the buckets and the tied sum they share are bucket.c's). */
 #include "train/strategy.h"
 
 #include <math.h>
@@ -33,32 +34,6 @@ int pt_train_create_in(pt_train *t, pt_gpt *m, pt_arena *state, const pt_adamw_c
     return rc;
 }
 
-int pt_train_next_in_group(const pt_gpt *m, int j, const pt_comm *sc)
-{
-    for (; j < m->nparams; j++)
-        if (m->params[j].shard.sync == sc) return j;
-    return -1;
-}
-
-int pt_train_bucket_next(pt_train *t, int *i, size_t off, pt_train_bucket **b)
-{
-    const pt_gpt *m = t->model;
-    *b = NULL;
-    for (; *i < m->nparams; ++*i) {
-        pt_comm *sc = m->params[*i].shard.sync;
-        int known = 0;
-        for (int k = 0; k < t->nbuckets; k++) known |= t->buckets[k].comm == sc;
-        if (known) continue;
-        if (t->nbuckets == PT_TRAIN_MAX_BUCKETS)
-            return pt_fail(PT_EINVAL, "parameters use more than %d gradient sync groups", PT_TRAIN_MAX_BUCKETS);
-        *b = &t->buckets[t->nbuckets++];
-        (*b)->comm = sc;
-        (*b)->off = off;
-        return PT_OK;
-    }
-    return PT_OK;
-}
-
 void pt_train_free(pt_train *t)
 {
     if (!t->arena) return;
@@ -84,16 +59,6 @@ int pt_train_forward_backward(pt_train *t, const int32_t *inputs, const int32_t 
 int pt_train_sync(pt_train *t) { return t->strategy->sync(t); }
 
 double pt_train_sync_bytes(const pt_train *t) { return t->strategy->sync_bytes(t); }
-
-int pt_train_sync_tied(pt_train *t)
-{
-    const pt_gpt *m = t->model;
-    for (int i = 0; i < m->nparams; i++) {
-        const pt_param *p = &m->params[i];
-        if (p->tied && p->tied->size > 1) TRY(pt_allreduce_sum(p->tied, p->grad, (size_t)p->shard.numel));
-    }
-    return PT_OK;
-}
 
 int pt_train_grad_norm(pt_train *t, double *norm)
 {

@@ -18,8 +18,8 @@
  * whether the plan's mode has a tensor-parallel layout: that is the real
  * lib/parallel/layout.c (linked by scripts/fuzz.sh), with the three
  * layouts it points to as empty tables here (the check only compares the
- * pointer with NULL) and the collectives its LayerNorm and loss helpers
- * call as stubs that abort. */
+ * pointer with NULL; the helpers the layouts share are tp_common.c's, not
+ * linked). */
 #include "fuzz_util.h"
 #include "ckpt/ckpt.h"
 #include "ckpt_tool.h"
@@ -38,8 +38,6 @@
     } while (0)
 int pt_allreduce_sum_f64(pt_comm *c, double *buf, size_t n) { (void)c, (void)buf, (void)n; UNREACHED("pt_allreduce_sum_f64"); }
 int pt_broadcast(pt_comm *c, float *buf, size_t n, int root) { (void)c, (void)buf, (void)n, (void)root; UNREACHED("pt_broadcast"); }
-int pt_allreduce_sum(pt_comm *c, float *buf, size_t n) { (void)c, (void)buf, (void)n; UNREACHED("pt_allreduce_sum"); }
-int pt_allreduce_max(pt_comm *c, float *buf, size_t n) { (void)c, (void)buf, (void)n; UNREACHED("pt_allreduce_max"); }
 /* lib/parallel/tp1d.c, tp2d.c, tp3d.c (the model's code): pt_layout_for's
  * answers; no member is called */
 const pt_layout pt_layout_1d = {.name = "1d"}, pt_layout_2d = {.name = "2d"}, pt_layout_3d = {.name = "3d"};

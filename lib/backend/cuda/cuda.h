@@ -119,9 +119,15 @@ const char *pt_cuda_ops_errmsg(void);
  * without CUDA headers; NULL before pt_cuda_init and without the backend. */
 void *pt_cuda_comm_stream(void);
 
+/* The "cuda" backend's hooks that differ by build: set_threads (the
+ * host-side threads the backend may use; nothing without it) and prepare
+ * (PT_OK: every choice is taken at init; PT_EUNSUPP without the backend). */
+void pt_cuda_set_threads(int n);
+int pt_cuda_prepare(const pt_prec_policy *p);
+
 /* The "cuda" backend's hooks that read the same in every build (they call
  * only the functions above, which none.c answers without the backend),
- * written once in lib/backend/backend.c: available (1 a device, 0 none
+ * written once in lib/backend/cuda/cuda_backend.c: available (1 a device, 0 none
  * visible, -1 not built; the reason in why), status (pt_cuda_ops_status
  * and its line), and dev (the copies, staging memory, stream order,
  * device UUID and communication stream above). */
@@ -130,9 +136,11 @@ int pt_cuda_backend_status(const char **msg);
 extern const struct pt_backend_dev pt_cuda_backend_dev;
 
 /* The "cuda" backend is ops.h's pt_cuda_backend (lib/backend/backend.c's
- * registry; pt_backend_get("cuda") initialises it): name "cuda", mem
- * &pt_cuda_mem, ops &pt_cuda_ops_f32 and ops_bf16 &pt_cuda_ops_bf16
- * (ops_cuda.h), init pt_cuda_init, describe pt_cuda_versions, status
+ * registry; pt_backend_get("cuda") initialises it), one table for every
+ * build in lib/backend/cuda/cuda_backend.c: name "cuda", mem &pt_cuda_mem,
+ * ops &pt_cuda_ops_f32 and ops_bf16 &pt_cuda_ops_bf16 (ops_cuda.h; NULL
+ * without the backend), init pt_cuda_init, prepare pt_cuda_prepare,
+ * set_threads pt_cuda_set_threads, describe pt_cuda_versions, status
  * pt_cuda_ops_status, dev the copies and streams above.  Code outside
  * lib/backend reaches the GPU through that table only. */
 

@@ -15,7 +15,7 @@
 extern "C" {
 #endif
 
-/* pt_fail for a CUDA runtime error: "CALL: <cudaGetErrorString>
+/* The one-line error helpers (context.c).  pt_fail for a CUDA runtime error: "CALL: <cudaGetErrorString>
  * (<cudaGetErrorName>)"; PT_ENOMEM for cudaErrorMemoryAllocation,
  * PT_EUNSUPP for no device / no driver, else PT_EIO.  Clears the runtime's
  * last (non-sticky) error.  CALL is a printf format (the call as written,
@@ -44,10 +44,17 @@ int pt_cudnn_fail(int status, const char *call, ...) __attribute__((format(print
         if (pt_s_ != CUBLAS_STATUS_SUCCESS) return pt_cublas_fail(pt_s_, "%s", #call); \
     } while (0)
 
-/* The process's two streams (pt_cuda_init; NULL, the legacy stream,
- * before it). */
+/* The process's two streams (context.c; created by pt_cuda_init; NULL,
+ * the legacy stream, before it). */
 cudaStream_t pt_cuda_stream_compute(void);
 cudaStream_t pt_cuda_stream_comm(void);
+/* pt_cuda_init's part (context.c): create the two non-blocking streams on
+ * the current device dev (the communication stream at the highest
+ * priority, the compute stream at the lowest); PT_OK, or pt_cuda_fail's
+ * code with nothing left created.  pt_cuda_streams_destroy: destroy them
+ * (pt_cuda_shutdown; none: nothing). */
+int pt_cuda_streams_create(int dev);
+void pt_cuda_streams_destroy(void);
 /* The device's properties (pt_cuda_init), NULL before. */
 const struct cudaDeviceProp *pt_cuda_props(void);
 

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The CUDA backend's core (cuda.h): errors, device choice, streams and
- * events, the device arena memory, copies, versions, the "cuda" backend.
+/* The CUDA backend's core (cuda.h): device choice, the streams' events,
+ * the device arena memory, copies, versions, the "cuda" backend's own
+ * hooks (its table: cuda_backend.c).  The error helpers and the two
+ * streams are context.c's, below this file and the GEMM and attention
+ * files it starts and releases.
  * Host C against the CUDA runtime API; the kernels are the .cu files. */
 #include "config.h"
 #include "backend/cuda/attention_cudnn.h"
 #include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/host.h"
-#include "backend/cuda/ops_cuda.h"
 #include "backend/ops.h"
 #include "core/core.h"
 
@@ -17,67 +19,9 @@
 #include <nccl.h>
 #endif
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-/* ---- errors -------------------------------------------------------------- */
-
-/* "CALL" formatted, then ": " and the library's text: one pt_fail line */
-static int vfail(int code, const char *what, const char *fmt, va_list ap)
-{
-    char call[256];
-    vsnprintf(call, sizeof call, fmt, ap);
-    return pt_fail(code, "%s: %s", call, what);
-}
-
-int pt_cuda_fail(cudaError_t e, const char *call, ...)
-{
-    char what[300];
-    snprintf(what, sizeof what, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
-    (void)cudaGetLastError(); /* a non-sticky error would otherwise greet the next call */
-    int code = e == cudaErrorMemoryAllocation ? PT_ENOMEM
-             : (e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver) ? PT_EUNSUPP
-                                                                             : PT_EIO;
-    va_list ap;
-    va_start(ap, call);
-    int rc = vfail(code, what, call, ap);
-    va_end(ap);
-    return rc;
-}
-
-int pt_cublas_fail(cublasStatus_t s, const char *call, ...)
-{
-    char what[300];
-    snprintf(what, sizeof what, "%s (%s)", cublasLtGetStatusString(s), cublasLtGetStatusName(s));
-    int code = s == CUBLAS_STATUS_ALLOC_FAILED ? PT_ENOMEM : s == CUBLAS_STATUS_NOT_SUPPORTED ? PT_EUNSUPP : PT_EIO;
-    va_list ap;
-    va_start(ap, call);
-    int rc = vfail(code, what, call, ap);
-    va_end(ap);
-    return rc;
-}
-
-#ifdef HAVE_CUDNN
-int pt_cudnn_fail(int status, const char *call, ...)
-{
-    cudnnStatus_t s = (cudnnStatus_t)status;
-    char what[300];
-    snprintf(what, sizeof what, "%s (cuDNN status %d)", cudnnGetErrorString(s), status);
-    /* cuDNN 9 groups its codes by thousands: 3xxx NOT_SUPPORTED*, 4xxx
-     * INTERNAL_ERROR*, 5xxx EXECUTION_FAILED* (cudnn_graph.h) */
-    int code = (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-                s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED) ? PT_ENOMEM
-             : status / 1000 == 3 ? PT_EUNSUPP
-                                  : PT_EIO;
-    va_list ap;
-    va_start(ap, call);
-    int rc = vfail(code, what, call, ap);
-    va_end(ap);
-    return rc;
-}
-#endif
 
 /* ---- the process's device ------------------------------------------------ */
 
@@ -85,7 +29,6 @@ static struct {
     int ready;
     int dev;
     struct cudaDeviceProp props;
-    cudaStream_t compute, comm;
     cudaEvent_t compute_done, comm_done; /* recorded to order one stream after the other */
     int threads;
     pthread_mutex_t lock; /* the block table: arenas may allocate from more than one thread */
@@ -115,8 +58,6 @@ int pt_cuda_device_count(char *why, size_t len)
     return n;
 }
 
-cudaStream_t pt_cuda_stream_compute(void) { return G.compute; }
-cudaStream_t pt_cuda_stream_comm(void) { return G.comm; }
 const struct cudaDeviceProp *pt_cuda_props(void) { return G.ready ? &G.props : NULL; }
 int pt_cuda_device(void) { return G.ready ? G.dev : -1; }
 
@@ -124,10 +65,8 @@ static void release(void)
 {
     if (G.compute_done) cudaEventDestroy(G.compute_done);
     if (G.comm_done) cudaEventDestroy(G.comm_done);
-    if (G.compute) cudaStreamDestroy(G.compute);
-    if (G.comm) cudaStreamDestroy(G.comm);
     G.compute_done = G.comm_done = NULL;
-    G.compute = G.comm = NULL;
+    pt_cuda_streams_destroy();
     (void)cudaGetLastError();
 }
 
@@ -144,17 +83,12 @@ int pt_cuda_init(void)
     if (e != cudaSuccess) return pt_cuda_fail(e, "cudaSetDevice(%d) (local rank %d of a node with %d visible devices)", dev, local, n);
     e = cudaGetDeviceProperties(&G.props, dev);
     if (e != cudaSuccess) return pt_cuda_fail(e, "cudaGetDeviceProperties(%d)", dev);
-    /* the communication stream gets the highest priority, so a collective
-     * that overlaps the backward is not starved by its kernels (as
-     * PyTorch's NCCL streams and llm.c's) */
-    int lo = 0, hi = 0;
-    e = cudaDeviceGetStreamPriorityRange(&lo, &hi);
-    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&G.compute, cudaStreamNonBlocking, lo);
-    if (e == cudaSuccess) e = cudaStreamCreateWithPriority(&G.comm, cudaStreamNonBlocking, hi);
-    if (e == cudaSuccess) e = cudaEventCreateWithFlags(&G.compute_done, cudaEventDisableTiming);
+    rc = pt_cuda_streams_create(dev);
+    if (rc != PT_OK) return rc;
+    e = cudaEventCreateWithFlags(&G.compute_done, cudaEventDisableTiming);
     if (e == cudaSuccess) e = cudaEventCreateWithFlags(&G.comm_done, cudaEventDisableTiming);
     if (e != cudaSuccess) {
-        rc = pt_cuda_fail(e, "creating the compute and communication streams and their events on device %d", dev);
+        rc = pt_cuda_fail(e, "creating the compute and communication streams' events on device %d", dev);
         release();
         return rc;
     }
@@ -212,7 +146,7 @@ static void *cuda_alloc(size_t bytes)
         (void)cudaGetLastError();
         return NULL;
     }
-    e = cudaMemsetAsync(p, 0, n, G.compute);
+    e = cudaMemsetAsync(p, 0, n, pt_cuda_stream_compute());
     if (e != cudaSuccess) {
         pt_log(0, "cudaMemsetAsync(%zu bytes): %s (%s)", n, cudaGetErrorString(e), cudaGetErrorName(e));
         (void)cudaGetLastError();
@@ -279,25 +213,25 @@ static int copy_on(cudaStream_t s, void *dst, const void *src, size_t bytes, con
 
 int pt_cuda_to_device(void *dst, const void *src, size_t bytes)
 {
-    return copy_on(G.compute, dst, src, bytes, "host-to-device copy");
+    return copy_on(pt_cuda_stream_compute(), dst, src, bytes, "host-to-device copy");
 }
 
 int pt_cuda_to_host(void *dst, const void *src, size_t bytes)
 {
-    return copy_on(G.compute, dst, src, bytes, "device-to-host copy");
+    return copy_on(pt_cuda_stream_compute(), dst, src, bytes, "device-to-host copy");
 }
 
 int pt_cuda_copy_d2d(void *dst, const void *src, size_t bytes)
 {
-    return copy_on(G.compute, dst, src, bytes, "device-to-device copy");
+    return copy_on(pt_cuda_stream_compute(), dst, src, bytes, "device-to-device copy");
 }
 
 int pt_cuda_sync(void)
 {
     int rc = need_init("pt_cuda_sync");
     if (rc != PT_OK) return rc;
-    PT_CUDA_TRY(cudaStreamSynchronize(G.compute));
-    PT_CUDA_TRY(cudaStreamSynchronize(G.comm));
+    PT_CUDA_TRY(cudaStreamSynchronize(pt_cuda_stream_compute()));
+    PT_CUDA_TRY(cudaStreamSynchronize(pt_cuda_stream_comm()));
     return PT_OK;
 }
 
@@ -305,8 +239,8 @@ int pt_cuda_comm_after_compute(void)
 {
     int rc = need_init("ordering the communication stream");
     if (rc != PT_OK) return rc;
-    PT_CUDA_TRY(cudaEventRecord(G.compute_done, G.compute));
-    PT_CUDA_TRY(cudaStreamWaitEvent(G.comm, G.compute_done, 0));
+    PT_CUDA_TRY(cudaEventRecord(G.compute_done, pt_cuda_stream_compute()));
+    PT_CUDA_TRY(cudaStreamWaitEvent(pt_cuda_stream_comm(), G.compute_done, 0));
     return PT_OK;
 }
 
@@ -314,22 +248,22 @@ int pt_cuda_compute_after_comm(void)
 {
     int rc = need_init("ordering the compute stream");
     if (rc != PT_OK) return rc;
-    PT_CUDA_TRY(cudaEventRecord(G.comm_done, G.comm));
-    PT_CUDA_TRY(cudaStreamWaitEvent(G.compute, G.comm_done, 0));
+    PT_CUDA_TRY(cudaEventRecord(G.comm_done, pt_cuda_stream_comm()));
+    PT_CUDA_TRY(cudaStreamWaitEvent(pt_cuda_stream_compute(), G.comm_done, 0));
     return PT_OK;
 }
 
 int pt_cuda_comm_to_host(void *dst, const void *src, size_t bytes)
 {
     int rc = pt_cuda_comm_after_compute();
-    return rc != PT_OK ? rc : copy_on(G.comm, dst, src, bytes, "staging copy device-to-host");
+    return rc != PT_OK ? rc : copy_on(pt_cuda_stream_comm(), dst, src, bytes, "staging copy device-to-host");
 }
 
 int pt_cuda_comm_to_device(void *dst, const void *src, size_t bytes)
 {
     /* after the compute stream's queued work, which may still read dst */
     int rc = pt_cuda_comm_after_compute();
-    return rc != PT_OK ? rc : copy_on(G.comm, dst, src, bytes, "staging copy host-to-device");
+    return rc != PT_OK ? rc : copy_on(pt_cuda_stream_comm(), dst, src, bytes, "staging copy host-to-device");
 }
 
 int pt_cuda_is_device_ptr(const void *p)
@@ -413,29 +347,20 @@ void pt_cuda_versions(char *buf, size_t len)
     pt_cuda_info_format(&v, buf, len);
 }
 
-/* ---- the "cuda" backend --------------------------------------------------------- */
+/* ---- the "cuda" backend's own hooks (its table is cuda_backend.c's) -------------- */
 
-static void cuda_set_threads(int n)
+void pt_cuda_set_threads(int n)
 {
     /* the GPU's parallelism is its own; n is what host-side work may use */
     G.threads = n < 1 ? 1 : n;
 }
 
 /* bf16 and fp32 tables take every choice at init (cuBLASLt's heuristics per shape) */
-static int cuda_prepare(const pt_prec_policy *p) { return pt_backend_ops_for(&pt_cuda_backend, p) ? PT_OK : PT_EUNSUPP; }
+/* a policy without a table is refused by the lookup (pt_backend_ops_for) */
+int pt_cuda_prepare(const pt_prec_policy *p)
+{
+    (void)p;
+    return PT_OK;
+}
 
 void *pt_cuda_comm_stream(void) { return (void *)pt_cuda_stream_comm(); }
-
-const pt_backend pt_cuda_backend = {
-    .name = "cuda",
-    .ops = &pt_cuda_ops_f32,
-    .ops_bf16 = &pt_cuda_ops_bf16,
-    .set_threads = cuda_set_threads,
-    .mem = &pt_cuda_mem,
-    .available = pt_cuda_backend_available,
-    .init = pt_cuda_init,
-    .prepare = cuda_prepare,
-    .describe = pt_cuda_versions,
-    .status = pt_cuda_backend_status,
-    .dev = &pt_cuda_backend_dev,
-};

@@ -68,25 +68,11 @@ void *pt_cuda_comm_stream(void) { return NULL; }
 int pt_cuda_ops_status(void) { return PT_OK; }
 const char *pt_cuda_ops_errmsg(void) { return ""; }
 
-/* ---- the "cuda" backend, registered in every build: it says it is not built ---- */
+/* ---- the "cuda" backend's own hooks (its table, cuda_backend.c, says it is not built) ---- */
 
-static int none_prepare(const pt_prec_policy *p)
+int pt_cuda_prepare(const pt_prec_policy *p)
 {
     (void)p;
     return no();
 }
-static void none_threads(int n) { (void)n; }
-
-const pt_backend pt_cuda_backend = {
-    .name = "cuda",
-    .ops = NULL,
-    .ops_bf16 = NULL,
-    .set_threads = none_threads,
-    .mem = &pt_cuda_mem,
-    .available = pt_cuda_backend_available,
-    .init = pt_cuda_init,
-    .prepare = none_prepare,
-    .describe = pt_cuda_versions,
-    .status = pt_cuda_backend_status,
-    .dev = &pt_cuda_backend_dev,
-};
+void pt_cuda_set_threads(int n) { (void)n; }
