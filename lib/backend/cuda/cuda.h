@@ -122,8 +122,9 @@ void *pt_cuda_comm_stream(void);
 /* The "cuda" backend's hooks that differ by build: set_threads (the
  * host-side threads the backend may use; nothing without it) and prepare
  * (PT_OK: every choice is taken at init; PT_EUNSUPP without the backend). */
+struct pt_prec_policy; /* backend/ops.h */
 void pt_cuda_set_threads(int n);
-int pt_cuda_prepare(const pt_prec_policy *p);
+int pt_cuda_prepare(const struct pt_prec_policy *p);
 
 /* The "cuda" backend's hooks that read the same in every build (they call
  * only the functions above, which none.c answers without the backend),
