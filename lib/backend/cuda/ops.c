@@ -1,51 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* The CUDA ops table's host side (ops_cuda.h): the error record of the
- * void ops, and the tables, built from the op families' fills (embed.cu,
- * eltwise.cu, layernorm.cu, gemm_ops.c, attention.cu, xent.cu, mem.cu,
- * adamw.cu) and checked against ops.h's PT_OPS. */
+/* The CUDA ops tables (ops_cuda.h), built from the op families' fills
+ * (embed.cu, eltwise.cu, layernorm.cu, gemm_ops.c, attention.cu, xent.cu,
+ * mem.cu, adamw.cu) and checked against ops.h's PT_OPS.  The families
+ * record their errors in op_record.c, below this file and them. */
 #include "config.h"
-#include "backend/cuda/cuda_priv.h"
 #include "backend/cuda/ops_cuda.h"
 #include "backend/ops.h"
 #include "core/core.h"
 
 #include <stdio.h>
-#include <string.h>
-
-/* ---- the error record ------------------------------------------------------------------------ */
-
-static struct {
-    int rc;
-    char msg[512];
-} E;
-
-void pt_cuda_op_record(int rc, const char *op)
-{
-    if (rc == PT_OK || E.rc != PT_OK) return;
-    E.rc = rc;
-    snprintf(E.msg, sizeof E.msg, "%s: %s", op ? op : "cuda op", pt_errmsg());
-    /* the ops return nothing: say it once, where the run's log shows it */
-    fprintf(stderr, "ptrain: error: CUDA op failed: %s\n", E.msg);
-    fflush(stderr);
-}
-
-int pt_cuda_op_check(const char *op)
-{
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) return PT_OK;
-    int rc = pt_cuda_fail(e, "kernel launch");
-    pt_cuda_op_record(rc, op);
-    return rc;
-}
-
-int pt_cuda_ops_status(void) { return E.rc; }
-const char *pt_cuda_ops_errmsg(void) { return E.rc != PT_OK ? E.msg : ""; }
-
-void pt_cuda_ops_clear(void)
-{
-    E.rc = PT_OK;
-    E.msg[0] = '\0';
-}
 
 /* ---- the tables ----------------------------------------------------------------------------------- */
 
