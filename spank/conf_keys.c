@@ -55,7 +55,7 @@ static int parse_energy(const char *what, const char *v, int *out)
 
 /* ---- the table ----------------------------------------------------------- */
 #define AT(f) offsetof(pt_spank_conf, f)
-#define MODES "off, auto, 1d, 2d, 2.5d, 3d"
+#define MODES PT_MODE_NAMES(", ")
 
 const pt_spank_key pt_spank_keys[] = {
     {.arg = "config", .type = PT_SPANK_KEY_CONFIG, .valid = "a path",
@@ -66,7 +66,7 @@ const pt_spank_key pt_spank_keys[] = {
     {.name = "max_tp", .arg = "max_tp", .type = PT_SPANK_KEY_INT, .offset = AT(max_tp), .lo = 1, .hi = MAX_COUNT,
      .def = "64", .doc = "Largest tensor-parallel size the planner may choose or a user may pin."},
     {.name = "allowed_modes", .type = PT_SPANK_KEY_LIST, .offset = AT(allowed_modes), .parse = parse_mode,
-     .valid = MODES, .def = "off,auto,1d,2d,2.5d,3d", .base = 1u << PT_MODE_OFF, .item = "allowed_modes",
+     .valid = MODES, .def = PT_MODE_NAMES(","), .base = 1u << PT_MODE_OFF, .item = "allowed_modes",
      .file_form = "a list of mode strings, e.g. [\"auto\", \"1d\"]",
      .doc = "Modes users may request and auto may choose among; off is always allowed."},
     {.name = "master_port_base", .arg = "master_port_base", .type = PT_SPANK_KEY_INT, .offset = AT(master_port_base),

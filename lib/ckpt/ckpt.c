@@ -737,8 +737,8 @@ int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *a
                         pt_layout_for(mode);
     pt_error_restore(&es);
     if (!mode_ok)
-        problem(&c, "manifest plan mode %s is not valid (valid: a tensor-parallel layout, one of 1d, 2d, 2.5d, 3d)",
-                shown(mp, "mode", b1, sizeof b1));
+        problem(&c, "manifest plan mode %s is not valid (valid: a tensor-parallel layout, one of %s)",
+                shown(mp, "mode", b1, sizeof b1), PT_LAYOUT_MODE_NAMES(", "));
     if (world && !int_in(mp, "tp_depth", 1, g[2], &depth))
         problem(&c, "manifest plan tp_depth %s is not valid (valid: an integer in [1, tp = %lld])",
                 shown(mp, "tp_depth", b1, sizeof b1), g[2]);

@@ -23,14 +23,29 @@
 
 #include "core/core.h"
 
-typedef enum pt_mode {
-    PT_MODE_OFF = 0, /* ptrain does not plan: nothing injected */
-    PT_MODE_AUTO,    /* request only: resolved to a concrete mode by pt_plan_resolve */
-    PT_MODE_1D,      /* Megatron tensor parallel */
-    PT_MODE_2D,      /* SUMMA (Optimus) */
-    PT_MODE_2P5D,    /* Tesseract */
-    PT_MODE_3D,
-} pt_mode;
+/* The one list of tensor-parallel modes (issue 35: no other file spells a
+ * list of them).  X(enum suffix, name, what tp must be, tp_depth is an axis
+ * of the grid, shape rule of lib/contract/plan_modes.c) per mode, in enum
+ * order, SEP between rows: 1d Megatron-LM (Shoeybi et al. 2019), 2d SUMMA /
+ * Optimus (Xu et al. 2021), 2.5d Tesseract (Wang et al. 2021), 3d (Bian et
+ * al. 2021).  off: ptrain does not plan (nothing injected; a run is 1d);
+ * auto: a request only, resolved to a layout by pt_plan_resolve. */
+#define PT_LAYOUT_MODE_ROWS(X, SEP)                                                     \
+    X(1D, "1d", "any size", 0, dims_line) SEP X(2D, "2d", "q*q", 0, dims_square) SEP \
+    X(2P5D, "2.5d", "tp_depth*q*q", 1, dims_depth_square) SEP X(3D, "3d", "l*l*l", 0, dims_cube)
+#define PT_MODE_ROWS(X, SEP) \
+    X(OFF, "off", "any size", 0, dims_line) SEP X(AUTO, "auto", "any size", 0, dims_line) SEP PT_LAYOUT_MODE_ROWS(X, SEP)
+#define PT_MODE_NAME_(e, name, shape, depth, dims) name
+/* String literals of the lists, names joined by sep (a string literal):
+ * PT_MODE_NAMES(", ") is "off, auto, 1d, 2d, 2.5d, 3d", PT_LAYOUT_MODE_NAMES("|")
+ * "1d|2d|2.5d|3d". */
+#define PT_MODE_NAMES(sep) PT_MODE_ROWS(PT_MODE_NAME_, sep)
+#define PT_LAYOUT_MODE_NAMES(sep) PT_LAYOUT_MODE_ROWS(PT_MODE_NAME_, sep)
+/* the modes a plan may hold (every mode but the request auto) */
+#define PT_PLAN_MODE_NAMES(sep) "off" sep PT_LAYOUT_MODE_NAMES(sep)
+#define PT_MODE_ENUM_(e, name, shape, depth, dims) PT_MODE_##e,
+
+typedef enum pt_mode { PT_MODE_ROWS(PT_MODE_ENUM_, ) } pt_mode;
 
 /* Pipeline schedules (lib/pipeline): 1F1B is PipeDream-Flush (Narayanan
  * et al. 2021, sec. 2.1), GPipe all-forward-all-backward (Huang et al.

@@ -59,19 +59,16 @@ static int dims_cube(int tp, int depth, int d[3])
     return l > 0;
 }
 
-/* One row per pt_mode, in enum order. */
+/* One row per pt_mode, in enum order: plan.h's PT_MODE_ROWS. */
 static const struct mode_row {
     const char *name;
     const char *shape;  /* what tp must be, for messages */
     int has_depth;      /* tp_depth is an axis of the grid (2.5d) */
     int (*dims)(int tp, int depth, int d[3]);
 } modes[N_MODES] = {
-    {"off", "any size", 0, dims_line},  /* nothing planned: run as 1d */
-    {"auto", "any size", 0, dims_line}, /* a request: the planner picks a mode */
-    {"1d", "any size", 0, dims_line},
-    {"2d", "q*q", 0, dims_square},
-    {"2.5d", "tp_depth*q*q", 1, dims_depth_square},
-    {"3d", "l*l*l", 0, dims_cube},
+#define ROW(e, name, shape, depth, dims) [PT_MODE_##e] = {name, shape, depth, dims},
+    PT_MODE_ROWS(ROW, )
+#undef ROW
 };
 
 const char *pt_mode_name(pt_mode m)
@@ -82,14 +79,14 @@ const char *pt_mode_name(pt_mode m)
 
 int pt_mode_parse(const char *s, pt_mode *m)
 {
-    if (!s) return pt_fail(PT_EINVAL, "missing mode (valid: off, auto, 1d, 2d, 2.5d, 3d)");
+    if (!s) return pt_fail(PT_EINVAL, "missing mode (valid: %s)", PT_MODE_NAMES(", "));
     for (int i = 0; i < N_MODES; i++) {
         if (strcmp(s, modes[i].name) == 0) {
             if (m) *m = (pt_mode)i;
             return 0;
         }
     }
-    return pt_fail(PT_EINVAL, "invalid mode '%s' (valid: off, auto, 1d, 2d, 2.5d, 3d)", s);
+    return pt_fail(PT_EINVAL, "invalid mode '%s' (valid: %s)", s, PT_MODE_NAMES(", "));
 }
 
 int pt_plan_i_tp_has_shape(pt_mode m, int depth, int tp)
@@ -174,7 +171,8 @@ const char *pt_plan_i_shape_text(pt_mode m, int depth, char *buf, size_t len)
 int pt_plan_tp_dims(const pt_plan *p, int dims[3])
 {
     if ((int)p->mode < 0 || (int)p->mode >= N_MODES)
-        return pt_fail(PT_EINVAL, "invalid mode value %d (valid: off, 1d, 2d, 2.5d, 3d)", (int)p->mode);
+        return pt_fail(PT_EINVAL, "invalid mode value %d (valid: %s)", (int)p->mode,
+                       PT_PLAN_MODE_NAMES(", "));
     const struct mode_row *row = &modes[p->mode];
     if (p->tp_depth != 1 && !row->has_depth)
         return pt_fail(PT_EINVAL, "invalid tp_depth=%d for mode %s (valid: 1; depth is "

@@ -10,7 +10,7 @@
 
 /* Highest number that an int size may reach before products overflow. */
 #define SIZE_MAX_VALUE (1 << 20)
-#define N_MODES 6     /* off, auto, 1d, 2d, 2.5d, 3d */
+#define N_MODES (PT_MODE_3D + 1) /* the rows of PT_MODE_ROWS */
 #define N_SCHEDS 3    /* pt_schedule */
 #define N_RECOMPUTE 3 /* pt_recompute */
 #define N_PRECISIONS 2 /* pt_precision */

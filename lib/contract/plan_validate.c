@@ -88,11 +88,12 @@ int pt_plan_validate(const pt_plan *p, int world_size)
 {
     if (!p) return pt_fail(PT_EINVAL, "no plan given");
     if ((int)p->mode < 0 || (int)p->mode >= N_MODES)
-        return pt_fail(PT_EINVAL, "invalid mode value %d (valid: off, 1d, 2d, 2.5d, 3d)", (int)p->mode);
+        return pt_fail(PT_EINVAL, "invalid mode value %d (valid: %s)", (int)p->mode,
+                         PT_PLAN_MODE_NAMES(", "));
     if (p->mode == PT_MODE_AUTO)
         return pt_fail(PT_EINVAL,
-                         "mode auto is a request, not a plan: resolve it first (concrete modes: "
-                         "off, 1d, 2d, 2.5d, 3d)");
+                         "mode auto is a request, not a plan: resolve it first (concrete modes: %s)",
+                         PT_PLAN_MODE_NAMES(", "));
     struct { const char *name; int v; } sizes[] = {
         {"dp", p->dp}, {"pp", p->pp}, {"tp", p->tp}, {"tp_depth", p->tp_depth},
         {"sp", p->sp}, {"microbatches", p->microbatches},
@@ -216,8 +217,8 @@ int pt_plan_request_check(const pt_plan *req, const pt_plan_limits *lim)
     char f[48], g[48]; /* settings as this front end spells them (pt_plan_flag) */
 #define FLAG(key) pt_plan_flag(lim, key, f, sizeof f)
     if ((int)req->mode < 0 || (int)req->mode >= N_MODES)
-        return pt_fail(PT_EINVAL, "invalid mode value %d (valid: off, auto, 1d, 2d, 2.5d, "
-                       "3d)", (int)req->mode);
+        return pt_fail(PT_EINVAL, "invalid mode value %d (valid: %s)", (int)req->mode,
+                       PT_MODE_NAMES(", "));
     if (req->mode != PT_MODE_OFF && !(modes & (1u << req->mode)))
         return pt_fail(PT_EINVAL, "%s=%s is not allowed by the administrator "
                          "(allowed_modes in ptrain.conf)", FLAG("mode"), pt_mode_name(req->mode));

@@ -221,9 +221,9 @@ static int set_batch(const pt_setting *s, pt_plan_request *q, const pt_plan_limi
 #define ALL (PT_SETTING_PLUGIN | PT_SETTING_RUN | PT_SETTING_PLAN)
 #define TOOLS (PT_SETTING_RUN | PT_SETTING_PLAN)
 static const pt_setting rows[] = {
-    {"mode", "PTRAIN_MODE", PT_PIN_MODE, ALL, "off, auto, 1d, 2d, 2.5d, 3d", "1d",
+    {"mode", "PTRAIN_MODE", PT_PIN_MODE, ALL, PT_MODE_NAMES(", "), "1d",
      "MODE",
-     "ptrain: parallel layout to plan: auto, 1d, 2d, 2.5d, 3d, off. "
+     "ptrain: parallel layout to plan: auto, " PT_LAYOUT_MODE_NAMES(", ") ", off. "
      "Default: $PTRAIN_MODE, else the cluster's default_mode.",
      set_mode},
     {"tp", "PTRAIN_TP", PT_PIN_TP, ALL, "the tensor-parallel group size, an integer 1..1048576", "4",

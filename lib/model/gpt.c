@@ -651,8 +651,8 @@ int pt_gpt_logits(pt_gpt *m, int row, float *out)
     const pt_geom *g = &m->g;
     const int N = g->Bl * m->Tl;
     if (m->ctx->plan.mode != PT_MODE_OFF && m->ctx->plan.mode != PT_MODE_1D)
-        return pt_fail(PT_EUNSUPP, "logits of a row: the %s layout's head rows hold part of the width; valid: off, 1d",
-                       pt_mode_name(m->ctx->plan.mode));
+        return pt_fail(PT_EUNSUPP, "logits of a row: the %s layout's head rows hold part of the width; valid: %s or %s",
+                       pt_mode_name(m->ctx->plan.mode), pt_mode_name(PT_MODE_OFF), pt_mode_name(PT_MODE_1D));
     if (m->param_hook) /* ZeRO-3 keeps wte gathered only inside the pieces that use it */
         return pt_fail(PT_EUNSUPP, "logits of a row: not under ZeRO (its hook may have released the head's "
                        "parameters); valid: zero=0");
