@@ -177,32 +177,8 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
 static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_env, pt_plan_request *r)
 {
     pt_plan_request_init(r, PT_MODE_AUTO);
-    r->pinned |= PT_PIN_MODE;
-    pt_plan *q = &r->plan;
-#define PIN(cond, field, value, bit) \
-    do {                             \
-        if (cond) {                  \
-            q->field = (value);      \
-            r->pinned |= (bit);      \
-        }                            \
-    } while (0)
-    PIN(o->tp, tp, (int)o->tp, PT_PIN_TP);
-    PIN(o->tp_depth, tp_depth, (int)o->tp_depth, PT_PIN_TP_DEPTH);
-    PIN(o->sp, sp, (int)o->sp, PT_PIN_SP);
-    PIN(o->pp, pp, (int)o->pp, PT_PIN_PP);
-    PIN(o->microbatches, microbatches, (int)o->microbatches, PT_PIN_MICROBATCHES);
-    PIN(o->virtual_stages, virtual_stages, (int)o->virtual_stages, PT_PIN_VIRTUAL_STAGES);
-    PIN(o->schedule >= 0, schedule, o->schedule, PT_PIN_SCHEDULE);
-    PIN(o->zero >= 0, zero, o->zero, PT_PIN_ZERO);
-    PIN(o->recompute >= 0, recompute, o->recompute, PT_PIN_RECOMPUTE);
-    PIN(o->precision >= 0, precision, o->precision, PT_PIN_PRECISION);
-#undef PIN
-    if (o->pp_split) {
-        if (pt_plan_split_parse("--pp-split", o->pp_split, q) < 0) return -1;
-        r->pinned |= PT_PIN_SPLIT;
-    }
-    if (o->rank_order) memcpy(q->rank_order, o->rank_order, sizeof q->rank_order), r->pinned |= PT_PIN_RANK_ORDER;
-    if (o->tp_order) memcpy(q->tp_order, o->tp_order, sizeof q->tp_order), r->pinned |= PT_PIN_TP_ORDER;
+    pt_plan_request_overlay(&o->flags, &r->plan);
+    r->pinned |= o->flags.pinned | PT_PIN_MODE;
     /* the model and batch this run trains (already from PTRAIN_MODEL and
      * PTRAIN_BATCH when no flag gave them) */
     snprintf(r->model_name, sizeof r->model_name, "%.63s", o->model);
@@ -225,14 +201,15 @@ int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, con
     p->schedule = -1;
     p->rank_order[0] = '\0';
     p->tp_order[0] = '\0';
-    pt_mode flag_mode = PT_MODE_OFF;
-    if (o->mode && pt_mode_parse(o->mode, &flag_mode)) return pt_fail(PT_EINVAL, "--mode: %s", pt_errmsg());
+    const unsigned given = o->flags.pinned; /* the plan flags given (PT_PIN_*) */
+    const int flag_auto = (given & PT_PIN_MODE) && o->flags.plan.mode == PT_MODE_AUTO;
     const char *plugin_plan = getenv("PTRAIN_PLAN");
-    int replan = o->mode && flag_mode == PT_MODE_AUTO && plugin_plan;
+    int replan = flag_auto && plugin_plan;
     const char *env_mode = getenv("PTRAIN_MODE");
     pt_mode em = PT_MODE_OFF;
-    const int env_auto = !replan && !o->mode && env_mode && pt_mode_parse(env_mode, &em) == 0 && em == PT_MODE_AUTO;
-    if ((o->mode && flag_mode == PT_MODE_AUTO) || env_auto) {
+    const int env_auto = !replan && !(given & PT_PIN_MODE) && env_mode && pt_mode_parse(env_mode, &em) == 0 &&
+                         em == PT_MODE_AUTO;
+    if (flag_auto || env_auto) {
         pt_plan_request r;
         if (auto_request(o, cfg, !replan, &r) < 0) return -1;
         if (plan_auto(o, nodes, &r, p, A) < 0) return -1;
@@ -247,21 +224,8 @@ int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, con
     int from_env = pt_plan_from_env(p);
     if (from_env < 0) return -1;
     *source = from_env ? (getenv("SLURM_JOB_ID") ? "slurm" : "env") : "flags";
-    if (o->mode) p->mode = flag_mode;
-    if (o->tp) p->tp = (int)o->tp;
-    if (o->tp_depth) p->tp_depth = (int)o->tp_depth;
-    if (o->sp) p->sp = (int)o->sp;
+    pt_plan_request_overlay(&o->flags, p); /* the flags given over the variables */
     if (o->dp) p->dp = (int)o->dp;
-    if (o->pp) p->pp = (int)o->pp;
-    if (o->microbatches) p->microbatches = (int)o->microbatches;
-    if (o->virtual_stages) p->virtual_stages = (int)o->virtual_stages;
-    if (o->schedule >= 0) p->schedule = o->schedule;
-    if (o->zero >= 0) p->zero = o->zero;
-    if (o->recompute >= 0) p->recompute = o->recompute;
-    if (o->precision >= 0) p->precision = o->precision;
-    if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p) < 0) return -1;
-    if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
-    if (o->tp_order) memcpy(p->tp_order, o->tp_order, sizeof p->tp_order);
     /* not planned here: the sizes not given are the defaults */
     pt_plan d;
     pt_plan_default(&d);
@@ -278,7 +242,7 @@ int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, con
     /* off: nothing was planned, run the sizes given with 1d layers */
     if (p->mode == PT_MODE_OFF) p->mode = PT_MODE_1D;
     long long inner = (long long)p->tp * p->pp * p->sp;
-    if (!o->dp && (p->dp == 0 || o->tp || o->sp || o->tp_depth || o->pp)) {
+    if (!o->dp && (p->dp == 0 || (given & (PT_PIN_TP | PT_PIN_SP | PT_PIN_TP_DEPTH | PT_PIN_PP)))) {
         if (inner < 1 || world % inner) {
             char valid[256];
             if (p->pp < 1 || world % p->pp) { /* the pipeline alone does not fit: say so, not tp */
