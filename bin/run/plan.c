@@ -9,6 +9,7 @@
 #include "plan/resolve.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
+#include "topo/machine_load.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -92,41 +93,22 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
                        "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
                        nodes->nnodes, nodes->nnodes);
     }
-    pt_topo t[RUN_MAX_TOPOLOGIES];
-    const pt_topo *models[RUN_MAX_TOPOLOGIES];
-    char names[RUN_MAX_TOPOLOGIES][256];
-    const char *namep[RUN_MAX_TOPOLOGIES];
-    int from = PT_TOPO_FROM_NONE;
+    /* each kind's model: its --topology file, else this node's hwloc
+     * model, else the estimates; named as ptrain-plan names each kind */
+    pt_machine_kind kinds[RUN_MAX_TOPOLOGIES];
+    memset(kinds, 0, sizeof kinds);
     for (int k = 0; k < nkinds; k++) {
-        const char *pk = o->ntopologies ? path[k] : NULL;
-        if (pt_topo_plan_load(pk, "--topology", PT_TOPO_LOAD_ESTIMATES, &t[k], &from, NULL, 0) < 0) {
-            for (int j = 0; j < k; j++)
-                if (models[j]) pt_topo_free(&t[j]);
-            pt_fail(PT_EINVAL, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
-                    "XML file)", pk ? pk : "of this node", pt_errmsg());
-            free(path);
-            return -1;
-        }
-        models[k] = from != PT_TOPO_FROM_NONE ? &t[k] : NULL;
-        /* as ptrain-plan names each kind */
-        snprintf(names[k], sizeof names[k], "%.255s", models[k] ? t[k].source : "defaults");
-        namep[k] = names[k];
+        kinds[k].path = o->ntopologies ? path[k] : NULL;
+        kinds[k].flags = PT_TOPO_LOAD_ESTIMATES;
+        kinds[k].what = "--topology";
+        kinds[k].name = nkinds > 1 ? NULL : "kind 0";
     }
-    char source[300];
-    if (nkinds > 1) {
-        size_t off = 0;
-        for (int k = 0; k < nkinds && off < sizeof source; k++)
-            off += (size_t)snprintf(source + off, sizeof source - off, "%s%s:%d", k ? ", " : "", path[k], count[k]);
-    } else if (from == PT_TOPO_FROM_PATH) snprintf(source, sizeof source, "%.290s", path[0]);
-    else if (from == PT_TOPO_FROM_HWLOC) snprintf(source, sizeof source, "hwloc (this node)");
-    else snprintf(source, sizeof source, "defaults");
-    free(path);
     /* each node's kind, in node order (one kind: NULL, every node kind 0) */
     int *kind_of = NULL;
     if (nkinds > 1) {
         kind_of = malloc(sizeof(int) * (size_t)nodes->nnodes);
         if (!kind_of) {
-            for (int k = 0; k < nkinds; k++) pt_topo_free(&t[k]);
+            free(path);
             return pt_fail(PT_ENOMEM, "--mode auto: out of memory for the node list");
         }
         for (int i = 0, k = 0, left = count[0]; i < nodes->nnodes; i++) {
@@ -136,11 +118,24 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
         }
     }
     pt_plan_machine mach;
-    int rc = pt_plan_machine_build(&mach, nkinds, models, nkinds > 1 ? namep : NULL, kind_of, nodes->tpn,
-                                   nodes->nnodes, NULL, 0);
-    for (int k = 0; k < nkinds; k++)
-        if (models[k]) pt_topo_free(&t[k]);
+    int bad = -1;
+    int rc = pt_machine_load(&mach, nkinds, kinds, kind_of, nodes->tpn, nodes->nnodes, NULL, 0, NULL, 0, &bad);
     free(kind_of);
+    char source[300];
+    if (nkinds > 1) {
+        size_t off = 0;
+        for (int k = 0; k < nkinds && off < sizeof source; k++)
+            off += (size_t)snprintf(source + off, sizeof source - off, "%s%s:%d", k ? ", " : "", path[k], count[k]);
+    } else if (kinds[0].from == PT_TOPO_FROM_PATH) snprintf(source, sizeof source, "%.290s", path[0]);
+    else if (kinds[0].from == PT_TOPO_FROM_HWLOC) snprintf(source, sizeof source, "hwloc (this node)");
+    else snprintf(source, sizeof source, "defaults");
+    if (rc < 0 && bad >= 0) {
+        pt_fail(PT_EINVAL, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
+                "XML file)", kinds[bad].path ? kinds[bad].path : "of this node", pt_errmsg());
+        free(path);
+        return -1;
+    }
+    free(path);
     if (rc < 0) return pt_fail(PT_EINVAL, "--mode auto: node model %s: %s", source, pt_errmsg());
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
