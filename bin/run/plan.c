@@ -33,27 +33,20 @@ int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *islan
     for (int i = 0; i < nodes->nnodes; i++)
         if (nodes->tpn[i] > maxt) maxt = nodes->tpn[i];
     pt_topo t;
-    memset(&t, 0, sizeof t);
-    int loaded = 0, count = 0;
+    int from = PT_TOPO_FROM_NONE, count = 0;
     char path[4096];
-    /* the first kind's model (--topology FILE:COUNT names one per kind) */
+    /* the first kind's model (--topology FILE:COUNT names one per kind),
+     * else this node's hwloc model, else the estimates: the node-model
+     * loader pt_machine_load uses for --mode auto */
     if (o->topology && pt_topo_plan_arg_parse("--topology", o->topology, path, sizeof path, &count) < 0) return -1;
-    if (o->topology) {
-        if (pt_topo_load_file(&t, path) != PT_OK)
-            return pt_fail(PT_EINVAL, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
-                      path, pt_errmsg());
-        loaded = 1;
-        snprintf(source, len, "%.290s", path);
-    } else if (pt_topo_load_hwloc(&t, NULL) == PT_OK) {
-        loaded = 1;
-        snprintf(source, len, "hwloc (this node)");
-    } else {
-        pt_topo_free(&t);
-        memset(&t, 0, sizeof t);
-        snprintf(source, len, "defaults");
-    }
-    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0);
-    if (loaded) pt_topo_free(&t);
+    if (pt_topo_plan_load(o->topology ? path : NULL, "--topology", PT_TOPO_LOAD_ESTIMATES, &t, &from, NULL, 0) < 0)
+        return pt_fail(PT_EINVAL, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
+                       path, pt_errmsg());
+    if (from == PT_TOPO_FROM_PATH) snprintf(source, len, "%.290s", path);
+    else if (from == PT_TOPO_FROM_HWLOC) snprintf(source, len, "hwloc (this node)");
+    else snprintf(source, len, "defaults");
+    int rc = pt_topo_plan_hw(from != PT_TOPO_FROM_NONE ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0);
+    if (from != PT_TOPO_FROM_NONE) pt_topo_free(&t);
     if (rc < 0) return pt_fail(PT_EINVAL, "node model %s: %s", source, pt_errmsg());
     return 0;
 }
