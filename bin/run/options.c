@@ -276,9 +276,9 @@ void run_answer(int asked)
 static void defaults(run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = "tiny";
+    o->model = PT_DEFAULT_MODEL;
     o->steps = 200;
-    o->batch = 8;
+    o->batch = PT_DEFAULT_BATCH;
     o->lr = 1e-3f;
     o->eps = 1e-8f;
     o->beta1 = 0.9f;

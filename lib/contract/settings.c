@@ -8,8 +8,6 @@
 #include <string.h>
 
 #define MAX_COUNT (1 << 20)
-#define DEFAULT_MODEL "tiny"
-#define DEFAULT_BATCH 8
 
 void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode)
 {
@@ -20,9 +18,9 @@ void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode)
     r->plan.microbatches = r->plan.virtual_stages = 0;
     r->plan.rank_order[0] = '\0'; /* the search chooses the placement */
     r->plan.tp_order[0] = '\0';
-    snprintf(r->model_name, sizeof r->model_name, "%s", DEFAULT_MODEL);
-    pt_model_preset(DEFAULT_MODEL, &r->model);
-    r->global_batch = DEFAULT_BATCH;
+    snprintf(r->model_name, sizeof r->model_name, "%s", PT_DEFAULT_MODEL);
+    pt_model_preset(PT_DEFAULT_MODEL, &r->model);
+    r->global_batch = PT_DEFAULT_BATCH;
 }
 
 void pt_plan_limits_default(pt_plan_limits *lim)

@@ -58,9 +58,15 @@ typedef struct pt_plan_request {
     int global_batch;      /* sequences per optimizer step */
 } pt_plan_request;
 
+/* The model and global batch a job trains when nothing names them: the
+ * plugin's request and ptrain-run (--model, --batch) both start from them
+ * (ptrain-plan's are its own: gpt2-124M, 512). */
+#define PT_DEFAULT_MODEL "tiny"
+#define PT_DEFAULT_BATCH 8
+
 /* The request's defaults: mode default_mode, schedule 1f1b, recompute
- * none, precision fp32, model "tiny", global batch 8 (ptrain-run's
- * defaults), nothing pinned. */
+ * none, precision fp32, model PT_DEFAULT_MODEL, global batch
+ * PT_DEFAULT_BATCH, nothing pinned. */
 void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode);
 
 /* The keys of pt_plan_request_set and pt_plan_request_env, the table's
