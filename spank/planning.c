@@ -11,6 +11,7 @@
 #include "plan/resolve.h"
 #include "spank/plugin.h"
 #include "topo/topo_plan.h"
+#include "topo/machine_load.h"
 
 struct ptsp_node ptsp_node;
 
@@ -57,41 +58,40 @@ static int make_machine(const pt_job_geometry *g, const char *nodelist, pt_plan_
     }
     if (ptsp_conf.n_node_models == 0 || !nodelist)
         for (int i = 0; i < g->nnodes; i++) kind_of[i] = -1;
-    /* kinds: 0 the default model, then each node_models entry a node uses */
-    pt_topo models[PT_SPANK_NODE_MODELS];
-    const pt_topo *mp[PT_SPANK_NODE_MODELS + 1];
-    const char *names[PT_SPANK_NODE_MODELS + 1];
-    int kind_index[PT_SPANK_NODE_MODELS], nk = 1, rc = 0;
-    mp[0] = ptsp_node.state > 0 ? &ptsp_node.topo : NULL;
-    names[0] = ptsp_node.source;
+    /* kinds: 0 the default model, then each node_models entry a node uses,
+     * in the order the nodes first use them */
+    pt_machine_kind kinds[PT_SPANK_NODE_MODELS + 1];
+    int entry_of[PT_SPANK_NODE_MODELS + 1], kind_index[PT_SPANK_NODE_MODELS], nk = 1, rc = 0, bad = -1;
+    memset(kinds, 0, sizeof kinds);
+    kinds[0].model = ptsp_node.state > 0 ? &ptsp_node.topo : NULL;
+    kinds[0].estimates = ptsp_node.state <= 0;
+    kinds[0].name = ptsp_node.source;
     for (int e = 0; e < PT_SPANK_NODE_MODELS; e++) kind_index[e] = -1;
-    for (int i = 0; i < g->nnodes && rc == 0; i++) {
+    for (int i = 0; i < g->nnodes; i++) {
         const int e = kind_of[i];
         if (e < 0) {
             kind_of[i] = 0;
             continue;
         }
         if (kind_index[e] < 0) {
-            if (pt_topo_load_file(&models[nk - 1], ptsp_conf.node_model[e].path) != PT_OK) {
-                rc = pt_fail(PT_EINVAL, "node model %.300s of nodes %.200s (ptrain.conf node_models): %s",
-                             ptsp_conf.node_model[e].path, ptsp_conf.node_model[e].hosts, pt_errmsg());
-                break;
-            }
             kind_index[e] = nk;
-            mp[nk] = &models[nk - 1];
-            names[nk] = ptsp_conf.node_model[e].path;
+            entry_of[nk] = e;
+            kinds[nk].path = kinds[nk].name = ptsp_conf.node_model[e].path;
+            kinds[nk].what = "node_models";
             nk++;
         }
         kind_of[i] = kind_index[e];
     }
-    if (rc == 0) {
-        pt_topo_hw_override ov = {.inter_gbps = ptsp_conf.inter_node_gbps, .gemm_gflops = ptsp_conf.gemm_gflops,
-                                  .gemm_gflops_bf16 = ptsp_conf.gemm_gflops_bf16};
-        if (pt_plan_machine_build(m, nk, mp, names, kind_of, g->tasks_per_node, g->nnodes, &ov,
-                                  ptsp_conf.inter_node_lat_us) < 0)
-            rc = pt_fail(PT_EINVAL, "node model (%s): %s", ptsp_node.source, pt_errmsg());
+    pt_topo_hw_override ov = {.inter_gbps = ptsp_conf.inter_node_gbps, .gemm_gflops = ptsp_conf.gemm_gflops,
+                              .gemm_gflops_bf16 = ptsp_conf.gemm_gflops_bf16};
+    if (pt_machine_load(m, nk, kinds, kind_of, g->tasks_per_node, g->nnodes, &ov, ptsp_conf.inter_node_lat_us, NULL, 0,
+                        &bad) < 0) {
+        if (bad > 0)
+            rc = pt_fail(PT_EINVAL, "node model %.300s of nodes %.200s (ptrain.conf node_models): %s",
+                         ptsp_conf.node_model[entry_of[bad]].path, ptsp_conf.node_model[entry_of[bad]].hosts,
+                         pt_errmsg());
+        else rc = pt_fail(PT_EINVAL, "node model (%s): %s", ptsp_node.source, pt_errmsg());
     }
-    for (int k = 1; k < nk; k++) pt_topo_free(&models[k - 1]);
     free(kind_of);
     if (rc == 0 && ptsp_node.local_check) { /* srun's host judges no memory: the nodes do */
         m->cluster.hw.mem_bytes = 0;

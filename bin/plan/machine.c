@@ -6,6 +6,7 @@
 #include "plan_tool.h"
 #include "core/file.h"
 #include "plan_energy.h"
+#include "topo/machine_load.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,44 +31,41 @@ int plan_machine(plan_cmdline *op, plan_run *run)
     if (counted) op->nodes = sum;
     if (!op->nodes) op->nodes = 1;
     run->nkinds = op->ntopo > 0 ? op->ntopo : 1;
-    pt_topo t[MAX_TOPOLOGIES];
-    const pt_topo *models[MAX_TOPOLOGIES];
-    const char *namep[MAX_TOPOLOGIES];
-    int kind_gpus = 0;
+    /* each kind's model: its --topology file, else this machine's (no
+     * estimates: ptrain-plan plans a machine it knows) */
+    pt_machine_kind kinds[MAX_TOPOLOGIES];
+    memset(kinds, 0, sizeof kinds);
     for (int k = 0; k < run->nkinds; k++) {
-        int from;
-        if (pt_topo_plan_load(op->ntopo ? op->topo[k].path : NULL, "--topology", 0, &t[k], &from, NULL, 0) < 0) {
-            fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
-            for (int j = 0; j < k; j++) pt_topo_free(&t[j]);
-            return PT_EXIT_INPUT;
-        }
-        models[k] = &t[k];
-        snprintf(run->names[k], sizeof run->names[k], "%s", t[k].source);
-        namep[k] = run->names[k];
-        if (t[k].ngpus > 0) kind_gpus = 1;
+        kinds[k].path = op->ntopo ? op->topo[k].path : NULL;
+        kinds[k].what = "--topology";
     }
-    if (!op->power_model) op->power_model = kind_gpus ? "gpu" : "cpu";
     run->tasks = malloc(sizeof(int) * (size_t)op->nodes);
     int *kind_of = malloc(sizeof(int) * (size_t)op->nodes);
     if (!run->tasks || !kind_of) {
         fprintf(stderr, "ptrain-plan: out of memory\n");
         return PT_EXIT_FAIL;
     }
+    /* tasks: --tasks-per-node, else (0) the node's GPUs, else 1 */
     for (int i = 0, k = 0, left = op->ntopo ? op->topo[0].count : op->nodes; i < op->nodes; i++) {
         while (counted && left == 0 && k + 1 < run->nkinds) left = op->topo[++k].count;
         kind_of[i] = k;
         left--;
-        run->tasks[i] = op->tpn ? op->tpn : t[k].ngpus > 0 ? t[k].ngpus : 1;
+        run->tasks[i] = op->tpn;
     }
-    int rc = pt_plan_machine_build(&run->mach, run->nkinds, models, namep, kind_of, run->tasks, op->nodes, &op->ov,
-                                   0);
-    for (int k = 0; k < run->nkinds; k++) pt_topo_free(&t[k]);
+    int rc = pt_machine_load(&run->mach, run->nkinds, kinds, kind_of, run->tasks, op->nodes, &op->ov, 0, NULL, 0, NULL);
     free(kind_of);
     if (rc < 0) {
         fprintf(stderr, "ptrain-plan: %s\n", pt_errmsg());
         free(run->tasks);
         return PT_EXIT_INPUT;
     }
+    memcpy(run->tasks, run->mach.tasks, sizeof(int) * (size_t)op->nodes);
+    int kind_gpus = 0;
+    for (int k = 0; k < run->nkinds; k++) {
+        snprintf(run->names[k], sizeof run->names[k], "%s", kinds[k].source);
+        if (kinds[k].gpus > 0) kind_gpus = 1;
+    }
+    if (!op->power_model) op->power_model = kind_gpus ? "gpu" : "cpu";
     return -1;
 }
 

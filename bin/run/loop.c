@@ -218,277 +218,375 @@ static int dry_run(const pt_pctx *ctx, const pt_plan *plan, const char *summary,
     return PT_EXIT_OK;
 }
 
-int run_train(run_setup *s, uint64_t agreed, int world)
-{
-    run_opts o = s->o;
-    pt_gpt_config cfg = s->cfg;
-    pt_plan plan = s->plan;
-
-    int grid_rank = pt_launcher_rank(MPI_COMM_WORLD);
-    pt_pctx ctx;
-    run_agree(pt_pctx_init(&ctx, MPI_COMM_WORLD, &plan, grid_rank), "process grid");
-    pt_log_set_rank(ctx.rank);
+/* One run's state, shared by run_train's parts. */
+typedef struct loop {
+    run_setup *s;
+    run_opts o;
+    pt_gpt_config cfg;
+    pt_plan plan;
+    int world, T, Bl, threads;
     char summary[640];
-    pt_plan_summary(&plan, summary, sizeof summary);
-    if (o.dry_run) {
-        int st = dry_run(&ctx, &plan, summary, world);
-        pt_pctx_free(&ctx);
-        return st;
-    }
+    pt_pctx ctx;
+    const pt_backend *be;
+    pt_arena arena;
+    pt_gpt model;
+    pt_train tr;
+    pt_pipeline pipe;
+    pt_ckpt_meta cmeta;
+    long start_step;
+    char resumed[4200];    /* the checkpoint loaded ("": a fresh start), blamed for what it produces */
+    int32_t *in, *tg;
+    double tok_per_step, flops_tok, t_start;
+    run_energy *en;
+    run_metrics *mf;
+    /* the training so far */
+    double val0, vloss, t_total, first_loss, train_comm;
+    float loss;
+    long last_saved, ran, timed; /* a step saved by this run; steps run; steps timed */
+} loop;
 
+/* The backend, the model, its optimizer and the pipeline under the plan
+ * (collective: every failure agreed on). */
+static void build_model(loop *L)
+{
+    const run_opts *o = &L->o;
+    run_setup *s = L->s;
     /* the device run_resolve_device chose */
-    const pt_backend *be = pt_backend_get(s->device == RUN_DEVICE_CUDA ? "cuda" : "cpu");
+    const pt_backend *be = L->be = pt_backend_get(s->device == RUN_DEVICE_CUDA ? "cuda" : "cpu");
     run_agree(be && be->ops ? PT_OK : pt_fail(PT_EUNSUPP, "%s", be ? "the backend has no ops table" : pt_errmsg()),
               "device");
     /* tensors on the GPU: every group's collectives on device buffers (NCCL
      * between GPUs, staged through host memory where ranks share one) */
-    if (s->device == RUN_DEVICE_CUDA) run_agree(pt_pctx_device_enable(&ctx, PT_COMM_DEV_AUTO), "device communication");
-    int threads = o.threads ? (int)o.threads : default_threads();
-    be->set_threads(threads);
-    const int T = cfg.seq_len;
+    if (s->device == RUN_DEVICE_CUDA) run_agree(pt_pctx_device_enable(&L->ctx, PT_COMM_DEV_AUTO), "device communication");
+    L->threads = o->threads ? (int)o->threads : default_threads();
+    be->set_threads(L->threads);
+    L->T = L->cfg.seq_len;
 
-    pt_arena arena;
-    pt_arena_init(&arena, be->mem, 0); /* the backend's memory: the GPU's under cuda */
-    pt_gpt model;
-    int Bl = (int)(o.batch / plan.dp);
-    pt_train tr;
+    pt_arena_init(&L->arena, be->mem, 0); /* the backend's memory: the GPU's under cuda */
+    L->Bl = (int)(o->batch / L->plan.dp);
     pt_adamw_cfg opt;
     pt_adamw_default(&opt);
-    opt.weight_decay = o.wd;
-    opt.grad_clip = o.clip;
-    opt.eps = o.eps;
-    opt.beta1 = o.beta1;
-    opt.beta2 = o.beta2;
+    opt.weight_decay = o->wd;
+    opt.grad_clip = o->clip;
+    opt.eps = o->eps;
+    opt.beta1 = o->beta1;
+    opt.beta2 = o->beta2;
     /* every plan runs through the pipeline executor: pp = 1 with m = 1 is
      * the plain step, pp = 1 with m > 1 gradient accumulation */
     pt_pipeline_cfg pc;
-    pt_pipeline pipe;
-    const pt_train_strategy *strategy = pt_train_strategy_zero(plan.zero);
-    int rc = strategy ? pt_pipeline_plan(&plan, &cfg, Bl, ctx.pp_rank, &pc) : PT_EINVAL;
-    if (!rc) rc = pt_gpt_create_stage(&model, &cfg, &ctx, be, &arena, pc.micro, T, (uint64_t)o.seed, &pc.stage);
-    if (!rc) rc = pt_train_create(&tr, &model, &opt, strategy);
-    if (!rc) rc = pt_pipeline_create(&pipe, &tr, plan.schedule);
+    const pt_train_strategy *strategy = pt_train_strategy_zero(L->plan.zero);
+    int rc = strategy ? pt_pipeline_plan(&L->plan, &L->cfg, L->Bl, L->ctx.pp_rank, &pc) : PT_EINVAL;
+    if (!rc)
+        rc = pt_gpt_create_stage(&L->model, &L->cfg, &L->ctx, be, &L->arena, pc.micro, L->T, (uint64_t)o->seed,
+                                 &pc.stage);
+    if (!rc) rc = pt_train_create(&L->tr, &L->model, &opt, strategy);
+    if (!rc) rc = pt_pipeline_create(&L->pipe, &L->tr, L->plan.schedule);
     run_agree(rc, "model");
+}
 
-    /* checkpoints: the run state besides the tensors, and resuming */
-    pt_ckpt_meta cmeta = {.adam_step = 0, .seed = o.seed, .lr = o.lr, .min_lr = o.min_lr, .warmup = o.warmup,
-                          .total_steps = o.steps, .beta1 = o.beta1, .beta2 = o.beta2, .adam_eps = o.eps,
-                          .weight_decay = o.wd, .grad_clip = o.clip};
-    snprintf(cmeta.model, sizeof cmeta.model, "%s", o.model);
-    snprintf(cmeta.data, sizeof cmeta.data, "%s", o.data);
-    long start_step = 0;
-    char resumed[4200] = ""; /* the checkpoint loaded ("": a fresh start), blamed for what it produces */
-    if (o.resume) start_step = run_ckpt_resume(&o, &tr, &plan, &cfg, resumed, sizeof resumed);
-    if (o.save_dir) run_ckpt_catch_signals();
-    int32_t *in = malloc(sizeof(int32_t) * (size_t)Bl * T), *tg = malloc(sizeof(int32_t) * (size_t)Bl * T);
+/* Checkpoints (the run state besides the tensors, resuming) and the
+ * batch buffers (collective). */
+static void prepare_run(loop *L)
+{
+    const run_opts *o = &L->o;
+    L->cmeta = (pt_ckpt_meta){.adam_step = 0, .seed = o->seed, .lr = o->lr, .min_lr = o->min_lr,
+                              .warmup = o->warmup, .total_steps = o->steps, .beta1 = o->beta1, .beta2 = o->beta2,
+                              .adam_eps = o->eps, .weight_decay = o->wd, .grad_clip = o->clip};
+    snprintf(L->cmeta.model, sizeof L->cmeta.model, "%s", o->model);
+    snprintf(L->cmeta.data, sizeof L->cmeta.data, "%s", o->data);
+    L->start_step = 0;
+    L->resumed[0] = '\0';
+    if (o->resume) L->start_step = run_ckpt_resume(o, &L->tr, &L->plan, &L->cfg, L->resumed, sizeof L->resumed);
+    if (o->save_dir) run_ckpt_catch_signals();
+    L->in = malloc(sizeof(int32_t) * (size_t)L->Bl * L->T);
+    L->tg = malloc(sizeof(int32_t) * (size_t)L->Bl * L->T);
     /* a collective: every rank takes part, with its own allocation's status */
-    run_agree(in && tg ? PT_OK : pt_fail(PT_ENOMEM, "out of memory"), "batch");
+    run_agree(L->in && L->tg ? PT_OK : pt_fail(PT_ENOMEM, "out of memory"), "batch");
+    L->tok_per_step = (double)o->batch * L->T;
+    L->flops_tok = pt_gpt_flops_per_token(&L->cfg, L->T);
+}
 
-    const double tok_per_step = (double)o.batch * T;
-    const double flops_tok = pt_gpt_flops_per_token(&cfg, T);
-    if (run_rank == 0) {
-        printf("plan: %s (source: %s, world %d, grid rank from %s; agreed by every rank, start-up hash %016llx)\n",
-               summary, s->source, world, grid_rank >= 0 ? "launcher RANK" : "MPI", (unsigned long long)agreed);
-        printf("model: %s L=%d H=%d C=%d T=%d V=%d (padded %d), %.2fM parameters, %.2fM per rank\n",
-               o.model, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab, model.g.Vp,
-               (double)pt_gpt_num_params(&cfg) / 1e6, (double)model.nfloats / 1e6);
-        printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
-               o.data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o.batch, T,
-               tok_per_step, o.steps, o.lr, o.min_lr, o.warmup, threads);
-        char v[600];
-        be->describe(v, sizeof v);
-        printf("device: %s (%s)%s%s\n", be->name, s->device_note, v[0] ? ": " : "", v);
-        printf("blas: %s\n", pt_blas_summary()); /* the fp32 GEMM; the bf16 one */
-        char pline[600];
-        run_precision_line(plan.precision, s->device, pline, sizeof pline);
-        printf("precision: %s\n", pline);
+/* Rank 0: the run's header lines (plan, model, train, device, blas,
+ * precision). */
+static void print_header(const loop *L, uint64_t agreed, int grid_rank)
+{
+    const run_opts *o = &L->o;
+    const run_setup *s = L->s;
+    const pt_gpt_config *cfg = &L->cfg;
+    printf("plan: %s (source: %s, world %d, grid rank from %s; agreed by every rank, start-up hash %016llx)\n",
+           L->summary, s->source, L->world, grid_rank >= 0 ? "launcher RANK" : "MPI", (unsigned long long)agreed);
+    printf("model: %s L=%d H=%d C=%d T=%d V=%d (padded %d), %.2fM parameters, %.2fM per rank\n",
+           o->model, cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab, L->model.g.Vp,
+           (double)pt_gpt_num_params(cfg) / 1e6, (double)L->model.nfloats / 1e6);
+    printf("train: %s, %llu train / %llu val tokens; batch %ld x %d = %.0f tokens/step; %ld steps, lr %.2e -> %.2e, warmup %ld; %d threads/rank\n",
+           o->data, (unsigned long long)s->train.ntokens, (unsigned long long)s->val.ntokens, o->batch, L->T,
+           L->tok_per_step, o->steps, o->lr, o->min_lr, o->warmup, L->threads);
+    char v[600];
+    L->be->describe(v, sizeof v);
+    printf("device: %s (%s)%s%s\n", L->be->name, s->device_note, v[0] ? ": " : "", v);
+    printf("blas: %s\n", pt_blas_summary()); /* the fp32 GEMM; the bf16 one */
+    char pline[600];
+    run_precision_line(L->plan.precision, s->device, pline, sizeof pline);
+    printf("precision: %s\n", pline);
+    fflush(stdout);
+}
+
+/* --metrics: open the file (rank 0; agreed) and write the header record. */
+static void open_metrics(loop *L)
+{
+    const run_opts *o = &L->o;
+    const pt_gpt_config *cfg = &L->cfg;
+    int rc = PT_OK;
+    if (run_rank == 0 && !(L->mf = run_metrics_open(o->metrics))) rc = pt_fail(PT_EIO, "%s", pt_errmsg());
+    run_agree(rc, "--metrics");
+    json_t *hdr = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
+                            "s:I, s:o, s:o}",
+                            "type", "header", "model", o->model, "n_layer", cfg->n_layer, "n_head",
+                            cfg->n_head, "n_embd", cfg->n_embd, "seq_len", cfg->seq_len, "vocab", cfg->vocab,
+                            "params", (json_int_t)pt_gpt_num_params(cfg), "plan", L->summary, "world",
+                            L->world, "tokens_per_step", run_json_num(L->tok_per_step), "steps",
+                            (json_int_t)o->steps, "lr", run_json_num(o->lr), "min_lr",
+                            run_json_num(o->min_lr), "warmup", (json_int_t)o->warmup, "flops_per_token",
+                            run_json_num(L->flops_tok), "peak_gflops_per_rank",
+                            o->peak_gflops > 0 ? run_json_num(o->peak_gflops) : json_null());
+    if (hdr && L->s->peak_source[0]) json_object_set_new(hdr, "peak_source", json_string(L->s->peak_source));
+    if (L->mf) run_energy_header(L->en, hdr);
+    run_metrics_write(L->mf, hdr);
+}
+
+/* One training step's update at lr: the loss into L->loss, the gradient
+ * norm into *norm; a failure, a CUDA op's included, or a NaN or an
+ * infinity (the loss, the gradient norm, the weights the update left),
+ * named with where it came from.  Agreed by every rank. */
+static void train_step(loop *L, long step, float lr, double *norm)
+{
+    const pt_backend *be = L->be;
+    int rc = load_batch(&L->s->train, step, &L->o, L->T, &L->ctx, L->in, L->tg);
+    *norm = 0;
+    run_energy_step_begin(L->en, step);
+    if (!rc) rc = pt_pipeline_step(&L->pipe, L->in, L->tg, lr, &L->loss, norm);
+    /* a CUDA op's failure (recorded; the ops return nothing) */
+    const char *opmsg;
+    int opst;
+    if (!rc && (opst = be->status(&opmsg)) != PT_OK) rc = pt_fail(opst, "%s", opmsg);
+    /* NaN and infinities: the loss and the gradient norm (pt_train_update
+     * refuses a non-finite one before updating), then the weights the
+     * update left (every rank its owned slices); none is ever saved, and
+     * the message says where it came from */
+    int from_start = step == L->start_step, nonfinite = rc && !isfinite(*norm);
+    if (!rc && !isfinite(L->loss)) {
+        rc = pt_fail(PT_EINVAL, "loss %g (not finite)", (double)L->loss);
+        nonfinite = 1;
+    }
+    if (!rc && (rc = pt_train_check_finite(&L->tr, 0))) {
+        if ((opst = be->status(&opmsg)) != PT_OK) { /* the check's own device op failed: that is the error */
+            rc = pt_fail(opst, "%s", opmsg);
+        } else {
+            rc = pt_fail(rc, "after its update, %s", pt_errmsg());
+            nonfinite = 1;
+            from_start = from_start && *L->resumed; /* the loaded AdamW moments; a fresh start's first update is training */
+        }
+    }
+    if (nonfinite) {
+        char what[96];
+        snprintf(what, sizeof what, "step %ld", step + 1); /* after run_agree's "training step: " */
+        rc = blame(rc, from_start, L->resumed, L->o.seed, what);
+    }
+    run_agree(rc, "training step");
+}
+
+/* The step's record (--metrics: collective) and line (rank 0, every
+ * --log-every steps and the last); dt its time in seconds. */
+static void report_step(loop *L, long step, float lr, double norm, double dt, const uint64_t g0[ST_N])
+{
+    const run_opts *o = &L->o;
+    json_t *rec = NULL;
+    if (o->metrics) {
+        uint64_t gs[ST_N];
+        step_stats(&L->ctx, &L->arena, g0, gs);
+        rec = json_pack("{s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "type", "train", "step", (json_int_t)(step + 1),
+                        "loss", run_json_num(L->loss), "lr", run_json_num(lr), "norm", run_json_num(norm), "step_ms",
+                        run_json_num(dt * 1e3), "tok_s", run_json_num(L->tok_per_step / dt), "elapsed_s",
+                        run_json_num(pt_now() - L->t_start));
+        if (rec) stats_json(rec, L->tok_per_step / dt * L->flops_tok / 1e9 / L->world, o->peak_gflops, gs);
+    }
+    char eline[160];
+    run_energy_step_end(L->en, step, dt, L->tok_per_step, rec, eline, sizeof eline);
+    if (run_rank == 0 && !o->quiet && (step % o->log_every == 0 || step == o->steps - 1)) {
+        /* ETA from the mean step time so far (the first step warms caches) */
+        double mean = L->timed > 0 ? L->t_total / (double)L->timed : dt;
+        char eta[32];
+        fmt_duration(eta, sizeof eta, mean * (double)(o->steps - 1 - step));
+        printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | eta %s\n", step + 1,
+               o->steps, L->loss, lr, norm, dt * 1e3, L->tok_per_step / dt, eline, eta);
         fflush(stdout);
     }
-    /* energy: the meter, the clock plan, the sweep (collective; NULL when off) */
-    run_energy *en = run_energy_start(s, &ctx, &pipe, world, start_step);
-    run_metrics *mf = NULL;
-    if (o.metrics) { /* agreed: given to every rank or to none; rank 0 writes */
-        rc = PT_OK;
-        if (run_rank == 0 && !(mf = run_metrics_open(o.metrics))) rc = pt_fail(PT_EIO, "%s", pt_errmsg());
-        run_agree(rc, "--metrics");
-        json_t *hdr = json_pack("{s:s, s:s, s:i, s:i, s:i, s:i, s:i, s:I, s:s, s:i, s:o, s:I, s:o, s:o, "
-                                "s:I, s:o, s:o}",
-                                "type", "header", "model", o.model, "n_layer", cfg.n_layer, "n_head",
-                                cfg.n_head, "n_embd", cfg.n_embd, "seq_len", cfg.seq_len, "vocab", cfg.vocab,
-                                "params", (json_int_t)pt_gpt_num_params(&cfg), "plan", summary, "world",
-                                world, "tokens_per_step", run_json_num(tok_per_step), "steps",
-                                (json_int_t)o.steps, "lr", run_json_num(o.lr), "min_lr",
-                                run_json_num(o.min_lr), "warmup", (json_int_t)o.warmup, "flops_per_token",
-                                run_json_num(flops_tok), "peak_gflops_per_rank",
-                                o.peak_gflops > 0 ? run_json_num(o.peak_gflops) : json_null());
-        if (hdr && s->peak_source[0]) json_object_set_new(hdr, "peak_source", json_string(s->peak_source));
-        if (mf) run_energy_header(en, hdr);
-        run_metrics_write(mf, hdr);
+    run_metrics_write(L->mf, rec);
+}
+
+/* With --save-dir, after step `step`: a stop signal on any rank, or
+ * --save-every, saves (collective).  1 when a signal asked to stop. */
+static int save_after(loop *L, long step)
+{
+    const run_opts *o = &L->o;
+    /* every rank sees the signal or not: agree on it, then save together */
+    int want = run_ckpt_stop_signal(), any = 0;
+    MPI_Allreduce(&want, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (!any && !(o->save_every && (step + 1) % o->save_every == 0)) return 0;
+    char saved[4200];
+    run_ckpt_save(o, &L->tr, &L->plan, &L->cfg, &L->cmeta, step + 1, saved, sizeof saved);
+    L->last_saved = step + 1;
+    if (run_rank == 0 && any)
+        printf("stop: signal %s: checkpoint %s saved at step %ld; exiting\n", any == SIGTERM ? "SIGTERM" : "SIGUSR1",
+               saved, step + 1);
+    else if (run_rank == 0 && !o->quiet) printf("checkpoint: %s\n", saved);
+    fflush(stdout);
+    return any != 0;
+}
+
+/* The steps from start_step to --steps, validating every --val-every
+ * and at the end.  1 when a signal stopped the run. */
+static int train_steps(loop *L)
+{
+    const run_opts *o = &L->o;
+    const long to_run = o->steps - L->start_step;
+    for (long step = L->start_step; step < o->steps; step++) {
+        double t0 = pt_now();
+        uint64_t c0 = pt_pctx_sent_total(&L->ctx), g0[ST_N];
+        if (o->metrics) group_sent(&L->ctx, g0);
+        float lr = pt_lr_schedule((int)step, (int)o->warmup, (int)o->steps, o->lr, o->min_lr);
+        double norm;
+        train_step(L, step, lr, &norm);
+        double dt = pt_now() - t0;
+        L->train_comm += (double)(pt_pctx_sent_total(&L->ctx) - c0);
+        if (L->ran > 0 || to_run == 1) { /* the first step of a run warms caches */
+            L->t_total += dt;
+            L->timed++;
+        }
+        if (L->ran == 0) L->first_loss = L->loss;
+        L->ran++;
+        report_step(L, step, lr, norm, dt, g0);
+        if (o->save_dir && save_after(L, step)) return 1;
+        if ((o->val_every > 0 && (step + 1) % o->val_every == 0) || step == o->steps - 1)
+            validate(&L->pipe, L->s, &L->ctx, L->in, L->tg, step + 1, L->t_start, L->mf, &L->vloss, L->start_step,
+                     L->resumed);
     }
-    const double t_start = pt_now();
+    return 0;
+}
+
+/* The summary: rank 0's "done:" line and the done record (collective). */
+static void summarise(loop *L)
+{
+    const run_opts *o = &L->o;
+    const int timed = L->timed > 0;
+    /* throughput over the steps this run timed (a resumed run's own
+     * steps, the first of them warming caches); none when nothing ran */
+    double ms_step = timed ? 1e3 * L->t_total / (double)L->timed : NAN;
+    double tps = timed ? L->tok_per_step * (double)L->timed / L->t_total : NAN;
+    size_t peak = L->arena.peak, peak_max = 0;
+    MPI_Allreduce(&peak, &peak_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
+    double comm_bytes = L->ran > 0 ? L->train_comm / (double)L->ran : 0;
+    const double gflops = tps * L->flops_tok / 1e9 / L->world;
+    char eline[400];
+    json_t *done = L->mf ? json_object() : NULL;
+    run_energy_finish(L->en, done, eline, sizeof eline);
+    if (run_rank == 0) {
+        char mfu[48] = "", speed[160], losses[160];
+        if (o->peak_gflops > 0 && timed) snprintf(mfu, sizeof mfu, " | MFU %.2f%%", 100 * gflops / o->peak_gflops);
+        if (timed)
+            snprintf(speed, sizeof speed, "%.1f ms/step | %.0f tok/s | %.2f GFLOP/s per rank", ms_step, tps, gflops);
+        else
+            snprintf(speed, sizeof speed, "no step run (resumed at step %ld)", L->start_step);
+        /* no step run (resumed at the last step): no training loss and
+         * one validation, not "train_loss nan -> nan" */
+        if (L->ran > 0)
+            snprintf(losses, sizeof losses, "train_loss %.4f -> %.4f | val_loss %.4f -> %.4f", L->first_loss,
+                     L->loss, L->val0, L->vloss);
+        else
+            snprintf(losses, sizeof losses, "val_loss %.4f", L->vloss);
+        printf("done: steps=%ld %s | %s | peak mem %.1f MiB/rank | comm %.2f MiB/step/rank%s%s\n", o->steps, losses,
+               speed, mb((double)peak_max), mb(comm_bytes), eline, mfu);
+        fflush(stdout);
+    }
+    json_t *rec = json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",
+                            "done", "steps", (json_int_t)o->steps, "start_step", (json_int_t)L->start_step,
+                            "steps_run", (json_int_t)L->ran, "train_loss", run_json_num(L->loss), "val_loss",
+                            run_json_num(L->vloss), "ms_per_step", run_json_num(ms_step), "tok_s",
+                            run_json_num(tps), "gflops_per_rank", run_json_num(gflops), "mfu",
+                            o->peak_gflops > 0 ? run_json_num(gflops / o->peak_gflops) : json_null(),
+                            "peak_mib_per_rank", run_json_num(mb((double)peak_max)),
+                            "comm_mib_per_step_per_rank", run_json_num(mb(comm_bytes)), "elapsed_s",
+                            run_json_num(pt_now() - L->t_start));
+    if (rec && done) json_object_update(rec, done);
+    json_decref(done);
+    run_metrics_write(L->mf, rec);
+}
+
+/* Release the run; its status agreed by every rank (a lost metrics
+ * record fails the run on every rank alike). */
+static int finish(loop *L)
+{
+    run_energy_free(L->en);
+    int status = PT_EXIT_OK;
+    if (run_metrics_close(L->mf) < 0) status = PT_EXIT_FAIL;
+    free(L->in);
+    free(L->tg);
+    pt_pipeline_free(&L->pipe);
+    pt_train_free(&L->tr);
+    pt_gpt_free(&L->model);
+    pt_pctx_free(&L->ctx);
+    int worst = status;
+    MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    return worst;
+}
+
+int run_train(run_setup *s, uint64_t agreed, int world)
+{
+    loop L;
+    memset(&L, 0, sizeof L);
+    L.s = s;
+    L.o = s->o;
+    L.cfg = s->cfg;
+    L.plan = s->plan;
+    L.world = world;
+    const run_opts *o = &L.o;
+
+    int grid_rank = pt_launcher_rank(MPI_COMM_WORLD);
+    run_agree(pt_pctx_init(&L.ctx, MPI_COMM_WORLD, &L.plan, grid_rank), "process grid");
+    pt_log_set_rank(L.ctx.rank);
+    pt_plan_summary(&L.plan, L.summary, sizeof L.summary);
+    if (o->dry_run) {
+        int st = dry_run(&L.ctx, &L.plan, L.summary, world);
+        pt_pctx_free(&L.ctx);
+        return st;
+    }
+    build_model(&L);
+    prepare_run(&L);
+    if (run_rank == 0) print_header(&L, agreed, grid_rank);
+    /* energy: the meter, the clock plan, the sweep (collective; NULL when off) */
+    L.en = run_energy_start(s, &L.ctx, &L.pipe, world, L.start_step);
+    if (o->metrics) open_metrics(&L); /* agreed: given to every rank or to none; rank 0 writes */
+    L.t_start = pt_now();
 
     /* the validation before the first step of this run: at step 0, or at
      * the step a resumed run starts from */
-    double val0 = NAN, vloss = NAN, t_total = 0, first_loss = NAN, train_comm = 0;
-    float loss = NAN;
-    validate(&pipe, s, &ctx, in, tg, start_step, t_start, mf, &val0, start_step, resumed);
-    vloss = val0;
-    int stopped = 0;
-    long last_saved = -1, ran = 0, timed = 0; /* a step saved by this run; steps run; steps timed */
-    const long to_run = o.steps - start_step;
-    for (long step = start_step; step < o.steps; step++) {
-        double t0 = pt_now();
-        uint64_t c0 = pt_pctx_sent_total(&ctx), g0[ST_N], gs[ST_N];
-        if (o.metrics) group_sent(&ctx, g0);
-        rc = load_batch(&s->train, step, &o, T, &ctx, in, tg);
-        float lr = pt_lr_schedule((int)step, (int)o.warmup, (int)o.steps, o.lr, o.min_lr);
-        double norm = 0;
-        run_energy_step_begin(en, step);
-        if (!rc) rc = pt_pipeline_step(&pipe, in, tg, lr, &loss, &norm);
-        /* a CUDA op's failure (recorded; the ops return nothing) */
-        const char *opmsg;
-        int opst;
-        if (!rc && (opst = be->status(&opmsg)) != PT_OK) rc = pt_fail(opst, "%s", opmsg);
-        /* NaN and infinities: the loss and the gradient norm (pt_train_update
-         * refuses a non-finite one before updating), then the weights the
-         * update left (every rank its owned slices); none is ever saved, and
-         * the message says where it came from */
-        int from_start = step == start_step, nonfinite = rc && !isfinite(norm);
-        if (!rc && !isfinite(loss)) {
-            rc = pt_fail(PT_EINVAL, "loss %g (not finite)", (double)loss);
-            nonfinite = 1;
-        }
-        if (!rc && (rc = pt_train_check_finite(&tr, 0))) {
-            if ((opst = be->status(&opmsg)) != PT_OK) { /* the check's own device op failed: that is the error */
-                rc = pt_fail(opst, "%s", opmsg);
-            } else {
-                rc = pt_fail(rc, "after its update, %s", pt_errmsg());
-                nonfinite = 1;
-                from_start = from_start && *resumed; /* the loaded AdamW moments; a fresh start's first update is training */
-            }
-        }
-        if (nonfinite) {
-            char what[96];
-            snprintf(what, sizeof what, "step %ld", step + 1); /* after run_agree's "training step: " */
-            rc = blame(rc, from_start, resumed, o.seed, what);
-        }
-        run_agree(rc, "training step");
-        double dt = pt_now() - t0;
-        train_comm += (double)(pt_pctx_sent_total(&ctx) - c0);
-        if (ran > 0 || to_run == 1) { /* the first step of a run warms caches */
-            t_total += dt;
-            timed++;
-        }
-        if (ran == 0) first_loss = loss;
-        ran++;
-        json_t *rec = NULL;
-        if (o.metrics) {
-            step_stats(&ctx, &arena, g0, gs);
-            rec = json_pack("{s:s, s:I, s:o, s:o, s:o, s:o, s:o, s:o}", "type", "train", "step", (json_int_t)(step + 1),
-                            "loss", run_json_num(loss), "lr", run_json_num(lr), "norm", run_json_num(norm), "step_ms",
-                            run_json_num(dt * 1e3), "tok_s", run_json_num(tok_per_step / dt), "elapsed_s",
-                            run_json_num(pt_now() - t_start));
-            if (rec) stats_json(rec, tok_per_step / dt * flops_tok / 1e9 / world, o.peak_gflops, gs);
-        }
-        char eline[160];
-        run_energy_step_end(en, step, dt, tok_per_step, rec, eline, sizeof eline);
-        if (run_rank == 0 && !o.quiet && (step % o.log_every == 0 || step == o.steps - 1)) {
-            /* ETA from the mean step time so far (the first step warms caches) */
-            double mean = timed > 0 ? t_total / (double)timed : dt;
-            char eta[32];
-            fmt_duration(eta, sizeof eta, mean * (double)(o.steps - 1 - step));
-            printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s%s | eta %s\n", step + 1,
-                   o.steps, loss, lr, norm, dt * 1e3, tok_per_step / dt, eline, eta);
-            fflush(stdout);
-        }
-        run_metrics_write(mf, rec);
-        if (o.save_dir) {
-            /* every rank sees the signal or not: agree on it, then save together */
-            int want = run_ckpt_stop_signal(), any = 0;
-            MPI_Allreduce(&want, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-            if (any || (o.save_every && (step + 1) % o.save_every == 0)) {
-                char saved[4200];
-                run_ckpt_save(&o, &tr, &plan, &cfg, &cmeta, step + 1, saved, sizeof saved);
-                last_saved = step + 1;
-                if (run_rank == 0 && any)
-                    printf("stop: signal %s: checkpoint %s saved at step %ld; exiting\n",
-                           any == SIGTERM ? "SIGTERM" : "SIGUSR1", saved, step + 1);
-                else if (run_rank == 0 && !o.quiet) printf("checkpoint: %s\n", saved);
-                fflush(stdout);
-                if (any) {
-                    stopped = 1;
-                    break;
-                }
-            }
-        }
-        if ((o.val_every > 0 && (step + 1) % o.val_every == 0) || step == o.steps - 1)
-            validate(&pipe, s, &ctx, in, tg, step + 1, t_start, mf, &vloss, start_step, resumed);
-    }
+    L.val0 = L.vloss = L.first_loss = NAN;
+    L.loss = NAN;
+    L.last_saved = -1;
+    validate(&L.pipe, s, &L.ctx, L.in, L.tg, L.start_step, L.t_start, L.mf, &L.val0, L.start_step, L.resumed);
+    L.vloss = L.val0;
+    const int stopped = train_steps(&L);
     /* the end of the run is always kept; a run resumed at its last step
      * saves it again, in its own plan and --save-dir (how a checkpoint is
      * resharded: tests/mpi/test_ckpt.sh) */
-    if (!stopped && o.save_dir && last_saved != o.steps) {
+    if (!stopped && o->save_dir && L.last_saved != o->steps) {
         char saved[4200];
-        run_ckpt_save(&o, &tr, &plan, &cfg, &cmeta, o.steps, saved, sizeof saved);
-        if (run_rank == 0 && !o.quiet) {
+        run_ckpt_save(o, &L.tr, &L.plan, &L.cfg, &L.cmeta, o->steps, saved, sizeof saved);
+        if (run_rank == 0 && !o->quiet) {
             printf("checkpoint: %s\n", saved);
             fflush(stdout);
         }
     }
-    if (!stopped) {
-        /* throughput over the steps this run timed (a resumed run's own
-         * steps, the first of them warming caches); none when nothing ran */
-        double ms_step = timed > 0 ? 1e3 * t_total / (double)timed : NAN;
-        double tps = timed > 0 ? tok_per_step * (double)timed / t_total : NAN;
-        size_t peak = arena.peak, peak_max = 0;
-        MPI_Allreduce(&peak, &peak_max, 1, MPI_UNSIGNED_LONG, MPI_MAX, MPI_COMM_WORLD);
-        double comm_bytes = ran > 0 ? train_comm / (double)ran : 0;
-        const double gflops = tps * flops_tok / 1e9 / world;
-        char eline[400];
-        json_t *done = mf ? json_object() : NULL;
-        run_energy_finish(en, done, eline, sizeof eline);
-        if (run_rank == 0) {
-            char mfu[48] = "", speed[160], losses[160];
-            if (o.peak_gflops > 0 && timed > 0) snprintf(mfu, sizeof mfu, " | MFU %.2f%%", 100 * gflops / o.peak_gflops);
-            if (timed > 0)
-                snprintf(speed, sizeof speed, "%.1f ms/step | %.0f tok/s | %.2f GFLOP/s per rank", ms_step, tps, gflops);
-            else
-                snprintf(speed, sizeof speed, "no step run (resumed at step %ld)", start_step);
-            /* no step run (resumed at the last step): no training loss and
-             * one validation, not "train_loss nan -> nan" */
-            if (ran > 0)
-                snprintf(losses, sizeof losses, "train_loss %.4f -> %.4f | val_loss %.4f -> %.4f", first_loss, loss,
-                         val0, vloss);
-            else
-                snprintf(losses, sizeof losses, "val_loss %.4f", vloss);
-            printf("done: steps=%ld %s | %s | peak mem %.1f MiB/rank | comm %.2f MiB/step/rank%s%s\n", o.steps, losses,
-                   speed, mb((double)peak_max), mb(comm_bytes), eline, mfu);
-            fflush(stdout);
-        }
-        json_t *rec = json_pack("{s:s, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "type",
-                                "done", "steps", (json_int_t)o.steps, "start_step", (json_int_t)start_step,
-                                "steps_run", (json_int_t)ran, "train_loss", run_json_num(loss), "val_loss",
-                                run_json_num(vloss), "ms_per_step", run_json_num(ms_step), "tok_s",
-                                run_json_num(tps), "gflops_per_rank", run_json_num(gflops), "mfu",
-                                o.peak_gflops > 0 ? run_json_num(gflops / o.peak_gflops) : json_null(),
-                                "peak_mib_per_rank", run_json_num(mb((double)peak_max)),
-                                "comm_mib_per_step_per_rank", run_json_num(mb(comm_bytes)), "elapsed_s",
-                                run_json_num(pt_now() - t_start));
-        if (rec && done) json_object_update(rec, done);
-        json_decref(done);
-        run_metrics_write(mf, rec);
-    }
-    run_energy_free(en);
-    int status = PT_EXIT_OK;
-    if (run_metrics_close(mf) < 0) status = PT_EXIT_FAIL;
-    free(in);
-    free(tg);
-    pt_pipeline_free(&pipe);
-    pt_train_free(&tr);
-    pt_gpt_free(&model);
-    pt_pctx_free(&ctx);
-    /* a lost metrics record fails the run on every rank alike */
-    int worst = status;
-    MPI_Allreduce(&status, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    return worst;
+    if (!stopped) summarise(&L);
+    return finish(&L);
 }

@@ -10,30 +10,28 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The long options: parse_args' table, and the early scan for --help and
+/* ptrain-run's own long options; then one per plan setting it offers
+ * (lib/contract/settings.h's rows with PT_SETTING_RUN; val RUN_SETTING +
+ * the row) but those an option of its own here names (--model, --batch:
+ * what the run trains, with -m and -b and their own messages).  long_opts()
+ * joins them: parse_args' table, and the early scan for --help and
  * --version (which must know which options take an argument). */
 enum { O_LAYERS = 256, O_HEADS, O_EMBD, O_SEQ, O_VOCAB, O_LR, O_MINLR, O_WARM, O_WD, O_CLIP,
-       O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_MODE, O_DP, O_TP, O_TPD, O_SP, O_ORDER, O_DRY,
-       O_QUIET, O_WATCHDOG, O_METRICS, O_PP, O_MICRO, O_SCHED, O_VSTAGES, O_SPLIT, O_ZERO,
-       O_RECOMPUTE, O_PRECISION, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY, O_EXPLAIN, O_EPS,
-       O_BETA1, O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS, O_STRAGGLER,
-       O_DEVICE, O_TPORDER };
-static const struct option long_opts[] = {
+       O_VALE, O_VALB, O_LOGE, O_SEED, O_THREADS, O_DP, O_DRY,
+       O_QUIET, O_WATCHDOG, O_METRICS, O_OLD_MICRO, O_PEAK, O_SAVEDIR, O_SAVEEVERY, O_KEEP, O_RESUME, O_TOPOLOGY,
+       O_EXPLAIN, O_EPS, O_BETA1, O_BETA2, O_ENERGY, O_ECLOCK, O_EPLAN, O_EPROFILE, O_PROFILE, O_PCLOCKS, O_PSTEPS,
+       O_STRAGGLER, O_DEVICE, RUN_SETTING = 1000 };
+static const struct option own_opts[] = {
     {"model", 1, 0, 'm'}, {"data", 1, 0, 'd'}, {"steps", 1, 0, 's'}, {"batch", 1, 0, 'b'},
     {"layers", 1, 0, O_LAYERS}, {"heads", 1, 0, O_HEADS}, {"embd", 1, 0, O_EMBD},
     {"seq-len", 1, 0, O_SEQ}, {"vocab", 1, 0, O_VOCAB}, {"lr", 1, 0, O_LR}, {"min-lr", 1, 0, O_MINLR},
     {"warmup", 1, 0, O_WARM}, {"weight-decay", 1, 0, O_WD}, {"grad-clip", 1, 0, O_CLIP},
     {"adam-eps", 1, 0, O_EPS}, {"beta1", 1, 0, O_BETA1}, {"beta2", 1, 0, O_BETA2},
     {"val-every", 1, 0, O_VALE}, {"val-batches", 1, 0, O_VALB}, {"log-every", 1, 0, O_LOGE},
-    {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"mode", 1, 0, O_MODE}, {"dp", 1, 0, O_DP},
-    {"tp", 1, 0, O_TP}, {"tp-depth", 1, 0, O_TPD}, {"sp", 1, 0, O_SP}, {"rank-order", 1, 0, O_ORDER},
-    {"tp-order", 1, 0, O_TPORDER},
+    {"seed", 1, 0, O_SEED}, {"threads", 1, 0, O_THREADS}, {"dp", 1, 0, O_DP},
     {"dry-run", 0, 0, O_DRY}, {"quiet", 0, 0, O_QUIET}, {"watchdog", 1, 0, O_WATCHDOG},
-    {"metrics", 1, 0, O_METRICS}, {"pp", 1, 0, O_PP}, {"microbatches", 1, 0, O_MICRO},
-    {"micro-batches", 1, 0, O_MICRO}, /* the spelling of earlier versions */
-    {"schedule", 1, 0, O_SCHED}, {"virtual-stages", 1, 0, O_VSTAGES},
-    {"pp-split", 1, 0, O_SPLIT}, {"zero", 1, 0, O_ZERO}, {"recompute", 1, 0, O_RECOMPUTE},
-    {"precision", 1, 0, O_PRECISION},
+    {"metrics", 1, 0, O_METRICS},
+    {"micro-batches", 1, 0, O_OLD_MICRO}, /* --microbatches as earlier versions spelt it: the same flag */
     {"peak-gflops", 1, 0, O_PEAK},
     {"save-dir", 1, 0, O_SAVEDIR}, {"save-every", 1, 0, O_SAVEEVERY}, {"keep", 1, 0, O_KEEP},
     {"resume", 1, 0, O_RESUME}, {"topology", 1, 0, O_TOPOLOGY}, {"explain", 0, 0, O_EXPLAIN},
@@ -42,6 +40,44 @@ static const struct option long_opts[] = {
     {"profile-steps", 1, 0, O_PSTEPS}, {"energy-straggler", 1, 0, O_STRAGGLER},
     {"device", 1, 0, O_DEVICE},
     {"help", 0, 0, 'h'}, {"version", 0, 0, 'V'}, {0, 0, 0, 0}};
+enum { NOWN = sizeof own_opts / sizeof own_opts[0] - 1 };
+
+/* Whether an option of ptrain-run's own is named name. */
+static int own_option(const char *name)
+{
+    for (const struct option *o = own_opts; o->name; o++)
+        if (!strcmp(o->name, name)) return 1;
+    return 0;
+}
+
+/* The row a plan setting flag's val stands for, or NULL. */
+static const pt_setting *setting_of(int val)
+{
+    int n = 0;
+    const pt_setting *rows = pt_settings(&n);
+    return val >= RUN_SETTING && val < RUN_SETTING + n ? &rows[val - RUN_SETTING] : NULL;
+}
+
+/* Every long option: the own ones (--micro-batches as --microbatches:
+ * the same val, so that a prefix of both is no ambiguity), then the
+ * settings' (built once). */
+static const struct option *long_opts(void)
+{
+    static struct option all[NOWN + PT_SETTINGS_MAX + 1];
+    if (all[0].name) return all;
+    int nrows = 0, n = 0;
+    const pt_setting *rows = pt_settings(&nrows);
+    for (int i = 0; i < NOWN; i++) {
+        all[n] = own_opts[i];
+        if (all[n].val == O_OLD_MICRO) all[n].val = RUN_SETTING + (int)(pt_setting_find("microbatches") - rows);
+        n++;
+    }
+    for (int i = 0; i < nrows && i < PT_SETTINGS_MAX; i++)
+        if ((rows[i].offered & PT_SETTING_RUN) && !own_option(rows[i].key))
+            all[n++] = (struct option){rows[i].key, required_argument, 0, RUN_SETTING + i};
+    all[n] = (struct option){0, 0, 0, 0};
+    return all;
+}
 static const char short_opts[] = "m:d:s:b:hV";
 
 static int parse_float(const char *what, const char *s, float lo, float hi, float *out)
@@ -60,10 +96,33 @@ static int parse_long(const char *what, const char *s, long lo, long hi, long *o
     return 0;
 }
 
+/* The --help lines of the plan settings named in keys (NULL-terminated)
+ * or, keys NULL, of every other one ptrain-run offers (a row new to the
+ * table), each once (printed: a bit per row); not those options of its
+ * own describe (--model, --batch). */
+static void usage_settings(FILE *f, const char *const *keys, unsigned long long *printed)
+{
+    int n = 0;
+    const pt_setting *rows = pt_settings(&n);
+    for (int k = 0; keys ? keys[k] != NULL : k < n; k++) {
+        const pt_setting *s = keys ? pt_setting_find(keys[k]) : &rows[k];
+        const unsigned long long bit = s ? 1ull << (s - rows) : 0;
+        if (!s || !(s->offered & PT_SETTING_RUN) || own_option(s->key) || (*printed & bit)) continue;
+        *printed |= bit;
+        if (s->run_usage) fputs(s->run_usage, f);
+        else fprintf(f, "  --%s %s  %s (default %s)\n", s->key, s->plugin_arg ? s->plugin_arg : "V", s->values, s->var);
+    }
+}
+
 /* --help, grouped by topic; tests/unit/test_help.sh checks that every long
- * option of parse_args' table appears here. */
+ * option of the own table appears here, tests/unit/test_settings_docs.sh
+ * every plan setting's. */
 void run_usage(FILE *f)
 {
+    static const char *const sizes[] = {"mode", "tp", "tp-depth", "sp", "pp", NULL};
+    static const char *const layout[] = {"rank-order", "tp-order", "microbatches", "schedule", "virtual-stages",
+                                         "pp-split", "zero", "recompute", "precision", NULL};
+    unsigned long long printed = 0;
     fprintf(f,
         "usage: ptrain-run [options]   (one process per rank: srun, sbatch or mpirun)\n"
         "\n"
@@ -84,33 +143,18 @@ void run_usage(FILE *f)
         "  --val-every N        validation every N steps (default 50; 0 = only at the end)\n"
         "  --val-batches N      batches per validation (default 8)\n"
         "\n"
-        "Plan and parallelism (default: the PTRAIN_* variables the SPANK plugin sets):\n"
-        "  --mode auto|1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default 1d);\n"
-        "                       auto plans every size not given from the job's nodes, the\n"
-        "                       node model, --model and --batch (as ptrain-plan)\n"
-        "  --dp N --tp N --tp-depth D --sp N --pp N   the plan's group sizes\n"
-        "                       (dp = world / (pp * tp * sp) when not given)\n"
+        "Plan and parallelism (default: the PTRAIN_* variables the SPANK plugin sets):\n",
+        pt_gpt_preset_names());
+    usage_settings(f, sizes, &printed);
+    fprintf(f,
         "  --topology FILE      node model for --mode auto: ptrain-topo JSON or hwloc XML\n"
         "                       (default PTRAIN_TOPOLOGY, else this node's hwloc model)\n"
         "  --topology FILE:COUNT  COUNT nodes of this model, in node order; repeat for\n"
         "                       mixed nodes (as ptrain-plan; the counts add up to the job's)\n"
-        "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n"
-        "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
-        "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n"
-        "  --tp-order 012|021|...  the tp grid's axes inside the T block, outermost first\n"
-        "                       (2d: 012 rows, 021 columns on consecutive ranks; default\n"
-        "                       PTRAIN_TP_ORDER, else 012; --mode auto chooses it)\n"
-        "  --microbatches M     microbatches per step: each dp rank's batch/dp sequences in M\n"
-        "                       pieces (default PTRAIN_MICROBATCHES, else 1; --micro-batches M,\n"
-        "                       the spelling of earlier versions, is the same)\n"
-        "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n"
-        "  --virtual-stages V   model chunks per pipeline rank, interleaved only (default 1)\n"
-        "  --pp-split N,N,...|even  blocks per pipeline stage (default even)\n"
-        "  --zero 0|1|2|3       ZeRO stage over the dp group (default PTRAIN_ZERO, else 0)\n"
-        "  --recompute none|block|attention   activation recomputation (default\n"
-        "                       PTRAIN_RECOMPUTE, else none)\n"
-        "  --precision fp32|bf16   bf16: bf16 activations and weight copies, fp32 master\n"
-        "                       weights, gradients and AdamW (default PTRAIN_PRECISION, else fp32)\n"
+        "  --explain            with --mode auto: print the chosen plan, the runners-up and why\n");
+    usage_settings(f, layout, &printed);
+    usage_settings(f, NULL, &printed); /* rows new to the table */
+    fprintf(f,
         "  --threads N          compute threads per rank (default: cores / ranks on the node)\n"
         "  --device cpu|cuda|auto   where each rank trains (default PTRAIN_DEVICE, which the\n"
         "                       plugin sets to cuda when it binds a GPU, else auto: cuda when\n"
@@ -168,8 +212,7 @@ void run_usage(FILE *f)
         "                       --save-dir, else start fresh (any plan: resharded)\n"
         "\n"
         "  --help, --version    this text; the version\n"
-        "See ptrain-run(1), ptrain-layouts(7) and ptrain-env(7).\n",
-        pt_gpt_preset_names());
+        "See ptrain-run(1), ptrain-layouts(7) and ptrain-env(7).\n");
 }
 
 /* Whether this process is one of several ranks started by a launcher
@@ -203,7 +246,7 @@ int run_early_exit(int argc, char **argv, int *asked)
         const char *name = a + 2, *eq = strchr(name, '=');
         size_t len = eq ? (size_t)(eq - name) : strlen(name);
         int matches = 0, has_arg = 0, which = 0;
-        for (const struct option *o = long_opts; o->name; o++) {
+        for (const struct option *o = long_opts(); o->name; o++) {
             if (strncmp(o->name, name, len) != 0) continue;
             if (o->name[len] == '\0') { matches = 1; has_arg = o->has_arg; which = o->val; break; } /* exact */
             matches++;
@@ -229,12 +272,13 @@ void run_answer(int asked)
     fflush(stdout);
 }
 
-int run_parse_args(int argc, char **argv, run_opts *o)
+/* The defaults, before the command line. */
+static void defaults(run_opts *o)
 {
     memset(o, 0, sizeof *o);
-    o->model = "tiny";
+    o->model = PT_DEFAULT_MODEL;
     o->steps = 200;
-    o->batch = 8;
+    o->batch = PT_DEFAULT_BATCH;
     o->lr = 1e-3f;
     o->eps = 1e-8f;
     o->beta1 = 0.9f;
@@ -249,112 +293,113 @@ int run_parse_args(int argc, char **argv, run_opts *o)
     o->seed = 1337;
     o->threads = 0;
     o->watchdog = 600;
-    o->zero = o->schedule = o->recompute = o->precision = -1;
+    pt_plan_request_init(&o->flags, PT_MODE_OFF); /* nothing pinned: no flag given */
     o->profile_clocks = 6;
     o->profile_steps = 2;
     o->straggler = 0.10;
-    opterr = 0;
-    int c, model_given = 0, batch_given = 0;
+}
+
+/* A plan setting's flag: its row's parser (lib/contract/settings.h), the
+ * flag named as the row's key (also when spelt --micro-batches); an
+ * integer read as ptrain-run's other integer flags first, and passed on as
+ * the number it read.  0, or -1 with one line. */
+static int setting_flag(run_opts *o, const pt_setting *s, const char *text)
+{
+    char what[48], num[24];
+    snprintf(what, sizeof what, "--%s", s->key);
+    if (s->max > 0) {
+        long v;
+        if (pt_parse_int(what, text, s->min, s->max, &v)) return -1;
+        snprintf(num, sizeof num, "%ld", v);
+        text = num;
+    }
+    return pt_plan_request_set(&o->flags, NULL, s->key, what, text);
+}
+
+/* The model, data and optimizer options (c: getopt_long's answer): 1 when
+ * c is one of them, 0 when not, -1 with one line on a bad value. */
+static int train_option(run_opts *o, int c, const char *arg)
+{
     long vl;
     float vf;
-    while ((c = getopt_long(argc, argv, short_opts, long_opts, NULL)) != -1) {
-        switch (c) {
-        case 'm': o->model = optarg; model_given = 1; break;
-        case 'd': o->data = optarg; break;
-        case 's': if (parse_long("--steps", optarg, 1, 100000000, &vl)) return -1; o->steps = vl; break;
-        case 'b': if (parse_long("--batch", optarg, 1, 1 << 20, &vl)) return -1; o->batch = vl; batch_given = 1; break;
-        case O_LAYERS: if (parse_long("--layers", optarg, 1, 4096, &vl)) return -1; o->layers = (int)vl; break;
-        case O_HEADS: if (parse_long("--heads", optarg, 1, 4096, &vl)) return -1; o->heads = (int)vl; break;
-        case O_EMBD: if (parse_long("--embd", optarg, 1, 1 << 20, &vl)) return -1; o->embd = (int)vl; break;
-        case O_SEQ: if (parse_long("--seq-len", optarg, 1, 1 << 20, &vl)) return -1; o->seq_len = (int)vl; break;
-        case O_VOCAB: if (parse_long("--vocab", optarg, 2, 65536, &vl)) return -1; o->vocab = (int)vl; break;
-        case O_LR: if (parse_float("--lr", optarg, 0, 10, &vf)) return -1; o->lr = vf; break;
-        case O_MINLR: if (parse_float("--min-lr", optarg, 0, 10, &vf)) return -1; o->min_lr = vf; break;
-        case O_WARM: if (parse_long("--warmup", optarg, 0, 100000000, &vl)) return -1; o->warmup = vl; break;
-        case O_WD: if (parse_float("--weight-decay", optarg, 0, 10, &vf)) return -1; o->wd = vf; break;
-        case O_CLIP: if (parse_float("--grad-clip", optarg, 0, 1e6f, &vf)) return -1; o->clip = vf; break;
-        case O_EPS: if (parse_float("--adam-eps", optarg, 1e-30f, 1, &vf)) return -1; o->eps = vf; break;
-        case O_BETA1: if (parse_float("--beta1", optarg, 0, 0.999999f, &vf)) return -1; o->beta1 = vf; break;
-        case O_BETA2: if (parse_float("--beta2", optarg, 0, 0.999999f, &vf)) return -1; o->beta2 = vf; break;
-        case O_VALE: if (parse_long("--val-every", optarg, 0, 100000000, &vl)) return -1; o->val_every = vl; break;
-        case O_VALB: if (parse_long("--val-batches", optarg, 1, 1000000, &vl)) return -1; o->val_batches = vl; break;
-        case O_LOGE: if (parse_long("--log-every", optarg, 1, 100000000, &vl)) return -1; o->log_every = vl; break;
-        case O_SEED: if (parse_long("--seed", optarg, 0, 0x7fffffffL, &vl)) return -1; o->seed = vl; break;
-        case O_THREADS: if (parse_long("--threads", optarg, 1, 4096, &vl)) return -1; o->threads = vl; break;
-        case O_MODE: o->mode = optarg; break;
-        case O_DP: if (parse_long("--dp", optarg, 1, 1 << 20, &vl)) return -1; o->dp = vl; break;
-        case O_TP: if (parse_long("--tp", optarg, 1, 1 << 20, &vl)) return -1; o->tp = vl; break;
-        case O_TPD: if (parse_long("--tp-depth", optarg, 1, 1 << 20, &vl)) return -1; o->tp_depth = vl; break;
-        case O_SP: if (parse_long("--sp", optarg, 1, 1 << 20, &vl)) return -1; o->sp = vl; break;
-        case O_PP: if (parse_long("--pp", optarg, 1, 1 << 20, &vl)) return -1; o->pp = vl; break;
-        case O_MICRO: if (parse_long("--microbatches", optarg, 1, 1 << 20, &vl)) return -1; o->microbatches = vl; break;
-        case O_VSTAGES: if (parse_long("--virtual-stages", optarg, 1, PT_VIRTUAL_STAGES_MAX, &vl)) return -1; o->virtual_stages = vl; break;
-        case O_ZERO: if (parse_long("--zero", optarg, 0, 3, &vl)) return -1; o->zero = (int)vl; break;
-        case O_SCHED: {
-            if (pt_schedule_parse("--schedule", optarg, &o->schedule) < 0) return PT_EINVAL;
-            break;
-        }
-        case O_RECOMPUTE: {
-            if (pt_recompute_parse("--recompute", optarg, &o->recompute) < 0) return PT_EINVAL;
-            break;
-        }
-        case O_PRECISION: {
-            if (pt_precision_parse("--precision", optarg, &o->precision) < 0) return PT_EINVAL;
-            break;
-        }
-        case O_SPLIT: {
-            pt_plan tmp;
-            pt_plan_default(&tmp);
-            if (pt_plan_split_parse("--pp-split", optarg, &tmp) < 0) return PT_EINVAL;
-            o->pp_split = optarg;
-            break;
-        }
-        case O_ORDER: {
-            if (pt_plan_order_parse(optarg, o->order) < 0) return pt_fail(PT_EINVAL, "--rank-order: %s", pt_errmsg());
-            o->rank_order = o->order;
-            break;
-        }
-        case O_TPORDER: {
-            if (pt_plan_tp_order_parse("--tp-order", optarg, o->tpo) < 0) return PT_EINVAL;
-            o->tp_order = o->tpo;
-            break;
-        }
-        case O_WATCHDOG: if (parse_long("--watchdog", optarg, 0, 86400 * 365, &vl)) return -1; o->watchdog = (double)vl; break;
-        case O_DRY: o->dry_run = 1; break;
-        case O_QUIET: o->quiet = 1; break;
-        case O_METRICS: o->metrics = optarg; break;
-        case O_PEAK: if (parse_float("--peak-gflops", optarg, 1e-3f, 1e9f, &vf)) return -1; o->peak_gflops = vf; o->peak_what = "--peak-gflops"; break;
-        case O_SAVEDIR: o->save_dir = optarg; break;
-        case O_SAVEEVERY: if (parse_long("--save-every", optarg, 1, 100000000, &vl)) return -1; o->save_every = vl; break;
-        case O_KEEP: if (parse_long("--keep", optarg, 1, 1000000, &vl)) return -1; o->keep = vl; break;
-        case O_RESUME: o->resume = optarg; break;
-        case O_TOPOLOGY:
-            if (o->ntopologies == RUN_MAX_TOPOLOGIES)
-                return pt_fail(PT_EINVAL, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
-                               RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
-            o->topologies[o->ntopologies++] = optarg;
-            o->topology = o->topologies[0];
-            break;
-        case O_EXPLAIN: o->explain = 1; break;
-        case O_ENERGY: o->energy = optarg; break;
-        case O_ECLOCK: o->energy_clock = optarg; break;
-        case O_EPLAN: o->energy_plan = optarg; break;
-        case O_EPROFILE: o->energy_profile = optarg; break;
-        case O_PROFILE: o->profile_energy = optarg; break;
-        case O_PCLOCKS: if (parse_long("--profile-clocks", optarg, 1, 64, &vl)) return -1; o->profile_clocks = vl; break;
-        case O_PSTEPS: if (parse_long("--profile-steps", optarg, 1, 1000, &vl)) return -1; o->profile_steps = vl; break;
-        case O_STRAGGLER: if (parse_float("--energy-straggler", optarg, 0, 1000, &vf)) return -1; o->straggler = vf / 100; break;
-        case O_DEVICE: o->device = optarg; o->device_what = "--device"; break;
-        case 'h':
-        case 'V':
-            break; /* answered before MPI started (run_early_exit) */
-        default:
-            return pt_fail(PT_EINVAL, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
-        }
+    switch (c) {
+    case 'm': o->model = arg; break;
+    case 'd': o->data = arg; break;
+    case 's': if (parse_long("--steps", arg, 1, 100000000, &vl)) return -1; o->steps = vl; break;
+    case 'b': if (parse_long("--batch", arg, 1, 1 << 20, &vl)) return -1; o->batch = vl; break;
+    case O_LAYERS: if (parse_long("--layers", arg, 1, 4096, &vl)) return -1; o->layers = (int)vl; break;
+    case O_HEADS: if (parse_long("--heads", arg, 1, 4096, &vl)) return -1; o->heads = (int)vl; break;
+    case O_EMBD: if (parse_long("--embd", arg, 1, 1 << 20, &vl)) return -1; o->embd = (int)vl; break;
+    case O_SEQ: if (parse_long("--seq-len", arg, 1, 1 << 20, &vl)) return -1; o->seq_len = (int)vl; break;
+    case O_VOCAB: if (parse_long("--vocab", arg, 2, 65536, &vl)) return -1; o->vocab = (int)vl; break;
+    case O_LR: if (parse_float("--lr", arg, 0, 10, &vf)) return -1; o->lr = vf; break;
+    case O_MINLR: if (parse_float("--min-lr", arg, 0, 10, &vf)) return -1; o->min_lr = vf; break;
+    case O_WARM: if (parse_long("--warmup", arg, 0, 100000000, &vl)) return -1; o->warmup = vl; break;
+    case O_WD: if (parse_float("--weight-decay", arg, 0, 10, &vf)) return -1; o->wd = vf; break;
+    case O_CLIP: if (parse_float("--grad-clip", arg, 0, 1e6f, &vf)) return -1; o->clip = vf; break;
+    case O_EPS: if (parse_float("--adam-eps", arg, 1e-30f, 1, &vf)) return -1; o->eps = vf; break;
+    case O_BETA1: if (parse_float("--beta1", arg, 0, 0.999999f, &vf)) return -1; o->beta1 = vf; break;
+    case O_BETA2: if (parse_float("--beta2", arg, 0, 0.999999f, &vf)) return -1; o->beta2 = vf; break;
+    case O_VALE: if (parse_long("--val-every", arg, 0, 100000000, &vl)) return -1; o->val_every = vl; break;
+    case O_VALB: if (parse_long("--val-batches", arg, 1, 1000000, &vl)) return -1; o->val_batches = vl; break;
+    case O_SEED: if (parse_long("--seed", arg, 0, 0x7fffffffL, &vl)) return -1; o->seed = vl; break;
+    default: return 0;
     }
-    if (optind < argc) return pt_fail(PT_EINVAL, "unexpected argument '%s' (see --help)", argv[optind]);
-    /* The model and batch the SPANK plugin planned for (--ptrain-model,
-     * --ptrain-batch) when the command line gives none. */
+    return 1;
+}
+
+/* The other own options (run, logging, checkpoints, energy): as
+ * train_option. */
+static int run_option(run_opts *o, int c, const char *arg)
+{
+    long vl;
+    float vf;
+    switch (c) {
+    case O_LOGE: if (parse_long("--log-every", arg, 1, 100000000, &vl)) return -1; o->log_every = vl; break;
+    case O_THREADS: if (parse_long("--threads", arg, 1, 4096, &vl)) return -1; o->threads = vl; break;
+    case O_DP: if (parse_long("--dp", arg, 1, 1 << 20, &vl)) return -1; o->dp = vl; break;
+    case O_WATCHDOG: if (parse_long("--watchdog", arg, 0, 86400 * 365, &vl)) return -1; o->watchdog = (double)vl; break;
+    case O_DRY: o->dry_run = 1; break;
+    case O_QUIET: o->quiet = 1; break;
+    case O_METRICS: o->metrics = arg; break;
+    case O_PEAK: if (parse_float("--peak-gflops", arg, 1e-3f, 1e9f, &vf)) return -1; o->peak_gflops = vf; o->peak_what = "--peak-gflops"; break;
+    case O_SAVEDIR: o->save_dir = arg; break;
+    case O_SAVEEVERY: if (parse_long("--save-every", arg, 1, 100000000, &vl)) return -1; o->save_every = vl; break;
+    case O_KEEP: if (parse_long("--keep", arg, 1, 1000000, &vl)) return -1; o->keep = vl; break;
+    case O_RESUME: o->resume = arg; break;
+    case O_TOPOLOGY:
+        if (o->ntopologies == RUN_MAX_TOPOLOGIES)
+            return pt_fail(PT_EINVAL, "more than %d --topology options (valid: at most %d node models, one per kind of node)",
+                           RUN_MAX_TOPOLOGIES, RUN_MAX_TOPOLOGIES);
+        o->topologies[o->ntopologies++] = arg;
+        o->topology = o->topologies[0];
+        break;
+    case O_EXPLAIN: o->explain = 1; break;
+    case O_ENERGY: o->energy = arg; break;
+    case O_ECLOCK: o->energy_clock = arg; break;
+    case O_EPLAN: o->energy_plan = arg; break;
+    case O_EPROFILE: o->energy_profile = arg; break;
+    case O_PROFILE: o->profile_energy = arg; break;
+    case O_PCLOCKS: if (parse_long("--profile-clocks", arg, 1, 64, &vl)) return -1; o->profile_clocks = vl; break;
+    case O_PSTEPS: if (parse_long("--profile-steps", arg, 1, 1000, &vl)) return -1; o->profile_steps = vl; break;
+    case O_STRAGGLER: if (parse_float("--energy-straggler", arg, 0, 1000, &vf)) return -1; o->straggler = vf / 100; break;
+    case O_DEVICE: o->device = arg; o->device_what = "--device"; break;
+    case 'h':
+    case 'V':
+        break; /* answered before MPI started (run_early_exit) */
+    default: return 0;
+    }
+    return 1;
+}
+
+/* What the environment gives where the command line gave nothing: the
+ * model and batch the SPANK plugin planned for (--ptrain-model,
+ * --ptrain-batch), the node model (an empty one refused), the MFU's peak,
+ * the device.  0, or -1 with one line. */
+static int from_environment(run_opts *o, int model_given, int batch_given)
+{
+    long vl;
+    float vf;
     o->model_what = "--model";
     const char *em = getenv("PTRAIN_MODEL"), *eb = getenv("PTRAIN_BATCH");
     if (!model_given && em && *em) {
@@ -383,6 +428,12 @@ int run_parse_args(int argc, char **argv, run_opts *o)
         o->device = dev;
         o->device_what = "PTRAIN_DEVICE";
     }
+    return 0;
+}
+
+/* The options' checks against each other, after the environment. */
+static int check_options(const run_opts *o)
+{
     if (o->device && strcmp(o->device, "cpu") && strcmp(o->device, "cuda") && strcmp(o->device, "auto"))
         return pt_fail(PT_EINVAL, "%s '%s' is not valid (valid: cpu, cuda, auto)", o->device_what, o->device);
     if ((o->save_every || o->keep) && !o->save_dir)
@@ -390,6 +441,25 @@ int run_parse_args(int argc, char **argv, run_opts *o)
     if (o->resume && !strcmp(o->resume, "auto") && !o->save_dir)
         return pt_fail(PT_EINVAL, "--resume auto needs --save-dir DIR (where to look for checkpoints)");
     if (o->resume && !o->resume[0]) return pt_fail(PT_EINVAL, "--resume '' is not valid (valid: auto or a checkpoint directory)");
+    return 0;
+}
+
+int run_parse_args(int argc, char **argv, run_opts *o)
+{
+    defaults(o);
+    opterr = 0;
+    int c, model_given = 0, batch_given = 0;
+    while ((c = getopt_long(argc, argv, short_opts, long_opts(), NULL)) != -1) {
+        const pt_setting *s = setting_of(c);
+        int rc = s ? (setting_flag(o, s, optarg) < 0 ? -1 : 1) : train_option(o, c, optarg);
+        if (rc == 0) rc = run_option(o, c, optarg);
+        if (rc < 0) return -1;
+        if (rc == 0) return pt_fail(PT_EINVAL, "unknown or incomplete option '%s' (see --help)", argv[optind - 1]);
+        model_given |= c == 'm';
+        batch_given |= c == 'b';
+    }
+    if (optind < argc) return pt_fail(PT_EINVAL, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (from_environment(o, model_given, batch_given) < 0 || check_options(o) < 0) return -1;
     return run_energy_options(o);
 }
 

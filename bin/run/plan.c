@@ -9,6 +9,7 @@
 #include "plan/resolve.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
+#include "topo/machine_load.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -32,27 +33,20 @@ int run_node_hw(const run_opts *o, const run_nodes *nodes, pt_hw *hw, int *islan
     for (int i = 0; i < nodes->nnodes; i++)
         if (nodes->tpn[i] > maxt) maxt = nodes->tpn[i];
     pt_topo t;
-    memset(&t, 0, sizeof t);
-    int loaded = 0, count = 0;
+    int from = PT_TOPO_FROM_NONE, count = 0;
     char path[4096];
-    /* the first kind's model (--topology FILE:COUNT names one per kind) */
+    /* the first kind's model (--topology FILE:COUNT names one per kind),
+     * else this node's hwloc model, else the estimates: the node-model
+     * loader pt_machine_load uses for --mode auto */
     if (o->topology && pt_topo_plan_arg_parse("--topology", o->topology, path, sizeof path, &count) < 0) return -1;
-    if (o->topology) {
-        if (pt_topo_load_file(&t, path) != PT_OK)
-            return pt_fail(PT_EINVAL, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
-                      path, pt_errmsg());
-        loaded = 1;
-        snprintf(source, len, "%.290s", path);
-    } else if (pt_topo_load_hwloc(&t, NULL) == PT_OK) {
-        loaded = 1;
-        snprintf(source, len, "hwloc (this node)");
-    } else {
-        pt_topo_free(&t);
-        memset(&t, 0, sizeof t);
-        snprintf(source, len, "defaults");
-    }
-    int rc = pt_topo_plan_hw(loaded ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0);
-    if (loaded) pt_topo_free(&t);
+    if (pt_topo_plan_load(o->topology ? path : NULL, "--topology", PT_TOPO_LOAD_ESTIMATES, &t, &from, NULL, 0) < 0)
+        return pt_fail(PT_EINVAL, "cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc XML file)",
+                       path, pt_errmsg());
+    if (from == PT_TOPO_FROM_PATH) snprintf(source, len, "%.290s", path);
+    else if (from == PT_TOPO_FROM_HWLOC) snprintf(source, len, "hwloc (this node)");
+    else snprintf(source, len, "defaults");
+    int rc = pt_topo_plan_hw(from != PT_TOPO_FROM_NONE ? &t : NULL, maxt, NULL, hw, island_ranks, NULL, 0);
+    if (from != PT_TOPO_FROM_NONE) pt_topo_free(&t);
     if (rc < 0) return pt_fail(PT_EINVAL, "node model %s: %s", source, pt_errmsg());
     return 0;
 }
@@ -92,41 +86,22 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
                        "(valid: counts that add up to %d, in node order)", sum, sum == 1 ? "" : "s",
                        nodes->nnodes, nodes->nnodes);
     }
-    pt_topo t[RUN_MAX_TOPOLOGIES];
-    const pt_topo *models[RUN_MAX_TOPOLOGIES];
-    char names[RUN_MAX_TOPOLOGIES][256];
-    const char *namep[RUN_MAX_TOPOLOGIES];
-    int from = PT_TOPO_FROM_NONE;
+    /* each kind's model: its --topology file, else this node's hwloc
+     * model, else the estimates; named as ptrain-plan names each kind */
+    pt_machine_kind kinds[RUN_MAX_TOPOLOGIES];
+    memset(kinds, 0, sizeof kinds);
     for (int k = 0; k < nkinds; k++) {
-        const char *pk = o->ntopologies ? path[k] : NULL;
-        if (pt_topo_plan_load(pk, "--topology", PT_TOPO_LOAD_ESTIMATES, &t[k], &from, NULL, 0) < 0) {
-            for (int j = 0; j < k; j++)
-                if (models[j]) pt_topo_free(&t[j]);
-            pt_fail(PT_EINVAL, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
-                    "XML file)", pk ? pk : "of this node", pt_errmsg());
-            free(path);
-            return -1;
-        }
-        models[k] = from != PT_TOPO_FROM_NONE ? &t[k] : NULL;
-        /* as ptrain-plan names each kind */
-        snprintf(names[k], sizeof names[k], "%.255s", models[k] ? t[k].source : "defaults");
-        namep[k] = names[k];
+        kinds[k].path = o->ntopologies ? path[k] : NULL;
+        kinds[k].flags = PT_TOPO_LOAD_ESTIMATES;
+        kinds[k].what = "--topology";
+        kinds[k].name = nkinds > 1 ? NULL : "kind 0";
     }
-    char source[300];
-    if (nkinds > 1) {
-        size_t off = 0;
-        for (int k = 0; k < nkinds && off < sizeof source; k++)
-            off += (size_t)snprintf(source + off, sizeof source - off, "%s%s:%d", k ? ", " : "", path[k], count[k]);
-    } else if (from == PT_TOPO_FROM_PATH) snprintf(source, sizeof source, "%.290s", path[0]);
-    else if (from == PT_TOPO_FROM_HWLOC) snprintf(source, sizeof source, "hwloc (this node)");
-    else snprintf(source, sizeof source, "defaults");
-    free(path);
     /* each node's kind, in node order (one kind: NULL, every node kind 0) */
     int *kind_of = NULL;
     if (nkinds > 1) {
         kind_of = malloc(sizeof(int) * (size_t)nodes->nnodes);
         if (!kind_of) {
-            for (int k = 0; k < nkinds; k++) pt_topo_free(&t[k]);
+            free(path);
             return pt_fail(PT_ENOMEM, "--mode auto: out of memory for the node list");
         }
         for (int i = 0, k = 0, left = count[0]; i < nodes->nnodes; i++) {
@@ -136,11 +111,24 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
         }
     }
     pt_plan_machine mach;
-    int rc = pt_plan_machine_build(&mach, nkinds, models, nkinds > 1 ? namep : NULL, kind_of, nodes->tpn,
-                                   nodes->nnodes, NULL, 0);
-    for (int k = 0; k < nkinds; k++)
-        if (models[k]) pt_topo_free(&t[k]);
+    int bad = -1;
+    int rc = pt_machine_load(&mach, nkinds, kinds, kind_of, nodes->tpn, nodes->nnodes, NULL, 0, NULL, 0, &bad);
     free(kind_of);
+    char source[300];
+    if (nkinds > 1) {
+        size_t off = 0;
+        for (int k = 0; k < nkinds && off < sizeof source; k++)
+            off += (size_t)snprintf(source + off, sizeof source - off, "%s%s:%d", k ? ", " : "", path[k], count[k]);
+    } else if (kinds[0].from == PT_TOPO_FROM_PATH) snprintf(source, sizeof source, "%.290s", path[0]);
+    else if (kinds[0].from == PT_TOPO_FROM_HWLOC) snprintf(source, sizeof source, "hwloc (this node)");
+    else snprintf(source, sizeof source, "defaults");
+    if (rc < 0 && bad >= 0) {
+        pt_fail(PT_EINVAL, "--mode auto: cannot load the node model %s: %s (valid: a ptrain-topo --save JSON or hwloc "
+                "XML file)", kinds[bad].path ? kinds[bad].path : "of this node", pt_errmsg());
+        free(path);
+        return -1;
+    }
+    free(path);
     if (rc < 0) return pt_fail(PT_EINVAL, "--mode auto: node model %s: %s", source, pt_errmsg());
     pt_plan_limits lim;
     pt_plan_limits_default(&lim);
@@ -177,32 +165,8 @@ static int plan_auto(const run_opts *o, const run_nodes *nodes, const pt_plan_re
 static int auto_request(const run_opts *o, const pt_gpt_config *cfg, int from_env, pt_plan_request *r)
 {
     pt_plan_request_init(r, PT_MODE_AUTO);
-    r->pinned |= PT_PIN_MODE;
-    pt_plan *q = &r->plan;
-#define PIN(cond, field, value, bit) \
-    do {                             \
-        if (cond) {                  \
-            q->field = (value);      \
-            r->pinned |= (bit);      \
-        }                            \
-    } while (0)
-    PIN(o->tp, tp, (int)o->tp, PT_PIN_TP);
-    PIN(o->tp_depth, tp_depth, (int)o->tp_depth, PT_PIN_TP_DEPTH);
-    PIN(o->sp, sp, (int)o->sp, PT_PIN_SP);
-    PIN(o->pp, pp, (int)o->pp, PT_PIN_PP);
-    PIN(o->microbatches, microbatches, (int)o->microbatches, PT_PIN_MICROBATCHES);
-    PIN(o->virtual_stages, virtual_stages, (int)o->virtual_stages, PT_PIN_VIRTUAL_STAGES);
-    PIN(o->schedule >= 0, schedule, o->schedule, PT_PIN_SCHEDULE);
-    PIN(o->zero >= 0, zero, o->zero, PT_PIN_ZERO);
-    PIN(o->recompute >= 0, recompute, o->recompute, PT_PIN_RECOMPUTE);
-    PIN(o->precision >= 0, precision, o->precision, PT_PIN_PRECISION);
-#undef PIN
-    if (o->pp_split) {
-        if (pt_plan_split_parse("--pp-split", o->pp_split, q) < 0) return -1;
-        r->pinned |= PT_PIN_SPLIT;
-    }
-    if (o->rank_order) memcpy(q->rank_order, o->rank_order, sizeof q->rank_order), r->pinned |= PT_PIN_RANK_ORDER;
-    if (o->tp_order) memcpy(q->tp_order, o->tp_order, sizeof q->tp_order), r->pinned |= PT_PIN_TP_ORDER;
+    pt_plan_request_overlay(&o->flags, &r->plan);
+    r->pinned |= o->flags.pinned | PT_PIN_MODE;
     /* the model and batch this run trains (already from PTRAIN_MODEL and
      * PTRAIN_BATCH when no flag gave them) */
     snprintf(r->model_name, sizeof r->model_name, "%.63s", o->model);
@@ -225,14 +189,15 @@ int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, con
     p->schedule = -1;
     p->rank_order[0] = '\0';
     p->tp_order[0] = '\0';
-    pt_mode flag_mode = PT_MODE_OFF;
-    if (o->mode && pt_mode_parse(o->mode, &flag_mode)) return pt_fail(PT_EINVAL, "--mode: %s", pt_errmsg());
+    const unsigned given = o->flags.pinned; /* the plan flags given (PT_PIN_*) */
+    const int flag_auto = (given & PT_PIN_MODE) && o->flags.plan.mode == PT_MODE_AUTO;
     const char *plugin_plan = getenv("PTRAIN_PLAN");
-    int replan = o->mode && flag_mode == PT_MODE_AUTO && plugin_plan;
+    int replan = flag_auto && plugin_plan;
     const char *env_mode = getenv("PTRAIN_MODE");
     pt_mode em = PT_MODE_OFF;
-    const int env_auto = !replan && !o->mode && env_mode && pt_mode_parse(env_mode, &em) == 0 && em == PT_MODE_AUTO;
-    if ((o->mode && flag_mode == PT_MODE_AUTO) || env_auto) {
+    const int env_auto = !replan && !(given & PT_PIN_MODE) && env_mode && pt_mode_parse(env_mode, &em) == 0 &&
+                         em == PT_MODE_AUTO;
+    if (flag_auto || env_auto) {
         pt_plan_request r;
         if (auto_request(o, cfg, !replan, &r) < 0) return -1;
         if (plan_auto(o, nodes, &r, p, A) < 0) return -1;
@@ -247,21 +212,8 @@ int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, con
     int from_env = pt_plan_from_env(p);
     if (from_env < 0) return -1;
     *source = from_env ? (getenv("SLURM_JOB_ID") ? "slurm" : "env") : "flags";
-    if (o->mode) p->mode = flag_mode;
-    if (o->tp) p->tp = (int)o->tp;
-    if (o->tp_depth) p->tp_depth = (int)o->tp_depth;
-    if (o->sp) p->sp = (int)o->sp;
+    pt_plan_request_overlay(&o->flags, p); /* the flags given over the variables */
     if (o->dp) p->dp = (int)o->dp;
-    if (o->pp) p->pp = (int)o->pp;
-    if (o->microbatches) p->microbatches = (int)o->microbatches;
-    if (o->virtual_stages) p->virtual_stages = (int)o->virtual_stages;
-    if (o->schedule >= 0) p->schedule = o->schedule;
-    if (o->zero >= 0) p->zero = o->zero;
-    if (o->recompute >= 0) p->recompute = o->recompute;
-    if (o->precision >= 0) p->precision = o->precision;
-    if (o->pp_split && pt_plan_split_parse("--pp-split", o->pp_split, p) < 0) return -1;
-    if (o->rank_order) memcpy(p->rank_order, o->rank_order, sizeof p->rank_order);
-    if (o->tp_order) memcpy(p->tp_order, o->tp_order, sizeof p->tp_order);
     /* not planned here: the sizes not given are the defaults */
     pt_plan d;
     pt_plan_default(&d);
@@ -278,7 +230,7 @@ int run_resolve_plan(const run_opts *o, const pt_gpt_config *cfg, int world, con
     /* off: nothing was planned, run the sizes given with 1d layers */
     if (p->mode == PT_MODE_OFF) p->mode = PT_MODE_1D;
     long long inner = (long long)p->tp * p->pp * p->sp;
-    if (!o->dp && (p->dp == 0 || o->tp || o->sp || o->tp_depth || o->pp)) {
+    if (!o->dp && (p->dp == 0 || (given & (PT_PIN_TP | PT_PIN_SP | PT_PIN_TP_DEPTH | PT_PIN_PP)))) {
         if (inner < 1 || world % inner) {
             char valid[256];
             if (p->pp < 1 || world % p->pp) { /* the pipeline alone does not fit: say so, not tp */

@@ -32,6 +32,7 @@
 #include "data/shard.h"
 #include "model/gpt.h"
 #include "contract/plan.h"
+#include "contract/settings.h"
 #include "plan/search.h"
 #include "energy/profile.h"
 
@@ -46,23 +47,21 @@ enum { RUN_DEVICE_CPU = 0, RUN_DEVICE_CUDA = 1 };
 #define RUN_MAX_TOPOLOGIES 16
 
 typedef struct run_opts {
-    const char *model, *data, *rank_order, *mode, *metrics;
+    const char *model, *data, *metrics;
     const char *model_what; /* "--model" or "PTRAIN_MODEL": where the model came from */
     int layers, heads, embd, seq_len, vocab;
-    long steps, batch, warmup, val_every, val_batches, log_every, threads, seed, dp, tp, tp_depth, sp;
-    long pp, microbatches, virtual_stages; /* 0 = not given */
-    int zero, schedule, recompute;         /* -1 = not given */
-    int precision;                         /* a pt_precision; -1 = not given */
-    const char *pp_split;                  /* NULL = not given */
+    long steps, batch, warmup, val_every, val_batches, log_every, threads, seed;
+    long dp;                /* --dp; 0 = not given */
+    /* the plan settings given as flags (lib/contract/settings.h's rows
+     * ptrain-run offers, but --model and --batch, its own): their values,
+     * and in flags.pinned which were given */
+    pt_plan_request flags;
     float lr, min_lr, wd, clip, eps, beta1, beta2;
     int dry_run, quiet;
     double watchdog;     /* seconds without progress before the job is ended; 0 = off */
     double peak_gflops;  /* per-rank peak for MFU (--peak-gflops, PTRAIN_PEAK_GFLOPS, else set by
                           * run_setup_rank from the node model); 0 = none */
     const char *peak_what; /* "--peak-gflops" or "PTRAIN_PEAK_GFLOPS" when given, else NULL */
-    char order[4];       /* --rank-order, parsed */
-    char tpo[4];         /* --tp-order, parsed */
-    const char *tp_order; /* --tp-order (NULL = not given) */
     const char *save_dir, *resume; /* --save-dir, --resume (NULL = not given) */
     long save_every, keep;         /* 0 = not given */
     const char *topology;          /* --topology (else PTRAIN_TOPOLOGY): node model for --mode auto

@@ -8,8 +8,6 @@
 #include <string.h>
 
 #define MAX_COUNT (1 << 20)
-#define DEFAULT_MODEL "tiny"
-#define DEFAULT_BATCH 8
 
 void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode)
 {
@@ -20,9 +18,9 @@ void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode)
     r->plan.microbatches = r->plan.virtual_stages = 0;
     r->plan.rank_order[0] = '\0'; /* the search chooses the placement */
     r->plan.tp_order[0] = '\0';
-    snprintf(r->model_name, sizeof r->model_name, "%s", DEFAULT_MODEL);
-    pt_model_preset(DEFAULT_MODEL, &r->model);
-    r->global_batch = DEFAULT_BATCH;
+    snprintf(r->model_name, sizeof r->model_name, "%s", PT_DEFAULT_MODEL);
+    pt_model_preset(PT_DEFAULT_MODEL, &r->model);
+    r->global_batch = PT_DEFAULT_BATCH;
 }
 
 void pt_plan_limits_default(pt_plan_limits *lim)
@@ -225,78 +223,120 @@ static const pt_setting rows[] = {
      "MODE",
      "ptrain: parallel layout to plan: auto, " PT_LAYOUT_MODE_NAMES(", ") ", off. "
      "Default: $PTRAIN_MODE, else the cluster's default_mode.",
-     set_mode},
+     set_mode,
+     "  --mode auto|1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default 1d);\n"
+     "                       auto plans every size not given from the job's nodes, the\n"
+     "                       node model, --model and --batch (as ptrain-plan)\n",
+     0, 0},
     {"tp", "PTRAIN_TP", PT_PIN_TP, ALL, "the tensor-parallel group size, an integer 1..1048576", "4",
      "N",
      "ptrain: pin the tensor-parallel size (must divide the tasks on every node; "
      "2d: q*q, 2.5d: depth*q*q, 3d: l*l*l). Default: $PTRAIN_TP, else chosen by the planner.",
-     set_tp},
+     set_tp,
+     "  --dp N --tp N --tp-depth D --sp N --pp N   the plan's group sizes\n"
+     "                       (dp = world / (pp * tp * sp) when not given)\n",
+     1, MAX_COUNT},
     {"tp-depth", "PTRAIN_TP_DEPTH", PT_PIN_TP_DEPTH, ALL, "2.5d's depth d (tp = d q^2), an integer 1..1048576", "2",
      "D",
      "ptrain: 2.5d only: pin the depth d of the d x q x q tensor grid. "
      "Default: $PTRAIN_TP_DEPTH, else chosen by the planner.",
-     set_count},
+     set_count,
+     "",
+     1, MAX_COUNT},
     {"sp", "PTRAIN_SP", PT_PIN_SP, ALL, "the sequence-parallel group size, an integer 1..1048576", "2",
      "N",
      "ptrain: sequence-parallel size (must divide the tasks on every node; implies tp=1). "
      "Default: $PTRAIN_SP, else 1.",
-     set_count},
+     set_count,
+     "",
+     1, MAX_COUNT},
     {"pp", "PTRAIN_PP", PT_PIN_PP, ALL, "the pipeline stages, an integer 1..1048576", "2",
      "N",
      "ptrain: pipeline-parallel size (divides the task count; <= the cluster's max_pp). "
      "Default: $PTRAIN_PP, else 1.",
-     set_pp},
+     set_pp,
+     "",
+     1, MAX_COUNT},
     {"microbatches", "PTRAIN_MICROBATCHES", PT_PIN_MICROBATCHES, ALL, "microbatches per step, an integer 1..1048576",
      "8",
      "M",
      "ptrain: microbatches per step (divides each data-parallel rank's batch). "
      "Default: $PTRAIN_MICROBATCHES, else 1.",
-     set_count},
+     set_count,
+     "  --microbatches M     microbatches per step: each dp rank's batch/dp sequences in M\n"
+     "                       pieces (default PTRAIN_MICROBATCHES, else 1; --micro-batches M,\n"
+     "                       the spelling of earlier versions, is the same)\n",
+     1, MAX_COUNT},
     {"schedule", "PTRAIN_SCHEDULE", PT_PIN_SCHEDULE, ALL, "gpipe, 1f1b, interleaved", "interleaved",
      "S",
      "ptrain: pipeline schedule: gpipe, 1f1b, interleaved. "
      "Default: $PTRAIN_SCHEDULE, else the cluster's default_schedule.",
-     set_schedule},
+     set_schedule,
+     "  --schedule gpipe|1f1b|interleaved   pipeline schedule (default 1f1b)\n",
+     0, 0},
     {"virtual-stages", "PTRAIN_VIRTUAL_STAGES", PT_PIN_VIRTUAL_STAGES, ALL,
      "model chunks per pipeline rank (interleaved), an integer 1..16", "2",
      "V",
      "ptrain: model chunks per pipeline rank (interleaved only). "
      "Default: $PTRAIN_VIRTUAL_STAGES, else 1.",
-     set_virtual_stages},
+     set_virtual_stages,
+     "  --virtual-stages V   model chunks per pipeline rank, interleaved only (default 1)\n",
+     1, PT_VIRTUAL_STAGES_MAX},
     {"pp-split", "PTRAIN_PP_SPLIT", PT_PIN_SPLIT, ALL, "blocks per stage, comma-separated, or even", "3,1",
      "N,N,...",
      "ptrain: blocks per pipeline stage, pp*virtual_stages entries, or even. "
      "Default: $PTRAIN_PP_SPLIT, else even.",
-     set_split},
+     set_split,
+     "  --pp-split N,N,...|even  blocks per pipeline stage (default even)\n",
+     0, 0},
     {"zero", "PTRAIN_ZERO", PT_PIN_ZERO, ALL, "the ZeRO stage, 0, 1, 2 or 3", "2",
      "K",
      "ptrain: ZeRO stage 0-3 over the data-parallel ranks. "
      "Default: $PTRAIN_ZERO, else the cluster's default_zero.",
-     set_zero},
+     set_zero,
+     "  --zero 0|1|2|3       ZeRO stage over the dp group (default PTRAIN_ZERO, else 0)\n",
+     0, 3},
     {"recompute", "PTRAIN_RECOMPUTE", PT_PIN_RECOMPUTE, ALL, "none, block, attention", "block",
      "R",
      "ptrain: activation recomputation: none, block, attention. "
      "Default: $PTRAIN_RECOMPUTE, else the cluster's default_recompute.",
-     set_recompute},
+     set_recompute,
+     "  --recompute none|block|attention   activation recomputation (default\n"
+     "                       PTRAIN_RECOMPUTE, else none)\n",
+     0, 0},
     {"precision", "PTRAIN_PRECISION", PT_PIN_PRECISION, ALL, "fp32, bf16", "bf16",
      "P",
      "ptrain: training precision: fp32, bf16 (bf16 activations and weight copies, fp32 master weights, "
      "gradients and AdamW). Default: $PTRAIN_PRECISION, else the cluster's default_precision.",
-     set_precision},
+     set_precision,
+     "  --precision fp32|bf16   bf16: bf16 activations and weight copies, fp32 master\n"
+     "                       weights, gradients and AdamW (default PTRAIN_PRECISION, else fp32)\n",
+     0, 0},
     {"rank-order", "PTRAIN_RANK_ORDER", PT_PIN_RANK_ORDER, TOOLS,
-     "the grid's order of dp, pp, tp: a permutation of D, P, T such as DPT; cluster, spread", "TPD", NULL, NULL, set_rank_order},
+     "the grid's order of dp, pp, tp: a permutation of D, P, T such as DPT; cluster, spread", "TPD", NULL, NULL, set_rank_order,
+     "  --rank-order DPT|cluster|spread   how grid ranks map to groups (a permutation\n"
+     "                       of D, P, T, outermost first; default PTRAIN_RANK_ORDER)\n",
+     0, 0},
     {"tp-order", "PTRAIN_TP_ORDER", PT_PIN_TP_ORDER, TOOLS,
-     "the tp grid's axes slowest first: a permutation of 0, 1, 2 such as 012", "021", NULL, NULL, set_tp_order},
+     "the tp grid's axes slowest first: a permutation of 0, 1, 2 such as 012", "021", NULL, NULL, set_tp_order,
+     "  --tp-order 012|021|...  the tp grid's axes inside the T block, outermost first\n"
+     "                       (2d: 012 rows, 021 columns on consecutive ranks; default\n"
+     "                       PTRAIN_TP_ORDER, else 012; --mode auto chooses it)\n",
+     0, 0},
     {"model", "PTRAIN_MODEL", PT_PIN_MODEL, ALL, "a preset or L,H,C,T,V", "small",
      "NAME|L,H,C,T,V",
      "ptrain: the model the plan is made for: a ptrain-run preset (test, tiny, small, "
      "gpt2-124M) or L,H,C,T,V; injected as PTRAIN_MODEL. Default: $PTRAIN_MODEL, else tiny.",
-     set_model},
+     set_model,
+     NULL,
+     0, 0},
     {"batch", "PTRAIN_BATCH", PT_PIN_BATCH, ALL, "the global batch in sequences per step, an integer 1..1048576", "16",
      "N",
      "ptrain: global batch in sequences per step the plan is made for; injected as "
      "PTRAIN_BATCH. Default: $PTRAIN_BATCH, else 8.",
-     set_batch},
+     set_batch,
+     NULL,
+     1, MAX_COUNT},
 };
 #undef ALL
 #undef TOOLS
@@ -376,4 +416,33 @@ int pt_plan_request_env(pt_plan_request *r, const pt_plan_limits *lim, pt_plan_g
     }
     *r = q;
     return 0;
+}
+
+void pt_plan_request_overlay(const pt_plan_request *r, pt_plan *p)
+{
+    const pt_plan *q = &r->plan;
+    for (int i = 0; i < NROWS; i++) {
+        if (!(r->pinned & rows[i].pin)) continue;
+        switch (rows[i].pin) {
+        case PT_PIN_MODE: p->mode = q->mode; break;
+        case PT_PIN_TP: p->tp = q->tp; break;
+        case PT_PIN_TP_DEPTH: p->tp_depth = q->tp_depth; break;
+        case PT_PIN_SP: p->sp = q->sp; break;
+        case PT_PIN_PP: p->pp = q->pp; break;
+        case PT_PIN_MICROBATCHES: p->microbatches = q->microbatches; break;
+        case PT_PIN_SCHEDULE: p->schedule = q->schedule; break;
+        case PT_PIN_VIRTUAL_STAGES: p->virtual_stages = q->virtual_stages; break;
+        case PT_PIN_SPLIT: /* its entries (as pt_plan_split_parse writes them) */
+            p->pp_split_n = q->pp_split_n;
+            if (q->pp_split_n > 0 && q->pp_split_n <= PT_PP_SPLIT_MAX)
+                memcpy(p->pp_split, q->pp_split, sizeof(int) * (size_t)q->pp_split_n);
+            break;
+        case PT_PIN_ZERO: p->zero = q->zero; break;
+        case PT_PIN_RECOMPUTE: p->recompute = q->recompute; break;
+        case PT_PIN_PRECISION: p->precision = q->precision; break;
+        case PT_PIN_RANK_ORDER: memcpy(p->rank_order, q->rank_order, sizeof p->rank_order); break;
+        case PT_PIN_TP_ORDER: memcpy(p->tp_order, q->tp_order, sizeof p->tp_order); break;
+        default: break; /* the model and batch: the request's own fields */
+        }
+    }
 }

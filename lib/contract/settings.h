@@ -13,8 +13,10 @@
  * variable "PTRAIN_" KEY upper-cased with '-' as '_' (PTRAIN_TP_DEPTH).
  *
  * Adding a setting: a pt_plan (contract/plan.h) or pt_plan_request field,
- * a PT_PIN_ bit, a row here with its parser, its use, and the man pages the
- * test names.  libc only, as the rest of lib/contract. */
+ * a PT_PIN_ bit, a row in settings.c with its parser (and, for a pt_plan
+ * field, its case in pt_plan_request_overlay), its use, and the man pages
+ * the test names.  The front ends that offer it take their flag (and
+ * ptrain-run its --help lines) from the row.  libc only, as the rest of lib/contract. */
 #ifndef PTRAIN_CONTRACT_SETTINGS_H
 #define PTRAIN_CONTRACT_SETTINGS_H
 #include <stddef.h>
@@ -56,9 +58,15 @@ typedef struct pt_plan_request {
     int global_batch;      /* sequences per optimizer step */
 } pt_plan_request;
 
+/* The model and global batch a job trains when nothing names them: the
+ * plugin's request and ptrain-run (--model, --batch) both start from them
+ * (ptrain-plan's are its own: gpt2-124M, 512). */
+#define PT_DEFAULT_MODEL "tiny"
+#define PT_DEFAULT_BATCH 8
+
 /* The request's defaults: mode default_mode, schedule 1f1b, recompute
- * none, precision fp32, model "tiny", global batch 8 (ptrain-run's
- * defaults), nothing pinned. */
+ * none, precision fp32, model PT_DEFAULT_MODEL, global batch
+ * PT_DEFAULT_BATCH, nothing pinned. */
 void pt_plan_request_init(pt_plan_request *r, pt_mode default_mode);
 
 /* The keys of pt_plan_request_set and pt_plan_request_env, the table's
@@ -129,7 +137,21 @@ typedef struct pt_setting {
      * NULL): 0, or -1 with one line (q then unspecified) */
     int (*set)(const struct pt_setting *s, pt_plan_request *q, const pt_plan_limits *lim, const char *what,
                const char *text);
+    /* ptrain-run --help's lines for --KEY, whole lines as printed (each
+     * ending in '\n'); "" where another row's lines name it (tp's name
+     * --tp-depth, --sp and --pp); NULL where ptrain-run offers none, or
+     * where an option of its own is the flag (--model, --batch): ptrain-run
+     * then prints "  --KEY ARG  VALUES (default VAR)" for a row it offers */
+    const char *run_usage;
+    /* an integer setting's range, min..max: ptrain-run reads the value as
+     * its other integer flags (pt_parse_int: "--KEY: 'x' is not an integer
+     * in MIN..MAX") before the parser; max 0: not an integer */
+    long min, max;
 } pt_setting;
+
+/* The plan settings r pins (r->pinned), copied into p; p's others as
+ * they were.  The model and batch are the request's, not p's: not copied. */
+void pt_plan_request_overlay(const pt_plan_request *r, pt_plan *p);
 
 /* The most rows the table may have (arrays sized by it: the plugin's options). */
 #define PT_SETTINGS_MAX 32

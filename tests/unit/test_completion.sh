@@ -65,7 +65,8 @@ check "srun --n<TAB> goes to srun's own completion ($r)" [ "$r" = "--nodes= --nt
 
 # the lists mirror the sources: getopt tables, the plugin's option table,
 # and the plan settings' table (lib/contract/settings.h: KEY VAR OFFERED
-# ARG rows) for the options the plugin and ptrain-plan make from its rows
+# ARG rows) for the options the plugin, ptrain-run and ptrain-plan make
+# from its rows (ptrain-run's own --model and --batch are also rows)
 table() {
     sed -n '/struct option [a-z_]*\[\] *= *{/,/\({ *0, *0, *0, *0 *}\|^ *};\)/p' "$1" |
         grep -o '{ *"[a-z0-9-]*"' | sed 's/{ *"//; s/"$/ /; s/^/--/' | sort | tr -d '\n'
@@ -79,6 +80,7 @@ for t in run data topo ckpt plan; do
     src=$top_srcdir/bin/ptrain-$t.c
     case $t in run | data | ckpt | plan) src=$top_srcdir/bin/$t/options.c ;; esac
     want=$(table "$src")
+    [ $t = run ] && want=$({ echo "$want" | tr ' ' '\n'; row_opts 2; } | grep . | sort -u | sed 's/$/ /' | tr -d '\n')
     [ $t = plan ] && want=$({ echo "$want" | tr ' ' '\n'; row_opts 4; } | grep . | sort | sed 's/$/ /' | tr -d '\n')
     have=$(list "_ptrain_${t}_opts")
     check "ptrain-$t: the completion lists exactly the getopt table's options" [ -n "$want" -a "$want" = "$have" ]
