@@ -41,7 +41,7 @@ static void usage(FILE *f)
             "  --model M           %s, or L,H,C,T,V (default gpt2-124M)\n"
             "  --batch N           global batch, sequences per step (default 512)\n"
             "Pins (as srun's --ptrain-*; default: the search chooses):\n"
-            "  --mode M            auto, 1d, 2d, 2.5d, 3d\n"
+            "  --mode M            " PT_SEARCH_MODE_NAMES(", ") "\n"
             "  --tp N, --tp-depth N, --sp N, --pp N, --zero N, --microbatches N\n"
             "  --virtual-stages V, --pp-split N,N,...\n"
             "  --schedule S        gpipe, 1f1b, interleaved\n"
@@ -126,7 +126,7 @@ static int setting_option(plan_cmdline *op, const char *key, const char *arg)
     char what[32];
     snprintf(what, sizeof what, "--%s", key);
     if (!strcmp(key, "mode") && strcmp(arg, "off") == 0) {
-        fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: auto, 1d, 2d, 2.5d, 3d)\n", arg);
+        fprintf(stderr, "ptrain-plan: invalid --mode '%s' (valid: %s)\n", arg, PT_SEARCH_MODE_NAMES(", "));
         return PT_EXIT_INPUT;
     }
     if (pt_plan_request_set(&op->req, NULL, key, what, arg) < 0) {

@@ -43,6 +43,8 @@
 #define PT_LAYOUT_MODE_NAMES(sep) PT_LAYOUT_MODE_ROWS(PT_MODE_NAME_, sep)
 /* the modes a plan may hold (every mode but the request auto) */
 #define PT_PLAN_MODE_NAMES(sep) "off" sep PT_LAYOUT_MODE_NAMES(sep)
+/* the modes a search may be asked for (every mode but off) */
+#define PT_SEARCH_MODE_NAMES(sep) "auto" sep PT_LAYOUT_MODE_NAMES(sep)
 #define PT_MODE_ENUM_(e, name, shape, depth, dims) PT_MODE_##e,
 
 typedef enum pt_mode { PT_MODE_ROWS(PT_MODE_ENUM_, ) } pt_mode;

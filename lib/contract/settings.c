@@ -224,7 +224,7 @@ static const pt_setting rows[] = {
      "ptrain: parallel layout to plan: auto, " PT_LAYOUT_MODE_NAMES(", ") ", off. "
      "Default: $PTRAIN_MODE, else the cluster's default_mode.",
      set_mode,
-     "  --mode auto|1d|2d|2.5d|3d|off  tensor-parallel layout (off: as 1d; default 1d);\n"
+     "  --mode " PT_SEARCH_MODE_NAMES("|") "|off  tensor-parallel layout (off: as 1d; default 1d);\n"
      "                       auto plans every size not given from the job's nodes, the\n"
      "                       node model, --model and --batch (as ptrain-plan)\n",
      0, 0},

@@ -17,7 +17,8 @@ const pt_layout *pt_layout_for(pt_mode mode)
     case PT_MODE_3D: return &pt_layout_3d;
     default: break;
     }
-    pt_fail(PT_EUNSUPP, "tensor-parallel mode '%s' has no layout (valid: off, 1d, 2d, 2.5d, 3d)", pt_mode_name(mode));
+    pt_fail(PT_EUNSUPP, "tensor-parallel mode '%s' has no layout (valid: %s)", pt_mode_name(mode),
+            PT_PLAN_MODE_NAMES(", "));
     return NULL;
 }
 

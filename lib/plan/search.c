@@ -989,8 +989,8 @@ static int search_args(const pt_cluster *c, const pt_model_shape *m, int global_
         return pt_fail(PT_EINVAL, "invalid global batch %d (valid: >= 1 sequences)", global_batch);
     char flag[48];
     if (req->mode == PT_MODE_OFF)
-        return pt_fail(PT_EINVAL, "%s=off plans nothing (valid for a search: auto, 1d, "
-                       "2d, 2.5d, 3d)", pt_plan_flag(lim, "mode", flag, sizeof flag));
+        return pt_fail(PT_EINVAL, "%s=off plans nothing (valid for a search: %s)",
+                       pt_plan_flag(lim, "mode", flag, sizeof flag), PT_SEARCH_MODE_NAMES(", "));
     if (pt_plan_request_check(req, lim) < 0) return -1;
     if (req->rank_order[0]) {
         char pinned[4], s[5] = "";
