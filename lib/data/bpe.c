@@ -749,8 +749,10 @@ static int load_hf_merges(pt_bpe *t, const char *path, json_t *merges)
         memcpy(cat + al, b, bl);
         int32_t ia = token_id(t, a, al, tmp), ib = token_id(t, b, bl, tmp), im = token_id(t, cat, al + bl, tmp);
         if (ia < 0 || ib < 0 || im < 0) {
-            char k[300];
-            show_key(k, sizeof k, ia < 0 ? a : ib < 0 ? b : "");
+            char k[300], one[64]; /* the token alone (a of "a b" is not NUL-terminated) */
+            size_t ol = ia < 0 ? al : ib < 0 ? bl : 0;
+            snprintf(one, sizeof one, "%.*s", (int)(ol < sizeof one ? ol : sizeof one - 1), ia < 0 ? a : b);
+            show_key(k, sizeof k, one);
             if (ia < 0 || ib < 0)
                 rc = pt_fail(PT_EFORMAT, "%s: merge %zu names token \"%s\", which is not in model.vocab", path, i, k);
             else
