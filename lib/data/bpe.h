@@ -58,7 +58,9 @@
  *                  (Llama 3's 256 special tokens are 128000-128255); content
  *                  1-256 bytes; single_word, lstrip, rstrip true refused;
  *   pre_tokenizer  ByteLevel (add_prefix_space false; use_regex true: GPT-2's
- *                  pattern), or a Sequence of Split (pattern {"Regex"} or
+ *                  pattern with JavaScript's \s as above, as tokenizers.js
+ *                  has it -- HF's Rust uses Oniguruma's \s there, which
+ *                  differs at U+0085 and U+FEFF), or a Sequence of Split (pattern {"Regex"} or
  *                  {"String"}, behavior Isolated, invert false), Digits and
  *                  exactly one ByteLevel: each split step cuts the pieces of
  *                  the one before (Llama 3: Split with the pattern

