@@ -188,7 +188,7 @@ if command -v bible >/dev/null 2>&1; then
     t0=$(date +%s.%N)
     "$pd" encode --tokenizer "$l3dir" "$tmp/kjv.txt" >"$tmp/kjv.c"
     t1=$(date +%s.%N)
-    diag "C: $(wc -c <"$tmp/kjv.txt") bytes -> $(wc -l <"$tmp/kjv.c") ids in $(echo "$t1 - $t0" | bc) s (tokenizer load included)"
+    diag "C: $(wc -c <"$tmp/kjv.txt") bytes -> $(wc -l <"$tmp/kjv.c") ids in $(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') s (tokenizer load included)"
     "$node" "$ref" encode "$npm" "$tj" "$tmp/kjv.txt" | tr ' ' '\n' >"$tmp/kjv.js"
     n=$(wc -l <"$tmp/kjv.c")
     if cmp -s "$tmp/kjv.c" "$tmp/kjv.js"; then
