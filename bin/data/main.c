@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ptrain-data: prepare token shards from text with the GPT-2 BPE tokenizer,
+/* ptrain-data: prepare token shards from text with a byte-level BPE tokenizer
+ * (GPT-2, Llama 3),
  * encode/decode text, and describe shards.  See man/ptrain-data.1; the
  * modules are in bin/data/data_tool.h.
  *

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "data_tool.h"
 #include "bin/tool_util.h"
+#include "data/bpe.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -13,35 +14,39 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 void data_usage(FILE *f)
 {
     fprintf(f,
             "usage: ptrain-data COMMAND [OPTIONS] [ARGS]\n"
-            "  prepare --vocab-dir DIR --out OUTDIR [--val-fraction F | --val-file PATH...]\n"
+            "  prepare --tokenizer TOK --out OUTDIR [--val-fraction F | --val-file PATH...]\n"
             "          [--format auto|text|jsonl] [--jsonl-field NAME] [--threads N]\n"
             "          [--shard-tokens N] [--memory SIZE] [--in-memory] INPUT...\n"
             "          tokenize the documents of every INPUT (a text file, a JSON Lines file\n"
             "          (*.jsonl: the string field NAME, default text, of each line), a directory\n"
-            "          of them, or - for standard input) with <|endoftext|> before each document\n"
+            "          of them, or - for standard input) with the tokenizer's end-of-text token\n"
+            "          (GPT-2: <|endoftext|>, Llama 3: <|end_of_text|>) before each document\n"
             "          into OUTDIR/train.bin and OUTDIR/val.bin, or with --shard-tokens N into\n"
             "          shards of N tokens (OUTDIR/train_000000.bin ...), listed in OUTDIR/index.json.\n"
             "          Validation: the last fraction F of the documents (default 0.02; of the\n"
             "          tokens when there is one document), or the documents of --val-file PATH\n"
             "          (repeatable).  The corpus is streamed: --memory SIZE (default 1G) bounds\n"
             "          the text and ids in flight; --in-memory holds it all, as before\n"
-            "  encode  --vocab-dir DIR [FILE|-]   print token ids, one per line\n"
-            "  decode  --vocab-dir DIR [FILE|-]   turn token ids (white-space separated) into text\n"
+            "  encode  --tokenizer TOK [FILE|-]   print token ids, one per line\n"
+            "  decode  --tokenizer TOK [FILE|-]   turn token ids (white-space separated) into text\n"
             "  info    [--vocab N] [FORMAT:]PATH  validate and describe a token file (ptrain shard,\n"
             "          llm.c shard, or with nanogpt: a nanoGPT .bin of N ids) or a data set directory\n"
             "  export  [--format llmc] [--vocab N] [--shard-tokens N] [FORMAT:]SRC DST\n"
             "          write llm.c token files: a file from a token file, or from a data set\n"
             "          directory DST/ptrain_train_000000.bin ... and DST/ptrain_val_000000.bin ...\n"
             "          of N tokens each (default 100000000)\n"
-            "DIR holds GPT-2's encoder.json and vocab.bpe, or Hugging Face's vocab.json and\n"
-            "merges.txt (scripts/get-tokenizer.sh prints one); --vocab-dir defaults to\n"
-            "$PTRAIN_BPE_DIR.  FORMAT: ptrain, llmc or nanogpt (ptrain and llm.c files are\n"
-            "recognised by their magic).  --help, --version: this text; the version.\n");
+            "TOK: a directory holding GPT-2's encoder.json and vocab.bpe, Hugging Face's\n"
+            "vocab.json and merges.txt, or a byte-level BPE tokenizer.json (or that file);\n"
+            "gpt2 ($PTRAIN_BPE_DIR, scripts/get-tokenizer.sh prints it) or llama3\n"
+            "($PTRAIN_LLAMA3_DIR, scripts/get-tokenizer-llama3.sh).  Default $PTRAIN_BPE_DIR;\n"
+            "--vocab-dir DIR is the same option.  FORMAT: ptrain, llmc or nanogpt (ptrain and\n"
+            "llm.c files are recognised by their magic).  --help, --version: this text; the version.\n");
 }
 
 /* 0 when everything printed reached standard output, else 1 with one line
@@ -73,12 +78,32 @@ static int parse_size(const char *what, const char *s, unsigned long long lo, un
     return PT_OK;
 }
 
+int data_check_tokenizer(const char *sub, const struct opts *o)
+{
+    if (!o->vocab_dir)
+        return tool_die(2, "%s: no tokenizer: give --tokenizer DIR|gpt2|llama3 or set PTRAIN_BPE_DIR "
+                           "(scripts/get-tokenizer.sh prints it)", sub);
+    struct stat sb;
+    if (stat(o->vocab_dir, &sb) == 0) {
+        if (S_ISDIR(sb.st_mode) || S_ISREG(sb.st_mode)) return -1;
+        return tool_die(2, "%s: --tokenizer '%s' is neither a directory nor a tokenizer.json file", sub, o->vocab_dir);
+    }
+    if (strcmp(o->vocab_dir, "gpt2") && strcmp(o->vocab_dir, "llama3"))
+        return tool_die(2, "%s: --tokenizer '%s' is not a directory, a tokenizer.json file or a name (valid: gpt2, llama3)",
+                        sub, o->vocab_dir);
+    pt_bpe *t = NULL;
+    int rc = pt_bpe_load(&t, o->vocab_dir);
+    pt_bpe_free(t);
+    return rc ? tool_die(2, "%s: %s", sub, pt_errmsg()) : -1;
+}
+
 /* Parse the options of subcommand `sub` (argv[0] is the subcommand), those
  * in `allowed`.  Returns -1 on success, else the exit status. */
 int data_parse(int argc, char **argv, const char *sub, unsigned allowed, struct opts *o)
 {
     static const struct option lo[] = {
-        { "vocab-dir", required_argument, 0, 'v' },
+        { "tokenizer", required_argument, 0, 'v' },
+        { "vocab-dir", required_argument, 0, 'v' }, /* its first spelling */
         { "out", required_argument, 0, 'o' },
         { "val-fraction", required_argument, 0, 'f' },
         { "val-file", required_argument, 0, 'V' },
@@ -94,7 +119,7 @@ int data_parse(int argc, char **argv, const char *sub, unsigned allowed, struct 
         { 0, 0, 0, 0 },
     };
     static const struct { int c; unsigned bit; const char *text; } names[] = {
-        { 'v', O_VOCAB_DIR, "--vocab-dir DIR" }, { 'o', O_OUT, "--out OUTDIR" },
+        { 'v', O_VOCAB_DIR, "--tokenizer DIR|gpt2|llama3" }, { 'o', O_OUT, "--out OUTDIR" },
         { 'f', O_VAL_FRACTION, "--val-fraction F" }, { 'V', O_VAL_FILE, "--val-file PATH" },
         { 'F', O_FORMAT, "--format FORMAT" }, { 'J', O_JSONL_FIELD, "--jsonl-field NAME" },
         { 'T', O_THREADS, "--threads N" }, { 'S', O_SHARD_TOKENS, "--shard-tokens N" },

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* ptrain-data prepare: token shards from text with the GPT-2 BPE tokenizer
+/* ptrain-data prepare: token shards from text with a BPE tokenizer (GPT-2, Llama 3)
  * (data_tool.h). */
 #define _GNU_SOURCE
 #include "config.h"
@@ -128,11 +128,8 @@ int data_prepare(int argc, char **argv)
     if (o.nargs < 1) return tool_die(2, "prepare: no INPUT given (text or .jsonl files, directories, or - for standard input)");
     if (o.nval_files && o.val_fraction_set)
         return tool_die(2, "prepare: give either --val-fraction or --val-file, not both");
-    if (!o.vocab_dir)
-        return tool_die(2, "prepare: no vocabulary: give --vocab-dir DIR or set PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)");
+    if ((st = data_check_tokenizer("prepare", &o)) >= 0) return st;
     struct stat sb;
-    if (stat(o.vocab_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return tool_die(2, "prepare: --vocab-dir '%s' is not a directory", o.vocab_dir);
     /* the outputs, checked before the long encoding: OUTDIR a directory
      * (or absent), OUTDIR/train.bin, val.bin and index.json absent or
      * regular files (never a link, FIFO or device: the writer refuses those

