@@ -437,18 +437,28 @@ out:
     return rc;
 }
 
-static int load_encoder(pt_bpe *t, const char *path)
+/* Tokenizer file `path` (read_tokenizer_file) parsed as JSON into *root
+ * (the caller's to json_decref); a key given twice is refused, since it
+ * would silently keep its last id.  PT_EFORMAT naming the line otherwise. */
+static int read_tokenizer_json(const char *path, json_t **root)
 {
     json_error_t jerr;
     char *text = NULL;
     size_t len = 0;
-    int rrc = read_tokenizer_file(path, &text, &len);
-    if (rrc) return rrc;
-    /* a key given twice would silently keep its last id */
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    int rc = read_tokenizer_file(path, &text, &len);
+    if (rc) return rc;
+    *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
     free(text);
-    if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
-    int rc = load_vocab(t, path, "the file", root, 0, 0);
+    if (!*root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
+    return PT_OK;
+}
+
+static int load_encoder(pt_bpe *t, const char *path)
+{
+    json_t *root;
+    int rc = read_tokenizer_json(path, &root);
+    if (rc) return rc;
+    rc = load_vocab(t, path, "the file", root, 0, 0);
     json_decref(root);
     return rc;
 }
@@ -811,14 +821,9 @@ static int load_added(pt_bpe *t, const char *path, json_t *added)
 /* Hugging Face tokenizers' tokenizer.json with a byte-level BPE model. */
 static int load_tokenizer_json(pt_bpe *t, const char *path)
 {
-    json_error_t jerr;
-    char *text = NULL;
-    size_t len = 0;
-    int rc = read_tokenizer_file(path, &text, &len);
+    json_t *root;
+    int rc = read_tokenizer_json(path, &root);
     if (rc) return rc;
-    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
-    if (!root) return pt_fail(PT_EFORMAT, "%s:%d: not valid JSON: %s", path, jerr.line, jerr.text);
     t->hf = 1;
     json_t *model = json_object_get(root, "model");
     json_t *vocab = json_object_get(model, "vocab"), *merges = json_object_get(model, "merges");
