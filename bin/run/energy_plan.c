@@ -60,7 +60,7 @@ int run_energy_plan_start(run_energy *e)
 {
     const run_setup *s = e->s;
     const pt_plan *p = &s->plan;
-    pt_model_shape ms = {s->cfg.n_layer, s->cfg.n_head, s->cfg.n_embd, s->cfg.seq_len, s->cfg.vocab};
+    pt_model_shape ms = s->cfg; /* pt_gpt_config is the contract's shape */
     const char *name = "cpu";
     pt_energy_power_model pm = agreed_model(e, &name);
     pt_plan pv = *p;

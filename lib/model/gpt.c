@@ -26,6 +26,9 @@ int pt_gpt_check_tp(const pt_gpt_config *c, int tp)
                        c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab);
     if (c->n_embd % c->n_head)
         return pt_fail(PT_EINVAL, "n_embd=%d is not a multiple of n_head=%d", c->n_embd, c->n_head);
+    if (c->family != PT_FAMILY_GPT2)
+        return pt_fail(PT_EUNSUPP, "model family %s: libptrain trains only gpt2 models so far",
+                       pt_model_family_name(c->family));
     if (tp < 1 || c->n_head % tp) {
         char valid[128];
         pt_list_divisors(valid, sizeof valid, c->n_head);
@@ -34,19 +37,9 @@ int pt_gpt_check_tp(const pt_gpt_config *c, int tp)
     return PT_OK;
 }
 
-int64_t pt_gpt_num_params(const pt_gpt_config *c)
-{
-    int64_t C = c->n_embd, L = c->n_layer;
-    int64_t per_layer = 2 * C + (3 * C * C + 3 * C) + (C * C + C) + 2 * C + (4 * C * C + 4 * C) + (4 * C * C + C);
-    return (int64_t)c->vocab * C + (int64_t)c->seq_len * C + L * per_layer + 2 * C;
-}
+int64_t pt_gpt_num_params(const pt_gpt_config *c) { return (int64_t)pt_model_num_params(c); }
 
-double pt_gpt_flops_per_token(const pt_gpt_config *c, int T)
-{
-    double C = c->n_embd, L = c->n_layer;
-    double nmat = 12.0 * L * C * C + C * c->vocab;
-    return 6.0 * nmat + 12.0 * L * T * C;
-}
+double pt_gpt_flops_per_token(const pt_gpt_config *c, int T) { return pt_model_flops_per_token(c, T); }
 
 /* ---- parameters ---------------------------------------------------------- */
 

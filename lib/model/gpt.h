@@ -62,7 +62,7 @@ int pt_gpt_check_plan(const pt_gpt_config *cfg, const pt_plan *p, int B, int T);
 int64_t pt_gpt_num_params(const pt_gpt_config *cfg);
 /* Training FLOPs per token (forward + backward): 6 N_matmul + 12 L T C
  * (Kaplan et al. 2020 / PaLM, Chowdhery et al. 2022, appendix B), with
- * N_matmul = 12 L C^2 + C V. */
+ * N_matmul = 12 L C^2 + C V (pt_model_flops_per_token). */
 double pt_gpt_flops_per_token(const pt_gpt_config *cfg, int T);
 
 /* One parameter tensor: full shape [rows, cols] (cols 1 for vectors), its

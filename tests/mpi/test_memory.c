@@ -80,7 +80,7 @@ static size_t step_peak(const pt_gpt_config *cfg, const pt_plan *plan, int B, in
 static void layouts(int P, unsigned long seed)
 {
     /* activations dominate: 8 sequences of 64, C = 128, small vocabulary */
-    pt_gpt_config cfg = {.n_layer = 2, .n_head = 8, .n_embd = 128, .seq_len = 64, .vocab = 512};
+    pt_gpt_config cfg = {.n_layer = 2, .n_head = 8, .n_embd = 128, .seq_len = 64, .vocab = 512, .family = PT_FAMILY_GPT2};
     const int B = 8, T = 64;
     typedef struct { const char *name; pt_mode mode; int depth; } lay;
     static const lay four[] = {{"1d", PT_MODE_1D, 1}, {"2d", PT_MODE_2D, 1}},
@@ -106,7 +106,7 @@ static void layouts(int P, unsigned long seed)
 
 static void sequence(int P, unsigned long seed)
 {
-    pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 512, .vocab = 256};
+    pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 512, .vocab = 256, .family = PT_FAMILY_GPT2};
     const int T0 = 64;
     int longest[3] = {0, 0, 0}, sps[3] = {1, 2, 4};
     size_t budget = 0;
@@ -144,7 +144,7 @@ static void linear(int P, unsigned long seed, int precision)
      * from T0 on the head's scratch is constant and the peak's growth is the
      * activations' */
     const int T0 = 64, B = 8;
-    pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 32, .seq_len = T0, .vocab = 8192};
+    pt_gpt_config cfg = {.n_layer = 2, .n_head = 4, .n_embd = 32, .seq_len = T0, .vocab = 8192, .family = PT_FAMILY_GPT2};
     typedef struct { const char *name; int dp, tp, sp; } lay;
     static const lay plans[] = {{"dp=2", 2, 1, 1}, {"tp=2", 1, 2, 1}, {"sp=2", 1, 1, 2}, {"tp=2 sp=2", 1, 2, 2}};
     for (size_t k = 0; k < sizeof plans / sizeof plans[0]; k++) {
@@ -166,7 +166,7 @@ static void linear(int P, unsigned long seed, int precision)
                 p32.precision = PT_PREC_FP32;
                 peak32[i] = step_peak(&cfg, &p32, B, cfg.seq_len, seed);
             }
-            const pt_model_shape ms = {cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab};
+            const pt_model_shape ms = {cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len, cfg.vocab, .family = PT_FAMILY_GPT2};
             pt_cost c;
             /* pt_train_step runs without the pipeline executor's two boundary
              * buffers [B*T/sp, C] that ptrain-run's step holds and the cost
@@ -221,7 +221,7 @@ static size_t count_free(void *p)
 
 static void device(unsigned long seed)
 {
-    pt_gpt_config cfg = {.n_layer = 1, .n_head = 2, .n_embd = 16, .seq_len = 8, .vocab = 64};
+    pt_gpt_config cfg = {.n_layer = 1, .n_head = 2, .n_embd = 16, .seq_len = 8, .vocab = 64, .family = PT_FAMILY_GPT2};
     pt_plan p;
     pt_plan_default(&p);
     p.dp = 1;

@@ -29,7 +29,7 @@ static const pt_hw hw = {.gemm_gflops = 50, .lat_s = {1e-6, 2e-6, 1e-5}, .gbps =
 
 static pt_gpt_config cfg_of(const pt_model_shape *m)
 {
-    return (pt_gpt_config){m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab};
+    return (pt_gpt_config){m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab, .family = PT_FAMILY_GPT2};
 }
 
 /* lib/model's activation bytes of one block for plan p at microbatch b:
@@ -92,12 +92,12 @@ int main(void)
     int same = 1;
     for (int i = 0; i < 4; i++) {
         if (pt_model_shape_parse("--ptrain-model", names[i], &s) < 0 || pt_gpt_preset(names[i], &gc) != PT_OK ||
-            memcmp(&gc, &(pt_gpt_config){s.n_layer, s.n_head, s.n_embd, s.seq_len, s.vocab}, sizeof gc) != 0)
+            memcmp(&gc, &(pt_gpt_config){s.n_layer, s.n_head, s.n_embd, s.seq_len, s.vocab, .family = PT_FAMILY_GPT2}, sizeof gc) != 0)
             same = 0;
     }
     tap_ok(same, "every preset parses and pt_gpt_preset gives the same shape");
     tap_ok(strcmp(pt_gpt_preset_names(), pt_model_preset_names()) == 0, "pt_gpt_preset_names delegates");
-    tap_ok(pt_gpt_preset("huge", &gc) != PT_OK && strcmp(pt_errmsg(), "unknown model 'huge'; valid: test, tiny, small, gpt2-124M") == 0,
+    tap_ok(pt_gpt_preset("huge", &gc) != PT_OK && strcmp(pt_errmsg(), "unknown model 'huge'; valid: test, tiny, small, gpt2-124M, llama-test, llama-tiny, llama-small, smollm2-135m, tinyllama-1.1b, llama3.2-1b, llama3.2-3b, llama3.1-8b") == 0,
            "pt_gpt_preset keeps its message: %s", pt_errmsg());
     tap_ok(pt_model_shape_parse("--ptrain-model", "3,4,64,32,97", &s) == 0 && s.n_layer == 3 && s.n_head == 4 &&
                s.n_embd == 64 && s.seq_len == 32 && s.vocab == 97,
@@ -106,9 +106,9 @@ int main(void)
                          "3,4,64,32,97x", "-3,4,64,32,97"};
     int refused = 1;
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char want[256];
+        char want[512];
         snprintf(want, sizeof want,
-                 "invalid --ptrain-model '%s' (valid: a preset test, tiny, small, gpt2-124M or L,H,C,T,V)", bad[i]);
+                 "invalid --ptrain-model '%s' (valid: a preset test, tiny, small, gpt2-124M, llama-test, llama-tiny, llama-small, smollm2-135m, tinyllama-1.1b, llama3.2-1b, llama3.2-3b, llama3.1-8b, L,H,C,T,V or llama:L,H,KV,C,I,T,V[,untied][,qkv-bias][,theta=X])", bad[i]);
         if (pt_model_shape_parse("--ptrain-model", bad[i], &s) != -1 || strcmp(pt_errmsg(), want) != 0) {
             refused = 0;
             tap_diag("'%s' gave: %s", bad[i], pt_errmsg());
@@ -121,7 +121,7 @@ int main(void)
     for (int it = 0; it < 400; it++) {
         /* half the shapes friendly to tensor grids (heads and width powers
          * of two), half arbitrary, so both fitting and refused plans occur */
-        pt_model_shape m = {1 + rnd(6), 1 + rnd(8), 0, 0, 2 + rnd(300)};
+        pt_model_shape m = {1 + rnd(6), 1 + rnd(8), 0, 0, 2 + rnd(300), .family = PT_FAMILY_GPT2};
         m.n_embd = m.n_head * (1 + rnd(8)) * (1 + rnd(2));
         m.seq_len = 1 + rnd(24);
         if (rnd(2)) {
@@ -209,7 +209,7 @@ int main(void)
             {PT_MODE_3D, 8, 1, 4, 32, 0, "3d: l*l does not divide B"},
         };
         for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-            pt_model_shape m = {1 + rnd(3), cases[i].H, cases[i].C, 4 * (1 + rnd(4)), 2 + rnd(300)};
+            pt_model_shape m = {1 + rnd(3), cases[i].H, cases[i].C, 4 * (1 + rnd(4)), 2 + rnd(300), .family = PT_FAMILY_GPT2};
             if (!m.n_head) { /* a head count the split does not divide, odd for 2d / 3d */
                 const int q = cases[i].mode == PT_MODE_1D ? 3 : 2;
                 do m.n_head = 1 + rnd(12); while (m.n_head % q == 0);
@@ -236,7 +236,7 @@ int main(void)
     }
 
     /* ---- hand-checked cases ---- */
-    pt_model_shape tm = {4, 4, 64, 32, 97};
+    pt_model_shape tm = {4, 4, 64, 32, 97, .family = PT_FAMILY_GPT2};
     pt_plan p;
     pt_cost c;
     pt_plan_default(&p);
@@ -259,7 +259,7 @@ int main(void)
         p.zero = k;
         pt_cost_eval(&tm, 8, &p, &hw, link_node, &z[k]);
     }
-    const double P = 4.0 * (double)pt_gpt_num_params(&(pt_gpt_config){4, 4, 64, 32, 97});
+    const double P = 4.0 * (double)pt_gpt_num_params(&(pt_gpt_config){4, 4, 64, 32, 97, .family = PT_FAMILY_GPT2});
     tap_ok(z[0].mem_params == P && z[0].mem_grads == P && z[0].mem_optim == 2 * P,
            "ZeRO 0: 4 + 4 + 8 bytes per parameter");
     /* padded units: within 4 floats per unit (units: wte, wpe, 4 blocks, lnf) */

@@ -38,7 +38,7 @@ int main(void)
     pt_rng_seed(&rng, seed, 0);
     tap_diag("seed %llu", (unsigned long long)seed);
     /* a model of random sizes: L a multiple of 4 (pp 2 x v 2), heads even (tp 2) */
-    pt_model_shape m = {4 * irand(1, 4), 2 * irand(1, 4), 0, 16 * irand(1, 8), irand(500, 3000)};
+    pt_model_shape m = {4 * irand(1, 4), 2 * irand(1, 4), 0, 16 * irand(1, 8), irand(500, 3000), .family = PT_FAMILY_GPT2};
     m.n_embd = m.n_head * 8 * irand(1, 8);
     const int batch = 4 * irand(1, 4);
     /* a machine of random rates: the bf16 GEMM 4-16x the fp32 one, a

@@ -114,7 +114,7 @@ static void test_split(void)
     tap_ok(rc3 == 0 && s3[0] == 3 && s3[1] == 2 && s3[2] == 2,
            "split: 7 equal layers in 3 stages is 3,2,2 (got %d,%d,%d)", s3[0], s3[1], s3[2]);
     /* a heavy head moves layers to the earlier stages */
-    pt_model_shape gm = {12, 12, 768, 1024, 50257};
+    pt_model_shape gm = {12, 12, 768, 1024, 50257, .family = PT_FAMILY_GPT2};
     double lc[12];
     pt_plan_layer_costs(&gm, lc);
     int s4[4] = {0, 0, 0, 0};
@@ -384,7 +384,7 @@ static void request(pt_plan *req)
 static void test_search(void)
 {
     pt_plan_limits lim = all_limits();
-    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
+    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257, .family = PT_FAMILY_GPT2};
     int tpn[512];
     pt_cluster c = make_cluster(2, 8, 0, tpn);
     pt_plan req;
@@ -541,7 +541,7 @@ static void test_search(void)
            rc ? pt_errmsg() : r.why);
 
     /* 4096 ranks: time printed, never asserted */
-    pt_model_shape big = {96, 96, 12288, 2048, 50257}; /* GPT-3 175B */
+    pt_model_shape big = {96, 96, 12288, 2048, 50257, .family = PT_FAMILY_GPT2}; /* GPT-3 175B */
     c = make_cluster(512, 8, 0, tpn);
     request(&req);
     struct timespec t0, t1, c0, c1;
@@ -677,7 +677,7 @@ static void test_exhaustive(void)
 {
     pt_plan_limits lim = all_limits();
     int tpn[4], agree = 1, cases = 0;
-    pt_model_shape models[2] = {{12, 4, 256, 128, 1024}, {8, 8, 512, 256, 4096}};
+    pt_model_shape models[2] = {{12, 4, 256, 128, 1024, .family = PT_FAMILY_GPT2}, {8, 8, 512, 256, 4096, .family = PT_FAMILY_GPT2}};
     for (int t = 0; t < 6; t++) {
         pt_cluster c = make_cluster(1 + (int)rnd(2), 4, (int)rnd(3), tpn);
         const pt_model_shape *m = &models[rnd(2)];
@@ -718,7 +718,7 @@ static void test_sp_tp(void)
     pt_plan_limits lim = all_limits();
     int tpn[8];
     pt_cluster c = make_cluster(1, 8, 0, tpn);
-    pt_model_shape longseq = {24, 16, 2048, 65536, 50257};
+    pt_model_shape longseq = {24, 16, 2048, 65536, 50257, .family = PT_FAMILY_GPT2};
     pt_plan req;
     request(&req);
     pt_search_result r;
@@ -755,7 +755,7 @@ static void test_sp_tp(void)
            "search: sp x tp beats the best plan with tp=1 (%.4g s) and with sp=1 (%.4g s): %.4g s", t_tp1, t_sp1,
            t_best);
     /* pins: tp=2 sp=2 on 4 ranks, and 2d tp=4 with sp=2 on 8 */
-    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
+    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257, .family = PT_FAMILY_GPT2};
     int tpn4[1];
     pt_cluster c4 = make_cluster(1, 4, 0, tpn4);
     request(&req);
@@ -872,7 +872,7 @@ static void test_mixed(void)
     request(&req);
     req.pp = 1;
     pt_search_result r1, r2;
-    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257};
+    pt_model_shape gpt2 = {12, 12, 768, 1024, 50257, .family = PT_FAMILY_GPT2};
     int rc1 = pt_plan_search(&slowc, &gpt2, 64, &lim, &req, &r1);
     int rc2 = pt_plan_search(&mixed, &gpt2, 64, &lim, &req, &r2);
     tap_ok(rc1 == 0 && rc2 == 0 && r1.best.cost.t_step == r2.best.cost.t_step && !r1.limit[0] &&
