@@ -189,3 +189,77 @@ int pt_model_shape_format(const pt_model_shape *m, char *buf, int n)
                     m->n_embd, pt_model_ffn(m), m->seq_len, m->vocab, m->untied ? ",untied" : "",
                     m->qkv_bias ? ",qkv-bias" : "", theta);
 }
+
+/* ---- the parameter list ---------------------------------------------------- */
+
+int pt_model_block_params(const pt_model_shape *m)
+{
+    return m->family == PT_FAMILY_LLAMA ? 7 + 2 * (m->qkv_bias != 0) : 12;
+}
+
+int pt_model_pre_params(const pt_model_shape *m) { return m->family == PT_FAMILY_LLAMA ? 1 : 2; }
+
+int pt_model_param_count(const pt_model_shape *m)
+{
+    const int post = m->family == PT_FAMILY_LLAMA ? 1 + pt_model_untied(m) : 2;
+    return pt_model_pre_params(m) + m->n_layer * pt_model_block_params(m) + post;
+}
+
+static void info_set(pt_param_info *o, const char *name, int block, long long rows, long long cols, int role)
+{
+    if (block >= 0 && name[0] == '.') snprintf(o->name, sizeof o->name, "h%d%s", block, name);
+    else snprintf(o->name, sizeof o->name, "%s", name);
+    o->rows = rows, o->cols = cols, o->role = role;
+}
+
+int pt_model_param_info(const pt_model_shape *m, int i, pt_param_info *o)
+{
+    const long long C = m->n_embd, V = m->vocab, L = m->n_layer;
+    const int pre = pt_model_pre_params(m), npb = pt_model_block_params(m);
+    if (i < 0 || i >= pt_model_param_count(m)) return -1;
+    memset(o, 0, sizeof *o);
+    if (i < pre) {
+        o->block = -1;
+        if (i == 0) info_set(o, "wte", -1, V, C, PT_ROLE_WTE);
+        else info_set(o, "wpe", -1, m->seq_len, C, PT_ROLE_WPE);
+        return 0;
+    }
+    if (i >= pre + L * npb) {
+        const int k = i - pre - (int)L * npb;
+        o->block = (int)L;
+        if (m->family == PT_FAMILY_LLAMA)
+            k == 0 ? info_set(o, "lnf.w", -1, C, 1, PT_ROLE_NORM_W) : info_set(o, "lm_head.w", -1, V, C, PT_ROLE_HEAD);
+        else
+            k == 0 ? info_set(o, "lnf.w", -1, C, 1, PT_ROLE_NORM_W) : info_set(o, "lnf.b", -1, C, 1, PT_ROLE_NORM_B);
+        return 0;
+    }
+    const int l = (i - pre) / npb, j = (i - pre) % npb;
+    o->block = l;
+    if (m->family != PT_FAMILY_LLAMA) {
+        static const struct { const char *n; int rows4, cols4, role; } g[12] = {
+            /* rows and cols in units of C/4 ... 0 for 1 */
+            {".ln1.w", 4, 0, PT_ROLE_NORM_W}, {".ln1.b", 4, 0, PT_ROLE_NORM_B}, {".qkv.w", 12, 4, PT_ROLE_QKV_W},
+            {".qkv.b", 12, 0, PT_ROLE_QKV_B}, {".proj.w", 4, 4, PT_ROLE_PROJ_W}, {".proj.b", 4, 0, PT_ROLE_PROJ_B},
+            {".ln2.w", 4, 0, PT_ROLE_NORM_W}, {".ln2.b", 4, 0, PT_ROLE_NORM_B}, {".fc.w", 16, 4, PT_ROLE_FC_W},
+            {".fc.b", 16, 0, PT_ROLE_FC_B}, {".fcproj.w", 4, 16, PT_ROLE_FCPROJ_W}, {".fcproj.b", 4, 0, PT_ROLE_FCPROJ_B},
+        };
+        info_set(o, g[j].n, l, g[j].rows4 * C / 4, g[j].cols4 ? g[j].cols4 * C / 4 : 1, g[j].role);
+        return 0;
+    }
+    const long long KVC = (long long)pt_model_kv_heads(m) * (C / m->n_head), I = pt_model_ffn(m);
+    int k = j;
+    if (!m->qkv_bias && k >= 2) k++; /* no q.b */
+    if (!m->qkv_bias && k >= 4) k++; /* no kv.b */
+    switch (k) {
+    case 0: info_set(o, ".ln1.w", l, C, 1, PT_ROLE_NORM_W); break;
+    case 1: info_set(o, ".q.w", l, C, C, PT_ROLE_Q_W); break;
+    case 2: info_set(o, ".q.b", l, C, 1, PT_ROLE_Q_B); break;
+    case 3: info_set(o, ".kv.w", l, 2 * KVC, C, PT_ROLE_KV_W); break;
+    case 4: info_set(o, ".kv.b", l, 2 * KVC, 1, PT_ROLE_KV_B); break;
+    case 5: info_set(o, ".proj.w", l, C, C, PT_ROLE_PROJ_W); break;
+    case 6: info_set(o, ".ln2.w", l, C, 1, PT_ROLE_NORM_W); break;
+    case 7: info_set(o, ".fc.w", l, 2 * I, C, PT_ROLE_FC_W); break;
+    default: info_set(o, ".fcproj.w", l, C, I, PT_ROLE_FCPROJ_W); break;
+    }
+    return 0;
+}

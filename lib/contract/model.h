@@ -83,4 +83,39 @@ long long pt_model_num_params(const pt_model_shape *m);
  * + 2 C KV HS + 3 C I) + C V. */
 double pt_model_flops_per_token(const pt_model_shape *m, int T);
 
+/* ---- the whole model's parameter list ------------------------------------
+ * One list for lib/model, checkpoints and converters: entry i (0 <=
+ * i < pt_model_param_count) is the parameter with RNG stream i.
+ *   gpt2   0 wte [V, C], 1 wpe [T, C], per block l (12): h<l>.ln1.w, .ln1.b
+ *          [C], .qkv.w [3C, C] (rows q|k|v), .qkv.b [3C], .proj.w [C, C],
+ *          .proj.b, .ln2.w, .ln2.b [C], .fc.w [4C, C], .fc.b [4C],
+ *          .fcproj.w [C, 4C], .fcproj.b [C]; then lnf.w, lnf.b [C].
+ *   llama  0 wte [V, C], per block l (7, 9 with qkv_bias): h<l>.ln1.w [C],
+ *          .q.w [C, C] (HF q_proj), (.q.b [C]), .kv.w [2 KV HS, C] (rows:
+ *          k_proj's then v_proj's), (.kv.b [2 KV HS]), .proj.w [C, C]
+ *          (o_proj), .ln2.w [C], .fc.w [2I, C] (rows: gate_proj's then
+ *          up_proj's), .fcproj.w [C, I] (down_proj); then lnf.w [C] and,
+ *          untied, lm_head.w [V, C].
+ * Vectors have cols 1.  (The model pads wte's and lm_head's rows to the
+ * layout's vocabulary; the list gives the real V.) */
+typedef enum pt_param_role {
+    PT_ROLE_WTE, PT_ROLE_WPE, PT_ROLE_NORM_W, PT_ROLE_NORM_B, PT_ROLE_QKV_W, PT_ROLE_QKV_B, PT_ROLE_Q_W,
+    PT_ROLE_Q_B, PT_ROLE_KV_W, PT_ROLE_KV_B, PT_ROLE_PROJ_W, PT_ROLE_PROJ_B, PT_ROLE_FC_W, PT_ROLE_FC_B,
+    PT_ROLE_FCPROJ_W, PT_ROLE_FCPROJ_B, PT_ROLE_HEAD
+} pt_param_role;
+typedef struct pt_param_info {
+    char name[24];       /* "h3.kv.w" */
+    long long rows, cols;
+    int role;            /* pt_param_role */
+    int block;           /* l for a block's parameter, -1 before the blocks, n_layer after */
+} pt_param_info;
+/* Parameters per block: gpt2 12; llama 7, or 9 with qkv_bias. */
+int pt_model_block_params(const pt_model_shape *m);
+/* Parameters before the first block: gpt2 2 (wte, wpe), llama 1 (wte). */
+int pt_model_pre_params(const pt_model_shape *m);
+/* All parameters: pre + L * block + (gpt2 2, llama 1 or 2 untied). */
+int pt_model_param_count(const pt_model_shape *m);
+/* Entry i of the list into *out: 0, or -1 for i outside [0, count). */
+int pt_model_param_info(const pt_model_shape *m, int i, pt_param_info *out);
+
 #endif
