@@ -96,10 +96,18 @@ enum pt_epilogue {
 #define PT_CLASSIFIER_VBLOCK 512
 
 /* The shape of one attention call (attention_fwd/bwd): B sequences, NH
- * heads of HS; Tq query rows and Tk key rows per sequence.  q (and dq)
- * rows have stride ldq elements, k and v (and dk, dv) stride ldkv, head h
- * at column h*HS of each; sequence b's rows start at b*Tq (queries) and
- * b*Tk (keys).  Causal on global positions: query row i sits at q0 + i,
+ * query heads of HS; Tq query rows and Tk key rows per sequence.  q (and
+ * dq) rows have stride ldq elements, query head h at column h*HS; k and v
+ * (and dk, dv) stride ldkv, holding NKV key/value heads, KV head g at
+ * column g*HS.  Grouped-query attention (Ainslie et al. 2023, "GQA:
+ * Training Generalized Multi-Query Transformer Models from Multi-Head
+ * Checkpoints", section 2.2): NKV divides NH and query head h reads KV head
+ * h / (NH/NKV) (consecutive query heads share a KV head, as HF's
+ * repeat_kv); NKV = NH is multi-head attention, NKV = 1 multi-query
+ * attention (Shazeer 2019); NKV = 0 means NH (so a caller that does not
+ * set it keeps MHA; pt_attn_nkv).  The backward's dk, dv of a KV head sum
+ * the contributions of all its query heads.  Sequence b's rows start at
+ * b*Tq (queries) and b*Tk (keys).  Causal on global positions: query row i sits at q0 + i,
  * key row j at k0 + j, and the query sees the key iff k0 + j <= q0 + i.
  * The whole sequence: Tq = Tk = T, q0 = k0 = 0, q = qkv, k = qkv + C,
  * v = qkv + 2C, ldq = ldkv = 3C (C = NH*HS).  A ring step (Liu et al.
@@ -110,7 +118,11 @@ typedef struct pt_attn_dims {
     int Tq, Tk;
     int q0, k0;
     int ldq, ldkv;
+    int NKV; /* KV heads (GQA): NH % NKV == 0; 0 means NH */
 } pt_attn_dims;
+
+/* The KV head count of d: NKV, or NH where NKV is 0 */
+static inline int pt_attn_nkv(const pt_attn_dims *d) { return d->NKV > 0 ? d->NKV : d->NH; }
 
 /* The precision a table computes in: a policy, not a dtype, so that a new
  * precision (FP8: a GEMM-operand type with per-tensor scales) is new rows of
@@ -229,7 +241,9 @@ const char *pt_op_family_id(int f);
      * no key gets out 0, lse -inf); merge 1: (out, lse) hold the result over other                                    \
      * keys and leave holding the exact result over both sets (ring attention's merge:                                 \
      * lse' = log(e^lse + e^lse_blk), out' = e^(lse-lse') out + e^(lse_blk-lse') out_blk,                              \
-     * done as one more step of the online softmax).  q, k, v ACT.  Tiles of                                           \
+     * done as one more step of the online softmax).  q, k, v ACT; k, v hold                                           \
+     * pt_attn_nkv(d) heads (GQA: query head h reads KV head h / (NH/NKV); NH % NKV                                    \
+     * must be 0, the device refuses it otherwise).  Tiles of                                                          \
      * PT_FLASH_TILE queries x keys; key tiles past a query tile's diagonal are                                        \
      * skipped; threads over (b, h, query tile).  The score and probability tiles, the                                 \
      * running max, sum and output are ACC (bf16: the q, k, v tiles are widened to                                     \
@@ -240,10 +254,12 @@ const char *pt_op_family_id(int f);
      * lse are the forward's FINAL results (over every key the queries see, also keys                                  \
      * outside this call); D = rowsum(dout * out); per tile P = exp(S - lse) again,                                    \
      * dS = P (dout v^T - D) scale.  dq += dS k, dk += dS^T q, dv += P^T dout (strides                                 \
-     * as pt_attn_dims).  dq, dk, dv, dout, q, k, v, out ACT; lse ACC.  Threads over                                   \
-     * (b, h): a pair owns its dq, dk, dv columns, so no atomics and the result does not                               \
-     * depend on the thread count.  bf16: a pair's dq, dk, dv accumulate in fp32 and                                   \
-     * are added to the ACT gradients once. */                                                                         \
+     * as pt_attn_dims).  dq, dk, dv, dout, q, k, v, out ACT; lse ACC.  GQA: dk, dv of                                 \
+     * KV head g sum the contributions of query heads g*NH/NKV .. (g+1)*NH/NKV - 1 (in                                 \
+     * that order).  Threads over (b, KV head g), looping over g's query heads: a pair                                 \
+     * owns its dq columns and its dk, dv columns, so no atomics and the result does                                   \
+     * not depend on the thread count.  bf16: a pair's dk, dv (and each query head's                                   \
+     * dq) accumulate in fp32 and are added to the ACT gradients once. */                                                                         \
     X(attention_bwd, void, (void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,              \
           const void *v, const void *out, const void *lse, const pt_attn_dims *d), ATTENTION, ACT, REQ)                \
     /* Materialised causal attention (the reference; the model does not run it):                                       \
