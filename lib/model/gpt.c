@@ -463,9 +463,10 @@ static int attn_fwd(pt_gpt *m, pt_gpt_layer *ly)
 {
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
-        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->lse, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
+        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->lse, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS,
+                                     g->NHl);
     const size_t Cl = (size_t)g->Cl;
-    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl};
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl, g->NHl};
     m->ops->attention_fwd(ly->atty, ly->lse, ly->qkv_out, pt_elem(ly->qkv_out, Cl, m->act),
                           pt_elem(ly->qkv_out, 2 * Cl, m->act), &d, 0);
     return PT_OK;
@@ -476,10 +477,10 @@ static int attn_bwd(pt_gpt *m, pt_gpt_layer *ly)
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
         return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->ops, m->dqkv, m->datty, ly->qkv_out, ly->atty, ly->lse,
-                                     g->Bl, m->Tl, g->NHl, m->HS);
+                                     g->Bl, m->Tl, g->NHl, m->HS, g->NHl);
     const size_t Cl = (size_t)g->Cl;
     const pt_dtype t = m->act;
-    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl};
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl, g->NHl};
     m->ops->attention_bwd(m->dqkv, pt_elem(m->dqkv, Cl, t), pt_elem(m->dqkv, 2 * Cl, t), m->datty, ly->qkv_out,
                           pt_elem(ly->qkv_out, Cl, t), pt_elem(ly->qkv_out, 2 * Cl, t), ly->atty, ly->lse, &d);
     return PT_OK;
