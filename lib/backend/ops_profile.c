@@ -134,9 +134,10 @@ static void w_attention_fwd(void *out, void *lse, const void *q, const void *k, 
 {
     BEGIN;
     o_->attention_fwd(out, lse, q, k, v, d, merge);
-    const double bh = (double)d->B * d->NH;
+    /* q, out per query head; k, v per KV head (GQA: pt_attn_nkv(d) of them) */
+    const double bh = (double)d->B * d->NH, bkv = (double)d->B * pt_attn_nkv(d);
     END(PT_OPF_ATTENTION, 4.0 * bh * d->HS * attn_pairs(d),
-        bh * d->HS * (2.0 * d->Tq + 2.0 * d->Tk) * ea() + bh * d->Tq * ec());
+        d->HS * (2.0 * bh * d->Tq + 2.0 * bkv * d->Tk) * ea() + bh * d->Tq * ec());
 }
 static void w_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v,
                             const void *out, const void *lse, const pt_attn_dims *d)
@@ -144,9 +145,9 @@ static void w_attention_bwd(void *dq, void *dk, void *dv, const void *dout, cons
     BEGIN;
     o_->attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, d);
     /* S again, dV, dP, dQ, dK: five products over the visible pairs */
-    const double bh = (double)d->B * d->NH;
+    const double bh = (double)d->B * d->NH, bkv = (double)d->B * pt_attn_nkv(d);
     END(PT_OPF_ATTENTION, 10.0 * bh * d->HS * attn_pairs(d),
-        bh * d->HS * (5.0 * d->Tq + 6.0 * d->Tk) * ea() + bh * d->Tq * ec());
+        d->HS * (5.0 * bh * d->Tq + 6.0 * bkv * d->Tk) * ea() + bh * d->Tq * ec());
 }
 static void w_attention_ref_fwd(void *out, void *att, const void *qkv, int B, int T, int NH, int HS)
 {
