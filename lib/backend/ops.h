@@ -107,8 +107,9 @@ enum pt_epilogue {
  * attention (Shazeer 2019); NKV = 0 means NH (so a caller that does not
  * set it keeps MHA; pt_attn_nkv).  The backward's dk, dv of a KV head sum
  * the contributions of all its query heads.  Sequence b's rows start at
- * b*Tq (queries) and b*Tk (keys).  Causal on global positions: query row i sits at q0 + i,
- * key row j at k0 + j, and the query sees the key iff k0 + j <= q0 + i.
+ * b*Tq (queries) and b*Tk (keys).  Causal on global positions: query row
+ * i sits at q0 + i, key row j at k0 + j, and the query sees the key iff
+ * k0 + j <= q0 + i.
  * The whole sequence: Tq = Tk = T, q0 = k0 = 0, q = qkv, k = qkv + C,
  * v = qkv + 2C, ldq = ldkv = 3C (C = NH*HS).  A ring step (Liu et al.
  * 2023; Li et al. 2021): the local queries against a key/value block
@@ -259,7 +260,7 @@ const char *pt_op_family_id(int f);
      * that order).  Threads over (b, KV head g), looping over g's query heads: a pair                                 \
      * owns its dq columns and its dk, dv columns, so no atomics and the result does                                   \
      * not depend on the thread count.  bf16: a pair's dk, dv (and each query head's                                   \
-     * dq) accumulate in fp32 and are added to the ACT gradients once. */                                                                         \
+     * dq) accumulate in fp32 and are added to the ACT gradients once. */                                              \
     X(attention_bwd, void, (void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,              \
           const void *v, const void *out, const void *lse, const pt_attn_dims *d), ATTENTION, ACT, REQ)                \
     /* Materialised causal attention (the reference; the model does not run it):                                       \

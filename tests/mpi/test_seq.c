@@ -308,7 +308,8 @@ static void run_case_gqa(pt_comm *sp, int B, int NH, int NKV, int HS, int Tl, un
     double gscale, eg[3];
     maxdiff(gdq, rdq, rdq0, (size_t)B * Tl, W, 0, W, &gscale);
     const int col[3] = {0, C, C + KVC}, ncol[3] = {C, KVC, KVC};
-    for (int k = 0; k < 3; k++) eg[k] = rel_world(maxdiff(gdq, rdq, rdq0, (size_t)B * Tl, W, col[k], ncol[k], &sc), gscale);
+    for (int k = 0; k < 3; k++)
+        eg[k] = rel_world(maxdiff(gdq, rdq, rdq0, (size_t)B * Tl, W, col[k], ncol[k], &sc), gscale);
     const uint64_t fw = p > 1 ? 2 * (uint64_t)(p - 1) : 0, bw = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
     report(rc == PT_OK && eo <= tol && el <= tol && eg[0] <= tol && eg[1] <= tol && eg[2] <= tol &&
                fsent == fw * S && bsent == bw * S && arena.cur == 0,

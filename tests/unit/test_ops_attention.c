@@ -406,7 +406,8 @@ static void gqa_case(const pt_ops *t, int NKV, double tol_f, double tol_b)
     for (int b = 0; b < B; b++) {
         const size_t r1 = (size_t)k1 * KVC * es, r2 = (size_t)(Tk - k1) * KVC * es, src = (size_t)b * Tk * KVC * es;
         memcpy((char *)bk1 + b * r1, (char *)bk + src, r1), memcpy((char *)bv1 + b * r1, (char *)bv + src, r1);
-        memcpy((char *)bk2 + b * r2, (char *)bk + src + r1, r2), memcpy((char *)bv2 + b * r2, (char *)bv + src + r1, r2);
+        memcpy((char *)bk2 + b * r2, (char *)bk + src + r1, r2);
+        memcpy((char *)bv2 + b * r2, (char *)bv + src + r1, r2);
     }
     const pt_attn_dims d1 = {B, NH, HS, Tq, k1, q0, 0, ldq, KVC, NKV};
     const pt_attn_dims d2 = {B, NH, HS, Tq, Tk - k1, q0, k1, ldq, KVC, NKV};
