@@ -27,7 +27,8 @@
  *    layers above the backend use instead of loops of their own: memory
  *    (cudaMemset / cudaMemcpy2D semantics), BLAS-1 (axpy, scal, sums),
  *    strided batched GEMM and causal softmax rows (the tests' materialised
- *    ring), LayerNorm split in pieces around a group reduction, the cross-entropy loss and AdamW.
+ *    ring), LayerNorm and RMSNorm split in pieces around a group reduction, the cross-entropy
+ *    loss and AdamW.
  *    Reductions return a double to the host (like cuBLAS's host pointer
  *    mode).
  *
@@ -69,7 +70,10 @@
  * Memory-Efficient Exact Attention with IO-Awareness", algorithms 1 and 2;
  * FlashAttention-2, Dao 2023, algorithm 1 and section 3.1's D = rowsum(dO
  * * O) backward), the fused classifier as llm.c's fused_classifier and
- * Liger Kernel's fused linear cross-entropy (Hsu et al. 2024).
+ * Liger Kernel's fused linear cross-entropy (Hsu et al. 2024).  Llama's
+ * ops follow Hugging Face's LlamaForCausalLM: RMSNorm (Zhang & Sennrich
+ * 2019), rotary embeddings in the rotate-half layout (Su et al. 2021) and
+ * the SwiGLU MLP (Shazeer 2020).
  *
  * Element types: see "The ops table" below (the ACT and ACC roles).
  */
