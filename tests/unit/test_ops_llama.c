@@ -21,6 +21,8 @@
  *     factor 8 as Llama 3.1, factor 32 as Llama 3.2) and its refusals.
  *  4. The RMSNorm pieces over columns split in 1, 2 and 3 parts (the group
  *     sum done here) equal the whole-row ops.
+ *  5. 1 vs 2 and 3 OpenMP threads: the same bytes (f32, bf16), as
+ *     test_ops_tables holds the other ops.
  *
  * Inputs are fresh random numbers every run; the seed is printed as a TAP
  * diagnostic and PTRAIN_TEST_SEED=<n> reproduces a run. */
@@ -609,6 +611,78 @@ static void test_swiglu_tables(int N, int F)
     free(in0), free(g0);
 }
 
+/* ---- threads --------------------------------------------------------------- */
+/* Every op of table o once on fixed inputs, its outputs in out (bytes; the
+ * caller compares runs): RMSNorm whole and in pieces (Cl == C), RoPE,
+ * SwiGLU.  N spans several PT_RBLK row blocks. */
+enum { TN = 97, TC = 160, TB = 2, TT = 20, TNH = 4, THS = 32, TF = 72 };
+static size_t thr_run(const pt_ops *o, unsigned char *out, const double *x0, const double *w0, const double *g0,
+                      const double *cs0)
+{
+    const pt_dtype A = o->act, Z = o->acc;
+    const size_t n = (size_t)TN * TC, nr = (size_t)TB * TT * TNH * THS;
+    void *x = tbuf(A, x0, n), *w = tbuf(A, w0, TC), *g = tbuf(A, g0, n), *cs = tbuf(Z, cs0, (size_t)TT * THS);
+    void *o1 = tbuf(A, g0, n), *r1 = tbuf(Z, g0, TN), *dx = tbuf(A, g0, n), *dw = tbuf(Z, g0, TC), *s = tbuf(Z, g0, TN),
+         *o2 = tbuf(A, g0, n), *dx2 = tbuf(A, g0, n), *dw2 = tbuf(Z, g0, TC), *q = tbuf(A, x0, nr),
+         *sw = tbuf(A, g0, (size_t)TN * TF), *dsw = tbuf(A, g0, (size_t)TN * 2 * TF);
+    o->rmsnorm_fwd(o1, r1, x, w, TN, TC, 1e-5);
+    o->rmsnorm_bwd(dx, dw, g, x, w, r1, TN, TC);
+    o->rmsnorm_rowsumsq(s, x, TN, TC);
+    o->rmsnorm_apply(o2, s, x, s, w, TN, TC, TC, 1e-5);
+    o->rmsnorm_bwd_rowsums(s, g, x, w, r1, TN, TC);
+    o->rmsnorm_bwd_apply(dx2, dw2, g, x, w, r1, s, TN, TC, TC);
+    o->rope_fwd(q, cs, TB, TT, 0, TNH, THS, TNH * THS);
+    o->rope_bwd(q, cs, TB, TT, 0, TNH - 1, THS, TNH * THS);
+    o->swiglu_fwd(sw, x, TN, TF);
+    o->swiglu_bwd(dsw, g, x, TN, TF);
+    const struct { void *p; size_t bytes; } parts[] = {
+        {o1, n * dsz(A)}, {r1, TN * dsz(Z)}, {dx, n * dsz(A)}, {dw, TC * dsz(Z)}, {o2, n * dsz(A)},
+        {s, TN * dsz(Z)}, {dx2, n * dsz(A)}, {dw2, TC * dsz(Z)}, {q, nr * dsz(A)},
+        {sw, (size_t)TN * TF * dsz(A)}, {dsw, (size_t)TN * 2 * TF * dsz(A)},
+    };
+    size_t k = 0;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        if (out) memcpy(out + k, parts[i].p, parts[i].bytes);
+        k += parts[i].bytes;
+        free(parts[i].p);
+    }
+    free(x), free(w), free(g), free(cs);
+    return k;
+}
+
+static void test_threads(void)
+{
+#ifdef _OPENMP
+    const pt_backend *be = pt_backend_get("cpu");
+    const size_t n = (size_t)TN * TC;
+    double *x = dalloc(n), *w = dalloc(TC), *g = dalloc(n), *cs = rope_table_d(TT, THS, 10000.0, 0);
+    randn(x, n, 2), randu(w, TC, 0.5, 1.5), randn(g, n, 1);
+    int nt;
+    const tab *ts = tabs(&nt);
+    for (int k = 1; k < nt; k++) {
+        const pt_ops *o = ts[k].o;
+        const size_t bytes = thr_run(o, NULL, x, w, g, cs);
+        unsigned char *one = xcalloc(bytes, 1), *many = xcalloc(bytes, 1);
+        be->set_threads(1);
+        thr_run(o, one, x, w, g, cs);
+        int same = 1;
+        for (int t = 2; t <= 3; t++) {
+            be->set_threads(t);
+            for (int rep = 0; rep < 3; rep++) { /* races show up intermittently */
+                thr_run(o, many, x, w, g, cs);
+                same &= !memcmp(one, many, bytes);
+            }
+        }
+        be->set_threads(1);
+        tap_ok(same, "%s: 2 and 3 OpenMP threads give the 1-thread bytes of every Llama op (3 runs each)", o->name);
+        free(one), free(many);
+    }
+    free(x), free(w), free(g), free(cs);
+#else
+    tap_diag("built without OpenMP: thread comparison not run");
+#endif
+}
+
 int main(void)
 {
     const uint64_t seed = test_seed();
@@ -628,6 +702,8 @@ int main(void)
     test_swiglu_fd();
     test_swiglu_tables(5, 37);
     test_swiglu_tables(33, 256);
+
+    test_threads();
 
     tap_diag("worst finite-difference error over these ops: %.2e (bound %.0e)", g_worst_fd, FD_TOL);
     return tap_done();
