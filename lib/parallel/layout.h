@@ -194,6 +194,19 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float
                      const void *dy, const void *x, const void *w, const float *mean, const float *rstd,
                      int N, int Cl, int C);
 
+/* Distributed RMSNorm (Zhang & Sennrich 2019; Llama's, eps the model's
+ * norm_eps) over rows whose C columns are split over group g, as
+ * pt_layernorm_fwd/bwd: the per-row sum of x^2 forward and of dy*w*xhat
+ * backward are allreduced over g (one allreduce of [N] floats each way).
+ * out/x [N, Cl], w [Cl]; rstd [N] saved (fp32; out, x, w, dx, dy ACT, dw
+ * fp32).  C is the full width.  Backward accumulates dx (NULL skips) and
+ * dw.  g->size 1 and Cl == C: the whole-row ops, no scratch.  Errors:
+ * PT_ENOMEM (the backward's arena scratch of [N]), PT_ECOMM. */
+int pt_rmsnorm_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *out, float *rstd, const void *x, const void *w,
+                   int N, int Cl, int C, double eps);
+int pt_rmsnorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float *dw, const void *dy, const void *x,
+                   const void *w, const float *rstd, int N, int Cl, int C);
+
 /* Vocab-parallel fused classifier over group g (Megatron, section 3; the
  * blocks of ops.h's classifier_fwd/bwd): x [ks][N][C/ks] and w
  * [ks][Vl][C/ks] hold ids v0..v0+Vl-1 (ks column pieces as an allgather

@@ -109,6 +109,39 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float
     return rc;
 }
 
+int pt_rmsnorm_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *out, float *rstd, const void *x, const void *w,
+                   int N, int Cl, int C, double eps)
+{
+    if (g->size == 1 && Cl == C) {
+        ops->rmsnorm_fwd(out, rstd, x, w, N, C, eps);
+        return PT_OK;
+    }
+    /* local sums of squares -> group sums -> normalise; rstd overwrites
+     * the sums row by row (ops.h allows it) */
+    ops->rmsnorm_rowsumsq(rstd, x, N, Cl);
+    int rc = pt_allreduce_sum(g, rstd, (size_t)N);
+    if (!rc) ops->rmsnorm_apply(out, rstd, x, rstd, w, N, Cl, C, eps);
+    (void)a; /* no scratch: the sums live in rstd until apply replaces them */
+    return rc;
+}
+
+int pt_rmsnorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float *dw, const void *dy, const void *x,
+                   const void *w, const float *rstd, int N, int Cl, int C)
+{
+    if (g->size == 1 && Cl == C) {
+        ops->rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
+        return PT_OK;
+    }
+    /* s[n] = sum_c dy*w*xhat over the row's C columns */
+    float *s = pt_scratch(a, (size_t)N, "rmsnorm");
+    if (!s) return PT_ENOMEM;
+    ops->rmsnorm_bwd_rowsums(s, dy, x, w, rstd, N, Cl);
+    int rc = pt_allreduce_sum(g, s, (size_t)N);
+    if (!rc) ops->rmsnorm_bwd_apply(dx, dw, dy, x, w, rstd, s, N, Cl, C);
+    pt_arena_free(a, s);
+    return rc;
+}
+
 int pt_classifier_vblock(int Vl) { return Vl < PT_CLASSIFIER_VBLOCK ? Vl : PT_CLASSIFIER_VBLOCK; }
 
 int pt_classifier_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, float *losses, float *stats, const void *x,
