@@ -47,12 +47,16 @@
  *              [N, C/l] over J, 3 of [Vp/l, C/l] over I and of [l Vp/l, C/l]
  *              over J, and the cross-entropy's allreduces.
  *   sp         ring attention (seq.c): forward 2(sp-1), backward
- *              2(2(sp-1)+1) sends of [Bl, Tl, C_local] per block;
+ *              2(2(sp-1)+1) sends of [Bl, Tl, KV_local] per block (a K or
+ *              a V block: C_local for GPT-2, NKV/tp KV heads for Llama,
+ *              so grouped-query attention sends n_head/n_kv_head less);
  *              recompute (block or attention) adds a forward.
  *   pp         one send of [N, Cr] per boundary crossing and direction:
  *              m ([vs < S-1] + [vs > 0]) per chunk at virtual stage vs
  *              (S = pp*v), plus the tied embedding's gradient allreduce
- *              over the first and last stage (the embed group).
+ *              over the first and last stage (the embed group; none for
+ *              an untied head: wte lives on the first stage only, lm_head
+ *              on the last).
  *   sync       per step, per bucket (parameters of one sync group: dp x
  *              sp x the tp axes a shard is replicated on) of n floats over
  *              N ranks: ZeRO 0 one allreduce 2(N-1)/N 4n; per ZeRO unit
@@ -65,7 +69,9 @@
  *   dp         0: no collective runs on ctx->dp (ZeRO's traffic is on the
  *              sync groups).
  * FLOPs (PaLM, Chowdhery et al. 2022, appendix B): per token and block
- * 3 (24 C^2 + 4 T C) forward + backward, plus 2 T C for flash attention's
+ * 3 (2 P_blk + 4 T C) forward + backward, P_blk the block's matmul weights
+ * (pt_cost_block_matmul_params: GPT-2 12 C^2, so 24 C^2 + 4 T C forward;
+ * Llama 2 C^2 + 2 C KV HS + 3 C I), plus 2 T C for flash attention's
  * backward (the scores again), the head 8 C V (the fused classifier's
  * backward computes the logits again), divided over tp x sp; block
  * recompute adds a block forward, attention recompute 2 T C; the busiest
@@ -345,6 +351,18 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
  * pt_gpt_block_act_bytes for the same layout (the tests hold them
  * equal). */
 double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r);
+
+/* The weights of one transformer block that every token multiplies (the
+ * matmul parameters, biases and norms left out), whose forward costs 2 FLOPs
+ * each per token (PaLM, Chowdhery et al. 2022, app. B): GPT-2 12 C^2 (qkv
+ * 3C^2, proj C^2, fc and fcproj 4 C^2 each); Llama 2 C^2 + 2 C KV HS + 3 C I
+ * (q and o C^2 each, k and v [KV HS, C] each with KV HS = n_kv_head C /
+ * n_head, gate, up and down C I each).  0 for m NULL or n_head < 1.  The
+ * block FLOPs of pt_cost_eval_at and the planner's layer costs
+ * (pt_plan_layer_costs) take it, so that pt_cost.flops per token at tp = sp
+ * = pp = 1 without recompute is pt_model_flops_per_token + 2 L T C (flash
+ * attention's backward computes the scores again). */
+double pt_cost_block_matmul_params(const pt_model_shape *m);
 
 /* One virtual stage's instructions on one of its ranks: the forward and
  * the backward of one microbatch (Perseus's instructions, the energy
