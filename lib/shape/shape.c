@@ -3,7 +3,6 @@
  * planner alike (see shape.h for the table and the sources).  libc only. */
 #include "shape/shape.h"
 
-#include "contract/model.h"
 #include "core/core.h"
 
 #include <stdio.h>

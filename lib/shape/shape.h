@@ -34,6 +34,7 @@
 
 #include <stdint.h>
 
+#include "contract/model.h"
 #include "contract/plan.h"
 
 #ifdef __cplusplus
