@@ -666,6 +666,14 @@ static int check_shape(const pt_model_shape *m)
                        m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (m->n_embd % m->n_head)
         return pt_fail(PT_EINVAL, "model n_embd=%d is not a multiple of n_head=%d", m->n_embd, m->n_head);
+    if (m->family != PT_FAMILY_GPT2 && m->family != PT_FAMILY_LLAMA)
+        return pt_fail(PT_EINVAL, "model family %d (valid: 0 gpt2, 1 llama)", m->family);
+    if (m->family == PT_FAMILY_LLAMA) {
+        const int kv = pt_model_kv_heads(m);
+        if (kv < 1 || m->n_head % kv || pt_model_ffn(m) < 1)
+            return pt_fail(PT_EINVAL, "llama model n_kv_head=%d, ffn=%d: the KV heads must divide n_head=%d and the "
+                           "MLP width be >= 1", kv, pt_model_ffn(m), m->n_head);
+    }
     return 0;
 }
 

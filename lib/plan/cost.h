@@ -1,7 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* The cost model of a plan: FLOPs, bytes per group, memory per rank, the
- * pipeline bubble and a predicted step time, for a GPT model shape and a
- * global batch.  libc only (with libm), so the SPANK plugin links it.
+ * pipeline bubble and a predicted step time, for a model shape of either
+ * family (lib/contract/model.h: GPT-2, Llama) and a global batch.  libc
+ * only (with libm), so the SPANK plugin links it.
+ *
+ * Llama (this round: the off and 1d layouts; 2d/2.5d/3d are refused in one
+ * line): the block's linears are q [C, C] and kv [2 KV HS, C] (two GEMMs on
+ * the RMSNorm output whose dX partials the 1d layout sums before its one
+ * allreduce, so the tp bytes per block are GPT-2's: [N, C] after proj and
+ * after fcproj, forward, and after the column linears, backward), o
+ * [C, C], fc = gate | up [2I, C] and fcproj = down [C, I]; no position
+ * embedding; an untied head is its own [Vp, C] parameter sharded as wte
+ * (on the last stage; wte on the first, with no gradient sum between
+ * them).  Parameters, buckets and ZeRO units walk pt_model_param_info's
+ * list.
  *
  * Sources: per-layer tensor-parallel volumes are Table 1 of the
  * Colossal-AI paper (Li et al. 2021, "Colossal-AI", sec. 3.2) as
@@ -346,10 +358,17 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
 
 /* The activation bytes one transformer block keeps per sequence-parallel,
  * tensor-parallel rank for a microbatch of b sequences under recompute
- * mode r and p->precision (2 bytes per activation element in bf16, 4 in
- * fp32; 4 per LayerNorm and attention statistic): equal to lib/model's
- * pt_gpt_block_act_bytes for the same layout (the tests hold them
- * equal). */
+ * mode r and p->precision (e = 2 bytes per activation element in bf16, 4
+ * in fp32; 4 per norm and attention statistic): equal to lib/model's
+ * pt_gpt_block_act_bytes for the same layout (the tests hold them equal).
+ * With N = Bl Tl rows, residual width Cr, Cl = NHl HS, KVl = NKVl HS, Fl the
+ * MLP width held, lse = Bl NHl Tl:
+ *   GPT-2  none e (4 N Cr + 3 N Cl + 2 N Fl) + 4 (4N) + e N Cl + 4 lse
+ *   Llama  none e (4 N Cr + N Cl + 2 N KVl + 3 N Fl) + 4 (2N) + e N Cl + 4 lse
+ *          (ln1, res2, ln2, res3; q; kv; gate|up and SwiGLU; two rstd;
+ *          the attention output and its log-sum-exp)
+ *   attention recompute: without the last two terms; block recompute
+ *   e N Cr (the block's output).  0 for a plan the geometry refuses. */
 double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r);
 
 /* The weights of one transformer block that every token multiplies (the
