@@ -965,14 +965,17 @@ static double rank_act(const eval_ctx *cx, const rank_view *rv, int nslots, int 
     if (p->recompute == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
     if (p->recompute == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
     const int llama = g.family == PT_FAMILY_LLAMA;
-    /* lnf; its mean/rstd (RMSNorm: rstd), losses, stats, dloss (fp32): no logits */
-    if (rv->last) act += e * Nf * Cr + 4 * ((llama ? 1 : 2) * Nf + Nf + 3 * Nf + Nf);
-    /* the backward's buffers: dres [N, Cr], dtmp (the widest linear dX before its norm
-     * or activation), dqkv, datty [N, Cl], dfc (GPT-2 [N, Fl]; Llama gate | up [N, 2Fl],
-     * whose down projection's dX [N, Fl] goes through dtmp) */
-    if (llama)
-        act += e * (Nf * Cr + Nf * fmax(fmax(Cr, Cl), Fl) + Nf * (Cl + 2 * (double)g.KVl) + Nf * Cl + 2 * Nf * Fl);
-    else
+    /* lnf; its mean/rstd, losses, stats, dloss (fp32): no logits */
+    if (rv->last) act += e * Nf * Cr + 4 * (2 * Nf + Nf + 3 * Nf + Nf);
+    /* the backward's buffers (lib/model/gpt.c): dres [N, Cr], dtmp [N, max(Cr, Cl, 2 KVl)],
+     * dqkv [N, Cl + 2 KVl], datty [N, max(Cl, 2 KVl)], dfch (Llama: d gate|up and d SwiGLU
+     * [N, 3 Fl]), dtmp2 [N, Cr]; and the RoPE table [T, HS] (fp32) */
+    if (llama) {
+        const double KV2 = 2 * (double)g.KVl, HS = g.NHl > 0 ? Cl / (double)g.NHl : 0;
+        act += e * (Nf * Cr + Nf * fmax(fmax(Cr, Cl), KV2) + Nf * (Cl + KV2) + Nf * fmax(Cl, KV2) + 3 * Nf * Fl +
+                    Nf * Cr) +
+               4 * (double)cx->m->seq_len * HS;
+    } else
         act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);
     act += e * 2.0 * nbufs * cx->fr.v * cx->nact;
     return act;
