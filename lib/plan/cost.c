@@ -265,22 +265,27 @@ static void lin_bwd(traffic *t, const pt_shape *g, long long N, long long in, lo
     (void)out;
 }
 
-/* The widths of a block's two column linears, whole and held: the
- * attention input (GPT-2 qkv [3C]; Llama q [C] and kv [2 KV HS], two GEMMs
- * on the same input whose dX partials are summed before the one 1d
- * allreduce) and the MLP input (GPT-2 fc [4C]; Llama gate | up [2I]). */
+/* The widths of a block's column linears, whole and held: the attention
+ * input's (GPT-2 one qkv [3C]; Llama q [C] and kv [2 KV HS], two linears on
+ * the same input, each with its own dX allreduce in 1d, as lib/model runs
+ * them) and the MLP input's (GPT-2 fc [4C]; Llama gate | up [2I], one
+ * weight). */
 typedef struct blk_widths {
-    long long qkv, qkvl, fc, fcl, mlp, mlpl; /* attention input's, fc's output, fcproj's input */
+    int natt;                                /* column linears on the attention input: 1 or 2 */
+    long long att[2], attl[2];               /* their output widths, whole and held */
+    long long fc, fcl, mlp, mlpl;            /* fc's output, fcproj's input */
 } blk_widths;
 static blk_widths widths_of(const pt_shape *g, const pt_model_shape *m)
 {
     const long long C = m->n_embd, I = pt_model_ffn(m), KV = (long long)pt_model_kv_heads(m) * (C / m->n_head);
     blk_widths w;
     if (m->family == PT_FAMILY_LLAMA) {
-        w.qkv = C + 2 * KV, w.qkvl = g->Cl + 2 * g->KVl;
+        w.natt = 2;
+        w.att[0] = C, w.attl[0] = g->Cl, w.att[1] = 2 * KV, w.attl[1] = 2 * g->KVl;
         w.fc = 2 * I, w.fcl = 2 * g->Fl;
     } else {
-        w.qkv = 3 * C, w.qkvl = 3 * g->Cl;
+        w.natt = 1;
+        w.att[0] = w.att[1] = 3 * C, w.attl[0] = w.attl[1] = 3 * g->Cl;
         w.fc = 4 * C, w.fcl = g->Fl;
     }
     w.mlp = I, w.mlpl = g->Fl;
@@ -288,13 +293,13 @@ static blk_widths widths_of(const pt_shape *g, const pt_model_shape *m)
 }
 
 /* A block's forward (both norms and the linears: GPT-2 qkv, proj, fc,
- * fcproj; Llama q + kv, proj (o), fc (gate | up), fcproj (down)). */
+ * fcproj; Llama q, kv, proj (o), fc (gate | up), fcproj (down)). */
 static void block_tp_fwd(traffic *t, const pt_shape *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
     const blk_widths w = widths_of(g, m);
     ln_fwd(t, g, N);
-    lin_fwd(t, g, N, C, w.qkv, g->Cr, w.qkvl, 0, ea);
+    for (int a = 0; a < w.natt; a++) lin_fwd(t, g, N, C, w.att[a], g->Cr, w.attl[a], 0, ea);
     lin_fwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
     ln_fwd(t, g, N);
     lin_fwd(t, g, N, C, w.fc, g->Cr, w.fcl, 0, ea);
@@ -308,7 +313,7 @@ static void block_tp_bwd(traffic *t, const pt_shape *g, const pt_model_shape *m,
     lin_bwd(t, g, N, C, w.fc, g->Cr, w.fcl, 0, ea);
     ln_bwd(t, g, N);
     lin_bwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
-    lin_bwd(t, g, N, C, w.qkv, g->Cr, w.qkvl, 0, ea);
+    for (int a = w.natt - 1; a >= 0; a--) lin_bwd(t, g, N, C, w.att[a], g->Cr, w.attl[a], 0, ea);
     ln_bwd(t, g, N);
 }
 

@@ -5,10 +5,11 @@
  * only (with libm), so the SPANK plugin links it.
  *
  * Llama (this round: the off and 1d layouts; 2d/2.5d/3d are refused in one
- * line): the block's linears are q [C, C] and kv [2 KV HS, C] (two GEMMs on
- * the RMSNorm output whose dX partials the 1d layout sums before its one
- * allreduce, so the tp bytes per block are GPT-2's: [N, C] after proj and
- * after fcproj, forward, and after the column linears, backward), o
+ * line): the block's linears are q [C, C] and kv [2 KV HS, C] (two column
+ * linears on the RMSNorm output, each allreducing its dX [N, C] in the 1d
+ * backward, as lib/model runs them: 1d sends 2 allreduces of [N, C] per
+ * block forward, after proj and fcproj, and 3 backward, after q, kv and
+ * fc), o
  * [C, C], fc = gate | up [2I, C] and fcproj = down [C, I]; no position
  * embedding; an untied head is its own [Vp, C] parameter sharded as wte
  * (on the last stage; wte on the first, with no gradient sum between
@@ -43,7 +44,8 @@
  * Bytes per microbatch and rank, N = Bl*Tl local rows, Sx/Sw/Sy in bytes
  * (the layouts' geometry, lib/parallel/layout.h):
  *   tp 1d      (4 L_stage + 2) allreduces of [N, C] (2 per block forward,
- *              2 backward, embedding, head dX) + the cross-entropy's [N]
+ *              2 backward (Llama 3: q and kv each), embedding, head dX) +
+ *              the cross-entropy's [N]
  *              and [2N] allreduces; block recompute adds 2 per block.
  *   tp 2d/2.5d per linear 3(q-1)(Sx+Sw) (q broadcasts of X and W forward,
  *              twice that backward); LayerNorm 2 allreduces of [N] forward,
