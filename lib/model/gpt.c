@@ -407,7 +407,8 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
         s->tgt = track(m, Nall * sizeof(int32_t), &rc);
         if (st->first) s->enc = aalloc(m, N * Cr, &rc);
     }
-    const size_t KV2 = 2 * (size_t)m->KVl, Cmax = Cr > Cl ? (Cr > KV2 ? Cr : KV2) : (Cl > KV2 ? Cl : KV2);
+    /* llama: the q and k|v GEMMs write [N, Cl] and [N, 2 KVl] temporaries (GPT-2: none) */
+    const size_t KV2 = m->llama ? 2 * (size_t)m->KVl : 0, Cmax = Cr > Cl ? (Cr > KV2 ? Cr : KV2) : (Cl > KV2 ? Cl : KV2);
     if (st->last) {
         m->lnf = aalloc(m, N * Cr, &rc);
         m->lnf_mean = falloc(m, N, &rc);
