@@ -45,6 +45,9 @@
 #define PT_PLAN_MODE_NAMES(sep) "off" sep PT_LAYOUT_MODE_NAMES(sep)
 /* the modes a search may be asked for (every mode but off) */
 #define PT_SEARCH_MODE_NAMES(sep) "auto" sep PT_LAYOUT_MODE_NAMES(sep)
+/* the modes built for the Llama family (lib/model: the 1d layout; 2d, 2.5d
+ * and 3d not yet) */
+#define PT_LLAMA_MODE_NAMES(sep) "off" sep "1d"
 #define PT_MODE_ENUM_(e, name, shape, depth, dims) PT_MODE_##e,
 
 typedef enum pt_mode { PT_MODE_ROWS(PT_MODE_ENUM_, ) } pt_mode;

@@ -993,8 +993,8 @@ static int search_args(const pt_cluster *c, const pt_model_shape *m, int global_
                        pt_plan_flag(lim, "mode", flag, sizeof flag), PT_SEARCH_MODE_NAMES(", "));
     if (pt_plan_request_check(req, lim) < 0) return -1;
     if (m->family == PT_FAMILY_LLAMA && (req->mode == PT_MODE_2D || req->mode == PT_MODE_2P5D || req->mode == PT_MODE_3D))
-        return pt_fail(PT_EINVAL, "%s=%s is not built for llama models yet (valid for llama: auto, off, 1d)",
-                       pt_plan_flag(lim, "mode", flag, sizeof flag), pt_mode_name(req->mode));
+        return pt_fail(PT_EINVAL, "%s=%s is not built for llama models yet (valid for llama: auto, %s)",
+                       pt_plan_flag(lim, "mode", flag, sizeof flag), pt_mode_name(req->mode), PT_LLAMA_MODE_NAMES(", "));
     if (req->rank_order[0]) {
         char pinned[4], s[5] = "";
         memcpy(s, req->rank_order, 4);

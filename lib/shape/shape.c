@@ -41,8 +41,8 @@ static long long ffn(const pt_shape_in *in) { return in->F > 0 ? in->F : 4 * in-
 /* The one line refusing a layout not built for Llama. */
 static int no_llama(const pt_shape_in *in, const char *mode)
 {
-    return pt_fail(PT_EINVAL, "mode %s is not built for llama models yet (tp=%d; valid modes for llama: off, 1d)", mode,
-                   in->tp);
+    return pt_fail(PT_EINVAL, "mode %s is not built for llama models yet (tp=%d; valid modes for llama: %s)", mode,
+                   in->tp, PT_LLAMA_MODE_NAMES(", "));
 }
 
 /* The split sizes of a layout whose inner side splits q ways and whose
