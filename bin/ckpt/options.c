@@ -63,11 +63,13 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
         {"ids", no_argument, 0, 'i'},
         {"logits", required_argument, 0, 'l'},
         {"model", required_argument, 0, 'm'},
+        {"max-shard-size", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     const char *c = argv[1], *to = NULL, *model = NULL, *dtype = NULL;
+    long long max_shard = 0;
     const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert") || !strcmp(c, "sample");
     sample_opts so = {.prompt = "", .tokens = 64, .temperature = 1.0, .top_k = 0, .seed = 1337};
     so.vocab_dir = tool_bpe_dir_env();
@@ -95,6 +97,22 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
             if (strcmp(c, "convert")) return tool_die(2, "%s: --model is only valid for convert", c);
             model = optarg;
             break;
+        case 'S': {
+            if (strcmp(c, "convert")) return tool_die(2, "%s: --max-shard-size is only valid for convert", c);
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            static const struct { const char *s; double f; } u[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6},
+                {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+            double f = 0;
+            for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+                if (end != optarg && !strcmp(end, u[i].s)) f = u[i].f;
+            if (errno || !f || !(v * f >= 1) || v * f > 1e15)
+                return tool_die(2, "convert: --max-shard-size '%s' is not a size (valid: bytes in [1, 10^15], optionally "
+                                "with B, KB, MB, GB, KiB, MiB or GiB, e.g. 5GB)", optarg);
+            max_shard = (long long)(v * f);
+            break;
+        }
         case 'p': case 'n': case 'T': case 'k': case 's': case 'v': case 'i': case 'l':
             if (strcmp(c, "sample")) return tool_die(2, "%s: --%s is only valid for sample", c, lo[li].name);
             if (o == 'p') so.prompt = optarg;
@@ -124,7 +142,7 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
         case ':':
             return tool_die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
         default:
-            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --dtype fp32|bf16, --model M (convert); --prompt, --tokens, --temperature, "
+            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --dtype fp32|bf16|fp16, --model M, --max-shard-size N (convert); --prompt, --tokens, --temperature, "
                           "--top-k, --seed, --tokenizer, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
         }
     }
@@ -137,6 +155,7 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
     cl->to = to;
     cl->model = model;
     cl->dtype = dtype;
+    cl->max_shard = max_shard;
     cl->so = so;
     cl->args = argv + optind;
     return -1;
