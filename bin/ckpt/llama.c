@@ -833,20 +833,139 @@ static int write_text(const char *path, const char *txt)
     return pt_atomic_commit(&f, 1);
 }
 
+/* a growing text buffer */
+typedef struct tbuf {
+    char *s;
+    size_t n, cap;
+    int oom;
+} tbuf;
+
+static void put(tbuf *b, const char *s, size_t n)
+{
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t c = (b->n + n + 1) * 2;
+        char *t = realloc(b->s, c);
+        if (!t) {
+            b->oom = 1;
+            return;
+        }
+        b->s = t, b->cap = c;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = 0;
+}
+static void puts_(tbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+/* Python's repr of a float: the shortest digits that read back, fixed
+ * notation for exponents in [-4, 16) (with ".0" when whole), else d.ddde-XX */
+static void py_float(tbuf *b, double x)
+{
+    char e[40], out[64];
+    int p = 1;
+    for (; p < 17; p++) {
+        snprintf(e, sizeof e, "%.*e", p - 1, x);
+        if (strtod(e, NULL) == x) break;
+    }
+    snprintf(e, sizeof e, "%.*e", p - 1, x);
+    const int neg = e[0] == '-';
+    char dig[24];
+    int nd = 0;
+    const char *c = e + neg;
+    for (; *c && *c != 'e'; c++)
+        if (*c >= '0' && *c <= '9') dig[nd++] = *c;
+    dig[nd] = 0;
+    const int ex = atoi(c + 1);
+    while (nd > 1 && dig[nd - 1] == '0') dig[--nd] = 0;
+    size_t o = 0;
+    if (neg) out[o++] = '-';
+    if (ex >= -4 && ex < 16) {
+        if (ex < 0) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "0.");
+            for (int i = 0; i < -ex - 1; i++) out[o++] = '0';
+            o += (size_t)snprintf(out + o, sizeof out - o, "%s", dig);
+        } else {
+            for (int i = 0; i <= ex; i++) out[o++] = i < nd ? dig[i] : '0';
+            out[o++] = '.';
+            if (nd > ex + 1) o += (size_t)snprintf(out + o, sizeof out - o, "%s", dig + ex + 1);
+            else out[o++] = '0';
+        }
+        out[o] = 0;
+    } else {
+        out[o++] = dig[0];
+        if (nd > 1) o += (size_t)snprintf(out + o, sizeof out - o, ".%s", dig + 1);
+        snprintf(out + o, sizeof out - o, "e%c%02d", ex < 0 ? '-' : '+', ex < 0 ? -ex : ex);
+    }
+    puts_(b, out);
+}
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+
+/* json.dumps(x, indent=2, sort_keys=True)'s text of x at depth d */
+static void py_json(tbuf *b, json_t *x, int d)
+{
+    char ind[2 * 64 + 2];
+    if (json_is_object(x) || json_is_array(x)) {
+        const size_t n = json_is_object(x) ? json_object_size(x) : json_array_size(x);
+        const int obj = json_is_object(x);
+        if (!n) {
+            puts_(b, obj ? "{}" : "[]");
+            return;
+        }
+        const char **keys = NULL;
+        if (obj) {
+            keys = malloc(sizeof *keys * n);
+            if (!keys) {
+                b->oom = 1;
+                return;
+            }
+            size_t i = 0;
+            const char *k;
+            json_t *v;
+            json_object_foreach(x, k, v) keys[i++] = k;
+            qsort(keys, n, sizeof *keys, cmp_str);
+        }
+        const int di = d + 1 < 64 ? d + 1 : 64;
+        memset(ind, ' ', (size_t)(2 * di));
+        ind[2 * di] = 0;
+        puts_(b, obj ? "{\n" : "[\n");
+        for (size_t i = 0; i < n; i++) {
+            puts_(b, ind);
+            if (obj) {
+                json_t *ks = json_string(keys[i]);
+                char *t = ks ? json_dumps(ks, JSON_ENCODE_ANY | JSON_ENSURE_ASCII) : NULL;
+                json_decref(ks);
+                if (!t) b->oom = 1;
+                else puts_(b, t), puts_(b, ": ");
+                free(t);
+            }
+            py_json(b, obj ? json_object_get(x, keys[i]) : json_array_get(x, i), d + 1);
+            puts_(b, i + 1 < n ? ",\n" : "\n");
+        }
+        free(keys);
+        memset(ind, ' ', (size_t)(2 * (di - 1)));
+        ind[2 * (di - 1)] = 0;
+        puts_(b, ind);
+        puts_(b, obj ? "}" : "]");
+    } else if (json_is_real(x))
+        py_float(b, json_real_value(x));
+    else {
+        char *t = json_dumps(x, JSON_ENCODE_ANY | JSON_ENSURE_ASCII);
+        if (!t) b->oom = 1;
+        else puts_(b, t);
+        free(t);
+    }
+}
+
 /* transformers' json.dumps(x, indent=2, sort_keys=True) + "\n" */
 static int write_json_py(const char *path, json_t *x)
 {
-    char *js = json_dumps(x, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_ENSURE_ASCII | JSON_REAL_PRECISION(17));
-    if (!js) return pt_fail(PT_ENOMEM, "out of memory");
-    size_t l = strlen(js);
-    char *t = realloc(js, l + 2);
-    if (!t) {
-        free(js);
-        return pt_fail(PT_ENOMEM, "out of memory");
-    }
-    t[l] = '\n', t[l + 1] = 0;
-    int rc = write_text(path, t);
-    free(t);
+    tbuf b = {0};
+    py_json(&b, x, 0);
+    puts_(&b, "\n");
+    int rc = b.oom ? pt_fail(PT_ENOMEM, "out of memory") : write_text(path, b.s);
+    free(b.s);
     return rc;
 }
 
