@@ -15,9 +15,11 @@ for tests/mpi/test_convert_llama.sh):
                                   state-dict order, a new file past the size)
 
   write DIR L H KV C I T V SEED DTYPE [--arch llama|qwen2|mistral] [--tied]
-        [--lm-head] [--max-shard N] [--rope-llama3] [--theta X]
+        [--lm-head] [--max-shard N] [--rope-llama3] [--theta X] [--fast]
+                         (--fast: tensors over 64 Ki elements repeat one random block)
   dump DIR               every tensor as "name dtype shape fnv" lines (fp32 values' bytes)
   get DIR NAME           one tensor's values widened to fp32, as hex of their bytes
+  ckpt-equal DIR STEPDIR every weight of the checkpoint's rank file equals the HF tensors by name
 """
 import json
 import os
@@ -54,7 +56,13 @@ def names(L, qkv_bias, untied):
     return out
 
 
+FAST = {}
+
+
 def rand_bytes(rng, dt, n, norm):
+    if FAST.get("on") and n > 65536:  # large tensors for memory tests: a random block repeated
+        blk = rand_bytes(rng, dt, 65536, norm)
+        return (blk * (n // 65536 + 1))[:n * DT[dt][0]]
     vals = [1.0 + 0.1 * rng.gauss(0, 1) if norm else 0.05 * rng.gauss(0, 1) for _ in range(n)]
     if dt == "F32":
         return struct.pack("<%df" % n, *vals)
@@ -89,6 +97,7 @@ def write(args):
     tied = "--tied" in opt
     max_shard = int(opt[opt.index("--max-shard") + 1]) if "--max-shard" in opt else 0
     theta = float(opt[opt.index("--theta") + 1]) if "--theta" in opt else 10000.0
+    FAST["on"] = "--fast" in opt
     rng = random.Random(seed)
     K = KV * (C // H)
     dims = {"V": V, "C": C, "K": K, "I": I}
@@ -167,6 +176,49 @@ def tensors_of(d):
     return out
 
 
+def hf_of(pname):
+    """the Hugging Face tensors (in row order) of a ptrain parameter name"""
+    if pname == "wte":
+        return ["model.embed_tokens.weight"]
+    if pname == "lnf.w":
+        return ["model.norm.weight"]
+    if pname == "lm_head.w":
+        return ["lm_head.weight"]
+    l, rest = pname[1:].split(".", 1)
+    p = "model.layers.%s." % l
+    return {"ln1.w": [p + "input_layernorm.weight"], "q.w": [p + "self_attn.q_proj.weight"],
+            "q.b": [p + "self_attn.q_proj.bias"],
+            "kv.w": [p + "self_attn.k_proj.weight", p + "self_attn.v_proj.weight"],
+            "kv.b": [p + "self_attn.k_proj.bias", p + "self_attn.v_proj.bias"],
+            "proj.w": [p + "self_attn.o_proj.weight"], "ln2.w": [p + "post_attention_layernorm.weight"],
+            "fc.w": [p + "mlp.gate_proj.weight", p + "mlp.up_proj.weight"],
+            "fcproj.w": [p + "mlp.down_proj.weight"]}[rest]
+
+
+def ckpt_equal(src, ck):
+    """every weight of checkpoint ck (its rank file, by the manifest) equals
+    the Hugging Face tensors of src widened to fp32, by name; AdamW m, v zero"""
+    man = json.load(open(os.path.join(ck, "manifest.json")))
+    hf = tensors_of(src)
+    used = set()
+    for f in man["files"]:
+        data = open(os.path.join(ck, f["name"]), "rb").read()
+        for t in f["tensors"]:
+            n = t["hi"] - t["lo"]
+            w = data[t["offset"]:t["offset"] + 4 * n]
+            mv = data[t["offset"] + 4 * n:t["offset"] + 12 * n]
+            want = b"".join(hf[h][2] for h in hf_of(t["name"]))
+            used.update(hf_of(t["name"]))
+            if w != want:
+                sys.exit("tensor %s differs from %s" % (t["name"], "+".join(hf_of(t["name"]))))
+            if mv != bytes(8 * n):
+                sys.exit("tensor %s: AdamW state not zero" % t["name"])
+    rest = set(hf) - used - {"lm_head.weight"}
+    if rest:
+        sys.exit("HF tensors not in the checkpoint: %s" % sorted(rest))
+    print("%d tensors equal" % len(used))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "write":
@@ -174,6 +226,8 @@ def main():
     elif cmd == "dump":
         for k, (dt, sh, x) in sorted(tensors_of(args[0]).items()):
             print(k, dt, sh, x.hex()[:64], len(x))
+    elif cmd == "ckpt-equal":
+        ckpt_equal(args[0], args[1])
     elif cmd == "get":
         print(tensors_of(args[0])[args[1]][2].hex())
     else:

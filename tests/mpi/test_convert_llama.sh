@@ -1,0 +1,171 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# ptrain-ckpt convert of Hugging Face Llama-family models, against files
+# written by an independent writer (tests/mpi/llama_st.py: struct and json,
+# laid out as transformers' save_pretrained and safetensors' serialiser do):
+#  - LlamaForCausalLM (GQA, tied and untied, a tied lm_head saved anyway,
+#    Llama 3.1 rope_scaling), Qwen2ForCausalLM (q/k/v biases) and
+#    MistralForCausalLM (no sliding window), F32, F16 (half subnormals,
+#    signed zeros) and BF16, in one model.safetensors or sharded with
+#    model.safetensors.index.json: converted to a checkpoint, every weight of
+#    its rank file equals the Hugging Face tensors by name (k|v and gate|up
+#    rows concatenated), AdamW state zero; converted back (--to hf), the
+#    directory is the source's byte for byte (safetensors, index, config.json);
+#  - --max-shard-size N from one file gives transformers' shards and index of
+#    the same model, byte for byte; --dtype bf16 writes BF16;
+#  - the manifest names the family and the spec; ptrain-ckpt verify accepts it;
+#  - refusals (exit 2, one line naming the value): config fields ptrain does
+#    not compute, tensors missing, misshapen, unknown, of another dtype, not
+#    finite, a tied head that differs, an index naming another file, a
+#    conflicting --model, llm.c's format for a llama checkpoint;
+#  - ptrain-run --resume takes the model from the manifest (GPT-2) and refuses
+#    a conflicting --model in one line.
+. "$top_srcdir/tests/lib.sh"
+run="$top_builddir/ptrain-run"
+ck="$top_builddir/ptrain-ckpt"
+[ -x "$run" ] && [ -x "$ck" ] || skip_all "ptrain-run or ptrain-ckpt not built"
+command -v python3 >/dev/null 2>&1 || skip_all "python3 not found"
+workdir
+fresh_seed
+diag "seed $seed"
+G="python3 $top_srcdir/tests/mpi/llama_st.py"
+nolsan="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+ckpt() { env "$nolsan" "$ck" "$@"; }
+jget() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))$2)" "$1"; }
+S="2 4 2 64 96 32 300"
+
+# ---- in and out, bit for bit ----------------------------------------------------
+variant() { # TAG DTYPE FLAGS...
+    tag=$1 dt=$2; shift 2
+    v="$wd/$tag"
+    $G write "$v/src" $S $((seed + ${#tag})) "$dt" "$@"
+    out=$(ckpt convert "$v/src" "$v/ck" 2>&1); rc=$?
+    check "[$tag] $dt $* -> checkpoint (status $rc: $out)" [ "$rc" -eq 0 ]
+    [ "$rc" -eq 0 ] || return
+    m="$v/ck/step-00000000/manifest.json"
+    check "[$tag] the manifest names the family llama" [ "$(jget "$m" "['model']['family']")" = llama ]
+    out=$($G ckpt-equal "$v/src" "$v/ck/step-00000000" 2>&1); rc=$?
+    check "[$tag] every weight equals the Hugging Face tensors by name ($out)" [ "$rc" -eq 0 ]
+    out=$(ckpt verify "$v/ck" 2>&1); rc=$?
+    check "[$tag] verify accepts it ($out)" [ "$rc" -eq 0 ]
+    out=$(ckpt convert --to hf "$v/ck" "$v/out" 2>&1); rc=$?
+    check "[$tag] checkpoint -> Hugging Face directory (status $rc: $out)" [ "$rc" -eq 0 ]
+    out=$(diff -r "$v/src" "$v/out" 2>&1); rc=$?
+    check "[$tag] the written directory is the source's, byte for byte ($out)" [ "$rc" -eq 0 ]
+}
+variant f32 F32
+variant f32-sharded F32 --max-shard 60000
+variant f16-tied F16 --tied
+variant bf16-lmhead BF16 --tied --lm-head
+variant qwen2 BF16 --arch qwen2 --tied --theta 1000000
+variant mistral-sharded F16 --arch mistral --max-shard 100000
+variant llama31 BF16 --rope-llama3 --theta 500000
+out=$($G ckpt-equal "$wd/f32-sharded/src" "$wd/f32/ck/step-00000000" 2>&1); rc=$?
+check "control: another model's weights differ ($out)" [ "$rc" -ne 0 ]
+
+# one file -> transformers' shards, and --dtype
+$G write "$wd/one/src" $S $((seed + 7)) F32
+$G write "$wd/one/sharded" $S $((seed + 7)) F32 --max-shard 60000
+ckpt convert "$wd/one/src" "$wd/one/ck" >/dev/null 2>&1
+out=$(ckpt convert --to hf --max-shard-size 60000 "$wd/one/ck" "$wd/one/out" 2>&1); rc=$?
+check "--max-shard-size 60000 (status $rc: $out)" [ "$rc" -eq 0 ]
+out=$(diff -r "$wd/one/sharded" "$wd/one/out" 2>&1); rc=$?
+check "its shards and index are transformers' of the same model, byte for byte ($out)" [ "$rc" -eq 0 ]
+out=$(ckpt convert --to hf --dtype bf16 "$wd/one/ck" "$wd/one/bf16" 2>&1); rc=$?
+dts=$($G dump "$wd/one/bf16" 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
+check "--dtype bf16 writes BF16 tensors (status $rc, dtypes: $dts)" [ "$rc" -eq 0 ] && [ "$dts" = "BF16 " ]
+out=$(ckpt convert "$wd/one/ck" "$wd/one/x.safetensors" 2>&1); rc=$?
+check "a llama checkpoint to one .safetensors file (status $rc: $out)" [ "$rc" -eq 0 ] && [ -s "$wd/one/x.safetensors" ]
+
+# ---- refusals: exit 2, one line naming the value ------------------------------------
+bad() { # DESCRIPTION PATTERN ARGS...
+    desc=$1 pat=$2; shift 2
+    out=$(ckpt "$@" 2>&1 >/dev/null); rc=$?
+    lines=$(printf '%s\n' "$out" | grep -c .)
+    if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && printf '%s' "$out" | grep -q -- "$pat"; then ok "$desc: $out"
+    else not_ok "$desc: status $rc, $lines lines: $out"; fi
+}
+edit() { # DIR PYTHON (c: the config dict)
+    python3 -c "import json,sys; p=sys.argv[1]+'/config.json'; c=json.load(open(p)); $2; open(p,'w').write(json.dumps(c))" "$1"
+}
+hostile() { # TAG PYTHON-EDIT
+    h="$wd/h/$1"; mkdir -p "$wd/h"; cp -r "$wd/f32/src" "$h"; edit "$h" "$2"
+}
+hostile headdim "c['head_dim']=32"
+bad "head_dim other than hidden/heads" '"head_dim" 32 is not hidden_size / num_attention_heads = 16' convert "$wd/h/headdim" "$wd/h/o1"
+hostile act "c['hidden_act']='gelu'"
+bad "hidden_act gelu" 'hidden_act.*gelu.*silu' convert "$wd/h/act" "$wd/h/o2"
+hostile yarn "c['rope_scaling']={'rope_type':'yarn','factor':4.0}"
+bad "rope_scaling yarn" 'rope_scaling.*yarn.*llama3' convert "$wd/h/yarn" "$wd/h/o3"
+hostile obias "c['attention_bias']=True"
+bad "attention_bias true on Llama" 'attention_bias.*o_proj' convert "$wd/h/obias" "$wd/h/o4"
+hostile sw "c['model_type']='mistral'; c['architectures']=['MistralForCausalLM']; c['sliding_window']=4096"
+bad "Mistral with a sliding window" 'sliding_window' convert "$wd/h/sw" "$wd/h/o5"
+hostile kv "c['num_key_value_heads']=3"
+bad "KV heads not dividing heads" 'num_key_value_heads 3' convert "$wd/h/kv" "$wd/h/o6"
+hostile arch "c['architectures']=['LlamaForSequenceClassification']"
+bad "another architecture" 'LlamaForSequenceClassification' convert "$wd/h/arch" "$wd/h/o7"
+hostile layers "c['num_hidden_layers']=3"
+bad "a missing layer's tensors" "no tensor 'model.layers.2" convert "$wd/h/layers" "$wd/h/o8"
+hostile inter "c['intermediate_size']=128"
+bad "a misshapen tensor" "gate_proj.weight' has shape \[96, 64\].*needs \[128, 64\]" convert "$wd/h/inter" "$wd/h/o9"
+hostile tied "c['tie_word_embeddings']=True"
+bad "an untied lm_head under tie_word_embeddings true" "lm_head.weight differs" convert "$wd/h/tied" "$wd/h/o10"
+# an unknown tensor, a tensor of another dtype, a NaN weight: rewritten files
+python3 - "$wd" <<'EOF'
+import json, os, shutil, struct, sys
+wd = sys.argv[1]
+def rewrite(tag, fn):
+    d = os.path.join(wd, "h", tag)
+    shutil.copytree(os.path.join(wd, "f32", "src"), d)
+    p = os.path.join(d, "model.safetensors")
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    hdr, data = json.loads(b[8:8 + n]), bytearray(b[8 + n:])
+    hdr, data = fn(hdr, data)
+    js = json.dumps(hdr, separators=(",", ":")).encode()
+    js += b" " * ((8 - len(js) % 8) % 8)
+    open(p, "wb").write(struct.pack("<Q", len(js)) + js + bytes(data))
+def extra(h, d):
+    h["model.layers.0.self_attn.rotary.weight"] = {"dtype": "F32", "shape": [1], "data_offsets": [len(d), len(d) + 4]}
+    return h, d + b"\0\0\0\0"
+def i32(h, d):
+    h["model.norm.weight"]["dtype"] = "I32"
+    return h, d
+def nan(h, d):
+    o = h["model.layers.1.mlp.down_proj.weight"]["data_offsets"][0] + 4 * 5
+    d[o:o + 4] = struct.pack("<f", float("nan"))
+    return h, d
+rewrite("extra", extra)
+rewrite("i32", i32)
+rewrite("nan", nan)
+EOF
+bad "an unknown tensor" "model.layers.0.self_attn.rotary.weight' is not a weight" convert "$wd/h/extra" "$wd/h/o11"
+bad "an I32 tensor" "model.norm.weight' is I32 (valid: F32, F16 or BF16)" convert "$wd/h/i32" "$wd/h/o12"
+bad "a NaN weight" "down_proj.weight' element 5 is nan" convert "$wd/h/nan" "$wd/h/o13"
+h="$wd/h/index"; cp -r "$wd/f32-sharded/src" "$h"
+python3 -c "import json,sys; p=sys.argv[1]; x=json.load(open(p)); x['weight_map']['model.norm.weight']='model-00001-of-00007.safetensors'; open(p,'w').write(json.dumps(x))" "$h/model.safetensors.index.json"
+bad "an index naming the wrong file" "weight_map names model-00001-of-00007.safetensors for 'model.norm.weight'" convert "$h" "$wd/h/o14"
+bad "a conflicting --model" "--model llama:2,4,2,64,128,32,300,untied is not the model of" convert --model llama:2,4,2,64,128,32,300,untied "$wd/f32/src" "$wd/h/o15"
+out=$(ckpt convert --model llama:2,4,2,64,96,77,300,untied "$wd/f32/src" "$wd/h/o16" 2>&1); rc=$?
+check "--model keeps its T, the rest from config.json (status $rc: $out)" [ "$rc" -eq 0 ] &&
+    [ "$(jget "$wd/h/o16/step-00000000/manifest.json" "['model']['seq_len']")" = 77 ]
+bad "llm.c's format for a llama checkpoint" "llm.c's model file holds GPT-2 models only" convert "$wd/f32/ck" "$wd/h/x.bin"
+bad "--dtype fp8" "--dtype 'fp8' is not one of fp32, bf16, fp16" convert --to hf --dtype fp8 "$wd/f32/ck" "$wd/h/o17"
+bad "--max-shard-size 0" "--max-shard-size '0' is not a size" convert --to hf --max-shard-size 0 "$wd/f32/ck" "$wd/h/o18"
+for d in o1 o2 o3 o4 o5 o6 o7 o8 o9 o10 o11 o12 o13 o14 o15; do
+    [ -e "$wd/h/$d/step-00000000" ] && not_ok "a refused conversion left $d/step-00000000"
+done
+
+# ---- ptrain-run --resume: the model from the manifest ---------------------------------
+common="--vocab 300 --data synthetic:$seed --seed 1 --batch 2 --val-every 0 --val-batches 1 --quiet"
+out=$("$run" --model tiny $common --steps 1 --save-dir "$wd/r" 2>&1); rc=$?
+check "ptrain-run saves a tiny checkpoint (status $rc)" [ "$rc" -eq 0 ]
+out=$("$run" $common --steps 2 --resume "$wd/r" 2>&1); rc=$?
+check "--resume without --model takes the checkpoint's model (status $rc: $(printf '%s' "$out" | tail -1))" [ "$rc" -eq 0 ]
+out=$("$run" --model test $common --steps 2 --resume "$wd/r" 2>&1); rc=$?
+lines=$(printf '%s\n' "$out" | grep -c .)
+if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$out" | grep -q "holds model 4,4,128,64,300, --model gives 2,4,64,32,300"; then
+    ok "--resume with a conflicting --model: one line ($out)"
+else not_ok "--resume with a conflicting --model: status $rc, $lines lines: $out"; fi
+done_testing
