@@ -143,8 +143,11 @@ static int config_is_llama(json_t *cfg)
 {
     const char *mt = json_string_value(json_object_get(cfg, "model_type"));
     const char *ar = json_string_value(json_array_get(json_object_get(cfg, "architectures"), 0));
-    if (mt && (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "mistral"))) return 1;
-    return ar && (!strcmp(ar, "LlamaForCausalLM") || !strcmp(ar, "Qwen2ForCausalLM") || !strcmp(ar, "MistralForCausalLM"));
+    if (ar) /* the architecture decides; model_type only without one */
+        return !strcmp(ar, "LlamaForCausalLM") || !strcmp(ar, "Qwen2ForCausalLM") || !strcmp(ar, "MistralForCausalLM") ||
+               (mt && (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "mistral")) &&
+                strncmp(ar, "GPT2", 4));
+    return mt && (!strcmp(mt, "llama") || !strcmp(mt, "qwen2") || !strcmp(mt, "mistral"));
 }
 
 static int cint(json_t *c, const char *path, const char *k, int dflt, int *out)
