@@ -58,7 +58,7 @@ int main(int argc, char **argv)
     float *qkv = buf((size_t)N * 3 * C, &r, 1), *dout = buf((size_t)N * C, &r, 1), *out = buf((size_t)N * C, NULL, 0);
     float *dqkv = buf((size_t)N * 3 * C, NULL, 0), *att = buf((size_t)B * NH * T * T, NULL, 0);
     float *lse = buf((size_t)B * NH * T, NULL, 0);
-    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, 3 * C, 3 * C};
+    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, 3 * C, 3 * C, NH};
     double best_ref = 1e30, best_flash = 1e30;
     for (int k = 0; k < reps; k++) {
         double t = pt_now();

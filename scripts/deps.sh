@@ -11,6 +11,7 @@ pkgs=(build-essential autoconf automake libtool pkg-config debhelper
       libpcre2-dev libjansson-dev pci.ids jq gnuplot-nox
       libslurm-dev slurmctld slurmd slurm-client munge libpmix-dev
       bible-kjv nodejs npm
+      python3-torch   # tests/mpi/test_llama_torch.sh's float64 reference of HF's Llama (Debian's python3)
       clang-14 libclang-rt-14-dev)   # libFuzzer targets (tests/fuzz, scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do

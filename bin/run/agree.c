@@ -31,7 +31,7 @@ typedef enum { SHOW_INT, SHOW_MODE, SHOW_RECOMPUTE, SHOW_SCHEDULE, SHOW_ORDER, S
 /* The record's fields, in the order they are reported. */
 enum {
     F_STATUS, F_MODE, F_DP, F_PP, F_TP, F_TP_DEPTH, F_SP, F_ZERO, F_MICRO, F_RECOMPUTE, F_ORDER, F_TP_ORDER,
-    F_LAYERS, F_HEADS, F_EMBD, F_SEQ, F_VOCAB, F_TRAIN_TOK, F_TRAIN_SUM, F_VAL_TOK, F_VAL_SUM,
+    F_LAYERS, F_HEADS, F_EMBD, F_SEQ, F_VOCAB, F_SHAPE, F_TRAIN_TOK, F_TRAIN_SUM, F_VAL_TOK, F_VAL_SUM,
     F_STEPS, F_BATCH, F_TRAINING, F_SCHEDULE, F_VSTAGES, F_METRICS, F_SAVE_DIR, F_SAVE_EVERY, F_KEEP,
     F_RESUME, F_PRECISION, F_ENERGY, F_DEVICE, F_PLAN_MODEL, F_PLAN_BATCH, F_N
 };
@@ -57,6 +57,7 @@ static const struct {
     [F_EMBD] = {"model embd", SHOW_INT},
     [F_SEQ] = {"model seq_len", SHOW_INT},
     [F_VOCAB] = {"model vocab", SHOW_INT},
+    [F_SHAPE] = {"model family and shape (--model: KV heads, MLP width, head, biases, RoPE)", SHOW_HASH},
     [F_TRAIN_TOK] = {"data train tokens", SHOW_INT},
     [F_TRAIN_SUM] = {"data train checksum", SHOW_HEX},
     [F_VAL_TOK] = {"data val tokens", SHOW_INT},
@@ -81,11 +82,11 @@ static const struct {
     [F_PLAN_BATCH] = {"the global batch the plugin's plan was made for (PTRAIN_BATCH)", SHOW_INT},
 };
 
-/* The FNV-1a hash of a model shape (never 0), 0 for none. */
+/* The FNV-1a hash of a model shape, every field (the struct is 4-byte
+ * fields without padding) (never 0). */
 static int64_t shape_id(const pt_model_shape *m)
 {
-    const int32_t v[5] = {m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab};
-    uint64_t h = pt_fnv1a64(v, sizeof v);
+    uint64_t h = pt_fnv1a64(m, sizeof *m);
     return (int64_t)(h ? h : 1);
 }
 
@@ -130,6 +131,7 @@ static void fill_rec(startup_rec *r, int ok, const run_setup *s)
     v[F_EMBD] = c->n_embd;
     v[F_SEQ] = c->seq_len;
     v[F_VOCAB] = c->vocab;
+    v[F_SHAPE] = shape_id(c);
     v[F_TRAIN_TOK] = (int64_t)s->data_id[0];
     v[F_TRAIN_SUM] = (int64_t)s->data_id[1];
     v[F_VAL_TOK] = (int64_t)s->data_id[2];

@@ -433,6 +433,10 @@ static int fill_eltwise(pt_ops *o, const pt_prec_policy *p)
     o->add_bwd = ACT_K(p, add_bwd);
     o->bias_fwd = ACT_K(p, bias_fwd);
     o->bias_bwd = ACT_K(p, bias_bwd);
+    o->rope_fwd = ACT_K(p, rope_fwd);
+    o->rope_bwd = ACT_K(p, rope_bwd);
+    o->swiglu_fwd = ACT_K(p, swiglu_fwd);
+    o->swiglu_bwd = ACT_K(p, swiglu_bwd);
     return PT_OK;
 }
 
@@ -445,6 +449,12 @@ static int fill_norm(pt_ops *o, const pt_prec_policy *p)
     o->layernorm_apply = ACT_K(p, layernorm_apply);
     o->layernorm_bwd_rowsums = ACT_K(p, layernorm_bwd_rowsums);
     o->layernorm_bwd_apply = ACT_K(p, layernorm_bwd_apply);
+    o->rmsnorm_fwd = ACT_K(p, rmsnorm_fwd);
+    o->rmsnorm_bwd = ACT_K(p, rmsnorm_bwd);
+    o->rmsnorm_rowsumsq = ACT_K(p, rmsnorm_rowsumsq);
+    o->rmsnorm_apply = ACT_K(p, rmsnorm_apply);
+    o->rmsnorm_bwd_rowsums = ACT_K(p, rmsnorm_bwd_rowsums);
+    o->rmsnorm_bwd_apply = ACT_K(p, rmsnorm_bwd_apply);
     return PT_OK;
 }
 

@@ -27,7 +27,8 @@
  *    layers above the backend use instead of loops of their own: memory
  *    (cudaMemset / cudaMemcpy2D semantics), BLAS-1 (axpy, scal, sums),
  *    strided batched GEMM and causal softmax rows (the tests' materialised
- *    ring), LayerNorm split in pieces around a group reduction, the cross-entropy loss and AdamW.
+ *    ring), LayerNorm and RMSNorm split in pieces around a group reduction, the cross-entropy
+ *    loss and AdamW.
  *    Reductions return a double to the host (like cuBLAS's host pointer
  *    mode).
  *
@@ -69,7 +70,10 @@
  * Memory-Efficient Exact Attention with IO-Awareness", algorithms 1 and 2;
  * FlashAttention-2, Dao 2023, algorithm 1 and section 3.1's D = rowsum(dO
  * * O) backward), the fused classifier as llm.c's fused_classifier and
- * Liger Kernel's fused linear cross-entropy (Hsu et al. 2024).
+ * Liger Kernel's fused linear cross-entropy (Hsu et al. 2024).  Llama's
+ * ops follow Hugging Face's LlamaForCausalLM: RMSNorm (Zhang & Sennrich
+ * 2019), rotary embeddings in the rotate-half layout (Su et al. 2021) and
+ * the SwiGLU MLP (Shazeer 2020).
  *
  * Element types: see "The ops table" below (the ACT and ACC roles).
  */
@@ -96,11 +100,20 @@ enum pt_epilogue {
 #define PT_CLASSIFIER_VBLOCK 512
 
 /* The shape of one attention call (attention_fwd/bwd): B sequences, NH
- * heads of HS; Tq query rows and Tk key rows per sequence.  q (and dq)
- * rows have stride ldq elements, k and v (and dk, dv) stride ldkv, head h
- * at column h*HS of each; sequence b's rows start at b*Tq (queries) and
- * b*Tk (keys).  Causal on global positions: query row i sits at q0 + i,
- * key row j at k0 + j, and the query sees the key iff k0 + j <= q0 + i.
+ * query heads of HS; Tq query rows and Tk key rows per sequence.  q (and
+ * dq) rows have stride ldq elements, query head h at column h*HS; k and v
+ * (and dk, dv) stride ldkv, holding NKV key/value heads, KV head g at
+ * column g*HS.  Grouped-query attention (Ainslie et al. 2023, "GQA:
+ * Training Generalized Multi-Query Transformer Models from Multi-Head
+ * Checkpoints", section 2.2): NKV divides NH and query head h reads KV head
+ * h / (NH/NKV) (consecutive query heads share a KV head, as HF's
+ * repeat_kv); NKV = NH is multi-head attention, NKV = 1 multi-query
+ * attention (Shazeer 2019); NKV = 0 means NH (so a caller that does not
+ * set it keeps MHA; pt_attn_nkv).  The backward's dk, dv of a KV head sum
+ * the contributions of all its query heads.  Sequence b's rows start at
+ * b*Tq (queries) and b*Tk (keys).  Causal on global positions: query row
+ * i sits at q0 + i, key row j at k0 + j, and the query sees the key iff
+ * k0 + j <= q0 + i.
  * The whole sequence: Tq = Tk = T, q0 = k0 = 0, q = qkv, k = qkv + C,
  * v = qkv + 2C, ldq = ldkv = 3C (C = NH*HS).  A ring step (Liu et al.
  * 2023; Li et al. 2021): the local queries against a key/value block
@@ -110,7 +123,11 @@ typedef struct pt_attn_dims {
     int Tq, Tk;
     int q0, k0;
     int ldq, ldkv;
+    int NKV; /* KV heads (GQA): NH % NKV == 0; 0 means NH */
 } pt_attn_dims;
+
+/* The KV head count of d: NKV, or NH where NKV is 0 */
+static inline int pt_attn_nkv(const pt_attn_dims *d) { return d->NKV > 0 ? d->NKV : d->NH; }
 
 /* The precision a table computes in: a policy, not a dtype, so that a new
  * precision (FP8: a GEMM-operand type with per-tensor scales) is new rows of
@@ -169,8 +186,8 @@ const pt_prec_policy *pt_prec_policy_for(pt_dtype act);
  * (docs/ARCHITECTURE.md, "Add an op"). */
 enum pt_op_family {
     PT_FAM_EMBED,     /* token and position embeddings */
-    PT_FAM_ELTWISE,   /* GELU, residual add, bias */
-    PT_FAM_NORM,      /* LayerNorm, whole rows and pieces */
+    PT_FAM_ELTWISE,   /* GELU, residual add, bias, RoPE, SwiGLU */
+    PT_FAM_NORM,      /* LayerNorm and RMSNorm, whole rows and pieces */
     PT_FAM_GEMM,      /* matmuls, their epilogues, the batched GEMM */
     PT_FAM_ATTENTION, /* flash attention, the materialised reference, causal softmax rows */
     PT_FAM_XENT,      /* the cross-entropy pieces and the fused classifier */
@@ -200,6 +217,17 @@ const char *pt_op_family_id(int f);
     /* dinp ACT (+=), dw, db ACC (+=); dout, inp, w ACT; mean, rstd ACC */                                             \
     X(layernorm_bwd, void, (void *dinp, void *dw, void *db, const void *dout, const void *inp, const void *w,          \
           const void *mean, const void *rstd, int N, int C), NORM, ACT, REQ)                                           \
+    /* RMSNorm (Zhang & Sennrich 2019; Hugging Face's LlamaRMSNorm): out = x * rstd * w per row,                       \
+     * rstd[n] = 1/sqrt(mean_c(x^2) + eps) saved for backward; eps the model's norm_eps                                \
+     * (sum of squares accumulated in double, the rest in the compute type).  out, inp                                 \
+     * ACT [N, C]; w ACT [C]; rstd ACC [N].  bf16: x widened, out rounded once (HF rounds                              \
+     * x*rstd to bf16 before the weight's multiply: ours is the more exact of the two) */                              \
+    X(rmsnorm_fwd, void, (void *out, void *rstd, const void *inp, const void *w, int N, int C, double eps), NORM,      \
+          ACT, REQ)                                                                                                    \
+    /* dinp += rstd (dout w - xhat sum_c(dout w xhat)/C), xhat = x rstd; dw += sum_n dout xhat.                        \
+     * dinp ACT (+=, NULL skips), dw ACC (+=); dout, inp, w ACT; rstd ACC (the forward's) */                           \
+    X(rmsnorm_bwd, void, (void *dinp, void *dw, const void *dout, const void *inp, const void *w, const void *rstd,    \
+          int N, int C), NORM, ACT, REQ)                                                                               \
     /* out[N,OC] = epi(inp[N,C] w[OC,C]^T + beta out + bias[OC]) (bias NULL: none;                                     \
      * beta 0 or 1: 1 accumulates a SUMMA step's partial product into out); epi                                        \
      * PT_EPI_DEFAULT or PT_EPI_GELU, which also writes aux [N,OC] = the pre-GELU value                                \
@@ -229,7 +257,9 @@ const char *pt_op_family_id(int f);
      * no key gets out 0, lse -inf); merge 1: (out, lse) hold the result over other                                    \
      * keys and leave holding the exact result over both sets (ring attention's merge:                                 \
      * lse' = log(e^lse + e^lse_blk), out' = e^(lse-lse') out + e^(lse_blk-lse') out_blk,                              \
-     * done as one more step of the online softmax).  q, k, v ACT.  Tiles of                                           \
+     * done as one more step of the online softmax).  q, k, v ACT; k, v hold                                           \
+     * pt_attn_nkv(d) heads (GQA: query head h reads KV head h / (NH/NKV); NH % NKV                                    \
+     * must be 0, the device refuses it otherwise).  Tiles of                                                          \
      * PT_FLASH_TILE queries x keys; key tiles past a query tile's diagonal are                                        \
      * skipped; threads over (b, h, query tile).  The score and probability tiles, the                                 \
      * running max, sum and output are ACC (bf16: the q, k, v tiles are widened to                                     \
@@ -240,10 +270,12 @@ const char *pt_op_family_id(int f);
      * lse are the forward's FINAL results (over every key the queries see, also keys                                  \
      * outside this call); D = rowsum(dout * out); per tile P = exp(S - lse) again,                                    \
      * dS = P (dout v^T - D) scale.  dq += dS k, dk += dS^T q, dv += P^T dout (strides                                 \
-     * as pt_attn_dims).  dq, dk, dv, dout, q, k, v, out ACT; lse ACC.  Threads over                                   \
-     * (b, h): a pair owns its dq, dk, dv columns, so no atomics and the result does not                               \
-     * depend on the thread count.  bf16: a pair's dq, dk, dv accumulate in fp32 and                                   \
-     * are added to the ACT gradients once. */                                                                         \
+     * as pt_attn_dims).  dq, dk, dv, dout, q, k, v, out ACT; lse ACC.  GQA: dk, dv of                                 \
+     * KV head g sum the contributions of query heads g*NH/NKV .. (g+1)*NH/NKV - 1 (in                                 \
+     * that order).  Threads over (b, KV head g), looping over g's query heads: a pair                                 \
+     * owns its dq columns and its dk, dv columns, so no atomics and the result does                                   \
+     * not depend on the thread count.  bf16: a pair's dk, dv (and each query head's                                   \
+     * dq) accumulate in fp32 and are added to the ACT gradients once. */                                              \
     X(attention_bwd, void, (void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k,              \
           const void *v, const void *out, const void *lse, const pt_attn_dims *d), ATTENTION, ACT, REQ)                \
     /* Materialised causal attention (the reference; the model does not run it):                                       \
@@ -263,6 +295,23 @@ const char *pt_op_family_id(int f);
     /* out[n,:] += bias; dbias += colsum(dout).  out [N, OC], bias, dout ACT; dbias ACC */                             \
     X(bias_fwd, void, (void *out, const void *bias, int N, int OC), ELTWISE, ACT, REQ)                                 \
     X(bias_bwd, void, (void *dbias, const void *dout, int N, int OC), ELTWISE, ACT, REQ)                               \
+    /* Rotary position embedding, rotate-half layout (Su et al. 2021; HF's                                             \
+     * apply_rotary_pos_emb), in place: row b*T+t of x (row stride ld elements) holds nh                               \
+     * heads of HS (head h at column h*HS, HS even) at position p = t0+t; for i < HS/2,                                \
+     * (x1, x2) = (x[i], x[i+HS/2]) -> (x1 c - x2 s, x2 c + x1 s), (c, s) = cs[p][i], the                              \
+     * table [Tmax, HS/2, 2] ACC of (cos, sin) of p * inv_freq[i] (pt_rope_table below;                                \
+     * needs t0 + T <= Tmax).  rope_bwd: the transpose rotation (angle -> -angle), in                                  \
+     * place on the gradient dx (it holds dy on entry: WRITES).  x ACT.  bf16: fp32                                    \
+     * table and arithmetic, each element rounded once (HF multiplies in bf16) */                                      \
+    X(rope_fwd, void, (void *x, const void *cs, int B, int T, int t0, int nh, int HS, int ld), ELTWISE, ACT, REQ)      \
+    X(rope_bwd, void, (void *dx, const void *cs, int B, int T, int t0, int nh, int HS, int ld), ELTWISE, ACT, REQ)     \
+    /* SwiGLU (Shazeer 2020; HF's LlamaMLP act_fn(gate) * up): inp [N, 2F] rows are                                    \
+     * [gate (F) | up (F)] (F the FFN width), out [N, F] = silu(gate) up, silu(g) =                                    \
+     * g/(1+e^-g).  Backward WRITES dinp [N, 2F] = [dout up silu'(gate) | dout                                         \
+     * silu(gate)].  All ACT.  bf16: fp32 arithmetic, out rounded once (HF rounds                                      \
+     * silu(gate) first) */                                                                                            \
+    X(swiglu_fwd, void, (void *out, const void *inp, int N, int F), ELTWISE, ACT, REQ)                                 \
+    X(swiglu_bwd, void, (void *dinp, const void *dout, const void *inp, int N, int F), ELTWISE, ACT, REQ)              \
     /* Materialised cross-entropy pieces (the reference of the fused classifier): logits                               \
      * [N, Vl] ACT; rowmax, sumexp, tgt, dloss ACC; dlogits ACT.                                                       \
      * rowmax[n] = max over unpadded ids of the shard (-inf if none) */                                                \
@@ -392,6 +441,24 @@ const char *pt_op_family_id(int f);
           const void *rstd, int N, int Cl), NORM, ACT, REQ)                                                            \
     X(layernorm_bwd_apply, void, (void *dx, void *dw, void *db, const void *dy, const void *x, const void *w,          \
           const void *mean, const void *rstd, const void *s, int N, int Cl, int C), NORM, ACT, REQ)                    \
+    /* RMSNorm over rows whose C columns are split in pieces of Cl (layernorm_rowsum ..                                \
+     * _bwd_apply's scheme, one group sum forward and one backward):                                                   \
+     *   rowsumsq   sqsum[n] = sum_c x[n,c]^2 (local; accumulated in double)   x [N, Cl]                               \
+     *   apply      rstd[n] = 1/sqrt(sqsum[n]/C + eps) (sqsum: the group total);                                       \
+     *              out = x rstd w                                  w [Cl]                                             \
+     *   bwd_rowsums  s[n] = sum_c dy w xhat, xhat = x rstd (local; double)                                            \
+     *   bwd_apply  (s: group totals) dx += rstd (dy w - xhat s[n]/C) (NULL skips),                                    \
+     *              dw += sum_n dy xhat                                                                                \
+     * equal to rmsnorm_fwd/bwd when Cl == C.  rstd may be the sqsum buffer (row n is                                  \
+     * read before it is written).  x, out, w, dy, dx ACT; sqsum, rstd, s [N] ACC, dw                                  \
+     * [Cl] ACC. */                                                                                                    \
+    X(rmsnorm_rowsumsq, void, (void *sqsum, const void *x, int N, int Cl), NORM, ACT, REQ)                             \
+    X(rmsnorm_apply, void, (void *out, void *rstd, const void *x, const void *sqsum, const void *w, int N, int Cl,     \
+          int C, double eps), NORM, ACT, REQ)                                                                          \
+    X(rmsnorm_bwd_rowsums, void, (void *s, const void *dy, const void *x, const void *w, const void *rstd, int N,      \
+          int Cl), NORM, ACT, REQ)                                                                                     \
+    X(rmsnorm_bwd_apply, void, (void *dx, void *dw, const void *dy, const void *x, const void *w, const void *rstd,    \
+          const void *s, int N, int Cl, int C), NORM, ACT, REQ)                                                        \
     /* losses[n] = log(sumexp[n]) + rowmax[n] - tgt[n] (nats) from xent_max/xent_sumexp's                              \
      * GLOBAL row statistics, [N] ACC each */                                                                          \
     X(xent_loss, void, (void *losses, const void *rowmax, const void *sumexp, const void *tgt, int N), XENT, ACC,      \
@@ -411,7 +478,8 @@ const char *pt_op_family_id(int f);
  *   ACT  activations, activation gradients and the weight copies the
  *        forward reads (matmul weights, biases, LayerNorm weights, the
  *        embeddings): ops->act, the run's precision;
- *   ACC  parameter gradients, LayerNorm mean/rstd, the attention's lse,
+ *   ACC  parameter gradients, LayerNorm mean/rstd, RMSNorm rstd, the RoPE
+ *        (cos, sin) table, the attention's lse,
  *        the cross-entropy's statistics, losses and loss weights, the
  *        fused classifier's logits block, AdamW's master weights and
  *        moments: ops->acc.
@@ -499,6 +567,22 @@ static inline int pt_classifier_chunk_rows(int N, int Vl)
     if (r > PT_CLASSIFIER_CHUNK_ROWS) r = PT_CLASSIFIER_CHUNK_ROWS;
     return (size_t)N < r ? N : (int)r;
 }
+
+/* The RoPE table of rope_fwd/bwd (host code, libc only): cs [Tmax, HS/2, 2]
+ * floats, cs[p][i] = (cos, sin) of p * inv_freq[i], inv_freq[i] =
+ * theta^(-2i/HS) (HF's _compute_default_rope_parameters), with Llama 3.1's
+ * frequency scaling where factor > 0 (HF's _compute_llama3_parameters):
+ * wavelen = 2 pi / inv_freq; wavelen > orig_ctx/low_freq: inv_freq/factor;
+ * wavelen < orig_ctx/high_freq: unchanged; between: smooth = (orig_ctx/wavelen
+ * - low_freq)/(high_freq - low_freq), (1 - smooth) inv_freq/factor + smooth
+ * inv_freq.  Computed in double and rounded to float once (HF computes the
+ * angle in fp32 from fp32 inv_freq: its cos/sin differ from these by a few
+ * fp32 ulps of the angle, growing with p).  A host buffer: a device backend's
+ * caller moves it with ops->convert / copy.  PT_OK, or PT_EINVAL via pt_fail
+ * (Tmax < 1, HS odd or < 2, theta <= 1, factor > 0 with low_freq >= high_freq
+ * or orig_ctx < 1). */
+int pt_rope_table(float *cs, int Tmax, int HS, double theta, double factor, double low_freq, double high_freq,
+                  int orig_ctx);
 
 /* CPU kernels (OpenBLAS + OpenMP; bf16 GEMMs through lib/backend's bf16
  * GEMM).  pt_cpu_ops_f32 trains in fp32, pt_cpu_ops_bf16 in bf16 with

@@ -99,6 +99,19 @@ static void w_layernorm_bwd(void *dinp, void *dw, void *db, const void *dout, co
     o_->layernorm_bwd(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
     END(PT_OPF_LAYERNORM, 14.0 * N * C, (4.0 * N * C + C) * ea() + (2.0 * N + 4.0 * C) * ec());
 }
+static void w_rmsnorm_fwd(void *out, void *rstd, const void *inp, const void *w, int N, int C, double eps)
+{
+    BEGIN;
+    o_->rmsnorm_fwd(out, rstd, inp, w, N, C, eps);
+    END(PT_OPF_LAYERNORM, 4.0 * N * C, (2.0 * N * C + C) * ea() + (double)N * ec());
+}
+static void w_rmsnorm_bwd(void *dinp, void *dw, const void *dout, const void *inp, const void *w, const void *rstd,
+                          int N, int C)
+{
+    BEGIN;
+    o_->rmsnorm_bwd(dinp, dw, dout, inp, w, rstd, N, C);
+    END(PT_OPF_LAYERNORM, 10.0 * N * C, (4.0 * N * C + C) * ea() + ((double)N + 2.0 * C) * ec());
+}
 static void w_matmul_fwd(void *out, void *aux, const void *inp, const void *w, const void *bias, double beta, int N,
                          int C, int OC, int epi)
 {
@@ -134,9 +147,10 @@ static void w_attention_fwd(void *out, void *lse, const void *q, const void *k, 
 {
     BEGIN;
     o_->attention_fwd(out, lse, q, k, v, d, merge);
-    const double bh = (double)d->B * d->NH;
+    /* q, out per query head; k, v per KV head (GQA: pt_attn_nkv(d) of them) */
+    const double bh = (double)d->B * d->NH, bkv = (double)d->B * pt_attn_nkv(d);
     END(PT_OPF_ATTENTION, 4.0 * bh * d->HS * attn_pairs(d),
-        bh * d->HS * (2.0 * d->Tq + 2.0 * d->Tk) * ea() + bh * d->Tq * ec());
+        d->HS * (2.0 * bh * d->Tq + 2.0 * bkv * d->Tk) * ea() + bh * d->Tq * ec());
 }
 static void w_attention_bwd(void *dq, void *dk, void *dv, const void *dout, const void *q, const void *k, const void *v,
                             const void *out, const void *lse, const pt_attn_dims *d)
@@ -144,9 +158,9 @@ static void w_attention_bwd(void *dq, void *dk, void *dv, const void *dout, cons
     BEGIN;
     o_->attention_bwd(dq, dk, dv, dout, q, k, v, out, lse, d);
     /* S again, dV, dP, dQ, dK: five products over the visible pairs */
-    const double bh = (double)d->B * d->NH;
+    const double bh = (double)d->B * d->NH, bkv = (double)d->B * pt_attn_nkv(d);
     END(PT_OPF_ATTENTION, 10.0 * bh * d->HS * attn_pairs(d),
-        bh * d->HS * (5.0 * d->Tq + 6.0 * d->Tk) * ea() + bh * d->Tq * ec());
+        d->HS * (5.0 * bh * d->Tq + 6.0 * bkv * d->Tk) * ea() + bh * d->Tq * ec());
 }
 static void w_attention_ref_fwd(void *out, void *att, const void *qkv, int B, int T, int NH, int HS)
 {
@@ -197,6 +211,31 @@ static void w_bias_bwd(void *dbias, const void *dout, int N, int OC)
     BEGIN;
     o_->bias_bwd(dbias, dout, N, OC);
     END(PT_OPF_ELEMENTWISE, (double)N * OC, (double)N * OC * ea() + 2.0 * OC * ec());
+}
+/* RoPE: 6 FLOPs per channel pair; x read and written, the table's rows read */
+static void w_rope_fwd(void *x, const void *cs, int B, int T, int t0, int nh, int HS, int ld)
+{
+    BEGIN;
+    o_->rope_fwd(x, cs, B, T, t0, nh, HS, ld);
+    END(PT_OPF_ELEMENTWISE, 3.0 * B * T * nh * HS, 2.0 * B * T * nh * HS * ea() + (double)T * HS * ec());
+}
+static void w_rope_bwd(void *dx, const void *cs, int B, int T, int t0, int nh, int HS, int ld)
+{
+    BEGIN;
+    o_->rope_bwd(dx, cs, B, T, t0, nh, HS, ld);
+    END(PT_OPF_ELEMENTWISE, 3.0 * B * T * nh * HS, 2.0 * B * T * nh * HS * ea() + (double)T * HS * ec());
+}
+static void w_swiglu_fwd(void *out, const void *inp, int N, int F)
+{
+    BEGIN;
+    o_->swiglu_fwd(out, inp, N, F);
+    END(PT_OPF_ELEMENTWISE, 4.0 * N * F, 3.0 * N * F * ea());
+}
+static void w_swiglu_bwd(void *dinp, const void *dout, const void *inp, int N, int F)
+{
+    BEGIN;
+    o_->swiglu_bwd(dinp, dout, inp, N, F);
+    END(PT_OPF_ELEMENTWISE, 9.0 * N * F, 5.0 * N * F * ea());
 }
 static void w_xent_max(void *rowmax, const void *logits, int v0, int vreal, int N, int Vl)
 {
@@ -374,6 +413,33 @@ static void w_layernorm_bwd_apply(void *dx, void *dw, void *db, const void *dy, 
     BEGIN;
     o_->layernorm_bwd_apply(dx, dw, db, dy, x, w, mean, rstd, s, N, Cl, C);
     END(PT_OPF_LAYERNORM, 10.0 * N * Cl, (4.0 * N * Cl + Cl) * ea() + (4.0 * N + 4.0 * Cl) * ec());
+}
+static void w_rmsnorm_rowsumsq(void *sqsum, const void *x, int N, int Cl)
+{
+    BEGIN;
+    o_->rmsnorm_rowsumsq(sqsum, x, N, Cl);
+    END(PT_OPF_LAYERNORM, 2.0 * N * Cl, (double)N * Cl * ea() + N * ec());
+}
+static void w_rmsnorm_apply(void *out, void *rstd, const void *x, const void *sqsum, const void *w, int N, int Cl,
+                            int C, double eps)
+{
+    BEGIN;
+    o_->rmsnorm_apply(out, rstd, x, sqsum, w, N, Cl, C, eps);
+    END(PT_OPF_LAYERNORM, 2.0 * N * Cl, (2.0 * N * Cl + Cl) * ea() + 2.0 * N * ec());
+}
+static void w_rmsnorm_bwd_rowsums(void *s, const void *dy, const void *x, const void *w, const void *rstd, int N,
+                                  int Cl)
+{
+    BEGIN;
+    o_->rmsnorm_bwd_rowsums(s, dy, x, w, rstd, N, Cl);
+    END(PT_OPF_LAYERNORM, 4.0 * N * Cl, (2.0 * N * Cl + Cl) * ea() + 2.0 * N * ec());
+}
+static void w_rmsnorm_bwd_apply(void *dx, void *dw, const void *dy, const void *x, const void *w, const void *rstd,
+                                const void *s, int N, int Cl, int C)
+{
+    BEGIN;
+    o_->rmsnorm_bwd_apply(dx, dw, dy, x, w, rstd, s, N, Cl, C);
+    END(PT_OPF_LAYERNORM, 8.0 * N * Cl, (4.0 * N * Cl + Cl) * ea() + (2.0 * N + 2.0 * Cl) * ec());
 }
 static void w_xent_loss(void *losses, const void *rowmax, const void *sumexp, const void *tgt, int N)
 {

@@ -17,8 +17,8 @@
  *   gemm         matmul_fwd/bwd (epilogues included), gemm_batched
  *   attention    attention_fwd/bwd (flash), the materialised reference, causal softmax
  *   classifier   classifier_fwd/bwd, classifier_rows_fwd/bwd, the xent pieces
- *   layernorm    layernorm_* (whole rows and in pieces)
- *   elementwise  gelu, add, bias, epilogue_fwd/bwd
+ *   layernorm    layernorm_*, rmsnorm_* (whole rows and in pieces)
+ *   elementwise  gelu, add, bias, epilogue_fwd/bwd, rope, swiglu
  *   embedding    embedding_fwd/bwd, posemb_fwd/bwd
  *   optimizer    adamw
  *   memory       zero, fill, copy, convert, copy2d, add2d, axpy, scale, sum, sumsq

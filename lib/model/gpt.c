@@ -26,9 +26,21 @@ int pt_gpt_check_tp(const pt_gpt_config *c, int tp)
                        c->n_layer, c->n_head, c->n_embd, c->seq_len, c->vocab);
     if (c->n_embd % c->n_head)
         return pt_fail(PT_EINVAL, "n_embd=%d is not a multiple of n_head=%d", c->n_embd, c->n_head);
-    if (c->family != PT_FAMILY_GPT2)
-        return pt_fail(PT_EUNSUPP, "model family %s: libptrain trains only gpt2 models so far",
-                       pt_model_family_name(c->family));
+    if (c->family != PT_FAMILY_GPT2 && c->family != PT_FAMILY_LLAMA)
+        return pt_fail(PT_EINVAL, "model family %d (valid: %d gpt2, %d llama)", c->family, PT_FAMILY_GPT2,
+                       PT_FAMILY_LLAMA);
+    if (c->family == PT_FAMILY_LLAMA) {
+        const int kv = pt_model_kv_heads(c), I = pt_model_ffn(c);
+        if (kv < 1 || c->n_head % kv || (c->n_embd / c->n_head) % 2)
+            return pt_fail(PT_EINVAL, "llama model H=%d KV=%d C=%d: KV heads must divide the heads and the head "
+                           "size C/H must be even (RoPE pairs)", c->n_head, kv, c->n_embd);
+        if (tp > 1 && (kv % tp || I % tp)) {
+            char valid[128];
+            pt_list_divisors(valid, sizeof valid, kv);
+            return pt_fail(PT_EINVAL, "tp=%d does not divide the model's %d KV heads and MLP width %d; valid tp "
+                           "for this model: the divisors of %d that divide %d (%s)", tp, kv, I, kv, I, valid);
+        }
+    }
     if (tp < 1 || c->n_head % tp) {
         char valid[128];
         pt_list_divisors(valid, sizeof valid, c->n_head);
@@ -98,6 +110,10 @@ static int check_common(const pt_gpt_config *cfg, const pt_plan *p, int B, int T
         return pt_fail(PT_EINVAL, "sequence length T=%d is not a multiple of sp=%d (valid sp for T=%d: %s)",
                        T, p->sp, T, valid);
     }
+    if (cfg->family == PT_FAMILY_LLAMA && p->mode != PT_MODE_OFF && p->mode != PT_MODE_1D)
+        return pt_fail(PT_EUNSUPP, "mode %s: the llama family runs on the %s and %s layouts only so far",
+                       pt_mode_name(p->mode), pt_mode_name(PT_MODE_OFF), pt_mode_name(PT_MODE_1D));
+    if (p->tp > 1 && (rc = pt_gpt_check_tp(cfg, p->tp))) return rc;
     *lo = pt_layout_for(p->mode);
     return *lo ? PT_OK : PT_EUNSUPP;
 }
@@ -146,8 +162,9 @@ static int stage_has_block(const pt_gpt_stage *st, int l)
     return 0;
 }
 
-/* Whole-model parameter index: 0 wte, 1 wpe, 2 + 12 l + j for block l, 2 + 12 L + {0, 1} lnf. */
-#define PIDX_BLOCK(l, j) (2 + 12 * (l) + (j))
+/* Whole-model parameter index (pt_model_param_info): block l's j-th
+ * parameter, or with l = L the j-th after the blocks. */
+#define PIDX_BLOCK(l, j) (m->npre + m->npb * (l) + (j))
 
 static int check_stage(const pt_gpt_stage *st, int L)
 {
@@ -161,6 +178,39 @@ static int check_stage(const pt_gpt_stage *st, int L)
         return pt_fail(PT_EINVAL, "stage with %d activation slots and %d microbatches (valid: >= 1 each)",
                        st->nslots, st->microbatches);
     return PT_OK;
+}
+
+/* Entry i of the model's parameter list (pt_model_param_info) as a
+ * pt_param: its class for the layout, decay and initial value.  GPT-2
+ * (Radford et al. 2019): weights normal(0, 0.02), the residual projections
+ * 0.02/sqrt(2L), LayerNorm 1/0, biases 0.  Llama (Hugging Face's
+ * LlamaPreTrainedModel._init_weights): every weight normal(0, 0.02),
+ * RMSNorm 1, biases 0.  wte and lm_head get the layout's padded
+ * vocabulary rows (zero past V).  NULL when out of memory. */
+static pt_param *add_model_param(plist *pl, const pt_gpt_config *cfg, int i, const pt_geom *g)
+{
+    static const pt_pclass gpt2_cls[] = {
+        [PT_ROLE_WTE] = PT_P_WTE, [PT_ROLE_WPE] = PT_P_WPE, [PT_ROLE_NORM_W] = PT_P_NORM,
+        [PT_ROLE_NORM_B] = PT_P_NORM, [PT_ROLE_QKV_W] = PT_P_QKV_W, [PT_ROLE_QKV_B] = PT_P_QKV_B,
+        [PT_ROLE_Q_W] = PT_P_FC_W, [PT_ROLE_Q_B] = PT_P_FC_B, [PT_ROLE_KV_W] = PT_P_COL2_W,
+        [PT_ROLE_KV_B] = PT_P_COL2_B, [PT_ROLE_PROJ_W] = PT_P_PROJ_W, [PT_ROLE_PROJ_B] = PT_P_PROJ_B,
+        [PT_ROLE_FC_W] = PT_P_FC_W, [PT_ROLE_FC_B] = PT_P_FC_B, [PT_ROLE_FCPROJ_W] = PT_P_FCPROJ_W,
+        [PT_ROLE_FCPROJ_B] = PT_P_FCPROJ_B, [PT_ROLE_HEAD] = PT_P_WTE,
+    };
+    pt_param_info pi;
+    pt_model_param_info(cfg, i, &pi);
+    const int llama = cfg->family == PT_FAMILY_LLAMA;
+    pt_pclass cls = gpt2_cls[pi.role];
+    if (llama && pi.role == PT_ROLE_FC_W) cls = PT_P_COL2_W; /* gate|up */
+    const int vocab = pi.role == PT_ROLE_WTE || pi.role == PT_ROLE_HEAD;
+    const int is_w = pi.cols > 1; /* matrices decay, vectors do not */
+    float sd = 0.02f, val = 0;
+    if (!is_w) sd = 0, val = pi.role == PT_ROLE_NORM_W ? 1.0f : 0.0f;
+    else if (!llama && (pi.role == PT_ROLE_PROJ_W || pi.role == PT_ROLE_FCPROJ_W))
+        sd = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
+    pt_param *p = add_param(pl, pi.name, vocab ? g->Vp : pi.rows, pi.cols, cls, is_w, sd, val);
+    if (p && vocab) p->init_rows = pi.rows;
+    return p;
 }
 
 int pt_gpt_create(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
@@ -179,10 +229,37 @@ size_t pt_gpt_block_act_bytes(const pt_gpt *m, int rc)
     const pt_geom *g = &m->g;
     const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl, e = m->ea;
     if (rc == PT_RECOMPUTE_BLOCK) return e * N * Cr; /* the block output (next block's input) */
+    if (m->llama) {
+        /* ln1, ln2, res2, res3 [N, Cr]; q|k|v [N, Cl + 2 KVl]; gate|up [N, 2 Il] and SwiGLU [N, Il]
+         * (ACT); 2 fp32 rstd [N] */
+        const size_t keptl = e * (4 * N * Cr + N * (size_t)m->QKVl + 3 * N * (size_t)m->Il) + 4 * (2 * N);
+        return rc == PT_RECOMPUTE_ATTENTION ? keptl : keptl + e * N * Cl + 4 * lse_floats(m);
+    }
     /* ln1, ln2, res2, res3 [N, Cr]; qkv [N, 3Cl]; fch, gelu [N, Fl] (ACT); 4 fp32 row statistics [N] */
     const size_t kept = e * (4 * N * Cr + 3 * N * Cl + 2 * N * Fl) + 4 * (4 * N);
     /* attention: the output [N, Cl] (ACT) and lse (fp32), which recompute=attention re-creates */
     return rc == PT_RECOMPUTE_ATTENTION ? kept : kept + e * N * Cl + 4 * lse_floats(m);
+}
+
+/* Llama's RoPE table [T, HS/2, 2] (cos, sin of every position the model
+ * sees, pt_rope_table: theta and Llama 3.1's scaling from the config),
+ * computed on the host and copied into an arena block. */
+static float *rope_table(pt_gpt *m, int *rc)
+{
+    const size_t n = (size_t)m->T * (size_t)m->HS;
+    float *host = malloc(n * sizeof(float));
+    float *cs = falloc(m, n, rc);
+    if (!host || !cs) {
+        free(host);
+        if (!*rc) *rc = PT_ENOMEM;
+        return NULL;
+    }
+    const pt_gpt_config *c = &m->cfg;
+    pt_rope_table(host, m->T, m->HS, pt_model_rope_theta(c), c->rope_factor, c->rope_low_freq, c->rope_high_freq,
+                  c->rope_orig_ctx);
+    m->ops->copy2d(cs, 0, host, 0, n * sizeof(float), 1);
+    free(host);
+    return cs;
 }
 
 /* Activations of block l in slot layer ly: own buffers, or the shared
@@ -190,7 +267,10 @@ size_t pt_gpt_block_act_bytes(const pt_gpt *m, int rc)
 static void alloc_block(pt_gpt *m, pt_gpt_layer *ly, const pt_gpt_layer *sc, int mode, int *rc)
 {
     const pt_geom *g = &m->g;
-    const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl, Fl = (size_t)g->Fl;
+    const size_t N = (size_t)g->Bl * m->Tl, Cr = (size_t)g->Cr, Cl = (size_t)g->Cl;
+    /* fc's output and the activation's: GELU [N, Fl] each; SwiGLU gate|up [N, 2 Il] -> [N, Il] */
+    const size_t Fl = m->llama ? 2 * (size_t)m->Il : (size_t)g->Fl, Fa = m->llama ? (size_t)m->Il : Fl;
+    const int means = !m->llama; /* LayerNorm keeps row means, RMSNorm only rstd */
     ly->res3 = aalloc(m, N * Cr, rc);
     if (mode == PT_RECOMPUTE_BLOCK) {
         ly->ln1 = sc->ln1; ly->ln1_mean = sc->ln1_mean; ly->ln1_rstd = sc->ln1_rstd; ly->qkv_out = sc->qkv_out;
@@ -199,17 +279,17 @@ static void alloc_block(pt_gpt *m, pt_gpt_layer *ly, const pt_gpt_layer *sc, int
         return;
     }
     ly->ln1 = aalloc(m, N * Cr, rc);
-    ly->ln1_mean = falloc(m, N, rc);
+    ly->ln1_mean = means ? falloc(m, N, rc) : NULL;
     ly->ln1_rstd = falloc(m, N, rc);
-    ly->qkv_out = aalloc(m, N * 3 * Cl, rc);
+    ly->qkv_out = aalloc(m, N * (size_t)m->QKVl, rc);
     ly->lse = mode == PT_RECOMPUTE_ATTENTION ? sc->lse : falloc(m, lse_floats(m), rc);
     ly->atty = mode == PT_RECOMPUTE_ATTENTION ? sc->atty : aalloc(m, N * Cl, rc);
     ly->res2 = aalloc(m, N * Cr, rc);
     ly->ln2 = aalloc(m, N * Cr, rc);
-    ly->ln2_mean = falloc(m, N, rc);
+    ly->ln2_mean = means ? falloc(m, N, rc) : NULL;
     ly->ln2_rstd = falloc(m, N, rc);
     ly->fch = aalloc(m, N * Fl, rc);
-    ly->fch_gelu = aalloc(m, N * Fl, rc);
+    ly->fch_gelu = aalloc(m, N * Fa, rc);
 }
 
 int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const pt_backend *be,
@@ -251,51 +331,41 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
     m->HS = C / cfg->n_head;
     const pt_geom *g = &m->g;
 
-    /* parameter list of the whole model; the order fixes each parameter's
-     * RNG stream (its index), then only the stage's are kept */
-    const float std = 0.02f, pstd = 0.02f / sqrtf(2.0f * (float)L);
+    m->llama = cfg->family == PT_FAMILY_LLAMA;
+    const int tp = ctx->plan.tp;
+    m->KVl = m->llama ? pt_model_kv_heads(cfg) * m->HS / tp : g->Cl;
+    m->Il = m->llama ? pt_model_ffn(cfg) / tp : g->Fl;
+    m->QKVl = g->Cl + 2 * m->KVl;
+    m->npre = pt_model_pre_params(cfg);
+    m->npb = pt_model_block_params(cfg);
+    m->nall = pt_model_param_count(cfg);
+
+    /* parameter list of the whole model (pt_model_param_info); the order
+     * fixes each parameter's RNG stream (its index), then only the stage's
+     * are kept */
     plist pl = {0};
-    char nm[24];
-    pt_param *p = add_param(&pl, "wte", g->Vp, C, PT_P_WTE, 1, std, 0);
-    if (p) p->init_rows = cfg->vocab;
-    add_param(&pl, "wpe", cfg->seq_len, C, PT_P_WPE, 1, std, 0);
-    for (int l = 0; l < L; l++) {
-#define P(suffix, rows, cols, cls, decay, sd, val) \
-    (snprintf(nm, sizeof nm, "h%d.%s", l, suffix), add_param(&pl, nm, rows, cols, cls, decay, sd, val))
-        P("ln1.w", C, 1, PT_P_NORM, 0, 0, 1);
-        P("ln1.b", C, 1, PT_P_NORM, 0, 0, 0);
-        P("qkv.w", 3 * C, C, PT_P_QKV_W, 1, std, 0);
-        P("qkv.b", 3 * C, 1, PT_P_QKV_B, 0, 0, 0);
-        P("proj.w", C, C, PT_P_PROJ_W, 1, pstd, 0);
-        P("proj.b", C, 1, PT_P_PROJ_B, 0, 0, 0);
-        P("ln2.w", C, 1, PT_P_NORM, 0, 0, 1);
-        P("ln2.b", C, 1, PT_P_NORM, 0, 0, 0);
-        P("fc.w", 4 * C, C, PT_P_FC_W, 1, std, 0);
-        P("fc.b", 4 * C, 1, PT_P_FC_B, 0, 0, 0);
-        P("fcproj.w", C, 4 * C, PT_P_FCPROJ_W, 1, pstd, 0);
-        P("fcproj.b", C, 1, PT_P_FCPROJ_B, 0, 0, 0);
-#undef P
-    }
-    add_param(&pl, "lnf.w", C, 1, PT_P_NORM, 0, 0, 1);
-    const int nall = 2 + 12 * L + 2;
-    m->pidx = malloc(sizeof(int) * (size_t)nall);
-    if (!add_param(&pl, "lnf.b", C, 1, PT_P_NORM, 0, 0, 0) || !m->pidx) {
+    for (int i = 0; i < m->nall; i++)
+        if (!add_model_param(&pl, cfg, i, g)) break;
+    m->pidx = malloc(sizeof(int) * (size_t)m->nall);
+    if (pl.n < m->nall || !m->pidx) {
         free(pl.v);
         free(m->pidx);
         m->pidx = NULL;
         return pt_fail(PT_ENOMEM, "out of memory building the parameter list");
     }
-    const int tied = ctx->plan.pp > 1 && st->first != st->last;
+    const int untied = pt_model_untied(cfg);
+    const int tied = ctx->plan.pp > 1 && st->first != st->last && !untied;
     int n = 0;
     size_t total = 0;
-    for (int i = 0; i < nall; i++) {
-        const int keep = i == 0 ? (st->first || st->last)
-                       : i == 1 ? st->first
-                       : i < PIDX_BLOCK(L, 0) ? stage_has_block(st, (i - 2) / 12)
+    for (int i = 0; i < m->nall; i++) {
+        const int blk = i < m->npre ? -1 : i < PIDX_BLOCK(L, 0) ? (i - m->npre) / m->npb : L;
+        const int keep = i == 0 ? (st->first || (st->last && !untied))
+                       : blk < 0 ? st->first
+                       : blk < L ? stage_has_block(st, blk)
                        : st->last;
         m->pidx[i] = keep ? n : -1;
         if (!keep) continue;
-        p = &pl.v[n];
+        pt_param *p = &pl.v[n];
         *p = pl.v[i];
         p->index = i;
         lo->param(ctx, p->cls, p->rows, p->cols, &p->shard);
@@ -337,7 +407,7 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
         s->tgt = track(m, Nall * sizeof(int32_t), &rc);
         if (st->first) s->enc = aalloc(m, N * Cr, &rc);
     }
-    const size_t Cmax = Cr > Cl ? Cr : Cl;
+    const size_t KV2 = 2 * (size_t)m->KVl, Cmax = Cr > Cl ? (Cr > KV2 ? Cr : KV2) : (Cl > KV2 ? Cl : KV2);
     if (st->last) {
         m->lnf = aalloc(m, N * Cr, &rc);
         m->lnf_mean = falloc(m, N, &rc);
@@ -348,9 +418,13 @@ int pt_gpt_create_stage(pt_gpt *m, const pt_gpt_config *cfg, pt_pctx *ctx, const
     }
     m->dres = aalloc(m, N * Cr, &rc);
     m->dtmp = aalloc(m, N * Cmax, &rc);
-    m->dqkv = aalloc(m, N * 3 * Cl, &rc);
-    m->datty = aalloc(m, N * Cl, &rc);
-    m->dfch = aalloc(m, N * Fl, &rc);
+    m->dqkv = aalloc(m, N * (size_t)m->QKVl, &rc);
+    m->datty = aalloc(m, N * (Cl > KV2 ? Cl : KV2), &rc);
+    m->dfch = aalloc(m, N * (m->llama ? 3 * (size_t)m->Il : Fl), &rc); /* llama: d gate|up, d swiglu */
+    if (m->llama) {
+        m->dtmp2 = aalloc(m, N * Cr, &rc);
+        m->rope_cs = rc ? NULL : rope_table(m, &rc);
+    }
     if (rc) {
         pt_gpt_free(m);
         return pt_fail(PT_ENOMEM, "out of memory allocating activations for B=%d T=%d (%s)", B, T, pt_errmsg());
@@ -373,38 +447,70 @@ int pt_gpt_use_slot(pt_gpt *m, int k)
     return PT_OK;
 }
 
-int pt_gpt_bind_views(pt_gpt *m)
-{
-    const pt_geom *g = &m->g;
-    const int C = m->C, L = m->cfg.n_layer;
 #define DATA(i) (m->pidx[i] < 0 ? NULL : (const void *)m->params[m->pidx[i]].work)
 #define GRAD(i) (m->pidx[i] < 0 ? NULL : m->params[m->pidx[i]].grad)
+/* a linear's views: weight at block index jw, bias at jb (-1: none) */
+static pt_linear lin_view(const pt_gpt *m, int l, pt_linear_role role, int jw, int jb, int in, int out, int inl,
+                          int outl)
+{
+    return (pt_linear){role, in, out, inl, outl, DATA(PIDX_BLOCK(l, jw)), jb < 0 ? NULL : DATA(PIDX_BLOCK(l, jb)),
+                       GRAD(PIDX_BLOCK(l, jw)), jb < 0 ? NULL : GRAD(PIDX_BLOCK(l, jb))};
+}
+
+/* Block l's views, GPT-2 (list order: ln1 w b, qkv w b, proj w b, ln2 w b, fc w b, fcproj w b) */
+static void bind_gpt2_block(pt_gpt *m, pt_gpt_layer *ly, int l)
+{
+    const pt_geom *g = &m->g;
+    const int C = m->C;
+    ly->ln1w = DATA(PIDX_BLOCK(l, 0)); ly->dln1w = GRAD(PIDX_BLOCK(l, 0));
+    ly->ln1b = DATA(PIDX_BLOCK(l, 1)); ly->dln1b = GRAD(PIDX_BLOCK(l, 1));
+    ly->qkv = lin_view(m, l, PT_LINEAR_COLUMN_QKV, 2, 3, C, 3 * C, g->Cr, 3 * g->Cl);
+    ly->proj = lin_view(m, l, PT_LINEAR_ROW, 4, 5, C, C, g->Cl, g->Cr);
+    ly->ln2w = DATA(PIDX_BLOCK(l, 6)); ly->dln2w = GRAD(PIDX_BLOCK(l, 6));
+    ly->ln2b = DATA(PIDX_BLOCK(l, 7)); ly->dln2b = GRAD(PIDX_BLOCK(l, 7));
+    ly->fc = lin_view(m, l, PT_LINEAR_COLUMN, 8, 9, C, 4 * C, g->Cr, g->Fl);
+    ly->fcproj = lin_view(m, l, PT_LINEAR_ROW, 10, 11, 4 * C, C, g->Fl, g->Cr);
+}
+
+/* Block l's views, Llama (list order: ln1.w, q.w, (q.b), kv.w, (kv.b), proj.w, ln2.w, fc.w, fcproj.w) */
+static void bind_llama_block(pt_gpt *m, pt_gpt_layer *ly, int l)
+{
+    const pt_geom *g = &m->g;
+    const int C = m->C, b = m->cfg.qkv_bias ? 1 : 0, KVC = pt_model_kv_heads(&m->cfg) * m->HS;
+    const int I = pt_model_ffn(&m->cfg), jkv = 2 + b, jp = 3 + 2 * b;
+    ly->ln1w = DATA(PIDX_BLOCK(l, 0)); ly->dln1w = GRAD(PIDX_BLOCK(l, 0));
+    ly->ln1b = NULL; ly->dln1b = NULL;
+    ly->q = lin_view(m, l, PT_LINEAR_COLUMN, 1, b ? 2 : -1, C, C, g->Cr, g->Cl);
+    ly->kv = lin_view(m, l, PT_LINEAR_COLUMN, jkv, b ? jkv + 1 : -1, C, 2 * KVC, g->Cr, 2 * m->KVl);
+    ly->proj = lin_view(m, l, PT_LINEAR_ROW, jp, -1, C, C, g->Cl, g->Cr);
+    ly->ln2w = DATA(PIDX_BLOCK(l, jp + 1)); ly->dln2w = GRAD(PIDX_BLOCK(l, jp + 1));
+    ly->ln2b = NULL; ly->dln2b = NULL;
+    ly->fc = lin_view(m, l, PT_LINEAR_COLUMN, jp + 2, -1, C, 2 * I, g->Cr, 2 * m->Il);
+    ly->fcproj = lin_view(m, l, PT_LINEAR_ROW, jp + 3, -1, I, C, m->Il, g->Cr);
+}
+
+int pt_gpt_bind_views(pt_gpt *m)
+{
+    const int L = m->cfg.n_layer;
     m->wte = DATA(0); m->dwte = GRAD(0);
-    m->wpe = DATA(1); m->dwpe = GRAD(1);
+    m->wpe = m->llama ? NULL : DATA(1); m->dwpe = m->llama ? NULL : GRAD(1);
     m->lnfw = DATA(PIDX_BLOCK(L, 0)); m->dlnfw = GRAD(PIDX_BLOCK(L, 0));
-    m->lnfb = DATA(PIDX_BLOCK(L, 1)); m->dlnfb = GRAD(PIDX_BLOCK(L, 1));
-#define LIN(role, j, in, out, inl, outl) \
-    (pt_linear){role, in, out, inl, outl, DATA(PIDX_BLOCK(l, j)), DATA(PIDX_BLOCK(l, j + 1)), \
-                GRAD(PIDX_BLOCK(l, j)), GRAD(PIDX_BLOCK(l, j + 1))}
+    m->lnfb = m->llama ? NULL : DATA(PIDX_BLOCK(L, 1)); m->dlnfb = m->llama ? NULL : GRAD(PIDX_BLOCK(L, 1));
+    const int untied = pt_model_untied(&m->cfg);
+    m->whead = untied ? DATA(PIDX_BLOCK(L, 1)) : m->wte;
+    m->dwhead = untied ? GRAD(PIDX_BLOCK(L, 1)) : m->dwte;
     for (int k = 0; k < m->nslots; k++)
         for (int l = 0; l < L; l++) {
             if (m->pidx[PIDX_BLOCK(l, 0)] < 0) continue;
             pt_gpt_layer *ly = &m->slots[k].layers[l];
-            ly->ln1w = DATA(PIDX_BLOCK(l, 0)); ly->dln1w = GRAD(PIDX_BLOCK(l, 0));
-            ly->ln1b = DATA(PIDX_BLOCK(l, 1)); ly->dln1b = GRAD(PIDX_BLOCK(l, 1));
-            ly->qkv = LIN(PT_LINEAR_COLUMN_QKV, 2, C, 3 * C, g->Cr, 3 * g->Cl);
-            ly->proj = LIN(PT_LINEAR_ROW, 4, C, C, g->Cl, g->Cr);
-            ly->ln2w = DATA(PIDX_BLOCK(l, 6)); ly->dln2w = GRAD(PIDX_BLOCK(l, 6));
-            ly->ln2b = DATA(PIDX_BLOCK(l, 7)); ly->dln2b = GRAD(PIDX_BLOCK(l, 7));
-            ly->fc = LIN(PT_LINEAR_COLUMN, 8, C, 4 * C, g->Cr, g->Fl);
-            ly->fcproj = LIN(PT_LINEAR_ROW, 10, 4 * C, C, g->Fl, g->Cr);
+            if (m->llama) bind_llama_block(m, ly, l);
+            else bind_gpt2_block(m, ly, l);
         }
-#undef LIN
-#undef DATA
-#undef GRAD
     m->bound = 1;
     return PT_OK;
 }
+#undef DATA
+#undef GRAD
 
 int pt_gpt_bind_params(pt_gpt *m)
 {
@@ -463,11 +569,13 @@ static int attn_fwd(pt_gpt *m, pt_gpt_layer *ly)
 {
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
-        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->lse, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS);
-    const size_t Cl = (size_t)g->Cl;
-    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl};
+        return pt_ring_attention_fwd(&m->ctx->sp, m->arena, m->ops, ly->atty, ly->lse, ly->qkv_out, g->Bl, m->Tl, g->NHl, m->HS,
+                                     m->KVl / m->HS);
+    /* q|k|v packed per row: k at Cl, v at Cl + KVl (GPT-2: KVl = Cl) */
+    const size_t Cl = (size_t)g->Cl, KVl = (size_t)m->KVl;
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, m->QKVl, m->QKVl, .NKV = m->KVl / m->HS};
     m->ops->attention_fwd(ly->atty, ly->lse, ly->qkv_out, pt_elem(ly->qkv_out, Cl, m->act),
-                          pt_elem(ly->qkv_out, 2 * Cl, m->act), &d, 0);
+                          pt_elem(ly->qkv_out, Cl + KVl, m->act), &d, 0);
     return PT_OK;
 }
 
@@ -476,13 +584,50 @@ static int attn_bwd(pt_gpt *m, pt_gpt_layer *ly)
     const pt_geom *g = &m->g;
     if (m->ctx->sp.size > 1)
         return pt_ring_attention_bwd(&m->ctx->sp, m->arena, m->ops, m->dqkv, m->datty, ly->qkv_out, ly->atty, ly->lse,
-                                     g->Bl, m->Tl, g->NHl, m->HS);
-    const size_t Cl = (size_t)g->Cl;
+                                     g->Bl, m->Tl, g->NHl, m->HS, m->KVl / m->HS);
+    const size_t Cl = (size_t)g->Cl, KVl = (size_t)m->KVl;
     const pt_dtype t = m->act;
-    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, 3 * g->Cl, 3 * g->Cl};
-    m->ops->attention_bwd(m->dqkv, pt_elem(m->dqkv, Cl, t), pt_elem(m->dqkv, 2 * Cl, t), m->datty, ly->qkv_out,
-                          pt_elem(ly->qkv_out, Cl, t), pt_elem(ly->qkv_out, 2 * Cl, t), ly->atty, ly->lse, &d);
+    const pt_attn_dims d = {g->Bl, g->NHl, m->HS, m->Tl, m->Tl, 0, 0, m->QKVl, m->QKVl, .NKV = m->KVl / m->HS};
+    m->ops->attention_bwd(m->dqkv, pt_elem(m->dqkv, Cl, t), pt_elem(m->dqkv, Cl + KVl, t), m->datty, ly->qkv_out,
+                          pt_elem(ly->qkv_out, Cl, t), pt_elem(ly->qkv_out, Cl + KVl, t), ly->atty, ly->lse, &d);
     return PT_OK;
+}
+
+/* The block's norm: LayerNorm (GPT-2, mean and rstd kept) or RMSNorm
+ * (Llama, rstd kept; mean unused), over the layout's norm group. */
+static int norm_fwd(pt_gpt *m, void *out, float *mean, float *rstd, const void *x, const void *w, const void *b)
+{
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl;
+    if (m->llama)
+        return pt_rmsnorm_fwd(g->norm, m->ops, m->arena, out, rstd, x, w, N, g->Cr, m->C,
+                              pt_model_norm_eps(&m->cfg));
+    return pt_layernorm_fwd(g->norm, m->ops, m->arena, out, mean, rstd, x, w, b, N, g->Cr, m->C);
+}
+
+/* dx += d norm(x) / dx applied to dy; dw (and db) accumulate. */
+static int norm_bwd(pt_gpt *m, void *dx, float *dw, float *db, const void *dy, const void *x, const void *w,
+                    const float *mean, const float *rstd)
+{
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl;
+    if (m->llama) return pt_rmsnorm_bwd(g->norm, m->ops, m->arena, dx, dw, dy, x, w, rstd, N, g->Cr, m->C);
+    return pt_layernorm_bwd(g->norm, m->ops, m->arena, dx, dw, db, dy, x, w, mean, rstd, N, g->Cr, m->C);
+}
+
+/* RoPE on the q and k columns of packed rows qkv [N, QKVl] (forward), or
+ * its transpose on their gradients (dir 0): positions t0 .. t0+Tl-1. */
+static void rope(pt_gpt *m, void *qkv, int fwd)
+{
+    const pt_geom *g = &m->g;
+    void *k = pt_elem(qkv, (size_t)g->Cl, m->act);
+    if (fwd) {
+        m->ops->rope_fwd(qkv, m->rope_cs, g->Bl, m->Tl, m->t0, g->NHl, m->HS, m->QKVl);
+        m->ops->rope_fwd(k, m->rope_cs, g->Bl, m->Tl, m->t0, m->KVl / m->HS, m->HS, m->QKVl);
+    } else {
+        m->ops->rope_bwd(qkv, m->rope_cs, g->Bl, m->Tl, m->t0, g->NHl, m->HS, m->QKVl);
+        m->ops->rope_bwd(k, m->rope_cs, g->Bl, m->Tl, m->t0, m->KVl / m->HS, m->HS, m->QKVl);
+    }
 }
 
 static int check_bound(const pt_gpt *m)
@@ -530,14 +675,49 @@ int pt_gpt_embed_forward(pt_gpt *m, void **x_out)
     const pt_lenv e = {m->ctx, m->ops, m->arena};
     TRY(hook(m, -1, PT_HOOK_FWD_PRE));
     TRY(m->layout->embed_fwd(&e, g, m->enc, m->tok, m->wte));
-    m->ops->posemb_fwd(m->enc, pt_elem(m->wpe, (size_t)m->t0 * g->Cr, m->act), g->Bl, m->Tl, g->Cr);
+    if (!m->llama) /* Llama's positions enter through RoPE */
+        m->ops->posemb_fwd(m->enc, pt_elem(m->wpe, (size_t)m->t0 * g->Cr, m->act), g->Bl, m->Tl, g->Cr);
     *x_out = m->enc;
     return hook(m, -1, PT_HOOK_FWD_POST);
+}
+
+/* Llama block l's forward on x (kept as ly->in); output in ly->res3:
+ *   h = x + proj(attn(rope(q(n1)), rope(k(n1)), v(n1))), n1 = rmsnorm(x)
+ *   out = h + down(silu(gate(n2)) * up(n2)),           n2 = rmsnorm(h)
+ * (HF LlamaDecoderLayer).  q and k|v are two column linears whose outputs
+ * are packed into the rows of qkv_out, so attention, recompute and the sp
+ * ring read one buffer as for GPT-2. */
+static int llama_block_fwd(pt_gpt *m, int l, const void *x)
+{
+    const pt_geom *g = &m->g;
+    const int Cr = g->Cr, N = g->Bl * m->Tl;
+    const size_t ea = m->ea, Cl = (size_t)g->Cl, KV2 = 2 * (size_t)m->KVl, ld = (size_t)m->QKVl * ea;
+    const pt_ops *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    const pt_lenv e = {m->ctx, ops, m->arena};
+    pt_gpt_layer *ly = &m->layers[l];
+    ly->in = x;
+    TRY(norm_fwd(m, ly->ln1, ly->ln1_mean, ly->ln1_rstd, x, ly->ln1w, ly->ln1b));
+    TRY(lo->linear_fwd(&e, &ly->q, m->dtmp, NULL, ly->ln1, N, PT_EPI_DEFAULT));
+    ops->copy2d(ly->qkv_out, ld, m->dtmp, Cl * ea, Cl * ea, (size_t)N);
+    TRY(lo->linear_fwd(&e, &ly->kv, m->dtmp, NULL, ly->ln1, N, PT_EPI_DEFAULT));
+    ops->copy2d(pt_elem(ly->qkv_out, Cl, m->act), ld, m->dtmp, KV2 * ea, KV2 * ea, (size_t)N);
+    rope(m, ly->qkv_out, 1);
+    TRY(attn_fwd(m, ly));
+    TRY(lo->linear_fwd(&e, &ly->proj, m->dtmp, NULL, ly->atty, N, PT_EPI_DEFAULT));
+    ops->add_fwd(ly->res2, x, m->dtmp, (size_t)N * Cr);
+    TRY(norm_fwd(m, ly->ln2, ly->ln2_mean, ly->ln2_rstd, ly->res2, ly->ln2w, ly->ln2b));
+    TRY(lo->linear_fwd(&e, &ly->fc, ly->fch, NULL, ly->ln2, N, PT_EPI_DEFAULT));
+    ops->swiglu_fwd(ly->fch_gelu, ly->fch, N, m->Il);
+    TRY(lo->linear_fwd(&e, &ly->fcproj, m->dtmp, NULL, ly->fch_gelu, N, PT_EPI_DEFAULT));
+    ops->add_fwd(ly->res3, ly->res2, m->dtmp, (size_t)N * Cr);
+    return PT_OK;
 }
 
 /* Block l's forward on x (kept as ly->in); output in ly->res3. */
 static int block_fwd(pt_gpt *m, int l, const void *x)
 {
+    if (m->llama) return llama_block_fwd(m, l, x);
     const pt_geom *g = &m->g;
     const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
     const pt_ops *ops = m->ops;
@@ -580,8 +760,8 @@ static int head_fwd_local(pt_gpt *m, const void *x_in, double *sum)
     const int N = g->Bl * m->Tl;
     const pt_lenv e = {m->ctx, m->ops, m->arena};
     m->head_in = x_in;
-    TRY(pt_layernorm_fwd(g->norm, m->ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb, N, g->Cr, m->C));
-    TRY(m->layout->head_fwd(&e, g, m->losses, m->stats, m->lnf, m->wte, m->tgt));
+    TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb));
+    TRY(m->layout->head_fwd(&e, g, m->losses, m->stats, m->lnf, m->whead, m->tgt));
     *sum = g->loss_owner ? m->ops->sum(m->losses, (size_t)N, PT_F32) : 0;
     return PT_OK;
 }
@@ -622,10 +802,9 @@ static int head_bwd(pt_gpt *m, void *dx)
     const pt_lenv e = {m->ctx, ops, m->arena};
     /* d(mean loss)/d(loss of a row): 1 over the global token count */
     ops->fill(m->dloss, (float)(1.0 / loss_tokens(m)), (size_t)N, PT_F32);
-    TRY(m->layout->head_bwd(&e, g, m->dtmp, m->dwte, m->stats, m->lnf, m->wte, m->tgt, m->dloss));
+    TRY(m->layout->head_bwd(&e, g, m->dtmp, m->dwhead, m->stats, m->lnf, m->whead, m->tgt, m->dloss));
     ops->zero(dx, (size_t)N * g->Cr, m->act);
-    return pt_layernorm_bwd(g->norm, ops, m->arena, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean,
-                            m->lnf_rstd, N, g->Cr, m->C);
+    return norm_bwd(m, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean, m->lnf_rstd);
 }
 
 int pt_gpt_head_backward(pt_gpt *m, void *dx)
@@ -654,7 +833,7 @@ int pt_gpt_logits(pt_gpt *m, int row, float *out)
                        m->head_in ? "outside the head's rows" : "no head forward has run");
     void *l = pt_scratch_t(m->arena, (size_t)g->Vl, m->act, "logits row");
     if (!l) return PT_ENOMEM;
-    m->ops->matmul_fwd(l, NULL, pt_elem(m->lnf, (size_t)row * g->Cr, m->act), m->wte, NULL, 0.0, 1, g->Cr, g->Vl,
+    m->ops->matmul_fwd(l, NULL, pt_elem(m->lnf, (size_t)row * g->Cr, m->act), m->whead, NULL, 0.0, 1, g->Cr, g->Vl,
                        PT_EPI_DEFAULT);
     m->ops->convert(out, PT_F32, l, m->act, (size_t)g->Vl);
     pt_arena_free(m->arena, l);
@@ -677,15 +856,13 @@ static int head_step_fused(pt_gpt *m, const void *x_in, void *dx, double *sum)
     TRY(hook(m, L, PT_HOOK_FWD_PRE));
     TRY(hook(m, L, PT_HOOK_BWD_PRE));
     m->head_in = x_in;
-    TRY(pt_layernorm_fwd(g->norm, ops, m->arena, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb, N, g->Cr,
-                         m->C));
+    TRY(norm_fwd(m, m->lnf, m->lnf_mean, m->lnf_rstd, x_in, m->lnfw, m->lnfb));
     ops->fill(m->dloss, (float)(1.0 / loss_tokens(m)), (size_t)N, PT_F32);
-    TRY(m->layout->head_step(&e, g, m->losses, m->stats, m->dtmp, m->dwte, m->lnf, m->wte, m->tgt, m->dloss));
+    TRY(m->layout->head_step(&e, g, m->losses, m->stats, m->dtmp, m->dwhead, m->lnf, m->whead, m->tgt, m->dloss));
     *sum = g->loss_owner ? ops->sum(m->losses, (size_t)N, PT_F32) : 0;
     TRY(hook(m, L, PT_HOOK_FWD_POST));
     ops->zero(dx, (size_t)N * g->Cr, m->act);
-    TRY(pt_layernorm_bwd(g->norm, ops, m->arena, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean,
-                         m->lnf_rstd, N, g->Cr, m->C));
+    TRY(norm_bwd(m, dx, m->dlnfw, m->dlnfb, m->dtmp, m->head_in, m->lnfw, m->lnf_mean, m->lnf_rstd));
     return hook(m, L, PT_HOOK_BWD_POST);
 }
 
@@ -714,17 +891,67 @@ int pt_gpt_head_step(pt_gpt *m, const void *x_in, void *dx, double *loss_sum)
     return PT_OK;
 }
 
+/* GPT-2 block l's backward: dx holds d(block output) and leaves holding
+ * d(block input); the block's activations are there (recompute ran). */
+static int gpt2_block_bwd(pt_gpt *m, pt_gpt_layer *ly, void *dx)
+{
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl;
+    const pt_ops *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    const pt_lenv e = {m->ctx, ops, m->arena};
+    /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dx holds d res3.  fcproj's
+     * dX carries fc's DGELU_BGRAD epilogue: dfch = d(fc's pre-GELU output),
+     * fc's bias gradient with it; fc's own backward then skips its bias. */
+    TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfch, dx, ly->fch_gelu, N, PT_EPI_DGELU, ly->fch, ly->fc.db));
+    pt_linear fc = ly->fc;
+    fc.db = NULL;
+    TRY(lo->linear_bwd(&e, &fc, m->dtmp, m->dfch, ly->ln2, N, PT_EPI_DEFAULT, NULL, NULL));
+    TRY(norm_bwd(m, dx, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd));
+    /* res2 = in + proj(attn(qkv(ln1(in)))) ; dx now holds d res2 */
+    if (m->ctx->plan.recompute == PT_RECOMPUTE_ATTENTION) TRY(attn_fwd(m, ly));
+    TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N, PT_EPI_DEFAULT, NULL, NULL));
+    ops->zero(m->dqkv, (size_t)N * m->QKVl, m->act);
+    TRY(attn_bwd(m, ly));
+    TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N, PT_EPI_DEFAULT, NULL, NULL));
+    return norm_bwd(m, dx, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd);
+}
+
+/* Llama block l's backward (the transpose of llama_block_fwd): dx holds
+ * d(block output) and leaves holding d(block input). */
+static int llama_block_bwd(pt_gpt *m, pt_gpt_layer *ly, void *dx)
+{
+    const pt_geom *g = &m->g;
+    const int N = g->Bl * m->Tl;
+    const size_t ea = m->ea, Cl = (size_t)g->Cl, KV2 = 2 * (size_t)m->KVl, ld = (size_t)m->QKVl * ea;
+    const pt_ops *ops = m->ops;
+    const pt_layout *lo = m->layout;
+    const pt_lenv e = {m->ctx, ops, m->arena};
+    /* out = res2 + down(swiglu(fc(n2))): d swiglu output in dfch's last [N, Il], then d gate|up */
+    void *dact = pt_elem(m->dfch, (size_t)N * 2 * m->Il, m->act);
+    TRY(lo->linear_bwd(&e, &ly->fcproj, dact, dx, ly->fch_gelu, N, PT_EPI_DEFAULT, NULL, NULL));
+    ops->swiglu_bwd(m->dfch, dact, ly->fch, N, m->Il);
+    TRY(lo->linear_bwd(&e, &ly->fc, m->dtmp, m->dfch, ly->ln2, N, PT_EPI_DEFAULT, NULL, NULL));
+    TRY(norm_bwd(m, dx, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd));
+    /* res2 = in + proj(attn(rope(q), rope(k), v)) ; dx now holds d res2 */
+    if (m->ctx->plan.recompute == PT_RECOMPUTE_ATTENTION) TRY(attn_fwd(m, ly));
+    TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N, PT_EPI_DEFAULT, NULL, NULL));
+    ops->zero(m->dqkv, (size_t)N * m->QKVl, m->act);
+    TRY(attn_bwd(m, ly));
+    rope(m, m->dqkv, 0);
+    /* d n1 = dq Wq + dkv Wkv: the two column linears' dX summed */
+    ops->copy2d(m->datty, Cl * ea, m->dqkv, ld, Cl * ea, (size_t)N);
+    TRY(lo->linear_bwd(&e, &ly->q, m->dtmp, m->datty, ly->ln1, N, PT_EPI_DEFAULT, NULL, NULL));
+    ops->copy2d(m->datty, KV2 * ea, pt_elem(m->dqkv, Cl, m->act), ld, KV2 * ea, (size_t)N);
+    TRY(lo->linear_bwd(&e, &ly->kv, m->dtmp2, m->datty, ly->ln1, N, PT_EPI_DEFAULT, NULL, NULL));
+    ops->add_fwd(m->dtmp, m->dtmp, m->dtmp2, (size_t)N * g->Cr);
+    return norm_bwd(m, dx, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd);
+}
+
 int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, void *dx)
 {
     TRY(check_bound(m));
     TRY(check_range(m, l0, l1, "backward"));
-    const pt_geom *g = &m->g;
-    const int Cr = g->Cr, C = m->C, N = g->Bl * m->Tl;
-    const pt_ops *ops = m->ops;
-    const pt_layout *lo = m->layout;
-    const pt_lenv e = {m->ctx, ops, m->arena};
-    pt_arena *a = m->arena;
-    const int mode = m->ctx->plan.recompute;
     for (int l = l1 - 1; l >= l0; l--) {
         pt_gpt_layer *ly = &m->layers[l];
         TRY(hook(m, l, PT_HOOK_BWD_PRE));
@@ -732,22 +959,8 @@ int pt_gpt_blocks_backward(pt_gpt *m, int l0, int l1, void *dx)
          * the block's saved activations again from its kept input, or only
          * the attention's output and lse from the kept qkv (flash attention
          * recomputes its probabilities in its backward anyway) */
-        if (mode == PT_RECOMPUTE_BLOCK) TRY(block_fwd(m, l, ly->in));
-        /* res3 = res2 + fcproj(gelu(fc(ln2(res2)))) ; dx holds d res3.  fcproj's
-         * dX carries fc's DGELU_BGRAD epilogue: dfch = d(fc's pre-GELU output),
-         * fc's bias gradient with it; fc's own backward then skips its bias. */
-        TRY(lo->linear_bwd(&e, &ly->fcproj, m->dfch, dx, ly->fch_gelu, N, PT_EPI_DGELU, ly->fch, ly->fc.db));
-        pt_linear fc = ly->fc;
-        fc.db = NULL;
-        TRY(lo->linear_bwd(&e, &fc, m->dtmp, m->dfch, ly->ln2, N, PT_EPI_DEFAULT, NULL, NULL));
-        TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln2w, ly->dln2b, m->dtmp, ly->res2, ly->ln2w, ly->ln2_mean, ly->ln2_rstd, N, Cr, C));
-        /* res2 = in + proj(attn(qkv(ln1(in)))) ; dx now holds d res2 */
-        if (mode == PT_RECOMPUTE_ATTENTION) TRY(attn_fwd(m, ly));
-        TRY(lo->linear_bwd(&e, &ly->proj, m->datty, dx, ly->atty, N, PT_EPI_DEFAULT, NULL, NULL));
-        ops->zero(m->dqkv, (size_t)N * 3 * g->Cl, m->act);
-        TRY(attn_bwd(m, ly));
-        TRY(lo->linear_bwd(&e, &ly->qkv, m->dtmp, m->dqkv, ly->ln1, N, PT_EPI_DEFAULT, NULL, NULL));
-        TRY(pt_layernorm_bwd(g->norm, ops, a, dx, ly->dln1w, ly->dln1b, m->dtmp, ly->in, ly->ln1w, ly->ln1_mean, ly->ln1_rstd, N, Cr, C));
+        if (m->ctx->plan.recompute == PT_RECOMPUTE_BLOCK) TRY(block_fwd(m, l, ly->in));
+        TRY(m->llama ? llama_block_bwd(m, ly, dx) : gpt2_block_bwd(m, ly, dx));
         TRY(hook(m, l, PT_HOOK_BWD_POST));
     }
     return PT_OK;
@@ -760,7 +973,7 @@ int pt_gpt_embed_backward(pt_gpt *m, const void *dx)
     const pt_geom *g = &m->g;
     const pt_lenv e = {m->ctx, m->ops, m->arena};
     TRY(hook(m, -1, PT_HOOK_BWD_PRE));
-    m->ops->posemb_bwd(m->dwpe + (size_t)m->t0 * g->Cr, dx, g->Bl, m->Tl, g->Cr);
+    if (!m->llama) m->ops->posemb_bwd(m->dwpe + (size_t)m->t0 * g->Cr, dx, g->Bl, m->Tl, g->Cr);
     TRY(m->layout->embed_bwd(&e, g, m->dwte, dx, m->tok));
     return hook(m, -1, PT_HOOK_BWD_POST);
 }

@@ -109,13 +109,17 @@ struct pt_gpt;
 typedef int (*pt_gpt_param_hook)(void *arg, struct pt_gpt *m, int piece, int phase);
 
 typedef struct pt_gpt_layer {
-    pt_linear qkv, proj, fc, fcproj;          /* views of the bound parameters */
-    const void *ln1w, *ln1b, *ln2w, *ln2b;   /* [Cr] each, ACT */
+    pt_linear qkv, proj, fc, fcproj;          /* views of the bound parameters (llama: fc is gate|up) */
+    pt_linear q, kv;                          /* llama: the q [C, C] and k|v [2 KV HS, C] projections */
+    const void *ln1w, *ln1b, *ln2w, *ln2b;   /* [Cr] each, ACT (llama: RMSNorm weights, no b) */
     float *dln1w, *dln1b, *dln2w, *dln2b;    /* [Cr] each */
     /* activations saved for backward (ACT unless said fp32): residual side
-     * [Bl*Tl, Cr], inner side [Bl*Tl, 3Cl] / [Bl*Tl, Cl] / [Bl*Tl, Fl], the
+     * [Bl*Tl, Cr], inner side [Bl*Tl, QKVl] / [Bl*Tl, Cl] / [Bl*Tl, Fl], the
      * attention's row log-sum-exp lse [Bl, NHl, Tl] (flash attention keeps
-     * no [Tl, T] probabilities) */
+     * no [Tl, T] probabilities).  Llama: qkv_out is q|k|v packed per row
+     * (QKVl = Cl + 2 KVl, q and k after RoPE), fch the gate|up output
+     * [Bl*Tl, 2 Il], fch_gelu the SwiGLU output [Bl*Tl, Il], ln*_mean unused
+     * (RMSNorm keeps rstd only). */
     const void *in;               /* [Bl*Tl, Cr] block input (view of the caller's buffer, kept to backward) */
     void *ln1;                    /* [Bl*Tl, Cr] */
     float *ln1_mean, *ln1_rstd;   /* [Bl*Tl] fp32 each */
@@ -143,6 +147,12 @@ typedef struct pt_gpt {
     int Tl, t0;             /* tokens held per sequence (T/sp) and the first one's position */
     pt_geom g;              /* the layout's local sizes (g.T == Tl) */
     int C, HS;              /* n_embd, head size C/n_head */
+    int llama;              /* cfg.family == PT_FAMILY_LLAMA */
+    int KVl, Il;            /* llama: KV width KV*HS/tp and MLP width I/tp held */
+    int QKVl;               /* width of the packed qkv rows: 3 Cl (gpt2), Cl + 2 KVl (llama) */
+    int npre, npb, nall;    /* whole-model list: parameters before the blocks, per block, in all
+                               (pt_model_pre_params, pt_model_block_params, pt_model_param_count) */
+    float *rope_cs;         /* llama: [T, HS/2, 2] fp32 cos, sin of every position (backend memory) */
     pt_pctx *ctx;           /* the process grid (not owned) */
     const pt_layout *layout;
     const pt_backend *be;   /* the backend it computes on (its hooks: status, describe) */
@@ -154,7 +164,7 @@ typedef struct pt_gpt {
     pt_gpt_stage stage;     /* chunks, ends, slots, microbatches (whole model: 1 chunk, 1 slot) */
     int nslots, slot;       /* activation sets and the current one */
     pt_gpt_slot *slots;     /* [nslots] */
-    int *pidx;              /* [2 + 12 L + 2] whole-model parameter index -> params[] index, -1 absent */
+    int *pidx;              /* [nall] whole-model parameter index -> params[] index, -1 absent */
     void **allocs;          /* every arena block of the model's activations, for pt_gpt_free */
     int nallocs, cap_allocs;
     int bound;              /* views set (pt_gpt_bind_views) */
@@ -168,6 +178,8 @@ typedef struct pt_gpt {
      * wpe [seq_len, Cr], lnf [Cr] */
     const void *wte, *wpe, *lnfw, *lnfb;
     float *dwte, *dwpe, *dlnfw, *dlnfb;
+    const void *whead;      /* the head's weight: wte, or lm_head [Vl-shard, Cr] (llama untied) */
+    float *dwhead;
     pt_gpt_layer *layers;   /* [n_layer]: the current slot's (views of absent layers are NULL) */
 
     /* activations and scratch, N = Bl*Tl rows (ACT unless said fp32) */
@@ -181,9 +193,10 @@ typedef struct pt_gpt {
     float *dloss;           /* [N] fp32 */
     void *dres;             /* [N, Cr] residual gradient of pt_gpt_backward */
     void *dtmp;             /* [N, max(Cr, Cl)] */
-    void *dqkv;             /* [N, 3Cl] */
-    void *datty;            /* [N, Cl] */
-    void *dfch;             /* [N, Fl] (fcproj's dX with fc's DGELU epilogue applied) */
+    void *dqkv;             /* [N, QKVl] */
+    void *datty;            /* [N, max(Cl, 2 KVl)] */
+    void *dfch;             /* [N, Fl] (fcproj's dX with fc's DGELU epilogue applied; llama [N, 2 Il]) */
+    void *dtmp2;            /* llama: [N, Cr] the k|v projection's dX */
 } pt_gpt;
 
 /* Build the model for the dp group's batch B (sequences) of length T <=

@@ -50,6 +50,9 @@ typedef enum pt_pclass {
     PT_P_FC_B,     /* [4C] */
     PT_P_FCPROJ_W, /* [C, 4C] MLP -> residual */
     PT_P_FCPROJ_B, /* [C] */
+    PT_P_COL2_W,   /* [2R, C] residual -> inner, rows two equal blocks each split like
+                      a column weight: Llama's kv (k|v) and fc (gate|up); 1d only */
+    PT_P_COL2_B,   /* [2R] their biases (Qwen2's k|v) */
     PT_P_NCLASS
 } pt_pclass;
 
@@ -169,13 +172,17 @@ const pt_layout *pt_layout_for(pt_mode mode);
 /* ---- helpers shared by the layouts (tp_common.c) ---- */
 
 /* Full row of logical row r of a [rows] dimension split into `parts`
- * blocks, block `blk`: plain blocks, or with qkv = 1 the rows are three
- * blocks (q|k|v) each split into `parts` and block blk is the union of the
- * three pieces (so a block holds whole heads of q, k and v). */
-int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r);
+ * blocks, block `blk`: plain blocks (stacked 0 or 1), or the rows are
+ * `stacked` equal blocks (3: q|k|v, 2: k|v or gate|up) each split into
+ * `parts` and block blk is the union of their pieces (so a block holds
+ * whole heads of q, k and v, or matching gate and up units). */
+int64_t pt_block_row(int64_t rows, int parts, int blk, int stacked, int64_t r);
+/* How many equal blocks a class's rows are stacked from: 3 for
+ * PT_P_QKV_W/B, 2 for PT_P_COL2_W/B, else 1. */
+int pt_pclass_stacked(pt_pclass cls);
 
 /* Copy the sub-block of full [rows, cols]: rows = block rblk of rparts
- * (qkv as pt_block_row), then rows [rsub*n/rsubparts, ...) of that block's
+ * (stacked blocks as pt_block_row's `stacked`, passed as qkv), then rows [rsub*n/rsubparts, ...) of that block's
  * n rows; columns = block cblk of cparts.  local is
  * [rows/(rparts*rsubparts), cols/cparts] row-major.  One ops->copy2d per
  * run of consecutive rows (full may be host memory, local the backend's). */
@@ -193,6 +200,19 @@ int pt_layernorm_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *out, floa
 int pt_layernorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float *dw, float *db,
                      const void *dy, const void *x, const void *w, const float *mean, const float *rstd,
                      int N, int Cl, int C);
+
+/* Distributed RMSNorm (Zhang & Sennrich 2019; Llama's, eps the model's
+ * norm_eps) over rows whose C columns are split over group g, as
+ * pt_layernorm_fwd/bwd: the per-row sum of x^2 forward and of dy*w*xhat
+ * backward are allreduced over g (one allreduce of [N] floats each way).
+ * out/x [N, Cl], w [Cl]; rstd [N] saved (fp32; out, x, w, dx, dy ACT, dw
+ * fp32).  C is the full width.  Backward accumulates dx (NULL skips) and
+ * dw.  g->size 1 and Cl == C: the whole-row ops, no scratch.  Errors:
+ * PT_ENOMEM (the backward's arena scratch of [N]), PT_ECOMM. */
+int pt_rmsnorm_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *out, float *rstd, const void *x, const void *w,
+                   int N, int Cl, int C, double eps);
+int pt_rmsnorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float *dw, const void *dy, const void *x,
+                   const void *w, const float *rstd, int N, int Cl, int C);
 
 /* Vocab-parallel fused classifier over group g (Megatron, section 3; the
  * blocks of ops.h's classifier_fwd/bwd): x [ks][N][C/ks] and w

@@ -13,7 +13,8 @@
  * All arithmetic goes through the backend's ops table (ops.h): the local
  * K and V are packed into contiguous blocks that can be sent
  * (ops->copy2d), each step is one flash-attention call on strided views
- * (queries at row stride 3C in qkv, the block at stride C) with the
+ * (queries at row stride W = C + 2*NKV*HS in qkv, the block of NKV heads at
+ * stride NKV*HS: GQA's blocks are NH/NKV times narrower) with the
  * block's global key offset, and the accumulators come home with
  * ops->add2d:
  *   forward   (out, lse) = merge((out, lse), flash(Q, K_r, V_r))
@@ -39,28 +40,32 @@ enum {
     TAG_BWD_DV_HOME,
 };
 
-static int check_args(const pt_comm *sp, const char *fn, int B, int Tl, int NH, int HS)
+static int check_args(const pt_comm *sp, const char *fn, int B, int Tl, int NH, int HS, int NKV)
 {
     if (!sp || sp->size < 1) return pt_fail(PT_EINVAL, "%s: no sp group", fn);
     if (B < 1 || Tl < 1 || NH < 1 || HS < 1)
         return pt_fail(PT_EINVAL, "%s: B=%d Tl=%d NH=%d HS=%d: every size must be >= 1", fn, B, Tl, NH, HS);
+    if (NKV < 0 || NKV > NH || (NKV > 0 && NH % NKV))
+        return pt_fail(PT_EINVAL, "%s: NKV=%d KV heads for NH=%d query heads (valid: 0 for NH, or a divisor of NH)",
+                       fn, NKV, NH);
     if ((int64_t)Tl * sp->size > INT32_MAX || (int64_t)NH * HS * 3 > INT32_MAX)
         return pt_fail(PT_EINVAL, "%s: Tl=%d x sp=%d or 3*NH*HS=%d*%d*3 exceeds the int range", fn, Tl, sp->size,
                        NH, HS);
     return PT_OK;
 }
 
-/* dst [B, Tl, C] = the C columns at offset `off` of qkv [B, Tl, 3C] (ACT). */
-static void pack(const pt_ops *ops, void *dst, const void *qkv, size_t rows, int C, int off)
+/* dst [B, Tl, KVC] = the KVC columns at offset `off` of qkv [B, Tl, W]
+ * (ACT; W = C + 2*KVC, the row width). */
+static void pack(const pt_ops *ops, void *dst, const void *qkv, size_t rows, int KVC, int W, int off)
 {
     const size_t es = pt_dtype_size(ops->act);
-    ops->copy2d(dst, es * (size_t)C, pt_elem(qkv, (size_t)off, ops->act), es * 3 * (size_t)C, es * (size_t)C, rows);
+    ops->copy2d(dst, es * (size_t)KVC, pt_elem(qkv, (size_t)off, ops->act), es * (size_t)W, es * (size_t)KVC, rows);
 }
 
-/* qkv columns at offset `off` [B, Tl, C of 3C] += src [B, Tl, C] (ACT). */
-static void unpack_add(const pt_ops *ops, void *qkv, const void *src, size_t rows, int C, int off)
+/* qkv columns at offset `off` [B, Tl, KVC of W] += src [B, Tl, KVC] (ACT). */
+static void unpack_add(const pt_ops *ops, void *qkv, const void *src, size_t rows, int KVC, int W, int off)
 {
-    ops->add2d(pt_elem(qkv, (size_t)off, ops->act), 3 * (size_t)C, src, (size_t)C, rows, (size_t)C, ops->act);
+    ops->add2d(pt_elem(qkv, (size_t)off, ops->act), (size_t)W, src, (size_t)KVC, rows, (size_t)KVC, ops->act);
 }
 
 static void swap(void **a, void **b)
@@ -71,12 +76,11 @@ static void swap(void **a, void **b)
 }
 
 /* The flash-attention shape of ring step r: the local queries (global
- * offset s*Tl, stride 3C in qkv) against rank r's packed block (offset r*Tl,
- * stride C). */
-static pt_attn_dims step_dims(int B, int Tl, int NH, int HS, int s, int r)
+ * offset s*Tl, stride W = (NH + 2*NKV)*HS in qkv) against rank r's packed
+ * block of NKV heads (offset r*Tl, stride NKV*HS). */
+static pt_attn_dims step_dims(int B, int Tl, int NH, int HS, int NKV, int s, int r)
 {
-    const int C = NH * HS;
-    return (pt_attn_dims){B, NH, HS, Tl, Tl, s * Tl, r * Tl, 3 * C, C};
+    return (pt_attn_dims){B, NH, HS, Tl, Tl, s * Tl, r * Tl, (NH + 2 * NKV) * HS, NKV * HS, NKV};
 }
 
 static void free_blocks(pt_arena *a, void **buf, int n)
@@ -97,25 +101,26 @@ static int alloc_blocks(pt_arena *a, void **buf, int n, size_t blk, pt_dtype t, 
 }
 
 int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *out, float *lse, const void *qkv,
-                          int B, int Tl, int NH, int HS)
+                          int B, int Tl, int NH, int HS, int NKV)
 {
-    int rc = check_args(sp, "ring attention forward", B, Tl, NH, HS);
+    int rc = check_args(sp, "ring attention forward", B, Tl, NH, HS, NKV);
     if (rc) return rc;
-    const int p = sp->size, s = sp->rank, C = NH * HS;
+    if (NKV == 0) NKV = NH;
+    const int p = sp->size, s = sp->rank, C = NH * HS, KVC = NKV * HS, W = C + 2 * KVC;
     const int next = (s + 1) % p, prev = (s + p - 1) % p;
     const pt_dtype at = ops->act;
-    const size_t rows = (size_t)B * Tl, blk = rows * C;
+    const size_t rows = (size_t)B * Tl, blk = rows * KVC;
     void *buf[4]; /* K, V and the next K, V */
     if ((rc = alloc_blocks(a, buf, p > 1 ? 4 : 2, blk, at, "ring attention forward"))) return rc;
     void *k = buf[0], *v = buf[1], *kn = p > 1 ? buf[2] : NULL, *vn = p > 1 ? buf[3] : NULL;
-    pack(ops, k, qkv, rows, C, C);
-    pack(ops, v, qkv, rows, C, 2 * C);
+    pack(ops, k, qkv, rows, KVC, W, C);
+    pack(ops, v, qkv, rows, KVC, W, C + KVC);
     /* step 0 is the own block (the diagonal): it writes (out, lse); the
      * earlier blocks merge into them */
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
         if (r <= s) {
-            const pt_attn_dims d = step_dims(B, Tl, NH, HS, s, r);
+            const pt_attn_dims d = step_dims(B, Tl, NH, HS, NKV, s, r);
             ops->attention_fwd(out, lse, qkv, k, v, &d, j > 0);
         }
         if (j < p - 1) {
@@ -130,28 +135,30 @@ int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *out
 }
 
 int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *dqkv, const void *dout,
-                          const void *qkv, const void *out, const float *lse, int B, int Tl, int NH, int HS)
+                          const void *qkv, const void *out, const float *lse, int B, int Tl, int NH, int HS,
+                          int NKV)
 {
-    int rc = check_args(sp, "ring attention backward", B, Tl, NH, HS);
+    int rc = check_args(sp, "ring attention backward", B, Tl, NH, HS, NKV);
     if (rc) return rc;
-    const int p = sp->size, s = sp->rank, C = NH * HS;
+    if (NKV == 0) NKV = NH;
+    const int p = sp->size, s = sp->rank, C = NH * HS, KVC = NKV * HS, W = C + 2 * KVC;
     const int next = (s + 1) % p, prev = (s + p - 1) % p;
     const pt_dtype at = ops->act;
-    const size_t rows = (size_t)B * Tl, blk = rows * C;
+    const size_t rows = (size_t)B * Tl, blk = rows * KVC;
     const int nbuf = p > 1 ? 8 : 4;
     void *buf[8]; /* K, V, dK, dV and the next ones */
     if ((rc = alloc_blocks(a, buf, nbuf, blk, at, "ring attention backward"))) return rc;
     void *k = buf[0], *v = buf[1], *dk = buf[2], *dv = buf[3];
     void *kn = p > 1 ? buf[4] : NULL, *vn = p > 1 ? buf[5] : NULL, *dkn = p > 1 ? buf[6] : NULL,
          *dvn = p > 1 ? buf[7] : NULL;
-    pack(ops, k, qkv, rows, C, C);
-    pack(ops, v, qkv, rows, C, 2 * C);
+    pack(ops, k, qkv, rows, KVC, W, C);
+    pack(ops, v, qkv, rows, KVC, W, C + KVC);
     ops->zero(dk, blk, at);
     ops->zero(dv, blk, at);
     for (int j = 0; j < p && !rc; j++) {
         const int r = (s - j + p) % p;
         if (r <= s) {
-            const pt_attn_dims d = step_dims(B, Tl, NH, HS, s, r);
+            const pt_attn_dims d = step_dims(B, Tl, NH, HS, NKV, s, r);
             ops->attention_bwd(dqkv, dk, dv, dout, qkv, k, v, out, lse, &d);
         }
         if (j < p - 1) {
@@ -174,8 +181,8 @@ int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *dqk
         swap(&dv, &dvn);
     }
     if (!rc) {
-        unpack_add(ops, dqkv, dk, rows, C, C);
-        unpack_add(ops, dqkv, dv, rows, C, 2 * C);
+        unpack_add(ops, dqkv, dk, rows, KVC, W, C);
+        unpack_add(ops, dqkv, dv, rows, KVC, W, C + KVC);
     }
     free_blocks(a, buf, nbuf);
     return rc;

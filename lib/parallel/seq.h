@@ -27,16 +27,20 @@
  * stays local, dK and dV end back at their owners.
  *
  * Layouts match ops->attention_fwd on the whole sequence: qkv [B, Tl,
- * 3*NH*HS] as [q heads | k heads | v heads], out [B, Tl, NH*HS], lse [B,
- * NH, Tl] for the local queries.  Scale 1/sqrt(HS), causal on global
- * positions.
+ * W] as [NH q heads | NKV k heads | NKV v heads], W = (NH + 2*NKV)*HS
+ * (3*NH*HS for MHA), out [B, Tl, NH*HS], lse [B, NH, Tl] for the local
+ * queries.  Scale 1/sqrt(HS), causal on global positions.  Grouped-query
+ * attention (Ainslie et al. 2023, "GQA", section 2.2): NKV KV heads, NH %
+ * NKV == 0, query head h reads KV head h / (NH/NKV) (pt_attn_dims); only
+ * the NKV heads' K and V (and dK, dV) travel round the ring, so a block is
+ * NH/NKV times smaller than MHA's.  NKV = 0 means NH (MHA, GPT-2).
  *
  * Ring: rank s sends to s+1 and receives from s-1 (mod sp) with
  * pt_sendrecv, so at step j it holds the block of rank (s-j) mod sp.  Blocks
  * of later positions (owner > s) are fully masked: forwarded, not computed.
  *
  * Communication per call (counted on sp as send/recv), with
- * S = B*Tl*NH*HS*e bytes (one K or V block; e the ACT element size, 4 for
+ * S = B*Tl*NKV*HS*e bytes (one K or V block; e the ACT element size, 4 for
  * fp32 and 2 for bf16: the blocks and their gradients travel in ACT), for
  * sp > 1:
  *   forward   2*(sp-1) sends of S      (K and V, one sendrecv each per step)
@@ -51,20 +55,24 @@
 #include "comm/comm.h"
 #include "core/core.h"
 
-/* out [B, Tl, C] (ACT) and lse [B, NH, Tl] (fp32) from qkv [B, Tl, 3C]
- * (ACT; C = NH*HS) of this rank's sequence block.  Scratch (four K/V
- * blocks of S bytes) comes from arena a; every product, the merge and the
- * copies run through ops (the backend's table; its memory is a's).
- * Errors: PT_EINVAL (a size < 1, or T or 3C beyond int), PT_ENOMEM,
- * PT_ECOMM. */
+/* out [B, Tl, C] (ACT) and lse [B, NH, Tl] (fp32) from qkv [B, Tl, W]
+ * (ACT; C = NH*HS, W = C + 2*NKV*HS: q | k | v) of this rank's sequence
+ * block.  NKV: the KV heads (GQA; 0 means NH, MHA: W = 3C).  Scratch (four
+ * K/V blocks of S bytes) comes from arena a; every product, the merge and
+ * the copies run through ops (the backend's table; its memory is a's).
+ * Errors: PT_EINVAL (a size < 1, NKV neither 0 nor a divisor of NH, or T
+ * or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
 int pt_ring_attention_fwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *out, float *lse, const void *qkv,
-                          int B, int Tl, int NH, int HS);
+                          int B, int Tl, int NH, int HS, int NKV);
 
-/* dqkv [B, Tl, 3C] += gradient from dout [B, Tl, C], given the forward's
- * qkv, out and lse (accumulates, like ops->attention_bwd).  Scratch from
- * arena a: eight K/V blocks of S bytes (K, V, dK, dV and the next ones).
- * Errors: PT_EINVAL (a size < 1, or T or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
+/* dqkv [B, Tl, W] += gradient from dout [B, Tl, C], given the forward's
+ * qkv, out and lse (accumulates, like ops->attention_bwd; W and NKV as
+ * pt_ring_attention_fwd: dK, dV of a KV head sum over its NH/NKV query
+ * heads).  Scratch from arena a: eight K/V blocks of S bytes (K, V, dK, dV
+ * and the next ones).  Errors: PT_EINVAL (a size < 1, NKV neither 0 nor a
+ * divisor of NH, or T or 3C beyond int), PT_ENOMEM, PT_ECOMM. */
 int pt_ring_attention_bwd(pt_comm *sp, pt_arena *a, const pt_ops *ops, void *dqkv, const void *dout,
-                          const void *qkv, const void *out, const float *lse, int B, int Tl, int NH, int HS);
+                          const void *qkv, const void *out, const float *lse, int B, int Tl, int NH, int HS,
+                          int NKV);
 
 #endif

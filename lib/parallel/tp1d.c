@@ -46,7 +46,7 @@ static void param(pt_pctx *c, pt_pclass cls, int64_t rows, int64_t cols, pt_psha
     int split = 1;
     switch (cls) {
     case PT_P_WTE: case PT_P_QKV_W: case PT_P_QKV_B: case PT_P_FC_W: case PT_P_FC_B:
-    case PT_P_PROJ_W: case PT_P_FCPROJ_W:
+    case PT_P_PROJ_W: case PT_P_FCPROJ_W: case PT_P_COL2_W: case PT_P_COL2_B:
         split = tp;
         break;
     default:
@@ -65,8 +65,8 @@ static void param_slice(const pt_ops *ops, const pt_pctx *c, pt_pclass cls, cons
     case PT_P_WTE: case PT_P_FC_W: case PT_P_FC_B:
         pt_block_copy(ops, full, local, rows, cols, tp, r, 0, 1, 0, 1, 0);
         break;
-    case PT_P_QKV_W: case PT_P_QKV_B:
-        pt_block_copy(ops, full, local, rows, cols, tp, r, 1, 1, 0, 1, 0);
+    case PT_P_QKV_W: case PT_P_QKV_B: case PT_P_COL2_W: case PT_P_COL2_B:
+        pt_block_copy(ops, full, local, rows, cols, tp, r, pt_pclass_stacked(cls), 1, 0, 1, 0);
         break;
     case PT_P_PROJ_W: case PT_P_FCPROJ_W:
         pt_block_copy(ops, full, local, rows, cols, 1, 0, 0, 1, 0, tp, r);

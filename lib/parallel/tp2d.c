@@ -103,7 +103,7 @@ static void param_slice(const pt_ops *ops, const pt_pctx *c, pt_pclass cls, cons
                         int64_t rows, int64_t cols)
 {
     const int q = Q(c), i = CI(c), j = CJ(c);
-    const int qkv = cls == PT_P_QKV_W || cls == PT_P_QKV_B;
+    const int qkv = pt_pclass_stacked(cls);
     switch (cls) {
     case PT_P_WTE: /* [V-blk i, C-blk j] */
         pt_block_copy(ops, full, local, rows, cols, q, i, 0, 1, 0, q, j);

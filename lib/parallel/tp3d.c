@@ -131,7 +131,7 @@ static void param_slice(const pt_ops *ops, const pt_pctx *c, pt_pclass cls, cons
                         int64_t rows, int64_t cols)
 {
     const int l = LL(c), i = CI(c), j = CJ(c), k = CK(c);
-    const int qkv = cls == PT_P_QKV_W || cls == PT_P_QKV_B;
+    const int qkv = pt_pclass_stacked(cls);
     switch (cls) {
     case PT_P_WTE: case PT_P_QKV_W: case PT_P_FC_W: /* [O-blk k piece i, I-blk j] */
         pt_block_copy(ops, full, local, rows, cols, l, k, qkv, l, i, l, j);

@@ -46,19 +46,24 @@ void *pt_scratch_t(pt_arena *a, size_t n, pt_dtype t, const char *what)
     return p;
 }
 
-int64_t pt_block_row(int64_t rows, int parts, int blk, int qkv, int64_t r)
+int64_t pt_block_row(int64_t rows, int parts, int blk, int stacked, int64_t r)
 {
-    if (!qkv) return (int64_t)blk * (rows / parts) + r;
-    int64_t third = rows / 3, piece = third / parts;
+    if (stacked < 2) return (int64_t)blk * (rows / parts) + r;
+    int64_t part = rows / stacked, piece = part / parts;
     int64_t t = r / piece, o = r % piece;
-    return t * third + (int64_t)blk * piece + o;
+    return t * part + (int64_t)blk * piece + o;
+}
+
+int pt_pclass_stacked(pt_pclass cls)
+{
+    return cls == PT_P_QKV_W || cls == PT_P_QKV_B ? 3 : cls == PT_P_COL2_W || cls == PT_P_COL2_B ? 2 : 1;
 }
 
 void pt_block_copy(const pt_ops *ops, const float *full, float *local, int64_t rows, int64_t cols, int rparts,
                    int rblk, int qkv, int rsubparts, int rsub, int cparts, int cblk)
 {
     int64_t nblk = rows / rparts, nsub = nblk / rsubparts, cl = cols / cparts;
-    /* one 2-D copy per run of consecutive full rows (one run, or three for qkv) */
+    /* one 2-D copy per run of consecutive full rows (one run, or one per stacked block) */
     for (int64_t r = 0; r < nsub;) {
         int64_t fr = pt_block_row(rows, rparts, rblk, qkv, (int64_t)rsub * nsub + r), run = 1;
         while (r + run < nsub && pt_block_row(rows, rparts, rblk, qkv, (int64_t)rsub * nsub + r + run) == fr + run) run++;
@@ -105,6 +110,39 @@ int pt_layernorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float
     ops->layernorm_bwd_rowsums(s, dy, x, w, mean, rstd, N, Cl);
     int rc = pt_allreduce_sum(g, s, 2 * (size_t)N);
     if (!rc) ops->layernorm_bwd_apply(dx, dw, db, dy, x, w, mean, rstd, s, N, Cl, C);
+    pt_arena_free(a, s);
+    return rc;
+}
+
+int pt_rmsnorm_fwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *out, float *rstd, const void *x, const void *w,
+                   int N, int Cl, int C, double eps)
+{
+    if (g->size == 1 && Cl == C) {
+        ops->rmsnorm_fwd(out, rstd, x, w, N, C, eps);
+        return PT_OK;
+    }
+    /* local sums of squares -> group sums -> normalise; rstd overwrites
+     * the sums row by row (ops.h allows it) */
+    ops->rmsnorm_rowsumsq(rstd, x, N, Cl);
+    int rc = pt_allreduce_sum(g, rstd, (size_t)N);
+    if (!rc) ops->rmsnorm_apply(out, rstd, x, rstd, w, N, Cl, C, eps);
+    (void)a; /* no scratch: the sums live in rstd until apply replaces them */
+    return rc;
+}
+
+int pt_rmsnorm_bwd(pt_comm *g, const pt_ops *ops, pt_arena *a, void *dx, float *dw, const void *dy, const void *x,
+                   const void *w, const float *rstd, int N, int Cl, int C)
+{
+    if (g->size == 1 && Cl == C) {
+        ops->rmsnorm_bwd(dx, dw, dy, x, w, rstd, N, C);
+        return PT_OK;
+    }
+    /* s[n] = sum_c dy*w*xhat over the row's C columns */
+    float *s = pt_scratch(a, (size_t)N, "rmsnorm");
+    if (!s) return PT_ENOMEM;
+    ops->rmsnorm_bwd_rowsums(s, dy, x, w, rstd, N, Cl);
+    int rc = pt_allreduce_sum(g, s, (size_t)N);
+    if (!rc) ops->rmsnorm_bwd_apply(dx, dw, dy, x, w, rstd, s, N, Cl, C);
     pt_arena_free(a, s);
     return rc;
 }

@@ -50,8 +50,9 @@ struct pt_zero {
                         and as bf16 under mixed precision) */
 };
 
-static int piece_of(const pt_param *p, int L)
+static int piece_of(const pt_param *p, int L, int untied)
 {
+    if (p->cls == PT_P_WTE && untied) return strcmp(p->name, "lm_head.w") == 0 ? L : -1; /* embedding, head */
     if (p->cls == PT_P_WTE) return PIECE_TIED;
     if (p->cls == PT_P_WPE) return -1;
     if (p->name[0] == 'h') return atoi(p->name + 1);
@@ -174,11 +175,9 @@ static int zero_create(pt_train *t)
         return pt_fail(PT_ENOMEM, "out of memory for the ZeRO registry of %d parameters", np);
     }
     /* which pieces use the tied embedding on this rank (pp: first / last stage) */
-    int has_embed = 0, has_head = 0;
-    for (int i = 0; i < np; i++) {
-        has_embed |= m->params[i].cls == PT_P_WPE;
-        has_head |= piece_of(&m->params[i], L) == L;
-    }
+    const int untied = pt_model_untied(&m->cfg), has_embed = m->stage.first;
+    int has_head = 0;
+    for (int i = 0; i < np; i++) has_head |= piece_of(&m->params[i], L, untied) == L;
     /* buckets by sync group (as the allreduce layout), units by piece within */
     size_t off = 0, own = 0;
     int nord = 0, rc;
@@ -190,7 +189,7 @@ static int zero_create(pt_train *t)
         for (int j = i, next; j >= 0; j = next) {
             pt_param *p = &m->params[j];
             owner[j] = (float)p->shard.norm_owner;
-            int kj = piece_of(p, L);
+            int kj = piece_of(p, L, untied);
             if (!u || kj != key) {
                 u = &z->units[z->nunits++];
                 key = kj;
@@ -208,7 +207,7 @@ static int zero_create(pt_train *t)
             u->np++;
             /* close the unit when the next parameter of this group starts another piece */
             next = pt_train_next_in_group(m, j + 1, sc);
-            if (next < 0 || piece_of(&m->params[next], L) != key) {
+            if (next < 0 || piece_of(&m->params[next], L, untied) != key) {
                 const size_t N = (size_t)sc->size;
                 u->npad = (u->n + N - 1) / N * N;
                 u->s = u->npad / N;

@@ -23,7 +23,14 @@
  * kernels fails, with cuDNN's reason), every other call (HS 200, 300, the
  * ring steps, HS 600) must have stayed on the flash kernels; the whole
  * sequence also with separate q and k|v buffers (ldq = C, ldkv = 2C: the
- * backward's unpacked scratch); a timing line beside flash's. */
+ * backward's unpacked scratch); a timing line beside flash's.
+ * Grouped-query attention (pt_attn_dims.NKV < NH: k, v of NKV heads, query
+ * head h reading KV head h / (NH/NKV); Ainslie et al. 2023): the whole
+ * sequence packed [q | k | v] and split, MQA to groups of 4, and ring
+ * steps, for the flash kernels and cuDNN's SDPA (its K, V tensors of NKV
+ * heads, dK and dV reduced over each group inside the graph), against the
+ * CPU table with the same NKV (held to a double repeat_kv reference by
+ * tests/unit/test_ops_attention). */
 #define _POSIX_C_SOURCE 200809L
 #include "config.h"
 
@@ -162,19 +169,20 @@ static void check(const prec *p, const char *what, const char *tname, const tens
 /* the tensor's elements from element off on, as a pointer on either side */
 static void *at(const tensor *t, int dev, size_t off) { return (char *)(dev ? t->dev : t->ref) + off * t->es; }
 
-/* The whole sequence: q, k, v in one qkv [B, T, 3C] (ldq = ldkv = 3C);
- * split: q [B, T, C] (ldq = C) and k | v interleaved [B, T, 2C] (ldkv = 2C),
+/* The whole sequence: q, k, v in one qkv [B, T, C + 2 KVC] (ldq = ldkv =
+ * C + 2 KVC; KVC = NKV*HS, NKV KV heads: GQA when NKV < NH); split: q [B, T,
+ * C] (ldq = C) and k | v interleaved [B, T, 2 KVC] (ldkv = 2 KVC),
  * gradients alike */
-static void whole(const prec *p, int B, int T, int NH, int HS, int split)
+static void whole(const prec *p, int B, int T, int NH, int NKV, int HS, int split)
 {
-    const int C = NH * HS, ldq = split ? C : 3 * C, ldkv = split ? 2 * C : 3 * C;
+    const int C = NH * HS, KVC = NKV * HS, ldq = split ? C : C + 2 * KVC, ldkv = split ? 2 * KVC : C + 2 * KVC;
     const size_t nq = (size_t)B * T * ldq, nkv = split ? (size_t)B * T * ldkv : 0, nout = (size_t)B * T * C,
                  nlse = (size_t)B * NH * T;
     tensor qkv = mk(nq, p->bf, 1.5), out = mk(nout, p->bf, 1), lse = mk(nlse, 0, 1), dout = mk(nout, p->bf, 1),
            dqkv = mk(nq, p->bf, 1);
     tensor kvs = split ? mk(nkv, p->bf, 1.5) : qkv, dkvs = split ? mk(nkv, p->bf, 1) : dqkv;
-    const size_t k0 = split ? 0 : (size_t)C, v0 = split ? (size_t)C : 2 * (size_t)C;
-    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, ldq, ldkv};
+    const size_t k0 = split ? 0 : (size_t)C, v0 = split ? (size_t)KVC : (size_t)(C + KVC);
+    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, ldq, ldkv, NKV};
     const char *fw = split ? "attention_fwd whole sequence, separate q and k|v" : "attention_fwd whole sequence";
     const char *bw = split ? "attention_bwd whole sequence, separate q and k|v (+= into random grads)"
                            : "attention_bwd whole sequence (+= into random dqkv)";
@@ -197,17 +205,18 @@ static void whole(const prec *p, int B, int T, int NH, int HS, int split)
     rc = dev_status();
     check_path(p, bw, &d, 0, &r0);
     check_err(p, bw, "dq", relerr_cols(&dqkv, (size_t)ldq, 0, C), p->tol_grad, rc, &d);
-    check_err(p, bw, "dk", relerr_cols(&dkvs, (size_t)ldkv, k0, C), p->tol_grad, rc, &d);
-    check_err(p, bw, "dv", relerr_cols(&dkvs, (size_t)ldkv, v0, C), p->tol_grad, rc, &d);
+    check_err(p, bw, "dk", relerr_cols(&dkvs, (size_t)ldkv, k0, KVC), p->tol_grad, rc, &d);
+    check_err(p, bw, "dv", relerr_cols(&dkvs, (size_t)ldkv, v0, KVC), p->tol_grad, rc, &d);
     if (split) drop(&kvs), drop(&dkvs);
     drop(&qkv), drop(&out), drop(&lse), drop(&dout), drop(&dqkv);
 }
 
 /* A ring step: Tq local queries at q0 (q [B, Tq, ldq], ldq = C + 8) against
- * key blocks (k | v interleaved [B, Tk, 2C], ldkv = 2C) at other k0 */
-static void ring(const prec *p, int B, int NH, int HS)
+ * key blocks (k | v interleaved [B, Tk, 2 KVC] of NKV heads, ldkv = 2 KVC) at
+ * other k0 */
+static void ring(const prec *p, int B, int NH, int NKV, int HS)
 {
-    const int C = NH * HS, Tq = 70, q0 = 130, ldq = C + 8;
+    const int C = NH * HS, KVC = NKV * HS, Tq = 70, q0 = 130, ldq = C + 8;
     const size_t nq = (size_t)B * Tq * ldq, nout = (size_t)B * Tq * C, nlse = (size_t)B * NH * Tq;
     tensor q = mk(nq, p->bf, 1.5), out = mk(nout, p->bf, 1), lse = mk(nlse, 0, 1), dout = mk(nout, p->bf, 1),
            dq = mk(nq, p->bf, 1);
@@ -219,14 +228,14 @@ static void ring(const prec *p, int B, int NH, int HS)
     tensor kv[3], dkv[3];
     pt_attn_dims d[3];
     for (int i = 0; i < nblk; i++) {
-        kv[i] = mk((size_t)B * Tk[i] * 2 * C, p->bf, 1.5);
-        dkv[i] = mk((size_t)B * Tk[i] * 2 * C, p->bf, 1);
-        d[i] = (pt_attn_dims){B, NH, HS, Tq, Tk[i], q0, k0[i], ldq, 2 * C};
+        kv[i] = mk((size_t)B * Tk[i] * 2 * KVC, p->bf, 1.5);
+        dkv[i] = mk((size_t)B * Tk[i] * 2 * KVC, p->bf, 1);
+        d[i] = (pt_attn_dims){B, NH, HS, Tq, Tk[i], q0, k0[i], ldq, 2 * KVC, NKV};
     }
     /* the future block alone: merge 0 writes out 0 and lse -inf (exactly, on both sides) */
     tensor fo = mk(nout, p->bf, 1), fl = mk(nlse, 0, 1);
-    p->cpu->attention_fwd(fo.ref, fl.ref, q.ref, kv[2].ref, at(&kv[2], 0, C), &d[2], 0);
-    p->fwd(fo.dev, fl.dev, q.dev, kv[2].dev, at(&kv[2], 1, C), &d[2], 0);
+    p->cpu->attention_fwd(fo.ref, fl.ref, q.ref, kv[2].ref, at(&kv[2], 0, KVC), &d[2], 0);
+    p->fwd(fo.dev, fl.dev, q.dev, kv[2].dev, at(&kv[2], 1, KVC), &d[2], 0);
     int rc = dev_status();
     int zero = 1;
     for (size_t i = 0; i < nlse; i++) zero &= isinf(((float *)fl.ref)[i]) && ((float *)fl.ref)[i] < 0;
@@ -238,8 +247,8 @@ static void ring(const prec *p, int B, int NH, int HS)
     /* block 0 (merge 0), block 1 (merge 1), block 2 (merge 1: nothing changes) */
     for (int i = 0; i < nblk; i++) {
         const int merge = i > 0;
-        p->cpu->attention_fwd(out.ref, lse.ref, q.ref, kv[i].ref, at(&kv[i], 0, C), &d[i], merge);
-        p->fwd(out.dev, lse.dev, q.dev, kv[i].dev, at(&kv[i], 1, C), &d[i], merge);
+        p->cpu->attention_fwd(out.ref, lse.ref, q.ref, kv[i].ref, at(&kv[i], 0, KVC), &d[i], merge);
+        p->fwd(out.dev, lse.dev, q.dev, kv[i].dev, at(&kv[i], 1, KVC), &d[i], merge);
         rc = dev_status();
         char what[96];
         snprintf(what, sizeof what, "attention_fwd ring, merge %d, block %d", merge, i);
@@ -251,16 +260,18 @@ static void ring(const prec *p, int B, int NH, int HS)
         pt_cuda_to_device(lse.dev, lse.ref, nlse * lse.es) != PT_OK)
         bail("upload", nout * out.es);
     for (int i = 0; i < nblk; i++) {
-        p->cpu->attention_bwd(dq.ref, dkv[i].ref, at(&dkv[i], 0, C), dout.ref, q.ref, kv[i].ref, at(&kv[i], 0, C),
-                              out.ref, lse.ref, &d[i]);
-        p->bwd(dq.dev, dkv[i].dev, at(&dkv[i], 1, C), dout.dev, q.dev, kv[i].dev, at(&kv[i], 1, C), out.dev, lse.dev,
-               &d[i]);
+        p->cpu->attention_bwd(dq.ref, dkv[i].ref, at(&dkv[i], 0, KVC), dout.ref, q.ref, kv[i].ref,
+                              at(&kv[i], 0, KVC), out.ref, lse.ref, &d[i]);
+        p->bwd(dq.dev, dkv[i].dev, at(&dkv[i], 1, KVC), dout.dev, q.dev, kv[i].dev, at(&kv[i], 1, KVC), out.dev,
+               lse.dev, &d[i]);
         rc = dev_status();
         char what[96];
         snprintf(what, sizeof what, "attention_bwd ring, block %d (+= into random grads)", i);
         check(p, what, "dq (and the row padding)", &dq, p->tol_grad, rc, &d[i]);
-        check_err(p, what, "dk", relerr_cols(&dkv[i], 2 * (size_t)C, 0, C), i == 2 ? 0 : p->tol_grad, rc, &d[i]);
-        check_err(p, what, "dv", relerr_cols(&dkv[i], 2 * (size_t)C, C, C), i == 2 ? 0 : p->tol_grad, rc, &d[i]);
+        check_err(p, what, "dk", relerr_cols(&dkv[i], 2 * (size_t)KVC, 0, KVC), i == 2 ? 0 : p->tol_grad, rc,
+                  &d[i]);
+        check_err(p, what, "dv", relerr_cols(&dkv[i], 2 * (size_t)KVC, KVC, KVC), i == 2 ? 0 : p->tol_grad, rc,
+                  &d[i]);
     }
     check_path(p, "attention_fwd/bwd ring steps", &d[0], 0, &r0);
     for (int i = 0; i < nblk; i++) drop(&kv[i]), drop(&dkv[i]);
@@ -270,7 +281,7 @@ static void ring(const prec *p, int B, int NH, int HS)
 /* A head size the kernels do not take is recorded, naming HS and the range */
 static void refused(const prec *p)
 {
-    const pt_attn_dims d = {1, 1, 600, 4, 4, 0, 0, 600, 600};
+    const pt_attn_dims d = {1, 1, 600, 4, 4, 0, 0, 600, 600, 1};
     tensor q = mk(4 * 600, p->bf, 1), out = mk(4 * 600, p->bf, 1), lse = mk(4, 0, 1);
     pt_cuda_ops_clear();
     pt_cuda_attention_set_impl(p->impl);
@@ -291,7 +302,7 @@ static void timing(const prec *p, int B, int T, int NH, int HS)
     const size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C, nlse = (size_t)B * NH * T;
     tensor qkv = mk(nqkv, p->bf, 1.5), out = mk(nout, p->bf, 1), lse = mk(nlse, 0, 1), dout = mk(nout, p->bf, 1),
            dqkv = mk(nqkv, p->bf, 1);
-    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, 3 * C, 3 * C};
+    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, 3 * C, 3 * C, NH};
     cudaStream_t s = pt_cuda_stream_compute();
     cudaEvent_t e0, e1, e2;
     cudaEventCreate(&e0);
@@ -349,13 +360,22 @@ int main(void)
     /* (B, T, NH, HS): tile multiple, T = 77 (not), HS 16, 64, 80; the 32- and 16-row tiles of HS 200, 300 */
     const int shapes[][4] = {{2, 128, 2, 64}, {2, 77, 3, 64}, {1, 77, 2, 16},
                              {2, 77, 2, 80},  {1, 150, 1, 200}, {1, 40, 2, 300}};
+    /* GQA: (B, T, NH, NKV, HS, split) */
+    const int gqa[][6] = {{2, 77, 8, 1, 64, 0}, {2, 130, 8, 2, 64, 0}, {1, 77, 8, 4, 128, 0},
+                          {2, 77, 4, 2, 80, 1}, {1, 200, 6, 3, 16, 1}};
     for (size_t i = 0; i < sizeof precs / sizeof precs[0]; i++) {
         const prec *p = &precs[i];
         for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-            whole(p, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][3], 0);
-        whole(p, 2, 77, 3, 64, 1);
-        ring(p, 2, 2, 64);
-        ring(p, 1, 2, 80);
+            whole(p, shapes[s][0], shapes[s][1], shapes[s][2], shapes[s][2], shapes[s][3], 0);
+        whole(p, 2, 77, 3, 3, 64, 1);
+        ring(p, 2, 2, 2, 64);
+        ring(p, 1, 2, 2, 80);
+        /* GQA (NKV < NH; Ainslie et al. 2023): MQA and groups of 2 and 4, packed and split, HS 64, 80, 128
+         * (Llama's), T not a multiple of the tile; ring steps with fewer KV heads */
+        for (size_t s = 0; s < sizeof gqa / sizeof gqa[0]; s++)
+            whole(p, gqa[s][0], gqa[s][1], gqa[s][2], gqa[s][3], gqa[s][4], gqa[s][5]);
+        ring(p, 2, 4, 1, 64);
+        ring(p, 1, 8, 2, 80);
         refused(p);
     }
     tap_ok(pt_cuda_mem_live() == 0, "every device block was freed (%zu bytes live)", pt_cuda_mem_live());

@@ -23,7 +23,9 @@
  * and the byte counters of the group with seq.h's formula, S = B*Tl*C*4:
  *   forward  2(SP-1) sends of S, backward 2(2SP-1) sends of S (0 if SP=1);
  * and that all scratch went back to the arena.  The same ring in bf16 against
- * the bf16 table's whole-sequence flash op (run_case_bf16).
+ * the bf16 table's whole-sequence flash op (run_case_bf16), and
+ * grouped-query attention (NKV < NH KV heads) against the fp32 flash op
+ * with the same NKV, its blocks NH/NKV times smaller (run_case_gqa).
  * Output: TAP lines without numbers (test_seq.sh adds them and the plan).
  */
 #include "backend/ops.h"
@@ -108,7 +110,7 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     memcpy(dqkv_ref, dqkv0, sizeof(float) * (size_t)B * T * C3);
     pt_cpu_ops_f32.attention_ref_fwd(out_ref, att_ref, qkv, B, T, NH, HS);
     pt_cpu_ops_f32.attention_ref_bwd(dqkv_ref, dout, qkv, att_ref, B, T, NH, HS);
-    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3};
+    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3, NH};
     pt_cpu_ops_f32.attention_fwd(fout, lse_ref, qkv, qkv + C, qkv + 2 * C, &full, 0);
 
     /* this rank's block and the reference restricted to it */
@@ -133,7 +135,7 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
     const uint64_t S = (uint64_t)B * Tl * C * 4;
     pt_arena arena = {0};
     pt_comm_reset_stats(sp);
-    int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, lse, lqkv, B, Tl, NH, HS);
+    int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, lse, lqkv, B, Tl, NH, HS, NH);
     report(rc == PT_OK, "[%s] forward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t fsent = pt_comm_sent_total(sp), fcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t fwant = p > 1 ? 2 * (uint64_t)(p - 1) : 0;
@@ -151,7 +153,7 @@ static void run_case(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned long s
            (unsigned long long)S);
 
     pt_comm_reset_stats(sp);
-    rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, ldqkv, ldout, lqkv, out, lse, B, Tl, NH, HS);
+    rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, ldqkv, ldout, lqkv, out, lse, B, Tl, NH, HS, NH);
     report(rc == PT_OK, "[%s] backward returns PT_OK%s%s", tag, rc ? ": " : "", rc ? pt_errmsg() : "");
     uint64_t bsent = pt_comm_sent_total(sp), bcalls = sp->stats.calls[PT_COLL_SEND];
     uint64_t bwant = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
@@ -205,7 +207,7 @@ static void run_case_bf16(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned l
     if (!hq || !hd || !hdq || !ho) MPI_Abort(MPI_COMM_WORLD, 1);
     o->convert(hq, PT_BF16, qkv, PT_F32, nq);
     o->convert(hd, PT_BF16, dout, PT_F32, no);
-    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3};
+    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3, NH};
     o->attention_fwd(ho, lse, hq, hq + C, hq + 2 * C, &full, 0);
     o->attention_bwd(hdq, hdq + C, hdq + 2 * C, hd, hq, hq + C, hq + 2 * C, ho, lse, &full);
     o->convert(out, PT_F32, ho, PT_BF16, no);
@@ -227,10 +229,10 @@ static void run_case_bf16(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned l
     const uint64_t S = (uint64_t)B * Tl * C * 2;
     pt_arena arena = {0};
     pt_comm_reset_stats(sp);
-    int rc = pt_ring_attention_fwd(sp, &arena, o, bo, glse, bq, B, Tl, NH, HS);
+    int rc = pt_ring_attention_fwd(sp, &arena, o, bo, glse, bq, B, Tl, NH, HS, 0);
     uint64_t fsent = pt_comm_sent_total(sp);
     pt_comm_reset_stats(sp);
-    if (!rc) rc = pt_ring_attention_bwd(sp, &arena, o, bdq, bd, bq, bo, glse, B, Tl, NH, HS);
+    if (!rc) rc = pt_ring_attention_bwd(sp, &arena, o, bdq, bd, bq, bo, glse, B, Tl, NH, HS, 0);
     uint64_t bsent = pt_comm_sent_total(sp);
     o->convert(gout, PT_F32, bo, PT_BF16, lo);
     o->convert(gdq, PT_F32, bdq, PT_BF16, lq);
@@ -252,6 +254,74 @@ static void run_case_bf16(pt_comm *sp, int B, int NH, int HS, int Tl, unsigned l
     free(bq), free(bd), free(bo), free(bdq);
 }
 
+/* Grouped-query attention round the ring (Ainslie et al. 2023): qkv [B, T,
+ * W] as [NH q heads | NKV k heads | NKV v heads], W = (NH + 2 NKV) HS; the
+ * ring on this rank's block against pt_cpu_ops_f32's flash op with the same
+ * NKV on the whole sequence (itself held to a double reference of repeat_kv
+ * attention by tests/unit/test_ops_attention): out, lse and the dqkv
+ * increment (q, k, v parts) within 1e-5 of the largest reference
+ * magnitude, and the bytes sent: blocks of S = B*Tl*NKV*HS*4, NH/NKV times
+ * fewer than MHA's. */
+static void run_case_gqa(pt_comm *sp, int B, int NH, int NKV, int HS, int Tl, unsigned long seed)
+{
+    const pt_ops *o = &pt_cpu_ops_f32;
+    const int p = sp->size, s = sp->rank, T = p * Tl, C = NH * HS, KVC = NKV * HS, W = C + 2 * KVC;
+    const double tol = 1e-5;
+    char tag[96];
+    snprintf(tag, sizeof tag, "GQA sp=%d B=%d NH=%d NKV=%d HS=%d Tl=%d", p, B, NH, NKV, HS, Tl);
+    pt_rng r;
+    pt_rng_seed(&r, seed, 11 + (uint64_t)((((B * 131 + NH) * 131 + NKV) * 131 + HS) * 131 + Tl));
+    const size_t nq = (size_t)B * T * W, no = (size_t)B * T * C, nl = (size_t)B * NH * T;
+    float *qkv = xalloc(nq), *dout = xalloc(no), *dqkv = xalloc(nq), *out = xalloc(no), *lse = xalloc(nl);
+    float *dqkv0 = xalloc(nq);
+    fill_normal(qkv, nq, &r);
+    fill_normal(dout, no, &r);
+    fill_normal(dqkv0, nq, &r);
+    memcpy(dqkv, dqkv0, sizeof(float) * nq);
+    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, W, W, NKV};
+    o->attention_fwd(out, lse, qkv, qkv + C, qkv + C + KVC, &full, 0);
+    o->attention_bwd(dqkv, dqkv + C, dqkv + C + KVC, dout, qkv, qkv + C, qkv + C + KVC, out, lse, &full);
+    const int t0 = s * Tl;
+    const size_t lq = (size_t)B * Tl * W, lo = (size_t)B * Tl * C, ll = (size_t)B * NH * Tl;
+    float *fq = xalloc(lq), *fd = xalloc(lo), *rout = xalloc(lo), *rdq = xalloc(lq), *rdq0 = xalloc(lq);
+    float *rlse = xalloc(ll), *gout = xalloc(lo), *gdq = xalloc(lq), *glse = xalloc(ll);
+    slice(fq, qkv, B, T, t0, Tl, W);
+    slice(fd, dout, B, T, t0, Tl, C);
+    slice(rout, out, B, T, t0, Tl, C);
+    slice(rdq, dqkv, B, T, t0, Tl, W);
+    slice(rdq0, dqkv0, B, T, t0, Tl, W);
+    slice(gdq, dqkv0, B, T, t0, Tl, W);
+    for (int bh = 0; bh < B * NH; bh++) memcpy(rlse + (size_t)bh * Tl, lse + (size_t)bh * T + t0, sizeof(float) * Tl);
+    for (size_t i = 0; i < lo; i++) gout[i] = NAN;
+    const uint64_t S = (uint64_t)B * Tl * KVC * 4;
+    pt_arena arena = {0};
+    pt_comm_reset_stats(sp);
+    int rc = pt_ring_attention_fwd(sp, &arena, o, gout, glse, fq, B, Tl, NH, HS, NKV);
+    uint64_t fsent = pt_comm_sent_total(sp);
+    pt_comm_reset_stats(sp);
+    if (!rc) rc = pt_ring_attention_bwd(sp, &arena, o, gdq, fd, fq, gout, glse, B, Tl, NH, HS, NKV);
+    uint64_t bsent = pt_comm_sent_total(sp);
+    double sc, e = maxdiff(gout, rout, NULL, (size_t)B * Tl, C, 0, C, &sc);
+    const double eo = rel_world(e, sc);
+    e = maxdiff(glse, rlse, NULL, (size_t)B * NH, Tl, 0, Tl, &sc);
+    const double el = rel_world(e, sc);
+    double gscale, eg[3];
+    maxdiff(gdq, rdq, rdq0, (size_t)B * Tl, W, 0, W, &gscale);
+    const int col[3] = {0, C, C + KVC}, ncol[3] = {C, KVC, KVC};
+    for (int k = 0; k < 3; k++)
+        eg[k] = rel_world(maxdiff(gdq, rdq, rdq0, (size_t)B * Tl, W, col[k], ncol[k], &sc), gscale);
+    const uint64_t fw = p > 1 ? 2 * (uint64_t)(p - 1) : 0, bw = p > 1 ? 2 * (2 * (uint64_t)p - 1) : 0;
+    report(rc == PT_OK && eo <= tol && el <= tol && eg[0] <= tol && eg[1] <= tol && eg[2] <= tol &&
+               fsent == fw * S && bsent == bw * S && arena.cur == 0,
+           "[%s] ring == the flash op with NKV on the whole sequence: out %.1e, lse %.1e, dq %.1e, dk %.1e, dv %.1e "
+           "(bound %.0e); %llu + %llu B sent (want %llu + %llu blocks of S = B*Tl*NKV*HS*4 = %llu B)%s%s",
+           tag, eo, el, eg[0], eg[1], eg[2], tol, (unsigned long long)fsent, (unsigned long long)bsent,
+           (unsigned long long)fw, (unsigned long long)bw, (unsigned long long)S, rc ? ": " : "",
+           rc ? pt_errmsg() : "");
+    free(qkv), free(dout), free(dqkv), free(out), free(lse), free(dqkv0), free(fq), free(fd), free(rout), free(rdq);
+    free(rdq0), free(rlse), free(gout), free(gdq), free(glse);
+}
+
 /* Wall time of forward+backward: the op on the full sequence (every rank
  * alone) and the ring on this rank's block.  Printed, never asserted. */
 static void bench(pt_comm *sp, int B, int NH, int HS, int T)
@@ -268,7 +338,7 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
     float *out = xalloc((size_t)B * T * C), *lse = xalloc((size_t)B * NH * T);
     fill_normal(qkv, (size_t)B * T * C3, &r);
     fill_normal(dout, (size_t)B * T * C, &r);
-    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3};
+    const pt_attn_dims full = {B, NH, HS, T, T, 0, 0, C3, C3, NH};
     pt_arena arena = {0};
     const int reps = 5;
     double best_op = 1e30, best_ring = 1e30;
@@ -283,8 +353,9 @@ static void bench(pt_comm *sp, int B, int NH, int HS, int T)
         if (t < best_op) best_op = t;
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime();
-        int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, lse, qkv, B, Tl, NH, HS);
-        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, dqkv, dout, qkv, out, lse, B, Tl, NH, HS);
+        int rc = pt_ring_attention_fwd(sp, &arena, &pt_cpu_ops_f32, out, lse, qkv, B, Tl, NH, HS, NH);
+        if (!rc) rc = pt_ring_attention_bwd(sp, &arena, &pt_cpu_ops_f32, dqkv, dout, qkv, out, lse, B, Tl, NH, HS,
+                                                  NH);
         MPI_Barrier(MPI_COMM_WORLD);
         t = MPI_Wtime() - t;
         if (rc && tap_rank0) printf("# bench: %s\n", pt_errmsg());
@@ -327,14 +398,21 @@ int main(int argc, char **argv)
         run_case(&sp, shapes[i][0], shapes[i][1], shapes[i][2], shapes[i][3], seed);
     run_case_bf16(&sp, 2, 3, 16, 5, seed);
     run_case_bf16(&sp, 1, 2, 32, PT_FLASH_TILE + 13, seed);
+    /* GQA: MQA (NKV 1), groups of 2 and 4 query heads, a block past the tile */
+    run_case_gqa(&sp, 2, 4, 1, 8, 3, seed);
+    run_case_gqa(&sp, 1, 8, 4, 5, 7, seed);
+    run_case_gqa(&sp, 2, 8, 2, 16, PT_FLASH_TILE + 13, seed);
 
     /* bad sizes are refused before any communication */
     pt_arena arena = {0};
     float dummy[8] = {0};
-    int rc = pt_ring_attention_fwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, 1, 0, 1, 1);
+    int rc = pt_ring_attention_fwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, 1, 0, 1, 1, 0);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "Tl=0"), "Tl=0 is refused with PT_EINVAL (%s)", pt_errmsg());
-    rc = pt_ring_attention_bwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, dummy, dummy, 1, 1, 0, 1);
+    rc = pt_ring_attention_bwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, dummy, dummy, 1, 1, 0, 1, 0);
     report(rc == PT_EINVAL && strstr(pt_errmsg(), "NH=0"), "NH=0 is refused with PT_EINVAL (%s)", pt_errmsg());
+    rc = pt_ring_attention_fwd(&sp, &arena, &pt_cpu_ops_f32, dummy, dummy, dummy, 1, 1, 4, 1, 3);
+    report(rc == PT_EINVAL && strstr(pt_errmsg(), "NKV=3"), "NKV=3 for NH=4 is refused with PT_EINVAL (%s)",
+           pt_errmsg());
 
     pt_comm_free(&sp);
     MPI_Finalize();

@@ -143,11 +143,12 @@ static void run_all(const pt_ops *o, void **b, void *work, const int32_t *tok, c
 
     /* flash attention over the whole sequence, then one sequence's queries
      * against its keys in two blocks (a ring's merge and per-block backward) */
-    const pt_attn_dims fd = {B, NH, HS, T, T, 0, 0, 3 * C, 3 * C};
+    const pt_attn_dims fd = {B, NH, HS, T, T, 0, 0, 3 * C, 3 * C, NH};
     o->attention_fwd(b[O_FO], b[O_FLSE], b[I_QKV], AT(I_QKV, C), AT(I_QKV, 2 * C), &fd, 0);
     o->attention_bwd(b[O_FDQKV], AT(O_FDQKV, C), AT(O_FDQKV, 2 * C), b[I_RC], b[I_QKV], AT(I_QKV, C),
                      AT(I_QKV, 2 * C), b[O_FO], b[O_FLSE], &fd);
-    const pt_attn_dims d1 = {1, NH, HS, T, T1, 0, 0, 3 * C, 3 * C}, d2 = {1, NH, HS, T, T - T1, 0, T1, 3 * C, 3 * C};
+    const pt_attn_dims d1 = {1, NH, HS, T, T1, 0, 0, 3 * C, 3 * C, NH};
+    const pt_attn_dims d2 = {1, NH, HS, T, T - T1, 0, T1, 3 * C, 3 * C, NH};
     const size_t k2 = (size_t)T1 * 3 * C;
     o->attention_fwd(b[O_RO], b[O_RLSE], b[I_QKV], AT(I_QKV, C), AT(I_QKV, 2 * C), &d1, 0);
     o->attention_fwd(b[O_RO], b[O_RLSE], b[I_QKV], AT(I_QKV, k2 + C), AT(I_QKV, k2 + 2 * C), &d2, 1);

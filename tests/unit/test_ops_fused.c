@@ -195,7 +195,7 @@ static void test_flash_whole(void)
     double *qkv = dalloc((size_t)B * T * 3 * C);
     randn(qkv, (size_t)B * T * 3 * C, 1);
     /* the model's form: q, k, v views into one qkv buffer */
-    a.d = (pt_attn_dims){B, NH, HS, T, T, 0, 0, 3 * C, 3 * C};
+    a.d = (pt_attn_dims){B, NH, HS, T, T, 0, 0, 3 * C, 3 * C, NH};
     a.q = qkv, a.k = qkv + C, a.v = qkv + 2 * C;
     a.out = dalloc(no_of(&a.d)), a.lse = dalloc(nl_of(&a.d)), a.dout = dalloc(no_of(&a.d));
     randn(a.dout, no_of(&a.d), 1);
@@ -212,7 +212,7 @@ static void test_flash_whole(void)
     free(oref), free(att), free(dqkv), free(dref), free(a.out), free(a.lse), free(a.dout), free(qkv);
 
     /* own buffers with strides wider than the heads (padding untouched) */
-    pt_attn_dims d = {randint(1, 2), NH, HS, T, T, 0, 0, C + randint(0, 3), C + randint(0, 3)};
+    pt_attn_dims d = {randint(1, 2), NH, HS, T, T, 0, 0, C + randint(0, 3), C + randint(0, 3), NH};
     attn_new(&a, d);
     check_flash(&a, "whole sequence, padded strides");
     attn_free(&a);
@@ -229,7 +229,7 @@ static void test_flash_blocks(void)
     const char *names[3] = {"ring step, earlier keys", "ring step, across the diagonal", "ring step, keys ahead"};
     for (int k = 0; k < 3; k++) {
         attn_prob a;
-        attn_new(&a, (pt_attn_dims){randint(1, 2), NH, HS, Tq, Tk, shapes[k][0], shapes[k][1], C, C});
+        attn_new(&a, (pt_attn_dims){randint(1, 2), NH, HS, Tq, Tk, shapes[k][0], shapes[k][1], C, C, NH});
         check_flash(&a, names[k]);
         attn_free(&a);
     }
@@ -241,7 +241,7 @@ static void test_flash_blocks(void)
     const int B = randint(1, 2), T = randint(70, 160), split = randint(1, T - 1);
     const int q0 = randint(0, 40);
     attn_prob all;
-    attn_new(&all, (pt_attn_dims){B, NH, HS, T - q0, T, q0, 0, C, C}); /* the last T - q0 positions' queries */
+    attn_new(&all, (pt_attn_dims){B, NH, HS, T - q0, T, q0, 0, C, C, NH}); /* the last T - q0 positions' queries */
     D->attention_fwd(all.out, all.lse, all.q, all.k, all.v, &all.d, 0);
     pt_attn_dims d1 = all.d, d2 = all.d;
     d1.Tk = split, d2.Tk = T - split, d2.k0 = split;
@@ -318,7 +318,7 @@ static void test_flash_fd(void)
 {
     fa_case f = {{"flash attention", fa_loss, fa_bwd, 0, 1, {"qkv"}, {0}, {0}}, {0}, 0, 0, 0, 0};
     const int NH = 2, HS = randint(2, 4), C = NH * HS, T = PT_FLASH_TILE + randint(1, 20), B = 1;
-    f.d = (pt_attn_dims){B, NH, HS, T, T, 0, 0, 3 * C, 3 * C};
+    f.d = (pt_attn_dims){B, NH, HS, T, T, 0, 0, 3 * C, 3 * C, NH};
     const size_t nq = (size_t)B * T * 3 * C;
     f.qkv = dalloc(nq), f.out = dalloc(no_of(&f.d)), f.lse = dalloc(nl_of(&f.d)), f.R = dalloc(no_of(&f.d));
     randn(f.qkv, nq, 1), randn(f.R, no_of(&f.d), 1);
@@ -348,8 +348,8 @@ static void test_flash_float(void)
 {
     for (int k = 0; k < 2; k++) {
         const int NH = 2, HS = 64, C = NH * HS;
-        pt_attn_dims d = k == 0 ? (pt_attn_dims){2, NH, HS, 200 + randint(0, 20), 0, 0, 0, 3 * C, 3 * C}
-                                : (pt_attn_dims){1, NH, HS, 150, 170, 170 + randint(0, 50), randint(0, 60), C, C};
+        pt_attn_dims d = k == 0 ? (pt_attn_dims){2, NH, HS, 200 + randint(0, 20), 0, 0, 0, 3 * C, 3 * C, NH}
+                                : (pt_attn_dims){1, NH, HS, 150, 170, 170 + randint(0, 50), randint(0, 60), C, C, NH};
         if (k == 0) d.Tk = d.Tq;
         attn_prob a;
         attn_new(&a, d);
@@ -894,7 +894,7 @@ static void test_threads(void)
     const pt_backend *be = pt_backend_get("cpu");
     const int NH = 3, HS = 8, Cq = NH * HS, T = 2 * PT_FLASH_TILE + 17, B = 2;
     const int N = 600, C = 24, Vl = 300, vb = 64; /* rows: three of the classifier's row blocks */
-    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, 3 * Cq, 3 * Cq};
+    const pt_attn_dims d = {B, NH, HS, T, T, 0, 0, 3 * Cq, 3 * Cq, NH};
     const size_t nq = (size_t)B * T * 3 * Cq, no = (size_t)B * T * Cq;
     const size_t sz[10] = {no, (size_t)B * NH * T, nq, 3 * (size_t)N, (size_t)N * C, (size_t)Vl * C, (size_t)N * Vl,
                            (size_t)N * Vl, (size_t)N * C, (size_t)C};

@@ -288,7 +288,7 @@ static void MIXED_FN(const MIXED_OPS *o, MIXED_REAL **b, const int32_t *tok, con
 
     /* flash attention over the whole sequence; GEMM epilogues (GELU_AUX_BIAS,
      * DGELU_BGRAD, and alone); the fused classifier in blocks of MCVB columns */
-    const pt_attn_dims fd = {MB, MNH, HS, MT, MT, 0, 0, 3 * C, 3 * C};
+    const pt_attn_dims fd = {MB, MNH, HS, MT, MT, 0, 0, 3 * C, 3 * C, MNH};
     MIXED_REAL *qkv = b[M_QKV], *dqkv = b[M_FDQKV];
     o->attention_fwd(b[M_FO], b[M_FLSE], qkv, qkv + C, qkv + 2 * C, &fd, 0);
     o->attention_bwd(dqkv, dqkv + C, dqkv + 2 * C, b[M_RC], qkv, qkv + C, qkv + 2 * C, b[M_FO], b[M_FLSE], &fd);

@@ -5,7 +5,9 @@
  * tested against (tests/gpu/test_attention.c): scale 1/sqrt(HS), causal on
  * global positions (query row i at q0 + i sees key row j at k0 + j iff
  * k0 + j <= q0 + i), strides ldq (q, dq) and ldkv (k, v, dk, dv), out and
- * dout [B, Tq, NH*HS], lse [B, NH, Tq] fp32; merge 1 continues the online
+ * dout [B, Tq, NH*HS], lse [B, NH, Tq] fp32; k, v, dk, dv hold NKV heads
+ * (grouped-query attention, Ainslie et al. 2023, section 2.2: query head h
+ * reads KV head h / (NH/NKV), pt_attn_dims); merge 1 continues the online
  * softmax from the (out, lse) already there; a row that sees no key gets
  * out 0, lse -inf; the backward reads the FINAL out and lse and ADDS to
  * dq, dk, dv.
@@ -23,7 +25,8 @@
  *  - backward: Dao 2023 section 3.1 (D = rowsum(dO * O)) in three
  *    kernels and no atomics: D into a scratch of B*NH*Tq floats (one warp
  *    per row, a fixed shuffle tree); dk, dv with one block per (key tile,
- *    head, sequence) over the query tiles that see it (P recomputed from
+ *    KV head, sequence) over the KV head's query heads (GQA) and their
+ *    query tiles that see it (P recomputed from
  *    lse, dV += P^T dO, dS = P (dO V^T - D) scale, dK += dS^T Q); dq with
  *    one block per (query tile, head, sequence) over the key tiles it sees
  *    (P and dS again, dQ += dS K).  Each output element is owned by one
@@ -144,11 +147,12 @@ __global__ void __launch_bounds__(THREADS, min_blocks(NC))
     float *Qs = smem, *KVs = Qs + BT * ls, *Ps = KVs + BT * ls; /* Ps [BT, PS] */
     const int nqt = (d.Tq + BT - 1) / BT;
     const int it = nqt - 1 - (int)blockIdx.x, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int kvh = h / (d.NH / (d.NKV > 0 ? d.NKV : d.NH)); /* GQA: the query head's KV head */
     const int i0 = it * BT, nq = min(BT, d.Tq - i0);
     const int tx = (int)threadIdx.x % 16, ty = (int)threadIdx.x / 16;
     const T *qp = q + ((size_t)b * d.Tq + i0) * d.ldq + (size_t)h * HS;
-    const T *kb = k + (size_t)b * d.Tk * d.ldkv + (size_t)h * HS;
-    const T *vb = v + (size_t)b * d.Tk * d.ldkv + (size_t)h * HS;
+    const T *kb = k + (size_t)b * d.Tk * d.ldkv + (size_t)kvh * HS;
+    const T *vb = v + (size_t)b * d.Tk * d.ldkv + (size_t)kvh * HS;
     T *op = out + ((size_t)b * d.Tq + i0) * C + (size_t)h * HS;
     float *lp = lse + ((size_t)b * d.NH + h) * d.Tq + i0;
     int col[NC]; /* this thread's output columns, clamped into the row (the extra ones are not stored) */
@@ -271,9 +275,11 @@ __global__ void rowdot_kernel(float *D, const T *dout, const T *out, int B, int 
     if (lane == 0) D[(b * NH + h) * Tq + i] = s;
 }
 
-/* dk, dv: block (key tile, h, b) over the query tiles that see it; thread
- * (ty, tx) owns key rows ty + 16 i and, in the score tile, query columns
- * tx + 16 j. */
+/* dk, dv: block (key tile, KV head g, b) over g's query heads h = g*rep ..
+ * g*rep + rep-1 (rep = NH/NKV; GQA, Ainslie et al. 2023, section 2.2) and,
+ * per head, the query tiles that see the key tile; thread (ty, tx) owns
+ * key rows ty + 16 i and, in the score tile, query columns tx + 16 j.  The
+ * sums over heads and tiles run in that fixed order in registers. */
 template <typename T, int BT, int NC>
 __global__ void __launch_bounds__(THREADS, min_blocks(NC))
     dkdv_kernel(T *dk, T *dv, const T *dout, const T *q, const T *k, const T *v, const float *lse, const float *D,
@@ -284,16 +290,14 @@ __global__ void __launch_bounds__(THREADS, min_blocks(NC))
     const int HS = d.HS, ls = tile_ld(HS), HS4 = ls - 4, C = d.NH * HS;
     float *Ks = smem, *Vs = Ks + BT * ls, *Qs = Vs + BT * ls, *Gs = Qs + BT * ls;
     float *Ps = Gs + BT * ls, *Ss = Ps + BT * PS, *Ls = Ss + BT * PS, *Dd = Ls + BT;
-    const int j0 = (int)blockIdx.x * BT, h = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int j0 = (int)blockIdx.x * BT, g = (int)blockIdx.y, b = (int)blockIdx.z;
+    const int rep = d.NH / (d.NKV > 0 ? d.NKV : d.NH);
     const int nk = min(BT, d.Tk - j0);
     const int tx = (int)threadIdx.x % 16, ty = (int)threadIdx.x / 16;
     long long first = (long long)d.k0 + j0 - d.q0; /* the first query that sees key j0 */
     if (first < 0) first = 0;
     if (first >= d.Tq) return; /* no query sees this tile: nothing to add */
-    const T *qb = q + (size_t)b * d.Tq * d.ldq + (size_t)h * HS;
-    const T *gb = dout + (size_t)b * d.Tq * C + (size_t)h * HS;
-    const float *lb = lse + ((size_t)b * d.NH + h) * d.Tq, *Db = D + ((size_t)b * d.NH + h) * d.Tq;
-    const size_t kvoff = ((size_t)b * d.Tk + j0) * d.ldkv + (size_t)h * HS;
+    const size_t kvoff = ((size_t)b * d.Tk + j0) * d.ldkv + (size_t)g * HS;
     int col[NC];
 #pragma unroll
     for (int j = 0; j < NC; j++) col[j] = min(tx + 16 * j, HS - 1);
@@ -305,81 +309,86 @@ __global__ void __launch_bounds__(THREADS, min_blocks(NC))
     for (int i = 0; i < RI; i++)
 #pragma unroll
         for (int j = 0; j < NC; j++) dka[i][j] = dva[i][j] = 0.0f;
-    for (int i0 = (int)(first / BT) * BT; i0 < d.Tq; i0 += BT) {
-        const int nq = min(BT, d.Tq - i0);
-        __syncthreads(); /* the last tile's products are done with Qs, Gs, Ps, Ss */
-        load_tile(Qs, ls, qb + (size_t)i0 * d.ldq, (size_t)d.ldq, BT, nq, HS, HS4);
-        load_tile(Gs, ls, gb + (size_t)i0 * C, (size_t)C, BT, nq, HS, HS4);
-        for (int x = (int)threadIdx.x; x < BT; x += THREADS) {
-            Ls[x] = x < nq ? lb[i0 + x] : -INFINITY;
-            Dd[x] = x < nq ? Db[i0 + x] : 0.0f;
-        }
-        __syncthreads();
-        float s[RI][RI], dp[RI][RI];
-#pragma unroll
-        for (int i = 0; i < RI; i++)
-#pragma unroll
-            for (int j = 0; j < RI; j++) s[i][j] = dp[i][j] = 0.0f;
-        for (int c = 0; c < HS4; c += 4) {
-            float4 kv[RI], vv[RI], qv[RI], gv[RI];
-#pragma unroll
-            for (int i = 0; i < RI; i++) {
-                kv[i] = ld4(Ks + (ty + 16 * i) * ls + c);
-                vv[i] = ld4(Vs + (ty + 16 * i) * ls + c);
+    for (int h = g * rep; h < (g + 1) * rep; h++) {
+        const T *qb = q + (size_t)b * d.Tq * d.ldq + (size_t)h * HS;
+        const T *gb = dout + (size_t)b * d.Tq * C + (size_t)h * HS;
+        const float *lb = lse + ((size_t)b * d.NH + h) * d.Tq, *Db = D + ((size_t)b * d.NH + h) * d.Tq;
+        for (int i0 = (int)(first / BT) * BT; i0 < d.Tq; i0 += BT) {
+            const int nq = min(BT, d.Tq - i0);
+            __syncthreads(); /* the last tile's products are done with Qs, Gs, Ps, Ss */
+            load_tile(Qs, ls, qb + (size_t)i0 * d.ldq, (size_t)d.ldq, BT, nq, HS, HS4);
+            load_tile(Gs, ls, gb + (size_t)i0 * C, (size_t)C, BT, nq, HS, HS4);
+            for (int x = (int)threadIdx.x; x < BT; x += THREADS) {
+                Ls[x] = x < nq ? lb[i0 + x] : -INFINITY;
+                Dd[x] = x < nq ? Db[i0 + x] : 0.0f;
             }
-#pragma unroll
-            for (int j = 0; j < RI; j++) {
-                qv[j] = ld4(Qs + (tx + 16 * j) * ls + c);
-                gv[j] = ld4(Gs + (tx + 16 * j) * ls + c);
-            }
+            __syncthreads();
+            float s[RI][RI], dp[RI][RI];
 #pragma unroll
             for (int i = 0; i < RI; i++)
 #pragma unroll
-                for (int j = 0; j < RI; j++) {
-                    s[i][j] = dot4(kv[i], qv[j], s[i][j]);
-                    dp[i][j] = dot4(vv[i], gv[j], dp[i][j]);
+                for (int j = 0; j < RI; j++) s[i][j] = dp[i][j] = 0.0f;
+            for (int c = 0; c < HS4; c += 4) {
+                float4 kv[RI], vv[RI], qv[RI], gv[RI];
+#pragma unroll
+                for (int i = 0; i < RI; i++) {
+                    kv[i] = ld4(Ks + (ty + 16 * i) * ls + c);
+                    vv[i] = ld4(Vs + (ty + 16 * i) * ls + c);
                 }
-        }
 #pragma unroll
-        for (int i = 0; i < RI; i++) {
-            const int kr = ty + 16 * i;
-#pragma unroll
-            for (int j = 0; j < RI; j++) {
-                const int qc = tx + 16 * j;
-                const float li = Ls[qc];
-                const bool vis = kr < nk && qc < nq && li != -INFINITY &&
-                                 (long long)d.k0 + j0 + kr <= (long long)d.q0 + i0 + qc;
-                const float p = vis ? expf(s[i][j] * scale - li) : 0.0f;
-                Ps[kr * PS + qc] = p;
-                Ss[kr * PS + qc] = p * (dp[i][j] - Dd[qc]) * scale;
-            }
-        }
-        __syncthreads();
-        for (int x = 0; x < nq; x += 4) { /* P, dS, dO and Q are zero from nq to BT */
-            float4 pv[RI], sv[RI];
-#pragma unroll
-            for (int i = 0; i < RI; i++) {
-                pv[i] = ld4(Ps + (ty + 16 * i) * PS + x);
-                sv[i] = ld4(Ss + (ty + 16 * i) * PS + x);
-            }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                float gv[NC], qv[NC];
-#pragma unroll
-                for (int j = 0; j < NC; j++) {
-                    gv[j] = Gs[(x + u) * ls + col[j]];
-                    qv[j] = Qs[(x + u) * ls + col[j]];
+                for (int j = 0; j < RI; j++) {
+                    qv[j] = ld4(Qs + (tx + 16 * j) * ls + c);
+                    gv[j] = ld4(Gs + (tx + 16 * j) * ls + c);
                 }
 #pragma unroll
                 for (int i = 0; i < RI; i++)
 #pragma unroll
-                    for (int j = 0; j < NC; j++) {
-                        dva[i][j] = fmaf(comp(pv[i], u), gv[j], dva[i][j]);
-                        dka[i][j] = fmaf(comp(sv[i], u), qv[j], dka[i][j]);
+                    for (int j = 0; j < RI; j++) {
+                        s[i][j] = dot4(kv[i], qv[j], s[i][j]);
+                        dp[i][j] = dot4(vv[i], gv[j], dp[i][j]);
                     }
             }
+#pragma unroll
+            for (int i = 0; i < RI; i++) {
+                const int kr = ty + 16 * i;
+#pragma unroll
+                for (int j = 0; j < RI; j++) {
+                    const int qc = tx + 16 * j;
+                    const float li = Ls[qc];
+                    const bool vis = kr < nk && qc < nq && li != -INFINITY &&
+                                     (long long)d.k0 + j0 + kr <= (long long)d.q0 + i0 + qc;
+                    const float p = vis ? expf(s[i][j] * scale - li) : 0.0f;
+                    Ps[kr * PS + qc] = p;
+                    Ss[kr * PS + qc] = p * (dp[i][j] - Dd[qc]) * scale;
+                }
+            }
+            __syncthreads();
+            for (int x = 0; x < nq; x += 4) { /* P, dS, dO and Q are zero from nq to BT */
+                float4 pv[RI], sv[RI];
+#pragma unroll
+                for (int i = 0; i < RI; i++) {
+                    pv[i] = ld4(Ps + (ty + 16 * i) * PS + x);
+                    sv[i] = ld4(Ss + (ty + 16 * i) * PS + x);
+                }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    float gv[NC], qv[NC];
+#pragma unroll
+                    for (int j = 0; j < NC; j++) {
+                        gv[j] = Gs[(x + u) * ls + col[j]];
+                        qv[j] = Qs[(x + u) * ls + col[j]];
+                    }
+#pragma unroll
+                    for (int i = 0; i < RI; i++)
+#pragma unroll
+                        for (int j = 0; j < NC; j++) {
+                            dva[i][j] = fmaf(comp(pv[i], u), gv[j], dva[i][j]);
+                            dka[i][j] = fmaf(comp(sv[i], u), qv[j], dka[i][j]);
+                        }
+                }
+            }
         }
-    }
+    } /* query heads of g */
 #pragma unroll
     for (int i = 0; i < RI; i++) {
         const int kr = ty + 16 * i;
@@ -415,8 +424,9 @@ __global__ void __launch_bounds__(THREADS, min_blocks(NC))
     const size_t qoff = ((size_t)b * d.Tq + i0) * d.ldq + (size_t)h * HS;
     const T *gp = dout + ((size_t)b * d.Tq + i0) * C + (size_t)h * HS;
     const float *lp = lse + ((size_t)b * d.NH + h) * d.Tq + i0, *Dp = D + ((size_t)b * d.NH + h) * d.Tq + i0;
-    const T *kb = k + (size_t)b * d.Tk * d.ldkv + (size_t)h * HS;
-    const T *vb = v + (size_t)b * d.Tk * d.ldkv + (size_t)h * HS;
+    const int kvh = h / (d.NH / (d.NKV > 0 ? d.NKV : d.NH)); /* GQA: the query head's KV head */
+    const T *kb = k + (size_t)b * d.Tk * d.ldkv + (size_t)kvh * HS;
+    const T *vb = v + (size_t)b * d.Tk * d.ldkv + (size_t)kvh * HS;
     int col[NC];
 #pragma unroll
     for (int j = 0; j < NC; j++) col[j] = min(tx + 16 * j, HS - 1);
@@ -556,7 +566,7 @@ int bwd_launch(T *dq, T *dk, T *dv, const T *dout, const T *q, const T *k, const
     const float scale = 1.0f / sqrtf((float)d.HS);
     cudaStream_t st = pt_cuda_stream_compute();
     if (d.Tk > 0) {
-        const dim3 grid((unsigned)((d.Tk + BT - 1) / BT), (unsigned)d.NH, (unsigned)d.B);
+        const dim3 grid((unsigned)((d.Tk + BT - 1) / BT), (unsigned)(d.NKV > 0 ? d.NKV : d.NH), (unsigned)d.B);
         dkdv_kernel<T, BT, NC><<<grid, THREADS, smem, st>>>(dk, dv, dout, q, k, v, lse, D, d, scale);
     }
     const dim3 grid((unsigned)((d.Tq + BT - 1) / BT), (unsigned)d.NH, (unsigned)d.B);
@@ -574,10 +584,14 @@ int check_dims(const pt_attn_dims *d)
     if (d->HS < 1 || d->HS > MAX_HS)
         return pt_fail(PT_EUNSUPP, "head size HS %d is not supported on the device (valid: 1..%d)", d->HS, MAX_HS);
     if (d->Tq < 0 || d->Tk < 0) return pt_fail(PT_EINVAL, "Tq %d, Tk %d are not valid (valid: >= 0)", d->Tq, d->Tk);
-    const long long C = (long long)d->NH * d->HS;
-    if (d->ldq < C || d->ldkv < C)
-        return pt_fail(PT_EINVAL, "row strides ldq %d, ldkv %d are not valid (valid: >= NH*HS = %lld)", d->ldq, d->ldkv,
-                       C);
+    if (d->NKV < 0 || d->NKV > d->NH || (d->NKV > 0 && d->NH % d->NKV))
+        return pt_fail(PT_EINVAL, "NKV %d KV heads for NH %d query heads (valid: 0 for NH, or a divisor of NH)", d->NKV,
+                       d->NH);
+    const long long C = (long long)d->NH * d->HS, KVC = (long long)pt_attn_nkv(d) * d->HS;
+    if (d->ldq < C || d->ldkv < KVC)
+        return pt_fail(PT_EINVAL, "row strides ldq %d, ldkv %d are not valid (valid: ldq >= NH*HS = %lld, ldkv >= "
+                                  "NKV*HS = %lld)",
+                       d->ldq, d->ldkv, C, KVC);
     return PT_OK;
 }
 

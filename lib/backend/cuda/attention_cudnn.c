@@ -9,7 +9,12 @@
  * CompositeSDPANode and CompositeSDPABackwardNode, with the causal mask of
  * utils/attn_score_modifiers.h and diagonal_band_mask.h and the softmax
  * of node/softmax.h) builds for causal SDPA with Stats, no dropout, no
- * bias, equal head counts, written here against cudnn_graph.h in C
+ * bias, NH query heads and NKV key/value heads (grouped-query attention,
+ * Ainslie et al. 2023, section 2.2: K and V are tensors of NKV heads, the
+ * matmuls broadcast them over the NH/NKV query heads of a group; the
+ * backward computes dK, dV per query head into virtual bf16 [B, NH, T, HS]
+ * tensors and reduces them (ADD) onto the NKV heads, as the frontend's
+ * dK_fullhead / dV_fullhead), written here against cudnn_graph.h in C
  * (nothing copied; the node order, data types and virtual-tensor shapes
  * follow the frontend's, since cuDNN's fused attention engines recognise
  * that pattern).  The scale 1/sqrt(HS), -inf and 1 are by-value fp32
@@ -38,9 +43,9 @@
  * (pt_cuda_add2d: one bf16 rounding more than the flash kernels' single
  * one).  The whole-sequence call's dq, dk, dv are the three column blocks
  * of one dqkv (dk = dq + C, dv = dq + 2C, ldq = ldkv): then the scratch is
- * one [B, T, 3C] and one add2d covers it ("packed").
+ * one [B, T, C + 2*NKV*HS] and one add2d covers it ("packed").
  *
- * Plans: per (direction, B, NH, T, HS, ldq, ldkv, packed), built on first
+ * Plans: per (direction, B, NH, NKV, T, HS, ldq, ldkv, packed), built on first
  * use (heuristics mode A, then the fallback list; the first engine
  * configuration that finalizes; runtime-compiled engines take seconds
  * once), kept with every descriptor they were built from until
@@ -130,9 +135,10 @@ const char *pt_attn_cudnn_rule(const pt_attn_dims *d, int merge)
     if (d->q0 != 0 || d->k0 != 0) return "q0 or k0 is not 0 (a ring step)";
     if (d->Tq != d->Tk || d->Tq < 1) return "Tq != Tk or no rows (not the whole sequence)";
     if (d->B < 1 || d->NH < 1) return "B or NH < 1";
+    if (d->NKV < 0 || d->NKV > d->NH || (d->NKV > 0 && d->NH % d->NKV)) return "NKV is neither 0 nor a divisor of NH";
     if (d->HS < 8 || d->HS > PT_SDPA_MAX_HS || d->HS % 8 != 0) return "HS is not a multiple of 8 in 8..128";
-    const long long C = (long long)d->NH * d->HS;
-    if (d->ldq < C || d->ldkv < C) return "ldq or ldkv < NH*HS";
+    const long long C = (long long)d->NH * d->HS, KVC = (long long)pt_attn_nkv(d) * d->HS;
+    if (d->ldq < C || d->ldkv < KVC) return "ldq < NH*HS or ldkv < NKV*HS";
     if (d->ldq % 8 != 0 || d->ldkv % 8 != 0) return "ldq or ldkv is not a multiple of 8 elements (16 bytes)";
     return NULL;
 }
@@ -156,14 +162,18 @@ static void set4(int64_t *a, int64_t x0, int64_t x1, int64_t x2, int64_t x3)
 
 void pt_sdpa_layout_of(const pt_attn_dims *d, int lds, pt_sdpa_layout *l)
 {
-    const int64_t B = d->B, H = d->NH, T = d->Tq, D = d->HS, C = H * D, lq = d->ldq, lk = d->ldkv;
+    const int64_t B = d->B, H = d->NH, Hk = pt_attn_nkv(d), T = d->Tq, D = d->HS, C = H * D, lq = d->ldq,
+                  lk = d->ldkv;
+    const int64_t ldk = lds == C ? Hk * D : lds; /* separate scratches: dk, dv rows of NKV*HS */
     set4(l->q_dim, B, H, T, D), set4(l->q_str, T * lq, D, lq, 1);
-    set4(l->kt_dim, B, H, D, T), set4(l->kt_str, T * lk, D, 1, lk);
-    set4(l->k_dim, B, H, T, D), set4(l->k_str, T * lk, D, lk, 1);
-    set4(l->v_dim, B, H, T, D), set4(l->v_str, T * lk, D, lk, 1);
-    set4(l->vt_dim, B, H, D, T), set4(l->vt_str, T * lk, D, 1, lk);
+    set4(l->kt_dim, B, Hk, D, T), set4(l->kt_str, T * lk, D, 1, lk);
+    set4(l->k_dim, B, Hk, T, D), set4(l->k_str, T * lk, D, lk, 1);
+    set4(l->v_dim, B, Hk, T, D), set4(l->v_str, T * lk, D, lk, 1);
+    set4(l->vt_dim, B, Hk, D, T), set4(l->vt_str, T * lk, D, 1, lk);
     set4(l->o_dim, B, H, T, D), set4(l->o_str, T * C, D, C, 1);
     set4(l->g_dim, B, H, T, D), set4(l->g_str, T * lds, D, lds, 1);
+    set4(l->gk_dim, B, Hk, T, D), set4(l->gk_str, T * ldk, D, ldk, 1);
+    set4(l->fh_dim, B, H, T, D), set4(l->fh_str, H * T * D, T * D, D, 1);
     set4(l->stats_dim, B, H, T, 1), set4(l->stats_str, H * T, T, 1, 1);
     set4(l->s_dim, B, H, T, T), set4(l->s_str, H * T * T, T * T, T, 1);
     set4(l->st_dim, B, H, T, T), set4(l->st_str, H * T * T, T * T, 1, T);
@@ -429,8 +439,9 @@ static void bwd_ops(graph *g, const pt_sdpa_layout *L)
     cudnnBackendDescriptor_t St = tensor(g, UID_STATS, f32, L->stats_dim, L->stats_str, false, false, "Stats");
     cudnnBackendDescriptor_t dO = tensor(g, UID_DO, bf, L->o_dim, L->o_str, false, false, "dO");
     cudnnBackendDescriptor_t dQ = tensor(g, UID_DQ, bf, L->g_dim, L->g_str, false, false, "dQ");
-    cudnnBackendDescriptor_t dK = tensor(g, UID_DK, bf, L->g_dim, L->g_str, false, false, "dK");
-    cudnnBackendDescriptor_t dV = tensor(g, UID_DV, bf, L->g_dim, L->g_str, false, false, "dV");
+    cudnnBackendDescriptor_t dK = tensor(g, UID_DK, bf, L->gk_dim, L->gk_str, false, false, "dK");
+    cudnnBackendDescriptor_t dV = tensor(g, UID_DV, bf, L->gk_dim, L->gk_str, false, false, "dV");
+    const bool gqa = L->gk_dim[1] != L->g_dim[1]; /* fewer KV heads: dK, dV per query head, then summed */
     const int64_t B = L->q_dim[0], H = L->q_dim[1], T = L->q_dim[2], D = L->q_dim[3];
     int64_t acc_str[4], dod_str[4];
     set4(acc_str, H * T * D, T * D, D, 1);
@@ -461,7 +472,12 @@ static void bwd_ops(graph *g, const pt_sdpa_layout *L)
     /* dV = P^T dO */
     cudnnBackendDescriptor_t pT = vt(g, bf, L->st_dim, L->st_str, "P^T");
     reshape(g, e, pT, "reshape P^T");
-    matmul(g, pT, dO, dV, "matmul P^T dO");
+    if (gqa) {
+        cudnnBackendDescriptor_t dVf = vt(g, bf, L->fh_dim, L->fh_str, "dV per query head");
+        matmul(g, pT, dO, dVf, "matmul P^T dO");
+        reduce(g, CUDNN_REDUCE_TENSOR_ADD, dVf, dV, "reduce dV over the query heads of a KV head");
+    } else
+        matmul(g, pT, dO, dV, "matmul P^T dO");
     /* dS = (dO V^T - Dsum) P scale */
     cudnnBackendDescriptor_t dp = vt(g, f32, L->s_dim, L->s_str, "dO V^T");
     matmul(g, dO, V, dp, "matmul dO V^T");
@@ -474,7 +490,12 @@ static void bwd_ops(graph *g, const pt_sdpa_layout *L)
     /* dK = dS^T Q */
     cudnnBackendDescriptor_t dsT = vt(g, bf, L->st_dim, L->st_str, "dS^T");
     reshape(g, ds, dsT, "reshape dS^T");
-    matmul(g, dsT, Q, dK, "matmul dS^T Q");
+    if (gqa) {
+        cudnnBackendDescriptor_t dKf = vt(g, bf, L->fh_dim, L->fh_str, "dK per query head");
+        matmul(g, dsT, Q, dKf, "matmul dS^T Q");
+        reduce(g, CUDNN_REDUCE_TENSOR_ADD, dKf, dK, "reduce dK over the query heads of a KV head");
+    } else
+        matmul(g, dsT, Q, dK, "matmul dS^T Q");
     /* dQ = dS K (K^T seen back as K) */
     cudnnBackendDescriptor_t Kr = vt(g, bf, L->k_dim, L->k_str, "K");
     reshape(g, K, Kr, "reshape K");
@@ -509,7 +530,7 @@ int pt_sdpa_ops_check(const pt_attn_dims *d, int bwd, int lds, int *nops)
 
 typedef struct plan {
     struct plan *next;
-    int bwd, B, NH, T, HS, ldq, ldkv, lds;
+    int bwd, B, NH, NKV, T, HS, ldq, ldkv, lds;
     int ok; /* 0: cuDNN has no plan for it (the flash kernels run) */
     graph g;
     cudnnBackendDescriptor_t exec; /* the execution plan (not in g) */
@@ -592,12 +613,13 @@ static int plan_finish(plan *p)
 static plan *plan_get(int bwd, const pt_attn_dims *d, int lds)
 {
     for (plan *p = plans; p; p = p->next)
-        if (p->bwd == bwd && p->B == d->B && p->NH == d->NH && p->T == d->Tq && p->HS == d->HS && p->ldq == d->ldq &&
-            p->ldkv == d->ldkv && p->lds == lds)
+        if (p->bwd == bwd && p->B == d->B && p->NH == d->NH && p->NKV == pt_attn_nkv(d) && p->T == d->Tq &&
+            p->HS == d->HS && p->ldq == d->ldq && p->ldkv == d->ldkv && p->lds == lds)
             return p;
     plan *p = calloc(1, sizeof *p);
     if (!p) return NULL;
-    p->bwd = bwd, p->B = d->B, p->NH = d->NH, p->T = d->Tq, p->HS = d->HS, p->ldq = d->ldq, p->ldkv = d->ldkv;
+    p->bwd = bwd, p->B = d->B, p->NH = d->NH, p->NKV = pt_attn_nkv(d), p->T = d->Tq, p->HS = d->HS, p->ldq = d->ldq,
+    p->ldkv = d->ldkv;
     p->lds = lds;
     int rc = PT_OK;
     if (!handle) {
@@ -615,9 +637,9 @@ static plan *plan_get(int bwd, const pt_attn_dims *d, int lds)
     p->ok = rc == PT_OK;
     if (!p->ok) {
         snprintf(fallback_msg, sizeof fallback_msg, "%s", pt_errmsg());
-        pt_log(1, "attention: cuDNN has no %s plan for B=%d NH=%d T=%d HS=%d ldq=%d ldkv=%d (%s); the flash kernels "
-               "run it",
-               bwd ? "backward" : "forward", d->B, d->NH, d->Tq, d->HS, d->ldq, d->ldkv, fallback_msg);
+        pt_log(1, "attention: cuDNN has no %s plan for B=%d NH=%d NKV=%d T=%d HS=%d ldq=%d ldkv=%d (%s); the flash "
+               "kernels run it",
+               bwd ? "backward" : "forward", d->B, d->NH, pt_attn_nkv(d), d->Tq, d->HS, d->ldq, d->ldkv, fallback_msg);
         cudaGetLastError(); /* nothing of this is a later kernel's error */
         if (p->exec) cudnnBackendDestroyDescriptor(p->exec);
         p->exec = NULL;
@@ -691,17 +713,18 @@ int pt_cuda_attention_cudnn_bwd(void *dq, void *dk, void *dv, const void *dout, 
 {
     const char *why = pt_attn_cudnn_rule(d, 0);
     if (why) return pt_fail(PT_EINVAL, "attention on cuDNN: the shape does not apply: %s", why);
-    const size_t C = (size_t)d->NH * d->HS, rows = (size_t)d->B * d->Tq;
-    const int packed = d->ldq == d->ldkv && (size_t)d->ldq >= 3 * C && (char *)dk == (char *)dq + 2 * C &&
-                       (char *)dv == (char *)dq + 4 * C;
-    const int lds = packed ? (int)(3 * C) : (int)C;
+    const size_t C = (size_t)d->NH * d->HS, KVC = (size_t)pt_attn_nkv(d) * d->HS, rows = (size_t)d->B * d->Tq;
+    const size_t W = C + 2 * KVC; /* a packed row: q | k | v */
+    const int packed = d->ldq == d->ldkv && (size_t)d->ldq >= W && (char *)dk == (char *)dq + 2 * C &&
+                       (char *)dv == (char *)dq + 2 * (C + KVC);
+    const int lds = packed ? (int)W : (int)C;
     pthread_mutex_lock(&lock);
     plan *p = plan_get(1, d, lds);
     int rc = !p ? pt_fail(PT_ENOMEM, "no memory for a cuDNN plan") : p->ok ? PT_OK : PT_ATTN_FALLBACK;
     if (rc == PT_OK) {
         /* one block: workspace | Dsum fp32 [B, NH, T] | dQ accumulator fp32 [B, NH, T, HS] | dq, dk, dv bf16 */
         const size_t nws = round256((size_t)p->ws), nsum = round256(rows * d->NH * sizeof(float));
-        const size_t nacc = round256(rows * C * sizeof(float)), ng = round256(rows * 3 * C * 2);
+        const size_t nacc = round256(rows * C * sizeof(float)), ng = round256(rows * W * 2);
         cudaStream_t st = pt_cuda_stream_compute();
         char *buf = NULL;
         cudaError_t e = cudaMallocAsync((void **)&buf, nws + nsum + nacc + ng, st);
@@ -709,7 +732,8 @@ int pt_cuda_attention_cudnn_bwd(void *dq, void *dk, void *dv, const void *dout, 
             rc = pt_cuda_fail(e, "cudaMallocAsync(%zu bytes of cuDNN workspace and scratch)", nws + nsum + nacc + ng);
         if (rc == PT_OK) {
             char *sum = buf + nws, *acc = sum + nsum, *g = acc + nacc;
-            char *gq = g, *gk = packed ? g + 2 * C : g + rows * C * 2, *gv = packed ? g + 4 * C : g + 2 * rows * C * 2;
+            char *gq = g, *gk = packed ? g + 2 * C : g + rows * C * 2;
+            char *gv = packed ? g + 2 * (C + KVC) : gk + rows * KVC * 2;
             float scale = 1.0f / sqrtf((float)d->HS), ninf = -INFINITY, one = 1.0f;
             e = cudaMemsetAsync(acc, 0, rows * C * sizeof(float), st); /* cuDNN < 9.6 needed it; harmless */
             if (e != cudaSuccess) rc = pt_cuda_fail(e, "cudaMemsetAsync(dQ accumulator)");
@@ -720,11 +744,11 @@ int pt_cuda_attention_cudnn_bwd(void *dq, void *dk, void *dv, const void *dout, 
             if (rc == PT_OK) rc = execute(p, 14, uids, ptrs, p->ws > 0 ? buf : NULL);
             if (rc == PT_OK) {
                 /* ops.h: the backward adds */
-                if (packed) pt_cuda_add2d(dq, (size_t)d->ldq, gq, 3 * C, rows, 3 * C, PT_BF16);
+                if (packed) pt_cuda_add2d(dq, (size_t)d->ldq, gq, W, rows, W, PT_BF16);
                 else {
                     pt_cuda_add2d(dq, (size_t)d->ldq, gq, C, rows, C, PT_BF16);
-                    pt_cuda_add2d(dk, (size_t)d->ldkv, gk, C, rows, C, PT_BF16);
-                    pt_cuda_add2d(dv, (size_t)d->ldkv, gv, C, rows, C, PT_BF16);
+                    pt_cuda_add2d(dk, (size_t)d->ldkv, gk, KVC, rows, KVC, PT_BF16);
+                    pt_cuda_add2d(dv, (size_t)d->ldkv, gv, KVC, rows, KVC, PT_BF16);
                 }
             }
             e = cudaFreeAsync(buf, st); /* stream-ordered: after the adds */

@@ -49,8 +49,9 @@ void pt_cuda_attention_set_impl(int impl);
 /* Why the cuDNN graph does not apply to this call (a static phrase), or
  * NULL when it does: whole-sequence causal self-attention only (merge 0,
  * q0 = k0 = 0, Tq = Tk >= 1), HS a multiple of 8 in 8 .. PT_SDPA_MAX_HS,
- * row strides ldq, ldkv multiples of 8 elements (16-byte rows of bf16)
- * and >= NH*HS, B, NH >= 1.  Pure C (no device). */
+ * row strides ldq, ldkv multiples of 8 elements (16-byte rows of bf16),
+ * ldq >= NH*HS and ldkv >= NKV*HS, B, NH >= 1, NKV 0 or a divisor of NH
+ * (GQA).  Pure C (no device). */
 const char *pt_attn_cudnn_rule(const pt_attn_dims *d, int merge);
 /* 1 when each of the n pointers is 16-byte aligned (cuDNN's tensor
  * alignment), else 0; NULL counts as unaligned. */
@@ -60,19 +61,26 @@ int pt_attn_ptrs_aligned(const void *const *p, int n);
 int pt_cuda_attention_cudnn_wants(const pt_attn_dims *d, int merge, const void *const *p, int n);
 
 /* ptrain's attention tensors as cuDNN's 4-d (b, h, s, d) tensors: dims
- * and strides in elements.  q [B, T, ldq] with head h at column h*HS is
+ * and strides in elements; Hk = pt_attn_nkv(d) the KV heads (GQA; Hk = NH
+ * for MHA).  q [B, T, ldq] with head h at column h*HS is
  * dims {B, NH, T, HS}, strides {T*ldq, HS, ldq, 1} (the BSHD layout);
- * kt (K^T, what the first matmul reads) {B, NH, HS, T}, {T*ldkv, HS, 1,
- * ldkv}; v {B, NH, T, HS}, {T*ldkv, HS, ldkv, 1}; vt (V^T, the backward's
- * dO V^T) {B, NH, HS, T}, {T*ldkv, HS, 1, ldkv}; o (out, dout) {B, NH, T,
- * HS}, {T*C, HS, C, 1}; g (the backward's dq, dk, dv scratch, rows of
- * lds elements) {B, NH, T, HS}, {T*lds, HS, lds, 1}; stats (lse [B, NH,
+ * kt (K^T, what the first matmul reads) {B, Hk, HS, T}, {T*ldkv, HS, 1,
+ * ldkv}; k {B, Hk, T, HS}, {T*ldkv, HS, ldkv, 1}; v {B, Hk, T, HS},
+ * {T*ldkv, HS, ldkv, 1}; vt (V^T, the backward's dO V^T) {B, Hk, HS, T},
+ * {T*ldkv, HS, 1, ldkv}; o (out, dout) {B, NH, T, HS}, {T*C, HS, C, 1}; g
+ * (the backward's dq scratch, rows of lds elements) {B, NH, T, HS},
+ * {T*lds, HS, lds, 1}; gk (its dk, dv scratch) {B, Hk, T, HS}, {T*ldk,
+ * HS, ldk, 1} with ldk = Hk*HS where lds = C (three separate scratches)
+ * and ldk = lds otherwise (one packed [B, T, C + 2*Hk*HS] scratch); fh
+ * (GQA's virtual per-query-head dK, dV before the sum over a group) {B,
+ * NH, T, HS}, {NH*T*HS, T*HS, HS, 1}; stats (lse [B, NH,
  * T]) {B, NH, T, 1}, {NH*T, T, 1, 1}; s (the T x T scores, virtual) {B,
  * NH, T, T}, {NH*T*T, T*T, T, 1}; st (their transpose) {B, NH, T, T},
  * {NH*T*T, T*T, 1, T}.  Needs the rule's shape (Tq = Tk = T). */
 typedef struct pt_sdpa_layout {
     int64_t q_dim[4], q_str[4], kt_dim[4], kt_str[4], k_dim[4], k_str[4], v_dim[4], v_str[4], vt_dim[4], vt_str[4];
-    int64_t o_dim[4], o_str[4], g_dim[4], g_str[4], stats_dim[4], stats_str[4];
+    int64_t o_dim[4], o_str[4], g_dim[4], g_str[4], gk_dim[4], gk_str[4], fh_dim[4], fh_str[4];
+    int64_t stats_dim[4], stats_str[4];
     int64_t s_dim[4], s_str[4], st_dim[4], st_str[4];
 } pt_sdpa_layout;
 void pt_sdpa_layout_of(const pt_attn_dims *d, int lds, pt_sdpa_layout *l);
@@ -84,7 +92,9 @@ void pt_sdpa_layout_of(const pt_attn_dims *d, int lds, pt_sdpa_layout *l);
  * softmax Stats = max + log(sum exp(s - max))) written; the backward ADDS
  * dq, dk, dv (cuDNN writes them into a stream-ordered scratch, then
  * add2d).  The graphs (below in attention_cudnn.c) are planned once per
- * shape (B, NH, T, HS, ldq, ldkv, packed gradients) and cached.
+ * shape (B, NH, NKV, T, HS, ldq, ldkv, packed gradients) and cached.
+ * GQA (NKV < NH): K, V of NKV heads; dK, dV summed over each group's
+ * query heads inside the graph (a reduction, Ainslie et al. 2023).
  * PT_OK; PT_ATTN_FALLBACK when cuDNN has no plan for the shape (logged
  * once per shape, pt_cuda_attention_cudnn_fallback says why); else a
  * pt_fail code (cudnnBackendExecute, a scratch allocation). */

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* The norm family (ops.h PT_FAM_NORM): LayerNorm, whole rows and the
- * pieces of the tensor-parallel split (Ba et al. 2016), on device memory,
+/* The norm family (ops.h PT_FAM_NORM): LayerNorm (Ba et al. 2016) and
+ * RMSNorm (Zhang & Sennrich 2019), whole rows and the pieces of the
+ * tensor-parallel split, on device memory,
  * for the f32 (act fp32) and bf16 (act bf16) tables; ACC tensors are fp32
  * in both.  The arithmetic follows the CPU kernels (cpu_ops.inc) step by
  * step: bf16 is loaded into fp32 registers and each stored ACT element is
@@ -101,7 +102,8 @@ __global__ void ln_bwd_apply_dx_kernel(T *__restrict__ dx, const T *__restrict__
     ln_dx_row(dx + (size_t)n * Cl, dy + (size_t)n * Cl, x + (size_t)n * Cl, w, mean[n], rstd[n], m1, m2, Cl);
 }
 
-/* Column partial sums of dw = sum dy xhat and db = sum dy: block (32,
+/* Column partial sums of dw = sum dy xhat and db = sum dy (mean NULL:
+ * RMSNorm's xhat = x rstd): block (32,
  * LN_YT) owns 32 columns of the row blocks blockIdx.y, + gridDim.y, ...
  * (LN_ROWS rows each); part [nblk][2][C] gets each row block's sums (a
  * fixed tree over the thread rows). */
@@ -118,7 +120,7 @@ __global__ void ln_colpart_kernel(float *part, const T *dy, const T *x, const fl
             for (int n = k * LN_ROWS + (int)threadIdx.y; n < r1; n += LN_YT) {
                 const size_t i = (size_t)n * C + c;
                 const float g = load(dy, i);
-                aw += g * ((load(x, i) - mean[n]) * rstd[n]);
+                aw += g * ((load(x, i) - (mean ? mean[n] : 0.0f)) * rstd[n]);
                 ab += g;
             }
         sw[threadIdx.y][threadIdx.x] = aw;
@@ -262,6 +264,185 @@ int ln_dwdb(float *dw, float *db, const T *dy, const T *x, const float *mean, co
     return e == cudaSuccess ? PT_OK : pt_cuda_fail(e, "cudaFreeAsync(LayerNorm partial sums)");
 }
 
+/* ---- RMSNorm (Zhang & Sennrich 2019): the CPU's kernels, a warp per row ------------------------------ */
+
+/* out = x rstd w, rstd = 1/sqrt(sum x^2 / C + eps) (the sum in double, as the CPU's) */
+template <typename T>
+__global__ void rms_fwd_kernel(T *__restrict__ out, float *__restrict__ rstd, const T *__restrict__ inp,
+                               const T *__restrict__ w, int N, int C, float eps)
+{
+    const int n = warp_row(), lane = threadIdx.x % 32;
+    if (n >= N) return;
+    const T *x = inp + (size_t)n * C;
+    double ss = 0.0;
+    for (int c = lane; c < C; c += 32) {
+        const double v = (double)load(x, c);
+        ss += v * v;
+    }
+    const float r = 1.0f / sqrtf((float)warp_sum(ss) / (float)C + eps);
+    T *o = out + (size_t)n * C;
+    for (int c = lane; c < C; c += 32) store(o, c, load(x, c) * r * load(w, c));
+    if (lane == 0) rstd[n] = r;
+}
+
+/* dx[n,:] += r (dy w - xhat m), m = sum(dy w xhat)/C (lanes of one warp) */
+template <typename T>
+__device__ __forceinline__ void rms_dx_row(T *__restrict__ d, const T *__restrict__ g, const T *__restrict__ x,
+                                           const T *__restrict__ w, float r, float m, int Cl)
+{
+    for (int c = threadIdx.x % 32; c < Cl; c += 32) {
+        const float xhat = load(x, c) * r;
+        store(d, c, load(d, c) + r * (load(g, c) * load(w, c) - xhat * m));
+    }
+}
+
+/* the row sum sum_c dy w xhat of one row (double; every lane gets it) */
+template <typename T>
+__device__ __forceinline__ double rms_rowsum(const T *__restrict__ g, const T *__restrict__ x,
+                                             const T *__restrict__ w, float r, int Cl)
+{
+    double s = 0.0;
+    for (int c = threadIdx.x % 32; c < Cl; c += 32) s += (double)(load(g, c) * load(w, c) * (load(x, c) * r));
+    return warp_sum(s);
+}
+
+template <typename T>
+__global__ void rms_bwd_dx_kernel(T *__restrict__ dinp, const T *__restrict__ dout, const T *__restrict__ inp,
+                                  const T *__restrict__ w, const float *__restrict__ rstd, int N, int C)
+{
+    const int n = warp_row();
+    if (n >= N) return;
+    const T *g = dout + (size_t)n * C, *x = inp + (size_t)n * C;
+    const float r = rstd[n];
+    const float m = (float)(rms_rowsum(g, x, w, r, C) / C);
+    rms_dx_row(dinp + (size_t)n * C, g, x, w, r, m, C);
+}
+
+/* sqsum[n] = sum_c x^2 (double) */
+template <typename T>
+__global__ void rms_rowsumsq_kernel(float *sqsum, const T *x, int N, int Cl)
+{
+    const int n = warp_row(), lane = threadIdx.x % 32;
+    if (n >= N) return;
+    const T *xr = x + (size_t)n * Cl;
+    double ss = 0.0;
+    for (int c = lane; c < Cl; c += 32) {
+        const double v = (double)load(xr, c);
+        ss += v * v;
+    }
+    ss = warp_sum(ss);
+    if (lane == 0) sqsum[n] = (float)ss;
+}
+
+/* rstd[n] = 1/sqrt(sqsum[n]/C + eps) (rstd may be sqsum: read, sync, write); out = x rstd w */
+template <typename T>
+__global__ void rms_apply_kernel(T *out, float *rstd, const T *x, const float *sqsum, const T *w, int N, int Cl, int C,
+                                 float eps)
+{
+    const int n = warp_row(), lane = threadIdx.x % 32;
+    if (n >= N) return;
+    const float r = 1.0f / sqrtf(sqsum[n] / (float)C + eps);
+    __syncwarp();
+    if (lane == 0) rstd[n] = r;
+    const T *xr = x + (size_t)n * Cl;
+    T *o = out + (size_t)n * Cl;
+    for (int c = lane; c < Cl; c += 32) store(o, c, load(xr, c) * r * load(w, c));
+}
+
+template <typename T>
+__global__ void rms_bwd_rowsums_kernel(float *s, const T *dy, const T *x, const T *w, const float *rstd, int N, int Cl)
+{
+    const int n = warp_row();
+    if (n >= N) return;
+    const double v = rms_rowsum(dy + (size_t)n * Cl, x + (size_t)n * Cl, w, rstd[n], Cl);
+    if (threadIdx.x % 32 == 0) s[n] = (float)v;
+}
+
+template <typename T>
+__global__ void rms_bwd_apply_dx_kernel(T *__restrict__ dx, const T *__restrict__ dy, const T *__restrict__ x,
+                                        const T *__restrict__ w, const float *__restrict__ rstd,
+                                        const float *__restrict__ s, int N, int Cl, int C)
+{
+    const int n = warp_row();
+    if (n >= N) return;
+    rms_dx_row(dx + (size_t)n * Cl, dy + (size_t)n * Cl, x + (size_t)n * Cl, w, rstd[n], s[n] / (float)C, Cl);
+}
+
+template <typename T>
+void rmsnorm_fwd(void *out, void *rstd, const void *inp, const void *w, int N, int C, double eps)
+{
+    const char *op = "rmsnorm_fwd";
+    if (bad_rows(op, N, C) || !N) return;
+    if (!given(op, "out, rstd, inp, w", {out, rstd, inp, w})) return;
+    rms_fwd_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>(
+        (T *)out, (float *)rstd, (const T *)inp, (const T *)w, N, C, (float)eps);
+    pt_cuda_op_check(op);
+}
+
+template <typename T>
+void rmsnorm_bwd(void *dinp, void *dw, const void *dout, const void *inp, const void *w, const void *rstd, int N, int C)
+{
+    const char *op = "rmsnorm_bwd";
+    if (bad_rows(op, N, C) || !N) return;
+    cudaStream_t st = pt_cuda_stream_compute();
+    if (dinp)
+        rms_bwd_dx_kernel<T><<<row_blocks(N), THREADS, 0, st>>>((T *)dinp, (const T *)dout, (const T *)inp,
+                                                                (const T *)w, (const float *)rstd, N, C);
+    if (pt_cuda_op_check(op) != PT_OK) return;
+    pt_cuda_op_record(ln_dwdb<T>((float *)dw, NULL, (const T *)dout, (const T *)inp, NULL, (const float *)rstd, N, C,
+                                 st),
+                      op);
+    pt_cuda_op_check(op);
+}
+
+template <typename T>
+void rmsnorm_rowsumsq(void *sqsum, const void *x, int N, int Cl)
+{
+    const char *op = "rmsnorm_rowsumsq";
+    if (bad(op, N >= 0 && Cl >= 0, "N %d, Cl %d are not valid (valid: >= 0)", N, Cl) || !N) return;
+    rms_rowsumsq_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>((float *)sqsum, (const T *)x, N,
+                                                                                     Cl);
+    pt_cuda_op_check(op);
+}
+
+template <typename T>
+void rmsnorm_apply(void *out, void *rstd, const void *x, const void *sqsum, const void *w, int N, int Cl, int C,
+                   double eps)
+{
+    const char *op = "rmsnorm_apply";
+    if (bad_piece(op, N, Cl, C) || !N) return;
+    rms_apply_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>(
+        (T *)out, (float *)rstd, (const T *)x, (const float *)sqsum, (const T *)w, N, Cl, C, (float)eps);
+    pt_cuda_op_check(op);
+}
+
+template <typename T>
+void rmsnorm_bwd_rowsums(void *s, const void *dy, const void *x, const void *w, const void *rstd, int N, int Cl)
+{
+    const char *op = "rmsnorm_bwd_rowsums";
+    if (bad(op, N >= 0 && Cl >= 0, "N %d, Cl %d are not valid (valid: >= 0)", N, Cl) || !N) return;
+    rms_bwd_rowsums_kernel<T><<<row_blocks(N), THREADS, 0, pt_cuda_stream_compute()>>>(
+        (float *)s, (const T *)dy, (const T *)x, (const T *)w, (const float *)rstd, N, Cl);
+    pt_cuda_op_check(op);
+}
+
+template <typename T>
+void rmsnorm_bwd_apply(void *dx, void *dw, const void *dy, const void *x, const void *w, const void *rstd,
+                       const void *s, int N, int Cl, int C)
+{
+    const char *op = "rmsnorm_bwd_apply";
+    if (bad_piece(op, N, Cl, C) || !N || !Cl) return;
+    cudaStream_t st = pt_cuda_stream_compute();
+    if (dx)
+        rms_bwd_apply_dx_kernel<T><<<row_blocks(N), THREADS, 0, st>>>((T *)dx, (const T *)dy, (const T *)x,
+                                                                      (const T *)w, (const float *)rstd,
+                                                                      (const float *)s, N, Cl, C);
+    if (pt_cuda_op_check(op) != PT_OK) return;
+    pt_cuda_op_record(ln_dwdb<T>((float *)dw, NULL, (const T *)dy, (const T *)x, NULL, (const float *)rstd, N, Cl, st),
+                      op);
+    pt_cuda_op_check(op);
+}
+
 template <typename T>
 void layernorm_fwd(void *out, void *mean, void *rstd, const void *inp, const void *w, const void *b, int N, int C)
 {
@@ -391,6 +572,38 @@ void layernorm_bwd_apply(void *dx, void *dw, void *db, const void *dy, const voi
     {                                                                                                                  \
         layernorm_bwd_apply<T>(dx, dw, db, dy, x, w, mean, rstd, s, N, Cl, C);                                         \
     }
+#define PT_CUDA_RMSNORM_ENTRIES(S, T) \
+    extern "C" void pt_cuda_rmsnorm_fwd_##S(void *out, void *rstd, const void *inp, const void *w, int N, int C,       \
+                                            double eps)                                                                \
+    {                                                                                                                  \
+        rmsnorm_fwd<T>(out, rstd, inp, w, N, C, eps);                                                                  \
+    }                                                                                                                  \
+    extern "C" void pt_cuda_rmsnorm_bwd_##S(void *dinp, void *dw, const void *dout, const void *inp, const void *w,    \
+                                            const void *rstd, int N, int C)                                            \
+    {                                                                                                                  \
+        rmsnorm_bwd<T>(dinp, dw, dout, inp, w, rstd, N, C);                                                            \
+    }                                                                                                                  \
+    extern "C" void pt_cuda_rmsnorm_rowsumsq_##S(void *sqsum, const void *x, int N, int Cl)                            \
+    {                                                                                                                  \
+        rmsnorm_rowsumsq<T>(sqsum, x, N, Cl);                                                                          \
+    }                                                                                                                  \
+    extern "C" void pt_cuda_rmsnorm_apply_##S(void *out, void *rstd, const void *x, const void *sqsum, const void *w,  \
+                                              int N, int Cl, int C, double eps)                                        \
+    {                                                                                                                  \
+        rmsnorm_apply<T>(out, rstd, x, sqsum, w, N, Cl, C, eps);                                                       \
+    }                                                                                                                  \
+    extern "C" void pt_cuda_rmsnorm_bwd_rowsums_##S(void *s, const void *dy, const void *x, const void *w,             \
+                                                    const void *rstd, int N, int Cl)                                   \
+    {                                                                                                                  \
+        rmsnorm_bwd_rowsums<T>(s, dy, x, w, rstd, N, Cl);                                                              \
+    }                                                                                                                  \
+    extern "C" void pt_cuda_rmsnorm_bwd_apply_##S(void *dx, void *dw, const void *dy, const void *x, const void *w,    \
+                                                  const void *rstd, const void *s, int N, int Cl, int C)               \
+    {                                                                                                                  \
+        rmsnorm_bwd_apply<T>(dx, dw, dy, x, w, rstd, s, N, Cl, C);                                                     \
+    }
+PT_CUDA_RMSNORM_ENTRIES(f32, float)
+PT_CUDA_RMSNORM_ENTRIES(bf16, __nv_bfloat16)
 PT_CUDA_NORM_ENTRIES(f32, float)
 PT_CUDA_NORM_ENTRIES(bf16, __nv_bfloat16)
 
@@ -403,5 +616,11 @@ extern "C" int pt_cuda_fill_norm(pt_ops *o, const pt_prec_policy *p)
     PT_CUDA_SET_ACT(o, p, layernorm_apply);
     PT_CUDA_SET_ACT(o, p, layernorm_bwd_rowsums);
     PT_CUDA_SET_ACT(o, p, layernorm_bwd_apply);
+    PT_CUDA_SET_ACT(o, p, rmsnorm_fwd);
+    PT_CUDA_SET_ACT(o, p, rmsnorm_bwd);
+    PT_CUDA_SET_ACT(o, p, rmsnorm_rowsumsq);
+    PT_CUDA_SET_ACT(o, p, rmsnorm_apply);
+    PT_CUDA_SET_ACT(o, p, rmsnorm_bwd_rowsums);
+    PT_CUDA_SET_ACT(o, p, rmsnorm_bwd_apply);
     return PT_OK;
 }
