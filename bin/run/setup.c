@@ -105,7 +105,12 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     pt_model_shape ck;
     char ckpath[4200];
     const int have_ck = o->resume ? resume_model(o, &ck, ckpath, sizeof ckpath) : 0;
-    if (have_ck && !o->model_given) *cfg = ck;
+    if (have_ck && !o->model_given) {
+        *cfg = ck;
+        pt_model_shape_format(&ck, o->model_ckpt, sizeof o->model_ckpt);
+        o->model = o->model_ckpt;
+        o->model_what = "--resume's checkpoint";
+    }
     if (o->layers) cfg->n_layer = o->layers;
     if (o->heads) cfg->n_head = o->heads;
     if (o->embd) cfg->n_embd = o->embd;

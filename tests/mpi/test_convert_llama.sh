@@ -19,7 +19,12 @@
 #    finite, a tied head that differs, an index naming another file, a
 #    conflicting --model, llm.c's format for a llama checkpoint;
 #  - ptrain-run --resume takes the model from the manifest (GPT-2) and refuses
-#    a conflicting --model in one line.
+#    a conflicting --model in one line;
+#  - through lib/model's Llama: the converted checkpoint trains under
+#    ptrain-run --resume (no --model); a trained checkpoint -> hf ->
+#    checkpoint -> hf gives the same files; a dp=2 ZeRO-1 save converts
+#    through the model (a one-rank holder, resharded by pt_ckpt_load) to the
+#    same bytes as the one-rank resave streamed from its rank file.
 . "$top_srcdir/tests/lib.sh"
 run="$top_builddir/ptrain-run"
 ck="$top_builddir/ptrain-ckpt"
@@ -168,4 +173,24 @@ lines=$(printf '%s\n' "$out" | grep -c .)
 if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$out" | grep -q "holds model 4,4,128,64,300, --model gives 2,4,64,32,300"; then
     ok "--resume with a conflicting --model: one line ($out)"
 else not_ok "--resume with a conflicting --model: status $rc, $lines lines: $out"; fi
+
+# ---- through the model (lib/model's Llama): a converted checkpoint trains, and
+# the model's tensors (a one-rank holder, resharded) equal the rank file's --------
+lc="--data synthetic:$seed --batch 2 --val-every 0 --val-batches 1 --quiet"
+out=$("$run" $lc --steps 2 --resume "$wd/f32/ck" --save-dir "$wd/lt" 2>&1); rc=$?
+check "ptrain-run --resume trains the converted Llama, its model from the manifest (status $rc: $(printf '%s' "$out" | tail -1))" [ "$rc" -eq 0 ] && [ -d "$wd/lt/step-00000002" ]
+out=$(ckpt convert --to hf "$wd/lt" "$wd/lt-hf" 2>&1) && out=$(ckpt convert "$wd/lt-hf" "$wd/lt-ck" 2>&1) &&
+    out=$(ckpt convert --to hf "$wd/lt-ck" "$wd/lt-hf2" 2>&1); rc=$?
+out2=$(diff -r "$wd/lt-hf" "$wd/lt-hf2" 2>&1); rc2=$?
+check "a trained checkpoint -> hf -> checkpoint -> hf: the same files (status $rc: $out; $out2)" [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]
+if command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1; then
+    ptrain_mpirun -np 2 "$run" $lc --steps 1 --zero 1 --resume "$wd/f32/ck" --save-dir "$wd/z2" >"$wd/z2.out" 2>&1; rc=$?
+    check "ptrain-run saves the Llama under dp=2 ZeRO-1 (status $rc)" [ "$rc" -eq 0 ]
+    out=$(ckpt convert --to hf "$wd/z2" "$wd/z2-hf" 2>&1); rc=$?
+    check "a two-rank Llama checkpoint converts through the model, resharded (status $rc: $out)" [ "$rc" -eq 0 ]
+    "$run" $lc --steps 1 --resume "$wd/z2" --save-dir "$wd/z1" >/dev/null 2>&1
+    out=$(ckpt convert --to hf "$wd/z1" "$wd/z1-hf" 2>&1); rc=$?
+    out2=$(cmp "$wd/z2-hf/model.safetensors" "$wd/z1-hf/model.safetensors" 2>&1); rc2=$?
+    check "the model's tensors by name (two ranks, resharded) equal the one-rank rank file's ($out2)" [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]
+fi
 done_testing
