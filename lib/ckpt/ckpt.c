@@ -533,6 +533,12 @@ static int save_tag(pt_comm *w, unsigned long long *tag)
 int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n)
 {
+    return pt_ckpt_save_extra(dir, t, plan, cfg, meta, NULL, keep, saved, n);
+}
+
+int pt_ckpt_save_extra(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
+                       const pt_ckpt_meta *meta, json_t *extra, int keep, char *saved, size_t n)
+{
     pt_comm *w = &t->model->ctx->world;
     if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
     /* Every file goes into a temporary directory that becomes step-N only
@@ -567,7 +573,7 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
     rc = agree(w, rc);
     if (!rc) rc = agree(w, write_rank(tdir, t));
     if (!rc && w->rank == 0) {
-        rc = write_manifest(tdir, t->model->ctx->world_size, plan, cfg, meta, NULL);
+        rc = write_manifest(tdir, t->model->ctx->world_size, plan, cfg, meta, extra);
         if (!rc) {
             /* an earlier save of this same step: replaced only now */
             const char k = entry_kind(dfd, sname);

@@ -107,6 +107,15 @@ typedef struct pt_ckpt_meta {
 int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n);
 
+struct json_t; /* jansson's JSON value */
+
+/* pt_ckpt_save, with the members of extra (may be NULL; not stolen; rank
+ * 0's is written) merged into the manifest: e.g. the "hf" record of a
+ * model converted from Hugging Face files, carried to its fine-tuned
+ * checkpoints. */
+int pt_ckpt_save_extra(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
+                       const pt_ckpt_meta *meta, struct json_t *extra, int keep, char *saved, size_t n);
+
 /* Load checkpoint directory `path` (a step-NNNNNNNN directory) into t,
  * whose model was built under the same plan and model config: every rank
  * reads the manifest (pt_ckpt_manifest_read: its checksum and every check

@@ -24,7 +24,8 @@
 #    ptrain-run --resume (no --model); a trained checkpoint -> hf ->
 #    checkpoint -> hf gives the same files; a dp=2 ZeRO-1 save converts
 #    through the model (a one-rank holder, resharded by pt_ckpt_load) to the
-#    same bytes as the one-rank resave streamed from its rank file.
+#    same bytes as the one-rank resave streamed from its rank file; a
+#    fine-tuned checkpoint goes out in the source's files, dtype and config.
 . "$top_srcdir/tests/lib.sh"
 run="$top_builddir/ptrain-run"
 ck="$top_builddir/ptrain-ckpt"
@@ -183,6 +184,16 @@ out=$(ckpt convert --to hf "$wd/lt" "$wd/lt-hf" 2>&1) && out=$(ckpt convert "$wd
     out=$(ckpt convert --to hf "$wd/lt-ck" "$wd/lt-hf2" 2>&1); rc=$?
 out2=$(diff -r "$wd/lt-hf" "$wd/lt-hf2" 2>&1); rc2=$?
 check "a trained checkpoint -> hf -> checkpoint -> hf: the same files (status $rc: $out; $out2)" [ "$rc" -eq 0 ] && [ "$rc2" -eq 0 ]
+# a fine-tuned model goes out as its source was laid out (the "hf" record carried by ptrain-run's saves)
+"$run" $lc --steps 2 --resume "$wd/mistral-sharded/ck" --save-dir "$wd/ft" >/dev/null 2>&1
+out=$(ckpt convert --to hf "$wd/ft" "$wd/ft-hf" 2>&1); rc=$?
+same=$(cd "$wd/ft-hf" && ls) srcl=$(cd "$wd/mistral-sharded/src" && ls)
+check "a fine-tuned checkpoint -> hf: the source's files, index and config.json (status $rc: $out)" [ "$rc" -eq 0 ] &&
+    [ "$same" = "$srcl" ] && cmp -s "$wd/ft-hf/config.json" "$wd/mistral-sharded/src/config.json" &&
+    cmp -s "$wd/ft-hf/model.safetensors.index.json" "$wd/mistral-sharded/src/model.safetensors.index.json"
+dts=$($G dump "$wd/ft-hf" 2>/dev/null | awk '{print $2}' | sort -u | tr '\n' ' ')
+out=$(cmp "$wd/ft-hf/model-00001-of-00003.safetensors" "$wd/mistral-sharded/src/model-00001-of-00003.safetensors" 2>&1); rc=$?
+check "... in the source's dtype (F16: $dts), with the trained weights (differ: $out)" [ "$dts" = "F16 " ] && [ "$rc" -ne 0 ]
 if command -v "${MPIRUN:-mpirun}" >/dev/null 2>&1; then
     ptrain_mpirun -np 2 "$run" $lc --steps 1 --zero 1 --resume "$wd/f32/ck" --save-dir "$wd/z2" >"$wd/z2.out" 2>&1; rc=$?
     check "ptrain-run saves the Llama under dp=2 ZeRO-1 (status $rc)" [ "$rc" -eq 0 ]
