@@ -79,6 +79,10 @@ static int convert_llama(const char *to, const char *dtype, const char *model, l
     int rc = ckpt_resolve(src, path, sizeof path);
     if (!rc) rc = pt_ckpt_manifest_read(path, &man);
     if (!rc) rc = ckpt_manifest_config(man, &m);
+    if (rc && to && !strcmp(to, "hf")) {
+        json_decref(man);
+        return tool_die(2, "convert: %s", pt_errmsg());
+    }
     if (rc || m.family != PT_FAMILY_LLAMA) { /* the GPT-2 path reports its own errors */
         json_decref(man);
         pt_error_restore(&es);

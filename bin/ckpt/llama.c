@@ -1025,12 +1025,14 @@ int ckpt_llama_out(const char *path, json_t *man, const pt_model_shape *m, const
                 snprintf(order[k].name, sizeof order[k].name, "lm_head.weight");
                 const int dt = dtype_of(json_string_value(json_array_get(x, 1)) ? json_string_value(json_array_get(x, 1)) : "");
                 order[k].dtype = forced >= 0 ? forced : dt >= 0 ? dt : PT_ST_F32;
-            } else if (q < 0 || k >= ntot) {
-                rc = pt_fail(PT_EFORMAT, "checkpoint %s: manifest hf record names tensor '%.80s', not one of the model",
-                             path, nm ? nm : "?");
+            } else if (q < 0 || k >= ntot || e[q].file < 0) {
+                rc = pt_fail(PT_EFORMAT, "checkpoint %s: manifest hf record names tensor '%.80s' %s (valid: each "
+                             "tensor of the model once)", path, nm ? nm : "?", q >= 0 ? "twice" : "not of the model");
                 goto out;
-            } else
+            } else {
                 order[k] = e[q];
+                e[q].file = -1; /* taken: a name listed twice is refused above */
+            }
             order[k++].file = (int)fi;
         }
         if (k != ntot) {

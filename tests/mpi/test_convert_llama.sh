@@ -159,6 +159,15 @@ check "--model keeps its T, the rest from config.json (status $rc: $out)" [ "$rc
 bad "llm.c's format for a llama checkpoint" "llm.c's model file holds GPT-2 models only" convert "$wd/f32/ck" "$wd/h/x.bin"
 bad "--dtype fp8" "--dtype 'fp8' is not one of fp32, bf16, fp16" convert --to hf --dtype fp8 "$wd/f32/ck" "$wd/h/o17"
 bad "--max-shard-size 0" "--max-shard-size '0' is not a size" convert --to hf --max-shard-size 0 "$wd/f32/ck" "$wd/h/o18"
+E="python3 $top_srcdir/tests/mpi/ckpt_edit.py"
+cp -r "$wd/f32/ck" "$wd/h/ck-dup"
+m="$wd/h/ck-dup/step-00000000/manifest.json"
+t0=$(python3 -c "import json,sys; print(json.dumps(json.load(open(sys.argv[1]))['hf']['files'][0]['tensors'][0]))" "$m")
+tl=$(python3 -c "import json,sys; f=json.load(open(sys.argv[1]))['hf']['files']; f[0]['tensors'][1]=f[0]['tensors'][0]; print(json.dumps(f))" "$m")
+$E set "$wd/h/ck-dup/step-00000000" hf.files "$tl" >/dev/null 2>&1
+bad "a manifest hf record naming a tensor twice ($t0)" "names tensor '.*' twice" convert --to hf "$wd/h/ck-dup" "$wd/h/o19"
+$E set "$wd/h/ck-dup/step-00000000" model.family '"bert"' >/dev/null 2>&1
+bad "a manifest of an unknown family" 'family "bert" is not valid' convert --to hf "$wd/h/ck-dup" "$wd/h/o20"
 for d in o1 o2 o3 o4 o5 o6 o7 o8 o9 o10 o11 o12 o13 o14 o15; do
     [ -e "$wd/h/$d/step-00000000" ] && not_ok "a refused conversion left $d/step-00000000"
 done
