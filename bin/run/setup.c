@@ -130,8 +130,11 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
             char sa[160], sb[160];
             pt_model_shape_format(&ck, sa, sizeof sa);
             pt_model_shape_format(cfg, sb, sizeof sb);
-            return pt_fail(PT_EINVAL, "--resume %s: checkpoint %s holds model %s, %s%s gives %s (valid: no --model, "
-                           "or --model %s)", o->resume, ckpath, sa, o->model_given ? o->model_what : "the size flags", "", sb, sa);
+            return pt_fail(PT_EINVAL, "--resume %s: checkpoint %s holds model %s (L=%d H=%d C=%d T=%d V=%d), %s gives %s "
+                           "(L=%d H=%d C=%d T=%d V=%d) (valid: no --model, or --model %s)", o->resume, ckpath, sa,
+                           ck.n_layer, ck.n_head, ck.n_embd, ck.seq_len, ck.vocab,
+                           o->model_given ? o->model_what : "the size flags", sb, cfg->n_layer, cfg->n_head, cfg->n_embd,
+                           cfg->seq_len, cfg->vocab, sa);
         }
     }
 

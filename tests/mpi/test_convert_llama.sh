@@ -180,7 +180,7 @@ out=$("$run" $common --steps 2 --resume "$wd/r" 2>&1); rc=$?
 check "--resume without --model takes the checkpoint's model (status $rc: $(printf '%s' "$out" | tail -1))" [ "$rc" -eq 0 ]
 out=$("$run" --model test $common --steps 2 --resume "$wd/r" 2>&1); rc=$?
 lines=$(printf '%s\n' "$out" | grep -c .)
-if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$out" | grep -q "holds model 4,4,128,64,300, --model gives 2,4,64,32,300"; then
+if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$out" | grep -q "holds model 4,4,128,64,300 (L=4 H=4 C=128 T=64 V=300), --model gives 2,4,64,32,300"; then
     ok "--resume with a conflicting --model: one line ($out)"
 else not_ok "--resume with a conflicting --model: status $rc, $lines lines: $out"; fi
 
