@@ -203,6 +203,14 @@ if [ "$rc" -ne 0 ] && [ "$lines" -eq 1 ] && printf '%s' "$out" | grep -q "holds 
     ok "--resume with a conflicting --model: one line ($out)"
 else not_ok "--resume with a conflicting --model: status $rc, $lines lines: $out"; fi
 
+# an older manifest (no family, no spec) reads as GPT-2
+"$run" --model test $common --steps 1 --save-dir "$wd/old" >/dev/null 2>&1
+$E set "$wd/old/step-00000001" model.family DEL >/dev/null 2>&1 && $E set "$wd/old/step-00000001" model.spec DEL >/dev/null 2>&1
+out=$(ckpt verify "$wd/old" 2>&1) && out=$(ckpt convert "$wd/old" "$wd/old.safetensors" 2>&1) &&
+    out=$("$run" $common --steps 2 --resume "$wd/old" 2>&1); rc=$?
+check "a manifest without family and spec is GPT-2's: verify, convert and --resume without --model (status $rc: $(printf '%s' "$out" | tail -1))" \
+    [ "$rc" -eq 0 ] && ! grep -q '"family"' "$wd/old/step-00000001/manifest.json"
+
 # ---- through the model (lib/model's Llama): a converted checkpoint trains, and
 # the model's tensors (a one-rank holder, resharded) equal the rank file's --------
 lc="--data synthetic:$seed --batch 2 --val-every 0 --val-batches 1 --quiet"
