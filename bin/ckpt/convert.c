@@ -37,14 +37,15 @@ static int looks_safetensors(const char *file)
 }
 
 /* the preset whose config is cfg, or "custom" */
-static const char *preset_of(const pt_gpt_config *cfg)
+/* The model name a converted checkpoint records: the contract's spelling of
+ * cfg (pt_model_shape_format: a preset's name, either family's, where the
+ * shape is one exactly, else L,H,C,T,V or llama:...), into buf [n]; "custom"
+ * where that spelling does not fit the manifest's field. */
+static const char *preset_of(const pt_gpt_config *cfg, char *buf, int n)
 {
-    static const char *const names[] = {"test", "tiny", "small", "gpt2-124M"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        pt_gpt_config p;
-        if (!pt_gpt_preset(names[i], &p) && !memcmp(&p, cfg, sizeof p)) return names[i];
-    }
-    return "custom";
+    const int len = pt_model_shape_format(cfg, buf, n);
+    if (len <= 0 || len >= n) snprintf(buf, (size_t)n, "custom");
+    return buf;
 }
 
 /* a finished llama conversion: its status, MPI finalised when a holder started it */
@@ -193,7 +194,7 @@ int ckpt_convert(const char *to, const char *dtype, const char *model, long long
         snprintf(what, sizeof what, "safetensors, Hugging Face GPT-2 names, F32");
     } else {
         pt_ckpt_meta meta = {.step = 0, .adam_step = 0, .seed = 0, .lr = 0, .min_lr = 0, .warmup = 0, .total_steps = 0};
-        snprintf(meta.model, sizeof meta.model, "%s", preset_of(&cfg));
+        preset_of(&cfg, meta.model, (int)sizeof meta.model);
         snprintf(meta.data, sizeof meta.data, "%s:%.240s", is_st ? "safetensors" : "llm.c", src);
         char saved[4200] = "";
         /* DST as ptrain-run treats a --save-dir: usable, and locked against a job saving into it */

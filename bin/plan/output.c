@@ -133,6 +133,17 @@ static int print_json(const plan_cmdline *op, plan_run *run)
     json_object_set_new(root, "model", json_pack("{s:i, s:i, s:i, s:i, s:i}", "n_layer", m.n_layer, "n_head",
                                                  m.n_head, "n_embd", m.n_embd, "seq_len", m.seq_len, "vocab",
                                                  m.vocab));
+    if (m.family == PT_FAMILY_LLAMA) { /* GPT-2's object stays as it was */
+        char spell[160];
+        pt_model_shape_format(&m, spell, (int)sizeof spell);
+        json_t *mo = json_object_get(root, "model");
+        json_object_set_new(mo, "family", json_string(pt_model_family_name(m.family)));
+        json_object_set_new(mo, "n_kv_head", json_integer(pt_model_kv_heads(&m)));
+        json_object_set_new(mo, "ffn", json_integer(pt_model_ffn(&m)));
+        json_object_set_new(mo, "untied", json_boolean(pt_model_untied(&m)));
+        json_object_set_new(mo, "num_params", json_integer(pt_model_num_params(&m)));
+        json_object_set_new(mo, "spelling", json_string(spell));
+    }
     json_object_set_new(root, "global_batch", json_integer(op->batch));
     json_object_set_new(root, "hw", hw_json(&cl->hw));
     if (cl->nkinds > 1) {

@@ -326,7 +326,10 @@ static const pt_setting rows[] = {
     {"model", "PTRAIN_MODEL", PT_PIN_MODEL, ALL, "a preset or L,H,C,T,V", "small",
      "NAME|L,H,C,T,V",
      "ptrain: the model the plan is made for: a ptrain-run preset (test, tiny, small, "
-     "gpt2-124M) or L,H,C,T,V; injected as PTRAIN_MODEL. Default: $PTRAIN_MODEL, else tiny.",
+     "gpt2-124M, llama-test, llama-tiny, llama-small, smollm2-135m, tinyllama-1.1b, "
+     "llama3.2-1b, llama3.2-3b, llama3.1-8b), L,H,C,T,V or "
+     "llama:L,H,KV,C,I,T,V[,untied][,qkv-bias][,theta=X]; injected as PTRAIN_MODEL. "
+     "Default: $PTRAIN_MODEL, else tiny.",
      set_model,
      NULL,
      0, 0},

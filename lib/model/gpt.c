@@ -113,7 +113,7 @@ static int check_common(const pt_gpt_config *cfg, const pt_plan *p, int B, int T
     if (cfg->family == PT_FAMILY_LLAMA && p->mode != PT_MODE_OFF && p->mode != PT_MODE_1D)
         return pt_fail(PT_EUNSUPP, "mode %s: the llama family runs on the %s and %s layouts only so far",
                        pt_mode_name(p->mode), pt_mode_name(PT_MODE_OFF), pt_mode_name(PT_MODE_1D));
-    if (p->tp > 1 && (rc = pt_gpt_check_tp(cfg, p->tp))) return rc;
+    if (cfg->family == PT_FAMILY_LLAMA && p->tp > 1 && (rc = pt_gpt_check_tp(cfg, p->tp))) return rc; /* 1d */
     *lo = pt_layout_for(p->mode);
     return *lo ? PT_OK : PT_EUNSUPP;
 }

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
-/* GPT-2-style decoder (Radford et al. 2019): token + position embedding,
- * n_layer pre-LN blocks (LN -> causal self-attention -> residual, LN ->
- * MLP with GELU -> residual), final LN, head tied to the token embedding,
- * softmax cross-entropy.  Every linear, the embedding and the head are
+/* The decoder of both model families (lib/contract/model.h):
+ *   gpt2   GPT-2 (Radford et al. 2019): token + position embedding,
+ *          n_layer pre-LN blocks (LN -> causal self-attention -> residual,
+ *          LN -> MLP with GELU -> residual), final LN, head tied to the
+ *          token embedding, softmax cross-entropy;
+ *   llama  Hugging Face's LlamaForCausalLM: token embedding, blocks
+ *          (RMSNorm -> q, k|v projections -> RoPE on q and k -> grouped-
+ *          query attention -> residual, RMSNorm -> down(silu(gate) * up) ->
+ *          residual), final RMSNorm, head tied or lm_head (llm.c's Llama 3
+ *          branch and torchtitan's model for the structure).  Every linear, the embedding and the head are
  * built through the plan's parallel layout (lib/parallel/layout.h), which
  * also decides which rows and columns of every activation a rank holds;
  * sequence parallelism splits the tokens of every sequence over the sp

@@ -42,7 +42,8 @@ static int geometry(const pt_model_shape *m, const pt_plan *p, long long B, pt_s
 {
     memset(g, 0, sizeof *g);
     pt_shape_in in = {.C = m->n_embd, .NH = m->n_head, .V = m->vocab, .T = m->seq_len, .B = B, .mode = (int)p->mode,
-                      .tp = p->tp, .sp = p->sp};
+                      .tp = p->tp, .sp = p->sp, .family = m->family, .NKV = pt_model_kv_heads(m),
+                      .F = pt_model_ffn(m)};
     if (pt_plan_tp_dims(p, in.dims) < 0) return -1;
     return pt_shape_of(&in, g) < 0 ? PT_EINVAL : 0;
 }
@@ -264,25 +265,55 @@ static void lin_bwd(traffic *t, const pt_shape *g, long long N, long long in, lo
     (void)out;
 }
 
-/* A block's forward (both LayerNorms and the four linears). */
+/* The widths of a block's column linears, whole and held: the attention
+ * input's (GPT-2 one qkv [3C]; Llama q [C] and kv [2 KV HS], two linears on
+ * the same input, each with its own dX allreduce in 1d, as lib/model runs
+ * them) and the MLP input's (GPT-2 fc [4C]; Llama gate | up [2I], one
+ * weight). */
+typedef struct blk_widths {
+    int natt;                                /* column linears on the attention input: 1 or 2 */
+    long long att[2], attl[2];               /* their output widths, whole and held */
+    long long fc, fcl, mlp, mlpl;            /* fc's output, fcproj's input */
+} blk_widths;
+static blk_widths widths_of(const pt_shape *g, const pt_model_shape *m)
+{
+    const long long C = m->n_embd, I = pt_model_ffn(m), KV = (long long)pt_model_kv_heads(m) * (C / m->n_head);
+    blk_widths w;
+    if (m->family == PT_FAMILY_LLAMA) {
+        w.natt = 2;
+        w.att[0] = C, w.attl[0] = g->Cl, w.att[1] = 2 * KV, w.attl[1] = 2 * g->KVl;
+        w.fc = 2 * I, w.fcl = 2 * g->Fl;
+    } else {
+        w.natt = 1;
+        w.att[0] = w.att[1] = 3 * C, w.attl[0] = w.attl[1] = 3 * g->Cl;
+        w.fc = 4 * C, w.fcl = g->Fl;
+    }
+    w.mlp = I, w.mlpl = g->Fl;
+    return w;
+}
+
+/* A block's forward (both norms and the linears: GPT-2 qkv, proj, fc,
+ * fcproj; Llama q, kv, proj (o), fc (gate | up), fcproj (down)). */
 static void block_tp_fwd(traffic *t, const pt_shape *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
+    const blk_widths w = widths_of(g, m);
     ln_fwd(t, g, N);
-    lin_fwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
+    for (int a = 0; a < w.natt; a++) lin_fwd(t, g, N, C, w.att[a], g->Cr, w.attl[a], 0, ea);
     lin_fwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
     ln_fwd(t, g, N);
-    lin_fwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
-    lin_fwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
+    lin_fwd(t, g, N, C, w.fc, g->Cr, w.fcl, 0, ea);
+    lin_fwd(t, g, N, w.mlp, C, w.mlpl, g->Cr, 1, ea);
 }
 static void block_tp_bwd(traffic *t, const pt_shape *g, const pt_model_shape *m, long long N, int ea)
 {
     const long long C = m->n_embd;
-    lin_bwd(t, g, N, 4 * C, C, g->Fl, g->Cr, 1, ea);
-    lin_bwd(t, g, N, C, 4 * C, g->Cr, g->Fl, 0, ea);
+    const blk_widths w = widths_of(g, m);
+    lin_bwd(t, g, N, w.mlp, C, w.mlpl, g->Cr, 1, ea);
+    lin_bwd(t, g, N, C, w.fc, g->Cr, w.fcl, 0, ea);
     ln_bwd(t, g, N);
     lin_bwd(t, g, N, C, C, g->Cl, g->Cr, 1, ea);
-    lin_bwd(t, g, N, C, 3 * C, g->Cr, 3 * g->Cl, 0, ea);
+    for (int a = w.natt - 1; a >= 0; a--) lin_bwd(t, g, N, C, w.att[a], g->Cr, w.attl[a], 0, ea);
     ln_bwd(t, g, N);
 }
 
@@ -408,42 +439,69 @@ typedef struct stage_state {
     double smax;           /* largest own slice (elements): ZeRO's sync / regather scratch */
     double other2, other3; /* max over units other than wte of the bytes of a unit's full gradient and
                             * slice (stage 2) and also its gathered work copy (stage 3) */
-    double wte_pad, wte_s; /* padded wte unit and its slice (elements), 0 without wte */
+    double wte_pad, wte_s; /* padded tied wte unit and its slice (elements), 0 without a tied wte */
+    double head_pad;       /* padded unit holding an untied head (lnf + lm_head; elements), else 0 */
 } stage_state;
 
 #define MAXP 4096
 
-/* Walk the stage's parameter list (lib/model/gpt.c order) into buckets by
- * sync group (lib/train/train.c, allreduce.c) and units by piece (lib/train/zero.c). */
+/* The shard class of a parameter role of the contract's list (lib/contract/model.h):
+ * the head (untied lm_head) is sharded as wte; Llama's q, kv and their biases as
+ * GPT-2's qkv (column linears), norms with or without bias alike. */
+static int class_of(int role)
+{
+    switch (role) {
+    case PT_ROLE_WTE:
+    case PT_ROLE_HEAD: return C_WTE;
+    case PT_ROLE_WPE: return C_WPE;
+    case PT_ROLE_QKV_W:
+    case PT_ROLE_Q_W:
+    case PT_ROLE_KV_W: return C_QKV_W;
+    case PT_ROLE_QKV_B:
+    case PT_ROLE_Q_B:
+    case PT_ROLE_KV_B: return C_QKV_B;
+    case PT_ROLE_PROJ_W: return C_PROJ_W;
+    case PT_ROLE_PROJ_B: return C_PROJ_B;
+    case PT_ROLE_FC_W: return C_FC_W;
+    case PT_ROLE_FC_B: return C_FC_B;
+    case PT_ROLE_FCPROJ_W: return C_FCPROJ_W;
+    case PT_ROLE_FCPROJ_B: return C_FCPROJ_B;
+    default: return C_NORM;
+    }
+}
+
+/* Walk the stage's parameter list (pt_model_param_info's order, which
+ * lib/model builds its parameters in) into buckets by sync group
+ * (lib/train/train.c, allreduce.c) and units by piece (lib/train/zero.c):
+ * wte (piece -2) on the first stage, and on the last while tied; wpe (-1)
+ * on the first; block l's on the stage holding it; the final norm and an
+ * untied head (piece L) on the last.  wte and lm_head have the padded
+ * vocabulary's rows (Vp). */
 static int stage_params(const pt_model_shape *m, const pt_plan *p, const pt_shape *g, int first, int last,
                         const char *has_block, int m_micro, stage_state *s)
 {
-    const long long C = m->n_embd;
-    const int L = m->n_layer;
-    struct { long long numel; int mask, piece; } *pl = malloc(sizeof *pl * (size_t)(12 * L + 4));
+    const int L = m->n_layer, untied = pt_model_untied(m), np = pt_model_param_count(m);
+    struct { long long numel; int mask, piece; } *pl = malloc(sizeof *pl * (size_t)(np > 0 ? np : 1));
     if (!pl) return -1;
     int n = 0;
-#define ADD(cls, rows, cols, piece_)                                         \
-    do {                                                                     \
-        shard_of(g, cls, rows, cols, &pl[n].numel, &pl[n].mask);             \
-        pl[n].piece = piece_;                                                \
-        n++;                                                                 \
-    } while (0)
-    if (first || last) ADD(C_WTE, g->Vp, C, -2);
-    if (first) ADD(C_WPE, m->seq_len, C, -1);
-    for (int l = 0; l < L; l++) {
-        if (!has_block[l]) continue;
-        ADD(C_NORM, C, 1, l); ADD(C_NORM, C, 1, l);
-        ADD(C_QKV_W, 3 * C, C, l); ADD(C_QKV_B, 3 * C, 1, l);
-        ADD(C_PROJ_W, C, C, l); ADD(C_PROJ_B, C, 1, l);
-        ADD(C_NORM, C, 1, l); ADD(C_NORM, C, 1, l);
-        ADD(C_FC_W, 4 * C, C, l); ADD(C_FC_B, 4 * C, 1, l);
-        ADD(C_FCPROJ_W, C, 4 * C, l); ADD(C_FCPROJ_B, C, 1, l);
+    for (int i = 0; i < np; i++) {
+        pt_param_info pi;
+        if (pt_model_param_info(m, i, &pi) < 0) continue;
+        int piece = pi.block, hold;
+        if (pi.role == PT_ROLE_WTE) piece = -2, hold = first || (last && !untied);
+        else if (pi.role == PT_ROLE_WPE) piece = -1, hold = first;
+        else if (pi.block >= 0 && pi.block < L) hold = has_block[pi.block];
+        else piece = L, hold = last;
+        if (!hold) continue;
+        const long long rows = pi.role == PT_ROLE_WTE || pi.role == PT_ROLE_HEAD ? g->Vp : pi.rows;
+        shard_of(g, class_of(pi.role), rows, pi.cols, &pl[n].numel, &pl[n].mask);
+        pl[n].piece = piece;
+        n++;
     }
-    if (last) { ADD(C_NORM, C, 1, L); ADD(C_NORM, C, 1, L); }
-#undef ADD
     memset(s, 0, sizeof *s);
-    const int tied = p->pp > 1; /* wte exists only on the ends: tied over ctx->embed */
+    /* wte exists only on the ends: tied over ctx->embed (an untied head
+     * is its own parameter: wte's gradient sums with nothing) */
+    const int tied = p->pp > 1 && !untied;
     const int ea = act_bytes(p), mixed = ea != 4; /* a bf16 work copy beside the fp32 master */
     int seen[8] = {0};
     for (int i = 0; i < n; i++) {
@@ -484,12 +542,13 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const pt_shap
             /* before forward and backward; once for the units the head uses last where the 1D
              * layout runs the head's forward and backward as one piece (lib/model's
              * pt_gpt_head_fused: the gathered copy is kept between them) */
-            const int head_last = g->mode == PT_MODE_1D && last && (piece == L || piece == -2);
+            const int head_last = g->mode == PT_MODE_1D && last && (piece == L || (piece == -2 && !untied));
             if (p->zero == 3) AG(&s->sync, sg, npad, N, (head_last ? 1.0 : 2.0) * m_micro, ea);
             else AG(&s->sync, sg, npad, N, 1, ea); /* after the update */
             if (is_tied) AR(&s->sync, PT_SUB_EMBED, npad, 2, 1, 4);
-            if (piece == -2) s->wte_pad = (double)npad, s->wte_s = (double)sl;
-            else {
+            if (piece == -2 && !untied) s->wte_pad = (double)npad, s->wte_s = (double)sl;
+            else { /* an untied wte is a unit as any other */
+                if (untied && piece == L && (double)npad > s->head_pad) s->head_pad = (double)npad;
                 const double g2 = 4.0 * (double)(npad + sl), g3 = g2 + (double)ea * (double)npad;
                 if (g2 > s->other2) s->other2 = g2;
                 if (g3 > s->other3) s->other3 = g3;
@@ -515,7 +574,7 @@ static int stage_params(const pt_model_shape *m, const pt_plan *p, const pt_shap
         /* pt_train_sync_tied: one allreduce of wte's shard over the embed group */
         long long wn;
         int mk;
-        shard_of(g, C_WTE, g->Vp, C, &wn, &mk);
+        shard_of(g, C_WTE, g->Vp, m->n_embd, &wn, &mk);
         AR(&s->sync, PT_SUB_EMBED, wn, 2, 1, 4);
     }
     free(pl);
@@ -578,13 +637,19 @@ static int pipeline_slots(int kind, int pp, int r, int m, int v)
 /* ---- the public functions -------------------------------------------------- */
 
 /* bytes of one block's kept activations (lib/model's pt_gpt_block_act_bytes):
- * ea per activation element, 4 per fp32 statistic */
+ * ea per activation element, 4 per fp32 statistic.  GPT-2: ln1, res2, ln2,
+ * res3 [N, Cr], qkv [N, 3Cl], fc and GELU [N, Fl], the LayerNorms' mean and
+ * rstd; Llama: the same four [N, Cr], q [N, Cl], kv [N, 2 KVl], fc (gate |
+ * up) [N, 2 Fl] and SwiGLU [N, Fl], the RMSNorms' two rstd.  Both: the
+ * attention output [N, Cl] and its log-sum-exp, unless recomputed. */
 static double block_act(const pt_shape *g, int r, int ea)
 {
     const double N = (double)g->Bl * (double)g->Tl, Cr = (double)g->Cr, Cl = (double)g->Cl, Fl = (double)g->Fl;
     const double lse = (double)g->Bl * (double)g->NHl * (double)g->Tl; /* flash attention's row log-sum-exp */
     if (r == PT_RECOMPUTE_BLOCK) return ea * N * Cr;
-    const double kept = ea * (4 * N * Cr + 3 * N * Cl + 2 * N * Fl) + 4 * (4 * N);
+    const double kept = g->family == PT_FAMILY_LLAMA
+                            ? ea * (4 * N * Cr + N * Cl + 2 * N * (double)g->KVl + 3 * N * Fl) + 4 * (2 * N)
+                            : ea * (4 * N * Cr + 3 * N * Cl + 2 * N * Fl) + 4 * (4 * N);
     return r == PT_RECOMPUTE_ATTENTION ? kept : kept + ea * N * Cl + 4 * lse;
 }
 
@@ -606,6 +671,14 @@ static int check_shape(const pt_model_shape *m)
                        m->n_head, m->n_embd, m->seq_len, m->vocab);
     if (m->n_embd % m->n_head)
         return pt_fail(PT_EINVAL, "model n_embd=%d is not a multiple of n_head=%d", m->n_embd, m->n_head);
+    if (m->family != PT_FAMILY_GPT2 && m->family != PT_FAMILY_LLAMA)
+        return pt_fail(PT_EINVAL, "model family %d (valid: 0 gpt2, 1 llama)", m->family);
+    if (m->family == PT_FAMILY_LLAMA) {
+        const int kv = pt_model_kv_heads(m);
+        if (kv < 1 || m->n_head % kv || pt_model_ffn(m) < 1)
+            return pt_fail(PT_EINVAL, "llama model n_kv_head=%d, ffn=%d: the KV heads must divide n_head=%d and the "
+                           "MLP width be >= 1", kv, pt_model_ffn(m), m->n_head);
+    }
     return 0;
 }
 
@@ -701,12 +774,21 @@ typedef struct piece_flops {
     double head_bwd; /* 2 (1D: the chunked classifier) or 3 */
 } piece_flops;
 
+double pt_cost_block_matmul_params(const pt_model_shape *m)
+{
+    if (!m || m->n_head < 1) return 0;
+    const double C = m->n_embd, KV = (double)pt_model_kv_heads(m) * (double)(m->n_embd / m->n_head),
+                 I = pt_model_ffn(m);
+    if (m->family == PT_FAMILY_LLAMA) return 2 * C * C + 2 * C * KV + 3 * C * I; /* q, o; k, v; gate, up, down */
+    return 12 * C * C; /* qkv 3C^2, proj C^2, fc and fcproj 4C^2 each */
+}
+
 static piece_flops flops_of(const pt_model_shape *m, const pt_plan *p, int micro)
 {
     const double C = m->n_embd, T = m->seq_len;
     const double tokens = (double)micro * T, split = (double)p->tp * (double)p->sp;
     piece_flops f;
-    f.blk_fwd = (24.0 * C * C + 4.0 * T * C) * tokens / split;
+    f.blk_fwd = (2.0 * pt_cost_block_matmul_params(m) + 4.0 * T * C) * tokens / split;
     f.head_fwd = 2.0 * C * m->vocab * tokens / split;
     f.head_bwd = pt_shape_kind(p->mode) == PT_MODE_1D ? 2 : 3;
     f.blk = 3 * f.blk_fwd + 2.0 * T * C * tokens / split;
@@ -770,7 +852,7 @@ static void eval_pieces(const eval_ctx *cx)
     embed_tp(&x->emb, &g, N, ea, PART_BOTH);
     head_tp(&x->head, &g, N, ea, PART_BOTH);
     if (p->sp > 1) { /* ring attention (seq.c): forward 2(sp-1) blocks, backward 2(2(sp-1)+1), in ACT */
-        const long long blk = g.Bl * g.Tl * g.Cl;
+        const long long blk = g.Bl * g.Tl * g.KVl; /* a K or V block: KV heads (GQA) */
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
         const double re = p->recompute != PT_RECOMPUTE_NONE ? fw : 0;
         sendb(&x->att_sp, PT_SUB_SP, blk, fw + bw + re, ea);
@@ -887,9 +969,19 @@ static double rank_act(const eval_ctx *cx, const rank_view *rv, int nslots, int 
                            + (rv->first ? e * Nf * Cr : 0));
     if (p->recompute == PT_RECOMPUTE_BLOCK) act += block_act(&g, PT_RECOMPUTE_NONE, ea);
     if (p->recompute == PT_RECOMPUTE_ATTENTION) act += e * Nf * Cl + 4 * nlse; /* the shared attention output and lse */
+    const int llama = g.family == PT_FAMILY_LLAMA;
     /* lnf; its mean/rstd, losses, stats, dloss (fp32): no logits */
     if (rv->last) act += e * Nf * Cr + 4 * (2 * Nf + Nf + 3 * Nf + Nf);
-    act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);
+    /* the backward's buffers (lib/model/gpt.c): dres [N, Cr], dtmp [N, max(Cr, Cl, 2 KVl)],
+     * dqkv [N, Cl + 2 KVl], datty [N, max(Cl, 2 KVl)], dfch (Llama: d gate|up and d SwiGLU
+     * [N, 3 Fl]), dtmp2 [N, Cr]; and the RoPE table [T, HS] (fp32) */
+    if (llama) {
+        const double KV2 = 2 * (double)g.KVl, HS = g.NHl > 0 ? Cl / (double)g.NHl : 0;
+        act += e * (Nf * Cr + Nf * fmax(fmax(Cr, Cl), KV2) + Nf * (Cl + KV2) + Nf * fmax(Cl, KV2) + 3 * Nf * Fl +
+                    Nf * Cr) +
+               4 * (double)cx->m->seq_len * HS;
+    } else
+        act += e * (Nf * Cr + Nf * (Cr > Cl ? Cr : Cl) + 3 * Nf * Cl + Nf * Cl + Nf * Fl);
     act += e * 2.0 * nbufs * cx->fr.v * cx->nact;
     return act;
 }
@@ -902,7 +994,7 @@ static void rank_scratch(const eval_ctx *cx, int last, double *scratch_out, doub
     const pt_plan *p = cx->p;
     const pt_shape g = cx->fr.g;
     const int ea = cx->ea;
-    const double Nf = (double)cx->fr.N, Cr = (double)g.Cr, Cl = (double)g.Cl, Fl = (double)g.Fl, e = ea;
+    const double Nf = (double)cx->fr.N, Cr = (double)g.Cr, Fl = (double)g.Fl, e = ea;
     double scratch = 0, head = 0, x;
     /* the fused classifier's work (lib/backend/ops.h pt_classifier_work_elems, fp32): the
      * block of logits [N, min(VBLOCK, Vl)], and under bf16 the backward's dX accumulator
@@ -938,7 +1030,8 @@ static void rank_scratch(const eval_ctx *cx, int last, double *scratch_out, doub
     }
     if (!last) head = 0;
     if (p->sp > 1) {
-        x = e * 8 * (double)g.Bl * g.Tl * Cl; /* ring attention backward: K, V, dK, dV and the next ones */
+        x = e * 8 * (double)g.Bl * g.Tl * (double)g.KVl; /* ring attention backward: K, V, dK, dV and the next
+                                                         * ones (KV width: GQA's KV heads) */
         if (x > scratch) scratch = x;
     }
     *scratch_out = scratch, *head_out = head;
@@ -968,6 +1061,9 @@ static void zero_buffers(const eval_ctx *cx, const stage_state *stp, double *liv
                             : 4 * W + fmax(stp->other3, fmax(e * W, 4 * stp->wte_s));
         zero_head = (4 + e) * W;
     }
+    /* an untied head: its unit's full gradient (stage 2) and gathered
+     * parameters (stage 3) in flight during the head's backward */
+    if (stp->head_pad > 0 && p->zero >= 2) zero_head += (p->zero == 3 ? 4 + e : 4) * stp->head_pad;
     *live = zero_live, *head = zero_head;
 }
 
@@ -1166,7 +1262,7 @@ int pt_cost_stages(const pt_model_shape *m, int global_batch, const pt_plan *p, 
         head_tp(&x->head[d], g, N, ea, d ? PART_BWD : PART_FWD);
     }
     if (p->sp > 1) { /* ring attention, as pt_cost_eval_at: forward 2(sp-1) blocks, backward 2(2(sp-1)+1) + recompute */
-        const long long blk = g->Bl * g->Tl * g->Cl;
+        const long long blk = g->Bl * g->Tl * g->KVl; /* a K or V block: KV heads (GQA) */
         const double fw = 2.0 * (p->sp - 1), bw = 2.0 * (2.0 * (p->sp - 1) + 1);
         sendb(&x->att_sp[0], PT_SUB_SP, blk, fw, ea);
         sendb(&x->att_sp[1], PT_SUB_SP, blk, bw + (p->recompute != PT_RECOMPUTE_NONE ? fw : 0), ea);

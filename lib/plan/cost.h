@@ -1,7 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* The cost model of a plan: FLOPs, bytes per group, memory per rank, the
- * pipeline bubble and a predicted step time, for a GPT model shape and a
- * global batch.  libc only (with libm), so the SPANK plugin links it.
+ * pipeline bubble and a predicted step time, for a model shape of either
+ * family (lib/contract/model.h: GPT-2, Llama) and a global batch.  libc
+ * only (with libm), so the SPANK plugin links it.
+ *
+ * Llama (this round: the off and 1d layouts; 2d/2.5d/3d are refused in one
+ * line): the block's linears are q [C, C] and kv [2 KV HS, C] (two column
+ * linears on the RMSNorm output, each allreducing its dX [N, C] in the 1d
+ * backward, as lib/model runs them: 1d sends 2 allreduces of [N, C] per
+ * block forward, after proj and fcproj, and 3 backward, after q, kv and
+ * fc), o
+ * [C, C], fc = gate | up [2I, C] and fcproj = down [C, I]; no position
+ * embedding; an untied head is its own [Vp, C] parameter sharded as wte
+ * (on the last stage; wte on the first, with no gradient sum between
+ * them).  Parameters, buckets and ZeRO units walk pt_model_param_info's
+ * list.
  *
  * Sources: per-layer tensor-parallel volumes are Table 1 of the
  * Colossal-AI paper (Li et al. 2021, "Colossal-AI", sec. 3.2) as
@@ -31,7 +44,8 @@
  * Bytes per microbatch and rank, N = Bl*Tl local rows, Sx/Sw/Sy in bytes
  * (the layouts' geometry, lib/parallel/layout.h):
  *   tp 1d      (4 L_stage + 2) allreduces of [N, C] (2 per block forward,
- *              2 backward, embedding, head dX) + the cross-entropy's [N]
+ *              2 backward (Llama 3: q and kv each), embedding, head dX) +
+ *              the cross-entropy's [N]
  *              and [2N] allreduces; block recompute adds 2 per block.
  *   tp 2d/2.5d per linear 3(q-1)(Sx+Sw) (q broadcasts of X and W forward,
  *              twice that backward); LayerNorm 2 allreduces of [N] forward,
@@ -47,12 +61,16 @@
  *              [N, C/l] over J, 3 of [Vp/l, C/l] over I and of [l Vp/l, C/l]
  *              over J, and the cross-entropy's allreduces.
  *   sp         ring attention (seq.c): forward 2(sp-1), backward
- *              2(2(sp-1)+1) sends of [Bl, Tl, C_local] per block;
+ *              2(2(sp-1)+1) sends of [Bl, Tl, KV_local] per block (a K or
+ *              a V block: C_local for GPT-2, NKV/tp KV heads for Llama,
+ *              so grouped-query attention sends n_head/n_kv_head less);
  *              recompute (block or attention) adds a forward.
  *   pp         one send of [N, Cr] per boundary crossing and direction:
  *              m ([vs < S-1] + [vs > 0]) per chunk at virtual stage vs
  *              (S = pp*v), plus the tied embedding's gradient allreduce
- *              over the first and last stage (the embed group).
+ *              over the first and last stage (the embed group; none for
+ *              an untied head: wte lives on the first stage only, lm_head
+ *              on the last).
  *   sync       per step, per bucket (parameters of one sync group: dp x
  *              sp x the tp axes a shard is replicated on) of n floats over
  *              N ranks: ZeRO 0 one allreduce 2(N-1)/N 4n; per ZeRO unit
@@ -65,7 +83,9 @@
  *   dp         0: no collective runs on ctx->dp (ZeRO's traffic is on the
  *              sync groups).
  * FLOPs (PaLM, Chowdhery et al. 2022, appendix B): per token and block
- * 3 (24 C^2 + 4 T C) forward + backward, plus 2 T C for flash attention's
+ * 3 (2 P_blk + 4 T C) forward + backward, P_blk the block's matmul weights
+ * (pt_cost_block_matmul_params: GPT-2 12 C^2, so 24 C^2 + 4 T C forward;
+ * Llama 2 C^2 + 2 C KV HS + 3 C I), plus 2 T C for flash attention's
  * backward (the scores again), the head 8 C V (the fused classifier's
  * backward computes the logits again), divided over tp x sp; block
  * recompute adds a block forward, attention recompute 2 T C; the busiest
@@ -340,11 +360,30 @@ int pt_cost_eval_at(const pt_model_shape *m, int global_batch, const pt_plan *p,
 
 /* The activation bytes one transformer block keeps per sequence-parallel,
  * tensor-parallel rank for a microbatch of b sequences under recompute
- * mode r and p->precision (2 bytes per activation element in bf16, 4 in
- * fp32; 4 per LayerNorm and attention statistic): equal to lib/model's
- * pt_gpt_block_act_bytes for the same layout (the tests hold them
- * equal). */
+ * mode r and p->precision (e = 2 bytes per activation element in bf16, 4
+ * in fp32; 4 per norm and attention statistic): equal to lib/model's
+ * pt_gpt_block_act_bytes for the same layout (the tests hold them equal).
+ * With N = Bl Tl rows, residual width Cr, Cl = NHl HS, KVl = NKVl HS, Fl the
+ * MLP width held, lse = Bl NHl Tl:
+ *   GPT-2  none e (4 N Cr + 3 N Cl + 2 N Fl) + 4 (4N) + e N Cl + 4 lse
+ *   Llama  none e (4 N Cr + N Cl + 2 N KVl + 3 N Fl) + 4 (2N) + e N Cl + 4 lse
+ *          (ln1, res2, ln2, res3; q; kv; gate|up and SwiGLU; two rstd;
+ *          the attention output and its log-sum-exp)
+ *   attention recompute: without the last two terms; block recompute
+ *   e N Cr (the block's output).  0 for a plan the geometry refuses. */
 double pt_cost_block_act_bytes(const pt_model_shape *m, const pt_plan *p, int b, int r);
+
+/* The weights of one transformer block that every token multiplies (the
+ * matmul parameters, biases and norms left out), whose forward costs 2 FLOPs
+ * each per token (PaLM, Chowdhery et al. 2022, app. B): GPT-2 12 C^2 (qkv
+ * 3C^2, proj C^2, fc and fcproj 4 C^2 each); Llama 2 C^2 + 2 C KV HS + 3 C I
+ * (q and o C^2 each, k and v [KV HS, C] each with KV HS = n_kv_head C /
+ * n_head, gate, up and down C I each).  0 for m NULL or n_head < 1.  The
+ * block FLOPs of pt_cost_eval_at and the planner's layer costs
+ * (pt_plan_layer_costs) take it, so that pt_cost.flops per token at tp = sp
+ * = pp = 1 without recompute is pt_model_flops_per_token + 2 L T C (flash
+ * attention's backward computes the scores again). */
+double pt_cost_block_matmul_params(const pt_model_shape *m);
 
 /* One virtual stage's instructions on one of its ranks: the forward and
  * the backward of one microbatch (Perseus's instructions, the energy

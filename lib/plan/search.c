@@ -342,7 +342,7 @@ int pt_plan_split_layers(const double *cost, int n, int k, int *split)
 void pt_plan_layer_costs(const pt_model_shape *m, double *cost)
 {
     double C = m->n_embd, T = m->seq_len, V = m->vocab;
-    double block = 24.0 * T * C * C + 4.0 * T * T * C;
+    double block = 2.0 * T * pt_cost_block_matmul_params(m) + 4.0 * T * T * C;
     for (int i = 0; i < m->n_layer; i++) cost[i] = block;
     if (m->n_layer > 0) cost[m->n_layer - 1] += 2.0 * T * C * V;
 }
@@ -992,6 +992,9 @@ static int search_args(const pt_cluster *c, const pt_model_shape *m, int global_
         return pt_fail(PT_EINVAL, "%s=off plans nothing (valid for a search: %s)",
                        pt_plan_flag(lim, "mode", flag, sizeof flag), PT_SEARCH_MODE_NAMES(", "));
     if (pt_plan_request_check(req, lim) < 0) return -1;
+    if (m->family == PT_FAMILY_LLAMA && (req->mode == PT_MODE_2D || req->mode == PT_MODE_2P5D || req->mode == PT_MODE_3D))
+        return pt_fail(PT_EINVAL, "%s=%s is not built for llama models yet (valid for llama: auto, off, 1d)",
+                       pt_plan_flag(lim, "mode", flag, sizeof flag), pt_mode_name(req->mode));
     if (req->rank_order[0]) {
         char pinned[4], s[5] = "";
         memcpy(s, req->rank_order, 4);
@@ -1167,6 +1170,7 @@ int pt_plan_search(const pt_cluster *c, const pt_model_shape *m, int global_batc
     gw.max_pp = lim && lim->max_pp > 0 ? lim->max_pp : INT_MAX;
     gw.max_zero = lim ? lim->max_zero : 3;
     gw.modes = lim ? lim->modes : ~0u;
+    if (m->family == PT_FAMILY_LLAMA) gw.modes &= 1u << PT_MODE_1D; /* 2d/2.5d/3d: not built for llama */
     int W = (int)world;
 
     search_ctx x;
@@ -1333,9 +1337,11 @@ size_t pt_plan_explain(const pt_search_result *r, const pt_model_shape *m, int g
     if (buf && n) buf[0] = '\0';
     if (!r || !m) return 0;
     const pt_plan *b = &r->best.plan;
-    put(buf, n, &k, "model L=%d H=%d C=%d T=%d V=%d, global batch %d sequences, %d ranks\n",
-        m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab, global_batch,
-        b->dp * b->pp * b->tp * b->sp);
+    put(buf, n, &k, "model L=%d H=%d C=%d T=%d V=%d", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
+    if (m->family == PT_FAMILY_LLAMA) /* GPT-2's line stays as it was */
+        put(buf, n, &k, " llama KV=%d I=%d%s, %.4g B parameters", pt_model_kv_heads(m), pt_model_ffn(m),
+            pt_model_untied(m) ? " untied" : "", (double)pt_model_num_params(m) / 1e9);
+    put(buf, n, &k, ", global batch %d sequences, %d ranks\n", global_batch, b->dp * b->pp * b->tp * b->sp);
     put(buf, n, &k, "plans evaluated %ld, fitting %ld; times in ms per step, memory in GB per rank\n",
         r->nconsidered, r->nfit);
     put(buf, n, &k, "  %-52s %9s %9s", "layout", "t_step", "compute");

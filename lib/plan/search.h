@@ -242,8 +242,10 @@ int pt_plan_split_dhondt(const double *speed, const double *extra, int k, int n,
 
 /* The relative cost of each of m->n_layer layers for the stage split
  * (cost: [n_layer]): the forward FLOPs of one sequence through one block,
- * 24*T*C^2 + 4*T^2*C (Narayanan et al. 2021, sec. 3.5, per layer and
- * sequence), with the vocabulary head's 2*T*C*V added to the last layer
+ * 2*T*P_blk + 4*T^2*C, P_blk the block's matmul weights
+ * (pt_cost_block_matmul_params: GPT-2 12 C^2, giving 24*T*C^2 + 4*T^2*C,
+ * Narayanan et al. 2021, sec. 3.5, per layer and sequence; Llama
+ * 2 C^2 + 2 C KV HS + 3 C I), with the vocabulary head's 2*T*C*V added to the last layer
  * (the embedding lookup has no GEMM).  Backward and recompute scale every
  * layer alike, and so does tensor/sequence parallelism, so the ratios are
  * what the split needs; the times themselves are pt_cost_eval's. */

@@ -30,7 +30,19 @@ static int start(const pt_shape_in *in, int kind, int q, int ways, pt_shape *s)
     s->B = in->B;
     s->V = in->V;
     s->Tl = in->T / in->sp;
+    s->family = in->family;
     return PT_OK;
+}
+
+/* KV heads and MLP width of in: NKV and F, or GPT-2's NH and 4 C where 0. */
+static long long kv_heads(const pt_shape_in *in) { return in->NKV > 0 ? in->NKV : in->NH; }
+static long long ffn(const pt_shape_in *in) { return in->F > 0 ? in->F : 4 * in->C; }
+
+/* The one line refusing a layout not built for Llama. */
+static int no_llama(const pt_shape_in *in, const char *mode)
+{
+    return pt_fail(PT_EINVAL, "mode %s is not built for llama models yet (tp=%d; valid modes for llama: off, 1d)", mode,
+                   in->tp);
 }
 
 /* The split sizes of a layout whose inner side splits q ways and whose
@@ -41,7 +53,9 @@ static void split(const pt_shape_in *in, long long q, long long ways, long long 
     s->Bl = in->B / ways;
     s->NHl = in->NH / q;
     s->Cl = in->C / q;
-    s->Fl = 4 * in->C / q;
+    s->Fl = ffn(in) / q;
+    s->NKVl = kv_heads(in) / q;
+    s->KVl = in->NH > 0 ? s->NKVl * (in->C / in->NH) : 0;
     s->Vp = (in->V + vpad - 1) / vpad * vpad;
     s->Vl = s->Vp / q;
 }
@@ -54,6 +68,12 @@ int pt_shape_1d(const pt_shape_in *in, pt_shape *s)
     if (in->NH % tp)
         return pt_fail(PT_EINVAL, "tp=%d does not divide n_head=%lld (valid tp for this model: divisors of %lld)", tp,
                        in->NH, in->NH);
+    if (kv_heads(in) % tp)
+        return pt_fail(PT_EINVAL, "tp=%d does not divide n_kv_head=%lld (valid tp for this model: divisors of %lld)",
+                       tp, kv_heads(in), kv_heads(in));
+    if (ffn(in) % tp)
+        return pt_fail(PT_EINVAL, "tp=%d does not divide the MLP width ffn=%lld (valid tp for this model: divisors of "
+                       "%lld)", tp, ffn(in), ffn(in));
     split(in, tp, 1, tp, s);
     s->Cr = in->C; /* rows are whole: the residual stream is replicated */
     return PT_OK;
@@ -65,6 +85,7 @@ int pt_shape_2d(const pt_shape_in *in, pt_shape *s)
     const char *mode = d > 1 || in->mode == PT_MODE_2P5D ? "2.5d" : "2d";
     int rc = start(in, PT_MODE_2D, q, d, s);
     if (rc) return rc;
+    if (in->family == PT_FAMILY_LLAMA) return no_llama(in, mode);
     if (in->NH % q) {
         char valid[160];
         size_t off = 0;
@@ -89,6 +110,7 @@ int pt_shape_3d(const pt_shape_in *in, pt_shape *s)
     const int l = in->dims[0];
     int rc = start(in, PT_MODE_3D, l, 1, s);
     if (rc) return rc;
+    if (in->family == PT_FAMILY_LLAMA) return no_llama(in, "3d");
     const long long ll = (long long)l * l;
     if (in->NH % l || in->C % ll) {
         char valid[160];

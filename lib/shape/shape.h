@@ -16,6 +16,12 @@
  *   2.5d    d*q*q    B/(dq)    C/q   NH/q   C/q    4C/q    multiple of q       Vp/q
  *   3d      l*l*l    B/l^2     C/l   NH/l   C/l    4C/l    multiple of l^2     Vp/l
  *
+ * A Llama shape (grouped-query attention, SwiGLU MLP; lib/contract/model.h)
+ * adds NKV KV heads and the MLP width I in 4C's place: 1d holds NKV/tp KV
+ * heads (KVl = NKVl * C/NH K or V columns) and Fl = I/tp of the gate and
+ * of the up projection each (its fc output is [N, 2 Fl]); the 2d/2.5d/3d
+ * layouts are not built for Llama (pt_shape_2d / _3d refuse it).
+ *
  * 1d: Megatron-LM (Shoeybi et al. 2019, section 3); 2d: SUMMA as in Optimus
  * (Xu et al. 2021, section 3; van de Geijn & Watts 1997); 2.5d: Tesseract
  * (Wang et al. 2021, section 3); 3d: Bian et al. 2021, "Maximizing
@@ -28,6 +34,7 @@
 
 #include <stdint.h>
 
+#include "contract/model.h"
 #include "contract/plan.h"
 
 #ifdef __cplusplus
@@ -44,6 +51,10 @@ typedef struct pt_shape_in {
     int tp;             /* tensor-parallel ranks (1d splits over tp) */
     int dims[3];        /* pt_plan_tp_dims: {1, 1, tp} (1d), {d, q, q} (2d, 2.5d), {l, l, l} (3d) */
     int sp;             /* sequence-parallel ways (>= 1) */
+    /* Llama (all 0 for GPT-2, which is the shape a zeroed tail gives): */
+    int family;         /* pt_model_family (lib/contract/model.h): PT_FAMILY_GPT2 0, PT_FAMILY_LLAMA 1 */
+    long long NKV;      /* KV heads (0: NH) */
+    long long F;        /* MLP width I (0: 4 C) */
 } pt_shape_in;
 
 /* One rank's local sizes (the table above).  The runtime's pt_geom adds
@@ -57,7 +68,10 @@ typedef struct pt_shape {
     long long Bl;      /* sequences held on each side */
     long long Tl;      /* positions held (T / sp) */
     long long Cr;      /* residual width held */
-    long long NHl, Cl, Fl; /* inner side: heads, NHl * head size, MLP width */
+    long long NHl, Cl, Fl; /* inner side: heads, NHl * head size, MLP width (F / q) */
+    long long NKVl, KVl;   /* KV heads held and their K (or V) columns NKVl * C/NH
+                            * (= NHl, Cl without grouped-query attention) */
+    int family;            /* as given: PT_FAMILY_LLAMA's fc is [N, 2 Fl] (gate | up) */
     long long Vp, Vl;  /* padded vocabulary, vocabulary ids held */
 } pt_shape;
 
@@ -69,9 +83,11 @@ int pt_shape_kind(int mode);
  * returns 0, or on a model or batch the layout cannot split a negative
  * PT_E* code through pt_fail (lib/core/core.h) with one line naming the
  * value and the valid ones (read it with pt_errmsg()):
- *   PT_EINVAL  1d: tp does not divide n_head;
+ *   PT_EINVAL  1d: tp does not divide n_head (Llama: also n_kv_head and
+ *              the MLP width I);
  *              2d/2.5d: q does not divide n_head; d*q does not divide B;
  *              3d: l does not divide n_head or l*l n_embd; l*l does not divide B;
+ *              2d/2.5d/3d: a Llama shape (not built for it yet; valid: off, 1d);
  *              any: tp, a grid side or sp below 1.
  * pt_shape_1d takes the split from in->tp, 2d from dims {d, q, q}, 3d from
  * dims {l, l, l}; none checks that dims match the mode (pt_plan_tp_dims

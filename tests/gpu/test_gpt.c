@@ -202,9 +202,12 @@ int main(int argc, char **argv)
     seed0 = gpu_seed();
     pt_gpt_config small = {.n_layer = 2, .n_head = 4, .n_embd = 64, .seq_len = 32, .vocab = 97};
     pt_gpt_config wide = {.n_layer = 2, .n_head = 2, .n_embd = 128, .seq_len = 128, .vocab = 500};
+    pt_gpt_config llama; /* GQA 8:2 heads of 64, untied head, q/k/v biases, SwiGLU 344 */
+    pt_model_shape_parse("model", "llama:2,8,2,512,344,128,500,untied,qkv-bias,theta=500000", &llama);
     for (int bf = 0; bf <= 1; bf++) {
         run_case("small (HS 16, V 97 padded)", &small, 4, bf ? PT_PREC_BF16 : PT_PREC_FP32, 3);
         run_case("wide (HS 64, T 128)", &wide, 2, bf ? PT_PREC_BF16 : PT_PREC_FP32, 2);
+        run_case("llama (GQA 8:2, HS 64, untied, biases)", &llama, 2, bf ? PT_PREC_BF16 : PT_PREC_FP32, 2);
     }
     if (!getenv("PTRAIN_GPU_QUICK") || strcmp(getenv("PTRAIN_GPU_QUICK"), "1")) {
         timing(PT_PREC_BF16);

@@ -32,4 +32,21 @@ static inline float *ref_slice(const pt_gpt *m, const pt_pctx *c, const pt_param
     return slice;
 }
 
+/* PTRAIN_TEST_LLAMA=1 in the environment: the test's GPT-2 shape as a
+ * Llama of the same depth, heads and vocabulary (KV heads n_head/2 from 4 heads up, MLP
+ * width 3C/2, untied head, q/k/v biases; C rounded up to an even head
+ * size), so the MPI equivalence tests run the Llama family through the
+ * same checks (tests/mpi/test_zero.sh, test_pipeline.sh). */
+static inline void test_model_family(pt_gpt_config *cfg)
+{
+    const char *e = getenv("PTRAIN_TEST_LLAMA");
+    if (!e || strcmp(e, "1") != 0) return;
+    cfg->family = PT_FAMILY_LLAMA;
+    if ((cfg->n_embd / cfg->n_head) % 2) cfg->n_embd += cfg->n_head;
+    cfg->n_kv_head = cfg->n_head >= 4 ? cfg->n_head / 2 : cfg->n_head; /* GQA where 1d tp=2 still divides it */
+    cfg->ffn = cfg->n_embd * 3 / 2;
+    cfg->untied = 1;
+    cfg->qkv_bias = 1;
+}
+
 #endif

@@ -1,6 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# Mixed precision trains like fp32: 150 steps of the tiny model on the demo
+# Mixed precision trains like fp32, for GPT-2 (tiny) and the Llama family
+# (llama-tiny: RMSNorm, RoPE, SwiGLU, GQA): 150 steps of each model on the demo
 # corpus (the King James Bible, GPT-2 BPE, as scripts/demo.sh prepares it),
 # once with --precision fp32 and once with bf16 (bf16 activations and weight
 # copies, fp32 master weights, gradients and AdamW: Micikevicius et al. 2018),
@@ -25,20 +26,23 @@ fresh_seed
 "$top_srcdir/scripts/get-corpus.sh" "$wd/kjv.txt" 2>/dev/null
 "$pd" prepare --vocab-dir "$bpe" --val-fraction 0.02 --out "$wd/kjv" "$wd/kjv.txt" >"$wd/prepare.log" 2>&1
 check "the demo corpus is prepared ($(head -1 "$wd/prepare.log"))" test -s "$wd/kjv/val.bin"
+for model in tiny llama-tiny; do
 for p in fp32 bf16; do
     rc=0
-    ptrain_mpirun -np 1 "$run" --model tiny --data "$wd/kjv" --steps 150 --batch 8 --val-every 25 --seed "$seed" \
-        --threads 2 --precision $p --metrics "$wd/$p.jsonl" >"$wd/$p.log" 2>&1 </dev/null || rc=$?
-    check "--precision $p: 150 steps (status $rc; $(sed -n 's/^done: //p' "$wd/$p.log" | cut -c1-90))" test "$rc" -eq 0
+    ptrain_mpirun -np 1 "$run" --model $model --data "$wd/kjv" --steps 150 --batch 8 --val-every 25 --seed "$seed" \
+        --threads 2 --precision $p --metrics "$wd/$model-$p.jsonl" >"$wd/$model-$p.log" 2>&1 </dev/null || rc=$?
+    check "$model --precision $p: 150 steps (status $rc; $(sed -n 's/^done: //p' "$wd/$model-$p.log" | cut -c1-90))" \
+        test "$rc" -eq 0
 done
-f=$(jq -r 'select(.type == "val") | .val_loss' "$wd/fp32.jsonl" 2>/dev/null | tr '\n' ' ')
-b=$(jq -r 'select(.type == "val") | .val_loss' "$wd/bf16.jsonl" 2>/dev/null | tr '\n' ' ')
-diag "val loss fp32: $f"
-diag "val loss bf16: $b"
-check "bf16's validation curve overlays fp32's within 2% at every validation (7 points)" \
+f=$(jq -r 'select(.type == "val") | .val_loss' "$wd/$model-fp32.jsonl" 2>/dev/null | tr '\n' ' ')
+b=$(jq -r 'select(.type == "val") | .val_loss' "$wd/$model-bf16.jsonl" 2>/dev/null | tr '\n' ' ')
+diag "$model val loss fp32: $f"
+diag "$model val loss bf16: $b"
+check "$model: bf16's validation curve overlays fp32's within 2% at every validation (7 points)" \
     awk -v f="$f" -v b="$b" 'BEGIN { n = split(f, x, " "); m = split(b, y, " "); if (n != 7 || m != 7) exit 1;
         for (i = 1; i <= n; i++) if ((x[i] - y[i]) ^ 2 > (0.02 * x[i]) ^ 2) exit 1; exit 0 }'
-check "both learn: the last validation at least 2 nats below the first" \
+check "$model: both learn: the last validation at least 2 nats below the first" \
     awk -v f="$f" -v b="$b" 'BEGIN { n = split(f, x, " "); m = split(b, y, " ");
         exit !(n > 1 && m > 1 && x[n] < x[1] - 2 && y[m] < y[1] - 2) }'
+done
 done_testing

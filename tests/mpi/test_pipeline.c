@@ -224,6 +224,7 @@ int main(int argc, char **argv)
     }
     /* tiny model; V=97 makes vocabulary padding real */
     pt_gpt_config cfg = {.n_layer = L, .n_head = 4, .n_embd = 32, .seq_len = 8, .vocab = 97};
+    test_model_family(&cfg);
     const int micro = 2, Bdp = M * micro, B = Bdp * dp, T = cfg.seq_len;
     char summary[160];
     snprintf(summary, sizeof summary, "%s pp=%d m=%d v=%d dp=%d tp=%d %s split=%s L=%d recompute=%s zero=%d %s", argv[1],

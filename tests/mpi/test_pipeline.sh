@@ -46,5 +46,18 @@ for cfg in "$@"; do
     set -- $cfg
     mpi_tap "$1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 recompute=${10} zero=${11} ${12}" $(($2 * $5 * $6)) "$bin" "$@"
 done
+# the Llama family (ref_slice.h's test_model_family: GQA, untied head, so
+# the first and last stages hold wte and lm_head apart): schedules with dp,
+# 1d tp, recompute, ZeRO-3 and bf16
+llama='"interleaved 2 4 2 1 1 1d - 3 block 0 fp32" "1f1b 2 4 1 2 1 1d - 3 none 3 fp32" \
+       "1f1b 2 4 1 1 2 1d - 3 attention 0 bf16" "gpipe 4 4 1 1 1 1d - 3 none 0 fp32"'
+[ "${PTRAIN_TEST_SUBSET:-0}" = 1 ] && llama='"1f1b 2 4 1 2 1 1d - 3 none 3 fp32"'
+export PTRAIN_TEST_LLAMA=1
+eval "set -- $llama"
+for cfg in "$@"; do
+    set -- $cfg
+    mpi_tap "llama $1 pp=$2 m=$3 v=$4 dp=$5 tp=$6 $7 recompute=${10} zero=${11} ${12}" $(($2 * $5 * $6)) "$bin" "$@"
+done
+unset PTRAIN_TEST_LLAMA
 mpi_tap "memory pp=2" 2 "$bin" memory
 done_testing

@@ -117,6 +117,7 @@ static int equiv(int stage, int dp, int tp, int steps, int precision)
     /* V=97 pads the vocabulary; C=30 makes a block's unit (11190 floats,
      * 5685 per 1d tp rank) pad to the group size at dp=4 and tp=2 */
     pt_gpt_config cfg = {.n_layer = 2, .n_head = 2, .n_embd = 30, .seq_len = 8, .vocab = 97};
+    test_model_family(&cfg);
     const int Bdp = 2, B = Bdp * dp, T = cfg.seq_len;
     pt_pctx ctx, rctx;
     if (pt_pctx_init(&ctx, MPI_COMM_WORLD, &plan, -1) || pt_pctx_init(&rctx, MPI_COMM_SELF, &rplan, -1)) {

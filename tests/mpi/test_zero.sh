@@ -23,6 +23,14 @@ done
 for st in $stages; do
     mpi_tap "zero$st dp=2 tp=2 bf16" 4 "$bin" equiv "$st" 2 2 3 bf16
 done
+# the Llama family (GQA, untied head, q/k/v biases: ref_slice.h's
+# test_model_family) on the composed grid, every stage, and stage 3 in bf16
+export PTRAIN_TEST_LLAMA=1
+for st in $stages; do
+    mpi_tap "zero$st dp=2 tp=2 llama" 4 "$bin" equiv "$st" 2 2 3
+done
+[ "${PTRAIN_TEST_SUBSET:-0}" = 1 ] || mpi_tap "zero3 dp=2 tp=2 bf16 llama" 4 "$bin" equiv 3 2 2 3 bf16
+unset PTRAIN_TEST_LLAMA
 for dp in 2 4; do
     mpi_tap "memory dp=$dp" "$dp" "$bin" memory "$dp"
 done

@@ -7,7 +7,7 @@
  *    "flops":..,"mem_params":..,"mem_grads":..,"mem_optim":..,"mem_act":..,
  *    "mem_total":..,"mem_peak":..,"bubble":..,"t_step":..}
  * bytes per rank and step (maximum over ranks), memory in bytes, FLOPs per
- * rank and step.  MODEL is a preset or L,H,C,T,V; BATCH the global batch
+ * rank and step.  MODEL is a preset, L,H,C,T,V or llama:...; BATCH the global batch
  * (sequences per step).  Optional GFLOPS GBPS LAT_US: the machine (GEMM
  * rate of a rank in GFLOP/s, bandwidth in GB/s and latency in us of the
  * link every group uses; default 10, 10, 5), RANKS_PER_CORE

@@ -93,4 +93,15 @@ want=$({ grep -o '{"ptrain-[a-z0-9-]*", *\(NULL\|"\)' "$top_srcdir/spank/options
 have=$(list _ptrain_srun_opts)
 check "srun: the completion lists exactly the plugin's --ptrain-* options" [ -n "$want" -a "$want" = "$have" ]
 [ "$want" = "$have" ] || diag "plugin: $want; completion: $have"
+# the model names offered are the contract's presets, as ptrain-plan's refusal lists them
+plan=$top_builddir/ptrain-plan
+if [ -x "$plan" ]; then
+    want=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$plan" --model no-such-model 2>&1 |
+        sed -n 's/.*valid: a preset \(.*\), L,H,C,T,V or llama:.*/\1/p' | tr -d ',' | tr ' ' '\n' | grep . | sort | tr '\n' ' ')
+    have=$(reply ptrain-plan --model "")
+    check "--model<TAB> offers exactly the presets ($have)" [ -n "$want" -a "$want" = "$have" ]
+    [ "$want" = "$have" ] || diag "presets: $want; completion: $have"
+else
+    ok "# SKIP ptrain-plan not built: the model list is not checked"
+fi
 done_testing

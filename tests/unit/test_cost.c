@@ -529,5 +529,143 @@ int main(void)
                "pp: each send on its neighbour link (%.4g s for 2 sends over the network); a stage at half the GEMM "
                "rate takes twice the time (%.4g vs %.4g s)", a.sub_t[PT_SUB_PP], d.t_compute, b.t_compute);
     }
+    /* ---- Llama shapes (grouped-query attention, SwiGLU, untied heads) ----
+     * references computed here from the shape and the contract's parameter
+     * list (pt_model_param_info), not from the cost model's walk */
+    {
+        int lp_ok = 1, lf_ok = 1, lsh_ok = 1, lkv_ok = 1, lact_ok = 1, nl = 0;
+        for (int it = 0; it < 60; it++) {
+            pt_model_shape m = {0};
+            m.family = PT_FAMILY_LLAMA;
+            m.n_layer = 1 + rnd(4);
+            const int kv = 4 * (1 + rnd(2)), grp = 1 + rnd(3), hs = 2 * (1 + rnd(4));
+            m.n_kv_head = kv, m.n_head = kv * grp, m.n_embd = m.n_head * hs;
+            m.ffn = 4 * (1 + rnd(40));
+            m.seq_len = 4 * (1 + rnd(8));
+            m.vocab = 2 + rnd(300);
+            m.untied = rnd(2), m.qkv_bias = rnd(2);
+            const double C = m.n_embd, T = m.seq_len, V = m.vocab, L = m.n_layer, KVw = (double)kv * hs,
+                         I = m.ffn;
+            pt_plan q1;
+            pt_plan_default(&q1);
+            pt_cost c1;
+            if (pt_cost_eval(&m, 1, &q1, &hw, link_node, &c1) < 0) {
+                lp_ok = 0;
+                tap_diag("llama: the trivial plan was refused: %s", pt_errmsg());
+                continue;
+            }
+            nl++;
+            /* world 1: every parameter once, fp32 */
+            if (c1.mem_params != 4.0 * (double)pt_model_num_params(&m)) {
+                lp_ok = 0;
+                tap_diag("llama params: cost %.0f bytes vs 4 x %lld", c1.mem_params, pt_model_num_params(&m));
+            }
+            /* FLOPs per token at world 1: the contract's 6 N + 12 L T C, and flash
+             * attention's scores again in the backward (2 L T C); and from the GEMM
+             * shapes directly: q, o C^2; k, v C KVw; gate, up, down C I; head C V */
+            const double f_contract = pt_model_flops_per_token(&m, m.seq_len) + 2.0 * L * T * C;
+            const double f_gemm = 6.0 * (L * (2 * C * C + 2 * C * KVw + 3 * C * I) + C * V) + 14.0 * L * T * C;
+            if (fabs(c1.flops / T - f_contract) > 1e-9 * f_contract || fabs(c1.flops / T - f_gemm) > 1e-9 * f_gemm) {
+                lf_ok = 0;
+                tap_diag("llama flops/token: cost %.9g, contract %.9g, GEMMs %.9g", c1.flops / T, f_contract, f_gemm);
+            }
+            /* per-rank parameters at tp = 2, 4 (1d): the contract's list sharded as
+             * the 1d layout shards it (weights and q/k/v biases / tp, wte and lm_head
+             * over the vocabulary padded to a multiple of tp, norms whole) */
+            for (int tp = 2; tp <= 4; tp += 2) {
+                pt_plan qt;
+                pt_plan_default(&qt);
+                qt.mode = PT_MODE_1D, qt.tp = tp;
+                pt_cost ct;
+                double want = 0;
+                for (int i = 0; i < pt_model_param_count(&m); i++) {
+                    pt_param_info pi;
+                    pt_model_param_info(&m, i, &pi);
+                    long long rows = pi.rows;
+                    if (pi.role == PT_ROLE_WTE || pi.role == PT_ROLE_HEAD) rows = (rows + tp - 1) / tp * tp;
+                    const int split = pi.role != PT_ROLE_NORM_W && pi.role != PT_ROLE_NORM_B;
+                    want += split ? (double)(rows * pi.cols / tp) : (double)(rows * pi.cols);
+                }
+                if (pt_cost_eval(&m, 1, &qt, &hw, link_node, &ct) < 0 || ct.mem_params != 4 * want) {
+                    lsh_ok = 0;
+                    tap_diag("llama tp=%d: cost %.0f bytes of parameters, shards %.0f x 4 (%s)", tp, ct.mem_params,
+                             want, pt_errmsg());
+                }
+            }
+            /* activations of a block (1d, tp 1, sp 1, b 2): the formula of the
+             * Llama block's slots, fp32 and bf16, each recompute mode */
+            for (int prec = 0; prec < 2; prec++) {
+                pt_plan qa;
+                pt_plan_default(&qa);
+                qa.precision = prec ? PT_PREC_BF16 : PT_PREC_FP32;
+                const double e = prec ? 2 : 4, N = 2 * T, Cl = C, KVl = KVw, Il = I;
+                const double none = e * (4 * N * C + N * Cl + 2 * N * KVl + 3 * N * Il) + 4 * (2 * N) + e * N * Cl +
+                                    4 * (2.0 * m.n_head * T);
+                const double att = none - e * N * Cl - 4 * (2.0 * m.n_head * T), blk = e * N * C;
+                if (pt_cost_block_act_bytes(&m, &qa, 2, PT_RECOMPUTE_NONE) != none ||
+                    pt_cost_block_act_bytes(&m, &qa, 2, PT_RECOMPUTE_ATTENTION) != att ||
+                    pt_cost_block_act_bytes(&m, &qa, 2, PT_RECOMPUTE_BLOCK) != blk) {
+                    lact_ok = 0;
+                    tap_diag("llama block activations: %.0f %.0f %.0f, want %.0f %.0f %.0f",
+                             pt_cost_block_act_bytes(&m, &qa, 2, PT_RECOMPUTE_NONE),
+                             pt_cost_block_act_bytes(&m, &qa, 2, PT_RECOMPUTE_ATTENTION),
+                             pt_cost_block_act_bytes(&m, &qa, 2, PT_RECOMPUTE_BLOCK), none, att, blk);
+                }
+            }
+            /* ring attention (sp = 2): K/V blocks of the KV heads, so the sp bytes
+             * are n_head / n_kv_head times those of the same shape without GQA */
+            pt_plan qs;
+            pt_plan_default(&qs);
+            qs.sp = 2;
+            pt_model_shape mha = m;
+            mha.n_kv_head = m.n_head;
+            pt_cost cg, cm;
+            if (pt_cost_eval(&m, 2, &qs, &hw, link_node, &cg) < 0 || pt_cost_eval(&mha, 2, &qs, &hw, link_node, &cm) < 0 ||
+                cg.bytes[PT_GRP_SP] * grp != cm.bytes[PT_GRP_SP] || cg.bytes[PT_GRP_SP] <= 0 ||
+                (grp > 1 && !(cg.bytes[PT_GRP_SP] < cm.bytes[PT_GRP_SP]))) {
+                lkv_ok = 0;
+                tap_diag("llama sp bytes: GQA %.0f x %d vs MHA %.0f", cg.bytes[PT_GRP_SP], grp, cm.bytes[PT_GRP_SP]);
+            }
+        }
+        tap_ok(lp_ok && nl > 0, "llama: parameter bytes at world 1 = 4 x pt_model_num_params (%d shapes)", nl);
+        tap_ok(lf_ok, "llama: FLOPs per token = pt_model_flops_per_token + flash attention's 2 L T C = the GEMM shapes'");
+        tap_ok(lsh_ok, "llama: parameters per rank at tp=2, 4 = the contract's list sharded 1d");
+        tap_ok(lact_ok, "llama: block activation bytes = the Llama slots (q, kv, gate|up, SwiGLU, two rstd)");
+        tap_ok(lkv_ok, "llama: GQA's ring attention sends n_head/n_kv_head less than MHA");
+
+        /* what the layouts refuse, in one line */
+        pt_model_shape m;
+        pt_model_preset("llama-test", &m);
+        pt_plan q;
+        pt_plan_default(&q);
+        q.mode = PT_MODE_2D, q.tp = 4;
+        int r2 = pt_cost_eval(&m, 8, &q, &hw, link_node, NULL);
+        tap_ok(r2 < 0 && strstr(pt_errmsg(), "not built for llama") && strstr(pt_errmsg(), "valid modes for llama: off, 1d") &&
+                   !strchr(pt_errmsg(), '\n'),
+               "llama: 2d refused in one line: %s", pt_errmsg());
+        q.mode = PT_MODE_3D, q.tp = 8;
+        r2 = pt_cost_eval(&m, 8, &q, &hw, link_node, NULL);
+        tap_ok(r2 < 0 && strstr(pt_errmsg(), "mode 3d is not built for llama"), "llama: 3d refused: %s", pt_errmsg());
+        pt_model_shape g = m;
+        g.n_kv_head = 2, g.n_head = 4, g.n_embd = 4 * (m.n_embd / m.n_head > 0 ? m.n_embd / m.n_head : 8);
+        q.mode = PT_MODE_1D, q.tp = 4;
+        r2 = pt_cost_eval(&g, 8, &q, &hw, link_node, NULL);
+        tap_ok(r2 < 0 && strstr(pt_errmsg(), "n_kv_head=2") && strstr(pt_errmsg(), "divisors of 2"),
+               "llama: 1d tp=4 with 2 KV heads refused: %s", pt_errmsg());
+        /* the tied head's gradient sum over the first and last stage: none untied */
+        pt_plan qp;
+        pt_plan_default(&qp);
+        qp.pp = 2, qp.microbatches = 2;
+        pt_cost ct, cu;
+        g = m;
+        g.untied = 0;
+        int okp = pt_cost_eval(&g, 4, &qp, &hw, link_node, &ct) == 0;
+        g.untied = 1;
+        okp = okp && pt_cost_eval(&g, 4, &qp, &hw, link_node, &cu) == 0;
+        tap_ok(okp && ct.sub_bytes[PT_SUB_EMBED] > 0 && cu.sub_bytes[PT_SUB_EMBED] == 0 &&
+                   cu.mem_params == ct.mem_params,
+               "llama pp=2: tied wte summed over the embed group (%.0f bytes), untied none; the same bytes per "
+               "rank (wte on the first stage, lm_head on the last)", ct.sub_bytes[PT_SUB_EMBED]);
+    }
     return tap_done();
 }

@@ -381,6 +381,47 @@ static void request(pt_plan *req)
     req->virtual_stages = 0;
 }
 
+/* Llama shapes: the search proposes the layouts built for them (off, 1d)
+ * only, each with tp dividing the heads, the KV heads and the MLP width,
+ * and refuses a named 2d/2.5d/3d in one line. */
+static void test_llama(void)
+{
+    pt_plan_limits lim = all_limits();
+    int tpn[64];
+    pt_cluster c = make_cluster(2, 8, 0, tpn); /* 16 ranks: 2d 4 and 16, 2.5d 8, 3d 8 would all divide */
+    pt_model_shape m;
+    pt_model_preset("llama-small", &m); /* H8 KV4 C256 I768 */
+    pt_plan req;
+    request(&req);
+    pt_search_result r;
+    int rc = pt_plan_search(&c, &m, 64, &lim, &req, &r), only1d = rc == 0;
+    for (int j = -1; rc == 0 && j < r.nrunners; j++) {
+        const pt_plan *p = j < 0 ? &r.best.plan : &r.runner[j].plan;
+        if (p->mode != PT_MODE_1D || m.n_head % p->tp || pt_model_kv_heads(&m) % p->tp || pt_model_ffn(&m) % p->tp) {
+            only1d = 0;
+            char s[640];
+            pt_plan_summary(p, s, sizeof s);
+            tap_diag("llama plan: %s", s);
+        }
+    }
+    tap_ok(only1d, "search: a llama shape gets 1d plans only, tp dividing H, KV and I (%s)", rc ? pt_errmsg() : r.why);
+    static const pt_mode named[] = {PT_MODE_2D, PT_MODE_2P5D, PT_MODE_3D};
+    int refused = 1;
+    for (int i = 0; i < 3; i++) {
+        request(&req);
+        req.mode = named[i];
+        rc = pt_plan_search(&c, &m, 64, &lim, &req, &r);
+        char want[160];
+        snprintf(want, sizeof want, "--ptrain-mode=%s is not built for llama models yet (valid for llama: auto, off, 1d)",
+                 pt_mode_name(named[i]));
+        if (rc == 0 || strcmp(pt_errmsg(), want)) {
+            refused = 0;
+            tap_diag("mode %s: %s", pt_mode_name(named[i]), rc ? pt_errmsg() : "planned");
+        }
+    }
+    tap_ok(refused, "search: --ptrain-mode=2d, 2.5d, 3d refused for llama in one line naming the valid modes");
+}
+
 static void test_search(void)
 {
     pt_plan_limits lim = all_limits();
@@ -954,6 +995,7 @@ int main(void)
     test_split();
     test_links();
     test_search();
+    test_llama();
     test_exhaustive();
     test_sp_tp();
     test_mixed();

@@ -197,5 +197,45 @@ int main(void)
     tap_ok(ok, "ring bytes: factor (p-1)/p of the buffer on %d random calls, 0 on groups of one", rounds);
     tap_ok(PT_RING_ALLREDUCE == 2 && PT_RING_REDUCE_SCATTER == 1 && PT_RING_ALLGATHER == 1,
            "factors: allreduce 2, reduce-scatter and allgather 1");
+
+    /* ---- Llama (grouped-query attention, MLP width I): 1d holds NKV/tp KV
+     * heads of C/NH columns and I/tp of the MLP; GPT-2's zeroed tail is
+     * NKV = NH, I = 4C ---- */
+    ok = 1;
+    for (int r = 0; r < rounds && ok; r++) {
+        const int tp = 1 + (int)rnd(8);
+        pt_shape_in in = random_in(PT_MODE_1D, tp, 1, 1, tp, tp, 1, 1);
+        const long long grp = 1 + rnd(4), hs = in.C / in.NH;
+        in.family = PT_FAMILY_LLAMA;
+        in.NKV = in.NH, in.NH *= grp, in.C = in.NH * hs; /* NKV a multiple of tp, NH of NKV */
+        in.F = tp * (1 + rnd(4096));
+        ok = pt_shape_1d(&in, &s) == PT_OK && s.NHl == in.NH / tp && s.NKVl == in.NKV / tp &&
+             s.KVl == in.NKV / tp * hs && s.Cl == in.C / tp && s.Fl == in.F / tp && s.Cr == in.C &&
+             s.family == PT_FAMILY_LLAMA;
+        if (!ok) tap_diag("llama 1d tp=%d NH=%lld NKV=%lld C=%lld F=%lld: NKVl %lld KVl %lld Fl %lld", tp, in.NH,
+                          in.NKV, in.C, in.F, s.NKVl, s.KVl, s.Fl);
+        in.family = PT_FAMILY_GPT2, in.NKV = 0, in.F = 0;
+        ok = ok && pt_shape_1d(&in, &s) == PT_OK && s.NKVl == s.NHl && s.KVl == s.Cl && s.Fl == 4 * in.C / tp;
+    }
+    tap_ok(ok, "llama 1d: KV heads and MLP width split tp ways; GPT-2's zeroed tail is NKV = NH, I = 4C (%d shapes)",
+           rounds);
+    {
+        pt_shape_in in = {.C = 64, .NH = 4, .NKV = 2, .F = 192, .V = 97, .T = 8, .B = 2, .mode = PT_MODE_1D, .tp = 4,
+                          .dims = {1, 1, 4}, .sp = 1, .family = PT_FAMILY_LLAMA};
+        refused(pt_shape_1d, &in, "tp=4 does not divide n_kv_head=2 (valid tp for this model: divisors of 2)",
+                "llama 1d tp=4 with 2 KV heads");
+        in.NKV = 4, in.F = 190;
+        refused(pt_shape_1d, &in, "tp=4 does not divide the MLP width ffn=190 (valid tp for this model: divisors of 190)",
+                "llama 1d tp=4 with I=190");
+        in.F = 192, in.mode = PT_MODE_2D, in.dims[0] = 1, in.dims[1] = in.dims[2] = 2;
+        refused(pt_shape_2d, &in, "mode 2d is not built for llama models yet (tp=4; valid modes for llama: off, 1d)",
+                "llama 2d");
+        in.mode = PT_MODE_2P5D, in.tp = 8, in.dims[0] = 2;
+        refused(pt_shape_2d, &in, "mode 2.5d is not built for llama models yet (tp=8; valid modes for llama: off, 1d)",
+                "llama 2.5d");
+        in.mode = PT_MODE_3D, in.dims[0] = 2;
+        refused(pt_shape_3d, &in, "mode 3d is not built for llama models yet (tp=8; valid modes for llama: off, 1d)",
+                "llama 3d");
+    }
     return tap_done();
 }
