@@ -56,6 +56,7 @@ typedef struct sample_opts {
 typedef struct ckpt_cmdline {
     const char *cmd;                  /* "info", "verify", "convert" or "sample" */
     const char *to, *model, *dtype;   /* convert's --to, --model, --dtype; NULL: not given */
+    long long max_shard;              /* convert's --max-shard-size in bytes; 0: not given */
     sample_opts so;                   /* sample's options */
     char **args;                      /* the subcommand's arguments: 1 (convert: 2, SRC and DST) */
 } ckpt_cmdline;
@@ -125,7 +126,8 @@ int ckpt_verify(const char *arg);
  * converting or writing) or 2 (bad options, a missing, unreadable or
  * malformed SRC: a manifest number out of range, a weight that is not
  * finite); one line on stderr for each. */
-int ckpt_convert(const char *to, const char *dtype, const char *model, const char *src, const char *dst);
+int ckpt_convert(const char *to, const char *dtype, const char *model, long long max_shard, const char *src,
+                 const char *dst);
 
 /* sample DIR: so->tokens tokens sampled from the checkpoint's model, on
  * stdout.  Returns 0, 1 (a model beyond the memory this process may use, a
@@ -224,5 +226,33 @@ int ckpt_st_write(holder *h, const char *out, long step, int64_t *bytes);
  * PT_ENOMEM (also from ckpt_holder_fits, before any tensor is read), or the
  * errors of pt_st_open, pt_st_read_f32 and ckpt_holder_build. */
 int ckpt_st_read(const char *file, const char *model, holder *h, pt_gpt_config *cfg, char *from, size_t fn);
+
+/* ---- Hugging Face Llama-family models (llama.c) ---------------------------- */
+
+/* The shape of a Llama-family config.json (parsed: c; named path in
+ * messages) into *m: LlamaForCausalLM, Qwen2ForCausalLM (q/k/v biases),
+ * MistralForCausalLM without a sliding window.  PT_EFORMAT: one line
+ * naming the field, its value and what would be valid. */
+int ckpt_llama_config(json_t *c, const char *path, pt_model_shape *m);
+
+/* Whether convert's SRC is a Hugging Face Llama-family model: a directory
+ * (not a checkpoint) or a file beside a config.json of that family, a
+ * model.safetensors.index.json, or model (--model) a llama shape.  No
+ * errors. */
+int ckpt_hf_is_llama(const char *src, const char *model);
+
+/* convert SRC (a Hugging Face Llama-family directory or file) DST (a save
+ * directory): streamed into checkpoint DST/step-00000000 (see llama.c).
+ * PT_OK, or an error with its one line. */
+int ckpt_llama_in(const char *src, const char *model, const char *dst);
+
+/* convert a checkpoint (path, its checked manifest man, model m) of a llama
+ * model to Hugging Face safetensors: dir 1, DST a directory with
+ * config.json, model.safetensors or shards and their index; dir 0, DST one
+ * .safetensors file.  dtype: NULL (the recorded dtypes, else F32), "fp32",
+ * "bf16" or "fp16"; max_shard: 0, or bytes per file (transformers'
+ * max_shard_size).  PT_OK, or an error with its one line. */
+int ckpt_llama_out(const char *path, json_t *man, const pt_model_shape *m, const char *dst, int dir, const char *dtype,
+                   long long max_shard);
 
 #endif

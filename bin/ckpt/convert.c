@@ -48,8 +48,78 @@ static const char *preset_of(const pt_gpt_config *cfg, char *buf, int n)
     return buf;
 }
 
-int ckpt_convert(const char *to, const char *dtype, const char *model, const char *src, const char *dst)
+/* a finished llama conversion: its status, MPI finalised when a holder started it */
+static int llama_done(int rc)
 {
+    int inited = 0;
+    MPI_Initialized(&inited);
+    const int status = rc ? tool_die(rc == PT_ENOMEM || rc == PT_EIO ? 1 : 2, "convert: %s", pt_errmsg()) : 0;
+    if (inited) MPI_Finalize();
+    return status;
+}
+
+/* Llama-family models: a Hugging Face model in, a llama checkpoint out (llama.c); -1 for anything else */
+static int convert_llama(const char *to, const char *dtype, const char *model, long long max_shard, const char *src,
+                         const char *dst)
+{
+    if (strlen(dst) > 4000) return -1;
+    if (!(ckpt_is_dir(src) && !ckpt_hf_is_llama(src, NULL)) && ckpt_hf_is_llama(src, model)) {
+        if (to && strcmp(to, "ckpt"))
+            return tool_die(2, "convert: --to %s: a Hugging Face Llama-family model converts to a checkpoint (valid: "
+                               "--to ckpt, or no --to)", to);
+        if (dtype) return tool_die(2, "convert: --dtype %s: a checkpoint keeps fp32 (valid: no --dtype)", dtype);
+        if (max_shard) return tool_die(2, "convert: --max-shard-size is for writing Hugging Face files (--to hf)");
+        return llama_done(ckpt_llama_in(src, model, dst));
+    }
+    if (!ckpt_is_dir(src)) return -1;
+    char path[4200];
+    json_t *man = NULL;
+    pt_model_shape m;
+    pt_errsave es;
+    pt_error_save(&es);
+    int rc = ckpt_resolve(src, path, sizeof path);
+    if (!rc) rc = pt_ckpt_manifest_read(path, &man);
+    if (!rc) rc = ckpt_manifest_config(man, &m);
+    if (rc && to && !strcmp(to, "hf")) {
+        json_decref(man);
+        return tool_die(2, "convert: %s", pt_errmsg());
+    }
+    if (rc || m.family != PT_FAMILY_LLAMA) { /* the GPT-2 path reports its own errors */
+        json_decref(man);
+        pt_error_restore(&es);
+        if (!rc && to && !strcmp(to, "hf"))
+            return tool_die(2, "convert: --to hf writes a Hugging Face Llama-family directory; %s holds a GPT-2 model "
+                               "(valid: --to safetensors, --to llmc)", src);
+        return -1;
+    }
+    int dir = 0;
+    if (!to) to = ends_with(dst, ".safetensors") ? "safetensors" : ends_with(dst, ".bin") ? "llmc" : "hf";
+    if (!strcmp(to, "llmc")) rc = pt_fail(PT_EINVAL, "llm.c's model file holds GPT-2 models only; %s is a llama model "
+                                                     "(valid: --to hf, --to safetensors)", src);
+    else if (!strcmp(to, "ckpt")) rc = pt_fail(PT_EINVAL, "%s is already a checkpoint (ptrain-run --resume reshards it to "
+                                                          "any plan; valid targets: --to hf, --to safetensors)", src);
+    else if (!strcmp(to, "hf")) dir = 1;
+    else if (strcmp(to, "safetensors"))
+        rc = pt_fail(PT_EINVAL, "--to '%s' is not one of hf, safetensors (a llama checkpoint's targets)", to);
+    if (!rc && dtype && strcmp(dtype, "fp32") && strcmp(dtype, "bf16") && strcmp(dtype, "fp16"))
+        rc = pt_fail(PT_EINVAL, "--dtype '%s' is not one of fp32, bf16, fp16", dtype);
+    if (!rc && model) rc = pt_fail(PT_EINVAL, "--model is for a Hugging Face SRC; a checkpoint records its model");
+    if (!rc) {
+        ckpt_old_manifest_warning(path, man);
+        rc = ckpt_llama_out(path, man, &m, dst, dir, dtype, max_shard);
+        json_decref(man);
+        return llama_done(rc);
+    }
+    json_decref(man);
+    return tool_die(2, "convert: %s", pt_errmsg());
+}
+
+int ckpt_convert(const char *to, const char *dtype, const char *model, long long max_shard, const char *src,
+                 const char *dst)
+{
+    const int lr = convert_llama(to, dtype, model, max_shard, src, dst);
+    if (lr >= 0) return lr;
+    if (max_shard) return tool_die(2, "convert: --max-shard-size is for a llama model's Hugging Face files (--to hf)");
     enum { F_LLMC, F_ST, F_CKPT } target;
     int bf16 = 0;
     if (dtype && strcmp(dtype, "fp32") && strcmp(dtype, "bf16"))
@@ -59,7 +129,8 @@ int ckpt_convert(const char *to, const char *dtype, const char *model, const cha
     if (!strcmp(to, "llmc")) target = F_LLMC;
     else if (!strcmp(to, "safetensors")) target = F_ST;
     else if (!strcmp(to, "ckpt")) target = F_CKPT;
-    else return tool_die(2, "convert: --to '%s' is not one of llmc, safetensors, ckpt", to);
+    else return tool_die(2, "convert: --to '%s' is not one of llmc, safetensors, ckpt%s", to,
+                         !strcmp(to, "hf") ? " (hf: a llama checkpoint's Hugging Face directory)" : "");
     if (bf16 && target != F_LLMC)
         return tool_die(2, "convert: --dtype bf16 is for llm.c files (--to llmc: version 5); %s keeps fp32 (valid: "
                         "--dtype fp32, or --to llmc)", target == F_ST ? "safetensors" : "a checkpoint");

@@ -100,22 +100,18 @@ static int hf_config(const char *st_path, pt_gpt_config *cfg, char *used, size_t
     return rc;
 }
 
-/* Hugging Face's shape of ckpt_st_entries' entry i of a model cfg: [rows, cols] or [n] */
+/* Hugging Face's shape of ckpt_st_entries' entry i of a model cfg: [rows, cols] or [n]:
+ * pt_model_param_info's, Conv1D weights ([in, out]) transposed */
 static int hf_shape(const pt_gpt_config *cfg, int i, int64_t *shape)
 {
-    const int64_t C = cfg->n_embd, L = cfg->n_layer;
-    if (i == 0) return shape[0] = cfg->vocab, shape[1] = C, 2;
-    if (i == 1) return shape[0] = cfg->seq_len, shape[1] = C, 2;
-    if (i >= 2 + 12 * L) return shape[0] = C, 1;
-    switch ((i - 2) % 12) {
-    case 2: return shape[0] = C, shape[1] = 3 * C, 2;  /* c_attn.weight [in, out] */
-    case 3: return shape[0] = 3 * C, 1;
-    case 4: return shape[0] = C, shape[1] = C, 2;      /* attn.c_proj.weight */
-    case 8: return shape[0] = C, shape[1] = 4 * C, 2;  /* c_fc.weight */
-    case 9: return shape[0] = 4 * C, 1;
-    case 10: return shape[0] = 4 * C, shape[1] = C, 2; /* mlp.c_proj.weight */
-    default: return shape[0] = C, 1;                   /* LayerNorms, c_proj biases */
-    }
+    pt_param_info pi;
+    if (pt_model_param_info(cfg, i, &pi)) return shape[0] = 0, 1;
+    if (pi.cols == 1) return shape[0] = pi.rows, 1;
+    const int transposed = pi.role == PT_ROLE_QKV_W || pi.role == PT_ROLE_PROJ_W || pi.role == PT_ROLE_FC_W ||
+                           pi.role == PT_ROLE_FCPROJ_W;
+    shape[0] = transposed ? pi.cols : pi.rows;
+    shape[1] = transposed ? pi.rows : pi.cols;
+    return 2;
 }
 
 static void shape_text(char *b, size_t n, const int64_t *shape, int nd)

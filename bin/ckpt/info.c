@@ -27,6 +27,8 @@ int ckpt_info(const char *arg)
     printf("model: %s L=%lld H=%lld C=%lld T=%lld V=%lld, %.3fM parameters (with vocabulary padding)\n",
            *jstr(man, "model_name") ? jstr(man, "model_name") : "(unnamed)", jint(mc, "n_layer"), jint(mc, "n_head"),
            jint(mc, "n_embd"), jint(mc, "seq_len"), jint(mc, "vocab"), (double)nparam / 1e6);
+    if (json_object_get(mc, "family"))
+        printf("family: %s, spec %s\n", jstr(mc, "family"), jstr(mc, "spec"));
     printf("plan: %s (world %lld: mode %s, dp=%lld tp=%lld pp=%lld sp=%lld, ZeRO stage %lld)\n", jstr(mp, "summary"),
            jint(mp, "world"), jstr(mp, "mode"), jint(mp, "dp"), jint(mp, "tp"), jint(mp, "pp"), jint(mp, "sp"),
            jint(mp, "zero"));

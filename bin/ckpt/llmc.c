@@ -4,6 +4,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "ckpt_tool.h"
+#include "contract/model.h"
 #include "backend/gemm_bf16.h"
 #include "backend/ops.h"
 #include "core/file.h"
@@ -14,12 +15,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* llm.c's tensor order: k-th of the 16 tensors, layer l -> ptrain index */
+/* llm.c's tensor order: k-th of the 16 tensors, layer l -> ptrain index
+ * (pt_model_param_info's GPT-2 list: wte, wpe, 12 per block, lnf.w, lnf.b) */
 static int llmc_index(int k, int l, int L)
 {
-    if (k < 2) return k;
-    if (k < 14) return 2 + 12 * l + (k - 2);
-    return 2 + 12 * L + (k - 14);
+    const pt_model_shape g = {.n_layer = L, .family = PT_FAMILY_GPT2};
+    const int pre = pt_model_pre_params(&g), npb = pt_model_block_params(&g);
+    if (k < pre) return k;
+    if (k < pre + npb) return pre + npb * l + (k - pre);
+    return pre + npb * L + (k - pre - npb);
 }
 
 /* read exactly n bytes at the descriptor's position: 0, or -1 (errno; 0 at end of file) */
@@ -163,6 +167,9 @@ int ckpt_llmc_read(const char *file, holder *h, pt_gpt_config *cfg)
 int ckpt_llmc_write(holder *h, const char *out, int bf16, int64_t *bytes)
 {
     const pt_gpt_config *cfg = &h->model.cfg;
+    if (cfg->family != PT_FAMILY_GPT2)
+        return pt_fail(PT_EINVAL, "llm.c's model file holds GPT-2 models only, not a %s model (valid: --to hf, --to "
+                                  "safetensors)", pt_model_family_name(cfg->family));
     const int L = cfg->n_layer, C = cfg->n_embd, V = cfg->vocab;
     const int Vp = (V + LLMC_PAD - 1) / LLMC_PAD * LLMC_PAD;
     int32_t hd[LLMC_HEADER_INTS] = {0};

@@ -44,5 +44,5 @@ int main(int argc, char **argv)
     if (!strcmp(cl.cmd, "info")) return ckpt_info(cl.args[0]);
     if (!strcmp(cl.cmd, "verify")) return ckpt_verify(cl.args[0]);
     if (!strcmp(cl.cmd, "sample")) return ckpt_sample(cl.args[0], &cl.so);
-    return ckpt_convert(cl.to, cl.dtype, cl.model, cl.args[0], cl.args[1]);
+    return ckpt_convert(cl.to, cl.dtype, cl.model, cl.max_shard, cl.args[0], cl.args[1]);
 }

@@ -47,17 +47,7 @@ int ckpt_resolve(const char *arg, char *out, size_t n)
 
 int ckpt_manifest_config(json_t *man, pt_gpt_config *cfg)
 {
-    json_t *mc = json_object_get(man, "model");
-    cfg->n_layer = (int)jint(mc, "n_layer");
-    cfg->n_head = (int)jint(mc, "n_head");
-    cfg->n_embd = (int)jint(mc, "n_embd");
-    cfg->seq_len = (int)jint(mc, "seq_len");
-    cfg->vocab = (int)jint(mc, "vocab");
-    if (cfg->n_layer < 1 || cfg->n_head < 1 || cfg->n_embd < 1 || cfg->n_embd % cfg->n_head || cfg->seq_len < 1 ||
-        cfg->vocab < 1)
-        return pt_fail(PT_EFORMAT, "manifest model L=%d H=%d C=%d T=%d V=%d is not a valid GPT-2 config", cfg->n_layer,
-                       cfg->n_head, cfg->n_embd, cfg->seq_len, cfg->vocab);
-    return PT_OK;
+    return pt_ckpt_model_shape(json_object_get(man, "model"), cfg);
 }
 
 double ckpt_load_bytes(json_t *man)

@@ -20,7 +20,7 @@ void ckpt_usage(FILE *f)
             "                      schedule, data, rank files and tensors\n"
             "  verify DIR          check every rank file's size and checksum and the manifest;\n"
             "                      one line per problem; exit 0 when sound, 1 otherwise\n"
-            "  convert [--to FORMAT] [--dtype fp32|bf16] [--model M] SRC DST\n"
+            "  convert [--to FORMAT] [--dtype fp32|bf16|fp16] [--model M] [--max-shard-size N] SRC DST\n"
             "                      SRC: a checkpoint, an llm.c gpt2 .bin (version 3, fp32, or 5,\n"
             "                      bf16), or a\n"
             "                      Hugging Face GPT-2 model.safetensors (F32, F16 or BF16; its shape\n"
@@ -31,6 +31,12 @@ void ckpt_usage(FILE *f)
             "                      default from DST: *.bin llmc, *.safetensors safetensors, else ckpt;\n"
             "                      --dtype bf16 writes llm.c's version 5 (bf16, rounded to nearest\n"
             "                      even) instead of version 3 (fp32, the default)\n"
+            "                      Llama family (LlamaForCausalLM, Qwen2, Mistral): SRC a Hugging\n"
+            "                      Face directory (config.json, model.safetensors or its shards and\n"
+            "                      index) streams into checkpoint DST; a llama checkpoint goes to\n"
+            "                      --to hf DST (a directory: the source's files back, bit for bit;\n"
+            "                      else --dtype fp32|bf16|fp16, sharded past --max-shard-size N bytes\n"
+            "                      (or 5GB, 500MiB)) or to DST.safetensors\n"
             "  sample [--prompt TEXT] [--tokens N] [--temperature F] [--top-k K] [--seed S]\n"
             "         [--tokenizer TOK] [--ids] [--logits FILE] DIR\n"
             "                      print TEXT and N (default 64) tokens sampled from the checkpoint's\n"
@@ -63,11 +69,13 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
         {"ids", no_argument, 0, 'i'},
         {"logits", required_argument, 0, 'l'},
         {"model", required_argument, 0, 'm'},
+        {"max-shard-size", required_argument, 0, 'S'},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0},
     };
     const char *c = argv[1], *to = NULL, *model = NULL, *dtype = NULL;
+    long long max_shard = 0;
     const int sub = !strcmp(c, "info") || !strcmp(c, "verify") || !strcmp(c, "convert") || !strcmp(c, "sample");
     sample_opts so = {.prompt = "", .tokens = 64, .temperature = 1.0, .top_k = 0, .seed = 1337};
     so.vocab_dir = tool_bpe_dir_env();
@@ -95,6 +103,22 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
             if (strcmp(c, "convert")) return tool_die(2, "%s: --model is only valid for convert", c);
             model = optarg;
             break;
+        case 'S': {
+            if (strcmp(c, "convert")) return tool_die(2, "%s: --max-shard-size is only valid for convert", c);
+            char *end;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            static const struct { const char *s; double f; } u[] = {{"", 1}, {"B", 1}, {"KB", 1e3}, {"MB", 1e6},
+                {"GB", 1e9}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}};
+            double f = 0;
+            for (size_t i = 0; i < sizeof u / sizeof u[0]; i++)
+                if (end != optarg && !strcmp(end, u[i].s)) f = u[i].f;
+            if (errno || !f || !(v * f >= 1) || v * f > 1e15)
+                return tool_die(2, "convert: --max-shard-size '%s' is not a size (valid: bytes in [1, 10^15], optionally "
+                                "with B, KB, MB, GB, KiB, MiB or GiB, e.g. 5GB)", optarg);
+            max_shard = (long long)(v * f);
+            break;
+        }
         case 'p': case 'n': case 'T': case 'k': case 's': case 'v': case 'i': case 'l':
             if (strcmp(c, "sample")) return tool_die(2, "%s: --%s is only valid for sample", c, lo[li].name);
             if (o == 'p') so.prompt = optarg;
@@ -124,7 +148,7 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
         case ':':
             return tool_die(2, "%s: option '%s' needs a value", c, argv[optind - 1]);
         default:
-            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --dtype fp32|bf16, --model M (convert); --prompt, --tokens, --temperature, "
+            return tool_die(2, "%s: unknown option '%s' (valid: --to FORMAT, --dtype fp32|bf16|fp16, --model M, --max-shard-size N (convert); --prompt, --tokens, --temperature, "
                           "--top-k, --seed, --tokenizer, --ids, --logits (sample); --help, --version)", c, argv[optind - 1]);
         }
     }
@@ -137,6 +161,7 @@ int ckpt_options(int argc, char **argv, ckpt_cmdline *cl)
     cl->to = to;
     cl->model = model;
     cl->dtype = dtype;
+    cl->max_shard = max_shard;
     cl->so = so;
     cl->args = argv + optind;
     return -1;

@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "ckpt_tool.h"
+#include "contract/model.h"
 #include "backend/ops.h"
 #include "core/file.h"
 
@@ -21,7 +22,11 @@
 
 int ckpt_st_entries(const pt_gpt_config *cfg, st_entry **out)
 {
-    const int L = cfg->n_layer, n = 4 + 12 * L;
+    const int L = cfg->n_layer, n = pt_model_param_count(cfg);
+    const int pre = pt_model_pre_params(cfg), npb = pt_model_block_params(cfg);
+    if (cfg->family != PT_FAMILY_GPT2 || npb != 12)
+        return pt_fail(PT_EINVAL, "Hugging Face GPT-2 names are for a GPT-2 model, not a %s one",
+                       pt_model_family_name(cfg->family));
     st_entry *e = calloc((size_t)n, sizeof *e);
     if (!e) return pt_fail(PT_ENOMEM, "out of memory");
     static const char *const layer[12] = {"ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
@@ -31,15 +36,15 @@ int ckpt_st_entries(const pt_gpt_config *cfg, st_entry **out)
     e[k++] = (st_entry){"wte.weight", 0, cfg->vocab, 0, 0};
     e[k++] = (st_entry){"wpe.weight", 1, cfg->seq_len, 0, 0};
     for (int l = 0; l < L; l++)
-        for (int j = 0; j < 12; j++, k++) {
+        for (int j = 0; j < npb; j++, k++) {
             snprintf(e[k].name, sizeof e[k].name, "h.%d.%s", l, layer[j]);
-            e[k].idx = 2 + 12 * l + j;
+            e[k].idx = pre + npb * l + j;
             e[k].rows = -1;
             e[k].transpose = j == 2 || j == 4 || j == 8 || j == 10;
             e[k].vec = !e[k].transpose;
         }
-    e[k++] = (st_entry){"ln_f.weight", 2 + 12 * L, -1, 0, 1};
-    e[k++] = (st_entry){"ln_f.bias", 3 + 12 * L, -1, 0, 1};
+    e[k++] = (st_entry){"ln_f.weight", pre + npb * L, -1, 0, 1};
+    e[k++] = (st_entry){"ln_f.bias", pre + npb * L + 1, -1, 0, 1};
     *out = e;
     return n;
 }

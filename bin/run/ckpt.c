@@ -3,6 +3,7 @@
  * saves, and SIGTERM / SIGUSR1, which ask for a save and a clean exit. */
 #define _GNU_SOURCE
 #include "run.h"
+#include <jansson.h>
 #include "ckpt/ckpt.h"
 #include "train/train.h"
 
@@ -32,6 +33,12 @@ void run_ckpt_catch_signals(void)
 
 int run_ckpt_stop_signal(void) { return stop_signal; }
 
+/* the "hf" record of the checkpoint resumed from (a model converted from
+ * Hugging Face files: its layout and dtypes), carried into every save so
+ * that ptrain-ckpt convert --to hf writes the fine-tuned model as the
+ * source was laid out; NULL when none */
+static json_t *resumed_extra;
+
 /* Load --resume into tr (run.h); the step to start from. */
 long run_ckpt_resume(const run_opts *o, pt_train *tr, const pt_plan *plan, const pt_gpt_config *cfg, char *loaded_from,
                      size_t lfn)
@@ -47,6 +54,15 @@ long run_ckpt_resume(const run_opts *o, pt_train *tr, const pt_plan *plan, const
         run_agree(pt_fail(PT_EINVAL, "checkpoint %s is at step %ld, beyond --steps %ld", which, got.step, o->steps),
                   "--resume");
     if (loaded) start_step = got.step;
+    if (loaded) {
+        json_t *man = NULL;
+        pt_errsave es;
+        pt_error_save(&es);
+        if (!pt_ckpt_manifest_read(which, &man) && json_is_object(json_object_get(man, "hf")))
+            resumed_extra = json_pack("{s:O}", "hf", json_object_get(man, "hf"));
+        json_decref(man);
+        pt_error_restore(&es);
+    }
     /* the schedule the checkpoint was trained with: a different one is
      * allowed (extending --steps is how a run is continued) but the run
      * is then not the uninterrupted one; a checkpoint converted from
@@ -102,7 +118,7 @@ void run_ckpt_save(const run_opts *o, pt_train *tr, const pt_plan *plan, const p
                      "after training step %ld, %s: training diverged (lower --lr)", step, o->save_dir, step,
                      pt_errmsg());
     run_agree(rc, "checkpoint");
-    rc = pt_ckpt_save(o->save_dir, tr, plan, cfg, cmeta, (int)o->keep, saved, len);
+    rc = pt_ckpt_save_extra(o->save_dir, tr, plan, cfg, cmeta, resumed_extra, (int)o->keep, saved, len);
     if (rc && run_rank == 0) fprintf(stderr, "ptrain-run: error: checkpoint at step %ld: %s\n", step, pt_errmsg());
     if (rc) run_exit(PT_EXIT_FAIL);
 }

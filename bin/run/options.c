@@ -461,6 +461,7 @@ int run_parse_args(int argc, char **argv, run_opts *o)
     }
     if (optind < argc) return pt_fail(PT_EINVAL, "unexpected argument '%s' (see --help)", argv[optind]);
     if (from_environment(o, model_given, batch_given) < 0 || check_options(o) < 0) return -1;
+    o->model_given = model_given || !strcmp(o->model_what, "PTRAIN_MODEL");
     return run_energy_options(o);
 }
 

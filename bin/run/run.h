@@ -49,6 +49,8 @@ enum { RUN_DEVICE_CPU = 0, RUN_DEVICE_CUDA = 1 };
 typedef struct run_opts {
     const char *model, *data, *metrics;
     const char *model_what; /* "--model" or "PTRAIN_MODEL": where the model came from */
+    int model_given;        /* 1: --model or PTRAIN_MODEL named it (else --resume's checkpoint may) */
+    char model_ckpt[160];   /* the model's spelling when --resume's checkpoint gave it (model points here) */
     int layers, heads, embd, seq_len, vocab;
     long steps, batch, warmup, val_every, val_batches, log_every, threads, seed;
     long dp;                /* --dp; 0 = not given */

@@ -11,12 +11,14 @@
 #include "backend/blas.h"
 #include "backend/gemm_bf16.h"
 #include "ckpt/ckpt.h"
+#include "core/file.h"
 #include "plan/cost.h"
 #include "plan/planner.h"
 #include "plan/resolve.h"
 #include "topo/topo.h"
 #include "topo/topo_plan.h"
 
+#include <jansson.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +59,40 @@ static void divisors_text(int n, int cap, char *buf, size_t len)
         if (n % d == 0) off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", d);
 }
 
+/* The model of the checkpoint --resume names (DIR, a save directory's
+ * latest, or --resume auto's save_dir/latest): 1 and *m, path; 0 when
+ * there is none or it cannot be read (pt_ckpt_resume reports that). */
+static int resume_model(const run_opts *o, pt_model_shape *m, char *path, size_t n)
+{
+    const char *dir = !strcmp(o->resume, "auto") ? o->save_dir : o->resume;
+    if (!dir || strlen(dir) > 4000) return 0;
+    char p[4300];
+    snprintf(p, sizeof p, "%s/manifest.json", dir);
+    if (access(p, F_OK) == 0 && strcmp(o->resume, "auto")) snprintf(path, n, "%s", dir);
+    else {
+        char *txt = NULL, name[16];
+        size_t len;
+        long step;
+        snprintf(p, sizeof p, "%s/latest", dir);
+        pt_errsave es;
+        pt_error_save(&es);
+        const int ok = access(p, F_OK) == 0 && !pt_read_regular(p, "checkpoint pointer", &txt, &len) &&
+                       pt_ckpt_pointer_parse(txt, len, name, &step);
+        free(txt);
+        pt_error_restore(&es);
+        if (!ok) return 0;
+        snprintf(path, n, "%s/%s", dir, name);
+    }
+    json_t *man = NULL;
+    pt_errsave es;
+    pt_error_save(&es);
+    int rc = pt_ckpt_manifest_read(path, &man);
+    if (!rc) rc = pt_ckpt_model_shape(json_object_get(man, "model"), m);
+    json_decref(man);
+    pt_error_restore(&es);
+    return rc == PT_OK;
+}
+
 int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run_setup *s)
 {
     memset(s, 0, sizeof *s);
@@ -65,6 +101,16 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     pt_gpt_config *cfg = &s->cfg;
     /* a preset name or L,H,C,T,V (lib/contract/model.c's names, shared with the plugin) */
     if (pt_model_shape_parse(o->model_what, o->model, cfg) < 0) return PT_EINVAL;
+    /* --resume: the checkpoint's model, unless --model (or PTRAIN_MODEL) names one, which must be it */
+    pt_model_shape ck;
+    char ckpath[4200];
+    const int have_ck = o->resume ? resume_model(o, &ck, ckpath, sizeof ckpath) : 0;
+    if (have_ck && !o->model_given) {
+        *cfg = ck;
+        pt_model_shape_format(&ck, o->model_ckpt, sizeof o->model_ckpt);
+        o->model = o->model_ckpt;
+        o->model_what = "--resume's checkpoint";
+    }
     if (o->layers) cfg->n_layer = o->layers;
     if (o->heads) cfg->n_head = o->heads;
     if (o->embd) cfg->n_embd = o->embd;
@@ -75,6 +121,21 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
         divisors_text(cfg->n_embd, 4096, valid, sizeof valid);
         return pt_fail(PT_EINVAL, "--heads %d does not divide the embedding width %d (valid --heads for --embd %d: %s)",
                   cfg->n_head, cfg->n_embd, cfg->n_embd, valid);
+    }
+    if (have_ck && (strcmp(o->resume, "auto") || !o->model_given)) { /* auto with --model: a mismatch falls back */
+        pt_model_shape a = ck, b = *cfg;
+        pt_ckpt_shape_normalise(&a);
+        pt_ckpt_shape_normalise(&b);
+        if (memcmp(&a, &b, sizeof a)) {
+            char sa[160], sb[160];
+            pt_model_shape_format(&ck, sa, sizeof sa);
+            pt_model_shape_format(cfg, sb, sizeof sb);
+            return pt_fail(PT_EINVAL, "--resume %s: checkpoint %s holds model %s (L=%d H=%d C=%d T=%d V=%d), %s gives %s "
+                           "(L=%d H=%d C=%d T=%d V=%d) (valid: no --model, or --model %s)", o->resume, ckpath, sa,
+                           ck.n_layer, ck.n_head, ck.n_embd, ck.seq_len, ck.vocab,
+                           o->model_given ? o->model_what : "the size flags", sb, cfg->n_layer, cfg->n_head, cfg->n_embd,
+                           cfg->seq_len, cfg->vocab, sa);
+        }
     }
 
     pt_plan *plan = &s->plan;

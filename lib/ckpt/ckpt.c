@@ -314,10 +314,93 @@ static json_t *plan_json(const pt_plan *plan, int world)
                      plan->pp, "sp", plan->sp, "zero", plan->zero);
 }
 
-static json_t *cfg_json(const pt_gpt_config *cfg)
+static const char *jstr(json_t *o, const char *k);
+static long long jint(json_t *o, const char *k);
+static json_t *cfg_json(const pt_gpt_config *cfg) { return pt_ckpt_model_json(cfg); }
+
+json_t *pt_ckpt_model_json(const pt_model_shape *m)
 {
-    return json_pack("{s:i, s:i, s:i, s:i, s:i}", "n_layer", cfg->n_layer, "n_head", cfg->n_head, "n_embd",
-                     cfg->n_embd, "seq_len", cfg->seq_len, "vocab", cfg->vocab);
+    char spec[160];
+    pt_model_shape_format(m, spec, sizeof spec);
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:s, s:s}", "n_layer", m->n_layer, "n_head", m->n_head, "n_embd",
+                          m->n_embd, "seq_len", m->seq_len, "vocab", m->vocab, "family",
+                          pt_model_family_name(m->family), "spec", spec);
+    if (o && m->family == PT_FAMILY_LLAMA) {
+        json_t *x = json_pack("{s:i, s:i, s:b, s:b, s:f, s:f, s:f, s:f, s:f, s:i}", "n_kv_head", pt_model_kv_heads(m),
+                              "ffn", pt_model_ffn(m), "untied", m->untied != 0, "qkv_bias", m->qkv_bias != 0,
+                              "norm_eps", pt_model_norm_eps(m) == 1e-5 ? 1e-5 : (double)m->norm_eps, "rope_theta",
+                              (double)(float)pt_model_rope_theta(m), "rope_factor", (double)m->rope_factor,
+                              "rope_low_freq", (double)m->rope_low_freq, "rope_high_freq", (double)m->rope_high_freq,
+                              "rope_orig_ctx", m->rope_orig_ctx);
+        if (!x || json_object_update(o, x)) {
+            json_decref(o);
+            o = NULL;
+        }
+        json_decref(x);
+    }
+    return o;
+}
+
+/* o's member k as an int in [lo, hi] into *v; 0 when absent and may be */
+static int shape_int(json_t *o, const char *k, long long lo, long long hi, int optional, int *v)
+{
+    json_t *x = json_object_get(o, k);
+    if (!x && optional) return *v = 0, 1;
+    if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi) return 0;
+    *v = (int)json_integer_value(x);
+    return 1;
+}
+
+static int shape_float(json_t *o, const char *k, double lo, double hi, float *v)
+{
+    json_t *x = json_object_get(o, k);
+    if (!x) return *v = 0, 1;
+    if (!json_is_number(x) || !(json_number_value(x) >= lo && json_number_value(x) <= hi)) return 0;
+    *v = (float)json_number_value(x);
+    return 1;
+}
+
+void pt_ckpt_shape_normalise(pt_model_shape *m)
+{
+    if (m->family != PT_FAMILY_LLAMA) return;
+    m->n_kv_head = pt_model_kv_heads(m);
+    m->ffn = pt_model_ffn(m);
+    m->norm_eps = (float)pt_model_norm_eps(m);
+    m->rope_theta = (float)pt_model_rope_theta(m);
+    m->untied = m->untied != 0;
+    m->qkv_bias = m->qkv_bias != 0;
+}
+
+int pt_ckpt_model_shape(json_t *mc, pt_model_shape *m)
+{
+    memset(m, 0, sizeof *m);
+    json_t *fam = json_object_get(mc, "family");
+    if (!shape_int(mc, "n_layer", 1, INT32_MAX, 0, &m->n_layer) || !shape_int(mc, "n_head", 1, INT32_MAX, 0, &m->n_head) ||
+        !shape_int(mc, "n_embd", 1, INT32_MAX, 0, &m->n_embd) || !shape_int(mc, "seq_len", 1, INT32_MAX, 0, &m->seq_len) ||
+        !shape_int(mc, "vocab", 1, INT32_MAX, 0, &m->vocab) || m->n_embd % m->n_head)
+        return pt_fail(PT_EFORMAT, "manifest model L=%lld H=%lld C=%lld T=%lld V=%lld is not a valid model shape "
+                       "(each an integer in [1, %d], C a multiple of H)", jint(mc, "n_layer"), jint(mc, "n_head"),
+                       jint(mc, "n_embd"), jint(mc, "seq_len"), jint(mc, "vocab"), INT32_MAX);
+    if (!fam || (json_is_string(fam) && !strcmp(json_string_value(fam), "gpt2"))) return PT_OK; /* older manifests: GPT-2 */
+    if (!json_is_string(fam) || strcmp(json_string_value(fam), "llama"))
+        return pt_fail(PT_EFORMAT, "manifest model family %s%.40s%s is not valid (valid: \"gpt2\", \"llama\")",
+                       json_is_string(fam) ? "\"" : "", json_is_string(fam) ? json_string_value(fam) : "(not a string)",
+                       json_is_string(fam) ? "\"" : "");
+    m->family = PT_FAMILY_LLAMA;
+    json_t *ut = json_object_get(mc, "untied"), *qb = json_object_get(mc, "qkv_bias");
+    if (!shape_int(mc, "n_kv_head", 1, m->n_head, 0, &m->n_kv_head) || m->n_head % m->n_kv_head ||
+        !shape_int(mc, "ffn", 1, INT32_MAX, 0, &m->ffn) || (m->n_embd / m->n_head) % 2 ||
+        (ut && !json_is_boolean(ut)) || (qb && !json_is_boolean(qb)) ||
+        !shape_float(mc, "norm_eps", 1e-30, 1, &m->norm_eps) || !shape_float(mc, "rope_theta", 1e-30, 1e12, &m->rope_theta) ||
+        !shape_float(mc, "rope_factor", 0, 1e6, &m->rope_factor) || !shape_float(mc, "rope_low_freq", 0, 1e6, &m->rope_low_freq) ||
+        !shape_float(mc, "rope_high_freq", 0, 1e6, &m->rope_high_freq) ||
+        !shape_int(mc, "rope_orig_ctx", 0, INT32_MAX, 1, &m->rope_orig_ctx))
+        return pt_fail(PT_EFORMAT, "manifest llama model %s is not valid (valid: n_kv_head dividing n_head, ffn >= 1, an even "
+                       "head size, untied and qkv_bias booleans, norm_eps in (0, 1], rope_theta > 0, rope_* >= 0)",
+                       jstr(mc, "spec"));
+    m->untied = json_is_true(ut);
+    m->qkv_bias = json_is_true(qb);
+    return PT_OK;
 }
 
 /* The position of the 16 hex digits of the manifest's checksum member in
@@ -343,10 +426,9 @@ static long sum_digits(const char *text, size_t len)
 }
 
 /* rank 0: merge the rank descriptions into manifest.json */
-static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
-                          const pt_ckpt_meta *meta)
+static int write_manifest(const char *sdir, int world, const pt_plan *plan, const pt_gpt_config *cfg,
+                          const pt_ckpt_meta *meta, json_t *extra)
 {
-    const int world = t->model->ctx->world_size;
     json_t *files = json_array(), *tensors = json_object();
     int rc = PT_OK;
     for (int r = 0; r < world && !rc; r++) {
@@ -401,6 +483,10 @@ static int write_manifest(const char *sdir, const pt_train *t, const pt_plan *pl
                                                         (double)meta->adam_eps, "weight_decay",
                                                         (double)meta->weight_decay, "grad_clip",
                                                         (double)meta->grad_clip));
+    if (man && extra && json_object_update(man, extra)) {
+        json_decref(man);
+        man = NULL;
+    }
     /* the checksum member last, 16 '0' digits while the file's FNV-1a 64 is taken */
     if (man) json_object_set_new(man, PT_CKPT_MANIFEST_SUM, json_string("0000000000000000"));
     char *js = man ? json_dumps(man, JSON_INDENT(1)) : NULL;
@@ -447,6 +533,12 @@ static int save_tag(pt_comm *w, unsigned long long *tag)
 int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n)
 {
+    return pt_ckpt_save_extra(dir, t, plan, cfg, meta, NULL, keep, saved, n);
+}
+
+int pt_ckpt_save_extra(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
+                       const pt_ckpt_meta *meta, json_t *extra, int keep, char *saved, size_t n)
+{
     pt_comm *w = &t->model->ctx->world;
     if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
     /* Every file goes into a temporary directory that becomes step-N only
@@ -481,7 +573,7 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
     rc = agree(w, rc);
     if (!rc) rc = agree(w, write_rank(tdir, t));
     if (!rc && w->rank == 0) {
-        rc = write_manifest(tdir, t, plan, cfg, meta);
+        rc = write_manifest(tdir, t->model->ctx->world_size, plan, cfg, meta, extra);
         if (!rc) {
             /* an earlier save of this same step: replaced only now */
             const char k = entry_kind(dfd, sname);
@@ -504,6 +596,137 @@ int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt
     if (rc && dfd >= 0) (void)remove_ckpt_at(dfd, tname);
     if (dfd >= 0) close(dfd);
     rc = agree(w, rc);
+    if (!rc && saved && n) snprintf(saved, n, "%s", sdir);
+    return rc;
+}
+
+/* ---- a checkpoint written without a model ------------------------------------ */
+
+#define FNV_PRIME 0x100000001b3ULL
+static uint64_t fnv_more(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * FNV_PRIME;
+    return h;
+}
+
+/* rank 0's file of a one-rank save: per tensor its weights from fill, then
+ * zero m and v; its description into *desc */
+static int write_rank_stream(const char *tdir, const pt_model_shape *m, pt_ckpt_fill_fn fill, void *arg, json_t **desc)
+{
+    enum { BLOCK = 1 << 20 };
+    char path[4200];
+    if (join(path, sizeof path, tdir, "rank-00000.bin")) return PT_EINVAL;
+    float *buf = malloc(sizeof(float) * BLOCK), *zero = calloc(BLOCK, sizeof(float));
+    json_t *tens = json_array();
+    pt_atomic_file f;
+    int rc = !buf || !zero || !tens ? pt_fail(PT_ENOMEM, "out of memory for a checkpoint block") : pt_atomic_open(&f, path);
+    if (rc) {
+        free(buf);
+        free(zero);
+        json_decref(tens);
+        return rc;
+    }
+    uint64_t h = 0xcbf29ce484222325ULL; /* FNV-1a 64 offset basis */
+    int64_t off = 0;
+    const int np = pt_model_param_count(m);
+    for (int i = 0; i < np && !rc; i++) {
+        pt_param_info pi;
+        pt_model_param_info(m, i, &pi);
+        const int64_t n = pi.rows * pi.cols;
+        json_array_append_new(tens, json_pack("{s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:I}", "name", pi.name, "index", i,
+                                              "rows", (json_int_t)pi.rows, "cols", (json_int_t)pi.cols, "local_numel",
+                                              (json_int_t)n, "lo", (json_int_t)0, "hi", (json_int_t)n, "offset",
+                                              (json_int_t)off));
+        for (int64_t a = 0; a < n && !rc; a += BLOCK) {
+            const size_t k = (size_t)(n - a < BLOCK ? n - a : BLOCK);
+            if ((rc = fill(arg, i, a, (int64_t)k, buf))) break;
+            h = fnv_more(h, buf, k * sizeof(float));
+            if (pt_write_all(f.fd, buf, k * sizeof(float)))
+                rc = pt_fail(PT_EIO, "checkpoint file %s: write failed: %s", path, strerror(errno));
+        }
+        for (int mv = 0; mv < 2 && !rc; mv++) /* AdamW m, v: zero */
+            for (int64_t a = 0; a < n && !rc; a += BLOCK) {
+                const size_t k = (size_t)(n - a < BLOCK ? n - a : BLOCK);
+                h = fnv_more(h, zero, k * sizeof(float));
+                if (pt_write_all(f.fd, zero, k * sizeof(float)))
+                    rc = pt_fail(PT_EIO, "checkpoint file %s: write failed: %s", path, strerror(errno));
+            }
+        off += 12 * n;
+    }
+    free(buf);
+    free(zero);
+    if (rc) {
+        pt_atomic_abort(&f);
+        json_decref(tens);
+        return rc;
+    }
+    if ((rc = pt_atomic_commit(&f, 1))) {
+        json_decref(tens);
+        return rc;
+    }
+    char sum[20];
+    snprintf(sum, sizeof sum, "%016" PRIx64, h);
+    *desc = json_pack("{s:s, s:i, s:{s:i, s:i, s:i, s:i}, s:I, s:s, s:o}", "name", "rank-00000.bin", "rank", 0,
+                      "coords", "dp", 0, "pp", 0, "tp", 0, "sp", 0, "bytes", (json_int_t)off, "fnv1a64", sum,
+                      "tensors", tens);
+    return *desc ? PT_OK : pt_fail(PT_ENOMEM, "out of memory for a checkpoint rank description");
+}
+
+int pt_ckpt_write_model(const char *dir, const pt_model_shape *m, const pt_ckpt_meta *meta, json_t *extra,
+                        pt_ckpt_fill_fn fill, void *arg, char *saved, size_t n)
+{
+    if (strlen(dir) > 4000) return pt_fail(PT_EINVAL, "checkpoint directory name of %zu bytes is too long (at most 4000)", strlen(dir));
+    char sname[32], tname[64], sdir[4200], tdir[4200];
+    struct timespec ts = {0, 0};
+    (void)clock_gettime(CLOCK_REALTIME, &ts);
+    snprintf(sname, sizeof sname, "step-%08ld", meta->step);
+    snprintf(tname, sizeof tname, ".step-%08ld.tmp.%012llx", meta->step,
+             (unsigned long long)((uint64_t)getpid() << 24 ^ (uint64_t)ts.tv_nsec) & 0xffffffffffffULL);
+    snprintf(sdir, sizeof sdir, "%s/%s", dir, sname);
+    snprintf(tdir, sizeof tdir, "%s/%s", dir, tname);
+    int rc = PT_OK, dfd = -1;
+    char k;
+    if (mkdir(dir, 0755) && errno != EEXIST)
+        return pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", dir, strerror(errno));
+    if ((dfd = open_dir(dir)) < 0) return dfd;
+    if ((k = entry_kind(dfd, sname)) && k != 'd')
+        rc = pt_fail(PT_EIO, "checkpoint %s is %s, not a checkpoint directory: not saved over (move it out of %s)",
+                     sdir, k == 'l' ? "a symbolic link" : "not a directory", dir);
+    else if (mkdirat(dfd, tname, 0755))
+        rc = pt_fail(PT_EIO, "checkpoint directory %s cannot be created: %s", tdir, strerror(errno));
+    if (rc) {
+        close(dfd);
+        return rc;
+    }
+    json_t *desc = NULL;
+    rc = write_rank_stream(tdir, m, fill, arg, &desc);
+    if (!rc) {
+        char *js = json_dumps(desc, JSON_COMPACT), jp[4200];
+        if (!js) rc = pt_fail(PT_ENOMEM, "out of memory for a checkpoint rank description");
+        else if (!(rc = join(jp, sizeof jp, tdir, "rank-00000.json"))) rc = write_file(jp, js, strlen(js));
+        free(js);
+    }
+    json_decref(desc);
+    pt_plan plan;
+    pt_plan_default(&plan);
+    if (!rc) rc = write_manifest(tdir, 1, &plan, m, meta, extra);
+    if (!rc) {
+        k = entry_kind(dfd, sname);
+        if (k && (k != 'd' || remove_ckpt_at(dfd, sname)))
+            rc = pt_fail(PT_EIO, "checkpoint %s is not a checkpoint directory: not saved over (move it out of %s)", sdir, dir);
+        else if (renameat(dfd, tname, dfd, sname))
+            rc = pt_fail(PT_EIO, "checkpoint %s cannot be renamed to %s: %s", tdir, sdir, strerror(errno));
+    }
+    if (!rc && fsync(dfd)) rc = pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno));
+    if (!rc) {
+        char lp[4200], name[48];
+        snprintf(lp, sizeof lp, "%s/latest", dir);
+        snprintf(name, sizeof name, "%s\n", sname);
+        rc = write_file(lp, name, strlen(name));
+    }
+    if (rc) (void)remove_ckpt_at(dfd, tname);
+    close(dfd);
     if (!rc && saved && n) snprintf(saved, n, "%s", sdir);
     return rc;
 }
@@ -710,6 +933,18 @@ int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *a
                 shown(mc, "vocab", b5, sizeof b5), INT32_MAX);
         L = 0;
     }
+    pt_model_shape shape;
+    long long count = 0;
+    if (L) {
+        pt_errsave es;
+        pt_error_save(&es);
+        if (pt_ckpt_model_shape(mc, &shape)) {
+            problem(&c, "%s", pt_errmsg());
+            L = 0;
+        } else
+            count = pt_model_param_count(&shape);
+        pt_error_restore(&es);
+    }
     check_run_state(&c, man);
     /* plan */
     json_t *mp = json_object_get(man, "plan");
@@ -749,8 +984,8 @@ int pt_ckpt_manifest_check(const char *path, json_t *man, void (*report)(void *a
     json_t *tens = json_object_get(man, "tensors"), *files = json_object_get(man, "files");
     const size_t nt = json_array_size(tens);
     if (!json_is_array(tens) || nt == 0) problem(&c, "the manifest lists no tensors");
-    else if (L && (long long)nt != 4 + 12 * L)
-        problem(&c, "the manifest lists %zu tensors, the model L=%lld has %lld", nt, L, 4 + 12 * L);
+    else if (L && (long long)nt != count)
+        problem(&c, "the manifest lists %zu tensors, the model L=%lld has %lld", nt, L, count);
     long long *numel = calloc(nt ? nt : 1, sizeof *numel); /* 0: unknown */
     unsigned char *seen = calloc(nt ? nt : 1, 1);
     if (!numel || !seen) {
@@ -910,9 +1145,21 @@ static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     int rc = pt_ckpt_manifest_read(path, &st->man);
     if (rc) return rc;
     json_t *man = st->man;
-    json_t *mc = json_object_get(man, "model"), *mine = cfg_json(cfg);
-    int same = json_equal(mc, mine);
-    json_decref(mine);
+    json_t *mc = json_object_get(man, "model");
+    pt_model_shape saved;
+    if ((rc = pt_ckpt_model_shape(mc, &saved))) return pt_fail(rc, "checkpoint %s: %s", path, pt_errmsg());
+    pt_model_shape mine_n = *cfg;
+    pt_ckpt_shape_normalise(&saved);
+    pt_ckpt_shape_normalise(&mine_n);
+    int same = !memcmp(&saved, &mine_n, sizeof saved);
+    if (!same && saved.family != cfg->family)
+        return pt_fail(PT_EINVAL, "checkpoint %s: saved for a %s model (%s), this run builds a %s model", path,
+                       pt_model_family_name(saved.family), jstr(mc, "spec"), pt_model_family_name(cfg->family));
+    if (!same && saved.family == PT_FAMILY_LLAMA) {
+        char mine[160];
+        pt_model_shape_format(cfg, mine, sizeof mine);
+        return pt_fail(PT_EINVAL, "checkpoint %s: saved for model %s, this run has %s", path, jstr(mc, "spec"), mine);
+    }
     if (!same)
         return pt_fail(PT_EINVAL, "checkpoint %s: saved for model L=%lld H=%lld C=%lld T=%lld V=%lld, this run has L=%d H=%d C=%d T=%d V=%d",
                        path, jint(mc, "n_layer"), jint(mc, "n_head"), jint(mc, "n_embd"), jint(mc, "seq_len"),

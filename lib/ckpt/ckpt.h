@@ -107,6 +107,15 @@ typedef struct pt_ckpt_meta {
 int pt_ckpt_save(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
                  const pt_ckpt_meta *meta, int keep, char *saved, size_t n);
 
+struct json_t; /* jansson's JSON value */
+
+/* pt_ckpt_save, with the members of extra (may be NULL; not stolen; rank
+ * 0's is written) merged into the manifest: e.g. the "hf" record of a
+ * model converted from Hugging Face files, carried to its fine-tuned
+ * checkpoints. */
+int pt_ckpt_save_extra(const char *dir, pt_train *t, const pt_plan *plan, const pt_gpt_config *cfg,
+                       const pt_ckpt_meta *meta, struct json_t *extra, int keep, char *saved, size_t n);
+
 /* Load checkpoint directory `path` (a step-NNNNNNNN directory) into t,
  * whose model was built under the same plan and model config: every rank
  * reads the manifest (pt_ckpt_manifest_read: its checksum and every check
@@ -248,5 +257,37 @@ int pt_ckpt_dir_lock(const char *dir, const char *job, int *fd);
 int pt_ckpt_resume(const char *spec, const char *save_dir, pt_train *t, const pt_plan *plan,
                    const pt_gpt_config *cfg, pt_ckpt_meta *meta, int *loaded, char *which, size_t n,
                    void (*warn)(const char *msg));
+
+/* ---- the model a manifest records -------------------------------------------
+ * The manifest's "model" object: n_layer, n_head, n_embd, seq_len, vocab,
+ * "family" ("gpt2" or "llama"), "spec" (pt_model_shape_format's spelling)
+ * and, for llama, n_kv_head, ffn, untied, qkv_bias, norm_eps, rope_theta,
+ * rope_factor, rope_low_freq, rope_high_freq, rope_orig_ctx.  A manifest
+ * without "family" (saved before Llama) is GPT-2's. */
+struct json_t *pt_ckpt_model_json(const pt_model_shape *m);
+/* The shape of a manifest's "model" object into *m: PT_OK, or PT_EFORMAT
+ * (one line naming the value and what would be valid). */
+int pt_ckpt_model_shape(struct json_t *model, pt_model_shape *m);
+/* Llama's defaults made explicit (n_kv_head, ffn, norm_eps, rope_theta),
+ * so that two shapes of the same model compare equal with memcmp. */
+void pt_ckpt_shape_normalise(pt_model_shape *m);
+
+/* The tensor data of a one-rank checkpoint written without a model:
+ * elements [first, first + n) of whole-model parameter index (row-major
+ * [rows, cols] of pt_model_param_info) into dst.  PT_OK or an error with
+ * its one line. */
+typedef int (*pt_ckpt_fill_fn)(void *arg, int index, int64_t first, int64_t n, float *dst);
+
+/* Write checkpoint dir/step-NNNNNNNN (meta->step) of model m as a
+ * one-process run under the default plan saves it (pt_ckpt_save's layout,
+ * so pt_ckpt_load reads it under any plan), its weights from fill, in
+ * blocks of at most 1 Mi elements, and zero AdamW moments; nothing but one
+ * block in memory, so a model of any size converts in a few MB.  extra
+ * (may be NULL; not stolen) is merged into the manifest (e.g. "hf", the
+ * layout a model came from).  Not collective (no MPI).  saved (may be
+ * NULL) receives the checkpoint's path.  Errors: fill's, PT_EIO,
+ * PT_EINVAL (dir over 4000 bytes), PT_ENOMEM. */
+int pt_ckpt_write_model(const char *dir, const pt_model_shape *m, const pt_ckpt_meta *meta, struct json_t *extra,
+                        pt_ckpt_fill_fn fill, void *arg, char *saved, size_t n);
 
 #endif

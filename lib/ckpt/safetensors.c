@@ -252,18 +252,27 @@ static float half_to_float(uint16_t h)
 
 int pt_st_read_f32(const pt_safetensors *st, const pt_st_tensor *t, float *dst)
 {
-    if (!st || !t || (!dst && t->numel)) return pt_fail(PT_EINVAL, "pt_st_read_f32: NULL argument");
+    if (!t) return pt_fail(PT_EINVAL, "pt_st_read_f32: NULL argument");
+    return pt_st_read_f32_at(st, t, 0, t->numel, dst);
+}
+
+int pt_st_read_f32_at(const pt_safetensors *st, const pt_st_tensor *t, uint64_t first, uint64_t count, float *dst)
+{
+    if (!st || !t || (!dst && count)) return pt_fail(PT_EINVAL, "pt_st_read_f32: NULL argument");
+    if (first > t->numel || count > t->numel - first)
+        return pt_fail(PT_EINVAL, "tensor '%.200s' of %s: elements [%llu, +%llu) outside its %llu", t->name, st->path,
+                       (unsigned long long)first, (unsigned long long)count, (unsigned long long)t->numel);
     if (t->dtype != PT_ST_F32 && t->dtype != PT_ST_F16 && t->dtype != PT_ST_BF16)
         return pt_fail(PT_EUNSUPP, "safetensors file %s: tensor '%.200s' is %s; floating-point weights are read from "
                                    "F32, F16 or BF16", st->path, t->name, pt_st_dtype_name(t->dtype));
     const unsigned w = dtypes[t->dtype].bytes;
     unsigned char buf[1 << 16];
     uint64_t done = 0; /* elements */
-    while (done < t->numel) {
-        uint64_t m = t->numel - done < sizeof buf / w ? t->numel - done : sizeof buf / w;
+    while (done < count) {
+        uint64_t m = count - done < sizeof buf / w ? count - done : sizeof buf / w;
         size_t want = (size_t)(m * w), got = 0;
         while (got < want) {
-            ssize_t r = pread(st->fd, buf + got, want - got, (off_t)(st->data + t->begin + done * w + got));
+            ssize_t r = pread(st->fd, buf + got, want - got, (off_t)(st->data + t->begin + (first + done) * w + got));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0)
                 return pt_fail(PT_EIO, "cannot read tensor '%.200s' of %s: %s", t->name, st->path,

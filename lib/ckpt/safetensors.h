@@ -69,6 +69,10 @@ const pt_st_tensor *pt_st_find(const pt_safetensors *st, const char *name);
  * read: the file changed). */
 int pt_st_read_f32(const pt_safetensors *st, const pt_st_tensor *t, float *dst);
 
+/* pt_st_read_f32 of elements [first, first + count) of t only.
+ * PT_EINVAL for a range outside the tensor. */
+int pt_st_read_f32_at(const pt_safetensors *st, const pt_st_tensor *t, uint64_t first, uint64_t count, float *dst);
+
 /* "F32", "BF16", ... ("?" outside the enum). */
 const char *pt_st_dtype_name(int dtype);
 
