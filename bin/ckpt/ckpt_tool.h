@@ -90,6 +90,10 @@ int ckpt_is_dir(const char *p);
  * directory, unreadable pointer), PT_EFORMAT (a pointer that names no step
  * directory). */
 int ckpt_resolve(const char *arg, char *out, size_t n);
+/* DST as ptrain-run treats a --save-dir: usable (pt_ckpt_dir_check) and
+ * locked against a job saving into it (*lockfd, -1 where the file system
+ * has no locks: a warning on stderr then).  PT_OK or the check's error. */
+int ckpt_dst_open(const char *dst, int *lockfd);
 
 /* The model of a manifest (its "model" object) in *cfg.  PT_EFORMAT when
  * it is not a valid GPT-2 config. */

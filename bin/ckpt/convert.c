@@ -114,6 +114,17 @@ static int convert_llama(const char *to, const char *dtype, const char *model, l
     return tool_die(2, "convert: %s", pt_errmsg());
 }
 
+int ckpt_dst_open(const char *dst, int *lockfd)
+{
+    *lockfd = -1;
+    int rc = pt_ckpt_dir_check(dst);
+    if (!rc && (rc = pt_ckpt_dir_lock(dst, NULL, lockfd)) == PT_EUNSUPP) {
+        fprintf(stderr, "ptrain-ckpt: warning: %s\n", pt_errmsg());
+        rc = PT_OK;
+    }
+    return rc;
+}
+
 int ckpt_convert(const char *to, const char *dtype, const char *model, long long max_shard, const char *src,
                  const char *dst)
 {
@@ -197,13 +208,8 @@ int ckpt_convert(const char *to, const char *dtype, const char *model, long long
         preset_of(&cfg, meta.model, (int)sizeof meta.model);
         snprintf(meta.data, sizeof meta.data, "%s:%.240s", is_st ? "safetensors" : "llm.c", src);
         char saved[4200] = "";
-        /* DST as ptrain-run treats a --save-dir: usable, and locked against a job saving into it */
         int lockfd = -1;
-        rc = pt_ckpt_dir_check(dst);
-        if (!rc && (rc = pt_ckpt_dir_lock(dst, NULL, &lockfd)) == PT_EUNSUPP) {
-            fprintf(stderr, "ptrain-ckpt: warning: %s\n", pt_errmsg());
-            rc = PT_OK;
-        }
+        rc = ckpt_dst_open(dst, &lockfd);
         if (!rc) rc = pt_ckpt_save(dst, &h.tr, &h.plan, &cfg, &meta, 0, saved, sizeof saved);
         if (lockfd >= 0) close(lockfd);
         snprintf(what, sizeof what, "checkpoint %.200s, step 0, fresh AdamW state, model %s", saved, meta.model);

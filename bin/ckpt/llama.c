@@ -588,11 +588,7 @@ int ckpt_llama_in(const char *src, const char *model, const char *dst)
     snprintf(meta.data, sizeof meta.data, "hf:%.240s", src);
     char saved[4200] = "";
     int lockfd = -1;
-    rc = pt_ckpt_dir_check(dst);
-    if (!rc && (rc = pt_ckpt_dir_lock(dst, NULL, &lockfd)) == PT_EUNSUPP) {
-        fprintf(stderr, "ptrain-ckpt: warning: %s\n", pt_errmsg());
-        rc = PT_OK;
-    }
+    if (!rc) rc = ckpt_dst_open(dst, &lockfd);
     in_ctx ic = {&s, e, n};
     if (!rc) rc = pt_ckpt_write_model(dst, &m, &meta, extra, fill_in, &ic, saved, sizeof saved);
     if (lockfd >= 0) close(lockfd);

@@ -252,6 +252,28 @@ static char entry_kind(int dfd, const char *name)
     return S_ISDIR(sb.st_mode) ? 'd' : S_ISLNK(sb.st_mode) ? 'l' : 'o';
 }
 
+/* Publish a written checkpoint: the temporary directory tname (path tdir)
+ * of directory dir (open as dfd) becomes sname (path sdir), replacing an
+ * earlier save of the same step only now; the directory is synced and
+ * `latest` names it.  PT_OK, or PT_EIO with one line naming the path. */
+static int publish(int dfd, const char *dir, const char *tname, const char *tdir, const char *sname, const char *sdir)
+{
+    int rc = PT_OK;
+    const char k = entry_kind(dfd, sname);
+    if (k && (k != 'd' || remove_ckpt_at(dfd, sname)))
+        rc = pt_fail(PT_EIO, "checkpoint %s is not a checkpoint directory: not saved over (move it out of %s)", sdir, dir);
+    else if (renameat(dfd, tname, dfd, sname))
+        rc = pt_fail(PT_EIO, "checkpoint %s cannot be renamed to %s: %s", tdir, sdir, strerror(errno));
+    if (!rc && fsync(dfd)) rc = pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno));
+    if (!rc) {
+        char lp[4200], name[48];
+        snprintf(lp, sizeof lp, "%s/latest", dir);
+        snprintf(name, sizeof name, "%s\n", sname);
+        rc = write_file(lp, name, strlen(name));
+    }
+    return rc;
+}
+
 /* --keep: remove all but the newest `keep` real step-* directories of the
  * directory open as dfd (named dir in messages), never `current`.  A step-*
  * that is not a real directory is not counted and not removed: one warning
@@ -574,22 +596,7 @@ int pt_ckpt_save_extra(const char *dir, pt_train *t, const pt_plan *plan, const 
     if (!rc) rc = agree(w, write_rank(tdir, t));
     if (!rc && w->rank == 0) {
         rc = write_manifest(tdir, t->model->ctx->world_size, plan, cfg, meta, extra);
-        if (!rc) {
-            /* an earlier save of this same step: replaced only now */
-            const char k = entry_kind(dfd, sname);
-            if (k && (k != 'd' || remove_ckpt_at(dfd, sname)))
-                rc = pt_fail(PT_EIO, "checkpoint %s is not a checkpoint directory: not saved over (move it out of %s)",
-                             sdir, dir);
-            else if (renameat(dfd, tname, dfd, sname))
-                rc = pt_fail(PT_EIO, "checkpoint %s cannot be renamed to %s: %s", tdir, sdir, strerror(errno));
-        }
-        if (!rc && fsync(dfd)) rc = pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno));
-        if (!rc) {
-            char lp[4200], name[48];
-            snprintf(lp, sizeof lp, "%s/latest", dir);
-            snprintf(name, sizeof name, "%s\n", sname);
-            rc = write_file(lp, name, strlen(name));
-        }
+        if (!rc) rc = publish(dfd, dir, tname, tdir, sname, sdir);
         if (!rc && keep > 0) prune(dfd, dir, keep, meta->step);
     }
     rc = agree(w, rc);
@@ -711,20 +718,7 @@ int pt_ckpt_write_model(const char *dir, const pt_model_shape *m, const pt_ckpt_
     pt_plan plan;
     pt_plan_default(&plan);
     if (!rc) rc = write_manifest(tdir, 1, &plan, m, meta, extra);
-    if (!rc) {
-        k = entry_kind(dfd, sname);
-        if (k && (k != 'd' || remove_ckpt_at(dfd, sname)))
-            rc = pt_fail(PT_EIO, "checkpoint %s is not a checkpoint directory: not saved over (move it out of %s)", sdir, dir);
-        else if (renameat(dfd, tname, dfd, sname))
-            rc = pt_fail(PT_EIO, "checkpoint %s cannot be renamed to %s: %s", tdir, sdir, strerror(errno));
-    }
-    if (!rc && fsync(dfd)) rc = pt_fail(PT_EIO, "checkpoint directory %s: fsync failed: %s", dir, strerror(errno));
-    if (!rc) {
-        char lp[4200], name[48];
-        snprintf(lp, sizeof lp, "%s/latest", dir);
-        snprintf(name, sizeof name, "%s\n", sname);
-        rc = write_file(lp, name, strlen(name));
-    }
+    if (!rc) rc = publish(dfd, dir, tname, tdir, sname, sdir);
     if (rc) (void)remove_ckpt_at(dfd, tname);
     close(dfd);
     if (!rc && saved && n) snprintf(saved, n, "%s", sdir);
