@@ -14,7 +14,7 @@
 #   attention-cudnn  a bf16 run with cuDNN's attention against the flash kernels
 #   demo-200      200 steps on the demo corpus (data/kjv) whose validation
 #                 curve overlays the CPU run's (2% at every validation)
-#   bench         bench-step --device cuda: GPT-2 124M, B=16, T=1024
+#   bench         bench-step --device cuda: GPT-2 124M, B=16, T=1024; Llama 3.2 1B, B=2, T=8192
 # and print one summary table.  Exit status 1 when anything failed, 77 when
 # nothing failed but there is no GPU (everything on one skipped), else 0.
 #
@@ -378,6 +378,19 @@ for prec in bf16 fp32; do
     fi
 done
 
+# bench llama: Llama 3.2 1B (GQA 32:8, SwiGLU 8192, V 128256, T 8192), B=2, bf16
+if [ "$have_gpu" -eq 0 ] && [ -x "$build_abs/bench/bench-step" ]; then
+    t=$(now)
+    if timeout 300 "$build_abs/bench/bench-step" --device cuda --model llama3.2-1b --batch 2 --steps 3 --precision bf16 \
+        >"$logs/bench-llama.log" 2>&1; then
+        row "bench llama3.2-1b bf16" PASS $(( $(now) - t )) "$(sed -n 's/^result: //p' "$logs/bench-llama.log" | cut -c1-120)"
+        while IFS= read -r line; do rows+=("    $line"); echo "    $line"; done < <(grep -E '^(mean|best step|peak memory)' "$logs/bench-llama.log")
+    else
+        row "bench llama3.2-1b bf16" FAIL $(( $(now) - t )) "$(grep -m1 -iE 'error|bench-step:' "$logs/bench-llama.log" | cut -c1-100) ($logs/bench-llama.log)"
+    fi
+else
+    row "bench llama3.2-1b bf16" SKIP 0 "${wired_why:-not built yet (bench-step --device cuda)}"
+fi
 
 # ---- last: the kernel tests under compute-sanitizer (the slowest step, so a short
 # lease still sees everything above) ----
