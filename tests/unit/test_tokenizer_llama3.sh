@@ -141,6 +141,21 @@ rc=$?
 for f in "$tmp"/sharded/train_*.bin "$tmp"/sharded/val_*.bin; do ids4 "$f" >>"$tmp/sharded.ids"; done
 check "--shard-tokens 100: the same ids in shards of 100, index.json says bytes_per_token 4 (status $rc)" \
     sh -c "[ $rc -eq 0 ] && cmp -s '$tmp/want.ids' '$tmp/sharded.ids' && grep -q '\"bytes_per_token\": 4' '$tmp/sharded/index.json'"
+"$pd" prepare --tokenizer "$l3dir" --in-memory --out "$tmp/inmem" "$tmp/mixed.txt" >/dev/null 2>&1
+check "--in-memory writes the same 4-byte shards" \
+    sh -c "cmp -s '$tmp/shards/train.bin' '$tmp/inmem/train.bin' && cmp -s '$tmp/shards/val.bin' '$tmp/inmem/val.bin'"
+# a document of about 2 MB (more than a chunk: cut) full of "!\n", one pre-token of
+# Llama 3's pattern (GPT-2's splits it): the cuts fall on Llama 3's boundaries
+awk 'BEGIN { srand(5); split("Hello! World? x. (a) foo bar; # 1234 naive!", w, " ");
+    split(" |\n|!\n| \n|\n\n|\t|  ", sep, "|");
+    for (i = 0; i < 400000; i++) printf "%s%s", w[int(rand() * 9) + 1], sep[int(rand() * 7) + 1] }' >"$tmp/big.txt"
+"$pd" prepare --tokenizer "$l3dir" --threads 2 --val-fraction 0 --out "$tmp/big" "$tmp/big.txt" >/dev/null 2>"$tmp/err"
+rc=$?
+"$pd" encode --tokenizer "$l3dir" "$tmp/big.txt" >"$tmp/big.ids"
+{ echo 128001; cat "$tmp/big.ids"; } >"$tmp/bigwant.ids"
+ids4 "$tmp/big/train.bin" >"$tmp/bigshard.ids"
+check "a $(wc -c <"$tmp/big.txt")-byte document cut into chunks: the shard holds encode's $(wc -l <"$tmp/big.ids") ids (status $rc)" \
+    cmp -s "$tmp/bigwant.ids" "$tmp/bigshard.ids"
 "$pd" export "$tmp/shards" "$tmp/exported" >/dev/null 2>"$tmp/err"
 rc=$?
 check "export of a 4-byte set is refused in one line naming why (status $rc)" \
