@@ -490,6 +490,47 @@ int main(void)
             expect_refused("a 4-byte shard cut by 2 bytes", c4, l4 - 2, "truncated token shard");
             free(c4);
         }
+        /* a sharded 4-byte set (pt_shard_writer, index.json) read as one stream across its files */
+        char sd[300];
+        snprintf(sd, sizeof sd, "%s/wideset", dir);
+        mkdir(sd, 0755);
+        pt_shard_writer *wr = NULL;
+        const uint64_t S = 97, at = m - m / 10;
+        int wrc = pt_shard_writer_open(&wr, sd, S, V4, E4);
+        for (uint64_t i = 0; !wrc && i < m; i++) {
+            uint32_t one = (uint32_t)w[i];
+            wrc = pt_shard_writer_add32(wr, PT_SPLIT_TRAIN, &one, 1);
+        }
+        if (!wrc) wrc = pt_shard_writer_split(wr, at);
+        char names[2][64];
+        int nf[2] = { 0, 0 };
+        if (!wrc) wrc = pt_shard_writer_commit(wr, names, nf);
+        else pt_shard_writer_abort(wr);
+        pt_shard tr, va;
+        int orc = wrc ? -1 : pt_dataset_open(sd, 0, &tr, &va);
+        int ok = !orc && tr.token_bytes == 4 && va.token_bytes == 4 && tr.ntokens == at && va.ntokens == m - at &&
+                 tr.nfiles > 1 && tr.vocab_size == V4;
+        uint32_t *all = malloc(m * sizeof *all);
+        if (ok) ok = !pt_shard_read32(&tr, 0, at, all) && !pt_shard_read32(&va, 0, m - at, all + at);
+        for (uint64_t i = 0; ok && i < m; i++) ok = all[i] == (uint32_t)w[i];
+        int32_t in2[4 * 16], tg2[4 * 16];
+        int lb2 = ok ? pt_loader_batch(&tr, 777, B, T, 0, B, in2, tg2) : -1;
+        for (int i = 0; !lb2 && i < B; i++) {
+            uint64_t o = ref_offset(777, (uint64_t)B, (uint64_t)i, (uint64_t)T, at);
+            for (int t = 0; !lb2 && t < T; t++)
+                lb2 = in2[i * T + t] != w[o + (uint64_t)t] || tg2[i * T + t] != w[o + (uint64_t)t + 1];
+        }
+        tap_ok(ok && !lb2, "a 4-byte set in shards of %llu (%d + %d files, split at %llu): the same ids and batches "
+                           "across files: %s", (unsigned long long)S, nf[0], nf[1], (unsigned long long)at,
+               wrc || orc ? pt_errmsg() : "ok");
+        if (!orc) {
+            pt_shard_close(&tr);
+            pt_shard_close(&va);
+        }
+        free(all);
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", sd);
+        if (system(cmd) != 0) tap_diag("cannot remove %s", sd);
         free(b4);
         free(w);
         snprintf(path, sizeof path, "%s/wide.bin", dir);
