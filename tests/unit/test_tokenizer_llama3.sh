@@ -158,6 +158,22 @@ rc=$?
 ids4 "$tmp/big/train.bin" >"$tmp/bigshard.ids"
 check "a $(wc -c <"$tmp/big.txt")-byte document cut into chunks: the shard holds encode's $(wc -l <"$tmp/big.ids") ids (status $rc)" \
     cmp -s "$tmp/bigwant.ids" "$tmp/bigshard.ids"
+# ptrain-run trains on the 4-byte set (a tiny Llama of Llama 3's vocabulary), and
+# checks its ids against the model's vocabulary as before
+"$pd" prepare --tokenizer "$l3dir" --out "$tmp/run" "$top_srcdir/README.md" >/dev/null 2>&1
+pr=$top_builddir/ptrain-run
+if [ -x "$pr" ]; then
+    "$pr" --data "$tmp/run" --model llama:2,2,1,64,128,64,128256 --steps 1 >"$tmp/out" 2>&1
+    rc=$?
+    check "ptrain-run trains one step of a tiny Llama on the 4-byte set (status $rc)" \
+        sh -c "[ $rc -eq 0 ] && grep -q '^done: steps=1' '$tmp/out'"
+    "$pr" --data "$tmp/run" --steps 1 >"$tmp/out" 2>&1
+    rc=$?
+    check "ptrain-run refuses it for GPT-2's 50257 ids (status $rc)" \
+        sh -c "[ $rc -ne 0 ] && grep -q 'data vocabulary 128256 is larger than the model' '$tmp/out'"
+else
+    ok "# SKIP ptrain-run not built"
+fi
 "$pd" export "$tmp/shards" "$tmp/exported" >/dev/null 2>"$tmp/err"
 rc=$?
 check "export of a 4-byte set is refused in one line naming why (status $rc)" \
