@@ -803,10 +803,14 @@ static int read_index(const char *ipath, json_t **root, uint64_t *set_id, uint32
     json_t *jb = json_object_get(r, "bytes_per_token");
     json_int_t want_b = PT_SHARD_TOKEN_BYTES((uint64_t)json_integer_value(jv));
     if (jb && (!json_is_integer(jb) || json_integer_value(jb) != want_b)) {
-        json_decref(r);
-        return pt_fail(PT_EFORMAT, "%s: \"bytes_per_token\" %s does not match vocab_size %lld (valid: %lld)", ipath,
-                       json_is_integer(jb) ? "value" : "(not an integer)", (long long)json_integer_value(jv),
-                       (long long)want_b);
+        const int isint = json_is_integer(jb);
+        const long long got = (long long)json_integer_value(jb), v = (long long)json_integer_value(jv);
+        json_decref(r); /* frees jb and jv */
+        if (!isint)
+            return pt_fail(PT_EFORMAT, "%s: \"bytes_per_token\" is not an integer (valid for vocab_size %lld: %lld)",
+                           ipath, v, (long long)want_b);
+        return pt_fail(PT_EFORMAT, "%s: \"bytes_per_token\" %lld does not match vocab_size %lld (valid: %lld)", ipath,
+                       got, v, (long long)want_b);
     }
     *vocab = (uint32_t)json_integer_value(jv);
     *eot = (uint32_t)json_integer_value(je_);

@@ -141,6 +141,11 @@ rc=$?
 for f in "$tmp"/sharded/train_*.bin "$tmp"/sharded/val_*.bin; do ids4 "$f" >>"$tmp/sharded.ids"; done
 check "--shard-tokens 100: the same ids in shards of 100, index.json says bytes_per_token 4 (status $rc)" \
     sh -c "[ $rc -eq 0 ] && cmp -s '$tmp/want.ids' '$tmp/sharded.ids' && grep -q '\"bytes_per_token\": 4' '$tmp/sharded/index.json'"
+sed 's/"bytes_per_token": 4/"bytes_per_token": 2/' "$tmp/sharded/index.json" >"$tmp/idx" && cp "$tmp/idx" "$tmp/sharded/index.json"
+"$pd" info "$tmp/sharded" >/dev/null 2>"$tmp/err"
+rc=$?
+check "an index.json whose bytes_per_token does not match its vocabulary is refused in one line (status $rc)" \
+    sh -c "[ $rc -ne 0 ] && [ \$(wc -l <'$tmp/err') -eq 1 ] && grep -q 'bytes_per_token.*valid: 4' '$tmp/err'"
 "$pd" prepare --tokenizer "$l3dir" --in-memory --out "$tmp/inmem" "$tmp/mixed.txt" >/dev/null 2>&1
 check "--in-memory writes the same 4-byte shards" \
     sh -c "cmp -s '$tmp/shards/train.bin' '$tmp/inmem/train.bin' && cmp -s '$tmp/shards/val.bin' '$tmp/inmem/val.bin'"
