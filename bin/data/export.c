@@ -36,6 +36,15 @@ int data_export(int argc, char **argv)
     memset(sp, 0, sizeof sp);
     int rc = set ? pt_dataset_open(src, (uint32_t)o.vocab, &sp[0], &sp[1]) : pt_tokens_open(&sp[0], path, fmt, (uint32_t)o.vocab);
     if (rc) return tool_die(lib_status(rc), "export: %s", pt_errmsg());
+    st = -1;
+    if (sp[0].token_bytes == 4) { /* llm.c version 1 and nanoGPT files hold uint16 ids */
+        st = tool_die(2, "export: %s holds 4-byte token ids (vocab_size %u > 65536): llm.c token files version %d "
+                         "hold 2-byte GPT-2 ids (and nanoGPT's np.uint16), so it cannot be exported", src,
+                      sp[0].vocab_size, PT_LLMC_TOKENS_VERSION);
+        pt_shard_close(&sp[0]);
+        pt_shard_close(&sp[1]);
+        return st;
+    }
     /* the files: one, or ceil(n / per) (at least one) per split */
     uint64_t nf[2] = { 1, 0 };
     if (set)

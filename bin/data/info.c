@@ -17,12 +17,12 @@ static void info_file(const pt_shard *s)
     printf("format           %s\n", pt_token_format_name(s->format));
     if (s->format == PT_TOKENS_PTRAIN) {
         printf("magic            %s\n", PT_SHARD_MAGIC);
-        printf("version          %d\n", PT_SHARD_VERSION);
+        printf("version          %d\n", s->token_bytes == 4 ? PT_SHARD_VERSION_4 : PT_SHARD_VERSION);
     } else if (s->format == PT_TOKENS_LLMC) {
         printf("magic            %d\n", PT_LLMC_TOKENS_MAGIC);
         printf("version          %d\n", PT_LLMC_TOKENS_VERSION);
     }
-    printf("bytes_per_token  2\n");
+    printf("bytes_per_token  %u\n", s->token_bytes ? s->token_bytes : 2);
     printf("ntokens          %llu\n", (unsigned long long)s->ntokens);
     printf("vocab_size       %u\n", s->vocab_size);
     printf("eot_id           %u\n", s->eot_id);
@@ -64,6 +64,7 @@ int data_info(int argc, char **argv)
         printf("data set         %s\n", path);
         printf("format           %s\n", pt_token_format_name(tr.format));
         if (tr.set_id) printf("set_id           %016llx\n", (unsigned long long)tr.set_id);
+        printf("bytes_per_token  %u\n", tr.token_bytes ? tr.token_bytes : 2);
         info_split("train", &tr);
         info_split("val", &va);
         pt_shard_close(&tr);

@@ -1025,6 +1025,7 @@ void pt_bpe_free(pt_bpe *t)
 
 int pt_bpe_vocab_size(const pt_bpe *t) { return t ? t->vocab : 0; }
 int pt_bpe_eot(const pt_bpe *t) { return t ? t->eot : -1; }
+int pt_bpe_gpt2_pattern(const pt_bpe *t) { return t && !t->hf; }
 
 static int scratch_reserve(pt_bpe *t, size_t L)
 {

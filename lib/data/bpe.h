@@ -181,6 +181,13 @@ int pt_bpe_vocab_size(const pt_bpe *t);
  * explicitly. */
 int pt_bpe_eot(const pt_bpe *t);
 
+/* 1 when t splits text with GPT-2's own pre-tokenizer pattern (loaded from
+ * GPT-2's encoder.json and vocab.bpe), whose splits at ASCII white space
+ * after a printable non-space ASCII byte ptrain-data prepare's fast cut
+ * relies on; 0 for a tokenizer.json (Llama 3's pattern keeps "!\n" in one
+ * pre-token, for one: cut such text with pt_bpe_boundary) or NULL. */
+int pt_bpe_gpt2_pattern(const pt_bpe *t);
+
 /* Release everything (NULL is ignored). */
 void pt_bpe_free(pt_bpe *t);
 

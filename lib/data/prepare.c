@@ -38,7 +38,7 @@ typedef struct chunk {
     seg *segs;
     int nsegs, cap_segs;
     uint64_t src_bytes; /* source bytes read for it (progress) */
-    uint16_t *ids;      /* encoded */
+    uint32_t *ids;      /* encoded */
     size_t n;
 } chunk;
 
@@ -254,6 +254,17 @@ static int find_cut(reader *r, const char *s, size_t len, size_t want, size_t *s
 {
     *cut = 0;
     if (len <= want) return PT_OK;
+    if (!pt_bpe_gpt2_pattern(r->bpe)) {
+        /* another pattern (Llama 3's keeps punctuation and the line breaks after it together: "!\n" is
+         * one pre-token): safe_cut is GPT-2's only; the first pre-token boundary at or after want */
+        size_t at = 0;
+        int rc = pt_bpe_boundary(r->bpe, s, len, want, &at);
+        if (rc) return rc;
+        if (!at && len >= want + PT_BPE_LOOKAHEAD) /* cannot happen */
+            return pt_fail(PT_EINVAL, "prepare: no pre-token boundary in %zu bytes", len);
+        *cut = at; /* 0: too short to tell yet */
+        return PT_OK;
+    }
     size_t lim = len < want + CUT_SLACK ? len : want + CUT_SLACK;
     *cut = safe_cut(s, lim, *scanned > want ? *scanned : want);
     if (*cut) return PT_OK;
@@ -463,7 +474,7 @@ static int encode_chunk(pt_bpe *t, int eot, chunk *c)
     for (int i = 0; i < c->nsegs; i++) {
         seg *s = &c->segs[i];
         size_t before = c->n;
-        if (s->doc_start) c->ids[c->n++] = (uint16_t)eot;
+        if (s->doc_start) c->ids[c->n++] = (uint32_t)eot;
         int32_t *ids = NULL;
         size_t n = 0;
         int rc = pt_bpe_encode(t, c->text + s->off, s->len, &ids, &n);
@@ -472,14 +483,14 @@ static int encode_chunk(pt_bpe *t, int eot, chunk *c)
             free(ids);
             return pt_fail(PT_EINVAL, "prepare: %zu bytes encoded to %zu ids", s->len, n);
         }
-        for (size_t k = 0; k < n; k++) c->ids[c->n++] = (uint16_t)ids[k]; /* ids < 50257 */
+        for (size_t k = 0; k < n; k++) c->ids[c->n++] = (uint32_t)ids[k]; /* ids < the vocabulary */
         free(ids);
         s->n = c->n - before;
     }
     free(c->text); /* the text is no longer needed */
     c->text = NULL;
     c->cap = 0;
-    uint16_t *shrunk = realloc(c->ids, sizeof *c->ids * (c->n ? c->n : 1));
+    uint32_t *shrunk = realloc(c->ids, sizeof *c->ids * (c->n ? c->n : 1));
     if (shrunk) c->ids = shrunk;
     return PT_OK;
 }
@@ -677,11 +688,7 @@ int pt_prepare(const pt_prepare_cfg *cfg, const pt_corpus *train, const pt_corpu
         rc = pt_fail(PT_EINVAL, "the vocabulary in %s has no <|endoftext|> token to separate documents", cfg->vocab_dir);
         goto out;
     }
-    if (vocab > 65536) {
-        rc = pt_fail(PT_EINVAL, "the vocabulary in %s has %u ids, more than a 2-byte token shard holds", cfg->vocab_dir,
-                     vocab);
-        goto out;
-    }
+    /* the shards hold 2-byte ids up to 65536 (GPT-2), else 4-byte ones (Llama 3; pt_shard_writer_open) */
     if ((rc = pt_shard_writer_open(&w, cfg->out_dir, cfg->shard_tokens, vocab, (uint32_t)p.eot))) goto out;
     if (!have_val && (rc = starts_open(&st, cfg->out_dir))) goto out;
     for (int k = 0; k < (have_val ? 2 : 1) && !rc; k++) {
@@ -727,7 +734,7 @@ int pt_prepare(const pt_prepare_cfg *cfg, const pt_corpus *train, const pt_corpu
                         at += c->segs[j].n;
                     }
                 }
-                if (!rc) rc = pt_shard_writer_add(w, k, c->ids, c->n);
+                if (!rc) rc = pt_shard_writer_add32(w, k, c->ids, c->n);
                 chunk_free(c);
             }
         }
@@ -786,18 +793,18 @@ static int starts_of_array(void *arg, int64_t i, uint64_t *v)
     return PT_OK;
 }
 
-/* ids (each < vocab) as uint16 into split k, a block at a time */
+/* ids (each < vocab) into split k, a block at a time */
 static int add_ids(pt_shard_writer *w, int k, const int32_t *ids, size_t n, uint32_t vocab)
 {
-    uint16_t buf[1 << 14];
+    uint32_t buf[1 << 14];
     for (size_t i = 0; i < n;) {
         size_t m = n - i < sizeof buf / sizeof buf[0] ? n - i : sizeof buf / sizeof buf[0];
         for (size_t j = 0; j < m; j++) {
             if (ids[i + j] < 0 || (uint32_t)ids[i + j] >= vocab)
                 return pt_fail(PT_EINVAL, "token %zu has id %ld, outside [0, %u)", i + j, (long)ids[i + j], vocab);
-            buf[j] = (uint16_t)ids[i + j];
+            buf[j] = (uint32_t)ids[i + j];
         }
-        int rc = pt_shard_writer_add(w, k, buf, m);
+        int rc = pt_shard_writer_add32(w, k, buf, m);
         if (rc) return rc;
         i += m;
     }

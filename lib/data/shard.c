@@ -243,9 +243,9 @@ static const char *file_kind(int fmt)
 }
 
 /* The one message of a file whose size does not match its header. */
-static int size_mismatch(const char *path, int fmt, uint64_t ntok, uint64_t hdr, uint64_t size)
+static int size_mismatch(const char *path, int fmt, uint64_t ntok, uint64_t hdr, uint64_t size, uint32_t bpt)
 {
-    uint64_t expect = ntok > (UINT64_MAX - hdr) / 2 ? UINT64_MAX : hdr + 2 * ntok;
+    uint64_t expect = ntok > (UINT64_MAX - hdr) / bpt ? UINT64_MAX : hdr + bpt * ntok;
     if (expect == UINT64_MAX)
         return pt_fail(PT_EFORMAT, "%s: truncated %s: header says %llu tokens, more than 2^64 bytes; file has %llu bytes",
                        path, file_kind(fmt), (unsigned long long)ntok, (unsigned long long)size);
@@ -297,7 +297,7 @@ static int open_file(pt_shard *s, const char *path, int fmt, uint32_t vocab_arg)
         }
     }
     uint64_t ntok = 0, checksum = 0, set_id = 0, hdr = 0;
-    uint32_t vocab = 0, eot = 0;
+    uint32_t vocab = 0, eot = 0, width = 2;
     int rc = PT_OK;
     if (fmt == PT_TOKENS_PTRAIN) {
         hdr = PT_SHARD_HEADER_BYTES;
@@ -313,16 +313,20 @@ static int open_file(pt_shard *s, const char *path, int fmt, uint32_t vocab_arg)
             vocab = get_u32(h + 24);
             eot = get_u32(h + 28);
             set_id = get_u64(h + 40);
-            if (version != PT_SHARD_VERSION)
-                rc = pt_fail(PT_EFORMAT, "%s: token shard version %u is not supported (this build reads version %d)",
-                             path, version, PT_SHARD_VERSION);
-            else if (bpt != 2)
-                rc = pt_fail(PT_EFORMAT, "%s: %u bytes per token is not supported (valid: 2)", path, bpt);
-            else if (vocab < 1 || vocab > 65536 || eot >= vocab)
+            if (version != PT_SHARD_VERSION && version != PT_SHARD_VERSION_4)
+                rc = pt_fail(PT_EFORMAT, "%s: token shard version %u is not supported (this build reads versions %d "
+                                         "and %d)", path, version, PT_SHARD_VERSION, PT_SHARD_VERSION_4);
+            else if (bpt != (version == PT_SHARD_VERSION ? 2u : 4u))
+                rc = pt_fail(PT_EFORMAT, "%s: %u bytes per token is not supported by a version %u shard (valid: %d)",
+                             path, bpt, version, version == PT_SHARD_VERSION ? 2 : 4);
+            else if (bpt == 2 && (vocab < 1 || vocab > PT_SHARD_MAX_VOCAB_2 || eot >= vocab))
                 rc = pt_fail(PT_EFORMAT, "%s: bad header: vocab_size %u, eot_id %u (need eot_id < vocab_size <= 65536)",
                              path, vocab, eot);
+            else if (bpt == 4 && (vocab <= PT_SHARD_MAX_VOCAB_2 || vocab > PT_SHARD_MAX_VOCAB_4 || eot >= vocab))
+                rc = pt_fail(PT_EFORMAT, "%s: bad header: vocab_size %u, eot_id %u (a 4-byte shard needs eot_id < "
+                                         "vocab_size, vocab_size in 65537..2147483647)", path, vocab, eot);
             else
-                rc = size_mismatch(path, fmt, ntok, hdr, size);
+                rc = size_mismatch(path, fmt, ntok, hdr, size, (width = bpt));
         }
     } else if (fmt == PT_TOKENS_LLMC) {
         hdr = PT_LLMC_HEADER_BYTES;
@@ -343,7 +347,7 @@ static int open_file(pt_shard *s, const char *path, int fmt, uint32_t vocab_arg)
             rc = pt_fail(PT_EFORMAT, "%s: llm.c token file with a negative token count %d", path, (int)count);
         else {
             ntok = (uint64_t)count;
-            rc = size_mismatch(path, fmt, ntok, hdr, size);
+            rc = size_mismatch(path, fmt, ntok, hdr, size, 2);
         }
     } else { /* nanoGPT */
         vocab = vocab_arg;
@@ -377,11 +381,16 @@ static int open_file(pt_shard *s, const char *path, int fmt, uint32_t vocab_arg)
     guard_add(map, (size_t)size, path); /* before the first read: the checksum pass can fault too */
     const unsigned char *payload = (const unsigned char *)map + hdr;
     const uint16_t *tok = (const uint16_t *)(const void *)payload;
-    uint64_t sum = fnv_update(FNV_BASIS, payload, (size_t)(2 * ntok));
+    const uint32_t *tok32 = (const uint32_t *)(const void *)payload;
+    uint64_t sum = fnv_update(FNV_BASIS, payload, (size_t)(width * ntok));
     if (fmt == PT_TOKENS_PTRAIN && sum != checksum)
         rc = pt_fail(PT_EFORMAT, "%s: checksum mismatch: header says %016llx, payload hashes to %016llx (corrupted file)",
                      path, (unsigned long long)checksum, (unsigned long long)sum);
-    for (uint64_t i = 0; !rc && i < ntok; i++)
+    for (uint64_t i = 0; !rc && width == 4 && i < ntok; i++)
+        if (tok32[i] >= vocab)
+            rc = pt_fail(PT_EFORMAT, "%s: token %llu has id %lu >= vocab_size %u", path, (unsigned long long)i,
+                         (unsigned long)tok32[i], vocab);
+    for (uint64_t i = 0; !rc && width == 2 && i < ntok; i++)
         if (tok[i] >= vocab)
             rc = pt_fail(PT_EFORMAT, "%s: token %llu has id %u >= vocab_size %u%s", path, (unsigned long long)i,
                          (unsigned)tok[i], vocab,
@@ -392,7 +401,9 @@ static int open_file(pt_shard *s, const char *path, int fmt, uint32_t vocab_arg)
         free(name);
         return rc;
     }
-    s->tokens = tok;
+    if (width == 4) s->tokens32 = tok32;
+    else s->tokens = tok;
+    s->token_bytes = width;
     s->ntokens = ntok;
     s->vocab_size = vocab;
     s->eot_id = eot;
@@ -417,11 +428,12 @@ int pt_tokens_open(pt_shard *s, const char *path, int fmt, uint32_t vocab)
     return open_file(s, path, fmt, vocab);
 }
 
-static int check_ids(const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id)
+static int check_ids(const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id, uint32_t max_vocab)
 {
     if (!ids && n) return pt_fail(PT_EINVAL, "pt_shard_write: NULL argument");
-    if (vocab_size < 1 || vocab_size > 65536)
-        return pt_fail(PT_EINVAL, "vocab_size %u does not fit a 2-byte token shard (valid: 1..65536)", vocab_size);
+    if (vocab_size < 1 || vocab_size > max_vocab)
+        return pt_fail(PT_EINVAL, "vocab_size %u does not fit a %s token shard (valid: 1..%lu)", vocab_size,
+                       max_vocab == PT_SHARD_MAX_VOCAB_2 ? "2-byte" : "2- or 4-byte", (unsigned long)max_vocab);
     if (eot_id >= vocab_size)
         return pt_fail(PT_EINVAL, "eot_id %u is not below vocab_size %u", eot_id, vocab_size);
     for (uint64_t i = 0; i < n; i++)
@@ -431,22 +443,20 @@ static int check_ids(const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32
     return PT_OK;
 }
 
-/* ids as little-endian uint16 bytes, in chunks of buf */
-static size_t pack(const int32_t *ids, uint64_t n, uint64_t *i, unsigned char *buf, size_t cap)
+/* ids as little-endian uint16 (w 2) or uint32 (w 4) bytes, in chunks of buf */
+static size_t pack(const int32_t *ids, uint64_t n, uint64_t *i, unsigned char *buf, size_t cap, uint32_t w)
 {
     size_t k = 0;
-    for (; *i < n && k + 2 <= cap; (*i)++, k += 2) {
-        buf[k] = (unsigned char)(ids[*i] & 0xff);
-        buf[k + 1] = (unsigned char)((ids[*i] >> 8) & 0xff);
-    }
+    for (; *i < n && k + w <= cap; (*i)++, k += w)
+        for (uint32_t b = 0; b < w; b++) buf[k + b] = (unsigned char)(((uint32_t)ids[*i] >> (8 * b)) & 0xff);
     return k;
 }
 
-static uint64_t payload_sum(const int32_t *ids, uint64_t n)
+static uint64_t payload_sum(const int32_t *ids, uint64_t n, uint32_t w)
 {
     unsigned char buf[1 << 14];
     uint64_t sum = FNV_BASIS;
-    for (uint64_t i = 0; i < n;) sum = fnv_update(sum, buf, pack(ids, n, &i, buf, sizeof buf));
+    for (uint64_t i = 0; i < n;) sum = fnv_update(sum, buf, pack(ids, n, &i, buf, sizeof buf, w));
     return sum;
 }
 
@@ -457,15 +467,16 @@ static int write_shard(pt_atomic_file *f, const int32_t *ids, uint64_t n, uint32
     unsigned char h[PT_SHARD_HEADER_BYTES] = { 0 };
     unsigned char buf[1 << 16];
     uint64_t sum = FNV_BASIS;
+    const uint32_t w = PT_SHARD_TOKEN_BYTES(vocab_size);
     if (pt_write_all(f->fd, h, sizeof h) != 0) goto ioerr;
     for (uint64_t i = 0; i < n;) {
-        size_t k = pack(ids, n, &i, buf, sizeof buf);
+        size_t k = pack(ids, n, &i, buf, sizeof buf, w);
         sum = fnv_update(sum, buf, k);
         if (pt_write_all(f->fd, buf, k) != 0) goto ioerr;
     }
     memcpy(h, PT_SHARD_MAGIC, 8); /* includes the NUL */
-    put_u32(h + 8, PT_SHARD_VERSION);
-    put_u32(h + 12, 2);
+    put_u32(h + 8, w == 4 ? PT_SHARD_VERSION_4 : PT_SHARD_VERSION);
+    put_u32(h + 12, w);
     put_u64(h + 16, n);
     put_u32(h + 24, vocab_size);
     put_u32(h + 28, eot_id);
@@ -477,19 +488,19 @@ ioerr:
     return pt_fail(PT_EIO, "cannot write token shard %s: %s", f->path, strerror(errno));
 }
 
-int pt_shard_write_set(int nshards, const char *const *paths, const int32_t *const *ids, const uint64_t *counts,
-                       uint32_t vocab_size, uint32_t eot_id)
+static int write_set(int nshards, const char *const *paths, const int32_t *const *ids, const uint64_t *counts,
+                     uint32_t vocab_size, uint32_t eot_id, uint32_t max_vocab)
 {
     if (nshards < 1 || nshards > 16 || !paths || !ids || !counts)
         return pt_fail(PT_EINVAL, "pt_shard_write_set: %d shards (valid: 1..16) or NULL argument", nshards);
     uint64_t set_id = FNV_BASIS;
     for (int k = 0; k < nshards; k++) {
         if (!paths[k]) return pt_fail(PT_EINVAL, "pt_shard_write_set: NULL path");
-        int rc = check_ids(ids[k], counts[k], vocab_size, eot_id);
+        int rc = check_ids(ids[k], counts[k], vocab_size, eot_id, max_vocab);
         if (rc) return rc;
         unsigned char b[16];
         put_u64(b, counts[k]);
-        put_u64(b + 8, payload_sum(ids[k], counts[k]));
+        put_u64(b + 8, payload_sum(ids[k], counts[k], PT_SHARD_TOKEN_BYTES(vocab_size)));
         set_id = fnv_update(set_id, b, sizeof b);
     }
     if (nshards == 1) set_id = 0;
@@ -507,10 +518,22 @@ int pt_shard_write_set(int nshards, const char *const *paths, const int32_t *con
     return pt_atomic_commit(f, nshards);
 }
 
+int pt_shard_write_set(int nshards, const char *const *paths, const int32_t *const *ids, const uint64_t *counts,
+                       uint32_t vocab_size, uint32_t eot_id)
+{
+    return write_set(nshards, paths, ids, counts, vocab_size, eot_id, PT_SHARD_MAX_VOCAB_2);
+}
+
 int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id)
 {
     if (!path) return pt_fail(PT_EINVAL, "pt_shard_write: NULL argument");
     return pt_shard_write_set(1, &path, &ids, &n, vocab_size, eot_id);
+}
+
+int pt_shard_write_any(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id)
+{
+    if (!path) return pt_fail(PT_EINVAL, "pt_shard_write: NULL argument");
+    return write_set(1, &path, &ids, &n, vocab_size, eot_id, PT_SHARD_MAX_VOCAB_4);
 }
 
 int pt_shard_check_set(const pt_shard *const *shards, const char *const *paths, int n)
@@ -540,9 +563,35 @@ static int file_of(const pt_shard *s, uint64_t off)
     return lo;
 }
 
+int pt_shard_read32(const pt_shard *s, uint64_t off, uint64_t n, uint32_t *dst)
+{
+    if (!s || (!dst && n)) return pt_fail(PT_EINVAL, "pt_shard_read32: NULL argument");
+    if (off > s->ntokens || n > s->ntokens - off)
+        return pt_fail(PT_EINVAL, "pt_shard_read32: tokens [%llu, +%llu) outside the stream's %llu",
+                       (unsigned long long)off, (unsigned long long)n, (unsigned long long)s->ntokens);
+    if (!n) return PT_OK;
+    if (s->tokens32 || s->tokens) {
+        for (uint64_t i = 0; i < n; i++) dst[i] = s->tokens32 ? s->tokens32[off + i] : s->tokens[off + i];
+        return PT_OK;
+    }
+    if (s->nfiles < 2 || !s->files || !s->starts_) return pt_fail(PT_EINVAL, "pt_shard_read32: a stream without tokens");
+    for (int k = file_of(s, off); n; k++) {
+        const pt_shard *f = &s->files[k];
+        uint64_t at = off - s->starts_[k], take = f->ntokens - at < n ? f->ntokens - at : n;
+        for (uint64_t i = 0; i < take; i++) dst[i] = f->tokens32 ? f->tokens32[at + i] : f->tokens[at + i];
+        dst += take;
+        off += take;
+        n -= take;
+    }
+    return PT_OK;
+}
+
 int pt_shard_read(const pt_shard *s, uint64_t off, uint64_t n, uint16_t *dst)
 {
     if (!s || (!dst && n)) return pt_fail(PT_EINVAL, "pt_shard_read: NULL argument");
+    if (s->token_bytes == 4)
+        return pt_fail(PT_EINVAL, "pt_shard_read: %s holds 4-byte token ids (vocab_size %u); read it with "
+                                  "pt_shard_read32", s->path ? s->path : "the stream", s->vocab_size);
     if (off > s->ntokens || n > s->ntokens - off)
         return pt_fail(PT_EINVAL, "pt_shard_read: tokens [%llu, +%llu) outside the stream's %llu",
                        (unsigned long long)off, (unsigned long long)n, (unsigned long long)s->ntokens);
@@ -600,6 +649,7 @@ static int make_stream(pt_shard *out, pt_shard *parts, int n, const char *name)
         sum = fnv_update(sum, b, sizeof b);
     }
     starts[n] = total;
+    out->token_bytes = parts[0].token_bytes;
     out->ntokens = total;
     out->vocab_size = parts[0].vocab_size;
     out->eot_id = parts[0].eot_id;
@@ -744,11 +794,23 @@ static int read_index(const char *ipath, json_t **root, uint64_t *set_id, uint32
                        ipath, INDEX_FORMAT);
     }
     if (parse_hex64(json_string_value(json_object_get(r, "set_id")), set_id) || !json_is_integer(jv) ||
-        !json_is_integer(je_) || json_integer_value(jv) < 1 || json_integer_value(jv) > 65536 ||
+        !json_is_integer(je_) || json_integer_value(jv) < 1 || json_integer_value(jv) > (json_int_t)PT_SHARD_MAX_VOCAB_4 ||
         json_integer_value(je_) < 0 || json_integer_value(je_) >= json_integer_value(jv)) {
         json_decref(r);
-        return pt_fail(PT_EFORMAT, "%s: needs \"set_id\" (16 hex digits), \"vocab_size\" in 1..65536 and \"eot_id\" "
+        return pt_fail(PT_EFORMAT, "%s: needs \"set_id\" (16 hex digits), \"vocab_size\" in 1..2147483647 and \"eot_id\" "
                                    "below it", ipath);
+    }
+    json_t *jb = json_object_get(r, "bytes_per_token");
+    json_int_t want_b = PT_SHARD_TOKEN_BYTES((uint64_t)json_integer_value(jv));
+    if (jb && (!json_is_integer(jb) || json_integer_value(jb) != want_b)) {
+        const int isint = json_is_integer(jb);
+        const long long got = (long long)json_integer_value(jb), v = (long long)json_integer_value(jv);
+        json_decref(r); /* frees jb and jv */
+        if (!isint)
+            return pt_fail(PT_EFORMAT, "%s: \"bytes_per_token\" is not an integer (valid for vocab_size %lld: %lld)",
+                           ipath, v, (long long)want_b);
+        return pt_fail(PT_EFORMAT, "%s: \"bytes_per_token\" %lld does not match vocab_size %lld (valid: %lld)", ipath,
+                       got, v, (long long)want_b);
     }
     *vocab = (uint32_t)json_integer_value(jv);
     *eot = (uint32_t)json_integer_value(je_);
@@ -963,6 +1025,7 @@ struct pt_shard_writer {
     char *dir;
     uint64_t cap;
     uint32_t vocab, eot;
+    uint32_t width; /* bytes per token: 2 or 4 */
     wsplit sp[2];
 };
 
@@ -1022,8 +1085,8 @@ int pt_shard_writer_open(pt_shard_writer **out, const char *dir, uint64_t shard_
 {
     if (!out || !dir) return pt_fail(PT_EINVAL, "pt_shard_writer_open: NULL argument");
     *out = NULL;
-    if (vocab_size < 1 || vocab_size > 65536)
-        return pt_fail(PT_EINVAL, "vocab_size %u does not fit a 2-byte token shard (valid: 1..65536)", vocab_size);
+    if (vocab_size < 1 || vocab_size > PT_SHARD_MAX_VOCAB_4)
+        return pt_fail(PT_EINVAL, "vocab_size %u does not fit a token shard (valid: 1..2147483647)", vocab_size);
     if (eot_id >= vocab_size) return pt_fail(PT_EINVAL, "eot_id %u is not below vocab_size %u", eot_id, vocab_size);
     static const char *const fixed[] = { "train.bin", "val.bin", INDEX_NAME };
     for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
@@ -1040,7 +1103,28 @@ int pt_shard_writer_open(pt_shard_writer **out, const char *dir, uint64_t shard_
     w->cap = shard_tokens ? shard_tokens : UINT64_MAX;
     w->vocab = vocab_size;
     w->eot = eot_id;
+    w->width = PT_SHARD_TOKEN_BYTES(vocab_size);
     *out = w;
+    return PT_OK;
+}
+
+/* one id (already checked) into split k */
+static int wadd1(pt_shard_writer *w, int k, uint32_t id)
+{
+    wsplit *p = &w->sp[k];
+    int rc;
+    if (!p->n || p->v[p->n - 1].n == w->cap) {
+        if ((rc = wflush(w, k)) || (rc = wnew(w, k))) return rc;
+    }
+    wshard *c = &p->v[p->n - 1];
+    for (uint32_t j = 0; j < w->width; j++) {
+        unsigned char b = (unsigned char)((id >> (8 * j)) & 0xff);
+        c->sum = (c->sum ^ b) * FNV_PRIME;
+        p->buf[p->blen++] = b;
+    }
+    c->n++;
+    p->tokens++;
+    if (p->blen == sizeof p->buf && (rc = wflush(w, k))) return rc; /* 2^16 is a multiple of 2 and 4 */
     return PT_OK;
 }
 
@@ -1054,17 +1138,22 @@ int pt_shard_writer_add(pt_shard_writer *w, int k, const uint16_t *ids, size_t n
         if (ids[i] >= w->vocab)
             return pt_fail(PT_EINVAL, "%s token %llu has id %u, outside [0, %u)", split_name[k],
                            (unsigned long long)p->tokens, (unsigned)ids[i], w->vocab);
-        if (!p->n || p->v[p->n - 1].n == w->cap) {
-            if ((rc = wflush(w, k)) || (rc = wnew(w, k))) return rc;
-        }
-        wshard *c = &p->v[p->n - 1];
-        unsigned char b[2] = { (unsigned char)(ids[i] & 0xff), (unsigned char)(ids[i] >> 8) };
-        c->sum = (((c->sum ^ b[0]) * FNV_PRIME) ^ b[1]) * FNV_PRIME;
-        c->n++;
-        p->tokens++;
-        p->buf[p->blen++] = b[0];
-        p->buf[p->blen++] = b[1];
-        if (p->blen == sizeof p->buf && (rc = wflush(w, k))) return rc;
+        if ((rc = wadd1(w, k, ids[i]))) return rc;
+    }
+    return PT_OK;
+}
+
+int pt_shard_writer_add32(pt_shard_writer *w, int k, const uint32_t *ids, size_t n)
+{
+    if (!w || (k != PT_SPLIT_TRAIN && k != PT_SPLIT_VAL) || (!ids && n))
+        return pt_fail(PT_EINVAL, "pt_shard_writer_add32: bad argument");
+    wsplit *p = &w->sp[k];
+    int rc;
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] >= w->vocab)
+            return pt_fail(PT_EINVAL, "%s token %llu has id %lu, outside [0, %u)", split_name[k],
+                           (unsigned long long)p->tokens, (unsigned long)ids[i], w->vocab);
+        if ((rc = wadd1(w, k, ids[i]))) return rc;
     }
     return PT_OK;
 }
@@ -1114,25 +1203,25 @@ int pt_shard_writer_split(pt_shard_writer *w, uint64_t at)
         if ((rc = wnew(w, PT_SPLIT_VAL))) return rc;
         wshard *d = &v->v[0];
         for (uint64_t i = c; i < src->n;) {
-            size_t m = src->n - i < sizeof buf / 2 ? (size_t)(src->n - i) : sizeof buf / 2;
-            if (pread_all(src->f.fd, buf, 2 * m, (off_t)(PT_SHARD_HEADER_BYTES + 2 * i)))
+            size_t m = src->n - i < sizeof buf / w->width ? (size_t)(src->n - i) : sizeof buf / w->width;
+            if (pread_all(src->f.fd, buf, w->width * m, (off_t)(PT_SHARD_HEADER_BYTES + (uint64_t)w->width * i)))
                 return pt_fail(PT_EIO, "cannot read back token shard %s: %s", src->f.path, strerror(errno));
-            if (pt_write_all(d->f.fd, buf, 2 * m))
+            if (pt_write_all(d->f.fd, buf, w->width * m))
                 return pt_fail(PT_EIO, "cannot write token shard %s: %s", d->f.path, strerror(errno));
-            d->sum = fnv_update(d->sum, buf, 2 * m);
+            d->sum = fnv_update(d->sum, buf, w->width * m);
             d->n += m;
             i += m;
         }
         /* its head [0, c) stays: truncated, its checksum read again */
-        if (ftruncate(src->f.fd, (off_t)(PT_SHARD_HEADER_BYTES + 2 * c)) ||
+        if (ftruncate(src->f.fd, (off_t)(PT_SHARD_HEADER_BYTES + (uint64_t)w->width * c)) ||
             lseek(src->f.fd, 0, SEEK_END) < 0)
             return pt_fail(PT_EIO, "cannot truncate token shard %s: %s", src->f.path, strerror(errno));
         src->sum = FNV_BASIS;
         for (uint64_t i = 0; i < c;) {
-            size_t m = c - i < sizeof buf / 2 ? (size_t)(c - i) : sizeof buf / 2;
-            if (pread_all(src->f.fd, buf, 2 * m, (off_t)(PT_SHARD_HEADER_BYTES + 2 * i)))
+            size_t m = c - i < sizeof buf / w->width ? (size_t)(c - i) : sizeof buf / w->width;
+            if (pread_all(src->f.fd, buf, w->width * m, (off_t)(PT_SHARD_HEADER_BYTES + (uint64_t)w->width * i)))
                 return pt_fail(PT_EIO, "cannot read back token shard %s: %s", src->f.path, strerror(errno));
-            src->sum = fnv_update(src->sum, buf, 2 * m);
+            src->sum = fnv_update(src->sum, buf, w->width * m);
             i += m;
         }
         src->n = c;
@@ -1255,6 +1344,7 @@ int pt_shard_writer_commit(pt_shard_writer *w, char names[2][64], int nfiles[2])
     char hex[20];
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)set_id);
     if (idx) json_object_set_new(idx, "set_id", json_string(hex));
+    if (idx && w->width == 4) json_object_set_new(idx, "bytes_per_token", json_integer(4)); /* 2-byte sets: as before */
     pt_atomic_file *all = calloc((size_t)total + 1, sizeof *all);
     if (!idx || !all) rc = pt_fail(PT_ENOMEM, "out of memory");
     for (int k = 0; k < 2 && !rc; k++) {
@@ -1280,8 +1370,8 @@ int pt_shard_writer_commit(pt_shard_writer *w, char names[2][64], int nfiles[2])
             c->f.path = path;
             unsigned char h[PT_SHARD_HEADER_BYTES] = { 0 };
             memcpy(h, PT_SHARD_MAGIC, 8);
-            put_u32(h + 8, PT_SHARD_VERSION);
-            put_u32(h + 12, 2);
+            put_u32(h + 8, w->width == 4 ? PT_SHARD_VERSION_4 : PT_SHARD_VERSION);
+            put_u32(h + 12, w->width);
             put_u64(h + 16, c->n);
             put_u32(h + 24, w->vocab);
             put_u32(h + 28, w->eot);
@@ -1343,6 +1433,29 @@ int pt_shard_writer_commit(pt_shard_writer *w, char names[2][64], int nfiles[2])
     return rc;
 }
 
+/* pt_loader_batch of a stream of 4-byte ids (arguments checked) */
+static int loader_batch32(const pt_shard *s, long step, int B_global, int T, int first_seq, int nseq, int32_t *inputs,
+                          int32_t *targets)
+{
+    uint32_t *tmp = NULL; /* T + 1 tokens of a sequence read across files */
+    if (!s->tokens32 && !(tmp = malloc(sizeof *tmp * ((size_t)T + 1))))
+        return pt_fail(PT_ENOMEM, "loader: out of memory for a sequence of %d tokens", T);
+    unsigned __int128 span = (unsigned __int128)(s->ntokens - (uint64_t)T - 1);
+    for (int j = 0; j < nseq; j++) {
+        unsigned __int128 seq = (unsigned __int128)(uint64_t)step * (uint64_t)B_global + (uint64_t)(first_seq + j);
+        uint64_t off = (uint64_t)((seq * (uint64_t)T) % span);
+        const uint32_t *src = s->tokens32 ? s->tokens32 + off : tmp;
+        if (!s->tokens32) (void)pt_shard_read32(s, off, (uint64_t)T + 1, tmp); /* in range: off + T + 1 <= ntokens */
+        int32_t *in = inputs + (size_t)j * (size_t)T, *tg = targets + (size_t)j * (size_t)T;
+        for (int t = 0; t < T; t++) { /* ids < vocab_size <= 2^31 - 1 */
+            in[t] = (int32_t)src[t];
+            tg[t] = (int32_t)src[t + 1];
+        }
+    }
+    free(tmp);
+    return PT_OK;
+}
+
 int pt_loader_batch(const pt_shard *s, long step, int B_global, int T, int first_seq, int nseq, int32_t *inputs,
                     int32_t *targets)
 {
@@ -1353,9 +1466,10 @@ int pt_loader_batch(const pt_shard *s, long step, int B_global, int T, int first
     if (first_seq < 0 || nseq < 1 || first_seq > B_global - nseq)
         return pt_fail(PT_EINVAL, "loader: sequences %d..%d are outside the global batch of %d", first_seq,
                        first_seq + nseq - 1, B_global);
-    if ((!s->tokens && s->nfiles < 2) || s->ntokens < (uint64_t)T + 2)
+    if ((!s->tokens && !s->tokens32 && s->nfiles < 2) || s->ntokens < (uint64_t)T + 2)
         return pt_fail(PT_EINVAL, "loader: shard has %llu tokens, sequence length %d needs at least %d",
                        (unsigned long long)s->ntokens, T, T + 2);
+    if (s->token_bytes == 4 || s->tokens32) return loader_batch32(s, step, B_global, T, first_seq, nseq, inputs, targets);
     uint16_t *tmp = NULL; /* T + 1 tokens of a sequence read across files */
     if (!s->tokens && !(tmp = malloc(sizeof *tmp * ((size_t)T + 1))))
         return pt_fail(PT_ENOMEM, "loader: out of memory for a sequence of %d tokens", T);

@@ -1,22 +1,30 @@
 /* SPDX-License-Identifier: MIT */
-/* Token shards (files of uint16 token ids), the other token files ptrain
+/* Token shards (files of uint16 or uint32 token ids), the other token files ptrain
  * reads (llm.c's and nanoGPT's), data sets made of several of them, and the
  * deterministic, rank-aware batch loader.
  *
- * Shard file format, version 1 (all integers little-endian):
+ * Shard file format, versions 1 and 2 (all integers little-endian):
  *
  *   offset size  field
  *        0    8  magic "PTRNTOK\0" (the 7 letters and a NUL byte)
- *        8    4  uint32 version = 1
- *       12    4  uint32 bytes_per_token = 2
+ *        8    4  uint32 version = 1 (2-byte ids) or 2 (4-byte ids)
+ *       12    4  uint32 bytes_per_token = 2 (version 1) or 4 (version 2)
  *       16    8  uint64 ntokens
- *       24    4  uint32 vocab_size  (<= 65536; every id is < vocab_size)
+ *       24    4  uint32 vocab_size  (every id is < vocab_size; version 1:
+ *                                    1..65536; version 2: 65537..2^31-1)
  *       28    4  uint32 eot_id      (end-of-text id, < vocab_size)
  *       32    8  uint64 checksum    (FNV-1a 64 of the payload bytes)
  *       40    8  uint64 set_id      (shards written together, e.g. train.bin and
  *                                    val.bin of one prepare, share it; 0 = none)
  *       48   16  zero
- *       64  2*n  payload: ntokens uint16 ids
+ *       64  w*n  payload: ntokens ids of w = bytes_per_token bytes (uint16
+ *                or uint32)
+ *
+ * Writers pick the width from the vocabulary: 2 bytes (version 1, the
+ * format of every earlier ptrain, byte for byte) when vocab_size <= 65536
+ * (GPT-2), else 4 bytes (version 2; Llama 3's 128,256 ids).  Version 1
+ * files of earlier ptrain are read as they always were.  Readers before
+ * version 2 refuse a version 2 file by its version ("not supported").
  *
  * FNV-1a 64: Fowler, Noll, Vo, "FNV hash" (IETF draft-eastlake-fnv), offset
  * basis 0xcbf29ce484222325, prime 0x100000001b3, one byte at a time.
@@ -37,7 +45,7 @@
  * tokens (a pt_shard whose `files` are its parts):
  *   DIR/index.json  (ptrain-data prepare's sharded output; pt_shard_writer)
  *     {"format": "ptrain-token-set", "version": 1, "set_id": "16 hex",
- *      "vocab_size": V, "eot_id": E,
+ *      "vocab_size": V, "eot_id": E, ["bytes_per_token": 4,] (only when 4)
  *      "train": [{"file": "train_000000.bin", "tokens": N, "fnv1a64": "16 hex"}, ...],
  *      "val": [...]}
  *     every shard a ptrain shard in DIR with that set id, count and checksum;
@@ -61,7 +69,13 @@ extern "C" {
 #endif
 
 #define PT_SHARD_MAGIC "PTRNTOK" /* 8 bytes on disk including the NUL */
-#define PT_SHARD_VERSION 1
+#define PT_SHARD_VERSION 1   /* 2-byte ids */
+#define PT_SHARD_VERSION_4 2 /* 4-byte ids (vocab_size > 65536) */
+#define PT_SHARD_MAX_VOCAB_2 65536u      /* the largest vocabulary of a 2-byte shard */
+#define PT_SHARD_MAX_VOCAB_4 2147483647u /* of a 4-byte shard (ids fit an int32) */
+
+/* Bytes per token of a shard of vocabulary vocab_size: 2 up to 65536, else 4. */
+#define PT_SHARD_TOKEN_BYTES(vocab_size) ((vocab_size) > PT_SHARD_MAX_VOCAB_2 ? 4 : 2)
 #define PT_SHARD_HEADER_BYTES 64
 
 /* Token file formats. */
@@ -80,11 +94,15 @@ typedef enum pt_token_format {
 /* An open, validated token stream: one file, or the files of one split of
  * a data set read one after the other.  `tokens` points into a read-only
  * mapping of the file ([ntokens] uint16 ids, each < vocab_size) when the
- * stream is one file or was built in memory; for several files it is NULL
+ * stream is one 2-byte file or was built in memory, `tokens32` ([ntokens]
+ * uint32 ids) when it is one 4-byte file; for several files both are NULL
  * and `files` holds each file's own shard: read the stream with
- * pt_shard_read or pt_loader_batch. */
+ * pt_shard_read32 (any width), pt_shard_read (2-byte streams) or
+ * pt_loader_batch. */
 typedef struct pt_shard {
     const uint16_t *tokens;
+    const uint32_t *tokens32;
+    uint32_t token_bytes; /* 2 or 4 (every file of a stream has the same) */
     uint64_t ntokens;   /* all files together */
     uint32_t vocab_size, eot_id;
     uint64_t checksum;  /* one file: FNV-1a 64 of its payload (a ptrain shard's is verified
@@ -106,8 +124,9 @@ typedef struct pt_shard {
 /* Exit status of a process whose mapped shard changed under it (below). */
 #define PT_SHARD_CHANGED_EXIT 4
 
-/* Open `path` read-only, mmap it and validate: magic, version, bytes per token,
- * file size == 64 + 2 * ntokens, eot_id < vocab_size <= 65536, payload
+/* Open `path` read-only, mmap it and validate: magic, version, bytes per token
+ * (version 1: 2, version 2: 4), file size == 64 + bytes_per_token * ntokens,
+ * eot_id < vocab_size (version 1: <= 65536; version 2: 65537..2^31-1), payload
  * checksum, every id < vocab_size (one pass over the payload, O(ntokens)).
  * On success fill *s (close with pt_shard_close()); on error *s is zeroed.
  * The mapping reads the file itself: a shard truncated or rewritten in
@@ -177,8 +196,10 @@ const char *pt_token_format_name(int fmt);
 int pt_dataset_open(const char *spec, uint32_t vocab, pt_shard *train, pt_shard *val);
 
 /* Copy tokens [off, off + n) of stream s (across its files) to dst [n].
- * PT_EINVAL when the range is outside [0, ntokens) or an argument is NULL. */
+ * PT_EINVAL when the range is outside [0, ntokens) or an argument is NULL;
+ * pt_shard_read also for a stream of 4-byte ids (use pt_shard_read32). */
 int pt_shard_read(const pt_shard *s, uint64_t off, uint64_t n, uint16_t *dst);
+int pt_shard_read32(const pt_shard *s, uint64_t off, uint64_t n, uint32_t *dst);
 
 /* Write an llm.c token file (version 1: the 1024-byte header with magic
  * 20240520, version 1 and n, then n uint16 ids) holding tokens [off, off +
@@ -196,6 +217,11 @@ int pt_llmc_write(int fd, const char *name, const pt_shard *s, uint64_t off, uin
  * eot_id >= vocab_size, an id out of range -- naming its position),
  * PT_EIO (write, fsync or rename failed, naming the path and errno text). */
 int pt_shard_write(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id);
+
+/* pt_shard_write for any vocabulary in 1..2^31-1: a 2-byte shard (version 1,
+ * the same file as pt_shard_write's) up to 65536 ids, else a 4-byte one
+ * (version 2).  Errors as pt_shard_write. */
+int pt_shard_write_any(const char *path, const int32_t *ids, uint64_t n, uint32_t vocab_size, uint32_t eot_id);
 
 /* Write `nshards` (1..16) shards as one set: paths[k] gets counts[k] ids
  * from ids[k].  Every shard's header carries the same set_id (FNV-1a 64 of
@@ -227,7 +253,9 @@ enum { PT_SPLIT_TRAIN = 0, PT_SPLIT_VAL = 1 };
 typedef struct pt_shard_writer pt_shard_writer;
 
 /* Start a set in existing directory dir: shards of at most shard_tokens
- * tokens (0: one shard per split), ids < vocab_size (1..65536), eot_id <
+ * tokens (0: one shard per split), ids < vocab_size (1..2^31-1; the shards
+ * hold 2-byte ids up to 65536, else 4-byte ones, and index.json then says
+ * "bytes_per_token": 4), eot_id <
  * vocab_size.  The names dir/train.bin, dir/val.bin and dir/index.json must
  * be absent or regular files (pt_output_check).
  * Errors: PT_EINVAL (bad sizes, NULL), PT_EIO (a refused name), PT_ENOMEM. */
@@ -240,6 +268,7 @@ int pt_shard_writer_open(pt_shard_writer **w, const char *dir, uint64_t shard_to
  * temporary file cannot be created or written: the directory and errno
  * text; "too many open files" advises a larger --shard-tokens). */
 int pt_shard_writer_add(pt_shard_writer *w, int split, const uint16_t *ids, size_t n);
+int pt_shard_writer_add32(pt_shard_writer *w, int split, const uint32_t *ids, size_t n);
 
 /* Tokens appended to split so far. */
 uint64_t pt_shard_writer_tokens(const pt_shard_writer *w, int split);

@@ -407,6 +407,136 @@ int main(void)
         test_changed_while_mapped(path, path2);
     }
 
+    /* ---- 4-byte shards (version 2): random ids up to 2^17 ---------------- */
+    {
+        const uint32_t V4 = (1u << 17) + 1 + (uint32_t)(pt_rng_u64(&rng) % 1000), E4 = 128001;
+        uint64_t m = 3000 + pt_rng_u64(&rng) % 5000;
+        int32_t *w = malloc(m * sizeof *w);
+        for (uint64_t i = 0; i < m; i++) w[i] = (int32_t)(pt_rng_u64(&rng) % V4);
+        w[m / 3] = (int32_t)(V4 - 1); /* beyond 16 bits */
+        w[m / 2] = 65535;
+        w[m / 2 + 1] = 65536;
+        tap_diag("4-byte round trip: vocab %u, %llu ids (seed above)", V4, (unsigned long long)m);
+        snprintf(path, sizeof path, "%s/wide.bin", dir);
+        int w1 = pt_shard_write(path, w, m, V4, E4);
+        tap_ok(w1 == PT_EINVAL && !strchr(pt_errmsg(), '\n'), "pt_shard_write (2-byte only) still refuses vocab %u: %s",
+               V4, pt_errmsg());
+        rc = pt_shard_write_any(path, w, m, V4, E4);
+        tap_ok(rc == PT_OK, "pt_shard_write_any %llu ids < %u: %s", (unsigned long long)m, V4, rc ? pt_errmsg() : "ok");
+        unsigned char *b4 = NULL;
+        size_t l4 = 0;
+        int hdr_ok = read_file(path, &b4, &l4) == 0 && l4 == 64 + 4 * m && !memcmp(b4, "PTRNTOK", 8) && le32(b4 + 8) == 2 &&
+                     le32(b4 + 12) == 4 && le64(b4 + 16) == m && le32(b4 + 24) == V4 && le32(b4 + 28) == E4;
+        int pay_ok = hdr_ok;
+        uint64_t h = 0xcbf29ce484222325ULL;
+        for (uint64_t i = 0; hdr_ok && i < m; i++) {
+            pay_ok = pay_ok && le32(b4 + 64 + 4 * i) == (uint32_t)w[i];
+            for (int k = 0; k < 4; k++) h = (h ^ b4[64 + 4 * i + (uint64_t)k]) * 0x100000001b3ULL;
+        }
+        tap_ok(hdr_ok && pay_ok && le64(b4 + 32) == h,
+               "file: version 2, 4 bytes per token, 64 + 4 * n bytes, ids as little-endian uint32, FNV-1a 64 of them");
+        pt_shard s4;
+        rc = pt_shard_open(&s4, path);
+        int same = rc == PT_OK && s4.token_bytes == 4 && s4.tokens == NULL && s4.tokens32 && s4.ntokens == m &&
+                   s4.vocab_size == V4 && s4.eot_id == E4 && s4.checksum == h;
+        for (uint64_t i = 0; same && i < m; i++) same = s4.tokens32[i] == (uint32_t)w[i];
+        tap_ok(same, "pt_shard_open reads back the same %llu ids: %s", (unsigned long long)m, rc ? pt_errmsg() : "ok");
+        uint32_t *r32 = malloc(m * sizeof *r32);
+        uint16_t r16[4];
+        int rr = rc ? -1 : pt_shard_read32(&s4, 0, m, r32);
+        for (uint64_t i = 0; !rr && i < m; i++) rr = r32[i] != (uint32_t)w[i];
+        tap_ok(!rr, "pt_shard_read32 of the whole stream");
+        int r2 = rc ? 0 : pt_shard_read(&s4, 0, 4, r16);
+        tap_ok(r2 == PT_EINVAL && !strchr(pt_errmsg(), '\n') && strstr(pt_errmsg(), "4-byte"),
+               "pt_shard_read (uint16) refuses a 4-byte stream: %s", pt_errmsg());
+        const int T = 16, B = 4;
+        int32_t in[4 * 16], tg[4 * 16];
+        int lb = rc ? -1 : pt_loader_batch(&s4, 12345, B, T, 0, B, in, tg);
+        for (int i = 0; !lb && i < B; i++) {
+            uint64_t o = ref_offset(12345, (uint64_t)B, (uint64_t)i, (uint64_t)T, m);
+            for (int t = 0; !lb && t < T; t++) lb = in[i * T + t] != w[o + (uint64_t)t] || tg[i * T + t] != w[o + (uint64_t)t + 1];
+        }
+        tap_ok(!lb, "loader batches of the 4-byte shard are the ids at the documented offsets");
+        free(r32);
+        pt_shard_close(&s4);
+        /* a version 1 file (the format of earlier ptrain) still opens as 2-byte */
+        snprintf(path, sizeof path, "%s/train.bin", dir);
+        pt_shard s2;
+        rc = pt_shard_open(&s2, path);
+        tap_ok(rc == PT_OK && s2.token_bytes == 2 && s2.tokens && !s2.tokens32,
+               "a version 1 (2-byte) shard still opens, as 2-byte: %s", rc ? pt_errmsg() : "ok");
+        pt_shard_close(&s2);
+        /* bad 4-byte headers: one line each */
+        if (hdr_ok) {
+            unsigned char *c4 = malloc(l4);
+            memcpy(c4, b4, l4);
+            set32(c4 + 12, 2);
+            expect_refused("version 2 with 2 bytes per token", c4, l4, "valid: 4");
+            memcpy(c4, b4, l4);
+            set32(c4 + 8, 3);
+            expect_refused("version 3", c4, l4, "version 3 is not supported");
+            memcpy(c4, b4, l4);
+            set32(c4 + 24, 50257);
+            set32(c4 + 28, 0);
+            expect_refused("a 4-byte shard of vocab 50257", c4, l4, "65537..2147483647");
+            memcpy(c4, b4, l4);
+            set32(c4 + 28, V4);
+            expect_refused("a 4-byte shard with eot_id == vocab_size", c4, l4, "eot_id");
+            memcpy(c4, b4, l4);
+            set32(c4 + 64 + 4 * 7, V4);
+            set64(c4 + 32, pt_fnv1a64(c4 + 64, l4 - 64)); /* a valid checksum: the id check refuses it */
+            expect_refused("a 4-byte id == vocab_size", c4, l4, ">= vocab_size");
+            memcpy(c4, b4, l4);
+            expect_refused("a 4-byte shard cut by 2 bytes", c4, l4 - 2, "truncated token shard");
+            free(c4);
+        }
+        /* a sharded 4-byte set (pt_shard_writer, index.json) read as one stream across its files */
+        char sd[300];
+        snprintf(sd, sizeof sd, "%s/wideset", dir);
+        mkdir(sd, 0755);
+        pt_shard_writer *wr = NULL;
+        const uint64_t S = 97, at = m - m / 10;
+        int wrc = pt_shard_writer_open(&wr, sd, S, V4, E4);
+        for (uint64_t i = 0; !wrc && i < m; i++) {
+            uint32_t one = (uint32_t)w[i];
+            wrc = pt_shard_writer_add32(wr, PT_SPLIT_TRAIN, &one, 1);
+        }
+        if (!wrc) wrc = pt_shard_writer_split(wr, at);
+        char names[2][64];
+        int nf[2] = { 0, 0 };
+        if (!wrc) wrc = pt_shard_writer_commit(wr, names, nf);
+        else pt_shard_writer_abort(wr);
+        pt_shard tr, va;
+        int orc = wrc ? -1 : pt_dataset_open(sd, 0, &tr, &va);
+        int ok = !orc && tr.token_bytes == 4 && va.token_bytes == 4 && tr.ntokens == at && va.ntokens == m - at &&
+                 tr.nfiles > 1 && tr.vocab_size == V4;
+        uint32_t *all = malloc(m * sizeof *all);
+        if (ok) ok = !pt_shard_read32(&tr, 0, at, all) && !pt_shard_read32(&va, 0, m - at, all + at);
+        for (uint64_t i = 0; ok && i < m; i++) ok = all[i] == (uint32_t)w[i];
+        int32_t in2[4 * 16], tg2[4 * 16];
+        int lb2 = ok ? pt_loader_batch(&tr, 777, B, T, 0, B, in2, tg2) : -1;
+        for (int i = 0; !lb2 && i < B; i++) {
+            uint64_t o = ref_offset(777, (uint64_t)B, (uint64_t)i, (uint64_t)T, at);
+            for (int t = 0; !lb2 && t < T; t++)
+                lb2 = in2[i * T + t] != w[o + (uint64_t)t] || tg2[i * T + t] != w[o + (uint64_t)t + 1];
+        }
+        tap_ok(ok && !lb2, "a 4-byte set in shards of %llu (%d + %d files, split at %llu): the same ids and batches "
+                           "across files: %s", (unsigned long long)S, nf[0], nf[1], (unsigned long long)at,
+               wrc || orc ? pt_errmsg() : "ok");
+        if (!orc) {
+            pt_shard_close(&tr);
+            pt_shard_close(&va);
+        }
+        free(all);
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", sd);
+        if (system(cmd) != 0) tap_diag("cannot remove %s", sd);
+        free(b4);
+        free(w);
+        snprintf(path, sizeof path, "%s/wide.bin", dir);
+        unlink(path);
+    }
+
     /* clean up */
     const char *names[] = { "train.bin", "bad.bin", "small.bin", "empty.bin", "mapped.bin", "mapped2.bin" };
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
