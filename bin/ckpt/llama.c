@@ -374,8 +374,8 @@ static int src_open(const char *src, const char *model, hf_src *s, pt_model_shap
             a.norm_eps = b.norm_eps = 0;
             a.rope_factor = b.rope_factor = a.rope_low_freq = b.rope_low_freq = a.rope_high_freq = b.rope_high_freq = 0;
             a.rope_orig_ctx = b.rope_orig_ctx = 0;
-            pt_ckpt_shape_normalise(&a);
-            pt_ckpt_shape_normalise(&b);
+            pt_model_shape_normalise(&a);
+            pt_model_shape_normalise(&b);
             char fa[160];
             pt_model_shape_format(m, fa, sizeof fa);
             if (memcmp(&a, &b, sizeof a))

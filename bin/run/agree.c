@@ -82,11 +82,13 @@ static const struct {
     [F_PLAN_BATCH] = {"the global batch the plugin's plan was made for (PTRAIN_BATCH)", SHOW_INT},
 };
 
-/* The FNV-1a hash of a model shape, every field (the struct is 4-byte
- * fields without padding) (never 0). */
+/* The FNV-1a hash of a model shape, every field of its normalised form
+ * (the struct is 4-byte fields without padding) (never 0). */
 static int64_t shape_id(const pt_model_shape *m)
 {
-    uint64_t h = pt_fnv1a64(m, sizeof *m);
+    pt_model_shape n = *m; /* two spellings of one model hash equal */
+    pt_model_shape_normalise(&n);
+    uint64_t h = pt_fnv1a64(&n, sizeof n);
     return (int64_t)(h ? h : 1);
 }
 

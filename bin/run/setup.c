@@ -124,8 +124,8 @@ int run_setup_rank(int argc, char **argv, int world, const run_nodes *nodes, run
     }
     if (have_ck && (strcmp(o->resume, "auto") || !o->model_given)) { /* auto with --model: a mismatch falls back */
         pt_model_shape a = ck, b = *cfg;
-        pt_ckpt_shape_normalise(&a);
-        pt_ckpt_shape_normalise(&b);
+        pt_model_shape_normalise(&a);
+        pt_model_shape_normalise(&b);
         if (memcmp(&a, &b, sizeof a)) {
             char sa[160], sb[160];
             pt_model_shape_format(&ck, sa, sizeof sa);

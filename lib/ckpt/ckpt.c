@@ -382,17 +382,6 @@ static int shape_float(json_t *o, const char *k, double lo, double hi, float *v)
     return 1;
 }
 
-void pt_ckpt_shape_normalise(pt_model_shape *m)
-{
-    if (m->family != PT_FAMILY_LLAMA) return;
-    m->n_kv_head = pt_model_kv_heads(m);
-    m->ffn = pt_model_ffn(m);
-    m->norm_eps = (float)pt_model_norm_eps(m);
-    m->rope_theta = (float)pt_model_rope_theta(m);
-    m->untied = m->untied != 0;
-    m->qkv_bias = m->qkv_bias != 0;
-}
-
 int pt_ckpt_model_shape(json_t *mc, pt_model_shape *m)
 {
     memset(m, 0, sizeof *m);
@@ -1143,8 +1132,8 @@ static int stage(const char *path, pt_train *t, const pt_plan *plan, const pt_gp
     pt_model_shape saved;
     if ((rc = pt_ckpt_model_shape(mc, &saved))) return pt_fail(rc, "checkpoint %s: %s", path, pt_errmsg());
     pt_model_shape mine_n = *cfg;
-    pt_ckpt_shape_normalise(&saved);
-    pt_ckpt_shape_normalise(&mine_n);
+    pt_model_shape_normalise(&saved);
+    pt_model_shape_normalise(&mine_n);
     int same = !memcmp(&saved, &mine_n, sizeof saved);
     if (!same && saved.family != cfg->family)
         return pt_fail(PT_EINVAL, "checkpoint %s: saved for a %s model (%s), this run builds a %s model", path,

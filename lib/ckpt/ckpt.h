@@ -268,9 +268,6 @@ struct json_t *pt_ckpt_model_json(const pt_model_shape *m);
 /* The shape of a manifest's "model" object into *m: PT_OK, or PT_EFORMAT
  * (one line naming the value and what would be valid). */
 int pt_ckpt_model_shape(struct json_t *model, pt_model_shape *m);
-/* Llama's defaults made explicit (n_kv_head, ffn, norm_eps, rope_theta),
- * so that two shapes of the same model compare equal with memcmp. */
-void pt_ckpt_shape_normalise(pt_model_shape *m);
 
 /* The tensor data of a one-rank checkpoint written without a model:
  * elements [first, first + n) of whole-model parameter index (row-major

@@ -177,10 +177,26 @@ int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m)
     return 0;
 }
 
+void pt_model_shape_normalise(pt_model_shape *m)
+{
+    if (m->family != PT_FAMILY_LLAMA) return;
+    m->n_kv_head = pt_model_kv_heads(m);
+    m->ffn = pt_model_ffn(m);
+    m->norm_eps = (float)pt_model_norm_eps(m);
+    m->rope_theta = (float)pt_model_rope_theta(m);
+    m->untied = m->untied != 0;
+    m->qkv_bias = m->qkv_bias != 0;
+}
+
 int pt_model_shape_format(const pt_model_shape *m, char *buf, int n)
 {
-    for (size_t i = 0; i < NPRESETS; i++)
-        if (memcmp(m, &presets[i].shape, sizeof *m) == 0) return snprintf(buf, (size_t)n, "%s", presets[i].name);
+    pt_model_shape a = *m;
+    pt_model_shape_normalise(&a);
+    for (size_t i = 0; i < NPRESETS; i++) {
+        pt_model_shape b = presets[i].shape;
+        pt_model_shape_normalise(&b);
+        if (memcmp(&a, &b, sizeof a) == 0) return snprintf(buf, (size_t)n, "%s", presets[i].name);
+    }
     if (m->family != PT_FAMILY_LLAMA)
         return snprintf(buf, (size_t)n, "%d,%d,%d,%d,%d", m->n_layer, m->n_head, m->n_embd, m->seq_len, m->vocab);
     char theta[48] = "";

@@ -66,6 +66,10 @@ int pt_model_shape_parse(const char *what, const char *s, pt_model_shape *m);
  * with theta when it is not 10000 and the Llama 3.1 scaling only through a
  * preset).  Returns the length snprintf would (truncated at n). */
 int pt_model_shape_format(const pt_model_shape *m, char *buf, int n);
+/* The shape with a Llama's defaults written out (KV heads, MLP width,
+ * eps, theta; untied and qkv_bias as 0/1), so that two spellings of one
+ * model compare and hash equal (a GPT-2 shape is left as it is). */
+void pt_model_shape_normalise(pt_model_shape *m);
 /* "test, tiny, small, gpt2-124M, llama-test, ..." */
 const char *pt_model_preset_names(void);
 /* The preset called name into *m (m may be NULL): 0, or -1 (no message)

@@ -135,6 +135,29 @@ int main(void)
                last.rows == 100 && pt_model_param_info(&q, 21, &last) == -1;
     tap_ok(names_ok, "llama:2,4,2,64,96,16,100,untied,qkv-bias: the list's names, shapes and order");
 
+    /* a preset with its defaults written out (as a converted config.json
+     * gives it) is still that preset, and normalises equal */
+    int canon_ok = 1;
+    snprintf(buf, sizeof buf, "%s", names);
+    for (char *t = strtok(buf, ", "); t; t = strtok(NULL, ", ")) {
+        pt_model_shape a, b;
+        pt_model_preset(t, &a);
+        b = a;
+        if (b.family == PT_FAMILY_LLAMA) {
+            b.n_kv_head = pt_model_kv_heads(&b), b.ffn = pt_model_ffn(&b);
+            b.norm_eps = 1e-5f, b.rope_theta = (float)pt_model_rope_theta(&b);
+        }
+        char fb[160];
+        pt_model_shape_format(&b, fb, sizeof fb);
+        pt_model_shape_normalise(&a);
+        pt_model_shape_normalise(&b);
+        if (strcmp(fb, t) || memcmp(&a, &b, sizeof a)) {
+            canon_ok = 0;
+            tap_diag("%s with its defaults written out formats as '%s'", t, fb);
+        }
+    }
+    tap_ok(canon_ok, "every preset with its defaults written out formats as its name and normalises equal");
+
     /* refusals name the value and the forms */
     const char *bad[] = {"llama:2,4,3,64,96,16,100", "llama:2,4,2,63,96,16,100", "llama:2,4,2,64,96,16",
                          "llama:2,4,2,64,96,16,100,tied", "llama:2,4,2,64,96,16,100,theta=-1",
