@@ -114,17 +114,6 @@ static int convert_llama(const char *to, const char *dtype, const char *model, l
     return tool_die(2, "convert: %s", pt_errmsg());
 }
 
-int ckpt_dst_open(const char *dst, int *lockfd)
-{
-    *lockfd = -1;
-    int rc = pt_ckpt_dir_check(dst);
-    if (!rc && (rc = pt_ckpt_dir_lock(dst, NULL, lockfd)) == PT_EUNSUPP) {
-        fprintf(stderr, "ptrain-ckpt: warning: %s\n", pt_errmsg());
-        rc = PT_OK;
-    }
-    return rc;
-}
-
 int ckpt_convert(const char *to, const char *dtype, const char *model, long long max_shard, const char *src,
                  const char *dst)
 {

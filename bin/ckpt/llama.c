@@ -717,7 +717,7 @@ static int get_out(void *arg, int idx, int64_t first, int64_t n, float *dst)
 {
     out_src *o = arg;
     if (o->h) {
-        memcpy(dst, param_at(o->h, idx)->data + first, sizeof(float) * (size_t)n);
+        o->h->model.ops->copy(dst, param_at(o->h, idx)->data + first, (size_t)n, PT_F32);
         return PT_OK;
     }
     size_t want = sizeof(float) * (size_t)n, got = 0;

@@ -22,6 +22,17 @@ int ckpt_is_dir(const char *p)
  * manifest.json or has no `latest`, else the step-NNNNNNNN that arg/latest
  * names.  PT_EIO (not a directory, unreadable pointer), PT_EFORMAT (a
  * pointer that names no step directory). */
+int ckpt_dst_open(const char *dst, int *lockfd)
+{
+    *lockfd = -1;
+    int rc = pt_ckpt_dir_check(dst);
+    if (!rc && (rc = pt_ckpt_dir_lock(dst, NULL, lockfd)) == PT_EUNSUPP) {
+        fprintf(stderr, "ptrain-ckpt: warning: %s\n", pt_errmsg());
+        rc = PT_OK;
+    }
+    return rc;
+}
+
 int ckpt_resolve(const char *arg, char *out, size_t n)
 {
     char p[4200];
