@@ -72,7 +72,7 @@ libs[ckpt_manifest]="$(pc --cflags --libs jansson) -lm"
 src[hf_config]="$core $plan $top/lib/ckpt/safetensors.c $top/bin/ckpt/safetensors.c"
 libs[hf_config]=${libs[ckpt_manifest]}
 # (fuzz_llmc.c includes bin/ckpt/llmc.c; the model it builds is a stub)
-src[llmc]="$core"; libs[llmc]=${libs[ckpt_manifest]}
+src[llmc]="$core $top/lib/contract/model.c"; libs[llmc]=${libs[ckpt_manifest]}
 # (fuzz_corpus.c includes lib/data/prepare.c, for its static streaming
 # reader; it encodes with GPT-2's tokenizer, as that reader cuts by it)
 src[corpus]="$core $top/lib/data/corpus.c $top/lib/data/bpe.c $top/lib/data/shard.c"

@@ -45,6 +45,7 @@ static int cfg_int(json_t *root, const char *path, const char *key, const char *
  * config.json there), or an error naming the file and the field. */
 static int hf_config(const char *st_path, pt_gpt_config *cfg, char *used, size_t un)
 {
+    memset(cfg, 0, sizeof *cfg); /* a GPT-2 shape: the fields after vocab stay 0 */
     char path[4300];
     const char *slash = strrchr(st_path, '/');
     if (slash) snprintf(path, sizeof path, "%.*s/config.json", (int)(slash - st_path), st_path);
