@@ -168,11 +168,13 @@ check "a $(wc -c <"$tmp/big.txt")-byte document cut into chunks: the shard holds
 "$pd" prepare --tokenizer "$l3dir" --out "$tmp/run" "$top_srcdir/README.md" >/dev/null 2>&1
 pr=$top_builddir/ptrain-run
 if [ -x "$pr" ]; then
-    "$pr" --data "$tmp/run" --model llama:2,2,1,64,128,64,128256 --steps 1 >"$tmp/out" 2>&1
+    # (an MPI singleton: Open MPI's exit allocations are not ptrain's, as ptrain_mpirun)
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+        "$pr" --data "$tmp/run" --model llama:2,2,1,64,128,64,128256 --steps 1 >"$tmp/out" 2>&1
     rc=$?
     check "ptrain-run trains one step of a tiny Llama on the 4-byte set (status $rc)" \
         sh -c "[ $rc -eq 0 ] && grep -q '^done: steps=1' '$tmp/out'"
-    "$pr" --data "$tmp/run" --steps 1 >"$tmp/out" 2>&1
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" "$pr" --data "$tmp/run" --steps 1 >"$tmp/out" 2>&1
     rc=$?
     check "ptrain-run refuses it for GPT-2's 50257 ids (status $rc)" \
         sh -c "[ $rc -ne 0 ] && grep -q 'data vocabulary 128256 is larger than the model' '$tmp/out'"
