@@ -255,11 +255,11 @@ static float *rope_table(pt_gpt *m, int *rc)
         return NULL;
     }
     const pt_gpt_config *c = &m->cfg;
-    pt_rope_table(host, m->T, m->HS, pt_model_rope_theta(c), c->rope_factor, c->rope_low_freq, c->rope_high_freq,
-                  c->rope_orig_ctx);
-    m->ops->copy2d(cs, 0, host, 0, n * sizeof(float), 1);
+    *rc = pt_rope_table(host, m->T, m->HS, pt_model_rope_theta(c), c->rope_factor, c->rope_low_freq,
+                        c->rope_high_freq, c->rope_orig_ctx);
+    if (!*rc) m->ops->copy2d(cs, 0, host, 0, n * sizeof(float), 1);
     free(host);
-    return cs;
+    return *rc ? NULL : cs;
 }
 
 /* Activations of block l in slot layer ly: own buffers, or the shared
